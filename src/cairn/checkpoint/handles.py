@@ -1,0 +1,100 @@
+"""State handles: where a piece of checkpointed state lives and how to verify it.
+
+Invariant: handles are immutable, JSON-serializable values (see ``checkpoint.metadata``) and
+every path in them is relative to the directory of the checkpoint that owns the metadata, so a
+checkpoint or savepoint directory can be moved as a whole and stays readable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from cairn.ids import CheckpointId, OperatorUid
+
+
+@dataclass(frozen=True, slots=True)
+class StreamRange:
+    """A checksummed byte range of a state file."""
+
+    offset: int
+    length: int
+    crc32: int
+
+
+@dataclass(frozen=True, slots=True)
+class KeyedStateHandle:
+    """Keyed state of one subtask, one section per non-empty key group.
+
+    ``key_group_start``/``key_group_end`` (inclusive) is the range the writing subtask owned;
+    on restore each new subtask reads only the sections of the key groups it now owns.
+    """
+
+    path: str
+    key_group_start: int
+    key_group_end: int
+    sections: Mapping[int, StreamRange]
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorStateHandle:
+    """Operator (non-keyed) state of one subtask in one section.
+
+    ``states`` maps a state name to its redistribution mode (``"split"`` or ``"union"``) and
+    element count; the section holds a pickled ``dict[name, list]``.
+    """
+
+    path: str
+    section: StreamRange
+    states: Mapping[str, tuple[str, int]]
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorSubtaskState:
+    """Everything one subtask of one operator contributed to a checkpoint."""
+
+    keyed: tuple[KeyedStateHandle, ...] = ()
+    operator: tuple[OperatorStateHandle, ...] = ()
+    # Raw extra payload written inline in the metadata (small, e.g. source positions in tests).
+    inline: Mapping[str, object] = field(default_factory=dict)
+
+    @property
+    def state_size(self) -> int:
+        return sum(h.size for h in self.keyed) + sum(h.size for h in self.operator)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.keyed and not self.operator and not self.inline
+
+
+class StateFileWriter(Protocol):
+    """What a state backend needs to persist the asynchronous part of a snapshot."""
+
+    @property
+    def checkpoint_id(self) -> CheckpointId: ...
+
+    def write_state_file(self, name: str, data: bytes) -> str:
+        """Write ``data`` as a new file in the checkpoint directory; return its relative path."""
+        ...
+
+
+class StateFileReader(Protocol):
+    """What a state backend needs to restore from a checkpoint directory."""
+
+    def read_state_range(self, path: str, offset: int, length: int) -> bytes:
+        """Read ``length`` bytes at ``offset`` of ``path`` (relative to the checkpoint dir)."""
+        ...
+
+
+__all__ = [
+    "KeyedStateHandle",
+    "OperatorStateHandle",
+    "OperatorSubtaskState",
+    "OperatorUid",
+    "StateFileReader",
+    "StateFileWriter",
+    "StreamRange",
+]

@@ -1,0 +1,130 @@
+"""The source and sink contracts every connector implements (PyFlink: ``connectors.base``).
+
+Invariant: a ``Source``/``Sink`` object is a picklable description created on the driver;
+readers, writers and committers are created on the workers, one per subtask, and all their
+recoverable state is what ``snapshot_state``/``prepare_commit`` returned at a checkpoint.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SourceReaderContext:
+    subtask_index: int
+    parallelism: int
+    attempt_number: int
+    job_id: str
+
+
+class SourceReader(ABC):
+    """Reads the splits assigned to one subtask. Called from the task thread only."""
+
+    @abstractmethod
+    def poll_batch(self, max_records: int) -> list[Any] | None:
+        """Return up to ``max_records`` records.
+
+        ``[]`` means nothing is available right now (the task retries later); ``None`` means
+        every split of this reader is exhausted (bounded sources). Must not block for long
+        (a few milliseconds at most): barriers are injected between two calls.
+        """
+
+    @abstractmethod
+    def snapshot_state(self, checkpoint_id: int) -> list[Any]:
+        """Split states that resume reading right after the last record returned.
+
+        Elements must be picklable; on restore they are redistributed across subtasks
+        according to ``Source.split_redistribution`` and passed to ``create_reader``.
+        """
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:  # noqa: B027
+        """The checkpoint completed on every task (optional hook)."""
+
+    def close(self) -> None:  # noqa: B027
+        """Release resources; never called twice, and nothing is called after it."""
+
+
+class Source(ABC):
+    """A picklable source description (``env.from_source(source, watermark_strategy, name)``)."""
+
+    # "split": each restored split state goes to exactly one subtask (round-robin on rescale);
+    # "union": every subtask receives every restored element and picks its own.
+    split_redistribution: str = "split"
+
+    @abstractmethod
+    def is_bounded(self) -> bool: ...
+
+    @abstractmethod
+    def create_splits(self, parallelism: int) -> list[Any]:
+        """Initial split states of a fresh start, distributed round-robin over subtasks."""
+
+    @abstractmethod
+    def create_reader(self, splits: Sequence[Any], context: SourceReaderContext) -> SourceReader:
+        """A reader for ``splits`` (initial or restored split states)."""
+
+
+@dataclass(frozen=True)
+class SinkWriterContext:
+    subtask_index: int
+    parallelism: int
+    attempt_number: int
+    job_id: str
+
+
+class SinkWriter(ABC):
+    """Writes the records of one subtask. Called from the task thread only."""
+
+    @abstractmethod
+    def write(self, record: Any) -> None: ...
+
+    def write_batch(self, records: Sequence[Any]) -> None:
+        for record in records:
+            self.write(record)
+
+    def prepare_commit(self, checkpoint_id: int) -> list[Any]:
+        """Pre-commit at a checkpoint barrier (or at end of input).
+
+        Make everything written so far durable but not yet visible, and return picklable
+        committables that a ``Committer`` can make visible later. Writers of sinks without a
+        committer return ``[]``.
+        """
+        return []
+
+    def snapshot_state(self, checkpoint_id: int) -> list[Any]:
+        """Writer state to restore with (e.g. part counters); picklable elements."""
+        return []
+
+    def flush(self, end_of_input: bool) -> None:  # noqa: B027
+        """Flush buffered data (end of input, or before a checkpoint)."""
+
+    def close(self) -> None:  # noqa: B027
+        """Release resources; uncommitted data may be left for recovery to abort."""
+
+
+class Committer(ABC):
+    """Makes pre-committed data visible (second phase of a two-phase commit)."""
+
+    @abstractmethod
+    def commit(self, committables: Sequence[Any]) -> None:
+        """Commit; must be idempotent: after a restore the same committables come again."""
+
+    def abort_leftovers(self, context: SinkWriterContext) -> None:  # noqa: B027
+        """After a restore, once every restored committable was committed: remove data of
+        earlier attempts that was never pre-committed into a completed checkpoint. Called on
+        subtask 0 only, before any writer of the new attempt writes."""
+
+
+class Sink(ABC):
+    """A picklable sink description (``DataStream.sink_to(sink)``)."""
+
+    @abstractmethod
+    def create_writer(self, context: SinkWriterContext, restored_state: Sequence[Any]) -> SinkWriter:
+        ...
+
+    def create_committer(self) -> Committer | None:
+        """A committer makes the sink two-phase (exactly-once); ``None`` for plain sinks."""
+        return None

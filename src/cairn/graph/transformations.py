@@ -1,0 +1,102 @@
+"""Logical plan: one ``Transformation`` per DataStream API call.
+
+Invariant: transformations are created by the API only, ids are assigned in creation order
+(so the same job script yields the same ids), and a transformation never changes after it
+became the input of another one, except for ``name``/``uid``/``parallelism`` setters that the
+API applies to the transformation it just returned.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class OperatorKind(enum.Enum):
+    """What a runtime operator does with the function it wraps."""
+
+    MAP = "map"  # MapFunction or callable
+    FLAT_MAP = "flat_map"  # FlatMapFunction or callable returning an iterable
+    FILTER = "filter"  # FilterFunction or predicate
+    PROCESS = "process"  # ProcessFunction (non-keyed)
+    KEYED_PROCESS = "keyed_process"  # KeyedProcessFunction (keyed input)
+    REDUCE = "reduce"  # ReduceFunction (keyed input); sum/min/max are reducers too
+    SINK_FUNCTION = "sink_function"  # legacy SinkFunction (add_sink, print)
+    SINK = "sink"  # Sink (sink_to): writer + optional two-phase committer
+    COLLECT = "collect"  # execute_and_collect(): exactly-once results to the client
+
+
+class PartitionKind(enum.Enum):
+    FORWARD = "forward"
+    REBALANCE = "rebalance"
+    SHUFFLE = "shuffle"
+    BROADCAST = "broadcast"
+    HASH = "hash"  # key_by: key group of the key decides the channel
+    GLOBAL = "global"  # everything to subtask 0
+    RESCALE = "rescale"
+
+
+@dataclass(frozen=True)
+class OperatorSpec:
+    kind: OperatorKind
+    function: Any
+    # For keyed operators: the key selector of the KeyedStream this operator consumes.
+    key_selector: Callable[[Any], Any] | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+_ids = itertools.count(1)
+
+
+@dataclass(eq=False)
+class Transformation:
+    name: str
+    inputs: list[Transformation]
+    parallelism: int | None = None  # None: the environment's default
+    max_parallelism: int | None = None
+    uid: str | None = None
+    output_type: Any = None  # a cairn.common.typeinfo.TypeInformation, or None
+    id: int = field(default_factory=lambda: next(_ids))
+    # Operators whose parallelism the user fixed (or that are inherently non-parallel).
+    parallelism_fixed: bool = False
+
+    def describe(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, id={self.id})"
+
+
+@dataclass(eq=False)
+class SourceTransformation(Transformation):
+    # A cairn.datastream.connectors.base.Source, or a legacy SourceFunction.
+    source: Any = None
+    bounded: bool = True
+
+
+@dataclass(eq=False)
+class OneInputTransformation(Transformation):
+    operator: OperatorSpec | None = None
+
+
+@dataclass(eq=False)
+class PartitionTransformation(Transformation):
+    """Virtual: changes how records reach the next operator; never becomes a task."""
+
+    partition: PartitionKind = PartitionKind.FORWARD
+    key_selector: Callable[[Any], Any] | None = None
+
+
+@dataclass(eq=False)
+class UnionTransformation(Transformation):
+    """Virtual: merges its inputs; never becomes a task."""
+
+
+@dataclass(eq=False)
+class SinkTransformation(OneInputTransformation):
+    """A terminal operator (``add_sink``, ``sink_to``, ``print``, ``execute_and_collect``)."""
+
+
+def reset_ids_for_tests(start: int = 1) -> None:
+    global _ids
+    _ids = itertools.count(start)

@@ -1,0 +1,57 @@
+"""Events that travel through channels between records.
+
+Invariant: events are immutable values; in aligned mode they are queued behind the
+records sent before them and are never reordered with respect to those records.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from cairn.ids import CheckpointId
+
+
+class CheckpointType(enum.Enum):
+    CHECKPOINT = "checkpoint"
+    SAVEPOINT = "savepoint"
+
+
+class AlignmentMode(enum.Enum):
+    ALIGNED = "aligned"  # exactly-once: block channels until every barrier arrived
+    AT_LEAST_ONCE = "at_least_once"  # count barriers, never block
+    UNALIGNED = "unaligned"  # exactly-once: barriers overtake in-flight data (issue 4)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointOptions:
+    type: CheckpointType = CheckpointType.CHECKPOINT
+    alignment: AlignmentMode = AlignmentMode.ALIGNED
+    # Milliseconds after which an aligned checkpoint turns unaligned; None = never.
+    aligned_timeout_ms: int | None = None
+
+    @property
+    def is_savepoint(self) -> bool:
+        return self.type is CheckpointType.SAVEPOINT
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointBarrier:
+    checkpoint_id: CheckpointId
+    timestamp_ms: int  # when the coordinator triggered the checkpoint (wall clock)
+    options: CheckpointOptions = CheckpointOptions()
+
+
+@dataclass(frozen=True, slots=True)
+class CancelCheckpointMarker:
+    """Sent downstream by a task that aborted a checkpoint, so that nobody waits for it."""
+
+    checkpoint_id: CheckpointId
+
+
+@dataclass(frozen=True, slots=True)
+class EndOfPartition:
+    """The upstream subtask finished: no record or barrier follows on this channel."""
+
+
+END_OF_PARTITION = EndOfPartition()
