@@ -1,0 +1,222 @@
+"""Aligned exactly-once barrier handling (Flink's ``SingleCheckpointBarrierHandler``).
+
+Invariant: at most one checkpoint is in progress; a channel is blocked from the moment it
+delivers that checkpoint's barrier until the checkpoint triggers or aborts, so no record
+behind a barrier is processed before the snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Container
+
+from cairn.ids import CheckpointId
+from cairn.runtime.barriers.api import (
+    AlignmentStats,
+    BarrierHandlerActions,
+    IllegalBarrierEventError,
+)
+from cairn.runtime.barriers.clock import Clock
+from cairn.runtime.barriers.inputs import InputChannels
+from cairn.runtime.barriers.reasons import CheckpointFailureReason
+from cairn.runtime.barriers.states import (
+    BarrierHandlerState,
+    ChannelState,
+    WaitingForFirstBarrier,
+)
+from cairn.runtime.events import AlignmentMode, CancelCheckpointMarker, CheckpointBarrier
+
+_NONE = -1  # "no checkpoint yet"; real ids are >= 0
+
+
+class AlignedBarrierHandler:
+    """Blocks channels until every open channel delivered the barrier, then triggers.
+
+    >>> from cairn.runtime.barriers.clock import ManualClock
+    >>> class Actions:
+    ...     def trigger_checkpoint(self, barrier, stats): print("trigger", barrier.checkpoint_id)
+    ...     def abort_checkpoint(self, checkpoint_id, reason): print("abort", checkpoint_id)
+    >>> handler = AlignedBarrierHandler(2, Actions(), ManualClock())
+    >>> barrier = CheckpointBarrier(CheckpointId(1), timestamp_ms=0)
+    >>> handler.on_barrier(0, barrier)
+    >>> handler.blocked_channels
+    frozenset({0})
+    >>> handler.on_barrier(1, barrier)
+    trigger 1
+    >>> handler.blocked_channels
+    frozenset()
+    """
+
+    def __init__(self, num_channels: int, actions: BarrierHandlerActions, clock: Clock) -> None:
+        self._inputs = InputChannels(num_channels)
+        self._actions = actions
+        self._clock = clock
+        self._channels = ChannelState()
+        self._controller = _Controller(self)
+        self._state: BarrierHandlerState = WaitingForFirstBarrier(self._channels)
+        # Books of the checkpoint in progress (Flink names). It is pending while
+        # current id != last closed (completed or aborted) id.
+        self._current_id = _NONE
+        self._last_closed_id = _NONE
+        self._pending_barrier: CheckpointBarrier | None = None
+        self._aligned: set[int] = set()  # channels that delivered the barrier or finished
+        self._target_count = 0  # open channels when the checkpoint started
+        self._first_barrier_ms = 0
+
+    # -- queries ------------------------------------------------------------------------
+
+    @property
+    def mode(self) -> AlignmentMode:
+        return AlignmentMode.ALIGNED
+
+    @property
+    def num_channels(self) -> int:
+        return self._inputs.num_channels
+
+    @property
+    def num_open_channels(self) -> int:
+        return self._inputs.num_open
+
+    @property
+    def latest_checkpoint_id(self) -> CheckpointId | None:
+        return None if self._current_id == _NONE else CheckpointId(self._current_id)
+
+    @property
+    def is_aligning(self) -> bool:
+        return self._current_id != self._last_closed_id
+
+    @property
+    def blocked_channels(self) -> frozenset[int]:
+        return self._channels.blocked
+
+    def is_blocked(self, channel: int) -> bool:
+        return self._channels.is_blocked(channel)
+
+    @property
+    def blocked_view(self) -> Container[int]:
+        return self._channels.live_view
+
+    @property
+    def state(self) -> BarrierHandlerState:
+        """The current state (for tests and diagnostics)."""
+        return self._state
+
+    # -- events -------------------------------------------------------------------------
+
+    def on_barrier(self, channel: int, barrier: CheckpointBarrier) -> None:
+        # barrier.options.alignment is not consulted: until issue 4 the task falls back to
+        # aligned handling for UNALIGNED jobs, and savepoints are always aligned anyway.
+        self._check_not_blocked(channel, f"barrier {barrier.checkpoint_id}")
+        self._inputs.accept_barrier(channel, barrier)
+        barrier_id = barrier.checkpoint_id
+        if barrier_id < self._current_id or (
+            barrier_id == self._current_id and not self.is_aligning
+        ):
+            return  # late barrier of a triggered or aborted checkpoint: it never blocks
+        if barrier_id > self._current_id:
+            self._start_checkpoint(barrier)
+        self._aligned.add(channel)
+        self._transform(lambda state: state.barrier_received(self._controller, channel, barrier))
+
+    def on_cancel_marker(self, channel: int, marker: CancelCheckpointMarker) -> None:
+        cancelled_id = marker.checkpoint_id
+        self._check_not_blocked(channel, f"cancel marker {cancelled_id}")
+        self._inputs.check_open(channel, f"cancel marker {cancelled_id}")
+        self._abort_up_to(
+            cancelled_id, CheckpointFailureReason.CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER
+        )
+
+    def on_end_of_partition(self, channel: int) -> None:
+        self._check_not_blocked(channel, "end of partition")
+        self._inputs.finish(channel)
+        if not self.is_aligning:
+            return
+        self._aligned.add(channel)
+        self._transform(lambda state: state.end_of_partition_received(self._controller, channel))
+
+    def abort_current(self, checkpoint_id: CheckpointId, reason: CheckpointFailureReason) -> None:
+        self._abort_up_to(checkpoint_id, reason)
+
+    # -- books ----------------------------------------------------------------------------
+
+    def _check_not_blocked(self, channel: int, event: str) -> None:
+        if self._channels.is_blocked(channel):
+            raise IllegalBarrierEventError(
+                f"{event} on channel {channel}, which is blocked by the alignment of "
+                f"checkpoint {self._current_id}: the task must not poll it"
+            )
+
+    def _start_checkpoint(self, barrier: CheckpointBarrier) -> None:
+        if self.is_aligning:
+            self._abort(self._current_id, CheckpointFailureReason.CHECKPOINT_DECLINED_SUBSUMED)
+        self._current_id = barrier.checkpoint_id
+        self._pending_barrier = barrier
+        self._aligned.clear()
+        self._target_count = self._inputs.num_open
+        self._first_barrier_ms = self._clock.now_ms()
+
+    def _transform(self, event: Callable[[BarrierHandlerState], BarrierHandlerState]) -> None:
+        self._state = event(self._state)
+        if len(self._aligned) == self._target_count:
+            self._last_closed_id = self._current_id
+            self._pending_barrier = None
+            self._aligned.clear()
+
+    def _abort_up_to(self, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
+        """Abort ``checkpoint_id`` unless already closed; a pending older one is subsumed."""
+        if checkpoint_id < self._current_id or (
+            checkpoint_id == self._current_id and not self.is_aligning
+        ):
+            return  # already triggered or aborted here
+        if checkpoint_id > self._current_id and self.is_aligning:
+            # Flink drops the older one silently; declining it spares the coordinator a timeout.
+            self._abort(self._current_id, CheckpointFailureReason.CHECKPOINT_DECLINED_SUBSUMED)
+        self._abort(checkpoint_id, reason)
+
+    def _abort(self, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
+        # Raising current id with no aligned channel makes later barriers of it obsolete.
+        self._current_id = max(self._current_id, checkpoint_id)
+        self._last_closed_id = max(self._last_closed_id, checkpoint_id)
+        self._pending_barrier = None
+        self._aligned.clear()
+        self._target_count = 0
+        self._state = self._state.abort(CheckpointId(checkpoint_id))
+        self._actions.abort_checkpoint(CheckpointId(checkpoint_id), reason)
+
+    def _trigger(self, barrier: CheckpointBarrier) -> None:
+        now = self._clock.now_ms()
+        first = self._first_barrier_ms
+        stats = AlignmentStats(
+            checkpoint_id=barrier.checkpoint_id,
+            first_barrier_ms=first,
+            alignment_duration_ms=max(0, now - first),
+            start_delay_ms=max(0, first - barrier.timestamp_ms),
+        )
+        self._actions.trigger_checkpoint(barrier, stats)
+
+    def __repr__(self) -> str:
+        return (
+            f"AlignedBarrierHandler(current={self._current_id}, aligning={self.is_aligning}, "
+            f"aligned={sorted(self._aligned)}/{self._target_count}, state={self._state!r})"
+        )
+
+
+class _Controller:
+    """What states may ask of the handler; keeps the handler itself out of their reach."""
+
+    __slots__ = ("_handler",)
+
+    def __init__(self, handler: AlignedBarrierHandler) -> None:
+        self._handler = handler
+
+    def all_barriers_received(self) -> bool:
+        handler = self._handler
+        return len(handler._aligned) == handler._target_count
+
+    def pending_barrier(self) -> CheckpointBarrier:
+        barrier = self._handler._pending_barrier
+        if barrier is None:
+            raise IllegalBarrierEventError("no checkpoint is in progress")
+        return barrier
+
+    def trigger_global_checkpoint(self, barrier: CheckpointBarrier) -> None:
+        self._handler._trigger(barrier)

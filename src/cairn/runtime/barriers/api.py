@@ -1,0 +1,129 @@
+"""Seams of the barrier handlers: what the task implements and what it may call.
+
+Invariant: a handler reports every checkpoint it has seen exactly once, either through
+``trigger_checkpoint`` or through ``abort_checkpoint``, never both (late or obsolete events of
+an already reported checkpoint are ignored).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container
+from dataclasses import dataclass
+from typing import Protocol
+
+from cairn.ids import CheckpointId
+from cairn.runtime.barriers.reasons import CheckpointFailureReason
+from cairn.runtime.events import (
+    AlignmentMode,
+    CancelCheckpointMarker,
+    CheckpointBarrier,
+)
+
+
+class IllegalBarrierEventError(RuntimeError):
+    """An event that cannot happen in a correct pipeline (a bug in the task or upstream).
+
+    Examples: an event on a channel after its end of partition, a barrier id that does not
+    increase on its channel, any event on a channel the task should not have polled
+    (blocked). The handler is left unchanged when this is raised.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class AlignmentStats:
+    """Timing of one checkpoint on one task, handed over with the trigger.
+
+    ``start_delay_ms``: barrier creation by the coordinator -> first barrier here (>= 0).
+    ``alignment_duration_ms``: first barrier -> last barrier here (0 with one channel).
+
+    >>> AlignmentStats(CheckpointId(3), first_barrier_ms=1_050,
+    ...                alignment_duration_ms=20, start_delay_ms=50).alignment_duration_ms
+    20
+    """
+
+    checkpoint_id: CheckpointId
+    first_barrier_ms: int  # handler clock when the first barrier of this checkpoint arrived
+    alignment_duration_ms: int
+    start_delay_ms: int
+
+
+class BarrierHandlerActions(Protocol):
+    """What the task does on the handler's decisions (the only way out of a handler).
+
+    Implementations must not call back into the handler's event methods from these calls.
+    """
+
+    def trigger_checkpoint(self, barrier: CheckpointBarrier, stats: AlignmentStats) -> None:
+        """All barriers of ``barrier.checkpoint_id`` arrived (or their channels finished).
+
+        The task takes the synchronous part of its snapshot and forwards ``barrier``
+        downstream before processing any further input.
+        """
+
+    def abort_checkpoint(
+        self, checkpoint_id: CheckpointId, reason: CheckpointFailureReason
+    ) -> None:
+        """The checkpoint cannot complete here.
+
+        The task forwards ``CancelCheckpointMarker(checkpoint_id)`` downstream and declines
+        the checkpoint to the coordinator with ``reason``.
+        """
+
+
+class BarrierHandler(Protocol):
+    """Common interface of the per-mode handlers; one instance per task with inputs.
+
+    Single-threaded: the task thread calls every method. Records never reach the handler;
+    only ``is_blocked`` is on the per-poll path and it is O(1).
+    """
+
+    @property
+    def mode(self) -> AlignmentMode: ...
+
+    @property
+    def num_channels(self) -> int: ...
+
+    @property
+    def num_open_channels(self) -> int:
+        """Channels that have not delivered their end of partition yet."""
+        ...
+
+    @property
+    def latest_checkpoint_id(self) -> CheckpointId | None:
+        """Highest checkpoint id seen (barrier, cancel marker or abort); None before any."""
+        ...
+
+    @property
+    def is_aligning(self) -> bool:
+        """True while a checkpoint has received some, but not all, of its barriers."""
+        ...
+
+    @property
+    def blocked_channels(self) -> frozenset[int]: ...
+
+    def is_blocked(self, channel: int) -> bool:
+        """True if the task must not poll ``channel`` now."""
+        ...
+
+    @property
+    def blocked_view(self) -> Container[int]:
+        """Live read-only view of the blocked channels for the input gate's poll loop.
+
+        ``channel in handler.blocked_view`` equals ``handler.is_blocked(channel)`` at any
+        time, without a method call; never mutate it.
+        """
+        ...
+
+    def on_barrier(self, channel: int, barrier: CheckpointBarrier) -> None: ...
+
+    def on_cancel_marker(self, channel: int, marker: CancelCheckpointMarker) -> None: ...
+
+    def on_end_of_partition(self, channel: int) -> None: ...
+
+    def abort_current(self, checkpoint_id: CheckpointId, reason: CheckpointFailureReason) -> None:
+        """External abort (e.g. the coordinator expired the checkpoint): unblock everything.
+
+        A no-op for a checkpoint this handler already triggered or aborted; an id not seen yet
+        is remembered so its barriers are ignored when they arrive.
+        """
+        ...
