@@ -1,0 +1,21 @@
+"""Errors of Cairn's wire layer.
+
+Invariant: a peer that went away always surfaces as ``ConnectionClosed`` (an ``OSError``,
+possibly retryable by the caller); a peer that failed to prove the job secret always
+surfaces as ``AuthenticationError`` (never an ``OSError``, so that retry loops written
+as ``except OSError`` do not retry a wrong secret).
+"""
+
+from __future__ import annotations
+
+
+class ConnectionClosed(ConnectionError):
+    """The connection is closed: EOF from the peer, a reset, or a local ``close()``."""
+
+
+class AuthenticationError(Exception):
+    """The peer is not a Cairn endpoint of this job: wrong secret, garbage or wrong version."""
+
+
+class HandshakeTimeout(AuthenticationError):
+    """The peer did not complete the handshake within the allowed time."""
