@@ -1,0 +1,184 @@
+"""File formats of the file connectors: text lines to read, Parquet to write.
+
+Invariant: formats are picklable values; a ``TextLineReader`` never returns a line before its
+newline (or end of file) was read, and its ``offset`` is always the byte position just after
+the last line it returned, so a reader reopened at ``offset`` continues with the next line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, BinaryIO
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from cairn.common.serialization import BulkWriter, BulkWriterFactory
+from cairn.common.types import Row
+
+__all__ = [
+    "ParquetBulkWriters",
+    "ParquetWriterFactory",
+    "StreamFormat",
+    "TextLineReader",
+]
+
+_CHUNK = 1 << 16
+
+
+class StreamFormat:
+    """How a ``FileSource`` turns a file stream into records (PyFlink ``StreamFormat``).
+
+    Only text lines are supported: ``StreamFormat.text_line_format("UTF-8")``.
+    """
+
+    def __init__(self, charset_name: str) -> None:
+        # Lines are split on the byte b"\n", which only works for ASCII-compatible charsets.
+        if "\n".encode(charset_name) != b"\n":
+            raise ValueError(f"charset {charset_name!r} is not ASCII-compatible")
+        self.charset_name = charset_name
+
+    @staticmethod
+    def text_line_format(charset_name: str = "UTF-8") -> StreamFormat:
+        """One record per line, without its ``\\n`` / ``\\r\\n`` terminator."""
+        return StreamFormat(charset_name)
+
+    def __repr__(self) -> str:
+        return f"StreamFormat.text_line_format({self.charset_name!r})"
+
+
+class TextLineReader:
+    """Reads decoded lines from a binary stream positioned at byte ``offset``.
+
+    >>> import io
+    >>> r = TextLineReader(io.BytesIO(b"a\\nbb\\r\\nc"), offset=0, charset_name="UTF-8")
+    >>> r.read_lines(2), r.offset, r.read_lines(5), r.offset
+    (['a', 'bb'], 6, ['c'], 7)
+    """
+
+    def __init__(self, stream: BinaryIO, offset: int, charset_name: str) -> None:
+        self._stream = stream
+        self._charset = charset_name
+        self.offset = offset
+        self._buf = b""
+        self._pos = 0  # start of the first unreturned line in _buf
+        self.eof = False
+
+    def read_lines(self, max_lines: int, max_bytes: int = 4 * _CHUNK) -> list[str]:
+        """Up to ``max_lines`` lines; fewer at end of file or after ``max_bytes`` were read."""
+        lines: list[str] = []
+        raw_read = 0
+        while len(lines) < max_lines:
+            nl = self._buf.find(b"\n", self._pos)
+            if nl < 0:
+                if self.eof or (raw_read >= max_bytes and lines):
+                    break
+                chunk = self._stream.read(_CHUNK)
+                raw_read += len(chunk)
+                self._buf = self._buf[self._pos :] + chunk
+                self._pos = 0
+                if chunk:
+                    continue
+                self.eof = True
+                if not self._buf:
+                    break
+                nl = len(self._buf)  # a last line without newline
+            end = nl - 1 if nl > self._pos and self._buf[nl - 1] == 0x0D else nl
+            lines.append(self._buf[self._pos : end].decode(self._charset))
+            self.offset += min(nl + 1, len(self._buf)) - self._pos
+            self._pos = min(nl + 1, len(self._buf))
+        return lines
+
+    @property
+    def at_end(self) -> bool:
+        """End of file reached and every line returned."""
+        return self.eof and self._pos >= len(self._buf)
+
+
+# ---- Parquet ------------------------------------------------------------------------------
+
+
+class ParquetBulkWriters:
+    """Factories of Parquet writers for ``FileSink.for_bulk_format`` (PyFlink's name).
+
+    >>> import pyarrow as pa
+    >>> schema = pa.schema([("k", pa.string()), ("n", pa.int64())])
+    >>> factory = ParquetBulkWriters.for_row_type(schema)
+
+    Records are dicts or named ``Row``s (by field name; missing fields are null) or
+    tuples, lists and unnamed ``Row``s (by position); the output files are
+    plain Parquet, readable by Spark (``spark.read.parquet(base_path)``) and pyarrow.
+    """
+
+    @staticmethod
+    def for_row_type(
+        schema: pa.Schema, compression: str = "snappy", row_group_size: int = 65536
+    ) -> ParquetWriterFactory:
+        return ParquetWriterFactory(schema, compression, row_group_size)
+
+
+class ParquetWriterFactory(BulkWriterFactory):
+    def __init__(self, schema: pa.Schema, compression: str, row_group_size: int) -> None:
+        if row_group_size < 1:
+            raise ValueError(f"row_group_size must be >= 1, got {row_group_size}")
+        self.schema = schema
+        self.compression = compression
+        self.row_group_size = row_group_size
+
+    def create(self, stream: BinaryIO) -> BulkWriter:
+        return ParquetBulkWriter(stream, self.schema, self.compression, self.row_group_size)
+
+
+class ParquetBulkWriter(BulkWriter):
+    """Buffers rows and writes one row group per ``row_group_size`` rows."""
+
+    def __init__(
+        self, stream: BinaryIO, schema: pa.Schema, compression: str, row_group_size: int
+    ) -> None:
+        self._schema = schema
+        self._row_group_size = row_group_size
+        self._writer = pq.ParquetWriter(stream, schema, compression=compression)
+        self._rows: list[Any] = []
+
+    def add_element(self, element: Any) -> None:
+        self._rows.append(element)
+        if len(self._rows) >= self._row_group_size:
+            self.flush()
+
+    def add_elements(self, elements: Sequence[Any]) -> None:
+        self._rows.extend(elements)
+        if len(self._rows) >= self._row_group_size:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._rows:
+            self._writer.write_table(_to_table(self._rows, self._schema))
+            self._rows = []
+
+    def finish(self) -> None:
+        self.flush()
+        self._writer.close()  # writes the footer; the stream stays open (caller's)
+
+
+def _to_table(rows: list[Any], schema: pa.Schema) -> pa.Table:
+    width = len(schema)
+    if not all(type(r) is tuple for r in rows):
+        rows = [_values(r, schema.names) for r in rows]
+    for row in rows:
+        if len(row) != width:
+            raise ValueError(f"row {row!r} has {len(row)} fields, the schema has {width}")
+    columns = list(zip(*rows, strict=True))
+    arrays = [pa.array(col, type=f.type) for col, f in zip(columns, schema, strict=True)]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _values(row: Any, names: list[str]) -> tuple[Any, ...]:
+    """A row's values in schema order: dicts and named ``Row``s by name, others by position."""
+    if isinstance(row, Row):
+        try:
+            row = row.as_dict()
+        except TypeError:  # a Row without field names
+            return tuple(row)
+    if isinstance(row, dict):
+        return tuple(row.get(name) for name in names)
+    return tuple(row)
