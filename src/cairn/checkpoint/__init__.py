@@ -1,0 +1,17 @@
+"""Checkpointing on the driver side: storage, metadata, protocol decisions, coordinator.
+
+Modules, from values to the shell that executes decisions:
+
+* ``handles``     where a piece of state lives (relative paths, checksummed ranges)
+* ``messages``    task -> coordinator messages and typed outcomes (AckResult, failure reasons)
+* ``metadata``    ``_metadata`` values and their checksummed JSON codec
+* ``protocol``    pure decisions: trigger, subsume, restore choice, failure counting, retention
+* ``pending``     acknowledgement accounting of one triggered checkpoint
+* ``stats``       Flink-style checkpoint statistics
+* ``storage``     fsspec directories ``<url>/<job>/chk-<n>/``; read, verify, list, savepoints
+* ``store``       retained completed checkpoints and their cleanup
+* ``coordinator`` the imperative shell the job master drives
+
+Nothing is re-exported here so that importing ``cairn.checkpoint.handles`` from the runtime
+never pulls in the coordinator (and its imports) and cannot create an import cycle.
+"""

@@ -1,0 +1,498 @@
+"""The checkpoint coordinator: the imperative shell around the pure checkpoint protocol.
+
+Invariant: a checkpoint completes only when every expected task acknowledged it, and then its
+``_metadata`` is written last; every aborted checkpoint's files are deleted; checkpoint ids
+only increase. Single-threaded: the job master calls every method from one thread.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from concurrent.futures import Future
+from typing import Literal, Protocol
+
+from cairn.checkpoint.errors import CheckpointError, CheckpointFailedError
+from cairn.checkpoint.messages import (
+    AckResult,
+    CheckpointFailureReason,
+    TaskAcknowledgement,
+    TaskDecline,
+    TaskKey,
+)
+from cairn.checkpoint.metadata import CompletedCheckpoint
+from cairn.checkpoint.pending import PendingCheckpoint
+from cairn.checkpoint.protocol import (
+    Blocked,
+    CheckpointFailureManager,
+    FailJob,
+    FailureVerdict,
+    TerminalJobStatus,
+    TriggerDecision,
+    TriggerFacts,
+    TriggerNow,
+    TriggerPolicy,
+    WaitUntil,
+    checkpoint_options,
+    decide_trigger,
+    discard_on_termination,
+    expired_checkpoints,
+)
+from cairn.checkpoint.restore import find_restore_point
+from cairn.checkpoint.stats import CheckpointStatsTracker
+from cairn.checkpoint.storage import CheckpointStorage, resolve_checkpoint_dirs
+from cairn.checkpoint.store import CompletedCheckpointStore
+from cairn.graph.settings import DEFAULT_MAX_PARALLELISM, CheckpointSettings
+from cairn.ids import CheckpointId, JobId, OperatorUid
+from cairn.runtime.events import CheckpointBarrier, CheckpointOptions
+
+log = logging.getLogger(__name__)
+
+_GHOSTS = 1024  # how many finished ids are remembered to classify late messages
+
+
+class CoordinatorGateway(Protocol):
+    """The coordinator's only way out to tasks and the job master (the network edge)."""
+
+    def trigger_sources(self, barrier: CheckpointBarrier) -> None:
+        """Inject ``barrier`` at every source task."""
+        ...
+
+    def notify_complete(self, checkpoint_id: CheckpointId) -> None: ...
+
+    def notify_aborted(self, checkpoint_id: CheckpointId, reason: str) -> None: ...
+
+    def fail_job(self, reason: str) -> None: ...
+
+
+class Clock(Protocol):
+    def now_ms(self) -> int:
+        """Wall-clock milliseconds (barriers carry it as their timestamp)."""
+        ...
+
+
+class SystemClock:
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+
+class CheckpointCoordinator:
+    """Triggers checkpoints, collects acknowledgements, completes, aborts and restores.
+
+    The job master calls :meth:`tick` regularly (at the latest at :meth:`next_tick_ms`),
+    forwards task messages to :meth:`receive_ack`/:meth:`receive_decline`, calls
+    :meth:`abort_all_pending` on failover, :meth:`restore_point` to find what to deploy
+    from, and :meth:`shutdown` when the job ends.
+
+    >>> class Gateway:
+    ...     def trigger_sources(self, barrier): print("barrier", barrier.checkpoint_id)
+    ...     def notify_complete(self, checkpoint_id): print("complete", checkpoint_id)
+    ...     def notify_aborted(self, checkpoint_id, reason): print("aborted", checkpoint_id)
+    ...     def fail_job(self, reason): print("fail job:", reason)
+    >>> task = TaskKey(0, 0)
+    >>> storage = CheckpointStorage("memory://doc-coordinator", "job")
+    >>> coord = CheckpointCoordinator("job", CheckpointSettings(), storage, Gateway(),
+    ...                               [task], [task], {"src": (1, 128)})
+    >>> coord.trigger_checkpoint(force=True)
+    barrier 1
+    TriggerNow(checkpoint_id=1)
+    >>> coord.receive_ack(TaskAcknowledgement(CheckpointId(1), task))
+    complete 1
+    <AckResult.SUCCESS: 'success'>
+    >>> coord.latest_completed().directory
+    'memory:///doc-coordinator/job/chk-1'
+    """
+
+    def __init__(
+        self,
+        job_id: str,
+        settings: CheckpointSettings,
+        storage: CheckpointStorage,
+        gateway: CoordinatorGateway,
+        expected_tasks: Iterable[TaskKey],
+        source_tasks: Iterable[TaskKey],
+        operator_parallelism: Mapping[str, tuple[int, int]],
+        clock: Clock | None = None,
+        first_checkpoint_id: int = 1,
+        max_parallelism: int = DEFAULT_MAX_PARALLELISM,
+        properties: Mapping[str, str] | None = None,
+    ) -> None:
+        self.job_id = job_id
+        self.settings = settings
+        self.storage = storage
+        self.expected_tasks = frozenset(expected_tasks)
+        self.source_tasks = frozenset(source_tasks)
+        if not self.source_tasks <= self.expected_tasks:
+            raise ValueError("source tasks must be among the expected tasks")
+        self._gateway = gateway
+        self._operators = {OperatorUid(u): pm for u, pm in operator_parallelism.items()}
+        self._clock = clock or SystemClock()
+        self._max_parallelism = max_parallelism
+        self._properties = dict(properties or {})
+        self._policy = TriggerPolicy.from_settings(settings)
+        self._failures = CheckpointFailureManager(settings.tolerable_failures)
+        self._store = CompletedCheckpointStore(
+            max(1, settings.retained), lambda cp: storage.discard(cp.checkpoint_id)
+        )
+        self._stats = CheckpointStatsTracker()
+        self._next_id = CheckpointId(first_checkpoint_id)
+        self._pending: dict[CheckpointId, PendingCheckpoint] = {}
+        self._savepoints: dict[CheckpointId, tuple[str, Future[CompletedCheckpoint]]] = {}
+        self._ghosts: OrderedDict[CheckpointId, Literal["completed", "aborted"]] = OrderedDict()
+        self._periodic_base_ms: int | None = self._clock.now_ms()
+        self._last_trigger_ms: int | None = None
+        self._last_completion_ms: int | None = None
+        self._shut_down = False
+
+    # --- queries ---------------------------------------------------------------------------
+
+    @property
+    def stats(self) -> CheckpointStatsTracker:
+        return self._stats
+
+    @property
+    def next_checkpoint_id(self) -> CheckpointId:
+        return self._next_id
+
+    def pending_checkpoint_ids(self) -> list[CheckpointId]:
+        return sorted(self._pending)
+
+    def completed_checkpoints(self) -> list[CompletedCheckpoint]:
+        """Retained completed checkpoints (not savepoints), newest last."""
+        return self._store.all()
+
+    def latest_completed(self) -> CompletedCheckpoint | None:
+        return self._store.latest()
+
+    def latest_completed_id(self) -> CheckpointId | None:
+        latest = self._store.latest()
+        return None if latest is None else latest.checkpoint_id
+
+    def has_pending(self) -> bool:
+        """Whether a checkpoint or savepoint is in flight."""
+        return bool(self._pending)
+
+    def next_tick_ms(self) -> int | None:
+        """When :meth:`tick` has something to do next (a timeout or a due trigger), if known."""
+        times = [p.trigger_ms + self.settings.timeout_ms for p in self._pending.values()]
+        decision = self._decide(periodic=True, force=False)
+        if isinstance(decision, TriggerNow):
+            times.append(self._clock.now_ms())
+        elif isinstance(decision, WaitUntil):
+            times.append(decision.time_ms)
+        return min(times, default=None)
+
+    # --- triggering ------------------------------------------------------------------------
+
+    def start_periodic(self) -> None:
+        """(Re)start periodic checkpoints: the next one is due one interval from now.
+
+        Periodic checkpoints are started by the constructor; call this after a restart.
+        """
+        self._periodic_base_ms = self._clock.now_ms()
+        self._last_trigger_ms = None
+
+    def stop_periodic(self) -> None:
+        self._periodic_base_ms = None
+
+    def set_next_checkpoint_id(self, next_id: int) -> None:
+        """Continue numbering at ``next_id`` (e.g. after the id of the restored checkpoint)."""
+        if next_id < self._next_id:
+            raise ValueError(
+                f"checkpoint ids only increase: next is {self._next_id}, got {next_id}"
+            )
+        self._next_id = CheckpointId(next_id)
+
+    def tick(self) -> TriggerDecision:
+        """Abort expired checkpoints, then trigger a periodic one if it is due."""
+        if self._shut_down:
+            return Blocked("the checkpoint coordinator is shut down")
+        now = self._clock.now_ms()
+        deadlines = {cid: p.trigger_ms for cid, p in self._pending.items()}
+        for cid in expired_checkpoints(deadlines, now, self.settings.timeout_ms):
+            verdict = self._abort(
+                cid,
+                CheckpointFailureReason.CHECKPOINT_EXPIRED,
+                f"checkpoint expired before completing (timeout {self.settings.timeout_ms} ms, "
+                f"waiting for {self._describe_missing(cid)})",
+            )
+            if isinstance(verdict, FailJob):
+                return Blocked(f"the job is failing: {verdict.reason}")
+        if self._periodic_base_ms is None:
+            return Blocked("periodic checkpointing is stopped")
+        decision = self._decide(periodic=True, force=False)
+        if isinstance(decision, TriggerNow):
+            self._trigger(decision.checkpoint_id, checkpoint_options(self.settings))
+        return decision
+
+    def trigger_checkpoint(self, force: bool = False) -> TriggerDecision:
+        """Trigger a checkpoint now unless max-concurrent or the min pause forbid it.
+
+        ``force`` ignores both (the final checkpoint after all sources finished).
+        """
+        if self._shut_down:
+            return Blocked("the checkpoint coordinator is shut down")
+        decision = self._decide(periodic=False, force=force)
+        if isinstance(decision, TriggerNow):
+            self._trigger(decision.checkpoint_id, checkpoint_options(self.settings))
+        return decision
+
+    def trigger_savepoint(self, target_dir: str) -> Future[CompletedCheckpoint]:
+        """Trigger an aligned savepoint written to ``target_dir`` (which must not hold one).
+
+        The future resolves to the savepoint, or fails with :class:`CheckpointFailedError`.
+        Savepoints are not retained checkpoints: they never subsume or get subsumed, and
+        tasks are not notified of their completion (no side effects are committed for them,
+        as in Flink since 1.15, so restoring an older checkpoint cannot duplicate output).
+        """
+        future: Future[CompletedCheckpoint] = Future()
+        if self._shut_down:
+            future.set_exception(CheckpointError("the checkpoint coordinator is shut down"))
+            return future
+        try:
+            self.storage.check_savepoint_target(target_dir)
+        except (FileExistsError, OSError) as e:
+            future.set_exception(e)
+            return future
+        decision = self._decide(periodic=False, force=True)
+        assert isinstance(decision, TriggerNow)  # forced requests are never refused
+        self._savepoints[decision.checkpoint_id] = (target_dir, future)
+        self._trigger(decision.checkpoint_id, checkpoint_options(self.settings, savepoint=True))
+        return future
+
+    def _decide(self, *, periodic: bool, force: bool) -> TriggerDecision:
+        if periodic and self._periodic_base_ms is None:
+            return Blocked("periodic checkpointing is stopped")
+        facts = TriggerFacts(
+            now_ms=self._clock.now_ms(),
+            next_checkpoint_id=self._next_id,
+            pending=len(self._pending),
+            started_ms=self._periodic_base_ms or 0,
+            last_trigger_ms=self._last_trigger_ms,
+            last_completion_ms=self._last_completion_ms,
+        )
+        return decide_trigger(self._policy, facts, periodic=periodic, force=force)
+
+    def _trigger(self, cid: CheckpointId, options: CheckpointOptions) -> None:
+        now = self._clock.now_ms()
+        pending = PendingCheckpoint(cid, now, options, self.expected_tasks)
+        self._pending[cid] = pending
+        self._next_id = CheckpointId(cid + 1)
+        if not options.is_savepoint:
+            self._last_trigger_ms = now
+        self._stats.report_pending(cid, now, len(self.expected_tasks), options.is_savepoint)
+        log.info("Triggering %s %d @ %d for job %s.", options.type.value, cid, now, self.job_id)
+        try:
+            self._gateway.trigger_sources(CheckpointBarrier(cid, now, options))
+        except Exception as e:
+            self._abort(cid, CheckpointFailureReason.TRIGGER_CHECKPOINT_FAILURE, repr(e))
+
+    # --- acknowledgements ------------------------------------------------------------------
+
+    def receive_ack(self, ack: TaskAcknowledgement) -> AckResult:
+        """Count ``ack``; completes the checkpoint when it is the last expected one."""
+        cid, pending = ack.checkpoint_id, self._pending.get(ack.checkpoint_id)
+        if pending is None:
+            return self._late_ack(ack)
+        now = self._clock.now_ms()
+        result = pending.acknowledge(ack, now)
+        if result is AckResult.SUCCESS:
+            self._stats.report_ack(cid, ack.task, ack.metrics, now)
+            if pending.is_fully_acknowledged:
+                self._complete(pending)
+        elif result is AckResult.UNKNOWN:
+            log.warning("Checkpoint %d expects no acknowledgement from %s.", cid, ack.task)
+        else:
+            log.debug("%s acknowledgement of checkpoint %d from %s.", result.name, cid, ack.task)
+        return result
+
+    def _late_ack(self, ack: TaskAcknowledgement) -> AckResult:
+        cid, ghost = ack.checkpoint_id, self._ghosts.get(ack.checkpoint_id)
+        if ghost == "completed":
+            return AckResult.DUPLICATE
+        if ghost == "aborted":
+            # The task wrote its files after the abort removed the directory: remove again.
+            log.debug("Late ack of aborted checkpoint %d from %s; discarding it.", cid, ack.task)
+            self._discard_files(cid)
+            return AckResult.DISCARDED
+        log.warning("Acknowledgement of unknown checkpoint %d from %s.", cid, ack.task)
+        return AckResult.UNKNOWN
+
+    def receive_decline(self, decline: TaskDecline) -> bool:
+        """Abort the declined checkpoint; False if it was not pending (late or unknown)."""
+        if decline.checkpoint_id not in self._pending:
+            log.debug("Decline of checkpoint %d ignored: not pending.", decline.checkpoint_id)
+            return False
+        reason = CheckpointFailureReason.parse(decline.reason)
+        detail = f"declined by {decline.task}"
+        if reason.value != decline.reason:
+            detail += f" ({decline.reason})"
+        if decline.message:
+            detail += f": {decline.message}"
+        self._abort(decline.checkpoint_id, reason, detail, reported_by_task=True)
+        return True
+
+    # --- completion and abortion -----------------------------------------------------------
+
+    def _complete(self, pending: PendingCheckpoint) -> None:
+        cid = pending.checkpoint_id
+        now = self._clock.now_ms()
+        try:
+            metadata = pending.finalize(
+                JobId(self.job_id), now, self._operators, self._max_parallelism, self._properties
+            )
+        except ValueError as e:
+            log.error("Cannot finalize checkpoint %d of job %s: %s", cid, self.job_id, e)
+            self._abort(cid, CheckpointFailureReason.FINALIZE_CHECKPOINT_FAILURE, str(e))
+            return
+        try:
+            if pending.is_savepoint:
+                target, _ = self._savepoints[cid]
+                completed = self.storage.write_savepoint(metadata, target)
+                self._discard_files(cid)  # the working copy in the checkpoint directory
+            else:
+                completed = self.storage.write_metadata(metadata)
+        except Exception as e:
+            reason = CheckpointFailureReason.IO_EXCEPTION
+            self._abort(cid, reason, f"could not write checkpoint {cid}: {e!r}")
+            return
+        del self._pending[cid]
+        self._remember(cid, "completed")
+        self._last_completion_ms = now
+        self._stats.report_completed(cid, now, completed.directory)
+        kind = "savepoint" if pending.is_savepoint else "checkpoint"
+        size, took = metadata.state_size, metadata.duration_ms
+        log.info(
+            "Completed %s %d (%d bytes, %d ms) at %s.", kind, cid, size, took, completed.directory
+        )
+        if pending.is_savepoint:
+            self._savepoints.pop(cid)[1].set_result(completed)
+            return
+        self._failures.on_success(cid)
+        for old in self._store.add(completed):
+            log.debug("Subsumed checkpoint %d of job %s.", old.checkpoint_id, self.job_id)
+        subsumed = CheckpointFailureReason.CHECKPOINT_SUBSUMED
+        for older in [c for c, p in self._pending.items() if c < cid and not p.is_savepoint]:
+            self._abort(older, subsumed, f"checkpoint {cid} completed first")
+        self._gateway.notify_complete(cid)
+
+    def _abort(
+        self,
+        cid: CheckpointId,
+        reason: CheckpointFailureReason,
+        message: str,
+        reported_by_task: bool = False,
+    ) -> FailureVerdict:
+        pending = self._pending.pop(cid)
+        pending.discard()
+        self._remember(cid, "aborted")
+        self._stats.report_failed(cid, self._clock.now_ms(), reason.value, message)
+        kind = "savepoint" if pending.is_savepoint else "checkpoint"
+        log.warning(
+            "Aborting %s %d of job %s: %s: %s", kind, cid, self.job_id, reason.value, message
+        )
+        self._discard_files(cid)
+        if pending.is_savepoint:
+            self._savepoints.pop(cid)[1].set_exception(
+                CheckpointFailedError(cid, reason.value, message)
+            )
+        self._gateway.notify_aborted(cid, f"{reason.value}: {message}")
+        verdict = self._failures.on_failure(
+            cid, reason, is_savepoint=pending.is_savepoint, reported_by_task=reported_by_task
+        )
+        if isinstance(verdict, FailJob):
+            log.error("Failing job %s: %s", self.job_id, verdict.reason)
+            self._gateway.fail_job(verdict.reason)
+        return verdict
+
+    def abort_all_pending(self, reason: str) -> None:
+        """Abort every pending checkpoint and savepoint (failover); not counted as failures."""
+        for cid in sorted(self._pending):
+            self._abort(cid, CheckpointFailureReason.JOB_FAILOVER_REGION, reason)
+
+    def _discard_files(self, cid: CheckpointId) -> None:
+        try:
+            self.storage.discard(cid)
+        except Exception:  # cleanup is best effort; the checkpoint is aborted regardless
+            where = self.storage.checkpoint_dir(cid)
+            log.warning("Could not remove checkpoint %d at %s", cid, where, exc_info=True)
+
+    def _remember(self, cid: CheckpointId, outcome: Literal["completed", "aborted"]) -> None:
+        self._ghosts[cid] = outcome
+        while len(self._ghosts) > _GHOSTS:
+            self._ghosts.popitem(last=False)
+
+    # --- restore ---------------------------------------------------------------------------
+
+    def restore_point(self, explicit_path: str | None = None) -> CompletedCheckpoint | None:
+        """The verified checkpoint to deploy from, or None for a fresh start.
+
+        Without ``explicit_path``: the newest retained checkpoint that verifies, falling back
+        to older retained ones (logged with the reason). With it: that checkpoint/savepoint
+        (or a job directory's newest usable checkpoint); it is kept as the restore point for
+        later failovers until subsumed, but its files are never deleted by this job, and
+        numbering continues after its id.
+
+        Raises:
+            NoUsableCheckpointError: candidates exist but none verifies; names each path.
+            CheckpointNotFoundError: ``explicit_path`` holds no complete checkpoint.
+        """
+        options = self.storage.storage_options
+        if explicit_path is not None:
+            dirs = resolve_checkpoint_dirs(explicit_path, options)
+        else:
+            dirs = [cp.directory for cp in reversed(self._store.all())]
+            if not dirs:
+                return None
+        where = f"job {self.job_id} from {explicit_path or self.storage.job_dir}"
+        choice = find_restore_point(dirs, options, where)
+        if explicit_path is None:
+            for skipped in choice.skipped:  # unusable: never offer them again
+                if skipped.checkpoint_id is not None:
+                    self._store.remove(skipped.checkpoint_id)
+        chosen = choice.checkpoint
+        cid, where = chosen.checkpoint_id, chosen.directory
+        log.info("Restoring job %s from checkpoint %d at %s.", self.job_id, cid, where)
+        if explicit_path is not None:
+            if all(cp.directory != chosen.directory for cp in self._store.all()):
+                self._store.add(chosen, owned=False)
+            if chosen.checkpoint_id >= self._next_id:
+                self._next_id = CheckpointId(chosen.checkpoint_id + 1)
+        self._stats.report_restored(cid, self._clock.now_ms(), where, chosen.is_savepoint)
+        return chosen
+
+    # --- termination -----------------------------------------------------------------------
+
+    def shutdown(self, status: TerminalJobStatus | enum.Enum) -> None:
+        """Abort pending checkpoints and apply the retention policy for ``status``.
+
+        ``status`` is FINISHED, CANCELED, FAILED or SUSPENDED (a :class:`TerminalJobStatus`
+        or any enum with those names, e.g. ``cairn.common.JobStatus``). Idempotent. Deletes
+        the job's checkpoint directory when the policy says so
+        (see :func:`~cairn.checkpoint.protocol.discard_on_termination`).
+        """
+        terminal = TerminalJobStatus.of(status)
+        if self._shut_down:
+            return
+        reason = CheckpointFailureReason.CHECKPOINT_COORDINATOR_SHUTDOWN
+        for cid in sorted(self._pending):
+            self._abort(cid, reason, f"job {terminal.value}")
+        self._shut_down = True
+        policy, job_dir = self.settings.retention.value, self.storage.job_dir
+        if not discard_on_termination(self.settings.retention, terminal):
+            log.info("Job %s %s: kept %s (%s).", self.job_id, terminal.value, job_dir, policy)
+            return
+        self._store.discard_all_owned()
+        try:
+            self.storage.discard_job_dir()
+        except Exception:  # best effort: the job is over either way
+            log.warning("Could not remove %s", job_dir, exc_info=True)
+        log.info("Job %s %s: removed %s (%s).", self.job_id, terminal.value, job_dir, policy)
+
+    def _describe_missing(self, cid: CheckpointId) -> str:
+        missing = sorted(self._pending[cid].not_yet_acknowledged)
+        shown = ", ".join(str(t) for t in missing[:5])
+        return shown + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")

@@ -1,0 +1,56 @@
+"""Errors of the checkpoint layer.
+
+Invariant: every error names the exact path (file or directory) it is about and the problem
+found there, so that a user reading only the message knows what to inspect or delete.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class CheckpointError(Exception):
+    """Base class of the checkpoint layer's errors."""
+
+
+class CorruptCheckpointError(CheckpointError):
+    """A checkpoint's metadata or one of its state files is unreadable, truncated or missing.
+
+    >>> str(CorruptCheckpointError("/c/chk-3/_metadata", "checksum mismatch"))
+    '/c/chk-3/_metadata: checksum mismatch'
+    """
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
+
+
+class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
+    """No checkpoint, savepoint or job checkpoint directory exists at ``path``."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
+
+    def __str__(self) -> str:  # OSError's default adds errno noise
+        return f"{self.path}: {self.problem}"
+
+
+class NoUsableCheckpointError(CheckpointError):
+    """Every restore candidate failed verification; ``reasons`` holds (location, problem)."""
+
+    def __init__(self, message: str, reasons: Sequence[tuple[str, str]] = ()) -> None:
+        super().__init__(message)
+        self.reasons = tuple(reasons)
+
+
+class CheckpointFailedError(CheckpointError):
+    """A checkpoint or savepoint was aborted; raised from a savepoint's future."""
+
+    def __init__(self, checkpoint_id: int, reason: str, message: str) -> None:
+        super().__init__(f"checkpoint {checkpoint_id} failed: {reason}: {message}")
+        self.checkpoint_id = checkpoint_id
+        self.reason = reason
+        self.detail = message

@@ -1,0 +1,301 @@
+"""Checkpoint metadata: the one file (``_metadata``) that makes a checkpoint directory complete.
+
+Invariant: the encoded file is a one-line JSON header (format, version, body length, SHA-256)
+followed by the JSON body, so truncation and corruption are detected before any field is
+trusted, and every state path inside is relative to the directory holding the file.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import pickle
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import cloudpickle
+
+from cairn.checkpoint.errors import CorruptCheckpointError
+from cairn.checkpoint.handles import (
+    KeyedStateHandle,
+    OperatorStateHandle,
+    OperatorSubtaskState,
+    StreamRange,
+)
+from cairn.ids import CheckpointId, JobId, OperatorUid
+
+METADATA_FILE_NAME = "_metadata"
+METADATA_FORMAT = "cairn-checkpoint-metadata"
+METADATA_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorMetadata:
+    """State of one operator (by uid) across its subtasks; absent subtasks had no state."""
+
+    uid: OperatorUid
+    parallelism: int
+    max_parallelism: int
+    subtasks: Mapping[int, OperatorSubtaskState] = field(default_factory=dict)
+
+    @property
+    def state_size(self) -> int:
+        return sum(s.state_size for s in self.subtasks.values())
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointSummaryStats:
+    """Totals and maxima over the subtasks' metrics, kept with the checkpoint for listings."""
+
+    state_size: int = 0
+    num_subtasks: int = 0
+    processed_bytes: int = 0
+    persisted_bytes: int = 0
+    max_alignment_duration_ms: int = 0
+    max_sync_duration_ms: int = 0
+    max_async_duration_ms: int = 0
+    unaligned: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointMetadata:
+    """Everything needed to restore a job from one checkpoint or savepoint.
+
+    >>> md = CheckpointMetadata(JobId("j"), CheckpointId(3), trigger_ms=10, completed_ms=25,
+    ...                         max_parallelism=128)
+    >>> decode_metadata(encode_metadata(md)) == md, md.duration_ms
+    (True, 15)
+    """
+
+    job_id: JobId
+    checkpoint_id: CheckpointId
+    trigger_ms: int
+    completed_ms: int
+    max_parallelism: int
+    operators: Mapping[OperatorUid, OperatorMetadata] = field(default_factory=dict)
+    is_savepoint: bool = False
+    stats: CheckpointSummaryStats = CheckpointSummaryStats()
+    # Job-level facts the job master wants to keep with the checkpoint (e.g. the job name).
+    properties: Mapping[str, str] = field(default_factory=dict)
+    version: int = METADATA_VERSION
+
+    @property
+    def duration_ms(self) -> int:
+        return self.completed_ms - self.trigger_ms
+
+    @property
+    def state_size(self) -> int:
+        return sum(op.state_size for op in self.operators.values())
+
+    def referenced_files(self) -> dict[str, int]:
+        """Relative path of every state file -> the least size it must have (end of its ranges)."""
+        needed: dict[str, int] = {}
+        for op in self.operators.values():
+            for sub in op.subtasks.values():
+                for kh in sub.keyed:
+                    end = max((r.offset + r.length for r in kh.sections.values()), default=0)
+                    needed[kh.path] = max(needed.get(kh.path, 0), end)
+                for oh in sub.operator:
+                    end = oh.section.offset + oh.section.length
+                    needed[oh.path] = max(needed.get(oh.path, 0), end)
+        return needed
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedCheckpoint:
+    """Metadata together with the directory it lives in (handles' paths are relative to it)."""
+
+    metadata: CheckpointMetadata
+    directory: str
+
+    @property
+    def checkpoint_id(self) -> CheckpointId:
+        return self.metadata.checkpoint_id
+
+    @property
+    def is_savepoint(self) -> bool:
+        return self.metadata.is_savepoint
+
+    @property
+    def metadata_path(self) -> str:
+        return f"{self.directory.rstrip('/')}/{METADATA_FILE_NAME}"
+
+
+# --- codec ------------------------------------------------------------------------------------
+
+
+def encode_metadata(metadata: CheckpointMetadata) -> bytes:
+    """Serialize to header line + JSON body; see :func:`decode_metadata`."""
+    body = json.dumps(_metadata_to_json(metadata), sort_keys=True, indent=1).encode()
+    header = {
+        "format": METADATA_FORMAT,
+        "version": metadata.version,
+        "body_length": len(body),
+        "body_sha256": hashlib.sha256(body).hexdigest(),
+    }
+    return json.dumps(header, sort_keys=True).encode() + b"\n" + body
+
+
+def decode_metadata(data: bytes, source: str = "<metadata>") -> CheckpointMetadata:
+    """Parse bytes written by :func:`encode_metadata`; ``source`` names the file in errors.
+
+    Raises:
+        CorruptCheckpointError: empty, truncated, corrupted, foreign or newer-version data.
+    """
+    if not data:
+        raise CorruptCheckpointError(source, "metadata file is empty")
+    head, sep, body = data.partition(b"\n")
+    if not sep:
+        raise CorruptCheckpointError(source, "truncated metadata: header line is incomplete")
+    try:
+        header = json.loads(head)
+    except ValueError:
+        raise CorruptCheckpointError(
+            source, "not a Cairn checkpoint metadata file (header is not JSON)"
+        ) from None
+    if not isinstance(header, dict) or header.get("format") != METADATA_FORMAT:
+        raise CorruptCheckpointError(source, "not a Cairn checkpoint metadata file")
+    version = header.get("version")
+    if not isinstance(version, int) or not 1 <= version <= METADATA_VERSION:
+        raise CorruptCheckpointError(
+            source,
+            f"unsupported metadata version {version!r} (this Cairn reads versions "
+            f"1..{METADATA_VERSION})",
+        )
+    expected = header.get("body_length")
+    if len(body) != expected:
+        short = isinstance(expected, int) and len(body) < expected
+        what = "truncated metadata" if short else "metadata has trailing data"
+        raise CorruptCheckpointError(
+            source, f"{what}: body has {len(body)} bytes, header says {expected}"
+        )
+    if hashlib.sha256(body).hexdigest() != header.get("body_sha256"):
+        raise CorruptCheckpointError(source, "metadata checksum mismatch (file is corrupted)")
+    try:
+        return _metadata_from_json(json.loads(body), version, source)
+    except CorruptCheckpointError:
+        raise
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise CorruptCheckpointError(source, f"malformed metadata body: {e!r}") from e
+
+
+def _metadata_to_json(md: CheckpointMetadata) -> dict[str, Any]:
+    return {
+        "job_id": md.job_id,
+        "checkpoint_id": md.checkpoint_id,
+        "is_savepoint": md.is_savepoint,
+        "trigger_ms": md.trigger_ms,
+        "completed_ms": md.completed_ms,
+        "max_parallelism": md.max_parallelism,
+        "properties": dict(md.properties),
+        "stats": _stats_to_json(md.stats),
+        "operators": [
+            {
+                "uid": op.uid,
+                "parallelism": op.parallelism,
+                "max_parallelism": op.max_parallelism,
+                "subtasks": {str(i): _subtask_to_json(s) for i, s in op.subtasks.items()},
+            }
+            for op in md.operators.values()
+        ],
+    }
+
+
+def _metadata_from_json(obj: dict[str, Any], version: int, source: str) -> CheckpointMetadata:
+    operators: dict[OperatorUid, OperatorMetadata] = {}
+    for op in obj["operators"]:
+        uid = OperatorUid(str(op["uid"]))
+        subtasks = {
+            int(i): _subtask_from_json(s, f"operator {uid!r} subtask {i}", source)
+            for i, s in op["subtasks"].items()
+        }
+        operators[uid] = OperatorMetadata(
+            uid, int(op["parallelism"]), int(op["max_parallelism"]), subtasks
+        )
+    return CheckpointMetadata(
+        job_id=JobId(str(obj["job_id"])),
+        checkpoint_id=CheckpointId(int(obj["checkpoint_id"])),
+        trigger_ms=int(obj["trigger_ms"]),
+        completed_ms=int(obj["completed_ms"]),
+        max_parallelism=int(obj["max_parallelism"]),
+        operators=operators,
+        is_savepoint=bool(obj["is_savepoint"]),
+        stats=CheckpointSummaryStats(**obj["stats"]),
+        properties={str(k): str(v) for k, v in obj["properties"].items()},
+        version=version,
+    )
+
+
+def _stats_to_json(s: CheckpointSummaryStats) -> dict[str, Any]:
+    return {name: getattr(s, name) for name in CheckpointSummaryStats.__dataclass_fields__}
+
+
+def _range_to_json(r: StreamRange) -> list[int]:
+    return [r.offset, r.length, r.crc32]
+
+
+def _range_from_json(v: list[int]) -> StreamRange:
+    offset, length, crc = v
+    return StreamRange(int(offset), int(length), int(crc))
+
+
+def _subtask_to_json(s: OperatorSubtaskState) -> dict[str, Any]:
+    return {
+        "keyed": [
+            {
+                "path": h.path,
+                "key_group_start": h.key_group_start,
+                "key_group_end": h.key_group_end,
+                "sections": {str(kg): _range_to_json(r) for kg, r in h.sections.items()},
+                "size": h.size,
+            }
+            for h in s.keyed
+        ],
+        "operator": [
+            {
+                "path": h.path,
+                "section": _range_to_json(h.section),
+                "states": {name: [mode, count] for name, (mode, count) in h.states.items()},
+                "size": h.size,
+            }
+            for h in s.operator
+        ],
+        # Inline values are arbitrary objects; cloudpickle also handles classes from __main__.
+        "inline": {
+            name: base64.b64encode(cloudpickle.dumps(value)).decode("ascii")
+            for name, value in s.inline.items()
+        },
+    }
+
+
+def _subtask_from_json(obj: dict[str, Any], where: str, source: str) -> OperatorSubtaskState:
+    keyed = tuple(
+        KeyedStateHandle(
+            path=str(h["path"]),
+            key_group_start=int(h["key_group_start"]),
+            key_group_end=int(h["key_group_end"]),
+            sections={int(kg): _range_from_json(r) for kg, r in h["sections"].items()},
+            size=int(h["size"]),
+        )
+        for h in obj["keyed"]
+    )
+    operator = tuple(
+        OperatorStateHandle(
+            path=str(h["path"]),
+            section=_range_from_json(h["section"]),
+            states={str(n): (str(m), int(c)) for n, (m, c) in h["states"].items()},
+            size=int(h["size"]),
+        )
+        for h in obj["operator"]
+    )
+    inline: dict[str, object] = {}
+    for name, encoded in obj["inline"].items():
+        try:
+            inline[name] = pickle.loads(base64.b64decode(encoded, validate=True))
+        except Exception as e:  # unpickling can raise anything a __setstate__ raises
+            raise CorruptCheckpointError(
+                source, f"inline value {name!r} of {where} cannot be unpickled: {e!r}"
+            ) from e
+    return OperatorSubtaskState(keyed=keyed, operator=operator, inline=inline)

@@ -1,0 +1,89 @@
+"""Finding the checkpoint to restore from: read and verify candidates, then let the pure
+``choose_restore`` decide.
+
+Invariant: a checkpoint is handed out for restore only after its metadata decoded cleanly and
+every state file it references exists and is long enough; each skipped candidate is logged
+with the exact file and problem.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cairn.checkpoint.errors import (
+    CheckpointNotFoundError,
+    CorruptCheckpointError,
+    NoUsableCheckpointError,
+)
+from cairn.checkpoint.metadata import CompletedCheckpoint
+from cairn.checkpoint.protocol import (
+    FallbackToPrevious,
+    NothingUsable,
+    RestoreCandidate,
+    choose_restore,
+)
+from cairn.checkpoint.storage import load_checkpoint, verify
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreChoice:
+    """The checkpoint to restore and the newer candidates that were skipped (with reasons)."""
+
+    checkpoint: CompletedCheckpoint
+    skipped: tuple[RestoreCandidate, ...] = ()
+
+
+def examine(
+    directory: str, storage_options: Mapping[str, Any] | None = None
+) -> tuple[RestoreCandidate, CompletedCheckpoint | None]:
+    """Read and verify one candidate; the checkpoint is None iff the candidate is unusable."""
+    cp: CompletedCheckpoint | None = None
+    try:
+        cp = load_checkpoint(directory, storage_options)
+        verify(cp.metadata, cp.directory, storage_options)
+    except (CorruptCheckpointError, CheckpointNotFoundError) as e:
+        # Name the file when the problem is inside the directory, not the directory itself.
+        problem = e.problem if e.path.rstrip("/") == directory.rstrip("/") else str(e)
+        cid = cp.checkpoint_id if cp is not None else _id_from_dir(directory)
+        return RestoreCandidate(directory, cid, problem), None
+    return RestoreCandidate(directory, cp.checkpoint_id), cp
+
+
+def find_restore_point(
+    directories_newest_first: Sequence[str],
+    storage_options: Mapping[str, Any] | None = None,
+    what: str = "the job",
+) -> RestoreChoice:
+    """The newest usable checkpoint among ``directories_newest_first``.
+
+    Raises:
+        NoUsableCheckpointError: none is usable; the message names every path and problem.
+    """
+    examined = [examine(d, storage_options) for d in directories_newest_first]
+    decision = choose_restore([c for c, _ in examined])
+    if isinstance(decision, NothingUsable):
+        raise NoUsableCheckpointError(
+            f"cannot restore {what}: {decision.describe()}",
+            [(c.location, c.problem or "") for c in decision.skipped],
+        )
+    skipped: tuple[RestoreCandidate, ...] = ()
+    if isinstance(decision, FallbackToPrevious):
+        skipped = decision.skipped
+        for c in skipped:
+            log.warning(
+                "Checkpoint %s is unusable (%s); falling back to an older one.",
+                c.location,
+                c.problem,
+            )
+    chosen = next(cp for c, cp in examined if c == decision.candidate and cp is not None)
+    return RestoreChoice(chosen, skipped)
+
+
+def _id_from_dir(directory: str) -> int | None:
+    name = directory.rstrip("/").rsplit("/", 1)[-1]
+    return int(name[4:]) if name.startswith("chk-") and name[4:].isdigit() else None

@@ -1,0 +1,521 @@
+"""CheckpointCoordinator with real storage (tmp_path and memory://), a manual clock and a
+recording gateway standing in for the network edge."""
+
+from __future__ import annotations
+
+import enum
+import logging
+import shutil
+import uuid
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import pytest
+from fsspec.core import url_to_fs
+
+from cairn.checkpoint.coordinator import CheckpointCoordinator
+from cairn.checkpoint.errors import CheckpointFailedError, NoUsableCheckpointError
+from cairn.checkpoint.handles import KeyedStateHandle, OperatorSubtaskState, StreamRange
+from cairn.checkpoint.messages import (
+    AckResult,
+    CheckpointFailureReason,
+    SubtaskCheckpointMetrics,
+    TaskAcknowledgement,
+    TaskDecline,
+    TaskKey,
+)
+from cairn.checkpoint.protocol import Blocked, TerminalJobStatus, TriggerNow, WaitUntil
+from cairn.checkpoint.storage import CheckpointStorage, load_checkpoint, open_reader, verify
+from cairn.graph.settings import CheckpointSettings, RetentionPolicy
+from cairn.ids import CheckpointId, OperatorUid, SubtaskIndex, VertexId
+from cairn.runtime.events import AlignmentMode, CheckpointBarrier, CheckpointType
+
+SRC0, SRC1 = TaskKey(VertexId(0), SubtaskIndex(0)), TaskKey(VertexId(0), SubtaskIndex(1))
+AGG = TaskKey(VertexId(1), SubtaskIndex(0))
+TASKS = [SRC0, SRC1, AGG]
+UIDS = {SRC0: OperatorUid("src"), SRC1: OperatorUid("src"), AGG: OperatorUid("agg")}
+T0 = 1_000_000
+
+
+class ManualClock:
+    def __init__(self) -> None:
+        self.t = T0
+
+    def now_ms(self) -> int:
+        return self.t
+
+    def advance(self, ms: int) -> None:
+        self.t += ms
+
+
+@dataclass
+class RecordingGateway:
+    barriers: list[CheckpointBarrier] = field(default_factory=list)
+    completed: list[int] = field(default_factory=list)
+    aborted: list[tuple[int, str]] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+    def trigger_sources(self, barrier: CheckpointBarrier) -> None:
+        self.barriers.append(barrier)
+
+    def notify_complete(self, checkpoint_id: CheckpointId) -> None:
+        self.completed.append(checkpoint_id)
+
+    def notify_aborted(self, checkpoint_id: CheckpointId, reason: str) -> None:
+        self.aborted.append((checkpoint_id, reason))
+
+    def fail_job(self, reason: str) -> None:
+        self.failures.append(reason)
+
+
+@dataclass
+class Harness:
+    coord: CheckpointCoordinator
+    gateway: RecordingGateway
+    clock: ManualClock
+    storage: CheckpointStorage
+
+    def ack(self, cid: int, task: TaskKey, payload: bytes | None = None) -> AckResult:
+        """A task's part: write its state file through the real storage, then acknowledge."""
+        data = payload if payload is not None else f"{task}@{cid}".encode()
+        rel = self.storage.writer(CheckpointId(cid)).write_state_file(UIDS[task], data)
+        handle = KeyedStateHandle(
+            rel,
+            0,
+            127,
+            {task.subtask_index: StreamRange(0, len(data), zlib.crc32(data))},
+            len(data),
+        )
+        state = OperatorSubtaskState(keyed=(handle,), inline={"offset": cid * 10})
+        metrics = SubtaskCheckpointMetrics(sync_duration_ms=1, state_size=len(data))
+        return self.coord.receive_ack(
+            TaskAcknowledgement(CheckpointId(cid), task, {UIDS[task]: state}, metrics)
+        )
+
+    def ack_all(self, cid: int) -> None:
+        for task in TASKS:
+            assert self.ack(cid, task) is AckResult.SUCCESS
+
+    def checkpoint(self) -> int:
+        """Trigger (forced) and complete one checkpoint; return its id."""
+        decision = self.coord.trigger_checkpoint(force=True)
+        assert isinstance(decision, TriggerNow)
+        self.ack_all(decision.checkpoint_id)
+        return decision.checkpoint_id
+
+
+def exists(url: str) -> bool:
+    fs, path = url_to_fs(url)
+    return bool(fs.exists(path))
+
+
+@pytest.fixture(params=["file", "memory"])
+def root(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "file":
+        yield str(tmp_path / "checkpoints")
+        return
+    url = f"memory://cairn-coord-{uuid.uuid4().hex}"
+    yield url
+    fs, path = url_to_fs(url)
+    if fs.exists(path):
+        fs.rm(path, recursive=True)
+
+
+def make(root: str, job: str = "job-1", **settings: object) -> Harness:
+    base = CheckpointSettings(interval_ms=100, timeout_ms=1_000)
+    cs = replace(base, **settings)  # type: ignore[arg-type]  # keyword values are mixed types
+    clock, gateway = ManualClock(), RecordingGateway()
+    storage = CheckpointStorage(root, job)
+    coord = CheckpointCoordinator(
+        job,
+        cs,
+        storage,
+        gateway,
+        TASKS,
+        [SRC0, SRC1],
+        {OperatorUid("src"): (2, 128), OperatorUid("agg"): (1, 128)},
+        clock,
+    )
+    return Harness(coord, gateway, clock, storage)
+
+
+# --- triggering ---------------------------------------------------------------------------------
+
+
+def test_periodic_ticks_trigger_barriers_with_increasing_ids(root: str) -> None:
+    h = make(root)
+    assert h.coord.tick() == WaitUntil(T0 + 100, "checkpoint interval of 100 ms")
+    assert h.gateway.barriers == []
+    h.clock.advance(100)
+    assert h.coord.tick() == TriggerNow(CheckpointId(1))
+    h.ack_all(1)
+    h.clock.advance(100)
+    h.coord.tick()
+    assert [(b.checkpoint_id, b.timestamp_ms) for b in h.gateway.barriers] == [
+        (1, T0 + 100),
+        (2, T0 + 200),
+    ]
+    assert h.gateway.barriers[0].options.alignment is AlignmentMode.ALIGNED
+    assert h.coord.next_tick_ms() == T0 + 300
+
+
+def test_min_pause_counts_from_completion(root: str) -> None:
+    h = make(root, min_pause_ms=500)
+    h.clock.advance(100)
+    h.coord.tick()
+    h.clock.advance(50)
+    h.ack_all(1)  # completes at T0+150
+    h.clock.advance(50)
+    assert h.coord.tick() == WaitUntil(
+        T0 + 650, "min pause of 500 ms after the last completed checkpoint"
+    )
+    h.clock.t = T0 + 649
+    h.coord.tick()
+    assert len(h.gateway.barriers) == 1
+    h.clock.t = T0 + 650
+    assert h.coord.tick() == TriggerNow(CheckpointId(2))
+
+
+@pytest.mark.parametrize("max_concurrent", [1, 2])
+def test_max_concurrent_checkpoints(root: str, max_concurrent: int) -> None:
+    h = make(root, max_concurrent=max_concurrent)
+    h.clock.advance(100)
+    h.coord.tick()
+    h.clock.advance(100)
+    decision = h.coord.tick()
+    if max_concurrent == 1:
+        assert isinstance(decision, Blocked) and "too many concurrent" in decision.reason
+        assert h.coord.pending_checkpoint_ids() == [1]
+    else:
+        assert decision == TriggerNow(CheckpointId(2))
+        assert h.coord.pending_checkpoint_ids() == [1, 2]
+
+
+def test_forced_final_checkpoint_ignores_pause_interval_and_concurrency(root: str) -> None:
+    h = make(root, min_pause_ms=10_000, interval_ms=-1)
+    assert h.checkpoint() == 1
+    assert isinstance(h.coord.trigger_checkpoint(), WaitUntil)  # min pause holds for manual
+    h.coord.trigger_checkpoint(force=True)
+    assert h.coord.trigger_checkpoint(force=True) == TriggerNow(CheckpointId(3))
+    assert isinstance(h.coord.tick(), Blocked)  # periodic disabled
+
+
+# --- completion ---------------------------------------------------------------------------------
+
+
+def test_metadata_is_written_only_after_every_ack(root: str) -> None:
+    h = make(root)
+    h.coord.trigger_checkpoint()
+    assert h.ack(1, SRC0) is AckResult.SUCCESS
+    assert h.ack(1, AGG) is AckResult.SUCCESS
+    chk = h.storage.checkpoint_dir(1)
+    assert exists(chk) and not exists(chk + "/_metadata")
+    assert h.coord.completed_checkpoints() == [] and h.gateway.completed == []
+    h.clock.advance(30)
+    assert h.ack(1, SRC1) is AckResult.SUCCESS
+    assert exists(chk + "/_metadata")
+    assert h.gateway.completed == [1]
+    cp = load_checkpoint(chk)
+    assert h.coord.latest_completed() == cp
+    verify(cp.metadata, cp.directory, check_crc=True)
+    src = cp.metadata.operators[OperatorUid("src")]
+    assert (src.parallelism, sorted(src.subtasks)) == (2, [0, 1])
+    assert src.subtasks[1].inline == {"offset": 10}
+    assert cp.metadata.duration_ms == 30 and cp.metadata.stats.num_subtasks == 3
+    stats = h.coord.stats.get(CheckpointId(1))
+    assert stats is not None and stats.end_to_end_duration_ms == 30
+    assert stats.subtasks[AGG].metrics.sync_duration_ms == 1
+
+
+def test_retained_count_subsumes_old_checkpoints(root: str) -> None:
+    h = make(root, retained=2)
+    for _ in range(3):
+        h.checkpoint()
+    assert [cp.checkpoint_id for cp in h.coord.completed_checkpoints()] == [2, 3]
+    assert not exists(h.storage.checkpoint_dir(1))
+    assert exists(h.storage.checkpoint_dir(2) + "/_metadata")
+    assert h.gateway.completed == [1, 2, 3]
+
+
+def test_completion_subsumes_older_pending_checkpoint(root: str) -> None:
+    h = make(root, max_concurrent=2, tolerable_failures=0)
+    h.coord.trigger_checkpoint()
+    h.ack(1, SRC0)
+    h.coord.trigger_checkpoint()
+    h.ack_all(2)
+    assert h.gateway.completed == [2]
+    assert [(c, r.split(":")[0]) for c, r in h.gateway.aborted] == [(1, "CHECKPOINT_SUBSUMED")]
+    assert not exists(h.storage.checkpoint_dir(1)) and h.gateway.failures == []
+
+
+def test_ack_results_are_typed(root: str) -> None:
+    h = make(root)
+    h.coord.trigger_checkpoint(force=True)
+    assert h.ack(1, SRC0) is AckResult.SUCCESS
+    assert h.ack(1, SRC0) is AckResult.DUPLICATE
+    stranger = TaskKey(VertexId(7), SubtaskIndex(0))
+    assert h.coord.receive_ack(TaskAcknowledgement(CheckpointId(1), stranger)) is (
+        AckResult.UNKNOWN
+    )
+    assert h.coord.receive_ack(TaskAcknowledgement(CheckpointId(99), SRC0)) is AckResult.UNKNOWN
+    h.ack(1, SRC1)
+    h.ack(1, AGG)
+    assert h.ack(1, AGG) is AckResult.DUPLICATE  # after completion
+    assert h.gateway.completed == [1]
+
+
+# --- failures -----------------------------------------------------------------------------------
+
+
+def test_timeout_aborts_and_removes_files_and_late_ack_is_discarded(root: str) -> None:
+    h = make(root, tolerable_failures=5, interval_ms=-1)
+    h.coord.trigger_checkpoint()
+    h.ack(1, SRC0)
+    assert exists(h.storage.checkpoint_dir(1))
+    h.clock.advance(999)
+    h.coord.tick()
+    assert h.coord.pending_checkpoint_ids() == [1]
+    h.clock.advance(1)
+    h.coord.tick()
+    assert h.coord.pending_checkpoint_ids() == []
+    assert not exists(h.storage.checkpoint_dir(1))
+    ((cid, reason),) = h.gateway.aborted
+    assert cid == 1 and reason.startswith("CHECKPOINT_EXPIRED")
+    assert "vertex 0 subtask 1" in reason and "vertex 1 subtask 0" in reason  # who was missing
+    stats = h.coord.stats.get(CheckpointId(1))
+    assert stats is not None and stats.failure_reason == "CHECKPOINT_EXPIRED"
+    # A slow task finishes writing after the abort: its files must not linger.
+    assert h.ack(1, SRC1) is AckResult.DISCARDED
+    assert not exists(h.storage.checkpoint_dir(1))
+    assert h.gateway.failures == []
+
+
+def test_consecutive_failures_beyond_tolerance_fail_the_job(root: str) -> None:
+    h = make(root, tolerable_failures=1, timeout_ms=100, interval_ms=-1)
+    h.coord.trigger_checkpoint()
+    h.clock.advance(100)
+    h.coord.tick()
+    assert h.gateway.failures == []
+    h.checkpoint()  # a success resets the count
+    h.coord.trigger_checkpoint()
+    h.clock.advance(100)
+    h.coord.tick()
+    assert h.gateway.failures == []
+    h.coord.trigger_checkpoint()
+    h.clock.advance(100)
+    h.coord.tick()
+    assert len(h.gateway.failures) == 1
+    assert "tolerable failure threshold" in h.gateway.failures[0]
+
+
+def test_decline_aborts_and_counts_as_failure(root: str) -> None:
+    h = make(root, tolerable_failures=0)
+    h.coord.trigger_checkpoint()
+    h.ack(1, SRC0)
+    declined = h.coord.receive_decline(
+        TaskDecline(CheckpointId(1), AGG, CheckpointFailureReason.CHECKPOINT_DECLINED, "disk full")
+    )
+    assert declined and not exists(h.storage.checkpoint_dir(1))
+    assert "disk full" in h.gateway.aborted[0][1]
+    assert len(h.gateway.failures) == 1
+    assert not h.coord.receive_decline(TaskDecline(CheckpointId(1), SRC1, "CHECKPOINT_DECLINED"))
+
+
+def test_decline_by_a_task_not_ready_is_not_counted(root: str) -> None:
+    h = make(root, tolerable_failures=0)
+    h.coord.trigger_checkpoint()
+    h.coord.receive_decline(
+        TaskDecline(CheckpointId(1), SRC1, "CHECKPOINT_DECLINED_TASK_NOT_READY", "starting")
+    )
+    assert h.gateway.aborted[0][0] == 1 and h.gateway.failures == []
+
+
+def test_failover_aborts_pending_without_counting_and_ids_keep_increasing(root: str) -> None:
+    h = make(root, tolerable_failures=0, max_concurrent=2)
+    h.coord.trigger_checkpoint()
+    h.coord.trigger_checkpoint()
+    h.coord.abort_all_pending("task failed: boom")
+    assert [c for c, _ in h.gateway.aborted] == [1, 2] and h.gateway.failures == []
+    assert h.checkpoint() == 3
+
+
+def test_metadata_write_failure_aborts_as_io_error(tmp_path: Path) -> None:
+    h = make(str(tmp_path), tolerable_failures=0)
+    (tmp_path / "job-1").mkdir()
+    (tmp_path / "job-1" / "chk-1").write_text("a file where the directory should be")
+    h.coord.trigger_checkpoint()
+    for task in TASKS:
+        h.coord.receive_ack(TaskAcknowledgement(CheckpointId(1), task))
+    assert h.gateway.completed == [] and h.coord.completed_checkpoints() == []
+    assert h.gateway.aborted[0][1].startswith("IO_EXCEPTION")
+    assert len(h.gateway.failures) == 1
+
+
+# --- restore ------------------------------------------------------------------------------------
+
+
+def test_no_checkpoint_means_fresh_start(root: str) -> None:
+    assert make(root).coord.restore_point() is None
+
+
+def test_corrupt_newest_state_file_falls_back_to_previous(
+    root: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    h = make(root, retained=2)
+    h.checkpoint()
+    h.checkpoint()
+    newest = h.coord.latest_completed()
+    assert newest is not None
+    victim = sorted(newest.metadata.referenced_files())[0]
+    fs, path = url_to_fs(f"{newest.directory}/{victim}")
+    fs.pipe_file(path, b"")
+    with caplog.at_level(logging.WARNING, logger="cairn.checkpoint"):
+        chosen = h.coord.restore_point()
+    assert chosen is not None and chosen.checkpoint_id == 1
+    assert any(victim in r.getMessage() and "truncated" in r.getMessage() for r in caplog.records)
+    assert [cp.checkpoint_id for cp in h.coord.completed_checkpoints()] == [1]
+
+
+def test_corrupt_newest_metadata_falls_back_with_checksum_reason(
+    root: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    h = make(root, retained=2)
+    h.checkpoint()
+    h.checkpoint()
+    fs, path = url_to_fs(h.storage.checkpoint_dir(2) + "/_metadata")
+    data = bytearray(fs.cat_file(path))
+    data[-3] ^= 0xFF
+    fs.pipe_file(path, bytes(data))
+    with caplog.at_level(logging.WARNING, logger="cairn.checkpoint"):
+        chosen = h.coord.restore_point()
+    assert chosen is not None and chosen.checkpoint_id == 1
+    assert any("checksum mismatch" in r.getMessage() for r in caplog.records)
+
+
+def test_nothing_usable_is_a_clear_error_naming_the_path(root: str) -> None:
+    h = make(root, retained=1)
+    h.checkpoint()
+    cp = h.coord.latest_completed()
+    assert cp is not None
+    victim = next(iter(cp.metadata.referenced_files()))
+    fs, path = url_to_fs(f"{cp.directory}/{victim}")
+    fs.rm(path)
+    with pytest.raises(NoUsableCheckpointError) as err:
+        h.coord.restore_point()
+    assert f"{cp.directory}/{victim}" in str(err.value) and "missing" in str(err.value)
+    assert err.value.reasons[0][0] == cp.directory
+
+
+def test_restore_from_retained_checkpoint_of_previous_run(root: str) -> None:
+    first = make(root, "run-1", retention=RetentionPolicy.RETAIN_ON_CANCELLATION)
+    for _ in range(3):
+        first.checkpoint()
+    first.coord.shutdown(TerminalJobStatus.CANCELED)
+    assert exists(first.storage.checkpoint_dir(3) + "/_metadata")
+
+    second = make(root, "run-2", retained=1)
+    chosen = second.coord.restore_point(first.storage.job_dir)
+    assert chosen is not None and chosen.checkpoint_id == 3
+    assert second.coord.next_checkpoint_id == 4
+    assert second.coord.restore_point() == chosen  # the restore point for a quick failover
+    assert second.checkpoint() == 4
+    assert second.coord.stats.snapshot().counts.restored == 2
+    # Subsumed, but owned by the user: the previous run's checkpoint stays.
+    assert [cp.checkpoint_id for cp in second.coord.completed_checkpoints()] == [4]
+    assert exists(first.storage.checkpoint_dir(3) + "/_metadata")
+
+
+# --- savepoints ---------------------------------------------------------------------------------
+
+
+def test_savepoint_is_aligned_forced_relative_and_movable(root: str, tmp_path: Path) -> None:
+    h = make(root, mode=AlignmentMode.AT_LEAST_ONCE)
+    h.coord.trigger_checkpoint()  # pending: a savepoint is forced regardless
+    target = tmp_path / "savepoints" / "sp-1"
+    future = h.coord.trigger_savepoint(str(target))
+    barrier = h.gateway.barriers[-1]
+    assert barrier.checkpoint_id == 2 and barrier.options.type is CheckpointType.SAVEPOINT
+    assert barrier.options.alignment is AlignmentMode.ALIGNED
+    assert h.gateway.barriers[0].options.alignment is AlignmentMode.AT_LEAST_ONCE
+    assert not future.done()
+    h.ack(2, SRC0, b"sp-src0")
+    h.ack(2, SRC1, b"sp-src1")
+    h.ack(2, AGG, b"sp-agg")
+    sp = future.result(timeout=0)
+    assert sp.is_savepoint and sp.directory == str(target)
+    assert h.gateway.completed == [] and h.coord.completed_checkpoints() == []
+    assert not exists(h.storage.checkpoint_dir(2))  # the working copy is gone
+    assert h.coord.pending_checkpoint_ids() == [1]
+
+    moved = tmp_path / "moved-savepoint"
+    shutil.move(str(target), str(moved))
+    cp = load_checkpoint(str(moved))
+    verify(cp.metadata, cp.directory, check_crc=True)
+    handle = cp.metadata.operators[OperatorUid("agg")].subtasks[0].keyed[0]
+    section = handle.sections[0]
+    reader = open_reader(cp.directory)
+    assert reader.read_state_range(handle.path, section.offset, section.length) == b"sp-agg"
+
+
+def test_savepoint_failures_reach_the_future_and_do_not_fail_the_job(
+    root: str, tmp_path: Path
+) -> None:
+    h = make(root, tolerable_failures=0, interval_ms=-1)
+    future = h.coord.trigger_savepoint(str(tmp_path / "sp"))
+    h.clock.advance(1_000)
+    h.coord.tick()
+    with pytest.raises(CheckpointFailedError, match="CHECKPOINT_EXPIRED"):
+        future.result(timeout=0)
+    assert h.gateway.failures == []
+    h.checkpoint()
+    existing = h.coord.trigger_savepoint(str(tmp_path / "sp"))
+    h.ack_all(3)
+    existing.result(timeout=0)
+    again = h.coord.trigger_savepoint(str(tmp_path / "sp"))
+    with pytest.raises(FileExistsError):
+        again.result(timeout=0)
+    assert [b.checkpoint_id for b in h.gateway.barriers] == [1, 2, 3]
+
+
+# --- shutdown -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("policy", "status", "kept"),
+    [
+        (RetentionPolicy.DELETE_ON_CANCELLATION, TerminalJobStatus.CANCELED, False),
+        (RetentionPolicy.DELETE_ON_CANCELLATION, TerminalJobStatus.FAILED, True),
+        (RetentionPolicy.RETAIN_ON_CANCELLATION, TerminalJobStatus.CANCELED, True),
+        (RetentionPolicy.NO_EXTERNALIZED_CHECKPOINTS, TerminalJobStatus.FAILED, False),
+    ],
+)
+def test_shutdown_applies_retention_policy(
+    root: str, policy: RetentionPolicy, status: TerminalJobStatus, kept: bool
+) -> None:
+    h = make(root, retention=policy)
+    h.checkpoint()
+    h.coord.trigger_checkpoint(force=True)
+    h.coord.shutdown(status)
+    assert exists(h.storage.checkpoint_dir(1) + "/_metadata") is kept
+    assert exists(h.storage.job_dir) is kept
+    assert not exists(h.storage.checkpoint_dir(2))  # the pending one is always aborted
+    assert h.gateway.aborted[0][1].startswith("CHECKPOINT_COORDINATOR_SHUTDOWN")
+    assert isinstance(h.coord.tick(), Blocked)
+    assert h.ack(2, SRC0) is AckResult.DISCARDED
+
+
+class JobStatus(enum.Enum):  # shaped like cairn.common.JobStatus (Flink's names)
+    RUNNING = 2
+    FAILED = 4
+
+
+def test_shutdown_accepts_job_status_enums_by_name(root: str) -> None:
+    h = make(root, retention=RetentionPolicy.DELETE_ON_CANCELLATION)
+    h.checkpoint()
+    with pytest.raises(ValueError, match="RUNNING is not a terminal job status"):
+        h.coord.shutdown(JobStatus.RUNNING)
+    h.coord.shutdown(JobStatus.FAILED)
+    assert exists(h.storage.checkpoint_dir(1) + "/_metadata")  # kept: the job failed
+    assert h.coord.latest_completed_id() == 1 and not h.coord.has_pending()
