@@ -1,0 +1,431 @@
+"""Keyed state and timers of one subtask kept in Python dicts, with asynchronous snapshots.
+
+Invariant: each state is a list of per-key-group dicts (``{key: value}``), one slot per key
+group of the job, never replaced while state objects hold it; ``snapshot()`` copies what
+processing may mutate (the synchronous part) and the returned callable only reads those
+copies, so processing continues while it writes. Because state is already grouped, the
+snapshot file gets one section per non-empty key group without re-hashing any key, and a
+restore (at any parallelism) reads only the sections of the key groups this backend owns.
+
+>>> from cairn.datastream.state import ValueStateDescriptor
+>>> backend = HeapKeyedStateBackend(KeyGroupRange(0, 127), 128, clock=lambda: 0)
+>>> count = backend.get_partitioned_state(ValueStateDescriptor("count", None))
+>>> backend.set_current_key("a"); count.update((count.value() or 0) + 1); count.value()
+1
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, overload
+
+from cairn.checkpoint.handles import KeyedStateHandle, StateFileReader, StateFileWriter
+from cairn.datastream.state import (
+    AggregatingState,
+    AggregatingStateDescriptor,
+    ListState,
+    ListStateDescriptor,
+    MapState,
+    MapStateDescriptor,
+    ReducingState,
+    ReducingStateDescriptor,
+    State,
+    StateDescriptor,
+    StateTtlConfig,
+    ValueState,
+    ValueStateDescriptor,
+)
+from cairn.ids import CheckpointId
+from cairn.state.api import KeyedSnapshot
+from cairn.state.errors import KeyGroupRangeError, StateMigrationError, StateRestoreError
+from cairn.state.key_groups import KeyGroupAssigner, KeyGroupRange, check_parallelism
+from cairn.state.keyed_states import (
+    NO_KEY,
+    ForeignKeyGroup,
+    Groups,
+    HeapAggregatingState,
+    HeapListState,
+    HeapMapState,
+    HeapReducingState,
+    HeapValueState,
+    KeyContext,
+    raise_no_key,
+)
+from cairn.state.operator_state import DefaultOperatorStateBackend
+from cairn.state.snapshot_format import (
+    FORMAT_VERSION,
+    KEYED_MAGIC,
+    TableCopy,
+    assemble_file,
+    copy_table,
+    decode_section,
+    dumps,
+    read_sections,
+    thaw_table,
+)
+from cairn.state.timers import TimerQueue
+from cairn.state.ttl import (
+    TtlAggregatingState,
+    TtlListState,
+    TtlMapState,
+    TtlReducingState,
+    TtlValueState,
+    drop_expired,
+    same_ttl,
+    unwrap_ttl_table,
+    wrap_ttl_table,
+)
+
+__all__ = ["HeapKeyedStateBackend", "OperatorStateBackend", "wall_clock_ms"]
+
+OperatorStateBackend = DefaultOperatorStateBackend
+"""The operator-state backend that goes with the heap keyed backend (Flink's default one)."""
+
+PROCESSING_TIME = "processing"
+EVENT_TIME = "event"
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+_STATE_CLASSES: dict[tuple[str, bool], Callable[..., State]] = {
+    ("value", False): HeapValueState,
+    ("list", False): HeapListState,
+    ("map", False): HeapMapState,
+    ("reducing", False): HeapReducingState,
+    ("aggregating", False): HeapAggregatingState,
+    ("value", True): TtlValueState,
+    ("list", True): TtlListState,
+    ("map", True): TtlMapState,
+    ("reducing", True): TtlReducingState,
+    ("aggregating", True): TtlAggregatingState,
+}
+
+_CONTAINER_KINDS = frozenset({"list", "map"})  # values mutated in place by add/put
+
+
+@dataclass(eq=False)
+class _Table:
+    """One named state: its kind, whether values are TTL-wrapped, and its per-group dicts."""
+
+    kind: str
+    ttl: bool
+    groups: Groups
+    ttl_config: StateTtlConfig | None = None  # set once a descriptor registers the state
+    state: State | None = None
+
+
+@dataclass(frozen=True)
+class _StateCopy:
+    name: str
+    kind: str
+    ttl: bool
+    groups: dict[int, TableCopy]  # non-empty key groups only
+    expire_ttl_ms: int | None  # set when expired values are to be left out of the snapshot
+
+
+class HeapKeyedStateBackend:
+    """Keyed state of the key groups in ``key_group_range`` (see the module docstring).
+
+    ``clock`` (milliseconds) drives TTL only; timers fire when the owner calls
+    ``pop_due_timers``. ``file_prefix`` makes snapshot file names unique per operator.
+    """
+
+    def __init__(
+        self,
+        key_group_range: KeyGroupRange,
+        max_parallelism: int,
+        clock: Callable[[], int] = wall_clock_ms,
+        *,
+        file_prefix: str = "",
+        key_group_cache_size: int = 1 << 16,
+    ) -> None:
+        check_parallelism(max_parallelism, 1)
+        if len(key_group_range) and key_group_range.end >= max_parallelism:
+            raise ValueError(f"{key_group_range} exceeds max parallelism {max_parallelism}")
+        self._range = key_group_range
+        self._owned = list(key_group_range)
+        self._max_parallelism = max_parallelism
+        self._clock = clock
+        self._file_prefix = file_prefix
+        self._ctx = KeyContext()
+        self._assigner = KeyGroupAssigner(max_parallelism, key_group_cache_size)
+        self._key_group_cache = self._assigner.cache
+        owned = f"{key_group_range.start}..{key_group_range.end}"
+        self._foreign = [ForeignKeyGroup(kg, owned) for kg in range(max_parallelism)]
+        self._tables: dict[str, _Table] = {}
+        self._timers = {PROCESSING_TIME: TimerQueue(), EVENT_TIME: TimerQueue()}
+
+    # ------------------------------------------------------------------------ key context
+
+    @property
+    def key_group_range(self) -> KeyGroupRange:
+        return self._range
+
+    @property
+    def max_parallelism(self) -> int:
+        return self._max_parallelism
+
+    def set_current_key(self, key: Any, key_group: int | None = None) -> None:
+        """Make ``key`` current; pass ``key_group`` if already known to skip hashing."""
+        if key_group is None:
+            try:
+                key_group = self._key_group_cache.get(key)
+            except TypeError:
+                raise TypeError(
+                    f"keys must be hashable, got {type(key).__name__}: use a tuple, not a list"
+                ) from None
+            if key_group is None:
+                key_group = self._assigner.key_group(key)
+        ctx = self._ctx
+        ctx.key_group = key_group
+        ctx.key = key
+
+    def clear_current_key(self) -> None:
+        self._ctx.key = NO_KEY
+
+    def get_current_key(self) -> Any:
+        key = self._ctx.key
+        if key is NO_KEY:
+            raise_no_key("<current key>")
+        return key
+
+    @property
+    def current_key_group(self) -> int:
+        self.get_current_key()
+        return self._ctx.key_group
+
+    # ------------------------------------------------------------------------------ state
+
+    @overload
+    def get_partitioned_state(self, descriptor: ValueStateDescriptor) -> ValueState[Any]: ...
+    @overload
+    def get_partitioned_state(self, descriptor: ListStateDescriptor) -> ListState[Any]: ...
+    @overload
+    def get_partitioned_state(self, descriptor: MapStateDescriptor) -> MapState[Any, Any]: ...
+    @overload
+    def get_partitioned_state(self, descriptor: ReducingStateDescriptor) -> ReducingState[Any]: ...
+    @overload
+    def get_partitioned_state(
+        self, descriptor: AggregatingStateDescriptor
+    ) -> AggregatingState[Any, Any]: ...
+    @overload
+    def get_partitioned_state(self, descriptor: StateDescriptor) -> State: ...
+    def get_partitioned_state(self, descriptor: StateDescriptor) -> State:
+        """The state object for ``descriptor``; the same object for the same name."""
+        if (
+            not isinstance(descriptor, StateDescriptor)
+            or (descriptor.kind, False) not in _STATE_CLASSES
+        ):
+            raise TypeError(f"unsupported state descriptor {descriptor!r}")
+        name, kind, ttl_cfg = descriptor.name, descriptor.kind, descriptor.ttl_config
+        table = self._tables.get(name)
+        if table is not None and table.state is not None:
+            if table.kind != kind or not same_ttl(table.ttl_config, ttl_cfg):
+                raise StateMigrationError(
+                    f"state {name!r} is already registered as {table.kind} state "
+                    f"(ttl={table.ttl_config}); cannot access it as {kind} state (ttl={ttl_cfg})"
+                )
+            return table.state
+        if table is None:
+            table = self._new_table(name, kind, ttl_cfg is not None)
+        elif table.kind != kind:  # restored, first access
+            raise StateMigrationError(
+                f"state {name!r} was checkpointed as {table.kind} state and cannot be "
+                f"restored as {kind} state"
+            )
+        else:
+            self._convert_ttl(table, ttl_cfg is not None)
+        table.ttl_config = ttl_cfg
+        table.state = _STATE_CLASSES[(kind, table.ttl)](
+            name, self._ctx, table.groups, descriptor, self._clock
+        )
+        return table.state
+
+    def _new_table(self, name: str, kind: str, ttl: bool) -> _Table:
+        groups: Groups = list(self._foreign)
+        for kg in self._owned:
+            groups[kg] = {}
+        table = self._tables[name] = _Table(kind, ttl, groups)
+        return table
+
+    def _convert_ttl(self, table: _Table, ttl: bool) -> None:
+        """Wrap or unwrap restored values whose TTL setting changed (TTL starts now)."""
+        if table.ttl == ttl:
+            return
+        now = self._clock()
+        for kg in self._owned:
+            group = table.groups[kg]
+            if group:
+                converted = (
+                    wrap_ttl_table(table.kind, group, now)
+                    if ttl
+                    else unwrap_ttl_table(table.kind, group)
+                )
+                group.clear()
+                group.update(converted)
+        table.ttl = ttl
+
+    def keys(self, state_name: str) -> list[Any]:
+        """Keys that currently have a value in ``state_name``."""
+        table = self._tables.get(state_name)
+        if table is None:
+            return []
+        return [key for kg in self._owned for key in table.groups[kg]]
+
+    def state_names(self) -> list[str]:
+        return list(self._tables)
+
+    # ----------------------------------------------------------------------------- timers
+
+    def _register(self, domain: str, timestamp_ms: int) -> None:
+        ctx = self._ctx
+        if ctx.key is NO_KEY:
+            raise_no_key("<timer service>")
+        if ctx.key_group not in self._range:
+            raise KeyGroupRangeError(
+                f"timer for key {ctx.key!r} of key group {ctx.key_group}, outside this "
+                f"subtask's key groups {self._range.start}..{self._range.end}"
+            )
+        self._timers[domain].register(timestamp_ms, ctx.key, ctx.key_group)
+
+    def _delete(self, domain: str, timestamp_ms: int) -> None:
+        self._timers[domain].delete(timestamp_ms, self.get_current_key())
+
+    def register_processing_time_timer(self, timestamp_ms: int) -> None:
+        self._register(PROCESSING_TIME, timestamp_ms)
+
+    def delete_processing_time_timer(self, timestamp_ms: int) -> None:
+        self._delete(PROCESSING_TIME, timestamp_ms)
+
+    def next_timer_ms(self) -> int | None:
+        return self._timers[PROCESSING_TIME].peek()
+
+    def pop_due_timers(self, now_ms: int) -> list[tuple[int, Any]]:
+        return self._timers[PROCESSING_TIME].pop_due(now_ms)
+
+    def register_event_time_timer(self, timestamp_ms: int) -> None:
+        self._register(EVENT_TIME, timestamp_ms)
+
+    def delete_event_time_timer(self, timestamp_ms: int) -> None:
+        self._delete(EVENT_TIME, timestamp_ms)
+
+    def next_event_timer_ms(self) -> int | None:
+        return self._timers[EVENT_TIME].peek()
+
+    def pop_due_event_timers(self, watermark_ms: int) -> list[tuple[int, Any]]:
+        return self._timers[EVENT_TIME].pop_due(watermark_ms)
+
+    def num_timers(self) -> int:
+        return sum(len(q) for q in self._timers.values())
+
+    # --------------------------------------------------------------------------- snapshot
+
+    def snapshot(self, checkpoint_id: CheckpointId | int) -> KeyedSnapshot:
+        """Copy the state now (synchronous part); the result writes it (asynchronous part)."""
+        now = self._clock()
+        copies: list[_StateCopy] = []
+        for name, t in self._tables.items():
+            # TTL tables hold (value, timestamp) tuples: copied like containers.
+            containers = t.ttl or t.kind in _CONTAINER_KINDS
+            groups = {
+                kg: copy_table(t.groups[kg], containers) for kg in self._owned if t.groups[kg]
+            }
+            if groups:
+                cfg = t.ttl_config
+                cleanup = t.ttl and cfg is not None and cfg.cleanup_in_full_snapshot
+                expire = cfg.ttl_ms if cleanup and cfg is not None else None
+                copies.append(_StateCopy(name, t.kind, t.ttl, groups, expire))
+        timers = {domain: q.snapshot() for domain, q in self._timers.items() if len(q)}
+        key_range = self._range
+        file_name = f"{self._file_prefix}keyed-kg{key_range.start}-{key_range.end}.state"
+
+        def write(writer: StateFileWriter) -> KeyedStateHandle | None:
+            sections = _sections(copies, timers, now)
+            if not sections:
+                return None
+            data, ranges = assemble_file(
+                KEYED_MAGIC, ((kg, dumps(sections[kg])) for kg in sorted(sections))
+            )
+            path = writer.write_state_file(file_name, data)
+            return KeyedStateHandle(path, key_range.start, key_range.end, ranges, len(data))
+
+        return write
+
+    # ---------------------------------------------------------------------------- restore
+
+    def restore(self, handles: Sequence[KeyedStateHandle], reader: StateFileReader) -> None:
+        """Load this backend's key groups from ``handles`` (written at any parallelism)."""
+        owner: dict[int, str] = {}
+        for handle in handles:
+            wanted = {int(kg): r for kg, r in handle.sections.items() if int(kg) in self._range}
+            for kg in wanted:
+                if kg in owner:
+                    raise StateRestoreError(
+                        f"key group {kg} is present in two state files: {owner[kg]!r} and "
+                        f"{handle.path!r} (handles from different checkpoints mixed?)"
+                    )
+                owner[kg] = handle.path
+            for kg, raw in read_sections(reader, handle.path, wanted, "key group").items():
+                section = decode_section(raw, handle.path, "key group", kg)
+                self._merge_section(section, handle.path, kg)
+
+    def _merge_section(self, section: dict[str, Any], path: str, kg: int) -> None:
+        if section.get("version") != FORMAT_VERSION:
+            raise StateRestoreError(
+                f"state file {path!r}, key group {kg}: unsupported format version "
+                f"{section.get('version')!r}"
+            )
+        for name, (kind, ttl, payload) in section["states"].items():
+            table = self._tables.get(name) or self._new_table(name, kind, ttl)
+            if table.kind != kind:
+                raise StateMigrationError(
+                    f"state {name!r} is {table.kind} state here but {kind} state in {path!r}"
+                )
+            entries = thaw_table(payload)
+            if ttl != table.ttl:
+                entries = (
+                    wrap_ttl_table(kind, entries, self._clock())
+                    if table.ttl
+                    else unwrap_ttl_table(kind, entries)
+                )
+            table.groups[kg].update(entries)
+        for domain, entries in section["timers"].items():
+            self._timers[domain].add_all(entries, kg)
+
+    def dispose(self) -> None:
+        for t in self._tables.values():
+            for kg in self._owned:
+                t.groups[kg].clear()
+        self._tables.clear()
+        self._timers = {PROCESSING_TIME: TimerQueue(), EVENT_TIME: TimerQueue()}
+        self._ctx.key = NO_KEY
+
+
+def _sections(
+    copies: list[_StateCopy], timers: dict[str, dict[tuple[int, Any], int]], now: int
+) -> dict[int, dict[str, Any]]:
+    """Per-key-group section payloads (runs in the asynchronous part)."""
+    sections: dict[int, dict[str, Any]] = {}
+
+    def section(kg: int) -> dict[str, Any]:
+        sec = sections.get(kg)
+        if sec is None:
+            sec = sections[kg] = {"version": FORMAT_VERSION, "states": {}, "timers": {}}
+        return sec
+
+    for st in copies:
+        for kg, payload in st.groups.items():
+            if st.expire_ttl_ms is not None:
+                payload = drop_expired(st.kind, thaw_table(payload), now, st.expire_ttl_ms)
+                if not payload:
+                    continue
+            # ``payload`` is a dict or, for containers, already-pickled bytes (nested as is).
+            section(kg)["states"][st.name] = (st.kind, st.ttl, payload)
+    for domain, live in timers.items():
+        for (ts, key), kg in live.items():
+            section(kg)["timers"].setdefault(domain, []).append((ts, key))
+    return sections

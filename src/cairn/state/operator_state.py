@@ -1,0 +1,254 @@
+"""Operator (non-keyed) list state and its redistribution on restore.
+
+Invariant: every element checkpointed by any old subtask is restored exactly once for
+``split`` state, and by every new subtask for ``union`` state. At unchanged parallelism each
+subtask gets back exactly its own split lists; on rescale the lists of all old subtasks are
+concatenated in old-subtask order and cut into contiguous, near-equal chunks (Flink's
+``RoundRobinOperatorStateRepartitioner``: the one-element surplus rotates over states).
+
+>>> old = {0: {"offsets": ("split", [1, 2, 3])}, 1: {"offsets": ("split", [4])}}
+>>> [redistribute_operator_state(old, 2, 3, i)["offsets"][1] for i in range(3)]
+[[1, 2], [3], [4]]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cairn.checkpoint.handles import OperatorStateHandle, StateFileReader, StateFileWriter
+from cairn.datastream.state import ListState, ListStateDescriptor
+from cairn.ids import CheckpointId
+from cairn.state.api import OperatorSnapshot
+from cairn.state.errors import StateMigrationError, StateRestoreError
+from cairn.state.keyed_states import check_list_element
+from cairn.state.snapshot_format import (
+    OPERATOR_MAGIC,
+    assemble_file,
+    decode_section,
+    dumps,
+    read_sections,
+)
+
+__all__ = [
+    "SPLIT",
+    "UNION",
+    "DefaultOperatorStateBackend",
+    "OperatorListState",
+    "redistribute_operator_state",
+]
+
+SPLIT = "split"
+UNION = "union"
+_SECTION = "section"  # the single section of an operator state file
+_WHAT = "operator state"
+
+
+class OperatorListState(ListState[Any]):
+    """A plain list owned by one subtask; ``get()`` returns a copy."""
+
+    __slots__ = ("_values", "mode", "name")
+
+    def __init__(self, name: str, mode: str, values: list[Any]) -> None:
+        self.name, self.mode, self._values = name, mode, values
+
+    def get(self) -> list[Any]:
+        return list(self._values)
+
+    def add(self, value: Any) -> None:
+        check_list_element(value)
+        self._values.append(value)
+
+    def add_all(self, values: Iterable[Any] | None) -> None:
+        vals = list(values) if values is not None else []
+        for v in vals:
+            check_list_element(v)
+        self._values.extend(vals)
+
+    def update(self, values: Iterable[Any] | None) -> None:
+        vals = list(values) if values is not None else []
+        for v in vals:
+            check_list_element(v)
+        self._values[:] = vals
+
+    def clear(self) -> None:
+        self._values.clear()
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+
+class DefaultOperatorStateBackend:
+    """Operator list states of one subtask (Flink's ``DefaultOperatorStateBackend``)."""
+
+    def __init__(self, *, file_prefix: str = "") -> None:
+        self._file_prefix = file_prefix
+        self._states: dict[str, OperatorListState] = {}
+
+    def get_list_state(self, descriptor: ListStateDescriptor) -> ListState[Any]:
+        return self._get(descriptor, SPLIT)
+
+    def get_union_list_state(self, descriptor: ListStateDescriptor) -> ListState[Any]:
+        return self._get(descriptor, UNION)
+
+    def _get(self, descriptor: ListStateDescriptor, mode: str) -> OperatorListState:
+        if not isinstance(descriptor, ListStateDescriptor):
+            raise TypeError(f"operator state needs a ListStateDescriptor, got {descriptor!r}")
+        state = self._states.get(descriptor.name)
+        if state is None:
+            state = self._states[descriptor.name] = OperatorListState(descriptor.name, mode, [])
+        elif state.mode != mode:
+            raise StateMigrationError(
+                f"operator state {descriptor.name!r} is {state.mode} list state; "
+                f"cannot access it as {mode} list state"
+            )
+        return state
+
+    def state_names(self) -> list[str]:
+        return list(self._states)
+
+    def snapshot(self, checkpoint_id: CheckpointId | int) -> OperatorSnapshot:
+        """Copy the lists now (synchronous part); the result writes them (asynchronous part)."""
+        live = {name: s for name, s in self._states.items() if len(s)}
+        # Operator state is small: serializing it here is the cheapest isolating copy.
+        payload = dumps({name: s._values for name, s in live.items()}) if live else b""
+        states = {name: (s.mode, len(s)) for name, s in live.items()}
+        file_name = f"{self._file_prefix}operator.state"
+
+        def write(writer: StateFileWriter) -> OperatorStateHandle | None:
+            if not states:
+                return None
+            data, ranges = assemble_file(OPERATOR_MAGIC, [(_SECTION, payload)])
+            path = writer.write_state_file(file_name, data)
+            return OperatorStateHandle(path, ranges[_SECTION], states, len(data))
+
+        return write
+
+    def restore(
+        self,
+        old_states: Mapping[int, Sequence[OperatorStateHandle]],
+        old_parallelism: int,
+        subtask_index: int,
+        parallelism: int,
+        reader: StateFileReader,
+    ) -> None:
+        """Load this subtask's share of the operator state of all old subtasks."""
+        old: dict[int, dict[str, tuple[str, list[Any]]]] = {}
+        for old_index, handles in old_states.items():
+            for handle in handles:
+                if not _needed(handle, int(old_index), old_parallelism, subtask_index, parallelism):
+                    continue
+                raw = read_sections(reader, handle.path, {_SECTION: handle.section}, _WHAT)
+                payload = decode_section(raw[_SECTION], handle.path, _WHAT, _SECTION)
+                lists = old.setdefault(int(old_index), {})
+                for name, values in payload.items():
+                    mode = _mode_of(handle, name)
+                    if name in lists:
+                        lists[name][1].extend(values)
+                    else:
+                        lists[name] = (mode, list(values))
+        mine = redistribute_operator_state(old, old_parallelism, parallelism, subtask_index)
+        for name, (mode, values) in mine.items():
+            state = self._states.get(name)
+            if state is None:
+                self._states[name] = OperatorListState(name, mode, list(values))
+            elif state.mode != mode:
+                raise StateMigrationError(
+                    f"operator state {name!r} is registered as {state.mode} but restored as {mode}"
+                )
+            else:
+                state._values.extend(values)
+
+    def dispose(self) -> None:
+        self._states.clear()
+
+
+def _mode_of(handle: OperatorStateHandle, name: str) -> str:
+    meta = handle.states.get(name)
+    if meta is None:
+        raise StateRestoreError(f"state file {handle.path!r} holds {name!r} absent from its handle")
+    mode, _count = meta
+    return str(mode)
+
+
+def _needed(
+    handle: OperatorStateHandle,
+    old_index: int,
+    old_parallelism: int,
+    subtask_index: int,
+    parallelism: int,
+) -> bool:
+    """Whether a handle can contribute anything to ``subtask_index`` (skips useless reads)."""
+    modes = {str(meta[0]) for meta in handle.states.values()}
+    if UNION in modes:
+        return True
+    return old_parallelism != parallelism or old_index == subtask_index
+
+
+@dataclass(frozen=True)
+class _Named:
+    mode: str
+    parts: list[tuple[int, Sequence[Any]]]  # (old subtask index, elements), any order
+
+
+def redistribute_operator_state(
+    old: Mapping[int, Mapping[str, tuple[str, Sequence[Any]]]],
+    old_parallelism: int,
+    parallelism: int,
+    subtask_index: int,
+) -> dict[str, tuple[str, list[Any]]]:
+    """The share of subtask ``subtask_index`` (of ``parallelism``) of old operator state.
+
+    ``old`` maps an old subtask index to ``{state name: (mode, elements)}``; old subtasks
+    without state may be absent. Pure: the I/O-free core of ``restore``.
+    """
+    if not 0 <= subtask_index < parallelism:
+        raise ValueError(
+            f"subtask index {subtask_index} out of range for parallelism {parallelism}"
+        )
+    by_name: dict[str, _Named] = {}
+    for old_index, states in old.items():
+        if not 0 <= old_index < old_parallelism:
+            raise StateRestoreError(
+                f"old subtask index {old_index} out of range for old parallelism {old_parallelism}"
+            )
+        for name, (mode, elements) in states.items():
+            if mode not in (SPLIT, UNION):
+                raise StateRestoreError(f"operator state {name!r}: unknown mode {mode!r}")
+            named = by_name.setdefault(name, _Named(mode, []))
+            if named.mode != mode:
+                raise StateRestoreError(
+                    f"operator state {name!r} is {named.mode} in one old subtask, {mode} in another"
+                )
+            named.parts.append((old_index, elements))
+
+    out: dict[str, tuple[str, list[Any]]] = {}
+    surplus_start = 0
+    for name in sorted(by_name):
+        named = by_name[name]
+        if named.mode == SPLIT and parallelism == old_parallelism:
+            mine = [e for idx, elements in named.parts if idx == subtask_index for e in elements]
+            out[name] = (SPLIT, mine)
+            continue
+        ordered = [e for _, elements in sorted(named.parts, key=lambda p: p[0]) for e in elements]
+        if named.mode == UNION:
+            out[name] = (UNION, ordered)
+            continue
+        bounds = _chunk_bounds(len(ordered), parallelism, surplus_start)
+        surplus_start = (surplus_start + len(ordered) % parallelism) % parallelism
+        lo, hi = bounds[subtask_index]
+        out[name] = (SPLIT, ordered[lo:hi])
+    return out
+
+
+def _chunk_bounds(total: int, parallelism: int, surplus_start: int) -> list[tuple[int, int]]:
+    """Contiguous chunks; subtasks ``surplus_start, surplus_start + 1, ...`` get one extra."""
+    base, surplus = divmod(total, parallelism)
+    bounds: list[tuple[int, int]] = []
+    lo = 0
+    for i in range(parallelism):
+        extra = 1 if (i - surplus_start) % parallelism < surplus else 0
+        bounds.append((lo, lo + base + extra))
+        lo += base + extra
+    return bounds

@@ -1,0 +1,90 @@
+"""A priority queue of keyed timers, deduplicated per ``(timestamp, key)``.
+
+Invariant: ``_live`` maps exactly the registered timers to their key group; the heap may
+additionally hold stale entries (deleted, or duplicates of fired timers) that are skipped
+when they surface, so register/delete are O(log n)/O(1) and every live timer fires once.
+
+>>> q = TimerQueue()
+>>> q.register(20, "a", 0); q.register(10, "b", 0); q.register(10, "b", 0)
+>>> q.pop_due(15), q.peek()
+([(10, 'b')], 20)
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["TimerQueue"]
+
+
+class TimerQueue:
+    """Timers of one time domain (processing or event time) of one keyed backend."""
+
+    __slots__ = ("_heap", "_live", "_seq")
+
+    def __init__(self) -> None:
+        # Heap entries carry a sequence number so keys are never compared with each other
+        # (keys of different types are not orderable) and ties fire in registration order.
+        self._heap: list[tuple[int, int, Any]] = []
+        self._live: dict[tuple[int, Any], int] = {}
+        self._seq = itertools.count()
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def register(self, timestamp: int, key: Any, key_group: int) -> None:
+        entry = (timestamp, key)
+        if entry in self._live:
+            return
+        self._live[entry] = key_group
+        heapq.heappush(self._heap, (timestamp, next(self._seq), key))
+
+    def delete(self, timestamp: int, key: Any) -> None:
+        self._live.pop((timestamp, key), None)
+        # Deleted entries stay in the heap until they surface; rebuild if they dominate.
+        if len(self._heap) > 2 * len(self._live) + 64:
+            self._compact()
+
+    def peek(self) -> int | None:
+        """Timestamp of the earliest live timer, or ``None``."""
+        heap, live = self._heap, self._live
+        while heap:
+            ts, _, key = heap[0]
+            if (ts, key) in live:
+                return ts
+            heapq.heappop(heap)
+        return None
+
+    def pop_due(self, until: int) -> list[tuple[int, Any]]:
+        """Remove and return every live timer with ``timestamp <= until``, ordered by time."""
+        heap, live = self._heap, self._live
+        due: list[tuple[int, Any]] = []
+        while heap and heap[0][0] <= until:
+            ts, _, key = heapq.heappop(heap)
+            entry = (ts, key)
+            if live.pop(entry, None) is not None:
+                due.append(entry)
+        return due
+
+    def snapshot(self) -> dict[tuple[int, Any], int]:
+        """A copy of the live timers and their key groups (entries are immutable)."""
+        return dict(self._live)
+
+    def add_all(self, entries: Iterable[tuple[int, Any]], key_group: int) -> None:
+        """Register restored timers, earliest first so equal timestamps keep a stable order."""
+        for ts, key in sorted(entries, key=lambda e: e[0]):
+            self.register(ts, key, key_group)
+
+    def _compact(self) -> None:
+        live = self._live
+        seen: set[tuple[int, Any]] = set()
+        kept: list[tuple[int, int, Any]] = []
+        for item in sorted(self._heap, key=lambda e: (e[0], e[1])):
+            entry = (item[0], item[2])
+            if entry in live and entry not in seen:
+                seen.add(entry)
+                kept.append(item)
+        self._heap = kept  # a sorted list is a valid heap
