@@ -1,0 +1,103 @@
+"""The job master's control endpoint: authenticated connections from workers.
+
+Invariant: every message that reaches the job master's queue is tagged with the attempt and
+worker that sent it, and a lost connection becomes an explicit ``ConnectionLost`` message, so
+the job master's single thread sees every event in one ordered stream.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import queue
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from cairn.deploy import protocol as p
+from cairn.runtime.network.frames import FrameKind
+from cairn.runtime.network.framing import ConnectionClosed, FramedConnection
+from cairn.runtime.network.server import Listener
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ConnectionLost:
+    attempt: int
+    worker_index: int
+
+
+@dataclass(frozen=True)
+class Envelope:
+    attempt: int
+    worker_index: int
+    message: Any
+
+
+class ControlServer:
+    def __init__(self, host: str, secret: bytes) -> None:
+        self.inbox: queue.Queue[Envelope] = queue.Queue()
+        self._lock = threading.Lock()
+        self._workers: dict[tuple[int, int], FramedConnection] = {}
+        self._listener = Listener(host, secret, self._on_connection)
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self._listener.address
+
+    def _on_connection(self, conn: FramedConnection, hello: bytes) -> None:
+        reg = pickle.loads(hello)
+        if not isinstance(reg, p.RegisterWorker):
+            conn.close()
+            return
+        key = (reg.attempt, reg.worker_index)
+        with self._lock:
+            self._workers[key] = conn
+        self.inbox.put(Envelope(reg.attempt, reg.worker_index, reg))
+        try:
+            while True:
+                _kind, _ch, payload = conn.recv()
+                self.inbox.put(Envelope(reg.attempt, reg.worker_index, pickle.loads(payload)))
+        except (ConnectionClosed, OSError):
+            pass
+        finally:
+            with self._lock:
+                if self._workers.get(key) is conn:
+                    del self._workers[key]
+            self.inbox.put(Envelope(reg.attempt, reg.worker_index,
+                                    ConnectionLost(reg.attempt, reg.worker_index)))
+
+    def send(self, attempt: int, worker_index: int, message: Any) -> bool:
+        with self._lock:
+            conn = self._workers.get((attempt, worker_index))
+        if conn is None:
+            return False
+        try:
+            conn.send(FrameKind.CONTROL, 0, pickle.dumps(message, protocol=5))
+            return True
+        except (ConnectionClosed, OSError):
+            return False
+
+    def broadcast(self, attempt: int, message: Any) -> None:
+        with self._lock:
+            targets = [w for (a, w) in self._workers if a == attempt]
+        for w in targets:
+            self.send(attempt, w, message)
+
+    def disconnect_attempt(self, attempt: int) -> None:
+        with self._lock:
+            conns = [c for (a, _w), c in self._workers.items() if a == attempt]
+        for c in conns:
+            c.close()
+
+    def connected(self, attempt: int) -> int:
+        with self._lock:
+            return sum(1 for (a, _w) in self._workers if a == attempt)
+
+    def close(self) -> None:
+        self._listener.close()
+        with self._lock:
+            conns = list(self._workers.values())
+        for c in conns:
+            c.close()

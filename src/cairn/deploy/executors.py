@@ -1,0 +1,174 @@
+"""Executors: where a job attempt's workers run.
+
+Invariant: an executor starts all workers of an attempt together (Spark barrier mode: one
+stage, all tasks at once) and reports — never hides — a worker that died; restarting is the
+job master's decision, never the executor's (a barrier result stage is not retried by Spark).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from typing import Any, Protocol
+
+from cairn.deploy.protocol import WorkerLaunch
+from cairn.deploy.worker import run_worker
+from cairn.runtime.faults import SimulatedCrash
+
+log = logging.getLogger(__name__)
+
+
+class Deployment(Protocol):
+    def failure(self) -> BaseException | None:
+        """The error that ended a worker, if one did."""
+        ...
+
+    def cancel(self) -> None: ...
+
+    def wait(self, timeout: float) -> bool: ...
+
+
+class Executor(Protocol):
+    control_host: str
+
+    def slots(self) -> int: ...
+
+    def launch(self, launch: WorkerLaunch) -> Deployment: ...
+
+
+class WorkerCrashed(Exception):
+    pass
+
+
+# --------------------------------------------------------------------------- in-process
+
+
+class _ThreadDeployment:
+    def __init__(self, launch: WorkerLaunch) -> None:
+        self._error: BaseException | None = None
+        self._threads = [
+            threading.Thread(target=self._run, args=(launch, i), daemon=True,
+                             name=f"cairn-worker-{launch.attempt}-{i}")
+            for i in range(launch.num_workers)
+        ]
+        for t in self._threads:
+            t.start()
+
+    def _run(self, launch: WorkerLaunch, index: int) -> None:
+        try:
+            run_worker(launch, index, "127.0.0.1", hard_kill=False)
+        except SimulatedCrash as exc:
+            self._error = WorkerCrashed(f"worker {index} crashed: {exc}")
+        except BaseException as exc:
+            log.exception("worker %d died", index)
+            self._error = exc
+
+    def failure(self) -> BaseException | None:
+        return self._error
+
+    def cancel(self) -> None:
+        pass  # workers stop on Shutdown or when the job master disconnects them
+
+    def wait(self, timeout: float) -> bool:
+        for t in self._threads:
+            t.join(timeout)
+        return not any(t.is_alive() for t in self._threads)
+
+
+class InProcessExecutor:
+    """Workers are threads of this process: for unit tests and debugging."""
+
+    control_host = "127.0.0.1"
+
+    def __init__(self, workers: int | None = None) -> None:
+        self._workers = workers
+
+    def slots(self) -> int:
+        return self._workers or 1 << 16
+
+    def launch(self, launch: WorkerLaunch) -> _ThreadDeployment:
+        return _ThreadDeployment(launch)
+
+
+# --------------------------------------------------------------------------- Spark
+
+
+def _spark_worker_partition(launch: WorkerLaunch) -> Any:
+    def run(_iterator: Any) -> Any:
+        from pyspark import BarrierTaskContext
+
+        ctx = BarrierTaskContext.get()
+        index = ctx.partitionId()
+        address = ctx.getTaskInfos()[index].address
+        host = address.rsplit(":", 1)[0] if address else "127.0.0.1"
+        result = run_worker(launch, index, host, hard_kill=True)
+        yield (index, result.outcome)
+
+    return run
+
+
+class _SparkDeployment:
+    def __init__(self, spark: Any, launch: WorkerLaunch) -> None:
+        self._sc = spark.sparkContext
+        self._group = f"cairn-{launch.job_id}-{launch.attempt}-{uuid.uuid4().hex[:6]}"
+        self._error: BaseException | None = None
+        self._done = threading.Event()
+        self._cancelled = False
+        self._thread = threading.Thread(target=self._run, args=(launch,), daemon=True,
+                                        name=f"cairn-spark-stage-{launch.attempt}")
+        self._thread.start()
+
+    def _run(self, launch: WorkerLaunch) -> None:
+        sc = self._sc
+        try:
+            sc.setJobGroup(self._group, f"Cairn job {launch.job_id} attempt {launch.attempt}",
+                           interruptOnCancel=True)
+            n = launch.num_workers
+            rdd = sc.parallelize(range(n), n).barrier().mapPartitions(
+                _spark_worker_partition(launch)
+            )
+            rdd.collect()
+        except BaseException as exc:
+            if not self._cancelled:
+                self._error = WorkerCrashed(f"Spark stage failed: {_short(exc)}")
+        finally:
+            self._done.set()
+
+    def failure(self) -> BaseException | None:
+        return self._error
+
+    def cancel(self) -> None:
+        self._cancelled = True
+        try:
+            self._sc.cancelJobGroup(self._group)
+        except Exception:
+            log.debug("cancelJobGroup failed", exc_info=True)
+
+    def wait(self, timeout: float) -> bool:
+        return self._done.wait(timeout)
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc)
+    for line in text.splitlines():
+        if "Exception" in line or "Error" in line:
+            return line.strip()[:500]
+    return text[:500]
+
+
+class SparkExecutor:
+    """Workers are long-running tasks of a Spark barrier stage."""
+
+    def __init__(self, spark: Any) -> None:
+        self.spark = spark
+        conf = spark.sparkContext.getConf()
+        self.control_host = conf.get("spark.driver.host", "127.0.0.1")
+
+    def slots(self) -> int:
+        from cairn.deploy.spark_session import available_slots
+
+        return int(available_slots(self.spark))
+
+    def launch(self, launch: WorkerLaunch) -> _SparkDeployment:
+        return _SparkDeployment(self.spark, launch)

@@ -1,0 +1,407 @@
+"""The job master: deploys attempts, drives checkpoints, and fails over.
+
+Invariants: exactly one attempt is live at a time — a new attempt is deployed only after the
+previous one was cancelled and its workers disconnected; messages of older attempts are
+dropped; every restart restores from the latest completed (and verified) checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from cairn.checkpoint.coordinator import CheckpointCoordinator
+from cairn.checkpoint.messages import TaskAcknowledgement, TaskDecline, TaskKey
+from cairn.checkpoint.storage import CheckpointStorage
+from cairn.common.job_status import JobStatus
+from cairn.deploy import protocol as p
+from cairn.deploy.control_server import ConnectionLost, ControlServer, Envelope
+from cairn.deploy.executors import Deployment, Executor
+from cairn.deploy.plan import ExecutionPlan
+from cairn.deploy.restart import RestartPolicy
+from cairn.graph.job_graph import JobGraph
+from cairn.graph.settings import JobSettings
+from cairn.runtime.events import CheckpointBarrier
+
+log = logging.getLogger(__name__)
+
+REGISTRATION_TIMEOUT_S = 180.0
+TICK_S = 0.02
+
+
+class TaskFailure(Exception):
+    """A task of the job failed; ``str()`` carries the remote (user's) traceback."""
+
+    def __init__(self, failed: p.TaskFailed) -> None:
+        where = f"task {failed.task}" if failed.task else "worker"
+        super().__init__(
+            f"{where} failed with {failed.error_type}: {failed.message}\n"
+            f"--- remote traceback ---\n{failed.traceback}"
+        )
+        self.failed = failed
+
+
+class WorkerLost(Exception):
+    pass
+
+
+@dataclass
+class _AttemptState:
+    attempt: int
+    num_workers: int
+    registered: dict[int, p.RegisterWorker] = field(default_factory=dict)
+    running: set[int] = field(default_factory=set)
+    exhausted: set[TaskKey] = field(default_factory=set)
+    finished: set[TaskKey] = field(default_factory=set)
+    final_checkpoint_from: int | None = None
+    sources_ended: bool = False
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    kind: str  # finished | cancelled | failed
+    error: BaseException | None = None
+
+
+class JobMaster:
+    def __init__(
+        self,
+        job_id: str,
+        settings: JobSettings,
+        graph: JobGraph,
+        job_payload: bytes,
+        executor: Executor,
+        num_workers: int,
+        secret: bytes,
+        faults: tuple[Any, ...] = (),
+        on_collect: Callable[[p.CollectedResults], None] | None = None,
+    ) -> None:
+        self.job_id = job_id
+        self.settings = settings
+        self.graph = graph
+        self.payload = job_payload
+        self.executor = executor
+        self.num_workers = num_workers
+        self.secret = secret
+        self.faults = faults
+        self.plan = ExecutionPlan(graph, num_workers)
+        self.status = JobStatus.CREATED
+        self.error: BaseException | None = None
+        self.attempt = -1
+        self.restarts = 0
+        self.worker_pids: dict[int, int] = {}
+        self.metrics: dict[TaskKey, p.TaskMetrics] = {}
+        self._on_collect = on_collect
+        self._seen_collect: set[tuple[int, int, int, int]] = set()
+        self._cancel = threading.Event()
+        self._server = ControlServer(executor.control_host, secret)
+        self._restart = RestartPolicy(settings.restart)
+        cp = settings.checkpoint
+        self.storage = CheckpointStorage(cp.storage_url, job_id, cp.storage_options)
+        self.coordinator: CheckpointCoordinator | None = None
+        self._state: _AttemptState | None = None
+        self.start_ms = int(time.time() * 1000)
+        self.end_ms: int | None = None
+        self.listeners: list[Callable[[str, Any], None]] = []
+
+    # ------------------------------------------------------------------ public API
+
+    def cancel(self) -> None:
+        self._cancel.set()
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except BaseException as exc:  # never leave a client waiting forever
+            log.exception("job master crashed")
+            self.error = exc
+            self.status = JobStatus.FAILED
+        finally:
+            self.end_ms = int(time.time() * 1000)
+            self._server.close()
+
+    # ------------------------------------------------------------------ main loop
+
+    def _make_coordinator(self) -> CheckpointCoordinator | None:
+        cp = self.settings.checkpoint
+        expected = list(self.plan.all_tasks)
+        sources = list(self.plan.source_tasks)
+        parallelism = {
+            node.uid: (node.parallelism, node.max_parallelism)
+            for v in self.graph.vertices
+            for node in v.operators
+        }
+        return CheckpointCoordinator(
+            job_id=self.job_id,
+            settings=cp,
+            storage=self.storage,
+            gateway=_Gateway(self),
+            expected_tasks=expected,
+            source_tasks=sources,
+            operator_parallelism=parallelism,
+        )
+
+    def _run(self) -> None:
+        self.coordinator = self._make_coordinator()
+        restore = self._initial_restore()
+        self.status = JobStatus.INITIALIZING
+        while True:
+            self.attempt += 1
+            outcome = self._run_attempt(self.attempt, restore)
+            if outcome.kind == "finished":
+                self.status = JobStatus.FINISHED
+                self._shutdown_coordinator()
+                return
+            if outcome.kind == "cancelled":
+                self.status = JobStatus.CANCELED
+                self._shutdown_coordinator()
+                return
+            assert outcome.error is not None
+            decision = self._restart.on_failure(int(time.time() * 1000))
+            if not decision.restart:
+                log.error("job %s failed, not restarting: %s", self.job_id, decision.reason)
+                self.error = outcome.error
+                self.status = JobStatus.FAILED
+                self._shutdown_coordinator()
+                return
+            self.status = JobStatus.RESTARTING
+            self.restarts += 1
+            log.warning("job %s: attempt %d failed (%s); %s, restarting in %d ms",
+                        self.job_id, self.attempt, _first_line(outcome.error),
+                        decision.reason, decision.delay_ms)
+            self._emit("restart", outcome.error)
+            if self._cancel.wait(decision.delay_ms / 1000.0):
+                self.status = JobStatus.CANCELED
+                self._shutdown_coordinator()
+                return
+            restore = self._latest_restore(explicit=None)
+
+    def _initial_restore(self) -> p.RestoreInfo | None:
+        if self.settings.restore_path:
+            return self._latest_restore(explicit=self.settings.restore_path)
+        return None
+
+    def _latest_restore(self, explicit: str | None) -> p.RestoreInfo | None:
+        coordinator = self.coordinator
+        if coordinator is None:
+            return None
+        point = coordinator.restore_point(explicit)
+        if point is None:
+            return None
+        return p.RestoreInfo(point.directory, int(point.checkpoint_id))
+
+    def _shutdown_coordinator(self) -> None:
+        if self.coordinator is not None:
+            self.coordinator.shutdown(self.status)
+
+    # ------------------------------------------------------------------ one attempt
+
+    def _run_attempt(self, attempt: int, restore: p.RestoreInfo | None) -> _Outcome:
+        state = _AttemptState(attempt, self.num_workers)
+        self._state = state
+        launch = p.WorkerLaunch(
+            job_id=self.job_id,
+            attempt=attempt,
+            num_workers=self.num_workers,
+            master_address=self._server.address,
+            secret=self.secret,
+            job_payload=self.payload,
+            restore=restore,
+            faults=self.faults,
+        )
+        if restore is not None:
+            log.info("attempt %d restores from checkpoint %d (%s)", attempt,
+                     restore.checkpoint_id, restore.checkpoint_dir)
+        deployment = self.executor.launch(launch)
+        try:
+            outcome = self._drive(state, deployment)
+        except BaseException as exc:
+            outcome = _Outcome("failed", exc)
+        if outcome.kind != "finished":
+            self._teardown(state, deployment, cancelled=True)
+        else:
+            self._teardown(state, deployment, cancelled=False)
+        return outcome
+
+    def _teardown(self, state: _AttemptState, deployment: Deployment, cancelled: bool) -> None:
+        if self.coordinator is not None and cancelled:
+            self.coordinator.abort_all_pending("job failover or cancellation")
+        self._server.broadcast(state.attempt, p.Shutdown(cancelled=cancelled))
+        if cancelled:
+            deployment.cancel()
+        deployment.wait(60.0)
+        self._server.disconnect_attempt(state.attempt)
+        # Wait until every worker connection of the attempt is gone before redeploying.
+        deadline = time.monotonic() + 30.0
+        while self._server.connected(state.attempt) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self._drain_stale()
+
+    def _drain_stale(self) -> None:
+        try:
+            while True:
+                env = self._server.inbox.get_nowait()
+                self._maybe_collect_late(env)
+        except queue.Empty:
+            return
+
+    def _maybe_collect_late(self, env: Envelope) -> None:
+        # Results released by a checkpoint that completed stay valid across failover.
+        if isinstance(env.message, p.CollectedResults):
+            self._deliver_collected(env.message)
+
+    def _drive(self, state: _AttemptState, deployment: Deployment) -> _Outcome:
+        inbox = self._server.inbox
+        deadline = time.monotonic() + REGISTRATION_TIMEOUT_S
+        peers_sent = False
+        while True:
+            if self._cancel.is_set():
+                return _Outcome("cancelled")
+            failure = deployment.failure()
+            if failure is not None:
+                return _Outcome("failed", failure)
+            if not peers_sent and time.monotonic() > deadline:
+                return _Outcome("failed", TimeoutError(
+                    f"only {len(state.registered)} of {state.num_workers} workers registered "
+                    f"within {REGISTRATION_TIMEOUT_S:.0f} s"))
+            try:
+                env = inbox.get(timeout=TICK_S)
+            except queue.Empty:
+                env = None
+            if env is not None:
+                if env.attempt != state.attempt:
+                    self._maybe_collect_late(env)
+                    continue
+                outcome = self._on_message(state, env)
+                if outcome is not None:
+                    return outcome
+                if not peers_sent and len(state.registered) == state.num_workers:
+                    table = {i: r.data_address for i, r in state.registered.items()}
+                    self._server.broadcast(state.attempt, p.PeerTable(table))
+                    peers_sent = True
+            if len(state.running) == state.num_workers:
+                if self.status is not JobStatus.RUNNING:
+                    self.status = JobStatus.RUNNING
+                    self._emit("running", state.attempt)
+                coordinator = self.coordinator
+                if coordinator is not None and self.settings.checkpoint.enabled:
+                    coordinator.tick()
+                    self._maybe_finish_sources(state)
+
+    def _on_message(self, state: _AttemptState, env: Envelope) -> _Outcome | None:
+        msg = env.message
+        coordinator = self.coordinator
+        if isinstance(msg, p.RegisterWorker):
+            state.registered[env.worker_index] = msg
+            self.worker_pids[env.worker_index] = msg.pid
+        elif isinstance(msg, p.WorkerRunning):
+            state.running.add(env.worker_index)
+        elif isinstance(msg, TaskAcknowledgement):
+            if coordinator is not None:
+                coordinator.receive_ack(msg)
+                self._maybe_finish_sources(state)
+        elif isinstance(msg, TaskDecline):
+            if coordinator is not None:
+                coordinator.receive_decline(msg)
+        elif isinstance(msg, p.MetricsReport):
+            self.metrics.update(msg.tasks)
+        elif isinstance(msg, p.CollectedResults):
+            self._deliver_collected(msg)
+        elif isinstance(msg, p.SourceExhausted):
+            state.exhausted.add(msg.task)
+            if (len(state.exhausted) == len(self.plan.source_tasks)
+                    and state.final_checkpoint_from is None and coordinator is not None
+                    and self.settings.checkpoint.enabled):
+                state.final_checkpoint_from = coordinator.next_checkpoint_id
+                log.info("all sources exhausted; taking the final checkpoint")
+        elif isinstance(msg, p.TaskFinished):
+            state.finished.add(msg.task)
+            if len(state.finished) == len(self.plan.all_tasks):
+                return _Outcome("finished")
+        elif isinstance(msg, p.TaskFailed):
+            return _Outcome("failed", TaskFailure(msg))
+        elif isinstance(msg, ConnectionLost):
+            if len(state.finished) < len(self.plan.all_tasks):
+                return _Outcome("failed", WorkerLost(
+                    f"lost the connection to worker {env.worker_index} (attempt "
+                    f"{env.attempt}, pid {self.worker_pids.get(env.worker_index)}): the worker "
+                    "process died or was killed"))
+        elif isinstance(msg, _FailJob):
+            return _Outcome("failed", RuntimeError(msg.reason))
+        return None
+
+    def _maybe_finish_sources(self, state: _AttemptState) -> None:
+        start = state.final_checkpoint_from
+        coordinator = self.coordinator
+        if start is None or state.sources_ended or coordinator is None:
+            return
+        latest = coordinator.latest_completed_id()
+        if latest is not None and latest >= start:
+            state.sources_ended = True
+            self._server.broadcast(state.attempt, p.EndSources())
+            return
+        if not coordinator.has_pending():
+            coordinator.trigger_checkpoint(force=True)
+
+    def _deliver_collected(self, msg: p.CollectedResults) -> None:
+        if msg.dedup_key is not None:
+            key = (msg.transformation_id, *msg.dedup_key)
+            if key in self._seen_collect:
+                return
+            self._seen_collect.add(key)
+        if self._on_collect is not None:
+            self._on_collect(msg)
+
+    def _emit(self, event: str, payload: Any) -> None:
+        for listener in list(self.listeners):
+            try:
+                listener(event, payload)
+            except Exception:
+                log.debug("listener failed", exc_info=True)
+
+    # ------------------------------------------------------------------ gateway callbacks
+
+    def _broadcast_current(self, message: Any) -> None:
+        state = self._state
+        if state is not None:
+            self._server.broadcast(state.attempt, message)
+
+    def _fail_current(self, reason: str) -> None:
+        state = self._state
+        if state is not None:
+            self._server.inbox.put(Envelope(state.attempt, -1, _FailJob(reason)))
+
+
+@dataclass(frozen=True)
+class _FailJob:
+    reason: str
+
+
+class _Gateway:
+    """What the checkpoint coordinator may do to the running attempt."""
+
+    def __init__(self, master: JobMaster) -> None:
+        self._m = master
+
+    def trigger_sources(self, barrier: CheckpointBarrier) -> None:
+        self._m._broadcast_current(p.TriggerCheckpoint(barrier))
+
+    def notify_complete(self, checkpoint_id: int) -> None:
+        self._m._broadcast_current(p.NotifyCheckpointComplete(checkpoint_id))
+        self._m._emit("checkpoint", checkpoint_id)
+
+    def notify_aborted(self, checkpoint_id: int, reason: str) -> None:
+        self._m._broadcast_current(p.NotifyCheckpointAborted(checkpoint_id, reason))
+
+    def fail_job(self, reason: str) -> None:
+        self._m._fail_current(reason)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text.splitlines()[0]

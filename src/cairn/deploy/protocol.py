@@ -1,0 +1,138 @@
+"""Control messages between the job master (driver) and workers.
+
+Invariant: messages are immutable values sent only over authenticated connections
+(``runtime.network``); every message from a worker names its deployment attempt so that the
+job master can drop late messages of an attempt it already cancelled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from cairn.checkpoint.messages import TaskKey
+from cairn.runtime.events import CheckpointBarrier
+
+# ---------------------------------------------------------------- worker -> job master
+
+
+@dataclass(frozen=True)
+class RegisterWorker:
+    attempt: int
+    worker_index: int
+    data_address: tuple[str, int]
+    pid: int
+    host: str
+
+
+@dataclass(frozen=True)
+class WorkerRunning:
+    """State restored, operators opened: the worker processes records now."""
+
+    attempt: int
+    worker_index: int
+
+
+@dataclass(frozen=True)
+class SourceExhausted:
+    attempt: int
+    task: TaskKey
+
+
+@dataclass(frozen=True)
+class TaskFinished:
+    attempt: int
+    task: TaskKey
+
+
+@dataclass(frozen=True)
+class TaskFailed:
+    attempt: int
+    task: TaskKey | None
+    error_type: str
+    message: str
+    traceback: str  # the user's traceback, formatted on the worker
+
+
+@dataclass(frozen=True)
+class TaskMetrics:
+    records_in: int
+    records_out: int
+    backpressured: bool = False
+
+
+@dataclass(frozen=True)
+class MetricsReport:
+    attempt: int
+    worker_index: int
+    tasks: Mapping[TaskKey, TaskMetrics]
+
+
+@dataclass(frozen=True)
+class CollectedResults:
+    """Records of an ``execute_and_collect`` sink, released when their checkpoint completed.
+
+    ``dedup_key`` makes delivery idempotent when a restored subtask re-sends them.
+    """
+
+    attempt: int
+    transformation_id: int
+    dedup_key: tuple[int, int, int] | None  # (subtask, checkpoint id, sequence)
+    records: list[Any]
+
+
+# ---------------------------------------------------------------- job master -> worker
+
+
+@dataclass(frozen=True)
+class PeerTable:
+    data_addresses: Mapping[int, tuple[str, int]]
+
+
+@dataclass(frozen=True)
+class TriggerCheckpoint:
+    barrier: CheckpointBarrier
+
+
+@dataclass(frozen=True)
+class NotifyCheckpointComplete:
+    checkpoint_id: int
+
+
+@dataclass(frozen=True)
+class NotifyCheckpointAborted:
+    checkpoint_id: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class EndSources:
+    """Every source is exhausted and the final checkpoint (if any) completed: end input."""
+
+
+@dataclass(frozen=True)
+class Shutdown:
+    """All tasks finished (or the attempt is cancelled): release resources and return."""
+
+    cancelled: bool = False
+
+
+@dataclass(frozen=True)
+class RestoreInfo:
+    checkpoint_dir: str
+    checkpoint_id: int
+
+
+@dataclass(frozen=True)
+class WorkerLaunch:
+    """Everything a worker needs to start; travels inside the Spark closure."""
+
+    job_id: str
+    attempt: int
+    num_workers: int
+    master_address: tuple[str, int]
+    secret: bytes
+    job_payload: bytes  # cloudpickled (JobSettings, JobGraph)
+    restore: RestoreInfo | None = None
+    faults: tuple[Any, ...] = field(default_factory=tuple)

@@ -1,0 +1,80 @@
+"""Job submission: plan → executor → job master thread → client.
+
+Invariant: everything that can be rejected is rejected here, before any worker starts: the
+plan is translated and serialized on the driver, so a bad job never reaches Spark.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from cairn.deploy.executors import Executor, InProcessExecutor, SparkExecutor
+from cairn.deploy.job_client import JobClient
+from cairn.deploy.job_master import JobMaster
+from cairn.deploy.serialization import dumps_job
+from cairn.graph.job_graph import JobGraph, build_job_graph
+from cairn.graph.settings import JobSettings
+from cairn.graph.transformations import SinkTransformation
+from cairn.runtime.faults import parse_faults
+
+log = logging.getLogger(__name__)
+
+EXECUTOR_KEY = "cairn.executor"
+WORKERS_KEY = "cairn.workers"
+SPARK_MASTER_KEY = "cairn.spark.master"
+FAULTS_KEY = "cairn.testing.faults"
+PROGRESS_KEY = "cairn.progress"
+
+
+def choose_executor(settings: JobSettings, graph: JobGraph) -> tuple[Executor, int]:
+    conf = settings.configuration
+    max_parallelism = max(v.parallelism for v in graph.vertices)
+    kind = conf.get(EXECUTOR_KEY, "spark").lower()
+    if kind == "inprocess":
+        workers = int(conf.get(WORKERS_KEY, max_parallelism))
+        return InProcessExecutor(workers), max(1, min(workers, max_parallelism))
+    if kind != "spark":
+        raise ValueError(f"{EXECUTOR_KEY} must be 'spark' or 'inprocess', got {kind!r}")
+    from cairn.deploy.spark_session import get_or_create_spark
+
+    spark_conf = {k: v for k, v in conf.items() if k.startswith("spark.")}
+    spark = get_or_create_spark(conf.get(SPARK_MASTER_KEY), max_parallelism, spark_conf)
+    executor = SparkExecutor(spark)
+    wanted = int(conf.get(WORKERS_KEY, max_parallelism))
+    slots = executor.slots()
+    workers = max(1, min(wanted, max_parallelism, slots))
+    if workers < wanted:
+        log.warning("Spark offers %d task slots; running %d workers for parallelism %d",
+                    slots, workers, max_parallelism)
+    return executor, workers
+
+
+def submit_job(settings: JobSettings, sinks: Sequence[SinkTransformation]) -> JobClient:
+    graph = build_job_graph(settings.job_name, sinks, settings.parallelism,
+                            settings.max_parallelism)
+    payload = dumps_job((settings, graph))
+    executor, workers = choose_executor(settings, graph)
+    faults: tuple[Any, ...] = parse_faults(settings.configuration.get(FAULTS_KEY, ""))
+    master = JobMaster(
+        job_id=uuid.uuid4().hex,
+        settings=settings,
+        graph=graph,
+        job_payload=payload,
+        executor=executor,
+        num_workers=workers,
+        secret=secrets.token_bytes(32),
+        faults=faults,
+    )
+    log.info("submitting job %r (%s) with %d workers:\n%s", settings.job_name, master.job_id,
+             workers, graph.describe())
+    client = JobClient(master)
+    if str(settings.configuration.get(PROGRESS_KEY, "false")).lower() == "true":
+        from cairn.observability.progress import ProgressReporter
+
+        ProgressReporter(master).start()
+    client._start()
+    return client

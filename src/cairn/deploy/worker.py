@@ -1,0 +1,431 @@
+"""A worker: one long-running process (a Spark barrier task) or thread hosting subtasks.
+
+Invariants: every task of a worker runs on the worker's single task thread (no locks on the
+record path); network reader/sender threads only move bytes between sockets and channel
+queues; the worker stops when the job master says so or when the job master connection is
+lost, so an orphaned worker never keeps writing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import socket
+import threading
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import cloudpickle
+
+from cairn.checkpoint.handles import StateFileWriter
+from cairn.checkpoint.messages import TaskKey
+from cairn.checkpoint.storage import CheckpointStorage, read_metadata
+from cairn.deploy import protocol as p
+from cairn.deploy.plan import ExecutionPlan
+from cairn.graph.job_graph import JobGraph
+from cairn.graph.settings import JobSettings
+from cairn.runtime.channels import (
+    DEFAULT_CAPACITY,
+    ConnectionSender,
+    InputChannel,
+    LocalOutputChannel,
+    OutputChannel,
+    RemoteOutputChannel,
+    receive_loop,
+)
+from cairn.runtime.faults import FaultInjector, SimulatedCrash
+from cairn.runtime.input_gate import InputGate
+from cairn.runtime.network.framing import ConnectionClosed, FramedConnection
+from cairn.runtime.network.frames import FrameKind
+from cairn.runtime.network.server import Listener, connect
+from cairn.runtime.operators import create_operator
+from cairn.runtime.operators.base import OperatorContext, OperatorRestore
+from cairn.runtime.record_writer import RecordWriter
+from cairn.runtime.task import StreamTask
+from cairn.state.heap_backend import HeapKeyedStateBackend, OperatorStateBackend
+from cairn.state.key_groups import key_group_range_for_subtask
+
+log = logging.getLogger(__name__)
+
+METRICS_INTERVAL_S = 1.0
+PEER_TABLE_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True)
+class WorkerResult:
+    worker_index: int
+    attempt: int
+    outcome: str  # "finished" | "cancelled" | "failed" | "master-lost"
+
+
+class _MasterLost(Exception):
+    pass
+
+
+class Worker:
+    def __init__(self, launch: p.WorkerLaunch, worker_index: int, host: str,
+                 hard_kill: bool) -> None:
+        self.launch = launch
+        self.index = worker_index
+        self.host = host
+        self.attempt = launch.attempt
+        self.job_id = launch.job_id
+        settings, graph = cloudpickle.loads(launch.job_payload)
+        self.settings: JobSettings = settings
+        self.graph: JobGraph = graph
+        self.plan = ExecutionPlan(graph, launch.num_workers)
+        self.faults = FaultInjector(tuple(launch.faults), launch.attempt, hard_kill)
+        self._wakeup = threading.Event()
+        self._control: deque[Any] = deque()
+        self._stop = False
+        self._outcome = "finished"
+        self._master_lost = False
+        self._failure: BaseException | None = None
+        self._async = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"snapshot-w{worker_index}")
+        self._storage = CheckpointStorage(
+            settings.checkpoint.storage_url, launch.job_id, settings.checkpoint.storage_options
+        )
+        self._senders: dict[int, ConnectionSender] = {}
+        self._inbound: list[FramedConnection] = []
+        self.tasks: list[StreamTask] = []
+        self._master: FramedConnection | None = None
+        self._master_lock = threading.Lock()
+        # Input channels of this worker's tasks exist before any peer can connect.
+        self._inputs: dict[int, InputChannel] = {}
+        self._channel_source_worker: dict[int, int] = {}
+        for task in self.plan.tasks_of(worker_index):
+            for spec in self.plan.input_channels(task):
+                self._inputs[spec.channel_id] = InputChannel(spec.channel_id)
+                self._channel_source_worker[spec.channel_id] = self.plan.worker_of(spec.source)
+
+    # ------------------------------------------------------------------ services for tasks
+
+    def send_to_master(self, message: Any) -> None:
+        conn = self._master
+        if conn is None:
+            return
+        try:
+            conn.send(FrameKind.CONTROL, 0, pickle.dumps(message, protocol=5))
+        except (ConnectionClosed, OSError):
+            self._master_lost = True
+            self.wake()
+
+    def submit_async(self, fn: Callable[[], None]) -> None:
+        def guarded() -> None:
+            try:
+                fn()
+            except SimulatedCrash as crash:
+                self._failure = crash
+                self._stop = True
+                self.wake()
+
+        self._async.submit(guarded)
+
+    def state_writer(self, checkpoint_id: int) -> StateFileWriter:
+        return self._storage.writer(checkpoint_id)
+
+    def wake(self) -> None:
+        self._wakeup.set()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def run(self) -> WorkerResult:
+        listener = Listener(self.host, self.launch.secret, self._on_data_connection)
+        try:
+            self._connect_master(listener.address)
+            peers = self._await_peer_table()
+            self._connect_peers(peers)
+            self._build_tasks()
+            self.send_to_master(p.WorkerRunning(self.attempt, self.index))
+            self._loop()
+        except SimulatedCrash:
+            self._outcome = "crashed"
+            self._abort_connections()
+            raise
+        except _MasterLost:
+            self._outcome = "master-lost"
+        except Exception as exc:
+            self._outcome = "failed"
+            self._report_failure(None, exc)
+        finally:
+            listener.close()
+            self._shutdown()
+        return WorkerResult(self.index, self.attempt, self._outcome)
+
+    def _connect_master(self, data_address: tuple[str, int]) -> None:
+        hello = pickle.dumps(
+            p.RegisterWorker(self.attempt, self.index, data_address, os.getpid(),
+                             socket.gethostname()),
+            protocol=5,
+        )
+        conn = connect(self.launch.master_address, self.launch.secret, hello)
+        self._master = conn
+        threading.Thread(target=self._control_loop, args=(conn,), name=f"control-w{self.index}",
+                         daemon=True).start()
+
+    def _control_loop(self, conn: FramedConnection) -> None:
+        try:
+            while True:
+                _kind, _ch, payload = conn.recv()
+                self._control.append(pickle.loads(payload))
+                self._wakeup.set()
+        except (ConnectionClosed, OSError):
+            self._master_lost = True
+            self._wakeup.set()
+
+    def _await_peer_table(self) -> dict[int, tuple[str, int]]:
+        deadline = time.monotonic() + PEER_TABLE_TIMEOUT_S
+        while time.monotonic() < deadline:
+            while self._control:
+                msg = self._control.popleft()
+                if isinstance(msg, p.PeerTable):
+                    return dict(msg.data_addresses)
+                if isinstance(msg, p.Shutdown):
+                    raise _MasterLost("shut down before start")
+            if self._master_lost:
+                raise _MasterLost("job master connection lost during start-up")
+            self._wakeup.wait(0.1)
+            self._wakeup.clear()
+        raise TimeoutError("no peer table from the job master within "
+                           f"{PEER_TABLE_TIMEOUT_S:.0f} s")
+
+    def _connect_peers(self, peers: dict[int, tuple[str, int]]) -> None:
+        for peer in sorted(self.plan.peers_receiving_from(self.index)):
+            hello = pickle.dumps(("data", self.attempt, self.index), protocol=5)
+            conn = connect(peers[peer], self.launch.secret, hello)
+            sender = ConnectionSender(conn, self.wake, self._on_network_error,
+                                      f"w{self.index}->w{peer}")
+            self._senders[peer] = sender
+
+    def _on_data_connection(self, conn: FramedConnection, hello: bytes) -> None:
+        kind, attempt, peer = pickle.loads(hello)
+        if kind != "data" or attempt != self.attempt:
+            conn.close()
+            return
+        for ch_id, src_worker in self._channel_source_worker.items():
+            if src_worker == peer:
+                self._inputs[ch_id].attach_remote(conn)
+        self._inbound.append(conn)
+        receive_loop(conn, self._inputs, self._wakeup, self._on_network_error)
+
+    def _on_network_error(self, exc: BaseException) -> None:
+        if not self._stop:
+            log.info("worker %d: data connection lost: %s", self.index, exc)
+            # A peer died; the job master will cancel this attempt. Keep running until then.
+
+    # ------------------------------------------------------------------ task construction
+
+    def _restore_states(self) -> dict[str, OperatorRestore]:
+        info = self.launch.restore
+        if info is None:
+            return {}
+        metadata = read_metadata(info.checkpoint_dir)
+        reader = self._storage.reader(info.checkpoint_dir)
+        restores: dict[str, OperatorRestore] = {}
+        for uid, op in metadata.operators.items():
+            restores[uid] = OperatorRestore(op.parallelism, dict(op.subtasks), reader)
+        return restores
+
+    def _build_tasks(self) -> None:
+        restores = self._restore_states()
+        settings = self.settings
+        alignment = settings.checkpoint.mode
+        checkpointing = settings.checkpoint.enabled
+        for key in self.plan.tasks_of(self.index):
+            vertex = self.graph.vertex(key.vertex_id)
+            writers = self._record_writers(key)
+            ops = [create_operator(node) for node in vertex.operators]
+            specs = self.plan.input_channels(key)
+            gate = InputGate([self._inputs[s.channel_id] for s in specs]) if specs else None
+            task = StreamTask(key, vertex, ops, gate, writers, self, alignment, checkpointing)
+            fan_out = _fan_out(writers)
+            for i, (node, op) in enumerate(zip(vertex.operators, ops, strict=True)):
+                output = ops[i + 1].process_batch if i + 1 < len(ops) else fan_out
+                keyed = None
+                if node.keyed:
+                    kg_range = key_group_range_for_subtask(
+                        node.max_parallelism, node.parallelism, key.subtask_index
+                    )
+                    keyed = HeapKeyedStateBackend(kg_range, node.max_parallelism)
+                op.setup(OperatorContext(
+                    node=node,
+                    task_name=vertex.name,
+                    subtask_index=key.subtask_index,
+                    parallelism=vertex.parallelism,
+                    max_parallelism=node.max_parallelism,
+                    attempt=self.attempt,
+                    job_id=self.job_id,
+                    output=output,
+                    operator_backend=OperatorStateBackend(),
+                    keyed_backend=keyed,
+                    clock_ms=_now_ms,
+                    services=self,
+                    checkpointing=checkpointing,
+                    job_parameters=dict(settings.configuration),
+                ))
+            for op in ops:
+                op.initialize_state(restores.get(op.uid))
+            for op in reversed(ops):
+                op.open()
+                if hasattr(op, "wake"):
+                    op.wake = self.wake  # type: ignore[attr-defined]
+            self.tasks.append(task)
+        for sender in self._senders.values():
+            sender.start()
+
+    def _record_writers(self, key: TaskKey) -> list[RecordWriter]:
+        writers = []
+        for edge in self.graph.outputs_of(key.vertex_id):
+            channels: list[OutputChannel] = []
+            for spec in self.plan.output_channels(key, edge):
+                target_worker = self.plan.worker_of(spec.target)
+                if target_worker == self.index:
+                    channels.append(LocalOutputChannel(self._inputs[spec.channel_id]))
+                else:
+                    sender = self._senders[target_worker]
+                    ch = RemoteOutputChannel(spec.channel_id, sender, DEFAULT_CAPACITY)
+                    sender.register(ch)
+                    channels.append(ch)
+            writers.append(RecordWriter(
+                channels, edge.partition, key_selector=edge.key_selector,
+                max_parallelism=edge.target_max_parallelism, subtask_index=key.subtask_index,
+            ))
+        return writers
+
+    # ------------------------------------------------------------------ the task loop
+
+    def _loop(self) -> None:
+        tasks = self.tasks
+        wakeup = self._wakeup
+        next_metrics = time.monotonic() + METRICS_INTERVAL_S
+        flush_interval = max(self.settings.buffer_timeout_ms, 0) / 1000.0
+        next_flush = time.monotonic() + flush_interval
+        current: StreamTask | None = None
+        try:
+            while not self._stop:
+                wakeup.clear()
+                if self._control:
+                    self._handle_control()
+                    if self._stop:
+                        break
+                if self._master_lost:
+                    raise _MasterLost("job master connection lost")
+                did = False
+                for task in tasks:
+                    current = task
+                    if task.run_once():
+                        did = True
+                now_ms = _now_ms()
+                for task in tasks:
+                    current = task
+                    if task.fire_timers(now_ms):
+                        did = True
+                current = None
+                mono = time.monotonic()
+                if not did or mono >= next_flush:
+                    for task in tasks:
+                        if task.has_pending_output():
+                            task.flush()
+                            did = True
+                    next_flush = mono + flush_interval
+                if mono >= next_metrics:
+                    self._send_metrics()
+                    next_metrics = mono + METRICS_INTERVAL_S
+                if not did:
+                    wakeup.wait(self._idle_timeout(now_ms))
+        except (SimulatedCrash, _MasterLost):
+            raise
+        except Exception as exc:
+            self._outcome = "failed"
+            self._report_failure(current, exc)
+            return
+        if self._failure is not None:
+            raise self._failure
+
+    def _idle_timeout(self, now_ms: int) -> float:
+        timeout = 0.05
+        for task in self.tasks:
+            t = task.next_timer_ms()
+            if t is not None:
+                timeout = min(timeout, max(t - now_ms, 0) / 1000.0)
+        return timeout
+
+    def _handle_control(self) -> None:
+        while self._control:
+            msg = self._control.popleft()
+            if isinstance(msg, p.TriggerCheckpoint):
+                for task in self.tasks:
+                    if task.is_source:
+                        task.trigger_source_checkpoint(msg.barrier)
+            elif isinstance(msg, p.NotifyCheckpointComplete):
+                for task in self.tasks:
+                    task.notify_checkpoint_complete(msg.checkpoint_id)
+            elif isinstance(msg, p.NotifyCheckpointAborted):
+                for task in self.tasks:
+                    task.notify_checkpoint_aborted(msg.checkpoint_id, msg.reason)
+            elif isinstance(msg, p.EndSources):
+                for task in self.tasks:
+                    if task.is_source:
+                        task.end_input()
+            elif isinstance(msg, p.Shutdown):
+                self._outcome = "cancelled" if msg.cancelled else "finished"
+                self._stop = True
+                return
+
+    def _send_metrics(self) -> None:
+        self.send_to_master(p.MetricsReport(
+            self.attempt, self.index, {t.key: t.metrics() for t in self.tasks}
+        ))
+
+    def _report_failure(self, task: StreamTask | None, exc: BaseException) -> None:
+        tb = getattr(exc, "formatted_traceback", None) or "".join(
+            traceback.format_exception(type(exc), exc, exc.__traceback__)
+        )
+        log.error("worker %d: task %s failed: %s", self.index,
+                  task.name if task else "-", exc)
+        self.send_to_master(p.TaskFailed(self.attempt, task.key if task else None,
+                                         type(exc).__name__, str(exc), tb))
+
+    def _abort_connections(self) -> None:
+        for conn in self._inbound:
+            conn.close()
+        for sender in self._senders.values():
+            sender.close()
+        if self._master is not None:
+            self._master.close()
+
+    def _shutdown(self) -> None:
+        self._stop = True
+        for task in self.tasks:
+            task.close()
+        self._async.shutdown(wait=self._outcome == "finished")
+        self._abort_connections()
+
+
+def _fan_out(writers: list[RecordWriter]) -> Callable[[list[Any]], None]:
+    if not writers:
+        return lambda records: None
+    if len(writers) == 1:
+        return writers[0].emit
+
+    def emit_all(records: list[Any]) -> None:
+        for w in writers:
+            w.emit(records)
+
+    return emit_all
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def run_worker(launch: p.WorkerLaunch, worker_index: int, host: str,
+               hard_kill: bool) -> WorkerResult:
+    """Entry point used by both executors."""
+    return Worker(launch, worker_index, host, hard_kill).run()

@@ -1,0 +1,208 @@
+"""Channels between subtasks: bounded input queues, local and remote output channels.
+
+Invariants:
+- Records travel in batches (Python lists); a local channel hands the list over without
+  pickling, a remote one pickles the whole batch once.
+- A channel never holds more than ``capacity`` record batches that the consumer has not taken
+  (credit-based flow control: a remote sender may only send a data batch for which the
+  receiver granted a credit; the receiver returns one credit per batch it consumed). Events
+  (barriers, end of partition) need no credit and keep their position behind earlier batches.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from cairn.runtime.network.frames import FrameKind, pack_credit, unpack_credit
+from cairn.runtime.network.framing import ConnectionClosed, FramedConnection
+
+log = logging.getLogger(__name__)
+
+_ONE_CREDIT = pack_credit(1)
+DEFAULT_CAPACITY = 4  # record batches in flight per channel (Flink: 2 exclusive + floating)
+
+
+class InputChannel:
+    """Receiving end of one channel; consumed by exactly one task thread."""
+
+    __slots__ = ("channel_id", "finished", "queue", "_conn", "_credits_owed")
+
+    def __init__(self, channel_id: int) -> None:
+        self.channel_id = channel_id
+        # Entries: list (record batch), bytes (pickled remote batch) or an event object.
+        self.queue: deque[Any] = deque()
+        self.finished = False
+        self._conn: FramedConnection | None = None
+        self._credits_owed = 0
+
+    def attach_remote(self, conn: FramedConnection) -> None:
+        self._conn = conn
+
+    def consumed_remote_batch(self) -> None:
+        """Give the sender one credit back for the batch just taken from the queue."""
+        conn = self._conn
+        if conn is None:
+            return
+        try:
+            conn.send(FrameKind.CREDIT, self.channel_id, _ONE_CREDIT)
+        except (ConnectionClosed, OSError):
+            pass  # the sender is gone; failover handles it
+
+
+class OutputChannel:
+    """Sending end of one channel."""
+
+    channel_id: int
+
+    def available(self) -> bool:
+        raise NotImplementedError
+
+    def send_batch(self, batch: list[Any]) -> None:
+        raise NotImplementedError
+
+    def send_event(self, event: Any) -> None:
+        raise NotImplementedError
+
+
+class LocalOutputChannel(OutputChannel):
+    __slots__ = ("capacity", "channel_id", "target")
+
+    def __init__(self, target: InputChannel, capacity: int = DEFAULT_CAPACITY) -> None:
+        self.channel_id = target.channel_id
+        self.target = target
+        self.capacity = capacity
+
+    def available(self) -> bool:
+        return len(self.target.queue) < self.capacity
+
+    def send_batch(self, batch: list[Any]) -> None:
+        self.target.queue.append(batch)
+
+    def send_event(self, event: Any) -> None:
+        self.target.queue.append(event)
+
+
+class RemoteOutputChannel(OutputChannel):
+    """Queues pickled frames for a ``ConnectionSender``; never blocks the task thread."""
+
+    __slots__ = ("backlog", "channel_id", "credits", "max_backlog", "sender")
+
+    def __init__(self, channel_id: int, sender: ConnectionSender, initial_credits: int,
+                 max_backlog: int = 2) -> None:
+        self.channel_id = channel_id
+        self.sender = sender
+        self.credits = initial_credits
+        self.backlog: deque[tuple[int, bytes]] = deque()
+        self.max_backlog = max_backlog
+
+    def available(self) -> bool:
+        return len(self.backlog) < self.max_backlog
+
+    def send_batch(self, batch: list[Any]) -> None:
+        self.sender.enqueue(self, FrameKind.DATA, pickle.dumps(batch, protocol=5))
+
+    def send_event(self, event: Any) -> None:
+        self.sender.enqueue(self, FrameKind.EVENT, pickle.dumps(event, protocol=5))
+
+
+class ConnectionSender:
+    """One thread per outgoing connection: sends frames of its channels as credit allows,
+    and reads the credits the receiver announces on the same connection."""
+
+    def __init__(self, conn: FramedConnection, on_progress: Callable[[], None],
+                 on_error: Callable[[BaseException], None], name: str) -> None:
+        self.conn = conn
+        self._channels: dict[int, RemoteOutputChannel] = {}
+        self._cond = threading.Condition()
+        self._closed = False
+        self._on_progress = on_progress
+        self._on_error = on_error
+        self._send_thread = threading.Thread(target=self._send_loop, name=f"{name}-send",
+                                             daemon=True)
+        self._credit_thread = threading.Thread(target=self._credit_loop,
+                                               name=f"{name}-credits", daemon=True)
+
+    def register(self, channel: RemoteOutputChannel) -> None:
+        self._channels[channel.channel_id] = channel
+
+    def start(self) -> None:
+        self._send_thread.start()
+        self._credit_thread.start()
+
+    def enqueue(self, channel: RemoteOutputChannel, kind: int, payload: bytes) -> None:
+        with self._cond:
+            channel.backlog.append((kind, payload))
+            self._cond.notify()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self.conn.close()
+
+    def _sendable(self) -> list[tuple[int, int, bytes]]:
+        frames: list[tuple[int, int, bytes]] = []
+        for ch in self._channels.values():
+            backlog = ch.backlog
+            while backlog:
+                kind, payload = backlog[0]
+                if kind == FrameKind.DATA:
+                    if ch.credits <= 0:
+                        break
+                    ch.credits -= 1
+                backlog.popleft()
+                frames.append((kind, ch.channel_id, payload))
+        return frames
+
+    def _send_loop(self) -> None:
+        try:
+            while True:
+                with self._cond:
+                    frames = self._sendable()
+                    while not frames and not self._closed:
+                        self._cond.wait()
+                        frames = self._sendable()
+                    if self._closed and not frames:
+                        return
+                self.conn.send_many(frames)
+                self._on_progress()
+        except (ConnectionClosed, OSError) as exc:
+            if not self._closed:
+                self._on_error(exc)
+
+    def _credit_loop(self) -> None:
+        try:
+            while True:
+                kind, channel, payload = self.conn.recv()
+                if kind != FrameKind.CREDIT:
+                    raise ConnectionClosed(f"unexpected frame kind {kind} on a data connection")
+                with self._cond:
+                    self._channels[channel].credits += unpack_credit(payload)
+                    self._cond.notify()
+        except (ConnectionClosed, OSError) as exc:
+            if not self._closed:
+                self._on_error(exc)
+
+
+def receive_loop(conn: FramedConnection, channels: dict[int, InputChannel],
+                 wakeup: threading.Event, on_error: Callable[[BaseException], None]) -> None:
+    """Body of the thread reading one incoming data connection into input channel queues."""
+    loads = pickle.loads
+    try:
+        while True:
+            kind, channel, payload = conn.recv()
+            target = channels[channel]
+            if kind == FrameKind.DATA:
+                target.queue.append(payload)  # unpickled lazily by the consuming task
+            elif kind == FrameKind.EVENT:
+                target.queue.append(loads(payload))
+            else:
+                raise ConnectionClosed(f"unexpected frame kind {kind} from a data sender")
+            wakeup.set()
+    except (ConnectionClosed, OSError) as exc:
+        on_error(exc)

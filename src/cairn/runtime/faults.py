@@ -1,0 +1,86 @@
+"""Fault injection for recovery tests: kill this worker at a chosen moment.
+
+Invariant: faults fire only in the attempt they name, at most once per worker process, so a
+test can script "kill during processing in attempt 0, during upload in attempt 1, ..." and
+the job still finishes. Configured with ``cairn.testing.faults`` (see ``parse_faults``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from dataclasses import dataclass
+
+POINTS = (
+    "processing",  # after the task consumed `records` input records
+    "after-barrier",  # barrier forwarded, synchronous snapshot taken, before acknowledgement
+    "during-upload",  # asynchronous part: after the first state file was written
+    "before-commit",  # checkpoint completed, before the operators' commit (notify)
+    "after-commit",  # right after the commit on notification
+)
+
+
+class SimulatedCrash(BaseException):
+    """Raised instead of SIGKILL when workers are threads of the test process."""
+
+
+@dataclass(frozen=True)
+class FaultSpec:
+    point: str
+    attempt: int = 0
+    checkpoint: int | None = None
+    subtask: int | None = None
+    vertex: str | None = None  # substring of the vertex name
+    records: int = 0
+
+
+def parse_faults(text: str) -> tuple[FaultSpec, ...]:
+    """Parse ``point=processing,attempt=0,records=5000,subtask=1; point=during-upload,...``."""
+    specs = []
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        fields = dict(kv.split("=", 1) for kv in part.split(","))
+        point = fields.pop("point")
+        if point not in POINTS:
+            raise ValueError(f"unknown fault point {point!r}; expected one of {POINTS}")
+        specs.append(
+            FaultSpec(
+                point=point,
+                attempt=int(fields.pop("attempt", 0)),
+                checkpoint=int(fields["checkpoint"]) if "checkpoint" in fields else None,
+                subtask=int(fields["subtask"]) if "subtask" in fields else None,
+                vertex=fields.get("vertex"),
+                records=int(fields.get("records", 0)),
+            )
+        )
+    return tuple(specs)
+
+
+class FaultInjector:
+    def __init__(self, specs: tuple[FaultSpec, ...], attempt: int, hard_kill: bool) -> None:
+        self._specs = [s for s in specs if s.attempt == attempt]
+        self._hard_kill = hard_kill
+
+    @property
+    def active(self) -> bool:
+        return bool(self._specs)
+
+    def check(self, point: str, vertex_name: str, subtask: int, checkpoint_id: int | None = None,
+              records: int = 0) -> None:
+        for spec in self._specs:
+            if spec.point != point:
+                continue
+            if spec.subtask is not None and spec.subtask != subtask:
+                continue
+            if spec.vertex is not None and spec.vertex not in vertex_name:
+                continue
+            if spec.checkpoint is not None and spec.checkpoint != checkpoint_id:
+                continue
+            if records < spec.records:
+                continue
+            self._specs.remove(spec)
+            self._kill(f"{point} of {vertex_name}#{subtask} (checkpoint {checkpoint_id})")
+
+    def _kill(self, where: str) -> None:
+        if self._hard_kill:
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise SimulatedCrash(f"injected crash at {where}")

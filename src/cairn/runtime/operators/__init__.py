@@ -1,0 +1,53 @@
+"""Runtime operators: what a task runs for each operator of its chain.
+
+``create_operator`` maps an ``OperatorNode`` of the job graph to its runtime operator.
+"""
+
+from __future__ import annotations
+
+from cairn.graph.job_graph import OperatorNode
+from cairn.graph.transformations import OperatorKind
+from cairn.runtime.operators.base import StreamOperator
+from cairn.runtime.operators.basic import (
+    FilterOperator,
+    FlatMapOperator,
+    MapOperator,
+    ProcessOperator,
+)
+from cairn.runtime.operators.keyed import KeyedProcessOperator, KeyedRecordOperator, ReduceOperator
+from cairn.runtime.operators.sinks import CollectSinkOperator, SinkFunctionOperator, SinkOperator
+from cairn.runtime.operators.sources import SourceFunctionOperator, SourceOperator
+
+_BY_KIND: dict[str, type[StreamOperator]] = {
+    OperatorKind.MAP.value: MapOperator,
+    OperatorKind.FLAT_MAP.value: FlatMapOperator,
+    OperatorKind.FILTER.value: FilterOperator,
+    OperatorKind.PROCESS.value: ProcessOperator,
+    OperatorKind.KEYED_PROCESS.value: KeyedProcessOperator,
+    OperatorKind.REDUCE.value: ReduceOperator,
+    OperatorKind.SINK_FUNCTION.value: SinkFunctionOperator,
+    OperatorKind.SINK.value: SinkOperator,
+    OperatorKind.COLLECT.value: CollectSinkOperator,
+    "source": SourceOperator,
+    "source_function": SourceFunctionOperator,
+}
+
+
+_KEYED_RECORD_KINDS = {
+    OperatorKind.MAP.value,
+    OperatorKind.FLAT_MAP.value,
+    OperatorKind.FILTER.value,
+    OperatorKind.PROCESS.value,
+}
+
+
+def create_operator(node: OperatorNode) -> StreamOperator:
+    if node.keyed and node.kind in _KEYED_RECORD_KINDS:
+        return KeyedRecordOperator(node)
+    cls = _BY_KIND.get(node.kind)
+    if cls is None:
+        raise ValueError(f"unknown operator kind {node.kind!r} for operator {node.name!r}")
+    return cls(node)
+
+
+__all__ = ["StreamOperator", "create_operator"]

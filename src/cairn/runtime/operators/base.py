@@ -1,0 +1,153 @@
+"""Base class of runtime operators and the context a task gives them.
+
+Invariant: an operator is driven by exactly one task thread: ``setup`` → ``initialize_state``
+→ ``open`` → (``process_batch`` | ``on_processing_time`` | checkpoint calls)* → ``finish``
+(end of input) → ``close``. ``snapshot_state`` is the synchronous part of a checkpoint and
+returns callables that the task runs in the background (the asynchronous part).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from cairn.checkpoint.handles import (
+    KeyedStateHandle,
+    OperatorStateHandle,
+    OperatorSubtaskState,
+    StateFileReader,
+    StateFileWriter,
+)
+from cairn.graph.job_graph import OperatorNode
+from cairn.state.api import KeyedStateBackend, OperatorStateBackend
+
+Output = Callable[[list[Any]], None]
+
+
+class WorkerServices(Protocol):
+    """What operators may ask of the worker that hosts them."""
+
+    def send_to_master(self, message: Any) -> None: ...
+
+
+@dataclass
+class OperatorContext:
+    node: OperatorNode
+    task_name: str
+    subtask_index: int
+    parallelism: int
+    max_parallelism: int
+    attempt: int
+    job_id: str
+    output: Output
+    operator_backend: OperatorStateBackend
+    keyed_backend: KeyedStateBackend | None
+    clock_ms: Callable[[], int]
+    services: WorkerServices
+    checkpointing: bool = False
+    job_parameters: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class OperatorRestore:
+    """All subtask states of one operator in the checkpoint we restore from."""
+
+    old_parallelism: int
+    subtasks: dict[int, OperatorSubtaskState]
+    reader: StateFileReader
+
+
+@dataclass
+class OperatorSnapshot:
+    """Result of the synchronous part; ``run`` performs the asynchronous part."""
+
+    keyed: Callable[[StateFileWriter], KeyedStateHandle | None] | None
+    operator: Callable[[StateFileWriter], OperatorStateHandle | None] | None
+    inline: dict[str, Any] = field(default_factory=dict)
+
+    def run(self, writer: StateFileWriter) -> OperatorSubtaskState:
+        keyed = self.keyed(writer) if self.keyed else None
+        op = self.operator(writer) if self.operator else None
+        return OperatorSubtaskState(
+            keyed=(keyed,) if keyed is not None else (),
+            operator=(op,) if op is not None else (),
+            inline=dict(self.inline),
+        )
+
+
+def _noop_output(records: list[Any]) -> None:
+    return None
+
+
+class StreamOperator:
+    """Base: stateless pass-through plumbing; subclasses override what they need."""
+
+    is_source = False
+
+    def __init__(self, node: OperatorNode) -> None:
+        self.node = node
+        self.uid = node.uid
+        self.name = node.name
+        self.ctx: OperatorContext
+        self.output: Output = _noop_output
+        self.restored = False
+
+    # -------------------------------------------------------------------- lifecycle
+
+    def setup(self, ctx: OperatorContext) -> None:
+        self.ctx = ctx
+        self.output = ctx.output
+
+    def initialize_state(self, restore: OperatorRestore | None) -> None:
+        if restore is None:
+            return
+        self.restored = True
+        old = restore.subtasks
+        if self.ctx.keyed_backend is not None:
+            handles = [h for s in old.values() for h in s.keyed]
+            if handles:
+                self.ctx.keyed_backend.restore(handles, restore.reader)
+        op_states = {i: list(s.operator) for i, s in old.items() if s.operator}
+        if op_states:
+            self.ctx.operator_backend.restore(
+                op_states,
+                restore.old_parallelism,
+                self.ctx.subtask_index,
+                self.ctx.parallelism,
+                restore.reader,
+            )
+
+    def open(self) -> None:
+        pass
+
+    def process_batch(self, records: list[Any]) -> None:
+        self.output(records)
+
+    def on_processing_time(self, now_ms: int) -> None:
+        pass
+
+    def next_timer_ms(self) -> int | None:
+        return None
+
+    def finish(self) -> None:
+        """End of input: flush what is buffered (still may emit)."""
+
+    def close(self) -> None:
+        pass
+
+    # -------------------------------------------------------------------- checkpoints
+
+    def prepare_snapshot_pre_barrier(self, checkpoint_id: int) -> None:
+        """Called before the barrier is forwarded (may still emit records)."""
+
+    def snapshot_state(self, checkpoint_id: int, timestamp_ms: int) -> OperatorSnapshot:
+        keyed = self.ctx.keyed_backend.snapshot(checkpoint_id) if self.ctx.keyed_backend else None
+        op = self.ctx.operator_backend.snapshot(checkpoint_id)
+        return OperatorSnapshot(keyed=keyed, operator=op)
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        pass
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        pass

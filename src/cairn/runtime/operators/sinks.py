@@ -1,0 +1,180 @@
+"""Sink operators: legacy SinkFunction, two-phase-commit Sink, and the collect sink.
+
+Invariant (exactly-once): data is pre-committed at the checkpoint barrier and made visible
+only after the checkpoint completed; committables of a restored checkpoint are re-committed
+(idempotently) by subtask 0 before any writer of the new attempt writes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cairn.datastream.connectors.base import Committer, SinkWriter, SinkWriterContext
+from cairn.datastream.state import ListStateDescriptor
+from cairn.deploy.protocol import CollectedResults
+from cairn.runtime.operators.base import OperatorRestore, OperatorSnapshot, StreamOperator
+from cairn.runtime.operators.user_function import UserFunctionOperator, resolve_method
+
+END_OF_INPUT_CHECKPOINT = 2**62
+
+
+class _SinkContext:
+    def __init__(self, op: StreamOperator) -> None:
+        self._op = op
+
+    def current_processing_time(self) -> int:
+        return self._op.ctx.clock_ms()
+
+    def current_watermark(self) -> int:
+        return -(2**63)
+
+    def timestamp(self) -> int | None:
+        return None
+
+
+class SinkFunctionOperator(UserFunctionOperator):
+    """``add_sink(SinkFunction)`` and ``print()``: at-least-once, no commit protocol."""
+
+    def open(self) -> None:
+        super().open()
+        self._invoke = resolve_method(self.function, "invoke")
+        self._context = _SinkContext(self)
+        self._takes_context = _accepts_two_args(self._invoke)
+
+    def process_batch(self, records: list[Any]) -> None:
+        f = self._invoke
+        if self._takes_context:
+            ctx = self._context
+            for r in records:
+                f(r, ctx)
+        else:
+            for r in records:
+                f(r)
+
+
+def _accepts_two_args(f: Any) -> bool:
+    import inspect
+
+    try:
+        params = inspect.signature(f).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
+
+
+class SinkOperator(StreamOperator):
+    """``sink_to(Sink)``: writer plus optional committer (two-phase commit)."""
+
+    def initialize_state(self, restore: OperatorRestore | None) -> None:
+        super().initialize_state(restore)
+        assert self.node.spec is not None
+        sink = self.node.spec.function
+        backend = self.ctx.operator_backend
+        self._writer_state = backend.get_list_state(ListStateDescriptor("_cairn_sink_writer", None))
+        self._committables = backend.get_union_list_state(
+            ListStateDescriptor("_cairn_sink_committables", None)
+        )
+        self._pending: dict[int, list[Any]] = {}
+        self.committer: Committer | None = sink.create_committer()
+        c = self.ctx
+        self._writer_context = SinkWriterContext(c.subtask_index, c.parallelism, c.attempt, c.job_id)
+        if self.committer is not None and c.subtask_index == 0:
+            if restore is not None:
+                restored = sorted(self._committables.get() or [], key=lambda e: (e[0], e[1]))
+                for _cid, _subtask, committables in restored:
+                    self.committer.commit(committables)
+            if restore is not None or c.attempt > 0:
+                self.committer.abort_leftovers(self._writer_context)
+        self._committables.update([])
+        restored_writer = list(self._writer_state.get() or []) if restore is not None else []
+        self.writer: SinkWriter = sink.create_writer(self._writer_context, restored_writer)
+
+    def process_batch(self, records: list[Any]) -> None:
+        self.writer.write_batch(records)
+
+    def prepare_snapshot_pre_barrier(self, checkpoint_id: int) -> None:
+        self.writer.flush(False)
+        if self.committer is not None:
+            committables = self.writer.prepare_commit(checkpoint_id)
+            if committables:
+                self._pending[checkpoint_id] = list(committables)
+
+    def snapshot_state(self, checkpoint_id: int, timestamp_ms: int) -> OperatorSnapshot:
+        self._writer_state.update(list(self.writer.snapshot_state(checkpoint_id)))
+        index = self.ctx.subtask_index
+        self._committables.update(
+            [(cid, index, c) for cid, c in sorted(self._pending.items()) if cid <= checkpoint_id]
+        )
+        return super().snapshot_state(checkpoint_id, timestamp_ms)
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        if self.committer is None:
+            return
+        for cid in sorted(k for k in self._pending if k <= checkpoint_id):
+            self.committer.commit(self._pending.pop(cid))
+
+    def finish(self) -> None:
+        self.writer.flush(True)
+        if self.committer is not None:
+            committables = self.writer.prepare_commit(END_OF_INPUT_CHECKPOINT)
+            if committables:
+                if self.ctx.checkpointing:
+                    # Only timers can emit after the final checkpoint; commit what they wrote.
+                    self.committer.commit(committables)
+                else:
+                    self.committer.commit(committables)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class CollectSinkOperator(StreamOperator):
+    """``execute_and_collect()``: results reach the client once their checkpoint completed."""
+
+    FLUSH_SIZE = 4096
+
+    def initialize_state(self, restore: OperatorRestore | None) -> None:
+        super().initialize_state(restore)
+        self._state = self.ctx.operator_backend.get_union_list_state(
+            ListStateDescriptor("_cairn_collect_pending", None)
+        )
+        self._buffer: list[Any] = []
+        self._pending: dict[int, list[Any]] = {}
+        if restore is not None and self.ctx.subtask_index == 0:
+            for subtask, cid, records in sorted(self._state.get() or [], key=lambda e: e[:2]):
+                self._send(records, (subtask, cid, 0))
+        self._state.update([])
+
+    def _send(self, records: list[Any], dedup_key: tuple[int, int, int] | None) -> None:
+        if not records:
+            return
+        self.ctx.services.send_to_master(
+            CollectedResults(self.ctx.attempt, self.node.transformation_id, dedup_key, records)
+        )
+
+    def process_batch(self, records: list[Any]) -> None:
+        self._buffer.extend(records)
+        if not self.ctx.checkpointing and len(self._buffer) >= self.FLUSH_SIZE:
+            self._send(self._buffer, None)
+            self._buffer = []
+
+    def prepare_snapshot_pre_barrier(self, checkpoint_id: int) -> None:
+        if self._buffer:
+            self._pending[checkpoint_id] = self._buffer
+            self._buffer = []
+
+    def snapshot_state(self, checkpoint_id: int, timestamp_ms: int) -> OperatorSnapshot:
+        index = self.ctx.subtask_index
+        self._state.update(
+            [(index, cid, recs) for cid, recs in sorted(self._pending.items()) if cid <= checkpoint_id]
+        )
+        return super().snapshot_state(checkpoint_id, timestamp_ms)
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        for cid in sorted(k for k in self._pending if k <= checkpoint_id):
+            self._send(self._pending.pop(cid), (self.ctx.subtask_index, cid, 0))
+
+    def finish(self) -> None:
+        self._send(self._buffer, None)
+        self._buffer = []

@@ -1,0 +1,167 @@
+"""Source operators: cooperative ``Source`` readers and legacy ``SourceFunction`` threads.
+
+Invariant: a source's checkpointed position always covers exactly the records emitted before
+the barrier: readers are polled by the task thread only, and a ``SourceFunction`` thread emits
+under the checkpoint lock, which the task holds while it drains, snapshots and emits a barrier.
+"""
+
+from __future__ import annotations
+
+import threading
+import traceback
+from typing import Any
+
+from cairn.datastream.connectors.base import Source, SourceReader, SourceReaderContext
+from cairn.datastream.state import ListStateDescriptor
+from cairn.runtime.operators.base import OperatorRestore, OperatorSnapshot
+from cairn.runtime.operators.user_function import UserFunctionOperator
+
+SPLITS_STATE = "_cairn_source_splits"
+
+
+class UserSourceError(Exception):
+    """A user's source raised; carries the formatted traceback of the source thread."""
+
+    def __init__(self, message: str, formatted: str) -> None:
+        super().__init__(message)
+        self.formatted_traceback = formatted
+
+
+class SourceOperator(UserFunctionOperator):
+    is_source = True
+
+    def initialize_state(self, restore: OperatorRestore | None) -> None:
+        super().initialize_state(restore)
+        source: Source = self.function
+        desc = ListStateDescriptor(SPLITS_STATE, None)
+        backend = self.ctx.operator_backend
+        if getattr(source, "split_redistribution", "split") == "union":
+            self._splits_state = backend.get_union_list_state(desc)
+        else:
+            self._splits_state = backend.get_list_state(desc)
+        if restore is not None:
+            self._splits = list(self._splits_state.get() or [])
+        else:
+            p = self.ctx.parallelism
+            self._splits = list(source.create_splits(p))[self.ctx.subtask_index :: p]
+
+    def open(self) -> None:
+        c = self.ctx
+        self.reader: SourceReader = self.function.create_reader(
+            self._splits, SourceReaderContext(c.subtask_index, c.parallelism, c.attempt, c.job_id)
+        )
+
+    def poll(self, max_records: int) -> list[Any] | None:
+        return self.reader.poll_batch(max_records)
+
+    def snapshot_state(self, checkpoint_id: int, timestamp_ms: int) -> OperatorSnapshot:
+        self._splits_state.update(list(self.reader.snapshot_state(checkpoint_id)))
+        return super().snapshot_state(checkpoint_id, timestamp_ms)
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        self.reader.notify_checkpoint_complete(checkpoint_id)
+
+    def close(self) -> None:
+        self.reader.close()
+
+
+class _SourceContext:
+    """``SourceFunction.SourceContext`` handed to ``run``; called from the source thread."""
+
+    def __init__(self, op: SourceFunctionOperator, limit: int) -> None:
+        self._op = op
+        self.lock = threading.RLock()
+        self.cond = threading.Condition(self.lock)
+        self.buffer: list[Any] = []
+        self.limit = limit
+        self.closed = False
+
+    def collect(self, element: Any) -> None:
+        with self.cond:
+            while len(self.buffer) >= self.limit and not self.closed:
+                self.cond.wait(0.05)
+            if self.closed:
+                raise _SourceCancelled()
+            self.buffer.append(element)
+            n = len(self.buffer)
+        if n == 1 or n == self.limit:
+            self._op.wake()
+
+    def collect_with_timestamp(self, element: Any, timestamp: int) -> None:
+        self.collect(element)
+
+    def emit_watermark(self, watermark: Any) -> None:
+        pass
+
+    def mark_as_temporarily_idle(self) -> None:
+        pass
+
+    def get_checkpoint_lock(self) -> threading.RLock:
+        return self.lock
+
+    def close(self) -> None:
+        pass
+
+
+class _SourceCancelled(BaseException):
+    pass
+
+
+class SourceFunctionOperator(UserFunctionOperator):
+    """Legacy ``add_source(SourceFunction)``: ``run(ctx)`` loops in its own thread."""
+
+    is_source = True
+    BUFFER_LIMIT = 4096
+
+    def open(self) -> None:
+        super().open()
+        self.context = _SourceContext(self, self.BUFFER_LIMIT)
+        self._done = False
+        self._error: UserSourceError | None = None
+        self.wake = lambda: None
+        self._thread = threading.Thread(
+            target=self._run, name=f"source-{self.name}-{self.ctx.subtask_index}", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.function.run(self.context)
+        except _SourceCancelled:
+            pass
+        except BaseException as exc:  # surfaced to the task thread with the user's traceback
+            self._error = UserSourceError(
+                f"source {self.name!r} failed: {type(exc).__name__}: {exc}", traceback.format_exc()
+            )
+        finally:
+            self._done = True
+            self.wake()
+
+    @property
+    def checkpoint_lock(self) -> threading.RLock:
+        return self.context.lock
+
+    def poll(self, max_records: int) -> list[Any] | None:
+        ctx = self.context
+        with ctx.cond:
+            batch = ctx.buffer
+            if batch:
+                ctx.buffer = []
+                ctx.cond.notify_all()
+                return batch
+        if self._error is not None:
+            raise self._error
+        if self._done:
+            return None
+        return []
+
+    def close(self) -> None:
+        ctx = self.context
+        if not self._done:
+            cancel = getattr(self.function, "cancel", None)
+            if callable(cancel):
+                cancel()
+        with ctx.cond:
+            ctx.closed = True
+            ctx.cond.notify_all()
+        super().close()

@@ -1,0 +1,331 @@
+"""A task: one subtask of a job vertex, i.e. a chain of operators fed by an input gate.
+
+Invariants: a task runs on its worker's task thread only (it never blocks: it returns when
+it has no input or its outputs have no capacity); the synchronous part of a snapshot happens
+between two input batches, after the barrier was forwarded and before any later record is
+processed; the asynchronous part runs on the worker's snapshot threads and ends with exactly
+one acknowledgement or decline per checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from cairn.checkpoint.handles import StateFileWriter
+from cairn.checkpoint.messages import (
+    SubtaskCheckpointMetrics,
+    TaskAcknowledgement,
+    TaskDecline,
+    TaskKey,
+)
+from cairn.deploy.protocol import SourceExhausted, TaskFinished, TaskMetrics
+from cairn.graph.job_graph import JobVertex
+from cairn.ids import CheckpointId
+from cairn.runtime.barriers import CheckpointFailureReason, create_barrier_handler
+from cairn.runtime.events import (
+    AlignmentMode,
+    CancelCheckpointMarker,
+    CheckpointBarrier,
+    EndOfPartition,
+)
+from cairn.runtime.faults import FaultInjector
+from cairn.runtime.input_gate import InputGate
+from cairn.runtime.operators.base import StreamOperator
+from cairn.runtime.operators.sources import SourceFunctionOperator, SourceOperator
+from cairn.runtime.record_writer import RecordWriter
+
+log = logging.getLogger(__name__)
+
+MAX_BATCHES_PER_RUN = 8
+SOURCE_BATCH = 1024
+
+
+class TaskServices(Protocol):
+    attempt: int
+    job_id: str
+    faults: FaultInjector
+
+    def send_to_master(self, message: Any) -> None: ...
+
+    def submit_async(self, fn: Callable[[], None]) -> None: ...
+
+    def state_writer(self, checkpoint_id: int) -> StateFileWriter: ...
+
+    def wake(self) -> None: ...
+
+
+@dataclass
+class _Clock:
+    def now_ms(self) -> int:
+        return int(time.time() * 1000)
+
+
+class StreamTask:
+    def __init__(
+        self,
+        key: TaskKey,
+        vertex: JobVertex,
+        operators: list[StreamOperator],
+        gate: InputGate | None,
+        writers: list[RecordWriter],
+        services: TaskServices,
+        alignment: AlignmentMode,
+        checkpointing: bool,
+    ) -> None:
+        self.key = key
+        self.vertex = vertex
+        self.name = f"{vertex.name} ({key.subtask_index + 1}/{vertex.parallelism})"
+        self.operators = operators
+        self.head = operators[0]
+        self.gate = gate
+        self.writers = writers
+        self.services = services
+        self.checkpointing = checkpointing
+        self.records_in = 0
+        self.finished = False
+        self.source_exhausted = False
+        self.backpressured = False
+        self._faults = services.faults
+        self._clock = _Clock()
+        self.handler = None
+        if gate is not None and gate.channels:
+            mode = alignment if alignment is not AlignmentMode.UNALIGNED else AlignmentMode.ALIGNED
+            self.handler = create_barrier_handler(mode, len(gate.channels), self, self._clock)
+            gate.set_blocked_view(self.handler.blocked_view)
+        self.is_source = isinstance(self.head, (SourceOperator, SourceFunctionOperator))
+
+    # -------------------------------------------------------------------- processing
+
+    def _outputs_available(self) -> bool:
+        for w in self.writers:
+            if not w.available():
+                return False
+        return True
+
+    def run_once(self) -> bool:
+        """Process a little input; True if anything happened."""
+        if self.finished:
+            return False
+        if not self._outputs_available():
+            self.backpressured = True
+            return False
+        self.backpressured = False
+        if self.is_source:
+            return self._run_source_once()
+        gate = self.gate
+        assert gate is not None
+        did = False
+        for _ in range(MAX_BATCHES_PER_RUN):
+            item = gate.poll()
+            if item is None:
+                break
+            did = True
+            channel, entry = item
+            if type(entry) is list:
+                self.records_in += len(entry)
+                self.head.process_batch(entry)
+                if self._faults.active:
+                    self._faults.check("processing", self.vertex.name, self.key.subtask_index,
+                                       records=self.records_in)
+                if not self._outputs_available():
+                    break
+            else:
+                self._on_event(channel, entry)
+                if self.finished:
+                    break
+        return did
+
+    def _run_source_once(self) -> bool:
+        if self.source_exhausted:
+            return False
+        head = self.head
+        assert isinstance(head, (SourceOperator, SourceFunctionOperator))
+        batch = head.poll(SOURCE_BATCH)
+        if batch is None:
+            self.source_exhausted = True
+            self.flush()
+            self.services.send_to_master(SourceExhausted(self.services.attempt, self.key))
+            if not self.checkpointing:
+                self.end_input()
+            return True
+        if not batch:
+            return False
+        self.records_in += len(batch)
+        self._emit_from_source(batch)
+        if self._faults.active:
+            self._faults.check("processing", self.vertex.name, self.key.subtask_index,
+                               records=self.records_in)
+        return True
+
+    def _emit_from_source(self, batch: list[Any]) -> None:
+        ops = self.operators
+        if len(ops) > 1:
+            ops[1].process_batch(batch)
+        else:
+            self.head.output(batch)
+
+    def _on_event(self, channel: int, event: Any) -> None:
+        handler = self.handler
+        assert handler is not None and self.gate is not None
+        if isinstance(event, CheckpointBarrier):
+            handler.on_barrier(channel, event)
+        elif isinstance(event, CancelCheckpointMarker):
+            handler.on_cancel_marker(channel, event)
+        elif isinstance(event, EndOfPartition):
+            handler.on_end_of_partition(channel)
+            self.gate.mark_finished(channel)
+            if self.gate.all_finished:
+                self.end_input()
+        else:
+            raise TypeError(f"unexpected event {event!r} on channel {channel}")
+
+    def end_input(self) -> None:
+        """All inputs ended (or the source finished): finish operators head to tail."""
+        if self.finished:
+            return
+        for op in self.operators:
+            op.finish()
+        for w in self.writers:
+            w.broadcast_event(EndOfPartition())
+        self.finished = True
+        self.services.send_to_master(TaskFinished(self.services.attempt, self.key))
+
+    def flush(self) -> None:
+        for w in self.writers:
+            w.flush_all()
+
+    def has_pending_output(self) -> bool:
+        return any(w.has_pending() for w in self.writers)
+
+    def fire_timers(self, now_ms: int) -> bool:
+        fired = False
+        if self.finished:
+            return False
+        for op in self.operators:
+            t = op.next_timer_ms()
+            if t is not None and t <= now_ms:
+                op.on_processing_time(now_ms)
+                fired = True
+        return fired
+
+    def next_timer_ms(self) -> int | None:
+        times = [t for op in self.operators if (t := op.next_timer_ms()) is not None]
+        return min(times) if times else None
+
+    def metrics(self) -> TaskMetrics:
+        out = sum(w.records_out for w in self.writers) if self.writers else self.records_in
+        return TaskMetrics(self.records_in, out, self.backpressured)
+
+    # -------------------------------------------------------------------- checkpoints
+
+    def trigger_source_checkpoint(self, barrier: CheckpointBarrier) -> None:
+        """Coordinator-triggered checkpoint of a source task (no input barriers)."""
+        if self.finished:
+            return
+        head = self.head
+        if isinstance(head, SourceFunctionOperator):
+            with head.checkpoint_lock:
+                pending = head.poll(1 << 30)
+                if pending:
+                    self.records_in += len(pending)
+                    self._emit_from_source(pending)
+                self._perform_checkpoint(barrier, start_delay_ms=0, alignment_ms=0)
+        else:
+            self._perform_checkpoint(barrier, start_delay_ms=0, alignment_ms=0)
+
+    # BarrierHandlerActions -------------------------------------------------------------
+
+    def trigger_checkpoint(self, barrier: CheckpointBarrier, stats: Any) -> None:
+        self._perform_checkpoint(
+            barrier,
+            start_delay_ms=int(getattr(stats, "start_delay_ms", 0) or 0),
+            alignment_ms=int(getattr(stats, "alignment_duration_ms", 0) or 0),
+        )
+
+    def abort_checkpoint(self, checkpoint_id: int, reason: Any) -> None:
+        for w in self.writers:
+            w.broadcast_event(CancelCheckpointMarker(checkpoint_id))  # type: ignore[arg-type]
+        self.services.send_to_master(
+            TaskDecline(checkpoint_id, self.key, str(getattr(reason, "name", reason)),
+                        f"{self.name} aborted checkpoint {checkpoint_id}: {reason}")
+        )
+
+    # -----------------------------------------------------------------------------------
+
+    def _perform_checkpoint(self, barrier: CheckpointBarrier, start_delay_ms: int,
+                            alignment_ms: int) -> None:
+        cid = int(barrier.checkpoint_id)
+        t0 = time.perf_counter()
+        for op in self.operators:
+            op.prepare_snapshot_pre_barrier(cid)
+        for w in self.writers:
+            w.broadcast_event(barrier)
+        snapshots = [(op.uid, op.snapshot_state(cid, barrier.timestamp_ms)) for op in self.operators]
+        sync_ms = (time.perf_counter() - t0) * 1000
+        faults = self._faults
+        if faults.active:
+            faults.check("after-barrier", self.vertex.name, self.key.subtask_index, cid)
+        services = self.services
+        key = self.key
+        name = self.vertex.name
+
+        def run_async() -> None:
+            t1 = time.perf_counter()
+            try:
+                writer = services.state_writer(cid)
+                states = {}
+                for uid, snap in snapshots:
+                    states[uid] = snap.run(writer)
+                    if faults.active:
+                        faults.check("during-upload", name, key.subtask_index, cid)
+                async_ms = (time.perf_counter() - t1) * 1000
+                size = sum(s.state_size for s in states.values())
+                metrics = SubtaskCheckpointMetrics(
+                    start_delay_ms=start_delay_ms,
+                    alignment_duration_ms=alignment_ms,
+                    sync_duration_ms=int(sync_ms),
+                    async_duration_ms=int(async_ms),
+                    state_size=size,
+                    processed_bytes=0,
+                    persisted_bytes=0,
+                    unaligned=False,
+                )
+                services.send_to_master(TaskAcknowledgement(cid, key, states, metrics))
+            except Exception as exc:
+                log.warning("asynchronous part of checkpoint %s failed in %s", cid, name,
+                            exc_info=True)
+                services.send_to_master(
+                    TaskDecline(cid, key, "ASYNC_SNAPSHOT_FAILED",
+                                f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
+                )
+
+        services.submit_async(run_async)
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        faults = self._faults
+        if faults.active:
+            faults.check("before-commit", self.vertex.name, self.key.subtask_index, checkpoint_id)
+        for op in self.operators:
+            op.notify_checkpoint_complete(checkpoint_id)
+        if faults.active:
+            faults.check("after-commit", self.vertex.name, self.key.subtask_index, checkpoint_id)
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int, reason: str) -> None:
+        if self.handler is not None and not self.finished:
+            self.handler.abort_current(
+                CheckpointId(checkpoint_id), CheckpointFailureReason.CHECKPOINT_EXPIRED
+            )
+        for op in self.operators:
+            op.notify_checkpoint_aborted(checkpoint_id)
+
+    def close(self) -> None:
+        for op in self.operators:
+            try:
+                op.close()
+            except Exception:
+                log.warning("closing %s of %s failed", op.name, self.name, exc_info=True)
