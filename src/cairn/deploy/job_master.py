@@ -204,6 +204,7 @@ class JobMaster:
     def _run_attempt(self, attempt: int, restore: p.RestoreInfo | None) -> _Outcome:
         state = _AttemptState(attempt, self.num_workers)
         self._state = state
+        self.metrics = {}
         launch = p.WorkerLaunch(
             job_id=self.job_id,
             attempt=attempt,

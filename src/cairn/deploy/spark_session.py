@@ -1,0 +1,207 @@
+"""Obtain the SparkSession Cairn jobs run on, and ask it how many task slots it offers.
+
+Invariant: at most one SparkContext lives in a process, so an existing one is reused when it
+matches the requested master and never silently replaced; sessions this module creates for a
+loopback master bind only to 127.0.0.1 and run Python workers with this interpreter.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+import time
+from collections.abc import Mapping
+from types import MappingProxyType
+from urllib.parse import urlsplit
+
+from pyspark import SparkContext
+from pyspark.sql import SparkSession
+
+__all__ = [
+    "LOOPBACK",
+    "SparkMasterConflict",
+    "available_slots",
+    "default_local_master",
+    "get_or_create_spark",
+    "is_loopback_master",
+]
+
+log = logging.getLogger(__name__)
+
+LOOPBACK = "127.0.0.1"
+
+_NO_CONF: Mapping[str, str] = MappingProxyType({})
+_LOCAL_N = re.compile(r"^local\[(\d+|\*)(?:,\s*\d+)?\]$")
+_LOCAL_CLUSTER = re.compile(r"^local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*\d+\s*\]$")
+_LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+# Applied only when this module builds the session; an existing session keeps its settings.
+_QUIET_CONF: Mapping[str, str] = MappingProxyType(
+    {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+    }
+)
+
+
+class SparkMasterConflict(RuntimeError):
+    """A SparkContext is already running with another master than the one requested.
+
+    Spark allows one SparkContext per process; stop the running one first
+    (``SparkSession.getActiveSession().stop()``) if the new master is really wanted.
+    """
+
+
+def default_local_master(min_slots: int) -> str:
+    """Embedded master big enough for a barrier stage of ``min_slots`` tasks.
+
+    >>> default_local_master(1) == f"local[{max(1, os.cpu_count() or 1)}]"
+    True
+    """
+    return f"local[{max(min_slots, os.cpu_count() or 1)}]"
+
+
+def is_loopback_master(master: str) -> bool:
+    """True for embedded masters and for cluster masters reached over 127.0.0.1.
+
+    >>> is_loopback_master("local[2]"), is_loopback_master("spark://127.0.0.1:7077")
+    (True, True)
+    >>> is_loopback_master("spark://spark-master.example:7077")
+    False
+    """
+    if master.startswith("local"):
+        return True
+    host = urlsplit(master).hostname
+    return host in _LOOPBACK_HOSTS
+
+
+def get_or_create_spark(
+    master: str | None = None,
+    min_slots: int = 1,
+    extra_conf: Mapping[str, str] = _NO_CONF,
+    app_name: str = "cairn",
+) -> SparkSession:
+    """Return a SparkSession for ``master``, reusing the running one when it fits.
+
+    * A running session is reused when ``master`` is None or equals its master; a running
+      session with another master raises :class:`SparkMasterConflict`.
+    * Otherwise a session is built for ``master``, or for ``local[N]`` with
+      ``N = max(min_slots, cpu_count)`` when ``master`` is None, so that a barrier stage of
+      ``min_slots`` tasks fits.
+    * Loopback masters get 127.0.0.1 binding (``SPARK_LOCAL_IP`` and the driver confs).
+      Every created session gets the UI and console progress bar off, log level WARN and
+      ``PYSPARK_PYTHON``/``PYSPARK_DRIVER_PYTHON`` defaulted to ``sys.executable``.
+    * ``extra_conf`` is applied last and wins over the defaults above.
+
+    A reused session is not reconfigured; when it offers fewer than ``min_slots`` slots a
+    warning is logged (barrier stages wider than the cluster cannot be scheduled).
+
+    >>> spark = get_or_create_spark(None, min_slots=2)      # doctest: +SKIP
+    >>> available_slots(spark) >= 2                         # doctest: +SKIP
+    True
+    """
+    if min_slots < 1:
+        raise ValueError(f"min_slots must be >= 1, got {min_slots}")
+    running = _running_session()
+    if running is not None:
+        running_master = running.sparkContext.master
+        if master is not None and master != running_master:
+            raise SparkMasterConflict(
+                f"a SparkContext with master {running_master!r} is running; "
+                f"cannot start one for {master!r} in the same process"
+            )
+        slots = available_slots(running)
+        if slots < min_slots:
+            log.warning(
+                "reusing Spark session on %s with %d task slots; %d requested",
+                running_master,
+                slots,
+                min_slots,
+            )
+        return running
+
+    target = master if master is not None else default_local_master(min_slots)
+    _prepare_environment(target)
+    builder = SparkSession.builder.master(target).appName(app_name)
+    for key, value in _session_conf(target, extra_conf).items():
+        builder = builder.config(key, value)
+    started = time.monotonic()
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    log.info(
+        "started Spark session on %s (%s) in %.1f s",
+        target,
+        spark.sparkContext.applicationId,
+        time.monotonic() - started,
+    )
+    return spark
+
+
+def available_slots(spark: SparkSession) -> int:
+    """Number of tasks the cluster can run at once right now (all executors registered now).
+
+    This is the number Spark itself compares with a barrier stage's width before it schedules
+    the stage. ``local[N]`` gives N; cluster masters count only executors that have
+    registered, so the value can grow while a cluster starts and drop when an executor dies.
+
+    >>> available_slots(get_or_create_spark("local[3]"))    # doctest: +SKIP
+    3
+    """
+    sc = spark.sparkContext
+    try:
+        return int(_max_concurrent_tasks(sc))
+    except Exception:  # py4j errors: the private JVM API moved; fall back to public hints
+        log.debug("maxNumConcurrentTasks unavailable; estimating slots", exc_info=True)
+    return _estimate_slots(sc)
+
+
+def _running_session() -> SparkSession | None:
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    # The active session is thread-local in the JVM; a context started on another thread
+    # still owns the process, so wrap it instead of starting a second one.
+    if SparkContext._active_spark_context is not None:
+        return SparkSession.builder.getOrCreate()
+    return None
+
+
+def _prepare_environment(master: str) -> None:
+    # Spark reads these when the gateway JVM and the Python workers start, so they must be
+    # in os.environ before the context exists; explicit user settings are kept.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if is_loopback_master(master):
+        os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
+
+
+def _session_conf(master: str, extra_conf: Mapping[str, str]) -> dict[str, str]:
+    conf = dict(_QUIET_CONF)
+    if is_loopback_master(master):
+        conf["spark.driver.host"] = LOOPBACK
+        conf["spark.driver.bindAddress"] = LOOPBACK
+    conf.update(extra_conf)
+    return conf
+
+
+def _max_concurrent_tasks(sc: SparkContext) -> int:
+    jsc = sc._jsc.sc()
+    profile = jsc.resourceProfileManager().defaultResourceProfile()
+    return int(jsc.maxNumConcurrentTasks(profile))
+
+
+def _estimate_slots(sc: SparkContext) -> int:
+    master = sc.master or ""
+    cpus_per_task = int(sc.getConf().get("spark.task.cpus", "1") or "1")
+    local = _LOCAL_N.match(master)
+    if local is not None:
+        n = local.group(1)
+        return (os.cpu_count() or 1) if n == "*" else int(n)
+    if master == "local":
+        return 1
+    cluster = _LOCAL_CLUSTER.match(master)
+    if cluster is not None:
+        return int(cluster.group(1)) * int(cluster.group(2)) // cpus_per_task
+    return int(sc.defaultParallelism) // cpus_per_task
