@@ -1,0 +1,83 @@
+"""Cairn's DataStream API, at PyFlink's import paths (``pyflink.datastream``).
+
+Layers: ``stream_execution_environment`` (define, configure, submit) builds the logical plan
+through ``data_stream``/``keyed_stream`` (one ``cairn.graph`` transformation per call), with
+user logic given as ``functions`` (interfaces the runtime calls) and settings from
+``checkpoint_config``, ``checkpoint_storage`` and ``state_backend``; ``job_builder`` validates
+the whole job before the deploy layer runs it. ``state`` holds the state descriptors and
+``connectors`` the sources and sinks.
+"""
+
+from __future__ import annotations
+
+from cairn.common.checkpointing_mode import CheckpointingMode
+from cairn.common.externalized_checkpoint_retention import (
+    ExternalizedCheckpointCleanup,
+    ExternalizedCheckpointRetention,
+)
+from cairn.datastream.checkpoint_config import CheckpointConfig
+from cairn.datastream.checkpoint_storage import (
+    CheckpointStorage,
+    FileSystemCheckpointStorage,
+    JobManagerCheckpointStorage,
+)
+from cairn.datastream.data_stream import CloseableIterator, DataStream, DataStreamSink
+from cairn.datastream.execution_mode import RuntimeExecutionMode
+from cairn.datastream.functions import (
+    AggregateFunction,
+    CheckpointedFunction,
+    CheckpointListener,
+    FilterFunction,
+    FlatMapFunction,
+    KeyedProcessFunction,
+    KeySelector,
+    MapFunction,
+    ProcessFunction,
+    ReduceFunction,
+    RuntimeContext,
+    SinkFunction,
+    SourceFunction,
+)
+from cairn.datastream.keyed_stream import KeyedStream
+from cairn.datastream.state_backend import (
+    EmbeddedRocksDBStateBackend,
+    HashMapStateBackend,
+    StateBackend,
+)
+from cairn.datastream.stream_execution_environment import StreamExecutionEnvironment
+from cairn.datastream.time_domain import TimeDomain
+from cairn.datastream.timerservice import TimerService
+
+__all__ = [
+    "AggregateFunction",
+    "CheckpointConfig",
+    "CheckpointListener",
+    "CheckpointStorage",
+    "CheckpointedFunction",
+    "CheckpointingMode",
+    "CloseableIterator",
+    "DataStream",
+    "DataStreamSink",
+    "EmbeddedRocksDBStateBackend",
+    "ExternalizedCheckpointCleanup",
+    "ExternalizedCheckpointRetention",
+    "FileSystemCheckpointStorage",
+    "FilterFunction",
+    "FlatMapFunction",
+    "HashMapStateBackend",
+    "JobManagerCheckpointStorage",
+    "KeySelector",
+    "KeyedProcessFunction",
+    "KeyedStream",
+    "MapFunction",
+    "ProcessFunction",
+    "ReduceFunction",
+    "RuntimeContext",
+    "RuntimeExecutionMode",
+    "SinkFunction",
+    "SourceFunction",
+    "StateBackend",
+    "StreamExecutionEnvironment",
+    "TimeDomain",
+    "TimerService",
+]

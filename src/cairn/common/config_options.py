@@ -1,0 +1,400 @@
+"""Every configuration key Cairn understands, with Flink's names, defaults and aliases.
+
+Invariant: importing this module registers all built-in keys (other layers add theirs with
+``register_option``); it re-exports the registry API, so ``config_options`` is the one module
+callers need. Keys under ``spark.`` (and PyFlink's ``python.``) pass through unvalidated.
+
+>>> get_option("state.checkpoints.num-retained").key
+'execution.checkpointing.num-retained'
+>>> get_option("execution.checkpointing.interval").parse("1 min")
+60000
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from cairn.common.config_registry import (
+    Check,
+    ConfigOption,
+    all_options,
+    canonical_key,
+    format_value,
+    get_option,
+    is_passthrough,
+    parse_value,
+    register_option,
+    register_passthrough_prefix,
+    validate_configuration,
+)
+
+__all__ = [
+    "ConfigOption",
+    "all_options",
+    "canonical_key",
+    "format_value",
+    "get_option",
+    "is_passthrough",
+    "parse_value",
+    "register_option",
+    "register_passthrough_prefix",
+    "validate_configuration",
+]
+
+# ------------------------------------------------------------------------------ built-ins
+
+
+def _at_least(minimum: float, what: str, unit: str = "") -> Check:
+    def check(v: Any) -> str | None:
+        return f"{what} must be at least {minimum}{unit}, got {v}{unit}" if v < minimum else None
+
+    return check
+
+
+def _between(low: float, high: float, what: str) -> Check:
+    def check(v: Any) -> str | None:
+        return f"{what} must be between {low} and {high}, got {v}" if not low <= v <= high else None
+
+    return check
+
+
+def _non_empty(v: Any) -> str | None:
+    return "must not be empty" if not v else None
+
+
+def _max_parallelism(v: Any) -> str | None:
+    if v == -1 or 1 <= v <= 32768:
+        return None
+    return f"max parallelism must be between 1 and 32768 (or -1 for automatic), got {v}"
+
+
+def _define(
+    key: str,
+    kind: str,
+    default: Any,
+    description: str,
+    *aliases: str,
+    choices: Mapping[str, str] | None = None,
+    check: Check | None = None,
+) -> ConfigOption:
+    return register_option(
+        ConfigOption(key, kind, default, description, tuple(aliases), dict(choices or {}), check)
+    )
+
+
+def _spellings(*groups: tuple[str, ...]) -> dict[str, str]:
+    """``("none", "off")`` -> ``{"none": "none", "off": "none"}``: first spelling is canonical."""
+    return {s.lower(): group[0] for group in groups for s in group}
+
+
+CP = "execution.checkpointing."
+RS = "restart-strategy."
+_MS = " ms"
+
+CHECKPOINTING_INTERVAL = _define(
+    CP + "interval",
+    "duration",
+    None,
+    "Interval of periodic checkpoints; unset: disabled.",
+    check=_at_least(10, "checkpoint interval", _MS),
+)
+CHECKPOINTING_MODE = _define(
+    CP + "mode",
+    "enum",
+    "EXACTLY_ONCE",
+    "EXACTLY_ONCE (aligned barriers) or AT_LEAST_ONCE.",
+    choices=_spellings(("EXACTLY_ONCE",), ("AT_LEAST_ONCE",)),
+)
+CHECKPOINTING_TIMEOUT = _define(
+    CP + "timeout",
+    "duration",
+    600_000,
+    "A checkpoint not complete after this is aborted.",
+    check=_at_least(10, "checkpoint timeout", _MS),
+)
+CHECKPOINTING_MIN_PAUSE = _define(
+    CP + "min-pause",
+    "duration",
+    0,
+    "Minimal pause between the end of a checkpoint and the start of the next.",
+)
+CHECKPOINTING_MAX_CONCURRENT = _define(
+    CP + "max-concurrent-checkpoints",
+    "int",
+    1,
+    "Checkpoints that may be in flight at once.",
+    check=_at_least(1, "the maximum number of concurrent checkpoints"),
+)
+CHECKPOINTING_TOLERABLE_FAILURES = _define(
+    CP + "tolerable-failed-checkpoints",
+    "int",
+    0,
+    "Consecutive checkpoint failures tolerated before the job fails over.",
+    check=_at_least(0, "the tolerable checkpoint failure number"),
+)
+CHECKPOINTING_NUM_RETAINED = _define(
+    CP + "num-retained",
+    "int",
+    1,
+    "Completed checkpoints kept in storage.",
+    "state.checkpoints.num-retained",
+    check=_at_least(1, "the number of retained checkpoints"),
+)
+CHECKPOINTING_RETENTION = _define(
+    CP + "externalized-checkpoint-retention",
+    "enum",
+    "NO_EXTERNALIZED_CHECKPOINTS",
+    "What happens to retained checkpoints when the job is cancelled.",
+    choices=_spellings(
+        ("DELETE_ON_CANCELLATION",), ("RETAIN_ON_CANCELLATION",), ("NO_EXTERNALIZED_CHECKPOINTS",)
+    ),
+)
+CHECKPOINTING_DIR = _define(
+    CP + "dir",
+    "str",
+    None,
+    "Checkpoint storage URL or path (file://, hdfs://, s3://, memory://).",
+    "state.checkpoints.dir",
+    check=_non_empty,
+)
+CHECKPOINTING_STORAGE = _define(
+    CP + "storage",
+    "enum",
+    None,
+    "jobmanager or filesystem (set by set_checkpoint_storage).",
+    "state.checkpoint-storage",
+    choices=_spellings(("jobmanager",), ("filesystem",)),
+)
+SAVEPOINT_DIR = _define(
+    CP + "savepoint-dir",
+    "str",
+    None,
+    "Default directory of savepoints.",
+    "state.savepoints.dir",
+    check=_non_empty,
+)
+CHECKPOINTING_UNALIGNED = _define(
+    CP + "unaligned.enabled",
+    "bool",
+    False,
+    "Unaligned checkpoints (exactly-once only).",
+    CP + "unaligned",
+)
+CHECKPOINTING_ALIGNED_TIMEOUT = _define(
+    CP + "aligned-checkpoint-timeout",
+    "duration",
+    0,
+    "With unaligned checkpoints: start aligned, switch to unaligned after this; 0: always "
+    "unaligned.",
+    CP + "alignment-timeout",
+)
+CHECKPOINTING_INCREMENTAL = _define(
+    CP + "incremental",
+    "bool",
+    False,
+    "Incremental checkpoints (RocksDB backend).",
+    "state.backend.incremental",
+)
+STATE_BACKEND = _define(
+    "state.backend.type",
+    "enum",
+    "hashmap",
+    "hashmap (heap) or rocksdb (not implemented yet).",
+    "state.backend",
+    choices=_spellings(("hashmap", "jobmanager", "filesystem"), ("rocksdb",)),
+)
+
+RESTART_TYPE = _define(
+    RS + "type",
+    "enum",
+    None,
+    "none, fixed-delay, exponential-delay or failure-rate; unset: "
+    "exponential-delay with checkpointing, none without.",
+    "restart-strategy",
+    choices=_spellings(
+        ("none", "off", "disable"),
+        ("fixed-delay", "fixeddelay"),
+        ("exponential-delay", "exponentialdelay"),
+        ("failure-rate", "failurerate"),
+    ),
+)
+FIXED_DELAY_ATTEMPTS = _define(
+    RS + "fixed-delay.attempts",
+    "int",
+    1,
+    "Restarts before the job fails.",
+    check=_at_least(0, "fixed-delay attempts"),
+)
+FIXED_DELAY_DELAY = _define(RS + "fixed-delay.delay", "duration", 1_000, "Delay between restarts.")
+EXP_INITIAL_BACKOFF = _define(
+    RS + "exponential-delay.initial-backoff",
+    "duration",
+    1_000,
+    "First restart delay.",
+    check=_at_least(1, "initial backoff", _MS),
+)
+EXP_MAX_BACKOFF = _define(
+    RS + "exponential-delay.max-backoff",
+    "duration",
+    60_000,
+    "Upper bound of the delay.",
+    check=_at_least(1, "max backoff", _MS),
+)
+EXP_MULTIPLIER = _define(
+    RS + "exponential-delay.backoff-multiplier",
+    "float",
+    1.5,
+    "Delay growth per failure.",
+    check=_at_least(1.0, "backoff multiplier"),
+)
+EXP_RESET_THRESHOLD = _define(
+    RS + "exponential-delay.reset-backoff-threshold",
+    "duration",
+    3_600_000,
+    "Running this long without failure resets the backoff.",
+    check=_at_least(1, "reset backoff threshold", _MS),
+)
+EXP_JITTER = _define(
+    RS + "exponential-delay.jitter-factor",
+    "float",
+    0.1,
+    "Random +/- share of each delay.",
+    check=_between(0.0, 1.0, "jitter factor"),
+)
+EXP_ATTEMPTS = _define(
+    RS + "exponential-delay.attempts-before-reset-backoff",
+    "int",
+    2**31 - 1,
+    "Restarts allowed before the backoff is reset.",
+    check=_at_least(1, "attempts before reset backoff"),
+)
+FAILURE_RATE_MAX = _define(
+    RS + "failure-rate.max-failures-per-interval",
+    "int",
+    1,
+    "Failures within the interval before the job fails.",
+    check=_at_least(1, "max failures per interval"),
+)
+FAILURE_RATE_INTERVAL = _define(
+    RS + "failure-rate.failure-rate-interval",
+    "duration",
+    60_000,
+    "Failure counting window.",
+    check=_at_least(1, "failure rate interval", _MS),
+)
+FAILURE_RATE_DELAY = _define(
+    RS + "failure-rate.delay", "duration", 1_000, "Delay between restarts."
+)
+
+PARALLELISM = _define(
+    "parallelism.default",
+    "int",
+    1,
+    "Default parallelism of operators.",
+    check=_at_least(1, "parallelism"),
+)
+MAX_PARALLELISM = _define(
+    "pipeline.max-parallelism",
+    "int",
+    -1,
+    "Number of key groups; -1: derived from the parallelism (at least 128).",
+    check=_max_parallelism,
+)
+JOB_NAME = _define(
+    "pipeline.name", "str", None, "Job name when execute() is given none.", check=_non_empty
+)
+OPERATOR_CHAINING = _define(
+    "pipeline.operator-chaining.enabled",
+    "bool",
+    True,
+    "Chain operators into tasks.",
+    "pipeline.operator-chaining",
+)
+AUTO_WATERMARK_INTERVAL = _define(
+    "pipeline.auto-watermark-interval",
+    "duration",
+    200,
+    "Stored; event time comes later.",
+)
+OBJECT_REUSE = _define("pipeline.object-reuse", "bool", False, "Accepted; has no effect.")
+JOB_PARAMETERS = _define(
+    "pipeline.global-job-parameters",
+    "map",
+    None,
+    "Parameters read by RuntimeContext.get_job_parameter ('k1:v1,k2:v2').",
+)
+RUNTIME_MODE = _define(
+    "execution.runtime-mode",
+    "enum",
+    "STREAMING",
+    "STREAMING or AUTOMATIC (BATCH unsupported).",
+    choices=_spellings(("STREAMING",), ("BATCH",), ("AUTOMATIC",)),
+)
+BUFFER_TIMEOUT = _define(
+    "execution.buffer-timeout.interval",
+    "duration",
+    100,
+    "Flush partially filled network buffers after this long; 0: after every record.",
+    "execution.buffer-timeout",
+)
+BUFFER_TIMEOUT_ENABLED = _define(
+    "execution.buffer-timeout.enabled",
+    "bool",
+    True,
+    "false: flush buffers only when full (set_buffer_timeout(-1)).",
+)
+RESTORE_PATH = _define(
+    "execution.state-recovery.path",
+    "str",
+    None,
+    "Start from this checkpoint or savepoint.",
+    "execution.savepoint.path",
+    check=_non_empty,
+)
+RESTORE_IGNORE_UNCLAIMED = _define(
+    "execution.state-recovery.ignore-unclaimed-state",
+    "bool",
+    False,
+    "Allow restoring when state of a removed operator is in the snapshot.",
+    "execution.savepoint.ignore-unclaimed-state",
+)
+
+EXECUTOR = _define(
+    "cairn.executor",
+    "enum",
+    "spark",
+    "spark (PySpark barrier tasks) or inprocess (threads).",
+    choices=_spellings(("spark",), ("inprocess", "in-process", "local")),
+)
+SPARK_MASTER = _define(
+    "cairn.spark.master",
+    "str",
+    None,
+    "Spark master URL; default: the active session, else local[*].",
+    check=_non_empty,
+)
+PROGRESS = _define("cairn.progress", "bool", False, "Print job progress to stderr.")
+WORKERS = _define(
+    "cairn.workers",
+    "int",
+    None,
+    "Number of workers (Spark barrier tasks); default: one per parallel subtask, "
+    "bounded by the task slots Spark offers.",
+)
+TESTING_FAULTS = _define(
+    "cairn.testing.faults",
+    "str",
+    "",
+    "Fault injection for recovery tests, e.g. "
+    "'point=processing,attempt=0,records=5000;point=during-upload,attempt=1' "
+    "(see cairn.runtime.faults).",
+)
+
+PIPELINE_JARS = _define("pipeline.jars", "str", None, "Accepted for PyFlink scripts; ignored.")
+PIPELINE_CLASSPATHS = _define(
+    "pipeline.classpaths", "str", None, "Accepted for PyFlink scripts; ignored."
+)
+
+register_passthrough_prefix("spark.", "Spark configuration, passed to the Spark session")
+register_passthrough_prefix("python.", "PyFlink's Python worker options, accepted and ignored")

@@ -1,0 +1,417 @@
+"""``DataStream``, ``DataStreamSink``, ``CloseableIterator`` (``pyflink.datastream.data_stream``).
+
+Invariant: every API call appends exactly one ``Transformation`` to the logical plan and never
+changes an existing one, except the setters (name, uid, parallelism, chaining...) applied to the
+transformation the previous call returned. Only sinks are registered with the environment;
+operators reachable from no sink are not executed.
+
+>>> from cairn.datastream.stream_execution_environment import StreamExecutionEnvironment
+>>> env = StreamExecutionEnvironment.get_execution_environment()
+>>> ds = env.from_collection([1, 2, 3]).map(lambda x: x * 2).uid("double")
+>>> ds.get_name(), ds.get_transformation().operator.kind.value
+('Map', 'map')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from cairn.common.typeinfo import TypeInformation, Types
+from cairn.datastream.connectors.base import Sink
+from cairn.datastream.functions import (
+    FilterFunction,
+    FlatMapFunction,
+    KeySelector,
+    MapFunction,
+    ProcessFunction,
+    SinkFunction,
+)
+from cairn.datastream.print_sink import PrintSinkFunction
+from cairn.graph.chaining import CHAINING_OPTION
+from cairn.graph.transformations import (
+    OneInputTransformation,
+    OperatorKind,
+    OperatorSpec,
+    PartitionKind,
+    PartitionTransformation,
+    SinkTransformation,
+    Transformation,
+    UnionTransformation,
+)
+
+if TYPE_CHECKING:
+    from cairn.common.execution_config import ExecutionConfig
+    from cairn.datastream.keyed_stream import KeyedStream
+    from cairn.datastream.stream_execution_environment import StreamExecutionEnvironment
+
+__all__ = ["CloseableIterator", "DataStream", "DataStreamSink", "KeyedStream"]
+
+MAX_MAX_PARALLELISM = 1 << 15
+
+
+class _OperatorSetters:
+    """Setters shared by ``DataStream`` and ``DataStreamSink``; they act on ``_transformation``
+    and refuse virtual transformations (partitionings and unions are not operators)."""
+
+    _transformation: Transformation
+    _non_parallel: bool = False
+
+    def _physical(self, what: str) -> Transformation:
+        t = self._transformation
+        if isinstance(t, PartitionTransformation | UnionTransformation):
+            raise TypeError(
+                f"{what} is not possible on the result of {t.name.lower()}(): it changes how "
+                "records are routed and is not an operator; call it on the operator before or "
+                "after"
+            )
+        return t
+
+    def _set_option(self, key: str, value: Any) -> None:
+        t = self._physical("Setting operator options")
+        if isinstance(t, OneInputTransformation) and t.operator is not None:
+            options = {**t.operator.options, key: value}
+            t.operator = dataclasses.replace(t.operator, options=options)
+
+    def get_name(self) -> str:
+        return self._transformation.name
+
+    def name(self, name: str) -> Any:
+        """Name shown in logs and used for the generated uid when none is set."""
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"operator names must be non-empty strings, got {name!r}")
+        self._physical("name()").name = name
+        return self
+
+    def uid(self, uid: str) -> Any:
+        """Stable id of the operator: its state in checkpoints and savepoints is keyed by it,
+        so set it on every stateful operator before the first run; unique per job."""
+        if not isinstance(uid, str) or not uid.strip():
+            raise ValueError(f"uids must be non-empty strings, got {uid!r}")
+        self._physical("uid()").uid = uid
+        return self
+
+    def set_parallelism(self, parallelism: int) -> Any:
+        """Parallelism of this operator (``-1``: the environment's default)."""
+        t = self._physical("set_parallelism()")
+        if isinstance(parallelism, bool) or not isinstance(parallelism, int):
+            raise TypeError(f"parallelism must be an int, got {parallelism!r}")
+        if parallelism == -1:
+            t.parallelism, t.parallelism_fixed = None, self._non_parallel
+            return self
+        if parallelism < 1:
+            raise ValueError("The parallelism of an operator must be at least 1.")
+        if self._non_parallel and parallelism != 1:
+            raise ValueError("The parallelism of non parallel operator must be 1.")
+        t.parallelism, t.parallelism_fixed = parallelism, True
+        return self
+
+    def set_max_parallelism(self, max_parallelism: int) -> Any:
+        """Upper bound of rescaling and number of key groups of this operator."""
+        t = self._physical("set_max_parallelism()")
+        if isinstance(max_parallelism, bool) or not isinstance(max_parallelism, int):
+            raise TypeError(f"max parallelism must be an int, got {max_parallelism!r}")
+        if not 1 <= max_parallelism <= MAX_MAX_PARALLELISM:
+            raise ValueError(
+                f"The maximum parallelism must be between 1 and {MAX_MAX_PARALLELISM}, "
+                f"got {max_parallelism}"
+            )
+        t.max_parallelism = max_parallelism
+        return self
+
+    def disable_chaining(self) -> Any:
+        """Run this operator in a task of its own (no-op on sources, which always chain)."""
+        self._set_option(CHAINING_OPTION, "never")
+        return self
+
+    def start_new_chain(self) -> Any:
+        """Start a new task at this operator; later operators may chain onto it."""
+        self._set_option(CHAINING_OPTION, "head")
+        return self
+
+    def slot_sharing_group(self, slot_sharing_group: Any) -> Any:
+        """Accepted for compatibility and ignored: Cairn runs subtask ``i`` of every operator
+        in the same worker (Flink's default slot sharing)."""
+        self._physical("slot_sharing_group()")
+        return self
+
+    def set_description(self, description: str) -> Any:
+        self._set_option("description", str(description))
+        return self
+
+
+class DataStream(_OperatorSetters):
+    """A stream of records; each method returns a new stream (``ds.map(f).filter(g)``)."""
+
+    def __init__(self, transformation: Transformation, env: StreamExecutionEnvironment) -> None:
+        self._transformation = transformation
+        self._env = env
+        # Sources only: stored for when event time is implemented.
+        self._watermark_strategy: Any = None
+
+    # -- introspection -----------------------------------------------------------------------
+
+    def get_transformation(self) -> Transformation:
+        """The node of the logical plan behind this stream (Cairn extension)."""
+        return self._transformation
+
+    def get_type(self) -> TypeInformation:
+        hint = self._transformation.output_type
+        return hint if hint is not None else Types.PICKLED_BYTE_ARRAY()
+
+    def get_execution_environment(self) -> StreamExecutionEnvironment:
+        return self._env
+
+    def get_execution_config(self) -> ExecutionConfig:
+        return self._env.get_config()
+
+    def force_non_parallel(self) -> DataStream:
+        """Parallelism and max parallelism 1, and no other parallelism allowed later."""
+        self.set_parallelism(1)
+        self.set_max_parallelism(1)
+        self._non_parallel = True
+        return self
+
+    def set_buffer_timeout(self, timeout_millis: int) -> DataStream:
+        """Per-operator network flush interval (``-1``: the job's default)."""
+        self._set_option("buffer_timeout_ms", int(timeout_millis))
+        return self
+
+    # -- transformations ---------------------------------------------------------------------
+
+    def _then(
+        self,
+        name: str,
+        kind: OperatorKind,
+        function: Any,
+        output_type: TypeInformation | None,
+        key_selector: Callable[[Any], Any] | None = None,
+    ) -> DataStream:
+        t = OneInputTransformation(
+            name=name,
+            inputs=[self._transformation],
+            output_type=output_type,
+            operator=OperatorSpec(kind, function, key_selector),
+        )
+        return DataStream(t, self._env)
+
+    def map(
+        self, func: MapFunction | Callable[[Any], Any], output_type: TypeInformation | None = None
+    ) -> DataStream:
+        """One output per record: ``ds.map(lambda x: x + 1)`` or ``ds.map(MyMapFunction())``."""
+        _check_function(func, MapFunction)
+        return self._then("Map", OperatorKind.MAP, func, output_type)
+
+    def flat_map(
+        self,
+        func: FlatMapFunction | Callable[[Any], Any],
+        output_type: TypeInformation | None = None,
+    ) -> DataStream:
+        """Zero or more outputs per record (the function yields or returns an iterable)."""
+        _check_function(func, FlatMapFunction)
+        return self._then("FlatMap", OperatorKind.FLAT_MAP, func, output_type)
+
+    def filter(self, func: FilterFunction | Callable[[Any], Any]) -> DataStream:
+        """Keep the records for which ``func`` is true."""
+        _check_function(func, FilterFunction)
+        return self._then("Filter", OperatorKind.FILTER, func, self._transformation.output_type)
+
+    def process(
+        self, func: ProcessFunction, output_type: TypeInformation | None = None
+    ) -> DataStream:
+        """Apply a ``ProcessFunction`` (a ``KeyedProcessFunction`` needs ``key_by`` first)."""
+        if not isinstance(func, ProcessFunction):
+            raise TypeError(
+                f"process() on a DataStream needs a ProcessFunction, got {type(func).__name__}"
+                " (a KeyedProcessFunction needs key_by() first)"
+            )
+        return self._then("Process", OperatorKind.PROCESS, func, output_type)
+
+    def key_by(
+        self,
+        key_selector: KeySelector | Callable[[Any], Any],
+        key_type: TypeInformation | None = None,
+    ) -> KeyedStream:
+        """Partition by key: records with the same key go to the same subtask, and operators
+        on the result have keyed state and timers."""
+        from cairn.datastream.keyed_stream import KeyedStream
+
+        if not isinstance(key_selector, KeySelector) and not callable(key_selector):
+            raise TypeError(
+                "Parameter key_selector should be type of KeySelector or a callable function."
+            )
+        t = PartitionTransformation(
+            name="KeyBy",
+            inputs=[self._transformation],
+            output_type=self._transformation.output_type,
+            partition=PartitionKind.HASH,
+            key_selector=key_selector,
+        )
+        return KeyedStream(t, self._env, self, key_type)
+
+    def union(self, *streams: DataStream) -> DataStream:
+        """Merge streams of the same type; the result interleaves their records."""
+        for s in streams:
+            if not isinstance(s, DataStream):
+                raise TypeError(f"union() takes DataStreams, got {type(s).__name__}")
+            if s._env is not self._env:
+                raise ValueError("Cannot union streams of different StreamExecutionEnvironments")
+        t = UnionTransformation(
+            name="Union",
+            inputs=[self._transformation, *(s._transformation for s in streams)],
+            output_type=self._transformation.output_type,
+        )
+        return DataStream(t, self._env)
+
+    def _partition(self, name: str, kind: PartitionKind) -> DataStream:
+        t = PartitionTransformation(
+            name=name,
+            inputs=[self._transformation],
+            output_type=self._transformation.output_type,
+            partition=kind,
+        )
+        return DataStream(t, self._env)
+
+    def shuffle(self) -> DataStream:
+        """Send each record to a uniformly random downstream subtask."""
+        return self._partition("Shuffle", PartitionKind.SHUFFLE)
+
+    def rebalance(self) -> DataStream:
+        """Round-robin over all downstream subtasks."""
+        return self._partition("Rebalance", PartitionKind.REBALANCE)
+
+    def rescale(self) -> DataStream:
+        """Round-robin over a subset of downstream subtasks (local groups)."""
+        return self._partition("Rescale", PartitionKind.RESCALE)
+
+    def forward(self) -> DataStream:
+        """Subtask i sends to subtask i (parallelisms must be equal)."""
+        return self._partition("Forward", PartitionKind.FORWARD)
+
+    def broadcast(self) -> DataStream:
+        """Send every record to every downstream subtask (broadcast state is not supported)."""
+        return self._partition("Broadcast", PartitionKind.BROADCAST)
+
+    def global_(self) -> DataStream:
+        """Send every record to downstream subtask 0 (Flink's ``global()``; Cairn extension,
+        named with ``_`` because ``global`` is a Python keyword)."""
+        return self._partition("Global", PartitionKind.GLOBAL)
+
+    # -- sinks -------------------------------------------------------------------------------
+
+    def _sink(self, name: str, spec: OperatorSpec) -> DataStreamSink:
+        t = SinkTransformation(name=name, inputs=[self._transformation], operator=spec)
+        self._env._add_sink(t)
+        return DataStreamSink(t)
+
+    def add_sink(self, sink_func: SinkFunction) -> DataStreamSink:
+        """A legacy ``SinkFunction`` (``invoke(value, context)`` per record)."""
+        if not isinstance(sink_func, SinkFunction) and not callable(
+            getattr(sink_func, "invoke", None)
+        ):
+            raise TypeError(f"add_sink() needs a SinkFunction, got {type(sink_func).__name__}")
+        return self._sink("Unnamed", OperatorSpec(OperatorKind.SINK_FUNCTION, sink_func))
+
+    def sink_to(self, sink: Sink) -> DataStreamSink:
+        """A ``Sink`` (``FileSink``...): writers per subtask, exactly-once when it commits."""
+        if not isinstance(sink, Sink):
+            raise TypeError(
+                f"sink_to() needs a cairn.datastream.connectors Sink, got {type(sink).__name__}"
+                " (use add_sink() for a SinkFunction)"
+            )
+        return self._sink("Sink", OperatorSpec(OperatorKind.SINK, sink))
+
+    def print(self, sink_identifier: str | None = None) -> DataStreamSink:
+        """Write every record to stdout, prefixed ``"<id>:<subtask>> "`` like Flink."""
+        return self._sink(
+            "Print to Std. Out",
+            OperatorSpec(OperatorKind.SINK_FUNCTION, PrintSinkFunction(sink_identifier)),
+        )
+
+    def execute_and_collect(
+        self, job_execution_name: str | None = None, limit: int | None = None
+    ) -> CloseableIterator | list[Any]:
+        """Run the job and return its records: an iterator (close it, or use ``with``, to stop
+        the job), or with ``limit`` a list of the first ``limit`` records (the job is then
+        cancelled if it still runs)."""
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
+        ):
+            raise ValueError(f"Limit must be greater than 0, got {limit!r}")
+        t = SinkTransformation(
+            name="Collect",
+            inputs=[self._transformation],
+            parallelism=1,
+            parallelism_fixed=True,
+            operator=OperatorSpec(OperatorKind.COLLECT, None),
+        )
+        self._env._add_sink(t)
+        client = self._env.execute_async(job_execution_name)
+        iterator = CloseableIterator(client.collect_iterator(t.id), client)
+        if limit is None:
+            return iterator
+        with iterator:
+            return list(itertools.islice(iterator, limit))
+
+
+class DataStreamSink(_OperatorSetters):
+    """The end of a stream (``add_sink``, ``sink_to``, ``print``): name, uid, parallelism."""
+
+    def __init__(self, transformation: SinkTransformation) -> None:
+        self._transformation = transformation
+
+    def get_transformation(self) -> SinkTransformation:
+        assert isinstance(self._transformation, SinkTransformation)
+        return self._transformation
+
+
+class CloseableIterator(Iterator[Any]):
+    """Records of ``execute_and_collect``; ``close()`` cancels the job if it still runs."""
+
+    def __init__(self, iterator: Iterator[Any], job_client: Any) -> None:
+        self._iterator = iterator
+        self._client = job_client
+        self._closed = False
+
+    def __iter__(self) -> CloseableIterator:
+        return self
+
+    def __next__(self) -> Any:
+        if self._closed:
+            raise StopIteration
+        return next(self._iterator)
+
+    def next(self) -> Any:
+        return self.__next__()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        close = getattr(self._iterator, "close", None)
+        if callable(close):
+            close()
+        if not self._client.get_job_status().is_globally_terminal_state():
+            self._client.cancel()
+
+    def __enter__(self) -> CloseableIterator:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def _check_function(func: Any, expected: type) -> None:
+    if not isinstance(func, expected) and not callable(func):
+        raise TypeError(f"The input must be a {expected.__name__} or a callable function")
+
+
+def __getattr__(name: str) -> Any:
+    # PyFlink's path ``data_stream.KeyedStream``; lazy because KeyedStream extends DataStream.
+    if name == "KeyedStream":
+        from cairn.datastream.keyed_stream import KeyedStream
+
+        return KeyedStream
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,221 @@
+"""From an environment's plan and configuration to a validated job (``JobSettings`` + sinks).
+
+Invariant: pure with respect to the plan (nothing is mutated) and complete: a job that passes
+``prepare_job`` has a sink, unique uids, user functions that pickle, and settings that parsed;
+so every submission error is raised on the driver, before Spark is touched.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import cloudpickle
+
+from cairn.common import config_options as opts
+from cairn.common.exceptions import ConfigurationError, JobSubmissionError
+from cairn.common.restart_strategy import restart_settings_from
+from cairn.datastream.checkpoint_config import checkpoint_settings_from
+from cairn.graph.settings import DEFAULT_MAX_PARALLELISM, JobSettings
+from cairn.graph.transformations import (
+    OneInputTransformation,
+    PartitionTransformation,
+    SinkTransformation,
+    SourceTransformation,
+    Transformation,
+)
+
+__all__ = [
+    "DEFAULT_JOB_NAME",
+    "ContextDefaults",
+    "PreparedJob",
+    "check_serializable",
+    "check_unique_uids",
+    "default_max_parallelism",
+    "effective_configuration",
+    "prepare_job",
+    "reachable_transformations",
+]
+
+DEFAULT_JOB_NAME = "Cairn Streaming Job"
+
+
+@dataclass(frozen=True)
+class ContextDefaults:
+    """Process-wide overrides set by ``cairn run`` (``-p``, ``-s``, ``-D key=value``)."""
+
+    parallelism: int | None = None
+    restore_path: str | None = None
+    configuration: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PreparedJob:
+    settings: JobSettings
+    sinks: tuple[SinkTransformation, ...]
+    transformations: tuple[Transformation, ...]  # reachable from the sinks, by id
+
+
+def effective_configuration(
+    env_configuration: Mapping[str, str], context: ContextDefaults
+) -> dict[str, str]:
+    """The environment's entries overridden by the context (its ``-D`` entries, then its
+    parallelism and restore path)."""
+    merged = dict(env_configuration)
+    merged.update(context.configuration)
+    if context.parallelism is not None:
+        merged[opts.PARALLELISM.key] = str(context.parallelism)
+    if context.restore_path is not None:
+        merged[opts.RESTORE_PATH.key] = context.restore_path
+    return merged
+
+
+def prepare_job(
+    job_name: str | None,
+    env_configuration: Mapping[str, str],
+    sinks: Sequence[SinkTransformation],
+    storage_options: Mapping[str, Any] | None = None,
+    context: ContextDefaults | None = None,
+) -> PreparedJob:
+    if not sinks:
+        raise JobSubmissionError("No operators defined in streaming topology. Cannot execute.")
+    merged = effective_configuration(env_configuration, context or ContextDefaults())
+    resolved = opts.validate_configuration(merged)
+
+    def get(option: opts.ConfigOption) -> Any:
+        return resolved.get(option.key, option.default)
+
+    if get(opts.RUNTIME_MODE) == "BATCH":
+        raise ConfigurationError(
+            f"{opts.RUNTIME_MODE.key}: BATCH is not supported; Cairn runs every job in "
+            "STREAMING mode (bounded sources still finish)"
+        )
+    if get(opts.STATE_BACKEND) == "rocksdb":
+        raise ConfigurationError(
+            "the RocksDB state backend (EmbeddedRocksDBStateBackend, "
+            f"{opts.STATE_BACKEND.key}: rocksdb) is not implemented in Cairn yet; use "
+            f"HashMapStateBackend ({opts.STATE_BACKEND.key}: hashmap)"
+        )
+    transformations = reachable_transformations(sinks)
+    check_unique_uids(transformations)
+    check_serializable(transformations)
+
+    checkpoint = checkpoint_settings_from(resolved, storage_options)
+    parallelism = int(get(opts.PARALLELISM))
+    max_parallelism = int(get(opts.MAX_PARALLELISM))
+    if max_parallelism == -1:
+        widest = max([parallelism, *(t.parallelism or 0 for t in transformations)])
+        max_parallelism = default_max_parallelism(widest)
+    settings = JobSettings(
+        job_name=job_name or get(opts.JOB_NAME) or DEFAULT_JOB_NAME,
+        parallelism=parallelism,
+        max_parallelism=max_parallelism,
+        checkpoint=checkpoint,
+        restart=restart_settings_from(resolved, checkpoint.enabled),
+        buffer_timeout_ms=get(opts.BUFFER_TIMEOUT) if get(opts.BUFFER_TIMEOUT_ENABLED) else -1,
+        configuration={
+            k: v if opts.is_passthrough(k) else opts.get_option(k).format(v)
+            for k, v in resolved.items()
+        },
+        restore_path=get(opts.RESTORE_PATH),
+    )
+    return PreparedJob(settings, tuple(sinks), tuple(transformations))
+
+
+def default_max_parallelism(parallelism: int) -> int:
+    """Flink's rule: 1.5 x parallelism rounded up to a power of two, within [128, 32768].
+
+    >>> default_max_parallelism(4), default_max_parallelism(100)
+    (128, 256)
+    """
+    target = parallelism + parallelism // 2
+    power = 1 << max(0, (target - 1).bit_length())
+    return min(max(power, DEFAULT_MAX_PARALLELISM), 1 << 15)
+
+
+def reachable_transformations(sinks: Iterable[Transformation]) -> list[Transformation]:
+    """Every transformation the sinks read from (sinks included), ordered by id."""
+    seen: dict[int, Transformation] = {}
+    stack = list(sinks)
+    while stack:
+        t = stack.pop()
+        if t.id not in seen:
+            seen[t.id] = t
+            stack.extend(t.inputs)
+    return [seen[i] for i in sorted(seen)]
+
+
+def check_unique_uids(transformations: Iterable[Transformation]) -> None:
+    owners: dict[str, Transformation] = {}
+    for t in transformations:
+        if t.uid is None:
+            continue
+        first = owners.setdefault(t.uid, t)
+        if first is not t:
+            raise JobSubmissionError(
+                f"Duplicate uid {t.uid!r}: used by operator {first.name!r} (id {first.id}) and "
+                f"operator {t.name!r} (id {t.id}). Uids must be unique within a job: state in "
+                "checkpoints and savepoints is stored per uid."
+            )
+
+
+def check_serializable(transformations: Iterable[Transformation]) -> None:
+    """Every user object (functions, key selectors, sources, sinks) must pickle, because it
+    is shipped to the workers; fail here with the operator and the function named."""
+    for t in transformations:
+        checked: set[int] = set()
+        for role, obj in _user_objects(t):
+            if id(obj) in checked:
+                continue
+            checked.add(id(obj))
+            try:
+                cloudpickle.dumps(obj)
+            except Exception as exc:
+                uid = f"uid {t.uid!r}" if t.uid is not None else "no uid"
+                raise JobSubmissionError(
+                    f"The {role} of operator {t.name!r} ({uid}, id {t.id}) cannot be serialized "
+                    f"with cloudpickle.\n  {describe_callable(obj)}\n  error: "
+                    f"{type(exc).__name__}: {exc}\nUser functions are pickled and shipped to the "
+                    "workers: create connections, clients, locks and open files in open(), not "
+                    "in __init__ or in variables the function closes over."
+                ) from exc
+
+
+def _user_objects(t: Transformation) -> list[tuple[str, Any]]:
+    objects: list[tuple[str, Any]] = []
+    if isinstance(t, SourceTransformation) and t.source is not None:
+        objects.append(("source", t.source))
+    if isinstance(t, OneInputTransformation) and t.operator is not None:
+        role = "sink" if isinstance(t, SinkTransformation) else "function"
+        if t.operator.function is not None:
+            objects.append((role, t.operator.function))
+        if t.operator.key_selector is not None:
+            objects.append(("key selector", t.operator.key_selector))
+    if isinstance(t, PartitionTransformation) and t.key_selector is not None:
+        objects.append(("key selector", t.key_selector))
+    return objects
+
+
+def describe_callable(obj: Any) -> str:
+    """``"function <qualname> at <file>:<line>"`` or ``"instance of class <qualname> at ..."``."""
+    if inspect.ismethod(obj):
+        obj = obj.__func__
+    if inspect.isfunction(obj) or inspect.isclass(obj):
+        what, target = ("function" if inspect.isfunction(obj) else "class"), obj
+    else:
+        what, target = "instance of class", type(obj)
+    qualname = f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', target)}"
+    return f"{what} {qualname} at {_location(target)}"
+
+
+def _location(target: Any) -> str:
+    try:
+        source_file = inspect.getsourcefile(target) or inspect.getfile(target)
+        return f"{source_file}:{inspect.getsourcelines(target)[1]}"
+    except (OSError, TypeError):
+        code = getattr(target, "__code__", None)
+        if code is not None:
+            return f"{code.co_filename}:{code.co_firstlineno}"
+        return "<unknown location>"

@@ -1,0 +1,344 @@
+"""``StreamExecutionEnvironment``: where a job is defined, configured and submitted.
+
+Invariant: the environment holds only the configuration the script set (canonical keys,
+validated when set) and the sinks added so far; defaults live in ``cairn.common.config_options``
+and the process-wide context of ``cairn run`` (``set_context_defaults``) overrides both at
+execute time. ``execute``/``execute_async`` validate the whole job on the driver
+(``job_builder.prepare_job``) before anything is deployed, then clear the sinks, as Flink does.
+
+>>> env = StreamExecutionEnvironment.get_execution_environment()
+>>> _ = env.enable_checkpointing(60_000)
+>>> env.get_checkpoint_config().get_checkpoint_interval()
+60000
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from cairn.common import config_options as opts
+from cairn.common.checkpointing_mode import CheckpointingMode
+from cairn.common.configuration import Configuration
+from cairn.common.execution_config import ExecutionConfig
+from cairn.common.job_execution_result import JobExecutionResult
+from cairn.common.restart_strategy import RestartStrategyConfiguration
+from cairn.common.typeinfo import TypeInformation
+from cairn.common.watermark_strategy import WatermarkStrategy
+from cairn.datastream.checkpoint_config import CheckpointConfig
+from cairn.datastream.collection_source import CollectionSource
+from cairn.datastream.connectors.base import Source
+from cairn.datastream.data_stream import DataStream
+from cairn.datastream.execution_mode import RuntimeExecutionMode
+from cairn.datastream.functions import SourceFunction
+from cairn.datastream.job_builder import ContextDefaults, PreparedJob, prepare_job
+from cairn.datastream.state_backend import (
+    EmbeddedRocksDBStateBackend,
+    HashMapStateBackend,
+    StateBackend,
+)
+from cairn.graph.transformations import SinkTransformation, SourceTransformation
+
+if TYPE_CHECKING:
+    from cairn.deploy.job_client import JobClient
+
+__all__ = [
+    "StreamExecutionEnvironment",
+    "get_context_defaults",
+    "reset_context_defaults",
+    "set_context_defaults",
+]
+
+_context = ContextDefaults()
+
+
+def set_context_defaults(
+    parallelism: int | None = None,
+    restore_path: str | None = None,
+    configuration: Configuration | Mapping[str, Any] | None = None,
+) -> None:
+    """Set the overrides ``cairn run`` passes to the script it runs (``-p``, ``-s``, ``-D``).
+
+    They apply to every environment of this process at execute time and win over what the
+    script set: the default parallelism (operators with an explicit ``set_parallelism`` keep
+    theirs), the state to restore from, and each given configuration key. Calling it again
+    replaces all of them; values are validated here.
+    """
+    global _context
+    if parallelism is not None:
+        opts.parse_value(opts.PARALLELISM.key, parallelism)
+    if restore_path is not None:
+        opts.parse_value(opts.RESTORE_PATH.key, restore_path)
+    _context = ContextDefaults(parallelism, restore_path, _canonical_entries(configuration or {}))
+
+
+def get_context_defaults() -> ContextDefaults:
+    return _context
+
+
+def reset_context_defaults() -> None:
+    set_context_defaults()
+
+
+def _canonical_entries(configuration: Configuration | Mapping[str, Any]) -> dict[str, str]:
+    """Validated ``canonical key -> text``; a current key wins over its deprecated alias."""
+    items = configuration.to_dict() if isinstance(configuration, Configuration) else configuration
+    entries: dict[str, str] = {}
+    current: set[str] = set()
+    for key, value in dict(items).items():
+        canonical, text = opts.format_value(key, value)
+        if canonical in current and key != canonical:
+            continue
+        entries[canonical] = text
+        if key == canonical:
+            current.add(canonical)
+    return entries
+
+
+class StreamExecutionEnvironment:
+    """The context in which a streaming job is defined and executed."""
+
+    def __init__(self, configuration: Configuration | Mapping[str, Any] | None = None) -> None:
+        self._configuration = Configuration()
+        self._checkpoint_config = CheckpointConfig(self._configuration)
+        self._execution_config = ExecutionConfig(self._configuration)
+        self._sinks: list[SinkTransformation] = []
+        if configuration is not None:
+            self.configure(configuration)
+
+    @staticmethod
+    def get_execution_environment(
+        configuration: Configuration | None = None,
+    ) -> StreamExecutionEnvironment:
+        """A new environment, optionally starting from ``configuration`` (validated)."""
+        return StreamExecutionEnvironment(configuration)
+
+    # -- configuration -----------------------------------------------------------------------
+
+    def configure(
+        self, configuration: Configuration | Mapping[str, Any]
+    ) -> StreamExecutionEnvironment:
+        """Apply configuration entries (Flink keys; ``spark.*`` passes through). Unknown keys
+        and invalid values raise ``ConfigurationError`` and leave the environment unchanged."""
+        for key, text in _canonical_entries(configuration).items():
+            self._configuration.set_string(key, text)
+        return self
+
+    def _set(self, option: opts.ConfigOption, value: Any) -> StreamExecutionEnvironment:
+        self._configuration.set_string(*opts.format_value(option.key, value))
+        return self
+
+    def _effective(self, option: opts.ConfigOption) -> Any:
+        from cairn.datastream.job_builder import effective_configuration
+
+        merged = effective_configuration(self._configuration.to_dict(), _context)
+        raw = merged.get(option.key)
+        return option.default if raw is None else opts.parse_value(option.key, raw)[1]
+
+    def get_config(self) -> ExecutionConfig:
+        return self._execution_config
+
+    def get_checkpoint_config(self) -> CheckpointConfig:
+        return self._checkpoint_config
+
+    def set_parallelism(self, parallelism: int) -> StreamExecutionEnvironment:
+        """Default parallelism of operators without their own (``parallelism.default``)."""
+        return self._set(opts.PARALLELISM, parallelism)
+
+    def get_parallelism(self) -> int:
+        """The default parallelism, including ``cairn run -p`` when given."""
+        return int(self._effective(opts.PARALLELISM))
+
+    def set_max_parallelism(self, max_parallelism: int) -> StreamExecutionEnvironment:
+        """Number of key groups (upper bound of rescaling); keep it stable across restores."""
+        return self._set(opts.MAX_PARALLELISM, max_parallelism)
+
+    def get_max_parallelism(self) -> int:
+        """-1 when derived from the parallelism at submission (at least 128)."""
+        return int(self._effective(opts.MAX_PARALLELISM))
+
+    def set_buffer_timeout(self, timeout_millis: int) -> StreamExecutionEnvironment:
+        """Flush partially filled network buffers after this long; 0 flushes after every
+        record, -1 only when full."""
+        if timeout_millis == -1:
+            return self._set(opts.BUFFER_TIMEOUT_ENABLED, False)
+        self._set(opts.BUFFER_TIMEOUT, timeout_millis)
+        return self._set(opts.BUFFER_TIMEOUT_ENABLED, True)
+
+    def get_buffer_timeout(self) -> int:
+        if not self._effective(opts.BUFFER_TIMEOUT_ENABLED):
+            return -1
+        return int(self._effective(opts.BUFFER_TIMEOUT))
+
+    def enable_checkpointing(
+        self, interval: int, mode: CheckpointingMode | None = None
+    ) -> StreamExecutionEnvironment:
+        """Checkpoint every ``interval`` milliseconds (at least 10), exactly-once by default."""
+        self._checkpoint_config.set_checkpoint_interval(interval)
+        if mode is not None:
+            self._checkpoint_config.set_checkpointing_mode(mode)
+        return self
+
+    def get_checkpoint_interval(self) -> int:
+        """Milliseconds between checkpoints, -1 when disabled."""
+        interval = self._effective(opts.CHECKPOINTING_INTERVAL)
+        return -1 if interval is None else int(interval)
+
+    def get_checkpointing_mode(self) -> CheckpointingMode:
+        return CheckpointingMode[self._effective(opts.CHECKPOINTING_MODE)]
+
+    def set_restart_strategy(
+        self, restart_strategy_configuration: RestartStrategyConfiguration
+    ) -> StreamExecutionEnvironment:
+        """Replace every ``restart-strategy.*`` entry by those of the given strategy."""
+        if not isinstance(restart_strategy_configuration, RestartStrategyConfiguration):
+            raise TypeError(
+                "expected a RestartStrategyConfiguration (RestartStrategies.fixed_delay_restart"
+                f"(...) etc.), got {restart_strategy_configuration!r}"
+            )
+        for key in list(self._configuration.key_set()):
+            if key.startswith("restart-strategy."):
+                self._configuration.remove_config(key)
+        return self.configure(restart_strategy_configuration.to_configuration())
+
+    def set_state_backend(self, state_backend: StateBackend) -> StreamExecutionEnvironment:
+        """``HashMapStateBackend()`` (the default). ``EmbeddedRocksDBStateBackend`` is accepted
+        but not implemented yet: submission fails with a ``ConfigurationError``."""
+        if not isinstance(state_backend, StateBackend):
+            raise TypeError(f"expected a StateBackend, got {state_backend!r}")
+        self._configuration.remove_config(opts.CHECKPOINTING_INCREMENTAL.key)
+        return self.configure(state_backend.to_configuration())
+
+    def get_state_backend(self) -> StateBackend:
+        if self._effective(opts.STATE_BACKEND) == "rocksdb":
+            return EmbeddedRocksDBStateBackend(
+                bool(self._effective(opts.CHECKPOINTING_INCREMENTAL))
+            )
+        return HashMapStateBackend()
+
+    def set_runtime_mode(self, execution_mode: RuntimeExecutionMode) -> StreamExecutionEnvironment:
+        """STREAMING or AUTOMATIC; BATCH is rejected at submission."""
+        return self._set(opts.RUNTIME_MODE, execution_mode)
+
+    def disable_operator_chaining(self) -> StreamExecutionEnvironment:
+        return self._set(opts.OPERATOR_CHAINING, False)
+
+    def is_chaining_enabled(self) -> bool:
+        return bool(self._effective(opts.OPERATOR_CHAINING))
+
+    # -- sources -----------------------------------------------------------------------------
+
+    def _source(self, t: SourceTransformation, non_parallel: bool) -> DataStream:
+        stream = DataStream(t, self)
+        stream._non_parallel = non_parallel
+        return stream
+
+    def from_collection(
+        self, collection: Iterable[Any], type_info: TypeInformation | None = None
+    ) -> DataStream:
+        """A bounded, non-parallel source of the given elements, in order (exactly-once: the
+        position is checkpointed). Elements must pickle."""
+        source = CollectionSource(collection)
+        t = SourceTransformation(
+            name="Collection Source",
+            inputs=[],
+            parallelism=1,
+            parallelism_fixed=True,
+            output_type=type_info,
+            source=source,
+            bounded=True,
+        )
+        return self._source(t, non_parallel=True)
+
+    def add_source(
+        self,
+        source_func: SourceFunction,
+        source_name: str = "Custom Source",
+        type_info: TypeInformation | None = None,
+    ) -> DataStream:
+        """A legacy ``SourceFunction`` (``run(ctx)``/``cancel()``): non-parallel; treated as
+        unbounded (the job ends when ``run`` returns)."""
+        if not (
+            callable(getattr(source_func, "run", None))
+            and callable(getattr(source_func, "cancel", None))
+        ):
+            raise TypeError(
+                f"add_source() needs a SourceFunction with run(ctx) and cancel(), got "
+                f"{type(source_func).__name__} (use from_source() for a Source)"
+            )
+        t = SourceTransformation(
+            name=source_name,
+            inputs=[],
+            parallelism=1,
+            parallelism_fixed=True,
+            output_type=type_info,
+            source=source_func,
+            bounded=False,
+        )
+        return self._source(t, non_parallel=True)
+
+    def from_source(
+        self,
+        source: Source,
+        watermark_strategy: WatermarkStrategy,
+        source_name: str,
+        type_info: TypeInformation | None = None,
+    ) -> DataStream:
+        """A ``Source`` (``FileSource``, ``NumberSequenceSource``...), parallel. The watermark
+        strategy is accepted but event time is not implemented yet."""
+        if not isinstance(source, Source):
+            raise TypeError(
+                f"from_source() needs a cairn.datastream.connectors Source, got "
+                f"{type(source).__name__} (use add_source() for a SourceFunction)"
+            )
+        if not isinstance(watermark_strategy, WatermarkStrategy):
+            raise TypeError(
+                "from_source() needs a WatermarkStrategy, e.g. WatermarkStrategy.no_watermarks()"
+            )
+        t = SourceTransformation(
+            name=source_name,
+            inputs=[],
+            output_type=type_info,
+            source=source,
+            bounded=bool(source.is_bounded()),
+        )
+        stream = self._source(t, non_parallel=False)
+        stream._watermark_strategy = watermark_strategy
+        return stream
+
+    def _add_sink(self, sink: SinkTransformation) -> None:
+        self._sinks.append(sink)
+
+    # -- execution ---------------------------------------------------------------------------
+
+    def prepare_job(self, job_name: str | None = None) -> PreparedJob:
+        """Validate the job and build its settings without submitting it (Cairn extension;
+        ``execute`` calls it). Raises ``JobSubmissionError``/``ConfigurationError``."""
+        return prepare_job(
+            job_name,
+            self._configuration.to_dict(),
+            self._sinks,
+            self._checkpoint_config._storage_options,
+            _context,
+        )
+
+    def execute_async(self, job_name: str | None = None) -> JobClient:
+        """Submit the job and return at once with a ``JobClient``."""
+        prepared = self.prepare_job(job_name)  # fail on the driver before touching Spark
+        from cairn.deploy.submit import submit_job
+
+        client = submit_job(prepared.settings, list(prepared.sinks))
+        self._sinks.clear()
+        return client
+
+    def execute(self, job_name: str | None = None) -> JobExecutionResult:
+        """Run the job and wait for it; raises ``JobExecutionException`` if it fails."""
+        result: JobExecutionResult = self.execute_async(job_name).get_job_execution_result()
+        return result
+
+    def close(self) -> None:
+        """Forget the sinks added so far (nothing else is held)."""
+        self._sinks.clear()
+
+    def __repr__(self) -> str:
+        return f"<cairn StreamExecutionEnvironment sinks={len(self._sinks)}>"

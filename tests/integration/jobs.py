@@ -1,0 +1,76 @@
+"""Job builders shared by the integration tests."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from cairn.common import Configuration, WatermarkStrategy
+from cairn.common.restart_strategy import RestartStrategies
+from cairn.common.serialization import Encoder
+from cairn.datastream import CheckpointingMode, StreamExecutionEnvironment
+from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
+from cairn.datastream.connectors.file_system import FileSink
+from cairn.testing.jobs import SequenceCheck, SequenceGenerator
+
+
+def sequence_job(
+    conf: dict[str, str],
+    out_dir: str,
+    *,
+    records: int,
+    keys: int,
+    parallelism: int = 2,
+    rate: int | None = 40_000,
+    interval_ms: int = 300,
+    mode: Any = None,
+    checkpoint_dir: str | None = None,
+    restarts: int = 10,
+    retain: bool = False,
+) -> StreamExecutionEnvironment:
+    """Generator of per-key sequences -> keyed sequence check -> exactly-once file sink."""
+    configuration = Configuration()
+    for k, v in conf.items():
+        configuration.set_string(k, v)
+    env = StreamExecutionEnvironment.get_execution_environment(configuration)
+    env.set_parallelism(parallelism)
+    env.enable_checkpointing(interval_ms, mode or CheckpointingMode.EXACTLY_ONCE)
+    cp = env.get_checkpoint_config()
+    if checkpoint_dir:
+        cp.set_checkpoint_storage("file://" + checkpoint_dir)
+    if retain:
+        from cairn.datastream import ExternalizedCheckpointRetention
+
+        cp.set_externalized_checkpoint_retention(
+            ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION
+        )
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(restarts, 100))
+    limiter = RateLimiterStrategy.per_second(rate) if rate else None
+    source = DataGeneratorSource(SequenceGenerator(keys), records, limiter)
+    (
+        env.from_source(source, WatermarkStrategy.no_watermarks(), "sequence")
+        .uid("sequence-source")
+        .key_by(lambda r: r[0])
+        .process(SequenceCheck())
+        .uid("sequence-check")
+        .sink_to(FileSink.for_row_format(out_dir, Encoder.simple_string_encoder()).build())
+        .uid("file-sink")
+    )
+    return env
+
+
+def expected_lines(records: int, keys: int) -> list[str]:
+    lines = []
+    for i in range(records):
+        seq = i // keys + 1
+        lines.append(f"k{i % keys:05d},{seq},{seq * (seq + 1) // 2}")
+    return sorted(lines)
+
+
+def visible_files(directory: str) -> list[str]:
+    return sorted(
+        os.path.join(root, f)
+        for root, _dirs, files in os.walk(directory)
+        for f in files
+        if not f.startswith((".", "_"))
+    )

@@ -1,0 +1,113 @@
+"""Exactly-once under SIGKILL: worker processes are killed at chosen moments, several times
+per run, and the committed output must equal the failure-free output line for line."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any
+
+import pytest
+
+from cairn.testing.jobs import check_sequence_lines, read_visible_lines
+from tests.integration.jobs import expected_lines, sequence_job
+
+RECORDS, KEYS = 120_000, 20
+
+KILL_SCHEDULES = {
+    # every moment the issue names, several kills per run, on different subtasks
+    "processing-and-upload": (
+        "point=processing,attempt=0,records=20000,subtask=1;"
+        "point=during-upload,attempt=1,subtask=0;"
+        "point=processing,attempt=2,records=15000,subtask=0"
+    ),
+    "barrier-to-ack-and-commit": (
+        "point=after-barrier,attempt=0,subtask=1;"
+        "point=before-commit,attempt=1,subtask=0;"
+        "point=after-commit,attempt=2,subtask=1"
+    ),
+}
+
+
+def _run(conf: dict[str, str], out: str, **kwargs: Any) -> Any:
+    env = sequence_job(conf, out, records=RECORDS, keys=KEYS, **kwargs)
+    client = env.execute_async("exactly-once")
+    client.get_job_execution_result(timeout=240)
+    return client
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("schedule", sorted(KILL_SCHEDULES))
+def test_sigkill_at_chosen_moments_keeps_exactly_once(spark: Any, tmp_path: Any,
+                                                      schedule: str) -> None:
+    out = str(tmp_path / "out")
+    conf = {"cairn.executor": "spark", "cairn.testing.faults": KILL_SCHEDULES[schedule]}
+    client = _run(conf, out)
+    assert client.job_master.restarts == 3, "every scheduled kill must have happened"
+    lines = read_visible_lines(out)
+    report = check_sequence_lines(lines)
+    assert report.violations == []
+    assert report.bad_sums == []
+    assert sorted(lines) == expected_lines(RECORDS, KEYS)
+
+
+@pytest.mark.spark
+def test_failure_free_run_matches_golden_output(spark: Any, tmp_path: Any) -> None:
+    out = str(tmp_path / "out")
+    client = _run({"cairn.executor": "spark"}, out, rate=None)
+    assert client.job_master.restarts == 0
+    assert sorted(read_visible_lines(out)) == expected_lines(RECORDS, KEYS)
+
+
+@pytest.mark.spark
+def test_external_sigkill_of_a_spark_python_worker(spark: Any, tmp_path: Any) -> None:
+    out = str(tmp_path / "out")
+    env = sequence_job({"cairn.executor": "spark"}, out, records=RECORDS, keys=KEYS,
+                       rate=30_000)
+    client = env.execute_async("killed-from-outside")
+    master = client.job_master
+    deadline = time.monotonic() + 60
+    killed = None
+    while time.monotonic() < deadline:
+        latest = master.coordinator.latest_completed_id() if master.coordinator else None
+        if latest is not None and latest >= 2 and len(master.worker_pids) == 2:
+            killed = master.worker_pids[1]
+            os.kill(killed, signal.SIGKILL)
+            break
+        time.sleep(0.05)
+    assert killed is not None, "job never reached its second checkpoint"
+    client.get_job_execution_result(timeout=240)
+    assert master.restarts >= 1
+    assert sorted(read_visible_lines(out)) == expected_lines(RECORDS, KEYS)
+
+
+@pytest.mark.spark
+def test_at_least_once_loses_nothing_after_kills(spark: Any, tmp_path: Any) -> None:
+    from cairn.datastream import CheckpointingMode
+
+    out = str(tmp_path / "out")
+    conf = {
+        "cairn.executor": "spark",
+        "cairn.testing.faults": "point=processing,attempt=0,records=20000,subtask=1;"
+        "point=after-barrier,attempt=1,subtask=0",
+    }
+    client = _run(conf, out, mode=CheckpointingMode.AT_LEAST_ONCE)
+    assert client.job_master.restarts == 2
+    seen: dict[str, set[int]] = {}
+    for line in read_visible_lines(out):
+        key, seq, _ = line.lstrip("!").split(",")
+        seen.setdefault(key, set()).add(int(seq))
+    for k in range(KEYS):
+        expected = set(range(1, len(range(k, RECORDS, KEYS)) + 1))
+        assert seen.get(f"k{k:05d}", set()) >= expected, f"key k{k:05d} lost records"
+
+
+def test_inprocess_crashes_keep_exactly_once(tmp_path: Any) -> None:
+    """The same schedule on the in-process executor (crash = abrupt thread death)."""
+    out = str(tmp_path / "out")
+    conf = {"cairn.executor": "inprocess",
+            "cairn.testing.faults": KILL_SCHEDULES["barrier-to-ack-and-commit"]}
+    client = _run(conf, out)
+    assert client.job_master.restarts == 3
+    assert sorted(read_visible_lines(out)) == expected_lines(RECORDS, KEYS)

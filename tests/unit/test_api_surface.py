@@ -1,0 +1,126 @@
+"""Pins the public names of ``cairn.datastream`` and ``cairn.common`` (PyFlink's paths)."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+import cairn.common
+import cairn.datastream
+
+DATASTREAM = {
+    "AggregateFunction",
+    "CheckpointConfig",
+    "CheckpointListener",
+    "CheckpointStorage",
+    "CheckpointedFunction",
+    "CheckpointingMode",
+    "CloseableIterator",
+    "DataStream",
+    "DataStreamSink",
+    "EmbeddedRocksDBStateBackend",
+    "ExternalizedCheckpointCleanup",
+    "ExternalizedCheckpointRetention",
+    "FileSystemCheckpointStorage",
+    "FilterFunction",
+    "FlatMapFunction",
+    "HashMapStateBackend",
+    "JobManagerCheckpointStorage",
+    "KeySelector",
+    "KeyedProcessFunction",
+    "KeyedStream",
+    "MapFunction",
+    "ProcessFunction",
+    "ReduceFunction",
+    "RuntimeContext",
+    "RuntimeExecutionMode",
+    "SinkFunction",
+    "SourceFunction",
+    "StateBackend",
+    "StreamExecutionEnvironment",
+    "TimeDomain",
+    "TimerService",
+}
+
+COMMON = {
+    "CheckpointingMode",
+    "Configuration",
+    "ConfigurationError",
+    "DeserializationSchema",
+    "Duration",
+    "Encoder",
+    "ExecutionConfig",
+    "ExternalizedCheckpointCleanup",
+    "ExternalizedCheckpointRetention",
+    "Instant",
+    "JobExecutionException",
+    "JobExecutionResult",
+    "JobStatus",
+    "JobSubmissionError",
+    "RestartStrategies",
+    "RestartStrategyConfiguration",
+    "Row",
+    "RowKind",
+    "SerializationSchema",
+    "SimpleStringSchema",
+    "Time",
+    "TimestampAssigner",
+    "TypeInformation",
+    "Types",
+    "WatermarkStrategy",
+}
+
+
+@pytest.mark.parametrize(
+    ("module", "names"), [(cairn.datastream, DATASTREAM), (cairn.common, COMMON)]
+)
+def test_exported_names_are_pinned_and_resolve(module: object, names: set[str]) -> None:
+    assert set(module.__all__) == names  # type: ignore[attr-defined]
+    for name in names:
+        assert getattr(module, name) is not None, name
+
+
+def test_pyflink_module_paths() -> None:
+    paths = {
+        "cairn.datastream.stream_execution_environment": "StreamExecutionEnvironment",
+        "cairn.datastream.data_stream": "KeyedStream",
+        "cairn.datastream.functions": "KeyedProcessFunction",
+        "cairn.datastream.checkpoint_config": "CheckpointConfig",
+        "cairn.datastream.checkpoint_storage": "FileSystemCheckpointStorage",
+        "cairn.datastream.state_backend": "HashMapStateBackend",
+        "cairn.common.typeinfo": "Types",
+        "cairn.common.restart_strategy": "RestartStrategies",
+        "cairn.common.watermark_strategy": "WatermarkStrategy",
+        "cairn.common.job_status": "JobStatus",
+        "cairn.common.types": "Row",
+    }
+    for module, name in paths.items():
+        assert hasattr(importlib.import_module(module), name), f"{module}.{name}"
+
+
+def test_checkpointing_names_are_shared_between_packages() -> None:
+    assert cairn.common.CheckpointingMode is cairn.datastream.CheckpointingMode
+    assert (
+        cairn.datastream.ExternalizedCheckpointCleanup
+        is cairn.common.ExternalizedCheckpointRetention
+    )
+
+
+def test_job_client_is_lazy_and_not_star_exported() -> None:
+    assert "JobClient" not in cairn.common.__all__
+    with pytest.raises(AttributeError):
+        cairn.common.NoSuchName  # noqa: B018
+
+
+def test_connectors_package_reexports_lazily() -> None:
+    import cairn.datastream.connectors as connectors
+
+    assert set(connectors.__all__) == {
+        "DataGeneratorSource",
+        "FileSink",
+        "FileSource",
+        "NumberSequenceSource",
+    }
+    with pytest.raises(AttributeError):
+        connectors.NoSuchConnector  # noqa: B018
