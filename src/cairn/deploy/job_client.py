@@ -16,6 +16,7 @@ from cairn.common.job_execution_result import JobExecutionResult
 from cairn.common.job_status import JobStatus
 from cairn.deploy.job_master import JobMaster
 from cairn.deploy.protocol import CollectedResults
+from cairn.ids import JobId
 
 _END = object()
 
@@ -78,7 +79,7 @@ class JobClient:
         if m.status is JobStatus.FAILED:
             raise JobExecutionError(f"Job {m.job_id} failed: {m.error}") from m.error
         runtime = (m.end_ms or int(time.time() * 1000)) - m.start_ms
-        return JobExecutionResult(m.job_id, runtime, {})
+        return JobExecutionResult(JobId(m.job_id), runtime, {})
 
     def collect_iterator(self, transformation_id: int) -> Iterator[Any]:
         q = self._queue(transformation_id)

@@ -14,6 +14,7 @@ from functools import cached_property
 from cairn.checkpoint.messages import TaskKey
 from cairn.graph.job_graph import JobEdge, JobGraph
 from cairn.graph.transformations import PartitionKind
+from cairn.ids import SubtaskIndex, VertexId
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,8 +44,8 @@ class ExecutionPlan:
                     ChannelSpec(
                         len(channels),
                         edge,
-                        TaskKey(src.id, i),
-                        TaskKey(dst.id, j),
+                        TaskKey(VertexId(src.id), SubtaskIndex(i)),
+                        TaskKey(VertexId(dst.id), SubtaskIndex(j)),
                     )
                 )
         self.channels: tuple[ChannelSpec, ...] = tuple(channels)
@@ -55,7 +56,9 @@ class ExecutionPlan:
     @cached_property
     def all_tasks(self) -> tuple[TaskKey, ...]:
         return tuple(
-            TaskKey(v.id, i) for v in self.graph.vertices for i in range(v.parallelism)
+            TaskKey(VertexId(v.id), SubtaskIndex(i))
+            for v in self.graph.vertices
+            for i in range(v.parallelism)
         )
 
     @cached_property

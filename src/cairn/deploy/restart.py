@@ -39,7 +39,9 @@ class RestartPolicy:
                     False, 0, f"fixed-delay restart strategy exhausted its {s.attempts} attempts"
                 )
             self._restarts += 1
-            return RestartDecision(True, s.delay_ms, f"fixed-delay restart {self._restarts}/{s.attempts}")
+            return RestartDecision(
+                True, s.delay_ms, f"fixed-delay restart {self._restarts}/{s.attempts}"
+            )
         if s.kind is RestartKind.FAILURE_RATE:
             window = [t for t in self._failures if now_ms - t <= s.failure_rate_interval_ms]
             if len(window) > s.max_failures_per_interval:

@@ -41,8 +41,8 @@ from cairn.runtime.channels import (
 )
 from cairn.runtime.faults import FaultInjector, SimulatedCrash
 from cairn.runtime.input_gate import InputGate
-from cairn.runtime.network.framing import ConnectionClosed, FramedConnection
 from cairn.runtime.network.frames import FrameKind
+from cairn.runtime.network.framing import ConnectionClosed, FramedConnection
 from cairn.runtime.network.server import Listener, connect
 from cairn.runtime.operators import create_operator
 from cairn.runtime.operators.base import OperatorContext, OperatorRestore
@@ -87,7 +87,9 @@ class Worker:
         self._outcome = "finished"
         self._master_lost = False
         self._failure: BaseException | None = None
-        self._async = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"snapshot-w{worker_index}")
+        self._async = ThreadPoolExecutor(
+            max_workers=2, thread_name_prefix=f"snapshot-w{worker_index}"
+        )
         self._storage = CheckpointStorage(
             settings.checkpoint.storage_url, launch.job_id, settings.checkpoint.storage_options
         )
@@ -274,7 +276,7 @@ class Worker:
             for op in reversed(ops):
                 op.open()
                 if hasattr(op, "wake"):
-                    op.wake = self.wake  # type: ignore[attr-defined]
+                    op.wake = self.wake
             self.tasks.append(task)
         for sender in self._senders.values():
             sender.start()

@@ -30,7 +30,7 @@ DEFAULT_CAPACITY = 4  # record batches in flight per channel (Flink: 2 exclusive
 class InputChannel:
     """Receiving end of one channel; consumed by exactly one task thread."""
 
-    __slots__ = ("channel_id", "finished", "queue", "_conn", "_credits_owed")
+    __slots__ = ("_conn", "_credits_owed", "channel_id", "finished", "queue")
 
     def __init__(self, channel_id: int) -> None:
         self.channel_id = channel_id

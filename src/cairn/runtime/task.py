@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from cairn.checkpoint.handles import StateFileWriter
+from cairn.checkpoint.handles import OperatorSubtaskState, StateFileWriter
 from cairn.checkpoint.messages import (
     SubtaskCheckpointMetrics,
     TaskAcknowledgement,
@@ -251,7 +251,7 @@ class StreamTask:
         for w in self.writers:
             w.broadcast_event(CancelCheckpointMarker(checkpoint_id))  # type: ignore[arg-type]
         self.services.send_to_master(
-            TaskDecline(checkpoint_id, self.key, str(getattr(reason, "name", reason)),
+            TaskDecline(CheckpointId(checkpoint_id), self.key, str(getattr(reason, "name", reason)),
                         f"{self.name} aborted checkpoint {checkpoint_id}: {reason}")
         )
 
@@ -265,7 +265,8 @@ class StreamTask:
             op.prepare_snapshot_pre_barrier(cid)
         for w in self.writers:
             w.broadcast_event(barrier)
-        snapshots = [(op.uid, op.snapshot_state(cid, barrier.timestamp_ms)) for op in self.operators]
+        ts = barrier.timestamp_ms
+        snapshots = [(op.uid, op.snapshot_state(cid, ts)) for op in self.operators]
         sync_ms = (time.perf_counter() - t0) * 1000
         faults = self._faults
         if faults.active:
@@ -278,7 +279,7 @@ class StreamTask:
             t1 = time.perf_counter()
             try:
                 writer = services.state_writer(cid)
-                states = {}
+                states: dict[Any, OperatorSubtaskState] = {}
                 for uid, snap in snapshots:
                     states[uid] = snap.run(writer)
                     if faults.active:
@@ -295,12 +296,14 @@ class StreamTask:
                     persisted_bytes=0,
                     unaligned=False,
                 )
-                services.send_to_master(TaskAcknowledgement(cid, key, states, metrics))
+                services.send_to_master(
+                    TaskAcknowledgement(CheckpointId(cid), key, states, metrics)
+                )
             except Exception as exc:
                 log.warning("asynchronous part of checkpoint %s failed in %s", cid, name,
                             exc_info=True)
                 services.send_to_master(
-                    TaskDecline(cid, key, "ASYNC_SNAPSHOT_FAILED",
+                    TaskDecline(CheckpointId(cid), key, "CHECKPOINT_ASYNC_EXCEPTION",
                                 f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
                 )
 

@@ -122,8 +122,9 @@ class Sink(ABC):
     """A picklable sink description (``DataStream.sink_to(sink)``)."""
 
     @abstractmethod
-    def create_writer(self, context: SinkWriterContext, restored_state: Sequence[Any]) -> SinkWriter:
-        ...
+    def create_writer(
+        self, context: SinkWriterContext, restored_state: Sequence[Any]
+    ) -> SinkWriter: ...
 
     def create_committer(self) -> Committer | None:
         """A committer makes the sink two-phase (exactly-once); ``None`` for plain sinks."""

@@ -78,7 +78,9 @@ class SinkOperator(StreamOperator):
         self._pending: dict[int, list[Any]] = {}
         self.committer: Committer | None = sink.create_committer()
         c = self.ctx
-        self._writer_context = SinkWriterContext(c.subtask_index, c.parallelism, c.attempt, c.job_id)
+        self._writer_context = SinkWriterContext(
+            c.subtask_index, c.parallelism, c.attempt, c.job_id
+        )
         if self.committer is not None and c.subtask_index == 0:
             if restore is not None:
                 restored = sorted(self._committables.get() or [], key=lambda e: (e[0], e[1]))
@@ -167,7 +169,11 @@ class CollectSinkOperator(StreamOperator):
     def snapshot_state(self, checkpoint_id: int, timestamp_ms: int) -> OperatorSnapshot:
         index = self.ctx.subtask_index
         self._state.update(
-            [(index, cid, recs) for cid, recs in sorted(self._pending.items()) if cid <= checkpoint_id]
+            [
+                (index, cid, recs)
+                for cid, recs in sorted(self._pending.items())
+                if cid <= checkpoint_id
+            ]
         )
         return super().snapshot_state(checkpoint_id, timestamp_ms)
 

@@ -37,7 +37,7 @@ def is_checkpointed(function: Any) -> bool:
 class UserFunctionOperator(StreamOperator):
     def __init__(self, node: OperatorNode, function: Any | None = None) -> None:
         super().__init__(node)
-        self.function = function if function is not None else (
+        self.function: Any = function if function is not None else (
             node.spec.function if node.spec is not None else node.source
         )
 
