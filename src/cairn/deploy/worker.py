@@ -26,6 +26,7 @@ import cloudpickle
 from cairn.checkpoint.handles import StateFileWriter
 from cairn.checkpoint.messages import TaskKey
 from cairn.checkpoint.storage import CheckpointStorage, read_metadata
+from cairn.common.execution_config import global_job_parameters
 from cairn.deploy import protocol as p
 from cairn.deploy.plan import ExecutionPlan
 from cairn.graph.job_graph import JobGraph
@@ -239,6 +240,7 @@ class Worker:
         settings = self.settings
         alignment = settings.checkpoint.mode
         checkpointing = settings.checkpoint.enabled
+        job_parameters = global_job_parameters(settings.configuration)
         for key in self.plan.tasks_of(self.index):
             vertex = self.graph.vertex(key.vertex_id)
             writers = self._record_writers(key)
@@ -269,7 +271,7 @@ class Worker:
                     clock_ms=_now_ms,
                     services=self,
                     checkpointing=checkpointing,
-                    job_parameters=dict(settings.configuration),
+                    job_parameters=job_parameters,
                 ))
             for op in ops:
                 op.initialize_state(restores.get(op.uid))
@@ -306,7 +308,10 @@ class Worker:
         tasks = self.tasks
         wakeup = self._wakeup
         next_metrics = time.monotonic() + METRICS_INTERVAL_S
-        flush_interval = max(self.settings.buffer_timeout_ms, 0) / 1000.0
+        # Flink: -1 = flush only full buffers; 0 = flush after every record (here: batch).
+        timeout_ms = self.settings.buffer_timeout_ms
+        flush_when_idle = timeout_ms >= 0
+        flush_interval = timeout_ms / 1000.0 if timeout_ms >= 0 else float("inf")
         next_flush = time.monotonic() + flush_interval
         current: StreamTask | None = None
         try:
@@ -330,7 +335,7 @@ class Worker:
                         did = True
                 current = None
                 mono = time.monotonic()
-                if not did or mono >= next_flush:
+                if (not did and flush_when_idle) or mono >= next_flush:
                     for task in tasks:
                         if task.has_pending_output():
                             task.flush()
