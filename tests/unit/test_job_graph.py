@@ -301,3 +301,13 @@ def test_describe_lists_vertices_with_parallelism_and_edges() -> None:
         '  v1 "count" parallelism=4 max_parallelism=128 <- v0 hash -> v2 rebalance\n'
         '  v2 "sink" parallelism=1 max_parallelism=128 <- v1 rebalance'
     )
+
+
+def test_global_chaining_switch_puts_every_operator_in_its_own_vertex() -> None:
+    src = SourceTransformation("src", [], source=object())
+    m = OneInputTransformation("m", [src], operator=OperatorSpec(OperatorKind.MAP, None))
+    sink = SinkTransformation("out", [m], operator=OperatorSpec(OperatorKind.SINK, None))
+    assert len(build_job_graph("j", [sink], 2, 128).vertices) == 1
+    graph = build_job_graph("j", [sink], 2, 128, chaining_enabled=False)
+    assert [v.name for v in graph.vertices] == ["src", "m", "out"]
+    assert all(e.partition is PartitionKind.FORWARD for e in graph.edges)

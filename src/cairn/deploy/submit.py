@@ -28,6 +28,8 @@ WORKERS_KEY = "cairn.workers"
 SPARK_MASTER_KEY = "cairn.spark.master"
 FAULTS_KEY = "cairn.testing.faults"
 PROGRESS_KEY = "cairn.progress"
+REGISTRATION_WAIT_S = 30.0  # for the executors of a new cluster session to register
+CHAINING_KEY = "pipeline.operator-chaining.enabled"
 
 
 def choose_executor(settings: JobSettings, graph: JobGraph) -> tuple[Executor, int]:
@@ -46,6 +48,9 @@ def choose_executor(settings: JobSettings, graph: JobGraph) -> tuple[Executor, i
     executor = SparkExecutor(spark)
     wanted = int(conf.get(WORKERS_KEY, max_parallelism))
     slots = executor.slots()
+    if slots < wanted and not (spark.sparkContext.master or "").startswith("local"):
+        # A cluster session that has just started has no executors registered yet.
+        slots = executor.await_slots(min(wanted, max_parallelism), REGISTRATION_WAIT_S)
     workers = max(1, min(wanted, max_parallelism, slots))
     if workers < wanted:
         log.warning("Spark offers %d task slots; running %d workers for parallelism %d",
@@ -54,8 +59,9 @@ def choose_executor(settings: JobSettings, graph: JobGraph) -> tuple[Executor, i
 
 
 def submit_job(settings: JobSettings, sinks: Sequence[SinkTransformation]) -> JobClient:
+    chaining = str(settings.configuration.get(CHAINING_KEY, "true")).lower() != "false"
     graph = build_job_graph(settings.job_name, sinks, settings.parallelism,
-                            settings.max_parallelism)
+                            settings.max_parallelism, chaining)
     payload = dumps_job((settings, graph))
     executor, workers = choose_executor(settings, graph)
     faults: tuple[Any, ...] = parse_faults(settings.configuration.get(FAULTS_KEY, ""))

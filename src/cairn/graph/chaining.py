@@ -159,9 +159,19 @@ def is_chainable(edge: StreamEdge, graph: StreamGraph) -> bool:
     )
 
 
-def build_chains(graph: StreamGraph) -> list[tuple[StreamNode, ...]]:
-    """Group the nodes into chains (head first), ordered by head transformation id."""
-    parent_of = {e.target_id: e.source_id for e in graph.edges if is_chainable(e, graph)}
+def build_chains(
+    graph: StreamGraph, chaining_enabled: bool = True
+) -> list[tuple[StreamNode, ...]]:
+    """Group the nodes into chains (head first), ordered by head transformation id.
+
+    ``chaining_enabled=False`` (``pipeline.operator-chaining.enabled: false``) puts every
+    operator in a task of its own.
+    """
+    parent_of = {
+        e.target_id: e.source_id
+        for e in graph.edges
+        if chaining_enabled and is_chainable(e, graph)
+    }
     child_of = {parent: child for child, parent in parent_of.items()}
     chains: list[tuple[StreamNode, ...]] = []
     for tid, node in graph.nodes.items():

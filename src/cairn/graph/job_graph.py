@@ -142,6 +142,7 @@ def build_job_graph(
     sinks: Sequence[SinkTransformation],
     default_parallelism: int,
     default_max_parallelism: int,
+    chaining_enabled: bool = True,
 ) -> JobGraph:
     """Translate the plan ending in ``sinks`` into chained vertices and edges.
 
@@ -156,7 +157,7 @@ def build_job_graph(
     ['numbers -> double -> out']
     """
     graph = build_stream_graph(sinks, default_parallelism, default_max_parallelism)
-    chains = build_chains(graph)
+    chains = build_chains(graph, chaining_enabled)
     chain_of = {node.id: ci for ci, chain in enumerate(chains) for node in chain}
     # Chains are linear, so an edge between two chains always leaves a tail and enters a head.
     cross = [e for e in graph.edges if chain_of[e.source_id] != chain_of[e.target_id]]
