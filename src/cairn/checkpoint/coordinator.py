@@ -483,6 +483,9 @@ class CheckpointCoordinator:
         self._shut_down = True
         policy, job_dir = self.settings.retention.value, self.storage.job_dir
         if not discard_on_termination(self.settings.retention, terminal):
+            # Uploads that finished after their checkpoint was aborted left files behind.
+            for cid in [c for c, outcome in self._ghosts.items() if outcome == "aborted"]:
+                self._discard_files(cid)
             log.info("Job %s %s: kept %s (%s).", self.job_id, terminal.value, job_dir, policy)
             return
         self._store.discard_all_owned()

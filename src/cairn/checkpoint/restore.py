@@ -3,7 +3,8 @@
 
 Invariant: a checkpoint is handed out for restore only after its metadata decoded cleanly and
 every state file it references exists and is long enough; each skipped candidate is logged
-with the exact file and problem.
+with the exact file and problem. A restore into a different job never drops state silently
+(``check_restore_compatible``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cairn.checkpoint.errors import (
+    CheckpointError,
     CheckpointNotFoundError,
     CorruptCheckpointError,
     NoUsableCheckpointError,
@@ -87,3 +89,42 @@ def find_restore_point(
 def _id_from_dir(directory: str) -> int | None:
     name = directory.rstrip("/").rsplit("/", 1)[-1]
     return int(name[4:]) if name.startswith("chk-") and name[4:].isdigit() else None
+
+
+class IncompatibleCheckpointError(CheckpointError):
+    """The job cannot take over the state of the checkpoint it is told to restore from."""
+
+
+def check_restore_compatible(
+    checkpoint: CompletedCheckpoint,
+    operators: Mapping[str, tuple[int, int]],
+    allow_unclaimed_state: bool = False,
+) -> None:
+    """Fail rather than lose state when restoring ``checkpoint`` into a job whose operators
+    (``uid -> (parallelism, max_parallelism)``) differ from the checkpointed ones (Flink's
+    rules): state of a uid the job lacks needs ``allow_unclaimed_state``, and keyed state
+    needs the same max parallelism (its key groups would map keys to the wrong subtasks).
+
+    Raises:
+        IncompatibleCheckpointError: names the operator, the checkpoint and the remedy.
+    """
+    where = checkpoint.directory
+    for uid, op in sorted(checkpoint.metadata.operators.items()):
+        states = op.subtasks.values()
+        if uid not in operators:
+            if not allow_unclaimed_state and any(not s.is_empty for s in states):
+                raise IncompatibleCheckpointError(
+                    f"cannot restore {where}: it holds state of operator uid {uid!r}, which "
+                    "is not in the job (removed, or its uid changed). Give the operator that "
+                    f"owns this state .uid({uid!r}), or set "
+                    "execution.state-recovery.ignore-unclaimed-state: true to drop it."
+                )
+            continue
+        max_parallelism = operators[uid][1]
+        if op.max_parallelism != max_parallelism and any(s.keyed for s in states):
+            raise IncompatibleCheckpointError(
+                f"cannot restore {where}: operator uid {uid!r} has keyed state written with "
+                f"max parallelism {op.max_parallelism}, but the job uses {max_parallelism}; "
+                f"keep it at {op.max_parallelism} (env.set_max_parallelism or "
+                "pipeline.max-parallelism) to restore this state."
+            )

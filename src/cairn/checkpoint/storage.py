@@ -12,7 +12,6 @@ Layout (as in Flink)::
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import posixpath
@@ -89,8 +88,16 @@ def _check_relative(rel: str, directory: _Loc) -> None:
 
 
 def _remove_tree(loc: _Loc) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        loc.fs.rm(loc.path, recursive=True)
+    # A late upload may create the directory or a file in it while we remove it.
+    for attempt in range(3):
+        try:
+            loc.fs.rm(loc.path, recursive=True)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if attempt == 2:
+                raise
 
 
 def _atomic_write(loc: _Loc, data: bytes) -> None:

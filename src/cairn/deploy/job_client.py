@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from cairn.common.exceptions import JobExecutionException
 from cairn.common.job_execution_result import JobExecutionResult
 from cairn.common.job_status import JobStatus
 from cairn.deploy.job_master import JobMaster
@@ -21,8 +22,12 @@ from cairn.ids import JobId
 _END = object()
 
 
-class JobExecutionError(Exception):
-    """The job failed (restart strategy exhausted); the cause carries the remote traceback."""
+class JobExecutionError(JobExecutionException):
+    """The job failed (restart strategy exhausted); the cause carries the remote traceback.
+
+    A ``JobExecutionException`` (the public API's name), so ``except JobExecutionException``
+    around ``env.execute()`` catches it.
+    """
 
 
 class JobClient:
@@ -77,7 +82,7 @@ class JobClient:
             raise TimeoutError(f"job {self.get_job_id()} still running after {timeout} s")
         m = self._master
         if m.status is JobStatus.FAILED:
-            raise JobExecutionError(f"Job {m.job_id} failed: {m.error}") from m.error
+            raise JobExecutionError(f"Job {m.job_id} failed: {m.error}", m.job_id) from m.error
         runtime = (m.end_ms or int(time.time() * 1000)) - m.start_ms
         return JobExecutionResult(JobId(m.job_id), runtime, {})
 
@@ -89,7 +94,8 @@ class JobClient:
                 # Items delivered just before the end are already in order before _END.
                 m = self._master
                 if m.status is JobStatus.FAILED:
-                    raise JobExecutionError(f"Job {m.job_id} failed: {m.error}") from m.error
+                    message = f"Job {m.job_id} failed: {m.error}"
+                    raise JobExecutionError(message, m.job_id) from m.error
                 return
             yield item
 

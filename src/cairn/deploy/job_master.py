@@ -17,6 +17,7 @@ from typing import Any
 
 from cairn.checkpoint.coordinator import CheckpointCoordinator
 from cairn.checkpoint.messages import TaskAcknowledgement, TaskDecline, TaskKey
+from cairn.checkpoint.restore import check_restore_compatible
 from cairn.checkpoint.storage import CheckpointStorage
 from cairn.common.job_status import JobStatus
 from cairn.deploy import protocol as p
@@ -31,6 +32,7 @@ from cairn.runtime.events import CheckpointBarrier
 log = logging.getLogger(__name__)
 
 REGISTRATION_TIMEOUT_S = 180.0
+IGNORE_UNCLAIMED_KEY = "execution.state-recovery.ignore-unclaimed-state"
 TICK_S = 0.02
 
 
@@ -193,6 +195,11 @@ class JobMaster:
         point = coordinator.restore_point(explicit)
         if point is None:
             return None
+        if explicit is not None:  # another job's state: it must fit this job's operators
+            operators = {node.uid: (node.parallelism, node.max_parallelism)
+                         for v in self.graph.vertices for node in v.operators}
+            allow = self.settings.configuration.get(IGNORE_UNCLAIMED_KEY, "false")
+            check_restore_compatible(point, operators, str(allow).lower() == "true")
         return p.RestoreInfo(point.directory, int(point.checkpoint_id))
 
     def _shutdown_coordinator(self) -> None:
@@ -205,6 +212,8 @@ class JobMaster:
         state = _AttemptState(attempt, self.num_workers)
         self._state = state
         self.metrics = {}
+        # Pids of the previous attempt's (dead) workers must not pass for the new ones.
+        self.worker_pids = {}
         launch = p.WorkerLaunch(
             job_id=self.job_id,
             attempt=attempt,

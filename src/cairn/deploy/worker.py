@@ -411,7 +411,11 @@ class Worker:
         self._stop = True
         for task in self.tasks:
             task.close()
-        self._async.shutdown(wait=self._outcome == "finished")
+        # Queued snapshot uploads are dropped, a running one is awaited: nothing may write
+        # into a checkpoint directory after this worker ended (the job master removes the
+        # directories of aborted checkpoints once every worker is gone).
+        finished = self._outcome == "finished"
+        self._async.shutdown(wait=True, cancel_futures=not finished)
         self._abort_connections()
 
 

@@ -1,0 +1,297 @@
+"""Recovery edge cases: restoring from retained checkpoints of a cancelled job (newest one
+corrupt or incomplete, none usable, another parallelism, an explicit ``chk-<n>`` path, a job
+whose operators changed) and crashes right after a restore; the committed output is compared
+with the golden output.
+
+A first run is cancelled while its rate-limited source is mid-way; a second run of the same
+job restores from the first run's retained checkpoints and writes into the same directory.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from cairn.common import Configuration, JobExecutionException, WatermarkStrategy
+from cairn.common.job_status import JobStatus
+from cairn.common.restart_strategy import RestartStrategies
+from cairn.common.serialization import Encoder
+from cairn.datastream import StreamExecutionEnvironment
+from cairn.datastream.connectors.datagen import DataGeneratorSource
+from cairn.datastream.connectors.file_system import FileSink
+from cairn.datastream.stream_execution_environment import (
+    reset_context_defaults,
+    set_context_defaults,
+)
+from cairn.deploy.job_client import JobClient
+from cairn.testing.jobs import (
+    SequenceCheck,
+    SequenceGenerator,
+    check_sequence_lines,
+    read_visible_lines,
+)
+from tests.integration.jobs import expected_lines, sequence_job
+
+RECORDS, KEYS = 60_000, 12  # 12 keys: every parallelism used here divides it
+RESTORE_KEY = "execution.state-recovery.path"
+
+
+@dataclass(frozen=True)
+class FirstRun:
+    job_dir: Path
+    retained: list[int]  # ids of the retained checkpoints, oldest first
+    lines: list[str]  # output committed before the cancellation
+    out: str
+
+
+def _conf(**extra: str) -> dict[str, str]:
+    return {"cairn.executor": "inprocess", "execution.checkpointing.num-retained": "2", **extra}
+
+
+def _first_run(tmp_path: Path, parallelism: int = 2) -> FirstRun:
+    """Run at ``parallelism`` until three checkpoints completed, then cancel (retained)."""
+    out = str(tmp_path / "out")
+    env = sequence_job(_conf(), out, records=RECORDS, keys=KEYS, parallelism=parallelism,
+                       rate=20_000, interval_ms=100, checkpoint_dir=str(tmp_path / "chk"),
+                       retain=True)
+    client = env.execute_async("recovery-first-run")
+    deadline = time.monotonic() + 30
+    while (client.get_checkpoint_statistics() is None
+           or client.get_checkpoint_statistics().counts.completed < 3):
+        assert time.monotonic() < deadline, "the first run never completed three checkpoints"
+        time.sleep(0.01)
+    client.cancel()
+    client.get_job_execution_result(timeout=60)
+    assert client.get_job_status() is JobStatus.CANCELED
+    lines = read_visible_lines(out)
+    assert 0 < len(lines) < RECORDS, "the first run must end mid-way"
+    coordinator = client.job_master.coordinator
+    assert coordinator is not None
+    retained = [int(c.checkpoint_id) for c in coordinator.completed_checkpoints()]
+    assert len(retained) == 2
+    return FirstRun(tmp_path / "chk" / client.get_job_id(), retained, lines, out)
+
+
+def _second_run(tmp_path: Path, first: FirstRun, parallelism: int = 2,
+                restore: str | None = None) -> JobClient:
+    conf = _conf() if restore is None else _conf(**{RESTORE_KEY: restore})
+    env = sequence_job(conf, first.out, records=RECORDS, keys=KEYS, parallelism=parallelism,
+                       rate=None, interval_ms=100, checkpoint_dir=str(tmp_path / "chk"),
+                       retain=True)
+    client = env.execute_async("recovery-second-run")
+    client.get_job_execution_result(timeout=60)
+    return client
+
+
+def _restored_id(client: JobClient) -> int | None:
+    restored = client.get_checkpoint_statistics().snapshot().latest_restored
+    return None if restored is None else int(restored.checkpoint_id)
+
+
+def _chk(first: FirstRun, checkpoint_id: int) -> Path:
+    return first.job_dir / f"chk-{checkpoint_id}"
+
+
+# --------------------------------------------------------------------------- fallback
+
+
+def _truncate_metadata(chk: Path) -> None:
+    with open(chk / "_metadata", "r+b") as f:
+        f.truncate(12)
+
+
+def _remove_a_state_file(chk: Path) -> None:
+    state_files = sorted(p for p in chk.iterdir() if p.name.startswith("keyed-"))
+    assert state_files, f"no keyed state file in {chk}"
+    state_files[0].unlink()
+
+
+CORRUPTIONS = {"truncated-metadata": _truncate_metadata, "missing-state-file": _remove_a_state_file}
+
+
+@pytest.mark.parametrize("corruption", sorted(CORRUPTIONS))
+def test_unusable_newest_checkpoint_falls_back_to_the_previous_one(
+    tmp_path: Path, corruption: str
+) -> None:
+    first = _first_run(tmp_path)
+    older, newest = first.retained
+    CORRUPTIONS[corruption](_chk(first, newest))
+    client = _second_run(tmp_path, first, restore=str(first.job_dir))
+    assert client.get_job_status() is JobStatus.FINISHED
+    assert _restored_id(client) == older
+    lines = read_visible_lines(first.out)
+    report = check_sequence_lines(lines)
+    # Restored keyed state and source positions belong to the same checkpoint: no key skips
+    # or repeats a sequence number within either run, and every sum matches.
+    assert report.violations == [] and report.bad_sums == []
+    assert sorted(set(lines)) == expected_lines(RECORDS, KEYS)
+    # The first run had committed the output of the newest checkpoint already; restoring the
+    # older one replays exactly that suffix of each key once more (as in Flink), no more.
+    duplicates = Counter(lines) - Counter(set(lines))
+    assert set(duplicates.values()) <= {1}
+    assert set(duplicates) <= set(first.lines)
+    _assert_duplicates_are_a_suffix_of_the_first_run(list(duplicates), first.lines)
+
+
+def _assert_duplicates_are_a_suffix_of_the_first_run(duplicates: list[str],
+                                                     first_lines: list[str]) -> None:
+    def seqs(lines: list[str]) -> dict[str, list[int]]:
+        per_key: dict[str, list[int]] = defaultdict(list)
+        for line in lines:
+            key, seq, _ = line.split(",")
+            per_key[key].append(int(seq))
+        return per_key
+
+    last_of_first_run = {k: max(v) for k, v in seqs(first_lines).items()}
+    for key, dup in seqs(duplicates).items():
+        dup.sort()
+        assert dup == list(range(dup[0], last_of_first_run[key] + 1)), key
+
+
+def test_no_usable_checkpoint_fails_naming_every_candidate(tmp_path: Path) -> None:
+    first = _first_run(tmp_path)
+    older, newest = first.retained
+    _truncate_metadata(_chk(first, newest))
+    _remove_a_state_file(_chk(first, older))
+    with pytest.raises(JobExecutionException) as info:
+        _second_run(tmp_path, first, restore=str(first.job_dir))
+    message = str(info.value)
+    assert f"{first.job_dir}/chk-{newest}/_metadata: truncated metadata" in message
+    assert f"{first.job_dir}/chk-{older}/keyed-" in message and "is missing" in message
+    # Nothing ran: no output beyond the first run's.
+    assert sorted(read_visible_lines(first.out)) == sorted(first.lines)
+
+
+# --------------------------------------------------------------------------- rescale
+
+
+@pytest.mark.parametrize("new_parallelism", [3, 1])
+def test_rescaled_restore_matches_the_golden_output(tmp_path: Path,
+                                                    new_parallelism: int) -> None:
+    first = _first_run(tmp_path, parallelism=2)
+    client = _second_run(tmp_path, first, parallelism=new_parallelism,
+                         restore=str(first.job_dir))
+    assert client.get_job_status() is JobStatus.FINISHED
+    assert _restored_id(client) == first.retained[-1]
+    assert {v.parallelism for v in client.job_master.graph.vertices} == {new_parallelism}
+    lines = read_visible_lines(first.out)
+    assert sorted(lines) == expected_lines(RECORDS, KEYS)
+
+
+# --------------------------------------------------------------------------- explicit path
+
+
+@pytest.fixture
+def context_defaults() -> Iterator[None]:
+    yield
+    reset_context_defaults()
+
+
+def test_restore_from_an_explicit_checkpoint_directory(tmp_path: Path,
+                                                       context_defaults: None) -> None:
+    first = _first_run(tmp_path)
+    newest = first.retained[-1]
+    set_context_defaults(restore_path=str(_chk(first, newest)))  # what `cairn run -s` sets
+    client = _second_run(tmp_path, first)
+    assert client.get_job_status() is JobStatus.FINISHED
+    assert _restored_id(client) == newest
+    assert sorted(read_visible_lines(first.out)) == expected_lines(RECORDS, KEYS)
+    history = client.get_checkpoint_statistics().snapshot().history
+    assert min(s.checkpoint_id for s in history) == newest + 1  # numbering continues
+    # The second job does not own the checkpoints it restored from: they stay.
+    assert not (tmp_path / "chk" / client.get_job_id()).exists()
+    for cid in first.retained:
+        assert (_chk(first, cid) / "_metadata").is_file()
+
+
+# --------------------------------------------------------------------------- changed jobs
+
+
+def _renamed_check_job(conf: dict[str, str], out: str) -> StreamExecutionEnvironment:
+    """The sequence job of ``sequence_job`` whose keyed check got a new uid."""
+    configuration = Configuration()
+    for k, v in conf.items():
+        configuration.set_string(k, v)
+    env = StreamExecutionEnvironment.get_execution_environment(configuration)
+    env.set_parallelism(2)
+    env.enable_checkpointing(100)
+    env.set_restart_strategy(RestartStrategies.no_restart())
+    source = DataGeneratorSource(SequenceGenerator(KEYS), RECORDS)
+    (
+        env.from_source(source, WatermarkStrategy.no_watermarks(), "sequence")
+        .uid("sequence-source")
+        .key_by(lambda r: r[0])
+        .process(SequenceCheck())
+        .uid("sequence-check-v2")
+        .sink_to(FileSink.for_row_format(out, Encoder.simple_string_encoder()).build())
+        .uid("file-sink")
+    )
+    return env
+
+
+@pytest.mark.parametrize("ignore_unclaimed", [False, True])
+def test_state_of_an_operator_missing_from_the_job_is_never_dropped_silently(
+    tmp_path: Path, ignore_unclaimed: bool
+) -> None:
+    first = _first_run(tmp_path)
+    conf = _conf(**{RESTORE_KEY: str(first.job_dir),
+                    "execution.state-recovery.ignore-unclaimed-state": str(ignore_unclaimed)})
+    client = _renamed_check_job(conf, first.out).execute_async("renamed")
+    if not ignore_unclaimed:
+        with pytest.raises(JobExecutionException) as info:
+            client.get_job_execution_result(timeout=60)
+        message = str(info.value)
+        assert "operator uid 'sequence-check'" in message
+        assert "execution.state-recovery.ignore-unclaimed-state" in message
+        assert sorted(read_visible_lines(first.out)) == sorted(first.lines)
+        return
+    client.get_job_execution_result(timeout=60)
+    assert _restored_id(client) == first.retained[-1]
+    # As asked: the source resumed, the check started empty, so each key's first record
+    # after the restore is reported out of sequence exactly once.
+    report = check_sequence_lines(read_visible_lines(first.out))
+    assert sorted(v.split(",")[0] for v in report.violations) == [
+        f"!k{k:05d}" for k in range(KEYS)
+    ]
+
+
+def test_restore_with_another_max_parallelism_is_refused(tmp_path: Path) -> None:
+    first = _first_run(tmp_path)
+    conf = _conf(**{RESTORE_KEY: str(first.job_dir), "pipeline.max-parallelism": "256"})
+    env = sequence_job(conf, first.out, records=RECORDS, keys=KEYS, rate=None,
+                       checkpoint_dir=str(tmp_path / "chk"), retain=True)
+    client = env.execute_async("max-parallelism-changed")
+    with pytest.raises(JobExecutionException) as info:
+        client.get_job_execution_result(timeout=60)
+    message = str(info.value)
+    expected = "operator uid 'sequence-check' has keyed state written with max parallelism 128"
+    assert expected in message
+    assert "the job uses 256" in message
+    assert sorted(read_visible_lines(first.out)) == sorted(first.lines)
+
+
+# --------------------------------------------------------------------------- crash after restore
+
+
+def test_crashes_right_after_restores_keep_exactly_once(tmp_path: Path) -> None:
+    out = str(tmp_path / "out")
+    faults = (
+        "point=processing,attempt=0,records=15000,subtask=1;"
+        "point=processing,attempt=1,records=1,subtask=0;"  # first batch after the restore
+        "point=processing,attempt=2,records=1,subtask=1"
+    )
+    env = sequence_job({"cairn.executor": "inprocess", "cairn.testing.faults": faults}, out,
+                       records=RECORDS, keys=KEYS, rate=40_000, interval_ms=100,
+                       checkpoint_dir=str(tmp_path / "chk"))
+    client = env.execute_async("crash-after-restore")
+    client.get_job_execution_result(timeout=60)
+    assert client.job_master.restarts == 3
+    assert client.get_checkpoint_statistics().counts.restored == 3
+    assert sorted(read_visible_lines(out)) == expected_lines(RECORDS, KEYS)
+    assert not os.path.exists(tmp_path / "chk" / client.get_job_id())
