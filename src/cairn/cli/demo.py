@@ -74,9 +74,17 @@ def run_demo(records: int, keys: int, parallelism: int, rate: int, output: str |
         while time.monotonic() < deadline and master_.end_ms is None:
             coordinator = master_.coordinator
             latest = coordinator.latest_completed_id() if coordinator else None
-            if latest is not None and latest >= 3 and master_.worker_pids:
+            sources = set(master_.plan.source_tasks)
+            emitted = sum(m.records_out for t, m in dict(master_.metrics).items()
+                          if t in sources)
+            # Kill mid-run: after a completed checkpoint, with most of the input still to come.
+            if (latest is not None and latest >= 2 and emitted >= records // 4
+                    and len(master_.worker_pids) == parallelism):
                 victim = max(master_.worker_pids)
                 pid = master_.worker_pids[victim]
+                if emitted >= records * 0.9:
+                    _say("\n>>> the job is almost done; not killing a worker this time")
+                    break
                 _say(f"\n>>> checkpoint {latest} completed; killing worker {victim} "
                      f"(Spark Python worker pid {pid}) with SIGKILL")
                 os.kill(pid, signal.SIGKILL)

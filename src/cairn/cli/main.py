@@ -21,9 +21,19 @@ def _configure_logging(verbose: bool) -> None:
     )
 
 
+# Options of ``cairn run``; after the script they belong to the script (as with ``flink run``).
+_RUN_OPTIONS = frozenset(
+    {"-p", "--parallelism", "-s", "--from-checkpoint", "--master", "--executor", "-D", "--conf"}
+)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from cairn.datastream.stream_execution_environment import set_context_defaults
 
+    misplaced = [a for a in args.script_args if a.split("=", 1)[0] in _RUN_OPTIONS]
+    if misplaced:
+        print(f"cairn run: {' '.join(misplaced)} after the script go to the script, not to "
+              "cairn; put cairn's options before the script", file=sys.stderr)
     conf: dict[str, str] = {"cairn.progress": "true"}
     if args.master:
         conf["cairn.spark.master"] = args.master

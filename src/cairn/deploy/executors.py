@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from typing import Any, Protocol
 
@@ -17,6 +18,8 @@ from cairn.deploy.worker import run_worker
 from cairn.runtime.faults import SimulatedCrash
 
 log = logging.getLogger(__name__)
+
+SLOT_WAIT_S = 60.0  # how long a launch waits for lost executors to be replaced
 
 
 class Deployment(Protocol):
@@ -171,4 +174,22 @@ class SparkExecutor:
         return int(available_slots(self.spark))
 
     def launch(self, launch: WorkerLaunch) -> _SparkDeployment:
+        self.await_slots(launch.num_workers, SLOT_WAIT_S)
         return _SparkDeployment(self.spark, launch)
+
+    def await_slots(self, wanted: int, timeout: float) -> int:
+        """Wait up to ``timeout`` s for ``wanted`` task slots; return the slots offered.
+
+        Spark re-checks a barrier stage that does not fit only every 15 s
+        (``spark.scheduler.barrier.maxConcurrentTasksCheck.interval``), while a cluster
+        manager registers new executors, or replaces a lost one, within a few seconds.
+        """
+        deadline = time.monotonic() + timeout
+        slots = self.slots()
+        while slots < wanted and time.monotonic() < deadline:
+            time.sleep(0.2)
+            slots = self.slots()
+        if slots < wanted:
+            log.warning("Spark offers %d task slots after %.0f s; %d wanted", slots, timeout,
+                        wanted)
+        return slots

@@ -61,11 +61,14 @@ class ProgressReporter:
         while self._master.end_ms is None:
             time.sleep(self._interval)
             text = self.line()
-            if tty:
-                self._stream.write("\r\x1b[2K" + text)
-            else:
-                self._stream.write(text + "\n")
-            self._stream.flush()
+            try:
+                if tty:
+                    self._stream.write("\r\x1b[2K" + text)
+                else:
+                    self._stream.write(text + "\n")
+                self._stream.flush()
+            except (ValueError, OSError):  # the stream was closed: nobody is watching
+                return
         if tty:
             self._stream.write("\n")
             self._stream.flush()

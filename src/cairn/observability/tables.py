@@ -32,7 +32,7 @@ def render(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
     out = [line, "  ".join("-" * w for w in widths)]
     out += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
-    return "\n".join(out)
+    return "\n".join(row.rstrip() for row in out)
 
 
 def checkpoints_table(path: str) -> str:
