@@ -1,0 +1,139 @@
+"""Channels, flow control and partitioners of the runtime (no job, real sockets)."""
+
+from __future__ import annotations
+
+import pickle
+import threading
+import time
+from typing import Any
+
+from cairn.graph.transformations import PartitionKind
+from cairn.runtime.channels import (
+    ConnectionSender,
+    InputChannel,
+    LocalOutputChannel,
+    RemoteOutputChannel,
+    receive_loop,
+)
+from cairn.runtime.events import CheckpointBarrier
+from cairn.runtime.input_gate import InputGate
+from cairn.runtime.network import Listener, connect, new_secret
+from cairn.runtime.record_writer import RecordWriter
+from cairn.state.key_groups import assign_to_key_group, subtask_for_key_group
+
+
+def _local(n: int) -> tuple[list[InputChannel], list[LocalOutputChannel]]:
+    inputs = [InputChannel(i) for i in range(n)]
+    return inputs, [LocalOutputChannel(c, capacity=100) for c in inputs]
+
+
+def _drain(channel: InputChannel) -> list[Any]:
+    out: list[Any] = []
+    while channel.queue:
+        entry = channel.queue.popleft()
+        out.extend(entry if isinstance(entry, list) else [entry])
+    return out
+
+
+def test_hash_partitioning_follows_flinks_key_group_assignment() -> None:
+    inputs, outputs = _local(3)
+    writer = RecordWriter(outputs, PartitionKind.HASH, key_selector=lambda r: r[0],
+                          max_parallelism=128, batch_size=4)
+    records = [(f"key{i}", i) for i in range(200)]
+    writer.emit(records)
+    writer.flush_all()
+    for index, channel in enumerate(inputs):
+        for key, _ in _drain(channel):
+            assert subtask_for_key_group(128, 3, assign_to_key_group(key, 128)) == index
+    assert writer.records_out == 200
+
+
+def test_records_before_a_barrier_are_flushed_ahead_of_it() -> None:
+    inputs, outputs = _local(2)
+    writer = RecordWriter(outputs, PartitionKind.REBALANCE, batch_size=1000)
+    writer.emit(list(range(10)))
+    barrier = CheckpointBarrier(1, 0)  # type: ignore[arg-type]
+    writer.broadcast_event(barrier)
+    for channel in inputs:
+        entries = list(channel.queue)
+        assert entries[-1] is barrier
+        assert all(isinstance(e, list) for e in entries[:-1])
+    assert sorted(_drain(inputs[0])[:-1] + _drain(inputs[1])[:-1]) == list(range(10))
+
+
+def test_round_robin_and_broadcast_distribution() -> None:
+    inputs, outputs = _local(4)
+    writer = RecordWriter(outputs, PartitionKind.REBALANCE, batch_size=1)
+    writer.emit(list(range(100)))
+    assert [len(_drain(c)) for c in inputs] == [25, 25, 25, 25]
+    inputs, outputs = _local(3)
+    writer = RecordWriter(outputs, PartitionKind.BROADCAST, batch_size=1)
+    writer.emit([1, 2])
+    assert [_drain(c) for c in inputs] == [[1, 2]] * 3
+
+
+def test_local_channel_capacity_makes_writer_unavailable() -> None:
+    target = InputChannel(0)
+    writer = RecordWriter([LocalOutputChannel(target, capacity=2)], PartitionKind.FORWARD,
+                          batch_size=1)
+    writer.emit([1])
+    assert writer.available()
+    writer.emit([2])
+    assert not writer.available(), "a full channel must back-pressure the producer"
+    target.queue.popleft()
+    assert writer.available()
+
+
+def test_input_gate_skips_blocked_channels_and_is_fair() -> None:
+    channels = [InputChannel(i) for i in range(3)]
+    for i, ch in enumerate(channels):
+        ch.queue.extend([[f"c{i}-a"], [f"c{i}-b"]])
+    gate = InputGate(channels)
+    gate.set_blocked_view({1})
+    order = []
+    while (item := gate.poll()) is not None:
+        order.append(item[1][0])
+    assert order == ["c0-a", "c2-a", "c0-b", "c2-b"]
+    gate.set_blocked_view(set())
+    assert gate.poll() == (1, ["c1-a"])
+
+
+def test_remote_channel_sends_only_with_credit_and_gets_credit_back() -> None:
+    secret = new_secret()
+    inputs = {7: InputChannel(7)}
+    wakeup = threading.Event()
+    errors: list[BaseException] = []
+
+    def on_connection(conn: Any, hello: bytes) -> None:
+        inputs[7].attach_remote(conn)
+        receive_loop(conn, inputs, wakeup, errors.append)
+
+    listener = Listener("127.0.0.1", secret, on_connection)
+    conn = connect(listener.address, secret, b"data")
+    sender = ConnectionSender(conn, lambda: None, errors.append, "test")
+    channel = RemoteOutputChannel(7, sender, initial_credits=2, max_backlog=100)
+    sender.register(channel)
+    sender.start()
+    try:
+        for i in range(6):
+            channel.send_batch([i])
+        deadline = time.monotonic() + 5
+        while len(inputs[7].queue) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)
+        assert len(inputs[7].queue) == 2, "only as many batches as credits may be in flight"
+        assert len(channel.backlog) == 4
+        gate = InputGate([inputs[7]])
+        received = []
+        while len(received) < 6 and time.monotonic() < deadline:
+            item = gate.poll()  # unpickles and returns one credit per batch
+            if item is None:
+                time.sleep(0.01)
+                continue
+            received.append(item[1][0])
+        assert received == list(range(6))
+        assert not errors
+        assert pickle.loads(pickle.dumps(received)) == received
+    finally:
+        sender.close()
+        listener.close()
