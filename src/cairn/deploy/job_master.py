@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cairn.checkpoint.coordinator import CheckpointCoordinator
+from cairn.checkpoint.errors import CheckpointError
 from cairn.checkpoint.messages import TaskAcknowledgement, TaskDecline, TaskKey
 from cairn.checkpoint.restore import check_restore_compatible
 from cairn.checkpoint.storage import CheckpointStorage
@@ -119,6 +120,10 @@ class JobMaster:
     def run(self) -> None:
         try:
             self._run()
+        except CheckpointError as exc:  # e.g. nothing usable to restore from: say what
+            log.error("job %s cannot start: %s", self.job_id, exc)
+            self.error = exc
+            self.status = JobStatus.FAILED
         except BaseException as exc:  # never leave a client waiting forever
             log.exception("job master crashed")
             self.error = exc
