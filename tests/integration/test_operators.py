@@ -152,3 +152,26 @@ def test_print_writes_every_record(capfd: pytest.CaptureFixture[str],
     for word in ("ALPHA", "BETA", "GAMMA"):
         assert word in out
     assert threading.active_count() < 50
+
+
+def test_subtasks_sharing_a_worker_get_their_own_function_objects(
+    executor_conf: dict[str, str],
+) -> None:
+    """Two subtasks of a keyed operator on one worker must not share the user's object."""
+    env = _env({**executor_conf, "cairn.workers": "1"}, parallelism=2)
+
+    class RunningSum(KeyedProcessFunction):
+        def open(self, runtime_context: Any) -> None:
+            self.total = runtime_context.get_state(ValueStateDescriptor("total", None))
+
+        def process_element(self, value: int, ctx: Any) -> Any:
+            self.total.update((self.total.value() or 0) + value)
+            yield (ctx.get_current_key(), self.total.value())
+
+    values = list(range(1, 201))
+    out = list(env.from_collection(values).key_by(lambda v: v % 5).process(RunningSum())
+               .execute_and_collect())
+    finals: dict[int, int] = {}
+    for key, total in out:
+        finals[key] = max(finals.get(key, 0), total)
+    assert finals == {k: sum(v for v in values if v % 5 == k) for k in range(5)}

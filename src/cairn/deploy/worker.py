@@ -241,15 +241,21 @@ class Worker:
         alignment = settings.checkpoint.mode
         checkpointing = settings.checkpoint.enabled
         job_parameters = global_job_parameters(settings.configuration)
+        chains: dict[int, bytes] = {}
         for key in self.plan.tasks_of(self.index):
             vertex = self.graph.vertex(key.vertex_id)
             writers = self._record_writers(key)
-            ops = [create_operator(node) for node in vertex.operators]
+            # Every subtask gets its own copy of the user's function objects (as in Flink),
+            # even when several subtasks of one operator share this worker.
+            if vertex.id not in chains:
+                chains[vertex.id] = cloudpickle.dumps(vertex.operators, protocol=5)
+            nodes = cloudpickle.loads(chains[vertex.id])
+            ops = [create_operator(node) for node in nodes]
             specs = self.plan.input_channels(key)
             gate = InputGate([self._inputs[s.channel_id] for s in specs]) if specs else None
             task = StreamTask(key, vertex, ops, gate, writers, self, alignment, checkpointing)
             fan_out = _fan_out(writers)
-            for i, (node, op) in enumerate(zip(vertex.operators, ops, strict=True)):
+            for i, (node, op) in enumerate(zip(nodes, ops, strict=True)):
                 output = ops[i + 1].process_batch if i + 1 < len(ops) else fan_out
                 keyed = None
                 if node.keyed:
