@@ -72,7 +72,7 @@ class JobSettings:
     max_parallelism: int = DEFAULT_MAX_PARALLELISM
     checkpoint: CheckpointSettings = CheckpointSettings()
     restart: RestartSettings = RestartSettings()
-    buffer_timeout_ms: int = 100  # flush partially filled network buffers after this long
+    buffer_timeout_ms: int = 10  # flush partially filled network buffers after this long
     # Every raw configuration key the user set (executor choice, spark master, ...).
     configuration: Mapping[str, str] = field(default_factory=dict)
     restore_path: str | None = None  # start from this retained checkpoint or savepoint
