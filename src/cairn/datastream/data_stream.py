@@ -145,6 +145,9 @@ class _OperatorSetters:
 class DataStream(_OperatorSetters):
     """A stream of records; each method returns a new stream (``ds.map(f).filter(g)``)."""
 
+    # Set by KeyedStream: every operator ``_then`` appends to a keyed stream runs keyed.
+    _key_selector: Callable[[Any], Any] | None = None
+
     def __init__(self, transformation: Transformation, env: StreamExecutionEnvironment) -> None:
         self._transformation = transformation
         self._env = env
@@ -182,18 +185,13 @@ class DataStream(_OperatorSetters):
     # -- transformations ---------------------------------------------------------------------
 
     def _then(
-        self,
-        name: str,
-        kind: OperatorKind,
-        function: Any,
-        output_type: TypeInformation | None,
-        key_selector: Callable[[Any], Any] | None = None,
+        self, name: str, kind: OperatorKind, function: Any, output_type: TypeInformation | None
     ) -> DataStream:
         t = OneInputTransformation(
             name=name,
             inputs=[self._transformation],
             output_type=output_type,
-            operator=OperatorSpec(kind, function, key_selector),
+            operator=OperatorSpec(kind, function, self._key_selector),
         )
         return DataStream(t, self._env)
 

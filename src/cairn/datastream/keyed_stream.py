@@ -2,8 +2,8 @@
 
 Invariant: the stream itself is a HASH partitioning, not an operator; every operator applied to
 it (map, flat_map, filter, process, reduce, sum...) carries the key selector in its
-``OperatorSpec``, so it runs keyed: keyed state and timers are scoped to the current key, even
-inside a plain ``RichMapFunction``-style ``MapFunction``.
+``OperatorSpec`` (``DataStream._then`` adds it), so it runs keyed: keyed state and timers are
+scoped to the current key, even inside a plain ``RichMapFunction``-style ``MapFunction``.
 
 >>> from cairn.datastream.stream_execution_environment import StreamExecutionEnvironment
 >>> env = StreamExecutionEnvironment.get_execution_environment()
@@ -21,14 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from cairn.common.typeinfo import RowTypeInfo, TypeInformation
 from cairn.datastream.aggregations import AccumulateReduceFunction
 from cairn.datastream.data_stream import DataStream, _check_function
-from cairn.datastream.functions import (
-    FilterFunction,
-    FlatMapFunction,
-    KeyedProcessFunction,
-    KeySelector,
-    MapFunction,
-    ReduceFunction,
-)
+from cairn.datastream.functions import KeyedProcessFunction, KeySelector, ReduceFunction
 from cairn.graph.transformations import OperatorKind, PartitionTransformation
 
 if TYPE_CHECKING:
@@ -51,35 +44,12 @@ class KeyedStream(DataStream):
         self._origin = origin
         self._key_type = key_type
         assert transformation.key_selector is not None
-        self._key_selector: Callable[[Any], Any] = transformation.key_selector
+        self._key_selector = transformation.key_selector
 
     def get_key_type(self) -> TypeInformation | None:
         return self._key_type
 
-    def _keyed(
-        self, name: str, kind: OperatorKind, function: Any, output_type: TypeInformation | None
-    ) -> DataStream:
-        return self._then(name, kind, function, output_type, key_selector=self._key_selector)
-
-    # -- keyed operators ---------------------------------------------------------------------
-
-    def map(
-        self, func: MapFunction | Callable[[Any], Any], output_type: TypeInformation | None = None
-    ) -> DataStream:
-        _check_function(func, MapFunction)
-        return self._keyed("Map", OperatorKind.MAP, func, output_type)
-
-    def flat_map(
-        self,
-        func: FlatMapFunction | Callable[[Any], Any],
-        output_type: TypeInformation | None = None,
-    ) -> DataStream:
-        _check_function(func, FlatMapFunction)
-        return self._keyed("FlatMap", OperatorKind.FLAT_MAP, func, output_type)
-
-    def filter(self, func: FilterFunction | Callable[[Any], Any]) -> DataStream:
-        _check_function(func, FilterFunction)
-        return self._keyed("Filter", OperatorKind.FILTER, func, self._transformation.output_type)
+    # -- keyed operators (map, flat_map and filter are DataStream's, keyed by ``_then``) ----
 
     def process(  # type: ignore[override]
         self, func: KeyedProcessFunction[Any, Any, Any], output_type: TypeInformation | None = None
@@ -89,12 +59,12 @@ class KeyedStream(DataStream):
             raise TypeError(
                 "KeyedProcessFunction is required for KeyedStream, got " + type(func).__name__
             )
-        return self._keyed("KeyedProcess", OperatorKind.KEYED_PROCESS, func, output_type)
+        return self._then("KeyedProcess", OperatorKind.KEYED_PROCESS, func, output_type)
 
     def reduce(self, func: ReduceFunction | Callable[[Any, Any], Any]) -> DataStream:
         """Rolling reduce per key: emits the combined value after every record."""
         _check_function(func, ReduceFunction)
-        return self._keyed("Reduce", OperatorKind.REDUCE, func, self._transformation.output_type)
+        return self._then("Reduce", OperatorKind.REDUCE, func, self._transformation.output_type)
 
     def _aggregate(self, position: int | str, aggregation: str) -> DataStream:
         hint = self._transformation.output_type

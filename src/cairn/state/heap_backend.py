@@ -19,26 +19,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import Any
 
 from cairn.checkpoint.handles import KeyedStateHandle, StateFileReader, StateFileWriter
-from cairn.datastream.state import (
-    AggregatingState,
-    AggregatingStateDescriptor,
-    ListState,
-    ListStateDescriptor,
-    MapState,
-    MapStateDescriptor,
-    ReducingState,
-    ReducingStateDescriptor,
-    State,
-    StateDescriptor,
-    StateTtlConfig,
-    ValueState,
-    ValueStateDescriptor,
-)
+from cairn.datastream.state import State, StateDescriptor, StateTtlConfig
 from cairn.ids import CheckpointId
-from cairn.state.api import KeyedSnapshot
+from cairn.state.api import KeyedSnapshot, KeyedStateBackend
 from cairn.state.errors import KeyGroupRangeError, StateMigrationError, StateRestoreError
 from cairn.state.key_groups import KeyGroupAssigner, KeyGroupRange, check_parallelism
 from cairn.state.keyed_states import (
@@ -127,7 +113,7 @@ class _StateCopy:
     expire_ttl_ms: int | None  # set when expired values are to be left out of the snapshot
 
 
-class HeapKeyedStateBackend:
+class HeapKeyedStateBackend(KeyedStateBackend):
     """Keyed state of the key groups in ``key_group_range`` (see the module docstring).
 
     ``clock`` (milliseconds) drives TTL only; timers fire when the owner calls
@@ -200,22 +186,12 @@ class HeapKeyedStateBackend:
 
     # ------------------------------------------------------------------------------ state
 
-    @overload
-    def get_partitioned_state(self, descriptor: ValueStateDescriptor) -> ValueState[Any]: ...
-    @overload
-    def get_partitioned_state(self, descriptor: ListStateDescriptor) -> ListState[Any]: ...
-    @overload
-    def get_partitioned_state(self, descriptor: MapStateDescriptor) -> MapState[Any, Any]: ...
-    @overload
-    def get_partitioned_state(self, descriptor: ReducingStateDescriptor) -> ReducingState[Any]: ...
-    @overload
-    def get_partitioned_state(
-        self, descriptor: AggregatingStateDescriptor
-    ) -> AggregatingState[Any, Any]: ...
-    @overload
-    def get_partitioned_state(self, descriptor: StateDescriptor) -> State: ...
-    def get_partitioned_state(self, descriptor: StateDescriptor) -> State:
-        """The state object for ``descriptor``; the same object for the same name."""
+    def get_partitioned_state(self, descriptor: StateDescriptor) -> Any:
+        """The state object for ``descriptor``; the same object for the same name.
+
+        Typed per descriptor kind by the overloads of ``KeyedStateBackend`` (``Any`` here,
+        which is what an override of an overloaded method may return).
+        """
         if (
             not isinstance(descriptor, StateDescriptor)
             or (descriptor.kind, False) not in _STATE_CLASSES

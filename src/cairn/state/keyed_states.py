@@ -26,6 +26,7 @@ from cairn.state.errors import KeyGroupRangeError, StateAccessError
 
 __all__ = [
     "NO_KEY",
+    "AggregatingBase",
     "ForeignKeyGroup",
     "Groups",
     "HeapAggregatingState",
@@ -35,8 +36,11 @@ __all__ = [
     "HeapStateBase",
     "HeapValueState",
     "KeyContext",
+    "ReducingBase",
     "check_list_element",
+    "list_elements",
     "raise_no_key",
+    "remove_map_entry",
 ]
 
 Clock = Callable[[], int]
@@ -77,6 +81,23 @@ def check_list_element(value: Any) -> None:
         raise ValueError("You cannot add None to a ListState.")
 
 
+def list_elements(values: Iterable[Any] | None) -> list[Any]:
+    """``values`` as a new list (``None``: empty), checked like ``ListState.add_all`` must."""
+    vals = list(values) if values is not None else []
+    for v in vals:
+        check_list_element(v)
+    return vals
+
+
+def remove_map_entry(table: dict[Any, Any], key: Any, user_key: Any) -> None:
+    """``MapState.remove``: drop ``user_key`` from ``key``'s map, and the map once empty."""
+    m = table.get(key)
+    if m is not None:
+        m.pop(user_key, None)
+        if not m:
+            del table[key]
+
+
 class ForeignKeyGroup(dict[Any, Any]):
     """Stands for a key group another subtask owns; any access raises ``KeyGroupRangeError``."""
 
@@ -98,14 +119,14 @@ class ForeignKeyGroup(dict[Any, Any]):
 
 
 class HeapStateBase:
-    """Common fields; subclasses inline ``_current`` on their hottest paths."""
+    """Common fields and the constructor every heap state class (with or without TTL) has;
+    subclasses inline ``_current`` on their hottest paths."""
 
     __slots__ = ("_ctx", "_groups", "name")
-    _ctx: KeyContext
-    _groups: Groups
-    name: str
 
-    def _init(self, name: str, ctx: KeyContext, groups: Groups) -> None:
+    def __init__(
+        self, name: str, ctx: KeyContext, groups: Groups, desc: StateDescriptor, clock: Clock
+    ) -> None:
         self.name, self._ctx, self._groups = name, ctx, groups
 
     def _current(self) -> tuple[dict[Any, Any], Any]:
@@ -121,13 +142,38 @@ class HeapStateBase:
         table.pop(key, None)
 
 
-class HeapValueState(HeapStateBase, ValueState[Any]):
+class ReducingBase(HeapStateBase):
+    """Binds the descriptor's reduce function, for reducing state with and without TTL.
+    Slot-less so that it combines with the TTL base; a concrete class declares ``_reduce``."""
+
     __slots__ = ()
+    _reduce: Callable[[Any, Any], Any]
 
     def __init__(
         self, name: str, ctx: KeyContext, groups: Groups, desc: StateDescriptor, clock: Clock
     ) -> None:
-        self._init(name, ctx, groups)
+        assert isinstance(desc, ReducingStateDescriptor)
+        super().__init__(name, ctx, groups, desc, clock)
+        self._reduce = desc.reduce
+
+
+class AggregatingBase(HeapStateBase):
+    """Binds the descriptor's ``AggregateFunction``, for aggregating state with and without
+    TTL. Slot-less like ``ReducingBase``; a concrete class declares ``_fn``."""
+
+    __slots__ = ()
+    _fn: Any
+
+    def __init__(
+        self, name: str, ctx: KeyContext, groups: Groups, desc: StateDescriptor, clock: Clock
+    ) -> None:
+        assert isinstance(desc, AggregatingStateDescriptor)
+        super().__init__(name, ctx, groups, desc, clock)
+        self._fn = desc.get_agg_function()
+
+
+class HeapValueState(HeapStateBase, ValueState[Any]):
+    __slots__ = ()
 
     def value(self) -> Any:
         ctx = self._ctx
@@ -150,11 +196,6 @@ class HeapValueState(HeapStateBase, ValueState[Any]):
 class HeapListState(HeapStateBase, ListState[Any]):
     __slots__ = ()
 
-    def __init__(
-        self, name: str, ctx: KeyContext, groups: Groups, desc: StateDescriptor, clock: Clock
-    ) -> None:
-        self._init(name, ctx, groups)
-
     def get(self) -> list[Any]:
         table, key = self._current()
         lst = table.get(key)
@@ -176,9 +217,7 @@ class HeapListState(HeapStateBase, ListState[Any]):
 
     def add_all(self, values: Iterable[Any] | None) -> None:
         table, key = self._current()
-        vals = list(values) if values is not None else []
-        for v in vals:
-            check_list_element(v)
+        vals = list_elements(values)
         if vals:
             lst = table.get(key)
             if lst is None:
@@ -188,9 +227,7 @@ class HeapListState(HeapStateBase, ListState[Any]):
 
     def update(self, values: Iterable[Any] | None) -> None:
         table, key = self._current()
-        vals = list(values) if values is not None else []
-        for v in vals:
-            check_list_element(v)
+        vals = list_elements(values)
         if vals:
             table[key] = vals
         else:
@@ -199,11 +236,6 @@ class HeapListState(HeapStateBase, ListState[Any]):
 
 class HeapMapState(HeapStateBase, MapState[Any, Any]):
     __slots__ = ()
-
-    def __init__(
-        self, name: str, ctx: KeyContext, groups: Groups, desc: StateDescriptor, clock: Clock
-    ) -> None:
-        self._init(name, ctx, groups)
 
     def _map(self) -> dict[Any, Any] | None:
         table, key = self._current()
@@ -234,11 +266,7 @@ class HeapMapState(HeapStateBase, MapState[Any, Any]):
 
     def remove(self, key: Any) -> None:
         table, k = self._current()
-        m = table.get(k)
-        if m is not None:
-            m.pop(key, None)
-            if not m:
-                del table[k]
+        remove_map_entry(table, k, key)
 
     def contains(self, key: Any) -> bool:
         m = self._map()
@@ -260,15 +288,8 @@ class HeapMapState(HeapStateBase, MapState[Any, Any]):
         return not self._map()
 
 
-class HeapReducingState(HeapStateBase, ReducingState[Any]):
+class HeapReducingState(ReducingBase, ReducingState[Any]):
     __slots__ = ("_reduce",)
-
-    def __init__(
-        self, name: str, ctx: KeyContext, groups: Groups, desc: StateDescriptor, clock: Clock
-    ) -> None:
-        assert isinstance(desc, ReducingStateDescriptor)
-        self._init(name, ctx, groups)
-        self._reduce = desc.reduce
 
     def get(self) -> Any:
         table, key = self._current()
@@ -286,15 +307,8 @@ class HeapReducingState(HeapStateBase, ReducingState[Any]):
             table[key] = result
 
 
-class HeapAggregatingState(HeapStateBase, AggregatingState[Any, Any]):
+class HeapAggregatingState(AggregatingBase, AggregatingState[Any, Any]):
     __slots__ = ("_fn",)
-
-    def __init__(
-        self, name: str, ctx: KeyContext, groups: Groups, desc: StateDescriptor, clock: Clock
-    ) -> None:
-        assert isinstance(desc, AggregatingStateDescriptor)
-        self._init(name, ctx, groups)
-        self._fn = desc.get_agg_function()
 
     def get(self) -> Any:
         table, key = self._current()

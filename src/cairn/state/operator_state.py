@@ -22,7 +22,7 @@ from cairn.datastream.state import ListState, ListStateDescriptor
 from cairn.ids import CheckpointId
 from cairn.state.api import OperatorSnapshot
 from cairn.state.errors import StateMigrationError, StateRestoreError
-from cairn.state.keyed_states import check_list_element
+from cairn.state.keyed_states import check_list_element, list_elements
 from cairn.state.snapshot_format import (
     OPERATOR_MAGIC,
     assemble_file,
@@ -61,16 +61,10 @@ class OperatorListState(ListState[Any]):
         self._values.append(value)
 
     def add_all(self, values: Iterable[Any] | None) -> None:
-        vals = list(values) if values is not None else []
-        for v in vals:
-            check_list_element(v)
-        self._values.extend(vals)
+        self._values.extend(list_elements(values))
 
     def update(self, values: Iterable[Any] | None) -> None:
-        vals = list(values) if values is not None else []
-        for v in vals:
-            check_list_element(v)
-        self._values[:] = vals
+        self._values[:] = list_elements(values)
 
     def clear(self) -> None:
         self._values.clear()

@@ -14,16 +14,23 @@ from typing import Any
 
 from cairn.datastream.state import (
     AggregatingState,
-    AggregatingStateDescriptor,
     ListState,
     MapState,
     ReducingState,
-    ReducingStateDescriptor,
     StateDescriptor,
     StateTtlConfig,
     ValueState,
 )
-from cairn.state.keyed_states import Groups, HeapStateBase, KeyContext, check_list_element
+from cairn.state.keyed_states import (
+    AggregatingBase,
+    Groups,
+    HeapStateBase,
+    KeyContext,
+    ReducingBase,
+    check_list_element,
+    list_elements,
+    remove_map_entry,
+)
 
 __all__ = [
     "TtlAggregatingState",
@@ -42,32 +49,28 @@ _MISSING: Any = object()
 
 class _TtlState(HeapStateBase):
     __slots__ = ("_clock", "_on_read", "_return_expired", "_ttl")
-    _clock: Clock
-    _ttl: int
-    _on_read: bool
-    _return_expired: bool
 
     def __init__(
         self, name: str, ctx: KeyContext, groups: Groups, desc: StateDescriptor, clock: Clock
     ) -> None:
         cfg = desc.ttl_config
         assert cfg is not None, "TTL state built from a descriptor without TTL"
-        self._init(name, ctx, groups)
+        super().__init__(name, ctx, groups, desc, clock)
         self._clock = clock
         self._ttl = cfg.ttl_ms
         self._on_read = cfg.update_on_read
         self._return_expired = cfg.return_expired
 
-    def _read(self) -> Any:
-        """The current key's unwrapped value under TTL rules, or ``_MISSING``."""
+    def _read(self, missing: Any = _MISSING) -> Any:
+        """The current key's unwrapped value under TTL rules, or ``missing``."""
         table, key = self._current()
         entry = table.get(key)
         if entry is None:
-            return _MISSING
+            return missing
         now = self._clock()
         if entry[1] + self._ttl <= now:
             del table[key]
-            return entry[0] if self._return_expired else _MISSING
+            return entry[0] if self._return_expired else missing
         if self._on_read:
             table[key] = (entry[0], now)
         return entry[0]
@@ -84,8 +87,7 @@ class TtlValueState(_TtlState, ValueState[Any]):
     __slots__ = ()
 
     def value(self) -> Any:
-        v = self._read()
-        return None if v is _MISSING else v
+        return self._read(None)
 
     def update(self, value: Any) -> None:
         table, key = self._current()
@@ -95,19 +97,11 @@ class TtlValueState(_TtlState, ValueState[Any]):
             table[key] = (value, self._clock())
 
 
-class TtlReducingState(_TtlState, ReducingState[Any]):
+class TtlReducingState(_TtlState, ReducingBase, ReducingState[Any]):
     __slots__ = ("_reduce",)
 
-    def __init__(
-        self, name: str, ctx: KeyContext, groups: Groups, desc: StateDescriptor, clock: Clock
-    ) -> None:
-        assert isinstance(desc, ReducingStateDescriptor)
-        super().__init__(name, ctx, groups, desc, clock)
-        self._reduce = desc.reduce
-
     def get(self) -> Any:
-        v = self._read()
-        return None if v is _MISSING else v
+        return self._read(None)
 
     def add(self, value: Any) -> None:
         table, key = self._current()
@@ -121,15 +115,8 @@ class TtlReducingState(_TtlState, ReducingState[Any]):
             table[key] = (result, self._clock())
 
 
-class TtlAggregatingState(_TtlState, AggregatingState[Any, Any]):
+class TtlAggregatingState(_TtlState, AggregatingBase, AggregatingState[Any, Any]):
     __slots__ = ("_fn",)
-
-    def __init__(
-        self, name: str, ctx: KeyContext, groups: Groups, desc: StateDescriptor, clock: Clock
-    ) -> None:
-        assert isinstance(desc, AggregatingStateDescriptor)
-        super().__init__(name, ctx, groups, desc, clock)
-        self._fn = desc.get_agg_function()
 
     def get(self) -> Any:
         acc = self._read()
@@ -176,18 +163,14 @@ class TtlListState(_TtlState, ListState[Any]):
 
     def add_all(self, values: Iterable[Any] | None) -> None:
         table, key = self._current()
-        vals = list(values) if values is not None else []
-        for v in vals:
-            check_list_element(v)
+        vals = list_elements(values)
         if vals:
             now = self._clock()
             table.setdefault(key, []).extend((v, now) for v in vals)
 
     def update(self, values: Iterable[Any] | None) -> None:
         table, key = self._current()
-        vals = list(values) if values is not None else []
-        for v in vals:
-            check_list_element(v)
+        vals = list_elements(values)
         if vals:
             now = self._clock()
             table[key] = [(v, now) for v in vals]
@@ -260,11 +243,7 @@ class TtlMapState(_TtlState, MapState[Any, Any]):
 
     def remove(self, key: Any) -> None:
         table, k = self._current()
-        m = table.get(k)
-        if m is not None:
-            m.pop(key, None)
-            if not m:
-                del table[k]
+        remove_map_entry(table, k, key)
 
     def items(self) -> list[tuple[Any, Any]]:
         return self._all()

@@ -184,13 +184,7 @@ class AlignedBarrierHandler:
 
     def _trigger(self, barrier: CheckpointBarrier) -> None:
         now = self._clock.now_ms()
-        first = self._first_barrier_ms
-        stats = AlignmentStats(
-            checkpoint_id=barrier.checkpoint_id,
-            first_barrier_ms=first,
-            alignment_duration_ms=max(0, now - first),
-            start_delay_ms=max(0, first - barrier.timestamp_ms),
-        )
+        stats = AlignmentStats.at_trigger(barrier, self._first_barrier_ms, now)
         self._actions.trigger_checkpoint(barrier, stats)
 
     def __repr__(self) -> str:

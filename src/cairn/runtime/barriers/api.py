@@ -46,6 +46,25 @@ class AlignmentStats:
     alignment_duration_ms: int
     start_delay_ms: int
 
+    @classmethod
+    def at_trigger(
+        cls, barrier: CheckpointBarrier, first_barrier_ms: int, now_ms: int
+    ) -> AlignmentStats:
+        """The stats of ``barrier``'s checkpoint triggering at ``now_ms``; a negative span
+        (clock skew between coordinator and task) counts as 0.
+
+        >>> barrier = CheckpointBarrier(CheckpointId(3), timestamp_ms=1_000)
+        >>> stats = AlignmentStats.at_trigger(barrier, first_barrier_ms=1_050, now_ms=1_070)
+        >>> stats.start_delay_ms, stats.alignment_duration_ms
+        (50, 20)
+        """
+        return cls(
+            checkpoint_id=barrier.checkpoint_id,
+            first_barrier_ms=first_barrier_ms,
+            alignment_duration_ms=max(0, now_ms - first_barrier_ms),
+            start_delay_ms=max(0, first_barrier_ms - barrier.timestamp_ms),
+        )
+
 
 class BarrierHandlerActions(Protocol):
     """What the task does on the handler's decisions (the only way out of a handler).

@@ -206,13 +206,7 @@ class BarrierTracker:
         self._drop_older_than(entry.checkpoint_id)
         self._last_triggered_id = entry.checkpoint_id
         now = self._clock.now_ms()
-        first = entry.first_barrier_ms
-        stats = AlignmentStats(
-            checkpoint_id=barrier.checkpoint_id,
-            first_barrier_ms=first,
-            alignment_duration_ms=max(0, now - first),
-            start_delay_ms=max(0, first - barrier.timestamp_ms),
-        )
+        stats = AlignmentStats.at_trigger(barrier, entry.first_barrier_ms, now)
         self._actions.trigger_checkpoint(barrier, stats)
 
     def __repr__(self) -> str:
