@@ -1,23 +1,24 @@
 """Checkpoint-barrier handling of a task: when to block channels, when to snapshot.
 
 Invariant: the handler sees only events (barriers, cancel markers, end of partition), never
-records; it reports each checkpoint it sees exactly once, as a trigger or as an abort.
+records; it closes each checkpoint it sees exactly once (see ``api``: an unaligned one
+triggers first and closes when its last barrier arrives or it aborts).
 
 Layers, bottom up:
 - ``reasons`` (``CheckpointFailureReason``, shared with the checkpoint layer), ``clock``;
-- ``api``: the seams (``BarrierHandlerActions`` implemented by the task, the ``BarrierHandler``
-  interface, ``AlignmentStats``, ``IllegalBarrierEventError``); ``inputs``: per-channel checks;
+- ``api``: the seams (``BarrierHandlerActions`` implemented by the task, plus
+  ``UnalignedBarrierHandlerActions`` for the in-flight data of unaligned checkpoints; the
+  ``BarrierHandler`` / ``RecordingBarrierHandler`` interfaces, ``AlignmentStats``,
+  ``IllegalBarrierEventError``); ``inputs``: per-channel checks;
 - ``states``: Flink's state machine (``WaitingForFirstBarrier`` <-> ``CollectingBarriers``);
-- ``aligned`` (``AlignedBarrierHandler``, exactly-once) and ``tracker`` (``BarrierTracker``,
-  at-least-once); ``factory.create_barrier_handler`` picks one per task.
+  ``alternating``: the ``Alternating*`` states that switch a checkpoint to unaligned;
+- ``aligned`` (``AlignedBarrierHandler``, exactly-once), ``unaligned``
+  (``UnalignedBarrierHandler``: unaligned checkpoints and the aligned-checkpoint timeout) and
+  ``tracker`` (``BarrierTracker``, at-least-once); ``factory.create_barrier_handler`` picks one
+  per task (``UNALIGNED``, or ``ALIGNED`` with ``aligned_timeout_ms``, build the unaligned one).
 
-Where issue 4 plugs in (not implemented): unaligned checkpoints add
-``WaitingForFirstBarrierUnaligned``/``CollectingBarriersUnaligned`` states (trigger on the
-first barrier, persist in-flight data, block nothing), and aligned checkpoints with a timeout
-add the ``Alternating*`` states plus an ``alignment_timed_out(controller, barrier)`` event on
-``BarrierHandlerState``, fired by a timer the handler registers in ``_start_checkpoint``.
-``StateController`` then grows ``init_inputs_checkpoint(barrier)``; the factory maps
-``AlignmentMode.UNALIGNED`` / ``CheckpointOptions.aligned_timeout_ms`` to those initial states.
+The unaligned names are imported from their modules (``cairn.runtime.barriers.unaligned``,
+``cairn.runtime.barriers.api``) until the runtime wires them in.
 """
 
 from cairn.runtime.barriers.aligned import AlignedBarrierHandler

@@ -103,8 +103,8 @@ class AlignedBarrierHandler:
     # -- events -------------------------------------------------------------------------
 
     def on_barrier(self, channel: int, barrier: CheckpointBarrier) -> None:
-        # barrier.options.alignment is not consulted: until issue 4 the task falls back to
-        # aligned handling for UNALIGNED jobs, and savepoints are always aligned anyway.
+        # barrier.options is not consulted: this handler aligns every checkpoint (the
+        # subclass UnalignedBarrierHandler reads the options through its controller).
         self._check_not_blocked(channel, f"barrier {barrier.checkpoint_id}")
         self._inputs.accept_barrier(channel, barrier)
         barrier_id = barrier.checkpoint_id
@@ -114,7 +114,7 @@ class AlignedBarrierHandler:
             return  # late barrier of a triggered or aborted checkpoint: it never blocks
         if barrier_id > self._current_id:
             self._start_checkpoint(barrier)
-        self._aligned.add(channel)
+        self._mark_aligned(channel)
         self._transform(lambda state: state.barrier_received(self._controller, channel, barrier))
 
     def on_cancel_marker(self, channel: int, marker: CancelCheckpointMarker) -> None:
@@ -130,7 +130,7 @@ class AlignedBarrierHandler:
         self._inputs.finish(channel)
         if not self.is_aligning:
             return
-        self._aligned.add(channel)
+        self._mark_aligned(channel)
         self._transform(lambda state: state.end_of_partition_received(self._controller, channel))
 
     def abort_current(self, checkpoint_id: CheckpointId, reason: CheckpointFailureReason) -> None:
@@ -154,12 +154,20 @@ class AlignedBarrierHandler:
         self._target_count = self._inputs.num_open
         self._first_barrier_ms = self._clock.now_ms()
 
+    def _mark_aligned(self, channel: int) -> None:
+        """``channel`` delivered the pending checkpoint's barrier or its end of partition."""
+        self._aligned.add(channel)
+
     def _transform(self, event: Callable[[BarrierHandlerState], BarrierHandlerState]) -> None:
         self._state = event(self._state)
         if len(self._aligned) == self._target_count:
-            self._last_closed_id = self._current_id
-            self._pending_barrier = None
-            self._aligned.clear()
+            self._close()
+
+    def _close(self) -> None:
+        """Every channel of the pending checkpoint is aligned: it is no longer pending."""
+        self._last_closed_id = self._current_id
+        self._pending_barrier = None
+        self._aligned.clear()
 
     def _abort_up_to(self, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
         """Abort ``checkpoint_id`` unless already closed; a pending older one is subsumed."""
@@ -214,3 +222,14 @@ class _Controller:
 
     def trigger_global_checkpoint(self, barrier: CheckpointBarrier) -> None:
         self._handler._trigger(barrier)
+
+    def is_unaligned(self, barrier: CheckpointBarrier) -> bool:
+        return False  # this handler aligns every checkpoint
+
+    def is_timed_out(self, barrier: CheckpointBarrier) -> bool:
+        return False
+
+    def init_inputs_checkpoint(self, barrier: CheckpointBarrier) -> None:
+        raise IllegalBarrierEventError(
+            f"checkpoint {barrier.checkpoint_id}: an aligned handler takes no unaligned snapshot"
+        )

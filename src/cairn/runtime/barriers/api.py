@@ -1,15 +1,15 @@
 """Seams of the barrier handlers: what the task implements and what it may call.
 
-Invariant: a handler reports every checkpoint it has seen exactly once, either through
-``trigger_checkpoint`` or through ``abort_checkpoint``, never both (late or obsolete events of
-an already reported checkpoint are ignored).
+Invariant: a handler closes every checkpoint it has seen exactly once: aligned ones by
+``trigger_checkpoint`` or ``abort_checkpoint``; unaligned ones trigger at their first barrier and
+then close by ``all_barriers_received`` or ``abort_checkpoint`` (late events are ignored).
 """
 
 from __future__ import annotations
 
 from collections.abc import Container
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from cairn.ids import CheckpointId
 from cairn.runtime.barriers.reasons import CheckpointFailureReason
@@ -34,7 +34,9 @@ class AlignmentStats:
     """Timing of one checkpoint on one task, handed over with the trigger.
 
     ``start_delay_ms``: barrier creation by the coordinator -> first barrier here (>= 0).
-    ``alignment_duration_ms``: first barrier -> last barrier here (0 with one channel).
+    ``alignment_duration_ms``: first barrier -> trigger here: the last barrier when aligned
+    (0 with one channel), the switch when an aligned checkpoint timed out, 0 when unaligned
+    from the start. ``unaligned``: the snapshot was taken unaligned (in-flight data recorded).
 
     >>> AlignmentStats(CheckpointId(3), first_barrier_ms=1_050,
     ...                alignment_duration_ms=20, start_delay_ms=50).alignment_duration_ms
@@ -45,10 +47,16 @@ class AlignmentStats:
     first_barrier_ms: int  # handler clock when the first barrier of this checkpoint arrived
     alignment_duration_ms: int
     start_delay_ms: int
+    unaligned: bool = False
 
     @classmethod
     def at_trigger(
-        cls, barrier: CheckpointBarrier, first_barrier_ms: int, now_ms: int
+        cls,
+        barrier: CheckpointBarrier,
+        first_barrier_ms: int,
+        now_ms: int,
+        *,
+        unaligned: bool = False,
     ) -> AlignmentStats:
         """The stats of ``barrier``'s checkpoint triggering at ``now_ms``; a negative span
         (clock skew between coordinator and task) counts as 0.
@@ -63,6 +71,7 @@ class AlignmentStats:
             first_barrier_ms=first_barrier_ms,
             alignment_duration_ms=max(0, now_ms - first_barrier_ms),
             start_delay_ms=max(0, first_barrier_ms - barrier.timestamp_ms),
+            unaligned=unaligned,
         )
 
 
@@ -86,6 +95,38 @@ class BarrierHandlerActions(Protocol):
 
         The task forwards ``CancelCheckpointMarker(checkpoint_id)`` downstream and declines
         the checkpoint to the coordinator with ``reason``.
+        """
+
+
+@runtime_checkable
+class UnalignedBarrierHandlerActions(BarrierHandlerActions, Protocol):
+    """The data plane of unaligned checkpoints, on top of ``BarrierHandlerActions``.
+
+    For an unaligned checkpoint n the handler calls, in this order and once each:
+    ``init_inputs_checkpoint(barrier, recording)``, ``trigger_checkpoint(barrier, stats)`` (with
+    ``barrier.options.alignment is UNALIGNED`` and ``stats.unaligned``), then either
+    ``all_barriers_received(n)`` or ``abort_checkpoint(n, reason)``. Between the first and
+    the last call, every record batch the task takes from a channel in
+    ``handler.recording_view`` belongs to n's channel state: persist it, then process it.
+    Aligned checkpoints of the same handler never call the two methods below.
+    """
+
+    def init_inputs_checkpoint(
+        self, barrier: CheckpointBarrier, recording: frozenset[int]
+    ) -> None:
+        """Take checkpoint ``barrier.checkpoint_id`` unaligned, starting now.
+
+        The task opens the channel state of this checkpoint: the output buffers that the
+        forwarded barrier overtakes (persisted during the ``trigger_checkpoint`` that follows
+        immediately) and, for each channel in ``recording`` (open, barrier not arrived yet),
+        the input it delivers before its barrier.
+        """
+
+    def all_barriers_received(self, checkpoint_id: CheckpointId) -> None:
+        """Every channel of ``checkpoint_id`` delivered its barrier or finished.
+
+        Recording stopped: the task completes the channel state and may acknowledge the
+        checkpoint once the asynchronous part of its snapshot is done too.
         """
 
 
@@ -142,7 +183,46 @@ class BarrierHandler(Protocol):
     def abort_current(self, checkpoint_id: CheckpointId, reason: CheckpointFailureReason) -> None:
         """External abort (e.g. the coordinator expired the checkpoint): unblock everything.
 
-        A no-op for a checkpoint this handler already triggered or aborted; an id not seen yet
-        is remembered so its barriers are ignored when they arrive.
+        A no-op for a checkpoint this handler already closed (triggered aligned, received
+        every barrier of, or aborted); an id not seen yet is remembered so its barriers are
+        ignored when they arrive. An unaligned checkpoint still recording is aborted.
+        """
+        ...
+
+
+class RecordingBarrierHandler(BarrierHandler, Protocol):
+    """A ``BarrierHandler`` that may take unaligned snapshots (``UnalignedBarrierHandler``).
+
+    The task polls ``recording_view`` per record batch (O(1)) and drives the aligned timeout:
+    it calls ``check_alignment_timeout()`` from its loop, at the latest at ``next_timeout_ms``.
+    """
+
+    @property
+    def recording_checkpoint_id(self) -> CheckpointId | None:
+        """The unaligned checkpoint whose in-flight input is being recorded, if any."""
+        ...
+
+    @property
+    def recording_channels(self) -> frozenset[int]: ...
+
+    def is_recording(self, channel: int) -> bool:
+        """True if a record batch taken from ``channel`` now belongs to the channel state."""
+        ...
+
+    @property
+    def recording_view(self) -> Container[int]:
+        """Live read-only view of the recording channels (like ``blocked_view``)."""
+        ...
+
+    @property
+    def next_timeout_ms(self) -> int | None:
+        """Clock time at which the aligned checkpoint in progress turns unaligned, if any."""
+        ...
+
+    def check_alignment_timeout(self, now_ms: int | None = None) -> bool:
+        """Switch the checkpoint in progress to unaligned if its aligned timeout passed.
+
+        ``now_ms`` defaults to the handler's clock. Returns True if it switched (the
+        handler then called ``init_inputs_checkpoint`` and ``trigger_checkpoint``).
         """
         ...

@@ -29,6 +29,10 @@ class InputChannels:
     def num_channels(self) -> int:
         return len(self._finished)
 
+    def is_open(self, channel: int) -> bool:
+        """True if ``channel`` has not delivered its end of partition yet."""
+        return not self._finished[channel]
+
     def check_open(self, channel: int, event: str) -> None:
         """Raise unless ``channel`` exists and has not delivered its end of partition."""
         if not 0 <= channel < len(self._finished):

@@ -29,6 +29,19 @@ class StateController(Protocol):
         """Let the task snapshot and forward ``barrier``."""
         ...
 
+    def is_unaligned(self, barrier: CheckpointBarrier) -> bool:
+        """The checkpoint in progress must go unaligned now: it was planned unaligned, or
+        ``barrier`` comes from an upstream task that already switched. Never for savepoints."""
+        ...
+
+    def is_timed_out(self, barrier: CheckpointBarrier) -> bool:
+        """The aligned phase of the checkpoint in progress outlived its aligned timeout."""
+        ...
+
+    def init_inputs_checkpoint(self, barrier: CheckpointBarrier) -> None:
+        """Start the unaligned snapshot: channels without their barrier start recording."""
+        ...
+
 
 class ChannelState:
     """Blocked channels; shared by the states of one handler.
@@ -72,7 +85,8 @@ class BarrierHandlerState(ABC):
 
     The handler calls ``barrier_received`` only for barriers of the checkpoint in progress
     (older ones are filtered out), ``end_of_partition_received`` only while a checkpoint is
-    in progress, and ``abort`` whenever it drops the checkpoint in progress.
+    in progress, ``alignment_timed_out`` only while one is in progress and not yet unaligned,
+    and ``abort`` whenever it drops the checkpoint in progress.
     """
 
     __slots__ = ("channels",)
@@ -92,6 +106,12 @@ class BarrierHandlerState(ABC):
 
     @abstractmethod
     def abort(self, checkpoint_id: CheckpointId) -> BarrierHandlerState: ...
+
+    def alignment_timed_out(
+        self, controller: StateController, barrier: CheckpointBarrier
+    ) -> BarrierHandlerState:
+        """The aligned timeout of ``barrier``'s checkpoint passed; only alternating states care."""
+        return self
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(blocked={sorted(self.channels.blocked)})"

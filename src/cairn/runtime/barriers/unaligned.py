@@ -1,0 +1,248 @@
+"""Exactly-once barrier handling that may snapshot unaligned (Flink's alternating
+``SingleCheckpointBarrierHandler``): unaligned checkpoints and the aligned-checkpoint timeout.
+
+Invariant: one checkpoint at a time; once its unaligned snapshot is taken, nothing is blocked
+and a channel is recording exactly while it was open at the checkpoint's start and has
+delivered neither the barrier nor its end of partition.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Container
+
+from cairn.ids import CheckpointId
+from cairn.runtime.barriers.aligned import AlignedBarrierHandler, _Controller
+from cairn.runtime.barriers.alternating import AlternatingWaitingForFirstBarrier
+from cairn.runtime.barriers.api import (
+    AlignmentStats,
+    IllegalBarrierEventError,
+    UnalignedBarrierHandlerActions,
+)
+from cairn.runtime.barriers.clock import Clock
+from cairn.runtime.barriers.reasons import CheckpointFailureReason
+from cairn.runtime.events import AlignmentMode, CheckpointBarrier, CheckpointOptions
+
+_NONE = -1
+_ALIGNED = AlignmentMode.ALIGNED
+_UNALIGNED = AlignmentMode.UNALIGNED
+
+
+def resolve_options(
+    options: CheckpointOptions, mode: AlignmentMode, aligned_timeout_ms: int | None
+) -> CheckpointOptions:
+    """How a handler configured with ``mode`` / ``aligned_timeout_ms`` takes a checkpoint.
+
+    First rule that applies: a savepoint is aligned, never timing out; a barrier asking for
+    ``UNALIGNED`` is unaligned; a timeout ``t`` (the barrier's, else the handler's) means
+    unaligned from the start if ``t <= 0``, else aligned until ``t`` ms after the checkpoint
+    started (the barrier's timestamp, as in Flink); with no timeout anywhere the handler's
+    ``mode`` decides.
+
+    >>> resolve_options(CheckpointOptions(), AlignmentMode.UNALIGNED, None).alignment
+    <AlignmentMode.UNALIGNED: 'unaligned'>
+    >>> resolve_options(CheckpointOptions(), AlignmentMode.ALIGNED, 500).aligned_timeout_ms
+    500
+    >>> zero = CheckpointOptions(aligned_timeout_ms=0)
+    >>> resolve_options(zero, AlignmentMode.ALIGNED, None).alignment
+    <AlignmentMode.UNALIGNED: 'unaligned'>
+    """
+    if options.is_savepoint:
+        alignment, timeout = _ALIGNED, None
+    elif options.alignment is _UNALIGNED:
+        alignment, timeout = _UNALIGNED, None
+    else:
+        timeout = options.aligned_timeout_ms
+        if timeout is None:
+            timeout = aligned_timeout_ms
+        if timeout is None:
+            alignment = _UNALIGNED if mode is _UNALIGNED else _ALIGNED
+        elif timeout <= 0:
+            alignment, timeout = _UNALIGNED, None
+        else:
+            alignment = _ALIGNED
+    if options.alignment is alignment and options.aligned_timeout_ms == timeout:
+        return options
+    return dataclasses.replace(options, alignment=alignment, aligned_timeout_ms=timeout)
+
+
+class UnalignedBarrierHandler(AlignedBarrierHandler):
+    """Triggers at the first barrier (unaligned) or aligns until a timeout, then switches.
+
+    The task implements ``UnalignedBarrierHandlerActions``, records every record batch it
+    takes from a channel in ``recording_view``, and calls ``check_alignment_timeout()`` from
+    its loop (at the latest at ``next_timeout_ms``).
+
+    >>> from cairn.runtime.barriers.clock import ManualClock
+    >>> class Actions:
+    ...     def trigger_checkpoint(self, barrier, stats): print("trigger", barrier.checkpoint_id)
+    ...     def abort_checkpoint(self, checkpoint_id, reason): print("abort", checkpoint_id)
+    ...     def init_inputs_checkpoint(self, barrier, recording): print("record", set(recording))
+    ...     def all_barriers_received(self, checkpoint_id): print("done", checkpoint_id)
+    >>> handler = UnalignedBarrierHandler(2, Actions(), ManualClock())
+    >>> barrier = CheckpointBarrier(CheckpointId(1), timestamp_ms=0)
+    >>> handler.on_barrier(0, barrier)
+    record {1}
+    trigger 1
+    >>> handler.blocked_channels, handler.is_recording(1)
+    (frozenset(), True)
+    >>> handler.on_barrier(1, barrier)
+    done 1
+    """
+
+    def __init__(
+        self,
+        num_channels: int,
+        actions: UnalignedBarrierHandlerActions,
+        clock: Clock,
+        *,
+        mode: AlignmentMode = AlignmentMode.UNALIGNED,
+        aligned_timeout_ms: int | None = None,
+    ) -> None:
+        if mode is not _ALIGNED and mode is not _UNALIGNED:
+            raise ValueError(f"an unaligned handler is exactly-once, got {mode.value}")
+        if aligned_timeout_ms is not None and aligned_timeout_ms < 0:
+            raise ValueError(f"aligned_timeout_ms must be >= 0 or None, got {aligned_timeout_ms}")
+        super().__init__(num_channels, actions, clock)
+        self._unaligned_actions = actions
+        self._mode = mode
+        self._default_timeout_ms = aligned_timeout_ms
+        self._controller = _UnalignedController(self)
+        self._state = AlternatingWaitingForFirstBarrier(self._channels)
+        self._deadline_ms: int | None = None  # aligned phase of the pending checkpoint ends
+        # Channels whose input is channel state of _recording_id; the set object never
+        # changes, so recording_view stays live.
+        self._recording: set[int] = set()
+        self._recording_id = _NONE
+
+    # -- queries ------------------------------------------------------------------------
+
+    @property
+    def mode(self) -> AlignmentMode:
+        return self._mode
+
+    @property
+    def aligned_timeout_ms(self) -> int | None:
+        """Default timeout for barriers that carry none (None: the mode decides)."""
+        return self._default_timeout_ms
+
+    @property
+    def recording_checkpoint_id(self) -> CheckpointId | None:
+        return None if self._recording_id == _NONE else CheckpointId(self._recording_id)
+
+    @property
+    def recording_channels(self) -> frozenset[int]:
+        return frozenset(self._recording)
+
+    def is_recording(self, channel: int) -> bool:
+        return channel in self._recording
+
+    @property
+    def recording_view(self) -> Container[int]:
+        return self._recording
+
+    @property
+    def next_timeout_ms(self) -> int | None:
+        return self._deadline_ms
+
+    # -- events -------------------------------------------------------------------------
+
+    def check_alignment_timeout(self, now_ms: int | None = None) -> bool:
+        """Switch the aligned checkpoint in progress to unaligned if its timeout passed.
+
+        Cheap when nothing is pending; returns True if it switched.
+        """
+        deadline = self._deadline_ms
+        if deadline is None:
+            return False
+        now = self._clock.now_ms() if now_ms is None else now_ms
+        if now < deadline:
+            return False
+        self._deadline_ms = None
+        barrier = self._controller.pending_barrier()
+        self._transform(lambda state: state.alignment_timed_out(self._controller, barrier))
+        return True
+
+    # -- books ----------------------------------------------------------------------------
+
+    def _start_checkpoint(self, barrier: CheckpointBarrier) -> None:
+        options = resolve_options(barrier.options, self._mode, self._default_timeout_ms)
+        if options is not barrier.options:
+            barrier = dataclasses.replace(barrier, options=options)
+        super()._start_checkpoint(barrier)  # may abort the pending one first
+        timeout = options.aligned_timeout_ms
+        if options.alignment is _ALIGNED and timeout is not None:
+            self._deadline_ms = barrier.timestamp_ms + timeout
+
+    def _mark_aligned(self, channel: int) -> None:
+        super()._mark_aligned(channel)
+        self._recording.discard(channel)
+
+    def _close(self) -> None:
+        recording_id = self._recording_id
+        super()._close()
+        self._deadline_ms = None
+        if recording_id != _NONE:
+            self._recording_id = _NONE
+            self._recording.clear()
+            self._unaligned_actions.all_barriers_received(CheckpointId(recording_id))
+
+    def _abort(self, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
+        # Stop recording before the task hears of the abort, so it sees a consistent handler.
+        self._deadline_ms = None
+        self._recording_id = _NONE
+        self._recording.clear()
+        super()._abort(checkpoint_id, reason)
+
+    def _init_inputs_checkpoint(self, barrier: CheckpointBarrier) -> None:
+        if self._recording_id != _NONE:
+            raise IllegalBarrierEventError(
+                f"checkpoint {barrier.checkpoint_id}: unaligned snapshot taken twice"
+            )
+        self._deadline_ms = None
+        inputs, aligned = self._inputs, self._aligned
+        self._recording.update(
+            c for c in range(inputs.num_channels) if inputs.is_open(c) and c not in aligned
+        )
+        self._recording_id = barrier.checkpoint_id
+        self._unaligned_actions.init_inputs_checkpoint(barrier, frozenset(self._recording))
+
+    def _trigger(self, barrier: CheckpointBarrier) -> None:
+        now = self._clock.now_ms()
+        unaligned = self._recording_id == barrier.checkpoint_id
+        stats = AlignmentStats.at_trigger(
+            barrier, self._first_barrier_ms, now, unaligned=unaligned
+        )
+        self._actions.trigger_checkpoint(barrier, stats)
+
+    def __repr__(self) -> str:
+        return (
+            f"UnalignedBarrierHandler(mode={self._mode.value}, current={self._current_id}, "
+            f"aligning={self.is_aligning}, aligned={sorted(self._aligned)}/{self._target_count}, "
+            f"recording={sorted(self._recording)}, deadline={self._deadline_ms}, "
+            f"state={self._state!r})"
+        )
+
+
+class _UnalignedController(_Controller):
+    """The aligned controller plus the unaligned switch and the timeout."""
+
+    __slots__ = ("_unaligned",)
+
+    def __init__(self, handler: UnalignedBarrierHandler) -> None:
+        super().__init__(handler)
+        self._unaligned = handler
+
+    def is_unaligned(self, barrier: CheckpointBarrier) -> bool:
+        pending = self.pending_barrier().options
+        if pending.is_savepoint:
+            return False
+        return pending.alignment is _UNALIGNED or barrier.options.alignment is _UNALIGNED
+
+    def is_timed_out(self, barrier: CheckpointBarrier) -> bool:
+        handler = self._unaligned
+        deadline = handler._deadline_ms
+        return deadline is not None and handler._clock.now_ms() >= deadline
+
+    def init_inputs_checkpoint(self, barrier: CheckpointBarrier) -> None:
+        self._unaligned._init_inputs_checkpoint(barrier)
