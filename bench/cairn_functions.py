@@ -1,0 +1,227 @@
+"""The user code of the Cairn benchmark jobs: generators, the keyed sum, and measuring sinks.
+
+Invariant: the sinks only observe — they discard every record after counting it (and timing
+it) — and leave their observations in files named by subtask and attempt under ``out_dir``,
+appended and flushed as they go, so a SIGKILLed worker loses at most one mark interval.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from cairn.common import Types
+from cairn.datastream import KeyedProcessFunction
+from cairn.datastream.connectors.datagen import KeyedValuesGenerator
+from cairn.datastream.source_sink_functions import SinkFunction
+from cairn.datastream.state import ValueStateDescriptor
+
+__all__ = [
+    "MARK_EVERY",
+    "CoveringKeysGenerator",
+    "KeyedSum",
+    "LatencySink",
+    "ProgressSink",
+    "TimedKeyedSum",
+    "TimedKeyedValuesGenerator",
+    "progress_file",
+]
+
+MARK_EVERY = 2048  # records between two progress marks of one sink subtask
+LATENCY_BUCKET_NS = 100_000  # 0.1 ms resolution of the latency histogram
+
+
+def progress_file(out_dir: str, subtask: int, attempt: int) -> str:
+    return os.path.join(out_dir, f"progress-{subtask}-{attempt}.log")
+
+
+def latency_file(out_dir: str, subtask: int, attempt: int) -> str:
+    return os.path.join(out_dir, f"latency-{subtask}-{attempt}.json")
+
+
+# ---- generators (picklable, batch fast path) ----------------------------------------------
+
+
+class CoveringKeysGenerator:
+    """Record ``i`` is ``(key(i % num_keys), 1)``: the first ``num_keys`` records touch every key.
+
+    >>> CoveringKeysGenerator(3).generate_batch(range(4))
+    [('k000000', 1), ('k000001', 1), ('k000002', 1), ('k000000', 1)]
+    """
+
+    def __init__(self, num_keys: int) -> None:
+        if num_keys < 1:
+            raise ValueError(f"num_keys must be >= 1, got {num_keys}")
+        self.num_keys = num_keys
+        self._keys: list[str] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_keys": None}  # rebuilt on the worker, not shipped
+
+    def __call__(self, index: int) -> tuple[str, int]:
+        return self.generate_batch(range(index, index + 1))[0]
+
+    def generate_batch(self, indices: range) -> list[tuple[str, int]]:
+        keys = self._keys
+        if keys is None:
+            width = max(6, len(str(self.num_keys - 1)))
+            keys = self._keys = [f"k{r:0{width}d}" for r in range(self.num_keys)]
+        n = self.num_keys
+        return [(keys[i % n], 1) for i in indices]
+
+
+class TimedKeyedValuesGenerator:
+    """``(key, 1, created_ns)``: the keys of ``keyed_values``, stamped with their schedule.
+
+    ``created_ns`` is when record ``i`` was due at ``rate`` records/s, not when it was
+    generated: a source that falls behind its schedule (backpressure) shows up as latency
+    instead of hiding it (no coordinated omission). The schedule is the latest one that no
+    batch ran ahead of — a rate-limited batch is granted when its last record is due — so no
+    record is ever stamped later than it was generated.
+    """
+
+    def __init__(self, num_keys: int, rate: float) -> None:
+        if rate <= 0:
+            raise ValueError(f"rate must be > 0, got {rate}")
+        self.keys = KeyedValuesGenerator(num_keys)
+        self.ns_per_record = 1e9 / rate
+        self._t0_ns: int | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_t0_ns": None}
+
+    def __call__(self, index: int) -> tuple[str, int, int]:
+        return self.generate_batch(range(index, index + 1))[0]
+
+    def generate_batch(self, indices: range) -> list[tuple[str, int, int]]:
+        step = self.ns_per_record
+        last = indices[-1] if indices else indices.start
+        anchor = time.time_ns() - int(last * step)
+        if self._t0_ns is None or anchor < self._t0_ns:
+            self._t0_ns = anchor
+        t0 = self._t0_ns
+        base = self.keys.generate_batch(indices)
+        return [(k, v, t0 + int(i * step)) for (k, v), i in zip(base, indices, strict=True)]
+
+
+# ---- the keyed sum, as a user writes it ---------------------------------------------------
+
+
+class KeyedSum(KeyedProcessFunction):
+    """Running sum per key in a ``ValueState``; emits ``(key, sum)``."""
+
+    def open(self, runtime_context: Any) -> None:
+        self.sum_state = runtime_context.get_state(ValueStateDescriptor("sum", Types.LONG()))
+
+    def process_element(self, value: Any, ctx: Any) -> Iterator[tuple[str, int]]:
+        current_sum = self.sum_state.value() or 0
+        updated_sum = current_sum + value[1]
+        self.sum_state.update(updated_sum)
+        yield value[0], updated_sum
+
+
+class TimedKeyedSum(KeyedSum):
+    """The same sum, passing the creation timestamp through: ``(key, sum, created_ns)``."""
+
+    def process_element(self, value: Any, ctx: Any) -> Iterator[Any]:
+        current_sum = self.sum_state.value() or 0
+        updated_sum = current_sum + value[1]
+        self.sum_state.update(updated_sum)
+        yield value[0], updated_sum, value[2]
+
+
+# ---- measuring sinks ----------------------------------------------------------------------
+
+
+class ProgressSink(SinkFunction):
+    """Discards records; every ``MARK_EVERY`` records appends ``"<epoch s> <count>"``.
+
+    The first record and the end of input are marked too, so the files give each subtask's
+    first-output time, progress curve and total.
+    """
+
+    def __init__(self, out_dir: str, mark_every: int = MARK_EVERY) -> None:
+        self.out_dir = out_dir
+        self.mark_every = mark_every
+
+    def open(self, runtime_context: Any) -> None:
+        self._subtask = runtime_context.get_index_of_this_subtask()
+        self._attempt = runtime_context.get_attempt_number()
+        path = progress_file(self.out_dir, self._subtask, self._attempt)
+        self._file = open(path, "a", encoding="ascii")  # noqa: SIM115 - closed in close()
+        self._file.write(f"{time.time():.6f} 0\n")
+        self._file.flush()
+        self._count = 0
+        self._next_mark = 1
+
+    def invoke(self, value: Any, context: Any) -> None:
+        self._count += 1
+        if self._count >= self._next_mark:
+            self._mark()
+
+    def _mark(self) -> None:
+        n = self._count
+        self._file.write(f"{time.time():.6f} {n}\n")
+        self._file.flush()  # a killed worker keeps its marks up to here
+        self._next_mark = (n // self.mark_every + 1) * self.mark_every
+
+    def close(self) -> None:
+        f = getattr(self, "_file", None)
+        if f is not None and not f.closed:
+            f.write(f"{time.time():.6f} {self._count} end\n")
+            f.close()
+
+
+class LatencySink(ProgressSink):
+    """Also histograms ``now - created_ns`` per record (0.1 ms buckets), skipping warm-up.
+
+    Records created less than ``warmup_s`` after the first record this subtask saw are
+    counted but not timed (connections and caches settling). The histogram is written as
+    JSON when the sink closes.
+    """
+
+    def __init__(self, out_dir: str, warmup_s: float = 1.0, mark_every: int = MARK_EVERY) -> None:
+        super().__init__(out_dir, mark_every)
+        self.warmup_ns = int(warmup_s * 1e9)
+
+    def open(self, runtime_context: Any) -> None:
+        super().open(runtime_context)
+        self._buckets: dict[int, int] = {}
+        self._max_ns = 0
+        self._skipped = 0
+        self._timed_from_ns: int | None = None
+
+    def invoke(self, value: Any, context: Any) -> None:
+        now = time.time_ns()
+        created = value[2]
+        start = self._timed_from_ns
+        if start is None:
+            start = self._timed_from_ns = created + self.warmup_ns
+        if created < start:
+            self._skipped += 1
+        else:
+            latency = now - created
+            bucket = latency // LATENCY_BUCKET_NS
+            buckets = self._buckets
+            buckets[bucket] = buckets.get(bucket, 0) + 1
+            if latency > self._max_ns:
+                self._max_ns = latency
+        self._count += 1
+        if self._count >= self._next_mark:
+            self._mark()
+
+    def close(self) -> None:
+        if getattr(self, "_file", None) is not None:
+            summary = {
+                "bucket_ns": LATENCY_BUCKET_NS,
+                "counts": {str(k): v for k, v in self._buckets.items()},
+                "max_ns": self._max_ns,
+                "skipped": self._skipped,
+            }
+            path = latency_file(self.out_dir, self._subtask, self._attempt)
+            with open(path, "w", encoding="ascii") as f:
+                json.dump(summary, f)
+        super().close()

@@ -1,0 +1,435 @@
+"""The Cairn side of the benchmarks: build each workload's job, run it, measure it.
+
+Invariant: a run returns (and ``main`` prints, as its last stdout line) one JSON object with
+the fields of :data:`bench.RESULT_FIELDS` plus :data:`bench.EXTRA_FIELDS`, exactly the shape
+``bench/peers/run_peer.py`` prints for the peers; every figure comes from the sinks' files
+and the job master's checkpoint statistics, never from the wall time of the whole process.
+
+Run one measurement::
+
+    python -m bench.workloads --workload keyed-sum --records 2000000 --keys 10000 \\
+        --checkpoint-interval-ms 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench import empty_result
+from bench.cairn_functions import (
+    CoveringKeysGenerator,
+    KeyedSum,
+    LatencySink,
+    ProgressSink,
+    TimedKeyedSum,
+    TimedKeyedValuesGenerator,
+)
+from bench.measure import Progress, merge_latency, read_progress, throughput_dip
+from cairn.checkpoint.stats import CheckpointStats, CheckpointStatus
+from cairn.common import Configuration, Types, WatermarkStrategy
+from cairn.common.restart_strategy import RestartStrategies
+from cairn.datastream import CheckpointingMode, StreamExecutionEnvironment
+from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
+from cairn.ids import CheckpointId
+
+__all__ = ["CairnOptions", "run_workload"]
+
+POLL_S = 0.1
+RESTART_DELAY_MS = 100
+RECOVERY_MARK_EVERY = 256  # finer marks: a killed worker loses fewer counted records
+
+
+@dataclass(frozen=True)
+class CairnOptions:
+    """Where and how the Cairn jobs run (parallelism 2 on embedded local Spark by default)."""
+
+    parallelism: int = 2
+    executor: str = "spark"  # or "inprocess" (threads; for debugging, no SIGKILL)
+    master: str | None = None
+    keep_dir: str | None = None  # keep the sinks' files and checkpoints here
+
+
+@dataclass
+class _Observed:
+    """What the driver saw while the job ran."""
+
+    submitted: float
+    ended: float = 0.0
+    checkpoints: dict[int, CheckpointStats] = field(default_factory=dict)
+    checkpoint_bytes: dict[int, int] = field(default_factory=dict)
+    events: list[tuple[float, str, Any]] = field(default_factory=list)
+    killed_at: float | None = None
+    restarts: int = 0
+    p50_ms: int | None = None
+    p99_ms: int | None = None
+
+
+# ---- jobs ---------------------------------------------------------------------------------
+
+
+def _environment(opts: CairnOptions, interval_ms: int, checkpoint_dir: str) -> Any:
+    conf = Configuration()
+    conf.set_string("cairn.executor", opts.executor)
+    if opts.master:
+        conf.set_string("cairn.spark.master", opts.master)
+    env = StreamExecutionEnvironment.get_execution_environment(conf)
+    env.set_parallelism(opts.parallelism)
+    if interval_ms > 0:
+        env.enable_checkpointing(interval_ms, CheckpointingMode.EXACTLY_ONCE)
+        env.get_checkpoint_config().set_checkpoint_storage("file://" + checkpoint_dir)
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, RESTART_DELAY_MS))
+    return env
+
+
+def _keyed_sum_job(env: Any, source: DataGeneratorSource, sink: Any, timed: bool) -> None:
+    """generator -> key_by(key) -> running sum in ValueState -> measuring (discarding) sink."""
+    fields = [Types.STRING(), Types.LONG()] + ([Types.LONG()] if timed else [])
+    (
+        env.from_source(source, WatermarkStrategy.no_watermarks(), "generator")
+        .uid("generator")
+        .key_by(lambda r: r[0], key_type=Types.STRING())
+        .process(TimedKeyedSum() if timed else KeyedSum(), output_type=Types.TUPLE(fields))
+        .uid("keyed-sum")
+        .name("keyed sum")
+        .add_sink(sink)
+        .uid("discarding-sink")
+    )
+
+
+def _run(env: Any, name: str, on_poll: Callable[[Any, _Observed], None] | None = None,
+         timeout_s: float = 1800.0) -> _Observed:
+    """Submit, poll the job master every ``POLL_S`` until the job ends, return observations."""
+    seen = _Observed(submitted=time.time())
+    client = env.execute_async(name)
+    master = client.job_master
+
+    def on_event(event: str, payload: Any) -> None:
+        seen.events.append((time.time(), event, payload))
+        coordinator = master.coordinator
+        if event == "checkpoint" and coordinator is not None:
+            # Runs on the job master's thread right after completion: a finished job deletes
+            # its checkpoints, and a newer one subsumes this one, so size it now.
+            stats = coordinator.stats.get(CheckpointId(int(payload)))
+            if stats is not None:
+                seen.checkpoints[int(payload)] = stats
+                size = _dir_size(stats.path) if stats.path else None
+                if size is not None:
+                    seen.checkpoint_bytes[int(payload)] = size
+
+    master.listeners.append(on_event)
+    deadline = time.monotonic() + timeout_s
+    while master.end_ms is None:
+        if time.monotonic() > deadline:
+            client.cancel()
+            break
+        if on_poll is not None:
+            on_poll(master, seen)
+        time.sleep(POLL_S)
+    client.get_job_execution_result(timeout=60)
+    seen.ended = (master.end_ms or time.time() * 1000) / 1000.0
+    seen.restarts = master.restarts
+    coordinator = master.coordinator
+    if coordinator is not None:
+        snapshot = coordinator.stats.snapshot()
+        for stats in snapshot.history:  # completed ones the listener may have missed
+            if stats.status is CheckpointStatus.COMPLETED:
+                seen.checkpoints.setdefault(int(stats.checkpoint_id), stats)
+        summary = snapshot.end_to_end_duration
+        if summary.count:
+            seen.p50_ms, seen.p99_ms = summary.p50, summary.p99
+    return seen
+
+
+def _dir_size(url: str) -> int | None:
+    import fsspec
+
+    try:
+        fs, path = fsspec.core.url_to_fs(url)
+        return int(fs.du(path, total=True))
+    except (OSError, ValueError):
+        return None  # subsumed and deleted before we looked
+
+
+# ---- result assembly ----------------------------------------------------------------------
+
+
+def _base(workload: str, records: int, keys: int, interval_ms: int, rate: float | None,
+          opts: CairnOptions) -> dict[str, Any]:
+    result = empty_result("cairn", workload, records)
+    result.update(keys=keys, parallelism=opts.parallelism, checkpoint_interval_ms=interval_ms,
+                  rate=rate, versions=cairn_versions())
+    return result
+
+
+def _fill_common(result: dict[str, Any], seen: _Observed, progress: Progress,
+                 records: int) -> None:
+    first = progress.first_output
+    result["elapsed_s"] = round(seen.ended - seen.submitted, 3)
+    result["startup_s"] = None if first is None else round(first - seen.submitted, 3)
+    rate = progress.steady_rate(records)
+    result["steady_records_per_s"] = None if rate is None else round(rate)
+    result["checkpoint_p50_ms"] = seen.p50_ms
+    result["checkpoint_p99_ms"] = seen.p99_ms
+    result["checkpoints_completed"] = len(seen.checkpoints)
+    result["restarts"] = seen.restarts
+    if seen.checkpoints:
+        last = seen.checkpoints[max(seen.checkpoints)]
+        result["checkpoint_last_ms"] = last.end_to_end_duration_ms
+        result["state_size_bytes"] = last.state_size
+    parts = [(max((x.metrics.sync_duration_ms for x in c.subtasks.values()), default=0),
+              max((x.metrics.async_duration_ms for x in c.subtasks.values()), default=0))
+             for c in seen.checkpoints.values()]
+    if parts:
+        # The slowest subtask's parts, median over checkpoints: where checkpoint time goes.
+        result["checkpoint_sync_p50_ms"] = statistics.median(p[0] for p in parts)
+        result["checkpoint_async_p50_ms"] = statistics.median(p[1] for p in parts)
+    if seen.checkpoint_bytes:
+        result["checkpoint_bytes"] = seen.checkpoint_bytes[max(seen.checkpoint_bytes)]
+    if progress.total != records and not seen.restarts:
+        result["note"] = f"sinks counted {progress.total:,} of {records:,} records"
+
+
+def _async_dip(result: dict[str, Any], seen: _Observed, progress: Progress,
+               records: int) -> None:
+    """Throughput while checkpoints' asynchronous parts run vs. while no checkpoint runs."""
+    busy: list[tuple[float, float]] = []
+    paused: list[tuple[float, float]] = []
+    for stats in seen.checkpoints.values():
+        largest = max((s.metrics.state_size for s in stats.subtasks.values()), default=0)
+        for sub in stats.subtasks.values():
+            m = sub.metrics
+            async_start = (sub.ack_ms - m.async_duration_ms) / 1000.0
+            # Trigger -> end of the synchronous part: processing pauses there by design.
+            paused.append((stats.trigger_ms / 1000.0, async_start))
+            if m.async_duration_ms > 0 and m.state_size * 10 >= largest:
+                busy.append((async_start, sub.ack_ms / 1000.0))
+    start, end = progress.time_reaching(0.1 * records), progress.time_reaching(0.9 * records)
+    if start is None or end is None:
+        return
+    dip = throughput_dip(progress, busy, paused, start, end)
+    if dip is not None:
+        result["async_dip_pct"] = round(dip.dip_pct, 1)
+        result["async_windows"] = f"{dip.busy_windows} busy / {dip.quiet_windows} quiet"
+
+
+# ---- the workloads ------------------------------------------------------------------------
+
+
+def keyed_sum(records: int, keys: int, interval_ms: int, opts: CairnOptions,
+              work_dir: str) -> dict[str, Any]:
+    """Workload 1: unthrottled keyed sum over ``keys`` uniform keys; steady records/s."""
+    result = _base("keyed-sum", records, keys, interval_ms, None, opts)
+    env = _environment(opts, interval_ms, os.path.join(work_dir, "checkpoints"))
+    out = _sink_dir(work_dir)
+    _keyed_sum_job(env, DataGeneratorSource.keyed_values(records, keys), ProgressSink(out),
+                   timed=False)
+    seen = _run(env, "bench-keyed-sum")
+    progress = Progress.of(read_progress(out).values())
+    _fill_common(result, seen, progress, records)
+    if interval_ms > 0:
+        _async_dip(result, seen, progress, records)
+    return result
+
+
+def latency(records: int, keys: int, interval_ms: int, rate: float, opts: CairnOptions,
+            work_dir: str, warmup_s: float = 1.0) -> dict[str, Any]:
+    """Workload 2: the keyed sum fed at ``rate`` records/s; end-to-end latency at the sink."""
+    result = _base("latency", records, keys, interval_ms, rate, opts)
+    env = _environment(opts, interval_ms, os.path.join(work_dir, "checkpoints"))
+    out = _sink_dir(work_dir)
+    source = DataGeneratorSource(TimedKeyedValuesGenerator(keys, rate), records,
+                                 RateLimiterStrategy.per_second(rate))
+    _keyed_sum_job(env, source, LatencySink(out, warmup_s), timed=True)
+    seen = _run(env, "bench-latency")
+    progress = Progress.of(read_progress(out).values())
+    _fill_common(result, seen, progress, records)
+    summary = merge_latency(out)
+    if summary is not None:
+        result.update(latency_p50_ms=round(summary.p50_ms, 2),
+                      latency_p99_ms=round(summary.p99_ms, 2),
+                      latency_max_ms=round(summary.max_ms, 2))
+        result["note"] = _join(result["note"], f"{summary.count:,} records timed, first "
+                               f"{summary.skipped:,} ({warmup_s:g} s warm-up) not")
+    return result
+
+
+def recovery(records: int, keys: int, interval_ms: int, rate: float, opts: CairnOptions,
+             work_dir: str, kill_at: float = 0.4) -> dict[str, Any]:
+    """Workload 3: SIGKILL one worker after ``kill_at`` of the input (and >= 2 completed
+    checkpoints); time until output resumes, and records processed twice."""
+    if opts.executor != "spark":
+        raise ValueError("recovery kills a worker process: it needs the Spark executor")
+    result = _base("recovery", records, keys, interval_ms, rate, opts)
+    env = _environment(opts, interval_ms, os.path.join(work_dir, "checkpoints"))
+    out = _sink_dir(work_dir)
+    source = DataGeneratorSource.keyed_values(
+        records, keys, rate_limiter_strategy=RateLimiterStrategy.per_second(rate))
+    _keyed_sum_job(env, source, ProgressSink(out, RECOVERY_MARK_EVERY), timed=False)
+
+    def maybe_kill(master: Any, seen: _Observed) -> None:
+        if seen.killed_at is not None or len(seen.checkpoints) < 2:
+            return
+        sources = set(master.plan.source_tasks)
+        emitted = sum(m.records_out for t, m in dict(master.metrics).items() if t in sources)
+        pids = dict(master.worker_pids)
+        if emitted >= kill_at * records and len(pids) == opts.parallelism:
+            victim = pids[max(pids)]
+            seen.killed_at = time.time()
+            os.kill(victim, signal.SIGKILL)
+
+    seen = _run(env, "bench-recovery", maybe_kill)
+    files = read_progress(out)
+    first_attempt = Progress.of(m for (_, a), m in files.items() if a == 0)
+    _fill_common(result, seen, first_attempt, records)
+    result["note"] = None
+    if seen.killed_at is None:
+        result["note"] = "no worker was killed (the job ended first)"
+        return result
+    later = [m for (_, a), m in files.items() if a > 0]
+    resumed = Progress.of(later).first_output if later else None
+    result["recovery_s"] = None if resumed is None else round(resumed - seen.killed_at, 3)
+    processed = sum(m[-1][1] for m in files.values() if m)
+    result["replayed_records"] = processed - records
+    result["note"] = _join(_recovery_phases(seen, resumed),
+                           f"replayed counted to +-{RECOVERY_MARK_EVERY * opts.parallelism}")
+    return result
+
+
+def _recovery_phases(seen: _Observed, resumed: float | None) -> str:
+    kill = seen.killed_at or 0.0
+    restart = next((t for t, e, _ in seen.events if e == "restart" and t >= kill), None)
+    running = next((t for t, e, p in seen.events if e == "running" and p and p > 0), None)
+    parts = []
+    if restart is not None:
+        parts.append(f"failure detected after {restart - kill:.2f} s")
+    if running is not None and restart is not None:
+        parts.append(f"redeployed and restored {running - restart:.2f} s later")
+    if running is not None and resumed is not None:
+        parts.append(f"first output {max(0.0, resumed - running):.2f} s after that")
+    return "; ".join(parts)
+
+
+def state_size(keys: int, records: int, interval_ms: int, opts: CairnOptions,
+               work_dir: str) -> dict[str, Any]:
+    """Workload 4: every key touched (record ``i`` has key ``i % keys``); checkpoint
+    duration, bytes on disk, and the throughput dip while asynchronous parts run."""
+    result = _base("state-size", records, keys, interval_ms, None, opts)
+    env = _environment(opts, interval_ms, os.path.join(work_dir, "checkpoints"))
+    out = _sink_dir(work_dir)
+    _keyed_sum_job(env, DataGeneratorSource(CoveringKeysGenerator(keys), records),
+                   ProgressSink(out), timed=False)
+    seen = _run(env, f"bench-state-size-{keys}")
+    progress = Progress.of(read_progress(out).values())
+    _fill_common(result, seen, progress, records)
+    if interval_ms > 0:
+        _async_dip(result, seen, progress, records)
+    return result
+
+
+# ---- entry points -------------------------------------------------------------------------
+
+
+def run_workload(workload: str, records: int, keys: int, interval_ms: int,
+                 rate: float | None = None, opts: CairnOptions | None = None,
+                 warmup_s: float = 1.0) -> dict[str, Any]:
+    """Run one Cairn measurement in this process and return its result object.
+
+    >>> run_workload("keyed-sum", 20_000, 100, 1000)["steady_records_per_s"] > 0  # doctest: +SKIP
+    True
+    """
+    opts = opts or CairnOptions()
+    work_dir = opts.keep_dir or tempfile.mkdtemp(prefix=f"cairn-bench-{workload}-")
+    os.makedirs(work_dir, exist_ok=True)
+    try:
+        if workload == "keyed-sum":
+            return keyed_sum(records, keys, interval_ms, opts, work_dir)
+        if workload == "latency":
+            return latency(records, keys, interval_ms, _need_rate(rate, workload), opts,
+                           work_dir, warmup_s)
+        if workload == "recovery":
+            return recovery(records, keys, interval_ms or 1000, _need_rate(rate, workload),
+                            opts, work_dir)
+        if workload == "state-size":
+            return state_size(keys, records, interval_ms, opts, work_dir)
+        raise ValueError(f"unknown workload {workload!r}")
+    finally:
+        if opts.keep_dir is None:
+            shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def _need_rate(rate: float | None, workload: str) -> float:
+    if not rate or rate <= 0:
+        raise ValueError(f"the {workload} workload needs --rate > 0")
+    return rate
+
+
+def _sink_dir(work_dir: str) -> str:
+    path = os.path.join(work_dir, "sink")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def _join(*parts: str | None) -> str | None:
+    text = "; ".join(p for p in parts if p)
+    return text or None
+
+
+def cairn_versions() -> dict[str, str]:
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    versions = {"python": platform.python_version()}
+    for package in ("cairn", "pyspark"):
+        try:
+            versions[package] = version(package)
+        except PackageNotFoundError:
+            continue
+    return versions
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.workloads", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workload", required=True,
+                        choices=["keyed-sum", "latency", "recovery", "state-size"])
+    parser.add_argument("--records", type=int, required=True)
+    parser.add_argument("--keys", type=int, default=10_000)
+    parser.add_argument("--checkpoint-interval-ms", type=int, default=1000,
+                        help="0 disables checkpointing")
+    parser.add_argument("--rate", type=float, default=0.0, help="records/s (latency, recovery)")
+    parser.add_argument("--parallelism", type=int, default=2)
+    parser.add_argument("--latency-warmup-s", type=float, default=1.0,
+                        help="latency: records created this long after the first are not timed")
+    parser.add_argument("--executor", choices=["spark", "inprocess"], default="spark")
+    parser.add_argument("--master", default=None, help="Spark master (default: local[N])")
+    parser.add_argument("--keep-dir", default=None, help="keep sink files and checkpoints")
+    args = parser.parse_args(argv)
+    opts = CairnOptions(args.parallelism, args.executor, args.master, args.keep_dir)
+    # Start-up is measured from submission, which includes creating the Spark session.
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    try:
+        result = run_workload(args.workload, args.records, args.keys,
+                              args.checkpoint_interval_ms, args.rate or None, opts,
+                              args.latency_warmup_s)
+    except Exception as exc:  # report, don't crash: the runner records the reason
+        result = empty_result("cairn", args.workload, args.records)
+        result["note"] = f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+        print(json.dumps(result), flush=True)
+        return 1
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""Smoke test of the benchmarks: a tiny version of every Cairn workload, run through the
+runner's own functions on local Spark, then rendered into a RESULTS.md.
+
+Invariant: no timing assertions (CI machines are noisy); only that each workload runs, reports
+every shared field, and that its figures are internally consistent (counts add up, p50 <= p99,
+a killed worker is recovered from), so the benchmarks never rot.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bench import RESULT_FIELDS
+from bench.__main__ import QUICK as QUICK_SIZES
+from bench.__main__ import _last_json, calibrated_rate, command, group_results, plan_cases
+from bench.measure import Progress, throughput_dip
+from bench.report import BEGIN, END, render_results, update_results_file, write_chart
+from bench.workloads import RECOVERY_MARK_EVERY, CairnOptions, run_workload
+
+KEYS = 1_000
+
+
+def _check_shared(result: dict[str, Any], workload: str, records: int) -> None:
+    assert set(RESULT_FIELDS) <= set(result)
+    assert result["system"] == "cairn"
+    assert result["workload"] == workload
+    assert result["records"] == records
+    assert result["unsupported"] is None
+    assert result["versions"]["cairn"]
+    assert 0 < result["startup_s"] <= result["elapsed_s"]
+    json.dumps(result)  # what the runner reads back
+
+
+@pytest.fixture(scope="module")
+def results(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """One run of each workload (module-scoped: the runner's test renders them all)."""
+    opts = CairnOptions(parallelism=2, executor="spark")
+    out: dict[str, dict[str, Any]] = {}
+    out["keyed-sum/checkpoints-1s"] = run_workload("keyed-sum", 100_000, KEYS, 300, opts=opts)
+    out["keyed-sum/no-checkpoints"] = run_workload("keyed-sum", 100_000, KEYS, 0, opts=opts)
+    out["latency"] = run_workload("latency", 60_000, KEYS, 300, rate=30_000, opts=opts,
+                                  warmup_s=0.5)
+    out["recovery"] = run_workload("recovery", 120_000, KEYS, 300, rate=30_000, opts=opts)
+    keep = str(tmp_path_factory.mktemp("state-size"))
+    out["state-size/keys-20000"] = run_workload(
+        "state-size", 40_000, 20_000, 300, opts=CairnOptions(2, "spark", keep_dir=keep))
+    return out
+
+
+@pytest.mark.spark
+def test_keyed_sum_with_and_without_checkpoints(results: dict[str, dict[str, Any]]) -> None:
+    with_cp, without = results["keyed-sum/checkpoints-1s"], results["keyed-sum/no-checkpoints"]
+    for r in (with_cp, without):
+        _check_shared(r, "keyed-sum", 100_000)
+        assert r["note"] is None, r["note"]  # the sinks counted every record exactly once
+        assert r["steady_records_per_s"] > 0
+        assert r["restarts"] == 0
+    assert with_cp["checkpoints_completed"] >= 1
+    assert 0 <= with_cp["checkpoint_p50_ms"] <= with_cp["checkpoint_p99_ms"]
+    assert with_cp["state_size_bytes"] > 0
+    assert without["checkpoints_completed"] == 0
+    assert without["checkpoint_p50_ms"] is None
+
+
+@pytest.mark.spark
+def test_latency_is_measured_at_the_sink(results: dict[str, dict[str, Any]]) -> None:
+    r = results["latency"]
+    _check_shared(r, "latency", 60_000)
+    assert r["rate"] == 30_000
+    assert 0 < r["latency_p50_ms"] <= r["latency_p99_ms"] <= r["latency_max_ms"] + 0.1
+    assert "records timed" in r["note"]
+
+
+@pytest.mark.spark
+def test_recovery_after_a_killed_worker(results: dict[str, dict[str, Any]]) -> None:
+    r = results["recovery"]
+    _check_shared(r, "recovery", 120_000)
+    assert r["restarts"] >= 1, r["note"]
+    assert r["recovery_s"] > 0
+    # Replay is at least what the surviving and killed workers did since the checkpoint,
+    # up to the sinks' mark granularity (the killed worker's last marks are lost).
+    assert r["replayed_records"] > -RECOVERY_MARK_EVERY * 2
+    assert r["replayed_records"] < 120_000
+    assert "failure detected" in r["note"]
+
+
+@pytest.mark.spark
+def test_state_size_reports_checkpoint_bytes(results: dict[str, dict[str, Any]]) -> None:
+    r = results["state-size/keys-20000"]
+    _check_shared(r, "state-size", 40_000)
+    assert r["keys"] == 20_000
+    assert r["checkpoints_completed"] >= 1
+    assert r["checkpoint_bytes"] > 0 and r["state_size_bytes"] > 0
+    assert r["checkpoint_last_ms"] >= 0
+
+
+@pytest.mark.spark
+def test_runner_renders_results_and_keeps_hand_written_sections(
+    results: dict[str, dict[str, Any]], tmp_path: Path
+) -> None:
+    rows = [{**r, "case": case, "repetition": 1} for case, r in results.items()]
+    rows.append({**results["keyed-sum/checkpoints-1s"], "system": "bytewax",
+                 "case": "keyed-sum/checkpoints-1s", "unsupported": "not installed",
+                 "elapsed_s": None})
+    cases = {c["case"]: c for c in plan_cases(["keyed-sum", "latency", "recovery"],
+                                              QUICK_SIZES, 30_000)}
+    cases["latency"]["records"] = cases["recovery"]["records"] = 60_000
+    cases["state-size/keys-20000"] = {"case": "state-size/keys-20000", "keys": 20_000,
+                                      "records": 40_000}
+    meta = {"date": "today", "command": "python -m bench --quick", "repeat": 1,
+            "machine": {"cores": "2"}, "cases": cases}
+    path = tmp_path / "RESULTS.md"
+    path.write_text(f"# Mine\n\n{BEGIN}\nold\n{END}\n\n## Optimizations\n\nhand-written\n")
+    update_results_file(str(path), render_results(group_results(rows), meta, cases))
+    text = path.read_text()
+    assert text.startswith("# Mine\n") and text.endswith("## Optimizations\n\nhand-written\n")
+    assert "old" not in text
+    for heading in ("### 1. keyed-sum", "### 2. latency", "### 3. recovery",
+                    "### 4. checkpoint cost vs. state size"):
+        assert heading in text
+    assert "| Bytewax | 1 s, exactly-once | not run: not installed |" in text
+    assert calibrated_rate(rows) == max(1000, round(
+        results["keyed-sum/checkpoints-1s"]["steady_records_per_s"] / 2, -3))
+    why = write_chart(group_results(rows), str(tmp_path / "chart.png"))
+    assert why is None or "matplotlib" in why
+
+
+def test_runner_commands_and_result_parsing() -> None:
+    case = plan_cases(["latency"], QUICK_SIZES, 1234.0)[0]
+    case["records"] = 99
+    cmd = command("cairn", case, "spark", 600)
+    assert cmd[1:3] == ["-m", "bench.workloads"]
+    assert cmd[cmd.index("--rate") + 1] == "1234"
+    assert "--latency-warmup-s" in cmd
+    peer = command("bytewax", case, "spark", 600)
+    assert peer[peer.index("--system") + 1] == "bytewax"
+    assert _last_json('noise\n{"a": 1}\n\n') == {"a": 1}
+    assert _last_json("no json at all") is None
+
+
+def test_progress_and_dip_arithmetic() -> None:
+    # Two subtasks at 100 and 50 records/s; the second pauses in [1, 2).
+    p = Progress.of([[(0.0, 0), (1.0, 100), (2.0, 200), (3.0, 300)],
+                     [(0.0, 0), (1.0, 50), (2.0, 50), (3.0, 100)]])
+    assert p.total == 400
+    assert p.first_output == 1.0
+    assert p.time_reaching(150) == 1.0
+    assert p.time_reaching(200) == pytest.approx(1.5)
+    assert p.steady_rate(400, 0.5, 1.0) == pytest.approx(200 / 1.5)
+    dip = throughput_dip(p, busy=[(1.0, 2.0)], quiet_exclusions=[], start=0.0, end=3.0,
+                         window_s=1.0)
+    assert dip is not None
+    assert (dip.busy_rate, dip.quiet_rate) == (100.0, 150.0)
+    assert dip.dip_pct == pytest.approx(100 / 3)
+    excluded = throughput_dip(p, busy=[(1.0, 2.0)], quiet_exclusions=[(0.5, 0.9)], start=0.0,
+                              end=3.0, window_s=1.0)
+    assert excluded is not None and excluded.quiet_windows == 1
+
+
+def test_bench_doctests() -> None:
+    import doctest
+
+    import bench
+    import bench.cairn_functions
+    import bench.measure
+    import bench.report
+
+    for module in (bench, bench.cairn_functions, bench.measure, bench.report):
+        failed, _ = doctest.testmod(module)
+        assert failed == 0, module.__name__
