@@ -17,6 +17,7 @@ import datetime as dt
 import json
 import os
 import platform
+import re
 import signal
 import statistics
 import subprocess
@@ -234,7 +235,7 @@ def run_all(args: argparse.Namespace, out_dir: str) -> tuple[list[dict[str, Any]
     cases = plan_cases(workloads, sizes, args.rate or None)
     meta: dict[str, Any] = {
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "command": "python -m bench " + " ".join(args.argv),
+        "command": re.sub(r" --(results|chart) \S+", "", "python -m bench " + " ".join(args.argv)),
         "repeat": repeat, "machine": machine_info(), "cases": {},
     }
     results: list[dict[str, Any]] = []
@@ -295,7 +296,7 @@ def merge_saved(paths: Sequence[str]) -> tuple[list[dict[str, Any]], dict[str, A
         cases = {**meta.get("cases", {}), **saved["meta"]["cases"]}
         meta = {**saved["meta"], "cases": cases,
                 "repeat": max(meta.get("repeat", 0), saved["meta"]["repeat"])}
-        commands.append(saved["meta"]["command"])
+        commands.append(re.sub(r" --(results|chart) \S+", "", saved["meta"]["command"]))
     meta["command"] = "` + `".join(dict.fromkeys(commands))
     return [r for group in runs.values() for r in group], meta
 

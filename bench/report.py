@@ -116,6 +116,13 @@ def system_name(system: str) -> str:
     return SYSTEM_NAMES.get(system, system)
 
 
+def _label(group: Group, repeat: int) -> str:
+    """The system's name, with its number of runs where that differs from the rest."""
+    n = len(group.runs)
+    return system_name(group.system) + (f" ({n} run{'s' if n > 1 else ''})" if n != repeat
+                                        else "")
+
+
 # ---- markdown -----------------------------------------------------------------------------
 
 
@@ -141,17 +148,18 @@ def render_results(groups: Sequence[Group], meta: Mapping[str, Any],
     for g in groups:
         by_case.setdefault(g.case, []).append(g)
     out = [BEGIN, "", f"## Results of {meta['date']}", ""]
-    out += [f"`{meta['command']}` — medians of {meta['repeat']} run(s), (min-max) where "
-            "repeated; systems interleaved within each repetition. The machine is shared and "
-            "noisy (other jobs ran alongside): compare systems within this run, as ratios.", ""]
+    out += [f"`{meta['command']}` — medians of {meta['repeat']} run(s) (fewer where a row "
+            "says so), (min-max) where they differ; systems interleaved within each "
+            "repetition. The machine is shared and noisy (other jobs ran alongside): compare "
+            "systems within one run, as ratios.", ""]
     out += ["| machine | |", "|---|---|"]
     out += [f"| {k} | {v} |" for k, v in meta["machine"].items()]
     out.append("")
     out += _targets(by_case)
-    out += _keyed_sum_section(by_case, cases)
-    out += _latency_section(by_case, cases)
-    out += _recovery_section(by_case, cases)
-    out += _state_size_section(by_case, cases)
+    out += _keyed_sum_section(meta["repeat"], by_case, cases)
+    out += _latency_section(meta["repeat"], by_case, cases)
+    out += _recovery_section(meta["repeat"], by_case, cases)
+    out += _state_size_section(meta["repeat"], by_case, cases)
     out += _notes_section(groups)
     out += [END]
     return "\n".join(out) + "\n"
@@ -204,7 +212,7 @@ def _ok(flag: bool) -> str:
     return "yes" if flag else "**no**"
 
 
-def _keyed_sum_section(by_case: Mapping[str, list[Group]],
+def _keyed_sum_section(repeat: int, by_case: Mapping[str, list[Group]],
                        cases: Mapping[str, Mapping[str, Any]]) -> list[str]:
     items = _groups(by_case, "keyed-sum/")
     if not items:
@@ -222,11 +230,11 @@ def _keyed_sum_section(by_case: Mapping[str, list[Group]],
         label = "1 s, exactly-once" if case.endswith("checkpoints-1s") else "none"
         why = _why(g)
         if why:
-            rows.append((system_name(g.system), label, why, "", "", "", ""))
+            rows.append((_label(g, repeat), label, why, "", "", "", ""))
             continue
         steady = g.cell("steady_records_per_s")
         ratio = f"{ref / steady.median:.1f}x" if ref and steady.median else "—"
-        rows.append((system_name(g.system), label, steady.format(), g.cell("startup_s").format(1),
+        rows.append((_label(g, repeat), label, steady.format(), g.cell("startup_s").format(1),
                      g.cell("checkpoint_p50_ms").format(), g.cell("checkpoint_p99_ms").format(),
                      ratio))
     out += _table(("system", "checkpoints", "steady records/s", "start-up s",
@@ -234,7 +242,7 @@ def _keyed_sum_section(by_case: Mapping[str, list[Group]],
     return [*out, ""]
 
 
-def _latency_section(by_case: Mapping[str, list[Group]],
+def _latency_section(repeat: int, by_case: Mapping[str, list[Group]],
                      cases: Mapping[str, Mapping[str, Any]]) -> list[str]:
     items = _groups(by_case, "latency")
     if not items:
@@ -250,16 +258,16 @@ def _latency_section(by_case: Mapping[str, list[Group]],
     for _, g in items:
         why = _why(g)
         if why:
-            rows.append((system_name(g.system), why, "", "", ""))
+            rows.append((_label(g, repeat), why, "", "", ""))
             continue
-        rows.append((system_name(g.system), g.cell("latency_p50_ms").format(1),
+        rows.append((_label(g, repeat), g.cell("latency_p50_ms").format(1),
                      g.cell("latency_p99_ms").format(1), g.cell("latency_max_ms").format(1),
                      g.cell("steady_records_per_s").format()))
     out += _table(("system", "p50 ms", "p99 ms", "max ms", "sustained records/s"), rows)
     return [*out, ""]
 
 
-def _recovery_section(by_case: Mapping[str, list[Group]],
+def _recovery_section(repeat: int, by_case: Mapping[str, list[Group]],
                       cases: Mapping[str, Mapping[str, Any]]) -> list[str]:
     items = _groups(by_case, "recovery")
     if not items:
@@ -276,9 +284,9 @@ def _recovery_section(by_case: Mapping[str, list[Group]],
     for _, g in items:
         why = _why(g)
         if why:
-            rows.append((system_name(g.system), why, "", "", ""))
+            rows.append((_label(g, repeat), why, "", "", ""))
             continue
-        rows.append((system_name(g.system), g.cell("recovery_s").format(2),
+        rows.append((_label(g, repeat), g.cell("recovery_s").format(2),
                      g.cell("replayed_records").format(), g.cell("restarts").format(),
                      "; ".join(g.notes[:1])))
     out += _table(("system", "recovery s", "replayed records", "restarts", "phases (1st run)"),
@@ -286,7 +294,7 @@ def _recovery_section(by_case: Mapping[str, list[Group]],
     return [*out, ""]
 
 
-def _state_size_section(by_case: Mapping[str, list[Group]],
+def _state_size_section(repeat: int, by_case: Mapping[str, list[Group]],
                         cases: Mapping[str, Mapping[str, Any]]) -> list[str]:
     items = sorted(_groups(by_case, "state-size/"), key=lambda i: (cases[i[0]]["keys"],
                                                                  i[1].system))
@@ -305,9 +313,9 @@ def _state_size_section(by_case: Mapping[str, list[Group]],
         keys = f"{cases[case]['keys']:,}"
         why = _why(g)
         if why:
-            rows.append((system_name(g.system), keys, why, "", "", "", "", "", "", ""))
+            rows.append((_label(g, repeat), keys, why, "", "", "", "", "", "", ""))
             continue
-        rows.append((system_name(g.system), keys, f"{cases[case]['records']:,}",
+        rows.append((_label(g, repeat), keys, f"{cases[case]['records']:,}",
                      g.cell("checkpoint_p50_ms").format(),
                      g.cell("checkpoint_sync_p50_ms").format(),
                      g.cell("checkpoint_async_p50_ms").format(),
@@ -321,8 +329,9 @@ def _state_size_section(by_case: Mapping[str, list[Group]],
 
 
 def _notes_section(groups: Sequence[Group]) -> list[str]:
-    rows = [(g.case, system_name(g.system), "; ".join(g.notes)) for g in groups
-            if g.notes and not g.case.startswith("recovery")]
+    rows = [(g.case, system_name(g.system),
+             g.notes[0] + (f" (and {len(g.notes) - 1} similar)" if len(g.notes) > 1 else ""))
+            for g in groups if g.notes and not g.case.startswith("recovery")]
     versions: dict[str, dict[str, str]] = {}
     for g in groups:
         for r in g.runs:
