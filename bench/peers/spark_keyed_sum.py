@@ -10,6 +10,7 @@ A checkpoint is a micro-batch commit; last stdout line: one JSON result.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -153,8 +154,6 @@ def run_job(args: argparse.Namespace) -> dict[str, Any]:
     progress = wait_for_end(query, args)
     end = time.time()
     query.stop()
-    import json
-
     (work / f"{args.run_tag}-progress.json").write_text(json.dumps(progress, indent=1))
     sink_probe.close()
     spark.stop()
@@ -211,7 +210,7 @@ def wait_for_end(query: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
     while True:
         if query.exception() is not None:
             raise RuntimeError(str(query.exception()))
-        batches = [p.json and _as_dict(p) for p in query.recentProgress]
+        batches = [_as_dict(p) for p in query.recentProgress]
         ends = [_end_offset(b, args.rate) for b in batches if b.get("numInputRows", 0) > 0]
         if ends and max(ends) >= args.records:
             return batches
@@ -219,8 +218,6 @@ def wait_for_end(query: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def _as_dict(progress: Any) -> dict[str, Any]:
-    import json
-
     return dict(json.loads(progress.json))
 
 
