@@ -13,7 +13,6 @@ import logging
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from cairn.checkpoint.handles import OperatorSubtaskState, StateFileWriter
@@ -27,6 +26,7 @@ from cairn.deploy.protocol import SourceExhausted, TaskFinished, TaskMetrics
 from cairn.graph.job_graph import JobVertex
 from cairn.ids import CheckpointId
 from cairn.runtime.barriers import CheckpointFailureReason, create_barrier_handler
+from cairn.runtime.barriers.clock import SystemClock
 from cairn.runtime.events import (
     AlignmentMode,
     CancelCheckpointMarker,
@@ -59,12 +59,6 @@ class TaskServices(Protocol):
     def wake(self) -> None: ...
 
 
-@dataclass
-class _Clock:
-    def now_ms(self) -> int:
-        return int(time.time() * 1000)
-
-
 class StreamTask:
     def __init__(
         self,
@@ -91,7 +85,7 @@ class StreamTask:
         self.source_exhausted = False
         self.backpressured = False
         self._faults = services.faults
-        self._clock = _Clock()
+        self._clock = SystemClock()
         self.handler = None
         if gate is not None and gate.channels:
             mode = alignment if alignment is not AlignmentMode.UNALIGNED else AlignmentMode.ALIGNED

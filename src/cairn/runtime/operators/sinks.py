@@ -120,12 +120,10 @@ class SinkOperator(StreamOperator):
         self.writer.flush(True)
         if self.committer is not None:
             committables = self.writer.prepare_commit(END_OF_INPUT_CHECKPOINT)
+            # Without checkpoints this is the only commit; with them, only records emitted
+            # after the final checkpoint (by timers) are left to commit here.
             if committables:
-                if self.ctx.checkpointing:
-                    # Only timers can emit after the final checkpoint; commit what they wrote.
-                    self.committer.commit(committables)
-                else:
-                    self.committer.commit(committables)
+                self.committer.commit(committables)
 
     def close(self) -> None:
         self.writer.close()
