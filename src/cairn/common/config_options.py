@@ -330,6 +330,59 @@ BUFFER_TIMEOUT_ENABLED = _define(
     True,
     "false: flush buffers only when full (set_buffer_timeout(-1)).",
 )
+def _positive(v: Any) -> str | None:
+    return None if v >= 1 else f"must be >= 1, got {v}"
+
+
+NETWORK_BATCH_SIZE = _define(
+    "cairn.network.batch-size",
+    "int",
+    1024,
+    "Records per network buffer (the largest size when buffer debloating is on). Cairn's "
+    "buffers count records, not bytes (Flink: taskmanager.memory.segment-size, 32 KiB).",
+    check=_positive,
+)
+NETWORK_MIN_BATCH_SIZE = _define(
+    "cairn.network.min-batch-size",
+    "int",
+    16,
+    "Smallest buffer, in records, that buffer debloating may choose (Flink: "
+    "taskmanager.memory.min-segment-size).",
+    check=_positive,
+)
+NET = "taskmanager.network.memory."
+DEBLOAT_ENABLED = _define(
+    NET + "buffer-debloat.enabled",
+    "bool",
+    False,
+    "Resize network buffers so that the in-flight data of each input takes about "
+    "buffer-debloat.target to process.",
+)
+DEBLOAT_TARGET = _define(
+    NET + "buffer-debloat.target",
+    "duration",
+    1_000,
+    "Time the in-flight data of an input should take to process (buffer debloating).",
+)
+DEBLOAT_PERIOD = _define(
+    NET + "buffer-debloat.period",
+    "duration",
+    200,
+    "How often buffer debloating measures throughput and recomputes the buffer size.",
+)
+DEBLOAT_SAMPLES = _define(
+    NET + "buffer-debloat.samples",
+    "int",
+    20,
+    "Throughput measurements averaged (exponential moving average over this many periods).",
+    check=_positive,
+)
+DEBLOAT_THRESHOLD = _define(
+    NET + "buffer-debloat.threshold-percentages",
+    "int",
+    25,
+    "Change the buffer size only if the new size differs by more than this many percent.",
+)
 RESTORE_PATH = _define(
     "execution.state-recovery.path",
     "str",

@@ -18,7 +18,7 @@ from cairn.common import config_options as opts
 from cairn.common.exceptions import ConfigurationError, JobSubmissionError
 from cairn.common.restart_strategy import restart_settings_from
 from cairn.datastream.checkpoint_config import checkpoint_settings_from
-from cairn.graph.settings import DEFAULT_MAX_PARALLELISM, JobSettings
+from cairn.graph.settings import DEFAULT_MAX_PARALLELISM, JobSettings, NetworkSettings
 from cairn.graph.transformations import (
     OneInputTransformation,
     PartitionTransformation,
@@ -120,6 +120,16 @@ def prepare_job(
             for k, v in resolved.items()
         },
         restore_path=get(opts.RESTORE_PATH),
+        network=NetworkSettings(
+            batch_size=int(get(opts.NETWORK_BATCH_SIZE)),
+            min_batch_size=min(int(get(opts.NETWORK_MIN_BATCH_SIZE)),
+                               int(get(opts.NETWORK_BATCH_SIZE))),
+            debloat_enabled=bool(get(opts.DEBLOAT_ENABLED)),
+            debloat_target_ms=int(get(opts.DEBLOAT_TARGET)),
+            debloat_period_ms=max(1, int(get(opts.DEBLOAT_PERIOD))),
+            debloat_samples=int(get(opts.DEBLOAT_SAMPLES)),
+            debloat_threshold_percent=int(get(opts.DEBLOAT_THRESHOLD)),
+        ),
     )
     return PreparedJob(settings, tuple(sinks), tuple(transformations))
 

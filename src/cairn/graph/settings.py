@@ -66,6 +66,20 @@ class RestartSettings:
 
 
 @dataclass(frozen=True)
+class NetworkSettings:
+    """Network buffers: records per buffer and buffer debloating (Flink's
+    ``taskmanager.network.memory.buffer-debloat.*``; Cairn's buffers count records)."""
+
+    batch_size: int = 1024  # largest buffer, in records
+    min_batch_size: int = 16  # smallest buffer debloating may choose
+    debloat_enabled: bool = False
+    debloat_target_ms: int = 1_000
+    debloat_period_ms: int = 200
+    debloat_samples: int = 20
+    debloat_threshold_percent: int = 25
+
+
+@dataclass(frozen=True)
 class JobSettings:
     job_name: str
     parallelism: int
@@ -73,6 +87,7 @@ class JobSettings:
     checkpoint: CheckpointSettings = CheckpointSettings()
     restart: RestartSettings = RestartSettings()
     buffer_timeout_ms: int = 10  # flush partially filled network buffers after this long
+    network: NetworkSettings = NetworkSettings()
     # Every raw configuration key the user set (executor choice, spark master, ...).
     configuration: Mapping[str, str] = field(default_factory=dict)
     restore_path: str | None = None  # start from this retained checkpoint or savepoint
