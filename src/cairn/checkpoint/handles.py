@@ -53,6 +53,22 @@ class OperatorStateHandle:
 
 
 @dataclass(frozen=True, slots=True)
+class InputChannelStateHandle:
+    """In-flight input of one subtask persisted by an unaligned checkpoint (channel state).
+
+    ``buffers`` maps an input channel index (the task's gate order) to the checksummed
+    ranges of ``path``, one per record batch (a pickled list), oldest first; on restore the
+    batches are replayed into their channel before any new input. ``num_channels`` is the
+    width of the gate that wrote it: a restore must have the same gate.
+    """
+
+    path: str
+    num_channels: int
+    buffers: Mapping[int, tuple[StreamRange, ...]]
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
 class OperatorSubtaskState:
     """Everything one subtask of one operator contributed to a checkpoint."""
 
@@ -60,14 +76,22 @@ class OperatorSubtaskState:
     operator: tuple[OperatorStateHandle, ...] = ()
     # Raw extra payload written inline in the metadata (small, e.g. source positions in tests).
     inline: Mapping[str, object] = field(default_factory=dict)
+    # In-flight input of the task this operator heads (unaligned checkpoints only).
+    input_channels: InputChannelStateHandle | None = None
 
     @property
     def state_size(self) -> int:
+        """Bytes of operator and keyed state (in-flight data is counted separately)."""
         return sum(h.size for h in self.keyed) + sum(h.size for h in self.operator)
 
     @property
+    def persisted_in_flight_bytes(self) -> int:
+        return 0 if self.input_channels is None else self.input_channels.size
+
+    @property
     def is_empty(self) -> bool:
-        return not self.keyed and not self.operator and not self.inline
+        return (not self.keyed and not self.operator and not self.inline
+                and self.input_channels is None)
 
 
 class StateFileWriter(Protocol):
@@ -90,6 +114,7 @@ class StateFileReader(Protocol):
 
 
 __all__ = [
+    "InputChannelStateHandle",
     "KeyedStateHandle",
     "OperatorStateHandle",
     "OperatorSubtaskState",

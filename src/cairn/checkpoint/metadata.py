@@ -12,19 +12,22 @@ import hashlib
 import json
 import pickle
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import cloudpickle
 
 from cairn.checkpoint.errors import CorruptCheckpointError
 from cairn.checkpoint.handles import (
+    InputChannelStateHandle,
     KeyedStateHandle,
     OperatorStateHandle,
     OperatorSubtaskState,
     StreamRange,
 )
-from cairn.ids import CheckpointId, JobId, OperatorUid
+from cairn.checkpoint.messages import SubtaskCheckpointMetrics, TaskKey
+from cairn.checkpoint.stats import CheckpointStats, CheckpointStatus, SubtaskStats
+from cairn.ids import CheckpointId, JobId, OperatorUid, SubtaskIndex, VertexId
 
 METADATA_FILE_NAME = "_metadata"
 METADATA_FORMAT = "cairn-checkpoint-metadata"
@@ -47,7 +50,11 @@ class OperatorMetadata:
 
 @dataclass(frozen=True, slots=True)
 class CheckpointSummaryStats:
-    """Totals and maxima over the subtasks' metrics, kept with the checkpoint for listings."""
+    """Totals and maxima over the subtasks' metrics, kept with the checkpoint for listings.
+
+    ``subtasks`` holds every subtask's acknowledgement (ordered by task); it is empty in
+    metadata written before Cairn kept per-subtask statistics, so readers must not rely on it.
+    """
 
     state_size: int = 0
     num_subtasks: int = 0
@@ -57,6 +64,14 @@ class CheckpointSummaryStats:
     max_sync_duration_ms: int = 0
     max_async_duration_ms: int = 0
     unaligned: bool = False
+    subtasks: tuple[SubtaskStats, ...] = ()
+
+    @property
+    def max_start_delay_ms(self) -> int | None:
+        """Slowest subtask's start delay; None when no per-subtask rows were kept."""
+        if not self.subtasks:
+            return None
+        return max(s.metrics.start_delay_ms for s in self.subtasks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +104,35 @@ class CheckpointMetadata:
     def state_size(self) -> int:
         return sum(op.state_size for op in self.operators.values())
 
+    def with_subtask_stats(self, stats: CheckpointStats | None) -> CheckpointMetadata:
+        """A copy that keeps the per-subtask rows of ``stats`` (this checkpoint's statistics).
+
+        >>> md = CheckpointMetadata(JobId("j"), CheckpointId(3), 10, 25, 128)
+        >>> md.with_subtask_stats(None) is md
+        True
+        """
+        if stats is None:
+            return self
+        return replace(self, stats=replace(self.stats, subtasks=stats.subtask_details()))
+
+    def to_checkpoint_stats(self, path: str | None = None) -> CheckpointStats:
+        """This completed checkpoint as :class:`CheckpointStats` (from the per-subtask rows).
+
+        Metadata written without per-subtask rows gives a checkpoint without subtasks; use
+        :attr:`stats` for its totals then.
+        """
+        subtasks = {s.task: s for s in self.stats.subtasks}
+        return CheckpointStats(
+            checkpoint_id=self.checkpoint_id,
+            is_savepoint=self.is_savepoint,
+            status=CheckpointStatus.COMPLETED,
+            trigger_ms=self.trigger_ms,
+            num_subtasks=self.stats.num_subtasks or len(subtasks),
+            subtasks=subtasks,
+            end_ms=self.completed_ms,
+            path=path,
+        )
+
     def referenced_files(self) -> dict[str, int]:
         """Relative path of every state file -> the least size it must have (end of its ranges)."""
         needed: dict[str, int] = {}
@@ -100,6 +144,11 @@ class CheckpointMetadata:
                 for oh in sub.operator:
                     end = oh.section.offset + oh.section.length
                     needed[oh.path] = max(needed.get(oh.path, 0), end)
+                ic = sub.input_channels
+                if ic is not None:
+                    end = max((r.offset + r.length for rs in ic.buffers.values() for r in rs),
+                              default=0)
+                    needed[ic.path] = max(needed.get(ic.path, 0), end)
         return needed
 
 
@@ -222,14 +271,47 @@ def _metadata_from_json(obj: dict[str, Any], version: int, source: str) -> Check
         max_parallelism=int(obj["max_parallelism"]),
         operators=operators,
         is_savepoint=bool(obj["is_savepoint"]),
-        stats=CheckpointSummaryStats(**obj["stats"]),
+        stats=_stats_from_json(obj.get("stats", {})),
         properties={str(k): str(v) for k, v in obj["properties"].items()},
         version=version,
     )
 
 
+_TOTALS = tuple(n for n in CheckpointSummaryStats.__dataclass_fields__ if n != "subtasks")
+_METRICS = tuple(SubtaskCheckpointMetrics.__dataclass_fields__)
+
+
 def _stats_to_json(s: CheckpointSummaryStats) -> dict[str, Any]:
-    return {name: getattr(s, name) for name in CheckpointSummaryStats.__dataclass_fields__}
+    out: dict[str, Any] = {name: getattr(s, name) for name in _TOTALS}
+    if s.subtasks:  # absent, not empty, when unknown: older readers then still parse the file
+        out["subtasks"] = [
+            {
+                "vertex_id": sub.task.vertex_id,
+                "subtask_index": sub.task.subtask_index,
+                "ack_ms": sub.ack_ms,
+                **{name: getattr(sub.metrics, name) for name in _METRICS},
+            }
+            for sub in s.subtasks
+        ]
+    return out
+
+
+def _stats_from_json(obj: dict[str, Any]) -> CheckpointSummaryStats:
+    """Totals and per-subtask rows; keys missing in older metadata take their defaults."""
+
+    def typed(name: str, value: Any) -> Any:
+        return bool(value) if name == "unaligned" else int(value)
+
+    subtasks = tuple(
+        SubtaskStats(
+            TaskKey(VertexId(int(row["vertex_id"])), SubtaskIndex(int(row["subtask_index"]))),
+            int(row["ack_ms"]),
+            SubtaskCheckpointMetrics(**{n: typed(n, row[n]) for n in _METRICS if n in row}),
+        )
+        for row in obj.get("subtasks", ())
+    )
+    totals = {n: typed(n, obj[n]) for n in _TOTALS if n in obj}
+    return CheckpointSummaryStats(**totals, subtasks=subtasks)
 
 
 def _range_to_json(r: StreamRange) -> list[int]:
@@ -267,6 +349,13 @@ def _subtask_to_json(s: OperatorSubtaskState) -> dict[str, Any]:
             name: base64.b64encode(cloudpickle.dumps(value)).decode("ascii")
             for name, value in s.inline.items()
         },
+        **({} if s.input_channels is None else {"input_channels": {
+            "path": s.input_channels.path,
+            "num_channels": s.input_channels.num_channels,
+            "buffers": {str(c): [_range_to_json(r) for r in rs]
+                        for c, rs in s.input_channels.buffers.items()},
+            "size": s.input_channels.size,
+        }}),
     }
 
 
@@ -298,4 +387,15 @@ def _subtask_from_json(obj: dict[str, Any], where: str, source: str) -> Operator
             raise CorruptCheckpointError(
                 source, f"inline value {name!r} of {where} cannot be unpickled: {e!r}"
             ) from e
-    return OperatorSubtaskState(keyed=keyed, operator=operator, inline=inline)
+    channels = None
+    if "input_channels" in obj:  # written by unaligned checkpoints only
+        ic = obj["input_channels"]
+        channels = InputChannelStateHandle(
+            path=str(ic["path"]),
+            num_channels=int(ic["num_channels"]),
+            buffers={int(c): tuple(_range_from_json(r) for r in rs)
+                     for c, rs in ic["buffers"].items()},
+            size=int(ic["size"]),
+        )
+    return OperatorSubtaskState(keyed=keyed, operator=operator, inline=inline,
+                                input_channels=channels)

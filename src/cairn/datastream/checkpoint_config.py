@@ -254,6 +254,12 @@ def checkpoint_settings_from(
             f"{mode.name}; disable unaligned checkpoints ({opts.CHECKPOINTING_UNALIGNED.key}) "
             "or use exactly-once"
         )
+    if interval is not None and unaligned and get(opts.CHECKPOINTING_MAX_CONCURRENT) > 1:
+        raise ConfigurationError(
+            "unaligned checkpoints support one concurrent checkpoint only, but "
+            f"{opts.CHECKPOINTING_MAX_CONCURRENT.key} is "
+            f"{get(opts.CHECKPOINTING_MAX_CONCURRENT)}; set it to 1 (as in Flink)"
+        )
     directory = get(opts.CHECKPOINTING_DIR)
     return CheckpointSettings(
         interval_ms=-1 if interval is None else int(interval),

@@ -31,6 +31,7 @@ from cairn.deploy import protocol as p
 from cairn.deploy.plan import ExecutionPlan
 from cairn.graph.job_graph import JobGraph
 from cairn.graph.settings import JobSettings
+from cairn.runtime.channel_state import channel_state_for_subtask, read_channel_state
 from cairn.runtime.channels import (
     DEFAULT_CAPACITY,
     ConnectionSender,
@@ -40,6 +41,7 @@ from cairn.runtime.channels import (
     RemoteOutputChannel,
     receive_loop,
 )
+from cairn.runtime.events import AlignmentMode
 from cairn.runtime.faults import FaultInjector, SimulatedCrash
 from cairn.runtime.input_gate import InputGate
 from cairn.runtime.network.frames import FrameKind
@@ -239,6 +241,8 @@ class Worker:
         restores = self._restore_states()
         settings = self.settings
         alignment = settings.checkpoint.mode
+        if settings.checkpoint.unaligned and alignment is AlignmentMode.ALIGNED:
+            alignment = AlignmentMode.UNALIGNED  # barriers' options decide per checkpoint
         checkpointing = settings.checkpoint.enabled
         job_parameters = global_job_parameters(settings.configuration)
         chains: dict[int, bytes] = {}
@@ -281,6 +285,8 @@ class Worker:
                 ))
             for op in ops:
                 op.initialize_state(restores.get(op.uid))
+            if gate is not None:
+                self._replay_in_flight_data(task, gate, restores.get(ops[0].uid))
             for op in reversed(ops):
                 op.open()
                 if hasattr(op, "wake"):
@@ -288,6 +294,24 @@ class Worker:
             self.tasks.append(task)
         for sender in self._senders.values():
             sender.start()
+
+    def _replay_in_flight_data(self, task: StreamTask, gate: InputGate,
+                               restore: OperatorRestore | None) -> None:
+        """Put the in-flight data an unaligned checkpoint persisted back into the channels."""
+        if restore is None:
+            return
+        handle = channel_state_for_subtask(
+            {i: st.input_channels for i, st in restore.subtasks.items()},
+            restore.old_parallelism, task.vertex.parallelism, task.key.subtask_index,
+            len(gate.channels), task.name,
+        )
+        if handle is None:
+            return
+        batches = read_channel_state(restore.reader, handle)
+        for channel, channel_batches in batches.items():
+            gate.replay(channel, channel_batches)
+        log.info("%s: replaying %d in-flight batches (%d bytes) of the restored checkpoint",
+                 task.name, sum(map(len, batches.values())), handle.size)
 
     def _record_writers(self, key: TaskKey) -> list[RecordWriter]:
         writers = []

@@ -7,6 +7,11 @@ Invariants:
   (credit-based flow control: a remote sender may only send a data batch for which the
   receiver granted a credit; the receiver returns one credit per batch it consumed). Events
   (barriers, end of partition) need no credit and keep their position behind earlier batches.
+- A priority barrier (unaligned, or aligned with a timeout) is announced to the consumer the
+  moment it reaches the channel, together with its position (the number of entries sent before
+  it); every entry before it is already in the queue then (a remote sender ships the data in
+  front of a priority barrier without waiting for credit). The consumer either overtakes the
+  queued entries (unaligned) or takes the barrier when it reaches that position (aligned).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from cairn.runtime.events import CheckpointBarrier, is_priority_event
 from cairn.runtime.network.frames import FrameKind, pack_credit, unpack_credit
 from cairn.runtime.network.framing import ConnectionClosed, FramedConnection
 
@@ -27,18 +33,47 @@ _ONE_CREDIT = pack_credit(1)
 DEFAULT_CAPACITY = 4  # record batches in flight per channel (Flink: 2 exclusive + floating)
 
 
-class InputChannel:
-    """Receiving end of one channel; consumed by exactly one task thread."""
+class PrioritySignal:
+    """Set by producers when a priority barrier was announced on one of a gate's channels."""
 
-    __slots__ = ("_conn", "_credits_owed", "channel_id", "finished", "queue")
+    __slots__ = ("raised",)
+
+    def __init__(self) -> None:
+        self.raised = False
+
+
+class InputChannel:
+    """Receiving end of one channel; consumed by exactly one task thread.
+
+    ``received`` (written by the producer) and ``consumed`` (by the consumer) count queue
+    entries; an announced barrier's position is ``received`` when it arrived.
+    """
+
+    __slots__ = ("_conn", "_credits_owed", "announced", "channel_id", "consumed", "finished",
+                 "queue", "received", "signal")
 
     def __init__(self, channel_id: int) -> None:
         self.channel_id = channel_id
-        # Entries: list (record batch), bytes (pickled remote batch) or an event object.
+        # Entries: list (record batch), bytes (pickled remote batch), HeldBatch or an event.
         self.queue: deque[Any] = deque()
+        self.received = 0
+        self.consumed = 0
+        # Priority barriers with their positions, oldest first.
+        self.announced: deque[tuple[int, CheckpointBarrier]] = deque()
+        self.signal = PrioritySignal()
         self.finished = False
         self._conn: FramedConnection | None = None
         self._credits_owed = 0
+
+    def push(self, entry: Any) -> None:
+        """Producer side: append a batch or an in-order event."""
+        self.queue.append(entry)
+        self.received += 1
+
+    def announce(self, barrier: CheckpointBarrier) -> None:
+        """Producer side: a priority barrier arrived behind ``received`` entries."""
+        self.announced.append((self.received, barrier))
+        self.signal.raised = True
 
     def attach_remote(self, conn: FramedConnection) -> None:
         self._conn = conn
@@ -81,16 +116,21 @@ class LocalOutputChannel(OutputChannel):
         return len(self.target.queue) < self.capacity
 
     def send_batch(self, batch: list[Any]) -> None:
-        self.target.queue.append(batch)
+        target = self.target
+        target.queue.append(batch)
+        target.received += 1
 
     def send_event(self, event: Any) -> None:
-        self.target.queue.append(event)
+        if is_priority_event(event):
+            self.target.announce(event)
+        else:
+            self.target.push(event)
 
 
 class RemoteOutputChannel(OutputChannel):
     """Queues pickled frames for a ``ConnectionSender``; never blocks the task thread."""
 
-    __slots__ = ("backlog", "channel_id", "credits", "max_backlog", "sender")
+    __slots__ = ("backlog", "channel_id", "credits", "max_backlog", "priority_pending", "sender")
 
     def __init__(self, channel_id: int, sender: ConnectionSender, initial_credits: int,
                  max_backlog: int = 2) -> None:
@@ -99,6 +139,8 @@ class RemoteOutputChannel(OutputChannel):
         self.credits = initial_credits
         self.backlog: deque[tuple[int, bytes]] = deque()
         self.max_backlog = max_backlog
+        # Priority barriers in the backlog: the data in front of them goes without credit.
+        self.priority_pending = 0
 
     def available(self) -> bool:
         return len(self.backlog) < self.max_backlog
@@ -107,7 +149,12 @@ class RemoteOutputChannel(OutputChannel):
         self.sender.enqueue(self, FrameKind.DATA, pickle.dumps(batch, protocol=5))
 
     def send_event(self, event: Any) -> None:
-        self.sender.enqueue(self, FrameKind.EVENT, pickle.dumps(event, protocol=5))
+        kind = _PRIORITY_EVENT if is_priority_event(event) else FrameKind.EVENT
+        self.sender.enqueue(self, kind, pickle.dumps(event, protocol=5))
+
+
+# Backlog marker of a priority barrier frame (sent as a plain EVENT frame).
+_PRIORITY_EVENT = -int(FrameKind.EVENT)
 
 
 class ConnectionSender:
@@ -136,6 +183,8 @@ class ConnectionSender:
 
     def enqueue(self, channel: RemoteOutputChannel, kind: int, payload: bytes) -> None:
         with self._cond:
+            if kind == _PRIORITY_EVENT:
+                channel.priority_pending += 1
             channel.backlog.append((kind, payload))
             self._cond.notify()
 
@@ -152,9 +201,12 @@ class ConnectionSender:
             while backlog:
                 kind, payload = backlog[0]
                 if kind == FrameKind.DATA:
-                    if ch.credits <= 0:
+                    if ch.credits <= 0 and not ch.priority_pending:
                         break
-                    ch.credits -= 1
+                    ch.credits -= 1  # may go negative: data in front of a priority barrier
+                elif kind == _PRIORITY_EVENT:
+                    ch.priority_pending -= 1
+                    kind = FrameKind.EVENT
                 backlog.popleft()
                 frames.append((kind, ch.channel_id, payload))
         return frames
@@ -199,8 +251,13 @@ def receive_loop(conn: FramedConnection, channels: dict[int, InputChannel],
             target = channels[channel]
             if kind == FrameKind.DATA:
                 target.queue.append(payload)  # unpickled lazily by the consuming task
+                target.received += 1
             elif kind == FrameKind.EVENT:
-                target.queue.append(loads(payload))
+                event = loads(payload)
+                if is_priority_event(event):
+                    target.announce(event)
+                else:
+                    target.push(event)
             else:
                 raise ConnectionClosed(f"unexpected frame kind {kind} from a data sender")
             wakeup.set()

@@ -55,3 +55,21 @@ class EndOfPartition:
 
 
 END_OF_PARTITION = EndOfPartition()
+
+
+def is_priority_event(event: object) -> bool:
+    """True for a barrier that may overtake in-flight data: an unaligned one, or an aligned one
+    with a timeout (it turns unaligned if alignment lasts too long). Savepoints never do.
+
+    >>> is_priority_event(CheckpointBarrier(CheckpointId(1), 0))
+    False
+    >>> unaligned = CheckpointOptions(alignment=AlignmentMode.UNALIGNED)
+    >>> is_priority_event(CheckpointBarrier(CheckpointId(1), 0, unaligned))
+    True
+    """
+    if type(event) is not CheckpointBarrier:
+        return False
+    options = event.options
+    if options.type is CheckpointType.SAVEPOINT:
+        return False
+    return options.alignment is AlignmentMode.UNALIGNED or options.aligned_timeout_ms is not None

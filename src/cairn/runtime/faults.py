@@ -17,6 +17,7 @@ POINTS = (
     "during-upload",  # asynchronous part: after the first state file was written
     "before-commit",  # checkpoint completed, before the operators' commit (notify)
     "after-commit",  # right after the commit on notification
+    "replay",  # after processing `records` records of restored in-flight data (unaligned)
 )
 
 

@@ -1,8 +1,11 @@
 """Input gate: the merged, fair view of a task's input channels.
 
-Invariant: a channel the barrier handler blocked is never polled, and entries of one channel
-are returned in the order they were sent; remote batches are unpickled here, once, by the
-consuming task, and a credit is returned for each of them.
+Invariants: a channel the barrier handler blocked is never polled, and entries of one channel
+are returned in the order they were sent; a priority barrier that is not overtaken is returned
+exactly when every entry sent before it has been taken; remote batches are unpickled here,
+once, by the consuming task, and a credit is returned for each of them. While an unaligned
+checkpoint records a channel, every record batch taken from it is recorded before it is
+returned.
 """
 
 from __future__ import annotations
@@ -11,19 +14,27 @@ import pickle
 from collections.abc import Container, Sequence
 from typing import Any
 
-from cairn.runtime.channels import InputChannel
+from cairn.runtime.channel_state import ChannelStateRecorder, HeldBatch
+from cairn.runtime.channels import InputChannel, PrioritySignal
+from cairn.runtime.events import CheckpointBarrier
 
 _NOT_BLOCKED: frozenset[int] = frozenset()
 
 
 class InputGate:
-    __slots__ = ("_blocked", "_next", "channels", "num_finished")
+    __slots__ = ("_blocked", "_next", "channels", "num_finished", "recorder", "signal")
 
     def __init__(self, channels: Sequence[InputChannel]) -> None:
         self.channels = list(channels)
         self._next = 0
         self.num_finished = 0
         self._blocked: Container[int] = _NOT_BLOCKED
+        self.recorder: ChannelStateRecorder | None = None
+        self.signal = PrioritySignal()
+        for ch in self.channels:
+            ch.signal = self.signal
+            if ch.announced:
+                self.signal.raised = True
 
     def set_blocked_view(self, blocked: Container[int]) -> None:
         """The barrier handler's live set of blocked channel indexes."""
@@ -35,10 +46,14 @@ class InputGate:
 
     def has_data(self) -> bool:
         blocked = self._blocked
-        return any(ch.queue and i not in blocked for i, ch in enumerate(self.channels))
+        return any((ch.queue or ch.announced) and i not in blocked
+                   for i, ch in enumerate(self.channels))
 
     def poll(self) -> tuple[int, Any] | None:
-        """Next entry (record batch or event) of a non-blocked channel, round-robin."""
+        """Next entry (record batch or event) of a non-blocked channel, round-robin.
+
+        Record batches come back as lists, or as ``HeldBatch`` for input the task put back.
+        """
         channels = self.channels
         n = len(channels)
         blocked = self._blocked
@@ -48,14 +63,67 @@ class InputGate:
             if i >= n:
                 i -= n
             ch = channels[i]
-            if ch.queue and i not in blocked:
+            if i in blocked:
+                continue
+            announced = ch.announced
+            if announced and announced[0][0] <= ch.consumed:
+                self._next = i + 1 if i + 1 < n else 0
+                return i, announced.popleft()[1]  # a priority barrier reached in order
+            if ch.queue:
                 self._next = i + 1 if i + 1 < n else 0
                 entry = ch.queue.popleft()
+                ch.consumed += 1
+                recorder = self.recorder
+                if recorder is not None and i in recorder.channels:
+                    self._record(recorder, i, entry)
                 if type(entry) is bytes:
                     ch.consumed_remote_batch()
                     entry = pickle.loads(entry)
                 return i, entry
         return None
+
+    @staticmethod
+    def _record(recorder: ChannelStateRecorder, channel: int, entry: Any) -> None:
+        t = type(entry)
+        if t is list or t is bytes or t is HeldBatch:  # not an event
+            recorder.add(channel, entry)
+
+    # ------------------------------------------------------------------ priority barriers
+
+    def pending_announcements(self) -> list[tuple[int, CheckpointBarrier]]:
+        """The oldest announced barrier of each channel that has one (clears the signal)."""
+        self.signal.raised = False
+        return [(i, ch.announced[0][1]) for i, ch in enumerate(self.channels) if ch.announced]
+
+    def overtake(self, index: int) -> tuple[CheckpointBarrier, list[Any]]:
+        """Take channel ``index``'s oldest announced barrier ahead of the entries in front of it.
+
+        Returns the barrier and the record batches it overtook (still queued: they will be
+        processed after it), oldest first, as they sit in the queue (lists, pickled bytes or
+        ``HeldBatch``). Events in front of it stay queued and are not returned.
+        """
+        ch = self.channels[index]
+        position, barrier = ch.announced.popleft()
+        queue = ch.queue
+        ahead = position - ch.consumed
+        # Index access (not iteration): the receiving thread may append concurrently.
+        overtaken = [queue[j] for j in range(ahead)]
+        return barrier, [e for e in overtaken if type(e) in (list, bytes, HeldBatch)]
+
+    def put_back(self, index: int, held: HeldBatch) -> None:
+        """Return the unprocessed rest of the batch just taken from ``index`` to its front."""
+        ch = self.channels[index]
+        ch.queue.appendleft(held)
+        ch.consumed -= 1
+
+    def replay(self, index: int, batches: Sequence[list[Any]]) -> None:
+        """Put restored in-flight batches in front of everything channel ``index`` holds."""
+        ch = self.channels[index]
+        for records in reversed(batches):
+            ch.queue.appendleft(HeldBatch(records, replayed=True))
+        ch.consumed -= len(batches)
+
+    # -------------------------------------------------------------------- housekeeping
 
     def mark_finished(self, index: int) -> None:
         ch = self.channels[index]

@@ -9,6 +9,7 @@ one acknowledgement or decline per checkpoint.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import traceback
@@ -27,10 +28,13 @@ from cairn.graph.job_graph import JobVertex
 from cairn.ids import CheckpointId
 from cairn.runtime.barriers import CheckpointFailureReason, create_barrier_handler
 from cairn.runtime.barriers.clock import SystemClock
+from cairn.runtime.barriers.unaligned import UnalignedBarrierHandler
+from cairn.runtime.channel_state import ChannelStateRecorder, HeldBatch
 from cairn.runtime.events import (
     AlignmentMode,
     CancelCheckpointMarker,
     CheckpointBarrier,
+    CheckpointOptions,
     EndOfPartition,
 )
 from cairn.runtime.faults import FaultInjector
@@ -38,6 +42,7 @@ from cairn.runtime.input_gate import InputGate
 from cairn.runtime.operators.base import StreamOperator
 from cairn.runtime.operators.sources import SourceFunctionOperator, SourceOperator
 from cairn.runtime.record_writer import RecordWriter
+from cairn.runtime.unaligned_ack import SliceBudget, UnalignedAcknowledgement
 
 log = logging.getLogger(__name__)
 
@@ -87,11 +92,22 @@ class StreamTask:
         self._faults = services.faults
         self._clock = SystemClock()
         self.handler = None
+        # Set when the job may take unaligned checkpoints (also: aligned with a timeout).
+        self._unaligned: UnalignedBarrierHandler | None = None
         if gate is not None and gate.channels:
-            mode = alignment if alignment is not AlignmentMode.UNALIGNED else AlignmentMode.ALIGNED
-            self.handler = create_barrier_handler(mode, len(gate.channels), self, self._clock)
+            self.handler = create_barrier_handler(alignment, len(gate.channels), self, self._clock)
             gate.set_blocked_view(self.handler.blocked_view)
+            if isinstance(self.handler, UnalignedBarrierHandler):
+                self._unaligned = self.handler
         self.is_source = isinstance(self.head, (SourceOperator, SourceFunctionOperator))
+        n = len(gate.channels) if gate is not None else 0
+        self._last_barrier = [-1] * n  # highest barrier id delivered per channel
+        self._recorder: ChannelStateRecorder | None = None
+        # Batches overtaken by the barrier being delivered: (channel, checkpoint, batches).
+        self._overtaken: tuple[int, int, list[Any]] | None = None
+        self._acks: dict[int, UnalignedAcknowledgement] = {}
+        self._slices = SliceBudget()
+        self._announced_deadline_ms: int | None = None
 
     # -------------------------------------------------------------------- processing
 
@@ -105,34 +121,70 @@ class StreamTask:
         """Process a little input; True if anything happened."""
         if self.finished:
             return False
+        unaligned = self._unaligned
+        did = False
+        if unaligned is not None:
+            # Priority events go first, even under backpressure: that is their point.
+            did = self._process_priority_events(unaligned)
         if not self._outputs_available():
             self.backpressured = True
-            return False
+            return did
         self.backpressured = False
         if self.is_source:
             return self._run_source_once()
         gate = self.gate
         assert gate is not None
-        did = False
+        signal = gate.signal
         for _ in range(MAX_BATCHES_PER_RUN):
             item = gate.poll()
             if item is None:
                 break
             did = True
             channel, entry = item
-            if type(entry) is list:
+            t = type(entry)
+            if t is list and unaligned is None:
                 self.records_in += len(entry)
                 self.head.process_batch(entry)
-                if self._faults.active:
-                    self._faults.check("processing", self.vertex.name, self.key.subtask_index,
-                                       records=self.records_in)
-                if not self._outputs_available():
-                    break
+            elif t is list or t is HeldBatch:
+                self._process_slice(channel, entry)
             else:
                 self._on_event(channel, entry)
                 if self.finished:
                     break
+                continue
+            if self._faults.active:
+                self._faults.check("processing", self.vertex.name, self.key.subtask_index,
+                                   records=self.records_in)
+            if unaligned is not None and signal.raised:
+                self._process_priority_events(unaligned)
+            if not self._outputs_available():
+                break
         return did
+
+    def _process_slice(self, channel: int, entry: Any) -> None:
+        """Process (part of) a batch; put the rest back so priority events are seen soon."""
+        held = entry if type(entry) is HeldBatch else None
+        records = entry.records if held is not None else entry
+        budget = self._slices.records
+        rest = None
+        if len(records) > budget:
+            records, rest = records[:budget], records[budget:]
+        t0 = time.perf_counter()
+        self.records_in += len(records)
+        self.head.process_batch(records)
+        self._slices.learn(len(records), time.perf_counter() - t0)
+        if held is not None and held.replayed and self._faults.active:
+            self._faults.check("replay", self.vertex.name, self.key.subtask_index,
+                               records=self.records_in)
+        if rest:
+            recorder = self._recorder
+            if recorder is not None and channel in recorder.channels:
+                recorded_for = recorder.checkpoint_id  # recorded when it was taken
+            else:
+                recorded_for = held.recorded_for if held is not None else -1
+            replayed = held.replayed if held is not None else False
+            assert self.gate is not None
+            self.gate.put_back(channel, HeldBatch(rest, recorded_for, replayed))
 
     def _run_source_once(self) -> bool:
         if self.source_exhausted:
@@ -167,7 +219,7 @@ class StreamTask:
         handler = self.handler
         assert handler is not None and self.gate is not None
         if isinstance(event, CheckpointBarrier):
-            handler.on_barrier(channel, event)
+            self._deliver_barrier(channel, event, [])
         elif isinstance(event, CancelCheckpointMarker):
             handler.on_cancel_marker(channel, event)
         elif isinstance(event, EndOfPartition):
@@ -177,6 +229,70 @@ class StreamTask:
                 self.end_input()
         else:
             raise TypeError(f"unexpected event {event!r} on channel {channel}")
+
+    def _deliver_barrier(self, channel: int, barrier: CheckpointBarrier,
+                         overtaken: list[Any]) -> None:
+        """Hand ``barrier`` of ``channel`` to the handler; ``overtaken`` are the batches it
+        jumped (channel state if its checkpoint is, or becomes, unaligned)."""
+        cid = int(barrier.checkpoint_id)
+        if cid <= self._last_barrier[channel]:
+            log.debug("%s: dropping stale barrier %d on channel %d", self.name, cid, channel)
+            return
+        self._last_barrier[channel] = cid
+        assert self.handler is not None
+        recorder = self._recorder
+        if overtaken and recorder is not None and recorder.checkpoint_id == cid \
+                and channel in recorder.channels:
+            recorder.add_all(channel, overtaken)
+            overtaken = []
+        self._overtaken = (channel, cid, overtaken) if overtaken else None
+        try:
+            self.handler.on_barrier(channel, barrier)
+        finally:
+            self._overtaken = None
+
+    def _process_priority_events(self, handler: UnalignedBarrierHandler) -> bool:
+        """Aligned-checkpoint timeouts and barriers that overtake in-flight data."""
+        gate = self.gate
+        assert gate is not None
+        did = False
+        deadline = handler.next_timeout_ms
+        if deadline is not None and self._clock.now_ms() >= deadline \
+                and handler.check_alignment_timeout():
+            did = True
+            gate.signal.raised = True  # recording channels' barriers may overtake now
+        announced_deadline = self._announced_deadline_ms
+        if not gate.signal.raised and (announced_deadline is None
+                                       or self._clock.now_ms() < announced_deadline):
+            return did
+        self._announced_deadline_ms = None
+        blocked = handler.blocked_view
+        for channel, barrier in gate.pending_announcements():
+            if channel in blocked:
+                continue
+            cid = int(barrier.checkpoint_id)
+            options = barrier.options
+            if cid <= self._last_barrier[channel]:
+                gate.overtake(channel)  # stale: its checkpoint is over here
+                gate.signal.raised = True  # look at the next one of this channel
+                continue
+            if options.alignment is not AlignmentMode.UNALIGNED \
+                    and handler.recording_checkpoint_id != cid:
+                timeout = options.aligned_timeout_ms
+                if timeout is None:
+                    continue
+                due = barrier.timestamp_ms + timeout
+                if self._clock.now_ms() < due:
+                    # Taken in order by poll() unless its alignment times out first.
+                    if self._announced_deadline_ms is None or due < self._announced_deadline_ms:
+                        self._announced_deadline_ms = due
+                    continue
+            barrier, overtaken = gate.overtake(channel)
+            self._deliver_barrier(channel, barrier, overtaken)
+            did = True
+            if self.finished:
+                break
+        return did
 
     def end_input(self) -> None:
         """All inputs ended (or the source finished): finish operators head to tail."""
@@ -208,7 +324,14 @@ class StreamTask:
         return fired
 
     def next_timer_ms(self) -> int | None:
+        """Earliest operator timer or alignment deadline (wall clock ms)."""
         times = [t for op in self.operators if (t := op.next_timer_ms()) is not None]
+        unaligned = self._unaligned
+        if unaligned is not None:
+            # The handler's clock is the wall clock (SystemClock), like the timers'.
+            for t in (unaligned.next_timeout_ms, self._announced_deadline_ms):
+                if t is not None:
+                    times.append(t)
         return min(times) if times else None
 
     def metrics(self) -> TaskMetrics:
@@ -235,13 +358,69 @@ class StreamTask:
     # BarrierHandlerActions -------------------------------------------------------------
 
     def trigger_checkpoint(self, barrier: CheckpointBarrier, stats: Any) -> None:
+        unaligned = bool(getattr(stats, "unaligned", False))
+        if unaligned and barrier.options.alignment is not AlignmentMode.UNALIGNED:
+            # The checkpoint turned unaligned here (timeout): downstream need not align.
+            barrier = dataclasses.replace(barrier, options=CheckpointOptions(
+                barrier.options.type, AlignmentMode.UNALIGNED, None))
         self._perform_checkpoint(
             barrier,
             start_delay_ms=int(getattr(stats, "start_delay_ms", 0) or 0),
             alignment_ms=int(getattr(stats, "alignment_duration_ms", 0) or 0),
+            unaligned=unaligned,
         )
 
+    def init_inputs_checkpoint(self, barrier: CheckpointBarrier,
+                               recording: frozenset[int]) -> None:
+        gate, handler = self.gate, self._unaligned
+        assert gate is not None and handler is not None
+        cid = int(barrier.checkpoint_id)
+        recorder = ChannelStateRecorder(cid, len(gate.channels), handler.recording_view)
+        stash = self._overtaken
+        if stash is not None and stash[1] == cid:
+            recorder.add_all(stash[0], stash[2])
+            self._overtaken = None
+        self._recorder = recorder
+        gate.recorder = recorder
+        gate.signal.raised = True  # the recording channels' announced barriers may overtake
+
+    def all_barriers_received(self, checkpoint_id: Any) -> None:
+        recorder = self._recorder
+        if recorder is None or recorder.checkpoint_id != int(checkpoint_id):
+            return
+        self._stop_recording()
+        recorder.complete = True
+        ack = self._acks.pop(recorder.checkpoint_id, None)
+        if ack is None or ack.closed:
+            return
+        name = f"channels {self.vertex.name} {self.key.subtask_index}".replace("/", "_")
+        services = self.services
+
+        def write_channel_state() -> None:
+            try:
+                ack.channels_done(recorder.write(services.state_writer(recorder.checkpoint_id),
+                                                 name))
+            except Exception as exc:
+                ack.cancel()
+                log.warning("writing in-flight data of checkpoint %s failed in %s",
+                            recorder.checkpoint_id, self.name, exc_info=True)
+                services.send_to_master(TaskDecline(
+                    CheckpointId(recorder.checkpoint_id), self.key, "CHECKPOINT_ASYNC_EXCEPTION",
+                    f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
+
+        services.submit_async(write_channel_state)
+
+    def _stop_recording(self) -> None:
+        self._recorder = None
+        if self.gate is not None:
+            self.gate.recorder = None
+
     def abort_checkpoint(self, checkpoint_id: int, reason: Any) -> None:
+        recorder = self._recorder
+        if recorder is not None and recorder.checkpoint_id <= int(checkpoint_id):
+            self._stop_recording()
+        for cid in [c for c in self._acks if c <= int(checkpoint_id)]:
+            self._acks.pop(cid).cancel()
         for w in self.writers:
             w.broadcast_event(CancelCheckpointMarker(checkpoint_id))  # type: ignore[arg-type]
         self.services.send_to_master(
@@ -252,8 +431,20 @@ class StreamTask:
     # -----------------------------------------------------------------------------------
 
     def _perform_checkpoint(self, barrier: CheckpointBarrier, start_delay_ms: int,
-                            alignment_ms: int) -> None:
+                            alignment_ms: int, unaligned: bool = False) -> None:
         cid = int(barrier.checkpoint_id)
+        send: Callable[[Any, SubtaskCheckpointMetrics], None]
+        if unaligned:
+            ack = UnalignedAcknowledgement(CheckpointId(cid), self.key, self.head.uid,
+                                           self.services.send_to_master)
+            self._acks[cid] = ack
+            send = ack.operators_done
+        else:
+            ack = None
+
+            def send(states: Any, metrics: SubtaskCheckpointMetrics) -> None:
+                self.services.send_to_master(
+                    TaskAcknowledgement(CheckpointId(cid), self.key, states, metrics))
         t0 = time.perf_counter()
         for op in self.operators:
             op.prepare_snapshot_pre_barrier(cid)
@@ -288,12 +479,12 @@ class StreamTask:
                     state_size=size,
                     processed_bytes=0,
                     persisted_bytes=0,
-                    unaligned=False,
+                    unaligned=unaligned,
                 )
-                services.send_to_master(
-                    TaskAcknowledgement(CheckpointId(cid), key, states, metrics)
-                )
+                send(states, metrics)
             except Exception as exc:
+                if ack is not None:
+                    ack.cancel()
                 log.warning("asynchronous part of checkpoint %s failed in %s", cid, name,
                             exc_info=True)
                 services.send_to_master(

@@ -55,6 +55,22 @@ class SequenceCheck(KeyedProcessFunction):
         yield f"{key},{seq},{total}"
 
 
+class SlowSequenceCheck(SequenceCheck):
+    """``SequenceCheck`` that spends ``cost_us`` microseconds of CPU per record (busy wait,
+    like the seeds' slow map), to create real backpressure upstream."""
+
+    def __init__(self, cost_us: int) -> None:
+        self.cost_us = cost_us
+
+    def process_element(self, value: tuple[str, int], ctx: Any) -> Iterator[str]:
+        import time
+
+        deadline = time.perf_counter() + self.cost_us / 1e6
+        while time.perf_counter() < deadline:
+            pass
+        yield from super().process_element(value, ctx)
+
+
 @dataclass
 class SequenceReport:
     lines: int = 0
