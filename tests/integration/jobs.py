@@ -11,7 +11,7 @@ from cairn.common.serialization import Encoder
 from cairn.datastream import CheckpointingMode, StreamExecutionEnvironment
 from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
 from cairn.datastream.connectors.file_system import FileSink
-from cairn.testing.jobs import SequenceCheck, SequenceGenerator
+from cairn.testing.jobs import SequenceCheck, SequenceGenerator, SlowSequenceCheck
 
 
 def sequence_job(
@@ -53,6 +53,49 @@ def sequence_job(
         .key_by(lambda r: r[0])
         .process(SequenceCheck())
         .uid("sequence-check")
+        .sink_to(FileSink.for_row_format(out_dir, Encoder.simple_string_encoder()).build())
+        .uid("file-sink")
+    )
+    return env
+
+
+def backpressured_job(
+    conf: dict[str, str],
+    out_dir: str,
+    *,
+    records: int,
+    keys: int,
+    cost_us: int,
+    checkpointing: str,
+    interval_ms: int = 300,
+    aligned_timeout_ms: int | None = None,
+    restarts: int = 10,
+) -> StreamExecutionEnvironment:
+    """An unthrottled sequence source -> key_by -> a slow keyed check (``cost_us`` per record)
+    -> exactly-once file sink: the source runs into backpressure and channels fill up.
+
+    ``checkpointing``: ``"aligned"`` or ``"unaligned"`` (with ``aligned_timeout_ms``, if given).
+    """
+    configuration = Configuration()
+    for k, v in conf.items():
+        configuration.set_string(k, v)
+    env = StreamExecutionEnvironment.get_execution_environment(configuration)
+    env.set_parallelism(2)
+    env.enable_checkpointing(interval_ms, CheckpointingMode.EXACTLY_ONCE)
+    cp = env.get_checkpoint_config()
+    cp.set_tolerable_checkpoint_failure_number(100)
+    if checkpointing == "unaligned":
+        cp.enable_unaligned_checkpoints()
+        if aligned_timeout_ms is not None:
+            cp.set_aligned_checkpoint_timeout(aligned_timeout_ms)
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(restarts, 100))
+    source = DataGeneratorSource(SequenceGenerator(keys), records)
+    (
+        env.from_source(source, WatermarkStrategy.no_watermarks(), "sequence")
+        .uid("sequence-source")
+        .key_by(lambda r: r[0])
+        .process(SlowSequenceCheck(cost_us))
+        .uid("slow-check")
         .sink_to(FileSink.for_row_format(out_dir, Encoder.simple_string_encoder()).build())
         .uid("file-sink")
     )
