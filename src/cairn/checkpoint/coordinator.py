@@ -348,6 +348,7 @@ class CheckpointCoordinator:
             log.error("Cannot finalize checkpoint %d of job %s: %s", cid, self.job_id, e)
             self._abort(cid, CheckpointFailureReason.FINALIZE_CHECKPOINT_FAILURE, str(e))
             return
+        metadata = metadata.with_subtask_stats(self._stats.get(cid))  # kept in _metadata
         try:
             if pending.is_savepoint:
                 target, _ = self._savepoints[cid]

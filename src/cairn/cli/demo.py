@@ -12,6 +12,7 @@ import sys
 import tempfile
 import time
 
+from cairn.checkpoint.stats import CheckpointStatsSnapshot
 from cairn.common import Configuration, WatermarkStrategy
 from cairn.common.restart_strategy import RestartStrategies
 from cairn.common.serialization import Encoder
@@ -95,7 +96,7 @@ def run_demo(records: int, keys: int, parallelism: int, rate: int, output: str |
     print(file=sys.stderr, flush=True)
     report = check_sequence_lines(read_visible_lines(data_dir))
     problems = report.missing_or_duplicated(keys, records)
-    snapshot = client.get_checkpoint_statistics().snapshot()
+    snapshot = client.get_checkpoint_statistics() or CheckpointStatsSnapshot.empty()
     _say(f"\nJob finished in {elapsed:.1f} s with {master_.restarts} restart(s).")
     _say(stats_table(snapshot))
     ok = report.ok and not problems and report.lines == records

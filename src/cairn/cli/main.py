@@ -55,13 +55,31 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_checkpoints(args: argparse.Namespace) -> int:
-    from cairn.observability.tables import checkpoints_table
+    from cairn.checkpoint.errors import CheckpointError
+    from cairn.observability.tables import checkpoints_report
 
-    print(checkpoints_table(args.path))
+    try:
+        print(checkpoints_report(args.path, checkpoint_id=args.checkpoint_id,
+                                 details=args.details, as_json=args.json))
+    except (CheckpointError, LookupError) as e:
+        print(f"cairn checkpoints: {e}", file=sys.stderr)
+        return 1
     return 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    if args.scenario == "skew":
+        from cairn.cli.demo_skew import parse_variants, run_skew_demo
+
+        try:
+            variants = parse_variants(args.variants)
+        except ValueError as e:
+            print(f"cairn demo skew: {e}", file=sys.stderr)
+            return 2
+        return run_skew_demo(seconds=args.seconds, variants=variants, master=args.master,
+                             parallelism=args.parallelism,
+                             alignment_timeout_ms=args.alignment_timeout_ms,
+                             record_cost_ms=args.record_cost_ms)
     from cairn.cli.demo import run_demo
 
     return run_demo(
@@ -95,11 +113,20 @@ def build_parser() -> argparse.ArgumentParser:
                      help="configuration option, e.g. -D execution.checkpointing.interval=1s")
     run.set_defaults(func=cmd_run)
 
-    cps = sub.add_parser("checkpoints", help="list retained checkpoints under a path")
-    cps.add_argument("path")
+    cps = sub.add_parser("checkpoints", help="list retained checkpoints under a path with "
+                         "their statistics")
+    cps.add_argument("path", help="storage root, job directory, chk-<n> or savepoint directory")
+    cps.add_argument("--id", type=int, default=None, dest="checkpoint_id", metavar="N",
+                     help="print the per-subtask statistics of checkpoint N")
+    cps.add_argument("--details", action="store_true",
+                     help="per-subtask statistics (of --id N, else of the newest checkpoint)")
+    cps.add_argument("--json", action="store_true", help="print JSON instead of tables")
     cps.set_defaults(func=cmd_checkpoints)
 
-    demo = sub.add_parser("demo", help="exactly-once demo on local Spark with a killed worker")
+    demo = sub.add_parser("demo", help="demos on local Spark: exactly-once with a killed "
+                          "worker (default), or 'skew': aligned vs. unaligned checkpoints")
+    demo.add_argument("scenario", nargs="?", choices=["exactly-once", "skew"],
+                      default="exactly-once")
     demo.add_argument("--records", type=int, default=600_000)
     demo.add_argument("--keys", type=int, default=100)
     demo.add_argument("-p", "--parallelism", type=int, default=2)
@@ -107,6 +134,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--output", default=None, help="output directory (default: a temp dir)")
     demo.add_argument("--no-kill", action="store_true", help="do not kill a worker")
     demo.add_argument("--master", default=None, help="Spark master URL (default: local)")
+    demo.add_argument("--seconds", type=int, default=30, help="skew: seconds per variant")
+    demo.add_argument("--variants", default="aligned,unaligned,timeout,debloat",
+                      help="skew: comma-separated, from aligned,unaligned,timeout,debloat")
+    demo.add_argument("--alignment-timeout-ms", type=int, default=1000,
+                      help="skew: aligned checkpoint timeout of the 'timeout' variant")
+    demo.add_argument("--record-cost-ms", type=float, default=1.0,
+                      help="skew: busy-loop time per record in the skewed map")
     demo.set_defaults(func=cmd_demo)
     return parser
 

@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from cairn.checkpoint.stats import CheckpointStatsSnapshot
 from cairn.common.exceptions import JobExecutionException
 from cairn.common.job_execution_result import JobExecutionResult
 from cairn.common.job_status import JobStatus
@@ -105,9 +106,38 @@ class JobClient:
     def job_master(self) -> JobMaster:
         return self._master
 
-    def get_checkpoint_statistics(self) -> Any:
-        coordinator = self._master.coordinator
-        return coordinator.stats if coordinator is not None else None
+    def get_checkpoint_statistics(self) -> CheckpointStatsSnapshot | None:
+        """The job's checkpoint statistics now (Flink's ``/jobs/:id/checkpoints``), or None.
+
+        None only when checkpointing is disabled. The snapshot is immutable: call again for
+        newer numbers. It has the counts, the recent history (newest first; each checkpoint
+        with status, trigger time, end-to-end duration, state and checkpointed size,
+        processed and persisted in-flight bytes, the unaligned flag, the failure reason, and
+        per-subtask rows via ``subtask_details()``), the latest completed, failed, savepoint
+        and restored checkpoints, and min/avg/p50/p90/p99/max summaries over the completed
+        checkpoints (``summary.end_to_end_duration``, ``.state_size``,
+        ``.checkpointed_size``, ``.processed_bytes``, ``.persisted_bytes``,
+        ``.alignment_duration``, ``.start_delay``, ``.sync_duration``, ``.async_duration``).
+
+        Example::
+
+            client = env.execute_async("job")
+            stats = client.get_checkpoint_statistics()
+            if stats is not None and stats.latest_completed is not None:
+                last = stats.latest_completed
+                print(last.checkpoint_id, last.end_to_end_duration_ms, last.persisted_bytes,
+                      stats.summary.alignment_duration.p99)
+                for sub in last.subtask_details():
+                    print(sub.task, sub.metrics.start_delay_ms, sub.metrics.sync_duration_ms)
+                print(json.dumps(stats.to_dict()))   # Flink-shaped JSON
+        """
+        master = self._master
+        if not master.settings.checkpoint.enabled:
+            return None
+        coordinator = master.coordinator
+        if coordinator is None:  # the job master thread has not created it yet
+            return CheckpointStatsSnapshot.empty()
+        return coordinator.stats.snapshot()
 
     def worker_pids(self) -> dict[int, int]:
         return dict(self._master.worker_pids)

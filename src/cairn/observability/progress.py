@@ -1,7 +1,8 @@
 """Terminal progress of a running job: status, records in/out, last checkpoint, restarts.
 
-Invariant: the reporter only reads the job master's published fields (never locks it), so a
-slow terminal can never slow the job down.
+Invariant: the reporter only reads the job master's published fields and immutable checkpoint
+statistics snapshots (never locks the job master), so a slow terminal can never slow the job
+down; formatting is done by pure functions.
 """
 
 from __future__ import annotations
@@ -11,12 +12,84 @@ import threading
 import time
 from typing import Any, TextIO
 
+from cairn.checkpoint.stats import CheckpointStatsSnapshot
+
 
 def format_count(n: float) -> str:
     for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if n >= scale:
             return f"{n / scale:.1f}{unit}"
     return f"{n:.0f}"
+
+
+def format_bytes(n: int) -> str:
+    """Compact binary size: ``format_bytes(1536) == '1.5KiB'``."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f}{unit}"
+    return f"{n}B"
+
+
+def checkpoint_progress(snapshot: CheckpointStatsSnapshot | None) -> str:
+    """The checkpoint part of the progress line.
+
+    Last completed checkpoint: id, end-to-end duration, slowest alignment, persisted
+    in-flight bytes and ``U`` when it was unaligned; then completed/failed counts.
+
+    >>> from cairn.checkpoint.messages import SubtaskCheckpointMetrics, TaskKey
+    >>> from cairn.checkpoint.stats import CheckpointStatsTracker
+    >>> t = CheckpointStatsTracker()
+    >>> t.report_pending(7, trigger_ms=1000, num_subtasks=1)
+    >>> t.report_ack(7, TaskKey(0, 0), SubtaskCheckpointMetrics(
+    ...     alignment_duration_ms=12, persisted_bytes=2048, unaligned=True), ack_ms=1040)
+    >>> t.report_completed(7, end_ms=1045)
+    >>> checkpoint_progress(t.snapshot())
+    'last checkpoint #7 45ms align 12ms persisted 2.0KiB U | checkpoints 1 ok 0 failed'
+    >>> checkpoint_progress(None)
+    'checkpointing off'
+    """
+    if snapshot is None:
+        return "checkpointing off"
+    counts = snapshot.counts
+    tail = f"checkpoints {counts.completed} ok {counts.failed} failed"
+    last = snapshot.latest_completed
+    if last is None:
+        return f"last checkpoint - | {tail}"
+    text = (
+        f"last checkpoint #{last.checkpoint_id} {last.end_to_end_duration_ms}ms "
+        f"align {last.max_alignment_duration_ms}ms "
+        f"persisted {format_bytes(last.persisted_bytes)}"
+    )
+    return f"{text}{' U' if last.unaligned else ''} | {tail}"
+
+
+def format_progress_line(
+    status: str,
+    attempt: int,
+    source_out: int,
+    rate: float,
+    processed_in: int,
+    checkpoints: str,
+    restarts: int,
+    backpressured: int = 0,
+) -> str:
+    """One progress line from its parts (``checkpoints`` from :func:`checkpoint_progress`).
+
+    >>> line = format_progress_line("RUNNING", 0, 12_000, 3_000.0, 11_500, "cp", 0, 2)
+    >>> for part in line.split(" | "): print(part)
+    [cairn] RUNNING      attempt 0
+    source out 12.0k (3.0k/s)
+    processed in 11.5k
+    cp
+    restarts 0
+    backpressured tasks 2
+    """
+    return (
+        f"[cairn] {status:<12} attempt {max(attempt, 0)} | source out "
+        f"{format_count(source_out)} ({format_count(max(rate, 0))}/s) | processed in "
+        f"{format_count(processed_in)} | {checkpoints} | restarts {restarts}"
+        + (f" | backpressured tasks {backpressured}" if backpressured else "")
+    )
 
 
 class ProgressReporter:
@@ -42,18 +115,14 @@ class ProgressReporter:
         now = time.monotonic()
         rate = (records_src - self._last_out) / max(now - self._last_t, 1e-6)
         self._last_out, self._last_t = records_src, now
-        cp = "-"
+        snapshot: CheckpointStatsSnapshot | None = None
         coordinator = m.coordinator
-        if coordinator is not None:
-            latest = coordinator.latest_completed_id()
-            if latest is not None:
-                cp = f"#{latest}"
+        if coordinator is not None and m.settings.checkpoint.enabled:
+            snapshot = coordinator.stats.snapshot()
         backpressured = sum(1 for v in metrics.values() if v.backpressured)
-        return (
-            f"[cairn] {m.status.name:<12} attempt {max(m.attempt, 0)} | source out "
-            f"{format_count(records_src)} ({format_count(max(rate, 0))}/s) | processed in "
-            f"{format_count(records_in)} | last checkpoint {cp} | restarts {m.restarts}"
-            + (f" | backpressured tasks {backpressured}" if backpressured else "")
+        return format_progress_line(
+            m.status.name, m.attempt, records_src, rate, records_in,
+            checkpoint_progress(snapshot), m.restarts, backpressured,
         )
 
     def _run(self) -> None:
