@@ -232,6 +232,8 @@ class JobMaster:
         if restore is not None:
             log.info("attempt %d restores from checkpoint %d (%s)", attempt,
                      restore.checkpoint_id, restore.checkpoint_dir)
+        if attempt > 0 and self.coordinator is not None and self.settings.checkpoint.enabled:
+            self.coordinator.start_periodic()  # stopped if the last attempt ended its sources
         deployment = self.executor.launch(launch)
         try:
             outcome = self._drive(state, deployment)
@@ -358,6 +360,8 @@ class JobMaster:
         latest = coordinator.latest_completed_id()
         if latest is not None and latest >= start:
             state.sources_ended = True
+            # Ended sources send no more barriers: a later checkpoint could never complete.
+            coordinator.stop_periodic()
             self._server.broadcast(state.attempt, p.EndSources())
             return
         if not coordinator.has_pending():

@@ -41,6 +41,7 @@ from cairn.runtime.channels import (
     RemoteOutputChannel,
     receive_loop,
 )
+from cairn.runtime.debloat import DebloatConfig
 from cairn.runtime.events import AlignmentMode
 from cairn.runtime.faults import FaultInjector, SimulatedCrash
 from cairn.runtime.input_gate import InputGate
@@ -245,6 +246,12 @@ class Worker:
             alignment = AlignmentMode.UNALIGNED  # barriers' options decide per checkpoint
         checkpointing = settings.checkpoint.enabled
         job_parameters = global_job_parameters(settings.configuration)
+        net = settings.network
+        debloat = DebloatConfig(
+            target_ms=net.debloat_target_ms, period_ms=net.debloat_period_ms,
+            samples=net.debloat_samples, threshold_percent=net.debloat_threshold_percent,
+            min_size=net.min_batch_size, max_size=net.batch_size,
+        ) if net.debloat_enabled else None
         chains: dict[int, bytes] = {}
         for key in self.plan.tasks_of(self.index):
             vertex = self.graph.vertex(key.vertex_id)
@@ -257,7 +264,8 @@ class Worker:
             ops = [create_operator(node) for node in nodes]
             specs = self.plan.input_channels(key)
             gate = InputGate([self._inputs[s.channel_id] for s in specs]) if specs else None
-            task = StreamTask(key, vertex, ops, gate, writers, self, alignment, checkpointing)
+            task = StreamTask(key, vertex, ops, gate, writers, self, alignment, checkpointing,
+                              debloat=debloat)
             fan_out = _fan_out(writers)
             for i, (node, op) in enumerate(zip(nodes, ops, strict=True)):
                 output = ops[i + 1].process_batch if i + 1 < len(ops) else fan_out
@@ -329,6 +337,7 @@ class Worker:
             writers.append(RecordWriter(
                 channels, edge.partition, key_selector=edge.key_selector,
                 max_parallelism=edge.target_max_parallelism, subtask_index=key.subtask_index,
+                batch_size=self.settings.network.batch_size,
             ))
         return writers
 

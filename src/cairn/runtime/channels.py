@@ -50,7 +50,7 @@ class InputChannel:
     """
 
     __slots__ = ("_conn", "_credits_owed", "announced", "channel_id", "consumed", "finished",
-                 "queue", "received", "signal")
+                 "local_sender", "queue", "received", "signal")
 
     def __init__(self, channel_id: int) -> None:
         self.channel_id = channel_id
@@ -61,6 +61,7 @@ class InputChannel:
         # Priority barriers with their positions, oldest first.
         self.announced: deque[tuple[int, CheckpointBarrier]] = deque()
         self.signal = PrioritySignal()
+        self.local_sender: LocalOutputChannel | None = None
         self.finished = False
         self._conn: FramedConnection | None = None
         self._credits_owed = 0
@@ -78,6 +79,19 @@ class InputChannel:
     def attach_remote(self, conn: FramedConnection) -> None:
         self._conn = conn
 
+    def request_buffer_size(self, records: int) -> None:
+        """Buffer debloating: ask the sender for buffers of ``records`` records."""
+        if self.local_sender is not None:
+            self.local_sender.batch_size = records
+            return
+        conn = self._conn
+        if conn is None:
+            return
+        try:
+            conn.send(FrameKind.BUFFER_SIZE, self.channel_id, pack_credit(records))
+        except (ConnectionClosed, OSError):
+            pass  # the sender is gone; failover handles it
+
     def consumed_remote_batch(self) -> None:
         """Give the sender one credit back for the batch just taken from the queue."""
         conn = self._conn
@@ -90,9 +104,11 @@ class InputChannel:
 
 
 class OutputChannel:
-    """Sending end of one channel."""
+    """Sending end of one channel; ``batch_size`` is the records per buffer the record writer
+    flushes at (the receiver may change it: buffer debloating)."""
 
     channel_id: int
+    batch_size: int = 1024
 
     def available(self) -> bool:
         raise NotImplementedError
@@ -105,12 +121,14 @@ class OutputChannel:
 
 
 class LocalOutputChannel(OutputChannel):
-    __slots__ = ("capacity", "channel_id", "target")
+    __slots__ = ("batch_size", "capacity", "channel_id", "target")
 
     def __init__(self, target: InputChannel, capacity: int = DEFAULT_CAPACITY) -> None:
         self.channel_id = target.channel_id
         self.target = target
         self.capacity = capacity
+        self.batch_size = OutputChannel.batch_size
+        target.local_sender = self
 
     def available(self) -> bool:
         return len(self.target.queue) < self.capacity
@@ -130,7 +148,8 @@ class LocalOutputChannel(OutputChannel):
 class RemoteOutputChannel(OutputChannel):
     """Queues pickled frames for a ``ConnectionSender``; never blocks the task thread."""
 
-    __slots__ = ("backlog", "channel_id", "credits", "max_backlog", "priority_pending", "sender")
+    __slots__ = ("backlog", "batch_size", "channel_id", "credits", "max_backlog",
+                 "priority_pending", "sender")
 
     def __init__(self, channel_id: int, sender: ConnectionSender, initial_credits: int,
                  max_backlog: int = 2) -> None:
@@ -141,6 +160,7 @@ class RemoteOutputChannel(OutputChannel):
         self.max_backlog = max_backlog
         # Priority barriers in the backlog: the data in front of them goes without credit.
         self.priority_pending = 0
+        self.batch_size = OutputChannel.batch_size
 
     def available(self) -> bool:
         return len(self.backlog) < self.max_backlog
@@ -231,6 +251,9 @@ class ConnectionSender:
         try:
             while True:
                 kind, channel, payload = self.conn.recv()
+                if kind == FrameKind.BUFFER_SIZE:
+                    self._channels[channel].batch_size = max(1, unpack_credit(payload))
+                    continue
                 if kind != FrameKind.CREDIT:
                     raise ConnectionClosed(f"unexpected frame kind {kind} on a data connection")
                 with self._cond:

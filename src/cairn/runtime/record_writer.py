@@ -2,7 +2,8 @@
 
 Invariant: records of one writer reach each channel in emission order; pending records are
 flushed into their channel before any event (barrier, end of partition) is sent on it, so an
-aligned barrier never overtakes a record emitted before it.
+aligned barrier never overtakes a record emitted before it; a channel's buffer is flushed once
+it holds the channel's ``batch_size`` records (the receiver may lower it: debloating).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ class RecordWriter:
         self.channels = list(channels)
         self.partition = partition
         self.batch_size = batch_size
+        for ch in self.channels:
+            ch.batch_size = batch_size
         self._pending: list[list[Any]] = [[] for _ in self.channels]
         self._rr = subtask_index % len(self.channels)
         self.records_out = 0
@@ -67,8 +70,12 @@ class RecordWriter:
     def _emit_single(self, records: list[Any]) -> None:
         pending = self._pending[0]
         pending.extend(records)
-        if len(pending) >= self.batch_size:
-            self.flush_channel(0)
+        size = self.channels[0].batch_size
+        if len(pending) >= size:
+            if size < self.batch_size and len(pending) > size:
+                self._flush_in_buffers(0, size)
+            else:
+                self.flush_channel(0)
 
     def _emit_broadcast(self, records: list[Any]) -> None:
         for pending in self._pending:
@@ -96,10 +103,28 @@ class RecordWriter:
     # -------------------------------------------------------------------- flushing
 
     def _flush_full(self) -> None:
-        size = self.batch_size
+        channels = self.channels
         for i, pending in enumerate(self._pending):
+            size = channels[i].batch_size
             if len(pending) >= size:
-                self.flush_channel(i)
+                if size < self.batch_size and len(pending) > size:
+                    self._flush_in_buffers(i, size)
+                else:
+                    self.flush_channel(i)
+
+    def _flush_in_buffers(self, index: int, size: int) -> None:
+        """Debloated channel: send full buffers of ``size`` records, keep the rest pending."""
+        pending = self._pending[index]
+        full = len(pending) - len(pending) % size
+        channel = self.channels[index]
+        for start in range(0, full, size):
+            channel.send_batch(pending[start:start + size])
+        self.records_out += full
+        self._pending[index] = pending[full:]
+
+    def min_batch_size(self) -> int:
+        """Smallest buffer size of this writer's channels (sources poll no more at once)."""
+        return min(ch.batch_size for ch in self.channels)
 
     def flush_channel(self, index: int) -> None:
         batch = self._pending[index]

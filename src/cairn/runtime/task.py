@@ -30,6 +30,8 @@ from cairn.runtime.barriers import CheckpointFailureReason, create_barrier_handl
 from cairn.runtime.barriers.clock import SystemClock
 from cairn.runtime.barriers.unaligned import UnalignedBarrierHandler
 from cairn.runtime.channel_state import ChannelStateRecorder, HeldBatch
+from cairn.runtime.channels import DEFAULT_CAPACITY
+from cairn.runtime.debloat import BufferDebloater, DebloatConfig
 from cairn.runtime.events import (
     AlignmentMode,
     CancelCheckpointMarker,
@@ -75,6 +77,7 @@ class StreamTask:
         services: TaskServices,
         alignment: AlignmentMode,
         checkpointing: bool,
+        debloat: DebloatConfig | None = None,
     ) -> None:
         self.key = key
         self.vertex = vertex
@@ -108,6 +111,10 @@ class StreamTask:
         self._acks: dict[int, UnalignedAcknowledgement] = {}
         self._slices = SliceBudget()
         self._announced_deadline_ms: int | None = None
+        self._debloater: BufferDebloater | None = None
+        if debloat is not None and gate is not None and gate.channels:
+            self._debloater = BufferDebloater(
+                debloat, len(gate.channels) * DEFAULT_CAPACITY, self._clock.now_ms())
 
     # -------------------------------------------------------------------- processing
 
@@ -135,6 +142,14 @@ class StreamTask:
         gate = self.gate
         assert gate is not None
         signal = gate.signal
+        debloater = self._debloater
+        if debloater is not None:
+            now_ms = self._clock.now_ms()
+            if now_ms >= debloater.next_ms:
+                size = debloater.observe(self.records_in, now_ms)
+                if size is not None:
+                    for ch in gate.channels:
+                        ch.request_buffer_size(size)
         for _ in range(MAX_BATCHES_PER_RUN):
             item = gate.poll()
             if item is None:
@@ -191,7 +206,10 @@ class StreamTask:
             return False
         head = self.head
         assert isinstance(head, (SourceOperator, SourceFunctionOperator))
-        batch = head.poll(SOURCE_BATCH)
+        limit = SOURCE_BATCH
+        for w in self.writers:  # debloated outputs: emit no more than a buffer at once
+            limit = min(limit, w.min_batch_size())
+        batch = head.poll(limit)
         if batch is None:
             self.source_exhausted = True
             self.flush()

@@ -24,6 +24,7 @@ class FrameKind(enum.IntEnum):
     CREDIT = 3  # receiver grants the sender more buffers; payload: ``pack_credit(n)``
     CONTROL = 4  # pickled control message between a worker and the job master
     HELLO = 5  # first frame of a connection: the peer's identity, opaque raw bytes
+    BUFFER_SIZE = 6  # receiver asks for buffers of n records (debloating); ``pack_credit(n)``
 
 
 def pack_credit(credits: int) -> bytes:
