@@ -300,6 +300,9 @@ class _Services:
     def wake(self) -> None:
         pass
 
+    def control_pending(self) -> bool:
+        return False
+
 
 class _Collect(StreamOperator):
     """Remembers processed records; its snapshot is the list so far (inline)."""

@@ -350,6 +350,14 @@ NETWORK_MIN_BATCH_SIZE = _define(
     "taskmanager.memory.min-segment-size).",
     check=_positive,
 )
+WORKER_SWITCH_INTERVAL = _define(
+    "cairn.worker.switch-interval",
+    "duration",
+    1,
+    "Python thread switch interval of the workers (sys.setswitchinterval; Python's default is "
+    "5 ms): how soon network, control and snapshot threads get the GIL from a busy task thread.",
+    check=_positive,
+)
 NET = "taskmanager.network.memory."
 DEBLOAT_ENABLED = _define(
     NET + "buffer-debloat.enabled",

@@ -120,6 +120,7 @@ def prepare_job(
             for k, v in resolved.items()
         },
         restore_path=get(opts.RESTORE_PATH),
+        switch_interval_ms=int(get(opts.WORKER_SWITCH_INTERVAL)),
         network=NetworkSettings(
             batch_size=int(get(opts.NETWORK_BATCH_SIZE)),
             min_batch_size=min(int(get(opts.NETWORK_MIN_BATCH_SIZE)),

@@ -12,6 +12,7 @@ import logging
 import os
 import pickle
 import socket
+import sys
 import threading
 import time
 import traceback
@@ -136,12 +137,19 @@ class Worker:
     def state_writer(self, checkpoint_id: int) -> StateFileWriter:
         return self._storage.writer(checkpoint_id)
 
+    def control_pending(self) -> bool:
+        """A control message (e.g. a checkpoint trigger) waits for the task thread."""
+        return bool(self._control)
+
     def wake(self) -> None:
         self._wakeup.set()
 
     # ------------------------------------------------------------------ lifecycle
 
     def run(self) -> WorkerResult:
+        # The task thread holds the GIL while it processes; a short switch interval lets the
+        # network, control and snapshot threads in promptly (barriers, acks, async uploads).
+        sys.setswitchinterval(self.settings.switch_interval_ms / 1000)
         listener = Listener(self.host, self.launch.secret, self._on_data_connection)
         try:
             self._connect_master(listener.address)

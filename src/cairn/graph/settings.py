@@ -88,6 +88,7 @@ class JobSettings:
     restart: RestartSettings = RestartSettings()
     buffer_timeout_ms: int = 10  # flush partially filled network buffers after this long
     network: NetworkSettings = NetworkSettings()
+    switch_interval_ms: int = 1  # the workers' sys.setswitchinterval (Python's default: 5 ms)
     # Every raw configuration key the user set (executor choice, spark master, ...).
     configuration: Mapping[str, str] = field(default_factory=dict)
     restore_path: str | None = None  # start from this retained checkpoint or savepoint

@@ -65,6 +65,8 @@ class TaskServices(Protocol):
 
     def wake(self) -> None: ...
 
+    def control_pending(self) -> bool: ...
+
 
 class StreamTask:
     def __init__(
@@ -110,6 +112,7 @@ class StreamTask:
         self._overtaken: tuple[int, int, list[Any]] | None = None
         self._acks: dict[int, UnalignedAcknowledgement] = {}
         self._slices = SliceBudget()
+        self._control_pending = services.control_pending
         self._announced_deadline_ms: int | None = None
         self._debloater: BufferDebloater | None = None
         if debloat is not None and gate is not None and gate.channels:
@@ -172,7 +175,7 @@ class StreamTask:
                                    records=self.records_in)
             if unaligned is not None and signal.raised:
                 self._process_priority_events(unaligned)
-            if not self._outputs_available():
+            if not self._outputs_available() or self._control_pending():
                 break
         return did
 
