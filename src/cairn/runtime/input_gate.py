@@ -22,7 +22,8 @@ _NOT_BLOCKED: frozenset[int] = frozenset()
 
 
 class InputGate:
-    __slots__ = ("_blocked", "_next", "channels", "num_finished", "recorder", "signal")
+    __slots__ = ("_blocked", "_next", "channels", "measuring", "num_finished", "processed_bytes",
+                 "recorder", "signal")
 
     def __init__(self, channels: Sequence[InputChannel]) -> None:
         self.channels = list(channels)
@@ -31,6 +32,9 @@ class InputGate:
         self._blocked: Container[int] = _NOT_BLOCKED
         self.recorder: ChannelStateRecorder | None = None
         self.signal = PrioritySignal()
+        # While a checkpoint aligns: bytes of the (remote, serialized) batches processed.
+        self.measuring = False
+        self.processed_bytes = 0
         for ch in self.channels:
             ch.signal = self.signal
             if ch.announced:
@@ -77,6 +81,8 @@ class InputGate:
                 if recorder is not None and i in recorder.channels:
                     self._record(recorder, i, entry)
                 if type(entry) is bytes:
+                    if self.measuring:
+                        self.processed_bytes += len(entry)
                     ch.consumed_remote_batch()
                     entry = pickle.loads(entry)
                 return i, entry

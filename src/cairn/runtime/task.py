@@ -267,10 +267,15 @@ class StreamTask:
             recorder.add_all(channel, overtaken)
             overtaken = []
         self._overtaken = (channel, cid, overtaken) if overtaken else None
+        gate = self.gate
+        assert gate is not None
+        if not self.handler.is_aligning:
+            gate.processed_bytes = 0  # a new checkpoint may start aligning here
         try:
             self.handler.on_barrier(channel, barrier)
         finally:
             self._overtaken = None
+        gate.measuring = self.handler.is_aligning
 
     def _process_priority_events(self, handler: UnalignedBarrierHandler) -> bool:
         """Aligned-checkpoint timeouts and barriers that overtake in-flight data."""
@@ -380,6 +385,10 @@ class StreamTask:
 
     def trigger_checkpoint(self, barrier: CheckpointBarrier, stats: Any) -> None:
         unaligned = bool(getattr(stats, "unaligned", False))
+        gate = self.gate
+        processed = 0
+        if gate is not None:
+            processed, gate.processed_bytes, gate.measuring = gate.processed_bytes, 0, False
         if unaligned and barrier.options.alignment is not AlignmentMode.UNALIGNED:
             # The checkpoint turned unaligned here (timeout): downstream need not align.
             barrier = dataclasses.replace(barrier, options=CheckpointOptions(
@@ -389,6 +398,7 @@ class StreamTask:
             start_delay_ms=int(getattr(stats, "start_delay_ms", 0) or 0),
             alignment_ms=int(getattr(stats, "alignment_duration_ms", 0) or 0),
             unaligned=unaligned,
+            processed_bytes=processed,
         )
 
     def init_inputs_checkpoint(self, barrier: CheckpointBarrier,
@@ -437,6 +447,8 @@ class StreamTask:
             self.gate.recorder = None
 
     def abort_checkpoint(self, checkpoint_id: int, reason: Any) -> None:
+        if self.gate is not None:
+            self.gate.measuring = False
         recorder = self._recorder
         if recorder is not None and recorder.checkpoint_id <= int(checkpoint_id):
             self._stop_recording()
@@ -452,7 +464,8 @@ class StreamTask:
     # -----------------------------------------------------------------------------------
 
     def _perform_checkpoint(self, barrier: CheckpointBarrier, start_delay_ms: int,
-                            alignment_ms: int, unaligned: bool = False) -> None:
+                            alignment_ms: int, unaligned: bool = False,
+                            processed_bytes: int = 0) -> None:
         cid = int(barrier.checkpoint_id)
         send: Callable[[Any, SubtaskCheckpointMetrics], None]
         if unaligned:
@@ -498,7 +511,7 @@ class StreamTask:
                     sync_duration_ms=int(sync_ms),
                     async_duration_ms=int(async_ms),
                     state_size=size,
-                    processed_bytes=0,
+                    processed_bytes=processed_bytes,
                     persisted_bytes=0,
                     unaligned=unaligned,
                 )
