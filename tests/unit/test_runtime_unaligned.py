@@ -448,3 +448,30 @@ def test_aligned_barrier_with_timeout_stays_aligned_when_alignment_is_quick() ->
     assert not ack.metrics.unaligned and ack.metrics.persisted_bytes == 0
     assert ack.states["collect"].input_channels is None
     assert ack.states["collect"].inline["seen"] == ["b1"]
+
+
+def test_in_flight_data_survives_metadata_and_blocks_a_rescaled_restore_up_front() -> None:
+    from cairn.checkpoint.metadata import (
+        CheckpointMetadata,
+        CompletedCheckpoint,
+        OperatorMetadata,
+        decode_metadata,
+        encode_metadata,
+    )
+    from cairn.checkpoint.restore import IncompatibleCheckpointError, check_restore_compatible
+    from cairn.ids import JobId, OperatorUid
+
+    rec = ChannelStateRecorder(3, 2, {1})
+    rec.add(1, [("k", 1)])
+    handle = rec.write(MemoryStateFiles(3), "channels")
+    sub = OperatorSubtaskState(input_channels=handle)
+    op = OperatorMetadata(OperatorUid("check"), 2, 128, {0: sub})
+    md = CheckpointMetadata(JobId("j"), CheckpointId(3), 1, 2, 128,
+                            operators={OperatorUid("check"): op})
+    decoded = decode_metadata(encode_metadata(md))
+    assert decoded.operators[OperatorUid("check")].subtasks[0].input_channels == handle
+    assert handle is not None and decoded.referenced_files()[handle.path] > 0
+    checkpoint = CompletedCheckpoint(decoded, "/tmp/chk-3")
+    check_restore_compatible(checkpoint, {"check": (2, 128)})
+    with pytest.raises(IncompatibleCheckpointError, match="savepoint"):
+        check_restore_compatible(checkpoint, {"check": (3, 128)})

@@ -103,7 +103,8 @@ def check_restore_compatible(
     """Fail rather than lose state when restoring ``checkpoint`` into a job whose operators
     (``uid -> (parallelism, max_parallelism)``) differ from the checkpointed ones (Flink's
     rules): state of a uid the job lacks needs ``allow_unclaimed_state``, and keyed state
-    needs the same max parallelism (its key groups would map keys to the wrong subtasks).
+    needs the same max parallelism (its key groups would map keys to the wrong subtasks);
+    in-flight data of an unaligned checkpoint needs the same parallelism.
 
     Raises:
         IncompatibleCheckpointError: names the operator, the checkpoint and the remedy.
@@ -127,4 +128,12 @@ def check_restore_compatible(
                 f"max parallelism {op.max_parallelism}, but the job uses {max_parallelism}; "
                 f"keep it at {op.max_parallelism} (env.set_max_parallelism or "
                 "pipeline.max-parallelism) to restore this state."
+            )
+        parallelism = operators[uid][0]
+        if op.parallelism != parallelism and any(s.input_channels for s in states):
+            raise IncompatibleCheckpointError(
+                f"cannot restore {where}: it is an unaligned checkpoint with in-flight data of "
+                f"operator uid {uid!r} at parallelism {op.parallelism}, but the job runs it at "
+                f"{parallelism}; in-flight data restores only at the same parallelism. Restore "
+                "from a savepoint (always aligned) to change the parallelism."
             )
