@@ -12,7 +12,7 @@ from typing import Any
 
 __all__ = ["EXTRA_FIELDS", "RESULT_FIELDS", "WORKLOADS", "empty_result"]
 
-WORKLOADS = ("keyed-sum", "latency", "recovery", "state-size")
+WORKLOADS = ("keyed-sum", "latency", "recovery", "state-size", "skew")
 
 # The fields every system reports (shared with bench/peers/run_peer.py).
 RESULT_FIELDS = (

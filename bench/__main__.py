@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bench import WORKLOADS, empty_result
+from bench import WORKLOADS, empty_result, skew
 from bench.report import Group, render_results, update_results_file, write_chart
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -72,10 +72,14 @@ def plan_cases(workloads: Sequence[str], sizes: Sizes, rate: float | None) -> li
             cases.append(dict(case=f"state-size/keys-{keys}", workload="state-size",
                               records=max(2 * keys, sizes.state_min_records), keys=keys,
                               interval_ms=1000, rate=None))
+    if "skew" in workloads:
+        cases += skew.plan_cases(quick=sizes == QUICK)
     return cases
 
 
 def command(system: str, case: dict[str, Any], executor: str, timeout_s: float) -> list[str]:
+    if case["workload"] == "skew":
+        return skew.command(system, case, executor, timeout_s)
     args = ["--workload", case["workload"], "--records", str(case["records"]),
             "--keys", str(case["keys"]), "--checkpoint-interval-ms", str(case["interval_ms"]),
             "--rate", str(int(case["rate"] or 0)), "--parallelism", "2"]

@@ -160,6 +160,7 @@ def render_results(groups: Sequence[Group], meta: Mapping[str, Any],
     out += _latency_section(meta["repeat"], by_case, cases)
     out += _recovery_section(meta["repeat"], by_case, cases)
     out += _state_size_section(meta["repeat"], by_case, cases)
+    out += _skew_section(meta["repeat"], by_case, cases)
     out += _notes_section(groups)
     out += [END]
     return "\n".join(out) + "\n"
@@ -326,6 +327,13 @@ def _state_size_section(repeat: int, by_case: Mapping[str, list[Group]],
                    "async part p50 ms", "last checkpoint ms", "on disk MB", "steady records/s",
                    "async dip %"), rows)
     return [*out, ""]
+
+
+def _skew_section(repeat: int, by_case: Mapping[str, list[Group]],
+                  cases: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    from bench.skew import render_section
+
+    return render_section(repeat, by_case, cases)
 
 
 def _notes_section(groups: Sequence[Group]) -> list[str]:
