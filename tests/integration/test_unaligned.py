@@ -118,17 +118,18 @@ def _median(values: list[int]) -> float:
 
 
 def test_buffer_debloating_shrinks_in_flight_data_under_backpressure(tmp_path: Any) -> None:
-    records = 8_000
+    records = 40_000
     debloat = {"cairn.executor": "inprocess",
                "taskmanager.network.memory.buffer-debloat.enabled": "true",
                "taskmanager.network.memory.buffer-debloat.target": "500 ms"}
     plain = _run({"cairn.executor": "inprocess"}, str(tmp_path / "p"), records=records,
-                 cost_us=1_000, checkpointing="unaligned")
-    debloated = _run(debloat, str(tmp_path / "d"), records=records, cost_us=1_000,
+                 cost_us=250, checkpointing="unaligned")
+    debloated = _run(debloat, str(tmp_path / "d"), records=records, cost_us=250,
                      checkpointing="unaligned")
     _assert_exactly_once(str(tmp_path / "d"), records)
     plain_bytes = [c.persisted_bytes for c in _completed(plain) if c.persisted_bytes]
-    # The history holds the newest ten checkpoints: the debloater has long measured by then.
+    # Enough records that the sources stay backpressured (periodic checkpoints stop once they
+    # end); the history holds the newest ten checkpoints: the debloater has long measured.
     late = [c.persisted_bytes for c in _completed(debloated) if c.persisted_bytes]
     assert plain_bytes and late
     assert max(late) < _median(plain_bytes) / 2, (late, plain_bytes)
