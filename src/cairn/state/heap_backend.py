@@ -3,9 +3,12 @@
 Invariant: each state is a list of per-key-group dicts (``{key: value}``), one slot per key
 group of the job, never replaced while state objects hold it; ``snapshot()`` copies what
 processing may mutate (the synchronous part) and the returned callable only reads those
-copies, so processing continues while it writes. Because state is already grouped, the
-snapshot file gets one section per non-empty key group without re-hashing any key, and a
-restore (at any parallelism) reads only the sections of the key groups this backend owns.
+copies, so processing continues while it writes. Large states are not copied: ``snapshot()``
+forks, and the child serializes its copy-on-write image of the tables at a low CPU priority
+(``fork_snapshot``), so neither the copy nor the pickling competes for the task's GIL.
+Because state is already grouped, the snapshot file gets one section per non-empty key
+group without re-hashing any key, and a restore (at any parallelism) reads only the
+sections of the key groups this backend owns.
 
 >>> from cairn.datastream.state import ValueStateDescriptor
 >>> backend = HeapKeyedStateBackend(KeyGroupRange(0, 127), 128, clock=lambda: 0)
@@ -16,17 +19,25 @@ restore (at any parallelism) reads only the sections of the key groups this back
 
 from __future__ import annotations
 
+import logging
+import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from cairn.checkpoint.handles import KeyedStateHandle, StateFileReader, StateFileWriter
 from cairn.datastream.state import State, StateDescriptor, StateTtlConfig
 from cairn.ids import CheckpointId
 from cairn.state.api import KeyedSnapshot, KeyedStateBackend
 from cairn.state.errors import KeyGroupRangeError, StateMigrationError, StateRestoreError
-from cairn.state.key_groups import KeyGroupAssigner, KeyGroupRange, check_parallelism
+from cairn.state.fork_snapshot import DEFAULT_NICENESS, ForkedSerializer, fork_supported
+from cairn.state.key_groups import (
+    DEFAULT_KEY_GROUP_CACHE_SIZE,
+    KeyGroupAssigner,
+    KeyGroupRange,
+    check_parallelism,
+)
 from cairn.state.keyed_states import (
     NO_KEY,
     ForeignKeyGroup,
@@ -47,7 +58,7 @@ from cairn.state.snapshot_format import (
     assemble_file,
     copy_table,
     decode_section,
-    dumps,
+    dumps_unshared,
     read_sections,
     thaw_table,
 )
@@ -64,7 +75,21 @@ from cairn.state.ttl import (
     wrap_ttl_table,
 )
 
-__all__ = ["HeapKeyedStateBackend", "OperatorStateBackend", "wall_clock_ms"]
+__all__ = [
+    "DEFAULT_FORK_THRESHOLD",
+    "HeapKeyedStateBackend",
+    "OperatorStateBackend",
+    "wall_clock_ms",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_FORK_THRESHOLD = 100_000
+"""Entries from which a snapshot is serialized by a forked child instead of a thread.
+
+Below it, copying the tables in the synchronous part costs about as much as a fork (a few ms)
+and the thread's GIL share is short. ``CAIRN_STATE_FORK_THRESHOLD`` overrides it per process
+(``off`` disables forking)."""
 
 OperatorStateBackend = DefaultOperatorStateBackend
 """The operator-state backend that goes with the heap keyed backend (Flink's default one)."""
@@ -75,6 +100,27 @@ EVENT_TIME = "event"
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    try:
+        return int(raw) if raw else default
+    except ValueError:
+        log.warning("ignoring %s=%r: not an integer", name, raw)
+        return default
+
+
+def _fork_threshold(setting: int | Literal["env"] | None) -> int | None:
+    """``"env"``: ``CAIRN_STATE_FORK_THRESHOLD`` or ``DEFAULT_FORK_THRESHOLD``; ``None``
+    (or ``off`` in the variable): never fork; also ``None`` where ``fork`` does not exist."""
+    if not fork_supported():
+        return None
+    if setting != "env":
+        return setting
+    if os.environ.get("CAIRN_STATE_FORK_THRESHOLD", "").strip().lower() in ("off", "none"):
+        return None
+    return _env_int("CAIRN_STATE_FORK_THRESHOLD", DEFAULT_FORK_THRESHOLD)
 
 
 _STATE_CLASSES: dict[tuple[str, bool], Callable[..., State]] = {
@@ -118,6 +164,10 @@ class HeapKeyedStateBackend(KeyedStateBackend):
 
     ``clock`` (milliseconds) drives TTL only; timers fire when the owner calls
     ``pop_due_timers``. ``file_prefix`` makes snapshot file names unique per operator.
+    ``fork_threshold``: entries from which snapshots are serialized by a forked child
+    (``"env"``: ``CAIRN_STATE_FORK_THRESHOLD`` or ``DEFAULT_FORK_THRESHOLD``; ``None``:
+    never); ``fork_niceness``: the child's added nice value (``CAIRN_STATE_FORK_NICENESS``
+    or ``fork_snapshot.DEFAULT_NICENESS``).
     """
 
     def __init__(
@@ -127,7 +177,9 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         clock: Callable[[], int] = wall_clock_ms,
         *,
         file_prefix: str = "",
-        key_group_cache_size: int = 1 << 16,
+        key_group_cache_size: int = DEFAULT_KEY_GROUP_CACHE_SIZE,
+        fork_threshold: int | Literal["env"] | None = "env",
+        fork_niceness: int | None = None,
     ) -> None:
         check_parallelism(max_parallelism, 1)
         if len(key_group_range) and key_group_range.end >= max_parallelism:
@@ -144,6 +196,12 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         self._foreign = [ForeignKeyGroup(kg, owned) for kg in range(max_parallelism)]
         self._tables: dict[str, _Table] = {}
         self._timers = {PROCESSING_TIME: TimerQueue(), EVENT_TIME: TimerQueue()}
+        self._fork_threshold = _fork_threshold(fork_threshold)
+        self._fork_niceness = (
+            fork_niceness
+            if fork_niceness is not None
+            else _env_int("CAIRN_STATE_FORK_NICENESS", DEFAULT_NICENESS)
+        )
 
     # ------------------------------------------------------------------------ key context
 
@@ -301,14 +359,57 @@ class HeapKeyedStateBackend(KeyedStateBackend):
     # --------------------------------------------------------------------------- snapshot
 
     def snapshot(self, checkpoint_id: CheckpointId | int) -> KeyedSnapshot:
-        """Copy the state now (synchronous part); the result writes it (asynchronous part)."""
+        """Copy the state now (synchronous part); the result writes it (asynchronous part).
+
+        Large states (``fork_threshold`` entries or more) are not copied: a forked child
+        serializes its copy-on-write image while the task continues (``fork_snapshot``).
+        """
         now = self._clock()
+        key_range = self._range
+        file_name = f"{self._file_prefix}keyed-kg{key_range.start}-{key_range.end}.state"
+        if self._fork_threshold is not None and self.num_entries() >= self._fork_threshold:
+            try:
+                child = ForkedSerializer.start(
+                    lambda: _encode(*self._capture(share=True), now),
+                    KEYED_MAGIC,
+                    niceness=self._fork_niceness,
+                )
+            except OSError as exc:
+                log.warning("cannot fork a snapshot child (%s): serializing in a thread", exc)
+            else:
+                return _ForkedKeyedSnapshot(child, file_name, key_range)
+        copies, timers = self._capture(share=False)
+
+        def write(writer: StateFileWriter) -> KeyedStateHandle | None:
+            data, ranges = assemble_file(KEYED_MAGIC, _encode(copies, timers, now))
+            if not ranges:
+                return None
+            path = writer.write_state_file(file_name, data)
+            return KeyedStateHandle(path, key_range.start, key_range.end, ranges, len(data))
+
+        return write
+
+    def num_entries(self) -> int:
+        """Keys with a value, summed over all states (decides how snapshots are taken)."""
+        return sum(len(t.groups[kg]) for t in self._tables.values() for kg in self._owned)
+
+    def _capture(
+        self, share: bool
+    ) -> tuple[list[_StateCopy], dict[str, dict[tuple[int, Any], int]]]:
+        """What a snapshot writes: copies of the tables, or (``share``, for a forked child
+        whose image nobody mutates) the live tables themselves.
+
+        Shared tables are pickled inline in their sections, copies of tables holding
+        anything but immutable atoms as nested pickles; a restore reads both alike.
+        """
         copies: list[_StateCopy] = []
         for name, t in self._tables.items():
             # TTL tables hold (value, timestamp) tuples: copied like containers.
             containers = t.ttl or t.kind in _CONTAINER_KINDS
-            groups = {
-                kg: copy_table(t.groups[kg], containers) for kg in self._owned if t.groups[kg]
+            groups: dict[int, TableCopy] = {
+                kg: t.groups[kg] if share else copy_table(t.groups[kg], containers)
+                for kg in self._owned
+                if t.groups[kg]
             }
             if groups:
                 cfg = t.ttl_config
@@ -316,20 +417,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
                 expire = cfg.ttl_ms if cleanup and cfg is not None else None
                 copies.append(_StateCopy(name, t.kind, t.ttl, groups, expire))
         timers = {domain: q.snapshot() for domain, q in self._timers.items() if len(q)}
-        key_range = self._range
-        file_name = f"{self._file_prefix}keyed-kg{key_range.start}-{key_range.end}.state"
-
-        def write(writer: StateFileWriter) -> KeyedStateHandle | None:
-            sections = _sections(copies, timers, now)
-            if not sections:
-                return None
-            data, ranges = assemble_file(
-                KEYED_MAGIC, ((kg, dumps(sections[kg])) for kg in sorted(sections))
-            )
-            path = writer.write_state_file(file_name, data)
-            return KeyedStateHandle(path, key_range.start, key_range.end, ranges, len(data))
-
-        return write
+        return copies, timers
 
     # ---------------------------------------------------------------------------- restore
 
@@ -379,6 +467,31 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         self._tables.clear()
         self._timers = {PROCESSING_TIME: TimerQueue(), EVENT_TIME: TimerQueue()}
         self._ctx.key = NO_KEY
+
+
+class _ForkedKeyedSnapshot:
+    """Asynchronous part of a forked snapshot: wait for the child, write what it produced."""
+
+    __slots__ = ("_child", "_file_name", "_range")
+
+    def __init__(self, child: ForkedSerializer, file_name: str, key_range: KeyGroupRange) -> None:
+        self._child, self._file_name, self._range = child, file_name, key_range
+
+    def __call__(self, writer: StateFileWriter) -> KeyedStateHandle | None:
+        data, ranges = self._child.result()
+        if not ranges:
+            return None
+        path = writer.write_state_file(self._file_name, data)
+        return KeyedStateHandle(path, self._range.start, self._range.end, ranges, len(data))
+
+
+def _encode(
+    copies: list[_StateCopy], timers: dict[str, dict[tuple[int, Any], int]], now: int
+) -> Iterator[tuple[int, bytes]]:
+    """Each non-empty key group's pickled section, in key-group order."""
+    sections = _sections(copies, timers, now)
+    for kg in sorted(sections):
+        yield kg, dumps_unshared(sections[kg])
 
 
 def _sections(

@@ -197,8 +197,11 @@ class HeapListState(HeapStateBase, ListState[Any]):
     __slots__ = ()
 
     def get(self) -> list[Any]:
-        table, key = self._current()
-        lst = table.get(key)
+        ctx = self._ctx
+        key = ctx.key
+        if key is NO_KEY:
+            raise_no_key(self.name)
+        lst = self._groups[ctx.key_group].get(key)
         return list(lst) if lst else []
 
     def add(self, value: Any) -> None:
@@ -238,8 +241,11 @@ class HeapMapState(HeapStateBase, MapState[Any, Any]):
     __slots__ = ()
 
     def _map(self) -> dict[Any, Any] | None:
-        table, key = self._current()
-        m: dict[Any, Any] | None = table.get(key)
+        ctx = self._ctx
+        key = ctx.key
+        if key is NO_KEY:
+            raise_no_key(self.name)
+        m: dict[Any, Any] | None = self._groups[ctx.key_group].get(key)
         return m
 
     def get(self, key: Any) -> Any:
@@ -247,7 +253,11 @@ class HeapMapState(HeapStateBase, MapState[Any, Any]):
         return None if m is None else m.get(key)
 
     def put(self, key: Any, value: Any) -> None:
-        table, k = self._current()
+        ctx = self._ctx
+        k = ctx.key
+        if k is NO_KEY:
+            raise_no_key(self.name)
+        table = self._groups[ctx.key_group]
         m = table.get(k)
         if m is None:
             table[k] = {key: value}
@@ -292,13 +302,20 @@ class HeapReducingState(ReducingBase, ReducingState[Any]):
     __slots__ = ("_reduce",)
 
     def get(self) -> Any:
-        table, key = self._current()
-        return table.get(key)
+        ctx = self._ctx
+        key = ctx.key
+        if key is NO_KEY:
+            raise_no_key(self.name)
+        return self._groups[ctx.key_group].get(key)
 
     def add(self, value: Any) -> None:
-        table, key = self._current()
+        ctx = self._ctx
+        key = ctx.key
+        if key is NO_KEY:
+            raise_no_key(self.name)
         if value is None:
             raise ValueError("You cannot add None to a ReducingState.")
+        table = self._groups[ctx.key_group]
         current = table.get(key)
         result = value if current is None else self._reduce(current, value)
         if result is None:
@@ -311,12 +328,19 @@ class HeapAggregatingState(AggregatingBase, AggregatingState[Any, Any]):
     __slots__ = ("_fn",)
 
     def get(self) -> Any:
-        table, key = self._current()
-        acc = table.get(key, _MISSING)
+        ctx = self._ctx
+        key = ctx.key
+        if key is NO_KEY:
+            raise_no_key(self.name)
+        acc = self._groups[ctx.key_group].get(key, _MISSING)
         return None if acc is _MISSING else self._fn.get_result(acc)
 
     def add(self, value: Any) -> None:
-        table, key = self._current()
+        ctx = self._ctx
+        key = ctx.key
+        if key is NO_KEY:
+            raise_no_key(self.name)
+        table = self._groups[ctx.key_group]
         acc = table.get(key, _MISSING)
         if acc is _MISSING:
             acc = self._fn.create_accumulator()
