@@ -166,9 +166,10 @@ class ForkedSerializer:
     def _read_all(self) -> list[bytes]:
         chunks: list[bytes] = []
         fd = self._fd
+        poller = select.poll()  # not select(): descriptors of a busy worker may exceed 1023
+        poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
         while True:
-            ready, _, _ = select.select([fd], [], [], self._stall_timeout_s)
-            if not ready:
+            if not poller.poll(self._stall_timeout_s * 1000):
                 try:
                     os.kill(self._pid, 9)
                 except ProcessLookupError:
