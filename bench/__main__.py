@@ -148,6 +148,39 @@ def calibrated_rate(results: Sequence[dict[str, Any]]) -> float | None:
     return float(max(1000, round(statistics.median(rates) / 2, -3)))
 
 
+def own_rate(results: Sequence[dict[str, Any]], system: str) -> float | None:
+    """A system's median steady keyed-sum rate with checkpoints in this run, if measured."""
+    rates = [r["steady_records_per_s"] for r in results
+             if r.get("system") == system and r.get("case") == "keyed-sum/checkpoints-1s"
+             and isinstance(r.get("steady_records_per_s"), int | float)]
+    return float(statistics.median(rates)) if rates else None
+
+
+def peer_case(system: str, case: dict[str, Any], results: Sequence[dict[str, Any]],
+              budget_s: float) -> tuple[dict[str, Any], str | None, str | None]:
+    """How ``system`` runs ``case``: (the case, a note for its row, why it is not run).
+
+    A peer slower than the common latency/recovery rate would only queue up (its latency
+    grows with the run's length), so it is fed at half of its own keyed-sum rate instead and
+    the row says so; a state-size run that would take longer than ``budget_s`` at its
+    measured rate is not run, and the row says why.
+    """
+    own = None if system == "cairn" else own_rate(results, system)
+    if own is None:
+        return case, None, None
+    if case["workload"] in ("latency", "recovery") and own < case["rate"]:
+        rate = float(max(100, round(own / 2, -2)))
+        note = (f"fed at {rate:,.0f} records/s, half of its own keyed-sum rate ({own:,.0f}): "
+                f"it cannot sustain the common {case['rate']:,.0f} records/s")
+        return {**case, "rate": rate, "records": int(rate * case["seconds"])}, note, None
+    if case["workload"] == "state-size" and case["records"] / own > budget_s:
+        why = (f"{case['records']:,} records would take ~{case['records'] / own / 60:.0f} min "
+               f"at its keyed-sum rate of {own:,.0f} records/s (--peer-budget-s "
+               f"{budget_s:.0f} per run)")
+        return case, None, why
+    return case, None, None
+
+
 def group_results(results: Sequence[dict[str, Any]]) -> list[Group]:
     order: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in results:
@@ -256,7 +289,14 @@ def run_all(args: argparse.Namespace, out_dir: str) -> tuple[list[dict[str, Any]
                 done += 1
                 log = os.path.join(out_dir, f"{case['case'].replace('/', '_')}-{system}-"
                                             f"{rep + 1}.log")
-                result = run_one(system, case, args.timeout, log, args.executor)
+                run_case, note, skip = peer_case(system, case, results, args.peer_budget_s)
+                if skip is not None:
+                    result = empty_result(system, case["workload"], case["records"])
+                    result.update(unsupported=skip, wall_s=0.0)
+                else:
+                    result = run_one(system, run_case, args.timeout, log, args.executor)
+                if note is not None:
+                    result["note"] = note + (f"; {result['note']}" if result.get("note") else "")
                 result.update(case=case["case"], repetition=rep + 1)
                 results.append(result)
                 _say(f"[{done}/{total}] {system} {case['case']} #{rep + 1}: {_summary(result)}"
@@ -334,6 +374,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="records/s for latency and recovery (default: half of Cairn's "
                              "measured keyed-sum rate with checkpoints)")
     parser.add_argument("--timeout", type=float, default=1200.0, help="seconds per run")
+    parser.add_argument("--peer-budget-s", type=float, default=600.0,
+                        help="skip a peer's state-size run expected to take longer (at its "
+                             "keyed-sum rate measured in the same run)")
     parser.add_argument("--executor", choices=["spark", "inprocess"], default="spark",
                         help="Cairn's executor (inprocess: debugging only)")
     parser.add_argument("--results", default=os.path.join(BENCH, "RESULTS.md"))

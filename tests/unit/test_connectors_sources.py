@@ -203,3 +203,31 @@ def test_datagen_source_survives_pickling_with_the_same_output() -> None:
     copy = cloudpickle.loads(cloudpickle.dumps(source))
     assert copy.generator_function._table is None  # tables are rebuilt, not shipped
     assert drain(readers_for(copy, copy.create_splits(2), 2)) == before
+
+
+def test_rate_limiter_grants_batches_of_a_millisecond_and_says_when_the_next_is_due() -> None:
+    """A task polling whenever it is idle gets the rate's worth of 1 ms per grant, not a record
+    or two, and sleeps until the next batch is due."""
+    now = [0.0]
+    limiter = RateLimiterStrategy.per_second(400_000).create_rate_limiter(2, lambda: now[0])
+    now[0] = 0.0004  # 80 tokens, the batch is 200
+    assert limiter.acquire(1024) == 0
+    assert limiter.seconds_until_ready(1024) == pytest.approx(0.0006)
+    assert limiter.acquire(50) == 50  # asking for less than a batch: granted when available
+    now[0] = 0.0014  # 30 + 200 tokens
+    assert limiter.acquire(1024) == 230
+    assert limiter.seconds_until_ready(1024) == pytest.approx(0.001)
+    unlimited = RateLimiterStrategy.no_limit().create_rate_limiter(2)
+    assert unlimited.acquire(7) == 7 and unlimited.seconds_until_ready(7) == 0.0
+
+
+def test_datagen_reader_tells_the_task_when_to_poll_again() -> None:
+    now = [0.0]
+    source = DataGeneratorSource(square, 10, RateLimiterStrategy.per_second(2000))
+    reader = source.create_reader(source.create_splits(1), ctx(0, 1), clock=lambda: now[0])
+    assert reader.poll_batch(1024) == []
+    assert reader.available_in_s() == pytest.approx(0.001)  # 2 records per 1 ms batch
+    now[0] = 0.01
+    assert reader.poll_batch(1024) == [i * i for i in range(10)]
+    assert reader.poll_batch(1024) is None
+    assert reader.available_in_s() is None  # exhausted: nothing to wait for

@@ -137,3 +137,64 @@ def test_remote_channel_sends_only_with_credit_and_gets_credit_back() -> None:
     finally:
         sender.close()
         listener.close()
+
+
+def test_partial_batches_wait_in_the_writer_while_a_remote_channel_has_no_credit() -> None:
+    """Buffer timeout / idle flush: a channel without credit keeps collecting records into one
+    batch (instead of queueing a tiny batch per flush), and the sender wakes the task when a
+    credit reaches its empty backlog."""
+    secret = new_secret()
+    inputs = {3: InputChannel(3)}
+    wakeup = threading.Event()
+    errors: list[BaseException] = []
+    woken = threading.Event()
+
+    def on_connection(conn: Any, hello: bytes) -> None:
+        inputs[3].attach_remote(conn)
+        receive_loop(conn, inputs, wakeup, errors.append)
+
+    listener = Listener("127.0.0.1", secret, on_connection)
+    conn = connect(listener.address, secret, b"data")
+    sender = ConnectionSender(conn, woken.set, errors.append, "test")
+    channel = RemoteOutputChannel(3, sender, initial_credits=1, max_backlog=2)
+    sender.register(channel)
+    sender.start()
+    writer = RecordWriter([channel], PartitionKind.FORWARD, batch_size=1000)
+    try:
+        writer.emit([0, 1])
+        assert writer.flush_ready()  # one credit: the partial batch goes at once
+        deadline = time.monotonic() + 5
+        while channel.credits and time.monotonic() < deadline:
+            time.sleep(0.01)
+        for i in range(2, 8):  # no credit left: each flush attempt leaves the records pending
+            writer.emit([i])
+            assert not writer.flush_ready()
+        assert writer.has_pending() and not channel.backlog
+        woken.clear()
+        gate = InputGate([inputs[3]])
+        while gate.poll() is None and time.monotonic() < deadline:  # consumes, returns a credit
+            time.sleep(0.01)
+        assert woken.wait(5), "a credit reaching an empty backlog wakes the task"
+        assert writer.flush_ready()
+        batches = []
+        while len(batches) < 1 and time.monotonic() < deadline:
+            item = gate.poll()
+            if item is None:
+                time.sleep(0.01)
+                continue
+            batches.append(item[1])
+        assert batches == [[2, 3, 4, 5, 6, 7]], "the held records travel as one batch"
+        assert not errors
+    finally:
+        sender.close()
+        listener.close()
+
+
+def test_local_channels_take_partial_batches_at_once() -> None:
+    inputs, outputs = _local(2)
+    writer = RecordWriter(outputs, PartitionKind.REBALANCE, batch_size=1000)
+    writer.emit([1, 2, 3])
+    assert writer.flush_ready()
+    assert not writer.has_pending()
+    assert sorted(_drain(inputs[0]) + _drain(inputs[1])) == [1, 2, 3]
+    assert not writer.flush_ready()  # nothing pending: nothing to do

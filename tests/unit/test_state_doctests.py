@@ -9,6 +9,7 @@ import pytest
 
 MODULES = [
     "cairn.common.time",
+    "cairn.datastream.connectors.datagen",
     "cairn.datastream.state",
     "cairn.state.heap_backend",
     "cairn.state.key_groups",

@@ -384,8 +384,7 @@ class Worker:
                 mono = time.monotonic()
                 if (not did and flush_when_idle) or mono >= next_flush:
                     for task in tasks:
-                        if task.has_pending_output():
-                            task.flush()
+                        if task.flush_ready():
                             did = True
                     next_flush = mono + flush_interval
                 if mono >= next_metrics:
@@ -403,11 +402,18 @@ class Worker:
             raise self._failure
 
     def _idle_timeout(self, now_ms: int) -> float:
+        """How long the idle task thread may sleep: until the next timer, alignment deadline
+        or rate-limited source batch, 50 ms at most (new input and control messages wake
+        it earlier)."""
         timeout = 0.05
+        mono = time.monotonic()
         for task in self.tasks:
             t = task.next_timer_ms()
             if t is not None:
                 timeout = min(timeout, max(t - now_ms, 0) / 1000.0)
+            ready = task.source_ready_at
+            if ready is not None:
+                timeout = min(timeout, max(ready - mono, 0.0))
         return timeout
 
     def _handle_control(self) -> None:

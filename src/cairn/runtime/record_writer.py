@@ -3,7 +3,8 @@
 Invariant: records of one writer reach each channel in emission order; pending records are
 flushed into their channel before any event (barrier, end of partition) is sent on it, so an
 aligned barrier never overtakes a record emitted before it; a channel's buffer is flushed once
-it holds the channel's ``batch_size`` records (the receiver may lower it: debloating).
+it holds the channel's ``batch_size`` records (the receiver may lower it: debloating), and
+partly filled on a buffer timeout only when the channel can send it at once.
 """
 
 from __future__ import annotations
@@ -132,6 +133,17 @@ class RecordWriter:
             self._pending[index] = []
             self.records_out += len(batch)
             self.channels[index].send_batch(batch)
+
+    def flush_ready(self) -> bool:
+        """Buffer timeout or idle task: flush the partly filled batches of the channels that
+        can send them now; a channel waiting for credit keeps collecting. True if any went."""
+        flushed = False
+        channels = self.channels
+        for i, pending in enumerate(self._pending):
+            if pending and channels[i].accepts_partial():
+                self.flush_channel(i)
+                flushed = True
+        return flushed
 
     def flush_all(self) -> None:
         for i in range(len(self._pending)):

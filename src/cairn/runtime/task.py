@@ -105,6 +105,8 @@ class StreamTask:
             if isinstance(self.handler, UnalignedBarrierHandler):
                 self._unaligned = self.handler
         self.is_source = isinstance(self.head, (SourceOperator, SourceFunctionOperator))
+        # After an empty poll: when (time.monotonic()) the source expects records again.
+        self.source_ready_at: float | None = None
         n = len(gate.channels) if gate is not None else 0
         self._last_barrier = [-1] * n  # highest barrier id delivered per channel
         self._recorder: ChannelStateRecorder | None = None
@@ -221,7 +223,10 @@ class StreamTask:
                 self.end_input()
             return True
         if not batch:
+            hint = head.available_in_s()
+            self.source_ready_at = None if hint is None else time.monotonic() + hint
             return False
+        self.source_ready_at = None
         self.records_in += len(batch)
         self._emit_from_source(batch)
         if self._faults.active:
@@ -334,6 +339,14 @@ class StreamTask:
     def flush(self) -> None:
         for w in self.writers:
             w.flush_all()
+
+    def flush_ready(self) -> bool:
+        """Buffer timeout / idle: flush what the output channels can send now."""
+        flushed = False
+        for w in self.writers:
+            if w.flush_ready():
+                flushed = True
+        return flushed
 
     def has_pending_output(self) -> bool:
         return any(w.has_pending() for w in self.writers)

@@ -41,6 +41,15 @@ class SourceReader(ABC):
         according to ``Source.split_redistribution`` and passed to ``create_reader``.
         """
 
+    def available_in_s(self) -> float | None:
+        """After ``poll_batch`` returned ``[]``: seconds until records may be there again.
+
+        The task thread sleeps until then unless other work wakes it (``0.0``: poll again
+        at once). ``None`` (the default) means unknown: the task polls again after at most
+        50 ms. Flink's counterpart is the future of ``SourceReader.isAvailable()``.
+        """
+        return None
+
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:  # noqa: B027
         """The checkpoint completed on every task (optional hook)."""
 

@@ -40,26 +40,57 @@ _TABLE_BITS = 20  # resolution of the skewed key distribution: 2**20 quantiles
 class RateLimiter:
     """A token bucket: at most ``rate`` records per second, bursts of at most one second.
 
-    Starts empty, so no record is emitted before ``1 / rate`` seconds have passed.
+    Starts empty, so no record is emitted before ``1 / rate`` seconds have passed. Grants
+    come in batches of at least ``min_batch`` records (the rate's worth of ``batch_s``, 1 ms
+    by default, at least one record, never more than asked for): a task that polls whenever
+    it is idle gets a batch per poll instead of a record or two, and ``seconds_until_ready``
+    tells it how long to sleep until the next batch is due.
+
+    >>> clock = iter([0.0, 0.0005, 0.0005, 0.001]).__next__
+    >>> limiter = RateLimiter(100_000, clock)  # 100 records per 1 ms batch
+    >>> limiter.acquire(1024), round(limiter.seconds_until_ready(1024), 4)
+    (0, 0.0005)
+    >>> limiter.acquire(1024)
+    100
     """
 
-    def __init__(self, records_per_second: float | None, clock: Clock = time.monotonic) -> None:
+    def __init__(
+        self,
+        records_per_second: float | None,
+        clock: Clock = time.monotonic,
+        batch_s: float = 0.001,
+    ) -> None:
         self._rate = records_per_second
         self._clock = clock
         self._capacity = max(1.0, records_per_second or 0.0)
+        self._min_batch = max(1, int((records_per_second or 0.0) * batch_s))
         self._tokens = 0.0
         self._last = clock()
+
+    def _refill(self) -> float:
+        assert self._rate is not None
+        now = self._clock()
+        self._tokens = min(self._capacity, self._tokens + (now - self._last) * self._rate)
+        self._last = now
+        return self._tokens
 
     def acquire(self, wanted: int) -> int:
         """How many of ``wanted`` records may be emitted now (never blocks)."""
         if self._rate is None:
             return wanted
-        now = self._clock()
-        self._tokens = min(self._capacity, self._tokens + (now - self._last) * self._rate)
-        self._last = now
-        granted = min(wanted, int(self._tokens))
+        tokens = self._refill()
+        if tokens < min(wanted, self._min_batch):
+            return 0
+        granted = min(wanted, int(tokens))
         self._tokens -= granted
         return granted
+
+    def seconds_until_ready(self, wanted: int) -> float:
+        """Seconds until ``acquire(wanted)`` grants a batch (0.0: now)."""
+        if self._rate is None:
+            return 0.0
+        missing = min(wanted, self._min_batch) - self._refill()
+        return max(0.0, missing / self._rate)
 
 
 @dataclass(frozen=True)
@@ -295,6 +326,7 @@ class DataGeneratorReader(SourceReader):
             batch_fn if batch_fn is not None else lambda r: [generator_function(i) for i in r]
         )
         self._limiter = rate_limiter
+        self._wanted = 1
 
     def poll_batch(self, max_records: int) -> list[Any] | None:
         if not self._splits:
@@ -304,6 +336,7 @@ class DataGeneratorReader(SourceReader):
         wanted = int(min(max_records, split.remaining()))
         granted = self._limiter.acquire(wanted) if wanted > 0 else 0
         if granted <= 0:
+            self._wanted = wanted
             return []
         stop = split.next_index + granted * split.stride
         batch = self._generate(range(split.next_index, stop, split.stride))
@@ -313,6 +346,11 @@ class DataGeneratorReader(SourceReader):
         else:
             del self._splits[pos]
         return batch
+
+    def available_in_s(self) -> float | None:
+        if not self._splits:
+            return None
+        return self._limiter.seconds_until_ready(self._wanted)
 
     def snapshot_state(self, checkpoint_id: int) -> list[DataGenSplit]:
         return list(self._splits)

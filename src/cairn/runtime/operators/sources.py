@@ -54,6 +54,11 @@ class SourceOperator(UserFunctionOperator):
     def poll(self, max_records: int) -> list[Any] | None:
         return self.reader.poll_batch(max_records)
 
+    def available_in_s(self) -> float | None:
+        """The reader's hint after an empty poll (see ``SourceReader.available_in_s``)."""
+        hint = getattr(self.reader, "available_in_s", None)
+        return hint() if hint is not None else None
+
     def snapshot_state(self, checkpoint_id: int, timestamp_ms: int) -> OperatorSnapshot:
         self._splits_state.update(list(self.reader.snapshot_state(checkpoint_id)))
         return super().snapshot_state(checkpoint_id, timestamp_ms)
@@ -154,6 +159,9 @@ class SourceFunctionOperator(UserFunctionOperator):
         if self._done:
             return None
         return []
+
+    def available_in_s(self) -> float | None:
+        return None  # the source thread wakes the task when it emits
 
     def close(self) -> None:
         ctx = self.context

@@ -1,0 +1,39 @@
+"""The benchmark runner's planning decisions (pure functions, no runs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.__main__ import own_rate, peer_case
+
+KEYED = "keyed-sum/checkpoints-1s"
+
+
+def _runs(system: str, *rates: float) -> list[dict[str, Any]]:
+    return [{"system": system, "case": KEYED, "steady_records_per_s": r} for r in rates]
+
+
+def test_own_rate_is_the_median_of_the_systems_keyed_sum_runs() -> None:
+    results = _runs("pyflink", 12_000, 14_000, 13_000) + _runs("cairn", 600_000)
+    assert own_rate(results, "pyflink") == 13_000
+    assert own_rate(results, "spark") is None
+
+
+def test_a_peer_slower_than_the_common_rate_runs_latency_at_half_its_own_rate() -> None:
+    case = {"case": "latency", "workload": "latency", "rate": 300_000.0, "seconds": 10.0,
+            "records": 3_000_000}
+    run, note, skip = peer_case("pyflink", case, _runs("pyflink", 13_000), 600)
+    assert skip is None
+    assert run["rate"] == 6_500 and run["records"] == 65_000
+    assert note is not None and "cannot sustain the common 300,000" in note
+    assert case["rate"] == 300_000, "the common case is left alone"
+    assert peer_case("bytewax", case, _runs("bytewax", 700_000), 600) == (case, None, None)
+    assert peer_case("cairn", case, _runs("cairn", 10), 600) == (case, None, None)
+
+
+def test_a_state_size_run_over_the_budget_is_not_run_and_says_why() -> None:
+    case = {"case": "state-size/keys-5000000", "workload": "state-size",
+            "records": 10_000_000}
+    _, _, skip = peer_case("pyflink", case, _runs("pyflink", 13_000), 600)
+    assert skip is not None and "~13 min" in skip
+    assert peer_case("pyflink", case, _runs("pyflink", 13_000), 1_000)[2] is None
