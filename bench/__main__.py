@@ -33,7 +33,7 @@ from bench.report import Group, render_results, update_results_file, write_chart
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "bench")
 PEER_RUNNER = os.path.join(BENCH, "peers", "run_peer.py")
-SYSTEMS = ("cairn", "pyflink", "spark", "bytewax")
+SYSTEMS = ("cairn", "pyflink", "spark", "bytewax", "bytewax-2p")
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,8 @@
 """Bytewax 0.21.1 peer: keyed running sum with ``op.stateful_map``, 2 workers, recovery on.
 
+The workers run as threads of one process (``bytewax``), or with ``--processes 2`` as two
+processes of one worker each (``bytewax-2p``: Bytewax's ``-p`` mode, no shared GIL).
+
 Invariant: the flow is a partitioned generator source (partition ``j`` of ``p`` emits Cairn's
 ``(key, value)`` records ``i = j, j + p, ...``, resumable at its next index; a keyed stream
 as it is) -> ``stateful_map`` running sum -> a discarding sink that counts; with
@@ -116,27 +119,64 @@ def build_flow(args: argparse.Namespace, probes_dir: str, run_tag: str) -> Any:
     return flow
 
 
-def run_job(args: argparse.Namespace) -> dict[str, Any]:
+def _run_dataflow(args: argparse.Namespace, process_id: int | None = None,
+                  addresses: list[str] | None = None) -> None:
+    """This process's part of the dataflow: all workers as threads, or one of a cluster."""
     from bytewax._bytewax import cli_main
     from bytewax.recovery import RecoveryConfig, init_db_dir
 
     work = Path(args.work_dir)
-    probes_dir = str(work / "probes")
     recovery_config = None
     if args.checkpoint_interval_ms > 0:
         db = work / "recovery"
-        if not db.exists():
+        if process_id in (None, 0) and not db.exists():
             db.mkdir(parents=True)
             init_db_dir(db, args.parallelism)
         recovery_config = RecoveryConfig(str(db))
-    flow = build_flow(args, probes_dir, args.run_tag)
-    interval_ms = args.checkpoint_interval_ms or 1000
+    flow = build_flow(args, str(work / "probes"), args.run_tag)
     cli_main(
         flow,
-        workers_per_process=args.parallelism,
-        epoch_interval=timedelta(milliseconds=interval_ms),
+        workers_per_process=args.parallelism // max(1, args.processes),
+        process_id=process_id,
+        addresses=addresses,
+        epoch_interval=timedelta(milliseconds=args.checkpoint_interval_ms or 1000),
         recovery_config=recovery_config,
     )
+
+
+def _run_cluster(args: argparse.Namespace) -> None:
+    """``--processes N``: N processes on loopback, the workers split among them (Bytewax's
+    ``-p``/``-i``/``-a`` mode): unlike worker threads, they do not share one GIL."""
+    import subprocess
+
+    from bytewax.recovery import init_db_dir
+
+    if args.checkpoint_interval_ms > 0:
+        db = Path(args.work_dir) / "recovery"
+        if not db.exists():
+            db.mkdir(parents=True)
+            init_db_dir(db, args.parallelism)
+    ports = [common.free_port() for _ in range(args.processes)]
+    addresses = ",".join(f"127.0.0.1:{p}" for p in ports)
+    base = [a for a in sys.argv[1:] if not a.startswith("--role")]
+    children = [
+        subprocess.Popen([sys.executable, __file__, *base, "--role", "process",
+                          "--process-id", str(i), "--addresses", addresses])
+        for i in range(args.processes)
+    ]
+    codes = [child.wait() for child in children]
+    if any(codes):
+        raise SystemExit(f"a Bytewax process failed: exit codes {codes}")
+
+
+def run_job(args: argparse.Namespace) -> dict[str, Any]:
+    work = Path(args.work_dir)
+    probes_dir = str(work / "probes")
+    interval_ms = args.checkpoint_interval_ms or 1000
+    if args.processes > 1:
+        _run_cluster(args)
+    else:
+        _run_dataflow(args)
     end = time.time()
     result = common.result_template(args, SYSTEM)
     result["versions"]["bytewax"] = importlib.metadata.version("bytewax")
@@ -148,7 +188,7 @@ def run_job(args: argparse.Namespace) -> dict[str, Any]:
     result["processed"] = probes["count"]
     result["final_sum_total"] = probes["final_sum_total"]
     common.latency_fields(result, probes["latencies_ms"])
-    if recovery_config is not None:
+    if args.checkpoint_interval_ms > 0:
         result["checkpoint_bytes"] = sum(
             f.stat().st_size for f in (work / "recovery").glob("*") if f.is_file()
         )
@@ -165,15 +205,32 @@ def run_job(args: argparse.Namespace) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     common.add_common_args(parser)
-    parser.add_argument("--role", default="main", choices=("main", "job"))
+    parser.add_argument("--role", default="main", choices=("main", "job", "process"))
     parser.add_argument("--run-tag", default="run")
     parser.add_argument("--restore", action="store_true")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="processes sharing the --parallelism workers (default 1: threads)")
+    parser.add_argument("--process-id", type=int, default=0)
+    parser.add_argument("--addresses", default="")
     args = parser.parse_args()
+    if args.role == "process":  # one member of a --processes cluster
+        _run_dataflow(args, args.process_id, args.addresses.split(","))
+        sys.stdout.flush()
+        os._exit(0)
+    if args.processes < 1 or args.parallelism % args.processes:
+        raise SystemExit("--processes must divide --parallelism")
     if not args.work_dir:
         args.work_dir = tempfile.mkdtemp(prefix="peer-bytewax-")
     if args.workload == "latency" and args.rate <= 0:
         raise SystemExit("--workload latency needs --rate > 0")
     if args.workload == "recovery" and args.role == "main":
+        if args.processes > 1:
+            result = common.result_template(args, SYSTEM)
+            result["unsupported"] = ("the recovery harness kills and restarts one process; "
+                                     "measured with worker threads (system bytewax)")
+            common.emit(result)
+            sys.stdout.flush()
+            os._exit(0)
         if args.checkpoint_interval_ms <= 0:
             raise SystemExit("--workload recovery needs checkpoints (recovery snapshots)")
         result = recovery.run_recovery(args, SYSTEM, __file__)

@@ -61,6 +61,15 @@ RESULT_FIELDS = (
 _PROGRESS_MASK = 127  # probes take a timestamp / write progress once per 128 records
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def key_width(num_keys: int) -> int:
     """Digits of a key's rank, as in Cairn: at least 6, so keys sort like their rank."""
     return max(6, len(str(num_keys - 1)))

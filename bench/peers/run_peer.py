@@ -28,7 +28,10 @@ SCRIPTS = {
     "pyflink": "pyflink_keyed_sum.py",
     "spark": "spark_keyed_sum.py",
     "bytewax": "bytewax_keyed_sum.py",
+    "bytewax-2p": "bytewax_keyed_sum.py",
 }
+# Variants of a peer: (its venv, extra arguments of its script).
+VARIANTS = {"bytewax-2p": ("bytewax", ["--processes", "2"])}
 
 sys.path.insert(0, str(HERE))
 import common  # noqa: E402
@@ -85,7 +88,14 @@ def last_json_line(text: str) -> dict[str, Any] | None:
 
 def run(args: argparse.Namespace, extra: list[str]) -> dict[str, Any]:
     """Run the peer; returns its result (or a result with ``error`` / ``unsupported``)."""
-    python = venv_python(args.system)
+    venv, variant_args = VARIANTS.get(args.system, (args.system, []))
+    result = _run(args, venv, [*variant_args, *extra])
+    result["system"] = args.system
+    return result
+
+
+def _run(args: argparse.Namespace, venv: str, extra: list[str]) -> dict[str, Any]:
+    python = venv_python(venv)
     if not python.exists():
         return failure(
             args, unsupported=f"{args.system} is not installed: run bash bench/peers/install.sh"
@@ -110,7 +120,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> dict[str, Any]:
     started = time.time()
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=log, env=peer_env(args.system),
+            cmd, stdout=subprocess.PIPE, stderr=log, env=peer_env(venv),
             start_new_session=True, cwd=str(work),
         )  # fmt: skip
         try:

@@ -37,3 +37,17 @@ def test_a_state_size_run_over_the_budget_is_not_run_and_says_why() -> None:
     _, _, skip = peer_case("pyflink", case, _runs("pyflink", 13_000), 600)
     assert skip is not None and "~13 min" in skip
     assert peer_case("pyflink", case, _runs("pyflink", 13_000), 1_000)[2] is None
+
+
+def test_the_bytewax_target_compares_with_its_faster_way_to_run() -> None:
+    from bench.report import Group, _targets
+
+    def group(system: str, rate: float) -> Group:
+        return Group(KEYED, system, ({"steady_records_per_s": rate},))
+
+    rows = _targets({KEYED: [group("cairn", 600_000), group("bytewax", 100_000),
+                             group("bytewax-2p", 250_000)]})
+    line = next(r for r in rows if "Bytewax" in r)
+    assert "2x Bytewax (2 processes)" in line and "2.40x" in line and "yes" in line
+    rows = _targets({KEYED: [group("cairn", 600_000), group("bytewax", 400_000)]})
+    assert any("1.50x" in r and "**no**" in r for r in rows)

@@ -243,7 +243,9 @@ class DataGeneratorSource(Source):
     [(0, 2), (1, 2)]
 
     ``rate_limiter_strategy`` caps the rate of the whole source (split evenly over the
-    subtasks); a reader ahead of schedule returns ``[]`` instead of sleeping.
+    subtasks) and emits in batches of at least 1 ms worth of records; a reader ahead of
+    schedule returns ``[]`` instead of sleeping and tells the task (``available_in_s``) when
+    the next batch is due.
     ``generator_function`` must be picklable (cloudpickle) and pure; an object with a
     ``generate_batch(indices: range) -> list`` method is called once per batch instead.
     """
