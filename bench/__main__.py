@@ -33,6 +33,7 @@ from bench.report import Group, render_results, update_results_file, write_chart
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "bench")
 PEER_RUNNER = os.path.join(BENCH, "peers", "run_peer.py")
+STATE_MIN_PAUSE_MS = 2000
 SYSTEMS = ("cairn", "pyflink", "spark", "bytewax", "bytewax-2p")
 
 
@@ -69,9 +70,11 @@ def plan_cases(workloads: Sequence[str], sizes: Sizes, rate: float | None) -> li
                               seconds=seconds, warmup_s=sizes.latency_warmup_s))
     if "state-size" in workloads:
         for keys in sizes.state_keys:
+            # Cairn: a 2 s min pause between checkpoints, so that large-state checkpoints
+            # (longer than the interval) leave quiet windows to measure the dip against.
             cases.append(dict(case=f"state-size/keys-{keys}", workload="state-size",
                               records=max(2 * keys, sizes.state_min_records), keys=keys,
-                              interval_ms=1000, rate=None))
+                              interval_ms=1000, rate=None, min_pause_ms=STATE_MIN_PAUSE_MS))
     if "skew" in workloads:
         cases += skew.plan_cases(quick=sizes == QUICK)
     return cases
@@ -86,6 +89,8 @@ def command(system: str, case: dict[str, Any], executor: str, timeout_s: float) 
     if case["workload"] == "latency":
         args += ["--latency-warmup-s", str(case["warmup_s"])]
     if system == "cairn":
+        if case.get("min_pause_ms"):
+            args += ["--min-pause-ms", str(case["min_pause_ms"])]
         return [sys.executable, "-m", "bench.workloads", *args, "--executor", executor]
     # The peer runner cleans up its own process group a little before ours kills it.
     return [sys.executable, PEER_RUNNER, "--system", system, *args,
@@ -276,11 +281,17 @@ def run_all(args: argparse.Namespace, out_dir: str) -> tuple[list[dict[str, Any]
         "repeat": repeat, "machine": machine_info(), "cases": {},
     }
     results: list[dict[str, Any]] = []
+    # Rates measured by an earlier run (--baseline): the common rate and each peer's own.
+    known: list[dict[str, Any]] = []
+    for path in filter(None, (args.baseline or "").split(",")):
+        with open(path, encoding="utf-8") as f:
+            known += json.load(f)["results"]
     total = len(cases) * repeat * len(systems)
     done = 0
     for case in cases:
         if case["rate"] is None and case["workload"] in ("latency", "recovery"):
-            case["rate"] = calibrated_rate(results) or _calibrate(args, out_dir, sizes)
+            case["rate"] = (calibrated_rate(results) or calibrated_rate(known)
+                            or _calibrate(args, out_dir, sizes))
         if case["records"] is None:
             case["records"] = int(case["rate"] * case["seconds"])
         meta["cases"][case["case"]] = case
@@ -289,7 +300,8 @@ def run_all(args: argparse.Namespace, out_dir: str) -> tuple[list[dict[str, Any]
                 done += 1
                 log = os.path.join(out_dir, f"{case['case'].replace('/', '_')}-{system}-"
                                             f"{rep + 1}.log")
-                run_case, note, skip = peer_case(system, case, results, args.peer_budget_s)
+                run_case, note, skip = peer_case(system, case, known + results,
+                                                 args.peer_budget_s)
                 if skip is not None:
                     result = empty_result(system, case["workload"], case["records"])
                     result.update(unsupported=skip, wall_s=0.0)
@@ -374,6 +386,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="records/s for latency and recovery (default: half of Cairn's "
                              "measured keyed-sum rate with checkpoints)")
     parser.add_argument("--timeout", type=float, default=1200.0, help="seconds per run")
+    parser.add_argument("--baseline", default=None,
+                        help="results.json of earlier runs (comma-separated) whose keyed-sum "
+                             "rates set the common rate and the peers' own rates")
     parser.add_argument("--peer-budget-s", type=float, default=600.0,
                         help="skip a peer's state-size run expected to take longer (at its "
                              "keyed-sum rate measured in the same run)")

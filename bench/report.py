@@ -305,7 +305,9 @@ def _state_size_section(repeat: int, by_case: Mapping[str, list[Group]],
     if not items:
         return []
     out = ["### 4. checkpoint cost vs. state size", "",
-           "Record i has key i mod K (every key is touched), 1 s checkpoints, unthrottled. "
+           "Record i has key i mod K (every key is touched), 1 s checkpoints (Cairn: with a "
+           f"{_min_pause(items, cases)} min pause between checkpoints, so that checkpoints "
+           "longer than the interval leave quiet windows for the dip), unthrottled. "
            "Checkpoint p50 over all completed checkpoints (end to end); sync/async part: the "
            "slowest subtask's, median over checkpoints; last = the final checkpoint (full "
            "state); on disk = files of the newest checkpoint seen. Dip: mean records/s in "
@@ -330,6 +332,12 @@ def _state_size_section(repeat: int, by_case: Mapping[str, list[Group]],
                    "async part p50 ms", "last checkpoint ms", "on disk MB", "steady records/s",
                    "async dip %"), rows)
     return [*out, ""]
+
+
+def _min_pause(items: Sequence[tuple[str, Group]],
+               cases: Mapping[str, Mapping[str, Any]]) -> str:
+    pauses = {cases[case].get("min_pause_ms") or 0 for case, _ in items}
+    return " / ".join(f"{p / 1000:g} s" for p in sorted(pauses))
 
 
 def _skew_section(repeat: int, by_case: Mapping[str, list[Group]],

@@ -59,7 +59,9 @@ def build_flow(args: argparse.Namespace, probes_dir: str, run_tag: str) -> Any:
                 self.due += n / rate_per_part
                 stop = min(end, self.next + n * parts)
                 indices = range(self.next, stop, parts)
-                batch = [(k, (v, now)) for k, v in common.keyed_records(indices, keys)]
+                batch = common.keyed_records(indices, keys)
+                if latency:  # stamped with the creation time only where it is measured
+                    batch = [(k, (v, now)) for k, v in batch]
             else:
                 stop = min(end, self.next + BATCH * parts)
                 batch = common.keyed_records(range(self.next, stop, parts), keys)

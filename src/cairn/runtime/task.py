@@ -105,7 +105,8 @@ class StreamTask:
             if isinstance(self.handler, UnalignedBarrierHandler):
                 self._unaligned = self.handler
         self.is_source = isinstance(self.head, (SourceOperator, SourceFunctionOperator))
-        # After an empty poll: when (time.monotonic()) the source expects records again.
+        # Set by an empty poll only: when (time.monotonic()) the source expects records
+        # again. Cleared on every other path, so a stale time never keeps the worker awake.
         self.source_ready_at: float | None = None
         n = len(gate.channels) if gate is not None else 0
         self._last_barrier = [-1] * n  # highest barrier id delivered per channel
@@ -140,6 +141,7 @@ class StreamTask:
             did = self._process_priority_events(unaligned)
         if not self._outputs_available():
             self.backpressured = True
+            self.source_ready_at = None  # not polled: no due time (the relief wakes the task)
             return did
         self.backpressured = False
         if self.is_source:
@@ -207,6 +209,7 @@ class StreamTask:
             self.gate.put_back(channel, HeldBatch(rest, recorded_for, replayed))
 
     def _run_source_once(self) -> bool:
+        self.source_ready_at = None
         if self.source_exhausted:
             return False
         head = self.head
@@ -224,9 +227,9 @@ class StreamTask:
             return True
         if not batch:
             hint = head.available_in_s()
-            self.source_ready_at = None if hint is None else time.monotonic() + hint
+            if hint is not None:
+                self.source_ready_at = time.monotonic() + hint
             return False
-        self.source_ready_at = None
         self.records_in += len(batch)
         self._emit_from_source(batch)
         if self._faults.active:
@@ -347,9 +350,6 @@ class StreamTask:
             if w.flush_ready():
                 flushed = True
         return flushed
-
-    def has_pending_output(self) -> bool:
-        return any(w.has_pending() for w in self.writers)
 
     def fire_timers(self, now_ms: int) -> bool:
         fired = False

@@ -1,0 +1,114 @@
+"""When an idle worker polls its sources again: the reader's hint, never a stale one."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from cairn.checkpoint.messages import TaskKey
+from cairn.graph.job_graph import JobVertex, OperatorNode
+from cairn.graph.transformations import PartitionKind
+from cairn.ids import SubtaskIndex, VertexId
+from cairn.runtime.channels import InputChannel, LocalOutputChannel
+from cairn.runtime.events import AlignmentMode
+from cairn.runtime.faults import FaultInjector
+from cairn.runtime.operators.sources import SourceOperator
+from cairn.runtime.record_writer import RecordWriter
+from cairn.runtime.task import StreamTask
+
+
+class _Services:
+    attempt = 0
+    job_id = "job"
+
+    def __init__(self) -> None:
+        self.faults = FaultInjector((), 0, hard_kill=False)
+        self.sent: list[Any] = []
+
+    def send_to_master(self, message: Any) -> None:
+        self.sent.append(message)
+
+    def submit_async(self, fn: Callable[[], None]) -> None:
+        fn()
+
+    def state_writer(self, checkpoint_id: int) -> Any:
+        raise AssertionError("no checkpoints here")
+
+    def wake(self) -> None:
+        pass
+
+    def control_pending(self) -> bool:
+        return False
+
+
+class _ScriptedSource(SourceOperator):
+    """Returns the scripted polls in turn (``[]``: nothing yet, ``None``: exhausted)."""
+
+    def __init__(self, polls: list[list[int] | None], hint: float | None) -> None:
+        node = OperatorNode("src", "src", 1, "source", None, None, 1, 128, False)
+        super().__init__(node)
+        self.polls = polls
+        self.hint = hint
+
+    def poll(self, max_records: int) -> list[Any] | None:
+        return self.polls.pop(0)
+
+    def available_in_s(self) -> float | None:
+        return self.hint
+
+
+def _source_task(polls: list[list[int] | None], hint: float | None,
+                 capacity: int = 100) -> tuple[StreamTask, InputChannel]:
+    op = _ScriptedSource(polls, hint)
+    target = InputChannel(0)
+    writer = RecordWriter([LocalOutputChannel(target, capacity=capacity)], PartitionKind.FORWARD,
+                          batch_size=1)
+    vertex = JobVertex(1, "src", 1, 128, (op.node,), True, False)
+    task = StreamTask(TaskKey(VertexId(1), SubtaskIndex(0)), vertex, [op], None, [writer],
+                      _Services(), AlignmentMode.ALIGNED, True)
+    return task, target
+
+
+def test_an_empty_poll_with_a_hint_sets_the_due_time_and_records_clear_it() -> None:
+    task, _ = _source_task([[], [1, 2], []], hint=0.002)
+    assert not task.run_once()
+    assert task.source_ready_at is not None
+    assert task.run_once()  # records came
+    assert task.source_ready_at is None
+
+
+def test_no_hint_means_no_due_time() -> None:
+    task, _ = _source_task([[]], hint=None)
+    task.run_once()
+    assert task.source_ready_at is None
+
+
+def test_a_backpressured_or_exhausted_source_leaves_no_stale_due_time() -> None:
+    """A due time left over from an earlier empty poll would make the idle worker spin
+    (wait 0 s) while the source is not even polled."""
+    task, target = _source_task([[], [1], None], hint=0.001, capacity=1)
+    task.run_once()
+    assert task.source_ready_at is not None
+    target.queue.append([0])  # the output queue (capacity 1) is full
+    task.run_once()  # backpressured: not polled
+    assert task.backpressured and task.source_ready_at is None
+    target.queue.clear()
+    task.run_once()  # emits 1
+    task.source_ready_at = 0.0  # as if an old due time were left over
+    task.run_once()  # exhausted
+    assert task.source_exhausted and task.source_ready_at is None
+    task.run_once()
+    assert task.source_ready_at is None
+
+
+@pytest.mark.parametrize("hint", [0.0, 0.004])
+def test_the_hint_is_a_time_from_now(hint: float) -> None:
+    import time
+
+    task, _ = _source_task([[]], hint=hint)
+    before = time.monotonic()
+    task.run_once()
+    assert task.source_ready_at is not None
+    assert before + hint <= task.source_ready_at <= time.monotonic() + hint
