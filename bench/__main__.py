@@ -123,6 +123,8 @@ def run_one(system: str, case: dict[str, Any], timeout_s: float, log_path: str,
     parsed = None if timed_out else _last_json(stdout)
     if parsed is not None:
         result.update(parsed)
+        if parsed.get("error") and not parsed.get("note"):  # the peer runner's own failure
+            result["note"] = f"failed: {parsed['error']}"
     elif timed_out:
         result["note"] = f"timed out after {timeout_s:.0f} s"
     else:
@@ -179,8 +181,8 @@ def peer_case(system: str, case: dict[str, Any], results: Sequence[dict[str, Any
                 f"it cannot sustain the common {case['rate']:,.0f} records/s")
         return {**case, "rate": rate, "records": int(rate * case["seconds"])}, note, None
     if case["workload"] == "state-size" and case["records"] / own > budget_s:
-        why = (f"{case['records']:,} records would take ~{case['records'] / own / 60:.0f} min "
-               f"at its keyed-sum rate of {own:,.0f} records/s (--peer-budget-s "
+        why = (f"{case['records']:,} records would take over {case['records'] / own:,.0f} s "
+               f"at its keyed-sum rate of {own:,.0f} records/s (budget: --peer-budget-s "
                f"{budget_s:.0f} per run)")
         return case, None, why
     return case, None, None

@@ -137,7 +137,8 @@ def _why(group: Group) -> str | None:
     if group.unsupported:
         return f"not run: {group.unsupported}"
     if not any(isinstance(r.get("elapsed_s"), int | float) for r in group.runs):
-        return "failed: " + ("; ".join(group.notes) or "no result")
+        errors = list(dict.fromkeys(str(r["error"]) for r in group.runs if r.get("error")))
+        return "failed: " + ("; ".join(group.notes or errors) or "no result")
     return None
 
 
