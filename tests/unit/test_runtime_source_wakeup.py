@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -13,34 +12,11 @@ from cairn.graph.transformations import PartitionKind
 from cairn.ids import SubtaskIndex, VertexId
 from cairn.runtime.channels import InputChannel, LocalOutputChannel
 from cairn.runtime.events import AlignmentMode
-from cairn.runtime.faults import FaultInjector
 from cairn.runtime.operators.sources import SourceOperator
 from cairn.runtime.record_writer import RecordWriter
 from cairn.runtime.task import StreamTask
 
-
-class _Services:
-    attempt = 0
-    job_id = "job"
-
-    def __init__(self) -> None:
-        self.faults = FaultInjector((), 0, hard_kill=False)
-        self.sent: list[Any] = []
-
-    def send_to_master(self, message: Any) -> None:
-        self.sent.append(message)
-
-    def submit_async(self, fn: Callable[[], None]) -> None:
-        fn()
-
-    def state_writer(self, checkpoint_id: int) -> Any:
-        raise AssertionError("no checkpoints here")
-
-    def wake(self) -> None:
-        pass
-
-    def control_pending(self) -> bool:
-        return False
+from ._task_services import StubServices
 
 
 class _ScriptedSource(SourceOperator):
@@ -67,7 +43,7 @@ def _source_task(polls: list[list[int] | None], hint: float | None,
                           batch_size=1)
     vertex = JobVertex(1, "src", 1, 128, (op.node,), True, False)
     task = StreamTask(TaskKey(VertexId(1), SubtaskIndex(0)), vertex, [op], None, [writer],
-                      _Services(), AlignmentMode.ALIGNED, True)
+                      StubServices(), AlignmentMode.ALIGNED, True)
     return task, target
 
 

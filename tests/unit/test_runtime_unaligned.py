@@ -9,7 +9,6 @@ from __future__ import annotations
 import pickle
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -44,7 +43,6 @@ from cairn.runtime.events import (
     EndOfPartition,
     is_priority_event,
 )
-from cairn.runtime.faults import FaultInjector
 from cairn.runtime.input_gate import InputGate
 from cairn.runtime.network import Listener, connect, new_secret
 from cairn.runtime.operators.base import OperatorSnapshot, StreamOperator
@@ -52,6 +50,8 @@ from cairn.runtime.task import StreamTask
 from cairn.runtime.unaligned_ack import SliceBudget, UnalignedAcknowledgement
 from cairn.state.errors import CorruptStateError
 from cairn.testing.state_files import MemoryStateFiles
+
+from ._task_services import StubServices
 
 UNALIGNED = CheckpointOptions(alignment=AlignmentMode.UNALIGNED)
 
@@ -279,29 +279,7 @@ def test_remote_data_in_front_of_a_priority_barrier_goes_without_credit() -> Non
 # ---------------------------------------------------------------- a real StreamTask
 
 
-class _Services:
-    attempt = 0
-    job_id = "job"
-
-    def __init__(self) -> None:
-        self.faults = FaultInjector((), 0, hard_kill=False)
-        self.sent: list[Any] = []
-        self.files: dict[int, MemoryStateFiles] = {}
-
-    def send_to_master(self, message: Any) -> None:
-        self.sent.append(message)
-
-    def submit_async(self, fn: Callable[[], None]) -> None:
-        fn()
-
-    def state_writer(self, checkpoint_id: int) -> MemoryStateFiles:
-        return self.files.setdefault(checkpoint_id, MemoryStateFiles(checkpoint_id))
-
-    def wake(self) -> None:
-        pass
-
-    def control_pending(self) -> bool:
-        return False
+_Services = StubServices
 
 
 class _Collect(StreamOperator):
