@@ -5,6 +5,7 @@ from __future__ import annotations
 import pickle
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from cairn.graph.transformations import PartitionKind
@@ -141,8 +142,8 @@ def test_remote_channel_sends_only_with_credit_and_gets_credit_back() -> None:
 
 def test_partial_batches_wait_in_the_writer_while_a_remote_channel_has_no_credit() -> None:
     """Buffer timeout / idle flush: a channel without credit keeps collecting records into one
-    batch (instead of queueing a tiny batch per flush), and the sender wakes the task when a
-    credit reaches its empty backlog."""
+    batch (instead of queueing a tiny batch per flush); a credit reaching an empty backlog
+    wakes the task only if the writer held records back for it."""
     secret = new_secret()
     inputs = {3: InputChannel(3)}
     wakeup = threading.Event()
@@ -160,30 +161,44 @@ def test_partial_batches_wait_in_the_writer_while_a_remote_channel_has_no_credit
     sender.register(channel)
     sender.start()
     writer = RecordWriter([channel], PartitionKind.FORWARD, batch_size=1000)
+    gate = InputGate([inputs[3]])
+    deadline = time.monotonic() + 5
+
+    def take() -> list[Any]:  # consume one batch on the receiving side (returns a credit)
+        while time.monotonic() < deadline:
+            item = gate.poll()
+            if item is not None:
+                return list(item[1])
+            time.sleep(0.01)
+        raise AssertionError("no batch arrived")
+
+    def wait_for(condition: Callable[[], bool]) -> None:
+        while not condition() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert condition()
+
     try:
         writer.emit([0, 1])
         assert writer.flush_ready()  # one credit: the partial batch goes at once
-        deadline = time.monotonic() + 5
-        while channel.credits and time.monotonic() < deadline:
-            time.sleep(0.01)
-        for i in range(2, 8):  # no credit left: each flush attempt leaves the records pending
+        wait_for(lambda: not channel.backlog)
+        woken.clear()
+        assert take() == [0, 1]
+        wait_for(lambda: channel.credits == 1)
+        time.sleep(0.05)
+        assert not woken.is_set(), "a credit nobody waits for wakes no one"
+
+        writer.emit([2])
+        assert writer.flush_ready()  # uses the credit
+        wait_for(lambda: not channel.backlog)
+        for i in range(3, 9):  # no credit left: each flush leaves the records pending
             writer.emit([i])
             assert not writer.flush_ready()
         assert writer.has_pending() and not channel.backlog
         woken.clear()
-        gate = InputGate([inputs[3]])
-        while gate.poll() is None and time.monotonic() < deadline:  # consumes, returns a credit
-            time.sleep(0.01)
-        assert woken.wait(5), "a credit reaching an empty backlog wakes the task"
+        assert take() == [2]  # its credit comes back to an empty backlog
+        assert woken.wait(5), "a credit for held records wakes the task"
         assert writer.flush_ready()
-        batches = []
-        while len(batches) < 1 and time.monotonic() < deadline:
-            item = gate.poll()
-            if item is None:
-                time.sleep(0.01)
-                continue
-            batches.append(item[1])
-        assert batches == [[2, 3, 4, 5, 6, 7]], "the held records travel as one batch"
+        assert take() == [3, 4, 5, 6, 7, 8], "the held records travel as one batch"
         assert not errors
     finally:
         sender.close()

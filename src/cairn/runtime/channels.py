@@ -117,6 +117,9 @@ class OutputChannel:
         """Whether a partly filled batch (buffer timeout, idle flush) can go out now."""
         return True
 
+    def hold(self) -> None:
+        """The writer kept a partly filled batch back (``accepts_partial`` was False)."""
+
     def send_batch(self, batch: list[Any]) -> None:
         raise NotImplementedError
 
@@ -152,7 +155,7 @@ class LocalOutputChannel(OutputChannel):
 class RemoteOutputChannel(OutputChannel):
     """Queues pickled frames for a ``ConnectionSender``; never blocks the task thread."""
 
-    __slots__ = ("backlog", "batch_size", "channel_id", "credits", "max_backlog",
+    __slots__ = ("backlog", "batch_size", "channel_id", "credits", "holding", "max_backlog",
                  "priority_pending", "sender")
 
     def __init__(self, channel_id: int, sender: ConnectionSender, initial_credits: int,
@@ -165,6 +168,9 @@ class RemoteOutputChannel(OutputChannel):
         # Priority barriers in the backlog: the data in front of them goes without credit.
         self.priority_pending = 0
         self.batch_size = OutputChannel.batch_size
+        # The writer holds records back until a credit comes (set by hold(), cleared by the
+        # next send): only then must a credit reaching an empty backlog wake the task.
+        self.holding = False
 
     def available(self) -> bool:
         return len(self.backlog) < self.max_backlog
@@ -176,7 +182,11 @@ class RemoteOutputChannel(OutputChannel):
         # batches. The sender wakes the task when a credit reaches an empty backlog.
         return self.credits > 0 and not self.backlog
 
+    def hold(self) -> None:
+        self.holding = True
+
     def send_batch(self, batch: list[Any]) -> None:
+        self.holding = False
         self.sender.enqueue(self, FrameKind.DATA, pickle.dumps(batch, protocol=5))
 
     def send_event(self, event: Any) -> None:
@@ -270,9 +280,9 @@ class ConnectionSender:
                 with self._cond:
                     ch = self._channels[channel]
                     ch.credits += unpack_credit(payload)
-                    idle = not ch.backlog
+                    waiting = ch.holding and not ch.backlog
                     self._cond.notify()
-                if idle:  # records the writer held back for this credit can go now
+                if waiting:  # records the writer held back for this credit can go now
                     self._on_progress()
         except (ConnectionClosed, OSError) as exc:
             if not self._closed:

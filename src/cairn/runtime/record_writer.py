@@ -140,9 +140,12 @@ class RecordWriter:
         flushed = False
         channels = self.channels
         for i, pending in enumerate(self._pending):
-            if pending and channels[i].accepts_partial():
-                self.flush_channel(i)
-                flushed = True
+            if pending:
+                if channels[i].accepts_partial():
+                    self.flush_channel(i)
+                    flushed = True
+                else:
+                    channels[i].hold()
         return flushed
 
     def flush_all(self) -> None:
