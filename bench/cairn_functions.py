@@ -10,7 +10,11 @@ from __future__ import annotations
 import json
 import os
 import time
+from array import array
+from collections import Counter
 from collections.abc import Iterator
+from itertools import repeat
+from operator import floordiv
 from typing import Any
 
 from cairn.common import Types
@@ -32,7 +36,7 @@ __all__ = [
 
 MARK_EVERY = 2048  # records between two progress marks of one sink subtask
 LATENCY_BUCKET_NS = 100_000  # 0.1 ms resolution of the latency histogram
-DENSE_BUCKETS = 100_000  # 10 s of 0.1 ms buckets in a list; larger latencies in a dict
+TIMELINE_WINDOW_NS = 50_000_000  # 50 ms windows of the latency timeline
 _UNSET = 1 << 63  # no record seen yet: every creation time is below it
 _time_ns = time.time_ns
 
@@ -83,7 +87,8 @@ class TimedKeyedValuesGenerator:
     generated: a source that falls behind its schedule (backpressure) shows up as latency
     instead of hiding it (no coordinated omission). The schedule is the latest one that no
     batch ran ahead of — a rate-limited batch is granted when its last record is due — so no
-    record is ever stamped later than it was generated.
+    record is stamped later than it was generated (to within the rounding of the stride to
+    whole nanoseconds: under a microsecond per batch).
     """
 
     def __init__(self, num_keys: int, rate: float) -> None:
@@ -100,17 +105,21 @@ class TimedKeyedValuesGenerator:
         return self.generate_batch(range(index, index + 1))[0]
 
     def generate_batch(self, indices: range) -> list[tuple[str, int, int]]:
+        if not indices:
+            return []
         step = self.ns_per_record
-        last = indices[-1] if indices else indices.start
-        anchor = time.time_ns() - int(last * step)
+        anchor = time.time_ns() - int(indices[-1] * step)
         if self._t0_ns is None or anchor < self._t0_ns:
             self._t0_ns = anchor
-        t0 = self._t0_ns
+        first = self._t0_ns + int(indices[0] * step)
+        stride = max(1, round(step * indices.step))
         keys, _ = self.keys._build()
         g, m, n = _GOLDEN64, _MASK64, self.keys.num_keys
-        # One pass, same keys as KeyedValuesGenerator (uniform): the probe's own cost stays
-        # small next to the job it measures.
-        return [(keys[(((i * g) & m) >> 32) % n], 1, t0 + int(i * step)) for i in indices]
+        # The same keys as KeyedValuesGenerator (uniform); stamps and tuples built in C, so
+        # the probe's own cost stays small next to the job it measures.
+        batch_keys = [keys[(((i * g) & m) >> 32) % n] for i in indices]
+        stamps = range(first, first + len(indices) * stride, stride)
+        return list(zip(batch_keys, repeat(1), stamps))
 
 
 # ---- the keyed sum, as a user writes it ---------------------------------------------------
@@ -185,8 +194,11 @@ class LatencySink(ProgressSink):
     """Also histograms ``now - created_ns`` per record (0.1 ms buckets), skipping warm-up.
 
     Records created less than ``warmup_s`` after the first record this subtask saw are
-    counted but not timed (connections and caches settling). The histogram is written as
-    JSON when the sink closes.
+    counted but not timed (connections and caches settling). Per record the sink only reads
+    the clock and keeps the latency (8 bytes); at every progress mark the largest latency
+    since the last mark goes into the timeline (per 50 ms window of sink time, to tell by
+    when a tail happened what it came from). The histogram is made from the kept latencies
+    when the sink closes and written as JSON with the timeline.
     """
 
     def __init__(self, out_dir: str, warmup_s: float = 1.0, mark_every: int = MARK_EVERY) -> None:
@@ -195,26 +207,17 @@ class LatencySink(ProgressSink):
 
     def open(self, runtime_context: Any) -> None:
         super().open(runtime_context)
-        # Dense buckets up to 10 s (a list index is cheaper per record than a dict), the
-        # rare larger values in a dict.
-        self._hist = [0] * DENSE_BUCKETS
-        self._overflow: dict[int, int] = {}
-        self._max_ns = 0
+        self._latencies = array("q")  # 8 bytes per timed record, histogrammed at close
+        self._keep = self._latencies.append
+        self._folded = 0  # latencies[:folded] are in the timeline already
         self._skipped = 0
         self._timed_from_ns = _UNSET  # set by the first record: created + warm-up
+        self._timeline: dict[int, int] = {}
 
     def invoke(self, value: Any, context: Any) -> None:
-        now = _time_ns()
         created = value[2]
         if created >= self._timed_from_ns:
-            latency = now - created
-            bucket = latency // LATENCY_BUCKET_NS
-            if bucket < DENSE_BUCKETS:
-                self._hist[bucket] += 1
-            else:
-                self._overflow[bucket] = self._overflow.get(bucket, 0) + 1
-            if latency > self._max_ns:
-                self._max_ns = latency
+            self._keep(_time_ns() - created)
         else:
             if self._timed_from_ns == _UNSET:
                 self._timed_from_ns = created + self.warmup_ns
@@ -223,15 +226,29 @@ class LatencySink(ProgressSink):
         if self._count >= self._next_mark:
             self._mark()
 
+    def _mark(self) -> None:
+        self._fold()
+        super()._mark()
+
+    def _fold(self) -> None:
+        latencies = self._latencies
+        if len(latencies) > self._folded:
+            window = _time_ns() // TIMELINE_WINDOW_NS
+            worst = max(latencies[self._folded:])
+            self._timeline[window] = max(self._timeline.get(window, 0), worst)
+            self._folded = len(latencies)
+
     def close(self) -> None:
         if getattr(self, "_file", None) is not None:
-            counts = {str(k): v for k, v in enumerate(self._hist) if v}
-            counts.update((str(k), v) for k, v in self._overflow.items())
+            self._fold()
             summary = {
                 "bucket_ns": LATENCY_BUCKET_NS,
-                "counts": counts,
-                "max_ns": self._max_ns,
+                "counts": {str(k): v for k, v in Counter(
+                    map(floordiv, self._latencies, repeat(LATENCY_BUCKET_NS))).items()},
+                "max_ns": max(self._timeline.values(), default=0),
                 "skipped": self._skipped,
+                "timeline_window_ns": TIMELINE_WINDOW_NS,
+                "timeline": sorted(self._timeline.items()),
             }
             path = latency_file(self.out_dir, self._subtask, self._attempt)
             with open(path, "w", encoding="ascii") as f:

@@ -260,6 +260,7 @@ def latency(records: int, keys: int, interval_ms: int, rate: float, opts: CairnO
     seen = _run(env, "bench-latency")
     progress = Progress.of(read_progress(out).values())
     _fill_common(result, seen, progress, records)
+    _write_checkpoint_timeline(seen, os.path.join(out, "checkpoints.json"))
     summary = merge_latency(out)
     if summary is not None:
         result.update(latency_p50_ms=round(summary.p50_ms, 2),
@@ -268,6 +269,25 @@ def latency(records: int, keys: int, interval_ms: int, rate: float, opts: CairnO
         result["note"] = _join(result["note"], f"{summary.count:,} records timed, first "
                                f"{summary.skipped:,} ({warmup_s:g} s warm-up) not")
     return result
+
+
+def _write_checkpoint_timeline(seen: _Observed, path: str) -> None:
+    """Each completed checkpoint's trigger/end and per-subtask phases, beside the sinks'
+    latency timelines (kept with ``--keep-dir``: what a latency tail coincides with)."""
+    rows = []
+    for cid, stats in sorted(seen.checkpoints.items()):
+        rows.append({
+            "id": cid, "trigger_ms": stats.trigger_ms, "end_ms": stats.end_ms,
+            "subtasks": [
+                {"task": str(key), "ack_ms": sub.ack_ms,
+                 "start_delay_ms": sub.metrics.start_delay_ms,
+                 "alignment_ms": sub.metrics.alignment_duration_ms,
+                 "sync_ms": sub.metrics.sync_duration_ms,
+                 "async_ms": sub.metrics.async_duration_ms}
+                for key, sub in stats.subtasks.items()],
+        })
+    with open(path, "w", encoding="ascii") as f:
+        json.dump(rows, f)
 
 
 def recovery(records: int, keys: int, interval_ms: int, rate: float, opts: CairnOptions,

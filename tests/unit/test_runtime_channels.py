@@ -213,3 +213,69 @@ def test_local_channels_take_partial_batches_at_once() -> None:
     assert not writer.has_pending()
     assert sorted(_drain(inputs[0]) + _drain(inputs[1])) == [1, 2, 3]
     assert not writer.flush_ready()  # nothing pending: nothing to do
+
+
+def test_a_send_wakes_the_task_only_when_a_full_backlog_gets_room() -> None:
+    """At moderate rates a wake-up per frame would cost the task thread more than the frame:
+    the sender wakes it only when the writer is backpressured (its backlog was full)."""
+    secret = new_secret()
+    inputs = {5: InputChannel(5)}
+    errors: list[BaseException] = []
+    woken = threading.Event()
+
+    def on_connection(conn: Any, hello: bytes) -> None:
+        inputs[5].attach_remote(conn)
+        receive_loop(conn, inputs, threading.Event(), errors.append)
+
+    listener = Listener("127.0.0.1", secret, on_connection)
+    sender = ConnectionSender(connect(listener.address, secret, b"data"), woken.set,
+                              errors.append, "test")
+    channel = RemoteOutputChannel(5, sender, initial_credits=1, max_backlog=2)
+    sender.register(channel)
+    sender.start()
+    writer = RecordWriter([channel], PartitionKind.FORWARD, batch_size=2)
+    gate = InputGate([inputs[5]])
+    deadline = time.monotonic() + 5
+    try:
+        writer.emit([0, 1])  # a full batch: sent with the one credit
+        while channel.backlog and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.05)
+        assert not channel.backlog and not woken.is_set(), "a plain send wakes no one"
+        writer.emit([2, 3])  # two batches, no credit: the backlog is full
+        writer.emit([4, 5])
+        assert not writer.available()
+        item = None
+        while item is None and time.monotonic() < deadline:
+            item = gate.poll()  # consuming [0, 1] returns a credit: one batch goes
+            time.sleep(0.01)
+        assert item is not None and list(item[1]) == [0, 1]
+        assert woken.wait(5), "room in a full backlog wakes the backpressured task"
+        assert writer.available()
+        assert not errors
+    finally:
+        sender.close()
+        listener.close()
+
+
+class _CreditArrivesWhileHolding(LocalOutputChannel):
+    """A channel whose credit comes in just as the writer announces it holds records."""
+
+    def __init__(self, target: InputChannel) -> None:
+        super().__init__(target)
+        self.credit = False
+
+    def accepts_partial(self) -> bool:
+        return self.credit
+
+    def hold(self) -> None:
+        self.credit = True  # the sender saw no holder yet, so it woke no one
+
+
+def test_a_credit_racing_with_the_hold_announcement_is_not_lost() -> None:
+    target = InputChannel(0)
+    writer = RecordWriter([_CreditArrivesWhileHolding(target)], PartitionKind.FORWARD,
+                          batch_size=100)
+    writer.emit([1, 2])
+    assert writer.flush_ready(), "the writer looks again after announcing, and sends"
+    assert _drain(target) == [1, 2]

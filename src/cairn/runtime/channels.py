@@ -26,6 +26,7 @@ from typing import Any
 from cairn.runtime.events import CheckpointBarrier, is_priority_event
 from cairn.runtime.network.frames import FrameKind, pack_credit, unpack_credit
 from cairn.runtime.network.framing import ConnectionClosed, FramedConnection
+from cairn.runtime.wakeup import Wakeup
 
 log = logging.getLogger(__name__)
 
@@ -235,10 +236,16 @@ class ConnectionSender:
             self._cond.notify_all()
         self.conn.close()
 
-    def _sendable(self) -> list[tuple[int, int, bytes]]:
+    def _sendable(self) -> tuple[list[tuple[int, int, bytes]], bool]:
+        """The frames that may go now, and whether sending them matters to the task thread:
+        a full backlog (the writer is backpressured) gets room, or the backlog of a channel
+        whose writer holds a partial batch back empties. Other sends wake nobody: at
+        moderate rates a wake-up per frame would cost the task thread more than the frame."""
         frames: list[tuple[int, int, bytes]] = []
+        wake = False
         for ch in self._channels.values():
             backlog = ch.backlog
+            before = len(backlog)
             while backlog:
                 kind, payload = backlog[0]
                 if kind == FrameKind.DATA:
@@ -250,20 +257,25 @@ class ConnectionSender:
                     kind = FrameKind.EVENT
                 backlog.popleft()
                 frames.append((kind, ch.channel_id, payload))
-        return frames
+            after = len(backlog)
+            if after < before and ((before >= ch.max_backlog > after)
+                                   or (ch.holding and not after)):
+                wake = True
+        return frames, wake
 
     def _send_loop(self) -> None:
         try:
             while True:
                 with self._cond:
-                    frames = self._sendable()
+                    frames, wake = self._sendable()
                     while not frames and not self._closed:
                         self._cond.wait()
-                        frames = self._sendable()
+                        frames, wake = self._sendable()
                     if self._closed and not frames:
                         return
                 self.conn.send_many(frames)
-                self._on_progress()
+                if wake:
+                    self._on_progress()
         except (ConnectionClosed, OSError) as exc:
             if not self._closed:
                 self._on_error(exc)
@@ -290,7 +302,8 @@ class ConnectionSender:
 
 
 def receive_loop(conn: FramedConnection, channels: dict[int, InputChannel],
-                 wakeup: threading.Event, on_error: Callable[[BaseException], None]) -> None:
+                 wakeup: Wakeup | threading.Event,
+                 on_error: Callable[[BaseException], None]) -> None:
     """Body of the thread reading one incoming data connection into input channel queues."""
     loads = pickle.loads
     try:
