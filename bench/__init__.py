@@ -12,7 +12,7 @@ from typing import Any
 
 __all__ = ["EXTRA_FIELDS", "RESULT_FIELDS", "WORKLOADS", "empty_result"]
 
-WORKLOADS = ("keyed-sum", "latency", "recovery", "state-size", "skew")
+WORKLOADS = ("keyed-sum", "overhead", "latency", "recovery", "state-size", "skew")
 
 # The fields every system reports (shared with bench/peers/run_peer.py).
 RESULT_FIELDS = (
@@ -49,6 +49,9 @@ EXTRA_FIELDS = (
     "state_size_bytes",
     "async_dip_pct",
     "async_windows",
+    "no_checkpoint_records_per_s",
+    "overhead_pct",
+    "overhead_runs",
 )
 
 

@@ -248,6 +248,33 @@ def keyed_sum(records: int, keys: int, interval_ms: int, opts: CairnOptions,
     return result
 
 
+def overhead(records: int, keys: int, interval_ms: int, opts: CairnOptions,
+             work_dir: str) -> dict[str, Any]:
+    """Checkpointing's cost: the keyed sum with ``interval_ms`` checkpoints and without,
+    in one Spark session after a warm-up job, in the order with, without, without, with (a
+    linear drift of a shared machine falls on both alike). ``steady_records_per_s`` is the
+    mean of the two checkpointed runs; ``overhead_pct`` = 1 - that / the mean without."""
+    result = _base("overhead", records, keys, interval_ms, None, opts)
+    keyed_sum(max(records // 10, 1), keys, 0, opts, os.path.join(work_dir, "warm-up"))
+    rates: dict[bool, list[float]] = {True: [], False: []}
+    for i, checkpoints in enumerate((True, False, False, True)):
+        run = keyed_sum(records, keys, interval_ms if checkpoints else 0, opts,
+                        os.path.join(work_dir, f"run-{i}"))
+        if run["steady_records_per_s"] is None or run.get("note"):
+            result["note"] = f"run {i + 1} of 4: {run.get('note') or 'no steady rate'}"
+            return result
+        rates[checkpoints].append(run["steady_records_per_s"])
+        if checkpoints:
+            result["checkpoints_completed"] = (result.get("checkpoints_completed") or 0) \
+                + run["checkpoints_completed"]
+    with_cp, without = statistics.mean(rates[True]), statistics.mean(rates[False])
+    result.update(steady_records_per_s=round(with_cp), no_checkpoint_records_per_s=round(without),
+                  overhead_pct=round(100.0 * (1.0 - with_cp / without), 1),
+                  overhead_runs=" ".join(f"{r:.0f}" for r in
+                                         (rates[True][0], *rates[False], rates[True][1])))
+    return result
+
+
 def latency(records: int, keys: int, interval_ms: int, rate: float, opts: CairnOptions,
             work_dir: str, warmup_s: float = 1.0) -> dict[str, Any]:
     """Workload 2: the keyed sum fed at ``rate`` records/s; end-to-end latency at the sink."""
@@ -392,6 +419,8 @@ def _run_one(workload: str, records: int, keys: int, interval_ms: int, rate: flo
              opts: CairnOptions, warmup_s: float, work_dir: str) -> dict[str, Any]:
     if workload == "keyed-sum":
         return keyed_sum(records, keys, interval_ms, opts, work_dir)
+    if workload == "overhead":
+        return overhead(records, keys, interval_ms or 1000, opts, work_dir)
     if workload == "latency":
         return latency(records, keys, interval_ms, _need_rate(rate, workload), opts,
                        work_dir, warmup_s)
@@ -437,7 +466,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.workloads", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workload", required=True,
-                        choices=["keyed-sum", "latency", "recovery", "state-size"])
+                        choices=["keyed-sum", "overhead", "latency", "recovery", "state-size"])
     parser.add_argument("--records", type=int, required=True)
     parser.add_argument("--keys", type=int, default=10_000)
     parser.add_argument("--checkpoint-interval-ms", type=int, default=1000,

@@ -41,6 +41,7 @@ def results(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, d
     out: dict[str, dict[str, Any]] = {}
     out["keyed-sum/checkpoints-1s"] = run_workload("keyed-sum", 100_000, KEYS, 300, opts=opts)
     out["keyed-sum/no-checkpoints"] = run_workload("keyed-sum", 100_000, KEYS, 0, opts=opts)
+    out["overhead"] = run_workload("overhead", 50_000, KEYS, 300, opts=opts)
     out["latency"] = run_workload("latency", 60_000, KEYS, 300, rate=30_000, opts=opts,
                                   warmup_s=0.5)
     out["recovery"] = run_workload("recovery", 120_000, KEYS, 300, rate=30_000, opts=opts)
@@ -63,6 +64,21 @@ def test_keyed_sum_with_and_without_checkpoints(results: dict[str, dict[str, Any
     assert with_cp["state_size_bytes"] > 0
     assert without["checkpoints_completed"] == 0
     assert without["checkpoint_p50_ms"] is None
+
+
+@pytest.mark.spark
+def test_overhead_runs_with_and_without_checkpoints_in_turn(
+    results: dict[str, dict[str, Any]]
+) -> None:
+    r = results["overhead"]
+    assert r["note"] is None, r["note"]
+    runs = [float(x) for x in r["overhead_runs"].split()]
+    assert len(runs) == 4 and all(x > 0 for x in runs)
+    assert r["steady_records_per_s"] == round((runs[0] + runs[3]) / 2)
+    assert r["no_checkpoint_records_per_s"] == round((runs[1] + runs[2]) / 2)
+    expected = 100 * (1 - (runs[0] + runs[3]) / (runs[1] + runs[2]))
+    assert abs(r["overhead_pct"] - expected) <= 0.1
+    assert r["checkpoints_completed"] >= 1
 
 
 @pytest.mark.spark
@@ -105,7 +121,7 @@ def test_runner_renders_results_and_keeps_hand_written_sections(
     rows.append({**results["keyed-sum/checkpoints-1s"], "system": "bytewax",
                  "case": "keyed-sum/checkpoints-1s", "unsupported": "not installed",
                  "elapsed_s": None})
-    cases = {c["case"]: c for c in plan_cases(["keyed-sum", "latency", "recovery"],
+    cases = {c["case"]: c for c in plan_cases(["keyed-sum", "overhead", "latency", "recovery"],
                                               QUICK_SIZES, 30_000)}
     cases["latency"]["records"] = cases["recovery"]["records"] = 60_000
     cases["state-size/keys-20000"] = {"case": "state-size/keys-20000", "keys": 20_000,
@@ -118,7 +134,10 @@ def test_runner_renders_results_and_keeps_hand_written_sections(
     text = path.read_text()
     assert text.startswith("# Mine\n") and text.endswith("## Optimizations\n\nhand-written\n")
     assert "old" not in text
-    for heading in ("### 1. keyed-sum", "### 2. latency", "### 3. recovery",
+    overhead = results["overhead"]["overhead_pct"]
+    assert f"| checkpointing overhead ≤ 10 % (section 1b) | {overhead:.1f} %" in text
+    for heading in ("### 1. keyed-sum", "### 1b. checkpointing overhead", "### 2. latency",
+                    "### 3. recovery",
                     "### 4. checkpoint cost vs. state size"):
         assert heading in text
     assert "| Bytewax | 1 s, exactly-once | not run: not installed |" in text

@@ -51,3 +51,10 @@ def test_the_bytewax_target_compares_with_its_faster_way_to_run() -> None:
     assert "2x Bytewax (2 processes)" in line and "2.40x" in line and "yes" in line
     rows = _targets({KEYED: [group("cairn", 600_000), group("bytewax", 400_000)]})
     assert any("1.50x" in r and "**no**" in r for r in rows)
+
+
+def test_the_overhead_workload_is_cairns_own() -> None:
+    case = {"case": "overhead", "workload": "overhead", "records": 10_000_000}
+    _, _, skip = peer_case("bytewax", case, _runs("bytewax", 300_000), 600)
+    assert skip is not None and "Cairn's own" in skip
+    assert peer_case("cairn", case, [], 600) == (case, None, None)
