@@ -366,7 +366,8 @@ def add_common_args(parser: argparse.ArgumentParser) -> None:
         "--kill-after-s",
         type=float,
         default=0.0,
-        help="recovery: SIGKILL the job N s after its first record (default: a third of the run)",
+        help="recovery: SIGKILL the job N s after its first record (default: once 40 %% of the "
+        "input is processed and 2.5 checkpoint intervals passed, as Cairn's harness does)",
     )
 
 

@@ -1,8 +1,11 @@
 """Kill-and-restart harness of the peers' recovery workload.
 
-Invariant: the first run is SIGKILLed (its whole process group) ``kill_after_s`` after its
-first record, then the same job is restarted once from its own latest checkpoint in the same
-work folder; replayed records = records processed by both runs - records of the input.
+Invariant: the first run is SIGKILLed (its whole process group) once its sinks counted
+``KILL_AT`` of the input and ``MIN_CHECKPOINT_PERIODS`` checkpoint intervals passed since its
+first record — the point where Cairn's harness kills a worker — or ``--kill-after-s`` after
+its first record if given; then the same job is restarted once from its own latest checkpoint
+in the same work folder; replayed records = records processed by both runs - records of the
+input.
 """
 
 from __future__ import annotations
@@ -19,8 +22,9 @@ from typing import Any
 
 import common
 
-DEFAULT_KILL_AFTER_S = 10.0
-FIRST_RECORD_TIMEOUT_S = 180.0
+KILL_AT = 0.4  # of the input processed, as in Cairn's recovery workload
+MIN_CHECKPOINT_PERIODS = 2.5  # checkpoint intervals after the first record (>= 2 completed)
+FIRST_RECORD_TIMEOUT_S = 300.0
 
 
 def _job_cmd(args: argparse.Namespace, script: str, run_tag: str, restore: bool) -> list[str]:
@@ -82,20 +86,30 @@ def run_recovery(
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     work = Path(args.work_dir)
     probes = str(work / "probes")
-    kill_after = args.kill_after_s or DEFAULT_KILL_AFTER_S
     first = _spawn(_job_cmd(args, script, "run1", restore=False), work / "run1.log")
     try:
         deadline = time.time() + FIRST_RECORD_TIMEOUT_S
         while common.read_progress(probes, "run1")[0] == 0:
             if first.poll() is not None or time.time() > deadline:
-                raise RuntimeError(f"first run produced no record; see {work / 'run1.log'}")
+                raise RuntimeError(f"first run produced no record within "
+                                   f"{FIRST_RECORD_TIMEOUT_S:.0f} s; see {work / 'run1.log'}")
             time.sleep(0.05)
-        time.sleep(kill_after)
+        first_record = time.time()
+        if args.kill_after_s:
+            time.sleep(args.kill_after_s)
+        else:
+            earliest = first_record + MIN_CHECKPOINT_PERIODS * args.checkpoint_interval_ms / 1000
+            while (common.read_progress(probes, "run1")[0] < KILL_AT * args.records
+                   or time.time() < earliest):
+                if first.poll() is not None:
+                    break
+                time.sleep(0.02)
         if first.poll() is not None:
             raise RuntimeError("the first run finished before the kill: raise --records")
     finally:
         _kill_group(first)
     killed_at = time.time()
+    kill_after = killed_at - first_record
     processed_before, _ = common.read_progress(probes, "run1")
 
     second = _spawn(_job_cmd(args, script, "run2", restore=True), work / "run2.log")
@@ -116,7 +130,7 @@ def run_recovery(
     result["restarts"] = 1
     result["processed_before_kill"] = processed_before
     result["processed_after_restart"] = after["count"]
-    result["kill_after_s"] = kill_after
+    result["kill_after_s"] = round(kill_after, 3)
     result["elapsed_s"] = round(time.time() - common.SCRIPT_START, 3)
     result["steady_records_per_s"] = rerun.get("steady_records_per_s")
     result["startup_s"] = rerun.get("startup_s")

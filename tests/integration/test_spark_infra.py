@@ -28,6 +28,7 @@ from pyspark.sql import SparkSession
 from cairn.deploy.spark_session import (
     LOOPBACK,
     SparkMasterConflict,
+    _session_conf,
     available_slots,
     default_local_master,
     get_or_create_spark,
@@ -158,6 +159,13 @@ class TestLocalSession:
         assert os.environ["SPARK_LOCAL_IP"] == LOOPBACK
         assert available_slots(local_spark) >= 2
 
+    def test_local_driver_jvm_runs_the_quick_jit_only(self, local_spark: SparkSession) -> None:
+        jvm = local_spark.sparkContext._jvm
+        assert jvm is not None
+        args = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+                    .getInputArguments())
+        assert "-XX:TieredStopAtLevel=1" in args
+
     def test_running_session_is_reused_and_never_replaced(self, local_spark: SparkSession) -> None:
         assert get_or_create_spark(None, min_slots=1) is local_spark
         assert get_or_create_spark(local_spark.sparkContext.master) is local_spark
@@ -199,6 +207,16 @@ class TestLocalSession:
         assert sorted(p for p, *_ in _run_barrier(local_spark, 2, _describe_task)) == [0, 1]
         print(f"[timing] local abort after worker SIGKILL: {abort} s; "
               f"next barrier job: {_since(started)} s")
+
+
+def test_only_local_mode_gets_the_quick_jit_and_a_job_setting_wins() -> None:
+    quick = "-XX:TieredStopAtLevel=1"
+    assert _session_conf("local[2]", {})["spark.driver.extraJavaOptions"] == quick
+    assert _session_conf("local", {})["spark.driver.extraJavaOptions"] == quick
+    for master in ("spark://127.0.0.1:7077", "local-cluster[2,1,1024]", "yarn"):
+        assert "spark.driver.extraJavaOptions" not in _session_conf(master, {})
+    mine = {"spark.driver.extraJavaOptions": "-Xss4m"}
+    assert _session_conf("local[2]", mine)["spark.driver.extraJavaOptions"] == "-Xss4m"
 
 
 def test_default_master_fits_a_barrier_stage_of_min_slots() -> None:
