@@ -349,7 +349,11 @@ def _save(out_dir: str, results: list[dict[str, Any]], meta: dict[str, Any]) -> 
 
 
 def merge_saved(paths: Sequence[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Combine saved runs; a later file's runs of a (case, system) replace earlier ones."""
+    """Combine saved runs; a later file's runs of a (case, system) replace earlier ones.
+
+    A case's parameters (e.g. the common latency rate) come from the latest file that ran
+    Cairn on it: peers measured in another run keep their own rates in their rows' notes.
+    """
     runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
     meta: dict[str, Any] = {}
     commands: list[str] = []
@@ -360,7 +364,11 @@ def merge_saved(paths: Sequence[str]) -> tuple[list[dict[str, Any]], dict[str, A
         for r in saved["results"]:
             fresh.setdefault((r["case"], r["system"]), []).append(r)
         runs.update(fresh)
-        cases = {**meta.get("cases", {}), **saved["meta"]["cases"]}
+        with_cairn = {r["case"] for r in saved["results"] if r["system"] == "cairn"}
+        cases = dict(meta.get("cases", {}))
+        for name, spec in saved["meta"]["cases"].items():
+            if name not in cases or name in with_cairn:
+                cases[name] = spec
         meta = {**saved["meta"], "cases": cases,
                 "repeat": max(meta.get("repeat", 0), saved["meta"]["repeat"])}
         commands.append(re.sub(r" --(results|chart) \S+", "", saved["meta"]["command"]))

@@ -255,6 +255,7 @@ def overhead(records: int, keys: int, interval_ms: int, opts: CairnOptions,
     linear drift of a shared machine falls on both alike). ``steady_records_per_s`` is the
     mean of the two checkpointed runs; ``overhead_pct`` = 1 - that / the mean without."""
     result = _base("overhead", records, keys, interval_ms, None, opts)
+    started = time.time()
     keyed_sum(max(records // 10, 1), keys, 0, opts, os.path.join(work_dir, "warm-up"))
     rates: dict[bool, list[float]] = {True: [], False: []}
     for i, checkpoints in enumerate((True, False, False, True)):
@@ -268,6 +269,7 @@ def overhead(records: int, keys: int, interval_ms: int, opts: CairnOptions,
             result["checkpoints_completed"] = (result.get("checkpoints_completed") or 0) \
                 + run["checkpoints_completed"]
     with_cp, without = statistics.mean(rates[True]), statistics.mean(rates[False])
+    result["elapsed_s"] = round(time.time() - started, 3)
     result.update(steady_records_per_s=round(with_cp), no_checkpoint_records_per_s=round(without),
                   overhead_pct=round(100.0 * (1.0 - with_cp / without), 1),
                   overhead_runs=" ".join(f"{r:.0f}" for r in

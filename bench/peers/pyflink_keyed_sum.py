@@ -102,7 +102,8 @@ def build_job(args: argparse.Namespace, work: Path, run_tag: str, restore: Path 
     track_sums = args.workload == "recovery"
 
     class ToRecord(MapFunction):
-        """Index -> Cairn's record; paces itself in latency runs (a rate-limited source)."""
+        """Index -> Cairn's record; paces itself when a rate is given (a rate-limited source:
+        latency and recovery runs); only latency runs stamp the record with its time."""
 
         def open(self, runtime_context: RuntimeContext) -> None:
             self.next_due = time.time()
@@ -113,6 +114,7 @@ def build_job(args: argparse.Namespace, work: Path, run_tag: str, restore: Path 
                 delay = self.next_due - time.time()
                 if delay > 0:
                     time.sleep(delay)
+            if latency:
                 return (common.key_of(index, num_keys), 1, time.time())
             return (common.key_of(index, num_keys), 1)
 

@@ -1,10 +1,12 @@
-"""The benchmark runner's planning decisions (pure functions, no runs)."""
+"""The benchmark runner's planning and merging decisions (pure functions, no runs)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
-from bench.__main__ import own_rate, peer_case
+from bench.__main__ import merge_saved, own_rate, peer_case
 
 KEYED = "keyed-sum/checkpoints-1s"
 
@@ -58,3 +60,21 @@ def test_the_overhead_workload_is_cairns_own() -> None:
     _, _, skip = peer_case("bytewax", case, _runs("bytewax", 300_000), 600)
     assert skip is not None and "Cairn's own" in skip
     assert peer_case("cairn", case, [], 600) == (case, None, None)
+
+
+def test_merged_runs_show_the_case_parameters_of_cairns_run(tmp_path: Path) -> None:
+    def saved(name: str, systems: list[str], rate: float) -> str:
+        path = tmp_path / name
+        path.write_text(json.dumps({
+            "meta": {"cases": {"latency": {"case": "latency", "rate": rate}}, "repeat": 1,
+                     "command": f"python -m bench {name}", "machine": {}},
+            "results": [{"case": "latency", "system": s, "x": name} for s in systems]}))
+        return str(path)
+
+    first = saved("a", ["cairn", "spark"], 267_000)
+    later = saved("b", ["spark"], 303_000)  # a peer rerun against another common rate
+    results, meta = merge_saved([first, later])
+    assert meta["cases"]["latency"]["rate"] == 267_000
+    assert {(r["system"], r["x"]) for r in results} == {("cairn", "a"), ("spark", "b")}
+    _, meta = merge_saved([later, first])
+    assert meta["cases"]["latency"]["rate"] == 267_000

@@ -1,0 +1,67 @@
+"""The task thread's wake-up signal under real threads."""
+
+from __future__ import annotations
+
+import doctest
+import threading
+import time
+
+import cairn.runtime.wakeup
+from cairn.runtime.wakeup import Wakeup
+
+
+def test_docstring_examples() -> None:
+    result = doctest.testmod(cairn.runtime.wakeup)
+    assert result.failed == 0 and result.attempted > 0
+
+
+def test_a_set_from_another_thread_ends_a_wait_at_once() -> None:
+    wakeup = Wakeup()
+    woke: list[float] = []
+
+    def waiter() -> None:
+        started = time.monotonic()
+        assert wakeup.wait(10.0)
+        woke.append(time.monotonic() - started)
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    time.sleep(0.05)
+    assert not woke, "a clear signal keeps the waiter waiting"
+    wakeup.set()
+    thread.join(5)
+    assert woke and woke[0] < 2.0
+
+
+def test_a_set_between_clear_and_wait_is_not_lost() -> None:
+    wakeup = Wakeup()
+    wakeup.clear()
+    threading.Thread(target=wakeup.set).start()
+    assert wakeup.wait(5.0)  # set before or during the wait: either way it returns True
+
+
+def test_racing_setters_and_a_waiter_never_fail() -> None:
+    wakeup = Wakeup()
+    errors: list[BaseException] = []
+    stop = time.monotonic() + 0.3
+
+    def setter() -> None:
+        try:
+            while time.monotonic() < stop:
+                wakeup.set()
+        except BaseException as exc:
+            errors.append(exc)
+
+    setters = [threading.Thread(target=setter) for _ in range(4)]
+    for t in setters:
+        t.start()
+    waits = 0
+    while time.monotonic() < stop:
+        wakeup.clear()
+        wakeup.wait(0.01)
+        waits += 1
+    for t in setters:
+        t.join()
+    assert not errors and waits > 0
+    wakeup.set()
+    assert wakeup.is_set() and wakeup.wait(0)
