@@ -140,28 +140,40 @@ def test_remote_channel_sends_only_with_credit_and_gets_credit_back() -> None:
         listener.close()
 
 
+class _RemoteChannel:
+    """A writer on a remote channel (1 credit, backlog of 2) to a real receiving socket."""
+
+    def __init__(self, channel_id: int, batch_size: int) -> None:
+        secret = new_secret()
+        inputs = {channel_id: InputChannel(channel_id)}
+        self.errors: list[BaseException] = []
+        self.woken = threading.Event()  # the task's wake-up, as the sender sees it
+
+        def on_connection(conn: Any, hello: bytes) -> None:
+            inputs[channel_id].attach_remote(conn)
+            receive_loop(conn, inputs, threading.Event(), self.errors.append)
+
+        self.listener = Listener("127.0.0.1", secret, on_connection)
+        self.sender = ConnectionSender(connect(self.listener.address, secret, b"data"),
+                                       self.woken.set, self.errors.append, "test")
+        self.channel = RemoteOutputChannel(channel_id, self.sender, initial_credits=1,
+                                           max_backlog=2)
+        self.sender.register(self.channel)
+        self.sender.start()
+        self.writer = RecordWriter([self.channel], PartitionKind.FORWARD, batch_size=batch_size)
+        self.gate = InputGate([inputs[channel_id]])
+
+    def close(self) -> None:
+        self.sender.close()
+        self.listener.close()
+
+
 def test_partial_batches_wait_in_the_writer_while_a_remote_channel_has_no_credit() -> None:
     """Buffer timeout / idle flush: a channel without credit keeps collecting records into one
     batch (instead of queueing a tiny batch per flush); a credit reaching an empty backlog
     wakes the task only if the writer held records back for it."""
-    secret = new_secret()
-    inputs = {3: InputChannel(3)}
-    wakeup = threading.Event()
-    errors: list[BaseException] = []
-    woken = threading.Event()
-
-    def on_connection(conn: Any, hello: bytes) -> None:
-        inputs[3].attach_remote(conn)
-        receive_loop(conn, inputs, wakeup, errors.append)
-
-    listener = Listener("127.0.0.1", secret, on_connection)
-    conn = connect(listener.address, secret, b"data")
-    sender = ConnectionSender(conn, woken.set, errors.append, "test")
-    channel = RemoteOutputChannel(3, sender, initial_credits=1, max_backlog=2)
-    sender.register(channel)
-    sender.start()
-    writer = RecordWriter([channel], PartitionKind.FORWARD, batch_size=1000)
-    gate = InputGate([inputs[3]])
+    remote = _RemoteChannel(3, batch_size=1000)
+    channel, writer, gate, woken = remote.channel, remote.writer, remote.gate, remote.woken
     deadline = time.monotonic() + 5
 
     def take() -> list[Any]:  # consume one batch on the receiving side (returns a credit)
@@ -199,10 +211,9 @@ def test_partial_batches_wait_in_the_writer_while_a_remote_channel_has_no_credit
         assert woken.wait(5), "a credit for held records wakes the task"
         assert writer.flush_ready()
         assert take() == [3, 4, 5, 6, 7, 8], "the held records travel as one batch"
-        assert not errors
+        assert not remote.errors
     finally:
-        sender.close()
-        listener.close()
+        remote.close()
 
 
 def test_local_channels_take_partial_batches_at_once() -> None:
@@ -218,23 +229,8 @@ def test_local_channels_take_partial_batches_at_once() -> None:
 def test_a_send_wakes_the_task_only_when_a_full_backlog_gets_room() -> None:
     """At moderate rates a wake-up per frame would cost the task thread more than the frame:
     the sender wakes it only when the writer is backpressured (its backlog was full)."""
-    secret = new_secret()
-    inputs = {5: InputChannel(5)}
-    errors: list[BaseException] = []
-    woken = threading.Event()
-
-    def on_connection(conn: Any, hello: bytes) -> None:
-        inputs[5].attach_remote(conn)
-        receive_loop(conn, inputs, threading.Event(), errors.append)
-
-    listener = Listener("127.0.0.1", secret, on_connection)
-    sender = ConnectionSender(connect(listener.address, secret, b"data"), woken.set,
-                              errors.append, "test")
-    channel = RemoteOutputChannel(5, sender, initial_credits=1, max_backlog=2)
-    sender.register(channel)
-    sender.start()
-    writer = RecordWriter([channel], PartitionKind.FORWARD, batch_size=2)
-    gate = InputGate([inputs[5]])
+    remote = _RemoteChannel(5, batch_size=2)
+    channel, writer, gate, woken = remote.channel, remote.writer, remote.gate, remote.woken
     deadline = time.monotonic() + 5
     try:
         writer.emit([0, 1])  # a full batch: sent with the one credit
@@ -252,10 +248,9 @@ def test_a_send_wakes_the_task_only_when_a_full_backlog_gets_room() -> None:
         assert item is not None and list(item[1]) == [0, 1]
         assert woken.wait(5), "room in a full backlog wakes the backpressured task"
         assert writer.available()
-        assert not errors
+        assert not remote.errors
     finally:
-        sender.close()
-        listener.close()
+        remote.close()
 
 
 class _CreditArrivesWhileHolding(LocalOutputChannel):
