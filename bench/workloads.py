@@ -258,6 +258,7 @@ def overhead(records: int, keys: int, interval_ms: int, opts: CairnOptions,
     started = time.time()
     keyed_sum(max(records // 10, 1), keys, 0, opts, os.path.join(work_dir, "warm-up"))
     rates: dict[bool, list[float]] = {True: [], False: []}
+    completed = 0
     for i, checkpoints in enumerate((True, False, False, True)):
         run = keyed_sum(records, keys, interval_ms if checkpoints else 0, opts,
                         os.path.join(work_dir, f"run-{i}"))
@@ -265,12 +266,10 @@ def overhead(records: int, keys: int, interval_ms: int, opts: CairnOptions,
             result["note"] = f"run {i + 1} of 4: {run.get('note') or 'no steady rate'}"
             return result
         rates[checkpoints].append(run["steady_records_per_s"])
-        if checkpoints:
-            result["checkpoints_completed"] = (result.get("checkpoints_completed") or 0) \
-                + run["checkpoints_completed"]
+        completed += run["checkpoints_completed"]
     with_cp, without = statistics.mean(rates[True]), statistics.mean(rates[False])
-    result["elapsed_s"] = round(time.time() - started, 3)
-    result.update(steady_records_per_s=round(with_cp), no_checkpoint_records_per_s=round(without),
+    result.update(elapsed_s=round(time.time() - started, 3), checkpoints_completed=completed,
+                  steady_records_per_s=round(with_cp), no_checkpoint_records_per_s=round(without),
                   overhead_pct=round(100.0 * (1.0 - with_cp / without), 1),
                   overhead_runs=" ".join(f"{r:.0f}" for r in
                                          (rates[True][0], *rates[False], rates[True][1])))
