@@ -158,15 +158,52 @@ def test_run_prints_the_keyed_sums_of_the_seed_example(
     ]
 
 
-def test_options_after_the_script_are_the_scripts_and_are_flagged(
+def test_options_after_the_script_stop_the_run_with_the_corrected_command_line(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """As with ``flink run``, what follows the script is the script's; cairn says so."""
-    _run_cli("run", "--executor", "inprocess", str(KEYED_SUM), "-p", "2")
+    """``-p 2`` after the script once ran the job at parallelism 1 (and ``--from-checkpoint``
+    from scratch, duplicating committed output): now nothing runs and cairn says what to type."""
+    assert main(["run", "--executor", "inprocess", str(KEYED_SUM), "-p", "2"]) == 2
     captured = capsys.readouterr()
-    assert "-p after the script go to the script" in captured.err
-    assert "parallelism: 2" not in captured.out
-    assert "odd: 1 4 9 16 25 36 49 64 81 100" in captured.out
+    assert captured.out == "", "the job must not run"
+    assert f"cairn run --executor inprocess -p 2 {KEYED_SUM}" in captured.err
+    assert f"{KEYED_SUM} -- -p 2" in captured.err
+
+
+def test_arguments_after_a_double_dash_are_the_scripts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _run_cli("run", "--executor", "inprocess", str(KEYED_SUM), "--", "-p", "2")
+    out = capsys.readouterr().out
+    assert "parallelism: 1" in out and "odd: 1 4 9 16 25 36 49 64 81 100" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["-D", "execution.checkpointing.dir=foo://bucket/x"],
+         "unknown filesystem scheme 'foo' in 'foo://bucket/x'"),
+        (["-D", "execution.checkpointing.interval=abc"],
+         "invalid value 'abc' for configuration option 'execution.checkpointing.interval'"),
+        (["-D", "no.such.option=1"], "no.such.option"),
+        (["--from-checkpoint", "/nonexistent/chk-3"],
+         "/nonexistent/chk-3: no such checkpoint, savepoint or directory"),
+    ],
+)
+def test_expected_errors_print_one_line_without_a_traceback(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    saved_argv, saved_path = list(sys.argv), list(sys.path)
+    try:
+        status = main(["run", "--executor", "inprocess", *argv, str(KEYED_SUM)])
+    finally:
+        sys.argv[:], sys.path[:] = saved_argv, saved_path
+        reset_context_defaults()
+    err = capsys.readouterr().err
+    assert status == 1
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.startswith("cairn run: ")]
+    assert len(lines) == 1 and message in lines[0], err
 
 
 def test_run_from_a_retained_checkpoint_continues_exactly_once(

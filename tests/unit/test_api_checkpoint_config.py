@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from cairn.common import CheckpointingMode, Configuration, ConfigurationError, Duration
+from cairn.common import config_options as opts
 from cairn.datastream import (
     CheckpointConfig,
     ExternalizedCheckpointCleanup,
@@ -181,3 +182,13 @@ def test_fail_on_checkpointing_errors_is_tolerable_failures() -> None:
     config = CheckpointConfig().set_fail_on_checkpointing_errors(False)
     assert config.get_tolerable_checkpoint_failure_number() == 2**31 - 1
     assert not config.is_fail_on_checkpointing_errors()
+
+
+@pytest.mark.parametrize("url", ["foo://bucket/checkpoints", "simplecache::nope://b/c"])
+def test_unknown_storage_schemes_are_refused_where_they_are_set(url: str) -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    with pytest.raises(ConfigurationError, match="unknown filesystem scheme"):
+        env.get_checkpoint_config().set_checkpoint_storage(url)
+    with pytest.raises(ConfigurationError, match="unknown filesystem scheme"):
+        opts.format_value("execution.checkpointing.dir", url)
+    env.get_checkpoint_config().set_checkpoint_storage("memory://cairn/checkpoints")

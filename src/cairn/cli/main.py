@@ -10,7 +10,9 @@ import argparse
 import logging
 import os
 import runpy
+import shlex
 import sys
+import traceback
 from collections.abc import Sequence
 
 
@@ -21,19 +23,65 @@ def _configure_logging(verbose: bool) -> None:
     )
 
 
-# Options of ``cairn run``; after the script they belong to the script (as with ``flink run``).
-_RUN_OPTIONS = frozenset(
-    {"-p", "--parallelism", "-s", "--from-checkpoint", "--master", "--executor", "-D", "--conf"}
-)
+# Options of ``cairn run`` and whether they take a value. After the script they would belong
+# to the script (as with ``flink run``); cairn refuses them there instead of dropping them.
+_RUN_OPTIONS: dict[str, bool] = {
+    "-p": True, "--parallelism": True, "-s": True, "--from-checkpoint": True,
+    "--master": True, "--executor": True, "-D": True, "--conf": True,
+}
+
+
+def _misplaced_run_options(script_args: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Split what follows the script into (cairn's options with their values, the rest).
+
+    >>> _misplaced_run_options(["-p", "2", "--out", "x", "-Dk=v", "--parallelism=3"])
+    (['-p', '2', '-Dk=v', '--parallelism=3'], ['--out', 'x'])
+    """
+    ours: list[str] = []
+    rest: list[str] = []
+    args = list(script_args)
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        name = arg.split("=", 1)[0]
+        short = arg[:2] if len(arg) > 2 and arg[:2] in _RUN_OPTIONS else None
+        if name in _RUN_OPTIONS and "=" not in arg and i + 1 < len(args):
+            ours.extend(args[i : i + 2])  # "-p 2"
+            i += 2
+            continue
+        if name in _RUN_OPTIONS or short:  # "--parallelism=2", "-p2", "-Dkey=value"
+            ours.append(arg)
+        else:
+            rest.append(arg)
+        i += 1
+    return ours, rest
+
+
+def _refuse_misplaced(argv: Sequence[str], args: argparse.Namespace, ours: list[str],
+                      rest: list[str]) -> int:
+    before = list(argv[: len(argv) - len(args.script_args) - 1])  # "run" + options
+    corrected = ["cairn", *before, *ours, args.script, *rest]
+    if args.passthrough:
+        corrected += ["--", *args.passthrough]
+    print(
+        f"cairn run: {' '.join(ours)} after the script would go to the script, not to cairn; "
+        "put cairn's options before the script:\n  " + shlex.join(corrected)
+        + "\n(to give them to the script itself, put them after '--': "
+        + shlex.join([
+            "cairn", *before, args.script, "--", *ours, *rest, *args.passthrough
+        ]) + ")",
+        file=sys.stderr,
+    )
+    return 2
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from cairn.datastream.stream_execution_environment import set_context_defaults
 
-    misplaced = [a for a in args.script_args if a.split("=", 1)[0] in _RUN_OPTIONS]
-    if misplaced:
-        print(f"cairn run: {' '.join(misplaced)} after the script go to the script, not to "
-              "cairn; put cairn's options before the script", file=sys.stderr)
+    ours, rest = _misplaced_run_options(args.script_args)
+    if ours:
+        return _refuse_misplaced(args.argv, args, ours, rest)
+    script_args = [*args.script_args, *args.passthrough]
     conf: dict[str, str] = {"cairn.progress": "true"}
     if args.master:
         conf["cairn.spark.master"] = args.master
@@ -48,7 +96,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         configuration=conf,
     )
     script = os.path.abspath(args.script)
-    sys.argv = [script, *args.script_args]
+    sys.argv = [script, *script_args]
     sys.path.insert(0, os.path.dirname(script))
     runpy.run_path(script, run_name="__main__")
     return 0
@@ -145,11 +193,47 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _expected_error(error: BaseException) -> BaseException | None:
+    """The error a user can act on without a traceback (bad configuration, a job that cannot
+    be submitted, a checkpoint that cannot be restored), found along the cause chain."""
+    from cairn.checkpoint.errors import CheckpointError
+    from cairn.common.exceptions import ConfigurationError, JobSubmissionError
+
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, (ConfigurationError, JobSubmissionError, CheckpointError)):
+            return current
+        seen.add(id(current))
+        current = current.__cause__
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``cairn`` command line; returns the exit status.
+
+    Expected errors (invalid configuration, no usable checkpoint, a job that cannot be
+    submitted) print one line, ``cairn <command>: <what is wrong>``, and return 1; ``-v``
+    adds the traceback. Anything else (a failure in the user's code) keeps its traceback.
+    """
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # What follows "--" is the script's, as written (argparse would drop the "--").
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args = parser.parse_args(argv[:cut])
+    args.argv = argv[:cut]
+    args.passthrough = argv[cut + 1 :]
     _configure_logging(args.verbose)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except Exception as error:
+        expected = _expected_error(error)
+        if expected is None:
+            raise
+        if args.verbose:
+            traceback.print_exc()
+        print(f"cairn {args.command}: {expected}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

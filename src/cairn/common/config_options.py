@@ -23,6 +23,7 @@ from cairn.common.config_registry import (
     register_option,
     register_passthrough_prefix,
 )
+from cairn.common.filesystems import filesystem_url_problem
 
 __all__ = config_registry.__all__
 
@@ -45,6 +46,10 @@ def _between(low: float, high: float, what: str) -> Check:
 
 def _non_empty(v: Any) -> str | None:
     return "must not be empty" if not v else None
+
+
+def _filesystem_url(v: Any) -> str | None:
+    return _non_empty(v) or filesystem_url_problem(str(v))
 
 
 def _max_parallelism(v: Any) -> str | None:
@@ -140,7 +145,7 @@ CHECKPOINTING_DIR = _define(
     None,
     "Checkpoint storage URL or path (file://, hdfs://, s3://, memory://).",
     "state.checkpoints.dir",
-    check=_non_empty,
+    check=_filesystem_url,
 )
 CHECKPOINTING_STORAGE = _define(
     CP + "storage",
@@ -156,7 +161,7 @@ SAVEPOINT_DIR = _define(
     None,
     "Default directory of savepoints.",
     "state.savepoints.dir",
-    check=_non_empty,
+    check=_filesystem_url,
 )
 CHECKPOINTING_UNALIGNED = _define(
     CP + "unaligned.enabled",

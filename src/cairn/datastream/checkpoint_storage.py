@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cairn.common.exceptions import ConfigurationError
+from cairn.common.filesystems import filesystem_url_problem
 
 __all__ = [
     "CheckpointStorage",
@@ -34,6 +35,9 @@ def normalize_storage_url(path: str) -> str:
         )
     path = path.strip()
     if "://" in path:
+        problem = filesystem_url_problem(path)
+        if problem:
+            raise ConfigurationError(f"checkpoint storage: {problem}")
         return path
     if path.startswith("file:"):
         path = path[len("file:") :]

@@ -1,18 +1,23 @@
 """Serialize a job for shipment to workers.
 
 Invariant: user code defined outside installed packages (job scripts, test modules, notebook
-cells) is pickled by value, so workers need only Cairn and the user's installed libraries.
+cells) is pickled by value, so workers need only Cairn and the user's installed libraries;
+code pickled by value keeps its file name, so a worker's traceback points at the user's file.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 import sysconfig
+import types
+from collections import ChainMap
 from types import ModuleType
 from typing import Any
 
 import cloudpickle
+from cloudpickle import cloudpickle as _cloudpickle_impl
 
 _INSTALLED_ROOTS = tuple(
     os.path.realpath(p)
@@ -33,6 +38,33 @@ def _is_user_module(module: ModuleType) -> bool:
     return not real.startswith(_INSTALLED_ROOTS)
 
 
+def _code_reduce_keeping_filename(code: types.CodeType) -> Any:
+    # cloudpickle >= 3.1.3 writes "<dynamic-code>" as every file name (deterministic
+    # payloads); users need their own file and line in a worker's traceback.
+    constructor, args = _cloudpickle_impl._code_reduce(code)
+    args = tuple(code.co_filename if a == "<dynamic-code>" else a for a in args)
+    return constructor, args
+
+
+class _Pickler(cloudpickle.Pickler):
+    dispatch_table = ChainMap(
+        {types.CodeType: _code_reduce_keeping_filename}, cloudpickle.Pickler.dispatch_table
+    )
+
+
+def dumps(obj: Any) -> bytes:
+    """``cloudpickle.dumps(obj, protocol=5)``, keeping the file names of pickled code.
+
+    >>> import pickle
+    >>> def f(): return 1
+    >>> pickle.loads(dumps(f)).__code__.co_filename == f.__code__.co_filename
+    True
+    """
+    with io.BytesIO() as buffer:
+        _Pickler(buffer, protocol=5).dump(obj)
+        return buffer.getvalue()
+
+
 def dumps_job(obj: Any) -> bytes:
     registered = []
     for module in list(sys.modules.values()):
@@ -45,7 +77,7 @@ def dumps_job(obj: Any) -> bytes:
         except (ValueError, TypeError):
             continue
     try:
-        return cloudpickle.dumps(obj, protocol=5)
+        return dumps(obj)
     finally:
         for module in registered:
             try:

@@ -31,6 +31,7 @@ from cairn.checkpoint.storage import CheckpointStorage, read_metadata
 from cairn.common.execution_config import global_job_parameters
 from cairn.deploy import protocol as p
 from cairn.deploy.plan import ExecutionPlan
+from cairn.deploy.serialization import dumps
 from cairn.graph.job_graph import JobGraph
 from cairn.graph.settings import JobSettings
 from cairn.runtime.channel_state import channel_state_for_subtask, read_channel_state
@@ -273,7 +274,7 @@ class Worker:
             # Every subtask gets its own copy of the user's function objects (as in Flink),
             # even when several subtasks of one operator share this worker.
             if vertex.id not in chains:
-                chains[vertex.id] = cloudpickle.dumps(vertex.operators, protocol=5)
+                chains[vertex.id] = dumps(vertex.operators)
             nodes = cloudpickle.loads(chains[vertex.id])
             ops = [create_operator(node) for node in nodes]
             specs = self.plan.input_channels(key)
