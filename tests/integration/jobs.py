@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from cairn.cli.demo_jobs import SequenceCheck, SequenceGenerator, SlowSequenceCheck
 from cairn.common import Configuration, WatermarkStrategy
 from cairn.common.restart_strategy import RestartStrategies
 from cairn.common.serialization import Encoder
 from cairn.datastream import CheckpointingMode, StreamExecutionEnvironment
 from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
 from cairn.datastream.connectors.file_system import FileSink
-from cairn.testing.jobs import SequenceCheck, SequenceGenerator, SlowSequenceCheck
 
 
 def sequence_job(

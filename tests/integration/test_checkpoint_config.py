@@ -19,6 +19,12 @@ from typing import Any
 import pytest
 
 from cairn.checkpoint.stats import CheckpointStats, CheckpointStatus
+from cairn.cli.demo_jobs import (
+    SequenceCheck,
+    SequenceGenerator,
+    check_sequence_lines,
+    read_visible_lines,
+)
 from cairn.common import Configuration, JobExecutionException, WatermarkStrategy
 from cairn.common.job_status import JobStatus
 from cairn.common.restart_strategy import RestartStrategies
@@ -29,12 +35,6 @@ from cairn.datastream.connectors.file_system import FileSink
 from cairn.datastream.functions import CheckpointedFunction, MapFunction
 from cairn.datastream.state import ValueStateDescriptor
 from cairn.deploy.job_client import JobClient
-from cairn.testing.jobs import (
-    SequenceCheck,
-    SequenceGenerator,
-    check_sequence_lines,
-    read_visible_lines,
-)
 
 KEYS = 4
 RATE = 4_000  # records per second over the whole (unbounded) source

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from cairn.testing.jobs import check_sequence_lines, read_visible_lines
+from cairn.cli.demo_jobs import check_sequence_lines, read_visible_lines
 from tests.integration.jobs import expected_lines, sequence_job
 
 RECORDS, KEYS = 120_000, 20

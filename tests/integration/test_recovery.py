@@ -18,6 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from cairn.cli.demo_jobs import (
+    SequenceCheck,
+    SequenceGenerator,
+    check_sequence_lines,
+    read_visible_lines,
+)
 from cairn.common import Configuration, JobExecutionException, WatermarkStrategy
 from cairn.common.job_status import JobStatus
 from cairn.common.restart_strategy import RestartStrategies
@@ -30,12 +36,6 @@ from cairn.datastream.stream_execution_environment import (
     set_context_defaults,
 )
 from cairn.deploy.job_client import JobClient
-from cairn.testing.jobs import (
-    SequenceCheck,
-    SequenceGenerator,
-    check_sequence_lines,
-    read_visible_lines,
-)
 from tests.integration.jobs import expected_lines, sequence_job
 
 RECORDS, KEYS = 60_000, 12  # 12 keys: every parallelism used here divides it

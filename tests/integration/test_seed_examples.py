@@ -15,7 +15,7 @@ import pytest
 
 from cairn.common import CheckpointingMode
 from cairn.datastream import ExternalizedCheckpointRetention, StreamExecutionEnvironment
-from cairn.graph.settings import RetentionPolicy
+from cairn.settings import RetentionPolicy
 
 SEED = Path("/work/shared/seeds/002_1005b3d480e655f1.txt")
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from cairn.testing.jobs import read_visible_lines
+from cairn.cli.demo_jobs import read_visible_lines
 from cairn.testing.processes import (
     find_processes,
     run_in_subprocess,

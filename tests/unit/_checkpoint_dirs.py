@@ -22,8 +22,8 @@ from cairn.checkpoint.messages import (
 from cairn.checkpoint.metadata import CheckpointMetadata, CheckpointSummaryStats, OperatorMetadata
 from cairn.checkpoint.protocol import TriggerNow
 from cairn.checkpoint.storage import CheckpointStorage
-from cairn.graph.settings import CheckpointSettings
 from cairn.ids import CheckpointId, JobId, OperatorUid, SubtaskIndex, VertexId
+from cairn.settings import CheckpointSettings
 
 SRC0, SRC1 = TaskKey(VertexId(0), SubtaskIndex(0)), TaskKey(VertexId(0), SubtaskIndex(1))
 AGG = TaskKey(VertexId(1), SubtaskIndex(0))

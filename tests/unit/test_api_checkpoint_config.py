@@ -18,8 +18,8 @@ from cairn.datastream import (
     JobManagerCheckpointStorage,
     StreamExecutionEnvironment,
 )
-from cairn.graph.settings import CheckpointSettings, RetentionPolicy
-from cairn.runtime.events import AlignmentMode
+from cairn.events import AlignmentMode
+from cairn.settings import CheckpointSettings, RetentionPolicy
 
 
 def test_seed_002_configuration_block() -> None:

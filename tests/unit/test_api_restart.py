@@ -9,7 +9,7 @@ import pytest
 from cairn.common import Configuration, ConfigurationError, Duration, RestartStrategies
 from cairn.common.restart_strategy import restart_settings_from
 from cairn.datastream import StreamExecutionEnvironment
-from cairn.graph.settings import RestartKind, RestartSettings
+from cairn.settings import RestartKind, RestartSettings
 
 
 def _settings(env: StreamExecutionEnvironment) -> RestartSettings:

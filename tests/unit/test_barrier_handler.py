@@ -19,6 +19,12 @@ from dataclasses import dataclass, field
 import pytest
 
 import cairn.runtime.barriers as barriers
+from cairn.events import (
+    AlignmentMode,
+    CancelCheckpointMarker,
+    CheckpointBarrier,
+    CheckpointOptions,
+)
 from cairn.ids import CheckpointId
 from cairn.runtime.barriers import (
     AlignedBarrierHandler,
@@ -31,12 +37,6 @@ from cairn.runtime.barriers import (
     create_barrier_handler,
 )
 from cairn.runtime.barriers.states import CollectingBarriers, WaitingForFirstBarrier
-from cairn.runtime.events import (
-    AlignmentMode,
-    CancelCheckpointMarker,
-    CheckpointBarrier,
-    CheckpointOptions,
-)
 
 ALIGNED = AlignmentMode.ALIGNED
 AT_LEAST_ONCE = AlignmentMode.AT_LEAST_ONCE

@@ -16,6 +16,12 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from cairn.events import (
+    AlignmentMode,
+    CheckpointBarrier,
+    CheckpointOptions,
+    CheckpointType,
+)
 from cairn.ids import CheckpointId
 from cairn.runtime.barriers import (
     AlignedBarrierHandler,
@@ -33,12 +39,6 @@ from cairn.runtime.barriers.alternating import (
 )
 from cairn.runtime.barriers.api import RecordingBarrierHandler
 from cairn.runtime.barriers.unaligned import UnalignedBarrierHandler, resolve_options
-from cairn.runtime.events import (
-    AlignmentMode,
-    CheckpointBarrier,
-    CheckpointOptions,
-    CheckpointType,
-)
 from tests.unit.test_barrier_handler import Harness, Recorder
 
 ALIGNED = AlignmentMode.ALIGNED

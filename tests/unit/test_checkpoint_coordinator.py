@@ -28,9 +28,9 @@ from cairn.checkpoint.messages import (
 )
 from cairn.checkpoint.protocol import Blocked, TerminalJobStatus, TriggerNow, WaitUntil
 from cairn.checkpoint.storage import CheckpointStorage, load_checkpoint, open_reader, verify
-from cairn.graph.settings import CheckpointSettings, RetentionPolicy
+from cairn.events import AlignmentMode, CheckpointBarrier, CheckpointType
 from cairn.ids import CheckpointId, OperatorUid, SubtaskIndex, VertexId
-from cairn.runtime.events import AlignmentMode, CheckpointBarrier, CheckpointType
+from cairn.settings import CheckpointSettings, RetentionPolicy
 
 SRC0, SRC1 = TaskKey(VertexId(0), SubtaskIndex(0)), TaskKey(VertexId(0), SubtaskIndex(1))
 AGG = TaskKey(VertexId(1), SubtaskIndex(0))

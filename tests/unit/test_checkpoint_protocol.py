@@ -33,9 +33,9 @@ from cairn.checkpoint.protocol import (
     discard_on_termination,
     expired_checkpoints,
 )
-from cairn.graph.settings import CheckpointSettings, RetentionPolicy
+from cairn.events import AlignmentMode, CheckpointOptions, CheckpointType
 from cairn.ids import CheckpointId, OperatorUid, SubtaskIndex, VertexId
-from cairn.runtime.events import AlignmentMode, CheckpointOptions, CheckpointType
+from cairn.settings import CheckpointSettings, RetentionPolicy
 
 C = CheckpointId
 R = CheckpointFailureReason

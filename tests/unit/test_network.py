@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from cairn.events import CheckpointBarrier
 from cairn.ids import CheckpointId
-from cairn.runtime.events import CheckpointBarrier
 from cairn.runtime.network import (
     AuthenticationError,
     ConnectionClosed,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from cairn.deploy.restart import RestartPolicy
-from cairn.graph.settings import RestartKind, RestartSettings
+from cairn.settings import RestartKind, RestartSettings
 
 
 def test_no_restart_strategy_never_restarts() -> None:

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from cairn.events import CheckpointBarrier
 from cairn.graph.transformations import PartitionKind
 from cairn.runtime.channels import (
     ConnectionSender,
@@ -16,7 +17,6 @@ from cairn.runtime.channels import (
     RemoteOutputChannel,
     receive_loop,
 )
-from cairn.runtime.events import CheckpointBarrier
 from cairn.runtime.input_gate import InputGate
 from cairn.runtime.network import Listener, connect, new_secret
 from cairn.runtime.record_writer import RecordWriter

@@ -99,7 +99,7 @@ def test_docstring_examples_of_the_unaligned_and_debloating_modules() -> None:
     import importlib
 
     for name in ("cairn.runtime.debloat", "cairn.runtime.channel_state",
-                 "cairn.runtime.unaligned_ack", "cairn.runtime.events",
+                 "cairn.runtime.unaligned_ack", "cairn.events",
                  "cairn.runtime.barriers.unaligned"):
         result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
         assert result.failed == 0, name

@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 
 from cairn.checkpoint.messages import TaskKey
+from cairn.events import AlignmentMode
 from cairn.graph.job_graph import JobVertex, OperatorNode
 from cairn.graph.transformations import PartitionKind
 from cairn.ids import SubtaskIndex, VertexId
 from cairn.runtime.channels import InputChannel, LocalOutputChannel
-from cairn.runtime.events import AlignmentMode
 from cairn.runtime.operators.sources import SourceOperator
 from cairn.runtime.record_writer import RecordWriter
 from cairn.runtime.task import StreamTask

@@ -20,6 +20,14 @@ from cairn.checkpoint.messages import (
     TaskDecline,
     TaskKey,
 )
+from cairn.events import (
+    AlignmentMode,
+    CheckpointBarrier,
+    CheckpointOptions,
+    CheckpointType,
+    EndOfPartition,
+    is_priority_event,
+)
 from cairn.graph.job_graph import JobVertex, OperatorNode
 from cairn.ids import CheckpointId, SubtaskIndex, VertexId
 from cairn.runtime.channel_state import (
@@ -34,14 +42,6 @@ from cairn.runtime.channels import (
     LocalOutputChannel,
     RemoteOutputChannel,
     receive_loop,
-)
-from cairn.runtime.events import (
-    AlignmentMode,
-    CheckpointBarrier,
-    CheckpointOptions,
-    CheckpointType,
-    EndOfPartition,
-    is_priority_event,
 )
 from cairn.runtime.input_gate import InputGate
 from cairn.runtime.network import Listener, connect, new_secret

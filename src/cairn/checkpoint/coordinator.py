@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
@@ -45,9 +44,10 @@ from cairn.checkpoint.restore import find_restore_point
 from cairn.checkpoint.stats import CheckpointStatsTracker
 from cairn.checkpoint.storage import CheckpointStorage, resolve_checkpoint_dirs
 from cairn.checkpoint.store import CompletedCheckpointStore
-from cairn.graph.settings import DEFAULT_MAX_PARALLELISM, CheckpointSettings
+from cairn.clock import Clock, SystemClock
+from cairn.events import CheckpointBarrier, CheckpointOptions
 from cairn.ids import CheckpointId, JobId, OperatorUid
-from cairn.runtime.events import CheckpointBarrier, CheckpointOptions
+from cairn.settings import DEFAULT_MAX_PARALLELISM, CheckpointSettings
 
 log = logging.getLogger(__name__)
 
@@ -66,17 +66,6 @@ class CoordinatorGateway(Protocol):
     def notify_aborted(self, checkpoint_id: CheckpointId, reason: str) -> None: ...
 
     def fail_job(self, reason: str) -> None: ...
-
-
-class Clock(Protocol):
-    def now_ms(self) -> int:
-        """Wall-clock milliseconds (barriers carry it as their timestamp)."""
-        ...
-
-
-class SystemClock:
-    def now_ms(self) -> int:
-        return time.time_ns() // 1_000_000
 
 
 class CheckpointCoordinator:

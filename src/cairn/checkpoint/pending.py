@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping
 from cairn.checkpoint.handles import OperatorSubtaskState
 from cairn.checkpoint.messages import AckResult, TaskAcknowledgement, TaskKey
 from cairn.checkpoint.metadata import CheckpointMetadata, CheckpointSummaryStats, OperatorMetadata
+from cairn.events import CheckpointOptions
 from cairn.ids import CheckpointId, JobId, OperatorUid
-from cairn.runtime.events import CheckpointOptions
 
 
 class PendingCheckpoint:

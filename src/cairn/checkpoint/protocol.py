@@ -12,9 +12,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from cairn.checkpoint.messages import CheckpointFailureReason
-from cairn.graph.settings import CheckpointSettings, RetentionPolicy
+from cairn.events import AlignmentMode, CheckpointOptions, CheckpointType
 from cairn.ids import CheckpointId
-from cairn.runtime.events import AlignmentMode, CheckpointOptions, CheckpointType
+from cairn.settings import CheckpointSettings, RetentionPolicy
 
 # --- trigger --------------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 
-from cairn.runtime.events import AlignmentMode
+from cairn.events import AlignmentMode
 
 __all__ = ["CheckpointingMode"]
 

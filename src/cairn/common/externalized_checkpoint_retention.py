@@ -2,14 +2,14 @@
 ``ExternalizedCheckpointRetention``, formerly ``ExternalizedCheckpointCleanup``).
 
 Invariant: the two names are one enum, so values from either compare equal; members map 1:1
-onto ``cairn.graph.settings.RetentionPolicy`` by name.
+onto ``cairn.settings.RetentionPolicy`` by name.
 """
 
 from __future__ import annotations
 
 import enum
 
-from cairn.graph.settings import RetentionPolicy
+from cairn.settings import RetentionPolicy
 
 __all__ = ["ExternalizedCheckpointCleanup", "ExternalizedCheckpointRetention"]
 

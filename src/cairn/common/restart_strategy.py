@@ -19,7 +19,7 @@ from typing import Any
 from cairn.common import config_options as opts
 from cairn.common.config_values import parse_duration_ms
 from cairn.common.exceptions import ConfigurationError
-from cairn.graph.settings import RestartKind, RestartSettings
+from cairn.settings import RestartKind, RestartSettings
 
 __all__ = [
     "ExponentialDelayRestartStrategyConfiguration",

@@ -32,7 +32,7 @@ from cairn.datastream.checkpoint_storage import (
     JobManagerCheckpointStorage,
     normalize_storage_url,
 )
-from cairn.graph.settings import CheckpointSettings, RetentionPolicy
+from cairn.settings import CheckpointSettings, RetentionPolicy
 
 __all__ = ["CheckpointConfig", "checkpoint_settings_from"]
 

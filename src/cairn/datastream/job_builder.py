@@ -18,7 +18,6 @@ from cairn.common import config_options as opts
 from cairn.common.exceptions import ConfigurationError, JobSubmissionError
 from cairn.common.restart_strategy import restart_settings_from
 from cairn.datastream.checkpoint_config import checkpoint_settings_from
-from cairn.graph.settings import DEFAULT_MAX_PARALLELISM, JobSettings, NetworkSettings
 from cairn.graph.transformations import (
     OneInputTransformation,
     PartitionTransformation,
@@ -26,6 +25,7 @@ from cairn.graph.transformations import (
     SourceTransformation,
     Transformation,
 )
+from cairn.settings import DEFAULT_MAX_PARALLELISM, JobSettings, NetworkSettings
 
 __all__ = [
     "DEFAULT_JOB_NAME",

@@ -40,7 +40,7 @@ from cairn.datastream.state_backend import (
 from cairn.graph.transformations import SinkTransformation, SourceTransformation
 
 if TYPE_CHECKING:
-    from cairn.deploy.job_client import JobClient
+    from cairn.launch import JobClient
 
 __all__ = [
     "StreamExecutionEnvironment",
@@ -325,7 +325,7 @@ class StreamExecutionEnvironment:
     def execute_async(self, job_name: str | None = None) -> JobClient:
         """Submit the job and return at once with a ``JobClient``."""
         prepared = self.prepare_job(job_name)  # fail on the driver before touching Spark
-        from cairn.deploy.submit import submit_job
+        from cairn.launch import submit_job
 
         client = submit_job(prepared.settings, list(prepared.sinks))
         self._sinks.clear()

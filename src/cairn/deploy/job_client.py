@@ -17,8 +17,8 @@ from cairn.common.exceptions import JobExecutionException
 from cairn.common.job_execution_result import JobExecutionResult
 from cairn.common.job_status import JobStatus
 from cairn.deploy.job_master import JobMaster
-from cairn.deploy.protocol import CollectedResults
 from cairn.ids import JobId
+from cairn.runtime.reports import CollectedResults
 
 _END = object()
 

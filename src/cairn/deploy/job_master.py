@@ -26,9 +26,9 @@ from cairn.deploy.control_server import ConnectionLost, ControlServer, Envelope
 from cairn.deploy.executors import Deployment, Executor
 from cairn.deploy.plan import ExecutionPlan
 from cairn.deploy.restart import RestartPolicy
+from cairn.events import CheckpointBarrier
 from cairn.graph.job_graph import JobGraph
-from cairn.graph.settings import JobSettings
-from cairn.runtime.events import CheckpointBarrier
+from cairn.settings import JobSettings
 
 log = logging.getLogger(__name__)
 

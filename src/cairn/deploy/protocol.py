@@ -12,7 +12,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cairn.checkpoint.messages import TaskKey
-from cairn.runtime.events import CheckpointBarrier
+from cairn.events import CheckpointBarrier
+from cairn.runtime.reports import CollectedResults, SourceExhausted, TaskFinished, TaskMetrics
+
+__all__ = [  # the runtime's reports are part of the protocol: re-exported
+    "CollectedResults",
+    "SourceExhausted",
+    "TaskFinished",
+    "TaskMetrics",
+]
 
 # ---------------------------------------------------------------- worker -> job master
 
@@ -35,18 +43,6 @@ class WorkerRunning:
 
 
 @dataclass(frozen=True)
-class SourceExhausted:
-    attempt: int
-    task: TaskKey
-
-
-@dataclass(frozen=True)
-class TaskFinished:
-    attempt: int
-    task: TaskKey
-
-
-@dataclass(frozen=True)
 class TaskFailed:
     attempt: int
     task: TaskKey | None
@@ -56,30 +52,10 @@ class TaskFailed:
 
 
 @dataclass(frozen=True)
-class TaskMetrics:
-    records_in: int
-    records_out: int
-    backpressured: bool = False
-
-
-@dataclass(frozen=True)
 class MetricsReport:
     attempt: int
     worker_index: int
     tasks: Mapping[TaskKey, TaskMetrics]
-
-
-@dataclass(frozen=True)
-class CollectedResults:
-    """Records of an ``execute_and_collect`` sink, released when their checkpoint completed.
-
-    ``dedup_key`` makes delivery idempotent when a restored subtask re-sends them.
-    """
-
-    attempt: int
-    transformation_id: int
-    dedup_key: tuple[int, int, int] | None  # (subtask, checkpoint id, sequence)
-    records: list[Any]
 
 
 # ---------------------------------------------------------------- job master -> worker

@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from cairn.graph.settings import RestartKind, RestartSettings
+from cairn.settings import RestartKind, RestartSettings
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,8 @@ from cairn.common.execution_config import global_job_parameters
 from cairn.deploy import protocol as p
 from cairn.deploy.plan import ExecutionPlan
 from cairn.deploy.serialization import dumps
+from cairn.events import AlignmentMode
 from cairn.graph.job_graph import JobGraph
-from cairn.graph.settings import JobSettings
 from cairn.runtime.channel_state import channel_state_for_subtask, read_channel_state
 from cairn.runtime.channels import (
     DEFAULT_CAPACITY,
@@ -45,7 +45,6 @@ from cairn.runtime.channels import (
     receive_loop,
 )
 from cairn.runtime.debloat import DebloatConfig
-from cairn.runtime.events import AlignmentMode
 from cairn.runtime.faults import FaultInjector, SimulatedCrash
 from cairn.runtime.input_gate import InputGate
 from cairn.runtime.network.frames import FrameKind
@@ -56,6 +55,7 @@ from cairn.runtime.operators.base import OperatorContext, OperatorRestore
 from cairn.runtime.record_writer import RecordWriter
 from cairn.runtime.task import StreamTask
 from cairn.runtime.wakeup import Wakeup
+from cairn.settings import JobSettings
 from cairn.state.heap_backend import HeapKeyedStateBackend, OperatorStateBackend
 from cairn.state.key_groups import key_group_range_for_subtask
 

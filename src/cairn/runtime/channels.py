@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from cairn.runtime.events import CheckpointBarrier, is_priority_event
+from cairn.events import CheckpointBarrier, is_priority_event
 from cairn.runtime.network.frames import FrameKind, pack_credit, unpack_credit
 from cairn.runtime.network.framing import ConnectionClosed, FramedConnection
 from cairn.runtime.wakeup import Wakeup

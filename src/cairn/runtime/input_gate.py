@@ -14,9 +14,9 @@ import pickle
 from collections.abc import Container, Sequence
 from typing import Any
 
+from cairn.events import CheckpointBarrier
 from cairn.runtime.channel_state import ChannelStateRecorder, HeldBatch
 from cairn.runtime.channels import InputChannel, PrioritySignal
-from cairn.runtime.events import CheckpointBarrier
 
 _NOT_BLOCKED: frozenset[int] = frozenset()
 

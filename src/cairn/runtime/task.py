@@ -23,27 +23,27 @@ from cairn.checkpoint.messages import (
     TaskDecline,
     TaskKey,
 )
-from cairn.deploy.protocol import SourceExhausted, TaskFinished, TaskMetrics
-from cairn.graph.job_graph import JobVertex
-from cairn.ids import CheckpointId
-from cairn.runtime.barriers import CheckpointFailureReason, create_barrier_handler
-from cairn.runtime.barriers.clock import SystemClock
-from cairn.runtime.barriers.unaligned import UnalignedBarrierHandler
-from cairn.runtime.channel_state import ChannelStateRecorder, HeldBatch
-from cairn.runtime.channels import DEFAULT_CAPACITY
-from cairn.runtime.debloat import BufferDebloater, DebloatConfig
-from cairn.runtime.events import (
+from cairn.clock import SystemClock
+from cairn.events import (
     AlignmentMode,
     CancelCheckpointMarker,
     CheckpointBarrier,
     CheckpointOptions,
     EndOfPartition,
 )
+from cairn.graph.job_graph import JobVertex
+from cairn.ids import CheckpointId
+from cairn.runtime.barriers import CheckpointFailureReason, create_barrier_handler
+from cairn.runtime.barriers.unaligned import UnalignedBarrierHandler
+from cairn.runtime.channel_state import ChannelStateRecorder, HeldBatch
+from cairn.runtime.channels import DEFAULT_CAPACITY
+from cairn.runtime.debloat import BufferDebloater, DebloatConfig
 from cairn.runtime.faults import FaultInjector
 from cairn.runtime.input_gate import InputGate
 from cairn.runtime.operators.base import StreamOperator
 from cairn.runtime.operators.sources import SourceFunctionOperator, SourceOperator
 from cairn.runtime.record_writer import RecordWriter
+from cairn.runtime.reports import SourceExhausted, TaskFinished, TaskMetrics
 from cairn.runtime.unaligned_ack import SliceBudget, UnalignedAcknowledgement
 
 log = logging.getLogger(__name__)

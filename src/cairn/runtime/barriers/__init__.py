@@ -21,6 +21,7 @@ The unaligned names are imported from their modules (``cairn.runtime.barriers.un
 ``cairn.runtime.barriers.api``) until the runtime wires them in.
 """
 
+from cairn.clock import Clock, ManualClock, SystemClock
 from cairn.runtime.barriers.aligned import AlignedBarrierHandler
 from cairn.runtime.barriers.api import (
     AlignmentStats,
@@ -28,7 +29,6 @@ from cairn.runtime.barriers.api import (
     BarrierHandlerActions,
     IllegalBarrierEventError,
 )
-from cairn.runtime.barriers.clock import Clock, ManualClock, SystemClock
 from cairn.runtime.barriers.factory import create_barrier_handler
 from cairn.runtime.barriers.reasons import CheckpointFailureReason
 from cairn.runtime.barriers.tracker import BarrierTracker

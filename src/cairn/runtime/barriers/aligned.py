@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Container
 
+from cairn.clock import Clock
+from cairn.events import AlignmentMode, CancelCheckpointMarker, CheckpointBarrier
 from cairn.ids import CheckpointId
 from cairn.runtime.barriers.api import (
     AlignmentStats,
     BarrierHandlerActions,
     IllegalBarrierEventError,
 )
-from cairn.runtime.barriers.clock import Clock
 from cairn.runtime.barriers.inputs import InputChannels
 from cairn.runtime.barriers.reasons import CheckpointFailureReason
 from cairn.runtime.barriers.states import (
@@ -23,7 +24,6 @@ from cairn.runtime.barriers.states import (
     ChannelState,
     WaitingForFirstBarrier,
 )
-from cairn.runtime.events import AlignmentMode, CancelCheckpointMarker, CheckpointBarrier
 
 _NONE = -1  # "no checkpoint yet"; real ids are >= 0
 
@@ -31,7 +31,7 @@ _NONE = -1  # "no checkpoint yet"; real ids are >= 0
 class AlignedBarrierHandler:
     """Blocks channels until every open channel delivered the barrier, then triggers.
 
-    >>> from cairn.runtime.barriers.clock import ManualClock
+    >>> from cairn.clock import ManualClock
     >>> class Actions:
     ...     def trigger_checkpoint(self, barrier, stats): print("trigger", barrier.checkpoint_id)
     ...     def abort_checkpoint(self, checkpoint_id, reason): print("abort", checkpoint_id)

@@ -22,15 +22,15 @@ from __future__ import annotations
 import dataclasses
 from abc import abstractmethod
 
+from cairn.events import AlignmentMode, CheckpointBarrier
 from cairn.ids import CheckpointId
 from cairn.runtime.barriers.states import BarrierHandlerState, StateController
-from cairn.runtime.events import AlignmentMode, CheckpointBarrier
 
 
 def as_unaligned(barrier: CheckpointBarrier) -> CheckpointBarrier:
     """``barrier`` as forwarded by a task that snapshots unaligned (Flink's ``asUnaligned``).
 
-    >>> from cairn.runtime.events import CheckpointOptions
+    >>> from cairn.events import CheckpointOptions
     >>> timed = CheckpointBarrier(CheckpointId(4), 10, CheckpointOptions(aligned_timeout_ms=50))
     >>> as_unaligned(timed).options.alignment, as_unaligned(timed).options.aligned_timeout_ms
     (<AlignmentMode.UNALIGNED: 'unaligned'>, None)

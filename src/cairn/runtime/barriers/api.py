@@ -11,13 +11,13 @@ from collections.abc import Container
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from cairn.ids import CheckpointId
-from cairn.runtime.barriers.reasons import CheckpointFailureReason
-from cairn.runtime.events import (
+from cairn.events import (
     AlignmentMode,
     CancelCheckpointMarker,
     CheckpointBarrier,
 )
+from cairn.ids import CheckpointId
+from cairn.runtime.barriers.reasons import CheckpointFailureReason
 
 
 class IllegalBarrierEventError(RuntimeError):

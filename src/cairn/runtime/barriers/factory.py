@@ -6,16 +6,16 @@ here; tasks without inputs (sources) get none and are triggered by the coordinat
 
 from __future__ import annotations
 
+from cairn.clock import Clock, SystemClock
+from cairn.events import AlignmentMode
 from cairn.runtime.barriers.aligned import AlignedBarrierHandler
 from cairn.runtime.barriers.api import (
     BarrierHandler,
     BarrierHandlerActions,
     UnalignedBarrierHandlerActions,
 )
-from cairn.runtime.barriers.clock import Clock, SystemClock
 from cairn.runtime.barriers.tracker import BarrierTracker
 from cairn.runtime.barriers.unaligned import UnalignedBarrierHandler
-from cairn.runtime.events import AlignmentMode
 
 
 def create_barrier_handler(

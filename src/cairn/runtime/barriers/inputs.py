@@ -7,8 +7,8 @@ before any book is changed.
 
 from __future__ import annotations
 
+from cairn.events import CheckpointBarrier
 from cairn.runtime.barriers.api import IllegalBarrierEventError
-from cairn.runtime.events import CheckpointBarrier
 
 
 class InputChannels:

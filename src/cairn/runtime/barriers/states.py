@@ -10,8 +10,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Container
 from typing import Protocol
 
+from cairn.events import CheckpointBarrier
 from cairn.ids import CheckpointId
-from cairn.runtime.events import CheckpointBarrier
 
 
 class StateController(Protocol):

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Container
 from dataclasses import dataclass, field
 
+from cairn.clock import Clock
+from cairn.events import AlignmentMode, CancelCheckpointMarker, CheckpointBarrier
 from cairn.ids import CheckpointId
 from cairn.runtime.barriers.api import AlignmentStats, BarrierHandlerActions
-from cairn.runtime.barriers.clock import Clock
 from cairn.runtime.barriers.inputs import InputChannels
 from cairn.runtime.barriers.reasons import CheckpointFailureReason
-from cairn.runtime.events import AlignmentMode, CancelCheckpointMarker, CheckpointBarrier
 
 MAX_CHECKPOINTS_TO_TRACK = 50
 """Pending checkpoints kept at most (Flink's bound); the oldest is declined beyond it."""
@@ -45,7 +45,7 @@ class _PendingCheckpoint:
 class BarrierTracker:
     """Counts barriers per checkpoint id without blocking; several may be pending.
 
-    >>> from cairn.runtime.barriers.clock import ManualClock
+    >>> from cairn.clock import ManualClock
     >>> class Actions:
     ...     def trigger_checkpoint(self, barrier, stats): print("trigger", barrier.checkpoint_id)
     ...     def abort_checkpoint(self, checkpoint_id, reason): print("abort", checkpoint_id)

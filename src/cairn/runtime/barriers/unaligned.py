@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Container
 
+from cairn.clock import Clock
+from cairn.events import AlignmentMode, CheckpointBarrier, CheckpointOptions
 from cairn.ids import CheckpointId
 from cairn.runtime.barriers.aligned import AlignedBarrierHandler, _Controller
 from cairn.runtime.barriers.alternating import AlternatingWaitingForFirstBarrier
@@ -19,9 +21,7 @@ from cairn.runtime.barriers.api import (
     IllegalBarrierEventError,
     UnalignedBarrierHandlerActions,
 )
-from cairn.runtime.barriers.clock import Clock
 from cairn.runtime.barriers.reasons import CheckpointFailureReason
-from cairn.runtime.events import AlignmentMode, CheckpointBarrier, CheckpointOptions
 
 _NONE = -1
 _ALIGNED = AlignmentMode.ALIGNED
@@ -73,7 +73,7 @@ class UnalignedBarrierHandler(AlignedBarrierHandler):
     takes from a channel in ``recording_view``, and calls ``check_alignment_timeout()`` from
     its loop (at the latest at ``next_timeout_ms``).
 
-    >>> from cairn.runtime.barriers.clock import ManualClock
+    >>> from cairn.clock import ManualClock
     >>> class Actions:
     ...     def trigger_checkpoint(self, barrier, stats): print("trigger", barrier.checkpoint_id)
     ...     def abort_checkpoint(self, checkpoint_id, reason): print("abort", checkpoint_id)

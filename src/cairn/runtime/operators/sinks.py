@@ -11,9 +11,9 @@ from typing import Any
 
 from cairn.datastream.connectors.base import Committer, SinkWriter, SinkWriterContext
 from cairn.datastream.state import ListStateDescriptor
-from cairn.deploy.protocol import CollectedResults
 from cairn.runtime.operators.base import OperatorRestore, OperatorSnapshot, StreamOperator
 from cairn.runtime.operators.user_function import UserFunctionOperator, resolve_method
+from cairn.runtime.reports import CollectedResults
 
 END_OF_INPUT_CHECKPOINT = 2**62
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cairn.runtime.events import AlignmentMode
+from cairn.events import AlignmentMode
 
 DEFAULT_MAX_PARALLELISM = 128
 

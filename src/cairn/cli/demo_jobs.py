@@ -1,4 +1,4 @@
-"""Reusable job pieces for tests, benchmarks and the demo: a per-key sequence source and an
+"""Job pieces of the demo, reused by tests and benchmarks: a per-key sequence source and an
 in-stream exactly-once checker.
 
 Invariant: record ``i`` of ``SequenceGenerator(keys)`` is ``(key(i % keys), i // keys + 1)``;

@@ -1,7 +1,9 @@
-"""Job submission: plan → executor → job master thread → client.
+"""The composition root: a prepared job → plan → executor → job master thread → client.
 
 Invariant: everything that can be rejected is rejected here, before any worker starts: the
-plan is translated and serialized on the driver, so a bad job never reaches Spark.
+plan is translated and serialized on the driver, so a bad job never reaches Spark. This is
+the one module that sees every layer (deploy and observability); the API reaches it only
+through deferred or type-only imports (the layers contract's one declared exception).
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from cairn.deploy.job_client import JobClient
 from cairn.deploy.job_master import JobMaster
 from cairn.deploy.serialization import dumps_job
 from cairn.graph.job_graph import JobGraph, build_job_graph
-from cairn.graph.settings import JobSettings
 from cairn.graph.transformations import SinkTransformation
 from cairn.runtime.faults import parse_faults
+from cairn.settings import JobSettings
+
+__all__ = ["JobClient", "submit_job"]
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,47 @@
+"""What a task reports to the job master: sources exhausted, task finished, metrics, results.
+
+Invariant: reports are immutable values that name the deployment attempt of their sender, so
+the job master can drop late reports of an attempt it already cancelled; the runtime defines
+them, the deploy layer carries them (``cairn.deploy.protocol``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from cairn.checkpoint.messages import TaskKey
+
+__all__ = ["CollectedResults", "SourceExhausted", "TaskFinished", "TaskMetrics"]
+
+
+@dataclass(frozen=True)
+class SourceExhausted:
+    attempt: int
+    task: TaskKey
+
+
+@dataclass(frozen=True)
+class TaskFinished:
+    attempt: int
+    task: TaskKey
+
+
+@dataclass(frozen=True)
+class TaskMetrics:
+    records_in: int
+    records_out: int
+    backpressured: bool = False
+
+
+@dataclass(frozen=True)
+class CollectedResults:
+    """Records of an ``execute_and_collect`` sink, released when their checkpoint completed.
+
+    ``dedup_key`` makes delivery idempotent when a restored subtask re-sends them.
+    """
+
+    attempt: int
+    transformation_id: int
+    dedup_key: tuple[int, int, int] | None  # (subtask, checkpoint id, sequence)
+    records: list[Any]
