@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cairn.checkpoint.coordinator import CheckpointCoordinator
+from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.checkpoint.handles import KeyedStateHandle, OperatorSubtaskState, StreamRange
 from cairn.checkpoint.messages import (
     AckResult,
@@ -43,7 +44,9 @@ class NullGateway:
     def notify_complete(self, checkpoint_id: CheckpointId) -> None:
         self.completed.append(checkpoint_id)
 
-    def notify_aborted(self, checkpoint_id: CheckpointId, reason: str) -> None:
+    def notify_aborted(
+        self, checkpoint_id: CheckpointId, reason: CheckpointFailureReason, message: str
+    ) -> None:
         pass
 
     def fail_job(self, reason: str) -> None:

@@ -53,8 +53,10 @@ class RecordingGateway:
     def notify_complete(self, checkpoint_id: CheckpointId) -> None:
         self.completed.append(checkpoint_id)
 
-    def notify_aborted(self, checkpoint_id: CheckpointId, reason: str) -> None:
-        self.aborted.append((checkpoint_id, reason))
+    def notify_aborted(
+        self, checkpoint_id: CheckpointId, reason: CheckpointFailureReason, message: str
+    ) -> None:
+        self.aborted.append((checkpoint_id, f"{reason.name}: {message}"))
 
     def fail_job(self, reason: str) -> None:
         self.failures.append(reason)
@@ -310,14 +312,21 @@ def test_decline_aborts_and_counts_as_failure(root: str) -> None:
     assert declined and not exists(h.storage.checkpoint_dir(1))
     assert "disk full" in h.gateway.aborted[0][1]
     assert len(h.gateway.failures) == 1
-    assert not h.coord.receive_decline(TaskDecline(CheckpointId(1), SRC1, "CHECKPOINT_DECLINED"))
+    assert not h.coord.receive_decline(
+        TaskDecline(CheckpointId(1), SRC1, CheckpointFailureReason.CHECKPOINT_DECLINED)
+    )
 
 
 def test_decline_by_a_task_not_ready_is_not_counted(root: str) -> None:
     h = make(root, tolerable_failures=0)
     h.coord.trigger_checkpoint()
     h.coord.receive_decline(
-        TaskDecline(CheckpointId(1), SRC1, "CHECKPOINT_DECLINED_TASK_NOT_READY", "starting")
+        TaskDecline(
+            CheckpointId(1),
+            SRC1,
+            CheckpointFailureReason.CHECKPOINT_DECLINED_TASK_NOT_READY,
+            "starting",
+        )
     )
     assert h.gateway.aborted[0][0] == 1 and h.gateway.failures == []
 

@@ -23,7 +23,7 @@ from cairn.checkpoint.messages import (
     TaskDecline,
     TaskKey,
 )
-from cairn.clock import SystemClock
+from cairn.clock import Clock, SystemClock
 from cairn.events import (
     AlignmentMode,
     CancelCheckpointMarker,
@@ -80,6 +80,7 @@ class StreamTask:
         alignment: AlignmentMode,
         checkpointing: bool,
         debloat: DebloatConfig | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.key = key
         self.vertex = vertex
@@ -95,7 +96,7 @@ class StreamTask:
         self.source_exhausted = False
         self.backpressured = False
         self._faults = services.faults
-        self._clock = SystemClock()
+        self._clock: Clock = SystemClock() if clock is None else clock
         self.handler = None
         # Set when the job may take unaligned checkpoints (also: aligned with a timeout).
         self._unaligned: UnalignedBarrierHandler | None = None
@@ -449,7 +450,8 @@ class StreamTask:
                 log.warning("writing in-flight data of checkpoint %s failed in %s",
                             recorder.checkpoint_id, self.name, exc_info=True)
                 services.send_to_master(TaskDecline(
-                    CheckpointId(recorder.checkpoint_id), self.key, "CHECKPOINT_ASYNC_EXCEPTION",
+                    CheckpointId(recorder.checkpoint_id), self.key,
+                    CheckpointFailureReason.CHECKPOINT_ASYNC_EXCEPTION,
                     f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
 
         services.submit_async(write_channel_state)
@@ -459,7 +461,7 @@ class StreamTask:
         if self.gate is not None:
             self.gate.recorder = None
 
-    def abort_checkpoint(self, checkpoint_id: int, reason: Any) -> None:
+    def abort_checkpoint(self, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
         if self.gate is not None:
             self.gate.measuring = False
         recorder = self._recorder
@@ -470,8 +472,8 @@ class StreamTask:
         for w in self.writers:
             w.broadcast_event(CancelCheckpointMarker(checkpoint_id))  # type: ignore[arg-type]
         self.services.send_to_master(
-            TaskDecline(CheckpointId(checkpoint_id), self.key, str(getattr(reason, "name", reason)),
-                        f"{self.name} aborted checkpoint {checkpoint_id}: {reason}")
+            TaskDecline(CheckpointId(checkpoint_id), self.key, reason,
+                        f"{self.name} aborted checkpoint {checkpoint_id}: {reason.message}")
         )
 
     # -----------------------------------------------------------------------------------
@@ -534,10 +536,9 @@ class StreamTask:
                     ack.cancel()
                 log.warning("asynchronous part of checkpoint %s failed in %s", cid, name,
                             exc_info=True)
-                services.send_to_master(
-                    TaskDecline(CheckpointId(cid), key, "CHECKPOINT_ASYNC_EXCEPTION",
-                                f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
-                )
+                services.send_to_master(TaskDecline(
+                    CheckpointId(cid), key, CheckpointFailureReason.CHECKPOINT_ASYNC_EXCEPTION,
+                    f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
 
         services.submit_async(run_async)
 
@@ -550,11 +551,10 @@ class StreamTask:
         if faults.active:
             faults.check("after-commit", self.vertex.name, self.key.subtask_index, checkpoint_id)
 
-    def notify_checkpoint_aborted(self, checkpoint_id: int, reason: str) -> None:
+    def notify_checkpoint_aborted(self, checkpoint_id: int,
+                                  reason: CheckpointFailureReason) -> None:
         if self.handler is not None and not self.finished:
-            self.handler.abort_current(
-                CheckpointId(checkpoint_id), CheckpointFailureReason.CHECKPOINT_EXPIRED
-            )
+            self.handler.abort_current(CheckpointId(checkpoint_id), reason)
         for op in self.operators:
             op.notify_checkpoint_aborted(checkpoint_id)
 

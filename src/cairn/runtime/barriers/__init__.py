@@ -5,7 +5,7 @@ records; it closes each checkpoint it sees exactly once (see ``api``: an unalign
 triggers first and closes when its last barrier arrives or it aborts).
 
 Layers, bottom up:
-- ``reasons`` (``CheckpointFailureReason``, shared with the checkpoint layer), ``clock``;
+- ``cairn.checkpoint.failure.CheckpointFailureReason`` and ``cairn.clock`` (re-exported here);
 - ``api``: the seams (``BarrierHandlerActions`` implemented by the task, plus
   ``UnalignedBarrierHandlerActions`` for the in-flight data of unaligned checkpoints; the
   ``BarrierHandler`` / ``RecordingBarrierHandler`` interfaces, ``AlignmentStats``,
@@ -21,6 +21,7 @@ The unaligned names are imported from their modules (``cairn.runtime.barriers.un
 ``cairn.runtime.barriers.api``) until the runtime wires them in.
 """
 
+from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.clock import Clock, ManualClock, SystemClock
 from cairn.runtime.barriers.aligned import AlignedBarrierHandler
 from cairn.runtime.barriers.api import (
@@ -30,7 +31,6 @@ from cairn.runtime.barriers.api import (
     IllegalBarrierEventError,
 )
 from cairn.runtime.barriers.factory import create_barrier_handler
-from cairn.runtime.barriers.reasons import CheckpointFailureReason
 from cairn.runtime.barriers.tracker import BarrierTracker
 
 __all__ = [

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Container
 
+from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.clock import Clock
 from cairn.events import AlignmentMode, CancelCheckpointMarker, CheckpointBarrier
 from cairn.ids import CheckpointId
@@ -18,7 +19,6 @@ from cairn.runtime.barriers.api import (
     IllegalBarrierEventError,
 )
 from cairn.runtime.barriers.inputs import InputChannels
-from cairn.runtime.barriers.reasons import CheckpointFailureReason
 from cairn.runtime.barriers.states import (
     BarrierHandlerState,
     ChannelState,

@@ -11,13 +11,13 @@ from collections.abc import Container
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.events import (
     AlignmentMode,
     CancelCheckpointMarker,
     CheckpointBarrier,
 )
 from cairn.ids import CheckpointId
-from cairn.runtime.barriers.reasons import CheckpointFailureReason
 
 
 class IllegalBarrierEventError(RuntimeError):
@@ -111,9 +111,7 @@ class UnalignedBarrierHandlerActions(BarrierHandlerActions, Protocol):
     Aligned checkpoints of the same handler never call the two methods below.
     """
 
-    def init_inputs_checkpoint(
-        self, barrier: CheckpointBarrier, recording: frozenset[int]
-    ) -> None:
+    def init_inputs_checkpoint(self, barrier: CheckpointBarrier, recording: frozenset[int]) -> None:
         """Take checkpoint ``barrier.checkpoint_id`` unaligned, starting now.
 
         The task opens the channel state of this checkpoint: the output buffers that the

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Container
 
+from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.clock import Clock
 from cairn.events import AlignmentMode, CheckpointBarrier, CheckpointOptions
 from cairn.ids import CheckpointId
@@ -21,7 +22,6 @@ from cairn.runtime.barriers.api import (
     IllegalBarrierEventError,
     UnalignedBarrierHandlerActions,
 )
-from cairn.runtime.barriers.reasons import CheckpointFailureReason
 
 _NONE = -1
 _ALIGNED = AlignmentMode.ALIGNED
@@ -210,9 +210,7 @@ class UnalignedBarrierHandler(AlignedBarrierHandler):
     def _trigger(self, barrier: CheckpointBarrier) -> None:
         now = self._clock.now_ms()
         unaligned = self._recording_id == barrier.checkpoint_id
-        stats = AlignmentStats.at_trigger(
-            barrier, self._first_barrier_ms, now, unaligned=unaligned
-        )
+        stats = AlignmentStats.at_trigger(barrier, self._first_barrier_ms, now, unaligned=unaligned)
         self._actions.trigger_checkpoint(barrier, stats)
 
     def __repr__(self) -> str:
