@@ -91,6 +91,9 @@ class AlignedBarrierHandler:
     def is_blocked(self, channel: int) -> bool:
         return self._channels.is_blocked(channel)
 
+    def last_barrier_id(self, channel: int) -> int:
+        return self._inputs.last_barrier_id(channel)
+
     @property
     def blocked_view(self) -> Container[int]:
         return self._channels.live_view
@@ -223,6 +226,10 @@ class _Controller:
     def trigger_global_checkpoint(self, barrier: CheckpointBarrier) -> None:
         self._handler._trigger(barrier)
 
+    def is_pending(self, barrier: CheckpointBarrier) -> bool:
+        handler = self._handler
+        return barrier.checkpoint_id == handler._current_id and handler.is_aligning
+
     def is_unaligned(self, barrier: CheckpointBarrier) -> bool:
         return False  # this handler aligns every checkpoint
 
@@ -232,4 +239,9 @@ class _Controller:
     def init_inputs_checkpoint(self, barrier: CheckpointBarrier) -> None:
         raise IllegalBarrierEventError(
             f"checkpoint {barrier.checkpoint_id}: an aligned handler takes no unaligned snapshot"
+        )
+
+    def take_out_of_turn(self, channel: int) -> None:
+        raise IllegalBarrierEventError(
+            f"channel {channel}: an aligned handler takes every barrier in its place"
         )

@@ -110,6 +110,9 @@ class BarrierTracker:
     def is_blocked(self, channel: int) -> bool:
         return False
 
+    def last_barrier_id(self, channel: int) -> int:
+        return self._inputs.last_barrier_id(channel)
+
     @property
     def blocked_view(self) -> Container[int]:
         return _NOTHING_BLOCKED
