@@ -92,7 +92,8 @@ class AlignmentStats:
 
 
 class BarrierHandlerActions(Protocol):
-    """What the task does on the handler's decisions (the only way out of a handler).
+    """What the task does on the handler's decisions (the only way out of a handler; the
+    task's ``SubtaskCheckpointCoordinator`` implements it).
 
     Implementations must not call back into the handler's event methods from these calls.
     """
