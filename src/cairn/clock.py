@@ -1,7 +1,8 @@
-"""Clocks for alignment statistics and timeouts.
+"""The one clock abstraction: ``Clock.now_ms()``, injected wherever time is read.
 
-Invariant: ``now_ms`` never goes backwards for a ``ManualClock``; handlers read the clock
-only when a barrier-related event arrives, never per record.
+Invariant: a ``ManualClock`` never goes backwards; code given a clock reads it only on events
+it times (barriers, checkpoint triggers, state accesses with TTL, file rolling and
+monitoring), never through another time source.
 """
 
 from __future__ import annotations
@@ -11,7 +12,12 @@ from typing import Protocol
 
 
 class Clock(Protocol):
-    """Milliseconds on the same scale as ``CheckpointBarrier.timestamp_ms`` (wall clock)."""
+    """Milliseconds.
+
+    ``SystemClock`` (and a ``ManualClock`` started there) is on the scale of
+    ``CheckpointBarrier.timestamp_ms`` (wall clock), which barrier handlers, the checkpoint
+    coordinator, state TTL and time buckets need; ``MonotonicClock`` only measures intervals.
+    """
 
     def now_ms(self) -> int: ...
 
@@ -32,13 +38,31 @@ class SystemClock:
         return time.time_ns() // 1_000_000
 
 
+class MonotonicClock:
+    """Milliseconds of ``time.monotonic``: for intervals only (unaffected by clock steps).
+
+    >>> clock = MonotonicClock()
+    >>> clock.now_ms() <= clock.now_ms()
+    True
+    """
+
+    __slots__ = ()
+
+    def now_ms(self) -> int:
+        return time.monotonic_ns() // 1_000_000
+
+
 class ManualClock:
-    """Deterministic clock for tests: time moves only when ``advance`` is called.
+    """Deterministic clock for tests: time moves only when ``advance`` or ``advance_to`` is
+    called, and never backwards.
 
     >>> clock = ManualClock(1_000)
     >>> clock.advance(250)
     >>> clock.now_ms()
     1250
+    >>> clock.advance_to(2_000)
+    >>> clock.now_ms()
+    2000
     """
 
     __slots__ = ("_now_ms",)
@@ -53,3 +77,11 @@ class ManualClock:
         if ms < 0:
             raise ValueError(f"a ManualClock cannot go backwards (advance({ms}))")
         self._now_ms += ms
+
+    def advance_to(self, now_ms: int) -> None:
+        """Set the time to ``now_ms``, which must not be earlier than the current time."""
+        if now_ms < self._now_ms:
+            raise ValueError(
+                f"a ManualClock cannot go backwards (advance_to({now_ms}) at {self._now_ms})"
+            )
+        self._now_ms = now_ms

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cairn.checkpoint.coordinator import CheckpointCoordinator
+from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.checkpoint.handles import KeyedStateHandle, OperatorSubtaskState, StreamRange
 from cairn.checkpoint.messages import (
     AckResult,
@@ -22,6 +23,7 @@ from cairn.checkpoint.messages import (
 from cairn.checkpoint.metadata import CheckpointMetadata, CheckpointSummaryStats, OperatorMetadata
 from cairn.checkpoint.protocol import TriggerNow
 from cairn.checkpoint.storage import CheckpointStorage
+from cairn.clock import ManualClock
 from cairn.ids import CheckpointId, JobId, OperatorUid, SubtaskIndex, VertexId
 from cairn.settings import CheckpointSettings
 
@@ -30,14 +32,6 @@ AGG = TaskKey(VertexId(1), SubtaskIndex(0))
 TASKS = (SRC0, SRC1, AGG)
 UIDS = {SRC0: OperatorUid("src"), SRC1: OperatorUid("src"), AGG: OperatorUid("agg")}
 T0 = 1_700_000_000_000
-
-
-class ManualClock:
-    def __init__(self) -> None:
-        self.t = T0
-
-    def now_ms(self) -> int:
-        return self.t
 
 
 @dataclass
@@ -50,7 +44,9 @@ class NullGateway:
     def notify_complete(self, checkpoint_id: CheckpointId) -> None:
         self.completed.append(checkpoint_id)
 
-    def notify_aborted(self, checkpoint_id: CheckpointId, reason: str) -> None:
+    def notify_aborted(
+        self, checkpoint_id: CheckpointId, reason: CheckpointFailureReason, message: str
+    ) -> None:
         pass
 
     def fail_job(self, reason: str) -> None:
@@ -68,9 +64,9 @@ class Job:
         ``metrics.state_size`` bytes; the last ack completes it. Returns the id."""
         decision = self.coord.trigger_checkpoint(force=True)
         assert isinstance(decision, TriggerNow)
-        cid, start = decision.checkpoint_id, self.clock.t
+        cid, start = decision.checkpoint_id, self.clock.now_ms()
         for task, at, metrics in acks:
-            self.clock.t = start + at
+            self.clock.advance_to(start + at)
             data = bytes(metrics.state_size)
             rel = self.storage.writer(cid).write_state_file(UIDS[task], data)
             ranges: dict[int, StreamRange] = {
@@ -79,16 +75,22 @@ class Job:
             state = OperatorSubtaskState(keyed=(KeyedStateHandle(rel, 0, 127, ranges, len(data)),))
             ack = TaskAcknowledgement(cid, task, {UIDS[task]: state}, metrics)
             assert self.coord.receive_ack(ack) is AckResult.SUCCESS
-        self.clock.t += 1000
+        self.clock.advance(1000)
         return cid
 
 
 def job(root: str | Path, job_id: str = "job-a", retained: int = 3) -> Job:
-    clock = ManualClock()
+    clock = ManualClock(T0)
     storage = CheckpointStorage(str(root), job_id)
     coord = CheckpointCoordinator(
-        job_id, CheckpointSettings(retained=retained), storage, NullGateway(), TASKS,
-        [SRC0, SRC1], {"src": (2, 128), "agg": (1, 128)}, clock,
+        job_id,
+        CheckpointSettings(retained=retained),
+        storage,
+        NullGateway(),
+        TASKS,
+        [SRC0, SRC1],
+        {"src": (2, 128), "agg": (1, 128)},
+        clock,
     )
     return Job(coord, clock, storage)
 
@@ -98,15 +100,36 @@ M = SubtaskCheckpointMetrics
 ALIGNED = [
     (SRC0, 10, M(start_delay_ms=1, sync_duration_ms=2, async_duration_ms=5, state_size=16)),
     (SRC1, 20, M(start_delay_ms=2, sync_duration_ms=1, async_duration_ms=7, state_size=16)),
-    (AGG, 35, M(start_delay_ms=4, alignment_duration_ms=12, sync_duration_ms=3,
-                async_duration_ms=9, state_size=64, processed_bytes=500)),
+    (
+        AGG,
+        35,
+        M(
+            start_delay_ms=4,
+            alignment_duration_ms=12,
+            sync_duration_ms=3,
+            async_duration_ms=9,
+            state_size=64,
+            processed_bytes=500,
+        ),
+    ),
 ]
 # Checkpoint 2 (unaligned at the aggregator): 2 KiB of in-flight input persisted.
 UNALIGNED = [
     (SRC0, 5, M(start_delay_ms=1, sync_duration_ms=1, async_duration_ms=2, state_size=16)),
     (SRC1, 6, M(start_delay_ms=1, sync_duration_ms=1, async_duration_ms=3, state_size=16)),
-    (AGG, 8, M(start_delay_ms=2, alignment_duration_ms=1, sync_duration_ms=4,
-               async_duration_ms=6, state_size=80, persisted_bytes=2048, unaligned=True)),
+    (
+        AGG,
+        8,
+        M(
+            start_delay_ms=2,
+            alignment_duration_ms=1,
+            sync_duration_ms=4,
+            async_duration_ms=6,
+            state_size=80,
+            persisted_bytes=2048,
+            unaligned=True,
+        ),
+    ),
 ]
 
 
@@ -118,10 +141,18 @@ def old_format_checkpoint(root: str | Path, job_id: str = "job-old", cid: int = 
     handle = KeyedStateHandle(rel, 0, 127, {0: StreamRange(0, 40, zlib.crc32(data))}, 40)
     uid = OperatorUid("agg")
     md = CheckpointMetadata(
-        JobId(job_id), CheckpointId(cid), trigger_ms=T0, completed_ms=T0 + 90,
+        JobId(job_id),
+        CheckpointId(cid),
+        trigger_ms=T0,
+        completed_ms=T0 + 90,
         max_parallelism=128,
         operators={uid: OperatorMetadata(uid, 1, 128, {0: OperatorSubtaskState(keyed=(handle,))})},
-        stats=CheckpointSummaryStats(state_size=40, num_subtasks=1, max_alignment_duration_ms=6,
-                                     max_sync_duration_ms=2, max_async_duration_ms=3),
+        stats=CheckpointSummaryStats(
+            state_size=40,
+            num_subtasks=1,
+            max_alignment_duration_ms=6,
+            max_sync_duration_ms=2,
+            max_async_duration_ms=3,
+        ),
     )
     return storage.write_metadata(md).directory

@@ -4,6 +4,9 @@ The script language of ``test_barrier_handler`` plus:
   ``c:<label>``  a record batch on channel c (lowercase label); asserts c is not blocked and,
                  if the handler says c is recording, adds ``c:<label>`` to the channel state
   ``!``          the task's loop calls ``check_alignment_timeout()``
+  ``c:A<n>``     channel c announces priority barrier n (``c:A<n>@<ts>``: with timestamp ts);
+                 ``announced`` collects the handler's answers (``OVERTAKE``, ``IN_ORDER``,
+                 ``OBSOLETE``); the script then delivers the barrier with ``c:B<n>`` itself
 ``log`` adds ``I<n>[channels]`` (init_inputs_checkpoint with the recording channels) and
 ``D<n>`` (all_barriers_received) to ``T<n>`` / ``A<n>/<reason>``.
 """
@@ -45,6 +48,7 @@ ALIGNED = AlignmentMode.ALIGNED
 UNALIGNED = AlignmentMode.UNALIGNED
 SAVEPOINT = CheckpointOptions(type=CheckpointType.SAVEPOINT)
 _DATA = re.compile(r"(\d+):([a-z]\w*)$")
+_ANNOUNCE = re.compile(r"(\d+):A(\d+)(?:@(\d+))?$")
 
 
 @dataclass
@@ -90,6 +94,7 @@ class UnalignedHarness(Harness):
     actions: UnalignedRecorder
     channel_state: dict[int, list[str]] = field(default_factory=dict)
     switched: list[bool] = field(default_factory=list)
+    announced: list[str] = field(default_factory=list)
 
     @property
     def unaligned(self) -> UnalignedBarrierHandler:
@@ -99,8 +104,14 @@ class UnalignedHarness(Harness):
     def _step(self, token: str) -> None:
         handler = self.unaligned
         data = _DATA.match(token)
+        announcement = _ANNOUNCE.match(token)
         if token == "!":
             self.switched.append(handler.check_alignment_timeout())
+        elif announcement:
+            ts = int(announcement[3]) if announcement[3] else 0
+            barrier = self.barrier(int(announcement[2]), ts)
+            answer = handler.on_barrier_announced(int(announcement[1]), barrier)
+            self.announced.append(answer.name)
         elif data:
             channel = int(data[1])
             assert not handler.is_blocked(channel), f"script polls blocked channel {channel}"
@@ -375,6 +386,9 @@ ILLEGAL = {
     "barrier on a blocked channel before the timeout": (ALIGNED, "0:B1", "0:B2"),
     "cancel marker on a blocked channel": (ALIGNED, "0:B1", "0:C1"),
     "end of partition on a blocked channel": (ALIGNED, "0:B1", "0:E"),
+    "announcement on a blocked channel": (ALIGNED, "0:B1 1:A2", "0:A2"),
+    "announcement after end of partition": (UNALIGNED, "1:E", "1:A1"),
+    "announcement on a channel out of range": (UNALIGNED, "0:B1", "3:A2"),
 }
 
 
@@ -417,8 +431,12 @@ def test_illegal_event_raises_and_leaves_the_handler_unchanged(case: str) -> Non
         (CheckpointOptions(aligned_timeout_ms=50), UNALIGNED, 300, (ALIGNED, 50)),
         (CheckpointOptions(aligned_timeout_ms=0), ALIGNED, 300, (UNALIGNED, None)),
         (CheckpointOptions(alignment=UNALIGNED), ALIGNED, 300, (UNALIGNED, None)),
-        (CheckpointOptions(alignment=AlignmentMode.AT_LEAST_ONCE), UNALIGNED, None,
-         (UNALIGNED, None)),
+        (
+            CheckpointOptions(alignment=AlignmentMode.AT_LEAST_ONCE),
+            UNALIGNED,
+            None,
+            (UNALIGNED, None),
+        ),
         (SAVEPOINT, UNALIGNED, 0, (ALIGNED, None)),
         (CheckpointOptions(CheckpointType.SAVEPOINT, UNALIGNED, 5), UNALIGNED, 0, (ALIGNED, None)),
     ],
@@ -460,6 +478,8 @@ def test_aligned_controller_refuses_unaligned_snapshots() -> None:
     handler = AlignedBarrierHandler(2, Recorder(), ManualClock())
     with pytest.raises(IllegalBarrierEventError):
         handler._controller.init_inputs_checkpoint(CheckpointBarrier(CheckpointId(1), 0))
+    with pytest.raises(IllegalBarrierEventError):
+        handler._controller.take_out_of_turn(0)
 
 
 # -- exactly-once over random interleavings ---------------------------------------------------

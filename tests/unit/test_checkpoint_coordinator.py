@@ -28,6 +28,7 @@ from cairn.checkpoint.messages import (
 )
 from cairn.checkpoint.protocol import Blocked, TerminalJobStatus, TriggerNow, WaitUntil
 from cairn.checkpoint.storage import CheckpointStorage, load_checkpoint, open_reader, verify
+from cairn.clock import ManualClock
 from cairn.events import AlignmentMode, CheckpointBarrier, CheckpointType
 from cairn.ids import CheckpointId, OperatorUid, SubtaskIndex, VertexId
 from cairn.settings import CheckpointSettings, RetentionPolicy
@@ -37,17 +38,6 @@ AGG = TaskKey(VertexId(1), SubtaskIndex(0))
 TASKS = [SRC0, SRC1, AGG]
 UIDS = {SRC0: OperatorUid("src"), SRC1: OperatorUid("src"), AGG: OperatorUid("agg")}
 T0 = 1_000_000
-
-
-class ManualClock:
-    def __init__(self) -> None:
-        self.t = T0
-
-    def now_ms(self) -> int:
-        return self.t
-
-    def advance(self, ms: int) -> None:
-        self.t += ms
 
 
 @dataclass
@@ -63,8 +53,10 @@ class RecordingGateway:
     def notify_complete(self, checkpoint_id: CheckpointId) -> None:
         self.completed.append(checkpoint_id)
 
-    def notify_aborted(self, checkpoint_id: CheckpointId, reason: str) -> None:
-        self.aborted.append((checkpoint_id, reason))
+    def notify_aborted(
+        self, checkpoint_id: CheckpointId, reason: CheckpointFailureReason, message: str
+    ) -> None:
+        self.aborted.append((checkpoint_id, f"{reason.name}: {message}"))
 
     def fail_job(self, reason: str) -> None:
         self.failures.append(reason)
@@ -126,7 +118,7 @@ def root(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 def make(root: str, job: str = "job-1", **settings: object) -> Harness:
     base = CheckpointSettings(interval_ms=100, timeout_ms=1_000)
     cs = replace(base, **settings)  # type: ignore[arg-type]  # keyword values are mixed types
-    clock, gateway = ManualClock(), RecordingGateway()
+    clock, gateway = ManualClock(T0), RecordingGateway()
     storage = CheckpointStorage(root, job)
     coord = CheckpointCoordinator(
         job,
@@ -171,10 +163,10 @@ def test_min_pause_counts_from_completion(root: str) -> None:
     assert h.coord.tick() == WaitUntil(
         T0 + 650, "min pause of 500 ms after the last completed checkpoint"
     )
-    h.clock.t = T0 + 649
+    h.clock.advance_to(T0 + 649)
     h.coord.tick()
     assert len(h.gateway.barriers) == 1
-    h.clock.t = T0 + 650
+    h.clock.advance_to(T0 + 650)
     assert h.coord.tick() == TriggerNow(CheckpointId(2))
 
 
@@ -320,14 +312,21 @@ def test_decline_aborts_and_counts_as_failure(root: str) -> None:
     assert declined and not exists(h.storage.checkpoint_dir(1))
     assert "disk full" in h.gateway.aborted[0][1]
     assert len(h.gateway.failures) == 1
-    assert not h.coord.receive_decline(TaskDecline(CheckpointId(1), SRC1, "CHECKPOINT_DECLINED"))
+    assert not h.coord.receive_decline(
+        TaskDecline(CheckpointId(1), SRC1, CheckpointFailureReason.CHECKPOINT_DECLINED)
+    )
 
 
 def test_decline_by_a_task_not_ready_is_not_counted(root: str) -> None:
     h = make(root, tolerable_failures=0)
     h.coord.trigger_checkpoint()
     h.coord.receive_decline(
-        TaskDecline(CheckpointId(1), SRC1, "CHECKPOINT_DECLINED_TASK_NOT_READY", "starting")
+        TaskDecline(
+            CheckpointId(1),
+            SRC1,
+            CheckpointFailureReason.CHECKPOINT_DECLINED_TASK_NOT_READY,
+            "starting",
+        )
     )
     assert h.gateway.aborted[0][0] == 1 and h.gateway.failures == []
 

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from cairn.clock import ManualClock
 from cairn.common.serialization import Encoder, SimpleStringSchema
 from cairn.common.types import Row
 from cairn.datastream.connectors.base import SinkWriterContext
@@ -26,24 +27,15 @@ from cairn.datastream.connectors.file_system import (
 )
 
 
-class ManualClock:
-    def __init__(self, now: float = 1_700_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def ctx(subtask: int = 0, attempt: int = 0, parallelism: int = 1) -> SinkWriterContext:
     return SinkWriterContext(subtask, parallelism, attempt, "job")
 
 
 def text_sink(base: Path | str, policy: RollingPolicy | None = None) -> FileSink:
-    builder = (
-        FileSink.for_row_format(str(base), Encoder.simple_string_encoder())
-        .with_output_file_config(
-            OutputFileConfig.builder().with_part_prefix("part").with_part_suffix(".txt").build()
-        )
+    builder = FileSink.for_row_format(
+        str(base), Encoder.simple_string_encoder()
+    ).with_output_file_config(
+        OutputFileConfig.builder().with_part_prefix("part").with_part_suffix(".txt").build()
     )
     if policy is not None:
         builder = builder.with_rolling_policy(policy)
@@ -99,8 +91,9 @@ def test_commit_is_idempotent_and_names_a_missing_file(tmp_path: Path) -> None:
     committer.commit(committables)
     committer.commit(committables)  # replayed after a restore
     assert visible_lines(tmp_path) == ["a", "b"]
-    ghost = FileSinkCommittable(str(tmp_path / ".part-x-0-0.txt.inprogress.0"),
-                                str(tmp_path / "part-x-0-0.txt"))
+    ghost = FileSinkCommittable(
+        str(tmp_path / ".part-x-0-0.txt.inprogress.0"), str(tmp_path / "part-x-0-0.txt")
+    )
     with pytest.raises(FileNotFoundError, match=r"part-x-0-0\.txt"):
         committer.commit([ghost])
 
@@ -168,7 +161,7 @@ def test_close_deletes_only_files_not_handed_to_a_checkpoint(tmp_path: Path) -> 
 
 
 def test_default_rolling_policy_rolls_on_size_and_time(tmp_path: Path) -> None:
-    clock = ManualClock()
+    clock = ManualClock(1_700_000_000_000)
     policy = RollingPolicy.default_rolling_policy(
         part_size=10, rollover_interval=60_000, inactivity_interval=5_000
     )
@@ -178,7 +171,7 @@ def test_default_rolling_policy_rolls_on_size_and_time(tmp_path: Path) -> None:
         writer.write(f"abcd{i}")  # 6 bytes each: a part rolls once it holds 10+ bytes
     assert len(writer.prepare_commit(1)) == 3
     writer.write("x")
-    clock.now += 6  # inactive for longer than 5 s
+    clock.advance(6_000)  # inactive for longer than 5 s
     writer.write("y")
     committables = writer.prepare_commit(2)
     assert len(committables) == 2
@@ -189,7 +182,7 @@ def test_default_rolling_policy_rolls_on_size_and_time(tmp_path: Path) -> None:
 
 def test_date_time_buckets(tmp_path: Path) -> None:
     assert java_to_strftime("yyyy-MM-dd--HH") == "%Y-%m-%d--%H"
-    clock = ManualClock(1_700_000_000.0)  # 2023-11-14 22:13:20 UTC
+    clock = ManualClock(1_700_000_000_000)  # 2023-11-14 22:13:20 UTC
     sink = (
         FileSink.for_row_format(str(tmp_path), Encoder.simple_string_encoder())
         .with_bucket_assigner(BucketAssigner.date_time_bucket_assigner("yyyy-MM-dd--HH", "UTC"))
@@ -197,7 +190,7 @@ def test_date_time_buckets(tmp_path: Path) -> None:
     )
     writer = sink.create_writer(ctx(), [], clock=clock)
     writer.write("first")
-    clock.now += 3600
+    clock.advance(3_600_000)
     writer.write("second")
     sink.create_committer().commit(writer.prepare_commit(1))
     assert sorted(p.parent.name for p in visible(tmp_path)) == ["2023-11-14--22", "2023-11-14--23"]
@@ -226,8 +219,17 @@ def test_parquet_bulk_output_is_readable_with_pyarrow(tmp_path: Path) -> None:
     table = pq.read_table(str(tmp_path))
     assert sorted(table.to_pylist(), key=lambda r: r["key"]) == [
         {"key": k, "count": c}
-        for k, c in [("a", 1), ("b", 2), ("c", 3), ("d", 4), ("e", 5), ("f", None), ("g", 7),
-                     ("h", 8), ("i", 9)]
+        for k, c in [
+            ("a", 1),
+            ("b", 2),
+            ("c", 3),
+            ("d", 4),
+            ("e", 5),
+            ("f", None),
+            ("g", 7),
+            ("h", 8),
+            ("i", 9),
+        ]
     ]
     with pytest.raises(TypeError):
         FileSink.for_bulk_format(str(tmp_path), factory).with_rolling_policy(

@@ -11,18 +11,11 @@ from typing import Any
 import fsspec
 import pytest
 
+from cairn.clock import ManualClock
 from cairn.common.time import Duration
 from cairn.datastream.connectors.base import SourceReaderContext
 from cairn.datastream.connectors.file_source import FileSourceReader, FileSplitState
 from cairn.datastream.connectors.file_system import FileSource, StreamFormat
-
-
-class ManualClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def ctx(index: int, parallelism: int) -> SourceReaderContext:
@@ -39,12 +32,15 @@ def text_source(*paths: str, monitor: float | None = None) -> FileSource:
 def start(source: FileSource, parallelism: int, clock: Any = None) -> list[FileSourceReader]:
     splits = source.create_splits(parallelism)  # distributed round-robin
     kw = {"clock": clock} if clock else {}
-    return [source.create_reader(splits[j::parallelism], ctx(j, parallelism), **kw)
-            for j in range(parallelism)]
+    return [
+        source.create_reader(splits[j::parallelism], ctx(j, parallelism), **kw)
+        for j in range(parallelism)
+    ]
 
 
-def restore(source: FileSource, states: Sequence[Any], parallelism: int,
-            clock: Any = None) -> list[FileSourceReader]:
+def restore(
+    source: FileSource, states: Sequence[Any], parallelism: int, clock: Any = None
+) -> list[FileSourceReader]:
     assert source.split_redistribution == "union"
     states = pickle.loads(pickle.dumps(list(states)))
     kw = {"clock": clock} if clock else {}
@@ -136,9 +132,9 @@ def test_monitoring_picks_up_new_files_after_the_interval(tmp_path: Path) -> Non
     # files must appear atomically: write hidden, then rename into place
     (tmp_path / ".b.tmp").write_text("b1\n")
     os.rename(tmp_path / ".b.tmp", tmp_path / "b.txt")
-    clock.now = 5.0
+    clock.advance_to(5_000)
     assert reader.poll_batch(10) == []  # not yet time to list again
-    clock.now = 10.0
+    clock.advance_to(10_000)
     assert reader.poll_batch(10) == ["b1"]
     assert reader.poll_batch(10) == []
 
@@ -176,8 +172,10 @@ def test_reads_through_fsspec_memory_filesystem() -> None:
         readers = start(source, 2)
         assert sorted(drain(readers)) == ["1", "2", "3"]
         states = [s for r in readers for s in r.snapshot_state(1)]
-        assert sorted(s.path for s in states) == ["memory:///fsrc/in/x.txt",
-                                                  "memory:///fsrc/in/y.txt"]
+        assert sorted(s.path for s in states) == [
+            "memory:///fsrc/in/x.txt",
+            "memory:///fsrc/in/y.txt",
+        ]
     finally:
         fs.rm("/fsrc", recursive=True)
 

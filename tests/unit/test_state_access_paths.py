@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from cairn.clock import ManualClock
 from cairn.datastream.functions import AggregateFunction
 from cairn.datastream.state import (
     AggregatingStateDescriptor,
@@ -68,14 +69,14 @@ def _calls(b: HeapKeyedStateBackend) -> list[Callable[[], object]]:
 
 
 def test_every_inlined_access_needs_a_current_key() -> None:
-    b = HeapKeyedStateBackend(KeyGroupRange(0, 127), 128, clock=lambda: 0)
+    b = HeapKeyedStateBackend(KeyGroupRange(0, 127), 128, clock=ManualClock())
     for call in _calls(b):
         with pytest.raises(StateAccessError, match="outside a keyed context"):
             call()
 
 
 def test_every_inlined_access_refuses_a_foreign_key_group() -> None:
-    b = HeapKeyedStateBackend(KeyGroupRange(0, 63), 128, clock=lambda: 0)
+    b = HeapKeyedStateBackend(KeyGroupRange(0, 63), 128, clock=ManualClock())
     calls = _calls(b)
     b.set_current_key(next(f"k{i}" for i in range(1000) if assign_to_key_group(f"k{i}", 128) > 63))
     for call in calls:
@@ -84,7 +85,7 @@ def test_every_inlined_access_refuses_a_foreign_key_group() -> None:
 
 
 def test_inlined_paths_read_and_write_the_current_keys_entry() -> None:
-    b = HeapKeyedStateBackend(KeyGroupRange(0, 127), 128, clock=lambda: 0)
+    b = HeapKeyedStateBackend(KeyGroupRange(0, 127), 128, clock=ManualClock())
     lst = b.get_partitioned_state(ListStateDescriptor("l", None))
     m = b.get_partitioned_state(MapStateDescriptor("m", None, None))
     red = b.get_partitioned_state(ReducingStateDescriptor("r", lambda x, y: x + y, None))

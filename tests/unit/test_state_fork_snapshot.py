@@ -19,6 +19,7 @@ from typing import Any
 import psutil
 import pytest
 
+from cairn.clock import ManualClock
 from cairn.common.time import Time
 from cairn.datastream.state import (
     ListStateDescriptor,
@@ -39,11 +40,13 @@ pytestmark = pytest.mark.skipif(not fork_supported(), reason="needs os.fork")
 
 
 def forking(r: KeyGroupRange) -> HeapKeyedStateBackend:
-    return HeapKeyedStateBackend(r, MAX_P, clock=lambda: 0, file_prefix="op-", fork_threshold=0)
+    return HeapKeyedStateBackend(r, MAX_P, clock=ManualClock(), file_prefix="op-", fork_threshold=0)
 
 
 def threaded(r: KeyGroupRange) -> HeapKeyedStateBackend:
-    return HeapKeyedStateBackend(r, MAX_P, clock=lambda: 0, file_prefix="op-", fork_threshold=None)
+    return HeapKeyedStateBackend(
+        r, MAX_P, clock=ManualClock(), file_prefix="op-", fork_threshold=None
+    )
 
 
 @pytest.fixture
@@ -97,11 +100,11 @@ def _key(i: int) -> Any:
     return f"user-{i}" if i % 3 else (i, "t")
 
 
-def _fill_every_kind(b: HeapKeyedStateBackend, keys: int, clock: list[int]) -> None:
+def _fill_every_kind(b: HeapKeyedStateBackend, keys: int, clock: ManualClock) -> None:
     s = _every_kind(b)
     for i in range(keys):
         if i == keys // 2:
-            clock[0] = 600  # the first half of the TTL values expires at 1000
+            clock.advance_to(600)  # the first half of the TTL values expires at 1000
         b.set_current_key(_key(i))
         s["count"].update(i)
         if i % 2:
@@ -156,17 +159,16 @@ def test_forked_snapshot_of_atoms_is_byte_identical_to_the_threaded_one(tmp_path
 def test_forked_and_threaded_snapshots_restore_the_same_state(tmp_path: Path) -> None:
     # The child pickles tables of containers inline, the thread nested in their section:
     # other bytes, same state (expired TTL values left out by both).
-    clock = [0]
     restored = []
     for threshold in (0, None):
-        clock[0] = 0
-        b = HeapKeyedStateBackend(FULL, MAX_P, clock=lambda: clock[0], fork_threshold=threshold)
+        clock = ManualClock()
+        b = HeapKeyedStateBackend(FULL, MAX_P, clock=clock, fork_threshold=threshold)
         _fill_every_kind(b, 2_000, clock)
-        clock[0] = 1_200
+        clock.advance_to(1_200)
         files = MemoryStateFiles()
         handle = b.snapshot(3)(files)
         assert handle is not None
-        target = HeapKeyedStateBackend(FULL, MAX_P, clock=lambda: clock[0])
+        target = HeapKeyedStateBackend(FULL, MAX_P, clock=clock)
         target.restore([handle], files)
         restored.append(_read_every_kind(target, 2_000))
     assert restored[0] == restored[1]
@@ -205,7 +207,7 @@ def test_threshold_decides_between_thread_and_child(monkeypatch: pytest.MonkeyPa
         write(MemoryStateFiles())
         return forked
 
-    b = HeapKeyedStateBackend(FULL, MAX_P, clock=lambda: 0, fork_threshold=3)
+    b = HeapKeyedStateBackend(FULL, MAX_P, clock=ManualClock(), fork_threshold=3)
     v = b.get_partitioned_state(ValueStateDescriptor("v", None))
     for i in range(3):
         assert b.num_entries() == i
@@ -223,7 +225,7 @@ def _copy_of(b: HeapKeyedStateBackend) -> HeapKeyedStateBackend:
     files = MemoryStateFiles()
     handle = b.snapshot(1)(files)
     assert handle is not None
-    copy = HeapKeyedStateBackend(FULL, MAX_P, clock=lambda: 0)
+    copy = HeapKeyedStateBackend(FULL, MAX_P, clock=ManualClock())
     copy.restore([handle], files)
     return copy
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from cairn.clock import ManualClock
 from cairn.common.time import Time
 from cairn.datastream.state import (
     AggregatingState,
@@ -33,7 +34,7 @@ from cairn.state.errors import StateMigrationError
 BackendFactory = Callable[[], KeyedStateBackend]
 
 BACKENDS: dict[str, BackendFactory] = {
-    "heap": lambda: HeapKeyedStateBackend(KeyGroupRange(0, 127), 128, clock=lambda: 1_000),
+    "heap": lambda: HeapKeyedStateBackend(KeyGroupRange(0, 127), 128, clock=ManualClock(1_000)),
 }
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from cairn.checkpoint.handles import KeyedStateHandle
+from cairn.clock import ManualClock
 from cairn.datastream.state import (
     ListState,
     ListStateDescriptor,
@@ -39,7 +40,7 @@ from cairn.testing.state_files import DirectoryStateFiles, MemoryStateFiles
 MAX_P = 128
 BackendFactory = Callable[[KeyGroupRange], KeyedStateBackend]
 BACKENDS: dict[str, BackendFactory] = {
-    "heap": lambda r: HeapKeyedStateBackend(r, MAX_P, clock=lambda: 0, file_prefix="op-"),
+    "heap": lambda r: HeapKeyedStateBackend(r, MAX_P, clock=ManualClock(), file_prefix="op-"),
 }
 
 

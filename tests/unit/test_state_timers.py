@@ -6,12 +6,13 @@ from collections.abc import Callable
 
 import pytest
 
+from cairn.clock import ManualClock
 from cairn.state import HeapKeyedStateBackend, KeyGroupRange
 from cairn.state.api import KeyedStateBackend
 from cairn.state.timers import TimerQueue
 
 BACKENDS: dict[str, Callable[[], KeyedStateBackend]] = {
-    "heap": lambda: HeapKeyedStateBackend(KeyGroupRange(0, 127), 128, clock=lambda: 0),
+    "heap": lambda: HeapKeyedStateBackend(KeyGroupRange(0, 127), 128, clock=ManualClock()),
 }
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from cairn.clock import ManualClock
 from cairn.common.time import Duration, Time
 from cairn.datastream.state import (
     AggregatingState,
@@ -30,14 +31,6 @@ from cairn.testing.state_files import DirectoryStateFiles
 TTL_MS = 100
 
 
-class ManualClock:
-    def __init__(self, now: int = 1_000) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
-
 BACKENDS: dict[str, Callable[[ManualClock], KeyedStateBackend]] = {
     "heap": lambda clock: HeapKeyedStateBackend(KeyGroupRange(0, 127), 128, clock=clock),
 }
@@ -50,7 +43,7 @@ def make_backend(request: pytest.FixtureRequest) -> Callable[[ManualClock], Keye
 
 @pytest.fixture
 def clock() -> ManualClock:
-    return ManualClock()
+    return ManualClock(1_000)
 
 
 @pytest.fixture
@@ -91,9 +84,9 @@ def test_value_expires_exactly_ttl_after_write(
 ) -> None:
     s = ttl_value(backend)
     s.update("x")
-    clock.now += TTL_MS - 1
+    clock.advance(TTL_MS - 1)
     assert s.value() == "x"  # reading does not extend under OnCreateAndWrite
-    clock.now += 1
+    clock.advance(1)
     assert s.value() is None
     assert backend.keys("v") == []  # dropped on access
 
@@ -101,9 +94,9 @@ def test_value_expires_exactly_ttl_after_write(
 def test_write_extends_ttl(backend: KeyedStateBackend, clock: ManualClock) -> None:
     s = ttl_value(backend)
     s.update(1)
-    clock.now += 60
+    clock.advance(60)
     s.update(2)
-    clock.now += 60
+    clock.advance(60)
     assert s.value() == 2
 
 
@@ -111,9 +104,9 @@ def test_on_read_and_write_extends_on_read(backend: KeyedStateBackend, clock: Ma
     s = ttl_value(backend, on_read=True)
     s.update("x")
     for _ in range(5):
-        clock.now += TTL_MS - 1
+        clock.advance(TTL_MS - 1)
         assert s.value() == "x"
-    clock.now += TTL_MS
+    clock.advance(TTL_MS)
     assert s.value() is None
 
 
@@ -122,7 +115,7 @@ def test_return_expired_if_not_cleaned_up_returns_it_once(
 ) -> None:
     s = ttl_value(backend, return_expired=True)
     s.update("old")
-    clock.now += TTL_MS
+    clock.advance(TTL_MS)
     assert s.value() == "old"
     assert s.value() is None
 
@@ -131,11 +124,11 @@ def test_list_elements_expire_individually(backend: KeyedStateBackend, clock: Ma
     s = backend.get_partitioned_state(with_ttl(ListStateDescriptor("l", None)))
     assert isinstance(s, ListState)
     s.add("a")
-    clock.now += 50
+    clock.advance(50)
     s.add_all(["b", "c"])
-    clock.now += 50
+    clock.advance(50)
     assert s.get() == ["b", "c"]
-    clock.now += 50
+    clock.advance(50)
     assert s.get() == []
     assert backend.keys("l") == []
     s.update(["z"])
@@ -150,16 +143,16 @@ def test_list_return_expired_and_on_read(backend: KeyedStateBackend, clock: Manu
     assert isinstance(seen, ListState) and isinstance(hot, ListState)
     seen.add("a")
     hot.add("h")
-    clock.now += 50
+    clock.advance(50)
     seen.add("b")
     assert hot.get() == ["h"]  # reading at +50 refreshes "h"
-    clock.now += 50
+    clock.advance(50)
     assert seen.get() == ["a", "b"]  # "a" expired but not cleaned up yet: returned once
     assert seen.get() == ["b"]
     assert hot.get() == ["h"]  # +100 after the write, but only +50 after the last read
-    clock.now += 99
+    clock.advance(99)
     assert hot.get() == ["h"]
-    clock.now += 100
+    clock.advance(100)
     assert hot.get() == []
 
 
@@ -167,13 +160,13 @@ def test_map_entries_expire_individually(backend: KeyedStateBackend, clock: Manu
     s = backend.get_partitioned_state(with_ttl(MapStateDescriptor("m", None, None)))
     assert isinstance(s, MapState)
     s.put("a", 1)
-    clock.now += 50
+    clock.advance(50)
     s.put_all({"b": 2})
     assert sorted(s.items()) == [("a", 1), ("b", 2)]
-    clock.now += 50
+    clock.advance(50)
     assert not s.contains("a") and s.get("a") is None
     assert s.keys() == ["b"] and s.values() == [2] and not s.is_empty()
-    clock.now += 50
+    clock.advance(50)
     assert s.is_empty() and backend.keys("m") == []
 
 
@@ -184,9 +177,9 @@ def test_map_return_expired_and_on_read(backend: KeyedStateBackend, clock: Manua
     assert isinstance(s, MapState)
     s.put("a", 1)
     s.put("b", 2)
-    clock.now += 99
+    clock.advance(99)
     assert s.get("b") == 2  # refreshes "b" only
-    clock.now += 1
+    clock.advance(1)
     assert s.contains("a")  # expired, returned once
     assert not s.contains("a")
     assert s.items() == [("b", 2)]
@@ -201,7 +194,7 @@ def test_reducing_ignores_expired_accumulation(
     assert isinstance(s, ReducingState)
     s.add(1)
     s.add(2)
-    clock.now += TTL_MS
+    clock.advance(TTL_MS)
     s.add(10)  # the expired 3 does not take part, even with ReturnExpiredIfNotCleanedUp
     assert s.get() == 10
 
@@ -222,7 +215,7 @@ def test_aggregating_restarts_after_expiry(backend: KeyedStateBackend, clock: Ma
     s.add("x")
     s.add("y")
     assert s.get() == 2
-    clock.now += TTL_MS
+    clock.advance(TTL_MS)
     assert s.get() is None
     s.add("z")
     assert s.get() == 1
@@ -234,7 +227,7 @@ def test_duration_ttl_and_disabled_ttl(backend: KeyedStateBackend, clock: Manual
     s = backend.get_partitioned_state(d)
     assert isinstance(s, ValueState)
     s.update(1)
-    clock.now += TTL_MS
+    clock.advance(TTL_MS)
     assert s.value() is None
     off = ValueStateDescriptor("off", None)
     off.enable_time_to_live(
@@ -245,7 +238,7 @@ def test_duration_ttl_and_disabled_ttl(backend: KeyedStateBackend, clock: Manual
     plain = backend.get_partitioned_state(off)
     assert isinstance(plain, ValueState)
     plain.update(1)
-    clock.now += 10_000
+    clock.advance(10_000)
     assert plain.value() == 1
 
 
@@ -280,7 +273,7 @@ def test_cleanup_full_snapshot_leaves_expired_values_out(
         v.update(key)
         lst.add(key)
         m.put(key, 1)
-        clock.now += 60
+        clock.advance(60)
     # now: "old" was written 120 ms ago (expired), "new" 60 ms ago.
     target = make_backend(clock)
     _round_trip(source, target, tmp_path)
@@ -291,7 +284,7 @@ def test_cleanup_full_snapshot_leaves_expired_values_out(
     tv = ttl_value(target)
     target.set_current_key("new")
     assert tv.value() == "new"
-    clock.now += 40
+    clock.advance(40)
     assert tv.value() is None
 
 
@@ -309,9 +302,9 @@ def test_ttl_is_added_or_dropped_on_restore(
     _round_trip(plain_src, with_ttl_target, tmp_path / "a")
     t = ttl_value(with_ttl_target)
     with_ttl_target.set_current_key("k")
-    clock.now += TTL_MS - 1
+    clock.advance(TTL_MS - 1)
     assert t.value() == "x"  # TTL counts from the restore
-    clock.now += 1
+    clock.advance(1)
     assert t.value() is None
 
     ttl_src = make_backend(clock)
@@ -323,5 +316,5 @@ def test_ttl_is_added_or_dropped_on_restore(
     p = plain_target.get_partitioned_state(ValueStateDescriptor("v", None))
     assert isinstance(p, ValueState)
     plain_target.set_current_key("k")
-    clock.now += 10 * TTL_MS
+    clock.advance(10 * TTL_MS)
     assert p.value() == "y"

@@ -2,8 +2,9 @@
 
 Modules, from values to the shell that executes decisions:
 
+* ``failure``     ``CheckpointFailureReason``, shared with the runtime's barrier handlers
 * ``handles``     where a piece of state lives (relative paths, checksummed ranges)
-* ``messages``    task -> coordinator messages and typed outcomes (AckResult, failure reasons)
+* ``messages``    task -> coordinator messages and typed outcomes (AckResult)
 * ``metadata``    ``_metadata`` values and their checksummed JSON codec
 * ``protocol``    pure decisions: trigger, subsume, restore choice, failure counting, retention
 * ``pending``     acknowledgement accounting of one triggered checkpoint

@@ -15,9 +15,9 @@ from concurrent.futures import Future
 from typing import Literal, Protocol
 
 from cairn.checkpoint.errors import CheckpointError, CheckpointFailedError
+from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.checkpoint.messages import (
     AckResult,
-    CheckpointFailureReason,
     TaskAcknowledgement,
     TaskDecline,
     TaskKey,
@@ -63,7 +63,11 @@ class CoordinatorGateway(Protocol):
 
     def notify_complete(self, checkpoint_id: CheckpointId) -> None: ...
 
-    def notify_aborted(self, checkpoint_id: CheckpointId, reason: str) -> None: ...
+    def notify_aborted(
+        self, checkpoint_id: CheckpointId, reason: CheckpointFailureReason, message: str
+    ) -> None:
+        """Tell the tasks that ``checkpoint_id`` was aborted (``message``: the detail)."""
+        ...
 
     def fail_job(self, reason: str) -> None: ...
 
@@ -79,7 +83,7 @@ class CheckpointCoordinator:
     >>> class Gateway:
     ...     def trigger_sources(self, barrier): print("barrier", barrier.checkpoint_id)
     ...     def notify_complete(self, checkpoint_id): print("complete", checkpoint_id)
-    ...     def notify_aborted(self, checkpoint_id, reason): print("aborted", checkpoint_id)
+    ...     def notify_aborted(self, checkpoint_id, reason, message): print("aborted", reason)
     ...     def fail_job(self, reason): print("fail job:", reason)
     >>> task = TaskKey(0, 0)
     >>> storage = CheckpointStorage("memory://doc-coordinator", "job")
@@ -315,13 +319,10 @@ class CheckpointCoordinator:
         if decline.checkpoint_id not in self._pending:
             log.debug("Decline of checkpoint %d ignored: not pending.", decline.checkpoint_id)
             return False
-        reason = CheckpointFailureReason.parse(decline.reason)
         detail = f"declined by {decline.task}"
-        if reason.value != decline.reason:
-            detail += f" ({decline.reason})"
         if decline.message:
             detail += f": {decline.message}"
-        self._abort(decline.checkpoint_id, reason, detail, reported_by_task=True)
+        self._abort(decline.checkpoint_id, decline.reason, detail, reported_by_task=True)
         return True
 
     # --- completion and abortion -----------------------------------------------------------
@@ -389,7 +390,7 @@ class CheckpointCoordinator:
             self._savepoints.pop(cid)[1].set_exception(
                 CheckpointFailedError(cid, reason.value, message)
             )
-        self._gateway.notify_aborted(cid, f"{reason.value}: {message}")
+        self._gateway.notify_aborted(cid, reason, message)
         verdict = self._failures.on_failure(
             cid, reason, is_savepoint=pending.is_savepoint, reported_by_task=reported_by_task
         )

@@ -1,4 +1,5 @@
-"""Messages between tasks and the checkpoint coordinator, and the typed outcomes of handling them.
+"""Messages between tasks and the checkpoint coordinator, and the typed outcomes of handling them
+(``CheckpointFailureReason`` is defined in ``failure`` and re-exported here).
 
 Invariant: messages are immutable values that carry everything the coordinator needs (no
 callbacks, no live objects), so they can cross process boundaries pickled as they are.
@@ -10,6 +11,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.checkpoint.handles import OperatorSubtaskState
 from cairn.ids import CheckpointId, OperatorUid, SubtaskIndex, VertexId
 
@@ -55,15 +57,12 @@ class TaskAcknowledgement:
 
 @dataclass(frozen=True, slots=True)
 class TaskDecline:
-    """A task cannot take part in ``checkpoint_id``.
-
-    ``reason`` is a :class:`CheckpointFailureReason` value (e.g.
-    ``CheckpointFailureReason.CHECKPOINT_DECLINED``); unknown strings count as a plain decline.
-    """
+    """A task cannot take part in ``checkpoint_id``, for ``reason`` (``message``: the detail,
+    e.g. a traceback)."""
 
     checkpoint_id: CheckpointId
     task: TaskKey
-    reason: str
+    reason: CheckpointFailureReason
     message: str = ""
 
 
@@ -74,56 +73,3 @@ class AckResult(enum.Enum):
     DUPLICATE = "duplicate"  # this task already acknowledged this checkpoint
     UNKNOWN = "unknown"  # unknown checkpoint, or a task the checkpoint does not expect
     DISCARDED = "discarded"  # the checkpoint was aborted (late message); its files are removed
-
-
-class CheckpointFailureReason(str, enum.Enum):
-    """Why a checkpoint failed (Flink's ``CheckpointFailureReason`` names).
-
-    Only :attr:`counts_as_failure` reasons go against the tolerable-failure counter, exactly
-    as in Flink's ``CheckpointFailureManager``; the others are shutdown, failover or
-    task-lifecycle effects that a restart would not fix.
-    """
-
-    CHECKPOINT_EXPIRED = "CHECKPOINT_EXPIRED"
-    CHECKPOINT_DECLINED = "CHECKPOINT_DECLINED"
-    CHECKPOINT_ASYNC_EXCEPTION = "CHECKPOINT_ASYNC_EXCEPTION"
-    IO_EXCEPTION = "IO_EXCEPTION"
-    FINALIZE_CHECKPOINT_FAILURE = "FINALIZE_CHECKPOINT_FAILURE"
-    TRIGGER_CHECKPOINT_FAILURE = "TRIGGER_CHECKPOINT_FAILURE"
-    CHECKPOINT_SUBSUMED = "CHECKPOINT_SUBSUMED"
-    CHECKPOINT_COORDINATOR_SHUTDOWN = "CHECKPOINT_COORDINATOR_SHUTDOWN"
-    JOB_FAILOVER_REGION = "JOB_FAILOVER_REGION"
-    TASK_FAILURE = "TASK_FAILURE"
-    TASK_CHECKPOINT_FAILURE = "TASK_CHECKPOINT_FAILURE"
-    CHECKPOINT_DECLINED_TASK_NOT_READY = "CHECKPOINT_DECLINED_TASK_NOT_READY"
-    CHECKPOINT_DECLINED_TASK_CLOSING = "CHECKPOINT_DECLINED_TASK_CLOSING"
-    CHECKPOINT_DECLINED_SUBSUMED = "CHECKPOINT_DECLINED_SUBSUMED"
-    CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER = "CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER"
-    CHECKPOINT_DECLINED_INPUT_END_OF_STREAM = "CHECKPOINT_DECLINED_INPUT_END_OF_STREAM"
-    CHECKPOINT_DECLINED_ALIGNMENT_LIMIT_EXCEEDED = "CHECKPOINT_DECLINED_ALIGNMENT_LIMIT_EXCEEDED"
-
-    @property
-    def counts_as_failure(self) -> bool:
-        return self in _COUNTED
-
-    @classmethod
-    def parse(cls, reason: str) -> CheckpointFailureReason:
-        """Map a decline's reason string to a member; unknown text is a plain decline.
-
-        >>> CheckpointFailureReason.parse("no such reason")
-        <CheckpointFailureReason.CHECKPOINT_DECLINED: 'CHECKPOINT_DECLINED'>
-        """
-        try:
-            return cls(reason)
-        except ValueError:
-            return cls.CHECKPOINT_DECLINED
-
-
-_COUNTED = frozenset(
-    {
-        CheckpointFailureReason.CHECKPOINT_EXPIRED,
-        CheckpointFailureReason.CHECKPOINT_DECLINED,
-        CheckpointFailureReason.CHECKPOINT_ASYNC_EXCEPTION,
-        CheckpointFailureReason.IO_EXCEPTION,
-    }
-)

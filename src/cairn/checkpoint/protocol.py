@@ -11,7 +11,7 @@ import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from cairn.checkpoint.messages import CheckpointFailureReason
+from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.events import AlignmentMode, CheckpointOptions, CheckpointType
 from cairn.ids import CheckpointId
 from cairn.settings import CheckpointSettings, RetentionPolicy

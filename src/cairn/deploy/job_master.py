@@ -17,6 +17,7 @@ from typing import Any
 
 from cairn.checkpoint.coordinator import CheckpointCoordinator
 from cairn.checkpoint.errors import CheckpointError
+from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.checkpoint.messages import TaskAcknowledgement, TaskDecline, TaskKey
 from cairn.checkpoint.restore import check_restore_compatible
 from cairn.checkpoint.storage import CheckpointStorage
@@ -414,7 +415,9 @@ class _Gateway:
         self._m._broadcast_current(p.NotifyCheckpointComplete(checkpoint_id))
         self._m._emit("checkpoint", checkpoint_id)
 
-    def notify_aborted(self, checkpoint_id: int, reason: str) -> None:
+    def notify_aborted(
+        self, checkpoint_id: int, reason: CheckpointFailureReason, message: str
+    ) -> None:
         self._m._broadcast_current(p.NotifyCheckpointAborted(checkpoint_id, reason))
 
     def fail_job(self, reason: str) -> None:

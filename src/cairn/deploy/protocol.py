@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.checkpoint.messages import TaskKey
 from cairn.events import CheckpointBarrier
 from cairn.runtime.reports import CollectedResults, SourceExhausted, TaskFinished, TaskMetrics
@@ -79,7 +80,7 @@ class NotifyCheckpointComplete:
 @dataclass(frozen=True)
 class NotifyCheckpointAborted:
     checkpoint_id: int
-    reason: str
+    reason: CheckpointFailureReason
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ group without re-hashing any key, and a restore (at any parallelism) reads only 
 sections of the key groups this backend owns.
 
 >>> from cairn.datastream.state import ValueStateDescriptor
->>> backend = HeapKeyedStateBackend(KeyGroupRange(0, 127), 128, clock=lambda: 0)
+>>> from cairn.clock import ManualClock
+>>> backend = HeapKeyedStateBackend(KeyGroupRange(0, 127), 128, clock=ManualClock())
 >>> count = backend.get_partitioned_state(ValueStateDescriptor("count", None))
 >>> backend.set_current_key("a"); count.update((count.value() or 0) + 1); count.value()
 1
@@ -21,12 +22,12 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from cairn.checkpoint.handles import KeyedStateHandle, StateFileReader, StateFileWriter
+from cairn.clock import Clock, SystemClock
 from cairn.datastream.state import State, StateDescriptor, StateTtlConfig
 from cairn.ids import CheckpointId
 from cairn.state.api import KeyedSnapshot, KeyedStateBackend
@@ -98,8 +99,8 @@ PROCESSING_TIME = "processing"
 EVENT_TIME = "event"
 
 
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
+wall_clock_ms = SystemClock().now_ms
+"""Wall-clock milliseconds (``cairn.clock.SystemClock``), the backends' default TTL time."""
 
 
 def _env_int(name: str, default: int) -> int:
@@ -162,7 +163,7 @@ class _StateCopy:
 class HeapKeyedStateBackend(KeyedStateBackend):
     """Keyed state of the key groups in ``key_group_range`` (see the module docstring).
 
-    ``clock`` (milliseconds) drives TTL only; timers fire when the owner calls
+    ``clock`` drives TTL only; timers fire when the owner calls
     ``pop_due_timers``. ``file_prefix`` makes snapshot file names unique per operator.
     ``fork_threshold``: entries from which snapshots are serialized by a forked child
     (``"env"``: ``CAIRN_STATE_FORK_THRESHOLD`` or ``DEFAULT_FORK_THRESHOLD``; ``None``:
@@ -174,7 +175,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         self,
         key_group_range: KeyGroupRange,
         max_parallelism: int,
-        clock: Callable[[], int] = wall_clock_ms,
+        clock: Clock = SystemClock(),
         *,
         file_prefix: str = "",
         key_group_cache_size: int = DEFAULT_KEY_GROUP_CACHE_SIZE,
@@ -187,7 +188,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         self._range = key_group_range
         self._owned = list(key_group_range)
         self._max_parallelism = max_parallelism
-        self._clock = clock
+        self._now_ms = clock.now_ms  # bound once: TTL reads it per state access
         self._file_prefix = file_prefix
         self._ctx = KeyContext()
         self._assigner = KeyGroupAssigner(max_parallelism, key_group_cache_size)
@@ -275,7 +276,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
             self._convert_ttl(table, ttl_cfg is not None)
         table.ttl_config = ttl_cfg
         table.state = _STATE_CLASSES[(kind, table.ttl)](
-            name, self._ctx, table.groups, descriptor, self._clock
+            name, self._ctx, table.groups, descriptor, self._now_ms
         )
         return table.state
 
@@ -290,7 +291,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         """Wrap or unwrap restored values whose TTL setting changed (TTL starts now)."""
         if table.ttl == ttl:
             return
-        now = self._clock()
+        now = self._now_ms()
         for kg in self._owned:
             group = table.groups[kg]
             if group:
@@ -364,7 +365,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         Large states (``fork_threshold`` entries or more) are not copied: a forked child
         serializes its copy-on-write image while the task continues (``fork_snapshot``).
         """
-        now = self._clock()
+        now = self._now_ms()
         key_range = self._range
         file_name = f"{self._file_prefix}keyed-kg{key_range.start}-{key_range.end}.state"
         if self._fork_threshold is not None and self.num_entries() >= self._fork_threshold:
@@ -452,7 +453,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
             entries = thaw_table(payload)
             if ttl != table.ttl:
                 entries = (
-                    wrap_ttl_table(kind, entries, self._clock())
+                    wrap_ttl_table(kind, entries, self._now_ms())
                     if table.ttl
                     else unwrap_ttl_table(kind, entries)
                 )

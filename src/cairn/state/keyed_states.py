@@ -36,6 +36,7 @@ __all__ = [
     "HeapStateBase",
     "HeapValueState",
     "KeyContext",
+    "NowMs",
     "ReducingBase",
     "check_list_element",
     "list_elements",
@@ -43,7 +44,9 @@ __all__ = [
     "remove_map_entry",
 ]
 
-Clock = Callable[[], int]
+NowMs = Callable[[], int]
+"""A bound ``cairn.clock.Clock.now_ms``: read on every access to a state with TTL (a bound
+method costs what a plain function does)."""
 Groups = list[dict[Any, Any]]
 
 
@@ -125,7 +128,7 @@ class HeapStateBase:
     __slots__ = ("_ctx", "_groups", "name")
 
     def __init__(
-        self, name: str, ctx: KeyContext, groups: Groups, desc: StateDescriptor, clock: Clock
+        self, name: str, ctx: KeyContext, groups: Groups, desc: StateDescriptor, clock: NowMs
     ) -> None:
         self.name, self._ctx, self._groups = name, ctx, groups
 
@@ -150,7 +153,7 @@ class ReducingBase(HeapStateBase):
     _reduce: Callable[[Any, Any], Any]
 
     def __init__(
-        self, name: str, ctx: KeyContext, groups: Groups, desc: StateDescriptor, clock: Clock
+        self, name: str, ctx: KeyContext, groups: Groups, desc: StateDescriptor, clock: NowMs
     ) -> None:
         assert isinstance(desc, ReducingStateDescriptor)
         super().__init__(name, ctx, groups, desc, clock)
@@ -165,7 +168,7 @@ class AggregatingBase(HeapStateBase):
     _fn: Any
 
     def __init__(
-        self, name: str, ctx: KeyContext, groups: Groups, desc: StateDescriptor, clock: Clock
+        self, name: str, ctx: KeyContext, groups: Groups, desc: StateDescriptor, clock: NowMs
     ) -> None:
         assert isinstance(desc, AggregatingStateDescriptor)
         super().__init__(name, ctx, groups, desc, clock)

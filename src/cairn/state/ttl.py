@@ -9,7 +9,7 @@ States without TTL never pay for any of this: they use ``keyed_states``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from cairn.datastream.state import (
@@ -26,6 +26,7 @@ from cairn.state.keyed_states import (
     Groups,
     HeapStateBase,
     KeyContext,
+    NowMs,
     ReducingBase,
     check_list_element,
     list_elements,
@@ -43,7 +44,6 @@ __all__ = [
     "wrap_ttl_table",
 ]
 
-Clock = Callable[[], int]
 _MISSING: Any = object()
 
 
@@ -51,7 +51,7 @@ class _TtlState(HeapStateBase):
     __slots__ = ("_clock", "_on_read", "_return_expired", "_ttl")
 
     def __init__(
-        self, name: str, ctx: KeyContext, groups: Groups, desc: StateDescriptor, clock: Clock
+        self, name: str, ctx: KeyContext, groups: Groups, desc: StateDescriptor, clock: NowMs
     ) -> None:
         cfg = desc.ttl_config
         assert cfg is not None, "TTL state built from a descriptor without TTL"

@@ -11,9 +11,8 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -21,6 +20,7 @@ from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
+from cairn.clock import Clock, SystemClock
 from cairn.common.serialization import BulkWriter, BulkWriterFactory, Encoder
 from cairn.datastream.connectors.base import Committer, Sink, SinkWriter, SinkWriterContext
 from cairn.datastream.connectors.file_sink_config import (
@@ -40,8 +40,6 @@ __all__ = [
     "FileSinkWriter",
     "RowFormatBuilder",
 ]
-
-Clock = Callable[[], float]
 
 
 @dataclass(frozen=True)
@@ -123,7 +121,7 @@ class FileSink(Sink):
         self,
         context: SinkWriterContext,
         restored_state: Sequence[Any],
-        clock: Clock = time.time,
+        clock: Clock = SystemClock(),
     ) -> FileSinkWriter:
         # Nothing to restore: the writer's random uuid keeps new names apart from old ones.
         return FileSinkWriter(self, context, clock)
@@ -165,8 +163,9 @@ class RowFormatBuilder(_Builder):
         return self
 
     def build(self) -> FileSink:
-        return FileSink(self._base_path, self._encoder, None, self._assigner, self._policy,
-                        self._config)
+        return FileSink(
+            self._base_path, self._encoder, None, self._assigner, self._policy, self._config
+        )
 
 
 class BulkFormatBuilder(_Builder):
@@ -181,8 +180,9 @@ class BulkFormatBuilder(_Builder):
         return self
 
     def build(self) -> FileSink:
-        return FileSink(self._base_path, None, self._factory, self._assigner, self._policy,
-                        self._config)
+        return FileSink(
+            self._base_path, None, self._factory, self._assigner, self._policy, self._config
+        )
 
 
 # ---- writer --------------------------------------------------------------------------------
@@ -191,8 +191,9 @@ class BulkFormatBuilder(_Builder):
 class _OpenPart:
     """An in-progress part file being written (mutable, owned by one writer)."""
 
-    def __init__(self, in_progress: str, final: str, handle: Any, bulk: BulkWriter | None,
-                 now: float) -> None:
+    def __init__(
+        self, in_progress: str, final: str, handle: Any, bulk: BulkWriter | None, now: float
+    ) -> None:
         self.in_progress = in_progress
         self.final = final
         self.handle = handle
@@ -212,7 +213,7 @@ class FileSinkWriter(SinkWriter):
         self._sink = sink
         self._encoder = sink.encoder
         self._context = context
-        self._clock = clock
+        self._now_ms = clock.now_ms  # wall clock: time buckets and rolling
         self._fs, self._base = url_to_fs(sink.base_path)
         self._uid = str(uuid.uuid4())
         self._counter = 0
@@ -222,8 +223,9 @@ class FileSinkWriter(SinkWriter):
         self._single_bucket = isinstance(sink.bucket_assigner, BasePathBucketAssigner)
 
     def write(self, record: Any) -> None:
-        now = self._clock()
-        bucket = self._sink.bucket_assigner.get_bucket_id(record, int(now * 1000))
+        now_ms = self._now_ms()
+        bucket = self._sink.bucket_assigner.get_bucket_id(record, now_ms)
+        now = now_ms / 1000
         part = self._part_for(bucket, now)
         if part.bulk is not None:
             part.bulk.add_element(record)
@@ -242,7 +244,7 @@ class FileSinkWriter(SinkWriter):
             return
         # One bucket: one rolling check and one encode/write per batch (a part may thus
         # exceed part_size by one batch).
-        now = self._clock()
+        now = self._now_ms() / 1000
         part = self._part_for("", now)
         if part.bulk is not None:
             part.bulk.add_elements(records)

@@ -8,21 +8,19 @@ each file is read by exactly one subtask, from exactly where it stopped.
 
 from __future__ import annotations
 
-import time
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from fsspec.core import url_to_fs
 
+from cairn.clock import Clock, MonotonicClock
 from cairn.common.time import Duration
 from cairn.datastream.connectors.base import Source, SourceReader, SourceReaderContext
 from cairn.datastream.connectors.formats import StreamFormat, TextLineReader
 
 __all__ = ["FileSource", "FileSourceBuilder", "FileSplitState", "StaticFileSet"]
-
-Clock = Callable[[], float]
 
 
 @dataclass(frozen=True)
@@ -130,11 +128,11 @@ class FileSource(Source):
         self,
         splits: Sequence[Any],
         context: SourceReaderContext,
-        clock: Clock = time.monotonic,
+        clock: Clock = MonotonicClock(),
     ) -> FileSourceReader:
         interval = None
         if self.discovery_interval is not None:
-            interval = self.discovery_interval.to_milliseconds() / 1000.0
+            interval = self.discovery_interval.to_milliseconds()
         return FileSourceReader(splits, context, self.stream_format, self.paths, interval, clock)
 
 
@@ -169,16 +167,16 @@ class FileSourceReader(SourceReader):
         context: SourceReaderContext,
         stream_format: StreamFormat,
         roots: Sequence[str],
-        discovery_interval: float | None,
+        discovery_interval_ms: int | None,
         clock: Clock,
     ) -> None:
         self._parallelism = context.parallelism
         self._subtask = context.subtask_index
         self._format = stream_format
         self._roots = tuple(roots)
-        self._interval = discovery_interval
+        self._interval_ms = discovery_interval_ms
         self._clock = clock
-        self._next_discovery = -float("inf")
+        self._next_discovery_ms: int | None = None  # None: list at the first poll
         self._files: dict[str, FileSplitState] = {}
         for split in splits:
             if isinstance(split, StaticFileSet):
@@ -206,10 +204,12 @@ class FileSourceReader(SourceReader):
         self._queue.extend(p for p in new if p in self._files)
 
     def poll_batch(self, max_records: int) -> list[str] | None:
-        if self._interval is not None:
-            now = self._clock()
-            if now >= self._next_discovery:
-                self._next_discovery = now + self._interval
+        interval_ms = self._interval_ms
+        if interval_ms is not None:
+            now_ms = self._clock.now_ms()
+            due_ms = self._next_discovery_ms
+            if due_ms is None or now_ms >= due_ms:
+                self._next_discovery_ms = now_ms + interval_ms
                 self._discover()
         while self._queue:
             reader = self._current or self._open(self._queue[0])
@@ -225,7 +225,7 @@ class FileSourceReader(SourceReader):
                 self._queue.pop(0)
             if lines or not done:
                 return lines
-        return None if self._interval is None else []
+        return None if self._interval_ms is None else []
 
     def _open(self, path: str) -> TextLineReader:
         fs, local = url_to_fs(path)

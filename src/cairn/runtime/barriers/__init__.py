@@ -1,15 +1,16 @@
 """Checkpoint-barrier handling of a task: when to block channels, when to snapshot.
 
-Invariant: the handler sees only events (barriers, cancel markers, end of partition), never
-records; it closes each checkpoint it sees exactly once (see ``api``: an unaligned one
-triggers first and closes when its last barrier arrives or it aborts).
+Invariant: the handler sees only events (barriers, their announcements, cancel markers, end of
+partition, timeouts), never records; it closes each checkpoint it sees exactly once (see
+``api``: an unaligned one triggers first and closes when its last barrier arrives or it aborts).
 
 Layers, bottom up:
-- ``reasons`` (``CheckpointFailureReason``, shared with the checkpoint layer), ``clock``;
-- ``api``: the seams (``BarrierHandlerActions`` implemented by the task, plus
-  ``UnalignedBarrierHandlerActions`` for the in-flight data of unaligned checkpoints; the
-  ``BarrierHandler`` / ``RecordingBarrierHandler`` interfaces, ``AlignmentStats``,
-  ``IllegalBarrierEventError``); ``inputs``: per-channel checks;
+- ``cairn.checkpoint.failure.CheckpointFailureReason`` and ``cairn.clock`` (re-exported here);
+- ``api``: the seams (``BarrierHandlerActions``, plus ``UnalignedBarrierHandlerActions`` for
+  the in-flight data of unaligned checkpoints: what the task offers, implemented by its
+  ``runtime.subtask_checkpoint.SubtaskCheckpointCoordinator``; the ``BarrierHandler`` /
+  ``RecordingBarrierHandler`` interfaces the task drives, ``Announcement``,
+  ``AlignmentStats``, ``IllegalBarrierEventError``); ``inputs``: per-channel checks;
 - ``states``: Flink's state machine (``WaitingForFirstBarrier`` <-> ``CollectingBarriers``);
   ``alternating``: the ``Alternating*`` states that switch a checkpoint to unaligned;
 - ``aligned`` (``AlignedBarrierHandler``, exactly-once), ``unaligned``
@@ -18,9 +19,10 @@ Layers, bottom up:
   per task (``UNALIGNED``, or ``ALIGNED`` with ``aligned_timeout_ms``, build the unaligned one).
 
 The unaligned names are imported from their modules (``cairn.runtime.barriers.unaligned``,
-``cairn.runtime.barriers.api``) until the runtime wires them in.
+``cairn.runtime.barriers.api``); this package's exports are pinned by a test.
 """
 
+from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.clock import Clock, ManualClock, SystemClock
 from cairn.runtime.barriers.aligned import AlignedBarrierHandler
 from cairn.runtime.barriers.api import (
@@ -30,7 +32,6 @@ from cairn.runtime.barriers.api import (
     IllegalBarrierEventError,
 )
 from cairn.runtime.barriers.factory import create_barrier_handler
-from cairn.runtime.barriers.reasons import CheckpointFailureReason
 from cairn.runtime.barriers.tracker import BarrierTracker
 
 __all__ = [

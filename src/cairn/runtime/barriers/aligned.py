@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Container
 
+from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.clock import Clock
 from cairn.events import AlignmentMode, CancelCheckpointMarker, CheckpointBarrier
 from cairn.ids import CheckpointId
@@ -18,7 +19,6 @@ from cairn.runtime.barriers.api import (
     IllegalBarrierEventError,
 )
 from cairn.runtime.barriers.inputs import InputChannels
-from cairn.runtime.barriers.reasons import CheckpointFailureReason
 from cairn.runtime.barriers.states import (
     BarrierHandlerState,
     ChannelState,
@@ -90,6 +90,9 @@ class AlignedBarrierHandler:
 
     def is_blocked(self, channel: int) -> bool:
         return self._channels.is_blocked(channel)
+
+    def last_barrier_id(self, channel: int) -> int:
+        return self._inputs.last_barrier_id(channel)
 
     @property
     def blocked_view(self) -> Container[int]:
@@ -223,6 +226,10 @@ class _Controller:
     def trigger_global_checkpoint(self, barrier: CheckpointBarrier) -> None:
         self._handler._trigger(barrier)
 
+    def is_pending(self, barrier: CheckpointBarrier) -> bool:
+        handler = self._handler
+        return barrier.checkpoint_id == handler._current_id and handler.is_aligning
+
     def is_unaligned(self, barrier: CheckpointBarrier) -> bool:
         return False  # this handler aligns every checkpoint
 
@@ -232,4 +239,9 @@ class _Controller:
     def init_inputs_checkpoint(self, barrier: CheckpointBarrier) -> None:
         raise IllegalBarrierEventError(
             f"checkpoint {barrier.checkpoint_id}: an aligned handler takes no unaligned snapshot"
+        )
+
+    def take_out_of_turn(self, channel: int) -> None:
+        raise IllegalBarrierEventError(
+            f"channel {channel}: an aligned handler takes every barrier in its place"
         )

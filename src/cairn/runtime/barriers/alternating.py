@@ -15,6 +15,10 @@ aborts. Flink's strictly unaligned ``WaitingForFirstBarrierUnaligned`` and
 ``CollectingBarriersUnaligned`` are the two ``*Unaligned`` states here: savepoints must stay
 aligned even in unaligned jobs, so a Cairn handler always alternates (as Flink's does when
 unaligned checkpoints are enabled).
+
+An announced priority barrier (``barrier_announced``) is taken out of turn once its checkpoint
+is unaligned here (planned so, switched, or timed out); until then it keeps its place, as Flink
+keeps an announced barrier until ``alignmentTimeout`` prioritizes it.
 """
 
 from __future__ import annotations
@@ -42,6 +46,14 @@ def as_unaligned(barrier: CheckpointBarrier) -> CheckpointBarrier:
         options, alignment=AlignmentMode.UNALIGNED, aligned_timeout_ms=None
     )
     return dataclasses.replace(barrier, options=unaligned)
+
+
+def _take_if_unaligned(
+    controller: StateController, channel: int, barrier: CheckpointBarrier
+) -> None:
+    """The shared rule for an announced barrier of a checkpoint still aligned here."""
+    if controller.is_unaligned(barrier) or controller.is_timed_out(barrier):
+        controller.take_out_of_turn(channel)
 
 
 def _snapshot_unaligned(controller: StateController) -> None:
@@ -79,6 +91,12 @@ class AbstractAlternatingAlignedState(BarrierHandlerState):
     ) -> BarrierHandlerState:
         if controller.all_barriers_received():
             return self._finish_alignment(controller)
+        return self
+
+    def barrier_announced(
+        self, controller: StateController, channel: int, barrier: CheckpointBarrier
+    ) -> BarrierHandlerState:
+        _take_if_unaligned(controller, channel, barrier)
         return self
 
     def abort(self, checkpoint_id: CheckpointId) -> BarrierHandlerState:
@@ -126,7 +144,25 @@ class AlternatingCollectingBarriers(AbstractAlternatingAlignedState):
         return self
 
 
-class AlternatingWaitingForFirstBarrierUnaligned(BarrierHandlerState):
+class AbstractAlternatingUnalignedState(BarrierHandlerState):
+    """Unaligned phase: every barrier of the checkpoint overtakes the data in front of it."""
+
+    __slots__ = ()
+
+    def barrier_announced(
+        self, controller: StateController, channel: int, barrier: CheckpointBarrier
+    ) -> BarrierHandlerState:
+        if controller.is_pending(barrier):
+            controller.take_out_of_turn(channel)
+        else:  # a newer checkpoint: aligned here until it turns unaligned itself
+            _take_if_unaligned(controller, channel, barrier)
+        return self
+
+    def abort(self, checkpoint_id: CheckpointId) -> BarrierHandlerState:
+        return AlternatingWaitingForFirstBarrier(self.channels)
+
+
+class AlternatingWaitingForFirstBarrierUnaligned(AbstractAlternatingUnalignedState):
     """Unaligned, snapshot not taken yet: the next barrier of the checkpoint takes it."""
 
     __slots__ = ()
@@ -146,11 +182,8 @@ class AlternatingWaitingForFirstBarrierUnaligned(BarrierHandlerState):
     ) -> BarrierHandlerState:
         return self  # no barrier seen: nothing to record, nothing to complete
 
-    def abort(self, checkpoint_id: CheckpointId) -> BarrierHandlerState:
-        return AlternatingWaitingForFirstBarrier(self.channels)
 
-
-class AlternatingCollectingBarriersUnaligned(BarrierHandlerState):
+class AlternatingCollectingBarriersUnaligned(AbstractAlternatingUnalignedState):
     """Unaligned snapshot taken; channels without their barrier are recording, none blocked."""
 
     __slots__ = ()
@@ -165,9 +198,6 @@ class AlternatingCollectingBarriersUnaligned(BarrierHandlerState):
     ) -> BarrierHandlerState:
         # Everything the channel sent before its end is in the channel state already.
         return self._after_channel_done(controller)
-
-    def abort(self, checkpoint_id: CheckpointId) -> BarrierHandlerState:
-        return AlternatingWaitingForFirstBarrier(self.channels)
 
     def _after_channel_done(self, controller: StateController) -> BarrierHandlerState:
         if controller.all_barriers_received():

@@ -7,17 +7,18 @@ then close by ``all_barriers_received`` or ``abort_checkpoint`` (late events are
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Container
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.events import (
     AlignmentMode,
     CancelCheckpointMarker,
     CheckpointBarrier,
 )
 from cairn.ids import CheckpointId
-from cairn.runtime.barriers.reasons import CheckpointFailureReason
 
 
 class IllegalBarrierEventError(RuntimeError):
@@ -27,6 +28,21 @@ class IllegalBarrierEventError(RuntimeError):
     increase on its channel, any event on a channel the task should not have polled
     (blocked). The handler is left unchanged when this is raised.
     """
+
+
+class Announcement(enum.Enum):
+    """What the task does with an announced priority barrier (``on_barrier_announced``).
+
+    An announced barrier sits in its channel at its position (behind the entries sent before
+    it), and ``InputGate.poll`` returns it there unless the task takes it out of turn.
+    """
+
+    OVERTAKE = "overtake"
+    """Take it now (``InputGate.overtake``) and deliver it with the batches it overtook."""
+    IN_ORDER = "in order"
+    """Leave it in its place; ask again when the signal is raised or at ``next_timeout_ms``."""
+    OBSOLETE = "obsolete"
+    """Its checkpoint is over here (or the channel delivered a newer barrier): drop it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +92,8 @@ class AlignmentStats:
 
 
 class BarrierHandlerActions(Protocol):
-    """What the task does on the handler's decisions (the only way out of a handler).
+    """What the task does on the handler's decisions (the only way out of a handler; the
+    task's ``SubtaskCheckpointCoordinator`` implements it).
 
     Implementations must not call back into the handler's event methods from these calls.
     """
@@ -111,9 +128,7 @@ class UnalignedBarrierHandlerActions(BarrierHandlerActions, Protocol):
     Aligned checkpoints of the same handler never call the two methods below.
     """
 
-    def init_inputs_checkpoint(
-        self, barrier: CheckpointBarrier, recording: frozenset[int]
-    ) -> None:
+    def init_inputs_checkpoint(self, barrier: CheckpointBarrier, recording: frozenset[int]) -> None:
         """Take checkpoint ``barrier.checkpoint_id`` unaligned, starting now.
 
         The task opens the channel state of this checkpoint: the output buffers that the
@@ -165,6 +180,12 @@ class BarrierHandler(Protocol):
         """True if the task must not poll ``channel`` now."""
         ...
 
+    def last_barrier_id(self, channel: int) -> int:
+        """The highest barrier id ``channel`` delivered (-1 before any): the one record of
+        it. A barrier not above it is stale (an unaligned barrier overtook it); delivering
+        one raises ``IllegalBarrierEventError``."""
+        ...
+
     @property
     def blocked_view(self) -> Container[int]:
         """Live read-only view of the blocked channels for the input gate's poll loop.
@@ -193,8 +214,10 @@ class BarrierHandler(Protocol):
 class RecordingBarrierHandler(BarrierHandler, Protocol):
     """A ``BarrierHandler`` that may take unaligned snapshots (``UnalignedBarrierHandler``).
 
-    The task polls ``recording_view`` per record batch (O(1)) and drives the aligned timeout:
-    it calls ``check_alignment_timeout()`` from its loop, at the latest at ``next_timeout_ms``.
+    The task polls ``recording_view`` per record batch (O(1)), tells the handler of every
+    announced priority barrier (``on_barrier_announced``) and does what it answers, and drives
+    the aligned timeouts: it calls ``check_alignment_timeout()`` from its loop, at the latest
+    at ``next_timeout_ms``.
     """
 
     @property
@@ -216,13 +239,26 @@ class RecordingBarrierHandler(BarrierHandler, Protocol):
 
     @property
     def next_timeout_ms(self) -> int | None:
-        """Clock time at which the aligned checkpoint in progress turns unaligned, if any."""
+        """Clock time of the next aligned timeout: the checkpoint in progress turns unaligned,
+        or a barrier announced ``IN_ORDER`` may overtake; None if neither is waiting."""
+        ...
+
+    def on_barrier_announced(self, channel: int, barrier: CheckpointBarrier) -> Announcement:
+        """Event: ``channel`` announced the priority barrier ``barrier``, still at its position.
+
+        The task calls it for the oldest announcement of each channel it may poll, again
+        whenever something changed; the handler never delivers the barrier itself (the task
+        does, with ``on_barrier``, after an ``OVERTAKE``). Raises ``IllegalBarrierEventError``
+        on a blocked or finished channel.
+        """
         ...
 
     def check_alignment_timeout(self, now_ms: int | None = None) -> bool:
-        """Switch the checkpoint in progress to unaligned if its aligned timeout passed.
+        """Event: the clock reached ``next_timeout_ms`` (``now_ms`` defaults to the handler's).
 
-        ``now_ms`` defaults to the handler's clock. Returns True if it switched (the
-        handler then called ``init_inputs_checkpoint`` and ``trigger_checkpoint``).
+        The checkpoint in progress switches to unaligned if its aligned timeout passed (the
+        handler then called ``init_inputs_checkpoint`` and ``trigger_checkpoint``); barriers
+        announced ``IN_ORDER`` whose timeout passed may now overtake. Returns True if either
+        happened: the task then looks at its announced barriers again.
         """
         ...

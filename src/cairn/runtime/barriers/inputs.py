@@ -33,6 +33,10 @@ class InputChannels:
         """True if ``channel`` has not delivered its end of partition yet."""
         return not self._finished[channel]
 
+    def last_barrier_id(self, channel: int) -> int:
+        """The highest barrier id ``channel`` delivered, -1 before its first."""
+        return self._last_barrier_id[channel]
+
     def check_open(self, channel: int, event: str) -> None:
         """Raise unless ``channel`` exists and has not delivered its end of partition."""
         if not 0 <= channel < len(self._finished):

@@ -29,17 +29,26 @@ class StateController(Protocol):
         """Let the task snapshot and forward ``barrier``."""
         ...
 
+    def is_pending(self, barrier: CheckpointBarrier) -> bool:
+        """``barrier`` belongs to the checkpoint in progress (not to a newer one)."""
+        ...
+
     def is_unaligned(self, barrier: CheckpointBarrier) -> bool:
-        """The checkpoint in progress must go unaligned now: it was planned unaligned, or
+        """``barrier``'s checkpoint must go unaligned now: it was planned unaligned, or
         ``barrier`` comes from an upstream task that already switched. Never for savepoints."""
         ...
 
     def is_timed_out(self, barrier: CheckpointBarrier) -> bool:
-        """The aligned phase of the checkpoint in progress outlived its aligned timeout."""
+        """The aligned phase of ``barrier``'s checkpoint outlived its aligned timeout."""
         ...
 
     def init_inputs_checkpoint(self, barrier: CheckpointBarrier) -> None:
         """Start the unaligned snapshot: channels without their barrier start recording."""
+        ...
+
+    def take_out_of_turn(self, channel: int) -> None:
+        """The task takes ``channel``'s announced barrier now, ahead of the data in front of it
+        (Flink: ``convertToPriorityEvent``)."""
         ...
 
 
@@ -86,7 +95,9 @@ class BarrierHandlerState(ABC):
     The handler calls ``barrier_received`` only for barriers of the checkpoint in progress
     (older ones are filtered out), ``end_of_partition_received`` only while a checkpoint is
     in progress, ``alignment_timed_out`` only while one is in progress and not yet unaligned,
-    and ``abort`` whenever it drops the checkpoint in progress.
+    ``barrier_announced`` for announcements of the checkpoint in progress or a newer one (on a
+    channel that is neither blocked nor finished), and ``abort`` whenever it drops the
+    checkpoint in progress.
     """
 
     __slots__ = ("channels",)
@@ -111,6 +122,14 @@ class BarrierHandlerState(ABC):
         self, controller: StateController, barrier: CheckpointBarrier
     ) -> BarrierHandlerState:
         """The aligned timeout of ``barrier``'s checkpoint passed; only alternating states care."""
+        return self
+
+    def barrier_announced(
+        self, controller: StateController, channel: int, barrier: CheckpointBarrier
+    ) -> BarrierHandlerState:
+        """``channel`` announced the priority barrier ``barrier`` (options resolved), still at
+        its position; a state that wants it now calls ``controller.take_out_of_turn``. Aligned
+        states take every barrier in its place: only alternating states care."""
         return self
 
     def __repr__(self) -> str:

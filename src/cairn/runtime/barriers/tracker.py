@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Container
 from dataclasses import dataclass, field
 
+from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.clock import Clock
 from cairn.events import AlignmentMode, CancelCheckpointMarker, CheckpointBarrier
 from cairn.ids import CheckpointId
 from cairn.runtime.barriers.api import AlignmentStats, BarrierHandlerActions
 from cairn.runtime.barriers.inputs import InputChannels
-from cairn.runtime.barriers.reasons import CheckpointFailureReason
 
 MAX_CHECKPOINTS_TO_TRACK = 50
 """Pending checkpoints kept at most (Flink's bound); the oldest is declined beyond it."""
@@ -109,6 +109,9 @@ class BarrierTracker:
 
     def is_blocked(self, channel: int) -> bool:
         return False
+
+    def last_barrier_id(self, channel: int) -> int:
+        return self._inputs.last_barrier_id(channel)
 
     @property
     def blocked_view(self) -> Container[int]:

@@ -3,7 +3,8 @@
 
 Invariant: one checkpoint at a time; once its unaligned snapshot is taken, nothing is blocked
 and a channel is recording exactly while it was open at the checkpoint's start and has
-delivered neither the barrier nor its end of partition.
+delivered neither the barrier nor its end of partition. Every aligned-timeout decision, for a
+checkpoint in progress or announced, is taken here against ``alignment_deadline_ms``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Container
 
+from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.clock import Clock
 from cairn.events import AlignmentMode, CheckpointBarrier, CheckpointOptions
 from cairn.ids import CheckpointId
@@ -18,10 +20,10 @@ from cairn.runtime.barriers.aligned import AlignedBarrierHandler, _Controller
 from cairn.runtime.barriers.alternating import AlternatingWaitingForFirstBarrier
 from cairn.runtime.barriers.api import (
     AlignmentStats,
+    Announcement,
     IllegalBarrierEventError,
     UnalignedBarrierHandlerActions,
 )
-from cairn.runtime.barriers.reasons import CheckpointFailureReason
 
 _NONE = -1
 _ALIGNED = AlignmentMode.ALIGNED
@@ -66,12 +68,28 @@ def resolve_options(
     return dataclasses.replace(options, alignment=alignment, aligned_timeout_ms=timeout)
 
 
+def alignment_deadline_ms(barrier: CheckpointBarrier) -> int | None:
+    """When the aligned phase of ``barrier``'s checkpoint ends (``barrier`` as resolved by
+    ``resolve_options``): its timeout after the checkpoint started, None if it never does.
+
+    >>> timed = CheckpointBarrier(CheckpointId(2), 1_000, CheckpointOptions(aligned_timeout_ms=50))
+    >>> alignment_deadline_ms(timed), alignment_deadline_ms(CheckpointBarrier(CheckpointId(2), 0))
+    (1050, None)
+    """
+    options = barrier.options
+    timeout = options.aligned_timeout_ms
+    if options.alignment is not _ALIGNED or timeout is None:
+        return None
+    return barrier.timestamp_ms + timeout
+
+
 class UnalignedBarrierHandler(AlignedBarrierHandler):
     """Triggers at the first barrier (unaligned) or aligns until a timeout, then switches.
 
     The task implements ``UnalignedBarrierHandlerActions``, records every record batch it
-    takes from a channel in ``recording_view``, and calls ``check_alignment_timeout()`` from
-    its loop (at the latest at ``next_timeout_ms``).
+    takes from a channel in ``recording_view``, asks ``on_barrier_announced`` what to do with
+    each announced priority barrier, and calls ``check_alignment_timeout()`` from its loop (at
+    the latest at ``next_timeout_ms``).
 
     >>> from cairn.clock import ManualClock
     >>> class Actions:
@@ -110,6 +128,9 @@ class UnalignedBarrierHandler(AlignedBarrierHandler):
         self._controller = _UnalignedController(self)
         self._state = AlternatingWaitingForFirstBarrier(self._channels)
         self._deadline_ms: int | None = None  # aligned phase of the pending checkpoint ends
+        # Earliest timeout of a barrier announced IN_ORDER for a checkpoint not started here.
+        self._announced_deadline_ms: int | None = None
+        self._take_now = False  # the state's answer to the announcement being handled
         # Channels whose input is channel state of _recording_id; the set object never
         # changes, so recording_view stays live.
         self._recording: set[int] = set()
@@ -143,21 +164,67 @@ class UnalignedBarrierHandler(AlignedBarrierHandler):
 
     @property
     def next_timeout_ms(self) -> int | None:
-        return self._deadline_ms
+        deadline, announced = self._deadline_ms, self._announced_deadline_ms
+        if announced is None or (deadline is not None and deadline <= announced):
+            return deadline
+        return announced
 
     # -- events -------------------------------------------------------------------------
 
-    def check_alignment_timeout(self, now_ms: int | None = None) -> bool:
-        """Switch the aligned checkpoint in progress to unaligned if its timeout passed.
+    def on_barrier_announced(self, channel: int, barrier: CheckpointBarrier) -> Announcement:
+        """Decide what the task does with the priority barrier ``channel`` announced.
 
-        Cheap when nothing is pending; returns True if it switched.
+        >>> from cairn.clock import ManualClock
+        >>> class Actions:
+        ...     def trigger_checkpoint(self, barrier, stats): ...
+        ...     def abort_checkpoint(self, checkpoint_id, reason): ...
+        ...     def init_inputs_checkpoint(self, barrier, recording): ...
+        ...     def all_barriers_received(self, checkpoint_id): ...
+        >>> handler = UnalignedBarrierHandler(2, Actions(), ManualClock(), mode=_ALIGNED)
+        >>> timed = CheckpointOptions(aligned_timeout_ms=100)
+        >>> handler.on_barrier_announced(0, CheckpointBarrier(CheckpointId(1), 0, timed)).name
+        'IN_ORDER'
+        >>> handler.next_timeout_ms
+        100
         """
-        deadline = self._deadline_ms
-        if deadline is None:
+        event = f"announcement of barrier {barrier.checkpoint_id}"
+        self._check_not_blocked(channel, event)
+        self._inputs.check_open(channel, event)
+        barrier_id = barrier.checkpoint_id
+        if (
+            barrier_id <= self._inputs.last_barrier_id(channel)
+            or barrier_id < self._current_id
+            or (barrier_id == self._current_id and not self.is_aligning)
+        ):
+            return Announcement.OBSOLETE
+        barrier = self._resolve(barrier)
+        controller = self._controller
+        self._take_now = False
+        self._state = self._state.barrier_announced(controller, channel, barrier)
+        if self._take_now:
+            return Announcement.OVERTAKE
+        if not controller.is_pending(barrier):
+            # Not started here yet: the task must look at it again when it may overtake.
+            due = alignment_deadline_ms(barrier)
+            announced = self._announced_deadline_ms
+            if due is not None and (announced is None or due < announced):
+                self._announced_deadline_ms = due
+        return Announcement.IN_ORDER
+
+    def check_alignment_timeout(self, now_ms: int | None = None) -> bool:
+        """Event: time passed. The aligned checkpoint in progress switches to unaligned if
+        its timeout passed; barriers announced ``IN_ORDER`` whose timeout passed may now
+        overtake (the task asks again). Cheap when nothing waits; True if either happened.
+        """
+        deadline, announced = self._deadline_ms, self._announced_deadline_ms
+        if deadline is None and announced is None:
             return False
         now = self._clock.now_ms() if now_ms is None else now_ms
-        if now < deadline:
-            return False
+        due = announced is not None and now >= announced
+        if due:
+            self._announced_deadline_ms = None
+        if deadline is None or now < deadline:
+            return due
         self._deadline_ms = None
         barrier = self._controller.pending_barrier()
         self._transform(lambda state: state.alignment_timed_out(self._controller, barrier))
@@ -165,14 +232,17 @@ class UnalignedBarrierHandler(AlignedBarrierHandler):
 
     # -- books ----------------------------------------------------------------------------
 
-    def _start_checkpoint(self, barrier: CheckpointBarrier) -> None:
+    def _resolve(self, barrier: CheckpointBarrier) -> CheckpointBarrier:
+        """``barrier`` with the options this handler takes its checkpoint with."""
         options = resolve_options(barrier.options, self._mode, self._default_timeout_ms)
-        if options is not barrier.options:
-            barrier = dataclasses.replace(barrier, options=options)
+        if options is barrier.options:
+            return barrier
+        return dataclasses.replace(barrier, options=options)
+
+    def _start_checkpoint(self, barrier: CheckpointBarrier) -> None:
+        barrier = self._resolve(barrier)
         super()._start_checkpoint(barrier)  # may abort the pending one first
-        timeout = options.aligned_timeout_ms
-        if options.alignment is _ALIGNED and timeout is not None:
-            self._deadline_ms = barrier.timestamp_ms + timeout
+        self._deadline_ms = alignment_deadline_ms(barrier)
 
     def _mark_aligned(self, channel: int) -> None:
         super()._mark_aligned(channel)
@@ -210,9 +280,7 @@ class UnalignedBarrierHandler(AlignedBarrierHandler):
     def _trigger(self, barrier: CheckpointBarrier) -> None:
         now = self._clock.now_ms()
         unaligned = self._recording_id == barrier.checkpoint_id
-        stats = AlignmentStats.at_trigger(
-            barrier, self._first_barrier_ms, now, unaligned=unaligned
-        )
+        stats = AlignmentStats.at_trigger(barrier, self._first_barrier_ms, now, unaligned=unaligned)
         self._actions.trigger_checkpoint(barrier, stats)
 
     def __repr__(self) -> str:
@@ -220,7 +288,7 @@ class UnalignedBarrierHandler(AlignedBarrierHandler):
             f"UnalignedBarrierHandler(mode={self._mode.value}, current={self._current_id}, "
             f"aligning={self.is_aligning}, aligned={sorted(self._aligned)}/{self._target_count}, "
             f"recording={sorted(self._recording)}, deadline={self._deadline_ms}, "
-            f"state={self._state!r})"
+            f"announced_deadline={self._announced_deadline_ms}, state={self._state!r})"
         )
 
 
@@ -234,15 +302,24 @@ class _UnalignedController(_Controller):
         self._unaligned = handler
 
     def is_unaligned(self, barrier: CheckpointBarrier) -> bool:
-        pending = self.pending_barrier().options
-        if pending.is_savepoint:
+        if self.is_pending(barrier):
+            planned = self.pending_barrier().options
+        else:  # an announced barrier of a newer checkpoint
+            planned = self._unaligned._resolve(barrier).options
+        if planned.is_savepoint:
             return False
-        return pending.alignment is _UNALIGNED or barrier.options.alignment is _UNALIGNED
+        return planned.alignment is _UNALIGNED or barrier.options.alignment is _UNALIGNED
 
     def is_timed_out(self, barrier: CheckpointBarrier) -> bool:
         handler = self._unaligned
-        deadline = handler._deadline_ms
+        if self.is_pending(barrier):
+            deadline = handler._deadline_ms
+        else:
+            deadline = alignment_deadline_ms(handler._resolve(barrier))
         return deadline is not None and handler._clock.now_ms() >= deadline
 
     def init_inputs_checkpoint(self, barrier: CheckpointBarrier) -> None:
         self._unaligned._init_inputs_checkpoint(barrier)
+
+    def take_out_of_turn(self, channel: int) -> None:
+        self._unaligned._take_now = True
