@@ -57,15 +57,20 @@ def choose_executor(settings: JobSettings, graph: JobGraph) -> tuple[Executor, i
         slots = executor.await_slots(min(wanted, max_parallelism), REGISTRATION_WAIT_S)
     workers = max(1, min(wanted, max_parallelism, slots))
     if workers < wanted:
-        log.warning("Spark offers %d task slots; running %d workers for parallelism %d",
-                    slots, workers, max_parallelism)
+        log.warning(
+            "Spark offers %d task slots; running %d workers for parallelism %d",
+            slots,
+            workers,
+            max_parallelism,
+        )
     return executor, workers
 
 
 def submit_job(settings: JobSettings, sinks: Sequence[SinkTransformation]) -> JobClient:
     chaining = str(settings.configuration.get(CHAINING_KEY, "true")).lower() != "false"
-    graph = build_job_graph(settings.job_name, sinks, settings.parallelism,
-                            settings.max_parallelism, chaining)
+    graph = build_job_graph(
+        settings.job_name, sinks, settings.parallelism, settings.max_parallelism, chaining
+    )
     payload = dumps_job((settings, graph))
     executor, workers = choose_executor(settings, graph)
     faults: tuple[Any, ...] = parse_faults(settings.configuration.get(FAULTS_KEY, ""))
@@ -79,8 +84,13 @@ def submit_job(settings: JobSettings, sinks: Sequence[SinkTransformation]) -> Jo
         secret=secrets.token_bytes(32),
         faults=faults,
     )
-    log.info("submitting job %r (%s) with %d workers:\n%s", settings.job_name, master.job_id,
-             workers, graph.describe())
+    log.info(
+        "submitting job %r (%s) with %d workers:\n%s",
+        settings.job_name,
+        master.job_id,
+        workers,
+        graph.describe(),
+    )
     client = JobClient(master)
     if str(settings.configuration.get(PROGRESS_KEY, "false")).lower() == "true":
         from cairn.observability.progress import ProgressReporter

@@ -335,6 +335,8 @@ BUFFER_TIMEOUT_ENABLED = _define(
     True,
     "false: flush buffers only when full (set_buffer_timeout(-1)).",
 )
+
+
 def _positive(v: Any) -> str | None:
     return None if v >= 1 else f"must be >= 1, got {v}"
 

@@ -123,8 +123,9 @@ def prepare_job(
         switch_interval_ms=int(get(opts.WORKER_SWITCH_INTERVAL)),
         network=NetworkSettings(
             batch_size=int(get(opts.NETWORK_BATCH_SIZE)),
-            min_batch_size=min(int(get(opts.NETWORK_MIN_BATCH_SIZE)),
-                               int(get(opts.NETWORK_BATCH_SIZE))),
+            min_batch_size=min(
+                int(get(opts.NETWORK_MIN_BATCH_SIZE)), int(get(opts.NETWORK_BATCH_SIZE))
+            ),
             debloat_enabled=bool(get(opts.DEBLOAT_ENABLED)),
             debloat_target_ms=int(get(opts.DEBLOAT_TARGET)),
             debloat_period_ms=max(1, int(get(opts.DEBLOAT_PERIOD))),

@@ -51,8 +51,12 @@ class _ThreadDeployment:
     def __init__(self, launch: WorkerLaunch) -> None:
         self._error: BaseException | None = None
         self._threads = [
-            threading.Thread(target=self._run, args=(launch, i), daemon=True,
-                             name=f"cairn-worker-{launch.attempt}-{i}")
+            threading.Thread(
+                target=self._run,
+                args=(launch, i),
+                daemon=True,
+                name=f"cairn-worker-{launch.attempt}-{i}",
+            )
             for i in range(launch.num_workers)
         ]
         for t in self._threads:
@@ -118,18 +122,25 @@ class _SparkDeployment:
         self._error: BaseException | None = None
         self._done = threading.Event()
         self._cancelled = False
-        self._thread = threading.Thread(target=self._run, args=(launch,), daemon=True,
-                                        name=f"cairn-spark-stage-{launch.attempt}")
+        self._thread = threading.Thread(
+            target=self._run,
+            args=(launch,),
+            daemon=True,
+            name=f"cairn-spark-stage-{launch.attempt}",
+        )
         self._thread.start()
 
     def _run(self, launch: WorkerLaunch) -> None:
         sc = self._sc
         try:
-            sc.setJobGroup(self._group, f"Cairn job {launch.job_id} attempt {launch.attempt}",
-                           interruptOnCancel=True)
+            sc.setJobGroup(
+                self._group,
+                f"Cairn job {launch.job_id} attempt {launch.attempt}",
+                interruptOnCancel=True,
+            )
             n = launch.num_workers
-            rdd = sc.parallelize(range(n), n).barrier().mapPartitions(
-                _spark_worker_partition(launch)
+            rdd = (
+                sc.parallelize(range(n), n).barrier().mapPartitions(_spark_worker_partition(launch))
             )
             rdd.collect()
         except BaseException as exc:
@@ -190,6 +201,7 @@ class SparkExecutor:
             time.sleep(0.2)
             slots = self.slots()
         if slots < wanted:
-            log.warning("Spark offers %d task slots after %.0f s; %d wanted", slots, timeout,
-                        wanted)
+            log.warning(
+                "Spark offers %d task slots after %.0f s; %d wanted", slots, timeout, wanted
+            )
         return slots

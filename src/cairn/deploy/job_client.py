@@ -37,8 +37,9 @@ class JobClient:
         self._results: dict[int, queue.Queue[Any]] = {}
         self._results_lock = threading.Lock()
         master._on_collect = self._on_collect
-        self._thread = threading.Thread(target=self._run, name=f"cairn-job-{master.job_id}",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name=f"cairn-job-{master.job_id}", daemon=True
+        )
 
     def _start(self) -> None:
         self._thread.start()

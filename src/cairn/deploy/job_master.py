@@ -178,9 +178,14 @@ class JobMaster:
                 return
             self.status = JobStatus.RESTARTING
             self.restarts += 1
-            log.warning("job %s: attempt %d failed (%s); %s, restarting in %d ms",
-                        self.job_id, self.attempt, _first_line(outcome.error),
-                        decision.reason, decision.delay_ms)
+            log.warning(
+                "job %s: attempt %d failed (%s); %s, restarting in %d ms",
+                self.job_id,
+                self.attempt,
+                _first_line(outcome.error),
+                decision.reason,
+                decision.delay_ms,
+            )
             self._emit("restart", outcome.error)
             if self._cancel.wait(decision.delay_ms / 1000.0):
                 self.status = JobStatus.CANCELED
@@ -201,8 +206,11 @@ class JobMaster:
         if point is None:
             return None
         if explicit is not None:  # another job's state: it must fit this job's operators
-            operators = {node.uid: (node.parallelism, node.max_parallelism)
-                         for v in self.graph.vertices for node in v.operators}
+            operators = {
+                node.uid: (node.parallelism, node.max_parallelism)
+                for v in self.graph.vertices
+                for node in v.operators
+            }
             allow = self.settings.configuration.get(IGNORE_UNCLAIMED_KEY, "false")
             check_restore_compatible(point, operators, str(allow).lower() == "true")
         return p.RestoreInfo(point.directory, int(point.checkpoint_id))
@@ -230,8 +238,12 @@ class JobMaster:
             faults=self.faults,
         )
         if restore is not None:
-            log.info("attempt %d restores from checkpoint %d (%s)", attempt,
-                     restore.checkpoint_id, restore.checkpoint_dir)
+            log.info(
+                "attempt %d restores from checkpoint %d (%s)",
+                attempt,
+                restore.checkpoint_id,
+                restore.checkpoint_dir,
+            )
         if attempt > 0 and self.coordinator is not None and self.settings.checkpoint.enabled:
             self.coordinator.start_periodic()  # stopped if the last attempt ended its sources
         deployment = self.executor.launch(launch)
@@ -283,9 +295,13 @@ class JobMaster:
             if failure is not None:
                 return _Outcome("failed", failure)
             if not peers_sent and time.monotonic() > deadline:
-                return _Outcome("failed", TimeoutError(
-                    f"only {len(state.registered)} of {state.num_workers} workers registered "
-                    f"within {REGISTRATION_TIMEOUT_S:.0f} s"))
+                return _Outcome(
+                    "failed",
+                    TimeoutError(
+                        f"only {len(state.registered)} of {state.num_workers} workers registered "
+                        f"within {REGISTRATION_TIMEOUT_S:.0f} s"
+                    ),
+                )
             try:
                 env = inbox.get(timeout=TICK_S)
             except queue.Empty:
@@ -331,9 +347,12 @@ class JobMaster:
             self._deliver_collected(msg)
         elif isinstance(msg, p.SourceExhausted):
             state.exhausted.add(msg.task)
-            if (len(state.exhausted) == len(self.plan.source_tasks)
-                    and state.final_checkpoint_from is None and coordinator is not None
-                    and self.settings.checkpoint.enabled):
+            if (
+                len(state.exhausted) == len(self.plan.source_tasks)
+                and state.final_checkpoint_from is None
+                and coordinator is not None
+                and self.settings.checkpoint.enabled
+            ):
                 state.final_checkpoint_from = coordinator.next_checkpoint_id
                 log.info("all sources exhausted; taking the final checkpoint")
         elif isinstance(msg, p.TaskFinished):
@@ -344,10 +363,14 @@ class JobMaster:
             return _Outcome("failed", TaskFailure(msg))
         elif isinstance(msg, ConnectionLost):
             if len(state.finished) < len(self.plan.all_tasks):
-                return _Outcome("failed", WorkerLost(
-                    f"lost the connection to worker {env.worker_index} (attempt "
-                    f"{env.attempt}, pid {self.worker_pids.get(env.worker_index)}): the worker "
-                    "process died or was killed"))
+                return _Outcome(
+                    "failed",
+                    WorkerLost(
+                        f"lost the connection to worker {env.worker_index} (attempt "
+                        f"{env.attempt}, pid {self.worker_pids.get(env.worker_index)}): the worker "
+                        "process died or was killed"
+                    ),
+                )
         elif isinstance(msg, _FailJob):
             return _Outcome("failed", RuntimeError(msg.reason))
         return None

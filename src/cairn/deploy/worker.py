@@ -77,8 +77,9 @@ class _MasterLost(Exception):
 
 
 class Worker:
-    def __init__(self, launch: p.WorkerLaunch, worker_index: int, host: str,
-                 hard_kill: bool) -> None:
+    def __init__(
+        self, launch: p.WorkerLaunch, worker_index: int, host: str, hard_kill: bool
+    ) -> None:
         self.launch = launch
         self.index = worker_index
         self.host = host
@@ -181,14 +182,16 @@ class Worker:
 
     def _connect_master(self, data_address: tuple[str, int]) -> None:
         hello = pickle.dumps(
-            p.RegisterWorker(self.attempt, self.index, data_address, os.getpid(),
-                             socket.gethostname()),
+            p.RegisterWorker(
+                self.attempt, self.index, data_address, os.getpid(), socket.gethostname()
+            ),
             protocol=5,
         )
         conn = connect(self.launch.master_address, self.launch.secret, hello)
         self._master = conn
-        threading.Thread(target=self._control_loop, args=(conn,), name=f"control-w{self.index}",
-                         daemon=True).start()
+        threading.Thread(
+            target=self._control_loop, args=(conn,), name=f"control-w{self.index}", daemon=True
+        ).start()
 
     def _control_loop(self, conn: FramedConnection) -> None:
         try:
@@ -213,15 +216,15 @@ class Worker:
                 raise _MasterLost("job master connection lost during start-up")
             self._wakeup.wait(0.1)
             self._wakeup.clear()
-        raise TimeoutError("no peer table from the job master within "
-                           f"{PEER_TABLE_TIMEOUT_S:.0f} s")
+        raise TimeoutError(f"no peer table from the job master within {PEER_TABLE_TIMEOUT_S:.0f} s")
 
     def _connect_peers(self, peers: dict[int, tuple[str, int]]) -> None:
         for peer in sorted(self.plan.peers_receiving_from(self.index)):
             hello = pickle.dumps(("data", self.attempt, self.index), protocol=5)
             conn = connect(peers[peer], self.launch.secret, hello)
-            sender = ConnectionSender(conn, self.wake, self._on_network_error,
-                                      f"w{self.index}->w{peer}")
+            sender = ConnectionSender(
+                conn, self.wake, self._on_network_error, f"w{self.index}->w{peer}"
+            )
             self._senders[peer] = sender
 
     def _on_data_connection(self, conn: FramedConnection, hello: bytes) -> None:
@@ -262,11 +265,18 @@ class Worker:
         checkpointing = settings.checkpoint.enabled
         job_parameters = global_job_parameters(settings.configuration)
         net = settings.network
-        debloat = DebloatConfig(
-            target_ms=net.debloat_target_ms, period_ms=net.debloat_period_ms,
-            samples=net.debloat_samples, threshold_percent=net.debloat_threshold_percent,
-            min_size=net.min_batch_size, max_size=net.batch_size,
-        ) if net.debloat_enabled else None
+        debloat = (
+            DebloatConfig(
+                target_ms=net.debloat_target_ms,
+                period_ms=net.debloat_period_ms,
+                samples=net.debloat_samples,
+                threshold_percent=net.debloat_threshold_percent,
+                min_size=net.min_batch_size,
+                max_size=net.batch_size,
+            )
+            if net.debloat_enabled
+            else None
+        )
         chains: dict[int, bytes] = {}
         for key in self.plan.tasks_of(self.index):
             vertex = self.graph.vertex(key.vertex_id)
@@ -279,8 +289,9 @@ class Worker:
             ops = [create_operator(node) for node in nodes]
             specs = self.plan.input_channels(key)
             gate = InputGate([self._inputs[s.channel_id] for s in specs]) if specs else None
-            task = StreamTask(key, vertex, ops, gate, writers, self, alignment, checkpointing,
-                              debloat=debloat)
+            task = StreamTask(
+                key, vertex, ops, gate, writers, self, alignment, checkpointing, debloat=debloat
+            )
             fan_out = _fan_out(writers)
             for i, (node, op) in enumerate(zip(nodes, ops, strict=True)):
                 output = ops[i + 1].process_batch if i + 1 < len(ops) else fan_out
@@ -290,22 +301,24 @@ class Worker:
                         node.max_parallelism, node.parallelism, key.subtask_index
                     )
                     keyed = HeapKeyedStateBackend(kg_range, node.max_parallelism)
-                op.setup(OperatorContext(
-                    node=node,
-                    task_name=vertex.name,
-                    subtask_index=key.subtask_index,
-                    parallelism=vertex.parallelism,
-                    max_parallelism=node.max_parallelism,
-                    attempt=self.attempt,
-                    job_id=self.job_id,
-                    output=output,
-                    operator_backend=OperatorStateBackend(),
-                    keyed_backend=keyed,
-                    clock_ms=_now_ms,
-                    services=self,
-                    checkpointing=checkpointing,
-                    job_parameters=job_parameters,
-                ))
+                op.setup(
+                    OperatorContext(
+                        node=node,
+                        task_name=vertex.name,
+                        subtask_index=key.subtask_index,
+                        parallelism=vertex.parallelism,
+                        max_parallelism=node.max_parallelism,
+                        attempt=self.attempt,
+                        job_id=self.job_id,
+                        output=output,
+                        operator_backend=OperatorStateBackend(),
+                        keyed_backend=keyed,
+                        clock_ms=_now_ms,
+                        services=self,
+                        checkpointing=checkpointing,
+                        job_parameters=job_parameters,
+                    )
+                )
             for op in ops:
                 op.initialize_state(restores.get(op.uid))
             if gate is not None:
@@ -318,23 +331,31 @@ class Worker:
         for sender in self._senders.values():
             sender.start()
 
-    def _replay_in_flight_data(self, task: StreamTask, gate: InputGate,
-                               restore: OperatorRestore | None) -> None:
+    def _replay_in_flight_data(
+        self, task: StreamTask, gate: InputGate, restore: OperatorRestore | None
+    ) -> None:
         """Put the in-flight data an unaligned checkpoint persisted back into the channels."""
         if restore is None:
             return
         handle = channel_state_for_subtask(
             {i: st.input_channels for i, st in restore.subtasks.items()},
-            restore.old_parallelism, task.vertex.parallelism, task.key.subtask_index,
-            len(gate.channels), task.name,
+            restore.old_parallelism,
+            task.vertex.parallelism,
+            task.key.subtask_index,
+            len(gate.channels),
+            task.name,
         )
         if handle is None:
             return
         batches = read_channel_state(restore.reader, handle)
         for channel, channel_batches in batches.items():
             gate.replay(channel, channel_batches)
-        log.info("%s: replaying %d in-flight batches (%d bytes) of the restored checkpoint",
-                 task.name, sum(map(len, batches.values())), handle.size)
+        log.info(
+            "%s: replaying %d in-flight batches (%d bytes) of the restored checkpoint",
+            task.name,
+            sum(map(len, batches.values())),
+            handle.size,
+        )
 
     def _record_writers(self, key: TaskKey) -> list[RecordWriter]:
         writers = []
@@ -349,11 +370,16 @@ class Worker:
                     ch = RemoteOutputChannel(spec.channel_id, sender, DEFAULT_CAPACITY)
                     sender.register(ch)
                     channels.append(ch)
-            writers.append(RecordWriter(
-                channels, edge.partition, key_selector=edge.key_selector,
-                max_parallelism=edge.target_max_parallelism, subtask_index=key.subtask_index,
-                batch_size=self.settings.network.batch_size,
-            ))
+            writers.append(
+                RecordWriter(
+                    channels,
+                    edge.partition,
+                    key_selector=edge.key_selector,
+                    max_parallelism=edge.target_max_parallelism,
+                    subtask_index=key.subtask_index,
+                    batch_size=self.settings.network.batch_size,
+                )
+            )
         return writers
 
     # ------------------------------------------------------------------ the task loop
@@ -446,18 +472,18 @@ class Worker:
                 return
 
     def _send_metrics(self) -> None:
-        self.send_to_master(p.MetricsReport(
-            self.attempt, self.index, {t.key: t.metrics() for t in self.tasks}
-        ))
+        self.send_to_master(
+            p.MetricsReport(self.attempt, self.index, {t.key: t.metrics() for t in self.tasks})
+        )
 
     def _report_failure(self, task: StreamTask | None, exc: BaseException) -> None:
         tb = getattr(exc, "formatted_traceback", None) or "".join(
             traceback.format_exception(type(exc), exc, exc.__traceback__)
         )
-        log.error("worker %d: task %s failed: %s", self.index,
-                  task.name if task else "-", exc)
-        self.send_to_master(p.TaskFailed(self.attempt, task.key if task else None,
-                                         type(exc).__name__, str(exc), tb))
+        log.error("worker %d: task %s failed: %s", self.index, task.name if task else "-", exc)
+        self.send_to_master(
+            p.TaskFailed(self.attempt, task.key if task else None, type(exc).__name__, str(exc), tb)
+        )
 
     def _abort_connections(self) -> None:
         for conn in self._inbound:
@@ -496,7 +522,8 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def run_worker(launch: p.WorkerLaunch, worker_index: int, host: str,
-               hard_kill: bool) -> WorkerResult:
+def run_worker(
+    launch: p.WorkerLaunch, worker_index: int, host: str, hard_kill: bool
+) -> WorkerResult:
     """Entry point used by both executors."""
     return Worker(launch, worker_index, host, hard_kill).run()
