@@ -435,6 +435,7 @@ WORKERS = _define(
     None,
     "Number of workers (Spark barrier tasks); default: one per parallel subtask, "
     "bounded by the task slots Spark offers.",
+    check=_at_least(1, "the number of workers"),
 )
 TESTING_FAULTS = _define(
     "cairn.testing.faults",

@@ -33,7 +33,6 @@ from cairn.settings import JobSettings
 log = logging.getLogger(__name__)
 
 REGISTRATION_TIMEOUT_S = 180.0
-IGNORE_UNCLAIMED_KEY = "execution.state-recovery.ignore-unclaimed-state"
 TICK_S = 0.02
 
 
@@ -211,8 +210,7 @@ class JobMaster:
                 for v in self.graph.vertices
                 for node in v.operators
             }
-            allow = self.settings.configuration.get(IGNORE_UNCLAIMED_KEY, "false")
-            check_restore_compatible(point, operators, str(allow).lower() == "true")
+            check_restore_compatible(point, operators, self.settings.restore_ignore_unclaimed)
         return p.RestoreInfo(point.directory, int(point.checkpoint_id))
 
     def _shutdown_coordinator(self) -> None:

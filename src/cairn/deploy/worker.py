@@ -28,7 +28,6 @@ import cloudpickle
 from cairn.checkpoint.handles import StateFileWriter
 from cairn.checkpoint.messages import TaskKey
 from cairn.checkpoint.storage import CheckpointStorage, read_metadata
-from cairn.common.execution_config import global_job_parameters
 from cairn.deploy import protocol as p
 from cairn.deploy.plan import ExecutionPlan
 from cairn.deploy.serialization import dumps
@@ -263,7 +262,7 @@ class Worker:
         if settings.checkpoint.unaligned and alignment is AlignmentMode.ALIGNED:
             alignment = AlignmentMode.UNALIGNED  # barriers' options decide per checkpoint
         checkpointing = settings.checkpoint.enabled
-        job_parameters = global_job_parameters(settings.configuration)
+        job_parameters = dict(settings.job_parameters)
         net = settings.network
         debloat = (
             DebloatConfig(
@@ -300,7 +299,12 @@ class Worker:
                     kg_range = key_group_range_for_subtask(
                         node.max_parallelism, node.parallelism, key.subtask_index
                     )
-                    keyed = HeapKeyedStateBackend(kg_range, node.max_parallelism)
+                    keyed = HeapKeyedStateBackend(
+                        kg_range,
+                        node.max_parallelism,
+                        fork_threshold=settings.state.fork_threshold,
+                        fork_niceness=settings.state.fork_niceness,
+                    )
                 op.setup(
                     OperatorContext(
                         node=node,
