@@ -23,21 +23,41 @@ SLOT_WAIT_S = 60.0  # how long a launch waits for lost executors to be replaced
 
 
 class Deployment(Protocol):
+    """One attempt's workers, as the executor started them."""
+
     def failure(self) -> BaseException | None:
-        """The error that ended a worker, if one did."""
+        """The error that ended a worker, if one did (polled by the job master)."""
         ...
 
-    def cancel(self) -> None: ...
+    def cancel(self) -> None:
+        """Stop the workers that are still running (best effort; they also stop when the job
+        master shuts them down or disconnects them)."""
+        ...
 
-    def wait(self, timeout: float) -> bool: ...
+    def wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for every worker to end; whether they all did."""
+        ...
 
 
 class Executor(Protocol):
-    control_host: str
+    """The seam between the job master and where workers run (Spark, threads, a test fake).
 
-    def slots(self) -> int: ...
+    The workers of a launch connect back to the job master at ``launch.master_address``
+    and speak ``deploy.protocol``; the executor only starts them and reports their death.
+    """
 
-    def launch(self, launch: WorkerLaunch) -> Deployment: ...
+    @property
+    def control_host(self) -> str:
+        """The address the job master's control endpoint listens on (workers reach it)."""
+        ...
+
+    def slots(self) -> int:
+        """How many workers can run at once."""
+        ...
+
+    def launch(self, launch: WorkerLaunch) -> Deployment:
+        """Start all ``launch.num_workers`` workers of one attempt together."""
+        ...
 
 
 class WorkerCrashed(Exception):
@@ -110,7 +130,7 @@ def _spark_worker_partition(launch: WorkerLaunch) -> Any:
         address = ctx.getTaskInfos()[index].address
         host = address.rsplit(":", 1)[0] if address else "127.0.0.1"
         result = run_worker(launch, index, host, hard_kill=True)
-        yield (index, result.outcome)
+        yield (index, result.outcome.value)
 
     return run
 

@@ -135,10 +135,7 @@ class JobClient:
         master = self._master
         if not master.settings.checkpoint.enabled:
             return None
-        coordinator = master.coordinator
-        if coordinator is None:  # the job master thread has not created it yet
-            return CheckpointStatsSnapshot.empty()
-        return coordinator.stats.snapshot()
+        return master.coordinator.stats.snapshot()
 
     def worker_pids(self) -> dict[int, int]:
         return dict(self._master.worker_pids)

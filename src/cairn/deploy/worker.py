@@ -18,10 +18,10 @@ import threading
 import time
 import traceback
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import cloudpickle
 
@@ -29,9 +29,10 @@ from cairn.checkpoint.handles import StateFileWriter
 from cairn.checkpoint.messages import TaskKey
 from cairn.checkpoint.storage import CheckpointStorage, read_metadata
 from cairn.deploy import protocol as p
+from cairn.deploy.lifecycle import WorkerOutcome
 from cairn.deploy.plan import ExecutionPlan
 from cairn.deploy.serialization import dumps
-from cairn.events import AlignmentMode
+from cairn.events import AlignmentMode, CheckpointBarrier
 from cairn.graph.job_graph import JobGraph
 from cairn.runtime.channel_state import channel_state_for_subtask, read_channel_state
 from cairn.runtime.channels import (
@@ -68,11 +69,54 @@ PEER_TABLE_TIMEOUT_S = 120.0
 class WorkerResult:
     worker_index: int
     attempt: int
-    outcome: str  # "finished" | "cancelled" | "failed" | "master-lost"
+    outcome: WorkerOutcome
 
 
 class _MasterLost(Exception):
     pass
+
+
+class ControlledTask(Protocol):
+    """What a control message may do to a task (``runtime.task.StreamTask`` is one)."""
+
+    is_source: bool
+
+    def trigger_source_checkpoint(self, barrier: CheckpointBarrier) -> None: ...
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None: ...
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int, reason: str) -> None: ...
+
+    def end_input(self) -> None: ...
+
+
+def apply_control(message: Any, tasks: Sequence[ControlledTask]) -> WorkerOutcome | None:
+    """Apply one control message from the job master to a worker's tasks, in order.
+
+    Checkpoint triggers and end of input go to the source tasks only, completion and abort
+    notifications to every task; ``Shutdown`` touches no task and returns the outcome the
+    worker ends with (every other message returns ``None``; unknown ones are ignored).
+
+    >>> apply_control(p.Shutdown(cancelled=True), [])
+    <WorkerOutcome.CANCELLED: 'cancelled'>
+    """
+    if isinstance(message, p.TriggerCheckpoint):
+        for task in tasks:
+            if task.is_source:
+                task.trigger_source_checkpoint(message.barrier)
+    elif isinstance(message, p.NotifyCheckpointComplete):
+        for task in tasks:
+            task.notify_checkpoint_complete(message.checkpoint_id)
+    elif isinstance(message, p.NotifyCheckpointAborted):
+        for task in tasks:
+            task.notify_checkpoint_aborted(message.checkpoint_id, message.reason)
+    elif isinstance(message, p.EndSources):
+        for task in tasks:
+            if task.is_source:
+                task.end_input()
+    elif isinstance(message, p.Shutdown):
+        return WorkerOutcome.CANCELLED if message.cancelled else WorkerOutcome.FINISHED
+    return None
 
 
 class Worker:
@@ -92,7 +136,7 @@ class Worker:
         self._wakeup = Wakeup()
         self._control: deque[Any] = deque()
         self._stop = False
-        self._outcome = "finished"
+        self._outcome = WorkerOutcome.FINISHED
         self._master_lost = False
         self._failure: BaseException | None = None
         self._async = ThreadPoolExecutor(
@@ -166,13 +210,13 @@ class Worker:
             self.send_to_master(p.WorkerRunning(self.attempt, self.index))
             self._loop()
         except SimulatedCrash:
-            self._outcome = "crashed"
+            self._outcome = WorkerOutcome.CRASHED
             self._abort_connections()
             raise
         except _MasterLost:
-            self._outcome = "master-lost"
+            self._outcome = WorkerOutcome.MASTER_LOST
         except Exception as exc:
-            self._outcome = "failed"
+            self._outcome = WorkerOutcome.FAILED
             self._report_failure(None, exc)
         finally:
             listener.close()
@@ -432,7 +476,7 @@ class Worker:
         except (SimulatedCrash, _MasterLost):
             raise
         except Exception as exc:
-            self._outcome = "failed"
+            self._outcome = WorkerOutcome.FAILED
             self._report_failure(current, exc)
             return
         if self._failure is not None:
@@ -455,23 +499,9 @@ class Worker:
 
     def _handle_control(self) -> None:
         while self._control:
-            msg = self._control.popleft()
-            if isinstance(msg, p.TriggerCheckpoint):
-                for task in self.tasks:
-                    if task.is_source:
-                        task.trigger_source_checkpoint(msg.barrier)
-            elif isinstance(msg, p.NotifyCheckpointComplete):
-                for task in self.tasks:
-                    task.notify_checkpoint_complete(msg.checkpoint_id)
-            elif isinstance(msg, p.NotifyCheckpointAborted):
-                for task in self.tasks:
-                    task.notify_checkpoint_aborted(msg.checkpoint_id, msg.reason)
-            elif isinstance(msg, p.EndSources):
-                for task in self.tasks:
-                    if task.is_source:
-                        task.end_input()
-            elif isinstance(msg, p.Shutdown):
-                self._outcome = "cancelled" if msg.cancelled else "finished"
+            outcome = apply_control(self._control.popleft(), self.tasks)
+            if outcome is not None:  # Shutdown: later messages are for nobody
+                self._outcome = outcome
                 self._stop = True
                 return
 
@@ -504,7 +534,7 @@ class Worker:
         # Queued snapshot uploads are dropped, a running one is awaited: nothing may write
         # into a checkpoint directory after this worker ended (the job master removes the
         # directories of aborted checkpoints once every worker is gone).
-        finished = self._outcome == "finished"
+        finished = self._outcome is WorkerOutcome.FINISHED
         self._async.shutdown(wait=True, cancel_futures=not finished)
         self._abort_connections()
 
