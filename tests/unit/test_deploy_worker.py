@@ -1,18 +1,32 @@
-"""The worker's control-message dispatch: each message from the job master against fake
-tasks that record what was done to them (sources and non-sources)."""
+"""The worker's control-message dispatch, and what a worker does to its process.
+
+Dispatch: each message from the job master against fake tasks that record what was done to
+them (sources and non-sources). Process: a worker tunes the interpreter for good only in a
+process of its own; an in-process job leaves the driver's interpreter as it found it.
+"""
 
 from __future__ import annotations
 
+import doctest
+import gc
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from cairn.datastream import StreamExecutionEnvironment
+from cairn.deploy import process_tuning
 from cairn.deploy import protocol as p
 from cairn.deploy.lifecycle import WorkerOutcome
+from cairn.deploy.process_tuning import (
+    ProcessOwnership,
+    freeze_long_lived_objects,
+    switch_interval,
+)
 from cairn.deploy.serialization import dumps_job
 from cairn.deploy.worker import Worker, apply_control
 from cairn.events import CheckpointBarrier
@@ -102,7 +116,7 @@ def worker() -> Iterator[Worker]:
         secret=b"s" * 32,
         job_payload=dumps_job((s, graph)),
     )
-    w = Worker(launch, 0, "127.0.0.1", hard_kill=False)
+    w = Worker(launch, 0, "127.0.0.1", ProcessOwnership.SHARED)
     yield w
     w._async.shutdown()
 
@@ -120,3 +134,68 @@ def test_the_worker_applies_queued_messages_in_order_and_stops_at_shutdown(
     assert tasks[1].calls == [("complete", 7)]
     assert worker._stop and worker._outcome is WorkerOutcome.CANCELLED
     assert list(worker._control) == [later]  # after Shutdown, nothing more is applied
+
+
+# ------------------------------------------------------------------ process tuning
+
+
+@pytest.fixture
+def interval() -> Iterator[float]:
+    """A switch interval that is neither Python's default nor the workers' (put back after)."""
+    original = sys.getswitchinterval()
+    sys.setswitchinterval(0.007)
+    yield sys.getswitchinterval()
+    sys.setswitchinterval(original)
+
+
+def test_shared_processes_get_the_interval_back_when_the_last_worker_ends(
+    interval: float,
+) -> None:
+    with switch_interval(ProcessOwnership.SHARED, 0.001):
+        assert sys.getswitchinterval() == 0.001
+        with switch_interval(ProcessOwnership.SHARED, 0.002):
+            assert sys.getswitchinterval() == 0.002
+        assert sys.getswitchinterval() == 0.002  # another worker still runs
+    assert sys.getswitchinterval() == interval
+
+
+def test_shared_processes_get_the_interval_back_when_a_worker_fails(interval: float) -> None:
+    with pytest.raises(RuntimeError), switch_interval(ProcessOwnership.SHARED, 0.001):
+        raise RuntimeError("task failed")
+    assert sys.getswitchinterval() == interval
+    assert process_tuning._shared_users == 0
+
+
+def test_an_owned_process_keeps_its_tuning(
+    interval: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with switch_interval(ProcessOwnership.OWNED, 0.001):
+        pass
+    assert sys.getswitchinterval() == 0.001
+    freezes: list[str] = []
+    monkeypatch.setattr(gc, "freeze", lambda: freezes.append("freeze"))
+    freeze_long_lived_objects(ProcessOwnership.SHARED)
+    assert freezes == []
+    freeze_long_lived_objects(ProcessOwnership.OWNED)
+    assert freezes == ["freeze"]
+
+
+def test_an_in_process_job_leaves_the_drivers_interpreter_as_it_found_it(
+    interval: float, tmp_path: Path
+) -> None:
+    frozen = gc.get_freeze_count()
+    env = StreamExecutionEnvironment({"cairn.executor": "inprocess"})
+    env.set_parallelism(2)
+    env.get_checkpoint_config().set_checkpoint_storage(f"file://{tmp_path}")
+    seen = env.from_collection([1, 2, 3]).map(lambda _: sys.getswitchinterval())
+    with seen.execute_and_collect() as results:
+        during = set(results)
+    assert during == {0.001}  # the workers' interval (cairn.worker.switch-interval) while running
+    assert sys.getswitchinterval() == interval
+    assert gc.get_freeze_count() == frozen
+
+
+def test_docstring_examples() -> None:
+    result = doctest.testmod(process_tuning, optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0
+    assert result.attempted > 0

@@ -13,6 +13,7 @@ import time
 import uuid
 from typing import Any, Protocol
 
+from cairn.deploy.process_tuning import ProcessOwnership
 from cairn.deploy.protocol import WorkerLaunch
 from cairn.deploy.worker import run_worker
 from cairn.runtime.faults import SimulatedCrash
@@ -84,7 +85,7 @@ class _ThreadDeployment:
 
     def _run(self, launch: WorkerLaunch, index: int) -> None:
         try:
-            run_worker(launch, index, "127.0.0.1", hard_kill=False)
+            run_worker(launch, index, "127.0.0.1", ProcessOwnership.SHARED)
         except SimulatedCrash as exc:
             self._error = WorkerCrashed(f"worker {index} crashed: {exc}")
         except BaseException as exc:
@@ -129,7 +130,7 @@ def _spark_worker_partition(launch: WorkerLaunch) -> Any:
         index = ctx.partitionId()
         address = ctx.getTaskInfos()[index].address
         host = address.rsplit(":", 1)[0] if address else "127.0.0.1"
-        result = run_worker(launch, index, host, hard_kill=True)
+        result = run_worker(launch, index, host, ProcessOwnership.OWNED)
         yield (index, result.outcome.value)
 
     return run

@@ -3,17 +3,16 @@
 Invariants: every task of a worker runs on the worker's single task thread (no locks on the
 record path); network reader/sender threads only move bytes between sockets and channel
 queues; the worker stops when the job master says so or when the job master connection is
-lost, so an orphaned worker never keeps writing.
+lost, so an orphaned worker never keeps writing; a worker tunes the interpreter for good only
+in a process of its own (``process_tuning``).
 """
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import pickle
 import socket
-import sys
 import threading
 import time
 import traceback
@@ -31,6 +30,11 @@ from cairn.checkpoint.storage import CheckpointStorage, read_metadata
 from cairn.deploy import protocol as p
 from cairn.deploy.lifecycle import WorkerOutcome
 from cairn.deploy.plan import ExecutionPlan
+from cairn.deploy.process_tuning import (
+    ProcessOwnership,
+    freeze_long_lived_objects,
+    switch_interval,
+)
 from cairn.deploy.serialization import dumps
 from cairn.events import AlignmentMode, CheckpointBarrier
 from cairn.graph.job_graph import JobGraph
@@ -120,18 +124,23 @@ def apply_control(message: Any, tasks: Sequence[ControlledTask]) -> WorkerOutcom
 
 
 class Worker:
+    """``process``: whether the worker's process is its own (a Spark task: tune it, and die
+    hard on a simulated crash) or the driver's (the in-process executor)."""
+
     def __init__(
-        self, launch: p.WorkerLaunch, worker_index: int, host: str, hard_kill: bool
+        self, launch: p.WorkerLaunch, worker_index: int, host: str, process: ProcessOwnership
     ) -> None:
         self.launch = launch
         self.index = worker_index
         self.host = host
+        self.process = process
         self.attempt = launch.attempt
         self.job_id = launch.job_id
         settings, graph = cloudpickle.loads(launch.job_payload)
         self.settings: JobSettings = settings
         self.graph: JobGraph = graph
         self.plan = ExecutionPlan(graph, launch.num_workers)
+        hard_kill = process is ProcessOwnership.OWNED
         self.faults = FaultInjector(tuple(launch.faults), launch.attempt, hard_kill)
         self._wakeup = Wakeup()
         self._control: deque[Any] = deque()
@@ -196,17 +205,18 @@ class Worker:
     def run(self) -> WorkerResult:
         # The task thread holds the GIL while it processes; a short switch interval lets the
         # network, control and snapshot threads in promptly (barriers, acks, async uploads).
-        sys.setswitchinterval(self.settings.switch_interval_ms / 1000)
+        with switch_interval(self.process, self.settings.switch_interval_ms / 1000):
+            return self._run()
+
+    def _run(self) -> WorkerResult:
         listener = Listener(self.host, self.launch.secret, self._on_data_connection)
         try:
             self._connect_master(listener.address)
             peers = self._await_peer_table()
             self._connect_peers(peers)
             self._build_tasks()
-            # Everything so far (plan, operators, restored state) lives as long as the
-            # worker: out of the cyclic collector's sight, a full collection no longer walks
-            # it (tens of ms with the task thread stopped, once the heap is large).
-            gc.freeze()
+            # Everything so far (plan, operators, restored state) lives as long as the worker.
+            freeze_long_lived_objects(self.process)
             self.send_to_master(p.WorkerRunning(self.attempt, self.index))
             self._loop()
         except SimulatedCrash:
@@ -557,7 +567,7 @@ def _now_ms() -> int:
 
 
 def run_worker(
-    launch: p.WorkerLaunch, worker_index: int, host: str, hard_kill: bool
+    launch: p.WorkerLaunch, worker_index: int, host: str, process: ProcessOwnership
 ) -> WorkerResult:
     """Entry point used by both executors."""
-    return Worker(launch, worker_index, host, hard_kill).run()
+    return Worker(launch, worker_index, host, process).run()
