@@ -21,54 +21,54 @@ from cairn.deploy.serialization import dumps_job
 from cairn.graph.job_graph import JobGraph, build_job_graph
 from cairn.graph.transformations import SinkTransformation
 from cairn.runtime.faults import parse_faults
-from cairn.settings import JobSettings
+from cairn.settings import ExecutorKind, JobSettings
 
 __all__ = ["JobClient", "submit_job"]
 
 log = logging.getLogger(__name__)
 
-EXECUTOR_KEY = "cairn.executor"
-WORKERS_KEY = "cairn.workers"
-SPARK_MASTER_KEY = "cairn.spark.master"
-FAULTS_KEY = "cairn.testing.faults"
-PROGRESS_KEY = "cairn.progress"
 REGISTRATION_WAIT_S = 30.0  # for the executors of a new cluster session to register
-CHAINING_KEY = "pipeline.operator-chaining.enabled"
 
 
 def choose_executor(settings: JobSettings, graph: JobGraph) -> tuple[Executor, int]:
-    conf = settings.configuration
+    """The executor of ``settings.deploy`` and how many workers it runs: ``cairn.workers``
+    (default: the widest operator's parallelism), never more than the widest operator
+    needs, nor more than the task slots Spark offers."""
+    deploy = settings.deploy
     max_parallelism = max(v.parallelism for v in graph.vertices)
-    kind = conf.get(EXECUTOR_KEY, "spark").lower()
-    if kind == "inprocess":
-        workers = int(conf.get(WORKERS_KEY, max_parallelism))
-        return InProcessExecutor(workers), max(1, min(workers, max_parallelism))
-    if kind != "spark":
-        raise ValueError(f"{EXECUTOR_KEY} must be 'spark' or 'inprocess', got {kind!r}")
+    wanted = deploy.workers if deploy.workers is not None else max_parallelism
+    if deploy.executor is ExecutorKind.INPROCESS:
+        return InProcessExecutor(wanted), max(1, min(wanted, max_parallelism))
     from cairn.deploy.spark_session import get_or_create_spark
 
-    spark_conf = {k: v for k, v in conf.items() if k.startswith("spark.")}
-    spark = get_or_create_spark(conf.get(SPARK_MASTER_KEY), max_parallelism, spark_conf)
+    spark = get_or_create_spark(deploy.spark_master, max_parallelism, dict(deploy.spark_conf))
     executor = SparkExecutor(spark)
-    wanted = int(conf.get(WORKERS_KEY, max_parallelism))
     slots = executor.slots()
     if slots < wanted and not (spark.sparkContext.master or "").startswith("local"):
         # A cluster session that has just started has no executors registered yet.
         slots = executor.await_slots(min(wanted, max_parallelism), REGISTRATION_WAIT_S)
     workers = max(1, min(wanted, max_parallelism, slots))
     if workers < wanted:
-        log.warning("Spark offers %d task slots; running %d workers for parallelism %d",
-                    slots, workers, max_parallelism)
+        log.warning(
+            "Spark offers %d task slots; running %d workers for parallelism %d",
+            slots,
+            workers,
+            max_parallelism,
+        )
     return executor, workers
 
 
 def submit_job(settings: JobSettings, sinks: Sequence[SinkTransformation]) -> JobClient:
-    chaining = str(settings.configuration.get(CHAINING_KEY, "true")).lower() != "false"
-    graph = build_job_graph(settings.job_name, sinks, settings.parallelism,
-                            settings.max_parallelism, chaining)
+    graph = build_job_graph(
+        settings.job_name,
+        sinks,
+        settings.parallelism,
+        settings.max_parallelism,
+        settings.operator_chaining,
+    )
     payload = dumps_job((settings, graph))
     executor, workers = choose_executor(settings, graph)
-    faults: tuple[Any, ...] = parse_faults(settings.configuration.get(FAULTS_KEY, ""))
+    faults: tuple[Any, ...] = parse_faults(settings.deploy.testing_faults)
     master = JobMaster(
         job_id=uuid.uuid4().hex,
         settings=settings,
@@ -79,10 +79,15 @@ def submit_job(settings: JobSettings, sinks: Sequence[SinkTransformation]) -> Jo
         secret=secrets.token_bytes(32),
         faults=faults,
     )
-    log.info("submitting job %r (%s) with %d workers:\n%s", settings.job_name, master.job_id,
-             workers, graph.describe())
+    log.info(
+        "submitting job %r (%s) with %d workers:\n%s",
+        settings.job_name,
+        master.job_id,
+        workers,
+        graph.describe(),
+    )
     client = JobClient(master)
-    if str(settings.configuration.get(PROGRESS_KEY, "false")).lower() == "true":
+    if settings.deploy.progress:
         from cairn.observability.progress import ProgressReporter
 
         ProgressReporter(master).start()

@@ -1,13 +1,16 @@
 """Validated, immutable job settings handed from the API to the job master and workers.
 
-Invariant: the API validates user input and builds these; everything below the API reads
-only these values (never a mutable config object), so a running job cannot be reconfigured
-by accident and workers receive exactly what the driver validated.
+Invariant: the API validates user input and builds these once, on the driver (configuration
+keys and the documented environment overrides alike); everything below the API reads only
+these typed values (never a raw configuration key, a mutable config object or an environment
+variable), so a running job cannot be reconfigured by accident and workers receive exactly
+what the driver validated.
 """
 
 from __future__ import annotations
 
 import enum
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +18,12 @@ from typing import Any
 from cairn.events import AlignmentMode
 
 DEFAULT_MAX_PARALLELISM = 128
+DEFAULT_FORK_THRESHOLD = 100_000  # keyed-state entries from which a snapshot forks a child
+DEFAULT_FORK_NICENESS = 15  # added to the snapshot child's nice value
+FORK_THRESHOLD_ENV = "CAIRN_STATE_FORK_THRESHOLD"
+FORK_NICENESS_ENV = "CAIRN_STATE_FORK_NICENESS"
+
+log = logging.getLogger(__name__)
 
 
 class RetentionPolicy(enum.Enum):
@@ -79,6 +88,78 @@ class NetworkSettings:
     debloat_threshold_percent: int = 25
 
 
+class ExecutorKind(enum.Enum):
+    """Where the workers run (``cairn.executor``)."""
+
+    SPARK = "spark"  # tasks of one Spark barrier stage, a process each
+    INPROCESS = "inprocess"  # threads of the driver: for tests and debugging
+
+
+@dataclass(frozen=True)
+class DeploySettings:
+    """Where and how the job's workers run (the ``cairn.*`` deployment keys).
+
+    >>> DeploySettings(ExecutorKind.INPROCESS, workers=2).workers
+    2
+    >>> DeploySettings(workers=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: cairn.workers must be at least 1, got 0
+    """
+
+    executor: ExecutorKind = ExecutorKind.SPARK
+    workers: int | None = None  # None: one per subtask of the widest operator (within slots)
+    spark_master: str | None = None  # None: the active session, else local[*]
+    spark_conf: Mapping[str, str] = field(default_factory=dict)  # the job's spark.* keys
+    progress: bool = False  # print a progress line to stderr
+    testing_faults: str = ""  # fault injection for recovery tests (see cairn.runtime.faults)
+
+    def __post_init__(self) -> None:
+        if self.workers is not None and self.workers < 1:
+            raise ValueError(f"cairn.workers must be at least 1, got {self.workers}")
+
+
+@dataclass(frozen=True)
+class StateSettings:
+    """How the heap keyed-state backend writes large snapshots.
+
+    ``fork_threshold``: entries from which the asynchronous part is serialized by a forked
+    child instead of a thread (``None``: never fork); ``fork_niceness``: added to the child's
+    nice value. Both default to the measured values and may be overridden by the documented
+    environment variables, read once by :meth:`from_environ` when the API builds the settings.
+    """
+
+    fork_threshold: int | None = DEFAULT_FORK_THRESHOLD
+    fork_niceness: int = DEFAULT_FORK_NICENESS
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> StateSettings:
+        """The defaults overridden by ``CAIRN_STATE_FORK_THRESHOLD`` (``off``/``none``: never
+        fork) and ``CAIRN_STATE_FORK_NICENESS``; a value that is not an integer is ignored
+        with a warning.
+
+        >>> StateSettings.from_environ({"CAIRN_STATE_FORK_THRESHOLD": "off"}).fork_threshold
+        >>> StateSettings.from_environ({"CAIRN_STATE_FORK_NICENESS": "5"})
+        StateSettings(fork_threshold=100000, fork_niceness=5)
+        """
+        threshold: int | None
+        if environ.get(FORK_THRESHOLD_ENV, "").strip().lower() in ("off", "none"):
+            threshold = None
+        else:
+            threshold = _env_int(environ, FORK_THRESHOLD_ENV, DEFAULT_FORK_THRESHOLD)
+        niceness = _env_int(environ, FORK_NICENESS_ENV, DEFAULT_FORK_NICENESS)
+        return cls(threshold, niceness)
+
+
+def _env_int(environ: Mapping[str, str], name: str, default: int) -> int:
+    raw = environ.get(name, "").strip()
+    try:
+        return int(raw) if raw else default
+    except ValueError:
+        log.warning("ignoring %s=%r: not an integer", name, raw)
+        return default
+
+
 @dataclass(frozen=True)
 class JobSettings:
     job_name: str
@@ -89,6 +170,12 @@ class JobSettings:
     buffer_timeout_ms: int = 10  # flush partially filled network buffers after this long
     network: NetworkSettings = NetworkSettings()
     switch_interval_ms: int = 1  # the workers' sys.setswitchinterval (Python's default: 5 ms)
-    # Every raw configuration key the user set (executor choice, spark master, ...).
+    # Every configuration key the user set, as text: a record of the job's configuration.
+    # Nothing below the API reads it; the typed fields are the settings.
     configuration: Mapping[str, str] = field(default_factory=dict)
     restore_path: str | None = None  # start from this retained checkpoint or savepoint
+    restore_ignore_unclaimed: bool = False  # allow state of removed operators in restore_path
+    operator_chaining: bool = True  # chain forward-connected operators of equal parallelism
+    job_parameters: Mapping[str, str] = field(default_factory=dict)  # RuntimeContext's
+    deploy: DeploySettings = DeploySettings()
+    state: StateSettings = StateSettings()

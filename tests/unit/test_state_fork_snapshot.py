@@ -21,6 +21,7 @@ import pytest
 
 from cairn.clock import ManualClock
 from cairn.common.time import Time
+from cairn.datastream import StreamExecutionEnvironment
 from cairn.datastream.state import (
     ListStateDescriptor,
     MapStateDescriptor,
@@ -222,10 +223,21 @@ def test_threshold_decides_between_thread_and_child(monkeypatch: pytest.MonkeyPa
 
 
 def _copy_of(b: HeapKeyedStateBackend) -> HeapKeyedStateBackend:
+    """A restored copy of ``b`` configured as a job's worker would configure it now: with the
+    state settings the API reads (environment overrides included) when it prepares a job."""
     files = MemoryStateFiles()
     handle = b.snapshot(1)(files)
     assert handle is not None
-    copy = HeapKeyedStateBackend(FULL, MAX_P, clock=ManualClock())
+    env = StreamExecutionEnvironment()
+    env.from_collection([1]).print()
+    state = env.prepare_job().settings.state
+    copy = HeapKeyedStateBackend(
+        FULL,
+        MAX_P,
+        clock=ManualClock(),
+        fork_threshold=state.fork_threshold,
+        fork_niceness=state.fork_niceness,
+    )
     copy.restore([handle], files)
     return copy
 

@@ -335,6 +335,8 @@ BUFFER_TIMEOUT_ENABLED = _define(
     True,
     "false: flush buffers only when full (set_buffer_timeout(-1)).",
 )
+
+
 def _positive(v: Any) -> str | None:
     return None if v >= 1 else f"must be >= 1, got {v}"
 
@@ -433,6 +435,7 @@ WORKERS = _define(
     None,
     "Number of workers (Spark barrier tasks); default: one per parallel subtask, "
     "bounded by the task slots Spark offers.",
+    check=_at_least(1, "the number of workers"),
 )
 TESTING_FAULTS = _define(
     "cairn.testing.faults",

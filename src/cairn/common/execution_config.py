@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from cairn.common import config_options as opts
+from cairn.common.arguments import require_int
 
 if TYPE_CHECKING:
     from cairn.common.configuration import Configuration
@@ -39,13 +40,13 @@ class ExecutionConfig:
         return option.default if raw is None else opts.parse_value(option.key, raw)[1]
 
     def set_parallelism(self, parallelism: int) -> ExecutionConfig:
-        return self._set(opts.PARALLELISM, parallelism)
+        return self._set(opts.PARALLELISM, require_int("parallelism", parallelism))
 
     def get_parallelism(self) -> int:
         return int(self._get(opts.PARALLELISM))
 
     def set_max_parallelism(self, max_parallelism: int) -> ExecutionConfig:
-        return self._set(opts.MAX_PARALLELISM, max_parallelism)
+        return self._set(opts.MAX_PARALLELISM, require_int("max parallelism", max_parallelism))
 
     def get_max_parallelism(self) -> int:
         return int(self._get(opts.MAX_PARALLELISM))

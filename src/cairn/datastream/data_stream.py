@@ -19,6 +19,7 @@ import itertools
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from cairn.common.arguments import require_int
 from cairn.common.typeinfo import TypeInformation, Types
 from cairn.datastream.connectors.base import Sink
 from cairn.datastream.functions import (
@@ -96,8 +97,7 @@ class _OperatorSetters:
     def set_parallelism(self, parallelism: int) -> Any:
         """Parallelism of this operator (``-1``: the environment's default)."""
         t = self._physical("set_parallelism()")
-        if isinstance(parallelism, bool) or not isinstance(parallelism, int):
-            raise TypeError(f"parallelism must be an int, got {parallelism!r}")
+        require_int("parallelism", parallelism)
         if parallelism == -1:
             t.parallelism, t.parallelism_fixed = None, self._non_parallel
             return self
@@ -111,8 +111,7 @@ class _OperatorSetters:
     def set_max_parallelism(self, max_parallelism: int) -> Any:
         """Upper bound of rescaling and number of key groups of this operator."""
         t = self._physical("set_max_parallelism()")
-        if isinstance(max_parallelism, bool) or not isinstance(max_parallelism, int):
-            raise TypeError(f"max parallelism must be an int, got {max_parallelism!r}")
+        require_int("max parallelism", max_parallelism)
         if not 1 <= max_parallelism <= MAX_MAX_PARALLELISM:
             raise ValueError(
                 f"The maximum parallelism must be between 1 and {MAX_MAX_PARALLELISM}, "

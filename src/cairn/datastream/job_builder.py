@@ -2,12 +2,15 @@
 
 Invariant: pure with respect to the plan (nothing is mutated) and complete: a job that passes
 ``prepare_job`` has a sink, unique uids, user functions that pickle, and settings that parsed;
-so every submission error is raised on the driver, before Spark is touched.
+so every submission error is raised on the driver, before Spark is touched. This is the one
+place that turns configuration keys (and the documented ``CAIRN_STATE_*`` environment
+overrides) into typed settings; no layer below reads either.
 """
 
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +28,14 @@ from cairn.graph.transformations import (
     SourceTransformation,
     Transformation,
 )
-from cairn.settings import DEFAULT_MAX_PARALLELISM, JobSettings, NetworkSettings
+from cairn.settings import (
+    DEFAULT_MAX_PARALLELISM,
+    DeploySettings,
+    ExecutorKind,
+    JobSettings,
+    NetworkSettings,
+    StateSettings,
+)
 
 __all__ = [
     "DEFAULT_JOB_NAME",
@@ -34,6 +44,7 @@ __all__ = [
     "check_serializable",
     "check_unique_uids",
     "default_max_parallelism",
+    "deploy_settings_from",
     "effective_configuration",
     "prepare_job",
     "reachable_transformations",
@@ -120,11 +131,17 @@ def prepare_job(
             for k, v in resolved.items()
         },
         restore_path=get(opts.RESTORE_PATH),
+        restore_ignore_unclaimed=bool(get(opts.RESTORE_IGNORE_UNCLAIMED)),
+        operator_chaining=bool(get(opts.OPERATOR_CHAINING)),
+        job_parameters=dict(get(opts.JOB_PARAMETERS) or {}),
+        deploy=deploy_settings_from(resolved),
+        state=StateSettings.from_environ(os.environ),
         switch_interval_ms=int(get(opts.WORKER_SWITCH_INTERVAL)),
         network=NetworkSettings(
             batch_size=int(get(opts.NETWORK_BATCH_SIZE)),
-            min_batch_size=min(int(get(opts.NETWORK_MIN_BATCH_SIZE)),
-                               int(get(opts.NETWORK_BATCH_SIZE))),
+            min_batch_size=min(
+                int(get(opts.NETWORK_MIN_BATCH_SIZE)), int(get(opts.NETWORK_BATCH_SIZE))
+            ),
             debloat_enabled=bool(get(opts.DEBLOAT_ENABLED)),
             debloat_target_ms=int(get(opts.DEBLOAT_TARGET)),
             debloat_period_ms=max(1, int(get(opts.DEBLOAT_PERIOD))),
@@ -133,6 +150,27 @@ def prepare_job(
         ),
     )
     return PreparedJob(settings, tuple(sinks), tuple(transformations))
+
+
+def deploy_settings_from(resolved: Mapping[str, Any]) -> DeploySettings:
+    """The deployment settings of validated configuration (``cairn.*`` and ``spark.*`` keys).
+
+    >>> deploy_settings_from({"cairn.executor": "inprocess", "cairn.workers": 2})
+    DeploySettings(executor=<ExecutorKind.INPROCESS: 'inprocess'>, workers=2, ...)
+    """
+
+    def get(option: opts.ConfigOption) -> Any:
+        return resolved.get(option.key, option.default)
+
+    workers = get(opts.WORKERS)
+    return DeploySettings(
+        executor=ExecutorKind(get(opts.EXECUTOR)),
+        workers=None if workers is None else int(workers),
+        spark_master=get(opts.SPARK_MASTER),
+        spark_conf={k: str(v) for k, v in resolved.items() if k.startswith("spark.")},
+        progress=bool(get(opts.PROGRESS)),
+        testing_faults=str(get(opts.TESTING_FAULTS)),
+    )
 
 
 def default_max_parallelism(parallelism: int) -> int:

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from cairn.common import config_options as opts
+from cairn.common.arguments import require_int
 from cairn.common.checkpointing_mode import CheckpointingMode
 from cairn.common.configuration import Configuration
 from cairn.common.execution_config import ExecutionConfig
@@ -142,8 +143,10 @@ class StreamExecutionEnvironment:
         return self._checkpoint_config
 
     def set_parallelism(self, parallelism: int) -> StreamExecutionEnvironment:
-        """Default parallelism of operators without their own (``parallelism.default``)."""
-        return self._set(opts.PARALLELISM, parallelism)
+        """Default parallelism of operators without their own (``parallelism.default``).
+
+        An ``int`` (a string raises ``TypeError``; configuration entries take text)."""
+        return self._set(opts.PARALLELISM, require_int("parallelism", parallelism))
 
     def get_parallelism(self) -> int:
         """The default parallelism, including ``cairn run -p`` when given."""
@@ -151,7 +154,7 @@ class StreamExecutionEnvironment:
 
     def set_max_parallelism(self, max_parallelism: int) -> StreamExecutionEnvironment:
         """Number of key groups (upper bound of rescaling); keep it stable across restores."""
-        return self._set(opts.MAX_PARALLELISM, max_parallelism)
+        return self._set(opts.MAX_PARALLELISM, require_int("max parallelism", max_parallelism))
 
     def get_max_parallelism(self) -> int:
         """-1 when derived from the parallelism at submission (at least 128)."""

@@ -13,6 +13,7 @@ import time
 import uuid
 from typing import Any, Protocol
 
+from cairn.deploy.process_tuning import ProcessOwnership
 from cairn.deploy.protocol import WorkerLaunch
 from cairn.deploy.worker import run_worker
 from cairn.runtime.faults import SimulatedCrash
@@ -23,21 +24,41 @@ SLOT_WAIT_S = 60.0  # how long a launch waits for lost executors to be replaced
 
 
 class Deployment(Protocol):
+    """One attempt's workers, as the executor started them."""
+
     def failure(self) -> BaseException | None:
-        """The error that ended a worker, if one did."""
+        """The error that ended a worker, if one did (polled by the job master)."""
         ...
 
-    def cancel(self) -> None: ...
+    def cancel(self) -> None:
+        """Stop the workers that are still running (best effort; they also stop when the job
+        master shuts them down or disconnects them)."""
+        ...
 
-    def wait(self, timeout: float) -> bool: ...
+    def wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for every worker to end; whether they all did."""
+        ...
 
 
 class Executor(Protocol):
-    control_host: str
+    """The seam between the job master and where workers run (Spark, threads, a test fake).
 
-    def slots(self) -> int: ...
+    The workers of a launch connect back to the job master at ``launch.master_address``
+    and speak ``deploy.protocol``; the executor only starts them and reports their death.
+    """
 
-    def launch(self, launch: WorkerLaunch) -> Deployment: ...
+    @property
+    def control_host(self) -> str:
+        """The address the job master's control endpoint listens on (workers reach it)."""
+        ...
+
+    def slots(self) -> int:
+        """How many workers can run at once."""
+        ...
+
+    def launch(self, launch: WorkerLaunch) -> Deployment:
+        """Start all ``launch.num_workers`` workers of one attempt together."""
+        ...
 
 
 class WorkerCrashed(Exception):
@@ -51,8 +72,12 @@ class _ThreadDeployment:
     def __init__(self, launch: WorkerLaunch) -> None:
         self._error: BaseException | None = None
         self._threads = [
-            threading.Thread(target=self._run, args=(launch, i), daemon=True,
-                             name=f"cairn-worker-{launch.attempt}-{i}")
+            threading.Thread(
+                target=self._run,
+                args=(launch, i),
+                daemon=True,
+                name=f"cairn-worker-{launch.attempt}-{i}",
+            )
             for i in range(launch.num_workers)
         ]
         for t in self._threads:
@@ -60,7 +85,7 @@ class _ThreadDeployment:
 
     def _run(self, launch: WorkerLaunch, index: int) -> None:
         try:
-            run_worker(launch, index, "127.0.0.1", hard_kill=False)
+            run_worker(launch, index, "127.0.0.1", ProcessOwnership.SHARED)
         except SimulatedCrash as exc:
             self._error = WorkerCrashed(f"worker {index} crashed: {exc}")
         except BaseException as exc:
@@ -105,8 +130,8 @@ def _spark_worker_partition(launch: WorkerLaunch) -> Any:
         index = ctx.partitionId()
         address = ctx.getTaskInfos()[index].address
         host = address.rsplit(":", 1)[0] if address else "127.0.0.1"
-        result = run_worker(launch, index, host, hard_kill=True)
-        yield (index, result.outcome)
+        result = run_worker(launch, index, host, ProcessOwnership.OWNED)
+        yield (index, result.outcome.value)
 
     return run
 
@@ -118,18 +143,25 @@ class _SparkDeployment:
         self._error: BaseException | None = None
         self._done = threading.Event()
         self._cancelled = False
-        self._thread = threading.Thread(target=self._run, args=(launch,), daemon=True,
-                                        name=f"cairn-spark-stage-{launch.attempt}")
+        self._thread = threading.Thread(
+            target=self._run,
+            args=(launch,),
+            daemon=True,
+            name=f"cairn-spark-stage-{launch.attempt}",
+        )
         self._thread.start()
 
     def _run(self, launch: WorkerLaunch) -> None:
         sc = self._sc
         try:
-            sc.setJobGroup(self._group, f"Cairn job {launch.job_id} attempt {launch.attempt}",
-                           interruptOnCancel=True)
+            sc.setJobGroup(
+                self._group,
+                f"Cairn job {launch.job_id} attempt {launch.attempt}",
+                interruptOnCancel=True,
+            )
             n = launch.num_workers
-            rdd = sc.parallelize(range(n), n).barrier().mapPartitions(
-                _spark_worker_partition(launch)
+            rdd = (
+                sc.parallelize(range(n), n).barrier().mapPartitions(_spark_worker_partition(launch))
             )
             rdd.collect()
         except BaseException as exc:
@@ -190,6 +222,7 @@ class SparkExecutor:
             time.sleep(0.2)
             slots = self.slots()
         if slots < wanted:
-            log.warning("Spark offers %d task slots after %.0f s; %d wanted", slots, timeout,
-                        wanted)
+            log.warning(
+                "Spark offers %d task slots after %.0f s; %d wanted", slots, timeout, wanted
+            )
         return slots

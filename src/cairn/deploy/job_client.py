@@ -37,8 +37,9 @@ class JobClient:
         self._results: dict[int, queue.Queue[Any]] = {}
         self._results_lock = threading.Lock()
         master._on_collect = self._on_collect
-        self._thread = threading.Thread(target=self._run, name=f"cairn-job-{master.job_id}",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name=f"cairn-job-{master.job_id}", daemon=True
+        )
 
     def _start(self) -> None:
         self._thread.start()
@@ -134,10 +135,7 @@ class JobClient:
         master = self._master
         if not master.settings.checkpoint.enabled:
             return None
-        coordinator = master.coordinator
-        if coordinator is None:  # the job master thread has not created it yet
-            return CheckpointStatsSnapshot.empty()
-        return coordinator.stats.snapshot()
+        return master.coordinator.stats.snapshot()
 
     def worker_pids(self) -> dict[int, int]:
         return dict(self._master.worker_pids)

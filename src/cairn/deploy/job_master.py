@@ -2,7 +2,9 @@
 
 Invariants: exactly one attempt is live at a time — a new attempt is deployed only after the
 previous one was cancelled and its workers disconnected; messages of older attempts are
-dropped; every restart restores from the latest completed (and verified) checkpoint.
+dropped; every restart restores from the latest completed (and verified) checkpoint; the job's
+status changes only along ``lifecycle.JOB_STATUS_TRANSITIONS``, and a terminal status is set
+only after the checkpoint coordinator applied its retention policy.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from cairn.common.job_status import JobStatus
 from cairn.deploy import protocol as p
 from cairn.deploy.control_server import ConnectionLost, ControlServer, Envelope
 from cairn.deploy.executors import Deployment, Executor
+from cairn.deploy.lifecycle import AttemptEnd, AttemptOutcome, transition
 from cairn.deploy.plan import ExecutionPlan
 from cairn.deploy.restart import RestartPolicy
 from cairn.events import CheckpointBarrier
@@ -34,7 +37,6 @@ from cairn.settings import JobSettings
 log = logging.getLogger(__name__)
 
 REGISTRATION_TIMEOUT_S = 180.0
-IGNORE_UNCLAIMED_KEY = "execution.state-recovery.ignore-unclaimed-state"
 TICK_S = 0.02
 
 
@@ -66,13 +68,20 @@ class _AttemptState:
     sources_ended: bool = False
 
 
-@dataclass(frozen=True)
-class _Outcome:
-    kind: str  # finished | cancelled | failed
-    error: BaseException | None = None
+_FINISHED = AttemptOutcome(AttemptEnd.FINISHED)
+_CANCELLED = AttemptOutcome(AttemptEnd.CANCELLED)
+_JOB_STATUS_OF = {AttemptEnd.FINISHED: JobStatus.FINISHED, AttemptEnd.CANCELLED: JobStatus.CANCELED}
 
 
 class JobMaster:
+    """Runs one job on the driver: ``run()`` (on the client's thread) returns when it ended.
+
+    ``listeners`` are called as ``listener(event, payload)`` on the job master's thread:
+    ``("status", JobStatus)`` on every status change, ``("running", attempt)`` when every
+    worker of an attempt runs, ``("checkpoint", checkpoint_id)`` when a checkpoint completed,
+    ``("restart", error)`` when a failed attempt is restarted.
+    """
+
     def __init__(
         self,
         job_id: str,
@@ -94,7 +103,7 @@ class JobMaster:
         self.secret = secret
         self.faults = faults
         self.plan = ExecutionPlan(graph, num_workers)
-        self.status = JobStatus.CREATED
+        self._status = JobStatus.CREATED
         self.error: BaseException | None = None
         self.attempt = -1
         self.restarts = 0
@@ -107,13 +116,21 @@ class JobMaster:
         self._restart = RestartPolicy(settings.restart)
         cp = settings.checkpoint
         self.storage = CheckpointStorage(cp.storage_url, job_id, cp.storage_options)
-        self.coordinator: CheckpointCoordinator | None = None
-        self._state: _AttemptState | None = None
+        # The coordinator exists with or without periodic checkpoints: it finds restore
+        # points and applies the retention policy; only triggering depends on this flag.
+        self._checkpointing = cp.enabled
+        self.coordinator = self._make_coordinator()
+        self._state: _AttemptState | None = None  # None until the first attempt is deployed
         self.start_ms = int(time.time() * 1000)
         self.end_ms: int | None = None
         self.listeners: list[Callable[[str, Any], None]] = []
 
     # ------------------------------------------------------------------ public API
+
+    @property
+    def status(self) -> JobStatus:
+        """The job's status; it changes only along ``lifecycle.JOB_STATUS_TRANSITIONS``."""
+        return self._status
 
     def cancel(self) -> None:
         self._cancel.set()
@@ -123,19 +140,38 @@ class JobMaster:
             self._run()
         except CheckpointError as exc:  # e.g. nothing usable to restore from: say what
             log.error("job %s cannot start: %s", self.job_id, exc)
-            self.error = exc
-            self.status = JobStatus.FAILED
+            self._crashed(exc)
         except BaseException as exc:  # never leave a client waiting forever
             log.exception("job master crashed")
-            self.error = exc
-            self.status = JobStatus.FAILED
+            self._crashed(exc)
         finally:
             self.end_ms = int(time.time() * 1000)
             self._server.close()
 
+    # ------------------------------------------------------------------ status
+
+    def _set_status(self, status: JobStatus) -> None:
+        self._status = transition(self._status, status)
+        log.debug("job %s is %s", self.job_id, status.name)
+        self._emit("status", status)
+
+    def _end(self, status: JobStatus, error: BaseException | None = None) -> None:
+        """Apply the retention policy for the terminal ``status``, then enter it: whoever sees
+        the job ended sees its checkpoint directories as the policy left them."""
+        self.error = error
+        self.coordinator.shutdown(status)
+        self._set_status(status)
+
+    def _crashed(self, exc: BaseException) -> None:
+        if self._status.is_globally_terminal_state():  # the job had ended: keep its status
+            log.error("job %s (%s) failed after it ended: %s", self.job_id, self._status.name, exc)
+            return
+        self.error = exc
+        self._set_status(JobStatus.FAILED)
+
     # ------------------------------------------------------------------ main loop
 
-    def _make_coordinator(self) -> CheckpointCoordinator | None:
+    def _make_coordinator(self) -> CheckpointCoordinator:
         cp = self.settings.checkpoint
         expected = list(self.plan.all_tasks)
         sources = list(self.plan.source_tasks)
@@ -155,37 +191,33 @@ class JobMaster:
         )
 
     def _run(self) -> None:
-        self.coordinator = self._make_coordinator()
         restore = self._initial_restore()
-        self.status = JobStatus.INITIALIZING
+        self._set_status(JobStatus.INITIALIZING)
         while True:
             self.attempt += 1
             outcome = self._run_attempt(self.attempt, restore)
-            if outcome.kind == "finished":
-                self.status = JobStatus.FINISHED
-                self._shutdown_coordinator()
+            if outcome.end is not AttemptEnd.FAILED:
+                self._end(_JOB_STATUS_OF[outcome.end])
                 return
-            if outcome.kind == "cancelled":
-                self.status = JobStatus.CANCELED
-                self._shutdown_coordinator()
-                return
-            assert outcome.error is not None
+            assert outcome.error is not None  # AttemptOutcome: a failed attempt has its error
             decision = self._restart.on_failure(int(time.time() * 1000))
             if not decision.restart:
                 log.error("job %s failed, not restarting: %s", self.job_id, decision.reason)
-                self.error = outcome.error
-                self.status = JobStatus.FAILED
-                self._shutdown_coordinator()
+                self._end(JobStatus.FAILED, outcome.error)
                 return
-            self.status = JobStatus.RESTARTING
+            self._set_status(JobStatus.RESTARTING)
             self.restarts += 1
-            log.warning("job %s: attempt %d failed (%s); %s, restarting in %d ms",
-                        self.job_id, self.attempt, _first_line(outcome.error),
-                        decision.reason, decision.delay_ms)
+            log.warning(
+                "job %s: attempt %d failed (%s); %s, restarting in %d ms",
+                self.job_id,
+                self.attempt,
+                _first_line(outcome.error),
+                decision.reason,
+                decision.delay_ms,
+            )
             self._emit("restart", outcome.error)
             if self._cancel.wait(decision.delay_ms / 1000.0):
-                self.status = JobStatus.CANCELED
-                self._shutdown_coordinator()
+                self._end(JobStatus.CANCELED)
                 return
             restore = self._latest_restore(explicit=None)
 
@@ -195,26 +227,21 @@ class JobMaster:
         return None
 
     def _latest_restore(self, explicit: str | None) -> p.RestoreInfo | None:
-        coordinator = self.coordinator
-        if coordinator is None:
-            return None
-        point = coordinator.restore_point(explicit)
+        point = self.coordinator.restore_point(explicit)
         if point is None:
             return None
         if explicit is not None:  # another job's state: it must fit this job's operators
-            operators = {node.uid: (node.parallelism, node.max_parallelism)
-                         for v in self.graph.vertices for node in v.operators}
-            allow = self.settings.configuration.get(IGNORE_UNCLAIMED_KEY, "false")
-            check_restore_compatible(point, operators, str(allow).lower() == "true")
+            operators = {
+                node.uid: (node.parallelism, node.max_parallelism)
+                for v in self.graph.vertices
+                for node in v.operators
+            }
+            check_restore_compatible(point, operators, self.settings.restore_ignore_unclaimed)
         return p.RestoreInfo(point.directory, int(point.checkpoint_id))
-
-    def _shutdown_coordinator(self) -> None:
-        if self.coordinator is not None:
-            self.coordinator.shutdown(self.status)
 
     # ------------------------------------------------------------------ one attempt
 
-    def _run_attempt(self, attempt: int, restore: p.RestoreInfo | None) -> _Outcome:
+    def _run_attempt(self, attempt: int, restore: p.RestoreInfo | None) -> AttemptOutcome:
         state = _AttemptState(attempt, self.num_workers)
         self._state = state
         self.metrics = {}
@@ -231,23 +258,24 @@ class JobMaster:
             faults=self.faults,
         )
         if restore is not None:
-            log.info("attempt %d restores from checkpoint %d (%s)", attempt,
-                     restore.checkpoint_id, restore.checkpoint_dir)
-        if attempt > 0 and self.coordinator is not None and self.settings.checkpoint.enabled:
+            log.info(
+                "attempt %d restores from checkpoint %d (%s)",
+                attempt,
+                restore.checkpoint_id,
+                restore.checkpoint_dir,
+            )
+        if attempt > 0 and self._checkpointing:
             self.coordinator.start_periodic()  # stopped if the last attempt ended its sources
         deployment = self.executor.launch(launch)
         try:
             outcome = self._drive(state, deployment)
         except BaseException as exc:
-            outcome = _Outcome("failed", exc)
-        if outcome.kind != "finished":
-            self._teardown(state, deployment, cancelled=True)
-        else:
-            self._teardown(state, deployment, cancelled=False)
+            outcome = AttemptOutcome.failed(exc)
+        self._teardown(state, deployment, cancelled=outcome.end is not AttemptEnd.FINISHED)
         return outcome
 
     def _teardown(self, state: _AttemptState, deployment: Deployment, cancelled: bool) -> None:
-        if self.coordinator is not None and cancelled:
+        if cancelled:
             self.coordinator.abort_all_pending("job failover or cancellation")
         self._server.broadcast(state.attempt, p.Shutdown(cancelled=cancelled))
         if cancelled:
@@ -273,20 +301,23 @@ class JobMaster:
         if isinstance(env.message, p.CollectedResults):
             self._deliver_collected(env.message)
 
-    def _drive(self, state: _AttemptState, deployment: Deployment) -> _Outcome:
+    def _drive(self, state: _AttemptState, deployment: Deployment) -> AttemptOutcome:
         inbox = self._server.inbox
         deadline = time.monotonic() + REGISTRATION_TIMEOUT_S
         peers_sent = False
         while True:
             if self._cancel.is_set():
-                return _Outcome("cancelled")
+                return _CANCELLED
             failure = deployment.failure()
             if failure is not None:
-                return _Outcome("failed", failure)
+                return AttemptOutcome.failed(failure)
             if not peers_sent and time.monotonic() > deadline:
-                return _Outcome("failed", TimeoutError(
-                    f"only {len(state.registered)} of {state.num_workers} workers registered "
-                    f"within {REGISTRATION_TIMEOUT_S:.0f} s"))
+                return AttemptOutcome.failed(
+                    TimeoutError(
+                        f"only {len(state.registered)} of {state.num_workers} workers registered "
+                        f"within {REGISTRATION_TIMEOUT_S:.0f} s"
+                    )
+                )
             try:
                 env = inbox.get(timeout=TICK_S)
             except queue.Empty:
@@ -303,15 +334,14 @@ class JobMaster:
                     self._server.broadcast(state.attempt, p.PeerTable(table))
                     peers_sent = True
             if len(state.running) == state.num_workers:
-                if self.status is not JobStatus.RUNNING:
-                    self.status = JobStatus.RUNNING
+                if self._status is not JobStatus.RUNNING:
+                    self._set_status(JobStatus.RUNNING)
                     self._emit("running", state.attempt)
-                coordinator = self.coordinator
-                if coordinator is not None and self.settings.checkpoint.enabled:
-                    coordinator.tick()
+                if self._checkpointing:
+                    self.coordinator.tick()
                     self._maybe_finish_sources(state)
 
-    def _on_message(self, state: _AttemptState, env: Envelope) -> _Outcome | None:
+    def _on_message(self, state: _AttemptState, env: Envelope) -> AttemptOutcome | None:
         msg = env.message
         coordinator = self.coordinator
         if isinstance(msg, p.RegisterWorker):
@@ -320,43 +350,46 @@ class JobMaster:
         elif isinstance(msg, p.WorkerRunning):
             state.running.add(env.worker_index)
         elif isinstance(msg, TaskAcknowledgement):
-            if coordinator is not None:
-                coordinator.receive_ack(msg)
-                self._maybe_finish_sources(state)
+            coordinator.receive_ack(msg)
+            self._maybe_finish_sources(state)
         elif isinstance(msg, TaskDecline):
-            if coordinator is not None:
-                coordinator.receive_decline(msg)
+            coordinator.receive_decline(msg)
         elif isinstance(msg, p.MetricsReport):
             self.metrics.update(msg.tasks)
         elif isinstance(msg, p.CollectedResults):
             self._deliver_collected(msg)
         elif isinstance(msg, p.SourceExhausted):
             state.exhausted.add(msg.task)
-            if (len(state.exhausted) == len(self.plan.source_tasks)
-                    and state.final_checkpoint_from is None and coordinator is not None
-                    and self.settings.checkpoint.enabled):
+            if (
+                len(state.exhausted) == len(self.plan.source_tasks)
+                and state.final_checkpoint_from is None
+                and self._checkpointing
+            ):
                 state.final_checkpoint_from = coordinator.next_checkpoint_id
                 log.info("all sources exhausted; taking the final checkpoint")
         elif isinstance(msg, p.TaskFinished):
             state.finished.add(msg.task)
             if len(state.finished) == len(self.plan.all_tasks):
-                return _Outcome("finished")
+                return _FINISHED
         elif isinstance(msg, p.TaskFailed):
-            return _Outcome("failed", TaskFailure(msg))
+            return AttemptOutcome.failed(TaskFailure(msg))
         elif isinstance(msg, ConnectionLost):
             if len(state.finished) < len(self.plan.all_tasks):
-                return _Outcome("failed", WorkerLost(
-                    f"lost the connection to worker {env.worker_index} (attempt "
-                    f"{env.attempt}, pid {self.worker_pids.get(env.worker_index)}): the worker "
-                    "process died or was killed"))
+                return AttemptOutcome.failed(
+                    WorkerLost(
+                        f"lost the connection to worker {env.worker_index} (attempt "
+                        f"{env.attempt}, pid {self.worker_pids.get(env.worker_index)}): the worker "
+                        "process died or was killed"
+                    )
+                )
         elif isinstance(msg, _FailJob):
-            return _Outcome("failed", RuntimeError(msg.reason))
+            return AttemptOutcome.failed(RuntimeError(msg.reason))
         return None
 
     def _maybe_finish_sources(self, state: _AttemptState) -> None:
         start = state.final_checkpoint_from
         coordinator = self.coordinator
-        if start is None or state.sources_ended or coordinator is None:
+        if start is None or state.sources_ended:
             return
         latest = coordinator.latest_completed_id()
         if latest is not None and latest >= start:

@@ -3,36 +3,41 @@
 Invariants: every task of a worker runs on the worker's single task thread (no locks on the
 record path); network reader/sender threads only move bytes between sockets and channel
 queues; the worker stops when the job master says so or when the job master connection is
-lost, so an orphaned worker never keeps writing.
+lost, so an orphaned worker never keeps writing; a worker tunes the interpreter for good only
+in a process of its own (``process_tuning``).
 """
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import pickle
 import socket
-import sys
 import threading
 import time
 import traceback
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import cloudpickle
 
+from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.checkpoint.handles import StateFileWriter
 from cairn.checkpoint.messages import TaskKey
 from cairn.checkpoint.storage import CheckpointStorage, read_metadata
-from cairn.common.execution_config import global_job_parameters
 from cairn.deploy import protocol as p
+from cairn.deploy.lifecycle import WorkerOutcome
 from cairn.deploy.plan import ExecutionPlan
+from cairn.deploy.process_tuning import (
+    ProcessOwnership,
+    freeze_long_lived_objects,
+    switch_interval,
+)
 from cairn.deploy.serialization import dumps
-from cairn.events import AlignmentMode
+from cairn.events import AlignmentMode, CheckpointBarrier
 from cairn.graph.job_graph import JobGraph
 from cairn.runtime.channel_state import channel_state_for_subtask, read_channel_state
 from cairn.runtime.channels import (
@@ -69,30 +74,81 @@ PEER_TABLE_TIMEOUT_S = 120.0
 class WorkerResult:
     worker_index: int
     attempt: int
-    outcome: str  # "finished" | "cancelled" | "failed" | "master-lost"
+    outcome: WorkerOutcome
 
 
 class _MasterLost(Exception):
     pass
 
 
+class ControlledTask(Protocol):
+    """What a control message may do to a task (``runtime.task.StreamTask`` is one)."""
+
+    is_source: bool
+
+    def trigger_source_checkpoint(self, barrier: CheckpointBarrier) -> None: ...
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None: ...
+
+    def notify_checkpoint_aborted(
+        self, checkpoint_id: int, reason: CheckpointFailureReason
+    ) -> None: ...
+
+    def end_input(self) -> None: ...
+
+
+def apply_control(message: Any, tasks: Sequence[ControlledTask]) -> WorkerOutcome | None:
+    """Apply one control message from the job master to a worker's tasks, in order.
+
+    Checkpoint triggers and end of input go to the source tasks only, completion and abort
+    notifications to every task; ``Shutdown`` touches no task and returns the outcome the
+    worker ends with (every other message returns ``None``; unknown ones are ignored).
+
+    >>> apply_control(p.Shutdown(cancelled=True), [])
+    <WorkerOutcome.CANCELLED: 'cancelled'>
+    """
+    if isinstance(message, p.TriggerCheckpoint):
+        for task in tasks:
+            if task.is_source:
+                task.trigger_source_checkpoint(message.barrier)
+    elif isinstance(message, p.NotifyCheckpointComplete):
+        for task in tasks:
+            task.notify_checkpoint_complete(message.checkpoint_id)
+    elif isinstance(message, p.NotifyCheckpointAborted):
+        for task in tasks:
+            task.notify_checkpoint_aborted(message.checkpoint_id, message.reason)
+    elif isinstance(message, p.EndSources):
+        for task in tasks:
+            if task.is_source:
+                task.end_input()
+    elif isinstance(message, p.Shutdown):
+        return WorkerOutcome.CANCELLED if message.cancelled else WorkerOutcome.FINISHED
+    return None
+
+
 class Worker:
-    def __init__(self, launch: p.WorkerLaunch, worker_index: int, host: str,
-                 hard_kill: bool) -> None:
+    """``process``: whether the worker's process is its own (a Spark task: tune it, and die
+    hard on a simulated crash) or the driver's (the in-process executor)."""
+
+    def __init__(
+        self, launch: p.WorkerLaunch, worker_index: int, host: str, process: ProcessOwnership
+    ) -> None:
         self.launch = launch
         self.index = worker_index
         self.host = host
+        self.process = process
         self.attempt = launch.attempt
         self.job_id = launch.job_id
         settings, graph = cloudpickle.loads(launch.job_payload)
         self.settings: JobSettings = settings
         self.graph: JobGraph = graph
         self.plan = ExecutionPlan(graph, launch.num_workers)
+        hard_kill = process is ProcessOwnership.OWNED
         self.faults = FaultInjector(tuple(launch.faults), launch.attempt, hard_kill)
         self._wakeup = Wakeup()
         self._control: deque[Any] = deque()
         self._stop = False
-        self._outcome = "finished"
+        self._outcome = WorkerOutcome.FINISHED
         self._master_lost = False
         self._failure: BaseException | None = None
         self._async = ThreadPoolExecutor(
@@ -152,27 +208,28 @@ class Worker:
     def run(self) -> WorkerResult:
         # The task thread holds the GIL while it processes; a short switch interval lets the
         # network, control and snapshot threads in promptly (barriers, acks, async uploads).
-        sys.setswitchinterval(self.settings.switch_interval_ms / 1000)
+        with switch_interval(self.process, self.settings.switch_interval_ms / 1000):
+            return self._run()
+
+    def _run(self) -> WorkerResult:
         listener = Listener(self.host, self.launch.secret, self._on_data_connection)
         try:
             self._connect_master(listener.address)
             peers = self._await_peer_table()
             self._connect_peers(peers)
             self._build_tasks()
-            # Everything so far (plan, operators, restored state) lives as long as the
-            # worker: out of the cyclic collector's sight, a full collection no longer walks
-            # it (tens of ms with the task thread stopped, once the heap is large).
-            gc.freeze()
+            # Everything so far (plan, operators, restored state) lives as long as the worker.
+            freeze_long_lived_objects(self.process)
             self.send_to_master(p.WorkerRunning(self.attempt, self.index))
             self._loop()
         except SimulatedCrash:
-            self._outcome = "crashed"
+            self._outcome = WorkerOutcome.CRASHED
             self._abort_connections()
             raise
         except _MasterLost:
-            self._outcome = "master-lost"
+            self._outcome = WorkerOutcome.MASTER_LOST
         except Exception as exc:
-            self._outcome = "failed"
+            self._outcome = WorkerOutcome.FAILED
             self._report_failure(None, exc)
         finally:
             listener.close()
@@ -181,14 +238,16 @@ class Worker:
 
     def _connect_master(self, data_address: tuple[str, int]) -> None:
         hello = pickle.dumps(
-            p.RegisterWorker(self.attempt, self.index, data_address, os.getpid(),
-                             socket.gethostname()),
+            p.RegisterWorker(
+                self.attempt, self.index, data_address, os.getpid(), socket.gethostname()
+            ),
             protocol=5,
         )
         conn = connect(self.launch.master_address, self.launch.secret, hello)
         self._master = conn
-        threading.Thread(target=self._control_loop, args=(conn,), name=f"control-w{self.index}",
-                         daemon=True).start()
+        threading.Thread(
+            target=self._control_loop, args=(conn,), name=f"control-w{self.index}", daemon=True
+        ).start()
 
     def _control_loop(self, conn: FramedConnection) -> None:
         try:
@@ -213,15 +272,15 @@ class Worker:
                 raise _MasterLost("job master connection lost during start-up")
             self._wakeup.wait(0.1)
             self._wakeup.clear()
-        raise TimeoutError("no peer table from the job master within "
-                           f"{PEER_TABLE_TIMEOUT_S:.0f} s")
+        raise TimeoutError(f"no peer table from the job master within {PEER_TABLE_TIMEOUT_S:.0f} s")
 
     def _connect_peers(self, peers: dict[int, tuple[str, int]]) -> None:
         for peer in sorted(self.plan.peers_receiving_from(self.index)):
             hello = pickle.dumps(("data", self.attempt, self.index), protocol=5)
             conn = connect(peers[peer], self.launch.secret, hello)
-            sender = ConnectionSender(conn, self.wake, self._on_network_error,
-                                      f"w{self.index}->w{peer}")
+            sender = ConnectionSender(
+                conn, self.wake, self._on_network_error, f"w{self.index}->w{peer}"
+            )
             self._senders[peer] = sender
 
     def _on_data_connection(self, conn: FramedConnection, hello: bytes) -> None:
@@ -260,13 +319,20 @@ class Worker:
         if settings.checkpoint.unaligned and alignment is AlignmentMode.ALIGNED:
             alignment = AlignmentMode.UNALIGNED  # barriers' options decide per checkpoint
         checkpointing = settings.checkpoint.enabled
-        job_parameters = global_job_parameters(settings.configuration)
+        job_parameters = dict(settings.job_parameters)
         net = settings.network
-        debloat = DebloatConfig(
-            target_ms=net.debloat_target_ms, period_ms=net.debloat_period_ms,
-            samples=net.debloat_samples, threshold_percent=net.debloat_threshold_percent,
-            min_size=net.min_batch_size, max_size=net.batch_size,
-        ) if net.debloat_enabled else None
+        debloat = (
+            DebloatConfig(
+                target_ms=net.debloat_target_ms,
+                period_ms=net.debloat_period_ms,
+                samples=net.debloat_samples,
+                threshold_percent=net.debloat_threshold_percent,
+                min_size=net.min_batch_size,
+                max_size=net.batch_size,
+            )
+            if net.debloat_enabled
+            else None
+        )
         chains: dict[int, bytes] = {}
         for key in self.plan.tasks_of(self.index):
             vertex = self.graph.vertex(key.vertex_id)
@@ -279,8 +345,9 @@ class Worker:
             ops = [create_operator(node) for node in nodes]
             specs = self.plan.input_channels(key)
             gate = InputGate([self._inputs[s.channel_id] for s in specs]) if specs else None
-            task = StreamTask(key, vertex, ops, gate, writers, self, alignment, checkpointing,
-                              debloat=debloat)
+            task = StreamTask(
+                key, vertex, ops, gate, writers, self, alignment, checkpointing, debloat=debloat
+            )
             fan_out = _fan_out(writers)
             for i, (node, op) in enumerate(zip(nodes, ops, strict=True)):
                 output = ops[i + 1].process_batch if i + 1 < len(ops) else fan_out
@@ -289,23 +356,30 @@ class Worker:
                     kg_range = key_group_range_for_subtask(
                         node.max_parallelism, node.parallelism, key.subtask_index
                     )
-                    keyed = HeapKeyedStateBackend(kg_range, node.max_parallelism)
-                op.setup(OperatorContext(
-                    node=node,
-                    task_name=vertex.name,
-                    subtask_index=key.subtask_index,
-                    parallelism=vertex.parallelism,
-                    max_parallelism=node.max_parallelism,
-                    attempt=self.attempt,
-                    job_id=self.job_id,
-                    output=output,
-                    operator_backend=OperatorStateBackend(),
-                    keyed_backend=keyed,
-                    clock_ms=_now_ms,
-                    services=self,
-                    checkpointing=checkpointing,
-                    job_parameters=job_parameters,
-                ))
+                    keyed = HeapKeyedStateBackend(
+                        kg_range,
+                        node.max_parallelism,
+                        fork_threshold=settings.state.fork_threshold,
+                        fork_niceness=settings.state.fork_niceness,
+                    )
+                op.setup(
+                    OperatorContext(
+                        node=node,
+                        task_name=vertex.name,
+                        subtask_index=key.subtask_index,
+                        parallelism=vertex.parallelism,
+                        max_parallelism=node.max_parallelism,
+                        attempt=self.attempt,
+                        job_id=self.job_id,
+                        output=output,
+                        operator_backend=OperatorStateBackend(),
+                        keyed_backend=keyed,
+                        clock_ms=_now_ms,
+                        services=self,
+                        checkpointing=checkpointing,
+                        job_parameters=job_parameters,
+                    )
+                )
             for op in ops:
                 op.initialize_state(restores.get(op.uid))
             if gate is not None:
@@ -318,23 +392,31 @@ class Worker:
         for sender in self._senders.values():
             sender.start()
 
-    def _replay_in_flight_data(self, task: StreamTask, gate: InputGate,
-                               restore: OperatorRestore | None) -> None:
+    def _replay_in_flight_data(
+        self, task: StreamTask, gate: InputGate, restore: OperatorRestore | None
+    ) -> None:
         """Put the in-flight data an unaligned checkpoint persisted back into the channels."""
         if restore is None:
             return
         handle = channel_state_for_subtask(
             {i: st.input_channels for i, st in restore.subtasks.items()},
-            restore.old_parallelism, task.vertex.parallelism, task.key.subtask_index,
-            len(gate.channels), task.name,
+            restore.old_parallelism,
+            task.vertex.parallelism,
+            task.key.subtask_index,
+            len(gate.channels),
+            task.name,
         )
         if handle is None:
             return
         batches = read_channel_state(restore.reader, handle)
         for channel, channel_batches in batches.items():
             gate.replay(channel, channel_batches)
-        log.info("%s: replaying %d in-flight batches (%d bytes) of the restored checkpoint",
-                 task.name, sum(map(len, batches.values())), handle.size)
+        log.info(
+            "%s: replaying %d in-flight batches (%d bytes) of the restored checkpoint",
+            task.name,
+            sum(map(len, batches.values())),
+            handle.size,
+        )
 
     def _record_writers(self, key: TaskKey) -> list[RecordWriter]:
         writers = []
@@ -349,11 +431,16 @@ class Worker:
                     ch = RemoteOutputChannel(spec.channel_id, sender, DEFAULT_CAPACITY)
                     sender.register(ch)
                     channels.append(ch)
-            writers.append(RecordWriter(
-                channels, edge.partition, key_selector=edge.key_selector,
-                max_parallelism=edge.target_max_parallelism, subtask_index=key.subtask_index,
-                batch_size=self.settings.network.batch_size,
-            ))
+            writers.append(
+                RecordWriter(
+                    channels,
+                    edge.partition,
+                    key_selector=edge.key_selector,
+                    max_parallelism=edge.target_max_parallelism,
+                    subtask_index=key.subtask_index,
+                    batch_size=self.settings.network.batch_size,
+                )
+            )
         return writers
 
     # ------------------------------------------------------------------ the task loop
@@ -402,7 +489,7 @@ class Worker:
         except (SimulatedCrash, _MasterLost):
             raise
         except Exception as exc:
-            self._outcome = "failed"
+            self._outcome = WorkerOutcome.FAILED
             self._report_failure(current, exc)
             return
         if self._failure is not None:
@@ -425,39 +512,25 @@ class Worker:
 
     def _handle_control(self) -> None:
         while self._control:
-            msg = self._control.popleft()
-            if isinstance(msg, p.TriggerCheckpoint):
-                for task in self.tasks:
-                    if task.is_source:
-                        task.trigger_source_checkpoint(msg.barrier)
-            elif isinstance(msg, p.NotifyCheckpointComplete):
-                for task in self.tasks:
-                    task.notify_checkpoint_complete(msg.checkpoint_id)
-            elif isinstance(msg, p.NotifyCheckpointAborted):
-                for task in self.tasks:
-                    task.notify_checkpoint_aborted(msg.checkpoint_id, msg.reason)
-            elif isinstance(msg, p.EndSources):
-                for task in self.tasks:
-                    if task.is_source:
-                        task.end_input()
-            elif isinstance(msg, p.Shutdown):
-                self._outcome = "cancelled" if msg.cancelled else "finished"
+            outcome = apply_control(self._control.popleft(), self.tasks)
+            if outcome is not None:  # Shutdown: later messages are for nobody
+                self._outcome = outcome
                 self._stop = True
                 return
 
     def _send_metrics(self) -> None:
-        self.send_to_master(p.MetricsReport(
-            self.attempt, self.index, {t.key: t.metrics() for t in self.tasks}
-        ))
+        self.send_to_master(
+            p.MetricsReport(self.attempt, self.index, {t.key: t.metrics() for t in self.tasks})
+        )
 
     def _report_failure(self, task: StreamTask | None, exc: BaseException) -> None:
         tb = getattr(exc, "formatted_traceback", None) or "".join(
             traceback.format_exception(type(exc), exc, exc.__traceback__)
         )
-        log.error("worker %d: task %s failed: %s", self.index,
-                  task.name if task else "-", exc)
-        self.send_to_master(p.TaskFailed(self.attempt, task.key if task else None,
-                                         type(exc).__name__, str(exc), tb))
+        log.error("worker %d: task %s failed: %s", self.index, task.name if task else "-", exc)
+        self.send_to_master(
+            p.TaskFailed(self.attempt, task.key if task else None, type(exc).__name__, str(exc), tb)
+        )
 
     def _abort_connections(self) -> None:
         for conn in self._inbound:
@@ -474,7 +547,7 @@ class Worker:
         # Queued snapshot uploads are dropped, a running one is awaited: nothing may write
         # into a checkpoint directory after this worker ended (the job master removes the
         # directories of aborted checkpoints once every worker is gone).
-        finished = self._outcome == "finished"
+        finished = self._outcome is WorkerOutcome.FINISHED
         self._async.shutdown(wait=True, cancel_futures=not finished)
         self._abort_connections()
 
@@ -496,7 +569,8 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def run_worker(launch: p.WorkerLaunch, worker_index: int, host: str,
-               hard_kill: bool) -> WorkerResult:
+def run_worker(
+    launch: p.WorkerLaunch, worker_index: int, host: str, process: ProcessOwnership
+) -> WorkerResult:
     """Entry point used by both executors."""
-    return Worker(launch, worker_index, host, hard_kill).run()
+    return Worker(launch, worker_index, host, process).run()

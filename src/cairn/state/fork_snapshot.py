@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from cairn.checkpoint.handles import StreamRange
+from cairn.settings import DEFAULT_FORK_NICENESS
 from cairn.state.errors import StateError
 
 __all__ = [
@@ -57,7 +58,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-DEFAULT_NICENESS = 15
+DEFAULT_NICENESS = DEFAULT_FORK_NICENESS
 """Added to the child's nice value: on a core busy with a task it gets ~3 % of the CPU
 (scheduler weight 36 vs. 1024), on an idle core all of it. Measured on 2 cores with 5M keys
 (bench/RESULTS.md): nice 10 cost the task 13-19 % of its throughput while the child ran,

@@ -21,18 +21,18 @@ sections of the key groups this backend owns.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from cairn.checkpoint.handles import KeyedStateHandle, StateFileReader, StateFileWriter
 from cairn.clock import Clock, SystemClock
 from cairn.datastream.state import State, StateDescriptor, StateTtlConfig
 from cairn.ids import CheckpointId
+from cairn.settings import DEFAULT_FORK_NICENESS, DEFAULT_FORK_THRESHOLD
 from cairn.state.api import KeyedSnapshot, KeyedStateBackend
 from cairn.state.errors import KeyGroupRangeError, StateMigrationError, StateRestoreError
-from cairn.state.fork_snapshot import DEFAULT_NICENESS, ForkedSerializer, fork_supported
+from cairn.state.fork_snapshot import ForkedSerializer, fork_supported
 from cairn.state.key_groups import (
     DEFAULT_KEY_GROUP_CACHE_SIZE,
     KeyGroupAssigner,
@@ -85,12 +85,11 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-DEFAULT_FORK_THRESHOLD = 100_000
-"""Entries from which a snapshot is serialized by a forked child instead of a thread.
-
-Below it, copying the tables in the synchronous part costs about as much as a fork (a few ms)
-and the thread's GIL share is short. ``CAIRN_STATE_FORK_THRESHOLD`` overrides it per process
-(``off`` disables forking)."""
+# DEFAULT_FORK_THRESHOLD (re-exported from cairn.settings): entries from which a snapshot is
+# serialized by a forked child instead of a thread. Below it, copying the tables in the
+# synchronous part costs about as much as a fork (a few ms) and the thread's GIL share is
+# short. ``CAIRN_STATE_FORK_THRESHOLD`` overrides it for a job (``off`` disables forking): the
+# API reads it into ``JobSettings.state`` on the driver, and the worker passes it here.
 
 OperatorStateBackend = DefaultOperatorStateBackend
 """The operator-state backend that goes with the heap keyed backend (Flink's default one)."""
@@ -101,27 +100,6 @@ EVENT_TIME = "event"
 
 wall_clock_ms = SystemClock().now_ms
 """Wall-clock milliseconds (``cairn.clock.SystemClock``), the backends' default TTL time."""
-
-
-def _env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name, "").strip()
-    try:
-        return int(raw) if raw else default
-    except ValueError:
-        log.warning("ignoring %s=%r: not an integer", name, raw)
-        return default
-
-
-def _fork_threshold(setting: int | Literal["env"] | None) -> int | None:
-    """``"env"``: ``CAIRN_STATE_FORK_THRESHOLD`` or ``DEFAULT_FORK_THRESHOLD``; ``None``
-    (or ``off`` in the variable): never fork; also ``None`` where ``fork`` does not exist."""
-    if not fork_supported():
-        return None
-    if setting != "env":
-        return setting
-    if os.environ.get("CAIRN_STATE_FORK_THRESHOLD", "").strip().lower() in ("off", "none"):
-        return None
-    return _env_int("CAIRN_STATE_FORK_THRESHOLD", DEFAULT_FORK_THRESHOLD)
 
 
 _STATE_CLASSES: dict[tuple[str, bool], Callable[..., State]] = {
@@ -166,9 +144,8 @@ class HeapKeyedStateBackend(KeyedStateBackend):
     ``clock`` drives TTL only; timers fire when the owner calls
     ``pop_due_timers``. ``file_prefix`` makes snapshot file names unique per operator.
     ``fork_threshold``: entries from which snapshots are serialized by a forked child
-    (``"env"``: ``CAIRN_STATE_FORK_THRESHOLD`` or ``DEFAULT_FORK_THRESHOLD``; ``None``:
-    never); ``fork_niceness``: the child's added nice value (``CAIRN_STATE_FORK_NICENESS``
-    or ``fork_snapshot.DEFAULT_NICENESS``).
+    (``None``, or a platform without ``fork``: never); ``fork_niceness``: the child's added
+    nice value. A job's worker passes its ``JobSettings.state`` (``StateSettings``).
     """
 
     def __init__(
@@ -179,8 +156,8 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         *,
         file_prefix: str = "",
         key_group_cache_size: int = DEFAULT_KEY_GROUP_CACHE_SIZE,
-        fork_threshold: int | Literal["env"] | None = "env",
-        fork_niceness: int | None = None,
+        fork_threshold: int | None = DEFAULT_FORK_THRESHOLD,
+        fork_niceness: int = DEFAULT_FORK_NICENESS,
     ) -> None:
         check_parallelism(max_parallelism, 1)
         if len(key_group_range) and key_group_range.end >= max_parallelism:
@@ -197,12 +174,8 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         self._foreign = [ForeignKeyGroup(kg, owned) for kg in range(max_parallelism)]
         self._tables: dict[str, _Table] = {}
         self._timers = {PROCESSING_TIME: TimerQueue(), EVENT_TIME: TimerQueue()}
-        self._fork_threshold = _fork_threshold(fork_threshold)
-        self._fork_niceness = (
-            fork_niceness
-            if fork_niceness is not None
-            else _env_int("CAIRN_STATE_FORK_NICENESS", DEFAULT_NICENESS)
-        )
+        self._fork_threshold = fork_threshold if fork_supported() else None
+        self._fork_niceness = fork_niceness
 
     # ------------------------------------------------------------------------ key context
 
