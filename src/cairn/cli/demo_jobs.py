@@ -33,7 +33,7 @@ class SequenceGenerator:
         return [(f"k{i % k:05d}", i // k + 1) for i in indices]
 
 
-class SequenceCheck(KeyedProcessFunction):
+class SequenceCheck(KeyedProcessFunction[str, tuple[str, int], str]):
     """Emits ``"key,seq,sum"``; a value out of sequence is emitted as ``"!key,seq,expected"``.
 
     The running sum of the sequence numbers is kept in keyed state, so after any recovery

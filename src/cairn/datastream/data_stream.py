@@ -216,7 +216,7 @@ class DataStream(_OperatorSetters):
         return self._then("Filter", OperatorKind.FILTER, func, self._transformation.output_type)
 
     def process(
-        self, func: ProcessFunction, output_type: TypeInformation | None = None
+        self, func: ProcessFunction[Any, Any], output_type: TypeInformation | None = None
     ) -> DataStream:
         """Apply a ``ProcessFunction`` (a ``KeyedProcessFunction`` needs ``key_by`` first)."""
         if not isinstance(func, ProcessFunction):

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from cairn.deploy import protocol as p
+from cairn.runtime.network.errors import ConnectionClosed
 from cairn.runtime.network.frames import FrameKind
-from cairn.runtime.network.framing import ConnectionClosed, FramedConnection
+from cairn.runtime.network.framing import FramedConnection
 from cairn.runtime.network.server import Listener
 
 log = logging.getLogger(__name__)

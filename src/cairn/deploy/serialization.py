@@ -46,7 +46,7 @@ def _code_reduce_keeping_filename(code: types.CodeType) -> Any:
     return constructor, args
 
 
-class _Pickler(cloudpickle.Pickler):
+class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]  # cloudpickle has no type hints
     dispatch_table = ChainMap(
         {types.CodeType: _code_reduce_keeping_filename}, cloudpickle.Pickler.dispatch_table
     )

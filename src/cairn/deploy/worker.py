@@ -52,8 +52,9 @@ from cairn.runtime.channels import (
 from cairn.runtime.debloat import DebloatConfig
 from cairn.runtime.faults import FaultInjector, SimulatedCrash
 from cairn.runtime.input_gate import InputGate
+from cairn.runtime.network.errors import ConnectionClosed
 from cairn.runtime.network.frames import FrameKind
-from cairn.runtime.network.framing import ConnectionClosed, FramedConnection
+from cairn.runtime.network.framing import FramedConnection
 from cairn.runtime.network.server import Listener, connect
 from cairn.runtime.operators import create_operator
 from cairn.runtime.operators.base import OperatorContext, OperatorRestore

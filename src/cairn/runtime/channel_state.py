@@ -55,7 +55,8 @@ def _encode(entry: Any) -> bytes:
     except (pickle.PicklingError, AttributeError, TypeError):
         import cloudpickle  # records of classes defined in __main__
 
-        return cloudpickle.dumps(records, protocol=5)
+        data: bytes = cloudpickle.dumps(records, protocol=5)
+        return data
 
 
 class ChannelStateRecorder:

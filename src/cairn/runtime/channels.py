@@ -24,8 +24,9 @@ from collections.abc import Callable
 from typing import Any
 
 from cairn.events import CheckpointBarrier, is_priority_event
+from cairn.runtime.network.errors import ConnectionClosed
 from cairn.runtime.network.frames import FrameKind, pack_credit, unpack_credit
-from cairn.runtime.network.framing import ConnectionClosed, FramedConnection
+from cairn.runtime.network.framing import FramedConnection
 from cairn.runtime.wakeup import Wakeup
 
 log = logging.getLogger(__name__)

@@ -92,7 +92,7 @@ def _hash_float(v: float) -> int:
         return _hash_int(int(v))  # 2.0 == 2 must hash alike
     if math.isnan(v):
         v = math.nan  # one canonical NaN bit pattern
-    bits = struct.unpack("<Q", struct.pack("<d", v))[0]
+    bits: int = struct.unpack("<Q", struct.pack("<d", v))[0]
     return (bits ^ (bits >> 32)) & _M32  # java.lang.Double.hashCode
 
 

@@ -48,7 +48,8 @@ def dumps(obj: Any) -> bytes:
     except (pickle.PicklingError, AttributeError, TypeError):
         import cloudpickle  # lazily: only jobs with dynamically defined classes need it
 
-        return cloudpickle.dumps(obj, protocol=5)
+        data: bytes = cloudpickle.dumps(obj, protocol=5)
+        return data
 
 
 def dumps_unshared(obj: Any) -> bytes:

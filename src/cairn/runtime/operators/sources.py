@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from cairn.datastream.connectors.base import Source, SourceReader, SourceReaderContext
@@ -70,6 +71,10 @@ class SourceOperator(UserFunctionOperator):
         self.reader.close()
 
 
+def _no_wake() -> None:
+    """Until the worker installs its wake-up signal."""
+
+
 class _SourceContext:
     """``SourceFunction.SourceContext`` handed to ``run``; called from the source thread."""
 
@@ -123,7 +128,7 @@ class SourceFunctionOperator(UserFunctionOperator):
         self.context = _SourceContext(self, self.BUFFER_LIMIT)
         self._done = False
         self._error: UserSourceError | None = None
-        self.wake = lambda: None
+        self.wake: Callable[[], None] = _no_wake
         self._thread = threading.Thread(
             target=self._run, name=f"source-{self.name}-{self.ctx.subtask_index}", daemon=True
         )
