@@ -12,6 +12,7 @@ import os
 import runpy
 import shlex
 import sys
+import threading
 import traceback
 from collections.abc import Sequence
 
@@ -209,12 +210,41 @@ def _expected_error(error: BaseException) -> BaseException | None:
     return None
 
 
+def _interrupted_jobs() -> str:
+    """Where the checkpoints of this process's running jobs are, for the line printed on
+    Ctrl-C: ``"; job <id>: checkpoints under <dir>, latest completed chk-<n>"``.
+
+    The jobs end with the process, as after a crash, so their checkpoints stay on storage
+    whatever the retention setting. Each job runs in a thread named ``cairn-job-<id>`` whose
+    target belongs to its ``JobClient``; when that cannot be read, just the job id is given.
+    """
+    parts = []
+    for thread in threading.enumerate():
+        if not thread.name.startswith("cairn-job-"):
+            continue
+        job_id = thread.name.removeprefix("cairn-job-")
+        client = getattr(getattr(thread, "_target", None), "__self__", None)
+        master = getattr(client, "job_master", None)
+        if master is None:
+            parts.append(f"job {job_id}")
+            continue
+        if not master.settings.checkpoint.enabled:
+            continue
+        coordinator = master.coordinator
+        latest = coordinator.latest_completed_id() if coordinator is not None else None
+        where = f"latest completed chk-{latest}" if latest is not None else "none completed"
+        parts.append(f"job {job_id}: checkpoints under {master.storage.job_dir}, {where}")
+    return "; " + "; ".join(parts) if parts else ""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``cairn`` command line; returns the exit status.
 
     Expected errors (invalid configuration, no usable checkpoint, a job that cannot be
     submitted) print one line, ``cairn <command>: <what is wrong>``, and return 1; ``-v``
     adds the traceback. Anything else (a failure in the user's code) keeps its traceback.
+    Ctrl-C prints ``cairn <command>: interrupted`` (for ``run``, with where the running jobs'
+    checkpoints are) and returns 130.
     """
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -226,6 +256,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_logging(args.verbose)
     try:
         return int(args.func(args))
+    except KeyboardInterrupt:
+        print(f"cairn {args.command}: interrupted{_interrupted_jobs()}", file=sys.stderr)
+        return 130
     except Exception as error:
         expected = _expected_error(error)
         if expected is None:

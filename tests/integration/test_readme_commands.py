@@ -1,0 +1,571 @@
+"""Every ``cairn`` command line README.md shows, run as written, as a new user would.
+
+The README is read at test time: every line starting with ``cairn `` inside a ```bash block
+(its trailing ``# comment`` removed) must be one of ``COMMANDS`` below, and each of those is
+run as a real subprocess (the ``cairn`` script next to this interpreter) in a temporary
+working directory. The line is split with ``shlex`` after substituting only these
+placeholders:
+
+- ``job.py``: a file ``job.py`` in the working directory holding the README's own job (the
+  ```python block under ``## A job``, read at test time), with ``/tmp/cairn-checkpoints`` and
+  ``/tmp/sums`` replaced by temporary paths;
+- ``/tmp/cairn-checkpoints``: that temporary checkpoint root;
+- ``<job-id>``: the name of a real job directory under it;
+- ``chk-12`` and ``--id 12``: the id of a real retained checkpoint of that job;
+- ``spark://host:7077``: the URL of a standalone Spark cluster started on 127.0.0.1.
+
+What each run must show: the output of the job under the sums directory (committed files
+only) has one line per input number, and per key the running sums are the prefix sums of
+that key's numbers, in the order they arrived (sorted, consecutive sums differ by exactly
+the key's numbers, each once: nothing lost, nothing duplicated). At parallelism 2 a key's
+numbers come from two source subtasks whose ranges interleave, so the order they arrived in
+is not ascending; at parallelism 1 it always is.
+
+Retained checkpoints (for ``--from-checkpoint`` and ``cairn checkpoints``) come from the
+README job interrupted with Ctrl-C (SIGINT). A finished job deletes its checkpoints and the
+README job, 1,000,000 numbers, ends ~1 s after its first checkpoint, so that run (and the
+run resumed from its checkpoint) counts to 5,000,000 instead: the only change to the job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import cairn
+from cairn.cli.demo_skew import HEADERS, VARIANTS, variant_label
+from cairn.testing.spark_cluster import StandaloneCluster
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+README = REPO_ROOT / "README.md"
+
+RUN_LOCAL = "cairn run -p 2 job.py"
+RUN_CLUSTER = "cairn run --master spark://host:7077 job.py"
+RUN_RESUME = "cairn run --from-checkpoint /tmp/cairn-checkpoints/<job-id>/chk-12 job.py"
+RUN_INPROCESS = "cairn run --executor inprocess job.py"
+CHECKPOINTS_ROOT = "cairn checkpoints /tmp/cairn-checkpoints"
+CHECKPOINTS_JOB = "cairn checkpoints /tmp/cairn-checkpoints/<job-id>"
+CHECKPOINTS_ID = "cairn checkpoints /tmp/cairn-checkpoints/<job-id> --id 12"
+CHECKPOINTS_JSON = "cairn checkpoints /tmp/cairn-checkpoints --details --json"
+DEMO = "cairn demo"
+DEMO_SKEW = "cairn demo skew"
+DEMO_SKEW_SHORT = "cairn demo skew --seconds 20 --variants aligned,unaligned"
+COMMANDS = frozenset(
+    {
+        RUN_LOCAL,
+        RUN_CLUSTER,
+        RUN_RESUME,
+        RUN_INPROCESS,
+        CHECKPOINTS_ROOT,
+        CHECKPOINTS_JOB,
+        CHECKPOINTS_ID,
+        CHECKPOINTS_JSON,
+        DEMO,
+        DEMO_SKEW,
+        DEMO_SKEW_SHORT,
+    }
+)
+
+README_CHECKPOINTS, README_SUMS = "/tmp/cairn-checkpoints", "/tmp/sums"
+README_COUNT, INTERRUPTED_COUNT = 1_000_000, 5_000_000
+SUBTASKS = {(0, 0), (0, 1), (1, 0), (1, 1)}  # (vertex, subtask): source -> keyed sum + sink
+
+
+# --- the README --------------------------------------------------------------------------------
+
+
+def readme_commands() -> list[str]:
+    """``cairn ...`` lines of the README's ```bash blocks, without their ``# comment``."""
+    blocks = re.findall(r"^```bash\n(.*?)^```", README.read_text(), re.S | re.M)
+    return [
+        re.sub(r"\s+#.*$", "", line).strip()
+        for block in blocks
+        for line in block.splitlines()
+        if line.startswith("cairn ")
+    ]
+
+
+def readme_job() -> str:
+    """The (first) ```python block of the section ``## A job``."""
+    _, heading, rest = README.read_text().partition("\n## A job\n")
+    section = re.split(r"^## ", rest, maxsplit=1, flags=re.M)[0]
+    match = re.search(r"^```python\n(.*?)^```", section, re.S | re.M)
+    assert heading and match, "README.md has no ```python block under '## A job'"
+    return match.group(1)
+
+
+def readme_line(line: str) -> str:
+    assert line in readme_commands(), f"README.md no longer shows {line!r}"
+    return line
+
+
+# --- running a command line --------------------------------------------------------------------
+
+
+def cairn_argv(line: str, **placeholders: str) -> list[str]:
+    """The README line with its placeholders substituted, as an argv for a subprocess."""
+    for placeholder, value in placeholders.items():
+        line = line.replace(placeholder, value)
+    argv = shlex.split(line)
+    assert argv[0] == "cairn"
+    script = Path(sys.executable).with_name("cairn")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "cairn.cli.main"]
+    return [*command, *argv[1:]]
+
+
+def subprocess_env(tmp: Path) -> dict[str, str]:
+    """This environment, with the cairn under test first on the path; temp files in ``tmp``."""
+    env = dict(os.environ)
+    src = str(Path(cairn.__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [src, env.get("PYTHONPATH")]))
+    env["TMPDIR"] = str(tmp)  # where `cairn demo` puts its output
+    return env
+
+
+def run(
+    line: str,
+    cwd: Path,
+    timeout: float,
+    **placeholders: str,
+) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        cairn_argv(readme_line(line), **placeholders),
+        cwd=cwd,
+        env=subprocess_env(cwd),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, f"{line}: exit {done.returncode}\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+@dataclass(frozen=True)
+class JobDir:
+    """A working directory with ``job.py``, the README job writing under it."""
+
+    cwd: Path
+    checkpoints: Path  # replaces /tmp/cairn-checkpoints
+    sums: Path  # replaces /tmp/sums
+
+
+def job_dir(cwd: Path, count: int = README_COUNT, parallelism: int | None = None) -> JobDir:
+    """``job.py`` in ``cwd``: the README job, its paths in ``cwd``, counting to ``count``;
+    ``parallelism`` replaces the job's own ``env.set_parallelism(2)``."""
+    text = readme_job()
+    for original in (
+        README_CHECKPOINTS,
+        README_SUMS,
+        f"{README_COUNT:_}",
+        "env.set_parallelism(2)",
+    ):
+        assert original in text, f"the README job no longer has {original!r}"
+    job = JobDir(cwd, cwd / "checkpoints", cwd / "sums")
+    text = text.replace(README_CHECKPOINTS, str(job.checkpoints))
+    text = text.replace(README_SUMS, str(job.sums)).replace(f"{README_COUNT:_}", f"{count:_}")
+    if parallelism is not None:
+        text = text.replace("env.set_parallelism(2)", f"env.set_parallelism({parallelism})")
+    cwd.mkdir(parents=True, exist_ok=True)
+    (cwd / "job.py").write_text(text)
+    return job
+
+
+# --- the job's output --------------------------------------------------------------------------
+
+
+def visible_files(directory: Path) -> Iterator[Path]:
+    """Committed files under ``directory``, as ``read_visible_lines`` reads them (hidden and
+    ``_``-prefixed names are in-progress or pending), without loading millions of lines."""
+    for root, dirs, files in os.walk(directory):
+        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
+        for name in sorted(files):
+            if not name.startswith((".", "_")):
+                yield Path(root, name)
+
+
+def count_lines(paths: Iterator[Path] | list[Path]) -> int:
+    total = 0
+    for path in paths:
+        with open(path, "rb") as f:
+            total += sum(1 for _ in f)
+    return total
+
+
+@dataclass(frozen=True)
+class KeyedSums:
+    lines: int
+    problems: list[str]
+    descents: int  # places where a key's numbers arrived in other than ascending order
+
+
+def check_keyed_sums(directory: Path, count: int) -> KeyedSums:
+    """The committed output of the README job over 1..``count``: ``"even,<sum>"`` and
+    ``"odd,<sum>"`` lines, per key the running sums of its numbers in arrival order.
+
+    Sorted, a key's sums are the prefix sums in arrival order, so the differences between
+    consecutive sums are the numbers as they arrived: each of the key's numbers exactly
+    once, with as many lines as numbers, or something was lost or duplicated.
+    """
+    sums = {"odd": array("q"), "even": array("q")}
+    problems: list[str] = []
+    lines = 0
+    for path in visible_files(directory):
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                lines += 1
+                key, _, value = line.rstrip("\n").partition(",")
+                if key not in sums or not value.isdigit():
+                    problems.append(f"unexpected line {line!r} in {path.name}")
+                    continue
+                sums[key].append(int(value))
+    descents = 0
+    for key, first in (("odd", 1), ("even", 2)):  # odd: 1, 3, ...; even: 2, 4, ...
+        expected = len(range(first, count + 1, 2))
+        if len(sums[key]) != expected:
+            problems.append(f"{key}: {len(sums[key]):,} lines, expected {expected:,}")
+        seen = bytearray(count + 1)
+        previous_sum = previous_number = 0
+        for total in sorted(sums[key]):
+            number = total - previous_sum
+            if not (0 < number <= count and number % 2 == first % 2 and not seen[number]):
+                problems.append(
+                    f"{key}: sum {total:,} after {previous_sum:,}: "
+                    + ("a duplicate" if number == 0 else f"{number:,} is not a new {key} number")
+                )
+                break
+            seen[number] = 1
+            descents += number < previous_number
+            previous_sum, previous_number = total, number
+    return KeyedSums(lines, problems[:10], descents)
+
+
+def assert_exactly_once(directory: Path, count: int) -> KeyedSums:
+    result = check_keyed_sums(directory, count)
+    assert not result.problems, "\n".join(result.problems)
+    assert result.lines == count
+    return result
+
+
+def assert_parallel(result: KeyedSums) -> None:
+    assert result.descents > 0, (
+        "each key's numbers arrived in ascending order, as from one source subtask: "
+        "the job did not run at parallelism 2"
+    )
+
+
+# --- coverage ----------------------------------------------------------------------------------
+
+
+def test_every_cairn_line_of_the_readme_is_run_here() -> None:
+    shown = readme_commands()
+    uncovered, gone = sorted(set(shown) - COMMANDS), sorted(COMMANDS - set(shown))
+    assert not uncovered, (
+        f"README.md shows cairn command lines this test does not run: {uncovered}; "
+        "add them to COMMANDS with a test that runs them"
+    )
+    assert not gone, f"README.md no longer shows {gone}; remove them from this test"
+
+
+# --- cairn run ---------------------------------------------------------------------------------
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(240)
+def test_run_on_local_spark(tmp_path: Path) -> None:
+    job = job_dir(tmp_path)
+    run(RUN_LOCAL, job.cwd, timeout=220)
+    assert_parallel(assert_exactly_once(job.sums, README_COUNT))
+    assert not list(job.checkpoints.glob("*/chk-*")), "a finished job deletes its checkpoints"
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(240)
+def test_run_p_2_sets_the_parallelism(tmp_path: Path) -> None:
+    """The README job sets parallelism 2 itself; with ``env.set_parallelism(1)`` instead,
+    only the line's ``-p 2`` can make it run at 2 (cairn run's options win over the script)."""
+    job = job_dir(tmp_path, parallelism=1)
+    run(RUN_LOCAL, job.cwd, timeout=220)
+    assert_parallel(assert_exactly_once(job.sums, README_COUNT))
+
+
+@pytest.mark.timeout(120)
+def test_run_inprocess(tmp_path: Path) -> None:
+    job = job_dir(tmp_path)
+    # No progress line to check: the job may end before the first one (1 s in).
+    run(RUN_INPROCESS, job.cwd, timeout=100)
+    assert_parallel(assert_exactly_once(job.sums, README_COUNT))
+
+
+@pytest.mark.spark
+@pytest.mark.cluster
+@pytest.mark.timeout(300)
+def test_run_on_a_spark_cluster(tmp_path: Path) -> None:
+    job = job_dir(tmp_path)
+    with StandaloneCluster(workers=2, cores_per_worker=1, memory="1g") as cluster:
+        try:
+            run(RUN_CLUSTER, job.cwd, timeout=200, **{"spark://host:7077": cluster.master_url})
+        except AssertionError as error:
+            raise AssertionError(f"{error}\n{cluster.log_tails()}") from None
+    assert_parallel(assert_exactly_once(job.sums, README_COUNT))
+
+
+# --- Ctrl-C, retained checkpoints --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Interrupted:
+    job: JobDir
+    returncode: int
+    stderr: str
+    job_id: str
+    checkpoint_ids: tuple[int, ...]  # complete ones (with _metadata) left behind, oldest first
+    committed: frozenset[Path]  # committed output files when the run ended
+    committed_lines: int
+
+
+def complete_checkpoints(job_path: Path) -> list[int]:
+    return sorted(int(p.parent.name[4:]) for p in job_path.glob("chk-*/_metadata"))
+
+
+@pytest.fixture(scope="module")
+def interrupted(tmp_path_factory: pytest.TempPathFactory) -> Interrupted:
+    """``cairn run --executor inprocess -p 2 job.py`` (5,000,000 numbers) interrupted with
+    SIGINT once a checkpoint is complete and its output committed (so that a resumed run that
+    started from scratch would write committed lines again)."""
+    job = job_dir(tmp_path_factory.mktemp("interrupted"), count=INTERRUPTED_COUNT)
+    argv = cairn_argv("cairn run --executor inprocess -p 2 job.py")
+    proc = subprocess.Popen(
+        argv,
+        cwd=job.cwd,
+        env=subprocess_env(job.cwd),
+        text=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (
+            list(job.checkpoints.glob("*/chk-*/_metadata")) and next(visible_files(job.sums), None)
+        ):
+            assert proc.poll() is None, (
+                f"the job ended (exit {proc.returncode}) before a checkpoint was committed:\n"
+                + proc.communicate()[1]
+            )
+            assert time.monotonic() < deadline, "no checkpoint completed within 120 s"
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    (job_path,) = job.checkpoints.iterdir()
+    committed = frozenset(visible_files(job.sums))
+    return Interrupted(
+        job,
+        proc.returncode,
+        stderr,
+        job_path.name,
+        tuple(complete_checkpoints(job_path)),
+        committed,
+        count_lines(sorted(committed)),
+    )
+
+
+def test_ctrl_c_ends_cairn_run_with_one_line_and_keeps_the_checkpoints(
+    interrupted: Interrupted,
+) -> None:
+    assert interrupted.returncode == 130, interrupted.stderr
+    assert "Traceback" not in interrupted.stderr, interrupted.stderr
+    job_path = interrupted.job.checkpoints / interrupted.job_id
+    last = interrupted.stderr.splitlines()[-1]
+    match = re.fullmatch(
+        rf"cairn run: interrupted; job {interrupted.job_id}: checkpoints "
+        rf"under file://{re.escape(str(job_path))}, latest completed chk-(\d+)",
+        last,
+    )
+    assert match, interrupted.stderr
+    # The job dies with the process, as after a crash: the latest completed checkpoint stays
+    # (a newer one may have completed between the message and the end of the process).
+    assert interrupted.checkpoint_ids, f"no complete checkpoint left in {job_path}"
+    assert int(match.group(1)) <= interrupted.checkpoint_ids[-1]
+    assert 0 < interrupted.committed_lines < INTERRUPTED_COUNT
+
+
+def _rows(table: str) -> list[list[str]]:
+    """Data rows of a ``cairn checkpoints`` table, split on runs of 2+ spaces."""
+    lines = table.strip().splitlines()
+    assert lines[0].split()[:6] == ["id", "kind", "completed", "duration", "size", "status"]
+    return [re.split(r"\s{2,}", line.strip()) for line in lines[2:]]
+
+
+def _assert_lists_the_checkpoints(table: str, interrupted: Interrupted) -> None:
+    job_path = interrupted.job.checkpoints / interrupted.job_id
+    rows = _rows(table)
+    on_disk = sorted(int(p.name[4:]) for p in job_path.glob("chk-*"))
+    assert [int(row[0]) for row in rows] == on_disk, table
+    usable = [int(row[0]) for row in rows if row[5] == "ok"]
+    assert usable == list(interrupted.checkpoint_ids), table
+    for row in rows:
+        assert row[1] == "checkpoint" and row[-1] == str(job_path / f"chk-{row[0]}"), row
+
+
+def test_checkpoints_of_the_root(interrupted: Interrupted) -> None:
+    done = run(
+        CHECKPOINTS_ROOT,
+        interrupted.job.cwd,
+        timeout=60,
+        **{README_CHECKPOINTS: str(interrupted.job.checkpoints)},
+    )
+    _assert_lists_the_checkpoints(done.stdout, interrupted)
+
+
+def test_checkpoints_of_the_job(interrupted: Interrupted) -> None:
+    done = run(
+        CHECKPOINTS_JOB,
+        interrupted.job.cwd,
+        timeout=60,
+        **{README_CHECKPOINTS: str(interrupted.job.checkpoints), "<job-id>": interrupted.job_id},
+    )
+    _assert_lists_the_checkpoints(done.stdout, interrupted)
+
+
+def test_checkpoints_of_one_id(interrupted: Interrupted) -> None:
+    latest = interrupted.checkpoint_ids[-1]
+    done = run(
+        CHECKPOINTS_ID,
+        interrupted.job.cwd,
+        timeout=60,
+        **{
+            README_CHECKPOINTS: str(interrupted.job.checkpoints),
+            "<job-id>": interrupted.job_id,
+            "--id 12": f"--id {latest}",
+        },
+    )
+    lines = done.stdout.splitlines()
+    path = interrupted.job.checkpoints / interrupted.job_id / f"chk-{latest}"
+    assert lines[0] == f"checkpoint {latest} (CHECKPOINT, ok) at {path}", done.stdout
+    assert "4/4 subtasks acknowledged" in lines[1], done.stdout
+    assert lines[2].split()[:2] == ["vertex", "subtask"], done.stdout
+    end = lines.index("summary over subtasks:")
+    rows = {(int(line.split()[0]), int(line.split()[1])) for line in lines[4:end]}
+    assert rows == SUBTASKS, done.stdout
+
+
+def test_checkpoints_details_as_json(interrupted: Interrupted) -> None:
+    done = run(
+        CHECKPOINTS_JSON,
+        interrupted.job.cwd,
+        timeout=60,
+        **{README_CHECKPOINTS: str(interrupted.job.checkpoints)},
+    )
+    (newest,) = json.loads(done.stdout)
+    assert newest["id"] == interrupted.checkpoint_ids[-1], newest
+    assert newest["job_id"] == interrupted.job_id and newest["usable"] is True, newest
+    assert newest["num_subtasks"] == len(SUBTASKS), newest
+    assert {(s["vertex_id"], s["subtask_index"]) for s in newest["subtasks"]} == SUBTASKS
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(300)
+def test_run_from_a_retained_checkpoint_continues_exactly_once(
+    interrupted: Interrupted,
+) -> None:
+    latest = interrupted.checkpoint_ids[-1]
+    done = run(
+        RUN_RESUME,
+        interrupted.job.cwd,
+        timeout=280,
+        **{
+            README_CHECKPOINTS: str(interrupted.job.checkpoints),
+            "<job-id>": interrupted.job_id,
+            "chk-12": f"chk-{latest}",
+        },
+    )
+    # Everything the two runs committed, each number's line once: a run started from
+    # scratch would have written the interrupted run's committed lines again.
+    assert_exactly_once(interrupted.job.sums, INTERRUPTED_COUNT)
+    resumed = count_lines(sorted(set(visible_files(interrupted.job.sums)) - interrupted.committed))
+    assert resumed == INTERRUPTED_COUNT - interrupted.committed_lines
+    # Checkpoint ids continue from the restored one.
+    ids = [int(n) for n in re.findall(r"last checkpoint #(\d+)", done.stderr)]
+    assert ids and min(ids) > latest, done.stderr
+
+
+# --- cairn demo --------------------------------------------------------------------------------
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(240)
+def test_demo(tmp_path: Path) -> None:
+    done = run(DEMO, tmp_path, timeout=220)
+    assert re.search(r"killing worker \d .* with SIGKILL", done.stdout), done.stdout
+    assert "with 1 restart(s)" in done.stdout, done.stdout
+    assert "Output: 600,000 lines (expected 600,000)" in done.stdout, done.stdout
+    assert "EXACTLY-ONCE VERIFIED" in done.stdout, done.stdout
+
+
+def skew_table(stdout: str) -> dict[str, dict[str, str]]:
+    """The printed table: variant -> column -> cell."""
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("variant  "))
+    rows: dict[str, dict[str, str]] = {}
+    for line in lines[start + 2 :]:
+        if not line.strip():
+            break
+        cells = re.split(r"\s{2,}", line.strip())
+        assert len(cells) == len(HEADERS), line
+        rows[cells[0]] = dict(zip(HEADERS, cells, strict=True))
+    return rows
+
+
+def _ms(cell: str) -> float:
+    number, unit = cell.replace(",", "").split()
+    return float(number) * (1000 if unit == "s" else 1)
+
+
+def assert_skew_table(stdout: str, variants: list[str]) -> None:
+    rows = skew_table(stdout)
+    assert list(rows) == [variant_label(v) for v in variants], stdout
+    for row in rows.values():
+        assert int(row["completed"]) >= 1 and int(row["failed"]) == 0, stdout
+    aligned = rows["aligned"]
+    assert aligned["unaligned"] == f"0/{aligned['completed']}", stdout
+    assert aligned["persisted max"] == "0 B", stdout
+    for variant in ("unaligned", "debloat"):
+        if variant in variants:
+            row = rows[variant_label(variant)]
+            assert row["unaligned"] == f"{row['completed']}/{row['completed']}", stdout
+            assert row["persisted max"] != "0 B", stdout
+            assert _ms(row["e2e p50"]) < _ms(aligned["e2e p50"]), stdout
+    if "timeout" in variants:  # aligned checkpoints take seconds here: all switch after 1 s
+        row = rows[variant_label("timeout")]
+        assert not row["unaligned"].startswith("0/"), stdout
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(480)
+def test_demo_skew(tmp_path: Path) -> None:
+    done = run(DEMO_SKEW, tmp_path, timeout=460)
+    assert_skew_table(done.stdout, list(VARIANTS))
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(240)
+def test_demo_skew_two_variants(tmp_path: Path) -> None:
+    done = run(DEMO_SKEW_SHORT, tmp_path, timeout=220)
+    assert_skew_table(done.stdout, ["aligned", "unaligned"])
