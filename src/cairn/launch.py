@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import secrets
 import uuid
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,7 +24,17 @@ from cairn.graph.transformations import SinkTransformation
 from cairn.runtime.faults import parse_faults
 from cairn.settings import ExecutorKind, JobSettings
 
-__all__ = ["JobClient", "submit_job"]
+__all__ = ["JobClient", "running_jobs", "submit_job"]
+
+# Clients of the jobs this process submitted; a job leaves when its master ended.
+_submitted: weakref.WeakSet[JobClient] = weakref.WeakSet()
+
+
+def running_jobs() -> list[JobClient]:
+    """The clients of this process's jobs that have not ended, oldest first (e.g. for what
+    the CLI prints on Ctrl-C)."""
+    alive = [c for c in _submitted if c.job_master.end_ms is None]
+    return sorted(alive, key=lambda c: c.job_master.start_ms)
 
 log = logging.getLogger(__name__)
 
@@ -92,4 +103,5 @@ def submit_job(settings: JobSettings, sinks: Sequence[SinkTransformation]) -> Jo
 
         ProgressReporter(master).start()
     client._start()
+    _submitted.add(client)
     return client

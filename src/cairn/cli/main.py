@@ -12,7 +12,6 @@ import os
 import runpy
 import shlex
 import sys
-import threading
 import traceback
 from collections.abc import Sequence
 
@@ -215,25 +214,19 @@ def _interrupted_jobs() -> str:
     Ctrl-C: ``"; job <id>: checkpoints under <dir>, latest completed chk-<n>"``.
 
     The jobs end with the process, as after a crash, so their checkpoints stay on storage
-    whatever the retention setting. Each job runs in a thread named ``cairn-job-<id>`` whose
-    target belongs to its ``JobClient``; when that cannot be read, just the job id is given.
+    whatever the retention setting.
     """
+    from cairn.launch import running_jobs
+
     parts = []
-    for thread in threading.enumerate():
-        if not thread.name.startswith("cairn-job-"):
-            continue
-        job_id = thread.name.removeprefix("cairn-job-")
-        client = getattr(getattr(thread, "_target", None), "__self__", None)
-        master = getattr(client, "job_master", None)
-        if master is None:
-            parts.append(f"job {job_id}")
-            continue
+    for client in running_jobs():
+        master = client.job_master
         if not master.settings.checkpoint.enabled:
+            parts.append(f"job {master.job_id}")
             continue
-        coordinator = master.coordinator
-        latest = coordinator.latest_completed_id() if coordinator is not None else None
+        latest = master.coordinator.latest_completed_id()
         where = f"latest completed chk-{latest}" if latest is not None else "none completed"
-        parts.append(f"job {job_id}: checkpoints under {master.storage.job_dir}, {where}")
+        parts.append(f"job {master.job_id}: checkpoints under {master.storage.job_dir}, {where}")
     return "; " + "; ".join(parts) if parts else ""
 
 
