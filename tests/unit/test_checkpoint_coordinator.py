@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from fsspec.core import url_to_fs
 
+from cairn.checkpoint import restore
 from cairn.checkpoint.coordinator import CheckpointCoordinator
 from cairn.checkpoint.errors import CheckpointFailedError, NoUsableCheckpointError
 from cairn.checkpoint.handles import KeyedStateHandle, OperatorSubtaskState, StreamRange
@@ -375,6 +376,50 @@ def test_corrupt_newest_state_file_falls_back_to_previous(
     assert chosen is not None and chosen.checkpoint_id == 1
     assert any(victim in r.getMessage() and "truncated" in r.getMessage() for r in caplog.records)
     assert [cp.checkpoint_id for cp in h.coord.completed_checkpoints()] == [1]
+
+
+def _flip_bytes_keeping_size(url: str) -> None:
+    fs, path = url_to_fs(url)
+    data = bytearray(fs.cat_file(path))
+    data[0] ^= 0xFF
+    fs.pipe_file(path, bytes(data))
+
+
+def test_same_size_corrupt_state_file_fails_its_crc_and_falls_back(
+    root: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    h = make(root, retained=2)
+    h.checkpoint()
+    h.checkpoint()
+    newest = h.coord.latest_completed()
+    assert newest is not None
+    victim = sorted(newest.metadata.referenced_files())[0]
+    _flip_bytes_keeping_size(f"{newest.directory}/{victim}")
+    with caplog.at_level(logging.WARNING, logger="cairn.checkpoint"):
+        chosen = h.coord.restore_point()
+    assert chosen is not None and chosen.checkpoint_id == 1
+    assert any(
+        victim in r.getMessage() and "CRC-32 mismatch" in r.getMessage() for r in caplog.records
+    )
+
+
+def test_restore_verifies_only_until_the_first_usable_checkpoint(
+    root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h = make(root, retained=3)
+    for _ in range(3):
+        h.checkpoint()
+    examined: list[str] = []
+    real = restore.examine
+
+    def spy(directory: str, *args: object, **kwargs: object) -> object:
+        examined.append(directory.rsplit("/", 1)[-1])
+        return real(directory, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(restore, "examine", spy)
+    chosen = h.coord.restore_point()
+    assert chosen is not None and chosen.checkpoint_id == 3
+    assert examined == ["chk-3"]  # CRCs read every byte: older ones are not read at all
 
 
 def test_corrupt_newest_metadata_falls_back_with_checksum_reason(

@@ -2,7 +2,7 @@
 ``choose_restore`` decide.
 
 Invariant: a checkpoint is handed out for restore only after its metadata decoded cleanly and
-every state file it references exists and is long enough; each skipped candidate is logged
+every byte range it references exists and matches its CRC-32; each skipped candidate is logged
 with the exact file and problem. A restore into a different job never drops state silently
 (``check_restore_compatible``).
 """
@@ -43,7 +43,8 @@ class RestoreChoice:
 def examine(
     directory: str, storage_options: Mapping[str, Any] | None = None
 ) -> tuple[RestoreCandidate, CompletedCheckpoint | None]:
-    """Read and verify one candidate; the checkpoint is None iff the candidate is unusable."""
+    """Read and verify one candidate (every state range against its CRC-32); the checkpoint
+    is None iff the candidate is unusable."""
     cp: CompletedCheckpoint | None = None
     try:
         cp = load_checkpoint(directory, storage_options)
@@ -66,7 +67,12 @@ def find_restore_point(
     Raises:
         NoUsableCheckpointError: none is usable; the message names every path and problem.
     """
-    examined = [examine(d, storage_options) for d in directories_newest_first]
+    # Verifying reads every byte (CRCs): stop at the first candidate that is usable.
+    examined: list[tuple[RestoreCandidate, CompletedCheckpoint | None]] = []
+    for directory in directories_newest_first:
+        examined.append(examine(directory, storage_options))
+        if examined[-1][1] is not None:
+            break
     decision = choose_restore([c for c, _ in examined])
     if isinstance(decision, NothingUsable):
         raise NoUsableCheckpointError(
