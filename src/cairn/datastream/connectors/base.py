@@ -138,3 +138,17 @@ class Sink(ABC):
     def create_committer(self) -> Committer | None:
         """A committer makes the sink two-phase (exactly-once); ``None`` for plain sinks."""
         return None
+
+
+def commits_on_checkpoints(sink: Sink) -> bool:
+    """Whether ``sink`` is two-phase: its class provides a committer, which makes output
+    visible when a checkpoint completes. Decided on the driver without creating a committer
+    (committers are created on the workers); a class that overrides ``create_committer``
+    counts even if it may return None, so that recovery errs on the side of exactly-once.
+
+    >>> class Plain(Sink):
+    ...     def create_writer(self, context, restored_state): ...
+    >>> commits_on_checkpoints(Plain())
+    False
+    """
+    return type(sink).create_committer is not Sink.create_committer
