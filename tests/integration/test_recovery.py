@@ -314,6 +314,7 @@ def test_restore_from_an_explicit_checkpoint_directory(
     assert sorted(read_visible_lines(first.out)) == expected_lines(RECORDS, KEYS)
     history = client.get_checkpoint_statistics().snapshot().history
     assert min(s.checkpoint_id for s in history) == newest + 1  # numbering continues
+    assert _hidden_files(first.out) == []  # the first run's in-progress files are gone
     # The second job does not own the checkpoints it restored from: they stay.
     assert not (tmp_path / "chk" / client.get_job_id()).exists()
     for cid in first.retained:

@@ -122,9 +122,10 @@ class Committer(ABC):
         """Commit; must be idempotent: after a restore the same committables come again."""
 
     def abort_leftovers(self, context: SinkWriterContext) -> None:  # noqa: B027
-        """After a restore, once every restored committable was committed: remove data of
-        earlier attempts that was never pre-committed into a completed checkpoint. Called on
-        subtask 0 only, before any writer of the new attempt writes."""
+        """After a restore (or a restart), once every restored committable was committed:
+        remove data of earlier attempts of this job, and of the earlier run a restored job
+        started from, that no committable refers to any more. Called on subtask 0 only;
+        writers of the current attempt may already be writing (keep their data)."""
 
 
 class Sink(ABC):
