@@ -209,8 +209,9 @@ class FallbackRefused:
         sinks = ", ".join(repr(s) for s in self.sinks)
         return (
             f"refusing to fall back past {newest.describe()}: it is unusable "
-            f"({newest.problem}), but its completion was announced, so the job's sinks "
-            f"({sinks}) may have committed its output. Restoring the older "
+            f"({newest.problem}), but its completion was announced (or, for a checkpoint of "
+            f"an earlier run, may have been), so the job's sinks ({sinks}) may have committed "
+            f"its output. Restoring the older "
             f"{older.describe()} would write the output committed after checkpoint "
             f"{older.checkpoint_id} (up to checkpoint {newest.checkpoint_id}) a second time: "
             f"duplicates in exactly-once output. Repair or restore checkpoint "
