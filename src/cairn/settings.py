@@ -175,6 +175,9 @@ class JobSettings:
     configuration: Mapping[str, str] = field(default_factory=dict)
     restore_path: str | None = None  # start from this retained checkpoint or savepoint
     restore_ignore_unclaimed: bool = False  # allow state of removed operators in restore_path
+    # Recovery may restore a checkpoint older than an unusable one whose output committing
+    # sinks may have committed (the output in between is committed twice).
+    allow_fallback_past_committed: bool = False
     operator_chaining: bool = True  # chain forward-connected operators of equal parallelism
     job_parameters: Mapping[str, str] = field(default_factory=dict)  # RuntimeContext's
     deploy: DeploySettings = DeploySettings()

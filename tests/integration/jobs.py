@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
 from cairn.cli.demo_jobs import SequenceCheck, SequenceGenerator, SlowSequenceCheck
@@ -103,11 +105,41 @@ def backpressured_job(
 
 
 def expected_lines(records: int, keys: int) -> list[str]:
+    """The golden output of ``sequence_job``, sorted: compare it with ``sorted(lines)`` (never
+    with a set of lines, which hides duplicates), or use :func:`exactly_once_problems`."""
     lines = []
     for i in range(records):
         seq = i // keys + 1
         lines.append(f"k{i % keys:05d},{seq},{seq * (seq + 1) // 2}")
     return sorted(lines)
+
+
+def exactly_once_problems(lines: Iterable[str], records: int, keys: int) -> list[str]:
+    """Why ``lines`` is not the golden output, counted per record: records written more
+    than once, missing and unexpected ones (a few examples each); empty if it is.
+
+    >>> for problem in exactly_once_problems(["k00000,1,1", "k00000,1,1"], records=2, keys=1):
+    ...     print(problem)
+    1 duplicated records (1 extra lines), e.g. k00000,1,1 x2
+    1 missing records, e.g. k00000,2,3
+    """
+    got, want = Counter(lines), Counter(expected_lines(records, keys))
+    duplicated = {line: n for line, n in got.items() if line in want and n > want[line]}
+    missing = want - got
+    unexpected = Counter({line: n for line, n in got.items() if line not in want})
+    problems = []
+    if duplicated:
+        extra = sum(n - want[line] for line, n in duplicated.items())
+        examples = ", ".join(f"{line} x{n}" for line, n in sorted(duplicated.items())[:3])
+        problems.append(
+            f"{len(duplicated)} duplicated records ({extra} extra lines), e.g. {examples}"
+        )
+    if missing:
+        problems.append(f"{len(missing)} missing records, e.g. {', '.join(sorted(missing)[:3])}")
+    if unexpected:
+        examples = ", ".join(sorted(unexpected)[:3])
+        problems.append(f"{sum(unexpected.values())} unexpected lines, e.g. {examples}")
+    return problems
 
 
 def visible_files(directory: str) -> list[str]:

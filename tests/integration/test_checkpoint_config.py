@@ -159,9 +159,11 @@ def _job_dir(tmp_path: Path, client: JobClient) -> Path:
 
 
 def _output_is_consistent(tmp_path: Path) -> None:
+    """What was committed so far is a prefix of each key's sequence, each record once."""
     report = check_sequence_lines(read_visible_lines(str(tmp_path / "out")))
     assert report.lines > 0
     assert report.violations == [] and report.bad_sums == []
+    assert report.duplicates == {}
 
 
 # --------------------------------------------------------------------------- timeout
@@ -200,8 +202,9 @@ def test_expired_checkpoints_are_aborted_removed_and_tolerated(tmp_path: Path) -
     assert client.get_job_status() is JobStatus.RUNNING
     assert client.job_master.restarts == 0
     _cancel(client)
-    completed = [s.checkpoint_id for s in _history(client)
-                 if s.status is CheckpointStatus.COMPLETED]
+    completed = [
+        s.checkpoint_id for s in _history(client) if s.status is CheckpointStatus.COMPLETED
+    ]
     # Retained: the newest completed checkpoint only (num-retained 1), nothing else.
     assert sorted(os.listdir(job_dir)) == [f"chk-{max(completed)}"]
     assert (job_dir / f"chk-{max(completed)}" / "_metadata").is_file()
@@ -273,8 +276,10 @@ def test_max_concurrent_checkpoints(tmp_path: Path, max_concurrent: int) -> None
 
     def in_flight_at(t_ms: int, other_than: int) -> int:
         return sum(
-            1 for s in history
-            if s.checkpoint_id != other_than and s.trigger_ms <= t_ms
+            1
+            for s in history
+            if s.checkpoint_id != other_than
+            and s.trigger_ms <= t_ms
             and (s.end_ms is None or s.end_ms > t_ms)
         )
 
@@ -313,9 +318,7 @@ def test_retained_checkpoints_survive_cancellation(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("ending", ["finished", "cancelled"])
-def test_job_directory_removed_without_externalized_retention(
-    tmp_path: Path, ending: str
-) -> None:
+def test_job_directory_removed_without_externalized_retention(tmp_path: Path, ending: str) -> None:
     env = _env(tmp_path, interval_ms=50)
     assert not env.get_checkpoint_config().is_externalized_checkpoints_enabled()
     client = _submit(env, tmp_path, count=2_000 if ending == "finished" else None)

@@ -1,7 +1,8 @@
 """Recovery edge cases: restoring from retained checkpoints of a cancelled job (newest one
-corrupt or incomplete, none usable, another parallelism, an explicit ``chk-<n>`` path, a job
-whose operators changed) and crashes right after a restore; the committed output is compared
-with the golden output.
+corrupt: the fallback past a committed checkpoint is refused unless allowed; none usable,
+another parallelism, an explicit ``chk-<n>`` path, a job whose operators changed), automatic
+recovery past a damaged checkpoint, and crashes right after a restore; the committed output
+is compared with the golden output, record by record (a duplicate fails).
 
 A first run is cancelled while its rate-limited source is mid-way; a second run of the same
 job restores from the first run's retained checkpoints and writes into the same directory.
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +37,7 @@ from cairn.datastream.stream_execution_environment import (
     set_context_defaults,
 )
 from cairn.deploy.job_client import JobClient
-from tests.integration.jobs import expected_lines, sequence_job
+from tests.integration.jobs import exactly_once_problems, expected_lines, sequence_job
 
 RECORDS, KEYS = 60_000, 12  # 12 keys: every parallelism used here divides it
 RESTORE_KEY = "execution.state-recovery.path"
@@ -57,13 +58,23 @@ def _conf(**extra: str) -> dict[str, str]:
 def _first_run(tmp_path: Path, parallelism: int = 2) -> FirstRun:
     """Run at ``parallelism`` until three checkpoints completed, then cancel (retained)."""
     out = str(tmp_path / "out")
-    env = sequence_job(_conf(), out, records=RECORDS, keys=KEYS, parallelism=parallelism,
-                       rate=20_000, interval_ms=100, checkpoint_dir=str(tmp_path / "chk"),
-                       retain=True)
+    env = sequence_job(
+        _conf(),
+        out,
+        records=RECORDS,
+        keys=KEYS,
+        parallelism=parallelism,
+        rate=20_000,
+        interval_ms=100,
+        checkpoint_dir=str(tmp_path / "chk"),
+        retain=True,
+    )
     client = env.execute_async("recovery-first-run")
     deadline = time.monotonic() + 30
-    while (client.get_checkpoint_statistics() is None
-           or client.get_checkpoint_statistics().counts.completed < 3):
+    while (
+        client.get_checkpoint_statistics() is None
+        or client.get_checkpoint_statistics().counts.completed < 3
+    ):
         assert time.monotonic() < deadline, "the first run never completed three checkpoints"
         time.sleep(0.01)
     client.cancel()
@@ -78,12 +89,27 @@ def _first_run(tmp_path: Path, parallelism: int = 2) -> FirstRun:
     return FirstRun(tmp_path / "chk" / client.get_job_id(), retained, lines, out)
 
 
-def _second_run(tmp_path: Path, first: FirstRun, parallelism: int = 2,
-                restore: str | None = None) -> JobClient:
-    conf = _conf() if restore is None else _conf(**{RESTORE_KEY: restore})
-    env = sequence_job(conf, first.out, records=RECORDS, keys=KEYS, parallelism=parallelism,
-                       rate=None, interval_ms=100, checkpoint_dir=str(tmp_path / "chk"),
-                       retain=True)
+def _second_run(
+    tmp_path: Path,
+    first: FirstRun,
+    parallelism: int = 2,
+    restore: str | None = None,
+    conf: dict[str, str] | None = None,
+) -> JobClient:
+    extra = dict(conf or {})
+    if restore is not None:
+        extra[RESTORE_KEY] = restore
+    env = sequence_job(
+        _conf(**extra),
+        first.out,
+        records=RECORDS,
+        keys=KEYS,
+        parallelism=parallelism,
+        rate=None,
+        interval_ms=100,
+        checkpoint_dir=str(tmp_path / "chk"),
+        retain=True,
+    )
     client = env.execute_async("recovery-second-run")
     client.get_job_execution_result(timeout=60)
     return client
@@ -115,14 +141,37 @@ def _remove_a_state_file(chk: Path) -> None:
 CORRUPTIONS = {"truncated-metadata": _truncate_metadata, "missing-state-file": _remove_a_state_file}
 
 
+ALLOW_FALLBACK = "cairn.recovery.allow-fallback-past-committed"
+
+
 @pytest.mark.parametrize("corruption", sorted(CORRUPTIONS))
-def test_unusable_newest_checkpoint_falls_back_to_the_previous_one(
+def test_falling_back_past_a_committed_checkpoint_is_refused(
     tmp_path: Path, corruption: str
 ) -> None:
     first = _first_run(tmp_path)
     older, newest = first.retained
     CORRUPTIONS[corruption](_chk(first, newest))
-    client = _second_run(tmp_path, first, restore=str(first.job_dir))
+    # The first run completed the newest checkpoint (it has _metadata), so its file sink may
+    # have committed that checkpoint's output: restoring the older one would write it again.
+    with pytest.raises(JobExecutionException) as info:
+        _second_run(tmp_path, first, restore=str(first.job_dir))
+    message = str(info.value)
+    assert f"refusing to fall back past checkpoint {newest} ({_chk(first, newest)})" in message
+    assert f"after checkpoint {older} (up to checkpoint {newest}) a second time" in message
+    assert f"{ALLOW_FALLBACK}: true" in message
+    # Nothing ran: the output is the first run's, each record once.
+    lines = read_visible_lines(first.out)
+    assert sorted(lines) == sorted(first.lines)
+    assert check_sequence_lines(lines).duplicates == {}
+
+
+def test_fallback_past_a_committed_checkpoint_on_request_writes_its_output_again(
+    tmp_path: Path,
+) -> None:
+    first = _first_run(tmp_path)
+    older, newest = first.retained
+    _truncate_metadata(_chk(first, newest))
+    client = _second_run(tmp_path, first, restore=str(first.job_dir), conf={ALLOW_FALLBACK: "true"})
     assert client.get_job_status() is JobStatus.FINISHED
     assert _restored_id(client) == older
     lines = read_visible_lines(first.out)
@@ -130,17 +179,79 @@ def test_unusable_newest_checkpoint_falls_back_to_the_previous_one(
     # Restored keyed state and source positions belong to the same checkpoint: no key skips
     # or repeats a sequence number within either run, and every sum matches.
     assert report.violations == [] and report.bad_sums == []
+    # As documented: the output the first run committed after the older checkpoint is
+    # written once more (as in Flink when restoring an older checkpoint), no more, no less.
+    assert report.duplicates, "the opt-in fallback must replay committed output"
+    assert set(report.duplicates.values()) == {1}
+    assert set(report.duplicates) <= set(first.lines)
+    _assert_duplicates_are_a_suffix_of_the_first_run(list(report.duplicates), first.lines)
+    problems = exactly_once_problems(lines, RECORDS, KEYS)
+    assert len(problems) == 1 and problems[0].startswith(f"{len(report.duplicates)} duplicated")
+    assert _hidden_files(first.out) == []  # no in-progress leftovers of either run
+
+
+@pytest.mark.parametrize("allow", [False, True], ids=["refused", "allowed"])
+def test_automatic_recovery_past_a_committed_checkpoint(tmp_path: Path, allow: bool) -> None:
+    """A worker dies after the newest retained checkpoint's _metadata was damaged (after its
+    completion was announced): recovery must not silently restore an older checkpoint."""
+    out = str(tmp_path / "out")
+    conf = _conf(
+        **{
+            "execution.checkpointing.num-retained": "3",
+            "cairn.testing.faults": "point=processing,attempt=0,records=15000,subtask=1",
+            **({ALLOW_FALLBACK: "true"} if allow else {}),
+        }
+    )
+    env = sequence_job(
+        conf,
+        out,
+        records=RECORDS,
+        keys=KEYS,
+        rate=20_000,
+        interval_ms=100,
+        checkpoint_dir=str(tmp_path / "chk"),
+    )
+    client = env.execute_async("fallback-past-committed")
+    damaged: list[int] = []
+
+    def damage_newest(event: str, payload: object) -> None:
+        if event == "restart" and not damaged:  # the job master is about to restore
+            newest = client.job_master.coordinator.latest_completed()
+            assert newest is not None
+            damaged.append(int(newest.checkpoint_id))
+            _truncate_metadata(Path(newest.directory.removeprefix("file://")))
+
+    client.job_master.listeners.append(damage_newest)
+    if not allow:
+        with pytest.raises(JobExecutionException) as info:
+            client.get_job_execution_result(timeout=60)
+        assert client.get_job_status() is JobStatus.FAILED
+        (newest,) = damaged
+        assert f"refusing to fall back past checkpoint {newest} " in str(info.value)
+        assert "a second time" in str(info.value)
+        report = check_sequence_lines(read_visible_lines(out))
+        assert report.ok and 0 < report.lines < RECORDS  # no duplicate, no gap: a prefix
+        return
+    client.get_job_execution_result(timeout=60)
+    assert client.get_job_status() is JobStatus.FINISHED
+    (newest,) = damaged
+    assert _restored_id(client) == newest - 1
+    lines = read_visible_lines(out)
+    report = check_sequence_lines(lines)
+    assert report.violations == [] and report.bad_sums == []
+    assert report.duplicates and set(report.duplicates.values()) == {1}
     assert sorted(set(lines)) == expected_lines(RECORDS, KEYS)
-    # The first run had committed the output of the newest checkpoint already; restoring the
-    # older one replays exactly that suffix of each key once more (as in Flink), no more.
-    duplicates = Counter(lines) - Counter(set(lines))
-    assert set(duplicates.values()) <= {1}
-    assert set(duplicates) <= set(first.lines)
-    _assert_duplicates_are_a_suffix_of_the_first_run(list(duplicates), first.lines)
 
 
-def _assert_duplicates_are_a_suffix_of_the_first_run(duplicates: list[str],
-                                                     first_lines: list[str]) -> None:
+def _hidden_files(directory: str) -> list[str]:
+    return sorted(
+        f for _root, _dirs, files in os.walk(directory) for f in files if f.startswith(".")
+    )
+
+
+def _assert_duplicates_are_a_suffix_of_the_first_run(
+    duplicates: list[str], first_lines: list[str]
+) -> None:
     def seqs(lines: list[str]) -> dict[str, list[int]]:
         per_key: dict[str, list[int]] = defaultdict(list)
         for line in lines:
@@ -172,11 +283,9 @@ def test_no_usable_checkpoint_fails_naming_every_candidate(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize("new_parallelism", [3, 1])
-def test_rescaled_restore_matches_the_golden_output(tmp_path: Path,
-                                                    new_parallelism: int) -> None:
+def test_rescaled_restore_matches_the_golden_output(tmp_path: Path, new_parallelism: int) -> None:
     first = _first_run(tmp_path, parallelism=2)
-    client = _second_run(tmp_path, first, parallelism=new_parallelism,
-                         restore=str(first.job_dir))
+    client = _second_run(tmp_path, first, parallelism=new_parallelism, restore=str(first.job_dir))
     assert client.get_job_status() is JobStatus.FINISHED
     assert _restored_id(client) == first.retained[-1]
     assert {v.parallelism for v in client.job_master.graph.vertices} == {new_parallelism}
@@ -193,8 +302,9 @@ def context_defaults() -> Iterator[None]:
     reset_context_defaults()
 
 
-def test_restore_from_an_explicit_checkpoint_directory(tmp_path: Path,
-                                                       context_defaults: None) -> None:
+def test_restore_from_an_explicit_checkpoint_directory(
+    tmp_path: Path, context_defaults: None
+) -> None:
     first = _first_run(tmp_path)
     newest = first.retained[-1]
     set_context_defaults(restore_path=str(_chk(first, newest)))  # what `cairn run -s` sets
@@ -204,6 +314,7 @@ def test_restore_from_an_explicit_checkpoint_directory(tmp_path: Path,
     assert sorted(read_visible_lines(first.out)) == expected_lines(RECORDS, KEYS)
     history = client.get_checkpoint_statistics().snapshot().history
     assert min(s.checkpoint_id for s in history) == newest + 1  # numbering continues
+    assert _hidden_files(first.out) == []  # the first run's in-progress files are gone
     # The second job does not own the checkpoints it restored from: they stay.
     assert not (tmp_path / "chk" / client.get_job_id()).exists()
     for cid in first.retained:
@@ -240,8 +351,12 @@ def test_state_of_an_operator_missing_from_the_job_is_never_dropped_silently(
     tmp_path: Path, ignore_unclaimed: bool
 ) -> None:
     first = _first_run(tmp_path)
-    conf = _conf(**{RESTORE_KEY: str(first.job_dir),
-                    "execution.state-recovery.ignore-unclaimed-state": str(ignore_unclaimed)})
+    conf = _conf(
+        **{
+            RESTORE_KEY: str(first.job_dir),
+            "execution.state-recovery.ignore-unclaimed-state": str(ignore_unclaimed),
+        }
+    )
     client = _renamed_check_job(conf, first.out).execute_async("renamed")
     if not ignore_unclaimed:
         with pytest.raises(JobExecutionException) as info:
@@ -256,16 +371,21 @@ def test_state_of_an_operator_missing_from_the_job_is_never_dropped_silently(
     # As asked: the source resumed, the check started empty, so each key's first record
     # after the restore is reported out of sequence exactly once.
     report = check_sequence_lines(read_visible_lines(first.out))
-    assert sorted(v.split(",")[0] for v in report.violations) == [
-        f"!k{k:05d}" for k in range(KEYS)
-    ]
+    assert sorted(v.split(",")[0] for v in report.violations) == [f"!k{k:05d}" for k in range(KEYS)]
 
 
 def test_restore_with_another_max_parallelism_is_refused(tmp_path: Path) -> None:
     first = _first_run(tmp_path)
     conf = _conf(**{RESTORE_KEY: str(first.job_dir), "pipeline.max-parallelism": "256"})
-    env = sequence_job(conf, first.out, records=RECORDS, keys=KEYS, rate=None,
-                       checkpoint_dir=str(tmp_path / "chk"), retain=True)
+    env = sequence_job(
+        conf,
+        first.out,
+        records=RECORDS,
+        keys=KEYS,
+        rate=None,
+        checkpoint_dir=str(tmp_path / "chk"),
+        retain=True,
+    )
     client = env.execute_async("max-parallelism-changed")
     with pytest.raises(JobExecutionException) as info:
         client.get_job_execution_result(timeout=60)
@@ -286,9 +406,15 @@ def test_crashes_right_after_restores_keep_exactly_once(tmp_path: Path) -> None:
         "point=processing,attempt=1,records=1,subtask=0;"  # first batch after the restore
         "point=processing,attempt=2,records=1,subtask=1"
     )
-    env = sequence_job({"cairn.executor": "inprocess", "cairn.testing.faults": faults}, out,
-                       records=RECORDS, keys=KEYS, rate=40_000, interval_ms=100,
-                       checkpoint_dir=str(tmp_path / "chk"))
+    env = sequence_job(
+        {"cairn.executor": "inprocess", "cairn.testing.faults": faults},
+        out,
+        records=RECORDS,
+        keys=KEYS,
+        rate=40_000,
+        interval_ms=100,
+        checkpoint_dir=str(tmp_path / "chk"),
+    )
     client = env.execute_async("crash-after-restore")
     client.get_job_execution_result(timeout=60)
     assert client.job_master.restarts == 3

@@ -15,8 +15,13 @@ from pathlib import Path
 import pytest
 from fsspec.core import url_to_fs
 
+from cairn.checkpoint import restore
 from cairn.checkpoint.coordinator import CheckpointCoordinator
-from cairn.checkpoint.errors import CheckpointFailedError, NoUsableCheckpointError
+from cairn.checkpoint.errors import (
+    CheckpointFailedError,
+    FallbackRefusedError,
+    NoUsableCheckpointError,
+)
 from cairn.checkpoint.handles import KeyedStateHandle, OperatorSubtaskState, StreamRange
 from cairn.checkpoint.messages import (
     AckResult,
@@ -26,7 +31,13 @@ from cairn.checkpoint.messages import (
     TaskDecline,
     TaskKey,
 )
-from cairn.checkpoint.protocol import Blocked, TerminalJobStatus, TriggerNow, WaitUntil
+from cairn.checkpoint.protocol import (
+    Blocked,
+    FallbackRule,
+    TerminalJobStatus,
+    TriggerNow,
+    WaitUntil,
+)
 from cairn.checkpoint.storage import CheckpointStorage, load_checkpoint, open_reader, verify
 from cairn.clock import ManualClock
 from cairn.events import AlignmentMode, CheckpointBarrier, CheckpointType
@@ -115,7 +126,9 @@ def root(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         fs.rm(path, recursive=True)
 
 
-def make(root: str, job: str = "job-1", **settings: object) -> Harness:
+def make(
+    root: str, job: str = "job-1", fallback: FallbackRule = FallbackRule(), **settings: object
+) -> Harness:
     base = CheckpointSettings(interval_ms=100, timeout_ms=1_000)
     cs = replace(base, **settings)  # type: ignore[arg-type]  # keyword values are mixed types
     clock, gateway = ManualClock(T0), RecordingGateway()
@@ -129,6 +142,7 @@ def make(root: str, job: str = "job-1", **settings: object) -> Harness:
         [SRC0, SRC1],
         {OperatorUid("src"): (2, 128), OperatorUid("agg"): (1, 128)},
         clock,
+        fallback=fallback,
     )
     return Harness(coord, gateway, clock, storage)
 
@@ -377,6 +391,50 @@ def test_corrupt_newest_state_file_falls_back_to_previous(
     assert [cp.checkpoint_id for cp in h.coord.completed_checkpoints()] == [1]
 
 
+def _flip_bytes_keeping_size(url: str) -> None:
+    fs, path = url_to_fs(url)
+    data = bytearray(fs.cat_file(path))
+    data[0] ^= 0xFF
+    fs.pipe_file(path, bytes(data))
+
+
+def test_same_size_corrupt_state_file_fails_its_crc_and_falls_back(
+    root: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    h = make(root, retained=2)
+    h.checkpoint()
+    h.checkpoint()
+    newest = h.coord.latest_completed()
+    assert newest is not None
+    victim = sorted(newest.metadata.referenced_files())[0]
+    _flip_bytes_keeping_size(f"{newest.directory}/{victim}")
+    with caplog.at_level(logging.WARNING, logger="cairn.checkpoint"):
+        chosen = h.coord.restore_point()
+    assert chosen is not None and chosen.checkpoint_id == 1
+    assert any(
+        victim in r.getMessage() and "CRC-32 mismatch" in r.getMessage() for r in caplog.records
+    )
+
+
+def test_restore_verifies_only_until_the_first_usable_checkpoint(
+    root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h = make(root, retained=3)
+    for _ in range(3):
+        h.checkpoint()
+    examined: list[str] = []
+    real = restore.examine
+
+    def spy(directory: str, *args: object, **kwargs: object) -> object:
+        examined.append(directory.rsplit("/", 1)[-1])
+        return real(directory, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(restore, "examine", spy)
+    chosen = h.coord.restore_point()
+    assert chosen is not None and chosen.checkpoint_id == 3
+    assert examined == ["chk-3"]  # CRCs read every byte: older ones are not read at all
+
+
 def test_corrupt_newest_metadata_falls_back_with_checksum_reason(
     root: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -424,6 +482,109 @@ def test_restore_from_retained_checkpoint_of_previous_run(root: str) -> None:
     # Subsumed, but owned by the user: the previous run's checkpoint stays.
     assert [cp.checkpoint_id for cp in second.coord.completed_checkpoints()] == [4]
     assert exists(first.storage.checkpoint_dir(3) + "/_metadata")
+
+
+# --- falling back past committed checkpoints ----------------------------------------------------
+
+SINK = FallbackRule(committing_sinks=("file-sink",))
+
+
+def _truncate_metadata(h: Harness, cid: int) -> None:
+    fs, path = url_to_fs(h.storage.checkpoint_dir(cid) + "/_metadata")
+    fs.pipe_file(path, bytes(fs.cat_file(path))[:12])
+
+
+def test_fallback_past_an_announced_checkpoint_is_refused_with_a_committing_sink(
+    root: str,
+) -> None:
+    h = make(root, fallback=SINK, retained=3)
+    for _ in range(3):
+        h.checkpoint()
+    assert h.gateway.completed == [1, 2, 3]  # announced: the sink may have committed chk-3
+    _truncate_metadata(h, 3)
+    with pytest.raises(FallbackRefusedError) as err:
+        h.coord.restore_point()
+    message = str(err.value)
+    chk3 = h.storage.checkpoint_dir(3)
+    assert f"refusing to fall back past checkpoint 3 ({chk3})" in message
+    assert "after checkpoint 2 (up to checkpoint 3) a second time" in message
+    assert "cairn.recovery.allow-fallback-past-committed" in message
+    assert isinstance(err.value, NoUsableCheckpointError)  # handled like nothing usable
+    assert h.coord.stats.snapshot().counts.restored == 0
+
+
+def test_fallback_past_an_announced_checkpoint_on_request_warns_of_duplicates(
+    root: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    h = make(root, fallback=FallbackRule(("file-sink",), True), retained=3)
+    for _ in range(3):
+        h.checkpoint()
+    _truncate_metadata(h, 3)
+    with caplog.at_level(logging.WARNING, logger="cairn.checkpoint"):
+        chosen = h.coord.restore_point()
+    assert chosen is not None and chosen.checkpoint_id == 2
+    assert any("a second time" in r.getMessage() for r in caplog.records)
+    # The unusable one is not offered again; newer checkpoints restore normally.
+    assert h.checkpoint() == 4
+    chosen = h.coord.restore_point()
+    assert chosen is not None and chosen.checkpoint_id == 4
+
+
+def test_a_previous_runs_checkpoints_count_as_announced(root: str) -> None:
+    first = make(root, "run-1", retained=2, retention=RetentionPolicy.RETAIN_ON_CANCELLATION)
+    first.checkpoint()
+    first.checkpoint()
+    first.coord.shutdown(TerminalJobStatus.CANCELED)
+    _truncate_metadata(first, 2)
+    # They have _metadata: the first run completed them and may have committed their output.
+    second = make(root, "run-2", fallback=SINK)
+    with pytest.raises(FallbackRefusedError, match=r"fall back past checkpoint 2 .*run-1/chk-2"):
+        second.coord.restore_point(first.storage.job_dir)
+    allowed = make(root, "run-3", fallback=FallbackRule(("file-sink",), True))
+    chosen = allowed.coord.restore_point(first.storage.job_dir)
+    assert chosen is not None and chosen.checkpoint_id == 1
+
+
+def test_a_checkpoint_a_worker_could_not_restore_is_not_restored_again(root: str) -> None:
+    h = make(root, retained=2)
+    h.checkpoint()
+    h.checkpoint()
+    chosen = h.coord.restore_point()
+    assert chosen is not None and chosen.checkpoint_id == 2
+    h.coord.mark_unusable(chosen.directory, 2, "key group 3 failed its CRC-32 check")
+    older = h.coord.restore_point()
+    assert older is not None and older.checkpoint_id == 1  # no committing sink: allowed
+    h.coord.mark_unusable(older.directory, 1, "key group 5 cannot be decoded")
+    # Never a fresh start after checkpoints existed: that would replay everything.
+    with pytest.raises(NoUsableCheckpointError) as err:
+        h.coord.restore_point()
+    assert "CRC-32 check" in str(err.value) and "cannot be decoded" in str(err.value)
+
+
+def test_a_worker_restore_failure_with_a_committing_sink_refuses_the_fallback(root: str) -> None:
+    h = make(root, fallback=SINK, retained=2)
+    h.checkpoint()
+    h.checkpoint()
+    chosen = h.coord.restore_point()
+    assert chosen is not None
+    h.coord.mark_unusable(chosen.directory, 2, "key group 3 failed its CRC-32 check")
+    with pytest.raises(FallbackRefusedError, match="key group 3 failed its CRC-32 check"):
+        h.coord.restore_point()
+
+
+def test_an_explicit_restore_that_workers_cannot_read_falls_back_within_its_path(
+    root: str,
+) -> None:
+    first = make(root, "run-1", retained=2, retention=RetentionPolicy.RETAIN_ON_CANCELLATION)
+    first.checkpoint()
+    first.checkpoint()
+    first.coord.shutdown(TerminalJobStatus.CANCELED)
+    second = make(root, "run-2")
+    chosen = second.coord.restore_point(first.storage.job_dir)
+    assert chosen is not None and chosen.checkpoint_id == 2
+    second.coord.mark_unusable(chosen.directory, 2, "cannot be decoded")
+    older = second.coord.restore_point()
+    assert older is not None and older.directory == first.storage.checkpoint_dir(1)
 
 
 # --- savepoints ---------------------------------------------------------------------------------

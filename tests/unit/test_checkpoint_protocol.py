@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import doctest
+
 import pytest
 
+import cairn.checkpoint.protocol
 from cairn.checkpoint.handles import OperatorSubtaskState
 from cairn.checkpoint.messages import (
     AckResult,
@@ -16,6 +19,8 @@ from cairn.checkpoint.protocol import (
     Blocked,
     CheckpointFailureManager,
     FailJob,
+    FallbackRefused,
+    FallbackRule,
     FallbackToPrevious,
     NothingUsable,
     RestoreCandidate,
@@ -33,6 +38,7 @@ from cairn.checkpoint.protocol import (
     discard_on_termination,
     expired_checkpoints,
 )
+from cairn.common.config_options import ALLOW_FALLBACK_PAST_COMMITTED
 from cairn.events import AlignmentMode, CheckpointOptions, CheckpointType
 from cairn.ids import CheckpointId, OperatorUid, SubtaskIndex, VertexId
 from cairn.settings import CheckpointSettings, RetentionPolicy
@@ -169,6 +175,59 @@ def test_choose_restore_takes_newest_usable_and_reports_skipped() -> None:
     assert "c3: checksum mismatch" in decision.describe()
     assert "c2: missing file x" in decision.describe()
     assert choose_restore([]) == NothingUsable(())
+
+
+# A checkpoint whose _metadata was truncated after its completion had been announced.
+ANNOUNCED_BAD = RestoreCandidate("/c/chk-5", 5, "/c/chk-5/_metadata: truncated", committed=True)
+OLDER_GOOD = RestoreCandidate("/c/chk-4", 4, committed=True)
+SINKS = FallbackRule(committing_sinks=("file-sink",))
+
+
+def test_fallback_past_an_announced_checkpoint_is_refused_with_committing_sinks() -> None:
+    decision = choose_restore([ANNOUNCED_BAD, OLDER_GOOD], SINKS)
+    assert decision == FallbackRefused(OLDER_GOOD, (ANNOUNCED_BAD,), ("file-sink",))
+    assert isinstance(decision, FallbackRefused)
+    message = decision.describe()
+    assert "checkpoint 5 (/c/chk-5)" in message and "/c/chk-5/_metadata: truncated" in message
+    assert "'file-sink'" in message
+    assert "after checkpoint 4 (up to checkpoint 5) a second time" in message
+    assert f"{ALLOW_FALLBACK_PAST_COMMITTED.key}: true" in message
+
+
+def test_fallback_past_an_announced_checkpoint_is_allowed_on_request() -> None:
+    rule = FallbackRule(("file-sink",), allow_past_committed=True)
+    decision = choose_restore([ANNOUNCED_BAD, OLDER_GOOD], rule)
+    assert decision == FallbackToPrevious(OLDER_GOOD, (ANNOUNCED_BAD,))
+    assert isinstance(decision, FallbackToPrevious)
+    assert decision.past_committed == (ANNOUNCED_BAD,)
+
+
+def test_fallbacks_that_cannot_duplicate_committed_output_are_allowed() -> None:
+    # No committing sink: nothing was committed, whatever was announced.
+    assert choose_restore([ANNOUNCED_BAD, OLDER_GOOD]) == FallbackToPrevious(
+        OLDER_GOOD, (ANNOUNCED_BAD,)
+    )
+    # A skipped checkpoint that was never announced: no sink committed its output.
+    never_announced = RestoreCandidate("/c/chk-5", 5, "state file is missing")
+    assert choose_restore([never_announced, OLDER_GOOD], SINKS) == FallbackToPrevious(
+        OLDER_GOOD, (never_announced,)
+    )
+    # The newest is usable: no fallback, nothing to refuse; nothing usable: nothing to refuse.
+    assert choose_restore([OLDER_GOOD, ANNOUNCED_BAD], SINKS) == RestoreFrom(OLDER_GOOD)
+    assert choose_restore([ANNOUNCED_BAD], SINKS) == NothingUsable((ANNOUNCED_BAD,))
+
+
+def test_refusal_names_the_newest_announced_checkpoint_skipped() -> None:
+    unannounced = RestoreCandidate("/c/chk-6", 6, "CRC-32 mismatch")
+    decision = choose_restore([unannounced, ANNOUNCED_BAD, OLDER_GOOD], SINKS)
+    assert isinstance(decision, FallbackRefused)
+    assert decision.skipped == (unannounced, ANNOUNCED_BAD)
+    assert decision.describe().startswith("refusing to fall back past checkpoint 5 (/c/chk-5)")
+
+
+def test_protocol_docstring_examples() -> None:
+    result = doctest.testmod(cairn.checkpoint.protocol)
+    assert result.failed == 0 and result.attempted > 0
 
 
 # --- failure manager ----------------------------------------------------------------------------

@@ -15,7 +15,12 @@ import pytest
 from fsspec.core import url_to_fs
 
 from cairn.checkpoint.errors import CheckpointNotFoundError, CorruptCheckpointError
-from cairn.checkpoint.handles import KeyedStateHandle, OperatorSubtaskState, StreamRange
+from cairn.checkpoint.handles import (
+    InputChannelStateHandle,
+    KeyedStateHandle,
+    OperatorSubtaskState,
+    StreamRange,
+)
 from cairn.checkpoint.metadata import CheckpointMetadata, OperatorMetadata
 from cairn.checkpoint.storage import (
     CheckpointStorage,
@@ -159,6 +164,40 @@ def test_list_checkpoints_reports_ok_incomplete_and_corrupt(root: str) -> None:
         ("job-a", 3),
         ("job-b", 1),
     ]
+
+
+def test_verify_and_listing_check_crcs_of_every_range(root: str) -> None:
+    storage = CheckpointStorage(root, "job-a")
+    md = write_checkpoint(storage, 1)
+    (rel,) = md.referenced_files()
+    fs, path = url_to_fs(f"{storage.checkpoint_dir(1)}/{rel}")
+    fs.pipe_file(path, b"0123456789"[::-1])  # same size, other bytes
+    with pytest.raises(CorruptCheckpointError, match=rf"{rel}: CRC-32 mismatch in bytes \[0, 10\)"):
+        verify(md, storage.checkpoint_dir(1))
+    verify(md, storage.checkpoint_dir(1), check_crc=False)  # sizes only: looks fine
+    (row,) = list_checkpoints(storage.job_dir)
+    assert not row.ok and row.error is not None and "CRC-32 mismatch" in row.error
+
+
+def test_crcs_of_in_flight_data_are_checked_too(root: str) -> None:
+    storage = CheckpointStorage(root, "job-a")
+    batches = [b"batch-0", b"batch-1!"]
+    rel = storage.writer(CheckpointId(1)).write_state_file("channels", b"".join(batches))
+    ranges = (StreamRange(0, 7, zlib.crc32(batches[0])), StreamRange(7, 8, 12345))
+    channels = InputChannelStateHandle(rel, 1, {0: ranges}, 15)
+    md = CheckpointMetadata(
+        JobId(storage.job_id),
+        CheckpointId(1),
+        trigger_ms=100,
+        completed_ms=107,
+        max_parallelism=128,
+        operators={
+            UID: OperatorMetadata(UID, 1, 128, {0: OperatorSubtaskState(input_channels=channels)})
+        },
+    )
+    storage.write_metadata(md)
+    with pytest.raises(CorruptCheckpointError, match=r"CRC-32 mismatch in bytes \[7, 15\)"):
+        verify(md, storage.checkpoint_dir(1))
 
 
 def test_savepoint_is_self_contained_and_movable(root: str, tmp_path: Path) -> None:

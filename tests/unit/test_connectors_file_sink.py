@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from cairn.checkpoint.handles import OperatorSubtaskState
 from cairn.clock import ManualClock
 from cairn.common.serialization import Encoder, SimpleStringSchema
 from cairn.common.types import Row
@@ -25,10 +26,19 @@ from cairn.datastream.connectors.file_system import (
     ParquetBulkWriters,
     RollingPolicy,
 )
+from cairn.graph.job_graph import OperatorNode
+from cairn.graph.transformations import OperatorKind, OperatorSpec
+from cairn.runtime.operators.base import OperatorContext, OperatorRestore
+from cairn.runtime.operators.sinks import SinkOperator
+from cairn.state.heap_backend import OperatorStateBackend
+from cairn.testing.state_files import DirectoryStateFiles
+from tests.unit._task_services import StubServices
 
 
-def ctx(subtask: int = 0, attempt: int = 0, parallelism: int = 1) -> SinkWriterContext:
-    return SinkWriterContext(subtask, parallelism, attempt, "job")
+def ctx(
+    subtask: int = 0, attempt: int = 0, parallelism: int = 1, job: str = "job"
+) -> SinkWriterContext:
+    return SinkWriterContext(subtask, parallelism, attempt, job)
 
 
 def text_sink(base: Path | str, policy: RollingPolicy | None = None) -> FileSink:
@@ -74,7 +84,7 @@ def test_nothing_visible_before_commit_and_everything_after(tmp_path: Path) -> N
     committables = writer.prepare_commit(1)
     assert visible(tmp_path) == []
     [c] = committables
-    assert re.fullmatch(r".*/\.part-[0-9a-f-]{36}-2-0\.txt\.inprogress\.3", c.in_progress_path)
+    assert re.fullmatch(r".*/\.part-[0-9a-f-]{36}-2-0\.txt\.inprogress\.job\.3", c.in_progress_path)
     assert re.fullmatch(r".*/part-[0-9a-f-]{36}-2-0\.txt", c.final_path)
     sink.create_committer().commit(pickle.loads(pickle.dumps(committables)))
     assert visible_lines(tmp_path) == [f"r{i}" for i in range(6)]
@@ -122,9 +132,90 @@ def test_abort_leftovers_removes_only_older_attempts(tmp_path: Path) -> None:
     sink.create_committer().abort_leftovers(ctx(attempt=1))
     names = [p.name for p in hidden(tmp_path)]
     assert len(names) == 2 and foreign.name in names
-    assert any(n.endswith(".inprogress.1") for n in names)
+    assert any(n.endswith(".inprogress.job.1") for n in names)
     sink.create_committer().commit(new.prepare_commit(1))
     assert visible_lines(tmp_path) == ["kept"]
+
+
+def test_restore_in_a_new_run_removes_the_earlier_runs_leftovers(tmp_path: Path) -> None:
+    # Run A: attempt 2 pre-committed r0..r2 into a checkpoint that completed (its commit never
+    # ran), wrote r3 and r4 after it, and was killed. Run B restores that checkpoint with
+    # --from-checkpoint: a new job id, and attempt numbers start at 0 again.
+    sink = text_sink(tmp_path)
+    writer_a = sink.create_writer(ctx(attempt=2, job="run-a"), [])
+    writer_a.write_batch(["r0", "r1", "r2"])
+    restored = writer_a.prepare_commit(7)
+    writer_a.write_batch(["r3", "r4"])
+    writer_a.flush(end_of_input=False)
+    other_subtask = sink.create_writer(ctx(subtask=1, attempt=1, job="run-a"), [])
+    other_subtask.write("lost-too")  # an older attempt of run A, in another subtask
+    other_subtask.flush(end_of_input=False)
+    legacy = tmp_path / ".part-x-0-0.txt.inprogress.5"  # named before job ids were in names
+    legacy.write_text("old")
+    assert len(hidden(tmp_path)) == 4
+    # Run B, attempt 0: subtask 1 already writes while subtask 0 restores (other worker).
+    writer_b1 = sink.create_writer(ctx(subtask=1, attempt=0, job="run-b"), [])
+    writer_b1.write("b1")
+    writer_b1.flush(end_of_input=False)
+    committer = sink.create_committer()
+    committer.commit(restored)  # the restored committables first, then the leftovers
+    committer.abort_leftovers(ctx(attempt=0, job="run-b"))
+    names = [p.name for p in hidden(tmp_path)]
+    assert len(names) == 1 and names[0].endswith(".inprogress.run-b.0")  # only B's own file
+    assert visible_lines(tmp_path) == ["r0", "r1", "r2"]  # the restored output, committed
+    committer.commit(writer_b1.prepare_commit(8))
+    assert visible_lines(tmp_path) == ["b1", "r0", "r1", "r2"] and hidden(tmp_path) == []
+
+
+def _sink_operator(sink: FileSink, job: str, attempt: int) -> SinkOperator:
+    node = OperatorNode(
+        "file-sink", "sink", 1, OperatorKind.SINK.value,
+        OperatorSpec(OperatorKind.SINK, sink), None, 1, 128, False,
+    )  # fmt: skip
+    op = SinkOperator(node)
+    op.setup(
+        OperatorContext(
+            node=node,
+            task_name="sink",
+            subtask_index=0,
+            parallelism=1,
+            max_parallelism=128,
+            attempt=attempt,
+            job_id=job,
+            output=lambda records: None,
+            operator_backend=OperatorStateBackend(),
+            keyed_backend=None,
+            clock_ms=lambda: 0,
+            services=StubServices(),
+            checkpointing=True,
+        )
+    )
+    return op
+
+
+def test_restoring_sink_operator_cleans_leftovers_of_an_earlier_run(tmp_path: Path) -> None:
+    """Subtask 0 of the sink operator restoring in attempt 0 of a new job (what
+    ``--from-checkpoint`` does) commits the restored committables and deletes the rest."""
+    sink = text_sink(tmp_path / "out")
+    files = DirectoryStateFiles(tmp_path / "chk-4", 4)
+    # Run A, attempt 3: checkpoint 4 completes (its commit never runs), then more records.
+    run_a = _sink_operator(sink, "run-a", 3)
+    run_a.initialize_state(None)
+    run_a.process_batch(["checkpointed"])
+    run_a.prepare_snapshot_pre_barrier(4)
+    snapshot = run_a.snapshot_state(4, 0)
+    assert snapshot.operator is not None
+    handle = snapshot.operator(files)
+    assert handle is not None
+    run_a.process_batch(["after-the-checkpoint"])
+    run_a.writer.flush(False)  # the process dies here: nothing is closed
+    assert len(hidden(tmp_path / "out")) == 2
+    # Run B restores checkpoint 4 at attempt 0.
+    restore = OperatorRestore(1, {0: OperatorSubtaskState(operator=(handle,))}, files)
+    run_b = _sink_operator(sink, "run-b", 0)
+    run_b.initialize_state(restore)
+    assert visible_lines(tmp_path / "out") == ["checkpointed"]
+    assert hidden(tmp_path / "out") == []  # the never-checkpointed file is gone
 
 
 def test_crash_after_prepare_then_restore_gives_exact_output(tmp_path: Path) -> None:
@@ -141,6 +232,7 @@ def test_crash_after_prepare_then_restore_gives_exact_output(tmp_path: Path) -> 
     committer = sink.create_committer()
     committer.commit(pickle.loads(stored))
     committer.abort_leftovers(ctx(attempt=1))
+    assert hidden(tmp_path) == []
     writer_b = sink.create_writer(ctx(attempt=1), [])
     writer_b.write_batch([f"r{i}" for i in range(10, 20)])
     committer.commit(writer_b.prepare_commit(2))

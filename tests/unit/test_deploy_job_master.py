@@ -17,12 +17,19 @@ import pickle
 import secrets
 import threading
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from cairn.checkpoint.coordinator import CheckpointCoordinator
+from cairn.checkpoint.errors import FallbackRefusedError
+from cairn.checkpoint.messages import TaskAcknowledgement
+from cairn.checkpoint.protocol import TriggerNow
+from cairn.checkpoint.storage import CheckpointStorage
 from cairn.common.job_status import JobStatus
+from cairn.common.serialization import Encoder
 from cairn.datastream import StreamExecutionEnvironment
+from cairn.datastream.connectors.file_system import FileSink
 from cairn.deploy import protocol as p
 from cairn.deploy.executors import WorkerCrashed
 from cairn.deploy.job_master import JobMaster, TaskFailure, WorkerLost
@@ -43,6 +50,7 @@ class Act(enum.Enum):
 
     FINISH = "every task finishes"
     FAIL_TASK = "worker 0 reports a failed task"
+    RESTORE_FAILS = "worker 0 reports that the restored state failed its CRC check"
     DIE = "worker 1 drops its connection (its process died)"
     CRASH = "the executor reports a dead worker before any registered"
     RUN = "run until told to shut down"
@@ -77,6 +85,10 @@ class FakeWorker:
             if self.act is Act.FAIL_TASK and self.index == 0:
                 task = self.plan.tasks_of(0)[0]
                 self._send(conn, p.TaskFailed(attempt, task, "ValueError", "bad record", "tb"))
+            if self.act is Act.RESTORE_FAILS and self.index == 0:
+                message = "state file 'keyed-1': key group 7 failed its CRC-32 check"
+                failed = p.TaskFailed(attempt, None, "CorruptStateError", message, "tb", True)
+                self._send(conn, failed)
             if self.act is Act.FINISH:
                 for task in self.plan.tasks_of(self.index):
                     self._send(conn, p.TaskFinished(attempt, task))
@@ -155,10 +167,16 @@ class Run:
     events: list[str]
 
 
-def _graph_and_settings(restart: RestartSettings) -> tuple[JobGraph, JobSettings]:
+def _graph_and_settings(
+    restart: RestartSettings, committing_sink: bool = False
+) -> tuple[JobGraph, JobSettings]:
     env = StreamExecutionEnvironment()
     env.set_parallelism(WORKERS)
-    env.from_collection([1, 2, 3]).map(lambda x: x).print()
+    stream = env.from_collection([1, 2, 3]).map(lambda x: x)
+    if committing_sink:
+        stream.sink_to(FileSink.for_row_format("/unused", Encoder.simple_string_encoder()).build())
+    else:
+        stream.print()
     prepared = env.prepare_job("fake-executor job")
     s = prepared.settings
     graph = build_job_graph(
@@ -174,9 +192,18 @@ def _graph_and_settings(restart: RestartSettings) -> tuple[JobGraph, JobSettings
     return graph, settings
 
 
-def run_job(script: Sequence[Act], restart: RestartSettings, cancel_on: str | None = None) -> Run:
-    """Run a job on the fake executor to its end; ``cancel_on``: cancel it at this event."""
-    graph, settings = _graph_and_settings(restart)
+def run_job(
+    script: Sequence[Act],
+    restart: RestartSettings,
+    cancel_on: str | None = None,
+    prepare: Callable[[JobGraph, JobSettings], JobSettings] | None = None,
+    committing_sink: bool = False,
+) -> Run:
+    """Run a job on the fake executor to its end; ``cancel_on``: cancel it at this event;
+    ``prepare`` may change the settings (and write files) first."""
+    graph, settings = _graph_and_settings(restart, committing_sink)
+    if prepare is not None:
+        settings = prepare(graph, settings)
     executor = FakeExecutor(graph, script)
     master = JobMaster(
         job_id=uuid.uuid4().hex,
@@ -325,3 +352,75 @@ def test_cancelling_during_the_restart_delay_ends_the_job_without_another_attemp
     assert run.statuses == path("CREATED INITIALIZING RUNNING RESTARTING CANCELED")
     assert (run.master.attempt, run.master.restarts, run.master.error) == (0, 1, None)
     assert len(run.executor.launches) == 1
+
+
+# --- a restored checkpoint that the workers cannot read ------------------------------------
+
+
+class _Quiet:
+    """The gateway of a coordinator with no tasks listening (a finished earlier run)."""
+
+    def trigger_sources(self, barrier: Any) -> None: ...
+    def notify_complete(self, checkpoint_id: Any) -> None: ...
+    def notify_aborted(self, checkpoint_id: Any, reason: Any, message: str) -> None: ...
+    def fail_job(self, reason: str) -> None: ...
+
+
+def _restore_from_an_earlier_run(graph: JobGraph, settings: JobSettings) -> JobSettings:
+    """Complete checkpoints 1 and 2 of an earlier run of ``graph``; restore from its job dir."""
+    storage = CheckpointStorage(settings.checkpoint.storage_url, "earlier-run")
+    plan = ExecutionPlan(graph, WORKERS)
+    coordinator = CheckpointCoordinator(
+        "earlier-run",
+        CheckpointSettings(retained=2),
+        storage,
+        _Quiet(),
+        plan.all_tasks,
+        plan.source_tasks,
+        {},
+    )
+    for _ in range(2):
+        trigger = coordinator.trigger_checkpoint(force=True)
+        assert isinstance(trigger, TriggerNow)
+        for task in plan.all_tasks:
+            coordinator.receive_ack(TaskAcknowledgement(trigger.checkpoint_id, task))
+    return replace(settings, restore_path=storage.job_dir)
+
+
+def _restored_ids(run: Run) -> list[int | None]:
+    return [None if x.restore is None else x.restore.checkpoint_id for x in run.executor.launches]
+
+
+def test_a_checkpoint_whose_state_fails_in_the_workers_is_not_restored_again() -> None:
+    run = run_job([Act.RESTORE_FAILS, Act.FINISH], FIXED_TWO, prepare=_restore_from_an_earlier_run)
+    # Attempt 0 restored checkpoint 2, whose state failed its CRC in a worker; attempt 1
+    # restores the older checkpoint 1 (the print sink commits nothing) and finishes.
+    assert _restored_ids(run) == [2, 1]
+    assert run.master.status is S.FINISHED and run.master.restarts == 1
+
+
+def test_with_a_committing_sink_the_fallback_is_refused_and_the_job_fails() -> None:
+    run = run_job(
+        [Act.RESTORE_FAILS, Act.FINISH],
+        FIXED_TWO,
+        prepare=_restore_from_an_earlier_run,
+        committing_sink=True,
+    )
+    assert _restored_ids(run) == [2]  # no attempt restores the older checkpoint
+    assert run.statuses == path("CREATED INITIALIZING RUNNING RESTARTING FAILED")
+    _check_path(run.statuses)
+    error = run.master.error
+    assert isinstance(error, FallbackRefusedError)
+    assert "refusing to fall back past checkpoint 2" in str(error)
+    assert "key group 7 failed its CRC-32 check" in str(error)
+    assert "cairn.recovery.allow-fallback-past-committed" in str(error)
+    # What the opt-in would do instead: restore checkpoint 1 and accept the duplicates.
+    allowed = run_job(
+        [Act.RESTORE_FAILS, Act.FINISH],
+        FIXED_TWO,
+        prepare=lambda g, s: replace(
+            _restore_from_an_earlier_run(g, s), allow_fallback_past_committed=True
+        ),
+        committing_sink=True,
+    )
+    assert _restored_ids(allowed) == [2, 1] and allowed.master.status is S.FINISHED

@@ -74,6 +74,14 @@ def test_deploy_settings_come_from_the_typed_options() -> None:
     assert s.job_parameters == {"a": "1", "b": "2"}
 
 
+def test_fallback_past_committed_checkpoints_is_opt_in() -> None:
+    assert settings_of().allow_fallback_past_committed is False
+    allowed = settings_of({"cairn.recovery.allow-fallback-past-committed": "true"})
+    assert allowed.allow_fallback_past_committed is True
+    with pytest.raises(ConfigurationError, match="allow-fallback-past-committed"):
+        settings_of({"cairn.recovery.allow-fallback-past-committed": "maybe"})
+
+
 @pytest.mark.parametrize("workers", ["0", 0, "-2"])
 def test_zero_workers_are_refused_where_they_are_set(workers: Any) -> None:
     with pytest.raises(ConfigurationError, match=r"cairn\.workers.*at least 1"):

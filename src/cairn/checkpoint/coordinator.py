@@ -29,6 +29,8 @@ from cairn.checkpoint.protocol import (
     CheckpointFailureManager,
     FailJob,
     FailureVerdict,
+    FallbackRule,
+    RestoreCandidate,
     TerminalJobStatus,
     TriggerDecision,
     TriggerFacts,
@@ -40,7 +42,7 @@ from cairn.checkpoint.protocol import (
     discard_on_termination,
     expired_checkpoints,
 )
-from cairn.checkpoint.restore import find_restore_point
+from cairn.checkpoint.restore import candidate_at, find_restore_point
 from cairn.checkpoint.stats import CheckpointStatsTracker
 from cairn.checkpoint.storage import CheckpointStorage, resolve_checkpoint_dirs
 from cairn.checkpoint.store import CompletedCheckpointStore
@@ -112,6 +114,7 @@ class CheckpointCoordinator:
         first_checkpoint_id: int = 1,
         max_parallelism: int = DEFAULT_MAX_PARALLELISM,
         properties: Mapping[str, str] | None = None,
+        fallback: FallbackRule = FallbackRule(),
     ) -> None:
         self.job_id = job_id
         self.settings = settings
@@ -135,6 +138,15 @@ class CheckpointCoordinator:
         self._pending: dict[CheckpointId, PendingCheckpoint] = {}
         self._savepoints: dict[CheckpointId, tuple[str, Future[CompletedCheckpoint]]] = {}
         self._ghosts: OrderedDict[CheckpointId, Literal["completed", "aborted"]] = OrderedDict()
+        self._fallback = fallback
+        # Checkpoints whose completion was announced to the tasks (sinks may have committed
+        # their output), or that may have been: one restored from an earlier run's files.
+        self._announced: set[int] = set()
+        # Checkpoints found unusable (by verification or by a worker that failed to restore
+        # one): never offered again, but remembered for the fallback rule.
+        self._unusable: dict[str, RestoreCandidate] = {}
+        # Where an explicit restore path pointed: the candidates behind the retained ones.
+        self._origin: list[str] = []
         self._periodic_base_ms: int | None = self._clock.now_ms()
         self._last_trigger_ms: int | None = None
         self._last_completion_ms: int | None = None
@@ -368,6 +380,7 @@ class CheckpointCoordinator:
         subsumed = CheckpointFailureReason.CHECKPOINT_SUBSUMED
         for older in [c for c, p in self._pending.items() if c < cid and not p.is_savepoint]:
             self._abort(older, subsumed, f"checkpoint {cid} completed first")
+        self._announced.add(cid)  # before the tasks hear of it: a sink may commit at once
         self._gateway.notify_complete(cid)
 
     def _abort(
@@ -422,38 +435,78 @@ class CheckpointCoordinator:
         """The verified checkpoint to deploy from, or None for a fresh start.
 
         Without ``explicit_path``: the newest retained checkpoint that verifies, falling back
-        to older retained ones (logged with the reason). With it: that checkpoint/savepoint
-        (or a job directory's newest usable checkpoint); it is kept as the restore point for
-        later failovers until subsumed, but its files are never deleted by this job, and
-        numbering continues after its id.
+        to older retained ones (logged with the reason), then to the older checkpoints of the
+        path the job was started from. With it: that checkpoint/savepoint (or a job
+        directory's newest usable checkpoint); it is kept as the restore point for later
+        failovers until subsumed, but its files are never deleted by this job, and numbering
+        continues after its id.
+
+        Falling back past a checkpoint whose completion was announced is refused if the job
+        has committing sinks (see :class:`~cairn.checkpoint.protocol.FallbackRule`). A
+        checkpoint this job completed was announced; one found under ``explicit_path`` has
+        ``_metadata``, so the run that wrote it completed it and may have announced it: it is
+        treated as announced, like Flink, which re-commits a restored checkpoint's
+        committables because it cannot know whether the earlier run committed them.
 
         Raises:
+            FallbackRefusedError: only an older checkpoint is usable, and restoring it would
+                commit output a second time; names the skipped checkpoint.
             NoUsableCheckpointError: candidates exist but none verifies; names each path.
             CheckpointNotFoundError: ``explicit_path`` holds no complete checkpoint.
         """
         options = self.storage.storage_options
         if explicit_path is not None:
             dirs = resolve_checkpoint_dirs(explicit_path, options)
+            self._origin = list(dirs)
+            candidates = [candidate_at(d, committed=True) for d in dirs]
         else:
-            dirs = [cp.directory for cp in reversed(self._store.all())]
-            if not dirs:
+            candidates = self._restore_candidates()
+            if not candidates:
                 return None
         where = f"job {self.job_id} from {explicit_path or self.storage.job_dir}"
-        choice = find_restore_point(dirs, options, where)
-        if explicit_path is None:
-            for skipped in choice.skipped:  # unusable: never offer them again
-                if skipped.checkpoint_id is not None:
-                    self._store.remove(skipped.checkpoint_id)
+        choice = find_restore_point(candidates, options, where, self._fallback)
+        for skipped in choice.skipped:  # unusable: never offer them again
+            self._forget(skipped)
         chosen = choice.checkpoint
         cid, where = chosen.checkpoint_id, chosen.directory
         log.info("Restoring job %s from checkpoint %d at %s.", self.job_id, cid, where)
         if explicit_path is not None:
+            self._announced.add(cid)
             if all(cp.directory != chosen.directory for cp in self._store.all()):
                 self._store.add(chosen, owned=False)
             if chosen.checkpoint_id >= self._next_id:
                 self._next_id = CheckpointId(chosen.checkpoint_id + 1)
         self._stats.report_restored(cid, self._clock.now_ms(), where, chosen.is_savepoint)
         return chosen
+
+    def mark_unusable(self, directory: str, checkpoint_id: int, problem: str) -> None:
+        """Never restore the checkpoint at ``directory`` again in this job (e.g. its state
+        failed its checks while a worker restored it); the next :meth:`restore_point` tries
+        the next older one, subject to the fallback rule. Its files are left alone."""
+        log.warning("Checkpoint %d at %s is unusable: %s", checkpoint_id, directory, problem)
+        committed = checkpoint_id in self._announced
+        self._forget(RestoreCandidate(directory, checkpoint_id, problem, committed))
+
+    def _forget(self, candidate: RestoreCandidate) -> None:
+        self._unusable[candidate.location] = candidate
+        for cp in self._store.all():
+            if cp.directory == candidate.location:
+                self._store.remove(cp.checkpoint_id)
+
+    def _restore_candidates(self) -> list[RestoreCandidate]:
+        """Retained and known-unusable checkpoints, newest first, then those of the explicit
+        restore path (older: numbering continued after the one restored from there). Empty
+        only if the job never had a checkpoint: a fresh start."""
+        announced = self._announced
+        known = [
+            RestoreCandidate(cp.directory, cp.checkpoint_id, None, cp.checkpoint_id in announced)
+            for cp in self._store.all()
+        ]
+        known += self._unusable.values()
+        known.sort(key=lambda c: -1 if c.checkpoint_id is None else c.checkpoint_id, reverse=True)
+        seen = {c.location for c in known}
+        origin = [candidate_at(d, committed=True) for d in self._origin if d not in seen]
+        return known + origin
 
     # --- termination -----------------------------------------------------------------------
 

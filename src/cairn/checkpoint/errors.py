@@ -46,6 +46,11 @@ class NoUsableCheckpointError(CheckpointError):
         self.reasons = tuple(reasons)
 
 
+class FallbackRefusedError(NoUsableCheckpointError):
+    """An older checkpoint is usable, but restoring it instead of a newer, unusable one whose
+    completion was announced would commit the output in between a second time."""
+
+
 class CheckpointFailedError(CheckpointError):
     """A checkpoint or savepoint was aborted; raised from a savepoint's future."""
 

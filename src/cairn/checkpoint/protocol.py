@@ -1,5 +1,6 @@
 """Pure decisions of the checkpoint protocol: when to trigger, what to subsume, what to restore
-from, when checkpoint failures fail the job, what to delete at termination.
+from (and when falling back to an older checkpoint would duplicate committed output), when
+checkpoint failures fail the job, what to delete at termination.
 
 Invariant: nothing here does I/O or reads a clock; every function takes the facts it decides
 on and returns a typed decision, so the coordinator (the imperative shell) only executes them.
@@ -137,15 +138,43 @@ def checkpoints_to_discard(completed_ids: Iterable[int], retained: int) -> list[
 
 @dataclass(frozen=True, slots=True)
 class RestoreCandidate:
-    """A checkpoint that could be restored; ``problem`` is None iff it verified clean."""
+    """A checkpoint that could be restored; ``problem`` is None iff it verified clean.
+
+    ``committed``: its completion was announced to the tasks (``notify_checkpoint_complete``),
+    or may have been (it has ``_metadata`` but belongs to an earlier run), so two-phase sinks
+    may have made its output visible.
+    """
 
     location: str
     checkpoint_id: int | None
     problem: str | None = None
+    committed: bool = False
 
     @property
     def usable(self) -> bool:
         return self.problem is None
+
+    def describe(self) -> str:
+        if self.checkpoint_id is None:
+            return f"the checkpoint at {self.location}"
+        return f"checkpoint {self.checkpoint_id} ({self.location})"
+
+
+@dataclass(frozen=True, slots=True)
+class FallbackRule:
+    """When the restore may skip an unusable checkpoint for an older one.
+
+    Restoring a checkpoint older than one whose output a sink already committed replays the
+    records in between into the sink, which commits them a second time: exactly-once output
+    gets duplicates. So with ``committing_sinks`` (sinks that make output visible when a
+    checkpoint completes: two-phase sinks, the collect sink) a fallback past a committed
+    candidate is refused, unless ``allow_past_committed``
+    (``cairn.recovery.allow-fallback-past-committed``) accepts the duplicates. Without such
+    sinks every fallback is allowed (their output is at-least-once anyway).
+    """
+
+    committing_sinks: tuple[str, ...] = ()
+    allow_past_committed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +189,36 @@ class FallbackToPrevious:
     candidate: RestoreCandidate
     skipped: tuple[RestoreCandidate, ...]
 
+    @property
+    def past_committed(self) -> tuple[RestoreCandidate, ...]:
+        """The skipped candidates whose output sinks may have committed (it is written again)."""
+        return tuple(c for c in self.skipped if c.committed)
+
+
+@dataclass(frozen=True, slots=True)
+class FallbackRefused:
+    """An older candidate is usable, but restoring it would commit output a second time."""
+
+    candidate: RestoreCandidate  # the usable, older one
+    skipped: tuple[RestoreCandidate, ...]  # newest first; at least one is committed
+    sinks: tuple[str, ...]
+
+    def describe(self) -> str:
+        newest = next(c for c in self.skipped if c.committed)
+        older = self.candidate
+        sinks = ", ".join(repr(s) for s in self.sinks)
+        return (
+            f"refusing to fall back past {newest.describe()}: it is unusable "
+            f"({newest.problem}), but its completion was announced (or, for a checkpoint of "
+            f"an earlier run, may have been), so the job's sinks ({sinks}) may have committed "
+            f"its output. Restoring the older "
+            f"{older.describe()} would write the output committed after checkpoint "
+            f"{older.checkpoint_id} (up to checkpoint {newest.checkpoint_id}) a second time: "
+            f"duplicates in exactly-once output. Repair or restore checkpoint "
+            f"{newest.checkpoint_id}, or set cairn.recovery.allow-fallback-past-committed: "
+            f"true to restore checkpoint {older.checkpoint_id} and accept the duplicates."
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class NothingUsable:
@@ -173,22 +232,36 @@ class NothingUsable:
         )
 
 
-RestoreDecision = RestoreFrom | FallbackToPrevious | NothingUsable
+RestoreDecision = RestoreFrom | FallbackToPrevious | FallbackRefused | NothingUsable
 
 
-def choose_restore(candidates_newest_first: Sequence[RestoreCandidate]) -> RestoreDecision:
-    """Pick the newest usable candidate, saying why newer ones were skipped.
+def choose_restore(
+    candidates_newest_first: Sequence[RestoreCandidate], rule: FallbackRule = FallbackRule()
+) -> RestoreDecision:
+    """Pick the newest usable candidate, saying why newer ones were skipped; refuse when
+    skipping a committed candidate would duplicate committed output (see
+    :class:`FallbackRule`).
 
-    >>> choose_restore([RestoreCandidate("c2", 2, "checksum mismatch"), RestoreCandidate("c1", 1)])
-    ... # doctest: +NORMALIZE_WHITESPACE
-    FallbackToPrevious(candidate=RestoreCandidate(location='c1', checkpoint_id=1, problem=None),
-        skipped=(RestoreCandidate(location='c2', checkpoint_id=2, problem='checksum mismatch'),))
+    >>> bad, good = RestoreCandidate("c2", 2, "checksum mismatch"), RestoreCandidate("c1", 1)
+    >>> choose_restore([bad, good])  # doctest: +NORMALIZE_WHITESPACE
+    FallbackToPrevious(candidate=RestoreCandidate(location='c1', checkpoint_id=1, problem=None,
+        committed=False), skipped=(RestoreCandidate(location='c2', checkpoint_id=2,
+        problem='checksum mismatch', committed=False),))
+    >>> announced = RestoreCandidate("c2", 2, "checksum mismatch", committed=True)
+    >>> type(choose_restore([announced, good], FallbackRule(("file-sink",)))).__name__
+    'FallbackRefused'
+    >>> rule = FallbackRule(("file-sink",), allow_past_committed=True)
+    >>> choose_restore([announced, good], rule).past_committed == (announced,)
+    True
     """
     skipped: list[RestoreCandidate] = []
     for candidate in candidates_newest_first:
         if candidate.usable:
             if not skipped:
                 return RestoreFrom(candidate)
+            duplicates = any(c.committed for c in skipped) and bool(rule.committing_sinks)
+            if duplicates and not rule.allow_past_committed:
+                return FallbackRefused(candidate, tuple(skipped), rule.committing_sinks)
             return FallbackToPrevious(candidate, tuple(skipped))
         skipped.append(candidate)
     return NothingUsable(tuple(skipped))

@@ -2,9 +2,10 @@
 ``choose_restore`` decide.
 
 Invariant: a checkpoint is handed out for restore only after its metadata decoded cleanly and
-every state file it references exists and is long enough; each skipped candidate is logged
-with the exact file and problem. A restore into a different job never drops state silently
-(``check_restore_compatible``).
+every byte range it references exists and matches its CRC-32; each skipped candidate is logged
+with the exact file and problem; a fallback that would commit output a second time is refused
+unless the job allows it (``FallbackRule``). A restore into a different job never drops state
+silently (``check_restore_compatible``).
 """
 
 from __future__ import annotations
@@ -18,10 +19,13 @@ from cairn.checkpoint.errors import (
     CheckpointError,
     CheckpointNotFoundError,
     CorruptCheckpointError,
+    FallbackRefusedError,
     NoUsableCheckpointError,
 )
 from cairn.checkpoint.metadata import CompletedCheckpoint
 from cairn.checkpoint.protocol import (
+    FallbackRefused,
+    FallbackRule,
     FallbackToPrevious,
     NothingUsable,
     RestoreCandidate,
@@ -41,9 +45,10 @@ class RestoreChoice:
 
 
 def examine(
-    directory: str, storage_options: Mapping[str, Any] | None = None
+    directory: str, storage_options: Mapping[str, Any] | None = None, committed: bool = False
 ) -> tuple[RestoreCandidate, CompletedCheckpoint | None]:
-    """Read and verify one candidate; the checkpoint is None iff the candidate is unusable."""
+    """Read and verify one candidate (every state range against its CRC-32); the checkpoint
+    is None iff the candidate is unusable. ``committed`` is carried into the candidate."""
     cp: CompletedCheckpoint | None = None
     try:
         cp = load_checkpoint(directory, storage_options)
@@ -52,24 +57,50 @@ def examine(
         # Name the file when the problem is inside the directory, not the directory itself.
         problem = e.problem if e.path.rstrip("/") == directory.rstrip("/") else str(e)
         cid = cp.checkpoint_id if cp is not None else _id_from_dir(directory)
-        return RestoreCandidate(directory, cid, problem), None
-    return RestoreCandidate(directory, cp.checkpoint_id), cp
+        return RestoreCandidate(directory, cid, problem, committed), None
+    return RestoreCandidate(directory, cp.checkpoint_id, None, committed), cp
+
+
+def candidate_at(directory: str, committed: bool = False) -> RestoreCandidate:
+    """A candidate not examined yet (its id from a ``chk-<n>`` name, if it has one)."""
+    return RestoreCandidate(directory, _id_from_dir(directory), None, committed)
 
 
 def find_restore_point(
-    directories_newest_first: Sequence[str],
+    candidates_newest_first: Sequence[RestoreCandidate],
     storage_options: Mapping[str, Any] | None = None,
     what: str = "the job",
+    rule: FallbackRule = FallbackRule(),
 ) -> RestoreChoice:
-    """The newest usable checkpoint among ``directories_newest_first``.
+    """The newest usable checkpoint among the candidates, if ``rule`` lets the restore skip
+    the newer unusable ones.
+
+    A candidate with a ``problem`` is known to be unusable (e.g. its state failed to decode
+    in a worker) and is not read again; the others are examined, newest first, until one is
+    usable. ``committed`` says whether sinks may have committed a candidate's output.
 
     Raises:
+        FallbackRefusedError: only an older checkpoint is usable, and restoring it would
+            commit output a second time; the message names the skipped checkpoint.
         NoUsableCheckpointError: none is usable; the message names every path and problem.
     """
-    examined = [examine(d, storage_options) for d in directories_newest_first]
-    decision = choose_restore([c for c, _ in examined])
+    # Verifying reads every byte (CRCs): stop at the first candidate that is usable.
+    examined: list[tuple[RestoreCandidate, CompletedCheckpoint | None]] = []
+    for candidate in candidates_newest_first:
+        if candidate.usable:
+            examined.append(examine(candidate.location, storage_options, candidate.committed))
+        else:
+            examined.append((candidate, None))
+        if examined[-1][1] is not None:
+            break
+    decision = choose_restore([c for c, _ in examined], rule)
     if isinstance(decision, NothingUsable):
         raise NoUsableCheckpointError(
+            f"cannot restore {what}: {decision.describe()}",
+            [(c.location, c.problem or "") for c in decision.skipped],
+        )
+    if isinstance(decision, FallbackRefused):
+        raise FallbackRefusedError(
             f"cannot restore {what}: {decision.describe()}",
             [(c.location, c.problem or "") for c in decision.skipped],
         )
@@ -81,6 +112,15 @@ def find_restore_point(
                 "Checkpoint %s is unusable (%s); falling back to an older one.",
                 c.location,
                 c.problem,
+            )
+        if decision.past_committed and rule.committing_sinks:
+            log.warning(
+                "Restoring checkpoint %s past checkpoint %s, whose output may have been "
+                "committed (cairn.recovery.allow-fallback-past-committed): sinks %s will "
+                "commit the output in between a second time.",
+                decision.candidate.checkpoint_id,
+                decision.past_committed[0].checkpoint_id,
+                ", ".join(rule.committing_sinks),
             )
     chosen = next(cp for c, cp in examined if c == decision.candidate and cp is not None)
     return RestoreChoice(chosen, skipped)

@@ -29,6 +29,7 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
 from cairn.checkpoint.errors import CheckpointNotFoundError, CorruptCheckpointError
+from cairn.checkpoint.handles import StreamRange
 from cairn.checkpoint.metadata import (
     METADATA_FILE_NAME,
     CheckpointMetadata,
@@ -377,10 +378,12 @@ def verify(
     metadata: CheckpointMetadata,
     directory: str,
     storage_options: Mapping[str, Any] | None = None,
-    check_crc: bool = False,
+    check_crc: bool = True,
 ) -> None:
-    """Check that every state file ``metadata`` references exists in ``directory`` and is
-    long enough; with ``check_crc`` also read every range and compare its CRC-32.
+    """Check that every state file ``metadata`` references exists in ``directory``, is long
+    enough and (unless ``check_crc`` is False: sizes only) that every range it references
+    has its CRC-32: a same-size file with changed bytes is corrupt too, and a restore must
+    find that out here, not in every attempt's workers.
 
     Raises:
         CorruptCheckpointError: names the exact file and what is wrong with it.
@@ -414,17 +417,46 @@ def verify(
         _verify_crcs(metadata, CheckpointStateReader(loc), loc)
 
 
+_CRC_WINDOW = 64 << 20  # bytes read at once when checking the ranges of one state file
+
+
 def _verify_crcs(metadata: CheckpointMetadata, reader: CheckpointStateReader, loc: _Loc) -> None:
+    by_file: dict[str, set[StreamRange]] = {}
     for op in metadata.operators.values():
         for sub in op.subtasks.values():
-            ranges = [(h.path, r) for h in sub.keyed for r in h.sections.values()]
-            ranges += [(h.path, h.section) for h in sub.operator]
-            for rel, r in ranges:
-                if zlib.crc32(reader.read_state_range(rel, r.offset, r.length)) != r.crc32:
-                    raise CorruptCheckpointError(
-                        loc.join(rel).public(),
-                        f"CRC-32 mismatch in bytes [{r.offset}, {r.offset + r.length})",
-                    )
+            for kh in sub.keyed:
+                by_file.setdefault(kh.path, set()).update(kh.sections.values())
+            for oh in sub.operator:
+                by_file.setdefault(oh.path, set()).add(oh.section)
+            ic = sub.input_channels
+            if ic is not None:
+                by_file.setdefault(ic.path, set()).update(
+                    r for rs in ic.buffers.values() for r in rs
+                )
+    for rel, ranges in sorted(by_file.items()):
+        # One ranged read per window of neighbouring ranges, not one per key group.
+        window: list[StreamRange] = []
+        for r in sorted(ranges, key=lambda r: (r.offset, r.length)):
+            if window and r.offset + r.length - window[0].offset > _CRC_WINDOW:
+                _check_window(reader, loc, rel, window)
+                window = []
+            window.append(r)
+        if window:
+            _check_window(reader, loc, rel, window)
+
+
+def _check_window(
+    reader: CheckpointStateReader, loc: _Loc, rel: str, ranges: list[StreamRange]
+) -> None:
+    lo = ranges[0].offset
+    hi = max(r.offset + r.length for r in ranges)
+    data = memoryview(reader.read_state_range(rel, lo, hi - lo))
+    for r in ranges:
+        if zlib.crc32(data[r.offset - lo : r.offset - lo + r.length]) != r.crc32:
+            raise CorruptCheckpointError(
+                loc.join(rel).public(),
+                f"CRC-32 mismatch in bytes [{r.offset}, {r.offset + r.length})",
+            )
 
 
 @dataclass(frozen=True, slots=True)

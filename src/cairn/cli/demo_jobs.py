@@ -10,7 +10,7 @@ delivers each key's values as 1, 2, 3, ... with no gap and no repeat.
 from __future__ import annotations
 
 import os
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,10 +73,14 @@ class SlowSequenceCheck(SequenceCheck):
 
 @dataclass
 class SequenceReport:
+    """What :func:`check_sequence_lines` found; ``duplicates`` maps each output line that
+    occurs more than once to its number of extra copies (a record written twice)."""
+
     lines: int = 0
     violations: list[str] = field(default_factory=list)
     per_key: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
     bad_sums: list[str] = field(default_factory=list)
+    duplicates: dict[str, int] = field(default_factory=dict)
 
     def missing_or_duplicated(self, keys: int, records: int) -> list[str]:
         problems = []
@@ -91,16 +95,26 @@ class SequenceReport:
 
     @property
     def ok(self) -> bool:
-        return not self.violations and not self.bad_sums
+        return not self.violations and not self.bad_sums and not self.duplicates
 
 
 def check_sequence_lines(lines: Iterable[str]) -> SequenceReport:
+    """Check output lines of ``SequenceCheck``: out-of-sequence values, wrong running sums,
+    and records written more than once (counted per line: a repeated suffix of a key's
+    sequence restarts no sequence, so only counting sees it).
+
+    >>> report = check_sequence_lines(["k00000,1,1", "k00000,2,3", "k00000,2,3"])
+    >>> report.ok, report.duplicates
+    (False, {'k00000,2,3': 1})
+    """
     report = SequenceReport()
+    seen: Counter[str] = Counter()
     for line in lines:
         line = line.strip()
         if not line:
             continue
         report.lines += 1
+        seen[line] += 1
         if line.startswith("!"):
             report.violations.append(line)
             continue
@@ -109,6 +123,7 @@ def check_sequence_lines(lines: Iterable[str]) -> SequenceReport:
         report.per_key[key].append(seq)
         if total != seq * (seq + 1) // 2:
             report.bad_sums.append(line)
+    report.duplicates = {line: n - 1 for line, n in seen.items() if n > 1}
     return report
 
 

@@ -104,18 +104,45 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_checkpoints(args: argparse.Namespace) -> int:
     from cairn.checkpoint.errors import CheckpointError
+    from cairn.common.exceptions import ConfigurationError
+    from cairn.common.filesystems import filesystem_url_problem
     from cairn.observability.tables import checkpoints_report
 
+    problem = filesystem_url_problem(args.path)
+    if problem is not None:
+        raise ConfigurationError(problem)
     try:
         print(checkpoints_report(args.path, checkpoint_id=args.checkpoint_id,
                                  details=args.details, as_json=args.json))
-    except (CheckpointError, LookupError) as e:
-        print(f"cairn checkpoints: {e}", file=sys.stderr)
-        return 1
+    except LookupError as e:  # no such checkpoint id: as expected as a missing directory
+        raise CheckpointError(str(e)) from e
     return 0
 
 
+# ``cairn demo`` options that must be positive (or >= 0), checked before Spark starts.
+_DEMO_MINIMUMS = {"records": 0, "keys": 1, "parallelism": 1, "rate": 1, "seconds": 1,
+                  "alignment_timeout_ms": 0, "record_cost_ms": 0}
+
+
+def _check_demo_args(args: argparse.Namespace) -> None:
+    """Raise ``ConfigurationError`` naming the first option below its minimum.
+
+    >>> _check_demo_args(argparse.Namespace(parallelism=0, rate=1))
+    Traceback (most recent call last):
+    ...
+    cairn.common.exceptions.ConfigurationError: --parallelism must be at least 1, got 0
+    """
+    from cairn.common.exceptions import ConfigurationError
+
+    for name, minimum in _DEMO_MINIMUMS.items():
+        value = getattr(args, name, None)
+        if value is not None and value < minimum:
+            option = "--" + name.replace("_", "-")
+            raise ConfigurationError(f"{option} must be at least {minimum}, got {value}")
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
+    _check_demo_args(args)
     if args.scenario == "skew":
         from cairn.cli.demo_skew import parse_variants, run_skew_demo
 

@@ -413,6 +413,15 @@ RESTORE_IGNORE_UNCLAIMED = _define(
     "Allow restoring when state of a removed operator is in the snapshot.",
     "execution.savepoint.ignore-unclaimed-state",
 )
+ALLOW_FALLBACK_PAST_COMMITTED = _define(
+    "cairn.recovery.allow-fallback-past-committed",
+    "bool",
+    False,
+    "Let recovery skip an unusable checkpoint whose completion was announced and restore an "
+    "older one even though the job has committing sinks (sink_to with a committer, "
+    "execute_and_collect): the output committed between the two checkpoints is written again "
+    "(duplicates). By default such a recovery fails the job, naming the checkpoint.",
+)
 
 EXECUTOR = _define(
     "cairn.executor",

@@ -132,6 +132,7 @@ def prepare_job(
         },
         restore_path=get(opts.RESTORE_PATH),
         restore_ignore_unclaimed=bool(get(opts.RESTORE_IGNORE_UNCLAIMED)),
+        allow_fallback_past_committed=bool(get(opts.ALLOW_FALLBACK_PAST_COMMITTED)),
         operator_chaining=bool(get(opts.OPERATOR_CHAINING)),
         job_parameters=dict(get(opts.JOB_PARAMETERS) or {}),
         deploy=deploy_settings_from(resolved),

@@ -2,9 +2,11 @@
 
 Invariants: exactly one attempt is live at a time — a new attempt is deployed only after the
 previous one was cancelled and its workers disconnected; messages of older attempts are
-dropped; every restart restores from the latest completed (and verified) checkpoint; the job's
-status changes only along ``lifecycle.JOB_STATUS_TRANSITIONS``, and a terminal status is set
-only after the checkpoint coordinator applied its retention policy.
+dropped; every restart restores from the latest completed (and verified) checkpoint that no
+worker failed to restore, or fails the job when only a fallback that would commit output a
+second time is left; the job's status changes only along ``lifecycle.JOB_STATUS_TRANSITIONS``,
+and a terminal status is set only after the checkpoint coordinator applied its retention
+policy.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from cairn.checkpoint.coordinator import CheckpointCoordinator
 from cairn.checkpoint.errors import CheckpointError
 from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.checkpoint.messages import TaskAcknowledgement, TaskDecline, TaskKey
+from cairn.checkpoint.protocol import FallbackRule
 from cairn.checkpoint.restore import check_restore_compatible
 from cairn.checkpoint.storage import CheckpointStorage
 from cairn.common.job_status import JobStatus
+from cairn.datastream.connectors.base import commits_on_checkpoints
 from cairn.deploy import protocol as p
 from cairn.deploy.control_server import ConnectionLost, ControlServer, Envelope
 from cairn.deploy.executors import Deployment, Executor
@@ -32,6 +36,7 @@ from cairn.deploy.plan import ExecutionPlan
 from cairn.deploy.restart import RestartPolicy
 from cairn.events import CheckpointBarrier
 from cairn.graph.job_graph import JobGraph
+from cairn.graph.transformations import OperatorKind
 from cairn.settings import JobSettings
 
 log = logging.getLogger(__name__)
@@ -188,6 +193,9 @@ class JobMaster:
             expected_tasks=expected,
             source_tasks=sources,
             operator_parallelism=parallelism,
+            fallback=FallbackRule(
+                committing_sinks(self.graph), self.settings.allow_fallback_past_committed
+            ),
         )
 
     def _run(self) -> None:
@@ -219,7 +227,16 @@ class JobMaster:
             if self._cancel.wait(decision.delay_ms / 1000.0):
                 self._end(JobStatus.CANCELED)
                 return
-            restore = self._latest_restore(explicit=None)
+            if restore is not None and _could_not_restore(outcome.error):
+                self.coordinator.mark_unusable(
+                    restore.checkpoint_dir, restore.checkpoint_id, _first_line(outcome.error)
+                )
+            try:
+                restore = self._latest_restore(explicit=None)
+            except CheckpointError as exc:  # nothing (safe) to restore from: say what
+                log.error("job %s cannot restart: %s", self.job_id, exc)
+                self._end(JobStatus.FAILED, exc)
+                return
 
     def _initial_restore(self) -> p.RestoreInfo | None:
         if self.settings.restore_path:
@@ -455,6 +472,27 @@ class _Gateway:
 
     def fail_job(self, reason: str) -> None:
         self._m._fail_current(reason)
+
+
+def committing_sinks(graph: JobGraph) -> tuple[str, ...]:
+    """Uids of the sinks that make output visible when a checkpoint completes (two-phase
+    sinks and the collect sink): restoring an older checkpoint would repeat their output."""
+    return tuple(
+        node.uid
+        for v in graph.vertices
+        for node in v.operators
+        if node.kind == OperatorKind.COLLECT.value
+        or (
+            node.kind == OperatorKind.SINK.value
+            and node.spec is not None
+            and commits_on_checkpoints(node.spec.function)
+        )
+    )
+
+
+def _could_not_restore(error: BaseException) -> bool:
+    """The attempt failed because a worker could not read the state it restored."""
+    return isinstance(error, TaskFailure) and error.failed.restore_failed
 
 
 def _first_line(exc: BaseException) -> str:

@@ -50,6 +50,9 @@ class TaskFailed:
     error_type: str
     message: str
     traceback: str  # the user's traceback, formatted on the worker
+    # The restored checkpoint's state failed its checks (CRC, decoding, a missing file): the
+    # job master does not restore that checkpoint again.
+    restore_failed: bool = False
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 import cloudpickle
 
+from cairn.checkpoint.errors import CorruptCheckpointError
 from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.checkpoint.handles import StateFileWriter
 from cairn.checkpoint.messages import TaskKey
@@ -62,6 +63,7 @@ from cairn.runtime.record_writer import RecordWriter
 from cairn.runtime.task import StreamTask
 from cairn.runtime.wakeup import Wakeup
 from cairn.settings import JobSettings
+from cairn.state.errors import CorruptStateError
 from cairn.state.heap_backend import HeapKeyedStateBackend, OperatorStateBackend
 from cairn.state.key_groups import key_group_range_for_subtask
 
@@ -69,6 +71,8 @@ log = logging.getLogger(__name__)
 
 METRICS_INTERVAL_S = 1.0
 PEER_TABLE_TIMEOUT_S = 120.0
+# Restored state that fails its checks (CRC, decoding, a missing or short file).
+_CORRUPT_STATE = (CorruptStateError, CorruptCheckpointError)
 
 
 @dataclass(frozen=True)
@@ -529,8 +533,9 @@ class Worker:
             traceback.format_exception(type(exc), exc, exc.__traceback__)
         )
         log.error("worker %d: task %s failed: %s", self.index, task.name if task else "-", exc)
+        key, corrupt = task.key if task else None, isinstance(exc, _CORRUPT_STATE)
         self.send_to_master(
-            p.TaskFailed(self.attempt, task.key if task else None, type(exc).__name__, str(exc), tb)
+            p.TaskFailed(self.attempt, key, type(exc).__name__, str(exc), tb, corrupt)
         )
 
     def _abort_connections(self) -> None:

@@ -122,9 +122,10 @@ class Committer(ABC):
         """Commit; must be idempotent: after a restore the same committables come again."""
 
     def abort_leftovers(self, context: SinkWriterContext) -> None:  # noqa: B027
-        """After a restore, once every restored committable was committed: remove data of
-        earlier attempts that was never pre-committed into a completed checkpoint. Called on
-        subtask 0 only, before any writer of the new attempt writes."""
+        """After a restore (or a restart), once every restored committable was committed:
+        remove data of earlier attempts of this job, and of the earlier run a restored job
+        started from, that no committable refers to any more. Called on subtask 0 only;
+        writers of the current attempt may already be writing (keep their data)."""
 
 
 class Sink(ABC):
@@ -138,3 +139,17 @@ class Sink(ABC):
     def create_committer(self) -> Committer | None:
         """A committer makes the sink two-phase (exactly-once); ``None`` for plain sinks."""
         return None
+
+
+def commits_on_checkpoints(sink: Sink) -> bool:
+    """Whether ``sink`` is two-phase: its class provides a committer, which makes output
+    visible when a checkpoint completes. Decided on the driver without creating a committer
+    (committers are created on the workers); a class that overrides ``create_committer``
+    counts even if it may return None, so that recovery errs on the side of exactly-once.
+
+    >>> class Plain(Sink):
+    ...     def create_writer(self, context, restored_state): ...
+    >>> commits_on_checkpoints(Plain())
+    False
+    """
+    return type(sink).create_committer is not Sink.create_committer

@@ -1,9 +1,10 @@
 """An exactly-once file sink with two-phase commit through fsspec (PyFlink ``FileSink``).
 
-Invariant: records only ever go to hidden in-progress files named after the writer's
-attempt; a part file becomes visible by one rename (``Committer.commit``) of a committable
-returned by ``prepare_commit`` at a checkpoint, and in-progress files of earlier attempts
-that no completed checkpoint refers to are deleted by ``abort_leftovers``.
+Invariant: records only ever go to hidden in-progress files named after the writer's job
+and attempt; a part file becomes visible by one rename (``Committer.commit``) of a committable
+returned by ``prepare_commit`` at a checkpoint, and on restore, once the restored committables
+are committed, every in-progress file of an earlier attempt or run is deleted by
+``abort_leftovers``.
 """
 
 from __future__ import annotations
@@ -50,8 +51,20 @@ class FileSinkCommittable:
     final_path: str
 
 
-def in_progress_name(config: OutputFileConfig, uid: str, subtask: int, n: int, attempt: int) -> str:
-    return f".{config.part_prefix}-{uid}-{subtask}-{n}{config.part_suffix}.inprogress.{attempt}"
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")  # of a job id, in a file name
+
+
+def attempt_tag(context: SinkWriterContext) -> str:
+    """What the in-progress names of one attempt of one job end with: ``<job id>.<attempt>``.
+
+    >>> attempt_tag(SinkWriterContext(0, 1, 3, "9f2c"))
+    '9f2c.3'
+    """
+    return f"{_UNSAFE.sub('_', context.job_id)}.{context.attempt_number}"
+
+
+def in_progress_name(config: OutputFileConfig, uid: str, subtask: int, n: int, tag: str) -> str:
+    return f".{config.part_prefix}-{uid}-{subtask}-{n}{config.part_suffix}.inprogress.{tag}"
 
 
 def final_name(config: OutputFileConfig, uid: str, subtask: int, n: int) -> str:
@@ -69,12 +82,13 @@ class FileSink(Sink):
     How Cairn does it:
 
     * Each writer (one per subtask and attempt) writes ``.<prefix>-<uuid>-<subtask>-<n><suffix>
-      .inprogress.<attempt>``; hidden names keep them out of Spark, pyarrow and ``FileSource``
-      reads. At every checkpoint the open files are flushed, fsync'ed (local files) and
-      closed, and become committables; after the checkpoint completes the committer renames
-      them to ``<prefix>-<uuid>-<subtask>-<n><suffix>``. Output is visible only for completed
-      checkpoints; after a failure, data written since the last one is rewritten by the new
-      attempt into new files, and the old attempt's leftovers are deleted.
+      .inprogress.<job id>.<attempt>``; hidden names keep them out of Spark, pyarrow and
+      ``FileSource`` reads. At every checkpoint the open files are flushed, fsync'ed (local
+      files) and closed, and become committables; after the checkpoint completes the
+      committer renames them to ``<prefix>-<uuid>-<subtask>-<n><suffix>``. Output is
+      visible only for completed checkpoints; after a failure, data written since the last
+      one is rewritten by the new attempt into new files, and the old attempt's leftovers are
+      deleted.
     * Buckets: by default every part file goes straight to ``base_path``, so that
       ``spark.read.text(base_path)`` / ``.parquet(base_path)`` reads it. Flink's default is
       date-hour buckets; ask for them with ``BucketAssigner.date_time_bucket_assigner()``.
@@ -83,8 +97,9 @@ class FileSink(Sink):
       is accepted for API compatibility and ignored.
     * On object stores (s3://, gs://, ...) fsspec's rename is a copy plus a delete: correct
       (commit is idempotent) but slower, and the copy costs storage traffic.
-    * One job writes to a base path with a given prefix: ``abort_leftovers`` deletes every
-      in-progress file with that prefix and an older attempt number.
+    * One job writes to a base path with a given prefix: on restore (and on every restart)
+      ``abort_leftovers`` deletes every in-progress file with that prefix that the current
+      attempt did not write, including those of an earlier run the job was restored from.
     """
 
     def __init__(
@@ -216,6 +231,7 @@ class FileSinkWriter(SinkWriter):
         self._now_ms = clock.now_ms  # wall clock: time buckets and rolling
         self._fs, self._base = url_to_fs(sink.base_path)
         self._uid = str(uuid.uuid4())
+        self._tag = attempt_tag(context)
         self._counter = 0
         self._parts: dict[str, _OpenPart] = {}
         self._pending: list[FileSinkCommittable] = []  # closed, not yet handed out
@@ -272,7 +288,7 @@ class FileSinkWriter(SinkWriter):
         config, ctx, n = self._sink.output_file_config, self._context, self._counter
         self._counter += 1
         in_progress = f"{directory}/" + in_progress_name(
-            config, self._uid, ctx.subtask_index, n, ctx.attempt_number
+            config, self._uid, ctx.subtask_index, n, self._tag
         )
         final = f"{directory}/" + final_name(config, self._uid, ctx.subtask_index, n)
         handle = self._fs.open(in_progress, "wb")
@@ -350,18 +366,24 @@ class FileCommitter(Committer):
                 _fsync_dir(directory)
 
     def abort_leftovers(self, context: SinkWriterContext) -> None:
+        """Delete every in-progress file of this sink's prefix and suffix that the attempt of
+        ``context`` did not write: earlier attempts of this job and earlier runs (a job
+        restored with ``--from-checkpoint`` starts at attempt 0 again). Called after the
+        restored committables were committed, so none of their files is among them."""
         config = self.output_file_config
         pattern = re.compile(
             rf"^\.{re.escape(config.part_prefix)}-.+{re.escape(config.part_suffix)}"
-            r"\.inprogress\.(\d+)$"
+            r"\.inprogress\.(.+)$"
         )
+        current = attempt_tag(context)
         fs, base = url_to_fs(self.base_path)
         if not fs.exists(base):
             return
         for path in fs.find(base, withdirs=False):
             match = pattern.match(path.rsplit("/", 1)[-1])
-            if match and int(match.group(1)) < context.attempt_number:
-                fs.rm(path)
+            if match and match.group(1) != current:
+                with contextlib.suppress(FileNotFoundError):  # another cleaner was first
+                    fs.rm(path)
 
 
 def _fsync_dir(directory: str) -> None:
