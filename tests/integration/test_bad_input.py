@@ -163,3 +163,30 @@ def test_failing_source_thread_is_reported_not_taken_for_the_end_of_input() -> N
     assert "source 'Custom Source' failed: ConnectionError: feed went away" in message
     assert f'File "{__file__}"' in message and "in run" in message
     assert client.job_master.restarts == 1
+
+
+def make_lock(value: str) -> Any:
+    return threading.Lock()
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("edge", ["rebalance", "hash"])
+def test_unpicklable_record_on_a_network_edge_names_operator_edge_and_type(
+    spark: Any, edge: str
+) -> None:
+    configuration = Configuration()
+    configuration.set_string("cairn.executor", "spark")
+    env = StreamExecutionEnvironment.get_execution_environment(configuration)
+    env.set_parallelism(2)
+    env.set_restart_strategy(RestartStrategies.no_restart())
+    locks = env.from_collection(RECORDS).map(make_lock).name("to-lock").uid("lock-uid")
+    moved = locks.rebalance() if edge == "rebalance" else locks.key_by(lambda _lock: 1)
+    moved.map(lambda lock: "unreachable").name("after").print()
+    message, _client = _fail(env)
+    assert (
+        "RecordSerializationError: A record of type _thread.lock emitted by operator 'to-lock' "
+        f"(uid 'lock-uid') on the {edge} edge to 'after" in message
+    )
+    assert "TypeError: cannot pickle '_thread.lock' object" in message
+    # the pickling error is chained as the cause
+    assert "The above exception was the direct cause of the following exception" in message
