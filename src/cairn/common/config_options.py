@@ -416,7 +416,7 @@ RESTORE_PATH = _define(
     None,
     "Start from this checkpoint or savepoint.",
     "execution.savepoint.path",
-    check=_non_empty,
+    check=_filesystem_url,
 )
 RESTORE_IGNORE_UNCLAIMED = _define(
     "execution.state-recovery.ignore-unclaimed-state",
