@@ -190,3 +190,17 @@ def test_unpicklable_record_on_a_network_edge_names_operator_edge_and_type(
     assert "TypeError: cannot pickle '_thread.lock' object" in message
     # the pickling error is chained as the cause
     assert "The above exception was the direct cause of the following exception" in message
+
+
+def test_a_batch_over_the_frame_cap_fails_the_job_naming_the_edge() -> None:
+    """Refused by the sending task, not by the receiver (which would close the connection)."""
+    env = _env()
+    env.configure({"cairn.network.max-frame-size": "1 mb"})
+    widened = env.from_collection(list(range(600))).map(lambda i: f"{i:08d}" + "x" * 20_000)
+    widened.name("widen").uid("widen-uid").rebalance().map(len).name("measure").print()
+    message, _client = _fail(env)
+    assert "BatchTooLarge: A batch of " in message
+    assert "emitted by operator 'widen' (uid 'widen-uid') on the rebalance edge to 'measure" in (
+        message
+    )
+    assert "over the frame size cap of 1,048,576 bytes (cairn.network.max-frame-size)" in message

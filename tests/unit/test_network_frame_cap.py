@@ -4,6 +4,7 @@ remote channel names the operator and the edge of a batch it cannot ship."""
 
 from __future__ import annotations
 
+import doctest
 import pickle
 import queue
 import socket
@@ -115,6 +116,13 @@ def test_the_cap_is_validated_and_can_be_changed_by_the_owner() -> None:
         assert conn.max_frame_size == 1024
 
 
+def test_docstring_examples() -> None:
+    from cairn.runtime import edge_errors
+
+    result = doctest.testmod(edge_errors, optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0 and result.attempted > 0
+
+
 def settings_max_frame_size(conf: dict[str, Any] | None = None) -> int:
     env = StreamExecutionEnvironment(conf)
     env.from_collection([1]).print()
@@ -124,8 +132,9 @@ def settings_max_frame_size(conf: dict[str, Any] | None = None) -> int:
 def test_the_cap_is_a_typed_option_carried_in_the_job_settings() -> None:
     assert settings_max_frame_size() == 64 * MiB
     assert settings_max_frame_size({"cairn.network.max-frame-size": "256 mb"}) == 256 * MiB
-    assert settings_max_frame_size({"cairn.network.max-frame-size": "4096"}) == 4096
-    for bad, why in (("100", "between 1024 and"), ("lots", "memory size"), ("5 gb", "between")):
+    assert settings_max_frame_size({"cairn.network.max-frame-size": "1048576"}) == MiB
+    for bad, why in (("1023 kb", "between 1048576 and"), ("lots", "memory size"),
+                     ("4 gb", "between"), ("-1", "memory size")):
         with pytest.raises(ConfigurationError, match=f"max-frame-size.*{why}"):
             StreamExecutionEnvironment().configure({"cairn.network.max-frame-size": bad})
 

@@ -366,8 +366,9 @@ NETWORK_MAX_FRAME_SIZE = _define(
     "sends or accepts, e.g. '64 mb'. A receiver refuses a longer frame before allocating "
     "memory for it; a task whose batch pickles to more fails, naming the edge (lower "
     "cairn.network.batch-size for large records, or raise this cap).",
-    # A frame header carries the length as uint32.
-    check=_between(1024, 0xFFFFFFFF, "the frame size cap (bytes)"),
+    # At least 1 MiB: control messages (failure reports with tracebacks) must fit; at most
+    # what a frame header's uint32 length can say.
+    check=_between(1 << 20, 0xFFFFFFFF, "the frame size cap (bytes)"),
 )
 WORKER_SWITCH_INTERVAL = _define(
     "cairn.worker.switch-interval",
