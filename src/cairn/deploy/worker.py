@@ -54,7 +54,7 @@ from cairn.runtime.debloat import DebloatConfig
 from cairn.runtime.edge_errors import EdgeLabel
 from cairn.runtime.faults import FaultInjector, SimulatedCrash
 from cairn.runtime.input_gate import InputGate
-from cairn.runtime.network.errors import ConnectionClosed
+from cairn.runtime.network.errors import ConnectionClosed, FrameRefused
 from cairn.runtime.network.frames import FrameKind
 from cairn.runtime.network.framing import FramedConnection
 from cairn.runtime.network.server import Listener, connect
@@ -304,7 +304,10 @@ class Worker:
         receive_loop(conn, self._inputs, self._wakeup, self._on_network_error)
 
     def _on_network_error(self, exc: BaseException) -> None:
-        if not self._stop:
+        if isinstance(exc, FrameRefused):  # a live peer broke the protocol: fail the attempt
+            self._failure, self._stop = exc, True
+            self.wake()
+        elif not self._stop:
             log.info("worker %d: data connection lost: %s", self.index, exc)
             # A peer died; the job master will cancel this attempt. Keep running until then.
 
