@@ -19,7 +19,7 @@ from typing import Any
 
 from cairn.common import Types
 from cairn.datastream import KeyedProcessFunction
-from cairn.datastream.connectors.datagen import _GOLDEN64, _MASK64, KeyedValuesGenerator
+from cairn.datastream.connectors.datagen import KeyedValuesGenerator
 from cairn.datastream.source_sink_functions import SinkFunction
 from cairn.datastream.state import ValueStateDescriptor
 
@@ -113,11 +113,9 @@ class TimedKeyedValuesGenerator:
             self._t0_ns = anchor
         first = self._t0_ns + int(indices[0] * step)
         stride = max(1, round(step * indices.step))
-        keys, _ = self.keys._build()
-        g, m, n = _GOLDEN64, _MASK64, self.keys.num_keys
         # The same keys as KeyedValuesGenerator (uniform); stamps and tuples built in C, so
         # the probe's own cost stays small next to the job it measures.
-        batch_keys = [keys[(((i * g) & m) >> 32) % n] for i in indices]
+        batch_keys = self.keys.keys_of(indices)
         stamps = range(first, first + len(indices) * stride, stride)
         return list(zip(batch_keys, repeat(1), stamps))
 

@@ -5,14 +5,15 @@ Both systems run the same job (an unbounded source emitting ``2`` once per 1,000
 spinning 1 ms per record with a counter in state -> discard; parallelism 2; a checkpoint every
 2 s) in four variants — ``aligned``, ``unaligned``, ``timeout`` (unaligned after a 1 s
 aligned-checkpoint timeout) and ``debloat`` (unaligned + buffer debloating) — each for a fixed
-time, then cancelled. Cairn runs ``cairn.cli.demo_skew.run_variant``; PyFlink runs
+time, then cancelled. Cairn runs ``cairn.observability.skew.run_variant``; PyFlink runs
 ``bench/peers/pyflink_skew.py`` in its venv. Spark Structured Streaming and Bytewax have no
 barrier alignment to compare and report ``unsupported``.
 
 Invariant: every run prints one JSON object as its last stdout line (the shared result
 fields plus the skew figures below and the raw per-checkpoint ``samples``); the figures of
 both systems are computed from those samples by the same function,
-``cairn.cli.demo_skew.summarize`` (percentiles nearest-rank over completed checkpoints).
+``cairn.observability.skew.summarize`` (percentiles nearest-rank over completed
+checkpoints). The RESULTS.md section is rendered by ``bench.report`` with the other sections.
 
     python -m bench --systems cairn,pyflink --workloads skew --quick
     python -m bench.skew --system cairn --variant unaligned --seconds 20   # one run
@@ -34,18 +35,16 @@ from typing import Any
 
 from bench import empty_result
 from cairn.checkpoint.stats import Summary
-from cairn.cli.demo_skew import (
+from cairn.observability.skew import (
     DEFAULT_ALIGNMENT_TIMEOUT_MS,
     DEFAULT_INTERVAL_MS,
     DEFAULT_RECORD_COST_MS,
     VARIANTS,
     CheckpointSample,
     summarize,
-    variant_label,
 )
 
-__all__ = ["SECONDS_FULL", "SECONDS_QUICK", "command", "plan_cases", "render_section",
-           "skew_fields"]
+__all__ = ["SECONDS_FULL", "SECONDS_QUICK", "command", "plan_cases", "skew_fields"]
 
 SECONDS_FULL = 40.0
 SECONDS_QUICK = 20.0
@@ -122,7 +121,7 @@ def _base(system: str, args: argparse.Namespace) -> dict[str, Any]:
 
 def run_cairn(args: argparse.Namespace) -> dict[str, Any]:
     from bench.workloads import cairn_versions
-    from cairn.cli.demo_skew import run_variant
+    from cairn.observability.skew import run_variant
 
     started = time.time()
     result = _base("cairn", args)
@@ -174,47 +173,6 @@ def run_pyflink(args: argparse.Namespace) -> dict[str, Any]:
     result.update(skew_fields(samples, float(peer.get("seconds") or 0),
                               int(peer.get("records_in") or 0)))
     return result
-
-
-# ---- report -------------------------------------------------------------------------------
-
-
-def render_section(repeat: int, by_case: Mapping[str, Sequence[Any]],
-                   cases: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """RESULTS.md section of the skew cases (``by_case``: case -> ``report.Group`` list)."""
-    from bench.report import _label, _table, _why
-
-    items = [(case, g) for case, groups in by_case.items() if case.startswith("skew/")
-             for g in groups]
-    if not items:
-        return []
-    spec = cases[items[0][0]]
-    out = ["### 5. skew: checkpoint alignment under backpressure (seed 000)", "",
-           f"Unbounded source (a 2 once per 1,000 records, else 1) -> key_by(v % 2 == 0) -> "
-           f"map spinning {spec['record_cost_ms']:g} ms per record with a counter in state, "
-           f"parallelism 2, a checkpoint every {spec['interval_ms'] / 1000:g} s, "
-           f"{spec['seconds']:g} s per variant. End to end: trigger -> last acknowledgement; "
-           "alignment: first -> last barrier at the slowest subtask; persisted: in-flight "
-           "data written with one checkpoint; figures over completed checkpoints; open: "
-           "checkpoints still running when the time was up.", ""]
-    rows = []
-    for case, g in sorted(items, key=lambda i: (VARIANTS.index(cases[i[0]]["variant"]),
-                                               i[1].system)):
-        label = variant_label(cases[case]["variant"], cases[case]["alignment_timeout_ms"])
-        why = _why(g)
-        if why:
-            rows.append((_label(g, repeat), label, why, "", "", "", "", "", "", ""))
-            continue
-        rows.append((_label(g, repeat), label, g.cell("checkpoints_completed").format(),
-                     g.cell("checkpoints_open").format(), g.cell("checkpoint_p50_ms").format(),
-                     g.cell("checkpoint_max_ms").format(), g.cell("alignment_max_ms").format(),
-                     g.cell("persisted_max_bytes").format(1, 1 / 1024),
-                     g.cell("unaligned_checkpoints").format(),
-                     g.cell("steady_records_per_s").format()))
-    out += _table(("system", "variant", "completed", "open", "e2e p50 ms", "e2e max ms",
-                   "alignment max ms", "persisted max KiB", "unaligned", "map records/s"),
-                  rows)
-    return [*out, ""]
 
 
 # ---- entry point --------------------------------------------------------------------------

@@ -22,6 +22,8 @@ DEFAULT_FORK_THRESHOLD = 100_000  # keyed-state entries from which a snapshot fo
 DEFAULT_FORK_NICENESS = 15  # added to the snapshot child's nice value
 FORK_THRESHOLD_ENV = "CAIRN_STATE_FORK_THRESHOLD"
 FORK_NICENESS_ENV = "CAIRN_STATE_FORK_NICENESS"
+DEFAULT_MAX_FRAME_SIZE = 64 * 1024 * 1024  # bytes of one frame on a connection, either way
+MAX_FRAME_SIZE_KEY = "cairn.network.max-frame-size"  # named in the wire layer's errors
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +79,8 @@ class RestartSettings:
 @dataclass(frozen=True)
 class NetworkSettings:
     """Network buffers: records per buffer and buffer debloating (Flink's
-    ``taskmanager.network.memory.buffer-debloat.*``; Cairn's buffers count records)."""
+    ``taskmanager.network.memory.buffer-debloat.*``; Cairn's buffers count records), and the
+    largest frame (bytes) a connection sends or accepts (``cairn.network.max-frame-size``)."""
 
     batch_size: int = 1024  # largest buffer, in records
     min_batch_size: int = 16  # smallest buffer debloating may choose
@@ -86,6 +89,7 @@ class NetworkSettings:
     debloat_period_ms: int = 200
     debloat_samples: int = 20
     debloat_threshold_percent: int = 25
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
 
 
 class ExecutorKind(enum.Enum):

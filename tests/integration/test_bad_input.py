@@ -163,3 +163,44 @@ def test_failing_source_thread_is_reported_not_taken_for_the_end_of_input() -> N
     assert "source 'Custom Source' failed: ConnectionError: feed went away" in message
     assert f'File "{__file__}"' in message and "in run" in message
     assert client.job_master.restarts == 1
+
+
+def make_lock(value: str) -> Any:
+    return threading.Lock()
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("edge", ["rebalance", "hash"])
+def test_unpicklable_record_on_a_network_edge_names_operator_edge_and_type(
+    spark: Any, edge: str
+) -> None:
+    configuration = Configuration()
+    configuration.set_string("cairn.executor", "spark")
+    env = StreamExecutionEnvironment.get_execution_environment(configuration)
+    env.set_parallelism(2)
+    env.set_restart_strategy(RestartStrategies.no_restart())
+    locks = env.from_collection(RECORDS).map(make_lock).name("to-lock").uid("lock-uid")
+    moved = locks.rebalance() if edge == "rebalance" else locks.key_by(lambda _lock: 1)
+    moved.map(lambda lock: "unreachable").name("after").print()
+    message, _client = _fail(env)
+    assert (
+        "RecordSerializationError: A record of type _thread.lock emitted by operator 'to-lock' "
+        f"(uid 'lock-uid') on the {edge} edge to 'after" in message
+    )
+    assert "TypeError: cannot pickle '_thread.lock' object" in message
+    # the pickling error is chained as the cause
+    assert "The above exception was the direct cause of the following exception" in message
+
+
+def test_a_batch_over_the_frame_cap_fails_the_job_naming_the_edge() -> None:
+    """Refused by the sending task, not by the receiver (which would close the connection)."""
+    env = _env()
+    env.configure({"cairn.network.max-frame-size": "1 mb"})
+    widened = env.from_collection(list(range(600))).map(lambda i: f"{i:08d}" + "x" * 20_000)
+    widened.name("widen").uid("widen-uid").rebalance().map(len).name("measure").print()
+    message, _client = _fail(env)
+    assert "BatchTooLarge: A batch of " in message
+    assert "emitted by operator 'widen' (uid 'widen-uid') on the rebalance edge to 'measure" in (
+        message
+    )
+    assert "over the frame size cap of 1,048,576 bytes (cairn.network.max-frame-size)" in message

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from cairn.cli.demo_skew import HEADERS
 from cairn.cli.main import main
+from cairn.observability.skew import HEADERS
 
 
 def _table(stdout: str) -> dict[str, dict[str, str]]:

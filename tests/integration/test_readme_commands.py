@@ -45,7 +45,7 @@ from pathlib import Path
 import pytest
 
 import cairn
-from cairn.cli.demo_skew import HEADERS, VARIANTS, variant_label
+from cairn.observability.skew import HEADERS, VARIANTS, variant_label
 from cairn.testing.spark_cluster import StandaloneCluster
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

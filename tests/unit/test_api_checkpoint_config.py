@@ -192,3 +192,23 @@ def test_unknown_storage_schemes_are_refused_where_they_are_set(url: str) -> Non
     with pytest.raises(ConfigurationError, match="unknown filesystem scheme"):
         opts.format_value("execution.checkpointing.dir", url)
     env.get_checkpoint_config().set_checkpoint_storage("memory://cairn/checkpoints")
+
+
+@pytest.mark.parametrize("key", ["execution.state-recovery.path", "execution.savepoint.path"])
+def test_an_unknown_scheme_in_the_restore_path_is_refused_at_submission(key: str) -> None:
+    """It used to be accepted and fail in the job master ("Protocol not known: foo")."""
+    from cairn.datastream.stream_execution_environment import (
+        reset_context_defaults,
+        set_context_defaults,
+    )
+
+    with pytest.raises(ConfigurationError, match=r"unknown filesystem scheme 'foo'"):
+        StreamExecutionEnvironment().configure({key: "foo://bucket/job/chk-3"})
+    try:
+        with pytest.raises(ConfigurationError, match=r"state-recovery\.path.*scheme 'foo'"):
+            set_context_defaults(restore_path="foo://bucket/job/chk-3")  # --from-checkpoint
+    finally:
+        reset_context_defaults()
+    env = StreamExecutionEnvironment().configure({key: "memory://cairn/job/chk-3"})
+    env.from_collection([1]).print()
+    assert env.prepare_job().settings.restore_path == "memory://cairn/job/chk-3"

@@ -8,7 +8,13 @@ import pytest
 
 from cairn.common import CheckpointingMode, Configuration, ConfigurationError, Duration
 from cairn.common import config_options as opts
-from cairn.common.config_values import format_duration_ms, parse_duration_ms, parse_map
+from cairn.common.config_values import (
+    format_duration_ms,
+    format_memory_bytes,
+    parse_duration_ms,
+    parse_map,
+    parse_memory_bytes,
+)
 from cairn.datastream import StreamExecutionEnvironment
 
 
@@ -48,6 +54,28 @@ def test_duration_formatting_round_trips() -> None:
     for ms in (0, 1, 999, 1_000, 30_000, 60_000, 90_000, 3_600_000, 86_400_000):
         assert parse_duration_ms(format_duration_ms(ms)) == ms
     assert format_duration_ms(120_000) == "2 min"
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [("64 mb", 64 << 20), ("64m", 64 << 20), ("512k", 512 << 10), ("1 GB", 1 << 30),
+     ("3 bytes", 3), ("1000", 1000), (" 2 tb ", 2 << 40), ("7 mebibytes", 7 << 20)],
+)
+def test_flink_memory_sizes(text: str, size: int) -> None:
+    assert parse_memory_bytes(text) == size
+
+
+@pytest.mark.parametrize("bad", ["-1", "1.5 mb", "64 mib", "lots", "", True, -5, 2.0])
+def test_bad_memory_sizes(bad: object) -> None:
+    with pytest.raises(ValueError, match="memory size"):
+        parse_memory_bytes(bad)
+
+
+def test_memory_size_formatting_round_trips() -> None:
+    assert format_memory_bytes(64 << 20) == "64 mb"
+    assert format_memory_bytes(1000) == "1000 bytes"
+    for size in (0, 1, 1024, 1536, 1 << 30, 5 << 40):
+        assert parse_memory_bytes(format_memory_bytes(size)) == size
 
 
 def test_map_values() -> None:

@@ -16,19 +16,20 @@ import pytest
 from cairn.checkpoint.messages import SubtaskCheckpointMetrics, TaskKey
 from cairn.checkpoint.stats import CheckpointStats, CheckpointStatsTracker
 from cairn.cli import demo_skew
-from cairn.cli.demo_skew import (
-    CheckpointSample,
-    build_skew_job,
-    configure_variant,
-    format_table,
-    parse_variants,
-    summarize,
-    table_rows,
-)
+from cairn.cli.demo_skew import parse_variants
 from cairn.datastream import StreamExecutionEnvironment
 from cairn.datastream.functions import FunctionInitializationContext, FunctionSnapshotContext
 from cairn.datastream.state import ListStateDescriptor
 from cairn.ids import CheckpointId, SubtaskIndex, VertexId
+from cairn.observability import skew
+from cairn.observability.skew import (
+    CheckpointSample,
+    build_skew_job,
+    configure_variant,
+    format_table,
+    summarize,
+    table_rows,
+)
 from cairn.state.operator_state import DefaultOperatorStateBackend
 
 SRC0, SRC1 = TaskKey(VertexId(0), SubtaskIndex(0)), TaskKey(VertexId(0), SubtaskIndex(1))
@@ -199,7 +200,7 @@ class _SnapshotContext(FunctionSnapshotContext):
 
 def test_seed_map2_counts_values_in_operator_list_state_and_merges_on_restore() -> None:
     backend = DefaultOperatorStateBackend()
-    mapper = demo_skew.CheckpointMapper()
+    mapper = skew.CheckpointMapper()
     mapper.initialize_state(_InitContext(backend, restored=False))
     assert [mapper.map(v) for v in (1, 2, 1)] == [1, 2, 1]
     mapper.snapshot_state(_SnapshotContext())
@@ -209,15 +210,16 @@ def test_seed_map2_counts_values_in_operator_list_state_and_merges_on_restore() 
     # After a rescale one subtask may get the lists of two old subtasks: counts add up.
     rescaled = DefaultOperatorStateBackend()
     rescaled.get_list_state(descriptor).update([{1: 5, 2: 1}, {1: 3}])
-    restored = demo_skew.CheckpointMapper()
+    restored = skew.CheckpointMapper()
     restored.initialize_state(_InitContext(rescaled, restored=True))
     restored.map(2)
     restored.snapshot_state(_SnapshotContext())
     assert rescaled.get_list_state(descriptor).get() == [{1: 8, 2: 2}]
 
 
-def test_docstring_examples() -> None:
-    result = doctest.testmod(demo_skew, optionflags=doctest.ELLIPSIS)
+@pytest.mark.parametrize("module", [demo_skew, skew, skew.experiment, skew.samples])
+def test_docstring_examples(module: Any) -> None:
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0 and result.attempted > 0
 
 
@@ -229,7 +231,7 @@ def test_bench_skew_workload_is_registered_and_rendered_from_samples() -> None:
 
     assert "skew" in WORKLOADS
     cases = plan_cases(["skew"], QUICK, None)
-    assert [c["case"] for c in cases] == [f"skew/{v}" for v in demo_skew.VARIANTS]
+    assert [c["case"] for c in cases] == [f"skew/{v}" for v in skew.VARIANTS]
     cmd = command("pyflink", cases[2], "spark", 600)
     assert cmd[1:3] == ["-m", "bench.skew"] and cmd[cmd.index("--variant") + 1] == "timeout"
 

@@ -33,6 +33,7 @@ from cairn.deploy.worker import Worker, apply_control
 from cairn.events import CheckpointBarrier
 from cairn.graph.job_graph import build_job_graph
 from cairn.ids import CheckpointId
+from cairn.runtime.network.errors import ConnectionClosed, FrameRefused
 
 BARRIER = CheckpointBarrier(CheckpointId(7), 1_000)
 
@@ -138,6 +139,17 @@ def test_the_worker_applies_queued_messages_in_order_and_stops_at_shutdown(
     assert tasks[1].calls == [("complete", 7)]
     assert worker._stop and worker._outcome is WorkerOutcome.CANCELLED
     assert list(worker._control) == [later]  # after Shutdown, nothing more is applied
+
+
+def test_a_refused_frame_fails_the_worker_a_lost_peer_does_not(worker: Worker) -> None:
+    worker._on_network_error(ConnectionClosed("peer closed the connection"))
+    assert not worker._stop  # a dead peer: the job master cancels the attempt
+    refused = FrameRefused("peer 127.0.0.1:5 announced a frame of 2,147,483,648 bytes")
+    worker._on_network_error(refused)  # a live peer broke the protocol
+    assert worker._stop
+    with pytest.raises(FrameRefused) as info:
+        worker._loop()
+    assert info.value is refused
 
 
 # ------------------------------------------------------------------ process tuning

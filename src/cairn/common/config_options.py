@@ -24,6 +24,7 @@ from cairn.common.config_registry import (
     register_passthrough_prefix,
 )
 from cairn.common.filesystems import filesystem_url_problem
+from cairn.settings import DEFAULT_MAX_FRAME_SIZE, MAX_FRAME_SIZE_KEY
 
 __all__ = config_registry.__all__
 
@@ -357,6 +358,18 @@ NETWORK_MIN_BATCH_SIZE = _define(
     "taskmanager.memory.min-segment-size).",
     check=_positive,
 )
+NETWORK_MAX_FRAME_SIZE = _define(
+    MAX_FRAME_SIZE_KEY,
+    "memory",
+    DEFAULT_MAX_FRAME_SIZE,
+    "Largest frame (a pickled batch of records, an event or a control message) a connection "
+    "sends or accepts, e.g. '64 mb'. A receiver refuses a longer frame before allocating "
+    "memory for it; a task whose batch pickles to more fails, naming the edge (lower "
+    "cairn.network.batch-size for large records, or raise this cap).",
+    # At least 1 MiB: control messages (failure reports with tracebacks) must fit; at most
+    # what a frame header's uint32 length can say.
+    check=_between(1 << 20, 0xFFFFFFFF, "the frame size cap (bytes)"),
+)
 WORKER_SWITCH_INTERVAL = _define(
     "cairn.worker.switch-interval",
     "duration",
@@ -404,7 +417,7 @@ RESTORE_PATH = _define(
     None,
     "Start from this checkpoint or savepoint.",
     "execution.savepoint.path",
-    check=_non_empty,
+    check=_filesystem_url,
 )
 RESTORE_IGNORE_UNCLAIMED = _define(
     "execution.state-recovery.ignore-unclaimed-state",

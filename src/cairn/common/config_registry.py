@@ -40,9 +40,10 @@ Check = Callable[[Any], str | None]  # returns a description of the problem, or 
 class ConfigOption:
     """One configuration key.
 
-    ``kind`` is ``"duration"`` (parsed to milliseconds), ``"int"``, ``"float"``, ``"bool"``,
-    ``"str"``, ``"map"`` or ``"enum"`` (``choices`` maps accepted lower-case spellings to the
-    canonical value). ``check`` adds a range rule on the parsed value.
+    ``kind`` is ``"duration"`` (parsed to milliseconds), ``"memory"`` (parsed to bytes),
+    ``"int"``, ``"float"``, ``"bool"``, ``"str"``, ``"map"`` or ``"enum"`` (``choices`` maps
+    accepted lower-case spellings to the canonical value). ``check`` adds a range rule on the
+    parsed value.
     """
 
     key: str
@@ -66,6 +67,8 @@ class ConfigOption:
         parsed = self.parse(value)
         if self.kind == "duration":
             return cv.format_duration_ms(parsed)
+        if self.kind == "memory":
+            return cv.format_memory_bytes(parsed)
         if self.kind == "bool":
             return cv.format_bool(parsed)
         if self.kind == "map":
@@ -75,6 +78,8 @@ class ConfigOption:
     def _parse_kind(self, value: Any) -> Any:
         if self.kind == "duration":
             return cv.parse_duration_ms(value)
+        if self.kind == "memory":
+            return cv.parse_memory_bytes(value)
         if self.kind == "int":
             return cv.parse_int(value)
         if self.kind == "float":

@@ -8,6 +8,8 @@ with the expected format on anything else; ``format_*`` is the inverse of ``pars
 (60000, 500, 7200000)
 >>> format_duration_ms(90_000)
 '90 s'
+>>> parse_memory_bytes("64 mb"), format_memory_bytes(64 * 1024 * 1024)
+(67108864, '64 mb')
 """
 
 from __future__ import annotations
@@ -19,19 +21,24 @@ from typing import Any
 
 __all__ = [
     "DURATION_HINT",
+    "MEMORY_HINT",
     "format_bool",
     "format_duration_ms",
     "format_map",
+    "format_memory_bytes",
     "parse_bool",
     "parse_duration_ms",
     "parse_float",
     "parse_int",
     "parse_map",
+    "parse_memory_bytes",
 ]
 
 DURATION_HINT = (
     "a duration such as '10 s', '500 ms', '1 min', '2 h' or a plain number of milliseconds"
 )
+
+MEMORY_HINT = "a memory size such as '64 mb', '512 kb', '1 gb' or a plain number of bytes"
 
 _NANOS_PER_UNIT: dict[str, int] = {}
 for _labels, _nanos in (
@@ -85,6 +92,54 @@ def format_duration_ms(ms: int) -> str:
             if ms % unit == 0:
                 return f"{ms // unit} {label}"
     return f"{ms} ms"
+
+
+# Flink's MemorySize units: binary multiples whatever the spelling.
+_BYTES_PER_UNIT: dict[str, int] = {}
+for _units, _bytes in (
+    (("b", "bytes"), 1),
+    (("k", "kb", "kibibytes"), 1 << 10),
+    (("m", "mb", "mebibytes"), 1 << 20),
+    (("g", "gb", "gibibytes"), 1 << 30),
+    (("t", "tb", "tebibytes"), 1 << 40),
+):
+    for _unit in _units:
+        _BYTES_PER_UNIT[_unit] = _bytes
+
+_MEMORY_RE = re.compile(r"^(\d+)\s*([a-z]*)$")
+_FORMAT_MEMORY_UNITS = (("tb", 1 << 40), ("gb", 1 << 30), ("mb", 1 << 20), ("kb", 1 << 10))
+
+
+def parse_memory_bytes(value: Any) -> int:
+    """Bytes of a Flink memory size (``'64 mb'``, ``'512k'``, ``'1 gb'``; units are binary
+    multiples, as in Flink's ``MemorySize``) or a plain number of bytes.
+
+    >>> parse_memory_bytes("512k"), parse_memory_bytes(1000), parse_memory_bytes("2 gb")
+    (524288, 1000, 2147483648)
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"expected {MEMORY_HINT}")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError("a memory size must not be negative")
+        return value
+    if isinstance(value, str):
+        match = _MEMORY_RE.match(value.strip().lower())
+        if match:
+            number, unit = int(match.group(1)), match.group(2) or "b"
+            multiplier = _BYTES_PER_UNIT.get(unit)
+            if multiplier is not None:
+                return number * multiplier
+    raise ValueError(f"expected {MEMORY_HINT}")
+
+
+def format_memory_bytes(size: int) -> str:
+    """The shortest exact form: ``1048576`` → ``'1 mb'``, ``1000`` → ``'1000 bytes'``."""
+    if size > 0:
+        for label, unit in _FORMAT_MEMORY_UNITS:
+            if size % unit == 0:
+                return f"{size // unit} {label}"
+    return f"{size} bytes"
 
 
 def parse_bool(value: Any) -> bool:

@@ -148,6 +148,7 @@ def prepare_job(
             debloat_period_ms=max(1, int(get(opts.DEBLOAT_PERIOD))),
             debloat_samples=int(get(opts.DEBLOAT_SAMPLES)),
             debloat_threshold_percent=int(get(opts.DEBLOAT_THRESHOLD)),
+            max_frame_size=int(get(opts.NETWORK_MAX_FRAME_SIZE)),
         ),
     )
     return PreparedJob(settings, tuple(sinks), tuple(transformations))

@@ -19,6 +19,7 @@ from cairn.runtime.network.errors import ConnectionClosed
 from cairn.runtime.network.frames import FrameKind
 from cairn.runtime.network.framing import FramedConnection
 from cairn.runtime.network.server import Listener
+from cairn.settings import DEFAULT_MAX_FRAME_SIZE
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,13 @@ class Envelope:
 
 
 class ControlServer:
-    def __init__(self, host: str, secret: bytes) -> None:
+    """``max_frame_size``: the largest control frame (bytes) either way on a registered
+    worker's connection (the job's ``cairn.network.max-frame-size``)."""
+
+    def __init__(
+        self, host: str, secret: bytes, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
+    ) -> None:
+        self._max_frame_size = max_frame_size
         self.inbox: queue.Queue[Envelope] = queue.Queue()
         self._lock = threading.Lock()
         self._workers: dict[tuple[int, int], FramedConnection] = {}
@@ -52,6 +59,7 @@ class ControlServer:
         if not isinstance(reg, p.RegisterWorker):
             conn.close()
             return
+        conn.max_frame_size = self._max_frame_size
         key = (reg.attempt, reg.worker_index)
         with self._lock:
             self._workers[key] = conn

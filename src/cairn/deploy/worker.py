@@ -51,9 +51,10 @@ from cairn.runtime.channels import (
     receive_loop,
 )
 from cairn.runtime.debloat import DebloatConfig
+from cairn.runtime.edge_errors import EdgeLabel
 from cairn.runtime.faults import FaultInjector, SimulatedCrash
 from cairn.runtime.input_gate import InputGate
-from cairn.runtime.network.errors import ConnectionClosed
+from cairn.runtime.network.errors import ConnectionClosed, FrameRefused
 from cairn.runtime.network.frames import FrameKind
 from cairn.runtime.network.framing import FramedConnection
 from cairn.runtime.network.server import Listener, connect
@@ -249,6 +250,7 @@ class Worker:
             protocol=5,
         )
         conn = connect(self.launch.master_address, self.launch.secret, hello)
+        conn.max_frame_size = self.settings.network.max_frame_size
         self._master = conn
         threading.Thread(
             target=self._control_loop, args=(conn,), name=f"control-w{self.index}", daemon=True
@@ -283,6 +285,7 @@ class Worker:
         for peer in sorted(self.plan.peers_receiving_from(self.index)):
             hello = pickle.dumps(("data", self.attempt, self.index), protocol=5)
             conn = connect(peers[peer], self.launch.secret, hello)
+            conn.max_frame_size = self.settings.network.max_frame_size
             sender = ConnectionSender(
                 conn, self.wake, self._on_network_error, f"w{self.index}->w{peer}"
             )
@@ -293,6 +296,7 @@ class Worker:
         if kind != "data" or attempt != self.attempt:
             conn.close()
             return
+        conn.max_frame_size = self.settings.network.max_frame_size
         for ch_id, src_worker in self._channel_source_worker.items():
             if src_worker == peer:
                 self._inputs[ch_id].attach_remote(conn)
@@ -300,7 +304,10 @@ class Worker:
         receive_loop(conn, self._inputs, self._wakeup, self._on_network_error)
 
     def _on_network_error(self, exc: BaseException) -> None:
-        if not self._stop:
+        if isinstance(exc, FrameRefused):  # a live peer broke the protocol: fail the attempt
+            self._failure, self._stop = exc, True
+            self.wake()
+        elif not self._stop:
             log.info("worker %d: data connection lost: %s", self.index, exc)
             # A peer died; the job master will cancel this attempt. Keep running until then.
 
@@ -425,7 +432,10 @@ class Worker:
 
     def _record_writers(self, key: TaskKey) -> list[RecordWriter]:
         writers = []
+        producer = self.graph.vertex(key.vertex_id).operators[-1]
         for edge in self.graph.outputs_of(key.vertex_id):
+            label = EdgeLabel(producer.name, producer.uid,
+                              self.graph.vertex(edge.target_vertex).name, edge.partition)
             channels: list[OutputChannel] = []
             for spec in self.plan.output_channels(key, edge):
                 target_worker = self.plan.worker_of(spec.target)
@@ -433,7 +443,9 @@ class Worker:
                     channels.append(LocalOutputChannel(self._inputs[spec.channel_id]))
                 else:
                     sender = self._senders[target_worker]
-                    ch = RemoteOutputChannel(spec.channel_id, sender, DEFAULT_CAPACITY)
+                    ch = RemoteOutputChannel(
+                        spec.channel_id, sender, DEFAULT_CAPACITY, edge=label,
+                        max_frame_size=self.settings.network.max_frame_size)
                     sender.register(ch)
                     channels.append(ch)
             writers.append(

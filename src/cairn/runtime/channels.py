@@ -3,6 +3,9 @@
 Invariants:
 - Records travel in batches (Python lists); a local channel hands the list over without
   pickling, a remote one pickles the whole batch once.
+- A remote channel ships no batch that fails to pickle or pickles to more than the frame cap:
+  it raises in the task thread instead, naming the producing operator and the edge
+  (``edge_errors``), so the job fails with that message rather than a broken connection.
 - A channel never holds more than ``capacity`` record batches that the consumer has not taken
   (credit-based flow control: a remote sender may only send a data batch for which the
   receiver granted a credit; the receiver returns one credit per batch it consumed). Events
@@ -24,10 +27,12 @@ from collections.abc import Callable
 from typing import Any
 
 from cairn.events import CheckpointBarrier, is_priority_event
-from cairn.runtime.network.errors import ConnectionClosed
+from cairn.runtime.edge_errors import EdgeLabel, batch_too_large_error, unpicklable_batch_error
+from cairn.runtime.network.errors import ConnectionClosed, FrameTooLarge
 from cairn.runtime.network.frames import FrameKind, pack_credit, unpack_credit
 from cairn.runtime.network.framing import FramedConnection
 from cairn.runtime.wakeup import Wakeup
+from cairn.settings import DEFAULT_MAX_FRAME_SIZE
 
 log = logging.getLogger(__name__)
 
@@ -155,14 +160,20 @@ class LocalOutputChannel(OutputChannel):
 
 
 class RemoteOutputChannel(OutputChannel):
-    """Queues pickled frames for a ``ConnectionSender``; never blocks the task thread."""
+    """Queues pickled frames for a ``ConnectionSender``; never blocks the task thread.
 
-    __slots__ = ("backlog", "batch_size", "channel_id", "credits", "holding", "max_backlog",
-                 "priority_pending", "sender")
+    ``edge`` names the producer and the edge in errors; ``max_frame_size`` is the largest
+    pickled batch it ships (the receiver refuses longer frames)."""
+
+    __slots__ = ("backlog", "batch_size", "channel_id", "credits", "edge", "holding",
+                 "max_backlog", "max_frame_size", "priority_pending", "sender")
 
     def __init__(self, channel_id: int, sender: ConnectionSender, initial_credits: int,
-                 max_backlog: int = 2) -> None:
+                 max_backlog: int = 2, *, edge: EdgeLabel | None = None,
+                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self.channel_id = channel_id
+        self.edge = edge
+        self.max_frame_size = max_frame_size
         self.sender = sender
         self.credits = initial_credits
         self.backlog: deque[tuple[int, bytes]] = deque()
@@ -189,7 +200,13 @@ class RemoteOutputChannel(OutputChannel):
 
     def send_batch(self, batch: list[Any]) -> None:
         self.holding = False
-        self.sender.enqueue(self, FrameKind.DATA, pickle.dumps(batch, protocol=5))
+        try:
+            payload = pickle.dumps(batch, protocol=5)
+        except Exception as exc:
+            raise unpicklable_batch_error(batch, self.edge, exc) from exc
+        if len(payload) > self.max_frame_size:
+            raise batch_too_large_error(len(payload), len(batch), self.max_frame_size, self.edge)
+        self.sender.enqueue(self, FrameKind.DATA, payload)
 
     def send_event(self, event: Any) -> None:
         kind = _PRIORITY_EVENT if is_priority_event(event) else FrameKind.EVENT
@@ -277,7 +294,7 @@ class ConnectionSender:
                 self.conn.send_many(frames)
                 if wake:
                     self._on_progress()
-        except (ConnectionClosed, OSError) as exc:
+        except (ConnectionClosed, OSError, FrameTooLarge) as exc:
             if not self._closed:
                 self._on_error(exc)
 

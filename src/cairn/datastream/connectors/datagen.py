@@ -184,6 +184,21 @@ class KeyedValuesGenerator:
     def __call__(self, index: int) -> tuple[str, Any]:
         return self.generate_batch(range(index, index + 1))[0]
 
+    def keys_of(self, indices: range) -> list[str]:
+        """The keys of records ``indices``, without their values: for generators that pair
+        this generator's keys with values of their own (e.g. timestamps).
+
+        >>> gen = KeyedValuesGenerator(num_keys=1000, skew=1.0)
+        >>> gen.keys_of(range(5, 9)) == [key for key, _ in gen.generate_batch(range(5, 9))]
+        True
+        """
+        keys, table = self._build()
+        g, m, n = _GOLDEN64, _MASK64, self.num_keys
+        if table is not None:
+            shift = 64 - _TABLE_BITS
+            return [table[((i * g) & m) >> shift] for i in indices]
+        return [keys[(((i * g) & m) >> 32) % n] for i in indices]
+
     def generate_batch(self, indices: range) -> list[tuple[str, Any]]:
         keys, table = self._build()
         g, m, n = _GOLDEN64, _MASK64, self.num_keys

@@ -12,7 +12,13 @@ from cairn.runtime.network.auth import (
     new_secret,
     server_handshake,
 )
-from cairn.runtime.network.errors import AuthenticationError, ConnectionClosed, HandshakeTimeout
+from cairn.runtime.network.errors import (
+    AuthenticationError,
+    ConnectionClosed,
+    FrameRefused,
+    FrameTooLarge,
+    HandshakeTimeout,
+)
 from cairn.runtime.network.frames import FrameKind, pack_credit, unpack_credit
 from cairn.runtime.network.framing import HEADER, MAX_PAYLOAD, FramedConnection, Payload
 from cairn.runtime.network.server import Listener, OnConnection, connect
@@ -25,6 +31,8 @@ __all__ = [
     "AuthenticationError",
     "ConnectionClosed",
     "FrameKind",
+    "FrameRefused",
+    "FrameTooLarge",
     "FramedConnection",
     "HandshakeTimeout",
     "Listener",

@@ -3,6 +3,9 @@
 Invariant: every frame is written by one ``sendmsg``/``sendall`` sequence under the send
 lock, so frames of concurrent senders never interleave; the single reader sees frames
 whole and in the order they were sent. Wrap a socket only after ``auth`` succeeded on it.
+No frame longer than ``max_frame_size`` is sent, and a peer's header announcing one closes
+the connection before any memory is allocated for its payload (even authenticated peers
+must not make this process allocate what its header claims).
 
 Frame = header ``!BiI`` (kind uint8, channel int32, payload length uint32) + payload.
 """
@@ -10,6 +13,7 @@ Frame = header ``!BiI`` (kind uint8, channel int32, payload length uint32) + pay
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import pickle
 import socket
@@ -18,7 +22,10 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from cairn.runtime.network.errors import ConnectionClosed
+from cairn.runtime.network.errors import ConnectionClosed, FrameRefused, FrameTooLarge
+from cairn.settings import DEFAULT_MAX_FRAME_SIZE, MAX_FRAME_SIZE_KEY
+
+logger = logging.getLogger(__name__)
 
 Payload = bytes | bytearray | memoryview
 """Anything exposing contiguous bytes; sent without copying."""
@@ -39,7 +46,9 @@ class FramedConnection:
     """A bidirectional stream of ``(kind, channel, payload)`` frames over one socket.
 
     Any number of threads may send; exactly one thread may receive. ``close()`` may be
-    called from any thread, and wakes a reader blocked in ``recv()``.
+    called from any thread, and wakes a reader blocked in ``recv()``. ``max_frame_size``
+    (bytes, both directions) may be changed by the connection's owner before it sends or
+    receives the frames it applies to.
 
     Example:
         >>> conn = connect(address, secret, hello=b"worker-3")  # doctest: +SKIP
@@ -53,9 +62,11 @@ class FramedConnection:
         *,
         recv_buffer_size: int = DEFAULT_RECV_BUFFER,
         socket_buffer_size: int | None = None,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
     ) -> None:
         if recv_buffer_size < HEADER.size:
             raise ValueError(f"recv_buffer_size must be >= {HEADER.size}")
+        self._max_frame_size = _checked_frame_cap(max_frame_size)
         self._sock = sock
         self._send_lock = threading.Lock()
         self._close_lock = threading.Lock()
@@ -81,11 +92,23 @@ class FramedConnection:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def max_frame_size(self) -> int:
+        """The longest payload (bytes) this connection sends or accepts."""
+        return self._max_frame_size
+
+    @max_frame_size.setter
+    def max_frame_size(self, size: int) -> None:
+        self._max_frame_size = _checked_frame_cap(size)
+
     # -- sending ---------------------------------------------------------------------------
 
     def send(self, kind: int, channel: int, payload: Payload = b"") -> None:
-        """Send one frame; blocks while the peer's receive window is full (backpressure)."""
-        self._send_buffers(_frame_buffers(kind, channel, payload))
+        """Send one frame; blocks while the peer's receive window is full (backpressure).
+
+        Raises ``FrameTooLarge`` (nothing sent) if ``payload`` exceeds ``max_frame_size``.
+        """
+        self._send_buffers(_frame_buffers(kind, channel, payload, self._max_frame_size))
 
     def send_many(self, frames: Iterable[tuple[int, int, Payload]]) -> None:
         """Send several frames with as few system calls as possible, contiguously.
@@ -94,8 +117,9 @@ class FramedConnection:
             >>> conn.send_many([(FrameKind.DATA, ch, b) for ch, b in batches])  # doctest: +SKIP
         """
         buffers: list[Payload] = []
+        cap = self._max_frame_size
         for kind, channel, payload in frames:
-            buffers.extend(_frame_buffers(kind, channel, payload))
+            buffers.extend(_frame_buffers(kind, channel, payload, cap))
         if buffers:
             self._send_buffers(buffers)
 
@@ -135,13 +159,17 @@ class FramedConnection:
     def recv(self) -> tuple[int, int, bytes]:
         """Return the next frame ``(kind, channel, payload)``; only one thread may call it.
 
-        Raises ``ConnectionClosed`` on EOF, reset, or after ``close()``. A ``TimeoutError``
-        (only possible if the caller set a socket timeout) leaves the connection unusable.
+        Raises ``ConnectionClosed`` on EOF, reset, or after ``close()``; ``FrameRefused``
+        (closing the connection) when the header announces more than ``max_frame_size``
+        bytes. A ``TimeoutError`` (only possible if the caller set a socket timeout) leaves
+        the connection unusable.
         """
         try:
             self._fill(HEADER.size, in_frame=False)
             kind, channel, length = HEADER.unpack_from(self._buffer, self._start)
             self._start += HEADER.size
+            if length > self._max_frame_size:
+                self._refuse(length)
             if length <= len(self._buffer):
                 self._fill(length, in_frame=True)
                 payload = bytes(self._view[self._start : self._start + length])
@@ -178,6 +206,16 @@ class FramedConnection:
             mid_frame = in_frame or self._end > self._start
             count = self._recv_into(self._view[self._end :], mid_frame)
             self._end += count
+
+    def _refuse(self, length: int) -> None:
+        message = (
+            f"peer {_fmt_peer(self.peer_address)} announced a frame of {length:,} bytes, over "
+            f"this connection's cap of {self._max_frame_size:,} bytes ({MAX_FRAME_SIZE_KEY}); "
+            "closed the connection without reading it"
+        )
+        logger.warning("%s", message)
+        self.close()
+        raise FrameRefused(message)
 
     def _recv_large(self, length: int) -> bytes:
         payload = bytearray(length)
@@ -224,12 +262,25 @@ class FramedConnection:
         return f"<FramedConnection peer={self.peer_address} {state}>"
 
 
-def _frame_buffers(kind: int, channel: int, payload: Payload) -> list[Payload]:
+def _checked_frame_cap(size: int) -> int:
+    if isinstance(size, bool) or not isinstance(size, int) or not 0 < size <= MAX_PAYLOAD:
+        raise ValueError(f"max_frame_size must be an int in 1..{MAX_PAYLOAD}, got {size!r}")
+    return size
+
+
+def _fmt_peer(peer: tuple[Any, ...]) -> str:
+    return f"{peer[0]}:{peer[1]}" if len(peer) >= 2 else "(unknown address)"
+
+
+def _frame_buffers(kind: int, channel: int, payload: Payload, cap: int) -> list[Payload]:
     if isinstance(payload, memoryview) and (payload.ndim != 1 or payload.itemsize != 1):
         payload = payload.cast("B")  # so that len() counts bytes
     length = len(payload)
-    if length > MAX_PAYLOAD:
-        raise ValueError(f"payload of {length} bytes exceeds the frame limit {MAX_PAYLOAD}")
+    if length > cap:
+        raise FrameTooLarge(
+            f"frame of {length:,} bytes exceeds the connection's cap of {cap:,} bytes "
+            f"({MAX_FRAME_SIZE_KEY})"
+        )
     try:
         header = HEADER.pack(kind, channel, length)
     except struct.error as exc:
