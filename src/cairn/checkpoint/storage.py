@@ -93,12 +93,20 @@ def _remove_tree(loc: _Loc) -> None:
     for attempt in range(3):
         try:
             loc.fs.rm(loc.path, recursive=True)
-            return
+            break
         except FileNotFoundError:
-            return
+            break
         except OSError:
             if attempt == 2:
                 raise
+    if not isinstance(loc.fs, LocalFileSystem):
+        # Object stores that keep directories (SeaweedFS's filer) leave a "<dir>/" marker
+        # that would be listed as an incomplete checkpoint; on S3 proper this is a no-op.
+        try:
+            loc.fs.rm_file(loc.path.rstrip("/") + "/")
+        except (FileNotFoundError, OSError):
+            pass
+        loc.fs.invalidate_cache(loc.parent.path)
 
 
 def _atomic_write(loc: _Loc, data: bytes) -> None:
