@@ -72,7 +72,7 @@ def test_preflight_names_a_missing_bucket_and_does_not_create_it(seaweed: Seawee
 
 def test_preflight_names_wrong_credentials(seaweed: SeaweedS3) -> None:
     wrong = S3Identity(ADMIN.access_key, "not-the-secret")
-    with pytest.raises(CheckpointStorageUnusableError, match="access denied.*s3.secret-key"):
+    with pytest.raises(CheckpointStorageUnusableError, match=r"access denied.*s3\.secret-key"):
         check_storage_access(seaweed.url("ckpt"), _options(seaweed, wrong))
 
 
@@ -82,7 +82,7 @@ def test_preflight_fails_within_bounded_time_on_an_unreachable_endpoint() -> Non
          "s3.secret-key": "s", "s3.path.style.access": True}
     )
     started = time.monotonic()
-    with pytest.raises(CheckpointStorageUnusableError, match="cannot connect.*s3.endpoint"):
+    with pytest.raises(CheckpointStorageUnusableError, match=r"cannot connect.*s3\.endpoint"):
         check_storage_access("s3://bucket/ckpt", options)
     assert time.monotonic() - started < 60, "retries must be bounded"
 

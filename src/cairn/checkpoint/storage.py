@@ -232,6 +232,11 @@ class CheckpointStorage:
     def reader(self, checkpoint_dir: str) -> CheckpointStateReader:
         return open_reader(checkpoint_dir, self._options_for(checkpoint_dir))
 
+    def read_metadata(self, checkpoint_dir: str) -> CheckpointMetadata:
+        """The metadata of ``checkpoint_dir``, read with this storage's options (credentials)
+        when it is on the same filesystem."""
+        return read_metadata(checkpoint_dir, self._options_for(checkpoint_dir))
+
     def write_metadata(self, metadata: CheckpointMetadata) -> CompletedCheckpoint:
         """Publish ``metadata`` as ``chk-<id>/_metadata`` (last, atomically): completes it."""
         loc = self._chk(metadata.checkpoint_id)

@@ -23,9 +23,12 @@ from fsspec.core import url_to_fs
 from cairn.checkpoint.errors import CheckpointStorageUnusableError
 from cairn.common.storage_options import S3_SCHEMES
 
-__all__ = ["check_storage_access", "describe_storage_error"]
+__all__ = ["check_storage_access", "describe_storage_error", "is_storage_error"]
 
 log = logging.getLogger(__name__)
+
+# Libraries whose exceptions mean "the storage said no" (botocore: credentials, endpoint).
+_CLIENT_LIBRARIES = frozenset({"botocore", "aiobotocore", "s3fs", "gcsfs", "adlfs"})
 
 _CREDENTIALS_HINT = (
     "check s3.access-key and s3.secret-key (or AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)"
@@ -54,11 +57,22 @@ def describe_storage_error(url: str, exc: BaseException) -> str:
             return f"access denied to bucket {bucket!r}: {_CREDENTIALS_HINT} ({detail})"
         if "Could not connect" in str(exc) or "EndpointConnectionError" in type(exc).__name__:
             return f"cannot connect to the S3 endpoint; check s3.endpoint ({detail})"
+        if type(exc).__name__ == "NoCredentialsError":
+            return f"no S3 credentials: {_CREDENTIALS_HINT} ({detail})"
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
         return f"no space left on the device ({detail})"
     if isinstance(exc, PermissionError):
         return f"no permission to write there ({detail})"
     return detail
+
+
+def is_storage_error(exc: BaseException) -> bool:
+    """Whether ``exc`` comes from the filesystem (I/O, credentials, endpoint), not from Cairn.
+
+    >>> is_storage_error(PermissionError("denied")), is_storage_error(KeyError("x"))
+    (True, False)
+    """
+    return isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in _CLIENT_LIBRARIES
 
 
 def check_storage_access(url: str, storage_options: Mapping[str, Any] | None = None) -> None:

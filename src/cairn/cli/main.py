@@ -114,7 +114,8 @@ def _parse_conf_items(items: list[str] | None) -> dict[str, str]:
 
 
 def cmd_checkpoints(args: argparse.Namespace) -> int:
-    from cairn.checkpoint.errors import CheckpointError
+    from cairn.checkpoint.errors import CheckpointError, CheckpointStorageUnusableError
+    from cairn.checkpoint.storage_access import describe_storage_error, is_storage_error
     from cairn.common.config_options import validate_configuration
     from cairn.common.exceptions import ConfigurationError
     from cairn.common.filesystems import filesystem_url_problem
@@ -131,6 +132,12 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
                                  storage_options=storage_options_for(args.path, resolved)))
     except LookupError as e:  # no such checkpoint id: as expected as a missing directory
         raise CheckpointError(str(e)) from e
+    except CheckpointError:
+        raise
+    except Exception as e:  # missing credentials, unreachable endpoint, no permission, ...
+        if not is_storage_error(e):
+            raise
+        raise CheckpointStorageUnusableError(args.path, describe_storage_error(args.path, e)) from e
     return 0
 
 
