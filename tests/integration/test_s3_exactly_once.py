@@ -17,6 +17,12 @@ import pytest
 from cairn.cli.demo_jobs import check_sequence_lines, read_visible_lines
 from cairn.testing.seaweedfs import SeaweedS3
 from tests.integration.jobs import expected_lines, sequence_job
+from tests.integration.test_readme_commands import (
+    CHECKPOINTS_S3,
+    cairn_argv,
+    readme_line,
+    subprocess_env,
+)
 
 RECORDS, KEYS = 60_000, 10
 
@@ -78,13 +84,19 @@ def test_cli_lists_retained_checkpoints_on_s3(seaweed: SeaweedS3, tmp_path: Any)
     on_s3 = [p for p in seaweed.filesystem().find(job_dir[len("s3://"):])
              if p.endswith("/_metadata")]
     assert on_s3, f"no retained checkpoint under {job_dir}"
+    # The README's line, as written, with this server's endpoint and bucket; credentials
+    # from the AWS_* variables as the README says.
+    user = seaweed.flink_config()
     cli = subprocess.run(
-        [sys.executable, "-m", "cairn.cli.main", "checkpoints", job_dir, "--json",
-         *(a for k, v in seaweed.flink_config().items() for a in ("-D", f"{k}={v}"))],
-        capture_output=True, text=True, timeout=120, env={**os.environ},
+        [*cairn_argv(readme_line(CHECKPOINTS_S3), **{"s3://my-bucket/checkpoints": storage,
+                                                      "http://127.0.0.1:8333": seaweed.endpoint}),
+         "--json"],
+        capture_output=True, text=True, timeout=120,
+        env={**subprocess_env(tmp_path), "AWS_ACCESS_KEY_ID": user["s3.access-key"],
+             "AWS_SECRET_ACCESS_KEY": user["s3.secret-key"]},
     )
     assert cli.returncode == 0, cli.stderr
-    listed = json.loads(cli.stdout)
+    listed = [c for c in json.loads(cli.stdout) if c["job_id"] == master.job_id]
     ids_on_s3 = {int(p.split("/chk-")[1].split("/")[0]) for p in on_s3}
     assert {c["id"] for c in listed if c["usable"]} == ids_on_s3
     without_keys = subprocess.run(
