@@ -10,6 +10,8 @@ import pytest
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
+pytest_plugins = ["tests.s3_server"]  # the session's SeaweedFS S3 server (fixture ``seaweed``)
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:

@@ -47,7 +47,7 @@ class CheckpointSettings:
     retained: int = 1
     retention: RetentionPolicy = RetentionPolicy.NO_EXTERNALIZED_CHECKPOINTS
     storage_url: str | None = None  # None: file://<tempdir>/cairn-checkpoints
-    storage_options: Mapping[str, Any] = field(default_factory=dict)
+    storage_options: Mapping[str, Any] = field(default_factory=dict, repr=False)  # credentials
     unaligned: bool = False
     aligned_timeout_ms: int = 0
 

@@ -59,6 +59,10 @@ CHECKPOINTS_ROOT = "cairn checkpoints /tmp/cairn-checkpoints"
 CHECKPOINTS_JOB = "cairn checkpoints /tmp/cairn-checkpoints/<job-id>"
 CHECKPOINTS_ID = "cairn checkpoints /tmp/cairn-checkpoints/<job-id> --id 12"
 CHECKPOINTS_JSON = "cairn checkpoints /tmp/cairn-checkpoints --details --json"
+CHECKPOINTS_S3 = (
+    "cairn checkpoints s3://my-bucket/checkpoints -D s3.endpoint=http://127.0.0.1:8333 "
+    "-D s3.path.style.access=true"
+)  # run by tests/integration/test_s3_exactly_once.py against SeaweedFS
 DEMO = "cairn demo"
 DEMO_SKEW = "cairn demo skew"
 DEMO_SKEW_SHORT = "cairn demo skew --seconds 20 --variants aligned,unaligned"
@@ -72,6 +76,7 @@ COMMANDS = frozenset(
         CHECKPOINTS_JOB,
         CHECKPOINTS_ID,
         CHECKPOINTS_JSON,
+        CHECKPOINTS_S3,
         DEMO,
         DEMO_SKEW,
         DEMO_SKEW_SHORT,

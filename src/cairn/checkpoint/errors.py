@@ -59,3 +59,17 @@ class CheckpointFailedError(CheckpointError):
         self.checkpoint_id = checkpoint_id
         self.reason = reason
         self.detail = message
+
+
+class CheckpointStorageUnusableError(CheckpointError):
+    """The checkpoint storage cannot be used: missing bucket, wrong credentials, unreachable
+    endpoint, no permission or no space. Raised at submission, before any worker starts.
+
+    >>> print(CheckpointStorageUnusableError("s3://b/c", "bucket 'b' does not exist"))
+    checkpoint storage s3://b/c is not usable: bucket 'b' does not exist
+    """
+
+    def __init__(self, url: str, problem: str) -> None:
+        super().__init__(f"checkpoint storage {url} is not usable: {problem}")
+        self.url = url
+        self.problem = problem

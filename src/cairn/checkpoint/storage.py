@@ -93,12 +93,20 @@ def _remove_tree(loc: _Loc) -> None:
     for attempt in range(3):
         try:
             loc.fs.rm(loc.path, recursive=True)
-            return
+            break
         except FileNotFoundError:
-            return
+            break
         except OSError:
             if attempt == 2:
                 raise
+    if not isinstance(loc.fs, LocalFileSystem):
+        # Object stores that keep directories (SeaweedFS's filer) leave a "<dir>/" marker
+        # that would be listed as an incomplete checkpoint; on S3 proper this is a no-op.
+        try:
+            loc.fs.rm_file(loc.path.rstrip("/") + "/")
+        except (FileNotFoundError, OSError):
+            pass
+        loc.fs.invalidate_cache(loc.parent.path)
 
 
 def _atomic_write(loc: _Loc, data: bytes) -> None:
@@ -223,6 +231,11 @@ class CheckpointStorage:
 
     def reader(self, checkpoint_dir: str) -> CheckpointStateReader:
         return open_reader(checkpoint_dir, self._options_for(checkpoint_dir))
+
+    def read_metadata(self, checkpoint_dir: str) -> CheckpointMetadata:
+        """The metadata of ``checkpoint_dir``, read with this storage's options (credentials)
+        when it is on the same filesystem."""
+        return read_metadata(checkpoint_dir, self._options_for(checkpoint_dir))
 
     def write_metadata(self, metadata: CheckpointMetadata) -> CompletedCheckpoint:
         """Publish ``metadata`` as ``chk-<id>/_metadata`` (last, atomically): completes it."""

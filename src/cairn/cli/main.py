@@ -87,9 +87,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         conf["cairn.spark.master"] = args.master
     if args.executor:
         conf["cairn.executor"] = args.executor
-    for item in args.conf or []:
-        key, _, value = item.partition("=")
-        conf[key.strip()] = value.strip()
+    conf.update(_parse_conf_items(args.conf))
     set_context_defaults(
         parallelism=args.parallelism,
         restore_path=args.from_checkpoint,
@@ -102,20 +100,44 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _parse_conf_items(items: list[str] | None) -> dict[str, str]:
+    """``-D KEY=VALUE`` options as a dict (later ones win).
+
+    >>> _parse_conf_items(["s3.endpoint = http://127.0.0.1:8333", "a=b=c"])
+    {'s3.endpoint': 'http://127.0.0.1:8333', 'a': 'b=c'}
+    """
+    conf: dict[str, str] = {}
+    for item in items or []:
+        key, _, value = item.partition("=")
+        conf[key.strip()] = value.strip()
+    return conf
+
+
 def cmd_checkpoints(args: argparse.Namespace) -> int:
-    from cairn.checkpoint.errors import CheckpointError
+    from cairn.checkpoint.errors import CheckpointError, CheckpointStorageUnusableError
+    from cairn.checkpoint.storage_access import describe_storage_error, is_storage_error
+    from cairn.common.config_options import validate_configuration
     from cairn.common.exceptions import ConfigurationError
     from cairn.common.filesystems import filesystem_url_problem
+    from cairn.common.storage_options import storage_options_for
     from cairn.observability.tables import checkpoints_report
 
     problem = filesystem_url_problem(args.path)
     if problem is not None:
         raise ConfigurationError(problem)
+    resolved = validate_configuration(_parse_conf_items(args.conf))
     try:
         print(checkpoints_report(args.path, checkpoint_id=args.checkpoint_id,
-                                 details=args.details, as_json=args.json))
+                                 details=args.details, as_json=args.json,
+                                 storage_options=storage_options_for(args.path, resolved)))
     except LookupError as e:  # no such checkpoint id: as expected as a missing directory
         raise CheckpointError(str(e)) from e
+    except CheckpointError:
+        raise
+    except Exception as e:  # missing credentials, unreachable endpoint, no permission, ...
+        if not is_storage_error(e):
+            raise
+        raise CheckpointStorageUnusableError(args.path, describe_storage_error(args.path, e)) from e
     return 0
 
 
@@ -196,6 +218,10 @@ def build_parser() -> argparse.ArgumentParser:
     cps.add_argument("--details", action="store_true",
                      help="per-subtask statistics (of --id N, else of the newest checkpoint)")
     cps.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    cps.add_argument("-D", "--conf", action="append", metavar="KEY=VALUE",
+                     help="storage configuration, e.g. -D s3.endpoint=http://127.0.0.1:8333 "
+                          "(s3.access-key, s3.secret-key, s3.path.style.access; or AWS_* "
+                          "environment variables)")
     cps.set_defaults(func=cmd_checkpoints)
 
     demo = sub.add_parser("demo", help="demos on local Spark: exactly-once with a killed "

@@ -436,6 +436,42 @@ ALLOW_FALLBACK_PAST_COMMITTED = _define(
     "(duplicates). By default such a recovery fails the job, naming the checkpoint.",
 )
 
+S3_ENDPOINT = _define(
+    "s3.endpoint",
+    "str",
+    None,
+    "S3 endpoint URL for s3:// checkpoint storage (an S3-compatible server: SeaweedFS, MinIO); "
+    "default: AWS, or AWS_ENDPOINT_URL.",
+    check=_non_empty,
+)
+S3_ACCESS_KEY = _define(
+    "s3.access-key",
+    "str",
+    None,
+    "S3 access key id; default: AWS_ACCESS_KEY_ID or the AWS credential files.",
+    "s3.access.key",
+    check=_non_empty,
+)
+S3_SECRET_KEY = _define(
+    "s3.secret-key",
+    "str",
+    None,
+    "S3 secret access key; default: AWS_SECRET_ACCESS_KEY or the AWS credential files.",
+    "s3.secret.key",
+    check=_non_empty,
+)
+S3_PATH_STYLE_ACCESS = _define(
+    "s3.path.style.access",
+    "bool",
+    False,
+    "Address buckets as <endpoint>/<bucket> instead of <bucket>.<endpoint> (S3-compatible "
+    "servers on one host need this).",
+)
+S3_REGION = _define(
+    "s3.region", "str", None, "S3 region; default: AWS_REGION or the AWS config file.",
+    check=_non_empty,
+)
+
 EXECUTOR = _define(
     "cairn.executor",
     "enum",

