@@ -2,20 +2,19 @@
 
 Invariant: the encoded file is a one-line JSON header (format, version, body length, SHA-256)
 followed by the JSON body, so truncation and corruption are detected before any field is
-trusted, and every state path inside is relative to the directory holding the file.
+trusted, and every state path inside is relative to the directory holding the file; decoding
+never unpickles (inline values stay bytes), so reading a planted file cannot run code.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import json
-import pickle
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
-
-import cloudpickle
 
 from cairn.checkpoint.errors import CorruptCheckpointError
 from cairn.checkpoint.handles import (
@@ -344,11 +343,8 @@ def _subtask_to_json(s: OperatorSubtaskState) -> dict[str, Any]:
             }
             for h in s.operator
         ],
-        # Inline values are arbitrary objects; cloudpickle also handles classes from __main__.
-        "inline": {
-            name: base64.b64encode(cloudpickle.dumps(value)).decode("ascii")
-            for name, value in s.inline.items()
-        },
+        # Inline values are pickled bytes (pickle_inline); they stay opaque here.
+        "inline": {name: base64.b64encode(v).decode("ascii") for name, v in s.inline.items()},
         **({} if s.input_channels is None else {"input_channels": {
             "path": s.input_channels.path,
             "num_channels": s.input_channels.num_channels,
@@ -379,13 +375,13 @@ def _subtask_from_json(obj: dict[str, Any], where: str, source: str) -> Operator
         )
         for h in obj["operator"]
     )
-    inline: dict[str, object] = {}
+    inline: dict[str, bytes] = {}
     for name, encoded in obj["inline"].items():
-        try:
-            inline[name] = pickle.loads(base64.b64decode(encoded, validate=True))
-        except Exception as e:  # unpickling can raise anything a __setstate__ raises
+        try:  # never unpickled here: see OperatorSubtaskState.inline_value
+            inline[str(name)] = base64.b64decode(encoded, validate=True)
+        except (binascii.Error, TypeError, ValueError) as e:
             raise CorruptCheckpointError(
-                source, f"inline value {name!r} of {where} cannot be unpickled: {e!r}"
+                source, f"inline value {name!r} of {where} is not base64: {e!r}"
             ) from e
     channels = None
     if "input_channels" in obj:  # written by unaligned checkpoints only
