@@ -2,7 +2,8 @@
 
 Invariant: a checkpoint directory ``<url>/<job_id>/chk-<n>/`` is complete iff its ``_metadata``
 exists; ``_metadata`` is written last and atomically (rename on local disks, a single put on
-object stores), and every path it references is relative to that directory.
+object stores), and every path it references is relative to that directory. On a local disk
+everything written is private to the job's user (``local_files``).
 
 Layout (as in Flink)::
 
@@ -17,7 +18,6 @@ import os
 import posixpath
 import re
 import shutil
-import tempfile
 import uuid
 import zlib
 from collections.abc import Mapping
@@ -28,6 +28,7 @@ from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
+from cairn.checkpoint import local_files
 from cairn.checkpoint.errors import CheckpointNotFoundError, CorruptCheckpointError
 from cairn.checkpoint.handles import StreamRange
 from cairn.checkpoint.metadata import (
@@ -48,8 +49,9 @@ _INCOMPLETE = "incomplete: no _metadata (checkpoint in progress or aborted)"
 
 
 def default_storage_url() -> str:
-    """``file://<tempdir>/cairn-checkpoints``, used when the job configures no storage."""
-    return "file://" + os.path.join(tempfile.gettempdir(), "cairn-checkpoints")
+    """``file://<tempdir>/cairn-checkpoints-<uid>`` (see ``local_files.default_root``), used
+    when the job configures no storage."""
+    return "file://" + local_files.default_root()
 
 
 @dataclass(frozen=True)
@@ -101,15 +103,30 @@ def _remove_tree(loc: _Loc) -> None:
                 raise
 
 
+def _is_local(loc: _Loc) -> bool:
+    return isinstance(loc.fs, LocalFileSystem)
+
+
+def _makedirs(loc: _Loc) -> None:
+    if _is_local(loc):
+        local_files.makedirs_private(loc.path)
+    else:
+        loc.fs.makedirs(loc.path, exist_ok=True)
+
+
+def _write_new(loc: _Loc, data: bytes) -> None:
+    if _is_local(loc):
+        local_files.write_private(loc.path, data)
+    else:
+        loc.fs.pipe_file(loc.path, data)
+
+
 def _atomic_write(loc: _Loc, data: bytes) -> None:
-    if isinstance(loc.fs, LocalFileSystem):
+    if _is_local(loc):
         # Readers must never see a half-written _metadata: write aside, fsync, rename.
         tmp = f"{loc.path}.inprogress-{uuid.uuid4().hex}"
         try:
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
+            local_files.write_private(tmp, data, sync=True)
             os.replace(tmp, loc.path)
         finally:
             if os.path.exists(tmp):
@@ -145,9 +162,9 @@ class CheckpointStateWriter:
         # Many subtasks in many processes write into one directory: a uuid keeps names unique.
         rel = f"{_UNSAFE.sub('_', name).strip('._') or 'state'}-{uuid.uuid4().hex}"
         if not self._dir_made:
-            self._dir.fs.makedirs(self._dir.path, exist_ok=True)
+            _makedirs(self._dir)
             self._dir_made = True
-        self._dir.fs.pipe_file(self._dir.join(rel).path, data)
+        _write_new(self._dir.join(rel), data)
         return rel
 
 
@@ -187,6 +204,9 @@ def open_reader(
 class CheckpointStorage:
     """The checkpoint directories of one job; picklable (re-resolved from url and options).
 
+    Without ``url``, the per-user default root is used (created 0700, refused if it is not
+    private).
+
     >>> s = CheckpointStorage("memory://doc-storage", "job-1")
     >>> s.checkpoint_dir(CheckpointId(7))
     'memory:///doc-storage/job-1/chk-7'
@@ -197,6 +217,8 @@ class CheckpointStorage:
     ) -> None:
         if not job_id or "/" in job_id:
             raise ValueError(f"job_id must be a non-empty name without '/', got {job_id!r}")
+        if not url:
+            local_files.ensure_private_root(local_files.default_root())
         self.url = url or default_storage_url()
         self.job_id = job_id
         self.storage_options: dict[str, Any] = dict(storage_options or {})
@@ -227,7 +249,7 @@ class CheckpointStorage:
     def write_metadata(self, metadata: CheckpointMetadata) -> CompletedCheckpoint:
         """Publish ``metadata`` as ``chk-<id>/_metadata`` (last, atomically): completes it."""
         loc = self._chk(metadata.checkpoint_id)
-        loc.fs.makedirs(loc.path, exist_ok=True)
+        _makedirs(loc)
         _atomic_write(loc.join(METADATA_FILE_NAME), encode_metadata(metadata))
         return CompletedCheckpoint(metadata, loc.public())
 
@@ -262,7 +284,7 @@ class CheckpointStorage:
             if source_dir is None
             else _resolve(source_dir, self._options_for(source_dir))
         )
-        target.fs.makedirs(target.path, exist_ok=True)
+        _makedirs(target)
         for rel in sorted(metadata.referenced_files()):
             _check_relative(rel, src)
             _copy_file(src.join(rel), target.join(rel))
@@ -286,10 +308,15 @@ def _resolve_protocol(path: str) -> str:
 
 
 def _copy_file(src: _Loc, dst: _Loc) -> None:
-    dst.fs.makedirs(dst.parent.path, exist_ok=True)
+    _makedirs(dst.parent)
     try:
-        with src.fs.open(src.path, "rb") as fin, dst.fs.open(dst.path, "wb") as fout:
-            shutil.copyfileobj(fin, fout, 1 << 20)
+        with src.fs.open(src.path, "rb") as fin:
+            if _is_local(dst):
+                with os.fdopen(local_files.open_private(dst.path), "wb") as fout:
+                    shutil.copyfileobj(fin, fout, 1 << 20)
+            else:
+                with dst.fs.open(dst.path, "wb") as fout:
+                    shutil.copyfileobj(fin, fout, 1 << 20)
     except FileNotFoundError:
         raise CorruptCheckpointError(src.public(), "state file is missing") from None
 
