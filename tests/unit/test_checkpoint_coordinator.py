@@ -28,6 +28,7 @@ from cairn.checkpoint.handles import (
     StreamRange,
     pickle_inline,
 )
+from cairn.checkpoint.inspection import verify
 from cairn.checkpoint.messages import (
     AckResult,
     CheckpointFailureReason,
@@ -43,7 +44,7 @@ from cairn.checkpoint.protocol import (
     TriggerNow,
     WaitUntil,
 )
-from cairn.checkpoint.storage import CheckpointStorage, load_checkpoint, open_reader, verify
+from cairn.checkpoint.storage import CheckpointStorage, load_checkpoint, open_reader
 from cairn.clock import ManualClock
 from cairn.events import AlignmentMode, CheckpointBarrier, CheckpointType
 from cairn.ids import CheckpointId, OperatorUid, SubtaskIndex, VertexId

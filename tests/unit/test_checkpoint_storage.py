@@ -21,15 +21,14 @@ from cairn.checkpoint.handles import (
     OperatorSubtaskState,
     StreamRange,
 )
+from cairn.checkpoint.inspection import list_checkpoints, verify
 from cairn.checkpoint.metadata import CheckpointMetadata, OperatorMetadata
 from cairn.checkpoint.storage import (
     CheckpointStorage,
     default_storage_url,
-    list_checkpoints,
     load_checkpoint,
     open_reader,
     read_metadata,
-    verify,
 )
 from cairn.ids import CheckpointId, JobId, OperatorUid
 

@@ -32,7 +32,7 @@ from cairn.datastream.checkpoint_storage import (
     JobManagerCheckpointStorage,
     normalize_storage_url,
 )
-from cairn.settings import CheckpointSettings, RetentionPolicy
+from cairn.settings import CheckpointSettings, RetentionPolicy, SigningKey
 
 __all__ = ["CheckpointConfig", "checkpoint_settings_from"]
 
@@ -261,6 +261,7 @@ def checkpoint_settings_from(
             f"{get(opts.CHECKPOINTING_MAX_CONCURRENT)}; set it to 1 (as in Flink)"
         )
     directory = get(opts.CHECKPOINTING_DIR)
+    key = get(opts.CHECKPOINT_SIGNING_KEY)
     return CheckpointSettings(
         interval_ms=-1 if interval is None else int(interval),
         mode=mode.to_alignment_mode(),
@@ -274,4 +275,5 @@ def checkpoint_settings_from(
         storage_options=dict(storage_options or {}),
         unaligned=unaligned,
         aligned_timeout_ms=get(opts.CHECKPOINTING_ALIGNED_TIMEOUT),
+        signing_key=None if key is None else SigningKey.parse(key),
     )
