@@ -118,6 +118,8 @@ def test_listing_and_reading_a_planted_checkpoint_runs_nothing(
     assert isinstance(state.inline["pos"], bytes) and state.inline_size > 0
     for details, as_json in ((False, False), (True, False), (True, True)):
         checkpoints_report(storage.job_dir, details=details, as_json=as_json)
+    (listed,) = json.loads(checkpoints_report(storage.job_dir, as_json=True))
+    assert listed["inline_size"] == state.inline_size and listed["signature"] == "unsigned"
     assert not marker.exists()
 
 

@@ -1,9 +1,9 @@
 """Inspecting checkpoints without trusting them: verifying their state files, listing them.
 
 Invariant: nothing here runs code from a checkpoint (metadata is decoded without unpickling);
-a state file is intact iff it matches the SHA-256 its name carries, or (named without one)
-the CRC-32 of every range the metadata references; with a signing key every file must carry
-a digest, so the verified signature covers every byte.
+a state file is intact iff every range the metadata references matches its CRC-32 and, if its
+name carries a SHA-256 (written under a signing key), the whole file matches that; with a key
+every file must carry one, so the verified signature covers every byte.
 """
 
 from __future__ import annotations

@@ -115,6 +115,11 @@ class CheckpointMetadata:
     def state_size(self) -> int:
         return sum(op.state_size for op in self.operators.values())
 
+    @property
+    def inline_size(self) -> int:
+        """Bytes of pickled inline values (listings show this, never the values)."""
+        return sum(s.inline_size for op in self.operators.values() for s in op.subtasks.values())
+
     def with_subtask_stats(self, stats: CheckpointStats | None) -> CheckpointMetadata:
         """A copy that keeps the per-subtask rows of ``stats`` (this checkpoint's statistics).
 

@@ -3,14 +3,15 @@
 Invariant: a checkpoint directory ``<url>/<job_id>/chk-<n>/`` is complete iff its ``_metadata``
 exists; ``_metadata`` is written last and atomically (rename on local disks, a single put on
 object stores), and every path it references is relative to that directory. On a local disk
-everything written is private to the job's user (``local_files``). A state file's name ends
-with the SHA-256 of its content, so signed metadata covers every state byte; with a signing
-key nothing is read from a checkpoint before its signature and digests are checked.
+everything written is private to the job's user (``local_files``). With a signing key, a
+state file's name ends with the SHA-256 of its content, so the signed metadata covers every
+state byte, and nothing is read from a checkpoint before its signature and digests are
+checked.
 
 Layout (as in Flink)::
 
     <url>/<job_id>/chk-7/_metadata
-    <url>/<job_id>/chk-7/<state-file-name>-<uuid>-sha256-<hex digest of the content>
+    <url>/<job_id>/chk-7/<state-file-name>-<uuid>[-sha256-<hex digest of the content>]
 """
 
 from __future__ import annotations
@@ -155,18 +156,26 @@ def _atomic_write(loc: _Loc, data: bytes) -> None:
 class CheckpointStateWriter:
     """Writes state files of one checkpoint (implements ``handles.StateFileWriter``).
 
+    With ``digests`` (the storage signs its metadata) each file's name ends with the SHA-256
+    of its content; without, CRC-32s of the ranges are the only check (hashing costs CPU on
+    every checkpoint, and without a key nobody could trust the digest anyway).
+
     >>> storage = CheckpointStorage("memory://doc-writer", "job")
     >>> w = storage.writer(CheckpointId(1))
     >>> rel = w.write_state_file("keyed/op 1", b"abc")
     >>> rel.startswith("keyed_op_1-"), storage.reader(w.directory).read_state_range(rel, 1, 2)
     (True, b'bc')
-    >>> state_file_digest(rel) == hashlib.sha256(b"abc").hexdigest()
+    >>> w = CheckpointStateWriter(w._dir, CheckpointId(1), digests=True)
+    >>> state_file_digest(w.write_state_file("s", b"abc")) == hashlib.sha256(b"abc").hexdigest()
     True
     """
 
-    def __init__(self, directory: _Loc, checkpoint_id: CheckpointId) -> None:
+    def __init__(
+        self, directory: _Loc, checkpoint_id: CheckpointId, digests: bool = False
+    ) -> None:
         self._dir = directory
         self._checkpoint_id = checkpoint_id
+        self._digests = digests
         self._dir_made = False
 
     @property
@@ -180,8 +189,9 @@ class CheckpointStateWriter:
     def write_state_file(self, name: str, data: bytes) -> str:
         # Many subtasks in many processes write into one directory: a uuid keeps names unique.
         # The digest in the name puts it into the (signed) metadata that lists the file.
-        stem = _UNSAFE.sub("_", name).strip("._") or "state"
-        rel = f"{stem}-{uuid.uuid4().hex}-sha256-{hashlib.sha256(data).hexdigest()}"
+        rel = f"{_UNSAFE.sub('_', name).strip('._') or 'state'}-{uuid.uuid4().hex}"
+        if self._digests:
+            rel += f"-sha256-{hashlib.sha256(data).hexdigest()}"
         if not self._dir_made:
             _makedirs(self._dir)
             self._dir_made = True
@@ -306,7 +316,9 @@ class CheckpointStorage:
         return self._chk(checkpoint_id).public()
 
     def writer(self, checkpoint_id: int) -> CheckpointStateWriter:
-        return CheckpointStateWriter(self._chk(checkpoint_id), CheckpointId(checkpoint_id))
+        """Writer of checkpoint ``checkpoint_id``'s state files (digest-named if it signs)."""
+        digests = self.signing_key is not None
+        return CheckpointStateWriter(self._chk(checkpoint_id), CheckpointId(checkpoint_id), digests)
 
     def reader(self, checkpoint_dir: str) -> CheckpointStateReader:
         """Reader of a checkpoint's state files (checking digests if this storage signs)."""

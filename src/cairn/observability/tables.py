@@ -110,6 +110,7 @@ class RetainedCheckpoint:
         st = None if md is None else md.stats
         out.update({
             "state_size": None if md is None else md.state_size,
+            "inline_size": None if md is None else md.inline_size,
             "checkpointed_size": None if md is None else md.state_size,
             "processed_data": None if st is None else st.processed_bytes,
             "persisted_data": None if st is None else st.persisted_bytes,
