@@ -3,7 +3,8 @@
 Invariant: nothing here runs code from a checkpoint (metadata is decoded without unpickling);
 a state file is intact iff every range the metadata references matches its CRC-32 and, if its
 name carries a SHA-256 (written under a signing key), the whole file matches that; with a key
-every file must carry one, so the verified signature covers every byte.
+every file must carry one, so the verified signature covers every byte. (Split off from
+``storage`` for size, it shares storage's internal helpers.)
 """
 
 from __future__ import annotations
@@ -44,11 +45,11 @@ def verify(
     require_digests: bool = False,
 ) -> None:
     """Check that every state file ``metadata`` references exists in ``directory``, is long
-    enough and (unless ``check_crc`` is False: sizes only) that its content is intact: a
-    file whose name carries a SHA-256 must match it, any other must match the CRC-32 of every
-    range referenced; a same-size file with changed bytes is corrupt too, and a restore must
-    find that out here, not in every attempt's workers. ``require_digests`` (metadata
-    verified with a signing key): every file must carry a digest.
+    enough and (unless ``check_crc`` is False: sizes only) that its content is intact: every
+    range referenced matches its CRC-32 and a file whose name carries a SHA-256 matches that;
+    a same-size file with changed bytes is corrupt too, and a restore must find that out
+    here, not in every attempt's workers. ``require_digests`` (metadata verified with a
+    signing key): every file must carry a digest.
 
     Raises:
         CorruptCheckpointError: names the exact file and what is wrong with it.
@@ -113,7 +114,7 @@ def _verify_contents(
         if digest is not None and size <= _CRC_WINDOW:
             whole = reader.read_state_range(rel, 0, size)
             _check_crcs(whole, 0, loc, rel, ordered)
-            _check_digest(hashlib.sha256(whole), digest, loc, rel)
+            _check_digest(hashlib.sha256(whole).hexdigest(), digest, loc, rel)
             continue
         # One ranged read per window of neighbouring ranges, not one per key group.
         window: list[StreamRange] = []
@@ -129,11 +130,11 @@ def _verify_contents(
             with loc.fs.open(loc.join(rel).path, "rb") as f:
                 while chunk := f.read(_HASH_CHUNK):
                     h.update(chunk)
-            _check_digest(h, digest, loc, rel)
+            _check_digest(h.hexdigest(), digest, loc, rel)
 
 
-def _check_digest(h: hashlib._Hash, digest: str, loc: _Loc, rel: str) -> None:
-    if h.hexdigest() != digest:
+def _check_digest(actual: str, digest: str, loc: _Loc, rel: str) -> None:
+    if actual != digest:
         raise CorruptCheckpointError(loc.join(rel).public(), _DIGEST_MISMATCH)
 
 
