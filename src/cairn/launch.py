@@ -15,7 +15,6 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from cairn.checkpoint.storage import default_storage_url
 from cairn.checkpoint.storage_access import check_storage_access
 from cairn.deploy.executors import Executor, InProcessExecutor, SparkExecutor
 from cairn.deploy.job_client import JobClient
@@ -81,10 +80,7 @@ def submit_job(settings: JobSettings, sinks: Sequence[SinkTransformation]) -> Jo
     )
     if settings.checkpoint.enabled:
         # Before Spark starts: a missing bucket or wrong key is a submission error.
-        check_storage_access(
-            settings.checkpoint.storage_url or default_storage_url(),
-            settings.checkpoint.storage_options,
-        )
+        check_storage_access(settings.checkpoint.storage_url, settings.checkpoint.storage_options)
     payload = dumps_job((settings, graph))
     executor, workers = choose_executor(settings, graph)
     faults: tuple[Any, ...] = parse_faults(settings.deploy.testing_faults)

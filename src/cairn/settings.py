@@ -10,6 +10,7 @@ what the driver validated.
 from __future__ import annotations
 
 import enum
+import hmac
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -24,6 +25,8 @@ FORK_THRESHOLD_ENV = "CAIRN_STATE_FORK_THRESHOLD"
 FORK_NICENESS_ENV = "CAIRN_STATE_FORK_NICENESS"
 DEFAULT_MAX_FRAME_SIZE = 64 * 1024 * 1024  # bytes of one frame on a connection, either way
 MAX_FRAME_SIZE_KEY = "cairn.network.max-frame-size"  # named in the wire layer's errors
+SIGNING_KEY_ENV = "CAIRN_CHECKPOINT_SIGNING_KEY"
+MIN_SIGNING_KEY_LENGTH = 16
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +39,53 @@ class RetentionPolicy(enum.Enum):
     NO_EXTERNALIZED_CHECKPOINTS = "NO_EXTERNALIZED_CHECKPOINTS"
 
 
+@dataclass(frozen=True, repr=False)
+class SigningKey:
+    """The per-deployment secret that signs checkpoint metadata (``cairn.checkpoint.signing-key``
+    or ``CAIRN_CHECKPOINT_SIGNING_KEY``); its value is never shown (``repr``, ``str``, errors).
+
+    >>> key = SigningKey.parse("0123456789abcdef0123")
+    >>> key, key == SigningKey.parse(" 0123456789abcdef0123 ")
+    (SigningKey(<redacted>), True)
+    >>> SigningKey.parse("short")
+    Traceback (most recent call last):
+    ...
+    ValueError: a checkpoint signing key must have at least 16 characters (got 5), e.g. ...
+    """
+
+    secret: bytes
+
+    @classmethod
+    def parse(cls, text: str) -> SigningKey:
+        """The key given as text (surrounding whitespace, e.g. a file's newline, is dropped)."""
+        problem = signing_key_problem(text)
+        if problem is not None:
+            raise ValueError(problem)
+        return cls(text.strip().encode("utf-8"))
+
+    def __repr__(self) -> str:
+        return "SigningKey(<redacted>)"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SigningKey) and hmac.compare_digest(self.secret, other.secret)
+
+    def __hash__(self) -> int:
+        return hash(SigningKey)
+
+
+def signing_key_problem(text: object) -> str | None:
+    """Why ``text`` cannot be a signing key (without echoing it), or None."""
+    if not isinstance(text, str):
+        return "a checkpoint signing key must be a string"
+    n = len(text.strip())
+    if n < MIN_SIGNING_KEY_LENGTH:
+        return (
+            f"a checkpoint signing key must have at least {MIN_SIGNING_KEY_LENGTH} characters "
+            f"(got {n}), e.g. the output of `openssl rand -hex 32`"
+        )
+    return None
+
+
 @dataclass(frozen=True)
 class CheckpointSettings:
     interval_ms: int = -1  # <= 0: periodic checkpoints disabled
@@ -46,10 +96,12 @@ class CheckpointSettings:
     tolerable_failures: int = 0
     retained: int = 1
     retention: RetentionPolicy = RetentionPolicy.NO_EXTERNALIZED_CHECKPOINTS
-    storage_url: str | None = None  # None: file://<tempdir>/cairn-checkpoints
+    storage_url: str | None = None  # None: file://<tempdir>/cairn-checkpoints-<uid>
     storage_options: Mapping[str, Any] = field(default_factory=dict, repr=False)  # credentials
     unaligned: bool = False
     aligned_timeout_ms: int = 0
+    # Signs _metadata (HMAC-SHA256); set, the job restores only checkpoints it verifies.
+    signing_key: SigningKey | None = None
 
     @property
     def enabled(self) -> bool:

@@ -22,7 +22,13 @@ from cairn.checkpoint.errors import (
     FallbackRefusedError,
     NoUsableCheckpointError,
 )
-from cairn.checkpoint.handles import KeyedStateHandle, OperatorSubtaskState, StreamRange
+from cairn.checkpoint.handles import (
+    KeyedStateHandle,
+    OperatorSubtaskState,
+    StreamRange,
+    pickle_inline,
+)
+from cairn.checkpoint.inspection import verify
 from cairn.checkpoint.messages import (
     AckResult,
     CheckpointFailureReason,
@@ -38,7 +44,7 @@ from cairn.checkpoint.protocol import (
     TriggerNow,
     WaitUntil,
 )
-from cairn.checkpoint.storage import CheckpointStorage, load_checkpoint, open_reader, verify
+from cairn.checkpoint.storage import CheckpointStorage, load_checkpoint, open_reader
 from cairn.clock import ManualClock
 from cairn.events import AlignmentMode, CheckpointBarrier, CheckpointType
 from cairn.ids import CheckpointId, OperatorUid, SubtaskIndex, VertexId
@@ -91,7 +97,7 @@ class Harness:
             {task.subtask_index: StreamRange(0, len(data), zlib.crc32(data))},
             len(data),
         )
-        state = OperatorSubtaskState(keyed=(handle,), inline={"offset": cid * 10})
+        state = OperatorSubtaskState(keyed=(handle,), inline=pickle_inline({"offset": cid * 10}))
         metrics = SubtaskCheckpointMetrics(sync_duration_ms=1, state_size=len(data))
         return self.coord.receive_ack(
             TaskAcknowledgement(CheckpointId(cid), task, {UIDS[task]: state}, metrics)
@@ -228,7 +234,7 @@ def test_metadata_is_written_only_after_every_ack(root: str) -> None:
     verify(cp.metadata, cp.directory, check_crc=True)
     src = cp.metadata.operators[OperatorUid("src")]
     assert (src.parallelism, sorted(src.subtasks)) == (2, [0, 1])
-    assert src.subtasks[1].inline == {"offset": 10}
+    assert src.subtasks[1].inline_value("offset") == 10
     assert cp.metadata.duration_ms == 30 and cp.metadata.stats.num_subtasks == 3
     stats = h.coord.stats.get(CheckpointId(1))
     assert stats is not None and stats.end_to_end_duration_ms == 30

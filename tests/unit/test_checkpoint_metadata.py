@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import pickle
 
 import pytest
 
@@ -14,6 +15,7 @@ from cairn.checkpoint.handles import (
     OperatorStateHandle,
     OperatorSubtaskState,
     StreamRange,
+    pickle_inline,
 )
 from cairn.checkpoint.metadata import (
     CheckpointMetadata,
@@ -60,7 +62,7 @@ def sample() -> CheckpointMetadata:
                 {
                     0: OperatorSubtaskState(keyed=(keyed,), operator=(op_state,)),
                     1: OperatorSubtaskState(
-                        inline={"pos": SourcePosition("s-1", 7), "set": {1, 2}}
+                        inline=pickle_inline({"pos": SourcePosition("s-1", 7), "set": {1, 2}})
                     ),
                 },
             ),
@@ -75,9 +77,8 @@ def test_round_trip_preserves_handles_inline_objects_and_stats() -> None:
     md = sample()
     back = decode_metadata(encode_metadata(md))
     assert back == md
-    assert back.operators[OperatorUid("counter")].subtasks[1].inline["pos"] == SourcePosition(
-        "s-1", 7
-    )
+    restored = back.operators[OperatorUid("counter")].subtasks[1]
+    assert restored.inline_value("pos") == SourcePosition("s-1", 7)
     assert back.referenced_files() == {"keyed-abc": 15, "op-def": 8}
     assert back.duration_ms == 250
 
@@ -111,7 +112,19 @@ def test_foreign_files_and_newer_versions_are_rejected_clearly() -> None:
         decode_metadata(json.dumps(header).encode() + b"\n" + body, "m")
 
 
-def test_unpicklable_inline_value_names_operator_and_subtask() -> None:
+def test_inline_value_that_is_not_base64_names_operator_and_subtask() -> None:
+    data = encode_metadata(sample())
+    head, _, body = data.partition(b"\n")
+    obj = json.loads(body)
+    obj["operators"][0]["subtasks"]["1"]["inline"]["pos"] = "not base64!"
+    new_body = json.dumps(obj).encode()
+    header = json.loads(head)
+    header.update(body_length=len(new_body), body_sha256=hashlib.sha256(new_body).hexdigest())
+    with pytest.raises(CorruptCheckpointError, match="'pos' of operator 'counter' subtask 1"):
+        decode_metadata(json.dumps(header).encode() + b"\n" + new_body, "m")
+
+
+def test_inline_value_that_is_not_a_pickle_fails_only_when_restored() -> None:
     data = encode_metadata(sample())
     head, _, body = data.partition(b"\n")
     obj = json.loads(body)
@@ -119,5 +132,8 @@ def test_unpicklable_inline_value_names_operator_and_subtask() -> None:
     new_body = json.dumps(obj).encode()
     header = json.loads(head)
     header.update(body_length=len(new_body), body_sha256=hashlib.sha256(new_body).hexdigest())
-    with pytest.raises(CorruptCheckpointError, match="'pos' of operator 'counter' subtask 1"):
-        decode_metadata(json.dumps(header).encode() + b"\n" + new_body, "m")
+    md = decode_metadata(json.dumps(header).encode() + b"\n" + new_body, "m")
+    state = md.operators[OperatorUid("counter")].subtasks[1]
+    assert state.inline["pos"] == b"not a pickle" and state.inline_size > 12
+    with pytest.raises(pickle.UnpicklingError):
+        state.inline_value("pos")

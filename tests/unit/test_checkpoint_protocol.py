@@ -7,7 +7,7 @@ import doctest
 import pytest
 
 import cairn.checkpoint.protocol
-from cairn.checkpoint.handles import OperatorSubtaskState
+from cairn.checkpoint.handles import OperatorSubtaskState, pickle_inline
 from cairn.checkpoint.messages import (
     AckResult,
     CheckpointFailureReason,
@@ -146,7 +146,7 @@ def test_discarded_pending_checkpoint_discards_later_acks() -> None:
 
 def test_pending_operator_states_by_subtask_drop_empty_ones() -> None:
     uid = OperatorUid("op")
-    full = OperatorSubtaskState(inline={"pos": 3})
+    full = OperatorSubtaskState(inline=pickle_inline({"pos": 3}))
     p = PendingCheckpoint(C(1), 0, CheckpointOptions(), [T0, T1])
     p.acknowledge(TaskAcknowledgement(C(1), T0, {uid: OperatorSubtaskState()}), 1)
     p.acknowledge(TaskAcknowledgement(C(1), T1, {uid: full}), 1)

@@ -21,15 +21,14 @@ from cairn.checkpoint.handles import (
     OperatorSubtaskState,
     StreamRange,
 )
+from cairn.checkpoint.inspection import list_checkpoints, verify
 from cairn.checkpoint.metadata import CheckpointMetadata, OperatorMetadata
 from cairn.checkpoint.storage import (
     CheckpointStorage,
     default_storage_url,
-    list_checkpoints,
     load_checkpoint,
     open_reader,
     read_metadata,
-    verify,
 )
 from cairn.ids import CheckpointId, JobId, OperatorUid
 
@@ -225,7 +224,7 @@ def test_savepoint_is_self_contained_and_movable(root: str, tmp_path: Path) -> N
     ] == [(str(moved), True, True)]
 
 
-def test_storage_pickles_for_workers_and_defaults_to_tempdir() -> None:
+def test_storage_pickles_for_workers_and_defaults_to_a_per_user_tempdir() -> None:
     url = f"memory://cairn-test-{uuid.uuid4().hex}"
     storage = CheckpointStorage(url, "job-p", {"skip_instance_cache": False})
     clone = pickle.loads(pickle.dumps(storage))
@@ -235,7 +234,8 @@ def test_storage_pickles_for_workers_and_defaults_to_tempdir() -> None:
     default = CheckpointStorage(None, "job-d")
     assert default.url == default_storage_url()
     assert default.checkpoint_dir(1) == (
-        "file://" + os.path.join(tempfile.gettempdir(), "cairn-checkpoints", "job-d", "chk-1")
+        "file://"
+        + os.path.join(tempfile.gettempdir(), f"cairn-checkpoints-{os.getuid()}", "job-d", "chk-1")
     )
     url_to_fs(url)[0].rm(url_to_fs(url)[1], recursive=True)
 

@@ -112,7 +112,7 @@ def test_the_injected_clock_times_out_the_alignment_and_the_barrier_overtakes() 
     assert task.next_timer_ms() == 1_100, "the alignment timeout, on the task's clock"
     _drain(task)  # timed out: unaligned, channel 1's barrier overtakes b7..b9
     (ack,) = [m for m in services.sent if isinstance(m, TaskAcknowledgement)]
-    assert ack.metrics.unaligned and ack.states["op"].inline["seen"] == op.seen[:7]
+    assert ack.metrics.unaligned and ack.states["op"].inline_value("seen") == op.seen[:7]
     handle = ack.states["op"].input_channels
     assert handle is not None
     assert read_channel_state(services.files[1], handle) == {1: [["b7"], ["b8"], ["b9"]]}

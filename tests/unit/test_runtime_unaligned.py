@@ -339,7 +339,7 @@ def test_task_snapshot_plus_channel_state_equals_everything_sent_before_the_barr
         pass
     (ack,) = _acks(services)
     assert ack.metrics.unaligned and ack.metrics.persisted_bytes > 0
-    snapshot_seen = ack.states["collect"].inline["seen"]
+    snapshot_seen = ack.states["collect"].inline_value("seen")
     assert snapshot_seen == ["a1", "b1"]
     assert _replayed(services, ack) == {0: [["a2"]], 1: [["b2"], ["b3"]]}
     assert sorted(op.seen) == ["a1", "a2", "a3", "b1", "b2", "b3", "b4"]
@@ -385,7 +385,7 @@ def test_barrier_overtakes_the_rest_of_a_slow_batch_being_processed() -> None:
     outs[0].send_event(unaligned(1))
     task.run_once()
     (ack,) = _acks(services)
-    seen_at_snapshot = ack.states["collect"].inline["seen"]
+    seen_at_snapshot = ack.states["collect"].inline_value("seen")
     replayed = [r for batch in _replayed(services, ack).get(0, []) for r in batch]
     assert 0 < len(seen_at_snapshot) < 200
     assert seen_at_snapshot + replayed == list(range(200)), "nothing lost, nothing twice"
@@ -406,7 +406,7 @@ def test_aligned_barrier_with_timeout_turns_unaligned_when_alignment_takes_too_l
         task.run_once()
     (ack,) = _acks(services)
     assert ack.metrics.unaligned, "alignment outlived the 50 ms timeout"
-    seen_at_snapshot = ack.states["collect"].inline["seen"]
+    seen_at_snapshot = ack.states["collect"].inline_value("seen")
     replayed = [r for batch in _replayed(services, ack).get(1, []) for r in batch]
     assert replayed, "the barrier overtook the rest of the slow batch"
     assert seen_at_snapshot + replayed == list(range(100))
@@ -425,7 +425,7 @@ def test_aligned_barrier_with_timeout_stays_aligned_when_alignment_is_quick() ->
     (ack,) = _acks(services)
     assert not ack.metrics.unaligned and ack.metrics.persisted_bytes == 0
     assert ack.states["collect"].input_channels is None
-    assert ack.states["collect"].inline["seen"] == ["b1"]
+    assert ack.states["collect"].inline_value("seen") == ["b1"]
 
 
 def test_in_flight_data_survives_metadata_and_blocks_a_rescaled_restore_up_front() -> None:

@@ -464,7 +464,8 @@ class CheckpointCoordinator:
             if not candidates:
                 return None
         where = f"job {self.job_id} from {explicit_path or self.storage.job_dir}"
-        choice = find_restore_point(candidates, options, where, self._fallback)
+        key = self.storage.signing_key
+        choice = find_restore_point(candidates, options, where, self._fallback, key)
         for skipped in choice.skipped:  # unusable: never offer them again
             self._forget(skipped)
         chosen = choice.checkpoint

@@ -26,6 +26,11 @@ class CorruptCheckpointError(CheckpointError):
         self.problem = problem
 
 
+class UnverifiedCheckpointError(CorruptCheckpointError):
+    """A signing key is set, and a checkpoint's metadata is unsigned or its signature does not
+    match (another key, or the file was changed): it is not trusted, hence not restored."""
+
+
 class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
     """No checkpoint, savepoint or job checkpoint directory exists at ``path``."""
 

@@ -2,14 +2,19 @@
 
 Invariant: handles are immutable, JSON-serializable values (see ``checkpoint.metadata``) and
 every path in them is relative to the directory of the checkpoint that owns the metadata, so a
-checkpoint or savepoint directory can be moved as a whole and stays readable.
+checkpoint or savepoint directory can be moved as a whole and stays readable. Inline values
+are opaque pickled bytes: reading a handle never unpickles; only the restoring operator does
+(``OperatorSubtaskState.inline_value``), after the metadata was verified.
 """
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
+
+import cloudpickle
 
 from cairn.ids import CheckpointId, OperatorUid
 
@@ -68,16 +73,55 @@ class InputChannelStateHandle:
     size: int
 
 
+def pickle_inline(values: Mapping[str, Any]) -> dict[str, bytes]:
+    """Small values to keep inline in the metadata, pickled (cloudpickle: classes defined in
+    ``__main__`` too); the taking subtask calls this, see ``OperatorSnapshot``.
+
+    >>> OperatorSubtaskState(inline=pickle_inline({"pos": 7})).inline_value("pos")
+    7
+    """
+    return {str(name): cloudpickle.dumps(value) for name, value in values.items()}
+
+
 @dataclass(frozen=True, slots=True)
 class OperatorSubtaskState:
-    """Everything one subtask of one operator contributed to a checkpoint."""
+    """Everything one subtask of one operator contributed to a checkpoint.
+
+    >>> OperatorSubtaskState(inline={"pos": "7"})
+    Traceback (most recent call last):
+    ...
+    TypeError: inline value 'pos' must be pickled bytes (see pickle_inline), got str
+    """
 
     keyed: tuple[KeyedStateHandle, ...] = ()
     operator: tuple[OperatorStateHandle, ...] = ()
-    # Raw extra payload written inline in the metadata (small, e.g. source positions in tests).
-    inline: Mapping[str, object] = field(default_factory=dict)
+    # Small extra payload kept in the metadata itself, pickled by ``pickle_inline`` (e.g.
+    # positions in tests); opaque until ``inline_value`` unpickles it in a restoring worker.
+    inline: Mapping[str, bytes] = field(default_factory=dict)
     # In-flight input of the task this operator heads (unaligned checkpoints only).
     input_channels: InputChannelStateHandle | None = None
+
+    def __post_init__(self) -> None:
+        for name, value in self.inline.items():
+            if not isinstance(value, bytes):
+                raise TypeError(
+                    f"inline value {name!r} must be pickled bytes (see pickle_inline), "
+                    f"got {type(value).__name__}"
+                )
+
+    def inline_value(self, name: str) -> Any:
+        """Unpickle inline value ``name``: this runs code the pickle names, so call it only in
+        the worker restoring this state, from metadata read with the job's signing key.
+
+        Raises:
+            KeyError: no inline value ``name``.
+        """
+        return pickle.loads(self.inline[name])
+
+    @property
+    def inline_size(self) -> int:
+        """Bytes of the pickled inline values (what listings show instead of the values)."""
+        return sum(len(v) for v in self.inline.values())
 
     @property
     def state_size(self) -> int:
@@ -122,4 +166,5 @@ __all__ = [
     "StateFileReader",
     "StateFileWriter",
     "StreamRange",
+    "pickle_inline",
 ]

@@ -1,23 +1,25 @@
 """Checkpoint metadata: the one file (``_metadata``) that makes a checkpoint directory complete.
 
-Invariant: the encoded file is a one-line JSON header (format, version, body length, SHA-256)
-followed by the JSON body, so truncation and corruption are detected before any field is
-trusted, and every state path inside is relative to the directory holding the file.
+Invariant: the encoded file is a one-line JSON header (format, version, body length, SHA-256,
+and with a signing key an HMAC-SHA256) followed by the JSON body, so truncation, corruption
+and (with the key) tampering are detected before any field is trusted; every state path inside
+is relative to the directory holding the file; decoding never unpickles (inline values stay
+bytes), so reading a planted file cannot run code.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
+import enum
 import hashlib
+import hmac
 import json
-import pickle
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import cloudpickle
-
-from cairn.checkpoint.errors import CorruptCheckpointError
+from cairn.checkpoint.errors import CorruptCheckpointError, UnverifiedCheckpointError
 from cairn.checkpoint.handles import (
     InputChannelStateHandle,
     KeyedStateHandle,
@@ -28,10 +30,19 @@ from cairn.checkpoint.handles import (
 from cairn.checkpoint.messages import SubtaskCheckpointMetrics, TaskKey
 from cairn.checkpoint.stats import CheckpointStats, CheckpointStatus, SubtaskStats
 from cairn.ids import CheckpointId, JobId, OperatorUid, SubtaskIndex, VertexId
+from cairn.settings import SigningKey
 
 METADATA_FILE_NAME = "_metadata"
 METADATA_FORMAT = "cairn-checkpoint-metadata"
 METADATA_VERSION = 1
+
+
+class SignatureStatus(enum.Enum):
+    """What reading a ``_metadata`` found out about its signature."""
+
+    UNSIGNED = "unsigned"  # no signature (and no key was given to require one)
+    UNCHECKED = "signed, not checked"  # signed, but read without a key
+    VERIFIED = "verified"  # signed with the key it was read with
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +115,11 @@ class CheckpointMetadata:
     def state_size(self) -> int:
         return sum(op.state_size for op in self.operators.values())
 
+    @property
+    def inline_size(self) -> int:
+        """Bytes of pickled inline values (listings show this, never the values)."""
+        return sum(s.inline_size for op in self.operators.values() for s in op.subtasks.values())
+
     def with_subtask_stats(self, stats: CheckpointStats | None) -> CheckpointMetadata:
         """A copy that keeps the per-subtask rows of ``stats`` (this checkpoint's statistics).
 
@@ -175,24 +191,62 @@ class CompletedCheckpoint:
 # --- codec ------------------------------------------------------------------------------------
 
 
-def encode_metadata(metadata: CheckpointMetadata) -> bytes:
-    """Serialize to header line + JSON body; see :func:`decode_metadata`."""
+def encode_metadata(metadata: CheckpointMetadata, key: SigningKey | None = None) -> bytes:
+    """Serialize to header line + JSON body, signed with ``key`` if given; see
+    :func:`decode_metadata`."""
     body = json.dumps(_metadata_to_json(metadata), sort_keys=True, indent=1).encode()
-    header = {
+    header: dict[str, Any] = {
         "format": METADATA_FORMAT,
         "version": metadata.version,
         "body_length": len(body),
         "body_sha256": hashlib.sha256(body).hexdigest(),
     }
+    if key is not None:
+        header["body_hmac_sha256"] = _mac(key, metadata.version, body)
     return json.dumps(header, sort_keys=True).encode() + b"\n" + body
 
 
-def decode_metadata(data: bytes, source: str = "<metadata>") -> CheckpointMetadata:
+def decode_metadata(
+    data: bytes, source: str = "<metadata>", key: SigningKey | None = None
+) -> CheckpointMetadata:
     """Parse bytes written by :func:`encode_metadata`; ``source`` names the file in errors.
+
+    With ``key``, the signature is checked before anything in the body is parsed.
 
     Raises:
         CorruptCheckpointError: empty, truncated, corrupted, foreign or newer-version data.
+        UnverifiedCheckpointError: ``key`` is given and the data is unsigned, or signed with
+            another key, or changed since it was signed.
     """
+    return decode_metadata_checked(data, source, key)[0]
+
+
+def decode_metadata_checked(
+    data: bytes, source: str = "<metadata>", key: SigningKey | None = None
+) -> tuple[CheckpointMetadata, SignatureStatus]:
+    """:func:`decode_metadata`, and what it found out about the signature.
+
+    >>> md = CheckpointMetadata(JobId("j"), CheckpointId(3), 10, 25, 128)
+    >>> key = SigningKey.parse("a-key-of-16-chars-or-more")
+    >>> decode_metadata_checked(encode_metadata(md, key), key=key)[1].value
+    'verified'
+    >>> decode_metadata_checked(encode_metadata(md), key=key)
+    Traceback (most recent call last):
+    ...
+    cairn.checkpoint.errors.UnverifiedCheckpointError: <metadata>: checkpoint 3 is not signed, ...
+    """
+    header, body, version = _checked_parts(data, source)
+    status = _check_signature(header, body, version, key, source)
+    try:
+        return _metadata_from_json(json.loads(body), version, source), status
+    except CorruptCheckpointError:
+        raise
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise CorruptCheckpointError(source, f"malformed metadata body: {e!r}") from e
+
+
+def _checked_parts(data: bytes, source: str) -> tuple[dict[str, Any], bytes, int]:
+    """The header, the body and the version, once length and SHA-256 match."""
     if not data:
         raise CorruptCheckpointError(source, "metadata file is empty")
     head, sep, body = data.partition(b"\n")
@@ -222,12 +276,44 @@ def decode_metadata(data: bytes, source: str = "<metadata>") -> CheckpointMetada
         )
     if hashlib.sha256(body).hexdigest() != header.get("body_sha256"):
         raise CorruptCheckpointError(source, "metadata checksum mismatch (file is corrupted)")
+    return header, body, version
+
+
+def _mac(key: SigningKey, version: int, body: bytes) -> str:
+    # The version is signed too: it decides how the body is read.
+    message = f"{METADATA_FORMAT} {version}\n".encode() + body
+    return hmac.new(key.secret, message, hashlib.sha256).hexdigest()
+
+
+def _check_signature(
+    header: Mapping[str, Any], body: bytes, version: int, key: SigningKey | None, source: str
+) -> SignatureStatus:
+    mac = header.get("body_hmac_sha256")
+    if key is None:
+        return SignatureStatus.UNSIGNED if mac is None else SignatureStatus.UNCHECKED
+    what = f"checkpoint {_claimed_id(body)}"
+    if mac is None:
+        raise UnverifiedCheckpointError(
+            source,
+            f"{what} is not signed, but a signing key is set (cairn.checkpoint.signing-key): "
+            "refusing to trust it",
+        )
+    if not isinstance(mac, str) or not hmac.compare_digest(mac, _mac(key, version, body)):
+        raise UnverifiedCheckpointError(
+            source,
+            f"the signature of {what} does not match the signing key (signed with another "
+            "key, or the metadata was changed after it was signed): refusing to trust it",
+        )
+    return SignatureStatus.VERIFIED
+
+
+def _claimed_id(body: bytes) -> str:
+    """The id the (untrusted) body claims, for messages only; '?' if there is none."""
     try:
-        return _metadata_from_json(json.loads(body), version, source)
-    except CorruptCheckpointError:
-        raise
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
-        raise CorruptCheckpointError(source, f"malformed metadata body: {e!r}") from e
+        cid = json.loads(body).get("checkpoint_id")
+    except (ValueError, AttributeError):
+        return "?"
+    return str(cid) if isinstance(cid, int) else "?"
 
 
 def _metadata_to_json(md: CheckpointMetadata) -> dict[str, Any]:
@@ -344,11 +430,8 @@ def _subtask_to_json(s: OperatorSubtaskState) -> dict[str, Any]:
             }
             for h in s.operator
         ],
-        # Inline values are arbitrary objects; cloudpickle also handles classes from __main__.
-        "inline": {
-            name: base64.b64encode(cloudpickle.dumps(value)).decode("ascii")
-            for name, value in s.inline.items()
-        },
+        # Inline values are pickled bytes (pickle_inline); they stay opaque here.
+        "inline": {name: base64.b64encode(v).decode("ascii") for name, v in s.inline.items()},
         **({} if s.input_channels is None else {"input_channels": {
             "path": s.input_channels.path,
             "num_channels": s.input_channels.num_channels,
@@ -379,13 +462,13 @@ def _subtask_from_json(obj: dict[str, Any], where: str, source: str) -> Operator
         )
         for h in obj["operator"]
     )
-    inline: dict[str, object] = {}
+    inline: dict[str, bytes] = {}
     for name, encoded in obj["inline"].items():
-        try:
-            inline[name] = pickle.loads(base64.b64decode(encoded, validate=True))
-        except Exception as e:  # unpickling can raise anything a __setstate__ raises
+        try:  # never unpickled here: see OperatorSubtaskState.inline_value
+            inline[str(name)] = base64.b64decode(encoded, validate=True)
+        except (binascii.Error, TypeError, ValueError) as e:
             raise CorruptCheckpointError(
-                source, f"inline value {name!r} of {where} cannot be unpickled: {e!r}"
+                source, f"inline value {name!r} of {where} is not base64: {e!r}"
             ) from e
     channels = None
     if "input_channels" in obj:  # written by unaligned checkpoints only

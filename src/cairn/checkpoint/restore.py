@@ -1,11 +1,12 @@
 """Finding the checkpoint to restore from: read and verify candidates, then let the pure
 ``choose_restore`` decide.
 
-Invariant: a checkpoint is handed out for restore only after its metadata decoded cleanly and
-every byte range it references exists and matches its CRC-32; each skipped candidate is logged
-with the exact file and problem; a fallback that would commit output a second time is refused
-unless the job allows it (``FallbackRule``). A restore into a different job never drops state
-silently (``check_restore_compatible``).
+Invariant: a checkpoint is handed out for restore only after its metadata decoded cleanly
+(and, with a signing key, its signature verified) and every state file it references exists
+and matches its digest or CRC-32s; reading a candidate never runs code from it; each skipped
+candidate is logged with the exact file and problem; a fallback that would commit output a
+second time is refused unless the job allows it (``FallbackRule``). A restore into a
+different job never drops state silently (``check_restore_compatible``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from cairn.checkpoint.errors import (
     FallbackRefusedError,
     NoUsableCheckpointError,
 )
+from cairn.checkpoint.inspection import verify
 from cairn.checkpoint.metadata import CompletedCheckpoint
 from cairn.checkpoint.protocol import (
     FallbackRefused,
@@ -31,7 +33,8 @@ from cairn.checkpoint.protocol import (
     RestoreCandidate,
     choose_restore,
 )
-from cairn.checkpoint.storage import load_checkpoint, verify
+from cairn.checkpoint.storage import load_checkpoint
+from cairn.settings import SigningKey
 
 log = logging.getLogger(__name__)
 
@@ -45,14 +48,18 @@ class RestoreChoice:
 
 
 def examine(
-    directory: str, storage_options: Mapping[str, Any] | None = None, committed: bool = False
+    directory: str,
+    storage_options: Mapping[str, Any] | None = None,
+    committed: bool = False,
+    key: SigningKey | None = None,
 ) -> tuple[RestoreCandidate, CompletedCheckpoint | None]:
-    """Read and verify one candidate (every state range against its CRC-32); the checkpoint
-    is None iff the candidate is unusable. ``committed`` is carried into the candidate."""
+    """Read and verify one candidate (its signature with ``key``, every state file against
+    its digest or CRC-32s); the checkpoint is None iff the candidate is unusable.
+    ``committed`` is carried into the candidate."""
     cp: CompletedCheckpoint | None = None
     try:
-        cp = load_checkpoint(directory, storage_options)
-        verify(cp.metadata, cp.directory, storage_options)
+        cp = load_checkpoint(directory, storage_options, key)
+        verify(cp.metadata, cp.directory, storage_options, require_digests=key is not None)
     except (CorruptCheckpointError, CheckpointNotFoundError) as e:
         # Name the file when the problem is inside the directory, not the directory itself.
         problem = e.problem if e.path.rstrip("/") == directory.rstrip("/") else str(e)
@@ -71,9 +78,11 @@ def find_restore_point(
     storage_options: Mapping[str, Any] | None = None,
     what: str = "the job",
     rule: FallbackRule = FallbackRule(),
+    key: SigningKey | None = None,
 ) -> RestoreChoice:
     """The newest usable checkpoint among the candidates, if ``rule`` lets the restore skip
-    the newer unusable ones.
+    the newer unusable ones. With ``key`` (the job's signing key) a candidate is usable only
+    if its metadata is signed with it.
 
     A candidate with a ``problem`` is known to be unusable (e.g. its state failed to decode
     in a worker) and is not read again; the others are examined, newest first, until one is
@@ -88,7 +97,9 @@ def find_restore_point(
     examined: list[tuple[RestoreCandidate, CompletedCheckpoint | None]] = []
     for candidate in candidates_newest_first:
         if candidate.usable:
-            examined.append(examine(candidate.location, storage_options, candidate.committed))
+            examined.append(
+                examine(candidate.location, storage_options, candidate.committed, key)
+            )
         else:
             examined.append((candidate, None))
         if examined[-1][1] is not None:

@@ -2,42 +2,50 @@
 
 Invariant: a checkpoint directory ``<url>/<job_id>/chk-<n>/`` is complete iff its ``_metadata``
 exists; ``_metadata`` is written last and atomically (rename on local disks, a single put on
-object stores), and every path it references is relative to that directory.
+object stores), and every path it references is relative to that directory. On a local disk
+everything written is private to the job's user (``local_files``). With a signing key, a
+state file's name ends with the SHA-256 of its content, so the signed metadata covers every
+state byte, and nothing is read from a checkpoint before its signature and digests are
+checked.
 
 Layout (as in Flink)::
 
     <url>/<job_id>/chk-7/_metadata
-    <url>/<job_id>/chk-7/<state-file-name>-<uuid>
+    <url>/<job_id>/chk-7/<state-file-name>-<uuid>[-sha256-<hex digest of the content>]
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import posixpath
 import re
 import shutil
-import tempfile
 import uuid
-import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
+from cairn.checkpoint import local_files
 from cairn.checkpoint.errors import CheckpointNotFoundError, CorruptCheckpointError
-from cairn.checkpoint.handles import StreamRange
 from cairn.checkpoint.metadata import (
     METADATA_FILE_NAME,
     CheckpointMetadata,
     CompletedCheckpoint,
-    decode_metadata,
+    SignatureStatus,
+    decode_metadata_checked,
     encode_metadata,
 )
 from cairn.ids import CheckpointId
+from cairn.settings import SigningKey
+
+if TYPE_CHECKING:
+    from cairn.checkpoint.inspection import CheckpointSummary
 
 log = logging.getLogger(__name__)
 
@@ -45,11 +53,23 @@ CHECKPOINT_DIR_PREFIX = "chk-"
 _CHK_RE = re.compile(r"^chk-(\d+)$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _INCOMPLETE = "incomplete: no _metadata (checkpoint in progress or aborted)"
+_DIGEST_RE = re.compile(r"-sha256-([0-9a-f]{64})$")
 
 
 def default_storage_url() -> str:
-    """``file://<tempdir>/cairn-checkpoints``, used when the job configures no storage."""
-    return "file://" + os.path.join(tempfile.gettempdir(), "cairn-checkpoints")
+    """``file://<tempdir>/cairn-checkpoints-<uid>`` (see ``local_files.default_root``), used
+    when the job configures no storage."""
+    return "file://" + local_files.default_root()
+
+
+def state_file_digest(rel: str) -> str | None:
+    """The SHA-256 (hex) a state file's name carries; None for files named without one.
+
+    >>> state_file_digest("keyed-0a1b-sha256-" + "ab" * 32) == "ab" * 32
+    True
+    """
+    m = _DIGEST_RE.search(rel)
+    return m.group(1) if m else None
 
 
 @dataclass(frozen=True)
@@ -109,15 +129,30 @@ def _remove_tree(loc: _Loc) -> None:
         loc.fs.invalidate_cache(loc.parent.path)
 
 
+def _is_local(loc: _Loc) -> bool:
+    return isinstance(loc.fs, LocalFileSystem)
+
+
+def _makedirs(loc: _Loc) -> None:
+    if _is_local(loc):
+        local_files.makedirs_private(loc.path)
+    else:
+        loc.fs.makedirs(loc.path, exist_ok=True)
+
+
+def _write_new(loc: _Loc, data: bytes) -> None:
+    if _is_local(loc):
+        local_files.write_private(loc.path, data)
+    else:
+        loc.fs.pipe_file(loc.path, data)
+
+
 def _atomic_write(loc: _Loc, data: bytes) -> None:
-    if isinstance(loc.fs, LocalFileSystem):
+    if _is_local(loc):
         # Readers must never see a half-written _metadata: write aside, fsync, rename.
         tmp = f"{loc.path}.inprogress-{uuid.uuid4().hex}"
         try:
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
+            local_files.write_private(tmp, data, sync=True)
             os.replace(tmp, loc.path)
         finally:
             if os.path.exists(tmp):
@@ -129,16 +164,26 @@ def _atomic_write(loc: _Loc, data: bytes) -> None:
 class CheckpointStateWriter:
     """Writes state files of one checkpoint (implements ``handles.StateFileWriter``).
 
+    With ``digests`` (the storage signs its metadata) each file's name ends with the SHA-256
+    of its content; without, CRC-32s of the ranges are the only check (hashing costs CPU on
+    every checkpoint, and without a key nobody could trust the digest anyway).
+
     >>> storage = CheckpointStorage("memory://doc-writer", "job")
     >>> w = storage.writer(CheckpointId(1))
     >>> rel = w.write_state_file("keyed/op 1", b"abc")
     >>> rel.startswith("keyed_op_1-"), storage.reader(w.directory).read_state_range(rel, 1, 2)
     (True, b'bc')
+    >>> w = CheckpointStateWriter(w._dir, CheckpointId(1), digests=True)
+    >>> state_file_digest(w.write_state_file("s", b"abc")) == hashlib.sha256(b"abc").hexdigest()
+    True
     """
 
-    def __init__(self, directory: _Loc, checkpoint_id: CheckpointId) -> None:
+    def __init__(
+        self, directory: _Loc, checkpoint_id: CheckpointId, digests: bool = False
+    ) -> None:
         self._dir = directory
         self._checkpoint_id = checkpoint_id
+        self._digests = digests
         self._dir_made = False
 
     @property
@@ -151,19 +196,29 @@ class CheckpointStateWriter:
 
     def write_state_file(self, name: str, data: bytes) -> str:
         # Many subtasks in many processes write into one directory: a uuid keeps names unique.
+        # The digest in the name puts it into the (signed) metadata that lists the file.
         rel = f"{_UNSAFE.sub('_', name).strip('._') or 'state'}-{uuid.uuid4().hex}"
+        if self._digests:
+            rel += f"-sha256-{hashlib.sha256(data).hexdigest()}"
         if not self._dir_made:
-            self._dir.fs.makedirs(self._dir.path, exist_ok=True)
+            _makedirs(self._dir)
             self._dir_made = True
-        self._dir.fs.pipe_file(self._dir.join(rel).path, data)
+        _write_new(self._dir.join(rel), data)
         return rel
 
 
 class CheckpointStateReader:
-    """Reads ranges of state files of one checkpoint directory (``handles.StateFileReader``)."""
+    """Reads ranges of state files of one checkpoint directory (``handles.StateFileReader``).
 
-    def __init__(self, directory: _Loc) -> None:
+    With ``require_digests`` (metadata read with a signing key) a file is read whole and
+    checked against the SHA-256 its name carries before any byte of it is returned, so what
+    the caller unpickles is what the signed metadata names.
+    """
+
+    def __init__(self, directory: _Loc, require_digests: bool = False) -> None:
         self._dir = directory
+        self._require_digests = require_digests
+        self._verified: tuple[str, bytes] | None = None  # the last file read whole
 
     @property
     def directory(self) -> str:
@@ -173,7 +228,10 @@ class CheckpointStateReader:
         _check_relative(path, self._dir)
         loc = self._dir.join(path)
         try:
-            data = bytes(loc.fs.cat_file(loc.path, start=offset, end=offset + length))
+            if self._require_digests:
+                data = self._verified_file(path, loc)[offset : offset + length]
+            else:
+                data = bytes(loc.fs.cat_file(loc.path, start=offset, end=offset + length))
         except FileNotFoundError:
             raise CorruptCheckpointError(loc.public(), "state file is missing") from None
         if len(data) != length:
@@ -184,16 +242,47 @@ class CheckpointStateReader:
             )
         return data
 
+    def _verified_file(self, path: str, loc: _Loc) -> bytes:
+        cached = self._verified
+        if cached is not None and cached[0] == path:
+            return cached[1]
+        expected = _required_digest(path, loc)
+        data = bytes(loc.fs.cat_file(loc.path))
+        if hashlib.sha256(data).hexdigest() != expected:
+            raise CorruptCheckpointError(loc.public(), _DIGEST_MISMATCH)
+        self._verified = (path, data)
+        return data
+
+
+_DIGEST_MISMATCH = "state file does not match the SHA-256 digest in its name (changed since)"
+
+
+def _required_digest(rel: str, loc: _Loc) -> str:
+    digest = state_file_digest(rel)
+    if digest is None:
+        raise CorruptCheckpointError(
+            loc.public(),
+            "state file has no SHA-256 digest in its name, so the checkpoint's signature "
+            "does not cover it (written by an older Cairn, or renamed)",
+        )
+    return digest
+
 
 def open_reader(
-    directory: str, storage_options: Mapping[str, Any] | None = None
+    directory: str,
+    storage_options: Mapping[str, Any] | None = None,
+    require_digests: bool = False,
 ) -> CheckpointStateReader:
-    """Reader for the checkpoint or savepoint at ``directory`` (e.g. on a worker restoring)."""
-    return CheckpointStateReader(_resolve(directory, storage_options))
+    """Reader for the checkpoint or savepoint at ``directory`` (e.g. on a worker restoring);
+    ``require_digests``: check every file against its digest (see the reader)."""
+    return CheckpointStateReader(_resolve(directory, storage_options), require_digests)
 
 
 class CheckpointStorage:
     """The checkpoint directories of one job; picklable (re-resolved from url and options).
+
+    ``signing_key`` signs the metadata it writes and is required of what it reads. Without
+    ``url``, the per-user default root is used (created 0700, refused if it is not private).
 
     >>> s = CheckpointStorage("memory://doc-storage", "job-1")
     >>> s.checkpoint_dir(CheckpointId(7))
@@ -201,17 +290,25 @@ class CheckpointStorage:
     """
 
     def __init__(
-        self, url: str | None, job_id: str, storage_options: Mapping[str, Any] | None = None
+        self,
+        url: str | None,
+        job_id: str,
+        storage_options: Mapping[str, Any] | None = None,
+        signing_key: SigningKey | None = None,
     ) -> None:
         if not job_id or "/" in job_id:
             raise ValueError(f"job_id must be a non-empty name without '/', got {job_id!r}")
+        if not url:
+            local_files.ensure_private_root(local_files.default_root())
         self.url = url or default_storage_url()
         self.job_id = job_id
         self.storage_options: dict[str, Any] = dict(storage_options or {})
+        self.signing_key = signing_key
         self._job = _resolve(self.url, self.storage_options).join(job_id)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (CheckpointStorage, (self.url, self.job_id, self.storage_options))
+        args = (self.url, self.job_id, self.storage_options, self.signing_key)
+        return (CheckpointStorage, args)
 
     def __repr__(self) -> str:
         return f"CheckpointStorage({self.url!r}, {self.job_id!r})"
@@ -227,21 +324,25 @@ class CheckpointStorage:
         return self._chk(checkpoint_id).public()
 
     def writer(self, checkpoint_id: int) -> CheckpointStateWriter:
-        return CheckpointStateWriter(self._chk(checkpoint_id), CheckpointId(checkpoint_id))
+        """Writer of checkpoint ``checkpoint_id``'s state files (digest-named if it signs)."""
+        digests = self.signing_key is not None
+        return CheckpointStateWriter(self._chk(checkpoint_id), CheckpointId(checkpoint_id), digests)
 
     def reader(self, checkpoint_dir: str) -> CheckpointStateReader:
-        return open_reader(checkpoint_dir, self._options_for(checkpoint_dir))
+        """Reader of a checkpoint's state files (checking digests if this storage signs)."""
+        options = self._options_for(checkpoint_dir)
+        return open_reader(checkpoint_dir, options, require_digests=self.signing_key is not None)
 
     def read_metadata(self, checkpoint_dir: str) -> CheckpointMetadata:
-        """The metadata of ``checkpoint_dir``, read with this storage's options (credentials)
-        when it is on the same filesystem."""
-        return read_metadata(checkpoint_dir, self._options_for(checkpoint_dir))
+        """The metadata at ``checkpoint_dir``, verified with this storage's signing key."""
+        options = self._options_for(checkpoint_dir)
+        return read_metadata(checkpoint_dir, options, key=self.signing_key)
 
     def write_metadata(self, metadata: CheckpointMetadata) -> CompletedCheckpoint:
         """Publish ``metadata`` as ``chk-<id>/_metadata`` (last, atomically): completes it."""
         loc = self._chk(metadata.checkpoint_id)
-        loc.fs.makedirs(loc.path, exist_ok=True)
-        _atomic_write(loc.join(METADATA_FILE_NAME), encode_metadata(metadata))
+        _makedirs(loc)
+        _atomic_write(loc.join(METADATA_FILE_NAME), encode_metadata(metadata, self.signing_key))
         return CompletedCheckpoint(metadata, loc.public())
 
     def discard(self, checkpoint_id: int) -> None:
@@ -275,18 +376,22 @@ class CheckpointStorage:
             if source_dir is None
             else _resolve(source_dir, self._options_for(source_dir))
         )
-        target.fs.makedirs(target.path, exist_ok=True)
+        _makedirs(target)
         for rel in sorted(metadata.referenced_files()):
             _check_relative(rel, src)
             _copy_file(src.join(rel), target.join(rel))
         savepoint = replace(metadata, is_savepoint=True)
-        _atomic_write(target.join(METADATA_FILE_NAME), encode_metadata(savepoint))
+        _atomic_write(target.join(METADATA_FILE_NAME), encode_metadata(savepoint, self.signing_key))
         return CompletedCheckpoint(savepoint, target.public())
 
     def list_checkpoints(self, verify_files: bool = True) -> list[CheckpointSummary]:
+        from cairn.checkpoint.inspection import list_checkpoints  # it builds on this module
+
         if not self._job.fs.exists(self._job.path):
             return []
-        return list_checkpoints(self.job_dir, self.storage_options, verify_files=verify_files)
+        return list_checkpoints(
+            self.job_dir, self.storage_options, verify_files=verify_files, key=self.signing_key
+        )
 
     def _options_for(self, path: str) -> dict[str, Any]:
         # Credentials for the checkpoint store must not leak into a different filesystem.
@@ -299,10 +404,15 @@ def _resolve_protocol(path: str) -> str:
 
 
 def _copy_file(src: _Loc, dst: _Loc) -> None:
-    dst.fs.makedirs(dst.parent.path, exist_ok=True)
+    _makedirs(dst.parent)
     try:
-        with src.fs.open(src.path, "rb") as fin, dst.fs.open(dst.path, "wb") as fout:
-            shutil.copyfileobj(fin, fout, 1 << 20)
+        with src.fs.open(src.path, "rb") as fin:
+            if _is_local(dst):
+                with os.fdopen(local_files.open_private(dst.path), "wb") as fout:
+                    shutil.copyfileobj(fin, fout, 1 << 20)
+            else:
+                with dst.fs.open(dst.path, "wb") as fout:
+                    shutil.copyfileobj(fin, fout, 1 << 20)
     except FileNotFoundError:
         raise CorruptCheckpointError(src.public(), "state file is missing") from None
 
@@ -362,200 +472,32 @@ def resolve_checkpoint_dirs(
     )
 
 
-def _load(loc: _Loc) -> CompletedCheckpoint:
+def _load(loc: _Loc, key: SigningKey | None) -> tuple[CompletedCheckpoint, SignatureStatus]:
     meta = loc.join(METADATA_FILE_NAME)
     try:
         data = bytes(loc.fs.cat_file(meta.path))
     except FileNotFoundError:
         raise CheckpointNotFoundError(loc.public(), _INCOMPLETE) from None
-    return CompletedCheckpoint(decode_metadata(data, meta.public()), loc.public())
+    metadata, status = decode_metadata_checked(data, meta.public(), key)
+    return CompletedCheckpoint(metadata, loc.public()), status
 
 
 def load_checkpoint(
-    path: str, storage_options: Mapping[str, Any] | None = None
+    path: str, storage_options: Mapping[str, Any] | None = None, key: SigningKey | None = None
 ) -> CompletedCheckpoint:
     """Metadata and directory of the checkpoint at ``path`` (see :func:`resolve_checkpoint_dirs`;
-    for a job directory: its newest complete checkpoint, corrupt or not)."""
+    for a job directory: its newest complete checkpoint, corrupt or not).
+
+    Reading never runs code from the checkpoint; with ``key`` the metadata must be signed
+    with it (``UnverifiedCheckpointError`` otherwise).
+    """
     newest = resolve_checkpoint_dirs(path, storage_options)[0]
-    return _load(_resolve(newest, storage_options))
+    return _load(_resolve(newest, storage_options), key)[0]
 
 
 def read_metadata(
-    path: str, storage_options: Mapping[str, Any] | None = None
+    path: str, storage_options: Mapping[str, Any] | None = None, key: SigningKey | None = None
 ) -> CheckpointMetadata:
-    """The metadata at ``path``: a checkpoint/savepoint dir, its ``_metadata``, or a job dir."""
-    return load_checkpoint(path, storage_options).metadata
-
-
-def verify(
-    metadata: CheckpointMetadata,
-    directory: str,
-    storage_options: Mapping[str, Any] | None = None,
-    check_crc: bool = True,
-) -> None:
-    """Check that every state file ``metadata`` references exists in ``directory``, is long
-    enough and (unless ``check_crc`` is False: sizes only) that every range it references
-    has its CRC-32: a same-size file with changed bytes is corrupt too, and a restore must
-    find that out here, not in every attempt's workers.
-
-    Raises:
-        CorruptCheckpointError: names the exact file and what is wrong with it.
-    """
-    loc = _resolve(directory, storage_options)
-    prefix = loc.path.rstrip("/") + "/"
-    try:
-        listing = loc.fs.find(loc.path, detail=True)
-    except FileNotFoundError:
-        listing = {}
-    sizes = {
-        str(name)[len(prefix) :]: int(info.get("size") or 0)
-        for name, info in listing.items()
-        if str(name).startswith(prefix)
-    }
-    cid = metadata.checkpoint_id
-    for rel, needed in sorted(metadata.referenced_files().items()):
-        _check_relative(rel, loc)
-        where = loc.join(rel).public()
-        if rel not in sizes:
-            raise CorruptCheckpointError(
-                where, f"state file referenced by checkpoint {cid} is missing"
-            )
-        if sizes[rel] < needed:
-            raise CorruptCheckpointError(
-                where,
-                f"state file is truncated: {sizes[rel]} bytes, checkpoint {cid} needs at "
-                f"least {needed}",
-            )
-    if check_crc:
-        _verify_crcs(metadata, CheckpointStateReader(loc), loc)
-
-
-_CRC_WINDOW = 64 << 20  # bytes read at once when checking the ranges of one state file
-
-
-def _verify_crcs(metadata: CheckpointMetadata, reader: CheckpointStateReader, loc: _Loc) -> None:
-    by_file: dict[str, set[StreamRange]] = {}
-    for op in metadata.operators.values():
-        for sub in op.subtasks.values():
-            for kh in sub.keyed:
-                by_file.setdefault(kh.path, set()).update(kh.sections.values())
-            for oh in sub.operator:
-                by_file.setdefault(oh.path, set()).add(oh.section)
-            ic = sub.input_channels
-            if ic is not None:
-                by_file.setdefault(ic.path, set()).update(
-                    r for rs in ic.buffers.values() for r in rs
-                )
-    for rel, ranges in sorted(by_file.items()):
-        # One ranged read per window of neighbouring ranges, not one per key group.
-        window: list[StreamRange] = []
-        for r in sorted(ranges, key=lambda r: (r.offset, r.length)):
-            if window and r.offset + r.length - window[0].offset > _CRC_WINDOW:
-                _check_window(reader, loc, rel, window)
-                window = []
-            window.append(r)
-        if window:
-            _check_window(reader, loc, rel, window)
-
-
-def _check_window(
-    reader: CheckpointStateReader, loc: _Loc, rel: str, ranges: list[StreamRange]
-) -> None:
-    lo = ranges[0].offset
-    hi = max(r.offset + r.length for r in ranges)
-    data = memoryview(reader.read_state_range(rel, lo, hi - lo))
-    for r in ranges:
-        if zlib.crc32(data[r.offset - lo : r.offset - lo + r.length]) != r.crc32:
-            raise CorruptCheckpointError(
-                loc.join(rel).public(),
-                f"CRC-32 mismatch in bytes [{r.offset}, {r.offset + r.length})",
-            )
-
-
-@dataclass(frozen=True, slots=True)
-class CheckpointSummary:
-    """One row of ``cairn checkpoints PATH``; ``ok`` is False with ``error`` set if unusable."""
-
-    path: str
-    checkpoint_id: int | None
-    job_id: str | None
-    is_savepoint: bool
-    trigger_ms: int | None
-    completed_ms: int | None
-    state_size: int | None
-    ok: bool
-    error: str | None = None
-
-    @property
-    def duration_ms(self) -> int | None:
-        if self.trigger_ms is None or self.completed_ms is None:
-            return None
-        return self.completed_ms - self.trigger_ms
-
-
-def _summarize(
-    loc: _Loc, storage_options: Mapping[str, Any] | None, verify_files: bool
-) -> CheckpointSummary:
-    m = _CHK_RE.match(loc.name)
-    dir_id = int(m.group(1)) if m else None
-    job_id = loc.parent.name if m else None
-    try:
-        cp = _load(loc)
-    except (CheckpointNotFoundError, CorruptCheckpointError) as e:
-        return CheckpointSummary(
-            loc.public(), dir_id, job_id, False, None, None, None, ok=False, error=e.problem
-        )
-    md = cp.metadata
-    error: str | None = None
-    if verify_files:
-        try:
-            verify(md, loc.public(), storage_options)
-        except CorruptCheckpointError as e:
-            error = str(e)
-    return CheckpointSummary(
-        loc.public(),
-        md.checkpoint_id,
-        md.job_id,
-        md.is_savepoint,
-        md.trigger_ms,
-        md.completed_ms,
-        md.state_size,
-        ok=error is None,
-        error=error,
-    )
-
-
-def list_checkpoints(
-    path: str, storage_options: Mapping[str, Any] | None = None, verify_files: bool = True
-) -> list[CheckpointSummary]:
-    """Summaries of the checkpoints under ``path``, oldest first.
-
-    ``path`` may be a checkpoint or savepoint directory, a job directory (``chk-<n>`` inside,
-    complete or not), or a directory of job directories and/or savepoint directories.
-    """
-    loc = _resolve(path, storage_options)
-    if _has_metadata(loc):
-        return [_summarize(loc, storage_options, verify_files)]
-    if not loc.fs.isdir(loc.path):
-        raise CheckpointNotFoundError(loc.public(), "no such checkpoint, savepoint or directory")
-    if _CHK_RE.match(loc.name):
-        return [_summarize(loc, storage_options, verify_files)]
-    if _chk_subdirs(loc):
-        children = [loc]
-    else:
-        children = sorted(
-            (
-                loc.join(posixpath.basename(str(e["name"]).rstrip("/")))
-                for e in loc.fs.ls(loc.path, detail=True)
-                if e.get("type") == "directory"
-            ),
-            key=lambda j: j.path,
-        )
-    rows: list[CheckpointSummary] = []
-    for child in children:
-        if _has_metadata(child):  # e.g. a directory of savepoints
-            rows.append(_summarize(child, storage_options, verify_files))
-            continue
-        for _, chk in sorted(_chk_subdirs(child), key=lambda t: t[0]):
-            rows.append(_summarize(chk, storage_options, verify_files))
-    return rows
+    """The metadata at ``path``: a checkpoint/savepoint dir, its ``_metadata``, or a job dir
+    (checked with ``key`` as in :func:`load_checkpoint`)."""
+    return load_checkpoint(path, storage_options, key).metadata

@@ -19,7 +19,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from fsspec.core import url_to_fs
+from fsspec.implementations.local import LocalFileSystem
 
+from cairn.checkpoint import local_files
 from cairn.checkpoint.errors import CheckpointStorageUnusableError
 from cairn.common.storage_options import S3_SCHEMES
 
@@ -75,11 +77,18 @@ def is_storage_error(exc: BaseException) -> bool:
     return isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in _CLIENT_LIBRARIES
 
 
-def check_storage_access(url: str, storage_options: Mapping[str, Any] | None = None) -> None:
+def check_storage_access(
+    url: str | None, storage_options: Mapping[str, Any] | None = None
+) -> None:
     """Raise ``CheckpointStorageUnusableError`` unless ``url`` can be listed and written.
 
-    A local directory that does not exist yet is created (as checkpoints would create it).
+    ``None`` is the default storage (the user's private root, checked as
+    ``local_files.ensure_private_root`` does). A local directory that does not exist yet is
+    created 0700, as checkpoints would create it.
     """
+    if url is None:
+        local_files.ensure_private_root(local_files.default_root())
+        url = "file://" + local_files.default_root()
     try:
         fs, root = url_to_fs(url, **dict(storage_options or {}))
     except Exception as exc:  # bad options, missing fsspec implementation package
@@ -89,9 +98,13 @@ def check_storage_access(url: str, storage_options: Mapping[str, Any] | None = N
     try:
         if _scheme(url) in S3_SCHEMES:
             fs.ls(root.split("/", 1)[0])  # the bucket must exist: never create one
+            fs.pipe_file(probe, b"")
+        elif isinstance(fs, LocalFileSystem):
+            local_files.makedirs_private(root)  # as checkpoints would create it: 0700
+            local_files.write_private(probe, b"")
         else:
             fs.makedirs(root, exist_ok=True)
-        fs.pipe_file(probe, b"")
+            fs.pipe_file(probe, b"")
     except Exception as exc:  # anything the filesystem raises is the user's storage problem
         raise CheckpointStorageUnusableError(url, describe_storage_error(url, exc)) from exc
     try:

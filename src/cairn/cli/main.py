@@ -14,6 +14,10 @@ import shlex
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cairn.settings import SigningKey
 
 
 def _configure_logging(verbose: bool) -> None:
@@ -126,10 +130,12 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
     if problem is not None:
         raise ConfigurationError(problem)
     resolved = validate_configuration(_parse_conf_items(args.conf))
+    key = _signing_key(args.signing_key_file)
     try:
         print(checkpoints_report(args.path, checkpoint_id=args.checkpoint_id,
                                  details=args.details, as_json=args.json,
-                                 storage_options=storage_options_for(args.path, resolved)))
+                                 storage_options=storage_options_for(args.path, resolved),
+                                 key=key))
     except LookupError as e:  # no such checkpoint id: as expected as a missing directory
         raise CheckpointError(str(e)) from e
     except CheckpointError:
@@ -139,6 +145,24 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
             raise
         raise CheckpointStorageUnusableError(args.path, describe_storage_error(args.path, e)) from e
     return 0
+
+
+def _signing_key(key_file: str | None) -> SigningKey | None:
+    """The key of ``--signing-key-file``, else of ``CAIRN_CHECKPOINT_SIGNING_KEY``, else None
+    (a key on the command line would be visible to every local user in the process list)."""
+    from cairn.common.exceptions import ConfigurationError
+    from cairn.datastream.job_builder import signing_key_from_environ
+    from cairn.settings import SigningKey
+
+    if key_file is None:
+        return signing_key_from_environ(os.environ)
+    try:
+        with open(key_file, encoding="utf-8") as f:
+            return SigningKey.parse(f.read())
+    except OSError as e:
+        raise ConfigurationError(f"--signing-key-file: cannot read {key_file}: {e}") from None
+    except ValueError as e:
+        raise ConfigurationError(f"--signing-key-file {key_file}: {e}") from None
 
 
 # ``cairn demo`` options that must be positive (or >= 0), checked before Spark starts.
@@ -222,6 +246,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="storage configuration, e.g. -D s3.endpoint=http://127.0.0.1:8333 "
                           "(s3.access-key, s3.secret-key, s3.path.style.access; or AWS_* "
                           "environment variables)")
+    cps.add_argument("--signing-key-file", default=None, metavar="FILE",
+                     help="check signatures with the key in FILE (default: the key in "
+                     "$CAIRN_CHECKPOINT_SIGNING_KEY, if set); without a key, signatures are "
+                     "not checked")
     cps.set_defaults(func=cmd_checkpoints)
 
     demo = sub.add_parser("demo", help="demos on local Spark: exactly-once with a killed "

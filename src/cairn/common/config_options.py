@@ -24,7 +24,12 @@ from cairn.common.config_registry import (
     register_passthrough_prefix,
 )
 from cairn.common.filesystems import filesystem_url_problem
-from cairn.settings import DEFAULT_MAX_FRAME_SIZE, MAX_FRAME_SIZE_KEY
+from cairn.settings import (
+    DEFAULT_MAX_FRAME_SIZE,
+    MAX_FRAME_SIZE_KEY,
+    SIGNING_KEY_ENV,
+    signing_key_problem,
+)
 
 __all__ = config_registry.__all__
 
@@ -67,9 +72,12 @@ def _define(
     *aliases: str,
     choices: Mapping[str, str] | None = None,
     check: Check | None = None,
+    secret: bool = False,
 ) -> ConfigOption:
     return register_option(
-        ConfigOption(key, kind, default, description, tuple(aliases), dict(choices or {}), check)
+        ConfigOption(
+            key, kind, default, description, tuple(aliases), dict(choices or {}), check, secret
+        )
     )
 
 
@@ -163,6 +171,15 @@ SAVEPOINT_DIR = _define(
     "Default directory of savepoints.",
     "state.savepoints.dir",
     check=_filesystem_url,
+)
+CHECKPOINT_SIGNING_KEY = _define(
+    "cairn.checkpoint.signing-key",
+    "str",
+    None,
+    "Secret that signs checkpoint metadata (HMAC-SHA256); set, a job restores only checkpoints "
+    f"signed with it. Default: the environment variable {SIGNING_KEY_ENV}, else unsigned.",
+    check=signing_key_problem,
+    secret=True,
 )
 CHECKPOINTING_UNALIGNED = _define(
     CP + "unaligned.enabled",

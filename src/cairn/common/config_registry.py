@@ -43,7 +43,8 @@ class ConfigOption:
     ``kind`` is ``"duration"`` (parsed to milliseconds), ``"memory"`` (parsed to bytes),
     ``"int"``, ``"float"``, ``"bool"``, ``"str"``, ``"map"`` or ``"enum"`` (``choices`` maps
     accepted lower-case spellings to the canonical value). ``check`` adds a range rule on the
-    parsed value.
+    parsed value. A ``secret`` value (e.g. a signing key) is never echoed in errors nor kept
+    in a job's configuration record.
     """
 
     key: str
@@ -53,6 +54,7 @@ class ConfigOption:
     deprecated_keys: tuple[str, ...] = ()
     choices: Mapping[str, str] = field(default_factory=dict)
     check: Check | None = None
+    secret: bool = False
 
     def parse(self, value: Any) -> Any:
         """The canonical Python value; ``ValueError`` describes what is expected."""
@@ -213,4 +215,5 @@ def _unknown_key_message(key: str) -> str:
 
 def _bad_value_message(key: str, canonical: str, value: Any, exc: ValueError) -> str:
     name = repr(key) if key == canonical else f"{key!r} (deprecated name of {canonical!r})"
-    return f"invalid value {value!r} for configuration option {name}: {exc}"
+    shown = "(secret, not shown)" if _OPTIONS[canonical].secret else repr(value)
+    return f"invalid value {shown} for configuration option {name}: {exc}"

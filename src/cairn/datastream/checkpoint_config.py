@@ -33,7 +33,7 @@ from cairn.datastream.checkpoint_storage import (
     JobManagerCheckpointStorage,
     normalize_storage_url,
 )
-from cairn.settings import CheckpointSettings, RetentionPolicy
+from cairn.settings import CheckpointSettings, RetentionPolicy, SigningKey
 
 __all__ = ["CheckpointConfig", "checkpoint_settings_from"]
 
@@ -264,6 +264,7 @@ def checkpoint_settings_from(
     directory = get(opts.CHECKPOINTING_DIR)
     storage_url = normalize_storage_url(directory) if directory else None
     derived = storage_options_for(storage_url or "", resolved)
+    key = get(opts.CHECKPOINT_SIGNING_KEY)
     return CheckpointSettings(
         interval_ms=-1 if interval is None else int(interval),
         mode=mode.to_alignment_mode(),
@@ -277,4 +278,5 @@ def checkpoint_settings_from(
         storage_options=merge_storage_options(derived, storage_options or {}),
         unaligned=unaligned,
         aligned_timeout_ms=get(opts.CHECKPOINTING_ALIGNED_TIMEOUT),
+        signing_key=None if key is None else SigningKey.parse(key),
     )

@@ -3,8 +3,9 @@
 Invariant: pure with respect to the plan (nothing is mutated) and complete: a job that passes
 ``prepare_job`` has a sink, unique uids, user functions that pickle, and settings that parsed;
 so every submission error is raised on the driver, before Spark is touched. This is the one
-place that turns configuration keys (and the documented ``CAIRN_STATE_*`` environment
-overrides) into typed settings; no layer below reads either.
+place that turns configuration keys (and the documented ``CAIRN_STATE_*`` and
+``CAIRN_CHECKPOINT_SIGNING_KEY`` environment variables) into typed settings; no layer below
+reads either.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import inspect
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import cloudpickle
@@ -30,10 +31,12 @@ from cairn.graph.transformations import (
 )
 from cairn.settings import (
     DEFAULT_MAX_PARALLELISM,
+    SIGNING_KEY_ENV,
     DeploySettings,
     ExecutorKind,
     JobSettings,
     NetworkSettings,
+    SigningKey,
     StateSettings,
 )
 
@@ -114,6 +117,8 @@ def prepare_job(
     check_serializable(transformations)
 
     checkpoint = checkpoint_settings_from(resolved, storage_options)
+    if checkpoint.signing_key is None:
+        checkpoint = replace(checkpoint, signing_key=signing_key_from_environ(os.environ))
     parallelism = int(get(opts.PARALLELISM))
     max_parallelism = int(get(opts.MAX_PARALLELISM))
     if max_parallelism == -1:
@@ -127,7 +132,7 @@ def prepare_job(
         restart=restart_settings_from(resolved, checkpoint.enabled),
         buffer_timeout_ms=get(opts.BUFFER_TIMEOUT) if get(opts.BUFFER_TIMEOUT_ENABLED) else -1,
         configuration={
-            k: v if opts.is_passthrough(k) else opts.get_option(k).format(v)
+            k: v if opts.is_passthrough(k) else _recorded(opts.get_option(k), v)
             for k, v in resolved.items()
         },
         restore_path=get(opts.RESTORE_PATH),
@@ -152,6 +157,26 @@ def prepare_job(
         ),
     )
     return PreparedJob(settings, tuple(sinks), tuple(transformations))
+
+
+def _recorded(option: opts.ConfigOption, value: Any) -> str:
+    """A value as the job's configuration record keeps it (secrets are not kept)."""
+    return "<redacted>" if option.secret else option.format(value)
+
+
+def signing_key_from_environ(environ: Mapping[str, str]) -> SigningKey | None:
+    """The key in ``CAIRN_CHECKPOINT_SIGNING_KEY`` (unset or empty: None).
+
+    Raises:
+        ConfigurationError: the variable is set but is not a valid key (value not shown).
+    """
+    text = environ.get(SIGNING_KEY_ENV, "")
+    if not text.strip():
+        return None
+    try:
+        return SigningKey.parse(text)
+    except ValueError as e:
+        raise ConfigurationError(f"environment variable {SIGNING_KEY_ENV}: {e}") from None
 
 
 def deploy_settings_from(resolved: Mapping[str, Any]) -> DeploySettings:

@@ -122,7 +122,9 @@ class JobMaster:
         )
         self._restart = RestartPolicy(settings.restart)
         cp = settings.checkpoint
-        self.storage = CheckpointStorage(cp.storage_url, job_id, cp.storage_options)
+        self.storage = CheckpointStorage(
+            cp.storage_url, job_id, cp.storage_options, cp.signing_key
+        )
         # The coordinator exists with or without periodic checkpoints: it finds restore
         # points and applies the retention policy; only triggering depends on this flag.
         self._checkpointing = cp.enabled

@@ -160,8 +160,9 @@ class Worker:
         self._async = ThreadPoolExecutor(
             max_workers=2, thread_name_prefix=f"snapshot-w{worker_index}"
         )
+        cp = settings.checkpoint
         self._storage = CheckpointStorage(
-            settings.checkpoint.storage_url, launch.job_id, settings.checkpoint.storage_options
+            cp.storage_url, launch.job_id, cp.storage_options, cp.signing_key
         )
         self._senders: dict[int, ConnectionSender] = {}
         self._inbound: list[FramedConnection] = []
@@ -317,6 +318,8 @@ class Worker:
         info = self.launch.restore
         if info is None:
             return {}
+        # Read again here, not trusted from the master: with a signing key the signature and
+        # every state file's digest are checked before anything is unpickled.
         metadata = self._storage.read_metadata(info.checkpoint_dir)
         reader = self._storage.reader(info.checkpoint_dir)
         restores: dict[str, OperatorRestore] = {}

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cairn.checkpoint.errors import CheckpointError
+from cairn.checkpoint.inspection import CheckpointSummary, list_checkpoints
 from cairn.checkpoint.metadata import CheckpointMetadata
 from cairn.checkpoint.stats import (
     CheckpointStats,
@@ -22,7 +23,8 @@ from cairn.checkpoint.stats import (
     StatsSummary,
     SubtaskStats,
 )
-from cairn.checkpoint.storage import CheckpointSummary, list_checkpoints, read_metadata
+from cairn.checkpoint.storage import read_metadata
+from cairn.settings import SigningKey
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +102,7 @@ class RetainedCheckpoint:
             "checkpoint_type": self.checkpoint_type,
             "usable": s.ok,
             "error": s.error,
+            "signature": None if s.signature is None else s.signature.value,
             "trigger_timestamp": s.trigger_ms,
             "completed_timestamp": s.completed_ms,
             "end_to_end_duration": s.duration_ms,
@@ -107,6 +110,7 @@ class RetainedCheckpoint:
         st = None if md is None else md.stats
         out.update({
             "state_size": None if md is None else md.state_size,
+            "inline_size": None if md is None else md.inline_size,
             "checkpointed_size": None if md is None else md.state_size,
             "processed_data": None if st is None else st.processed_bytes,
             "persisted_data": None if st is None else st.persisted_bytes,
@@ -129,19 +133,20 @@ class RetainedCheckpoint:
 
 
 def load_retained(
-    path: str, storage_options: Mapping[str, Any] | None = None
+    path: str, storage_options: Mapping[str, Any] | None = None, key: SigningKey | None = None
 ) -> list[RetainedCheckpoint]:
-    """Checkpoints under ``path`` (see ``storage.list_checkpoints``), oldest first, with metadata.
+    """Checkpoints under ``path`` (see ``inspection.list_checkpoints``), oldest first, with
+    metadata; with ``key`` a checkpoint not signed with it is unusable (and has none).
 
     Raises:
         CheckpointNotFoundError: ``path`` is neither a checkpoint nor a directory.
     """
     out = []
-    for s in list_checkpoints(path, storage_options):
+    for s in list_checkpoints(path, storage_options, key=key):
         md: CheckpointMetadata | None = None
         if s.trigger_ms is not None:  # the metadata parsed (the files may still be missing)
             try:
-                md = read_metadata(s.path, storage_options)
+                md = read_metadata(s.path, storage_options, key)
             except CheckpointError as e:  # removed or damaged since it was listed
                 log.debug("cannot re-read metadata of %s: %s", s.path, e)
         out.append(RetainedCheckpoint(s, md))
@@ -151,8 +156,9 @@ def load_retained(
 def checkpoints_table(path: str | Sequence[RetainedCheckpoint]) -> str:
     """``cairn checkpoints PATH``: retained checkpoints and savepoints with their statistics.
 
-    Columns: id, kind, completed, duration (end-to-end), size (state), status, alignment,
-    sync and async (slowest subtask), persisted (in-flight bytes), unaligned, path.
+    Columns: id, kind, completed, duration (end-to-end), size (state), status, signature
+    (verified, unsigned, or signed but not checked without a key), alignment, sync and async
+    (slowest subtask), persisted (in-flight bytes), unaligned, path.
     """
     rows_in = load_retained(path) if isinstance(path, str) else list(path)
     if not rows_in:
@@ -168,6 +174,7 @@ def checkpoints_table(path: str | Sequence[RetainedCheckpoint]) -> str:
             _ms(s.duration_ms),
             _size(s.state_size),
             "ok" if s.ok else f"UNUSABLE: {s.error}",
+            "-" if s.signature is None else s.signature.value,
             _ms(None if st is None else st.max_alignment_duration_ms),
             _ms(None if st is None else st.max_sync_duration_ms),
             _ms(None if st is None else st.max_async_duration_ms),
@@ -175,8 +182,8 @@ def checkpoints_table(path: str | Sequence[RetainedCheckpoint]) -> str:
             _yes(None if st is None else st.unaligned),
             s.path,
         ))
-    return render(("id", "kind", "completed", "duration", "size", "status", "alignment", "sync",
-                   "async", "persisted", "unaligned", "path"), rows)
+    return render(("id", "kind", "completed", "duration", "size", "status", "signature",
+                   "alignment", "sync", "async", "persisted", "unaligned", "path"), rows)
 
 
 def retained_details(r: RetainedCheckpoint) -> str:
@@ -201,6 +208,7 @@ def checkpoints_report(
     details: bool = False,
     as_json: bool = False,
     storage_options: Mapping[str, Any] | None = None,
+    key: SigningKey | None = None,
 ) -> str:
     """What ``cairn checkpoints PATH [--id N] [--details] [--json]`` prints.
 
@@ -208,12 +216,13 @@ def checkpoints_report(
     per-subtask statistics of that checkpoint (of every one with that id, e.g. under several
     job directories). ``details`` alone: of the newest checkpoint whose metadata is readable.
     ``as_json``: a JSON list of checkpoint objects (with ``subtasks`` when showing details).
+    ``key``: check each checkpoint's signature with it (see :func:`load_retained`).
 
     Raises:
         CheckpointNotFoundError: ``path`` is neither a checkpoint nor a directory.
         LookupError: no checkpoint ``checkpoint_id`` (or none readable) under ``path``.
     """
-    retained = load_retained(path, storage_options)
+    retained = load_retained(path, storage_options, key)
     chosen: list[RetainedCheckpoint] | None = None
     if checkpoint_id is not None:
         chosen = [r for r in retained if r.summary.checkpoint_id == checkpoint_id]

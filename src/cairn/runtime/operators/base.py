@@ -18,6 +18,7 @@ from cairn.checkpoint.handles import (
     OperatorSubtaskState,
     StateFileReader,
     StateFileWriter,
+    pickle_inline,
 )
 from cairn.graph.job_graph import OperatorNode
 from cairn.state.api import KeyedStateBackend, OperatorStateBackend
@@ -72,7 +73,7 @@ class OperatorSnapshot:
         return OperatorSubtaskState(
             keyed=(keyed,) if keyed is not None else (),
             operator=(op,) if op is not None else (),
-            inline=dict(self.inline),
+            inline=pickle_inline(self.inline),
         )
 
 
