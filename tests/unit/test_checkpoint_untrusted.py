@@ -287,3 +287,14 @@ def test_job_settings_carry_the_key_but_never_show_it(monkeypatch: pytest.Monkey
     assert settings({}).checkpoint.signing_key == OTHER_KEY
     monkeypatch.delenv("CAIRN_CHECKPOINT_SIGNING_KEY")
     assert settings({}).checkpoint.signing_key is None
+
+
+def test_an_older_signed_checkpoint_copied_over_a_newer_one_is_refused(tmp_path: Path) -> None:
+    storage, chk1 = _signed(tmp_path)
+    _write(storage, cid=2)
+    chk2 = chk1.parent / "chk-2"
+    (chk2 / "_metadata").write_bytes((chk1 / "_metadata").read_bytes())  # validly signed
+    with pytest.raises(CorruptCheckpointError, match="metadata of checkpoint 1, not of chk-2"):
+        load_checkpoint(str(chk2), key=KEY)
+    choice = find_restore_point([candidate_at(str(chk2)), candidate_at(str(chk1))], key=KEY)
+    assert choice.checkpoint.metadata.checkpoint_id == 1  # falls back to the genuine one

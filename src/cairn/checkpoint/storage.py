@@ -479,6 +479,14 @@ def _load(loc: _Loc, key: SigningKey | None) -> tuple[CompletedCheckpoint, Signa
     except FileNotFoundError:
         raise CheckpointNotFoundError(loc.public(), _INCOMPLETE) from None
     metadata, status = decode_metadata_checked(data, meta.public(), key)
+    named = _CHK_RE.match(loc.name)
+    if named and not metadata.is_savepoint and int(named.group(1)) != metadata.checkpoint_id:
+        # A (validly signed) older checkpoint copied over a newer one must not pass for it.
+        raise CorruptCheckpointError(
+            meta.public(),
+            f"holds the metadata of checkpoint {metadata.checkpoint_id}, not of "
+            f"{loc.name}: copied or moved from another checkpoint directory",
+        )
     return CompletedCheckpoint(metadata, loc.public()), status
 
 
