@@ -35,7 +35,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.spark, pytest.mark.cluster, pytest.mark.timeout(180)]
 
 
-def _drive(master_url: str, out: str, checkpoints: str) -> dict[str, Any]:
+def _drive(
+    master_url: str, out: str, checkpoints: str, extra_conf: dict[str, str] | None = None
+) -> dict[str, Any]:
     """Child-process driver: run the sequence job on the cluster and report what happened.
 
     ``placements[attempt]`` maps each worker index to (Python worker pid, executor JVM pid),
@@ -44,9 +46,14 @@ def _drive(master_url: str, out: str, checkpoints: str) -> dict[str, Any]:
     from cairn.testing.processes import EXECUTOR_CLASS, find_ancestor
     from tests.integration.jobs import sequence_job
 
-    conf = {"cairn.executor": "spark", "cairn.spark.master": master_url}
+    conf = {"cairn.executor": "spark", "cairn.spark.master": master_url, **(extra_conf or {})}
+    if "://" in checkpoints:  # an object store, configured by extra_conf's keys
+        conf["execution.checkpointing.dir"] = checkpoints
+        local_dir = None
+    else:
+        local_dir = checkpoints
     env = sequence_job(conf, out, records=RECORDS, keys=KEYS, parallelism=2, rate=RATE,
-                       interval_ms=300, checkpoint_dir=checkpoints, retain=True)
+                       interval_ms=300, checkpoint_dir=local_dir, retain=True)
     started = time.monotonic()
     client = env.execute_async("standalone-cluster")
     master = client.job_master
@@ -75,15 +82,36 @@ def _drive(master_url: str, out: str, checkpoints: str) -> dict[str, Any]:
     }
 
 
-def _latest_checkpoint(root: Path) -> int:
-    ids = [int(m.group(1)) for p in root.glob("*/chk-*/_metadata")
-           if (m := re.fullmatch(r"chk-(\d+)", p.parent.name))]
+def _latest_checkpoint(paths: list[str]) -> int:
+    ids = [int(m.group(1)) for p in paths if p.endswith("/_metadata")
+           if (m := re.fullmatch(r"chk-(\d+)", p.rsplit("/", 2)[-2]))]
     return max(ids, default=0)
 
 
-def test_killed_executor_is_replaced_and_output_stays_exactly_once(tmp_path: Path) -> None:
-    out, checkpoints = tmp_path / "out", tmp_path / "checkpoints"
-    checkpoints.mkdir()
+@pytest.mark.parametrize("storage", ["file", pytest.param("s3", marks=pytest.mark.s3)])
+def test_killed_executor_is_replaced_and_output_stays_exactly_once(
+    tmp_path: Path, storage: str, request: pytest.FixtureRequest
+) -> None:
+    """The configuration a user who outgrows one machine runs: checkpoints on storage every
+    executor reaches (S3 on SeaweedFS), or a local directory on this one-machine cluster."""
+    out = tmp_path / "out"
+    extra_conf: dict[str, str] = {}
+    if storage == "s3":
+        seaweed = request.getfixturevalue("seaweed")
+        checkpoints = seaweed.url("cluster", tmp_path.name)
+        extra_conf.update(seaweed.flink_config())
+        s3 = seaweed.filesystem()
+
+        def listing() -> list[str]:
+            s3.invalidate_cache()
+            return [str(p) for p in s3.find(checkpoints[len("s3://"):])]
+    else:
+        local = tmp_path / "checkpoints"
+        local.mkdir()
+        checkpoints = str(local)
+
+        def listing() -> list[str]:
+            return [p.as_posix() for p in local.glob("*/chk-*/_metadata")]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     outcome: dict[str, Any] = {}
@@ -94,7 +122,7 @@ def test_killed_executor_is_replaced_and_output_stays_exactly_once(tmp_path: Pat
         def drive() -> None:
             try:
                 outcome["facts"] = run_in_subprocess(
-                    _drive, cluster.master_url, str(out), str(checkpoints),
+                    _drive, cluster.master_url, str(out), checkpoints, extra_conf,
                     timeout=150.0, env=env)
             except BaseException as exc:  # re-raised in the test's thread
                 outcome["error"] = exc
@@ -102,12 +130,12 @@ def test_killed_executor_is_replaced_and_output_stays_exactly_once(tmp_path: Pat
         driver = threading.Thread(target=drive, daemon=True)
         driver.start()
         try:
-            wait_for(lambda: _latest_checkpoint(checkpoints) >= 2 or not driver.is_alive(),
+            wait_for(lambda: _latest_checkpoint(listing()) >= 2 or not driver.is_alive(),
                      timeout=90.0, interval=0.05,
                      message=lambda: f"checkpoint 2 on the cluster\n{cluster.log_tails()}")
             assert driver.is_alive(), f"driver ended before checkpoint 2: {outcome}"
             executors_at_kill = cluster.executor_pids()
-            killed_at_checkpoint = _latest_checkpoint(checkpoints)
+            killed_at_checkpoint = _latest_checkpoint(listing())
             victim = cluster.kill_executor()
             driver.join(timeout=160.0)
             assert not driver.is_alive(), "the driver did not finish"
