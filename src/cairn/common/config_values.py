@@ -76,22 +76,33 @@ def parse_duration_ms(value: Any) -> int:
     if callable(to_ms):
         return parse_duration_ms(int(to_ms()))
     if isinstance(value, str):
-        match = _DURATION_RE.match(value.strip().lower())
-        if match:
-            number, unit = int(match.group(1)), match.group(2) or "ms"
-            nanos = _NANOS_PER_UNIT.get(unit)
-            if nanos is not None:
-                return number * nanos // 1_000_000
+        number, unit = _number_and_unit(value, _DURATION_RE, "ms")
+        nanos = _NANOS_PER_UNIT.get(unit)
+        if number >= 0 and nanos is not None:
+            return number * nanos // 1_000_000
     raise ValueError(f"expected {DURATION_HINT}")
+
+
+def _in_largest_exact_unit(amount: int, units: tuple[tuple[str, int], ...], base: str) -> str:
+    """``amount`` in the largest of ``units`` (largest first) that divides it, else ``base``."""
+    if amount > 0:
+        for label, unit in units:
+            if amount % unit == 0:
+                return f"{amount // unit} {label}"
+    return f"{amount} {base}"
+
+
+def _number_and_unit(text: str, pattern: re.Pattern[str], default_unit: str) -> tuple[int, str]:
+    """``("64", "mb")`` from ``"64 MB"``; ``(-1, "")`` when ``text`` does not match."""
+    match = pattern.match(text.strip().lower())
+    if not match:
+        return -1, ""
+    return int(match.group(1)), match.group(2) or default_unit
 
 
 def format_duration_ms(ms: int) -> str:
     """The shortest exact Flink form: ``60000`` → ``'1 min'``, ``1500`` → ``'1500 ms'``."""
-    if ms > 0:
-        for label, unit in _FORMAT_UNITS:
-            if ms % unit == 0:
-                return f"{ms // unit} {label}"
-    return f"{ms} ms"
+    return _in_largest_exact_unit(ms, _FORMAT_UNITS, "ms")
 
 
 # Flink's MemorySize units: binary multiples whatever the spelling.
@@ -124,22 +135,16 @@ def parse_memory_bytes(value: Any) -> int:
             raise ValueError("a memory size must not be negative")
         return value
     if isinstance(value, str):
-        match = _MEMORY_RE.match(value.strip().lower())
-        if match:
-            number, unit = int(match.group(1)), match.group(2) or "b"
-            multiplier = _BYTES_PER_UNIT.get(unit)
-            if multiplier is not None:
-                return number * multiplier
+        number, unit = _number_and_unit(value, _MEMORY_RE, "b")
+        multiplier = _BYTES_PER_UNIT.get(unit)
+        if number >= 0 and multiplier is not None:
+            return number * multiplier
     raise ValueError(f"expected {MEMORY_HINT}")
 
 
 def format_memory_bytes(size: int) -> str:
     """The shortest exact form: ``1048576`` → ``'1 mb'``, ``1000`` → ``'1000 bytes'``."""
-    if size > 0:
-        for label, unit in _FORMAT_MEMORY_UNITS:
-            if size % unit == 0:
-                return f"{size // unit} {label}"
-    return f"{size} bytes"
+    return _in_largest_exact_unit(size, _FORMAT_MEMORY_UNITS, "bytes")
 
 
 def parse_bool(value: Any) -> bool:
