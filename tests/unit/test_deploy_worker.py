@@ -10,9 +10,10 @@ from __future__ import annotations
 import doctest
 import gc
 import sys
+import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +30,12 @@ from cairn.deploy.process_tuning import (
     switch_interval,
 )
 from cairn.deploy.serialization import dumps_job
-from cairn.deploy.worker import Worker, apply_control
+from cairn.deploy.worker import RegistrationFailed, Worker, apply_control
 from cairn.events import CheckpointBarrier
 from cairn.graph.job_graph import build_job_graph
 from cairn.ids import CheckpointId
+from cairn.runtime.faults import FaultSpec
+from cairn.runtime.network import Listener, new_secret
 
 BARRIER = CheckpointBarrier(CheckpointId(7), 1_000)
 
@@ -103,8 +106,7 @@ def test_other_messages_are_ignored(tasks: list[FakeTask]) -> None:
     assert all(not t.calls for t in tasks)
 
 
-@pytest.fixture
-def worker() -> Iterator[Worker]:
+def _launch(**changes: Any) -> p.WorkerLaunch:
     env = StreamExecutionEnvironment()
     env.from_collection([1, 2]).map(lambda x: x).print()
     prepared = env.prepare_job()
@@ -120,7 +122,12 @@ def worker() -> Iterator[Worker]:
         secret=b"s" * 32,
         job_payload=dumps_job((s, graph)),
     )
-    w = Worker(launch, 0, "127.0.0.1", ProcessOwnership.SHARED)
+    return replace(launch, **changes)
+
+
+@pytest.fixture
+def worker() -> Iterator[Worker]:
+    w = Worker(_launch(), 0, "127.0.0.1", ProcessOwnership.SHARED)
     yield w
     w._async.shutdown()
 
@@ -138,6 +145,32 @@ def test_the_worker_applies_queued_messages_in_order_and_stops_at_shutdown(
     assert tasks[1].calls == [("complete", 7)]
     assert worker._stop and worker._outcome is WorkerOutcome.CANCELLED
     assert list(worker._control) == [later]  # after Shutdown, nothing more is applied
+
+
+# ------------------------------------------------------------------ registration
+
+
+def test_a_worker_that_cannot_register_fails_its_executor_task() -> None:
+    """Nobody would hear its report: it raises, so the Spark barrier stage fails at once."""
+    fault = FaultSpec("register", attempt=0, subtask=0)
+    w = Worker(_launch(faults=(fault,)), 0, "127.0.0.1", ProcessOwnership.SHARED)
+    with pytest.raises(RegistrationFailed) as info:
+        w.run()
+    assert str(info.value) == (
+        "worker 0 of attempt 0 could not register with the job master at 127.0.0.1:1: "
+        "InjectedFailure: injected failure at register of worker#0 (checkpoint None)"
+    )
+    assert w._outcome is WorkerOutcome.FAILED
+
+
+def test_a_worker_the_job_master_rejects_fails_its_executor_task() -> None:
+    with Listener("127.0.0.1", new_secret(), lambda conn, hello: conn.close()) as master:
+        w = Worker(_launch(master_address=master.address), 0, "127.0.0.1",
+                   ProcessOwnership.SHARED)
+        start = time.monotonic()
+        with pytest.raises(RegistrationFailed, match="AuthenticationError: server rejected"):
+            w.run()
+        assert time.monotonic() - start < 5
 
 
 # ------------------------------------------------------------------ process tuning
