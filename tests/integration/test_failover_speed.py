@@ -5,13 +5,18 @@ with idle connections; the output still equals the golden output, record by reco
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any
 
+import pytest
+
 from cairn.cli.demo_jobs import read_visible_lines
 from cairn.common.job_status import JobStatus
 from cairn.deploy.job_client import JobClient
+from cairn.deploy.job_master import JobMaster
+from tests.connection_flood import Address, ConnectionFlood
 from tests.integration.jobs import expected_lines, sequence_job
 
 RECORDS, KEYS = 20_000, 8
@@ -62,3 +67,38 @@ def test_an_attempt_whose_worker_cannot_register_fails_at_once(
     if executor_conf["cairn.executor"] == "inprocess":
         assert "worker 1 of attempt 0 could not register with the job master" in str(error)
     assert sorted(read_visible_lines(out)) == expected_lines(RECORDS, KEYS)
+
+
+def _listeners(master: JobMaster) -> list[Address]:
+    """The job master's control listener and the data listeners of the current attempt."""
+    state = master._state
+    registered = list(state.registered.values()) if state is not None else []
+    return [master._server.address, *(r.data_address for r in registered)]
+
+
+def test_a_killed_worker_rejoins_within_seconds_under_a_connection_flood(
+    executor_conf: dict[str, str], tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """200 idle connections, reopened as soon as a listener closes them, on the driver's
+    control port and the workers' data ports from submission on; a worker is killed
+    (SIGKILL on Spark) mid-way; the new attempt's workers register within seconds."""
+    caplog.set_level(logging.WARNING, logger="cairn.runtime.network.server")
+    out = str(tmp_path / "out")
+    faults = "point=processing,attempt=0,records=3000,subtask=1"
+    conf = {**executor_conf, "cairn.testing.faults": faults}
+    client, timeline = _submit(conf, out, "flooded", rate=5_000)
+    master = client.job_master
+    with ConnectionFlood(lambda: _listeners(master), count=200, max_seconds=100) as flood:
+        flood.wait_started()
+        client.get_job_execution_result(timeout=120)
+    assert client.get_job_status() is JobStatus.FINISHED
+    assert master.restarts == 1
+    (restarted_at,) = timeline.times("restart")
+    rerunning_at = [t for t, e, p in timeline.events if p is JobStatus.RUNNING and t > restarted_at]
+    assert rerunning_at, "the new attempt never ran"
+    assert rerunning_at[0] - restarted_at < 20, "the new attempt's workers registered slowly"
+    assert flood.opened > 200  # listeners closed idle connections, and the flood came back
+    assert sorted(read_visible_lines(out)) == expected_lines(RECORDS, KEYS)
+    # Thousands of rejections: a few lines per listener and 10 s (one per kind, a summary).
+    warnings = [r for r in caplog.records if r.name == "cairn.runtime.network.server"]
+    assert len(warnings) < 60, f"{len(warnings)} warning lines"
