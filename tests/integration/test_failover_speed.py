@@ -64,8 +64,8 @@ def test_an_attempt_whose_worker_cannot_register_fails_at_once(
     (restarted_at,) = timeline.times("restart")
     assert restarted_at < QUICK_S, f"attempt 0 failed only after {restarted_at:.0f} s"
     (error,) = timeline.payloads("restart")
-    if executor_conf["cairn.executor"] == "inprocess":
-        assert "worker 1 of attempt 0 could not register with the job master" in str(error)
+    # On Spark, the stage failure names the worker's exception, not only the failed task.
+    assert "worker 1 of attempt 0 could not register with the job master" in str(error)
     assert sorted(read_visible_lines(out)) == expected_lines(RECORDS, KEYS)
 
 

@@ -343,7 +343,8 @@ class JobMaster:
                 # Every worker ended, some never registered, and nothing more is queued: the
                 # missing ones cannot register any more; do not wait for the timeout.
                 if not peers_sent and deployment.wait(0.0):
-                    return AttemptOutcome.failed(_never_registered(state))
+                    # The executor's error, if it has one, says why (it may have just come).
+                    return AttemptOutcome.failed(deployment.failure() or _never_registered(state))
             if env is not None:
                 if env.attempt != state.attempt:
                     self._maybe_collect_late(env)
