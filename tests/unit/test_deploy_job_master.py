@@ -16,6 +16,7 @@ import os
 import pickle
 import secrets
 import threading
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -53,6 +54,7 @@ class Act(enum.Enum):
     RESTORE_FAILS = "worker 0 reports that the restored state failed its CRC check"
     DIE = "worker 1 drops its connection (its process died)"
     CRASH = "the executor reports a dead worker before any registered"
+    VANISH = "the workers end before they register, and the executor reports no error"
     RUN = "run until told to shut down"
 
 
@@ -74,6 +76,8 @@ class FakeWorker:
 
     def _run(self) -> None:
         attempt = self.launch.attempt
+        if self.act is Act.VANISH:
+            return
         hello = p.RegisterWorker(attempt, self.index, ("127.0.0.1", 0), os.getpid(), "fake")
         conn = connect(self.launch.master_address, self.launch.secret, pickle.dumps(hello))
         try:
@@ -316,6 +320,21 @@ def test_attempts_that_fail_before_running_restart_from_initializing_and_restart
     run = run_job([Act.CRASH], FIXED_TWO)
     assert run.statuses[-1] is S.FAILED and run.master.restarts == 2
     assert isinstance(run.master.error, WorkerCrashed)
+
+
+def test_an_attempt_whose_workers_ended_unregistered_fails_without_waiting() -> None:
+    """Not the registration timeout (minutes): the workers are gone, none can register."""
+    start = time.monotonic()
+    run = run_job([Act.VANISH, Act.FINISH], FIXED_ONE)
+    assert time.monotonic() - start < 10
+    assert run.statuses == path("CREATED INITIALIZING RESTARTING RUNNING FINISHED")
+    assert run.master.restarts == 1
+    run = run_job([Act.VANISH], NO_RESTART)
+    assert isinstance(run.master.error, WorkerLost)
+    assert str(run.master.error) == (
+        "the workers of attempt 0 ended, but only 0 of 2 had registered with the job master "
+        "(never: workers 0, 1)"
+    )
 
 
 def test_cancelling_a_running_job_shuts_its_workers_down_as_cancelled() -> None:

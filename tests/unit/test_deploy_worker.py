@@ -10,9 +10,10 @@ from __future__ import annotations
 import doctest
 import gc
 import sys
+import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +30,12 @@ from cairn.deploy.process_tuning import (
     switch_interval,
 )
 from cairn.deploy.serialization import dumps_job
-from cairn.deploy.worker import Worker, apply_control
+from cairn.deploy.worker import RegistrationFailed, Worker, apply_control
 from cairn.events import CheckpointBarrier
 from cairn.graph.job_graph import build_job_graph
 from cairn.ids import CheckpointId
+from cairn.runtime.faults import FaultSpec
+from cairn.runtime.network import Listener, new_secret
 from cairn.runtime.network.errors import ConnectionClosed, FrameRefused
 
 BARRIER = CheckpointBarrier(CheckpointId(7), 1_000)
@@ -104,8 +107,7 @@ def test_other_messages_are_ignored(tasks: list[FakeTask]) -> None:
     assert all(not t.calls for t in tasks)
 
 
-@pytest.fixture
-def worker() -> Iterator[Worker]:
+def _launch(**changes: Any) -> p.WorkerLaunch:
     env = StreamExecutionEnvironment()
     env.from_collection([1, 2]).map(lambda x: x).print()
     prepared = env.prepare_job()
@@ -121,7 +123,12 @@ def worker() -> Iterator[Worker]:
         secret=b"s" * 32,
         job_payload=dumps_job((s, graph)),
     )
-    w = Worker(launch, 0, "127.0.0.1", ProcessOwnership.SHARED)
+    return replace(launch, **changes)
+
+
+@pytest.fixture
+def worker() -> Iterator[Worker]:
+    w = Worker(_launch(), 0, "127.0.0.1", ProcessOwnership.SHARED)
     yield w
     w._async.shutdown()
 
@@ -150,6 +157,30 @@ def test_a_refused_frame_fails_the_worker_a_lost_peer_does_not(worker: Worker) -
     with pytest.raises(FrameRefused) as info:
         worker._loop()
     assert info.value is refused
+# ------------------------------------------------------------------ registration
+
+
+def test_a_worker_that_cannot_register_fails_its_executor_task() -> None:
+    """Nobody would hear its report: it raises, so the Spark barrier stage fails at once."""
+    fault = FaultSpec("register", attempt=0, subtask=0)
+    w = Worker(_launch(faults=(fault,)), 0, "127.0.0.1", ProcessOwnership.SHARED)
+    with pytest.raises(RegistrationFailed) as info:
+        w.run()
+    assert str(info.value) == (
+        "worker 0 of attempt 0 could not register with the job master at 127.0.0.1:1: "
+        "InjectedFailure: injected failure at register of worker#0 (checkpoint None)"
+    )
+    assert w._outcome is WorkerOutcome.FAILED
+
+
+def test_a_worker_the_job_master_rejects_fails_its_executor_task() -> None:
+    with Listener("127.0.0.1", new_secret(), lambda conn, hello: conn.close()) as master:
+        w = Worker(_launch(master_address=master.address), 0, "127.0.0.1",
+                   ProcessOwnership.SHARED)
+        start = time.monotonic()
+        with pytest.raises(RegistrationFailed, match="AuthenticationError: server rejected"):
+            w.run()
+        assert time.monotonic() - start < 5
 
 
 # ------------------------------------------------------------------ process tuning

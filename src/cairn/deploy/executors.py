@@ -8,6 +8,7 @@ job master's decision, never the executor's (a barrier result stage is not retri
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 import uuid
@@ -184,8 +185,17 @@ class _SparkDeployment:
         return self._done.wait(timeout)
 
 
+# The last line of a Python traceback: "package.module.Error: message" (no JVM class).
+_PYTHON_ERROR = re.compile(r"^(?!org\.|java\.|scala\.)[A-Za-z_][\w.]*: \S")
+
+
 def _short(exc: BaseException) -> str:
+    """What made a Spark stage fail, in one line: the Python worker's own exception when
+    the text carries its traceback (Spark's first line only says a barrier task failed)."""
     text = str(exc)
+    python = [line for line in text.splitlines() if _PYTHON_ERROR.match(line)]
+    if python:
+        return python[-1].strip()[:500]
     for line in text.splitlines():
         if "Exception" in line or "Error" in line:
             return line.strip()[:500]

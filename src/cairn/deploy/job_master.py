@@ -2,11 +2,12 @@
 
 Invariants: exactly one attempt is live at a time — a new attempt is deployed only after the
 previous one was cancelled and its workers disconnected; messages of older attempts are
-dropped; every restart restores from the latest completed (and verified) checkpoint that no
-worker failed to restore, or fails the job when only a fallback that would commit output a
-second time is left; the job's status changes only along ``lifecycle.JOB_STATUS_TRANSITIONS``,
-and a terminal status is set only after the checkpoint coordinator applied its retention
-policy.
+dropped; an attempt fails as soon as its workers all ended while some never registered (not
+after ``REGISTRATION_TIMEOUT_S``, which bounds workers that hang instead); every restart
+restores from the latest completed (and verified) checkpoint that no worker failed to
+restore, or fails the job when only a fallback that would commit output a second time is
+left; the job's status changes only along ``lifecycle.JOB_STATUS_TRANSITIONS``, and a
+terminal status is set only after the checkpoint coordinator applied its retention policy.
 """
 
 from __future__ import annotations
@@ -343,6 +344,11 @@ class JobMaster:
                 env = inbox.get(timeout=TICK_S)
             except queue.Empty:
                 env = None
+                # Every worker ended, some never registered, and nothing more is queued: the
+                # missing ones cannot register any more; do not wait for the timeout.
+                if not peers_sent and deployment.wait(0.0):
+                    # The executor's error, if it has one, says why (it may have just come).
+                    return AttemptOutcome.failed(deployment.failure() or _never_registered(state))
             if env is not None:
                 if env.attempt != state.attempt:
                     self._maybe_collect_late(env)
@@ -491,6 +497,15 @@ def committing_sinks(graph: JobGraph) -> tuple[str, ...]:
             and node.spec is not None
             and commits_on_checkpoints(node.spec.function)
         )
+    )
+
+
+def _never_registered(state: _AttemptState) -> WorkerLost:
+    missing = sorted(set(range(state.num_workers)) - set(state.registered))
+    return WorkerLost(
+        f"the workers of attempt {state.attempt} ended, but only {len(state.registered)} of "
+        f"{state.num_workers} had registered with the job master (never: workers "
+        f"{', '.join(map(str, missing))})"
     )
 
 

@@ -87,6 +87,11 @@ class _MasterLost(Exception):
     pass
 
 
+class RegistrationFailed(RuntimeError):
+    """The worker failed before it registered with the job master, so no report could reach
+    it: the worker's executor task fails instead (the Spark barrier stage ends at once)."""
+
+
 class ControlledTask(Protocol):
     """What a control message may do to a task (``runtime.task.StreamTask`` is one)."""
 
@@ -237,6 +242,12 @@ class Worker:
             self._outcome = WorkerOutcome.MASTER_LOST
         except Exception as exc:
             self._outcome = WorkerOutcome.FAILED
+            if self._master is None:
+                host, port = self.launch.master_address
+                raise RegistrationFailed(
+                    f"worker {self.index} of attempt {self.attempt} could not register with "
+                    f"the job master at {host}:{port}: {type(exc).__name__}: {exc}"
+                ) from exc
             self._report_failure(None, exc)
         finally:
             listener.close()
@@ -244,6 +255,8 @@ class Worker:
         return WorkerResult(self.index, self.attempt, self._outcome)
 
     def _connect_master(self, data_address: tuple[str, int]) -> None:
+        if self.faults.active:
+            self.faults.check("register", "worker", self.index)
         hello = pickle.dumps(
             p.RegisterWorker(
                 self.attempt, self.index, data_address, os.getpid(), socket.gethostname()

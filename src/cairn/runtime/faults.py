@@ -1,8 +1,10 @@
-"""Fault injection for recovery tests: kill this worker at a chosen moment.
+"""Fault injection for recovery tests: kill this worker at a chosen moment, or make it fail.
 
 Invariant: faults fire only in the attempt they name, at most once per worker process, so a
 test can script "kill during processing in attempt 0, during upload in attempt 1, ..." and
 the job still finishes. Configured with ``cairn.testing.faults`` (see ``parse_faults``).
+Every point kills the worker except those in ``FAILING_POINTS``, which raise
+``InjectedFailure``: an ordinary error the worker has to handle, as a real one would be.
 """
 
 from __future__ import annotations
@@ -18,11 +20,17 @@ POINTS = (
     "before-commit",  # checkpoint completed, before the operators' commit (notify)
     "after-commit",  # right after the commit on notification
     "replay",  # after processing `records` records of restored in-flight data (unaligned)
+    "register",  # the worker cannot register with the job master (`subtask`: worker index)
 )
+FAILING_POINTS = frozenset({"register"})
 
 
 class SimulatedCrash(BaseException):
     """Raised instead of SIGKILL when workers are threads of the test process."""
+
+
+class InjectedFailure(ConnectionError):
+    """An injected error at one of ``FAILING_POINTS`` (e.g. the job master is unreachable)."""
 
 
 @dataclass(frozen=True)
@@ -79,7 +87,10 @@ class FaultInjector:
             if records < spec.records:
                 continue
             self._specs.remove(spec)
-            self._kill(f"{point} of {vertex_name}#{subtask} (checkpoint {checkpoint_id})")
+            where = f"{point} of {vertex_name}#{subtask} (checkpoint {checkpoint_id})"
+            if point in FAILING_POINTS:
+                raise InjectedFailure(f"injected failure at {where}")
+            self._kill(where)
 
     def _kill(self, where: str) -> None:
         if self._hard_kill:

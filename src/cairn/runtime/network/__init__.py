@@ -2,7 +2,8 @@
 
 Layers, bottom up: ``auth`` proves the per-job secret in both directions on a raw socket
 (nothing is unpickled before that); ``framing`` carries ``(kind, channel, payload)`` frames;
-``server`` binds a ``Listener`` to one explicit address and ``connect``s to it.
+``admission`` decides which unproven connection a full listener turns away; ``server`` binds
+a ``Listener`` to one explicit address and ``connect``s to it.
 """
 
 from cairn.runtime.network.auth import (
@@ -18,6 +19,7 @@ from cairn.runtime.network.errors import (
     FrameRefused,
     FrameTooLarge,
     HandshakeTimeout,
+    ListenerBusy,
 )
 from cairn.runtime.network.frames import FrameKind, pack_credit, unpack_credit
 from cairn.runtime.network.framing import HEADER, MAX_PAYLOAD, FramedConnection, Payload
@@ -36,6 +38,7 @@ __all__ = [
     "FramedConnection",
     "HandshakeTimeout",
     "Listener",
+    "ListenerBusy",
     "OnConnection",
     "Payload",
     "client_handshake",
