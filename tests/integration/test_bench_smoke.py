@@ -183,10 +183,11 @@ def test_bench_doctests() -> None:
     import doctest
 
     import bench
+    import bench.ab
     import bench.cairn_functions
     import bench.measure
     import bench.report
 
-    for module in (bench, bench.cairn_functions, bench.measure, bench.report):
+    for module in (bench, bench.ab, bench.cairn_functions, bench.measure, bench.report):
         failed, _ = doctest.testmod(module)
         assert failed == 0, module.__name__

@@ -1,0 +1,82 @@
+"""A/B of one Cairn workload between two checkouts, alternating runs in one session.
+
+Invariant: A and B run the same ``bench.workloads`` command line, each from its own checkout
+(its own ``bench`` package and installed ``cairn``), strictly alternating (A, B, B, A, A, B,
+...), so that drifts in the shared machine's load fall on both alike; only the ratio of the
+medians is reported as a result, never an absolute figure of one side alone.
+
+Before/after a change (the brief: "a new feature must not slow the keyed-sum path")::
+
+    git worktree add --detach ../cairn-before <rev>
+    (cd ../cairn-before && python3 -m venv .venv && .venv/bin/pip install -e .)
+    python -m bench.ab --a ../cairn-before --b . --repeat 4 -- \\
+        --workload keyed-sum --records 2000000 --keys 10000 --checkpoint-interval-ms 1000
+
+Prints one line per run and a summary (median records/s of each side, B/A).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["alternating_order", "main", "run_once"]
+
+
+def alternating_order(repeat: int) -> list[str]:
+    """ABBA order, ``repeat`` runs of each side.
+
+    >>> alternating_order(3)
+    ['a', 'b', 'b', 'a', 'a', 'b']
+    """
+    order: list[str] = []
+    for i in range(repeat):
+        order += ["a", "b"] if i % 2 == 0 else ["b", "a"]
+    return order
+
+
+def run_once(checkout: Path, args: list[str], timeout_s: float) -> dict[str, Any]:
+    """One ``python -m bench.workloads`` run in ``checkout``; its JSON result."""
+    python = checkout / ".venv" / "bin" / "python"
+    done = subprocess.run(
+        [str(python if python.exists() else sys.executable), "-m", "bench.workloads", *args],
+        cwd=checkout, capture_output=True, text=True, timeout=timeout_s,
+    )
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(f"{checkout}: exit {done.returncode}\n{done.stderr[-2000:]}")
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.ab", description=__doc__.split("\n")[0])
+    parser.add_argument("--a", required=True, type=Path, help="checkout A (e.g. before)")
+    parser.add_argument("--b", required=True, type=Path, help="checkout B (e.g. after)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each side")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
+    parser.add_argument("workload_args", nargs=argparse.REMAINDER,
+                        help="after --: the bench.workloads options")
+    ns = parser.parse_args(argv)
+    args = [a for a in ns.workload_args if a != "--"]
+    rates: dict[str, list[float]] = {"a": [], "b": []}
+    for side in alternating_order(ns.repeat):
+        checkout = ns.a if side == "a" else ns.b
+        result = run_once(checkout.resolve(), args, ns.timeout)
+        rate = float(result["steady_records_per_s"] or 0.0)
+        rates[side].append(rate)
+        print(f"{side.upper()} {checkout}: {rate:,.0f} records/s "
+              f"(checkpoint p50 {result.get('checkpoint_p50_ms')} ms)", flush=True)
+    med_a, med_b = statistics.median(rates["a"]), statistics.median(rates["b"])
+    print(f"median A {med_a:,.0f}  B {med_b:,.0f}  B/A {med_b / med_a:.3f}  "
+          f"(A runs {[round(r) for r in rates['a']]}, B runs {[round(r) for r in rates['b']]})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
