@@ -7,7 +7,6 @@ settings the environment would submit (no Spark).
 
 from __future__ import annotations
 
-import doctest
 import json
 from typing import Any
 
@@ -214,11 +213,6 @@ def test_seed_map2_counts_values_in_operator_list_state_and_merges_on_restore() 
     restored.map(2)
     restored.snapshot_state(_SnapshotContext())
     assert rescaled.get_list_state(descriptor).get() == [{1: 8, 2: 2}]
-
-
-def test_docstring_examples() -> None:
-    result = doctest.testmod(demo_skew, optionflags=doctest.ELLIPSIS)
-    assert result.failed == 0 and result.attempted > 0
 
 
 def test_bench_skew_workload_is_registered_and_rendered_from_samples() -> None:

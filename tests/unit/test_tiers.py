@@ -15,6 +15,8 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CI_RUN = REPO_ROOT / ".ci" / "run"
 
@@ -136,3 +138,9 @@ def test_spark_marker_is_added_enforced_and_marked_tests_run_last(tmp_path: Path
     for name in refused:
         message = failed[name].get("message", "")  # type: ignore[union-attr]
         assert "started Spark but is not marked 'spark'" in message, message
+
+
+def test_every_doctest_in_src_cairn_is_collected(pytestconfig: pytest.Config) -> None:
+    assert pytestconfig.getoption("doctestmodules"), "--doctest-modules in pytest's addopts"
+    assert "src/cairn" in pytestconfig.getini("testpaths")
+    assert "ELLIPSIS" in pytestconfig.getini("doctest_optionflags")
