@@ -23,7 +23,7 @@ from cairn.datastream import (
     StreamExecutionEnvironment,
 )
 from cairn.datastream.aggregations import AccumulateReduceFunction
-from cairn.datastream.collection_source import CollectionSource
+from cairn.datastream.connectors.collection import CollectionSource, CollectionSplit
 from cairn.datastream.print_sink import PrintSinkFunction
 from cairn.graph.transformations import (
     OneInputTransformation,
@@ -91,8 +91,8 @@ def test_from_collection_is_a_fixed_non_parallel_bounded_source() -> None:
 
 def test_collection_source_reader_resumes_from_its_snapshot() -> None:
     source = CollectionSource(iter(["a", "b", "c", "d"]))
-    assert source.create_splits(4) == [0]
-    reader = source.create_reader([0], None)  # type: ignore[arg-type]
+    assert source.create_splits(4) == [CollectionSplit(0)]
+    reader = source.create_reader([CollectionSplit(0)], None)  # type: ignore[arg-type]
     assert reader.poll_batch(3) == ["a", "b", "c"]
     state = reader.snapshot_state(1)
     restored = pickle.loads(pickle.dumps(source)).create_reader(state, None)
