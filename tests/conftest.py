@@ -1,9 +1,21 @@
-"""Shared fixtures: one local SparkSession per test session, executor parametrization."""
+"""Shared fixtures and the test tiers: one local SparkSession per test session, executor
+parametrization, and the ``spark`` marker kept honest.
+
+Invariant: every test that starts Spark carries the ``spark`` marker, so ``-m "not spark"``
+(the fast tier) never starts a JVM. Tests using the ``spark`` fixture, ``executor_conf[spark]``
+or the ``cluster`` marker are marked automatically; any other test that starts Spark without
+the marker fails. Unmarked tests run first (also in a full run), while no session exists, with
+``SPARK_HOME`` pointing at a stand-in ``spark-submit`` that records the attempt and exits 1;
+the check therefore covers Spark started in the test process and in its child processes.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import shutil
+import tempfile
+from collections.abc import Generator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +23,81 @@ import pytest
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 pytest_plugins = ["tests.s3_server"]  # the session's SeaweedFS S3 server (fixture ``seaweed``)
+
+SPARK = "spark"
+_LAUNCHES = "launches"
+_REFUSE_SPARK_SUBMIT = """#!/bin/sh
+# Stand-in spark-submit for tests not marked 'spark' (tests/conftest.py): record, refuse.
+printf '%s\\n' "${PYTEST_CURRENT_TEST:-?}" >> "$(dirname "$0")/../launches"
+echo "cairn tests: a test not marked 'spark' tried to start Spark; add @pytest.mark.spark" >&2
+exit 1
+"""
+_real_spark_home: str | None = os.environ.get("SPARK_HOME")
+_stand_in_home: Path | None = None
+
+
+def _starts_spark(item: pytest.Item) -> bool:
+    uses_session = SPARK in getattr(item, "fixturenames", ())
+    return uses_session or item.get_closest_marker("cluster") is not None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _stand_in_home
+    _stand_in_home = Path(tempfile.mkdtemp(prefix="cairn-no-spark-"))
+    script = _stand_in_home / "bin" / "spark-submit"
+    script.parent.mkdir()
+    script.write_text(_REFUSE_SPARK_SUBMIT)
+    script.chmod(0o755)
+    os.environ["SPARK_HOME"] = str(_stand_in_home)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    _use_spark_home(_real_spark_home)
+    if _stand_in_home is not None:
+        shutil.rmtree(_stand_in_home, ignore_errors=True)
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _starts_spark(item):
+            item.add_marker(SPARK)
+    # Stable: each tier keeps its order; no Spark session exists while unmarked tests run.
+    items.sort(key=lambda item: item.get_closest_marker(SPARK) is not None)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
+    marked = item.get_closest_marker(SPARK) is not None
+    _use_spark_home(_real_spark_home if marked else str(_stand_in_home))
+    try:
+        return (yield)
+    finally:
+        _use_spark_home(str(_stand_in_home))
+
+
+@pytest.fixture(autouse=True)
+def _spark_only_when_marked(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail a test not marked ``spark`` that tried to start Spark (here or in a child)."""
+    yield
+    if _stand_in_home is None or request.node.get_closest_marker(SPARK) is not None:
+        return
+    launches = _stand_in_home / _LAUNCHES
+    if launches.exists():
+        attempts = launches.read_text().split("\n")
+        launches.unlink()
+        pytest.fail(
+            f"{request.node.nodeid} started Spark but is not marked 'spark' "
+            f"(add @pytest.mark.spark or use the spark fixture): {attempts[0]}",
+            pytrace=False,
+        )
+
+
+def _use_spark_home(value: str | None) -> None:
+    if value is None:
+        os.environ.pop("SPARK_HOME", None)
+    else:
+        os.environ["SPARK_HOME"] = value
 
 
 @pytest.fixture(scope="session")
@@ -22,11 +109,11 @@ def spark() -> Iterator[Any]:
     session.stop()
 
 
-@pytest.fixture(params=["inprocess", "spark"])
+@pytest.fixture(params=["inprocess", pytest.param(SPARK, marks=pytest.mark.spark)])
 def executor_conf(request: pytest.FixtureRequest) -> dict[str, str]:
     """Configuration selecting each executor; the Spark one runs on real local Spark."""
-    if request.param == "spark":
-        request.getfixturevalue("spark")
+    if request.param == SPARK:
+        request.getfixturevalue(SPARK)
     return {"cairn.executor": request.param}
 
 

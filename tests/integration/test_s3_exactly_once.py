@@ -26,7 +26,7 @@ from tests.integration.test_readme_commands import (
 
 RECORDS, KEYS = 60_000, 10
 
-pytestmark = pytest.mark.s3
+pytestmark = [pytest.mark.s3, pytest.mark.slow]
 
 
 @pytest.mark.spark

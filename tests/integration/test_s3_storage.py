@@ -20,7 +20,7 @@ from cairn.datastream.connectors.number_seq import NumberSequenceSource
 from cairn.testing.seaweedfs import ADMIN, S3Identity, SeaweedS3
 from cairn.testing.spark_cluster import free_port
 
-pytestmark = pytest.mark.s3
+pytestmark = [pytest.mark.s3, pytest.mark.slow]
 
 
 def _options(server: SeaweedS3, identity: S3Identity | None = None) -> dict[str, Any]:

@@ -1,13 +1,16 @@
 """The Python examples of seed 002 (Flink checkpointing notes) run on Cairn unchanged except for
 ``pyflink`` -> ``cairn``, the storage paths, and the names the seed forgets to import.
 
-The code blocks are read from the seed file at test time, so the test follows the seed.
+The code blocks are read from the seed file at test time, so the test follows the seed. The
+seeds live in ``../shared/seeds`` next to the repository; without them these tests skip, except
+in CI (``CI`` set), where a missing seed fails them.
 """
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +20,8 @@ from cairn.common import CheckpointingMode
 from cairn.datastream import ExternalizedCheckpointRetention, StreamExecutionEnvironment
 from cairn.settings import RetentionPolicy
 
-SEED = Path("/work/shared/seeds/002_1005b3d480e655f1.txt")
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SEED = REPO_ROOT.parent / "shared" / "seeds" / "002_1005b3d480e655f1.txt"
 
 # What the seed's snippets use without importing it (they are excerpts of one program).
 PRELUDE = """
@@ -27,12 +31,30 @@ from cairn.datastream.state import ValueStateDescriptor
 """
 
 
+def _seed_text(seed: Path = SEED, environ: Mapping[str, str] = os.environ) -> str:
+    """The seed's text; a missing seed skips the test, or fails it in CI."""
+    if not seed.exists():
+        message = f"seed file {seed} (../shared/seeds next to the repository) is missing"
+        if environ.get("CI", "").lower() not in ("", "0", "false"):
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    return seed.read_text(encoding="utf-8")
+
+
 def _python_blocks() -> list[str]:
-    if not SEED.exists():
-        pytest.skip(f"seed file {SEED} is not available")
-    text = SEED.read_text(encoding="utf-8")
+    text = _seed_text()
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
     return [block.replace("pyflink", "cairn") for block in blocks]
+
+
+def test_a_missing_seed_skips_but_fails_in_ci(tmp_path: Path) -> None:
+    missing = tmp_path / "seeds" / "002.txt"
+    with pytest.raises(pytest.fail.Exception, match=r"002\.txt .* is missing"):
+        _seed_text(missing, {"CI": "true"})
+    for environ in ({}, {"CI": ""}, {"CI": "false"}):
+        with pytest.raises(pytest.skip.Exception, match="is missing"):
+            _seed_text(missing, environ)
+    assert "```python" in _seed_text()  # found relative to the repository
 
 
 def _block(*markers: str) -> str:

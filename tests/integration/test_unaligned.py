@@ -67,6 +67,7 @@ def test_unaligned_exactly_once_under_backpressure_with_kills_including_during_r
     assert any(c.persisted_bytes > 0 for c in completed), "in-flight data was persisted"
 
 
+@pytest.mark.slow
 def test_statistics_of_unaligned_and_aligned_checkpoints_are_plausible(tmp_path: Any) -> None:
     records = 16_000
     conf = {"cairn.executor": "inprocess"}
@@ -98,6 +99,7 @@ def test_statistics_of_unaligned_and_aligned_checkpoints_are_plausible(tmp_path:
     assert max(max(s.metrics.alignment_duration_ms for s in c.subtasks.values()) for c in a) > 50
 
 
+@pytest.mark.slow
 def test_aligned_timeout_bounds_checkpoint_duration_near_the_timeout(tmp_path: Any) -> None:
     records = 6_000
     out = str(tmp_path / "t")
@@ -117,6 +119,7 @@ def _median(values: list[int]) -> float:
     return float(ordered[len(ordered) // 2]) if ordered else 0.0
 
 
+@pytest.mark.slow
 def test_buffer_debloating_shrinks_in_flight_data_under_backpressure(tmp_path: Any) -> None:
     records = 40_000
     debloat = {"cairn.executor": "inprocess",

@@ -23,8 +23,9 @@ from cairn.datastream import (
     StreamExecutionEnvironment,
 )
 from cairn.datastream.aggregations import AccumulateReduceFunction
-from cairn.datastream.collection_source import CollectionSource
+from cairn.datastream.connectors.collection import CollectionSource, CollectionSplit
 from cairn.datastream.print_sink import PrintSinkFunction
+from cairn.graph.job_graph import build_job_graph
 from cairn.graph.transformations import (
     OneInputTransformation,
     OperatorKind,
@@ -35,6 +36,7 @@ from cairn.graph.transformations import (
     SourceTransformation,
     UnionTransformation,
 )
+from cairn.testing.processes import run_in_subprocess
 
 
 def _env() -> StreamExecutionEnvironment:
@@ -91,8 +93,8 @@ def test_from_collection_is_a_fixed_non_parallel_bounded_source() -> None:
 
 def test_collection_source_reader_resumes_from_its_snapshot() -> None:
     source = CollectionSource(iter(["a", "b", "c", "d"]))
-    assert source.create_splits(4) == [0]
-    reader = source.create_reader([0], None)  # type: ignore[arg-type]
+    assert source.create_splits(4) == [CollectionSplit(0)]
+    reader = source.create_reader([CollectionSplit(0)], None)  # type: ignore[arg-type]
     assert reader.poll_batch(3) == ["a", "b", "c"]
     state = reader.snapshot_state(1)
     restored = pickle.loads(pickle.dumps(source)).create_reader(state, None)
@@ -378,3 +380,21 @@ def test_keyed_process_function_is_generic_and_pickles() -> None:
     assert list(func.process_element(3, None)) == [3]
     assert KeyedProcessFunction[str, int, int] is not None
     assert func.on_timer(0, None) is None
+
+
+def _auto_uids_of_job_b() -> list[str]:
+    """A job none of whose operators has a uid, built through the API as a script would."""
+    env = StreamExecutionEnvironment()
+    words = env.from_collection(["a b", "c"]).flat_map(Split(), output_type=Types.STRING())
+    words.key_by(lambda w: w).map(len).filter(Positive()).print()
+    job = env.prepare_job("b")
+    graph = build_job_graph("b", job.sinks, job.settings.parallelism, 128)
+    return graph.operator_uids()
+
+
+def test_auto_uids_do_not_depend_on_jobs_the_process_built_before() -> None:
+    alone = run_in_subprocess(_auto_uids_of_job_b)  # a fresh interpreter: job B only
+    job_a = _env().from_collection([1, 2, 3]).map(Double())
+    job_a.print()
+    assert _auto_uids_of_job_b() == alone  # built after job A (and this module's other jobs)
+    assert alone == ["collection-source-1", "flatmap-2", "map-4", "filter-5", "print-to-std-out-6"]

@@ -4,7 +4,6 @@ barrier handler with their reason."""
 
 from __future__ import annotations
 
-import doctest
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,11 +33,6 @@ from ._task_services import StubServices
 R = CheckpointFailureReason
 KEY = TaskKey(VertexId(1), SubtaskIndex(0))
 T0 = 1_000_000
-
-
-def test_docstring_examples() -> None:
-    result = doctest.testmod(cairn.checkpoint.failure)
-    assert result.failed == 0 and result.attempted > 0
 
 
 def test_there_is_one_reason_type() -> None:

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import doctest
-
 import pytest
 
-import cairn.checkpoint.protocol
 from cairn.checkpoint.handles import OperatorSubtaskState, pickle_inline
 from cairn.checkpoint.messages import (
     AckResult,
@@ -223,11 +220,6 @@ def test_refusal_names_the_newest_announced_checkpoint_skipped() -> None:
     assert isinstance(decision, FallbackRefused)
     assert decision.skipped == (unannounced, ANNOUNCED_BAD)
     assert decision.describe().startswith("refusing to fall back past checkpoint 5 (/c/chk-5)")
-
-
-def test_protocol_docstring_examples() -> None:
-    result = doctest.testmod(cairn.checkpoint.protocol)
-    assert result.failed == 0 and result.attempted > 0
 
 
 # --- failure manager ----------------------------------------------------------------------------

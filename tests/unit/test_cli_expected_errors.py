@@ -4,12 +4,10 @@ demo checks its options before it starts Spark."""
 
 from __future__ import annotations
 
-import doctest
 from pathlib import Path
 
 import pytest
 
-import cairn.cli.main
 from cairn.cli.main import main
 
 
@@ -55,8 +53,3 @@ def test_an_unknown_checkpoint_id_is_one_line(
     job(tmp_path).checkpoint(ALIGNED)
     code, err = run(capsys, "checkpoints", str(tmp_path), "--id", "99")
     assert code == 1 and len(err) == 1 and "no checkpoint 99" in err[0]
-
-
-def test_docstring_examples() -> None:
-    result = doctest.testmod(cairn.cli.main)
-    assert result.failed == 0 and result.attempted > 0

@@ -1,18 +1,10 @@
-"""The one clock abstraction (``cairn.clock``): its doctests and the manual clock's invariant."""
+"""The one clock abstraction (``cairn.clock``): the manual clock's invariant."""
 
 from __future__ import annotations
 
-import doctest
-
 import pytest
 
-import cairn.clock
 from cairn.clock import Clock, ManualClock, MonotonicClock, SystemClock
-
-
-def test_docstring_examples() -> None:
-    result = doctest.testmod(cairn.clock)
-    assert result.failed == 0 and result.attempted > 0
 
 
 def test_manual_clock_never_goes_backwards() -> None:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import pickle
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import cloudpickle
 import pytest
 
+from cairn.datastream import StreamExecutionEnvironment
 from cairn.datastream.connectors.base import Source, SourceReader, SourceReaderContext
 from cairn.datastream.connectors.collection import CollectionSource
 from cairn.datastream.connectors.datagen import (
@@ -101,6 +103,18 @@ def test_collection_is_one_split_read_in_order() -> None:
     assert readers[1].poll_batch(10) is None and readers[2].poll_batch(10) is None
     assert [readers[0].poll_batch(2) for _ in range(4)] == [["a", "b"], ["c", "d"], ["e"], None]
     assert CollectionSource([]).create_splits(2) == []
+
+
+def test_from_collection_reads_the_connector_source_and_an_empty_one_ends_at_once(
+    tmp_path: Path,
+) -> None:
+    env = StreamExecutionEnvironment({"cairn.executor": "inprocess"})
+    env.get_checkpoint_config().set_checkpoint_storage(f"file://{tmp_path}")
+    empty = env.from_collection([])
+    source = empty.get_transformation().source  # type: ignore[attr-defined]
+    assert isinstance(source, CollectionSource) and repr(source) == "CollectionSource(0 elements)"
+    with empty.map(str).execute_and_collect() as results:
+        assert list(results) == []
 
 
 def test_collection_resumes_from_index_on_another_subtask() -> None:

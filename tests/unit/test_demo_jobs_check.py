@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
-
-import cairn.cli.demo_jobs
 from cairn.cli.demo_jobs import check_sequence_lines
 from tests.integration import jobs
 
@@ -28,9 +25,3 @@ def test_exactly_once_problems_counts_per_record() -> None:
     assert problems[0].startswith("1 duplicated records (1 extra lines)")
     assert problems[1].startswith("1 unexpected lines")
     assert jobs.exactly_once_problems(golden[1:], 6, 2) == [f"1 missing records, e.g. {golden[0]}"]
-
-
-def test_docstring_examples() -> None:
-    for module in (cairn.cli.demo_jobs, jobs):
-        result = doctest.testmod(module)
-        assert result.failed == 0 and result.attempted > 0

@@ -7,7 +7,6 @@ settings the environment would submit (no Spark).
 
 from __future__ import annotations
 
-import doctest
 import json
 from typing import Any
 
@@ -15,7 +14,6 @@ import pytest
 
 from cairn.checkpoint.messages import SubtaskCheckpointMetrics, TaskKey
 from cairn.checkpoint.stats import CheckpointStats, CheckpointStatsTracker
-from cairn.cli import demo_skew
 from cairn.cli.demo_skew import parse_variants
 from cairn.datastream import StreamExecutionEnvironment
 from cairn.datastream.functions import FunctionInitializationContext, FunctionSnapshotContext
@@ -215,12 +213,6 @@ def test_seed_map2_counts_values_in_operator_list_state_and_merges_on_restore() 
     restored.map(2)
     restored.snapshot_state(_SnapshotContext())
     assert rescaled.get_list_state(descriptor).get() == [{1: 8, 2: 2}]
-
-
-@pytest.mark.parametrize("module", [demo_skew, skew, skew.experiment, skew.samples])
-def test_docstring_examples(module: Any) -> None:
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
-    assert result.failed == 0 and result.attempted > 0
 
 
 def test_bench_skew_workload_is_registered_and_rendered_from_samples() -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
-import importlib
 import itertools
 
 import pytest
@@ -96,10 +94,3 @@ def test_worker_outcomes_keep_their_wire_names() -> None:
         "crashed",
         "master-lost",
     }
-
-
-@pytest.mark.parametrize("name", ["cairn.deploy.lifecycle", "cairn.deploy.worker"])
-def test_docstring_examples(name: str) -> None:
-    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
-    assert result.failed == 0
-    assert result.attempted > 0

@@ -3,8 +3,6 @@ environment overrides), validated there, and the only thing deploy, launch and s
 
 from __future__ import annotations
 
-import doctest
-import importlib
 import logging
 import re
 from pathlib import Path
@@ -153,12 +151,3 @@ def test_nothing_below_the_api_reads_raw_configuration_or_the_environment(part: 
         if raw_reads.search(line) and not line.lstrip().startswith("#")
     ]
     assert offenders == []
-
-
-@pytest.mark.parametrize(
-    "name", ["cairn.settings", "cairn.common.arguments", "cairn.datastream.job_builder"]
-)
-def test_docstring_examples(name: str) -> None:
-    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
-    assert result.failed == 0
-    assert result.attempted > 0

@@ -7,7 +7,6 @@ process of its own; an in-process job leaves the driver's interpreter as it foun
 
 from __future__ import annotations
 
-import doctest
 import gc
 import sys
 import time
@@ -240,9 +239,3 @@ def test_an_in_process_job_leaves_the_drivers_interpreter_as_it_found_it(
     assert during == {0.001}  # the workers' interval (cairn.worker.switch-interval) while running
     assert sys.getswitchinterval() == interval
     assert gc.get_freeze_count() == frozen
-
-
-def test_docstring_examples() -> None:
-    result = doctest.testmod(process_tuning, optionflags=doctest.ELLIPSIS)
-    assert result.failed == 0
-    assert result.attempted > 0

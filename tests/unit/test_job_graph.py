@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,7 +19,6 @@ from cairn.graph.transformations import (
     SourceTransformation,
     Transformation,
     UnionTransformation,
-    reset_ids_for_tests,
 )
 
 FORWARD, REBALANCE, HASH = PartitionKind.FORWARD, PartitionKind.REBALANCE, PartitionKind.HASH
@@ -35,14 +34,6 @@ class LegacySource:
     def run(self, ctx: Any) -> None: ...
 
     def cancel(self) -> None: ...
-
-
-@pytest.fixture(autouse=True)
-def _fresh_ids() -> Iterator[None]:
-    reset_ids_for_tests()
-    yield
-    # Later test modules must not see ids restarted by this one.
-    reset_ids_for_tests(1_000_000)
 
 
 # Small builders standing in for the DataStream API.
@@ -237,7 +228,7 @@ def test_invalid_parallelism_names_the_operator(
     parallelism: int, max_parallelism: int | None, message: str
 ) -> None:
     m = op("enrich", source(), parallelism=parallelism, max_parallelism=max_parallelism)
-    with pytest.raises(JobGraphError, match=f"Operator 'enrich' \\(id 2\\): {message}"):
+    with pytest.raises(JobGraphError, match=f"Operator 'enrich' \\(id {m.id}\\): {message}"):
         build(sink(m))
 
 
@@ -261,7 +252,6 @@ def test_plan_without_sinks_or_ending_in_a_virtual_node_is_rejected() -> None:
 
 def test_auto_uids_are_stable_across_runs_and_user_uids_are_kept() -> None:
     def script() -> list[str]:
-        reset_ids_for_tests()
         m = op("Map: parse JSON", source("Source: Kafka"))
         return build(sink(op("count", key_by(m), key=key_of, uid="counter"))).operator_uids()
 

@@ -4,10 +4,8 @@ the injected clock driving alignment timeouts."""
 
 from __future__ import annotations
 
-import doctest
 from typing import Any
 
-import cairn.runtime.subtask_checkpoint
 from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.checkpoint.messages import TaskAcknowledgement, TaskDecline, TaskKey
 from cairn.clock import ManualClock
@@ -25,11 +23,6 @@ from cairn.testing.state_files import MemoryStateFiles
 from ._task_services import StubServices
 
 UNALIGNED = CheckpointOptions(alignment=AlignmentMode.UNALIGNED)
-
-
-def test_docstring_examples() -> None:
-    result = doctest.testmod(cairn.runtime.subtask_checkpoint)
-    assert result.failed == 0 and result.attempted > 0
 
 
 class _Inline(StreamOperator):

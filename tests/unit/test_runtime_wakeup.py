@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-import doctest
 import threading
 import time
 
-import cairn.runtime.wakeup
 from cairn.runtime.wakeup import Wakeup
-
-
-def test_docstring_examples() -> None:
-    result = doctest.testmod(cairn.runtime.wakeup)
-    assert result.failed == 0 and result.attempted > 0
 
 
 def test_a_set_from_another_thread_ends_a_wait_at_once() -> None:

@@ -6,7 +6,6 @@ every snapshot (``fork_threshold=0``), so every guarantee it checks holds for bo
 
 from __future__ import annotations
 
-import doctest
 import os
 import signal
 import socket
@@ -30,7 +29,7 @@ from cairn.datastream.state import (
     ValueState,
     ValueStateDescriptor,
 )
-from cairn.state import HeapKeyedStateBackend, KeyGroupRange, fork_snapshot, snapshot_format
+from cairn.state import HeapKeyedStateBackend, KeyGroupRange
 from cairn.state.fork_snapshot import ForkedSerializer, SnapshotChildError, fork_supported
 from cairn.state.snapshot_format import KEYED_MAGIC, dumps_unshared, loads
 from cairn.testing.state_files import DirectoryStateFiles, MemoryStateFiles
@@ -332,9 +331,3 @@ def test_unshared_pickles_load_equal_and_fall_back_for_cycles() -> None:
     cyclic.append(cyclic)
     back = loads(dumps_unshared({"c": cyclic}))
     assert back["c"][1] is back["c"]
-
-
-@pytest.mark.parametrize("module", [fork_snapshot, snapshot_format])
-def test_docstring_examples(module: Any) -> None:
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
-    assert result.failed == 0 and result.attempted > 0

@@ -23,7 +23,6 @@ from cairn.datastream.state import (
     ValueStateDescriptor,
 )
 from cairn.state import (
-    HeapKeyedStateBackend,
     KeyGroupRange,
     StateAccessError,
     assign_to_key_group,
@@ -31,16 +30,12 @@ from cairn.state import (
 from cairn.state.api import KeyedStateBackend
 from cairn.state.errors import StateMigrationError
 
-BackendFactory = Callable[[], KeyedStateBackend]
-
-BACKENDS: dict[str, BackendFactory] = {
-    "heap": lambda: HeapKeyedStateBackend(KeyGroupRange(0, 127), 128, clock=ManualClock(1_000)),
-}
+from ._backends import KeyedBackendFactory
 
 
-@pytest.fixture(params=sorted(BACKENDS))
-def backend(request: pytest.FixtureRequest) -> KeyedStateBackend:
-    return BACKENDS[request.param]()
+@pytest.fixture
+def backend(keyed_backend_factory: KeyedBackendFactory) -> KeyedStateBackend:
+    return keyed_backend_factory(KeyGroupRange(0, 127), 128, ManualClock(1_000))
 
 
 def value_state(b: KeyedStateBackend, name: str = "v") -> ValueState[Any]:

@@ -24,7 +24,6 @@ from cairn.datastream.state import (
 )
 from cairn.state import (
     CorruptStateError,
-    HeapKeyedStateBackend,
     KeyGroupRange,
     KeyGroupRangeError,
     StateMigrationError,
@@ -37,16 +36,15 @@ from cairn.state.api import KeyedStateBackend
 from cairn.state.snapshot_format import KEYED_MAGIC
 from cairn.testing.state_files import DirectoryStateFiles, MemoryStateFiles
 
+from ._backends import KeyedBackendFactory
+
 MAX_P = 128
 BackendFactory = Callable[[KeyGroupRange], KeyedStateBackend]
-BACKENDS: dict[str, BackendFactory] = {
-    "heap": lambda r: HeapKeyedStateBackend(r, MAX_P, clock=ManualClock(), file_prefix="op-"),
-}
 
 
-@pytest.fixture(params=sorted(BACKENDS))
-def make(request: pytest.FixtureRequest) -> BackendFactory:
-    return BACKENDS[request.param]
+@pytest.fixture
+def make(keyed_backend_factory: KeyedBackendFactory) -> BackendFactory:
+    return lambda r: keyed_backend_factory(r, MAX_P, ManualClock(), file_prefix="op-")
 
 
 FULL = KeyGroupRange(0, MAX_P - 1)

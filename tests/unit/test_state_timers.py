@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 
 from cairn.clock import ManualClock
-from cairn.state import HeapKeyedStateBackend, KeyGroupRange
+from cairn.state import KeyGroupRange
 from cairn.state.api import KeyedStateBackend
 from cairn.state.timers import TimerQueue
 
-BACKENDS: dict[str, Callable[[], KeyedStateBackend]] = {
-    "heap": lambda: HeapKeyedStateBackend(KeyGroupRange(0, 127), 128, clock=ManualClock()),
-}
+from ._backends import KeyedBackendFactory
 
 
-@pytest.fixture(params=sorted(BACKENDS))
-def backend(request: pytest.FixtureRequest) -> KeyedStateBackend:
-    return BACKENDS[request.param]()
+@pytest.fixture
+def backend(keyed_backend_factory: KeyedBackendFactory) -> KeyedStateBackend:
+    return keyed_backend_factory(KeyGroupRange(0, 127), 128, ManualClock())
 
 
 def register(b: KeyedStateBackend, key: object, *timestamps: int) -> None:

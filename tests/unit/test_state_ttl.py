@@ -24,21 +24,20 @@ from cairn.datastream.state import (
     ValueState,
     ValueStateDescriptor,
 )
-from cairn.state import HeapKeyedStateBackend, KeyGroupRange
+from cairn.state import KeyGroupRange
 from cairn.state.api import KeyedStateBackend
 from cairn.testing.state_files import DirectoryStateFiles
+
+from ._backends import KeyedBackendFactory
 
 TTL_MS = 100
 
 
-BACKENDS: dict[str, Callable[[ManualClock], KeyedStateBackend]] = {
-    "heap": lambda clock: HeapKeyedStateBackend(KeyGroupRange(0, 127), 128, clock=clock),
-}
-
-
-@pytest.fixture(params=sorted(BACKENDS))
-def make_backend(request: pytest.FixtureRequest) -> Callable[[ManualClock], KeyedStateBackend]:
-    return BACKENDS[request.param]
+@pytest.fixture
+def make_backend(
+    keyed_backend_factory: KeyedBackendFactory,
+) -> Callable[[ManualClock], KeyedStateBackend]:
+    return lambda clock: keyed_backend_factory(KeyGroupRange(0, 127), 128, clock)
 
 
 @pytest.fixture

@@ -28,6 +28,7 @@ from cairn.graph.transformations import (
     SinkTransformation,
     SourceTransformation,
     Transformation,
+    reachable,
 )
 from cairn.settings import (
     DEFAULT_MAX_PARALLELISM,
@@ -50,7 +51,6 @@ __all__ = [
     "deploy_settings_from",
     "effective_configuration",
     "prepare_job",
-    "reachable_transformations",
 ]
 
 DEFAULT_JOB_NAME = "Cairn Streaming Job"
@@ -112,7 +112,7 @@ def prepare_job(
             f"{opts.STATE_BACKEND.key}: rocksdb) is not implemented in Cairn yet; use "
             f"HashMapStateBackend ({opts.STATE_BACKEND.key}: hashmap)"
         )
-    transformations = reachable_transformations(sinks)
+    transformations = reachable(sinks)
     check_unique_uids(transformations)
     check_serializable(transformations)
 
@@ -209,18 +209,6 @@ def default_max_parallelism(parallelism: int) -> int:
     target = parallelism + parallelism // 2
     power = 1 << max(0, (target - 1).bit_length())
     return min(max(power, DEFAULT_MAX_PARALLELISM), 1 << 15)
-
-
-def reachable_transformations(sinks: Iterable[Transformation]) -> list[Transformation]:
-    """Every transformation the sinks read from (sinks included), ordered by id."""
-    seen: dict[int, Transformation] = {}
-    stack = list(sinks)
-    while stack:
-        t = stack.pop()
-        if t.id not in seen:
-            seen[t.id] = t
-            stack.extend(t.inputs)
-    return [seen[i] for i in sorted(seen)]
 
 
 def check_unique_uids(transformations: Iterable[Transformation]) -> None:

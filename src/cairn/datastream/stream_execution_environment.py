@@ -27,8 +27,8 @@ from cairn.common.restart_strategy import RestartStrategyConfiguration
 from cairn.common.typeinfo import TypeInformation
 from cairn.common.watermark_strategy import WatermarkStrategy
 from cairn.datastream.checkpoint_config import CheckpointConfig
-from cairn.datastream.collection_source import CollectionSource
 from cairn.datastream.connectors.base import Source
+from cairn.datastream.connectors.collection import CollectionSource
 from cairn.datastream.data_stream import DataStream
 from cairn.datastream.execution_mode import RuntimeExecutionMode
 from cairn.datastream.functions import SourceFunction

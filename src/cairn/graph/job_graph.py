@@ -1,8 +1,9 @@
 """Job graph: chains of operators (vertices) and the channels between them (edges).
 
 Invariant: vertex ids are positions in a topological order (sources first, ties broken by
-transformation id), so the same script always yields the same ids and operator uids; every
-edge goes from the tail of one chain to the head of another.
+transformation id), so the same script always yields the same ids and operator uids, whatever
+else the process built before; every edge goes from the tail of one chain to the head of
+another.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from cairn.graph.transformations import (
     SinkTransformation,
     SourceTransformation,
     Transformation,
+    job_positions,
 )
 
 __all__ = [
@@ -157,6 +159,7 @@ def build_job_graph(
     ['numbers -> double -> out']
     """
     graph = build_stream_graph(sinks, default_parallelism, default_max_parallelism)
+    positions = job_positions(sinks)
     chains = build_chains(graph, chaining_enabled)
     chain_of = {node.id: ci for ci, chain in enumerate(chains) for node in chain}
     # Chains are linear, so an edge between two chains always leaves a tail and enters a head.
@@ -184,7 +187,7 @@ def build_job_graph(
                 name=" -> ".join(n.name for n in chain),
                 parallelism=head.parallelism,
                 max_parallelism=head.max_parallelism,
-                operators=tuple(_operator_node(n) for n in chain),
+                operators=tuple(_operator_node(n, positions[n.id]) for n in chain),
                 is_source=head.is_source,
                 bounded=bounded,
             )
@@ -194,23 +197,24 @@ def build_job_graph(
     return job
 
 
-def auto_uid(t: Transformation) -> str:
-    """The uid of an operator the user did not name: ``f"{slug(name)}-{id}"``.
+def auto_uid(t: Transformation, position: int) -> str:
+    """The uid of an operator the user did not name: ``f"{slug(name)}-{position}"``.
 
-    Stable across runs because transformation ids follow the order of API calls.
+    ``position`` is the transformation's place in its job (``job_positions``): stable across
+    runs because it follows the order of the job's own API calls.
 
-    >>> auto_uid(SourceTransformation("Source: Kafka orders", [], id=7))
+    >>> auto_uid(SourceTransformation("Source: Kafka orders", []), 7)
     'source-kafka-orders-7'
     """
     slug = re.sub(r"[^a-z0-9]+", "-", t.name.lower()).strip("-") or "operator"
-    return f"{slug}-{t.id}"
+    return f"{slug}-{position}"
 
 
-def _operator_node(node: StreamNode) -> OperatorNode:
+def _operator_node(node: StreamNode, position: int) -> OperatorNode:
     t = node.transformation
     if t.uid is not None and not t.uid.strip():
         raise JobGraphError(f"Operator {t.name!r} (id {t.id}) has an empty uid")
-    uid = t.uid if t.uid is not None else auto_uid(t)
+    uid = t.uid if t.uid is not None else auto_uid(t, position)
     if isinstance(t, SourceTransformation):
         kind = "source_function" if _is_source_function(t.source) else "source"
         spec, source = None, t.source

@@ -1,16 +1,17 @@
 """Logical plan: one ``Transformation`` per DataStream API call.
 
-Invariant: transformations are created by the API only, ids are assigned in creation order
-(so the same job script yields the same ids), and a transformation never changes after it
-became the input of another one, except for ``name``/``uid``/``parallelism`` setters that the
-API applies to the transformation it just returned.
+Invariant: transformations are created by the API only, ids are unique in the process and
+increase in creation order, and a transformation never changes after it became the input of
+another one, except for ``name``/``uid``/``parallelism`` setters that the API applies to the
+transformation it just returned. What must be stable across processes (auto-generated uids)
+uses ``job_positions``, a transformation's place within its own job, never the id itself.
 """
 
 from __future__ import annotations
 
 import enum
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,6 +98,30 @@ class SinkTransformation(OneInputTransformation):
     """A terminal operator (``add_sink``, ``sink_to``, ``print``, ``execute_and_collect``)."""
 
 
-def reset_ids_for_tests(start: int = 1) -> None:
-    global _ids
-    _ids = itertools.count(start)
+def reachable(sinks: Iterable[Transformation]) -> list[Transformation]:
+    """Every transformation the sinks read from (sinks included), in creation order."""
+    seen: dict[int, Transformation] = {}
+    stack = list(sinks)
+    while stack:
+        t = stack.pop()
+        if t.id not in seen:
+            seen[t.id] = t
+            stack.extend(t.inputs)
+    return [seen[i] for i in sorted(seen)]
+
+
+def job_positions(sinks: Iterable[Transformation]) -> dict[int, int]:
+    """Transformation id -> its position (from 1) in creation order within the job of ``sinks``.
+
+    Only the job's own transformations count (virtual ones too), so the positions, and the
+    uids generated from them, depend on the job script alone, not on what else the process
+    built before, as Flink's ``StreamGraphHasher`` derives ids from the job's own topology.
+
+    >>> _ = SourceTransformation("built for another job", [])
+    >>> src = SourceTransformation("numbers", [])
+    >>> out = SinkTransformation("out", [src])
+    >>> sorted(job_positions([out]).values()), job_positions([out])[out.id]
+    ([1, 2], 2)
+    """
+    return {t.id: position for position, t in enumerate(reachable(sinks), 1)}
+

@@ -61,8 +61,11 @@ class SubprocessFailed(RuntimeError):
 def descendant_pids(pid: int) -> list[int]:
     """Pids of all living descendants of ``pid`` (children first), [] if ``pid`` is gone.
 
-    >>> descendant_pids(os.getpid())  # doctest: +SKIP
-    []
+    >>> child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    >>> child.pid in descendant_pids(os.getpid())
+    True
+    >>> child.kill(); child.wait()
+    -9
     """
     try:
         return [child.pid for child in psutil.Process(pid).children(recursive=True)]
@@ -205,7 +208,7 @@ def run_in_subprocess(
     child becomes :class:`SubprocessFailed` carrying the child's traceback; on timeout the
     child's whole process tree (e.g. its Spark JVM) is killed.
 
-    >>> run_in_subprocess(pow, 2, 10)  # doctest: +SKIP
+    >>> run_in_subprocess(pow, 2, 10)
     1024
     """
     with tempfile.TemporaryDirectory(prefix="cairn-subprocess-") as tmp:

@@ -25,8 +25,12 @@ class CollectionSplit:
 class CollectionSource(Source):
     """Emits the given elements once, in order, from a single subtask.
 
-    >>> CollectionSource(["a", "b", "c"]).create_splits(4)
+    >>> source = CollectionSource(["a", "b", "c"])
+    >>> source.create_splits(4)
     [CollectionSplit(next_index=0)]
+    >>> reader = source.create_reader([CollectionSplit(0)], None)
+    >>> reader.poll_batch(2), reader.snapshot_state(1), reader.poll_batch(5), reader.poll_batch(5)
+    (['a', 'b'], [CollectionSplit(next_index=2)], ['c'], None)
 
     With a parallelism above one only the subtask that receives the single split emits;
     the others finish at once. Elements must be picklable.
@@ -49,6 +53,9 @@ class CollectionSource(Source):
         if len(splits) > 1:
             raise ValueError(f"a collection source has one split, got {len(splits)}")
         return CollectionReader(self.elements, splits[0].next_index if splits else None)
+
+    def __repr__(self) -> str:
+        return f"CollectionSource({len(self.elements)} elements)"
 
 
 class CollectionReader(SourceReader):

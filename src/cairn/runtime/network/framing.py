@@ -51,9 +51,11 @@ class FramedConnection:
     receives the frames it applies to.
 
     Example:
-        >>> conn = connect(address, secret, hello=b"worker-3")  # doctest: +SKIP
-        >>> conn.send_many([(FrameKind.DATA, 0, batch), (FrameKind.EVENT, 0, barrier)])
-        >>> kind, channel, payload = conn.recv()
+        >>> left, right = map(FramedConnection, socket.socketpair())  # connect() in real use
+        >>> left.send_many([(1, 0, b"batch"), (2, 0, b"barrier")])  # FrameKind.DATA, .EVENT
+        >>> right.recv(), right.recv()
+        ((1, 0, b'batch'), (2, 0, b'barrier'))
+        >>> left.close(); right.close()
     """
 
     def __init__(

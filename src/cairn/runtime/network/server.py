@@ -91,7 +91,7 @@ class Listener:
 
     Example:
         >>> listener = Listener("10.0.0.5", secret, on_connection=serve)  # doctest: +SKIP
-        >>> conn = connect(listener.address, secret, hello=b"task-7")
+        >>> conn = connect(listener.address, secret, hello=b"task-7")  # doctest: +SKIP
     """
 
     def __init__(
