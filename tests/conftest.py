@@ -22,8 +22,6 @@ import pytest
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
-pytest_plugins = ["tests.s3_server"]  # the session's SeaweedFS S3 server (fixture ``seaweed``)
-
 SPARK = "spark"
 _LAUNCHES = "launches"
 _REFUSE_SPARK_SUBMIT = """#!/bin/sh
@@ -120,3 +118,12 @@ def executor_conf(request: pytest.FixtureRequest) -> dict[str, str]:
 @pytest.fixture
 def inprocess_conf() -> dict[str, str]:
     return {"cairn.executor": "inprocess"}
+
+
+@pytest.fixture(scope="session")
+def seaweed() -> Iterator[Any]:
+    """A real SeaweedFS S3 server on 127.0.0.1 with bucket ``cairn``, started once."""
+    from cairn.testing.seaweedfs import SeaweedS3
+
+    with SeaweedS3(bucket="cairn") as server:
+        yield server
