@@ -91,7 +91,16 @@ def test_statistics_of_unaligned_and_aligned_checkpoints_are_plausible(tmp_path:
     assert sum(c.persisted_bytes for c in u) > 0
     for c in a:
         assert not c.unaligned and c.persisted_bytes == 0
-    # Aligning subtasks go on processing the channels whose barrier has not come yet.
+    # Aligning subtasks go on processing the channels whose barrier has not come yet. Only
+    # remote (pickled) batches count as processed bytes, and in about one run in eight every
+    # alignment blocks a remote channel while a local one delivers (or barriers arrive
+    # together): another run of the aligned job, at most two, must then show it.
+    for rerun in range(2):
+        if any(c.processed_bytes > 0 for c in a):
+            break
+        again = _run(conf, str(tmp_path / f"a{rerun}"), records=records, cost_us=300,
+                     checkpointing="aligned")
+        a += [c for c in _completed(again) if not c.unaligned]
     assert any(c.processed_bytes > 0 for c in a)
     # Under backpressure an aligned checkpoint waits for the queued records (seed 000).
     assert max(c.end_to_end_duration_ms for c in a) > 3 * _median(
