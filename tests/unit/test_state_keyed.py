@@ -30,11 +30,13 @@ from cairn.state import (
 )
 from cairn.state.api import KeyedStateBackend
 from cairn.state.errors import StateMigrationError
+from tests.unit import state_backends
 
 BackendFactory = Callable[[], KeyedStateBackend]
 
 BACKENDS: dict[str, BackendFactory] = {
     "heap": lambda: HeapKeyedStateBackend(KeyGroupRange(0, 127), 128, clock=ManualClock(1_000)),
+    "rocksdb": lambda: state_backends.rocksdb(clock=ManualClock(1_000)),
 }
 
 

@@ -10,9 +10,11 @@ from cairn.clock import ManualClock
 from cairn.state import HeapKeyedStateBackend, KeyGroupRange
 from cairn.state.api import KeyedStateBackend
 from cairn.state.timers import TimerQueue
+from tests.unit import state_backends
 
 BACKENDS: dict[str, Callable[[], KeyedStateBackend]] = {
     "heap": lambda: HeapKeyedStateBackend(KeyGroupRange(0, 127), 128, clock=ManualClock()),
+    "rocksdb": lambda: state_backends.rocksdb(),
 }
 
 

@@ -27,12 +27,14 @@ from cairn.datastream.state import (
 from cairn.state import HeapKeyedStateBackend, KeyGroupRange
 from cairn.state.api import KeyedStateBackend
 from cairn.testing.state_files import DirectoryStateFiles
+from tests.unit import state_backends
 
 TTL_MS = 100
 
 
 BACKENDS: dict[str, Callable[[ManualClock], KeyedStateBackend]] = {
     "heap": lambda clock: HeapKeyedStateBackend(KeyGroupRange(0, 127), 128, clock=clock),
+    "rocksdb": lambda clock: state_backends.rocksdb(clock=clock),
 }
 
 

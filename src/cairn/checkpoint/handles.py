@@ -39,6 +39,47 @@ class KeyedStateHandle:
 
 
 @dataclass(frozen=True, slots=True)
+class RocksDBStateFile:
+    """One file of a RocksDB checkpoint (``name`` in the database directory) as uploaded.
+
+    ``path`` is relative to the checkpoint directory, like every handle path. ``shared`` is
+    reserved for incremental checkpoints: an SST file uploaded once, referenced by later
+    checkpoints, its ``path`` relative to the job's shared directory and its deletion decided
+    by the coordinator's reference counts. Full snapshots write private files only.
+    """
+
+    name: str
+    path: str
+    size: int
+    crc32: int
+    shared: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RocksDBKeyedStateHandle:
+    """Keyed state of one subtask as the files of one RocksDB checkpoint.
+
+    Keys are prefixed by their key group, so a restore at any parallelism opens the files of
+    every old subtask whose range overlaps its own and keeps only its key groups.
+    """
+
+    key_group_start: int
+    key_group_end: int
+    files: tuple[RocksDBStateFile, ...]
+    size: int
+
+    @property
+    def path(self) -> str:
+        """A name for messages: the path of the MANIFEST (the file that lists the others)."""
+        manifests = [f.path for f in self.files if f.name.startswith("MANIFEST")]
+        return manifests[0] if manifests else self.files[0].path if self.files else "<none>"
+
+
+AnyKeyedStateHandle = KeyedStateHandle | RocksDBKeyedStateHandle
+"""What a keyed state backend writes: heap sections or RocksDB files."""
+
+
+@dataclass(frozen=True, slots=True)
 class OperatorStateHandle:
     """Operator (non-keyed) state of one subtask in one section.
 
@@ -72,7 +113,7 @@ class InputChannelStateHandle:
 class OperatorSubtaskState:
     """Everything one subtask of one operator contributed to a checkpoint."""
 
-    keyed: tuple[KeyedStateHandle, ...] = ()
+    keyed: tuple[AnyKeyedStateHandle, ...] = ()
     operator: tuple[OperatorStateHandle, ...] = ()
     # Raw extra payload written inline in the metadata (small, e.g. source positions in tests).
     inline: Mapping[str, object] = field(default_factory=dict)
@@ -114,11 +155,14 @@ class StateFileReader(Protocol):
 
 
 __all__ = [
+    "AnyKeyedStateHandle",
     "InputChannelStateHandle",
     "KeyedStateHandle",
     "OperatorStateHandle",
     "OperatorSubtaskState",
     "OperatorUid",
+    "RocksDBKeyedStateHandle",
+    "RocksDBStateFile",
     "StateFileReader",
     "StateFileWriter",
     "StreamRange",

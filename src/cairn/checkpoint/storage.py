@@ -29,7 +29,7 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
 from cairn.checkpoint.errors import CheckpointNotFoundError, CorruptCheckpointError
-from cairn.checkpoint.handles import StreamRange
+from cairn.checkpoint.handles import RocksDBKeyedStateHandle, StreamRange
 from cairn.checkpoint.metadata import (
     METADATA_FILE_NAME,
     CheckpointMetadata,
@@ -425,6 +425,10 @@ def _verify_crcs(metadata: CheckpointMetadata, reader: CheckpointStateReader, lo
     for op in metadata.operators.values():
         for sub in op.subtasks.values():
             for kh in sub.keyed:
+                if isinstance(kh, RocksDBKeyedStateHandle):  # one range: the whole file
+                    for f in kh.files:
+                        by_file.setdefault(f.path, set()).add(StreamRange(0, f.size, f.crc32))
+                    continue
                 by_file.setdefault(kh.path, set()).update(kh.sections.values())
             for oh in sub.operator:
                 by_file.setdefault(oh.path, set()).add(oh.section)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from cairn.checkpoint.handles import (
-    KeyedStateHandle,
+    AnyKeyedStateHandle,
     OperatorStateHandle,
     OperatorSubtaskState,
     StateFileReader,
@@ -62,7 +62,7 @@ class OperatorRestore:
 class OperatorSnapshot:
     """Result of the synchronous part; ``run`` performs the asynchronous part."""
 
-    keyed: Callable[[StateFileWriter], KeyedStateHandle | None] | None
+    keyed: Callable[[StateFileWriter], AnyKeyedStateHandle | None] | None
     operator: Callable[[StateFileWriter], OperatorStateHandle | None] | None
     inline: dict[str, Any] = field(default_factory=dict)
 
