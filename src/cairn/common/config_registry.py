@@ -40,7 +40,8 @@ Check = Callable[[Any], str | None]  # returns a description of the problem, or 
 class ConfigOption:
     """One configuration key.
 
-    ``kind`` is ``"duration"`` (parsed to milliseconds), ``"int"``, ``"float"``, ``"bool"``,
+    ``kind`` is ``"duration"`` (parsed to milliseconds), ``"memory"`` (to bytes), ``"int"``,
+    ``"float"``, ``"bool"``,
     ``"str"``, ``"map"`` or ``"enum"`` (``choices`` maps accepted lower-case spellings to the
     canonical value). ``check`` adds a range rule on the parsed value.
     """
@@ -68,6 +69,8 @@ class ConfigOption:
             return cv.format_duration_ms(parsed)
         if self.kind == "bool":
             return cv.format_bool(parsed)
+        if self.kind == "memory":
+            return cv.format_memory_bytes(parsed)
         if self.kind == "map":
             return cv.format_map(parsed)
         return str(parsed)
@@ -77,6 +80,8 @@ class ConfigOption:
             return cv.parse_duration_ms(value)
         if self.kind == "int":
             return cv.parse_int(value)
+        if self.kind == "memory":
+            return cv.parse_memory_bytes(value)
         if self.kind == "float":
             return cv.parse_float(value)
         if self.kind == "bool":

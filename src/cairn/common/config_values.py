@@ -22,11 +22,13 @@ __all__ = [
     "format_bool",
     "format_duration_ms",
     "format_map",
+    "format_memory_bytes",
     "parse_bool",
     "parse_duration_ms",
     "parse_float",
     "parse_int",
     "parse_map",
+    "parse_memory_bytes",
 ]
 
 DURATION_HINT = (
@@ -142,3 +144,35 @@ def format_map(value: Mapping[str, str]) -> str:
         if any(c in str(k) + str(v) for c in ",:"):
             raise ValueError(f"map entries must not contain ',' or ':': {k!r}: {v!r}")
     return ",".join(f"{k}:{v}" for k, v in value.items())
+
+
+_MEMORY_RE = re.compile(r"^(\d+)\s*([a-z]*)$")
+_MEMORY_UNITS = {"": 1, "b": 1, "bytes": 1, "k": 1 << 10, "kb": 1 << 10, "kibibytes": 1 << 10,
+                 "m": 1 << 20, "mb": 1 << 20, "mebibytes": 1 << 20, "g": 1 << 30,
+                 "gb": 1 << 30, "gibibytes": 1 << 30, "t": 1 << 40, "tb": 1 << 40}
+
+
+def parse_memory_bytes(value: Any) -> int:
+    """Bytes of a Flink memory size (``64mb``, ``8 m``, ``1gb``, a plain number of bytes).
+
+    >>> parse_memory_bytes("64mb"), parse_memory_bytes("8 kb"), parse_memory_bytes(100)
+    (67108864, 8192, 100)
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    m = _MEMORY_RE.match(str(value).strip().lower())
+    if m is None or m.group(2) not in _MEMORY_UNITS:
+        raise ValueError("expected a memory size such as '64mb', '8 kb', '1 gb' or bytes")
+    return int(m.group(1)) * _MEMORY_UNITS[m.group(2)]
+
+
+def format_memory_bytes(n: int) -> str:
+    """The inverse of :func:`parse_memory_bytes`, in the largest exact unit.
+
+    >>> format_memory_bytes(64 << 20), format_memory_bytes(1000)
+    ('64mb', '1000b')
+    """
+    for unit, size in (("tb", 1 << 40), ("gb", 1 << 30), ("mb", 1 << 20), ("kb", 1 << 10)):
+        if n and n % size == 0:
+            return f"{n // size}{unit}"
+    return f"{n}b"
