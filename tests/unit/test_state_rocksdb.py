@@ -260,3 +260,26 @@ def test_unusable_local_directory_is_a_clear_error(tmp_path: Path) -> None:
 def test_memory_bounds_must_be_positive() -> None:
     with pytest.raises(ValueError, match="write_buffer_count must be positive"):
         RocksDBMemory(write_buffer_count=0)
+
+
+def test_factory_builds_the_configured_backend_and_cleans_earlier_attempts(
+    tmp_path: Path,
+) -> None:
+    from cairn.settings import RocksDBSettings, StateBackendKind, StateSettings
+    from cairn.state.factory import clean_local_state, create_keyed_backend, rocksdb_attempt_dir
+
+    settings = StateSettings(backend=StateBackendKind.ROCKSDB,
+                             rocksdb=RocksDBSettings(local_dir=str(tmp_path)))
+    stale = Path(rocksdb_attempt_dir(settings, "job", 0), "op-rocksdb-x")
+    stale.mkdir(parents=True)
+    (stale / "000001.sst").write_bytes(b"left by a killed worker")
+    clean_local_state(settings, "job", 1, ending=False)
+    assert not stale.parent.exists()
+    b = create_keyed_backend(settings, FULL, MAX_P, job_id="job", attempt=1, name="op/1-")
+    assert isinstance(b, RocksDBKeyedStateBackend)
+    assert Path(b.working_directory).parent == Path(rocksdb_attempt_dir(settings, "job", 1))
+    b.dispose()
+    clean_local_state(settings, "job", 1, ending=True)
+    assert list(tmp_path.iterdir()) == []
+    heap = create_keyed_backend(StateSettings(), FULL, MAX_P, job_id="j", attempt=0, name="")
+    assert isinstance(heap, HeapKeyedStateBackend)

@@ -65,7 +65,7 @@ from cairn.runtime.wakeup import Wakeup
 from cairn.settings import JobSettings
 from cairn.state.api import KeyedStateBackend
 from cairn.state.errors import CorruptStateError
-from cairn.state.factory import create_keyed_backend
+from cairn.state.factory import clean_local_state, create_keyed_backend
 from cairn.state.heap_backend import OperatorStateBackend
 from cairn.state.key_groups import key_group_range_for_subtask
 
@@ -321,6 +321,7 @@ class Worker:
         return restores
 
     def _build_tasks(self) -> None:
+        clean_local_state(self.settings.state, self.job_id, self.attempt, ending=False)
         restores = self._restore_states()
         settings = self.settings
         alignment = settings.checkpoint.mode
@@ -566,6 +567,7 @@ class Worker:
                 backend.dispose()
             except Exception:
                 log.warning("disposing a keyed state backend failed", exc_info=True)
+        clean_local_state(self.settings.state, self.job_id, self.attempt, ending=True)
         self._abort_connections()
 
 

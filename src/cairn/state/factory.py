@@ -7,7 +7,10 @@ RocksDB working directories go under ``<localdir>/cairn-rocksdb-<job>/attempt-<n
 
 from __future__ import annotations
 
+import logging
 import os
+import re
+import shutil
 import tempfile
 
 from cairn.settings import StateBackendKind, StateSettings
@@ -16,7 +19,11 @@ from cairn.state.heap_backend import HeapKeyedStateBackend
 from cairn.state.key_groups import KeyGroupRange
 from cairn.state.rocksdb import RocksDBKeyedStateBackend, RocksDBMemory
 
-__all__ = ["create_keyed_backend", "rocksdb_attempt_dir"]
+__all__ = ["clean_local_state", "create_keyed_backend", "rocksdb_attempt_dir"]
+
+log = logging.getLogger(__name__)
+
+_ATTEMPT = re.compile(r"^attempt-(\d+)$")
 
 
 def rocksdb_attempt_dir(settings: StateSettings, job_id: str, attempt: int) -> str:
@@ -54,3 +61,32 @@ def create_keyed_backend(
         fork_threshold=settings.fork_threshold,
         fork_niceness=settings.fork_niceness,
     )
+
+
+def clean_local_state(settings: StateSettings, job_id: str, attempt: int, *, ending: bool) -> None:
+    """Remove local RocksDB directories of this job that nobody uses any more.
+
+    Starting (``ending=False``): the directories of earlier attempts (a killed worker never
+    disposes its backends; its attempt is over when a later one starts). Ending: this
+    attempt's directory and the job's, once empty (the backends removed their own).
+    """
+    if settings.backend is not StateBackendKind.ROCKSDB:
+        return
+    mine = rocksdb_attempt_dir(settings, job_id, attempt)
+    job_dir = os.path.dirname(mine)
+    if ending:
+        for d in (mine, job_dir):
+            try:
+                os.rmdir(d)
+            except OSError:
+                pass  # not empty (another worker of this machine) or gone
+        return
+    try:
+        names = os.listdir(job_dir)
+    except OSError:
+        return
+    for name in names:
+        m = _ATTEMPT.match(name)
+        if m and int(m.group(1)) < attempt:
+            log.info("removing local RocksDB files of attempt %s of job %s", m.group(1), job_id)
+            shutil.rmtree(os.path.join(job_dir, name), ignore_errors=True)
