@@ -55,11 +55,13 @@ def _conf(**extra: str) -> dict[str, str]:
     return {"cairn.executor": "inprocess", "execution.checkpointing.num-retained": "2", **extra}
 
 
-def _first_run(tmp_path: Path, parallelism: int = 2) -> FirstRun:
+def _first_run(
+    tmp_path: Path, parallelism: int = 2, conf: dict[str, str] | None = None
+) -> FirstRun:
     """Run at ``parallelism`` until three checkpoints completed, then cancel (retained)."""
     out = str(tmp_path / "out")
     env = sequence_job(
-        _conf(),
+        _conf(**(conf or {})),
         out,
         records=RECORDS,
         keys=KEYS,
@@ -282,10 +284,18 @@ def test_no_usable_checkpoint_fails_naming_every_candidate(tmp_path: Path) -> No
 # --------------------------------------------------------------------------- rescale
 
 
-@pytest.mark.parametrize("new_parallelism", [3, 1])
-def test_rescaled_restore_matches_the_golden_output(tmp_path: Path, new_parallelism: int) -> None:
-    first = _first_run(tmp_path, parallelism=2)
-    client = _second_run(tmp_path, first, parallelism=new_parallelism, restore=str(first.job_dir))
+@pytest.mark.parametrize(
+    ("backend", "old_parallelism", "new_parallelism"),
+    [("hashmap", 2, 3), ("hashmap", 2, 1), ("rocksdb", 2, 3), ("rocksdb", 3, 2)],
+)
+def test_rescaled_restore_matches_the_golden_output(
+    tmp_path: Path, backend: str, old_parallelism: int, new_parallelism: int
+) -> None:
+    conf = {"state.backend.type": backend}
+    first = _first_run(tmp_path, parallelism=old_parallelism, conf=conf)
+    client = _second_run(
+        tmp_path, first, parallelism=new_parallelism, restore=str(first.job_dir), conf=conf
+    )
     assert client.get_job_status() is JobStatus.FINISHED
     assert _restored_id(client) == first.retained[-1]
     assert {v.parallelism for v in client.job_master.graph.vertices} == {new_parallelism}
