@@ -145,7 +145,7 @@ class StateSettings:
     child instead of a thread (``None``: never fork); ``fork_niceness``: added to the child's
     nice value. Both default to the measured values and may be overridden by the documented
     environment variables, read once by :meth:`from_environ` when the API builds the settings.
-    ``incremental`` is recorded for the RocksDB backend (its snapshots are full for now).
+    ``incremental``: the RocksDB backend uploads only SST files no completed checkpoint has.
     """
 
     fork_threshold: int | None = DEFAULT_FORK_THRESHOLD

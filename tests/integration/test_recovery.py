@@ -431,3 +431,32 @@ def test_crashes_right_after_restores_keep_exactly_once(tmp_path: Path) -> None:
     assert client.get_checkpoint_statistics().counts.restored == 3
     assert sorted(read_visible_lines(out)) == expected_lines(RECORDS, KEYS)
     assert not os.path.exists(tmp_path / "chk" / client.get_job_id())
+
+
+def test_incremental_rocksdb_checkpoints_keep_exactly_the_referenced_shared_files(
+    tmp_path: Path,
+) -> None:
+    """Incremental RocksDB checkpoints of a cancelled run: the job's shared directory holds
+    exactly the files its retained checkpoints reference, the newest reuses files of older
+    ones, and a rescaled run restores from them to the golden output."""
+    from cairn.checkpoint.handles import SHARED_PATH_PREFIX, RocksDBKeyedStateHandle
+    from cairn.checkpoint.storage import load_checkpoint
+
+    conf = {"state.backend.type": "rocksdb", "execution.checkpointing.incremental": "true"}
+    first = _first_run(tmp_path, parallelism=2, conf=conf)
+    handles = [
+        h
+        for cid in first.retained
+        for op in load_checkpoint(str(_chk(first, cid))).metadata.operators.values()
+        for sub in op.subtasks.values()
+        for h in sub.keyed
+        if isinstance(h, RocksDBKeyedStateHandle)
+    ]
+    referenced = {f.path for h in handles for f in h.shared_files()}
+    on_storage = {SHARED_PATH_PREFIX + p.name for p in (first.job_dir / "shared").iterdir()}
+    assert referenced and on_storage == referenced
+    assert any(h.base_checkpoint_id is not None for h in handles)  # files were reused
+    assert any(h.checkpointed_size < h.size for h in handles)
+    client = _second_run(tmp_path, first, parallelism=3, restore=str(first.job_dir), conf=conf)
+    assert _restored_id(client) == first.retained[-1]
+    assert sorted(read_visible_lines(first.out)) == expected_lines(RECORDS, KEYS)

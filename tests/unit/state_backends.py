@@ -28,6 +28,7 @@ def rocksdb(
     max_parallelism: int = 128,
     clock: Clock | None = None,
     file_prefix: str = "",
+    incremental: bool = False,
 ) -> RocksDBKeyedStateBackend:
     """A RocksDB backend with small memory bounds in a temporary directory."""
     if not _dirs:
@@ -38,6 +39,7 @@ def rocksdb(
         clock or ManualClock(),
         local_dir=_dirs[0],
         memory=_MEMORY,
+        incremental=incremental,
         file_prefix=file_prefix,
     )
     _made.append(b)

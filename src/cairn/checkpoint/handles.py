@@ -42,10 +42,11 @@ class KeyedStateHandle:
 class RocksDBStateFile:
     """One file of a RocksDB checkpoint (``name`` in the database directory) as uploaded.
 
-    ``path`` is relative to the checkpoint directory, like every handle path. ``shared`` is
-    reserved for incremental checkpoints: an SST file uploaded once, referenced by later
-    checkpoints, its ``path`` relative to the job's shared directory and its deletion decided
-    by the coordinator's reference counts. Full snapshots write private files only.
+    ``path`` is relative to the checkpoint directory, like every handle path. A ``shared``
+    file (an SST file of an incremental checkpoint) lives in the job's shared directory
+    (``path`` is ``../shared/<name>``): uploaded once, referenced by later checkpoints of the
+    same backend, and deleted by the coordinator's ``SharedStateRegistry`` once no retained
+    checkpoint references it. Full snapshots write private files only.
     """
 
     name: str
@@ -60,13 +61,27 @@ class RocksDBKeyedStateHandle:
     """Keyed state of one subtask as the files of one RocksDB checkpoint.
 
     Keys are prefixed by their key group, so a restore at any parallelism opens the files of
-    every old subtask whose range overlaps its own and keeps only its key groups.
+    every old subtask whose range overlaps its own and keeps only its key groups. ``size`` is
+    the full size; ``persisted_size`` what this checkpoint uploaded (less when incremental).
+    ``backend_id`` names the backend instance that wrote it and ``base_checkpoint_id`` the
+    completed checkpoint whose shared files it could reuse (``None``: none, a full upload);
+    the shared-state registry needs both to know when a file can no longer be referenced.
     """
 
     key_group_start: int
     key_group_end: int
     files: tuple[RocksDBStateFile, ...]
     size: int
+    persisted_size: int = -1  # -1: all of ``size``
+    backend_id: str = ""
+    base_checkpoint_id: int | None = None
+
+    @property
+    def checkpointed_size(self) -> int:
+        return self.size if self.persisted_size < 0 else self.persisted_size
+
+    def shared_files(self) -> tuple[RocksDBStateFile, ...]:
+        return tuple(f for f in self.files if f.shared)
 
     @property
     def path(self) -> str:
@@ -74,6 +89,10 @@ class RocksDBKeyedStateHandle:
         manifests = [f.path for f in self.files if f.name.startswith("MANIFEST")]
         return manifests[0] if manifests else self.files[0].path if self.files else "<none>"
 
+
+SHARED_DIR_NAME = "shared"
+SHARED_PATH_PREFIX = "../" + SHARED_DIR_NAME + "/"
+"""Paths of shared files start with this: the job's ``shared/`` beside its ``chk-<n>/``."""
 
 AnyKeyedStateHandle = KeyedStateHandle | RocksDBKeyedStateHandle
 """What a keyed state backend writes: heap sections or RocksDB files."""
@@ -146,6 +165,15 @@ class StateFileWriter(Protocol):
         ...
 
 
+class SharedStateFileWriter(StateFileWriter, Protocol):
+    """A writer that can also put files into the job's shared directory (incremental
+    checkpoints); the RocksDB backend uploads everything privately to other writers."""
+
+    def write_shared_file(self, name: str, data: bytes) -> str:
+        """Write ``data`` as a new shared file; return its path (``../shared/<name>``)."""
+        ...
+
+
 class StateFileReader(Protocol):
     """What a state backend needs to restore from a checkpoint directory."""
 
@@ -155,6 +183,8 @@ class StateFileReader(Protocol):
 
 
 __all__ = [
+    "SHARED_DIR_NAME",
+    "SHARED_PATH_PREFIX",
     "AnyKeyedStateHandle",
     "InputChannelStateHandle",
     "KeyedStateHandle",
@@ -163,6 +193,7 @@ __all__ = [
     "OperatorUid",
     "RocksDBKeyedStateHandle",
     "RocksDBStateFile",
+    "SharedStateFileWriter",
     "StateFileReader",
     "StateFileWriter",
     "StreamRange",

@@ -401,6 +401,9 @@ def _keyed_to_json(h: AnyKeyedStateHandle) -> dict[str, Any]:
                 for f in h.files
             ],
             "size": h.size,
+            "persisted_size": h.persisted_size,
+            "backend_id": h.backend_id,
+            "base_checkpoint_id": h.base_checkpoint_id,
         }
     return {
         "path": h.path,
@@ -423,6 +426,10 @@ def _keyed_from_json(h: dict[str, Any]) -> AnyKeyedStateHandle:
                 for f in h["files"]
             ),
             size=int(h["size"]),
+            persisted_size=int(h.get("persisted_size", -1)),
+            backend_id=str(h.get("backend_id", "")),
+            base_checkpoint_id=None if h.get("base_checkpoint_id") is None
+            else int(h["base_checkpoint_id"]),
         )
     if kind != "heap":
         raise ValueError(f"unknown keyed state handle kind {kind!r}")

@@ -29,7 +29,12 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
 from cairn.checkpoint.errors import CheckpointNotFoundError, CorruptCheckpointError
-from cairn.checkpoint.handles import RocksDBKeyedStateHandle, StreamRange
+from cairn.checkpoint.handles import (
+    SHARED_DIR_NAME,
+    SHARED_PATH_PREFIX,
+    RocksDBKeyedStateHandle,
+    StreamRange,
+)
 from cairn.checkpoint.metadata import (
     METADATA_FILE_NAME,
     CheckpointMetadata,
@@ -37,6 +42,7 @@ from cairn.checkpoint.metadata import (
     decode_metadata,
     encode_metadata,
 )
+from cairn.checkpoint.shared_state import private_path, without_shared_files
 from cairn.ids import CheckpointId
 
 log = logging.getLogger(__name__)
@@ -81,11 +87,20 @@ def _resolve(path: str, storage_options: Mapping[str, Any] | None) -> _Loc:
 
 
 def _check_relative(rel: str, directory: _Loc) -> None:
+    if rel.startswith(SHARED_PATH_PREFIX):  # the job's shared directory, and nothing else
+        rel = rel[len(SHARED_PATH_PREFIX) :]
     parts = rel.replace("\\", "/").split("/")
     if not rel or rel.startswith("/") or "://" in rel or ".." in parts:
         raise CorruptCheckpointError(
             directory.public(), f"state path {rel!r} is not relative to the checkpoint directory"
         )
+
+
+def _locate(directory: _Loc, rel: str) -> _Loc:
+    """Where a (checked) handle path points: in ``directory`` or in the job's ``shared/``."""
+    if rel.startswith(SHARED_PATH_PREFIX):
+        return directory.parent.join(SHARED_DIR_NAME, rel[len(SHARED_PATH_PREFIX) :])
+    return directory.join(rel)
 
 
 def _remove_tree(loc: _Loc) -> None:
@@ -150,6 +165,14 @@ class CheckpointStateWriter:
         self._dir.fs.pipe_file(self._dir.join(rel).path, data)
         return rel
 
+    def write_shared_file(self, name: str, data: bytes) -> str:
+        """Write into the job's ``shared/`` directory (incremental checkpoints' SST files)."""
+        rel = f"{_UNSAFE.sub('_', name).strip('._') or 'state'}-{uuid.uuid4().hex}"
+        shared = self._dir.parent.join(SHARED_DIR_NAME)
+        shared.fs.makedirs(shared.path, exist_ok=True)
+        shared.fs.pipe_file(shared.join(rel).path, data)
+        return SHARED_PATH_PREFIX + rel
+
 
 class CheckpointStateReader:
     """Reads ranges of state files of one checkpoint directory (``handles.StateFileReader``)."""
@@ -163,7 +186,7 @@ class CheckpointStateReader:
 
     def read_state_range(self, path: str, offset: int, length: int) -> bytes:
         _check_relative(path, self._dir)
-        loc = self._dir.join(path)
+        loc = _locate(self._dir, path)
         try:
             data = bytes(loc.fs.cat_file(loc.path, start=offset, end=offset + length))
         except FileNotFoundError:
@@ -235,6 +258,25 @@ class CheckpointStorage:
         """Remove ``chk-<id>`` and everything in it; a missing directory is fine."""
         _remove_tree(self._chk(checkpoint_id))
 
+    def delete_shared_files(self, paths: list[str]) -> None:
+        """Delete shared files (``../shared/<name>`` paths); missing ones are fine."""
+        for rel in paths:
+            _check_relative(rel, self._job)
+            loc = self._job.join(SHARED_DIR_NAME, rel[len(SHARED_PATH_PREFIX) :])
+            try:
+                loc.fs.rm_file(loc.path)
+            except FileNotFoundError:
+                pass
+
+    def list_shared_files(self) -> list[str]:
+        """Every file in the job's shared directory, as ``../shared/<name>`` paths."""
+        shared = self._job.join(SHARED_DIR_NAME)
+        try:
+            names = shared.fs.ls(shared.path, detail=False)
+        except FileNotFoundError:
+            return []
+        return sorted(SHARED_PATH_PREFIX + posixpath.basename(str(n)) for n in names)
+
     def discard_job_dir(self) -> None:
         """Remove this job's whole checkpoint directory (retention on termination)."""
         _remove_tree(self._job)
@@ -265,8 +307,9 @@ class CheckpointStorage:
         target.fs.makedirs(target.path, exist_ok=True)
         for rel in sorted(metadata.referenced_files()):
             _check_relative(rel, src)
-            _copy_file(src.join(rel), target.join(rel))
-        savepoint = replace(metadata, is_savepoint=True)
+            _copy_file(_locate(src, rel), target.join(private_path(rel)))
+        operators = without_shared_files(metadata.operators)
+        savepoint = replace(metadata, operators=operators, is_savepoint=True)
         _atomic_write(target.join(METADATA_FILE_NAME), encode_metadata(savepoint))
         return CompletedCheckpoint(savepoint, target.public())
 
@@ -399,10 +442,20 @@ def verify(
         for name, info in listing.items()
         if str(name).startswith(prefix)
     }
+    if any(rel.startswith(SHARED_PATH_PREFIX) for rel in metadata.referenced_files()):
+        shared = loc.parent.join(SHARED_DIR_NAME)
+        try:
+            found = shared.fs.ls(shared.path, detail=True)
+        except FileNotFoundError:
+            found = []
+        sizes.update(
+            (SHARED_PATH_PREFIX + posixpath.basename(str(i["name"])), int(i.get("size") or 0))
+            for i in found
+        )
     cid = metadata.checkpoint_id
     for rel, needed in sorted(metadata.referenced_files().items()):
         _check_relative(rel, loc)
-        where = loc.join(rel).public()
+        where = _locate(loc, rel).public()
         if rel not in sizes:
             raise CorruptCheckpointError(
                 where, f"state file referenced by checkpoint {cid} is missing"
@@ -458,7 +511,7 @@ def _check_window(
     for r in ranges:
         if zlib.crc32(data[r.offset - lo : r.offset - lo + r.length]) != r.crc32:
             raise CorruptCheckpointError(
-                loc.join(rel).public(),
+                _locate(loc, rel).public(),
                 f"CRC-32 mismatch in bytes [{r.offset}, {r.offset + r.length})",
             )
 

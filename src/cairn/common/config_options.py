@@ -182,7 +182,7 @@ CHECKPOINTING_INCREMENTAL = _define(
     CP + "incremental",
     "bool",
     False,
-    "Incremental checkpoints (RocksDB backend; accepted, snapshots are full for now).",
+    "Incremental checkpoints (RocksDB backend): upload only new SST files.",
     "state.backend.incremental",
 )
 STATE_BACKEND = _define(

@@ -10,7 +10,6 @@ overrides) into typed settings; no layer below reads either.
 from __future__ import annotations
 
 import inspect
-import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,8 +38,6 @@ from cairn.settings import (
     StateBackendKind,
     StateSettings,
 )
-
-log = logging.getLogger(__name__)
 
 __all__ = [
     "DEFAULT_JOB_NAME",
@@ -168,12 +165,6 @@ def state_settings_from(
     env = StateSettings.from_environ(environ)
     backend = StateBackendKind(get(opts.STATE_BACKEND))
     incremental = bool(get(opts.CHECKPOINTING_INCREMENTAL))
-    if backend is StateBackendKind.ROCKSDB and incremental:
-        log.warning(
-            "%s: true is accepted, but the RocksDB backend takes full snapshots for now "
-            "(every checkpoint uploads all of its files)",
-            opts.CHECKPOINTING_INCREMENTAL.key,
-        )
     return StateSettings(
         fork_threshold=env.fork_threshold,
         fork_niceness=env.fork_niceness,

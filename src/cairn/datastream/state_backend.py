@@ -44,8 +44,9 @@ class HashMapStateBackend(StateBackend):
 class EmbeddedRocksDBStateBackend(StateBackend):
     """Keyed state in an embedded RocksDB per subtask on the worker's local disk
     (``state.backend.rocksdb.localdir``), so state may outgrow memory; snapshots upload a
-    RocksDB checkpoint's files. ``enable_incremental_checkpointing`` is recorded
-    (``execution.checkpointing.incremental``); snapshots are full for now.
+    RocksDB checkpoint's files; with ``enable_incremental_checkpointing``
+    (``execution.checkpointing.incremental``) only the SST files that no completed checkpoint
+    uploaded yet.
 
     >>> EmbeddedRocksDBStateBackend(True).to_configuration()["state.backend.type"]
     'rocksdb'

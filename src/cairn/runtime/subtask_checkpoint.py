@@ -270,6 +270,7 @@ class SubtaskCheckpointCoordinator:
         if faults.active:
             faults.check("before-commit", name, index, checkpoint_id)
         for op in self._operators:
+            op.notify_backend_checkpoint_complete(checkpoint_id)
             op.notify_checkpoint_complete(checkpoint_id)
         if faults.active:
             faults.check("after-commit", name, index, checkpoint_id)

@@ -116,6 +116,9 @@ class KeyedStateBackend(Protocol):
     def restore(self, handles: Sequence[AnyKeyedStateHandle], reader: StateFileReader) -> None:
         """Load the key groups of this backend's range from any number of old subtasks."""
 
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """``checkpoint_id`` completed (an incremental backend may now reuse its files)."""
+
     def dispose(self) -> None: ...
 
 

@@ -53,6 +53,7 @@ def create_keyed_backend(
             max_parallelism,
             local_dir=rocksdb_attempt_dir(settings, job_id, attempt),
             memory=RocksDBMemory(r.block_cache_bytes, r.write_buffer_bytes, r.write_buffer_count),
+            incremental=settings.incremental,
             file_prefix=name,
         )
     return HeapKeyedStateBackend(

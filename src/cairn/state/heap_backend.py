@@ -445,6 +445,9 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         for domain, entries in section["timers"].items():
             self._timers[domain].add_all(entries, kg)
 
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Nothing to do: every heap snapshot is complete in itself."""
+
     def dispose(self) -> None:
         for t in self._tables.values():
             for kg in self._owned:

@@ -121,6 +121,12 @@ class StreamOperator:
     def open(self) -> None:
         pass
 
+    def notify_backend_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Tell the keyed state backend (before ``notify_checkpoint_complete``)."""
+        ctx = getattr(self, "ctx", None)  # set by ``setup``
+        if ctx is not None and ctx.keyed_backend is not None:
+            ctx.keyed_backend.notify_checkpoint_complete(checkpoint_id)
+
     def process_batch(self, records: list[Any]) -> None:
         self.output(records)
 

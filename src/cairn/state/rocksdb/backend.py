@@ -25,6 +25,7 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from cairn.checkpoint.handles import (
     AnyKeyedStateHandle,
     KeyedStateHandle,
     RocksDBKeyedStateHandle,
+    RocksDBStateFile,
     StateFileReader,
     StateFileWriter,
 )
@@ -123,6 +125,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         *,
         local_dir: str | None = None,
         memory: RocksDBMemory = RocksDBMemory(),
+        incremental: bool = False,
         file_prefix: str = "",
         key_group_cache_size: int = DEFAULT_KEY_GROUP_CACHE_SIZE,
     ) -> None:
@@ -133,6 +136,13 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self._max_parallelism = max_parallelism
         self._now_ms = clock.now_ms
         self._memory = memory
+        self._incremental = incremental
+        self._backend_id = uuid.uuid4().hex
+        # Incremental: SST files of the newest completed checkpoint (reused by the next
+        # snapshots), and those of snapshots not yet known to be complete, by checkpoint.
+        self._confirmed: tuple[int | None, dict[str, RocksDBStateFile]] = (None, {})
+        self._uploaded: dict[int, dict[str, RocksDBStateFile]] = {}
+        self._uploaded_lock = threading.Lock()
         self._file_prefix = file_prefix
         root = local_dir or tempfile.gettempdir()
         try:
@@ -349,14 +359,43 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         rocksdict.Checkpoint(self._db.db).create_checkpoint(local)
         key_range = self._range
         prefix = f"{self._file_prefix}keyed-kg{key_range.start}-{key_range.end}-"
+        base_id, base = self._confirmed
+        cid = int(checkpoint_id)
 
         def write(writer: StateFileWriter) -> RocksDBKeyedStateHandle:
             try:
-                return upload(local, writer, prefix, key_range)
+                handle = upload(
+                    local, writer, prefix, key_range,
+                    reuse=base if self._incremental else None,
+                    backend_id=self._backend_id,
+                    base_checkpoint_id=base_id,
+                )
             finally:
                 shutil.rmtree(local, ignore_errors=True)
+            if self._incremental:
+                with self._uploaded_lock:
+                    self._uploaded[cid] = {f.name: f for f in handle.shared_files()}
+            return handle
 
         return write
+
+    def compact(self) -> None:
+        """Compact every column family now (RocksDB does it in the background anyway; tests
+        and tools use this to make files of older checkpoints unreferenced at a known time)."""
+        if self._db is not None:
+            for name in [*self._db.state_column_families(), TIMERS_CF]:
+                if self._db.has_column_family(name):
+                    self._db.column_family(name).compact_range(None, None)
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Checkpoint ``checkpoint_id`` completed: later snapshots may reuse its SST files
+        (never those of a checkpoint not known to be complete: it may be discarded)."""
+        with self._uploaded_lock:
+            files = self._uploaded.pop(checkpoint_id, None)
+            for cid in [c for c in self._uploaded if c < checkpoint_id]:
+                del self._uploaded[cid]
+        if files is not None and (self._confirmed[0] or -1) < checkpoint_id:
+            self._confirmed = (checkpoint_id, files)
 
     @staticmethod
     def _is_empty(db: StateDB) -> bool:

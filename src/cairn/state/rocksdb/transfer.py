@@ -12,6 +12,7 @@ import logging
 import os
 import shutil
 import zlib
+from collections.abc import Mapping
 
 from cairn.checkpoint.handles import (
     RocksDBKeyedStateHandle,
@@ -30,17 +31,52 @@ _CHUNK = 64 << 20  # bytes read from storage at once when downloading a file
 
 
 def upload(
-    local_dir: str, writer: StateFileWriter, name_prefix: str, key_range: KeyGroupRange
+    local_dir: str,
+    writer: StateFileWriter,
+    name_prefix: str,
+    key_range: KeyGroupRange,
+    *,
+    reuse: Mapping[str, RocksDBStateFile] | None = None,
+    backend_id: str = "",
+    base_checkpoint_id: int | None = None,
 ) -> RocksDBKeyedStateHandle:
-    """Write every file of the local checkpoint ``local_dir``; the handle lists them."""
+    """Write the files of the local checkpoint ``local_dir``; the handle lists them.
+
+    Incremental (``reuse`` given, and a writer with a shared directory): SST files go to the
+    shared directory, and those already uploaded (``reuse``: the SST files of the completed
+    checkpoint ``base_checkpoint_id``, by name; RocksDB never rewrites an SST file) are only
+    referenced. The other files (MANIFEST, CURRENT, OPTIONS...) are small and private.
+    """
+    shared = writer if reuse is not None and hasattr(writer, "write_shared_file") else None
+    base = reuse or {}
     files: list[RocksDBStateFile] = []
+    persisted = 0
     for name in sorted(os.listdir(local_dir)):
-        with open(os.path.join(local_dir, name), "rb") as f:
+        local = os.path.join(local_dir, name)
+        if shared is not None and name.endswith(".sst"):
+            previous = base.get(name)
+            if previous is not None and previous.size == os.path.getsize(local):
+                files.append(previous)
+                continue
+        with open(local, "rb") as f:
             data = f.read()
-        path = writer.write_state_file(f"{name_prefix}{name}", data)
-        files.append(RocksDBStateFile(name, path, len(data), zlib.crc32(data)))
+        if shared is not None and name.endswith(".sst"):
+            path = shared.write_shared_file(f"{name_prefix}{name}", data)
+        else:
+            path = writer.write_state_file(f"{name_prefix}{name}", data)
+        files.append(
+            RocksDBStateFile(name, path, len(data), zlib.crc32(data), shared=shared is not None
+                             and name.endswith(".sst"))
+        )
+        persisted += len(data)
     return RocksDBKeyedStateHandle(
-        key_range.start, key_range.end, tuple(files), sum(f.size for f in files)
+        key_range.start,
+        key_range.end,
+        tuple(files),
+        sum(f.size for f in files),
+        persisted_size=persisted,
+        backend_id=backend_id,
+        base_checkpoint_id=base_checkpoint_id if shared is not None else None,
     )
 
 
