@@ -7,6 +7,7 @@ failover; a missing shared file makes recovery fall back, naming the file."""
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from cairn.clock import ManualClock
 from cairn.common.typeinfo import Types
 from cairn.datastream.state import ValueStateDescriptor
 from cairn.ids import CheckpointId, OperatorUid, SubtaskIndex, VertexId
+from cairn.observability.tables import _size
 from cairn.settings import CheckpointSettings, RetentionPolicy
 from cairn.state import KeyGroupRange
 from cairn.state.rocksdb import RocksDBKeyedStateBackend
@@ -313,3 +315,26 @@ def test_registry_counts_references_per_checkpoint() -> None:
     assert r.release(2) == []  # last used by 2, base 1: a later snapshot might reuse both
     assert r.register(3, [h(2, "c")]) == []  # base 2 is not newer than their last use
     assert r.register(4, [h(3, "c")]) == [SHARED_PATH_PREFIX + "a", SHARED_PATH_PREFIX + "b"]
+
+
+def test_cairn_checkpoints_shows_the_full_size_and_what_each_checkpoint_added(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cairn.cli.main import main
+
+    job = Job(tmp_path, RetentionPolicy.RETAIN_ON_CANCELLATION)
+    job.update(range(2000), 1)
+    job.checkpoint()
+    job.update(range(20), 2)
+    h2 = job.checkpoint()
+    capsys.readouterr()
+    assert main(["checkpoints", str(job.root / "job")]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    header = re.split(r"\s{2,}", lines[0].strip())
+    rows = [dict(zip(header, re.split(r"\s{2,}", r.strip()), strict=True)) for r in lines[2:]]
+    by_id = {int(r["id"]): r for r in rows}
+    assert by_id[1]["added"] == by_id[1]["size"]  # the first checkpoint uploads everything
+    assert h2.checkpointed_size < h2.size / 2
+    assert by_id[2]["added"] == _size(h2.checkpointed_size) != by_id[2]["size"]
+    md = load_checkpoint(job.coord.completed_checkpoints()[-1].directory).metadata
+    assert md.checkpointed_size == h2.checkpointed_size < md.state_size == h2.size

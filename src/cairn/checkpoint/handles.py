@@ -145,6 +145,15 @@ class OperatorSubtaskState:
         return sum(h.size for h in self.keyed) + sum(h.size for h in self.operator)
 
     @property
+    def checkpointed_size(self) -> int:
+        """Bytes this checkpoint wrote (an incremental one reuses files of earlier ones)."""
+        keyed = sum(
+            h.checkpointed_size if isinstance(h, RocksDBKeyedStateHandle) else h.size
+            for h in self.keyed
+        )
+        return keyed + sum(h.size for h in self.operator)
+
+    @property
     def persisted_in_flight_bytes(self) -> int:
         return 0 if self.input_channels is None else self.input_channels.size
 

@@ -107,6 +107,12 @@ class CheckpointMetadata:
     def state_size(self) -> int:
         return sum(op.state_size for op in self.operators.values())
 
+    @property
+    def checkpointed_size(self) -> int:
+        """What this checkpoint added: its state size less files it shares with older ones."""
+        return sum(s.checkpointed_size for op in self.operators.values()
+                   for s in op.subtasks.values())
+
     def with_subtask_stats(self, stats: CheckpointStats | None) -> CheckpointMetadata:
         """A copy that keeps the per-subtask rows of ``stats`` (this checkpoint's statistics).
 

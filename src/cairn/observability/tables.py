@@ -107,7 +107,7 @@ class RetainedCheckpoint:
         st = None if md is None else md.stats
         out.update({
             "state_size": None if md is None else md.state_size,
-            "checkpointed_size": None if md is None else md.state_size,
+            "checkpointed_size": None if md is None else md.checkpointed_size,
             "processed_data": None if st is None else st.processed_bytes,
             "persisted_data": None if st is None else st.persisted_bytes,
             "alignment_duration": None if st is None else st.max_alignment_duration_ms,
@@ -151,8 +151,9 @@ def load_retained(
 def checkpoints_table(path: str | Sequence[RetainedCheckpoint]) -> str:
     """``cairn checkpoints PATH``: retained checkpoints and savepoints with their statistics.
 
-    Columns: id, kind, completed, duration (end-to-end), size (state), status, alignment,
-    sync and async (slowest subtask), persisted (in-flight bytes), unaligned, path.
+    Columns: id, kind, completed, duration (end-to-end), size (state), added (what it wrote:
+    less than its size when incremental), status, alignment, sync and async (slowest
+    subtask), persisted (in-flight bytes), unaligned, path.
     """
     rows_in = load_retained(path) if isinstance(path, str) else list(path)
     if not rows_in:
@@ -167,6 +168,7 @@ def checkpoints_table(path: str | Sequence[RetainedCheckpoint]) -> str:
             _time(s.completed_ms),
             _ms(s.duration_ms),
             _size(s.state_size),
+            _size(None if md is None else md.checkpointed_size),
             "ok" if s.ok else f"UNUSABLE: {s.error}",
             _ms(None if st is None else st.max_alignment_duration_ms),
             _ms(None if st is None else st.max_sync_duration_ms),
@@ -175,8 +177,8 @@ def checkpoints_table(path: str | Sequence[RetainedCheckpoint]) -> str:
             _yes(None if st is None else st.unaligned),
             s.path,
         ))
-    return render(("id", "kind", "completed", "duration", "size", "status", "alignment", "sync",
-                   "async", "persisted", "unaligned", "path"), rows)
+    return render(("id", "kind", "completed", "duration", "size", "added", "status",
+                   "alignment", "sync", "async", "persisted", "unaligned", "path"), rows)
 
 
 def retained_details(r: RetainedCheckpoint) -> str:

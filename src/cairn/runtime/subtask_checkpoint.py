@@ -253,6 +253,7 @@ class SubtaskCheckpointCoordinator:
                     sync_duration_ms=int(sync_ms),
                     async_duration_ms=int((time.perf_counter() - t1) * 1000),
                     state_size=sum(s.state_size for s in states.values()),
+                    checkpointed_size=sum(s.checkpointed_size for s in states.values()),
                     processed_bytes=processed_bytes,
                     persisted_bytes=0,
                     unaligned=unaligned,
