@@ -77,8 +77,10 @@ from cairn.state.rocksdb.states import (
     RocksKeyContext,
     RocksListState,
     RocksMapState,
+    RocksValueState,
 )
 from cairn.state.rocksdb.transfer import download, upload
+from cairn.state.rocksdb.write_cache import WriteCache
 from cairn.state.timers import TimerQueue
 from cairn.state.ttl import TtlAggregatingState, TtlReducingState, TtlValueState, same_ttl
 
@@ -161,6 +163,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self._owned = f"{key_group_range.start}..{key_group_range.end}"
         self._foreign = [ForeignKeyGroup(kg, self._owned) for kg in range(max_parallelism)]
         self._tables: dict[str, _Table] = {}
+        self._caches: list[WriteCache] = []
         self._timers = {PROCESSING_TIME: TimerQueue(), EVENT_TIME: TimerQueue()}
 
     @property
@@ -247,7 +250,12 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         elif kind == "map":
             table.state = RocksMapState(name, self._ctx, cf, descriptor, self._now_ms)
         else:
-            view = CurrentKeyTable(name, self._ctx, cf, value_codec(descriptor.type_info, ttl))
+            cache = WriteCache(db, STATE_CF_PREFIX + name, self._memory.write_cache_entries)
+            self._caches.append(cache)
+            if kind == "value" and not ttl:
+                table.state = RocksValueState(name, self._ctx, cache, descriptor.type_info)
+                return table.state
+            view = CurrentKeyTable(name, self._ctx, cache, value_codec(descriptor.type_info, ttl))
             groups: list[Any] = list(self._foreign)
             for kg in self._range:
                 groups[kg] = view
@@ -255,8 +263,13 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
                                                   self._now_ms)
         return table.state
 
+    def _flush_caches(self) -> None:
+        for cache in self._caches:
+            cache.flush()
+
     def _convert_ttl(self, name: str, table: _Table, ttl: bool) -> None:
         """Restored values whose TTL setting changed: add (TTL starts now) or drop stamps."""
+        self._flush_caches()
         cf = self._open().column_family(STATE_CF_PREFIX + name)
         now = self._now_ms()
         for k, v in list(cf.items()):
@@ -266,6 +279,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     def _drop_expired(self, cf: Column, kind: str, ttl_ms: int) -> None:
         """``cleanup_full_snapshot``: restored values expired by now are not restored (the
         heap leaves them out of its snapshot files; RocksDB's checkpoint files hold them)."""
+        self._flush_caches()
         now = self._now_ms()
         for k, v in list(cf.items()):
             live = drop_expired_value(kind, v, now, ttl_ms)
@@ -278,6 +292,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         """Keys that currently have a value in ``state_name`` (in key-group order)."""
         if state_name not in self._tables:
             return []
+        self._flush_caches()
         cf = self._open().column_family(STATE_CF_PREFIX + state_name)
         out: list[Any] = []
         last = None
@@ -352,6 +367,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
 
     def snapshot(self, checkpoint_id: CheckpointId | int) -> KeyedSnapshot:
         """Checkpoint the database locally (synchronous part); the result uploads it."""
+        self._flush_caches()  # bounded by the caches' size, not the state's
         if self._db is None or self._is_empty(self._db):
             return _nothing
         local = os.path.join(self._dir, "snapshots", f"chk-{checkpoint_id}-{uuid.uuid4().hex}")
@@ -382,6 +398,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     def compact(self) -> None:
         """Compact every column family now (RocksDB does it in the background anyway; tests
         and tools use this to make files of older checkpoints unreferenced at a known time)."""
+        self._flush_caches()
         if self._db is not None:
             for name in [*self._db.state_column_families(), TIMERS_CF]:
                 if self._db.has_column_family(name):
@@ -426,6 +443,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         if plan.base is None:
             return
         registered = {n: (t.kind, t.ttl) for n, t in self._tables.items()}
+        self._flush_caches()  # restored values replace what was written before
         copies = list(plan.copies)
         if self._db is None:  # the usual case: the base checkpoint becomes the database
             download(rocks[plan.base], reader, self._db_path)
@@ -497,6 +515,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             self._db = None
         shutil.rmtree(self._dir, ignore_errors=True)
         self._tables.clear()
+        self._caches.clear()
         self._timers = {PROCESSING_TIME: TimerQueue(), EVENT_TIME: TimerQueue()}
         self._ctx.key = NO_KEY
 

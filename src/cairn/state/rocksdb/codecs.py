@@ -31,6 +31,7 @@ __all__ = [
     "ValueCodec",
     "decode_key",
     "decode_list",
+    "decode_value",
     "drop_expired_value",
     "encode_key",
     "encode_list",

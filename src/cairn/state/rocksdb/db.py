@@ -27,6 +27,7 @@ __all__ = [
     "DEFAULT_BLOCK_CACHE_BYTES",
     "DEFAULT_WRITE_BUFFER_BYTES",
     "DEFAULT_WRITE_BUFFER_COUNT",
+    "DEFAULT_WRITE_CACHE_ENTRIES",
     "STATE_CF_PREFIX",
     "TIMERS_CF",
     "Column",
@@ -40,6 +41,7 @@ log = logging.getLogger(__name__)
 DEFAULT_BLOCK_CACHE_BYTES = 8 << 20
 DEFAULT_WRITE_BUFFER_BYTES = 64 << 20
 DEFAULT_WRITE_BUFFER_COUNT = 2
+DEFAULT_WRITE_CACHE_ENTRIES = 16_384  # per value-like state (``write_cache``): ~30 ms to flush
 
 Column = Any
 """A raw-mode column family (``rocksdict.Rdict``): bytes keys and values only. rocksdict's
@@ -51,14 +53,17 @@ TIMERS_CF = "_timers"  # keyed timers, written through (see ``backend``)
 
 @dataclass(frozen=True)
 class RocksDBMemory:
-    """Memory bounds of one database (Flink's ``state.backend.rocksdb.*`` sizes)."""
+    """Memory bounds of one database (Flink's ``state.backend.rocksdb.*`` sizes), and of the
+    write-back cache in front of it (entries per value-like state)."""
 
     block_cache_bytes: int = DEFAULT_BLOCK_CACHE_BYTES
     write_buffer_bytes: int = DEFAULT_WRITE_BUFFER_BYTES
     write_buffer_count: int = DEFAULT_WRITE_BUFFER_COUNT
+    write_cache_entries: int = DEFAULT_WRITE_CACHE_ENTRIES
 
     def __post_init__(self) -> None:
-        for name in ("block_cache_bytes", "write_buffer_bytes", "write_buffer_count"):
+        for name in ("block_cache_bytes", "write_buffer_bytes", "write_buffer_count",
+                     "write_cache_entries"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
 

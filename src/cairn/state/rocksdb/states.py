@@ -4,8 +4,9 @@ Invariant: no state object holds user data between calls: every access reads or 
 current key's entries in the state's column family (``key_prefix`` of the current key), so
 Python memory does not grow with the number of keys. Value, reducing and aggregating state
 (with and without TTL) *are* the heap classes (``keyed_states``, ``ttl``) working on a
-``CurrentKeyTable``, a dict-like view of the current key's one entry; list and map state have
-their own classes here because the heap classes mutate lists and dicts in place.
+``CurrentKeyTable``, a dict-like view of the current key's one entry (through the state's
+bounded ``WriteCache``); list and map state have their own classes here because the heap
+classes mutate lists and dicts in place. Prefixes of recent keys are kept in a bounded dict.
 
 >>> import tempfile
 >>> from cairn.datastream.state import ListStateDescriptor
@@ -24,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from cairn.datastream.state import ListState, MapState, StateDescriptor
+from cairn.datastream.state import ListState, MapState, StateDescriptor, ValueState
 from cairn.state.key_groups import MAX_PARALLELISM_UPPER_BOUND, KeyGroupRange
 from cairn.state.keyed_states import (
     NO_KEY,
@@ -39,6 +40,7 @@ from cairn.state.rocksdb.codecs import (
     ValueCodec,
     decode_key,
     decode_list,
+    decode_value,
     encode_key,
     encode_list,
     key_prefix,
@@ -46,58 +48,110 @@ from cairn.state.rocksdb.codecs import (
     value_codec,
 )
 from cairn.state.rocksdb.db import Column
+from cairn.state.rocksdb.write_cache import WriteCache
 
-__all__ = ["CurrentKeyTable", "RocksKeyContext", "RocksListState", "RocksMapState"]
+__all__ = [
+    "CurrentKeyTable",
+    "RocksKeyContext",
+    "RocksListState",
+    "RocksMapState",
+    "RocksValueState",
+]
 
 _MISSING: Any = object()
+_PREFIX_CACHE = 1 << 14  # keys whose RocksDB prefix is kept (~3 MB at most)
+# Only where dict equality and ``encode_key`` agree (Decimal(1) == 1 but pickles differently).
+_CACHED_KEY_TYPES = frozenset({str, int})
 
 
 class RocksKeyContext(KeyContext):
     """The current key, its key group, and (computed once per key) its RocksDB prefix; a key
     of a key group outside ``owned`` fails there, as a foreign key group of the heap does."""
 
-    __slots__ = ("_owned", "_prefix", "_prefix_of")
+    __slots__ = ("_owned", "_prefixes", "last_key", "last_prefix")
 
     def __init__(self, owned: KeyGroupRange = KeyGroupRange(0, MAX_PARALLELISM_UPPER_BOUND - 1)):
         super().__init__()
         self._owned = owned
-        self._prefix_of: Any = _MISSING  # never a key, never NO_KEY
-        self._prefix = b""
+        self._prefixes: dict[Any, bytes] = {}  # bounded: cleared at _PREFIX_CACHE entries
+        self.last_key: Any = _MISSING  # never a key, never NO_KEY
+        self.last_prefix = b""  # of ``last_key``
 
     def prefix(self, state_name: str) -> bytes:
         key = self.key
-        if key is not self._prefix_of:  # identity: we hold the key, its id is not reused
-            if key is NO_KEY:
-                raise_no_key(state_name)
-            if self.key_group not in self._owned:
-                ForeignKeyGroup(self.key_group, f"{self._owned.start}..{self._owned.end}").get(key)
-            self._prefix = key_prefix(self.key_group, key)
-            self._prefix_of = key
-        return self._prefix
+        if key is not self.last_key:  # identity: we hold the key, its id is not reused
+            cacheable = type(key) in _CACHED_KEY_TYPES
+            prefix = self._prefixes.get(key) if cacheable else None
+            if prefix is None:
+                if key is NO_KEY:
+                    raise_no_key(state_name)
+                kg = self.key_group
+                if kg not in self._owned:
+                    ForeignKeyGroup(kg, f"{self._owned.start}..{self._owned.end}").get(key)
+                prefix = key_prefix(kg, key)
+                if cacheable:
+                    if len(self._prefixes) >= _PREFIX_CACHE:
+                        self._prefixes.clear()
+                    self._prefixes[key] = prefix
+            self.last_prefix = prefix
+            self.last_key = key
+        return self.last_prefix
 
 
 class CurrentKeyTable:
     """The part of a key group's ``dict`` the heap value-like state classes use (``get``,
     ``[]=``, ``pop``, ``del``), always on the current key: its one entry in ``cf``."""
 
-    __slots__ = ("_cf", "_codec", "_ctx", "_name")
+    __slots__ = ("_cache", "_codec", "_ctx", "_name")
 
-    def __init__(self, name: str, ctx: RocksKeyContext, cf: Column, codec: ValueCodec):
-        self._name, self._ctx, self._cf, self._codec = name, ctx, cf, codec
+    def __init__(self, name: str, ctx: RocksKeyContext, cache: WriteCache, codec: ValueCodec):
+        self._name, self._ctx, self._cache, self._codec = name, ctx, cache, codec
 
     def get(self, key: Any, default: Any = None) -> Any:
-        raw = self._cf.get(self._ctx.prefix(self._name))
+        raw = self._cache.get(self._ctx.prefix(self._name))
         return default if raw is None else self._codec.decode(raw)
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        self._cf.put(self._ctx.prefix(self._name), self._codec.encode(value))
+        self._cache.put(self._ctx.prefix(self._name), self._codec.encode(value))
 
     def pop(self, key: Any, default: Any = None) -> Any:
-        self._cf.delete(self._ctx.prefix(self._name))
+        self._cache.put(self._ctx.prefix(self._name), None)
         return default  # callers never use the removed value
 
     def __delitem__(self, key: Any) -> None:
-        self._cf.delete(self._ctx.prefix(self._name))
+        self._cache.put(self._ctx.prefix(self._name), None)
+
+
+class RocksValueState(ValueState[Any]):
+    """Value state without TTL, the hot path of most jobs: ``value``/``update`` inlined
+    (TTL value state is the heap's ``TtlValueState`` on a ``CurrentKeyTable``)."""
+
+    __slots__ = ("_cache", "_cf_get", "_ctx", "_decode", "_encode", "_entries", "name")
+
+    def __init__(self, name: str, ctx: RocksKeyContext, cache: WriteCache, type_info: Any):
+        self.name, self._ctx, self._cache = name, ctx, cache
+        self._entries = cache.entries
+        self._cf_get = cache.column_family.get
+        self._encode = value_codec(type_info).encode_plain
+        self._decode = decode_value
+
+    def value(self) -> Any:
+        ctx = self._ctx
+        p = ctx.last_prefix if ctx.key is ctx.last_key else ctx.prefix(self.name)
+        raw = self._entries.get(p, _MISSING)
+        if raw is _MISSING:
+            raw = self._cf_get(p)
+        return None if raw is None else self._decode(raw)
+
+    def update(self, value: Any) -> None:
+        ctx = self._ctx
+        p = ctx.last_prefix if ctx.key is ctx.last_key else ctx.prefix(self.name)
+        self._cache.put(p, None if value is None else self._encode(value))
+
+    def clear(self) -> None:
+        ctx = self._ctx
+        p = ctx.last_prefix if ctx.key is ctx.last_key else ctx.prefix(self.name)
+        self._cache.put(p, None)
 
 
 class _RocksState:
