@@ -17,7 +17,7 @@ from cairn.observability.progress import checkpoint_progress, format_bytes
 from cairn.observability.tables import NO_SUBTASK_STATS, checkpoints_report
 from tests.unit._checkpoint_dirs import ALIGNED, UNALIGNED, job, old_format_checkpoint
 
-LIST_HEADERS = ["id", "kind", "completed", "duration", "size", "added", "status", "alignment",
+LIST_HEADERS = ["id", "kind", "completed", "duration", "size", "status", "added", "alignment",
                 "sync", "async", "persisted", "unaligned", "path"]
 
 

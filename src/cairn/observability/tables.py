@@ -151,8 +151,8 @@ def load_retained(
 def checkpoints_table(path: str | Sequence[RetainedCheckpoint]) -> str:
     """``cairn checkpoints PATH``: retained checkpoints and savepoints with their statistics.
 
-    Columns: id, kind, completed, duration (end-to-end), size (state), added (what it wrote:
-    less than its size when incremental), status, alignment, sync and async (slowest
+    Columns: id, kind, completed, duration (end-to-end), size (state), status, added (what it
+    wrote: less than its size when incremental), alignment, sync and async (slowest
     subtask), persisted (in-flight bytes), unaligned, path.
     """
     rows_in = load_retained(path) if isinstance(path, str) else list(path)
@@ -168,8 +168,8 @@ def checkpoints_table(path: str | Sequence[RetainedCheckpoint]) -> str:
             _time(s.completed_ms),
             _ms(s.duration_ms),
             _size(s.state_size),
-            _size(None if md is None else md.checkpointed_size),
             "ok" if s.ok else f"UNUSABLE: {s.error}",
+            _size(None if md is None else md.checkpointed_size),
             _ms(None if st is None else st.max_alignment_duration_ms),
             _ms(None if st is None else st.max_sync_duration_ms),
             _ms(None if st is None else st.max_async_duration_ms),
@@ -177,7 +177,7 @@ def checkpoints_table(path: str | Sequence[RetainedCheckpoint]) -> str:
             _yes(None if st is None else st.unaligned),
             s.path,
         ))
-    return render(("id", "kind", "completed", "duration", "size", "added", "status",
+    return render(("id", "kind", "completed", "duration", "size", "status", "added",
                    "alignment", "sync", "async", "persisted", "unaligned", "path"), rows)
 
 
