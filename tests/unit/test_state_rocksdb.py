@@ -342,3 +342,11 @@ def test_random_operations_match_the_heap_backend_through_snapshots(
                 backends[k].restore([h] if h is not None else [], files)
     for b in backends.values():
         b.dispose()
+
+
+def test_a_database_that_cannot_be_opened_is_a_clear_error(tmp_path: Path) -> None:
+    b = RocksDBKeyedStateBackend(FULL, MAX_P, local_dir=str(tmp_path))
+    Path(b.working_directory, "db").write_text("a file where the database should be")
+    with pytest.raises(OSError, match=r"cannot open RocksDB in .*state\.backend\.rocksdb"):
+        b.get_partitioned_state(ValueStateDescriptor("v", None))
+    b.dispose()

@@ -173,7 +173,13 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     def _open(self) -> StateDB:
         db = self._db
         if db is None:
-            db = self._db = StateDB.open(self._db_path, self._memory)
+            try:
+                db = self._db = StateDB.open(self._db_path, self._memory)
+            except Exception as exc:  # rocksdict raises a bare Exception with RocksDB's status
+                raise OSError(
+                    f"cannot open RocksDB in {self._db_path} (state.backend.rocksdb.localdir): "
+                    f"{exc}"
+                ) from exc
         return db
 
     # ------------------------------------------------------------------------ key context
