@@ -62,6 +62,8 @@ class CairnOptions:
     # which the async dip has no quiet windows to compare with once checkpoints outlast the
     # interval (large state). 0: checkpoints may run back to back.
     min_pause_ms: int = 0
+    state_backend: str = "hashmap"  # or "rocksdb" (state.backend.type)
+    incremental: bool = False  # execution.checkpointing.incremental (RocksDB)
 
 
 @dataclass
@@ -87,6 +89,8 @@ def _environment(opts: CairnOptions, interval_ms: int, checkpoint_dir: str) -> A
     conf.set_string("cairn.executor", opts.executor)
     if opts.master:
         conf.set_string("cairn.spark.master", opts.master)
+    conf.set_string("state.backend.type", opts.state_backend)
+    conf.set_string("execution.checkpointing.incremental", str(opts.incremental).lower())
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(opts.parallelism)
     if interval_ms > 0:
@@ -481,9 +485,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep-dir", default=None, help="keep sink files and checkpoints")
     parser.add_argument("--min-pause-ms", type=int, default=0,
                         help="min pause between checkpoints (quiet windows for the async dip)")
+    parser.add_argument("--state-backend", choices=["hashmap", "rocksdb"], default="hashmap")
+    parser.add_argument("--incremental", action="store_true",
+                        help="incremental checkpoints (RocksDB backend)")
     args = parser.parse_args(argv)
     opts = CairnOptions(args.parallelism, args.executor, args.master, args.keep_dir,
-                        args.min_pause_ms)
+                        args.min_pause_ms, args.state_backend, args.incremental)
     # Start-up is measured from submission, which includes creating the Spark session.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     try:

@@ -175,18 +175,40 @@ class DeploySettings:
             raise ValueError(f"cairn.workers must be at least 1, got {self.workers}")
 
 
+class StateBackendKind(enum.Enum):
+    """Where keyed state lives (``state.backend.type``)."""
+
+    HASHMAP = "hashmap"  # Python objects in the worker's memory
+    ROCKSDB = "rocksdb"  # an embedded RocksDB per subtask on the worker's local disk
+
+
+@dataclass(frozen=True)
+class RocksDBSettings:
+    """The RocksDB backend's local directory (``None``: the worker's temp dir) and memory
+    bounds per database (Flink's ``state.backend.rocksdb.*`` keys and defaults)."""
+
+    local_dir: str | None = None
+    block_cache_bytes: int = 8 << 20
+    write_buffer_bytes: int = 64 << 20
+    write_buffer_count: int = 2
+
+
 @dataclass(frozen=True)
 class StateSettings:
-    """How the heap keyed-state backend writes large snapshots.
+    """Which keyed-state backend a job uses, and how the heap backend writes large snapshots.
 
     ``fork_threshold``: entries from which the asynchronous part is serialized by a forked
     child instead of a thread (``None``: never fork); ``fork_niceness``: added to the child's
     nice value. Both default to the measured values and may be overridden by the documented
     environment variables, read once by :meth:`from_environ` when the API builds the settings.
+    ``incremental``: the RocksDB backend uploads only SST files no completed checkpoint has.
     """
 
     fork_threshold: int | None = DEFAULT_FORK_THRESHOLD
     fork_niceness: int = DEFAULT_FORK_NICENESS
+    backend: StateBackendKind = StateBackendKind.HASHMAP
+    incremental: bool = False
+    rocksdb: RocksDBSettings = RocksDBSettings()
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> StateSettings:
@@ -195,8 +217,8 @@ class StateSettings:
         with a warning.
 
         >>> StateSettings.from_environ({"CAIRN_STATE_FORK_THRESHOLD": "off"}).fork_threshold
-        >>> StateSettings.from_environ({"CAIRN_STATE_FORK_NICENESS": "5"})
-        StateSettings(fork_threshold=100000, fork_niceness=5)
+        >>> StateSettings.from_environ({"CAIRN_STATE_FORK_NICENESS": "5"}).fork_niceness
+        5
         """
         threshold: int | None
         if environ.get(FORK_THRESHOLD_ENV, "").strip().lower() in ("off", "none"):

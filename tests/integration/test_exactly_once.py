@@ -111,3 +111,50 @@ def test_inprocess_crashes_keep_exactly_once(tmp_path: Any) -> None:
     client = _run(conf, out)
     assert client.job_master.restarts == 3
     assert sorted(read_visible_lines(out)) == expected_lines(RECORDS, KEYS)
+
+
+def _rocksdb(tmp_path: Any, incremental: bool = False) -> dict[str, str]:
+    return {
+        "state.backend.type": "rocksdb",
+        "execution.checkpointing.incremental": str(incremental).lower(),
+        "state.backend.rocksdb.localdir": str(tmp_path / "rocksdb"),
+    }
+
+
+def _leftover_files(directory: Any) -> list[str]:
+    return [os.path.join(d, f) for d, _, files in os.walk(directory) for f in files]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    ("schedule", "incremental"),
+    [("processing-and-upload", False), ("barrier-to-ack-and-commit", False),
+     ("processing-and-upload", True), ("barrier-to-ack-and-commit", True)],
+)
+def test_sigkill_with_the_rocksdb_backend_keeps_exactly_once(
+    spark: Any, tmp_path: Any, schedule: str, incremental: bool
+) -> None:
+    """The RocksDB backend under the same kills, full and incremental: a worker killed while
+    uploading a RocksDB checkpoint, or between barrier and acknowledgement, or between
+    completion and commit; restores open the uploaded (and shared) files."""
+    out = str(tmp_path / "out")
+    conf = {"cairn.executor": "spark", "cairn.testing.faults": KILL_SCHEDULES[schedule],
+            **_rocksdb(tmp_path, incremental)}
+    client = _run(conf, out)
+    assert client.job_master.restarts == 3, "every scheduled kill must have happened"
+    assert sorted(read_visible_lines(out)) == expected_lines(RECORDS, KEYS)
+    assert _leftover_files(tmp_path / "rocksdb") == []  # killed workers' files are removed too
+
+
+@pytest.mark.parametrize("incremental", [False, True])
+def test_inprocess_crashes_with_the_rocksdb_backend_keep_exactly_once(
+    tmp_path: Any, incremental: bool
+) -> None:
+    out = str(tmp_path / "out")
+    conf = {"cairn.executor": "inprocess",
+            "cairn.testing.faults": KILL_SCHEDULES["processing-and-upload"],
+            **_rocksdb(tmp_path, incremental)}
+    client = _run(conf, out)
+    assert client.job_master.restarts == 3
+    assert sorted(read_visible_lines(out)) == expected_lines(RECORDS, KEYS)
+    assert _leftover_files(tmp_path / "rocksdb") == []

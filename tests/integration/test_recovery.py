@@ -55,11 +55,13 @@ def _conf(**extra: str) -> dict[str, str]:
     return {"cairn.executor": "inprocess", "execution.checkpointing.num-retained": "2", **extra}
 
 
-def _first_run(tmp_path: Path, parallelism: int = 2) -> FirstRun:
+def _first_run(
+    tmp_path: Path, parallelism: int = 2, conf: dict[str, str] | None = None
+) -> FirstRun:
     """Run at ``parallelism`` until three checkpoints completed, then cancel (retained)."""
     out = str(tmp_path / "out")
     env = sequence_job(
-        _conf(),
+        _conf(**(conf or {})),
         out,
         records=RECORDS,
         keys=KEYS,
@@ -282,10 +284,18 @@ def test_no_usable_checkpoint_fails_naming_every_candidate(tmp_path: Path) -> No
 # --------------------------------------------------------------------------- rescale
 
 
-@pytest.mark.parametrize("new_parallelism", [3, 1])
-def test_rescaled_restore_matches_the_golden_output(tmp_path: Path, new_parallelism: int) -> None:
-    first = _first_run(tmp_path, parallelism=2)
-    client = _second_run(tmp_path, first, parallelism=new_parallelism, restore=str(first.job_dir))
+@pytest.mark.parametrize(
+    ("backend", "old_parallelism", "new_parallelism"),
+    [("hashmap", 2, 3), ("hashmap", 2, 1), ("rocksdb", 2, 3), ("rocksdb", 3, 2)],
+)
+def test_rescaled_restore_matches_the_golden_output(
+    tmp_path: Path, backend: str, old_parallelism: int, new_parallelism: int
+) -> None:
+    conf = {"state.backend.type": backend}
+    first = _first_run(tmp_path, parallelism=old_parallelism, conf=conf)
+    client = _second_run(
+        tmp_path, first, parallelism=new_parallelism, restore=str(first.job_dir), conf=conf
+    )
     assert client.get_job_status() is JobStatus.FINISHED
     assert _restored_id(client) == first.retained[-1]
     assert {v.parallelism for v in client.job_master.graph.vertices} == {new_parallelism}
@@ -421,3 +431,32 @@ def test_crashes_right_after_restores_keep_exactly_once(tmp_path: Path) -> None:
     assert client.get_checkpoint_statistics().counts.restored == 3
     assert sorted(read_visible_lines(out)) == expected_lines(RECORDS, KEYS)
     assert not os.path.exists(tmp_path / "chk" / client.get_job_id())
+
+
+def test_incremental_rocksdb_checkpoints_keep_exactly_the_referenced_shared_files(
+    tmp_path: Path,
+) -> None:
+    """Incremental RocksDB checkpoints of a cancelled run: the job's shared directory holds
+    exactly the files its retained checkpoints reference, the newest reuses files of older
+    ones, and a rescaled run restores from them to the golden output."""
+    from cairn.checkpoint.handles import SHARED_PATH_PREFIX, RocksDBKeyedStateHandle
+    from cairn.checkpoint.storage import load_checkpoint
+
+    conf = {"state.backend.type": "rocksdb", "execution.checkpointing.incremental": "true"}
+    first = _first_run(tmp_path, parallelism=2, conf=conf)
+    handles = [
+        h
+        for cid in first.retained
+        for op in load_checkpoint(str(_chk(first, cid))).metadata.operators.values()
+        for sub in op.subtasks.values()
+        for h in sub.keyed
+        if isinstance(h, RocksDBKeyedStateHandle)
+    ]
+    referenced = {f.path for h in handles for f in h.shared_files()}
+    on_storage = {SHARED_PATH_PREFIX + p.name for p in (first.job_dir / "shared").iterdir()}
+    assert referenced and on_storage == referenced
+    assert any(h.base_checkpoint_id is not None for h in handles)  # files were reused
+    assert any(h.checkpointed_size < h.size for h in handles)
+    client = _second_run(tmp_path, first, parallelism=3, restore=str(first.job_dir), conf=conf)
+    assert _restored_id(client) == first.retained[-1]
+    assert sorted(read_visible_lines(first.out)) == expected_lines(RECORDS, KEYS)

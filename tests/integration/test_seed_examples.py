@@ -126,13 +126,25 @@ def _prefix_sums_per_key(values: list[int], key: Callable[[int], str]) -> dict[s
     return sums
 
 
+# Section 4-4's Java line, ``env.setStateBackend(new EmbeddedRocksDBStateBackend(true))``,
+# in Python: the same job on the RocksDB backend with incremental checkpoints.
+ROCKSDB_LINE = (
+    "from cairn.datastream import EmbeddedRocksDBStateBackend\n"
+    "env.set_state_backend(EmbeddedRocksDBStateBackend(True))\n"
+)
+
+
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
 def test_keyed_sum_function_gives_per_key_prefix_sums(
-    executor_conf: dict[str, str], tmp_path: Path
+    executor_conf: dict[str, str], tmp_path: Path, backend: str
 ) -> None:
     namespace = _namespace()
     _run(_block("class KeyedSumFunction"), namespace)
     config_block = _block("config.set_checkpoint_storage", "enable_checkpointing")
     _run(_with_storage(config_block, "file:///tmp/flink_checkpoints", tmp_path), namespace)
+    if backend == "rocksdb":
+        assert "EmbeddedRocksDBStateBackend(true)" in SEED.read_text(encoding="utf-8")
+        _run(ROCKSDB_LINE, namespace)
     env: StreamExecutionEnvironment = namespace["env"]
     env.configure(executor_conf)
     env.set_parallelism(2)
@@ -149,5 +161,6 @@ def test_keyed_sum_function_gives_per_key_prefix_sums(
     for total in results:
         per_key.setdefault(_magnitude(total), []).append(total)
     assert per_key == expected  # per key: exactly the running sums, in input order
+    assert env.get_state_backend().to_configuration()["state.backend.type"] == backend
     # A finished job discards its checkpoints even with RETAIN_ON_CANCELLATION (Flink rule).
     assert not list(tmp_path.rglob("_metadata"))

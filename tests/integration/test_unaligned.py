@@ -47,8 +47,13 @@ def _assert_exactly_once(out: str, records: int) -> None:
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize(
+    "state",
+    [{}, {"state.backend.type": "rocksdb", "execution.checkpointing.incremental": "true"}],
+    ids=["hashmap", "rocksdb-incremental"],
+)
 def test_unaligned_exactly_once_under_backpressure_with_kills_including_during_replay(
-    spark: Any, tmp_path: Any
+    spark: Any, tmp_path: Any, state: dict[str, str]
 ) -> None:
     records = 30_000
     faults = (
@@ -58,7 +63,7 @@ def test_unaligned_exactly_once_under_backpressure_with_kills_including_during_r
         "point=after-barrier,attempt=3,subtask=0"
     )
     out = str(tmp_path / "out")
-    client = _run({"cairn.executor": "spark", "cairn.testing.faults": faults}, out,
+    client = _run({"cairn.executor": "spark", "cairn.testing.faults": faults, **state}, out,
                   records=records, cost_us=200, checkpointing="unaligned")
     assert client.job_master.restarts == 4, "every scheduled kill fired, the replay one too"
     _assert_exactly_once(out, records)

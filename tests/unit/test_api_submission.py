@@ -31,6 +31,7 @@ from cairn.datastream.stream_execution_environment import (
     set_context_defaults,
 )
 from cairn.ids import JobId
+from cairn.settings import RocksDBSettings, StateBackendKind
 
 
 @pytest.fixture(autouse=True)
@@ -98,15 +99,40 @@ def test_unserializable_collection_element() -> None:
         env.prepare_job()
 
 
-def test_rocksdb_is_rejected_at_submission_only() -> None:
+def test_rocksdb_backend_is_selected_in_the_typed_settings() -> None:
     env = StreamExecutionEnvironment()
-    env.set_state_backend(EmbeddedRocksDBStateBackend(True))
+    env.set_state_backend(EmbeddedRocksDBStateBackend(True))  # seed 002's line
     assert env.get_state_backend().is_incremental_checkpoints_enabled()  # type: ignore[attr-defined]
     env.from_collection([1]).print()
-    with pytest.raises(ConfigurationError, match=r"RocksDB state backend .* not implemented"):
-        env.prepare_job()
+    state = env.prepare_job().settings.state
+    assert state.backend is StateBackendKind.ROCKSDB and state.incremental
+    assert state.rocksdb == RocksDBSettings()  # Flink's defaults: 8 MB cache, 2 x 64 MB
+    env.configure({
+        "state.backend.rocksdb.localdir": "/data/rocks",
+        "state.backend.rocksdb.block.cache-size": "16 mb",
+        "state.backend.rocksdb.writebuffer.size": "4mb",
+        "state.backend.rocksdb.writebuffer.count": "3",
+    })
+    assert env.prepare_job().settings.state.rocksdb == RocksDBSettings(
+        "/data/rocks", 16 << 20, 4 << 20, 3
+    )
     env.set_state_backend(HashMapStateBackend())
-    assert env.prepare_job().settings.configuration["state.backend.type"] == "hashmap"
+    settings = env.prepare_job().settings
+    assert settings.configuration["state.backend.type"] == "hashmap"
+    assert settings.state.backend is StateBackendKind.HASHMAP
+
+
+def test_unknown_state_backend_and_bad_rocksdb_sizes_fail_at_submission() -> None:
+    for conf, message in [
+        ({"state.backend.type": "leveldb"}, "state.backend.type.*expected one of"),
+        ({"state.backend.rocksdb.writebuffer.size": "lots"}, "memory size"),
+        ({"state.backend.rocksdb.writebuffer.count": "0"}, "at least 1"),
+    ]:
+        env = StreamExecutionEnvironment()
+        env.from_collection([1]).print()
+        with pytest.raises(ConfigurationError, match=message):
+            env.configure(conf)
+            env.prepare_job()
 
 
 def test_batch_mode_is_rejected_and_streaming_accepted() -> None:

@@ -17,9 +17,8 @@ from cairn.observability.progress import checkpoint_progress, format_bytes
 from cairn.observability.tables import NO_SUBTASK_STATS, checkpoints_report
 from tests.unit._checkpoint_dirs import ALIGNED, UNALIGNED, job, old_format_checkpoint
 
-LIST_HEADERS = ["id", "kind", "completed", "duration", "size", "status", "signature",
-                "alignment", "sync",
-                "async", "persisted", "unaligned", "path"]
+LIST_HEADERS = ["id", "kind", "completed", "duration", "size", "status", "added", "signature",
+                "alignment", "sync", "async", "persisted", "unaligned", "path"]
 
 
 @pytest.fixture
@@ -57,6 +56,7 @@ def test_listing_shows_statistics_of_every_retained_checkpoint(
     assert sorted(by_id) == [1, 2, 7]
     one, two, old = by_id[1], by_id[2], by_id[7]
     assert (one["duration"], one["size"], one["status"]) == ("35 ms", "96 B", "ok")
+    assert one["added"] == "96 B"  # a full snapshot adds all of its size
     assert (one["alignment"], one["sync"], one["async"]) == ("12 ms", "3 ms", "9 ms")
     assert (one["persisted"], one["unaligned"]) == ("0 B", "no")
     assert (two["duration"], two["alignment"], two["sync"], two["async"]) == (

@@ -35,6 +35,7 @@ from cairn.state import (
 from cairn.state.api import KeyedStateBackend
 from cairn.state.snapshot_format import KEYED_MAGIC
 from cairn.testing.state_files import DirectoryStateFiles, MemoryStateFiles
+from tests.unit import state_backends
 
 from ._backends import KeyedBackendFactory
 
@@ -113,6 +114,7 @@ def test_round_trip_restores_every_kind_and_timers(make: BackendFactory, tmp_pat
 def test_file_layout_and_handle(make: BackendFactory, tmp_path: Path) -> None:
     files = DirectoryStateFiles(tmp_path)
     src = States(make(FULL))
+    state_backends.heap_format_only(src.b)
     for key in KEYS:
         src.fill(key)
     handle = snapshot_to(src.b, files)
@@ -244,6 +246,7 @@ class RecordingReader:
 def test_restore_reads_only_owned_sections_in_one_read_per_file(
     make: BackendFactory, tmp_path: Path
 ) -> None:
+    state_backends.heap_format_only(make(FULL))
     files = DirectoryStateFiles(tmp_path)
     handles = _old_subtasks(make, 2, files)
     reader = RecordingReader(files)
@@ -260,6 +263,7 @@ def test_restore_reads_only_owned_sections_in_one_read_per_file(
 def test_crc_mismatch_names_file_and_key_group(make: BackendFactory, tmp_path: Path) -> None:
     files = DirectoryStateFiles(tmp_path)
     src = States(make(FULL))
+    state_backends.heap_format_only(src.b)
     for key in KEYS:
         src.fill(key)
     handle = snapshot_to(src.b, files)

@@ -16,6 +16,7 @@ from typing import Literal, Protocol
 
 from cairn.checkpoint.errors import CheckpointError, CheckpointFailedError
 from cairn.checkpoint.failure import CheckpointFailureReason
+from cairn.checkpoint.handles import OperatorSubtaskState
 from cairn.checkpoint.messages import (
     AckResult,
     TaskAcknowledgement,
@@ -43,6 +44,7 @@ from cairn.checkpoint.protocol import (
     expired_checkpoints,
 )
 from cairn.checkpoint.restore import candidate_at, find_restore_point
+from cairn.checkpoint.shared_state import SharedStateRegistry, rocksdb_handles
 from cairn.checkpoint.stats import CheckpointStatsTracker
 from cairn.checkpoint.storage import CheckpointStorage, resolve_checkpoint_dirs
 from cairn.checkpoint.store import CompletedCheckpointStore
@@ -130,9 +132,8 @@ class CheckpointCoordinator:
         self._properties = dict(properties or {})
         self._policy = TriggerPolicy.from_settings(settings)
         self._failures = CheckpointFailureManager(settings.tolerable_failures)
-        self._store = CompletedCheckpointStore(
-            max(1, settings.retained), lambda cp: storage.discard(cp.checkpoint_id)
-        )
+        self._shared = SharedStateRegistry()  # shared files of incremental checkpoints
+        self._store = CompletedCheckpointStore(max(1, settings.retained), self._discard_completed)
         self._stats = CheckpointStatsTracker()
         self._next_id = CheckpointId(first_checkpoint_id)
         self._pending: dict[CheckpointId, PendingCheckpoint] = {}
@@ -322,6 +323,7 @@ class CheckpointCoordinator:
             # The task wrote its files after the abort removed the directory: remove again.
             log.debug("Late ack of aborted checkpoint %d from %s; discarding it.", cid, ack.task)
             self._discard_files(cid)
+            self._discard_unregistered_shared(ack.states.values())
             return AckResult.DISCARDED
         log.warning("Acknowledgement of unknown checkpoint %d from %s.", cid, ack.task)
         return AckResult.UNKNOWN
@@ -356,6 +358,11 @@ class CheckpointCoordinator:
                 target, _ = self._savepoints[cid]
                 completed = self.storage.write_savepoint(metadata, target)
                 self._discard_files(cid)  # the working copy in the checkpoint directory
+                # Its new shared files: backends may reuse them once told it completed.
+                handles = rocksdb_handles(s for op in metadata.operators.values()
+                                          for s in op.subtasks.values())
+                self._shared.register(cid, handles)
+                self._delete_shared(self._shared.release(cid))
             else:
                 completed = self.storage.write_metadata(metadata)
         except Exception as e:
@@ -375,6 +382,8 @@ class CheckpointCoordinator:
             self._savepoints.pop(cid)[1].set_result(completed)
             return
         self._failures.on_success(cid)
+        states = (s for op in metadata.operators.values() for s in op.subtasks.values())
+        self._delete_shared(self._shared.register(cid, rocksdb_handles(states)))
         for old in self._store.add(completed):
             log.debug("Subsumed checkpoint %d of job %s.", old.checkpoint_id, self.job_id)
         subsumed = CheckpointFailureReason.CHECKPOINT_SUBSUMED
@@ -391,6 +400,9 @@ class CheckpointCoordinator:
         reported_by_task: bool = False,
     ) -> FailureVerdict:
         pending = self._pending.pop(cid)
+        self._discard_unregistered_shared(
+            st for ack in pending.acknowledgements.values() for st in ack.states.values()
+        )
         pending.discard()
         self._remember(cid, "aborted")
         self._stats.report_failed(cid, self._clock.now_ms(), reason.value, message)
@@ -416,6 +428,29 @@ class CheckpointCoordinator:
         """Abort every pending checkpoint and savepoint (failover); not counted as failures."""
         for cid in sorted(self._pending):
             self._abort(cid, CheckpointFailureReason.JOB_FAILOVER_REGION, reason)
+        self._delete_shared(self._shared.backends_gone())  # the new attempt's are new ones
+
+    def _discard_completed(self, checkpoint: CompletedCheckpoint) -> None:
+        """A subsumed checkpoint: its directory, and the shared files nothing needs now."""
+        self.storage.discard(checkpoint.checkpoint_id)
+        self._delete_shared(self._shared.release(checkpoint.checkpoint_id))
+
+    def _discard_unregistered_shared(self, states: Iterable[OperatorSubtaskState]) -> None:
+        """Shared files only an aborted checkpoint uploaded: no backend reuses them."""
+        self._delete_shared([
+            f.path for h in rocksdb_handles(states) for f in h.shared_files()
+            if not self._shared.is_registered(f.path)
+        ])
+
+    def _delete_shared(self, paths: list[str]) -> None:
+        if not paths:
+            return
+        log.debug("Deleting %d unreferenced shared state files of job %s", len(paths),
+                  self.job_id)
+        try:
+            self.storage.delete_shared_files(paths)
+        except Exception:  # best effort, as for checkpoint directories
+            log.warning("Could not delete shared state files %s", paths[:5], exc_info=True)
 
     def _discard_files(self, cid: CheckpointId) -> None:
         try:
@@ -531,6 +566,12 @@ class CheckpointCoordinator:
             # Uploads that finished after their checkpoint was aborted left files behind.
             for cid in [c for c, outcome in self._ghosts.items() if outcome == "aborted"]:
                 self._discard_files(cid)
+            self._delete_shared(self._shared.backends_gone())
+            try:  # uploads of workers killed before they acknowledged
+                orphans = set(self.storage.list_shared_files()) - self._shared.referenced()
+                self._delete_shared(sorted(orphans))
+            except Exception:
+                log.warning("Could not list the shared state files of %s", job_dir, exc_info=True)
             log.info("Job %s %s: kept %s (%s).", self.job_id, terminal.value, job_dir, policy)
             return
         self._store.discard_all_owned()

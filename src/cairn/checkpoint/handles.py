@@ -44,6 +44,66 @@ class KeyedStateHandle:
 
 
 @dataclass(frozen=True, slots=True)
+class RocksDBStateFile:
+    """One file of a RocksDB checkpoint (``name`` in the database directory) as uploaded.
+
+    ``path`` is relative to the checkpoint directory, like every handle path. A ``shared``
+    file (an SST file of an incremental checkpoint) lives in the job's shared directory
+    (``path`` is ``../shared/<name>``): uploaded once, referenced by later checkpoints of the
+    same backend, and deleted by the coordinator's ``SharedStateRegistry`` once no retained
+    checkpoint references it. Full snapshots write private files only.
+    """
+
+    name: str
+    path: str
+    size: int
+    crc32: int
+    shared: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RocksDBKeyedStateHandle:
+    """Keyed state of one subtask as the files of one RocksDB checkpoint.
+
+    Keys are prefixed by their key group, so a restore at any parallelism opens the files of
+    every old subtask whose range overlaps its own and keeps only its key groups. ``size`` is
+    the full size; ``persisted_size`` what this checkpoint uploaded (less when incremental).
+    ``backend_id`` names the backend instance that wrote it and ``base_checkpoint_id`` the
+    completed checkpoint whose shared files it could reuse (``None``: none, a full upload);
+    the shared-state registry needs both to know when a file can no longer be referenced.
+    """
+
+    key_group_start: int
+    key_group_end: int
+    files: tuple[RocksDBStateFile, ...]
+    size: int
+    persisted_size: int = -1  # -1: all of ``size``
+    backend_id: str = ""
+    base_checkpoint_id: int | None = None
+
+    @property
+    def checkpointed_size(self) -> int:
+        return self.size if self.persisted_size < 0 else self.persisted_size
+
+    def shared_files(self) -> tuple[RocksDBStateFile, ...]:
+        return tuple(f for f in self.files if f.shared)
+
+    @property
+    def path(self) -> str:
+        """A name for messages: the path of the MANIFEST (the file that lists the others)."""
+        manifests = [f.path for f in self.files if f.name.startswith("MANIFEST")]
+        return manifests[0] if manifests else self.files[0].path if self.files else "<none>"
+
+
+SHARED_DIR_NAME = "shared"
+SHARED_PATH_PREFIX = "../" + SHARED_DIR_NAME + "/"
+"""Paths of shared files start with this: the job's ``shared/`` beside its ``chk-<n>/``."""
+
+AnyKeyedStateHandle = KeyedStateHandle | RocksDBKeyedStateHandle
+"""What a keyed state backend writes: heap sections or RocksDB files."""
+
+
+@dataclass(frozen=True, slots=True)
 class OperatorStateHandle:
     """Operator (non-keyed) state of one subtask in one section.
 
@@ -93,7 +153,7 @@ class OperatorSubtaskState:
     TypeError: inline value 'pos' must be pickled bytes (see pickle_inline), got str
     """
 
-    keyed: tuple[KeyedStateHandle, ...] = ()
+    keyed: tuple[AnyKeyedStateHandle, ...] = ()
     operator: tuple[OperatorStateHandle, ...] = ()
     # Small extra payload kept in the metadata itself, pickled by ``pickle_inline`` (e.g.
     # positions in tests); opaque until ``inline_value`` unpickles it in a restoring worker.
@@ -129,6 +189,15 @@ class OperatorSubtaskState:
         return sum(h.size for h in self.keyed) + sum(h.size for h in self.operator)
 
     @property
+    def checkpointed_size(self) -> int:
+        """Bytes this checkpoint wrote (an incremental one reuses files of earlier ones)."""
+        keyed = sum(
+            h.checkpointed_size if isinstance(h, RocksDBKeyedStateHandle) else h.size
+            for h in self.keyed
+        )
+        return keyed + sum(h.size for h in self.operator)
+
+    @property
     def persisted_in_flight_bytes(self) -> int:
         return 0 if self.input_channels is None else self.input_channels.size
 
@@ -149,6 +218,15 @@ class StateFileWriter(Protocol):
         ...
 
 
+class SharedStateFileWriter(StateFileWriter, Protocol):
+    """A writer that can also put files into the job's shared directory (incremental
+    checkpoints); the RocksDB backend uploads everything privately to other writers."""
+
+    def write_shared_file(self, name: str, data: bytes) -> str:
+        """Write ``data`` as a new shared file; return its path (``../shared/<name>``)."""
+        ...
+
+
 class StateFileReader(Protocol):
     """What a state backend needs to restore from a checkpoint directory."""
 
@@ -158,11 +236,17 @@ class StateFileReader(Protocol):
 
 
 __all__ = [
+    "SHARED_DIR_NAME",
+    "SHARED_PATH_PREFIX",
+    "AnyKeyedStateHandle",
     "InputChannelStateHandle",
     "KeyedStateHandle",
     "OperatorStateHandle",
     "OperatorSubtaskState",
     "OperatorUid",
+    "RocksDBKeyedStateHandle",
+    "RocksDBStateFile",
+    "SharedStateFileWriter",
     "StateFileReader",
     "StateFileWriter",
     "StreamRange",

@@ -17,7 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from cairn.checkpoint.errors import CheckpointNotFoundError, CorruptCheckpointError
-from cairn.checkpoint.handles import StreamRange
+from cairn.checkpoint.handles import (
+    SHARED_DIR_NAME,
+    SHARED_PATH_PREFIX,
+    RocksDBKeyedStateHandle,
+    StreamRange,
+)
 from cairn.checkpoint.metadata import CheckpointMetadata, SignatureStatus
 from cairn.checkpoint.storage import (
     _CHK_RE,
@@ -28,6 +33,7 @@ from cairn.checkpoint.storage import (
     _has_metadata,
     _load,
     _Loc,
+    _locate,
     _required_digest,
     _resolve,
     state_file_digest,
@@ -65,10 +71,20 @@ def verify(
         for name, info in listing.items()
         if str(name).startswith(prefix)
     }
+    if any(rel.startswith(SHARED_PATH_PREFIX) for rel in metadata.referenced_files()):
+        shared = loc.parent.join(SHARED_DIR_NAME)  # incremental: the job's shared files
+        try:
+            found = shared.fs.ls(shared.path, detail=True)
+        except FileNotFoundError:
+            found = []
+        sizes.update(
+            (SHARED_PATH_PREFIX + posixpath.basename(str(i["name"])), int(i.get("size") or 0))
+            for i in found
+        )
     cid = metadata.checkpoint_id
     for rel, needed in sorted(metadata.referenced_files().items()):
         _check_relative(rel, loc)
-        where = loc.join(rel).public()
+        where = _locate(loc, rel).public()
         if rel not in sizes:
             raise CorruptCheckpointError(
                 where, f"state file referenced by checkpoint {cid} is missing"
@@ -99,6 +115,10 @@ def _verify_contents(
     for op in metadata.operators.values():
         for sub in op.subtasks.values():
             for kh in sub.keyed:
+                if isinstance(kh, RocksDBKeyedStateHandle):  # one range: the whole file
+                    for f in kh.files:
+                        by_file.setdefault(f.path, set()).add(StreamRange(0, f.size, f.crc32))
+                    continue
                 by_file.setdefault(kh.path, set()).update(kh.sections.values())
             for oh in sub.operator:
                 by_file.setdefault(oh.path, set()).add(oh.section)
@@ -108,7 +128,7 @@ def _verify_contents(
                     r for rs in ic.buffers.values() for r in rs
                 )
     for rel, ranges in sorted(by_file.items()):
-        digest = _required_digest(rel, loc.join(rel)) if require else state_file_digest(rel)
+        digest = _required_digest(rel, _locate(loc, rel)) if require else state_file_digest(rel)
         ordered = sorted(ranges, key=lambda r: (r.offset, r.length))
         size = sizes.get(rel, 0)
         if digest is not None and size <= _CRC_WINDOW:
@@ -127,7 +147,7 @@ def _verify_contents(
             _check_window(reader, loc, rel, window)
         if digest is not None:
             h = hashlib.sha256()
-            with loc.fs.open(loc.join(rel).path, "rb") as f:
+            with loc.fs.open(_locate(loc, rel).path, "rb") as f:
                 while chunk := f.read(_HASH_CHUNK):
                     h.update(chunk)
             _check_digest(h.hexdigest(), digest, loc, rel)
@@ -135,7 +155,7 @@ def _verify_contents(
 
 def _check_digest(actual: str, digest: str, loc: _Loc, rel: str) -> None:
     if actual != digest:
-        raise CorruptCheckpointError(loc.join(rel).public(), _DIGEST_MISMATCH)
+        raise CorruptCheckpointError(_locate(loc, rel).public(), _DIGEST_MISMATCH)
 
 
 def _check_window(
@@ -153,7 +173,7 @@ def _check_crcs(
     for r in ranges:
         if zlib.crc32(view[r.offset - lo : r.offset - lo + r.length]) != r.crc32:
             raise CorruptCheckpointError(
-                loc.join(rel).public(),
+                _locate(loc, rel).public(),
                 f"CRC-32 mismatch in bytes [{r.offset}, {r.offset + r.length})",
             )
 

@@ -39,6 +39,12 @@ class SubtaskCheckpointMetrics:
     processed_bytes: int = 0  # bytes processed during alignment
     persisted_bytes: int = 0  # in-flight bytes persisted (unaligned checkpoints)
     unaligned: bool = False
+    checkpointed_size: int = -1  # bytes this checkpoint wrote (-1: all of state_size)
+
+    @property
+    def checkpointed(self) -> int:
+        """Bytes written for this checkpoint: less than ``state_size`` when incremental."""
+        return self.state_size if self.checkpointed_size < 0 else self.checkpointed_size
 
 
 @dataclass(frozen=True, slots=True)

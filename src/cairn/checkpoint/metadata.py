@@ -21,10 +21,13 @@ from typing import Any
 
 from cairn.checkpoint.errors import CorruptCheckpointError, UnverifiedCheckpointError
 from cairn.checkpoint.handles import (
+    AnyKeyedStateHandle,
     InputChannelStateHandle,
     KeyedStateHandle,
     OperatorStateHandle,
     OperatorSubtaskState,
+    RocksDBKeyedStateHandle,
+    RocksDBStateFile,
     StreamRange,
 )
 from cairn.checkpoint.messages import SubtaskCheckpointMetrics, TaskKey
@@ -120,6 +123,12 @@ class CheckpointMetadata:
         """Bytes of pickled inline values (listings show this, never the values)."""
         return sum(s.inline_size for op in self.operators.values() for s in op.subtasks.values())
 
+    @property
+    def checkpointed_size(self) -> int:
+        """What this checkpoint added: its state size less files it shares with older ones."""
+        return sum(s.checkpointed_size for op in self.operators.values()
+                   for s in op.subtasks.values())
+
     def with_subtask_stats(self, stats: CheckpointStats | None) -> CheckpointMetadata:
         """A copy that keeps the per-subtask rows of ``stats`` (this checkpoint's statistics).
 
@@ -155,6 +164,9 @@ class CheckpointMetadata:
         for op in self.operators.values():
             for sub in op.subtasks.values():
                 for kh in sub.keyed:
+                    if isinstance(kh, RocksDBKeyedStateHandle):
+                        needed.update((f.path, f.size) for f in kh.files)
+                        continue
                     end = max((r.offset + r.length for r in kh.sections.values()), default=0)
                     needed[kh.path] = max(needed.get(kh.path, 0), end)
                 for oh in sub.operator:
@@ -411,16 +423,7 @@ def _range_from_json(v: list[int]) -> StreamRange:
 
 def _subtask_to_json(s: OperatorSubtaskState) -> dict[str, Any]:
     return {
-        "keyed": [
-            {
-                "path": h.path,
-                "key_group_start": h.key_group_start,
-                "key_group_end": h.key_group_end,
-                "sections": {str(kg): _range_to_json(r) for kg, r in h.sections.items()},
-                "size": h.size,
-            }
-            for h in s.keyed
-        ],
+        "keyed": [_keyed_to_json(h) for h in s.keyed],
         "operator": [
             {
                 "path": h.path,
@@ -443,16 +446,7 @@ def _subtask_to_json(s: OperatorSubtaskState) -> dict[str, Any]:
 
 
 def _subtask_from_json(obj: dict[str, Any], where: str, source: str) -> OperatorSubtaskState:
-    keyed = tuple(
-        KeyedStateHandle(
-            path=str(h["path"]),
-            key_group_start=int(h["key_group_start"]),
-            key_group_end=int(h["key_group_end"]),
-            sections={int(kg): _range_from_json(r) for kg, r in h["sections"].items()},
-            size=int(h["size"]),
-        )
-        for h in obj["keyed"]
-    )
+    keyed = tuple(_keyed_from_json(h) for h in obj["keyed"])
     operator = tuple(
         OperatorStateHandle(
             path=str(h["path"]),
@@ -482,3 +476,56 @@ def _subtask_from_json(obj: dict[str, Any], where: str, source: str) -> Operator
         )
     return OperatorSubtaskState(keyed=keyed, operator=operator, inline=inline,
                                 input_channels=channels)
+
+
+def _keyed_to_json(h: AnyKeyedStateHandle) -> dict[str, Any]:
+    if isinstance(h, RocksDBKeyedStateHandle):  # a "kind" only here: heap entries predate it
+        return {
+            "kind": "rocksdb",
+            "key_group_start": h.key_group_start,
+            "key_group_end": h.key_group_end,
+            "files": [
+                {"name": f.name, "path": f.path, "size": f.size, "crc32": f.crc32,
+                 **({"shared": True} if f.shared else {})}
+                for f in h.files
+            ],
+            "size": h.size,
+            "persisted_size": h.persisted_size,
+            "backend_id": h.backend_id,
+            "base_checkpoint_id": h.base_checkpoint_id,
+        }
+    return {
+        "path": h.path,
+        "key_group_start": h.key_group_start,
+        "key_group_end": h.key_group_end,
+        "sections": {str(kg): _range_to_json(r) for kg, r in h.sections.items()},
+        "size": h.size,
+    }
+
+
+def _keyed_from_json(h: dict[str, Any]) -> AnyKeyedStateHandle:
+    kind = h.get("kind", "heap")
+    if kind == "rocksdb":
+        return RocksDBKeyedStateHandle(
+            key_group_start=int(h["key_group_start"]),
+            key_group_end=int(h["key_group_end"]),
+            files=tuple(
+                RocksDBStateFile(str(f["name"]), str(f["path"]), int(f["size"]),
+                                 int(f["crc32"]), bool(f.get("shared", False)))
+                for f in h["files"]
+            ),
+            size=int(h["size"]),
+            persisted_size=int(h.get("persisted_size", -1)),
+            backend_id=str(h.get("backend_id", "")),
+            base_checkpoint_id=None if h.get("base_checkpoint_id") is None
+            else int(h["base_checkpoint_id"]),
+        )
+    if kind != "heap":
+        raise ValueError(f"unknown keyed state handle kind {kind!r}")
+    return KeyedStateHandle(
+        path=str(h["path"]),
+        key_group_start=int(h["key_group_start"]),
+        key_group_end=int(h["key_group_end"]),
+        sections={int(kg): _range_from_json(r) for kg, r in h["sections"].items()},
+        size=int(h["size"]),
+    )

@@ -9,9 +9,9 @@ Definitions (Flink's): *end-to-end duration* is trigger -> completion (per subta
 acknowledgement); *start delay* is barrier creation -> first barrier at the subtask;
 *alignment duration* is first -> last barrier at the subtask; *sync*/*async* are the two parts
 of the snapshot; *processed*/*persisted* are the bytes processed during alignment and the
-in-flight bytes written by an unaligned checkpoint. Snapshots are full, so the *checkpointed
-size* equals the *state size* (keyed + operator state); persisted in-flight bytes are counted
-separately.
+in-flight bytes written by an unaligned checkpoint. The *checkpointed size* is what a
+checkpoint wrote: its *state size* (keyed + operator state), less the files an incremental
+RocksDB checkpoint shares with older ones; persisted in-flight bytes are counted separately.
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ class SubtaskStats:
     def _figures(self, trigger_ms: int) -> _Figures:
         m = self.metrics
         return _Figures(
-            self.end_to_end_duration_ms(trigger_ms), m.state_size, m.state_size,
+            self.end_to_end_duration_ms(trigger_ms), m.state_size, m.checkpointed,
             m.processed_bytes, m.persisted_bytes, m.alignment_duration_ms, m.start_delay_ms,
             m.sync_duration_ms, m.async_duration_ms,
         )
@@ -167,7 +167,7 @@ class SubtaskStats:
             "sync_duration": m.sync_duration_ms,
             "async_duration": m.async_duration_ms,
             "state_size": m.state_size,
-            "checkpointed_size": m.state_size,
+            "checkpointed_size": m.checkpointed,
             "processed_data": m.processed_bytes,
             "persisted_data": m.persisted_bytes,
             "unaligned": m.unaligned,
@@ -222,8 +222,7 @@ class CheckpointStats:
 
     @property
     def checkpointed_size(self) -> int:
-        # Snapshots are full (not incremental): what was persisted equals the state size.
-        return self.state_size
+        return sum(s.metrics.checkpointed for s in self.subtasks.values())
 
     @property
     def processed_bytes(self) -> int:

@@ -33,6 +33,10 @@ from fsspec.implementations.local import LocalFileSystem
 
 from cairn.checkpoint import local_files
 from cairn.checkpoint.errors import CheckpointNotFoundError, CorruptCheckpointError
+from cairn.checkpoint.handles import (
+    SHARED_DIR_NAME,
+    SHARED_PATH_PREFIX,
+)
 from cairn.checkpoint.metadata import (
     METADATA_FILE_NAME,
     CheckpointMetadata,
@@ -41,6 +45,7 @@ from cairn.checkpoint.metadata import (
     decode_metadata_checked,
     encode_metadata,
 )
+from cairn.checkpoint.shared_state import private_path, without_shared_files
 from cairn.ids import CheckpointId
 from cairn.settings import SigningKey
 
@@ -101,11 +106,20 @@ def _resolve(path: str, storage_options: Mapping[str, Any] | None) -> _Loc:
 
 
 def _check_relative(rel: str, directory: _Loc) -> None:
+    if rel.startswith(SHARED_PATH_PREFIX):  # the job's shared directory, and nothing else
+        rel = rel[len(SHARED_PATH_PREFIX) :]
     parts = rel.replace("\\", "/").split("/")
     if not rel or rel.startswith("/") or "://" in rel or ".." in parts:
         raise CorruptCheckpointError(
             directory.public(), f"state path {rel!r} is not relative to the checkpoint directory"
         )
+
+
+def _locate(directory: _Loc, rel: str) -> _Loc:
+    """Where a (checked) handle path points: in ``directory`` or in the job's ``shared/``."""
+    if rel.startswith(SHARED_PATH_PREFIX):
+        return directory.parent.join(SHARED_DIR_NAME, rel[len(SHARED_PATH_PREFIX) :])
+    return directory.join(rel)
 
 
 def _remove_tree(loc: _Loc) -> None:
@@ -206,6 +220,17 @@ class CheckpointStateWriter:
         _write_new(self._dir.join(rel), data)
         return rel
 
+    def write_shared_file(self, name: str, data: bytes) -> str:
+        """Write into the job's ``shared/`` directory (incremental checkpoints' SST files),
+        named and written like :meth:`write_state_file` (digest under a key; private)."""
+        rel = f"{_UNSAFE.sub('_', name).strip('._') or 'state'}-{uuid.uuid4().hex}"
+        if self._digests:
+            rel += f"-sha256-{hashlib.sha256(data).hexdigest()}"
+        shared = self._dir.parent.join(SHARED_DIR_NAME)
+        _makedirs(shared)
+        _write_new(shared.join(rel), data)
+        return SHARED_PATH_PREFIX + rel
+
 
 class CheckpointStateReader:
     """Reads ranges of state files of one checkpoint directory (``handles.StateFileReader``).
@@ -226,7 +251,7 @@ class CheckpointStateReader:
 
     def read_state_range(self, path: str, offset: int, length: int) -> bytes:
         _check_relative(path, self._dir)
-        loc = self._dir.join(path)
+        loc = _locate(self._dir, path)
         try:
             if self._require_digests:
                 data = self._verified_file(path, loc)[offset : offset + length]
@@ -349,6 +374,25 @@ class CheckpointStorage:
         """Remove ``chk-<id>`` and everything in it; a missing directory is fine."""
         _remove_tree(self._chk(checkpoint_id))
 
+    def delete_shared_files(self, paths: list[str]) -> None:
+        """Delete shared files (``../shared/<name>`` paths); missing ones are fine."""
+        for rel in paths:
+            _check_relative(rel, self._job)
+            loc = self._job.join(SHARED_DIR_NAME, rel[len(SHARED_PATH_PREFIX) :])
+            try:
+                loc.fs.rm_file(loc.path)
+            except FileNotFoundError:
+                pass
+
+    def list_shared_files(self) -> list[str]:
+        """Every file in the job's shared directory, as ``../shared/<name>`` paths."""
+        shared = self._job.join(SHARED_DIR_NAME)
+        try:
+            names = shared.fs.ls(shared.path, detail=False)
+        except FileNotFoundError:
+            return []
+        return sorted(SHARED_PATH_PREFIX + posixpath.basename(str(n)) for n in names)
+
     def discard_job_dir(self) -> None:
         """Remove this job's whole checkpoint directory (retention on termination)."""
         _remove_tree(self._job)
@@ -379,8 +423,9 @@ class CheckpointStorage:
         _makedirs(target)
         for rel in sorted(metadata.referenced_files()):
             _check_relative(rel, src)
-            _copy_file(src.join(rel), target.join(rel))
-        savepoint = replace(metadata, is_savepoint=True)
+            _copy_file(_locate(src, rel), target.join(private_path(rel)))
+        operators = without_shared_files(metadata.operators)
+        savepoint = replace(metadata, operators=operators, is_savepoint=True)
         _atomic_write(target.join(METADATA_FILE_NAME), encode_metadata(savepoint, self.signing_key))
         return CompletedCheckpoint(savepoint, target.public())
 

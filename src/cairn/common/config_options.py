@@ -200,16 +200,46 @@ CHECKPOINTING_INCREMENTAL = _define(
     CP + "incremental",
     "bool",
     False,
-    "Incremental checkpoints (RocksDB backend).",
+    "Incremental checkpoints (RocksDB backend): upload only new SST files.",
     "state.backend.incremental",
 )
 STATE_BACKEND = _define(
     "state.backend.type",
     "enum",
     "hashmap",
-    "hashmap (heap) or rocksdb (not implemented yet).",
+    "hashmap (state as Python objects in worker memory) or rocksdb (embedded RocksDB on "
+    "local disk).",
     "state.backend",
     choices=_spellings(("hashmap", "jobmanager", "filesystem"), ("rocksdb",)),
+)
+ROCKSDB_LOCALDIR = _define(
+    "state.backend.rocksdb.localdir",
+    "str",
+    None,
+    "Local directory of the RocksDB backend's working files (default: the temp dir).",
+    "state.backend.rocksdb.local-dir",
+    check=_non_empty,
+)
+ROCKSDB_BLOCK_CACHE = _define(
+    "state.backend.rocksdb.block.cache-size",
+    "memory",
+    8 << 20,
+    "RocksDB block cache per subtask and operator.",
+    check=_at_least(1, "block cache size", " bytes"),
+)
+ROCKSDB_WRITE_BUFFER_SIZE = _define(
+    "state.backend.rocksdb.writebuffer.size",
+    "memory",
+    64 << 20,
+    "RocksDB memtable size; all memtables of a database together are capped at size x count.",
+    check=_at_least(1, "write buffer size", " bytes"),
+)
+ROCKSDB_WRITE_BUFFER_COUNT = _define(
+    "state.backend.rocksdb.writebuffer.count",
+    "int",
+    2,
+    "RocksDB memtables per column family (and the cap's multiplier).",
+    check=_at_least(1, "write buffer count"),
 )
 
 RESTART_TYPE = _define(

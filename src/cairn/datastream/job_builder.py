@@ -37,7 +37,9 @@ from cairn.settings import (
     ExecutorKind,
     JobSettings,
     NetworkSettings,
+    RocksDBSettings,
     SigningKey,
+    StateBackendKind,
     StateSettings,
 )
 
@@ -106,12 +108,6 @@ def prepare_job(
             f"{opts.RUNTIME_MODE.key}: BATCH is not supported; Cairn runs every job in "
             "STREAMING mode (bounded sources still finish)"
         )
-    if get(opts.STATE_BACKEND) == "rocksdb":
-        raise ConfigurationError(
-            "the RocksDB state backend (EmbeddedRocksDBStateBackend, "
-            f"{opts.STATE_BACKEND.key}: rocksdb) is not implemented in Cairn yet; use "
-            f"HashMapStateBackend ({opts.STATE_BACKEND.key}: hashmap)"
-        )
     transformations = reachable(sinks)
     check_unique_uids(transformations)
     check_serializable(transformations)
@@ -141,7 +137,7 @@ def prepare_job(
         operator_chaining=bool(get(opts.OPERATOR_CHAINING)),
         job_parameters=dict(get(opts.JOB_PARAMETERS) or {}),
         deploy=deploy_settings_from(resolved),
-        state=StateSettings.from_environ(os.environ),
+        state=state_settings_from(resolved, os.environ),
         switch_interval_ms=int(get(opts.WORKER_SWITCH_INTERVAL)),
         network=NetworkSettings(
             batch_size=int(get(opts.NETWORK_BATCH_SIZE)),
@@ -177,6 +173,34 @@ def signing_key_from_environ(environ: Mapping[str, str]) -> SigningKey | None:
         return SigningKey.parse(text)
     except ValueError as e:
         raise ConfigurationError(f"environment variable {SIGNING_KEY_ENV}: {e}") from None
+def state_settings_from(
+    resolved: Mapping[str, Any], environ: Mapping[str, str]
+) -> StateSettings:
+    """The state backend of validated configuration (``state.backend.*``), with the heap
+    backend's environment overrides.
+
+    >>> state_settings_from({"state.backend.type": "rocksdb"}, {}).backend
+    <StateBackendKind.ROCKSDB: 'rocksdb'>
+    """
+
+    def get(option: opts.ConfigOption) -> Any:
+        return resolved.get(option.key, option.default)
+
+    env = StateSettings.from_environ(environ)
+    backend = StateBackendKind(get(opts.STATE_BACKEND))
+    incremental = bool(get(opts.CHECKPOINTING_INCREMENTAL))
+    return StateSettings(
+        fork_threshold=env.fork_threshold,
+        fork_niceness=env.fork_niceness,
+        backend=backend,
+        incremental=incremental,
+        rocksdb=RocksDBSettings(
+            local_dir=get(opts.ROCKSDB_LOCALDIR),
+            block_cache_bytes=int(get(opts.ROCKSDB_BLOCK_CACHE)),
+            write_buffer_bytes=int(get(opts.ROCKSDB_WRITE_BUFFER_SIZE)),
+            write_buffer_count=int(get(opts.ROCKSDB_WRITE_BUFFER_COUNT)),
+        ),
+    )
 
 
 def deploy_settings_from(resolved: Mapping[str, Any]) -> DeploySettings:

@@ -1,8 +1,8 @@
 """State backends (``pyflink.datastream.state_backend``): where working state lives.
 
 Invariant: a backend object is only a way to set ``state.backend.type`` (and
-``execution.checkpointing.incremental``). Only the heap backend (``hashmap``) exists yet; a job
-configured with ``rocksdb`` fails at submission with a ``ConfigurationError``.
+``execution.checkpointing.incremental``); the configuration decides, and an unknown backend
+name fails at submission with a ``ConfigurationError``.
 """
 
 from __future__ import annotations
@@ -42,9 +42,14 @@ class HashMapStateBackend(StateBackend):
 
 
 class EmbeddedRocksDBStateBackend(StateBackend):
-    """RocksDB on local disk, with optional incremental checkpoints.
+    """Keyed state in an embedded RocksDB per subtask on the worker's local disk
+    (``state.backend.rocksdb.localdir``), so state may outgrow memory; snapshots upload a
+    RocksDB checkpoint's files; with ``enable_incremental_checkpointing``
+    (``execution.checkpointing.incremental``) only the SST files that no completed checkpoint
+    uploaded yet.
 
-    Not implemented yet: accepted here so scripts load, rejected at submission.
+    >>> EmbeddedRocksDBStateBackend(True).to_configuration()["state.backend.type"]
+    'rocksdb'
     """
 
     backend_type = "rocksdb"

@@ -205,8 +205,9 @@ class StreamExecutionEnvironment:
         return self.configure(restart_strategy_configuration.to_configuration())
 
     def set_state_backend(self, state_backend: StateBackend) -> StreamExecutionEnvironment:
-        """``HashMapStateBackend()`` (the default). ``EmbeddedRocksDBStateBackend`` is accepted
-        but not implemented yet: submission fails with a ``ConfigurationError``."""
+        """``HashMapStateBackend()`` (the default) or ``EmbeddedRocksDBStateBackend(...)``;
+        the same as setting ``state.backend.type`` (and
+        ``execution.checkpointing.incremental``)."""
         if not isinstance(state_backend, StateBackend):
             raise TypeError(f"expected a StateBackend, got {state_backend!r}")
         self._configuration.remove_config(opts.CHECKPOINTING_INCREMENTAL.key)

@@ -64,8 +64,10 @@ from cairn.runtime.record_writer import RecordWriter
 from cairn.runtime.task import StreamTask
 from cairn.runtime.wakeup import Wakeup
 from cairn.settings import JobSettings
+from cairn.state.api import KeyedStateBackend
 from cairn.state.errors import CorruptStateError
-from cairn.state.heap_backend import HeapKeyedStateBackend, OperatorStateBackend
+from cairn.state.factory import clean_local_state, create_keyed_backend
+from cairn.state.heap_backend import OperatorStateBackend
 from cairn.state.key_groups import key_group_range_for_subtask
 
 log = logging.getLogger(__name__)
@@ -172,6 +174,7 @@ class Worker:
         self._senders: dict[int, ConnectionSender] = {}
         self._inbound: list[FramedConnection] = []
         self.tasks: list[StreamTask] = []
+        self._keyed_backends: list[KeyedStateBackend] = []
         self._master: FramedConnection | None = None
         self._master_lock = threading.Lock()
         # Input channels of this worker's tasks exist before any peer can connect.
@@ -341,6 +344,7 @@ class Worker:
         return restores
 
     def _build_tasks(self) -> None:
+        clean_local_state(self.settings.state, self.job_id, self.attempt, ending=False)
         restores = self._restore_states()
         settings = self.settings
         alignment = settings.checkpoint.mode
@@ -384,12 +388,15 @@ class Worker:
                     kg_range = key_group_range_for_subtask(
                         node.max_parallelism, node.parallelism, key.subtask_index
                     )
-                    keyed = HeapKeyedStateBackend(
+                    keyed = create_keyed_backend(
+                        settings.state,
                         kg_range,
                         node.max_parallelism,
-                        fork_threshold=settings.state.fork_threshold,
-                        fork_niceness=settings.state.fork_niceness,
+                        job_id=self.job_id,
+                        attempt=self.attempt,
+                        name=f"{node.uid}-{key.subtask_index}-",
                     )
+                    self._keyed_backends.append(keyed)
                 op.setup(
                     OperatorContext(
                         node=node,
@@ -583,6 +590,12 @@ class Worker:
         # directories of aborted checkpoints once every worker is gone).
         finished = self._outcome is WorkerOutcome.FINISHED
         self._async.shutdown(wait=True, cancel_futures=not finished)
+        for backend in self._keyed_backends:  # after the uploads: they read RocksDB's files
+            try:
+                backend.dispose()
+            except Exception:
+                log.warning("disposing a keyed state backend failed", exc_info=True)
+        clean_local_state(self.settings.state, self.job_id, self.attempt, ending=True)
         self._abort_connections()
 
 

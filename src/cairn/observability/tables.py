@@ -111,7 +111,7 @@ class RetainedCheckpoint:
         out.update({
             "state_size": None if md is None else md.state_size,
             "inline_size": None if md is None else md.inline_size,
-            "checkpointed_size": None if md is None else md.state_size,
+            "checkpointed_size": None if md is None else md.checkpointed_size,
             "processed_data": None if st is None else st.processed_bytes,
             "persisted_data": None if st is None else st.persisted_bytes,
             "alignment_duration": None if st is None else st.max_alignment_duration_ms,
@@ -156,9 +156,10 @@ def load_retained(
 def checkpoints_table(path: str | Sequence[RetainedCheckpoint]) -> str:
     """``cairn checkpoints PATH``: retained checkpoints and savepoints with their statistics.
 
-    Columns: id, kind, completed, duration (end-to-end), size (state), status, signature
-    (verified, unsigned, or signed but not checked without a key), alignment, sync and async
-    (slowest subtask), persisted (in-flight bytes), unaligned, path.
+    Columns: id, kind, completed, duration (end-to-end), size (state), status, added (what it
+    wrote: less than its size when incremental), signature (verified, unsigned, or signed but
+    not checked without a key), alignment, sync and async (slowest subtask), persisted
+    (in-flight bytes), unaligned, path.
     """
     rows_in = load_retained(path) if isinstance(path, str) else list(path)
     if not rows_in:
@@ -174,6 +175,7 @@ def checkpoints_table(path: str | Sequence[RetainedCheckpoint]) -> str:
             _ms(s.duration_ms),
             _size(s.state_size),
             "ok" if s.ok else f"UNUSABLE: {s.error}",
+            _size(None if md is None else md.checkpointed_size),
             "-" if s.signature is None else s.signature.value,
             _ms(None if st is None else st.max_alignment_duration_ms),
             _ms(None if st is None else st.max_sync_duration_ms),
@@ -182,7 +184,7 @@ def checkpoints_table(path: str | Sequence[RetainedCheckpoint]) -> str:
             _yes(None if st is None else st.unaligned),
             s.path,
         ))
-    return render(("id", "kind", "completed", "duration", "size", "status", "signature",
+    return render(("id", "kind", "completed", "duration", "size", "status", "added", "signature",
                    "alignment", "sync", "async", "persisted", "unaligned", "path"), rows)
 
 

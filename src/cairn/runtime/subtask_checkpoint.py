@@ -253,6 +253,7 @@ class SubtaskCheckpointCoordinator:
                     sync_duration_ms=int(sync_ms),
                     async_duration_ms=int((time.perf_counter() - t1) * 1000),
                     state_size=sum(s.state_size for s in states.values()),
+                    checkpointed_size=sum(s.checkpointed_size for s in states.values()),
                     processed_bytes=processed_bytes,
                     persisted_bytes=0,
                     unaligned=unaligned,
@@ -270,6 +271,7 @@ class SubtaskCheckpointCoordinator:
         if faults.active:
             faults.check("before-commit", name, index, checkpoint_id)
         for op in self._operators:
+            op.notify_backend_checkpoint_complete(checkpoint_id)
             op.notify_checkpoint_complete(checkpoint_id)
         if faults.active:
             faults.check("after-commit", name, index, checkpoint_id)

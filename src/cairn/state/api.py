@@ -1,4 +1,4 @@
-"""The seams between operators/tasks and state backends (heap today, RocksDB later).
+"""The seams between operators/tasks and state backends (heap and RocksDB).
 
 Invariant: a backend is used from its task thread only, except for the callable returned by
 ``snapshot``: that asynchronous part may run on any thread while the task keeps processing,
@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, overload
 
 from cairn.checkpoint.handles import (
-    KeyedStateHandle,
+    AnyKeyedStateHandle,
     OperatorStateHandle,
     StateFileReader,
     StateFileWriter,
@@ -40,8 +40,8 @@ __all__ = [
     "OperatorStateBackend",
 ]
 
-KeyedSnapshot = Callable[[StateFileWriter], KeyedStateHandle | None]
-"""Asynchronous part of a keyed snapshot: writes one file, ``None`` when there is no state."""
+KeyedSnapshot = Callable[[StateFileWriter], AnyKeyedStateHandle | None]
+"""Asynchronous part of a keyed snapshot: writes its files, ``None`` when there is no state."""
 
 OperatorSnapshot = Callable[[StateFileWriter], OperatorStateHandle | None]
 """Asynchronous part of an operator-state snapshot."""
@@ -113,8 +113,11 @@ class KeyedStateBackend(Protocol):
         """Synchronous part of a checkpoint; returns the asynchronous part."""
         ...
 
-    def restore(self, handles: Sequence[KeyedStateHandle], reader: StateFileReader) -> None:
+    def restore(self, handles: Sequence[AnyKeyedStateHandle], reader: StateFileReader) -> None:
         """Load the key groups of this backend's range from any number of old subtasks."""
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """``checkpoint_id`` completed (an incremental backend may now reuse its files)."""
 
     def dispose(self) -> None: ...
 

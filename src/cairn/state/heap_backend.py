@@ -25,7 +25,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cairn.checkpoint.handles import KeyedStateHandle, StateFileReader, StateFileWriter
+from cairn.checkpoint.handles import (
+    AnyKeyedStateHandle,
+    KeyedStateHandle,
+    StateFileReader,
+    StateFileWriter,
+)
 from cairn.clock import Clock, SystemClock
 from cairn.datastream.state import State, StateDescriptor, StateTtlConfig
 from cairn.ids import CheckpointId
@@ -395,10 +400,16 @@ class HeapKeyedStateBackend(KeyedStateBackend):
 
     # ---------------------------------------------------------------------------- restore
 
-    def restore(self, handles: Sequence[KeyedStateHandle], reader: StateFileReader) -> None:
+    def restore(self, handles: Sequence[AnyKeyedStateHandle], reader: StateFileReader) -> None:
         """Load this backend's key groups from ``handles`` (written at any parallelism)."""
         owner: dict[int, str] = {}
         for handle in handles:
+            if not isinstance(handle, KeyedStateHandle):
+                raise StateRestoreError(
+                    f"state file {handle.path!r} was written by the RocksDB state backend; "
+                    "this job uses the heap (hashmap) backend (state.backend.type): restore "
+                    "it with the backend that wrote it"
+                )
             wanted = {int(kg): r for kg, r in handle.sections.items() if int(kg) in self._range}
             for kg in wanted:
                 if kg in owner:
@@ -433,6 +444,9 @@ class HeapKeyedStateBackend(KeyedStateBackend):
             table.groups[kg].update(entries)
         for domain, entries in section["timers"].items():
             self._timers[domain].add_all(entries, kg)
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Nothing to do: every heap snapshot is complete in itself."""
 
     def dispose(self) -> None:
         for t in self._tables.values():

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from cairn.checkpoint.handles import (
-    KeyedStateHandle,
+    AnyKeyedStateHandle,
     OperatorStateHandle,
     OperatorSubtaskState,
     StateFileReader,
@@ -63,7 +63,7 @@ class OperatorRestore:
 class OperatorSnapshot:
     """Result of the synchronous part; ``run`` performs the asynchronous part."""
 
-    keyed: Callable[[StateFileWriter], KeyedStateHandle | None] | None
+    keyed: Callable[[StateFileWriter], AnyKeyedStateHandle | None] | None
     operator: Callable[[StateFileWriter], OperatorStateHandle | None] | None
     inline: dict[str, Any] = field(default_factory=dict)
 
@@ -121,6 +121,12 @@ class StreamOperator:
 
     def open(self) -> None:
         pass
+
+    def notify_backend_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Tell the keyed state backend (before ``notify_checkpoint_complete``)."""
+        ctx = getattr(self, "ctx", None)  # set by ``setup``
+        if ctx is not None and ctx.keyed_backend is not None:
+            ctx.keyed_backend.notify_checkpoint_complete(checkpoint_id)
 
     def process_batch(self, records: list[Any]) -> None:
         self.output(records)

@@ -1,0 +1,75 @@
+"""A bounded write-back cache of the value-like states' newest bytes, in front of RocksDB.
+
+Invariant: for every key in a state's ``entries`` the cache holds that key's current encoded
+value (``None``: deleted), newer than RocksDB's; ``flush`` writes them all in one
+``WriteBatch`` and empties the cache. A state's cache is flushed when it reaches
+``max_entries``, and every cache before anything reads RocksDB directly (a snapshot,
+iterating keys, converting values), so RocksDB plus the cache is always the state. It keeps
+bytes, never the user's objects: a value read twice is decoded twice, as without the cache.
+It exists because one ``put`` through rocksdict costs ~3 us from Python, a batched one ~1.7.
+
+>>> import tempfile
+>>> from cairn.state.rocksdb.db import RocksDBMemory, StateDB
+>>> db = StateDB.open(tempfile.mkdtemp(), RocksDBMemory(block_cache_bytes=1 << 20))
+>>> cache = WriteCache(db, "s:v", max_entries=2)
+>>> cache.put(b"a", b"1"); cache.get(b"a"), db.column_family("s:v").get(b"a")
+(b'1', None)
+>>> cache.put(b"b", b"2"); db.column_family("s:v").get(b"a")  # full: flushed
+b'1'
+>>> db.close()
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import rocksdict
+
+from cairn.state.rocksdb.db import DEFAULT_WRITE_CACHE_ENTRIES, StateDB
+
+__all__ = ["WriteCache"]
+
+_ABSENT: Any = object()
+
+
+class WriteCache:
+    """The cache of one column family (see the module docstring)."""
+
+    __slots__ = ("_db", "_handle", "_max", "column_family", "entries")
+
+    def __init__(self, db: StateDB, name: str, max_entries: int = DEFAULT_WRITE_CACHE_ENTRIES):
+        if max_entries < 1:
+            raise ValueError(f"max_entries must be positive, got {max_entries}")
+        self._db = db
+        self.column_family = db.column_family(name)
+        self._handle = db.handle(name)
+        self._max = max_entries
+        self.entries: dict[bytes, bytes | None] = {}
+
+    def get(self, key: bytes) -> bytes | None:
+        raw = self.entries.get(key, _ABSENT)
+        if raw is _ABSENT:
+            got: bytes | None = self.column_family.get(key)
+            return got
+        return raw  # type: ignore[no-any-return]
+
+    def put(self, key: bytes, value: bytes | None) -> None:
+        """Set (``None``: delete) ``key``'s value."""
+        entries = self.entries
+        entries[key] = value
+        if len(entries) >= self._max:
+            self.flush()
+
+    def flush(self) -> None:
+        entries = self.entries
+        if not entries:
+            return
+        batch = rocksdict.WriteBatch(raw_mode=True)
+        handle = self._handle
+        for k, v in entries.items():
+            if v is None:
+                batch.delete(k, handle)
+            else:
+                batch.put(k, v, handle)
+        self._db.db.write(batch, self._db.write_options)
+        entries.clear()
