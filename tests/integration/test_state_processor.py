@@ -354,3 +354,25 @@ def test_bad_list_layout_and_descriptor(spark: Any, stopped_job: Any) -> None:
         "sequence-check", ValueStateDescriptor("last", Types.LONG()), list_layout=ListLayout.ARRAYS
     )
     assert frame.count() == KEYS  # the layout only matters for list state
+
+
+@pytest.mark.s3
+def test_on_s3_with_storage_options(spark: Any, seaweed: Any) -> None:
+    from cairn.common.storage_options import s3_storage_options
+
+    options = s3_storage_options({**seaweed.flink_config(), "s3.path.style.access": True})
+    frame = spark.range(1000).selectExpr("concat('k', id) as key", "id as value")
+    first, second = seaweed.url("state-processor", "sp-1"), seaweed.url("state-processor", "sp-2")
+    SavepointWriter.new_savepoint(spark, storage_options=options).with_keyed_state(
+        "op", SUM, frame, parallelism=2
+    ).write(first)
+    reader = SavepointReader.read(spark, first, storage_options=options)
+    doubled = reader.read_keyed_state("op", SUM).selectExpr("key", "value * 2 as value")
+    SavepointWriter.from_existing_savepoint(spark, first, storage_options=options).with_keyed_state(
+        "op", LAST, doubled
+    ).write(second)
+    both = SavepointReader.read(spark, second, storage_options=options)
+    assert dict(both.read_keyed_state("op", SUM).collect()) == {f"k{i}": i for i in range(1000)}
+    assert dict(both.read_keyed_state("op", LAST).collect()) == {
+        f"k{i}": 2 * i for i in range(1000)
+    }
