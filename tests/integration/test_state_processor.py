@@ -376,3 +376,18 @@ def test_on_s3_with_storage_options(spark: Any, seaweed: Any) -> None:
     assert dict(both.read_keyed_state("op", LAST).collect()) == {
         f"k{i}": 2 * i for i in range(1000)
     }
+
+
+def test_operator_without_keyed_state(spark: Any, stopped_job: Any) -> None:
+    checkpoint, _ = stopped_job
+    reader = SavepointReader.read(spark, checkpoint.directory)
+    with pytest.raises(UnknownStateError, match=r"uid 'sequence-source' has no keyed state"):
+        reader.read_keyed_state("sequence-source", SUM)
+
+
+def test_the_benchmark_runs(tmp_path: Path) -> None:
+    from bench.state_processor import run
+
+    result = run(2000, 2, str(tmp_path))
+    assert result["keys"] == 2000 and result["bootstrap_keys_per_s"] > 0
+    assert result["read_keys_per_s"] > 0 and result["savepoint_bytes"] > 0

@@ -268,8 +268,11 @@ class SavepointReader:
         """
         kind = _keyed_kind(descriptor)
         slices = [s for s in self._slices(uid, num_partitions) if s.files]
-        if slices:
-            self._check_state(uid, slices, descriptor.name, kind)
+        if not slices:
+            raise UnknownStateError(
+                f"operator uid {uid!r} has no keyed state (state {descriptor.name!r} asked for)"
+            )
+        self._check_state(uid, slices, descriptor.name, kind)
         columns, pickled_elements = _keyed_columns(descriptor, kind, key_type, list_layout)
         if schema is not None:
             columns = _apply_schema(schema, columns, uid, descriptor.name)
@@ -284,7 +287,7 @@ class SavepointReader:
             "reading state %r of %r from %s in %d tasks",
             descriptor.name, uid, self.checkpoint.directory, len(slices),
         )
-        rdd = self.spark.sparkContext.parallelize(slices, max(1, len(slices))).flatMap(task)
+        rdd = self.spark.sparkContext.parallelize(slices, len(slices)).flatMap(task)
         return self.spark.createDataFrame(rdd, struct, verifySchema=False)
 
     # --------------------------------------------------------------------- operator state

@@ -254,7 +254,8 @@ class SavepointWriter:
         its key's list (an array column gives whole lists; in which order rows of one key
         arrive is Spark's, so use arrays where order matters); map state one row per user
         key. Column types must fit the descriptor's type info; where it has no Spark type,
-        the column holds pickles (as ``SavepointReader`` gives them). ``key_type`` set to
+        the column holds pickles (as ``SavepointReader`` gives them; list state of such
+        elements one element per row). ``key_type`` set to
         ``Types.PICKLED_BYTE_ARRAY()`` reads pickled keys. Other states of ``uid`` in the
         base savepoint are kept; ``parallelism`` (new operators only) is the number of
         tasks and files (default: Spark's default parallelism).
@@ -289,6 +290,9 @@ class SavepointWriter:
 
     def write(self, path: str) -> CompletedCheckpoint:
         """Run the Spark jobs that write the state files into ``path``, then ``_metadata``.
+
+        A write that fails leaves state files but no ``_metadata`` in ``path``: that is not a
+        savepoint (nothing restores it); delete the directory and write again.
 
         Raises:
             FileExistsError: ``path`` already holds a savepoint or checkpoint.
