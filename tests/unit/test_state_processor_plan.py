@@ -184,3 +184,22 @@ def test_docstring_examples(name: str) -> None:
     result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
     assert result.failed == 0
     assert result.attempted > 0
+
+
+def test_storage_writes_state_files_and_publishes_metadata_once(tmp_path: Any) -> None:
+    from cairn.checkpoint.errors import CorruptCheckpointError
+    from cairn.checkpoint.metadata import CheckpointMetadata
+    from cairn.checkpoint.storage import load_checkpoint, open_reader, open_writer, publish_metadata
+    from cairn.ids import CheckpointId, JobId
+
+    target = str(tmp_path / "sp")
+    rel = open_writer(target, digests=True).write_state_file("keyed-kg0-1.state", b"state")
+    assert "-sha256-" in rel
+    assert open_reader(target, require_digests=True).read_state_file(rel) == b"state"
+    md = CheckpointMetadata(JobId("j"), CheckpointId(1), 1, 2, 128, is_savepoint=True)
+    assert publish_metadata(md, target).metadata == load_checkpoint(target).metadata == md
+    with pytest.raises(FileExistsError, match="already contains"):
+        publish_metadata(md, target)
+    (tmp_path / "sp" / rel).write_bytes(b"changed")
+    with pytest.raises(CorruptCheckpointError, match="SHA-256"):
+        open_reader(target, require_digests=True).read_state_file(rel)
