@@ -391,3 +391,47 @@ def test_the_benchmark_runs(tmp_path: Path) -> None:
     result = run(2000, 2, str(tmp_path))
     assert result["keys"] == 2000 and result["bootstrap_keys_per_s"] > 0
     assert result["read_keys_per_s"] > 0 and result["savepoint_bytes"] > 0
+
+
+def test_list_and_map_state_round_trip(spark: Any, tmp_path: Path) -> None:
+    hist = ListStateDescriptor("hist", Types.LONG())
+    seen = MapStateDescriptor("seen", Types.STRING(), Types.DOUBLE())
+    elements = spark.createDataFrame([("a", 1), ("a", 2), ("b", 3)], "key string, value long")
+    arrays = spark.createDataFrame([("c", [4, 5])], "key string, value array<long>")
+    entries = spark.createDataFrame(
+        [("a", "x", 1.5), ("a", "y", 2.0), ("b", "x", 3.0)],
+        "key string, user_key string, value double",
+    )
+    target = str(tmp_path / "lists")
+    first = str(tmp_path / "first")
+    SavepointWriter.new_savepoint(spark).with_keyed_state("op", hist, elements).write(first)
+    (
+        SavepointWriter.from_existing_savepoint(spark, first)
+        .with_keyed_state("other", hist, arrays)
+        .with_keyed_state("op", seen, entries)
+        .write(target)
+    )
+    reader = SavepointReader.read(spark, target)
+    exploded = reader.read_keyed_state("op", hist).collect()
+    assert sorted(exploded) == [("a", 1), ("a", 2), ("b", 3)]
+    as_arrays = reader.read_keyed_state("op", hist, list_layout=ListLayout.ARRAYS).collect()
+    assert sorted((k, sorted(v)) for k, v in as_arrays) == [("a", [1, 2]), ("b", [3])]
+    assert reader.read_keyed_state("other", hist).collect() == [("c", 4), ("c", 5)]
+    assert sorted(reader.read_keyed_state("op", seen).collect()) == [
+        ("a", "x", 1.5), ("a", "y", 2.0), ("b", "x", 3.0)
+    ]
+    assert reader.read_keyed_state("op", seen).columns == ["key", "user_key", "value"]
+
+
+def test_a_given_schema_names_and_types_the_columns(spark: Any, stopped_job: Any) -> None:
+    from pyspark.sql import types as T
+
+    checkpoint, reported = stopped_job
+    reader = SavepointReader.read(spark, checkpoint.directory)
+    schema = T.StructType([T.StructField("user", T.StringType()),
+                           T.StructField("total", T.IntegerType())])
+    frame = reader.read_keyed_state("sequence-check", SUM, schema=schema)
+    assert frame.columns == ["user", "total"]
+    assert dict(frame.collect()) == {k: t for k, (_s, t) in reported.items()}
+    with pytest.raises(StateProcessorError, match=r"schema has 1 fields, the state has 2"):
+        reader.read_keyed_state("sequence-check", SUM, schema=T.StructType(schema.fields[:1]))
