@@ -435,3 +435,33 @@ def test_a_given_schema_names_and_types_the_columns(spark: Any, stopped_job: Any
     assert dict(frame.collect()) == {k: t for k, (_s, t) in reported.items()}
     with pytest.raises(StateProcessorError, match=r"schema has 1 fields, the state has 2"):
         reader.read_keyed_state("sequence-check", SUM, schema=T.StructType(schema.fields[:1]))
+
+
+def test_a_job_with_a_signing_key_restores_a_signed_bootstrap(spark: Any, tmp_path: Path) -> None:
+    key = "a-signing-key-of-some-length"
+    frame = spark.createDataFrame([("a", 10), ("b", 20)], "key string, value long")
+    target = str(tmp_path / "signed")
+    SavepointWriter.new_savepoint(spark, signing_key=key).with_keyed_state(
+        "keyed-sum", SUM, frame
+    ).write(target)
+    unsigned = str(tmp_path / "unsigned")
+    SavepointWriter.new_savepoint(spark).with_keyed_state("keyed-sum", SUM, frame).write(unsigned)
+
+    def run(path: str) -> list[Any]:
+        conf = Configuration()
+        conf.set_string("cairn.executor", "inprocess")
+        conf.set_string("cairn.checkpoint.signing-key", key)
+        conf.set_string("execution.savepoint.path", path)
+        env = StreamExecutionEnvironment.get_execution_environment(conf)
+        env.set_parallelism(2)
+        return sorted(
+            env.from_collection([("a", 1), ("b", 2)])
+            .key_by(lambda r: r[0])
+            .process(RunningSum())
+            .uid("keyed-sum")
+            .execute_and_collect("signed-restore", limit=2)
+        )
+
+    assert run(target) == [("a", 11), ("b", 22)]
+    with pytest.raises(Exception, match="not signed"):
+        run(unsigned)
