@@ -465,3 +465,10 @@ def test_a_job_with_a_signing_key_restores_a_signed_bootstrap(spark: Any, tmp_pa
     assert run(target) == [("a", 11), ("b", 22)]
     with pytest.raises(Exception, match="not signed"):
         run(unsigned)
+
+
+def test_writing_over_the_base_is_refused(spark: Any, stopped_job: Any) -> None:
+    checkpoint, _ = stopped_job
+    writer = SavepointWriter.from_existing_savepoint(spark, checkpoint.directory)
+    with pytest.raises(StateProcessorError, match="over its own base"):
+        writer.remove_operator("file-sink").write("file://" + checkpoint.directory)

@@ -299,10 +299,11 @@ class SavepointWriter:
             StateProcessorError: bad rows (duplicate keys, values that do not fit) or an
                 unreadable base savepoint; the Spark job's error names uid, state and key.
         """
-        if self.base is not None and self.base.directory.rstrip("/") == path.rstrip("/"):
+        target = open_reader(path, self.storage_options).directory  # the resolved name
+        if self.base is not None and _place(self.base.directory, self.storage_options) == (
+            _place(target, self.storage_options)
+        ):
             raise StateProcessorError(f"{path}: cannot write a savepoint over its own base")
-        open_target = open_reader(path, self.storage_options)  # only to resolve the name
-        target = open_target.directory
         _refuse_existing(target, self.storage_options)
         start_ms = int(time.time() * 1000)
         operators, renamed = self._copy_kept(target, set(self._operators))
@@ -432,6 +433,14 @@ def _renamed(sub: OperatorSubtaskState, renamed: Mapping[str, str]) -> OperatorS
             channels, path=renamed.get(channels.path, channels.path)
         ),
     )
+
+
+def _place(path: str, storage_options: Mapping[str, Any]) -> tuple[Any, str]:
+    """Filesystem protocol and path of ``path``, however it is spelled (URL or plain)."""
+    from fsspec.core import url_to_fs
+
+    fs, p = url_to_fs(path, **dict(storage_options))
+    return fs.protocol, p.rstrip("/")
 
 
 def _refuse_existing(target: str, storage_options: Mapping[str, Any]) -> None:
