@@ -267,6 +267,17 @@ class CheckpointStateReader:
             )
         return data
 
+    def read_state_file(self, path: str) -> bytes:
+        """The whole of ``path`` (checked against its digest like ranges are), e.g. to copy it."""
+        _check_relative(path, self._dir)
+        loc = self._dir.join(path)
+        try:
+            if self._require_digests:
+                return self._verified_file(path, loc)
+            return bytes(loc.fs.cat_file(loc.path))
+        except FileNotFoundError:
+            raise CorruptCheckpointError(loc.public(), "state file is missing") from None
+
     def _verified_file(self, path: str, loc: _Loc) -> bytes:
         cached = self._verified
         if cached is not None and cached[0] == path:
@@ -301,6 +312,39 @@ def open_reader(
     """Reader for the checkpoint or savepoint at ``directory`` (e.g. on a worker restoring);
     ``require_digests``: check every file against its digest (see the reader)."""
     return CheckpointStateReader(_resolve(directory, storage_options), require_digests)
+
+
+def open_writer(
+    directory: str,
+    storage_options: Mapping[str, Any] | None = None,
+    digests: bool = False,
+    checkpoint_id: int = 0,
+) -> CheckpointStateWriter:
+    """Writer of state files into ``directory`` (e.g. a savepoint written by Spark tasks);
+    ``digests``: name each file with its SHA-256, as a storage with a signing key does."""
+    return CheckpointStateWriter(
+        _resolve(directory, storage_options), CheckpointId(checkpoint_id), digests
+    )
+
+
+def publish_metadata(
+    metadata: CheckpointMetadata,
+    directory: str,
+    storage_options: Mapping[str, Any] | None = None,
+    key: SigningKey | None = None,
+) -> CompletedCheckpoint:
+    """Write ``metadata`` as ``directory/_metadata`` (atomically, signed with ``key`` if
+    given): the last step of writing a savepoint whose state files are already there.
+
+    Raises:
+        FileExistsError: ``directory`` already holds a checkpoint or savepoint.
+    """
+    loc = _resolve(directory, storage_options)
+    if loc.fs.exists(loc.join(METADATA_FILE_NAME).path):
+        raise FileExistsError(f"{loc.public()}: already contains a savepoint or checkpoint")
+    _makedirs(loc)
+    _atomic_write(loc.join(METADATA_FILE_NAME), encode_metadata(metadata, key))
+    return CompletedCheckpoint(metadata, loc.public())
 
 
 class CheckpointStorage:
