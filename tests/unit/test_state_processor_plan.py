@@ -203,3 +203,14 @@ def test_storage_writes_state_files_and_publishes_metadata_once(tmp_path: Any) -
     (tmp_path / "sp" / rel).write_bytes(b"changed")
     with pytest.raises(CorruptCheckpointError, match="SHA-256"):
         open_reader(target, require_digests=True).read_state_file(rel)
+
+
+def test_state_of_the_rocksdb_backend_is_refused_with_the_operator_named() -> None:
+    from cairn.checkpoint.handles import RocksDBKeyedStateHandle
+    from cairn.state_processor.errors import StateProcessorError
+    from cairn.state_processor.plan import heap_format_handles
+
+    rocks = RocksDBKeyedStateHandle(0, 127, (), 0)
+    with pytest.raises(StateProcessorError, match="'sums'.*RocksDB state backend"):
+        heap_format_handles([rocks], "sums")
+    assert heap_format_handles([], "sums") == []

@@ -5,7 +5,7 @@ ranges with Flink's formula (``key_group_range_for_subtask``), and every key gro
 is assigned to exactly one slice, so every key group of a savepoint is read (or written)
 exactly once, whatever parallelism wrote it and however many tasks read it.
 
->>> from cairn.checkpoint.handles import KeyedStateHandle, StreamRange
+>>> from cairn.checkpoint.handles import KeyedStateHandle, RocksDBKeyedStateHandle, StreamRange
 >>> r = StreamRange(0, 1, 0)
 >>> old = [KeyedStateHandle("a", 0, 63, {1: r, 60: r}, 2),
 ...        KeyedStateHandle("b", 64, 127, {70: r}, 1)]
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cairn.checkpoint.handles import KeyedStateHandle, StreamRange
+from cairn.checkpoint.handles import KeyedStateHandle, RocksDBKeyedStateHandle, StreamRange
 from cairn.state.key_groups import (
     KeyGroupRange,
     assign_to_key_group,
@@ -117,3 +117,22 @@ def default_parallelism(max_parallelism: int, spark_parallelism: int) -> int:
     (4, 2)
     """
     return max(1, min(max_parallelism, spark_parallelism))
+
+
+def heap_format_handles(
+    handles: Sequence[KeyedStateHandle | RocksDBKeyedStateHandle], uid: str
+) -> list[KeyedStateHandle]:
+    """``handles`` if all are in the heap backend's (canonical) format, else a clear error.
+
+    Raises:
+        StateProcessorError: the operator's state was written by the RocksDB backend (its
+            files are RocksDB's own; the state processor reads the heap backend's format).
+    """
+    if any(isinstance(h, RocksDBKeyedStateHandle) for h in handles):
+        raise StateProcessorError(
+            f"operator {uid!r}: its keyed state was written by the RocksDB state backend; the "
+            "state processor reads and writes the heap backend's format only (take the "
+            "savepoint from the job run with HashMapStateBackend)"
+        )
+    return [h for h in handles if isinstance(h, KeyedStateHandle)]
+

@@ -37,7 +37,12 @@ from cairn.state_processor.errors import (
     UnknownStateError,
     ValueTypeError,
 )
-from cairn.state_processor.plan import KeyedSlice, default_parallelism, plan_keyed_slices
+from cairn.state_processor.plan import (
+    KeyedSlice,
+    default_parallelism,
+    heap_format_handles,
+    plan_keyed_slices,
+)
 from cairn.state_processor.sections import read_slice, state_kinds, state_rows
 
 __all__ = ["ListLayout", "SavepointReader", "signing_key_of"]
@@ -196,7 +201,7 @@ class SavepointReader:
         handles = [h for s in op.subtasks.values() for h in s.keyed]
         spark_parallelism = self.spark.sparkContext.defaultParallelism
         n = num_partitions or default_parallelism(op.max_parallelism, spark_parallelism)
-        return plan_keyed_slices(handles, op.max_parallelism, n, uid)
+        return plan_keyed_slices(heap_format_handles(handles, uid), op.max_parallelism, n, uid)
 
     # ------------------------------------------------------------------------ keyed state
 

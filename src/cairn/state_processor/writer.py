@@ -40,7 +40,13 @@ from cairn.settings import DEFAULT_MAX_PARALLELISM, SigningKey
 from cairn.state.key_groups import check_parallelism
 from cairn.state_processor.columns import Column, column_accepts, from_spark, spark_column
 from cairn.state_processor.errors import StateProcessorError, ValueTypeError
-from cairn.state_processor.plan import KeyedSlice, default_parallelism, plan_keyed_slices, route
+from cairn.state_processor.plan import (
+    KeyedSlice,
+    default_parallelism,
+    heap_format_handles,
+    plan_keyed_slices,
+    route,
+)
 from cairn.state_processor.reader import KEYED_KINDS, _Source, signing_key_of
 from cairn.state_processor.sections import SliceTables, StateSpec, encode_slice, read_slice
 
@@ -349,7 +355,9 @@ class SavepointWriter:
             parallelism = op.parallelism or default_parallelism(
                 maxp, self.spark.sparkContext.defaultParallelism
             )
-        old_handles = [] if base is None else [h for s in base.subtasks.values() for h in s.keyed]
+        old_handles = [] if base is None else heap_format_handles(
+            [h for s in base.subtasks.values() for h in s.keyed], op.uid
+        )
         slices = tuple(plan_keyed_slices(old_handles, maxp, parallelism, op.uid))
         source = None
         if self.base is not None and old_handles:
@@ -427,7 +435,10 @@ def _renamed(sub: OperatorSubtaskState, renamed: Mapping[str, str]) -> OperatorS
     channels = sub.input_channels
     return replace(
         sub,
-        keyed=tuple(replace(h, path=renamed.get(h.path, h.path)) for h in sub.keyed),
+        keyed=tuple(
+            replace(h, path=renamed.get(h.path, h.path))
+            for h in heap_format_handles(sub.keyed, "(kept operator)")
+        ),
         operator=tuple(replace(h, path=renamed.get(h.path, h.path)) for h in sub.operator),
         input_channels=None if channels is None else replace(
             channels, path=renamed.get(channels.path, channels.path)
