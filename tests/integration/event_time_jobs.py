@@ -96,7 +96,7 @@ def window_job(
     windows = (
         env.from_source(source, strategy, "events").uid("events")
         .key_by(lambda r: r[0])
-        .process(WindowCount()).uid("window-count")
+        .process(WindowCount()).name("Window").uid("window-count")
     )
     sink = FileSink.for_row_format(out_dir + "/windows", Encoder.simple_string_encoder()).build()
     windows.sink_to(sink).uid("windows-sink")

@@ -30,7 +30,7 @@ KILLS = {
                        "point=during-upload,attempt=2,subtask=1"),
     "unaligned": (True, "point=processing,attempt=0,records=15000,subtask=0,vertex=Window;"
                         "point=after-barrier,attempt=1,subtask=1,vertex=Window;"
-                        "point=processing,attempt=2,records=8000,subtask=1,vertex=events"),
+                        "point=processing,attempt=2,records=2000,subtask=1,vertex=events"),
 }
 
 
