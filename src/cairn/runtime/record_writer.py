@@ -153,10 +153,12 @@ class RecordWriter:
         if partition is PartitionKind.HASH:
             key_group, table, selector = self._key_group, self._table, self._selector
             assert selector is not None
+            appends = [p.append for p in pending]
+            stamp_appends = [p.timestamps.append for p in pending]
             for r, t in zip(records, stamps, strict=True):
-                p = pending[table[key_group(selector(r))]]
-                p.append(r)
-                p.timestamps.append(t)
+                c = table[key_group(selector(r))]
+                appends[c](r)
+                stamp_appends[c](t)
         elif partition is PartitionKind.BROADCAST:
             for p in pending:
                 p.extend(records)

@@ -136,13 +136,25 @@ class KeyedProcessOperator(KeyedOperatorBase):
         f = self._process
         ctx = self._context
         if type(records) is StampedBatch:
-
-            def call(r: Any, t: int | None) -> Any:
+            out: list[Any] = []
+            stamps: list[int | None] = []
+            extend, add_stamp = out.extend, stamps.append
+            for r, t in zip(records, records.timestamps, strict=True):
                 set_key(select(r))
                 ctx._timestamp = t
-                return f(r, ctx)
-
-            out, stamps = flat_map_stamped(records, call, self.name)
+                result = f(r, ctx)
+                if result is None:
+                    continue
+                n = len(out)
+                try:
+                    extend(result)
+                except TypeError:
+                    extend_with_result(out, result, self.name)
+                k = len(out) - n
+                if k == 1:
+                    add_stamp(t)
+                elif k:
+                    stamps.extend([t] * k)
             ctx._timestamp = None
             emit_results(self.output, self.side_outputs, out, stamps)
             return
