@@ -67,6 +67,7 @@ def test_idle_source_that_ends_becomes_active_with_the_final_watermark() -> None
     e.on_periodic_emit(0)
     assert e.on_periodic_emit(11) == (IDLE,)
     assert e.on_end_of_input() == (ACTIVE, Watermark(MAX_WATERMARK))
+    assert e.on_periodic_emit(10_000) == (), "an ended input is never idle again"
 
 
 def test_stamper_uses_the_assigner_and_feeds_the_emitter() -> None:

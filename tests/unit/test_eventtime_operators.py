@@ -191,3 +191,19 @@ def test_restored_timers_already_passed_fire_at_the_first_watermark_after_recove
     assert again.records() == []
     again.op.process_watermark(110)
     assert [r[:3] for r, _ in again.records()] == [("fired", "a", 110)]
+
+
+def test_a_sink_function_sees_each_records_timestamp_and_the_watermark() -> None:
+    from cairn.datastream import SinkFunction
+
+    seen: list[Any] = []
+
+    class Remember(SinkFunction):
+        def invoke(self, value: Any, context: Any) -> None:
+            seen.append((value, context.timestamp(), context.current_watermark()))
+
+    h = Harness(Remember(), kind=OperatorKind.SINK_FUNCTION, keyed=False)
+    h.op.process_batch(["plain"])
+    h.op.process_watermark(3)
+    h.op.process_batch(stamp(["stamped"], [5]))
+    assert seen == [("plain", None, MIN_WATERMARK), ("stamped", 5, 3)]

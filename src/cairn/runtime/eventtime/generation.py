@@ -66,7 +66,8 @@ class IdlenessTimer:
 class WatermarkEmitter:
     """The watermark generator of one subtask, with its output's deduplication."""
 
-    __slots__ = ("_bound", "_emitted", "_idle", "_idleness", "_max_timestamp", "_periodic")
+    __slots__ = ("_bound", "_emitted", "_ended", "_idle", "_idleness", "_max_timestamp",
+                 "_periodic")
 
     def __init__(self, strategy: WatermarkStrategy) -> None:
         self._periodic = strategy.kind != "no_watermarks"
@@ -76,6 +77,7 @@ class WatermarkEmitter:
         self._idleness = IdlenessTimer(timeout) if timeout is not None and timeout > 0 else None
         self._emitted = MIN_WATERMARK
         self._idle = False
+        self._ended = False
 
     def on_event(self, timestamp: int) -> None:
         """A record with ``timestamp`` was emitted (call with the batch's largest one)."""
@@ -86,7 +88,9 @@ class WatermarkEmitter:
 
     def on_periodic_emit(self, now_ms: int) -> Emitted:
         """What to send now (``pipeline.auto-watermark-interval``): a higher watermark, an
-        idle status, or nothing."""
+        idle status, or nothing (always nothing after the end of input)."""
+        if self._ended:
+            return ()
         if self._idleness is not None and self._idleness.check_if_idle(now_ms):
             if self._idle:
                 return ()
@@ -98,6 +102,7 @@ class WatermarkEmitter:
 
     def on_end_of_input(self) -> Emitted:
         """The final watermark: every timer and window may fire."""
+        self._ended = True
         return self._emit(MAX_WATERMARK)
 
     def _emit(self, watermark: int) -> Emitted:
