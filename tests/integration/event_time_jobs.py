@@ -3,6 +3,7 @@ windows of 1 s per key computed with event-time timers, and their golden output.
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from typing import Any
 
@@ -45,12 +46,20 @@ class EventTime(TimestampAssigner):
 
 class WindowCount(KeyedProcessFunction[str, Any, str]):
     """Per key and 1 s window: count and index sum in map state, emitted by an event-time
-    timer at the window's end (``key,window start,count,sum``); late records go to ``LATE``."""
+    timer at the window's end (``key,window start,count,sum``); late records go to ``LATE``.
+    ``cost_us`` spins per record (backpressure: in-flight data for unaligned checkpoints)."""
+
+    def __init__(self, cost_us: int = 0) -> None:
+        self.cost_s = cost_us / 1e6
 
     def open(self, runtime_context: Any) -> None:
         self.windows = runtime_context.get_map_state(MapStateDescriptor("windows", None, None))
 
     def process_element(self, value: Any, ctx: Any) -> Any:
+        if self.cost_s:
+            end = time.perf_counter() + self.cost_s
+            while time.perf_counter() < end:
+                pass
         ts = ctx.timestamp()
         if ts <= ctx.timer_service().current_watermark():
             yield LATE, value
@@ -77,6 +86,7 @@ def window_job(
     interval_ms: int = 300,
     unaligned: bool = False,
     restarts: int = 10,
+    cost_us: int = 0,
 ) -> StreamExecutionEnvironment:
     """Out-of-order generator (bounded disorder) -> key_by -> WindowCount -> exactly-once file
     sink, late records to a second file sink."""
@@ -96,7 +106,7 @@ def window_job(
     windows = (
         env.from_source(source, strategy, "events").uid("events")
         .key_by(lambda r: r[0])
-        .process(WindowCount()).name("Window").uid("window-count")
+        .process(WindowCount(cost_us)).name("Window").uid("window-count")
     )
     sink = FileSink.for_row_format(out_dir + "/windows", Encoder.simple_string_encoder()).build()
     windows.sink_to(sink).uid("windows-sink")

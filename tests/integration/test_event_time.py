@@ -24,7 +24,9 @@ from tests.integration.event_time_jobs import (
 RECORDS, KEYS = 60_000, 10
 
 KILLS = {
-    # timers registered before each kill must fire after it; the watermark restarts low
+    # timers registered before each kill must fire after it; the watermark restarts low.
+    # (unaligned: rate, cost per record in µs; the window operator is the bottleneck, so
+    # barriers overtake batches and watermarks that are persisted and replayed)
     "aligned": (False, "point=processing,attempt=0,records=15000,subtask=1,vertex=Window;"
                        "point=after-barrier,attempt=1,subtask=0,vertex=Window;"
                        "point=during-upload,attempt=2,subtask=1"),
@@ -65,10 +67,16 @@ def test_event_time_timers_stay_exactly_once_under_sigkill(spark: Any, tmp_path:
     unaligned, faults = KILLS[mode]
     out = str(tmp_path)
     env = window_job({"cairn.executor": "spark", "cairn.testing.faults": faults}, out,
-                     records=RECORDS, keys=KEYS, unaligned=unaligned)
+                     records=RECORDS, keys=KEYS, unaligned=unaligned,
+                     rate=None if unaligned else 20_000, cost_us=40 if unaligned else 0)
     client = env.execute_async(f"event-time-{mode}")
     client.get_job_execution_result(timeout=300)
     assert client.job_master.restarts == 3, "every scheduled kill must have happened"
+    if unaligned:
+        stats = client.get_checkpoint_statistics()
+        assert stats is not None
+        persisted = [c.persisted_bytes for c in stats.history]
+        assert any(p > 0 for p in persisted), f"no in-flight data was persisted: {persisted}"
     _check(out)
 
 

@@ -138,11 +138,12 @@ class RecordWriter:
     def _stamped_pending(self) -> list[StampedBatch]:
         """The pending lists as stamped batches (records without a timestamp get ``None``)."""
         self._stamped = True
-        pending = self._pending
-        for i, p in enumerate(pending):
-            if type(p) is not StampedBatch:
-                pending[i] = stamp(p, [None] * len(p))
-        return pending  # type: ignore[return-value]
+        stamped: list[StampedBatch] = []
+        for i, p in enumerate(self._pending):
+            if not isinstance(p, StampedBatch):
+                p = self._pending[i] = stamp(p, [None] * len(p))
+            stamped.append(p)
+        return stamped
 
     def _emit_stamped(self, records: list[Any]) -> None:
         """Any partitioner, for records with timestamps (slower: both lists move)."""

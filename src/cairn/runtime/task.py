@@ -157,10 +157,10 @@ class StreamTask:
 
     def _apply_valve(self, events: ValveOutput) -> None:
         for event in events:
-            if type(event) is Watermark:
+            if isinstance(event, Watermark):
                 self.head.process_watermark(event.timestamp)
             elif self._forward_status:
-                self._emit_status(event)  # type: ignore[arg-type]
+                self._emit_status(event)
 
     # -------------------------------------------------------------------- processing
 

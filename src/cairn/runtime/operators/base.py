@@ -155,11 +155,11 @@ class StreamOperator:
     def emit_events(self, events: tuple[Watermark | WatermarkStatus, ...]) -> None:
         """Send watermarks (through the rest of the chain) and statuses downstream, in order."""
         for event in events:
-            if type(event) is Watermark:
+            if isinstance(event, Watermark):
                 self.current_watermark = event.timestamp
                 self.watermark_output(event.timestamp)
             else:
-                self.status_output(event)  # type: ignore[arg-type]
+                self.status_output(event)
 
     def end_of_event_time(self) -> None:
         """A source's input ended: send the final watermark."""
