@@ -19,7 +19,7 @@ Flink's formula; ``no_watermarks()`` gives none but the final ``MAX_WATERMARK``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from cairn.common.watermark_strategy import WatermarkStrategy
 from cairn.events import ACTIVE, IDLE, MAX_WATERMARK, MIN_WATERMARK, Watermark, WatermarkStatus
@@ -137,20 +137,21 @@ class TimestampStamper:
     def assign(self, records: list[Any]) -> list[Any]:
         assigner = self._assigner
         if assigner is None:
-            timestamps = records.timestamps if type(records) is StampedBatch else None
-            out: list[Any] = records
-        else:
-            extract = assigner.extract_timestamp
             if type(records) is StampedBatch:
-                timestamps = [
-                    int(extract(r, MIN_WATERMARK if t is None else t))
-                    for r, t in zip(records, records.timestamps, strict=True)
-                ]
-            else:
-                timestamps = [int(extract(r, MIN_WATERMARK)) for r in records]
-            out = stamp(records if type(records) is list else list(records), timestamps)
+                known = [t for t in records.timestamps if t is not None]
+                if known:
+                    self.emitter.on_event(max(known))
+            return records
+        extract = assigner.extract_timestamp
+        if type(records) is StampedBatch:
+            timestamps = [
+                int(extract(r, MIN_WATERMARK if t is None else t))
+                for r, t in zip(records, records.timestamps, strict=True)
+            ]
+        else:
+            timestamps = [int(extract(r, MIN_WATERMARK)) for r in records]
         if timestamps:
-            known = [t for t in timestamps if t is not None]
-            if known:
-                self.emitter.on_event(max(known))
-        return out
+            self.emitter.on_event(max(timestamps))
+        # Every record has a timestamp now (int is an int | None: no copy needed).
+        return stamp(records if type(records) is list else list(records),
+                     cast("list[int | None]", timestamps))
