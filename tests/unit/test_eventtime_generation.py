@@ -112,6 +112,8 @@ def test_with_methods_return_copies_and_check_their_arguments() -> None:
     assert base.timestamp_assigner is None and assigned.timestamp_assigner is not None
     with pytest.raises(TypeError, match="extract_timestamp"):
         base.with_timestamp_assigner(object())  # type: ignore[arg-type]
+    with pytest.raises(NotImplementedError, match="with_watermark_alignment"):
+        base.with_watermark_alignment("group", Duration.of_seconds(1))
 
 
 def test_stamped_batches_pickle_and_slice_with_their_timestamps() -> None:
