@@ -2,6 +2,8 @@
 
 Invariant: events are immutable values; in aligned mode they are queued behind the
 records sent before them and are never reordered with respect to those records.
+Watermarks and watermark statuses are never priority events: they keep their position
+among the records, also in the in-flight data of an unaligned checkpoint.
 """
 
 from __future__ import annotations
@@ -55,6 +57,31 @@ class EndOfPartition:
 
 
 END_OF_PARTITION = EndOfPartition()
+
+MIN_WATERMARK = -(2**63)
+"""The watermark before any (Flink's ``Long.MIN_VALUE``)."""
+
+MAX_WATERMARK = 2**63 - 1
+"""The final watermark, sent at end of input (Flink's ``Long.MAX_VALUE``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Watermark:
+    """Event time has reached ``timestamp`` (ms) on this channel: no record with a smaller or
+    equal timestamp should follow (later ones are late)."""
+
+    timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class WatermarkStatus:
+    """The channel became idle (it holds back no watermark) or active again."""
+
+    idle: bool
+
+
+IDLE = WatermarkStatus(True)
+ACTIVE = WatermarkStatus(False)
 
 
 def is_priority_event(event: object) -> bool:

@@ -211,6 +211,6 @@ def test_state_of_the_rocksdb_backend_is_refused_with_the_operator_named() -> No
     from cairn.state_processor.plan import heap_format_handles
 
     rocks = RocksDBKeyedStateHandle(0, 127, (), 0)
-    with pytest.raises(StateProcessorError, match="'sums'.*RocksDB state backend"):
+    with pytest.raises(StateProcessorError, match=r"'sums'.*RocksDB state backend"):
         heap_format_handles([rocks], "sums")
     assert heap_format_handles([], "sums") == []

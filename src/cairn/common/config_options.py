@@ -352,7 +352,8 @@ AUTO_WATERMARK_INTERVAL = _define(
     "pipeline.auto-watermark-interval",
     "duration",
     200,
-    "Stored; event time comes later.",
+    "How often sources and assign_timestamps_and_watermarks emit watermarks (0: only the "
+    "final one at end of input).",
 )
 OBJECT_REUSE = _define("pipeline.object-reuse", "bool", False, "Accepted; has no effect.")
 JOB_PARAMETERS = _define(

@@ -39,6 +39,7 @@ from cairn.datastream.functions import (
     SourceFunction,
 )
 from cairn.datastream.keyed_stream import KeyedStream
+from cairn.datastream.output_tag import OutputTag
 from cairn.datastream.state_backend import (
     EmbeddedRocksDBStateBackend,
     HashMapStateBackend,
@@ -70,6 +71,7 @@ __all__ = [
     "KeyedProcessFunction",
     "KeyedStream",
     "MapFunction",
+    "OutputTag",
     "ProcessFunction",
     "ReduceFunction",
     "RuntimeContext",

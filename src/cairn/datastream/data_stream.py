@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from cairn.common.arguments import require_int
 from cairn.common.typeinfo import TypeInformation, Types
+from cairn.common.watermark_strategy import WatermarkStrategy
 from cairn.datastream.connectors.base import Sink
 from cairn.datastream.functions import (
     FilterFunction,
@@ -30,6 +31,7 @@ from cairn.datastream.functions import (
     ProcessFunction,
     SinkFunction,
 )
+from cairn.datastream.output_tag import OutputTag
 from cairn.datastream.print_sink import PrintSinkFunction
 from cairn.graph.chaining import CHAINING_OPTION
 from cairn.graph.transformations import (
@@ -38,6 +40,7 @@ from cairn.graph.transformations import (
     OperatorSpec,
     PartitionKind,
     PartitionTransformation,
+    SideOutputTransformation,
     SinkTransformation,
     Transformation,
     UnionTransformation,
@@ -62,7 +65,7 @@ class _OperatorSetters:
 
     def _physical(self, what: str) -> Transformation:
         t = self._transformation
-        if isinstance(t, PartitionTransformation | UnionTransformation):
+        if isinstance(t, PartitionTransformation | UnionTransformation | SideOutputTransformation):
             raise TypeError(
                 f"{what} is not possible on the result of {t.name.lower()}(): it changes how "
                 "records are routed and is not an operator; call it on the operator before or "
@@ -150,8 +153,6 @@ class DataStream(_OperatorSetters):
     def __init__(self, transformation: Transformation, env: StreamExecutionEnvironment) -> None:
         self._transformation = transformation
         self._env = env
-        # Sources only: stored for when event time is implemented.
-        self._watermark_strategy: Any = None
 
     # -- introspection -----------------------------------------------------------------------
 
@@ -225,6 +226,58 @@ class DataStream(_OperatorSetters):
                 " (a KeyedProcessFunction needs key_by() first)"
             )
         return self._then("Process", OperatorKind.PROCESS, func, output_type)
+
+    def assign_timestamps_and_watermarks(self, watermark_strategy: WatermarkStrategy) -> DataStream:
+        """Timestamps from the strategy's ``TimestampAssigner`` (without one, records keep
+        theirs) and watermarks every ``pipeline.auto-watermark-interval``; the watermarks of
+        the input are replaced (only the final one passes).
+
+        >>> from cairn.common import Duration, TimestampAssigner, WatermarkStrategy
+        >>> from cairn.datastream import StreamExecutionEnvironment
+        >>> class First(TimestampAssigner):
+        ...     def extract_timestamp(self, value, record_timestamp): return value[0]
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> strategy = (WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(1))
+        ...             .with_timestamp_assigner(First()))
+        >>> env.from_collection([(1000, "a")]).assign_timestamps_and_watermarks(strategy).get_name()
+        'Timestamps/Watermarks'
+        """
+        if not isinstance(watermark_strategy, WatermarkStrategy):
+            raise TypeError(
+                "assign_timestamps_and_watermarks() needs a WatermarkStrategy, got "
+                f"{type(watermark_strategy).__name__}"
+            )
+        return self._then(
+            "Timestamps/Watermarks",
+            OperatorKind.TIMESTAMPS,
+            watermark_strategy,
+            self._transformation.output_type,
+        )
+
+    def get_side_output(self, output_tag: OutputTag) -> DataStream:
+        """The records the process function of this stream yielded as ``(output_tag, value)``.
+
+        Only process functions emit side outputs; a tag the job never reads stays in the main
+        output as a ``(tag, value)`` pair (PyFlink's behaviour).
+        """
+        if not isinstance(output_tag, OutputTag):
+            raise TypeError(
+                f"get_side_output() needs an OutputTag, got {type(output_tag).__name__}"
+            )
+        t = self._transformation
+        spec = t.operator if isinstance(t, OneInputTransformation) else None
+        if spec is None or spec.kind not in (OperatorKind.PROCESS, OperatorKind.KEYED_PROCESS):
+            raise TypeError(
+                f"get_side_output() needs the result of process(), not of {t.name!r}: only "
+                "process functions emit side outputs (yield output_tag, value)"
+            )
+        side = SideOutputTransformation(
+            name=f"SideOutput({output_tag.tag_id})",
+            inputs=[t],
+            output_type=output_tag.type_info,
+            tag_id=output_tag.tag_id,
+        )
+        return DataStream(side, self._env)
 
     def key_by(
         self,

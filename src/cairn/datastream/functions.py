@@ -127,7 +127,7 @@ class ProcessFunction(Function, Generic[IN, OUT]):
     class Context(ABC):
         @abstractmethod
         def timestamp(self) -> int | None:
-            """Event-time timestamp of the current record; ``None`` (no event time yet)."""
+            """Event-time timestamp of the current record; ``None`` if it has none."""
 
         @abstractmethod
         def timer_service(self) -> TimerService:
@@ -149,7 +149,7 @@ class KeyedProcessFunction(Function, Generic[KEY, IN, OUT]):
     class Context(ABC):
         @abstractmethod
         def timestamp(self) -> int | None:
-            """Event-time timestamp of the current record; ``None`` (no event time yet)."""
+            """Timestamp of the current record (``None`` if it has none), or of the timer."""
 
         @abstractmethod
         def timer_service(self) -> TimerService: ...
@@ -161,7 +161,7 @@ class KeyedProcessFunction(Function, Generic[KEY, IN, OUT]):
     class OnTimerContext(Context):
         @abstractmethod
         def time_domain(self) -> TimeDomain:
-            """Which clock fired the timer (always PROCESSING_TIME for now)."""
+            """Which clock fired the timer: EVENT_TIME (a watermark) or PROCESSING_TIME."""
 
     @abstractmethod
     def process_element(

@@ -54,7 +54,7 @@ class KeyedStream(DataStream):
     def process(  # type: ignore[override]
         self, func: KeyedProcessFunction[Any, Any, Any], output_type: TypeInformation | None = None
     ) -> DataStream:
-        """Apply a ``KeyedProcessFunction`` (keyed state, processing-time timers)."""
+        """Apply a ``KeyedProcessFunction`` (keyed state, event- and processing-time timers)."""
         if not isinstance(func, KeyedProcessFunction):
             raise TypeError(
                 "KeyedProcessFunction is required for KeyedStream, got " + type(func).__name__

@@ -288,8 +288,9 @@ class StreamExecutionEnvironment:
         source_name: str,
         type_info: TypeInformation | None = None,
     ) -> DataStream:
-        """A ``Source`` (``FileSource``, ``NumberSequenceSource``...), parallel. The watermark
-        strategy is accepted but event time is not implemented yet."""
+        """A ``Source`` (``FileSource``, ``NumberSequenceSource``...), parallel. Each subtask
+        runs ``watermark_strategy`` over the records it reads (``no_watermarks()``: no
+        timestamps, no watermarks but the final one at end of input)."""
         if not isinstance(source, Source):
             raise TypeError(
                 f"from_source() needs a cairn.datastream.connectors Source, got "
@@ -305,10 +306,9 @@ class StreamExecutionEnvironment:
             output_type=type_info,
             source=source,
             bounded=bool(source.is_bounded()),
+            watermark_strategy=watermark_strategy,
         )
-        stream = self._source(t, non_parallel=False)
-        stream._watermark_strategy = watermark_strategy
-        return stream
+        return self._source(t, non_parallel=False)
 
     def _add_sink(self, sink: SinkTransformation) -> None:
         self._sinks.append(sink)

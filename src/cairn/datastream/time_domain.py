@@ -1,7 +1,7 @@
 """Which clock a timer is based on (``pyflink.datastream.TimeDomain``).
 
-Invariant: Cairn fires PROCESSING_TIME timers only; EVENT_TIME exists for API compatibility
-until event time is implemented.
+Invariant: ``OnTimerContext.time_domain()`` is EVENT_TIME for a timer a watermark fired and
+PROCESSING_TIME for one the wall clock fired.
 """
 
 from __future__ import annotations

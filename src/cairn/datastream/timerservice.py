@@ -1,8 +1,8 @@
 """Timers and the current time for process functions (``pyflink.datastream.TimerService``).
 
 Invariant: implemented by the runtime, one per keyed operator subtask; timers are scoped to
-the current key and checkpointed with the keyed state. Event time is not implemented yet:
-event-time methods raise ``NotImplementedError`` and the watermark stays at its initial value.
+the current key and checkpointed with the keyed state (restored at any parallelism, with their
+key groups). An event-time timer fires once the operator's watermark reaches its timestamp.
 """
 
 from __future__ import annotations
@@ -14,10 +14,7 @@ __all__ = ["MIN_WATERMARK", "TimerService"]
 MIN_WATERMARK = -(2**63)
 """Flink's initial watermark (``Long.MIN_VALUE``)."""
 
-_EVENT_TIME_MESSAGE = (
-    "event-time timers are not implemented in Cairn yet; use processing-time timers "
-    "(ctx.timer_service().register_processing_time_timer(ts))"
-)
+_EVENT_TIME_MESSAGE = "this timer service has no event-time timers"
 
 
 class TimerService(ABC):
@@ -36,7 +33,7 @@ class TimerService(ABC):
         """Wall-clock time of the worker, epoch milliseconds."""
 
     def current_watermark(self) -> int:
-        """The current event-time watermark; always ``MIN_WATERMARK`` until event time lands."""
+        """The operator's current event-time watermark (``MIN_WATERMARK`` before the first)."""
         return MIN_WATERMARK
 
     @abstractmethod
@@ -49,6 +46,8 @@ class TimerService(ABC):
         """Remove a timer of the current key; no-op if there is none."""
 
     def register_event_time_timer(self, timestamp: int) -> None:
+        """Call ``on_timer`` once the watermark reaches ``timestamp``, for the current key;
+        its outputs carry ``timestamp``. Registering the same timestamp twice fires once."""
         raise NotImplementedError(_EVENT_TIME_MESSAGE)
 
     def delete_event_time_timer(self, timestamp: int) -> None:

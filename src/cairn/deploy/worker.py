@@ -413,6 +413,7 @@ class Worker:
                         services=self,
                         checkpointing=checkpointing,
                         job_parameters=job_parameters,
+                        watermark_interval_ms=settings.auto_watermark_interval_ms,
                     )
                 )
             for op in ops:
@@ -479,6 +480,7 @@ class Worker:
                     max_parallelism=edge.target_max_parallelism,
                     subtask_index=key.subtask_index,
                     batch_size=self.settings.network.batch_size,
+                    output_tag=edge.output_tag,
                 )
             )
         return writers

@@ -1,8 +1,9 @@
 """Stream graph and operator chaining (Flink's ``StreamGraph`` and ``isChainable``).
 
-Invariant: partition and union transformations are resolved away here, so every ``StreamEdge``
-joins two physical transformations with a concrete partitioner; an operator joins its
-producer's chain only when records can be handed over by a plain call in the same task.
+Invariant: partition, union and side-output transformations are resolved away here, so every
+``StreamEdge`` joins two physical transformations with a concrete partitioner (and the output
+tag of a side output); an operator joins its producer's chain only when records can be handed
+over by a plain call in the same task, so an operator with side outputs ends its chain.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from cairn.graph.transformations import (
     OneInputTransformation,
     PartitionKind,
     PartitionTransformation,
+    SideOutputTransformation,
     SourceTransformation,
     Transformation,
     UnionTransformation,
@@ -74,6 +76,7 @@ class StreamEdge:
     partition: PartitionKind
     key_selector: Callable[[Any], Any] | None
     input_index: int  # position among the target's input edges
+    output_tag: str | None = None  # the side output this edge carries (None: main output)
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,8 @@ class StreamGraph:
 
 # (partition kind, key selector) chosen by a PartitionTransformation; None: not chosen yet.
 _Partitioning = tuple[PartitionKind, Callable[[Any], Any] | None]
+# A physical producer, the partitioning towards the consumer, and the side output's tag.
+_Input = tuple[Transformation, _Partitioning | None, str | None]
 
 
 def build_stream_graph(
@@ -109,7 +114,7 @@ def build_stream_graph(
     if not sinks:
         raise JobGraphError("No operators defined in streaming topology. Cannot execute.")
     physical: dict[int, SourceTransformation | OneInputTransformation] = {}
-    inputs: dict[int, list[tuple[Transformation, _Partitioning | None]]] = {}
+    inputs: dict[int, list[_Input]] = {}
     stack: list[Transformation] = list(reversed(sinks))
     while stack:
         t = stack.pop()
@@ -123,7 +128,7 @@ def build_stream_graph(
         checked = _check_physical(t)
         physical[t.id] = checked
         inputs[t.id] = [] if isinstance(checked, SourceTransformation) else _resolve(checked)
-        stack.extend(producer for producer, _ in reversed(inputs[t.id]))
+        stack.extend(producer for producer, _, _ in reversed(inputs[t.id]))
 
     nodes = {
         tid: _stream_node(physical[tid], default_parallelism, default_max_parallelism)
@@ -131,8 +136,8 @@ def build_stream_graph(
     }
     edges: list[StreamEdge] = []
     for tid, node in nodes.items():
-        for index, (producer, partitioning) in enumerate(inputs[tid]):
-            edges.append(_edge(nodes[producer.id], node, partitioning, index))
+        for index, (producer, partitioning, tag) in enumerate(inputs[tid]):
+            edges.append(_edge(nodes[producer.id], node, partitioning, index, tag))
     in_edges = {tid: tuple(e for e in edges if e.target_id == tid) for tid in nodes}
     out_edges = {tid: tuple(e for e in edges if e.source_id == tid) for tid in nodes}
     return StreamGraph(nodes, tuple(edges), in_edges, out_edges)
@@ -151,6 +156,7 @@ def is_chainable(edge: StreamEdge, graph: StreamGraph) -> bool:
         and len(graph.in_edges[down.id]) == 1
         and len(graph.out_edges[up.id]) == 1
         and edge.partition is PartitionKind.FORWARD
+        and edge.output_tag is None
         and up.parallelism == down.parallelism
         # One task has one key-group range, so its operators must agree on the key groups.
         and up.max_parallelism == down.max_parallelism
@@ -215,21 +221,25 @@ def _check_physical(t: Transformation) -> SourceTransformation | OneInputTransfo
         if not t.inputs:
             raise JobGraphError(f"Operator {t.name!r} (id {t.id}) has no input")
         return t
-    if isinstance(t, PartitionTransformation | UnionTransformation):
+    if isinstance(t, PartitionTransformation | UnionTransformation | SideOutputTransformation):
         raise JobGraphError(f"{t.describe()} is virtual and cannot end a job; add a sink")
     raise JobGraphError(f"Unsupported transformation {t.describe()}")
 
 
-def _resolve(t: OneInputTransformation) -> list[tuple[Transformation, _Partitioning | None]]:
+def _resolve(t: OneInputTransformation) -> list[_Input]:
     """The physical producers feeding ``t``, in input order, with the partitioning chosen."""
-    return [pair for i in t.inputs for pair in _resolve_virtual(i, None, frozenset())]
+    return [pair for i in t.inputs for pair in _resolve_virtual(i, None, frozenset(), None)]
 
 
 def _resolve_virtual(
-    t: Transformation, partitioning: _Partitioning | None, path: frozenset[int]
-) -> Iterator[tuple[Transformation, _Partitioning | None]]:
-    if not isinstance(t, PartitionTransformation | UnionTransformation):
-        yield t, partitioning
+    t: Transformation,
+    partitioning: _Partitioning | None,
+    path: frozenset[int],
+    tag: str | None,
+) -> Iterator[_Input]:
+    virtual = PartitionTransformation | UnionTransformation | SideOutputTransformation
+    if not isinstance(t, virtual):
+        yield t, partitioning, tag
         return
     if t.id in path:
         raise JobGraphError(f"The plan contains a cycle through {t.describe()}")
@@ -238,7 +248,16 @@ def _resolve_virtual(
         if not t.inputs:
             raise JobGraphError(f"{t.describe()} has no inputs")
         for i in t.inputs:
-            yield from _resolve_virtual(i, partitioning, path)
+            yield from _resolve_virtual(i, partitioning, path, tag)
+        return
+    if isinstance(t, SideOutputTransformation):
+        producer = t.inputs[0] if len(t.inputs) == 1 else None
+        if producer is None or not isinstance(producer, OneInputTransformation) or tag:
+            raise JobGraphError(
+                f"{t.describe()} must read the side output of one operator (call "
+                "get_side_output() on the result of process())"
+            )
+        yield from _resolve_virtual(producer, partitioning, path, t.tag_id)
         return
     if len(t.inputs) != 1:
         raise JobGraphError(f"{t.describe()} must have exactly one input, has {len(t.inputs)}")
@@ -248,7 +267,7 @@ def _resolve_virtual(
     if partitioning is None:
         key = t.key_selector if t.partition is PartitionKind.HASH else None
         partitioning = (t.partition, key)
-    yield from _resolve_virtual(t.inputs[0], partitioning, path)
+    yield from _resolve_virtual(t.inputs[0], partitioning, path, tag)
 
 
 def _stream_node(
@@ -272,7 +291,11 @@ def _stream_node(
 
 
 def _edge(
-    up: StreamNode, down: StreamNode, partitioning: _Partitioning | None, index: int
+    up: StreamNode,
+    down: StreamNode,
+    partitioning: _Partitioning | None,
+    index: int,
+    tag: str | None = None,
 ) -> StreamEdge:
     if partitioning is None:
         # Flink's default: keep records local when the parallelism allows it.
@@ -287,4 +310,4 @@ def _edge(
             "You must use another partitioning strategy, such as broadcast, rebalance, "
             "shuffle or global."
         )
-    return StreamEdge(up.id, down.id, kind, key, index)
+    return StreamEdge(up.id, down.id, kind, key, index, tag)

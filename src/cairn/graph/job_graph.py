@@ -56,6 +56,7 @@ class OperatorNode:
     parallelism: int
     max_parallelism: int
     keyed: bool  # spec.key_selector is not None
+    watermark_strategy: Any = None  # sources: the WatermarkStrategy of from_source
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,7 @@ class JobEdge:
     key_selector: Callable[[Any], Any] | None  # for HASH
     target_max_parallelism: int  # key groups of the consumer, used by the hash partitioner
     input_index: int  # position among the target vertex's input edges
+    output_tag: str | None = None  # side output (tag id) this edge carries; None: main output
 
 
 @dataclass(frozen=True)
@@ -215,9 +217,10 @@ def _operator_node(node: StreamNode, position: int) -> OperatorNode:
     if t.uid is not None and not t.uid.strip():
         raise JobGraphError(f"Operator {t.name!r} (id {t.id}) has an empty uid")
     uid = t.uid if t.uid is not None else auto_uid(t, position)
+    strategy = None
     if isinstance(t, SourceTransformation):
         kind = "source_function" if _is_source_function(t.source) else "source"
-        spec, source = None, t.source
+        spec, source, strategy = None, t.source, t.watermark_strategy
     else:
         spec, source = t.operator, None
         assert spec is not None  # build_stream_graph rejects operators without a spec
@@ -232,6 +235,7 @@ def _operator_node(node: StreamNode, position: int) -> OperatorNode:
         parallelism=node.parallelism,
         max_parallelism=node.max_parallelism,
         keyed=spec is not None and spec.key_selector is not None,
+        watermark_strategy=strategy,
     )
 
 
@@ -276,6 +280,7 @@ def _job_edge(e: StreamEdge, vid_of: dict[int, int], target: StreamNode) -> JobE
         key_selector=e.key_selector,
         target_max_parallelism=target.max_parallelism,
         input_index=e.input_index,
+        output_tag=e.output_tag,
     )
 
 

@@ -23,6 +23,7 @@ class OperatorKind(enum.Enum):
     FLAT_MAP = "flat_map"  # FlatMapFunction or callable returning an iterable
     FILTER = "filter"  # FilterFunction or predicate
     PROCESS = "process"  # ProcessFunction (non-keyed)
+    TIMESTAMPS = "timestamps"  # assign_timestamps_and_watermarks: the function is the strategy
     KEYED_PROCESS = "keyed_process"  # KeyedProcessFunction (keyed input)
     REDUCE = "reduce"  # ReduceFunction (keyed input); sum/min/max are reducers too
     SINK_FUNCTION = "sink_function"  # legacy SinkFunction (add_sink, print)
@@ -73,6 +74,8 @@ class SourceTransformation(Transformation):
     # A cairn.datastream.connectors.base.Source, or a legacy SourceFunction.
     source: Any = None
     bounded: bool = True
+    # The WatermarkStrategy given to from_source (None for add_source).
+    watermark_strategy: Any = None
 
 
 @dataclass(eq=False)
@@ -86,6 +89,13 @@ class PartitionTransformation(Transformation):
 
     partition: PartitionKind = PartitionKind.FORWARD
     key_selector: Callable[[Any], Any] | None = None
+
+
+@dataclass(eq=False)
+class SideOutputTransformation(Transformation):
+    """Virtual: the records its input operator emitted with the output tag ``tag_id``."""
+
+    tag_id: str = ""
 
 
 @dataclass(eq=False)

@@ -1,8 +1,9 @@
 """Channel state of unaligned checkpoints: recording in-flight input, persisting and replaying it.
 
 Invariant: for an unaligned checkpoint n of a task, the recorder holds, per input channel and
-in channel order, exactly the record batches that were sent before that channel's barrier n and
-had not been processed when the task took its snapshot of n; each batch is recorded once, as
+in channel order, exactly the record batches (and the watermark events between them) that were
+sent before that channel's barrier n and had not been processed when the task took its
+snapshot of n; each batch is recorded once, as
 pickled bytes taken at recording time (later in-place changes of a record cannot reach it).
 Replaying puts the batches back at the front of their channels, so they are processed before
 any input that arrived after the restore.

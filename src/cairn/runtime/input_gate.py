@@ -14,11 +14,15 @@ import pickle
 from collections.abc import Container, Sequence
 from typing import Any
 
-from cairn.events import CheckpointBarrier
+from cairn.events import CheckpointBarrier, Watermark, WatermarkStatus
 from cairn.runtime.channel_state import ChannelStateRecorder, HeldBatch
 from cairn.runtime.channels import InputChannel, PrioritySignal
+from cairn.runtime.eventtime.stamped import StampedBatch
 
 _NOT_BLOCKED: frozenset[int] = frozenset()
+# What an unaligned checkpoint persists of a channel's in-flight data: record batches and
+# the watermark events between them (barriers, cancel markers and end of partition are not).
+_IN_FLIGHT = (list, bytes, HeldBatch, StampedBatch, Watermark, WatermarkStatus)
 
 
 class InputGate:
@@ -90,8 +94,7 @@ class InputGate:
 
     @staticmethod
     def _record(recorder: ChannelStateRecorder, channel: int, entry: Any) -> None:
-        t = type(entry)
-        if t is list or t is bytes or t is HeldBatch:  # not an event
+        if type(entry) in _IN_FLIGHT:
             recorder.add(channel, entry)
 
     # ------------------------------------------------------------------ priority barriers
@@ -104,9 +107,10 @@ class InputGate:
     def overtake(self, index: int) -> tuple[CheckpointBarrier, list[Any]]:
         """Take channel ``index``'s oldest announced barrier ahead of the entries in front of it.
 
-        Returns the barrier and the record batches it overtook (still queued: they will be
-        processed after it), oldest first, as they sit in the queue (lists, pickled bytes or
-        ``HeldBatch``). Events in front of it stay queued and are not returned.
+        Returns the barrier and the record batches and watermark events it overtook (still
+        queued: they will be processed after it), oldest first, as they sit in the queue
+        (lists, pickled bytes, ``HeldBatch``, watermarks). Other events in front of it stay
+        queued and are not returned.
         """
         ch = self.channels[index]
         position, barrier = ch.announced.popleft()
@@ -114,7 +118,7 @@ class InputGate:
         ahead = position - ch.consumed
         # Index access (not iteration): the receiving thread may append concurrently.
         overtaken = [queue[j] for j in range(ahead)]
-        return barrier, [e for e in overtaken if type(e) in (list, bytes, HeldBatch)]
+        return barrier, [e for e in overtaken if type(e) in _IN_FLIGHT]
 
     def put_back(self, index: int, held: HeldBatch) -> None:
         """Return the unprocessed rest of the batch just taken from ``index`` to its front."""
@@ -122,11 +126,15 @@ class InputGate:
         ch.queue.appendleft(held)
         ch.consumed -= 1
 
-    def replay(self, index: int, batches: Sequence[list[Any]]) -> None:
-        """Put restored in-flight batches in front of everything channel ``index`` holds."""
+    def replay(self, index: int, batches: Sequence[Any]) -> None:
+        """Put restored in-flight batches (and watermark events) in front of everything
+        channel ``index`` holds."""
         ch = self.channels[index]
-        for records in reversed(batches):
-            ch.queue.appendleft(HeldBatch(records, replayed=True))
+        for entry in reversed(batches):
+            if type(entry) is Watermark or type(entry) is WatermarkStatus:
+                ch.queue.appendleft(entry)
+            else:
+                ch.queue.appendleft(HeldBatch(entry, replayed=True))
         ch.consumed -= len(batches)
 
     # -------------------------------------------------------------------- housekeeping

@@ -4,7 +4,11 @@ Invariant: records of one writer reach each channel in emission order; pending r
 flushed into their channel before any event (barrier, end of partition) is sent on it, so an
 aligned barrier never overtakes a record emitted before it; a channel's buffer is flushed once
 it holds the channel's ``batch_size`` records (the receiver may lower it: debloating), and
-partly filled on a buffer timeout only when the channel can send it at once.
+partly filled on a buffer timeout only when the channel can send it at once. Timestamps stay
+with their records: once a ``StampedBatch`` came through, the writer keeps every pending list
+stamped (records without a timestamp get ``None``), so plain batches cost one type check.
+A writer of a side output (``output_tag``) ignores the main output (``emit``) and takes the
+records of its tag (``emit_side``).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any
 
 from cairn.graph.transformations import PartitionKind
 from cairn.runtime.channels import OutputChannel
+from cairn.runtime.eventtime.stamped import StampedBatch, slice_batch, stamp
 from cairn.state.key_groups import KeyGroupAssigner, subtask_for_key_group
 
 DEFAULT_BATCH_SIZE = 1024
@@ -30,6 +35,7 @@ class RecordWriter:
         max_parallelism: int = 128,
         subtask_index: int = 0,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        output_tag: str | None = None,
     ) -> None:
         if not channels:
             raise ValueError("a record writer needs at least one channel")
@@ -41,6 +47,9 @@ class RecordWriter:
         self._pending: list[list[Any]] = [[] for _ in self.channels]
         self._rr = subtask_index % len(self.channels)
         self.records_out = 0
+        self.output_tag = output_tag
+        self._stamped = False  # a stamped batch came through: keep pending lists stamped
+        self._selector = key_selector
         n = len(self.channels)
         if partition is PartitionKind.HASH:
             if key_selector is None:
@@ -50,7 +59,13 @@ class RecordWriter:
             key_group = assigner.key_group
             selector = key_selector
 
+            self._key_group = assigner.key_group
+            self._table = table
+
             def emit_hash(records: list[Any]) -> None:
+                if type(records) is not list or self._stamped:
+                    self._emit_stamped(records)
+                    return
                 pending = self._pending
                 for r in records:
                     pending[table[key_group(selector(r))]].append(r)
@@ -65,10 +80,20 @@ class RecordWriter:
             self.emit = self._emit_shuffle
         else:  # REBALANCE, RESCALE: round-robin over records
             self.emit = self._emit_round_robin
+        self._partition_emit = self.emit
+        if output_tag is not None:
+            self.emit = _ignore_main_output
 
     # -------------------------------------------------------------------- partitioners
 
+    def emit_side(self, records: list[Any]) -> None:
+        """Records of this writer's side output (``output_tag``)."""
+        self._partition_emit(records)
+
     def _emit_single(self, records: list[Any]) -> None:
+        if type(records) is not list or self._stamped:
+            self._emit_stamped(records)
+            return
         pending = self._pending[0]
         pending.extend(records)
         size = self.channels[0].batch_size
@@ -79,11 +104,17 @@ class RecordWriter:
                 self.flush_channel(0)
 
     def _emit_broadcast(self, records: list[Any]) -> None:
+        if type(records) is not list or self._stamped:
+            self._emit_stamped(records)
+            return
         for pending in self._pending:
             pending.extend(records)
         self._flush_full()
 
     def _emit_round_robin(self, records: list[Any]) -> None:
+        if type(records) is not list or self._stamped:
+            self._emit_stamped(records)
+            return
         n = len(self._pending)
         start = self._rr
         for k in range(n):
@@ -94,11 +125,61 @@ class RecordWriter:
         self._flush_full()
 
     def _emit_shuffle(self, records: list[Any]) -> None:
+        if type(records) is not list or self._stamped:
+            self._emit_stamped(records)
+            return
         n = len(self._pending)
         pending = self._pending
         rand = random.randrange
         for r in records:
             pending[rand(n)].append(r)
+        self._flush_full()
+
+    def _stamped_pending(self) -> list[StampedBatch]:
+        """The pending lists as stamped batches (records without a timestamp get ``None``)."""
+        self._stamped = True
+        stamped: list[StampedBatch] = []
+        for i, p in enumerate(self._pending):
+            if not isinstance(p, StampedBatch):
+                p = self._pending[i] = stamp(p, [None] * len(p))
+            stamped.append(p)
+        return stamped
+
+    def _emit_stamped(self, records: list[Any]) -> None:
+        """Any partitioner, for records with timestamps (slower: both lists move)."""
+        stamps = records.timestamps if type(records) is StampedBatch else [None] * len(records)
+        pending = self._stamped_pending()
+        n = len(pending)
+        partition = self.partition
+        if partition is PartitionKind.HASH:
+            key_group, table, selector = self._key_group, self._table, self._selector
+            assert selector is not None
+            appends = [p.append for p in pending]
+            stamp_appends = [p.timestamps.append for p in pending]
+            for r, t in zip(records, stamps, strict=True):
+                c = table[key_group(selector(r))]
+                appends[c](r)
+                stamp_appends[c](t)
+        elif partition is PartitionKind.BROADCAST:
+            for p in pending:
+                p.extend(records)
+                p.timestamps.extend(stamps)
+        elif n == 1 or partition in (PartitionKind.FORWARD, PartitionKind.GLOBAL):
+            pending[0].extend(records)
+            pending[0].timestamps.extend(stamps)
+        elif partition is PartitionKind.SHUFFLE:
+            rand = random.randrange
+            for r, t in zip(records, stamps, strict=True):
+                p = pending[rand(n)]
+                p.append(r)
+                p.timestamps.append(t)
+        else:
+            start = self._rr
+            for k in range(n):
+                p = pending[(start + k) % n]
+                p.extend(records[k::n])
+                p.timestamps.extend(stamps[k::n])
+            self._rr = (start + len(records)) % n
         self._flush_full()
 
     # -------------------------------------------------------------------- flushing
@@ -119,9 +200,9 @@ class RecordWriter:
         full = len(pending) - len(pending) % size
         channel = self.channels[index]
         for start in range(0, full, size):
-            channel.send_batch(pending[start:start + size])
+            channel.send_batch(slice_batch(pending, start, start + size))
         self.records_out += full
-        self._pending[index] = pending[full:]
+        self._pending[index] = slice_batch(pending, full, len(pending))
 
     def min_batch_size(self) -> int:
         """Smallest buffer size of this writer's channels (sources poll no more at once)."""
@@ -170,3 +251,7 @@ class RecordWriter:
             if not ch.available():
                 return False
         return True
+
+
+def _ignore_main_output(records: list[Any]) -> None:
+    """``emit`` of a side-output writer: the main output is not for it."""

@@ -5,19 +5,31 @@ Invariants: a task runs on its worker's task thread only (it never blocks: it re
 has no input or its outputs have no capacity); it processes each channel's entries in order,
 except barriers its barrier handler lets overtake; it only moves entries: the handler decides
 (blocking, overtaking, timeouts) and the ``SubtaskCheckpointCoordinator`` snapshots, between
-two input batches.
+two input batches. Watermarks of the input channels go through the task's valve (their minimum
+over active channels) into the head operator, from operator to operator down the chain, and
+out on every output channel; a source task sends the final watermark when its input ends,
+before it reports the end, so every event-time timer fires before the final checkpoint.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.checkpoint.messages import TaskKey
 from cairn.clock import Clock, SystemClock
-from cairn.events import AlignmentMode, CancelCheckpointMarker, CheckpointBarrier, EndOfPartition
+from cairn.events import (
+    AlignmentMode,
+    CancelCheckpointMarker,
+    CheckpointBarrier,
+    EndOfPartition,
+    Watermark,
+    WatermarkStatus,
+)
 from cairn.graph.job_graph import JobVertex
 from cairn.ids import CheckpointId
 from cairn.runtime.barriers import BarrierHandler, create_barrier_handler
@@ -30,6 +42,8 @@ from cairn.runtime.barriers.unaligned import UnalignedBarrierHandler
 from cairn.runtime.channel_state import HeldBatch
 from cairn.runtime.channels import DEFAULT_CAPACITY
 from cairn.runtime.debloat import BufferDebloater, DebloatConfig
+from cairn.runtime.eventtime.stamped import StampedBatch, slice_batch
+from cairn.runtime.eventtime.valve import StatusWatermarkValve, ValveOutput
 from cairn.runtime.input_gate import InputGate
 from cairn.runtime.operators.base import StreamOperator
 from cairn.runtime.operators.sources import SourceFunctionOperator, SourceOperator
@@ -105,11 +119,48 @@ class StreamTask:
         self.source_ready_at: float | None = None
         self._slices = SliceBudget()
         self._control_pending = services.control_pending
+        self._valve = (
+            StatusWatermarkValve(len(gate.channels)) if gate is not None and gate.channels else None
+        )
+        self._wire_event_time(operators, writers)
         self._debloater: BufferDebloater | None = None
         if debloat is not None and gate is not None and gate.channels:
             self._debloater = BufferDebloater(
                 debloat, len(gate.channels) * DEFAULT_CAPACITY, self._clock.now_ms()
             )
+
+    def _wire_event_time(self, ops: list[StreamOperator], writers: list[RecordWriter]) -> None:
+        """Watermarks go from operator to operator, then out on every channel; the tail's side
+        outputs go to the writers of their tags."""
+        for op, nxt in itertools.pairwise(ops):
+            op.watermark_output = nxt.process_watermark
+        ops[-1].watermark_output = self._emit_watermark
+        for op in ops:
+            op.status_output = self._emit_status
+        # An operator that generates watermarks decides the status downstream itself.
+        self._forward_status = not any(op.generates_watermarks for op in ops)
+        side: dict[str, list[RecordWriter]] = {}
+        for w in writers:
+            if w.output_tag is not None:
+                side.setdefault(w.output_tag, []).append(w)
+        if side:
+            ops[-1].side_outputs = {tag: _emit_to(ws) for tag, ws in side.items()}
+
+    def _emit_watermark(self, timestamp: int) -> None:
+        event = Watermark(timestamp)
+        for w in self.writers:
+            w.broadcast_event(event)
+
+    def _emit_status(self, status: WatermarkStatus) -> None:
+        for w in self.writers:
+            w.broadcast_event(status)
+
+    def _apply_valve(self, events: ValveOutput) -> None:
+        for event in events:
+            if isinstance(event, Watermark):
+                self.head.process_watermark(event.timestamp)
+            elif self._forward_status:
+                self._emit_status(event)
 
     # -------------------------------------------------------------------- processing
 
@@ -153,10 +204,10 @@ class StreamTask:
             did = True
             channel, entry = item
             t = type(entry)
-            if t is list and unaligned is None:
+            if (t is list or t is StampedBatch) and unaligned is None:
                 self.records_in += len(entry)
                 self.head.process_batch(entry)
-            elif t is list or t is HeldBatch:
+            elif t is list or t is HeldBatch or t is StampedBatch:
                 self._process_slice(channel, entry)
             else:
                 self._on_event(channel, entry)
@@ -178,7 +229,8 @@ class StreamTask:
         budget = self._slices.records
         rest = None
         if len(records) > budget:
-            records, rest = records[:budget], records[budget:]
+            records, rest = (slice_batch(records, 0, budget),
+                             slice_batch(records, budget, len(records)))
         t0 = time.perf_counter()
         self.records_in += len(records)
         self.head.process_batch(records)
@@ -208,6 +260,7 @@ class StreamTask:
         batch = head.poll(limit)
         if batch is None:
             self.source_exhausted = True
+            head.end_of_event_time()  # the final watermark, ahead of the final checkpoint
             self.flush()
             self.services.send_to_master(SourceExhausted(self.services.attempt, self.key))
             if not self.checkpointing:
@@ -242,7 +295,18 @@ class StreamTask:
             self._deliver_barrier(channel, event, [])
         elif isinstance(event, CancelCheckpointMarker):
             handler.on_cancel_marker(channel, event)
+        elif type(event) is Watermark:
+            valve = self._valve
+            assert valve is not None
+            self._apply_valve(valve.on_watermark(channel, event.timestamp))
+        elif type(event) is WatermarkStatus:
+            valve = self._valve
+            assert valve is not None
+            self._apply_valve(valve.on_status(channel, event))
         elif isinstance(event, EndOfPartition):
+            valve = self._valve
+            assert valve is not None
+            self._apply_valve(valve.on_end_of_partition(channel))
             handler.on_end_of_partition(channel)
             self.gate.mark_finished(channel)
             if self.gate.all_finished:
@@ -389,3 +453,14 @@ class StreamTask:
                 op.close()
             except Exception:
                 log.warning("closing %s of %s failed", op.name, self.name, exc_info=True)
+
+
+def _emit_to(writers: list[RecordWriter]) -> Callable[[list[Any]], None]:
+    if len(writers) == 1:
+        return writers[0].emit_side
+
+    def emit_all(records: list[Any]) -> None:
+        for w in writers:
+            w.emit_side(records)
+
+    return emit_all

@@ -17,12 +17,14 @@ from cairn.runtime.operators.basic import (
 from cairn.runtime.operators.keyed import KeyedProcessOperator, KeyedRecordOperator, ReduceOperator
 from cairn.runtime.operators.sinks import CollectSinkOperator, SinkFunctionOperator, SinkOperator
 from cairn.runtime.operators.sources import SourceFunctionOperator, SourceOperator
+from cairn.runtime.operators.timestamps import TimestampsAndWatermarksOperator
 
 _BY_KIND: dict[str, type[StreamOperator]] = {
     OperatorKind.MAP.value: MapOperator,
     OperatorKind.FLAT_MAP.value: FlatMapOperator,
     OperatorKind.FILTER.value: FilterOperator,
     OperatorKind.PROCESS.value: ProcessOperator,
+    OperatorKind.TIMESTAMPS.value: TimestampsAndWatermarksOperator,
     OperatorKind.KEYED_PROCESS.value: KeyedProcessOperator,
     OperatorKind.REDUCE.value: ReduceOperator,
     OperatorKind.SINK_FUNCTION.value: SinkFunctionOperator,

@@ -1,9 +1,11 @@
 """Base class of runtime operators and the context a task gives them.
 
 Invariant: an operator is driven by exactly one task thread: ``setup`` → ``initialize_state``
-→ ``open`` → (``process_batch`` | ``on_processing_time`` | checkpoint calls)* → ``finish``
-(end of input) → ``close``. ``snapshot_state`` is the synchronous part of a checkpoint and
-returns callables that the task runs in the background (the asynchronous part).
+→ ``open`` → (``process_batch`` | ``process_watermark`` | ``on_processing_time`` | checkpoint
+calls)* → ``finish`` (end of input) → ``close``. ``snapshot_state`` is the synchronous part of
+a checkpoint and returns callables that the task runs in the background (the asynchronous
+part). An operator passes a watermark on only after it emitted what the watermark fired, so
+records never fall behind a watermark that should have come after them.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from cairn.checkpoint.handles import (
     StateFileWriter,
     pickle_inline,
 )
+from cairn.events import MAX_WATERMARK, MIN_WATERMARK, Watermark, WatermarkStatus
 from cairn.graph.job_graph import OperatorNode
 from cairn.state.api import KeyedStateBackend, OperatorStateBackend
 
@@ -48,6 +51,7 @@ class OperatorContext:
     services: WorkerServices
     checkpointing: bool = False
     job_parameters: dict[str, str] = field(default_factory=dict)
+    watermark_interval_ms: int = 200  # pipeline.auto-watermark-interval (0: not periodic)
 
 
 @dataclass(frozen=True)
@@ -81,10 +85,19 @@ def _noop_output(records: list[Any]) -> None:
     return None
 
 
+def _noop_watermark(timestamp: int) -> None:
+    return None
+
+
+def _noop_status(status: WatermarkStatus) -> None:
+    return None
+
+
 class StreamOperator:
     """Base: stateless pass-through plumbing; subclasses override what they need."""
 
     is_source = False
+    generates_watermarks = False  # sets the watermark (and idleness) downstream itself
 
     def __init__(self, node: OperatorNode) -> None:
         self.node = node
@@ -93,6 +106,12 @@ class StreamOperator:
         self.ctx: OperatorContext
         self.output: Output = _noop_output
         self.restored = False
+        # Event time, wired by the task: the next operator's process_watermark (or the
+        # task's output), the task's status output, and side outputs by tag id.
+        self.current_watermark = MIN_WATERMARK
+        self.watermark_output: Callable[[int], None] = _noop_watermark
+        self.status_output: Callable[[WatermarkStatus], None] = _noop_status
+        self.side_outputs: dict[str, Output] = {}
 
     # -------------------------------------------------------------------- lifecycle
 
@@ -133,6 +152,24 @@ class StreamOperator:
 
     def on_processing_time(self, now_ms: int) -> None:
         pass
+
+    def process_watermark(self, timestamp: int) -> None:
+        """Event time advanced to ``timestamp``: fire what it fires, then pass it on."""
+        self.current_watermark = timestamp
+        self.watermark_output(timestamp)
+
+    def emit_events(self, events: tuple[Watermark | WatermarkStatus, ...]) -> None:
+        """Send watermarks (through the rest of the chain) and statuses downstream, in order."""
+        for event in events:
+            if isinstance(event, Watermark):
+                self.current_watermark = event.timestamp
+                self.watermark_output(event.timestamp)
+            else:
+                self.status_output(event)
+
+    def end_of_event_time(self) -> None:
+        """A source's input ended: send the final watermark."""
+        self.process_watermark(MAX_WATERMARK)
 
     def next_timer_ms(self) -> int | None:
         return None

@@ -1,13 +1,20 @@
 """Stateless record-at-a-time operators, executed a batch at a time.
 
 Invariant: an operator builds a new output list per input batch and never mutates the input
-batch (broadcast edges share one list between channels).
+batch (broadcast edges share one list between channels). An output record carries the
+timestamp of the input record it came from (a plain input batch gives a plain output batch).
+Process functions may ``yield tag, value``: the value goes to the side output of ``tag`` when
+the job reads it (``get_side_output``), else the pair stays in the main output, as in PyFlink.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from cairn.datastream.output_tag import OutputTag
+from cairn.runtime.eventtime.stamped import StampedBatch, stamp
+from cairn.runtime.operators.base import Output
 from cairn.runtime.operators.user_function import UserFunctionOperator, resolve_method
 
 
@@ -24,6 +31,58 @@ def extend_with_result(out: list[Any], result: Any, operator_name: str) -> None:
         ) from exc
 
 
+def flat_map_stamped(
+    records: StampedBatch, call: Callable[[Any, int | None], Any], name: str
+) -> tuple[list[Any], list[int | None]]:
+    """Outputs of ``call(record, timestamp)`` for each record, each with its input's timestamp."""
+    out: list[Any] = []
+    stamps: list[int | None] = []
+    for r, t in zip(records, records.timestamps, strict=True):
+        n = len(out)
+        extend_with_result(out, call(r, t), name)
+        if len(out) > n:
+            stamps.extend([t] * (len(out) - n))
+    return out, stamps
+
+
+def is_tagged(value: Any) -> bool:
+    """``(OutputTag, value)``: what a process function yields for a side output."""
+    return type(value) is tuple and len(value) == 2 and isinstance(value[0], OutputTag)
+
+
+def emit_results(
+    output: Output,
+    side_outputs: dict[str, Output],
+    out: list[Any],
+    stamps: list[int | None] | None,
+) -> None:
+    """Send a process function's outputs: tagged ones to their side outputs (if the job reads
+    them), the rest to ``output``; stamped when ``stamps`` is given."""
+    if side_outputs:
+        main: list[Any] = []
+        main_stamps: list[int | None] = []
+        tagged: dict[str, tuple[list[Any], list[int | None]]] = {}
+        for i, v in enumerate(out):
+            if is_tagged(v):
+                recs, ts = tagged.setdefault(v[0].tag_id, ([], []))
+                recs.append(v[1])
+                ts.append(stamps[i] if stamps is not None else None)
+            else:
+                main.append(v)
+                main_stamps.append(stamps[i] if stamps is not None else None)
+        for tag_id, (recs, ts) in tagged.items():
+            side = side_outputs.get(tag_id)
+            if side is None:  # this tag is not read by the job; keep it in the main output
+                main.extend((OutputTag(tag_id), r) for r in recs)
+                main_stamps.extend(ts)
+            else:
+                side(stamp(recs, ts) if stamps is not None else recs)
+        out = main
+        stamps = main_stamps if stamps is not None else None
+    if out:
+        output(stamp(out, stamps) if stamps is not None else out)
+
+
 class MapOperator(UserFunctionOperator):
     def open(self) -> None:
         super().open()
@@ -31,6 +90,9 @@ class MapOperator(UserFunctionOperator):
 
     def process_batch(self, records: list[Any]) -> None:
         f = self._map
+        if type(records) is StampedBatch:
+            self.output(stamp([f(r) for r in records], records.timestamps))
+            return
         self.output([f(r) for r in records])
 
 
@@ -41,6 +103,11 @@ class FilterOperator(UserFunctionOperator):
 
     def process_batch(self, records: list[Any]) -> None:
         f = self._filter
+        if type(records) is StampedBatch:
+            kept = [(r, t) for r, t in zip(records, records.timestamps, strict=True) if f(r)]
+            if kept:
+                self.output(stamp([r for r, _ in kept], [t for _, t in kept]))
+            return
         out = [r for r in records if f(r)]
         if out:
             self.output(out)
@@ -53,8 +120,13 @@ class FlatMapOperator(UserFunctionOperator):
 
     def process_batch(self, records: list[Any]) -> None:
         f = self._flat_map
-        out: list[Any] = []
         name = self.name
+        if type(records) is StampedBatch:
+            out, stamps = flat_map_stamped(records, lambda r, _t: f(r), name)
+            if out:
+                self.output(stamp(out, stamps))
+            return
+        out = []
         for r in records:
             extend_with_result(out, f(r), name)
         if out:
@@ -66,9 +138,10 @@ class _ProcessContext:
 
     def __init__(self, operator: ProcessOperator) -> None:
         self._op = operator
+        self._timestamp: int | None = None
 
     def timestamp(self) -> int | None:
-        return None
+        return self._timestamp
 
     def timer_service(self) -> _NonKeyedTimerService:
         return _NonKeyedTimerService(self._op)
@@ -82,7 +155,7 @@ class _NonKeyedTimerService:
         return self._op.ctx.clock_ms()
 
     def current_watermark(self) -> int:
-        return -(2**63)
+        return self._op.current_watermark
 
     def register_processing_time_timer(self, timestamp: int) -> None:
         raise RuntimeError(
@@ -90,6 +163,8 @@ class _NonKeyedTimerService:
         )
 
     register_event_time_timer = register_processing_time_timer
+    delete_processing_time_timer = register_processing_time_timer
+    delete_event_time_timer = register_processing_time_timer
 
 
 class ProcessOperator(UserFunctionOperator):
@@ -101,9 +176,19 @@ class ProcessOperator(UserFunctionOperator):
     def process_batch(self, records: list[Any]) -> None:
         f = self._process
         ctx = self._context
-        out: list[Any] = []
         name = self.name
+        if type(records) is StampedBatch:
+
+            def call(r: Any, t: int | None) -> Any:
+                ctx._timestamp = t
+                return f(r, ctx)
+
+            out, stamps = flat_map_stamped(records, call, name)
+            ctx._timestamp = None
+            emit_results(self.output, self.side_outputs, out, stamps)
+            return
+        plain: list[Any] = []
         for r in records:
-            extend_with_result(out, f(r, ctx), name)
-        if out:
-            self.output(out)
+            extend_with_result(plain, f(r, ctx), name)
+        emit_results(self.output, self.side_outputs, plain, None)
+

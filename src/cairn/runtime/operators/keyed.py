@@ -2,28 +2,28 @@
 
 Invariant: a keyed operator only sees records whose key group belongs to its subtask (the
 upstream hash partitioner guarantees it), so every state access hits this subtask's backend;
-timers fire with their key set as the current key.
+timers fire with their key set as the current key. Event-time timers fire when a watermark
+reaches them, earliest first, before the watermark is passed on; what they emit carries the
+timer's timestamp (processing-time timers emit records without one, as in Flink).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from cairn.datastream import functions as fn_api
 from cairn.datastream.state import ValueStateDescriptor
+from cairn.datastream.time_domain import TimeDomain
 from cairn.graph.job_graph import OperatorNode
 from cairn.graph.transformations import OperatorKind
-from cairn.runtime.operators.basic import extend_with_result
+from cairn.runtime.eventtime.stamped import StampedBatch, stamp
+from cairn.runtime.operators.basic import emit_results, extend_with_result, flat_map_stamped
 from cairn.runtime.operators.user_function import UserFunctionOperator, resolve_method
 from cairn.state.api import KeyedStateBackend
 
 
-def _processing_time_domain() -> Any:
-    domain = getattr(fn_api, "TimeDomain", None)
-    return getattr(domain, "PROCESSING_TIME", "PROCESSING_TIME")
-
-
 class _KeyedTimerService:
+    """``TimerService`` of a keyed operator: timers of the current key, in the backend."""
+
     def __init__(self, op: KeyedOperatorBase) -> None:
         self._op = op
 
@@ -31,7 +31,7 @@ class _KeyedTimerService:
         return self._op.ctx.clock_ms()
 
     def current_watermark(self) -> int:
-        return -(2**63)
+        return self._op.current_watermark
 
     def register_processing_time_timer(self, timestamp: int) -> None:
         self._op.backend.register_processing_time_timer(int(timestamp))
@@ -40,9 +40,10 @@ class _KeyedTimerService:
         self._op.backend.delete_processing_time_timer(int(timestamp))
 
     def register_event_time_timer(self, timestamp: int) -> None:
-        raise NotImplementedError("event-time timers are not supported yet; use processing time")
+        self._op.backend.register_event_time_timer(int(timestamp))
 
-    delete_event_time_timer = register_event_time_timer
+    def delete_event_time_timer(self, timestamp: int) -> None:
+        self._op.backend.delete_event_time_timer(int(timestamp))
 
 
 class _KeyedContext:
@@ -52,6 +53,7 @@ class _KeyedContext:
         self._op = op
         self._timers = _KeyedTimerService(op)
         self._timestamp: int | None = None
+        self._domain = TimeDomain.PROCESSING_TIME
 
     def timestamp(self) -> int | None:
         return self._timestamp
@@ -62,8 +64,8 @@ class _KeyedContext:
     def get_current_key(self) -> Any:
         return self._op.backend.get_current_key()
 
-    def time_domain(self) -> Any:
-        return _processing_time_domain()
+    def time_domain(self) -> TimeDomain:
+        return self._domain
 
 
 class KeyedOperatorBase(UserFunctionOperator):
@@ -84,6 +86,19 @@ class KeyedOperatorBase(UserFunctionOperator):
     def next_timer_ms(self) -> int | None:
         return self.backend.next_timer_ms()
 
+    def process_watermark(self, timestamp: int) -> None:
+        self.current_watermark = timestamp
+        backend = self.backend
+        next_event = backend.next_event_timer_ms()
+        # Timers that fire may register timers the same watermark already passed: loop.
+        while next_event is not None and next_event <= timestamp:
+            self.on_event_time(backend.pop_due_event_timers(timestamp))
+            next_event = backend.next_event_timer_ms()
+        self.watermark_output(timestamp)
+
+    def on_event_time(self, due: list[tuple[int, Any]]) -> None:
+        """Event-time timers ``(timestamp, key)`` fired, earliest first (default: none set)."""
+
 
 class KeyedProcessOperator(KeyedOperatorBase):
     def open(self) -> None:
@@ -94,6 +109,9 @@ class KeyedProcessOperator(KeyedOperatorBase):
         self._context = _KeyedContext(self)
 
     def process_batch(self, records: list[Any]) -> None:
+        if type(records) is StampedBatch or self.side_outputs:
+            self._process_general(records)
+            return
         set_key = self.backend.set_current_key
         select = self.key_selector
         f = self._process
@@ -111,21 +129,79 @@ class KeyedProcessOperator(KeyedOperatorBase):
         if out:
             self.output(out)
 
+    def _process_general(self, records: list[Any]) -> None:
+        """With timestamps and/or side outputs (the plain path above is the hot one)."""
+        set_key = self.backend.set_current_key
+        select = self.key_selector
+        f = self._process
+        ctx = self._context
+        if type(records) is StampedBatch:
+            out: list[Any] = []
+            stamps: list[int | None] = []
+            extend, add_stamp = out.extend, stamps.append
+            for r, t in zip(records, records.timestamps, strict=True):
+                set_key(select(r))
+                ctx._timestamp = t
+                result = f(r, ctx)
+                if result is None:
+                    continue
+                n = len(out)
+                try:
+                    extend(result)
+                except TypeError:
+                    extend_with_result(out, result, self.name)
+                k = len(out) - n
+                if k == 1:
+                    add_stamp(t)
+                elif k:
+                    stamps.extend([t] * k)
+            ctx._timestamp = None
+            emit_results(self.output, self.side_outputs, out, stamps)
+            return
+        plain: list[Any] = []
+        for r in records:
+            set_key(select(r))
+            extend_with_result(plain, f(r, ctx), self.name)
+        emit_results(self.output, self.side_outputs, plain, None)
+
     def on_processing_time(self, now_ms: int) -> None:
         due = self.backend.pop_due_timers(now_ms)
-        if not due:
+        if not due or self._on_timer is None:
             return
+        out = self._fire(due, TimeDomain.PROCESSING_TIME)
+        emit_results(self.output, self.side_outputs, out, None)
+
+    def on_event_time(self, due: list[tuple[int, Any]]) -> None:
         if self._on_timer is None:
             return
+        stamps: list[int | None] = []
+        out = self._fire(due, TimeDomain.EVENT_TIME, stamps)
+        emit_results(self.output, self.side_outputs, out, stamps)
+
+    def _fire(
+        self,
+        due: list[tuple[int, Any]],
+        domain: TimeDomain,
+        stamps: list[int | None] | None = None,
+    ) -> list[Any]:
+        """Call ``on_timer`` per timer with its key current; ``stamps`` gets each output's
+        timestamp (the timer's) when given."""
+        on_timer = self._on_timer
+        assert on_timer is not None
         out: list[Any] = []
         ctx = self._context
+        ctx._domain = domain
+        set_key = self.backend.set_current_key
         for ts, key in due:
-            self.backend.set_current_key(key)
+            set_key(key)
             ctx._timestamp = ts
-            extend_with_result(out, self._on_timer(ts, ctx), self.name)
+            n = len(out)
+            extend_with_result(out, on_timer(ts, ctx), self.name)
+            if stamps is not None:
+                stamps.extend([ts] * (len(out) - n))
         ctx._timestamp = None
-        if out:
-            self.output(out)
+        ctx._domain = TimeDomain.PROCESSING_TIME
+        return out
 
 
 class ReduceOperator(KeyedOperatorBase):
@@ -150,6 +226,9 @@ class ReduceOperator(KeyedOperatorBase):
             new = r if current is None else reduce(current, r)
             state.update(new)
             out.append(new)
+        if type(records) is StampedBatch:
+            self.output(stamp(out, records.timestamps))
+            return
         self.output(out)
 
 
@@ -174,6 +253,9 @@ class KeyedRecordOperator(KeyedOperatorBase):
         select = self.key_selector
         f = self._f
         kind = self._kind
+        if type(records) is StampedBatch:
+            self._process_stamped(records)
+            return
         out: list[Any] = []
         for r in records:
             set_key(select(r))
@@ -186,5 +268,26 @@ class KeyedRecordOperator(KeyedOperatorBase):
                 extend_with_result(out, f(r), self.name)
             else:
                 extend_with_result(out, f(r, self._context), self.name)
-        if out:
-            self.output(out)
+        emit_results(self.output, self.side_outputs, out, None)
+
+    def _process_stamped(self, records: StampedBatch) -> None:
+        set_key = self.backend.set_current_key
+        select = self.key_selector
+        f = self._f
+        kind = self._kind
+        ctx = self._context
+
+        def call(r: Any, t: int | None) -> Any:
+            set_key(select(r))
+            if kind == "map":
+                return (f(r),)
+            if kind == "filter":
+                return (r,) if f(r) else None
+            if kind == "flat_map":
+                return f(r)
+            ctx._timestamp = t
+            return f(r, ctx)
+
+        out, stamps = flat_map_stamped(records, call, self.name)
+        ctx._timestamp = None
+        emit_results(self.output, self.side_outputs, out, stamps)

@@ -11,6 +11,7 @@ from typing import Any
 
 from cairn.datastream.connectors.base import Committer, SinkWriter, SinkWriterContext
 from cairn.datastream.state import ListStateDescriptor
+from cairn.runtime.eventtime.stamped import StampedBatch
 from cairn.runtime.operators.base import OperatorRestore, OperatorSnapshot, StreamOperator
 from cairn.runtime.operators.user_function import UserFunctionOperator, resolve_method
 from cairn.runtime.reports import CollectedResults
@@ -21,15 +22,16 @@ END_OF_INPUT_CHECKPOINT = 2**62
 class _SinkContext:
     def __init__(self, op: StreamOperator) -> None:
         self._op = op
+        self._timestamp: int | None = None
 
     def current_processing_time(self) -> int:
         return self._op.ctx.clock_ms()
 
     def current_watermark(self) -> int:
-        return -(2**63)
+        return self._op.current_watermark
 
     def timestamp(self) -> int | None:
-        return None
+        return self._timestamp
 
 
 class SinkFunctionOperator(UserFunctionOperator):
@@ -45,6 +47,12 @@ class SinkFunctionOperator(UserFunctionOperator):
         f = self._invoke
         if self._takes_context:
             ctx = self._context
+            if type(records) is StampedBatch:
+                for r, t in zip(records, records.timestamps, strict=True):
+                    ctx._timestamp = t
+                    f(r, ctx)
+                ctx._timestamp = None
+                return
             for r in records:
                 f(r, ctx)
         else:

@@ -3,6 +3,8 @@
 Invariant: a source's checkpointed position always covers exactly the records emitted before
 the barrier: readers are polled by the task thread only, and a ``SourceFunction`` thread emits
 under the checkpoint lock, which the task holds while it drains, snapshots and emits a barrier.
+A ``Source`` with a watermark strategy stamps each polled batch and emits watermarks on the
+task's timer loop (one generator per subtask, over all its splits).
 """
 
 from __future__ import annotations
@@ -12,9 +14,12 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from cairn.common.watermark_strategy import WatermarkStrategy
 from cairn.datastream.connectors.base import Source, SourceReader, SourceReaderContext
 from cairn.datastream.state import ListStateDescriptor
+from cairn.graph.job_graph import OperatorNode
 from cairn.runtime.operators.base import OperatorRestore, OperatorSnapshot
+from cairn.runtime.operators.timestamps import PeriodicWatermarks
 from cairn.runtime.operators.user_function import UserFunctionOperator
 
 SPLITS_STATE = "_cairn_source_splits"
@@ -30,6 +35,18 @@ class UserSourceError(Exception):
 
 class SourceOperator(UserFunctionOperator):
     is_source = True
+
+    def __init__(self, node: OperatorNode) -> None:
+        super().__init__(node)
+        strategy = node.watermark_strategy
+        event_time = isinstance(strategy, WatermarkStrategy) and (
+            strategy.kind != "no_watermarks"
+            or strategy.timestamp_assigner is not None
+            or strategy.idle_timeout_ms is not None
+        )
+        self._strategy = strategy if event_time else None
+        self.generates_watermarks = event_time
+        self._event_time: PeriodicWatermarks | None = None
 
     def initialize_state(self, restore: OperatorRestore | None) -> None:
         super().initialize_state(restore)
@@ -51,9 +68,33 @@ class SourceOperator(UserFunctionOperator):
         self.reader: SourceReader = self.function.create_reader(
             self._splits, SourceReaderContext(c.subtask_index, c.parallelism, c.attempt, c.job_id)
         )
+        if self._strategy is not None:
+            self._event_time = PeriodicWatermarks(
+                self._strategy, c.watermark_interval_ms, c.clock_ms()
+            )
 
     def poll(self, max_records: int) -> list[Any] | None:
-        return self.reader.poll_batch(max_records)
+        batch = self.reader.poll_batch(max_records)
+        event_time = self._event_time
+        if event_time is not None and batch:
+            return event_time.stamper.assign(batch)
+        return batch
+
+    def next_timer_ms(self) -> int | None:
+        event_time = self._event_time
+        return event_time.next_ms if event_time is not None else None
+
+    def on_processing_time(self, now_ms: int) -> None:
+        event_time = self._event_time
+        if event_time is not None:
+            self.emit_events(event_time.on_timer(now_ms))
+
+    def end_of_event_time(self) -> None:
+        event_time = self._event_time
+        if event_time is None:
+            super().end_of_event_time()
+        else:
+            self.emit_events(event_time.emitter.on_end_of_input())
 
     def available_in_s(self) -> float | None:
         """The reader's hint after an empty poll (see ``SourceReader.available_in_s``)."""

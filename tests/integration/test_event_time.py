@@ -1,0 +1,187 @@
+"""Event time end to end: out-of-order input with bounded disorder through event-time timers,
+under repeated SIGKILL of workers (aligned and unaligned checkpoints), equal to the golden
+output; side outputs; a source that ends early; an idle partition."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from cairn.cli.demo_jobs import read_visible_lines
+from cairn.common import Configuration, Duration, WatermarkStrategy
+from cairn.datastream import KeyedProcessFunction, OutputTag, StreamExecutionEnvironment
+from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
+from tests.integration.event_time_jobs import (
+    DISORDER_MS,
+    EventTime,
+    OutOfOrderEvents,
+    WindowCount,
+    expected_windows,
+    window_job,
+)
+
+RECORDS, KEYS = 60_000, 10
+
+KILLS = {
+    # timers registered before each kill must fire after it; the watermark restarts low.
+    # (unaligned: rate, cost per record in µs; the window operator is the bottleneck, so
+    # barriers overtake batches and watermarks that are persisted and replayed)
+    "aligned": (False, "point=processing,attempt=0,records=15000,subtask=1,vertex=Window;"
+                       "point=after-barrier,attempt=1,subtask=0,vertex=Window;"
+                       "point=during-upload,attempt=2,subtask=1"),
+    "unaligned": (True, "point=processing,attempt=0,records=15000,subtask=0,vertex=Window;"
+                        "point=after-barrier,attempt=1,subtask=1,vertex=Window;"
+                        "point=processing,attempt=2,records=2000,subtask=1,vertex=events"),
+}
+
+
+def _check(out: str) -> None:
+    assert read_visible_lines(out + "/late") == [], "bounded disorder: nothing is late"
+    assert sorted(read_visible_lines(out + "/windows")) == expected_windows(RECORDS, KEYS)
+
+
+def test_event_time_windows_match_the_golden_output_in_process(tmp_path: Any) -> None:
+    out = str(tmp_path)
+    env = window_job({"cairn.executor": "inprocess"}, out, records=RECORDS, keys=KEYS,
+                     rate=None)
+    client = env.execute_async("event-time")
+    client.get_job_execution_result(timeout=240)
+    _check(out)
+
+
+@pytest.mark.spark
+def test_failure_free_event_time_run_matches_golden_output(spark: Any, tmp_path: Any) -> None:
+    out = str(tmp_path)
+    env = window_job({"cairn.executor": "spark"}, out, records=RECORDS, keys=KEYS)
+    client = env.execute_async("event-time")
+    client.get_job_execution_result(timeout=240)
+    assert client.job_master.restarts == 0
+    _check(out)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("mode", sorted(KILLS))
+def test_event_time_timers_stay_exactly_once_under_sigkill(spark: Any, tmp_path: Any,
+                                                          mode: str) -> None:
+    unaligned, faults = KILLS[mode]
+    out = str(tmp_path)
+    env = window_job({"cairn.executor": "spark", "cairn.testing.faults": faults}, out,
+                     records=RECORDS, keys=KEYS, unaligned=unaligned,
+                     rate=None if unaligned else 20_000, cost_us=40 if unaligned else 0)
+    client = env.execute_async(f"event-time-{mode}")
+    client.get_job_execution_result(timeout=300)
+    assert client.job_master.restarts == 3, "every scheduled kill must have happened"
+    if unaligned:
+        stats = client.get_checkpoint_statistics()
+        assert stats is not None
+        persisted = [c.persisted_bytes for c in stats.history]
+        assert any(p > 0 for p in persisted), f"no in-flight data was persisted: {persisted}"
+    _check(out)
+
+
+def _inprocess_env() -> StreamExecutionEnvironment:
+    conf = Configuration()
+    conf.set_string("cairn.executor", "inprocess")
+    env = StreamExecutionEnvironment.get_execution_environment(conf)
+    env.set_parallelism(2)
+    env.enable_checkpointing(200)
+    return env
+
+
+ODD = OutputTag("odd")
+
+
+class Split(KeyedProcessFunction[Any, int, Any]):
+    def process_element(self, value: int, ctx: Any) -> Any:
+        if value % 2:
+            yield ODD, (value, ctx.timestamp())
+        else:
+            yield value
+
+
+def test_side_outputs_in_a_job_go_to_their_own_stream() -> None:
+    env = _inprocess_env()
+    strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(
+        _Value())
+    main = (env.from_collection(list(range(20))).assign_timestamps_and_watermarks(strategy)
+            .key_by(lambda v: v % 3).process(Split()))
+    odd = main.get_side_output(ODD).map(lambda p: ("odd", p))
+    results = list(main.map(lambda v: ("even", v)).union(odd).execute_and_collect())
+    assert sorted(v for tag, v in results if tag == "even") == list(range(0, 20, 2))
+    assert sorted(v for tag, v in results if tag == "odd") == [
+        (v, v) for v in range(1, 20, 2)
+    ], "side outputs keep their record's timestamp"
+
+
+class _Value(EventTime):
+    def extract_timestamp(self, value: Any, record_timestamp: int) -> int:
+        return int(value)
+
+
+def test_a_source_that_ends_early_neither_stalls_nor_rushes_the_watermark(tmp_path: Any) -> None:
+    """A short bounded source unioned with a long, slower one: once the short one ended, the
+    long one alone decides the watermark (nothing of it becomes late)."""
+    env = _inprocess_env()
+    strategy = (WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(DISORDER_MS))
+                .with_timestamp_assigner(EventTime()))
+    long_events = DataGeneratorSource(OutOfOrderEvents(KEYS), 20_000,
+                                      RateLimiterStrategy.per_second(10_000))
+    short = _Offset(20_000)
+    short_events = DataGeneratorSource(short, 500)
+    longs = env.from_source(long_events, strategy, "long")
+    shorts = env.from_source(short_events, strategy, "short")
+    windows = longs.union(shorts).key_by(lambda r: r[0]).process(WindowCount())
+    late = windows.get_side_output(OutputTag("late")).map(lambda r: ("late", r))
+    results = list(windows.union(late).execute_and_collect())
+    assert [r for r in results if isinstance(r, tuple)] == []
+    expected = expected_windows(0, KEYS, range(20_000))
+    shorts_expected = _short_windows(short, 500)
+    assert sorted(results) == sorted(_merge(expected, shorts_expected))
+
+
+class _Offset(OutOfOrderEvents):
+    """Indexes shifted past the long source's, so both sources' windows stay apart in keys."""
+
+    def __init__(self, offset: int) -> None:
+        super().__init__(KEYS)
+        self.offset = offset
+
+    def __call__(self, index: int) -> tuple[str, int, int]:
+        key, ts, i = super().__call__(index)
+        return ("s" + key, ts, i + self.offset)
+
+
+def _short_windows(gen: _Offset, n: int) -> list[str]:
+    windows: dict[tuple[str, int], list[int]] = {}
+    for i in range(n):
+        key, ts, index = gen(i)
+        w = windows.setdefault((key, ts - ts % 1000), [0, 0])
+        w[0] += 1
+        w[1] += index
+    return [f"{k},{s},{c},{t}" for (k, s), (c, t) in windows.items()]
+
+
+def _merge(*parts: list[str]) -> list[str]:
+    return [line for part in parts for line in part]
+
+
+def test_an_idle_partition_holds_back_no_watermark() -> None:
+    """Only subtask 0 of the source has records after the filter; with idleness the other
+    subtask stops holding the watermark back, so windows fire while the source still runs
+    (the source is unbounded: without idleness no window would ever fire)."""
+    env = _inprocess_env()
+    strategy = (WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(DISORDER_MS))
+                .with_timestamp_assigner(EventTime()).with_idleness(Duration.of_millis(300)))
+    source = DataGeneratorSource(OutOfOrderEvents(KEYS), None,
+                                 RateLimiterStrategy.per_second(5_000))
+    results = (
+        env.from_source(source, WatermarkStrategy.no_watermarks(), "endless")
+        .filter(lambda r: r[2] % 2 == 0)  # subtask i reads indexes i, i + 2, ...: 1 is idle
+        .assign_timestamps_and_watermarks(strategy)
+        .key_by(lambda r: r[0])
+        .process(WindowCount())
+        .execute_and_collect(limit=5)
+    )
+    assert len(results) == 5
+    assert all(int(line.split(",")[2]) > 0 for line in results)
