@@ -645,6 +645,54 @@ def test_savepoint_failures_reach_the_future_and_do_not_fail_the_job(
     assert [b.checkpoint_id for b in h.gateway.barriers] == [1, 2, 3]
 
 
+def test_savepoint_waits_for_an_unaligned_checkpoint_and_blocks_periodic_ones(
+    root: str, tmp_path: Path
+) -> None:
+    h = make(root, unaligned=True)
+    h.clock.advance(100)
+    assert h.coord.tick() == TriggerNow(CheckpointId(1))
+    assert h.gateway.barriers[0].options.alignment is AlignmentMode.UNALIGNED
+    future = h.coord.trigger_savepoint(str(tmp_path / "sp"))
+    assert [b.checkpoint_id for b in h.gateway.barriers] == [1]  # queued, not concurrent
+    h.ack_all(1)
+    h.clock.advance(100)
+    assert h.coord.tick() == Blocked("a savepoint is in progress")  # no periodic one now
+    barrier = h.gateway.barriers[-1]
+    assert barrier.checkpoint_id == 2 and barrier.options.is_savepoint
+    assert barrier.options.alignment is AlignmentMode.ALIGNED
+    assert barrier.options.aligned_timeout_ms is None and not barrier.options.terminate
+    h.clock.advance(100)
+    assert h.coord.tick() == Blocked("a savepoint is in progress")
+    h.ack_all(2)
+    assert future.result(timeout=0).checkpoint_id == 2
+    assert h.gateway.completed == [1]  # a plain savepoint is not announced to the tasks
+    h.clock.advance(100)
+    assert h.coord.tick() == TriggerNow(CheckpointId(3))
+
+
+def test_stop_with_savepoint_is_announced_so_sinks_commit_it(root: str, tmp_path: Path) -> None:
+    h = make(root, interval_ms=-1)
+    future = h.coord.trigger_savepoint(str(tmp_path / "sp"), terminate=True)
+    assert h.gateway.barriers[-1].options.terminate
+    h.ack_all(1)
+    assert future.result(timeout=0).is_savepoint
+    assert h.gateway.completed == [1]
+
+
+def test_queued_savepoints_fail_on_failover_and_shutdown(root: str, tmp_path: Path) -> None:
+    h = make(root, unaligned=True, interval_ms=-1)
+    h.coord.trigger_checkpoint()
+    queued = h.coord.trigger_savepoint(str(tmp_path / "sp"))
+    h.coord.abort_all_pending("job failover")
+    with pytest.raises(CheckpointFailedError, match="^savepoint failed: .*job failover"):
+        queued.result(timeout=0)
+    h.coord.trigger_checkpoint()
+    queued = h.coord.trigger_savepoint(str(tmp_path / "sp"))
+    h.coord.shutdown(TerminalJobStatus.CANCELED)
+    with pytest.raises(CheckpointFailedError, match="job CANCELED"):
+        queued.result(timeout=0)
+
+
 # --- shutdown -----------------------------------------------------------------------------------
 
 

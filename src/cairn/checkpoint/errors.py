@@ -57,10 +57,17 @@ class FallbackRefusedError(NoUsableCheckpointError):
 
 
 class CheckpointFailedError(CheckpointError):
-    """A checkpoint or savepoint was aborted; raised from a savepoint's future."""
+    """A checkpoint or savepoint was aborted; raised from a savepoint's future.
 
-    def __init__(self, checkpoint_id: int, reason: str, message: str) -> None:
-        super().__init__(f"checkpoint {checkpoint_id} failed: {reason}: {message}")
+    >>> print(CheckpointFailedError(3, "CHECKPOINT_EXPIRED", "took too long", "savepoint"))
+    savepoint 3 failed: CHECKPOINT_EXPIRED: took too long
+    """
+
+    def __init__(
+        self, checkpoint_id: int, reason: str, message: str, kind: str = "checkpoint"
+    ) -> None:
+        what = f"{kind} {checkpoint_id}" if checkpoint_id else kind  # 0: never triggered
+        super().__init__(f"{what} failed: {reason}: {message}")
         self.checkpoint_id = checkpoint_id
         self.reason = reason
         self.detail = message
