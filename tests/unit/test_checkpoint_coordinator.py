@@ -684,7 +684,7 @@ def test_queued_savepoints_fail_on_failover_and_shutdown(root: str, tmp_path: Pa
     h.coord.trigger_checkpoint()
     queued = h.coord.trigger_savepoint(str(tmp_path / "sp"))
     h.coord.abort_all_pending("job failover")
-    with pytest.raises(CheckpointFailedError, match="^savepoint failed: .*job failover"):
+    with pytest.raises(CheckpointFailedError, match=r"^savepoint failed: .*job failover"):
         queued.result(timeout=0)
     h.coord.trigger_checkpoint()
     queued = h.coord.trigger_savepoint(str(tmp_path / "sp"))

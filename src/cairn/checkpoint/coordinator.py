@@ -283,9 +283,11 @@ class CheckpointCoordinator:
             future.set_exception(e)
             return future
         self._queued.append(_SavepointRequest(target_dir, terminate, future))
-        if not self._start_queued_savepoint():
+        decision = self._savepoint_decision()
+        if isinstance(decision, Blocked):
             log.info("Savepoint to %s of job %s waits: %s.", target_dir, self.job_id,
-                     self._savepoint_decision().reason)
+                     decision.reason)
+        self._start_queued_savepoint()
         return future
 
     def _savepoint_decision(self) -> TriggerNow | Blocked:

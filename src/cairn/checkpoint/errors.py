@@ -73,6 +73,27 @@ class CheckpointFailedError(CheckpointError):
         self.detail = message
 
 
+class SavepointTargetExistsError(CheckpointError, FileExistsError):
+    """A savepoint's target directory is not empty: savepoints never mix with other files.
+
+    >>> print(SavepointTargetExistsError("/sp/one", "already contains a savepoint (_metadata)"))
+    /sp/one: already contains a savepoint (_metadata)
+    """
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
+
+    def __str__(self) -> str:  # OSError's default adds errno noise
+        return f"{self.path}: {self.problem}"
+
+
+class SavepointRejectedError(CheckpointError):
+    """A savepoint cannot be taken now: the job is not running, is stopping or finishing,
+    or has checkpointing disabled; the message says which."""
+
+
 class CheckpointStorageUnusableError(CheckpointError):
     """The checkpoint storage cannot be used: missing bucket, wrong credentials, unreachable
     endpoint, no permission or no space. Raised at submission, before any worker starts.

@@ -32,7 +32,11 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
 from cairn.checkpoint import local_files
-from cairn.checkpoint.errors import CheckpointNotFoundError, CorruptCheckpointError
+from cairn.checkpoint.errors import (
+    CheckpointNotFoundError,
+    CorruptCheckpointError,
+    SavepointTargetExistsError,
+)
 from cairn.checkpoint.metadata import (
     METADATA_FILE_NAME,
     CheckpointMetadata,
@@ -354,11 +358,18 @@ class CheckpointStorage:
         _remove_tree(self._job)
 
     def check_savepoint_target(self, target_dir: str) -> None:
-        """Raise ``FileExistsError`` if ``target_dir`` already holds a checkpoint or savepoint."""
+        """Raise ``SavepointTargetExistsError`` (a ``FileExistsError``) if ``target_dir`` holds
+        a checkpoint or savepoint, or anything else: a savepoint gets a directory of its own."""
         target = _resolve(target_dir, self._options_for(target_dir))
-        if target.fs.exists(target.join(METADATA_FILE_NAME).path):
-            raise FileExistsError(
-                f"{target.public()}: already contains a savepoint or checkpoint (_metadata)"
+        fs = target.fs
+        if fs.exists(target.join(METADATA_FILE_NAME).path):
+            raise SavepointTargetExistsError(
+                target.public(), "already contains a savepoint or checkpoint (_metadata)"
+            )
+        if fs.isdir(target.path) and fs.ls(target.path):
+            raise SavepointTargetExistsError(
+                target.public(),
+                "exists and is not empty; give a new directory for the savepoint",
             )
 
     def write_savepoint(

@@ -36,6 +36,8 @@ from cairn.settings import (
     ExecutorKind,
     JobSettings,
     NetworkSettings,
+    RestoreMode,
+    RestSettings,
     SigningKey,
     StateSettings,
 )
@@ -137,11 +139,19 @@ def prepare_job(
         },
         restore_path=get(opts.RESTORE_PATH),
         restore_ignore_unclaimed=bool(get(opts.RESTORE_IGNORE_UNCLAIMED)),
+        restore_mode=RestoreMode(get(opts.RESTORE_MODE)),
         allow_fallback_past_committed=bool(get(opts.ALLOW_FALLBACK_PAST_COMMITTED)),
         operator_chaining=bool(get(opts.OPERATOR_CHAINING)),
         job_parameters=dict(get(opts.JOB_PARAMETERS) or {}),
         deploy=deploy_settings_from(resolved),
         state=StateSettings.from_environ(os.environ),
+        rest=RestSettings(
+            enabled=bool(get(opts.REST_ENABLED)),
+            address=str(get(opts.REST_ADDRESS)),
+            bind_address=str(get(opts.REST_BIND_ADDRESS)),
+            port=int(get(opts.REST_PORT)),
+            token=bool(get(opts.REST_TOKEN_ENABLED)),
+        ),
         switch_interval_ms=int(get(opts.WORKER_SWITCH_INTERVAL)),
         network=NetworkSettings(
             batch_size=int(get(opts.NETWORK_BATCH_SIZE)),

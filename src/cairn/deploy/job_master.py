@@ -15,14 +15,17 @@ import logging
 import queue
 import threading
 import time
+import uuid
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
 from cairn.checkpoint.coordinator import CheckpointCoordinator
-from cairn.checkpoint.errors import CheckpointError
+from cairn.checkpoint.errors import CheckpointError, SavepointRejectedError
 from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.checkpoint.messages import TaskAcknowledgement, TaskDecline, TaskKey
+from cairn.checkpoint.metadata import CompletedCheckpoint
 from cairn.checkpoint.protocol import FallbackRule
 from cairn.checkpoint.restore import check_restore_compatible
 from cairn.checkpoint.storage import CheckpointStorage
@@ -71,6 +74,7 @@ class _AttemptState:
     finished: set[TaskKey] = field(default_factory=set)
     final_checkpoint_from: int | None = None
     sources_ended: bool = False
+    stopping: bool = False  # a stop-with-savepoint is in progress or completed
 
 
 _FINISHED = AttemptOutcome(AttemptEnd.FINISHED)
@@ -133,6 +137,9 @@ class JobMaster:
         self.start_ms = int(time.time() * 1000)
         self.end_ms: int | None = None
         self.listeners: list[Callable[[str, Any], None]] = []
+        # Savepoint requests from other threads, run on the job master's thread.
+        self._commands: queue.SimpleQueue[tuple[_Command, Future[str]]] = queue.SimpleQueue()
+        self._stop_result: tuple[Future[str], str] | None = None  # resolved when the job ends
 
     # ------------------------------------------------------------------ public API
 
@@ -143,6 +150,24 @@ class JobMaster:
 
     def cancel(self) -> None:
         self._cancel.set()
+
+    def trigger_savepoint(self, target_dir: str | None = None) -> Future[str]:
+        """Take an aligned savepoint while the job runs on; the future gives its directory.
+
+        Thread-safe: the request runs on the job master's thread. ``target_dir`` is the
+        savepoint's own (new or empty) directory; None: a new ``savepoint-<job>-<random>``
+        under ``execution.checkpointing.savepoint-dir``. The future fails with
+        ``SavepointRejectedError`` (not running, stopping, no checkpointing, no directory),
+        ``SavepointTargetExistsError`` or ``CheckpointFailedError`` (with the reason).
+        """
+        return self._submit(lambda state: self._savepoint(state, target_dir, terminate=False))
+
+    def stop_with_savepoint(self, target_dir: str | None = None) -> Future[str]:
+        """Stop the job with a savepoint: sources emit nothing after its barrier, sinks
+        commit it, then the sources end and the job ends FINISHED. The future gives the
+        savepoint's directory once the job FINISHED; if the savepoint fails, the job runs on
+        and the future fails with the reason."""
+        return self._submit(lambda state: self._savepoint(state, target_dir, terminate=True))
 
     def run(self) -> None:
         try:
@@ -156,6 +181,109 @@ class JobMaster:
         finally:
             self.end_ms = int(time.time() * 1000)
             self._server.close()
+            self._resolve_stop()
+            self._reject_commands()
+
+    # ------------------------------------------------------------------ savepoint commands
+
+    def _submit(self, command: _Command) -> Future[str]:
+        result: Future[str] = Future()
+        if self.end_ms is not None:
+            result.set_exception(self._not_running())
+        else:
+            self._commands.put((command, result))
+        return result
+
+    def _not_running(self) -> SavepointRejectedError:
+        return SavepointRejectedError(
+            f"job {self.job_id} is {self._status.name}, not RUNNING: no savepoint can be taken"
+        )
+
+    def _run_commands(self, state: _AttemptState) -> None:
+        while True:
+            try:
+                command, result = self._commands.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                _forward(command(state), result)
+            except Exception as e:
+                result.set_exception(e)
+
+    def _reject_commands(self) -> None:
+        while True:
+            try:
+                _command, result = self._commands.get_nowait()
+            except queue.Empty:
+                return
+            result.set_exception(self._not_running())
+
+    def _savepoint(self, state: _AttemptState, target: str | None, terminate: bool) -> Future[str]:
+        if self._status is not JobStatus.RUNNING:
+            raise self._not_running()
+        if not self._checkpointing:
+            raise SavepointRejectedError(
+                f"job {self.job_id} has checkpointing disabled; savepoints need it "
+                "(env.enable_checkpointing(...) or execution.checkpointing.interval)"
+            )
+        if state.stopping:
+            raise SavepointRejectedError(f"job {self.job_id} is stopping with a savepoint")
+        if state.final_checkpoint_from is not None:
+            raise SavepointRejectedError(
+                f"job {self.job_id} is finishing: its sources have ended"
+            )
+        directory = target or self._default_savepoint_dir()
+        log.info("job %s: %s to %s", self.job_id,
+                 "stop with savepoint" if terminate else "savepoint", directory)
+        savepoint = self.coordinator.trigger_savepoint(directory, terminate)
+        path: Future[str] = Future()
+        if terminate:
+            state.stopping = True
+            savepoint.add_done_callback(lambda f: self._stop_savepoint_done(state, f, path))
+        else:
+            savepoint.add_done_callback(lambda f: _forward_path(f, path))
+        return path
+
+    def _default_savepoint_dir(self) -> str:
+        root = self.settings.checkpoint.savepoint_dir
+        if root is None:
+            raise SavepointRejectedError(
+                "no target directory given and no default one configured "
+                "(execution.checkpointing.savepoint-dir, or state.savepoints.dir)"
+            )
+        return f"{root.rstrip('/')}/savepoint-{self.job_id[:6]}-{uuid.uuid4().hex[:12]}"
+
+    def _stop_savepoint_done(
+        self, state: _AttemptState, done: Future[CompletedCheckpoint], path: Future[str]
+    ) -> None:
+        """On the job master's thread: end the sources after the stop's savepoint (its
+        sinks committed it already), or let them go on if it failed."""
+        error = done.exception()
+        if error is not None:
+            state.stopping = False
+            log.warning("job %s: stop with savepoint failed, the job goes on: %s",
+                        self.job_id, error)
+            if self._state is state:
+                self._server.broadcast(state.attempt, p.ResumeSources())
+            path.set_exception(error)
+            return
+        self.coordinator.stop_periodic()
+        self._stop_result = (path, done.result().directory)
+        log.info("job %s: savepoint at %s completed; ending the sources", self.job_id,
+                 done.result().directory)
+        self._server.broadcast(state.attempt, p.EndSources())
+
+    def _resolve_stop(self) -> None:
+        if self._stop_result is None:
+            return
+        (path, directory), self._stop_result = self._stop_result, None
+        if self._status is JobStatus.FINISHED:
+            path.set_result(directory)
+        else:
+            path.set_exception(SavepointRejectedError(
+                f"job {self.job_id} ended {self._status.name} after its savepoint at "
+                f"{directory} completed"
+            ))
 
     # ------------------------------------------------------------------ status
 
@@ -329,6 +457,7 @@ class JobMaster:
         while True:
             if self._cancel.is_set():
                 return _CANCELLED
+            self._run_commands(state)
             failure = deployment.failure()
             if failure is not None:
                 return AttemptOutcome.failed(failure)
@@ -454,6 +583,28 @@ class JobMaster:
 @dataclass(frozen=True)
 class _FailJob:
     reason: str
+
+
+_Command = Callable[[_AttemptState], "Future[str]"]
+
+
+def _forward(source: Future[str], target: Future[str]) -> None:
+    def done(f: Future[str]) -> None:
+        error = f.exception()
+        if error is not None:
+            target.set_exception(error)
+        else:
+            target.set_result(f.result())
+
+    source.add_done_callback(done)
+
+
+def _forward_path(source: Future[CompletedCheckpoint], target: Future[str]) -> None:
+    error = source.exception()
+    if error is not None:
+        target.set_exception(error)
+    else:
+        target.set_result(source.result().directory)
 
 
 class _Gateway:
