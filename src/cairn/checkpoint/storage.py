@@ -35,6 +35,7 @@ from cairn.checkpoint import local_files
 from cairn.checkpoint.errors import (
     CheckpointNotFoundError,
     CorruptCheckpointError,
+    SavepointRejectedError,
     SavepointTargetExistsError,
 )
 from cairn.checkpoint.metadata import (
@@ -520,3 +521,30 @@ def read_metadata(
     """The metadata at ``path``: a checkpoint/savepoint dir, its ``_metadata``, or a job dir
     (checked with ``key`` as in :func:`load_checkpoint`)."""
     return load_checkpoint(path, storage_options, key).metadata
+
+
+def dispose_savepoint(path: str, storage_options: Mapping[str, Any] | None = None) -> str:
+    """Delete the savepoint at ``path`` (its directory or ``_metadata``), returning the
+    directory removed. Only a savepoint is deleted: the metadata must decode and say so.
+
+    Raises:
+        CheckpointNotFoundError: nothing is there (e.g. disposed already), or no savepoint.
+        CorruptCheckpointError: ``_metadata`` does not decode (nothing is deleted).
+        SavepointRejectedError: it is a checkpoint; its job's retention policy owns it.
+    """
+    loc = _resolve(path, storage_options)
+    if loc.name == METADATA_FILE_NAME:
+        loc = loc.parent
+    if not loc.fs.exists(loc.path):
+        raise CheckpointNotFoundError(loc.public(), "no such savepoint (disposed already?)")
+    if not _has_metadata(loc):
+        raise CheckpointNotFoundError(loc.public(), "not a savepoint (no _metadata): left alone")
+    checkpoint, _ = _load(loc, None)
+    if not checkpoint.metadata.is_savepoint:
+        raise SavepointRejectedError(
+            f"{loc.public()} is checkpoint {checkpoint.checkpoint_id}, not a savepoint: "
+            "left alone (its job's retention policy owns it)"
+        )
+    _remove_tree(loc)
+    log.info("Disposed savepoint %s.", loc.public())
+    return loc.public()

@@ -116,7 +116,7 @@ class JobClient:
                 "stop_with_savepoint(advance_to_end_of_event_time=True) is not supported: "
                 "Cairn has no event time (watermarks, event-time timers) to advance; pass False"
             )
-        return self._master.stop_with_savepoint(savepoint_directory)
+        return self._master.stop_with_savepoint(savepoint_directory).finished
 
     def get_job_execution_result(self, timeout: float | None = None) -> JobExecutionResult:
         """Wait for the job to end; raise ``JobExecutionError`` if it failed."""

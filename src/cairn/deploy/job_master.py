@@ -160,14 +160,22 @@ class JobMaster:
         ``SavepointRejectedError`` (not running, stopping, no checkpointing, no directory),
         ``SavepointTargetExistsError`` or ``CheckpointFailedError`` (with the reason).
         """
-        return self._submit(lambda state: self._savepoint(state, target_dir, terminate=False))
+        return self._submit(lambda state: self._savepoint(state, target_dir, None))
 
-    def stop_with_savepoint(self, target_dir: str | None = None) -> Future[str]:
+    def stop_with_savepoint(self, target_dir: str | None = None) -> StopWithSavepoint:
         """Stop the job with a savepoint: sources emit nothing after its barrier, sinks
-        commit it, then the sources end and the job ends FINISHED. The future gives the
-        savepoint's directory once the job FINISHED; if the savepoint fails, the job runs on
-        and the future fails with the reason."""
-        return self._submit(lambda state: self._savepoint(state, target_dir, terminate=True))
+        commit it, then the sources end and the job ends FINISHED. If the savepoint fails,
+        the job runs on and both futures fail with the reason."""
+        finished: Future[str] = Future()
+        savepoint = self._submit(lambda state: self._savepoint(state, target_dir, finished))
+
+        def failed(f: Future[str]) -> None:
+            error = f.exception()
+            if error is not None:
+                finished.set_exception(error)
+
+        savepoint.add_done_callback(failed)
+        return StopWithSavepoint(savepoint, finished)
 
     def run(self) -> None:
         try:
@@ -218,7 +226,12 @@ class JobMaster:
                 return
             result.set_exception(self._not_running())
 
-    def _savepoint(self, state: _AttemptState, target: str | None, terminate: bool) -> Future[str]:
+    def _savepoint(
+        self, state: _AttemptState, target: str | None, stop: Future[str] | None
+    ) -> Future[str]:
+        """Start a savepoint (on the job master's thread); ``stop``: it stops the job, and
+        ``stop`` resolves when the job FINISHED."""
+        terminate = stop is not None
         if self._status is not JobStatus.RUNNING:
             raise self._not_running()
         if not self._checkpointing:
@@ -237,9 +250,9 @@ class JobMaster:
                  "stop with savepoint" if terminate else "savepoint", directory)
         savepoint = self.coordinator.trigger_savepoint(directory, terminate)
         path: Future[str] = Future()
-        if terminate:
+        if stop is not None:
             state.stopping = True
-            savepoint.add_done_callback(lambda f: self._stop_savepoint_done(state, f, path))
+            savepoint.add_done_callback(lambda f: self._stop_savepoint_done(state, f, path, stop))
         else:
             savepoint.add_done_callback(lambda f: _forward_path(f, path))
         return path
@@ -254,7 +267,11 @@ class JobMaster:
         return f"{root.rstrip('/')}/savepoint-{self.job_id[:6]}-{uuid.uuid4().hex[:12]}"
 
     def _stop_savepoint_done(
-        self, state: _AttemptState, done: Future[CompletedCheckpoint], path: Future[str]
+        self,
+        state: _AttemptState,
+        done: Future[CompletedCheckpoint],
+        path: Future[str],
+        stop: Future[str],
     ) -> None:
         """On the job master's thread: end the sources after the stop's savepoint (its
         sinks committed it already), or let them go on if it failed."""
@@ -267,11 +284,12 @@ class JobMaster:
                 self._server.broadcast(state.attempt, p.ResumeSources())
             path.set_exception(error)
             return
+        directory = done.result().directory
         self.coordinator.stop_periodic()
-        self._stop_result = (path, done.result().directory)
-        log.info("job %s: savepoint at %s completed; ending the sources", self.job_id,
-                 done.result().directory)
+        self._stop_result = (stop, directory)
+        log.info("job %s: savepoint at %s completed; ending the sources", self.job_id, directory)
         self._server.broadcast(state.attempt, p.EndSources())
+        path.set_result(directory)
 
     def _resolve_stop(self) -> None:
         if self._stop_result is None:
@@ -583,6 +601,16 @@ class JobMaster:
 @dataclass(frozen=True)
 class _FailJob:
     reason: str
+
+
+@dataclass(frozen=True)
+class StopWithSavepoint:
+    """The two moments of a stop-with-savepoint: ``savepoint`` resolves to its directory
+    when it completed (and the sources were told to end), ``finished`` when the job then
+    ended FINISHED."""
+
+    savepoint: Future[str]
+    finished: Future[str]
 
 
 _Command = Callable[[_AttemptState], "Future[str]"]
