@@ -490,6 +490,28 @@ def test_restore_from_retained_checkpoint_of_previous_run(root: str) -> None:
     assert exists(first.storage.checkpoint_dir(3) + "/_metadata")
 
 
+def test_claim_mode_makes_a_restored_checkpoint_the_jobs_own_but_never_a_savepoint(
+    root: str, tmp_path: Path
+) -> None:
+    first = make(root, "run-1", retention=RetentionPolicy.RETAIN_ON_CANCELLATION)
+    first.checkpoint()
+    savepoint = first.coord.trigger_savepoint(str(tmp_path / "sp"))
+    first.ack_all(2)
+    sp_dir = savepoint.result(timeout=0).directory
+    first.coord.shutdown(TerminalJobStatus.CANCELED)
+
+    claimed = make(root, "run-2", retained=1)
+    chosen = claimed.coord.restore_point(first.storage.checkpoint_dir(1), claim=True)
+    assert chosen is not None and chosen.checkpoint_id == 1
+    claimed.checkpoint()  # subsumes the claimed checkpoint: the job deletes it (CLAIM)
+    assert not exists(first.storage.checkpoint_dir(1))
+
+    from_savepoint = make(root, "run-3", retained=1)
+    assert from_savepoint.coord.restore_point(sp_dir, claim=True) is not None
+    from_savepoint.checkpoint()
+    assert exists(sp_dir + "/_metadata")  # a savepoint stays the user's
+
+
 # --- falling back past committed checkpoints ----------------------------------------------------
 
 SINK = FallbackRule(committing_sinks=("file-sink",))

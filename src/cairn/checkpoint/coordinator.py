@@ -139,9 +139,7 @@ class CheckpointCoordinator:
         self._properties = dict(properties or {})
         self._policy = TriggerPolicy.from_settings(settings)
         self._failures = CheckpointFailureManager(settings.tolerable_failures)
-        self._store = CompletedCheckpointStore(
-            max(1, settings.retained), lambda cp: storage.discard(cp.checkpoint_id)
-        )
+        self._store = CompletedCheckpointStore(max(1, settings.retained), self._discard_completed)
         self._stats = CheckpointStatsTracker()
         self._next_id = CheckpointId(first_checkpoint_id)
         self._pending: dict[CheckpointId, PendingCheckpoint] = {}
@@ -465,6 +463,15 @@ class CheckpointCoordinator:
             error = CheckpointFailedError(0, reason.value, message, "savepoint")  # no id yet
             request.future.set_exception(error)
 
+    def _discard_completed(self, checkpoint: CompletedCheckpoint) -> None:
+        """Delete a subsumed checkpoint the job owns: its own ``chk-<n>``, or a claimed one
+        (restore mode CLAIM) wherever it is."""
+        cid = checkpoint.checkpoint_id
+        if checkpoint.directory == self.storage.checkpoint_dir(cid):
+            self.storage.discard(cid)
+        else:
+            self.storage.discard_directory(checkpoint.directory)
+
     def _discard_files(self, cid: CheckpointId) -> None:
         try:
             self.storage.discard(cid)
@@ -479,7 +486,9 @@ class CheckpointCoordinator:
 
     # --- restore ---------------------------------------------------------------------------
 
-    def restore_point(self, explicit_path: str | None = None) -> CompletedCheckpoint | None:
+    def restore_point(
+        self, explicit_path: str | None = None, claim: bool = False
+    ) -> CompletedCheckpoint | None:
         """The verified checkpoint to deploy from, or None for a fresh start.
 
         Without ``explicit_path``: the newest retained checkpoint that verifies, falling back
@@ -495,6 +504,10 @@ class CheckpointCoordinator:
         ``_metadata``, so the run that wrote it completed it and may have announced it: it is
         treated as announced, like Flink, which re-commits a restored checkpoint's
         committables because it cannot know whether the earlier run committed them.
+
+        ``claim`` (restore mode CLAIM): a retained checkpoint found under ``explicit_path``
+        becomes this job's own, deleted once subsumed like the job's checkpoints; without
+        it (NO_CLAIM) its files are never deleted. A savepoint is never claimed.
 
         Raises:
             FallbackRefusedError: only an older checkpoint is usable, and restoring it would
@@ -522,7 +535,8 @@ class CheckpointCoordinator:
         if explicit_path is not None:
             self._announced.add(cid)
             if all(cp.directory != chosen.directory for cp in self._store.all()):
-                self._store.add(chosen, owned=False)
+                owned = claim and not chosen.is_savepoint
+                self._store.add(chosen, owned=owned)
             if chosen.checkpoint_id >= self._next_id:
                 self._next_id = CheckpointId(chosen.checkpoint_id + 1)
         self._stats.report_restored(cid, self._clock.now_ms(), where, chosen.is_savepoint)

@@ -354,6 +354,10 @@ class CheckpointStorage:
         """Remove ``chk-<id>`` and everything in it; a missing directory is fine."""
         _remove_tree(self._chk(checkpoint_id))
 
+    def discard_directory(self, directory: str) -> None:
+        """Remove a checkpoint directory outside this job's (one claimed on restore)."""
+        _remove_tree(_resolve(directory, self._options_for(directory)))
+
     def discard_job_dir(self) -> None:
         """Remove this job's whole checkpoint directory (retention on termination)."""
         _remove_tree(self._job)

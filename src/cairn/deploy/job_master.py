@@ -40,7 +40,7 @@ from cairn.deploy.restart import RestartPolicy
 from cairn.events import CheckpointBarrier
 from cairn.graph.job_graph import JobGraph
 from cairn.graph.transformations import OperatorKind
-from cairn.settings import JobSettings
+from cairn.settings import JobSettings, RestoreMode
 
 log = logging.getLogger(__name__)
 
@@ -394,7 +394,8 @@ class JobMaster:
         return None
 
     def _latest_restore(self, explicit: str | None) -> p.RestoreInfo | None:
-        point = self.coordinator.restore_point(explicit)
+        claim = explicit is not None and self.settings.restore_mode is RestoreMode.CLAIM
+        point = self.coordinator.restore_point(explicit, claim)
         if point is None:
             return None
         if explicit is not None:  # another job's state: it must fit this job's operators
