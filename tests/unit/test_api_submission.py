@@ -265,5 +265,5 @@ def test_savepoint_and_control_endpoint_options_become_typed_settings() -> None:
     assert settings.restore_mode is RestoreMode.CLAIM
     assert settings.checkpoint.savepoint_dir == "file:///sp"
     assert settings.rest == RestSettings(bind_address="0.0.0.0", port=8089, token=False)
-    with pytest.raises(ConfigurationError, match="rest.port must be between 0 and 65535"):
+    with pytest.raises(ConfigurationError, match=r"rest\.port must be between 0 and 65535"):
         set_context_defaults(configuration={"rest.port": "70000"})
