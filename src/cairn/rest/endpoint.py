@@ -76,6 +76,8 @@ class RestEndpoint:
         # Stop operations whose outcome no client has fetched yet: the job's process may
         # exit right after the job ended, so closing waits (up to the linger time) for them.
         self._unfetched: set[str] = set()
+        # A client saw its stop's savepoint complete and now waits to see the job end.
+        self._end_awaited = False
         self._loop = asyncio.new_event_loop()
         self._runner: web.AppRunner | None = None
         self._thread = threading.Thread(
@@ -134,7 +136,7 @@ class RestEndpoint:
         self._closed = True
         self._registry.unregister(self._master.job_id)
         deadline = time.monotonic() + self._linger_s
-        while self._unfetched and time.monotonic() < deadline:
+        while (self._unfetched or self._end_awaited) and time.monotonic() < deadline:
             time.sleep(0.05)
         timer = threading.Timer(self._linger_s, self._shutdown)
         timer.daemon = True
@@ -204,7 +206,13 @@ class RestEndpoint:
         return _json(views.job_overview([self._facts()]))
 
     async def _job(self, request: web.Request) -> web.Response:
-        return self._other_job(request) or _json(views.job_details(self._facts()))
+        other = self._other_job(request)
+        if other is not None:
+            return other
+        facts = self._facts()
+        if facts.end_ms >= 0:
+            self._end_awaited = False
+        return _json(views.job_details(facts))
 
     async def _checkpoints(self, request: web.Request) -> web.Response:
         other = self._other_job(request)
@@ -301,7 +309,9 @@ class RestEndpoint:
             return _error(404, f"no savepoint or stop operation {trigger_id} for this job")
         if not future.done():
             return _json(views.operation_status(False))
-        self._unfetched.discard(trigger_id)
+        if trigger_id in self._unfetched:
+            self._unfetched.discard(trigger_id)
+            self._end_awaited = future.exception() is None  # the stop's client waits for the end
         error = future.exception()
         if error is not None:
             return _json(views.operation_status(True, failure=error))
