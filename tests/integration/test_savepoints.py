@@ -28,7 +28,7 @@ import pytest
 from cairn.checkpoint.storage import load_checkpoint
 from cairn.cli.demo_jobs import check_sequence_lines, read_visible_lines
 from cairn.common.job_status import JobStatus
-from tests.integration.jobs import backpressured_job, expected_lines
+from tests.integration.jobs import backpressured_job, expected_lines, sequence_job
 from tests.integration.test_readme_commands import (
     CANCEL,
     DISPOSE,
@@ -259,3 +259,38 @@ def test_savepoint_under_backpressure_with_unaligned_checkpoints_is_aligned(
         client.cancel()
         client.wait_for_status(JobStatus.CANCELED, 120)
     assert os.path.exists(os.path.join(path, "_metadata"))
+
+
+@pytest.mark.timeout(300)
+def test_job_client_savepoints_and_restore_through_the_configuration(tmp_path: Path) -> None:
+    """PyFlink's way: ``trigger_savepoint`` and ``stop_with_savepoint`` futures on the client,
+    then ``execution.savepoint.path`` in the Configuration of the next job."""
+    from cairn.checkpoint.errors import SavepointRejectedError
+
+    out, records = str(tmp_path / "out"), 60_000
+    conf = {"cairn.executor": "inprocess"}
+    client = sequence_job(conf, out, records=records, keys=KEYS, rate=10_000,
+                          checkpoint_dir=str(tmp_path / "chk")).execute_async("client-1")
+    assert client.wait_for_status(JobStatus.RUNNING, 60)
+    while not read_visible_lines(out):
+        time.sleep(0.1)
+    with pytest.raises(SavepointRejectedError, match="no target directory given"):
+        client.trigger_savepoint().result(timeout=60)
+    assert client.trigger_savepoint(str(tmp_path / "sp")).result(timeout=60) == str(
+        tmp_path / "sp")
+    with pytest.raises(ValueError, match="advance_to_end_of_event_time"):
+        client.stop_with_savepoint(True, str(tmp_path / "drained"))
+    stopped = client.stop_with_savepoint(False, str(tmp_path / "stop")).result(timeout=120)
+    assert stopped == str(tmp_path / "stop")
+    assert client.get_job_status() is JobStatus.FINISHED
+    with pytest.raises(SavepointRejectedError, match="is FINISHED, not RUNNING"):
+        client.trigger_savepoint(str(tmp_path / "late")).result(timeout=10)
+    first = len(read_visible_lines(out))
+    assert 0 < first < records
+
+    restored = {**conf, "execution.savepoint.path": stopped}
+    sequence_job(restored, out, records=records, keys=KEYS, rate=None, parallelism=3,
+                 checkpoint_dir=str(tmp_path / "chk")).execute("client-2")
+    lines = read_visible_lines(out)
+    assert check_sequence_lines(lines).violations == []
+    assert sorted(lines) == expected_lines(records, KEYS)

@@ -198,8 +198,10 @@ class JobMaster:
         result: Future[str] = Future()
         if self.end_ms is not None:
             result.set_exception(self._not_running())
-        else:
-            self._commands.put((command, result))
+            return result
+        self._commands.put((command, result))
+        if self.end_ms is not None:  # the job ended meanwhile: nobody else will answer
+            self._reject_commands()
         return result
 
     def _not_running(self) -> SavepointRejectedError:

@@ -182,16 +182,20 @@ class RestEndpoint:
     def _facts(self) -> views.JobFacts:
         m = self._master
         status = m.status
+        now_ms = int(time.time() * 1000)
         stoppable = (
             status is JobStatus.RUNNING and m.settings.checkpoint.enabled and m.end_ms is None
         )
+        end_ms = -1
+        if status.is_terminal_state():  # end_ms is set a moment after the terminal status
+            end_ms = m.end_ms if m.end_ms is not None else now_ms
         return views.JobFacts(
             job_id=m.job_id,
             name=m.settings.job_name,
             state=status.name,
             start_ms=m.start_ms,
-            end_ms=m.end_ms if m.end_ms is not None and status.is_terminal_state() else -1,
-            now_ms=int(time.time() * 1000),
+            end_ms=end_ms,
+            now_ms=now_ms,
             vertices=tuple(
                 views.VertexFacts(v.id, v.name, v.parallelism, v.max_parallelism)
                 for v in m.graph.vertices
