@@ -6,7 +6,8 @@ dropped; every restart restores from the latest completed (and verified) checkpo
 worker failed to restore, or fails the job when only a fallback that would commit output a
 second time is left; the job's status changes only along ``lifecycle.JOB_STATUS_TRANSITIONS``,
 and a terminal status is set only after the checkpoint coordinator applied its retention
-policy.
+policy; savepoint requests from other threads are started on the job master's thread
+(``savepoint_requests.py``), like everything else that touches the coordinator.
 """
 
 from __future__ import annotations
@@ -15,14 +16,13 @@ import logging
 import queue
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
 from cairn.checkpoint.coordinator import CheckpointCoordinator
-from cairn.checkpoint.errors import CheckpointError, SavepointRejectedError
+from cairn.checkpoint.errors import CheckpointError
 from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.checkpoint.messages import TaskAcknowledgement, TaskDecline, TaskKey
 from cairn.checkpoint.metadata import CompletedCheckpoint
@@ -37,6 +37,7 @@ from cairn.deploy.executors import Deployment, Executor
 from cairn.deploy.lifecycle import AttemptEnd, AttemptOutcome, transition
 from cairn.deploy.plan import ExecutionPlan
 from cairn.deploy.restart import RestartPolicy
+from cairn.deploy.savepoint_requests import SavepointRequests, StopWithSavepoint
 from cairn.events import CheckpointBarrier
 from cairn.graph.job_graph import JobGraph
 from cairn.graph.transformations import OperatorKind
@@ -74,7 +75,6 @@ class _AttemptState:
     finished: set[TaskKey] = field(default_factory=set)
     final_checkpoint_from: int | None = None
     sources_ended: bool = False
-    stopping: bool = False  # a stop-with-savepoint is in progress or completed
 
 
 _FINISHED = AttemptOutcome(AttemptEnd.FINISHED)
@@ -137,9 +137,7 @@ class JobMaster:
         self.start_ms = int(time.time() * 1000)
         self.end_ms: int | None = None
         self.listeners: list[Callable[[str, Any], None]] = []
-        # Savepoint requests from other threads, run on the job master's thread.
-        self._commands: queue.SimpleQueue[tuple[_Command, Future[str]]] = queue.SimpleQueue()
-        self._stop_result: tuple[Future[str], str] | None = None  # resolved when the job ends
+        self._savepoints = SavepointRequests(job_id, cp.savepoint_dir)
 
     # ------------------------------------------------------------------ public API
 
@@ -154,28 +152,16 @@ class JobMaster:
     def trigger_savepoint(self, target_dir: str | None = None) -> Future[str]:
         """Take an aligned savepoint while the job runs on; the future gives its directory.
 
-        Thread-safe: the request runs on the job master's thread. ``target_dir`` is the
-        savepoint's own (new or empty) directory; None: a new ``savepoint-<job>-<random>``
-        under ``execution.checkpointing.savepoint-dir``. The future fails with
-        ``SavepointRejectedError`` (not running, stopping, no checkpointing, no directory),
-        ``SavepointTargetExistsError`` or ``CheckpointFailedError`` (with the reason).
+        Thread-safe (started on the job master's thread). ``target_dir`` is the savepoint's
+        own new (or empty) directory; None: a new one under
+        ``execution.checkpointing.savepoint-dir``. See :mod:`cairn.deploy.savepoint_requests`.
         """
-        return self._submit(lambda state: self._savepoint(state, target_dir, None))
+        return self._savepoints.trigger(target_dir)
 
     def stop_with_savepoint(self, target_dir: str | None = None) -> StopWithSavepoint:
-        """Stop the job with a savepoint: sources emit nothing after its barrier, sinks
-        commit it, then the sources end and the job ends FINISHED. If the savepoint fails,
-        the job runs on and both futures fail with the reason."""
-        finished: Future[str] = Future()
-        savepoint = self._submit(lambda state: self._savepoint(state, target_dir, finished))
-
-        def failed(f: Future[str]) -> None:
-            error = f.exception()
-            if error is not None:
-                finished.set_exception(error)
-
-        savepoint.add_done_callback(failed)
-        return StopWithSavepoint(savepoint, finished)
+        """Stop with a savepoint: sources emit nothing after its barrier, sinks commit it,
+        the sources end and the job ends FINISHED; if it fails, the job runs on."""
+        return self._savepoints.stop(target_dir)
 
     def run(self) -> None:
         try:
@@ -189,121 +175,7 @@ class JobMaster:
         finally:
             self.end_ms = int(time.time() * 1000)
             self._server.close()
-            self._resolve_stop()
-            self._reject_commands()
-
-    # ------------------------------------------------------------------ savepoint commands
-
-    def _submit(self, command: _Command) -> Future[str]:
-        result: Future[str] = Future()
-        if self.end_ms is not None:
-            result.set_exception(self._not_running())
-            return result
-        self._commands.put((command, result))
-        if self.end_ms is not None:  # the job ended meanwhile: nobody else will answer
-            self._reject_commands()
-        return result
-
-    def _not_running(self) -> SavepointRejectedError:
-        return SavepointRejectedError(
-            f"job {self.job_id} is {self._status.name}, not RUNNING: no savepoint can be taken"
-        )
-
-    def _run_commands(self, state: _AttemptState) -> None:
-        while True:
-            try:
-                command, result = self._commands.get_nowait()
-            except queue.Empty:
-                return
-            try:
-                _forward(command(state), result)
-            except Exception as e:
-                result.set_exception(e)
-
-    def _reject_commands(self) -> None:
-        while True:
-            try:
-                _command, result = self._commands.get_nowait()
-            except queue.Empty:
-                return
-            result.set_exception(self._not_running())
-
-    def _savepoint(
-        self, state: _AttemptState, target: str | None, stop: Future[str] | None
-    ) -> Future[str]:
-        """Start a savepoint (on the job master's thread); ``stop``: it stops the job, and
-        ``stop`` resolves when the job FINISHED."""
-        terminate = stop is not None
-        if self._status is not JobStatus.RUNNING:
-            raise self._not_running()
-        if not self._checkpointing:
-            raise SavepointRejectedError(
-                f"job {self.job_id} has checkpointing disabled; savepoints need it "
-                "(env.enable_checkpointing(...) or execution.checkpointing.interval)"
-            )
-        if state.stopping:
-            raise SavepointRejectedError(f"job {self.job_id} is stopping with a savepoint")
-        if state.final_checkpoint_from is not None:
-            raise SavepointRejectedError(
-                f"job {self.job_id} is finishing: its sources have ended"
-            )
-        directory = target or self._default_savepoint_dir()
-        log.info("job %s: %s to %s", self.job_id,
-                 "stop with savepoint" if terminate else "savepoint", directory)
-        savepoint = self.coordinator.trigger_savepoint(directory, terminate)
-        path: Future[str] = Future()
-        if stop is not None:
-            state.stopping = True
-            savepoint.add_done_callback(lambda f: self._stop_savepoint_done(state, f, path, stop))
-        else:
-            savepoint.add_done_callback(lambda f: _forward_path(f, path))
-        return path
-
-    def _default_savepoint_dir(self) -> str:
-        root = self.settings.checkpoint.savepoint_dir
-        if root is None:
-            raise SavepointRejectedError(
-                "no target directory given and no default one configured "
-                "(execution.checkpointing.savepoint-dir, or state.savepoints.dir)"
-            )
-        return f"{root.rstrip('/')}/savepoint-{self.job_id[:6]}-{uuid.uuid4().hex[:12]}"
-
-    def _stop_savepoint_done(
-        self,
-        state: _AttemptState,
-        done: Future[CompletedCheckpoint],
-        path: Future[str],
-        stop: Future[str],
-    ) -> None:
-        """On the job master's thread: end the sources after the stop's savepoint (its
-        sinks committed it already), or let them go on if it failed."""
-        error = done.exception()
-        if error is not None:
-            state.stopping = False
-            log.warning("job %s: stop with savepoint failed, the job goes on: %s",
-                        self.job_id, error)
-            if self._state is state:
-                self._server.broadcast(state.attempt, p.ResumeSources())
-            path.set_exception(error)
-            return
-        directory = done.result().directory
-        self.coordinator.stop_periodic()
-        self._stop_result = (stop, directory)
-        log.info("job %s: savepoint at %s completed; ending the sources", self.job_id, directory)
-        self._server.broadcast(state.attempt, p.EndSources())
-        path.set_result(directory)
-
-    def _resolve_stop(self) -> None:
-        if self._stop_result is None:
-            return
-        (path, directory), self._stop_result = self._stop_result, None
-        if self._status is JobStatus.FINISHED:
-            path.set_result(directory)
-        else:
-            path.set_exception(SavepointRejectedError(
-                f"job {self.job_id} ended {self._status.name} after its savepoint at "
-                f"{directory} completed"
-            ))
+            self._savepoints.close(self._status)
 
     # ------------------------------------------------------------------ status
 
@@ -475,10 +347,11 @@ class JobMaster:
         inbox = self._server.inbox
         deadline = time.monotonic() + REGISTRATION_TIMEOUT_S
         peers_sent = False
+        savepoints = _SavepointControl(self, state)
         while True:
             if self._cancel.is_set():
                 return _CANCELLED
-            self._run_commands(state)
+            self._savepoints.run(savepoints)
             failure = deployment.failure()
             if failure is not None:
                 return AttemptOutcome.failed(failure)
@@ -606,36 +479,35 @@ class _FailJob:
     reason: str
 
 
-@dataclass(frozen=True)
-class StopWithSavepoint:
-    """The two moments of a stop-with-savepoint: ``savepoint`` resolves to its directory
-    when it completed (and the sources were told to end), ``finished`` when the job then
-    ended FINISHED."""
+class _SavepointControl:
+    """What savepoint requests may do to the running attempt (on the job master's thread)."""
 
-    savepoint: Future[str]
-    finished: Future[str]
+    def __init__(self, master: JobMaster, state: _AttemptState) -> None:
+        self._m = master
+        self._state = state
 
+    def refusal(self) -> str | None:
+        m = self._m
+        if m.status is not JobStatus.RUNNING:
+            return f"job {m.job_id} is {m.status.name}, not RUNNING: no savepoint can be taken"
+        if not m.settings.checkpoint.enabled:
+            return (
+                f"job {m.job_id} has checkpointing disabled; savepoints need it "
+                "(env.enable_checkpointing(...) or execution.checkpointing.interval)"
+            )
+        if self._state.final_checkpoint_from is not None:
+            return f"job {m.job_id} is finishing: its sources have ended"
+        return None
 
-_Command = Callable[[_AttemptState], "Future[str]"]
+    def start(self, target_dir: str, terminate: bool) -> Future[CompletedCheckpoint]:
+        return self._m.coordinator.trigger_savepoint(target_dir, terminate)
 
+    def end_sources(self) -> None:
+        self._m.coordinator.stop_periodic()  # ended sources send no more barriers
+        self._m._server.broadcast(self._state.attempt, p.EndSources())
 
-def _forward(source: Future[str], target: Future[str]) -> None:
-    def done(f: Future[str]) -> None:
-        error = f.exception()
-        if error is not None:
-            target.set_exception(error)
-        else:
-            target.set_result(f.result())
-
-    source.add_done_callback(done)
-
-
-def _forward_path(source: Future[CompletedCheckpoint], target: Future[str]) -> None:
-    error = source.exception()
-    if error is not None:
-        target.set_exception(error)
-    else:
-        target.set_result(source.result().directory)
+    def resume_sources(self) -> None:
+        self._m._server.broadcast(self._state.attempt, p.ResumeSources())
 
 
 class _Gateway:
