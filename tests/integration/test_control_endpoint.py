@@ -164,3 +164,37 @@ def test_a_registry_others_may_enter_is_refused(registry_dir: str) -> None:
     os.chmod(registry_dir, 0o777)
     with pytest.raises(Exception, match="accessible to group or others"):
         JobRegistry().running_jobs()
+
+
+def test_a_port_in_use_fails_the_submission_with_one_clear_line(
+    tmp_path: Path, registry_dir: str
+) -> None:
+    import socket
+
+    from cairn.common.exceptions import JobSubmissionError
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = sequence_job({"cairn.executor": "inprocess", "rest.port": str(port)},
+                           str(tmp_path / "out"), records=10, keys=1)
+        with pytest.raises(JobSubmissionError, match=rf"on 127\.0\.0\.1:{port} \(rest\."):
+            env.execute_async("port-taken")
+    assert JobRegistry().running_jobs() == []
+
+
+def test_without_a_token_the_endpoint_answers_anyone(tmp_path: Path, registry_dir: str) -> None:
+    conf = {"cairn.executor": "inprocess", "cairn.rest.token.enabled": "false"}
+    env = sequence_job(conf, str(tmp_path / "out"), records=10_000_000, keys=10, rate=5_000,
+                       checkpoint_dir=str(tmp_path / "chk"))
+    client = env.execute_async("open")
+    try:
+        assert client.wait_for_status(JobStatus.RUNNING, 60)
+        entry = JobRegistry().find(client.get_job_id())
+        assert entry is not None and entry.token is None
+        status, body = http("GET", f"{entry.endpoint}/jobs/{client.get_job_id()}", None)
+        assert status == 200 and body["jid"] == client.get_job_id()
+    finally:
+        client.cancel()
+        client.get_job_execution_result(60)

@@ -90,8 +90,13 @@ class RestEndpoint:
 
     def start(self) -> str:
         """Listen, register the job; returns the endpoint's URL."""
+        self._registry.ensure_private_dir()  # before listening: a refusal leaves nothing open
         self._thread.start()
-        port = asyncio.run_coroutine_threadsafe(self._serve(), self._loop).result(timeout=30)
+        try:
+            port = asyncio.run_coroutine_threadsafe(self._serve(), self._loop).result(timeout=30)
+        except BaseException:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            raise
         host = self._settings.address
         self.url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
         master = self._master

@@ -126,7 +126,7 @@ class JobRegistry:
 
     def register(self, entry: JobEntry) -> None:
         """Add (or replace) ``entry``: written to a private temporary file, then renamed."""
-        self._ensure_private_dir()
+        self.ensure_private_dir()
         final = self._path(entry.job_id)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=self.directory)
         try:
@@ -190,7 +190,12 @@ class JobRegistry:
         except FileNotFoundError:
             pass
 
-    def _ensure_private_dir(self) -> None:
+    def ensure_private_dir(self) -> None:
+        """Create the directory 0700, or check that the existing one is private.
+
+        Raises:
+            ConfigurationError: not a directory, another user's, or open to others.
+        """
         try:
             os.makedirs(os.path.dirname(self.directory) or ".", exist_ok=True)
             os.mkdir(self.directory, DIR_MODE)
