@@ -198,3 +198,11 @@ def test_without_a_token_the_endpoint_answers_anyone(tmp_path: Path, registry_di
     finally:
         client.cancel()
         client.get_job_execution_result(60)
+
+
+def test_a_job_without_endpoint_is_not_listed(tmp_path: Path, registry_dir: str) -> None:
+    conf = {"cairn.executor": "inprocess", "cairn.rest.enabled": "false"}
+    env = sequence_job(conf, str(tmp_path / "out"), records=1_000, keys=10, rate=None)
+    client = env.execute_async("no-endpoint")
+    assert JobRegistry().running_jobs() == []
+    client.get_job_execution_result(60)

@@ -14,6 +14,10 @@ import os
 import sys
 import time
 from datetime import datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cairn.rest.client import JobEndpoint
 
 DEFAULT_TIMEOUT_S = 600.0
 
@@ -104,11 +108,10 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     return 0
 
 
-def _wait_for_end(endpoint: object, timeout_s: float) -> str | None:
+def _wait_for_end(endpoint: JobEndpoint, timeout_s: float) -> str | None:
     """The job's terminal state, or None if its endpoint went away first (it ended)."""
-    from cairn.rest.client import JobControlError, JobEndpoint
+    from cairn.rest.client import JobControlError
 
-    assert isinstance(endpoint, JobEndpoint)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
