@@ -294,3 +294,12 @@ def test_job_client_savepoints_and_restore_through_the_configuration(tmp_path: P
     lines = read_visible_lines(out)
     assert check_sequence_lines(lines).violations == []
     assert sorted(lines) == expected_lines(records, KEYS)
+
+    # Into a job whose check has another uid: allowed with -n, the check's state is dropped
+    # (its sequences restart where the source resumes: violations prove nothing was restored).
+    other = tmp_path / "dropped"
+    dropped = cairn(subprocess_env(tmp_path), "run", "--executor", "inprocess", "-n",
+                    "-s", stopped, SCRIPT, other, tmp_path / "chk", records, KEYS, 0,
+                    "--check-uid", "renamed-check")
+    assert dropped.returncode == 0, dropped.stderr[-3000:]
+    assert check_sequence_lines(read_visible_lines(str(other))).violations
