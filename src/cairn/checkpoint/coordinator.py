@@ -281,26 +281,18 @@ class CheckpointCoordinator:
             future.set_exception(e)
             return future
         self._queued.append(_SavepointRequest(target_dir, terminate, future))
-        decision = self._savepoint_decision()
-        if isinstance(decision, Blocked):
-            log.info("Savepoint to %s of job %s waits: %s.", target_dir, self.job_id,
-                     decision.reason)
         self._start_queued_savepoint()
         return future
 
-    def _savepoint_decision(self) -> TriggerNow | Blocked:
-        return decide_savepoint(p.options for p in self._pending.values())
-
-    def _start_queued_savepoint(self) -> bool:
+    def _start_queued_savepoint(self) -> None:
         """Start the oldest queued savepoint if :func:`decide_savepoint` allows it."""
-        if not self._queued or not isinstance(self._savepoint_decision(), TriggerNow):
-            return False
+        decision = decide_savepoint(p.options for p in self._pending.values())
+        if not self._queued or isinstance(decision, Blocked):
+            return
         request = self._queued.pop(0)
-        cid = self._next_id
-        self._savepoints[cid] = request
+        self._savepoints[self._next_id] = request
         options = checkpoint_options(self.settings, savepoint=True, terminate=request.terminate)
-        self._trigger(cid, options)
-        return True
+        self._trigger(self._next_id, options)
 
     def _decide(self, *, periodic: bool, force: bool) -> TriggerDecision:
         if periodic and self._periodic_base_ms is None:
