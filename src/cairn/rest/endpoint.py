@@ -7,6 +7,13 @@ path (another id is 404, never this job's data); commands reach the job only thr
 thread-safe ``JobClient``/``JobMaster`` methods, never on the event loop's own state. The
 registry entry exists only while the job runs (removed when it ends; a driver that died
 leaves one that readers detect by its pid and delete).
+
+Example, with the URL and token of the job's registry entry (what ``cairn savepoint`` does)::
+
+    curl -H "Authorization: Bearer $TOKEN" $URL/jobs/overview
+    curl -X POST -H "Authorization: Bearer $TOKEN" -d '{"target-directory": "/sp/a"}' \
+        $URL/jobs/$JOB_ID/savepoints                       # -> {"request-id": "..."}
+    curl -H "Authorization: Bearer $TOKEN" $URL/jobs/$JOB_ID/savepoints/$REQUEST_ID
 """
 
 from __future__ import annotations
