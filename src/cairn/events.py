@@ -31,6 +31,9 @@ class CheckpointOptions:
     alignment: AlignmentMode = AlignmentMode.ALIGNED
     # Milliseconds after which an aligned checkpoint turns unaligned; None = never.
     aligned_timeout_ms: int | None = None
+    # Stop-with-savepoint (Flink's terminating savepoint): a source emits nothing after this
+    # barrier until the job master ends its input (savepoint completed) or resumes it (failed).
+    terminate: bool = False
 
     @property
     def is_savepoint(self) -> bool:

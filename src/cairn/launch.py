@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from cairn.checkpoint.storage_access import check_storage_access
+from cairn.common.exceptions import JobSubmissionError
 from cairn.deploy.executors import Executor, InProcessExecutor, SparkExecutor
 from cairn.deploy.job_client import JobClient
 from cairn.deploy.job_master import JobMaster
@@ -70,6 +71,27 @@ def choose_executor(settings: JobSettings, graph: JobGraph) -> tuple[Executor, i
     return executor, workers
 
 
+def _serve_control_endpoint(client: JobClient, settings: JobSettings) -> None:
+    """Start the job's control endpoint and register it; it closes when the job ends."""
+    from cairn.rest.endpoint import RestEndpoint
+
+    endpoint = RestEndpoint(client, settings.rest)
+    try:
+        endpoint.start()
+    except OSError as e:
+        rest = settings.rest
+        raise JobSubmissionError(
+            f"cannot serve the job's control endpoint on {rest.bind_address}:{rest.port} "
+            f"(rest.bind-address, rest.port): {e}"
+        ) from e
+
+    def on_event(event: str, payload: Any) -> None:
+        if event == "status" and payload.is_globally_terminal_state():
+            endpoint.close()
+
+    client.job_master.listeners.append(on_event)
+
+
 def submit_job(settings: JobSettings, sinks: Sequence[SinkTransformation]) -> JobClient:
     graph = build_job_graph(
         settings.job_name,
@@ -102,6 +124,8 @@ def submit_job(settings: JobSettings, sinks: Sequence[SinkTransformation]) -> Jo
         graph.describe(),
     )
     client = JobClient(master)
+    if settings.rest.enabled:
+        _serve_control_endpoint(client, settings)
     if settings.deploy.progress:
         from cairn.observability.progress import ProgressReporter
 

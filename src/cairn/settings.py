@@ -102,10 +102,49 @@ class CheckpointSettings:
     aligned_timeout_ms: int = 0
     # Signs _metadata (HMAC-SHA256); set, the job restores only checkpoints it verifies.
     signing_key: SigningKey | None = None
+    # Where a savepoint goes when none is given (a new savepoint-<job>-<random> in it).
+    savepoint_dir: str | None = None
 
     @property
     def enabled(self) -> bool:
         return self.interval_ms > 0
+
+
+class RestoreMode(enum.Enum):
+    """Who owns a retained checkpoint a job starts from (``execution.savepoint-restore-mode``,
+    Flink's names): CLAIM hands it to the job, which deletes it once subsumed; NO_CLAIM
+    leaves it to the user. A savepoint is never deleted by a job."""
+
+    CLAIM = "CLAIM"
+    NO_CLAIM = "NO_CLAIM"
+
+
+@dataclass(frozen=True)
+class RestSettings:
+    """The job's control endpoint on the driver (``rest.*`` keys, Flink's names).
+
+    ``bind_address``: where the HTTP server listens; ``address``: the host clients are told
+    to use (the job registry's URL); ``port``: 0 picks a free port (one endpoint per job,
+    several jobs per machine); ``token``: require the per-job bearer token kept in the
+    private job registry (``cairn.rest.token.enabled``); ``registry_dir``: that registry
+    (None: ``<tmp>/cairn-jobs-<uid>``).
+
+    >>> RestSettings(port=70000)
+    Traceback (most recent call last):
+    ...
+    ValueError: rest.port must be between 0 and 65535, got 70000
+    """
+
+    enabled: bool = True
+    address: str = "127.0.0.1"
+    bind_address: str = "127.0.0.1"
+    port: int = 0
+    token: bool = True
+    registry_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"rest.port must be between 0 and 65535, got {self.port}")
 
 
 class RestartKind(enum.Enum):
@@ -254,6 +293,7 @@ class JobSettings:
     configuration: Mapping[str, str] = field(default_factory=dict)
     restore_path: str | None = None  # start from this retained checkpoint or savepoint
     restore_ignore_unclaimed: bool = False  # allow state of removed operators in restore_path
+    restore_mode: RestoreMode = RestoreMode.NO_CLAIM  # of a retained checkpoint in restore_path
     # Recovery may restore a checkpoint older than an unusable one whose output committing
     # sinks may have committed (the output in between is committed twice).
     allow_fallback_past_committed: bool = False
@@ -261,3 +301,4 @@ class JobSettings:
     job_parameters: Mapping[str, str] = field(default_factory=dict)  # RuntimeContext's
     deploy: DeploySettings = DeploySettings()
     state: StateSettings = StateSettings()
+    rest: RestSettings = RestSettings()

@@ -63,6 +63,13 @@ CHECKPOINTS_S3 = (
     "cairn checkpoints s3://my-bucket/checkpoints -D s3.endpoint=http://127.0.0.1:8333 "
     "-D s3.path.style.access=true"
 )  # run by tests/integration/test_s3_exactly_once.py against SeaweedFS
+# Run by tests/integration/test_savepoints.py against a job of its own.
+LIST = "cairn list"
+SAVEPOINT = "cairn savepoint <job-id> /tmp/savepoints/before-upgrade"
+STOP = "cairn stop --savepoint-path /tmp/savepoints/v1 <job-id>"
+RUN_SAVEPOINT = "cairn run -p 3 -s /tmp/savepoints/v1 job.py"
+CANCEL = "cairn cancel <job-id>"
+DISPOSE = "cairn savepoint --dispose /tmp/savepoints/before-upgrade"
 DEMO = "cairn demo"
 DEMO_SKEW = "cairn demo skew"
 DEMO_SKEW_SHORT = "cairn demo skew --seconds 20 --variants aligned,unaligned"
@@ -77,6 +84,12 @@ COMMANDS = frozenset(
         CHECKPOINTS_ID,
         CHECKPOINTS_JSON,
         CHECKPOINTS_S3,
+        LIST,
+        SAVEPOINT,
+        STOP,
+        RUN_SAVEPOINT,
+        CANCEL,
+        DISPOSE,
         DEMO,
         DEMO_SKEW,
         DEMO_SKEW_SHORT,

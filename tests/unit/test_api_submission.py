@@ -260,3 +260,36 @@ def test_type_hints_are_plain_values() -> None:
     assert str(Types.MAP(Types.STRING(), Types.LIST(Types.LONG()))) == "Map<String, List<Long>>"
     with pytest.raises(ValueError):
         Types.ROW_NAMED(["a", "b"], [Types.INT()])
+
+
+def test_a_stateful_operator_without_uid_is_warned_about(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    env = StreamExecutionEnvironment()
+    env.enable_checkpointing(1000)
+    (env.from_collection([1, 2]).uid("numbers")
+        .key_by(lambda x: x % 2).reduce(lambda a, b: a + b).name("sums")
+        .map(lambda x: x).print())
+    with caplog.at_level("WARNING", logger="cairn.datastream.job_builder"):
+        env.prepare_job()
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 1, warned  # the keyed reduce; not the uid'd source, map or print
+    assert "Operator 'sums'" in warned[0] and "Give it .uid(...)" in warned[0]
+
+
+def test_savepoint_and_control_endpoint_options_become_typed_settings() -> None:
+    from cairn.settings import RestoreMode, RestSettings
+
+    env = StreamExecutionEnvironment()
+    env.enable_checkpointing(1000)
+    set_context_defaults(configuration={
+        "execution.savepoint-restore-mode": "claim", "state.savepoints.dir": "/sp",
+        "rest.port": "8089", "rest.bind-address": "0.0.0.0", "cairn.rest.token.enabled": "false",
+    })
+    env.from_collection([1]).uid("src").print()
+    settings = env.prepare_job().settings
+    assert settings.restore_mode is RestoreMode.CLAIM
+    assert settings.checkpoint.savepoint_dir == "file:///sp"
+    assert settings.rest == RestSettings(bind_address="0.0.0.0", port=8089, token=False)
+    with pytest.raises(ConfigurationError, match=r"rest\.port must be between 0 and 65535"):
+        set_context_defaults(configuration={"rest.port": "70000"})

@@ -490,6 +490,28 @@ def test_restore_from_retained_checkpoint_of_previous_run(root: str) -> None:
     assert exists(first.storage.checkpoint_dir(3) + "/_metadata")
 
 
+def test_claim_mode_makes_a_restored_checkpoint_the_jobs_own_but_never_a_savepoint(
+    root: str, tmp_path: Path
+) -> None:
+    first = make(root, "run-1", retention=RetentionPolicy.RETAIN_ON_CANCELLATION)
+    first.checkpoint()
+    savepoint = first.coord.trigger_savepoint(str(tmp_path / "sp"))
+    first.ack_all(2)
+    sp_dir = savepoint.result(timeout=0).directory
+    first.coord.shutdown(TerminalJobStatus.CANCELED)
+
+    claimed = make(root, "run-2", retained=1)
+    chosen = claimed.coord.restore_point(first.storage.checkpoint_dir(1), claim=True)
+    assert chosen is not None and chosen.checkpoint_id == 1
+    claimed.checkpoint()  # subsumes the claimed checkpoint: the job deletes it (CLAIM)
+    assert not exists(first.storage.checkpoint_dir(1))
+
+    from_savepoint = make(root, "run-3", retained=1)
+    assert from_savepoint.coord.restore_point(sp_dir, claim=True) is not None
+    from_savepoint.checkpoint()
+    assert exists(sp_dir + "/_metadata")  # a savepoint stays the user's
+
+
 # --- falling back past committed checkpoints ----------------------------------------------------
 
 SINK = FallbackRule(committing_sinks=("file-sink",))
@@ -643,6 +665,54 @@ def test_savepoint_failures_reach_the_future_and_do_not_fail_the_job(
     with pytest.raises(FileExistsError):
         again.result(timeout=0)
     assert [b.checkpoint_id for b in h.gateway.barriers] == [1, 2, 3]
+
+
+def test_savepoint_waits_for_an_unaligned_checkpoint_and_blocks_periodic_ones(
+    root: str, tmp_path: Path
+) -> None:
+    h = make(root, unaligned=True)
+    h.clock.advance(100)
+    assert h.coord.tick() == TriggerNow(CheckpointId(1))
+    assert h.gateway.barriers[0].options.alignment is AlignmentMode.UNALIGNED
+    future = h.coord.trigger_savepoint(str(tmp_path / "sp"))
+    assert [b.checkpoint_id for b in h.gateway.barriers] == [1]  # queued, not concurrent
+    h.ack_all(1)
+    h.clock.advance(100)
+    assert h.coord.tick() == Blocked("a savepoint is in progress")  # no periodic one now
+    barrier = h.gateway.barriers[-1]
+    assert barrier.checkpoint_id == 2 and barrier.options.is_savepoint
+    assert barrier.options.alignment is AlignmentMode.ALIGNED
+    assert barrier.options.aligned_timeout_ms is None and not barrier.options.terminate
+    h.clock.advance(100)
+    assert h.coord.tick() == Blocked("a savepoint is in progress")
+    h.ack_all(2)
+    assert future.result(timeout=0).checkpoint_id == 2
+    assert h.gateway.completed == [1]  # a plain savepoint is not announced to the tasks
+    h.clock.advance(100)
+    assert h.coord.tick() == TriggerNow(CheckpointId(3))
+
+
+def test_stop_with_savepoint_is_announced_so_sinks_commit_it(root: str, tmp_path: Path) -> None:
+    h = make(root, interval_ms=-1)
+    future = h.coord.trigger_savepoint(str(tmp_path / "sp"), terminate=True)
+    assert h.gateway.barriers[-1].options.terminate
+    h.ack_all(1)
+    assert future.result(timeout=0).is_savepoint
+    assert h.gateway.completed == [1]
+
+
+def test_queued_savepoints_fail_on_failover_and_shutdown(root: str, tmp_path: Path) -> None:
+    h = make(root, unaligned=True, interval_ms=-1)
+    h.coord.trigger_checkpoint()
+    queued = h.coord.trigger_savepoint(str(tmp_path / "sp"))
+    h.coord.abort_all_pending("job failover")
+    with pytest.raises(CheckpointFailedError, match=r"^savepoint failed: .*job failover"):
+        queued.result(timeout=0)
+    h.coord.trigger_checkpoint()
+    queued = h.coord.trigger_savepoint(str(tmp_path / "sp"))
+    h.coord.shutdown(TerminalJobStatus.CANCELED)
+    with pytest.raises(CheckpointFailedError, match="job CANCELED"):
+        queued.result(timeout=0)
 
 
 # --- shutdown -----------------------------------------------------------------------------------

@@ -62,6 +62,9 @@ class FakeTask:
     def end_input(self) -> None:
         self.calls.append(("end input",))
 
+    def resume_input(self) -> None:
+        self.calls.append(("resume input",))
+
 
 @pytest.fixture
 def tasks() -> list[FakeTask]:
@@ -88,6 +91,12 @@ def test_completion_and_abort_are_told_to_every_task(tasks: list[FakeTask]) -> N
 def test_end_sources_ends_the_input_of_the_source_tasks_only(tasks: list[FakeTask]) -> None:
     assert apply_control(p.EndSources(), tasks) is None
     assert _calls(tasks) == {"source": [("end input",)], "map": [], "source 2": [("end input",)]}
+
+
+def test_resume_sources_resumes_the_source_tasks_only(tasks: list[FakeTask]) -> None:
+    assert apply_control(p.ResumeSources(), tasks) is None
+    resumed = [("resume input",)]
+    assert _calls(tasks) == {"source": resumed, "map": [], "source 2": resumed}
 
 
 @pytest.mark.parametrize(

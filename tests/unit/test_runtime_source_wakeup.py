@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from cairn.checkpoint.messages import TaskKey
-from cairn.events import AlignmentMode
+from cairn.events import AlignmentMode, CheckpointBarrier, CheckpointOptions, CheckpointType
 from cairn.graph.job_graph import JobVertex, OperatorNode
 from cairn.graph.transformations import PartitionKind
-from cairn.ids import SubtaskIndex, VertexId
+from cairn.ids import CheckpointId, SubtaskIndex, VertexId
 from cairn.runtime.channels import InputChannel, LocalOutputChannel
 from cairn.runtime.operators.sources import SourceOperator
 from cairn.runtime.record_writer import RecordWriter
@@ -88,3 +88,21 @@ def test_the_hint_is_a_time_from_now(hint: float) -> None:
     task.run_once()
     assert task.source_ready_at is not None
     assert before + hint <= task.source_ready_at <= time.monotonic() + hint
+
+
+def test_after_a_stop_with_savepoint_barrier_a_source_polls_nothing_until_resumed() -> None:
+    """Records emitted after a terminating savepoint's barrier would be in neither the
+    savepoint nor the job that restores it: the source stays quiet until told."""
+    task, _ = _source_task([[1], [2]], hint=None)
+    snapshots: list[CheckpointBarrier] = []
+    task.checkpoints.checkpoint_state = snapshots.append  # type: ignore[method-assign]
+    plain = CheckpointOptions(CheckpointType.SAVEPOINT)
+    task.trigger_source_checkpoint(CheckpointBarrier(CheckpointId(1), 0, plain))
+    assert not task.source_suspended
+    stop = CheckpointOptions(CheckpointType.SAVEPOINT, terminate=True)
+    task.trigger_source_checkpoint(CheckpointBarrier(CheckpointId(2), 0, stop))
+    assert task.source_suspended and [b.checkpoint_id for b in snapshots] == [1, 2]
+    assert not task.run_once() and not task.run_once()
+    assert task.records_in == 0  # not polled after the barrier
+    task.resume_input()  # the savepoint failed: the job goes on
+    assert task.run_once() and task.records_in == 1

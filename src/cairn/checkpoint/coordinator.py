@@ -12,6 +12,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from cairn.checkpoint.errors import CheckpointError, CheckpointFailedError
@@ -39,6 +40,7 @@ from cairn.checkpoint.protocol import (
     TriggerPolicy,
     WaitUntil,
     checkpoint_options,
+    decide_savepoint,
     decide_trigger,
     discard_on_termination,
     expired_checkpoints,
@@ -74,6 +76,13 @@ class CoordinatorGateway(Protocol):
         ...
 
     def fail_job(self, reason: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class _SavepointRequest:
+    target_dir: str
+    terminate: bool  # stop-with-savepoint: sinks commit it, the job master then ends sources
+    future: Future[CompletedCheckpoint]
 
 
 class CheckpointCoordinator:
@@ -137,7 +146,9 @@ class CheckpointCoordinator:
         self._stats = CheckpointStatsTracker()
         self._next_id = CheckpointId(first_checkpoint_id)
         self._pending: dict[CheckpointId, PendingCheckpoint] = {}
-        self._savepoints: dict[CheckpointId, tuple[str, Future[CompletedCheckpoint]]] = {}
+        self._savepoints: dict[CheckpointId, _SavepointRequest] = {}
+        # Savepoints waiting for an unaligned checkpoint or another savepoint to end.
+        self._queued: list[_SavepointRequest] = []
         self._ghosts: OrderedDict[CheckpointId, Literal["completed", "aborted"]] = OrderedDict()
         self._fallback = fallback
         # Checkpoints whose completion was announced to the tasks (sinks may have committed
@@ -227,6 +238,7 @@ class CheckpointCoordinator:
             )
             if isinstance(verdict, FailJob):
                 return Blocked(f"the job is failing: {verdict.reason}")
+        self._start_queued_savepoint()
         if self._periodic_base_ms is None:
             return Blocked("periodic checkpointing is stopped")
         decision = self._decide(periodic=True, force=False)
@@ -246,13 +258,21 @@ class CheckpointCoordinator:
             self._trigger(decision.checkpoint_id, checkpoint_options(self.settings))
         return decision
 
-    def trigger_savepoint(self, target_dir: str) -> Future[CompletedCheckpoint]:
+    def trigger_savepoint(
+        self, target_dir: str, terminate: bool = False
+    ) -> Future[CompletedCheckpoint]:
         """Trigger an aligned savepoint written to ``target_dir`` (which must not hold one).
 
         The future resolves to the savepoint, or fails with :class:`CheckpointFailedError`.
         Savepoints are not retained checkpoints: they never subsume or get subsumed, and
         tasks are not notified of their completion (no side effects are committed for them,
         as in Flink since 1.15, so restoring an older checkpoint cannot duplicate output).
+        A savepoint waits (queued; started by :meth:`tick`) while an unaligned checkpoint
+        or another savepoint is pending (:func:`~cairn.checkpoint.protocol.decide_savepoint`),
+        and periodic checkpoints wait while a savepoint is pending or queued.
+
+        ``terminate`` (stop-with-savepoint): sources emit nothing after its barrier, and its
+        completion is announced to the tasks (sinks commit), as the job ends after it.
         """
         future: Future[CompletedCheckpoint] = Future()
         if self._shut_down:
@@ -263,15 +283,25 @@ class CheckpointCoordinator:
         except (FileExistsError, OSError) as e:
             future.set_exception(e)
             return future
-        decision = self._decide(periodic=False, force=True)
-        assert isinstance(decision, TriggerNow)  # forced requests are never refused
-        self._savepoints[decision.checkpoint_id] = (target_dir, future)
-        self._trigger(decision.checkpoint_id, checkpoint_options(self.settings, savepoint=True))
+        self._queued.append(_SavepointRequest(target_dir, terminate, future))
+        self._start_queued_savepoint()
         return future
+
+    def _start_queued_savepoint(self) -> None:
+        """Start the oldest queued savepoint if :func:`decide_savepoint` allows it."""
+        decision = decide_savepoint(p.options for p in self._pending.values())
+        if not self._queued or isinstance(decision, Blocked):
+            return
+        request = self._queued.pop(0)
+        self._savepoints[self._next_id] = request
+        options = checkpoint_options(self.settings, savepoint=True, terminate=request.terminate)
+        self._trigger(self._next_id, options)
 
     def _decide(self, *, periodic: bool, force: bool) -> TriggerDecision:
         if periodic and self._periodic_base_ms is None:
             return Blocked("periodic checkpointing is stopped")
+        if not force and (self._queued or self._savepoints):
+            return Blocked("a savepoint is in progress")
         facts = TriggerFacts(
             now_ms=self._clock.now_ms(),
             next_checkpoint_id=self._next_id,
@@ -355,7 +385,7 @@ class CheckpointCoordinator:
         metadata = metadata.with_subtask_stats(self._stats.get(cid))  # kept in _metadata
         try:
             if pending.is_savepoint:
-                target, _ = self._savepoints[cid]
+                target = self._savepoints[cid].target_dir
                 completed = self.storage.write_savepoint(metadata, target)
                 self._discard_files(cid)  # the working copy in the checkpoint directory
                 # Its new shared files: backends may reuse them once told it completed.
@@ -379,7 +409,10 @@ class CheckpointCoordinator:
             "Completed %s %d (%d bytes, %d ms) at %s.", kind, cid, size, took, completed.directory
         )
         if pending.is_savepoint:
-            self._savepoints.pop(cid)[1].set_result(completed)
+            request = self._savepoints.pop(cid)
+            if request.terminate:  # the job ends after it: its sinks commit it
+                self._gateway.notify_complete(cid)
+            request.future.set_result(completed)
             return
         self._failures.on_success(cid)
         states = (s for op in metadata.operators.values() for s in op.subtasks.values())
@@ -412,8 +445,8 @@ class CheckpointCoordinator:
         )
         self._discard_files(cid)
         if pending.is_savepoint:
-            self._savepoints.pop(cid)[1].set_exception(
-                CheckpointFailedError(cid, reason.value, message)
+            self._savepoints.pop(cid).future.set_exception(
+                CheckpointFailedError(cid, reason.value, message, "savepoint")
             )
         self._gateway.notify_aborted(cid, reason, message)
         verdict = self._failures.on_failure(
@@ -429,11 +462,23 @@ class CheckpointCoordinator:
         for cid in sorted(self._pending):
             self._abort(cid, CheckpointFailureReason.JOB_FAILOVER_REGION, reason)
         self._delete_shared(self._shared.backends_gone())  # the new attempt's are new ones
+        self._fail_queued(CheckpointFailureReason.JOB_FAILOVER_REGION, reason)
+
+    def _fail_queued(self, reason: CheckpointFailureReason, message: str) -> None:
+        queued, self._queued = self._queued, []
+        for request in queued:
+            error = CheckpointFailedError(0, reason.value, message, "savepoint")  # no id yet
+            request.future.set_exception(error)
 
     def _discard_completed(self, checkpoint: CompletedCheckpoint) -> None:
-        """A subsumed checkpoint: its directory, and the shared files nothing needs now."""
-        self.storage.discard(checkpoint.checkpoint_id)
-        self._delete_shared(self._shared.release(checkpoint.checkpoint_id))
+        """A subsumed checkpoint the job owns — its own ``chk-<n>``, or a claimed one
+        (restore mode CLAIM) wherever it is — and the shared files nothing needs now."""
+        cid = checkpoint.checkpoint_id
+        if checkpoint.directory == self.storage.checkpoint_dir(cid):
+            self.storage.discard(cid)
+        else:
+            self.storage.discard_directory(checkpoint.directory)
+        self._delete_shared(self._shared.release(cid))
 
     def _discard_unregistered_shared(self, states: Iterable[OperatorSubtaskState]) -> None:
         """Shared files only an aborted checkpoint uploaded: no backend reuses them."""
@@ -466,7 +511,9 @@ class CheckpointCoordinator:
 
     # --- restore ---------------------------------------------------------------------------
 
-    def restore_point(self, explicit_path: str | None = None) -> CompletedCheckpoint | None:
+    def restore_point(
+        self, explicit_path: str | None = None, claim: bool = False
+    ) -> CompletedCheckpoint | None:
         """The verified checkpoint to deploy from, or None for a fresh start.
 
         Without ``explicit_path``: the newest retained checkpoint that verifies, falling back
@@ -482,6 +529,10 @@ class CheckpointCoordinator:
         ``_metadata``, so the run that wrote it completed it and may have announced it: it is
         treated as announced, like Flink, which re-commits a restored checkpoint's
         committables because it cannot know whether the earlier run committed them.
+
+        ``claim`` (restore mode CLAIM): a retained checkpoint found under ``explicit_path``
+        becomes this job's own, deleted once subsumed like the job's checkpoints; without
+        it (NO_CLAIM) its files are never deleted. A savepoint is never claimed.
 
         Raises:
             FallbackRefusedError: only an older checkpoint is usable, and restoring it would
@@ -509,7 +560,8 @@ class CheckpointCoordinator:
         if explicit_path is not None:
             self._announced.add(cid)
             if all(cp.directory != chosen.directory for cp in self._store.all()):
-                self._store.add(chosen, owned=False)
+                owned = claim and not chosen.is_savepoint
+                self._store.add(chosen, owned=owned)
             if chosen.checkpoint_id >= self._next_id:
                 self._next_id = CheckpointId(chosen.checkpoint_id + 1)
         self._stats.report_restored(cid, self._clock.now_ms(), where, chosen.is_savepoint)
@@ -560,6 +612,7 @@ class CheckpointCoordinator:
         reason = CheckpointFailureReason.CHECKPOINT_COORDINATOR_SHUTDOWN
         for cid in sorted(self._pending):
             self._abort(cid, reason, f"job {terminal.value}")
+        self._fail_queued(reason, f"job {terminal.value}")
         self._shut_down = True
         policy, job_dir = self.settings.retention.value, self.storage.job_dir
         if not discard_on_termination(self.settings.retention, terminal):

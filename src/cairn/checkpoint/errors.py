@@ -57,13 +57,41 @@ class FallbackRefusedError(NoUsableCheckpointError):
 
 
 class CheckpointFailedError(CheckpointError):
-    """A checkpoint or savepoint was aborted; raised from a savepoint's future."""
+    """A checkpoint or savepoint was aborted; raised from a savepoint's future.
 
-    def __init__(self, checkpoint_id: int, reason: str, message: str) -> None:
-        super().__init__(f"checkpoint {checkpoint_id} failed: {reason}: {message}")
+    >>> print(CheckpointFailedError(3, "CHECKPOINT_EXPIRED", "took too long", "savepoint"))
+    savepoint 3 failed: CHECKPOINT_EXPIRED: took too long
+    """
+
+    def __init__(
+        self, checkpoint_id: int, reason: str, message: str, kind: str = "checkpoint"
+    ) -> None:
+        what = f"{kind} {checkpoint_id}" if checkpoint_id else kind  # 0: never triggered
+        super().__init__(f"{what} failed: {reason}: {message}")
         self.checkpoint_id = checkpoint_id
         self.reason = reason
         self.detail = message
+
+
+class SavepointTargetExistsError(CheckpointError, FileExistsError):
+    """A savepoint's target directory is not empty: savepoints never mix with other files.
+
+    >>> print(SavepointTargetExistsError("/sp/one", "already contains a savepoint (_metadata)"))
+    /sp/one: already contains a savepoint (_metadata)
+    """
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
+
+    def __str__(self) -> str:  # OSError's default adds errno noise
+        return f"{self.path}: {self.problem}"
+
+
+class SavepointRejectedError(CheckpointError):
+    """A savepoint cannot be taken now: the job is not running, is stopping or finishing,
+    or has checkpointing disabled; the message says which."""
 
 
 class CheckpointStorageUnusableError(CheckpointError):

@@ -107,6 +107,30 @@ def decide_trigger(
     return TriggerNow(facts.next_checkpoint_id)
 
 
+def decide_savepoint(pending: Iterable[CheckpointOptions]) -> TriggerNow | Blocked:
+    """Whether a requested savepoint may start now, given the options of the pending
+    checkpoints (Flink: savepoints are forced, but never run beside an unaligned checkpoint).
+
+    A savepoint ignores the interval, the min pause and max-concurrent, but waits while
+    another savepoint is pending (one at a time) or while a checkpoint whose barriers may
+    overtake records is (unaligned, or aligned with a timeout): its aligned barrier must
+    not be overtaken, nor mixed into that checkpoint's channel state. The returned
+    ``TriggerNow`` carries id 0: the coordinator assigns the real id.
+
+    >>> unaligned = CheckpointOptions(alignment=AlignmentMode.UNALIGNED)
+    >>> decide_savepoint([CheckpointOptions()])
+    TriggerNow(checkpoint_id=0)
+    >>> decide_savepoint([unaligned])
+    Blocked(reason='an unaligned checkpoint is in progress')
+    """
+    for options in pending:
+        if options.is_savepoint:
+            return Blocked("another savepoint is in progress")
+        if options.alignment is AlignmentMode.UNALIGNED or options.aligned_timeout_ms is not None:
+            return Blocked("an unaligned checkpoint is in progress")
+    return TriggerNow(CheckpointId(0))
+
+
 def expired_checkpoints(
     trigger_times: Mapping[CheckpointId, int], now_ms: int, timeout_ms: int
 ) -> list[CheckpointId]:
@@ -394,7 +418,7 @@ def discard_on_termination(policy: RetentionPolicy, status: TerminalJobStatus) -
 
 
 def checkpoint_options(
-    settings: CheckpointSettings, *, savepoint: bool = False
+    settings: CheckpointSettings, *, savepoint: bool = False, terminate: bool = False
 ) -> CheckpointOptions:
     """Options carried by the barriers of a checkpoint (savepoints are always aligned).
 
@@ -406,7 +430,7 @@ def checkpoint_options(
     (<AlignmentMode.ALIGNED: 'aligned'>, 500)
     """
     if savepoint:
-        return CheckpointOptions(CheckpointType.SAVEPOINT, AlignmentMode.ALIGNED, None)
+        return CheckpointOptions(CheckpointType.SAVEPOINT, AlignmentMode.ALIGNED, None, terminate)
     if settings.mode is AlignmentMode.AT_LEAST_ONCE:
         return CheckpointOptions(CheckpointType.CHECKPOINT, AlignmentMode.AT_LEAST_ONCE, None)
     if settings.unaligned or settings.mode is AlignmentMode.UNALIGNED:

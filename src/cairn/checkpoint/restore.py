@@ -168,8 +168,9 @@ def check_restore_compatible(
                 raise IncompatibleCheckpointError(
                     f"cannot restore {where}: it holds state of operator uid {uid!r}, which "
                     "is not in the job (removed, or its uid changed). Give the operator that "
-                    f"owns this state .uid({uid!r}), or set "
-                    "execution.state-recovery.ignore-unclaimed-state: true to drop it."
+                    f"owns this state .uid({uid!r}), or allow dropping it: `cairn run "
+                    "--allow-non-restored-state` (-n), or execution.state-recovery."
+                    "ignore-unclaimed-state: true."
                 )
             continue
         max_parallelism = operators[uid][1]

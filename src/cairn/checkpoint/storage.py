@@ -32,7 +32,12 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
 from cairn.checkpoint import local_files
-from cairn.checkpoint.errors import CheckpointNotFoundError, CorruptCheckpointError
+from cairn.checkpoint.errors import (
+    CheckpointNotFoundError,
+    CorruptCheckpointError,
+    SavepointRejectedError,
+    SavepointTargetExistsError,
+)
 from cairn.checkpoint.handles import (
     SHARED_DIR_NAME,
     SHARED_PATH_PREFIX,
@@ -437,16 +442,27 @@ class CheckpointStorage:
             return []
         return sorted(SHARED_PATH_PREFIX + posixpath.basename(str(n)) for n in names)
 
+    def discard_directory(self, directory: str) -> None:
+        """Remove a checkpoint directory outside this job's (one claimed on restore)."""
+        _remove_tree(_resolve(directory, self._options_for(directory)))
+
     def discard_job_dir(self) -> None:
         """Remove this job's whole checkpoint directory (retention on termination)."""
         _remove_tree(self._job)
 
     def check_savepoint_target(self, target_dir: str) -> None:
-        """Raise ``FileExistsError`` if ``target_dir`` already holds a checkpoint or savepoint."""
+        """Raise ``SavepointTargetExistsError`` (a ``FileExistsError``) if ``target_dir`` holds
+        a checkpoint or savepoint, or anything else: a savepoint gets a directory of its own."""
         target = _resolve(target_dir, self._options_for(target_dir))
-        if target.fs.exists(target.join(METADATA_FILE_NAME).path):
-            raise FileExistsError(
-                f"{target.public()}: already contains a savepoint or checkpoint (_metadata)"
+        fs = target.fs
+        if fs.exists(target.join(METADATA_FILE_NAME).path):
+            raise SavepointTargetExistsError(
+                target.public(), "already contains a savepoint or checkpoint (_metadata)"
+            )
+        if fs.isdir(target.path) and fs.ls(target.path):
+            raise SavepointTargetExistsError(
+                target.public(),
+                "exists and is not empty; give a new directory for the savepoint",
             )
 
     def write_savepoint(
@@ -598,3 +614,30 @@ def read_metadata(
     """The metadata at ``path``: a checkpoint/savepoint dir, its ``_metadata``, or a job dir
     (checked with ``key`` as in :func:`load_checkpoint`)."""
     return load_checkpoint(path, storage_options, key).metadata
+
+
+def dispose_savepoint(path: str, storage_options: Mapping[str, Any] | None = None) -> str:
+    """Delete the savepoint at ``path`` (its directory or ``_metadata``), returning the
+    directory removed. Only a savepoint is deleted: the metadata must decode and say so.
+
+    Raises:
+        CheckpointNotFoundError: nothing is there (e.g. disposed already), or no savepoint.
+        CorruptCheckpointError: ``_metadata`` does not decode (nothing is deleted).
+        SavepointRejectedError: it is a checkpoint; its job's retention policy owns it.
+    """
+    loc = _resolve(path, storage_options)
+    if loc.name == METADATA_FILE_NAME:
+        loc = loc.parent
+    if not loc.fs.exists(loc.path):
+        raise CheckpointNotFoundError(loc.public(), "no such savepoint (disposed already?)")
+    if not _has_metadata(loc):
+        raise CheckpointNotFoundError(loc.public(), "not a savepoint (no _metadata): left alone")
+    checkpoint, _ = _load(loc, None)
+    if not checkpoint.metadata.is_savepoint:
+        raise SavepointRejectedError(
+            f"{loc.public()} is checkpoint {checkpoint.checkpoint_id}, not a savepoint: "
+            "left alone (its job's retention policy owns it)"
+        )
+    _remove_tree(loc)
+    log.info("Disposed savepoint %s.", loc.public())
+    return loc.public()

@@ -1,4 +1,5 @@
-"""The ``cairn`` command line: run a job script, list checkpoints, run the demo.
+"""The ``cairn`` command line: run a job script, list checkpoints, run the demo; list, savepoint,
+stop and cancel running jobs (``cli/jobs.py``).
 
 Invariant: the CLI only sets process-wide defaults and calls the public API; a job run with
 ``cairn run job.py`` behaves exactly like ``python job.py`` with those defaults applied.
@@ -30,7 +31,8 @@ def _configure_logging(verbose: bool) -> None:
 # Options of ``cairn run`` and whether they take a value. After the script they would belong
 # to the script (as with ``flink run``); cairn refuses them there instead of dropping them.
 _RUN_OPTIONS: dict[str, bool] = {
-    "-p": True, "--parallelism": True, "-s": True, "--from-checkpoint": True,
+    "-p": True, "--parallelism": True, "-s": True, "--from-savepoint": True,
+    "--from-checkpoint": True, "-n": False, "--allow-non-restored-state": False,
     "--master": True, "--executor": True, "-D": True, "--conf": True,
 }
 
@@ -49,7 +51,7 @@ def _misplaced_run_options(script_args: Sequence[str]) -> tuple[list[str], list[
         arg = args[i]
         name = arg.split("=", 1)[0]
         short = arg[:2] if len(arg) > 2 and arg[:2] in _RUN_OPTIONS else None
-        if name in _RUN_OPTIONS and "=" not in arg and i + 1 < len(args):
+        if _RUN_OPTIONS.get(name) and "=" not in arg and i + 1 < len(args):
             ours.extend(args[i : i + 2])  # "-p 2"
             i += 2
             continue
@@ -91,6 +93,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         conf["cairn.spark.master"] = args.master
     if args.executor:
         conf["cairn.executor"] = args.executor
+    if args.allow_non_restored_state:
+        conf["execution.state-recovery.ignore-unclaimed-state"] = "true"
     conf.update(_parse_conf_items(args.conf))
     set_context_defaults(
         parallelism=args.parallelism,
@@ -226,8 +230,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("script")
     run.add_argument("script_args", nargs=argparse.REMAINDER)
     run.add_argument("-p", "--parallelism", type=int, default=None)
-    run.add_argument("-s", "--from-checkpoint", default=None,
-                     help="restore from a retained checkpoint or savepoint directory")
+    run.add_argument("-s", "--from-savepoint", "--from-checkpoint", dest="from_checkpoint",
+                     default=None, metavar="PATH",
+                     help="restore from a savepoint or retained checkpoint directory")
+    run.add_argument("-n", "--allow-non-restored-state", action="store_true",
+                     help="restore even if state of an operator (uid) the job no longer has "
+                     "would be dropped")
     run.add_argument("--master", default=None, help="Spark master URL (default: local)")
     run.add_argument("--executor", choices=["spark", "inprocess"], default=None)
     run.add_argument("-D", "--conf", action="append", metavar="KEY=VALUE",
@@ -271,6 +279,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--record-cost-ms", type=float, default=1.0,
                       help="skew: busy-loop time per record in the skewed map")
     demo.set_defaults(func=cmd_demo)
+
+    from cairn.cli.jobs import add_job_commands
+
+    add_job_commands(sub)
     return parser
 
 
@@ -279,11 +291,13 @@ def _expected_error(error: BaseException) -> BaseException | None:
     be submitted, a checkpoint that cannot be restored), found along the cause chain."""
     from cairn.checkpoint.errors import CheckpointError
     from cairn.common.exceptions import ConfigurationError, JobSubmissionError
+    from cairn.rest.client import JobControlError
 
+    expected = (ConfigurationError, JobSubmissionError, CheckpointError, JobControlError)
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
-        if isinstance(current, (ConfigurationError, JobSubmissionError, CheckpointError)):
+        if isinstance(current, expected):
             return current
         seen.add(id(current))
         current = current.__cause__

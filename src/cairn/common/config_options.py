@@ -474,6 +474,15 @@ RESTORE_IGNORE_UNCLAIMED = _define(
     "Allow restoring when state of a removed operator is in the snapshot.",
     "execution.savepoint.ignore-unclaimed-state",
 )
+RESTORE_MODE = _define(
+    "execution.state-recovery.claim-mode",
+    "enum",
+    "NO_CLAIM",
+    "Who owns a retained checkpoint the job starts from: CLAIM (the job deletes it once "
+    "subsumed) or NO_CLAIM (left to the user). Savepoints are never deleted.",
+    "execution.savepoint-restore-mode",
+    choices=_spellings(("CLAIM",), ("NO_CLAIM",)),
+)
 ALLOW_FALLBACK_PAST_COMMITTED = _define(
     "cairn.recovery.allow-fallback-past-committed",
     "bool",
@@ -550,6 +559,43 @@ TESTING_FAULTS = _define(
     "Fault injection for recovery tests, e.g. "
     "'point=processing,attempt=0,records=5000;point=during-upload,attempt=1' "
     "(see cairn.runtime.faults).",
+)
+
+REST_ENABLED = _define(
+    "cairn.rest.enabled",
+    "bool",
+    True,
+    "Serve the job's control endpoint (HTTP, Flink's REST paths) and list the job in the "
+    "per-user job registry that `cairn list`, `cairn savepoint`, `cairn stop` and "
+    "`cairn cancel` read.",
+)
+REST_ADDRESS = _define(
+    "rest.address",
+    "str",
+    "127.0.0.1",
+    "Host name or address clients use to reach the job's control endpoint.",
+    check=_non_empty,
+)
+REST_BIND_ADDRESS = _define(
+    "rest.bind-address",
+    "str",
+    "127.0.0.1",
+    "Address the control endpoint listens on (0.0.0.0: every interface).",
+    check=_non_empty,
+)
+REST_PORT = _define(
+    "rest.port",
+    "int",
+    0,
+    "Port of the control endpoint; 0 picks a free one (one endpoint per job).",
+    check=_between(0, 65535, "rest.port"),
+)
+REST_TOKEN_ENABLED = _define(
+    "cairn.rest.token.enabled",
+    "bool",
+    True,
+    "Require the job's bearer token (kept in the private job registry) on every request to "
+    "the control endpoint; false lets anyone who can reach it control the job.",
 )
 
 PIPELINE_JARS = _define("pipeline.jars", "str", None, "Accepted for PyFlink scripts; ignored.")

@@ -262,6 +262,7 @@ def checkpoint_settings_from(
             f"{get(opts.CHECKPOINTING_MAX_CONCURRENT)}; set it to 1 (as in Flink)"
         )
     directory = get(opts.CHECKPOINTING_DIR)
+    savepoint_dir = get(opts.SAVEPOINT_DIR)
     storage_url = normalize_storage_url(directory) if directory else None
     derived = storage_options_for(storage_url or "", resolved)
     key = get(opts.CHECKPOINT_SIGNING_KEY)
@@ -279,4 +280,5 @@ def checkpoint_settings_from(
         unaligned=unaligned,
         aligned_timeout_ms=get(opts.CHECKPOINTING_ALIGNED_TIMEOUT),
         signing_key=None if key is None else SigningKey.parse(key),
+        savepoint_dir=normalize_storage_url(savepoint_dir) if savepoint_dir else None,
     )

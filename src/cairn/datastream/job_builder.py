@@ -11,6 +11,7 @@ reads either.
 from __future__ import annotations
 
 import inspect
+import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -22,12 +23,15 @@ from cairn.common import config_options as opts
 from cairn.common.exceptions import ConfigurationError, JobSubmissionError
 from cairn.common.restart_strategy import restart_settings_from
 from cairn.datastream.checkpoint_config import checkpoint_settings_from
+from cairn.graph.job_graph import auto_uid
 from cairn.graph.transformations import (
     OneInputTransformation,
+    OperatorKind,
     PartitionTransformation,
     SinkTransformation,
     SourceTransformation,
     Transformation,
+    job_positions,
     reachable,
 )
 from cairn.settings import (
@@ -37,6 +41,8 @@ from cairn.settings import (
     ExecutorKind,
     JobSettings,
     NetworkSettings,
+    RestoreMode,
+    RestSettings,
     RocksDBSettings,
     SigningKey,
     StateBackendKind,
@@ -53,9 +59,12 @@ __all__ = [
     "deploy_settings_from",
     "effective_configuration",
     "prepare_job",
+    "stateful_without_uid",
 ]
 
 DEFAULT_JOB_NAME = "Cairn Streaming Job"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -113,6 +122,8 @@ def prepare_job(
     check_serializable(transformations)
 
     checkpoint = checkpoint_settings_from(resolved, storage_options)
+    if checkpoint.enabled:
+        _warn_stateful_without_uid(transformations, job_positions(sinks))
     if checkpoint.signing_key is None:
         checkpoint = replace(checkpoint, signing_key=signing_key_from_environ(os.environ))
     parallelism = int(get(opts.PARALLELISM))
@@ -134,11 +145,19 @@ def prepare_job(
         },
         restore_path=get(opts.RESTORE_PATH),
         restore_ignore_unclaimed=bool(get(opts.RESTORE_IGNORE_UNCLAIMED)),
+        restore_mode=RestoreMode(get(opts.RESTORE_MODE)),
         allow_fallback_past_committed=bool(get(opts.ALLOW_FALLBACK_PAST_COMMITTED)),
         operator_chaining=bool(get(opts.OPERATOR_CHAINING)),
         job_parameters=dict(get(opts.JOB_PARAMETERS) or {}),
         deploy=deploy_settings_from(resolved),
         state=state_settings_from(resolved, os.environ),
+        rest=RestSettings(
+            enabled=bool(get(opts.REST_ENABLED)),
+            address=str(get(opts.REST_ADDRESS)),
+            bind_address=str(get(opts.REST_BIND_ADDRESS)),
+            port=int(get(opts.REST_PORT)),
+            token=bool(get(opts.REST_TOKEN_ENABLED)),
+        ),
         switch_interval_ms=int(get(opts.WORKER_SWITCH_INTERVAL)),
         network=NetworkSettings(
             batch_size=int(get(opts.NETWORK_BATCH_SIZE)),
@@ -248,6 +267,48 @@ def check_unique_uids(transformations: Iterable[Transformation]) -> None:
                 f"operator {t.name!r} (id {t.id}). Uids must be unique within a job: state in "
                 "checkpoints and savepoints is stored per uid."
             )
+
+
+def stateful_without_uid(transformations: Iterable[Transformation]) -> list[Transformation]:
+    """Operators that keep state in checkpoints and savepoints but have no explicit uid:
+    sources (their positions), keyed operators, ``sink_to`` sinks (writer state and pending
+    commits) and ``CheckpointedFunction``s. Their state is stored under a generated uid that
+    changes when the job's operators change, so an upgraded job would not find it.
+
+    >>> from cairn.graph.transformations import SourceTransformation
+    >>> src = SourceTransformation("numbers", [], id=3)
+    >>> [t.name for t in stateful_without_uid([src])]
+    ['numbers']
+    >>> src.uid = "numbers"
+    >>> stateful_without_uid([src])
+    []
+    """
+    found: list[Transformation] = []
+    for t in transformations:
+        if t.uid is not None:
+            continue
+        if isinstance(t, SourceTransformation):
+            found.append(t)
+        elif isinstance(t, OneInputTransformation) and t.operator is not None:
+            spec = t.operator
+            checkpointed = callable(getattr(spec.function, "snapshot_state", None))
+            if spec.key_selector is not None or spec.kind is OperatorKind.SINK or checkpointed:
+                found.append(t)
+    return found
+
+
+def _warn_stateful_without_uid(
+    transformations: Iterable[Transformation], positions: Mapping[int, int]
+) -> None:
+    for t in stateful_without_uid(transformations):
+        log.warning(
+            "Operator %r (id %d) keeps state but has no uid: its state is saved under the "
+            "generated uid %r, which changes when operators are added or removed before it, "
+            "so a savepoint would not restore into a changed job. Give it .uid(...).",
+            t.name,
+            t.id,
+            auto_uid(t, positions[t.id]),
+        )
 
 
 def check_serializable(transformations: Iterable[Transformation]) -> None:

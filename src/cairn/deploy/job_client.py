@@ -10,6 +10,7 @@ import queue
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future
 from typing import Any
 
 from cairn.checkpoint.stats import CheckpointStatsSnapshot
@@ -76,6 +77,46 @@ class JobClient:
 
     def cancel(self) -> None:
         self._master.cancel()
+
+    def trigger_savepoint(self, savepoint_directory: str | None = None) -> Future[str]:
+        """Take an aligned savepoint of the running job (PyFlink's ``trigger_savepoint``);
+        ``.result()`` gives its directory, which can be moved and restored from
+        (``execution.savepoint.path``, ``cairn run -s``).
+
+        ``savepoint_directory`` is the savepoint's own new (or empty) directory; None: a new
+        ``savepoint-<job>-<random>`` under ``execution.checkpointing.savepoint-dir``.
+        ``.result()`` raises ``SavepointRejectedError`` (job not running, stopping, without
+        checkpointing), ``SavepointTargetExistsError`` or ``CheckpointFailedError`` (the
+        reason); the job runs on either way.
+
+        Example::
+
+            client = env.execute_async("job")
+            path = client.trigger_savepoint("/savepoints/before-upgrade").result(timeout=60)
+        """
+        return self._master.trigger_savepoint(savepoint_directory)
+
+    def stop_with_savepoint(
+        self, advance_to_end_of_event_time: bool = False, savepoint_directory: str | None = None
+    ) -> Future[str]:
+        """Stop the job with a savepoint (PyFlink's ``stop_with_savepoint``): sources emit
+        nothing after its barrier, sinks commit it, and the job ends FINISHED; ``.result()``
+        gives the savepoint's directory once it has. If the savepoint fails the job runs on.
+
+        ``advance_to_end_of_event_time`` (drain) must be False: Cairn has no event time
+        (watermarks and event-time timers) to advance.
+
+        Example::
+
+            path = client.stop_with_savepoint(False, "/savepoints/v1").result(timeout=120)
+            assert client.get_job_status() is JobStatus.FINISHED
+        """
+        if advance_to_end_of_event_time:
+            raise ValueError(
+                "stop_with_savepoint(advance_to_end_of_event_time=True) is not supported: "
+                "Cairn has no event time (watermarks, event-time timers) to advance; pass False"
+            )
+        return self._master.stop_with_savepoint(savepoint_directory).finished
 
     def get_job_execution_result(self, timeout: float | None = None) -> JobExecutionResult:
         """Wait for the job to end; raise ``JobExecutionError`` if it failed."""

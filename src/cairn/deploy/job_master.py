@@ -7,7 +7,9 @@ after ``REGISTRATION_TIMEOUT_S``, which bounds workers that hang instead); every
 restores from the latest completed (and verified) checkpoint that no worker failed to
 restore, or fails the job when only a fallback that would commit output a second time is
 left; the job's status changes only along ``lifecycle.JOB_STATUS_TRANSITIONS``, and a
-terminal status is set only after the checkpoint coordinator applied its retention policy.
+terminal status is set only after the checkpoint coordinator applied its retention policy;
+savepoint requests from other threads are started on the job master's thread
+(``savepoint_requests.py``), like everything else that touches the coordinator.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +27,7 @@ from cairn.checkpoint.coordinator import CheckpointCoordinator
 from cairn.checkpoint.errors import CheckpointError
 from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.checkpoint.messages import TaskAcknowledgement, TaskDecline, TaskKey
+from cairn.checkpoint.metadata import CompletedCheckpoint
 from cairn.checkpoint.protocol import FallbackRule
 from cairn.checkpoint.restore import check_restore_compatible
 from cairn.checkpoint.storage import CheckpointStorage
@@ -35,10 +39,11 @@ from cairn.deploy.executors import Deployment, Executor
 from cairn.deploy.lifecycle import AttemptEnd, AttemptOutcome, transition
 from cairn.deploy.plan import ExecutionPlan
 from cairn.deploy.restart import RestartPolicy
+from cairn.deploy.savepoint_requests import SavepointRequests, StopWithSavepoint
 from cairn.events import CheckpointBarrier
 from cairn.graph.job_graph import JobGraph
 from cairn.graph.transformations import OperatorKind
-from cairn.settings import JobSettings
+from cairn.settings import JobSettings, RestoreMode
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +139,7 @@ class JobMaster:
         self.start_ms = int(time.time() * 1000)
         self.end_ms: int | None = None
         self.listeners: list[Callable[[str, Any], None]] = []
+        self._savepoints = SavepointRequests(job_id, cp.savepoint_dir)
 
     # ------------------------------------------------------------------ public API
 
@@ -144,6 +150,20 @@ class JobMaster:
 
     def cancel(self) -> None:
         self._cancel.set()
+
+    def trigger_savepoint(self, target_dir: str | None = None) -> Future[str]:
+        """Take an aligned savepoint while the job runs on; the future gives its directory.
+
+        Thread-safe (started on the job master's thread). ``target_dir`` is the savepoint's
+        own new (or empty) directory; None: a new one under
+        ``execution.checkpointing.savepoint-dir``. See :mod:`cairn.deploy.savepoint_requests`.
+        """
+        return self._savepoints.trigger(target_dir)
+
+    def stop_with_savepoint(self, target_dir: str | None = None) -> StopWithSavepoint:
+        """Stop with a savepoint: sources emit nothing after its barrier, sinks commit it,
+        the sources end and the job ends FINISHED; if it fails, the job runs on."""
+        return self._savepoints.stop(target_dir)
 
     def run(self) -> None:
         try:
@@ -157,6 +177,7 @@ class JobMaster:
         finally:
             self.end_ms = int(time.time() * 1000)
             self._server.close()
+            self._savepoints.close(self._status)
 
     # ------------------------------------------------------------------ status
 
@@ -249,7 +270,8 @@ class JobMaster:
         return None
 
     def _latest_restore(self, explicit: str | None) -> p.RestoreInfo | None:
-        point = self.coordinator.restore_point(explicit)
+        claim = explicit is not None and self.settings.restore_mode is RestoreMode.CLAIM
+        point = self.coordinator.restore_point(explicit, claim)
         if point is None:
             return None
         if explicit is not None:  # another job's state: it must fit this job's operators
@@ -327,9 +349,11 @@ class JobMaster:
         inbox = self._server.inbox
         deadline = time.monotonic() + REGISTRATION_TIMEOUT_S
         peers_sent = False
+        savepoints = _SavepointControl(self, state)
         while True:
             if self._cancel.is_set():
                 return _CANCELLED
+            self._savepoints.run(savepoints)
             failure = deployment.failure()
             if failure is not None:
                 return AttemptOutcome.failed(failure)
@@ -460,6 +484,37 @@ class JobMaster:
 @dataclass(frozen=True)
 class _FailJob:
     reason: str
+
+
+class _SavepointControl:
+    """What savepoint requests may do to the running attempt (on the job master's thread)."""
+
+    def __init__(self, master: JobMaster, state: _AttemptState) -> None:
+        self._m = master
+        self._state = state
+
+    def refusal(self) -> str | None:
+        m = self._m
+        if m.status is not JobStatus.RUNNING:
+            return f"job {m.job_id} is {m.status.name}, not RUNNING: no savepoint can be taken"
+        if not m.settings.checkpoint.enabled:
+            return (
+                f"job {m.job_id} has checkpointing disabled; savepoints need it "
+                "(env.enable_checkpointing(...) or execution.checkpointing.interval)"
+            )
+        if self._state.final_checkpoint_from is not None:
+            return f"job {m.job_id} is finishing: its sources have ended"
+        return None
+
+    def start(self, target_dir: str, terminate: bool) -> Future[CompletedCheckpoint]:
+        return self._m.coordinator.trigger_savepoint(target_dir, terminate)
+
+    def end_sources(self) -> None:
+        self._m.coordinator.stop_periodic()  # ended sources send no more barriers
+        self._m._server.broadcast(self._state.attempt, p.EndSources())
+
+    def resume_sources(self) -> None:
+        self._m._server.broadcast(self._state.attempt, p.ResumeSources())
 
 
 class _Gateway:

@@ -92,6 +92,11 @@ class EndSources:
 
 
 @dataclass(frozen=True)
+class ResumeSources:
+    """A stop-with-savepoint failed: sources suspended after its barrier poll again."""
+
+
+@dataclass(frozen=True)
 class Shutdown:
     """All tasks finished (or the attempt is cancelled): release resources and return."""
 

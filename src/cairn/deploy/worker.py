@@ -109,6 +109,8 @@ class ControlledTask(Protocol):
 
     def end_input(self) -> None: ...
 
+    def resume_input(self) -> None: ...
+
 
 def apply_control(message: Any, tasks: Sequence[ControlledTask]) -> WorkerOutcome | None:
     """Apply one control message from the job master to a worker's tasks, in order.
@@ -134,6 +136,10 @@ def apply_control(message: Any, tasks: Sequence[ControlledTask]) -> WorkerOutcom
         for task in tasks:
             if task.is_source:
                 task.end_input()
+    elif isinstance(message, p.ResumeSources):
+        for task in tasks:
+            if task.is_source:
+                task.resume_input()
     elif isinstance(message, p.Shutdown):
         return WorkerOutcome.CANCELLED if message.cancelled else WorkerOutcome.FINISHED
     return None

@@ -95,6 +95,8 @@ class StreamTask:
         self.records_in = 0
         self.finished = False
         self.source_exhausted = False
+        # After a stop-with-savepoint barrier: poll nothing until input ends or resumes.
+        self.source_suspended = False
         self.backpressured = False
         self._faults = services.faults
         # Deadlines of the barrier handler and operator timers are compared on one scale.
@@ -250,7 +252,7 @@ class StreamTask:
 
     def _run_source_once(self) -> bool:
         self.source_ready_at = None
-        if self.source_exhausted:
+        if self.source_exhausted or self.source_suspended:
             return False
         head = self.head
         assert isinstance(head, (SourceOperator, SourceFunctionOperator))
@@ -434,6 +436,12 @@ class StreamTask:
                 self.checkpoints.checkpoint_state(barrier)
         else:
             self.checkpoints.checkpoint_state(barrier)
+        if barrier.options.terminate:  # nothing may follow a stop-with-savepoint's barrier
+            self.source_suspended = True
+
+    def resume_input(self) -> None:
+        """A stop-with-savepoint failed: the source polls again (the job goes on)."""
+        self.source_suspended = False
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         self.checkpoints.notify_checkpoint_complete(checkpoint_id)

@@ -1,0 +1,167 @@
+"""``cairn list``, ``cairn savepoint``, ``cairn stop`` and ``cairn cancel``: Flink's job
+commands, run against the jobs of this machine's registry through their control endpoints
+(another process than the job's), and ``cairn savepoint --dispose``.
+
+Invariant: these commands never touch a job's state directly; they read the registry and
+send requests to the job's endpoint. Progress goes to stderr, the result line to stdout; every
+expected failure is one line (``JobControlError``, ``CheckpointError``) through ``main``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cairn.rest.client import JobEndpoint
+
+DEFAULT_TIMEOUT_S = 600.0
+
+
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _absolute(path: str) -> str:
+    """A local path as the job's driver (another working directory) must see it."""
+    return path if "://" in path else os.path.abspath(path)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """Flink's ``flink list``: the running jobs, oldest first."""
+    from cairn.rest.client import JobControlError, JobEndpoint
+    from cairn.rest.registry import JobRegistry
+
+    entries = JobRegistry().running_jobs()
+    if not entries:
+        print("No running jobs.")
+        return 0
+    print("------------------ Running/Restarting Jobs -------------------")
+    for entry in entries:
+        try:
+            state = JobEndpoint(entry, timeout_s=3.0).status()
+        except JobControlError:
+            state = "UNREACHABLE"
+        started = datetime.fromtimestamp(entry.start_time_ms / 1000).strftime("%d.%m.%Y %H:%M:%S")
+        print(f"{started} : {entry.job_id} : {entry.name} ({state}) {entry.endpoint}")
+    print("--------------------------------------------------------------")
+    return 0
+
+
+def cmd_savepoint(args: argparse.Namespace) -> int:
+    """``cairn savepoint <job-id> [target-dir]`` or ``cairn savepoint --dispose <path>``."""
+    if args.dispose is not None:
+        return _dispose(args.dispose)
+    if args.job_id is None:
+        from cairn.common.exceptions import ConfigurationError
+
+        raise ConfigurationError("give the job id (cairn list shows it), or --dispose PATH")
+    from cairn.rest.client import JobEndpoint
+
+    endpoint = JobEndpoint.find(args.job_id)
+    body = {"target-directory": _absolute(args.target) if args.target else None}
+    _progress(f"Triggering savepoint for job {args.job_id}.")
+    trigger = endpoint.request("POST", f"/jobs/{args.job_id}/savepoints", body)
+    _progress("Waiting for response...")
+    location = endpoint.wait_for_operation(trigger["request-id"], args.timeout)
+    print(f"Savepoint completed. Path: {location}")
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    """``cairn stop --savepoint-path <dir> <job-id>``: stop-with-savepoint, then wait until
+    the job ended."""
+    from cairn.rest.client import JobControlError, JobEndpoint
+
+    endpoint = JobEndpoint.find(args.job_id)
+    path = _absolute(args.savepoint_path) if args.savepoint_path else None
+    _progress(f'Suspending job "{args.job_id}" with a savepoint.')
+    trigger = endpoint.request("POST", f"/jobs/{args.job_id}/stop", {"targetDirectory": path,
+                                                                      "drain": False})
+    location = endpoint.wait_for_operation(trigger["request-id"], args.timeout)
+    print(f"Savepoint completed. Path: {location}")
+    state = _wait_for_end(endpoint, args.timeout)
+    if state is None:
+        _progress(f"Job {args.job_id} ended (its driver closed the endpoint).")
+    elif state != "FINISHED":
+        raise JobControlError(f"job {args.job_id} ended {state} after the savepoint")
+    else:
+        print(f"Job {args.job_id} FINISHED.")
+    return 0
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    """``cairn cancel <job-id>``: cancel, then wait until the job is CANCELED."""
+    from cairn.rest.client import JobControlError, JobEndpoint
+
+    endpoint = JobEndpoint.find(args.job_id)
+    _progress(f"Cancelling job {args.job_id}.")
+    endpoint.request("PATCH", f"/jobs/{args.job_id}?mode=cancel")
+    state = _wait_for_end(endpoint, args.timeout)
+    if state not in (None, "CANCELED"):
+        raise JobControlError(f"job {args.job_id} ended {state}, not CANCELED")
+    print(f"Cancelled job {args.job_id}.")
+    return 0
+
+
+def _wait_for_end(endpoint: JobEndpoint, timeout_s: float) -> str | None:
+    """The job's terminal state, or None if its endpoint went away first (it ended)."""
+    from cairn.rest.client import JobControlError
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            state = endpoint.status()
+        except JobControlError:
+            return None
+        if state in ("FINISHED", "CANCELED", "FAILED"):
+            return state
+        time.sleep(0.2)
+    raise JobControlError(f"job {endpoint.entry.job_id} still running after {timeout_s:.0f} s")
+
+
+def _dispose(path: str) -> int:
+    """Delete the savepoint at ``path`` after checking that it is one (never a checkpoint
+    or an arbitrary directory)."""
+    from cairn.checkpoint.storage import dispose_savepoint
+
+    _progress(f"Disposing savepoint '{path}'.")
+    dispose_savepoint(_absolute(path))
+    print(f"Savepoint '{path}' disposed.")
+    return 0
+
+
+def add_job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``list``, ``savepoint``, ``stop`` and ``cancel`` to the ``cairn`` parser."""
+    timeout = {"type": float, "default": DEFAULT_TIMEOUT_S,
+               "help": "seconds to wait for the result (default: %(default)s)"}
+    ls = sub.add_parser("list", help="list the jobs running on this machine")
+    ls.set_defaults(func=cmd_list)
+
+    sp = sub.add_parser("savepoint", help="take a savepoint of a running job, or dispose of "
+                        "one (--dispose PATH)")
+    sp.add_argument("job_id", nargs="?", default=None, metavar="job-id")
+    sp.add_argument("target", nargs="?", default=None, metavar="target-dir",
+                    help="the savepoint's (new) directory; default: a new directory under "
+                    "execution.checkpointing.savepoint-dir")
+    sp.add_argument("-d", "--dispose", default=None, metavar="PATH",
+                    help="delete the savepoint at PATH")
+    sp.add_argument("--timeout", **timeout)  # type: ignore[arg-type]
+    sp.set_defaults(func=cmd_savepoint)
+
+    stop = sub.add_parser("stop", help="stop a running job with a savepoint")
+    stop.add_argument("job_id", metavar="job-id")
+    stop.add_argument("-p", "--savepoint-path", default=None, metavar="DIR",
+                      help="the savepoint's (new) directory; default: a new directory under "
+                      "execution.checkpointing.savepoint-dir")
+    stop.add_argument("--timeout", **timeout)  # type: ignore[arg-type]
+    stop.set_defaults(func=cmd_stop)
+
+    cancel = sub.add_parser("cancel", help="cancel a running job")
+    cancel.add_argument("job_id", metavar="job-id")
+    cancel.add_argument("--timeout", **timeout)  # type: ignore[arg-type]
+    cancel.set_defaults(func=cmd_cancel)

@@ -1,0 +1,338 @@
+"""The control endpoint of one running job: an aiohttp server on its own event-loop thread
+in the driver, serving Flink's REST paths for this job, and its entry in the job registry.
+
+Invariant: every request is checked before it touches the job: the bearer token (unless
+``cairn.rest.token.enabled`` is false; compared in constant time), then the job id in the
+path (another id is 404, never this job's data); commands reach the job only through its
+thread-safe ``JobClient``/``JobMaster`` methods, never on the event loop's own state. The
+registry entry exists only while the job runs (removed when it ends; a driver that died
+leaves one that readers detect by its pid and delete).
+
+Example, with the URL and token of the job's registry entry (what ``cairn savepoint`` does)::
+
+    curl -H "Authorization: Bearer $TOKEN" $URL/jobs/overview
+    curl -X POST -H "Authorization: Bearer $TOKEN" -d '{"target-directory": "/sp/a"}' \
+        $URL/jobs/$JOB_ID/savepoints                       # -> {"request-id": "..."}
+    curl -H "Authorization: Bearer $TOKEN" $URL/jobs/$JOB_ID/savepoints/$REQUEST_ID
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import os
+import secrets
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from cairn.common.job_status import JobStatus
+from cairn.rest import views
+from cairn.rest.registry import JobEntry, JobRegistry, process_start_time
+from cairn.settings import RestSettings
+
+if TYPE_CHECKING:
+    from cairn.deploy.job_client import JobClient
+
+log = logging.getLogger(__name__)
+
+TOKEN_HEADER = "Authorization"
+_MAX_OPERATIONS = 256  # savepoint/stop requests whose outcome the endpoint remembers
+LINGER_S = 5.0  # after the job ended, for clients waiting on the final status
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _json(body: dict[str, Any], status: int = 200) -> web.Response:
+    return web.json_response(body, status=status)
+
+
+def _error(status: int, message: str) -> web.Response:
+    return _json(views.errors(message), status)
+
+
+class RestEndpoint:
+    """Serves ``client``'s job on ``settings.bind_address:settings.port`` (0: a free port).
+
+    :meth:`start` returns once the server listens and the job is registered; call
+    :meth:`close` when the job ended (it unregisters at once and stops serving after
+    ``linger_s``, so a client polling a stop-with-savepoint sees the final status).
+    """
+
+    def __init__(
+        self,
+        client: JobClient,
+        settings: RestSettings,
+        registry: JobRegistry | None = None,
+        linger_s: float = LINGER_S,
+    ) -> None:
+        self._client = client
+        self._master = client.job_master
+        self._settings = settings
+        self._registry = registry or JobRegistry(settings.registry_dir)
+        self._linger_s = linger_s
+        self.token: str | None = secrets.token_urlsafe(32) if settings.token else None
+        self._operations: dict[str, Future[str]] = {}
+        # Stop operations whose outcome no client has fetched yet: the job's process may
+        # exit right after the job ended, so closing waits (up to the linger time) for them.
+        self._unfetched: set[str] = set()
+        # A client saw its stop's savepoint complete and now waits to see the job end.
+        self._end_awaited = False
+        self._loop = asyncio.new_event_loop()
+        self._runner: web.AppRunner | None = None
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name=f"cairn-rest-{self._master.job_id}", daemon=True
+        )
+        self.url = ""
+        self._closed = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> str:
+        """Listen, register the job; returns the endpoint's URL."""
+        self._registry.ensure_private_dir()  # before listening: a refusal leaves nothing open
+        self._thread.start()
+        try:
+            port = asyncio.run_coroutine_threadsafe(self._serve(), self._loop).result(timeout=30)
+        except BaseException:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            raise
+        host = self._settings.address
+        self.url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+        master = self._master
+        pid = os.getpid()
+        self._registry.register(
+            JobEntry(
+                job_id=master.job_id,
+                name=master.settings.job_name,
+                endpoint=self.url,
+                start_time_ms=master.start_ms,
+                pid=pid,
+                process_start=process_start_time(pid) or 0.0,
+                token=self.token,
+            )
+        )
+        log.info("job %s: control endpoint at %s", master.job_id, self.url)
+        return self.url
+
+    async def _serve(self) -> int:
+        app = web.Application(middlewares=[self._check_token], client_max_size=1 << 20)
+        jid = "/jobs/{jobid}"
+        app.router.add_get("/jobs", self._jobs)
+        app.router.add_get("/jobs/overview", self._overview)
+        app.router.add_get(jid, self._job)
+        app.router.add_patch(jid, self._cancel)
+        app.router.add_get(jid + "/checkpoints", self._checkpoints)
+        app.router.add_post(jid + "/savepoints", self._trigger_savepoint)
+        app.router.add_get(jid + "/savepoints/{triggerid}", self._operation)
+        app.router.add_post(jid + "/stop", self._stop)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, self._settings.bind_address, self._settings.port)
+        await site.start()
+        self._runner = runner
+        return int(runner.addresses[0][1])
+
+    def close(self) -> None:
+        """Unregister now; wait (up to the linger time) until the outcome of a stop was
+        fetched; stop serving after the linger time (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._registry.unregister(self._master.job_id)
+        deadline = time.monotonic() + self._linger_s
+        while (self._unfetched or self._end_awaited) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        timer = threading.Timer(self._linger_s, self._shutdown)
+        timer.daemon = True
+        timer.start()
+
+    def _shutdown(self) -> None:
+        runner = self._runner
+        if runner is not None:
+            try:
+                asyncio.run_coroutine_threadsafe(runner.cleanup(), self._loop).result(timeout=10)
+            except Exception:  # the process may be exiting; nothing is left to serve
+                log.debug("control endpoint cleanup failed", exc_info=True)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+
+    # ------------------------------------------------------------------ checks
+
+    @web.middleware
+    async def _check_token(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if self.token is not None:
+            given = request.headers.get(TOKEN_HEADER, "")
+            expected = f"Bearer {self.token}"
+            if not hmac.compare_digest(given.encode(), expected.encode()):
+                return _error(
+                    401,
+                    "missing or wrong token: send 'Authorization: Bearer <token>' with the "
+                    "job's token from the job registry (cairn's CLI does)",
+                )
+        try:
+            return await handler(request)
+        except web.HTTPException as e:  # unknown path or method: Flink-shaped body
+            return _error(e.status, e.reason)
+
+    def _other_job(self, request: web.Request) -> web.Response | None:
+        jobid = request.match_info["jobid"]
+        if jobid == self._master.job_id:
+            return None
+        return _error(
+            404, f"Job {jobid} not found: this endpoint serves job {self._master.job_id} only"
+        )
+
+    # ------------------------------------------------------------------ views
+
+    def _facts(self) -> views.JobFacts:
+        m = self._master
+        status = m.status
+        now_ms = int(time.time() * 1000)
+        stoppable = (
+            status is JobStatus.RUNNING and m.settings.checkpoint.enabled and m.end_ms is None
+        )
+        end_ms = -1
+        if status.is_terminal_state():  # end_ms is set a moment after the terminal status
+            end_ms = m.end_ms if m.end_ms is not None else now_ms
+        return views.JobFacts(
+            job_id=m.job_id,
+            name=m.settings.job_name,
+            state=status.name,
+            start_ms=m.start_ms,
+            end_ms=end_ms,
+            now_ms=now_ms,
+            vertices=tuple(
+                views.VertexFacts(v.id, v.name, v.parallelism, v.max_parallelism)
+                for v in m.graph.vertices
+            ),
+            stoppable=stoppable,
+        )
+
+    async def _jobs(self, request: web.Request) -> web.Response:
+        return _json(views.jobs_list([self._facts()]))
+
+    async def _overview(self, request: web.Request) -> web.Response:
+        return _json(views.job_overview([self._facts()]))
+
+    async def _job(self, request: web.Request) -> web.Response:
+        other = self._other_job(request)
+        if other is not None:
+            return other
+        facts = self._facts()
+        if facts.end_ms >= 0:
+            self._end_awaited = False
+        return _json(views.job_details(facts))
+
+    async def _checkpoints(self, request: web.Request) -> web.Response:
+        other = self._other_job(request)
+        if other is not None:
+            return other
+        stats = self._client.get_checkpoint_statistics()
+        if stats is None:
+            return _error(404, f"job {self._master.job_id} has checkpointing disabled")
+        return _json(stats.to_dict())
+
+    # ------------------------------------------------------------------ commands
+
+    async def _cancel(self, request: web.Request) -> web.Response:
+        other = self._other_job(request)
+        if other is not None:
+            return other
+        mode = request.query.get("mode", "cancel")
+        if mode != "cancel":
+            return _error(400, f"mode={mode!r} is not supported; use mode=cancel")
+        if self._master.status.is_globally_terminal_state():
+            return _error(409, f"job {self._master.job_id} is {self._master.status.name}")
+        log.info("job %s: cancel requested through the control endpoint", self._master.job_id)
+        self._client.cancel()
+        return _json({}, 202)
+
+    async def _body(self, request: web.Request) -> dict[str, Any]:
+        if not request.can_read_body:
+            return {}
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise _BadRequest(f"request body is not JSON: {e}") from None
+        if not isinstance(body, dict):
+            raise _BadRequest("request body must be a JSON object")
+        return body
+
+    @staticmethod
+    def _target(body: dict[str, Any], key: str) -> str | None:
+        target = body.get(key)
+        if target is not None and (not isinstance(target, str) or not target.strip()):
+            raise _BadRequest(f"{key} must be a non-empty string")
+        return target
+
+    def _remember(self, future: Future[str]) -> str:
+        """Keep ``future`` under a new trigger id (the oldest are forgotten)."""
+        trigger_id = uuid.uuid4().hex
+        self._operations[trigger_id] = future
+        while len(self._operations) > _MAX_OPERATIONS:
+            self._operations.pop(next(iter(self._operations)))
+        return trigger_id
+
+    async def _trigger_savepoint(self, request: web.Request) -> web.Response:
+        other = self._other_job(request)
+        if other is not None:
+            return other
+        try:
+            body = await self._body(request)
+            target = self._target(body, "target-directory")
+        except _BadRequest as e:
+            return _error(400, str(e))
+        future = self._client.trigger_savepoint(target)
+        if body.get("cancel-job") is True:  # Flink's cancel-with-savepoint
+            future.add_done_callback(self._cancel_after)
+        return _json(views.trigger_accepted(self._remember(future)), 202)
+
+    def _cancel_after(self, savepoint: Future[str]) -> None:
+        if savepoint.exception() is None:
+            self._client.cancel()
+
+    async def _stop(self, request: web.Request) -> web.Response:
+        other = self._other_job(request)
+        if other is not None:
+            return other
+        try:
+            body = await self._body(request)
+            target = self._target(body, "targetDirectory")
+        except _BadRequest as e:
+            return _error(400, str(e))
+        if body.get("drain") is True:
+            return _error(
+                400, "drain is not supported: Cairn has no event time to advance; send false"
+            )
+        trigger_id = self._remember(self._master.stop_with_savepoint(target).savepoint)
+        self._unfetched.add(trigger_id)
+        return _json(views.trigger_accepted(trigger_id), 202)
+
+    async def _operation(self, request: web.Request) -> web.Response:
+        other = self._other_job(request)
+        if other is not None:
+            return other
+        trigger_id = request.match_info["triggerid"]
+        future = self._operations.get(trigger_id)
+        if future is None:
+            return _error(404, f"no savepoint or stop operation {trigger_id} for this job")
+        if not future.done():
+            return _json(views.operation_status(False))
+        if trigger_id in self._unfetched:
+            self._unfetched.discard(trigger_id)
+            self._end_awaited = future.exception() is None  # the stop's client waits for the end
+        error = future.exception()
+        if error is not None:
+            return _json(views.operation_status(True, failure=error))
+        return _json(views.operation_status(True, future.result()))
+
+
+class _BadRequest(Exception):
+    pass

@@ -1,0 +1,147 @@
+"""The JSON bodies of the control endpoint, shaped like Flink's REST API (same field names:
+``jid``, ``state``, ``start-time``, ``request-id``, ``status.id``, ``operation.location``,
+``failure-cause``, ``errors``) so that tools written for Flink's API can read them.
+
+Invariant: pure functions of immutable facts (:class:`JobFacts`, an operation's outcome);
+nothing here touches the job, a clock or the network.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class VertexFacts:
+    id: int
+    name: str
+    parallelism: int
+    max_parallelism: int
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    """What the endpoint reports about its job at one moment (``end_ms``: -1 while running,
+    as Flink reports it)."""
+
+    job_id: str
+    name: str
+    state: str  # a JobStatus name: RUNNING, FINISHED, ...
+    start_ms: int
+    end_ms: int
+    now_ms: int
+    vertices: tuple[VertexFacts, ...]
+    stoppable: bool  # a stop-with-savepoint may be asked now
+
+    @property
+    def duration_ms(self) -> int:
+        return (self.end_ms if self.end_ms >= 0 else self.now_ms) - self.start_ms
+
+
+def errors(*messages: str) -> dict[str, Any]:
+    """Flink's error body.
+
+    >>> errors("Job abc not found")
+    {'errors': ['Job abc not found']}
+    """
+    return {"errors": list(messages)}
+
+
+def _tasks(job: JobFacts) -> dict[str, int]:
+    total = sum(v.parallelism for v in job.vertices)
+    running = total if job.state == "RUNNING" else 0
+    finished = total if job.state == "FINISHED" else 0
+    canceled = total if job.state == "CANCELED" else 0
+    failed = total if job.state == "FAILED" else 0
+    return {
+        "total": total,
+        "running": running,
+        "finished": finished,
+        "canceled": canceled,
+        "failed": failed,
+    }
+
+
+def job_overview(jobs: Sequence[JobFacts]) -> dict[str, Any]:
+    """``GET /jobs/overview``.
+
+    >>> job = JobFacts("j1", "sums", "RUNNING", 1000, -1, 4000, (VertexFacts(0, "src", 2, 128),),
+    ...                True)
+    >>> row = job_overview([job])["jobs"][0]
+    >>> row["jid"], row["state"], row["duration"], row["end-time"], row["tasks"]["running"]
+    ('j1', 'RUNNING', 3000, -1, 2)
+    """
+    return {
+        "jobs": [
+            {
+                "jid": j.job_id,
+                "name": j.name,
+                "state": j.state,
+                "start-time": j.start_ms,
+                "end-time": j.end_ms,
+                "duration": j.duration_ms,
+                "last-modification": j.now_ms if j.end_ms < 0 else j.end_ms,
+                "tasks": _tasks(j),
+            }
+            for j in jobs
+        ]
+    }
+
+
+def jobs_list(jobs: Sequence[JobFacts]) -> dict[str, Any]:
+    """``GET /jobs``: ``{"jobs": [{"id": ..., "status": ...}]}``."""
+    return {"jobs": [{"id": j.job_id, "status": j.state} for j in jobs]}
+
+
+def job_details(job: JobFacts) -> dict[str, Any]:
+    """``GET /jobs/:jobid`` (the fields Cairn knows; vertices in topological order)."""
+    return {
+        "jid": job.job_id,
+        "name": job.name,
+        "isStoppable": job.stoppable,
+        "state": job.state,
+        "start-time": job.start_ms,
+        "end-time": job.end_ms,
+        "duration": job.duration_ms,
+        "now": job.now_ms,
+        "maxParallelism": max((v.max_parallelism for v in job.vertices), default=-1),
+        "vertices": [
+            {
+                "id": str(v.id),
+                "name": v.name,
+                "parallelism": v.parallelism,
+                "maxParallelism": v.max_parallelism,
+                "status": job.state,
+            }
+            for v in job.vertices
+        ],
+    }
+
+
+def trigger_accepted(request_id: str) -> dict[str, Any]:
+    """The answer to ``POST /jobs/:jobid/savepoints`` and ``/stop`` (HTTP 202)."""
+    return {"request-id": request_id}
+
+
+def operation_status(
+    done: bool, location: str | None = None, failure: BaseException | None = None
+) -> dict[str, Any]:
+    """``GET /jobs/:jobid/savepoints/:triggerid``: in progress, or completed with the
+    savepoint's ``location`` or a ``failure-cause`` (class and message).
+
+    >>> operation_status(False)
+    {'status': {'id': 'IN_PROGRESS'}}
+    >>> operation_status(True, "/sp/1")
+    {'status': {'id': 'COMPLETED'}, 'operation': {'location': '/sp/1'}}
+    >>> operation_status(True, failure=ValueError("no room"))["operation"]["failure-cause"]
+    {'class': 'ValueError', 'stack-trace': 'ValueError: no room'}
+    """
+    if not done:
+        return {"status": {"id": "IN_PROGRESS"}}
+    if failure is not None:
+        name = type(failure).__name__
+        cause = {"class": name, "stack-trace": f"{name}: {failure}"}
+        return {"status": {"id": "COMPLETED"}, "operation": {"failure-cause": cause}}
+    return {"status": {"id": "COMPLETED"}, "operation": {"location": location}}

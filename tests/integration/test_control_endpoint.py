@@ -1,0 +1,208 @@
+"""The control endpoint of a real job (in-process executor) over real HTTP, and the job
+registry with real processes: tokens, other jobs' ids, bad requests, savepoint and cancel
+operations in Flink's shapes; stale entries of dead drivers."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cairn.common.job_status import JobStatus
+from cairn.deploy.job_client import JobClient
+from cairn.rest.client import JobControlError, JobEndpoint
+from cairn.rest.registry import JobEntry, JobRegistry, process_start_time
+from tests.integration.jobs import sequence_job
+
+
+@pytest.fixture
+def registry_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The registry every job and client of the test uses (``<TMPDIR>/cairn-jobs-<uid>``)."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    return JobRegistry().directory
+
+
+@pytest.fixture
+def job(tmp_path: Path, registry_dir: str) -> Iterator[JobClient]:
+    env = sequence_job(
+        {"cairn.executor": "inprocess"}, str(tmp_path / "out"), records=10_000_000, keys=10,
+        rate=5_000, checkpoint_dir=str(tmp_path / "chk"),
+    )
+    client = env.execute_async("rest-test")
+    assert client.wait_for_status(JobStatus.RUNNING, 60)
+    yield client
+    if not client.get_job_status().is_globally_terminal_state():
+        client.cancel()
+    client.get_job_execution_result(60)
+
+
+def http(method: str, url: str, token: str | None, body: Any = None) -> tuple[int, Any]:
+    data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method)
+    if token is not None:
+        req.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(req, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_the_registry_lists_the_job_with_its_endpoint_and_token(job: JobClient) -> None:
+    entry = JobRegistry().find(job.get_job_id())
+    assert entry is not None and entry.pid == os.getpid() and entry.token
+    assert entry.endpoint.startswith("http://127.0.0.1:") and entry.name == "rest-test"
+    mode = os.stat(os.path.join(JobRegistry().directory, job.get_job_id() + ".json")).st_mode
+    assert mode & 0o777 == 0o600 and os.stat(JobRegistry().directory).st_mode & 0o777 == 0o700
+
+
+def test_views_are_shaped_like_flinks(job: JobClient) -> None:
+    entry = JobRegistry().find(job.get_job_id())
+    assert entry is not None
+    jid = job.get_job_id()
+    status, overview = http("GET", entry.endpoint + "/jobs/overview", entry.token)
+    assert status == 200
+    [row] = overview["jobs"]
+    assert row["jid"] == jid and row["state"] == "RUNNING" and row["end-time"] == -1
+    assert row["tasks"]["total"] == 4  # source and check+sink, parallelism 2
+    status, details = http("GET", f"{entry.endpoint}/jobs/{jid}", entry.token)
+    assert status == 200 and details["isStoppable"] and len(details["vertices"]) == 2
+    deadline = time.monotonic() + 30
+    while True:
+        status, checkpoints = http("GET", f"{entry.endpoint}/jobs/{jid}/checkpoints", entry.token)
+        if checkpoints["counts"]["completed"] > 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert status == 200 and checkpoints["counts"]["completed"] > 0
+
+
+def test_wrong_token_other_jobs_id_and_bad_input_are_refused_and_the_job_runs_on(
+    job: JobClient, tmp_path: Path
+) -> None:
+    entry = JobRegistry().find(job.get_job_id())
+    assert entry is not None
+    jid, url = job.get_job_id(), entry.endpoint
+    for token in (None, "wrong", entry.token + "x"):
+        status, body = http("PATCH", f"{url}/jobs/{jid}?mode=cancel", token)
+        assert status == 401 and "wrong token" in body["errors"][0]
+    status, body = http("GET", f"{url}/jobs/{'0' * 32}", entry.token)
+    assert status == 404 and body["errors"][0].startswith(f"Job {'0' * 32} not found")
+    status, body = http("POST", f"{url}/jobs/{'0' * 32}/savepoints", entry.token, {})
+    assert status == 404
+    status, body = http("POST", f"{url}/jobs/{jid}/savepoints", entry.token, b"{not json")
+    assert status == 400 and "not JSON" in body["errors"][0]
+    status, body = http("POST", f"{url}/jobs/{jid}/stop", entry.token, {"drain": True})
+    assert status == 400 and "drain" in body["errors"][0]
+    status, body = http("GET", f"{url}/jobs/{jid}/savepoints/nope", entry.token)
+    assert status == 404
+    status, body = http("GET", f"{url}/no/such/path", entry.token)
+    assert status == 404 and body["errors"]
+    time.sleep(0.5)
+    assert job.get_job_status() is JobStatus.RUNNING
+
+
+def test_savepoint_operation_and_its_failure_in_flinks_shape(
+    job: JobClient, tmp_path: Path
+) -> None:
+    endpoint = JobEndpoint.find(job.get_job_id())
+    jid = job.get_job_id()
+    target = str(tmp_path / "sp")
+    trigger = endpoint.request("POST", f"/jobs/{jid}/savepoints", {"target-directory": target})
+    assert set(trigger) == {"request-id"}
+    assert endpoint.wait_for_operation(trigger["request-id"], 60) == target
+    again = endpoint.request("POST", f"/jobs/{jid}/savepoints", {"target-directory": target})
+    with pytest.raises(JobControlError, match="already contains a savepoint"):
+        endpoint.wait_for_operation(again["request-id"], 60)
+    answer = endpoint.request("GET", f"/jobs/{jid}/savepoints/{again['request-id']}")
+    cause = answer["operation"]["failure-cause"]
+    assert answer["status"]["id"] == "COMPLETED"
+    assert cause["class"] == "SavepointTargetExistsError"
+    assert job.get_job_status() is JobStatus.RUNNING
+
+
+def test_cancel_through_the_endpoint_ends_the_job_and_its_registry_entry(job: JobClient) -> None:
+    endpoint = JobEndpoint.find(job.get_job_id())
+    assert endpoint.request("PATCH", f"/jobs/{job.get_job_id()}?mode=cancel") == {}
+    assert job.wait_for_status(JobStatus.CANCELED, 60)
+    assert JobRegistry().find(job.get_job_id()) is None
+    with pytest.raises(JobControlError, match="no running job"):
+        JobEndpoint.find(job.get_job_id())
+
+
+def test_entries_of_dead_drivers_are_stale_and_removed(registry_dir: str) -> None:
+    registry = JobRegistry()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        started = process_start_time(child.pid)
+        assert started is not None
+        registry.register(JobEntry("alive", "a", "http://127.0.0.1:1", 1, child.pid, started))
+        reused = JobEntry("reused", "r", "http://127.0.0.1:1", 2, child.pid, started - 100)
+        registry.register(reused)  # same pid, another process start: the pid was reused
+        assert [e.job_id for e in registry.running_jobs()] == ["alive"]
+        assert not os.path.exists(os.path.join(registry_dir, "reused.json"))
+    finally:
+        child.kill()
+        child.wait()
+    assert registry.running_jobs() == []
+    assert os.listdir(registry_dir) == []
+
+
+def test_a_registry_others_may_enter_is_refused(registry_dir: str) -> None:
+    os.makedirs(registry_dir, mode=0o700)
+    os.chmod(registry_dir, 0o777)
+    with pytest.raises(Exception, match="accessible to group or others"):
+        JobRegistry().running_jobs()
+
+
+def test_a_port_in_use_fails_the_submission_with_one_clear_line(
+    tmp_path: Path, registry_dir: str
+) -> None:
+    import socket
+
+    from cairn.common.exceptions import JobSubmissionError
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = sequence_job({"cairn.executor": "inprocess", "rest.port": str(port)},
+                           str(tmp_path / "out"), records=10, keys=1)
+        with pytest.raises(JobSubmissionError, match=rf"on 127\.0\.0\.1:{port} \(rest\."):
+            env.execute_async("port-taken")
+    assert JobRegistry().running_jobs() == []
+
+
+def test_without_a_token_the_endpoint_answers_anyone(tmp_path: Path, registry_dir: str) -> None:
+    conf = {"cairn.executor": "inprocess", "cairn.rest.token.enabled": "false"}
+    env = sequence_job(conf, str(tmp_path / "out"), records=10_000_000, keys=10, rate=5_000,
+                       checkpoint_dir=str(tmp_path / "chk"))
+    client = env.execute_async("open")
+    try:
+        assert client.wait_for_status(JobStatus.RUNNING, 60)
+        entry = JobRegistry().find(client.get_job_id())
+        assert entry is not None and entry.token is None
+        status, body = http("GET", f"{entry.endpoint}/jobs/{client.get_job_id()}", None)
+        assert status == 200 and body["jid"] == client.get_job_id()
+    finally:
+        client.cancel()
+        client.get_job_execution_result(60)
+
+
+def test_a_job_without_endpoint_is_not_listed(tmp_path: Path, registry_dir: str) -> None:
+    conf = {"cairn.executor": "inprocess", "cairn.rest.enabled": "false"}
+    env = sequence_job(conf, str(tmp_path / "out"), records=1_000, keys=10, rate=None)
+    client = env.execute_async("no-endpoint")
+    assert JobRegistry().running_jobs() == []
+    client.get_job_execution_result(60)
