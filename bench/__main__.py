@@ -50,8 +50,9 @@ class Sizes:
     repeat: int
 
 
-FULL = Sizes(2_000_000, 10_000, 10_000_000, 10.0, 2.0, 15.0, (100_000, 1_000_000, 5_000_000),
-             4_000_000, 3)
+FULL = Sizes(
+    2_000_000, 10_000, 10_000_000, 10.0, 2.0, 15.0, (100_000, 1_000_000, 5_000_000), 4_000_000, 3
+)
 QUICK = Sizes(200_000, 1_000, 200_000, 4.0, 1.0, 6.0, (10_000, 100_000), 400_000, 1)
 
 
@@ -61,27 +62,61 @@ def plan_cases(workloads: Sequence[str], sizes: Sizes, rate: float | None) -> li
     cases: list[dict[str, Any]] = []
     if "keyed-sum" in workloads:
         for case, interval in (("checkpoints-1s", 1000), ("no-checkpoints", 0)):
-            cases.append(dict(case=f"keyed-sum/{case}", workload="keyed-sum",
-                              records=sizes.keyed_records, keys=sizes.keyed_keys,
-                              interval_ms=interval, rate=None))
+            cases.append(
+                dict(
+                    case=f"keyed-sum/{case}",
+                    workload="keyed-sum",
+                    records=sizes.keyed_records,
+                    keys=sizes.keyed_keys,
+                    interval_ms=interval,
+                    rate=None,
+                )
+            )
     if "overhead" in workloads:
         # Cairn's own target: 2M records are under 3 s of steady state (2-3 checkpoints) at
         # Cairn's rate, too short to tell a few per cent from the machine's noise.
-        cases.append(dict(case="overhead", workload="overhead", records=sizes.overhead_records,
-                          keys=sizes.keyed_keys, interval_ms=1000, rate=None))
-    for workload, seconds in (("latency", sizes.latency_seconds),
-                              ("recovery", sizes.recovery_seconds)):
+        cases.append(
+            dict(
+                case="overhead",
+                workload="overhead",
+                records=sizes.overhead_records,
+                keys=sizes.keyed_keys,
+                interval_ms=1000,
+                rate=None,
+            )
+        )
+    for workload, seconds in (
+        ("latency", sizes.latency_seconds),
+        ("recovery", sizes.recovery_seconds),
+    ):
         if workload in workloads:
-            cases.append(dict(case=workload, workload=workload, records=None,
-                              keys=sizes.keyed_keys, interval_ms=1000, rate=rate,
-                              seconds=seconds, warmup_s=sizes.latency_warmup_s))
+            cases.append(
+                dict(
+                    case=workload,
+                    workload=workload,
+                    records=None,
+                    keys=sizes.keyed_keys,
+                    interval_ms=1000,
+                    rate=rate,
+                    seconds=seconds,
+                    warmup_s=sizes.latency_warmup_s,
+                )
+            )
     if "state-size" in workloads:
         for keys in sizes.state_keys:
             # Cairn: a 2 s min pause between checkpoints, so that large-state checkpoints
             # (longer than the interval) leave quiet windows to measure the dip against.
-            cases.append(dict(case=f"state-size/keys-{keys}", workload="state-size",
-                              records=max(2 * keys, sizes.state_min_records), keys=keys,
-                              interval_ms=1000, rate=None, min_pause_ms=STATE_MIN_PAUSE_MS))
+            cases.append(
+                dict(
+                    case=f"state-size/keys-{keys}",
+                    workload="state-size",
+                    records=max(2 * keys, sizes.state_min_records),
+                    keys=keys,
+                    interval_ms=1000,
+                    rate=None,
+                    min_pause_ms=STATE_MIN_PAUSE_MS,
+                )
+            )
     if "skew" in workloads:
         cases += skew.plan_cases(quick=sizes == QUICK)
     return cases
@@ -90,9 +125,20 @@ def plan_cases(workloads: Sequence[str], sizes: Sizes, rate: float | None) -> li
 def command(system: str, case: dict[str, Any], executor: str, timeout_s: float) -> list[str]:
     if case["workload"] == "skew":
         return skew.command(system, case, executor, timeout_s)
-    args = ["--workload", case["workload"], "--records", str(case["records"]),
-            "--keys", str(case["keys"]), "--checkpoint-interval-ms", str(case["interval_ms"]),
-            "--rate", str(int(case["rate"] or 0)), "--parallelism", "2"]
+    args = [
+        "--workload",
+        case["workload"],
+        "--records",
+        str(case["records"]),
+        "--keys",
+        str(case["keys"]),
+        "--checkpoint-interval-ms",
+        str(case["interval_ms"]),
+        "--rate",
+        str(int(case["rate"] or 0)),
+        "--parallelism",
+        "2",
+    ]
     if case["workload"] == "latency":
         args += ["--latency-warmup-s", str(case["warmup_s"])]
     if system == "cairn":
@@ -100,12 +146,20 @@ def command(system: str, case: dict[str, Any], executor: str, timeout_s: float) 
             args += ["--min-pause-ms", str(case["min_pause_ms"])]
         return [sys.executable, "-m", "bench.workloads", *args, "--executor", executor]
     # The peer runner cleans up its own process group a little before ours kills it.
-    return [sys.executable, PEER_RUNNER, "--system", system, *args,
-            "--timeout", str(max(60, int(timeout_s) - 30))]
+    return [
+        sys.executable,
+        PEER_RUNNER,
+        "--system",
+        system,
+        *args,
+        "--timeout",
+        str(max(60, int(timeout_s) - 30)),
+    ]
 
 
-def run_one(system: str, case: dict[str, Any], timeout_s: float, log_path: str,
-            executor: str = "spark") -> dict[str, Any]:
+def run_one(
+    system: str, case: dict[str, Any], timeout_s: float, log_path: str, executor: str = "spark"
+) -> dict[str, Any]:
     """One measurement in a fresh process group; a failure becomes a result with a note."""
     if system != "cairn" and not os.path.exists(PEER_RUNNER):
         result = empty_result(system, case["workload"], case["records"])
@@ -117,8 +171,9 @@ def run_one(system: str, case: dict[str, Any], timeout_s: float, log_path: str,
     with open(log_path, "w", encoding="utf-8") as log:
         log.write(" ".join(cmd) + "\n")
         log.flush()
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True
+        )
         try:
             stdout, _ = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -154,9 +209,13 @@ def _last_json(stdout: str) -> dict[str, Any] | None:
 
 def calibrated_rate(results: Sequence[dict[str, Any]]) -> float | None:
     """Half of Cairn's median steady keyed-sum rate with checkpoints, rounded to 1,000."""
-    rates = [r["steady_records_per_s"] for r in results
-             if r.get("system") == "cairn" and r.get("case") == "keyed-sum/checkpoints-1s"
-             and isinstance(r.get("steady_records_per_s"), int | float)]
+    rates = [
+        r["steady_records_per_s"]
+        for r in results
+        if r.get("system") == "cairn"
+        and r.get("case") == "keyed-sum/checkpoints-1s"
+        and isinstance(r.get("steady_records_per_s"), int | float)
+    ]
     if not rates:
         return None
     return float(max(1000, round(statistics.median(rates) / 2, -3)))
@@ -164,14 +223,19 @@ def calibrated_rate(results: Sequence[dict[str, Any]]) -> float | None:
 
 def own_rate(results: Sequence[dict[str, Any]], system: str) -> float | None:
     """A system's median steady keyed-sum rate with checkpoints in this run, if measured."""
-    rates = [r["steady_records_per_s"] for r in results
-             if r.get("system") == system and r.get("case") == "keyed-sum/checkpoints-1s"
-             and isinstance(r.get("steady_records_per_s"), int | float)]
+    rates = [
+        r["steady_records_per_s"]
+        for r in results
+        if r.get("system") == system
+        and r.get("case") == "keyed-sum/checkpoints-1s"
+        and isinstance(r.get("steady_records_per_s"), int | float)
+    ]
     return float(statistics.median(rates)) if rates else None
 
 
-def peer_case(system: str, case: dict[str, Any], results: Sequence[dict[str, Any]],
-              budget_s: float) -> tuple[dict[str, Any], str | None, str | None]:
+def peer_case(
+    system: str, case: dict[str, Any], results: Sequence[dict[str, Any]], budget_s: float
+) -> tuple[dict[str, Any], str | None, str | None]:
     """How ``system`` runs ``case``: (the case, a note for its row, why it is not run).
 
     A peer slower than the common latency/recovery rate would only queue up (its latency
@@ -186,13 +250,17 @@ def peer_case(system: str, case: dict[str, Any], results: Sequence[dict[str, Any
         return case, None, None
     if case["workload"] in ("latency", "recovery") and own < case["rate"]:
         rate = float(max(100, round(own / 2, -2)))
-        note = (f"fed at {rate:,.0f} records/s, half of its own keyed-sum rate ({own:,.0f}): "
-                f"it cannot sustain the common {case['rate']:,.0f} records/s")
+        note = (
+            f"fed at {rate:,.0f} records/s, half of its own keyed-sum rate ({own:,.0f}): "
+            f"it cannot sustain the common {case['rate']:,.0f} records/s"
+        )
         return {**case, "rate": rate, "records": int(rate * case["seconds"])}, note, None
     if case["workload"] == "state-size" and case["records"] / own > budget_s:
-        why = (f"{case['records']:,} records would take over {case['records'] / own:,.0f} s "
-               f"at its keyed-sum rate of {own:,.0f} records/s (budget: --peer-budget-s "
-               f"{budget_s:.0f} per run)")
+        why = (
+            f"{case['records']:,} records would take over {case['records'] / own:,.0f} s "
+            f"at its keyed-sum rate of {own:,.0f} records/s (budget: --peer-budget-s "
+            f"{budget_s:.0f} per run)"
+        )
         return case, None, why
     return case, None, None
 
@@ -266,9 +334,13 @@ def _say(text: str) -> None:
 
 def _summary(r: dict[str, Any]) -> str:
     parts = []
-    for name, fmt in (("steady_records_per_s", "{:,.0f} rec/s"), ("latency_p99_ms", "p99 {} ms"),
-                      ("recovery_s", "recovered in {} s"), ("checkpoint_p50_ms", "cp p50 {} ms"),
-                      ("async_dip_pct", "dip {} %")):
+    for name, fmt in (
+        ("steady_records_per_s", "{:,.0f} rec/s"),
+        ("latency_p99_ms", "p99 {} ms"),
+        ("recovery_s", "recovered in {} s"),
+        ("checkpoint_p50_ms", "cp p50 {} ms"),
+        ("async_dip_pct", "dip {} %"),
+    ):
         if isinstance(r.get(name), int | float):
             parts.append(fmt.format(r[name]))
     for name in ("unsupported", "note"):
@@ -289,7 +361,9 @@ def run_all(args: argparse.Namespace, out_dir: str) -> tuple[list[dict[str, Any]
     meta: dict[str, Any] = {
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "command": re.sub(r" --(results|chart) \S+", "", "python -m bench " + " ".join(args.argv)),
-        "repeat": repeat, "machine": machine_info(), "cases": {},
+        "repeat": repeat,
+        "machine": machine_info(),
+        "cases": {},
     }
     results: list[dict[str, Any]] = []
     # Rates measured by an earlier run (--baseline): the common rate and each peer's own.
@@ -301,18 +375,21 @@ def run_all(args: argparse.Namespace, out_dir: str) -> tuple[list[dict[str, Any]
     done = 0
     for case in cases:
         if case["rate"] is None and case["workload"] in ("latency", "recovery"):
-            case["rate"] = (calibrated_rate(results) or calibrated_rate(known)
-                            or _calibrate(args, out_dir, sizes))
+            case["rate"] = (
+                calibrated_rate(results)
+                or calibrated_rate(known)
+                or _calibrate(args, out_dir, sizes)
+            )
         if case["records"] is None:
             case["records"] = int(case["rate"] * case["seconds"])
         meta["cases"][case["case"]] = case
         for rep in range(repeat):
             for system in systems:  # interleaved: noise spreads over all systems alike
                 done += 1
-                log = os.path.join(out_dir, f"{case['case'].replace('/', '_')}-{system}-"
-                                            f"{rep + 1}.log")
-                run_case, note, skip = peer_case(system, case, known + results,
-                                                 args.peer_budget_s)
+                log = os.path.join(
+                    out_dir, f"{case['case'].replace('/', '_')}-{system}-{rep + 1}.log"
+                )
+                run_case, note, skip = peer_case(system, case, known + results, args.peer_budget_s)
                 if skip is not None:
                     result = empty_result(system, case["workload"], case["records"])
                     result.update(unsupported=skip, wall_s=0.0)
@@ -322,8 +399,10 @@ def run_all(args: argparse.Namespace, out_dir: str) -> tuple[list[dict[str, Any]
                     result["note"] = note + (f"; {result['note']}" if result.get("note") else "")
                 result.update(case=case["case"], repetition=rep + 1)
                 results.append(result)
-                _say(f"[{done}/{total}] {system} {case['case']} #{rep + 1}: {_summary(result)}"
-                     f" ({result['wall_s']} s)")
+                _say(
+                    f"[{done}/{total}] {system} {case['case']} #{rep + 1}: {_summary(result)}"
+                    f" ({result['wall_s']} s)"
+                )
                 _save(out_dir, results, meta)
     meta["machine"]["load average at end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     _save(out_dir, results, meta)
@@ -333,8 +412,9 @@ def run_all(args: argparse.Namespace, out_dir: str) -> tuple[list[dict[str, Any]
 def _calibrate(args: argparse.Namespace, out_dir: str, sizes: Sizes) -> float:
     """No keyed-sum results and no --rate: measure Cairn's keyed-sum rate once."""
     case = plan_cases(["keyed-sum"], sizes, None)[0]
-    result = run_one("cairn", case, args.timeout, os.path.join(out_dir, "calibration.log"),
-                     args.executor)
+    result = run_one(
+        "cairn", case, args.timeout, os.path.join(out_dir, "calibration.log"), args.executor
+    )
     result["case"] = case["case"]
     rate = calibrated_rate([result])
     if rate is None:
@@ -369,15 +449,19 @@ def merge_saved(paths: Sequence[str]) -> tuple[list[dict[str, Any]], dict[str, A
         for name, spec in saved["meta"]["cases"].items():
             if name not in cases or name in with_cairn:
                 cases[name] = spec
-        meta = {**saved["meta"], "cases": cases,
-                "repeat": max(meta.get("repeat", 0), saved["meta"]["repeat"])}
+        meta = {
+            **saved["meta"],
+            "cases": cases,
+            "repeat": max(meta.get("repeat", 0), saved["meta"]["repeat"]),
+        }
         commands.append(re.sub(r" --(results|chart) \S+", "", saved["meta"]["command"]))
     meta["command"] = "` + `".join(dict.fromkeys(commands))
     return [r for group in runs.values() for r in group], meta
 
 
-def write_outputs(results: list[dict[str, Any]], meta: dict[str, Any], results_md: str,
-                  chart: str) -> None:
+def write_outputs(
+    results: list[dict[str, Any]], meta: dict[str, Any], results_md: str, chart: str
+) -> None:
     groups = group_results(results)
     update_results_file(results_md, render_results(groups, meta, meta["cases"]))
     _say(f"wrote {os.path.relpath(results_md, ROOT)}")
@@ -389,35 +473,58 @@ def _chart_title(meta: dict[str, Any]) -> str:
     case = meta["cases"].get("keyed-sum/checkpoints-1s") or {}
     if not case:
         return "keyed-sum"
-    return (f"keyed-sum: {case['records']:,} records, {case['keys']:,} keys, parallelism 2 "
-            "(median, min-max)")
+    return (
+        f"keyed-sum: {case['records']:,} records, {case['keys']:,} keys, parallelism 2 "
+        "(median, min-max)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--quick", action="store_true", help="small inputs, 1 repetition")
     parser.add_argument("--systems", default=",".join(SYSTEMS))
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--repeat", type=int, default=0, help="default 3 (1 with --quick)")
-    parser.add_argument("--rate", type=float, default=0.0,
-                        help="records/s for latency and recovery (default: half of Cairn's "
-                             "measured keyed-sum rate with checkpoints)")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="records/s for latency and recovery (default: half of Cairn's "
+        "measured keyed-sum rate with checkpoints)",
+    )
     parser.add_argument("--timeout", type=float, default=1200.0, help="seconds per run")
-    parser.add_argument("--baseline", default=None,
-                        help="results.json of earlier runs (comma-separated) whose keyed-sum "
-                             "rates set the common rate and the peers' own rates")
-    parser.add_argument("--peer-budget-s", type=float, default=600.0,
-                        help="skip a peer's state-size run expected to take longer (at its "
-                             "keyed-sum rate measured in the same run)")
-    parser.add_argument("--executor", choices=["spark", "inprocess"], default="spark",
-                        help="Cairn's executor (inprocess: debugging only)")
+    parser.add_argument(
+        "--baseline",
+        default=None,
+        help="results.json of earlier runs (comma-separated) whose keyed-sum "
+        "rates set the common rate and the peers' own rates",
+    )
+    parser.add_argument(
+        "--peer-budget-s",
+        type=float,
+        default=600.0,
+        help="skip a peer's state-size run expected to take longer (at its "
+        "keyed-sum rate measured in the same run)",
+    )
+    parser.add_argument(
+        "--executor",
+        choices=["spark", "inprocess"],
+        default="spark",
+        help="Cairn's executor (inprocess: debugging only)",
+    )
     parser.add_argument("--results", default=os.path.join(BENCH, "RESULTS.md"))
     parser.add_argument("--chart", default=os.path.join(BENCH, "results.png"))
-    parser.add_argument("--from-json", default=None,
-                        help="re-render saved results.json files (comma-separated; a later "
-                             "file's runs of a case and system replace an earlier one's)")
+    parser.add_argument(
+        "--from-json",
+        default=None,
+        help="re-render saved results.json files (comma-separated; a later "
+        "file's runs of a case and system replace an earlier one's)",
+    )
     args = parser.parse_args(argv)
     args.argv = argv
     if args.from_json:

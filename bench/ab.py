@@ -45,7 +45,10 @@ def run_once(checkout: Path, args: list[str], timeout_s: float) -> dict[str, Any
     python = checkout / ".venv" / "bin" / "python"
     done = subprocess.run(
         [str(python if python.exists() else sys.executable), "-m", "bench.workloads", *args],
-        cwd=checkout, capture_output=True, text=True, timeout=timeout_s,
+        cwd=checkout,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
     )
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
@@ -60,8 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--b", required=True, type=Path, help="checkout B (e.g. after)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each side")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
-    parser.add_argument("workload_args", nargs=argparse.REMAINDER,
-                        help="after --: the bench.workloads options")
+    parser.add_argument(
+        "workload_args", nargs=argparse.REMAINDER, help="after --: the bench.workloads options"
+    )
     ns = parser.parse_args(argv)
     args = [a for a in ns.workload_args if a != "--"]
     rates: dict[str, list[float]] = {"a": [], "b": []}
@@ -70,11 +74,16 @@ def main(argv: list[str] | None = None) -> int:
         result = run_once(checkout.resolve(), args, ns.timeout)
         rate = float(result["steady_records_per_s"] or 0.0)
         rates[side].append(rate)
-        print(f"{side.upper()} {checkout}: {rate:,.0f} records/s "
-              f"(checkpoint p50 {result.get('checkpoint_p50_ms')} ms)", flush=True)
+        print(
+            f"{side.upper()} {checkout}: {rate:,.0f} records/s "
+            f"(checkpoint p50 {result.get('checkpoint_p50_ms')} ms)",
+            flush=True,
+        )
     med_a, med_b = statistics.median(rates["a"]), statistics.median(rates["b"])
-    print(f"median A {med_a:,.0f}  B {med_b:,.0f}  B/A {med_b / med_a:.3f}  "
-          f"(A runs {[round(r) for r in rates['a']]}, B runs {[round(r) for r in rates['b']]})")
+    print(
+        f"median A {med_a:,.0f}  B {med_b:,.0f}  B/A {med_b / med_a:.3f}  "
+        f"(A runs {[round(r) for r in rates['a']]}, B runs {[round(r) for r in rates['b']]})"
+    )
     return 0
 
 

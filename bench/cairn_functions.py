@@ -232,7 +232,7 @@ class LatencySink(ProgressSink):
         latencies = self._latencies
         if len(latencies) > self._folded:
             window = _time_ns() // TIMELINE_WINDOW_NS
-            worst = max(latencies[self._folded:])
+            worst = max(latencies[self._folded :])
             self._timeline[window] = max(self._timeline.get(window, 0), worst)
             self._folded = len(latencies)
 
@@ -241,8 +241,12 @@ class LatencySink(ProgressSink):
             self._fold()
             summary = {
                 "bucket_ns": LATENCY_BUCKET_NS,
-                "counts": {str(k): v for k, v in Counter(
-                    map(floordiv, self._latencies, repeat(LATENCY_BUCKET_NS))).items()},
+                "counts": {
+                    str(k): v
+                    for k, v in Counter(
+                        map(floordiv, self._latencies, repeat(LATENCY_BUCKET_NS))
+                    ).items()
+                },
                 "max_ns": max(self._timeline.values(), default=0),
                 "skipped": self._skipped,
                 "timeline_window_ns": TIMELINE_WINDOW_NS,

@@ -223,8 +223,12 @@ def throughput_dip(
             quiet_rates.append(rate)
     if not busy_rates or not quiet_rates:
         return None
-    return Dip(sum(busy_rates) / len(busy_rates), sum(quiet_rates) / len(quiet_rates),
-               len(busy_rates), len(quiet_rates))
+    return Dip(
+        sum(busy_rates) / len(busy_rates),
+        sum(quiet_rates) / len(quiet_rates),
+        len(busy_rates),
+        len(quiet_rates),
+    )
 
 
 def _overlaps(a: float, b: float, intervals: Sequence[tuple[float, float]]) -> bool:

@@ -59,26 +59,52 @@ def plan_cases(quick: bool) -> list[dict[str, Any]]:
     (['skew/aligned', 'skew/unaligned'], 20.0)
     """
     seconds = SECONDS_QUICK if quick else SECONDS_FULL
-    return [dict(case=f"skew/{variant}", workload="skew", variant=variant, seconds=seconds,
-                 records=0, keys=2, interval_ms=DEFAULT_INTERVAL_MS, rate=None,
-                 alignment_timeout_ms=DEFAULT_ALIGNMENT_TIMEOUT_MS,
-                 record_cost_ms=DEFAULT_RECORD_COST_MS)
-            for variant in VARIANTS]
+    return [
+        dict(
+            case=f"skew/{variant}",
+            workload="skew",
+            variant=variant,
+            seconds=seconds,
+            records=0,
+            keys=2,
+            interval_ms=DEFAULT_INTERVAL_MS,
+            rate=None,
+            alignment_timeout_ms=DEFAULT_ALIGNMENT_TIMEOUT_MS,
+            record_cost_ms=DEFAULT_RECORD_COST_MS,
+        )
+        for variant in VARIANTS
+    ]
 
 
 def command(system: str, case: Mapping[str, Any], executor: str, timeout_s: float) -> list[str]:
     """The runner's command for one (system, skew case); every system goes through this
     module (PyFlink in its venv, unsupported systems print why)."""
-    return [sys.executable, "-m", "bench.skew", "--system", system,
-            "--variant", str(case["variant"]), "--seconds", str(case["seconds"]),
-            "--checkpoint-interval-ms", str(case["interval_ms"]),
-            "--alignment-timeout-ms", str(case["alignment_timeout_ms"]),
-            "--record-cost-ms", str(case["record_cost_ms"]), "--executor", executor,
-            "--timeout", str(max(60, int(timeout_s) - 30))]
+    return [
+        sys.executable,
+        "-m",
+        "bench.skew",
+        "--system",
+        system,
+        "--variant",
+        str(case["variant"]),
+        "--seconds",
+        str(case["seconds"]),
+        "--checkpoint-interval-ms",
+        str(case["interval_ms"]),
+        "--alignment-timeout-ms",
+        str(case["alignment_timeout_ms"]),
+        "--record-cost-ms",
+        str(case["record_cost_ms"]),
+        "--executor",
+        executor,
+        "--timeout",
+        str(max(60, int(timeout_s) - 30)),
+    ]
 
 
-def skew_fields(samples: Sequence[CheckpointSample], seconds: float,
-                records_in: int) -> dict[str, Any]:
+def skew_fields(
+    samples: Sequence[CheckpointSample], seconds: float, records_in: int
+) -> dict[str, Any]:
     """The reported figures of one run, from its checkpoints and the records into the map.
 
     >>> f = skew_fields([CheckpointSample(1, "COMPLETED", 80, persisted_bytes=10, unaligned=True),
@@ -112,10 +138,14 @@ f["steady_records_per_s"]
 
 def _base(system: str, args: argparse.Namespace) -> dict[str, Any]:
     result = empty_result(system, "skew", 0)
-    result.update(variant=args.variant, parallelism=2, keys=2,
-                  checkpoint_interval_ms=args.checkpoint_interval_ms,
-                  alignment_timeout_ms=args.alignment_timeout_ms,
-                  record_cost_ms=args.record_cost_ms)
+    result.update(
+        variant=args.variant,
+        parallelism=2,
+        keys=2,
+        checkpoint_interval_ms=args.checkpoint_interval_ms,
+        alignment_timeout_ms=args.alignment_timeout_ms,
+        record_cost_ms=args.record_cost_ms,
+    )
     return result
 
 
@@ -126,12 +156,24 @@ def run_cairn(args: argparse.Namespace) -> dict[str, Any]:
     started = time.time()
     result = _base("cairn", args)
     result["versions"] = cairn_versions()
-    run = run_variant(args.variant, args.seconds, 2, None, args.alignment_timeout_ms,
-                      args.checkpoint_interval_ms, args.record_cost_ms, executor=args.executor)
+    run = run_variant(
+        args.variant,
+        args.seconds,
+        2,
+        None,
+        args.alignment_timeout_ms,
+        args.checkpoint_interval_ms,
+        args.record_cost_ms,
+        executor=args.executor,
+    )
     result.update(skew_fields(run.samples, run.seconds, run.records))
-    result.update(seconds=round(run.seconds, 3), records_in=run.records,
-                  elapsed_s=round(time.time() - started, 3),
-                  samples=[s.to_dict() for s in run.samples], note=run.error)
+    result.update(
+        seconds=round(run.seconds, 3),
+        records_in=run.records,
+        elapsed_s=round(time.time() - started, 3),
+        samples=[s.to_dict() for s in run.samples],
+        note=run.error,
+    )
     return result
 
 
@@ -146,15 +188,32 @@ def run_pyflink(args: argparse.Namespace) -> dict[str, Any]:
         result["unsupported"] = "pyflink is not installed: run bash bench/peers/install.sh"
         return result
     work = Path(tempfile.mkdtemp(prefix="peer-pyflink-skew-"))
-    cmd = [str(python), str(PEERS / "pyflink_skew.py"), "--variant", args.variant,
-           "--seconds", str(args.seconds),
-           "--checkpoint-interval-ms", str(args.checkpoint_interval_ms),
-           "--alignment-timeout-ms", str(args.alignment_timeout_ms),
-           "--record-cost-ms", str(args.record_cost_ms), "--work-dir", str(work)]
+    cmd = [
+        str(python),
+        str(PEERS / "pyflink_skew.py"),
+        "--variant",
+        args.variant,
+        "--seconds",
+        str(args.seconds),
+        "--checkpoint-interval-ms",
+        str(args.checkpoint_interval_ms),
+        "--alignment-timeout-ms",
+        str(args.alignment_timeout_ms),
+        "--record-cost-ms",
+        str(args.record_cost_ms),
+        "--work-dir",
+        str(work),
+    ]
     log_path = work / "peer.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, cwd=str(work),
-                                env=run_peer.peer_env("pyflink"), start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            cwd=str(work),
+            env=run_peer.peer_env("pyflink"),
+            start_new_session=True,
+        )
         try:
             out, _ = proc.communicate(timeout=args.timeout)
         except subprocess.TimeoutExpired:
@@ -164,14 +223,16 @@ def run_pyflink(args: argparse.Namespace) -> dict[str, Any]:
             run_peer._kill_group(proc)
     peer = run_peer.last_json_line(out.decode(errors="replace"))
     if peer is None:
-        result["note"] = (result["note"]
-                          or f"no JSON result (exit {proc.returncode}); log: {log_path}")
+        result["note"] = (
+            result["note"] or f"no JSON result (exit {proc.returncode}); log: {log_path}"
+        )
         return result
     samples = [CheckpointSample.from_dict(s) for s in peer.get("samples", [])]
     shutil.rmtree(work, ignore_errors=True)  # kept only when the run failed (for its log)
     result.update(peer)
-    result.update(skew_fields(samples, float(peer.get("seconds") or 0),
-                              int(peer.get("records_in") or 0)))
+    result.update(
+        skew_fields(samples, float(peer.get("seconds") or 0), int(peer.get("records_in") or 0))
+    )
     return result
 
 
@@ -179,8 +240,11 @@ def run_pyflink(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.skew", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.skew",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--system", required=True)
     parser.add_argument("--variant", required=True, choices=VARIANTS)
     parser.add_argument("--seconds", type=float, default=SECONDS_QUICK)
@@ -198,8 +262,10 @@ def main(argv: list[str] | None = None) -> int:
             result = run_pyflink(args)
         else:
             result = _base(args.system, args)
-            result["unsupported"] = (f"{args.system} has no aligned and unaligned checkpoint "
-                                     f"modes to compare (supported: {', '.join(SUPPORTED)})")
+            result["unsupported"] = (
+                f"{args.system} has no aligned and unaligned checkpoint "
+                f"modes to compare (supported: {', '.join(SUPPORTED)})"
+            )
     except Exception as exc:  # report, don't crash: the runner records the reason
         result = _base(args.system, args)
         result["note"] = f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"

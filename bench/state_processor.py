@@ -37,7 +37,8 @@ SUM = ValueStateDescriptor("sum", Types.LONG())
 
 def _size(directory: str) -> int:
     return sum(
-        os.path.getsize(os.path.join(root, f)) for root, _d, files in os.walk(directory)
+        os.path.getsize(os.path.join(root, f))
+        for root, _d, files in os.walk(directory)
         for f in files
     )
 
@@ -88,8 +89,13 @@ def run(keys: int, parallelism: int, work: str) -> dict[str, Any]:
 
 def _git() -> str:
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, check=True, cwd=os.path.dirname(__file__))
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=os.path.dirname(__file__),
+        )
         return out.stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"

@@ -117,8 +117,12 @@ def _keyed_sum_job(env: Any, source: DataGeneratorSource, sink: Any, timed: bool
     )
 
 
-def _run(env: Any, name: str, on_poll: Callable[[Any, _Observed], None] | None = None,
-         timeout_s: float = 1800.0) -> _Observed:
+def _run(
+    env: Any,
+    name: str,
+    on_poll: Callable[[Any, _Observed], None] | None = None,
+    timeout_s: float = 1800.0,
+) -> _Observed:
     """Submit, poll the job master every ``POLL_S`` until the job ends, return observations."""
     seen = _Observed(submitted=time.time())
     client = env.execute_async(name)
@@ -174,16 +178,21 @@ def _dir_size(url: str) -> int | None:
 # ---- result assembly ----------------------------------------------------------------------
 
 
-def _base(workload: str, records: int, keys: int, interval_ms: int, rate: float | None,
-          opts: CairnOptions) -> dict[str, Any]:
+def _base(
+    workload: str, records: int, keys: int, interval_ms: int, rate: float | None, opts: CairnOptions
+) -> dict[str, Any]:
     result = empty_result("cairn", workload, records)
-    result.update(keys=keys, parallelism=opts.parallelism, checkpoint_interval_ms=interval_ms,
-                  rate=rate, versions=cairn_versions())
+    result.update(
+        keys=keys,
+        parallelism=opts.parallelism,
+        checkpoint_interval_ms=interval_ms,
+        rate=rate,
+        versions=cairn_versions(),
+    )
     return result
 
 
-def _fill_common(result: dict[str, Any], seen: _Observed, progress: Progress,
-                 records: int) -> None:
+def _fill_common(result: dict[str, Any], seen: _Observed, progress: Progress, records: int) -> None:
     first = progress.first_output
     result["elapsed_s"] = round(seen.ended - seen.submitted, 3)
     result["startup_s"] = None if first is None else round(first - seen.submitted, 3)
@@ -197,9 +206,13 @@ def _fill_common(result: dict[str, Any], seen: _Observed, progress: Progress,
         last = seen.checkpoints[max(seen.checkpoints)]
         result["checkpoint_last_ms"] = last.end_to_end_duration_ms
         result["state_size_bytes"] = last.state_size
-    parts = [(max((x.metrics.sync_duration_ms for x in c.subtasks.values()), default=0),
-              max((x.metrics.async_duration_ms for x in c.subtasks.values()), default=0))
-             for c in seen.checkpoints.values()]
+    parts = [
+        (
+            max((x.metrics.sync_duration_ms for x in c.subtasks.values()), default=0),
+            max((x.metrics.async_duration_ms for x in c.subtasks.values()), default=0),
+        )
+        for c in seen.checkpoints.values()
+    ]
     if parts:
         # The slowest subtask's parts, median over checkpoints: where checkpoint time goes.
         result["checkpoint_sync_p50_ms"] = statistics.median(p[0] for p in parts)
@@ -210,8 +223,7 @@ def _fill_common(result: dict[str, Any], seen: _Observed, progress: Progress,
         result["note"] = f"sinks counted {progress.total:,} of {records:,} records"
 
 
-def _async_dip(result: dict[str, Any], seen: _Observed, progress: Progress,
-               records: int) -> None:
+def _async_dip(result: dict[str, Any], seen: _Observed, progress: Progress, records: int) -> None:
     """Throughput while checkpoints' asynchronous parts run vs. while no checkpoint runs."""
     busy: list[tuple[float, float]] = []
     paused: list[tuple[float, float]] = []
@@ -236,14 +248,16 @@ def _async_dip(result: dict[str, Any], seen: _Observed, progress: Progress,
 # ---- the workloads ------------------------------------------------------------------------
 
 
-def keyed_sum(records: int, keys: int, interval_ms: int, opts: CairnOptions,
-              work_dir: str) -> dict[str, Any]:
+def keyed_sum(
+    records: int, keys: int, interval_ms: int, opts: CairnOptions, work_dir: str
+) -> dict[str, Any]:
     """Workload 1: unthrottled keyed sum over ``keys`` uniform keys; steady records/s."""
     result = _base("keyed-sum", records, keys, interval_ms, None, opts)
     env = _environment(opts, interval_ms, os.path.join(work_dir, "checkpoints"))
     out = _sink_dir(work_dir)
-    _keyed_sum_job(env, DataGeneratorSource.keyed_values(records, keys), ProgressSink(out),
-                   timed=False)
+    _keyed_sum_job(
+        env, DataGeneratorSource.keyed_values(records, keys), ProgressSink(out), timed=False
+    )
     seen = _run(env, "bench-keyed-sum")
     progress = Progress.of(read_progress(out).values())
     _fill_common(result, seen, progress, records)
@@ -252,8 +266,9 @@ def keyed_sum(records: int, keys: int, interval_ms: int, opts: CairnOptions,
     return result
 
 
-def overhead(records: int, keys: int, interval_ms: int, opts: CairnOptions,
-             work_dir: str) -> dict[str, Any]:
+def overhead(
+    records: int, keys: int, interval_ms: int, opts: CairnOptions, work_dir: str
+) -> dict[str, Any]:
     """Checkpointing's cost: the keyed sum with ``interval_ms`` checkpoints and without,
     in one Spark session after a warm-up job, in the order with, without, without, with (a
     linear drift of a shared machine falls on both alike). ``steady_records_per_s`` is the
@@ -264,30 +279,46 @@ def overhead(records: int, keys: int, interval_ms: int, opts: CairnOptions,
     rates: dict[bool, list[float]] = {True: [], False: []}
     completed = 0
     for i, checkpoints in enumerate((True, False, False, True)):
-        run = keyed_sum(records, keys, interval_ms if checkpoints else 0, opts,
-                        os.path.join(work_dir, f"run-{i}"))
+        run = keyed_sum(
+            records,
+            keys,
+            interval_ms if checkpoints else 0,
+            opts,
+            os.path.join(work_dir, f"run-{i}"),
+        )
         if run["steady_records_per_s"] is None or run.get("note"):
             result["note"] = f"run {i + 1} of 4: {run.get('note') or 'no steady rate'}"
             return result
         rates[checkpoints].append(run["steady_records_per_s"])
         completed += run["checkpoints_completed"]
     with_cp, without = statistics.mean(rates[True]), statistics.mean(rates[False])
-    result.update(elapsed_s=round(time.time() - started, 3), checkpoints_completed=completed,
-                  steady_records_per_s=round(with_cp), no_checkpoint_records_per_s=round(without),
-                  overhead_pct=round(100.0 * (1.0 - with_cp / without), 1),
-                  overhead_runs=" ".join(f"{r:.0f}" for r in
-                                         (rates[True][0], *rates[False], rates[True][1])))
+    result.update(
+        elapsed_s=round(time.time() - started, 3),
+        checkpoints_completed=completed,
+        steady_records_per_s=round(with_cp),
+        no_checkpoint_records_per_s=round(without),
+        overhead_pct=round(100.0 * (1.0 - with_cp / without), 1),
+        overhead_runs=" ".join(f"{r:.0f}" for r in (rates[True][0], *rates[False], rates[True][1])),
+    )
     return result
 
 
-def latency(records: int, keys: int, interval_ms: int, rate: float, opts: CairnOptions,
-            work_dir: str, warmup_s: float = 1.0) -> dict[str, Any]:
+def latency(
+    records: int,
+    keys: int,
+    interval_ms: int,
+    rate: float,
+    opts: CairnOptions,
+    work_dir: str,
+    warmup_s: float = 1.0,
+) -> dict[str, Any]:
     """Workload 2: the keyed sum fed at ``rate`` records/s; end-to-end latency at the sink."""
     result = _base("latency", records, keys, interval_ms, rate, opts)
     env = _environment(opts, interval_ms, os.path.join(work_dir, "checkpoints"))
     out = _sink_dir(work_dir)
-    source = DataGeneratorSource(TimedKeyedValuesGenerator(keys, rate), records,
-                                 RateLimiterStrategy.per_second(rate))
+    source = DataGeneratorSource(
+        TimedKeyedValuesGenerator(keys, rate), records, RateLimiterStrategy.per_second(rate)
+    )
     _keyed_sum_job(env, source, LatencySink(out, warmup_s), timed=True)
     seen = _run(env, "bench-latency")
     progress = Progress.of(read_progress(out).values())
@@ -295,11 +326,16 @@ def latency(records: int, keys: int, interval_ms: int, rate: float, opts: CairnO
     _write_checkpoint_timeline(seen, os.path.join(out, "checkpoints.json"))
     summary = merge_latency(out)
     if summary is not None:
-        result.update(latency_p50_ms=round(summary.p50_ms, 2),
-                      latency_p99_ms=round(summary.p99_ms, 2),
-                      latency_max_ms=round(summary.max_ms, 2))
-        result["note"] = _join(result["note"], f"{summary.count:,} records timed, first "
-                               f"{summary.skipped:,} ({warmup_s:g} s warm-up) not")
+        result.update(
+            latency_p50_ms=round(summary.p50_ms, 2),
+            latency_p99_ms=round(summary.p99_ms, 2),
+            latency_max_ms=round(summary.max_ms, 2),
+        )
+        result["note"] = _join(
+            result["note"],
+            f"{summary.count:,} records timed, first "
+            f"{summary.skipped:,} ({warmup_s:g} s warm-up) not",
+        )
     return result
 
 
@@ -308,22 +344,37 @@ def _write_checkpoint_timeline(seen: _Observed, path: str) -> None:
     latency timelines (kept with ``--keep-dir``: what a latency tail coincides with)."""
     rows = []
     for cid, stats in sorted(seen.checkpoints.items()):
-        rows.append({
-            "id": cid, "trigger_ms": stats.trigger_ms, "end_ms": stats.end_ms,
-            "subtasks": [
-                {"task": str(key), "ack_ms": sub.ack_ms,
-                 "start_delay_ms": sub.metrics.start_delay_ms,
-                 "alignment_ms": sub.metrics.alignment_duration_ms,
-                 "sync_ms": sub.metrics.sync_duration_ms,
-                 "async_ms": sub.metrics.async_duration_ms}
-                for key, sub in stats.subtasks.items()],
-        })
+        rows.append(
+            {
+                "id": cid,
+                "trigger_ms": stats.trigger_ms,
+                "end_ms": stats.end_ms,
+                "subtasks": [
+                    {
+                        "task": str(key),
+                        "ack_ms": sub.ack_ms,
+                        "start_delay_ms": sub.metrics.start_delay_ms,
+                        "alignment_ms": sub.metrics.alignment_duration_ms,
+                        "sync_ms": sub.metrics.sync_duration_ms,
+                        "async_ms": sub.metrics.async_duration_ms,
+                    }
+                    for key, sub in stats.subtasks.items()
+                ],
+            }
+        )
     with open(path, "w", encoding="ascii") as f:
         json.dump(rows, f)
 
 
-def recovery(records: int, keys: int, interval_ms: int, rate: float, opts: CairnOptions,
-             work_dir: str, kill_at: float = 0.4) -> dict[str, Any]:
+def recovery(
+    records: int,
+    keys: int,
+    interval_ms: int,
+    rate: float,
+    opts: CairnOptions,
+    work_dir: str,
+    kill_at: float = 0.4,
+) -> dict[str, Any]:
     """Workload 3: SIGKILL one worker after ``kill_at`` of the input (and >= 2 completed
     checkpoints); time until output resumes, and records processed twice."""
     if opts.executor != "spark":
@@ -332,7 +383,8 @@ def recovery(records: int, keys: int, interval_ms: int, rate: float, opts: Cairn
     env = _environment(opts, interval_ms, os.path.join(work_dir, "checkpoints"))
     out = _sink_dir(work_dir)
     source = DataGeneratorSource.keyed_values(
-        records, keys, rate_limiter_strategy=RateLimiterStrategy.per_second(rate))
+        records, keys, rate_limiter_strategy=RateLimiterStrategy.per_second(rate)
+    )
     _keyed_sum_job(env, source, ProgressSink(out, RECOVERY_MARK_EVERY), timed=False)
 
     def maybe_kill(master: Any, seen: _Observed) -> None:
@@ -359,8 +411,10 @@ def recovery(records: int, keys: int, interval_ms: int, rate: float, opts: Cairn
     result["recovery_s"] = None if resumed is None else round(resumed - seen.killed_at, 3)
     processed = sum(m[-1][1] for m in files.values() if m)
     result["replayed_records"] = processed - records
-    result["note"] = _join(_recovery_phases(seen, resumed),
-                           f"replayed counted to +-{RECOVERY_MARK_EVERY * opts.parallelism}")
+    result["note"] = _join(
+        _recovery_phases(seen, resumed),
+        f"replayed counted to +-{RECOVERY_MARK_EVERY * opts.parallelism}",
+    )
     return result
 
 
@@ -378,15 +432,20 @@ def _recovery_phases(seen: _Observed, resumed: float | None) -> str:
     return "; ".join(parts)
 
 
-def state_size(keys: int, records: int, interval_ms: int, opts: CairnOptions,
-               work_dir: str) -> dict[str, Any]:
+def state_size(
+    keys: int, records: int, interval_ms: int, opts: CairnOptions, work_dir: str
+) -> dict[str, Any]:
     """Workload 4: every key touched (record ``i`` has key ``i % keys``); checkpoint
     duration, bytes on disk, and the throughput dip while asynchronous parts run."""
     result = _base("state-size", records, keys, interval_ms, None, opts)
     env = _environment(opts, interval_ms, os.path.join(work_dir, "checkpoints"))
     out = _sink_dir(work_dir)
-    _keyed_sum_job(env, DataGeneratorSource(CoveringKeysGenerator(keys), records),
-                   ProgressSink(out), timed=False)
+    _keyed_sum_job(
+        env,
+        DataGeneratorSource(CoveringKeysGenerator(keys), records),
+        ProgressSink(out),
+        timed=False,
+    )
     seen = _run(env, f"bench-state-size-{keys}")
     progress = Progress.of(read_progress(out).values())
     _fill_common(result, seen, progress, records)
@@ -398,9 +457,15 @@ def state_size(keys: int, records: int, interval_ms: int, opts: CairnOptions,
 # ---- entry points -------------------------------------------------------------------------
 
 
-def run_workload(workload: str, records: int, keys: int, interval_ms: int,
-                 rate: float | None = None, opts: CairnOptions | None = None,
-                 warmup_s: float = 1.0) -> dict[str, Any]:
+def run_workload(
+    workload: str,
+    records: int,
+    keys: int,
+    interval_ms: int,
+    rate: float | None = None,
+    opts: CairnOptions | None = None,
+    warmup_s: float = 1.0,
+) -> dict[str, Any]:
     """Run one Cairn measurement in this process and return its result object.
 
     >>> run_workload("keyed-sum", 20_000, 100, 1000)["steady_records_per_s"] > 0  # doctest: +SKIP
@@ -412,26 +477,37 @@ def run_workload(workload: str, records: int, keys: int, interval_ms: int,
     try:
         result = _run_one(workload, records, keys, interval_ms, rate, opts, warmup_s, work_dir)
         if opts.min_pause_ms > 0 and interval_ms > 0:
-            result["note"] = _join(result.get("note"),
-                                   f"min pause between checkpoints {opts.min_pause_ms} ms")
+            result["note"] = _join(
+                result.get("note"), f"min pause between checkpoints {opts.min_pause_ms} ms"
+            )
         return result
     finally:
         if opts.keep_dir is None:
             shutil.rmtree(work_dir, ignore_errors=True)
 
 
-def _run_one(workload: str, records: int, keys: int, interval_ms: int, rate: float | None,
-             opts: CairnOptions, warmup_s: float, work_dir: str) -> dict[str, Any]:
+def _run_one(
+    workload: str,
+    records: int,
+    keys: int,
+    interval_ms: int,
+    rate: float | None,
+    opts: CairnOptions,
+    warmup_s: float,
+    work_dir: str,
+) -> dict[str, Any]:
     if workload == "keyed-sum":
         return keyed_sum(records, keys, interval_ms, opts, work_dir)
     if workload == "overhead":
         return overhead(records, keys, interval_ms or 1000, opts, work_dir)
     if workload == "latency":
-        return latency(records, keys, interval_ms, _need_rate(rate, workload), opts,
-                       work_dir, warmup_s)
+        return latency(
+            records, keys, interval_ms, _need_rate(rate, workload), opts, work_dir, warmup_s
+        )
     if workload == "recovery":
-        return recovery(records, keys, interval_ms or 1000, _need_rate(rate, workload),
-                        opts, work_dir)
+        return recovery(
+            records, keys, interval_ms or 1000, _need_rate(rate, workload), opts, work_dir
+        )
     if workload == "state-size":
         return state_size(keys, records, interval_ms, opts, work_dir)
     raise ValueError(f"unknown workload {workload!r}")
@@ -468,35 +544,64 @@ def cairn_versions() -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.workloads", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workload", required=True,
-                        choices=["keyed-sum", "overhead", "latency", "recovery", "state-size"])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.workloads",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--workload",
+        required=True,
+        choices=["keyed-sum", "overhead", "latency", "recovery", "state-size"],
+    )
     parser.add_argument("--records", type=int, required=True)
     parser.add_argument("--keys", type=int, default=10_000)
-    parser.add_argument("--checkpoint-interval-ms", type=int, default=1000,
-                        help="0 disables checkpointing")
+    parser.add_argument(
+        "--checkpoint-interval-ms", type=int, default=1000, help="0 disables checkpointing"
+    )
     parser.add_argument("--rate", type=float, default=0.0, help="records/s (latency, recovery)")
     parser.add_argument("--parallelism", type=int, default=2)
-    parser.add_argument("--latency-warmup-s", type=float, default=1.0,
-                        help="latency: records created this long after the first are not timed")
+    parser.add_argument(
+        "--latency-warmup-s",
+        type=float,
+        default=1.0,
+        help="latency: records created this long after the first are not timed",
+    )
     parser.add_argument("--executor", choices=["spark", "inprocess"], default="spark")
     parser.add_argument("--master", default=None, help="Spark master (default: local[N])")
     parser.add_argument("--keep-dir", default=None, help="keep sink files and checkpoints")
-    parser.add_argument("--min-pause-ms", type=int, default=0,
-                        help="min pause between checkpoints (quiet windows for the async dip)")
+    parser.add_argument(
+        "--min-pause-ms",
+        type=int,
+        default=0,
+        help="min pause between checkpoints (quiet windows for the async dip)",
+    )
     parser.add_argument("--state-backend", choices=["hashmap", "rocksdb"], default="hashmap")
-    parser.add_argument("--incremental", action="store_true",
-                        help="incremental checkpoints (RocksDB backend)")
+    parser.add_argument(
+        "--incremental", action="store_true", help="incremental checkpoints (RocksDB backend)"
+    )
     args = parser.parse_args(argv)
-    opts = CairnOptions(args.parallelism, args.executor, args.master, args.keep_dir,
-                        args.min_pause_ms, args.state_backend, args.incremental)
+    opts = CairnOptions(
+        args.parallelism,
+        args.executor,
+        args.master,
+        args.keep_dir,
+        args.min_pause_ms,
+        args.state_backend,
+        args.incremental,
+    )
     # Start-up is measured from submission, which includes creating the Spark session.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     try:
-        result = run_workload(args.workload, args.records, args.keys,
-                              args.checkpoint_interval_ms, args.rate or None, opts,
-                              args.latency_warmup_s)
+        result = run_workload(
+            args.workload,
+            args.records,
+            args.keys,
+            args.checkpoint_interval_ms,
+            args.rate or None,
+            opts,
+            args.latency_warmup_s,
+        )
     except Exception as exc:  # report, don't crash: the runner records the reason
         result = empty_result("cairn", args.workload, args.records)
         result["note"] = f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"

@@ -121,8 +121,9 @@ def build_flow(args: argparse.Namespace, probes_dir: str, run_tag: str) -> Any:
     return flow
 
 
-def _run_dataflow(args: argparse.Namespace, process_id: int | None = None,
-                  addresses: list[str] | None = None) -> None:
+def _run_dataflow(
+    args: argparse.Namespace, process_id: int | None = None, addresses: list[str] | None = None
+) -> None:
     """This process's part of the dataflow: all workers as threads, or one of a cluster."""
     from bytewax._bytewax import cli_main
     from bytewax.recovery import RecoveryConfig, init_db_dir
@@ -162,8 +163,19 @@ def _run_cluster(args: argparse.Namespace) -> None:
     addresses = ",".join(f"127.0.0.1:{p}" for p in ports)
     base = [a for a in sys.argv[1:] if not a.startswith("--role")]
     children = [
-        subprocess.Popen([sys.executable, __file__, *base, "--role", "process",
-                          "--process-id", str(i), "--addresses", addresses])
+        subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                *base,
+                "--role",
+                "process",
+                "--process-id",
+                str(i),
+                "--addresses",
+                addresses,
+            ]
+        )
         for i in range(args.processes)
     ]
     codes = [child.wait() for child in children]
@@ -210,8 +222,12 @@ def main() -> None:
     parser.add_argument("--role", default="main", choices=("main", "job", "process"))
     parser.add_argument("--run-tag", default="run")
     parser.add_argument("--restore", action="store_true")
-    parser.add_argument("--processes", type=int, default=1,
-                        help="processes sharing the --parallelism workers (default 1: threads)")
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="processes sharing the --parallelism workers (default 1: threads)",
+    )
     parser.add_argument("--process-id", type=int, default=0)
     parser.add_argument("--addresses", default="")
     args = parser.parse_args()
@@ -228,8 +244,10 @@ def main() -> None:
     if args.workload == "recovery" and args.role == "main":
         if args.processes > 1:
             result = common.result_template(args, SYSTEM)
-            result["unsupported"] = ("the recovery harness kills and restarts one process; "
-                                     "measured with worker threads (system bytewax)")
+            result["unsupported"] = (
+                "the recovery harness kills and restarts one process; "
+                "measured with worker threads (system bytewax)"
+            )
             common.emit(result)
             sys.stdout.flush()
             os._exit(0)

@@ -80,8 +80,10 @@ class CheckpointHistory:
                 "alignment_ms": 0,
                 "start_delay_ms": 0,
                 "persisted_bytes": int(item.get("persisted_data") or 0),
-                "unaligned": bool(item.get("is_unaligned")
-                                  or item.get("checkpoint_type") == "UNALIGNED_CHECKPOINT"),
+                "unaligned": bool(
+                    item.get("is_unaligned")
+                    or item.get("checkpoint_type") == "UNALIGNED_CHECKPOINT"
+                ),
                 "failure_reason": item.get("failure_message"),
             }
             if status != "IN_PROGRESS":
@@ -93,12 +95,13 @@ class CheckpointHistory:
         """Max alignment duration and start delay over all subtasks of checkpoint ``cid``."""
         details = get_json(f"{self.base}/checkpoints/details/{cid}") or {}
         alignment = delay = 0
-        for vertex in (details.get("tasks") or {}):
+        for vertex in details.get("tasks") or {}:
             sub = get_json(f"{self.base}/checkpoints/details/{cid}/subtasks/{vertex}") or {}
             summary = sub.get("summary") or {}
             alignment = max(alignment, _max_of(summary, "alignment", "duration"))
             delay = max(delay, _max_of(summary, "start_delay"))
         return alignment, delay
+
 
 def build_job(args: argparse.Namespace) -> Any:
     from pyflink.common import Configuration, Duration, Types
@@ -188,15 +191,22 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     result: dict[str, Any] = dict.fromkeys(common.RESULT_FIELDS)
     result.update(
-        system=SYSTEM, workload="skew", records=0, variant=args.variant,
+        system=SYSTEM,
+        workload="skew",
+        records=0,
+        variant=args.variant,
         versions={"python": sys.version.split()[0], "apache-flink": pyflink.version.__version__},
-        execution_mode="thread", parallelism=args.parallelism,
+        execution_mode="thread",
+        parallelism=args.parallelism,
         checkpoint_interval_ms=args.checkpoint_interval_ms,
-        alignment_timeout_ms=args.alignment_timeout_ms, record_cost_ms=args.record_cost_ms,
-        seconds=round(seconds, 3), elapsed_s=round(time.time() - common.SCRIPT_START, 3),
-        records_in=records, samples=[history.samples[k] for k in sorted(history.samples)],
+        alignment_timeout_ms=args.alignment_timeout_ms,
+        record_cost_ms=args.record_cost_ms,
+        seconds=round(seconds, 3),
+        elapsed_s=round(time.time() - common.SCRIPT_START, 3),
+        records_in=records,
+        samples=[history.samples[k] for k in sorted(history.samples)],
         note="counter in keyed ValueState (PyFlink has no operator state for Python "
-             "functions); checkpoint figures from Flink's REST checkpoint history",
+        "functions); checkpoint figures from Flink's REST checkpoint history",
     )
     return result
 

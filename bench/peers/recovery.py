@@ -91,16 +91,20 @@ def run_recovery(
         deadline = time.time() + FIRST_RECORD_TIMEOUT_S
         while common.read_progress(probes, "run1")[0] == 0:
             if first.poll() is not None or time.time() > deadline:
-                raise RuntimeError(f"first run produced no record within "
-                                   f"{FIRST_RECORD_TIMEOUT_S:.0f} s; see {work / 'run1.log'}")
+                raise RuntimeError(
+                    f"first run produced no record within "
+                    f"{FIRST_RECORD_TIMEOUT_S:.0f} s; see {work / 'run1.log'}"
+                )
             time.sleep(0.05)
         first_record = time.time()
         if args.kill_after_s:
             time.sleep(args.kill_after_s)
         else:
             earliest = first_record + MIN_CHECKPOINT_PERIODS * args.checkpoint_interval_ms / 1000
-            while (common.read_progress(probes, "run1")[0] < KILL_AT * args.records
-                   or time.time() < earliest):
+            while (
+                common.read_progress(probes, "run1")[0] < KILL_AT * args.records
+                or time.time() < earliest
+            ):
                 if first.poll() is not None:
                     break
                 time.sleep(0.02)

@@ -38,6 +38,7 @@ def running_jobs() -> list[JobClient]:
     alive = [c for c in _submitted if c.job_master.end_ms is None]
     return sorted(alive, key=lambda c: c.job_master.start_ms)
 
+
 log = logging.getLogger(__name__)
 
 REGISTRATION_WAIT_S = 30.0  # for the executors of a new cluster session to register

@@ -101,12 +101,16 @@ def window_job(
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(restarts, 100))
     limiter = RateLimiterStrategy.per_second(rate) if rate else None
     source = DataGeneratorSource(OutOfOrderEvents(keys), records, limiter)
-    strategy = (WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(DISORDER_MS))
-                .with_timestamp_assigner(EventTime()))
+    strategy = WatermarkStrategy.for_bounded_out_of_orderness(
+        Duration.of_millis(DISORDER_MS)
+    ).with_timestamp_assigner(EventTime())
     windows = (
-        env.from_source(source, strategy, "events").uid("events")
+        env.from_source(source, strategy, "events")
+        .uid("events")
         .key_by(lambda r: r[0])
-        .process(WindowCount(cost_us)).name("Window").uid("window-count")
+        .process(WindowCount(cost_us))
+        .name("Window")
+        .uid("window-count")
     )
     sink = FileSink.for_row_format(out_dir + "/windows", Encoder.simple_string_encoder()).build()
     windows.sink_to(sink).uid("windows-sink")

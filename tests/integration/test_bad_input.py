@@ -111,8 +111,10 @@ BAD_RECORD_JOBS: dict[str, tuple[Callable[[DataStream], DataStream], list[str]]]
     ),
     "flat-map-result": (
         lambda ds: ds.flat_map(lambda r: len(r) if r == "bad" else [r]),
-        ["TypeError: FlatMap: the function must yield its outputs or return an iterable",
-         "got int"],
+        [
+            "TypeError: FlatMap: the function must yield its outputs or return an iterable",
+            "got int",
+        ],
     ),
     "filter": (
         lambda ds: ds.filter(lambda r: parse_amount(r) > 1),

@@ -42,12 +42,14 @@ def results(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, d
     out["keyed-sum/checkpoints-1s"] = run_workload("keyed-sum", 100_000, KEYS, 300, opts=opts)
     out["keyed-sum/no-checkpoints"] = run_workload("keyed-sum", 100_000, KEYS, 0, opts=opts)
     out["overhead"] = run_workload("overhead", 50_000, KEYS, 300, opts=opts)
-    out["latency"] = run_workload("latency", 60_000, KEYS, 300, rate=30_000, opts=opts,
-                                  warmup_s=0.5)
+    out["latency"] = run_workload(
+        "latency", 60_000, KEYS, 300, rate=30_000, opts=opts, warmup_s=0.5
+    )
     out["recovery"] = run_workload("recovery", 120_000, KEYS, 300, rate=30_000, opts=opts)
     keep = str(tmp_path_factory.mktemp("state-size"))
     out["state-size/keys-20000"] = run_workload(
-        "state-size", 40_000, 20_000, 300, opts=CairnOptions(2, "spark", keep_dir=keep))
+        "state-size", 40_000, 20_000, 300, opts=CairnOptions(2, "spark", keep_dir=keep)
+    )
     return out
 
 
@@ -68,7 +70,7 @@ def test_keyed_sum_with_and_without_checkpoints(results: dict[str, dict[str, Any
 
 @pytest.mark.spark
 def test_overhead_runs_with_and_without_checkpoints_in_turn(
-    results: dict[str, dict[str, Any]]
+    results: dict[str, dict[str, Any]],
 ) -> None:
     r = results["overhead"]
     assert r["note"] is None, r["note"]
@@ -118,16 +120,32 @@ def test_runner_renders_results_and_keeps_hand_written_sections(
     results: dict[str, dict[str, Any]], tmp_path: Path
 ) -> None:
     rows = [{**r, "case": case, "repetition": 1} for case, r in results.items()]
-    rows.append({**results["keyed-sum/checkpoints-1s"], "system": "bytewax",
-                 "case": "keyed-sum/checkpoints-1s", "unsupported": "not installed",
-                 "elapsed_s": None})
-    cases = {c["case"]: c for c in plan_cases(["keyed-sum", "overhead", "latency", "recovery"],
-                                              QUICK_SIZES, 30_000)}
+    rows.append(
+        {
+            **results["keyed-sum/checkpoints-1s"],
+            "system": "bytewax",
+            "case": "keyed-sum/checkpoints-1s",
+            "unsupported": "not installed",
+            "elapsed_s": None,
+        }
+    )
+    cases = {
+        c["case"]: c
+        for c in plan_cases(["keyed-sum", "overhead", "latency", "recovery"], QUICK_SIZES, 30_000)
+    }
     cases["latency"]["records"] = cases["recovery"]["records"] = 60_000
-    cases["state-size/keys-20000"] = {"case": "state-size/keys-20000", "keys": 20_000,
-                                      "records": 40_000}
-    meta = {"date": "today", "command": "python -m bench --quick", "repeat": 1,
-            "machine": {"cores": "2"}, "cases": cases}
+    cases["state-size/keys-20000"] = {
+        "case": "state-size/keys-20000",
+        "keys": 20_000,
+        "records": 40_000,
+    }
+    meta = {
+        "date": "today",
+        "command": "python -m bench --quick",
+        "repeat": 1,
+        "machine": {"cores": "2"},
+        "cases": cases,
+    }
     path = tmp_path / "RESULTS.md"
     path.write_text(f"# Mine\n\n{BEGIN}\nold\n{END}\n\n## Optimizations\n\nhand-written\n")
     update_results_file(str(path), render_results(group_results(rows), meta, cases))
@@ -136,13 +154,18 @@ def test_runner_renders_results_and_keeps_hand_written_sections(
     assert "old" not in text
     overhead = results["overhead"]["overhead_pct"]
     assert f"| checkpointing overhead ≤ 10 % (section 1b) | {overhead:.1f} %" in text
-    for heading in ("### 1. keyed-sum", "### 1b. checkpointing overhead", "### 2. latency",
-                    "### 3. recovery",
-                    "### 4. checkpoint cost vs. state size"):
+    for heading in (
+        "### 1. keyed-sum",
+        "### 1b. checkpointing overhead",
+        "### 2. latency",
+        "### 3. recovery",
+        "### 4. checkpoint cost vs. state size",
+    ):
         assert heading in text
     assert "| Bytewax | 1 s, exactly-once | not run: not installed |" in text
-    assert calibrated_rate(rows) == max(1000, round(
-        results["keyed-sum/checkpoints-1s"]["steady_records_per_s"] / 2, -3))
+    assert calibrated_rate(rows) == max(
+        1000, round(results["keyed-sum/checkpoints-1s"]["steady_records_per_s"] / 2, -3)
+    )
     why = write_chart(group_results(rows), str(tmp_path / "chart.png"))
     assert why is None or "matplotlib" in why
 
@@ -162,20 +185,26 @@ def test_runner_commands_and_result_parsing() -> None:
 
 def test_progress_and_dip_arithmetic() -> None:
     # Two subtasks at 100 and 50 records/s; the second pauses in [1, 2).
-    p = Progress.of([[(0.0, 0), (1.0, 100), (2.0, 200), (3.0, 300)],
-                     [(0.0, 0), (1.0, 50), (2.0, 50), (3.0, 100)]])
+    p = Progress.of(
+        [
+            [(0.0, 0), (1.0, 100), (2.0, 200), (3.0, 300)],
+            [(0.0, 0), (1.0, 50), (2.0, 50), (3.0, 100)],
+        ]
+    )
     assert p.total == 400
     assert p.first_output == 1.0
     assert p.time_reaching(150) == 1.0
     assert p.time_reaching(200) == pytest.approx(1.5)
     assert p.steady_rate(400, 0.5, 1.0) == pytest.approx(200 / 1.5)
-    dip = throughput_dip(p, busy=[(1.0, 2.0)], quiet_exclusions=[], start=0.0, end=3.0,
-                         window_s=1.0)
+    dip = throughput_dip(
+        p, busy=[(1.0, 2.0)], quiet_exclusions=[], start=0.0, end=3.0, window_s=1.0
+    )
     assert dip is not None
     assert (dip.busy_rate, dip.quiet_rate) == (100.0, 150.0)
     assert dip.dip_pct == pytest.approx(100 / 3)
-    excluded = throughput_dip(p, busy=[(1.0, 2.0)], quiet_exclusions=[(0.5, 0.9)], start=0.0,
-                              end=3.0, window_s=1.0)
+    excluded = throughput_dip(
+        p, busy=[(1.0, 2.0)], quiet_exclusions=[(0.5, 0.9)], start=0.0, end=3.0, window_s=1.0
+    )
     assert excluded is not None and excluded.quiet_windows == 1
 
 

@@ -90,13 +90,24 @@ def _run_cli(*argv: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def cancelled_run(job_script: Path, tmp_path_factory: pytest.TempPathFactory,
-                  ) -> tuple[Path, Path]:
+def cancelled_run(
+    job_script: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, Path]:
     """(output dir, job checkpoint dir) of a run cancelled after its 4th checkpoint."""
     root = tmp_path_factory.mktemp("cancelled")
     out, checkpoints = root / "out", root / "checkpoints"
-    _run_cli("run", "--executor", "inprocess", "-p", "2", str(job_script),
-             str(out), str(checkpoints), "4")
+    _run_cli(
+        "run",
+        "--executor",
+        "inprocess",
+        "-p",
+        "2",
+        str(job_script),
+        str(out),
+        str(checkpoints),
+        "4",
+    )
     (job_dir,) = checkpoints.iterdir()
     return out, job_dir
 
@@ -110,7 +121,8 @@ def _rows(table: str) -> list[list[str]]:
 
 
 def test_checkpoints_lists_retained_checkpoints_and_flags_a_corrupt_one(
-    cancelled_run: tuple[Path, Path], tmp_path: Path,
+    cancelled_run: tuple[Path, Path],
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     _, job_dir = cancelled_run
@@ -145,6 +157,7 @@ def test_checkpoints_lists_retained_checkpoints_and_flags_a_corrupt_one(
     for cid, problem in ((middle, "metadata"), (aborted, "incomplete")):
         assert by_id[cid][2:5] == ["-", "-", "-"]
         assert by_id[cid][5].startswith("UNUSABLE") and problem in by_id[cid][5], by_id[cid]
+
 
 def test_run_prints_the_keyed_sums_of_the_seed_example(
     capsys: pytest.CaptureFixture[str],
@@ -181,17 +194,25 @@ def test_arguments_after_a_double_dash_are_the_scripts(
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["-D", "execution.checkpointing.dir=foo://bucket/x"],
-         "unknown filesystem scheme 'foo' in 'foo://bucket/x'"),
-        (["-D", "execution.checkpointing.interval=abc"],
-         "invalid value 'abc' for configuration option 'execution.checkpointing.interval'"),
+        (
+            ["-D", "execution.checkpointing.dir=foo://bucket/x"],
+            "unknown filesystem scheme 'foo' in 'foo://bucket/x'",
+        ),
+        (
+            ["-D", "execution.checkpointing.interval=abc"],
+            "invalid value 'abc' for configuration option 'execution.checkpointing.interval'",
+        ),
         (["-D", "no.such.option=1"], "no.such.option"),
-        (["--from-checkpoint", "/nonexistent/chk-3"],
-         "/nonexistent/chk-3: no such checkpoint, savepoint or directory"),
+        (
+            ["--from-checkpoint", "/nonexistent/chk-3"],
+            "/nonexistent/chk-3: no such checkpoint, savepoint or directory",
+        ),
     ],
 )
 def test_expected_errors_print_one_line_without_a_traceback(
-    argv: list[str], message: str, capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    message: str,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     saved_argv, saved_path = list(sys.argv), list(sys.path)
     try:
@@ -207,7 +228,9 @@ def test_expected_errors_print_one_line_without_a_traceback(
 
 
 def test_run_from_a_retained_checkpoint_continues_exactly_once(
-    cancelled_run: tuple[Path, Path], job_script: Path, tmp_path: Path,
+    cancelled_run: tuple[Path, Path],
+    job_script: Path,
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     out, job_dir = cancelled_run
@@ -215,8 +238,18 @@ def test_run_from_a_retained_checkpoint_continues_exactly_once(
     assert 0 < len(before) < RECORDS, "the cancelled run must have committed part of the data"
     latest = max(job_dir.glob("chk-*/_metadata"), key=lambda p: int(p.parent.name[4:])).parent
 
-    _run_cli("run", "--executor", "inprocess", "-p", "2", "--from-checkpoint", str(latest),
-             str(job_script), str(out), str(tmp_path / "checkpoints"))
+    _run_cli(
+        "run",
+        "--executor",
+        "inprocess",
+        "-p",
+        "2",
+        "--from-checkpoint",
+        str(latest),
+        str(job_script),
+        str(out),
+        str(tmp_path / "checkpoints"),
+    )
 
     assert "FINISHED" in capsys.readouterr().out
     combined = read_visible_lines(str(out))
@@ -232,9 +265,20 @@ def test_demo_on_local_spark_survives_a_killed_worker(tmp_path: Path) -> None:
     cairn = Path(sys.executable).with_name("cairn")
     command = [str(cairn)] if cairn.exists() else [sys.executable, "-m", "cairn.cli.main"]
     done = subprocess.run(
-        [*command, "demo", "--records", "60000", "--rate", "10000",
-         "--output", str(tmp_path / "demo")],
-        capture_output=True, text=True, timeout=140, stdin=subprocess.DEVNULL,
+        [
+            *command,
+            "demo",
+            "--records",
+            "60000",
+            "--rate",
+            "10000",
+            "--output",
+            str(tmp_path / "demo"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=140,
+        stdin=subprocess.DEVNULL,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(r"killing worker \d .* with SIGKILL", done.stdout), done.stdout

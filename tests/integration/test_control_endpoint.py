@@ -37,8 +37,12 @@ def registry_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 @pytest.fixture
 def job(tmp_path: Path, registry_dir: str) -> Iterator[JobClient]:
     env = sequence_job(
-        {"cairn.executor": "inprocess"}, str(tmp_path / "out"), records=10_000_000, keys=10,
-        rate=5_000, checkpoint_dir=str(tmp_path / "chk"),
+        {"cairn.executor": "inprocess"},
+        str(tmp_path / "out"),
+        records=10_000_000,
+        keys=10,
+        rate=5_000,
+        checkpoint_dir=str(tmp_path / "chk"),
     )
     client = env.execute_async("rest-test")
     assert client.wait_for_status(JobStatus.RUNNING, 60)
@@ -177,8 +181,12 @@ def test_a_port_in_use_fails_the_submission_with_one_clear_line(
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        env = sequence_job({"cairn.executor": "inprocess", "rest.port": str(port)},
-                           str(tmp_path / "out"), records=10, keys=1)
+        env = sequence_job(
+            {"cairn.executor": "inprocess", "rest.port": str(port)},
+            str(tmp_path / "out"),
+            records=10,
+            keys=1,
+        )
         with pytest.raises(JobSubmissionError, match=rf"on 127\.0\.0\.1:{port} \(rest\."):
             env.execute_async("port-taken")
     assert JobRegistry().running_jobs() == []
@@ -186,8 +194,14 @@ def test_a_port_in_use_fails_the_submission_with_one_clear_line(
 
 def test_without_a_token_the_endpoint_answers_anyone(tmp_path: Path, registry_dir: str) -> None:
     conf = {"cairn.executor": "inprocess", "cairn.rest.token.enabled": "false"}
-    env = sequence_job(conf, str(tmp_path / "out"), records=10_000_000, keys=10, rate=5_000,
-                       checkpoint_dir=str(tmp_path / "chk"))
+    env = sequence_job(
+        conf,
+        str(tmp_path / "out"),
+        records=10_000_000,
+        keys=10,
+        rate=5_000,
+        checkpoint_dir=str(tmp_path / "chk"),
+    )
     client = env.execute_async("open")
     try:
         assert client.wait_for_status(JobStatus.RUNNING, 60)

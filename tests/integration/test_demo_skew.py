@@ -22,7 +22,7 @@ def _table(stdout: str) -> dict[str, dict[str, str]]:
     lines = stdout.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("variant  "))
     rows: dict[str, dict[str, str]] = {}
-    for line in lines[start + 2:]:
+    for line in lines[start + 2 :]:
         if not line.strip():
             break
         cells = re.split(r"\s{2,}", line.strip())
@@ -41,8 +41,18 @@ def _ms(cell: str) -> float:
 def test_demo_skew_prints_aligned_and_unaligned_side_by_side(
     spark: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = main(["demo", "skew", "--seconds", "8", "--variants", "aligned,unaligned",
-                 "--record-cost-ms", "0.25"])
+    code = main(
+        [
+            "demo",
+            "skew",
+            "--seconds",
+            "8",
+            "--variants",
+            "aligned,unaligned",
+            "--record-cost-ms",
+            "0.25",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0, out
     rows = _table(out)

@@ -27,12 +27,18 @@ KILLS = {
     # timers registered before each kill must fire after it; the watermark restarts low.
     # (unaligned: rate, cost per record in µs; the window operator is the bottleneck, so
     # barriers overtake batches and watermarks that are persisted and replayed)
-    "aligned": (False, "point=processing,attempt=0,records=15000,subtask=1,vertex=Window;"
-                       "point=after-barrier,attempt=1,subtask=0,vertex=Window;"
-                       "point=during-upload,attempt=2,subtask=1"),
-    "unaligned": (True, "point=processing,attempt=0,records=15000,subtask=0,vertex=Window;"
-                        "point=after-barrier,attempt=1,subtask=1,vertex=Window;"
-                        "point=processing,attempt=2,records=2000,subtask=1,vertex=events"),
+    "aligned": (
+        False,
+        "point=processing,attempt=0,records=15000,subtask=1,vertex=Window;"
+        "point=after-barrier,attempt=1,subtask=0,vertex=Window;"
+        "point=during-upload,attempt=2,subtask=1",
+    ),
+    "unaligned": (
+        True,
+        "point=processing,attempt=0,records=15000,subtask=0,vertex=Window;"
+        "point=after-barrier,attempt=1,subtask=1,vertex=Window;"
+        "point=processing,attempt=2,records=2000,subtask=1,vertex=events",
+    ),
 }
 
 
@@ -43,8 +49,7 @@ def _check(out: str) -> None:
 
 def test_event_time_windows_match_the_golden_output_in_process(tmp_path: Any) -> None:
     out = str(tmp_path)
-    env = window_job({"cairn.executor": "inprocess"}, out, records=RECORDS, keys=KEYS,
-                     rate=None)
+    env = window_job({"cairn.executor": "inprocess"}, out, records=RECORDS, keys=KEYS, rate=None)
     client = env.execute_async("event-time")
     client.get_job_execution_result(timeout=240)
     _check(out)
@@ -62,13 +67,20 @@ def test_failure_free_event_time_run_matches_golden_output(spark: Any, tmp_path:
 
 @pytest.mark.spark
 @pytest.mark.parametrize("mode", sorted(KILLS))
-def test_event_time_timers_stay_exactly_once_under_sigkill(spark: Any, tmp_path: Any,
-                                                          mode: str) -> None:
+def test_event_time_timers_stay_exactly_once_under_sigkill(
+    spark: Any, tmp_path: Any, mode: str
+) -> None:
     unaligned, faults = KILLS[mode]
     out = str(tmp_path)
-    env = window_job({"cairn.executor": "spark", "cairn.testing.faults": faults}, out,
-                     records=RECORDS, keys=KEYS, unaligned=unaligned,
-                     rate=None if unaligned else 20_000, cost_us=40 if unaligned else 0)
+    env = window_job(
+        {"cairn.executor": "spark", "cairn.testing.faults": faults},
+        out,
+        records=RECORDS,
+        keys=KEYS,
+        unaligned=unaligned,
+        rate=None if unaligned else 20_000,
+        cost_us=40 if unaligned else 0,
+    )
     client = env.execute_async(f"event-time-{mode}")
     client.get_job_execution_result(timeout=300)
     assert client.job_master.restarts == 3, "every scheduled kill must have happened"
@@ -102,16 +114,19 @@ class Split(KeyedProcessFunction[Any, int, Any]):
 
 def test_side_outputs_in_a_job_go_to_their_own_stream() -> None:
     env = _inprocess_env()
-    strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(
-        _Value())
-    main = (env.from_collection(list(range(20))).assign_timestamps_and_watermarks(strategy)
-            .key_by(lambda v: v % 3).process(Split()))
+    strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(_Value())
+    main = (
+        env.from_collection(list(range(20)))
+        .assign_timestamps_and_watermarks(strategy)
+        .key_by(lambda v: v % 3)
+        .process(Split())
+    )
     odd = main.get_side_output(ODD).map(lambda p: ("odd", p))
     results = list(main.map(lambda v: ("even", v)).union(odd).execute_and_collect())
     assert sorted(v for tag, v in results if tag == "even") == list(range(0, 20, 2))
-    assert sorted(v for tag, v in results if tag == "odd") == [
-        (v, v) for v in range(1, 20, 2)
-    ], "side outputs keep their record's timestamp"
+    assert sorted(v for tag, v in results if tag == "odd") == [(v, v) for v in range(1, 20, 2)], (
+        "side outputs keep their record's timestamp"
+    )
 
 
 class _Value(EventTime):
@@ -123,10 +138,12 @@ def test_a_source_that_ends_early_neither_stalls_nor_rushes_the_watermark(tmp_pa
     """A short bounded source unioned with a long, slower one: once the short one ended, the
     long one alone decides the watermark (nothing of it becomes late)."""
     env = _inprocess_env()
-    strategy = (WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(DISORDER_MS))
-                .with_timestamp_assigner(EventTime()))
-    long_events = DataGeneratorSource(OutOfOrderEvents(KEYS), 20_000,
-                                      RateLimiterStrategy.per_second(10_000))
+    strategy = WatermarkStrategy.for_bounded_out_of_orderness(
+        Duration.of_millis(DISORDER_MS)
+    ).with_timestamp_assigner(EventTime())
+    long_events = DataGeneratorSource(
+        OutOfOrderEvents(KEYS), 20_000, RateLimiterStrategy.per_second(10_000)
+    )
     short = _Offset(20_000)
     short_events = DataGeneratorSource(short, 500)
     longs = env.from_source(long_events, strategy, "long")
@@ -171,10 +188,14 @@ def test_an_idle_partition_holds_back_no_watermark() -> None:
     subtask stops holding the watermark back, so windows fire while the source still runs
     (the source is unbounded: without idleness no window would ever fire)."""
     env = _inprocess_env()
-    strategy = (WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(DISORDER_MS))
-                .with_timestamp_assigner(EventTime()).with_idleness(Duration.of_millis(300)))
-    source = DataGeneratorSource(OutOfOrderEvents(KEYS), None,
-                                 RateLimiterStrategy.per_second(5_000))
+    strategy = (
+        WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(DISORDER_MS))
+        .with_timestamp_assigner(EventTime())
+        .with_idleness(Duration.of_millis(300))
+    )
+    source = DataGeneratorSource(
+        OutOfOrderEvents(KEYS), None, RateLimiterStrategy.per_second(5_000)
+    )
     results = (
         env.from_source(source, WatermarkStrategy.no_watermarks(), "endless")
         .filter(lambda r: r[2] % 2 == 0)  # subtask i reads indexes i, i + 2, ...: 1 is idle

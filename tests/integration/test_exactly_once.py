@@ -39,8 +39,9 @@ def _run(conf: dict[str, str], out: str, **kwargs: Any) -> Any:
 
 @pytest.mark.spark
 @pytest.mark.parametrize("schedule", sorted(KILL_SCHEDULES))
-def test_sigkill_at_chosen_moments_keeps_exactly_once(spark: Any, tmp_path: Any,
-                                                      schedule: str) -> None:
+def test_sigkill_at_chosen_moments_keeps_exactly_once(
+    spark: Any, tmp_path: Any, schedule: str
+) -> None:
     out = str(tmp_path / "out")
     conf = {"cairn.executor": "spark", "cairn.testing.faults": KILL_SCHEDULES[schedule]}
     client = _run(conf, out)
@@ -63,8 +64,7 @@ def test_failure_free_run_matches_golden_output(spark: Any, tmp_path: Any) -> No
 @pytest.mark.spark
 def test_external_sigkill_of_a_spark_python_worker(spark: Any, tmp_path: Any) -> None:
     out = str(tmp_path / "out")
-    env = sequence_job({"cairn.executor": "spark"}, out, records=RECORDS, keys=KEYS,
-                       rate=30_000)
+    env = sequence_job({"cairn.executor": "spark"}, out, records=RECORDS, keys=KEYS, rate=30_000)
     client = env.execute_async("killed-from-outside")
     master = client.job_master
     deadline = time.monotonic() + 60
@@ -106,8 +106,10 @@ def test_at_least_once_loses_nothing_after_kills(spark: Any, tmp_path: Any) -> N
 def test_inprocess_crashes_keep_exactly_once(tmp_path: Any) -> None:
     """The same schedule on the in-process executor (crash = abrupt thread death)."""
     out = str(tmp_path / "out")
-    conf = {"cairn.executor": "inprocess",
-            "cairn.testing.faults": KILL_SCHEDULES["barrier-to-ack-and-commit"]}
+    conf = {
+        "cairn.executor": "inprocess",
+        "cairn.testing.faults": KILL_SCHEDULES["barrier-to-ack-and-commit"],
+    }
     client = _run(conf, out)
     assert client.job_master.restarts == 3
     assert sorted(read_visible_lines(out)) == expected_lines(RECORDS, KEYS)
@@ -128,8 +130,12 @@ def _leftover_files(directory: Any) -> list[str]:
 @pytest.mark.spark
 @pytest.mark.parametrize(
     ("schedule", "incremental"),
-    [("processing-and-upload", False), ("barrier-to-ack-and-commit", False),
-     ("processing-and-upload", True), ("barrier-to-ack-and-commit", True)],
+    [
+        ("processing-and-upload", False),
+        ("barrier-to-ack-and-commit", False),
+        ("processing-and-upload", True),
+        ("barrier-to-ack-and-commit", True),
+    ],
 )
 def test_sigkill_with_the_rocksdb_backend_keeps_exactly_once(
     spark: Any, tmp_path: Any, schedule: str, incremental: bool
@@ -138,8 +144,11 @@ def test_sigkill_with_the_rocksdb_backend_keeps_exactly_once(
     uploading a RocksDB checkpoint, or between barrier and acknowledgement, or between
     completion and commit; restores open the uploaded (and shared) files."""
     out = str(tmp_path / "out")
-    conf = {"cairn.executor": "spark", "cairn.testing.faults": KILL_SCHEDULES[schedule],
-            **_rocksdb(tmp_path, incremental)}
+    conf = {
+        "cairn.executor": "spark",
+        "cairn.testing.faults": KILL_SCHEDULES[schedule],
+        **_rocksdb(tmp_path, incremental),
+    }
     client = _run(conf, out)
     assert client.job_master.restarts == 3, "every scheduled kill must have happened"
     assert sorted(read_visible_lines(out)) == expected_lines(RECORDS, KEYS)
@@ -151,9 +160,11 @@ def test_inprocess_crashes_with_the_rocksdb_backend_keep_exactly_once(
     tmp_path: Any, incremental: bool
 ) -> None:
     out = str(tmp_path / "out")
-    conf = {"cairn.executor": "inprocess",
-            "cairn.testing.faults": KILL_SCHEDULES["processing-and-upload"],
-            **_rocksdb(tmp_path, incremental)}
+    conf = {
+        "cairn.executor": "inprocess",
+        "cairn.testing.faults": KILL_SCHEDULES["processing-and-upload"],
+        **_rocksdb(tmp_path, incremental),
+    }
     client = _run(conf, out)
     assert client.job_master.restarts == 3
     assert sorted(read_visible_lines(out)) == expected_lines(RECORDS, KEYS)

@@ -48,9 +48,7 @@ def test_broadcast_reaches_every_subtask(inprocess_conf: dict[str, str]) -> None
         def map(self, value: int) -> tuple[int, int]:
             return (self.index, value)
 
-    out = list(
-        env.from_collection([1, 2, 3]).broadcast().map(Tag()).execute_and_collect()
-    )
+    out = list(env.from_collection([1, 2, 3]).broadcast().map(Tag()).execute_and_collect())
     assert Counter(v for _i, v in out) == {1: 3, 2: 3, 3: 3}
     assert {i for i, _v in out} == {0, 1, 2}
 
@@ -87,7 +85,9 @@ def test_processing_time_timers_fire_with_their_key(executor_conf: dict[str, str
             pass
 
     out = list(
-        env.add_source(SlowSource()).key_by(lambda r: r[0]).process(_TimerCounter())
+        env.add_source(SlowSource())
+        .key_by(lambda r: r[0])
+        .process(_TimerCounter())
         .execute_and_collect()
     )
     final = {}
@@ -138,13 +138,15 @@ def test_checkpointed_source_function_resumes_exactly_once(tmp_path: Any) -> Non
     env = _env(conf, parallelism=1)
     env.enable_checkpointing(100)
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(5, 50))
-    out = list(env.add_source(CountingSource(20_000)).map(lambda x: x).name("Map")
-               .execute_and_collect())
+    out = list(
+        env.add_source(CountingSource(20_000)).map(lambda x: x).name("Map").execute_and_collect()
+    )
     assert sorted(out) == list(range(20_000))
 
 
-def test_print_writes_every_record(capfd: pytest.CaptureFixture[str],
-                                   inprocess_conf: dict[str, str]) -> None:
+def test_print_writes_every_record(
+    capfd: pytest.CaptureFixture[str], inprocess_conf: dict[str, str]
+) -> None:
     env = _env(inprocess_conf, parallelism=2)
     env.from_collection(["alpha", "beta", "gamma"]).rebalance().map(str.upper).print()
     env.execute("print")
@@ -169,8 +171,12 @@ def test_subtasks_sharing_a_worker_get_their_own_function_objects(
             yield (ctx.get_current_key(), self.total.value())
 
     values = list(range(1, 201))
-    out = list(env.from_collection(values).key_by(lambda v: v % 5).process(RunningSum())
-               .execute_and_collect())
+    out = list(
+        env.from_collection(values)
+        .key_by(lambda v: v % 5)
+        .process(RunningSum())
+        .execute_and_collect()
+    )
     finals: dict[int, int] = {}
     for key, total in out:
         finals[key] = max(finals.get(key, 0), total)

@@ -67,10 +67,14 @@ def test_cli_lists_retained_checkpoints_on_s3(seaweed: SeaweedS3, tmp_path: Any)
     """A cancelled job keeps its checkpoints (RETAIN_ON_CANCELLATION); the CLI lists them
     from S3 with the storage keys given as -D options."""
     storage = seaweed.url("retained")
-    conf = {"cairn.executor": "inprocess", "execution.checkpointing.dir": storage,
-            **seaweed.flink_config()}
-    env = sequence_job(conf, str(tmp_path / "out"), records=10_000_000, keys=KEYS, rate=20_000,
-                       retain=True)
+    conf = {
+        "cairn.executor": "inprocess",
+        "execution.checkpointing.dir": storage,
+        **seaweed.flink_config(),
+    }
+    env = sequence_job(
+        conf, str(tmp_path / "out"), records=10_000_000, keys=KEYS, rate=20_000, retain=True
+    )
     client = env.execute_async("retained-on-s3")
     master = client.job_master
     deadline = time.monotonic() + 120
@@ -81,19 +85,32 @@ def test_cli_lists_retained_checkpoints_on_s3(seaweed: SeaweedS3, tmp_path: Any)
     with contextlib.suppress(Exception):
         client.get_job_execution_result(timeout=60)
     job_dir = f"{storage}/{master.job_id}"
-    on_s3 = [p for p in seaweed.filesystem().find(job_dir[len("s3://"):])
-             if p.endswith("/_metadata")]
+    on_s3 = [
+        p for p in seaweed.filesystem().find(job_dir[len("s3://") :]) if p.endswith("/_metadata")
+    ]
     assert on_s3, f"no retained checkpoint under {job_dir}"
     # The README's line, as written, with this server's endpoint and bucket; credentials
     # from the AWS_* variables as the README says.
     user = seaweed.flink_config()
     cli = subprocess.run(
-        [*cairn_argv(readme_line(CHECKPOINTS_S3), **{"s3://my-bucket/checkpoints": storage,
-                                                      "http://127.0.0.1:8333": seaweed.endpoint}),
-         "--json"],
-        capture_output=True, text=True, timeout=120,
-        env={**subprocess_env(tmp_path), "AWS_ACCESS_KEY_ID": user["s3.access-key"],
-             "AWS_SECRET_ACCESS_KEY": user["s3.secret-key"]},
+        [
+            *cairn_argv(
+                readme_line(CHECKPOINTS_S3),
+                **{
+                    "s3://my-bucket/checkpoints": storage,
+                    "http://127.0.0.1:8333": seaweed.endpoint,
+                },
+            ),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={
+            **subprocess_env(tmp_path),
+            "AWS_ACCESS_KEY_ID": user["s3.access-key"],
+            "AWS_SECRET_ACCESS_KEY": user["s3.secret-key"],
+        },
     )
     assert cli.returncode == 0, cli.stderr
     listed = [c for c in json.loads(cli.stdout) if c["job_id"] == master.job_id]
@@ -101,7 +118,9 @@ def test_cli_lists_retained_checkpoints_on_s3(seaweed: SeaweedS3, tmp_path: Any)
     assert {c["id"] for c in listed if c["usable"]} == ids_on_s3
     without_keys = subprocess.run(
         [sys.executable, "-m", "cairn.cli.main", "checkpoints", job_dir],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
     )
     assert without_keys.returncode != 0

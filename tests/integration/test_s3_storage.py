@@ -78,8 +78,12 @@ def test_preflight_names_wrong_credentials(seaweed: SeaweedS3) -> None:
 
 def test_preflight_fails_within_bounded_time_on_an_unreachable_endpoint() -> None:
     options = s3_storage_options(
-        {"s3.endpoint": f"http://127.0.0.1:{free_port()}", "s3.access-key": "k",
-         "s3.secret-key": "s", "s3.path.style.access": True}
+        {
+            "s3.endpoint": f"http://127.0.0.1:{free_port()}",
+            "s3.access-key": "k",
+            "s3.secret-key": "s",
+            "s3.path.style.access": True,
+        }
     )
     started = time.monotonic()
     with pytest.raises(CheckpointStorageUnusableError, match=r"cannot connect.*s3\.endpoint"):

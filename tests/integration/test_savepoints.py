@@ -53,7 +53,10 @@ def cairn_cmd() -> list[str]:
 
 def cairn(env: dict[str, str], *args: str | Path, timeout: float = 300) -> Any:
     return subprocess.run(
-        [*cairn_cmd(), *map(str, args)], env=env, capture_output=True, text=True,
+        [*cairn_cmd(), *map(str, args)],
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=timeout,
     )
 
@@ -66,12 +69,14 @@ def readme(env: dict[str, str], line: str, timeout: float = 300, **placeholders:
 
 def start_job(env: dict[str, str], log: Path, *args: str | Path) -> subprocess.Popen[bytes]:
     with open(log, "wb") as f:
-        return subprocess.Popen([*cairn_cmd(), "run", *map(str, args)], env=env, stdout=f,
-                                stderr=subprocess.STDOUT)
+        return subprocess.Popen(
+            [*cairn_cmd(), "run", *map(str, args)], env=env, stdout=f, stderr=subprocess.STDOUT
+        )
 
 
-def listed_job(env: dict[str, str], exclude: set[str], job: subprocess.Popen[bytes],
-               log: Path) -> str:
+def listed_job(
+    env: dict[str, str], exclude: set[str], job: subprocess.Popen[bytes], log: Path
+) -> str:
     """The id of the RUNNING job `cairn list` shows that is not in ``exclude``."""
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
@@ -128,10 +133,18 @@ def test_savepoint_stop_rescale_and_upgrade_from_another_process(tmp_path: Path)
         assert (sp1 / "_metadata").exists()
         wait_for_lines(out, seen, job, log1)  # records flow on
 
-        one_line_error(cairn(env, "savepoint", jid, sp1), "savepoint",
-                       "savepoint failed", "already contains a savepoint")
-        one_line_error(cairn(env, "savepoint", "f" * 32, tmp_path / "sp-x"), "savepoint",
-                       f"no running job {'f' * 32}", jid)
+        one_line_error(
+            cairn(env, "savepoint", jid, sp1),
+            "savepoint",
+            "savepoint failed",
+            "already contains a savepoint",
+        )
+        one_line_error(
+            cairn(env, "savepoint", "f" * 32, tmp_path / "sp-x"),
+            "savepoint",
+            f"no running job {'f' * 32}",
+            jid,
+        )
         one_line_error(cairn(env, "cancel", "f" * 32), "cancel", "no running job")
         assert job.poll() is None, "the job must not be affected by bad requests"
 
@@ -145,8 +158,9 @@ def test_savepoint_stop_rescale_and_upgrade_from_another_process(tmp_path: Path)
     assert f"Job {jid} FINISHED." in stopped.stdout
     first_run = len(read_visible_lines(str(out)))
     assert 0 < first_run < RECORDS
-    one_line_error(cairn(env, "savepoint", jid, tmp_path / "sp3"), "savepoint",
-                   f"no running job {jid}")
+    one_line_error(
+        cairn(env, "savepoint", jid, tmp_path / "sp3"), "savepoint", f"no running job {jid}"
+    )
     assert not (tmp_path / "sp3").exists()
 
     # The savepoint is self-contained: move it and restore from the new place.
@@ -155,16 +169,28 @@ def test_savepoint_stop_rescale_and_upgrade_from_another_process(tmp_path: Path)
     shutil.move(str(sp2), moved)
 
     # The operator that owns keyed state is gone (its uid changed): refused, naming it.
-    refused = cairn(env, "run", "-p", "3", "-s", moved, *job_args, RATE, "--upgraded",
-                    "--check-uid", "renamed-check")
+    refused = cairn(
+        env,
+        "run",
+        "-p",
+        "3",
+        "-s",
+        moved,
+        *job_args,
+        RATE,
+        "--upgraded",
+        "--check-uid",
+        "renamed-check",
+    )
     one_line_error(refused, "run", "'sequence-check'", "--allow-non-restored-state")
     assert len(read_visible_lines(str(out))) == first_run
 
     # Run 2: the upgraded job (an added stateless operator) at parallelism 3, then stopped.
     log2 = tmp_path / "run2.log"
     upgraded = " ".join(map(str, [*job_args, RATE, "--upgraded"]))
-    argv = cairn_argv(readme_line(RUN_SAVEPOINT), **{"/tmp/savepoints/v1": str(moved),
-                                                     "job.py": upgraded})
+    argv = cairn_argv(
+        readme_line(RUN_SAVEPOINT), **{"/tmp/savepoints/v1": str(moved), "job.py": upgraded}
+    )
     assert argv[1:4] == ["run", "-p", "3"]
     job = start_job(env, log2, *argv[2:])
     try:
@@ -180,8 +206,18 @@ def test_savepoint_stop_rescale_and_upgrade_from_another_process(tmp_path: Path)
     assert first_run < second_run < RECORDS
 
     # Run 3 at parallelism 1, unthrottled, to the end (the old spelling of -s).
-    done = cairn(env, "run", "-p", "1", "--from-checkpoint", tmp_path / "sp4", *job_args, 0,
-                 "--upgraded", timeout=600)
+    done = cairn(
+        env,
+        "run",
+        "-p",
+        "1",
+        "--from-checkpoint",
+        tmp_path / "sp4",
+        *job_args,
+        0,
+        "--upgraded",
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
 
     lines = read_visible_lines(str(out))
@@ -202,8 +238,18 @@ def test_savepoint_stop_rescale_and_upgrade_from_another_process(tmp_path: Path)
 def test_cancel_from_another_process(tmp_path: Path) -> None:
     env = subprocess_env(tmp_path)
     log = tmp_path / "run.log"
-    job = start_job(env, log, "--executor", "inprocess", SCRIPT, tmp_path / "out",
-                    tmp_path / "checkpoints", 10_000_000, KEYS, 5_000)
+    job = start_job(
+        env,
+        log,
+        "--executor",
+        "inprocess",
+        SCRIPT,
+        tmp_path / "out",
+        tmp_path / "checkpoints",
+        10_000_000,
+        KEYS,
+        5_000,
+    )
     try:
         jid = listed_job(env, set(), job, log)
         cancelled = readme(env, CANCEL, **{"<job-id>": jid})
@@ -224,8 +270,15 @@ def test_savepoint_under_backpressure_with_unaligned_checkpoints_is_aligned(
     spark: Any, tmp_path: Path
 ) -> None:
     conf = {"cairn.executor": "spark", "execution.checkpointing.dir": f"file://{tmp_path}/chk"}
-    env = backpressured_job(conf, str(tmp_path / "out"), records=50_000_000, keys=10,
-                            cost_us=300, checkpointing="unaligned", interval_ms=200)
+    env = backpressured_job(
+        conf,
+        str(tmp_path / "out"),
+        records=50_000_000,
+        keys=10,
+        cost_us=300,
+        checkpointing="unaligned",
+        interval_ms=200,
+    )
     client = env.execute_async("backpressured")
     try:
         assert client.wait_for_status(JobStatus.RUNNING, 180)
@@ -269,15 +322,15 @@ def test_job_client_savepoints_and_restore_through_the_configuration(tmp_path: P
 
     out, records = str(tmp_path / "out"), 60_000
     conf = {"cairn.executor": "inprocess"}
-    client = sequence_job(conf, out, records=records, keys=KEYS, rate=10_000,
-                          checkpoint_dir=str(tmp_path / "chk")).execute_async("client-1")
+    client = sequence_job(
+        conf, out, records=records, keys=KEYS, rate=10_000, checkpoint_dir=str(tmp_path / "chk")
+    ).execute_async("client-1")
     assert client.wait_for_status(JobStatus.RUNNING, 60)
     while not read_visible_lines(out):
         time.sleep(0.1)
     with pytest.raises(SavepointRejectedError, match="no target directory given"):
         client.trigger_savepoint().result(timeout=60)
-    assert client.trigger_savepoint(str(tmp_path / "sp")).result(timeout=60) == str(
-        tmp_path / "sp")
+    assert client.trigger_savepoint(str(tmp_path / "sp")).result(timeout=60) == str(tmp_path / "sp")
     with pytest.raises(ValueError, match="advance_to_end_of_event_time"):
         client.stop_with_savepoint(True, str(tmp_path / "drained"))
     stopped = client.stop_with_savepoint(False, str(tmp_path / "stop")).result(timeout=120)
@@ -289,8 +342,15 @@ def test_job_client_savepoints_and_restore_through_the_configuration(tmp_path: P
     assert 0 < first < records
 
     restored = {**conf, "execution.savepoint.path": stopped}
-    sequence_job(restored, out, records=records, keys=KEYS, rate=None, parallelism=3,
-                 checkpoint_dir=str(tmp_path / "chk")).execute("client-2")
+    sequence_job(
+        restored,
+        out,
+        records=records,
+        keys=KEYS,
+        rate=None,
+        parallelism=3,
+        checkpoint_dir=str(tmp_path / "chk"),
+    ).execute("client-2")
     lines = read_visible_lines(out)
     assert check_sequence_lines(lines).violations == []
     assert sorted(lines) == expected_lines(records, KEYS)
@@ -298,8 +358,22 @@ def test_job_client_savepoints_and_restore_through_the_configuration(tmp_path: P
     # Into a job whose check has another uid: allowed with -n, the check's state is dropped
     # (its sequences restart where the source resumes: violations prove nothing was restored).
     other = tmp_path / "dropped"
-    dropped = cairn(subprocess_env(tmp_path), "run", "--executor", "inprocess", "-n",
-                    "-s", stopped, SCRIPT, other, tmp_path / "chk", records, KEYS, 0,
-                    "--check-uid", "renamed-check")
+    dropped = cairn(
+        subprocess_env(tmp_path),
+        "run",
+        "--executor",
+        "inprocess",
+        "-n",
+        "-s",
+        stopped,
+        SCRIPT,
+        other,
+        tmp_path / "chk",
+        records,
+        KEYS,
+        0,
+        "--check-uid",
+        "renamed-check",
+    )
     assert dropped.returncode == 0, dropped.stderr[-3000:]
     assert check_sequence_lines(read_visible_lines(str(other))).violations

@@ -86,11 +86,16 @@ def _assert_seed_config(env: StreamExecutionEnvironment, storage: Path) -> None:
     assert config.get_min_pause_between_checkpoints() == 30000
     assert config.get_checkpoint_timeout() == 120000
     assert config.get_max_concurrent_checkpoints() == 1
-    assert (config.get_externalized_checkpoint_retention()
-            is ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION)
+    assert (
+        config.get_externalized_checkpoint_retention()
+        is ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION
+    )
     settings = config.to_settings()  # what the job master will run with
     assert (settings.interval_ms, settings.min_pause_ms, settings.timeout_ms) == (
-        60000, 30000, 120000)
+        60000,
+        30000,
+        120000,
+    )
     assert settings.max_concurrent == 1
     assert settings.retention is RetentionPolicy.RETAIN_ON_CANCELLATION
     assert settings.storage_url is not None
@@ -98,8 +103,11 @@ def _assert_seed_config(env: StreamExecutionEnvironment, storage: Path) -> None:
 
 
 def test_full_configuration_block_sets_the_intended_checkpoint_config(tmp_path: Path) -> None:
-    code = _with_storage(_block("config.set_checkpoint_storage", "enable_checkpointing"),
-                         "file:///tmp/flink_checkpoints", tmp_path)
+    code = _with_storage(
+        _block("config.set_checkpoint_storage", "enable_checkpointing"),
+        "file:///tmp/flink_checkpoints",
+        tmp_path,
+    )
     _assert_seed_config(_run(code, _namespace())["env"], tmp_path)
 
 
@@ -107,8 +115,10 @@ def test_step_by_step_blocks_build_the_same_config(tmp_path: Path) -> None:
     """Sections 4-1, 4-2 and 4-3 run one after the other, as a reader would paste them."""
     namespace = _namespace()
     _run(_block("env.enable_checkpointing(60000)  #"), namespace)
-    _run(_with_storage(_block("hdfs://"), "hdfs://namenode:9000/flink/checkpoints", tmp_path),
-         namespace)
+    _run(
+        _with_storage(_block("hdfs://"), "hdfs://namenode:9000/flink/checkpoints", tmp_path),
+        namespace,
+    )
     _run(_block("config.set_min_pause_between_checkpoints(30000)  #"), namespace)
     _assert_seed_config(namespace["env"], tmp_path)
 

@@ -36,8 +36,16 @@ def _conf(key: str | None, **extra: str) -> dict[str, str]:
 def _first_run(tmp_path: Path, key: str | None) -> tuple[Path, str]:
     """Run until two checkpoints completed, then cancel (checkpoints retained)."""
     out = str(tmp_path / "out")
-    env = sequence_job(_conf(key), out, records=RECORDS, keys=KEYS, rate=10_000,
-                       interval_ms=100, checkpoint_dir=str(tmp_path / "chk"), retain=True)
+    env = sequence_job(
+        _conf(key),
+        out,
+        records=RECORDS,
+        keys=KEYS,
+        rate=10_000,
+        interval_ms=100,
+        checkpoint_dir=str(tmp_path / "chk"),
+        retain=True,
+    )
     client = env.execute_async("signed-first-run")
     deadline = time.monotonic() + 30
     while (stats := client.get_checkpoint_statistics()) is None or stats.counts.completed < 2:
@@ -51,8 +59,16 @@ def _first_run(tmp_path: Path, key: str | None) -> tuple[Path, str]:
 
 def _second_run(tmp_path: Path, job_dir: Path, out: str, key: str | None) -> JobClient:
     conf = _conf(key, **{"execution.state-recovery.path": str(job_dir)})
-    env = sequence_job(conf, out, records=RECORDS, keys=KEYS, rate=None, interval_ms=100,
-                       checkpoint_dir=str(tmp_path / "chk"), retain=True)
+    env = sequence_job(
+        conf,
+        out,
+        records=RECORDS,
+        keys=KEYS,
+        rate=None,
+        interval_ms=100,
+        checkpoint_dir=str(tmp_path / "chk"),
+        retain=True,
+    )
     client = env.execute_async("signed-second-run")
     client.get_job_execution_result(timeout=120)
     return client
@@ -73,8 +89,9 @@ def test_signed_checkpoints_restore_exactly_once(tmp_path: Path) -> None:
     client = _second_run(tmp_path, job_dir, out, KEY_TEXT)
     assert client.get_job_status() is JobStatus.FINISHED
     restored = client.get_checkpoint_statistics().snapshot().latest_restored
-    assert restored is not None and int(restored.checkpoint_id) == max(r.checkpoint_id or 0
-                                                                       for r in rows)
+    assert restored is not None and int(restored.checkpoint_id) == max(
+        r.checkpoint_id or 0 for r in rows
+    )
     assert exactly_once_problems(read_visible_lines(out), RECORDS, KEYS) == []
 
 
@@ -108,8 +125,15 @@ def test_signed_checkpoint_restores_after_a_worker_crash_on_spark(
         KEY_OPTION: KEY_TEXT,
         "cairn.testing.faults": "point=processing,attempt=0,records=12000,subtask=1",
     }
-    env = sequence_job(conf, out, records=RECORDS, keys=KEYS, rate=20_000, interval_ms=200,
-                       checkpoint_dir=str(tmp_path / "chk"))
+    env = sequence_job(
+        conf,
+        out,
+        records=RECORDS,
+        keys=KEYS,
+        rate=20_000,
+        interval_ms=200,
+        checkpoint_dir=str(tmp_path / "chk"),
+    )
     client = env.execute_async("signed-spark")
     client.get_job_execution_result(timeout=240)
     assert client.job_master.restarts == 1

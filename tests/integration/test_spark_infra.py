@@ -162,8 +162,9 @@ class TestLocalSession:
     def test_local_driver_jvm_runs_the_quick_jit_only(self, local_spark: SparkSession) -> None:
         jvm = local_spark.sparkContext._jvm
         assert jvm is not None
-        args = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
-                    .getInputArguments())
+        args = list(
+            jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
+        )
         assert "-XX:TieredStopAtLevel=1" in args
 
     def test_running_session_is_reused_and_never_replaced(self, local_spark: SparkSession) -> None:
@@ -205,8 +206,10 @@ class TestLocalSession:
 
         started = time.monotonic()
         assert sorted(p for p, *_ in _run_barrier(local_spark, 2, _describe_task)) == [0, 1]
-        print(f"[timing] local abort after worker SIGKILL: {abort} s; "
-              f"next barrier job: {_since(started)} s")
+        print(
+            f"[timing] local abort after worker SIGKILL: {abort} s; "
+            f"next barrier job: {_since(started)} s"
+        )
 
 
 def test_only_local_mode_gets_the_quick_jit_and_a_job_setting_wins() -> None:
@@ -265,8 +268,9 @@ def _cluster_driver(master_url: str, worker_pids: list[int], markers: str) -> di
 
     def replaced() -> bool:
         executors = find_processes(EXECUTOR_CLASS, parent=worker_pids)
-        return (len(executors) == 2 and killed["pid"] not in executors
-                and available_slots(spark) >= 2)
+        return (
+            len(executors) == 2 and killed["pid"] not in executors and available_slots(spark) >= 2
+        )
 
     wait_for(replaced, timeout=60.0, message="a relaunched executor")
     facts["relaunch_s"] = round(time.time() - killed["at"], 2)
@@ -298,7 +302,10 @@ def cluster_run(cluster: StandaloneCluster, tmp_path_factory: pytest.TempPathFac
     def drive() -> None:
         try:
             outcome["facts"] = run_in_subprocess(
-                _cluster_driver, cluster.master_url, cluster.worker_pids, str(markers),
+                _cluster_driver,
+                cluster.master_url,
+                cluster.worker_pids,
+                str(markers),
                 timeout=150.0,
             )
         except BaseException as exc:  # re-raised below, in the test's thread
@@ -307,8 +314,11 @@ def cluster_run(cluster: StandaloneCluster, tmp_path_factory: pytest.TempPathFac
     driver = threading.Thread(target=drive, daemon=True)
     driver.start()
     both_running = [markers / "running-0", markers / "running-1"]
-    wait_for(lambda: all(p.exists() for p in both_running) or not driver.is_alive(),
-             timeout=120.0, message=lambda: f"long barrier tasks\n{cluster.log_tails()}")
+    wait_for(
+        lambda: all(p.exists() for p in both_running) or not driver.is_alive(),
+        timeout=120.0,
+        message=lambda: f"long barrier tasks\n{cluster.log_tails()}",
+    )
     if driver.is_alive():
         outcome["executors_at_kill"] = cluster.executor_pids()
         killed_at = time.time()
@@ -343,9 +353,7 @@ class TestStandaloneCluster:
         assert len(set(addresses)) == 2
         assert all(address.startswith(f"{LOOPBACK}:") for address in addresses)
 
-    def test_killed_executor_aborts_the_barrier_job_fast(
-        self, cluster_run: dict[str, Any]
-    ) -> None:
+    def test_killed_executor_aborts_the_barrier_job_fast(self, cluster_run: dict[str, Any]) -> None:
         facts = cluster_run["facts"]
         assert cluster_run["victim"] in cluster_run["executors_at_kill"]
         assert len(facts["long_job_errors"]) == 1

@@ -52,8 +52,17 @@ def _drive(
         local_dir = None
     else:
         local_dir = checkpoints
-    env = sequence_job(conf, out, records=RECORDS, keys=KEYS, parallelism=2, rate=RATE,
-                       interval_ms=300, checkpoint_dir=local_dir, retain=True)
+    env = sequence_job(
+        conf,
+        out,
+        records=RECORDS,
+        keys=KEYS,
+        parallelism=2,
+        rate=RATE,
+        interval_ms=300,
+        checkpoint_dir=local_dir,
+        retain=True,
+    )
     started = time.monotonic()
     client = env.execute_async("standalone-cluster")
     master = client.job_master
@@ -83,8 +92,12 @@ def _drive(
 
 
 def _latest_checkpoint(paths: list[str]) -> int:
-    ids = [int(m.group(1)) for p in paths if p.endswith("/_metadata")
-           if (m := re.fullmatch(r"chk-(\d+)", p.rsplit("/", 2)[-2]))]
+    ids = [
+        int(m.group(1))
+        for p in paths
+        if p.endswith("/_metadata")
+        if (m := re.fullmatch(r"chk-(\d+)", p.rsplit("/", 2)[-2]))
+    ]
     return max(ids, default=0)
 
 
@@ -104,7 +117,7 @@ def test_killed_executor_is_replaced_and_output_stays_exactly_once(
 
         def listing() -> list[str]:
             s3.invalidate_cache()
-            return [str(p) for p in s3.find(checkpoints[len("s3://"):])]
+            return [str(p) for p in s3.find(checkpoints[len("s3://") :])]
     else:
         local = tmp_path / "checkpoints"
         local.mkdir()
@@ -112,6 +125,7 @@ def test_killed_executor_is_replaced_and_output_stays_exactly_once(
 
         def listing() -> list[str]:
             return [p.as_posix() for p in local.glob("*/chk-*/_metadata")]
+
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     outcome: dict[str, Any] = {}
@@ -122,17 +136,26 @@ def test_killed_executor_is_replaced_and_output_stays_exactly_once(
         def drive() -> None:
             try:
                 outcome["facts"] = run_in_subprocess(
-                    _drive, cluster.master_url, str(out), checkpoints, extra_conf,
-                    timeout=150.0, env=env)
+                    _drive,
+                    cluster.master_url,
+                    str(out),
+                    checkpoints,
+                    extra_conf,
+                    timeout=150.0,
+                    env=env,
+                )
             except BaseException as exc:  # re-raised in the test's thread
                 outcome["error"] = exc
 
         driver = threading.Thread(target=drive, daemon=True)
         driver.start()
         try:
-            wait_for(lambda: _latest_checkpoint(listing()) >= 2 or not driver.is_alive(),
-                     timeout=90.0, interval=0.05,
-                     message=lambda: f"checkpoint 2 on the cluster\n{cluster.log_tails()}")
+            wait_for(
+                lambda: _latest_checkpoint(listing()) >= 2 or not driver.is_alive(),
+                timeout=90.0,
+                interval=0.05,
+                message=lambda: f"checkpoint 2 on the cluster\n{cluster.log_tails()}",
+            )
             assert driver.is_alive(), f"driver ended before checkpoint 2: {outcome}"
             executors_at_kill = cluster.executor_pids()
             killed_at_checkpoint = _latest_checkpoint(listing())
@@ -147,9 +170,11 @@ def test_killed_executor_is_replaced_and_output_stays_exactly_once(
     if "error" in outcome:
         raise outcome["error"]
     facts = outcome["facts"]
-    print(f"[timing] cluster start {cluster_s:.1f} s, job {facts['job_s']} s, "
-          f"kill after checkpoint {killed_at_checkpoint}, total {time.monotonic() - began:.1f} s, "
-          f"job events (s): {facts['timeline']}")
+    print(
+        f"[timing] cluster start {cluster_s:.1f} s, job {facts['job_s']} s, "
+        f"kill after checkpoint {killed_at_checkpoint}, total {time.monotonic() - began:.1f} s, "
+        f"job events (s): {facts['timeline']}"
+    )
 
     assert facts["status"] == "FINISHED"
     assert facts["restarts"] >= 1, "the killed executor must have failed the attempt"
@@ -163,4 +188,5 @@ def test_killed_executor_is_replaced_and_output_stays_exactly_once(
     assert victim in first_executors and first_executors <= set(executors_at_kill)
     last_executors = {executor for _, executor in last.values()}
     assert len(last_executors) == 2 and victim not in last_executors, (
-        f"the recovered attempt must use the surviving and the relaunched executor: {last}")
+        f"the recovered attempt must use the surviving and the relaunched executor: {last}"
+    )

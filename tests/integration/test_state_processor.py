@@ -154,8 +154,11 @@ def test_rescaled_read_reads_every_key_group_once(
 def test_operator_state_of_the_source(spark: Any, stopped_job: Any) -> None:
     checkpoint, _ = stopped_job
     reader = SavepointReader.read(spark, checkpoint.directory)
-    handles = [h for s in checkpoint.metadata.operators["sequence-source"].subtasks.values()
-               for h in s.operator]
+    handles = [
+        h
+        for s in checkpoint.metadata.operators["sequence-source"].subtasks.values()
+        for h in s.operator
+    ]
     name = next(iter(handles[0].states))
     splits = reader.read_list_state("sequence-source", ListStateDescriptor(name)).collect()
     assert len(splits) == sum(h.states[name][1] for h in handles) > 0
@@ -184,9 +187,10 @@ def test_modify_one_operator_keeps_the_others_and_restores(
         for i, sub in old.subtasks.items():
             for a, b in zip(sub.operator, new.subtasks[i].operator, strict=True):
                 assert (a.states, a.section) == (b.states, b.section)
-                assert Path(checkpoint.directory, a.path).read_bytes() == Path(
-                    target, b.path
-                ).read_bytes()
+                assert (
+                    Path(checkpoint.directory, a.path).read_bytes()
+                    == Path(target, b.path).read_bytes()
+                )
     modified = SavepointReader.read(spark, target)
     assert dict(modified.read_keyed_state("sequence-check", LAST).collect()) == {
         k: seq for k, (seq, _t) in reported.items()
@@ -252,7 +256,9 @@ def test_the_backfill_example(tmp_path: Path, spark: Any) -> None:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.main([str(tmp_path)]) == {
-        "alice": [1000, 1005, 1015], "bob": [2100], "carol": [3],
+        "alice": [1000, 1005, 1015],
+        "bob": [2100],
+        "carol": [3],
     }
 
 
@@ -264,8 +270,11 @@ def test_unknown_uid_and_wrong_state_name(spark: Any, stopped_job: Any) -> None:
     reader = SavepointReader.read(spark, checkpoint.directory)
     with pytest.raises(UnknownOperatorError, match=r"uid 'nope'.*'sequence-check'"):
         reader.read_keyed_state("nope", SUM)
-    with pytest.raises(UnknownStateError, match=r"uid 'sequence-check' has no keyed state "
-                       r"'total'; it has 'last' \(value\), 'sum' \(value\)"):
+    with pytest.raises(
+        UnknownStateError,
+        match=r"uid 'sequence-check' has no keyed state "
+        r"'total'; it has 'last' \(value\), 'sum' \(value\)",
+    ):
         reader.read_keyed_state("sequence-check", ValueStateDescriptor("total", Types.LONG()))
 
 
@@ -274,8 +283,11 @@ def test_descriptor_type_mismatch(spark: Any, stopped_job: Any, tmp_path: Path) 
     reader = SavepointReader.read(spark, checkpoint.directory)
     with pytest.raises(UnknownStateError, match=r"'sum' is value state.*describes map state"):
         reader.read_keyed_state("sequence-check", MapStateDescriptor("sum", None, None))
-    with pytest.raises(Exception, match=r"uid 'sequence-check', state 'sum', key 'k0.*"
-                       r"does not fit Spark type bigint"):
+    with pytest.raises(
+        Exception,
+        match=r"uid 'sequence-check', state 'sum', key 'k0.*"
+        r"does not fit Spark type bigint",
+    ):
         reader.read_keyed_state("sequence-check", SUM, key_type=Types.LONG()).collect()
     strings = spark.createDataFrame([("a", "1")], "key string, value string")
     with pytest.raises(ValueTypeError, match=r"uid 'op', state 'sum': column 'value' is string"):
@@ -418,7 +430,9 @@ def test_list_and_map_state_round_trip(spark: Any, tmp_path: Path) -> None:
     assert sorted((k, sorted(v)) for k, v in as_arrays) == [("a", [1, 2]), ("b", [3])]
     assert reader.read_keyed_state("other", hist).collect() == [("c", 4), ("c", 5)]
     assert sorted(reader.read_keyed_state("op", seen).collect()) == [
-        ("a", "x", 1.5), ("a", "y", 2.0), ("b", "x", 3.0)
+        ("a", "x", 1.5),
+        ("a", "y", 2.0),
+        ("b", "x", 3.0),
     ]
     assert reader.read_keyed_state("op", seen).columns == ["key", "user_key", "value"]
 
@@ -428,8 +442,9 @@ def test_a_given_schema_names_and_types_the_columns(spark: Any, stopped_job: Any
 
     checkpoint, reported = stopped_job
     reader = SavepointReader.read(spark, checkpoint.directory)
-    schema = T.StructType([T.StructField("user", T.StringType()),
-                           T.StructField("total", T.IntegerType())])
+    schema = T.StructType(
+        [T.StructField("user", T.StringType()), T.StructField("total", T.IntegerType())]
+    )
     frame = reader.read_keyed_state("sequence-check", SUM, schema=schema)
     assert frame.columns == ["user", "total"]
     assert dict(frame.collect()) == {k: t for k, (_s, t) in reported.items()}

@@ -29,10 +29,18 @@ def _completed(client: Any) -> list[CheckpointStats]:
     return [c for c in _history(client) if c.status is CheckpointStatus.COMPLETED]
 
 
-def _run(conf: dict[str, str], out: str, *, records: int, cost_us: int, checkpointing: str,
-         **kwargs: Any) -> Any:
-    env = backpressured_job(conf, out, records=records, keys=KEYS, cost_us=cost_us,
-                            checkpointing=checkpointing, **kwargs)
+def _run(
+    conf: dict[str, str], out: str, *, records: int, cost_us: int, checkpointing: str, **kwargs: Any
+) -> Any:
+    env = backpressured_job(
+        conf,
+        out,
+        records=records,
+        keys=KEYS,
+        cost_us=cost_us,
+        checkpointing=checkpointing,
+        **kwargs,
+    )
     client = env.execute_async(f"backpressure-{checkpointing}")
     client.get_job_execution_result(timeout=300)
     return client
@@ -63,8 +71,13 @@ def test_unaligned_exactly_once_under_backpressure_with_kills_including_during_r
         "point=after-barrier,attempt=3,subtask=0"
     )
     out = str(tmp_path / "out")
-    client = _run({"cairn.executor": "spark", "cairn.testing.faults": faults, **state}, out,
-                  records=records, cost_us=200, checkpointing="unaligned")
+    client = _run(
+        {"cairn.executor": "spark", "cairn.testing.faults": faults, **state},
+        out,
+        records=records,
+        cost_us=200,
+        checkpointing="unaligned",
+    )
     assert client.job_master.restarts == 4, "every scheduled kill fired, the replay one too"
     _assert_exactly_once(out, records)
     completed = _completed(client)
@@ -76,10 +89,10 @@ def test_unaligned_exactly_once_under_backpressure_with_kills_including_during_r
 def test_statistics_of_unaligned_and_aligned_checkpoints_are_plausible(tmp_path: Any) -> None:
     records = 16_000
     conf = {"cairn.executor": "inprocess"}
-    unaligned = _run(conf, str(tmp_path / "u"), records=records, cost_us=300,
-                     checkpointing="unaligned")
-    aligned = _run(conf, str(tmp_path / "a"), records=records, cost_us=300,
-                   checkpointing="aligned")
+    unaligned = _run(
+        conf, str(tmp_path / "u"), records=records, cost_us=300, checkpointing="unaligned"
+    )
+    aligned = _run(conf, str(tmp_path / "a"), records=records, cost_us=300, checkpointing="aligned")
     _assert_exactly_once(str(tmp_path / "u"), records)
     _assert_exactly_once(str(tmp_path / "a"), records)
     u, a = _completed(unaligned), _completed(aligned)
@@ -103,13 +116,15 @@ def test_statistics_of_unaligned_and_aligned_checkpoints_are_plausible(tmp_path:
     for rerun in range(2):
         if any(c.processed_bytes > 0 for c in a):
             break
-        again = _run(conf, str(tmp_path / f"a{rerun}"), records=records, cost_us=300,
-                     checkpointing="aligned")
+        again = _run(
+            conf, str(tmp_path / f"a{rerun}"), records=records, cost_us=300, checkpointing="aligned"
+        )
         a += [c for c in _completed(again) if not c.unaligned]
     assert any(c.processed_bytes > 0 for c in a)
     # Under backpressure an aligned checkpoint waits for the queued records (seed 000).
     assert max(c.end_to_end_duration_ms for c in a) > 3 * _median(
-        [c.end_to_end_duration_ms for c in u])
+        [c.end_to_end_duration_ms for c in u]
+    )
     assert max(max(s.metrics.alignment_duration_ms for s in c.subtasks.values()) for c in a) > 50
 
 
@@ -117,8 +132,15 @@ def test_statistics_of_unaligned_and_aligned_checkpoints_are_plausible(tmp_path:
 def test_aligned_timeout_bounds_checkpoint_duration_near_the_timeout(tmp_path: Any) -> None:
     records = 6_000
     out = str(tmp_path / "t")
-    client = _run({"cairn.executor": "inprocess"}, out, records=records, cost_us=1_000,
-                  checkpointing="unaligned", interval_ms=500, aligned_timeout_ms=200)
+    client = _run(
+        {"cairn.executor": "inprocess"},
+        out,
+        records=records,
+        cost_us=1_000,
+        checkpointing="unaligned",
+        interval_ms=500,
+        aligned_timeout_ms=200,
+    )
     _assert_exactly_once(out, records)
     completed = _completed(client)
     assert completed
@@ -136,13 +158,21 @@ def _median(values: list[int]) -> float:
 @pytest.mark.slow
 def test_buffer_debloating_shrinks_in_flight_data_under_backpressure(tmp_path: Any) -> None:
     records = 40_000
-    debloat = {"cairn.executor": "inprocess",
-               "taskmanager.network.memory.buffer-debloat.enabled": "true",
-               "taskmanager.network.memory.buffer-debloat.target": "500 ms"}
-    plain = _run({"cairn.executor": "inprocess"}, str(tmp_path / "p"), records=records,
-                 cost_us=250, checkpointing="unaligned")
-    debloated = _run(debloat, str(tmp_path / "d"), records=records, cost_us=250,
-                     checkpointing="unaligned")
+    debloat = {
+        "cairn.executor": "inprocess",
+        "taskmanager.network.memory.buffer-debloat.enabled": "true",
+        "taskmanager.network.memory.buffer-debloat.target": "500 ms",
+    }
+    plain = _run(
+        {"cairn.executor": "inprocess"},
+        str(tmp_path / "p"),
+        records=records,
+        cost_us=250,
+        checkpointing="unaligned",
+    )
+    debloated = _run(
+        debloat, str(tmp_path / "d"), records=records, cost_us=250, checkpointing="unaligned"
+    )
     _assert_exactly_once(str(tmp_path / "d"), records)
     plain_bytes = [c.persisted_bytes for c in _completed(plain) if c.persisted_bytes]
     # Enough records that the sources stay backpressured (periodic checkpoints stop once they

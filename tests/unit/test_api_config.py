@@ -58,8 +58,16 @@ def test_duration_formatting_round_trips() -> None:
 
 @pytest.mark.parametrize(
     ("text", "size"),
-    [("64 mb", 64 << 20), ("64m", 64 << 20), ("512k", 512 << 10), ("1 GB", 1 << 30),
-     ("3 bytes", 3), ("1000", 1000), (" 2 tb ", 2 << 40), ("7 mebibytes", 7 << 20)],
+    [
+        ("64 mb", 64 << 20),
+        ("64m", 64 << 20),
+        ("512k", 512 << 10),
+        ("1 GB", 1 << 30),
+        ("3 bytes", 3),
+        ("1000", 1000),
+        (" 2 tb ", 2 << 40),
+        ("7 mebibytes", 7 << 20),
+    ],
 )
 def test_flink_memory_sizes(text: str, size: int) -> None:
     assert parse_memory_bytes(text) == size

@@ -64,8 +64,9 @@ def test_a_side_output_edge_carries_its_tag_and_ends_the_producers_chain() -> No
     assert [(e.output_tag, e.partition) for e in tagged] == [("odd", PartitionKind.FORWARD)]
     producer = graph.vertex(tagged[0].source_vertex)
     assert producer.operators[-1].kind == OperatorKind.PROCESS.value
-    assert all(e.output_tag is None for e in graph.outputs_of(producer.id)
-               if e is not tagged[0]), "the main output is a plain edge"
+    assert all(e.output_tag is None for e in graph.outputs_of(producer.id) if e is not tagged[0]), (
+        "the main output is a plain edge"
+    )
 
 
 def test_a_side_output_read_alone_is_not_chained_either() -> None:

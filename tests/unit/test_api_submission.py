@@ -107,12 +107,14 @@ def test_rocksdb_backend_is_selected_in_the_typed_settings() -> None:
     state = env.prepare_job().settings.state
     assert state.backend is StateBackendKind.ROCKSDB and state.incremental
     assert state.rocksdb == RocksDBSettings()  # Flink's defaults: 8 MB cache, 2 x 64 MB
-    env.configure({
-        "state.backend.rocksdb.localdir": "/data/rocks",
-        "state.backend.rocksdb.block.cache-size": "16 mb",
-        "state.backend.rocksdb.writebuffer.size": "4mb",
-        "state.backend.rocksdb.writebuffer.count": "3",
-    })
+    env.configure(
+        {
+            "state.backend.rocksdb.localdir": "/data/rocks",
+            "state.backend.rocksdb.block.cache-size": "16 mb",
+            "state.backend.rocksdb.writebuffer.size": "4mb",
+            "state.backend.rocksdb.writebuffer.count": "3",
+        }
+    )
     assert env.prepare_job().settings.state.rocksdb == RocksDBSettings(
         "/data/rocks", 16 << 20, 4 << 20, 3
     )
@@ -267,9 +269,15 @@ def test_a_stateful_operator_without_uid_is_warned_about(
 ) -> None:
     env = StreamExecutionEnvironment()
     env.enable_checkpointing(1000)
-    (env.from_collection([1, 2]).uid("numbers")
-        .key_by(lambda x: x % 2).reduce(lambda a, b: a + b).name("sums")
-        .map(lambda x: x).print())
+    (
+        env.from_collection([1, 2])
+        .uid("numbers")
+        .key_by(lambda x: x % 2)
+        .reduce(lambda a, b: a + b)
+        .name("sums")
+        .map(lambda x: x)
+        .print()
+    )
     with caplog.at_level("WARNING", logger="cairn.datastream.job_builder"):
         env.prepare_job()
     warned = [r.getMessage() for r in caplog.records]
@@ -282,10 +290,15 @@ def test_savepoint_and_control_endpoint_options_become_typed_settings() -> None:
 
     env = StreamExecutionEnvironment()
     env.enable_checkpointing(1000)
-    set_context_defaults(configuration={
-        "execution.savepoint-restore-mode": "claim", "state.savepoints.dir": "/sp",
-        "rest.port": "8089", "rest.bind-address": "0.0.0.0", "cairn.rest.token.enabled": "false",
-    })
+    set_context_defaults(
+        configuration={
+            "execution.savepoint-restore-mode": "claim",
+            "state.savepoints.dir": "/sp",
+            "rest.port": "8089",
+            "rest.bind-address": "0.0.0.0",
+            "cairn.rest.token.enabled": "false",
+        }
+    )
     env.from_collection([1]).uid("src").print()
     settings = env.prepare_job().settings
     assert settings.restore_mode is RestoreMode.CLAIM

@@ -22,8 +22,13 @@ def test_own_rate_is_the_median_of_the_systems_keyed_sum_runs() -> None:
 
 
 def test_a_peer_slower_than_the_common_rate_runs_latency_at_half_its_own_rate() -> None:
-    case = {"case": "latency", "workload": "latency", "rate": 300_000.0, "seconds": 10.0,
-            "records": 3_000_000}
+    case = {
+        "case": "latency",
+        "workload": "latency",
+        "rate": 300_000.0,
+        "seconds": 10.0,
+        "records": 3_000_000,
+    }
     run, note, skip = peer_case("pyflink", case, _runs("pyflink", 13_000), 600)
     assert skip is None
     assert run["rate"] == 6_500 and run["records"] == 65_000
@@ -34,8 +39,7 @@ def test_a_peer_slower_than_the_common_rate_runs_latency_at_half_its_own_rate() 
 
 
 def test_a_state_size_run_over_the_budget_is_not_run_and_says_why() -> None:
-    case = {"case": "state-size/keys-5000000", "workload": "state-size",
-            "records": 10_000_000}
+    case = {"case": "state-size/keys-5000000", "workload": "state-size", "records": 10_000_000}
     _, _, skip = peer_case("pyflink", case, _runs("pyflink", 13_000), 600)
     assert skip is not None and "over 769 s" in skip
     assert peer_case("pyflink", case, _runs("pyflink", 13_000), 1_000)[2] is None
@@ -47,8 +51,9 @@ def test_the_bytewax_target_compares_with_its_faster_way_to_run() -> None:
     def group(system: str, rate: float) -> Group:
         return Group(KEYED, system, ({"steady_records_per_s": rate},))
 
-    rows = _targets({KEYED: [group("cairn", 600_000), group("bytewax", 100_000),
-                             group("bytewax-2p", 250_000)]})
+    rows = _targets(
+        {KEYED: [group("cairn", 600_000), group("bytewax", 100_000), group("bytewax-2p", 250_000)]}
+    )
     line = next(r for r in rows if "Bytewax" in r)
     assert "2x Bytewax (2 processes)" in line and "2.40x" in line and "yes" in line
     rows = _targets({KEYED: [group("cairn", 600_000), group("bytewax", 400_000)]})
@@ -65,10 +70,19 @@ def test_the_overhead_workload_is_cairns_own() -> None:
 def test_merged_runs_show_the_case_parameters_of_cairns_run(tmp_path: Path) -> None:
     def saved(name: str, systems: list[str], rate: float) -> str:
         path = tmp_path / name
-        path.write_text(json.dumps({
-            "meta": {"cases": {"latency": {"case": "latency", "rate": rate}}, "repeat": 1,
-                     "command": f"python -m bench {name}", "machine": {}},
-            "results": [{"case": "latency", "system": s, "x": name} for s in systems]}))
+        path.write_text(
+            json.dumps(
+                {
+                    "meta": {
+                        "cases": {"latency": {"case": "latency", "rate": rate}},
+                        "repeat": 1,
+                        "command": f"python -m bench {name}",
+                        "machine": {},
+                    },
+                    "results": [{"case": "latency", "system": s, "x": name} for s in systems],
+                }
+            )
+        )
         return str(path)
 
     first = saved("a", ["cairn", "spark"], 267_000)

@@ -26,7 +26,11 @@ def _write(storage: CheckpointStorage, cid: int = 1) -> CheckpointMetadata:
     rel = storage.writer(CheckpointId(cid)).write_state_file("keyed/agg", data)
     handle = KeyedStateHandle(rel, 0, 127, {5: StreamRange(0, 10, zlib.crc32(data))}, 10)
     md = CheckpointMetadata(
-        JobId(storage.job_id), CheckpointId(cid), 100, 107, 128,
+        JobId(storage.job_id),
+        CheckpointId(cid),
+        100,
+        107,
+        128,
         operators={UID: OperatorMetadata(UID, 1, 128, {0: OperatorSubtaskState(keyed=(handle,))})},
     )
     storage.write_metadata(md)

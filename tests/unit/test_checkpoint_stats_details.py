@@ -30,9 +30,13 @@ C = CheckpointId
 M = SubtaskCheckpointMetrics
 
 
-def tracker_with(acks: list[tuple[TaskKey, int, SubtaskCheckpointMetrics]], cid: int = 1,
-                 trigger: int = 1000, end_after: int | None = None,
-                 t: CheckpointStatsTracker | None = None) -> CheckpointStatsTracker:
+def tracker_with(
+    acks: list[tuple[TaskKey, int, SubtaskCheckpointMetrics]],
+    cid: int = 1,
+    trigger: int = 1000,
+    end_after: int | None = None,
+    t: CheckpointStatsTracker | None = None,
+) -> CheckpointStatsTracker:
     t = t or CheckpointStatsTracker()
     t.report_pending(C(cid), trigger, num_subtasks=len(acks))
     for task, at, metrics in acks:
@@ -47,9 +51,17 @@ def test_checkpoint_figures_are_sums_and_slowest_subtask_maxima() -> None:
     assert c is not None and c.status is CheckpointStatus.COMPLETED
     assert c.end_to_end_duration_ms == 40
     assert (c.state_size, c.checkpointed_size, c.processed_bytes, c.persisted_bytes) == (
-        96, 96, 500, 0)
-    assert (c.max_start_delay_ms, c.max_alignment_duration_ms, c.max_sync_duration_ms,
-            c.max_async_duration_ms) == (4, 12, 3, 9)
+        96,
+        96,
+        500,
+        0,
+    )
+    assert (
+        c.max_start_delay_ms,
+        c.max_alignment_duration_ms,
+        c.max_sync_duration_ms,
+        c.max_async_duration_ms,
+    ) == (4, 12, 3, 9)
     assert not c.unaligned and c.checkpoint_type == "CHECKPOINT"
     assert [s.task for s in c.subtask_details()] == [SRC0, SRC1, AGG]
     assert [s.end_to_end_duration_ms(c.trigger_ms) for s in c.subtask_details()] == [10, 20, 35]
@@ -76,8 +88,11 @@ def test_snapshot_summaries_cover_completed_checkpoints_only() -> None:
     t.report_failed(C(3), 9500, "CHECKPOINT_DECLINED", "no")
     snap = t.snapshot()
     sm = snap.summary
-    assert (sm.end_to_end_duration.count, sm.end_to_end_duration.min,
-            sm.end_to_end_duration.max) == (2, 9, 40)
+    assert (
+        sm.end_to_end_duration.count,
+        sm.end_to_end_duration.min,
+        sm.end_to_end_duration.max,
+    ) == (2, 9, 40)
     assert (sm.alignment_duration.min, sm.alignment_duration.max) == (1, 12)
     assert (sm.start_delay.min, sm.start_delay.max) == (2, 4)
     assert (sm.sync_duration.min, sm.sync_duration.max) == (3, 4)
@@ -148,9 +163,17 @@ def test_to_dict_has_flink_names_and_per_subtask_rows() -> None:
     assert (agg["vertex_id"], agg["subtask_index"], agg["end_to_end_duration"]) == (1, 0, 8)
     assert agg["unaligned"] is True and agg["persisted_data"] == 2048
     assert entry["subtask_summary"]["sync_duration"]["max"] == 4
-    assert set(d["summary"]) >= {"end_to_end_duration", "state_size", "checkpointed_size",
-                                 "processed_bytes", "persisted_bytes", "alignment_duration",
-                                 "start_delay", "sync_duration", "async_duration"}
+    assert set(d["summary"]) >= {
+        "end_to_end_duration",
+        "state_size",
+        "checkpointed_size",
+        "processed_bytes",
+        "persisted_bytes",
+        "alignment_duration",
+        "start_delay",
+        "sync_duration",
+        "async_duration",
+    }
     assert "subtasks" not in snap.to_dict()["history"][0]
 
 
@@ -169,9 +192,19 @@ def test_completed_checkpoint_keeps_its_subtask_statistics_in_metadata(tmp_path:
     from_disk = md.to_checkpoint_stats(j.storage.checkpoint_dir(cid))
     live = j.coord.stats.snapshot().latest_completed
     assert live is not None
-    for name in ("end_to_end_duration_ms", "state_size", "processed_bytes", "persisted_bytes",
-                 "max_alignment_duration_ms", "max_start_delay_ms", "max_sync_duration_ms",
-                 "max_async_duration_ms", "unaligned", "checkpoint_type", "num_subtasks"):
+    for name in (
+        "end_to_end_duration_ms",
+        "state_size",
+        "processed_bytes",
+        "persisted_bytes",
+        "max_alignment_duration_ms",
+        "max_start_delay_ms",
+        "max_sync_duration_ms",
+        "max_async_duration_ms",
+        "unaligned",
+        "checkpoint_type",
+        "num_subtasks",
+    ):
         assert getattr(from_disk, name) == getattr(live, name), name
     assert from_disk.subtask_details() == live.subtask_details()
     assert decode_metadata(encode_metadata(md)) == md
@@ -179,8 +212,12 @@ def test_completed_checkpoint_keeps_its_subtask_statistics_in_metadata(tmp_path:
 
 def _reencode(body: dict[str, object]) -> bytes:
     raw = json.dumps(body, sort_keys=True, indent=1).encode()
-    header = {"format": "cairn-checkpoint-metadata", "version": 1, "body_length": len(raw),
-              "body_sha256": hashlib.sha256(raw).hexdigest()}
+    header = {
+        "format": "cairn-checkpoint-metadata",
+        "version": 1,
+        "body_length": len(raw),
+        "body_sha256": hashlib.sha256(raw).hexdigest(),
+    }
     return json.dumps(header, sort_keys=True).encode() + b"\n" + raw
 
 
@@ -191,13 +228,23 @@ def test_metadata_written_without_subtask_rows_still_decodes(tmp_path: Path) -> 
     body = json.loads(data.partition(b"\n")[2])
     assert len(body["stats"]["subtasks"]) == 3
     # Exactly the stats an older Cairn wrote: totals only.
-    body["stats"] = {"state_size": 112, "num_subtasks": 3, "processed_bytes": 0,
-                     "persisted_bytes": 2048, "max_alignment_duration_ms": 1,
-                     "max_sync_duration_ms": 4, "max_async_duration_ms": 6, "unaligned": True}
+    body["stats"] = {
+        "state_size": 112,
+        "num_subtasks": 3,
+        "processed_bytes": 0,
+        "persisted_bytes": 2048,
+        "max_alignment_duration_ms": 1,
+        "max_sync_duration_ms": 4,
+        "max_async_duration_ms": 6,
+        "unaligned": True,
+    }
     old = decode_metadata(_reencode(body), "old")
     assert old.stats.subtasks == () and old.stats.max_start_delay_ms is None
     assert (old.stats.persisted_bytes, old.stats.unaligned, old.stats.num_subtasks) == (
-        2048, True, 3)
+        2048,
+        True,
+        3,
+    )
     assert old.to_checkpoint_stats().subtasks == {}
     assert old.operators.keys() == {"src", "agg"}  # the restore part is untouched
     # Even older or foreign writers: no stats at all, or keys this version does not know.
@@ -227,9 +274,17 @@ def _run_small_job(interval_ms: int) -> JobClient:
     if interval_ms > 0:
         env.enable_checkpointing(interval_ms)
     env.get_checkpoint_config().set_checkpoint_storage(
-        "file://" + tempfile.mkdtemp(prefix="cairn-stats-"))
-    (env.from_source(NumberSequenceSource(1, 500), WatermarkStrategy.no_watermarks(), "n")
-     .uid("n").key_by(lambda n: n % 4).map(lambda n: n).uid("m").add_sink(Discard()).uid("s"))
+        "file://" + tempfile.mkdtemp(prefix="cairn-stats-")
+    )
+    (
+        env.from_source(NumberSequenceSource(1, 500), WatermarkStrategy.no_watermarks(), "n")
+        .uid("n")
+        .key_by(lambda n: n % 4)
+        .map(lambda n: n)
+        .uid("m")
+        .add_sink(Discard())
+        .uid("s")
+    )
     client = env.execute_async("stats")
     client.get_job_execution_result(timeout=30)
     return client

@@ -69,7 +69,11 @@ def _write(storage: CheckpointStorage, cid: int = 1) -> CheckpointMetadata:
     )
     state = OperatorSubtaskState(keyed=(handle,), inline=pickle_inline({"pos": 7}))
     md = CheckpointMetadata(
-        JobId(storage.job_id), CheckpointId(cid), 100, 107, 128,
+        JobId(storage.job_id),
+        CheckpointId(cid),
+        100,
+        107,
+        128,
         operators={UID: OperatorMetadata(UID, 1, 128, {0: state})},
     )
     storage.write_metadata(md)
@@ -144,7 +148,10 @@ def test_cli_listing_of_a_planted_checkpoint_runs_nothing(
     for extra in ([], ["--details"], ["--json", "--details"]):
         done = subprocess.run(
             [sys.executable, "-m", "cairn.cli.main", "checkpoints", storage.job_dir, *extra],
-            capture_output=True, text=True, timeout=120, env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
         )
         assert done.returncode == 0, done.stderr
         assert "chk-1" in done.stdout or "subtask" in done.stdout
@@ -234,7 +241,10 @@ def test_cli_shows_whether_checkpoints_verify(tmp_path: Path) -> None:
     def cairn(*args: str, **extra_env: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "cairn.cli.main", "checkpoints", storage.job_dir, *args],
-            capture_output=True, text=True, timeout=120, env={**env, **extra_env},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**env, **extra_env},
         )
 
     assert "verified" in cairn("--signing-key-file", str(key_file)).stdout

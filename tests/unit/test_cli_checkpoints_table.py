@@ -17,8 +17,22 @@ from cairn.observability.progress import checkpoint_progress, format_bytes
 from cairn.observability.tables import NO_SUBTASK_STATS, checkpoints_report
 from tests.unit._checkpoint_dirs import ALIGNED, UNALIGNED, job, old_format_checkpoint
 
-LIST_HEADERS = ["id", "kind", "completed", "duration", "size", "status", "added", "signature",
-                "alignment", "sync", "async", "persisted", "unaligned", "path"]
+LIST_HEADERS = [
+    "id",
+    "kind",
+    "completed",
+    "duration",
+    "size",
+    "status",
+    "added",
+    "signature",
+    "alignment",
+    "sync",
+    "async",
+    "persisted",
+    "unaligned",
+    "path",
+]
 
 
 @pytest.fixture
@@ -41,8 +55,10 @@ def table(text: str) -> tuple[list[str], list[list[str]]]:
     """Header cells and rows of a rendered table, split on runs of 2+ spaces."""
     lines = text.strip().splitlines()
     assert set(lines[1].replace(" ", "")) == {"-"}
-    return (re.split(r"\s{2,}", lines[0].strip()),
-            [re.split(r"\s{2,}", line.strip()) for line in lines[2:]])
+    return (
+        re.split(r"\s{2,}", lines[0].strip()),
+        [re.split(r"\s{2,}", line.strip()) for line in lines[2:]],
+    )
 
 
 def test_listing_shows_statistics_of_every_retained_checkpoint(
@@ -60,12 +76,20 @@ def test_listing_shows_statistics_of_every_retained_checkpoint(
     assert (one["alignment"], one["sync"], one["async"]) == ("12 ms", "3 ms", "9 ms")
     assert (one["persisted"], one["unaligned"]) == ("0 B", "no")
     assert (two["duration"], two["alignment"], two["sync"], two["async"]) == (
-        "8 ms", "1 ms", "4 ms", "6 ms")
+        "8 ms",
+        "1 ms",
+        "4 ms",
+        "6 ms",
+    )
     assert (two["persisted"], two["unaligned"]) == ("2.0 KiB", "yes")
     assert two["path"].endswith("job-a/chk-2")
     # Old metadata has the totals (no per-subtask rows) and lists the same way.
     assert (old["duration"], old["alignment"], old["sync"], old["async"]) == (
-        "90 ms", "6 ms", "2 ms", "3 ms")
+        "90 ms",
+        "6 ms",
+        "2 ms",
+        "3 ms",
+    )
 
 
 def test_id_prints_the_per_subtask_table_of_one_checkpoint(
@@ -82,13 +106,24 @@ def test_id_prints_the_per_subtask_table_of_one_checkpoint(
     assert headers[:2] == ["vertex", "subtask"] and headers[-1] == "unaligned"
     got = [dict(zip(headers, r, strict=True)) for r in rows]
     assert [(g["vertex"], g["subtask"], g["end-to-end"]) for g in got] == [
-        ("0", "0", "10 ms"), ("0", "1", "20 ms"), ("1", "0", "35 ms")]
+        ("0", "0", "10 ms"),
+        ("0", "1", "20 ms"),
+        ("1", "0", "35 ms"),
+    ]
     agg = got[2]
     assert (agg["start delay"], agg["alignment"], agg["sync"], agg["async"]) == (
-        "4 ms", "12 ms", "3 ms", "9 ms")
+        "4 ms",
+        "12 ms",
+        "3 ms",
+        "9 ms",
+    )
     assert (agg["state"], agg["processed"], agg["persisted"], agg["unaligned"]) == (
-        "64 B", "500 B", "0 B", "no")
-    summary_text = "\n".join(rest[rest.index("summary over subtasks:") + 1:])
+        "64 B",
+        "500 B",
+        "0 B",
+        "no",
+    )
+    summary_text = "\n".join(rest[rest.index("summary over subtasks:") + 1 :])
     s_headers, s_rows = table(summary_text)
     assert s_headers == ["figure", "count", "min", "avg", "p50", "p90", "p99", "max"]
     e2e = next(r for r in s_rows if r[0] == "end to end duration")
@@ -119,9 +154,16 @@ def test_json_listing_and_details(root: Path, capsys: pytest.CaptureFixture[str]
     rows = {r["id"]: r for r in json.loads(out)}
     assert rows[2]["checkpoint_type"] == "UNALIGNED_CHECKPOINT" and rows[2]["usable"]
     assert (rows[2]["persisted_data"], rows[2]["unaligned"], rows[2]["start_delay"]) == (
-        2048, True, 2)
-    assert (rows[1]["end_to_end_duration"], rows[1]["alignment_duration"],
-            rows[1]["processed_data"], rows[1]["state_size"]) == (35, 12, 500, 96)
+        2048,
+        True,
+        2,
+    )
+    assert (
+        rows[1]["end_to_end_duration"],
+        rows[1]["alignment_duration"],
+        rows[1]["processed_data"],
+        rows[1]["state_size"],
+    ) == (35, 12, 500, 96)
     assert rows[7]["start_delay"] is None  # unknown in old metadata, not 0
     assert "subtasks" not in rows[1]
 
@@ -142,8 +184,7 @@ def test_unusable_checkpoint_is_listed_without_statistics(
     headers, rows = table(out)
     bad = dict(zip(headers, rows[0], strict=True))
     assert bad["status"].startswith("UNUSABLE") and "metadata" in bad["status"]
-    assert [bad[h] for h in ("alignment", "sync", "async", "persisted", "unaligned")] == (
-        ["-"] * 5)
+    assert [bad[h] for h in ("alignment", "sync", "async", "persisted", "unaligned")] == (["-"] * 5)
 
 
 def test_unknown_id_and_missing_path_fail_with_a_message(
@@ -183,14 +224,21 @@ def _tracker(*checkpoints: Acks, failed: int = 0) -> CheckpointStatsTracker:
 
 def test_progress_shows_the_last_completed_checkpoint_and_counts() -> None:
     assert checkpoint_progress(_tracker(ALIGNED, failed=2).snapshot()) == (
-        "last checkpoint #1 36ms align 12ms persisted 0B | checkpoints 1 ok 2 failed")
+        "last checkpoint #1 36ms align 12ms persisted 0B | checkpoints 1 ok 2 failed"
+    )
     line = checkpoint_progress(_tracker(ALIGNED, UNALIGNED).snapshot())
     assert line == "last checkpoint #2 9ms align 1ms persisted 2.0KiB U | checkpoints 2 ok 0 failed"
 
 
 def test_progress_before_any_checkpoint_and_without_checkpointing() -> None:
     assert checkpoint_progress(_tracker(failed=1).snapshot()) == (
-        "last checkpoint - | checkpoints 0 ok 1 failed")
+        "last checkpoint - | checkpoints 0 ok 1 failed"
+    )
     assert checkpoint_progress(None) == "checkpointing off"
     assert [format_bytes(n) for n in (0, 1023, 1024, 5 << 20, 3 << 30)] == [
-        "0B", "1023B", "1.0KiB", "5.0MiB", "3.0GiB"]
+        "0B",
+        "1023B",
+        "1.0KiB",
+        "5.0MiB",
+        "3.0GiB",
+    ]

@@ -54,31 +54,60 @@ def _history(t: CheckpointStatsTracker) -> tuple[CheckpointStats, ...]:
     return t.snapshot().history
 
 
-ALIGNED_ACKS = {SRC0: M(), SRC1: M(), MAP0: M(start_delay_ms=3, alignment_duration_ms=5200),
-                MAP1: M(start_delay_ms=5100, alignment_duration_ms=2)}
+ALIGNED_ACKS = {
+    SRC0: M(),
+    SRC1: M(),
+    MAP0: M(start_delay_ms=3, alignment_duration_ms=5200),
+    MAP1: M(start_delay_ms=5100, alignment_duration_ms=2),
+}
 
 
 def _unaligned_acks(persisted: int) -> dict[TaskKey, M]:
-    return {SRC0: M(unaligned=True), SRC1: M(unaligned=True),
-            MAP0: M(start_delay_ms=4, unaligned=True),
-            MAP1: M(start_delay_ms=40, persisted_bytes=persisted, unaligned=True)}
+    return {
+        SRC0: M(unaligned=True),
+        SRC1: M(unaligned=True),
+        MAP0: M(start_delay_ms=4, unaligned=True),
+        MAP1: M(start_delay_ms=40, persisted_bytes=persisted, unaligned=True),
+    }
 
 
 def test_sample_takes_slowest_subtask_durations_and_summed_bytes() -> None:
-    t = _tracker([(1, 7300, ALIGNED_ACKS, "completed"),
-                  (2, 80, {MAP0: M(persisted_bytes=100, unaligned=True),
-                           MAP1: M(persisted_bytes=900)}, "completed")])
-    first, second = (CheckpointSample.from_stats(s) for s in sorted(
-        _history(t), key=lambda s: s.checkpoint_id))
-    assert first == CheckpointSample(1, "COMPLETED", 7300, alignment_ms=5200,
-                                     start_delay_ms=5100, persisted_bytes=0, unaligned=False)
+    t = _tracker(
+        [
+            (1, 7300, ALIGNED_ACKS, "completed"),
+            (
+                2,
+                80,
+                {MAP0: M(persisted_bytes=100, unaligned=True), MAP1: M(persisted_bytes=900)},
+                "completed",
+            ),
+        ]
+    )
+    first, second = (
+        CheckpointSample.from_stats(s) for s in sorted(_history(t), key=lambda s: s.checkpoint_id)
+    )
+    assert first == CheckpointSample(
+        1,
+        "COMPLETED",
+        7300,
+        alignment_ms=5200,
+        start_delay_ms=5100,
+        persisted_bytes=0,
+        unaligned=False,
+    )
     assert (second.persisted_bytes, second.unaligned) == (1000, True)  # any subtask: unaligned
 
 
 def test_aligned_row_percentiles_are_nearest_rank_over_completed_only() -> None:
-    t = _tracker([(1, 5000, ALIGNED_ACKS, "completed"), (2, 9000, ALIGNED_ACKS, "completed"),
-                  (3, 7000, ALIGNED_ACKS, "completed"), (4, 60_000, ALIGNED_ACKS, "failed"),
-                  (5, 3000, ALIGNED_ACKS, "open")])
+    t = _tracker(
+        [
+            (1, 5000, ALIGNED_ACKS, "completed"),
+            (2, 9000, ALIGNED_ACKS, "completed"),
+            (3, 7000, ALIGNED_ACKS, "completed"),
+            (4, 60_000, ALIGNED_ACKS, "failed"),
+            (5, 3000, ALIGNED_ACKS, "open"),
+        ]
+    )
     row = summarize("aligned", _history(t), records_per_s=812.5)
     assert (row.completed, row.failed, row.in_progress) == (3, 1, 1)
     assert (row.e2e_p50_ms, row.e2e_max_ms) == (7000, 9000)  # 5000, 7000, 9000: not 60 s
@@ -90,8 +119,12 @@ def test_aligned_row_percentiles_are_nearest_rank_over_completed_only() -> None:
 
 
 def test_unaligned_row_counts_unaligned_checkpoints_and_persisted_bytes() -> None:
-    t = _tracker([(1, 80, _unaligned_acks(40_000), "completed"),
-                  (2, 120, _unaligned_acks(10_000), "completed")])
+    t = _tracker(
+        [
+            (1, 80, _unaligned_acks(40_000), "completed"),
+            (2, 120, _unaligned_acks(10_000), "completed"),
+        ]
+    )
     row = summarize("unaligned", _history(t))
     assert (row.completed, row.unaligned) == (2, 2)
     assert (row.e2e_p50_ms, row.e2e_max_ms) == (80, 120)
@@ -118,8 +151,10 @@ def test_no_completed_checkpoint_gives_empty_figures_not_zeros() -> None:
 def test_rows_keep_variant_order_and_table_shows_labels_units_and_ratios() -> None:
     aligned = _tracker([(1, 12_500, ALIGNED_ACKS, "completed")])
     unaligned = _tracker([(1, 81, _unaligned_acks(39_629), "completed")])
-    rows = table_rows({"unaligned": _history(unaligned), "aligned": _history(aligned)},
-                      {"unaligned": 855.2, "aligned": None})
+    rows = table_rows(
+        {"unaligned": _history(unaligned), "aligned": _history(aligned)},
+        {"unaligned": 855.2, "aligned": None},
+    )
     assert [r.variant for r in rows] == ["unaligned", "aligned"]
     text = format_table(rows, {"unaligned": "unaligned (!)"})
     header, rule, first, second = text.splitlines()
@@ -146,15 +181,18 @@ def test_parse_variants() -> None:
         parse_variants(" , ")
 
 
-@pytest.mark.parametrize(("variant", "unaligned", "aligned_timeout_ms", "debloat"), [
-    ("aligned", False, 0, False),
-    ("unaligned", True, 0, False),
-    ("timeout", True, 1500, False),
-    ("debloat", True, 0, True),
-])
-def test_variants_reach_the_submitted_job_settings(variant: str, unaligned: bool,
-                                                   aligned_timeout_ms: int,
-                                                   debloat: bool) -> None:
+@pytest.mark.parametrize(
+    ("variant", "unaligned", "aligned_timeout_ms", "debloat"),
+    [
+        ("aligned", False, 0, False),
+        ("unaligned", True, 0, False),
+        ("timeout", True, 1500, False),
+        ("debloat", True, 0, True),
+    ],
+)
+def test_variants_reach_the_submitted_job_settings(
+    variant: str, unaligned: bool, aligned_timeout_ms: int, debloat: bool
+) -> None:
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(2)
     env.enable_checkpointing(2000)
@@ -227,23 +265,32 @@ def test_bench_skew_workload_is_registered_and_rendered_from_samples() -> None:
     cmd = command("pyflink", cases[2], "spark", 600)
     assert cmd[1:3] == ["-m", "bench.skew"] and cmd[cmd.index("--variant") + 1] == "timeout"
 
-    samples = [CheckpointSample(1, "COMPLETED", 40, persisted_bytes=2048, unaligned=True),
-               CheckpointSample(2, "COMPLETED", 60, persisted_bytes=1024, unaligned=True),
-               CheckpointSample(3, "IN_PROGRESS", 5)]
+    samples = [
+        CheckpointSample(1, "COMPLETED", 40, persisted_bytes=2048, unaligned=True),
+        CheckpointSample(2, "COMPLETED", 60, persisted_bytes=1024, unaligned=True),
+        CheckpointSample(3, "IN_PROGRESS", 5),
+    ]
     fields = skew_fields(samples, seconds=10.0, records_in=9_000)
     assert (fields["checkpoints_completed"], fields["checkpoints_open"]) == (2, 1)
     assert (fields["checkpoint_p50_ms"], fields["checkpoint_max_ms"]) == (40, 60)
     assert (fields["persisted_max_bytes"], fields["unaligned_checkpoints"]) == (2048, 2)
     assert fields["steady_records_per_s"] == 900
 
-    result = {**empty_result("cairn", "skew", 0), **fields, "elapsed_s": 30.0,
-              "case": "skew/unaligned", "variant": "unaligned"}
-    unsupported = {**empty_result("spark", "skew", 0), "case": "skew/unaligned",
-                   "unsupported": "no unaligned checkpoints"}
+    result = {
+        **empty_result("cairn", "skew", 0),
+        **fields,
+        "elapsed_s": 30.0,
+        "case": "skew/unaligned",
+        "variant": "unaligned",
+    }
+    unsupported = {
+        **empty_result("spark", "skew", 0),
+        "case": "skew/unaligned",
+        "unsupported": "no unaligned checkpoints",
+    }
     meta = {"date": "today", "command": "python -m bench", "repeat": 1, "machine": {}}
-    text = render_results(group_results([result, unsupported]), meta,
-                          {c["case"]: c for c in cases})
-    section = text[text.index("### 5. skew"):]
+    text = render_results(group_results([result, unsupported]), meta, {c["case"]: c for c in cases})
+    section = text[text.index("### 5. skew") :]
     assert "| Cairn | unaligned | 2 | 1 | 40 | 60 |" in section
     assert "2.0 | 2 | 900 |" in section  # persisted max KiB, unaligned, records/s
     assert "| Spark SS | unaligned | not run: no unaligned checkpoints |" in section

@@ -165,6 +165,8 @@ def test_a_refused_frame_fails_the_worker_a_lost_peer_does_not(worker: Worker) -
     with pytest.raises(FrameRefused) as info:
         worker._loop()
     assert info.value is refused
+
+
 # ------------------------------------------------------------------ registration
 
 
@@ -183,8 +185,7 @@ def test_a_worker_that_cannot_register_fails_its_executor_task() -> None:
 
 def test_a_worker_the_job_master_rejects_fails_its_executor_task() -> None:
     with Listener("127.0.0.1", new_secret(), lambda conn, hello: conn.close()) as master:
-        w = Worker(_launch(master_address=master.address), 0, "127.0.0.1",
-                   ProcessOwnership.SHARED)
+        w = Worker(_launch(master_address=master.address), 0, "127.0.0.1", ProcessOwnership.SHARED)
         start = time.monotonic()
         with pytest.raises(RegistrationFailed, match="AuthenticationError: server rejected"):
             w.run()

@@ -126,14 +126,17 @@ def test_stamped_batches_pickle_and_slice_with_their_timestamps() -> None:
     assert timestamps_of([1, 2]) == [None, None]
 
 
-@pytest.mark.parametrize("name", [
-    "cairn.runtime.eventtime.generation",
-    "cairn.runtime.eventtime.stamped",
-    "cairn.runtime.eventtime.valve",
-    "cairn.runtime.operators.timestamps",
-    "cairn.common.watermark_strategy",
-    "cairn.datastream.output_tag",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "cairn.runtime.eventtime.generation",
+        "cairn.runtime.eventtime.stamped",
+        "cairn.runtime.eventtime.valve",
+        "cairn.runtime.operators.timestamps",
+        "cairn.common.watermark_strategy",
+        "cairn.datastream.output_tag",
+    ],
+)
 def test_docstring_examples(name: str) -> None:
     import doctest
     import importlib

@@ -41,16 +41,28 @@ class Sessions(KeyedProcessFunction[str, Any, Any]):
         yield ("seen", key, ts)
 
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Any:
-        yield ("fired", ctx.get_current_key(), timestamp, ctx.time_domain(), ctx.timestamp(),
-               ctx.timer_service().current_watermark())
+        yield (
+            "fired",
+            ctx.get_current_key(),
+            timestamp,
+            ctx.time_domain(),
+            ctx.timestamp(),
+            ctx.timer_service().current_watermark(),
+        )
 
 
 class Harness:
     """One keyed operator subtask with collected outputs, watermarks and side outputs."""
 
-    def __init__(self, function: Any, parallelism: int = 1, index: int = 0,
-                 restore: OperatorRestore | None = None, kind: OperatorKind =
-                 OperatorKind.KEYED_PROCESS, keyed: bool = True) -> None:
+    def __init__(
+        self,
+        function: Any,
+        parallelism: int = 1,
+        index: int = 0,
+        restore: OperatorRestore | None = None,
+        kind: OperatorKind = OperatorKind.KEYED_PROCESS,
+        keyed: bool = True,
+    ) -> None:
         spec = OperatorSpec(kind, function, (lambda r: r[0]) if keyed else None)
         node = OperatorNode("op", "op", 1, kind.value, spec, None, parallelism, 128, keyed)
         self.clock = ManualClock(1_000)
@@ -58,15 +70,27 @@ class Harness:
         backend = None
         if keyed:
             backend = HeapKeyedStateBackend(
-                key_group_range_for_subtask(128, parallelism, index), 128, clock=self.clock)
+                key_group_range_for_subtask(128, parallelism, index), 128, clock=self.clock
+            )
         self.batches: list[list[Any]] = []
         self.watermarks: list[int] = []
         self.side: list[list[Any]] = []
-        self.op.setup(OperatorContext(
-            node=node, task_name="op", subtask_index=index, parallelism=parallelism,
-            max_parallelism=128, attempt=0, job_id="job", output=self.batches.append,
-            operator_backend=DefaultOperatorStateBackend(), keyed_backend=backend,
-            clock_ms=self.clock.now_ms, services=StubServices()))
+        self.op.setup(
+            OperatorContext(
+                node=node,
+                task_name="op",
+                subtask_index=index,
+                parallelism=parallelism,
+                max_parallelism=128,
+                attempt=0,
+                job_id="job",
+                output=self.batches.append,
+                operator_backend=DefaultOperatorStateBackend(),
+                keyed_backend=backend,
+                clock_ms=self.clock.now_ms,
+                services=StubServices(),
+            )
+        )
         self.op.initialize_state(restore)
         self.op.open()
         self.op.watermark_output = self.watermarks.append
@@ -83,15 +107,20 @@ class Harness:
 def test_event_timers_fire_in_timestamp_order_when_the_watermark_passes_them() -> None:
     h = Harness(Sessions())
     h.op.process_batch(stamp([("b", "x"), ("a", "x"), ("a", "y")], [30, 20, 5]))
-    assert h.records() == [(("seen", "b", 30), 30), (("seen", "a", 20), 20),
-                           (("seen", "a", 5), 5)], "outputs keep their input's timestamp"
+    assert h.records() == [
+        (("seen", "b", 30), 30),
+        (("seen", "a", 20), 20),
+        (("seen", "a", 5), 5),
+    ], "outputs keep their input's timestamp"
     h.batches.clear()
     h.op.process_watermark(14)
     assert h.records() == [] and h.watermarks == [14]
     h.op.process_watermark(30)
     fired = [r for r, _ in h.records()]
-    assert fired == [("fired", "a", 15, TimeDomain.EVENT_TIME, 15, 30),
-                     ("fired", "a", 30, TimeDomain.EVENT_TIME, 30, 30)]
+    assert fired == [
+        ("fired", "a", 15, TimeDomain.EVENT_TIME, 15, 30),
+        ("fired", "a", 30, TimeDomain.EVENT_TIME, 30, 30),
+    ]
     assert [t for _, t in h.records()] == [15, 30], "timer output carries the timer's time"
     assert h.watermarks == [14, 30], "the watermark goes on after what it fired"
     h.batches.clear()
@@ -130,7 +159,8 @@ def test_processing_time_timers_say_so_and_emit_without_timestamps() -> None:
     class Ping(KeyedProcessFunction[str, Any, Any]):
         def process_element(self, value: Any, ctx: Any) -> Any:
             ctx.timer_service().register_processing_time_timer(
-                ctx.timer_service().current_processing_time() + 5)
+                ctx.timer_service().current_processing_time() + 5
+            )
             return None
 
         def on_timer(self, timestamp: int, ctx: Any) -> Any:
@@ -158,8 +188,9 @@ def test_non_keyed_process_function_sees_timestamps_and_the_watermark_but_no_tim
     assert h.side == [["plain"], ["stamped"]]
 
 
-def _snapshot(op: StreamOperator, checkpoint_id: int = 1) -> tuple[OperatorSubtaskState,
-                                                                    MemoryStateFiles]:
+def _snapshot(
+    op: StreamOperator, checkpoint_id: int = 1
+) -> tuple[OperatorSubtaskState, MemoryStateFiles]:
     files = MemoryStateFiles(checkpoint_id)
     return op.snapshot_state(checkpoint_id, 0).run(files), files
 
@@ -175,8 +206,9 @@ def test_event_timers_survive_snapshot_and_restore_at_another_parallelism() -> N
     assert len(expected) == 40
     fired: list[Any] = []
     for index in range(3):  # rescale 1 -> 3: each key group's timers go to its new owner
-        h = Harness(Sessions(), parallelism=3, index=index,
-                    restore=OperatorRestore(1, {0: state}, files))
+        h = Harness(
+            Sessions(), parallelism=3, index=index, restore=OperatorRestore(1, {0: state}, files)
+        )
         h.op.process_watermark(MAX_WATERMARK)
         fired.extend(r[:3] for r, _ in h.records())
     assert sorted(fired) == expected, "every timer fires once, after the restore"

@@ -60,8 +60,9 @@ class _Collect(StreamOperator):
         return OperatorSnapshot(keyed=None, operator=None, inline={})
 
 
-def _task(channels: int, alignment: AlignmentMode = AlignmentMode.ALIGNED
-          ) -> tuple[StreamTask, _Collect, list[LocalOutputChannel], InputChannel, StubServices]:
+def _task(
+    channels: int, alignment: AlignmentMode = AlignmentMode.ALIGNED
+) -> tuple[StreamTask, _Collect, list[LocalOutputChannel], InputChannel, StubServices]:
     inputs = [InputChannel(i) for i in range(channels)]
     outs = [LocalOutputChannel(c, capacity=100) for c in inputs]
     downstream = InputChannel(99)
@@ -70,8 +71,16 @@ def _task(channels: int, alignment: AlignmentMode = AlignmentMode.ALIGNED
     op.output = writer.emit
     vertex = JobVertex(1, "collect", 1, 128, (op.node,), False, True)
     services = StubServices()
-    task = StreamTask(TaskKey(VertexId(1), SubtaskIndex(0)), vertex, [op], InputGate(inputs),
-                      [writer], services, alignment, True)
+    task = StreamTask(
+        TaskKey(VertexId(1), SubtaskIndex(0)),
+        vertex,
+        [op],
+        InputGate(inputs),
+        [writer],
+        services,
+        alignment,
+        True,
+    )
     return task, op, outs, downstream, services
 
 
@@ -139,25 +148,38 @@ def test_watermarks_in_overtaken_in_flight_data_are_persisted_and_replayed_in_pl
 
 
 def test_record_writer_keeps_timestamps_with_their_records_on_every_partitioner() -> None:
-    for kind in (PartitionKind.HASH, PartitionKind.REBALANCE, PartitionKind.BROADCAST,
-                 PartitionKind.SHUFFLE):
+    for kind in (
+        PartitionKind.HASH,
+        PartitionKind.REBALANCE,
+        PartitionKind.BROADCAST,
+        PartitionKind.SHUFFLE,
+    ):
         targets = [InputChannel(i) for i in range(3)]
-        writer = RecordWriter([LocalOutputChannel(t, capacity=100) for t in targets], kind,
-                              key_selector=lambda r: r % 5, batch_size=4)
+        writer = RecordWriter(
+            [LocalOutputChannel(t, capacity=100) for t in targets],
+            kind,
+            key_selector=lambda r: r % 5,
+            batch_size=4,
+        )
         writer.emit(list(range(3)))  # plain records first: they get no timestamp
         writer.emit(stamp(list(range(3, 20)), [r * 10 for r in range(3, 20)]))
         writer.flush_all()
         received = [b for t in targets for b in t.queue]
         assert all(type(b) is StampedBatch for b in received), kind
-        pairs = sorted(set((r, ts) for b in received
-                           for r, ts in zip(b, b.timestamps, strict=True)))
+        pairs = sorted(
+            set((r, ts) for b in received for r, ts in zip(b, b.timestamps, strict=True))
+        )
         assert pairs == [(r, None) for r in range(3)] + [(r, r * 10) for r in range(3, 20)]
 
 
 def test_a_plain_job_never_builds_a_stamped_batch() -> None:
     target = InputChannel(0)
-    writer = RecordWriter([LocalOutputChannel(target, capacity=100)], PartitionKind.HASH,
-                          key_selector=lambda r: r, batch_size=2)
+    writer = RecordWriter(
+        [LocalOutputChannel(target, capacity=100)],
+        PartitionKind.HASH,
+        key_selector=lambda r: r,
+        batch_size=2,
+    )
     writer.emit([1, 2, 3])
     writer.flush_all()
     assert [type(b) for b in target.queue] == [list]
@@ -178,19 +200,49 @@ def test_a_sliced_stamped_batch_keeps_timestamps_for_the_rest_put_back() -> None
 
 
 def test_a_source_task_sends_the_final_watermark_before_it_reports_the_end() -> None:
-    node = OperatorNode("src", "src", 1, "source", None, NumberSequenceSource(1, 3), 1, 128,
-                        False, WatermarkStrategy.no_watermarks())
+    node = OperatorNode(
+        "src",
+        "src",
+        1,
+        "source",
+        None,
+        NumberSequenceSource(1, 3),
+        1,
+        128,
+        False,
+        WatermarkStrategy.no_watermarks(),
+    )
     src = create_operator(node)
     downstream = InputChannel(0)
     writer = RecordWriter([LocalOutputChannel(downstream, capacity=100)], PartitionKind.FORWARD)
     services = StubServices()
-    src.setup(OperatorContext(node=node, task_name="src", subtask_index=0, parallelism=1,
-                              max_parallelism=128, attempt=0, job_id="job", output=writer.emit,
-                              operator_backend=DefaultOperatorStateBackend(), keyed_backend=None,
-                              clock_ms=lambda: 0, services=services))
+    src.setup(
+        OperatorContext(
+            node=node,
+            task_name="src",
+            subtask_index=0,
+            parallelism=1,
+            max_parallelism=128,
+            attempt=0,
+            job_id="job",
+            output=writer.emit,
+            operator_backend=DefaultOperatorStateBackend(),
+            keyed_backend=None,
+            clock_ms=lambda: 0,
+            services=services,
+        )
+    )
     vertex = JobVertex(0, "src", 1, 128, (node,), True, True)
-    task = StreamTask(TaskKey(VertexId(0), SubtaskIndex(0)), vertex, [src], None, [writer],
-                      services, AlignmentMode.ALIGNED, True)
+    task = StreamTask(
+        TaskKey(VertexId(0), SubtaskIndex(0)),
+        vertex,
+        [src],
+        None,
+        [writer],
+        services,
+        AlignmentMode.ALIGNED,
+        True,
+    )
     src.initialize_state(None)
     src.open()
     while task.run_once():

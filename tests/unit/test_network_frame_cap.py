@@ -133,8 +133,12 @@ def test_the_cap_is_a_typed_option_carried_in_the_job_settings() -> None:
     assert settings_max_frame_size() == 64 * MiB
     assert settings_max_frame_size({"cairn.network.max-frame-size": "256 mb"}) == 256 * MiB
     assert settings_max_frame_size({"cairn.network.max-frame-size": "1048576"}) == MiB
-    for bad, why in (("1023 kb", "between 1048576 and"), ("lots", "memory size"),
-                     ("4 gb", "between"), ("-1", "memory size")):
+    for bad, why in (
+        ("1023 kb", "between 1048576 and"),
+        ("lots", "memory size"),
+        ("4 gb", "between"),
+        ("-1", "memory size"),
+    ):
         with pytest.raises(ConfigurationError, match=f"max-frame-size.*{why}"):
             StreamExecutionEnvironment().configure({"cairn.network.max-frame-size": bad})
 

@@ -24,9 +24,15 @@ def test_fixed_delay_allows_exactly_n_restarts_with_the_delay() -> None:
 
 
 def test_exponential_delay_grows_caps_and_resets_after_quiet_period() -> None:
-    settings = RestartSettings(kind=RestartKind.EXPONENTIAL_DELAY, attempts=100, delay_ms=100,
-                               max_backoff_ms=1000, multiplier=2.0, reset_threshold_ms=10_000,
-                               jitter=0.0)
+    settings = RestartSettings(
+        kind=RestartKind.EXPONENTIAL_DELAY,
+        attempts=100,
+        delay_ms=100,
+        max_backoff_ms=1000,
+        multiplier=2.0,
+        reset_threshold_ms=10_000,
+        jitter=0.0,
+    )
     policy = RestartPolicy(settings, rng=random.Random(1))
     delays = [policy.on_failure(i).delay_ms for i in range(6)]
     assert delays == [100, 200, 400, 800, 1000, 1000]
@@ -35,8 +41,14 @@ def test_exponential_delay_grows_caps_and_resets_after_quiet_period() -> None:
 
 
 def test_exponential_delay_jitter_stays_within_bounds() -> None:
-    settings = RestartSettings(kind=RestartKind.EXPONENTIAL_DELAY, attempts=100, delay_ms=1000,
-                               max_backoff_ms=60_000, multiplier=1.0, jitter=0.1)
+    settings = RestartSettings(
+        kind=RestartKind.EXPONENTIAL_DELAY,
+        attempts=100,
+        delay_ms=1000,
+        max_backoff_ms=60_000,
+        multiplier=1.0,
+        jitter=0.1,
+    )
     policy = RestartPolicy(settings, rng=random.Random(7))
     delays = [policy.on_failure(i).delay_ms for i in range(50)]
     assert all(900 <= d <= 1100 for d in delays)
@@ -44,15 +56,20 @@ def test_exponential_delay_jitter_stays_within_bounds() -> None:
 
 
 def test_exponential_delay_attempts_are_bounded() -> None:
-    settings = RestartSettings(kind=RestartKind.EXPONENTIAL_DELAY, attempts=2, delay_ms=10,
-                               jitter=0.0)
+    settings = RestartSettings(
+        kind=RestartKind.EXPONENTIAL_DELAY, attempts=2, delay_ms=10, jitter=0.0
+    )
     policy = RestartPolicy(settings)
     assert [policy.on_failure(i).restart for i in range(3)] == [True, True, False]
 
 
 def test_failure_rate_fails_when_too_many_failures_in_the_interval() -> None:
-    settings = RestartSettings(kind=RestartKind.FAILURE_RATE, max_failures_per_interval=2,
-                               failure_rate_interval_ms=1000, delay_ms=5)
+    settings = RestartSettings(
+        kind=RestartKind.FAILURE_RATE,
+        max_failures_per_interval=2,
+        failure_rate_interval_ms=1000,
+        delay_ms=5,
+    )
     policy = RestartPolicy(settings)
     assert policy.on_failure(0).restart
     assert policy.on_failure(100).restart

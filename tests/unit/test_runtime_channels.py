@@ -38,8 +38,9 @@ def _drain(channel: InputChannel) -> list[Any]:
 
 def test_hash_partitioning_follows_flinks_key_group_assignment() -> None:
     inputs, outputs = _local(3)
-    writer = RecordWriter(outputs, PartitionKind.HASH, key_selector=lambda r: r[0],
-                          max_parallelism=128, batch_size=4)
+    writer = RecordWriter(
+        outputs, PartitionKind.HASH, key_selector=lambda r: r[0], max_parallelism=128, batch_size=4
+    )
     records = [(f"key{i}", i) for i in range(200)]
     writer.emit(records)
     writer.flush_all()
@@ -75,8 +76,9 @@ def test_round_robin_and_broadcast_distribution() -> None:
 
 def test_local_channel_capacity_makes_writer_unavailable() -> None:
     target = InputChannel(0)
-    writer = RecordWriter([LocalOutputChannel(target, capacity=2)], PartitionKind.FORWARD,
-                          batch_size=1)
+    writer = RecordWriter(
+        [LocalOutputChannel(target, capacity=2)], PartitionKind.FORWARD, batch_size=1
+    )
     writer.emit([1])
     assert writer.available()
     writer.emit([2])
@@ -154,10 +156,15 @@ class _RemoteChannel:
             receive_loop(conn, inputs, threading.Event(), self.errors.append)
 
         self.listener = Listener("127.0.0.1", secret, on_connection)
-        self.sender = ConnectionSender(connect(self.listener.address, secret, b"data"),
-                                       self.woken.set, self.errors.append, "test")
-        self.channel = RemoteOutputChannel(channel_id, self.sender, initial_credits=1,
-                                           max_backlog=2)
+        self.sender = ConnectionSender(
+            connect(self.listener.address, secret, b"data"),
+            self.woken.set,
+            self.errors.append,
+            "test",
+        )
+        self.channel = RemoteOutputChannel(
+            channel_id, self.sender, initial_credits=1, max_backlog=2
+        )
         self.sender.register(self.channel)
         self.sender.start()
         self.writer = RecordWriter([self.channel], PartitionKind.FORWARD, batch_size=batch_size)
@@ -269,8 +276,9 @@ class _CreditArrivesWhileHolding(LocalOutputChannel):
 
 def test_a_credit_racing_with_the_hold_announcement_is_not_lost() -> None:
     target = InputChannel(0)
-    writer = RecordWriter([_CreditArrivesWhileHolding(target)], PartitionKind.FORWARD,
-                          batch_size=100)
+    writer = RecordWriter(
+        [_CreditArrivesWhileHolding(target)], PartitionKind.FORWARD, batch_size=100
+    )
     writer.emit([1, 2])
     assert writer.flush_ready(), "the writer looks again after announcing, and sends"
     assert _drain(target) == [1, 2]

@@ -74,8 +74,9 @@ def test_buffer_size_request_reaches_a_remote_sender() -> None:
         receive_loop(conn, inputs, threading.Event(), errors.append)
 
     listener = Listener("127.0.0.1", secret, on_connection)
-    sender = ConnectionSender(connect(listener.address, secret, b"data"), lambda: None,
-                              errors.append, "test")
+    sender = ConnectionSender(
+        connect(listener.address, secret, b"data"), lambda: None, errors.append, "test"
+    )
     channel = RemoteOutputChannel(5, sender, initial_credits=4)
     sender.register(channel)
     sender.start()

@@ -35,15 +35,25 @@ class _ScriptedSource(SourceOperator):
         return self.hint
 
 
-def _source_task(polls: list[list[int] | None], hint: float | None,
-                 capacity: int = 100) -> tuple[StreamTask, InputChannel]:
+def _source_task(
+    polls: list[list[int] | None], hint: float | None, capacity: int = 100
+) -> tuple[StreamTask, InputChannel]:
     op = _ScriptedSource(polls, hint)
     target = InputChannel(0)
-    writer = RecordWriter([LocalOutputChannel(target, capacity=capacity)], PartitionKind.FORWARD,
-                          batch_size=1)
+    writer = RecordWriter(
+        [LocalOutputChannel(target, capacity=capacity)], PartitionKind.FORWARD, batch_size=1
+    )
     vertex = JobVertex(1, "src", 1, 128, (op.node,), True, False)
-    task = StreamTask(TaskKey(VertexId(1), SubtaskIndex(0)), vertex, [op], None, [writer],
-                      StubServices(), AlignmentMode.ALIGNED, True)
+    task = StreamTask(
+        TaskKey(VertexId(1), SubtaskIndex(0)),
+        vertex,
+        [op],
+        None,
+        [writer],
+        StubServices(),
+        AlignmentMode.ALIGNED,
+        True,
+    )
     return task, target
 
 

@@ -133,11 +133,15 @@ def test_replayed_batches_come_before_new_input_and_keep_positions_right() -> No
     gate.replay(0, [["old1"], ["old2"]])
     _, overtaken = gate.overtake(0)
     assert [e.records if isinstance(e, HeldBatch) else e for e in overtaken] == [
-        ["old1"], ["old2"], ["new"]
+        ["old1"],
+        ["old2"],
+        ["new"],
     ], "replayed in-flight data precedes everything that arrived after the restore"
     polled = [gate.poll() for _ in range(3)]
     assert [p[1].records if isinstance(p[1], HeldBatch) else p[1] for p in polled if p] == [
-        ["old1"], ["old2"], ["new"]
+        ["old1"],
+        ["old2"],
+        ["new"],
     ]
     assert polled[0] is not None and polled[0][1].replayed
 
@@ -242,8 +246,9 @@ def test_remote_data_in_front_of_a_priority_barrier_goes_without_credit() -> Non
         receive_loop(conn, inputs, threading.Event(), errors.append)
 
     listener = Listener("127.0.0.1", secret, on_connection)
-    sender = ConnectionSender(connect(listener.address, secret, b"data"), lambda: None,
-                              errors.append, "test")
+    sender = ConnectionSender(
+        connect(listener.address, secret, b"data"), lambda: None, errors.append, "test"
+    )
     channel = RemoteOutputChannel(3, sender, initial_credits=1, max_backlog=100)
     sender.register(channel)
     sender.start()
@@ -305,8 +310,16 @@ def _task(channels: int, op: _Collect) -> tuple[StreamTask, list[LocalOutputChan
     outs = [LocalOutputChannel(c, capacity=100) for c in inputs]
     vertex = JobVertex(1, "collect", 1, 128, (op.node,), False, True)
     services = _Services()
-    task = StreamTask(TaskKey(VertexId(1), SubtaskIndex(0)), vertex, [op], InputGate(inputs), [],
-                      services, AlignmentMode.UNALIGNED, True)
+    task = StreamTask(
+        TaskKey(VertexId(1), SubtaskIndex(0)),
+        vertex,
+        [op],
+        InputGate(inputs),
+        [],
+        services,
+        AlignmentMode.UNALIGNED,
+        True,
+    )
     return task, outs, services
 
 
@@ -444,8 +457,9 @@ def test_in_flight_data_survives_metadata_and_blocks_a_rescaled_restore_up_front
     handle = rec.write(MemoryStateFiles(3), "channels")
     sub = OperatorSubtaskState(input_channels=handle)
     op = OperatorMetadata(OperatorUid("check"), 2, 128, {0: sub})
-    md = CheckpointMetadata(JobId("j"), CheckpointId(3), 1, 2, 128,
-                            operators={OperatorUid("check"): op})
+    md = CheckpointMetadata(
+        JobId("j"), CheckpointId(3), 1, 2, 128, operators={OperatorUid("check"): op}
+    )
     decoded = decode_metadata(encode_metadata(md))
     assert decoded.operators[OperatorUid("check")].subtasks[0].input_channels == handle
     assert handle is not None and decoded.referenced_files()[handle.path] > 0

@@ -131,8 +131,16 @@ def test_reading_a_state_as_another_kind_is_refused() -> None:
 
 
 def test_ttl_values_are_read_without_their_timestamps() -> None:
-    sections = [(0, {"version": 1, "states": {"s": ("list", True, {"a": [(1, 99), (2, 99)]})},
-                     "timers": {}})]
+    sections = [
+        (
+            0,
+            {
+                "version": 1,
+                "states": {"s": ("list", True, {"a": [(1, 99), (2, 99)]})},
+                "timers": {},
+            },
+        )
+    ]
     assert list(state_rows(sections, "op", "s", "list")) == [("a", 1), ("a", 2)]
     assert list(state_rows(sections, "op", "s", "list", exploded=False)) == [("a", [1, 2])]
 

@@ -57,8 +57,18 @@ def test_docstring_examples(name: str) -> None:
 
 # ------------------------------------------------------------------------------ codecs
 
-KEYS = [None, 0, -1, 2**70, 1.5, "ü-key", b"\x00\xff", ("a", 1, (None, 2.5)),
-        frozenset({"x", "y", "z", "w"}), True]
+KEYS = [
+    None,
+    0,
+    -1,
+    2**70,
+    1.5,
+    "ü-key",
+    b"\x00\xff",
+    ("a", 1, (None, 2.5)),
+    frozenset({"x", "y", "z", "w"}),
+    True,
+]
 
 
 def test_keys_round_trip_and_equal_numbers_are_one_key() -> None:
@@ -79,7 +89,9 @@ def test_key_bytes_are_the_same_in_every_process() -> None:
         subprocess.run(
             [sys.executable, "-c", code],
             env={**os.environ, "PYTHONHASHSEED": str(seed)},
-            capture_output=True, text=True, check=True,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout
         for seed in (1, 2, 3)
     }
@@ -140,8 +152,9 @@ def test_synchronous_part_hard_links_and_upload_lists_every_file(tmp_path: Path)
     )  # hard links: no state was copied
     handle = write(DirectoryStateFiles(tmp_path))
     assert isinstance(handle, RocksDBKeyedStateHandle)
-    assert {f.name for f in handle.files} == {p.name for p in local.parent.parent.glob("db/*")
-                                              if p.name in {f.name for f in handle.files}}
+    assert {f.name for f in handle.files} == {
+        p.name for p in local.parent.parent.glob("db/*") if p.name in {f.name for f in handle.files}
+    }
     assert {f.name for f in handle.files} >= set(ssts) | {"CURRENT"}
     assert handle.size == sum(f.size for f in handle.files)
     assert all((tmp_path / f.path).stat().st_size == f.size for f in handle.files)
@@ -268,8 +281,9 @@ def test_factory_builds_the_configured_backend_and_cleans_earlier_attempts(
     from cairn.settings import RocksDBSettings, StateBackendKind, StateSettings
     from cairn.state.factory import clean_local_state, create_keyed_backend, rocksdb_attempt_dir
 
-    settings = StateSettings(backend=StateBackendKind.ROCKSDB,
-                             rocksdb=RocksDBSettings(local_dir=str(tmp_path)))
+    settings = StateSettings(
+        backend=StateBackendKind.ROCKSDB, rocksdb=RocksDBSettings(local_dir=str(tmp_path))
+    )
     stale = Path(rocksdb_attempt_dir(settings, "job", 0), "op-rocksdb-x")
     stale.mkdir(parents=True)
     (stale / "000001.sst").write_bytes(b"left by a killed worker")
@@ -303,15 +317,18 @@ def test_random_operations_match_the_heap_backend_through_snapshots(
     def make(kind: str) -> Any:
         if kind == "heap":
             return HeapKeyedStateBackend(FULL, MAX_P, clock=ManualClock())
-        return RocksDBKeyedStateBackend(FULL, MAX_P, ManualClock(), local_dir=str(tmp_path),
-                                        memory=memory)
+        return RocksDBKeyedStateBackend(
+            FULL, MAX_P, ManualClock(), local_dir=str(tmp_path), memory=memory
+        )
 
     backends = {k: make(k) for k in ("heap", "rocksdb")}
 
     def states(b: Any) -> tuple[Any, Any, Any]:
-        return (b.get_partitioned_state(ValueStateDescriptor("v", Types.INT())),
-                b.get_partitioned_state(ListStateDescriptor("l", None)),
-                b.get_partitioned_state(MapStateDescriptor("m", None, None)))
+        return (
+            b.get_partitioned_state(ValueStateDescriptor("v", Types.INT())),
+            b.get_partitioned_state(ListStateDescriptor("l", None)),
+            b.get_partitioned_state(MapStateDescriptor("m", None, None)),
+        )
 
     for step in range(600):
         key = rng.choice(["a", "b", "c", 1, 2, (3, "x")])

@@ -78,7 +78,12 @@ class Job:
         self.gateway = Gateway()
         settings = CheckpointSettings(interval_ms=100, retained=retained, retention=retention)
         self.coord = CheckpointCoordinator(
-            "job", settings, self.storage, self.gateway, [TASK, OTHER], [TASK],
+            "job",
+            settings,
+            self.storage,
+            self.gateway,
+            [TASK, OTHER],
+            [TASK],
             {UID: (1, 128), OperatorUid("map"): (1, 128)},
             ManualClock(1_000),
         )
@@ -109,13 +114,16 @@ class Job:
         assert isinstance(handle, RocksDBKeyedStateHandle)
         self.expected[cid] = dict(self.values)
         ack = TaskAcknowledgement(
-            CheckpointId(cid), TASK, {UID: OperatorSubtaskState(keyed=(handle,))},
+            CheckpointId(cid),
+            TASK,
+            {UID: OperatorSubtaskState(keyed=(handle,))},
             SubtaskCheckpointMetrics(state_size=handle.size),
         )
         assert self.coord.receive_ack(ack) is AckResult.SUCCESS
         if other:
-            self.coord.receive_ack(TaskAcknowledgement(
-                CheckpointId(cid), OTHER, {}, SubtaskCheckpointMetrics()))
+            self.coord.receive_ack(
+                TaskAcknowledgement(CheckpointId(cid), OTHER, {}, SubtaskCheckpointMetrics())
+            )
         if notify and cid in self.gateway.completed:
             self.backend.notify_checkpoint_complete(cid)
         return handle
@@ -148,8 +156,13 @@ class Job:
 
 def _handles(cp: CompletedCheckpoint) -> list[RocksDBKeyedStateHandle]:
     md = load_checkpoint(cp.directory).metadata
-    return [h for op in md.operators.values() for s in op.subtasks.values() for h in s.keyed
-            if isinstance(h, RocksDBKeyedStateHandle)]
+    return [
+        h
+        for op in md.operators.values()
+        for s in op.subtasks.values()
+        for h in s.keyed
+        if isinstance(h, RocksDBKeyedStateHandle)
+    ]
 
 
 def test_chain_of_five_deletes_shared_files_exactly_when_unreferenced(tmp_path: Path) -> None:
@@ -202,8 +215,12 @@ def test_late_ack_of_an_aborted_checkpoint_removes_its_new_shared_files(tmp_path
     # the upload finishes after the abort:
     handle = job.backend.snapshot(cid)(job.storage.writer(CheckpointId(cid)))
     assert isinstance(handle, RocksDBKeyedStateHandle)
-    ack = TaskAcknowledgement(CheckpointId(cid), TASK, {UID: OperatorSubtaskState(keyed=(handle,))},
-                              SubtaskCheckpointMetrics())
+    ack = TaskAcknowledgement(
+        CheckpointId(cid),
+        TASK,
+        {UID: OperatorSubtaskState(keyed=(handle,))},
+        SubtaskCheckpointMetrics(),
+    )
     assert job.coord.receive_ack(ack) is AckResult.DISCARDED
     assert job.shared_on_storage() == job.referenced_by_retained()
 
@@ -249,8 +266,7 @@ def test_savepoint_is_self_contained_and_its_working_files_go(tmp_path: Path) ->
     job.snapshot_and_ack(cid)
     savepoint = future.result(timeout=5)
     md = load_checkpoint(savepoint.directory).metadata
-    (handle,) = [h for op in md.operators.values() for s in op.subtasks.values()
-                 for h in s.keyed]
+    (handle,) = [h for op in md.operators.values() for s in op.subtasks.values() for h in s.keyed]
     assert isinstance(handle, RocksDBKeyedStateHandle) and not handle.shared_files()
     assert all((tmp_path / "sp" / f.path).exists() for f in handle.files)
     job.update(range(320, 340), 3)

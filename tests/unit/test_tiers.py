@@ -20,7 +20,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CI_RUN = REPO_ROOT / ".ci" / "run"
 
-_INNER_TESTS = '''
+_INNER_TESTS = """
 import os
 import subprocess
 import sys
@@ -76,7 +76,7 @@ def test_starts_spark_in_a_child():
     code = ("from pyspark.sql import SparkSession; "
             "SparkSession.builder.master('local[1]').getOrCreate()")
     subprocess.run([sys.executable, "-c", code], check=False, capture_output=True)
-'''
+"""
 
 
 def _tier_selections() -> dict[str, str]:
@@ -112,14 +112,23 @@ def test_spark_marker_is_added_enforced_and_marked_tests_run_last(tmp_path: Path
     env = {k: v for k, v in os.environ.items() if k not in ("SPARK_HOME", "PYTEST_CURRENT_TEST")}
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--junitxml=report.xml"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     order = [line.split(" ") for line in (tmp_path / "order.txt").read_text().splitlines()]
     marked = {name: flag == "True" for name, flag, _ in order}
     assert marked == {
-        "test_uses_spark": True, "test_executor[spark]": True, "test_cluster": True,
-        "test_marked": True, "test_executor[inprocess]": False, "test_plain": False,
-        "test_starts_spark_here_expecting_an_error": False, "test_starts_spark_in_a_child": False,
+        "test_uses_spark": True,
+        "test_executor[spark]": True,
+        "test_cluster": True,
+        "test_marked": True,
+        "test_executor[inprocess]": False,
+        "test_plain": False,
+        "test_starts_spark_here_expecting_an_error": False,
+        "test_starts_spark_in_a_child": False,
     }, run.stdout
     flags = [marked[name] for name, _, _ in order]
     assert flags == sorted(flags), f"unmarked tests run first: {order}"
@@ -128,13 +137,16 @@ def test_spark_marker_is_added_enforced_and_marked_tests_run_last(tmp_path: Path
     assert spark_homes["test_plain"] != "None", "unmarked tests see the stand-in"
 
     failed = {
-        case.get("name"): (case.find("error") if case.find("error") is not None
-                           else case.find("failure"))
+        case.get("name"): (
+            case.find("error") if case.find("error") is not None else case.find("failure")
+        )
         for case in ET.parse(tmp_path / "report.xml").iter("testcase")
     }
     refused = {name for name, bad in failed.items() if bad is not None}
-    assert refused == {"test_starts_spark_here_expecting_an_error",
-                       "test_starts_spark_in_a_child"}, run.stdout
+    assert refused == {
+        "test_starts_spark_here_expecting_an_error",
+        "test_starts_spark_in_a_child",
+    }, run.stdout
     for name in refused:
         message = failed[name].get("message", "")  # type: ignore[union-attr]
         assert "started Spark but is not marked 'spark'" in message, message

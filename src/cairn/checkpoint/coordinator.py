@@ -389,8 +389,9 @@ class CheckpointCoordinator:
                 completed = self.storage.write_savepoint(metadata, target)
                 self._discard_files(cid)  # the working copy in the checkpoint directory
                 # Its new shared files: backends may reuse them once told it completed.
-                handles = rocksdb_handles(s for op in metadata.operators.values()
-                                          for s in op.subtasks.values())
+                handles = rocksdb_handles(
+                    s for op in metadata.operators.values() for s in op.subtasks.values()
+                )
                 self._shared.register(cid, handles)
                 self._delete_shared(self._shared.release(cid))
             else:
@@ -482,16 +483,19 @@ class CheckpointCoordinator:
 
     def _discard_unregistered_shared(self, states: Iterable[OperatorSubtaskState]) -> None:
         """Shared files only an aborted checkpoint uploaded: no backend reuses them."""
-        self._delete_shared([
-            f.path for h in rocksdb_handles(states) for f in h.shared_files()
-            if not self._shared.is_registered(f.path)
-        ])
+        self._delete_shared(
+            [
+                f.path
+                for h in rocksdb_handles(states)
+                for f in h.shared_files()
+                if not self._shared.is_registered(f.path)
+            ]
+        )
 
     def _delete_shared(self, paths: list[str]) -> None:
         if not paths:
             return
-        log.debug("Deleting %d unreferenced shared state files of job %s", len(paths),
-                  self.job_id)
+        log.debug("Deleting %d unreferenced shared state files of job %s", len(paths), self.job_id)
         try:
             self.storage.delete_shared_files(paths)
         except Exception:  # best effort, as for checkpoint directories

@@ -203,8 +203,9 @@ class OperatorSubtaskState:
 
     @property
     def is_empty(self) -> bool:
-        return (not self.keyed and not self.operator and not self.inline
-                and self.input_channels is None)
+        return (
+            not self.keyed and not self.operator and not self.inline and self.input_channels is None
+        )
 
 
 class StateFileWriter(Protocol):

@@ -166,9 +166,7 @@ def _check_window(
     _check_crcs(reader.read_state_range(rel, lo, hi - lo), lo, loc, rel, ranges)
 
 
-def _check_crcs(
-    data: bytes, lo: int, loc: _Loc, rel: str, ranges: list[StreamRange]
-) -> None:
+def _check_crcs(data: bytes, lo: int, loc: _Loc, rel: str, ranges: list[StreamRange]) -> None:
     view = memoryview(data)
     for r in ranges:
         if zlib.crc32(view[r.offset - lo : r.offset - lo + r.length]) != r.crc32:

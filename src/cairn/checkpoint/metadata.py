@@ -126,8 +126,9 @@ class CheckpointMetadata:
     @property
     def checkpointed_size(self) -> int:
         """What this checkpoint added: its state size less files it shares with older ones."""
-        return sum(s.checkpointed_size for op in self.operators.values()
-                   for s in op.subtasks.values())
+        return sum(
+            s.checkpointed_size for op in self.operators.values() for s in op.subtasks.values()
+        )
 
     def with_subtask_stats(self, stats: CheckpointStats | None) -> CheckpointMetadata:
         """A copy that keeps the per-subtask rows of ``stats`` (this checkpoint's statistics).
@@ -174,8 +175,9 @@ class CheckpointMetadata:
                     needed[oh.path] = max(needed.get(oh.path, 0), end)
                 ic = sub.input_channels
                 if ic is not None:
-                    end = max((r.offset + r.length for rs in ic.buffers.values() for r in rs),
-                              default=0)
+                    end = max(
+                        (r.offset + r.length for rs in ic.buffers.values() for r in rs), default=0
+                    )
                     needed[ic.path] = max(needed.get(ic.path, 0), end)
         return needed
 
@@ -435,13 +437,21 @@ def _subtask_to_json(s: OperatorSubtaskState) -> dict[str, Any]:
         ],
         # Inline values are pickled bytes (pickle_inline); they stay opaque here.
         "inline": {name: base64.b64encode(v).decode("ascii") for name, v in s.inline.items()},
-        **({} if s.input_channels is None else {"input_channels": {
-            "path": s.input_channels.path,
-            "num_channels": s.input_channels.num_channels,
-            "buffers": {str(c): [_range_to_json(r) for r in rs]
-                        for c, rs in s.input_channels.buffers.items()},
-            "size": s.input_channels.size,
-        }}),
+        **(
+            {}
+            if s.input_channels is None
+            else {
+                "input_channels": {
+                    "path": s.input_channels.path,
+                    "num_channels": s.input_channels.num_channels,
+                    "buffers": {
+                        str(c): [_range_to_json(r) for r in rs]
+                        for c, rs in s.input_channels.buffers.items()
+                    },
+                    "size": s.input_channels.size,
+                }
+            }
+        ),
     }
 
 
@@ -470,12 +480,14 @@ def _subtask_from_json(obj: dict[str, Any], where: str, source: str) -> Operator
         channels = InputChannelStateHandle(
             path=str(ic["path"]),
             num_channels=int(ic["num_channels"]),
-            buffers={int(c): tuple(_range_from_json(r) for r in rs)
-                     for c, rs in ic["buffers"].items()},
+            buffers={
+                int(c): tuple(_range_from_json(r) for r in rs) for c, rs in ic["buffers"].items()
+            },
             size=int(ic["size"]),
         )
-    return OperatorSubtaskState(keyed=keyed, operator=operator, inline=inline,
-                                input_channels=channels)
+    return OperatorSubtaskState(
+        keyed=keyed, operator=operator, inline=inline, input_channels=channels
+    )
 
 
 def _keyed_to_json(h: AnyKeyedStateHandle) -> dict[str, Any]:
@@ -485,8 +497,13 @@ def _keyed_to_json(h: AnyKeyedStateHandle) -> dict[str, Any]:
             "key_group_start": h.key_group_start,
             "key_group_end": h.key_group_end,
             "files": [
-                {"name": f.name, "path": f.path, "size": f.size, "crc32": f.crc32,
-                 **({"shared": True} if f.shared else {})}
+                {
+                    "name": f.name,
+                    "path": f.path,
+                    "size": f.size,
+                    "crc32": f.crc32,
+                    **({"shared": True} if f.shared else {}),
+                }
                 for f in h.files
             ],
             "size": h.size,
@@ -510,14 +527,20 @@ def _keyed_from_json(h: dict[str, Any]) -> AnyKeyedStateHandle:
             key_group_start=int(h["key_group_start"]),
             key_group_end=int(h["key_group_end"]),
             files=tuple(
-                RocksDBStateFile(str(f["name"]), str(f["path"]), int(f["size"]),
-                                 int(f["crc32"]), bool(f.get("shared", False)))
+                RocksDBStateFile(
+                    str(f["name"]),
+                    str(f["path"]),
+                    int(f["size"]),
+                    int(f["crc32"]),
+                    bool(f.get("shared", False)),
+                )
                 for f in h["files"]
             ),
             size=int(h["size"]),
             persisted_size=int(h.get("persisted_size", -1)),
             backend_id=str(h.get("backend_id", "")),
-            base_checkpoint_id=None if h.get("base_checkpoint_id") is None
+            base_checkpoint_id=None
+            if h.get("base_checkpoint_id") is None
             else int(h["base_checkpoint_id"]),
         )
     if kind != "heap":

@@ -97,9 +97,7 @@ def find_restore_point(
     examined: list[tuple[RestoreCandidate, CompletedCheckpoint | None]] = []
     for candidate in candidates_newest_first:
         if candidate.usable:
-            examined.append(
-                examine(candidate.location, storage_options, candidate.committed, key)
-            )
+            examined.append(examine(candidate.location, storage_options, candidate.committed, key))
         else:
             examined.append((candidate, None))
         if examined[-1][1] is not None:

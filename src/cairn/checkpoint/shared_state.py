@@ -60,9 +60,7 @@ class SharedStateRegistry:
         self._base: dict[str, int] = {}  # backend -> base of its newest registered handle
         self._gone: set[str] = set()
 
-    def register(
-        self, checkpoint_id: int, handles: Iterable[RocksDBKeyedStateHandle]
-    ) -> list[str]:
+    def register(self, checkpoint_id: int, handles: Iterable[RocksDBKeyedStateHandle]) -> list[str]:
         """A checkpoint completed with ``handles``; returns files now safe to delete."""
         paths = self._by_checkpoint.setdefault(checkpoint_id, set())
         for h in handles:

@@ -147,9 +147,15 @@ class SubtaskStats:
     def _figures(self, trigger_ms: int) -> _Figures:
         m = self.metrics
         return _Figures(
-            self.end_to_end_duration_ms(trigger_ms), m.state_size, m.checkpointed,
-            m.processed_bytes, m.persisted_bytes, m.alignment_duration_ms, m.start_delay_ms,
-            m.sync_duration_ms, m.async_duration_ms,
+            self.end_to_end_duration_ms(trigger_ms),
+            m.state_size,
+            m.checkpointed,
+            m.processed_bytes,
+            m.persisted_bytes,
+            m.alignment_duration_ms,
+            m.start_delay_ms,
+            m.sync_duration_ms,
+            m.async_duration_ms,
         )
 
     def to_dict(self, trigger_ms: int | None = None) -> dict[str, Any]:
@@ -269,9 +275,15 @@ class CheckpointStats:
 
     def _figures(self) -> _Figures:
         return _Figures(
-            self.end_to_end_duration_ms, self.state_size, self.checkpointed_size,
-            self.processed_bytes, self.persisted_bytes, self.max_alignment_duration_ms,
-            self.max_start_delay_ms, self.max_sync_duration_ms, self.max_async_duration_ms,
+            self.end_to_end_duration_ms,
+            self.state_size,
+            self.checkpointed_size,
+            self.processed_bytes,
+            self.persisted_bytes,
+            self.max_alignment_duration_ms,
+            self.max_start_delay_ms,
+            self.max_sync_duration_ms,
+            self.max_async_duration_ms,
         )
 
     def to_dict(self, details: bool = False) -> dict[str, Any]:
@@ -444,7 +456,10 @@ class CheckpointStatsTracker:
         with self._lock:
             self._cached = None
             self._in_progress[checkpoint_id] = CheckpointStats(
-                checkpoint_id, is_savepoint, CheckpointStatus.IN_PROGRESS, trigger_ms,
+                checkpoint_id,
+                is_savepoint,
+                CheckpointStatus.IN_PROGRESS,
+                trigger_ms,
                 num_subtasks,
             )
 

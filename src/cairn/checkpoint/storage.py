@@ -197,9 +197,7 @@ class CheckpointStateWriter:
     True
     """
 
-    def __init__(
-        self, directory: _Loc, checkpoint_id: CheckpointId, digests: bool = False
-    ) -> None:
+    def __init__(self, directory: _Loc, checkpoint_id: CheckpointId, digests: bool = False) -> None:
         self._dir = directory
         self._checkpoint_id = checkpoint_id
         self._digests = digests

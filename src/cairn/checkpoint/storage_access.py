@@ -77,9 +77,7 @@ def is_storage_error(exc: BaseException) -> bool:
     return isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in _CLIENT_LIBRARIES
 
 
-def check_storage_access(
-    url: str | None, storage_options: Mapping[str, Any] | None = None
-) -> None:
+def check_storage_access(url: str | None, storage_options: Mapping[str, Any] | None = None) -> None:
     """Raise ``CheckpointStorageUnusableError`` unless ``url`` can be listed and written.
 
     ``None`` is the default storage (the user's private root, checked as

@@ -32,8 +32,15 @@ def _say(text: str) -> None:
     print(text, flush=True)
 
 
-def run_demo(records: int, keys: int, parallelism: int, rate: int, output: str | None,
-             kill: bool, master: str | None) -> int:
+def run_demo(
+    records: int,
+    keys: int,
+    parallelism: int,
+    rate: int,
+    output: str | None,
+    kill: bool,
+    master: str | None,
+) -> int:
     keys = max(parallelism, keys - keys % parallelism)  # one source subtask per key
     output = output or tempfile.mkdtemp(prefix="cairn-demo-")
     data_dir = os.path.join(output, "data")
@@ -61,8 +68,10 @@ def run_demo(records: int, keys: int, parallelism: int, rate: int, output: str |
         .sink_to(FileSink.for_row_format(data_dir, Encoder.simple_string_encoder()).build())
         .uid("file-sink")
     )
-    _say(f"Cairn demo: {records:,} records over {keys} keys, parallelism {parallelism}, "
-         f"{rate:,} records/s, a checkpoint every second, exactly-once file sink -> {data_dir}")
+    _say(
+        f"Cairn demo: {records:,} records over {keys} keys, parallelism {parallelism}, "
+        f"{rate:,} records/s, a checkpoint every second, exactly-once file sink -> {data_dir}"
+    )
     _say("Starting local Spark and the job ...")
     from cairn.deploy.spark_session import get_or_create_spark
 
@@ -76,18 +85,23 @@ def run_demo(records: int, keys: int, parallelism: int, rate: int, output: str |
             coordinator = master_.coordinator
             latest = coordinator.latest_completed_id() if coordinator else None
             sources = set(master_.plan.source_tasks)
-            emitted = sum(m.records_out for t, m in dict(master_.metrics).items()
-                          if t in sources)
+            emitted = sum(m.records_out for t, m in dict(master_.metrics).items() if t in sources)
             # Kill mid-run: after a completed checkpoint, with most of the input still to come.
-            if (latest is not None and latest >= 2 and emitted >= records // 4
-                    and len(master_.worker_pids) == parallelism):
+            if (
+                latest is not None
+                and latest >= 2
+                and emitted >= records // 4
+                and len(master_.worker_pids) == parallelism
+            ):
                 victim = max(master_.worker_pids)
                 pid = master_.worker_pids[victim]
                 if emitted >= records * 0.9:
                     _say("\n>>> the job is almost done; not killing a worker this time")
                     break
-                _say(f"\n>>> checkpoint {latest} completed; killing worker {victim} "
-                     f"(Spark Python worker pid {pid}) with SIGKILL")
+                _say(
+                    f"\n>>> checkpoint {latest} completed; killing worker {victim} "
+                    f"(Spark Python worker pid {pid}) with SIGKILL"
+                )
                 os.kill(pid, signal.SIGKILL)
                 break
             time.sleep(0.1)
@@ -100,10 +114,15 @@ def run_demo(records: int, keys: int, parallelism: int, rate: int, output: str |
     _say(f"\nJob finished in {elapsed:.1f} s with {master_.restarts} restart(s).")
     _say(stats_table(snapshot))
     ok = report.ok and not problems and report.lines == records
-    _say(f"\nOutput: {report.lines:,} lines (expected {records:,}); "
-         f"out-of-order or repeated values: {len(report.violations)}; "
-         f"wrong running sums: {len(report.bad_sums)}; keys with loss or duplicates: "
-         f"{len(problems)}")
-    _say("EXACTLY-ONCE VERIFIED: nothing lost, nothing duplicated, per-key order kept."
-         if ok else "EXACTLY-ONCE VIOLATED: " + "; ".join(problems[:5] + report.violations[:5]))
+    _say(
+        f"\nOutput: {report.lines:,} lines (expected {records:,}); "
+        f"out-of-order or repeated values: {len(report.violations)}; "
+        f"wrong running sums: {len(report.bad_sums)}; keys with loss or duplicates: "
+        f"{len(problems)}"
+    )
+    _say(
+        "EXACTLY-ONCE VERIFIED: nothing lost, nothing duplicated, per-key order kept."
+        if ok
+        else "EXACTLY-ONCE VIOLATED: " + "; ".join(problems[:5] + report.violations[:5])
+    )
     return 0 if ok else 1

@@ -80,8 +80,9 @@ def cmd_stop(args: argparse.Namespace) -> int:
     endpoint = JobEndpoint.find(args.job_id)
     path = _absolute(args.savepoint_path) if args.savepoint_path else None
     _progress(f'Suspending job "{args.job_id}" with a savepoint.')
-    trigger = endpoint.request("POST", f"/jobs/{args.job_id}/stop", {"targetDirectory": path,
-                                                                      "drain": False})
+    trigger = endpoint.request(
+        "POST", f"/jobs/{args.job_id}/stop", {"targetDirectory": path, "drain": False}
+    )
     location = endpoint.wait_for_operation(trigger["request-id"], args.timeout)
     print(f"Savepoint completed. Path: {location}")
     state = _wait_for_end(endpoint, args.timeout)
@@ -137,27 +138,42 @@ def _dispose(path: str) -> int:
 
 def add_job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``list``, ``savepoint``, ``stop`` and ``cancel`` to the ``cairn`` parser."""
-    timeout = {"type": float, "default": DEFAULT_TIMEOUT_S,
-               "help": "seconds to wait for the result (default: %(default)s)"}
+    timeout = {
+        "type": float,
+        "default": DEFAULT_TIMEOUT_S,
+        "help": "seconds to wait for the result (default: %(default)s)",
+    }
     ls = sub.add_parser("list", help="list the jobs running on this machine")
     ls.set_defaults(func=cmd_list)
 
-    sp = sub.add_parser("savepoint", help="take a savepoint of a running job, or dispose of "
-                        "one (--dispose PATH)")
+    sp = sub.add_parser(
+        "savepoint", help="take a savepoint of a running job, or dispose of one (--dispose PATH)"
+    )
     sp.add_argument("job_id", nargs="?", default=None, metavar="job-id")
-    sp.add_argument("target", nargs="?", default=None, metavar="target-dir",
-                    help="the savepoint's (new) directory; default: a new directory under "
-                    "execution.checkpointing.savepoint-dir")
-    sp.add_argument("-d", "--dispose", default=None, metavar="PATH",
-                    help="delete the savepoint at PATH")
+    sp.add_argument(
+        "target",
+        nargs="?",
+        default=None,
+        metavar="target-dir",
+        help="the savepoint's (new) directory; default: a new directory under "
+        "execution.checkpointing.savepoint-dir",
+    )
+    sp.add_argument(
+        "-d", "--dispose", default=None, metavar="PATH", help="delete the savepoint at PATH"
+    )
     sp.add_argument("--timeout", **timeout)  # type: ignore[arg-type]
     sp.set_defaults(func=cmd_savepoint)
 
     stop = sub.add_parser("stop", help="stop a running job with a savepoint")
     stop.add_argument("job_id", metavar="job-id")
-    stop.add_argument("-p", "--savepoint-path", default=None, metavar="DIR",
-                      help="the savepoint's (new) directory; default: a new directory under "
-                      "execution.checkpointing.savepoint-dir")
+    stop.add_argument(
+        "-p",
+        "--savepoint-path",
+        default=None,
+        metavar="DIR",
+        help="the savepoint's (new) directory; default: a new directory under "
+        "execution.checkpointing.savepoint-dir",
+    )
     stop.add_argument("--timeout", **timeout)  # type: ignore[arg-type]
     stop.set_defaults(func=cmd_stop)
 

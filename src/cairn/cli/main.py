@@ -31,9 +31,17 @@ def _configure_logging(verbose: bool) -> None:
 # Options of ``cairn run`` and whether they take a value. After the script they would belong
 # to the script (as with ``flink run``); cairn refuses them there instead of dropping them.
 _RUN_OPTIONS: dict[str, bool] = {
-    "-p": True, "--parallelism": True, "-s": True, "--from-savepoint": True,
-    "--from-checkpoint": True, "-n": False, "--allow-non-restored-state": False,
-    "--master": True, "--executor": True, "-D": True, "--conf": True,
+    "-p": True,
+    "--parallelism": True,
+    "-s": True,
+    "--from-savepoint": True,
+    "--from-checkpoint": True,
+    "-n": False,
+    "--allow-non-restored-state": False,
+    "--master": True,
+    "--executor": True,
+    "-D": True,
+    "--conf": True,
 }
 
 
@@ -63,19 +71,20 @@ def _misplaced_run_options(script_args: Sequence[str]) -> tuple[list[str], list[
     return ours, rest
 
 
-def _refuse_misplaced(argv: Sequence[str], args: argparse.Namespace, ours: list[str],
-                      rest: list[str]) -> int:
+def _refuse_misplaced(
+    argv: Sequence[str], args: argparse.Namespace, ours: list[str], rest: list[str]
+) -> int:
     before = list(argv[: len(argv) - len(args.script_args) - 1])  # "run" + options
     corrected = ["cairn", *before, *ours, args.script, *rest]
     if args.passthrough:
         corrected += ["--", *args.passthrough]
     print(
         f"cairn run: {' '.join(ours)} after the script would go to the script, not to cairn; "
-        "put cairn's options before the script:\n  " + shlex.join(corrected)
+        "put cairn's options before the script:\n  "
+        + shlex.join(corrected)
         + "\n(to give them to the script itself, put them after '--': "
-        + shlex.join([
-            "cairn", *before, args.script, "--", *ours, *rest, *args.passthrough
-        ]) + ")",
+        + shlex.join(["cairn", *before, args.script, "--", *ours, *rest, *args.passthrough])
+        + ")",
         file=sys.stderr,
     )
     return 2
@@ -136,10 +145,16 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
     resolved = validate_configuration(_parse_conf_items(args.conf))
     key = _signing_key(args.signing_key_file)
     try:
-        print(checkpoints_report(args.path, checkpoint_id=args.checkpoint_id,
-                                 details=args.details, as_json=args.json,
-                                 storage_options=storage_options_for(args.path, resolved),
-                                 key=key))
+        print(
+            checkpoints_report(
+                args.path,
+                checkpoint_id=args.checkpoint_id,
+                details=args.details,
+                as_json=args.json,
+                storage_options=storage_options_for(args.path, resolved),
+                key=key,
+            )
+        )
     except LookupError as e:  # no such checkpoint id: as expected as a missing directory
         raise CheckpointError(str(e)) from e
     except CheckpointError:
@@ -170,8 +185,15 @@ def _signing_key(key_file: str | None) -> SigningKey | None:
 
 
 # ``cairn demo`` options that must be positive (or >= 0), checked before Spark starts.
-_DEMO_MINIMUMS = {"records": 0, "keys": 1, "parallelism": 1, "rate": 1, "seconds": 1,
-                  "alignment_timeout_ms": 0, "record_cost_ms": 0}
+_DEMO_MINIMUMS = {
+    "records": 0,
+    "keys": 1,
+    "parallelism": 1,
+    "rate": 1,
+    "seconds": 1,
+    "alignment_timeout_ms": 0,
+    "record_cost_ms": 0,
+}
 
 
 def _check_demo_args(args: argparse.Namespace) -> None:
@@ -201,10 +223,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
         except ValueError as e:
             print(f"cairn demo skew: {e}", file=sys.stderr)
             return 2
-        return run_skew_demo(seconds=args.seconds, variants=variants, master=args.master,
-                             parallelism=args.parallelism,
-                             alignment_timeout_ms=args.alignment_timeout_ms,
-                             record_cost_ms=args.record_cost_ms)
+        return run_skew_demo(
+            seconds=args.seconds,
+            variants=variants,
+            master=args.master,
+            parallelism=args.parallelism,
+            alignment_timeout_ms=args.alignment_timeout_ms,
+            record_cost_ms=args.record_cost_ms,
+        )
     from cairn.cli.demo import run_demo
 
     return run_demo(
@@ -230,40 +256,77 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("script")
     run.add_argument("script_args", nargs=argparse.REMAINDER)
     run.add_argument("-p", "--parallelism", type=int, default=None)
-    run.add_argument("-s", "--from-savepoint", "--from-checkpoint", dest="from_checkpoint",
-                     default=None, metavar="PATH",
-                     help="restore from a savepoint or retained checkpoint directory")
-    run.add_argument("-n", "--allow-non-restored-state", action="store_true",
-                     help="restore even if state of an operator (uid) the job no longer has "
-                     "would be dropped")
+    run.add_argument(
+        "-s",
+        "--from-savepoint",
+        "--from-checkpoint",
+        dest="from_checkpoint",
+        default=None,
+        metavar="PATH",
+        help="restore from a savepoint or retained checkpoint directory",
+    )
+    run.add_argument(
+        "-n",
+        "--allow-non-restored-state",
+        action="store_true",
+        help="restore even if state of an operator (uid) the job no longer has would be dropped",
+    )
     run.add_argument("--master", default=None, help="Spark master URL (default: local)")
     run.add_argument("--executor", choices=["spark", "inprocess"], default=None)
-    run.add_argument("-D", "--conf", action="append", metavar="KEY=VALUE",
-                     help="configuration option, e.g. -D execution.checkpointing.interval=1s")
+    run.add_argument(
+        "-D",
+        "--conf",
+        action="append",
+        metavar="KEY=VALUE",
+        help="configuration option, e.g. -D execution.checkpointing.interval=1s",
+    )
     run.set_defaults(func=cmd_run)
 
-    cps = sub.add_parser("checkpoints", help="list retained checkpoints under a path with "
-                         "their statistics")
+    cps = sub.add_parser(
+        "checkpoints", help="list retained checkpoints under a path with their statistics"
+    )
     cps.add_argument("path", help="storage root, job directory, chk-<n> or savepoint directory")
-    cps.add_argument("--id", type=int, default=None, dest="checkpoint_id", metavar="N",
-                     help="print the per-subtask statistics of checkpoint N")
-    cps.add_argument("--details", action="store_true",
-                     help="per-subtask statistics (of --id N, else of the newest checkpoint)")
+    cps.add_argument(
+        "--id",
+        type=int,
+        default=None,
+        dest="checkpoint_id",
+        metavar="N",
+        help="print the per-subtask statistics of checkpoint N",
+    )
+    cps.add_argument(
+        "--details",
+        action="store_true",
+        help="per-subtask statistics (of --id N, else of the newest checkpoint)",
+    )
     cps.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    cps.add_argument("-D", "--conf", action="append", metavar="KEY=VALUE",
-                     help="storage configuration, e.g. -D s3.endpoint=http://127.0.0.1:8333 "
-                          "(s3.access-key, s3.secret-key, s3.path.style.access; or AWS_* "
-                          "environment variables)")
-    cps.add_argument("--signing-key-file", default=None, metavar="FILE",
-                     help="check signatures with the key in FILE (default: the key in "
-                     "$CAIRN_CHECKPOINT_SIGNING_KEY, if set); without a key, signatures are "
-                     "not checked")
+    cps.add_argument(
+        "-D",
+        "--conf",
+        action="append",
+        metavar="KEY=VALUE",
+        help="storage configuration, e.g. -D s3.endpoint=http://127.0.0.1:8333 "
+        "(s3.access-key, s3.secret-key, s3.path.style.access; or AWS_* "
+        "environment variables)",
+    )
+    cps.add_argument(
+        "--signing-key-file",
+        default=None,
+        metavar="FILE",
+        help="check signatures with the key in FILE (default: the key in "
+        "$CAIRN_CHECKPOINT_SIGNING_KEY, if set); without a key, signatures are "
+        "not checked",
+    )
     cps.set_defaults(func=cmd_checkpoints)
 
-    demo = sub.add_parser("demo", help="demos on local Spark: exactly-once with a killed "
-                          "worker (default), or 'skew': aligned vs. unaligned checkpoints")
-    demo.add_argument("scenario", nargs="?", choices=["exactly-once", "skew"],
-                      default="exactly-once")
+    demo = sub.add_parser(
+        "demo",
+        help="demos on local Spark: exactly-once with a killed "
+        "worker (default), or 'skew': aligned vs. unaligned checkpoints",
+    )
+    demo.add_argument(
+        "scenario", nargs="?", choices=["exactly-once", "skew"], default="exactly-once"
+    )
     demo.add_argument("--records", type=int, default=600_000)
     demo.add_argument("--keys", type=int, default=100)
     demo.add_argument("-p", "--parallelism", type=int, default=2)
@@ -272,12 +335,23 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-kill", action="store_true", help="do not kill a worker")
     demo.add_argument("--master", default=None, help="Spark master URL (default: local)")
     demo.add_argument("--seconds", type=int, default=30, help="skew: seconds per variant")
-    demo.add_argument("--variants", default="aligned,unaligned,timeout,debloat",
-                      help="skew: comma-separated, from aligned,unaligned,timeout,debloat")
-    demo.add_argument("--alignment-timeout-ms", type=int, default=1000,
-                      help="skew: aligned checkpoint timeout of the 'timeout' variant")
-    demo.add_argument("--record-cost-ms", type=float, default=1.0,
-                      help="skew: busy-loop time per record in the skewed map")
+    demo.add_argument(
+        "--variants",
+        default="aligned,unaligned,timeout,debloat",
+        help="skew: comma-separated, from aligned,unaligned,timeout,debloat",
+    )
+    demo.add_argument(
+        "--alignment-timeout-ms",
+        type=int,
+        default=1000,
+        help="skew: aligned checkpoint timeout of the 'timeout' variant",
+    )
+    demo.add_argument(
+        "--record-cost-ms",
+        type=float,
+        default=1.0,
+        help="skew: busy-loop time per record in the skewed map",
+    )
     demo.set_defaults(func=cmd_demo)
 
     from cairn.cli.jobs import add_job_commands

@@ -525,7 +525,10 @@ S3_PATH_STYLE_ACCESS = _define(
     "servers on one host need this).",
 )
 S3_REGION = _define(
-    "s3.region", "str", None, "S3 region; default: AWS_REGION or the AWS config file.",
+    "s3.region",
+    "str",
+    None,
+    "S3 region; default: AWS_REGION or the AWS config file.",
     check=_non_empty,
 )
 

@@ -87,8 +87,9 @@ def merge_storage_options(
     ...                       {"client_kwargs": {"b": 2}, "key": "x"})
     {'client_kwargs': {'a': 1, 'b': 2}, 'key': 'x'}
     """
-    merged: dict[str, Any] = {k: (dict(v) if isinstance(v, Mapping) else v)
-                              for k, v in derived.items()}
+    merged: dict[str, Any] = {
+        k: (dict(v) if isinstance(v, Mapping) else v) for k, v in derived.items()
+    }
     for key, value in explicit.items():
         if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
             merged[key] = merge_storage_options(merged[key], value)
@@ -104,7 +105,8 @@ def redact_storage_options(options: Mapping[str, Any]) -> dict[str, Any]:
     {'key': 'AK', 'secret': '***', 'client_kwargs': {'x': 1}}
     """
     return {
-        k: "***" if k in _SECRET_KEYS else
-        (redact_storage_options(v) if isinstance(v, Mapping) else v)
+        k: "***"
+        if k in _SECRET_KEYS
+        else (redact_storage_options(v) if isinstance(v, Mapping) else v)
         for k, v in options.items()
     }

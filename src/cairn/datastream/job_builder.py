@@ -193,9 +193,9 @@ def signing_key_from_environ(environ: Mapping[str, str]) -> SigningKey | None:
         return SigningKey.parse(text)
     except ValueError as e:
         raise ConfigurationError(f"environment variable {SIGNING_KEY_ENV}: {e}") from None
-def state_settings_from(
-    resolved: Mapping[str, Any], environ: Mapping[str, str]
-) -> StateSettings:
+
+
+def state_settings_from(resolved: Mapping[str, Any], environ: Mapping[str, str]) -> StateSettings:
     """The state backend of validated configuration (``state.backend.*``), with the heap
     backend's environment overrides.
 

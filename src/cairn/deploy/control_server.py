@@ -74,8 +74,11 @@ class ControlServer:
             with self._lock:
                 if self._workers.get(key) is conn:
                     del self._workers[key]
-            self.inbox.put(Envelope(reg.attempt, reg.worker_index,
-                                    ConnectionLost(reg.attempt, reg.worker_index)))
+            self.inbox.put(
+                Envelope(
+                    reg.attempt, reg.worker_index, ConnectionLost(reg.attempt, reg.worker_index)
+                )
+            )
 
     def send(self, attempt: int, worker_index: int, message: Any) -> bool:
         with self._lock:

@@ -123,14 +123,10 @@ class JobMaster:
         self._on_collect = on_collect
         self._seen_collect: set[tuple[int, int, int, int]] = set()
         self._cancel = threading.Event()
-        self._server = ControlServer(
-            executor.control_host, secret, settings.network.max_frame_size
-        )
+        self._server = ControlServer(executor.control_host, secret, settings.network.max_frame_size)
         self._restart = RestartPolicy(settings.restart)
         cp = settings.checkpoint
-        self.storage = CheckpointStorage(
-            cp.storage_url, job_id, cp.storage_options, cp.signing_key
-        )
+        self.storage = CheckpointStorage(cp.storage_url, job_id, cp.storage_options, cp.signing_key)
         # The coordinator exists with or without periodic checkpoints: it finds restore
         # points and applies the retention policy; only triggering depends on this flag.
         self._checkpointing = cp.enabled

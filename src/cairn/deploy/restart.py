@@ -46,7 +46,8 @@ class RestartPolicy:
             window = [t for t in self._failures if now_ms - t <= s.failure_rate_interval_ms]
             if len(window) > s.max_failures_per_interval:
                 return RestartDecision(
-                    False, 0,
+                    False,
+                    0,
                     f"failure-rate restart strategy: {len(window)} failures within "
                     f"{s.failure_rate_interval_ms} ms (max {s.max_failures_per_interval})",
                 )

@@ -115,10 +115,12 @@ class SavepointRequests:
             if status is JobStatus.FINISHED:
                 finished.set_result(directory)
             else:
-                finished.set_exception(SavepointRejectedError(
-                    f"job {self._job_id} ended {status.name} after its savepoint at "
-                    f"{directory} completed"
-                ))
+                finished.set_exception(
+                    SavepointRejectedError(
+                        f"job {self._job_id} ended {status.name} after its savepoint at "
+                        f"{directory} completed"
+                    )
+                )
         self._reject_queued()
 
     def _reject_queued(self) -> None:
@@ -128,9 +130,11 @@ class SavepointRequests:
                 _start, result = self._queue.get_nowait()
             except queue.Empty:
                 return
-            result.set_exception(SavepointRejectedError(
-                f"job {self._job_id} is {status}, not RUNNING: no savepoint can be taken"
-            ))
+            result.set_exception(
+                SavepointRejectedError(
+                    f"job {self._job_id} is {status}, not RUNNING: no savepoint can be taken"
+                )
+            )
 
     def _start(
         self, control: SavepointControl, target: str | None, stop: Future[str] | None
@@ -141,8 +145,12 @@ class SavepointRequests:
         if refusal is not None:
             raise SavepointRejectedError(refusal)
         directory = target or self._default_dir()
-        log.info("job %s: %s to %s", self._job_id,
-                 "savepoint" if stop is None else "stop with savepoint", directory)
+        log.info(
+            "job %s: %s to %s",
+            self._job_id,
+            "savepoint" if stop is None else "stop with savepoint",
+            directory,
+        )
         savepoint = control.start(directory, terminate=stop is not None)
         path: Future[str] = Future()
         if stop is None:
@@ -171,8 +179,9 @@ class SavepointRequests:
         error = done.exception()
         if error is not None:
             self._stopping = False
-            log.warning("job %s: stop with savepoint failed, the job goes on: %s",
-                        self._job_id, error)
+            log.warning(
+                "job %s: stop with savepoint failed, the job goes on: %s", self._job_id, error
+            )
             control.resume_sources()
             path.set_exception(error)
             return

@@ -464,8 +464,12 @@ class Worker:
         writers = []
         producer = self.graph.vertex(key.vertex_id).operators[-1]
         for edge in self.graph.outputs_of(key.vertex_id):
-            label = EdgeLabel(producer.name, producer.uid,
-                              self.graph.vertex(edge.target_vertex).name, edge.partition)
+            label = EdgeLabel(
+                producer.name,
+                producer.uid,
+                self.graph.vertex(edge.target_vertex).name,
+                edge.partition,
+            )
             channels: list[OutputChannel] = []
             for spec in self.plan.output_channels(key, edge):
                 target_worker = self.plan.worker_of(spec.target)
@@ -474,8 +478,12 @@ class Worker:
                 else:
                     sender = self._senders[target_worker]
                     ch = RemoteOutputChannel(
-                        spec.channel_id, sender, DEFAULT_CAPACITY, edge=label,
-                        max_frame_size=self.settings.network.max_frame_size)
+                        spec.channel_id,
+                        sender,
+                        DEFAULT_CAPACITY,
+                        edge=label,
+                        max_frame_size=self.settings.network.max_frame_size,
+                    )
                     sender.register(ch)
                     channels.append(ch)
             writers.append(

@@ -165,18 +165,14 @@ def is_chainable(edge: StreamEdge, graph: StreamGraph) -> bool:
     )
 
 
-def build_chains(
-    graph: StreamGraph, chaining_enabled: bool = True
-) -> list[tuple[StreamNode, ...]]:
+def build_chains(graph: StreamGraph, chaining_enabled: bool = True) -> list[tuple[StreamNode, ...]]:
     """Group the nodes into chains (head first), ordered by head transformation id.
 
     ``chaining_enabled=False`` (``pipeline.operator-chaining.enabled: false``) puts every
     operator in a task of its own.
     """
     parent_of = {
-        e.target_id: e.source_id
-        for e in graph.edges
-        if chaining_enabled and is_chainable(e, graph)
+        e.target_id: e.source_id for e in graph.edges if chaining_enabled and is_chainable(e, graph)
     }
     child_of = {parent: child for child, parent in parent_of.items()}
     chains: list[tuple[StreamNode, ...]] = []

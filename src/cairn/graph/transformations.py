@@ -134,4 +134,3 @@ def job_positions(sinks: Iterable[Transformation]) -> dict[int, int]:
     ([1, 2], 2)
     """
     return {t.id: position for position, t in enumerate(reachable(sinks), 1)}
-

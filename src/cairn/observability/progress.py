@@ -121,8 +121,14 @@ class ProgressReporter:
             snapshot = coordinator.stats.snapshot()
         backpressured = sum(1 for v in metrics.values() if v.backpressured)
         return format_progress_line(
-            m.status.name, m.attempt, records_src, rate, records_in,
-            checkpoint_progress(snapshot), m.restarts, backpressured,
+            m.status.name,
+            m.attempt,
+            records_src,
+            rate,
+            records_in,
+            checkpoint_progress(snapshot),
+            m.restarts,
+            backpressured,
         )
 
     def _run(self) -> None:

@@ -108,19 +108,21 @@ class RetainedCheckpoint:
             "end_to_end_duration": s.duration_ms,
         }
         st = None if md is None else md.stats
-        out.update({
-            "state_size": None if md is None else md.state_size,
-            "inline_size": None if md is None else md.inline_size,
-            "checkpointed_size": None if md is None else md.checkpointed_size,
-            "processed_data": None if st is None else st.processed_bytes,
-            "persisted_data": None if st is None else st.persisted_bytes,
-            "alignment_duration": None if st is None else st.max_alignment_duration_ms,
-            "start_delay": None if st is None else st.max_start_delay_ms,
-            "sync_duration": None if st is None else st.max_sync_duration_ms,
-            "async_duration": None if st is None else st.max_async_duration_ms,
-            "unaligned": None if st is None else st.unaligned,
-            "num_subtasks": None if st is None else st.num_subtasks,
-        })
+        out.update(
+            {
+                "state_size": None if md is None else md.state_size,
+                "inline_size": None if md is None else md.inline_size,
+                "checkpointed_size": None if md is None else md.checkpointed_size,
+                "processed_data": None if st is None else st.processed_bytes,
+                "persisted_data": None if st is None else st.persisted_bytes,
+                "alignment_duration": None if st is None else st.max_alignment_duration_ms,
+                "start_delay": None if st is None else st.max_start_delay_ms,
+                "sync_duration": None if st is None else st.max_sync_duration_ms,
+                "async_duration": None if st is None else st.max_async_duration_ms,
+                "unaligned": None if st is None else st.unaligned,
+                "num_subtasks": None if st is None else st.num_subtasks,
+            }
+        )
         if details:
             if md is None or not md.stats.subtasks:
                 out["subtasks"] = None
@@ -168,24 +170,43 @@ def checkpoints_table(path: str | Sequence[RetainedCheckpoint]) -> str:
     for r in rows_in:
         s, md = r.summary, r.metadata
         st = None if md is None else md.stats
-        rows.append((
-            s.checkpoint_id if s.checkpoint_id is not None else "?",
-            "savepoint" if s.is_savepoint else "checkpoint",
-            _time(s.completed_ms),
-            _ms(s.duration_ms),
-            _size(s.state_size),
-            "ok" if s.ok else f"UNUSABLE: {s.error}",
-            _size(None if md is None else md.checkpointed_size),
-            "-" if s.signature is None else s.signature.value,
-            _ms(None if st is None else st.max_alignment_duration_ms),
-            _ms(None if st is None else st.max_sync_duration_ms),
-            _ms(None if st is None else st.max_async_duration_ms),
-            _size(None if st is None else st.persisted_bytes),
-            _yes(None if st is None else st.unaligned),
-            s.path,
-        ))
-    return render(("id", "kind", "completed", "duration", "size", "status", "added", "signature",
-                   "alignment", "sync", "async", "persisted", "unaligned", "path"), rows)
+        rows.append(
+            (
+                s.checkpoint_id if s.checkpoint_id is not None else "?",
+                "savepoint" if s.is_savepoint else "checkpoint",
+                _time(s.completed_ms),
+                _ms(s.duration_ms),
+                _size(s.state_size),
+                "ok" if s.ok else f"UNUSABLE: {s.error}",
+                _size(None if md is None else md.checkpointed_size),
+                "-" if s.signature is None else s.signature.value,
+                _ms(None if st is None else st.max_alignment_duration_ms),
+                _ms(None if st is None else st.max_sync_duration_ms),
+                _ms(None if st is None else st.max_async_duration_ms),
+                _size(None if st is None else st.persisted_bytes),
+                _yes(None if st is None else st.unaligned),
+                s.path,
+            )
+        )
+    return render(
+        (
+            "id",
+            "kind",
+            "completed",
+            "duration",
+            "size",
+            "status",
+            "added",
+            "signature",
+            "alignment",
+            "sync",
+            "async",
+            "persisted",
+            "unaligned",
+            "path",
+        ),
+        rows,
+    )
 
 
 def retained_details(r: RetainedCheckpoint) -> str:
@@ -196,10 +217,12 @@ def retained_details(r: RetainedCheckpoint) -> str:
     status = "ok" if s.ok else f"UNUSABLE: {s.error}"
     head = f"checkpoint {md.checkpoint_id} ({r.checkpoint_type}, {status}) at {s.path}"
     if not md.stats.subtasks:
-        totals = (f"triggered {_time(md.trigger_ms)}, completed {_time(md.completed_ms)}, "
-                  f"end-to-end {_ms(md.duration_ms)}, state {_size(md.state_size)}, "
-                  f"persisted {_size(md.stats.persisted_bytes)}, "
-                  f"subtasks {md.stats.num_subtasks}")
+        totals = (
+            f"triggered {_time(md.trigger_ms)}, completed {_time(md.completed_ms)}, "
+            f"end-to-end {_ms(md.duration_ms)}, state {_size(md.state_size)}, "
+            f"persisted {_size(md.stats.persisted_bytes)}, "
+            f"subtasks {md.stats.num_subtasks}"
+        )
         return f"{head}\n{totals}\n{NO_SUBTASK_STATS}"
     return checkpoint_details(md.to_checkpoint_stats(s.path), title=head)
 
@@ -235,8 +258,9 @@ def checkpoints_report(
         readable = [r for r in retained if r.metadata is not None]
         if not readable:
             raise LookupError(f"no checkpoint with readable metadata under {path}")
-        chosen = [max(readable, key=lambda r: (r.summary.completed_ms or 0,
-                                               r.summary.checkpoint_id or 0))]
+        chosen = [
+            max(readable, key=lambda r: (r.summary.completed_ms or 0, r.summary.checkpoint_id or 0))
+        ]
     if as_json:
         rows = retained if chosen is None else chosen
         return json.dumps([r.to_dict(details=chosen is not None) for r in rows], indent=1)
@@ -247,9 +271,20 @@ def checkpoints_report(
 
 # --- per-subtask and summary tables ----------------------------------------------------------
 
-_SUBTASK_HEADERS = ("vertex", "subtask", "acknowledged", "end-to-end", "start delay",
-                    "alignment", "sync", "async", "state", "processed", "persisted",
-                    "unaligned")
+_SUBTASK_HEADERS = (
+    "vertex",
+    "subtask",
+    "acknowledged",
+    "end-to-end",
+    "start delay",
+    "alignment",
+    "sync",
+    "async",
+    "state",
+    "processed",
+    "persisted",
+    "unaligned",
+)
 
 
 def subtasks_table(trigger_ms: int, subtasks: Sequence[SubtaskStats]) -> str:
@@ -287,15 +322,27 @@ def summary_table(summary: StatsSummary) -> str:
         if s.count == 0:
             rows.append((label, 0, "-", "-", "-", "-", "-", "-"))
         else:
-            rows.append((label, s.count, fmt(s.min), fmt(s.avg), fmt(s.p50), fmt(s.p90),
-                         fmt(s.p99), fmt(s.max)))
+            rows.append(
+                (
+                    label,
+                    s.count,
+                    fmt(s.min),
+                    fmt(s.avg),
+                    fmt(s.p50),
+                    fmt(s.p90),
+                    fmt(s.p99),
+                    fmt(s.max),
+                )
+            )
     return render(("figure", "count", "min", "avg", "p50", "p90", "p99", "max"), rows)
 
 
 def checkpoint_details(stats: CheckpointStats, title: str | None = None) -> str:
     """One checkpoint: its totals, the per-subtask table and the summary over subtasks."""
-    head = title or (f"checkpoint {stats.checkpoint_id} ({stats.checkpoint_type}, "
-                     f"{stats.status.value})" + (f" at {stats.path}" if stats.path else ""))
+    head = title or (
+        f"checkpoint {stats.checkpoint_id} ({stats.checkpoint_type}, "
+        f"{stats.status.value})" + (f" at {stats.path}" if stats.path else "")
+    )
     totals = (
         f"triggered {_time(stats.trigger_ms)}, end {_time(stats.end_ms)}, end-to-end "
         f"{_ms(stats.end_to_end_duration_ms)}, state {_size(stats.state_size)}, processed "
@@ -306,8 +353,11 @@ def checkpoint_details(stats: CheckpointStats, title: str | None = None) -> str:
         totals += f"\nfailure: {stats.failure_reason}: {stats.failure_message or ''}".rstrip()
     parts = [head, totals]
     if stats.subtasks:
-        parts += [subtasks_table(stats.trigger_ms, stats.subtask_details()),
-                  "summary over subtasks:", summary_table(stats.subtask_summary())]
+        parts += [
+            subtasks_table(stats.trigger_ms, stats.subtask_details()),
+            "summary over subtasks:",
+            summary_table(stats.subtask_summary()),
+        ]
     return "\n".join(parts)
 
 
@@ -318,25 +368,45 @@ def stats_table(snapshot: CheckpointStatsSnapshot, limit: int = 20) -> str:
     """A job's checkpoint history (newest first) with Flink's columns."""
     rows = []
     for c in list(snapshot.history)[:limit]:
-        rows.append((
-            c.checkpoint_id,
-            c.status.value,
-            "savepoint" if c.is_savepoint else "checkpoint",
-            _time(c.trigger_ms),
-            _ms(c.end_to_end_duration_ms),
-            _ms(c.max_alignment_duration_ms),
-            _ms(c.max_sync_duration_ms),
-            _ms(c.max_async_duration_ms),
-            _size(c.state_size),
-            _size(c.persisted_bytes),
-            _yes(c.unaligned),
-            f"{c.num_acknowledged_subtasks}/{c.num_subtasks}",
-            c.failure_reason or "",
-        ))
+        rows.append(
+            (
+                c.checkpoint_id,
+                c.status.value,
+                "savepoint" if c.is_savepoint else "checkpoint",
+                _time(c.trigger_ms),
+                _ms(c.end_to_end_duration_ms),
+                _ms(c.max_alignment_duration_ms),
+                _ms(c.max_sync_duration_ms),
+                _ms(c.max_async_duration_ms),
+                _size(c.state_size),
+                _size(c.persisted_bytes),
+                _yes(c.unaligned),
+                f"{c.num_acknowledged_subtasks}/{c.num_subtasks}",
+                c.failure_reason or "",
+            )
+        )
     counts = snapshot.counts
     e2e = snapshot.summary.end_to_end_duration
-    head = (f"checkpoints: {counts.completed} completed, {counts.failed} failed, "
-            f"{counts.in_progress} in progress; end-to-end p50 {e2e.p50} ms, max {e2e.max} ms")
-    table = render(("id", "status", "kind", "triggered", "end-to-end", "alignment", "sync",
-                    "async", "state", "persisted", "unaligned", "acks", "failure"), rows)
+    head = (
+        f"checkpoints: {counts.completed} completed, {counts.failed} failed, "
+        f"{counts.in_progress} in progress; end-to-end p50 {e2e.p50} ms, max {e2e.max} ms"
+    )
+    table = render(
+        (
+            "id",
+            "status",
+            "kind",
+            "triggered",
+            "end-to-end",
+            "alignment",
+            "sync",
+            "async",
+            "state",
+            "persisted",
+            "unaligned",
+            "acks",
+            "failure",
+        ),
+        rows,
+    )
     return head + "\n" + table

@@ -169,8 +169,11 @@ class JobRegistry:
                 self._remove(path)
                 continue
             if is_stale(entry, self._process_start(entry.pid)):
-                log.info("removing the registry entry of job %s: its driver (pid %d) is gone",
-                         entry.job_id, entry.pid)
+                log.info(
+                    "removing the registry entry of job %s: its driver (pid %d) is gone",
+                    entry.job_id,
+                    entry.pid,
+                )
                 self._remove(path)
                 continue
             entries.append(entry)

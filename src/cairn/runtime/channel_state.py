@@ -37,8 +37,7 @@ class HeldBatch:
 
     __slots__ = ("recorded_for", "records", "replayed")
 
-    def __init__(self, records: list[Any], recorded_for: int = -1,
-                 replayed: bool = False) -> None:
+    def __init__(self, records: list[Any], recorded_for: int = -1, replayed: bool = False) -> None:
         self.records = records
         self.recorded_for = recorded_for
         self.replayed = replayed
@@ -73,8 +72,14 @@ class ChannelStateRecorder:
     (2, True)
     """
 
-    __slots__ = ("_buffers", "channels", "checkpoint_id", "complete", "num_channels",
-                 "persisted_bytes")
+    __slots__ = (
+        "_buffers",
+        "channels",
+        "checkpoint_id",
+        "complete",
+        "num_channels",
+        "persisted_bytes",
+    )
 
     def __init__(self, checkpoint_id: int, num_channels: int, channels: Container[int]) -> None:
         self.checkpoint_id = checkpoint_id
@@ -106,8 +111,11 @@ class ChannelStateRecorder:
         """Persist the recorded batches as one state file (None if nothing was recorded)."""
         if not self._buffers:
             return None
-        sections = [((c, i), data) for c, batches in sorted(self._buffers.items())
-                    for i, data in enumerate(batches)]
+        sections = [
+            ((c, i), data)
+            for c, batches in sorted(self._buffers.items())
+            for i, data in enumerate(batches)
+        ]
         blob, ranges = assemble_file(CHANNEL_STATE_MAGIC, sections)
         path = writer.write_state_file(name, blob)
         buffers: dict[int, list[StreamRange]] = {}
@@ -129,8 +137,10 @@ def read_channel_state(
     raw = read_sections(reader, handle.path, wanted, "in-flight batch")
     out: dict[int, list[list[Any]]] = {}
     for c, rs in sorted(handle.buffers.items()):
-        out[c] = [decode_section(raw[(c, i)], handle.path, "in-flight batch", (c, i))
-                  for i in range(len(rs))]
+        out[c] = [
+            decode_section(raw[(c, i)], handle.path, "in-flight batch", (c, i))
+            for i in range(len(rs))
+        ]
     return out
 
 

@@ -56,8 +56,18 @@ class InputChannel:
     entries; an announced barrier's position is ``received`` when it arrived.
     """
 
-    __slots__ = ("_conn", "_credits_owed", "announced", "channel_id", "consumed", "finished",
-                 "local_sender", "queue", "received", "signal")
+    __slots__ = (
+        "_conn",
+        "_credits_owed",
+        "announced",
+        "channel_id",
+        "consumed",
+        "finished",
+        "local_sender",
+        "queue",
+        "received",
+        "signal",
+    )
 
     def __init__(self, channel_id: int) -> None:
         self.channel_id = channel_id
@@ -165,12 +175,29 @@ class RemoteOutputChannel(OutputChannel):
     ``edge`` names the producer and the edge in errors; ``max_frame_size`` is the largest
     pickled batch it ships (the receiver refuses longer frames)."""
 
-    __slots__ = ("backlog", "batch_size", "channel_id", "credits", "edge", "holding",
-                 "max_backlog", "max_frame_size", "priority_pending", "sender")
+    __slots__ = (
+        "backlog",
+        "batch_size",
+        "channel_id",
+        "credits",
+        "edge",
+        "holding",
+        "max_backlog",
+        "max_frame_size",
+        "priority_pending",
+        "sender",
+    )
 
-    def __init__(self, channel_id: int, sender: ConnectionSender, initial_credits: int,
-                 max_backlog: int = 2, *, edge: EdgeLabel | None = None,
-                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+    def __init__(
+        self,
+        channel_id: int,
+        sender: ConnectionSender,
+        initial_credits: int,
+        max_backlog: int = 2,
+        *,
+        edge: EdgeLabel | None = None,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    ) -> None:
         self.channel_id = channel_id
         self.edge = edge
         self.max_frame_size = max_frame_size
@@ -221,18 +248,25 @@ class ConnectionSender:
     """One thread per outgoing connection: sends frames of its channels as credit allows,
     and reads the credits the receiver announces on the same connection."""
 
-    def __init__(self, conn: FramedConnection, on_progress: Callable[[], None],
-                 on_error: Callable[[BaseException], None], name: str) -> None:
+    def __init__(
+        self,
+        conn: FramedConnection,
+        on_progress: Callable[[], None],
+        on_error: Callable[[BaseException], None],
+        name: str,
+    ) -> None:
         self.conn = conn
         self._channels: dict[int, RemoteOutputChannel] = {}
         self._cond = threading.Condition()
         self._closed = False
         self._on_progress = on_progress
         self._on_error = on_error
-        self._send_thread = threading.Thread(target=self._send_loop, name=f"{name}-send",
-                                             daemon=True)
-        self._credit_thread = threading.Thread(target=self._credit_loop,
-                                               name=f"{name}-credits", daemon=True)
+        self._send_thread = threading.Thread(
+            target=self._send_loop, name=f"{name}-send", daemon=True
+        )
+        self._credit_thread = threading.Thread(
+            target=self._credit_loop, name=f"{name}-credits", daemon=True
+        )
 
     def register(self, channel: RemoteOutputChannel) -> None:
         self._channels[channel.channel_id] = channel
@@ -276,8 +310,9 @@ class ConnectionSender:
                 backlog.popleft()
                 frames.append((kind, ch.channel_id, payload))
             after = len(backlog)
-            if after < before and ((before >= ch.max_backlog > after)
-                                   or (ch.holding and not after)):
+            if after < before and (
+                (before >= ch.max_backlog > after) or (ch.holding and not after)
+            ):
                 wake = True
         return frames, wake
 
@@ -319,9 +354,12 @@ class ConnectionSender:
                 self._on_error(exc)
 
 
-def receive_loop(conn: FramedConnection, channels: dict[int, InputChannel],
-                 wakeup: Wakeup | threading.Event,
-                 on_error: Callable[[BaseException], None]) -> None:
+def receive_loop(
+    conn: FramedConnection,
+    channels: dict[int, InputChannel],
+    wakeup: Wakeup | threading.Event,
+    on_error: Callable[[BaseException], None],
+) -> None:
     """Body of the thread reading one incoming data connection into input channel queues."""
     loads = pickle.loads
     try:

@@ -21,8 +21,9 @@ class DebloatConfig:
     max_size: int = 1024
 
 
-def desired_buffer_size(throughput_per_s: float, buffers_in_flight: int,
-                        config: DebloatConfig) -> int:
+def desired_buffer_size(
+    throughput_per_s: float, buffers_in_flight: int, config: DebloatConfig
+) -> int:
     """Records per buffer so that ``buffers_in_flight`` buffers drain in ``target``.
 
     >>> desired_buffer_size(1_000.0, 8, DebloatConfig())  # 1000 rec/s, 8 buffers, 1 s

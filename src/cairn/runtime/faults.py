@@ -73,8 +73,14 @@ class FaultInjector:
     def active(self) -> bool:
         return bool(self._specs)
 
-    def check(self, point: str, vertex_name: str, subtask: int, checkpoint_id: int | None = None,
-              records: int = 0) -> None:
+    def check(
+        self,
+        point: str,
+        vertex_name: str,
+        subtask: int,
+        checkpoint_id: int | None = None,
+        records: int = 0,
+    ) -> None:
         for spec in self._specs:
             if spec.point != point:
                 continue

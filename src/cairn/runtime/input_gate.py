@@ -26,8 +26,16 @@ _IN_FLIGHT = (list, bytes, HeldBatch, StampedBatch, Watermark, WatermarkStatus)
 
 
 class InputGate:
-    __slots__ = ("_blocked", "_next", "channels", "measuring", "num_finished", "processed_bytes",
-                 "recorder", "signal")
+    __slots__ = (
+        "_blocked",
+        "_next",
+        "channels",
+        "measuring",
+        "num_finished",
+        "processed_bytes",
+        "recorder",
+        "signal",
+    )
 
     def __init__(self, channels: Sequence[InputChannel]) -> None:
         self.channels = list(channels)
@@ -54,8 +62,9 @@ class InputGate:
 
     def has_data(self) -> bool:
         blocked = self._blocked
-        return any((ch.queue or ch.announced) and i not in blocked
-                   for i, ch in enumerate(self.channels))
+        return any(
+            (ch.queue or ch.announced) and i not in blocked for i, ch in enumerate(self.channels)
+        )
 
     def poll(self) -> tuple[int, Any] | None:
         """Next entry (record batch or event) of a non-blocked channel, round-robin.

@@ -231,8 +231,10 @@ class StreamTask:
         budget = self._slices.records
         rest = None
         if len(records) > budget:
-            records, rest = (slice_batch(records, 0, budget),
-                             slice_batch(records, budget, len(records)))
+            records, rest = (
+                slice_batch(records, 0, budget),
+                slice_batch(records, budget, len(records)),
+            )
         t0 = time.perf_counter()
         self.records_in += len(records)
         self.head.process_batch(records)

@@ -33,8 +33,13 @@ class UnalignedAcknowledgement:
     True
     """
 
-    def __init__(self, checkpoint_id: CheckpointId, task: TaskKey, head_uid: Any,
-                 send: Callable[[TaskAcknowledgement], None]) -> None:
+    def __init__(
+        self,
+        checkpoint_id: CheckpointId,
+        task: TaskKey,
+        head_uid: Any,
+        send: Callable[[TaskAcknowledgement], None],
+    ) -> None:
         self.checkpoint_id = checkpoint_id
         self._task = task
         self._head_uid = head_uid
@@ -45,8 +50,9 @@ class UnalignedAcknowledgement:
         self._channels: InputChannelStateHandle | None = _MISSING
         self._closed = False
 
-    def operators_done(self, states: Mapping[Any, OperatorSubtaskState],
-                       metrics: SubtaskCheckpointMetrics) -> None:
+    def operators_done(
+        self, states: Mapping[Any, OperatorSubtaskState], metrics: SubtaskCheckpointMetrics
+    ) -> None:
         with self._lock:
             self._states, self._metrics = states, metrics
             self._maybe_send()

@@ -239,9 +239,7 @@ class _SharedCache:
         self.entries: dict[Any, int] = {}
 
 
-_SHARED: weakref.WeakValueDictionary[tuple[int, int], _SharedCache] = (
-    weakref.WeakValueDictionary()
-)
+_SHARED: weakref.WeakValueDictionary[tuple[int, int], _SharedCache] = weakref.WeakValueDictionary()
 _SHARED_LOCK = threading.Lock()
 
 

@@ -86,16 +86,20 @@ def _data_type(info: Any) -> T.DataType | None:
         return _BASIC.get(info.name)
     if isinstance(info, PrimitiveArrayTypeInfo) and info.element_type == BasicTypeInfo("Byte"):
         return T.BinaryType()  # byte[]: Python bytes
-    if isinstance(info, (ListTypeInfo, BasicArrayTypeInfo, PrimitiveArrayTypeInfo,
-                         ObjectArrayTypeInfo)):
+    if isinstance(
+        info, (ListTypeInfo, BasicArrayTypeInfo, PrimitiveArrayTypeInfo, ObjectArrayTypeInfo)
+    ):
         element = _data_type(info.element_type)
         return None if element is None else T.ArrayType(element)
     if isinstance(info, MapTypeInfo):
         k, v = _data_type(info.key_type), _data_type(info.value_type)
         return None if k is None or v is None else T.MapType(k, v)
     if isinstance(info, (RowTypeInfo, TupleTypeInfo)):
-        names = (info.field_names if isinstance(info, RowTypeInfo)
-                 else [f"f{i}" for i in range(len(info.field_types))])
+        names = (
+            info.field_names
+            if isinstance(info, RowTypeInfo)
+            else [f"f{i}" for i in range(len(info.field_types))]
+        )
         struct = []
         for n, t in zip(names, info.field_types, strict=True):
             f = _data_type(t)
@@ -138,8 +142,7 @@ def _mismatch(value: Any, data_type: T.DataType) -> ValueTypeError:
     if len(shown) > 60:
         shown = shown[:57] + "..."
     return ValueTypeError(
-        f"value {shown} ({type(value).__name__}) does not fit Spark type "
-        f"{data_type.simpleString()}"
+        f"value {shown} ({type(value).__name__}) does not fit Spark type {data_type.simpleString()}"
     )
 
 
@@ -215,8 +218,9 @@ def from_spark(value: Any, column: Column) -> Any:
 def _native(value: Any, dt: T.DataType, info: Any) -> Any:
     if isinstance(dt, T.StructType):
         types = getattr(info, "field_types", [None] * len(dt.fields))
-        fields = [_native(v, f.dataType, i) for v, f, i in zip(value, dt.fields, types,
-                                                               strict=True)]
+        fields = [
+            _native(v, f.dataType, i) for v, f, i in zip(value, dt.fields, types, strict=True)
+        ]
         if isinstance(info, RowTypeInfo):
             from cairn.common.types import Row
 

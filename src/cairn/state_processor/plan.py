@@ -135,4 +135,3 @@ def heap_format_handles(
             "savepoint from the job run with HashMapStateBackend)"
         )
     return [h for h in handles if isinstance(h, KeyedStateHandle)]
-

@@ -290,7 +290,10 @@ class SavepointReader:
         )
         log.info(
             "reading state %r of %r from %s in %d tasks",
-            descriptor.name, uid, self.checkpoint.directory, len(slices),
+            descriptor.name,
+            uid,
+            self.checkpoint.directory,
+            len(slices),
         )
         rdd = self.spark.sparkContext.parallelize(slices, len(slices)).flatMap(task)
         return self.spark.createDataFrame(rdd, struct, verifySchema=False)
@@ -298,16 +301,22 @@ class SavepointReader:
     # --------------------------------------------------------------------- operator state
 
     def read_list_state(
-        self, uid: str, descriptor: ListStateDescriptor, *, list_layout: ListLayout =
-        ListLayout.EXPLODED,
+        self,
+        uid: str,
+        descriptor: ListStateDescriptor,
+        *,
+        list_layout: ListLayout = ListLayout.EXPLODED,
     ) -> DataFrame:
         """Operator list state (even-split redistribution) ``descriptor.name`` of ``uid``: a
         ``value`` column, one row per element (or per old subtask, as an array)."""
         return self._operator_state(uid, descriptor, "split", list_layout)
 
     def read_union_state(
-        self, uid: str, descriptor: ListStateDescriptor, *, list_layout: ListLayout =
-        ListLayout.EXPLODED,
+        self,
+        uid: str,
+        descriptor: ListStateDescriptor,
+        *,
+        list_layout: ListLayout = ListLayout.EXPLODED,
     ) -> DataFrame:
         """Operator union list state ``descriptor.name`` of ``uid`` (as ``read_list_state``)."""
         return self._operator_state(uid, descriptor, "union", list_layout)
@@ -364,8 +373,11 @@ def _keyed_columns(
 ) -> tuple[tuple[Column, ...], bool]:
     key = spark_column(key_type)
     if isinstance(descriptor, MapStateDescriptor):
-        return (key, spark_column(descriptor.key_type_info),
-                spark_column(descriptor.value_type_info)), False
+        return (
+            key,
+            spark_column(descriptor.key_type_info),
+            spark_column(descriptor.value_type_info),
+        ), False
     value = spark_column(descriptor.type_info)
     if kind == "list" and layout is ListLayout.ARRAYS:
         if value.pickled:

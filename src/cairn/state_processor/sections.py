@@ -190,9 +190,9 @@ def encode_slice(
 
     def section(kg: int) -> Section:
         base = old.get(kg)
-        states = {} if base is None else {
-            n: e for n, e in base["states"].items() if n not in replaced
-        }
+        states = (
+            {} if base is None else {n: e for n, e in base["states"].items() if n not in replaced}
+        )
         for spec, table in zip(new.specs, new.tables, strict=True):
             group = table.get(kg)
             if group:

@@ -95,8 +95,8 @@ class _Router:
     def __call__(self, row: Any) -> tuple[int, tuple[Any, ...]]:
         try:
             key = _hashable(from_spark(row[0], self.key))
-            user_key = None if self.user_key is None else _hashable(
-                from_spark(row[1], self.user_key)
+            user_key = (
+                None if self.user_key is None else _hashable(from_spark(row[1], self.user_key))
             )
             value = from_spark(row[-1], self.value)
             if self.wrap and value is not None:
@@ -138,9 +138,9 @@ class _WriteTask:
     slices: tuple[KeyedSlice, ...]  # the base savepoint's sections of each new slice
     base: _Source | None
 
-    def __call__(self, index: int, rows: Iterable[tuple[int, tuple[Any, ...]]]) -> Iterator[
-        tuple[int, KeyedStateHandle]
-    ]:
+    def __call__(
+        self, index: int, rows: Iterable[tuple[int, tuple[Any, ...]]]
+    ) -> Iterator[tuple[int, KeyedStateHandle]]:
         tables = SliceTables(self.specs, self.uid)
         for _index, (state, kg, key, user_key, value) in rows:
             tables.add(state, kg, key, user_key, value)
@@ -328,8 +328,12 @@ class SavepointWriter:
         stats = CheckpointSummaryStats(state_size=size)
         if self.base is not None:
             return replace(
-                self.base.metadata, operators=operators, is_savepoint=True,
-                trigger_ms=start_ms, completed_ms=now, stats=stats,
+                self.base.metadata,
+                operators=operators,
+                is_savepoint=True,
+                trigger_ms=start_ms,
+                completed_ms=now,
+                stats=stats,
             )
         return CheckpointMetadata(
             job_id=JobId("state-processor"),
@@ -355,8 +359,10 @@ class SavepointWriter:
             parallelism = op.parallelism or default_parallelism(
                 maxp, self.spark.sparkContext.defaultParallelism
             )
-        old_handles = [] if base is None else heap_format_handles(
-            [h for s in base.subtasks.values() for h in s.keyed], op.uid
+        old_handles = (
+            []
+            if base is None
+            else heap_format_handles([h for s in base.subtasks.values() for h in s.keyed], op.uid)
         )
         slices = tuple(plan_keyed_slices(old_handles, maxp, parallelism, op.uid))
         source = None
@@ -364,9 +370,17 @@ class SavepointWriter:
             source = self._base_source()
         rdds = [
             i.data.select(*i.columns).rdd.map(
-                _Router(n, maxp, parallelism, i.key, i.user_key, i.value, op.uid, i.spec.name,
-                        wrap=i.spec.kind == "list" and not isinstance(i.value.data_type,
-                                                                      T.ArrayType))
+                _Router(
+                    n,
+                    maxp,
+                    parallelism,
+                    i.key,
+                    i.user_key,
+                    i.value,
+                    op.uid,
+                    i.spec.name,
+                    wrap=i.spec.kind == "list" and not isinstance(i.value.data_type, T.ArrayType),
+                )
             )
             for n, i in enumerate(op.inputs)
         ]
@@ -403,8 +417,7 @@ class SavepointWriter:
         if self.base is None:
             return {}, {}
         kept = {
-            uid: op for uid, op in self.base.metadata.operators.items()
-            if uid not in self._removed
+            uid: op for uid, op in self.base.metadata.operators.items() if uid not in self._removed
         }
         rels: set[str] = set()
         for uid, op in kept.items():
@@ -419,15 +432,16 @@ class SavepointWriter:
             source = self._base_source()
             task = _CopyTask(source, target, self.storage_options, self.signing_key is not None)
             ordered = sorted(rels)
-            renamed = dict(self.spark.sparkContext.parallelize(ordered, len(ordered)).map(task)
-                           .collect())
+            renamed = dict(
+                self.spark.sparkContext.parallelize(ordered, len(ordered)).map(task).collect()
+            )
         out: dict[OperatorUid, OperatorMetadata] = {}
         for uid, op in kept.items():
             if uid in rewritten:
                 continue
-            out[uid] = replace(op, subtasks={
-                i: _renamed(sub, renamed) for i, sub in op.subtasks.items()
-            })
+            out[uid] = replace(
+                op, subtasks={i: _renamed(sub, renamed) for i, sub in op.subtasks.items()}
+            )
         return out, renamed
 
 
@@ -440,9 +454,9 @@ def _renamed(sub: OperatorSubtaskState, renamed: Mapping[str, str]) -> OperatorS
             for h in heap_format_handles(sub.keyed, "(kept operator)")
         ),
         operator=tuple(replace(h, path=renamed.get(h.path, h.path)) for h in sub.operator),
-        input_channels=None if channels is None else replace(
-            channels, path=renamed.get(channels.path, channels.path)
-        ),
+        input_channels=None
+        if channels is None
+        else replace(channels, path=renamed.get(channels.path, channels.path)),
     )
 
 
@@ -502,8 +516,11 @@ def _input(uid: str, descriptor: StateDescriptor, data: DataFrame, key_type: Any
             )
         return Column(actual, False, info)
 
-    key = Column(types[0], pickled=spark_column(key_type).pickled) if key_type is not None \
+    key = (
+        Column(types[0], pickled=spark_column(key_type).pickled)
+        if key_type is not None
         else Column(types[0])
+    )
     if is_map:
         assert isinstance(descriptor, MapStateDescriptor)
         user_key = fit(descriptor.key_type_info, types[1], columns[1])

@@ -131,11 +131,7 @@ def python_workers_of(jvm_pid: int) -> list[int]:
     daemons = set(find_processes(PYSPARK_DAEMON, parent=jvm_pid))
     workers = [pid for daemon in daemons for pid in descendant_pids(daemon)]
     # Without the daemon (spark.python.use.daemon=false) workers are direct children.
-    direct = [
-        pid
-        for pid in find_processes("pyspark", parent=jvm_pid)
-        if pid not in daemons
-    ]
+    direct = [pid for pid in find_processes("pyspark", parent=jvm_pid) if pid not in daemons]
     return sorted(set(workers) | set(direct))
 
 

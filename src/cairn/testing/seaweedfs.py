@@ -126,26 +126,60 @@ class SeaweedS3:
         data = self.root / "data"
         data.mkdir(parents=True, exist_ok=True)
         config = self.root / "s3.json"
-        config.write_text(json.dumps({"identities": [
-            {"name": "admin", "credentials": [
-                {"accessKey": ADMIN.access_key, "secretKey": ADMIN.secret_key}],
-             "actions": ["Admin", "Read", "List", "Tagging", "Write"]},
-            {"name": "user", "credentials": [
-                {"accessKey": USER.access_key, "secretKey": USER.secret_key}],
-             "actions": [f"{a}:{self.bucket}" for a in ("Read", "List", "Tagging", "Write")]},
-        ]}))
+        config.write_text(
+            json.dumps(
+                {
+                    "identities": [
+                        {
+                            "name": "admin",
+                            "credentials": [
+                                {"accessKey": ADMIN.access_key, "secretKey": ADMIN.secret_key}
+                            ],
+                            "actions": ["Admin", "Read", "List", "Tagging", "Write"],
+                        },
+                        {
+                            "name": "user",
+                            "credentials": [
+                                {"accessKey": USER.access_key, "secretKey": USER.secret_key}
+                            ],
+                            "actions": [
+                                f"{a}:{self.bucket}" for a in ("Read", "List", "Tagging", "Write")
+                            ],
+                        },
+                    ]
+                }
+            )
+        )
         # Every port explicit: weed's defaults (port + 10000 for gRPC) collide or overflow.
-        port_flags = ("master.port", "master.port.grpc", "volume.port", "volume.port.grpc",
-                      "filer.port", "filer.port.grpc", "s3.port.grpc")
+        port_flags = (
+            "master.port",
+            "master.port.grpc",
+            "volume.port",
+            "volume.port.grpc",
+            "filer.port",
+            "filer.port.grpc",
+            "s3.port.grpc",
+        )
         args = [
-            weed_binary(), "server", f"-dir={data}", f"-ip={_HOST}", f"-ip.bind={_HOST}",
-            "-s3", f"-s3.port={self.port}", f"-s3.config={config}",
+            weed_binary(),
+            "server",
+            f"-dir={data}",
+            f"-ip={_HOST}",
+            f"-ip.bind={_HOST}",
+            "-s3",
+            f"-s3.port={self.port}",
+            f"-s3.config={config}",
             *(f"-{flag}={free_port()}" for flag in port_flags),
-            "-master.telemetry=false", "-volume.max=0", "-master.volumeSizeLimitMB=64",
+            "-master.telemetry=false",
+            "-volume.max=0",
+            "-master.volumeSizeLimitMB=64",
         ]
         self._log = open(self.root / "weed.log", "wb")  # noqa: SIM115 (closed in stop())
         self._proc = subprocess.Popen(
-            args, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            args,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
         try:
@@ -173,8 +207,9 @@ class SeaweedS3:
             except Exception as exc:  # not serving yet: connection refused, 503, ...
                 last = exc
                 time.sleep(0.3)
-        raise SeaweedStartError(f"no S3 at {self.endpoint} after {_START_TIMEOUT_S:.0f} s "
-                                f"({last!r}): {self._tail()}")
+        raise SeaweedStartError(
+            f"no S3 at {self.endpoint} after {_START_TIMEOUT_S:.0f} s ({last!r}): {self._tail()}"
+        )
 
     def _tail(self) -> str:
         try:

@@ -127,8 +127,15 @@ class StandaloneCluster:
         try:
             self._master = self._launch(
                 "master",
-                [_MASTER_CLASS, "--host", _HOST, "--port", str(self.port),
-                 "--webui-port", str(self.webui_port)],
+                [
+                    _MASTER_CLASS,
+                    "--host",
+                    _HOST,
+                    "--port",
+                    str(self.port),
+                    "--webui-port",
+                    str(self.webui_port),
+                ],
             )
             self._await(deadline, lambda: self._master_status() == "ALIVE", "the master")
             for index in range(self.workers):
@@ -137,10 +144,20 @@ class StandaloneCluster:
                 self._workers.append(
                     self._launch(
                         f"worker-{index}",
-                        [_WORKER_CLASS, "--host", _HOST,
-                         "--cores", str(self.cores_per_worker), "--memory", self.memory,
-                         "--work-dir", str(work_dir), "--webui-port", str(free_port()),
-                         self.master_url],
+                        [
+                            _WORKER_CLASS,
+                            "--host",
+                            _HOST,
+                            "--cores",
+                            str(self.cores_per_worker),
+                            "--memory",
+                            self.memory,
+                            "--work-dir",
+                            str(work_dir),
+                            "--webui-port",
+                            str(free_port()),
+                            self.master_url,
+                        ],
                     )
                 )
             self._await(
@@ -301,8 +318,9 @@ class StandaloneCluster:
             return bool(ready())
 
         try:
-            wait_for(check, timeout=max(0.0, deadline - time.monotonic()), interval=0.25,
-                     message=what)
+            wait_for(
+                check, timeout=max(0.0, deadline - time.monotonic()), interval=0.25, message=what
+            )
         except TimeoutError as exc:
             raise ClusterStartError(
                 f"Spark standalone cluster not ready after {self.start_timeout:.0f} s: "

@@ -166,8 +166,15 @@ class BasePathBucketAssigner(BucketAssigner):
         return ""
 
 
-_JAVA_TOKENS = {"yyyy": "%Y", "yy": "%y", "MM": "%m", "dd": "%d", "HH": "%H", "mm": "%M",
-                "ss": "%S"}
+_JAVA_TOKENS = {
+    "yyyy": "%Y",
+    "yy": "%y",
+    "MM": "%m",
+    "dd": "%d",
+    "HH": "%H",
+    "mm": "%M",
+    "ss": "%S",
+}
 _JAVA_PATTERN = re.compile(r"yyyy|yy|MM|dd|HH|mm|ss|'[^']*'|[A-Za-z]")
 
 

@@ -108,8 +108,7 @@ class CheckpointMapper(MapFunction, CheckpointedFunction):
                     self.counter_map[value] = self.counter_map.get(value, 0) + n
 
     def snapshot_state(self, context: Any) -> None:
-        log.debug("start snapshot checkpoint %d: %s", context.get_checkpoint_id(),
-                  self.counter_map)
+        log.debug("start snapshot checkpoint %d: %s", context.get_checkpoint_id(), self.counter_map)
         self.state.update([dict(self.counter_map)])
 
     def map(self, value: int) -> int:
@@ -128,8 +127,11 @@ def build_skew_job(env: Any, record_cost_ms: float = DEFAULT_RECORD_COST_MS) -> 
     from cairn.datastream.connectors.datagen import DataGeneratorSource
 
     (
-        env.from_source(DataGeneratorSource.skewed(SKEW_RATIO), WatermarkStrategy.no_watermarks(),
-                        "skewed source")
+        env.from_source(
+            DataGeneratorSource.skewed(SKEW_RATIO),
+            WatermarkStrategy.no_watermarks(),
+            "skewed source",
+        )
         .uid("source")
         .key_by(lambda v: v % 2 == 0)
         .map(BusyMap(record_cost_ms))
@@ -143,8 +145,9 @@ def build_skew_job(env: Any, record_cost_ms: float = DEFAULT_RECORD_COST_MS) -> 
     )
 
 
-def configure_variant(env: Any, variant: str,
-                      alignment_timeout_ms: int = DEFAULT_ALIGNMENT_TIMEOUT_MS) -> None:
+def configure_variant(
+    env: Any, variant: str, alignment_timeout_ms: int = DEFAULT_ALIGNMENT_TIMEOUT_MS
+) -> None:
     """Apply a variant's checkpoint settings to ``env`` (checkpointing already enabled).
 
     >>> from cairn.datastream import StreamExecutionEnvironment
@@ -166,8 +169,12 @@ def configure_variant(env: Any, variant: str,
     if variant == "timeout":
         config.set_aligned_checkpoint_timeout(Duration.of_millis(alignment_timeout_ms))
     if variant == "debloat":
-        env.configure({"taskmanager.network.memory.buffer-debloat.enabled": "true",
-                       "taskmanager.network.memory.buffer-debloat.target": "1 s"})
+        env.configure(
+            {
+                "taskmanager.network.memory.buffer-debloat.enabled": "true",
+                "taskmanager.network.memory.buffer-debloat.target": "1 s",
+            }
+        )
 
 
 @dataclass
@@ -185,11 +192,17 @@ class VariantRun:
         return self.records / self.seconds if self.seconds > 0 else None
 
 
-def run_variant(variant: str, seconds: float, parallelism: int = 2, master: str | None = None,
-                alignment_timeout_ms: int = DEFAULT_ALIGNMENT_TIMEOUT_MS,
-                interval_ms: int = DEFAULT_INTERVAL_MS,
-                record_cost_ms: float = DEFAULT_RECORD_COST_MS,
-                checkpoint_dir: str | None = None, executor: str | None = None) -> VariantRun:
+def run_variant(
+    variant: str,
+    seconds: float,
+    parallelism: int = 2,
+    master: str | None = None,
+    alignment_timeout_ms: int = DEFAULT_ALIGNMENT_TIMEOUT_MS,
+    interval_ms: int = DEFAULT_INTERVAL_MS,
+    record_cost_ms: float = DEFAULT_RECORD_COST_MS,
+    checkpoint_dir: str | None = None,
+    executor: str | None = None,
+) -> VariantRun:
     """Run one variant for ``seconds`` after it is running, collect its checkpoints, cancel.
 
     >>> run_variant("aligned", 10).samples  # doctest: +SKIP
@@ -242,8 +255,9 @@ def run_variant(variant: str, seconds: float, parallelism: int = 2, master: str 
         collect()
         run.seconds = time.monotonic() - started
         sources = set(master_.plan.source_tasks)
-        run.records = sum(m.records_in for t, m in dict(master_.metrics).items()
-                          if t not in sources)
+        run.records = sum(
+            m.records_in for t, m in dict(master_.metrics).items() if t not in sources
+        )
         if master_.end_ms is not None:
             run.error = f"the job ended early ({master_.status.name}): {master_.error}"
     finally:

@@ -82,8 +82,11 @@ class SkewRow:
         return out
 
 
-def summarize(variant: str, samples: Iterable[CheckpointSample | CheckpointStats],
-              records_per_s: float | None = None) -> SkewRow:
+def summarize(
+    variant: str,
+    samples: Iterable[CheckpointSample | CheckpointStats],
+    records_per_s: float | None = None,
+) -> SkewRow:
     """The row of one variant; a checkpoint seen several times counts once (its latest view:
     a finished status wins over ``IN_PROGRESS``).
 
@@ -122,8 +125,10 @@ def summarize(variant: str, samples: Iterable[CheckpointSample | CheckpointStats
     )
 
 
-def table_rows(collected: Mapping[str, Iterable[CheckpointSample | CheckpointStats]],
-               records_per_s: Mapping[str, float | None] | None = None) -> list[SkewRow]:
+def table_rows(
+    collected: Mapping[str, Iterable[CheckpointSample | CheckpointStats]],
+    records_per_s: Mapping[str, float | None] | None = None,
+) -> list[SkewRow]:
     """One row per variant, in the order of ``collected``.
 
     >>> rows = table_rows({"aligned": [], "unaligned": [CheckpointSample(1, "FAILED", 5)]})
@@ -131,8 +136,9 @@ def table_rows(collected: Mapping[str, Iterable[CheckpointSample | CheckpointSta
     [('aligned', 0, 0), ('unaligned', 0, 1)]
     """
     rates = records_per_s or {}
-    return [summarize(variant, samples, rates.get(variant))
-            for variant, samples in collected.items()]
+    return [
+        summarize(variant, samples, rates.get(variant)) for variant, samples in collected.items()
+    ]
 
 
 def _ms(value: int | None) -> str:
@@ -148,8 +154,20 @@ def _bytes(n: int) -> str:
     return f"{n} B"
 
 
-HEADERS = ("variant", "completed", "failed", "open", "e2e p50", "e2e max", "align p50",
-           "align max", "start delay max", "persisted max", "unaligned", "map rec/s")
+HEADERS = (
+    "variant",
+    "completed",
+    "failed",
+    "open",
+    "e2e p50",
+    "e2e max",
+    "align p50",
+    "align max",
+    "start delay max",
+    "persisted max",
+    "unaligned",
+    "map rec/s",
+)
 
 
 def format_table(rows: Sequence[SkewRow], labels: Mapping[str, str] | None = None) -> str:

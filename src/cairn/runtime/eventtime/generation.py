@@ -66,8 +66,15 @@ class IdlenessTimer:
 class WatermarkEmitter:
     """The watermark generator of one subtask, with its output's deduplication."""
 
-    __slots__ = ("_bound", "_emitted", "_ended", "_idle", "_idleness", "_max_timestamp",
-                 "_periodic")
+    __slots__ = (
+        "_bound",
+        "_emitted",
+        "_ended",
+        "_idle",
+        "_idleness",
+        "_max_timestamp",
+        "_periodic",
+    )
 
     def __init__(self, strategy: WatermarkStrategy) -> None:
         self._periodic = strategy.kind != "no_watermarks"
@@ -153,5 +160,7 @@ class TimestampStamper:
         if timestamps:
             self.emitter.on_event(max(timestamps))
         # Every record has a timestamp now (int is an int | None: no copy needed).
-        return stamp(records if type(records) is list else list(records),
-                     cast("list[int | None]", timestamps))
+        return stamp(
+            records if type(records) is list else list(records),
+            cast("list[int | None]", timestamps),
+        )

@@ -193,9 +193,7 @@ class _Deadline:
     forever; the deadline bounds the total.
     """
 
-    def __init__(
-        self, sock: socket.socket, timeout: float, lost: type[Exception]
-    ) -> None:
+    def __init__(self, sock: socket.socket, timeout: float, lost: type[Exception]) -> None:
         self._sock = sock
         self._timeout = timeout
         self._lost = lost  # raised when the peer closes or resets the connection

@@ -191,4 +191,3 @@ class ProcessOperator(UserFunctionOperator):
         for r in records:
             extend_with_result(plain, f(r, ctx), name)
         emit_results(self.output, self.side_outputs, plain, None)
-

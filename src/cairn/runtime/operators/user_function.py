@@ -37,8 +37,10 @@ def is_checkpointed(function: Any) -> bool:
 class UserFunctionOperator(StreamOperator):
     def __init__(self, node: OperatorNode, function: Any | None = None) -> None:
         super().__init__(node)
-        self.function: Any = function if function is not None else (
-            node.spec.function if node.spec is not None else node.source
+        self.function: Any = (
+            function
+            if function is not None
+            else (node.spec.function if node.spec is not None else node.source)
         )
 
     def initialize_state(self, restore: OperatorRestore | None) -> None:

@@ -265,8 +265,9 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             groups: list[Any] = list(self._foreign)
             for kg in self._range:
                 groups[kg] = view
-            table.state = _VALUE_LIKE[(kind, ttl)](name, self._ctx, groups, descriptor,
-                                                  self._now_ms)
+            table.state = _VALUE_LIKE[(kind, ttl)](
+                name, self._ctx, groups, descriptor, self._now_ms
+            )
         return table.state
 
     def _flush_caches(self) -> None:
@@ -387,7 +388,10 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         def write(writer: StateFileWriter) -> RocksDBKeyedStateHandle:
             try:
                 handle = upload(
-                    local, writer, prefix, key_range,
+                    local,
+                    writer,
+                    prefix,
+                    key_range,
                     reuse=base if self._incremental else None,
                     backend_id=self._backend_id,
                     base_checkpoint_id=base_id,
@@ -472,8 +476,9 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             finally:
                 source.close()
                 shutil.rmtree(tmp, ignore_errors=True)
-            log.debug("copied %d entries of key groups %s from %s", copied, key_groups,
-                      rocks[i].path)
+            log.debug(
+                "copied %d entries of key groups %s from %s", copied, key_groups, rocks[i].path
+            )
         self._load_meta(db, registered)
         self._load_timers(db)
 
@@ -483,7 +488,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         for k, v in list(db.db.items(from_key=_META)):
             if not k.startswith(_META):
                 break
-            name, meta = k[len(_META):].decode(), json.loads(v)
+            name, meta = k[len(_META) :].decode(), json.loads(v)
             kind, ttl = str(meta["kind"]), bool(meta["ttl"])
             cleanup_ms = meta.get("cleanup_ttl_ms")
             if ttl and cleanup_ms is not None:
@@ -537,7 +542,7 @@ def _merge_meta(source: StateDB, target: StateDB) -> None:
         existing = target.db.get(k)
         if existing is not None and json.loads(existing)["kind"] != json.loads(v)["kind"]:
             raise StateMigrationError(
-                f"state {k[len(_META):].decode()!r} has different kinds in the old subtasks"
+                f"state {k[len(_META) :].decode()!r} has different kinds in the old subtasks"
             )
         target.db.put(k, v)
 

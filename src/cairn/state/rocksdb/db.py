@@ -62,8 +62,12 @@ class RocksDBMemory:
     write_cache_entries: int = DEFAULT_WRITE_CACHE_ENTRIES
 
     def __post_init__(self) -> None:
-        for name in ("block_cache_bytes", "write_buffer_bytes", "write_buffer_count",
-                     "write_cache_entries"):
+        for name in (
+            "block_cache_bytes",
+            "write_buffer_bytes",
+            "write_buffer_count",
+            "write_cache_entries",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
 
@@ -118,9 +122,7 @@ class StateDB:
     def column_family(self, name: str) -> Column:
         cf = self._cfs.get(name)
         if cf is None:
-            cf = self._cfs[name] = self._configure(
-                self.db.create_column_family(name, self._opts)
-            )
+            cf = self._cfs[name] = self._configure(self.db.create_column_family(name, self._opts))
         return cf
 
     def has_column_family(self, name: str) -> bool:

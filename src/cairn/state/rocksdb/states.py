@@ -184,7 +184,11 @@ class RocksListState(_RocksState, ListState[Any]):
     __slots__ = ()
 
     def __init__(
-        self, name: str, ctx: RocksKeyContext, cf: Column, desc: StateDescriptor,
+        self,
+        name: str,
+        ctx: RocksKeyContext,
+        cf: Column,
+        desc: StateDescriptor,
         clock: NowMs,
     ) -> None:
         super().__init__(name, ctx, cf, desc, clock, getattr(desc, "elem_type_info", None))
@@ -245,7 +249,11 @@ class RocksMapState(_RocksState, MapState[Any, Any]):
     __slots__ = ()
 
     def __init__(
-        self, name: str, ctx: RocksKeyContext, cf: Column, desc: StateDescriptor,
+        self,
+        name: str,
+        ctx: RocksKeyContext,
+        cf: Column,
+        desc: StateDescriptor,
         clock: NowMs,
     ) -> None:
         super().__init__(name, ctx, cf, desc, clock, getattr(desc, "value_type_info", None))

@@ -65,8 +65,13 @@ def upload(
         else:
             path = writer.write_state_file(f"{name_prefix}{name}", data)
         files.append(
-            RocksDBStateFile(name, path, len(data), zlib.crc32(data), shared=shared is not None
-                             and name.endswith(".sst"))
+            RocksDBStateFile(
+                name,
+                path,
+                len(data),
+                zlib.crc32(data),
+                shared=shared is not None and name.endswith(".sst"),
+            )
         )
         persisted += len(data)
     return RocksDBKeyedStateHandle(
