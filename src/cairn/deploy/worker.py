@@ -384,7 +384,16 @@ class Worker:
             specs = self.plan.input_channels(key)
             gate = InputGate([self._inputs[s.channel_id] for s in specs]) if specs else None
             task = StreamTask(
-                key, vertex, ops, gate, writers, self, alignment, checkpointing, debloat=debloat
+                key,
+                vertex,
+                ops,
+                gate,
+                writers,
+                self,
+                alignment,
+                checkpointing,
+                debloat=debloat,
+                input_sides=[s.edge.input_side for s in specs],
             )
             fan_out = _fan_out(writers)
             for i, (node, op) in enumerate(zip(nodes, ops, strict=True)):
