@@ -314,3 +314,25 @@ def test_module_examples_run(name: str) -> None:
 
     result = doctest.testmod(importlib.import_module(name))
     assert result.attempted and not result.failed
+
+
+def test_keyed_co_process_processing_time_timers_fire_with_their_key_and_domain() -> None:
+    class Remind(KeyedCoProcessFunction):
+        def process_element1(self, value: Any, ctx: Any) -> Any:
+            ctx.timer_service().register_processing_time_timer(100)
+
+        def process_element2(self, value: Any, ctx: Any) -> Any:
+            ctx.timer_service().register_processing_time_timer(200)
+
+        def on_timer(self, timestamp: int, ctx: Any) -> Any:
+            yield (ctx.get_current_key(), timestamp, ctx.time_domain().name, ctx.timestamp())
+
+    h = Harness(OperatorKind.KEYED_CO_PROCESS, Remind(), keyed=True)
+    h.side(0, [("a", 1)])
+    h.side(1, [("b", 2)])
+    h.op.on_processing_time(150)
+    h.op.on_processing_time(250)
+    assert h.records() == [
+        (("a", 100, "PROCESSING_TIME", 100), None),
+        (("b", 200, "PROCESSING_TIME", 200), None),
+    ]
