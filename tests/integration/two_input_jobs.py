@@ -17,6 +17,7 @@ from cairn.common.restart_strategy import RestartStrategies
 from cairn.common.serialization import Encoder
 from cairn.datastream import (
     CheckpointingMode,
+    ExternalizedCheckpointRetention,
     KeyedBroadcastProcessFunction,
     KeyedCoProcessFunction,
     StreamExecutionEnvironment,
@@ -133,7 +134,12 @@ class ApplyRules(_Windows, KeyedBroadcastProcessFunction):
 
 
 def _env(
-    conf: dict[str, str], parallelism: int, interval_ms: int, unaligned: bool, restarts: int
+    conf: dict[str, str],
+    parallelism: int,
+    interval_ms: int,
+    unaligned: bool,
+    restarts: int,
+    checkpoint_dir: str | None = None,
 ) -> StreamExecutionEnvironment:
     configuration = Configuration()
     for k, v in conf.items():
@@ -143,6 +149,11 @@ def _env(
     env.enable_checkpointing(interval_ms, CheckpointingMode.EXACTLY_ONCE)
     if unaligned:
         env.get_checkpoint_config().enable_unaligned_checkpoints()
+    if checkpoint_dir is not None:  # kept when the job fails, to restore from
+        env.get_checkpoint_config().set_checkpoint_storage("file://" + checkpoint_dir)
+        env.get_checkpoint_config().set_externalized_checkpoint_retention(
+            ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION
+        )
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(restarts, 100))
     return env
 
@@ -206,9 +217,10 @@ def rules_job(
     restarts: int = 10,
     cost_us: int = 0,
     parallelism: int = 2,
+    checkpoint_dir: str | None = None,
 ) -> StreamExecutionEnvironment:
     """events -> key_by -> connect(rules.broadcast(RULES)) -> ApplyRules -> file sink."""
-    env = _env(conf, parallelism, interval_ms, unaligned, restarts)
+    env = _env(conf, parallelism, interval_ms, unaligned, restarts, checkpoint_dir)
     limiter = RateLimiterStrategy.per_second(rate) if rate else None
     # Rules cover the events' span of event time, at the events' pace.
     n_rules = records * 10 // RULE_EVERY_MS + 2
