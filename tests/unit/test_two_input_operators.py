@@ -32,10 +32,14 @@ from cairn.runtime.eventtime.stamped import StampedBatch, stamp
 from cairn.runtime.operators import create_operator
 from cairn.runtime.operators.base import OperatorContext, OperatorRestore, StreamOperator
 from cairn.state import HeapKeyedStateBackend, key_group_range_for_subtask
+from cairn.state.api import KeyedStateBackend
 from cairn.state.operator_state import DefaultOperatorStateBackend
 from cairn.testing.state_files import MemoryStateFiles
+from tests.unit import state_backends
 
 from ._task_services import StubServices
+
+BACKENDS = pytest.mark.parametrize("backend", ["heap", "rocksdb"])
 
 RULES = MapStateDescriptor("rules", None, None)
 
@@ -104,6 +108,7 @@ class Harness:
         parallelism: int = 1,
         index: int = 0,
         restore: OperatorRestore | None = None,
+        backend_kind: str = "heap",
     ) -> None:
         options: dict[str, Any] = {BROADCAST_STATES: (RULES,)}
         if keyed:
@@ -111,11 +116,14 @@ class Harness:
         spec = OperatorSpec(kind, function, (lambda r: r[0]) if keyed else None, options)
         node = OperatorNode("op", "op", 1, kind.value, spec, None, parallelism, 128, keyed)
         self.op: StreamOperator = create_operator(node)
-        backend = (
-            HeapKeyedStateBackend(key_group_range_for_subtask(128, parallelism, index), 128)
-            if keyed
-            else None
-        )
+        backend: KeyedStateBackend | None = None
+        if keyed:
+            kg_range = key_group_range_for_subtask(128, parallelism, index)
+            backend = (
+                HeapKeyedStateBackend(kg_range, 128)
+                if backend_kind == "heap"
+                else state_backends.rocksdb(kg_range, 128)
+            )
         self.batches: list[list[Any]] = []
         self.op.setup(
             OperatorContext(
@@ -211,8 +219,9 @@ def test_co_map_calls_the_method_of_each_input_and_keeps_timestamps() -> None:
     assert h.records() == [(("two", 5), 50), (("one", 4), None)]
 
 
-def test_keyed_co_process_shares_state_across_inputs_and_fires_event_timers() -> None:
-    h = Harness(OperatorKind.KEYED_CO_PROCESS, Join(), keyed=True)
+@BACKENDS
+def test_keyed_co_process_shares_state_across_inputs_and_fires_event_timers(backend: str) -> None:
+    h = Harness(OperatorKind.KEYED_CO_PROCESS, Join(), keyed=True, backend_kind=backend)
     h.side(0, stamp([("a", 1), ("b", 2)], [1, 2]))
     h.side(1, stamp([("b", "x"), ("a", "y")], [3, 4]))
     h.op.process_watermark(13)
@@ -256,8 +265,9 @@ def test_undeclared_broadcast_state_is_named_in_the_error() -> None:
         h.side(1, [1])
 
 
-def test_apply_to_keyed_state_visits_every_key_of_the_subtask() -> None:
-    h = Harness(OperatorKind.KEYED_BROADCAST_PROCESS, Rules(), keyed=True)
+@BACKENDS
+def test_apply_to_keyed_state_visits_every_key_of_the_subtask(backend: str) -> None:
+    h = Harness(OperatorKind.KEYED_BROADCAST_PROCESS, Rules(), keyed=True, backend_kind=backend)
     h.side(0, [("a", 1), ("b", 1), ("a", 1)])
     h.side(1, [("a", 10)])
     h.side(0, [("a", 2), ("b", 3)])
