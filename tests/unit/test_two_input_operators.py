@@ -346,3 +346,17 @@ def test_keyed_co_process_processing_time_timers_fire_with_their_key_and_domain(
         (("a", 100, "PROCESSING_TIME", 100), None),
         (("b", 200, "PROCESSING_TIME", 200), None),
     ]
+
+
+def test_the_broadcast_side_of_a_keyed_operator_has_no_key_and_no_timers() -> None:
+    class Stale(KeyedBroadcastProcessFunction):
+        def process_element(self, value: Any, ctx: Any) -> Any:
+            return None
+
+        def process_broadcast_element(self, value: Any, ctx: Any) -> Any:
+            ctx.timer_service().register_event_time_timer(1)
+
+    h = Harness(OperatorKind.KEYED_BROADCAST_PROCESS, Stale(), keyed=True)
+    h.side(0, [("a", 1)])
+    with pytest.raises(RuntimeError, match="no current key, so no timer_service"):
+        h.side(1, [("rule", 1)])

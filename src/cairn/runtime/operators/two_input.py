@@ -44,6 +44,10 @@ _METHODS: dict[str, tuple[str, str]] = {
     ),
 }
 TWO_INPUT_KINDS = frozenset(_METHODS)
+_NO_KEY = (
+    "{name}: process_broadcast_element has no current key, so no {what} (as in Flink); "
+    "use ctx.apply_to_keyed_state to reach keyed state"
+)
 _BROADCAST_KINDS = {
     OperatorKind.BROADCAST_PROCESS.value,
     OperatorKind.KEYED_BROADCAST_PROCESS.value,
@@ -119,6 +123,16 @@ class _KeyedCoContext(_KeyedContext):
         super().__init__(op)
         self._co = op
         self._writable = writable
+
+    def timer_service(self) -> Any:
+        if self._writable:
+            raise RuntimeError(_NO_KEY.format(name=self._co.name, what="timer_service()"))
+        return super().timer_service()
+
+    def get_current_key(self) -> Any:
+        if self._writable:
+            raise RuntimeError(_NO_KEY.format(name=self._co.name, what="get_current_key()"))
+        return super().get_current_key()
 
     def current_processing_time(self) -> int:
         return int(self._co.ctx.clock_ms())
