@@ -360,3 +360,33 @@ def test_the_broadcast_side_of_a_keyed_operator_has_no_key_and_no_timers() -> No
     h.side(0, [("a", 1)])
     with pytest.raises(RuntimeError, match="no current key, so no timer_service"):
         h.side(1, [("rule", 1)])
+
+
+def test_a_co_process_function_emits_side_outputs_with_their_timestamps() -> None:
+    from cairn.datastream import OutputTag
+
+    odd = OutputTag("odd")
+
+    class Split(CoProcessFunction):
+        def process_element1(self, value: Any, ctx: Any) -> Any:
+            yield (odd, value) if value % 2 else value
+
+        def process_element2(self, value: Any, ctx: Any) -> Any:
+            yield odd, -value
+
+    h = Harness(OperatorKind.CO_PROCESS, Split(), keyed=False)
+    side: list[Any] = []
+    h.op.side_outputs = {odd.tag_id: side.append}
+    h.side(0, stamp([1, 2], [10, 20]))
+    h.side(1, [3])
+    assert h.records() == [(2, 20)]
+    assert [(list(b), getattr(b, "timestamps", None)) for b in side] == [([1], [10]), ([-3], None)]
+
+
+def test_connecting_a_stream_with_itself_gives_one_edge_per_input() -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    a = env.from_collection([1]).map(lambda x: x)
+    a.connect(a).map(Tag()).print()
+    graph = build_job_graph("j", env._sinks, 2, 128)  # type: ignore[attr-defined]
+    (co,) = [v for v in graph.vertices if v.operators[0].kind == "co_map"]
+    assert [e.input_side for e in graph.inputs_of(co.id)] == [0, 1]

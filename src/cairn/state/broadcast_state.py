@@ -76,6 +76,12 @@ class BroadcastMapState:
     def __getitem__(self, key: Any) -> Any:
         return self._map[key]
 
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._map[key] = value
+
+    def __delitem__(self, key: Any) -> None:
+        del self._map[key]
+
 
 class ReadOnlyBroadcastState:
     """What the non-broadcast side sees: reads only (Flink's ``ReadOnlyBroadcastState``)."""
@@ -113,7 +119,7 @@ class ReadOnlyBroadcastState:
         return self._state[key]
 
     def __getattr__(self, name: str) -> Any:
-        if name in ("put", "put_all", "remove", "clear"):
+        if name in ("put", "put_all", "remove", "clear", "__setitem__", "__delitem__"):
             raise RuntimeError(
                 f"broadcast state {self._state.name!r} is read-only here: only "
                 "process_broadcast_element may change it"
