@@ -314,6 +314,7 @@ class _Co(CoProcessFunction):
     [
         "cairn.datastream.connected_streams",
         "cairn.datastream.co_functions",
+        "cairn.runtime.operators.two_input",
         "cairn.state.broadcast_state",
         "cairn.state.operator_state",
     ],

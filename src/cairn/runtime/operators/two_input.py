@@ -55,7 +55,15 @@ _BROADCAST_KINDS = {
 
 
 def _calls(function: Any, kind: str) -> tuple[_Call, _Call]:
-    """Each input's method as ``call(record, ctx) -> iterable | None``."""
+    """Each input's method as ``call(record, ctx) -> iterable | None``.
+
+    >>> class Tag:
+    ...     def map1(self, value): return ("one", value)
+    ...     def map2(self, value): return ("two", value)
+    >>> first, second = _calls(Tag(), OperatorKind.CO_MAP.value)
+    >>> first(1, None), second(2, None)
+    ((('one', 1),), (('two', 2),))
+    """
     first, second = (resolve_method(function, m) for m in _METHODS[kind])
     if kind == OperatorKind.CO_MAP.value:
         return (lambda r, _c: (first(r),)), (lambda r, _c: (second(r),))
