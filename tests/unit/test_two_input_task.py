@@ -86,7 +86,7 @@ def _task(
         services,
         alignment,
         True,
-        input_sides=SIDES,
+        sides=SIDES,
     )
     return task, outs, downstream, services
 

@@ -82,7 +82,7 @@ class StreamTask:
         checkpointing: bool,
         debloat: DebloatConfig | None = None,
         clock: Clock | None = None,
-        input_sides: Sequence[int] | None = None,
+        sides: Sequence[int] | None = None,
     ) -> None:
         self.key = key
         self.vertex = vertex
@@ -123,7 +123,7 @@ class StreamTask:
         self._sides: tuple[int, ...] | None = None
         process_side = getattr(self.head, "process_side", None)
         if process_side is not None:
-            self._sides = _check_sides(self.name, input_sides, gate)
+            self._sides = _check_sides(self.name, sides, gate)
             self._process_side: Callable[[int, Any], None] = process_side
         # Set by an empty poll only: when (time.monotonic()) the source expects records
         # again. Cleared on every other path, so a stale time never keeps the worker awake.
