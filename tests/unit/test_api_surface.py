@@ -11,6 +11,15 @@ import cairn.datastream
 
 DATASTREAM = {
     "AggregateFunction",
+    "BroadcastConnectedStream",
+    "BroadcastProcessFunction",
+    "BroadcastStream",
+    "CoFlatMapFunction",
+    "CoMapFunction",
+    "CoProcessFunction",
+    "ConnectedStreams",
+    "KeyedBroadcastProcessFunction",
+    "KeyedCoProcessFunction",
     "CheckpointConfig",
     "CheckpointListener",
     "CheckpointStorage",

@@ -21,14 +21,25 @@ from cairn.datastream.checkpoint_storage import (
     FileSystemCheckpointStorage,
     JobManagerCheckpointStorage,
 )
+from cairn.datastream.connected_streams import (
+    BroadcastConnectedStream,
+    BroadcastStream,
+    ConnectedStreams,
+)
 from cairn.datastream.data_stream import CloseableIterator, DataStream, DataStreamSink
 from cairn.datastream.execution_mode import RuntimeExecutionMode
 from cairn.datastream.functions import (
     AggregateFunction,
+    BroadcastProcessFunction,
     CheckpointedFunction,
     CheckpointListener,
+    CoFlatMapFunction,
+    CoMapFunction,
+    CoProcessFunction,
     FilterFunction,
     FlatMapFunction,
+    KeyedBroadcastProcessFunction,
+    KeyedCoProcessFunction,
     KeyedProcessFunction,
     KeySelector,
     MapFunction,
@@ -51,12 +62,19 @@ from cairn.datastream.timerservice import TimerService
 
 __all__ = [
     "AggregateFunction",
+    "BroadcastConnectedStream",
+    "BroadcastProcessFunction",
+    "BroadcastStream",
     "CheckpointConfig",
     "CheckpointListener",
     "CheckpointStorage",
     "CheckpointedFunction",
     "CheckpointingMode",
     "CloseableIterator",
+    "CoFlatMapFunction",
+    "CoMapFunction",
+    "CoProcessFunction",
+    "ConnectedStreams",
     "DataStream",
     "DataStreamSink",
     "EmbeddedRocksDBStateBackend",
@@ -68,6 +86,8 @@ __all__ = [
     "HashMapStateBackend",
     "JobManagerCheckpointStorage",
     "KeySelector",
+    "KeyedBroadcastProcessFunction",
+    "KeyedCoProcessFunction",
     "KeyedProcessFunction",
     "KeyedStream",
     "MapFunction",

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from cairn.common.arguments import require_int
 from cairn.common.typeinfo import TypeInformation, Types
@@ -48,12 +48,25 @@ from cairn.graph.transformations import (
 
 if TYPE_CHECKING:
     from cairn.common.execution_config import ExecutionConfig
+    from cairn.datastream.connected_streams import BroadcastStream
     from cairn.datastream.keyed_stream import KeyedStream
+    from cairn.datastream.state import MapStateDescriptor
     from cairn.datastream.stream_execution_environment import StreamExecutionEnvironment
 
 __all__ = ["CloseableIterator", "DataStream", "DataStreamSink", "KeyedStream"]
 
 MAX_MAX_PARALLELISM = 1 << 15
+# Operators whose functions may yield ``(output_tag, value)``.
+_PROCESS_KINDS = frozenset(
+    {
+        OperatorKind.PROCESS,
+        OperatorKind.KEYED_PROCESS,
+        OperatorKind.CO_PROCESS,
+        OperatorKind.KEYED_CO_PROCESS,
+        OperatorKind.BROADCAST_PROCESS,
+        OperatorKind.KEYED_BROADCAST_PROCESS,
+    }
+)
 
 
 class _OperatorSetters:
@@ -266,7 +279,7 @@ class DataStream(_OperatorSetters):
             )
         t = self._transformation
         spec = t.operator if isinstance(t, OneInputTransformation) else None
-        if spec is None or spec.kind not in (OperatorKind.PROCESS, OperatorKind.KEYED_PROCESS):
+        if spec is None or spec.kind not in _PROCESS_KINDS:
             raise TypeError(
                 f"get_side_output() needs the result of process(), not of {t.name!r}: only "
                 "process functions emit side outputs (yield output_tag, value)"
@@ -340,9 +353,31 @@ class DataStream(_OperatorSetters):
         """Subtask i sends to subtask i (parallelisms must be equal)."""
         return self._partition("Forward", PartitionKind.FORWARD)
 
-    def broadcast(self) -> DataStream:
-        """Send every record to every downstream subtask (broadcast state is not supported)."""
-        return self._partition("Broadcast", PartitionKind.BROADCAST)
+    @overload
+    def broadcast(self) -> DataStream: ...
+    @overload
+    def broadcast(
+        self, broadcast_state_descriptor: MapStateDescriptor, *other: MapStateDescriptor
+    ) -> BroadcastStream: ...
+    def broadcast(
+        self, broadcast_state_descriptor: MapStateDescriptor | None = None, *other: Any
+    ) -> DataStream | BroadcastStream:
+        """Send every record to every downstream subtask; with ``MapStateDescriptor``s, a
+        ``BroadcastStream`` to ``connect`` whose operator keeps those broadcast states."""
+        if broadcast_state_descriptor is None:
+            if other:
+                raise TypeError("broadcast(): the first broadcast state descriptor is None")
+            return self._partition("Broadcast", PartitionKind.BROADCAST)
+        from cairn.datastream.connected_streams import BroadcastStream
+
+        return BroadcastStream(self, (broadcast_state_descriptor, *other))
+
+    def connect(self, ds: DataStream | BroadcastStream) -> Any:
+        """Two inputs, one operator: a ``ConnectedStreams`` (``map``/``flat_map``/``process``/
+        ``key_by``), or with a ``BroadcastStream`` a ``BroadcastConnectedStream``."""
+        from cairn.datastream.connected_streams import connect
+
+        return connect(self, ds)
 
     def global_(self) -> DataStream:
         """Send every record to downstream subtask 0 (Flink's ``global()``; Cairn extension,

@@ -22,6 +22,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import Any, Generic, TypeVar
 
+from cairn.datastream.co_functions import (
+    BroadcastProcessFunction,
+    CoFlatMapFunction,
+    CoMapFunction,
+    CoProcessFunction,
+    KeyedBroadcastProcessFunction,
+    KeyedCoProcessFunction,
+)
 from cairn.datastream.runtime_context import Function, KeyedStateStore, MetricGroup, RuntimeContext
 from cairn.datastream.source_sink_functions import (
     CheckpointedFunction,
@@ -38,14 +46,20 @@ from cairn.datastream.timerservice import TimerService
 
 __all__ = [
     "AggregateFunction",
+    "BroadcastProcessFunction",
     "CheckpointListener",
     "CheckpointedFunction",
+    "CoFlatMapFunction",
+    "CoMapFunction",
+    "CoProcessFunction",
     "FilterFunction",
     "FlatMapFunction",
     "Function",
     "FunctionInitializationContext",
     "FunctionSnapshotContext",
     "KeySelector",
+    "KeyedBroadcastProcessFunction",
+    "KeyedCoProcessFunction",
     "KeyedProcessFunction",
     "KeyedStateStore",
     "MapFunction",

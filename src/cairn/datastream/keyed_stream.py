@@ -149,7 +149,7 @@ class KeyedStream(DataStream):
     def forward(self) -> NoReturn:
         self._fixed_partitioning()
 
-    def broadcast(self) -> NoReturn:
+    def broadcast(self, *broadcast_state_descriptors: Any) -> NoReturn:
         self._fixed_partitioning()
 
     def global_(self) -> NoReturn:

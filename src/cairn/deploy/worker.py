@@ -383,9 +383,9 @@ class Worker:
             ops = [create_operator(node) for node in nodes]
             specs = self.plan.input_channels(key)
             gate = InputGate([self._inputs[s.channel_id] for s in specs]) if specs else None
-            task = StreamTask(
-                key, vertex, ops, gate, writers, self, alignment, checkpointing, debloat=debloat
-            )
+            sides = [s.edge.input_side for s in specs]  # a two-input head's logical inputs
+            args = (key, vertex, ops, gate, writers, self, alignment, checkpointing, debloat)
+            task = StreamTask(*args, sides=sides)
             fan_out = _fan_out(writers)
             for i, (node, op) in enumerate(zip(nodes, ops, strict=True)):
                 output = ops[i + 1].process_batch if i + 1 < len(ops) else fan_out

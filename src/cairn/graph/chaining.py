@@ -20,6 +20,7 @@ from cairn.graph.transformations import (
     SideOutputTransformation,
     SourceTransformation,
     Transformation,
+    TwoInputTransformation,
     UnionTransformation,
 )
 
@@ -77,6 +78,7 @@ class StreamEdge:
     key_selector: Callable[[Any], Any] | None
     input_index: int  # position among the target's input edges
     output_tag: str | None = None  # the side output this edge carries (None: main output)
+    input_side: int = 0  # the logical input of a two-input target (0: first, 1: second)
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,8 @@ class StreamGraph:
 _Partitioning = tuple[PartitionKind, Callable[[Any], Any] | None]
 # A physical producer, the partitioning towards the consumer, and the side output's tag.
 _Input = tuple[Transformation, _Partitioning | None, str | None]
+# The physical inputs of a consumer, each with its logical input (0, or 1 for two inputs).
+_SidedInput = tuple[Transformation, _Partitioning | None, str | None, int]
 
 
 def build_stream_graph(
@@ -114,7 +118,7 @@ def build_stream_graph(
     if not sinks:
         raise JobGraphError("No operators defined in streaming topology. Cannot execute.")
     physical: dict[int, SourceTransformation | OneInputTransformation] = {}
-    inputs: dict[int, list[_Input]] = {}
+    inputs: dict[int, list[_SidedInput]] = {}
     stack: list[Transformation] = list(reversed(sinks))
     while stack:
         t = stack.pop()
@@ -128,7 +132,7 @@ def build_stream_graph(
         checked = _check_physical(t)
         physical[t.id] = checked
         inputs[t.id] = [] if isinstance(checked, SourceTransformation) else _resolve(checked)
-        stack.extend(producer for producer, _, _ in reversed(inputs[t.id]))
+        stack.extend(producer for producer, _, _, _ in reversed(inputs[t.id]))
 
     nodes = {
         tid: _stream_node(physical[tid], default_parallelism, default_max_parallelism)
@@ -136,8 +140,8 @@ def build_stream_graph(
     }
     edges: list[StreamEdge] = []
     for tid, node in nodes.items():
-        for index, (producer, partitioning, tag) in enumerate(inputs[tid]):
-            edges.append(_edge(nodes[producer.id], node, partitioning, index, tag))
+        for index, (producer, partitioning, tag, side) in enumerate(inputs[tid]):
+            edges.append(_edge(nodes[producer.id], node, partitioning, index, tag, side))
     in_edges = {tid: tuple(e for e in edges if e.target_id == tid) for tid in nodes}
     out_edges = {tid: tuple(e for e in edges if e.source_id == tid) for tid in nodes}
     return StreamGraph(nodes, tuple(edges), in_edges, out_edges)
@@ -154,6 +158,7 @@ def is_chainable(edge: StreamEdge, graph: StreamGraph) -> bool:
     return (
         not down.is_source
         and len(graph.in_edges[down.id]) == 1
+        and not isinstance(down.transformation, TwoInputTransformation)
         and len(graph.out_edges[up.id]) == 1
         and edge.partition is PartitionKind.FORWARD
         and edge.output_tag is None
@@ -222,9 +227,17 @@ def _check_physical(t: Transformation) -> SourceTransformation | OneInputTransfo
     raise JobGraphError(f"Unsupported transformation {t.describe()}")
 
 
-def _resolve(t: OneInputTransformation) -> list[_Input]:
-    """The physical producers feeding ``t``, in input order, with the partitioning chosen."""
-    return [pair for i in t.inputs for pair in _resolve_virtual(i, None, frozenset(), None)]
+def _resolve(t: OneInputTransformation) -> list[_SidedInput]:
+    """The physical producers feeding ``t``, in input order, with the partitioning chosen and
+    the logical input each feeds (a two-input operator's second input is side 1)."""
+    if isinstance(t, TwoInputTransformation) and len(t.inputs) != 2:
+        raise JobGraphError(f"{t.describe()} must have exactly two inputs, has {len(t.inputs)}")
+    two = isinstance(t, TwoInputTransformation)
+    return [
+        (producer, partitioning, tag, side if two else 0)
+        for side, i in enumerate(t.inputs)
+        for producer, partitioning, tag in _resolve_virtual(i, None, frozenset(), None)
+    ]
 
 
 def _resolve_virtual(
@@ -292,6 +305,7 @@ def _edge(
     partitioning: _Partitioning | None,
     index: int,
     tag: str | None = None,
+    side: int = 0,
 ) -> StreamEdge:
     if partitioning is None:
         # Flink's default: keep records local when the parallelism allows it.
@@ -306,4 +320,4 @@ def _edge(
             "You must use another partitioning strategy, such as broadcast, rebalance, "
             "shuffle or global."
         )
-    return StreamEdge(up.id, down.id, kind, key, index, tag)
+    return StreamEdge(up.id, down.id, kind, key, index, tag, side)

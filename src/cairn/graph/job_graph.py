@@ -70,6 +70,7 @@ class JobEdge:
     target_max_parallelism: int  # key groups of the consumer, used by the hash partitioner
     input_index: int  # position among the target vertex's input edges
     output_tag: str | None = None  # side output (tag id) this edge carries; None: main output
+    input_side: int = 0  # which logical input of a two-input target it feeds (0 or 1)
 
 
 @dataclass(frozen=True)
@@ -281,6 +282,7 @@ def _job_edge(e: StreamEdge, vid_of: dict[int, int], target: StreamNode) -> JobE
         target_max_parallelism=target.max_parallelism,
         input_index=e.input_index,
         output_tag=e.output_tag,
+        input_side=e.input_side,
     )
 
 

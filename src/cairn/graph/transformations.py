@@ -29,6 +29,13 @@ class OperatorKind(enum.Enum):
     SINK_FUNCTION = "sink_function"  # legacy SinkFunction (add_sink, print)
     SINK = "sink"  # Sink (sink_to): writer + optional two-phase committer
     COLLECT = "collect"  # execute_and_collect(): exactly-once results to the client
+    # Two inputs (``TwoInputTransformation``): the function has a method per input.
+    CO_MAP = "co_map"  # CoMapFunction
+    CO_FLAT_MAP = "co_flat_map"  # CoFlatMapFunction
+    CO_PROCESS = "co_process"  # CoProcessFunction
+    KEYED_CO_PROCESS = "keyed_co_process"  # KeyedCoProcessFunction (both inputs keyed)
+    BROADCAST_PROCESS = "broadcast_process"  # BroadcastProcessFunction
+    KEYED_BROADCAST_PROCESS = "keyed_broadcast_process"  # KeyedBroadcastProcessFunction
 
 
 class PartitionKind(enum.Enum):
@@ -81,6 +88,18 @@ class SourceTransformation(Transformation):
 @dataclass(eq=False)
 class OneInputTransformation(Transformation):
     operator: OperatorSpec | None = None
+
+
+@dataclass(eq=False)
+class TwoInputTransformation(OneInputTransformation):
+    """An operator with two logical inputs: ``inputs == [first, second]``. With keys, the
+    spec's ``key_selector`` keys the first input and ``options[KEY_SELECTOR2]`` the second
+    (absent: the second input is not keyed, e.g. a broadcast stream)."""
+
+
+# OperatorSpec options of two-input operators.
+KEY_SELECTOR2 = "key_selector2"  # the second input's key selector
+BROADCAST_STATES = "broadcast_states"  # the MapStateDescriptors of a broadcast stream
 
 
 @dataclass(eq=False)

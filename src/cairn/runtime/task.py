@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from cairn.checkpoint.failure import CheckpointFailureReason
@@ -82,6 +82,7 @@ class StreamTask:
         checkpointing: bool,
         debloat: DebloatConfig | None = None,
         clock: Clock | None = None,
+        sides: Sequence[int] | None = None,
     ) -> None:
         self.key = key
         self.vertex = vertex
@@ -116,6 +117,14 @@ class StreamTask:
                 self.checkpoints.record_channels_of(handler.recording_view)
             self.handler = handler
         self.is_source = isinstance(self.head, (SourceOperator, SourceFunctionOperator))
+        # A two-input head: each channel's logical input (one gate, one barrier handler and
+        # one valve over the channels of both inputs, as Flink's ``StreamTwoInputProcessor``
+        # aligns and merges them).
+        self._sides: tuple[int, ...] | None = None
+        process_side = getattr(self.head, "process_side", None)
+        if process_side is not None:
+            self._sides = _check_sides(self.name, sides, gate)
+            self._process_side: Callable[[int, Any], None] = process_side
         # Set by an empty poll only: when (time.monotonic()) the source expects records
         # again. Cleared on every other path, so a stale time never keeps the worker awake.
         self.source_ready_at: float | None = None
@@ -208,7 +217,10 @@ class StreamTask:
             t = type(entry)
             if (t is list or t is StampedBatch) and unaligned is None:
                 self.records_in += len(entry)
-                self.head.process_batch(entry)
+                if self._sides is None:
+                    self.head.process_batch(entry)
+                else:
+                    self._process_side(self._sides[channel], entry)
             elif t is list or t is HeldBatch or t is StampedBatch:
                 self._process_slice(channel, entry)
             else:
@@ -237,7 +249,10 @@ class StreamTask:
             )
         t0 = time.perf_counter()
         self.records_in += len(records)
-        self.head.process_batch(records)
+        if self._sides is None:
+            self.head.process_batch(records)
+        else:
+            self._process_side(self._sides[channel], records)
         self._slices.learn(len(records), time.perf_counter() - t0)
         if held is not None and held.replayed and self._faults.active:
             self._check_fault("replay")
@@ -474,3 +489,14 @@ def _emit_to(writers: list[RecordWriter]) -> Callable[[list[Any]], None]:
             w.emit_side(records)
 
     return emit_all
+
+
+def _check_sides(name: str, sides: Sequence[int] | None, gate: InputGate | None) -> tuple[int, ...]:
+    """The logical input of each channel of a two-input task's gate (both inputs present)."""
+    channels = len(gate.channels) if gate is not None else 0
+    if sides is None or len(sides) != channels or set(sides) != {0, 1}:
+        raise ValueError(
+            f"{name}: a two-input operator needs the logical input of each of its {channels} "
+            f"channels, with channels of both inputs; got {sides!r}"
+        )
+    return tuple(sides)

@@ -31,6 +31,7 @@ from cairn.datastream.state import (
     ValueStateDescriptor,
 )
 from cairn.ids import CheckpointId
+from cairn.state.broadcast_state import BroadcastMapState
 from cairn.state.key_groups import KeyGroupRange
 
 __all__ = [
@@ -131,6 +132,10 @@ class OperatorStateBackend(Protocol):
 
     def get_union_list_state(self, descriptor: ListStateDescriptor) -> ListState[Any]:
         """Union-redistributed list state: on restore every subtask gets every element."""
+        ...
+
+    def get_broadcast_state(self, descriptor: MapStateDescriptor) -> BroadcastMapState:
+        """Broadcast state: on restore subtask ``i`` gets old subtask ``i mod old_n``'s copy."""
         ...
 
     def snapshot(self, checkpoint_id: CheckpointId | int) -> OperatorSnapshot: ...

@@ -1,7 +1,8 @@
-"""Operator (non-keyed) list state and its redistribution on restore.
+"""Operator (non-keyed) list state and broadcast state, and their redistribution on restore.
 
 Invariant: every element checkpointed by any old subtask is restored exactly once for
-``split`` state, and by every new subtask for ``union`` state. At unchanged parallelism each
+``split`` state, and by every new subtask for ``union`` state; new subtask ``i`` gets old
+subtask ``i mod old_parallelism``'s copy of ``broadcast`` state. At unchanged parallelism each
 subtask gets back exactly its own split lists; on rescale the lists of all old subtasks are
 concatenated in old-subtask order and cut into contiguous, near-equal chunks (Flink's
 ``RoundRobinOperatorStateRepartitioner``: the one-element surplus rotates over states).
@@ -9,6 +10,9 @@ concatenated in old-subtask order and cut into contiguous, near-equal chunks (Fl
 >>> old = {0: {"offsets": ("split", [1, 2, 3])}, 1: {"offsets": ("split", [4])}}
 >>> [redistribute_operator_state(old, 2, 3, i)["offsets"][1] for i in range(3)]
 [[1, 2], [3], [4]]
+>>> rules = {i: {"rules": ("broadcast", [("max", i)])} for i in range(2)}
+>>> [redistribute_operator_state(rules, 2, 3, i)["rules"][1] for i in range(3)]
+[[('max', 0)], [('max', 1)], [('max', 0)]]
 """
 
 from __future__ import annotations
@@ -18,9 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from cairn.checkpoint.handles import OperatorStateHandle, StateFileReader, StateFileWriter
-from cairn.datastream.state import ListState, ListStateDescriptor
+from cairn.datastream.state import ListState, ListStateDescriptor, MapStateDescriptor
 from cairn.ids import CheckpointId
 from cairn.state.api import OperatorSnapshot
+from cairn.state.broadcast_state import BROADCAST, BroadcastMapState
 from cairn.state.errors import StateMigrationError, StateRestoreError
 from cairn.state.keyed_states import check_list_element, list_elements
 from cairn.state.snapshot_format import (
@@ -79,6 +84,7 @@ class DefaultOperatorStateBackend:
     def __init__(self, *, file_prefix: str = "") -> None:
         self._file_prefix = file_prefix
         self._states: dict[str, OperatorListState] = {}
+        self._broadcast: dict[str, BroadcastMapState] = {}
 
     def get_list_state(self, descriptor: ListStateDescriptor) -> ListState[Any]:
         return self._get(descriptor, SPLIT)
@@ -86,9 +92,28 @@ class DefaultOperatorStateBackend:
     def get_union_list_state(self, descriptor: ListStateDescriptor) -> ListState[Any]:
         return self._get(descriptor, UNION)
 
+    def get_broadcast_state(self, descriptor: MapStateDescriptor) -> BroadcastMapState:
+        """The broadcast state named by ``descriptor`` (created empty on first use)."""
+        if not isinstance(descriptor, MapStateDescriptor):
+            raise TypeError(f"broadcast state needs a MapStateDescriptor, got {descriptor!r}")
+        if descriptor.name in self._states:
+            raise StateMigrationError(
+                f"operator state {descriptor.name!r} is list state; cannot access it as "
+                "broadcast state"
+            )
+        state = self._broadcast.get(descriptor.name)
+        if state is None:
+            state = self._broadcast[descriptor.name] = BroadcastMapState(descriptor.name)
+        return state
+
     def _get(self, descriptor: ListStateDescriptor, mode: str) -> OperatorListState:
         if not isinstance(descriptor, ListStateDescriptor):
             raise TypeError(f"operator state needs a ListStateDescriptor, got {descriptor!r}")
+        if descriptor.name in self._broadcast:
+            raise StateMigrationError(
+                f"operator state {descriptor.name!r} is broadcast state; cannot access it as "
+                f"{mode} list state"
+            )
         state = self._states.get(descriptor.name)
         if state is None:
             state = self._states[descriptor.name] = OperatorListState(descriptor.name, mode, [])
@@ -100,14 +125,19 @@ class DefaultOperatorStateBackend:
         return state
 
     def state_names(self) -> list[str]:
-        return list(self._states)
+        return [*self._states, *self._broadcast]
 
     def snapshot(self, checkpoint_id: CheckpointId | int) -> OperatorSnapshot:
         """Copy the lists now (synchronous part); the result writes them (asynchronous part)."""
-        live = {name: s for name, s in self._states.items() if len(s)}
+        lists: dict[str, list[Any]] = {n: s._values for n, s in self._states.items() if len(s)}
+        modes = {n: s.mode for n, s in self._states.items()}
+        for name, b in self._broadcast.items():
+            if len(b):
+                lists[name] = b.items()
+                modes[name] = BROADCAST
         # Operator state is small: serializing it here is the cheapest isolating copy.
-        payload = dumps({name: s._values for name, s in live.items()}) if live else b""
-        states = {name: (s.mode, len(s)) for name, s in live.items()}
+        payload = dumps(lists) if lists else b""
+        states = {name: (modes[name], len(values)) for name, values in lists.items()}
         file_name = f"{self._file_prefix}operator.state"
 
         def write(writer: StateFileWriter) -> OperatorStateHandle | None:
@@ -144,6 +174,9 @@ class DefaultOperatorStateBackend:
                         lists[name] = (mode, list(values))
         mine = redistribute_operator_state(old, old_parallelism, parallelism, subtask_index)
         for name, (mode, values) in mine.items():
+            if mode == BROADCAST:
+                self._broadcast[name] = BroadcastMapState(name, values)
+                continue
             state = self._states.get(name)
             if state is None:
                 self._states[name] = OperatorListState(name, mode, list(values))
@@ -156,6 +189,7 @@ class DefaultOperatorStateBackend:
 
     def dispose(self) -> None:
         self._states.clear()
+        self._broadcast.clear()
 
 
 def _mode_of(handle: OperatorStateHandle, name: str) -> str:
@@ -176,6 +210,8 @@ def _needed(
     """Whether a handle can contribute anything to ``subtask_index`` (skips useless reads)."""
     modes = {str(meta[0]) for meta in handle.states.values()}
     if UNION in modes:
+        return True
+    if BROADCAST in modes and old_index == subtask_index % old_parallelism:
         return True
     return old_parallelism != parallelism or old_index == subtask_index
 
@@ -208,7 +244,7 @@ def redistribute_operator_state(
                 f"old subtask index {old_index} out of range for old parallelism {old_parallelism}"
             )
         for name, (mode, elements) in states.items():
-            if mode not in (SPLIT, UNION):
+            if mode not in (SPLIT, UNION, BROADCAST):
                 raise StateRestoreError(f"operator state {name!r}: unknown mode {mode!r}")
             named = by_name.setdefault(name, _Named(mode, []))
             if named.mode != mode:
@@ -221,6 +257,13 @@ def redistribute_operator_state(
     surplus_start = 0
     for name in sorted(by_name):
         named = by_name[name]
+        if named.mode == BROADCAST:
+            copy = subtask_index % old_parallelism
+            out[name] = (
+                BROADCAST,
+                [e for i, elements in named.parts if i == copy for e in elements],
+            )
+            continue
         if named.mode == SPLIT and parallelism == old_parallelism:
             mine = [e for idx, elements in named.parts if idx == subtask_index for e in elements]
             out[name] = (SPLIT, mine)

@@ -18,6 +18,7 @@ from cairn.runtime.operators.keyed import KeyedProcessOperator, KeyedRecordOpera
 from cairn.runtime.operators.sinks import CollectSinkOperator, SinkFunctionOperator, SinkOperator
 from cairn.runtime.operators.sources import SourceFunctionOperator, SourceOperator
 from cairn.runtime.operators.timestamps import TimestampsAndWatermarksOperator
+from cairn.runtime.operators.two_input import TWO_INPUT_KINDS, CoOperator, KeyedCoOperator
 
 _BY_KIND: dict[str, type[StreamOperator]] = {
     OperatorKind.MAP.value: MapOperator,
@@ -44,6 +45,8 @@ _KEYED_RECORD_KINDS = {
 
 
 def create_operator(node: OperatorNode) -> StreamOperator:
+    if node.kind in TWO_INPUT_KINDS:
+        return KeyedCoOperator(node) if node.keyed else CoOperator(node)
     if node.keyed and node.kind in _KEYED_RECORD_KINDS:
         return KeyedRecordOperator(node)
     cls = _BY_KIND.get(node.kind)
