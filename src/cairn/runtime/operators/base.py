@@ -22,7 +22,14 @@ from cairn.checkpoint.handles import (
     StateFileWriter,
     pickle_inline,
 )
-from cairn.events import MAX_WATERMARK, MIN_WATERMARK, Watermark, WatermarkStatus
+from cairn.events import (
+    DEFAULT_CHECKPOINT_OPTIONS,
+    MAX_WATERMARK,
+    MIN_WATERMARK,
+    CheckpointOptions,
+    Watermark,
+    WatermarkStatus,
+)
 from cairn.graph.job_graph import OperatorNode
 from cairn.state.api import KeyedStateBackend, OperatorStateBackend
 
@@ -185,8 +192,18 @@ class StreamOperator:
     def prepare_snapshot_pre_barrier(self, checkpoint_id: int) -> None:
         """Called before the barrier is forwarded (may still emit records)."""
 
-    def snapshot_state(self, checkpoint_id: int, timestamp_ms: int) -> OperatorSnapshot:
-        keyed = self.ctx.keyed_backend.snapshot(checkpoint_id) if self.ctx.keyed_backend else None
+    def snapshot_state(
+        self,
+        checkpoint_id: int,
+        timestamp_ms: int,
+        options: CheckpointOptions = DEFAULT_CHECKPOINT_OPTIONS,
+    ) -> OperatorSnapshot:
+        backend = self.ctx.keyed_backend
+        keyed = (
+            backend.snapshot(checkpoint_id, canonical=options.canonical_state)
+            if backend is not None
+            else None
+        )
         op = self.ctx.operator_backend.snapshot(checkpoint_id)
         return OperatorSnapshot(keyed=keyed, operator=op)
 
