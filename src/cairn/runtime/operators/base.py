@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from cairn.checkpoint.handles import (
     AnyKeyedStateHandle,
+    KeyedStateSchema,
     OperatorStateHandle,
     OperatorSubtaskState,
     StateFileReader,
@@ -32,6 +33,8 @@ from cairn.events import (
 )
 from cairn.graph.job_graph import OperatorNode
 from cairn.state.api import KeyedStateBackend, OperatorStateBackend
+from cairn.state.errors import StateMigrationError
+from cairn.state.schema import describe, incompatibility, schema_of
 
 Output = Callable[[list[Any]], None]
 
@@ -59,6 +62,29 @@ class OperatorContext:
     checkpointing: bool = False
     job_parameters: dict[str, str] = field(default_factory=dict)
     watermark_interval_ms: int = 200  # pipeline.auto-watermark-interval (0: not periodic)
+    # Keyed states' schemas: restored ones (checked against) and those declared since; the
+    # operator's snapshots record them (``cairn.state.schema``).
+    restored_schema: dict[str, KeyedStateSchema] = field(default_factory=dict)
+    keyed_schema: dict[str, KeyedStateSchema] = field(default_factory=dict)
+
+    def declare_keyed_state(self, descriptor: Any) -> None:
+        """A function registers keyed state: check it against the restored schema.
+
+        Raises:
+            StateMigrationError: the snapshot holds the state with another kind or type.
+        """
+        new = schema_of(descriptor)
+        old = self.restored_schema.get(descriptor.name)
+        if old is not None:
+            why = incompatibility(old, new)
+            if why is not None:
+                raise StateMigrationError(
+                    f"operator {self.node.uid!r}: keyed state {descriptor.name!r} cannot be "
+                    f"restored: {why} (the snapshot's {describe(old)}, the job's "
+                    f"{describe(new)}); keep the old descriptor, or give the state a new "
+                    "name (the old state is then dropped)"
+                )
+        self.keyed_schema[descriptor.name] = new
 
 
 @dataclass(frozen=True)
@@ -77,6 +103,7 @@ class OperatorSnapshot:
     keyed: Callable[[StateFileWriter], AnyKeyedStateHandle | None] | None
     operator: Callable[[StateFileWriter], OperatorStateHandle | None] | None
     inline: dict[str, Any] = field(default_factory=dict)
+    keyed_schema: dict[str, KeyedStateSchema] = field(default_factory=dict)
 
     def run(self, writer: StateFileWriter) -> OperatorSubtaskState:
         keyed = self.keyed(writer) if self.keyed else None
@@ -85,6 +112,7 @@ class OperatorSnapshot:
             keyed=(keyed,) if keyed is not None else (),
             operator=(op,) if op is not None else (),
             inline=pickle_inline(self.inline),
+            keyed_schema=self.keyed_schema if keyed is not None else {},
         )
 
 
@@ -133,6 +161,10 @@ class StreamOperator:
         old = restore.subtasks
         if self.ctx.keyed_backend is not None:
             handles = [h for s in old.values() for h in s.keyed]
+            for s in old.values():
+                for name, schema in s.keyed_schema.items():
+                    self.ctx.restored_schema.setdefault(name, schema)
+            self.ctx.keyed_schema.update(self.ctx.restored_schema)  # kept until redeclared
             if handles:
                 self.ctx.keyed_backend.restore(handles, restore.reader)
         op_states = {i: list(s.operator) for i, s in old.items() if s.operator}
@@ -205,7 +237,7 @@ class StreamOperator:
             else None
         )
         op = self.ctx.operator_backend.snapshot(checkpoint_id)
-        return OperatorSnapshot(keyed=keyed, operator=op)
+        return OperatorSnapshot(keyed=keyed, operator=op, keyed_schema=dict(self.ctx.keyed_schema))
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         pass
