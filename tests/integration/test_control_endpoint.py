@@ -109,6 +109,9 @@ def test_wrong_token_other_jobs_id_and_bad_input_are_refused_and_the_job_runs_on
     assert status == 400 and "not JSON" in body["errors"][0]
     status, body = http("POST", f"{url}/jobs/{jid}/stop", entry.token, {"drain": True})
     assert status == 400 and "drain" in body["errors"][0]
+    for path in ("savepoints", "stop"):
+        status, body = http("POST", f"{url}/jobs/{jid}/{path}", entry.token, {"formatType": "zip"})
+        assert status == 400 and "formatType must be CANONICAL or NATIVE" in body["errors"][0]
     status, body = http("GET", f"{url}/jobs/{jid}/savepoints/nope", entry.token)
     assert status == 404
     status, body = http("GET", f"{url}/no/such/path", entry.token)
@@ -126,6 +129,11 @@ def test_savepoint_operation_and_its_failure_in_flinks_shape(
     trigger = endpoint.request("POST", f"/jobs/{jid}/savepoints", {"target-directory": target})
     assert set(trigger) == {"request-id"}
     assert endpoint.wait_for_operation(trigger["request-id"], 60) == target
+    native = str(tmp_path / "native")  # Flink's formatType (the heap's native is canonical)
+    trigger = endpoint.request(
+        "POST", f"/jobs/{jid}/savepoints", {"target-directory": native, "formatType": "NATIVE"}
+    )
+    assert endpoint.wait_for_operation(trigger["request-id"], 60) == native
     again = endpoint.request("POST", f"/jobs/{jid}/savepoints", {"target-directory": target})
     with pytest.raises(JobControlError, match="already contains a savepoint"):
         endpoint.wait_for_operation(again["request-id"], 60)

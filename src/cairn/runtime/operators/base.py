@@ -66,6 +66,7 @@ class OperatorContext:
     # operator's snapshots record them (``cairn.state.schema``).
     restored_schema: dict[str, KeyedStateSchema] = field(default_factory=dict)
     keyed_schema: dict[str, KeyedStateSchema] = field(default_factory=dict)
+    _checked: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def declare_keyed_state(self, descriptor: Any) -> None:
         """A function registers keyed state: check it against the restored schema.
@@ -73,6 +74,8 @@ class OperatorContext:
         Raises:
             StateMigrationError: the snapshot holds the state with another kind or type.
         """
+        if self._checked.get(descriptor.name) is descriptor:
+            return  # the same descriptor again (get_state per record): checked already
         new = schema_of(descriptor)
         old = self.restored_schema.get(descriptor.name)
         if old is not None:
@@ -85,6 +88,7 @@ class OperatorContext:
                     "name (the old state is then dropped)"
                 )
         self.keyed_schema[descriptor.name] = new
+        self._checked[descriptor.name] = descriptor
 
 
 @dataclass(frozen=True)
