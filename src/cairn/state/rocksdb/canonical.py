@@ -32,9 +32,11 @@ import rocksdict
 from cairn.state.errors import StateMigrationError, StateRestoreError
 from cairn.state.key_groups import KeyGroupRange
 from cairn.state.rocksdb.codecs import (
+    KEY_GROUP_BYTES,
     ValueCodec,
     decode_key,
     decode_list,
+    decode_value,
     drop_expired_value,
     encode_key,
     encode_list,
@@ -44,6 +46,7 @@ from cairn.state.rocksdb.codecs import (
     timer_key,
     timer_parts,
     value_codec,
+    value_codec_for_hint,
 )
 from cairn.state.rocksdb.db import STATE_CF_PREFIX, TIMERS_CF, StateDB
 from cairn.state.snapshot_format import FORMAT_VERSION, thaw_table
@@ -52,6 +55,7 @@ __all__ = ["META_PREFIX", "StateMeta", "export_sections", "import_section", "rea
 
 META_PREFIX = b"state:"  # default column family: b"state:<name>" -> {"kind": ..., "ttl": ...}
 _BATCH = 10_000
+_VALUE_KEY_START = KEY_GROUP_BYTES + 4  # a value's key: key group, key length, key
 
 
 @dataclass(frozen=True)
@@ -104,14 +108,10 @@ def export_sections(
 
 
 def _range(cf: Any, lo: bytes, hi: bytes) -> Iterator[tuple[bytes, bytes]]:
-    it = cf.iter()
-    it.seek(lo)
-    while it.valid():
-        k: bytes = it.key()
+    for k, v in cf.items(from_key=lo):
         if k >= hi:
             return
-        yield k, it.value()
-        it.next()
+        yield k, v
 
 
 def _export_table(
@@ -120,8 +120,13 @@ def _export_table(
     codec = value_codec(None, meta.ttl)
     expire = meta.cleanup_ttl_ms if meta.ttl else None
     table: dict[Any, Any] = {}
+    cf = db.column_family(STATE_CF_PREFIX + name)
+    if meta.kind not in ("map", "list") and not meta.ttl:  # the common case, inlined
+        for k, raw in _range(cf, lo, hi):
+            table[decode_key(k[_VALUE_KEY_START:])] = decode_value(raw)
+        return table
     last_kb, last_key = b"", None
-    for k, raw in _range(db.column_family(STATE_CF_PREFIX + name), lo, hi):
+    for k, raw in _range(cf, lo, hi):
         if expire is not None:
             live = drop_expired_value(
                 "list" if meta.kind == "list" else "value", raw, now_ms, expire
@@ -147,8 +152,9 @@ def import_section(
     """Write one heap-format key-group section into ``db`` (its states' metadata too).
 
     ``known``: the states imported so far by this restore (updated); ``path`` names the
-    state file in errors. Values are written with the pickle codec: every state object
-    decodes values by their tag, whatever codec wrote them.
+    state file in errors. Every state object decodes values by their tag, whatever codec
+    wrote them: ints are written in the fixed-width layout (``Types.LONG()``'s), any other
+    value pickled.
     """
     if section.get("version") != FORMAT_VERSION:
         raise StateRestoreError(
@@ -166,7 +172,8 @@ def import_section(
             record = {"kind": kind, "ttl": bool(ttl), "cleanup_ttl_ms": None}
             db.db.put(META_PREFIX + name.encode(), json.dumps(record).encode())
             known[name] = StateMeta(kind, bool(ttl))
-        _import_table(db, name, kind, value_codec(None, bool(ttl)), kg, thaw_table(payload))
+        codec = value_codec_for_hint("Long", bool(ttl))
+        _import_table(db, name, kind, codec, kg, thaw_table(payload))
     timers = section.get("timers") or {}
     if timers:
         cf = db.column_family(TIMERS_CF)
