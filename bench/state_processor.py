@@ -35,7 +35,7 @@ from cairn.state_processor import SavepointReader, SavepointWriter
 SUM = ValueStateDescriptor("sum", Types.LONG())
 
 
-def _size(directory: str) -> int:
+def directory_bytes(directory: str) -> int:
     return sum(
         os.path.getsize(os.path.join(root, f))
         for root, _d, files in os.walk(directory)
@@ -76,18 +76,18 @@ def run(keys: int, parallelism: int, work: str) -> dict[str, Any]:
         "bootstrap_keys_per_s": round(keys / bootstrap_s),
         "read_s": round(read_s, 2),
         "read_keys_per_s": round(keys / read_s),
-        "savepoint_bytes": _size(target),
+        "savepoint_bytes": directory_bytes(target),
         "machine": {
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
             "platform": platform.platform(),
             "load_average": os.getloadavg(),
-            "git": _git(),
+            "git": git_revision(),
         },
     }
 
 
-def _git() -> str:
+def git_revision() -> str:
     try:
         out = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"],

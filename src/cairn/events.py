@@ -19,6 +19,18 @@ class CheckpointType(enum.Enum):
     SAVEPOINT = "savepoint"
 
 
+class SavepointFormatType(enum.Enum):
+    """How a savepoint writes keyed state (Flink's ``SavepointFormatType``).
+
+    ``CANONICAL`` (the default): the heap backend's format whatever the backend, restorable
+    into any backend; ``NATIVE``: the backend's own files (RocksDB: its checkpoint, faster to
+    take and to restore, but only into RocksDB). Checkpoints are always native.
+    """
+
+    CANONICAL = "canonical"
+    NATIVE = "native"
+
+
 class AlignmentMode(enum.Enum):
     ALIGNED = "aligned"  # exactly-once: block channels until every barrier arrived
     AT_LEAST_ONCE = "at_least_once"  # count barriers, never block
@@ -34,10 +46,20 @@ class CheckpointOptions:
     # Stop-with-savepoint (Flink's terminating savepoint): a source emits nothing after this
     # barrier until the job master ends its input (savepoint completed) or resumes it (failed).
     terminate: bool = False
+    format_type: SavepointFormatType = SavepointFormatType.CANONICAL  # savepoints only
 
     @property
     def is_savepoint(self) -> bool:
         return self.type is CheckpointType.SAVEPOINT
+
+    @property
+    def canonical_state(self) -> bool:
+        """Whether keyed state is written in the canonical format (canonical savepoints)."""
+        return self.is_savepoint and self.format_type is SavepointFormatType.CANONICAL
+
+
+DEFAULT_CHECKPOINT_OPTIONS = CheckpointOptions()
+"""An aligned checkpoint's options (the default of operators' ``snapshot_state``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -116,6 +116,19 @@ def test_state_size_reports_checkpoint_bytes(results: dict[str, dict[str, Any]])
 
 
 @pytest.mark.spark
+def test_savepoints_measures_each_backend_and_format(spark: Any, tmp_path: Path) -> None:
+    from bench.savepoints import run
+
+    result = run([2_000], 2, str(tmp_path))
+    rows = {(r["backend"], r["format"]): r for r in result["rows"]}
+    assert set(rows) == {("hashmap", "canonical"), ("rocksdb", "canonical"), ("rocksdb", "native")}
+    canonical = [rows[(b, "canonical")]["savepoint_bytes"] for b in ("hashmap", "rocksdb")]
+    assert canonical[0] > 0 and abs(canonical[0] - canonical[1]) < 100  # the same sections
+    assert all(r["savepoint_s"] > 0 and r["keys"] == 2_000 for r in rows.values())
+    json.dumps(result)
+
+
+@pytest.mark.spark
 def test_runner_renders_results_and_keeps_hand_written_sections(
     results: dict[str, dict[str, Any]], tmp_path: Path
 ) -> None:

@@ -109,6 +109,9 @@ def test_wrong_token_other_jobs_id_and_bad_input_are_refused_and_the_job_runs_on
     assert status == 400 and "not JSON" in body["errors"][0]
     status, body = http("POST", f"{url}/jobs/{jid}/stop", entry.token, {"drain": True})
     assert status == 400 and "drain" in body["errors"][0]
+    for path in ("savepoints", "stop"):
+        status, body = http("POST", f"{url}/jobs/{jid}/{path}", entry.token, {"formatType": "zip"})
+        assert status == 400 and "formatType must be CANONICAL or NATIVE" in body["errors"][0]
     status, body = http("GET", f"{url}/jobs/{jid}/savepoints/nope", entry.token)
     assert status == 404
     status, body = http("GET", f"{url}/no/such/path", entry.token)
@@ -126,6 +129,11 @@ def test_savepoint_operation_and_its_failure_in_flinks_shape(
     trigger = endpoint.request("POST", f"/jobs/{jid}/savepoints", {"target-directory": target})
     assert set(trigger) == {"request-id"}
     assert endpoint.wait_for_operation(trigger["request-id"], 60) == target
+    native = str(tmp_path / "native")  # Flink's formatType (the heap's native is canonical)
+    trigger = endpoint.request(
+        "POST", f"/jobs/{jid}/savepoints", {"target-directory": native, "formatType": "NATIVE"}
+    )
+    assert endpoint.wait_for_operation(trigger["request-id"], 60) == native
     again = endpoint.request("POST", f"/jobs/{jid}/savepoints", {"target-directory": target})
     with pytest.raises(JobControlError, match="already contains a savepoint"):
         endpoint.wait_for_operation(again["request-id"], 60)
@@ -220,3 +228,37 @@ def test_a_job_without_endpoint_is_not_listed(tmp_path: Path, registry_dir: str)
     client = env.execute_async("no-endpoint")
     assert JobRegistry().running_jobs() == []
     client.get_job_execution_result(60)
+
+
+def test_cli_savepoint_type_native_keeps_rocksdb_files_canonical_by_default(
+    tmp_path: Path, registry_dir: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cairn.checkpoint.handles import KeyedStateHandle, RocksDBKeyedStateHandle
+    from cairn.checkpoint.storage import load_checkpoint
+    from cairn.cli.main import main
+
+    conf = {
+        "cairn.executor": "inprocess",
+        "state.backend.type": "rocksdb",
+        "state.backend.rocksdb.localdir": str(tmp_path / "rocksdb"),
+    }
+    out, chk = str(tmp_path / "out"), str(tmp_path / "chk")
+    env = sequence_job(conf, out, records=10_000_000, keys=10, rate=5_000, checkpoint_dir=chk)
+    client = env.execute_async("rest-rocksdb")
+    try:
+        assert client.wait_for_status(JobStatus.RUNNING, 60)
+        jid = client.get_job_id()
+        kinds = {}
+        for name, extra in (("canonical", []), ("native", ["-t", "native"])):
+            target = tmp_path / name
+            assert main(["savepoint", jid, str(target), *extra]) == 0
+            assert f"Savepoint completed. Path: {target}" in capsys.readouterr().out
+            op = load_checkpoint(str(target)).metadata.operators["sequence-check"]
+            kinds[name] = {type(h) for s in op.subtasks.values() for h in s.keyed}
+        assert kinds == {"canonical": {KeyedStateHandle}, "native": {RocksDBKeyedStateHandle}}
+        with pytest.raises(SystemExit):
+            main(["savepoint", jid, str(tmp_path / "zip"), "--type", "zip"])
+        assert client.get_job_status() is JobStatus.RUNNING
+    finally:
+        client.cancel()
+        client.get_job_execution_result(60)

@@ -191,6 +191,15 @@ def test_modify_one_operator_keeps_the_others_and_restores(
                     Path(checkpoint.directory, a.path).read_bytes()
                     == Path(target, b.path).read_bytes()
                 )
+    # The metadata records the written descriptor's schema, and keeps the job's for "last".
+    from cairn.checkpoint.handles import KeyedStateSchema
+
+    schemas = [s.keyed_schema for s in new_ops["sequence-check"].subtasks.values() if s.keyed]
+    assert schemas and all(
+        sc
+        == {"last": KeyedStateSchema("value", (None,)), "sum": KeyedStateSchema("value", ("Long",))}
+        for sc in schemas
+    )
     modified = SavepointReader.read(spark, target)
     assert dict(modified.read_keyed_state("sequence-check", LAST).collect()) == {
         k: seq for k, (seq, _t) in reported.items()

@@ -51,7 +51,9 @@ class _Op(StreamOperator):
         self.fail = fail
         self.aborted: list[int] = []
 
-    def snapshot_state(self, checkpoint_id: int, timestamp_ms: int) -> OperatorSnapshot:
+    def snapshot_state(
+        self, checkpoint_id: int, timestamp_ms: int, options: object = None
+    ) -> OperatorSnapshot:
         def write(writer: StateFileWriter) -> None:
             if self.fail:
                 raise OSError("disk full")

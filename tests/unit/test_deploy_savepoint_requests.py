@@ -12,6 +12,7 @@ from cairn.checkpoint.errors import CheckpointFailedError, SavepointRejectedErro
 from cairn.checkpoint.metadata import CheckpointMetadata, CompletedCheckpoint
 from cairn.common.job_status import JobStatus
 from cairn.deploy.savepoint_requests import SavepointRequests
+from cairn.events import SavepointFormatType
 from cairn.ids import CheckpointId, JobId
 
 
@@ -23,12 +24,16 @@ class Attempt:
     started: list[tuple[str, bool]] = field(default_factory=list)
     savepoints: list[Future[CompletedCheckpoint]] = field(default_factory=list)
     calls: list[str] = field(default_factory=list)
+    formats: list[SavepointFormatType] = field(default_factory=list)
 
     def refusal(self) -> str | None:
         return self.refused
 
-    def start(self, target_dir: str, terminate: bool) -> Future[CompletedCheckpoint]:
+    def start(
+        self, target_dir: str, terminate: bool, format_type: SavepointFormatType
+    ) -> Future[CompletedCheckpoint]:
         self.started.append((target_dir, terminate))
+        self.formats.append(format_type)
         self.savepoints.append(Future())
         return self.savepoints[-1]
 
@@ -116,3 +121,17 @@ def test_requests_after_the_end_are_refused_with_the_final_status() -> None:
         with pytest.raises(SavepointRejectedError, match="is CANCELED, not RUNNING"):
             future.result(timeout=0)
     assert attempt.started == []
+
+
+def test_the_format_type_is_forwarded_canonical_by_default() -> None:
+    attempt, requests = Attempt(), SavepointRequests("job", "/sp")
+    requests.trigger("/sp/a")
+    requests.trigger("/sp/b", SavepointFormatType.NATIVE)
+    requests.run(attempt)
+    requests.stop("/sp/c", SavepointFormatType.NATIVE)
+    requests.run(attempt)
+    assert attempt.formats == [
+        SavepointFormatType.CANONICAL,
+        SavepointFormatType.NATIVE,
+        SavepointFormatType.NATIVE,
+    ]

@@ -56,7 +56,9 @@ class _Collect(StreamOperator):
         self.seen.append(Watermark(timestamp))
         super().process_watermark(timestamp)
 
-    def snapshot_state(self, checkpoint_id: int, timestamp_ms: int) -> OperatorSnapshot:
+    def snapshot_state(
+        self, checkpoint_id: int, timestamp_ms: int, options: object = None
+    ) -> OperatorSnapshot:
         return OperatorSnapshot(keyed=None, operator=None, inline={})
 
 

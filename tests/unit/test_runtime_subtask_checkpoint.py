@@ -38,7 +38,9 @@ class _Inline(StreamOperator):
         if self.clock is not None:
             self.clock.advance(60)
 
-    def snapshot_state(self, checkpoint_id: int, timestamp_ms: int) -> OperatorSnapshot:
+    def snapshot_state(
+        self, checkpoint_id: int, timestamp_ms: int, options: object = None
+    ) -> OperatorSnapshot:
         return OperatorSnapshot(keyed=None, operator=None, inline={"seen": list(self.seen)})
 
 

@@ -301,7 +301,9 @@ class _Collect(StreamOperator):
             time.sleep(self.cost_s * len(records))
         self.seen.extend(records)
 
-    def snapshot_state(self, checkpoint_id: int, timestamp_ms: int) -> OperatorSnapshot:
+    def snapshot_state(
+        self, checkpoint_id: int, timestamp_ms: int, options: object = None
+    ) -> OperatorSnapshot:
         return OperatorSnapshot(keyed=None, operator=None, inline={"seen": list(self.seen)})
 
 

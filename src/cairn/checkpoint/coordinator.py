@@ -51,7 +51,7 @@ from cairn.checkpoint.stats import CheckpointStatsTracker
 from cairn.checkpoint.storage import CheckpointStorage, resolve_checkpoint_dirs
 from cairn.checkpoint.store import CompletedCheckpointStore
 from cairn.clock import Clock, SystemClock
-from cairn.events import CheckpointBarrier, CheckpointOptions
+from cairn.events import CheckpointBarrier, CheckpointOptions, SavepointFormatType
 from cairn.ids import CheckpointId, JobId, OperatorUid
 from cairn.settings import DEFAULT_MAX_PARALLELISM, CheckpointSettings
 
@@ -83,6 +83,7 @@ class _SavepointRequest:
     target_dir: str
     terminate: bool  # stop-with-savepoint: sinks commit it, the job master then ends sources
     future: Future[CompletedCheckpoint]
+    format_type: SavepointFormatType = SavepointFormatType.CANONICAL
 
 
 class CheckpointCoordinator:
@@ -259,7 +260,10 @@ class CheckpointCoordinator:
         return decision
 
     def trigger_savepoint(
-        self, target_dir: str, terminate: bool = False
+        self,
+        target_dir: str,
+        terminate: bool = False,
+        format_type: SavepointFormatType = SavepointFormatType.CANONICAL,
     ) -> Future[CompletedCheckpoint]:
         """Trigger an aligned savepoint written to ``target_dir`` (which must not hold one).
 
@@ -273,6 +277,7 @@ class CheckpointCoordinator:
 
         ``terminate`` (stop-with-savepoint): sources emit nothing after its barrier, and its
         completion is announced to the tasks (sinks commit), as the job ends after it.
+        ``format_type``: how keyed state is written (``SavepointFormatType``).
         """
         future: Future[CompletedCheckpoint] = Future()
         if self._shut_down:
@@ -283,7 +288,7 @@ class CheckpointCoordinator:
         except (FileExistsError, OSError) as e:
             future.set_exception(e)
             return future
-        self._queued.append(_SavepointRequest(target_dir, terminate, future))
+        self._queued.append(_SavepointRequest(target_dir, terminate, future, format_type))
         self._start_queued_savepoint()
         return future
 
@@ -294,7 +299,12 @@ class CheckpointCoordinator:
             return
         request = self._queued.pop(0)
         self._savepoints[self._next_id] = request
-        options = checkpoint_options(self.settings, savepoint=True, terminate=request.terminate)
+        options = checkpoint_options(
+            self.settings,
+            savepoint=True,
+            terminate=request.terminate,
+            format_type=request.format_type,
+        )
         self._trigger(self._next_id, options)
 
     def _decide(self, *, periodic: bool, force: bool) -> TriggerDecision:

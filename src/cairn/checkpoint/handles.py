@@ -144,6 +144,22 @@ def pickle_inline(values: Mapping[str, Any]) -> dict[str, bytes]:
 
 
 @dataclass(frozen=True, slots=True)
+class KeyedStateSchema:
+    """What a snapshot records of one keyed state, to check a restoring job's descriptor
+    against (``cairn.state.schema``): its kind (``"value"``, ``"list"``, ``"map"``,
+    ``"reducing"``, ``"aggregating"``) and its declared types as ``repr`` of the type
+    information (a map's user key and value; the value's, or a list's element's, else),
+    ``None`` where the descriptor declared none.
+
+    >>> KeyedStateSchema("map", ("String", "Long"))
+    KeyedStateSchema(kind='map', types=('String', 'Long'))
+    """
+
+    kind: str
+    types: tuple[str | None, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class OperatorSubtaskState:
     """Everything one subtask of one operator contributed to a checkpoint.
 
@@ -160,6 +176,8 @@ class OperatorSubtaskState:
     inline: Mapping[str, bytes] = field(default_factory=dict)
     # In-flight input of the task this operator heads (unaligned checkpoints only).
     input_channels: InputChannelStateHandle | None = None
+    # The keyed states' kinds and declared types, by state name (absent before Cairn kept them).
+    keyed_schema: Mapping[str, KeyedStateSchema] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name, value in self.inline.items():

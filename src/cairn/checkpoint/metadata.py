@@ -24,6 +24,7 @@ from cairn.checkpoint.handles import (
     AnyKeyedStateHandle,
     InputChannelStateHandle,
     KeyedStateHandle,
+    KeyedStateSchema,
     OperatorStateHandle,
     OperatorSubtaskState,
     RocksDBKeyedStateHandle,
@@ -435,6 +436,16 @@ def _subtask_to_json(s: OperatorSubtaskState) -> dict[str, Any]:
             }
             for h in s.operator
         ],
+        **(
+            {
+                "keyed_schema": {
+                    name: {"kind": sc.kind, "types": list(sc.types)}
+                    for name, sc in s.keyed_schema.items()
+                }
+            }
+            if s.keyed_schema
+            else {}
+        ),
         # Inline values are pickled bytes (pickle_inline); they stay opaque here.
         "inline": {name: base64.b64encode(v).decode("ascii") for name, v in s.inline.items()},
         **(
@@ -485,8 +496,18 @@ def _subtask_from_json(obj: dict[str, Any], where: str, source: str) -> Operator
             },
             size=int(ic["size"]),
         )
+    schema = {
+        str(name): KeyedStateSchema(
+            str(sc["kind"]), tuple(None if t is None else str(t) for t in sc["types"])
+        )
+        for name, sc in obj.get("keyed_schema", {}).items()
+    }
     return OperatorSubtaskState(
-        keyed=keyed, operator=operator, inline=inline, input_channels=channels
+        keyed=keyed,
+        operator=operator,
+        inline=inline,
+        input_channels=channels,
+        keyed_schema=schema,
     )
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from cairn.checkpoint.failure import CheckpointFailureReason
-from cairn.events import AlignmentMode, CheckpointOptions, CheckpointType
+from cairn.events import AlignmentMode, CheckpointOptions, CheckpointType, SavepointFormatType
 from cairn.ids import CheckpointId
 from cairn.settings import CheckpointSettings, RetentionPolicy
 
@@ -418,7 +418,11 @@ def discard_on_termination(policy: RetentionPolicy, status: TerminalJobStatus) -
 
 
 def checkpoint_options(
-    settings: CheckpointSettings, *, savepoint: bool = False, terminate: bool = False
+    settings: CheckpointSettings,
+    *,
+    savepoint: bool = False,
+    terminate: bool = False,
+    format_type: SavepointFormatType = SavepointFormatType.CANONICAL,
 ) -> CheckpointOptions:
     """Options carried by the barriers of a checkpoint (savepoints are always aligned).
 
@@ -430,7 +434,9 @@ def checkpoint_options(
     (<AlignmentMode.ALIGNED: 'aligned'>, 500)
     """
     if savepoint:
-        return CheckpointOptions(CheckpointType.SAVEPOINT, AlignmentMode.ALIGNED, None, terminate)
+        return CheckpointOptions(
+            CheckpointType.SAVEPOINT, AlignmentMode.ALIGNED, None, terminate, format_type
+        )
     if settings.mode is AlignmentMode.AT_LEAST_ONCE:
         return CheckpointOptions(CheckpointType.CHECKPOINT, AlignmentMode.AT_LEAST_ONCE, None)
     if settings.unaligned or settings.mode is AlignmentMode.UNALIGNED:

@@ -18,6 +18,7 @@ from cairn.common.exceptions import JobExecutionException
 from cairn.common.job_execution_result import JobExecutionResult
 from cairn.common.job_status import JobStatus
 from cairn.deploy.job_master import JobMaster
+from cairn.events import SavepointFormatType
 from cairn.ids import JobId
 from cairn.runtime.reports import CollectedResults
 
@@ -78,13 +79,19 @@ class JobClient:
     def cancel(self) -> None:
         self._master.cancel()
 
-    def trigger_savepoint(self, savepoint_directory: str | None = None) -> Future[str]:
+    def trigger_savepoint(
+        self,
+        savepoint_directory: str | None = None,
+        format_type: SavepointFormatType = SavepointFormatType.CANONICAL,
+    ) -> Future[str]:
         """Take an aligned savepoint of the running job (PyFlink's ``trigger_savepoint``);
         ``.result()`` gives its directory, which can be moved and restored from
         (``execution.savepoint.path``, ``cairn run -s``).
 
         ``savepoint_directory`` is the savepoint's own new (or empty) directory; None: a new
         ``savepoint-<job>-<random>`` under ``execution.checkpointing.savepoint-dir``.
+        ``format_type`` (Flink's ``SavepointFormatType``): ``CANONICAL`` restores into any
+        state backend; ``NATIVE`` keeps the backend's own files (RocksDB: only into RocksDB).
         ``.result()`` raises ``SavepointRejectedError`` (job not running, stopping, without
         checkpointing), ``SavepointTargetExistsError`` or ``CheckpointFailedError`` (the
         reason); the job runs on either way.
@@ -94,10 +101,13 @@ class JobClient:
             client = env.execute_async("job")
             path = client.trigger_savepoint("/savepoints/before-upgrade").result(timeout=60)
         """
-        return self._master.trigger_savepoint(savepoint_directory)
+        return self._master.trigger_savepoint(savepoint_directory, format_type)
 
     def stop_with_savepoint(
-        self, advance_to_end_of_event_time: bool = False, savepoint_directory: str | None = None
+        self,
+        advance_to_end_of_event_time: bool = False,
+        savepoint_directory: str | None = None,
+        format_type: SavepointFormatType = SavepointFormatType.CANONICAL,
     ) -> Future[str]:
         """Stop the job with a savepoint (PyFlink's ``stop_with_savepoint``): sources emit
         nothing after its barrier, sinks commit it, and the job ends FINISHED; ``.result()``
@@ -116,7 +126,7 @@ class JobClient:
                 "stop_with_savepoint(advance_to_end_of_event_time=True) is not supported: "
                 "Cairn has no event time (watermarks, event-time timers) to advance; pass False"
             )
-        return self._master.stop_with_savepoint(savepoint_directory).finished
+        return self._master.stop_with_savepoint(savepoint_directory, format_type).finished
 
     def get_job_execution_result(self, timeout: float | None = None) -> JobExecutionResult:
         """Wait for the job to end; raise ``JobExecutionError`` if it failed."""

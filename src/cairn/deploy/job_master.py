@@ -40,7 +40,7 @@ from cairn.deploy.lifecycle import AttemptEnd, AttemptOutcome, transition
 from cairn.deploy.plan import ExecutionPlan
 from cairn.deploy.restart import RestartPolicy
 from cairn.deploy.savepoint_requests import SavepointRequests, StopWithSavepoint
-from cairn.events import CheckpointBarrier
+from cairn.events import CheckpointBarrier, SavepointFormatType
 from cairn.graph.job_graph import JobGraph
 from cairn.graph.transformations import OperatorKind
 from cairn.settings import JobSettings, RestoreMode
@@ -147,19 +147,27 @@ class JobMaster:
     def cancel(self) -> None:
         self._cancel.set()
 
-    def trigger_savepoint(self, target_dir: str | None = None) -> Future[str]:
+    def trigger_savepoint(
+        self,
+        target_dir: str | None = None,
+        format_type: SavepointFormatType = SavepointFormatType.CANONICAL,
+    ) -> Future[str]:
         """Take an aligned savepoint while the job runs on; the future gives its directory.
 
         Thread-safe (started on the job master's thread). ``target_dir`` is the savepoint's
         own new (or empty) directory; None: a new one under
         ``execution.checkpointing.savepoint-dir``. See :mod:`cairn.deploy.savepoint_requests`.
         """
-        return self._savepoints.trigger(target_dir)
+        return self._savepoints.trigger(target_dir, format_type)
 
-    def stop_with_savepoint(self, target_dir: str | None = None) -> StopWithSavepoint:
+    def stop_with_savepoint(
+        self,
+        target_dir: str | None = None,
+        format_type: SavepointFormatType = SavepointFormatType.CANONICAL,
+    ) -> StopWithSavepoint:
         """Stop with a savepoint: sources emit nothing after its barrier, sinks commit it,
         the sources end and the job ends FINISHED; if it fails, the job runs on."""
-        return self._savepoints.stop(target_dir)
+        return self._savepoints.stop(target_dir, format_type)
 
     def run(self) -> None:
         try:
@@ -502,8 +510,10 @@ class _SavepointControl:
             return f"job {m.job_id} is finishing: its sources have ended"
         return None
 
-    def start(self, target_dir: str, terminate: bool) -> Future[CompletedCheckpoint]:
-        return self._m.coordinator.trigger_savepoint(target_dir, terminate)
+    def start(
+        self, target_dir: str, terminate: bool, format_type: SavepointFormatType
+    ) -> Future[CompletedCheckpoint]:
+        return self._m.coordinator.trigger_savepoint(target_dir, terminate, format_type)
 
     def end_sources(self) -> None:
         self._m.coordinator.stop_periodic()  # ended sources send no more barriers

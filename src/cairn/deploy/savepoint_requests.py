@@ -22,6 +22,7 @@ from typing import Protocol
 from cairn.checkpoint.errors import SavepointRejectedError
 from cairn.checkpoint.metadata import CompletedCheckpoint
 from cairn.common.job_status import JobStatus
+from cairn.events import SavepointFormatType
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,9 @@ class SavepointControl(Protocol):
         """Why no savepoint can start now (not running, ...), or None."""
         ...
 
-    def start(self, target_dir: str, terminate: bool) -> Future[CompletedCheckpoint]: ...
+    def start(
+        self, target_dir: str, terminate: bool, format_type: SavepointFormatType
+    ) -> Future[CompletedCheckpoint]: ...
 
     def end_sources(self) -> None:
         """A stop's savepoint completed: end the sources (the job then finishes)."""
@@ -71,12 +74,22 @@ class SavepointRequests:
 
     # --- any thread ----------------------------------------------------------------------
 
-    def trigger(self, target_dir: str | None) -> Future[str]:
-        return self._submit(lambda control: self._start(control, target_dir, None))
+    def trigger(
+        self,
+        target_dir: str | None,
+        format_type: SavepointFormatType = SavepointFormatType.CANONICAL,
+    ) -> Future[str]:
+        return self._submit(lambda control: self._start(control, target_dir, None, format_type))
 
-    def stop(self, target_dir: str | None) -> StopWithSavepoint:
+    def stop(
+        self,
+        target_dir: str | None,
+        format_type: SavepointFormatType = SavepointFormatType.CANONICAL,
+    ) -> StopWithSavepoint:
         finished: Future[str] = Future()
-        savepoint = self._submit(lambda control: self._start(control, target_dir, finished))
+        savepoint = self._submit(
+            lambda control: self._start(control, target_dir, finished, format_type)
+        )
 
         def failed(f: Future[str]) -> None:
             error = f.exception()
@@ -137,7 +150,11 @@ class SavepointRequests:
             )
 
     def _start(
-        self, control: SavepointControl, target: str | None, stop: Future[str] | None
+        self,
+        control: SavepointControl,
+        target: str | None,
+        stop: Future[str] | None,
+        format_type: SavepointFormatType,
     ) -> Future[str]:
         refusal = control.refusal()
         if refusal is None and self._stopping:
@@ -146,12 +163,13 @@ class SavepointRequests:
             raise SavepointRejectedError(refusal)
         directory = target or self._default_dir()
         log.info(
-            "job %s: %s to %s",
+            "job %s: %s (%s) to %s",
             self._job_id,
             "savepoint" if stop is None else "stop with savepoint",
+            format_type.name,
             directory,
         )
-        savepoint = control.start(directory, terminate=stop is not None)
+        savepoint = control.start(directory, stop is not None, format_type)
         path: Future[str] = Future()
         if stop is None:
             savepoint.add_done_callback(lambda f: _forward_path(f, path))

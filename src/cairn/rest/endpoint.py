@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from cairn.common.job_status import JobStatus
+from cairn.events import SavepointFormatType
 from cairn.rest import views
 from cairn.rest.registry import JobEntry, JobRegistry, process_start_time
 from cairn.settings import RestSettings
@@ -272,6 +273,15 @@ class RestEndpoint:
             raise _BadRequest(f"{key} must be a non-empty string")
         return target
 
+    @staticmethod
+    def _format_type(body: dict[str, Any]) -> SavepointFormatType:
+        """Flink's ``formatType``: ``"CANONICAL"`` (the default) or ``"NATIVE"``."""
+        value = body.get("formatType", "CANONICAL")
+        try:
+            return SavepointFormatType[str(value).upper()]
+        except KeyError:
+            raise _BadRequest(f"formatType must be CANONICAL or NATIVE, got {value!r}") from None
+
     def _remember(self, future: Future[str]) -> str:
         """Keep ``future`` under a new trigger id (the oldest are forgotten)."""
         trigger_id = uuid.uuid4().hex
@@ -287,9 +297,10 @@ class RestEndpoint:
         try:
             body = await self._body(request)
             target = self._target(body, "target-directory")
+            format_type = self._format_type(body)
         except _BadRequest as e:
             return _error(400, str(e))
-        future = self._client.trigger_savepoint(target)
+        future = self._client.trigger_savepoint(target, format_type)
         if body.get("cancel-job") is True:  # Flink's cancel-with-savepoint
             future.add_done_callback(self._cancel_after)
         return _json(views.trigger_accepted(self._remember(future)), 202)
@@ -305,13 +316,14 @@ class RestEndpoint:
         try:
             body = await self._body(request)
             target = self._target(body, "targetDirectory")
+            format_type = self._format_type(body)
         except _BadRequest as e:
             return _error(400, str(e))
         if body.get("drain") is True:
             return _error(
                 400, "drain is not supported: Cairn has no event time to advance; send false"
             )
-        trigger_id = self._remember(self._master.stop_with_savepoint(target).savepoint)
+        trigger_id = self._remember(self._master.stop_with_savepoint(target, format_type).savepoint)
         self._unfetched.add(trigger_id)
         return _json(views.trigger_accepted(trigger_id), 202)
 

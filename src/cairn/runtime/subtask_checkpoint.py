@@ -66,7 +66,7 @@ class SubtaskCheckpointCoordinator:
     >>> from cairn.graph.job_graph import OperatorNode
     >>> from cairn.runtime.operators.base import OperatorSnapshot
     >>> class Counter(StreamOperator):
-    ...     def snapshot_state(self, checkpoint_id, timestamp_ms):
+    ...     def snapshot_state(self, checkpoint_id, timestamp_ms, options):
     ...         return OperatorSnapshot(keyed=None, operator=None, inline={"n": 3})
     >>> class Services:
     ...     faults = FaultInjector((), 0, hard_kill=False)
@@ -232,7 +232,8 @@ class SubtaskCheckpointCoordinator:
         for w in self._writers:
             w.broadcast_event(barrier)
         ts = barrier.timestamp_ms
-        snapshots = [(op.uid, op.snapshot_state(cid, ts)) for op in self._operators]
+        opts = barrier.options
+        snapshots = [(op.uid, op.snapshot_state(cid, ts, opts)) for op in self._operators]
         sync_ms = (time.perf_counter() - t0) * 1000
         name = self._vertex_name
         if faults.active:

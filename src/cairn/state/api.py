@@ -110,8 +110,14 @@ class KeyedStateBackend(Protocol):
 
     def pop_due_event_timers(self, watermark_ms: int) -> list[tuple[int, Any]]: ...
 
-    def snapshot(self, checkpoint_id: CheckpointId | int) -> KeyedSnapshot:
-        """Synchronous part of a checkpoint; returns the asynchronous part."""
+    def snapshot(
+        self, checkpoint_id: CheckpointId | int, *, canonical: bool = False
+    ) -> KeyedSnapshot:
+        """Synchronous part of a checkpoint; returns the asynchronous part.
+
+        ``canonical`` (savepoints): write the heap backend's format (``snapshot_format``)
+        whatever the backend, so that any backend restores it; otherwise the backend's own.
+        """
         ...
 
     def restore(self, handles: Sequence[AnyKeyedStateHandle], reader: StateFileReader) -> None:

@@ -337,8 +337,12 @@ class HeapKeyedStateBackend(KeyedStateBackend):
 
     # --------------------------------------------------------------------------- snapshot
 
-    def snapshot(self, checkpoint_id: CheckpointId | int) -> KeyedSnapshot:
+    def snapshot(
+        self, checkpoint_id: CheckpointId | int, *, canonical: bool = False
+    ) -> KeyedSnapshot:
         """Copy the state now (synchronous part); the result writes it (asynchronous part).
+
+        The heap's own format is the canonical one, so ``canonical`` changes nothing.
 
         Large states (``fork_threshold`` entries or more) are not copied: a forked child
         serializes its copy-on-write image while the task continues (``fork_snapshot``).
@@ -406,9 +410,10 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         for handle in handles:
             if not isinstance(handle, KeyedStateHandle):
                 raise StateRestoreError(
-                    f"state file {handle.path!r} was written by the RocksDB state backend; "
-                    "this job uses the heap (hashmap) backend (state.backend.type): restore "
-                    "it with the backend that wrote it"
+                    f"state file {handle.path!r} was written by the RocksDB state backend in "
+                    "its native format (a checkpoint, or a savepoint taken with --type "
+                    "native); this job uses the heap (hashmap) backend (state.backend.type): "
+                    "restore it with RocksDB, or take a canonical savepoint (the default)"
                 )
             wanted = {int(kg): r for kg, r in handle.sections.items() if int(kg) in self._range}
             for kg in wanted:

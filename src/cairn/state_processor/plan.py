@@ -125,13 +125,14 @@ def heap_format_handles(
     """``handles`` if all are in the heap backend's (canonical) format, else a clear error.
 
     Raises:
-        StateProcessorError: the operator's state was written by the RocksDB backend (its
-            files are RocksDB's own; the state processor reads the heap backend's format).
+        StateProcessorError: the operator's state is in RocksDB's native format (a
+            checkpoint or a native savepoint; the state processor reads the canonical one).
     """
     if any(isinstance(h, RocksDBKeyedStateHandle) for h in handles):
         raise StateProcessorError(
-            f"operator {uid!r}: its keyed state was written by the RocksDB state backend; the "
-            "state processor reads and writes the heap backend's format only (take the "
-            "savepoint from the job run with HashMapStateBackend)"
+            f"operator {uid!r}: its keyed state is in the RocksDB state backend's native "
+            "format (a checkpoint, or a savepoint taken with --type native); the state "
+            "processor reads the canonical format: take a savepoint in the canonical format "
+            "(the default) of the job"
         )
     return [h for h in handles if isinstance(h, KeyedStateHandle)]

@@ -26,7 +26,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from cairn.checkpoint.handles import KeyedStateHandle, OperatorSubtaskState
+from cairn.checkpoint.handles import KeyedStateHandle, KeyedStateSchema, OperatorSubtaskState
 from cairn.checkpoint.metadata import (
     CheckpointMetadata,
     CheckpointSummaryStats,
@@ -38,6 +38,7 @@ from cairn.datastream.state import MapStateDescriptor, StateDescriptor
 from cairn.ids import CheckpointId, JobId, OperatorUid
 from cairn.settings import DEFAULT_MAX_PARALLELISM, SigningKey
 from cairn.state.key_groups import check_parallelism
+from cairn.state.schema import schema_of
 from cairn.state_processor.columns import Column, column_accepts, from_spark, spark_column
 from cairn.state_processor.errors import StateProcessorError, ValueTypeError
 from cairn.state_processor.plan import (
@@ -67,6 +68,7 @@ class _Input:
     key: Column
     user_key: Column | None
     value: Column
+    schema: KeyedStateSchema  # recorded in the metadata (``cairn.state.schema``)
 
 
 @dataclass
@@ -399,11 +401,17 @@ class SavepointWriter:
         written = rows.partitionBy(parallelism, _identity).mapPartitionsWithIndex(task).collect()
         keyed = dict(written)
         subtasks: dict[int, OperatorSubtaskState] = {}
+        written_schema = {i.spec.name: i.schema for i in op.inputs}
         old_subtasks = {} if base is None else dict(base.subtasks)
         for index in range(parallelism):
             old = _renamed(old_subtasks.get(index, OperatorSubtaskState()), renamed)
             handle = keyed.get(index)
-            state = replace(old, keyed=(handle,) if handle is not None else ())
+            schema = {n: sc for n, sc in old.keyed_schema.items() if n not in written_schema}
+            state = replace(
+                old,
+                keyed=(handle,) if handle is not None else (),
+                keyed_schema={**schema, **written_schema} if handle is not None else {},
+            )
             if not state.is_empty:
                 subtasks[index] = state
         return OperatorMetadata(OperatorUid(op.uid), parallelism, maxp, subtasks)
@@ -530,4 +538,5 @@ def _input(uid: str, descriptor: StateDescriptor, data: DataFrame, key_type: Any
         value = fit(descriptor.type_info, types[1], columns[1], element_ok=kind == "list")
         if kind == "list" and isinstance(types[1], T.ArrayType) and not value.pickled:
             value = Column(types[1], False, None)
-    return _Input(StateSpec(descriptor.name, kind), data, columns, key, user_key, value)
+    spec = StateSpec(descriptor.name, kind)
+    return _Input(spec, data, columns, key, user_key, value, schema_of(descriptor))

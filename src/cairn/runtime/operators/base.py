@@ -16,15 +16,25 @@ from typing import Any, Protocol
 
 from cairn.checkpoint.handles import (
     AnyKeyedStateHandle,
+    KeyedStateSchema,
     OperatorStateHandle,
     OperatorSubtaskState,
     StateFileReader,
     StateFileWriter,
     pickle_inline,
 )
-from cairn.events import MAX_WATERMARK, MIN_WATERMARK, Watermark, WatermarkStatus
+from cairn.events import (
+    DEFAULT_CHECKPOINT_OPTIONS,
+    MAX_WATERMARK,
+    MIN_WATERMARK,
+    CheckpointOptions,
+    Watermark,
+    WatermarkStatus,
+)
 from cairn.graph.job_graph import OperatorNode
 from cairn.state.api import KeyedStateBackend, OperatorStateBackend
+from cairn.state.errors import StateMigrationError
+from cairn.state.schema import describe, incompatibility, schema_of
 
 Output = Callable[[list[Any]], None]
 
@@ -52,6 +62,33 @@ class OperatorContext:
     checkpointing: bool = False
     job_parameters: dict[str, str] = field(default_factory=dict)
     watermark_interval_ms: int = 200  # pipeline.auto-watermark-interval (0: not periodic)
+    # Keyed states' schemas: restored ones (checked against) and those declared since; the
+    # operator's snapshots record them (``cairn.state.schema``).
+    restored_schema: dict[str, KeyedStateSchema] = field(default_factory=dict)
+    keyed_schema: dict[str, KeyedStateSchema] = field(default_factory=dict)
+    _checked: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def declare_keyed_state(self, descriptor: Any) -> None:
+        """A function registers keyed state: check it against the restored schema.
+
+        Raises:
+            StateMigrationError: the snapshot holds the state with another kind or type.
+        """
+        if self._checked.get(descriptor.name) is descriptor:
+            return  # the same descriptor again (get_state per record): checked already
+        new = schema_of(descriptor)
+        old = self.restored_schema.get(descriptor.name)
+        if old is not None:
+            why = incompatibility(old, new)
+            if why is not None:
+                raise StateMigrationError(
+                    f"operator {self.node.uid!r}: keyed state {descriptor.name!r} cannot be "
+                    f"restored: {why} (the snapshot's {describe(old)}, the job's "
+                    f"{describe(new)}); keep the old descriptor, or give the state a new "
+                    "name (the old state is then dropped)"
+                )
+        self.keyed_schema[descriptor.name] = new
+        self._checked[descriptor.name] = descriptor
 
 
 @dataclass(frozen=True)
@@ -70,6 +107,7 @@ class OperatorSnapshot:
     keyed: Callable[[StateFileWriter], AnyKeyedStateHandle | None] | None
     operator: Callable[[StateFileWriter], OperatorStateHandle | None] | None
     inline: dict[str, Any] = field(default_factory=dict)
+    keyed_schema: dict[str, KeyedStateSchema] = field(default_factory=dict)
 
     def run(self, writer: StateFileWriter) -> OperatorSubtaskState:
         keyed = self.keyed(writer) if self.keyed else None
@@ -78,6 +116,7 @@ class OperatorSnapshot:
             keyed=(keyed,) if keyed is not None else (),
             operator=(op,) if op is not None else (),
             inline=pickle_inline(self.inline),
+            keyed_schema=self.keyed_schema if keyed is not None else {},
         )
 
 
@@ -126,6 +165,10 @@ class StreamOperator:
         old = restore.subtasks
         if self.ctx.keyed_backend is not None:
             handles = [h for s in old.values() for h in s.keyed]
+            for s in old.values():
+                for name, schema in s.keyed_schema.items():
+                    self.ctx.restored_schema.setdefault(name, schema)
+            self.ctx.keyed_schema.update(self.ctx.restored_schema)  # kept until redeclared
             if handles:
                 self.ctx.keyed_backend.restore(handles, restore.reader)
         op_states = {i: list(s.operator) for i, s in old.items() if s.operator}
@@ -185,10 +228,20 @@ class StreamOperator:
     def prepare_snapshot_pre_barrier(self, checkpoint_id: int) -> None:
         """Called before the barrier is forwarded (may still emit records)."""
 
-    def snapshot_state(self, checkpoint_id: int, timestamp_ms: int) -> OperatorSnapshot:
-        keyed = self.ctx.keyed_backend.snapshot(checkpoint_id) if self.ctx.keyed_backend else None
+    def snapshot_state(
+        self,
+        checkpoint_id: int,
+        timestamp_ms: int,
+        options: CheckpointOptions = DEFAULT_CHECKPOINT_OPTIONS,
+    ) -> OperatorSnapshot:
+        backend = self.ctx.keyed_backend
+        keyed = (
+            backend.snapshot(checkpoint_id, canonical=options.canonical_state)
+            if backend is not None
+            else None
+        )
         op = self.ctx.operator_backend.snapshot(checkpoint_id)
-        return OperatorSnapshot(keyed=keyed, operator=op)
+        return OperatorSnapshot(keyed=keyed, operator=op, keyed_schema=dict(self.ctx.keyed_schema))
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         pass

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from cairn.datastream import functions as fn_api
+from cairn.datastream.state import StateDescriptor
 from cairn.runtime.operators.base import OperatorContext
 from cairn.state.api import KeyedStateBackend, OperatorStateBackend
 
@@ -57,20 +58,28 @@ class StreamingRuntimeContext(fn_api.RuntimeContext):
     def get_metrics_group(self) -> Any:
         return _NoOpMetricGroup()
 
+    def _declared(self, state_descriptor: Any) -> Any:
+        """The state of a descriptor the function registers, checked against the restored
+        state's schema (``OperatorContext.declare_keyed_state``)."""
+        backend = self._keyed()
+        if isinstance(state_descriptor, StateDescriptor):
+            self._ctx.declare_keyed_state(state_descriptor)
+        return backend.get_partitioned_state(state_descriptor)
+
     def get_state(self, state_descriptor: Any) -> Any:
-        return self._keyed().get_partitioned_state(state_descriptor)
+        return self._declared(state_descriptor)
 
     def get_list_state(self, state_descriptor: Any) -> Any:
-        return self._keyed().get_partitioned_state(state_descriptor)
+        return self._declared(state_descriptor)
 
     def get_map_state(self, state_descriptor: Any) -> Any:
-        return self._keyed().get_partitioned_state(state_descriptor)
+        return self._declared(state_descriptor)
 
     def get_reducing_state(self, state_descriptor: Any) -> Any:
-        return self._keyed().get_partitioned_state(state_descriptor)
+        return self._declared(state_descriptor)
 
     def get_aggregating_state(self, state_descriptor: Any) -> Any:
-        return self._keyed().get_partitioned_state(state_descriptor)
+        return self._declared(state_descriptor)
 
 
 class _NoOpMetricGroup:

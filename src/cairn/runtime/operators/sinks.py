@@ -11,6 +11,7 @@ from typing import Any
 
 from cairn.datastream.connectors.base import Committer, SinkWriter, SinkWriterContext
 from cairn.datastream.state import ListStateDescriptor
+from cairn.events import DEFAULT_CHECKPOINT_OPTIONS, CheckpointOptions
 from cairn.runtime.eventtime.stamped import StampedBatch
 from cairn.runtime.operators.base import OperatorRestore, OperatorSnapshot, StreamOperator
 from cairn.runtime.operators.user_function import UserFunctionOperator, resolve_method
@@ -110,13 +111,18 @@ class SinkOperator(StreamOperator):
             if committables:
                 self._pending[checkpoint_id] = list(committables)
 
-    def snapshot_state(self, checkpoint_id: int, timestamp_ms: int) -> OperatorSnapshot:
+    def snapshot_state(
+        self,
+        checkpoint_id: int,
+        timestamp_ms: int,
+        options: CheckpointOptions = DEFAULT_CHECKPOINT_OPTIONS,
+    ) -> OperatorSnapshot:
         self._writer_state.update(list(self.writer.snapshot_state(checkpoint_id)))
         index = self.ctx.subtask_index
         self._committables.update(
             [(cid, index, c) for cid, c in sorted(self._pending.items()) if cid <= checkpoint_id]
         )
-        return super().snapshot_state(checkpoint_id, timestamp_ms)
+        return super().snapshot_state(checkpoint_id, timestamp_ms, options)
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         if self.committer is None:
@@ -172,7 +178,12 @@ class CollectSinkOperator(StreamOperator):
             self._pending[checkpoint_id] = self._buffer
             self._buffer = []
 
-    def snapshot_state(self, checkpoint_id: int, timestamp_ms: int) -> OperatorSnapshot:
+    def snapshot_state(
+        self,
+        checkpoint_id: int,
+        timestamp_ms: int,
+        options: CheckpointOptions = DEFAULT_CHECKPOINT_OPTIONS,
+    ) -> OperatorSnapshot:
         index = self.ctx.subtask_index
         self._state.update(
             [
@@ -181,7 +192,7 @@ class CollectSinkOperator(StreamOperator):
                 if cid <= checkpoint_id
             ]
         )
-        return super().snapshot_state(checkpoint_id, timestamp_ms)
+        return super().snapshot_state(checkpoint_id, timestamp_ms, options)
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         for cid in sorted(k for k in self._pending if k <= checkpoint_id):

@@ -17,6 +17,7 @@ from typing import Any
 from cairn.common.watermark_strategy import WatermarkStrategy
 from cairn.datastream.connectors.base import Source, SourceReader, SourceReaderContext
 from cairn.datastream.state import ListStateDescriptor
+from cairn.events import DEFAULT_CHECKPOINT_OPTIONS, CheckpointOptions
 from cairn.graph.job_graph import OperatorNode
 from cairn.runtime.operators.base import OperatorRestore, OperatorSnapshot
 from cairn.runtime.operators.timestamps import PeriodicWatermarks
@@ -101,9 +102,14 @@ class SourceOperator(UserFunctionOperator):
         hint = getattr(self.reader, "available_in_s", None)
         return hint() if hint is not None else None
 
-    def snapshot_state(self, checkpoint_id: int, timestamp_ms: int) -> OperatorSnapshot:
+    def snapshot_state(
+        self,
+        checkpoint_id: int,
+        timestamp_ms: int,
+        options: CheckpointOptions = DEFAULT_CHECKPOINT_OPTIONS,
+    ) -> OperatorSnapshot:
         self._splits_state.update(list(self.reader.snapshot_state(checkpoint_id)))
-        return super().snapshot_state(checkpoint_id, timestamp_ms)
+        return super().snapshot_state(checkpoint_id, timestamp_ms, options)
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         self.reader.notify_checkpoint_complete(checkpoint_id)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cairn.events import DEFAULT_CHECKPOINT_OPTIONS, CheckpointOptions
 from cairn.graph.job_graph import OperatorNode
 from cairn.runtime.operators.base import OperatorRestore, OperatorSnapshot, StreamOperator
 from cairn.runtime.operators.contexts import (
@@ -60,10 +61,15 @@ class UserFunctionOperator(StreamOperator):
         if callable(closer):
             closer()
 
-    def snapshot_state(self, checkpoint_id: int, timestamp_ms: int) -> OperatorSnapshot:
+    def snapshot_state(
+        self,
+        checkpoint_id: int,
+        timestamp_ms: int,
+        options: CheckpointOptions = DEFAULT_CHECKPOINT_OPTIONS,
+    ) -> OperatorSnapshot:
         if is_checkpointed(self.function):
             self.function.snapshot_state(FunctionSnapshotContextImpl(checkpoint_id, timestamp_ms))
-        return super().snapshot_state(checkpoint_id, timestamp_ms)
+        return super().snapshot_state(checkpoint_id, timestamp_ms, options)
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         hook = getattr(self.function, "notify_checkpoint_complete", None)

@@ -60,6 +60,12 @@ from cairn.state.keyed_states import (
     HeapValueState,
     raise_no_key,
 )
+from cairn.state.rocksdb.canonical import (
+    META_PREFIX,
+    StateMeta,
+    export_sections,
+    import_section,
+)
 from cairn.state.rocksdb.codecs import (
     decode_key,
     drop_expired_value,
@@ -81,6 +87,13 @@ from cairn.state.rocksdb.states import (
 )
 from cairn.state.rocksdb.transfer import download, upload
 from cairn.state.rocksdb.write_cache import WriteCache
+from cairn.state.snapshot_format import (
+    KEYED_MAGIC,
+    assemble_file,
+    decode_section,
+    dumps_unshared,
+    read_sections,
+)
 from cairn.state.timers import TimerQueue
 from cairn.state.ttl import TtlAggregatingState, TtlReducingState, TtlValueState, same_ttl
 
@@ -90,7 +103,7 @@ log = logging.getLogger(__name__)
 
 PROCESSING_TIME = "processing"
 EVENT_TIME = "event"
-_META = b"state:"  # default column family: b"state:<name>" -> {"kind": ..., "ttl": ...}
+_META = META_PREFIX  # default column family: b"state:<name>" -> {"kind": ..., "ttl": ...}
 
 _VALUE_LIKE: dict[tuple[str, bool], Callable[..., State]] = {
     ("value", False): HeapValueState,
@@ -372,8 +385,11 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
 
     # --------------------------------------------------------------------------- snapshot
 
-    def snapshot(self, checkpoint_id: CheckpointId | int) -> KeyedSnapshot:
-        """Checkpoint the database locally (synchronous part); the result uploads it."""
+    def snapshot(
+        self, checkpoint_id: CheckpointId | int, *, canonical: bool = False
+    ) -> KeyedSnapshot:
+        """Checkpoint the database locally (synchronous part); the result uploads it, or
+        (``canonical``, savepoints) writes its state in the heap backend's format."""
         self._flush_caches()  # bounded by the caches' size, not the state's
         if self._db is None or self._is_empty(self._db):
             return _nothing
@@ -381,6 +397,8 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         os.makedirs(os.path.dirname(local), exist_ok=True)
         rocksdict.Checkpoint(self._db.db).create_checkpoint(local)
         key_range = self._range
+        if canonical:
+            return self._canonical_snapshot(local, self._now_ms())
         prefix = f"{self._file_prefix}keyed-kg{key_range.start}-{key_range.end}-"
         base_id, base = self._confirmed
         cid = int(checkpoint_id)
@@ -402,6 +420,32 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
                 with self._uploaded_lock:
                     self._uploaded[cid] = {f.name: f for f in handle.shared_files()}
             return handle
+
+        return write
+
+    def _canonical_snapshot(self, local: str, now_ms: int) -> KeyedSnapshot:
+        """Asynchronous part of a canonical snapshot: the local checkpoint, read key group
+        by key group into one heap-format state file (``canonical``)."""
+        key_range, memory = self._range, self._memory
+        file_name = f"{self._file_prefix}keyed-kg{key_range.start}-{key_range.end}.state"
+
+        def write(writer: StateFileWriter) -> KeyedStateHandle | None:
+            try:
+                source = StateDB.open(local, memory)
+                try:
+                    sections = [
+                        (kg, dumps_unshared(section))
+                        for kg, section in export_sections(source, key_range, now_ms)
+                    ]
+                finally:
+                    source.close()
+            finally:
+                shutil.rmtree(local, ignore_errors=True)
+            data, ranges = assemble_file(KEYED_MAGIC, sections)
+            if not ranges:
+                return None
+            path = writer.write_state_file(file_name, data)
+            return KeyedStateHandle(path, key_range.start, key_range.end, ranges, len(data))
 
         return write
 
@@ -437,16 +481,19 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     # ---------------------------------------------------------------------------- restore
 
     def restore(self, handles: Sequence[AnyKeyedStateHandle], reader: StateFileReader) -> None:
-        """Rebuild this backend's key groups from old subtasks' RocksDB checkpoints."""
-        rocks: list[RocksDBKeyedStateHandle] = []
-        for h in handles:
-            if isinstance(h, KeyedStateHandle):
+        """Rebuild this backend's key groups from old subtasks' RocksDB checkpoints, or from
+        state files in the canonical format (savepoints, the heap backend's checkpoints)."""
+        rocks = [h for h in handles if isinstance(h, RocksDBKeyedStateHandle)]
+        canonical = [h for h in handles if isinstance(h, KeyedStateHandle)]
+        if canonical:
+            if rocks:
                 raise StateRestoreError(
-                    f"state file {h.path!r} was written by the heap (hashmap) state backend; "
-                    "this job uses the RocksDB backend (state.backend.type): restore it with "
-                    "the backend that wrote it"
+                    f"the restored state mixes RocksDB checkpoint files "
+                    f"({rocks[0].key_group_start}..{rocks[0].key_group_end}) and canonical "
+                    f"state files ({canonical[0].path!r}): handles of two snapshots mixed?"
                 )
-            rocks.append(h)
+            self._restore_canonical(canonical, reader)
+            return
         plan = plan_restore(
             self._range, [KeyGroupRange(h.key_group_start, h.key_group_end) for h in rocks]
         )
@@ -479,6 +526,31 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             log.debug(
                 "copied %d entries of key groups %s from %s", copied, key_groups, rocks[i].path
             )
+        self._load_meta(db, registered)
+        self._load_timers(db)
+
+    def _restore_canonical(
+        self, handles: Sequence[KeyedStateHandle], reader: StateFileReader
+    ) -> None:
+        """Import the sections of this backend's key groups from heap-format files."""
+        registered = {n: (t.kind, t.ttl) for n, t in self._tables.items()}
+        self._flush_caches()
+        db = self._open()
+        owner: dict[int, str] = {}
+        imported: dict[str, StateMeta] = {}
+        for handle in handles:
+            wanted = {int(kg): r for kg, r in handle.sections.items() if int(kg) in self._range}
+            for kg in wanted:
+                if kg in owner:
+                    raise StateRestoreError(
+                        f"key group {kg} is present in two state files: {owner[kg]!r} and "
+                        f"{handle.path!r} (handles from different checkpoints mixed?)"
+                    )
+                owner[kg] = handle.path
+            for kg, raw in read_sections(reader, handle.path, wanted, "key group").items():
+                section = decode_section(raw, handle.path, "key group", kg)
+                import_section(db, kg, section, handle.path, imported)
+        log.debug("imported %d key groups from %d canonical state files", len(owner), len(handles))
         self._load_meta(db, registered)
         self._load_timers(db)
 
