@@ -34,13 +34,15 @@ def test_a_set_between_clear_and_wait_is_not_lost() -> None:
 
 
 def test_racing_setters_and_a_waiter_never_fail() -> None:
+    """Four threads set while the waiter clears and waits, for at least 0.3 s and 50 waits
+    (counted, not timed: on a loaded machine the waiter may get little of those 0.3 s)."""
     wakeup = Wakeup()
     errors: list[BaseException] = []
-    stop = time.monotonic() + 0.3
+    done = threading.Event()
 
     def setter() -> None:
         try:
-            while time.monotonic() < stop:
+            while not done.is_set():
                 wakeup.set()
         except BaseException as exc:
             errors.append(exc)
@@ -49,12 +51,16 @@ def test_racing_setters_and_a_waiter_never_fail() -> None:
     for t in setters:
         t.start()
     waits = 0
-    while time.monotonic() < stop:
-        wakeup.clear()
-        wakeup.wait(0.01)
-        waits += 1
-    for t in setters:
-        t.join()
-    assert not errors and waits > 0
+    deadline = time.monotonic() + 0.3
+    try:
+        while waits < 50 or time.monotonic() < deadline:
+            wakeup.clear()
+            wakeup.wait(0.01)
+            waits += 1
+    finally:
+        done.set()
+        for t in setters:
+            t.join()
+    assert not errors and waits >= 50
     wakeup.set()
     assert wakeup.is_set() and wakeup.wait(0)
