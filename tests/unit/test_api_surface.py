@@ -11,6 +11,8 @@ import cairn.datastream
 
 DATASTREAM = {
     "AggregateFunction",
+    "AllWindowFunction",
+    "AllWindowedStream",
     "CheckpointConfig",
     "CheckpointListener",
     "CheckpointStorage",
@@ -32,7 +34,9 @@ DATASTREAM = {
     "KeyedStream",
     "MapFunction",
     "OutputTag",
+    "ProcessAllWindowFunction",
     "ProcessFunction",
+    "ProcessWindowFunction",
     "ReduceFunction",
     "RuntimeContext",
     "RuntimeExecutionMode",
@@ -42,6 +46,8 @@ DATASTREAM = {
     "StreamExecutionEnvironment",
     "TimeDomain",
     "TimerService",
+    "WindowFunction",
+    "WindowedStream",
 }
 
 COMMON = {

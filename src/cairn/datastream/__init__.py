@@ -25,6 +25,7 @@ from cairn.datastream.data_stream import CloseableIterator, DataStream, DataStre
 from cairn.datastream.execution_mode import RuntimeExecutionMode
 from cairn.datastream.functions import (
     AggregateFunction,
+    AllWindowFunction,
     CheckpointedFunction,
     CheckpointListener,
     FilterFunction,
@@ -32,11 +33,14 @@ from cairn.datastream.functions import (
     KeyedProcessFunction,
     KeySelector,
     MapFunction,
+    ProcessAllWindowFunction,
     ProcessFunction,
+    ProcessWindowFunction,
     ReduceFunction,
     RuntimeContext,
     SinkFunction,
     SourceFunction,
+    WindowFunction,
 )
 from cairn.datastream.keyed_stream import KeyedStream
 from cairn.datastream.output_tag import OutputTag
@@ -48,9 +52,12 @@ from cairn.datastream.state_backend import (
 from cairn.datastream.stream_execution_environment import StreamExecutionEnvironment
 from cairn.datastream.time_domain import TimeDomain
 from cairn.datastream.timerservice import TimerService
+from cairn.datastream.windowed_stream import AllWindowedStream, WindowedStream
 
 __all__ = [
     "AggregateFunction",
+    "AllWindowFunction",
+    "AllWindowedStream",
     "CheckpointConfig",
     "CheckpointListener",
     "CheckpointStorage",
@@ -72,7 +79,9 @@ __all__ = [
     "KeyedStream",
     "MapFunction",
     "OutputTag",
+    "ProcessAllWindowFunction",
     "ProcessFunction",
+    "ProcessWindowFunction",
     "ReduceFunction",
     "RuntimeContext",
     "RuntimeExecutionMode",
@@ -82,4 +91,6 @@ __all__ = [
     "StreamExecutionEnvironment",
     "TimeDomain",
     "TimerService",
+    "WindowFunction",
+    "WindowedStream",
 ]

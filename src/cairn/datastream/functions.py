@@ -35,9 +35,16 @@ from cairn.datastream.source_sink_functions import (
 )
 from cairn.datastream.time_domain import TimeDomain
 from cairn.datastream.timerservice import TimerService
+from cairn.datastream.window_functions import (
+    AllWindowFunction,
+    ProcessAllWindowFunction,
+    ProcessWindowFunction,
+    WindowFunction,
+)
 
 __all__ = [
     "AggregateFunction",
+    "AllWindowFunction",
     "CheckpointListener",
     "CheckpointedFunction",
     "FilterFunction",
@@ -51,7 +58,9 @@ __all__ = [
     "MapFunction",
     "MetricGroup",
     "OperatorStateStore",
+    "ProcessAllWindowFunction",
     "ProcessFunction",
+    "ProcessWindowFunction",
     "ReduceFunction",
     "RuntimeContext",
     "SinkFunction",
@@ -59,6 +68,7 @@ __all__ = [
     "SourceFunction",
     "TimeDomain",
     "TimerService",
+    "WindowFunction",
 ]
 
 KEY = TypeVar("KEY")
