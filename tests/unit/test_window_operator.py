@@ -9,14 +9,21 @@ from typing import Any
 
 from cairn.common import Time
 from cairn.datastream import AggregateFunction, OutputTag, StreamExecutionEnvironment
+from cairn.datastream.state import ValueStateDescriptor
 from cairn.datastream.window import (
+    ContinuousEventTimeTrigger,
     CountTrigger,
     EventTimeSessionWindows,
     SlidingEventTimeWindows,
+    TimeEvictor,
     TumblingEventTimeWindows,
     TumblingProcessingTimeWindows,
 )
-from cairn.datastream.window_functions import ProcessWindowFunction, WindowFunction
+from cairn.datastream.window_functions import (
+    ProcessAllWindowFunction,
+    ProcessWindowFunction,
+    WindowFunction,
+)
 from cairn.events import MAX_WATERMARK
 from cairn.runtime.eventtime.stamped import stamp
 from cairn.runtime.operators.base import OperatorRestore
@@ -47,8 +54,6 @@ class Describe(ProcessWindowFunction[Any, Any, str, Any]):
     def clear(self, context: Any) -> None:
         context.window_state().get_state(_FIRED).clear()
 
-
-from cairn.datastream.state import ValueStateDescriptor  # noqa: E402
 
 _FIRED = ValueStateDescriptor("fired")
 
@@ -189,3 +194,39 @@ def test_a_custom_trigger_on_event_time_windows() -> None:
     assert [r for r, _ in h.records()] == [("a", 3)]
     h.op.process_watermark(MAX_WATERMARK)
     assert [r for r, _ in h.records()] == [("a", 3)], "CountTrigger ignores event time"
+
+
+class Everything(ProcessAllWindowFunction[Any, Any, Any]):
+    def process(self, context: Any, elements: Any) -> Any:
+        total = context.global_state().get_state(ValueStateDescriptor("total"))
+        total.update((total.value() or 0) + len(list(elements)))
+        yield context.window().start, sorted(v for _, v in elements), total.value()
+
+
+def all_window_function(build: Any) -> Any:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    return build(env.from_collection([("a", 0)])).get_transformation().operator.function
+
+
+def test_window_all_with_a_continuous_trigger_and_a_time_evictor() -> None:
+    f = all_window_function(
+        lambda s: (
+            s.window_all(TumblingEventTimeWindows.of(10_000))
+            .trigger(ContinuousEventTimeTrigger.of(1000))
+            .evictor(TimeEvictor.of(1000))
+            .process(Everything())
+        )
+    )
+    h = Harness(f)  # (the harness keys by r[0]; window_all's own key is a constant)
+    h.op.process_batch(stamp([("x", 1), ("x", 500)], [100, 500]))
+    h.op.process_watermark(1000)  # early firing at 1000: everything so far
+    assert [r for r, _ in h.records()] == [(0, [1, 500], 2)]
+    h.batches.clear()
+    h.op.process_batch(stamp([("x", 1700)], [1700]))
+    h.op.process_watermark(2000)  # evicted before: older than the newest - 1 s
+    assert [r for r, _ in h.records()] == [(0, [1700], 3)]
+    h.batches.clear()
+    for watermark in [*range(3000, 10_000, 1000), MAX_WATERMARK]:
+        h.op.process_watermark(watermark)  # every second up to 9000, then the end, once
+    assert [r for r, _ in h.records()] == [(0, [1700], n) for n in range(4, 12)]
+    assert h.op.backend.next_event_timer_ms() is None
