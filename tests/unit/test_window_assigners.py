@@ -13,7 +13,9 @@ from cairn.datastream import StreamExecutionEnvironment
 from cairn.datastream.state import ReducingStateDescriptor
 from cairn.datastream.window import (
     ContinuousEventTimeTrigger,
+    CountSlidingWindowAssigner,
     CountTrigger,
+    CountTumblingWindowAssigner,
     EventTimeSessionWindows,
     EventTimeTrigger,
     GlobalWindow,
@@ -124,6 +126,8 @@ def test_event_time_assigners_refuse_records_without_timestamps() -> None:
         lambda: SlidingEventTimeWindows.of(1000, 0),
         lambda: EventTimeSessionWindows.with_gap(0),
         lambda: CountTrigger.of(0),
+        lambda: CountTumblingWindowAssigner.of(0),
+        lambda: CountSlidingWindowAssigner.of(3, -1),
         lambda: TumblingEventTimeWindows.of("1s"),
     ],
 )

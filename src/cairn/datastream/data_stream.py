@@ -290,16 +290,13 @@ class DataStream(_OperatorSetters):
     def count_window_all(self, size: int, slide: int = 0) -> AllWindowedStream:
         """``window_all`` of ``size`` records, every ``slide`` records when given."""
         from cairn.datastream.window import (
-            CountEvictor,
-            CountTrigger,
-            GlobalWindows,
-            PurgingTrigger,
+            CountSlidingWindowAssigner,
+            CountTumblingWindowAssigner,
         )
 
-        windowed = self.window_all(GlobalWindows.create())
         if slide == 0:
-            return windowed.trigger(PurgingTrigger.of(CountTrigger.of(size)))
-        return windowed.evictor(CountEvictor.of(size)).trigger(CountTrigger.of(slide))
+            return self.window_all(CountTumblingWindowAssigner.of(size))
+        return self.window_all(CountSlidingWindowAssigner.of(size, slide))
 
     def key_by(
         self,

@@ -105,16 +105,13 @@ class KeyedStream(DataStream):
         """Windows of ``size`` records per key, every ``slide`` records when given (Flink's
         ``GlobalWindows`` with a count trigger, and a count evictor when sliding)."""
         from cairn.datastream.window import (
-            CountEvictor,
-            CountTrigger,
-            GlobalWindows,
-            PurgingTrigger,
+            CountSlidingWindowAssigner,
+            CountTumblingWindowAssigner,
         )
 
-        windowed = self.window(GlobalWindows.create())
         if slide == 0:
-            return windowed.trigger(PurgingTrigger.of(CountTrigger.of(size)))
-        return windowed.evictor(CountEvictor.of(size)).trigger(CountTrigger.of(slide))
+            return self.window(CountTumblingWindowAssigner.of(size))
+        return self.window(CountSlidingWindowAssigner.of(size, slide))
 
     def key_by(
         self,

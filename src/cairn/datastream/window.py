@@ -42,7 +42,9 @@ __all__ = [
     "ContinuousEventTimeTrigger",
     "ContinuousProcessingTimeTrigger",
     "CountEvictor",
+    "CountSlidingWindowAssigner",
     "CountTrigger",
+    "CountTumblingWindowAssigner",
     "CountWindow",
     "DynamicEventTimeSessionWindows",
     "DynamicProcessingTimeSessionWindows",
@@ -392,6 +394,43 @@ class GlobalWindows(WindowAssigner):
 
     def is_event_time(self) -> bool:
         return False
+
+
+class CountTumblingWindowAssigner(GlobalWindows):
+    """``count_window(size)``: a firing (and purge) every ``size`` elements of a key (Flink's
+    ``GlobalWindows`` with ``PurgingTrigger.of(CountTrigger.of(size))``)."""
+
+    def __init__(self, window_size: int) -> None:
+        self.window_size = _positive_count(window_size, "count window size")
+
+    @staticmethod
+    def of(window_size: int) -> CountTumblingWindowAssigner:
+        return CountTumblingWindowAssigner(window_size)
+
+    def get_default_trigger(self, env: Any = None) -> Trigger:
+        return PurgingTrigger.of(CountTrigger.of(self.window_size))
+
+
+class CountSlidingWindowAssigner(GlobalWindows):
+    """``count_window(size, slide)``: every ``slide`` elements, the last ``size`` of them
+    (``CountTrigger.of(slide)``; ``WindowedStream`` adds ``CountEvictor.of(size)``)."""
+
+    def __init__(self, window_size: int, window_slide: int) -> None:
+        self.window_size = _positive_count(window_size, "count window size")
+        self.window_slide = _positive_count(window_slide, "count window slide")
+
+    @staticmethod
+    def of(window_size: int, window_slide: int) -> CountSlidingWindowAssigner:
+        return CountSlidingWindowAssigner(window_size, window_slide)
+
+    def get_default_trigger(self, env: Any = None) -> Trigger:
+        return CountTrigger.of(self.window_slide)
+
+
+def _positive_count(n: int, what: str) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+        raise ValueError(f"{what} must be an int > 0, got {n!r}")
+    return n
 
 
 def require_timestamp(timestamp: int | None) -> int:

@@ -25,7 +25,11 @@ from cairn.common.typeinfo import TypeInformation
 from cairn.datastream.data_stream import DataStream
 from cairn.datastream.functions import AggregateFunction, ReduceFunction
 from cairn.datastream.output_tag import OutputTag
-from cairn.datastream.window import MergingWindowAssigner, WindowAssigner
+from cairn.datastream.window import (
+    CountSlidingWindowAssigner,
+    MergingWindowAssigner,
+    WindowAssigner,
+)
 from cairn.datastream.window_functions import (
     AllWindowFunction,
     ProcessAllWindowFunction,
@@ -33,7 +37,7 @@ from cairn.datastream.window_functions import (
     WindowFunction,
 )
 from cairn.datastream.window_operator import WindowOperatorFunction, WindowSpec
-from cairn.datastream.window_triggers import Evictor, Trigger
+from cairn.datastream.window_triggers import CountEvictor, Evictor, Trigger
 from cairn.graph.transformations import OperatorKind
 
 if TYPE_CHECKING:
@@ -55,7 +59,11 @@ class WindowedStream:
         self._keyed = keyed_stream
         self._assigner = window_assigner
         self._trigger: Trigger = window_assigner.get_default_trigger()
-        self._evictor: Evictor | None = None
+        self._evictor: Evictor | None = (
+            CountEvictor.of(window_assigner.window_size)
+            if isinstance(window_assigner, CountSlidingWindowAssigner)
+            else None
+        )
         self._lateness = 0
         self._late_tag: OutputTag | None = None
 
