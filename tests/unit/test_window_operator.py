@@ -9,7 +9,12 @@ from typing import Any
 
 from cairn.common import Time
 from cairn.datastream import AggregateFunction, OutputTag, StreamExecutionEnvironment
-from cairn.datastream.state import ValueStateDescriptor
+from cairn.datastream.state import (
+    AggregatingStateDescriptor,
+    ListStateDescriptor,
+    MapStateDescriptor,
+    ValueStateDescriptor,
+)
 from cairn.datastream.window import (
     ContinuousEventTimeTrigger,
     CountTrigger,
@@ -230,3 +235,42 @@ def test_window_all_with_a_continuous_trigger_and_a_time_evictor() -> None:
         h.op.process_watermark(watermark)  # every second up to 9000, then the end, once
     assert [r for r, _ in h.records()] == [(0, [1700], n) for n in range(4, 12)]
     assert h.op.backend.next_event_timer_ms() is None
+
+
+class Remember(ProcessWindowFunction[Any, Any, str, Any]):
+    """Per-window list, map and aggregating state across firings, freed in ``clear``."""
+
+    def process(self, key: str, context: Any, elements: Any) -> Any:
+        store = context.window_state()
+        seen = store.get_list_state(ListStateDescriptor("seen"))
+        seen.add(len(list(elements)))
+        by_size = store.get_map_state(MapStateDescriptor("by-size"))
+        by_size.put(len(list(elements)), context.current_watermark())
+        mean = store.get_aggregating_state(AggregatingStateDescriptor("mean", Average()))
+        mean.add((key, len(list(elements))))
+        yield list(seen), sorted(by_size.items()), mean.get()
+
+    def clear(self, context: Any) -> None:
+        store = context.window_state()
+        store.get_list_state(ListStateDescriptor("seen")).clear()
+        store.get_map_state(MapStateDescriptor("by-size")).clear()
+        store.get_aggregating_state(AggregatingStateDescriptor("mean", Average())).clear()
+
+
+def test_per_window_state_lives_until_the_window_is_cleaned_up() -> None:
+    f = window_function(
+        lambda k: (
+            k.window(TumblingEventTimeWindows.of(1000)).allowed_lateness(1000).process(Remember())
+        )
+    )
+    h = Harness(f)
+    h.op.process_batch(stamp([("a", 1)], [1]))
+    h.op.process_watermark(999)
+    h.op.process_batch(stamp([("a", 2)], [2]))  # late, within lateness: fires again
+    assert [r for r, _ in h.records()] == [
+        ([1], [(1, 999)], 1.0),
+        ([1, 2], [(1, 999), (2, 999)], 1.5),
+    ]
+    h.op.process_watermark(1999)
+    assert h.op.backend.keys("_cairn_w/window-state/seen") == []
+    assert h.op.backend.keys("_cairn_w/contents") == []

@@ -15,6 +15,7 @@ from typing import Any
 
 from cairn.datastream.runtime_context import KeyedStateStore, RuntimeContext
 from cairn.datastream.state import (
+    AggregatingStateDescriptor,
     ListStateDescriptor,
     MapState,
     MapStateDescriptor,
@@ -51,10 +52,11 @@ class WindowScope:
             return _WindowValueState(table, window)
         if isinstance(descriptor, ListStateDescriptor):
             return _WindowListState(table, window)
-        raise TypeError(
-            "per-window state supports value, reducing and list state descriptors, got "
-            + type(descriptor).__name__
-        )
+        if isinstance(descriptor, MapStateDescriptor):
+            return _WindowMapState(table, window)
+        if isinstance(descriptor, AggregatingStateDescriptor):
+            return _WindowAggregatingState(table, window, descriptor.get_agg_function())
+        raise TypeError(f"no per-window state for {type(descriptor).__name__}")
 
     def merge(
         self, descriptor: StateDescriptor, target: Any, sources: Iterable[Any], prefix: str
@@ -118,6 +120,56 @@ class _WindowListState(_WindowValueState):
         return iter(self.get())
 
 
+class _WindowAggregatingState(_WindowValueState):
+    def __init__(self, table: MapState[Any, Any], window: Any, agg: Any) -> None:
+        super().__init__(table, window)
+        self._agg = agg
+
+    def get(self) -> Any:
+        acc = self.value()
+        return None if acc is None else self._agg.get_result(acc)
+
+    def add(self, value: Any) -> None:
+        acc = self.value()
+        self.update(self._agg.add(value, self._agg.create_accumulator() if acc is None else acc))
+
+
+class _WindowMapState(_WindowValueState):
+    """A map per window, stored as one dict value (replaced, never changed in place)."""
+
+    def _map(self) -> dict[Any, Any]:
+        return dict(self.value() or {})
+
+    def get(self, key: Any) -> Any:
+        return (self.value() or {}).get(key)
+
+    def put(self, key: Any, value: Any) -> None:
+        self.update({**self._map(), key: value})
+
+    def put_all(self, dict_value: Any) -> None:
+        self.update({**self._map(), **dict(dict_value)})
+
+    def remove(self, key: Any) -> None:
+        m = self._map()
+        m.pop(key, None)
+        self.update(m or None)
+
+    def contains(self, key: Any) -> bool:
+        return key in (self.value() or {})
+
+    def items(self) -> Iterable[tuple[Any, Any]]:
+        return list(self._map().items())
+
+    def keys(self) -> Iterable[Any]:
+        return list(self._map())
+
+    def values(self) -> Iterable[Any]:
+        return list(self._map().values())
+
+    def is_empty(self) -> bool:
+        return not self.value()
+
+
 class WindowStateStore(KeyedStateStore):
     """``ProcessWindowFunction.Context.window_state()``: state of the key and one window."""
 
@@ -137,10 +189,10 @@ class WindowStateStore(KeyedStateStore):
         return self._get(state_descriptor)
 
     def get_map_state(self, state_descriptor: Any) -> Any:
-        raise TypeError("per-window map state is not supported yet; use global_state()")
+        return self._get(state_descriptor)
 
     def get_aggregating_state(self, state_descriptor: Any) -> Any:
-        raise TypeError("per-window aggregating state is not supported yet; use global_state()")
+        return self._get(state_descriptor)
 
 
 class WindowTimers:
