@@ -19,6 +19,7 @@ from cairn.datastream.window import (
     ContinuousEventTimeTrigger,
     CountTrigger,
     EventTimeSessionWindows,
+    EventTimeTrigger,
     SlidingEventTimeWindows,
     TimeEvictor,
     TumblingEventTimeWindows,
@@ -274,3 +275,43 @@ def test_per_window_state_lives_until_the_window_is_cleaned_up() -> None:
     h.op.process_watermark(1999)
     assert h.op.backend.keys("_cairn_w/window-state/seen") == []
     assert h.op.backend.keys("_cairn_w/contents") == []
+
+
+class SameAsDefault(EventTimeTrigger):
+    """Flink's ``EventTimeTrigger`` by another type: takes the general (not inlined) path."""
+
+
+def test_the_inlined_default_trigger_path_decides_as_the_trigger_does() -> None:
+    import random
+
+    rng = random.Random(7)
+    steps: list[Any] = []
+    for i in range(400):
+        if rng.random() < 0.1:
+            steps.append(("watermark", i * 10 - 300))
+        else:
+            steps.append((rng.choice("abc"), i * 10 - rng.randrange(0, 1500)))
+    outputs = []
+    for trigger in (EventTimeTrigger.create(), SameAsDefault()):
+        f = window_function(
+            lambda k, t=trigger: (
+                k.window(SlidingEventTimeWindows.of(1000, 500))
+                .trigger(t)
+                .allowed_lateness(400)
+                .side_output_late_data(LATE)
+                .reduce(add)
+            )
+        )
+        h = Harness(f)
+        h.op.side_outputs = {"late": h.side.append}
+        assert f._default_path is (type(trigger) is EventTimeTrigger)
+        for what, t in steps:
+            if what == "watermark":
+                h.op.process_watermark(max(t, h.op.current_watermark))
+            else:
+                h.op.process_batch(stamp([(what, t)], [t]))
+        h.op.process_watermark(MAX_WATERMARK)
+        outputs.append((h.records(), h.side))
+    assert outputs[0] == outputs[1]
+    assert outputs[0][1], "some records were late beyond the allowed lateness"
+    assert len(outputs[0][0]) > 100

@@ -29,7 +29,12 @@ from cairn.datastream.window_functions import (
     WindowFunction,
 )
 from cairn.datastream.window_state import WindowScope, WindowStateStore, WindowTimers
-from cairn.datastream.window_triggers import Evictor, TimestampedValue, Trigger
+from cairn.datastream.window_triggers import (
+    EventTimeTrigger,
+    Evictor,
+    TimestampedValue,
+    Trigger,
+)
 
 __all__ = ["WindowOperatorFunction", "WindowSpec"]
 
@@ -68,6 +73,12 @@ class WindowOperatorFunction(KeyedProcessFunction[Any, Any, Any]):
         self._sessions = self._scope.map("sessions") if self._merging else None
         self._event_time = spec.assigner.is_event_time()
         self._trigger = spec.trigger
+        self._default_path = (
+            self._event_time
+            and not self._merging
+            and spec.evictor is None
+            and type(spec.trigger) is EventTimeTrigger
+        )
         self._ctx: Any = None
         for f in (spec.incremental[1] if spec.incremental else None, spec.window_function):
             opener = getattr(f, "open", None)
@@ -109,6 +120,8 @@ class WindowOperatorFunction(KeyedProcessFunction[Any, Any, Any]):
 
     def process_element(self, value: Any, ctx: Any) -> Iterable[Any]:
         self._ctx = ctx
+        if self._default_path:
+            return self._process_default(value, ctx)
         ts = ctx.timestamp()
         out: list[Any] = []
         skipped = True
@@ -137,20 +150,56 @@ class WindowOperatorFunction(KeyedProcessFunction[Any, Any, Any]):
         return out
 
     def _add(self, window: Any, value: Any, ts: int | None) -> None:
-        contents = self._contents.get(window)
+        self._contents.put(window, self._accumulate(self._contents.get(window), value, ts))
+
+    def _accumulate(self, contents: Any, value: Any, ts: int | None) -> Any:
+        """``contents`` (``None``: a new window) with ``value`` added."""
         incremental = self.spec.incremental
         if self.spec.evictor is not None:
             contents = [] if contents is None else contents
             contents.append(TimestampedValue(value, ts))
-        elif incremental is None:
+            return contents
+        if incremental is None:
             contents = [] if contents is None else contents
             contents.append(value)
-        elif incremental[0] == "reduce":
-            contents = value if contents is None else _reduce(incremental[1], contents, value)
-        else:
-            agg = incremental[1]
-            contents = agg.add(value, agg.create_accumulator() if contents is None else contents)
-        self._contents.put(window, contents)
+            return contents
+        if incremental[0] == "reduce":
+            return value if contents is None else _reduce(incremental[1], contents, value)
+        agg = incremental[1]
+        return agg.add(value, agg.create_accumulator() if contents is None else contents)
+
+    def _process_default(self, value: Any, ctx: Any) -> list[Any]:
+        """``process_element`` for event-time, non-merging windows with the default
+        ``EventTimeTrigger`` and no evictor, with the trigger's decisions inlined: a window
+        that has contents already has its end and cleanup timers (its first element set
+        them, and they fire only when the watermark passes them), so only a new window
+        registers timers."""
+        ts = ctx.timestamp()
+        timer_service = ctx.timer_service()
+        watermark = timer_service.current_watermark()
+        lateness = self.spec.allowed_lateness
+        contents_state = self._contents
+        out: list[Any] = []
+        skipped = True
+        for window in self.spec.assigner.assign_windows(value, ts, self):
+            end = window.max_timestamp()
+            cleanup = min(end + lateness, MAX_LONG)
+            if cleanup <= watermark:
+                continue
+            skipped = False
+            contents = contents_state.get(window)
+            new = contents is None
+            contents = self._accumulate(contents, value, ts)
+            contents_state.put(window, contents)
+            if end <= watermark:
+                self._emit(window, contents, out)  # late within the allowed lateness
+            elif new:
+                self._timers.register(timer_service, True, end, window)
+            if new and cleanup != end:
+                self._timers.register(timer_service, True, cleanup, window)
+        if skipped and ts + lateness <= watermark and self.spec.late_tag is not None:
+            out.append((self.spec.late_tag, value))
+        return out
 
     def _merge(self, window: Any) -> Any:
         """Merge ``window`` into the key's sessions; the window the element goes to, or
