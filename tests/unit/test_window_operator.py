@@ -5,6 +5,7 @@ in flight through snapshot and restore at another parallelism."""
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from cairn.common import Time
@@ -282,8 +283,6 @@ class SameAsDefault(EventTimeTrigger):
 
 
 def test_the_inlined_default_trigger_path_decides_as_the_trigger_does() -> None:
-    import random
-
     rng = random.Random(7)
     steps: list[Any] = []
     for i in range(400):

@@ -13,7 +13,7 @@ operator (``window_operator``); every check that can fail does so here, at job d
 >>> keyed = env.from_collection([("a", 1)]).key_by(lambda r: r[0])
 >>> keyed.window(TumblingEventTimeWindows.of(Time.seconds(1))).reduce(
 ...     lambda a, b: (a[0], a[1] + b[1])).get_name()
-'Window(TumblingEventTimeWindows(1000, 0), EventTimeTrigger, reduce)'
+'Window(TumblingEventTimeWindows, EventTimeTrigger, reduce)'
 """
 
 from __future__ import annotations
@@ -185,7 +185,9 @@ class WindowedStream:
             window_function=window_function,
             all_windows=self._all,
         )
-        parts = [repr(self._assigner), type(self._trigger).__name__]
+        # Class names only: the name makes the generated uid, which must not change with a
+        # size or hold an address.
+        parts = [type(self._assigner).__name__, type(self._trigger).__name__]
         if self._evictor is not None:
             parts.append(type(self._evictor).__name__)
         parts.append(what)
