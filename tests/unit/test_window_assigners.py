@@ -248,3 +248,17 @@ def test_windowed_stream_refuses_bad_parts_at_definition() -> None:
         keyed.window("tumbling")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="ProcessAllWindowFunction"):
         env.from_collection([1]).window_all(GlobalWindows.create()).process(lambda *a: a)
+
+
+def test_window_operator_names_are_stable_across_processes() -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    keyed = env.from_collection([("a", 1)]).key_by(lambda r: r[0])
+    sessions = keyed.window(EventTimeSessionWindows.with_dynamic_gap(lambda e: 5))
+    name = sessions.reduce(lambda a, b: a).get_name()
+    assert name == "Window(EventTimeSessionWindows, EventTimeTrigger, reduce)"
+    counted = env.from_collection([1]).count_window_all(3, 1).reduce(lambda a, b: a)
+    assert (
+        counted.get_name()
+        == "AllWindow(CountSlidingWindowAssigner, CountTrigger, CountEvictor, reduce)"
+    )
+    assert counted.get_transformation().parallelism == 1
