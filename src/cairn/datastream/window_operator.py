@@ -195,7 +195,7 @@ class WindowOperatorFunction(KeyedProcessFunction[Any, Any, Any]):
                 self._emit(window, contents, out)  # late within the allowed lateness
             elif new:
                 self._timers.register(timer_service, True, end, window)
-            if new and cleanup != end:
+            if new and cleanup != end and cleanup != MAX_LONG:
                 self._timers.register(timer_service, True, cleanup, window)
         if skipped and ts + lateness <= watermark and self.spec.late_tag is not None:
             out.append((self.spec.late_tag, value))
