@@ -11,6 +11,8 @@ import cairn.datastream
 
 DATASTREAM = {
     "AggregateFunction",
+    "AllWindowFunction",
+    "AllWindowedStream",
     "BroadcastConnectedStream",
     "BroadcastProcessFunction",
     "BroadcastStream",
@@ -41,7 +43,9 @@ DATASTREAM = {
     "KeyedStream",
     "MapFunction",
     "OutputTag",
+    "ProcessAllWindowFunction",
     "ProcessFunction",
+    "ProcessWindowFunction",
     "ReduceFunction",
     "RuntimeContext",
     "RuntimeExecutionMode",
@@ -51,6 +55,8 @@ DATASTREAM = {
     "StreamExecutionEnvironment",
     "TimeDomain",
     "TimerService",
+    "WindowFunction",
+    "WindowedStream",
 }
 
 COMMON = {

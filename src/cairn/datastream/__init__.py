@@ -30,6 +30,7 @@ from cairn.datastream.data_stream import CloseableIterator, DataStream, DataStre
 from cairn.datastream.execution_mode import RuntimeExecutionMode
 from cairn.datastream.functions import (
     AggregateFunction,
+    AllWindowFunction,
     BroadcastProcessFunction,
     CheckpointedFunction,
     CheckpointListener,
@@ -43,11 +44,14 @@ from cairn.datastream.functions import (
     KeyedProcessFunction,
     KeySelector,
     MapFunction,
+    ProcessAllWindowFunction,
     ProcessFunction,
+    ProcessWindowFunction,
     ReduceFunction,
     RuntimeContext,
     SinkFunction,
     SourceFunction,
+    WindowFunction,
 )
 from cairn.datastream.keyed_stream import KeyedStream
 from cairn.datastream.output_tag import OutputTag
@@ -59,9 +63,12 @@ from cairn.datastream.state_backend import (
 from cairn.datastream.stream_execution_environment import StreamExecutionEnvironment
 from cairn.datastream.time_domain import TimeDomain
 from cairn.datastream.timerservice import TimerService
+from cairn.datastream.windowed_stream import AllWindowedStream, WindowedStream
 
 __all__ = [
     "AggregateFunction",
+    "AllWindowFunction",
+    "AllWindowedStream",
     "BroadcastConnectedStream",
     "BroadcastProcessFunction",
     "BroadcastStream",
@@ -92,7 +99,9 @@ __all__ = [
     "KeyedStream",
     "MapFunction",
     "OutputTag",
+    "ProcessAllWindowFunction",
     "ProcessFunction",
+    "ProcessWindowFunction",
     "ReduceFunction",
     "RuntimeContext",
     "RuntimeExecutionMode",
@@ -102,4 +111,6 @@ __all__ = [
     "StreamExecutionEnvironment",
     "TimeDomain",
     "TimerService",
+    "WindowFunction",
+    "WindowedStream",
 ]

@@ -52,6 +52,8 @@ if TYPE_CHECKING:
     from cairn.datastream.keyed_stream import KeyedStream
     from cairn.datastream.state import MapStateDescriptor
     from cairn.datastream.stream_execution_environment import StreamExecutionEnvironment
+    from cairn.datastream.window import WindowAssigner
+    from cairn.datastream.windowed_stream import AllWindowedStream
 
 __all__ = ["CloseableIterator", "DataStream", "DataStreamSink", "KeyedStream"]
 
@@ -291,6 +293,23 @@ class DataStream(_OperatorSetters):
             tag_id=output_tag.tag_id,
         )
         return DataStream(side, self._env)
+
+    def window_all(self, window_assigner: WindowAssigner) -> AllWindowedStream:
+        """Windows over the whole stream, computed by one subtask (parallelism 1)."""
+        from cairn.datastream.windowed_stream import AllWindowedStream
+
+        return AllWindowedStream(self, window_assigner)
+
+    def count_window_all(self, size: int, slide: int = 0) -> AllWindowedStream:
+        """``window_all`` of ``size`` records, every ``slide`` records when given."""
+        from cairn.datastream.window import (
+            CountSlidingWindowAssigner,
+            CountTumblingWindowAssigner,
+        )
+
+        if slide == 0:
+            return self.window_all(CountTumblingWindowAssigner.of(size))
+        return self.window_all(CountSlidingWindowAssigner.of(size, slide))
 
     def key_by(
         self,

@@ -43,9 +43,16 @@ from cairn.datastream.source_sink_functions import (
 )
 from cairn.datastream.time_domain import TimeDomain
 from cairn.datastream.timerservice import TimerService
+from cairn.datastream.window_functions import (
+    AllWindowFunction,
+    ProcessAllWindowFunction,
+    ProcessWindowFunction,
+    WindowFunction,
+)
 
 __all__ = [
     "AggregateFunction",
+    "AllWindowFunction",
     "BroadcastProcessFunction",
     "CheckpointListener",
     "CheckpointedFunction",
@@ -65,7 +72,9 @@ __all__ = [
     "MapFunction",
     "MetricGroup",
     "OperatorStateStore",
+    "ProcessAllWindowFunction",
     "ProcessFunction",
+    "ProcessWindowFunction",
     "ReduceFunction",
     "RuntimeContext",
     "SinkFunction",
@@ -73,6 +82,7 @@ __all__ = [
     "SourceFunction",
     "TimeDomain",
     "TimerService",
+    "WindowFunction",
 ]
 
 KEY = TypeVar("KEY")

@@ -26,6 +26,8 @@ from cairn.graph.transformations import OperatorKind, PartitionTransformation
 
 if TYPE_CHECKING:
     from cairn.datastream.stream_execution_environment import StreamExecutionEnvironment
+    from cairn.datastream.window import WindowAssigner
+    from cairn.datastream.windowed_stream import WindowedStream
 
 __all__ = ["KeyedStream"]
 
@@ -90,6 +92,26 @@ class KeyedStream(DataStream):
     def max_by(self, position_to_max_by: int | str = 0) -> DataStream:
         """The record with the largest field value so far (the first one on ties)."""
         return self._aggregate(position_to_max_by, "max_by")
+
+    # -- windows ------------------------------------------------------------------------------
+
+    def window(self, window_assigner: WindowAssigner) -> WindowedStream:
+        """Cut each key's records into windows: ``.window(TumblingEventTimeWindows.of(...))``."""
+        from cairn.datastream.windowed_stream import WindowedStream
+
+        return WindowedStream(self, window_assigner)
+
+    def count_window(self, size: int, slide: int = 0) -> WindowedStream:
+        """Windows of ``size`` records per key, every ``slide`` records when given (Flink's
+        ``GlobalWindows`` with a count trigger, and a count evictor when sliding)."""
+        from cairn.datastream.window import (
+            CountSlidingWindowAssigner,
+            CountTumblingWindowAssigner,
+        )
+
+        if slide == 0:
+            return self.window(CountTumblingWindowAssigner.of(size))
+        return self.window(CountSlidingWindowAssigner.of(size, slide))
 
     def key_by(
         self,

@@ -1,0 +1,408 @@
+"""The window operator: Flink's ``WindowOperator`` (and ``EvictingWindowOperator``) as a
+keyed process function, so it runs on the keyed runtime operator with its state and timers.
+
+Invariant: per key, ``contents`` holds exactly the windows that are neither purged nor past
+their cleanup time (``max_timestamp + allowed_lateness`` in event time, ``max_timestamp`` in
+processing time), each with one accumulator (``reduce``/``aggregate`` without evictor) or its
+elements; merging assigners keep their live windows in ``sessions`` (pairwise
+non-intersecting). Decisions follow Flink's: a window is late when its cleanup time is at or
+below the watermark, an element only when all its windows are late *and* its timestamp plus
+the allowed lateness is at or below the watermark; late elements go to the late side output.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from cairn.datastream.functions import KeyedProcessFunction
+from cairn.datastream.output_tag import OutputTag
+from cairn.datastream.runtime_context import RuntimeContext
+from cairn.datastream.time_domain import TimeDomain
+from cairn.datastream.window import MAX_LONG, MergingWindowAssigner, TimeWindow, WindowAssigner
+from cairn.datastream.window_functions import (
+    AllWindowFunction,
+    ProcessAllWindowFunction,
+    ProcessWindowFunction,
+    WindowFunction,
+)
+from cairn.datastream.window_state import WindowScope, WindowStateStore, WindowTimers
+from cairn.datastream.window_triggers import (
+    EventTimeTrigger,
+    Evictor,
+    TimestampedValue,
+    Trigger,
+)
+
+__all__ = ["WindowOperatorFunction", "WindowSpec"]
+
+_log = logging.getLogger(__name__)
+_TRIGGER = "trigger/"
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """Everything ``WindowedStream`` collected; ``incremental`` is ``("reduce", f)``,
+    ``("aggregate", f)`` or ``None`` (keep the elements)."""
+
+    assigner: WindowAssigner
+    trigger: Trigger
+    evictor: Evictor | None
+    allowed_lateness: int
+    late_tag: OutputTag | None
+    incremental: tuple[str, Any] | None
+    window_function: Any
+    all_windows: bool
+
+
+class WindowOperatorFunction(KeyedProcessFunction[Any, Any, Any]):
+    """Runs one ``WindowSpec`` per key (see the module's invariant)."""
+
+    def __init__(self, spec: WindowSpec) -> None:
+        self.spec = spec
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        spec = self.spec
+        self._rc = runtime_context
+        self._scope = WindowScope(runtime_context)
+        self._contents = self._scope.map("contents")
+        self._timers = WindowTimers(self._scope)
+        self._merging = isinstance(spec.assigner, MergingWindowAssigner)
+        self._sessions = self._scope.map("sessions") if self._merging else None
+        self._event_time = spec.assigner.is_event_time()
+        self._trigger = spec.trigger
+        self._default_path = (
+            self._event_time
+            and not self._merging
+            and spec.evictor is None
+            and type(spec.trigger) is EventTimeTrigger
+        )
+        self._ctx: Any = None
+        for f in (spec.incremental[1] if spec.incremental else None, spec.window_function):
+            opener = getattr(f, "open", None)
+            if callable(opener):
+                opener(runtime_context)
+
+    def close(self) -> None:
+        for f in (self.spec.incremental[1] if self.spec.incremental else None,):
+            closer = getattr(f, "close", None)
+            if callable(closer):
+                closer()
+        closer = getattr(self.spec.window_function, "close", None)
+        if callable(closer):
+            closer()
+
+    # -- time -------------------------------------------------------------------------------
+
+    def get_current_processing_time(self) -> int:
+        """The assigners' context (processing-time assigners read the clock here)."""
+        return int(self._ctx.timer_service().current_processing_time())
+
+    def get_current_watermark(self) -> int:
+        """The evictors' context reads the watermark here."""
+        return self._watermark()
+
+    def _watermark(self) -> int:
+        return int(self._ctx.timer_service().current_watermark())
+
+    def _cleanup_time(self, window: Any) -> int:
+        if not self._event_time:
+            return int(window.max_timestamp())
+        end = window.max_timestamp() + self.spec.allowed_lateness
+        return end if end >= window.max_timestamp() and end <= MAX_LONG else MAX_LONG
+
+    def _is_window_late(self, window: Any) -> bool:
+        return self._event_time and self._cleanup_time(window) <= self._watermark()
+
+    # -- elements ---------------------------------------------------------------------------
+
+    def process_element(self, value: Any, ctx: Any) -> Iterable[Any]:
+        self._ctx = ctx
+        if self._default_path:
+            return self._process_default(value, ctx)
+        ts = ctx.timestamp()
+        out: list[Any] = []
+        skipped = True
+        for assigned in self.spec.assigner.assign_windows(value, ts, self):
+            window: Any = assigned
+            if self._merging:
+                window = self._merge(assigned)
+                if window is None:
+                    continue
+            elif self._is_window_late(window):
+                continue
+            skipped = False
+            self._add(window, value, ts)
+            result = self._trigger.on_element(value, ts, window, _TriggerContext(self, window))
+            if result.is_fire():
+                contents = self._contents.get(window)
+                if contents is None:
+                    continue
+                self._emit(window, contents, out)
+            if result.is_purge():
+                self._contents.remove(window)
+            self._register_cleanup(window)
+        late = skipped and self._event_time and ts + self.spec.allowed_lateness <= self._watermark()
+        if late and self.spec.late_tag is not None:
+            out.append((self.spec.late_tag, value))
+        return out
+
+    def _add(self, window: Any, value: Any, ts: int | None) -> None:
+        self._contents.put(window, self._accumulate(self._contents.get(window), value, ts))
+
+    def _accumulate(self, contents: Any, value: Any, ts: int | None) -> Any:
+        """``contents`` (``None``: a new window) with ``value`` added."""
+        incremental = self.spec.incremental
+        if self.spec.evictor is not None:
+            contents = [] if contents is None else contents
+            contents.append(TimestampedValue(value, ts))
+            return contents
+        if incremental is None:
+            contents = [] if contents is None else contents
+            contents.append(value)
+            return contents
+        if incremental[0] == "reduce":
+            return value if contents is None else _reduce(incremental[1], contents, value)
+        agg = incremental[1]
+        return agg.add(value, agg.create_accumulator() if contents is None else contents)
+
+    def _process_default(self, value: Any, ctx: Any) -> list[Any]:
+        """``process_element`` for event-time, non-merging windows with the default
+        ``EventTimeTrigger`` and no evictor, with the trigger's decisions inlined: a window
+        that has contents already has its end and cleanup timers (its first element set
+        them, and they fire only when the watermark passes them), so only a new window
+        registers timers."""
+        ts = ctx.timestamp()
+        timer_service = ctx.timer_service()
+        watermark = timer_service.current_watermark()
+        lateness = self.spec.allowed_lateness
+        contents_state = self._contents
+        out: list[Any] = []
+        skipped = True
+        for window in self.spec.assigner.assign_windows(value, ts, self):
+            end = window.max_timestamp()
+            cleanup = min(end + lateness, MAX_LONG)
+            if cleanup <= watermark:
+                continue
+            skipped = False
+            contents = contents_state.get(window)
+            new = contents is None
+            contents = self._accumulate(contents, value, ts)
+            contents_state.put(window, contents)
+            if end <= watermark:
+                self._emit(window, contents, out)  # late within the allowed lateness
+            elif new:
+                self._timers.register(timer_service, True, end, window)
+            if new and cleanup != end and cleanup != MAX_LONG:
+                self._timers.register(timer_service, True, cleanup, window)
+        if skipped and ts + lateness <= watermark and self.spec.late_tag is not None:
+            out.append((self.spec.late_tag, value))
+        return out
+
+    def _merge(self, window: Any) -> Any:
+        """Merge ``window`` into the key's sessions; the window the element goes to, or
+        ``None`` when it is a new window that is already late."""
+        sessions = self._sessions
+        assert sessions is not None
+        existing = set(sessions.keys())
+        cover, members = next(
+            (c, m) for c, m in TimeWindow.merge_windows([*existing, window]) if window in m
+        )
+        merged = sorted({m for m in members if m in existing})
+        if not merged:
+            if self._is_window_late(window):
+                return None
+            sessions.put(window, True)
+            return window
+        if merged == [cover]:
+            return cover
+        sessions.put(cover, True)
+        combined: Any = None
+        for m in merged:
+            sessions.remove(m)
+            contents = self._contents.get(m)
+            if contents is not None:
+                self._contents.remove(m)
+                combined = (
+                    contents if combined is None else self._merge_contents(combined, contents)
+                )
+        if combined is not None:
+            self._contents.put(cover, combined)
+        self._trigger.on_merge(cover, _TriggerContext(self, cover, merged))
+        for m in merged:
+            self._trigger.clear(m, _TriggerContext(self, m))
+            self._delete_cleanup(m)
+        return cover
+
+    def _merge_contents(self, a: Any, b: Any) -> Any:
+        incremental = self.spec.incremental
+        if self.spec.evictor is not None or incremental is None:
+            return [*a, *b]
+        if incremental[0] == "reduce":
+            return _reduce(incremental[1], a, b)
+        merge = getattr(incremental[1], "merge", None)
+        if not callable(merge):
+            raise TypeError("session windows with aggregate() need AggregateFunction.merge")
+        return merge(a, b)
+
+    # -- timers -----------------------------------------------------------------------------
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Iterable[Any]:
+        self._ctx = ctx
+        event_time = ctx.time_domain() == TimeDomain.EVENT_TIME
+        out: list[Any] = []
+        for window in self._timers.pop(event_time, timestamp):
+            if self._sessions is not None and not self._sessions.contains(window):
+                continue  # merged away
+            contents = self._contents.get(window)
+            tctx = _TriggerContext(self, window)
+            result = (
+                self._trigger.on_event_time(timestamp, window, tctx)
+                if event_time
+                else self._trigger.on_processing_time(timestamp, window, tctx)
+            )
+            if result.is_fire() and contents is not None:
+                self._emit(window, contents, out)
+            if result.is_purge():
+                self._contents.remove(window)
+            if event_time == self._event_time and timestamp == self._cleanup_time(window):
+                self._clear_all(window)
+        return out
+
+    def _register_cleanup(self, window: Any) -> None:
+        cleanup = self._cleanup_time(window)
+        if cleanup != MAX_LONG:
+            self._timers.register(self._ctx.timer_service(), self._event_time, cleanup, window)
+
+    def _delete_cleanup(self, window: Any) -> None:
+        cleanup = self._cleanup_time(window)
+        if cleanup != MAX_LONG:
+            self._timers.delete(self._ctx.timer_service(), self._event_time, cleanup, window)
+
+    def _clear_all(self, window: Any) -> None:
+        self._contents.remove(window)
+        self._trigger.clear(window, _TriggerContext(self, window))
+        f = self.spec.window_function
+        if isinstance(f, ProcessWindowFunction | ProcessAllWindowFunction):
+            f.clear(_ProcessContext(self, window))
+        if self._sessions is not None:
+            self._sessions.remove(window)
+
+    # -- firing -----------------------------------------------------------------------------
+
+    def _emit(self, window: Any, contents: Any, out: list[Any]) -> None:
+        spec = self.spec
+        evictor = spec.evictor
+        if evictor is not None:
+            elements: list[TimestampedValue] = list(contents)
+            evictor.evict_before(elements, len(elements), window, self)
+            inputs = self._window_input([e.value for e in elements])
+            self._apply(window, inputs, out)
+            evictor.evict_after(elements, len(elements), window, self)
+            if elements:
+                self._contents.put(window, elements)
+            else:
+                self._contents.remove(window)
+            return
+        if spec.incremental is None:
+            self._apply(window, list(contents), out)
+        elif spec.incremental[0] == "reduce":
+            self._apply(window, [contents], out)
+        else:
+            self._apply(window, [spec.incremental[1].get_result(contents)], out)
+
+    def _window_input(self, values: list[Any]) -> list[Any]:
+        """What the window function gets from evicted-to elements (reduce/aggregate fold)."""
+        incremental = self.spec.incremental
+        if incremental is None or not values:
+            return values
+        f = incremental[1]
+        if incremental[0] == "reduce":
+            acc = values[0]
+            for v in values[1:]:
+                acc = _reduce(f, acc, v)
+            return [acc]
+        acc = f.create_accumulator()
+        for v in values:
+            acc = f.add(v, acc)
+        return [f.get_result(acc)]
+
+    def _apply(self, window: Any, inputs: list[Any], out: list[Any]) -> None:
+        f = self.spec.window_function
+        if f is None:
+            out.extend(inputs)
+            return
+        key = self._ctx.get_current_key()
+        if isinstance(f, ProcessWindowFunction):
+            result = f.process(key, _ProcessContext(self, window), inputs)
+        elif isinstance(f, ProcessAllWindowFunction):
+            result = f.process(_ProcessContext(self, window), inputs)
+        elif isinstance(f, WindowFunction):
+            result = f.apply(key, window, inputs)
+        elif isinstance(f, AllWindowFunction):
+            result = f.apply(window, inputs)
+        else:
+            result = f(key, window, inputs)
+        if result is not None:
+            out.extend(result)
+
+
+def _reduce(f: Any, a: Any, b: Any) -> Any:
+    reduce = getattr(f, "reduce", None)
+    return reduce(a, b) if callable(reduce) else f(a, b)
+
+
+class _TriggerContext(Trigger.OnMergeContext):
+    """A trigger's view of the current key and one window (and, merging, its sources)."""
+
+    def __init__(self, op: WindowOperatorFunction, window: Any, merged: Any = ()) -> None:
+        self._op, self._window, self._merged = op, window, merged
+
+    def get_current_processing_time(self) -> int:
+        return self._op.get_current_processing_time()
+
+    def get_current_watermark(self) -> int:
+        return self._op._watermark()
+
+    def get_metric_group(self) -> Any:
+        return self._op._rc.get_metrics_group()
+
+    def register_processing_time_timer(self, time: int) -> None:
+        self._op._timers.register(self._op._ctx.timer_service(), False, int(time), self._window)
+
+    def register_event_time_timer(self, time: int) -> None:
+        self._op._timers.register(self._op._ctx.timer_service(), True, int(time), self._window)
+
+    def delete_processing_time_timer(self, time: int) -> None:
+        self._op._timers.delete(self._op._ctx.timer_service(), False, int(time), self._window)
+
+    def delete_event_time_timer(self, time: int) -> None:
+        self._op._timers.delete(self._op._ctx.timer_service(), True, int(time), self._window)
+
+    def get_partitioned_state(self, state_descriptor: Any) -> Any:
+        return self._op._scope.state(state_descriptor, self._window, _TRIGGER)
+
+    def merge_partitioned_state(self, state_descriptor: Any) -> None:
+        self._op._scope.merge(state_descriptor, self._window, self._merged, _TRIGGER)
+
+
+class _ProcessContext(ProcessWindowFunction.Context, ProcessAllWindowFunction.Context):
+    def __init__(self, op: WindowOperatorFunction, window: Any) -> None:
+        self._op, self._window = op, window
+
+    def window(self) -> Any:
+        return self._window
+
+    def current_processing_time(self) -> int:
+        return self._op.get_current_processing_time()
+
+    def current_watermark(self) -> int:
+        return self._op._watermark()
+
+    def window_state(self) -> WindowStateStore:
+        return WindowStateStore(self._op._scope, self._window)
+
+    def global_state(self) -> Any:
+        return self._op._rc

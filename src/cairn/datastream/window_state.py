@@ -1,0 +1,241 @@
+"""Per-window state and timers for the window operator, on the keyed state backend.
+
+Invariant: every per-window value lives in a map state of the current key whose map key is the
+window (``_cairn_w/<name>``), and every trigger timer is one keyed timer plus an entry in
+``_cairn_w/timers`` mapping ``(event time?, timestamp)`` to the windows that set it; so window
+contents, trigger state and timers are ordinary keyed state: checkpointed, restored and
+redistributed by key group like any other, on the heap and the RocksDB backend alike. A keyed
+timer exists exactly while some window of its key is listed for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from cairn.datastream.runtime_context import KeyedStateStore, RuntimeContext
+from cairn.datastream.state import (
+    AggregatingStateDescriptor,
+    ListStateDescriptor,
+    MapState,
+    MapStateDescriptor,
+    ReducingStateDescriptor,
+    StateDescriptor,
+    ValueStateDescriptor,
+)
+
+__all__ = ["WindowScope", "WindowTimers"]
+
+PREFIX = "_cairn_w/"
+
+
+class WindowScope:
+    """Map states keyed by window, created on first use, for one operator."""
+
+    def __init__(self, runtime_context: RuntimeContext) -> None:
+        self._rc = runtime_context
+        self._maps: dict[str, MapState[Any, Any]] = {}
+
+    def map(self, name: str) -> MapState[Any, Any]:
+        state = self._maps.get(name)
+        if state is None:
+            state = self._rc.get_map_state(MapStateDescriptor(PREFIX + name, None, None))
+            self._maps[name] = state
+        return state
+
+    def state(self, descriptor: StateDescriptor, window: Any, prefix: str) -> Any:
+        """A value, reducing or list state of ``window`` (for triggers and window state)."""
+        table = self.map(prefix + descriptor.get_name())
+        if isinstance(descriptor, ReducingStateDescriptor):
+            return _WindowReducingState(table, window, descriptor.reduce)
+        if isinstance(descriptor, ValueStateDescriptor):
+            return _WindowValueState(table, window)
+        if isinstance(descriptor, ListStateDescriptor):
+            return _WindowListState(table, window)
+        if isinstance(descriptor, MapStateDescriptor):
+            return _WindowMapState(table, window)
+        if isinstance(descriptor, AggregatingStateDescriptor):
+            return _WindowAggregatingState(table, window, descriptor.get_agg_function())
+        raise TypeError(f"no per-window state for {type(descriptor).__name__}")
+
+    def merge(
+        self, descriptor: StateDescriptor, target: Any, sources: Iterable[Any], prefix: str
+    ) -> None:
+        """Fold the reducing state of ``sources`` into ``target`` (``on_merge``)."""
+        if not isinstance(descriptor, ReducingStateDescriptor):
+            raise TypeError(f"only reducing state can be merged, got {descriptor!r}")
+        table = self.map(prefix + descriptor.get_name())
+        merged = table.get(target)
+        for window in sources:
+            value = table.get(window)
+            if value is None:
+                continue
+            table.remove(window)
+            merged = value if merged is None else descriptor.reduce(merged, value)
+        if merged is not None:
+            table.put(target, merged)
+
+
+class _WindowValueState:
+    def __init__(self, table: MapState[Any, Any], window: Any) -> None:
+        self._table, self._window = table, window
+
+    def value(self) -> Any:
+        return self._table.get(self._window)
+
+    def update(self, value: Any) -> None:
+        if value is None:
+            self.clear()
+        else:
+            self._table.put(self._window, value)
+
+    def clear(self) -> None:
+        self._table.remove(self._window)
+
+
+class _WindowReducingState(_WindowValueState):
+    def __init__(self, table: MapState[Any, Any], window: Any, reduce: Callable[..., Any]):
+        super().__init__(table, window)
+        self._reduce = reduce
+
+    def get(self) -> Any:
+        return self.value()
+
+    def add(self, value: Any) -> None:
+        current = self.value()
+        self.update(value if current is None else self._reduce(current, value))
+
+
+class _WindowListState(_WindowValueState):
+    def get(self) -> list[Any]:
+        return list(self.value() or [])
+
+    def add(self, value: Any) -> None:
+        self.update([*self.get(), value])
+
+    def add_all(self, values: Iterable[Any]) -> None:
+        self.update([*self.get(), *values])
+
+    def __iter__(self) -> Any:
+        return iter(self.get())
+
+
+class _WindowAggregatingState(_WindowValueState):
+    def __init__(self, table: MapState[Any, Any], window: Any, agg: Any) -> None:
+        super().__init__(table, window)
+        self._agg = agg
+
+    def get(self) -> Any:
+        acc = self.value()
+        return None if acc is None else self._agg.get_result(acc)
+
+    def add(self, value: Any) -> None:
+        acc = self.value()
+        self.update(self._agg.add(value, self._agg.create_accumulator() if acc is None else acc))
+
+
+class _WindowMapState(_WindowValueState):
+    """A map per window, stored as one dict value (replaced, never changed in place)."""
+
+    def _map(self) -> dict[Any, Any]:
+        return dict(self.value() or {})
+
+    def get(self, key: Any) -> Any:
+        return (self.value() or {}).get(key)
+
+    def put(self, key: Any, value: Any) -> None:
+        self.update({**self._map(), key: value})
+
+    def put_all(self, dict_value: Any) -> None:
+        self.update({**self._map(), **dict(dict_value)})
+
+    def remove(self, key: Any) -> None:
+        m = self._map()
+        m.pop(key, None)
+        self.update(m or None)
+
+    def contains(self, key: Any) -> bool:
+        return key in (self.value() or {})
+
+    def items(self) -> Iterable[tuple[Any, Any]]:
+        return list(self._map().items())
+
+    def keys(self) -> Iterable[Any]:
+        return list(self._map())
+
+    def values(self) -> Iterable[Any]:
+        return list(self._map().values())
+
+    def is_empty(self) -> bool:
+        return not self.value()
+
+
+class WindowStateStore(KeyedStateStore):
+    """``ProcessWindowFunction.Context.window_state()``: state of the key and one window."""
+
+    def __init__(self, scope: WindowScope, window: Any) -> None:
+        self._scope, self._window = scope, window
+
+    def _get(self, descriptor: StateDescriptor) -> Any:
+        return self._scope.state(descriptor, self._window, "window-state/")
+
+    def get_state(self, state_descriptor: Any) -> Any:
+        return self._get(state_descriptor)
+
+    def get_list_state(self, state_descriptor: Any) -> Any:
+        return self._get(state_descriptor)
+
+    def get_reducing_state(self, state_descriptor: Any) -> Any:
+        return self._get(state_descriptor)
+
+    def get_map_state(self, state_descriptor: Any) -> Any:
+        return self._get(state_descriptor)
+
+    def get_aggregating_state(self, state_descriptor: Any) -> Any:
+        return self._get(state_descriptor)
+
+
+class WindowTimers:
+    """Trigger timers per window over the keyed timer service of the current key."""
+
+    def __init__(self, scope: WindowScope) -> None:
+        self._table = scope.map("timers")
+
+    def register(self, timer_service: Any, event_time: bool, ts: int, window: Any) -> None:
+        entry = (event_time, ts)
+        windows = self._table.get(entry)
+        if windows is None:
+            self._table.put(entry, (window,))
+        elif window not in windows:
+            self._table.put(entry, (*windows, window))
+            return
+        else:
+            return
+        if event_time:
+            timer_service.register_event_time_timer(ts)
+        else:
+            timer_service.register_processing_time_timer(ts)
+
+    def delete(self, timer_service: Any, event_time: bool, ts: int, window: Any) -> None:
+        entry = (event_time, ts)
+        windows = self._table.get(entry)
+        if windows is None or window not in windows:
+            return
+        rest = tuple(w for w in windows if w != window)
+        if rest:
+            self._table.put(entry, rest)
+            return
+        self._table.remove(entry)
+        if event_time:
+            timer_service.delete_event_time_timer(ts)
+        else:
+            timer_service.delete_processing_time_timer(ts)
+
+    def pop(self, event_time: bool, ts: int) -> tuple[Any, ...]:
+        """The windows of a keyed timer that fired (it is gone from the backend)."""
+        entry = (event_time, ts)
+        windows = self._table.get(entry)
+        if windows is None:
+            return ()
+        self._table.remove(entry)
+        return tuple(windows)

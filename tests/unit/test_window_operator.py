@@ -1,0 +1,316 @@
+"""The window operator driven directly (no task, no I/O): firing on watermarks, output
+timestamps, allowed lateness and the late side output, session merging, one accumulator per
+window, processing-time windows on a manual clock, count windows and evictors, and windows
+in flight through snapshot and restore at another parallelism."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from cairn.common import Time
+from cairn.datastream import AggregateFunction, OutputTag, StreamExecutionEnvironment
+from cairn.datastream.state import (
+    AggregatingStateDescriptor,
+    ListStateDescriptor,
+    MapStateDescriptor,
+    ValueStateDescriptor,
+)
+from cairn.datastream.window import (
+    ContinuousEventTimeTrigger,
+    CountTrigger,
+    EventTimeSessionWindows,
+    EventTimeTrigger,
+    SlidingEventTimeWindows,
+    TimeEvictor,
+    TumblingEventTimeWindows,
+    TumblingProcessingTimeWindows,
+)
+from cairn.datastream.window_functions import (
+    ProcessAllWindowFunction,
+    ProcessWindowFunction,
+    WindowFunction,
+)
+from cairn.events import MAX_WATERMARK
+from cairn.runtime.eventtime.stamped import stamp
+from cairn.runtime.operators.base import OperatorRestore
+
+from .test_eventtime_operators import Harness, _snapshot
+
+LATE = OutputTag("late")
+
+
+def window_function(build: Any) -> Any:
+    """The operator function ``build(keyed_stream)`` defines (the API builds it)."""
+    env = StreamExecutionEnvironment.get_execution_environment()
+    keyed = env.from_collection([("a", 0)]).key_by(lambda r: r[0])
+    return build(keyed).get_transformation().operator.function
+
+
+def add(a: Any, b: Any) -> Any:
+    return (a[0], a[1] + b[1])
+
+
+class Describe(ProcessWindowFunction[Any, Any, str, Any]):
+    def process(self, key: str, context: Any, elements: Any) -> Any:
+        w = context.window()
+        fired = context.window_state().get_state(_FIRED)
+        fired.update((fired.value() or 0) + 1)
+        yield key, w.start, w.end, sorted(e[1] for e in elements), fired.value()
+
+    def clear(self, context: Any) -> None:
+        context.window_state().get_state(_FIRED).clear()
+
+
+_FIRED = ValueStateDescriptor("fired")
+
+
+def test_tumbling_reduce_fires_when_the_watermark_passes_the_end_stamped_with_it() -> None:
+    f = window_function(
+        lambda k: k.window(TumblingEventTimeWindows.of(Time.seconds(1))).reduce(add)
+    )
+    h = Harness(f)
+    h.op.process_batch(stamp([("a", 1), ("b", 2), ("a", 3), ("a", 1500)], [10, 20, 999, 1500]))
+    assert h.records() == []
+    h.op.process_watermark(998)
+    assert h.records() == []
+    h.op.process_watermark(999)
+    assert h.records() == [(("a", 4), 999), (("b", 2), 999)]
+    h.batches.clear()
+    h.op.process_watermark(MAX_WATERMARK)
+    assert h.records() == [(("a", 1500), 1999)]
+
+
+def test_allowed_lateness_refires_and_later_records_go_to_the_side_output() -> None:
+    f = window_function(
+        lambda k: (
+            k.window(TumblingEventTimeWindows.of(1000))
+            .allowed_lateness(500)
+            .side_output_late_data(LATE)
+            .process(Describe())
+        )
+    )
+    h = Harness(f)
+    h.op.side_outputs = {"late": h.side.append}
+    h.op.process_batch(stamp([("a", 100)], [100]))
+    h.op.process_watermark(1200)
+    assert [r for r, _ in h.records()] == [("a", 0, 1000, [100], 1)]
+    h.batches.clear()
+    h.op.process_batch(stamp([("a", 200)], [200]))  # late but within lateness: fires again
+    assert [r for r, _ in h.records()] == [("a", 0, 1000, [100, 200], 2)]
+    h.batches.clear()
+    h.op.process_watermark(1499)  # cleanup time 999 + 500: window and its state gone
+    h.op.process_batch(stamp([("a", 300), ("a", 1600)], [300, 1600]))
+    assert h.records() == [] and h.side == [[("a", 300)]]
+    h.op.process_watermark(MAX_WATERMARK)
+    assert [r for r, _ in h.records()] == [("a", 1000, 2000, [1600], 1)]
+
+
+def test_session_windows_merge_contents_and_timers() -> None:
+    f = window_function(
+        lambda k: k.window(EventTimeSessionWindows.with_gap(100)).process(Describe())
+    )
+    h = Harness(f)
+    h.op.process_batch(stamp([("a", 0), ("a", 250), ("b", 0)], [0, 250, 0]))
+    h.op.process_batch(stamp([("a", 90)], [90]))  # [0,100) + [90,190) → [0,190)
+    h.op.process_batch(stamp([("a", 150)], [150]))  # [150,250) bridges to [250,350): [0,350)
+    h.op.process_watermark(200)
+    assert [r for r, _ in h.records()] == [("b", 0, 100, [0], 1)]
+    h.batches.clear()
+    h.op.process_watermark(349)
+    assert [r for r, _ in h.records()] == [("a", 0, 350, [0, 90, 150, 250], 1)]
+    assert h.op.backend.next_event_timer_ms() is None, "merged windows' timers were deleted"
+
+
+class Average(AggregateFunction[Any, Any, Any]):
+    def create_accumulator(self) -> Any:
+        return (0, 0)
+
+    def add(self, value: Any, accumulator: Any) -> Any:
+        return (accumulator[0] + value[1], accumulator[1] + 1)
+
+    def get_result(self, accumulator: Any) -> Any:
+        return accumulator[0] / accumulator[1]
+
+    def merge(self, a: Any, b: Any) -> Any:
+        return (a[0] + b[0], a[1] + b[1])
+
+
+class WithKey(WindowFunction[Any, Any, str, Any]):
+    def apply(self, key: str, window: Any, inputs: Any) -> Any:
+        return [(key, getattr(window, "start", None), *inputs)]
+
+
+def test_sliding_aggregate_keeps_one_accumulator_per_window_through_a_rescale() -> None:
+    f = window_function(
+        lambda k: k.window(SlidingEventTimeWindows.of(2000, 1000)).aggregate(Average(), WithKey())
+    )
+    keys = [f"k{i}" for i in range(20)]
+    h = Harness(f)
+    h.op.process_batch(stamp([(k, 10) for k in keys] + [(k, 20) for k in keys], [500] * 40))
+    contents = h.op.backend.keys("_cairn_w/contents")
+    assert len(contents) == 20
+    state, files = _snapshot(h.op)
+    outputs: list[Any] = []
+    for index in range(2):
+        restored = Harness(
+            f, parallelism=2, index=index, restore=OperatorRestore(1, {0: state}, files)
+        )
+        restored.op.process_watermark(MAX_WATERMARK)
+        outputs.extend(r for r, _ in restored.records())
+    assert sorted(outputs) == sorted(
+        [(k, -1000, 15.0) for k in keys] + [(k, 0, 15.0) for k in keys]
+    )
+
+
+def test_processing_time_windows_fire_on_the_manual_clock_without_timestamps() -> None:
+    f = window_function(
+        lambda k: k.window(TumblingProcessingTimeWindows.of(Time.seconds(1))).reduce(add)
+    )
+    h = Harness(f)  # the clock starts at 1000
+    h.op.process_batch([("a", 1), ("a", 2)])
+    assert h.op.next_timer_ms() == 1_999
+    h.clock.advance(500)
+    h.op.process_batch([("a", 4)])
+    h.op.on_processing_time(1_999)
+    assert h.records() == [(("a", 7), None)]
+
+
+def test_count_windows_tumbling_and_sliding() -> None:
+    tumbling = Harness(window_function(lambda k: k.count_window(2).reduce(add)))
+    tumbling.op.process_batch([("a", i) for i in range(5)])
+    assert [r for r, _ in tumbling.records()] == [("a", 1), ("a", 5)]
+    sliding = Harness(window_function(lambda k: k.count_window(3, 2).apply(WithKey())))
+    sliding.op.process_batch([("a", i) for i in range(7)])
+    got = [r[2:] for r, _ in sliding.records()]
+    assert got == [
+        (("a", 0), ("a", 1)),
+        (("a", 1), ("a", 2), ("a", 3)),
+        (("a", 3), ("a", 4), ("a", 5)),
+    ]
+
+
+def test_a_custom_trigger_on_event_time_windows() -> None:
+    f = window_function(
+        lambda k: (
+            k.window(TumblingEventTimeWindows.of(1000)).trigger(CountTrigger.of(2)).reduce(add)
+        )
+    )
+    h = Harness(f)
+    h.op.process_batch(stamp([("a", 1), ("a", 2), ("a", 3)], [1, 2, 3]))
+    assert [r for r, _ in h.records()] == [("a", 3)]
+    h.op.process_watermark(MAX_WATERMARK)
+    assert [r for r, _ in h.records()] == [("a", 3)], "CountTrigger ignores event time"
+
+
+class Everything(ProcessAllWindowFunction[Any, Any, Any]):
+    def process(self, context: Any, elements: Any) -> Any:
+        total = context.global_state().get_state(ValueStateDescriptor("total"))
+        total.update((total.value() or 0) + len(list(elements)))
+        yield context.window().start, sorted(v for _, v in elements), total.value()
+
+
+def all_window_function(build: Any) -> Any:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    return build(env.from_collection([("a", 0)])).get_transformation().operator.function
+
+
+def test_window_all_with_a_continuous_trigger_and_a_time_evictor() -> None:
+    f = all_window_function(
+        lambda s: (
+            s.window_all(TumblingEventTimeWindows.of(10_000))
+            .trigger(ContinuousEventTimeTrigger.of(1000))
+            .evictor(TimeEvictor.of(1000))
+            .process(Everything())
+        )
+    )
+    h = Harness(f)  # (the harness keys by r[0]; window_all's own key is a constant)
+    h.op.process_batch(stamp([("x", 1), ("x", 500)], [100, 500]))
+    h.op.process_watermark(1000)  # early firing at 1000: everything so far
+    assert [r for r, _ in h.records()] == [(0, [1, 500], 2)]
+    h.batches.clear()
+    h.op.process_batch(stamp([("x", 1700)], [1700]))
+    h.op.process_watermark(2000)  # evicted before: older than the newest - 1 s
+    assert [r for r, _ in h.records()] == [(0, [1700], 3)]
+    h.batches.clear()
+    for watermark in [*range(3000, 10_000, 1000), MAX_WATERMARK]:
+        h.op.process_watermark(watermark)  # every second up to 9000, then the end, once
+    assert [r for r, _ in h.records()] == [(0, [1700], n) for n in range(4, 12)]
+    assert h.op.backend.next_event_timer_ms() is None
+
+
+class Remember(ProcessWindowFunction[Any, Any, str, Any]):
+    """Per-window list, map and aggregating state across firings, freed in ``clear``."""
+
+    def process(self, key: str, context: Any, elements: Any) -> Any:
+        store = context.window_state()
+        seen = store.get_list_state(ListStateDescriptor("seen"))
+        seen.add(len(list(elements)))
+        by_size = store.get_map_state(MapStateDescriptor("by-size"))
+        by_size.put(len(list(elements)), context.current_watermark())
+        mean = store.get_aggregating_state(AggregatingStateDescriptor("mean", Average()))
+        mean.add((key, len(list(elements))))
+        yield list(seen), sorted(by_size.items()), mean.get()
+
+    def clear(self, context: Any) -> None:
+        store = context.window_state()
+        store.get_list_state(ListStateDescriptor("seen")).clear()
+        store.get_map_state(MapStateDescriptor("by-size")).clear()
+        store.get_aggregating_state(AggregatingStateDescriptor("mean", Average())).clear()
+
+
+def test_per_window_state_lives_until_the_window_is_cleaned_up() -> None:
+    f = window_function(
+        lambda k: (
+            k.window(TumblingEventTimeWindows.of(1000)).allowed_lateness(1000).process(Remember())
+        )
+    )
+    h = Harness(f)
+    h.op.process_batch(stamp([("a", 1)], [1]))
+    h.op.process_watermark(999)
+    h.op.process_batch(stamp([("a", 2)], [2]))  # late, within lateness: fires again
+    assert [r for r, _ in h.records()] == [
+        ([1], [(1, 999)], 1.0),
+        ([1, 2], [(1, 999), (2, 999)], 1.5),
+    ]
+    h.op.process_watermark(1999)
+    assert h.op.backend.keys("_cairn_w/window-state/seen") == []
+    assert h.op.backend.keys("_cairn_w/contents") == []
+
+
+class SameAsDefault(EventTimeTrigger):
+    """Flink's ``EventTimeTrigger`` by another type: takes the general (not inlined) path."""
+
+
+def test_the_inlined_default_trigger_path_decides_as_the_trigger_does() -> None:
+    rng = random.Random(7)
+    steps: list[Any] = []
+    for i in range(400):
+        if rng.random() < 0.1:
+            steps.append(("watermark", i * 10 - 300))
+        else:
+            steps.append((rng.choice("abc"), i * 10 - rng.randrange(0, 1500)))
+    outputs = []
+    for trigger in (EventTimeTrigger.create(), SameAsDefault()):
+        f = window_function(
+            lambda k, t=trigger: (
+                k.window(SlidingEventTimeWindows.of(1000, 500))
+                .trigger(t)
+                .allowed_lateness(400)
+                .side_output_late_data(LATE)
+                .reduce(add)
+            )
+        )
+        h = Harness(f)
+        h.op.side_outputs = {"late": h.side.append}
+        assert f._default_path is (type(trigger) is EventTimeTrigger)
+        for what, t in steps:
+            if what == "watermark":
+                h.op.process_watermark(max(t, h.op.current_watermark))
+            else:
+                h.op.process_batch(stamp([(what, t)], [t]))
+        h.op.process_watermark(MAX_WATERMARK)
+        outputs.append((h.records(), h.side))
+    assert outputs[0] == outputs[1]
+    assert outputs[0][1], "some records were late beyond the allowed lateness"
+    assert len(outputs[0][0]) > 100
