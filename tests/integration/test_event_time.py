@@ -206,3 +206,30 @@ def test_an_idle_partition_holds_back_no_watermark() -> None:
     )
     assert len(results) == 5
     assert all(int(line.split(",")[2]) > 0 for line in results)
+
+
+def test_stop_with_savepoint_fires_no_timers_and_a_restored_job_continues_exactly_once(
+    tmp_path: Any,
+) -> None:
+    """Stop without drain (as in Flink): the tasks shut down without ending their input, so
+    no final watermark fires the windows still open at the savepoint; the job restored from
+    it fires each of them once. Before, the stop fired them all, and the restored job fired
+    them again (duplicates and partial windows)."""
+    import time
+
+    out = str(tmp_path)
+    conf = {"cairn.executor": "inprocess"}
+    first = window_job(conf, out, records=RECORDS, keys=KEYS, rate=8_000).execute_async("a")
+    deadline = time.monotonic() + 120
+    while not read_visible_lines(out + "/windows"):
+        assert time.monotonic() < deadline, "no window fired within 120 s"
+        time.sleep(0.1)
+    savepoint = first.stop_with_savepoint(False, out + "/savepoint").result(timeout=120)
+    first.get_job_execution_result(timeout=120)
+    before = read_visible_lines(out + "/windows")
+    assert len(before) < len(expected_windows(RECORDS, KEYS)), "stopped before the end"
+    restored = {**conf, "execution.savepoint.path": savepoint}
+    window_job(restored, out, records=RECORDS, keys=KEYS, rate=None).execute("b")
+    lines = read_visible_lines(out + "/windows")
+    assert len(lines) == len(set(lines)), "a window fired twice"
+    _check(out)

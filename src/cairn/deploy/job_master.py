@@ -439,6 +439,8 @@ class JobMaster:
                 )
         elif isinstance(msg, _FailJob):
             return AttemptOutcome.failed(RuntimeError(msg.reason))
+        elif isinstance(msg, _Stopped):
+            return _FINISHED
         return None
 
     def _maybe_finish_sources(self, state: _AttemptState) -> None:
@@ -490,6 +492,12 @@ class _FailJob:
     reason: str
 
 
+@dataclass(frozen=True)
+class _Stopped:
+    """A stop-with-savepoint completed and its sinks were told to commit: the attempt ends
+    FINISHED now, its tasks shut down without ending their input (no drain)."""
+
+
 class _SavepointControl:
     """What savepoint requests may do to the running attempt (on the job master's thread)."""
 
@@ -516,8 +524,12 @@ class _SavepointControl:
         return self._m.coordinator.trigger_savepoint(target_dir, terminate, format_type)
 
     def end_sources(self) -> None:
-        self._m.coordinator.stop_periodic()  # ended sources send no more barriers
-        self._m._server.broadcast(self._state.attempt, p.EndSources())
+        """After a stop's savepoint (no drain, as in Flink): the tasks shut down without
+        ending their input, so no final watermark fires event-time timers or windows whose
+        output the savepoint does not cover; the sinks already committed it (the completion
+        notice went out first, and each worker takes control messages in order)."""
+        self._m.coordinator.stop_periodic()
+        self._m._server.inbox.put(Envelope(self._state.attempt, -1, _Stopped()))
 
     def resume_sources(self) -> None:
         self._m._server.broadcast(self._state.attempt, p.ResumeSources())
