@@ -147,6 +147,28 @@ class RestSettings:
             raise ValueError(f"rest.port must be between 0 and 65535, got {self.port}")
 
 
+@dataclass(frozen=True)
+class MetricsSettings:
+    """Metric reporters (``metrics.reporters``, ``metrics.reporter.prom.*``, Flink's keys):
+    ``prometheus`` starts an HTTP server for Prometheus on ``host:port`` (0: a free port).
+
+    >>> MetricsSettings(prometheus=True, port=-1)
+    Traceback (most recent call last):
+    ...
+    ValueError: metrics.reporter.prom.port must be between 0 and 65535, got -1
+    """
+
+    prometheus: bool = False
+    host: str = "127.0.0.1"
+    port: int = 9249
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ValueError(
+                f"metrics.reporter.prom.port must be between 0 and 65535, got {self.port}"
+            )
+
+
 class RestartKind(enum.Enum):
     NONE = "none"
     FIXED_DELAY = "fixed-delay"
@@ -302,3 +324,4 @@ class JobSettings:
     deploy: DeploySettings = DeploySettings()
     state: StateSettings = StateSettings()
     rest: RestSettings = RestSettings()
+    metrics: MetricsSettings = MetricsSettings()

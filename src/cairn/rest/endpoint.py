@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from cairn.common.job_status import JobStatus
-from cairn.rest import views
+from cairn.observability import prometheus
+from cairn.rest import metric_views, views
 from cairn.rest.registry import JobEntry, JobRegistry, process_start_time
 from cairn.settings import RestSettings
 
@@ -133,6 +134,10 @@ class RestEndpoint:
         app.router.add_post(jid + "/savepoints", self._trigger_savepoint)
         app.router.add_get(jid + "/savepoints/{triggerid}", self._operation)
         app.router.add_post(jid + "/stop", self._stop)
+        app.router.add_get("/metrics", self._prometheus)
+        app.router.add_get(jid + "/metrics", self._job_metrics)
+        app.router.add_get(jid + "/vertices/{vertexid}/metrics", self._vertex_metrics)
+        app.router.add_get(jid + "/vertices/{vertexid}/backpressure", self._backpressure)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, self._settings.bind_address, self._settings.port)
@@ -238,6 +243,48 @@ class RestEndpoint:
         if stats is None:
             return _error(404, f"job {self._master.job_id} has checkpointing disabled")
         return _json(stats.to_dict())
+
+    # ------------------------------------------------------------------ metrics
+
+    def _metrics_facts(self) -> prometheus.MetricsFacts:
+        return prometheus.facts_of(self._master)
+
+    async def _prometheus(self, request: web.Request) -> web.Response:
+        body = prometheus.render(self._metrics_facts)
+        return web.Response(body=body, headers={"Content-Type": prometheus.CONTENT_TYPE})
+
+    async def _job_metrics(self, request: web.Request) -> web.Response:
+        other = self._other_job(request)
+        if other is not None:
+            return other
+        get = metric_views.requested(request.query.get("get"))
+        return web.json_response(metric_views.job_metric_values(self._metrics_facts(), get))
+
+    def _vertex(self, request: web.Request) -> int | web.Response:
+        other = self._other_job(request)
+        if other is not None:
+            return other
+        raw = request.match_info["vertexid"]
+        ids = {int(v.id) for v in self._master.graph.vertices}
+        if not raw.isdigit() or int(raw) not in ids:
+            known = ", ".join(str(i) for i in sorted(ids))
+            return _error(404, f"vertex {raw} not found in job {self._master.job_id} ({known})")
+        return int(raw)
+
+    async def _vertex_metrics(self, request: web.Request) -> web.Response:
+        vertex = self._vertex(request)
+        if isinstance(vertex, web.Response):
+            return vertex
+        get = metric_views.requested(request.query.get("get"))
+        facts = self._metrics_facts()
+        return web.json_response(metric_views.vertex_metric_values(facts, vertex, get))
+
+    async def _backpressure(self, request: web.Request) -> web.Response:
+        vertex = self._vertex(request)
+        if isinstance(vertex, web.Response):
+            return vertex
+        now_ms = int(time.time() * 1000)
+        return _json(metric_views.backpressure(self._metrics_facts(), vertex, now_ms))
 
     # ------------------------------------------------------------------ commands
 
