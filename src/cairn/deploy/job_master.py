@@ -222,6 +222,7 @@ class JobMaster:
             fallback=FallbackRule(
                 committing_sinks(self.graph), self.settings.allow_fallback_past_committed
             ),
+            properties=self.settings.checkpoint_properties(),
         )
 
     def _run(self) -> None:

@@ -35,6 +35,8 @@ from aiohttp import web
 
 from cairn.common.job_status import JobStatus
 from cairn.observability import prometheus
+from cairn.observability.doctor.rules import diagnose
+from cairn.observability.doctor.sources import facts_of_master
 from cairn.rest import metric_views, views
 from cairn.rest.registry import JobEntry, JobRegistry, process_start_time
 from cairn.settings import RestSettings
@@ -138,6 +140,7 @@ class RestEndpoint:
         app.router.add_get(jid + "/metrics", self._job_metrics)
         app.router.add_get(jid + "/vertices/{vertexid}/metrics", self._vertex_metrics)
         app.router.add_get(jid + "/vertices/{vertexid}/backpressure", self._backpressure)
+        app.router.add_get(jid + "/doctor", self._doctor)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, self._settings.bind_address, self._settings.port)
@@ -285,6 +288,15 @@ class RestEndpoint:
             return vertex
         now_ms = int(time.time() * 1000)
         return _json(metric_views.backpressure(self._metrics_facts(), vertex, now_ms))
+
+    async def _doctor(self, request: web.Request) -> web.Response:
+        """Cairn's own path: the doctor's findings on the live statistics."""
+        other = self._other_job(request)
+        if other is not None:
+            return other
+        facts = facts_of_master(self._master)
+        findings = [f.to_dict() for f in diagnose(facts)]
+        return _json({"checkpoints": len(facts.checkpoints), "findings": findings})
 
     # ------------------------------------------------------------------ commands
 
