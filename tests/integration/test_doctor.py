@@ -1,7 +1,7 @@
 """``cairn doctor`` on a real job (in-process executor, no Spark): README's line against the
 skew demo's aligned job (seed 000) while it runs gets the unaligned/timeout advice through
 the job's endpoint (``GET /jobs/:jobid/doctor``); a target that is neither a job nor a
-checkpoint directory is one line."""
+checkpoint directory is one line; ``cairn list --web`` prints the job's web UI link."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from cairn.rest.registry import JobRegistry
 from tests.integration.test_readme_commands import cairn_argv, readme_line, subprocess_env
 
 DOCTOR_JOB = "cairn doctor <job-id>"
+LIST_WEB = "cairn list --web"
 
 
 @pytest.fixture(autouse=True)
@@ -70,6 +71,17 @@ def test_the_skew_demos_aligned_job_is_told_to_go_unaligned(tmp_path: Path) -> N
         assert finding["figures"]["most backpressured"].startswith("skewed source")
         text = doctor(tmp_path, jid).stdout
         assert f"for job {jid}" in text and "[alignment-dominates]" in text, text
+        listing = subprocess.run(
+            cairn_argv(readme_line(LIST_WEB)),
+            env=subprocess_env(tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
+        entry = JobRegistry().find(jid)
+        assert entry is not None
+        link = f"    web UI: {entry.endpoint}/web/index.html#token={entry.token}"
+        assert link in listing.splitlines(), listing
     finally:
         client.cancel()
         client.get_job_execution_result(60)

@@ -140,7 +140,9 @@ def test_an_overloaded_job_shows_its_source_backpressured_and_its_check_busy(
             time.sleep(0.5)
         assert source["status"] == "ok" and source["backpressureLevel"] == "high", source
         assert all(s["ratio"] > 0.5 for s in source["subtasks"]), source
-        assert all(s["busyRatio"] > 0.5 for s in check["subtasks"]), check
+        # The check does the work and has room downstream (in-process workers share the
+        # GIL with the sources, so its busy share is below 1 on a loaded machine).
+        assert all(s["busyRatio"] > 0.3 and s["ratio"] < 0.1 for s in check["subtasks"]), check
         for s in source["subtasks"] + check["subtasks"]:
             assert s["ratio"] + s["busyRatio"] + s["idleRatio"] == pytest.approx(1.0, abs=0.01)
         status = client.job_master  # the progress line shows the same shares

@@ -65,6 +65,7 @@ CHECKPOINTS_S3 = (
 )  # run by tests/integration/test_s3_exactly_once.py against SeaweedFS
 # Run by tests/integration/test_savepoints.py against a job of its own.
 LIST = "cairn list"
+LIST_WEB = "cairn list --web"  # run by tests/integration/test_doctor.py
 SAVEPOINT = "cairn savepoint <job-id> /tmp/savepoints/before-upgrade"
 STOP = "cairn stop --savepoint-path /tmp/savepoints/v1 <job-id>"
 RUN_SAVEPOINT = "cairn run -p 3 -s /tmp/savepoints/v1 job.py"
@@ -87,6 +88,7 @@ COMMANDS = frozenset(
         CHECKPOINTS_JSON,
         CHECKPOINTS_S3,
         LIST,
+        LIST_WEB,
         SAVEPOINT,
         STOP,
         RUN_SAVEPOINT,

@@ -49,8 +49,19 @@ def cmd_list(args: argparse.Namespace) -> int:
             state = "UNREACHABLE"
         started = datetime.fromtimestamp(entry.start_time_ms / 1000).strftime("%d.%m.%Y %H:%M:%S")
         print(f"{started} : {entry.job_id} : {entry.name} ({state}) {entry.endpoint}")
+        if args.web:  # the token travels in the fragment: browsers never send it
+            print(f"    web UI: {web_ui_url(entry.endpoint, entry.token)}")
     print("--------------------------------------------------------------")
     return 0
+
+
+def web_ui_url(endpoint: str, token: str | None) -> str:
+    """The web UI's address with the job's token in the fragment.
+
+    >>> web_ui_url("http://127.0.0.1:8081", "t0k")
+    'http://127.0.0.1:8081/web/index.html#token=t0k'
+    """
+    return f"{endpoint}/web/index.html" + (f"#token={token}" if token else "")
 
 
 def cmd_savepoint(args: argparse.Namespace) -> int:
@@ -181,6 +192,9 @@ def add_job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "help": "seconds to wait for the result (default: %(default)s)",
     }
     ls = sub.add_parser("list", help="list the jobs running on this machine")
+    ls.add_argument(
+        "--web", action="store_true", help="also print each job's web UI link (with its token)"
+    )
     ls.set_defaults(func=cmd_list)
 
     sp = sub.add_parser(

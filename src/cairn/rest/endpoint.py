@@ -37,7 +37,7 @@ from cairn.common.job_status import JobStatus
 from cairn.observability import prometheus
 from cairn.observability.doctor.rules import diagnose
 from cairn.observability.doctor.sources import facts_of_master
-from cairn.rest import metric_views, views
+from cairn.rest import graph_views, metric_views, views
 from cairn.rest.registry import JobEntry, JobRegistry, process_start_time
 from cairn.settings import RestSettings
 
@@ -48,6 +48,11 @@ log = logging.getLogger(__name__)
 
 TOKEN_HEADER = "Authorization"
 _MAX_OPERATIONS = 256  # savepoint/stop requests whose outcome the endpoint remembers
+_MAX_EXCEPTIONS = 32
+# The web UI: static files without job data, served without the token (the page reads the
+# token from its URL's fragment, which browsers never send, and sends it with every call).
+WEB_FILES = {"index.html": "text/html", "app.js": "text/javascript", "app.css": "text/css"}
+_WEB_DIR = os.path.join(os.path.dirname(__file__), "web")
 LINGER_S = 5.0  # after the job ended, for clients waiting on the final status
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -95,6 +100,9 @@ class RestEndpoint:
         )
         self.url = ""
         self._closed = False
+        # Failures of attempts that were restarted (the web UI's exceptions tab), newest last.
+        self._exceptions: list[graph_views.ExceptionFacts] = []
+        self._master.listeners.append(self._on_job_event)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -125,9 +133,20 @@ class RestEndpoint:
         log.info("job %s: control endpoint at %s", master.job_id, self.url)
         return self.url
 
+    def _on_job_event(self, event: str, payload: Any) -> None:
+        if event == "restart":
+            now = int(time.time() * 1000)
+            self._exceptions.append(graph_views.ExceptionFacts(now, str(payload)))
+            del self._exceptions[:-_MAX_EXCEPTIONS]
+
     async def _serve(self) -> int:
         app = web.Application(middlewares=[self._check_token], client_max_size=1 << 20)
         jid = "/jobs/{jobid}"
+        app.router.add_get("/", self._root)
+        app.router.add_get("/web/{file}", self._static)
+        app.router.add_get(jid + "/config", self._config)
+        app.router.add_get(jid + "/exceptions", self._job_exceptions)
+        app.router.add_get(jid + "/checkpoints/details/{checkpointid}", self._checkpoint_details)
         app.router.add_get("/jobs", self._jobs)
         app.router.add_get("/jobs/overview", self._overview)
         app.router.add_get(jid, self._job)
@@ -175,7 +194,10 @@ class RestEndpoint:
 
     @web.middleware
     async def _check_token(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if self.token is not None:
+        public = request.method == "GET" and (
+            request.path == "/" or request.path.removeprefix("/web/") in WEB_FILES
+        )
+        if self.token is not None and not public:
             given = request.headers.get(TOKEN_HEADER, "")
             expected = f"Bearer {self.token}"
             if not hmac.compare_digest(given.encode(), expected.encode()):
@@ -223,6 +245,63 @@ class RestEndpoint:
             stoppable=stoppable,
         )
 
+    async def _root(self, request: web.Request) -> web.Response:
+        raise web.HTTPFound("/web/index.html")
+
+    async def _static(self, request: web.Request) -> web.Response:
+        name = request.match_info["file"]
+        if name not in WEB_FILES:
+            return _error(404, f"no such file: /web/{name}")
+        with open(os.path.join(_WEB_DIR, name), "rb") as f:
+            body = f.read()
+        headers = {
+            "Content-Type": f"{WEB_FILES[name]}; charset=utf-8",
+            "Content-Security-Policy": "default-src 'self'; style-src 'self'; img-src 'self' data:",
+            "X-Content-Type-Options": "nosniff",
+            "Cache-Control": "no-cache",
+        }
+        return web.Response(body=body, headers=headers)
+
+    async def _config(self, request: web.Request) -> web.Response:
+        other = self._other_job(request)
+        if other is not None:
+            return other
+        m = self._master
+        return _json(
+            graph_views.job_config(m.job_id, m.settings.job_name, m.settings.configuration)
+        )
+
+    async def _job_exceptions(self, request: web.Request) -> web.Response:
+        other = self._other_job(request)
+        if other is not None:
+            return other
+        error, end_ms = self._master.error, self._master.end_ms
+        final = None
+        if error is not None:
+            final = graph_views.ExceptionFacts(end_ms or int(time.time() * 1000), str(error))
+        return _json(graph_views.exceptions(list(self._exceptions), final))
+
+    async def _checkpoint_details(self, request: web.Request) -> web.Response:
+        other = self._other_job(request)
+        if other is not None:
+            return other
+        stats = self._client.get_checkpoint_statistics()
+        raw = request.match_info["checkpointid"]
+        found = stats.get(int(raw)) if stats is not None and raw.isdigit() else None
+        if found is None:
+            return _error(404, f"checkpoint {raw} is not in the statistics' history")
+        return _json(found.to_dict(details=True))
+
+    def _plan(self) -> dict[str, Any]:
+        m = self._master
+        edges = [
+            graph_views.EdgeFacts(e.source_vertex, e.target_vertex, e.partition.value)
+            for v in m.graph.vertices
+            for e in m.graph.outputs_of(v.id)
+        ]
+        vertices = [(v.id, v.name, v.parallelism) for v in m.graph.vertices]
+        return graph_views.plan(m.job_id, m.settings.job_name, vertices, edges)
+
     async def _jobs(self, request: web.Request) -> web.Response:
         return _json(views.jobs_list([self._facts()]))
 
@@ -236,7 +315,7 @@ class RestEndpoint:
         facts = self._facts()
         if facts.end_ms >= 0:
             self._end_awaited = False
-        return _json(views.job_details(facts))
+        return _json({**views.job_details(facts), "plan": self._plan()})
 
     async def _checkpoints(self, request: web.Request) -> web.Response:
         other = self._other_job(request)
