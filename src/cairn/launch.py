@@ -93,6 +93,27 @@ def _serve_control_endpoint(client: JobClient, settings: JobSettings) -> None:
     client.job_master.listeners.append(on_event)
 
 
+def _serve_prometheus(master: JobMaster, settings: JobSettings) -> None:
+    """Start the Prometheus reporter (``metrics.reporters: prom``); it stops when the job ends."""
+    from cairn.observability.prometheus import PrometheusReporter, facts_of
+
+    m = settings.metrics
+    reporter = PrometheusReporter(lambda: facts_of(master), m.host, m.port)
+    try:
+        reporter.start()
+    except OSError as e:
+        raise JobSubmissionError(
+            f"cannot serve Prometheus metrics on {m.host}:{m.port} "
+            f"(metrics.reporter.prom.host, metrics.reporter.prom.port): {e}"
+        ) from e
+
+    def on_event(event: str, payload: Any) -> None:
+        if event == "status" and payload.is_globally_terminal_state():
+            reporter.close()
+
+    master.listeners.append(on_event)
+
+
 def submit_job(settings: JobSettings, sinks: Sequence[SinkTransformation]) -> JobClient:
     graph = build_job_graph(
         settings.job_name,
@@ -125,6 +146,8 @@ def submit_job(settings: JobSettings, sinks: Sequence[SinkTransformation]) -> Jo
         graph.describe(),
     )
     client = JobClient(master)
+    if settings.metrics.prometheus:
+        _serve_prometheus(master, settings)
     if settings.rest.enabled:
         _serve_control_endpoint(client, settings)
     if settings.deploy.progress:

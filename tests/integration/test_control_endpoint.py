@@ -262,3 +262,26 @@ def test_cli_savepoint_type_native_keeps_rocksdb_files_canonical_by_default(
     finally:
         client.cancel()
         client.get_job_execution_result(60)
+
+
+def test_web_ui_files_need_no_token_but_everything_else_does(job: JobClient) -> None:
+    entry = JobRegistry().find(job.get_job_id())
+    assert entry is not None
+    jid, url = job.get_job_id(), entry.endpoint
+    for name, kind in (("index.html", "text/html"), ("app.js", "text/javascript")):
+        with urllib.request.urlopen(f"{url}/web/{name}", timeout=10) as response:
+            assert response.status == 200 and response.headers["Content-Type"].startswith(kind)
+            assert "default-src 'self'" in response.headers["Content-Security-Policy"]
+            assert jid.encode() not in response.read()  # no job data in the static files
+    for path in ("/web/..%2Fendpoint.py", "/web/secret.json", f"/jobs/{jid}/config", "/metrics"):
+        status, _ = http("GET", url + path, None)
+        assert status == 401, path
+    status, _ = http("GET", f"{url}/web/nope.js", entry.token)
+    assert status == 404
+    status, config = http("GET", f"{url}/jobs/{jid}/config", entry.token)
+    assert status == 200 and config["jid"] == jid
+    status, plan = http("GET", f"{url}/jobs/{jid}", entry.token)
+    [_, consumer] = plan["plan"]["nodes"]
+    assert consumer["inputs"][0]["ship_strategy"] == "HASH"
+    status, exceptions = http("GET", f"{url}/jobs/{jid}/exceptions", entry.token)
+    assert status == 200 and exceptions["root-exception"] is None

@@ -65,11 +65,14 @@ CHECKPOINTS_S3 = (
 )  # run by tests/integration/test_s3_exactly_once.py against SeaweedFS
 # Run by tests/integration/test_savepoints.py against a job of its own.
 LIST = "cairn list"
+LIST_WEB = "cairn list --web"  # run by tests/integration/test_doctor.py
 SAVEPOINT = "cairn savepoint <job-id> /tmp/savepoints/before-upgrade"
 STOP = "cairn stop --savepoint-path /tmp/savepoints/v1 <job-id>"
 RUN_SAVEPOINT = "cairn run -p 3 -s /tmp/savepoints/v1 job.py"
 CANCEL = "cairn cancel <job-id>"
 DISPOSE = "cairn savepoint --dispose /tmp/savepoints/before-upgrade"
+DOCTOR_JOB = "cairn doctor <job-id>"  # run by tests/integration/test_doctor.py
+DOCTOR_DIR = "cairn doctor /tmp/cairn-checkpoints/<job-id>"
 DEMO = "cairn demo"
 DEMO_SKEW = "cairn demo skew"
 DEMO_SKEW_SHORT = "cairn demo skew --seconds 20 --variants aligned,unaligned"
@@ -85,11 +88,14 @@ COMMANDS = frozenset(
         CHECKPOINTS_JSON,
         CHECKPOINTS_S3,
         LIST,
+        LIST_WEB,
         SAVEPOINT,
         STOP,
         RUN_SAVEPOINT,
         CANCEL,
         DISPOSE,
+        DOCTOR_JOB,
+        DOCTOR_DIR,
         DEMO,
         DEMO_SKEW,
         DEMO_SKEW_SHORT,
@@ -460,6 +466,18 @@ def test_checkpoints_of_the_job(interrupted: Interrupted) -> None:
         **{README_CHECKPOINTS: str(interrupted.job.checkpoints), "<job-id>": interrupted.job_id},
     )
     _assert_lists_the_checkpoints(done.stdout, interrupted)
+
+
+def test_doctor_of_retained_checkpoints(interrupted: Interrupted) -> None:
+    done = run(
+        DOCTOR_DIR,
+        interrupted.job.cwd,
+        timeout=60,
+        **{README_CHECKPOINTS: str(interrupted.job.checkpoints), "<job-id>": interrupted.job_id},
+    )
+    first = done.stdout.splitlines()[0]
+    assert first.startswith("cairn doctor: ") and str(interrupted.job.checkpoints) in first
+    assert f"({len(interrupted.checkpoint_ids)} checkpoints looked at)" in first, done.stdout
 
 
 def test_checkpoints_of_one_id(interrupted: Interrupted) -> None:

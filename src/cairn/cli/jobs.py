@@ -1,6 +1,7 @@
 """``cairn list``, ``cairn savepoint``, ``cairn stop`` and ``cairn cancel``: Flink's job
 commands, run against the jobs of this machine's registry through their control endpoints
-(another process than the job's), and ``cairn savepoint --dispose``.
+(another process than the job's), ``cairn savepoint --dispose``; and ``cairn doctor``, the
+checkpoint advice for a running job or a directory of retained checkpoints.
 
 Invariant: these commands never touch a job's state directly; they read the registry and
 send requests to the job's endpoint. Progress goes to stderr, the result line to stdout; every
@@ -48,8 +49,19 @@ def cmd_list(args: argparse.Namespace) -> int:
             state = "UNREACHABLE"
         started = datetime.fromtimestamp(entry.start_time_ms / 1000).strftime("%d.%m.%Y %H:%M:%S")
         print(f"{started} : {entry.job_id} : {entry.name} ({state}) {entry.endpoint}")
+        if args.web:  # the token travels in the fragment: browsers never send it
+            print(f"    web UI: {web_ui_url(entry.endpoint, entry.token)}")
     print("--------------------------------------------------------------")
     return 0
+
+
+def web_ui_url(endpoint: str, token: str | None) -> str:
+    """The web UI's address with the job's token in the fragment.
+
+    >>> web_ui_url("http://127.0.0.1:8081", "t0k")
+    'http://127.0.0.1:8081/web/index.html#token=t0k'
+    """
+    return f"{endpoint}/web/index.html" + (f"#token={token}" if token else "")
 
 
 def cmd_savepoint(args: argparse.Namespace) -> int:
@@ -141,6 +153,42 @@ def _dispose(path: str) -> int:
     return 0
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """``cairn doctor <job-id | checkpoint-dir>``: the checkpoint advice for a running job
+    (through its endpoint) or for retained checkpoints (their ``_metadata``)."""
+    import json
+
+    from cairn.observability.doctor.report import format_findings
+    from cairn.rest.registry import JobRegistry
+
+    target: str = args.target
+    if JobRegistry().find(target) is not None:
+        from cairn.rest.client import JobEndpoint
+
+        body = JobEndpoint.find(target).request("GET", f"/jobs/{target}/doctor")
+        subject, checkpoints, findings = f"job {target}", body["checkpoints"], body["findings"]
+    else:
+        if not os.path.exists(target) and "://" not in target:
+            from cairn.common.exceptions import ConfigurationError
+
+            raise ConfigurationError(
+                f"{target} is neither a running job of this machine (cairn list) nor a "
+                "checkpoint directory"
+            )
+        from cairn.observability.doctor.rules import diagnose
+        from cairn.observability.doctor.sources import facts_of_retained
+        from cairn.observability.tables import load_retained
+
+        facts = facts_of_retained(load_retained(target))
+        subject, checkpoints = target, len(facts.checkpoints)
+        findings = [f.to_dict() for f in diagnose(facts)]
+    if args.json:
+        print(json.dumps({"checkpoints": checkpoints, "findings": findings}, indent=2))
+    else:
+        print(format_findings(subject, checkpoints, findings))
+    return 0
+
+
 def add_job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``list``, ``savepoint``, ``stop`` and ``cancel`` to the ``cairn`` parser."""
     timeout = {
@@ -156,6 +204,9 @@ def add_job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "backend) or native (the backend's own files, RocksDB: faster, RocksDB only)",
     }
     ls = sub.add_parser("list", help="list the jobs running on this machine")
+    ls.add_argument(
+        "--web", action="store_true", help="also print each job's web UI link (with its token)"
+    )
     ls.set_defaults(func=cmd_list)
 
     sp = sub.add_parser(
@@ -195,3 +246,12 @@ def add_job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     cancel.add_argument("job_id", metavar="job-id")
     cancel.add_argument("--timeout", **timeout)  # type: ignore[arg-type]
     cancel.set_defaults(func=cmd_cancel)
+
+    doctor = sub.add_parser(
+        "doctor",
+        help="checkpoint advice for a running job or retained checkpoints, with the figures "
+        "behind each finding and the configuration keys that address it",
+    )
+    doctor.add_argument("target", metavar="job-id | checkpoint-dir")
+    doctor.add_argument("--json", action="store_true", help="findings as JSON")
+    doctor.set_defaults(func=cmd_doctor)

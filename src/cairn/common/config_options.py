@@ -601,6 +601,29 @@ REST_TOKEN_ENABLED = _define(
     "the control endpoint; false lets anyone who can reach it control the job.",
 )
 
+METRICS_REPORTERS = _define(
+    "metrics.reporters",
+    "str",
+    "",
+    "Metric reporters to start, comma-separated (Flink's key); 'prom' serves the job's "
+    "metrics in Prometheus text format at http://<metrics.reporter.prom.host>:"
+    "<metrics.reporter.prom.port>/metrics. The control endpoint serves /metrics either way.",
+)
+METRICS_PROM_HOST = _define(
+    "metrics.reporter.prom.host",
+    "str",
+    "127.0.0.1",
+    "Address the Prometheus reporter listens on (0.0.0.0: every interface).",
+    check=_non_empty,
+)
+METRICS_PROM_PORT = _define(
+    "metrics.reporter.prom.port",
+    "int",
+    9249,
+    "Port of the Prometheus reporter (Flink's default 9249); 0 picks a free one.",
+    check=_between(0, 65535, "metrics.reporter.prom.port"),
+)
+
 PIPELINE_JARS = _define("pipeline.jars", "str", None, "Accepted for PyFlink scripts; ignored.")
 PIPELINE_CLASSPATHS = _define(
     "pipeline.classpaths", "str", None, "Accepted for PyFlink scripts; ignored."

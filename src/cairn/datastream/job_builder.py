@@ -40,6 +40,7 @@ from cairn.settings import (
     DeploySettings,
     ExecutorKind,
     JobSettings,
+    MetricsSettings,
     NetworkSettings,
     RestoreMode,
     RestSettings,
@@ -157,6 +158,11 @@ def prepare_job(
             bind_address=str(get(opts.REST_BIND_ADDRESS)),
             port=int(get(opts.REST_PORT)),
             token=bool(get(opts.REST_TOKEN_ENABLED)),
+        ),
+        metrics=_metrics_settings(
+            str(get(opts.METRICS_REPORTERS) or ""),
+            str(get(opts.METRICS_PROM_HOST)),
+            int(get(opts.METRICS_PROM_PORT)),
         ),
         switch_interval_ms=int(get(opts.WORKER_SWITCH_INTERVAL)),
         network=NetworkSettings(
@@ -369,3 +375,22 @@ def _location(target: Any) -> str:
         if code is not None:
             return f"{code.co_filename}:{code.co_firstlineno}"
         return "<unknown location>"
+
+
+def _metrics_settings(reporters: str, host: str, port: int) -> MetricsSettings:
+    """``metrics.reporters`` → settings; an unknown reporter is an error, not ignored.
+
+    >>> _metrics_settings("prom", "127.0.0.1", 0).prometheus
+    True
+    >>> _metrics_settings("jmx", "127.0.0.1", 0)
+    Traceback (most recent call last):
+    ...
+    ValueError: metrics.reporters: unknown reporter 'jmx'; Cairn has 'prom' (Prometheus)
+    """
+    names = [n.strip() for n in reporters.split(",") if n.strip()]
+    for name in names:
+        if name != "prom":
+            raise ValueError(
+                f"metrics.reporters: unknown reporter {name!r}; Cairn has 'prom' (Prometheus)"
+            )
+    return MetricsSettings(prometheus=bool(names), host=host, port=port)

@@ -18,7 +18,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -120,6 +120,10 @@ class JobMaster:
         self.restarts = 0
         self.worker_pids: dict[int, int] = {}
         self.metrics: dict[TaskKey, p.TaskMetrics] = {}
+        # (the report before each subtask's latest, the latest): rates are the difference
+        # of the two; one attribute, so readers on other threads take a consistent pair.
+        self.metric_reports: tuple[dict[TaskKey, p.TaskMetrics], dict[TaskKey, p.TaskMetrics]]
+        self.metric_reports = ({}, {})
         self._on_collect = on_collect
         self._seen_collect: set[tuple[int, int, int, int]] = set()
         self._cancel = threading.Event()
@@ -226,6 +230,7 @@ class JobMaster:
             fallback=FallbackRule(
                 committing_sinks(self.graph), self.settings.allow_fallback_past_committed
             ),
+            properties=self.settings.checkpoint_properties(),
         )
 
     def _run(self) -> None:
@@ -287,12 +292,23 @@ class JobMaster:
             check_restore_compatible(point, operators, self.settings.restore_ignore_unclaimed)
         return p.RestoreInfo(point.directory, int(point.checkpoint_id))
 
+    def _record_metrics(self, reports: Mapping[TaskKey, p.TaskMetrics]) -> None:
+        # Replaced, not mutated: readers on other threads take a consistent pair.
+        previous, current = dict(self.metric_reports[0]), dict(self.metrics)
+        for key, report in reports.items():
+            if key in current:
+                previous[key] = current[key]
+            current[key] = report
+        self.metrics = current
+        self.metric_reports = (previous, current)
+
     # ------------------------------------------------------------------ one attempt
 
     def _run_attempt(self, attempt: int, restore: p.RestoreInfo | None) -> AttemptOutcome:
         state = _AttemptState(attempt, self.num_workers)
         self._state = state
         self.metrics = {}
+        self.metric_reports = ({}, {})
         # Pids of the previous attempt's (dead) workers must not pass for the new ones.
         self.worker_pids = {}
         launch = p.WorkerLaunch(
@@ -410,7 +426,7 @@ class JobMaster:
         elif isinstance(msg, TaskDecline):
             coordinator.receive_decline(msg)
         elif isinstance(msg, p.MetricsReport):
-            self.metrics.update(msg.tasks)
+            self._record_metrics(msg.tasks)
         elif isinstance(msg, p.CollectedResults):
             self._deliver_collected(msg)
         elif isinstance(msg, p.SourceExhausted):
@@ -423,6 +439,8 @@ class JobMaster:
                 state.final_checkpoint_from = coordinator.next_checkpoint_id
                 log.info("all sources exhausted; taking the final checkpoint")
         elif isinstance(msg, p.TaskFinished):
+            if msg.metrics is not None:
+                self._record_metrics({msg.task: msg.metrics})
             state.finished.add(msg.task)
             if len(state.finished) == len(self.plan.all_tasks):
                 return _FINISHED

@@ -504,6 +504,7 @@ class Worker:
     def _loop(self) -> None:
         tasks = self.tasks
         wakeup = self._wakeup
+        perf_counter = time.perf_counter
         next_metrics = time.monotonic() + METRICS_INTERVAL_S
         # Flink: -1 = flush only full buffers; 0 = flush after every record (here: batch).
         timeout_ms = self.settings.buffer_timeout_ms
@@ -523,13 +524,17 @@ class Worker:
                 did = False
                 for task in tasks:
                     current = task
+                    t0 = perf_counter()
                     if task.run_once():
                         did = True
+                        task.busy_s += perf_counter() - t0
                 now_ms = _now_ms()
                 for task in tasks:
                     current = task
+                    t0 = perf_counter()
                     if task.fire_timers(now_ms):
                         did = True
+                        task.busy_s += perf_counter() - t0
                 current = None
                 mono = time.monotonic()
                 if (not did and flush_when_idle) or mono >= next_flush:

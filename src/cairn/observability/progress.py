@@ -10,9 +10,12 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any, TextIO
 
+from cairn.checkpoint.messages import TaskKey
 from cairn.checkpoint.stats import CheckpointStatsSnapshot
+from cairn.observability.metrics import SubtaskMetrics, all_subtask_metrics
 
 
 def format_count(n: float) -> str:
@@ -72,10 +75,12 @@ def format_progress_line(
     checkpoints: str,
     restarts: int,
     backpressured: int = 0,
+    time_shares: str = "",
 ) -> str:
     """One progress line from its parts (``checkpoints`` from :func:`checkpoint_progress`).
 
-    >>> line = format_progress_line("RUNNING", 0, 12_000, 3_000.0, 11_500, "cp", 0, 2)
+    >>> line = format_progress_line("RUNNING", 0, 12_000, 3_000.0, 11_500, "cp", 0, 2,
+    ...                             "busy 40% bp 35% idle 25%")
     >>> for part in line.split(" | "): print(part)
     [cairn] RUNNING      attempt 0
     source out 12.0k (3.0k/s)
@@ -83,13 +88,38 @@ def format_progress_line(
     cp
     restarts 0
     backpressured tasks 2
+    busy 40% bp 35% idle 25%
     """
     return (
         f"[cairn] {status:<12} attempt {max(attempt, 0)} | source out "
         f"{format_count(source_out)} ({format_count(max(rate, 0))}/s) | processed in "
         f"{format_count(processed_in)} | {checkpoints} | restarts {restarts}"
         + (f" | backpressured tasks {backpressured}" if backpressured else "")
+        + (f" | {time_shares}" if time_shares else "")
     )
+
+
+def time_shares(subtasks: Mapping[str, SubtaskMetrics]) -> str:
+    """Busy / backpressured / idle shares averaged over the subtasks (Flink's
+    ``busy/backPressured/idleTimeMsPerSecond``), and the most backpressured one by name.
+
+    >>> m = lambda busy, bp: SubtaskMetrics(0, 0, 0.0, 0.0, busy, bp, 1000.0 - busy - bp, 0)
+    >>> time_shares({"src (1/2)": m(200.0, 800.0), "sum (1/2)": m(1000.0, 0.0)})
+    'busy 60% bp 40% idle 0% (max bp src (1/2) 80%)'
+    >>> time_shares({})
+    ''
+    """
+    if not subtasks:
+        return ""
+    n = len(subtasks)
+    busy = sum(m.busyTimeMsPerSecond for m in subtasks.values()) / n / 10
+    bp = sum(m.backPressuredTimeMsPerSecond for m in subtasks.values()) / n / 10
+    idle = sum(m.idleTimeMsPerSecond for m in subtasks.values()) / n / 10
+    text = f"busy {busy:.0f}% bp {bp:.0f}% idle {idle:.0f}%"
+    name, worst = max(subtasks.items(), key=lambda kv: kv[1].backPressuredTimeMsPerSecond)
+    if worst.backPressuredTimeMsPerSecond >= 100.0:
+        text += f" (max bp {name} {worst.backPressuredTimeMsPerSecond / 10:.0f}%)"
+    return text
 
 
 class ProgressReporter:
@@ -120,6 +150,12 @@ class ProgressReporter:
         if coordinator is not None and m.settings.checkpoint.enabled:
             snapshot = coordinator.stats.snapshot()
         backpressured = sum(1 for v in metrics.values() if v.backpressured)
+        previous, current = m.metric_reports
+        names = {int(v.id): (v.name, v.parallelism) for v in m.graph.vertices}
+        shares = {
+            _subtask_name(names, key): value
+            for key, value in all_subtask_metrics(current, previous).items()
+        }
         return format_progress_line(
             m.status.name,
             m.attempt,
@@ -129,6 +165,7 @@ class ProgressReporter:
             checkpoint_progress(snapshot),
             m.restarts,
             backpressured,
+            time_shares(shares),
         )
 
     def _run(self) -> None:
@@ -147,3 +184,8 @@ class ProgressReporter:
         if tty:
             self._stream.write("\n")
             self._stream.flush()
+
+
+def _subtask_name(names: Mapping[int, tuple[str, int]], key: TaskKey) -> str:
+    name, parallelism = names.get(int(key.vertex_id), (str(key.vertex_id), 0))
+    return f"{name} ({key.subtask_index + 1}/{parallelism})"

@@ -35,7 +35,10 @@ from aiohttp import web
 
 from cairn.common.job_status import JobStatus
 from cairn.events import SavepointFormatType
-from cairn.rest import views
+from cairn.observability import prometheus
+from cairn.observability.doctor.rules import diagnose
+from cairn.observability.doctor.sources import facts_of_master
+from cairn.rest import graph_views, metric_views, views
 from cairn.rest.registry import JobEntry, JobRegistry, process_start_time
 from cairn.settings import RestSettings
 
@@ -46,6 +49,11 @@ log = logging.getLogger(__name__)
 
 TOKEN_HEADER = "Authorization"
 _MAX_OPERATIONS = 256  # savepoint/stop requests whose outcome the endpoint remembers
+_MAX_EXCEPTIONS = 32
+# The web UI: static files without job data, served without the token (the page reads the
+# token from its URL's fragment, which browsers never send, and sends it with every call).
+WEB_FILES = {"index.html": "text/html", "app.js": "text/javascript", "app.css": "text/css"}
+_WEB_DIR = os.path.join(os.path.dirname(__file__), "web")
 LINGER_S = 5.0  # after the job ended, for clients waiting on the final status
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -93,6 +101,9 @@ class RestEndpoint:
         )
         self.url = ""
         self._closed = False
+        # Failures of attempts that were restarted (the web UI's exceptions tab), newest last.
+        self._exceptions: list[graph_views.ExceptionFacts] = []
+        self._master.listeners.append(self._on_job_event)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -123,9 +134,20 @@ class RestEndpoint:
         log.info("job %s: control endpoint at %s", master.job_id, self.url)
         return self.url
 
+    def _on_job_event(self, event: str, payload: Any) -> None:
+        if event == "restart":
+            now = int(time.time() * 1000)
+            self._exceptions.append(graph_views.ExceptionFacts(now, str(payload)))
+            del self._exceptions[:-_MAX_EXCEPTIONS]
+
     async def _serve(self) -> int:
         app = web.Application(middlewares=[self._check_token], client_max_size=1 << 20)
         jid = "/jobs/{jobid}"
+        app.router.add_get("/", self._root)
+        app.router.add_get("/web/{file}", self._static)
+        app.router.add_get(jid + "/config", self._config)
+        app.router.add_get(jid + "/exceptions", self._job_exceptions)
+        app.router.add_get(jid + "/checkpoints/details/{checkpointid}", self._checkpoint_details)
         app.router.add_get("/jobs", self._jobs)
         app.router.add_get("/jobs/overview", self._overview)
         app.router.add_get(jid, self._job)
@@ -134,6 +156,11 @@ class RestEndpoint:
         app.router.add_post(jid + "/savepoints", self._trigger_savepoint)
         app.router.add_get(jid + "/savepoints/{triggerid}", self._operation)
         app.router.add_post(jid + "/stop", self._stop)
+        app.router.add_get("/metrics", self._prometheus)
+        app.router.add_get(jid + "/metrics", self._job_metrics)
+        app.router.add_get(jid + "/vertices/{vertexid}/metrics", self._vertex_metrics)
+        app.router.add_get(jid + "/vertices/{vertexid}/backpressure", self._backpressure)
+        app.router.add_get(jid + "/doctor", self._doctor)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, self._settings.bind_address, self._settings.port)
@@ -168,7 +195,10 @@ class RestEndpoint:
 
     @web.middleware
     async def _check_token(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if self.token is not None:
+        public = request.method == "GET" and (
+            request.path == "/" or request.path.removeprefix("/web/") in WEB_FILES
+        )
+        if self.token is not None and not public:
             given = request.headers.get(TOKEN_HEADER, "")
             expected = f"Bearer {self.token}"
             if not hmac.compare_digest(given.encode(), expected.encode()):
@@ -216,6 +246,63 @@ class RestEndpoint:
             stoppable=stoppable,
         )
 
+    async def _root(self, request: web.Request) -> web.Response:
+        raise web.HTTPFound("/web/index.html")
+
+    async def _static(self, request: web.Request) -> web.Response:
+        name = request.match_info["file"]
+        if name not in WEB_FILES:
+            return _error(404, f"no such file: /web/{name}")
+        with open(os.path.join(_WEB_DIR, name), "rb") as f:
+            body = f.read()
+        headers = {
+            "Content-Type": f"{WEB_FILES[name]}; charset=utf-8",
+            "Content-Security-Policy": "default-src 'self'; style-src 'self'; img-src 'self' data:",
+            "X-Content-Type-Options": "nosniff",
+            "Cache-Control": "no-cache",
+        }
+        return web.Response(body=body, headers=headers)
+
+    async def _config(self, request: web.Request) -> web.Response:
+        other = self._other_job(request)
+        if other is not None:
+            return other
+        m = self._master
+        return _json(
+            graph_views.job_config(m.job_id, m.settings.job_name, m.settings.configuration)
+        )
+
+    async def _job_exceptions(self, request: web.Request) -> web.Response:
+        other = self._other_job(request)
+        if other is not None:
+            return other
+        error, end_ms = self._master.error, self._master.end_ms
+        final = None
+        if error is not None:
+            final = graph_views.ExceptionFacts(end_ms or int(time.time() * 1000), str(error))
+        return _json(graph_views.exceptions(list(self._exceptions), final))
+
+    async def _checkpoint_details(self, request: web.Request) -> web.Response:
+        other = self._other_job(request)
+        if other is not None:
+            return other
+        stats = self._client.get_checkpoint_statistics()
+        raw = request.match_info["checkpointid"]
+        found = stats.get(int(raw)) if stats is not None and raw.isdigit() else None
+        if found is None:
+            return _error(404, f"checkpoint {raw} is not in the statistics' history")
+        return _json(found.to_dict(details=True))
+
+    def _plan(self) -> dict[str, Any]:
+        m = self._master
+        edges = [
+            graph_views.EdgeFacts(e.source_vertex, e.target_vertex, e.partition.value)
+            for v in m.graph.vertices
+            for e in m.graph.outputs_of(v.id)
+        ]
+        vertices = [(v.id, v.name, v.parallelism) for v in m.graph.vertices]
+        return graph_views.plan(m.job_id, m.settings.job_name, vertices, edges)
+
     async def _jobs(self, request: web.Request) -> web.Response:
         return _json(views.jobs_list([self._facts()]))
 
@@ -229,7 +316,7 @@ class RestEndpoint:
         facts = self._facts()
         if facts.end_ms >= 0:
             self._end_awaited = False
-        return _json(views.job_details(facts))
+        return _json({**views.job_details(facts), "plan": self._plan()})
 
     async def _checkpoints(self, request: web.Request) -> web.Response:
         other = self._other_job(request)
@@ -239,6 +326,57 @@ class RestEndpoint:
         if stats is None:
             return _error(404, f"job {self._master.job_id} has checkpointing disabled")
         return _json(stats.to_dict())
+
+    # ------------------------------------------------------------------ metrics
+
+    def _metrics_facts(self) -> prometheus.MetricsFacts:
+        return prometheus.facts_of(self._master)
+
+    async def _prometheus(self, request: web.Request) -> web.Response:
+        body = prometheus.render(self._metrics_facts)
+        return web.Response(body=body, headers={"Content-Type": prometheus.CONTENT_TYPE})
+
+    async def _job_metrics(self, request: web.Request) -> web.Response:
+        other = self._other_job(request)
+        if other is not None:
+            return other
+        get = metric_views.requested(request.query.get("get"))
+        return web.json_response(metric_views.job_metric_values(self._metrics_facts(), get))
+
+    def _vertex(self, request: web.Request) -> int | web.Response:
+        other = self._other_job(request)
+        if other is not None:
+            return other
+        raw = request.match_info["vertexid"]
+        ids = {int(v.id) for v in self._master.graph.vertices}
+        if not raw.isdigit() or int(raw) not in ids:
+            known = ", ".join(str(i) for i in sorted(ids))
+            return _error(404, f"vertex {raw} not found in job {self._master.job_id} ({known})")
+        return int(raw)
+
+    async def _vertex_metrics(self, request: web.Request) -> web.Response:
+        vertex = self._vertex(request)
+        if isinstance(vertex, web.Response):
+            return vertex
+        get = metric_views.requested(request.query.get("get"))
+        facts = self._metrics_facts()
+        return web.json_response(metric_views.vertex_metric_values(facts, vertex, get))
+
+    async def _backpressure(self, request: web.Request) -> web.Response:
+        vertex = self._vertex(request)
+        if isinstance(vertex, web.Response):
+            return vertex
+        now_ms = int(time.time() * 1000)
+        return _json(metric_views.backpressure(self._metrics_facts(), vertex, now_ms))
+
+    async def _doctor(self, request: web.Request) -> web.Response:
+        """Cairn's own path: the doctor's findings on the live statistics."""
+        other = self._other_job(request)
+        if other is not None:
+            return other
+        facts = facts_of_master(self._master)
+        findings = [f.to_dict() for f in diagnose(facts)]
+        return _json({"checkpoints": len(facts.checkpoints), "findings": findings})
 
     # ------------------------------------------------------------------ commands
 

@@ -25,13 +25,27 @@ class SourceExhausted:
 class TaskFinished:
     attempt: int
     task: TaskKey
+    metrics: TaskMetrics | None = None  # the task's final counters
 
 
 @dataclass(frozen=True)
 class TaskMetrics:
+    """A subtask's counters since it started (Flink's ``numRecordsIn/Out`` and the time
+    accounting behind ``busy/backPressured/idleTimeMsPerSecond``): cumulative values, so the
+    job master derives rates from two reports without trusting their spacing.
+
+    ``elapsed_ms``: monotonic time since the task was built; ``busy_ms``: time its worker's
+    task thread spent in it doing work; ``backpressured_ms``: time its outputs had no room;
+    ``watermark``: the current input watermark (``None`` without event time).
+    """
+
     records_in: int
     records_out: int
     backpressured: bool = False
+    elapsed_ms: float = 0.0
+    busy_ms: float = 0.0
+    backpressured_ms: float = 0.0
+    watermark: int | None = None
 
 
 @dataclass(frozen=True)

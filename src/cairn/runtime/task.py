@@ -23,6 +23,7 @@ from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.checkpoint.messages import TaskKey
 from cairn.clock import Clock, SystemClock
 from cairn.events import (
+    MIN_WATERMARK,
     AlignmentMode,
     CancelCheckpointMarker,
     CheckpointBarrier,
@@ -99,6 +100,12 @@ class StreamTask:
         # After a stop-with-savepoint barrier: poll nothing until input ends or resumes.
         self.source_suspended = False
         self.backpressured = False
+        # Time accounting (perf_counter seconds): busy is added by the worker around each
+        # run that did something; backpressured from a transition to the next.
+        self.started_s = time.perf_counter()
+        self.busy_s = 0.0
+        self.backpressured_s = 0.0
+        self._backpressured_since = 0.0
         self._faults = services.faults
         # Deadlines of the barrier handler and operator timers are compared on one scale.
         self._clock: Clock = SystemClock() if clock is None else clock
@@ -191,10 +198,12 @@ class StreamTask:
             # Priority events go first, even under backpressure: that is their point.
             did = self._process_priority_events(unaligned)
         if not self._outputs_available():
-            self.backpressured = True
+            self._enter_backpressure()
             self.source_ready_at = None  # not polled: no due time (the relief wakes the task)
             return did
-        self.backpressured = False
+        if self.backpressured:
+            self.backpressured = False
+            self.backpressured_s += time.perf_counter() - self._backpressured_since
         if self.is_source:
             return self._run_source_once()
         gate = self.gate
@@ -232,9 +241,17 @@ class StreamTask:
                 self._check_fault("processing")
             if unaligned is not None and signal.raised:
                 self._process_priority_events(unaligned)
-            if not self._outputs_available() or self._control_pending():
+            if not self._outputs_available():
+                self._enter_backpressure()  # from now, not when the task is next run
+                break
+            if self._control_pending():
                 break
         return did
+
+    def _enter_backpressure(self) -> None:
+        if not self.backpressured:
+            self.backpressured = True
+            self._backpressured_since = time.perf_counter()
 
     def _process_slice(self, channel: int, entry: Any) -> None:
         """Process (part of) a batch; put the rest back so priority events are seen soon."""
@@ -292,6 +309,8 @@ class StreamTask:
             return False
         self.records_in += len(batch)
         self._emit_from_source(batch)
+        if not self._outputs_available():
+            self._enter_backpressure()  # from now, not when the task is next run
         if self._faults.active:
             self._check_fault("processing")
         return True
@@ -398,7 +417,7 @@ class StreamTask:
         for w in self.writers:
             w.broadcast_event(EndOfPartition())
         self.finished = True
-        self.services.send_to_master(TaskFinished(self.services.attempt, self.key))
+        self.services.send_to_master(TaskFinished(self.services.attempt, self.key, self.metrics()))
 
     def flush(self) -> None:
         for w in self.writers:
@@ -435,7 +454,23 @@ class StreamTask:
 
     def metrics(self) -> TaskMetrics:
         out = sum(w.records_out for w in self.writers) if self.writers else self.records_in
-        return TaskMetrics(self.records_in, out, self.backpressured)
+        now = time.perf_counter()
+        backpressured = self.backpressured_s
+        if self.backpressured:
+            backpressured += now - self._backpressured_since
+        valve = self._valve
+        watermark = None
+        if valve is not None and valve.watermark > MIN_WATERMARK:
+            watermark = valve.watermark
+        return TaskMetrics(
+            self.records_in,
+            out,
+            self.backpressured,
+            elapsed_ms=(now - self.started_s) * 1000.0,
+            busy_ms=self.busy_s * 1000.0,
+            backpressured_ms=backpressured * 1000.0,
+            watermark=watermark,
+        )
 
     # -------------------------------------------------------------------- checkpoints
 

@@ -1,0 +1,146 @@
+"""A job's metrics in Prometheus text format (``prometheus_client``), named as Flink's
+Prometheus reporter names them with ``cairn`` for ``flink``:
+``cairn_taskmanager_job_task_<metric>{job_id, job_name, task_name, subtask_index}`` and
+``cairn_jobmanager_job_<metric>{job_id, job_name}``.
+
+Invariant: a scrape reads one :class:`MetricsFacts` taken at that moment (the job's state is
+never held between scrapes); the text is produced by ``prometheus_client`` only.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, generate_latest, start_http_server
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from cairn.checkpoint.messages import TaskKey
+from cairn.observability.metrics import (
+    JOB_METRICS,
+    SUBTASK_METRICS,
+    JobMetrics,
+    SubtaskMetrics,
+    all_subtask_metrics,
+    job_metrics,
+)
+
+if TYPE_CHECKING:
+    from cairn.deploy.job_master import JobMaster
+
+__all__ = [
+    "CONTENT_TYPE",
+    "JobCollector",
+    "MetricsFacts",
+    "PrometheusReporter",
+    "facts_of",
+    "render",
+]
+
+log = logging.getLogger(__name__)
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+TASK_PREFIX = "cairn_taskmanager_job_task_"
+JOB_PREFIX = "cairn_jobmanager_job_"
+
+
+@dataclass(frozen=True)
+class MetricsFacts:
+    """The figures of one job at one moment (``vertex_names``: vertex id → name)."""
+
+    job_id: str
+    job_name: str
+    vertex_names: Mapping[int, str]
+    subtasks: Mapping[TaskKey, SubtaskMetrics]
+    job: JobMetrics
+
+
+def facts_of(master: JobMaster) -> MetricsFacts:
+    """The figures of ``master``'s job now (safe from any thread: the job master replaces
+    its metric maps rather than mutating them)."""
+    previous, current = master.metric_reports
+    stats = None
+    if master.settings.checkpoint.enabled:
+        stats = master.coordinator.stats.snapshot()
+    return MetricsFacts(
+        job_id=master.job_id,
+        job_name=master.settings.job_name,
+        vertex_names={int(v.id): v.name for v in master.graph.vertices},
+        subtasks=all_subtask_metrics(current, previous),
+        job=job_metrics(stats, master.restarts),
+    )
+
+
+class JobCollector(Collector):
+    """A ``prometheus_client`` collector over ``facts`` (called on every scrape)."""
+
+    def __init__(self, facts: Callable[[], MetricsFacts]) -> None:
+        self._facts = facts
+
+    def collect(self) -> Iterator[Metric]:
+        f = self._facts()
+        for name in SUBTASK_METRICS:
+            family = GaugeMetricFamily(
+                TASK_PREFIX + name,
+                f"Flink's {name} of each subtask",
+                labels=["job_id", "job_name", "task_name", "subtask_index"],
+            )
+            for key in sorted(f.subtasks, key=lambda k: (k.vertex_id, k.subtask_index)):
+                task = f.vertex_names.get(int(key.vertex_id), str(key.vertex_id))
+                labels = [f.job_id, f.job_name, task, str(key.subtask_index)]
+                family.add_metric(labels, f.subtasks[key].value(name))
+            yield family
+        for name in JOB_METRICS:
+            family = GaugeMetricFamily(
+                JOB_PREFIX + name, f"Flink's {name} of the job", labels=["job_id", "job_name"]
+            )
+            family.add_metric([f.job_id, f.job_name], f.job.value(name))
+            yield family
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())  # figures are read at scrape time only
+
+
+def render(facts: Callable[[], MetricsFacts]) -> bytes:
+    """The exposition text of one scrape.
+
+    >>> from cairn.observability.metrics import job_metrics
+    >>> text = render(lambda: MetricsFacts("j1", "sums", {}, {}, job_metrics(None, 1)))
+    >>> 'cairn_jobmanager_job_numRestarts{job_id="j1",job_name="sums"} 1.0' in text.decode()
+    True
+    """
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(JobCollector(facts))
+    return generate_latest(registry)
+
+
+class PrometheusReporter:
+    """Serves ``facts`` on ``host:port`` at ``/metrics`` (Flink's ``metrics.reporter.prom.*``)
+    from ``prometheus_client``'s own HTTP server thread; :meth:`close` stops it."""
+
+    def __init__(self, facts: Callable[[], MetricsFacts], host: str, port: int) -> None:
+        self._registry = CollectorRegistry(auto_describe=False)
+        self._registry.register(JobCollector(facts))
+        self._host = host
+        self._port = port
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+        self.port = port
+
+    def start(self) -> int:
+        """Listen; returns the port (``0`` asks for a free one)."""
+        server, thread = start_http_server(self._port, self._host, registry=self._registry)
+        self._server, self._thread = server, thread
+        self.port = int(server.server_address[1])
+        log.info("Prometheus metrics at http://%s:%d/metrics", self._host, self.port)
+        return self.port
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None

@@ -1,0 +1,91 @@
+"""The metric bodies of the control endpoint, shaped like Flink's REST API:
+``/jobs/:jobid/metrics`` and ``/jobs/:jobid/vertices/:vertexid/metrics`` (``[{"id"}]``
+without ``get``, ``[{"id", "value"}]`` with ``?get=a,b``; a vertex's metric ids are
+``<subtask>.<name>``), ``/jobs/:jobid/vertices/:vertexid/backpressure`` (levels and ratios per
+subtask, measured in the runtime rather than sampled).
+
+Invariant: pure functions of :class:`MetricsFacts`; values are strings as Flink sends them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from cairn.observability.metrics import JOB_METRICS, SUBTASK_METRICS, backpressure_level
+from cairn.observability.prometheus import MetricsFacts
+
+__all__ = ["backpressure", "job_metric_values", "requested", "vertex_metric_values"]
+
+
+def requested(get: str | None) -> list[str] | None:
+    """The metric ids of a ``?get=`` parameter (``None``: list the available ids).
+
+    >>> requested("a, b,,c"), requested(None)
+    (['a', 'b', 'c'], None)
+    """
+    if get is None:
+        return None
+    return [g.strip() for g in get.split(",") if g.strip()]
+
+
+def _format(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:.3f}"
+
+
+def _answer(values: dict[str, float], get: Sequence[str] | None) -> list[dict[str, str]]:
+    if get is None:
+        return [{"id": name} for name in values]
+    return [{"id": n, "value": _format(values[n])} for n in get if n in values]
+
+
+def job_metric_values(facts: MetricsFacts, get: Sequence[str] | None) -> list[dict[str, str]]:
+    """``GET /jobs/:jobid/metrics`` (unknown ids are left out, as Flink does).
+
+    >>> from cairn.observability.metrics import job_metrics
+    >>> facts = MetricsFacts("j", "n", {}, {}, job_metrics(None, 3))
+    >>> job_metric_values(facts, ["numRestarts", "nope"])
+    [{'id': 'numRestarts', 'value': '3'}]
+    """
+    return _answer({n: facts.job.value(n) for n in JOB_METRICS}, get)
+
+
+def vertex_metric_values(
+    facts: MetricsFacts, vertex_id: int, get: Sequence[str] | None
+) -> list[dict[str, str]]:
+    """``GET /jobs/:jobid/vertices/:vertexid/metrics``: ``<subtask>.<name>`` per subtask."""
+    values: dict[str, float] = {}
+    for key in sorted(facts.subtasks, key=lambda k: k.subtask_index):
+        if int(key.vertex_id) != vertex_id:
+            continue
+        m = facts.subtasks[key]
+        for name in SUBTASK_METRICS:
+            values[f"{key.subtask_index}.{name}"] = m.value(name)
+    return _answer(values, get)
+
+
+def backpressure(facts: MetricsFacts, vertex_id: int, now_ms: int) -> dict[str, Any]:
+    """``GET /jobs/:jobid/vertices/:vertexid/backpressure`` (Flink's shape: ratios in [0, 1]
+    of the last reporting window; the vertex's level is its worst subtask's)."""
+    subtasks = []
+    worst = 0.0
+    for key in sorted(facts.subtasks, key=lambda k: k.subtask_index):
+        if int(key.vertex_id) != vertex_id:
+            continue
+        m = facts.subtasks[key]
+        worst = max(worst, m.backPressuredTimeMsPerSecond)
+        subtasks.append(
+            {
+                "subtask": int(key.subtask_index),
+                "backpressureLevel": backpressure_level(m.backPressuredTimeMsPerSecond),
+                "ratio": round(m.backPressuredTimeMsPerSecond / 1000.0, 3),
+                "idleRatio": round(m.idleTimeMsPerSecond / 1000.0, 3),
+                "busyRatio": round(m.busyTimeMsPerSecond / 1000.0, 3),
+            }
+        )
+    return {
+        "status": "ok",
+        "backpressureLevel": backpressure_level(worst),
+        "end-timestamp": now_ms,
+        "subtasks": subtasks,
+    }

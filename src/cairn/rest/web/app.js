@@ -1,0 +1,315 @@
+// Cairn's web UI: one job's control endpoint, polled every 2 s through its REST API.
+// Invariant: data from the job (names, tracebacks, configuration) is only ever set as text
+// (textContent, SVG text nodes), never as markup; the token comes from the URL's fragment
+// (#token=...), is kept in sessionStorage and sent as a bearer token with every call.
+"use strict";
+
+const POLL_MS = 2000;
+const fragment = new URLSearchParams(location.hash.slice(1));
+if (fragment.get("token")) {
+  sessionStorage.setItem("cairn-token", fragment.get("token"));
+  history.replaceState(null, "", location.pathname);
+}
+const token = sessionStorage.getItem("cairn-token") || "";
+let jid = null;
+let tab = "overview";
+let selectedCheckpoint = null;
+const view = { job: null, checkpoints: null, pressure: {}, records: {} };
+
+async function api(path, init = {}) {
+  const headers = Object.assign({ Authorization: "Bearer " + token }, init.headers || {});
+  const response = await fetch(path, Object.assign({}, init, { headers }));
+  const body = await response.json();
+  if (!response.ok) {
+    const error = new Error((body.errors || [response.statusText])[0]);
+    error.status = response.status;
+    throw error;
+  }
+  return body;
+}
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
+  for (const c of children) node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return node;
+}
+
+function svg(tag, attrs, text) {
+  const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
+  if (text !== undefined) node.textContent = String(text);
+  return node;
+}
+
+function table(headers, rows, onClick) {
+  const head = el("tr", {}, ...headers.map((h, i) => el("th", i === 0 ? { class: "text" } : {}, h)));
+  const body = rows.map((r) => {
+    const tr = el("tr", onClick ? { class: "clickable" } : {}, ...r.cells.map((c, i) =>
+      el("td", Object.assign(i === 0 ? { class: "text" } : {}, r.ids ? { id: r.ids[i] || "" } : {}), c)));
+    if (onClick) tr.addEventListener("click", () => onClick(r));
+    return tr;
+  });
+  return el("table", {}, head, ...body);
+}
+
+const ms = (v) => (v === null || v === undefined || v < 0 ? "-" : v + " ms");
+const bytes = (v) => {
+  if (v === null || v === undefined || v < 0) return "-";
+  for (const [u, s] of [["GiB", 1 << 30], ["MiB", 1 << 20], ["KiB", 1 << 10]]) if (v >= s) return (v / s).toFixed(1) + " " + u;
+  return v + " B";
+};
+const time = (t) => (t ? new Date(t).toLocaleTimeString() : "-");
+const pct = (r) => Math.round(r * 100) + "%";
+
+function message(text) {
+  document.getElementById("message").textContent = text;
+}
+
+// ------------------------------------------------------------------ data
+
+async function refresh() {
+  try {
+    if (jid === null) jid = (await api("/jobs/overview")).jobs[0].jid;
+    view.job = await api("/jobs/" + jid);
+    try {
+      view.checkpoints = await api("/jobs/" + jid + "/checkpoints");
+    } catch (e) {
+      view.checkpoints = null;
+    }
+    for (const v of view.job.vertices) {
+      view.pressure[v.id] = await api(`/jobs/${jid}/vertices/${v.id}/backpressure`);
+      const values = await api(`/jobs/${jid}/vertices/${v.id}/metrics?get=` +
+        [...Array(v.parallelism).keys()].flatMap((i) => [i + ".numRecordsIn", i + ".numRecordsOut"]).join(","));
+      const sum = (suffix) => values.filter((m) => m.id.endsWith(suffix)).reduce((a, m) => a + Number(m.value), 0);
+      view.records[v.id] = { in: sum(".numRecordsIn"), out: sum(".numRecordsOut") };
+    }
+    render();
+  } catch (e) {
+    message(e.status === 401 ? "Open this page with #token=<the job's token> (the link cairn list --web prints)." : "Cannot reach the job: " + e.message);
+  }
+}
+
+// ------------------------------------------------------------------ tabs
+
+function render() {
+  const job = view.job;
+  document.getElementById("job-name").textContent = job.name + " (" + job.jid + ")";
+  document.getElementById("job-state").textContent = job.state;
+  const renderers = { overview, graph, checkpoints, config, exceptions, doctor };
+  if (tab === "overview" || tab === "graph" || tab === "checkpoints") renderers[tab](section(tab));
+}
+
+function section(name) {
+  const node = document.getElementById("tab-" + name);
+  node.replaceChildren();
+  return node;
+}
+
+function overview(node) {
+  const job = view.job;
+  node.append(el("dl", {},
+    el("dt", {}, "Job"), el("dd", { id: "overview-name" }, job.name),
+    el("dt", {}, "State"), el("dd", { id: "overview-state" }, job.state),
+    el("dt", {}, "Started"), el("dd", {}, new Date(job["start-time"]).toLocaleString()),
+    el("dt", {}, "Duration"), el("dd", {}, Math.round(job.duration / 1000) + " s")));
+  node.append(table(
+    ["Vertex", "Parallelism", "Records in", "Records out", "Backpressure", "Busy (max)"],
+    job.vertices.map((v) => {
+      const p = view.pressure[v.id] || { subtasks: [], backpressureLevel: "-" };
+      const busy = Math.max(0, ...p.subtasks.map((s) => s.busyRatio));
+      const r = view.records[v.id] || {};
+      return {
+        cells: [v.name, v.parallelism, r.in ?? "-", r.out ?? "-", p.backpressureLevel, pct(busy)],
+        ids: ["", "", "records-in-" + v.id, "records-out-" + v.id, "bp-level-" + v.id, ""],
+      };
+    })));
+}
+
+function graph(node) {
+  const nodes = view.job.plan.nodes;
+  const depth = {};
+  const depthOf = (n) => {
+    if (depth[n.id] !== undefined) return depth[n.id];
+    const inputs = (n.inputs || []).map((i) => depthOf(nodes.find((m) => m.id === i.id)));
+    return (depth[n.id] = inputs.length ? Math.max(...inputs) + 1 : 0);
+  };
+  nodes.forEach(depthOf);
+  const W = 260, H = 110, GAP = 90;
+  const rows = {};
+  const pos = {};
+  for (const n of nodes) {
+    const d = depth[n.id];
+    rows[d] = (rows[d] || 0) + 1;
+    pos[n.id] = { x: 20 + d * (W + GAP), y: 20 + (rows[d] - 1) * (H + 40) };
+  }
+  const width = 40 + (Math.max(...Object.values(depth)) + 1) * (W + GAP);
+  const height = 40 + Math.max(...Object.values(rows)) * (H + 40);
+  const root = svg("svg", { width, height, id: "job-graph" });
+  for (const n of nodes) {
+    for (const i of n.inputs || []) {
+      const a = pos[i.id], b = pos[n.id];
+      root.append(svg("line", { x1: a.x + W, y1: a.y + H / 2, x2: b.x, y2: b.y + H / 2, stroke: "#888" }));
+      root.append(svg("text", { x: (a.x + W + b.x) / 2 - 25, y: (a.y + b.y + H) / 2 - 6, "font-size": 11 }, i.ship_strategy));
+    }
+  }
+  for (const n of nodes) {
+    const { x, y } = pos[n.id];
+    const p = view.pressure[n.id] || { subtasks: [] };
+    const worst = p.subtasks.reduce((a, s) => (s.ratio > a.ratio ? s : a), { ratio: 0, busyRatio: 0 });
+    const busiest = Math.max(0, ...p.subtasks.map((s) => s.busyRatio));
+    const cls = worst.ratio > 0.5 ? "bp" : busiest > 0.5 ? "busy" : "idle";
+    const g = svg("g", { id: "vertex-" + n.id, "data-state": cls });
+    g.append(svg("rect", { x, y, width: W, height: H, rx: 6, class: cls, "fill-opacity": 0.25, stroke: "#333" }));
+    g.append(svg("text", { x: x + 8, y: y + 18, "font-weight": "bold" }, n.description));
+    g.append(svg("text", { x: x + 8, y: y + 36, "font-size": 12 }, "parallelism " + n.parallelism));
+    p.subtasks.forEach((s, k) => {
+      const by = y + 46 + k * 14, bw = W - 16;
+      let bx = x + 8;
+      for (const [c, r] of [["busy", s.busyRatio], ["bp", s.ratio], ["idle", s.idleRatio]]) {
+        const rect = svg("rect", { x: bx, y: by, width: Math.max(0, r * bw), height: 10, class: c });
+        rect.append(svg("title", {}, `subtask ${s.subtask + 1}: ${c} ${pct(r)}`));
+        g.append(rect);
+        bx += r * bw;
+      }
+    });
+    root.append(g);
+  }
+  node.append(el("p", { class: "legend" }, "Per subtask:", el("span", { class: "busy" }), "busy",
+    el("span", { class: "bp" }), "backpressured", el("span", { class: "idle" }), "idle"), root);
+}
+
+function checkpoints(node) {
+  const cp = view.checkpoints;
+  if (cp === null) {
+    node.append(el("p", {}, "Checkpointing is disabled for this job."));
+    return;
+  }
+  const c = cp.counts;
+  node.append(el("dl", {},
+    el("dt", {}, "Completed"), el("dd", { id: "cp-completed" }, c.completed),
+    el("dt", {}, "Failed"), el("dd", { id: "cp-failed" }, c.failed),
+    el("dt", {}, "In progress"), el("dd", { id: "cp-in-progress" }, c.in_progress),
+    el("dt", {}, "Restored"), el("dd", {}, c.restored),
+    el("dt", {}, "Latest completed"), el("dd", { id: "cp-latest" }, cp.latest.completed ? "#" + cp.latest.completed.id + ", " + ms(cp.latest.completed.end_to_end_duration) : "-"),
+    el("dt", {}, "Latest savepoint"), el("dd", {}, cp.latest.savepoint ? cp.latest.savepoint.external_path || "#" + cp.latest.savepoint.id : "-"),
+    el("dt", {}, "Latest failed"), el("dd", {}, cp.latest.failed ? "#" + cp.latest.failed.id + " " + (cp.latest.failed.failure_reason || "") : "-")));
+  node.append(chart(cp.history.filter((h) => h.status === "COMPLETED").reverse()));
+  node.append(el("h3", {}, "History"), table(
+    ["ID", "Status", "Type", "Trigger", "End to end", "Checkpointed", "Full size", "Processed", "Persisted", "Unaligned"],
+    cp.history.map((h) => ({
+      id: h.id,
+      cells: ["#" + h.id, h.status, h.checkpoint_type, time(h.trigger_timestamp), ms(h.end_to_end_duration), bytes(h.checkpointed_size),
+        bytes(h.state_size), bytes(h.processed_data), bytes(h.persisted_data), h.unaligned ? "yes" : "no"],
+    })),
+    (row) => { selectedCheckpoint = row.id; details(); }));
+  node.append(el("div", { id: "cp-details" }));
+  if (selectedCheckpoint !== null) details();
+}
+
+function chart(history) {
+  const W = 600, H = 120;
+  const root = svg("svg", { width: W, height: H + 20, id: "cp-chart" });
+  if (history.length < 2) return root;
+  const line = (key, colour) => {
+    const max = Math.max(1, ...history.map((h) => h[key]));
+    const pts = history.map((h, i) => `${(i / (history.length - 1)) * (W - 10) + 5},${H - (h[key] / max) * (H - 10)}`);
+    root.append(svg("polyline", { points: pts.join(" "), fill: "none", stroke: colour }));
+  };
+  line("end_to_end_duration", "#d9534f");
+  line("state_size", "#5b9bd5");
+  root.append(svg("text", { x: 5, y: H + 15, "font-size": 11 }, "end-to-end duration (red) and full size (blue) of the completed checkpoints"));
+  return root;
+}
+
+async function details() {
+  const target = document.getElementById("cp-details");
+  if (!target) return;
+  try {
+    const d = await api(`/jobs/${jid}/checkpoints/details/${selectedCheckpoint}`);
+    const names = Object.fromEntries(view.job.vertices.map((v) => [v.id, v.name]));
+    target.replaceChildren(el("h3", {}, "Checkpoint #" + d.id + " per subtask"), table(
+      ["Subtask", "Acknowledged", "End to end", "Start delay", "Alignment", "Sync", "Async", "Size", "Persisted"],
+      d.subtasks.map((s) => ({ cells: [names[s.vertex_id] + " (" + (s.subtask_index + 1) + ")", time(s.ack_timestamp), ms(s.end_to_end_duration),
+        ms(s.start_delay), ms(s.alignment_duration), ms(s.sync_duration), ms(s.async_duration), bytes(s.state_size), bytes(s.persisted_data)] }))));
+  } catch (e) {
+    target.replaceChildren(el("p", {}, e.message));
+  }
+}
+
+async function config(node) {
+  const c = await api(`/jobs/${jid}/config`);
+  const rows = Object.entries(c["execution-config"]["user-config"]).map(([k, v]) => ({ cells: [k, v] }));
+  node.append(rows.length ? table(["Key", "Value"], rows) : el("p", {}, "No configuration keys were set."));
+}
+
+async function exceptions(node) {
+  const e = await api(`/jobs/${jid}/exceptions`);
+  if (e["root-exception"]) node.append(el("h3", {}, "Root exception"), el("pre", {}, e["root-exception"]));
+  const entries = e.exceptionHistory.entries;
+  node.append(el("h3", {}, "Restarts (" + entries.length + ")"));
+  for (const x of entries) node.append(el("p", {}, time(x.timestamp) + " " + x.exceptionName), el("pre", {}, x.stacktrace));
+}
+
+async function doctor(node) {
+  const d = await api(`/jobs/${jid}/doctor`);
+  node.append(el("p", {}, d.findings.length + " finding(s) on " + d.checkpoints + " checkpoint(s)."));
+  for (const f of d.findings) {
+    const figures = Object.entries(f.figures).map(([k, v]) => el("li", {}, k + ": " + v));
+    node.append(el("div", { class: "finding" }, el("h4", {}, f.title), el("ul", {}, ...figures),
+      el("p", {}, f.advice), el("p", {}, "Set: " + f.keys.join(", "))));
+  }
+}
+
+// ------------------------------------------------------------------ commands
+
+async function waitForOperation(trigger) {
+  for (;;) {
+    const s = await api(`/jobs/${jid}/savepoints/${trigger}`);
+    if (s.status.id === "COMPLETED") {
+      if (s.operation["failure-cause"]) throw new Error(s.operation["failure-cause"]["stack-trace"]);
+      return s.operation.location;
+    }
+    await new Promise((r) => setTimeout(r, 300));
+  }
+}
+
+async function command(what) {
+  if (!confirm(what + " job " + view.job.name + "?")) return;
+  try {
+    if (what === "Cancel") {
+      await api(`/jobs/${jid}?mode=cancel`, { method: "PATCH" });
+      message("Cancel requested.");
+      return;
+    }
+    const path = what === "Savepoint" ? "savepoints" : "stop";
+    const body = what === "Savepoint" ? { "cancel-job": false } : { drain: false };
+    const trigger = (await api(`/jobs/${jid}/${path}`, { method: "POST", body: JSON.stringify(body), headers: { "Content-Type": "application/json" } }))["request-id"];
+    message(what + " in progress...");
+    const location = await waitForOperation(trigger);
+    message(what + " completed: " + location);
+    document.getElementById("message").setAttribute("data-savepoint", location);
+  } catch (e) {
+    message(what + " failed: " + e.message);
+  }
+}
+
+function show(name) {
+  tab = name;
+  for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", a.dataset.tab === name);
+  for (const s of document.querySelectorAll("main section")) s.hidden = s.id !== "tab-" + name;
+  if (view.job === null) return;
+  const once = { config, exceptions, doctor }[name];
+  if (once) once(section(name)).catch((e) => message(e.message));
+  else render();
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  for (const a of document.querySelectorAll("nav a")) a.addEventListener("click", (e) => { e.preventDefault(); show(a.dataset.tab); });
+  document.getElementById("btn-savepoint").addEventListener("click", () => command("Savepoint"));
+  document.getElementById("btn-stop").addEventListener("click", () => command("Stop with savepoint"));
+  document.getElementById("btn-cancel").addEventListener("click", () => command("Cancel"));
+  show("overview");
+  refresh();
+  setInterval(refresh, POLL_MS);
+});

@@ -1,0 +1,212 @@
+"""The web UI in a real browser: Debian's headless Chromium, driven over the DevTools
+protocol (a websocket, with aiohttp) on a real job (in-process executor, no Spark). The
+pages load, the numbers the overview and checkpoints tab show equal the REST JSON, a job
+graph vertex is coloured by its subtasks' time shares, an operator named ``<script>`` shows
+as text, and the savepoint button (its confirmation accepted) produces a savepoint.
+Screenshots go to ``docs/`` when ``CAIRN_SCREENSHOTS`` names that directory.
+
+Skipped when ``/usr/bin/chromium`` is missing (``.ci/run`` installs it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from cairn.common.job_status import JobStatus
+from cairn.deploy.job_client import JobClient
+from cairn.rest.registry import JobRegistry
+from tests.integration.jobs import sequence_job
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="chromium is not installed"),
+]
+
+
+@pytest.fixture
+def job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[JobClient]:
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    env = sequence_job(
+        {
+            "cairn.executor": "inprocess",
+            "execution.checkpointing.savepoint-dir": "file://" + str(tmp_path / "savepoints"),
+        },
+        str(tmp_path / "out"),
+        records=10_000_000,
+        keys=10,
+        rate=5_000,
+        checkpoint_dir=str(tmp_path / "chk"),
+    )
+    client = env.execute_async("web-ui <script>alert(1)</script>")
+    assert client.wait_for_status(JobStatus.RUNNING, 60)
+    yield client
+    if not client.get_job_status().is_globally_terminal_state():
+        client.cancel()
+    client.get_job_execution_result(60)
+
+
+class Browser:
+    """One headless Chromium page, driven over the DevTools protocol."""
+
+    def __init__(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        self._ws = ws
+        self._next = 0
+        self.dialogs: list[str] = []
+
+    async def call(self, method: str, **params: Any) -> dict[str, Any]:
+        self._next += 1
+        ident = self._next
+        await self._ws.send_json({"id": ident, "method": method, "params": params})
+        while True:
+            msg = json.loads((await self._ws.receive()).data)
+            if msg.get("method") == "Page.javascriptDialogOpening":  # confirm(): accept it
+                self.dialogs.append(msg["params"]["message"])
+                self._next += 1  # its answer is not awaited: only ``ident``'s is
+                accept = {"accept": True}
+                await self._ws.send_json(
+                    {"id": self._next, "method": "Page.handleJavaScriptDialog", "params": accept}
+                )
+            if msg.get("id") == ident:
+                if "error" in msg:
+                    raise RuntimeError(f"{method}: {msg['error']}")
+                result: dict[str, Any] = msg.get("result", {})
+                return result
+
+    async def js(self, expression: str) -> Any:
+        r = await self.call(
+            "Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True
+        )
+        if "exceptionDetails" in r:
+            raise RuntimeError(f"{expression}: {r['exceptionDetails']}")
+        return r["result"].get("value")
+
+    async def wait_for(self, expression: str, timeout_s: float = 30) -> Any:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            value = await self.js(expression)
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {expression}")
+            await asyncio.sleep(0.2)
+
+    async def screenshot(self, path: Path) -> None:
+        shot = await self.call("Page.captureScreenshot", format="png")
+        path.write_bytes(base64.b64decode(shot["data"]))
+
+
+def start_chromium(profile: Path) -> tuple[subprocess.Popen[bytes], str]:
+    proc = subprocess.Popen(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--no-first-run",
+            "--window-size=1400,900",
+            f"--user-data-dir={profile}",
+            "--remote-debugging-port=0",
+            "about:blank",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    port_file = profile / "DevToolsActivePort"
+    deadline = time.monotonic() + 30
+    while not port_file.exists() or not port_file.read_text().strip():
+        assert proc.poll() is None and time.monotonic() < deadline, "chromium did not start"
+        time.sleep(0.1)
+    port = port_file.read_text().split()[0]
+    return proc, port
+
+
+def rest(entry: Any, path: str) -> Any:
+    req = urllib.request.Request(entry.endpoint + path)
+    req.add_header("Authorization", f"Bearer {entry.token}")
+    with urllib.request.urlopen(req, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def test_the_web_ui_shows_the_job_and_takes_a_savepoint(job: JobClient, tmp_path: Path) -> None:
+    entry = JobRegistry().find(job.get_job_id())
+    assert entry is not None
+    proc, port = start_chromium(tmp_path / "chromium")
+    shots = os.environ.get("CAIRN_SCREENSHOTS")
+    try:
+        asyncio.run(_drive(entry, port, job, Path(shots) if shots else None))
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+async def _drive(entry: Any, port: str, job: JobClient, shots: Path | None) -> None:
+    jid = job.get_job_id()
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"http://127.0.0.1:{port}/json/list") as r:
+            page = next(t for t in await r.json() if t["type"] == "page")
+        async with http.ws_connect(page["webSocketDebuggerUrl"], max_msg_size=0) as ws:
+            b = Browser(ws)
+            await b.call("Page.enable")
+            await b.call("Runtime.enable")
+            await b.call(
+                "Page.navigate", url=f"{entry.endpoint}/web/index.html#token={entry.token}"
+            )
+            # Overview: the name is text (no script ran), the state and vertices are shown.
+            name = await b.wait_for("document.getElementById('overview-name')?.textContent")
+            assert name == "web-ui <script>alert(1)</script>"
+            assert await b.js("document.querySelectorAll('main script').length") == 0
+            assert b.dialogs == []
+            # The numbers follow the REST JSON: records of the sink vertex as the metrics say.
+            await b.wait_for("Number(document.getElementById('records-in-1')?.textContent) > 0")
+            shown = int(await b.js("document.getElementById('records-in-1').textContent"))
+            values = rest(
+                entry, f"/jobs/{jid}/vertices/1/metrics?get=0.numRecordsIn,1.numRecordsIn"
+            )
+            now = sum(int(v["value"]) for v in values)
+            assert 0 < shown <= now
+            if shots:
+                await b.screenshot(shots / "web-ui-overview.png")
+            # Job graph: one vertex per REST vertex, coloured by a time-share state.
+            await b.js("document.querySelector('[data-tab=graph]').click()")
+            states = await b.wait_for(
+                "[...document.querySelectorAll('#job-graph g')].map(g => g.dataset.state)"
+            )
+            assert len(states) == 2 and set(states) <= {"busy", "bp", "idle"}
+            if shots:
+                await b.screenshot(shots / "web-ui-graph.png")
+            # Checkpoints: the completed count equals the REST JSON's (taken in between).
+            await b.js("document.querySelector('[data-tab=checkpoints]').click()")
+            await b.wait_for("Number(document.getElementById('cp-completed')?.textContent) > 0")
+            before = rest(entry, f"/jobs/{jid}/checkpoints")["counts"]["completed"]
+            shown = int(await b.js("document.getElementById('cp-completed').textContent"))
+            after = rest(entry, f"/jobs/{jid}/checkpoints")["counts"]["completed"]
+            assert before - 2 <= shown <= after  # polled every 2 s
+            # The savepoint button: confirmed, then a savepoint exists where the UI says.
+            await b.js("document.getElementById('btn-savepoint').click()")
+            location = await b.wait_for(
+                "document.getElementById('message').dataset.savepoint", timeout_s=60
+            )
+            assert b.dialogs and b.dialogs[0].startswith("Savepoint job web-ui <script>")
+            assert os.path.exists(os.path.join(location.removeprefix("file://"), "_metadata"))
+            latest = rest(entry, f"/jobs/{jid}/checkpoints")["latest"]["savepoint"]
+            assert latest is not None and latest["external_path"] == location
+            await asyncio.sleep(2.5)  # the next poll shows the savepoint in the history
+            if shots:
+                await b.screenshot(shots / "web-ui-checkpoints.png")
