@@ -26,6 +26,7 @@ from cairn.datastream.state import ValueStateDescriptor
 __all__ = [
     "MARK_EVERY",
     "CoveringKeysGenerator",
+    "HotKeysGenerator",
     "KeyedSum",
     "LatencySink",
     "ProgressSink",
@@ -78,6 +79,32 @@ class CoveringKeysGenerator:
             keys = self._keys = [f"k{r:0{width}d}" for r in range(self.num_keys)]
         n = self.num_keys
         return [(keys[i % n], 1) for i in indices]
+
+
+class HotKeysGenerator(CoveringKeysGenerator):
+    """The first ``num_keys`` records touch every key once; after them every record updates
+    one of the first ``hot`` keys (``hot_fraction`` of them, at least one), so each
+    checkpoint interval after the fill changes at most that fraction of the state.
+
+    >>> HotKeysGenerator(4, 0.5).generate_batch(range(7))
+    [('k000000', 1), ('k000001', 1), ('k000002', 1), ('k000003', 1), ('k000000', 1), \
+('k000001', 1), ('k000000', 1)]
+    """
+
+    def __init__(self, num_keys: int, hot_fraction: float) -> None:
+        super().__init__(num_keys)
+        if not 0 < hot_fraction <= 1:
+            raise ValueError(f"hot_fraction must be in (0, 1], got {hot_fraction}")
+        self.hot = max(1, int(num_keys * hot_fraction))
+
+    def generate_batch(self, indices: range) -> list[tuple[str, int]]:
+        keys = self._keys
+        if keys is None:
+            super().generate_batch(range(0))
+            keys = self._keys
+            assert keys is not None
+        n, hot = self.num_keys, self.hot
+        return [(keys[i if i < n else (i - n) % hot], 1) for i in indices]
 
 
 class TimedKeyedValuesGenerator:
