@@ -52,6 +52,13 @@ EXTRA_FIELDS = (
     "no_checkpoint_records_per_s",
     "overhead_pct",
     "overhead_runs",
+    "worker_rss_peak_bytes",
+    "hot_fraction",
+    "hot_checkpoints",
+    "added_pct_p50",
+    "added_pct_max",
+    "hot_sync_p50_ms",
+    "hot_sync_max_ms",
 )
 
 

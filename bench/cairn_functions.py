@@ -26,6 +26,7 @@ from cairn.datastream.state import ValueStateDescriptor
 __all__ = [
     "MARK_EVERY",
     "CoveringKeysGenerator",
+    "HotKeysGenerator",
     "KeyedSum",
     "LatencySink",
     "ProgressSink",
@@ -78,6 +79,42 @@ class CoveringKeysGenerator:
             keys = self._keys = [f"k{r:0{width}d}" for r in range(self.num_keys)]
         n = self.num_keys
         return [(keys[i % n], 1) for i in indices]
+
+
+class HotKeysGenerator:
+    """The first ``num_keys`` records touch every key once; after them every record updates
+    one of the first ``hot`` keys (``hot_fraction`` of them, at least one), so each
+    checkpoint interval after the fill changes at most that fraction of the state. Only the
+    hot keys are kept as strings (the fill's are formatted once each), so a worker's memory
+    shows its state, not the generator's key list.
+
+    >>> HotKeysGenerator(4, 0.5).generate_batch(range(7))
+    [('k000000', 1), ('k000001', 1), ('k000002', 1), ('k000003', 1), ('k000000', 1), \
+('k000001', 1), ('k000000', 1)]
+    """
+
+    def __init__(self, num_keys: int, hot_fraction: float) -> None:
+        if num_keys < 1:
+            raise ValueError(f"num_keys must be >= 1, got {num_keys}")
+        if not 0 < hot_fraction <= 1:
+            raise ValueError(f"hot_fraction must be in (0, 1], got {hot_fraction}")
+        self.num_keys = num_keys
+        self.hot = max(1, int(num_keys * hot_fraction))
+        self._width = max(6, len(str(num_keys - 1)))
+        self._hot_keys: list[str] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_hot_keys": None}  # rebuilt on the worker, not shipped
+
+    def __call__(self, index: int) -> tuple[str, int]:
+        return self.generate_batch(range(index, index + 1))[0]
+
+    def generate_batch(self, indices: range) -> list[tuple[str, int]]:
+        width, n, hot = self._width, self.num_keys, self.hot
+        keys = self._hot_keys
+        if keys is None:
+            keys = self._hot_keys = [f"k{r:0{width}d}" for r in range(hot)]
+        return [(f"k{i:0{width}d}" if i < n else keys[(i - n) % hot], 1) for i in indices]
 
 
 class TimedKeyedValuesGenerator:

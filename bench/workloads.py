@@ -29,6 +29,7 @@ from typing import Any
 from bench import empty_result
 from bench.cairn_functions import (
     CoveringKeysGenerator,
+    HotKeysGenerator,
     KeyedSum,
     LatencySink,
     ProgressSink,
@@ -79,6 +80,7 @@ class _Observed:
     restarts: int = 0
     p50_ms: int | None = None
     p99_ms: int | None = None
+    worker_rss_peak: int = 0  # bytes: the largest Python worker process seen while polling
 
 
 # ---- jobs ---------------------------------------------------------------------------------
@@ -433,25 +435,74 @@ def _recovery_phases(seen: _Observed, resumed: float | None) -> str:
 
 
 def state_size(
-    keys: int, records: int, interval_ms: int, opts: CairnOptions, work_dir: str
+    keys: int,
+    records: int,
+    interval_ms: int,
+    opts: CairnOptions,
+    work_dir: str,
+    hot_fraction: float | None = None,
 ) -> dict[str, Any]:
     """Workload 4: every key touched (record ``i`` has key ``i % keys``); checkpoint
-    duration, bytes on disk, and the throughput dip while asynchronous parts run."""
+    duration, bytes on disk, and the throughput dip while asynchronous parts run.
+
+    With ``hot_fraction`` the records after the first ``keys`` update only that fraction of
+    the keys (``HotKeysGenerator``): what an incremental checkpoint adds per interval when
+    1 % of the state changes, against the full state size, and the synchronous phase."""
     result = _base("state-size", records, keys, interval_ms, None, opts)
     env = _environment(opts, interval_ms, os.path.join(work_dir, "checkpoints"))
     out = _sink_dir(work_dir)
-    _keyed_sum_job(
-        env,
-        DataGeneratorSource(CoveringKeysGenerator(keys), records),
-        ProgressSink(out),
-        timed=False,
+    gen = (
+        CoveringKeysGenerator(keys)
+        if hot_fraction is None
+        else HotKeysGenerator(keys, hot_fraction)
     )
-    seen = _run(env, f"bench-state-size-{keys}")
+    _keyed_sum_job(env, DataGeneratorSource(gen, records), ProgressSink(out), timed=False)
+    seen = _run(env, f"bench-state-size-{keys}", on_poll=_sample_rss)
     progress = Progress.of(read_progress(out).values())
     _fill_common(result, seen, progress, records)
+    if seen.worker_rss_peak:
+        result["worker_rss_peak_bytes"] = seen.worker_rss_peak
     if interval_ms > 0:
         _async_dip(result, seen, progress, records)
+    if hot_fraction is not None:
+        result["hot_fraction"] = hot_fraction
+        _growth(result, seen, progress.time_reaching(keys))
     return result
+
+
+def _growth(result: dict[str, Any], seen: _Observed, filled: float | None) -> None:
+    """Checkpoints triggered after every key was written once: what each added (the
+    checkpointed size) as a share of the full state size, and their synchronous phases."""
+    after = [
+        c
+        for c in seen.checkpoints.values()
+        if filled is not None and c.trigger_ms / 1000.0 > filled and c.state_size
+    ]
+    if not after:
+        return
+    added = [c.checkpointed_size / c.state_size * 100 for c in after]
+    sync = [
+        max((x.metrics.sync_duration_ms for x in c.subtasks.values()), default=0) for c in after
+    ]
+    result["hot_checkpoints"] = len(after)
+    result["added_pct_p50"] = round(statistics.median(added), 2)
+    result["added_pct_max"] = round(max(added), 2)
+    result["hot_sync_p50_ms"] = statistics.median(sync)
+    result["hot_sync_max_ms"] = max(sync)
+
+
+def _sample_rss(master: Any, seen: _Observed) -> None:
+    """The largest resident set of a Python process below this one (Spark's Python workers,
+    where the state lives), or of this process with the in-process executor."""
+    import psutil
+
+    me = psutil.Process()
+    procs = [p for p in me.children(recursive=True) if "python" in p.name().lower()] or [me]
+    for p in procs:
+        try:
+            seen.worker_rss_peak = max(seen.worker_rss_peak, p.memory_info().rss)
+        except psutil.Error:
+            continue
 
 
 # ---- entry points -------------------------------------------------------------------------
@@ -465,6 +516,7 @@ def run_workload(
     rate: float | None = None,
     opts: CairnOptions | None = None,
     warmup_s: float = 1.0,
+    hot_fraction: float | None = None,
 ) -> dict[str, Any]:
     """Run one Cairn measurement in this process and return its result object.
 
@@ -475,7 +527,9 @@ def run_workload(
     work_dir = opts.keep_dir or tempfile.mkdtemp(prefix=f"cairn-bench-{workload}-")
     os.makedirs(work_dir, exist_ok=True)
     try:
-        result = _run_one(workload, records, keys, interval_ms, rate, opts, warmup_s, work_dir)
+        result = _run_one(
+            workload, records, keys, interval_ms, rate, opts, warmup_s, work_dir, hot_fraction
+        )
         if opts.min_pause_ms > 0 and interval_ms > 0:
             result["note"] = _join(
                 result.get("note"), f"min pause between checkpoints {opts.min_pause_ms} ms"
@@ -495,6 +549,7 @@ def _run_one(
     opts: CairnOptions,
     warmup_s: float,
     work_dir: str,
+    hot_fraction: float | None = None,
 ) -> dict[str, Any]:
     if workload == "keyed-sum":
         return keyed_sum(records, keys, interval_ms, opts, work_dir)
@@ -509,7 +564,7 @@ def _run_one(
             records, keys, interval_ms or 1000, _need_rate(rate, workload), opts, work_dir
         )
     if workload == "state-size":
-        return state_size(keys, records, interval_ms, opts, work_dir)
+        return state_size(keys, records, interval_ms, opts, work_dir, hot_fraction)
     raise ValueError(f"unknown workload {workload!r}")
 
 
@@ -580,6 +635,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--incremental", action="store_true", help="incremental checkpoints (RocksDB backend)"
     )
+    parser.add_argument(
+        "--hot-fraction",
+        type=float,
+        default=None,
+        help="state-size: after the first --keys records, update only this fraction of keys",
+    )
     args = parser.parse_args(argv)
     opts = CairnOptions(
         args.parallelism,
@@ -601,6 +662,7 @@ def main(argv: list[str] | None = None) -> int:
             args.rate or None,
             opts,
             args.latency_warmup_s,
+            args.hot_fraction,
         )
     except Exception as exc:  # report, don't crash: the runner records the reason
         result = empty_result("cairn", args.workload, args.records)

@@ -372,3 +372,22 @@ def test_a_database_that_cannot_be_opened_is_a_clear_error(tmp_path: Path) -> No
     with pytest.raises(OSError, match=r"cannot open RocksDB in .*state\.backend\.rocksdb"):
         b.get_partitioned_state(ValueStateDescriptor("v", None))
     b.dispose()
+
+
+def test_values_kept_after_a_snapshot_never_hide_what_a_restore_writes(tmp_path: Path) -> None:
+    files = DirectoryStateFiles(tmp_path)
+    old = _filled()  # k{i} -> i
+    handle = old.snapshot(1)(files)
+    b = _filled()
+    s = b.get_partitioned_state(ValueStateDescriptor("count", Types.LONG()))
+    for i in range(200):
+        b.set_current_key(f"k{i}")
+        s.update(-i)
+    b.snapshot(2)  # flushed, and kept readable without RocksDB
+    (cache,) = b._caches  # the point of the test is what the cache holds
+    assert len(cache.clean) == 200 and not cache.entries
+    b.set_current_key("k7")
+    assert s.value() == -7  # read from the kept entries
+    b.restore([handle], files)  # the database is in use: copied into it, around the cache
+    assert not cache.clean
+    assert [(b.set_current_key(f"k{i}"), s.value())[1] for i in range(200)] == list(range(200))

@@ -283,9 +283,11 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             )
         return table.state
 
-    def _flush_caches(self) -> None:
+    def _flush_caches(self, keep: bool = False) -> None:
+        """Write the caches to RocksDB; ``keep`` only if nothing changes RocksDB around them
+        next (a snapshot, reading keys): their entries stay readable from Python."""
         for cache in self._caches:
-            cache.flush()
+            cache.flush(keep)
 
     def _convert_ttl(self, name: str, table: _Table, ttl: bool) -> None:
         """Restored values whose TTL setting changed: add (TTL starts now) or drop stamps."""
@@ -390,7 +392,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     ) -> KeyedSnapshot:
         """Checkpoint the database locally (synchronous part); the result uploads it, or
         (``canonical``, savepoints) writes its state in the heap backend's format."""
-        self._flush_caches()  # bounded by the caches' size, not the state's
+        self._flush_caches(keep=True)  # bounded by the caches' size, not the state's
         if self._db is None or self._is_empty(self._db):
             return _nothing
         local = os.path.join(self._dir, "snapshots", f"chk-{checkpoint_id}-{uuid.uuid4().hex}")

@@ -126,11 +126,12 @@ class RocksValueState(ValueState[Any]):
     """Value state without TTL, the hot path of most jobs: ``value``/``update`` inlined
     (TTL value state is the heap's ``TtlValueState`` on a ``CurrentKeyTable``)."""
 
-    __slots__ = ("_cache", "_cf_get", "_ctx", "_decode", "_encode", "_entries", "name")
+    __slots__ = ("_cache", "_cf_get", "_clean", "_ctx", "_decode", "_encode", "_entries", "name")
 
     def __init__(self, name: str, ctx: RocksKeyContext, cache: WriteCache, type_info: Any):
         self.name, self._ctx, self._cache = name, ctx, cache
         self._entries = cache.entries
+        self._clean = cache.clean
         self._cf_get = cache.column_family.get
         self._encode = value_codec(type_info).encode_plain
         self._decode = decode_value
@@ -140,7 +141,9 @@ class RocksValueState(ValueState[Any]):
         p = ctx.last_prefix if ctx.key is ctx.last_key else ctx.prefix(self.name)
         raw = self._entries.get(p, _MISSING)
         if raw is _MISSING:
-            raw = self._cf_get(p)
+            raw = self._clean.get(p, _MISSING)
+            if raw is _MISSING:
+                raw = self._cf_get(p)
         return None if raw is None else self._decode(raw)
 
     def update(self, value: Any) -> None:
