@@ -105,14 +105,19 @@ def _latest_checkpoint(paths: list[str]) -> int:
 def test_killed_executor_is_replaced_and_output_stays_exactly_once(
     tmp_path: Path, storage: str, request: pytest.FixtureRequest
 ) -> None:
-    """The configuration a user who outgrows one machine runs: checkpoints on storage every
-    executor reaches (S3 on SeaweedFS), or a local directory on this one-machine cluster."""
+    """The configuration a user who outgrows one machine runs: RocksDB with incremental
+    checkpoints on storage every executor reaches (S3 on SeaweedFS); and the heap backend
+    with a local directory, which every executor of this one-machine cluster reaches."""
     out = tmp_path / "out"
     extra_conf: dict[str, str] = {}
     if storage == "s3":
         seaweed = request.getfixturevalue("seaweed")
         checkpoints = seaweed.url("cluster", tmp_path.name)
         extra_conf.update(seaweed.flink_config())
+        # Issue 11's configuration: RocksDB with incremental checkpoints on S3.
+        extra_conf["state.backend.type"] = "rocksdb"
+        extra_conf["execution.checkpointing.incremental"] = "true"
+        extra_conf["state.backend.rocksdb.localdir"] = str(tmp_path / "rocksdb")
         s3 = seaweed.filesystem()
 
         def listing() -> list[str]:
