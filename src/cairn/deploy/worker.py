@@ -307,7 +307,11 @@ class Worker:
     def _connect_peers(self, peers: dict[int, tuple[str, int]]) -> None:
         for peer in sorted(self.plan.peers_receiving_from(self.index)):
             hello = pickle.dumps(("data", self.attempt, self.index), protocol=5)
-            conn = connect(peers[peer], self.launch.secret, hello)
+            # A peer's listener was bound before it registered (the table lists only
+            # registered workers): a refused connection means that peer is gone, and the
+            # attempt is failing; do not spend seconds on retries (a busy listener is
+            # still retried for up to busy_timeout).
+            conn = connect(peers[peer], self.launch.secret, hello, retries=1)
             conn.max_frame_size = self.settings.network.max_frame_size
             sender = ConnectionSender(
                 conn, self.wake, self._on_network_error, f"w{self.index}->w{peer}"
