@@ -103,6 +103,7 @@ def test_at_least_once_loses_nothing_after_kills(spark: Any, tmp_path: Any) -> N
         assert seen.get(f"k{k:05d}", set()) >= expected, f"key k{k:05d} lost records"
 
 
+@pytest.mark.slow  # seconds of work without Spark: not in the fast tier
 def test_inprocess_crashes_keep_exactly_once(tmp_path: Any) -> None:
     """The same schedule on the in-process executor (crash = abrupt thread death)."""
     out = str(tmp_path / "out")
@@ -155,6 +156,7 @@ def test_sigkill_with_the_rocksdb_backend_keeps_exactly_once(
     assert _leftover_files(tmp_path / "rocksdb") == []  # killed workers' files are removed too
 
 
+@pytest.mark.slow  # seconds of work without Spark: not in the fast tier
 @pytest.mark.parametrize("incremental", [False, True])
 def test_inprocess_crashes_with_the_rocksdb_backend_keep_exactly_once(
     tmp_path: Any, incremental: bool

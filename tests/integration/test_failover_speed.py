@@ -76,6 +76,7 @@ def _listeners(master: JobMaster) -> list[Address]:
     return [master._server.address, *(r.data_address for r in registered)]
 
 
+@pytest.mark.slow  # seconds of work without Spark: not in the fast tier
 def test_a_killed_worker_rejoins_within_seconds_under_a_connection_flood(
     executor_conf: dict[str, str], tmp_path: Any, caplog: pytest.LogCaptureFixture
 ) -> None:

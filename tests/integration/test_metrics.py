@@ -56,6 +56,7 @@ def samples(text: bytes, name: str) -> dict[tuple[str, str], float]:
     return out
 
 
+@pytest.mark.slow  # seconds of work without Spark: not in the fast tier
 def test_scraped_counters_are_monotonic_and_match_what_the_sink_wrote(tmp_path: Path) -> None:
     port = free_port()
     conf = {

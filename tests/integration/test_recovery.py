@@ -192,6 +192,7 @@ def test_fallback_past_a_committed_checkpoint_on_request_writes_its_output_again
     assert _hidden_files(first.out) == []  # no in-progress leftovers of either run
 
 
+@pytest.mark.slow  # seconds of work without Spark: not in the fast tier
 @pytest.mark.parametrize("allow", [False, True], ids=["refused", "allowed"])
 def test_automatic_recovery_past_a_committed_checkpoint(tmp_path: Path, allow: bool) -> None:
     """A worker dies after the newest retained checkpoint's _metadata was damaged (after its
@@ -409,6 +410,7 @@ def test_restore_with_another_max_parallelism_is_refused(tmp_path: Path) -> None
 # --------------------------------------------------------------------------- crash after restore
 
 
+@pytest.mark.slow  # seconds of work without Spark: not in the fast tier
 def test_crashes_right_after_restores_keep_exactly_once(tmp_path: Path) -> None:
     out = str(tmp_path / "out")
     faults = (
