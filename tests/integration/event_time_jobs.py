@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Iterable
 from typing import Any
 
 from cairn.common import Configuration, Duration, TimestampAssigner, WatermarkStrategy
@@ -119,7 +120,7 @@ def window_job(
     return env
 
 
-def expected_windows(records: int, keys: int, indexes: range | None = None) -> list[str]:
+def expected_windows(records: int, keys: int, indexes: Iterable[int] | None = None) -> list[str]:
     """The golden output of ``WindowCount`` over ``OutOfOrderEvents`` (sorted)."""
     gen = OutOfOrderEvents(keys)
     windows: dict[tuple[str, int], list[int]] = defaultdict(lambda: [0, 0])
@@ -129,3 +130,20 @@ def expected_windows(records: int, keys: int, indexes: range | None = None) -> l
         w[0] += 1
         w[1] += index
     return sorted(f"{k},{s},{c},{t}" for (k, s), (c, t) in windows.items())
+
+
+def windows_of_prefixes(lines: list[str], keys: int, parallelism: int = 2) -> list[str]:
+    """The golden output of a run whose source subtasks each read a prefix of their split.
+
+    Split ``j`` of the generator reads the indexes ``j, j + parallelism, ...`` and a key is
+    ``index % keys``: with ``keys`` a multiple of ``parallelism`` each key belongs to one
+    split, so the counts in ``lines`` say how long each prefix was. ``lines`` equal to the
+    result (sorted) means every window of those records fired once, whole.
+    """
+    assert keys % parallelism == 0
+    read = [0] * parallelism
+    for line in lines:
+        key, _start, count, _sum = line.split(",")
+        read[int(key[1:]) % parallelism] += int(count)
+    indexes = [j + parallelism * n for j in range(parallelism) for n in range(read[j])]
+    return expected_windows(0, keys, indexes)

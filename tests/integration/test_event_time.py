@@ -1,6 +1,7 @@
 """Event time end to end: out-of-order input with bounded disorder through event-time timers,
 under repeated SIGKILL of workers (aligned and unaligned checkpoints), equal to the golden
-output; side outputs; a source that ends early; an idle partition."""
+output; side outputs; a source that ends early; an idle partition; stop-with-savepoint
+without drain (open windows wait for the restored job) and with drain (they all fire)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 from cairn.cli.demo_jobs import read_visible_lines
 from cairn.common import Configuration, Duration, WatermarkStrategy
+from cairn.common.job_status import JobStatus
 from cairn.datastream import KeyedProcessFunction, OutputTag, StreamExecutionEnvironment
 from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
 from tests.integration.event_time_jobs import (
@@ -19,6 +21,7 @@ from tests.integration.event_time_jobs import (
     WindowCount,
     expected_windows,
     window_job,
+    windows_of_prefixes,
 )
 
 RECORDS, KEYS = 60_000, 10
@@ -208,6 +211,15 @@ def test_an_idle_partition_holds_back_no_watermark() -> None:
     assert all(int(line.split(",")[2]) > 0 for line in results)
 
 
+def _first_window(out: str) -> None:
+    import time
+
+    deadline = time.monotonic() + 120
+    while not read_visible_lines(out + "/windows"):
+        assert time.monotonic() < deadline, "no window fired within 120 s"
+        time.sleep(0.1)
+
+
 def test_stop_with_savepoint_fires_no_timers_and_a_restored_job_continues_exactly_once(
     tmp_path: Any,
 ) -> None:
@@ -215,15 +227,10 @@ def test_stop_with_savepoint_fires_no_timers_and_a_restored_job_continues_exactl
     no final watermark fires the windows still open at the savepoint; the job restored from
     it fires each of them once. Before, the stop fired them all, and the restored job fired
     them again (duplicates and partial windows)."""
-    import time
-
     out = str(tmp_path)
     conf = {"cairn.executor": "inprocess"}
     first = window_job(conf, out, records=RECORDS, keys=KEYS, rate=8_000).execute_async("a")
-    deadline = time.monotonic() + 120
-    while not read_visible_lines(out + "/windows"):
-        assert time.monotonic() < deadline, "no window fired within 120 s"
-        time.sleep(0.1)
+    _first_window(out)
     savepoint = first.stop_with_savepoint(False, out + "/savepoint").result(timeout=120)
     first.get_job_execution_result(timeout=120)
     before = read_visible_lines(out + "/windows")
@@ -233,3 +240,31 @@ def test_stop_with_savepoint_fires_no_timers_and_a_restored_job_continues_exactl
     lines = read_visible_lines(out + "/windows")
     assert len(lines) == len(set(lines)), "a window fired twice"
     _check(out)
+
+
+def test_stop_with_drain_fires_every_open_window_before_the_savepoint(tmp_path: Any) -> None:
+    """Flink's ``stop --drain``: the sources send the final watermark ahead of the savepoint's
+    barrier, so every window still open fires, its output is committed with the savepoint,
+    and the job ends FINISHED. The output is the golden one of exactly the records read:
+    each window once and whole (without drain the open ones would be missing). Restored from
+    the drained savepoint (Flink's warning), the job reads every other record exactly once,
+    but windows open at the stop fire a second time with the rest of their records."""
+    import os
+
+    out = str(tmp_path)
+    conf = {"cairn.executor": "inprocess"}
+    client = window_job(conf, out, records=RECORDS, keys=KEYS, rate=8_000).execute_async("a")
+    _first_window(out)
+    savepoint = client.stop_with_savepoint(True, out + "/savepoint").result(timeout=120)
+    assert savepoint == out + "/savepoint" and os.path.exists(savepoint + "/_metadata")
+    assert client.get_job_status() is JobStatus.FINISHED
+    lines = read_visible_lines(out + "/windows")
+    assert len(lines) < len(expected_windows(RECORDS, KEYS)), "stopped before the end"
+    assert sorted(lines) == windows_of_prefixes(lines, KEYS)
+    assert read_visible_lines(out + "/late") == []
+    restored = {**conf, "execution.savepoint.path": savepoint}
+    window_job(restored, out, records=RECORDS, keys=KEYS, rate=None).execute("b")
+    after = read_visible_lines(out + "/windows")
+    assert sum(int(line.split(",")[2]) for line in after) == RECORDS, "each record once"
+    windows = [line.rsplit(",", 2)[0] for line in after]
+    assert len(set(windows)) < len(windows), "drained windows fire again after a restore"

@@ -331,8 +331,6 @@ def test_job_client_savepoints_and_restore_through_the_configuration(tmp_path: P
     with pytest.raises(SavepointRejectedError, match="no target directory given"):
         client.trigger_savepoint().result(timeout=60)
     assert client.trigger_savepoint(str(tmp_path / "sp")).result(timeout=60) == str(tmp_path / "sp")
-    with pytest.raises(ValueError, match="advance_to_end_of_event_time"):
-        client.stop_with_savepoint(True, str(tmp_path / "drained"))
     stopped = client.stop_with_savepoint(False, str(tmp_path / "stop")).result(timeout=120)
     assert stopped == str(tmp_path / "stop")
     assert client.get_job_status() is JobStatus.FINISHED
