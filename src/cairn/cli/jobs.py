@@ -244,8 +244,8 @@ def add_job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "--drain",
         action="store_true",
         help="send the final watermark (MAX_WATERMARK) before the savepoint, so every "
-        "event-time timer and window fires; for a job ended for good (restored, those timers "
-        "and windows are gone)",
+        "event-time timer and window fires; for a job ended for good (a job restored from "
+        "the savepoint finds them already fired)",
     )
     stop.add_argument("-t", "--type", **format_type)  # type: ignore[arg-type]
     stop.add_argument("--timeout", **timeout)  # type: ignore[arg-type]
