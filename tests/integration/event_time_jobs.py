@@ -88,9 +88,10 @@ def window_job(
     unaligned: bool = False,
     restarts: int = 10,
     cost_us: int = 0,
+    window: WindowCount | None = None,
 ) -> StreamExecutionEnvironment:
-    """Out-of-order generator (bounded disorder) -> key_by -> WindowCount -> exactly-once file
-    sink, late records to a second file sink."""
+    """Out-of-order generator (bounded disorder) -> key_by -> WindowCount (or ``window``) ->
+    exactly-once file sink, late records to a second file sink."""
     configuration = Configuration()
     for k, v in conf.items():
         configuration.set_string(k, v)
@@ -109,7 +110,7 @@ def window_job(
         env.from_source(source, strategy, "events")
         .uid("events")
         .key_by(lambda r: r[0])
-        .process(WindowCount(cost_us))
+        .process(window if window is not None else WindowCount(cost_us))
         .name("Window")
         .uid("window-count")
     )
