@@ -244,17 +244,22 @@ def test_stop_with_savepoint_fires_no_timers_and_a_restored_job_continues_exactl
     _check(out)
 
 
-def test_stop_with_drain_fires_every_open_window_before_the_savepoint(tmp_path: Any) -> None:
+@pytest.mark.parametrize("unaligned", [False, True], ids=["aligned", "unaligned"])
+def test_stop_with_drain_fires_every_open_window_before_the_savepoint(
+    tmp_path: Any, unaligned: bool
+) -> None:
     """Flink's ``stop --drain``: the sources send the final watermark ahead of the savepoint's
     barrier, so every window still open fires, its output is committed with the savepoint,
     and the job ends FINISHED. The output is the golden one of exactly the records read:
     each window once and whole (without drain the open ones would be missing). Restored from
     the drained savepoint (Flink's warning), the job reads every other record exactly once,
-    but windows open at the stop fire a second time with the rest of their records."""
-
+    but windows open at the stop fire a second time with the rest of their records. With
+    unaligned checkpoints on the savepoint is still aligned: its barrier follows the final
+    watermark."""
     out = str(tmp_path)
     conf = {"cairn.executor": "inprocess"}
-    client = window_job(conf, out, records=RECORDS, keys=KEYS, rate=8_000).execute_async("a")
+    env = window_job(conf, out, records=RECORDS, keys=KEYS, rate=8_000, unaligned=unaligned)
+    client = env.execute_async("a")
     _first_window(out)
     savepoint = client.stop_with_savepoint(True, out + "/savepoint").result(timeout=120)
     assert savepoint == out + "/savepoint" and os.path.exists(savepoint + "/_metadata")
