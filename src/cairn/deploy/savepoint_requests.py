@@ -218,7 +218,8 @@ class SavepointRequests:
                 log.warning("job %s: stop with savepoint and drain failed: %s", self._job_id, error)
                 control.fail_drained(
                     f"stop with savepoint and drain failed ({error}); the sources had sent the "
-                    "final watermark, so the job restarts from its latest checkpoint"
+                    "final watermark, so the attempt fails: the job restarts from its latest "
+                    "checkpoint if its restart strategy allows"
                 )
             else:
                 log.warning(
