@@ -47,6 +47,10 @@ class CheckpointOptions:
     # barrier until the job master ends its input (savepoint completed) or resumes it (failed).
     terminate: bool = False
     format_type: SavepointFormatType = SavepointFormatType.CANONICAL  # savepoints only
+    # Stop-with-savepoint with drain (Flink's ``--drain``; only with ``terminate``): a source
+    # sends the final watermark (``MAX_WATERMARK``) before this barrier, so every event-time
+    # timer and window fires and its output is in the savepoint's transaction.
+    drain: bool = False
 
     @property
     def is_savepoint(self) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Iterable
 from typing import Any
 
 from cairn.common import Configuration, Duration, TimestampAssigner, WatermarkStrategy
@@ -87,9 +88,10 @@ def window_job(
     unaligned: bool = False,
     restarts: int = 10,
     cost_us: int = 0,
+    window: WindowCount | None = None,
 ) -> StreamExecutionEnvironment:
-    """Out-of-order generator (bounded disorder) -> key_by -> WindowCount -> exactly-once file
-    sink, late records to a second file sink."""
+    """Out-of-order generator (bounded disorder) -> key_by -> WindowCount (or ``window``) ->
+    exactly-once file sink, late records to a second file sink."""
     configuration = Configuration()
     for k, v in conf.items():
         configuration.set_string(k, v)
@@ -108,7 +110,7 @@ def window_job(
         env.from_source(source, strategy, "events")
         .uid("events")
         .key_by(lambda r: r[0])
-        .process(WindowCount(cost_us))
+        .process(window if window is not None else WindowCount(cost_us))
         .name("Window")
         .uid("window-count")
     )
@@ -119,7 +121,7 @@ def window_job(
     return env
 
 
-def expected_windows(records: int, keys: int, indexes: range | None = None) -> list[str]:
+def expected_windows(records: int, keys: int, indexes: Iterable[int] | None = None) -> list[str]:
     """The golden output of ``WindowCount`` over ``OutOfOrderEvents`` (sorted)."""
     gen = OutOfOrderEvents(keys)
     windows: dict[tuple[str, int], list[int]] = defaultdict(lambda: [0, 0])
@@ -129,3 +131,20 @@ def expected_windows(records: int, keys: int, indexes: range | None = None) -> l
         w[0] += 1
         w[1] += index
     return sorted(f"{k},{s},{c},{t}" for (k, s), (c, t) in windows.items())
+
+
+def windows_of_prefixes(lines: list[str], keys: int, parallelism: int = 2) -> list[str]:
+    """The golden output of a run whose source subtasks each read a prefix of their split.
+
+    Split ``j`` of the generator reads the indexes ``j, j + parallelism, ...`` and a key is
+    ``index % keys``: with ``keys`` a multiple of ``parallelism`` each key belongs to one
+    split, so the counts in ``lines`` say how long each prefix was. ``lines`` equal to the
+    result (sorted) means every window of those records fired once, whole.
+    """
+    assert keys % parallelism == 0
+    read = [0] * parallelism
+    for line in lines:
+        key, _start, count, _sum = line.split(",")
+        read[int(key[1:]) % parallelism] += int(count)
+    indexes = [j + parallelism * n for j in range(parallelism) for n in range(read[j])]
+    return expected_windows(0, keys, indexes)

@@ -107,8 +107,8 @@ def test_wrong_token_other_jobs_id_and_bad_input_are_refused_and_the_job_runs_on
     assert status == 404
     status, body = http("POST", f"{url}/jobs/{jid}/savepoints", entry.token, b"{not json")
     assert status == 400 and "not JSON" in body["errors"][0]
-    status, body = http("POST", f"{url}/jobs/{jid}/stop", entry.token, {"drain": True})
-    assert status == 400 and "drain" in body["errors"][0]
+    status, body = http("POST", f"{url}/jobs/{jid}/stop", entry.token, {"drain": "yes"})
+    assert status == 400 and "drain must be true or false" in body["errors"][0]
     for path in ("savepoints", "stop"):
         status, body = http("POST", f"{url}/jobs/{jid}/{path}", entry.token, {"formatType": "zip"})
         assert status == 400 and "formatType must be CANONICAL or NATIVE" in body["errors"][0]
@@ -142,6 +142,21 @@ def test_savepoint_operation_and_its_failure_in_flinks_shape(
     assert answer["status"]["id"] == "COMPLETED"
     assert cause["class"] == "SavepointTargetExistsError"
     assert job.get_job_status() is JobStatus.RUNNING
+
+
+def test_stop_with_drain_is_accepted_and_ends_the_job_finished(
+    job: JobClient, tmp_path: Path
+) -> None:
+    """Flink's ``POST /jobs/:jobid/stop`` with ``"drain": true``: the final watermark, then the
+    savepoint; the operation gives its path and the job ends FINISHED."""
+    endpoint = JobEndpoint.find(job.get_job_id())
+    jid, target = job.get_job_id(), str(tmp_path / "drained")
+    trigger = endpoint.request(
+        "POST", f"/jobs/{jid}/stop", {"targetDirectory": target, "drain": True}
+    )
+    assert endpoint.wait_for_operation(trigger["request-id"], 120) == target
+    assert (tmp_path / "drained" / "_metadata").exists()
+    assert job.wait_for_status(JobStatus.FINISHED, 60)
 
 
 def test_cancel_through_the_endpoint_ends_the_job_and_its_registry_entry(job: JobClient) -> None:

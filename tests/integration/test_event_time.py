@@ -1,17 +1,23 @@
 """Event time end to end: out-of-order input with bounded disorder through event-time timers,
 under repeated SIGKILL of workers (aligned and unaligned checkpoints), equal to the golden
-output; side outputs; a source that ends early; an idle partition."""
+output; side outputs; a source that ends early; an idle partition; stop-with-savepoint
+without drain (open windows wait for the restored job) and with drain (they all fire)."""
 
 from __future__ import annotations
 
+import os
+import time
 from typing import Any
 
 import pytest
 
+from cairn.checkpoint.errors import CheckpointFailedError
 from cairn.cli.demo_jobs import read_visible_lines
 from cairn.common import Configuration, Duration, WatermarkStrategy
+from cairn.common.job_status import JobStatus
 from cairn.datastream import KeyedProcessFunction, OutputTag, StreamExecutionEnvironment
 from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
+from cairn.events import MAX_WATERMARK
 from tests.integration.event_time_jobs import (
     DISORDER_MS,
     EventTime,
@@ -19,6 +25,7 @@ from tests.integration.event_time_jobs import (
     WindowCount,
     expected_windows,
     window_job,
+    windows_of_prefixes,
 )
 
 RECORDS, KEYS = 60_000, 10
@@ -208,6 +215,13 @@ def test_an_idle_partition_holds_back_no_watermark() -> None:
     assert all(int(line.split(",")[2]) > 0 for line in results)
 
 
+def _first_window(out: str) -> None:
+    deadline = time.monotonic() + 120
+    while not read_visible_lines(out + "/windows"):
+        assert time.monotonic() < deadline, "no window fired within 120 s"
+        time.sleep(0.1)
+
+
 def test_stop_with_savepoint_fires_no_timers_and_a_restored_job_continues_exactly_once(
     tmp_path: Any,
 ) -> None:
@@ -215,15 +229,10 @@ def test_stop_with_savepoint_fires_no_timers_and_a_restored_job_continues_exactl
     no final watermark fires the windows still open at the savepoint; the job restored from
     it fires each of them once. Before, the stop fired them all, and the restored job fired
     them again (duplicates and partial windows)."""
-    import time
-
     out = str(tmp_path)
     conf = {"cairn.executor": "inprocess"}
     first = window_job(conf, out, records=RECORDS, keys=KEYS, rate=8_000).execute_async("a")
-    deadline = time.monotonic() + 120
-    while not read_visible_lines(out + "/windows"):
-        assert time.monotonic() < deadline, "no window fired within 120 s"
-        time.sleep(0.1)
+    _first_window(out)
     savepoint = first.stop_with_savepoint(False, out + "/savepoint").result(timeout=120)
     first.get_job_execution_result(timeout=120)
     before = read_visible_lines(out + "/windows")
@@ -232,4 +241,78 @@ def test_stop_with_savepoint_fires_no_timers_and_a_restored_job_continues_exactl
     window_job(restored, out, records=RECORDS, keys=KEYS, rate=None).execute("b")
     lines = read_visible_lines(out + "/windows")
     assert len(lines) == len(set(lines)), "a window fired twice"
+    _check(out)
+
+
+@pytest.mark.parametrize("unaligned", [False, True], ids=["aligned", "unaligned"])
+def test_stop_with_drain_fires_every_open_window_before_the_savepoint(
+    tmp_path: Any, unaligned: bool
+) -> None:
+    """Flink's ``stop --drain``: the sources send the final watermark ahead of the savepoint's
+    barrier, so every window still open fires, its output is committed with the savepoint,
+    and the job ends FINISHED. The output is the golden one of exactly the records read:
+    each window once and whole (without drain the open ones would be missing). Restored from
+    the drained savepoint (Flink's warning), the job reads every other record exactly once,
+    but windows open at the stop fire a second time with the rest of their records. With
+    unaligned checkpoints on the savepoint is still aligned: its barrier follows the final
+    watermark."""
+    out = str(tmp_path)
+    conf = {"cairn.executor": "inprocess"}
+    env = window_job(conf, out, records=RECORDS, keys=KEYS, rate=8_000, unaligned=unaligned)
+    client = env.execute_async("a")
+    _first_window(out)
+    savepoint = client.stop_with_savepoint(True, out + "/savepoint").result(timeout=120)
+    assert savepoint == out + "/savepoint" and os.path.exists(savepoint + "/_metadata")
+    assert client.get_job_status() is JobStatus.FINISHED
+    lines = read_visible_lines(out + "/windows")
+    assert len(lines) < len(expected_windows(RECORDS, KEYS)), "stopped before the end"
+    assert sorted(lines) == windows_of_prefixes(lines, KEYS)
+    assert read_visible_lines(out + "/late") == []
+    restored = {**conf, "execution.savepoint.path": savepoint}
+    window_job(restored, out, records=RECORDS, keys=KEYS, rate=None).execute("b")
+    after = read_visible_lines(out + "/windows")
+    assert sum(int(line.split(",")[2]) for line in after) == RECORDS, "each record once"
+    windows = [line.rsplit(",", 2)[0] for line in after]
+    assert len(set(windows)) < len(windows), "drained windows fire again after a restore"
+
+
+class _SlowOnDrain(WindowCount):
+    """Window counts whose first timer at the final watermark takes longer than the
+    checkpoint timeout (once: ``marker`` is created then), so the savepoint of the first
+    drained stop expires. (The function reaches each attempt pickled by value: the marker
+    is a file.)"""
+
+    def __init__(self, marker: str) -> None:
+        super().__init__()
+        self.marker = marker
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Any:
+        at_the_end = ctx.timer_service().current_watermark() == MAX_WATERMARK
+        if at_the_end and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            time.sleep(2.5)
+        return super().on_timer(timestamp, ctx)
+
+
+@pytest.mark.slow
+def test_a_failed_drained_stop_restarts_from_the_latest_checkpoint_exactly_once(
+    tmp_path: Any,
+) -> None:
+    """The final watermark of a drained stop cannot be taken back: when its savepoint fails
+    (here it expires), the sources do not resume as after a failed stop without drain; the
+    attempt fails and the job restarts from its latest checkpoint. What the drain fired was
+    never committed, so the job, run on to its end, has the golden output, each window once."""
+    out, marker = str(tmp_path), str(tmp_path / "slowed")
+    conf = {"cairn.executor": "inprocess", "execution.checkpointing.timeout": "1500 ms"}
+    window = _SlowOnDrain(marker)
+    env = window_job(conf, out, records=RECORDS, keys=KEYS, rate=8_000, window=window)
+    client = env.execute_async("a")
+    _first_window(out)
+    stop = client.stop_with_savepoint(True, out + "/savepoint")
+    with pytest.raises(CheckpointFailedError, match="CHECKPOINT_EXPIRED"):
+        stop.result(timeout=120)
+    client.get_job_execution_result(timeout=240)
+    assert os.path.exists(marker), "the drain reached the window operator"
+    assert client.job_master.restarts == 1 and client.get_job_status() is JobStatus.FINISHED
+    assert not os.path.exists(out + "/savepoint/_metadata")
     _check(out)

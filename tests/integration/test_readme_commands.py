@@ -68,6 +68,7 @@ LIST = "cairn list"
 LIST_WEB = "cairn list --web"  # run by tests/integration/test_doctor.py
 SAVEPOINT = "cairn savepoint <job-id> /tmp/savepoints/before-upgrade"
 STOP = "cairn stop --savepoint-path /tmp/savepoints/v1 <job-id>"
+STOP_DRAIN = "cairn stop --drain --savepoint-path /tmp/savepoints/final <job-id>"
 RUN_SAVEPOINT = "cairn run -p 3 -s /tmp/savepoints/v1 job.py"
 CANCEL = "cairn cancel <job-id>"
 DISPOSE = "cairn savepoint --dispose /tmp/savepoints/before-upgrade"
@@ -91,6 +92,7 @@ COMMANDS = frozenset(
         LIST_WEB,
         SAVEPOINT,
         STOP,
+        STOP_DRAIN,
         RUN_SAVEPOINT,
         CANCEL,
         DISPOSE,

@@ -9,7 +9,8 @@ three runs every key's sequence continues with no gap and no repeat, and the exa
 file sink holds the golden output. Bad input on the way (an existing target, an unknown or
 finished job, a savepoint whose operator uid the new job lacks, a disposed savepoint) is one
 line each, and the running job goes on. A savepoint under backpressure with unaligned
-checkpoints on is aligned and has no in-flight data.
+checkpoints on is aligned and has no in-flight data. ``cairn stop --drain`` of an event-time
+window job fires every open window into the savepoint: each window's result exactly once.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import pytest
 from cairn.checkpoint.storage import load_checkpoint
 from cairn.cli.demo_jobs import check_sequence_lines, read_visible_lines
 from cairn.common.job_status import JobStatus
+from tests.integration.event_time_jobs import expected_windows, windows_of_prefixes
 from tests.integration.jobs import backpressured_job, expected_lines, sequence_job
 from tests.integration.test_readme_commands import (
     CANCEL,
@@ -36,12 +38,15 @@ from tests.integration.test_readme_commands import (
     RUN_SAVEPOINT,
     SAVEPOINT,
     STOP,
+    STOP_DRAIN,
     cairn_argv,
     readme_line,
     subprocess_env,
 )
 
 SCRIPT = str(Path(__file__).with_name("savepoint_job.py"))
+DRAIN_SCRIPT = str(Path(__file__).with_name("drain_job.py"))
+REPO_ROOT = Path(__file__).resolve().parents[2]
 RECORDS, KEYS = 300_000, 100
 RATE = 15_000  # records/s: the first two runs stop long before the end
 
@@ -75,15 +80,19 @@ def start_job(env: dict[str, str], log: Path, *args: str | Path) -> subprocess.P
 
 
 def listed_job(
-    env: dict[str, str], exclude: set[str], job: subprocess.Popen[bytes], log: Path
+    env: dict[str, str],
+    exclude: set[str],
+    job: subprocess.Popen[bytes],
+    log: Path,
+    name: str = "savepoint-job",
 ) -> str:
-    """The id of the RUNNING job `cairn list` shows that is not in ``exclude``."""
+    """The id of the RUNNING job ``name`` `cairn list` shows that is not in ``exclude``."""
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         assert job.poll() is None, log.read_text()
         listing = readme(env, LIST, timeout=30)
         assert listing.returncode == 0, listing.stderr
-        rows = re.findall(r" : ([0-9a-f]{32}) : savepoint-job \(RUNNING\) http", listing.stdout)
+        rows = re.findall(rf" : ([0-9a-f]{{32}}) : {name} \(RUNNING\) http", listing.stdout)
         for jid in rows:
             if jid not in exclude:
                 return jid
@@ -266,6 +275,41 @@ def test_cancel_from_another_process(tmp_path: Path) -> None:
 
 @pytest.mark.spark
 @pytest.mark.timeout(600)
+def test_stop_with_drain_from_another_process_fires_every_window_exactly_once(
+    tmp_path: Path,
+) -> None:
+    """Flink's ``stop --drain`` on real local Spark: the sources send the final watermark
+    ahead of the savepoint's barrier, so every window open at the stop fires, the exactly-once
+    file sink commits all of them with the savepoint, and the job ends FINISHED. The output is
+    the golden one of exactly the records the sources read: every window once, whole."""
+    env = subprocess_env(tmp_path)  # the workers import the job's classes from the repository
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env["PYTHONPATH"]])
+    out, log = tmp_path / "out", tmp_path / "run.log"
+    records, keys = 300_000, 10  # 10,000 records/s: the stop comes long before the end
+    job = start_job(env, log, DRAIN_SCRIPT, out, records, keys, 10_000)
+    try:
+        jid = listed_job(env, set(), job, log, name="drain-job")
+        wait_for_lines(out / "windows", 0, job, log)
+        savepoints = tmp_path / "savepoints"
+        stopped = readme(env, STOP_DRAIN, **{"<job-id>": jid, "/tmp/savepoints": str(savepoints)})
+        assert stopped.returncode == 0, stopped.stderr
+        assert job.wait(timeout=120) == 0, log.read_text()
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert f'Draining job "{jid}" with a savepoint.' in stopped.stderr
+    assert f"Savepoint completed. Path: {savepoints / 'final'}" in stopped.stdout
+    assert f"Job {jid} FINISHED." in stopped.stdout
+    assert (savepoints / "final" / "_metadata").exists()
+    lines = read_visible_lines(str(out / "windows"))
+    assert len(lines) == len(set(lines)), "a window's result is in the output twice"
+    assert len(lines) < len(expected_windows(records, keys)), "stopped before the end"
+    assert sorted(lines) == windows_of_prefixes(lines, keys)
+    assert read_visible_lines(str(out / "late")) == []
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(600)
 def test_savepoint_under_backpressure_with_unaligned_checkpoints_is_aligned(
     spark: Any, tmp_path: Path
 ) -> None:
@@ -331,8 +375,6 @@ def test_job_client_savepoints_and_restore_through_the_configuration(tmp_path: P
     with pytest.raises(SavepointRejectedError, match="no target directory given"):
         client.trigger_savepoint().result(timeout=60)
     assert client.trigger_savepoint(str(tmp_path / "sp")).result(timeout=60) == str(tmp_path / "sp")
-    with pytest.raises(ValueError, match="advance_to_end_of_event_time"):
-        client.stop_with_savepoint(True, str(tmp_path / "drained"))
     stopped = client.stop_with_savepoint(False, str(tmp_path / "stop")).result(timeout=120)
     assert stopped == str(tmp_path / "stop")
     assert client.get_job_status() is JobStatus.FINISHED

@@ -696,9 +696,12 @@ def test_stop_with_savepoint_is_announced_so_sinks_commit_it(root: str, tmp_path
     h = make(root, interval_ms=-1)
     future = h.coord.trigger_savepoint(str(tmp_path / "sp"), terminate=True)
     assert h.gateway.barriers[-1].options.terminate
+    assert not h.gateway.barriers[-1].options.drain
     h.ack_all(1)
     assert future.result(timeout=0).is_savepoint
     assert h.gateway.completed == [1]
+    h.coord.trigger_savepoint(str(tmp_path / "sp2"), terminate=True, drain=True)
+    assert h.gateway.barriers[-1].options.drain  # sources send the final watermark first
 
 
 def test_queued_savepoints_fail_on_failover_and_shutdown(root: str, tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
 """Savepoint and stop requests: refused with the reason, started on the master's thread, a
-stop ending the sources only after its savepoint completed, every future answered once."""
+stop ending the sources only after its savepoint completed, every future answered once; a
+failed stop resumes the sources, a failed drained one fails the attempt."""
 
 from __future__ import annotations
 
@@ -25,15 +26,21 @@ class Attempt:
     savepoints: list[Future[CompletedCheckpoint]] = field(default_factory=list)
     calls: list[str] = field(default_factory=list)
     formats: list[SavepointFormatType] = field(default_factory=list)
+    drains: list[bool] = field(default_factory=list)
 
     def refusal(self) -> str | None:
         return self.refused
 
     def start(
-        self, target_dir: str, terminate: bool, format_type: SavepointFormatType
+        self,
+        target_dir: str,
+        terminate: bool,
+        format_type: SavepointFormatType,
+        drain: bool = False,
     ) -> Future[CompletedCheckpoint]:
         self.started.append((target_dir, terminate))
         self.formats.append(format_type)
+        self.drains.append(drain)
         self.savepoints.append(Future())
         return self.savepoints[-1]
 
@@ -42,6 +49,9 @@ class Attempt:
 
     def resume_sources(self) -> None:
         self.calls.append("resume sources")
+
+    def fail_drained(self, reason: str) -> None:
+        self.calls.append(f"fail attempt: {reason}")
 
 
 def completed(directory: str) -> CompletedCheckpoint:
@@ -110,6 +120,34 @@ def test_a_failed_stop_resumes_the_sources_and_the_job_goes_on() -> None:
     again = requests.stop("/sp/again")  # not stopping any more: a new stop may start
     requests.run(attempt)
     assert attempt.started[-1] == ("/sp/again", True) and not again.savepoint.done()
+
+
+def test_a_drained_stop_asks_for_drain_and_ends_like_any_stop() -> None:
+    requests, attempt = SavepointRequests("job-1", None), Attempt()
+    requests.trigger("/sp/a")
+    stop = requests.stop("/sp/final", drain=True)
+    requests.run(attempt)
+    assert attempt.started == [("/sp/a", False), ("/sp/final", True)]
+    assert attempt.drains == [False, True], "only the stop drains"
+    attempt.savepoints[1].set_result(completed("/sp/final"))
+    assert attempt.calls == ["end sources"]
+    requests.close(JobStatus.FINISHED)
+    assert stop.finished.result(timeout=0) == "/sp/final"
+
+
+def test_a_failed_drained_stop_fails_the_attempt_instead_of_resuming_the_sources() -> None:
+    """The final watermark already went out: records read after a resume would all be late,
+    so the attempt fails (and restarts from its latest checkpoint), as Flink's tasks do."""
+    requests, attempt = SavepointRequests("job-1", None), Attempt()
+    stop = requests.stop("/sp/final", drain=True)
+    requests.run(attempt)
+    attempt.savepoints[0].set_exception(CheckpointFailedError(4, "CHECKPOINT_EXPIRED", "slow"))
+    [call] = attempt.calls
+    assert call.startswith("fail attempt: stop with savepoint and drain failed")
+    assert "CHECKPOINT_EXPIRED" in call and "restarts from its latest checkpoint" in call
+    for future in (stop.savepoint, stop.finished):
+        with pytest.raises(CheckpointFailedError, match="CHECKPOINT_EXPIRED"):
+            future.result(timeout=0)
 
 
 def test_requests_after_the_end_are_refused_with_the_final_status() -> None:

@@ -16,6 +16,7 @@ from cairn.events import (
     AlignmentMode,
     CheckpointBarrier,
     CheckpointOptions,
+    CheckpointType,
     EndOfPartition,
     Watermark,
 )
@@ -201,14 +202,15 @@ def test_a_sliced_stamped_batch_keeps_timestamps_for_the_rest_put_back() -> None
     assert op.seen == [("a", 1), ("b", 2), ("c", 3)]
 
 
-def test_a_source_task_sends_the_final_watermark_before_it_reports_the_end() -> None:
+def _number_source_task(end: int) -> tuple[StreamTask, InputChannel, StubServices]:
+    """A source task of ``NumberSequenceSource(1, end)`` (no watermarks but the final one)."""
     node = OperatorNode(
         "src",
         "src",
         1,
         "source",
         None,
-        NumberSequenceSource(1, 3),
+        NumberSequenceSource(1, end),
         1,
         128,
         False,
@@ -247,7 +249,29 @@ def test_a_source_task_sends_the_final_watermark_before_it_reports_the_end() -> 
     )
     src.initialize_state(None)
     src.open()
+    return task, downstream, services
+
+
+def test_a_source_task_sends_the_final_watermark_before_it_reports_the_end() -> None:
+    task, downstream, services = _number_source_task(3)
     while task.run_once():
         pass
     assert list(downstream.queue) == [[1, 2, 3], Watermark(MAX_WATERMARK)]
     assert any(isinstance(m, SourceExhausted) for m in services.sent)
+
+
+def test_a_drained_stop_sends_the_final_watermark_ahead_of_its_barrier() -> None:
+    """Stop-with-savepoint with drain (Flink's ``--drain``): ``MAX_WATERMARK`` goes out
+    behind the records and ahead of the savepoint's barrier, so every downstream timer fires
+    before the savepoint; without drain no watermark precedes the barrier. Either way the
+    source reads nothing after the barrier."""
+    for drain in (False, True):
+        task, downstream, _ = _number_source_task(1 << 20)
+        assert task.run_once()
+        options = CheckpointOptions(CheckpointType.SAVEPOINT, terminate=True, drain=drain)
+        barrier = CheckpointBarrier(CheckpointId(1), 0, options)
+        task.trigger_source_checkpoint(barrier)
+        assert not task.run_once() and task.source_suspended
+        final = [Watermark(MAX_WATERMARK)] if drain else []
+        assert type(downstream.queue[0]) is list, "the records come first"
+        assert [e for e in downstream.queue if type(e) is not list] == [*final, barrier]

@@ -84,6 +84,7 @@ class _SavepointRequest:
     terminate: bool  # stop-with-savepoint: sinks commit it, the job master then ends sources
     future: Future[CompletedCheckpoint]
     format_type: SavepointFormatType = SavepointFormatType.CANONICAL
+    drain: bool = False  # with terminate: sources send the final watermark before the barrier
 
 
 class CheckpointCoordinator:
@@ -264,6 +265,7 @@ class CheckpointCoordinator:
         target_dir: str,
         terminate: bool = False,
         format_type: SavepointFormatType = SavepointFormatType.CANONICAL,
+        drain: bool = False,
     ) -> Future[CompletedCheckpoint]:
         """Trigger an aligned savepoint written to ``target_dir`` (which must not hold one).
 
@@ -277,7 +279,8 @@ class CheckpointCoordinator:
 
         ``terminate`` (stop-with-savepoint): sources emit nothing after its barrier, and its
         completion is announced to the tasks (sinks commit), as the job ends after it.
-        ``format_type``: how keyed state is written (``SavepointFormatType``).
+        ``format_type``: how keyed state is written (``SavepointFormatType``). ``drain`` (with
+        ``terminate``): sources send the final watermark before its barrier.
         """
         future: Future[CompletedCheckpoint] = Future()
         if self._shut_down:
@@ -288,7 +291,7 @@ class CheckpointCoordinator:
         except (FileExistsError, OSError) as e:
             future.set_exception(e)
             return future
-        self._queued.append(_SavepointRequest(target_dir, terminate, future, format_type))
+        self._queued.append(_SavepointRequest(target_dir, terminate, future, format_type, drain))
         self._start_queued_savepoint()
         return future
 
@@ -304,6 +307,7 @@ class CheckpointCoordinator:
             savepoint=True,
             terminate=request.terminate,
             format_type=request.format_type,
+            drain=request.drain,
         )
         self._trigger(self._next_id, options)
 

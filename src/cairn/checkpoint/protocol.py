@@ -423,6 +423,7 @@ def checkpoint_options(
     savepoint: bool = False,
     terminate: bool = False,
     format_type: SavepointFormatType = SavepointFormatType.CANONICAL,
+    drain: bool = False,
 ) -> CheckpointOptions:
     """Options carried by the barriers of a checkpoint (savepoints are always aligned).
 
@@ -435,7 +436,7 @@ def checkpoint_options(
     """
     if savepoint:
         return CheckpointOptions(
-            CheckpointType.SAVEPOINT, AlignmentMode.ALIGNED, None, terminate, format_type
+            CheckpointType.SAVEPOINT, AlignmentMode.ALIGNED, None, terminate, format_type, drain
         )
     if settings.mode is AlignmentMode.AT_LEAST_ONCE:
         return CheckpointOptions(CheckpointType.CHECKPOINT, AlignmentMode.AT_LEAST_ONCE, None)

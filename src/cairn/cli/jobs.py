@@ -88,17 +88,18 @@ def cmd_savepoint(args: argparse.Namespace) -> int:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    """``cairn stop --savepoint-path <dir> <job-id>``: stop-with-savepoint, then wait until
-    the job ended."""
+    """``cairn stop [--drain] --savepoint-path <dir> <job-id>``: stop-with-savepoint (with
+    ``--drain``: the sources send the final watermark first), then wait until the job ended."""
     from cairn.rest.client import JobControlError, JobEndpoint
 
     endpoint = JobEndpoint.find(args.job_id)
     path = _absolute(args.savepoint_path) if args.savepoint_path else None
-    _progress(f'Suspending job "{args.job_id}" with a savepoint.')
+    verb = "Draining" if args.drain else "Suspending"  # Flink's words
+    _progress(f'{verb} job "{args.job_id}" with a savepoint.')
     trigger = endpoint.request(
         "POST",
         f"/jobs/{args.job_id}/stop",
-        {"targetDirectory": path, "drain": False, "formatType": args.type.upper()},
+        {"targetDirectory": path, "drain": args.drain, "formatType": args.type.upper()},
     )
     location = endpoint.wait_for_operation(trigger["request-id"], args.timeout)
     print(f"Savepoint completed. Path: {location}")
@@ -237,6 +238,14 @@ def add_job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         metavar="DIR",
         help="the savepoint's (new) directory; default: a new directory under "
         "execution.checkpointing.savepoint-dir",
+    )
+    stop.add_argument(
+        "-d",
+        "--drain",
+        action="store_true",
+        help="send the final watermark (MAX_WATERMARK) before the savepoint, so every "
+        "event-time timer and window fires; for a job ended for good (a job restored from "
+        "the savepoint finds them already fired)",
     )
     stop.add_argument("-t", "--type", **format_type)  # type: ignore[arg-type]
     stop.add_argument("--timeout", **timeout)  # type: ignore[arg-type]

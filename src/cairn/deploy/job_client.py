@@ -113,20 +113,24 @@ class JobClient:
         nothing after its barrier, sinks commit it, and the job ends FINISHED; ``.result()``
         gives the savepoint's directory once it has. If the savepoint fails the job runs on.
 
-        ``advance_to_end_of_event_time`` (drain) must be False: Cairn has no event time
-        (watermarks and event-time timers) to advance.
+        ``advance_to_end_of_event_time`` (Flink's ``--drain``): the sources first send the
+        final watermark (``MAX_WATERMARK``), so every event-time timer and window fires and
+        its output is in the savepoint (and committed) before the job ends. Use it when the
+        job is ended for good: a job restored from a drained savepoint has those timers and
+        windows already fired. If a drained stop fails, the job restarts from its latest
+        checkpoint (its restart strategy permitting), as event time cannot be taken back.
 
         Example::
 
             path = client.stop_with_savepoint(False, "/savepoints/v1").result(timeout=120)
             assert client.get_job_status() is JobStatus.FINISHED
+            # the last run of a job: every open window fires first
+            client.stop_with_savepoint(True, "/savepoints/final").result(timeout=120)
         """
-        if advance_to_end_of_event_time:
-            raise ValueError(
-                "stop_with_savepoint(advance_to_end_of_event_time=True) is not supported: "
-                "Cairn has no event time (watermarks, event-time timers) to advance; pass False"
-            )
-        return self._master.stop_with_savepoint(savepoint_directory, format_type).finished
+        stop = self._master.stop_with_savepoint(
+            savepoint_directory, format_type, drain=advance_to_end_of_event_time
+        )
+        return stop.finished
 
     def get_job_execution_result(self, timeout: float | None = None) -> JobExecutionResult:
         """Wait for the job to end; raise ``JobExecutionError`` if it failed."""

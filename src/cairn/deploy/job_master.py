@@ -27,13 +27,13 @@ from cairn.checkpoint.coordinator import CheckpointCoordinator
 from cairn.checkpoint.errors import CheckpointError
 from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.checkpoint.messages import TaskAcknowledgement, TaskDecline, TaskKey
-from cairn.checkpoint.metadata import CompletedCheckpoint
 from cairn.checkpoint.protocol import FallbackRule
 from cairn.checkpoint.restore import check_restore_compatible
 from cairn.checkpoint.storage import CheckpointStorage
 from cairn.common.job_status import JobStatus
 from cairn.datastream.connectors.base import commits_on_checkpoints
 from cairn.deploy import protocol as p
+from cairn.deploy.attempt_control import AttemptSavepointControl, FailAttempt, Stopped
 from cairn.deploy.control_server import ConnectionLost, ControlServer, Envelope
 from cairn.deploy.executors import Deployment, Executor
 from cairn.deploy.lifecycle import AttemptEnd, AttemptOutcome, transition
@@ -168,10 +168,13 @@ class JobMaster:
         self,
         target_dir: str | None = None,
         format_type: SavepointFormatType = SavepointFormatType.CANONICAL,
+        drain: bool = False,
     ) -> StopWithSavepoint:
         """Stop with a savepoint: sources emit nothing after its barrier, sinks commit it,
-        the sources end and the job ends FINISHED; if it fails, the job runs on."""
-        return self._savepoints.stop(target_dir, format_type)
+        the sources end and the job ends FINISHED; if it fails, the job runs on. ``drain``:
+        the sources first send the final watermark (every event-time timer fires before the
+        savepoint); if a drained stop fails, the attempt fails (and restarts)."""
+        return self._savepoints.stop(target_dir, format_type, drain)
 
     def run(self) -> None:
         try:
@@ -369,7 +372,9 @@ class JobMaster:
         inbox = self._server.inbox
         deadline = time.monotonic() + REGISTRATION_TIMEOUT_S
         peers_sent = False
-        savepoints = _SavepointControl(self, state)
+        savepoints = AttemptSavepointControl(
+            self, self._server, state.attempt, lambda: state.final_checkpoint_from is not None
+        )
         while True:
             if self._cancel.is_set():
                 return _CANCELLED
@@ -455,9 +460,9 @@ class JobMaster:
                         "process died or was killed"
                     )
                 )
-        elif isinstance(msg, _FailJob):
+        elif isinstance(msg, FailAttempt):
             return AttemptOutcome.failed(RuntimeError(msg.reason))
-        elif isinstance(msg, _Stopped):
+        elif isinstance(msg, Stopped):
             return _FINISHED
         return None
 
@@ -502,55 +507,7 @@ class JobMaster:
     def _fail_current(self, reason: str) -> None:
         state = self._state
         if state is not None:
-            self._server.inbox.put(Envelope(state.attempt, -1, _FailJob(reason)))
-
-
-@dataclass(frozen=True)
-class _FailJob:
-    reason: str
-
-
-@dataclass(frozen=True)
-class _Stopped:
-    """A stop-with-savepoint completed and its sinks were told to commit: the attempt ends
-    FINISHED now, its tasks shut down without ending their input (no drain)."""
-
-
-class _SavepointControl:
-    """What savepoint requests may do to the running attempt (on the job master's thread)."""
-
-    def __init__(self, master: JobMaster, state: _AttemptState) -> None:
-        self._m = master
-        self._state = state
-
-    def refusal(self) -> str | None:
-        m = self._m
-        if m.status is not JobStatus.RUNNING:
-            return f"job {m.job_id} is {m.status.name}, not RUNNING: no savepoint can be taken"
-        if not m.settings.checkpoint.enabled:
-            return (
-                f"job {m.job_id} has checkpointing disabled; savepoints need it "
-                "(env.enable_checkpointing(...) or execution.checkpointing.interval)"
-            )
-        if self._state.final_checkpoint_from is not None:
-            return f"job {m.job_id} is finishing: its sources have ended"
-        return None
-
-    def start(
-        self, target_dir: str, terminate: bool, format_type: SavepointFormatType
-    ) -> Future[CompletedCheckpoint]:
-        return self._m.coordinator.trigger_savepoint(target_dir, terminate, format_type)
-
-    def end_sources(self) -> None:
-        """After a stop's savepoint (no drain, as in Flink): the tasks shut down without
-        ending their input, so no final watermark fires event-time timers or windows whose
-        output the savepoint does not cover; the sinks already committed it (the completion
-        notice went out first, and each worker takes control messages in order)."""
-        self._m.coordinator.stop_periodic()
-        self._m._server.inbox.put(Envelope(self._state.attempt, -1, _Stopped()))
-
-    def resume_sources(self) -> None:
-        self._m._server.broadcast(self._state.attempt, p.ResumeSources())
+            self._server.inbox.put(Envelope(state.attempt, -1, FailAttempt(reason)))
 
 
 class _Gateway:

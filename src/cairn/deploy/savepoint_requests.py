@@ -6,7 +6,8 @@ with the reason it failed (``CheckpointFailedError``, ``SavepointTargetExistsErr
 why none could start (``SavepointRejectedError``: not running, checkpointing disabled,
 finishing, another stop in progress, no directory, the job ended). A stop ends the sources
 only after its savepoint completed (and was announced, so sinks committed it); if it failed,
-the sources go on and so does the job.
+the sources go on and so does the job, unless it drained: its final watermark already went
+out, so the attempt fails (and restarts from its latest checkpoint), as in Flink.
 """
 
 from __future__ import annotations
@@ -45,7 +46,11 @@ class SavepointControl(Protocol):
         ...
 
     def start(
-        self, target_dir: str, terminate: bool, format_type: SavepointFormatType
+        self,
+        target_dir: str,
+        terminate: bool,
+        format_type: SavepointFormatType,
+        drain: bool = False,
     ) -> Future[CompletedCheckpoint]: ...
 
     def end_sources(self) -> None:
@@ -54,6 +59,11 @@ class SavepointControl(Protocol):
 
     def resume_sources(self) -> None:
         """A stop's savepoint failed: the suspended sources go on."""
+        ...
+
+    def fail_drained(self, reason: str) -> None:
+        """A drained stop's savepoint failed: the sources sent the final watermark, so the
+        job cannot go on as it was; fail the attempt (the restart strategy decides)."""
         ...
 
 
@@ -79,16 +89,20 @@ class SavepointRequests:
         target_dir: str | None,
         format_type: SavepointFormatType = SavepointFormatType.CANONICAL,
     ) -> Future[str]:
-        return self._submit(lambda control: self._start(control, target_dir, None, format_type))
+        return self._submit(
+            lambda control: self._start(control, target_dir, None, format_type, False)
+        )
 
     def stop(
         self,
         target_dir: str | None,
         format_type: SavepointFormatType = SavepointFormatType.CANONICAL,
+        drain: bool = False,
     ) -> StopWithSavepoint:
+        """Stop with a savepoint; ``drain``: the sources send the final watermark first."""
         finished: Future[str] = Future()
         savepoint = self._submit(
-            lambda control: self._start(control, target_dir, finished, format_type)
+            lambda control: self._start(control, target_dir, finished, format_type, drain)
         )
 
         def failed(f: Future[str]) -> None:
@@ -155,6 +169,7 @@ class SavepointRequests:
         target: str | None,
         stop: Future[str] | None,
         format_type: SavepointFormatType,
+        drain: bool,
     ) -> Future[str]:
         refusal = control.refusal()
         if refusal is None and self._stopping:
@@ -162,20 +177,21 @@ class SavepointRequests:
         if refusal is not None:
             raise SavepointRejectedError(refusal)
         directory = target or self._default_dir()
+        what = "savepoint" if stop is None else "stop with savepoint"
         log.info(
             "job %s: %s (%s) to %s",
             self._job_id,
-            "savepoint" if stop is None else "stop with savepoint",
+            what + (" and drain" if drain else ""),
             format_type.name,
             directory,
         )
-        savepoint = control.start(directory, stop is not None, format_type)
+        savepoint = control.start(directory, stop is not None, format_type, drain)
         path: Future[str] = Future()
         if stop is None:
             savepoint.add_done_callback(lambda f: _forward_path(f, path))
         else:
             self._stopping = True
-            savepoint.add_done_callback(lambda f: self._stop_done(control, f, path, stop))
+            savepoint.add_done_callback(lambda f: self._stop_done(control, f, path, stop, drain))
         return path
 
     def _default_dir(self) -> str:
@@ -193,14 +209,23 @@ class SavepointRequests:
         done: Future[CompletedCheckpoint],
         path: Future[str],
         stop: Future[str],
+        drain: bool,
     ) -> None:
         error = done.exception()
         if error is not None:
             self._stopping = False
-            log.warning(
-                "job %s: stop with savepoint failed, the job goes on: %s", self._job_id, error
-            )
-            control.resume_sources()
+            if drain:
+                log.warning("job %s: stop with savepoint and drain failed: %s", self._job_id, error)
+                control.fail_drained(
+                    f"stop with savepoint and drain failed ({error}); the sources had sent the "
+                    "final watermark, so the attempt fails: the job restarts from its latest "
+                    "checkpoint if its restart strategy allows"
+                )
+            else:
+                log.warning(
+                    "job %s: stop with savepoint failed, the job goes on: %s", self._job_id, error
+                )
+                control.resume_sources()
             path.set_exception(error)
             return
         directory = done.result().directory

@@ -455,13 +455,13 @@ class RestEndpoint:
             body = await self._body(request)
             target = self._target(body, "targetDirectory")
             format_type = self._format_type(body)
+            drain = body.get("drain", False)  # Flink's: the final watermark before the barrier
+            if not isinstance(drain, bool):
+                raise _BadRequest(f"drain must be true or false, got {drain!r}")
         except _BadRequest as e:
             return _error(400, str(e))
-        if body.get("drain") is True:
-            return _error(
-                400, "drain is not supported: Cairn has no event time to advance; send false"
-            )
-        trigger_id = self._remember(self._master.stop_with_savepoint(target, format_type).savepoint)
+        stop = self._master.stop_with_savepoint(target, format_type, drain=drain)
+        trigger_id = self._remember(stop.savepoint)
         self._unfetched.add(trigger_id)
         return _json(views.trigger_accepted(trigger_id), 202)
 

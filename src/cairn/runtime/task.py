@@ -8,7 +8,8 @@ except barriers its barrier handler lets overtake; it only moves entries: the ha
 two input batches. Watermarks of the input channels go through the task's valve (their minimum
 over active channels) into the head operator, from operator to operator down the chain, and
 out on every output channel; a source task sends the final watermark when its input ends,
-before it reports the end, so every event-time timer fires before the final checkpoint.
+before it reports the end, so every event-time timer fires before the final checkpoint, and
+ahead of the barrier of a stop-with-savepoint with drain, so they fire before the savepoint.
 """
 
 from __future__ import annotations
@@ -479,14 +480,19 @@ class StreamTask:
         if self.finished:
             return
         head = self.head
+        drain = barrier.options.drain and not self.source_exhausted  # (exhausted: sent it)
         if isinstance(head, SourceFunctionOperator):
             with head.checkpoint_lock:
                 pending = head.poll(1 << 30)
                 if pending:
                     self.records_in += len(pending)
                     self._emit_from_source(pending)
+                if drain:
+                    head.end_of_event_time()
                 self.checkpoints.checkpoint_state(barrier)
         else:
+            if drain:  # the final watermark goes ahead of the barrier: every timer fires
+                head.end_of_event_time()
             self.checkpoints.checkpoint_state(barrier)
         if barrier.options.terminate:  # nothing may follow a stop-with-savepoint's barrier
             self.source_suspended = True
