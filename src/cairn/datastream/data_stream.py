@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, NoReturn, overload
 
 from cairn.common.arguments import require_int
 from cairn.common.typeinfo import TypeInformation, Types
@@ -308,6 +308,14 @@ class DataStream(_OperatorSetters):
             tag_id=output_tag.tag_id,
         )
         return DataStream(side, self._env)
+
+    def cache(self) -> NoReturn:
+        """PyFlink caches a bounded stream's result in BATCH mode only; Cairn runs STREAMING
+        jobs only, so this fails as the job is defined."""
+        raise TypeError(
+            "cache() is not supported: Flink caches intermediate results of bounded streams in "
+            "BATCH execution mode only, and Cairn runs every job in STREAMING mode"
+        )
 
     def window_all(self, window_assigner: WindowAssigner) -> AllWindowedStream:
         """Windows over the whole stream, computed by one subtask (parallelism 1)."""
