@@ -43,7 +43,9 @@ def test_from_collection_with_row_types_gives_rows_with_field_names() -> None:
     named = Types.ROW_NAMED(["word", "count"], [Types.STRING(), Types.INT()])
     out = env.from_collection([("flink", 1), {"word": "spark", "count": 2}], named)
     rows = out.execute_and_collect(limit=2)
-    assert rows == [Row("flink", 1), Row("spark", 2)]
+    word_count = Row("word", "count")  # a factory of rows with these names, in this order
+    assert rows == [word_count("flink", 1), word_count("spark", 2)]
+    assert rows[0] != Row("flink", 1), "as in PyFlink, field names take part in equality"
     first = rows[0]
     assert isinstance(first, Row) and first.word == "flink" and first["count"] == 1
     assert first[0] == "flink" and first.as_dict() == {"word": "flink", "count": 1}
@@ -91,6 +93,18 @@ def test_elements_that_do_not_fit_the_type_fail_when_the_job_is_defined(
     with pytest.raises(TypeError) as info:
         _env().from_collection(elements, type_info)
     assert message in str(info.value)
+
+
+def test_row_follows_pyflink_names_sorted_equality_and_repr() -> None:
+    person = Row(name="Alice", age=11)
+    assert person.get_field_names() == ["age", "name"] and person[0] == 11
+    assert repr(person) == "Row(age=11, name='Alice')" and repr(Row(1, "a")) == "<Row(1, 'a')>"
+    factory = Row("name", "age")
+    assert factory("Alice", 11).as_dict() == {"name": "Alice", "age": 11}
+    assert Row(1, "a") == Row(1, "a") and Row(1, "a") != Row(1, "b")
+    deleted = Row(1, "a")
+    deleted.set_row_kind(RowKind.DELETE)
+    assert deleted != Row(1, "a") and str(deleted.get_row_kind()) == "-D"
 
 
 # ------------------------------------------------------------ sum / min / max / min_by / max_by
