@@ -112,8 +112,8 @@ BAD_RECORD_JOBS: dict[str, tuple[Callable[[DataStream], DataStream], list[str]]]
     "flat-map-result": (
         lambda ds: ds.flat_map(lambda r: len(r) if r == "bad" else [r]),
         [
-            "TypeError: FlatMap: the function must yield its outputs or return an iterable",
-            "got int",
+            "TypeError: FlatMap: <lambda> (test_bad_input.py:",
+            "returned 3 (int), not an iterable: yield each output",
         ],
     ),
     "filter": (

@@ -1,4 +1,5 @@
-"""Operators end to end: partitioners, union, timers, CheckpointedFunction, print."""
+"""Operators end to end: partitioners (also ``partition_custom`` across worker processes),
+union, timers, CheckpointedFunction, print."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from cairn.datastream.functions import (
     CheckpointedFunction,
     KeyedProcessFunction,
     MapFunction,
+    Partitioner,
     SourceFunction,
 )
 from cairn.datastream.state import ListStateDescriptor, ValueStateDescriptor
@@ -36,6 +38,29 @@ def test_partitioners_and_union_deliver_every_record(executor_conf: dict[str, st
     merged = a.rebalance().map(lambda x: x).union(b.shuffle().map(lambda x: x))
     out = list(merged.key_by(lambda x: x % 7).map(lambda x: x * 2).execute_and_collect())
     assert sorted(out) == [x * 2 for x in range(600)]
+
+
+class _ByFirstLetter(Partitioner):
+    def partition(self, key: str, num_partitions: int) -> int:
+        return "abc".index(key[0]) % num_partitions
+
+
+class _Subtask(MapFunction):
+    def open(self, runtime_context: Any) -> None:
+        self.index = runtime_context.get_index_of_this_subtask()
+
+    def map(self, value: str) -> tuple[int, str]:
+        return (self.index, value)
+
+
+@pytest.mark.spark
+def test_partition_custom_routes_records_between_spark_workers(spark: Any) -> None:
+    env = _env({"cairn.executor": "spark", "cairn.workers": "3"}, parallelism=3)
+    words = [f"{letter}{i}" for i in range(200) for letter in "abc"]
+    routed = env.from_collection(words).partition_custom(_ByFirstLetter(), lambda w: w)
+    out = list(routed.map(_Subtask()).execute_and_collect())
+    # The source runs in worker 0; the words for subtasks 1 and 2 crossed the network.
+    assert sorted(out) == sorted(("abc".index(w[0]), w) for w in words)
 
 
 def test_broadcast_reaches_every_subtask(inprocess_conf: dict[str, str]) -> None:

@@ -43,6 +43,7 @@ DATASTREAM = {
     "KeyedStream",
     "MapFunction",
     "OutputTag",
+    "Partitioner",
     "ProcessAllWindowFunction",
     "ProcessFunction",
     "ProcessWindowFunction",

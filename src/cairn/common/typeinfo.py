@@ -1,8 +1,11 @@
 """Type information with PyFlink's names (``pyflink.common.typeinfo``).
 
-Invariant: Cairn ships Python objects with cloudpickle, so a ``TypeInformation`` is only a hint:
-it is stored on the plan, compared and printed, never used to convert or check records. The one
-place it matters is resolving field names (``ROW_NAMED``) for ``KeyedStream.sum("field")``.
+Invariant: Cairn ships Python objects with cloudpickle, so a ``TypeInformation`` is a hint on
+the plan, never checked on the record path. Where PyFlink's types change values, Cairn does the
+same once, when the job is defined: ``from_collection(elements, type_info)`` converts and checks
+the elements (``cairn.common.type_conversion``: tuples become ``Row``s under ``ROW``...);
+``project`` needs a ``TUPLE`` type; ``print`` formats by type as Java would; ``ROW_NAMED`` names
+tuple fields for ``KeyedStream.sum("field")``.
 
 >>> Types.ROW_NAMED(["word", "count"], [Types.STRING(), Types.INT()])
 RowTypeInfo(word: String, count: Integer)

@@ -1,14 +1,18 @@
 """``Row`` and ``RowKind`` with PyFlink's names (``pyflink.common.types``).
 
-Invariant: a ``Row`` is a mutable, picklable sequence of values with optional field names;
-two rows are equal when their kinds and values are equal (field names are not compared, as in
-PyFlink).
+Invariant: a ``Row`` is a mutable, picklable sequence of values with optional field names,
+with PyFlink's semantics: named arguments make fields sorted by name; two rows are equal when
+their kinds, values and field names (or both having none) are equal.
 
 >>> r = Row(word="flink", count=2)
+>>> r
+Row(count=2, word='flink')
 >>> r.word, r[1], r["count"]
-('flink', 2, 2)
+('flink', 'flink', 2)
 >>> r.as_dict()
-{'word': 'flink', 'count': 2}
+{'count': 2, 'word': 'flink'}
+>>> Row(1, "a"), Row(1, "a") == Row(f0=1, f1="a")
+(<Row(1, 'a')>, False)
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ _SHORT = {
 
 
 class Row:
-    """A fixed-length row: ``Row(1, "a")`` or ``Row(id=1, name="a")``.
+    """A fixed-length row: ``Row(1, "a")`` or ``Row(id=1, name="a")`` (fields sorted by name).
 
     A row of names only works as a factory, as in PyFlink:
 
@@ -58,8 +62,9 @@ class Row:
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         if args and kwargs:
             raise ValueError("Row accepts positional values or named values, not both")
-        self._fields: list[str] | None = list(kwargs) if kwargs else None
-        self._values: list[Any] = list(kwargs.values()) if kwargs else list(args)
+        names = sorted(kwargs)
+        self._fields: list[str] | None = names if kwargs else None
+        self._values: list[Any] = [kwargs[n] for n in names] if kwargs else list(args)
         self._row_kind = RowKind.INSERT
 
     def __call__(self, *args: Any) -> Row:
@@ -150,7 +155,11 @@ class Row:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Row):
             return NotImplemented
-        return self._row_kind == other._row_kind and self._values == other._values
+        return (
+            self._row_kind == other._row_kind
+            and self._fields == other._fields
+            and self._values == other._values
+        )
 
     def __hash__(self) -> int:
         return hash((self._row_kind, tuple(self._values)))
@@ -158,6 +167,5 @@ class Row:
     def __repr__(self) -> str:
         if self._fields is not None:
             body = ", ".join(f"{k}={v!r}" for k, v in zip(self._fields, self._values, strict=True))
-        else:
-            body = ", ".join(repr(v) for v in self._values)
-        return f"Row({body})"
+            return f"Row({body})"
+        return "<Row(" + ", ".join(repr(v) for v in self._values) + ")>"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, NoReturn, overload
 
 from cairn.common.arguments import require_int
 from cairn.common.typeinfo import TypeInformation, Types
@@ -28,11 +28,14 @@ from cairn.datastream.functions import (
     FlatMapFunction,
     KeySelector,
     MapFunction,
+    Partitioner,
     ProcessFunction,
     SinkFunction,
 )
 from cairn.datastream.output_tag import OutputTag
+from cairn.datastream.partitioning import CustomPartitioning
 from cairn.datastream.print_sink import PrintSinkFunction
+from cairn.datastream.projection import Projection
 from cairn.graph.chaining import CHAINING_OPTION
 from cairn.graph.transformations import (
     OneInputTransformation,
@@ -110,6 +113,18 @@ class _OperatorSetters:
         if not isinstance(uid, str) or not uid.strip():
             raise ValueError(f"uids must be non-empty strings, got {uid!r}")
         self._physical("uid()").uid = uid
+        return self
+
+    def set_uid_hash(self, uid_hash: str) -> Any:
+        """Flink's user-provided JobVertexID (32 hex characters). Accepted here, refused when
+        the job is submitted: Cairn stores and matches operator state by ``uid()``, there is
+        no hashed id to override (and no Flink state to match); use ``uid()``."""
+        if not isinstance(uid_hash, str) or len(uid_hash) != 32 or not _is_hex(uid_hash):
+            raise ValueError(
+                "Node hash must be a 32 character String that describes a hex code. Found: "
+                f"{uid_hash!r}"
+            )
+        self._physical("set_uid_hash()").uid_hash = uid_hash
         return self
 
     def set_parallelism(self, parallelism: int) -> Any:
@@ -294,6 +309,14 @@ class DataStream(_OperatorSetters):
         )
         return DataStream(side, self._env)
 
+    def cache(self) -> NoReturn:
+        """PyFlink caches a bounded stream's result in BATCH mode only; Cairn runs STREAMING
+        jobs only, so this fails as the job is defined."""
+        raise TypeError(
+            "cache() is not supported: Flink caches intermediate results of bounded streams in "
+            "BATCH execution mode only, and Cairn runs every job in STREAMING mode"
+        )
+
     def window_all(self, window_assigner: WindowAssigner) -> AllWindowedStream:
         """Windows over the whole stream, computed by one subtask (parallelism 1)."""
         from cairn.datastream.windowed_stream import AllWindowedStream
@@ -347,14 +370,50 @@ class DataStream(_OperatorSetters):
         )
         return DataStream(t, self._env)
 
-    def _partition(self, name: str, kind: PartitionKind) -> DataStream:
+    def _partition(self, name: str, kind: PartitionKind, key_selector: Any = None) -> DataStream:
         t = PartitionTransformation(
             name=name,
             inputs=[self._transformation],
             output_type=self._transformation.output_type,
             partition=kind,
+            key_selector=key_selector,
         )
         return DataStream(t, self._env)
+
+    def partition_custom(
+        self,
+        partitioner: Partitioner | Callable[[Any, int], int],
+        key_selector: KeySelector | Callable[[Any], Any],
+    ) -> DataStream:
+        """Send each record to the subtask ``partitioner.partition(key, num_partitions)``
+        names for its ``key_selector`` key (``num_partitions``: the next operator's
+        parallelism). The next operator is not keyed (no keyed state), as in Flink.
+
+        >>> from cairn.datastream import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> ds = env.from_collection([1, 2]).partition_custom(lambda k, n: k % n, lambda x: x)
+        >>> ds.get_transformation().partition.value
+        'custom'
+        """
+        return self._partition(
+            "Partition", PartitionKind.CUSTOM, CustomPartitioning(partitioner, key_selector)
+        )
+
+    def project(self, *field_indexes: int) -> DataStream:
+        """Keep the tuple fields at ``field_indexes``, in that order; only for streams typed
+        ``Types.TUPLE`` (the result is typed with the kept fields).
+
+        >>> from cairn.common import Types
+        >>> from cairn.datastream import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> pairs = env.from_collection([("a", 1)], Types.TUPLE([Types.STRING(), Types.INT()]))
+        >>> pairs.project(1, 0).get_type()
+        TupleTypeInfo(Integer, String)
+        """
+        projection = Projection.of(self._transformation.output_type, field_indexes)
+        projected = self.map(projection, projection.output_type)
+        projected.name("Projection")
+        return projected
 
     def shuffle(self) -> DataStream:
         """Send each record to a uniformly random downstream subtask."""
@@ -428,11 +487,11 @@ class DataStream(_OperatorSetters):
         return self._sink("Sink", OperatorSpec(OperatorKind.SINK, sink))
 
     def print(self, sink_identifier: str | None = None) -> DataStreamSink:
-        """Write every record to stdout, prefixed ``"<id>:<subtask>> "`` like Flink."""
-        return self._sink(
-            "Print to Std. Out",
-            OperatorSpec(OperatorKind.SINK_FUNCTION, PrintSinkFunction(sink_identifier)),
-        )
+        """Write every record to stdout as PyFlink does: ``"<subtask+1>> value"`` when the sink
+        runs at parallelism > 1, the value alone at 1 (``"<id>:<subtask+1>> "`` / ``"<id>> "``
+        with an identifier); rows as ``+I[a,1]``, typed tuples as Java's ``(a,1)``."""
+        sink = PrintSinkFunction(sink_identifier, type_info=self._transformation.output_type)
+        return self._sink("Print to Std. Out", OperatorSpec(OperatorKind.SINK_FUNCTION, sink))
 
     def execute_and_collect(
         self, job_execution_name: str | None = None, limit: int | None = None
@@ -505,6 +564,10 @@ class CloseableIterator(Iterator[Any]):
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _is_hex(text: str) -> bool:
+    return all(c in "0123456789abcdefABCDEF" for c in text)
 
 
 def _check_function(func: Any, expected: type) -> None:

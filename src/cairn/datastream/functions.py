@@ -72,6 +72,7 @@ __all__ = [
     "MapFunction",
     "MetricGroup",
     "OperatorStateStore",
+    "Partitioner",
     "ProcessAllWindowFunction",
     "ProcessFunction",
     "ProcessWindowFunction",
@@ -143,6 +144,20 @@ class KeySelector(Function):
 
     def __call__(self, value: Any) -> Any:
         return self.get_key(value)
+
+
+class Partitioner(Function):
+    """Chooses the downstream subtask of a key (``ds.partition_custom(partitioner, selector)``).
+
+    >>> class Modulo(Partitioner):
+    ...     def partition(self, key, num_partitions): return key % num_partitions
+    >>> Modulo().partition(7, 3)
+    1
+    """
+
+    @abstractmethod
+    def partition(self, key: Any, num_partitions: int) -> int:
+        """A partition in ``[0, num_partitions)`` for ``key``."""
 
 
 class ProcessFunction(Function, Generic[IN, OUT]):

@@ -120,6 +120,7 @@ def prepare_job(
         )
     transformations = reachable(sinks)
     check_unique_uids(transformations)
+    check_no_uid_hash(transformations)
     check_serializable(transformations)
 
     checkpoint = checkpoint_settings_from(resolved, storage_options)
@@ -272,6 +273,19 @@ def check_unique_uids(transformations: Iterable[Transformation]) -> None:
                 f"Duplicate uid {t.uid!r}: used by operator {first.name!r} (id {first.id}) and "
                 f"operator {t.name!r} (id {t.id}). Uids must be unique within a job: state in "
                 "checkpoints and savepoints is stored per uid."
+            )
+
+
+def check_no_uid_hash(transformations: Iterable[Transformation]) -> None:
+    """``set_uid_hash`` is Flink's override of an operator's hashed JobVertexID; Cairn has no
+    hashed ids (state is stored and matched by uid), so a job using it fails here, named."""
+    for t in transformations:
+        if t.uid_hash is not None:
+            raise JobSubmissionError(
+                f"set_uid_hash({t.uid_hash!r}) on operator {t.name!r} (id {t.id}) is not "
+                "supported: Cairn stores and matches operator state by uid, with no hashed "
+                "operator id to override (Flink savepoints do not restore into Cairn anyway). "
+                "Remove set_uid_hash() and give the operator .uid(...)."
             )
 
 

@@ -144,6 +144,9 @@ class KeyedStream(DataStream):
     def uid(self, uid: str) -> NoReturn:
         self._unsupported("Set uid")
 
+    def set_uid_hash(self, uid_hash: str) -> NoReturn:
+        self._unsupported("Set uid hash")
+
     def force_non_parallel(self) -> NoReturn:
         self._unsupported("Set force non-parallel")
 
@@ -175,4 +178,7 @@ class KeyedStream(DataStream):
         self._fixed_partitioning()
 
     def global_(self) -> NoReturn:
+        self._fixed_partitioning()
+
+    def partition_custom(self, partitioner: Any, key_selector: Any) -> NoReturn:
         self._fixed_partitioning()

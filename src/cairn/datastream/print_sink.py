@@ -2,7 +2,10 @@
 
 Invariant: output lines follow Flink's ``PrintSinkOutputWriter``: ``"<id>:<subtask+1>> "``
 prefix when parallelism > 1, ``"<id>> "`` with an identifier only, no prefix otherwise; every
-line is flushed at once. Not fault tolerant: records replayed after a restore print again.
+line is flushed at once. Values print as in PyFlink: rows as ``+I[a,1]``; a value of a declared
+Java-side type (``Types.TUPLE``, ``BOOLEAN``, ``LIST``, ``MAP``) as Java's ``toString``; an
+undeclared (pickled) one as ``str(value)``. Not fault tolerant: records replayed after a
+restore print again.
 """
 
 from __future__ import annotations
@@ -10,6 +13,16 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from cairn.common.typeinfo import (
+    BasicArrayTypeInfo,
+    ListTypeInfo,
+    MapTypeInfo,
+    ObjectArrayTypeInfo,
+    PickledBytesTypeInfo,
+    PrimitiveArrayTypeInfo,
+    TupleTypeInfo,
+    TypeInformation,
+)
 from cairn.common.types import Row
 from cairn.datastream.functions import RuntimeContext, SinkFunction
 
@@ -30,17 +43,58 @@ def format_print_prefix(sink_identifier: str | None, subtask_index: int, paralle
     return prefix + "> " if prefix else ""
 
 
-def format_record(value: Any) -> str:
-    """PyFlink's text of a record: rows as ``+I[a,1]``, everything else ``str(value)``."""
+def format_record(value: Any, type_info: TypeInformation | None = None) -> str:
+    """PyFlink's text of a record: rows as ``+I[a,1]``; with a declared type, Java's
+    ``toString`` of the value; else ``str(value)``.
+
+    >>> from cairn.common.typeinfo import Types
+    >>> format_record(Row("a", 1)), format_record(("a", 1))
+    ('+I[a,1]', "('a', 1)")
+    >>> format_record(("a", True), Types.TUPLE([Types.STRING(), Types.BOOLEAN()]))
+    '(a,true)'
+    >>> format_record({"k": ["x"]}, Types.MAP(Types.STRING(), Types.LIST(Types.STRING())))
+    '{k=[x]}'
+    """
     if isinstance(value, Row):
         return f"{value.get_row_kind()}[{','.join(str(v) for v in value)}]"
+    if type_info is None or isinstance(type_info, PickledBytesTypeInfo):
+        return str(value)  # PyFlink maps pickled values to str() before printing
+    return _java_text(value, type_info)
+
+
+def _java_text(value: Any, type_info: TypeInformation | None) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, Row):
+        return format_record(value)
+    if isinstance(type_info, TupleTypeInfo) and isinstance(value, tuple | list):
+        fields = zip(value, type_info.field_types, strict=False)
+        return "(" + ",".join(_java_text(v, t) for v, t in fields) + ")"
+    if isinstance(
+        type_info, ListTypeInfo | ObjectArrayTypeInfo | BasicArrayTypeInfo | PrimitiveArrayTypeInfo
+    ):
+        return "[" + ", ".join(_java_text(v, type_info.element_type) for v in value) + "]"
+    if isinstance(type_info, MapTypeInfo) and isinstance(value, dict):
+        pairs = (
+            f"{_java_text(k, type_info.key_type)}={_java_text(v, type_info.value_type)}"
+            for k, v in value.items()
+        )
+        return "{" + ", ".join(pairs) + "}"
+    if isinstance(value, bool):
+        return "true" if value else "false"
     return str(value)
 
 
 class PrintSinkFunction(SinkFunction):
-    def __init__(self, sink_identifier: str | None = None, stderr: bool = False) -> None:
+    def __init__(
+        self,
+        sink_identifier: str | None = None,
+        stderr: bool = False,
+        type_info: TypeInformation | None = None,
+    ) -> None:
         self.sink_identifier = sink_identifier
         self.stderr = stderr
+        self.type_info = type_info
         self._prefix = format_print_prefix(sink_identifier, 0, 1)
 
     def open(self, runtime_context: RuntimeContext) -> None:
@@ -53,7 +107,7 @@ class PrintSinkFunction(SinkFunction):
     def invoke(self, value: Any, context: SinkFunction.Context | None = None) -> None:
         # Looked up per call (not stored) so redirected streams (pytest capsys) are honoured.
         stream = sys.stderr if self.stderr else sys.stdout
-        stream.write(self._prefix + format_record(value) + "\n")
+        stream.write(self._prefix + format_record(value, self.type_info) + "\n")
         stream.flush()
 
     def __repr__(self) -> str:

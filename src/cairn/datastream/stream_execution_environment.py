@@ -24,6 +24,7 @@ from cairn.common.configuration import Configuration
 from cairn.common.execution_config import ExecutionConfig
 from cairn.common.job_execution_result import JobExecutionResult
 from cairn.common.restart_strategy import RestartStrategyConfiguration
+from cairn.common.type_conversion import convert_elements
 from cairn.common.typeinfo import TypeInformation
 from cairn.common.watermark_strategy import WatermarkStrategy
 from cairn.datastream.checkpoint_config import CheckpointConfig
@@ -241,7 +242,17 @@ class StreamExecutionEnvironment:
         self, collection: Iterable[Any], type_info: TypeInformation | None = None
     ) -> DataStream:
         """A bounded, non-parallel source of the given elements, in order (exactly-once: the
-        position is checkpointed). Elements must pickle."""
+        position is checkpointed). Elements must pickle. With ``type_info`` the elements are
+        converted as PyFlink does (``Types.ROW``/``ROW_NAMED``: ``Row``s with the type's field
+        names; ``Types.TUPLE``: tuples...), and one that does not fit fails here, by index.
+
+        >>> from cairn.common import Types
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> env.from_collection([("a", 1)], Types.ROW([Types.STRING(), Types.INT()])).get_type()
+        RowTypeInfo(f0: String, f1: Integer)
+        """
+        if type_info is not None:
+            collection = convert_elements(collection, type_info)
         source = CollectionSource(collection)
         t = SourceTransformation(
             name="Collection Source",

@@ -270,11 +270,12 @@ def _resolve_virtual(
         return
     if len(t.inputs) != 1:
         raise JobGraphError(f"{t.describe()} must have exactly one input, has {len(t.inputs)}")
-    if t.partition is PartitionKind.HASH and t.key_selector is None:
+    keyed = t.partition in (PartitionKind.HASH, PartitionKind.CUSTOM)
+    if keyed and t.key_selector is None:
         raise JobGraphError(f"{t.describe()} partitions by key but has no key selector")
     # Walking from the consumer outwards: the partitioning closest to the consumer wins.
     if partitioning is None:
-        key = t.key_selector if t.partition is PartitionKind.HASH else None
+        key = t.key_selector if keyed else None
         partitioning = (t.partition, key)
     yield from _resolve_virtual(t.inputs[0], partitioning, path, tag)
 

@@ -46,6 +46,9 @@ class PartitionKind(enum.Enum):
     HASH = "hash"  # key_by: key group of the key decides the channel
     GLOBAL = "global"  # everything to subtask 0
     RESCALE = "rescale"
+    # partition_custom: the edge's key selector is a ``CustomPartitioning`` whose
+    # ``channel(record, n)`` names the channel (the user's Partitioner on the record's key).
+    CUSTOM = "custom"
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,8 @@ class Transformation:
     id: int = field(default_factory=lambda: next(_ids))
     # Operators whose parallelism the user fixed (or that are inherently non-parallel).
     parallelism_fixed: bool = False
+    # set_uid_hash(): recorded so that submission can refuse it by name (state is per uid).
+    uid_hash: str | None = None
 
     def describe(self) -> str:
         return f"{type(self).__name__}({self.name!r}, id={self.id})"

@@ -8,7 +8,8 @@ partly filled on a buffer timeout only when the channel can send it at once. Tim
 with their records: once a ``StampedBatch`` came through, the writer keeps every pending list
 stamped (records without a timestamp get ``None``), so plain batches cost one type check.
 A writer of a side output (``output_tag``) ignores the main output (``emit``) and takes the
-records of its tag (``emit_side``).
+records of its tag (``emit_side``). A custom partitioning (``partition_custom``) is asked for
+every record's channel, also when there is one channel.
 """
 
 from __future__ import annotations
@@ -72,6 +73,21 @@ class RecordWriter:
                 self._flush_full()
 
             self.emit: Callable[[list[Any]], None] = emit_hash
+        elif partition is PartitionKind.CUSTOM:
+            if key_selector is None:
+                raise ValueError("custom partitioning needs its partitioner and key selector")
+            choose = key_selector.channel  # type: ignore[attr-defined]
+
+            def emit_custom(records: list[Any]) -> None:
+                if type(records) is not list or self._stamped:
+                    self._emit_stamped(records)
+                    return
+                pending = self._pending
+                for r in records:
+                    pending[choose(r, n)].append(r)
+                self._flush_full()
+
+            self.emit = emit_custom
         elif partition is PartitionKind.FORWARD or n == 1 or partition is PartitionKind.GLOBAL:
             self.emit = self._emit_single
         elif partition is PartitionKind.BROADCAST:
@@ -160,6 +176,12 @@ class RecordWriter:
                 c = table[key_group(selector(r))]
                 appends[c](r)
                 stamp_appends[c](t)
+        elif partition is PartitionKind.CUSTOM:
+            choose = self._selector.channel  # type: ignore[union-attr]
+            for r, t in zip(records, stamps, strict=True):
+                p = pending[choose(r, n)]
+                p.append(r)
+                p.timestamps.append(t)
         elif partition is PartitionKind.BROADCAST:
             for p in pending:
                 p.extend(records)

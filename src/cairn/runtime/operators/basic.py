@@ -9,6 +9,8 @@ the job reads it (``get_side_output``), else the pair stays in the main output, 
 
 from __future__ import annotations
 
+import os
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -18,28 +20,88 @@ from cairn.runtime.operators.base import Output
 from cairn.runtime.operators.user_function import UserFunctionOperator, resolve_method
 
 
-def extend_with_result(out: list[Any], result: Any, operator_name: str) -> None:
-    """Append what a flat_map/process call produced: a generator, an iterable, or None."""
+def extend_with_result(
+    out: list[Any], result: Any, operator_name: str, function: Any = None
+) -> None:
+    """Append what a flat_map/process/on_timer call produced: a generator, an iterable, or None.
+
+    A result that is not iterable fails naming the operator, the function and the value; a
+    ``TypeError`` the function's own generator raises while yielding passes unchanged.
+
+    >>> out = []
+    >>> extend_with_result(out, (x * 2 for x in (1, 2)), "FlatMap"); out
+    [2, 4]
+    >>> def to_int(value): return int(value)
+    >>> extend_with_result(out, to_int("3"), "FlatMap", to_int)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    TypeError: FlatMap: to_int() returned 3 (int), not an iterable: yield each output (...)
+    """
     if result is None:
         return
     try:
         out.extend(result)
-    except TypeError as exc:
-        raise TypeError(
-            f"{operator_name}: the function must yield its outputs or return an iterable "
-            f"(or None), got {type(result).__name__}"
-        ) from exc
+    except TypeError:
+        error = not_iterable_error(result, operator_name, function)
+        if error is None:
+            raise  # raised inside the function's generator: its own error
+        raise error from None
+
+
+def not_iterable_error(result: Any, operator_name: str, function: Any) -> TypeError | None:
+    """The error for a function that returned ``result`` where outputs were expected, or
+    ``None`` when ``result`` is iterable (a ``TypeError`` came from elsewhere)."""
+    try:
+        iter(result)
+    except TypeError:
+        pass
+    else:
+        return None
+    shown = repr(result)
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    return TypeError(
+        f"{operator_name}: {function_name(function)} returned {shown} "
+        f"({type(result).__name__}), not an iterable: yield each output (or return a list of "
+        "them, or None)"
+    )
+
+
+def function_name(function: Any) -> str:
+    """``Class.method()``, ``name()`` or ``<lambda> (file:line)`` of a user function.
+
+    >>> class Split:
+    ...     def flat_map(self, value): ...
+    >>> function_name(Split().flat_map), function_name(len), function_name(None)
+    ('Split.flat_map()', 'len()', 'the function')
+    """
+    if function is None:
+        return "the function"
+    owner = getattr(function, "__self__", None)
+    name = getattr(function, "__name__", None)
+    if name is None:  # a callable object
+        return f"{type(function).__name__}()"
+    if owner is not None and not isinstance(owner, type | types.ModuleType):
+        return f"{type(owner).__name__}.{name}()"
+    code = getattr(function, "__code__", None)
+    if name == "<lambda>" and code is not None:
+        return f"<lambda> ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
+    return f"{name}()"
 
 
 def flat_map_stamped(
-    records: StampedBatch, call: Callable[[Any, int | None], Any], name: str
+    records: StampedBatch,
+    call: Callable[[Any, int | None], Any],
+    name: str,
+    function: Any = None,
 ) -> tuple[list[Any], list[int | None]]:
-    """Outputs of ``call(record, timestamp)`` for each record, each with its input's timestamp."""
+    """Outputs of ``call(record, timestamp)`` for each record, each with its input's timestamp
+    (``function``: the user function ``call`` wraps, named in errors)."""
     out: list[Any] = []
     stamps: list[int | None] = []
     for r, t in zip(records, records.timestamps, strict=True):
         n = len(out)
-        extend_with_result(out, call(r, t), name)
+        extend_with_result(out, call(r, t), name, function)
         if len(out) > n:
             stamps.extend([t] * (len(out) - n))
     return out, stamps
@@ -122,13 +184,13 @@ class FlatMapOperator(UserFunctionOperator):
         f = self._flat_map
         name = self.name
         if type(records) is StampedBatch:
-            out, stamps = flat_map_stamped(records, lambda r, _t: f(r), name)
+            out, stamps = flat_map_stamped(records, lambda r, _t: f(r), name, f)
             if out:
                 self.output(stamp(out, stamps))
             return
         out = []
         for r in records:
-            extend_with_result(out, f(r), name)
+            extend_with_result(out, f(r), name, f)
         if out:
             self.output(out)
 
@@ -183,11 +245,11 @@ class ProcessOperator(UserFunctionOperator):
                 ctx._timestamp = t
                 return f(r, ctx)
 
-            out, stamps = flat_map_stamped(records, call, name)
+            out, stamps = flat_map_stamped(records, call, name, f)
             ctx._timestamp = None
             emit_results(self.output, self.side_outputs, out, stamps)
             return
         plain: list[Any] = []
         for r in records:
-            extend_with_result(plain, f(r, ctx), name)
+            extend_with_result(plain, f(r, ctx), name, f)
         emit_results(self.output, self.side_outputs, plain, None)

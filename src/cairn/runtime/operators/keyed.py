@@ -2,13 +2,18 @@
 
 Invariant: a keyed operator only sees records whose key group belongs to its subtask (the
 upstream hash partitioner guarantees it), so every state access hits this subtask's backend;
-timers fire with their key set as the current key. Event-time timers fire when a watermark
-reaches them, earliest first, before the watermark is passed on; what they emit carries the
-timer's timestamp (processing-time timers emit records without one, as in Flink).
+timers fire with their key set as the current key. Timers of a domain fire in timestamp order
+across keys, one timestamp at a time (Flink's ``InternalTimerServiceImpl``: a priority queue
+over ``(timestamp, key)``), so a timer that a firing timer registers or deletes is honoured in
+order: event-time timers when a watermark reaches them, before the watermark is passed on;
+processing-time timers when the task's clock passes them (the task polls ``next_timer_ms``
+once per loop). What event-time timers emit carries the timer's timestamp (processing-time
+timers emit records without one, as in Flink).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from cairn.datastream.state import ValueStateDescriptor
@@ -16,7 +21,12 @@ from cairn.datastream.time_domain import TimeDomain
 from cairn.graph.job_graph import OperatorNode
 from cairn.graph.transformations import OperatorKind
 from cairn.runtime.eventtime.stamped import StampedBatch, stamp
-from cairn.runtime.operators.basic import emit_results, extend_with_result, flat_map_stamped
+from cairn.runtime.operators.basic import (
+    emit_results,
+    extend_with_result,
+    flat_map_stamped,
+    not_iterable_error,
+)
 from cairn.runtime.operators.user_function import UserFunctionOperator, resolve_method
 from cairn.state.api import KeyedStateBackend
 
@@ -69,19 +79,29 @@ class _KeyedContext:
 
 
 class KeyedOperatorBase(UserFunctionOperator):
+    """Keyed state and timers; a subclass whose function has ``on_timer`` sets ``_on_timer``
+    in ``open`` (timers of a function without one are dropped when due)."""
+
     def __init__(self, node: OperatorNode) -> None:
         super().__init__(node)
         if node.spec is None or node.spec.key_selector is None:
             raise ValueError(f"keyed operator {node.name!r} has no key selector")
         self.key_selector = node.spec.key_selector
         self.backend: KeyedStateBackend
+        self._on_timer: Callable[[int, Any], Any] | None = None
+        self._timer_context: _KeyedContext
 
     def open(self) -> None:
         backend = self.ctx.keyed_backend
         if backend is None:
             raise RuntimeError(f"keyed operator {self.name!r} got no keyed state backend")
         self.backend = backend
+        self._timer_context = _KeyedContext(self)
         super().open()
+
+    def _bind_on_timer(self) -> None:
+        on_timer = getattr(self.function, "on_timer", None)
+        self._on_timer = on_timer if callable(on_timer) else None
 
     def next_timer_ms(self) -> int | None:
         return self.backend.next_timer_ms()
@@ -89,23 +109,62 @@ class KeyedOperatorBase(UserFunctionOperator):
     def process_watermark(self, timestamp: int) -> None:
         self.current_watermark = timestamp
         backend = self.backend
-        next_event = backend.next_event_timer_ms()
-        # Timers that fire may register timers the same watermark already passed: loop.
-        while next_event is not None and next_event <= timestamp:
-            self.on_event_time(backend.pop_due_event_timers(timestamp))
-            next_event = backend.next_event_timer_ms()
+        next_ts = backend.next_event_timer_ms()
+        if next_ts is not None and next_ts <= timestamp:
+            out: list[Any] = []
+            stamps: list[int | None] = []
+            # One timestamp at a time: a timer registered (or deleted) by one that fires is
+            # seen before any later one. Timers register and delete for their own key only,
+            # so the timers of one timestamp can be taken together.
+            while next_ts is not None and next_ts <= timestamp:
+                due = backend.pop_due_event_timers(next_ts)
+                self._fire(due, TimeDomain.EVENT_TIME, out, stamps)
+                next_ts = backend.next_event_timer_ms()
+            emit_results(self.output, self.side_outputs, out, stamps)
         self.watermark_output(timestamp)
 
-    def on_event_time(self, due: list[tuple[int, Any]]) -> None:
-        """Event-time timers ``(timestamp, key)`` fired, earliest first (default: none set)."""
+    def on_processing_time(self, now_ms: int) -> None:
+        backend = self.backend
+        next_ts = backend.next_timer_ms()
+        if next_ts is None or next_ts > now_ms:
+            return
+        out: list[Any] = []
+        while next_ts is not None and next_ts <= now_ms:
+            self._fire(backend.pop_due_timers(next_ts), TimeDomain.PROCESSING_TIME, out, None)
+            next_ts = backend.next_timer_ms()
+        emit_results(self.output, self.side_outputs, out, None)
+
+    def _fire(
+        self,
+        due: list[tuple[int, Any]],
+        domain: TimeDomain,
+        out: list[Any],
+        stamps: list[int | None] | None,
+    ) -> None:
+        """Call ``on_timer`` per timer ``(timestamp, key)`` with its key current, appending
+        its outputs to ``out`` and, when given, the timer's timestamp per output to
+        ``stamps``."""
+        on_timer = self._on_timer
+        if on_timer is None:
+            return
+        ctx = self._timer_context
+        ctx._domain = domain
+        set_key = self.backend.set_current_key
+        for ts, key in due:
+            set_key(key)
+            ctx._timestamp = ts
+            n = len(out)
+            extend_with_result(out, on_timer(ts, ctx), self.name, on_timer)
+            if stamps is not None:
+                stamps.extend([ts] * (len(out) - n))
+        ctx._timestamp = None
 
 
 class KeyedProcessOperator(KeyedOperatorBase):
     def open(self) -> None:
         super().open()
         self._process = resolve_method(self.function, "process_element")
-        on_timer = getattr(self.function, "on_timer", None)
-        self._on_timer = on_timer if callable(on_timer) else None
+        self._bind_on_timer()
         self._context = _KeyedContext(self)
 
     def process_batch(self, records: list[Any]) -> None:
@@ -125,7 +184,10 @@ class KeyedProcessOperator(KeyedOperatorBase):
                 try:
                     extend(result)
                 except TypeError:
-                    extend_with_result(out, result, self.name)
+                    error = not_iterable_error(result, self.name, f)
+                    if error is None:
+                        raise
+                    raise error from None
         if out:
             self.output(out)
 
@@ -138,7 +200,7 @@ class KeyedProcessOperator(KeyedOperatorBase):
         if type(records) is StampedBatch:
             out: list[Any] = []
             stamps: list[int | None] = []
-            extend, add_stamp = out.extend, stamps.append
+            add_stamp = stamps.append
             for r, t in zip(records, records.timestamps, strict=True):
                 set_key(select(r))
                 ctx._timestamp = t
@@ -146,10 +208,7 @@ class KeyedProcessOperator(KeyedOperatorBase):
                 if result is None:
                     continue
                 n = len(out)
-                try:
-                    extend(result)
-                except TypeError:
-                    extend_with_result(out, result, self.name)
+                extend_with_result(out, result, self.name, f)
                 k = len(out) - n
                 if k == 1:
                     add_stamp(t)
@@ -161,47 +220,8 @@ class KeyedProcessOperator(KeyedOperatorBase):
         plain: list[Any] = []
         for r in records:
             set_key(select(r))
-            extend_with_result(plain, f(r, ctx), self.name)
+            extend_with_result(plain, f(r, ctx), self.name, f)
         emit_results(self.output, self.side_outputs, plain, None)
-
-    def on_processing_time(self, now_ms: int) -> None:
-        due = self.backend.pop_due_timers(now_ms)
-        if not due or self._on_timer is None:
-            return
-        out = self._fire(due, TimeDomain.PROCESSING_TIME)
-        emit_results(self.output, self.side_outputs, out, None)
-
-    def on_event_time(self, due: list[tuple[int, Any]]) -> None:
-        if self._on_timer is None:
-            return
-        stamps: list[int | None] = []
-        out = self._fire(due, TimeDomain.EVENT_TIME, stamps)
-        emit_results(self.output, self.side_outputs, out, stamps)
-
-    def _fire(
-        self,
-        due: list[tuple[int, Any]],
-        domain: TimeDomain,
-        stamps: list[int | None] | None = None,
-    ) -> list[Any]:
-        """Call ``on_timer`` per timer with its key current; ``stamps`` gets each output's
-        timestamp (the timer's) when given."""
-        on_timer = self._on_timer
-        assert on_timer is not None
-        out: list[Any] = []
-        ctx = self._context
-        ctx._domain = domain
-        set_key = self.backend.set_current_key
-        for ts, key in due:
-            set_key(key)
-            ctx._timestamp = ts
-            n = len(out)
-            extend_with_result(out, on_timer(ts, ctx), self.name)
-            if stamps is not None:
-                stamps.extend([ts] * (len(out) - n))
-        ctx._timestamp = None
-        ctx._domain = TimeDomain.PROCESSING_TIME
-        return out
 
 
 class ReduceOperator(KeyedOperatorBase):
@@ -247,6 +267,8 @@ class KeyedRecordOperator(KeyedOperatorBase):
         }[kind]
         self._f = resolve_method(self.function, method)
         self._context = _KeyedContext(self)
+        if kind == OperatorKind.PROCESS.value:
+            self._bind_on_timer()
 
     def process_batch(self, records: list[Any]) -> None:
         set_key = self.backend.set_current_key
@@ -265,9 +287,9 @@ class KeyedRecordOperator(KeyedOperatorBase):
                 if f(r):
                     out.append(r)
             elif kind == "flat_map":
-                extend_with_result(out, f(r), self.name)
+                extend_with_result(out, f(r), self.name, f)
             else:
-                extend_with_result(out, f(r, self._context), self.name)
+                extend_with_result(out, f(r, self._context), self.name, f)
         emit_results(self.output, self.side_outputs, out, None)
 
     def _process_stamped(self, records: StampedBatch) -> None:
@@ -288,6 +310,6 @@ class KeyedRecordOperator(KeyedOperatorBase):
             ctx._timestamp = t
             return f(r, ctx)
 
-        out, stamps = flat_map_stamped(records, call, self.name)
+        out, stamps = flat_map_stamped(records, call, self.name, f)
         ctx._timestamp = None
         emit_results(self.output, self.side_outputs, out, stamps)

@@ -18,7 +18,6 @@ from collections.abc import Callable
 from typing import Any
 
 from cairn.datastream.state import MapStateDescriptor
-from cairn.datastream.time_domain import TimeDomain
 from cairn.graph.job_graph import OperatorNode
 from cairn.graph.transformations import BROADCAST_STATES, KEY_SELECTOR2, OperatorKind
 from cairn.runtime.eventtime.stamped import StampedBatch
@@ -69,6 +68,11 @@ def _calls(function: Any, kind: str) -> tuple[_Call, _Call]:
         return (lambda r, _c: (first(r),)), (lambda r, _c: (second(r),))
     if kind == OperatorKind.CO_FLAT_MAP.value:
         return (lambda r, _c: first(r)), (lambda r, _c: second(r))
+    return first, second
+
+
+def _methods(function: Any, kind: str) -> tuple[Any, Any]:
+    first, second = (resolve_method(function, m) for m in _METHODS[kind])
     return first, second
 
 
@@ -192,6 +196,7 @@ class _SidedProcessing:
     output: Any
     side_outputs: Any
     _calls: tuple[_Call, _Call]
+    _methods: tuple[Any, Any]  # the user function's method of each input (named in errors)
     _contexts: tuple[Any, Any]
     _selectors: tuple[Callable[[Any], Any] | None, Callable[[Any], Any] | None]
     _set_key: Callable[[Any], None] | None
@@ -202,6 +207,7 @@ class _SidedProcessing:
     def process_side(self, side: int, records: list[Any]) -> None:
         """Records of input ``side`` (0: first, 1: second / broadcast), in channel order."""
         call = self._calls[side]
+        method = self._methods[side]
         ctx = self._contexts[side]
         select = self._selectors[side]
         set_key = self._set_key if select is not None else None
@@ -214,7 +220,7 @@ class _SidedProcessing:
                     set_key(select(r))
                 ctx._timestamp = t
                 n = len(out)
-                extend_with_result(out, call(r, ctx), name)
+                extend_with_result(out, call(r, ctx), name, method)
                 if len(out) > n:
                     stamps.extend([t] * (len(out) - n))
             ctx._timestamp = None
@@ -223,7 +229,7 @@ class _SidedProcessing:
         for r in records:
             if set_key is not None and select is not None:
                 set_key(select(r))
-            extend_with_result(out, call(r, ctx), name)
+            extend_with_result(out, call(r, ctx), name, method)
         if out:
             emit_results(self.output, self.side_outputs, out, None)
 
@@ -239,6 +245,7 @@ class CoOperator(_SidedProcessing, UserFunctionOperator):
     def open(self) -> None:
         super().open()
         self._calls = _calls(self.function, self.node.kind)
+        self._methods = _methods(self.function, self.node.kind)
         broadcast = self.node.kind in _BROADCAST_KINDS
         self._contexts = (_CoContext(self, False), _CoContext(self, broadcast))
 
@@ -253,46 +260,10 @@ class KeyedCoOperator(_SidedProcessing, KeyedOperatorBase):
         spec = self.node.spec
         assert spec is not None
         self._calls = _calls(self.function, self.node.kind)
+        self._methods = _methods(self.function, self.node.kind)
         self._selectors = (self.key_selector, spec.options.get(KEY_SELECTOR2))
         self._set_key = self.backend.set_current_key
         broadcast = self.node.kind in _BROADCAST_KINDS
         self._contexts = (_KeyedCoContext(self, False), _KeyedCoContext(self, broadcast))
         self._timer_context = _KeyedCoContext(self, False)
-        on_timer = getattr(self.function, "on_timer", None)
-        self._on_timer = on_timer if callable(on_timer) else None
-
-    def on_processing_time(self, now_ms: int) -> None:
-        due = self.backend.pop_due_timers(now_ms)
-        if due and self._on_timer is not None:
-            emit_results(
-                self.output, self.side_outputs, self._fire(due, TimeDomain.PROCESSING_TIME), None
-            )
-
-    def on_event_time(self, due: list[tuple[int, Any]]) -> None:
-        if self._on_timer is None:
-            return
-        stamps: list[int | None] = []
-        out = self._fire(due, TimeDomain.EVENT_TIME, stamps)
-        emit_results(self.output, self.side_outputs, out, stamps)
-
-    def _fire(
-        self,
-        due: list[tuple[int, Any]],
-        domain: TimeDomain,
-        stamps: list[int | None] | None = None,
-    ) -> list[Any]:
-        on_timer = self._on_timer
-        assert on_timer is not None
-        ctx = self._timer_context
-        ctx._domain = domain
-        set_key = self.backend.set_current_key
-        out: list[Any] = []
-        for ts, key in due:
-            set_key(key)
-            ctx._timestamp = ts
-            n = len(out)
-            extend_with_result(out, on_timer(ts, ctx), self.name)
-            if stamps is not None:
-                stamps.extend([ts] * (len(out) - n))
-        ctx._timestamp = None
-        return out
+        self._bind_on_timer()

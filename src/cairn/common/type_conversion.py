@@ -1,0 +1,212 @@
+"""Python values as PyFlink's operators see them after a ``TypeInformation`` (``from_collection``).
+
+Invariant: ``convert(value, type_info)`` returns what a PyFlink job reads from a collection
+declared with ``type_info`` (the value goes through ``to_internal_type``, Java, and the row and
+tuple coders back): ``ROW``/``ROW_NAMED`` make a ``Row`` carrying the type's field names
+(``f0``, ``f1``... for ``ROW``) from a tuple, list, ``Row``, dict (by name) or object (its
+attributes); ``TUPLE`` makes a tuple; ``LIST`` and the arrays a list; ``MAP`` a dict; fields
+convert recursively; ``None`` stays ``None``. A value that does not fit (wrong arity, a string
+for ``INT``, an int outside ``Types.INT()``'s 32 bits...) raises a ``TypeError`` naming the
+path to it, so ``from_collection`` fails when the job is defined, not on a worker. Without a
+type (or ``PICKLED_BYTE_ARRAY``) values are kept as they are.
+
+>>> from cairn.common.typeinfo import Types
+>>> convert(("flink", 2), Types.ROW_NAMED(["word", "count"], [Types.STRING(), Types.INT()]))
+Row(word='flink', count=2)
+>>> convert([1, 2.5], Types.TUPLE([Types.LONG(), Types.DOUBLE()]))
+(1, 2.5)
+>>> convert(("a", "x"), Types.ROW([Types.STRING(), Types.INT()]))
+Traceback (most recent call last):
+...
+TypeError: .f1: 'x' (str) is not of type Integer
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from cairn.common.typeinfo import (
+    BasicArrayTypeInfo,
+    BasicTypeInfo,
+    ListTypeInfo,
+    MapTypeInfo,
+    ObjectArrayTypeInfo,
+    PrimitiveArrayTypeInfo,
+    RowTypeInfo,
+    TupleTypeInfo,
+    TypeInformation,
+)
+from cairn.common.types import Row
+
+__all__ = ["convert", "convert_elements"]
+
+_INT_BITS = {"Byte": 8, "Short": 16, "Integer": 32, "Long": 64}
+
+
+def convert(value: Any, type_info: TypeInformation | None, path: str = "") -> Any:
+    """``value`` as a record (or field) of type ``type_info``; ``path`` (``[1].word``...) is
+    where it sits in the record, for errors."""
+    if value is None or type_info is None:
+        return value
+    if isinstance(type_info, RowTypeInfo):
+        return _row(value, type_info, path)
+    if isinstance(type_info, TupleTypeInfo):
+        fields = _fields(value, len(type_info.field_types), type_info, path)
+        return tuple(
+            convert(v, t, f"{path}[{i}]")
+            for i, (v, t) in enumerate(zip(fields, type_info.field_types, strict=True))
+        )
+    if isinstance(
+        type_info, ListTypeInfo | BasicArrayTypeInfo | PrimitiveArrayTypeInfo | ObjectArrayTypeInfo
+    ):
+        if isinstance(value, str | bytes | dict) or not hasattr(value, "__iter__"):
+            raise TypeError(f"{_at(path)}{_shown(value)} is not of type {type_info!r}")
+        return [convert(v, type_info.element_type, f"{path}[{i}]") for i, v in enumerate(value)]
+    if isinstance(type_info, MapTypeInfo):
+        if not isinstance(value, dict):
+            raise TypeError(f"{_at(path)}{_shown(value)} is not of type {type_info!r}")
+        return {
+            convert(k, type_info.key_type, f"{path}.keys()"): convert(
+                v, type_info.value_type, f"{path}[{k!r}]"
+            )
+            for k, v in value.items()
+        }
+    if isinstance(type_info, BasicTypeInfo):
+        check = _BASIC.get(type_info.name)
+        return check(value, type_info, path) if check is not None else value
+    return value  # PICKLED_BYTE_ARRAY and other hints: any Python object
+
+
+def convert_elements(elements: Iterable[Any], type_info: TypeInformation) -> list[Any]:
+    """Every element converted, or a ``TypeError`` naming the first that does not fit.
+
+    >>> from cairn.common.typeinfo import Types
+    >>> convert_elements([1, "2"], Types.LONG())
+    Traceback (most recent call last):
+    ...
+    TypeError: from_collection: element 1: '2' (str) is not of type Long
+    """
+    out: list[Any] = []
+    for i, element in enumerate(elements):
+        try:
+            out.append(convert(element, type_info))
+        except TypeError as exc:
+            raise TypeError(f"from_collection: element {i}{_join(str(exc))}") from None
+    return out
+
+
+def _join(message: str) -> str:
+    """``.f1: ...``, ``[2]: ...`` follow the element directly; other messages after ``: ``."""
+    return message if message[:1] in ".[" else ": " + message
+
+
+def _row(value: Any, type_info: RowTypeInfo, path: str) -> Row:
+    names = type_info.get_field_names()
+    if isinstance(value, dict):
+        missing = [n for n in names if n not in value]
+        if missing:
+            raise TypeError(f"{_at(path)}{_shown(value)} lacks fields {missing} of {type_info!r}")
+        values = [value[n] for n in names]
+    elif isinstance(value, tuple | list | Row):
+        values = _fields(value, len(names), type_info, path)
+    elif hasattr(value, "__dict__"):
+        attrs = vars(value)
+        values = [attrs.get(n) for n in names]
+    else:
+        raise TypeError(f"{_at(path)}{_shown(value)} does not fit {type_info!r}")
+    row = Row(
+        *(
+            convert(v, t, f"{path}.{n}")
+            for v, t, n in zip(values, type_info.field_types, names, strict=True)
+        )
+    )
+    row.set_field_names(names)
+    if isinstance(value, Row):
+        row.set_row_kind(value.get_row_kind())
+    return row
+
+
+def _fields(value: Any, arity: int, type_info: TypeInformation, path: str) -> list[Any]:
+    if not isinstance(value, tuple | list | Row):
+        raise TypeError(f"{_at(path)}{_shown(value)} does not fit {type_info!r}")
+    if len(value) != arity:
+        raise TypeError(
+            f"{_at(path)}{_shown(value)} has {len(value)} fields, {type_info!r} has {arity}"
+        )
+    return list(value)
+
+
+def _at(path: str) -> str:
+    return f"{path}: " if path else ""
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{text} ({type(value).__name__})"
+
+
+def _mismatch(value: Any, type_info: BasicTypeInfo, path: str) -> TypeError:
+    return TypeError(f"{_at(path)}{_shown(value)} is not of type {type_info.name}")
+
+
+def _integer(value: Any, type_info: BasicTypeInfo, path: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _mismatch(value, type_info, path)
+    bits = _INT_BITS[type_info.name]
+    if not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
+        raise TypeError(f"{_at(path)}{value} is outside {type_info.name} ({bits}-bit signed)")
+    return value
+
+
+def _floating(value: Any, type_info: BasicTypeInfo, path: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _mismatch(value, type_info, path)
+    return float(value)
+
+
+def _instance(*kinds: type) -> Callable[[Any, BasicTypeInfo, str], Any]:
+    def check(value: Any, type_info: BasicTypeInfo, path: str) -> Any:
+        if not isinstance(value, kinds) or (bool not in kinds and isinstance(value, bool)):
+            raise _mismatch(value, type_info, path)
+        return value
+
+    return check
+
+
+def _char(value: Any, type_info: BasicTypeInfo, path: str) -> str:
+    if not isinstance(value, str) or len(value) != 1:
+        raise _mismatch(value, type_info, path)
+    return value
+
+
+def _big_dec(value: Any, type_info: BasicTypeInfo, path: str) -> decimal.Decimal:
+    if isinstance(value, bool) or not isinstance(value, int | float | decimal.Decimal):
+        raise _mismatch(value, type_info, path)
+    return value if isinstance(value, decimal.Decimal) else decimal.Decimal(str(value))
+
+
+_BASIC: dict[str, Callable[[Any, BasicTypeInfo, str], Any]] = {
+    "String": _instance(str),
+    "Boolean": _instance(bool),
+    "Byte": _integer,
+    "Short": _integer,
+    "Integer": _integer,
+    "Long": _integer,
+    "Float": _floating,
+    "Double": _floating,
+    "Character": _char,
+    "BigInteger": _instance(int),
+    "BigDecimal": _big_dec,
+    "Date": _instance(datetime.date),
+    "LocalDate": _instance(datetime.date),
+    "Time": _instance(datetime.time),
+    "LocalTime": _instance(datetime.time),
+    "Timestamp": _instance(datetime.datetime),
+    "LocalDateTime": _instance(datetime.datetime),
+    "Instant": _instance(datetime.datetime),
+}
