@@ -14,6 +14,7 @@ import asyncio
 import base64
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -32,6 +33,7 @@ from cairn.rest.registry import JobRegistry
 from tests.integration.jobs import sequence_job
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+EARLIER = "earlier <b>job</b>"
 pytestmark = [
     pytest.mark.slow,
     # Under CI (.ci/run installs Debian's chromium) a missing browser fails the test instead.
@@ -46,6 +48,11 @@ pytestmark = [
 def job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[JobClient]:
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    # A finished job of this driver first: the Jobs tab lists it and shows its final figures.
+    earlier = sequence_job(
+        {"cairn.executor": "inprocess"}, str(tmp_path / "earlier"), records=2_000, keys=10
+    ).execute_async(EARLIER)
+    earlier.get_job_execution_result(60)
     env = sequence_job(
         {
             "cairn.executor": "inprocess",
@@ -185,8 +192,30 @@ async def _drive(entry: Any, port: str, job: JobClient, shots: Path | None) -> N
             )
             now = sum(int(v["value"]) for v in values)
             assert 0 < shown <= now
+            # Bytes of the network channels, from the vertex's metrics block; kept up to date
+            # by the live event stream, not by polling.
+            shown_bytes = await b.wait_for("document.getElementById('bytes-in-1')?.textContent")
+            assert re.fullmatch(r"\d+ B|\d+\.\d (KiB|MiB|GiB)", shown_bytes), shown_bytes
+            assert await b.js("document.getElementById('live').dataset.live") == "true"
+            assert rest(entry, f"/jobs/{jid}")["vertices"][1]["metrics"]["read-bytes"] > 0
             if shots:
                 await b.screenshot(shots / "web-ui-overview.png")
+            # Jobs: this job and the driver's finished one (names as text); a click on the
+            # finished one shows its final figures.
+            await b.js("document.querySelector('[data-tab=jobs]').click()")
+            here = await b.wait_for(f"document.getElementById('job-name-{jid}')?.textContent")
+            assert here == "web-ui <script>alert(1)</script>"
+            earlier = next(j for j in rest(entry, "/jobs/overview")["jobs"] if j["name"] == EARLIER)
+            cell = f"document.getElementById('job-state-{earlier['jid']}')"
+            assert await b.wait_for(f"{cell}?.textContent") == "FINISHED"
+            await b.js(f"{cell}.click()")
+            heading = await b.wait_for("document.getElementById('archived-name')?.textContent")
+            assert heading == EARLIER + " (FINISHED)"
+            assert await b.js("document.querySelectorAll('main b').length") == 0
+            read = await b.js("document.getElementById('archived-records-in-1').textContent")
+            assert read == "2000"
+            if shots:
+                await b.screenshot(shots / "web-ui-jobs.png")
             # Job graph: one vertex per REST vertex, coloured by a time-share state.
             await b.js("document.querySelector('[data-tab=graph]').click()")
             states = await b.wait_for(
