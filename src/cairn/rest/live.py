@@ -115,8 +115,8 @@ class LiveFeed:
                 if chunk is None:
                     break
                 await response.write(chunk)
-        except (ConnectionResetError, asyncio.CancelledError):
-            pass  # the client left (or the server stops): nothing more to send
+        except ConnectionResetError:
+            pass  # the client left: nothing more to send
         finally:
             self._readers.discard(queue)
         return response
