@@ -33,6 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import psutil
+
 from bench.ab import alternating_order
 from bench.cairn_functions import KeyedSum, ProgressSink
 from bench.measure import Progress, read_progress
@@ -122,6 +124,20 @@ class UiClient:
                 self.errors.append(f"events: {type(e).__name__}: {e}")
 
 
+def tree_cpu_s() -> dict[int, float]:
+    """CPU seconds (user + system) of this process and every live descendant (the Spark JVM,
+    its Python daemon and workers) by pid."""
+    me = psutil.Process()
+    cpu: dict[int, float] = {}
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            t = proc.cpu_times()
+            cpu[proc.pid] = t.user + t.system
+        except psutil.Error:
+            continue  # ended meanwhile
+    return cpu
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -170,6 +186,7 @@ def run_side(
         .uid("discarding-sink")
     )
     cpu_before, wall_before = time.process_time(), time.monotonic()
+    tree_before = tree_cpu_s()
     client = env.execute_async(f"bench-ui-{'on' if on else 'off'}")
     master = client.job_master
     ui: UiClient | None = None
@@ -185,6 +202,10 @@ def run_side(
     # The driver's CPU (all its threads: job master, endpoint, reporter, the client itself)
     # per second of the job: what serving costs, less noisy than the rate on a shared machine.
     driver_cpu = (time.process_time() - cpu_before) / (time.monotonic() - wall_before)
+    # Everything the job cost the machine (workers that exited meanwhile are not counted:
+    # Spark reuses its Python workers, so few do), per million records: load-independent.
+    tree_after = tree_cpu_s()
+    tree = sum(t - tree_before.get(pid, 0.0) for pid, t in tree_after.items())
     if ui is not None:
         ui.stop()
     rate = Progress.of(read_progress(out).values()).steady_rate(records)
@@ -193,6 +214,7 @@ def run_side(
         "steady_records_per_s": None if rate is None else round(rate),
         "restarts": master.restarts,
         "driver_cpu_per_s": round(driver_cpu, 4),
+        "cpu_s_per_million": round(tree / records * 1e6, 3),
     }
     if on:
         result["ui_requests"] = ui.requests if ui else 0
@@ -259,7 +281,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         print(
             f"{i + 1:2d} {name:3s} {rate:>10,.0f} records/s  driver CPU "
-            f"{run['driver_cpu_per_s']:.3f} s/s  load {os.getloadavg()[0]:.2f}{extra}",
+            f"{run['driver_cpu_per_s']:.3f} s/s  all CPU {run['cpu_s_per_million']:.2f} s/M "
+            f"load {os.getloadavg()[0]:.2f}{extra}",
             file=sys.stderr,
             flush=True,
         )
@@ -279,6 +302,8 @@ def main(argv: list[str] | None = None) -> int:
         "runs_on": [round(r) for r in rates["on"]],
         "driver_cpu_per_s_off": _median(runs, "off", "driver_cpu_per_s"),
         "driver_cpu_per_s_on": _median(runs, "on", "driver_cpu_per_s"),
+        "cpu_s_per_million_off": _median(runs, "off", "cpu_s_per_million"),
+        "cpu_s_per_million_on": _median(runs, "on", "cpu_s_per_million"),
         "ui_requests": sum(r.get("ui_requests", 0) for r in runs),
         "ui_events": sum(r.get("ui_events", 0) for r in runs),
         "load_before": [round(x, 2) for x in load_before],
