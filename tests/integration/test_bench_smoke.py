@@ -251,3 +251,4 @@ def test_ui_overhead_runs_both_sides_and_the_on_side_really_reads_the_endpoint(
     # The on side served a client: REST calls and live events (off has no endpoint at all).
     assert summary["ui_requests"] > 0 and summary["ui_events"] > 0
     assert summary["driver_cpu_per_s_on"] > 0 and summary["driver_cpu_per_s_off"] > 0
+    assert summary["cpu_s_per_million_on"] > 0 and summary["cpu_s_per_million_off"] > 0

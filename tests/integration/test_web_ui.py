@@ -2,7 +2,9 @@
 protocol (a websocket, with aiohttp) on a real job (in-process executor, no Spark). The
 pages load, the numbers the overview and checkpoints tab show equal the REST JSON, a job
 graph vertex is coloured by its subtasks' time shares, an operator named ``<script>`` shows
-as text, and the savepoint button (its confirmation accepted) produces a savepoint.
+as text, and the savepoint button (its confirmation accepted) produces a savepoint. The
+page polls while no live stream is free and follows its stream once one is; it shows bytes
+per vertex, and its Jobs tab lists this driver's finished job with its final figures.
 Screenshots go to ``docs/`` when ``CAIRN_SCREENSHOTS`` names that directory.
 
 Skipped when ``/usr/bin/chromium`` is missing, except under CI (``.ci/run`` installs it).
@@ -176,9 +178,7 @@ async def _drive(entry: Any, port: str, job: JobClient, shots: Path | None) -> N
             b = Browser(ws)
             await b.call("Page.enable")
             await b.call("Runtime.enable")
-            await b.call(
-                "Page.navigate", url=f"{entry.endpoint}/web/index.html#token={entry.token}"
-            )
+            await _polls_without_a_stream(b, http, entry)
             # Overview: the name is text (no script ran), the state and vertices are shown.
             name = await b.wait_for("document.getElementById('overview-name')?.textContent")
             assert name == "web-ui <script>alert(1)</script>"
@@ -230,7 +230,7 @@ async def _drive(entry: Any, port: str, job: JobClient, shots: Path | None) -> N
             before = rest(entry, f"/jobs/{jid}/checkpoints")["counts"]["completed"]
             shown = int(await b.js("document.getElementById('cp-completed').textContent"))
             after = rest(entry, f"/jobs/{jid}/checkpoints")["counts"]["completed"]
-            assert before - 2 <= shown <= after  # polled every 2 s
+            assert before - 2 <= shown <= after  # pushed every second
             # The savepoint button: confirmed, then a savepoint exists where the UI says.
             await b.js("document.getElementById('btn-savepoint').click()")
             location = await b.wait_for(
@@ -240,6 +240,27 @@ async def _drive(entry: Any, port: str, job: JobClient, shots: Path | None) -> N
             assert os.path.exists(os.path.join(location.removeprefix("file://"), "_metadata"))
             latest = rest(entry, f"/jobs/{jid}/checkpoints")["latest"]["savepoint"]
             assert latest is not None and latest["external_path"] == location
-            await asyncio.sleep(2.5)  # the next poll shows the savepoint in the history
+            await asyncio.sleep(2.5)  # the next update shows the savepoint in the history
             if shots:
                 await b.screenshot(shots / "web-ui-checkpoints.png")
+
+
+async def _polls_without_a_stream(b: Browser, http: aiohttp.ClientSession, entry: Any) -> None:
+    """All 16 live streams taken (the endpoint answers 503): the page polls; once they are
+    free again it switches to its own stream (it retries every 5 s)."""
+    headers = {"Authorization": f"Bearer {entry.token}"}
+    url = f"{entry.endpoint}/jobs/{entry.job_id}/events"
+    streams = [await http.get(url, headers=headers) for _ in range(16)]
+    try:
+        assert all(s.status == 200 for s in streams)
+        async with http.get(url, headers=headers) as refused:
+            assert refused.status == 503
+        await b.call("Page.navigate", url=f"{entry.endpoint}/web/index.html#token={entry.token}")
+        records = "Number(document.getElementById('records-in-1')?.textContent)"
+        first = await b.wait_for(records)
+        assert await b.wait_for(f"{records} > {first}", timeout_s=15)  # the next poll
+        assert await b.js("document.getElementById('live').dataset.live") == "false"
+    finally:
+        for s in streams:
+            s.close()
+    assert await b.wait_for("document.getElementById('live').dataset.live === 'true'", 15)
