@@ -104,3 +104,23 @@ def test_readers_over_the_limit_are_refused() -> None:
             assert (await asyncio.wait_for(reading, 10))[-1] == ("tick", 1)
 
     asyncio.run(main())
+
+
+def test_a_stream_ends_after_its_longest_life_and_frees_its_place() -> None:
+    async def main() -> None:
+        feed = LiveFeed(
+            asyncio.get_running_loop(),
+            lambda: ([("tick", 1)], False),  # never final
+            interval_s=0.05,
+            max_readers=1,
+            max_stream_s=0.5,
+        )
+        async with TestServer(serve(lambda: feed)) as server, aiohttp.ClientSession() as s:
+            url = str(server.make_url("/events"))
+            started = time.monotonic()
+            events = await asyncio.wait_for(read_stream(s, url), 10)
+            assert 0.4 < time.monotonic() - started < 5 and events
+            assert feed.readers == 0
+            assert (await asyncio.wait_for(read_stream(s, url), 10))[0] == ("tick", 1)
+
+    asyncio.run(main())

@@ -5,8 +5,10 @@ Invariant: one producer per endpoint computes each update once, whatever the num
 readers, and only while someone reads (a job nobody watches costs nothing); it runs on the
 endpoint's event loop, like every other view. A reader gets every update in order, or is
 disconnected when it falls ``QUEUE_UPDATES`` behind (nothing buffers without bound); at most
-``MAX_READERS`` streams are open at once. The stream ends after the update that shows the
-job in a globally terminal state.
+``MAX_READERS`` streams are open at once, and none for more than ``MAX_STREAM_S`` (a client
+that stopped reading, e.g. a frozen page, would otherwise hold its place for as long as the
+socket buffers absorb updates; the page opens a new stream). The stream ends after the
+update that shows the job in a globally terminal state.
 
 Each update is a few named events, each one JSON object on one ``data:`` line::
 
@@ -33,6 +35,7 @@ CONTENT_TYPE = "text/event-stream"
 INTERVAL_S = 1.0  # the workers report their metrics once a second
 QUEUE_UPDATES = 8
 MAX_READERS = 16
+MAX_STREAM_S = 600.0
 
 Update = Sequence[tuple[str, Any]]  # (event name, JSON-able data), in order
 
@@ -60,11 +63,13 @@ class LiveFeed:
         snapshot: Callable[[], tuple[Update, bool]],
         interval_s: float = INTERVAL_S,
         max_readers: int = MAX_READERS,
+        max_stream_s: float = MAX_STREAM_S,
     ) -> None:
         self._loop = loop
         self._snapshot = snapshot
         self._interval_s = interval_s
         self._max_readers = max_readers
+        self._max_stream_s = max_stream_s
         self._readers: set[asyncio.Queue[bytes | None]] = set()
         self._wake: asyncio.Event | None = None
         self._producer: asyncio.Task[None] | None = None
@@ -109,14 +114,16 @@ class LiveFeed:
             self._producer = asyncio.ensure_future(self._produce())
         else:
             self._poke_here()  # the newcomer gets the current state at once
+        until = asyncio.get_running_loop().time() + self._max_stream_s
         try:
             while True:
-                chunk = await queue.get()
+                left = until - asyncio.get_running_loop().time()
+                chunk = await asyncio.wait_for(queue.get(), left) if left > 0 else None
                 if chunk is None:
                     break
                 await response.write(chunk)
-        except ConnectionResetError:
-            pass  # the client left: nothing more to send
+        except (ConnectionResetError, asyncio.TimeoutError):
+            pass  # the client left, or had the stream long enough: nothing more to send
         finally:
             self._readers.discard(queue)
         return response
