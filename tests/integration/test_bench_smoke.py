@@ -233,3 +233,22 @@ def test_bench_doctests() -> None:
     for module in (bench, bench.ab, bench.cairn_functions, bench.measure, bench.report):
         failed, _ = doctest.testmod(module)
         assert failed == 0, module.__name__
+
+
+@pytest.mark.spark
+def test_ui_overhead_runs_both_sides_and_the_on_side_really_reads_the_endpoint(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bench import ui_overhead
+
+    argv = ["--records", "300000", "--keys", str(KEYS), "--repeat", "1", "--poll-s", "0.2"]
+    assert ui_overhead.main([*argv, "--work-dir", str(tmp_path)]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["median_off"] > 0 and summary["median_on"] > 0
+    assert summary["on_off_ratio"] == pytest.approx(
+        summary["median_on"] / summary["median_off"], 1e-3
+    )
+    # The on side served a client: REST calls and live events (off has no endpoint at all).
+    assert summary["ui_requests"] > 0 and summary["ui_events"] > 0
+    assert summary["driver_cpu_per_s_on"] > 0 and summary["driver_cpu_per_s_off"] > 0
+    assert summary["cpu_s_per_million_on"] > 0 and summary["cpu_s_per_million_off"] > 0

@@ -2,7 +2,9 @@
 protocol (a websocket, with aiohttp) on a real job (in-process executor, no Spark). The
 pages load, the numbers the overview and checkpoints tab show equal the REST JSON, a job
 graph vertex is coloured by its subtasks' time shares, an operator named ``<script>`` shows
-as text, and the savepoint button (its confirmation accepted) produces a savepoint.
+as text, and the savepoint button (its confirmation accepted) produces a savepoint. The
+page polls while no live stream is free and follows its stream once one is; it shows bytes
+per vertex, and its Jobs tab lists this driver's finished job with its final figures.
 Screenshots go to ``docs/`` when ``CAIRN_SCREENSHOTS`` names that directory.
 
 Skipped when ``/usr/bin/chromium`` is missing, except under CI (``.ci/run`` installs it).
@@ -14,6 +16,7 @@ import asyncio
 import base64
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -32,6 +35,7 @@ from cairn.rest.registry import JobRegistry
 from tests.integration.jobs import sequence_job
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+EARLIER = "earlier <b>job</b>"
 pytestmark = [
     pytest.mark.slow,
     # Under CI (.ci/run installs Debian's chromium) a missing browser fails the test instead.
@@ -46,6 +50,11 @@ pytestmark = [
 def job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[JobClient]:
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    # A finished job of this driver first: the Jobs tab lists it and shows its final figures.
+    earlier = sequence_job(
+        {"cairn.executor": "inprocess"}, str(tmp_path / "earlier"), records=2_000, keys=10
+    ).execute_async(EARLIER)
+    earlier.get_job_execution_result(60)
     env = sequence_job(
         {
             "cairn.executor": "inprocess",
@@ -169,9 +178,7 @@ async def _drive(entry: Any, port: str, job: JobClient, shots: Path | None) -> N
             b = Browser(ws)
             await b.call("Page.enable")
             await b.call("Runtime.enable")
-            await b.call(
-                "Page.navigate", url=f"{entry.endpoint}/web/index.html#token={entry.token}"
-            )
+            await _polls_without_a_stream(b, http, entry)
             # Overview: the name is text (no script ran), the state and vertices are shown.
             name = await b.wait_for("document.getElementById('overview-name')?.textContent")
             assert name == "web-ui <script>alert(1)</script>"
@@ -185,8 +192,30 @@ async def _drive(entry: Any, port: str, job: JobClient, shots: Path | None) -> N
             )
             now = sum(int(v["value"]) for v in values)
             assert 0 < shown <= now
+            # Bytes of the network channels, from the vertex's metrics block; kept up to date
+            # by the live event stream, not by polling.
+            shown_bytes = await b.wait_for("document.getElementById('bytes-in-1')?.textContent")
+            assert re.fullmatch(r"\d+ B|\d+\.\d (KiB|MiB|GiB)", shown_bytes), shown_bytes
+            assert await b.js("document.getElementById('live').dataset.live") == "true"
+            assert rest(entry, f"/jobs/{jid}")["vertices"][1]["metrics"]["read-bytes"] > 0
             if shots:
                 await b.screenshot(shots / "web-ui-overview.png")
+            # Jobs: this job and the driver's finished one (names as text); a click on the
+            # finished one shows its final figures.
+            await b.js("document.querySelector('[data-tab=jobs]').click()")
+            here = await b.wait_for(f"document.getElementById('job-name-{jid}')?.textContent")
+            assert here == "web-ui <script>alert(1)</script>"
+            earlier = next(j for j in rest(entry, "/jobs/overview")["jobs"] if j["name"] == EARLIER)
+            cell = f"document.getElementById('job-state-{earlier['jid']}')"
+            assert await b.wait_for(f"{cell}?.textContent") == "FINISHED"
+            await b.js(f"{cell}.click()")
+            heading = await b.wait_for("document.getElementById('archived-name')?.textContent")
+            assert heading == EARLIER + " (FINISHED)"
+            assert await b.js("document.querySelectorAll('main b').length") == 0
+            read = await b.js("document.getElementById('archived-records-in-1').textContent")
+            assert read == "2000"
+            if shots:
+                await b.screenshot(shots / "web-ui-jobs.png")
             # Job graph: one vertex per REST vertex, coloured by a time-share state.
             await b.js("document.querySelector('[data-tab=graph]').click()")
             states = await b.wait_for(
@@ -201,7 +230,7 @@ async def _drive(entry: Any, port: str, job: JobClient, shots: Path | None) -> N
             before = rest(entry, f"/jobs/{jid}/checkpoints")["counts"]["completed"]
             shown = int(await b.js("document.getElementById('cp-completed').textContent"))
             after = rest(entry, f"/jobs/{jid}/checkpoints")["counts"]["completed"]
-            assert before - 2 <= shown <= after  # polled every 2 s
+            assert before - 2 <= shown <= after  # pushed every second
             # The savepoint button: confirmed, then a savepoint exists where the UI says.
             await b.js("document.getElementById('btn-savepoint').click()")
             location = await b.wait_for(
@@ -211,6 +240,27 @@ async def _drive(entry: Any, port: str, job: JobClient, shots: Path | None) -> N
             assert os.path.exists(os.path.join(location.removeprefix("file://"), "_metadata"))
             latest = rest(entry, f"/jobs/{jid}/checkpoints")["latest"]["savepoint"]
             assert latest is not None and latest["external_path"] == location
-            await asyncio.sleep(2.5)  # the next poll shows the savepoint in the history
+            await asyncio.sleep(2.5)  # the next update shows the savepoint in the history
             if shots:
                 await b.screenshot(shots / "web-ui-checkpoints.png")
+
+
+async def _polls_without_a_stream(b: Browser, http: aiohttp.ClientSession, entry: Any) -> None:
+    """All 16 live streams taken (the endpoint answers 503): the page polls; once they are
+    free again it switches to its own stream (it retries every 5 s)."""
+    headers = {"Authorization": f"Bearer {entry.token}"}
+    url = f"{entry.endpoint}/jobs/{entry.job_id}/events"
+    streams = [await http.get(url, headers=headers) for _ in range(16)]
+    try:
+        assert all(s.status == 200 for s in streams)
+        async with http.get(url, headers=headers) as refused:
+            assert refused.status == 503
+        await b.call("Page.navigate", url=f"{entry.endpoint}/web/index.html#token={entry.token}")
+        records = "Number(document.getElementById('records-in-1')?.textContent)"
+        first = await b.wait_for(records)
+        assert await b.wait_for(f"{records} > {first}", timeout_s=15)  # the next poll
+        assert await b.js("document.getElementById('live').dataset.live") == "false"
+    finally:
+        for s in streams:
+            s.close()
+    assert await b.wait_for("document.getElementById('live').dataset.live === 'true'", 15)

@@ -140,3 +140,43 @@ def test_rest_bodies_list_ids_or_values_as_flink_does() -> None:
 def test_the_progress_line_names_the_most_backpressured_subtask() -> None:
     shares = {"source (1/1)": subtask_metrics(SOURCE_NOW, SOURCE_BEFORE)}
     assert time_shares(shares) == "busy 20% bp 70% idle 10% (max bp source (1/1) 70%)"
+
+
+def test_bytes_give_flinks_byte_counters_and_rates_and_the_vertex_io_block() -> None:
+    """numBytesIn/Out are the cumulative pickled bytes of remote batches; the per-second
+    rates come from two reports; /jobs/:jobid sums a vertex's subtasks into Flink's
+    ``metrics`` block and says whether every subtask reported."""
+    before = TaskMetrics(100, 100, elapsed_ms=1_000.0, busy_ms=100.0, bytes_in=4_000, bytes_out=0)
+    now = TaskMetrics(
+        300, 300, elapsed_ms=3_000.0, busy_ms=600.0, backpressured_ms=400.0, bytes_in=10_000
+    )
+    m = subtask_metrics(now, before)
+    assert (m.numBytesIn, m.numBytesOut) == (10_000, 0)
+    assert m.numBytesInPerSecond == pytest.approx(3_000.0) and m.numBytesOutPerSecond == 0.0
+    other = subtask_metrics(TaskMetrics(50, 40, elapsed_ms=3_000.0, bytes_in=500, bytes_out=70))
+    f = MetricsFacts("j", "n", {1: "sum"}, {key(1, 0): m, key(1, 1): other}, job_metrics(None, 0))
+    text = render(lambda: f).decode()
+    families = {x.name: x for x in text_string_to_metric_families(text)}
+    values = {s.labels["subtask_index"]: s.value for s in families[
+        "cairn_taskmanager_job_task_numBytesIn"].samples}  # fmt: skip
+    assert values == {"0": 10_000.0, "1": 500.0}
+    io = metric_views.vertex_io_metrics(f, {1: 2, 2: 3})
+    assert io[1] == {
+        "read-bytes": 10_500,
+        "read-bytes-complete": True,
+        "write-bytes": 70,
+        "write-bytes-complete": True,
+        "read-records": 350,
+        "read-records-complete": True,
+        "write-records": 340,
+        "write-records-complete": True,
+        "accumulated-backpressured-time": 400,
+        "accumulated-idle-time": 2_000 + 3_000,
+        "accumulated-busy-time": 600,
+    }
+    assert io[2]["read-bytes"] == 0 and io[2]["read-bytes-complete"] is False  # none reported
+    ids = metric_views.vertex_metric_values(f, 1, ["1.numBytesOut", "0.numBytesInPerSecond"])
+    assert ids == [
+        {"id": "1.numBytesOut", "value": "70"},
+        {"id": "0.numBytesInPerSecond", "value": "3000"},
+    ]

@@ -282,3 +282,35 @@ def test_a_credit_racing_with_the_hold_announcement_is_not_lost() -> None:
     writer.emit([1, 2])
     assert writer.flush_ready(), "the writer looks again after announcing, and sends"
     assert _drain(target) == [1, 2]
+
+
+def test_bytes_are_counted_once_per_pickled_batch_on_both_ends_and_never_locally() -> None:
+    """Flink's numBytesOut/In: the pickled size of each remote batch, counted by the sending
+    channel and by the gate that takes it; a local channel hands lists over (no bytes)."""
+    remote = _RemoteChannel(3, batch_size=4)
+    try:
+        batches = [[f"record-{i}-{j}" for j in range(4)] for i in range(3)]
+        sizes = [len(pickle.dumps(b, protocol=5)) for b in batches]
+        received: list[Any] = []
+        deadline = time.monotonic() + 5
+        for batch in batches:
+            remote.writer.emit(batch)  # a full batch: flushed and pickled at once
+            while len(received) < len(batches) and time.monotonic() < deadline:
+                item = remote.gate.poll()
+                if item is None:
+                    time.sleep(0.01)
+                    continue
+                received.append(item[1])
+                break
+        assert received == batches
+        assert remote.channel.bytes_out == sum(sizes)
+        assert remote.gate.bytes_in == sum(sizes)
+        assert not remote.errors
+    finally:
+        remote.close()
+    inputs, outputs = _local(1)
+    writer = RecordWriter(outputs, PartitionKind.FORWARD, batch_size=2)
+    writer.emit(["a", "b", "c", "d"])
+    gate = InputGate(inputs)
+    assert gate.poll() == (0, ["a", "b", "c", "d"])
+    assert outputs[0].bytes_out == 0 and gate.bytes_in == 0

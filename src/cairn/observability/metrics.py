@@ -37,6 +37,10 @@ SUBTASK_METRICS = (
     "backPressuredTimeMsPerSecond",
     "idleTimeMsPerSecond",
     "currentInputWatermark",
+    "numBytesIn",
+    "numBytesOut",
+    "numBytesInPerSecond",
+    "numBytesOutPerSecond",
 )
 JOB_METRICS = (
     "numRestarts",
@@ -52,7 +56,9 @@ JOB_METRICS = (
 @dataclass(frozen=True)
 class SubtaskMetrics:
     """One subtask's figures (Flink's task metrics; ``currentInputWatermark`` is
-    ``Long.MIN_VALUE`` as in Flink when the task has no input watermark)."""
+    ``Long.MIN_VALUE`` as in Flink when the task has no input watermark; bytes are those of
+    remote channels, the only ones that serialize). ``accumulated_*_ms``: the task's time
+    since it started, for Flink's ``accumulated-*-time`` of a vertex."""
 
     numRecordsIn: int
     numRecordsOut: int
@@ -62,6 +68,13 @@ class SubtaskMetrics:
     backPressuredTimeMsPerSecond: float
     idleTimeMsPerSecond: float
     currentInputWatermark: int
+    numBytesIn: int = 0
+    numBytesOut: int = 0
+    numBytesInPerSecond: float = 0.0
+    numBytesOutPerSecond: float = 0.0
+    accumulated_busy_ms: float = 0.0
+    accumulated_backpressured_ms: float = 0.0
+    accumulated_idle_ms: float = 0.0
 
     def value(self, name: str) -> float:
         """The figure named ``name`` (one of :data:`SUBTASK_METRICS`)."""
@@ -104,18 +117,24 @@ def subtask_metrics(current: TaskMetrics, previous: TaskMetrics | None = None) -
     (2000.0, 300.0, 500.0)
     >>> m.idleTimeMsPerSecond
     200.0
+    >>> m = subtask_metrics(TaskMetrics(10, 10, elapsed_ms=2000.0, bytes_in=300, bytes_out=900),
+    ...                     TaskMetrics(5, 5, elapsed_ms=1000.0, bytes_in=100, bytes_out=400))
+    >>> m.numBytesIn, m.numBytesInPerSecond, m.numBytesOutPerSecond
+    (300, 200.0, 500.0)
     """
     if previous is None or previous.elapsed_ms > current.elapsed_ms:
         previous = TaskMetrics(0, 0)  # first report, or a new task (restart) reports
     window_ms = current.elapsed_ms - previous.elapsed_ms
     if window_ms <= 0:
-        rate_in = rate_out = busy = backpressured = 0.0
+        rate_in = rate_out = busy = backpressured = bytes_in = bytes_out = 0.0
     else:
         per_s = 1000.0 / window_ms
         rate_in = (current.records_in - previous.records_in) * per_s
         rate_out = (current.records_out - previous.records_out) * per_s
         busy = (current.busy_ms - previous.busy_ms) * per_s
         backpressured = (current.backpressured_ms - previous.backpressured_ms) * per_s
+        bytes_in = (current.bytes_in - previous.bytes_in) * per_s
+        bytes_out = (current.bytes_out - previous.bytes_out) * per_s
     busy = min(max(busy, 0.0), 1000.0)
     backpressured = min(max(backpressured, 0.0), 1000.0 - busy)
     return SubtaskMetrics(
@@ -127,6 +146,15 @@ def subtask_metrics(current: TaskMetrics, previous: TaskMetrics | None = None) -
         backPressuredTimeMsPerSecond=backpressured,
         idleTimeMsPerSecond=1000.0 - busy - backpressured,
         currentInputWatermark=current.watermark if current.watermark is not None else _MIN_LONG,
+        numBytesIn=current.bytes_in,
+        numBytesOut=current.bytes_out,
+        numBytesInPerSecond=max(bytes_in, 0.0),
+        numBytesOutPerSecond=max(bytes_out, 0.0),
+        accumulated_busy_ms=current.busy_ms,
+        accumulated_backpressured_ms=current.backpressured_ms,
+        accumulated_idle_ms=max(
+            current.elapsed_ms - current.busy_ms - current.backpressured_ms, 0.0
+        ),
     )
 
 

@@ -39,6 +39,9 @@ from cairn.observability import prometheus
 from cairn.observability.doctor.rules import diagnose
 from cairn.observability.doctor.sources import facts_of_master
 from cairn.rest import graph_views, metric_views, views
+from cairn.rest.driver_jobs import DRIVER_JOBS, FinishedJob
+from cairn.rest.live import LiveFeed, Update
+from cairn.rest.machine_jobs import MachineJobs
 from cairn.rest.registry import JobEntry, JobRegistry, process_start_time
 from cairn.settings import RestSettings
 
@@ -103,6 +106,8 @@ class RestEndpoint:
         self._closed = False
         # Failures of attempts that were restarted (the web UI's exceptions tab), newest last.
         self._exceptions: list[graph_views.ExceptionFacts] = []
+        self._live = LiveFeed(self._loop, self._live_update)
+        self._machine = MachineJobs(self._registry)
         self._master.listeners.append(self._on_job_event)
 
     # ------------------------------------------------------------------ lifecycle
@@ -131,10 +136,17 @@ class RestEndpoint:
                 token=self.token,
             )
         )
+        DRIVER_JOBS.running(master.job_id, self._facts)
         log.info("job %s: control endpoint at %s", master.job_id, self.url)
         return self.url
 
     def _on_job_event(self, event: str, payload: Any) -> None:
+        if event == "status" and payload.is_globally_terminal_state():
+            # Listed with this driver's finished jobs from now on (the job master's thread,
+            # before the endpoint closes: its final figures are in).
+            DRIVER_JOBS.finished(FinishedJob(self._facts(), self._details(self._facts())))
+        if event in ("status", "checkpoint", "restart"):
+            self._live.poke()
         if event == "restart":
             now = int(time.time() * 1000)
             self._exceptions.append(graph_views.ExceptionFacts(now, str(payload)))
@@ -161,6 +173,7 @@ class RestEndpoint:
         app.router.add_get(jid + "/vertices/{vertexid}/metrics", self._vertex_metrics)
         app.router.add_get(jid + "/vertices/{vertexid}/backpressure", self._backpressure)
         app.router.add_get(jid + "/doctor", self._doctor)
+        app.router.add_get(jid + "/events", self._events)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, self._settings.bind_address, self._settings.port)
@@ -183,6 +196,7 @@ class RestEndpoint:
         timer.start()
 
     def _shutdown(self) -> None:
+        self._loop.call_soon_threadsafe(self._live.close)
         runner = self._runner
         if runner is not None:
             try:
@@ -303,20 +317,64 @@ class RestEndpoint:
         vertices = [(v.id, v.name, v.parallelism) for v in m.graph.vertices]
         return graph_views.plan(m.job_id, m.settings.job_name, vertices, edges)
 
+    async def _all_jobs(self) -> list[views.JobFacts]:
+        """This job first, then this driver's other jobs (running, then finished, newest
+        first), then the running jobs of other drivers the job registry knows."""
+        own = self._master.job_id
+        driver = [f for f in DRIVER_JOBS.overview() if f.job_id != own]
+        machine = await self._machine.rows(DRIVER_JOBS.ids() | {own})
+        return [self._facts(), *driver, *machine]
+
     async def _jobs(self, request: web.Request) -> web.Response:
-        return _json(views.jobs_list([self._facts()]))
+        return _json(views.jobs_list(await self._all_jobs()))
 
     async def _overview(self, request: web.Request) -> web.Response:
-        return _json(views.job_overview([self._facts()]))
+        return _json(views.job_overview(await self._all_jobs()))
+
+    def _details(
+        self, facts: views.JobFacts, metrics: prometheus.MetricsFacts | None = None
+    ) -> dict[str, Any]:
+        parallelism = {v.id: v.parallelism for v in facts.vertices}
+        metrics = self._metrics_facts() if metrics is None else metrics
+        io = metric_views.vertex_io_metrics(metrics, parallelism)
+        return {**views.job_details(facts, io), "plan": self._plan()}
 
     async def _job(self, request: web.Request) -> web.Response:
+        archived = DRIVER_JOBS.details(request.match_info["jobid"])
+        if archived is not None and request.match_info["jobid"] != self._master.job_id:
+            return _json(archived)  # a finished job of this driver, as it ended
         other = self._other_job(request)
         if other is not None:
             return other
         facts = self._facts()
         if facts.end_ms >= 0:
             self._end_awaited = False
-        return _json({**views.job_details(facts), "plan": self._plan()})
+        return _json(self._details(facts))
+
+    # ------------------------------------------------------------------ live updates
+
+    def _live_update(self) -> tuple[Update, bool]:
+        facts = self._facts()
+        metrics = self._metrics_facts()
+        stats = self._client.get_checkpoint_statistics()
+        pressure = {
+            str(v.id): metric_views.backpressure(metrics, v.id, facts.now_ms)
+            for v in facts.vertices
+        }
+        events = [
+            ("job", self._details(facts, metrics)),
+            ("checkpoints", stats.to_dict() if stats is not None else None),
+            ("backpressure", pressure),
+        ]
+        return events, self._master.status.is_globally_terminal_state()
+
+    async def _events(self, request: web.Request) -> web.StreamResponse:
+        """Cairn's own path: the job's status, metrics and checkpoints as server-sent events
+        (``rest/live.py``), for the web UI."""
+        other = self._other_job(request)
+        if other is not None:
+            return other
+        return await self._live.stream(request)
 
     async def _checkpoints(self, request: web.Request) -> web.Response:
         other = self._other_job(request)

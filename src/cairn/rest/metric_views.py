@@ -9,13 +9,19 @@ Invariant: pure functions of :class:`MetricsFacts`; values are strings as Flink 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cairn.observability.metrics import JOB_METRICS, SUBTASK_METRICS, backpressure_level
 from cairn.observability.prometheus import MetricsFacts
 
-__all__ = ["backpressure", "job_metric_values", "requested", "vertex_metric_values"]
+__all__ = [
+    "backpressure",
+    "job_metric_values",
+    "requested",
+    "vertex_io_metrics",
+    "vertex_metric_values",
+]
 
 
 def requested(get: str | None) -> list[str] | None:
@@ -62,6 +68,53 @@ def vertex_metric_values(
         for name in SUBTASK_METRICS:
             values[f"{key.subtask_index}.{name}"] = m.value(name)
     return _answer(values, get)
+
+
+def vertex_io_metrics(facts: MetricsFacts, parallelism: Mapping[int, int]) -> dict[int, Any]:
+    """Flink's ``metrics`` block of each vertex in ``/jobs/:jobid`` (``IOMetricsInfo``): sums
+    over its subtasks; ``*-complete`` says whether every subtask (``parallelism``) reported.
+
+    >>> from cairn.checkpoint.messages import TaskKey
+    >>> from cairn.ids import VertexId
+    >>> from cairn.observability.metrics import job_metrics, subtask_metrics
+    >>> from cairn.runtime.reports import TaskMetrics
+    >>> m = subtask_metrics(TaskMetrics(7, 5, elapsed_ms=100.0, busy_ms=60.0, bytes_in=700))
+    >>> facts = MetricsFacts("j", "n", {}, {TaskKey(VertexId(1), 0): m}, job_metrics(None, 0))
+    >>> io = vertex_io_metrics(facts, {1: 2})[1]
+    >>> io["read-bytes"], io["read-records"], io["write-records"], io["read-bytes-complete"]
+    (700, 7, 5, False)
+    >>> io["accumulated-busy-time"], io["accumulated-idle-time"]
+    (60, 40)
+    """
+    sums: dict[int, dict[str, float]] = {v: {} for v in parallelism}
+    reported: dict[int, int] = dict.fromkeys(parallelism, 0)
+    for key, m in facts.subtasks.items():
+        vertex = int(key.vertex_id)
+        if vertex not in sums:
+            continue
+        reported[vertex] += 1
+        total = sums[vertex]
+        for name, value in (
+            ("read-bytes", m.numBytesIn),
+            ("write-bytes", m.numBytesOut),
+            ("read-records", m.numRecordsIn),
+            ("write-records", m.numRecordsOut),
+            ("accumulated-backpressured-time", m.accumulated_backpressured_ms),
+            ("accumulated-idle-time", m.accumulated_idle_ms),
+            ("accumulated-busy-time", m.accumulated_busy_ms),
+        ):
+            total[name] = total.get(name, 0.0) + value
+    result: dict[int, Any] = {}
+    for vertex, total in sums.items():
+        complete = reported[vertex] >= parallelism[vertex]
+        block: dict[str, Any] = {}
+        for name in ("read-bytes", "write-bytes", "read-records", "write-records"):
+            block[name] = int(total.get(name, 0))
+            block[name + "-complete"] = complete
+        for name in ("backpressured", "idle", "busy"):
+            block[f"accumulated-{name}-time"] = round(total.get(f"accumulated-{name}-time", 0.0))
+        result[vertex] = block
+    return result
 
 
 def backpressure(facts: MetricsFacts, vertex_id: int, now_ms: int) -> dict[str, Any]:

@@ -8,7 +8,7 @@ nothing here touches the job, a clock or the network.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,8 +23,9 @@ class VertexFacts:
 
 @dataclass(frozen=True)
 class JobFacts:
-    """What the endpoint reports about its job at one moment (``end_ms``: -1 while running,
-    as Flink reports it)."""
+    """What the endpoint reports about a job at one moment (``end_ms``: -1 while running,
+    as Flink reports it; ``endpoint``: the URL of the endpoint serving the job when it is not
+    the one answering, i.e. a job of another driver)."""
 
     job_id: str
     name: str
@@ -34,6 +35,7 @@ class JobFacts:
     now_ms: int
     vertices: tuple[VertexFacts, ...]
     stoppable: bool  # a stop-with-savepoint may be asked now
+    endpoint: str | None = None
 
     @property
     def duration_ms(self) -> int:
@@ -65,7 +67,7 @@ def _tasks(job: JobFacts) -> dict[str, int]:
 
 
 def job_overview(jobs: Sequence[JobFacts]) -> dict[str, Any]:
-    """``GET /jobs/overview``.
+    """``GET /jobs/overview`` (a job of another driver also has Cairn's ``endpoint``).
 
     >>> job = JobFacts("j1", "sums", "RUNNING", 1000, -1, 4000, (VertexFacts(0, "src", 2, 128),),
     ...                True)
@@ -84,6 +86,7 @@ def job_overview(jobs: Sequence[JobFacts]) -> dict[str, Any]:
                 "duration": j.duration_ms,
                 "last-modification": j.now_ms if j.end_ms < 0 else j.end_ms,
                 "tasks": _tasks(j),
+                **({"endpoint": j.endpoint} if j.endpoint is not None else {}),
             }
             for j in jobs
         ]
@@ -95,9 +98,10 @@ def jobs_list(jobs: Sequence[JobFacts]) -> dict[str, Any]:
     return {"jobs": [{"id": j.job_id, "status": j.state} for j in jobs]}
 
 
-def job_details(job: JobFacts) -> dict[str, Any]:
-    """``GET /jobs/:jobid`` (the fields Cairn knows; vertices in topological order)."""
-    return {
+def job_details(job: JobFacts, io: Mapping[int, Any] | None = None) -> dict[str, Any]:
+    """``GET /jobs/:jobid`` (the fields Cairn knows; vertices in topological order, each with
+    Flink's ``metrics`` block from ``io`` by vertex id when given)."""
+    details = {
         "jid": job.job_id,
         "name": job.name,
         "isStoppable": job.stoppable,
@@ -114,10 +118,12 @@ def job_details(job: JobFacts) -> dict[str, Any]:
                 "parallelism": v.parallelism,
                 "maxParallelism": v.max_parallelism,
                 "status": job.state,
+                **({"metrics": io[v.id]} if io is not None and v.id in io else {}),
             }
             for v in job.vertices
         ],
     }
+    return details
 
 
 def trigger_accepted(request_id: str) -> dict[str, Any]:

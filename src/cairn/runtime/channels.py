@@ -122,10 +122,12 @@ class InputChannel:
 
 class OutputChannel:
     """Sending end of one channel; ``batch_size`` is the records per buffer the record writer
-    flushes at (the receiver may change it: buffer debloating)."""
+    flushes at (the receiver may change it: buffer debloating); ``bytes_out`` counts the
+    pickled bytes of the batches it sent (a local channel pickles nothing: always 0)."""
 
     channel_id: int
     batch_size: int = 1024
+    bytes_out: int = 0
 
     def available(self) -> bool:
         raise NotImplementedError
@@ -178,6 +180,7 @@ class RemoteOutputChannel(OutputChannel):
     __slots__ = (
         "backlog",
         "batch_size",
+        "bytes_out",
         "channel_id",
         "credits",
         "edge",
@@ -208,6 +211,7 @@ class RemoteOutputChannel(OutputChannel):
         # Priority barriers in the backlog: the data in front of them goes without credit.
         self.priority_pending = 0
         self.batch_size = OutputChannel.batch_size
+        self.bytes_out = 0  # Flink's numBytesOut: counted once per pickled batch
         # The writer holds records back until a credit comes (set by hold(), cleared by the
         # next send): only then must a credit reaching an empty backlog wake the task.
         self.holding = False
@@ -233,6 +237,7 @@ class RemoteOutputChannel(OutputChannel):
             raise unpicklable_batch_error(batch, self.edge, exc) from exc
         if len(payload) > self.max_frame_size:
             raise batch_too_large_error(len(payload), len(batch), self.max_frame_size, self.edge)
+        self.bytes_out += len(payload)
         self.sender.enqueue(self, FrameKind.DATA, payload)
 
     def send_event(self, event: Any) -> None:

@@ -3,9 +3,9 @@
 Invariants: a channel the barrier handler blocked is never polled, and entries of one channel
 are returned in the order they were sent; a priority barrier that is not overtaken is returned
 exactly when every entry sent before it has been taken; remote batches are unpickled here,
-once, by the consuming task, and a credit is returned for each of them. While an unaligned
-checkpoint records a channel, every record batch taken from it is recorded before it is
-returned.
+once, by the consuming task, and a credit is returned (and their size counted) for each.
+While an unaligned checkpoint records a channel, every record batch taken from it is
+recorded before it is returned.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ class InputGate:
     __slots__ = (
         "_blocked",
         "_next",
+        "bytes_in",
         "channels",
         "measuring",
         "num_finished",
@@ -47,6 +48,8 @@ class InputGate:
         # While a checkpoint aligns: bytes of the (remote, serialized) batches processed.
         self.measuring = False
         self.processed_bytes = 0
+        # Flink's numBytesIn: pickled bytes of the remote batches taken (local ones have none).
+        self.bytes_in = 0
         for ch in self.channels:
             ch.signal = self.signal
             if ch.announced:
@@ -94,6 +97,7 @@ class InputGate:
                 if recorder is not None and i in recorder.channels:
                     self._record(recorder, i, entry)
                 if type(entry) is bytes:
+                    self.bytes_in += len(entry)
                     if self.measuring:
                         self.processed_bytes += len(entry)
                     ch.consumed_remote_batch()

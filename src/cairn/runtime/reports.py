@@ -36,7 +36,9 @@ class TaskMetrics:
 
     ``elapsed_ms``: monotonic time since the task was built; ``busy_ms``: time its worker's
     task thread spent in it doing work; ``backpressured_ms``: time its outputs had no room;
-    ``watermark``: the current input watermark (``None`` without event time).
+    ``watermark``: the current input watermark (``None`` without event time);
+    ``bytes_in``/``bytes_out``: pickled bytes of the batches taken from and sent to remote
+    channels (Flink's ``numBytesIn/Out``; local channels hand lists over: no bytes).
     """
 
     records_in: int
@@ -46,6 +48,8 @@ class TaskMetrics:
     busy_ms: float = 0.0
     backpressured_ms: float = 0.0
     watermark: int | None = None
+    bytes_in: int = 0
+    bytes_out: int = 0
 
 
 @dataclass(frozen=True)

@@ -471,6 +471,8 @@ class StreamTask:
             busy_ms=self.busy_s * 1000.0,
             backpressured_ms=backpressured * 1000.0,
             watermark=watermark,
+            bytes_in=self.gate.bytes_in if self.gate is not None else 0,
+            bytes_out=sum(ch.bytes_out for w in self.writers for ch in w.channels),
         )
 
     # -------------------------------------------------------------------- checkpoints

@@ -1,10 +1,13 @@
-// Cairn's web UI: one job's control endpoint, polled every 2 s through its REST API.
+// Cairn's web UI: one job's control endpoint, kept up to date by its live event stream
+// (server-sent events read with fetch, which can send the token), polled every 2 s through
+// its REST API while the stream is down.
 // Invariant: data from the job (names, tracebacks, configuration) is only ever set as text
 // (textContent, SVG text nodes), never as markup; the token comes from the URL's fragment
 // (#token=...), is kept in sessionStorage and sent as a bearer token with every call.
 "use strict";
 
 const POLL_MS = 2000;
+const RETRY_LIVE_MS = 5000;
 const fragment = new URLSearchParams(location.hash.slice(1));
 if (fragment.get("token")) {
   sessionStorage.setItem("cairn-token", fragment.get("token"));
@@ -14,7 +17,8 @@ const token = sessionStorage.getItem("cairn-token") || "";
 let jid = null;
 let tab = "overview";
 let selectedCheckpoint = null;
-const view = { job: null, checkpoints: null, pressure: {}, records: {} };
+let live = false;
+const view = { job: null, checkpoints: null, pressure: {}, jobs: null, archived: null };
 
 async function api(path, init = {}) {
   const headers = Object.assign({ Authorization: "Bearer " + token }, init.headers || {});
@@ -68,26 +72,82 @@ function message(text) {
 
 // ------------------------------------------------------------------ data
 
+function unreachable(e) {
+  message(e.status === 401 ? "Open this page with #token=<the job's token> (the link cairn list --web prints)." : "Cannot reach the job: " + e.message);
+}
+
+// The endpoint's own job is the first row of /jobs/overview.
+async function findJob() {
+  if (jid === null) {
+    const overview = await api("/jobs/overview");
+    jid = overview.jobs[0].jid;
+    view.jobs = overview.jobs;
+  }
+}
+
 async function refresh() {
+  if (live) return;
   try {
-    if (jid === null) jid = (await api("/jobs/overview")).jobs[0].jid;
+    await findJob();
     view.job = await api("/jobs/" + jid);
     try {
       view.checkpoints = await api("/jobs/" + jid + "/checkpoints");
     } catch (e) {
       view.checkpoints = null;
     }
-    for (const v of view.job.vertices) {
-      view.pressure[v.id] = await api(`/jobs/${jid}/vertices/${v.id}/backpressure`);
-      const values = await api(`/jobs/${jid}/vertices/${v.id}/metrics?get=` +
-        [...Array(v.parallelism).keys()].flatMap((i) => [i + ".numRecordsIn", i + ".numRecordsOut"]).join(","));
-      const sum = (suffix) => values.filter((m) => m.id.endsWith(suffix)).reduce((a, m) => a + Number(m.value), 0);
-      view.records[v.id] = { in: sum(".numRecordsIn"), out: sum(".numRecordsOut") };
-    }
+    for (const v of view.job.vertices) view.pressure[v.id] = await api(`/jobs/${jid}/vertices/${v.id}/backpressure`);
     render();
   } catch (e) {
-    message(e.status === 401 ? "Open this page with #token=<the job's token> (the link cairn list --web prints)." : "Cannot reach the job: " + e.message);
+    unreachable(e);
   }
+}
+
+// Server-sent events over fetch: "event: <name>" and "data: <json>" lines, a blank line ends
+// one event. The stream ends after the job's final state.
+async function connectLive() {
+  try {
+    await findJob();
+    const response = await fetch(`/jobs/${jid}/events`, { headers: { Authorization: "Bearer " + token } });
+    if (!response.ok || !response.body) throw new Error("HTTP " + response.status);
+    setLive(true);
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += value;
+      let end;
+      while ((end = buffer.indexOf("\n\n")) >= 0) {
+        onEvent(buffer.slice(0, end));
+        buffer = buffer.slice(end + 2);
+      }
+    }
+  } catch (e) {
+    if (e.status === 401) unreachable(e);
+  }
+  setLive(false);
+  const ended = view.job && ["FINISHED", "CANCELED", "FAILED"].includes(view.job.state);
+  if (!ended) setTimeout(connectLive, RETRY_LIVE_MS);
+}
+
+function onEvent(text) {
+  let name = "message", data = "";
+  for (const line of text.split("\n")) {
+    if (line.startsWith("event: ")) name = line.slice(7);
+    else if (line.startsWith("data: ")) data += line.slice(6);
+  }
+  const body = JSON.parse(data);
+  if (name === "job") view.job = body;
+  else if (name === "checkpoints") view.checkpoints = body;
+  else if (name === "backpressure") view.pressure = body;
+  if (name === "backpressure") render();  // the last event of an update
+}
+
+function setLive(on) {
+  live = on;
+  const node = document.getElementById("live");
+  node.textContent = on ? "live" : "polling";
+  node.dataset.live = String(on);
 }
 
 // ------------------------------------------------------------------ tabs
@@ -98,6 +158,7 @@ function render() {
   document.getElementById("job-state").textContent = job.state;
   const renderers = { overview, graph, checkpoints, config, exceptions, doctor };
   if (tab === "overview" || tab === "graph" || tab === "checkpoints") renderers[tab](section(tab));
+  if (tab === "jobs") jobs(section("jobs"));
 }
 
 function section(name) {
@@ -113,17 +174,60 @@ function overview(node) {
     el("dt", {}, "State"), el("dd", { id: "overview-state" }, job.state),
     el("dt", {}, "Started"), el("dd", {}, new Date(job["start-time"]).toLocaleString()),
     el("dt", {}, "Duration"), el("dd", {}, Math.round(job.duration / 1000) + " s")));
-  node.append(table(
-    ["Vertex", "Parallelism", "Records in", "Records out", "Backpressure", "Busy (max)"],
+  node.append(vertexTable(job, view.pressure));
+}
+
+// Records and bytes are the vertex's "metrics" block of /jobs/:jobid (Flink's names): bytes
+// are those of network channels, the only ones that serialize.
+function vertexTable(job, pressure, prefix = "") {
+  return table(
+    ["Vertex", "Parallelism", "Records in", "Records out", "Bytes in", "Bytes out", "Backpressure", "Busy (max)"],
     job.vertices.map((v) => {
-      const p = view.pressure[v.id] || { subtasks: [], backpressureLevel: "-" };
+      const p = (pressure || {})[v.id] || { subtasks: [], backpressureLevel: "-" };
       const busy = Math.max(0, ...p.subtasks.map((s) => s.busyRatio));
-      const r = view.records[v.id] || {};
+      const m = v.metrics || {};
       return {
-        cells: [v.name, v.parallelism, r.in ?? "-", r.out ?? "-", p.backpressureLevel, pct(busy)],
-        ids: ["", "", "records-in-" + v.id, "records-out-" + v.id, "bp-level-" + v.id, ""],
+        cells: [v.name, v.parallelism, m["read-records"] ?? "-", m["write-records"] ?? "-", bytes(m["read-bytes"]),
+          bytes(m["write-bytes"]), p.backpressureLevel, pct(busy)],
+        ids: ["", "", "records-in-", "records-out-", "bytes-in-", "bytes-out-", "bp-level-", ""].map((id) => (id ? prefix + id + v.id : "")),
       };
-    })));
+    }));
+}
+
+// This driver's jobs (running and finished) and the running jobs of other drivers on this
+// machine (served by their own endpoints: open those with cairn list --web).
+function jobs(node) {
+  const rows = view.jobs || [];
+  node.append(table(
+    ["Job", "ID", "State", "Started", "Duration", "Tasks", "Served by"],
+    rows.map((j) => ({
+      jid: j.jid,
+      cells: [j.name, j.jid, j.state, new Date(j["start-time"]).toLocaleString(), Math.round(j.duration / 1000) + " s",
+        j.tasks.total, j.jid === jid ? "this page" : j.endpoint || "this driver"],
+      ids: ["job-name-" + j.jid, "", "job-state-" + j.jid, "", "", "", ""],
+    })),
+    async (row) => {
+      if (row.jid === jid) return show("overview");
+      const target = rows.find((j) => j.jid === row.jid);
+      if (target.endpoint) return message("Job " + target.name + " runs in another driver: cairn list --web prints its link.");
+      try {
+        view.archived = await api("/jobs/" + row.jid);
+        render();
+      } catch (e) {
+        message(e.message);
+      }
+    }));
+  const a = view.archived;
+  if (a) node.append(el("h3", { id: "archived-name" }, a.name + " (" + a.state + ")"), vertexTable(a, {}, "archived-"));
+}
+
+async function refreshJobs() {
+  try {
+    view.jobs = (await api("/jobs/overview")).jobs;
+    if (tab === "jobs") render();
+  } catch (e) {
+    unreachable(e);
+  }
 }
 
 function graph(node) {
@@ -298,6 +402,7 @@ function show(name) {
   tab = name;
   for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", a.dataset.tab === name);
   for (const s of document.querySelectorAll("main section")) s.hidden = s.id !== "tab-" + name;
+  if (name === "jobs") refreshJobs();
   if (view.job === null) return;
   const once = { config, exceptions, doctor }[name];
   if (once) once(section(name)).catch((e) => message(e.message));
@@ -310,6 +415,8 @@ document.addEventListener("DOMContentLoaded", () => {
   document.getElementById("btn-stop").addEventListener("click", () => command("Stop with savepoint"));
   document.getElementById("btn-cancel").addEventListener("click", () => command("Cancel"));
   show("overview");
+  setLive(false);
+  connectLive();
   refresh();
-  setInterval(refresh, POLL_MS);
+  setInterval(() => { refresh(); if (tab === "jobs") refreshJobs(); }, POLL_MS);
 });
