@@ -9,7 +9,11 @@ Modules, from values to the shell that executes decisions:
 * ``protocol``    pure decisions: trigger, subsume, restore choice, failure counting, retention
 * ``pending``     acknowledgement accounting of one triggered checkpoint
 * ``stats``       Flink-style checkpoint statistics
-* ``storage``     fsspec directories ``<url>/<job>/chk-<n>/``; read, verify, list, savepoints
+* ``locations``   fsspec paths; private, atomic writes; paths kept inside their directory
+* ``state_files`` state file writer and reader (digest-named under a signing key)
+* ``loading``     resolving a path to complete checkpoints and reading their ``_metadata``
+* ``inspection``  verifying state files, listing checkpoints
+* ``storage``     a job's directories ``<url>/<job>/chk-<n>/``: publish, discard, savepoints
 * ``store``       retained completed checkpoints and their cleanup
 * ``coordinator`` the imperative shell the job master drives
 
