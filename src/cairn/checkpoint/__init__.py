@@ -15,6 +15,8 @@ Modules, from values to the shell that executes decisions:
 * ``inspection``  verifying state files, listing checkpoints
 * ``storage``     a job's directories ``<url>/<job>/chk-<n>/``: publish, discard, savepoints
 * ``store``       retained completed checkpoints and their cleanup
+* ``cleanup``     what the coordinator deletes (aborted, subsumed, shared files), best effort
+* ``restore_points`` the job's restore candidates and which of them were announced
 * ``coordinator`` the imperative shell the job master drives
 
 Nothing is re-exported here so that importing ``cairn.checkpoint.handles`` from the runtime
