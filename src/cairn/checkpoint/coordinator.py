@@ -4,7 +4,7 @@ Invariant: a checkpoint completes only when every expected task acknowledged it,
 ``_metadata`` is written last; every aborted checkpoint's files are deleted; checkpoint ids
 only increase. Single-threaded: the job master calls every method from one thread. Decisions
 are ``protocol``'s; deleting files is ``cleanup``'s, finding the restore point
-``restore_points``'.
+``restore_points``', queueing savepoints ``savepoint_requests``'.
 """
 
 from __future__ import annotations
@@ -14,11 +14,10 @@ import logging
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from cairn.checkpoint.cleanup import CheckpointCleaner
-from cairn.checkpoint.errors import CheckpointError, CheckpointFailedError
+from cairn.checkpoint.errors import CheckpointError
 from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.checkpoint.messages import (
     AckResult,
@@ -41,12 +40,12 @@ from cairn.checkpoint.protocol import (
     TriggerPolicy,
     WaitUntil,
     checkpoint_options,
-    decide_savepoint,
     decide_trigger,
     discard_on_termination,
     expired_checkpoints,
 )
 from cairn.checkpoint.restore_points import RestorePoints
+from cairn.checkpoint.savepoint_requests import SavepointRequest, SavepointRequests
 from cairn.checkpoint.stats import CheckpointStatsTracker
 from cairn.checkpoint.storage import CheckpointStorage
 from cairn.checkpoint.store import CompletedCheckpointStore
@@ -76,14 +75,6 @@ class CoordinatorGateway(Protocol):
         ...
 
     def fail_job(self, reason: str) -> None: ...
-
-
-@dataclass(frozen=True)
-class _SavepointRequest:
-    target_dir: str
-    terminate: bool  # stop-with-savepoint: sinks commit it, the job master then ends sources
-    future: Future[CompletedCheckpoint]
-    format_type: SavepointFormatType = SavepointFormatType.CANONICAL
 
 
 class CheckpointCoordinator:
@@ -150,9 +141,7 @@ class CheckpointCoordinator:
         self._stats = CheckpointStatsTracker()
         self._next_id = CheckpointId(first_checkpoint_id)
         self._pending: dict[CheckpointId, PendingCheckpoint] = {}
-        self._savepoints: dict[CheckpointId, _SavepointRequest] = {}
-        # Savepoints waiting for an unaligned checkpoint or another savepoint to end.
-        self._queued: list[_SavepointRequest] = []
+        self._savepoints = SavepointRequests()
         self._ghosts: OrderedDict[CheckpointId, Literal["completed", "aborted"]] = OrderedDict()
         self._periodic_base_ms: int | None = self._clock.now_ms()
         self._last_trigger_ms: int | None = None
@@ -282,17 +271,16 @@ class CheckpointCoordinator:
         except (FileExistsError, OSError) as e:
             future.set_exception(e)
             return future
-        self._queued.append(_SavepointRequest(target_dir, terminate, future, format_type))
+        self._savepoints.enqueue(SavepointRequest(target_dir, terminate, future, format_type))
         self._start_queued_savepoint()
         return future
 
     def _start_queued_savepoint(self) -> None:
         """Start the oldest queued savepoint if :func:`decide_savepoint` allows it."""
-        decision = decide_savepoint(p.options for p in self._pending.values())
-        if not self._queued or isinstance(decision, Blocked):
+        pending = (p.options for p in self._pending.values())
+        request = self._savepoints.start_next(pending, self._next_id)
+        if request is None:
             return
-        request = self._queued.pop(0)
-        self._savepoints[self._next_id] = request
         options = checkpoint_options(
             self.settings,
             savepoint=True,
@@ -304,7 +292,7 @@ class CheckpointCoordinator:
     def _decide(self, *, periodic: bool, force: bool) -> TriggerDecision:
         if periodic and self._periodic_base_ms is None:
             return Blocked("periodic checkpointing is stopped")
-        if not force and (self._queued or self._savepoints):
+        if not force and self._savepoints:
             return Blocked("a savepoint is in progress")
         facts = TriggerFacts(
             now_ms=self._clock.now_ms(),
@@ -389,7 +377,7 @@ class CheckpointCoordinator:
         metadata = metadata.with_subtask_stats(self._stats.get(cid))  # kept in _metadata
         try:
             if pending.is_savepoint:
-                target = self._savepoints[cid].target_dir
+                target = self._savepoints.target_dir(cid)
                 completed = self.storage.write_savepoint(metadata, target)
                 self._cleaner.discard_files(cid)  # the working copy in the checkpoint directory
                 self._cleaner.savepoint_completed(cid, metadata)
@@ -409,7 +397,7 @@ class CheckpointCoordinator:
             "Completed %s %d (%d bytes, %d ms) at %s.", kind, cid, size, took, completed.directory
         )
         if pending.is_savepoint:
-            request = self._savepoints.pop(cid)
+            request = self._savepoints.finish(cid)
             if request.terminate:  # the job ends after it: its sinks commit it
                 self._gateway.notify_complete(cid)
             request.future.set_result(completed)
@@ -444,9 +432,7 @@ class CheckpointCoordinator:
         )
         self._cleaner.discard_files(cid)
         if pending.is_savepoint:
-            self._savepoints.pop(cid).future.set_exception(
-                CheckpointFailedError(cid, reason.value, message, "savepoint")
-            )
+            self._savepoints.fail(cid, reason.value, message)
         self._gateway.notify_aborted(cid, reason, message)
         verdict = self._failures.on_failure(
             cid, reason, is_savepoint=pending.is_savepoint, reported_by_task=reported_by_task
@@ -461,13 +447,7 @@ class CheckpointCoordinator:
         for cid in sorted(self._pending):
             self._abort(cid, CheckpointFailureReason.JOB_FAILOVER_REGION, reason)
         self._cleaner.backends_gone()  # the new attempt's backends are new ones
-        self._fail_queued(CheckpointFailureReason.JOB_FAILOVER_REGION, reason)
-
-    def _fail_queued(self, reason: CheckpointFailureReason, message: str) -> None:
-        queued, self._queued = self._queued, []
-        for request in queued:
-            error = CheckpointFailedError(0, reason.value, message, "savepoint")  # no id yet
-            request.future.set_exception(error)
+        self._savepoints.fail_queued(CheckpointFailureReason.JOB_FAILOVER_REGION, reason)
 
     def _remember(self, cid: CheckpointId, outcome: Literal["completed", "aborted"]) -> None:
         self._ghosts[cid] = outcome
@@ -515,7 +495,7 @@ class CheckpointCoordinator:
         reason = CheckpointFailureReason.CHECKPOINT_COORDINATOR_SHUTDOWN
         for cid in sorted(self._pending):
             self._abort(cid, reason, f"job {terminal.value}")
-        self._fail_queued(reason, f"job {terminal.value}")
+        self._savepoints.fail_queued(reason, f"job {terminal.value}")
         self._shut_down = True
         policy, job_dir = self.settings.retention.value, self.storage.job_dir
         if not discard_on_termination(self.settings.retention, terminal):
