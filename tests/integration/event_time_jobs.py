@@ -8,11 +8,9 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from cairn.common import Configuration, Duration, TimestampAssigner, WatermarkStrategy
-from cairn.common.restart_strategy import RestartStrategies
+from cairn.common import Duration, TimestampAssigner, WatermarkStrategy
 from cairn.common.serialization import Encoder
 from cairn.datastream import (
-    CheckpointingMode,
     KeyedProcessFunction,
     OutputTag,
     StreamExecutionEnvironment,
@@ -20,6 +18,7 @@ from cairn.datastream import (
 from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
 from cairn.datastream.connectors.file_system import FileSink
 from cairn.datastream.state import MapStateDescriptor
+from tests.integration.jobs import checkpointed_env
 
 WINDOW_MS = 1_000
 DISORDER_MS = 97  # a record is at most this much older than the largest timestamp before it
@@ -43,6 +42,13 @@ class OutOfOrderEvents:
 class EventTime(TimestampAssigner):
     def extract_timestamp(self, value: Any, record_timestamp: int) -> int:
         return int(value[1])
+
+
+def event_time_strategy() -> WatermarkStrategy:
+    """Watermarks ``DISORDER_MS`` behind the largest event time seen (``EventTime``)."""
+    return WatermarkStrategy.for_bounded_out_of_orderness(
+        Duration.of_millis(DISORDER_MS)
+    ).with_timestamp_assigner(EventTime())
 
 
 class WindowCount(KeyedProcessFunction[str, Any, str]):
@@ -92,22 +98,11 @@ def window_job(
 ) -> StreamExecutionEnvironment:
     """Out-of-order generator (bounded disorder) -> key_by -> WindowCount (or ``window``) ->
     exactly-once file sink, late records to a second file sink."""
-    configuration = Configuration()
-    for k, v in conf.items():
-        configuration.set_string(k, v)
-    env = StreamExecutionEnvironment.get_execution_environment(configuration)
-    env.set_parallelism(2)
-    env.enable_checkpointing(interval_ms, CheckpointingMode.EXACTLY_ONCE)
-    if unaligned:
-        env.get_checkpoint_config().enable_unaligned_checkpoints()
-    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(restarts, 100))
+    env = checkpointed_env(conf, interval_ms=interval_ms, unaligned=unaligned, restarts=restarts)
     limiter = RateLimiterStrategy.per_second(rate) if rate else None
     source = DataGeneratorSource(OutOfOrderEvents(keys), records, limiter)
-    strategy = WatermarkStrategy.for_bounded_out_of_orderness(
-        Duration.of_millis(DISORDER_MS)
-    ).with_timestamp_assigner(EventTime())
     windows = (
-        env.from_source(source, strategy, "events")
+        env.from_source(source, event_time_strategy(), "events")
         .uid("events")
         .key_by(lambda r: r[0])
         .process(window if window is not None else WindowCount(cost_us))

@@ -11,9 +11,52 @@ from cairn.cli.demo_jobs import SequenceCheck, SequenceGenerator, SlowSequenceCh
 from cairn.common import Configuration, WatermarkStrategy
 from cairn.common.restart_strategy import RestartStrategies
 from cairn.common.serialization import Encoder
-from cairn.datastream import CheckpointingMode, StreamExecutionEnvironment
+from cairn.datastream import (
+    CheckpointingMode,
+    ExternalizedCheckpointRetention,
+    StreamExecutionEnvironment,
+)
 from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
 from cairn.datastream.connectors.file_system import FileSink
+
+
+def environment(conf: dict[str, str], parallelism: int = 2) -> StreamExecutionEnvironment:
+    """A job's environment configured with ``conf`` (as a script's ``Configuration``)."""
+    configuration = Configuration()
+    for k, v in conf.items():
+        configuration.set_string(k, v)
+    env = StreamExecutionEnvironment.get_execution_environment(configuration)
+    env.set_parallelism(parallelism)
+    return env
+
+
+def checkpointed_env(
+    conf: dict[str, str],
+    *,
+    parallelism: int = 2,
+    interval_ms: int = 300,
+    mode: Any = None,
+    unaligned: bool = False,
+    checkpoint_dir: str | None = None,
+    retain: bool = False,
+    restarts: int = 10,
+) -> StreamExecutionEnvironment:
+    """:func:`environment` with checkpoints every ``interval_ms`` (exactly-once unless
+    ``mode``; ``unaligned`` ones), stored under ``checkpoint_dir`` if given (kept when the job
+    is cancelled or fails, with ``retain``), and ``restarts`` restarts 100 ms apart."""
+    env = environment(conf, parallelism)
+    env.enable_checkpointing(interval_ms, mode or CheckpointingMode.EXACTLY_ONCE)
+    cp = env.get_checkpoint_config()
+    if unaligned:
+        cp.enable_unaligned_checkpoints()
+    if checkpoint_dir:
+        cp.set_checkpoint_storage("file://" + checkpoint_dir)
+    if retain:
+        cp.set_externalized_checkpoint_retention(
+            ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION
+        )
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(restarts, 100))
+    return env
 
 
 def sequence_job(
@@ -31,22 +74,15 @@ def sequence_job(
     retain: bool = False,
 ) -> StreamExecutionEnvironment:
     """Generator of per-key sequences -> keyed sequence check -> exactly-once file sink."""
-    configuration = Configuration()
-    for k, v in conf.items():
-        configuration.set_string(k, v)
-    env = StreamExecutionEnvironment.get_execution_environment(configuration)
-    env.set_parallelism(parallelism)
-    env.enable_checkpointing(interval_ms, mode or CheckpointingMode.EXACTLY_ONCE)
-    cp = env.get_checkpoint_config()
-    if checkpoint_dir:
-        cp.set_checkpoint_storage("file://" + checkpoint_dir)
-    if retain:
-        from cairn.datastream import ExternalizedCheckpointRetention
-
-        cp.set_externalized_checkpoint_retention(
-            ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION
-        )
-    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(restarts, 100))
+    env = checkpointed_env(
+        conf,
+        parallelism=parallelism,
+        interval_ms=interval_ms,
+        mode=mode,
+        checkpoint_dir=checkpoint_dir,
+        retain=retain,
+        restarts=restarts,
+    )
     limiter = RateLimiterStrategy.per_second(rate) if rate else None
     source = DataGeneratorSource(SequenceGenerator(keys), records, limiter)
     (
@@ -78,19 +114,12 @@ def backpressured_job(
 
     ``checkpointing``: ``"aligned"`` or ``"unaligned"`` (with ``aligned_timeout_ms``, if given).
     """
-    configuration = Configuration()
-    for k, v in conf.items():
-        configuration.set_string(k, v)
-    env = StreamExecutionEnvironment.get_execution_environment(configuration)
-    env.set_parallelism(2)
-    env.enable_checkpointing(interval_ms, CheckpointingMode.EXACTLY_ONCE)
+    unaligned = checkpointing == "unaligned"
+    env = checkpointed_env(conf, interval_ms=interval_ms, unaligned=unaligned, restarts=restarts)
     cp = env.get_checkpoint_config()
     cp.set_tolerable_checkpoint_failure_number(100)
-    if checkpointing == "unaligned":
-        cp.enable_unaligned_checkpoints()
-        if aligned_timeout_ms is not None:
-            cp.set_aligned_checkpoint_timeout(aligned_timeout_ms)
-    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(restarts, 100))
+    if unaligned and aligned_timeout_ms is not None:
+        cp.set_aligned_checkpoint_timeout(aligned_timeout_ms)
     source = DataGeneratorSource(SequenceGenerator(keys), records)
     (
         env.from_source(source, WatermarkStrategy.no_watermarks(), "sequence")

@@ -9,9 +9,7 @@ from typing import Any
 
 import pytest
 
-from cairn.common import Configuration
 from cairn.common.restart_strategy import RestartStrategies
-from cairn.datastream import StreamExecutionEnvironment
 from cairn.datastream.functions import (
     CheckpointedFunction,
     KeyedProcessFunction,
@@ -20,19 +18,11 @@ from cairn.datastream.functions import (
     SourceFunction,
 )
 from cairn.datastream.state import ListStateDescriptor, ValueStateDescriptor
-
-
-def _env(conf: dict[str, str], parallelism: int = 2) -> StreamExecutionEnvironment:
-    configuration = Configuration()
-    for k, v in conf.items():
-        configuration.set_string(k, v)
-    env = StreamExecutionEnvironment.get_execution_environment(configuration)
-    env.set_parallelism(parallelism)
-    return env
+from tests.integration.jobs import environment
 
 
 def test_partitioners_and_union_deliver_every_record(executor_conf: dict[str, str]) -> None:
-    env = _env(executor_conf, parallelism=3)
+    env = environment(executor_conf, parallelism=3)
     a = env.from_collection(list(range(0, 300)))
     b = env.from_collection(list(range(300, 600)))
     merged = a.rebalance().map(lambda x: x).union(b.shuffle().map(lambda x: x))
@@ -55,7 +45,7 @@ class _Subtask(MapFunction):
 
 @pytest.mark.spark
 def test_partition_custom_routes_records_between_spark_workers(spark: Any) -> None:
-    env = _env({"cairn.executor": "spark", "cairn.workers": "3"}, parallelism=3)
+    env = environment({"cairn.executor": "spark", "cairn.workers": "3"}, parallelism=3)
     words = [f"{letter}{i}" for i in range(200) for letter in "abc"]
     routed = env.from_collection(words).partition_custom(_ByFirstLetter(), lambda w: w)
     out = list(routed.map(_Subtask()).execute_and_collect())
@@ -64,7 +54,7 @@ def test_partition_custom_routes_records_between_spark_workers(spark: Any) -> No
 
 
 def test_broadcast_reaches_every_subtask(inprocess_conf: dict[str, str]) -> None:
-    env = _env(inprocess_conf, parallelism=3)
+    env = environment(inprocess_conf, parallelism=3)
 
     class Tag(MapFunction):
         def open(self, runtime_context: Any) -> None:
@@ -96,7 +86,7 @@ class _TimerCounter(KeyedProcessFunction):
 
 
 def test_processing_time_timers_fire_with_their_key(executor_conf: dict[str, str]) -> None:
-    env = _env(executor_conf)
+    env = environment(executor_conf)
 
     class SlowSource(SourceFunction):
         def run(self, ctx: Any) -> None:
@@ -160,7 +150,7 @@ def test_checkpointed_source_function_resumes_exactly_once(tmp_path: Any) -> Non
         "cairn.testing.faults": "point=processing,attempt=0,records=3000,vertex=Map;"
         "point=after-barrier,attempt=1",
     }
-    env = _env(conf, parallelism=1)
+    env = environment(conf, parallelism=1)
     env.enable_checkpointing(100)
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(5, 50))
     out = list(
@@ -172,7 +162,7 @@ def test_checkpointed_source_function_resumes_exactly_once(tmp_path: Any) -> Non
 def test_print_writes_every_record(
     capfd: pytest.CaptureFixture[str], inprocess_conf: dict[str, str]
 ) -> None:
-    env = _env(inprocess_conf, parallelism=2)
+    env = environment(inprocess_conf, parallelism=2)
     env.from_collection(["alpha", "beta", "gamma"]).rebalance().map(str.upper).print()
     env.execute("print")
     out = capfd.readouterr().out
@@ -185,7 +175,7 @@ def test_subtasks_sharing_a_worker_get_their_own_function_objects(
     executor_conf: dict[str, str],
 ) -> None:
     """Two subtasks of a keyed operator on one worker must not share the user's object."""
-    env = _env({**executor_conf, "cairn.workers": "1"}, parallelism=2)
+    env = environment({**executor_conf, "cairn.workers": "1"}, parallelism=2)
 
     class RunningSum(KeyedProcessFunction):
         def open(self, runtime_context: Any) -> None:

@@ -25,7 +25,7 @@ from cairn.cli.demo_jobs import (
     check_sequence_lines,
     read_visible_lines,
 )
-from cairn.common import Configuration, JobExecutionException, WatermarkStrategy
+from cairn.common import JobExecutionException, WatermarkStrategy
 from cairn.common.job_status import JobStatus
 from cairn.common.restart_strategy import RestartStrategies
 from cairn.common.serialization import Encoder
@@ -37,7 +37,12 @@ from cairn.datastream.stream_execution_environment import (
     set_context_defaults,
 )
 from cairn.deploy.job_client import JobClient
-from tests.integration.jobs import exactly_once_problems, expected_lines, sequence_job
+from tests.integration.jobs import (
+    environment,
+    exactly_once_problems,
+    expected_lines,
+    sequence_job,
+)
 
 RECORDS, KEYS = 60_000, 12  # 12 keys: every parallelism used here divides it
 RESTORE_KEY = "execution.state-recovery.path"
@@ -337,11 +342,7 @@ def test_restore_from_an_explicit_checkpoint_directory(
 
 def _renamed_check_job(conf: dict[str, str], out: str) -> StreamExecutionEnvironment:
     """The sequence job of ``sequence_job`` whose keyed check got a new uid."""
-    configuration = Configuration()
-    for k, v in conf.items():
-        configuration.set_string(k, v)
-    env = StreamExecutionEnvironment.get_execution_environment(configuration)
-    env.set_parallelism(2)
+    env = environment(conf)
     env.enable_checkpointing(100)
     env.set_restart_strategy(RestartStrategies.no_restart())
     source = DataGeneratorSource(SequenceGenerator(KEYS), RECORDS)

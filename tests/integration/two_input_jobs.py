@@ -12,12 +12,8 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from cairn.common import Configuration, Duration, WatermarkStrategy
-from cairn.common.restart_strategy import RestartStrategies
 from cairn.common.serialization import Encoder
 from cairn.datastream import (
-    CheckpointingMode,
-    ExternalizedCheckpointRetention,
     KeyedBroadcastProcessFunction,
     KeyedCoProcessFunction,
     StreamExecutionEnvironment,
@@ -29,9 +25,10 @@ from tests.integration.event_time_jobs import (
     DISORDER_MS,
     LATE,
     WINDOW_MS,
-    EventTime,
     OutOfOrderEvents,
+    event_time_strategy,
 )
+from tests.integration.jobs import checkpointed_env
 
 RULE_EVERY_MS = 500  # a rule per 500 ms of event time: every window starts at one
 RULES = MapStateDescriptor("rules", None, None)
@@ -133,37 +130,6 @@ class ApplyRules(_Windows, KeyedBroadcastProcessFunction):
         yield f"{ctx.get_current_key()},{n},{start},{acc[0]},{acc[1] * multiplier}"
 
 
-def _env(
-    conf: dict[str, str],
-    parallelism: int,
-    interval_ms: int,
-    unaligned: bool,
-    restarts: int,
-    checkpoint_dir: str | None = None,
-) -> StreamExecutionEnvironment:
-    configuration = Configuration()
-    for k, v in conf.items():
-        configuration.set_string(k, v)
-    env = StreamExecutionEnvironment.get_execution_environment(configuration)
-    env.set_parallelism(parallelism)
-    env.enable_checkpointing(interval_ms, CheckpointingMode.EXACTLY_ONCE)
-    if unaligned:
-        env.get_checkpoint_config().enable_unaligned_checkpoints()
-    if checkpoint_dir is not None:  # kept when the job fails, to restore from
-        env.get_checkpoint_config().set_checkpoint_storage("file://" + checkpoint_dir)
-        env.get_checkpoint_config().set_externalized_checkpoint_retention(
-            ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION
-        )
-    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(restarts, 100))
-    return env
-
-
-def _strategy() -> WatermarkStrategy:
-    return WatermarkStrategy.for_bounded_out_of_orderness(
-        Duration.of_millis(DISORDER_MS)
-    ).with_timestamp_assigner(EventTime())
-
-
 def _sinks(result: Any, out_dir: str) -> None:
     sink = FileSink.for_row_format(out_dir + "/out", Encoder.simple_string_encoder()).build()
     result.sink_to(sink).uid("out-sink")
@@ -185,14 +151,22 @@ def join_job(
     parallelism: int = 2,
 ) -> StreamExecutionEnvironment:
     """orders + payments (out of order) -> connect -> key_by both -> WindowJoin -> file sink."""
-    env = _env(conf, parallelism, interval_ms, unaligned, restarts)
+    env = checkpointed_env(
+        conf,
+        parallelism=parallelism,
+        interval_ms=interval_ms,
+        unaligned=unaligned,
+        restarts=restarts,
+    )
     limiter = RateLimiterStrategy.per_second(rate) if rate else None
     half = RateLimiterStrategy.per_second(rate // 2) if rate else None
     orders = env.from_source(
-        DataGeneratorSource(OutOfOrderEvents(keys), records, limiter), _strategy(), "orders"
+        DataGeneratorSource(OutOfOrderEvents(keys), records, limiter),
+        event_time_strategy(),
+        "orders",
     ).uid("orders")
     payments = env.from_source(
-        DataGeneratorSource(Payments(keys), records // 2, half), _strategy(), "payments"
+        DataGeneratorSource(Payments(keys), records // 2, half), event_time_strategy(), "payments"
     ).uid("payments")
     joined = (
         orders.connect(payments)
@@ -220,16 +194,26 @@ def rules_job(
     checkpoint_dir: str | None = None,
 ) -> StreamExecutionEnvironment:
     """events -> key_by -> connect(rules.broadcast(RULES)) -> ApplyRules -> file sink."""
-    env = _env(conf, parallelism, interval_ms, unaligned, restarts, checkpoint_dir)
+    env = checkpointed_env(
+        conf,
+        parallelism=parallelism,
+        interval_ms=interval_ms,
+        unaligned=unaligned,
+        checkpoint_dir=checkpoint_dir,
+        retain=checkpoint_dir is not None,
+        restarts=restarts,
+    )
     limiter = RateLimiterStrategy.per_second(rate) if rate else None
     # Rules cover the events' span of event time, at the events' pace.
     n_rules = records * 10 // RULE_EVERY_MS + 2
     rule_rate = RateLimiterStrategy.per_second(max(1, rate * n_rules // records)) if rate else None
     events = env.from_source(
-        DataGeneratorSource(OutOfOrderEvents(keys), records, limiter), _strategy(), "events"
+        DataGeneratorSource(OutOfOrderEvents(keys), records, limiter),
+        event_time_strategy(),
+        "events",
     ).uid("events")
     rules = env.from_source(
-        DataGeneratorSource(RuleUpdates(), n_rules, rule_rate), _strategy(), "rules"
+        DataGeneratorSource(RuleUpdates(), n_rules, rule_rate), event_time_strategy(), "rules"
     ).uid("rules")
     applied = (
         events.key_by(lambda r: r[0])

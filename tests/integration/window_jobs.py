@@ -7,10 +7,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from cairn.common import Configuration, Duration, Time, WatermarkStrategy
-from cairn.common.restart_strategy import RestartStrategies
+from cairn.common import Time
 from cairn.common.serialization import Encoder
-from cairn.datastream import AggregateFunction, CheckpointingMode, StreamExecutionEnvironment
+from cairn.datastream import AggregateFunction, StreamExecutionEnvironment
 from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
 from cairn.datastream.connectors.file_system import FileSink
 from cairn.datastream.window import (
@@ -19,7 +18,8 @@ from cairn.datastream.window import (
     TumblingEventTimeWindows,
 )
 from cairn.datastream.window_functions import ProcessWindowFunction, WindowFunction
-from tests.integration.event_time_jobs import DISORDER_MS, LATE, EventTime, OutOfOrderEvents
+from tests.integration.event_time_jobs import LATE, OutOfOrderEvents, event_time_strategy
+from tests.integration.jobs import checkpointed_env
 
 SESSION_GAP_MS = 90
 
@@ -72,23 +72,16 @@ def windows_job(
     unaligned: bool = False,
     backend: str | None = None,
 ) -> StreamExecutionEnvironment:
-    configuration = Configuration()
-    for k, v in conf.items():
-        configuration.set_string(k, v)
     if backend is not None:
-        configuration.set_string("state.backend.type", backend)
-    env = StreamExecutionEnvironment.get_execution_environment(configuration)
-    env.set_parallelism(2)
-    env.enable_checkpointing(interval_ms, CheckpointingMode.EXACTLY_ONCE)
-    if unaligned:
-        env.get_checkpoint_config().enable_unaligned_checkpoints()
-    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(10, 100))
+        conf = {**conf, "state.backend.type": backend}
+    env = checkpointed_env(conf, interval_ms=interval_ms, unaligned=unaligned)
     limiter = RateLimiterStrategy.per_second(rate) if rate else None
     source = DataGeneratorSource(OutOfOrderEvents(keys), records, limiter)
-    strategy = WatermarkStrategy.for_bounded_out_of_orderness(
-        Duration.of_millis(DISORDER_MS)
-    ).with_timestamp_assigner(EventTime())
-    keyed = env.from_source(source, strategy, "events").uid("events").key_by(lambda r: r[0])
+    keyed = (
+        env.from_source(source, event_time_strategy(), "events")
+        .uid("events")
+        .key_by(lambda r: r[0])
+    )
 
     def sink(stream: Any, name: str) -> None:
         files = FileSink.for_row_format(f"{out_dir}/{name}", Encoder.simple_string_encoder())

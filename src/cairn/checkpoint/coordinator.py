@@ -2,7 +2,9 @@
 
 Invariant: a checkpoint completes only when every expected task acknowledged it, and then its
 ``_metadata`` is written last; every aborted checkpoint's files are deleted; checkpoint ids
-only increase. Single-threaded: the job master calls every method from one thread.
+only increase. Single-threaded: the job master calls every method from one thread. Decisions
+are ``protocol``'s; deleting files is ``cleanup``'s, finding the restore point
+``restore_points``', queueing savepoints ``savepoint_requests``'.
 """
 
 from __future__ import annotations
@@ -12,12 +14,11 @@ import logging
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from cairn.checkpoint.errors import CheckpointError, CheckpointFailedError
+from cairn.checkpoint.cleanup import CheckpointCleaner
+from cairn.checkpoint.errors import CheckpointError
 from cairn.checkpoint.failure import CheckpointFailureReason
-from cairn.checkpoint.handles import OperatorSubtaskState
 from cairn.checkpoint.messages import (
     AckResult,
     TaskAcknowledgement,
@@ -32,7 +33,6 @@ from cairn.checkpoint.protocol import (
     FailJob,
     FailureVerdict,
     FallbackRule,
-    RestoreCandidate,
     TerminalJobStatus,
     TriggerDecision,
     TriggerFacts,
@@ -40,15 +40,14 @@ from cairn.checkpoint.protocol import (
     TriggerPolicy,
     WaitUntil,
     checkpoint_options,
-    decide_savepoint,
     decide_trigger,
     discard_on_termination,
     expired_checkpoints,
 )
-from cairn.checkpoint.restore import candidate_at, find_restore_point
-from cairn.checkpoint.shared_state import SharedStateRegistry, rocksdb_handles
+from cairn.checkpoint.restore_points import RestorePoints
+from cairn.checkpoint.savepoint_requests import SavepointRequest, SavepointRequests
 from cairn.checkpoint.stats import CheckpointStatsTracker
-from cairn.checkpoint.storage import CheckpointStorage, resolve_checkpoint_dirs
+from cairn.checkpoint.storage import CheckpointStorage
 from cairn.checkpoint.store import CompletedCheckpointStore
 from cairn.clock import Clock, SystemClock
 from cairn.events import CheckpointBarrier, CheckpointOptions, SavepointFormatType
@@ -76,15 +75,6 @@ class CoordinatorGateway(Protocol):
         ...
 
     def fail_job(self, reason: str) -> None: ...
-
-
-@dataclass(frozen=True)
-class _SavepointRequest:
-    target_dir: str
-    terminate: bool  # stop-with-savepoint: sinks commit it, the job master then ends sources
-    future: Future[CompletedCheckpoint]
-    format_type: SavepointFormatType = SavepointFormatType.CANONICAL
-    drain: bool = False  # with terminate: sources send the final watermark before the barrier
 
 
 class CheckpointCoordinator:
@@ -143,24 +133,16 @@ class CheckpointCoordinator:
         self._properties = dict(properties or {})
         self._policy = TriggerPolicy.from_settings(settings)
         self._failures = CheckpointFailureManager(settings.tolerable_failures)
-        self._shared = SharedStateRegistry()  # shared files of incremental checkpoints
-        self._store = CompletedCheckpointStore(max(1, settings.retained), self._discard_completed)
+        self._cleaner = CheckpointCleaner(job_id, storage)
+        self._store = CompletedCheckpointStore(
+            max(1, settings.retained), self._cleaner.discard_completed
+        )
+        self._restore_points = RestorePoints(job_id, storage, self._store, fallback)
         self._stats = CheckpointStatsTracker()
         self._next_id = CheckpointId(first_checkpoint_id)
         self._pending: dict[CheckpointId, PendingCheckpoint] = {}
-        self._savepoints: dict[CheckpointId, _SavepointRequest] = {}
-        # Savepoints waiting for an unaligned checkpoint or another savepoint to end.
-        self._queued: list[_SavepointRequest] = []
+        self._savepoints = SavepointRequests()
         self._ghosts: OrderedDict[CheckpointId, Literal["completed", "aborted"]] = OrderedDict()
-        self._fallback = fallback
-        # Checkpoints whose completion was announced to the tasks (sinks may have committed
-        # their output), or that may have been: one restored from an earlier run's files.
-        self._announced: set[int] = set()
-        # Checkpoints found unusable (by verification or by a worker that failed to restore
-        # one): never offered again, but remembered for the fallback rule.
-        self._unusable: dict[str, RestoreCandidate] = {}
-        # Where an explicit restore path pointed: the candidates behind the retained ones.
-        self._origin: list[str] = []
         self._periodic_base_ms: int | None = self._clock.now_ms()
         self._last_trigger_ms: int | None = None
         self._last_completion_ms: int | None = None
@@ -291,17 +273,18 @@ class CheckpointCoordinator:
         except (FileExistsError, OSError) as e:
             future.set_exception(e)
             return future
-        self._queued.append(_SavepointRequest(target_dir, terminate, future, format_type, drain))
+        self._savepoints.enqueue(
+            SavepointRequest(target_dir, terminate, future, format_type, drain)
+        )
         self._start_queued_savepoint()
         return future
 
     def _start_queued_savepoint(self) -> None:
         """Start the oldest queued savepoint if :func:`decide_savepoint` allows it."""
-        decision = decide_savepoint(p.options for p in self._pending.values())
-        if not self._queued or isinstance(decision, Blocked):
+        pending = (p.options for p in self._pending.values())
+        request = self._savepoints.start_next(pending, self._next_id)
+        if request is None:
             return
-        request = self._queued.pop(0)
-        self._savepoints[self._next_id] = request
         options = checkpoint_options(
             self.settings,
             savepoint=True,
@@ -314,7 +297,7 @@ class CheckpointCoordinator:
     def _decide(self, *, periodic: bool, force: bool) -> TriggerDecision:
         if periodic and self._periodic_base_ms is None:
             return Blocked("periodic checkpointing is stopped")
-        if not force and (self._queued or self._savepoints):
+        if not force and self._savepoints:
             return Blocked("a savepoint is in progress")
         facts = TriggerFacts(
             now_ms=self._clock.now_ms(),
@@ -366,8 +349,8 @@ class CheckpointCoordinator:
         if ghost == "aborted":
             # The task wrote its files after the abort removed the directory: remove again.
             log.debug("Late ack of aborted checkpoint %d from %s; discarding it.", cid, ack.task)
-            self._discard_files(cid)
-            self._discard_unregistered_shared(ack.states.values())
+            self._cleaner.discard_files(cid)
+            self._cleaner.discard_unregistered_shared(ack.states.values())
             return AckResult.DISCARDED
         log.warning("Acknowledgement of unknown checkpoint %d from %s.", cid, ack.task)
         return AckResult.UNKNOWN
@@ -399,15 +382,10 @@ class CheckpointCoordinator:
         metadata = metadata.with_subtask_stats(self._stats.get(cid))  # kept in _metadata
         try:
             if pending.is_savepoint:
-                target = self._savepoints[cid].target_dir
+                target = self._savepoints.target_dir(cid)
                 completed = self.storage.write_savepoint(metadata, target)
-                self._discard_files(cid)  # the working copy in the checkpoint directory
-                # Its new shared files: backends may reuse them once told it completed.
-                handles = rocksdb_handles(
-                    s for op in metadata.operators.values() for s in op.subtasks.values()
-                )
-                self._shared.register(cid, handles)
-                self._delete_shared(self._shared.release(cid))
+                self._cleaner.discard_files(cid)  # the working copy in the checkpoint directory
+                self._cleaner.savepoint_completed(cid, metadata)
             else:
                 completed = self.storage.write_metadata(metadata)
         except Exception as e:
@@ -424,20 +402,19 @@ class CheckpointCoordinator:
             "Completed %s %d (%d bytes, %d ms) at %s.", kind, cid, size, took, completed.directory
         )
         if pending.is_savepoint:
-            request = self._savepoints.pop(cid)
+            request = self._savepoints.finish(cid)
             if request.terminate:  # the job ends after it: its sinks commit it
                 self._gateway.notify_complete(cid)
             request.future.set_result(completed)
             return
         self._failures.on_success(cid)
-        states = (s for op in metadata.operators.values() for s in op.subtasks.values())
-        self._delete_shared(self._shared.register(cid, rocksdb_handles(states)))
+        self._cleaner.checkpoint_completed(cid, metadata)
         for old in self._store.add(completed):
             log.debug("Subsumed checkpoint %d of job %s.", old.checkpoint_id, self.job_id)
         subsumed = CheckpointFailureReason.CHECKPOINT_SUBSUMED
         for older in [c for c, p in self._pending.items() if c < cid and not p.is_savepoint]:
             self._abort(older, subsumed, f"checkpoint {cid} completed first")
-        self._announced.add(cid)  # before the tasks hear of it: a sink may commit at once
+        self._restore_points.announced(cid)  # before the tasks hear of it: a sink may commit
         self._gateway.notify_complete(cid)
 
     def _abort(
@@ -448,7 +425,7 @@ class CheckpointCoordinator:
         reported_by_task: bool = False,
     ) -> FailureVerdict:
         pending = self._pending.pop(cid)
-        self._discard_unregistered_shared(
+        self._cleaner.discard_unregistered_shared(
             st for ack in pending.acknowledgements.values() for st in ack.states.values()
         )
         pending.discard()
@@ -458,11 +435,9 @@ class CheckpointCoordinator:
         log.warning(
             "Aborting %s %d of job %s: %s: %s", kind, cid, self.job_id, reason.value, message
         )
-        self._discard_files(cid)
+        self._cleaner.discard_files(cid)
         if pending.is_savepoint:
-            self._savepoints.pop(cid).future.set_exception(
-                CheckpointFailedError(cid, reason.value, message, "savepoint")
-            )
+            self._savepoints.fail(cid, reason.value, message)
         self._gateway.notify_aborted(cid, reason, message)
         verdict = self._failures.on_failure(
             cid, reason, is_savepoint=pending.is_savepoint, reported_by_task=reported_by_task
@@ -476,51 +451,8 @@ class CheckpointCoordinator:
         """Abort every pending checkpoint and savepoint (failover); not counted as failures."""
         for cid in sorted(self._pending):
             self._abort(cid, CheckpointFailureReason.JOB_FAILOVER_REGION, reason)
-        self._delete_shared(self._shared.backends_gone())  # the new attempt's are new ones
-        self._fail_queued(CheckpointFailureReason.JOB_FAILOVER_REGION, reason)
-
-    def _fail_queued(self, reason: CheckpointFailureReason, message: str) -> None:
-        queued, self._queued = self._queued, []
-        for request in queued:
-            error = CheckpointFailedError(0, reason.value, message, "savepoint")  # no id yet
-            request.future.set_exception(error)
-
-    def _discard_completed(self, checkpoint: CompletedCheckpoint) -> None:
-        """A subsumed checkpoint the job owns — its own ``chk-<n>``, or a claimed one
-        (restore mode CLAIM) wherever it is — and the shared files nothing needs now."""
-        cid = checkpoint.checkpoint_id
-        if checkpoint.directory == self.storage.checkpoint_dir(cid):
-            self.storage.discard(cid)
-        else:
-            self.storage.discard_directory(checkpoint.directory)
-        self._delete_shared(self._shared.release(cid))
-
-    def _discard_unregistered_shared(self, states: Iterable[OperatorSubtaskState]) -> None:
-        """Shared files only an aborted checkpoint uploaded: no backend reuses them."""
-        self._delete_shared(
-            [
-                f.path
-                for h in rocksdb_handles(states)
-                for f in h.shared_files()
-                if not self._shared.is_registered(f.path)
-            ]
-        )
-
-    def _delete_shared(self, paths: list[str]) -> None:
-        if not paths:
-            return
-        log.debug("Deleting %d unreferenced shared state files of job %s", len(paths), self.job_id)
-        try:
-            self.storage.delete_shared_files(paths)
-        except Exception:  # best effort, as for checkpoint directories
-            log.warning("Could not delete shared state files %s", paths[:5], exc_info=True)
-
-    def _discard_files(self, cid: CheckpointId) -> None:
-        try:
-            self.storage.discard(cid)
-        except Exception:  # cleanup is best effort; the checkpoint is aborted regardless
-            where = self.storage.checkpoint_dir(cid)
-            log.warning("Could not remove checkpoint %d at %s", cid, where, exc_info=True)
+        self._cleaner.backends_gone()  # the new attempt's backends are new ones
+        self._savepoints.fail_queued(CheckpointFailureReason.JOB_FAILOVER_REGION, reason)
 
     def _remember(self, cid: CheckpointId, outcome: Literal["completed", "aborted"]) -> None:
         self._ghosts[cid] = outcome
@@ -532,87 +464,25 @@ class CheckpointCoordinator:
     def restore_point(
         self, explicit_path: str | None = None, claim: bool = False
     ) -> CompletedCheckpoint | None:
-        """The verified checkpoint to deploy from, or None for a fresh start.
-
-        Without ``explicit_path``: the newest retained checkpoint that verifies, falling back
-        to older retained ones (logged with the reason), then to the older checkpoints of the
-        path the job was started from. With it: that checkpoint/savepoint (or a job
-        directory's newest usable checkpoint); it is kept as the restore point for later
-        failovers until subsumed, but its files are never deleted by this job, and numbering
-        continues after its id.
-
-        Falling back past a checkpoint whose completion was announced is refused if the job
-        has committing sinks (see :class:`~cairn.checkpoint.protocol.FallbackRule`). A
-        checkpoint this job completed was announced; one found under ``explicit_path`` has
-        ``_metadata``, so the run that wrote it completed it and may have announced it: it is
-        treated as announced, like Flink, which re-commits a restored checkpoint's
-        committables because it cannot know whether the earlier run committed them.
-
-        ``claim`` (restore mode CLAIM): a retained checkpoint found under ``explicit_path``
-        becomes this job's own, deleted once subsumed like the job's checkpoints; without
-        it (NO_CLAIM) its files are never deleted. A savepoint is never claimed.
-
-        Raises:
-            FallbackRefusedError: only an older checkpoint is usable, and restoring it would
-                commit output a second time; names the skipped checkpoint.
-            NoUsableCheckpointError: candidates exist but none verifies; names each path.
-            CheckpointNotFoundError: ``explicit_path`` holds no complete checkpoint.
+        """The verified checkpoint to deploy from, or None for a fresh start, as
+        :meth:`RestorePoints.choose <cairn.checkpoint.restore_points.RestorePoints.choose>`
+        finds it (fallback to older checkpoints, the rule for announced ones, ``claim``, the
+        errors raised). From an ``explicit_path``, numbering continues after its id.
         """
-        options = self.storage.storage_options
-        if explicit_path is not None:
-            dirs = resolve_checkpoint_dirs(explicit_path, options)
-            self._origin = list(dirs)
-            candidates = [candidate_at(d, committed=True) for d in dirs]
-        else:
-            candidates = self._restore_candidates()
-            if not candidates:
-                return None
-        where = f"job {self.job_id} from {explicit_path or self.storage.job_dir}"
-        key = self.storage.signing_key
-        choice = find_restore_point(candidates, options, where, self._fallback, key)
-        for skipped in choice.skipped:  # unusable: never offer them again
-            self._forget(skipped)
-        chosen = choice.checkpoint
-        cid, where = chosen.checkpoint_id, chosen.directory
-        log.info("Restoring job %s from checkpoint %d at %s.", self.job_id, cid, where)
-        if explicit_path is not None:
-            self._announced.add(cid)
-            if all(cp.directory != chosen.directory for cp in self._store.all()):
-                owned = claim and not chosen.is_savepoint
-                self._store.add(chosen, owned=owned)
-            if chosen.checkpoint_id >= self._next_id:
-                self._next_id = CheckpointId(chosen.checkpoint_id + 1)
-        self._stats.report_restored(cid, self._clock.now_ms(), where, chosen.is_savepoint)
+        chosen = self._restore_points.choose(explicit_path, claim)
+        if chosen is None:
+            return None
+        if explicit_path is not None and chosen.checkpoint_id >= self._next_id:
+            self._next_id = CheckpointId(chosen.checkpoint_id + 1)
+        now, where = self._clock.now_ms(), chosen.directory
+        self._stats.report_restored(chosen.checkpoint_id, now, where, chosen.is_savepoint)
         return chosen
 
     def mark_unusable(self, directory: str, checkpoint_id: int, problem: str) -> None:
         """Never restore the checkpoint at ``directory`` again in this job (e.g. its state
         failed its checks while a worker restored it); the next :meth:`restore_point` tries
         the next older one, subject to the fallback rule. Its files are left alone."""
-        log.warning("Checkpoint %d at %s is unusable: %s", checkpoint_id, directory, problem)
-        committed = checkpoint_id in self._announced
-        self._forget(RestoreCandidate(directory, checkpoint_id, problem, committed))
-
-    def _forget(self, candidate: RestoreCandidate) -> None:
-        self._unusable[candidate.location] = candidate
-        for cp in self._store.all():
-            if cp.directory == candidate.location:
-                self._store.remove(cp.checkpoint_id)
-
-    def _restore_candidates(self) -> list[RestoreCandidate]:
-        """Retained and known-unusable checkpoints, newest first, then those of the explicit
-        restore path (older: numbering continued after the one restored from there). Empty
-        only if the job never had a checkpoint: a fresh start."""
-        announced = self._announced
-        known = [
-            RestoreCandidate(cp.directory, cp.checkpoint_id, None, cp.checkpoint_id in announced)
-            for cp in self._store.all()
-        ]
-        known += self._unusable.values()
-        known.sort(key=lambda c: -1 if c.checkpoint_id is None else c.checkpoint_id, reverse=True)
-        seen = {c.location for c in known}
-        origin = [candidate_at(d, committed=True) for d in self._origin if d not in seen]
-        return known + origin
+        self._restore_points.mark_unusable(directory, checkpoint_id, problem)
 
     # --- termination -----------------------------------------------------------------------
 
@@ -630,26 +500,16 @@ class CheckpointCoordinator:
         reason = CheckpointFailureReason.CHECKPOINT_COORDINATOR_SHUTDOWN
         for cid in sorted(self._pending):
             self._abort(cid, reason, f"job {terminal.value}")
-        self._fail_queued(reason, f"job {terminal.value}")
+        self._savepoints.fail_queued(reason, f"job {terminal.value}")
         self._shut_down = True
         policy, job_dir = self.settings.retention.value, self.storage.job_dir
         if not discard_on_termination(self.settings.retention, terminal):
-            # Uploads that finished after their checkpoint was aborted left files behind.
-            for cid in [c for c, outcome in self._ghosts.items() if outcome == "aborted"]:
-                self._discard_files(cid)
-            self._delete_shared(self._shared.backends_gone())
-            try:  # uploads of workers killed before they acknowledged
-                orphans = set(self.storage.list_shared_files()) - self._shared.referenced()
-                self._delete_shared(sorted(orphans))
-            except Exception:
-                log.warning("Could not list the shared state files of %s", job_dir, exc_info=True)
+            aborted = [c for c, outcome in self._ghosts.items() if outcome == "aborted"]
+            self._cleaner.tidy_kept_job_dir(aborted)
             log.info("Job %s %s: kept %s (%s).", self.job_id, terminal.value, job_dir, policy)
             return
         self._store.discard_all_owned()
-        try:
-            self.storage.discard_job_dir()
-        except Exception:  # best effort: the job is over either way
-            log.warning("Could not remove %s", job_dir, exc_info=True)
+        self._cleaner.discard_job_dir()
         log.info("Job %s %s: removed %s (%s).", self.job_id, terminal.value, job_dir, policy)
 
     def _describe_missing(self, cid: CheckpointId) -> str:

@@ -13,17 +13,24 @@ class CheckpointError(Exception):
     """Base class of the checkpoint layer's errors."""
 
 
-class CorruptCheckpointError(CheckpointError):
-    """A checkpoint's metadata or one of its state files is unreadable, truncated or missing.
-
-    >>> str(CorruptCheckpointError("/c/chk-3/_metadata", "checksum mismatch"))
-    '/c/chk-3/_metadata: checksum mismatch'
-    """
+class _PathProblemError(CheckpointError):
+    """An error about ``path``, whose message is ``<path>: <problem>``."""
 
     def __init__(self, path: str, problem: str) -> None:
         super().__init__(f"{path}: {problem}")
         self.path = path
         self.problem = problem
+
+    def __str__(self) -> str:  # OSError's default (for the OSError subclasses) adds errno noise
+        return f"{self.path}: {self.problem}"
+
+
+class CorruptCheckpointError(_PathProblemError):
+    """A checkpoint's metadata or one of its state files is unreadable, truncated or missing.
+
+    >>> str(CorruptCheckpointError("/c/chk-3/_metadata", "checksum mismatch"))
+    '/c/chk-3/_metadata: checksum mismatch'
+    """
 
 
 class UnverifiedCheckpointError(CorruptCheckpointError):
@@ -31,16 +38,8 @@ class UnverifiedCheckpointError(CorruptCheckpointError):
     match (another key, or the file was changed): it is not trusted, hence not restored."""
 
 
-class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
+class CheckpointNotFoundError(_PathProblemError, FileNotFoundError):
     """No checkpoint, savepoint or job checkpoint directory exists at ``path``."""
-
-    def __init__(self, path: str, problem: str) -> None:
-        super().__init__(f"{path}: {problem}")
-        self.path = path
-        self.problem = problem
-
-    def __str__(self) -> str:  # OSError's default adds errno noise
-        return f"{self.path}: {self.problem}"
 
 
 class NoUsableCheckpointError(CheckpointError):
@@ -73,20 +72,12 @@ class CheckpointFailedError(CheckpointError):
         self.detail = message
 
 
-class SavepointTargetExistsError(CheckpointError, FileExistsError):
+class SavepointTargetExistsError(_PathProblemError, FileExistsError):
     """A savepoint's target directory is not empty: savepoints never mix with other files.
 
     >>> print(SavepointTargetExistsError("/sp/one", "already contains a savepoint (_metadata)"))
     /sp/one: already contains a savepoint (_metadata)
     """
-
-    def __init__(self, path: str, problem: str) -> None:
-        super().__init__(f"{path}: {problem}")
-        self.path = path
-        self.problem = problem
-
-    def __str__(self) -> str:  # OSError's default adds errno noise
-        return f"{self.path}: {self.problem}"
 
 
 class SavepointRejectedError(CheckpointError):

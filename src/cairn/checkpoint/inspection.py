@@ -3,8 +3,7 @@
 Invariant: nothing here runs code from a checkpoint (metadata is decoded without unpickling);
 a state file is intact iff every range the metadata references matches its CRC-32 and, if its
 name carries a SHA-256 (written under a signing key), the whole file matches that; with a key
-every file must carry one, so the verified signature covers every byte. (Split off from
-``storage`` for size, it shares storage's internal helpers.)
+every file must carry one, so the verified signature covers every byte.
 """
 
 from __future__ import annotations
@@ -23,19 +22,13 @@ from cairn.checkpoint.handles import (
     RocksDBKeyedStateHandle,
     StreamRange,
 )
+from cairn.checkpoint.loading import CHK_RE, chk_subdirs, has_metadata, load_with_signature
+from cairn.checkpoint.locations import Location, check_relative, locate, resolve
 from cairn.checkpoint.metadata import CheckpointMetadata, SignatureStatus
-from cairn.checkpoint.storage import (
-    _CHK_RE,
-    _DIGEST_MISMATCH,
+from cairn.checkpoint.state_files import (
+    DIGEST_MISMATCH,
     CheckpointStateReader,
-    _check_relative,
-    _chk_subdirs,
-    _has_metadata,
-    _load,
-    _Loc,
-    _locate,
-    _required_digest,
-    _resolve,
+    required_digest,
     state_file_digest,
 )
 from cairn.settings import SigningKey
@@ -60,7 +53,7 @@ def verify(
     Raises:
         CorruptCheckpointError: names the exact file and what is wrong with it.
     """
-    loc = _resolve(directory, storage_options)
+    loc = resolve(directory, storage_options)
     prefix = loc.path.rstrip("/") + "/"
     try:
         listing = loc.fs.find(loc.path, detail=True)
@@ -83,8 +76,8 @@ def verify(
         )
     cid = metadata.checkpoint_id
     for rel, needed in sorted(metadata.referenced_files().items()):
-        _check_relative(rel, loc)
-        where = _locate(loc, rel).public()
+        check_relative(rel, loc)
+        where = locate(loc, rel).public()
         if rel not in sizes:
             raise CorruptCheckpointError(
                 where, f"state file referenced by checkpoint {cid} is missing"
@@ -105,7 +98,7 @@ _CRC_WINDOW = 64 << 20  # bytes read at once when checking the ranges of one sta
 def _verify_contents(
     metadata: CheckpointMetadata,
     reader: CheckpointStateReader,
-    loc: _Loc,
+    loc: Location,
     sizes: Mapping[str, int],
     require: bool,
 ) -> None:
@@ -128,7 +121,7 @@ def _verify_contents(
                     r for rs in ic.buffers.values() for r in rs
                 )
     for rel, ranges in sorted(by_file.items()):
-        digest = _required_digest(rel, _locate(loc, rel)) if require else state_file_digest(rel)
+        digest = required_digest(rel, locate(loc, rel)) if require else state_file_digest(rel)
         ordered = sorted(ranges, key=lambda r: (r.offset, r.length))
         size = sizes.get(rel, 0)
         if digest is not None and size <= _CRC_WINDOW:
@@ -147,31 +140,31 @@ def _verify_contents(
             _check_window(reader, loc, rel, window)
         if digest is not None:
             h = hashlib.sha256()
-            with loc.fs.open(_locate(loc, rel).path, "rb") as f:
+            with loc.fs.open(locate(loc, rel).path, "rb") as f:
                 while chunk := f.read(_HASH_CHUNK):
                     h.update(chunk)
             _check_digest(h.hexdigest(), digest, loc, rel)
 
 
-def _check_digest(actual: str, digest: str, loc: _Loc, rel: str) -> None:
+def _check_digest(actual: str, digest: str, loc: Location, rel: str) -> None:
     if actual != digest:
-        raise CorruptCheckpointError(_locate(loc, rel).public(), _DIGEST_MISMATCH)
+        raise CorruptCheckpointError(locate(loc, rel).public(), DIGEST_MISMATCH)
 
 
 def _check_window(
-    reader: CheckpointStateReader, loc: _Loc, rel: str, ranges: list[StreamRange]
+    reader: CheckpointStateReader, loc: Location, rel: str, ranges: list[StreamRange]
 ) -> None:
     lo = ranges[0].offset
     hi = max(r.offset + r.length for r in ranges)
     _check_crcs(reader.read_state_range(rel, lo, hi - lo), lo, loc, rel, ranges)
 
 
-def _check_crcs(data: bytes, lo: int, loc: _Loc, rel: str, ranges: list[StreamRange]) -> None:
+def _check_crcs(data: bytes, lo: int, loc: Location, rel: str, ranges: list[StreamRange]) -> None:
     view = memoryview(data)
     for r in ranges:
         if zlib.crc32(view[r.offset - lo : r.offset - lo + r.length]) != r.crc32:
             raise CorruptCheckpointError(
-                _locate(loc, rel).public(),
+                locate(loc, rel).public(),
                 f"CRC-32 mismatch in bytes [{r.offset}, {r.offset + r.length})",
             )
 
@@ -199,16 +192,16 @@ class CheckpointSummary:
 
 
 def _summarize(
-    loc: _Loc,
+    loc: Location,
     storage_options: Mapping[str, Any] | None,
     verify_files: bool,
     key: SigningKey | None,
 ) -> CheckpointSummary:
-    m = _CHK_RE.match(loc.name)
+    m = CHK_RE.match(loc.name)
     dir_id = int(m.group(1)) if m else None
     job_id = loc.parent.name if m else None
     try:
-        cp, signature = _load(loc, key)
+        cp, signature = load_with_signature(loc, key)
     except (CheckpointNotFoundError, CorruptCheckpointError) as e:
         return CheckpointSummary(
             loc.public(), dir_id, job_id, False, None, None, None, ok=False, error=e.problem
@@ -247,14 +240,14 @@ def list_checkpoints(
     Listing runs no code from the checkpoints; with ``key``, a checkpoint whose signature
     does not verify is listed as unusable, saying why.
     """
-    loc = _resolve(path, storage_options)
-    if _has_metadata(loc):
+    loc = resolve(path, storage_options)
+    if has_metadata(loc):
         return [_summarize(loc, storage_options, verify_files, key)]
     if not loc.fs.isdir(loc.path):
         raise CheckpointNotFoundError(loc.public(), "no such checkpoint, savepoint or directory")
-    if _CHK_RE.match(loc.name):
+    if CHK_RE.match(loc.name):
         return [_summarize(loc, storage_options, verify_files, key)]
-    if _chk_subdirs(loc):
+    if chk_subdirs(loc):
         children = [loc]
     else:
         children = sorted(
@@ -267,9 +260,9 @@ def list_checkpoints(
         )
     rows: list[CheckpointSummary] = []
     for child in children:
-        if _has_metadata(child):  # e.g. a directory of savepoints
+        if has_metadata(child):  # e.g. a directory of savepoints
             rows.append(_summarize(child, storage_options, verify_files, key))
             continue
-        for _, chk in sorted(_chk_subdirs(child), key=lambda t: t[0]):
+        for _, chk in sorted(chk_subdirs(child), key=lambda t: t[0]):
             rows.append(_summarize(chk, storage_options, verify_files, key))
     return rows

@@ -1,0 +1,107 @@
+"""Deleting what the checkpoint coordinator no longer needs: aborted and subsumed checkpoints,
+shared files of incremental checkpoints, the job's directory at the end.
+
+Invariant: cleanup is best effort and never raises (a checkpoint's outcome is decided before
+its files go; what cannot be deleted is logged and left for the user); a shared file is
+deleted only when the ``SharedStateRegistry`` releases it, or when only an aborted checkpoint
+uploaded it (no registered checkpoint references it, so no backend reuses it).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from cairn.checkpoint.handles import OperatorSubtaskState
+from cairn.checkpoint.metadata import CheckpointMetadata, CompletedCheckpoint
+from cairn.checkpoint.shared_state import SharedStateRegistry, rocksdb_handles
+from cairn.checkpoint.storage import CheckpointStorage
+from cairn.ids import CheckpointId
+
+# Logged as the coordinator, whose work this is (one logger to configure, as before the split).
+log = logging.getLogger("cairn.checkpoint.coordinator")
+
+
+def _subtask_states(metadata: CheckpointMetadata) -> Iterable[OperatorSubtaskState]:
+    return (s for op in metadata.operators.values() for s in op.subtasks.values())
+
+
+class CheckpointCleaner:
+    """The coordinator's deletions, with the shared-state registry that decides about shared
+    files. Single-threaded, like the coordinator that owns it."""
+
+    def __init__(self, job_id: str, storage: CheckpointStorage) -> None:
+        self._job_id = job_id
+        self._storage = storage
+        self._shared = SharedStateRegistry()  # shared files of incremental checkpoints
+
+    def checkpoint_completed(self, cid: CheckpointId, metadata: CheckpointMetadata) -> None:
+        """Register a completed checkpoint's shared files; delete those it made unreachable."""
+        self._delete_shared(self._shared.register(cid, rocksdb_handles(_subtask_states(metadata))))
+
+    def savepoint_completed(self, cid: CheckpointId, metadata: CheckpointMetadata) -> None:
+        """A savepoint copied its shared files: its new ones are registered (backends may
+        reuse them once told it completed), and released at once, as nothing retains it."""
+        self._shared.register(cid, rocksdb_handles(_subtask_states(metadata)))
+        self._delete_shared(self._shared.release(cid))
+
+    def discard_completed(self, checkpoint: CompletedCheckpoint) -> None:
+        """A subsumed checkpoint the job owns — its own ``chk-<n>``, or a claimed one
+        (restore mode CLAIM) wherever it is — and the shared files nothing needs now."""
+        cid = checkpoint.checkpoint_id
+        if checkpoint.directory == self._storage.checkpoint_dir(cid):
+            self._storage.discard(cid)
+        else:
+            self._storage.discard_directory(checkpoint.directory)
+        self._delete_shared(self._shared.release(cid))
+
+    def discard_unregistered_shared(self, states: Iterable[OperatorSubtaskState]) -> None:
+        """Shared files only an aborted checkpoint uploaded: no backend reuses them."""
+        self._delete_shared(
+            [
+                f.path
+                for h in rocksdb_handles(states)
+                for f in h.shared_files()
+                if not self._shared.is_registered(f.path)
+            ]
+        )
+
+    def backends_gone(self) -> None:
+        """The backends that uploaded shared files are gone (failover, end of job)."""
+        self._delete_shared(self._shared.backends_gone())
+
+    def discard_files(self, cid: CheckpointId) -> None:
+        try:
+            self._storage.discard(cid)
+        except Exception:  # cleanup is best effort; the checkpoint is aborted regardless
+            where = self._storage.checkpoint_dir(cid)
+            log.warning("Could not remove checkpoint %d at %s", cid, where, exc_info=True)
+
+    def tidy_kept_job_dir(self, aborted: Iterable[CheckpointId]) -> None:
+        """The job ended and its directory is kept: remove what no checkpoint references."""
+        # Uploads that finished after their checkpoint was aborted left files behind.
+        for cid in aborted:
+            self.discard_files(cid)
+        self.backends_gone()
+        try:  # uploads of workers killed before they acknowledged
+            orphans = set(self._storage.list_shared_files()) - self._shared.referenced()
+            self._delete_shared(sorted(orphans))
+        except Exception:
+            where = self._storage.job_dir
+            log.warning("Could not list the shared state files of %s", where, exc_info=True)
+
+    def discard_job_dir(self) -> None:
+        try:
+            self._storage.discard_job_dir()
+        except Exception:  # best effort: the job is over either way
+            log.warning("Could not remove %s", self._storage.job_dir, exc_info=True)
+
+    def _delete_shared(self, paths: list[str]) -> None:
+        if not paths:
+            return
+        job = self._job_id
+        log.debug("Deleting %d unreferenced shared state files of job %s", len(paths), job)
+        try:
+            self._storage.delete_shared_files(paths)
+        except Exception:  # best effort, as for checkpoint directories
+            log.warning("Could not delete shared state files %s", paths[:5], exc_info=True)

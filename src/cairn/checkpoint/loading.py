@@ -1,0 +1,121 @@
+"""Finding and reading completed checkpoints: resolving a path, loading its ``_metadata``.
+
+Invariant: a checkpoint directory is complete iff its ``_metadata`` exists; reading one never
+runs code from it (the metadata is decoded without unpickling, its signature checked with the
+key given) and a ``chk-<n>`` directory whose metadata names another checkpoint is refused.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from cairn.checkpoint.errors import CheckpointNotFoundError, CorruptCheckpointError
+from cairn.checkpoint.locations import Location, resolve
+from cairn.checkpoint.metadata import (
+    METADATA_FILE_NAME,
+    CheckpointMetadata,
+    CompletedCheckpoint,
+    SignatureStatus,
+    decode_metadata_checked,
+)
+from cairn.settings import SigningKey
+
+CHECKPOINT_DIR_PREFIX = "chk-"
+CHK_RE = re.compile(r"^chk-(\d+)$")
+INCOMPLETE = "incomplete: no _metadata (checkpoint in progress or aborted)"
+
+
+def chk_subdirs(loc: Location) -> list[tuple[int, Location]]:
+    """``chk-<n>`` directories directly under ``loc``, newest first."""
+    found: list[tuple[int, Location]] = []
+    for entry in loc.fs.ls(loc.path, detail=True):
+        m = CHK_RE.match(posixpath.basename(str(entry["name"]).rstrip("/")))
+        if m and entry.get("type") == "directory":
+            found.append((int(m.group(1)), loc.join(m.group(0))))
+    return sorted(found, key=lambda t: t[0], reverse=True)
+
+
+def has_metadata(loc: Location) -> bool:
+    return bool(loc.fs.isfile(loc.join(METADATA_FILE_NAME).path))
+
+
+def resolve_checkpoint_dirs(
+    path: str, storage_options: Mapping[str, Any] | None = None
+) -> list[str]:
+    """Complete checkpoint directories that ``path`` designates, newest first.
+
+    ``path`` may be a ``chk-<n>`` or savepoint directory, its ``_metadata`` file (one result),
+    or a job directory (every complete ``chk-<n>`` in it).
+
+    Raises:
+        CheckpointNotFoundError: nothing complete is there; the message says what was found.
+    """
+    loc = resolve(path, storage_options)
+    fs = loc.fs
+    if loc.name == METADATA_FILE_NAME and fs.isfile(loc.path):
+        return [loc.parent.public()]
+    if has_metadata(loc):
+        return [loc.public()]
+    if not fs.isdir(loc.path):
+        raise CheckpointNotFoundError(loc.public(), "no such checkpoint, savepoint or directory")
+    chks = chk_subdirs(loc)
+    complete = [c.public() for _, c in chks if has_metadata(c)]
+    if complete:
+        return complete
+    if chks:
+        raise CheckpointNotFoundError(
+            loc.public(),
+            f"job directory holds {len(chks)} checkpoint directories but none is complete "
+            "(no _metadata in any chk-<n>)",
+        )
+    if CHK_RE.match(loc.name):
+        raise CheckpointNotFoundError(loc.public(), INCOMPLETE)
+    raise CheckpointNotFoundError(
+        loc.public(),
+        "not a checkpoint or savepoint directory (no _metadata) nor a job checkpoint "
+        "directory (no chk-<n> inside)",
+    )
+
+
+def load_with_signature(
+    loc: Location, key: SigningKey | None
+) -> tuple[CompletedCheckpoint, SignatureStatus]:
+    meta = loc.join(METADATA_FILE_NAME)
+    try:
+        data = bytes(loc.fs.cat_file(meta.path))
+    except FileNotFoundError:
+        raise CheckpointNotFoundError(loc.public(), INCOMPLETE) from None
+    metadata, status = decode_metadata_checked(data, meta.public(), key)
+    named = CHK_RE.match(loc.name)
+    if named and not metadata.is_savepoint and int(named.group(1)) != metadata.checkpoint_id:
+        # A (validly signed) older checkpoint copied over a newer one must not pass for it.
+        raise CorruptCheckpointError(
+            meta.public(),
+            f"holds the metadata of checkpoint {metadata.checkpoint_id}, not of "
+            f"{loc.name}: copied or moved from another checkpoint directory",
+        )
+    return CompletedCheckpoint(metadata, loc.public()), status
+
+
+def load_checkpoint(
+    path: str, storage_options: Mapping[str, Any] | None = None, key: SigningKey | None = None
+) -> CompletedCheckpoint:
+    """Metadata and directory of the checkpoint at ``path`` (see :func:`resolve_checkpoint_dirs`;
+    for a job directory: its newest complete checkpoint, corrupt or not).
+
+    Reading never runs code from the checkpoint; with ``key`` the metadata must be signed
+    with it (``UnverifiedCheckpointError`` otherwise).
+    """
+    newest = resolve_checkpoint_dirs(path, storage_options)[0]
+    return load_with_signature(resolve(newest, storage_options), key)[0]
+
+
+def read_metadata(
+    path: str, storage_options: Mapping[str, Any] | None = None, key: SigningKey | None = None
+) -> CheckpointMetadata:
+    """The metadata at ``path``: a checkpoint/savepoint dir, its ``_metadata``, or a job dir
+    (checked with ``key`` as in :func:`load_checkpoint`)."""
+    return load_checkpoint(path, storage_options, key).metadata

@@ -1,0 +1,141 @@
+"""Locations on any fsspec filesystem and the few writes checkpoints are built from.
+
+Invariant: on a local disk everything written is private to the job's user (``local_files``);
+``atomic_write`` never lets a reader see a partial file (write aside, fsync, rename locally; a
+single put on object stores); a state path read from metadata is used only after
+``check_relative`` confirmed it stays in its checkpoint directory or the job's ``shared/``.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import shutil
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fsspec import AbstractFileSystem
+from fsspec.core import url_to_fs
+from fsspec.implementations.local import LocalFileSystem
+
+from cairn.checkpoint import local_files
+from cairn.checkpoint.errors import CorruptCheckpointError
+from cairn.checkpoint.handles import SHARED_DIR_NAME, SHARED_PATH_PREFIX
+
+
+@dataclass(frozen=True)
+class Location:
+    """A filesystem plus a path on it; ``as_url`` keeps the user's spelling (URL or plain)."""
+
+    fs: AbstractFileSystem
+    path: str
+    as_url: bool
+
+    def join(self, *parts: str) -> Location:
+        return Location(self.fs, posixpath.join(self.path, *parts), self.as_url)
+
+    @property
+    def parent(self) -> Location:
+        return Location(self.fs, posixpath.dirname(self.path.rstrip("/")), self.as_url)
+
+    @property
+    def name(self) -> str:
+        return posixpath.basename(self.path.rstrip("/"))
+
+    def public(self) -> str:
+        return str(self.fs.unstrip_protocol(self.path)) if self.as_url else self.path
+
+
+def resolve(path: str, storage_options: Mapping[str, Any] | None) -> Location:
+    fs, p = url_to_fs(path, **dict(storage_options or {}))
+    return Location(fs, p.rstrip("/") or p, "://" in path)
+
+
+def check_relative(rel: str, directory: Location) -> None:
+    if rel.startswith(SHARED_PATH_PREFIX):  # the job's shared directory, and nothing else
+        rel = rel[len(SHARED_PATH_PREFIX) :]
+    parts = rel.replace("\\", "/").split("/")
+    if not rel or rel.startswith("/") or "://" in rel or ".." in parts:
+        raise CorruptCheckpointError(
+            directory.public(), f"state path {rel!r} is not relative to the checkpoint directory"
+        )
+
+
+def locate(directory: Location, rel: str) -> Location:
+    """Where a (checked) handle path points: in ``directory`` or in the job's ``shared/``."""
+    if rel.startswith(SHARED_PATH_PREFIX):
+        return directory.parent.join(SHARED_DIR_NAME, rel[len(SHARED_PATH_PREFIX) :])
+    return directory.join(rel)
+
+
+def remove_tree(loc: Location) -> None:
+    # A late upload may create the directory or a file in it while we remove it.
+    for attempt in range(3):
+        try:
+            loc.fs.rm(loc.path, recursive=True)
+            break
+        except FileNotFoundError:
+            break
+        except OSError:
+            if attempt == 2:
+                raise
+    if not isinstance(loc.fs, LocalFileSystem):
+        # Object stores that keep directories (SeaweedFS's filer) leave a "<dir>/" marker
+        # that would be listed as an incomplete checkpoint; on S3 proper this is a no-op.
+        try:
+            loc.fs.rm_file(loc.path.rstrip("/") + "/")
+        except (FileNotFoundError, OSError):
+            pass
+        loc.fs.invalidate_cache(loc.parent.path)
+
+
+def is_local(loc: Location) -> bool:
+    return isinstance(loc.fs, LocalFileSystem)
+
+
+def makedirs(loc: Location) -> None:
+    if is_local(loc):
+        local_files.makedirs_private(loc.path)
+    else:
+        loc.fs.makedirs(loc.path, exist_ok=True)
+
+
+def write_new(loc: Location, data: bytes) -> None:
+    if is_local(loc):
+        local_files.write_private(loc.path, data)
+    else:
+        loc.fs.pipe_file(loc.path, data)
+
+
+def atomic_write(loc: Location, data: bytes) -> None:
+    if is_local(loc):
+        # Readers must never see a half-written _metadata: write aside, fsync, rename.
+        tmp = f"{loc.path}.inprogress-{uuid.uuid4().hex}"
+        try:
+            local_files.write_private(tmp, data, sync=True)
+            os.replace(tmp, loc.path)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+    else:
+        loc.fs.pipe_file(loc.path, data)  # object stores publish a single put atomically
+
+
+def protocol_of(path: str) -> str:
+    return path.split("://", 1)[0] if "://" in path else "file"
+
+
+def copy_file(src: Location, dst: Location) -> None:
+    makedirs(dst.parent)
+    try:
+        with src.fs.open(src.path, "rb") as fin:
+            if is_local(dst):
+                with os.fdopen(local_files.open_private(dst.path), "wb") as fout:
+                    shutil.copyfileobj(fin, fout, 1 << 20)
+            else:
+                with dst.fs.open(dst.path, "wb") as fout:
+                    shutil.copyfileobj(fin, fout, 1 << 20)
+    except FileNotFoundError:
+        raise CorruptCheckpointError(src.public(), "state file is missing") from None

@@ -1,0 +1,47 @@
+"""State backend options: the backend's type and the embedded RocksDB's tuning.
+
+Invariant: every key here is registered on import; memory sizes are bytes once parsed.
+"""
+
+from __future__ import annotations
+
+from cairn.common.options.define import at_least, define, non_empty, spellings
+
+STATE_BACKEND = define(
+    "state.backend.type",
+    "enum",
+    "hashmap",
+    "hashmap (state as Python objects in worker memory) or rocksdb (embedded RocksDB on "
+    "local disk).",
+    "state.backend",
+    choices=spellings(("hashmap", "jobmanager", "filesystem"), ("rocksdb",)),
+)
+ROCKSDB_LOCALDIR = define(
+    "state.backend.rocksdb.localdir",
+    "str",
+    None,
+    "Local directory of the RocksDB backend's working files (default: the temp dir).",
+    "state.backend.rocksdb.local-dir",
+    check=non_empty,
+)
+ROCKSDB_BLOCK_CACHE = define(
+    "state.backend.rocksdb.block.cache-size",
+    "memory",
+    8 << 20,
+    "RocksDB block cache per subtask and operator.",
+    check=at_least(1, "block cache size", " bytes"),
+)
+ROCKSDB_WRITE_BUFFER_SIZE = define(
+    "state.backend.rocksdb.writebuffer.size",
+    "memory",
+    64 << 20,
+    "RocksDB memtable size; all memtables of a database together are capped at size x count.",
+    check=at_least(1, "write buffer size", " bytes"),
+)
+ROCKSDB_WRITE_BUFFER_COUNT = define(
+    "state.backend.rocksdb.writebuffer.count",
+    "int",
+    2,
+    "RocksDB memtables per column family (and the cap's multiplier).",
+    check=at_least(1, "write buffer count"),
+)
