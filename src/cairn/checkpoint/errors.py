@@ -1,7 +1,9 @@
 """Errors of the checkpoint layer.
 
 Invariant: every error names the exact path (file or directory) it is about and the problem
-found there, so that a user reading only the message knows what to inspect or delete.
+found there, so that a user reading only the message knows what to inspect or delete; and
+every error survives a pickle round trip (errors cross process boundaries: a savepoint's
+future, a worker's report), keeping its message and attributes.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ class _PathProblemError(CheckpointError):
 
     def __str__(self) -> str:  # OSError's default (for the OSError subclasses) adds errno noise
         return f"{self.path}: {self.problem}"
+
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        return type(self), (self.path, self.problem)
 
 
 class CorruptCheckpointError(_PathProblemError):
@@ -49,6 +54,9 @@ class NoUsableCheckpointError(CheckpointError):
         super().__init__(message)
         self.reasons = tuple(reasons)
 
+    def __reduce__(self) -> tuple[type, tuple[str, tuple[tuple[str, str], ...]]]:
+        return type(self), (str(self), self.reasons)
+
 
 class FallbackRefusedError(NoUsableCheckpointError):
     """An older checkpoint is usable, but restoring it instead of a newer, unusable one whose
@@ -70,6 +78,10 @@ class CheckpointFailedError(CheckpointError):
         self.checkpoint_id = checkpoint_id
         self.reason = reason
         self.detail = message
+        self.kind = kind
+
+    def __reduce__(self) -> tuple[type, tuple[int, str, str, str]]:
+        return type(self), (self.checkpoint_id, self.reason, self.detail, self.kind)
 
 
 class SavepointTargetExistsError(_PathProblemError, FileExistsError):
@@ -97,3 +109,6 @@ class CheckpointStorageUnusableError(CheckpointError):
         super().__init__(f"checkpoint storage {url} is not usable: {problem}")
         self.url = url
         self.problem = problem
+
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        return type(self), (self.url, self.problem)
