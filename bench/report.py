@@ -32,6 +32,7 @@ SYSTEM_NAMES = {
     "cairn": "Cairn",
     "pyflink": "PyFlink",
     "spark": "Spark SS",
+    "spark-tws": "Spark SS (transformWithState)",
     "bytewax": "Bytewax",
     "bytewax-2p": "Bytewax (2 processes)",
 }
@@ -176,6 +177,9 @@ def render_results(
     out += _recovery_section(meta["repeat"], by_case, cases)
     out += _state_size_section(meta["repeat"], by_case, cases)
     out += _skew_section(meta["repeat"], by_case, cases)
+    from bench.window_report import window_section  # it imports this module's helpers
+
+    out += window_section(meta["repeat"], by_case, cases)
     out += _notes_section(groups)
     out += [END]
     return "\n".join(out) + "\n"
@@ -500,9 +504,7 @@ def _min_pause(items: Sequence[tuple[str, Group]], cases: Mapping[str, Mapping[s
 def _skew_section(
     repeat: int, by_case: Mapping[str, list[Group]], cases: Mapping[str, Mapping[str, Any]]
 ) -> list[str]:
-    items = [
-        (case, g) for case, groups in by_case.items() if case.startswith("skew/") for g in groups
-    ]
+    items = _groups(by_case, "skew/")
     if not items:
         return []
     spec = cases[items[0][0]]
