@@ -125,3 +125,26 @@ def _targets(groups: list[Group], cairn: float | None) -> list[str]:
             )
         )
     return ["Targets of issue 13:", "", *_table(("target", "measured (median)", "met"), rows), ""]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the section for saved runs (``results.json`` files, merged as ``--from-json``
+    does), to paste into RESULTS.md by hand without re-rendering its generated block."""
+    import argparse
+    import sys
+
+    from bench.__main__ import group_results, merge_saved
+
+    parser = argparse.ArgumentParser(prog="python -m bench.window_report", description=main.__doc__)
+    parser.add_argument("results_json", nargs="+")
+    args = parser.parse_args(argv)
+    results, meta = merge_saved(args.results_json)
+    by_case: dict[str, list[Group]] = {}
+    for g in group_results([r for r in results if r.get("case") == "window"]):
+        by_case.setdefault(g.case, []).append(g)
+    sys.stdout.write("\n".join(window_section(meta["repeat"], by_case, meta["cases"])) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

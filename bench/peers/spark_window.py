@@ -27,7 +27,7 @@ from typing import Any
 
 import common
 import window_common as wc
-from spark_keyed_sum import _as_dict, _end_offset, build_session, key_expression, steady_fields
+from spark_keyed_sum import _as_dict, _batch_span, _end_offset, build_session, key_expression
 
 SYSTEM = "spark"
 SQL_BATCH_ROWS = 2_000_000  # the SQL aggregation is JVM code: batches must outlast the 1 s trigger
@@ -185,7 +185,7 @@ def run_job(args: argparse.Namespace) -> dict[str, Any]:
     windows.pop("startup_s")
     result["steady_from_windows"] = windows.pop("steady_records_per_s")
     result.update(windows)
-    steady_fields(result, progress, args.records)
+    batch_rate(result, progress, args.records)
     busy = [b for b in progress if b.get("numInputRows", 0) > 0]
     durations = [float(b["durationMs"]["triggerExecution"]) for b in busy]
     commits = [
@@ -216,6 +216,37 @@ def run_job(args: argparse.Namespace) -> dict[str, Any]:
         )
     )
     return result
+
+
+def batch_rate(result: dict[str, Any], batches: list[dict[str, Any]], records: int) -> None:
+    """Events/s from the micro-batches that read events (the source produces rows past the
+    last event, which the query filters out): one batch: its events over its duration;
+    several: the events after the first batch over the time from its end to the end of the
+    last one that read events. Start-up: until the first batch ends."""
+    spans = []
+    for b in batches:
+        source = b["sources"][0]
+        start = _offset(source.get("startOffset"))
+        real = max(0, min(_end_offset(b, 0), records) - min(start, records))
+        if real > 0:
+            spans.append((real, *_batch_span(b)))
+    if not spans:
+        return
+    if len(spans) == 1:
+        real, begin, end = spans[0]
+        result["startup_s"] = round(begin - common.SCRIPT_START, 3)
+        result["steady_records_per_s"] = round(real / (end - begin))
+        return
+    result["startup_s"] = round(spans[0][2] - common.SCRIPT_START, 3)
+    later = sum(real for real, _, _ in spans[1:])
+    result["steady_records_per_s"] = round(later / (spans[-1][2] - spans[0][2]))
+
+
+def _offset(offset: Any) -> int:
+    """A ``rate-micro-batch`` offset (``{"offset": n, ...}``; ``None`` before the first)."""
+    if isinstance(offset, dict):
+        return int(offset["offset"])
+    return 0 if offset in (None, "null") else int(json.loads(str(offset))["offset"])
 
 
 def wait_for_end(query: Any, rows: int, timeout_s: float) -> list[dict[str, Any]]:
