@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bench.report import Group, _label, _table, _why, system_name
+from bench.report import Group, md_table, row_label, system_name, why_empty
 
 __all__ = ["TARGET_EVENTS_PER_S", "TARGET_RATIO", "window_section"]
 
@@ -53,15 +53,15 @@ def window_section(
     ref = cairn.cell("steady_records_per_s").median if cairn else None
     rows = []
     for g in groups:
-        why = _why(g)
+        why = why_empty(g)
         if why:
-            rows.append((_label(g, repeat), why, "", "", "", "", "", ""))
+            rows.append((row_label(g, repeat), why, "", "", "", "", "", ""))
             continue
         steady = g.cell("steady_records_per_s")
         ratio = f"{ref / steady.median:.1f}x" if ref and steady.median else "—"
         rows.append(
             (
-                _label(g, repeat),
+                row_label(g, repeat),
                 _verified(g),
                 steady.format(),
                 g.cell("startup_s").format(1),
@@ -71,7 +71,7 @@ def window_section(
                 g.cell("load_1m").format(1),
             )
         )
-    out += _table(
+    out += md_table(
         (
             "system",
             "verified",
@@ -124,7 +124,7 @@ def _targets(groups: list[Group], cairn: float | None) -> list[str]:
                 "yes" if ratio >= TARGET_RATIO else "**no**",
             )
         )
-    return ["Targets of issue 13:", "", *_table(("target", "measured (median)", "met"), rows), ""]
+    return ["Targets of issue 13:", "", *md_table(("target", "measured (median)", "met"), rows), ""]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -246,16 +246,16 @@ def run_cairn(
     executor: str = "spark",
 ) -> dict[str, Any]:
     """Run the Cairn job once in this process; the result object the runner reads."""
-    from bench.workloads import CairnOptions, _environment, _run, cairn_versions
+    from bench.workloads import CairnOptions, bench_environment, cairn_versions, run_job
 
     opts = CairnOptions(parallelism, executor)
     work = tempfile.mkdtemp(prefix="cairn-bench-window-")
     try:
         out = os.path.join(work, "sink")
         os.makedirs(out)
-        env = _environment(opts, interval_ms, os.path.join(work, "checkpoints"))
+        env = bench_environment(opts, interval_ms, os.path.join(work, "checkpoints"))
         _window_job(env, records, keys, events_per_second, out)
-        seen = _run(env, "bench-window")
+        seen = run_job(env, "bench-window")
         parts = []
         latencies: list[int] = []
         for path in glob.glob(os.path.join(out, "tally-*.json")):
