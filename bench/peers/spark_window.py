@@ -132,7 +132,10 @@ def run_job(args: argparse.Namespace) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
     tws = args.api == "transformWithState"
-    batch_rows = args.batch_rows or (TWS_BATCH_ROWS if tws else SQL_BATCH_ROWS)
+    # At least 5 batches: the first one (code generation, state store start) is start-up.
+    batch_rows = args.batch_rows or min(
+        TWS_BATCH_ROWS if tws else SQL_BATCH_ROWS, max(10_000, args.records // 5)
+    )
     work = Path(args.work_dir)
     checkpoint_dir = work / "checkpoint"
     if checkpoint_dir.exists():
