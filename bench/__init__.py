@@ -12,7 +12,7 @@ from typing import Any
 
 __all__ = ["EXTRA_FIELDS", "RESULT_FIELDS", "WORKLOADS", "empty_result"]
 
-WORKLOADS = ("keyed-sum", "overhead", "latency", "recovery", "state-size", "skew")
+WORKLOADS = ("keyed-sum", "overhead", "latency", "recovery", "state-size", "skew", "window")
 
 # The fields every system reports (shared with bench/peers/run_peer.py).
 RESULT_FIELDS = (

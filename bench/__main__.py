@@ -27,14 +27,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bench import WORKLOADS, empty_result, skew
+from bench import WORKLOADS, empty_result, skew, windows
 from bench.report import Group, render_results, update_results_file, write_chart
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "bench")
 PEER_RUNNER = os.path.join(BENCH, "peers", "run_peer.py")
 STATE_MIN_PAUSE_MS = 2000
-SYSTEMS = ("cairn", "pyflink", "spark", "bytewax", "bytewax-2p")
+SYSTEMS = ("cairn", "pyflink", "spark", "spark-tws", "bytewax", "bytewax-2p")
+WINDOW_ONLY = ("spark-tws",)  # keyed-sum's Spark peer is transformWithState already
 
 
 @dataclass(frozen=True)
@@ -119,12 +120,16 @@ def plan_cases(workloads: Sequence[str], sizes: Sizes, rate: float | None) -> li
             )
     if "skew" in workloads:
         cases += skew.plan_cases(quick=sizes == QUICK)
+    if "window" in workloads:
+        cases += windows.plan_cases(quick=sizes == QUICK)
     return cases
 
 
 def command(system: str, case: dict[str, Any], executor: str, timeout_s: float) -> list[str]:
     if case["workload"] == "skew":
         return skew.command(system, case, executor, timeout_s)
+    if case["workload"] == "window":
+        return windows.command(system, case, executor, timeout_s)
     args = [
         "--workload",
         case["workload"],
@@ -166,6 +171,7 @@ def run_one(
         result["unsupported"] = "bench/peers/run_peer.py is missing"
         return result
     cmd = command(system, case, executor, timeout_s)
+    load_1m = round(os.getloadavg()[0], 2)  # the machine is shared: beside every figure
     started = time.monotonic()
     timed_out = False
     with open(log_path, "w", encoding="utf-8") as log:
@@ -192,6 +198,9 @@ def run_one(
     else:
         result["note"] = f"failed (exit {proc.returncode}); see {os.path.relpath(log_path, ROOT)}"
     result["wall_s"] = round(time.monotonic() - started, 1)
+    result["load_1m"] = load_1m
+    if case.get("expected"):
+        windows.verify(result, case["expected"])
     return result
 
 
@@ -371,7 +380,9 @@ def run_all(args: argparse.Namespace, out_dir: str) -> tuple[list[dict[str, Any]
     for path in filter(None, (args.baseline or "").split(",")):
         with open(path, encoding="utf-8") as f:
             known += json.load(f)["results"]
-    total = len(cases) * repeat * len(systems)
+    total = repeat * sum(
+        1 for c in cases for s in systems if s not in WINDOW_ONLY or c["workload"] == "window"
+    )
     done = 0
     for case in cases:
         if case["rate"] is None and case["workload"] in ("latency", "recovery"):
@@ -382,9 +393,14 @@ def run_all(args: argparse.Namespace, out_dir: str) -> tuple[list[dict[str, Any]
             )
         if case["records"] is None:
             case["records"] = int(case["rate"] * case["seconds"])
+        if case["workload"] == "window" and "expected" not in case:
+            case["expected"] = windows.expected_results(case)
+            _say(f"window: expected {case['expected']}")
         meta["cases"][case["case"]] = case
         for rep in range(repeat):
             for system in systems:  # interleaved: noise spreads over all systems alike
+                if system in WINDOW_ONLY and case["workload"] != "window":
+                    continue
                 done += 1
                 log = os.path.join(
                     out_dir, f"{case['case'].replace('/', '_')}-{system}-{rep + 1}.log"

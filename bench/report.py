@@ -32,6 +32,7 @@ SYSTEM_NAMES = {
     "cairn": "Cairn",
     "pyflink": "PyFlink",
     "spark": "Spark SS",
+    "spark-tws": "Spark SS (transformWithState)",
     "bytewax": "Bytewax",
     "bytewax-2p": "Bytewax (2 processes)",
 }
@@ -126,7 +127,7 @@ def system_name(system: str) -> str:
     return SYSTEM_NAMES.get(system, system)
 
 
-def _label(group: Group, repeat: int) -> str:
+def row_label(group: Group, repeat: int) -> str:
     """The system's name, with its number of runs where that differs from the rest."""
     n = len(group.runs)
     return system_name(group.system) + (f" ({n} run{'s' if n > 1 else ''})" if n != repeat else "")
@@ -135,13 +136,13 @@ def _label(group: Group, repeat: int) -> str:
 # ---- markdown -----------------------------------------------------------------------------
 
 
-def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+def md_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return lines
 
 
-def _why(group: Group) -> str | None:
+def why_empty(group: Group) -> str | None:
     """Why a system has no figures for a case (unsupported, or every run failed)."""
     if group.unsupported:
         return f"not run: {group.unsupported}"
@@ -176,6 +177,9 @@ def render_results(
     out += _recovery_section(meta["repeat"], by_case, cases)
     out += _state_size_section(meta["repeat"], by_case, cases)
     out += _skew_section(meta["repeat"], by_case, cases)
+    from bench.window_report import window_section  # it imports this module's helpers
+
+    out += window_section(meta["repeat"], by_case, cases)
     out += _notes_section(groups)
     out += [END]
     return "\n".join(out) + "\n"
@@ -251,7 +255,7 @@ def _targets(by_case: Mapping[str, list[Group]]) -> list[str]:
     return [
         "### Cairn against the targets of issue 3",
         "",
-        *_table(("target", "measured (median)", "met"), rows),
+        *md_table(("target", "measured (median)", "met"), rows),
         "",
     ]
 
@@ -281,15 +285,15 @@ def _keyed_sum_section(
     rows = []
     for case, g in items:
         label = "1 s, exactly-once" if case.endswith("checkpoints-1s") else "none"
-        why = _why(g)
+        why = why_empty(g)
         if why:
-            rows.append((_label(g, repeat), label, why, "", "", "", ""))
+            rows.append((row_label(g, repeat), label, why, "", "", "", ""))
             continue
         steady = g.cell("steady_records_per_s")
         ratio = f"{ref / steady.median:.1f}x" if ref and steady.median else "—"
         rows.append(
             (
-                _label(g, repeat),
+                row_label(g, repeat),
                 label,
                 steady.format(),
                 g.cell("startup_s").format(1),
@@ -298,7 +302,7 @@ def _keyed_sum_section(
                 ratio,
             )
         )
-    out += _table(
+    out += md_table(
         (
             "system",
             "checkpoints",
@@ -330,7 +334,7 @@ def _overhead_section(
         "repetition.",
         "",
     ]
-    why = _why(g)
+    why = why_empty(g)
     if why:
         return [*out, why, ""]
     rows = [
@@ -344,7 +348,7 @@ def _overhead_section(
         for i, r in enumerate(g.runs)
         if r.get("overhead_pct") is not None
     ]
-    out += _table(
+    out += md_table(
         (
             "repetition",
             "with checkpoints records/s",
@@ -376,20 +380,20 @@ def _latency_section(
     ]
     rows = []
     for _, g in items:
-        why = _why(g)
+        why = why_empty(g)
         if why:
-            rows.append((_label(g, repeat), why, "", "", ""))
+            rows.append((row_label(g, repeat), why, "", "", ""))
             continue
         rows.append(
             (
-                _label(g, repeat),
+                row_label(g, repeat),
                 g.cell("latency_p50_ms").format(1),
                 g.cell("latency_p99_ms").format(1),
                 g.cell("latency_max_ms").format(1),
                 g.cell("steady_records_per_s").format(),
             )
         )
-    out += _table(("system", "p50 ms", "p99 ms", "max ms", "sustained records/s"), rows)
+    out += md_table(("system", "p50 ms", "p99 ms", "max ms", "sustained records/s"), rows)
     return [*out, ""]
 
 
@@ -412,20 +416,20 @@ def _recovery_section(
     ]
     rows = []
     for _, g in items:
-        why = _why(g)
+        why = why_empty(g)
         if why:
-            rows.append((_label(g, repeat), why, "", "", ""))
+            rows.append((row_label(g, repeat), why, "", "", ""))
             continue
         rows.append(
             (
-                _label(g, repeat),
+                row_label(g, repeat),
                 g.cell("recovery_s").format(2),
                 g.cell("replayed_records").format(),
                 g.cell("restarts").format(),
                 "; ".join(g.notes[:1]),
             )
         )
-    out += _table(
+    out += md_table(
         ("system", "recovery s", "replayed records", "restarts", "phases (1st run)"), rows
     )
     return [*out, ""]
@@ -456,13 +460,13 @@ def _state_size_section(
     rows = []
     for case, g in items:
         keys = f"{cases[case]['keys']:,}"
-        why = _why(g)
+        why = why_empty(g)
         if why:
-            rows.append((_label(g, repeat), keys, why, "", "", "", "", "", "", ""))
+            rows.append((row_label(g, repeat), keys, why, "", "", "", "", "", "", ""))
             continue
         rows.append(
             (
-                _label(g, repeat),
+                row_label(g, repeat),
                 keys,
                 f"{cases[case]['records']:,}",
                 g.cell("checkpoint_p50_ms").format(),
@@ -474,7 +478,7 @@ def _state_size_section(
                 g.cell("async_dip_pct").format(1),
             )
         )
-    out += _table(
+    out += md_table(
         (
             "system",
             "keys",
@@ -500,9 +504,7 @@ def _min_pause(items: Sequence[tuple[str, Group]], cases: Mapping[str, Mapping[s
 def _skew_section(
     repeat: int, by_case: Mapping[str, list[Group]], cases: Mapping[str, Mapping[str, Any]]
 ) -> list[str]:
-    items = [
-        (case, g) for case, groups in by_case.items() if case.startswith("skew/") for g in groups
-    ]
+    items = _groups(by_case, "skew/")
     if not items:
         return []
     spec = cases[items[0][0]]
@@ -523,13 +525,13 @@ def _skew_section(
         items, key=lambda i: (VARIANTS.index(cases[i[0]]["variant"]), i[1].system)
     ):
         label = variant_label(cases[case]["variant"], cases[case]["alignment_timeout_ms"])
-        why = _why(g)
+        why = why_empty(g)
         if why:
-            rows.append((_label(g, repeat), label, why, "", "", "", "", "", "", ""))
+            rows.append((row_label(g, repeat), label, why, "", "", "", "", "", "", ""))
             continue
         rows.append(
             (
-                _label(g, repeat),
+                row_label(g, repeat),
                 label,
                 g.cell("checkpoints_completed").format(),
                 g.cell("checkpoints_open").format(),
@@ -541,7 +543,7 @@ def _skew_section(
                 g.cell("steady_records_per_s").format(),
             )
         )
-    out += _table(
+    out += md_table(
         (
             "system",
             "variant",
@@ -583,7 +585,7 @@ def _notes_section(groups: Sequence[Group]) -> list[str]:
         ]
         out.append("")
     if rows:
-        out += ["### Notes from the runs", "", *_table(("case", "system", "note"), rows), ""]
+        out += ["### Notes from the runs", "", *md_table(("case", "system", "note"), rows), ""]
     return out
 
 

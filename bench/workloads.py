@@ -86,7 +86,7 @@ class _Observed:
 # ---- jobs ---------------------------------------------------------------------------------
 
 
-def _environment(opts: CairnOptions, interval_ms: int, checkpoint_dir: str) -> Any:
+def bench_environment(opts: CairnOptions, interval_ms: int, checkpoint_dir: str) -> Any:
     conf = Configuration()
     conf.set_string("cairn.executor", opts.executor)
     if opts.master:
@@ -119,7 +119,7 @@ def _keyed_sum_job(env: Any, source: DataGeneratorSource, sink: Any, timed: bool
     )
 
 
-def _run(
+def run_job(
     env: Any,
     name: str,
     on_poll: Callable[[Any, _Observed], None] | None = None,
@@ -255,12 +255,12 @@ def keyed_sum(
 ) -> dict[str, Any]:
     """Workload 1: unthrottled keyed sum over ``keys`` uniform keys; steady records/s."""
     result = _base("keyed-sum", records, keys, interval_ms, None, opts)
-    env = _environment(opts, interval_ms, os.path.join(work_dir, "checkpoints"))
+    env = bench_environment(opts, interval_ms, os.path.join(work_dir, "checkpoints"))
     out = _sink_dir(work_dir)
     _keyed_sum_job(
         env, DataGeneratorSource.keyed_values(records, keys), ProgressSink(out), timed=False
     )
-    seen = _run(env, "bench-keyed-sum")
+    seen = run_job(env, "bench-keyed-sum")
     progress = Progress.of(read_progress(out).values())
     _fill_common(result, seen, progress, records)
     if interval_ms > 0:
@@ -316,13 +316,13 @@ def latency(
 ) -> dict[str, Any]:
     """Workload 2: the keyed sum fed at ``rate`` records/s; end-to-end latency at the sink."""
     result = _base("latency", records, keys, interval_ms, rate, opts)
-    env = _environment(opts, interval_ms, os.path.join(work_dir, "checkpoints"))
+    env = bench_environment(opts, interval_ms, os.path.join(work_dir, "checkpoints"))
     out = _sink_dir(work_dir)
     source = DataGeneratorSource(
         TimedKeyedValuesGenerator(keys, rate), records, RateLimiterStrategy.per_second(rate)
     )
     _keyed_sum_job(env, source, LatencySink(out, warmup_s), timed=True)
-    seen = _run(env, "bench-latency")
+    seen = run_job(env, "bench-latency")
     progress = Progress.of(read_progress(out).values())
     _fill_common(result, seen, progress, records)
     _write_checkpoint_timeline(seen, os.path.join(out, "checkpoints.json"))
@@ -382,7 +382,7 @@ def recovery(
     if opts.executor != "spark":
         raise ValueError("recovery kills a worker process: it needs the Spark executor")
     result = _base("recovery", records, keys, interval_ms, rate, opts)
-    env = _environment(opts, interval_ms, os.path.join(work_dir, "checkpoints"))
+    env = bench_environment(opts, interval_ms, os.path.join(work_dir, "checkpoints"))
     out = _sink_dir(work_dir)
     source = DataGeneratorSource.keyed_values(
         records, keys, rate_limiter_strategy=RateLimiterStrategy.per_second(rate)
@@ -400,7 +400,7 @@ def recovery(
             seen.killed_at = time.time()
             os.kill(victim, signal.SIGKILL)
 
-    seen = _run(env, "bench-recovery", maybe_kill)
+    seen = run_job(env, "bench-recovery", maybe_kill)
     files = read_progress(out)
     first_attempt = Progress.of(m for (_, a), m in files.items() if a == 0)
     _fill_common(result, seen, first_attempt, records)
@@ -449,7 +449,7 @@ def state_size(
     the keys (``HotKeysGenerator``): what an incremental checkpoint adds per interval when
     1 % of the state changes, against the full state size, and the synchronous phase."""
     result = _base("state-size", records, keys, interval_ms, None, opts)
-    env = _environment(opts, interval_ms, os.path.join(work_dir, "checkpoints"))
+    env = bench_environment(opts, interval_ms, os.path.join(work_dir, "checkpoints"))
     out = _sink_dir(work_dir)
     gen = (
         CoveringKeysGenerator(keys)
@@ -457,7 +457,7 @@ def state_size(
         else HotKeysGenerator(keys, hot_fraction)
     )
     _keyed_sum_job(env, DataGeneratorSource(gen, records), ProgressSink(out), timed=False)
-    seen = _run(env, f"bench-state-size-{keys}", on_poll=_sample_rss)
+    seen = run_job(env, f"bench-state-size-{keys}", on_poll=_sample_rss)
     progress = Progress.of(read_progress(out).values())
     _fill_common(result, seen, progress, records)
     if seen.worker_rss_peak:

@@ -30,8 +30,19 @@ SCRIPTS = {
     "bytewax": "bytewax_keyed_sum.py",
     "bytewax-2p": "bytewax_keyed_sum.py",
 }
+# The window workload's scripts (bench/windows.py); spark-tws runs only that workload.
+WINDOW_SCRIPTS = {
+    "pyflink": "pyflink_window.py",
+    "spark": "spark_window.py",
+    "spark-tws": "spark_window.py",
+    "bytewax": "bytewax_window.py",
+    "bytewax-2p": "bytewax_window.py",
+}
 # Variants of a peer: (its venv, extra arguments of its script).
-VARIANTS = {"bytewax-2p": ("bytewax", ["--processes", "2"])}
+VARIANTS = {
+    "bytewax-2p": ("bytewax", ["--processes", "2"]),
+    "spark-tws": ("spark", ["--api", "transformWithState"]),
+}
 
 sys.path.insert(0, str(HERE))
 import common  # noqa: E402
@@ -100,11 +111,14 @@ def _run(args: argparse.Namespace, venv: str, extra: list[str]) -> dict[str, Any
         return failure(
             args, unsupported=f"{args.system} is not installed: run bash bench/peers/install.sh"
         )
+    scripts = WINDOW_SCRIPTS if args.workload == "window" else SCRIPTS
+    if args.system not in scripts:
+        return failure(args, unsupported=f"{args.system} runs only the window workload")
     work = Path(args.work_dir or tempfile.mkdtemp(prefix=f"peer-{args.system}-"))
     work.mkdir(parents=True, exist_ok=True)
     cmd = [
         str(python),
-        str(HERE / SCRIPTS[args.system]),
+        str(HERE / scripts[args.system]),
         "--workload", args.workload,
         "--records", str(args.records),
         "--keys", str(args.keys),
@@ -171,7 +185,7 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--system", required=True, choices=sorted(SCRIPTS))
+    parser.add_argument("--system", required=True, choices=sorted({*SCRIPTS, *WINDOW_SCRIPTS}))
     common.add_common_args(parser)
     parser.add_argument("--timeout", type=float, default=900.0, help="hard limit, seconds")
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder")

@@ -252,3 +252,37 @@ def test_ui_overhead_runs_both_sides_and_the_on_side_really_reads_the_endpoint(
     assert summary["ui_requests"] > 0 and summary["ui_events"] > 0
     assert summary["driver_cpu_per_s_on"] > 0 and summary["driver_cpu_per_s_off"] > 0
     assert summary["cpu_s_per_million_on"] > 0 and summary["cpu_s_per_million_off"] > 0
+
+
+@pytest.mark.spark
+def test_window_workload_produces_the_expected_windows(spark: Any) -> None:
+    """The Cairn side of the window workload at a tiny size: its results equal the expected
+    ones (so ``verify`` marks it), and the window section renders its row and latency."""
+    import doctest
+
+    import bench.windows
+    import window_common
+    from bench.window_report import window_section
+
+    for module in (bench.windows, window_common):
+        assert doctest.testmod(module).failed == 0, module.__name__
+    case = {**bench.windows.plan_cases(quick=True)[0], "records": 40_000, "keys": 100}
+    case["events_per_second"] = 4_000
+    case["expected"] = bench.windows.expected_results(case)
+    assert case["expected"]["events"] == 40_000
+    result = bench.windows.run_cairn(40_000, 100, 4_000, interval_ms=300)
+    bench.windows.verify(result, case["expected"])
+    assert result["verified"] is True, result.get("note")
+    assert result["window_results"] == case["expected"]["results"] > 100  # 10+ windows
+    assert result["steady_records_per_s"] > 0
+    assert 0 <= result["latency_p50_ms"] <= result["latency_p99_ms"] <= result["latency_max_ms"]
+    wrong = {**result, "window_checksum": result["window_checksum"] + 1}
+    bench.windows.verify(wrong, case["expected"])
+    assert wrong["verified"] is False and wrong["steady_records_per_s"] is None
+    text = "\n".join(
+        window_section(
+            1, {"window": list(group_results([{**result, "case": "window"}]))}, {"window": case}
+        )
+    )
+    assert "| Cairn | yes |" in text
+    assert "watermark passing a window's end" in text
