@@ -57,6 +57,8 @@ EXTRA_FIELDS = (
     "hot_checkpoints",
     "added_pct_p50",
     "added_pct_max",
+    "added_pct_mean",
+    "added_pct_series",
     "hot_sync_p50_ms",
     "hot_sync_max_ms",
 )

@@ -472,12 +472,16 @@ def state_size(
 
 def _growth(result: dict[str, Any], seen: _Observed, filled: float | None) -> None:
     """Checkpoints triggered after every key was written once: what each added (the
-    checkpointed size) as a share of the full state size, and their synchronous phases."""
-    after = [
-        c
-        for c in seen.checkpoints.values()
-        if filled is not None and c.trigger_ms / 1000.0 > filled and c.state_size
-    ]
+    checkpointed size) as a share of the full state size (p50, max, mean and each one in
+    trigger order), and their synchronous phases."""
+    after = sorted(
+        (
+            c
+            for c in seen.checkpoints.values()
+            if filled is not None and c.trigger_ms / 1000.0 > filled and c.state_size
+        ),
+        key=lambda c: c.trigger_ms,
+    )
     if not after:
         return
     added = [c.checkpointed_size / c.state_size * 100 for c in after]
@@ -487,6 +491,9 @@ def _growth(result: dict[str, Any], seen: _Observed, filled: float | None) -> No
     result["hot_checkpoints"] = len(after)
     result["added_pct_p50"] = round(statistics.median(added), 2)
     result["added_pct_max"] = round(max(added), 2)
+    # The mean is what a long run uploads per checkpoint: compaction spikes count in full.
+    result["added_pct_mean"] = round(statistics.mean(added), 2)
+    result["added_pct_series"] = [round(a, 1) for a in added]
     result["hot_sync_p50_ms"] = statistics.median(sync)
     result["hot_sync_max_ms"] = max(sync)
 

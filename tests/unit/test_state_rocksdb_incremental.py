@@ -231,10 +231,18 @@ def _decline(cid: int) -> Any:
     return TaskDecline(CheckpointId(cid), TASK, CheckpointFailureReason.CHECKPOINT_DECLINED, "no")
 
 
-def test_a_file_is_kept_while_a_later_snapshot_may_still_reuse_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("compacted", [False, True])
+def test_a_file_is_kept_while_a_later_snapshot_may_still_reuse_it(
+    tmp_path: Path, compacted: bool
+) -> None:
     """The task hears of checkpoint 1's completion late: snapshot 2 (not knowing 1) uploads
     its files again; completing 2 discards 1 (one retained), leaving 1's copies unreferenced;
-    then the task learns of 1 and snapshot 3 reuses 1's copies. They must have survived."""
+    then the task learns of 1 and snapshot 3 reuses 1's copies. They must have survived.
+
+    Snapshot 4's flush makes the fourth L0 file, which starts a background compaction; if it
+    ends before the checkpoint lists the live files (it did, once, under load), 4 references
+    none of 3's files, and those stay until a checkpoint based on 4 completes (the registry
+    cannot know that the backend no longer has them). ``compacted`` makes that case certain."""
     job = Job(tmp_path, retained=1)
     job.update(range(500), 1)
     job.snapshot_and_ack(job.trigger(), notify=False)  # 1
@@ -249,8 +257,22 @@ def test_a_file_is_kept_while_a_later_snapshot_may_still_reuse_it(tmp_path: Path
     assert not {f.path for f in h3.files} & {f.path for f in h2.files}  # 1's copies
     assert job.restore(job.coord.completed_checkpoints()[-1]) == job.expected[3]
     job.update(range(540, 560), 4)
-    job.checkpoint()  # based on 3: 2's copies can never be reused, they go
-    assert job.shared_on_storage() == job.referenced_by_retained()
+    if compacted:
+        job.backend.compact()
+    h4 = job.checkpoint()  # based on 3: 2's copies can never be reused, they go
+    assert h4.base_checkpoint_id == 3
+    on_storage, retained = job.shared_on_storage(), job.referenced_by_retained()
+    only_2 = {f.path for f in h2.shared_files()} - retained
+    assert only_2 and not only_2 & on_storage
+    assert retained <= on_storage
+    # beyond the retained checkpoint only 3's files, which a snapshot based on 3 may reuse
+    kept_for_3 = on_storage - retained
+    assert kept_for_3 <= {f.path for f in h3.shared_files()}
+    if compacted:  # 4 references none of 3's files, which stay until a base moves past 3
+        assert kept_for_3
+        job.update(range(560, 580), 5)
+        job.checkpoint()  # based on 4 (2 L0 files: no compaction can intervene)
+        assert job.shared_on_storage() == job.referenced_by_retained()
 
 
 def test_savepoint_is_self_contained_and_its_working_files_go(tmp_path: Path) -> None:
