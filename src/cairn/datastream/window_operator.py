@@ -22,6 +22,7 @@ from cairn.datastream.output_tag import OutputTag
 from cairn.datastream.runtime_context import RuntimeContext
 from cairn.datastream.time_domain import TimeDomain
 from cairn.datastream.window import MAX_LONG, MergingWindowAssigner, TimeWindow, WindowAssigner
+from cairn.datastream.window_batch import WindowBatchPath
 from cairn.datastream.window_functions import (
     AllWindowFunction,
     ProcessAllWindowFunction,
@@ -80,6 +81,10 @@ class WindowOperatorFunction(KeyedProcessFunction[Any, Any, Any]):
             and type(spec.trigger) is EventTimeTrigger
         )
         self._ctx: Any = None
+        # The keyed operator runs whole stamped batches through this when it is set.
+        self.keyed_batch: WindowBatchPath | None = (
+            WindowBatchPath(self) if self._default_path and spec.incremental else None
+        )
         for f in (spec.incremental[1] if spec.incremental else None, spec.window_function):
             opener = getattr(f, "open", None)
             if callable(opener):

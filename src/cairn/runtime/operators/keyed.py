@@ -166,8 +166,24 @@ class KeyedProcessOperator(KeyedOperatorBase):
         self._process = resolve_method(self.function, "process_element")
         self._bind_on_timer()
         self._context = _KeyedContext(self)
+        # A function may process a whole stamped batch itself (the window operator's batch
+        # path): ``(records, timestamps, key_selector, set_key, ctx) -> (outputs, stamps)``.
+        batch = getattr(self.function, "keyed_batch", None)
+        self._keyed_batch: Callable[..., tuple[list[Any], list[int | None]]] | None = (
+            batch if callable(batch) else None
+        )
 
     def process_batch(self, records: list[Any]) -> None:
+        if type(records) is StampedBatch and self._keyed_batch is not None:
+            results, stamps = self._keyed_batch(
+                records,
+                records.timestamps,
+                self.key_selector,
+                self.backend.set_current_key,
+                self._context,
+            )
+            emit_results(self.output, self.side_outputs, results, stamps)
+            return
         if type(records) is StampedBatch or self.side_outputs:
             self._process_general(records)
             return
