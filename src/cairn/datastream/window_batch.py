@@ -1,17 +1,19 @@
-"""The window operator's batch path: a whole input batch at once for the common case of
-event-time, non-merging windows with the default ``EventTimeTrigger``, no evictor and
-``reduce``/``aggregate`` (incremental aggregation).
+"""The window operator's batch path: whole input batches for the common case of event-time,
+non-merging windows with the default ``EventTimeTrigger``, no evictor and ``reduce``/
+``aggregate`` (incremental aggregation), with a write-back cache of accumulators.
 
-Invariant: the result — window state, timers (and the order they are registered in), outputs
-and their order and timestamps — is exactly what calling ``process_element`` per record in
-input order gives. The watermark is constant over a batch (watermarks arrive between
-batches), so a record none of whose windows has reached the watermark only folds into its
-windows' accumulators and, for a new window, registers its timers; such records are folded
-per ``(key, window)`` in a plain dict, the accumulator read from keyed state at the group's
-first record (timers registered there too, in first-appearance order, as per record) and
-written back once. Every other record (late, or late within the allowed lateness: it fires
-its window; or without a timestamp) first writes the pending groups back and then goes
-through ``process_element``, so the adds to any one window stay in input order.
+Invariant: what the keyed state holds whenever anything but this path can see it — before
+timers fire, before a snapshot, before a record takes the per-record path (``write_back``
+runs at each of those) — and the timers (and the order they are registered in), outputs
+and their order and timestamps are exactly what calling ``process_element`` per record in
+input order gives. The watermark only changes between batches, so a record none of whose
+windows has reached it only folds into its windows' accumulators and, for a new window,
+registers its timers; such records fold into a plain dict keyed by ``(key, window)``: the
+accumulator is read from keyed state at the group's first record since the last write-back
+(its timers registered there, in first-appearance order, as per record) and written back
+once. Every other record (late; late within the allowed lateness: it fires its window;
+without a timestamp) writes the cache back first and then goes through
+``process_element``, so the adds to any one window stay in input order.
 """
 
 from __future__ import annotations
@@ -29,9 +31,14 @@ __all__ = ["WindowBatchPath"]
 _MISSING: Any = object()
 
 
+#: Write the cache back at the end of a batch once it holds this many windows.
+MAX_CACHED = 100_000
+
+
 class WindowBatchPath:
-    """``process_batch`` of one ``WindowOperatorFunction`` (see the module's invariant);
-    built in ``open`` only when the operator's spec is of the common case."""
+    """``process_batch`` of one ``WindowOperatorFunction`` and its accumulator cache (see the
+    module's invariant); built in ``open`` only when the operator's spec is of the common
+    case."""
 
     def __init__(self, op: WindowOperatorFunction) -> None:
         self._op = op
@@ -51,6 +58,23 @@ class WindowBatchPath:
         self._size = getattr(assigner, "size", 0)
         self._offset = getattr(assigner, "offset", 0)
         self._window_cache: dict[int, TimeWindow] = {}
+        # (key, window start or window) -> [key, window, accumulator], not yet in state
+        self._pending: dict[tuple[Any, Any], list[Any]] = {}
+        self._set_key: Callable[[Any], None] | None = None
+
+    def write_back(self) -> None:
+        """Put every cached accumulator into keyed state and empty the cache (leaves the
+        current key at the last one written)."""
+        pending = self._pending
+        if not pending:
+            return
+        set_key = self._set_key
+        assert set_key is not None
+        put = self._op._contents.put
+        for key, window, acc in pending.values():
+            set_key(key)
+            put(window, acc)
+        pending.clear()
 
     def __call__(
         self,
@@ -75,8 +99,9 @@ class WindowBatchPath:
         if len(cache) > 64:
             cache.clear()
         assign = op.spec.assigner.assign_windows
-        # (key, window id) -> [key, window, accumulator]
-        pending: dict[tuple[Any, Any], list[Any]] = {}
+        self._set_key = set_key
+        pending = self._pending
+        flush = self.write_back
         out: list[Any] = []
         stamps: list[int | None] = []
 
@@ -91,12 +116,6 @@ class WindowBatchPath:
                 if cleanup != end and cleanup != MAX_LONG:
                     register(timer_service, True, cleanup, window)
             return [key, window, acc]
-
-        def flush() -> None:
-            for key, window, acc in pending.values():
-                set_key(key)
-                contents.put(window, acc)
-            pending.clear()
 
         def one_by_one(r: Any, key: Any, t: int | None) -> None:
             if pending:
@@ -147,6 +166,6 @@ class WindowBatchPath:
                     group = pending[(key, w)] = first(key, w, w.max_timestamp())
                 acc = group[2]
                 group[2] = r if acc is _MISSING else fold(acc, r)
-        if pending:
+        if len(pending) > MAX_CACHED:
             flush()
         return out, stamps

@@ -81,10 +81,13 @@ class WindowOperatorFunction(KeyedProcessFunction[Any, Any, Any]):
             and type(spec.trigger) is EventTimeTrigger
         )
         self._ctx: Any = None
-        # The keyed operator runs whole stamped batches through this when it is set.
+        # The keyed operator runs whole stamped batches through ``keyed_batch`` when it is
+        # set, and calls ``keyed_flush`` before timers fire, before a snapshot and before
+        # records take another path (``window_batch``'s invariant).
         self.keyed_batch: WindowBatchPath | None = (
             WindowBatchPath(self) if self._default_path and spec.incremental else None
         )
+        self.keyed_flush = None if self.keyed_batch is None else self.keyed_batch.write_back
         for f in (spec.incremental[1] if spec.incremental else None, spec.window_function):
             opener = getattr(f, "open", None)
             if callable(opener):
