@@ -31,6 +31,10 @@ __all__ = ["WindowBatchPath"]
 _MISSING: Any = object()
 
 
+def _unused(a: Any, b: Any) -> Any:
+    raise AssertionError("an aggregate() window has no reduce function")
+
+
 #: Write the cache back at the end of a batch once it holds this many windows.
 MAX_CACHED = 100_000
 
@@ -46,12 +50,14 @@ class WindowBatchPath:
         assert spec.incremental is not None
         kind, f = spec.incremental
         self._is_reduce = kind == "reduce"
+        # aggregate: ``add(value, acc)``, called directly; reduce: ``fold(acc, value)``
+        self._add: Callable[[Any, Any], Any] | None = None
+        self._fold: Callable[[Any, Any], Any] = _unused
         if self._is_reduce:
             reduce = getattr(f, "reduce", None)
-            self._fold: Callable[[Any, Any], Any] = reduce if callable(reduce) else f
+            self._fold = reduce if callable(reduce) else f
         else:
-            add = f.add
-            self._fold = lambda acc, value: add(value, acc)
+            self._add = f.add
             self._create: Callable[[], Any] = f.create_accumulator
         assigner = spec.assigner
         self._tumbling = type(assigner) is TumblingEventTimeWindows
@@ -92,7 +98,7 @@ class WindowBatchPath:
         lateness = op.spec.allowed_lateness
         contents = op._contents
         register = op._timers.register
-        fold = self._fold
+        fold, add = self._fold, self._add
         create = None if self._is_reduce else self._create
         tumbling, size, offset = self._tumbling, self._size, self._offset
         cache = self._window_cache
@@ -149,6 +155,9 @@ class WindowBatchPath:
                     if window is None:
                         window = cache[start] = TimeWindow(start, start + size)
                     group = pending[(key, start)] = first(key, window, end)
+                if add is not None:
+                    group[2] = add(r, group[2])
+                    continue
                 acc = group[2]
                 group[2] = r if acc is _MISSING else fold(acc, r)
                 continue
@@ -165,7 +174,10 @@ class WindowBatchPath:
                 if group is None:
                     group = pending[(key, w)] = first(key, w, w.max_timestamp())
                 acc = group[2]
-                group[2] = r if acc is _MISSING else fold(acc, r)
+                if add is not None:
+                    group[2] = add(r, acc)
+                else:
+                    group[2] = r if acc is _MISSING else fold(acc, r)
         if len(pending) > MAX_CACHED:
             flush()
         return out, stamps
