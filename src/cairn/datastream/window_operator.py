@@ -8,6 +8,9 @@ elements; merging assigners keep their live windows in ``sessions`` (pairwise
 non-intersecting). Decisions follow Flink's: a window is late when its cleanup time is at or
 below the watermark, an element only when all its windows are late *and* its timestamp plus
 the allowed lateness is at or below the watermark; late elements go to the late side output.
+In the common case (``window_batch``) whole batches skip ``process_element`` and accumulators
+are cached between batches: ``contents`` is as above whenever timers fire or a snapshot is
+taken.
 """
 
 from __future__ import annotations
