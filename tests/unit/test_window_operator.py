@@ -148,9 +148,9 @@ def test_sliding_aggregate_keeps_one_accumulator_per_window_through_a_rescale() 
     keys = [f"k{i}" for i in range(20)]
     h = Harness(f)
     h.op.process_batch(stamp([(k, 10) for k in keys] + [(k, 20) for k in keys], [500] * 40))
+    state, files = _snapshot(h.op)  # writes the batch path's cached accumulators back first
     contents = h.op.backend.keys("_cairn_w/contents")
     assert len(contents) == 20
-    state, files = _snapshot(h.op)
     outputs: list[Any] = []
     for index in range(2):
         restored = Harness(

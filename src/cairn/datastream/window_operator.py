@@ -8,6 +8,9 @@ elements; merging assigners keep their live windows in ``sessions`` (pairwise
 non-intersecting). Decisions follow Flink's: a window is late when its cleanup time is at or
 below the watermark, an element only when all its windows are late *and* its timestamp plus
 the allowed lateness is at or below the watermark; late elements go to the late side output.
+In the common case (``window_batch``) whole batches skip ``process_element`` and accumulators
+are cached between batches: ``contents`` is as above whenever timers fire or a snapshot is
+taken.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from cairn.datastream.output_tag import OutputTag
 from cairn.datastream.runtime_context import RuntimeContext
 from cairn.datastream.time_domain import TimeDomain
 from cairn.datastream.window import MAX_LONG, MergingWindowAssigner, TimeWindow, WindowAssigner
+from cairn.datastream.window_batch import WindowBatchPath
 from cairn.datastream.window_functions import (
     AllWindowFunction,
     ProcessAllWindowFunction,
@@ -80,6 +84,13 @@ class WindowOperatorFunction(KeyedProcessFunction[Any, Any, Any]):
             and type(spec.trigger) is EventTimeTrigger
         )
         self._ctx: Any = None
+        # The keyed operator runs whole stamped batches through ``keyed_batch`` when it is
+        # set, and calls ``keyed_flush`` before timers fire, before a snapshot and before
+        # records take another path (``window_batch``'s invariant).
+        self.keyed_batch: WindowBatchPath | None = (
+            WindowBatchPath(self) if self._default_path and spec.incremental else None
+        )
+        self.keyed_flush = None if self.keyed_batch is None else self.keyed_batch.write_back
         for f in (spec.incremental[1] if spec.incremental else None, spec.window_function):
             opener = getattr(f, "open", None)
             if callable(opener):

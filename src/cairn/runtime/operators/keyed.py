@@ -18,9 +18,11 @@ from typing import Any
 
 from cairn.datastream.state import ValueStateDescriptor
 from cairn.datastream.time_domain import TimeDomain
+from cairn.events import DEFAULT_CHECKPOINT_OPTIONS, CheckpointOptions
 from cairn.graph.job_graph import OperatorNode
 from cairn.graph.transformations import OperatorKind
 from cairn.runtime.eventtime.stamped import StampedBatch, stamp
+from cairn.runtime.operators.base import OperatorSnapshot
 from cairn.runtime.operators.basic import (
     emit_results,
     extend_with_result,
@@ -90,6 +92,9 @@ class KeyedOperatorBase(UserFunctionOperator):
         self.backend: KeyedStateBackend
         self._on_timer: Callable[[int, Any], Any] | None = None
         self._timer_context: _KeyedContext
+        # A function that caches keyed state between batches (the window operator's batch
+        # path) writes it back through this before timers fire and before a snapshot.
+        self._flush: Callable[[], None] | None = None
 
     def open(self) -> None:
         backend = self.ctx.keyed_backend
@@ -111,6 +116,8 @@ class KeyedOperatorBase(UserFunctionOperator):
         backend = self.backend
         next_ts = backend.next_event_timer_ms()
         if next_ts is not None and next_ts <= timestamp:
+            if self._flush is not None:
+                self._flush()
             out: list[Any] = []
             stamps: list[int | None] = []
             # One timestamp at a time: a timer registered (or deleted) by one that fires is
@@ -128,11 +135,23 @@ class KeyedOperatorBase(UserFunctionOperator):
         next_ts = backend.next_timer_ms()
         if next_ts is None or next_ts > now_ms:
             return
+        if self._flush is not None:
+            self._flush()
         out: list[Any] = []
         while next_ts is not None and next_ts <= now_ms:
             self._fire(backend.pop_due_timers(next_ts), TimeDomain.PROCESSING_TIME, out, None)
             next_ts = backend.next_timer_ms()
         emit_results(self.output, self.side_outputs, out, None)
+
+    def snapshot_state(
+        self,
+        checkpoint_id: int,
+        timestamp_ms: int,
+        options: CheckpointOptions = DEFAULT_CHECKPOINT_OPTIONS,
+    ) -> OperatorSnapshot:
+        if self._flush is not None:
+            self._flush()
+        return super().snapshot_state(checkpoint_id, timestamp_ms, options)
 
     def _fire(
         self,
@@ -166,8 +185,28 @@ class KeyedProcessOperator(KeyedOperatorBase):
         self._process = resolve_method(self.function, "process_element")
         self._bind_on_timer()
         self._context = _KeyedContext(self)
+        # A function may process a whole stamped batch itself (the window operator's batch
+        # path): ``(records, timestamps, key_selector, set_key, ctx) -> (outputs, stamps)``.
+        batch = getattr(self.function, "keyed_batch", None)
+        self._keyed_batch: Callable[..., tuple[list[Any], list[int | None]]] | None = (
+            batch if callable(batch) else None
+        )
+        flush = getattr(self.function, "keyed_flush", None)
+        self._flush = flush if callable(flush) else None
 
     def process_batch(self, records: list[Any]) -> None:
+        if type(records) is StampedBatch and self._keyed_batch is not None:
+            results, stamps = self._keyed_batch(
+                records,
+                records.timestamps,
+                self.key_selector,
+                self.backend.set_current_key,
+                self._context,
+            )
+            emit_results(self.output, self.side_outputs, results, stamps)
+            return
+        if self._flush is not None:
+            self._flush()
         if type(records) is StampedBatch or self.side_outputs:
             self._process_general(records)
             return

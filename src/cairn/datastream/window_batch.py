@@ -1,0 +1,183 @@
+"""The window operator's batch path: whole input batches for the common case of event-time,
+non-merging windows with the default ``EventTimeTrigger``, no evictor and ``reduce``/
+``aggregate`` (incremental aggregation), with a write-back cache of accumulators.
+
+Invariant: what the keyed state holds whenever anything but this path can see it — before
+timers fire, before a snapshot, before a record takes the per-record path (``write_back``
+runs at each of those) — and the timers (and the order they are registered in), outputs
+and their order and timestamps are exactly what calling ``process_element`` per record in
+input order gives. The watermark only changes between batches, so a record none of whose
+windows has reached it only folds into its windows' accumulators and, for a new window,
+registers its timers; such records fold into a plain dict keyed by ``(key, window)``: the
+accumulator is read from keyed state at the group's first record since the last write-back
+(its timers registered there, in first-appearance order, as per record) and written back
+once. Every other record (late; late within the allowed lateness: it fires its window;
+without a timestamp) writes the cache back first and then goes through
+``process_element``, so the adds to any one window stay in input order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from cairn.datastream.window import MAX_LONG, TimeWindow, TumblingEventTimeWindows
+
+if TYPE_CHECKING:
+    from cairn.datastream.window_operator import WindowOperatorFunction
+
+__all__ = ["WindowBatchPath"]
+
+_MISSING: Any = object()
+
+
+def _unused(a: Any, b: Any) -> Any:
+    raise AssertionError("an aggregate() window has no reduce function")
+
+
+#: Write the cache back at the end of a batch once it holds this many windows.
+MAX_CACHED = 100_000
+
+
+class WindowBatchPath:
+    """``process_batch`` of one ``WindowOperatorFunction`` and its accumulator cache (see the
+    module's invariant); built in ``open`` only when the operator's spec is of the common
+    case."""
+
+    def __init__(self, op: WindowOperatorFunction) -> None:
+        self._op = op
+        spec = op.spec
+        assert spec.incremental is not None
+        kind, f = spec.incremental
+        self._is_reduce = kind == "reduce"
+        # aggregate: ``add(value, acc)``, called directly; reduce: ``fold(acc, value)``
+        self._add: Callable[[Any, Any], Any] | None = None
+        self._fold: Callable[[Any, Any], Any] = _unused
+        if self._is_reduce:
+            reduce = getattr(f, "reduce", None)
+            self._fold = reduce if callable(reduce) else f
+        else:
+            self._add = f.add
+            self._create: Callable[[], Any] = f.create_accumulator
+        assigner = spec.assigner
+        self._tumbling = type(assigner) is TumblingEventTimeWindows
+        self._size = getattr(assigner, "size", 0)
+        self._offset = getattr(assigner, "offset", 0)
+        self._window_cache: dict[int, TimeWindow] = {}
+        # (key, window start or window) -> [key, window, accumulator], not yet in state
+        self._pending: dict[tuple[Any, Any], list[Any]] = {}
+        self._set_key: Callable[[Any], None] | None = None
+
+    def write_back(self) -> None:
+        """Put every cached accumulator into keyed state and empty the cache (leaves the
+        current key at the last one written)."""
+        pending = self._pending
+        if not pending:
+            return
+        set_key = self._set_key
+        assert set_key is not None
+        put = self._op._contents.put
+        for key, window, acc in pending.values():
+            set_key(key)
+            put(window, acc)
+        pending.clear()
+
+    def __call__(
+        self,
+        records: list[Any],
+        timestamps: list[int | None],
+        select: Callable[[Any], Any],
+        set_key: Callable[[Any], None],
+        ctx: Any,
+    ) -> tuple[list[Any], list[int | None]]:
+        """Process ``records`` (with ``timestamps``); their outputs and each one's timestamp."""
+        op = self._op
+        op._ctx = ctx
+        timer_service = ctx.timer_service()
+        watermark = timer_service.current_watermark()
+        lateness = op.spec.allowed_lateness
+        contents = op._contents
+        register = op._timers.register
+        fold, add = self._fold, self._add
+        create = None if self._is_reduce else self._create
+        tumbling, size, offset = self._tumbling, self._size, self._offset
+        cache = self._window_cache
+        if len(cache) > 64:
+            cache.clear()
+        assign = op.spec.assigner.assign_windows
+        self._set_key = set_key
+        pending = self._pending
+        flush = self.write_back
+        out: list[Any] = []
+        stamps: list[int | None] = []
+
+        def first(key: Any, window: Any, end: int) -> list[Any]:
+            """A group's first record: its accumulator from state, timers if new."""
+            set_key(key)
+            acc = contents.get(window)
+            if acc is None:
+                acc = _MISSING if create is None else create()
+                register(timer_service, True, end, window)
+                cleanup = min(end + lateness, MAX_LONG)
+                if cleanup != end and cleanup != MAX_LONG:
+                    register(timer_service, True, cleanup, window)
+            return [key, window, acc]
+
+        def one_by_one(r: Any, key: Any, t: int | None) -> None:
+            if pending:
+                flush()
+            set_key(key)
+            ctx._timestamp = t
+            result = op.process_element(r, ctx)
+            ctx._timestamp = None
+            n = len(out)
+            out.extend(result)
+            stamps.extend([t] * (len(out) - n))
+
+        for r, t in zip(records, timestamps, strict=True):
+            key = select(r)
+            if t is None:
+                one_by_one(r, key, t)
+                continue
+            if tumbling:
+                start = t - (t - offset) % size
+                end = start + size - 1
+                if end <= watermark:
+                    one_by_one(r, key, t)
+                    continue
+                try:
+                    group = pending.get((key, start))
+                except TypeError:
+                    set_key(key)  # raises the backend's error for an unhashable key
+                    raise
+                if group is None:
+                    window = cache.get(start)
+                    if window is None:
+                        window = cache[start] = TimeWindow(start, start + size)
+                    group = pending[(key, start)] = first(key, window, end)
+                if add is not None:
+                    group[2] = add(r, group[2])
+                    continue
+                acc = group[2]
+                group[2] = r if acc is _MISSING else fold(acc, r)
+                continue
+            windows = assign(r, t, op)
+            if any(w.max_timestamp() <= watermark for w in windows):
+                one_by_one(r, key, t)
+                continue
+            for w in windows:
+                try:
+                    group = pending.get((key, w))
+                except TypeError:
+                    set_key(key)
+                    raise
+                if group is None:
+                    group = pending[(key, w)] = first(key, w, w.max_timestamp())
+                acc = group[2]
+                if add is not None:
+                    group[2] = add(r, acc)
+                else:
+                    group[2] = r if acc is _MISSING else fold(acc, r)
+        if len(pending) > MAX_CACHED:
+            flush()
+        return out, stamps
