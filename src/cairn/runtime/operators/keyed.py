@@ -114,34 +114,37 @@ class KeyedOperatorBase(UserFunctionOperator):
     def process_watermark(self, timestamp: int) -> None:
         self.current_watermark = timestamp
         backend = self.backend
-        next_ts = backend.next_event_timer_ms()
-        if next_ts is not None and next_ts <= timestamp:
-            if self._flush is not None:
-                self._flush()
-            out: list[Any] = []
-            stamps: list[int | None] = []
-            # One timestamp at a time: a timer registered (or deleted) by one that fires is
-            # seen before any later one. Timers register and delete for their own key only,
-            # so the timers of one timestamp can be taken together.
-            while next_ts is not None and next_ts <= timestamp:
-                due = backend.pop_due_event_timers(next_ts)
-                self._fire(due, TimeDomain.EVENT_TIME, out, stamps)
-                next_ts = backend.next_event_timer_ms()
-            emit_results(self.output, self.side_outputs, out, stamps)
+        self._fire_due(timestamp, backend.next_event_timer_ms, backend.pop_due_event_timers, True)
         self.watermark_output(timestamp)
 
     def on_processing_time(self, now_ms: int) -> None:
         backend = self.backend
-        next_ts = backend.next_timer_ms()
-        if next_ts is None or next_ts > now_ms:
+        self._fire_due(now_ms, backend.next_timer_ms, backend.pop_due_timers, False)
+
+    def _fire_due(
+        self,
+        limit_ms: int,
+        next_due: Callable[[], int | None],
+        pop_due: Callable[[int], list[tuple[int, Any]]],
+        event_time: bool,
+    ) -> None:
+        """Fire one domain's timers up to ``limit_ms`` and emit what they return, as one
+        batch. One timestamp at a time: a timer registered (or deleted) by one that fires is
+        seen before any later one. Timers register and delete for their own key only, so the
+        timers of one timestamp can be taken together. Event-time outputs carry the timer's
+        timestamp; processing-time outputs none."""
+        next_ts = next_due()
+        if next_ts is None or next_ts > limit_ms:
             return
         if self._flush is not None:
             self._flush()
+        domain = TimeDomain.EVENT_TIME if event_time else TimeDomain.PROCESSING_TIME
         out: list[Any] = []
-        while next_ts is not None and next_ts <= now_ms:
-            self._fire(backend.pop_due_timers(next_ts), TimeDomain.PROCESSING_TIME, out, None)
-            next_ts = backend.next_timer_ms()
-        emit_results(self.output, self.side_outputs, out, None)
+        stamps: list[int | None] | None = [] if event_time else None
+        while next_ts is not None and next_ts <= limit_ms:
+            self._fire(pop_due(next_ts), domain, out, stamps)
+            next_ts = next_due()
+        emit_results(self.output, self.side_outputs, out, stamps)
 
     def snapshot_state(
         self,
