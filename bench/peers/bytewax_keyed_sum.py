@@ -18,10 +18,11 @@ import os
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import bytewax_launch
 import common
 import recovery
 
@@ -121,76 +122,14 @@ def build_flow(args: argparse.Namespace, probes_dir: str, run_tag: str) -> Any:
     return flow
 
 
-def _run_dataflow(
-    args: argparse.Namespace, process_id: int | None = None, addresses: list[str] | None = None
-) -> None:
-    """This process's part of the dataflow: all workers as threads, or one of a cluster."""
-    from bytewax._bytewax import cli_main
-    from bytewax.recovery import RecoveryConfig, init_db_dir
-
-    work = Path(args.work_dir)
-    recovery_config = None
-    if args.checkpoint_interval_ms > 0:
-        db = work / "recovery"
-        if process_id in (None, 0) and not db.exists():
-            db.mkdir(parents=True)
-            init_db_dir(db, args.parallelism)
-        recovery_config = RecoveryConfig(str(db))
-    flow = build_flow(args, str(work / "probes"), args.run_tag)
-    cli_main(
-        flow,
-        workers_per_process=args.parallelism // max(1, args.processes),
-        process_id=process_id,
-        addresses=addresses,
-        epoch_interval=timedelta(milliseconds=args.checkpoint_interval_ms or 1000),
-        recovery_config=recovery_config,
-    )
-
-
-def _run_cluster(args: argparse.Namespace) -> None:
-    """``--processes N``: N processes on loopback, the workers split among them (Bytewax's
-    ``-p``/``-i``/``-a`` mode): unlike worker threads, they do not share one GIL."""
-    import subprocess
-
-    from bytewax.recovery import init_db_dir
-
-    if args.checkpoint_interval_ms > 0:
-        db = Path(args.work_dir) / "recovery"
-        if not db.exists():
-            db.mkdir(parents=True)
-            init_db_dir(db, args.parallelism)
-    ports = [common.free_port() for _ in range(args.processes)]
-    addresses = ",".join(f"127.0.0.1:{p}" for p in ports)
-    base = [a for a in sys.argv[1:] if not a.startswith("--role")]
-    children = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                __file__,
-                *base,
-                "--role",
-                "process",
-                "--process-id",
-                str(i),
-                "--addresses",
-                addresses,
-            ]
-        )
-        for i in range(args.processes)
-    ]
-    codes = [child.wait() for child in children]
-    if any(codes):
-        raise SystemExit(f"a Bytewax process failed: exit codes {codes}")
-
-
 def run_job(args: argparse.Namespace) -> dict[str, Any]:
     work = Path(args.work_dir)
     probes_dir = str(work / "probes")
     interval_ms = args.checkpoint_interval_ms or 1000
     if args.processes > 1:
-        _run_cluster(args)
+        bytewax_launch.run_cluster(args, __file__)
     else:
-        _run_dataflow(args)
+        bytewax_launch.run_dataflow(args, build_flow(args, probes_dir, args.run_tag))
     end = time.time()
     result = common.result_template(args, SYSTEM)
     result["versions"]["bytewax"] = importlib.metadata.version("bytewax")
@@ -232,7 +171,12 @@ def main() -> None:
     parser.add_argument("--addresses", default="")
     args = parser.parse_args()
     if args.role == "process":  # one member of a --processes cluster
-        _run_dataflow(args, args.process_id, args.addresses.split(","))
+        bytewax_launch.run_dataflow(
+            args,
+            build_flow(args, str(Path(args.work_dir) / "probes"), args.run_tag),
+            args.process_id,
+            args.addresses.split(","),
+        )
         sys.stdout.flush()
         os._exit(0)
     if args.processes < 1 or args.parallelism % args.processes:

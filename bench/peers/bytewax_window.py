@@ -29,7 +29,6 @@ import argparse
 import importlib.metadata
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,6 +36,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import bytewax_launch
 import common
 import window_common as wc
 
@@ -134,58 +134,12 @@ def build_flow(args: argparse.Namespace, probes_dir: str) -> Any:
     return flow
 
 
-def _run_dataflow(
-    args: argparse.Namespace, process_id: int | None = None, addresses: list[str] | None = None
-) -> None:
-    from bytewax._bytewax import cli_main
-    from bytewax.recovery import RecoveryConfig, init_db_dir
-
-    work = Path(args.work_dir)
-    recovery_config = None
-    if args.checkpoint_interval_ms > 0:
-        db = work / "recovery"
-        if process_id in (None, 0) and not db.exists():
-            db.mkdir(parents=True)
-            init_db_dir(db, args.parallelism)
-        recovery_config = RecoveryConfig(str(db))
-    cli_main(
-        build_flow(args, str(work / "probes")),
-        workers_per_process=args.parallelism // max(1, args.processes),
-        process_id=process_id,
-        addresses=addresses,
-        epoch_interval=timedelta(milliseconds=args.checkpoint_interval_ms or 1000),
-        recovery_config=recovery_config,
-    )
-
-
-def _run_cluster(args: argparse.Namespace) -> None:
-    """``--processes N``: N processes on loopback sharing the workers (Bytewax's ``-p``)."""
-    from bytewax.recovery import init_db_dir
-
-    if args.checkpoint_interval_ms > 0:
-        db = Path(args.work_dir) / "recovery"
-        db.mkdir(parents=True)
-        init_db_dir(db, args.parallelism)
-    addresses = ",".join(f"127.0.0.1:{common.free_port()}" for _ in range(args.processes))
-    base = [a for a in sys.argv[1:] if not a.startswith("--role")]
-    children = [
-        subprocess.Popen(
-            [sys.executable, __file__, *base, "--role", "process", "--process-id", str(i),
-             "--addresses", addresses, "--work-dir", args.work_dir]
-        )
-        for i in range(args.processes)
-    ]  # fmt: skip
-    codes = [child.wait() for child in children]
-    if any(codes):
-        raise SystemExit(f"a Bytewax process failed: exit codes {codes}")
-
-
 def run_job(args: argparse.Namespace) -> dict[str, Any]:
     work = Path(args.work_dir)
     if args.processes > 1:
-        _run_cluster(args)
+        bytewax_launch.run_cluster(args, __file__)
     else:
-        _run_dataflow(args)
+        bytewax_launch.run_dataflow(args, build_flow(args, str(Path(args.work_dir) / "probes")))
     end = time.time()
     result = common.result_template(args, SYSTEM)
     result["versions"]["bytewax"] = importlib.metadata.version("bytewax")
@@ -228,7 +182,12 @@ def main() -> None:
     if not args.work_dir:
         args.work_dir = tempfile.mkdtemp(prefix="peer-bytewax-window-")
     if args.role == "process":
-        _run_dataflow(args, args.process_id, args.addresses.split(","))
+        bytewax_launch.run_dataflow(
+            args,
+            build_flow(args, str(Path(args.work_dir) / "probes")),
+            args.process_id,
+            args.addresses.split(","),
+        )
         sys.stdout.flush()
         os._exit(0)
     if args.processes < 1 or args.parallelism % args.processes:
