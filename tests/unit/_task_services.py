@@ -6,6 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 from cairn.runtime.faults import FaultInjector
+from cairn.runtime.operators.base import OperatorContext
+from cairn.state.operator_state import DefaultOperatorStateBackend
 from cairn.testing.state_files import MemoryStateFiles
 
 
@@ -34,3 +36,24 @@ class StubServices:
 
     def control_pending(self) -> bool:
         return False
+
+
+def operator_context(
+    node: Any, output: Callable[[list[Any]], Any], **fields: Any
+) -> OperatorContext:
+    """An ``OperatorContext`` for a unit test: subtask 0 of 1, max parallelism 128, attempt 0
+    of job ``"job"``, a fresh operator state backend, no keyed backend, a clock at 0 and
+    ``StubServices``; ``fields`` override any of them (``keyed_backend=...``, ...)."""
+    defaults: dict[str, Any] = {
+        "task_name": "op",
+        "subtask_index": 0,
+        "parallelism": 1,
+        "max_parallelism": 128,
+        "attempt": 0,
+        "job_id": "job",
+        "operator_backend": DefaultOperatorStateBackend(),
+        "keyed_backend": None,
+        "clock_ms": lambda: 0,
+        "services": StubServices(),
+    }
+    return OperatorContext(node=node, output=output, **{**defaults, **fields})

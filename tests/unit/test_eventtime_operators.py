@@ -15,12 +15,11 @@ from cairn.graph.job_graph import OperatorNode
 from cairn.graph.transformations import OperatorKind, OperatorSpec
 from cairn.runtime.eventtime.stamped import StampedBatch, stamp
 from cairn.runtime.operators import create_operator
-from cairn.runtime.operators.base import OperatorContext, OperatorRestore, StreamOperator
+from cairn.runtime.operators.base import OperatorRestore, StreamOperator
 from cairn.state import HeapKeyedStateBackend, key_group_range_for_subtask
-from cairn.state.operator_state import DefaultOperatorStateBackend
 from cairn.testing.state_files import MemoryStateFiles
 
-from ._task_services import StubServices
+from ._task_services import operator_context
 
 LATE = OutputTag("late")
 
@@ -76,19 +75,13 @@ class Harness:
         self.watermarks: list[int] = []
         self.side: list[list[Any]] = []
         self.op.setup(
-            OperatorContext(
-                node=node,
-                task_name="op",
+            operator_context(
+                node,
+                self.batches.append,
                 subtask_index=index,
                 parallelism=parallelism,
-                max_parallelism=128,
-                attempt=0,
-                job_id="job",
-                output=self.batches.append,
-                operator_backend=DefaultOperatorStateBackend(),
                 keyed_backend=backend,
                 clock_ms=self.clock.now_ms,
-                services=StubServices(),
             )
         )
         self.op.initialize_state(restore)

@@ -28,13 +28,12 @@ from cairn.runtime.channels import InputChannel, LocalOutputChannel
 from cairn.runtime.eventtime.stamped import StampedBatch, stamp
 from cairn.runtime.input_gate import InputGate
 from cairn.runtime.operators import create_operator
-from cairn.runtime.operators.base import OperatorContext, OperatorSnapshot, StreamOperator
+from cairn.runtime.operators.base import OperatorSnapshot, StreamOperator
 from cairn.runtime.record_writer import RecordWriter
 from cairn.runtime.reports import SourceExhausted
 from cairn.runtime.task import StreamTask
-from cairn.state.operator_state import DefaultOperatorStateBackend
 
-from ._task_services import StubServices
+from ._task_services import StubServices, operator_context
 
 UNALIGNED = CheckpointOptions(alignment=AlignmentMode.UNALIGNED)
 
@@ -220,22 +219,7 @@ def _number_source_task(end: int) -> tuple[StreamTask, InputChannel, StubService
     downstream = InputChannel(0)
     writer = RecordWriter([LocalOutputChannel(downstream, capacity=100)], PartitionKind.FORWARD)
     services = StubServices()
-    src.setup(
-        OperatorContext(
-            node=node,
-            task_name="src",
-            subtask_index=0,
-            parallelism=1,
-            max_parallelism=128,
-            attempt=0,
-            job_id="job",
-            output=writer.emit,
-            operator_backend=DefaultOperatorStateBackend(),
-            keyed_backend=None,
-            clock_ms=lambda: 0,
-            services=services,
-        )
-    )
+    src.setup(operator_context(node, writer.emit, task_name="src", services=services))
     vertex = JobVertex(0, "src", 1, 128, (node,), True, True)
     task = StreamTask(
         TaskKey(VertexId(0), SubtaskIndex(0)),

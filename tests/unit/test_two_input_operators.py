@@ -30,14 +30,12 @@ from cairn.graph.transformations import (
 )
 from cairn.runtime.eventtime.stamped import StampedBatch, stamp
 from cairn.runtime.operators import create_operator
-from cairn.runtime.operators.base import OperatorContext, OperatorRestore, StreamOperator
+from cairn.runtime.operators.base import OperatorRestore, StreamOperator
 from cairn.state import HeapKeyedStateBackend, key_group_range_for_subtask
 from cairn.state.api import KeyedStateBackend
-from cairn.state.operator_state import DefaultOperatorStateBackend
 from cairn.testing.state_files import MemoryStateFiles
 from tests.unit import state_backends
-
-from ._task_services import StubServices
+from tests.unit._task_services import operator_context
 
 BACKENDS = pytest.mark.parametrize("backend", ["heap", "rocksdb"])
 
@@ -126,19 +124,12 @@ class Harness:
             )
         self.batches: list[list[Any]] = []
         self.op.setup(
-            OperatorContext(
-                node=node,
-                task_name="op",
+            operator_context(
+                node,
+                self.batches.append,
                 subtask_index=index,
                 parallelism=parallelism,
-                max_parallelism=128,
-                attempt=0,
-                job_id="job",
-                output=self.batches.append,
-                operator_backend=DefaultOperatorStateBackend(),
                 keyed_backend=backend,
-                clock_ms=lambda: 0,
-                services=StubServices(),
             )
         )
         self.op.initialize_state(restore)

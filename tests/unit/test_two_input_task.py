@@ -26,12 +26,10 @@ from cairn.runtime.channels import InputChannel, LocalOutputChannel
 from cairn.runtime.eventtime.stamped import stamp
 from cairn.runtime.input_gate import InputGate
 from cairn.runtime.operators import create_operator
-from cairn.runtime.operators.base import OperatorContext
 from cairn.runtime.record_writer import RecordWriter
 from cairn.runtime.task import StreamTask
-from cairn.state.operator_state import DefaultOperatorStateBackend
 
-from ._task_services import StubServices
+from ._task_services import StubServices, operator_context
 
 ALIGNED = CheckpointOptions()
 UNALIGNED = CheckpointOptions(alignment=AlignmentMode.UNALIGNED)
@@ -58,22 +56,7 @@ def _task(
     node = OperatorNode("co", "Co-Flat Map", 1, spec.kind.value, spec, None, 1, 128, False)
     op = create_operator(node)
     services = StubServices()
-    op.setup(
-        OperatorContext(
-            node=node,
-            task_name="co",
-            subtask_index=0,
-            parallelism=1,
-            max_parallelism=128,
-            attempt=0,
-            job_id="job",
-            output=writer.emit,
-            operator_backend=DefaultOperatorStateBackend(),
-            keyed_backend=None,
-            clock_ms=lambda: 0,
-            services=services,
-        )
-    )
+    op.setup(operator_context(node, writer.emit, task_name="co", services=services))
     op.initialize_state(None)
     op.open()
     vertex = JobVertex(1, "co", 1, 128, (node,), False, True)
