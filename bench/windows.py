@@ -244,11 +244,13 @@ def run_cairn(
     interval_ms: int = 1000,
     parallelism: int = 2,
     executor: str = "spark",
+    state_backend: str = "hashmap",
+    incremental: bool = False,
 ) -> dict[str, Any]:
     """Run the Cairn job once in this process; the result object the runner reads."""
     from bench.workloads import CairnOptions, bench_environment, cairn_versions, run_job
 
-    opts = CairnOptions(parallelism, executor)
+    opts = CairnOptions(parallelism, executor, state_backend=state_backend, incremental=incremental)
     work = tempfile.mkdtemp(prefix="cairn-bench-window-")
     try:
         out = os.path.join(work, "sink")
@@ -269,6 +271,7 @@ def run_cairn(
     result.update(
         keys=keys,
         parallelism=parallelism,
+        state_backend=state_backend + (" (incremental)" if incremental else ""),
         checkpoint_interval_ms=interval_ms,
         events_per_second=events_per_second,
         versions=cairn_versions(),
@@ -305,6 +308,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoint-interval-ms", type=int, default=1000)
     parser.add_argument("--parallelism", type=int, default=2)
     parser.add_argument("--executor", choices=["spark", "inprocess"], default="spark")
+    parser.add_argument("--state-backend", choices=["hashmap", "rocksdb"], default="hashmap")
+    parser.add_argument(
+        "--incremental", action="store_true", help="incremental checkpoints (RocksDB backend)"
+    )
     parser.add_argument(
         "--verify", action="store_true", help="compute the expected results and check them"
     )
@@ -318,6 +325,8 @@ def main(argv: list[str] | None = None) -> int:
             args.checkpoint_interval_ms,
             args.parallelism,
             args.executor,
+            args.state_backend,
+            args.incremental,
         )
         if args.verify:
             verify(result, wc.expected(args.records, args.keys, args.events_per_second))

@@ -32,6 +32,7 @@ from cairn.datastream.stream_execution_environment import (
 )
 from cairn.ids import JobId
 from cairn.settings import RocksDBSettings, StateBackendKind
+from cairn.state.rocksdb.db import DEFAULT_BLOCK_CACHE_BYTES
 
 
 @pytest.fixture(autouse=True)
@@ -106,7 +107,9 @@ def test_rocksdb_backend_is_selected_in_the_typed_settings() -> None:
     env.from_collection([1]).print()
     state = env.prepare_job().settings.state
     assert state.backend is StateBackendKind.ROCKSDB and state.incremental
-    assert state.rocksdb == RocksDBSettings()  # Flink's defaults: 8 MB cache, 2 x 64 MB
+    assert state.rocksdb == RocksDBSettings()  # 64 MB cache, Flink's 2 x 64 MB buffers
+    # the option's, the settings' and the database's defaults are one
+    assert RocksDBSettings().block_cache_bytes == DEFAULT_BLOCK_CACHE_BYTES == 64 << 20
     env.configure(
         {
             "state.backend.rocksdb.localdir": "/data/rocks",
