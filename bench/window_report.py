@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bench.report import Group, md_table, row_label, system_name, why_empty
+from bench.report_tables import Group, md_table, row_label, system_name, why_empty
 
 __all__ = ["TARGET_EVENTS_PER_S", "TARGET_RATIO", "window_section"]
 
