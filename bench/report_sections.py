@@ -4,7 +4,7 @@ recovery, state size, skew, and the notes and versions of the runs.
 Invariant: a section renderer reads only the groups by case and the cases' parameters and
 returns its markdown lines ending with a blank line, or ``[]`` when the results hold none of
 its cases (so a partial run renders only what it measured); a system with no figures still
-gets its row, saying why (``why_empty``).
+gets its row, saying why (``empty_row``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bench.report_tables import Group, md_table, num, row_label, system_name, why_empty
+from bench.report_tables import Group, empty_row, md_table, num, row_label, system_name, why_empty
 from cairn.observability.skew import VARIANTS, variant_label
 
 __all__ = [
@@ -127,9 +127,9 @@ def keyed_sum_section(
     rows = []
     for case, g in items:
         label = "1 s, exactly-once" if case.endswith("checkpoints-1s") else "none"
-        why = why_empty(g)
-        if why:
-            rows.append((row_label(g, repeat), label, why, "", "", "", ""))
+        empty = empty_row(g, repeat, 7, label)
+        if empty:
+            rows.append(empty)
             continue
         steady = g.cell("steady_records_per_s")
         ratio = f"{ref / steady.median:.1f}x" if ref and steady.median else "—"
@@ -222,9 +222,9 @@ def latency_section(
     ]
     rows = []
     for _, g in items:
-        why = why_empty(g)
-        if why:
-            rows.append((row_label(g, repeat), why, "", "", ""))
+        empty = empty_row(g, repeat, 5)
+        if empty:
+            rows.append(empty)
             continue
         rows.append(
             (
@@ -258,9 +258,9 @@ def recovery_section(
     ]
     rows = []
     for _, g in items:
-        why = why_empty(g)
-        if why:
-            rows.append((row_label(g, repeat), why, "", "", ""))
+        empty = empty_row(g, repeat, 5)
+        if empty:
+            rows.append(empty)
             continue
         rows.append(
             (
@@ -302,9 +302,9 @@ def state_size_section(
     rows = []
     for case, g in items:
         keys = f"{cases[case]['keys']:,}"
-        why = why_empty(g)
-        if why:
-            rows.append((row_label(g, repeat), keys, why, "", "", "", "", "", "", ""))
+        empty = empty_row(g, repeat, 10, keys)
+        if empty:
+            rows.append(empty)
             continue
         rows.append(
             (
@@ -367,9 +367,9 @@ def skew_section(
         items, key=lambda i: (VARIANTS.index(cases[i[0]]["variant"]), i[1].system)
     ):
         label = variant_label(cases[case]["variant"], cases[case]["alignment_timeout_ms"])
-        why = why_empty(g)
-        if why:
-            rows.append((row_label(g, repeat), label, why, "", "", "", "", "", "", ""))
+        empty = empty_row(g, repeat, 10, label)
+        if empty:
+            rows.append(empty)
             continue
         rows.append(
             (

@@ -16,6 +16,7 @@ __all__ = [
     "SYSTEM_NAMES",
     "Cell",
     "Group",
+    "empty_row",
     "md_table",
     "num",
     "row_label",
@@ -126,3 +127,16 @@ def why_empty(group: Group) -> str | None:
         errors = list(dict.fromkeys(str(r["error"]) for r in group.runs if r.get("error")))
         return "failed: " + ("; ".join(group.notes or errors) or "no result")
     return None
+
+
+def empty_row(group: Group, repeat: int, width: int, *lead: str) -> tuple[str, ...] | None:
+    """The row of a system with no figures for a case (``None`` if it has some): its name,
+    the ``lead`` cells, why it is empty, blank cells up to ``width``.
+
+    >>> empty_row(Group("c", "bytewax", ({"unsupported": "no API"},)), 1, 4, "1 s")
+    ('Bytewax', '1 s', 'not run: no API', '')
+    """
+    why = why_empty(group)
+    if not why:
+        return None
+    return (row_label(group, repeat), *lead, why, *[""] * (width - len(lead) - 2))
