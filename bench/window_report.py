@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bench.report import Group, md_table, row_label, system_name, why_empty
+from bench.report_tables import Group, empty_row, md_table, row_label, system_name
 
 __all__ = ["TARGET_EVENTS_PER_S", "TARGET_RATIO", "window_section"]
 
@@ -53,9 +53,9 @@ def window_section(
     ref = cairn.cell("steady_records_per_s").median if cairn else None
     rows = []
     for g in groups:
-        why = why_empty(g)
-        if why:
-            rows.append((row_label(g, repeat), why, "", "", "", "", "", ""))
+        empty = empty_row(g, repeat, 8)
+        if empty:
+            rows.append(empty)
             continue
         steady = g.cell("steady_records_per_s")
         ratio = f"{ref / steady.median:.1f}x" if ref and steady.median else "—"

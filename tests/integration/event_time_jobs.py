@@ -9,16 +9,14 @@ from collections.abc import Iterable
 from typing import Any
 
 from cairn.common import Duration, TimestampAssigner, WatermarkStrategy
-from cairn.common.serialization import Encoder
 from cairn.datastream import (
+    DataStream,
     KeyedProcessFunction,
     OutputTag,
     StreamExecutionEnvironment,
 )
-from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
-from cairn.datastream.connectors.file_system import FileSink
 from cairn.datastream.state import MapStateDescriptor
-from tests.integration.jobs import checkpointed_env
+from tests.integration.jobs import checkpointed_env, file_sink, generated
 
 WINDOW_MS = 1_000
 DISORDER_MS = 97  # a record is at most this much older than the largest timestamp before it
@@ -99,21 +97,36 @@ def window_job(
     """Out-of-order generator (bounded disorder) -> key_by -> WindowCount (or ``window``) ->
     exactly-once file sink, late records to a second file sink."""
     env = checkpointed_env(conf, interval_ms=interval_ms, unaligned=unaligned, restarts=restarts)
-    limiter = RateLimiterStrategy.per_second(rate) if rate else None
-    source = DataGeneratorSource(OutOfOrderEvents(keys), records, limiter)
     windows = (
-        env.from_source(source, event_time_strategy(), "events")
-        .uid("events")
+        out_of_order_events(env, keys, records, rate)
         .key_by(lambda r: r[0])
         .process(window if window is not None else WindowCount(cost_us))
         .name("Window")
         .uid("window-count")
     )
-    sink = FileSink.for_row_format(out_dir + "/windows", Encoder.simple_string_encoder()).build()
-    windows.sink_to(sink).uid("windows-sink")
-    late = FileSink.for_row_format(out_dir + "/late", Encoder.simple_string_encoder()).build()
-    windows.get_side_output(LATE).map(str).sink_to(late).uid("late-sink")
+    to_files_with_late(windows, out_dir, "windows")
     return env
+
+
+def out_of_order_events(
+    env: StreamExecutionEnvironment,
+    keys: int,
+    records: int | None,
+    rate: float | None,
+    name: str = "events",
+) -> DataStream:
+    """``OutOfOrderEvents(keys)`` at ``rate`` records/s (``None``: unthrottled) as the stream
+    ``name`` (also its uid), with ``event_time_strategy``'s timestamps and watermarks."""
+    return generated(
+        env, OutOfOrderEvents(keys), records, name, rate=rate, watermarks=event_time_strategy()
+    )
+
+
+def to_files_with_late(result: DataStream, out_dir: str, name: str) -> None:
+    """``result`` into files under ``out_dir/name`` (uid ``<name>-sink``), and its late
+    records (side output ``LATE``, as text) under ``out_dir/late`` (uid ``late-sink``)."""
+    result.sink_to(file_sink(f"{out_dir}/{name}")).uid(f"{name}-sink")
+    result.get_side_output(LATE).map(str).sink_to(file_sink(out_dir + "/late")).uid("late-sink")
 
 
 def expected_windows(records: int, keys: int, indexes: Iterable[int] | None = None) -> list[str]:

@@ -13,7 +13,9 @@ from cairn.common.restart_strategy import RestartStrategies
 from cairn.common.serialization import Encoder
 from cairn.datastream import (
     CheckpointingMode,
+    DataStream,
     ExternalizedCheckpointRetention,
+    KeyedProcessFunction,
     StreamExecutionEnvironment,
 )
 from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
@@ -59,6 +61,52 @@ def checkpointed_env(
     return env
 
 
+def generated(
+    env: StreamExecutionEnvironment,
+    generator: Any,
+    count: int | None,
+    name: str,
+    *,
+    rate: float | None = None,
+    watermarks: WatermarkStrategy | None = None,
+    uid: str | None = None,
+) -> DataStream:
+    """``count`` records of ``generator`` (``None``: unbounded) at ``rate`` records/s
+    (``None``: as fast as they are read) as the stream ``name``, with the uid ``uid`` (default:
+    ``name``); no watermarks unless ``watermarks``."""
+    limiter = RateLimiterStrategy.per_second(rate) if rate else None
+    source = DataGeneratorSource(generator, count, limiter)
+    strategy = WatermarkStrategy.no_watermarks() if watermarks is None else watermarks
+    return env.from_source(source, strategy, name).uid(uid or name)
+
+
+def file_sink(path: str) -> FileSink:
+    """Exactly-once row-format files under ``path``, a line per record."""
+    return FileSink.for_row_format(path, Encoder.simple_string_encoder()).build()
+
+
+def sequence_source(
+    env: StreamExecutionEnvironment, keys: int, records: int | None, rate: float | None = None
+) -> DataStream:
+    """The per-key sequences of ``SequenceGenerator`` (stream ``sequence``, uid
+    ``sequence-source``), the input of every job checked with :func:`expected_lines`."""
+    return generated(
+        env, SequenceGenerator(keys), records, "sequence", rate=rate, uid="sequence-source"
+    )
+
+
+def check_to_files(stream: DataStream, check: KeyedProcessFunction, uid: str, out_dir: str) -> None:
+    """``stream`` -> key_by(first field) -> ``check`` (uid ``uid``) -> exactly-once file sink
+    (uid ``file-sink``) under ``out_dir``."""
+    (
+        stream.key_by(lambda r: r[0])
+        .process(check)
+        .uid(uid)
+        .sink_to(file_sink(out_dir))
+        .uid("file-sink")
+    )
+
+
 def sequence_job(
     conf: dict[str, str],
     out_dir: str,
@@ -83,16 +131,8 @@ def sequence_job(
         retain=retain,
         restarts=restarts,
     )
-    limiter = RateLimiterStrategy.per_second(rate) if rate else None
-    source = DataGeneratorSource(SequenceGenerator(keys), records, limiter)
-    (
-        env.from_source(source, WatermarkStrategy.no_watermarks(), "sequence")
-        .uid("sequence-source")
-        .key_by(lambda r: r[0])
-        .process(SequenceCheck())
-        .uid("sequence-check")
-        .sink_to(FileSink.for_row_format(out_dir, Encoder.simple_string_encoder()).build())
-        .uid("file-sink")
+    check_to_files(
+        sequence_source(env, keys, records, rate), SequenceCheck(), "sequence-check", out_dir
     )
     return env
 
@@ -120,16 +160,8 @@ def backpressured_job(
     cp.set_tolerable_checkpoint_failure_number(100)
     if unaligned and aligned_timeout_ms is not None:
         cp.set_aligned_checkpoint_timeout(aligned_timeout_ms)
-    source = DataGeneratorSource(SequenceGenerator(keys), records)
-    (
-        env.from_source(source, WatermarkStrategy.no_watermarks(), "sequence")
-        .uid("sequence-source")
-        .key_by(lambda r: r[0])
-        .process(SlowSequenceCheck(cost_us))
-        .uid("slow-check")
-        .sink_to(FileSink.for_row_format(out_dir, Encoder.simple_string_encoder()).build())
-        .uid("file-sink")
-    )
+    source = sequence_source(env, keys, records)
+    check_to_files(source, SlowSequenceCheck(cost_us), "slow-check", out_dir)
     return env
 
 

@@ -229,8 +229,10 @@ def test_bench_doctests() -> None:
     import bench.cairn_functions
     import bench.measure
     import bench.report
+    import bench.report_tables
 
-    for module in (bench, bench.ab, bench.cairn_functions, bench.measure, bench.report):
+    modules = (bench, bench.ab, bench.cairn_functions, bench.measure, bench.report)
+    for module in (*modules, bench.report_tables):
         failed, _ = doctest.testmod(module)
         assert failed == 0, module.__name__
 

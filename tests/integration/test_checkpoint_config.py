@@ -25,16 +25,14 @@ from cairn.cli.demo_jobs import (
     check_sequence_lines,
     read_visible_lines,
 )
-from cairn.common import Configuration, JobExecutionException, WatermarkStrategy
+from cairn.common import Configuration, JobExecutionException
 from cairn.common.job_status import JobStatus
 from cairn.common.restart_strategy import RestartStrategies
-from cairn.common.serialization import Encoder
 from cairn.datastream import ExternalizedCheckpointRetention, StreamExecutionEnvironment
-from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
-from cairn.datastream.connectors.file_system import FileSink
 from cairn.datastream.functions import CheckpointedFunction, MapFunction
 from cairn.datastream.state import ValueStateDescriptor
 from cairn.deploy.job_client import JobClient
+from tests.integration.jobs import file_sink, generated
 
 KEYS = 4
 RATE = 4_000  # records per second over the whole (unbounded) source
@@ -112,18 +110,14 @@ def _submit(
 ) -> JobClient:
     """Sequence source (``count`` records, None: unbounded) -> [slow map] -> keyed check ->
     exactly-once file sink under ``tmp_path / "out"``."""
-    source = DataGeneratorSource(
-        SequenceGenerator(KEYS), count, RateLimiterStrategy.per_second(RATE)
-    )
-    stream = env.from_source(source, WatermarkStrategy.no_watermarks(), "sequence").uid("source")
+    stream = generated(env, SequenceGenerator(KEYS), count, "sequence", rate=RATE, uid="source")
     if slow_map is not None:
         stream = stream.map(slow_map).uid("slow-map")
-    sink = FileSink.for_row_format(str(tmp_path / "out"), Encoder.simple_string_encoder()).build()
     (
         stream.key_by(lambda r: r[0])
         .process(check or SequenceCheck())
         .uid("check")
-        .sink_to(sink)
+        .sink_to(file_sink(str(tmp_path / "out")))
         .uid("sink")
     )
     return env.execute_async("checkpoint-config")

@@ -8,32 +8,12 @@ within the short run; the backlog is the same, so aligned still takes much longe
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import pytest
 
 from cairn.cli.main import main
-from cairn.observability.skew import HEADERS
-
-
-def _table(stdout: str) -> dict[str, dict[str, str]]:
-    """The printed table: variant -> column -> cell."""
-    lines = stdout.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("variant  "))
-    rows: dict[str, dict[str, str]] = {}
-    for line in lines[start + 2 :]:
-        if not line.strip():
-            break
-        cells = re.split(r"\s{2,}", line.strip())
-        assert len(cells) == len(HEADERS), line
-        rows[cells[0]] = dict(zip(HEADERS, cells, strict=True))
-    return rows
-
-
-def _ms(cell: str) -> float:
-    number, unit = cell.replace(",", "").split()
-    return float(number) * (1000 if unit == "s" else 1)
+from tests.integration.skew_table import duration_ms, skew_table
 
 
 @pytest.mark.spark
@@ -55,7 +35,7 @@ def test_demo_skew_prints_aligned_and_unaligned_side_by_side(
     )
     out = capsys.readouterr().out
     assert code == 0, out
-    rows = _table(out)
+    rows = skew_table(out)
     assert list(rows) == ["aligned", "unaligned"], out
     for row in rows.values():
         assert int(row["completed"]) >= 1, out
@@ -67,4 +47,4 @@ def test_demo_skew_prints_aligned_and_unaligned_side_by_side(
     # Every unaligned checkpoint overtook the backlog and persisted (part of) it.
     assert unaligned["unaligned"] == f"{unaligned['completed']}/{unaligned['completed']}", out
     assert unaligned["persisted max"] != "0 B", out
-    assert _ms(unaligned["e2e p50"]) < _ms(aligned["e2e p50"]), out
+    assert duration_ms(unaligned["e2e p50"]) < duration_ms(aligned["e2e p50"]), out

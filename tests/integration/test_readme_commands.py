@@ -45,8 +45,9 @@ from pathlib import Path
 import pytest
 
 import cairn
-from cairn.observability.skew import HEADERS, VARIANTS, variant_label
+from cairn.observability.skew import VARIANTS, variant_label
 from cairn.testing.spark_cluster import StandaloneCluster
+from tests.integration.skew_table import duration_ms, skew_table
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 README = REPO_ROOT / "README.md"
@@ -557,25 +558,6 @@ def test_demo(tmp_path: Path) -> None:
     assert "EXACTLY-ONCE VERIFIED" in done.stdout, done.stdout
 
 
-def skew_table(stdout: str) -> dict[str, dict[str, str]]:
-    """The printed table: variant -> column -> cell."""
-    lines = stdout.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("variant  "))
-    rows: dict[str, dict[str, str]] = {}
-    for line in lines[start + 2 :]:
-        if not line.strip():
-            break
-        cells = re.split(r"\s{2,}", line.strip())
-        assert len(cells) == len(HEADERS), line
-        rows[cells[0]] = dict(zip(HEADERS, cells, strict=True))
-    return rows
-
-
-def _ms(cell: str) -> float:
-    number, unit = cell.replace(",", "").split()
-    return float(number) * (1000 if unit == "s" else 1)
-
-
 def assert_skew_table(stdout: str, variants: list[str]) -> None:
     rows = skew_table(stdout)
     assert list(rows) == [variant_label(v) for v in variants], stdout
@@ -589,7 +571,7 @@ def assert_skew_table(stdout: str, variants: list[str]) -> None:
             row = rows[variant_label(variant)]
             assert row["unaligned"] == f"{row['completed']}/{row['completed']}", stdout
             assert row["persisted max"] != "0 B", stdout
-            assert _ms(row["e2e p50"]) < _ms(aligned["e2e p50"]), stdout
+            assert duration_ms(row["e2e p50"]) < duration_ms(aligned["e2e p50"]), stdout
     if "timeout" in variants:  # aligned checkpoints take seconds here: all switch after 1 s
         row = rows[variant_label("timeout")]
         assert not row["unaligned"].startswith("0/"), stdout

@@ -21,27 +21,25 @@ import pytest
 
 from cairn.cli.demo_jobs import (
     SequenceCheck,
-    SequenceGenerator,
     check_sequence_lines,
     read_visible_lines,
 )
-from cairn.common import JobExecutionException, WatermarkStrategy
+from cairn.common import JobExecutionException
 from cairn.common.job_status import JobStatus
 from cairn.common.restart_strategy import RestartStrategies
-from cairn.common.serialization import Encoder
 from cairn.datastream import StreamExecutionEnvironment
-from cairn.datastream.connectors.datagen import DataGeneratorSource
-from cairn.datastream.connectors.file_system import FileSink
 from cairn.datastream.stream_execution_environment import (
     reset_context_defaults,
     set_context_defaults,
 )
 from cairn.deploy.job_client import JobClient
 from tests.integration.jobs import (
+    check_to_files,
     environment,
     exactly_once_problems,
     expected_lines,
     sequence_job,
+    sequence_source,
 )
 
 RECORDS, KEYS = 60_000, 12  # 12 keys: every parallelism used here divides it
@@ -345,16 +343,7 @@ def _renamed_check_job(conf: dict[str, str], out: str) -> StreamExecutionEnviron
     env = environment(conf)
     env.enable_checkpointing(100)
     env.set_restart_strategy(RestartStrategies.no_restart())
-    source = DataGeneratorSource(SequenceGenerator(KEYS), RECORDS)
-    (
-        env.from_source(source, WatermarkStrategy.no_watermarks(), "sequence")
-        .uid("sequence-source")
-        .key_by(lambda r: r[0])
-        .process(SequenceCheck())
-        .uid("sequence-check-v2")
-        .sink_to(FileSink.for_row_format(out, Encoder.simple_string_encoder()).build())
-        .uid("file-sink")
-    )
+    check_to_files(sequence_source(env, KEYS, RECORDS), SequenceCheck(), "sequence-check-v2", out)
     return env
 
 

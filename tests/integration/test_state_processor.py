@@ -23,12 +23,9 @@ from cairn.checkpoint.errors import UnverifiedCheckpointError
 from cairn.checkpoint.metadata import CompletedCheckpoint
 from cairn.checkpoint.storage import load_checkpoint
 from cairn.cli.demo_jobs import SequenceCheck, read_visible_lines
-from cairn.common import Configuration, Types, WatermarkStrategy
-from cairn.common.serialization import Encoder
+from cairn.common import Configuration, Types
 from cairn.datastream import StreamExecutionEnvironment
 from cairn.datastream.checkpoint_config import ExternalizedCheckpointRetention
-from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
-from cairn.datastream.connectors.file_system import FileSink
 from cairn.datastream.state import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
 from cairn.state_processor import (
     ListLayout,
@@ -39,6 +36,7 @@ from cairn.state_processor import (
     UnknownStateError,
     ValueTypeError,
 )
+from tests.integration.jobs import check_to_files, generated
 
 pytestmark = pytest.mark.spark
 
@@ -93,18 +91,10 @@ def stopped_job(tmp_path_factory: pytest.TempPathFactory) -> tuple[CompletedChec
     cp = env.get_checkpoint_config()
     cp.set_checkpoint_storage("file://" + chk)
     cp.set_externalized_checkpoint_retention(ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION)
-    limiter = RateLimiterStrategy.per_second(20_000)
-    source = DataGeneratorSource(SequenceThenIdle(KEYS, RECORDS), None, limiter)
-    (
-        env.from_source(source, WatermarkStrategy.no_watermarks(), "sequence")
-        .uid("sequence-source")
-        .filter(_not_none)
-        .key_by(lambda r: r[0])
-        .process(SequenceCheck())
-        .uid("sequence-check")
-        .sink_to(FileSink.for_row_format(out, Encoder.simple_string_encoder()).build())
-        .uid("file-sink")
+    source = generated(
+        env, SequenceThenIdle(KEYS, RECORDS), None, "sequence", rate=20_000, uid="sequence-source"
     )
+    check_to_files(source.filter(_not_none), SequenceCheck(), "sequence-check", out)
     client = env.execute_async("state-processor-source-job")
     deadline = time.monotonic() + 120
     while len(read_visible_lines(out)) < RECORDS:

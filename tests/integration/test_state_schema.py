@@ -18,17 +18,15 @@ import pytest
 
 from cairn.checkpoint.handles import KeyedStateSchema
 from cairn.checkpoint.storage import load_checkpoint
-from cairn.cli.demo_jobs import SequenceGenerator, read_visible_lines
-from cairn.common import Configuration, WatermarkStrategy
+from cairn.cli.demo_jobs import read_visible_lines
+from cairn.common import Configuration
 from cairn.common.exceptions import JobExecutionException
 from cairn.common.job_status import JobStatus
 from cairn.common.restart_strategy import RestartStrategies
-from cairn.common.serialization import Encoder
 from cairn.common.typeinfo import Types
 from cairn.datastream import KeyedProcessFunction, StreamExecutionEnvironment
-from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
-from cairn.datastream.connectors.file_system import FileSink
 from cairn.datastream.state import MapStateDescriptor, StateDescriptor, ValueStateDescriptor
+from tests.integration.jobs import check_to_files, sequence_source
 
 RECORDS, KEYS = 20_000, 20
 
@@ -58,16 +56,8 @@ def _job(out: str, descriptor: StateDescriptor, rate: int | None, savepoint: str
     env.set_parallelism(2)
     env.enable_checkpointing(200)
     env.set_restart_strategy(RestartStrategies.no_restart())
-    limiter = RateLimiterStrategy.per_second(rate) if rate else None
-    source = DataGeneratorSource(SequenceGenerator(KEYS), RECORDS, limiter)
-    (
-        env.from_source(source, WatermarkStrategy.no_watermarks(), "sequence")
-        .uid("sequence-source")
-        .key_by(lambda r: r[0])
-        .process(RunningSum(descriptor))
-        .uid("running-sum")
-        .sink_to(FileSink.for_row_format(out, Encoder.simple_string_encoder()).build())
-        .uid("file-sink")
+    check_to_files(
+        sequence_source(env, KEYS, RECORDS, rate), RunningSum(descriptor), "running-sum", out
     )
     return env
 

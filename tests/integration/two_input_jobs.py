@@ -12,14 +12,11 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from cairn.common.serialization import Encoder
 from cairn.datastream import (
     KeyedBroadcastProcessFunction,
     KeyedCoProcessFunction,
     StreamExecutionEnvironment,
 )
-from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
-from cairn.datastream.connectors.file_system import FileSink
 from cairn.datastream.state import MapStateDescriptor, ValueStateDescriptor
 from tests.integration.event_time_jobs import (
     DISORDER_MS,
@@ -27,8 +24,10 @@ from tests.integration.event_time_jobs import (
     WINDOW_MS,
     OutOfOrderEvents,
     event_time_strategy,
+    out_of_order_events,
+    to_files_with_late,
 )
-from tests.integration.jobs import checkpointed_env
+from tests.integration.jobs import checkpointed_env, generated
 
 RULE_EVERY_MS = 500  # a rule per 500 ms of event time: every window starts at one
 RULES = MapStateDescriptor("rules", None, None)
@@ -130,13 +129,6 @@ class ApplyRules(_Windows, KeyedBroadcastProcessFunction):
         yield f"{ctx.get_current_key()},{n},{start},{acc[0]},{acc[1] * multiplier}"
 
 
-def _sinks(result: Any, out_dir: str) -> None:
-    sink = FileSink.for_row_format(out_dir + "/out", Encoder.simple_string_encoder()).build()
-    result.sink_to(sink).uid("out-sink")
-    late = FileSink.for_row_format(out_dir + "/late", Encoder.simple_string_encoder()).build()
-    result.get_side_output(LATE).map(str).sink_to(late).uid("late-sink")
-
-
 def join_job(
     conf: dict[str, str],
     out_dir: str,
@@ -158,16 +150,11 @@ def join_job(
         unaligned=unaligned,
         restarts=restarts,
     )
-    limiter = RateLimiterStrategy.per_second(rate) if rate else None
-    half = RateLimiterStrategy.per_second(rate // 2) if rate else None
-    orders = env.from_source(
-        DataGeneratorSource(OutOfOrderEvents(keys), records, limiter),
-        event_time_strategy(),
-        "orders",
-    ).uid("orders")
-    payments = env.from_source(
-        DataGeneratorSource(Payments(keys), records // 2, half), event_time_strategy(), "payments"
-    ).uid("payments")
+    orders = out_of_order_events(env, keys, records, rate, "orders")
+    half = rate // 2 if rate else None
+    payments = generated(
+        env, Payments(keys), records // 2, "payments", rate=half, watermarks=event_time_strategy()
+    )
     joined = (
         orders.connect(payments)
         .key_by(lambda r: r[0], lambda r: r[0])
@@ -175,7 +162,7 @@ def join_job(
         .name("Join")
         .uid("join")
     )
-    _sinks(joined, out_dir)
+    to_files_with_late(joined, out_dir, "out")
     return env
 
 
@@ -203,18 +190,13 @@ def rules_job(
         retain=checkpoint_dir is not None,
         restarts=restarts,
     )
-    limiter = RateLimiterStrategy.per_second(rate) if rate else None
     # Rules cover the events' span of event time, at the events' pace.
     n_rules = records * 10 // RULE_EVERY_MS + 2
-    rule_rate = RateLimiterStrategy.per_second(max(1, rate * n_rules // records)) if rate else None
-    events = env.from_source(
-        DataGeneratorSource(OutOfOrderEvents(keys), records, limiter),
-        event_time_strategy(),
-        "events",
-    ).uid("events")
-    rules = env.from_source(
-        DataGeneratorSource(RuleUpdates(), n_rules, rule_rate), event_time_strategy(), "rules"
-    ).uid("rules")
+    rule_rate = max(1, rate * n_rules // records) if rate else None
+    events = out_of_order_events(env, keys, records, rate)
+    rules = generated(
+        env, RuleUpdates(), n_rules, "rules", rate=rule_rate, watermarks=event_time_strategy()
+    )
     applied = (
         events.key_by(lambda r: r[0])
         .connect(rules.broadcast(RULES))
@@ -222,7 +204,7 @@ def rules_job(
         .name("Rules")
         .uid("apply-rules")
     )
-    _sinks(applied, out_dir)
+    to_files_with_late(applied, out_dir, "out")
     return env
 
 

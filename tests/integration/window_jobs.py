@@ -8,18 +8,20 @@ from collections import defaultdict
 from typing import Any
 
 from cairn.common import Time
-from cairn.common.serialization import Encoder
 from cairn.datastream import AggregateFunction, StreamExecutionEnvironment
-from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
-from cairn.datastream.connectors.file_system import FileSink
 from cairn.datastream.window import (
     EventTimeSessionWindows,
     SlidingEventTimeWindows,
     TumblingEventTimeWindows,
 )
 from cairn.datastream.window_functions import ProcessWindowFunction, WindowFunction
-from tests.integration.event_time_jobs import LATE, OutOfOrderEvents, event_time_strategy
-from tests.integration.jobs import checkpointed_env
+from tests.integration.event_time_jobs import (
+    LATE,
+    OutOfOrderEvents,
+    out_of_order_events,
+    to_files_with_late,
+)
+from tests.integration.jobs import checkpointed_env, file_sink
 
 SESSION_GAP_MS = 90
 
@@ -75,17 +77,10 @@ def windows_job(
     if backend is not None:
         conf = {**conf, "state.backend.type": backend}
     env = checkpointed_env(conf, interval_ms=interval_ms, unaligned=unaligned)
-    limiter = RateLimiterStrategy.per_second(rate) if rate else None
-    source = DataGeneratorSource(OutOfOrderEvents(keys), records, limiter)
-    keyed = (
-        env.from_source(source, event_time_strategy(), "events")
-        .uid("events")
-        .key_by(lambda r: r[0])
-    )
+    keyed = out_of_order_events(env, keys, records, rate).key_by(lambda r: r[0])
 
     def sink(stream: Any, name: str) -> None:
-        files = FileSink.for_row_format(f"{out_dir}/{name}", Encoder.simple_string_encoder())
-        stream.sink_to(files.build()).uid(f"{name}-sink")
+        stream.sink_to(file_sink(f"{out_dir}/{name}")).uid(f"{name}-sink")
 
     tumbling = (
         keyed.window(TumblingEventTimeWindows.of(Time.seconds(1)))
@@ -94,8 +89,7 @@ def windows_job(
         .name("Tumbling")
         .uid("tumbling")
     )
-    sink(tumbling, "tumbling")
-    sink(tumbling.get_side_output(LATE).map(str), "late")
+    to_files_with_late(tumbling, out_dir, "tumbling")
     sliding = (
         keyed.window(SlidingEventTimeWindows.of(Time.seconds(2), Time.seconds(1)))
         .reduce(keep_largest, Sliding())

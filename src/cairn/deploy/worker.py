@@ -27,7 +27,6 @@ import cloudpickle
 from cairn.checkpoint.errors import CorruptCheckpointError
 from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.checkpoint.handles import StateFileWriter
-from cairn.checkpoint.messages import TaskKey
 from cairn.checkpoint.storage import CheckpointStorage
 from cairn.deploy import protocol as p
 from cairn.deploy.lifecycle import WorkerOutcome
@@ -37,38 +36,22 @@ from cairn.deploy.process_tuning import (
     freeze_long_lived_objects,
     switch_interval,
 )
-from cairn.deploy.serialization import dumps
-from cairn.events import AlignmentMode, CheckpointBarrier
+from cairn.deploy.task_builder import TaskBuilder, read_restores
+from cairn.deploy.task_builder import now_ms as _now_ms  # the operators' clock, for timers
+from cairn.events import CheckpointBarrier
 from cairn.graph.job_graph import JobGraph
-from cairn.runtime.channel_state import channel_state_for_subtask, read_channel_state
-from cairn.runtime.channels import (
-    DEFAULT_CAPACITY,
-    ConnectionSender,
-    InputChannel,
-    LocalOutputChannel,
-    OutputChannel,
-    RemoteOutputChannel,
-    receive_loop,
-)
-from cairn.runtime.debloat import DebloatConfig
-from cairn.runtime.edge_errors import EdgeLabel
+from cairn.runtime.channels import ConnectionSender, InputChannel, receive_loop
 from cairn.runtime.faults import FaultInjector, SimulatedCrash
-from cairn.runtime.input_gate import InputGate
 from cairn.runtime.network.errors import ConnectionClosed, FrameRefused
 from cairn.runtime.network.frames import FrameKind
 from cairn.runtime.network.framing import FramedConnection
 from cairn.runtime.network.server import Listener, connect
-from cairn.runtime.operators import create_operator
-from cairn.runtime.operators.base import OperatorContext, OperatorRestore
-from cairn.runtime.record_writer import RecordWriter
 from cairn.runtime.task import StreamTask
 from cairn.runtime.wakeup import Wakeup
 from cairn.settings import JobSettings
 from cairn.state.api import KeyedStateBackend
 from cairn.state.errors import CorruptStateError
-from cairn.state.factory import clean_local_state, create_keyed_backend
-from cairn.state.heap_backend import OperatorStateBackend
-from cairn.state.key_groups import key_group_range_for_subtask
+from cairn.state.factory import clean_local_state
 
 log = logging.getLogger(__name__)
 
@@ -340,168 +323,15 @@ class Worker:
 
     # ------------------------------------------------------------------ task construction
 
-    def _restore_states(self) -> dict[str, OperatorRestore]:
-        info = self.launch.restore
-        if info is None:
-            return {}
-        # Read again here, not trusted from the master: with a signing key the signature and
-        # every state file's digest are checked before anything is unpickled.
-        metadata = self._storage.read_metadata(info.checkpoint_dir)
-        reader = self._storage.reader(info.checkpoint_dir)
-        restores: dict[str, OperatorRestore] = {}
-        for uid, op in metadata.operators.items():
-            restores[uid] = OperatorRestore(op.parallelism, dict(op.subtasks), reader)
-        return restores
-
     def _build_tasks(self) -> None:
         clean_local_state(self.settings.state, self.job_id, self.attempt, ending=False)
-        restores = self._restore_states()
-        settings = self.settings
-        alignment = settings.checkpoint.mode
-        if settings.checkpoint.unaligned and alignment is AlignmentMode.ALIGNED:
-            alignment = AlignmentMode.UNALIGNED  # barriers' options decide per checkpoint
-        checkpointing = settings.checkpoint.enabled
-        job_parameters = dict(settings.job_parameters)
-        net = settings.network
-        debloat = (
-            DebloatConfig(
-                target_ms=net.debloat_target_ms,
-                period_ms=net.debloat_period_ms,
-                samples=net.debloat_samples,
-                threshold_percent=net.debloat_threshold_percent,
-                min_size=net.min_batch_size,
-                max_size=net.batch_size,
-            )
-            if net.debloat_enabled
-            else None
+        restores = read_restores(self._storage, self.launch.restore)
+        builder = TaskBuilder(
+            self, self.index, self.settings, self.graph, self.plan, self._inputs, self._senders
         )
-        chains: dict[int, bytes] = {}
-        for key in self.plan.tasks_of(self.index):
-            vertex = self.graph.vertex(key.vertex_id)
-            writers = self._record_writers(key)
-            # Every subtask gets its own copy of the user's function objects (as in Flink),
-            # even when several subtasks of one operator share this worker.
-            if vertex.id not in chains:
-                chains[vertex.id] = dumps(vertex.operators)
-            nodes = cloudpickle.loads(chains[vertex.id])
-            ops = [create_operator(node) for node in nodes]
-            specs = self.plan.input_channels(key)
-            gate = InputGate([self._inputs[s.channel_id] for s in specs]) if specs else None
-            sides = [s.edge.input_side for s in specs]  # a two-input head's logical inputs
-            args = (key, vertex, ops, gate, writers, self, alignment, checkpointing, debloat)
-            task = StreamTask(*args, sides=sides)
-            fan_out = _fan_out(writers)
-            for i, (node, op) in enumerate(zip(nodes, ops, strict=True)):
-                output = ops[i + 1].process_batch if i + 1 < len(ops) else fan_out
-                keyed = None
-                if node.keyed:
-                    kg_range = key_group_range_for_subtask(
-                        node.max_parallelism, node.parallelism, key.subtask_index
-                    )
-                    keyed = create_keyed_backend(
-                        settings.state,
-                        kg_range,
-                        node.max_parallelism,
-                        job_id=self.job_id,
-                        attempt=self.attempt,
-                        name=f"{node.uid}-{key.subtask_index}-",
-                    )
-                    self._keyed_backends.append(keyed)
-                op.setup(
-                    OperatorContext(
-                        node=node,
-                        task_name=vertex.name,
-                        subtask_index=key.subtask_index,
-                        parallelism=vertex.parallelism,
-                        max_parallelism=node.max_parallelism,
-                        attempt=self.attempt,
-                        job_id=self.job_id,
-                        output=output,
-                        operator_backend=OperatorStateBackend(),
-                        keyed_backend=keyed,
-                        clock_ms=_now_ms,
-                        services=self,
-                        checkpointing=checkpointing,
-                        job_parameters=job_parameters,
-                        watermark_interval_ms=settings.auto_watermark_interval_ms,
-                    )
-                )
-            for op in ops:
-                op.initialize_state(restores.get(op.uid))
-            if gate is not None:
-                self._replay_in_flight_data(task, gate, restores.get(ops[0].uid))
-            for op in reversed(ops):
-                op.open()
-                if hasattr(op, "wake"):
-                    op.wake = self.wake
-            self.tasks.append(task)
+        builder.build(restores, self.tasks, self._keyed_backends)
         for sender in self._senders.values():
             sender.start()
-
-    def _replay_in_flight_data(
-        self, task: StreamTask, gate: InputGate, restore: OperatorRestore | None
-    ) -> None:
-        """Put the in-flight data an unaligned checkpoint persisted back into the channels."""
-        if restore is None:
-            return
-        handle = channel_state_for_subtask(
-            {i: st.input_channels for i, st in restore.subtasks.items()},
-            restore.old_parallelism,
-            task.vertex.parallelism,
-            task.key.subtask_index,
-            len(gate.channels),
-            task.name,
-        )
-        if handle is None:
-            return
-        batches = read_channel_state(restore.reader, handle)
-        for channel, channel_batches in batches.items():
-            gate.replay(channel, channel_batches)
-        log.info(
-            "%s: replaying %d in-flight batches (%d bytes) of the restored checkpoint",
-            task.name,
-            sum(map(len, batches.values())),
-            handle.size,
-        )
-
-    def _record_writers(self, key: TaskKey) -> list[RecordWriter]:
-        writers = []
-        producer = self.graph.vertex(key.vertex_id).operators[-1]
-        for edge in self.graph.outputs_of(key.vertex_id):
-            label = EdgeLabel(
-                producer.name,
-                producer.uid,
-                self.graph.vertex(edge.target_vertex).name,
-                edge.partition,
-            )
-            channels: list[OutputChannel] = []
-            for spec in self.plan.output_channels(key, edge):
-                target_worker = self.plan.worker_of(spec.target)
-                if target_worker == self.index:
-                    channels.append(LocalOutputChannel(self._inputs[spec.channel_id]))
-                else:
-                    sender = self._senders[target_worker]
-                    ch = RemoteOutputChannel(
-                        spec.channel_id,
-                        sender,
-                        DEFAULT_CAPACITY,
-                        edge=label,
-                        max_frame_size=self.settings.network.max_frame_size,
-                    )
-                    sender.register(ch)
-                    channels.append(ch)
-            writers.append(
-                RecordWriter(
-                    channels,
-                    edge.partition,
-                    key_selector=edge.key_selector,
-                    max_parallelism=edge.target_max_parallelism,
-                    subtask_index=key.subtask_index,
-                    batch_size=self.settings.network.batch_size,
-                    output_tag=edge.output_tag,
-                )
-            )
-        return writers
 
     # ------------------------------------------------------------------ the task loop
 
@@ -622,23 +452,6 @@ class Worker:
                 log.warning("disposing a keyed state backend failed", exc_info=True)
         clean_local_state(self.settings.state, self.job_id, self.attempt, ending=True)
         self._abort_connections()
-
-
-def _fan_out(writers: list[RecordWriter]) -> Callable[[list[Any]], None]:
-    if not writers:
-        return lambda records: None
-    if len(writers) == 1:
-        return writers[0].emit
-
-    def emit_all(records: list[Any]) -> None:
-        for w in writers:
-            w.emit(records)
-
-    return emit_all
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def run_worker(

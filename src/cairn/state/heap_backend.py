@@ -36,7 +36,7 @@ from cairn.datastream.state import State, StateDescriptor, StateTtlConfig
 from cairn.ids import CheckpointId
 from cairn.settings import DEFAULT_FORK_NICENESS, DEFAULT_FORK_THRESHOLD
 from cairn.state.api import KeyedSnapshot, KeyedStateBackend
-from cairn.state.errors import KeyGroupRangeError, StateMigrationError, StateRestoreError
+from cairn.state.errors import StateMigrationError, StateRestoreError
 from cairn.state.fork_snapshot import ForkedSerializer, fork_supported
 from cairn.state.key_groups import (
     DEFAULT_KEY_GROUP_CACHE_SIZE,
@@ -68,7 +68,7 @@ from cairn.state.snapshot_format import (
     read_sections,
     thaw_table,
 )
-from cairn.state.timers import TimerQueue
+from cairn.state.timers import EVENT_TIME, PROCESSING_TIME, TimerQueue, timer_owner
 from cairn.state.ttl import (
     TtlAggregatingState,
     TtlListState,
@@ -98,9 +98,6 @@ log = logging.getLogger(__name__)
 
 OperatorStateBackend = DefaultOperatorStateBackend
 """The operator-state backend that goes with the heap keyed backend (Flink's default one)."""
-
-PROCESSING_TIME = "processing"
-EVENT_TIME = "event"
 
 
 wall_clock_ms = SystemClock().now_ms
@@ -295,15 +292,8 @@ class HeapKeyedStateBackend(KeyedStateBackend):
     # ----------------------------------------------------------------------------- timers
 
     def _register(self, domain: str, timestamp_ms: int) -> None:
-        ctx = self._ctx
-        if ctx.key is NO_KEY:
-            raise_no_key("<timer service>")
-        if ctx.key_group not in self._range:
-            raise KeyGroupRangeError(
-                f"timer for key {ctx.key!r} of key group {ctx.key_group}, outside this "
-                f"subtask's key groups {self._range.start}..{self._range.end}"
-            )
-        self._timers[domain].register(timestamp_ms, ctx.key, ctx.key_group)
+        key, key_group = timer_owner(self._ctx, self._range)
+        self._timers[domain].register(timestamp_ms, key, key_group)
 
     def _delete(self, domain: str, timestamp_ms: int) -> None:
         self._timers[domain].delete(timestamp_ms, self.get_current_key())

@@ -1,4 +1,5 @@
-"""A priority queue of keyed timers, deduplicated per ``(timestamp, key)``.
+"""A priority queue of keyed timers, deduplicated per ``(timestamp, key)``, and the check
+every keyed backend makes before it registers one (``timer_owner``).
 
 Invariant: ``_live`` maps exactly the registered timers to their key group; the heap may
 additionally hold stale entries (deleted, or duplicates of fired timers) that are skipped
@@ -17,7 +18,27 @@ import itertools
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["TimerQueue"]
+from cairn.state.errors import KeyGroupRangeError
+from cairn.state.key_groups import KeyGroupRange
+from cairn.state.keyed_states import NO_KEY, KeyContext, raise_no_key
+
+__all__ = ["EVENT_TIME", "PROCESSING_TIME", "TimerQueue", "timer_owner"]
+
+PROCESSING_TIME = "processing"
+EVENT_TIME = "event"
+
+
+def timer_owner(ctx: KeyContext, key_groups: KeyGroupRange) -> tuple[Any, int]:
+    """The current key and its key group, for a new timer: a key must be current, and of
+    ``key_groups`` (a timer of another subtask's key would never fire there)."""
+    if ctx.key is NO_KEY:
+        raise_no_key("<timer service>")
+    if ctx.key_group not in key_groups:
+        raise KeyGroupRangeError(
+            f"timer for key {ctx.key!r} of key group {ctx.key_group}, outside this "
+            f"subtask's key groups {key_groups.start}..{key_groups.end}"
+        )
+    return ctx.key, ctx.key_group
 
 
 class TimerQueue:

@@ -3,10 +3,10 @@
 Invariant: the database lives in a directory of its own, created fresh for each backend
 (each subtask of each operator in each attempt) under ``local_dir`` and removed by
 ``dispose``; it holds every state value (one column family per state, see ``codecs`` for the
-key layout) and every keyed timer (written through to the ``_timers`` column family on each
-change, while a ``TimerQueue`` on the heap orders them), so a RocksDB checkpoint of it is the
-whole snapshot. The synchronous part of a snapshot is that checkpoint (flush + hard links:
-milliseconds, whatever the state size); the asynchronous part uploads its files.
+key layout) and every keyed timer (written through to the ``_timers`` column family by
+``timers.RocksTimers``), so a RocksDB checkpoint of it is the whole snapshot. The synchronous
+part of a snapshot is that checkpoint (flush + hard links: milliseconds, whatever the state
+size); the asynchronous part uploads its files.
 
 >>> import tempfile
 >>> from cairn.datastream.state import ValueStateDescriptor
@@ -45,7 +45,7 @@ from cairn.clock import Clock, SystemClock
 from cairn.datastream.state import State, StateDescriptor, StateTtlConfig
 from cairn.ids import CheckpointId
 from cairn.state.api import KeyedSnapshot, KeyedStateBackend
-from cairn.state.errors import KeyGroupRangeError, StateMigrationError, StateRestoreError
+from cairn.state.errors import StateMigrationError, StateRestoreError
 from cairn.state.key_groups import (
     DEFAULT_KEY_GROUP_CACHE_SIZE,
     KeyGroupAssigner,
@@ -69,11 +69,8 @@ from cairn.state.rocksdb.canonical import (
 from cairn.state.rocksdb.codecs import (
     decode_key,
     drop_expired_value,
-    key_group_bytes,
     retime,
     split_state_key,
-    timer_key,
-    timer_parts,
     value_codec,
 )
 from cairn.state.rocksdb.db import STATE_CF_PREFIX, TIMERS_CF, Column, RocksDBMemory, StateDB
@@ -85,6 +82,7 @@ from cairn.state.rocksdb.states import (
     RocksMapState,
     RocksValueState,
 )
+from cairn.state.rocksdb.timers import RocksTimers
 from cairn.state.rocksdb.transfer import download, upload
 from cairn.state.rocksdb.write_cache import WriteCache
 from cairn.state.snapshot_format import (
@@ -94,15 +92,13 @@ from cairn.state.snapshot_format import (
     dumps_unshared,
     read_sections,
 )
-from cairn.state.timers import TimerQueue
+from cairn.state.timers import EVENT_TIME, PROCESSING_TIME
 from cairn.state.ttl import TtlAggregatingState, TtlReducingState, TtlValueState, same_ttl
 
 __all__ = ["RocksDBKeyedStateBackend"]
 
 log = logging.getLogger(__name__)
 
-PROCESSING_TIME = "processing"
-EVENT_TIME = "event"
 _META = META_PREFIX  # default column family: b"state:<name>" -> {"kind": ..., "ttl": ...}
 
 _VALUE_LIKE: dict[tuple[str, bool], Callable[..., State]] = {
@@ -177,7 +173,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self._foreign = [ForeignKeyGroup(kg, self._owned) for kg in range(max_parallelism)]
         self._tables: dict[str, _Table] = {}
         self._caches: list[WriteCache] = []
-        self._timers = {PROCESSING_TIME: TimerQueue(), EVENT_TIME: TimerQueue()}
+        self._timers = RocksTimers(self._ctx, key_group_range, self._assigner, self._open)
 
     @property
     def working_directory(self) -> str:
@@ -330,60 +326,32 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
 
     # ----------------------------------------------------------------------------- timers
 
-    def _timers_cf(self) -> Column:
-        return self._open().column_family(TIMERS_CF)
-
-    def _register(self, domain: str, timestamp_ms: int) -> None:
-        ctx = self._ctx
-        if ctx.key is NO_KEY:
-            raise_no_key("<timer service>")
-        if ctx.key_group not in self._range:
-            raise KeyGroupRangeError(
-                f"timer for key {ctx.key!r} of key group {ctx.key_group}, outside this "
-                f"subtask's key groups {self._owned}"
-            )
-        self._timers[domain].register(timestamp_ms, ctx.key, ctx.key_group)
-        self._timers_cf().put(timer_key(ctx.key_group, domain, timestamp_ms, ctx.key), b"")
-
-    def _delete(self, domain: str, timestamp_ms: int) -> None:
-        key = self.get_current_key()
-        self._timers[domain].delete(timestamp_ms, key)
-        self._timers_cf().delete(timer_key(self._ctx.key_group, domain, timestamp_ms, key))
-
-    def _pop(self, domain: str, until: int) -> list[tuple[int, Any]]:
-        due = self._timers[domain].pop_due(until)
-        if due:
-            cf = self._timers_cf()
-            for ts, key in due:
-                cf.delete(timer_key(self._assigner.key_group(key), domain, ts, key))
-        return due
-
     def register_processing_time_timer(self, timestamp_ms: int) -> None:
-        self._register(PROCESSING_TIME, timestamp_ms)
+        self._timers.register(PROCESSING_TIME, timestamp_ms)
 
     def delete_processing_time_timer(self, timestamp_ms: int) -> None:
-        self._delete(PROCESSING_TIME, timestamp_ms)
+        self._timers.delete(PROCESSING_TIME, timestamp_ms)
 
     def next_timer_ms(self) -> int | None:
-        return self._timers[PROCESSING_TIME].peek()
+        return self._timers.peek(PROCESSING_TIME)
 
     def pop_due_timers(self, now_ms: int) -> list[tuple[int, Any]]:
-        return self._pop(PROCESSING_TIME, now_ms)
+        return self._timers.pop_due(PROCESSING_TIME, now_ms)
 
     def register_event_time_timer(self, timestamp_ms: int) -> None:
-        self._register(EVENT_TIME, timestamp_ms)
+        self._timers.register(EVENT_TIME, timestamp_ms)
 
     def delete_event_time_timer(self, timestamp_ms: int) -> None:
-        self._delete(EVENT_TIME, timestamp_ms)
+        self._timers.delete(EVENT_TIME, timestamp_ms)
 
     def next_event_timer_ms(self) -> int | None:
-        return self._timers[EVENT_TIME].peek()
+        return self._timers.peek(EVENT_TIME)
 
     def pop_due_event_timers(self, watermark_ms: int) -> list[tuple[int, Any]]:
-        return self._pop(EVENT_TIME, watermark_ms)
+        return self._timers.pop_due(EVENT_TIME, watermark_ms)
 
     def num_timers(self) -> int:
-        return sum(len(q) for q in self._timers.values())
+        return len(self._timers)
 
     # --------------------------------------------------------------------------- snapshot
 
@@ -529,7 +497,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
                 "copied %d entries of key groups %s from %s", copied, key_groups, rocks[i].path
             )
         self._load_meta(db, registered)
-        self._load_timers(db)
+        self._timers.load(db)
 
     def _restore_canonical(
         self, handles: Sequence[KeyedStateHandle], reader: StateFileReader
@@ -554,7 +522,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
                 import_section(db, kg, section, handle.path, imported)
         log.debug("imported %d key groups from %d canonical state files", len(owner), len(handles))
         self._load_meta(db, registered)
-        self._load_timers(db)
+        self._timers.load(db)
 
     def _load_meta(self, db: StateDB, registered: dict[str, tuple[str, bool]]) -> None:
         """Learn the restored states' kinds; states registered before the restore keep their
@@ -580,16 +548,6 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
                 self._convert_ttl(name, _Table(kind, ttl), table.ttl)
             db.db.put(k, json.dumps({**meta, "ttl": table.ttl}).encode())
 
-    def _load_timers(self, db: StateDB) -> None:
-        if not db.has_column_family(TIMERS_CF):
-            return
-        lo, hi = key_group_bytes(self._range.start), key_group_bytes(self._range.end + 1)
-        for k in db.column_family(TIMERS_CF).keys(from_key=lo):
-            if k >= hi:
-                break
-            kg, domain, ts, key = timer_parts(k)
-            self._timers[domain].register(ts, key, kg)
-
     def dispose(self) -> None:
         """Close the database and delete the working directory."""
         if self._db is not None:
@@ -601,7 +559,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         shutil.rmtree(self._dir, ignore_errors=True)
         self._tables.clear()
         self._caches.clear()
-        self._timers = {PROCESSING_TIME: TimerQueue(), EVENT_TIME: TimerQueue()}
+        self._timers.clear()
         self._ctx.key = NO_KEY
 
 

@@ -1,0 +1,270 @@
+"""Building a worker's subtasks at start-up: operators, keyed state backends, restored state,
+record writers over local or remote channels.
+
+Invariants: every subtask gets its own copy of the user's function objects (as in Flink),
+even when several subtasks of one operator share the worker; a task's operators are all set
+up, then all restore their state, then the in-flight data an unaligned checkpoint persisted
+is replayed into its input channels, and only then do they open (the chain's tail first);
+each task and keyed backend is in the caller's lists as soon as it exists, so a failure
+half-way still closes and disposes what was built.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import cloudpickle
+
+from cairn.checkpoint.messages import TaskKey
+from cairn.checkpoint.storage import CheckpointStorage
+from cairn.deploy import protocol as p
+from cairn.deploy.plan import ExecutionPlan
+from cairn.deploy.serialization import dumps
+from cairn.events import AlignmentMode
+from cairn.graph.job_graph import JobGraph
+from cairn.runtime.channel_state import channel_state_for_subtask, read_channel_state
+from cairn.runtime.channels import (
+    DEFAULT_CAPACITY,
+    ConnectionSender,
+    InputChannel,
+    LocalOutputChannel,
+    OutputChannel,
+    RemoteOutputChannel,
+)
+from cairn.runtime.debloat import DebloatConfig
+from cairn.runtime.edge_errors import EdgeLabel
+from cairn.runtime.input_gate import InputGate
+from cairn.runtime.operators import create_operator
+from cairn.runtime.operators.base import OperatorContext, OperatorRestore
+from cairn.runtime.record_writer import RecordWriter
+from cairn.runtime.task import StreamTask, TaskServices
+from cairn.settings import JobSettings, NetworkSettings
+from cairn.state.api import KeyedStateBackend
+from cairn.state.factory import create_keyed_backend
+from cairn.state.heap_backend import OperatorStateBackend
+from cairn.state.key_groups import key_group_range_for_subtask
+
+__all__ = ["TaskBuilder", "debloat_config", "read_restores"]
+
+log = logging.getLogger(__name__)
+
+
+def read_restores(
+    storage: CheckpointStorage, info: p.RestoreInfo | None
+) -> dict[str, OperatorRestore]:
+    """The restored state of each operator uid of the checkpoint in ``info`` (none: ``{}``)."""
+    if info is None:
+        return {}
+    # Read again here, not trusted from the master: with a signing key the signature and
+    # every state file's digest are checked before anything is unpickled.
+    metadata = storage.read_metadata(info.checkpoint_dir)
+    reader = storage.reader(info.checkpoint_dir)
+    restores: dict[str, OperatorRestore] = {}
+    for uid, op in metadata.operators.items():
+        restores[uid] = OperatorRestore(op.parallelism, dict(op.subtasks), reader)
+    return restores
+
+
+def debloat_config(net: NetworkSettings) -> DebloatConfig | None:
+    """Buffer debloating as the job's network settings configure it (``None``: off)."""
+    if not net.debloat_enabled:
+        return None
+    return DebloatConfig(
+        target_ms=net.debloat_target_ms,
+        period_ms=net.debloat_period_ms,
+        samples=net.debloat_samples,
+        threshold_percent=net.debloat_threshold_percent,
+        min_size=net.min_batch_size,
+        max_size=net.batch_size,
+    )
+
+
+class TaskBuilder:
+    """Builds the tasks the plan puts on worker ``worker_index``.
+
+    ``inputs``: the worker's input channels by id; ``senders``: its connections to the peers
+    it sends to, by peer (started by the caller once every task is built); ``services``: the
+    worker, as the tasks and operators see it.
+    """
+
+    def __init__(
+        self,
+        services: TaskServices,
+        worker_index: int,
+        settings: JobSettings,
+        graph: JobGraph,
+        plan: ExecutionPlan,
+        inputs: dict[int, InputChannel],
+        senders: dict[int, ConnectionSender],
+    ) -> None:
+        self._services = services
+        self._index = worker_index
+        self._settings = settings
+        self._graph = graph
+        self._plan = plan
+        self._inputs = inputs
+        self._senders = senders
+
+    def build(
+        self,
+        restores: dict[str, OperatorRestore],
+        tasks: list[StreamTask],
+        keyed_backends: list[KeyedStateBackend],
+    ) -> None:
+        """Append the worker's tasks to ``tasks`` and their keyed backends to
+        ``keyed_backends``, restored from ``restores`` (by operator uid)."""
+        settings, services = self._settings, self._services
+        alignment = settings.checkpoint.mode
+        if settings.checkpoint.unaligned and alignment is AlignmentMode.ALIGNED:
+            alignment = AlignmentMode.UNALIGNED  # barriers' options decide per checkpoint
+        checkpointing = settings.checkpoint.enabled
+        job_parameters = dict(settings.job_parameters)
+        debloat = debloat_config(settings.network)
+        chains: dict[int, bytes] = {}
+        for key in self._plan.tasks_of(self._index):
+            vertex = self._graph.vertex(key.vertex_id)
+            writers = self._record_writers(key)
+            # Every subtask gets its own copy of the user's function objects (as in Flink),
+            # even when several subtasks of one operator share this worker.
+            if vertex.id not in chains:
+                chains[vertex.id] = dumps(vertex.operators)
+            nodes = cloudpickle.loads(chains[vertex.id])
+            ops = [create_operator(node) for node in nodes]
+            specs = self._plan.input_channels(key)
+            gate = InputGate([self._inputs[s.channel_id] for s in specs]) if specs else None
+            sides = [s.edge.input_side for s in specs]  # a two-input head's logical inputs
+            args = (key, vertex, ops, gate, writers, services, alignment, checkpointing, debloat)
+            task = StreamTask(*args, sides=sides)
+            fan_out = _fan_out(writers)
+            for i, (node, op) in enumerate(zip(nodes, ops, strict=True)):
+                output = ops[i + 1].process_batch if i + 1 < len(ops) else fan_out
+                keyed = None
+                if node.keyed:
+                    kg_range = key_group_range_for_subtask(
+                        node.max_parallelism, node.parallelism, key.subtask_index
+                    )
+                    keyed = create_keyed_backend(
+                        settings.state,
+                        kg_range,
+                        node.max_parallelism,
+                        job_id=services.job_id,
+                        attempt=services.attempt,
+                        name=f"{node.uid}-{key.subtask_index}-",
+                    )
+                    keyed_backends.append(keyed)
+                op.setup(
+                    OperatorContext(
+                        node=node,
+                        task_name=vertex.name,
+                        subtask_index=key.subtask_index,
+                        parallelism=vertex.parallelism,
+                        max_parallelism=node.max_parallelism,
+                        attempt=services.attempt,
+                        job_id=services.job_id,
+                        output=output,
+                        operator_backend=OperatorStateBackend(),
+                        keyed_backend=keyed,
+                        clock_ms=now_ms,
+                        services=services,
+                        checkpointing=checkpointing,
+                        job_parameters=job_parameters,
+                        watermark_interval_ms=settings.auto_watermark_interval_ms,
+                    )
+                )
+            for op in ops:
+                op.initialize_state(restores.get(op.uid))
+            if gate is not None:
+                _replay_in_flight_data(task, gate, restores.get(ops[0].uid))
+            for op in reversed(ops):
+                op.open()
+                if hasattr(op, "wake"):
+                    op.wake = services.wake
+            tasks.append(task)
+
+    def _record_writers(self, key: TaskKey) -> list[RecordWriter]:
+        graph, plan, network = self._graph, self._plan, self._settings.network
+        writers = []
+        producer = graph.vertex(key.vertex_id).operators[-1]
+        for edge in graph.outputs_of(key.vertex_id):
+            label = EdgeLabel(
+                producer.name,
+                producer.uid,
+                graph.vertex(edge.target_vertex).name,
+                edge.partition,
+            )
+            channels: list[OutputChannel] = []
+            for spec in plan.output_channels(key, edge):
+                target_worker = plan.worker_of(spec.target)
+                if target_worker == self._index:
+                    channels.append(LocalOutputChannel(self._inputs[spec.channel_id]))
+                else:
+                    sender = self._senders[target_worker]
+                    ch = RemoteOutputChannel(
+                        spec.channel_id,
+                        sender,
+                        DEFAULT_CAPACITY,
+                        edge=label,
+                        max_frame_size=network.max_frame_size,
+                    )
+                    sender.register(ch)
+                    channels.append(ch)
+            writers.append(
+                RecordWriter(
+                    channels,
+                    edge.partition,
+                    key_selector=edge.key_selector,
+                    max_parallelism=edge.target_max_parallelism,
+                    subtask_index=key.subtask_index,
+                    batch_size=network.batch_size,
+                    output_tag=edge.output_tag,
+                )
+            )
+        return writers
+
+
+def _replay_in_flight_data(
+    task: StreamTask, gate: InputGate, restore: OperatorRestore | None
+) -> None:
+    """Put the in-flight data an unaligned checkpoint persisted back into the channels."""
+    if restore is None:
+        return
+    handle = channel_state_for_subtask(
+        {i: st.input_channels for i, st in restore.subtasks.items()},
+        restore.old_parallelism,
+        task.vertex.parallelism,
+        task.key.subtask_index,
+        len(gate.channels),
+        task.name,
+    )
+    if handle is None:
+        return
+    batches = read_channel_state(restore.reader, handle)
+    for channel, channel_batches in batches.items():
+        gate.replay(channel, channel_batches)
+    log.info(
+        "%s: replaying %d in-flight batches (%d bytes) of the restored checkpoint",
+        task.name,
+        sum(map(len, batches.values())),
+        handle.size,
+    )
+
+
+def _fan_out(writers: list[RecordWriter]) -> Callable[[list[Any]], None]:
+    if not writers:
+        return lambda records: None
+    if len(writers) == 1:
+        return writers[0].emit
+
+    def emit_all(records: list[Any]) -> None:
+        for w in writers:
+            w.emit(records)
+
+    return emit_all
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds: the operators' processing-time clock and the task loop's."""
+    return int(time.time() * 1000)
