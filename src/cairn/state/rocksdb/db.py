@@ -56,7 +56,7 @@ Column = Any
 stubs type keys as any scalar, so the backend's code types them itself."""
 
 STATE_CF_PREFIX = "s:"  # one column family per state: "s:<state name>"
-TIMERS_CF = "_timers"  # keyed timers, written through (see ``backend``)
+TIMERS_CF = "_timers"  # keyed timers, written through (see ``timers``)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import rocksdict
 from cairn.state.errors import StateRestoreError
 from cairn.state.key_groups import KeyGroupRange
 from cairn.state.rocksdb.codecs import key_group_bytes
-from cairn.state.rocksdb.db import StateDB
+from cairn.state.rocksdb.db import TIMERS_CF, StateDB
 
 __all__ = ["RestorePlan", "apply_copy", "overlap", "plan_restore", "trim"]
 
@@ -76,7 +76,7 @@ def _bounds(r: KeyGroupRange) -> tuple[bytes, bytes]:
 
 def trim(db: StateDB, ranges: Sequence[KeyGroupRange]) -> None:
     """Delete the key groups ``ranges`` from every column family of ``db``."""
-    for name in [*db.state_column_families(), "_timers"]:
+    for name in [*db.state_column_families(), TIMERS_CF]:
         if not db.has_column_family(name):
             continue
         cf = db.column_family(name)
@@ -88,7 +88,7 @@ def apply_copy(source: StateDB, target: StateDB, key_groups: KeyGroupRange) -> i
     """Copy ``key_groups`` of every column family of ``source`` into ``target``; entries."""
     lo, hi = _bounds(key_groups)
     copied = 0
-    for name in [*source.state_column_families(), "_timers"]:
+    for name in [*source.state_column_families(), TIMERS_CF]:
         if not source.has_column_family(name):
             continue
         handle = target.handle(name)
