@@ -2,7 +2,8 @@
 protocol (a websocket, with aiohttp) on a real job (in-process executor, no Spark). The
 pages load, the numbers the overview and checkpoints tab show equal the REST JSON, a job
 graph vertex is coloured by its subtasks' time shares, an operator named ``<script>`` shows
-as text, and the savepoint button (its confirmation accepted) produces a savepoint. The
+as text, the savepoint button (its confirmation accepted) produces a savepoint, and the
+stop-and-drain button ends the job FINISHED with another. The
 page polls while no live stream is free and follows its stream once one is; it shows bytes
 per vertex, and its Jobs tab lists this driver's finished job with its final figures.
 Screenshots go to ``docs/`` when ``CAIRN_SCREENSHOTS`` names that directory.
@@ -243,6 +244,24 @@ async def _drive(entry: Any, port: str, job: JobClient, shots: Path | None) -> N
             await asyncio.sleep(2.5)  # the next update shows the savepoint in the history
             if shots:
                 await b.screenshot(shots / "web-ui-checkpoints.png")
+            # Stop and drain: the page asks for a drained stop (the drain itself is tested
+            # through REST and the CLI); the job ends FINISHED with a savepoint.
+            await b.js(
+                "window.sent = []; const f = window.fetch; window.fetch = (u, o) => "
+                "{ window.sent.push([String(u), o && o.body]); return f(u, o); }"
+            )
+            await b.js("document.getElementById('btn-drain').click()")
+            drained = await b.wait_for(
+                f"(s => s !== {json.dumps(location)} && s)"
+                "(document.getElementById('message').dataset.savepoint)",
+                timeout_s=60,
+            )
+            assert b.dialogs[-1].startswith("Stop and drain job web-ui <script>")
+            stops = [body for url, body in await b.js("window.sent") if url.endswith("/stop")]
+            assert [json.loads(body) for body in stops] == [{"drain": True}]
+            assert os.path.exists(os.path.join(drained.removeprefix("file://"), "_metadata"))
+            job.get_job_execution_result(60)
+            assert job.get_job_status() is JobStatus.FINISHED
 
 
 async def _polls_without_a_stream(b: Browser, http: aiohttp.ClientSession, entry: Any) -> None:

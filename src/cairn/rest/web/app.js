@@ -387,7 +387,7 @@ async function command(what) {
       return;
     }
     const path = what === "Savepoint" ? "savepoints" : "stop";
-    const body = what === "Savepoint" ? { "cancel-job": false } : { drain: false };
+    const body = what === "Savepoint" ? { "cancel-job": false } : { drain: what === "Stop and drain" };
     const trigger = (await api(`/jobs/${jid}/${path}`, { method: "POST", body: JSON.stringify(body), headers: { "Content-Type": "application/json" } }))["request-id"];
     message(what + " in progress...");
     const location = await waitForOperation(trigger);
@@ -413,6 +413,7 @@ document.addEventListener("DOMContentLoaded", () => {
   for (const a of document.querySelectorAll("nav a")) a.addEventListener("click", (e) => { e.preventDefault(); show(a.dataset.tab); });
   document.getElementById("btn-savepoint").addEventListener("click", () => command("Savepoint"));
   document.getElementById("btn-stop").addEventListener("click", () => command("Stop with savepoint"));
+  document.getElementById("btn-drain").addEventListener("click", () => command("Stop and drain"));
   document.getElementById("btn-cancel").addEventListener("click", () => command("Cancel"));
   show("overview");
   setLive(false);
