@@ -263,6 +263,8 @@ class WindowOperatorFunction(KeyedProcessFunction[Any, Any, Any]):
     def on_timer(self, timestamp: int, ctx: Any) -> Iterable[Any]:
         self._ctx = ctx
         event_time = ctx.time_domain() == TimeDomain.EVENT_TIME
+        if event_time and self._default_path:
+            return self._on_event_timer_default(timestamp)
         out: list[Any] = []
         for window in self._timers.pop(event_time, timestamp):
             if self._sessions is not None and not self._sessions.contains(window):
@@ -280,6 +282,29 @@ class WindowOperatorFunction(KeyedProcessFunction[Any, Any, Any]):
                 self._contents.remove(window)
             if event_time == self._event_time and timestamp == self._cleanup_time(window):
                 self._clear_all(window)
+        return out
+
+    def _on_event_timer_default(self, timestamp: int) -> list[Any]:
+        """``on_timer`` of the default path (``EventTimeTrigger``, no evictor, not merging)
+        with the trigger inlined: fire a window whose end is ``timestamp`` (if it has
+        contents), clear one whose cleanup time it is. The trigger's ``clear`` (delete the
+        end timer) is left out: that timer has fired and was popped, and nothing registers
+        it again (a window registers timers only while its end is ahead of the watermark)."""
+        contents_state = self._contents
+        out: list[Any] = []
+        for window in self._timers.pop(True, timestamp):
+            if timestamp == window.max_timestamp():
+                contents = contents_state.get(window)
+                if contents is not None:
+                    self._emit(window, contents, out)
+            if timestamp == self._cleanup_time(window):
+                contents_state.remove(window)
+                f = self.spec.window_function
+                if isinstance(f, ProcessWindowFunction | ProcessAllWindowFunction) and (
+                    type(f).clear is not ProcessWindowFunction.clear
+                    and type(f).clear is not ProcessAllWindowFunction.clear
+                ):
+                    f.clear(_ProcessContext(self, window))
         return out
 
     def _register_cleanup(self, window: Any) -> None:
