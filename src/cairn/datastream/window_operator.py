@@ -84,6 +84,12 @@ class WindowOperatorFunction(KeyedProcessFunction[Any, Any, Any]):
             and type(spec.trigger) is EventTimeTrigger
         )
         self._ctx: Any = None
+        # A process window function's own ``clear`` (the base classes' does nothing).
+        f = spec.window_function
+        overridden = isinstance(f, ProcessWindowFunction | ProcessAllWindowFunction) and (
+            type(f).clear not in (ProcessWindowFunction.clear, ProcessAllWindowFunction.clear)
+        )
+        self._clear_function = f.clear if overridden else None
         # The keyed operator runs whole stamped batches through ``keyed_batch`` when it is
         # set, and calls ``keyed_flush`` before timers fire, before a snapshot and before
         # records take another path (``window_batch``'s invariant).
@@ -299,12 +305,8 @@ class WindowOperatorFunction(KeyedProcessFunction[Any, Any, Any]):
                     self._emit(window, contents, out)
             if timestamp == self._cleanup_time(window):
                 contents_state.remove(window)
-                f = self.spec.window_function
-                if isinstance(f, ProcessWindowFunction | ProcessAllWindowFunction) and (
-                    type(f).clear is not ProcessWindowFunction.clear
-                    and type(f).clear is not ProcessAllWindowFunction.clear
-                ):
-                    f.clear(_ProcessContext(self, window))
+                if self._clear_function is not None:
+                    self._clear_function(_ProcessContext(self, window))
         return out
 
     def _register_cleanup(self, window: Any) -> None:
