@@ -134,10 +134,17 @@ class WindowBatchPath:
             out.extend(result)
             stamps.extend([t] * (len(out) - n))
 
-        if tumbling and add is not None:
-            # The common case (tumbling windows, aggregate) in its own loop: no per-record
-            # branches on the assigner or the function kind. A record is late iff its
-            # window's end (start + size - 1) <= watermark, i.e. start <= last_late_start.
+        step: Callable[[Any, Any], Any]
+        if add is not None:
+            step = add  # aggregate: add(value, accumulator)
+        else:
+
+            def step(value: Any, acc: Any) -> Any:  # reduce: the first value, then fold
+                return value if acc is _MISSING else fold(acc, value)
+
+        if tumbling:
+            # One window per record, computed inline. A record is late iff its window's end
+            # (start + size - 1) <= watermark, i.e. start <= last_late_start.
             last_late_start = watermark - size + 1
             for r, t in zip(records, timestamps, strict=True):
                 key = select(r)
@@ -158,54 +165,26 @@ class WindowBatchPath:
                     if window is None:
                         window = cache[start] = TimeWindow(start, start + size)
                     group = pending[(key, start)] = first(key, window, start + size - 1)
-                group[2] = add(r, group[2])
-            if len(pending) > MAX_CACHED:
-                flush()
-            return out, stamps
-        for r, t in zip(records, timestamps, strict=True):
-            key = select(r)
-            if t is None:
-                one_by_one(r, key, t)
-                continue
-            if tumbling:
-                start = t - (t - offset) % size
-                end = start + size - 1
-                if end <= watermark:
+                group[2] = step(r, group[2])
+        else:
+            for r, t in zip(records, timestamps, strict=True):
+                key = select(r)
+                if t is None:
                     one_by_one(r, key, t)
                     continue
-                try:
-                    group = pending.get((key, start))
-                except TypeError:
-                    set_key(key)  # raises the backend's error for an unhashable key
-                    raise
-                if group is None:
-                    window = cache.get(start)
-                    if window is None:
-                        window = cache[start] = TimeWindow(start, start + size)
-                    group = pending[(key, start)] = first(key, window, end)
-                if add is not None:
-                    group[2] = add(r, group[2])
+                windows = assign(r, t, op)
+                if any(w.max_timestamp() <= watermark for w in windows):
+                    one_by_one(r, key, t)
                     continue
-                acc = group[2]
-                group[2] = r if acc is _MISSING else fold(acc, r)
-                continue
-            windows = assign(r, t, op)
-            if any(w.max_timestamp() <= watermark for w in windows):
-                one_by_one(r, key, t)
-                continue
-            for w in windows:
-                try:
-                    group = pending.get((key, w))
-                except TypeError:
-                    set_key(key)
-                    raise
-                if group is None:
-                    group = pending[(key, w)] = first(key, w, w.max_timestamp())
-                acc = group[2]
-                if add is not None:
-                    group[2] = add(r, acc)
-                else:
-                    group[2] = r if acc is _MISSING else fold(acc, r)
+                for w in windows:
+                    try:
+                        group = pending.get((key, w))
+                    except TypeError:
+                        set_key(key)
+                        raise
+                    if group is None:
+                        group = pending[(key, w)] = first(key, w, w.max_timestamp())
+                    group[2] = step(r, group[2])
         if len(pending) > MAX_CACHED:
             flush()
         return out, stamps
