@@ -77,11 +77,13 @@ def registry_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def run_elsewhere(tmp_path: Path, fail_at: int) -> tuple[str, str]:
-    """Run the job in another process to its end; its id and final state."""
-    script = tmp_path / "job.py"
-    script.write_text(JOB_SCRIPT)
+    """Run the job in another process to its end (files under ``tmp_path/elsewhere``); its
+    id and final state."""
+    work = tmp_path / "elsewhere"
+    work.mkdir(exist_ok=True)
+    (work / "job.py").write_text(JOB_SCRIPT)
     done = subprocess.run(
-        [sys.executable, str(script), str(tmp_path / "out"), str(RECORDS), str(fail_at)],
+        [sys.executable, str(work / "job.py"), str(work / "out"), str(RECORDS), str(fail_at)],
         env=subprocess_env(tmp_path),
         capture_output=True,
         text=True,
