@@ -20,8 +20,9 @@ from typing import Any
 
 import pytest
 
+from cairn.common.exceptions import ConfigurationError
 from cairn.common.job_status import JobStatus
-from cairn.rest.archive import default_archive_dir
+from cairn.rest.archive import JobArchive, default_archive_dir
 from cairn.rest.registry import JobEntry, JobRegistry
 from tests.integration.jobs import sequence_job
 from tests.integration.test_readme_commands import cairn_argv, readme_line, subprocess_env
@@ -213,3 +214,26 @@ def test_a_failed_job_of_another_process_shows_its_cause(
         "    cause: "
     )
     assert str(bad) in listing.stderr and "skipping" in listing.stderr
+
+
+def test_the_configured_archive_url_and_retention_are_used(tmp_path: Path) -> None:
+    """``jobmanager.archive.fs.dir`` as an fsspec URL (``memory://``: no local file) and
+    ``historyserver.archive.retained-jobs: 1``: the second job's archive replaces the first."""
+    url = f"memory://cairn-archive-{tmp_path.name}"
+    conf = {
+        "cairn.executor": "inprocess",
+        "jobmanager.archive.fs.dir": url,
+        "historyserver.archive.retained-jobs": "1",
+    }
+    ids = []
+    for name in ("first", "second"):
+        env = sequence_job(conf, str(tmp_path / name), records=500, keys=5, rate=None)
+        client = env.execute_async(name)
+        client.get_job_execution_result(60)
+        ids.append(client.get_job_id())
+    [kept] = JobArchive(url).jobs()
+    assert kept.job_id == ids[1] and kept.state == "FINISHED"
+    assert kept.row["name"] == "second"
+    assert not (Path(default_archive_dir(JobRegistry().directory))).exists()
+    with pytest.raises(ConfigurationError, match="retained-jobs"):
+        sequence_job({**conf, "historyserver.archive.retained-jobs": "0"}, "x", records=1, keys=1)
