@@ -7,6 +7,7 @@ with its final state, end time and counts. A corrupt archive beside it is skippe
 from __future__ import annotations
 
 import json
+import logging
 import re
 import subprocess
 import sys
@@ -237,3 +238,18 @@ def test_the_configured_archive_url_and_retention_are_used(tmp_path: Path) -> No
     assert not (Path(default_archive_dir(JobRegistry().directory))).exists()
     with pytest.raises(ConfigurationError, match="retained-jobs"):
         sequence_job({**conf, "historyserver.archive.retained-jobs": "0"}, "x", records=1, keys=1)
+
+
+def test_a_job_whose_archive_cannot_be_written_still_finishes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")  # the archive directory would have to be inside a file
+    conf = {"cairn.executor": "inprocess", "jobmanager.archive.fs.dir": str(blocker / "archive")}
+    env = sequence_job(conf, str(tmp_path / "out"), records=500, keys=5, rate=None)
+    with caplog.at_level(logging.WARNING, logger="cairn.rest.archive"):
+        client = env.execute_async("unarchivable")
+        client.get_job_execution_result(60)
+    assert client.get_job_status() is JobStatus.FINISHED
+    [warning] = [r.getMessage() for r in caplog.records if r.name == "cairn.rest.archive"]
+    assert f"job {client.get_job_id()}: could not archive it in {blocker}/archive" in warning
