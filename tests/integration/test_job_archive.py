@@ -188,6 +188,9 @@ def test_a_job_finished_in_another_process_is_listed_from_its_archive(
         assert refused.value.code == 404
         # Not archived paths of an archived job are 404 too.
         assert get(entry, f"/jobs/{jid}/doctor")[0] == 404
+    # The job of this process, cancelled on leaving, is archived too.
+    cancelled = JobArchive(default_archive_dir(registry_dir)).get(entry.job_id)
+    assert cancelled is not None and cancelled.state == "CANCELED"
 
 
 def test_a_failed_job_of_another_process_shows_its_cause(
