@@ -127,7 +127,9 @@ class RestSettings:
     to use (the job registry's URL); ``port``: 0 picks a free port (one endpoint per job,
     several jobs per machine); ``token``: require the per-job bearer token kept in the
     private job registry (``cairn.rest.token.enabled``); ``registry_dir``: that registry
-    (None: ``<tmp>/cairn-jobs-<uid>``).
+    (None: ``<tmp>/cairn-jobs-<uid>``); ``archive_dir``: where ended jobs are archived
+    (``jobmanager.archive.fs.dir``; None: ``<registry>/archive``), keeping the newest
+    ``archive_retained`` (-1: all).
 
     >>> RestSettings(port=70000)
     Traceback (most recent call last):
@@ -141,10 +143,17 @@ class RestSettings:
     port: int = 0
     token: bool = True
     registry_dir: str | None = None
+    archive_dir: str | None = None
+    archive_retained: int = 100
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise ValueError(f"rest.port must be between 0 and 65535, got {self.port}")
+        if self.archive_retained == 0 or self.archive_retained < -1:
+            raise ValueError(
+                "historyserver.archive.retained-jobs must be -1 or >= 1, got "
+                f"{self.archive_retained}"
+            )
 
 
 @dataclass(frozen=True)

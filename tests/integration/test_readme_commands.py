@@ -67,6 +67,7 @@ CHECKPOINTS_S3 = (
 # Run by tests/integration/test_savepoints.py against a job of its own.
 LIST = "cairn list"
 LIST_WEB = "cairn list --web"  # run by tests/integration/test_doctor.py
+LIST_ALL = "cairn list --all"  # run by tests/integration/test_job_archive.py
 SAVEPOINT = "cairn savepoint <job-id> /tmp/savepoints/before-upgrade"
 STOP = "cairn stop --savepoint-path /tmp/savepoints/v1 <job-id>"
 STOP_DRAIN = "cairn stop --drain --savepoint-path /tmp/savepoints/final <job-id>"
@@ -91,6 +92,7 @@ COMMANDS = frozenset(
         CHECKPOINTS_S3,
         LIST,
         LIST_WEB,
+        LIST_ALL,
         SAVEPOINT,
         STOP,
         STOP_DRAIN,

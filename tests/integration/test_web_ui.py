@@ -5,7 +5,8 @@ graph vertex is coloured by its subtasks' time shares, an operator named ``<scri
 as text, the savepoint button (its confirmation accepted) produces a savepoint, and the
 stop-and-drain button ends the job FINISHED with another. The
 page polls while no live stream is free and follows its stream once one is; it shows bytes
-per vertex, and its Jobs tab lists this driver's finished job with its final figures.
+per vertex, and its Jobs tab lists this driver's finished job and a job archived by another
+process, each with its final figures.
 Screenshots go to ``docs/`` when ``CAIRN_SCREENSHOTS`` names that directory.
 
 Skipped when ``/usr/bin/chromium`` is missing, except under CI (``.ci/run`` installs it).
@@ -34,6 +35,7 @@ from cairn.common.job_status import JobStatus
 from cairn.deploy.job_client import JobClient
 from cairn.rest.registry import JobRegistry
 from tests.integration.jobs import sequence_job
+from tests.integration.test_job_archive import RECORDS, run_elsewhere
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 EARLIER = "earlier <b>job</b>"
@@ -51,7 +53,9 @@ pytestmark = [
 def job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[JobClient]:
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    # A finished job of this driver first: the Jobs tab lists it and shows its final figures.
+    # A job that ended in another process (the Jobs tab lists it from the job archive) and a
+    # finished job of this driver: the Jobs tab shows the final figures of both.
+    assert run_elsewhere(tmp_path, fail_at=-1)[1] == "FINISHED"
     earlier = sequence_job(
         {"cairn.executor": "inprocess"}, str(tmp_path / "earlier"), records=2_000, keys=10
     ).execute_async(EARLIER)
@@ -217,6 +221,16 @@ async def _drive(entry: Any, port: str, job: JobClient, shots: Path | None) -> N
             assert read == "2000"
             if shots:
                 await b.screenshot(shots / "web-ui-jobs.png")
+            gone = next(j for j in rest(entry, "/jobs/overview")["jobs"] if j.get("archived"))
+            assert await b.js(f"document.getElementById('job-name-{gone['jid']}').textContent") == (
+                "elsewhere-job"
+            )
+            await b.js(f"document.getElementById('job-state-{gone['jid']}').click()")
+            want = "elsewhere-job (FINISHED)"
+            heading = "document.getElementById('archived-name')?.textContent"
+            assert await b.wait_for(f"{heading} === {json.dumps(want)}")
+            read = await b.js("document.getElementById('archived-records-in-1').textContent")
+            assert read == str(RECORDS)
             # Job graph: one vertex per REST vertex, coloured by a time-share state.
             await b.js("document.querySelector('[data-tab=graph]').click()")
             states = await b.wait_for(

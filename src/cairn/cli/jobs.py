@@ -15,7 +15,7 @@ import os
 import sys
 import time
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cairn.rest.client import JobEndpoint
@@ -32,27 +32,70 @@ def _absolute(path: str) -> str:
     return path if "://" in path else os.path.abspath(path)
 
 
+def _time(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000).strftime("%d.%m.%Y %H:%M:%S")
+
+
 def cmd_list(args: argparse.Namespace) -> int:
-    """Flink's ``flink list``: the running jobs, oldest first."""
+    """Flink's ``flink list``: the running jobs, oldest first; with ``--all`` (``-a``) also
+    the ended jobs of the job archive, newest first, with their final state and figures."""
     from cairn.rest.client import JobControlError, JobEndpoint
     from cairn.rest.registry import JobRegistry
 
-    entries = JobRegistry().running_jobs()
+    registry = JobRegistry()
+    entries = registry.running_jobs()
     if not entries:
         print("No running jobs.")
-        return 0
-    print("------------------ Running/Restarting Jobs -------------------")
+    else:
+        print("------------------ Running/Restarting Jobs -------------------")
     for entry in entries:
         try:
             state = JobEndpoint(entry, timeout_s=3.0).status()
         except JobControlError:
             state = "UNREACHABLE"
-        started = datetime.fromtimestamp(entry.start_time_ms / 1000).strftime("%d.%m.%Y %H:%M:%S")
+        started = _time(entry.start_time_ms)
         print(f"{started} : {entry.job_id} : {entry.name} ({state}) {entry.endpoint}")
         if args.web:  # the token travels in the fragment: browsers never send it
             print(f"    web UI: {web_ui_url(entry.endpoint, entry.token)}")
-    print("--------------------------------------------------------------")
+    if entries:
+        print("--------------------------------------------------------------")
+    if args.all:
+        _list_archived(args.archive_dir, registry.directory, {e.job_id for e in entries})
     return 0
+
+
+def _list_archived(directory: str | None, registry_dir: str, running: set[str]) -> None:
+    from cairn.rest.archive import JobArchive, default_archive_dir
+
+    archive = JobArchive(directory or default_archive_dir(registry_dir))
+    jobs = [job for job in archive.jobs() if job.job_id not in running]
+    if not jobs:
+        print(f"No terminated jobs in {archive.directory}.")
+        return
+    print("---------------------- Terminated Jobs -----------------------")
+    for job in jobs:
+        row = job.row
+        print(f"{_time(int(row['start-time']))} : {job.job_id} : {row['name']} ({job.state})")
+        print(f"    ended {_time(job.end_ms)}; {_records(job.body(f'/jobs/{job.job_id}'))}")
+        cause = (job.body(f"/jobs/{job.job_id}/exceptions") or {}).get("root-exception")
+        if cause:
+            print(f"    cause: {cause}")
+    print("--------------------------------------------------------------")
+
+
+def _records(details: dict[str, Any] | None) -> str:
+    """The final record counts of an archived ``/jobs/:jobid`` body, per vertex.
+
+    >>> _records({"vertices": [{"name": "src", "metrics": {"read-records": 0,
+    ...     "write-records": 5}}, {"name": "sink", "metrics": {"read-records": 5}}]})
+    'records in/out: src 0/5, sink 5/0'
+    """
+    counts = [
+        f"{v['name']} {v['metrics'].get('read-records', 0)}/{v['metrics'].get('write-records', 0)}"
+        for v in (details or {}).get("vertices", [])
+        if isinstance(v.get("metrics"), dict)
+    ]
+    return "records in/out: " + (", ".join(counts) if counts else "not recorded")
 
 
 def web_ui_url(endpoint: str, token: str | None) -> str:
@@ -207,6 +250,18 @@ def add_job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     ls = sub.add_parser("list", help="list the jobs running on this machine")
     ls.add_argument(
         "--web", action="store_true", help="also print each job's web UI link (with its token)"
+    )
+    ls.add_argument(
+        "-a",
+        "--all",
+        action="store_true",
+        help="also list the ended jobs of the job archive (final state, end time, records)",
+    )
+    ls.add_argument(
+        "--archive-dir",
+        default=None,
+        metavar="DIR",
+        help="the job archive (jobmanager.archive.fs.dir; default: the per-user one)",
     )
     ls.set_defaults(func=cmd_list)
 

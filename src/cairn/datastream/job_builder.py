@@ -159,6 +159,8 @@ def prepare_job(
             bind_address=str(get(opts.REST_BIND_ADDRESS)),
             port=int(get(opts.REST_PORT)),
             token=bool(get(opts.REST_TOKEN_ENABLED)),
+            archive_dir=get(opts.JOB_ARCHIVE_DIR),
+            archive_retained=int(get(opts.ARCHIVE_RETAINED_JOBS)),
         ),
         metrics=_metrics_settings(
             str(get(opts.METRICS_REPORTERS) or ""),

@@ -3,7 +3,8 @@ in the driver, serving Flink's REST paths for this job, and its entry in the job
 
 Invariant: every request is checked before it touches the job: the bearer token (unless
 ``cairn.rest.token.enabled`` is false; compared in constant time), then the job id in the
-path (another id is 404, never this job's data); commands reach the job only through its
+path (another id is 404, never this job's data; an ended job's GETs get its final views,
+``job_history.py``); commands reach the job only through its
 thread-safe ``JobClient``/``JobMaster`` methods, never on the event loop's own state. The
 registry entry exists only while the job runs (removed when it ends; a driver that died
 leaves one that readers detect by its pid and delete).
@@ -39,9 +40,9 @@ from cairn.observability import prometheus
 from cairn.observability.doctor.rules import diagnose
 from cairn.observability.doctor.sources import facts_of_master
 from cairn.rest import graph_views, metric_views, views
-from cairn.rest.driver_jobs import DRIVER_JOBS, FinishedJob
+from cairn.rest.archive import JobArchive, default_archive_dir
+from cairn.rest.job_history import JobHistory
 from cairn.rest.live import LiveFeed, Update
-from cairn.rest.machine_jobs import MachineJobs
 from cairn.rest.registry import JobEntry, JobRegistry, process_start_time
 from cairn.settings import RestSettings
 
@@ -107,7 +108,10 @@ class RestEndpoint:
         # Failures of attempts that were restarted (the web UI's exceptions tab), newest last.
         self._exceptions: list[graph_views.ExceptionFacts] = []
         self._live = LiveFeed(self._loop, self._live_update)
-        self._machine = MachineJobs(self._registry)
+        archive_dir = settings.archive_dir or default_archive_dir(self._registry.directory)
+        options = self._master.settings.checkpoint.storage_options  # s3.* keys, as checkpoints
+        archive = JobArchive(archive_dir, settings.archive_retained, options)
+        self._history = JobHistory(self._master.job_id, self._registry, archive)
         self._master.listeners.append(self._on_job_event)
 
     # ------------------------------------------------------------------ lifecycle
@@ -136,15 +140,19 @@ class RestEndpoint:
                 token=self.token,
             )
         )
-        DRIVER_JOBS.running(master.job_id, self._facts)
+        self._history.running(self._facts)
         log.info("job %s: control endpoint at %s", master.job_id, self.url)
         return self.url
 
     def _on_job_event(self, event: str, payload: Any) -> None:
         if event == "status" and payload.is_globally_terminal_state():
-            # Listed with this driver's finished jobs from now on (the job master's thread,
-            # before the endpoint closes: its final figures are in).
-            DRIVER_JOBS.finished(FinishedJob(self._facts(), self._details(self._facts())))
+            # Listed with this driver's finished jobs and archived from now on (the job
+            # master's thread, before the endpoint closes: its final figures are in).
+            facts, stats = self._facts(), self._client.get_checkpoint_statistics()
+            ended = {"exceptions": self._exceptions_body()}
+            if stats is not None:
+                ended["checkpoints"] = stats.to_dict()
+            self._history.finished(facts, self._details(facts), ended)
         if event in ("status", "checkpoint", "restart"):
             self._live.poke()
         if event == "restart":
@@ -153,7 +161,8 @@ class RestEndpoint:
             del self._exceptions[:-_MAX_EXCEPTIONS]
 
     async def _serve(self) -> int:
-        app = web.Application(middlewares=[self._check_token], client_max_size=1 << 20)
+        middlewares = [self._check_token, self._history.serve_ended]
+        app = web.Application(middlewares=middlewares, client_max_size=1 << 20)
         jid = "/jobs/{jobid}"
         app.router.add_get("/", self._root)
         app.router.add_get("/web/{file}", self._static)
@@ -290,11 +299,14 @@ class RestEndpoint:
         other = self._other_job(request)
         if other is not None:
             return other
+        return _json(self._exceptions_body())
+
+    def _exceptions_body(self) -> dict[str, Any]:
         error, end_ms = self._master.error, self._master.end_ms
         final = None
         if error is not None:
             final = graph_views.ExceptionFacts(end_ms or int(time.time() * 1000), str(error))
-        return _json(graph_views.exceptions(list(self._exceptions), final))
+        return graph_views.exceptions(list(self._exceptions), final)
 
     async def _checkpoint_details(self, request: web.Request) -> web.Response:
         other = self._other_job(request)
@@ -317,19 +329,12 @@ class RestEndpoint:
         vertices = [(v.id, v.name, v.parallelism) for v in m.graph.vertices]
         return graph_views.plan(m.job_id, m.settings.job_name, vertices, edges)
 
-    async def _all_jobs(self) -> list[views.JobFacts]:
-        """This job first, then this driver's other jobs (running, then finished, newest
-        first), then the running jobs of other drivers the job registry knows."""
-        own = self._master.job_id
-        driver = [f for f in DRIVER_JOBS.overview() if f.job_id != own]
-        machine = await self._machine.rows(DRIVER_JOBS.ids() | {own})
-        return [self._facts(), *driver, *machine]
-
     async def _jobs(self, request: web.Request) -> web.Response:
-        return _json(views.jobs_list(await self._all_jobs()))
+        return _json(await self._history.jobs(self._facts()))
 
     async def _overview(self, request: web.Request) -> web.Response:
-        return _json(views.job_overview(await self._all_jobs()))
+        """This job, this driver's others, other drivers' running ones, archived ones."""
+        return _json(await self._history.overview(self._facts()))
 
     def _details(
         self, facts: views.JobFacts, metrics: prometheus.MetricsFacts | None = None
@@ -340,9 +345,6 @@ class RestEndpoint:
         return {**views.job_details(facts, io), "plan": self._plan()}
 
     async def _job(self, request: web.Request) -> web.Response:
-        archived = DRIVER_JOBS.details(request.match_info["jobid"])
-        if archived is not None and request.match_info["jobid"] != self._master.job_id:
-            return _json(archived)  # a finished job of this driver, as it ended
         other = self._other_job(request)
         if other is not None:
             return other

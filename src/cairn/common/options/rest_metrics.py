@@ -6,7 +6,7 @@ loopback address only and requires the job's bearer token.
 
 from __future__ import annotations
 
-from cairn.common.options.define import between, define, non_empty
+from cairn.common.options.define import between, define, filesystem_url, non_empty
 
 REST_ENABLED = define(
     "cairn.rest.enabled",
@@ -43,6 +43,23 @@ REST_TOKEN_ENABLED = define(
     True,
     "Require the job's bearer token (kept in the private job registry) on every request to "
     "the control endpoint; false lets anyone who can reach it control the job.",
+)
+JOB_ARCHIVE_DIR = define(
+    "jobmanager.archive.fs.dir",
+    "str",
+    None,
+    "Directory (local path or filesystem URL) where the driver writes each ended job's final "
+    "REST views (<job id>.json) for /jobs/overview and `cairn list --all` of every driver; "
+    "default: the private 'archive' folder of the per-user job registry.",
+    check=filesystem_url,
+)
+ARCHIVE_RETAINED_JOBS = define(
+    "historyserver.archive.retained-jobs",
+    "int",
+    100,
+    "How many job archives the directory keeps: writing one removes the oldest beyond it "
+    "(-1: no limit; Flink's default is -1, its HistoryServer removes them).",
+    check=lambda v: None if v == -1 or v >= 1 else f"must be -1 or >= 1, got {v}",
 )
 
 METRICS_REPORTERS = define(

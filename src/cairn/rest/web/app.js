@@ -194,8 +194,9 @@ function vertexTable(job, pressure, prefix = "") {
     }));
 }
 
-// This driver's jobs (running and finished) and the running jobs of other drivers on this
-// machine (served by their own endpoints: open those with cairn list --web).
+// This driver's jobs (running and finished), the running jobs of other drivers on this
+// machine (served by their own endpoints: open those with cairn list --web) and the ended
+// jobs of the job archive (served here from their archive, like this driver's finished ones).
 function jobs(node) {
   const rows = view.jobs || [];
   node.append(table(
@@ -203,7 +204,7 @@ function jobs(node) {
     rows.map((j) => ({
       jid: j.jid,
       cells: [j.name, j.jid, j.state, new Date(j["start-time"]).toLocaleString(), Math.round(j.duration / 1000) + " s",
-        j.tasks.total, j.jid === jid ? "this page" : j.endpoint || "this driver"],
+        j.tasks.total, j.jid === jid ? "this page" : j.endpoint || (j.archived ? "archive" : "this driver")],
       ids: ["job-name-" + j.jid, "", "job-state-" + j.jid, "", "", "", ""],
     })),
     async (row) => {
