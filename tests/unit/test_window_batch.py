@@ -14,17 +14,19 @@ import pytest
 from cairn.datastream import AggregateFunction, OutputTag, window_batch
 from cairn.datastream.window import (
     SlidingEventTimeWindows,
+    SlidingProcessingTimeWindows,
     TumblingEventTimeWindows,
     TumblingProcessingTimeWindows,
 )
 from cairn.datastream.window_batch import WindowBatchPath
+from cairn.datastream.window_triggers import CountTrigger
 from cairn.events import MAX_WATERMARK
 from cairn.runtime.eventtime.stamped import stamp
 from cairn.runtime.operators.base import OperatorRestore
 from cairn.state.key_groups import KeyGroupAssigner
 
 from .test_eventtime_operators import Harness, _snapshot
-from .test_window_operator import WithKey, window_function
+from .test_window_operator import Describe, WithKey, window_function
 
 LATE = OutputTag("late")
 
@@ -195,6 +197,86 @@ def test_only_the_common_case_takes_the_batch_path() -> None:
     f = window_function(lambda k: k.window(TumblingEventTimeWindows.of(1000)).apply(WithKey()))
     assert Harness(f).op._keyed_batch is None, "no incremental aggregation"
     f = window_function(
-        lambda k: k.window(TumblingProcessingTimeWindows.of(1000)).reduce(ordered_reduce)
+        lambda k: (
+            k.window(TumblingProcessingTimeWindows.of(1000))
+            .trigger(CountTrigger.of(2))
+            .reduce(ordered_reduce)
+        )
     )
-    assert Harness(f).op._keyed_batch is None, "processing time"
+    assert Harness(f).op._keyed_batch is None, "not the default trigger"
+
+
+PROCESSING = {
+    "tumbling-aggregate": lambda k: k.window(TumblingProcessingTimeWindows.of(1000, 100)).aggregate(
+        InOrder()
+    ),
+    "tumbling-reduce": lambda k: k.window(TumblingProcessingTimeWindows.of(500)).reduce(
+        ordered_reduce
+    ),
+    "sliding-aggregate": lambda k: k.window(SlidingProcessingTimeWindows.of(1000, 400)).aggregate(
+        InOrder()
+    ),
+    "sliding-reduce-process": lambda k: k.window(SlidingProcessingTimeWindows.of(900, 300)).reduce(
+        ordered_reduce, window_function=Describe()
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PROCESSING))
+@pytest.mark.parametrize("seed", [1, 2])
+def test_processing_time_batches_give_what_the_per_record_path_gives(
+    name: str, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The clock moves between batches (not within one: a batch is processed at one
+    instant); its timers fire as it passes them; plain and stamped batches alike."""
+    if seed == 2:
+        monkeypatch.setattr(window_batch, "MAX_CACHED", 0)
+    rng = random.Random(seed)
+    todo: list[Any] = []
+    for _ in range(150):
+        records = [
+            (rng.choice("abcde"), rng.randrange(1, 100)) for _ in range(rng.randrange(1, 30))
+        ]
+        todo.append((rng.randrange(0, 120), records, rng.random() < 0.3))
+    results = []
+    for batch_path in (True, False):
+        h = Harness(window_function(PROCESSING[name]))
+        assert isinstance(h.op._keyed_batch, WindowBatchPath)
+        if not batch_path:
+            h.op._keyed_batch = None
+        for advance, records, stamped in todo:
+            h.clock.advance(advance)
+            h.op.on_processing_time(h.clock.now_ms())
+            h.op.process_batch(stamp(records, [7] * len(records)) if stamped else records)
+        h.clock.advance(5_000)
+        h.op.on_processing_time(h.clock.now_ms())
+        assert h.op.next_timer_ms() is None
+        results.append(h.records())
+    assert results[0] == results[1]
+    assert len(results[0]) > 40  # ~9 s of processing time, five keys
+
+
+def test_processing_time_snapshot_mid_window_restores_into_either_path() -> None:
+    f = window_function(PROCESSING["tumbling-aggregate"])
+    outputs = []
+    for first in (True, False):
+        for second in (True, False):
+            source = Harness(f)
+            if not first:
+                source.op._keyed_batch = None
+            source.op.process_batch([("a", 1), ("b", 2)])
+            source.clock.advance(300)
+            source.op.process_batch([("a", 3)])
+            state, files = _snapshot(source.op)
+            restored = Harness(f, restore=OperatorRestore(1, {0: state}, files))
+            if not second:
+                restored.op._keyed_batch = None
+            restored.clock.advance(500)
+            restored.op.process_batch([("a", 4), ("b", 5)])
+            restored.clock.advance(2_000)
+            restored.op.on_processing_time(restored.clock.now_ms())
+            outputs.append(restored.records())
+    assert all(o == outputs[0] for o in outputs)
+    # windows [100, 1100) and [1100, 2100) (offset 100, the clock starts at 1000): "a" adds
+    # 4 after the restore to the 3 it got before the snapshot
+    assert sorted(r for r, _ in outputs[0]) == [(1,), (2,), (3, 4), (5,)]

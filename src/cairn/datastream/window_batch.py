@@ -1,6 +1,9 @@
-"""The window operator's batch path: whole input batches for the common case of event-time,
-non-merging windows with the default ``EventTimeTrigger``, no evictor and ``reduce``/
-``aggregate`` (incremental aggregation), with a write-back cache of accumulators.
+"""The window operator's batch path: whole input batches for the common case of non-merging
+windows with the default trigger (``EventTimeTrigger``, ``ProcessingTimeTrigger``), no evictor
+and ``reduce``/``aggregate`` (incremental aggregation), with a write-back cache of
+accumulators. Processing-time windows read the clock once per batch: the batch is processed
+at one instant, so its records go to that instant's windows (the per-record path reads the
+clock per record; with a clock that does not move within a batch the two agree).
 
 Invariant: what the keyed state holds whenever anything but this path can see it — before
 timers fire, before a snapshot, before a record takes the per-record path (``write_back``
@@ -19,7 +22,7 @@ without a timestamp) writes the cache back first and then goes through
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from cairn.datastream.window import MAX_LONG, TimeWindow, TumblingEventTimeWindows
 
@@ -64,6 +67,7 @@ class WindowBatchPath:
         self._size = getattr(assigner, "size", 0)
         self._offset = getattr(assigner, "offset", 0)
         self._window_cache: dict[int, TimeWindow] = {}
+        self.processing_time = not assigner.is_event_time()
         # (key, window start or window) -> [key, window, accumulator], not yet in state
         self._pending: dict[tuple[Any, Any], list[Any]] = {}
         self._set_key: Callable[[Any], None] | None = None
@@ -91,6 +95,9 @@ class WindowBatchPath:
         ctx: Any,
     ) -> tuple[list[Any], list[int | None]]:
         """Process ``records`` (with ``timestamps``); their outputs and each one's timestamp."""
+        if self.processing_time:
+            self._process_in_processing_time(records, select, set_key, ctx)
+            return [], []
         op = self._op
         op._ctx = ctx
         timer_service = ctx.timer_service()
@@ -188,3 +195,52 @@ class WindowBatchPath:
         if len(pending) > MAX_CACHED:
             flush()
         return out, stamps
+
+    def _process_in_processing_time(
+        self,
+        records: list[Any],
+        select: Callable[[Any], Any],
+        set_key: Callable[[Any], None],
+        ctx: Any,
+    ) -> None:
+        """Processing-time windows: the clock is read once for the whole batch (the batch is
+        processed at one instant), so every record goes to the windows of that instant; none
+        is late (a window ends after the instant it is assigned at) and none fires here
+        (its timer fires once the clock passes its end, between batches). The accumulator of
+        a window new to its key starts here, with its one processing-time timer."""
+        op = self._op
+        op._ctx = ctx
+        self._set_key = set_key
+        timer_service = ctx.timer_service()
+        now = int(timer_service.current_processing_time())
+        windows = [
+            (w.start, w, w.max_timestamp())
+            for w in cast("list[TimeWindow]", op.spec.assigner.assign_windows(None, now, op))
+        ]
+        contents = op._contents
+        register = op._timers.register
+        create = None if self._is_reduce else self._create
+        add, fold = self._add, self._fold
+        pending = self._pending
+        for r in records:
+            key = select(r)
+            for start, window, end in windows:
+                try:
+                    group = pending.get((key, start))
+                except TypeError:
+                    set_key(key)  # raises the backend's error for an unhashable key
+                    raise
+                if group is None:
+                    set_key(key)
+                    acc = contents.get(window)
+                    if acc is None:
+                        acc = _MISSING if create is None else create()
+                        register(timer_service, False, end, window)
+                    group = pending[(key, start)] = [key, window, acc]
+                if add is not None:
+                    group[2] = add(r, group[2])
+                else:
+                    acc = group[2]
+                    group[2] = r if acc is _MISSING else fold(acc, r)
+        if len(pending) > MAX_CACHED:
+            self.write_back()

@@ -36,6 +36,7 @@ from cairn.datastream.window_state import WindowScope, WindowStateStore, WindowT
 from cairn.datastream.window_triggers import (
     EventTimeTrigger,
     Evictor,
+    ProcessingTimeTrigger,
     TimestampedValue,
     Trigger,
 )
@@ -93,9 +94,16 @@ class WindowOperatorFunction(KeyedProcessFunction[Any, Any, Any]):
         # The keyed operator runs whole stamped batches through ``keyed_batch`` when it is
         # set, and calls ``keyed_flush`` before timers fire, before a snapshot and before
         # records take another path (``window_batch``'s invariant).
-        self.keyed_batch: WindowBatchPath | None = (
-            WindowBatchPath(self) if self._default_path and spec.incremental else None
+        self._default_processing_path = (
+            not self._event_time
+            and not self._merging
+            and spec.evictor is None
+            and type(spec.trigger) is ProcessingTimeTrigger
         )
+        batch = (self._default_path or self._default_processing_path) and spec.incremental
+        self.keyed_batch: WindowBatchPath | None = WindowBatchPath(self) if batch else None
+        # Processing-time windows take plain (unstamped) batches through it too.
+        self.keyed_batch_plain = self._default_processing_path
         self.keyed_flush = None if self.keyed_batch is None else self.keyed_batch.write_back
         for f in (spec.incremental[1] if spec.incremental else None, spec.window_function):
             opener = getattr(f, "open", None)

@@ -196,12 +196,15 @@ class KeyedProcessOperator(KeyedOperatorBase):
         )
         flush = getattr(self.function, "keyed_flush", None)
         self._flush = flush if callable(flush) else None
+        # ... and plain (unstamped) batches too, when it says so (processing-time windows).
+        self._keyed_batch_plain = bool(getattr(self.function, "keyed_batch_plain", False))
 
     def process_batch(self, records: list[Any]) -> None:
-        if type(records) is StampedBatch and self._keyed_batch is not None:
-            results, stamps = self._keyed_batch(
+        batch = self._keyed_batch
+        if batch is not None and (type(records) is StampedBatch or self._keyed_batch_plain):
+            results, stamps = batch(
                 records,
-                records.timestamps,
+                records.timestamps if type(records) is StampedBatch else [],
                 self.key_selector,
                 self.backend.set_current_key,
                 self._context,
