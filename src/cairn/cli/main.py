@@ -419,6 +419,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except KeyboardInterrupt:
+        from cairn.observability.progress import silence_progress
+
+        silence_progress()  # no status line after the last one
         print(f"cairn {args.command}: interrupted{_interrupted_jobs()}", file=sys.stderr)
         return 130
     except Exception as error:

@@ -173,17 +173,31 @@ class ProgressReporter:
         while self._master.end_ms is None:
             time.sleep(self._interval)
             text = self.line()
-            try:
-                if tty:
-                    self._stream.write("\r\x1b[2K" + text)
-                else:
-                    self._stream.write(text + "\n")
-                self._stream.flush()
-            except (ValueError, OSError):  # the stream was closed: nobody is watching
-                return
+            with _SILENCE_LOCK:
+                if _SILENCED.is_set():
+                    return
+                try:
+                    if tty:
+                        self._stream.write("\r\x1b[2K" + text)
+                    else:
+                        self._stream.write(text + "\n")
+                    self._stream.flush()
+                except (ValueError, OSError):  # the stream was closed: nobody is watching
+                    return
         if tty:
             self._stream.write("\n")
             self._stream.flush()
+
+
+_SILENCE_LOCK = threading.Lock()
+_SILENCED = threading.Event()
+
+
+def silence_progress() -> None:
+    """Stop every progress reporter of this process from printing again (returns once none
+    is in the middle of a line): the CLI's last line on Ctrl-C stays the last line."""
+    with _SILENCE_LOCK:
+        _SILENCED.set()
 
 
 def _subtask_name(names: Mapping[int, tuple[str, int]], key: TaskKey) -> str:
