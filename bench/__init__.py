@@ -64,7 +64,7 @@ EXTRA_FIELDS = (
     "storage",
     "state_size_at_kill_bytes",
     "recovery_detected_s",
-    "recovery_restored_s",
+    "recovery_running_s",
     "recovery_first_output_s",
 )
 

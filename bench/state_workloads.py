@@ -130,8 +130,10 @@ def recovery(
 
 
 def recovery_phases(seen: Observed, resumed: float | None) -> dict[str, float]:
-    """Kill -> failure detected (the job master's restart), -> redeployed and restored (the
-    new attempt running), -> first output of the new attempt; seconds, where seen."""
+    """Seconds from the kill to: the failure detected (the job master restarts the job),
+    every worker of the new attempt restored and running, and the first output of the new
+    attempt — where seen. A worker that restored first may output before the last one runs.
+    """
     kill = seen.killed_at or 0.0
     restart = next((t for t, e, _ in seen.events if e == "restart" and t >= kill), None)
     running = next(
@@ -140,27 +142,29 @@ def recovery_phases(seen: Observed, resumed: float | None) -> dict[str, float]:
     phases: dict[str, float] = {}
     if restart is not None:
         phases["recovery_detected_s"] = round(restart - kill, 3)
-    if running is not None and restart is not None:
-        phases["recovery_restored_s"] = round(running - restart, 3)
-    if running is not None and resumed is not None:
-        phases["recovery_first_output_s"] = round(max(0.0, resumed - running), 3)
+    if running is not None:
+        phases["recovery_running_s"] = round(running - kill, 3)
+    if resumed is not None:
+        phases["recovery_first_output_s"] = round(resumed - kill, 3)
     return phases
 
 
 def phases_note(result: dict[str, Any]) -> str | None:
-    """The phases in words.
+    """The phases in words, each counted from the kill.
 
-    >>> phases_note({"recovery_detected_s": 0.1, "recovery_restored_s": 0.75})
-    'failure detected after 0.10 s; redeployed and restored 0.75 s later'
+    >>> phases_note({"recovery_detected_s": 0.1, "recovery_running_s": 1.75,
+    ...              "recovery_first_output_s": 1.6})
+    'after the kill: failure detected 0.10 s, first output 1.60 s, all running 1.75 s'
     """
-    parts = []
-    if "recovery_detected_s" in result:
-        parts.append(f"failure detected after {result['recovery_detected_s']:.2f} s")
-    if "recovery_restored_s" in result:
-        parts.append(f"redeployed and restored {result['recovery_restored_s']:.2f} s later")
-    if "recovery_first_output_s" in result:
-        parts.append(f"first output {result['recovery_first_output_s']:.2f} s after that")
-    return join(*parts)
+    phases = [
+        ("failure detected", result.get("recovery_detected_s")),
+        ("first output", result.get("recovery_first_output_s")),
+        ("all running", result.get("recovery_running_s")),
+    ]
+    seen = sorted((t, name) for name, t in phases if t is not None)
+    if not seen:
+        return None
+    return "after the kill: " + ", ".join(f"{name} {t:.2f} s" for t, name in seen)
 
 
 def state_size(
