@@ -70,7 +70,7 @@ def keyed_sum(
     keyed_sum_job(
         env, DataGeneratorSource.keyed_values(records, keys), ProgressSink(out), timed=False
     )
-    seen = run_job(env, "bench-keyed-sum")
+    seen = run_job(env, "bench-keyed-sum", storage_config=dict(opts.storage_config))
     progress = Progress.of(read_progress(out).values())
     fill_common(result, seen, progress, records)
     if interval_ms > 0:
@@ -132,7 +132,7 @@ def latency(
         TimedKeyedValuesGenerator(keys, rate), records, RateLimiterStrategy.per_second(rate)
     )
     keyed_sum_job(env, source, LatencySink(out, warmup_s), timed=True)
-    seen = run_job(env, "bench-latency")
+    seen = run_job(env, "bench-latency", storage_config=dict(opts.storage_config))
     progress = Progress.of(read_progress(out).values())
     fill_common(result, seen, progress, records)
     _write_checkpoint_timeline(seen, os.path.join(out, "checkpoints.json"))
