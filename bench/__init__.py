@@ -61,6 +61,11 @@ EXTRA_FIELDS = (
     "added_pct_series",
     "hot_sync_p50_ms",
     "hot_sync_max_ms",
+    "storage",
+    "state_size_at_kill_bytes",
+    "recovery_detected_s",
+    "recovery_running_s",
+    "recovery_first_output_s",
 )
 
 

@@ -106,3 +106,15 @@ def test_job_with_wrong_s3_key_fails_at_submission(seaweed: SeaweedS3) -> None:
     ).print()
     with pytest.raises(CheckpointStorageUnusableError, match="access denied"):
         env.execute("refused")
+
+
+def test_a_second_server_starts_beside_the_sessions_one(seaweed: SeaweedS3) -> None:
+    # Two test suites (or a test and a benchmark) on one machine: no fixed port may collide.
+    with SeaweedS3(bucket="second") as other:
+        assert other.endpoint != seaweed.endpoint
+        fs = other.filesystem()
+        fs.pipe("second/probe", b"x")
+        assert fs.cat("second/probe") == b"x"
+    fs = seaweed.filesystem()
+    fs.pipe("cairn/still-serving", b"y")
+    assert fs.cat("cairn/still-serving") == b"y"

@@ -170,6 +170,10 @@ class SeaweedS3:
             f"-s3.port={self.port}",
             f"-s3.config={config}",
             *(f"-{flag}={free_port()}" for flag in port_flags),
+            # The S3 gateway's Iceberg and Lance listeners default to fixed ports (8181, 9101):
+            # a second server on the machine would die on them. Cairn needs neither.
+            "-s3.port.iceberg=0",
+            "-s3.port.lance=0",
             "-master.telemetry=false",
             "-volume.max=0",
             "-master.volumeSizeLimitMB=64",
@@ -196,7 +200,9 @@ class SeaweedS3:
         last: BaseException | None = None
         while time.monotonic() < deadline:
             if self._proc is not None and self._proc.poll() is not None:
-                raise SeaweedStartError(f"weed exited with {self._proc.returncode}: {self._tail()}")
+                raise SeaweedStartError(
+                    f"weed exited with {self._proc.returncode}: {self._fatal()}{self._tail()}"
+                )
             try:
                 admin.mkdir(self.bucket)
                 admin.invalidate_cache()
@@ -210,6 +216,16 @@ class SeaweedS3:
         raise SeaweedStartError(
             f"no S3 at {self.endpoint} after {_START_TIMEOUT_S:.0f} s ({last!r}): {self._tail()}"
         )
+
+    def _fatal(self) -> str:
+        """glog's fatal lines (``F<date> ...``, e.g. a port in use), which the stack traces
+        after them push out of the tail."""
+        try:
+            lines = (self.root / "weed.log").read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        fatal = [line for line in lines if line[:1] == "F" and line[1:5].isdigit()]
+        return "".join(line + "\n" for line in fatal[:3])
 
     def _tail(self) -> str:
         try:
