@@ -262,6 +262,7 @@ class RocksDBSettings:
     block_cache_bytes: int = 64 << 20
     write_buffer_bytes: int = 64 << 20
     write_buffer_count: int = 2
+    transfer_threads: int = 4  # state.backend.rocksdb.checkpoint.transfer.thread.num
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from cairn.state import (
 from cairn.state.rocksdb import RocksDBKeyedStateBackend, RocksDBMemory
 from cairn.state.rocksdb.codecs import decode_key, encode_key
 from cairn.state.rocksdb.rescale import plan_restore
+from cairn.state.rocksdb.transfer import download, upload
 from cairn.testing.state_files import DirectoryStateFiles
 from tests.unit import state_backends
 
@@ -171,6 +172,34 @@ def test_corrupt_file_fails_restore_naming_it(tmp_path: Path) -> None:
     (tmp_path / sst.path).write_bytes(bytes(data))
     with pytest.raises(CorruptStateError, match=re.escape(sst.path) + ".*CRC-32"):
         state_backends.rocksdb(FULL, MAX_P).restore([handle], files)
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+def test_transfers_on_several_threads_keep_name_order_and_name_a_corrupt_file(
+    tmp_path: Path, threads: int
+) -> None:
+    """Files go up and come down a few at a time; the handle lists them by name, a download
+    recreates every byte, and a corrupt file among others fails it naming that file and
+    leaves no half-written directory."""
+    local = tmp_path / "local"
+    local.mkdir()
+    for i in range(9):
+        (local / f"{i:06d}.sst").write_bytes(bytes([i]) * (1000 + 997 * i))
+    (local / "CURRENT").write_bytes(b"MANIFEST-000001\n")
+    files = DirectoryStateFiles(tmp_path / "storage")
+    handle = upload(str(local), files, "p-", FULL, threads=threads)
+    assert [f.name for f in handle.files] == sorted(p.name for p in local.iterdir())
+    assert handle.persisted_size == sum(p.stat().st_size for p in local.iterdir())
+    target = tmp_path / "restored"
+    download(handle, files, str(target), threads)
+    assert {p.name: p.read_bytes() for p in target.iterdir()} == {
+        p.name: p.read_bytes() for p in local.iterdir()
+    }
+    bad = handle.files[4]
+    (tmp_path / "storage" / bad.path).write_bytes(b"x" * bad.size)
+    with pytest.raises(CorruptStateError, match=re.escape(bad.path) + ".*CRC-32"):
+        download(handle, files, str(tmp_path / "again"), threads)
+    assert not (tmp_path / "again").exists()
 
 
 def test_rescale_downloads_only_overlapping_old_subtasks(tmp_path: Path) -> None:

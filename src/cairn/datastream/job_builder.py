@@ -228,6 +228,7 @@ def state_settings_from(resolved: Mapping[str, Any], environ: Mapping[str, str])
             block_cache_bytes=int(get(opts.ROCKSDB_BLOCK_CACHE)),
             write_buffer_bytes=int(get(opts.ROCKSDB_WRITE_BUFFER_SIZE)),
             write_buffer_count=int(get(opts.ROCKSDB_WRITE_BUFFER_COUNT)),
+            transfer_threads=int(get(opts.ROCKSDB_TRANSFER_THREADS)),
         ),
     )
 

@@ -55,6 +55,7 @@ def create_keyed_backend(
             memory=RocksDBMemory(r.block_cache_bytes, r.write_buffer_bytes, r.write_buffer_count),
             incremental=settings.incremental,
             file_prefix=name,
+            transfer_threads=r.transfer_threads,
         )
     return HeapKeyedStateBackend(
         key_group_range,

@@ -32,6 +32,14 @@ ROCKSDB_BLOCK_CACHE = define(
     "without managed memory; 64 MB holds the index, filters and hot blocks of ~1M keys).",
     check=at_least(1, "block cache size", " bytes"),
 )
+ROCKSDB_TRANSFER_THREADS = define(
+    "state.backend.rocksdb.checkpoint.transfer.thread.num",
+    "int",
+    4,
+    "Threads that upload (asynchronous part) and download (restore) one subtask's RocksDB "
+    "files at once.",
+    check=at_least(1, "transfer threads"),
+)
 ROCKSDB_WRITE_BUFFER_SIZE = define(
     "state.backend.rocksdb.writebuffer.size",
     "memory",

@@ -83,7 +83,7 @@ from cairn.state.rocksdb.states import (
     RocksValueState,
 )
 from cairn.state.rocksdb.timers import RocksTimers
-from cairn.state.rocksdb.transfer import download, upload
+from cairn.state.rocksdb.transfer import DEFAULT_TRANSFER_THREADS, download, upload
 from cairn.state.rocksdb.write_cache import WriteCache
 from cairn.state.snapshot_format import (
     KEYED_MAGIC,
@@ -138,6 +138,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         memory: RocksDBMemory = RocksDBMemory(),
         incremental: bool = False,
         file_prefix: str = "",
+        transfer_threads: int = DEFAULT_TRANSFER_THREADS,
         key_group_cache_size: int = DEFAULT_KEY_GROUP_CACHE_SIZE,
     ) -> None:
         check_parallelism(max_parallelism, 1)
@@ -147,6 +148,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self._max_parallelism = max_parallelism
         self._now_ms = clock.now_ms
         self._memory = memory
+        self._transfer_threads = transfer_threads
         self._incremental = incremental
         self._backend_id = uuid.uuid4().hex
         # Incremental: SST files of the newest completed checkpoint (reused by the next
@@ -383,6 +385,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
                     reuse=base if self._incremental else None,
                     backend_id=self._backend_id,
                     base_checkpoint_id=base_id,
+                    threads=self._transfer_threads,
                 )
             finally:
                 shutil.rmtree(local, ignore_errors=True)
@@ -473,7 +476,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self._flush_caches()  # restored values replace what was written before
         copies = list(plan.copies)
         if self._db is None:  # the usual case: the base checkpoint becomes the database
-            download(rocks[plan.base], reader, self._db_path)
+            download(rocks[plan.base], reader, self._db_path, self._transfer_threads)
             trim(self._open(), plan.trim)
         else:  # state is in use already: copy the base's key groups like the others'
             base = rocks[plan.base]
@@ -485,7 +488,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         db = self._open()
         for i, key_groups in copies:
             tmp = os.path.join(self._dir, f"restore-{uuid.uuid4().hex}")
-            download(rocks[i], reader, tmp)
+            download(rocks[i], reader, tmp, self._transfer_threads)
             source = StateDB.open(tmp, self._memory)
             try:
                 _merge_meta(source, db)
