@@ -6,7 +6,6 @@ with its final state, end time and counts. A corrupt archive beside it is skippe
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import subprocess
@@ -17,7 +16,6 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -26,6 +24,7 @@ from cairn.common.job_status import JobStatus
 from cairn.rest.archive import JobArchive, default_archive_dir
 from cairn.rest.registry import JobEntry, JobRegistry
 from tests.integration.jobs import sequence_job
+from tests.integration.rest_calls import get
 from tests.integration.test_readme_commands import cairn_argv, readme_line, subprocess_env
 
 LIST_ALL = "cairn list --all"
@@ -122,18 +121,6 @@ def serving(tmp_path: Path) -> Iterator[JobEntry]:
 def endpoint(tmp_path: Path) -> Iterator[JobEntry]:
     with serving(tmp_path) as entry:
         yield entry
-
-
-def get(entry: JobEntry, path: str, token: str | None = "") -> tuple[int, Any]:
-    req = urllib.request.Request(entry.endpoint + path)
-    token = entry.token if token == "" else token
-    if token:
-        req.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(req, timeout=10) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
 
 
 def list_all(tmp_path: Path) -> subprocess.CompletedProcess[str]:

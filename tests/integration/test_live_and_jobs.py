@@ -24,6 +24,7 @@ from cairn.common.job_status import JobStatus
 from cairn.deploy.job_client import JobClient
 from cairn.rest.registry import JobEntry, JobRegistry
 from tests.integration.jobs import sequence_job
+from tests.integration.rest_calls import get
 
 SCRIPT = str(Path(__file__).with_name("savepoint_job.py"))
 CAIRN = Path(sys.executable).with_name("cairn")
@@ -55,18 +56,6 @@ def entry_of(client: JobClient) -> JobEntry:
     entry = JobRegistry().find(client.get_job_id())
     assert entry is not None
     return entry
-
-
-def get(entry: JobEntry, path: str, token: str | None = "") -> tuple[int, Any]:
-    req = urllib.request.Request(entry.endpoint + path)
-    token = entry.token if token == "" else token
-    if token:
-        req.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(req, timeout=10) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
 
 
 def read_events(entry: JobEntry, timeout_s: float = 60) -> Iterator[tuple[float, str, Any]]:
