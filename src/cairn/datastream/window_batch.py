@@ -62,6 +62,9 @@ class WindowBatchPath:
         else:
             self._add = f.add
             self._create: Callable[[], Any] = f.create_accumulator
+        # ``step(value, accumulator)``: aggregate's ``add`` itself (called directly); for
+        # reduce, the first value, then ``fold``.
+        self._step: Callable[[Any, Any], Any] = self._add or self._reduce_step
         assigner = spec.assigner
         self._tumbling = type(assigner) is TumblingEventTimeWindows
         self._size = getattr(assigner, "size", 0)
@@ -71,6 +74,9 @@ class WindowBatchPath:
         # (key, window start or window) -> [key, window, accumulator], not yet in state
         self._pending: dict[tuple[Any, Any], list[Any]] = {}
         self._set_key: Callable[[Any], None] | None = None
+
+    def _reduce_step(self, value: Any, acc: Any) -> Any:
+        return value if acc is _MISSING else self._fold(acc, value)
 
     def write_back(self) -> None:
         """Put every cached accumulator into keyed state and empty the cache (leaves the
@@ -105,7 +111,6 @@ class WindowBatchPath:
         lateness = op.spec.allowed_lateness
         contents = op._contents
         register = op._timers.register
-        fold, add = self._fold, self._add
         create = None if self._is_reduce else self._create
         tumbling, size, offset = self._tumbling, self._size, self._offset
         cache = self._window_cache
@@ -141,14 +146,7 @@ class WindowBatchPath:
             out.extend(result)
             stamps.extend([t] * (len(out) - n))
 
-        step: Callable[[Any, Any], Any]
-        if add is not None:
-            step = add  # aggregate: add(value, accumulator)
-        else:
-
-            def step(value: Any, acc: Any) -> Any:  # reduce: the first value, then fold
-                return value if acc is _MISSING else fold(acc, value)
-
+        step = self._step
         if tumbling:
             # One window per record, computed inline. A record is late iff its window's end
             # (start + size - 1) <= watermark, i.e. start <= last_late_start.
@@ -220,7 +218,7 @@ class WindowBatchPath:
         contents = op._contents
         register = op._timers.register
         create = None if self._is_reduce else self._create
-        add, fold = self._add, self._fold
+        step = self._step
         pending = self._pending
         for r in records:
             key = select(r)
@@ -237,10 +235,6 @@ class WindowBatchPath:
                         acc = _MISSING if create is None else create()
                         register(timer_service, False, end, window)
                     group = pending[(key, start)] = [key, window, acc]
-                if add is not None:
-                    group[2] = add(r, group[2])
-                else:
-                    acc = group[2]
-                    group[2] = r if acc is _MISSING else fold(acc, r)
+                group[2] = step(r, group[2])
         if len(pending) > MAX_CACHED:
             self.write_back()
