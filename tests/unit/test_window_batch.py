@@ -142,7 +142,7 @@ def test_a_snapshot_mid_window_restores_into_either_path(name: str) -> None:
         source = harness(f, first)
         run(source, todo[:half])
         state, files = _snapshot(source.op)
-        assert source.op.backend.keys("_cairn_w/contents"), "windows in flight"
+        assert source.op.backend.keys("_cairn_win/contents"), "windows in flight"
         for second in (True, False):
             got: list[Any] = []
             for index in range(2):
@@ -190,7 +190,7 @@ def test_a_batch_without_timestamps_sees_the_cached_accumulators() -> None:
     h.op.process_batch(stamp([("a", 1)], [5]))
     with pytest.raises(Exception, match="timestamp"):
         h.op.process_batch([("a", 2)])  # plain list: the per-record path, after a write-back
-    assert h.op.backend.keys("_cairn_w/contents") == ["a"]
+    assert h.op.backend.keys("_cairn_win/contents") == ["a"]
 
 
 def test_only_the_common_case_takes_the_batch_path() -> None:

@@ -8,8 +8,15 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import pytest
+
 from cairn.common import Time
-from cairn.datastream import AggregateFunction, OutputTag, StreamExecutionEnvironment
+from cairn.datastream import (
+    AggregateFunction,
+    KeyedProcessFunction,
+    OutputTag,
+    StreamExecutionEnvironment,
+)
 from cairn.datastream.state import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
@@ -23,6 +30,7 @@ from cairn.datastream.window import (
     EventTimeTrigger,
     SlidingEventTimeWindows,
     TimeEvictor,
+    TimeWindow,
     TumblingEventTimeWindows,
     TumblingProcessingTimeWindows,
 )
@@ -31,6 +39,7 @@ from cairn.datastream.window_functions import (
     ProcessWindowFunction,
     WindowFunction,
 )
+from cairn.datastream.window_state import WindowStateFormatError
 from cairn.events import MAX_WATERMARK
 from cairn.runtime.eventtime.stamped import stamp
 from cairn.runtime.operators.base import OperatorRestore
@@ -149,7 +158,7 @@ def test_sliding_aggregate_keeps_one_accumulator_per_window_through_a_rescale() 
     h = Harness(f)
     h.op.process_batch(stamp([(k, 10) for k in keys] + [(k, 20) for k in keys], [500] * 40))
     state, files = _snapshot(h.op)  # writes the batch path's cached accumulators back first
-    contents = h.op.backend.keys("_cairn_w/contents")
+    contents = h.op.backend.keys("_cairn_win/contents")
     assert len(contents) == 20
     outputs: list[Any] = []
     for index in range(2):
@@ -274,8 +283,8 @@ def test_per_window_state_lives_until_the_window_is_cleaned_up() -> None:
         ([1, 2], [(1, 999), (2, 999)], 1.5),
     ]
     h.op.process_watermark(1999)
-    assert h.op.backend.keys("_cairn_w/window-state/seen") == []
-    assert h.op.backend.keys("_cairn_w/contents") == []
+    assert h.op.backend.keys("_cairn_win/window-state/seen") == []
+    assert h.op.backend.keys("_cairn_win/contents") == []
 
 
 class SameAsDefault(EventTimeTrigger):
@@ -314,3 +323,38 @@ def test_the_inlined_default_trigger_path_decides_as_the_trigger_does() -> None:
     assert outputs[0] == outputs[1]
     assert outputs[0][1], "some records were late beyond the allowed lateness"
     assert len(outputs[0][0]) > 100
+
+
+class _LegacyWindows(KeyedProcessFunction[Any, Any, Any]):
+    """Writes a window's contents the way Cairn did before window namespaces."""
+
+    def open(self, runtime_context: Any) -> None:
+        self.contents = runtime_context.get_map_state(
+            MapStateDescriptor("_cairn_w/contents", None, None)
+        )
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        self.contents.put(TimeWindow(0, 1000), value)
+        return []
+
+
+def test_window_state_of_the_format_before_namespaces_is_refused_not_dropped() -> None:
+    legacy = Harness(_LegacyWindows())
+    legacy.op.process_batch(stamp([("a", 1)], [10]))
+    state, files = _snapshot(legacy.op)
+    f = window_function(lambda k: k.window(TumblingEventTimeWindows.of(1000)).reduce(add))
+    with pytest.raises(WindowStateFormatError, match=r"_cairn_w/contents.*--drain"):
+        Harness(f, restore=OperatorRestore(1, {0: state}, files))
+
+
+def test_windows_are_stored_under_their_start_and_end_not_as_objects() -> None:
+    f = window_function(lambda k: k.window(TumblingEventTimeWindows.of(1000)).reduce(add))
+    h = Harness(f)
+    h.op.process_batch(stamp([("a", 1), ("a", 2)], [10, 1500]))
+    _snapshot(h.op)  # writes the batch path's accumulators back
+    backend = h.op.backend
+    backend.set_current_key("a")
+    contents = backend.get_partitioned_state(MapStateDescriptor("_cairn_win/contents", None, None))
+    assert sorted(contents.items()) == [((0, 1000), ("a", 1)), ((1000, 2000), ("a", 2))]
+    h.op.process_watermark(MAX_WATERMARK)
+    assert sorted(r for r, _ in h.records()) == [("a", 1), ("a", 2)]

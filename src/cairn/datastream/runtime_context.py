@@ -122,6 +122,11 @@ class RuntimeContext(KeyedStateStore):
         """A no-op group unless the runtime overrides it."""
         return MetricGroup()
 
+    def restored_keyed_state_names(self) -> frozenset[str]:
+        """Names of the keyed states in the snapshot this subtask restored (Cairn's own
+        operators check their state's format with it; not in PyFlink)."""
+        return frozenset()
+
 
 class Function(ABC):  # noqa: B024 - every method is optional; subclasses add the abstract one
     """Base of all user-defined functions."""

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from cairn.datastream.window import MAX_LONG, TimeWindow, TumblingEventTimeWindows
+from cairn.datastream.window_state import namespace
 
 if TYPE_CHECKING:
     from cairn.datastream.window_operator import WindowOperatorFunction
@@ -69,9 +70,9 @@ class WindowBatchPath:
         self._tumbling = type(assigner) is TumblingEventTimeWindows
         self._size = getattr(assigner, "size", 0)
         self._offset = getattr(assigner, "offset", 0)
-        self._window_cache: dict[int, TimeWindow] = {}
+        self._window_cache: dict[int, tuple[int, int]] = {}  # start -> namespace
         self.processing_time = not assigner.is_event_time()
-        # (key, window start or window) -> [key, window, accumulator], not yet in state
+        # (key, window start or namespace) -> [key, namespace, accumulator], not yet in state
         self._pending: dict[tuple[Any, Any], list[Any]] = {}
         self._set_key: Callable[[Any], None] | None = None
 
@@ -86,7 +87,7 @@ class WindowBatchPath:
             return
         set_key = self._set_key
         assert set_key is not None
-        put = self._op._contents.put
+        put = self._op._contents.raw.put
         for key, window, acc in pending.values():
             set_key(key)
             put(window, acc)
@@ -109,7 +110,7 @@ class WindowBatchPath:
         timer_service = ctx.timer_service()
         watermark = timer_service.current_watermark()
         lateness = op.spec.allowed_lateness
-        contents = op._contents
+        contents = op._contents.raw  # keyed by window namespace: (start, end)
         register = op._timers.register
         create = None if self._is_reduce else self._create
         tumbling, size, offset = self._tumbling, self._size, self._offset
@@ -124,7 +125,8 @@ class WindowBatchPath:
         stamps: list[int | None] = []
 
         def first(key: Any, window: Any, end: int) -> list[Any]:
-            """A group's first record: its accumulator from state, timers if new."""
+            """A group's first record: its accumulator from state, timers if new
+            (``window`` is the window's namespace)."""
             set_key(key)
             acc = contents.get(window)
             if acc is None:
@@ -168,7 +170,7 @@ class WindowBatchPath:
                 if group is None:
                     window = cache.get(start)
                     if window is None:
-                        window = cache[start] = TimeWindow(start, start + size)
+                        window = cache[start] = (start, start + size)
                     group = pending[(key, start)] = first(key, window, start + size - 1)
                 group[2] = step(r, group[2])
         else:
@@ -182,13 +184,14 @@ class WindowBatchPath:
                     one_by_one(r, key, t)
                     continue
                 for w in windows:
+                    ns = namespace(w)
                     try:
-                        group = pending.get((key, w))
+                        group = pending.get((key, ns))
                     except TypeError:
                         set_key(key)
                         raise
                     if group is None:
-                        group = pending[(key, w)] = first(key, w, w.max_timestamp())
+                        group = pending[(key, ns)] = first(key, ns, w.max_timestamp())
                     group[2] = step(r, group[2])
         if len(pending) > MAX_CACHED:
             flush()
@@ -212,10 +215,10 @@ class WindowBatchPath:
         timer_service = ctx.timer_service()
         now = int(timer_service.current_processing_time())
         windows = [
-            (w.start, w, w.max_timestamp())
+            (w.start, namespace(w), w.max_timestamp())
             for w in cast("list[TimeWindow]", op.spec.assigner.assign_windows(None, now, op))
         ]
-        contents = op._contents
+        contents = op._contents.raw
         register = op._timers.register
         create = None if self._is_reduce else self._create
         step = self._step

@@ -32,7 +32,14 @@ from cairn.datastream.window_functions import (
     ProcessWindowFunction,
     WindowFunction,
 )
-from cairn.datastream.window_state import WindowScope, WindowStateStore, WindowTimers
+from cairn.datastream.window_state import (
+    LEGACY_PREFIX,
+    WindowScope,
+    WindowStateFormatError,
+    WindowStateStore,
+    WindowTimers,
+    window_of,
+)
 from cairn.datastream.window_triggers import (
     EventTimeTrigger,
     Evictor,
@@ -71,11 +78,12 @@ class WindowOperatorFunction(KeyedProcessFunction[Any, Any, Any]):
     def open(self, runtime_context: RuntimeContext) -> None:
         spec = self.spec
         self._rc = runtime_context
+        _refuse_legacy_state(runtime_context)
         self._scope = WindowScope(runtime_context)
-        self._contents = self._scope.map("contents")
+        self._contents = self._scope.windows("contents")
         self._timers = WindowTimers(self._scope)
         self._merging = isinstance(spec.assigner, MergingWindowAssigner)
-        self._sessions = self._scope.map("sessions") if self._merging else None
+        self._sessions = self._scope.windows("sessions") if self._merging else None
         self._event_time = spec.assigner.is_event_time()
         self._trigger = spec.trigger
         self._default_path = (
@@ -304,15 +312,16 @@ class WindowOperatorFunction(KeyedProcessFunction[Any, Any, Any]):
         contents), clear one whose cleanup time it is. The trigger's ``clear`` (delete the
         end timer) is left out: that timer has fired and was popped, and nothing registers
         it again (a window registers timers only while its end is ahead of the watermark)."""
-        contents_state = self._contents
+        contents_state = self._contents.raw
         out: list[Any] = []
-        for window in self._timers.pop(True, timestamp):
+        for ns in self._timers.pop_namespaces(True, timestamp):
+            window = window_of(ns)
             if timestamp == window.max_timestamp():
-                contents = contents_state.get(window)
+                contents = contents_state.get(ns)
                 if contents is not None:
                     self._emit(window, contents, out)
             if timestamp == self._cleanup_time(window):
-                contents_state.remove(window)
+                contents_state.remove(ns)
                 if self._clear_function is not None:
                     self._clear_function(_ProcessContext(self, window))
         return out
@@ -393,6 +402,22 @@ class WindowOperatorFunction(KeyedProcessFunction[Any, Any, Any]):
             result = f(key, window, inputs)
         if result is not None:
             out.extend(result)
+
+
+def _refuse_legacy_state(runtime_context: RuntimeContext) -> None:
+    """A snapshot from before window namespaces keeps its windows under other state names:
+    restoring it would drop every window in flight silently, so refuse it."""
+    legacy = sorted(
+        n for n in runtime_context.restored_keyed_state_names() if n.startswith(LEGACY_PREFIX)
+    )
+    if legacy:
+        raise WindowStateFormatError(
+            f"{runtime_context.get_task_name()}: the snapshot holds window state in the format "
+            f"of an earlier Cairn build ({', '.join(legacy)}: windows stored as objects); this "
+            "build stores them as (start, end) and cannot restore it. Stop the job with "
+            "--drain on the build that took the snapshot (windows fire, none stays in "
+            "state), or start without this operator's state"
+        )
 
 
 def _reduce(f: Any, a: Any, b: Any) -> Any:

@@ -58,6 +58,9 @@ class StreamingRuntimeContext(fn_api.RuntimeContext):
     def get_metrics_group(self) -> Any:
         return _NoOpMetricGroup()
 
+    def restored_keyed_state_names(self) -> frozenset[str]:
+        return frozenset(self._ctx.restored_schema)
+
     def _declared(self, state_descriptor: Any) -> Any:
         """The state of a descriptor the function registers, checked against the restored
         state's schema (``OperatorContext.declare_keyed_state``)."""
