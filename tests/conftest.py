@@ -32,6 +32,7 @@ exit 1
 """
 _real_spark_home: str | None = os.environ.get("SPARK_HOME")
 _stand_in_home: Path | None = None
+_session_tmp: str | None = None
 
 
 def _starts_spark(item: pytest.Item) -> bool:
@@ -40,7 +41,13 @@ def _starts_spark(item: pytest.Item) -> bool:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    global _stand_in_home
+    global _stand_in_home, _session_tmp
+    # One temporary directory per test session, inherited by every process the tests start
+    # (Spark workers, CLI calls): the job registry, the job archive and default checkpoint
+    # roots under <tmp> stay the session's own instead of the user's shared ones.
+    _session_tmp = tempfile.mkdtemp(prefix="cairn-tests-")
+    os.environ["TMPDIR"] = _session_tmp
+    tempfile.tempdir = None  # re-read TMPDIR
     _stand_in_home = Path(tempfile.mkdtemp(prefix="cairn-no-spark-"))
     script = _stand_in_home / "bin" / "spark-submit"
     script.parent.mkdir()
@@ -53,6 +60,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     _use_spark_home(_real_spark_home)
     if _stand_in_home is not None:
         shutil.rmtree(_stand_in_home, ignore_errors=True)
+    if _session_tmp is not None:
+        shutil.rmtree(_session_tmp, ignore_errors=True)
 
 
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
