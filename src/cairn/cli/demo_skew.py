@@ -57,8 +57,10 @@ def run_skew_demo(
     """Run each variant for ``seconds``, then print the table; 0 if every variant completed
     at least one checkpoint, else 1.
 
-    >>> run_skew_demo(20, ["aligned", "unaligned"], None)  # doctest: +SKIP
-    0
+    Example (not a doctest: it needs a running system)::
+
+        run_skew_demo(20, ["aligned", "unaligned"], None)
+        # 0
     """
     out = say or (lambda text: print(text, flush=True))
     for variant in variants:

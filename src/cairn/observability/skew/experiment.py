@@ -205,8 +205,10 @@ def run_variant(
 ) -> VariantRun:
     """Run one variant for ``seconds`` after it is running, collect its checkpoints, cancel.
 
-    >>> run_variant("aligned", 10).samples  # doctest: +SKIP
-    [CheckpointSample(checkpoint_id=1, status='COMPLETED', end_to_end_ms=5263, ...), ...]
+    Example (not a doctest: it needs a running system)::
+
+        run_variant("aligned", 10).samples
+        # [CheckpointSample(checkpoint_id=1, status='COMPLETED', end_to_end_ms=5263, ...), ...]
     """
     from cairn.common import Configuration
     from cairn.common.job_status import JobStatus

@@ -77,8 +77,9 @@ def server_handshake(
     Returns with the socket's previous timeout restored; on failure closes the socket and
     raises ``AuthenticationError`` (``HandshakeTimeout`` if the peer was too slow).
 
-    Example:
-        >>> server_handshake(accepted_sock, job_secret)  # doctest: +SKIP
+    Example::
+
+        server_handshake(accepted_sock, job_secret)
     """
     check_secret(secret)
     with _Deadline(sock, timeout, lost=AuthenticationError) as deadline:
@@ -141,8 +142,9 @@ def client_handshake(
     ``ListenerBusy`` if the server turned the connection away or closed it before its
     verdict (worth another try, unlike a wrong secret).
 
-    Example:
-        >>> client_handshake(socket.create_connection(addr), job_secret)  # doctest: +SKIP
+    Example::
+
+        client_handshake(socket.create_connection(addr), job_secret)
     """
     check_secret(secret)
     with _Deadline(sock, timeout, lost=ListenerBusy) as deadline:

@@ -15,8 +15,9 @@ _CREDIT = struct.Struct("!I")
 class FrameKind(enum.IntEnum):
     """What a frame's payload is; the header's ``channel`` says which logical channel.
 
-    Example:
-        >>> conn.send(FrameKind.CREDIT, 7, pack_credit(32))  # doctest: +SKIP
+    Example::
+
+        conn.send(FrameKind.CREDIT, 7, pack_credit(32))
     """
 
     DATA = 1  # pickled record batch (trusted: only ever read after authentication)

@@ -115,8 +115,9 @@ class FramedConnection:
     def send_many(self, frames: Iterable[tuple[int, int, Payload]]) -> None:
         """Send several frames with as few system calls as possible, contiguously.
 
-        Example:
-            >>> conn.send_many([(FrameKind.DATA, ch, b) for ch, b in batches])  # doctest: +SKIP
+        Example::
+
+            conn.send_many([(FrameKind.DATA, ch, b) for ch, b in batches])
         """
         buffers: list[Payload] = []
         cap = self._max_frame_size

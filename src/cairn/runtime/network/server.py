@@ -89,9 +89,10 @@ class Listener:
     ``proof_timeout`` (if shorter) the part before it proved the secret; at most
     ``max_pending_handshakes`` unproven connections are held.
 
-    Example:
-        >>> listener = Listener("10.0.0.5", secret, on_connection=serve)  # doctest: +SKIP
-        >>> conn = connect(listener.address, secret, hello=b"task-7")  # doctest: +SKIP
+    Example::
+
+        listener = Listener("10.0.0.5", secret, on_connection=serve)
+        conn = connect(listener.address, secret, hello=b"task-7")
     """
 
     def __init__(
@@ -397,8 +398,9 @@ def connect(
     most 1 s apart) for up to ``busy_timeout`` seconds in all, then ``ListenerBusy`` is
     raised. ``timeout`` bounds the TCP connect and, separately, each handshake.
 
-    Example:
-        >>> conn = connect(("10.0.0.5", 41234), secret, hello=b"task-7")  # doctest: +SKIP
+    Example::
+
+        conn = connect(("10.0.0.5", 41234), secret, hello=b"task-7")
     """
     check_secret(secret)
     if retries < 0:
