@@ -15,6 +15,7 @@ from cairn.datastream import StreamExecutionEnvironment
 from cairn.datastream.state import ReducingStateDescriptor
 from cairn.datastream.window import (
     ContinuousEventTimeTrigger,
+    ContinuousProcessingTimeTrigger,
     CountSlidingWindowAssigner,
     CountTrigger,
     CountTumblingWindowAssigner,
@@ -216,6 +217,23 @@ def test_continuous_event_time_trigger_fires_every_interval_and_at_the_end() -> 
     assert t.on_event_time(6_000, w, ctx) is TriggerResult.FIRE and 9_000 in ctx.event_timers
     assert t.on_event_time(9_000, w, ctx) is TriggerResult.FIRE and 9_999 in ctx.event_timers
     assert t.on_event_time(9_999, w, ctx) is TriggerResult.FIRE
+
+
+def test_continuous_processing_time_trigger_fires_every_interval_of_the_clock() -> None:
+    w = TimeWindow(0, 10_000)
+    ctx = TriggerCtx(now=1_500)
+    t = ContinuousProcessingTimeTrigger.of(Time.seconds(3))
+    assert t.on_element("x", 0, w, ctx) is TriggerResult.CONTINUE
+    assert ctx.proc_timers == {3_000} and not ctx.event_timers
+    ctx.now = 2_000
+    t.on_element("y", 0, w, ctx)  # a fire time is set already: nothing new
+    assert ctx.proc_timers == {3_000}
+    assert t.on_processing_time(2_999, w, ctx) is TriggerResult.CONTINUE  # not its fire time
+    assert t.on_processing_time(3_000, w, ctx) is TriggerResult.FIRE and 6_000 in ctx.proc_timers
+    assert t.on_event_time(6_000, w, ctx) is TriggerResult.CONTINUE
+    assert t.on_processing_time(9_000, w, ctx) is TriggerResult.CONTINUE  # 6000 is next
+    t.clear(w, ctx)
+    assert 6_000 not in ctx.proc_timers and ctx.state == {}
 
 
 def test_evictors_keep_the_newest_elements() -> None:

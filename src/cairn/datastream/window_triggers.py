@@ -271,110 +271,109 @@ def _interval(interval: Time | Duration | int) -> int:
     return ms
 
 
-class ContinuousEventTimeTrigger(Trigger):
-    """Fires every ``interval`` of event time (aligned to multiples of it) and at the end."""
+class _ContinuousTrigger(Trigger):
+    """What Flink's two continuous triggers share: the next fire time (aligned to multiples
+    of ``interval``, at most the window's end) in a reducing state kept at its minimum, with
+    one timer for it in the trigger's time domain (``_register``/``_delete``)."""
 
     def __init__(self, interval: Time | Duration | int) -> None:
         self.interval = _interval(interval)
         self._state = ReducingStateDescriptor("fire-time", min)
+
+    def _register(self, ctx: Any, time: int) -> None:
+        raise NotImplementedError
+
+    def _delete(self, ctx: Any, time: int) -> None:
+        raise NotImplementedError
+
+    def _first(self, time: int, window: Any, ctx: Any) -> None:
+        """An element at ``time`` (its domain's): set the first fire time if none is set."""
+        state = ctx.get_partitioned_state(self._state)
+        if state.get() is None:
+            self._next(time - time % self.interval, window, state, ctx)
+
+    def _next(self, time: int, window: Any, state: Any, ctx: Any) -> None:
+        fire = min(time + self.interval, window.max_timestamp())
+        state.add(fire)
+        self._register(ctx, fire)
+
+    def _on_own_timer(self, time: int, window: Any, ctx: Any) -> TriggerResult:
+        """A timer of the trigger's domain: fire if it is the set fire time, set the next."""
+        state = ctx.get_partitioned_state(self._state)
+        if state.get() == time:
+            state.clear()
+            self._next(time, window, state, ctx)
+            return TriggerResult.FIRE
+        return TriggerResult.CONTINUE
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window: Any, ctx: Any) -> None:
+        ctx.merge_partitioned_state(self._state)
+        fire = ctx.get_partitioned_state(self._state).get()
+        if fire is not None:
+            self._register(ctx, fire)
+
+    def clear(self, window: Any, ctx: Any) -> None:
+        state = ctx.get_partitioned_state(self._state)
+        fire = state.get()
+        if fire is not None:
+            self._delete(ctx, fire)
+            state.clear()
+
+
+class ContinuousEventTimeTrigger(_ContinuousTrigger):
+    """Fires every ``interval`` of event time (aligned to multiples of it) and at the end."""
 
     @staticmethod
     def of(interval: Time | Duration | int) -> ContinuousEventTimeTrigger:
         return ContinuousEventTimeTrigger(interval)
 
+    def _register(self, ctx: Any, time: int) -> None:
+        ctx.register_event_time_timer(time)
+
+    def _delete(self, ctx: Any, time: int) -> None:
+        ctx.delete_event_time_timer(time)
+
     def on_element(self, element: Any, timestamp: int, window: Any, ctx: Any) -> TriggerResult:
         if window.max_timestamp() <= ctx.get_current_watermark():
             return TriggerResult.FIRE
         ctx.register_event_time_timer(window.max_timestamp())
-        state = ctx.get_partitioned_state(self._state)
-        if state.get() is None:
-            self._next(timestamp - timestamp % self.interval, window, state, ctx)
+        self._first(timestamp, window, ctx)
         return TriggerResult.CONTINUE
-
-    def _next(self, time: int, window: Any, state: Any, ctx: Any) -> None:
-        fire = min(time + self.interval, window.max_timestamp())
-        state.add(fire)
-        ctx.register_event_time_timer(fire)
 
     def on_event_time(self, time: int, window: Any, ctx: Any) -> TriggerResult:
         if time == window.max_timestamp():
             return TriggerResult.FIRE
-        state = ctx.get_partitioned_state(self._state)
-        if state.get() == time:
-            state.clear()
-            self._next(time, window, state, ctx)
-            return TriggerResult.FIRE
-        return TriggerResult.CONTINUE
+        return self._on_own_timer(time, window, ctx)
 
     def on_processing_time(self, time: int, window: Any, ctx: Any) -> TriggerResult:
         return TriggerResult.CONTINUE
 
-    def can_merge(self) -> bool:
-        return True
 
-    def on_merge(self, window: Any, ctx: Any) -> None:
-        ctx.merge_partitioned_state(self._state)
-        fire = ctx.get_partitioned_state(self._state).get()
-        if fire is not None:
-            ctx.register_event_time_timer(fire)
-
-    def clear(self, window: Any, ctx: Any) -> None:
-        state = ctx.get_partitioned_state(self._state)
-        fire = state.get()
-        if fire is not None:
-            ctx.delete_event_time_timer(fire)
-            state.clear()
-
-
-class ContinuousProcessingTimeTrigger(Trigger):
+class ContinuousProcessingTimeTrigger(_ContinuousTrigger):
     """Fires every ``interval`` of processing time (aligned to multiples of it)."""
-
-    def __init__(self, interval: Time | Duration | int) -> None:
-        self.interval = _interval(interval)
-        self._state = ReducingStateDescriptor("fire-time", min)
 
     @staticmethod
     def of(interval: Time | Duration | int) -> ContinuousProcessingTimeTrigger:
         return ContinuousProcessingTimeTrigger(interval)
 
-    def on_element(self, element: Any, timestamp: int, window: Any, ctx: Any) -> TriggerResult:
-        now = ctx.get_current_processing_time()
-        state = ctx.get_partitioned_state(self._state)
-        if state.get() is None:
-            self._next(now - now % self.interval, window, state, ctx)
-        return TriggerResult.CONTINUE
+    def _register(self, ctx: Any, time: int) -> None:
+        ctx.register_processing_time_timer(time)
 
-    def _next(self, time: int, window: Any, state: Any, ctx: Any) -> None:
-        fire = min(time + self.interval, window.max_timestamp())
-        state.add(fire)
-        ctx.register_processing_time_timer(fire)
+    def _delete(self, ctx: Any, time: int) -> None:
+        ctx.delete_processing_time_timer(time)
+
+    def on_element(self, element: Any, timestamp: int, window: Any, ctx: Any) -> TriggerResult:
+        self._first(ctx.get_current_processing_time(), window, ctx)
+        return TriggerResult.CONTINUE
 
     def on_processing_time(self, time: int, window: Any, ctx: Any) -> TriggerResult:
-        state = ctx.get_partitioned_state(self._state)
-        if state.get() == time:
-            state.clear()
-            self._next(time, window, state, ctx)
-            return TriggerResult.FIRE
-        return TriggerResult.CONTINUE
+        return self._on_own_timer(time, window, ctx)
 
     def on_event_time(self, time: int, window: Any, ctx: Any) -> TriggerResult:
         return TriggerResult.CONTINUE
-
-    def can_merge(self) -> bool:
-        return True
-
-    def on_merge(self, window: Any, ctx: Any) -> None:
-        ctx.merge_partitioned_state(self._state)
-        fire = ctx.get_partitioned_state(self._state).get()
-        if fire is not None:
-            ctx.register_processing_time_timer(fire)
-
-    def clear(self, window: Any, ctx: Any) -> None:
-        state = ctx.get_partitioned_state(self._state)
-        fire = state.get()
-        if fire is not None:
-            ctx.delete_processing_time_timer(fire)
-            state.clear()
 
 
 @dataclass(frozen=True, slots=True)
