@@ -32,6 +32,7 @@ from cairn.datastream.functions import (
     ProcessFunction,
     SinkFunction,
 )
+from cairn.datastream.java_text import with_declared_type
 from cairn.datastream.output_tag import OutputTag
 from cairn.datastream.partitioning import CustomPartitioning
 from cairn.datastream.print_sink import PrintSinkFunction
@@ -484,6 +485,8 @@ class DataStream(_OperatorSetters):
                 f"sink_to() needs a cairn.datastream.connectors Sink, got {type(sink).__name__}"
                 " (use add_sink() for a SinkFunction)"
             )
+        # As PyFlink's Java FileSink: a declared type's values are written as their Java text.
+        sink = with_declared_type(sink, self._transformation.output_type)
         return self._sink("Sink", OperatorSpec(OperatorKind.SINK, sink))
 
     def print(self, sink_identifier: str | None = None) -> DataStreamSink:
