@@ -132,3 +132,11 @@ def test_java_text_is_what_the_java_object_of_a_declared_type_prints() -> None:
     assert java_text(("a", 1), None) == "('a', 1)", "an undeclared value keeps its str()"
     plain = Encoder.simple_string_encoder()
     assert with_declared_type(plain, Types.STRING()) is plain, "no sink: nothing to change"
+
+
+def test_the_table_api_is_refused_at_import_naming_what_was_asked() -> None:
+    with pytest.raises(ImportError, match=r"cairn\.table\.StreamTableEnvironment: Cairn has no"):
+        from cairn.table import StreamTableEnvironment  # noqa: F401
+    import cairn.table
+
+    assert not hasattr(cairn.table, "__wrapped__"), "module protocol lookups stay AttributeErrors"
