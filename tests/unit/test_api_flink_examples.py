@@ -140,3 +140,16 @@ def test_the_table_api_is_refused_at_import_naming_what_was_asked() -> None:
     import cairn.table
 
     assert not hasattr(cairn.table, "__wrapped__"), "module protocol lookups stay AttributeErrors"
+
+
+def test_async_io_and_model_inference_are_refused_by_name() -> None:
+    # Flink's asyncio/remote_model_inference.py and text_embedding_example.py use them.
+    for name in ("AsyncDataStream", "AsyncFunction", "AsyncRetryStrategy"):
+        with pytest.raises(ImportError, match=rf"cairn\.datastream\.{name}: async I/O"):
+            exec(f"from cairn.datastream import {name}")
+    from cairn.datastream import window  # submodules still import through the package
+
+    assert window.TumblingEventTimeWindows is TumblingEventTimeWindows
+    stream = _env().from_collection([{"id": 1, "text": "flink"}])
+    with pytest.raises(TypeError, match=r"infer\(\) is not supported"):
+        stream.infer(model="m", input_col="text", output_col="embedding")

@@ -318,6 +318,10 @@ class DataStream(_OperatorSetters):
             "BATCH execution mode only, and Cairn runs every job in STREAMING mode"
         )
 
+    def infer(self, *args: Any, **kwargs: Any) -> NoReturn:
+        """PyFlink's model inference (``infer(model=..., input_col=...)``) is not in Cairn."""
+        raise TypeError("infer() is not supported: Cairn has no model inference operator")
+
     def window_all(self, window_assigner: WindowAssigner) -> AllWindowedStream:
         """Windows over the whole stream, computed by one subtask (parallelism 1)."""
         from cairn.datastream.windowed_stream import AllWindowedStream
