@@ -139,6 +139,14 @@ def test_connectors_package_reexports_lazily() -> None:
         "FileSink",
         "FileSource",
         "NumberSequenceSource",
+        # as PyFlink's package, for backward compatibility:
+        "BucketAssigner",
+        "FileSourceBuilder",
+        "OutputFileConfig",
+        "RollingPolicy",
+        "Sink",
+        "Source",
+        "StreamFormat",
     }
     with pytest.raises(AttributeError):
         connectors.NoSuchConnector  # noqa: B018

@@ -116,3 +116,10 @@ __all__ = [
     "WindowFunction",
     "WindowedStream",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """PyFlink names Cairn does not have yet fail at import, naming what is missing."""
+    from cairn.datastream.unsupported import refuse
+
+    refuse(__name__, name)

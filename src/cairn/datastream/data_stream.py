@@ -32,6 +32,7 @@ from cairn.datastream.functions import (
     ProcessFunction,
     SinkFunction,
 )
+from cairn.datastream.java_text import with_declared_type
 from cairn.datastream.output_tag import OutputTag
 from cairn.datastream.partitioning import CustomPartitioning
 from cairn.datastream.print_sink import PrintSinkFunction
@@ -317,6 +318,10 @@ class DataStream(_OperatorSetters):
             "BATCH execution mode only, and Cairn runs every job in STREAMING mode"
         )
 
+    def infer(self, *args: Any, **kwargs: Any) -> NoReturn:
+        """PyFlink's model inference (``infer(model=..., input_col=...)``) is not in Cairn."""
+        raise TypeError("infer() is not supported: Cairn has no model inference operator")
+
     def window_all(self, window_assigner: WindowAssigner) -> AllWindowedStream:
         """Windows over the whole stream, computed by one subtask (parallelism 1)."""
         from cairn.datastream.windowed_stream import AllWindowedStream
@@ -484,6 +489,8 @@ class DataStream(_OperatorSetters):
                 f"sink_to() needs a cairn.datastream.connectors Sink, got {type(sink).__name__}"
                 " (use add_sink() for a SinkFunction)"
             )
+        # As PyFlink's Java FileSink: a declared type's values are written as their Java text.
+        sink = with_declared_type(sink, self._transformation.output_type)
         return self._sink("Sink", OperatorSpec(OperatorKind.SINK, sink))
 
     def print(self, sink_identifier: str | None = None) -> DataStreamSink:

@@ -3,9 +3,9 @@
 Invariant: output lines follow Flink's ``PrintSinkOutputWriter``: ``"<id>:<subtask+1>> "``
 prefix when parallelism > 1, ``"<id>> "`` with an identifier only, no prefix otherwise; every
 line is flushed at once. Values print as in PyFlink: rows as ``+I[a,1]``; a value of a declared
-Java-side type (``Types.TUPLE``, ``BOOLEAN``, ``LIST``, ``MAP``) as Java's ``toString``; an
-undeclared (pickled) one as ``str(value)``. Not fault tolerant: records replayed after a
-restore print again.
+Java-side type (``Types.TUPLE``, ``BOOLEAN``, ``LIST``, ``MAP``) as Java's ``toString``
+(``java_text``); an undeclared (pickled) one as ``str(value)``. Not fault tolerant: records
+replayed after a restore print again.
 """
 
 from __future__ import annotations
@@ -13,18 +13,10 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from cairn.common.typeinfo import (
-    BasicArrayTypeInfo,
-    ListTypeInfo,
-    MapTypeInfo,
-    ObjectArrayTypeInfo,
-    PickledBytesTypeInfo,
-    PrimitiveArrayTypeInfo,
-    TupleTypeInfo,
-    TypeInformation,
-)
+from cairn.common.typeinfo import TypeInformation
 from cairn.common.types import Row
 from cairn.datastream.functions import RuntimeContext, SinkFunction
+from cairn.datastream.java_text import is_declared, java_text
 
 __all__ = ["PrintSinkFunction", "format_print_prefix"]
 
@@ -57,32 +49,9 @@ def format_record(value: Any, type_info: TypeInformation | None = None) -> str:
     """
     if isinstance(value, Row):
         return f"{value.get_row_kind()}[{','.join(str(v) for v in value)}]"
-    if type_info is None or isinstance(type_info, PickledBytesTypeInfo):
+    if not is_declared(type_info):
         return str(value)  # PyFlink maps pickled values to str() before printing
-    return _java_text(value, type_info)
-
-
-def _java_text(value: Any, type_info: TypeInformation | None) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, Row):
-        return format_record(value)
-    if isinstance(type_info, TupleTypeInfo) and isinstance(value, tuple | list):
-        fields = zip(value, type_info.field_types, strict=False)
-        return "(" + ",".join(_java_text(v, t) for v, t in fields) + ")"
-    if isinstance(
-        type_info, ListTypeInfo | ObjectArrayTypeInfo | BasicArrayTypeInfo | PrimitiveArrayTypeInfo
-    ):
-        return "[" + ", ".join(_java_text(v, type_info.element_type) for v in value) + "]"
-    if isinstance(type_info, MapTypeInfo) and isinstance(value, dict):
-        pairs = (
-            f"{_java_text(k, type_info.key_type)}={_java_text(v, type_info.value_type)}"
-            for k, v in value.items()
-        )
-        return "{" + ", ".join(pairs) + "}"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+    return java_text(value, type_info)
 
 
 class PrintSinkFunction(SinkFunction):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from cairn.datastream.runtime_context import Function, KeyedStateStore
 
@@ -28,6 +28,7 @@ KEY = TypeVar("KEY")
 IN = TypeVar("IN")
 OUT = TypeVar("OUT")
 W = TypeVar("W")
+W2 = TypeVar("W2")
 
 
 class _WindowContext(ABC, Generic[W]):
@@ -52,30 +53,30 @@ class _WindowContext(ABC, Generic[W]):
 class ProcessWindowFunction(Function, Generic[IN, OUT, KEY, W]):
     """Gets all elements of a firing window (or the pre-aggregated one) with a context."""
 
-    class Context(_WindowContext[Any]):
-        pass
+    class Context(_WindowContext[W2]):
+        """Generic in the window type, as PyFlink's: ``Context[TimeWindow]``."""
 
     @abstractmethod
     def process(
-        self, key: KEY, context: ProcessWindowFunction.Context, elements: Iterable[IN]
+        self, key: KEY, context: ProcessWindowFunction.Context[W], elements: Iterable[IN]
     ) -> Iterable[OUT] | None: ...
 
-    def clear(self, context: ProcessWindowFunction.Context) -> None:
+    def clear(self, context: ProcessWindowFunction.Context[W]) -> None:
         """Called when the window is purged at its cleanup time (free ``window_state``)."""
 
 
 class ProcessAllWindowFunction(Function, Generic[IN, OUT, W]):
     """``window_all`` counterpart of ``ProcessWindowFunction`` (no key)."""
 
-    class Context(_WindowContext[Any]):
-        pass
+    class Context(_WindowContext[W2]):
+        """Generic in the window type, as PyFlink's."""
 
     @abstractmethod
     def process(
-        self, context: ProcessAllWindowFunction.Context, elements: Iterable[IN]
+        self, context: ProcessAllWindowFunction.Context[W], elements: Iterable[IN]
     ) -> Iterable[OUT] | None: ...
 
-    def clear(self, context: ProcessAllWindowFunction.Context) -> None:
+    def clear(self, context: ProcessAllWindowFunction.Context[W]) -> None:
         """Called when the window is purged at its cleanup time."""
 
 

@@ -459,7 +459,7 @@ class _TriggerContext(Trigger.OnMergeContext):
         self._op._scope.merge(state_descriptor, self._window, self._merged, _TRIGGER)
 
 
-class _ProcessContext(ProcessWindowFunction.Context, ProcessAllWindowFunction.Context):
+class _ProcessContext(ProcessWindowFunction.Context[Any], ProcessAllWindowFunction.Context[Any]):
     def __init__(self, op: WindowOperatorFunction, window: Any) -> None:
         self._op, self._window = op, window
 

@@ -7,6 +7,7 @@ job master's decision, never the executor's (a barrier result stage is not retri
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import threading
@@ -217,7 +218,9 @@ class SparkExecutor:
 
     def launch(self, launch: WorkerLaunch) -> _SparkDeployment:
         self.await_slots(launch.num_workers, SLOT_WAIT_S)
-        return _SparkDeployment(self.spark, launch)
+        # Local mode: Spark copies a worker's stdout to its JVM's stderr; forward it to ours.
+        local = str(self.spark.sparkContext.master).startswith("local")
+        return _SparkDeployment(self.spark, dataclasses.replace(launch, forward_output=local))
 
     def await_slots(self, wanted: int, timeout: float) -> int:
         """Wait up to ``timeout`` s for ``wanted`` task slots; return the slots offered.

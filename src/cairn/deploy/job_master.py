@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -367,6 +368,8 @@ class JobMaster:
         # Results released by a checkpoint that completed stay valid across failover.
         if isinstance(env.message, p.CollectedResults):
             self._deliver_collected(env.message)
+        elif isinstance(env.message, p.WorkerOutput):
+            _print_worker_output(env.message)
 
     def _drive(self, state: _AttemptState, deployment: Deployment) -> AttemptOutcome:
         inbox = self._server.inbox
@@ -434,6 +437,8 @@ class JobMaster:
             self._record_metrics(msg.tasks)
         elif isinstance(msg, p.CollectedResults):
             self._deliver_collected(msg)
+        elif isinstance(msg, p.WorkerOutput):
+            _print_worker_output(msg)
         elif isinstance(msg, p.SourceExhausted):
             state.exhausted.add(msg.task)
             if (
@@ -565,3 +570,10 @@ def _could_not_restore(error: BaseException) -> bool:
 def _first_line(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     return text.splitlines()[0]
+
+
+def _print_worker_output(msg: p.WorkerOutput) -> None:
+    """What a local-mode worker printed, on the driver's stdout (as PyFlink's local cluster);
+    not fault tolerant, like ``print()``: output of a failed attempt stays printed."""
+    sys.stdout.write(msg.text)
+    sys.stdout.flush()

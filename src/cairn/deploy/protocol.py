@@ -62,6 +62,16 @@ class MetricsReport:
     tasks: Mapping[TaskKey, TaskMetrics]
 
 
+@dataclass(frozen=True)
+class WorkerOutput:
+    """Whole lines a local-mode Spark worker printed (``output_forwarding``), for the driver's
+    stdout."""
+
+    attempt: int
+    worker_index: int
+    text: str
+
+
 # ---------------------------------------------------------------- job master -> worker
 
 
@@ -121,3 +131,5 @@ class WorkerLaunch:
     job_payload: bytes  # cloudpickled (JobSettings, JobGraph)
     restore: RestoreInfo | None = None
     faults: tuple[Any, ...] = field(default_factory=tuple)
+    # Set by the Spark executor in local mode: stdout goes to the driver's stdout.
+    forward_output: bool = False

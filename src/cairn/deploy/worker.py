@@ -30,6 +30,7 @@ from cairn.checkpoint.handles import StateFileWriter
 from cairn.checkpoint.storage import CheckpointStorage
 from cairn.deploy import protocol as p
 from cairn.deploy.lifecycle import WorkerOutcome
+from cairn.deploy.output_forwarding import forwarding_stdout
 from cairn.deploy.plan import ExecutionPlan
 from cairn.deploy.process_tuning import (
     ProcessOwnership,
@@ -186,6 +187,9 @@ class Worker:
             self._master_lost = True
             self.wake()
 
+    def _send_output(self, text: str) -> None:
+        self.send_to_master(p.WorkerOutput(self.attempt, self.index, text))
+
     def submit_async(self, fn: Callable[[], None]) -> None:
         def guarded() -> None:
             try:
@@ -219,13 +223,16 @@ class Worker:
         listener = Listener(self.host, self.launch.secret, self._on_data_connection)
         try:
             self._connect_master(listener.address)
-            peers = self._await_peer_table()
-            self._connect_peers(peers)
-            self._build_tasks()
-            # Everything so far (plan, operators, restored state) lives as long as the worker.
-            freeze_long_lived_objects(self.process)
-            self.send_to_master(p.WorkerRunning(self.attempt, self.index))
-            self._loop()
+            forward = self.launch.forward_output and self.process is ProcessOwnership.OWNED
+            with forwarding_stdout(forward, self._send_output):
+                peers = self._await_peer_table()
+                self._connect_peers(peers)
+                self._build_tasks()
+                # Everything so far (plan, operators, restored state) lives as long as the
+                # worker.
+                freeze_long_lived_objects(self.process)
+                self.send_to_master(p.WorkerRunning(self.attempt, self.index))
+                self._loop()
         except SimulatedCrash:
             self._outcome = WorkerOutcome.CRASHED
             self._abort_connections()

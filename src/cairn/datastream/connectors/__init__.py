@@ -2,7 +2,9 @@
 
 Contracts are in ``connectors.base``; implementations in ``number_seq``, ``file_system`` and
 ``datagen``. The implementations are re-exported here lazily, so importing the package does
-not import every connector.
+not import every connector. As in PyFlink (whose package re-exports them for backward
+compatibility), the file connector's builder parts import from here too
+(``from pyflink.datastream.connectors import FileSink, OutputFileConfig, RollingPolicy``).
 """
 
 from __future__ import annotations
@@ -10,14 +12,21 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["DataGeneratorSource", "FileSink", "FileSource", "NumberSequenceSource"]
-
 _LOCATIONS = {
     "NumberSequenceSource": "number_seq",
-    "FileSource": "file_system",
-    "FileSink": "file_system",
     "DataGeneratorSource": "datagen",
+    "Sink": "base",
+    "Source": "base",
+    "BucketAssigner": "file_system",
+    "FileSink": "file_system",
+    "FileSource": "file_system",
+    "FileSourceBuilder": "file_system",
+    "OutputFileConfig": "file_system",
+    "RollingPolicy": "file_system",
+    "StreamFormat": "file_system",
 }
+
+__all__ = sorted(_LOCATIONS)
 
 
 def __getattr__(name: str) -> Any:
