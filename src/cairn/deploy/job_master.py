@@ -6,8 +6,10 @@ dropped; an attempt fails as soon as its workers all ended while some never regi
 after ``REGISTRATION_TIMEOUT_S``, which bounds workers that hang instead); every restart
 restores from the latest completed (and verified) checkpoint that no worker failed to
 restore, or fails the job when only a fallback that would commit output a second time is
-left; the job's status changes only along ``lifecycle.JOB_STATUS_TRANSITIONS``, and a
-terminal status is set only after the checkpoint coordinator applied its retention policy;
+left; an attempt whose workers found its restored state corrupt is not counted against the
+restart strategy (the checkpoint is never offered again); the job's status changes only
+along ``lifecycle.JOB_STATUS_TRANSITIONS``, and a terminal status is set only after the
+checkpoint coordinator applied its retention policy;
 savepoint requests from other threads are started on the job master's thread
 (``savepoint_requests.py``), like everything else that touches the coordinator.
 """
@@ -38,7 +40,7 @@ from cairn.deploy.control_server import ConnectionLost, ControlServer, Envelope
 from cairn.deploy.executors import Deployment, Executor
 from cairn.deploy.lifecycle import AttemptEnd, AttemptOutcome, transition
 from cairn.deploy.plan import ExecutionPlan
-from cairn.deploy.restart import RestartPolicy
+from cairn.deploy.restart import RestartDecision, RestartPolicy
 from cairn.deploy.savepoint_requests import SavepointRequests, StopWithSavepoint
 from cairn.events import CheckpointBarrier, SavepointFormatType
 from cairn.graph.job_graph import JobGraph
@@ -49,6 +51,13 @@ log = logging.getLogger(__name__)
 
 REGISTRATION_TIMEOUT_S = 180.0
 TICK_S = 0.02
+# A worker found the restored checkpoint's state corrupt (it checks every byte it restores):
+# the job master restores an older one at once, without counting a failure against the
+# restart strategy, as if its own check had skipped it before deploying. The checkpoint is
+# never offered again, so this happens at most once per checkpoint.
+RESTORE_OLDER = RestartDecision(
+    True, 0, "the restored checkpoint is unusable, restoring an older one (not counted)"
+)
 
 
 class TaskFailure(Exception):
@@ -246,7 +255,11 @@ class JobMaster:
                 self._end(_JOB_STATUS_OF[outcome.end])
                 return
             assert outcome.error is not None  # AttemptOutcome: a failed attempt has its error
-            decision = self._restart.on_failure(int(time.time() * 1000))
+            unusable = restore is not None and _could_not_restore(outcome.error)
+            if unusable:  # what the driver's check skips before deploying: not a failure
+                decision = RESTORE_OLDER
+            else:
+                decision = self._restart.on_failure(int(time.time() * 1000))
             if not decision.restart:
                 log.error("job %s failed, not restarting: %s", self.job_id, decision.reason)
                 self._end(JobStatus.FAILED, outcome.error)
@@ -265,7 +278,8 @@ class JobMaster:
             if self._cancel.wait(decision.delay_ms / 1000.0):
                 self._end(JobStatus.CANCELED)
                 return
-            if restore is not None and _could_not_restore(outcome.error):
+            if unusable:
+                assert restore is not None
                 self.coordinator.mark_unusable(
                     restore.checkpoint_dir, restore.checkpoint_id, _first_line(outcome.error)
                 )

@@ -153,6 +153,7 @@ class Worker:
         self._outcome = WorkerOutcome.FINISHED
         self._master_lost = False
         self._failure: BaseException | None = None
+        self._built = False  # every task built and its state restored
         self._async = ThreadPoolExecutor(
             max_workers=2, thread_name_prefix=f"snapshot-w{worker_index}"
         )
@@ -330,6 +331,7 @@ class Worker:
             self, self.index, self.settings, self.graph, self.plan, self._inputs, self._senders
         )
         builder.build(restores, self.tasks, self._keyed_backends)
+        self._built = True
         for sender in self._senders.values():
             sender.start()
 
@@ -423,7 +425,9 @@ class Worker:
             traceback.format_exception(type(exc), exc, exc.__traceback__)
         )
         log.error("worker %d: task %s failed: %s", self.index, task.name if task else "-", exc)
-        key, corrupt = task.key if task else None, isinstance(exc, _CORRUPT_STATE)
+        # Corrupt restored state: only while the tasks are built (restore), not found later.
+        corrupt = isinstance(exc, _CORRUPT_STATE) and not self._built
+        key = task.key if task else None
         self.send_to_master(
             p.TaskFailed(self.attempt, key, type(exc).__name__, str(exc), tb, corrupt)
         )
