@@ -305,6 +305,8 @@ def test_automatic_recovery_past_a_same_size_corrupt_state_file(
     # Attempt 0 failed (the fault), attempt 1 could not restore the damaged checkpoint.
     assert len(failures) == 2 and client.job_master.restarts == 2
     assert victim in failures[1] and "CRC-32" in failures[1]
+    init = client.job_master.last_initialization
+    assert init is not None and init.checkpoint_id == newest - 1 and init.state_bytes > 0
     lines = read_visible_lines(out)
     report = check_sequence_lines(lines)
     assert report.violations == [] and report.bad_sums == []
@@ -388,6 +390,11 @@ def test_restore_from_an_explicit_checkpoint_directory(
     assert client.get_job_status() is JobStatus.FINISHED
     assert _restored_id(client) == newest
     assert sorted(read_visible_lines(first.out)) == expected_lines(RECORDS, KEYS)
+    # Where the restore's time went: measured by the job master and each worker.
+    init = client.job_master.last_initialization
+    assert init is not None and init.checkpoint_id == newest
+    assert init.state_bytes > 0 and 0 <= init.state_read_ms <= init.initialize_state_ms
+    assert 0 <= init.choose_ms <= init.total_ms
     history = client.get_checkpoint_statistics().snapshot().history
     assert min(s.checkpoint_id for s in history) == newest + 1  # numbering continues
     assert _hidden_files(first.out) == []  # the first run's in-progress files are gone

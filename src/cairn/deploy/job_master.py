@@ -33,31 +33,24 @@ from cairn.checkpoint.protocol import FallbackRule
 from cairn.checkpoint.restore import check_restore_compatible
 from cairn.checkpoint.storage import CheckpointStorage
 from cairn.common.job_status import JobStatus
-from cairn.datastream.connectors.base import commits_on_checkpoints
 from cairn.deploy import protocol as p
 from cairn.deploy.attempt_control import AttemptSavepointControl, FailAttempt, Stopped
+from cairn.deploy.committing_sinks import committing_sinks
 from cairn.deploy.control_server import ConnectionLost, ControlServer, Envelope
 from cairn.deploy.executors import Deployment, Executor
+from cairn.deploy.initialization import JobInitialization
 from cairn.deploy.lifecycle import AttemptEnd, AttemptOutcome, transition
 from cairn.deploy.plan import ExecutionPlan
-from cairn.deploy.restart import RestartDecision, RestartPolicy
+from cairn.deploy.restart import RestartPolicy, after_failure
 from cairn.deploy.savepoint_requests import SavepointRequests, StopWithSavepoint
 from cairn.events import CheckpointBarrier, SavepointFormatType
 from cairn.graph.job_graph import JobGraph
-from cairn.graph.transformations import OperatorKind
 from cairn.settings import JobSettings, RestoreMode
 
 log = logging.getLogger(__name__)
 
 REGISTRATION_TIMEOUT_S = 180.0
 TICK_S = 0.02
-# A worker found the restored checkpoint's state corrupt (it checks every byte it restores):
-# the job master restores an older one at once, without counting a failure against the
-# restart strategy, as if its own check had skipped it before deploying. The checkpoint is
-# never offered again, so this happens at most once per checkpoint.
-RESTORE_OLDER = RestartDecision(
-    True, 0, "the restored checkpoint is unusable, restoring an older one (not counted)"
-)
 
 
 class TaskFailure(Exception):
@@ -86,6 +79,8 @@ class _AttemptState:
     finished: set[TaskKey] = field(default_factory=set)
     final_checkpoint_from: int | None = None
     sources_ended: bool = False
+    launched_ms: int = 0
+    initializations: dict[int, p.WorkerInitialization] = field(default_factory=dict)
 
 
 _FINISHED = AttemptOutcome(AttemptEnd.FINISHED)
@@ -127,6 +122,10 @@ class JobMaster:
         self.error: BaseException | None = None
         self.attempt = -1
         self.restarts = 0
+        # Where the last restore's time went (None until an attempt restored and ran).
+        self.last_initialization: JobInitialization | None = None
+        self._choosing = (0, 0)  # wall-clock ms: choosing the restore point began, ended
+        self._restore: p.RestoreInfo | None = None  # what the current attempt restores
         self.worker_pids: dict[int, int] = {}
         self.metrics: dict[TaskKey, p.TaskMetrics] = {}
         # (the report before each subtask's latest, the latest): rates are the difference
@@ -256,10 +255,7 @@ class JobMaster:
                 return
             assert outcome.error is not None  # AttemptOutcome: a failed attempt has its error
             unusable = restore is not None and _could_not_restore(outcome.error)
-            if unusable:  # what the driver's check skips before deploying: not a failure
-                decision = RESTORE_OLDER
-            else:
-                decision = self._restart.on_failure(int(time.time() * 1000))
+            decision = after_failure(self._restart, unusable, _now_ms())
             if not decision.restart:
                 log.error("job %s failed, not restarting: %s", self.job_id, decision.reason)
                 self._end(JobStatus.FAILED, outcome.error)
@@ -297,7 +293,9 @@ class JobMaster:
 
     def _latest_restore(self, explicit: str | None) -> p.RestoreInfo | None:
         claim = explicit is not None and self.settings.restore_mode is RestoreMode.CLAIM
+        began = _now_ms()
         point = self.coordinator.restore_point(explicit, claim)
+        self._choosing = (began, _now_ms())
         if point is None:
             return None
         if explicit is not None:  # another job's state: it must fit this job's operators
@@ -308,6 +306,24 @@ class JobMaster:
             }
             check_restore_compatible(point, operators, self.settings.restore_ignore_unclaimed)
         return p.RestoreInfo(point.directory, int(point.checkpoint_id))
+
+    def _restored(self, state: _AttemptState) -> None:
+        """Every worker of an attempt that restored a checkpoint runs: log where the time
+        went (``last_initialization``)."""
+        restore = self._restore
+        if restore is None:
+            return
+        began, chosen = self._choosing
+        init = JobInitialization.of(
+            restore.checkpoint_id,
+            began,
+            chosen,
+            state.launched_ms,
+            _now_ms(),
+            [state.initializations[i] for i in sorted(state.initializations)],
+        )
+        self.last_initialization = init
+        log.info("job %s, attempt %d: %s", self.job_id, state.attempt, init.describe())
 
     def _record_metrics(self, reports: Mapping[TaskKey, p.TaskMetrics]) -> None:
         # Replaced, not mutated: readers on other threads take a consistent pair.
@@ -324,6 +340,7 @@ class JobMaster:
     def _run_attempt(self, attempt: int, restore: p.RestoreInfo | None) -> AttemptOutcome:
         state = _AttemptState(attempt, self.num_workers)
         self._state = state
+        self._restore = restore
         self.metrics = {}
         self.metric_reports = ({}, {})
         # Pids of the previous attempt's (dead) workers must not pass for the new ones.
@@ -347,6 +364,7 @@ class JobMaster:
             )
         if attempt > 0 and self._checkpointing:
             self.coordinator.start_periodic()  # stopped if the last attempt ended its sources
+        state.launched_ms = _now_ms()
         deployment = self.executor.launch(launch)
         try:
             outcome = self._drive(state, deployment)
@@ -425,6 +443,7 @@ class JobMaster:
                     peers_sent = True
             if len(state.running) == state.num_workers:
                 if self._status is not JobStatus.RUNNING:
+                    self._restored(state)
                     self._set_status(JobStatus.RUNNING)
                     self._emit("running", state.attempt)
                 if self._checkpointing:
@@ -439,6 +458,8 @@ class JobMaster:
             self.worker_pids[env.worker_index] = msg.pid
         elif isinstance(msg, p.WorkerRunning):
             state.running.add(env.worker_index)
+            if msg.initialization is not None:
+                state.initializations[env.worker_index] = msg.initialization
         elif isinstance(msg, TaskAcknowledgement):
             coordinator.receive_ack(msg)
             self._maybe_finish_sources(state)
@@ -546,22 +567,6 @@ class _Gateway:
         self._m._fail_current(reason)
 
 
-def committing_sinks(graph: JobGraph) -> tuple[str, ...]:
-    """Uids of the sinks that make output visible when a checkpoint completes (two-phase
-    sinks and the collect sink): restoring an older checkpoint would repeat their output."""
-    return tuple(
-        node.uid
-        for v in graph.vertices
-        for node in v.operators
-        if node.kind == OperatorKind.COLLECT.value
-        or (
-            node.kind == OperatorKind.SINK.value
-            and node.spec is not None
-            and commits_on_checkpoints(node.spec.function)
-        )
-    )
-
-
 def _never_registered(state: _AttemptState) -> WorkerLost:
     missing = sorted(set(range(state.num_workers)) - set(state.registered))
     return WorkerLost(
@@ -574,6 +579,10 @@ def _never_registered(state: _AttemptState) -> WorkerLost:
 def _could_not_restore(error: BaseException) -> bool:
     """The attempt failed because a worker could not read the state it restored."""
     return isinstance(error, TaskFailure) and error.failed.restore_failed
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def _first_line(exc: BaseException) -> str:
