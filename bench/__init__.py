@@ -66,6 +66,7 @@ EXTRA_FIELDS = (
     "recovery_detected_s",
     "recovery_running_s",
     "recovery_first_output_s",
+    "restore_initialization",
 )
 
 

@@ -9,6 +9,7 @@ one its options name (``file://`` under the work directory, or the S3 root
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import time
 from collections.abc import Callable, Mapping
@@ -78,6 +79,8 @@ class Observed:
     p99_ms: int | None = None
     worker_rss_peak: int = 0  # bytes: the largest Python worker process seen while polling
     filled_at: float | None = None  # recovery: when the sources had emitted every key once
+    # The last restore's phases (the job master's ``last_initialization``), in ms and bytes.
+    initialization: dict[str, int] | None = None
 
 
 # ---- jobs ---------------------------------------------------------------------------------
@@ -162,6 +165,9 @@ def run_job(
     client.get_job_execution_result(timeout=60)
     seen.ended = (master.end_ms or time.time() * 1000) / 1000.0
     seen.restarts = master.restarts
+    init = getattr(master, "last_initialization", None)  # absent in older checkouts (A/B)
+    if init is not None:
+        seen.initialization = dataclasses.asdict(init)
     coordinator = master.coordinator
     if coordinator is not None:
         snapshot = coordinator.stats.snapshot()

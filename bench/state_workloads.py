@@ -121,6 +121,7 @@ def recovery(
     resumed = Progress.of(later).first_output if later else None
     result["recovery_s"] = None if resumed is None else round(resumed - seen.killed_at, 3)
     result.update(recovery_phases(seen, resumed))
+    result["restore_initialization"] = seen.initialization
     processed = sum(m[-1][1] for m in files.values() if m)
     result["replayed_records"] = processed - records
     result["note"] = join(

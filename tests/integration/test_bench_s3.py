@@ -37,6 +37,10 @@ def test_recovery_workload_on_s3_storage(spark: Any, tmp_path: Path) -> None:
     assert r["restarts"] >= 1 and r["recovery_s"] > 0, r["note"]
     assert 0 <= r["recovery_detected_s"] < r["recovery_running_s"]
     assert r["recovery_first_output_s"] == r["recovery_s"]
+    # Where the restore's time went, as the job master and the workers measured it.
+    init = r["restore_initialization"]
+    assert init["state_bytes"] > 0 and init["checkpoint_id"] >= 1
+    assert 0 <= init["state_read_ms"] <= init["initialize_state_ms"] <= init["total_ms"]
     # The state at the kill holds every key (a few bytes each at least) ...
     assert r["state_size_at_kill_bytes"] >= KEYS * 8
     assert r["checkpoint_bytes"] > 0  # sized on S3

@@ -249,6 +249,70 @@ def test_automatic_recovery_past_a_committed_checkpoint(tmp_path: Path, allow: b
     assert sorted(set(lines)) == expected_lines(RECORDS, KEYS)
 
 
+@pytest.mark.slow  # seconds of work without Spark: not in the fast tier
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
+def test_automatic_recovery_past_a_same_size_corrupt_state_file(
+    tmp_path: Path, backend: str
+) -> None:
+    """A worker dies; before the restore a byte of the newest checkpoint's largest state file
+    changes (same size). The job master checks only sizes of its own checkpoints: the workers
+    find the CRC-32 mismatch, naming the file, and the next attempt restores the older
+    checkpoint, without using up the restart strategy's single restart."""
+    out = str(tmp_path / "out")
+    conf = _conf(
+        **{
+            "state.backend.type": backend,
+            "execution.checkpointing.num-retained": "3",
+            "cairn.testing.faults": "point=processing,attempt=0,records=15000,subtask=1",
+            ALLOW_FALLBACK: "true",
+        }
+    )
+    env = sequence_job(
+        conf,
+        out,
+        records=RECORDS,
+        keys=KEYS,
+        rate=20_000,
+        interval_ms=100,
+        checkpoint_dir=str(tmp_path / "chk"),
+        restarts=1,
+    )
+    client = env.execute_async("corrupt-on-failover")
+    damaged: list[tuple[int, str]] = []
+    failures: list[str] = []
+
+    def damage_newest(event: str, payload: object) -> None:
+        if event != "restart":
+            return
+        failures.append(str(payload))
+        if damaged:
+            return
+        newest = client.job_master.coordinator.latest_completed()
+        assert newest is not None
+        local = newest.metadata.referenced_files()
+        victim = max((f for f in local if "/" not in f), key=lambda f: local[f])
+        damaged.append((int(newest.checkpoint_id), victim))
+        path = Path(newest.directory.removeprefix("file://")) / victim
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        path.write_bytes(bytes(data))
+
+    client.job_master.listeners.append(damage_newest)
+    client.get_job_execution_result(timeout=90)
+    assert client.get_job_status() is JobStatus.FINISHED
+    ((newest, victim),) = damaged
+    assert _restored_id(client) == newest - 1
+    # Attempt 0 failed (the fault), attempt 1 could not restore the damaged checkpoint.
+    assert len(failures) == 2 and client.job_master.restarts == 2
+    assert victim in failures[1] and "CRC-32" in failures[1]
+    init = client.job_master.last_initialization
+    assert init is not None and init.checkpoint_id == newest - 1 and init.state_bytes > 0
+    lines = read_visible_lines(out)
+    report = check_sequence_lines(lines)
+    assert report.violations == [] and report.bad_sums == []
+    assert sorted(set(lines)) == expected_lines(RECORDS, KEYS)
+
+
 def _hidden_files(directory: str) -> list[str]:
     return sorted(
         f for _root, _dirs, files in os.walk(directory) for f in files if f.startswith(".")
@@ -326,6 +390,11 @@ def test_restore_from_an_explicit_checkpoint_directory(
     assert client.get_job_status() is JobStatus.FINISHED
     assert _restored_id(client) == newest
     assert sorted(read_visible_lines(first.out)) == expected_lines(RECORDS, KEYS)
+    # Where the restore's time went: measured by the job master and each worker.
+    init = client.job_master.last_initialization
+    assert init is not None and init.checkpoint_id == newest
+    assert init.state_bytes > 0 and 0 <= init.state_read_ms <= init.initialize_state_ms
+    assert 0 <= init.choose_ms <= init.total_ms
     history = client.get_checkpoint_statistics().snapshot().history
     assert min(s.checkpoint_id for s in history) == newest + 1  # numbering continues
     assert _hidden_files(first.out) == []  # the first run's in-progress files are gone

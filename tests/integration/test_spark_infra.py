@@ -34,6 +34,7 @@ from cairn.deploy.spark_session import (
     get_or_create_spark,
 )
 from cairn.testing.processes import (
+    CAIRN_DAEMON,
     EXECUTOR_CLASS,
     SubprocessFailed,
     descendant_pids,
@@ -156,6 +157,8 @@ class TestLocalSession:
         assert conf.get("spark.driver.host") == LOOPBACK
         assert conf.get("spark.driver.bindAddress") == LOOPBACK
         assert conf.get("spark.ui.enabled") == "false"
+        # Python workers fork from a daemon that imported Cairn already (spark_daemon).
+        assert conf.get("spark.python.daemon.module") == "cairn.deploy.spark_daemon"
         assert os.environ["SPARK_LOCAL_IP"] == LOOPBACK
         assert available_slots(local_spark) >= 2
 
@@ -192,6 +195,10 @@ class TestLocalSession:
         # Idle workers are kept for reuse, so they are still children of the driver JVM.
         driver_jvm = find_ancestor(next(iter(workers)), "SparkSubmit")
         assert driver_jvm is not None and workers <= set(python_workers_of(driver_jvm))
+        # Forked by Cairn's daemon, which imported the worker's code before forking.
+        for pid in workers:
+            parent = psutil.Process(pid).parent()
+            assert parent is not None and CAIRN_DAEMON in " ".join(parent.cmdline())
 
     def test_crashed_python_worker_aborts_job_fast_and_session_survives(
         self, local_spark: SparkSession

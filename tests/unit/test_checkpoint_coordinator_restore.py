@@ -73,8 +73,28 @@ def _flip_bytes_keeping_size(url: str) -> None:
     fs.pipe_file(path, bytes(data))
 
 
-def test_same_size_corrupt_state_file_fails_its_crc_and_falls_back(
+def test_same_size_corrupt_state_file_of_another_run_fails_its_crc_and_falls_back(
     root: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    first = make(root, "run-1", retained=2, retention=RetentionPolicy.RETAIN_ON_CANCELLATION)
+    first.checkpoint()
+    first.checkpoint()
+    first.coord.shutdown(TerminalJobStatus.CANCELED)
+    newest = first.storage.checkpoint_dir(2)
+    victim = sorted(load_checkpoint(newest).metadata.referenced_files())[0]
+    _flip_bytes_keeping_size(f"{newest}/{victim}")
+    # Another run's checkpoint: the driver reads every byte before it chooses one.
+    second = make(root, "run-2")
+    with caplog.at_level(logging.WARNING, logger="cairn.checkpoint"):
+        chosen = second.coord.restore_point(first.storage.job_dir)
+    assert chosen is not None and chosen.checkpoint_id == 1
+    assert any(
+        victim in r.getMessage() and "CRC-32 mismatch" in r.getMessage() for r in caplog.records
+    )
+
+
+def test_own_checkpoints_are_verified_by_size_only_and_the_workers_check_the_contents(
+    root: str,
 ) -> None:
     h = make(root, retained=2)
     h.checkpoint()
@@ -83,12 +103,35 @@ def test_same_size_corrupt_state_file_fails_its_crc_and_falls_back(
     assert newest is not None
     victim = sorted(newest.metadata.referenced_files())[0]
     _flip_bytes_keeping_size(f"{newest.directory}/{victim}")
-    with caplog.at_level(logging.WARNING, logger="cairn.checkpoint"):
-        chosen = h.coord.restore_point()
+    # This job completed it: no state byte is read here (a failover restores at once) ...
+    chosen = h.coord.restore_point()
+    assert chosen is not None and chosen.checkpoint_id == 2
+    # ... the workers check the CRC-32s of what they restore; what they report falls back.
+    h.coord.mark_unusable(chosen.directory, 2, f"state file {victim!r}: CRC-32 mismatch")
+    older = h.coord.restore_point()
+    assert older is not None and older.checkpoint_id == 1
+    # A missing or truncated file is still found here, by size, before any worker reads it.
+    fs, path = url_to_fs(f"{older.directory}/{sorted(older.metadata.referenced_files())[0]}")
+    fs.pipe_file(path, b"")
+    with pytest.raises(NoUsableCheckpointError, match="truncated"):
+        h.coord.restore_point()
+
+
+def test_another_runs_checkpoint_is_read_in_full_once_then_by_size_on_failover(
+    root: str,
+) -> None:
+    first = make(root, "run-1", retained=1, retention=RetentionPolicy.RETAIN_ON_CANCELLATION)
+    first.checkpoint()
+    first.coord.shutdown(TerminalJobStatus.CANCELED)
+    second = make(root, "run-2")
+    chosen = second.coord.restore_point(first.storage.job_dir)  # CRC-32s checked here
     assert chosen is not None and chosen.checkpoint_id == 1
-    assert any(
-        victim in r.getMessage() and "CRC-32 mismatch" in r.getMessage() for r in caplog.records
-    )
+    victim = sorted(chosen.metadata.referenced_files())[0]
+    _flip_bytes_keeping_size(f"{chosen.directory}/{victim}")
+    again = second.coord.restore_point()  # a failover: the workers check the contents
+    assert again is not None and again.directory == chosen.directory
+    with pytest.raises(NoUsableCheckpointError, match="CRC-32 mismatch"):
+        make(root, "run-3").coord.restore_point(first.storage.job_dir)
 
 
 def test_restore_verifies_only_until_the_first_usable_checkpoint(
@@ -107,7 +150,7 @@ def test_restore_verifies_only_until_the_first_usable_checkpoint(
     monkeypatch.setattr(restore, "examine", spy)
     chosen = h.coord.restore_point()
     assert chosen is not None and chosen.checkpoint_id == 3
-    assert examined == ["chk-3"]  # CRCs read every byte: older ones are not read at all
+    assert examined == ["chk-3"]  # older ones are not read at all
 
 
 def test_corrupt_newest_metadata_falls_back_with_checksum_reason(

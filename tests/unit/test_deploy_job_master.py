@@ -418,6 +418,17 @@ def test_a_checkpoint_whose_state_fails_in_the_workers_is_not_restored_again() -
     assert run.master.status is S.FINISHED and run.master.restarts == 1
 
 
+def test_a_restore_the_workers_find_corrupt_is_not_counted_by_the_restart_strategy() -> None:
+    # What the job master's own check would have skipped before deploying: the workers'
+    # report falls back at once, even with restart strategy "none" (no failure counted).
+    run = run_job([Act.RESTORE_FAILS, Act.FINISH], NO_RESTART, prepare=_restore_from_an_earlier_run)
+    assert _restored_ids(run) == [2, 1]
+    assert run.master.status is S.FINISHED and run.master.restarts == 1
+    # Any other failure still is one: strategy "none" fails the job.
+    failed = run_job([Act.FAIL_TASK, Act.FINISH], NO_RESTART, prepare=_restore_from_an_earlier_run)
+    assert _restored_ids(failed) == [2] and failed.master.status is S.FAILED
+
+
 def test_with_a_committing_sink_the_fallback_is_refused_and_the_job_fails() -> None:
     run = run_job(
         [Act.RESTORE_FAILS, Act.FINISH],

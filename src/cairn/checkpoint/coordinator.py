@@ -414,6 +414,7 @@ class CheckpointCoordinator:
         subsumed = CheckpointFailureReason.CHECKPOINT_SUBSUMED
         for older in [c for c, p in self._pending.items() if c < cid and not p.is_savepoint]:
             self._abort(older, subsumed, f"checkpoint {cid} completed first")
+        self._restore_points.completed(completed.directory)
         self._restore_points.announced(cid)  # before the tasks hear of it: a sink may commit
         self._gateway.notify_complete(cid)
 

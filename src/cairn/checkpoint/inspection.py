@@ -3,7 +3,8 @@
 Invariant: nothing here runs code from a checkpoint (metadata is decoded without unpickling);
 a state file is intact iff every range the metadata references matches its CRC-32 and, if its
 name carries a SHA-256 (written under a signing key), the whole file matches that; with a key
-every file must carry one, so the verified signature covers every byte.
+every file must carry one, so the verified signature covers every byte. ``verify`` without
+``check_crc`` reads no state byte (a listing: existence and sizes, and digests in the names).
 """
 
 from __future__ import annotations
@@ -44,11 +45,15 @@ def verify(
     require_digests: bool = False,
 ) -> None:
     """Check that every state file ``metadata`` references exists in ``directory``, is long
-    enough and (unless ``check_crc`` is False: sizes only) that its content is intact: every
-    range referenced matches its CRC-32 and a file whose name carries a SHA-256 matches that;
-    a same-size file with changed bytes is corrupt too, and a restore must find that out
-    here, not in every attempt's workers. ``require_digests`` (metadata verified with a
-    signing key): every file must carry a digest.
+    enough and (unless ``check_crc`` is False: sizes only, one listing, no state byte read)
+    that its content is intact: every range referenced matches its CRC-32 and a file whose
+    name carries a SHA-256 matches that, so a same-size file with changed bytes is found too.
+    ``require_digests`` (metadata verified with a signing key): every file must carry a
+    digest in its name (checked by name alone without ``check_crc``).
+
+    Sizes only is what a failover needs for a checkpoint the job completed itself: the
+    workers check the CRC-32 (or digest) of every byte they restore, before using it
+    (``restore.examine``).
 
     Raises:
         CorruptCheckpointError: names the exact file and what is wrong with it.
@@ -90,6 +95,9 @@ def verify(
             )
     if check_crc:
         _verify_contents(metadata, CheckpointStateReader(loc), loc, sizes, require_digests)
+    elif require_digests:
+        for rel in metadata.referenced_files():
+            required_digest(rel, locate(loc, rel))
 
 
 _CRC_WINDOW = 64 << 20  # bytes read at once when checking the ranges of one state file

@@ -3,16 +3,20 @@
 
 Invariant: a checkpoint is handed out for restore only after its metadata decoded cleanly
 (and, with a signing key, its signature verified) and every state file it references exists
-and matches its digest or CRC-32s; reading a candidate never runs code from it; each skipped
-candidate is logged with the exact file and problem; a fallback that would commit output a
-second time is refused unless the job allows it (``FallbackRule``). A restore into a
-different job never drops state silently (``check_restore_compatible``).
+with at least the size it needs; its content is checked against its digests or CRC-32s here
+too, unless the caller names it as one whose contents the workers may check alone (a
+checkpoint the job completed itself: the workers check every byte they restore, and one that
+fails is marked unusable, which falls back like a check here); reading a candidate never runs
+code from it; each skipped candidate is logged with the exact file and problem; a fallback
+that would commit output a second time is refused unless the job allows it
+(``FallbackRule``). A restore into a different job never drops state silently
+(``check_restore_compatible``).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,14 +56,21 @@ def examine(
     storage_options: Mapping[str, Any] | None = None,
     committed: bool = False,
     key: SigningKey | None = None,
+    check_contents: bool = True,
 ) -> tuple[RestoreCandidate, CompletedCheckpoint | None]:
-    """Read and verify one candidate (its signature with ``key``, every state file against
-    its digest or CRC-32s); the checkpoint is None iff the candidate is unusable.
-    ``committed`` is carried into the candidate."""
+    """Read and verify one candidate (its signature with ``key``, every state file's size
+    and, with ``check_contents``, its digest or CRC-32s: every byte read); the checkpoint is
+    None iff the candidate is unusable. ``committed`` is carried into the candidate."""
     cp: CompletedCheckpoint | None = None
     try:
         cp = load_checkpoint(directory, storage_options, key)
-        verify(cp.metadata, cp.directory, storage_options, require_digests=key is not None)
+        verify(
+            cp.metadata,
+            cp.directory,
+            storage_options,
+            check_crc=check_contents,
+            require_digests=key is not None,
+        )
     except (CorruptCheckpointError, CheckpointNotFoundError) as e:
         # Name the file when the problem is inside the directory, not the directory itself.
         problem = e.problem if e.path.rstrip("/") == directory.rstrip("/") else str(e)
@@ -79,10 +90,12 @@ def find_restore_point(
     what: str = "the job",
     rule: FallbackRule = FallbackRule(),
     key: SigningKey | None = None,
+    sizes_only: Collection[str] = (),
 ) -> RestoreChoice:
     """The newest usable checkpoint among the candidates, if ``rule`` lets the restore skip
     the newer unusable ones. With ``key`` (the job's signing key) a candidate is usable only
-    if its metadata is signed with it.
+    if its metadata is signed with it. A candidate whose location is in ``sizes_only`` is
+    verified without reading its state files (their contents are left to the workers).
 
     A candidate with a ``problem`` is known to be unusable (e.g. its state failed to decode
     in a worker) and is not read again; the others are examined, newest first, until one is
@@ -93,11 +106,13 @@ def find_restore_point(
             commit output a second time; the message names the skipped checkpoint.
         NoUsableCheckpointError: none is usable; the message names every path and problem.
     """
-    # Verifying reads every byte (CRCs): stop at the first candidate that is usable.
+    # Verifying may read every byte (CRCs): stop at the first candidate that is usable.
     examined: list[tuple[RestoreCandidate, CompletedCheckpoint | None]] = []
     for candidate in candidates_newest_first:
         if candidate.usable:
-            examined.append(examine(candidate.location, storage_options, candidate.committed, key))
+            where, committed = candidate.location, candidate.committed
+            contents = where not in sizes_only
+            examined.append(examine(where, storage_options, committed, key, contents))
         else:
             examined.append((candidate, None))
         if examined[-1][1] is not None:

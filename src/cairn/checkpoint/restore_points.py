@@ -4,7 +4,10 @@ of the path it was started from, and which of them were announced to the tasks.
 Invariant: a checkpoint found unusable is never offered again in this job (but still counts
 for the fallback rule); a checkpoint whose completion was announced, or may have been (one
 found under an explicit restore path), is marked so before anyone can commit its output; the
-choice itself is ``restore.find_restore_point``'s (verify, then the pure ``choose_restore``).
+choice itself is ``restore.find_restore_point``'s (verify, then the pure ``choose_restore``);
+the driver reads the state files' contents (CRC-32s, digests) only of checkpoints this job
+did not complete and has not verified in full before, and leaves the others' to the workers,
+which check every byte they restore (a failure marks the checkpoint unusable).
 """
 
 from __future__ import annotations
@@ -43,10 +46,18 @@ class RestorePoints:
         self._unusable: dict[str, RestoreCandidate] = {}
         # Where an explicit restore path pointed: the candidates behind the retained ones.
         self._origin: list[str] = []
+        # Checkpoints this job completed, or verified in full once: on a failover their
+        # state files are checked by size only here (the workers check their contents).
+        self._vouched: set[str] = set()
 
     def announced(self, checkpoint_id: int) -> None:
         """Its completion is told to the tasks next (a sink may commit at once)."""
         self._announced.add(checkpoint_id)
+
+    def completed(self, directory: str) -> None:
+        """This job completed the checkpoint at ``directory``: its workers wrote every state
+        file and its CRC-32s, so a restore reads the files' contents only in the workers."""
+        self._vouched.add(directory)
 
     def choose(
         self, explicit_path: str | None = None, claim: bool = False
@@ -58,6 +69,11 @@ class RestorePoints:
         path the job was started from. With it: that checkpoint/savepoint (or a job
         directory's newest usable checkpoint); it is kept as the restore point for later
         failovers until subsumed, but its files are never deleted by this job.
+
+        The state files of a checkpoint this job completed (or chose here before) are checked
+        by size only: the workers check their contents as they restore them, and a failure
+        there comes back through :meth:`mark_unusable`. Those of other runs' checkpoints are
+        read in full (CRC-32s, digests) before they are chosen.
 
         Falling back past a checkpoint whose completion was announced is refused if the job
         has committing sinks (see :class:`~cairn.checkpoint.protocol.FallbackRule`). A
@@ -87,10 +103,13 @@ class RestorePoints:
                 return None
         where = f"job {self._job_id} from {explicit_path or self._storage.job_dir}"
         key = self._storage.signing_key
-        choice = find_restore_point(candidates, options, where, self._fallback, key)
+        choice = find_restore_point(
+            candidates, options, where, self._fallback, key, sizes_only=self._vouched
+        )
         for skipped in choice.skipped:  # unusable: never offer them again
             self._forget(skipped)
         chosen = choice.checkpoint
+        self._vouched.add(chosen.directory)  # verified in full, or completed by this job
         cid, where = chosen.checkpoint_id, chosen.directory
         log.info("Restoring job %s from checkpoint %d at %s.", self._job_id, cid, where)
         if explicit_path is not None:

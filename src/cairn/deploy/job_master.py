@@ -6,8 +6,10 @@ dropped; an attempt fails as soon as its workers all ended while some never regi
 after ``REGISTRATION_TIMEOUT_S``, which bounds workers that hang instead); every restart
 restores from the latest completed (and verified) checkpoint that no worker failed to
 restore, or fails the job when only a fallback that would commit output a second time is
-left; the job's status changes only along ``lifecycle.JOB_STATUS_TRANSITIONS``, and a
-terminal status is set only after the checkpoint coordinator applied its retention policy;
+left; an attempt whose workers found its restored state corrupt is not counted against the
+restart strategy (the checkpoint is never offered again); the job's status changes only
+along ``lifecycle.JOB_STATUS_TRANSITIONS``, and a terminal status is set only after the
+checkpoint coordinator applied its retention policy;
 savepoint requests from other threads are started on the job master's thread
 (``savepoint_requests.py``), like everything else that touches the coordinator.
 """
@@ -32,18 +34,18 @@ from cairn.checkpoint.protocol import FallbackRule
 from cairn.checkpoint.restore import check_restore_compatible
 from cairn.checkpoint.storage import CheckpointStorage
 from cairn.common.job_status import JobStatus
-from cairn.datastream.connectors.base import commits_on_checkpoints
 from cairn.deploy import protocol as p
 from cairn.deploy.attempt_control import AttemptSavepointControl, FailAttempt, Stopped
+from cairn.deploy.committing_sinks import committing_sinks
 from cairn.deploy.control_server import ConnectionLost, ControlServer, Envelope
 from cairn.deploy.executors import Deployment, Executor
+from cairn.deploy.initialization import JobInitialization
 from cairn.deploy.lifecycle import AttemptEnd, AttemptOutcome, transition
 from cairn.deploy.plan import ExecutionPlan
-from cairn.deploy.restart import RestartPolicy
+from cairn.deploy.restart import RestartPolicy, after_failure
 from cairn.deploy.savepoint_requests import SavepointRequests, StopWithSavepoint
 from cairn.events import CheckpointBarrier, SavepointFormatType
 from cairn.graph.job_graph import JobGraph
-from cairn.graph.transformations import OperatorKind
 from cairn.settings import JobSettings, RestoreMode
 
 log = logging.getLogger(__name__)
@@ -78,6 +80,8 @@ class _AttemptState:
     finished: set[TaskKey] = field(default_factory=set)
     final_checkpoint_from: int | None = None
     sources_ended: bool = False
+    launched_ms: int = 0
+    initializations: dict[int, p.WorkerInitialization] = field(default_factory=dict)
 
 
 _FINISHED = AttemptOutcome(AttemptEnd.FINISHED)
@@ -119,6 +123,10 @@ class JobMaster:
         self.error: BaseException | None = None
         self.attempt = -1
         self.restarts = 0
+        # Where the last restore's time went (None until an attempt restored and ran).
+        self.last_initialization: JobInitialization | None = None
+        self._choosing = (0, 0)  # wall-clock ms: choosing the restore point began, ended
+        self._restore: p.RestoreInfo | None = None  # what the current attempt restores
         self.worker_pids: dict[int, int] = {}
         self.metrics: dict[TaskKey, p.TaskMetrics] = {}
         # (the report before each subtask's latest, the latest): rates are the difference
@@ -247,7 +255,8 @@ class JobMaster:
                 self._end(_JOB_STATUS_OF[outcome.end])
                 return
             assert outcome.error is not None  # AttemptOutcome: a failed attempt has its error
-            decision = self._restart.on_failure(int(time.time() * 1000))
+            unusable = restore is not None and _could_not_restore(outcome.error)
+            decision = after_failure(self._restart, unusable, _now_ms())
             if not decision.restart:
                 log.error("job %s failed, not restarting: %s", self.job_id, decision.reason)
                 self._end(JobStatus.FAILED, outcome.error)
@@ -266,7 +275,8 @@ class JobMaster:
             if self._cancel.wait(decision.delay_ms / 1000.0):
                 self._end(JobStatus.CANCELED)
                 return
-            if restore is not None and _could_not_restore(outcome.error):
+            if unusable:
+                assert restore is not None
                 self.coordinator.mark_unusable(
                     restore.checkpoint_dir, restore.checkpoint_id, _first_line(outcome.error)
                 )
@@ -284,7 +294,9 @@ class JobMaster:
 
     def _latest_restore(self, explicit: str | None) -> p.RestoreInfo | None:
         claim = explicit is not None and self.settings.restore_mode is RestoreMode.CLAIM
+        began = _now_ms()
         point = self.coordinator.restore_point(explicit, claim)
+        self._choosing = (began, _now_ms())
         if point is None:
             return None
         if explicit is not None:  # another job's state: it must fit this job's operators
@@ -295,6 +307,24 @@ class JobMaster:
             }
             check_restore_compatible(point, operators, self.settings.restore_ignore_unclaimed)
         return p.RestoreInfo(point.directory, int(point.checkpoint_id))
+
+    def _restored(self, state: _AttemptState) -> None:
+        """Every worker of an attempt that restored a checkpoint runs: log where the time
+        went (``last_initialization``)."""
+        restore = self._restore
+        if restore is None:
+            return
+        began, chosen = self._choosing
+        init = JobInitialization.of(
+            restore.checkpoint_id,
+            began,
+            chosen,
+            state.launched_ms,
+            _now_ms(),
+            [state.initializations[i] for i in sorted(state.initializations)],
+        )
+        self.last_initialization = init
+        log.info("job %s, attempt %d: %s", self.job_id, state.attempt, init.describe())
 
     def _record_metrics(self, reports: Mapping[TaskKey, p.TaskMetrics]) -> None:
         # Replaced, not mutated: readers on other threads take a consistent pair.
@@ -311,6 +341,7 @@ class JobMaster:
     def _run_attempt(self, attempt: int, restore: p.RestoreInfo | None) -> AttemptOutcome:
         state = _AttemptState(attempt, self.num_workers)
         self._state = state
+        self._restore = restore
         self.metrics = {}
         self.metric_reports = ({}, {})
         # Pids of the previous attempt's (dead) workers must not pass for the new ones.
@@ -334,6 +365,7 @@ class JobMaster:
             )
         if attempt > 0 and self._checkpointing:
             self.coordinator.start_periodic()  # stopped if the last attempt ended its sources
+        state.launched_ms = _now_ms()
         deployment = self.executor.launch(launch)
         try:
             outcome = self._drive(state, deployment)
@@ -414,6 +446,7 @@ class JobMaster:
                     peers_sent = True
             if len(state.running) == state.num_workers:
                 if self._status is not JobStatus.RUNNING:
+                    self._restored(state)
                     self._set_status(JobStatus.RUNNING)
                     self._emit("running", state.attempt)
                 if self._checkpointing:
@@ -428,6 +461,8 @@ class JobMaster:
             self.worker_pids[env.worker_index] = msg.pid
         elif isinstance(msg, p.WorkerRunning):
             state.running.add(env.worker_index)
+            if msg.initialization is not None:
+                state.initializations[env.worker_index] = msg.initialization
         elif isinstance(msg, TaskAcknowledgement):
             coordinator.receive_ack(msg)
             self._maybe_finish_sources(state)
@@ -537,22 +572,6 @@ class _Gateway:
         self._m._fail_current(reason)
 
 
-def committing_sinks(graph: JobGraph) -> tuple[str, ...]:
-    """Uids of the sinks that make output visible when a checkpoint completes (two-phase
-    sinks and the collect sink): restoring an older checkpoint would repeat their output."""
-    return tuple(
-        node.uid
-        for v in graph.vertices
-        for node in v.operators
-        if node.kind == OperatorKind.COLLECT.value
-        or (
-            node.kind == OperatorKind.SINK.value
-            and node.spec is not None
-            and commits_on_checkpoints(node.spec.function)
-        )
-    )
-
-
 def _never_registered(state: _AttemptState) -> WorkerLost:
     missing = sorted(set(range(state.num_workers)) - set(state.registered))
     return WorkerLost(
@@ -565,6 +584,10 @@ def _never_registered(state: _AttemptState) -> WorkerLost:
 def _could_not_restore(error: BaseException) -> bool:
     """The attempt failed because a worker could not read the state it restored."""
     return isinstance(error, TaskFailure) and error.failed.restore_failed
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 
 from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.checkpoint.messages import TaskKey
+from cairn.deploy.initialization import WorkerInitialization
 from cairn.events import CheckpointBarrier
 from cairn.runtime.reports import CollectedResults, SourceExhausted, TaskFinished, TaskMetrics
 
@@ -21,6 +22,7 @@ __all__ = [  # the runtime's reports are part of the protocol: re-exported
     "SourceExhausted",
     "TaskFinished",
     "TaskMetrics",
+    "WorkerInitialization",
 ]
 
 # ---------------------------------------------------------------- worker -> job master
@@ -37,10 +39,12 @@ class RegisterWorker:
 
 @dataclass(frozen=True)
 class WorkerRunning:
-    """State restored, operators opened: the worker processes records now."""
+    """State restored, operators opened: the worker processes records now (and how long its
+    start and restore took)."""
 
     attempt: int
     worker_index: int
+    initialization: WorkerInitialization | None = None
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,9 @@ from typing import Any
 
 import cloudpickle
 
+from cairn.checkpoint.handles import StateFileReader
 from cairn.checkpoint.messages import TaskKey
+from cairn.checkpoint.read_timing import ReadTiming
 from cairn.checkpoint.storage import CheckpointStorage
 from cairn.deploy import protocol as p
 from cairn.deploy.plan import ExecutionPlan
@@ -53,15 +55,18 @@ log = logging.getLogger(__name__)
 
 
 def read_restores(
-    storage: CheckpointStorage, info: p.RestoreInfo | None
+    storage: CheckpointStorage, info: p.RestoreInfo | None, timing: ReadTiming | None = None
 ) -> dict[str, OperatorRestore]:
-    """The restored state of each operator uid of the checkpoint in ``info`` (none: ``{}``)."""
+    """The restored state of each operator uid of the checkpoint in ``info`` (none: ``{}``);
+    ``timing`` counts the state reads."""
     if info is None:
         return {}
     # Read again here, not trusted from the master: with a signing key the signature and
     # every state file's digest are checked before anything is unpickled.
     metadata = storage.read_metadata(info.checkpoint_dir)
-    reader = storage.reader(info.checkpoint_dir)
+    reader: StateFileReader = storage.reader(info.checkpoint_dir)
+    if timing is not None:
+        reader = timing.wrap(reader)
     restores: dict[str, OperatorRestore] = {}
     for uid, op in metadata.operators.items():
         restores[uid] = OperatorRestore(op.parallelism, dict(op.subtasks), reader)

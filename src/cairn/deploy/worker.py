@@ -27,6 +27,7 @@ import cloudpickle
 from cairn.checkpoint.errors import CorruptCheckpointError
 from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.checkpoint.handles import StateFileWriter
+from cairn.checkpoint.read_timing import ReadTiming
 from cairn.checkpoint.storage import CheckpointStorage
 from cairn.deploy import protocol as p
 from cairn.deploy.lifecycle import WorkerOutcome
@@ -154,6 +155,9 @@ class Worker:
         self._outcome = WorkerOutcome.FINISHED
         self._master_lost = False
         self._failure: BaseException | None = None
+        self._built = False  # every task built and its state restored
+        self._started_ms, self._started = int(time.time() * 1000), time.perf_counter()
+        self._initialization: p.WorkerInitialization | None = None
         self._async = ThreadPoolExecutor(
             max_workers=2, thread_name_prefix=f"snapshot-w{worker_index}"
         )
@@ -231,7 +235,7 @@ class Worker:
                 # Everything so far (plan, operators, restored state) lives as long as the
                 # worker.
                 freeze_long_lived_objects(self.process)
-                self.send_to_master(p.WorkerRunning(self.attempt, self.index))
+                self.send_to_master(p.WorkerRunning(self.attempt, self.index, self._initialization))
                 self._loop()
         except SimulatedCrash:
             self._outcome = WorkerOutcome.CRASHED
@@ -332,11 +336,25 @@ class Worker:
 
     def _build_tasks(self) -> None:
         clean_local_state(self.settings.state, self.job_id, self.attempt, ending=False)
-        restores = read_restores(self._storage, self.launch.restore)
+        began = time.perf_counter()
+        timing = ReadTiming()
+        restores = read_restores(self._storage, self.launch.restore, timing)
+        read = time.perf_counter()
         builder = TaskBuilder(
             self, self.index, self.settings, self.graph, self.plan, self._inputs, self._senders
         )
         builder.build(restores, self.tasks, self._keyed_backends)
+        self._built = True
+        self._initialization = p.WorkerInitialization(
+            self._started_ms,
+            setup_ms=_ms(began - self._started),
+            metadata_ms=_ms(read - began),
+            initialize_state_ms=_ms(time.perf_counter() - read),
+            state_read_ms=_ms(timing.busy_s),
+            state_bytes=timing.bytes,
+        )
+        if self.launch.restore is not None:
+            log.info("worker %d: %s", self.index, self._initialization)
         for sender in self._senders.values():
             sender.start()
 
@@ -430,7 +448,9 @@ class Worker:
             traceback.format_exception(type(exc), exc, exc.__traceback__)
         )
         log.error("worker %d: task %s failed: %s", self.index, task.name if task else "-", exc)
-        key, corrupt = task.key if task else None, isinstance(exc, _CORRUPT_STATE)
+        # Corrupt restored state: only while the tasks are built (restore), not found later.
+        corrupt = isinstance(exc, _CORRUPT_STATE) and not self._built
+        key = task.key if task else None
         self.send_to_master(
             p.TaskFailed(self.attempt, key, type(exc).__name__, str(exc), tb, corrupt)
         )
@@ -459,6 +479,10 @@ class Worker:
                 log.warning("disposing a keyed state backend failed", exc_info=True)
         clean_local_state(self.settings.state, self.job_id, self.attempt, ending=True)
         self._abort_connections()
+
+
+def _ms(seconds: float) -> int:
+    return round(seconds * 1000)
 
 
 def run_worker(

@@ -22,6 +22,7 @@ import cloudpickle
 import psutil
 
 __all__ = [
+    "CAIRN_DAEMON",
     "EXECUTOR_CLASS",
     "PYSPARK_DAEMON",
     "SubprocessFailed",
@@ -39,6 +40,7 @@ T = TypeVar("T")
 
 EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 PYSPARK_DAEMON = "pyspark.daemon"
+CAIRN_DAEMON = "cairn.deploy.spark_daemon"  # the daemon module of sessions Cairn creates
 
 # Runs in the child: load (fn, args), call, store ("ok", result) or ("error", text, traceback).
 _CHILD_MAIN = """
@@ -129,10 +131,13 @@ def find_ancestor(pid: int, cmdline_contains: str) -> int | None:
 def python_workers_of(jvm_pid: int) -> list[int]:
     """Pids of the PySpark worker processes a driver or executor JVM runs now.
 
-    Workers are forked by the ``pyspark.daemon`` child of the JVM; the daemon itself is not
-    included, since killing it takes down every worker of that JVM at once.
+    Workers are forked by the daemon child of the JVM (``pyspark.daemon``, or Cairn's, which
+    preloads the worker's code); the daemon itself is not included, since killing it takes
+    down every worker of that JVM at once.
     """
-    daemons = set(find_processes(PYSPARK_DAEMON, parent=jvm_pid))
+    daemons = {
+        pid for name in (PYSPARK_DAEMON, CAIRN_DAEMON) for pid in find_processes(name, jvm_pid)
+    }
     workers = [pid for daemon in daemons for pid in descendant_pids(daemon)]
     # Without the daemon (spark.python.use.daemon=false) workers are direct children.
     direct = [pid for pid in find_processes("pyspark", parent=jvm_pid) if pid not in daemons]
