@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import queue
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -41,6 +40,7 @@ from cairn.deploy.control_server import ConnectionLost, ControlServer, Envelope
 from cairn.deploy.executors import Deployment, Executor
 from cairn.deploy.initialization import JobInitialization
 from cairn.deploy.lifecycle import AttemptEnd, AttemptOutcome, transition
+from cairn.deploy.output_forwarding import print_forwarded
 from cairn.deploy.plan import ExecutionPlan
 from cairn.deploy.restart import RestartPolicy, after_failure
 from cairn.deploy.savepoint_requests import SavepointRequests, StopWithSavepoint
@@ -401,7 +401,7 @@ class JobMaster:
         if isinstance(env.message, p.CollectedResults):
             self._deliver_collected(env.message)
         elif isinstance(env.message, p.WorkerOutput):
-            _print_worker_output(env.message)
+            print_forwarded(env.message.text)
 
     def _drive(self, state: _AttemptState, deployment: Deployment) -> AttemptOutcome:
         inbox = self._server.inbox
@@ -473,7 +473,7 @@ class JobMaster:
         elif isinstance(msg, p.CollectedResults):
             self._deliver_collected(msg)
         elif isinstance(msg, p.WorkerOutput):
-            _print_worker_output(msg)
+            print_forwarded(msg.text)
         elif isinstance(msg, p.SourceExhausted):
             state.exhausted.add(msg.task)
             if (
@@ -593,10 +593,3 @@ def _now_ms() -> int:
 def _first_line(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     return text.splitlines()[0]
-
-
-def _print_worker_output(msg: p.WorkerOutput) -> None:
-    """What a local-mode worker printed, on the driver's stdout (as PyFlink's local cluster);
-    not fault tolerant, like ``print()``: output of a failed attempt stays printed."""
-    sys.stdout.write(msg.text)
-    sys.stdout.flush()

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-__all__ = ["ForwardedStream", "forwarding_stdout"]
+__all__ = ["ForwardedStream", "forwarding_stdout", "print_forwarded"]
 
 
 class ForwardedStream(io.TextIOBase):
@@ -72,3 +72,10 @@ def forwarding_stdout(enabled: bool, send: Callable[[str], None]) -> Iterator[No
     finally:
         sys.stdout = previous
         stream.flush()
+
+
+def print_forwarded(text: str) -> None:
+    """What a local-mode worker printed, on the driver's stdout (as PyFlink's local cluster);
+    not fault tolerant, like ``print()``: output of a failed attempt stays printed."""
+    sys.stdout.write(text)
+    sys.stdout.flush()
