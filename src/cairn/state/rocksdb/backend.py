@@ -381,7 +381,11 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             return _nothing
         local = os.path.join(self._dir, "snapshots", f"chk-{checkpoint_id}-{uuid.uuid4().hex}")
         os.makedirs(os.path.dirname(local), exist_ok=True)
-        work = native_checkpoint(db.db, frozen, local, f"{checkpoint_id} of {self._owned}")
+        waited, self._gate.waited_ms = self._gate.waited_ms, 0.0
+        label = f"{checkpoint_id} of {self._owned} (task waited {waited:.1f} ms for the last)"
+        names = [*db.state_column_families(), TIMERS_CF]
+        columns = [db.column_family(n) for n in names if db.has_column_family(n)]
+        work = native_checkpoint(db.db, frozen, columns, local, label)
         key_range = self._range
         if canonical:
             work()
