@@ -192,3 +192,24 @@ def test_the_next_snapshot_waits_for_a_pending_checkpoint(
         assert rv.value() == expected
         restored.dispose()
     b.dispose()
+
+
+def test_a_snapshot_that_cannot_make_its_directory_loses_no_write(tmp_path: Path) -> None:
+    b = _backend(tmp_path)
+    value, _, _ = _states(b)
+    b.set_current_key("a")
+    value.update(1)
+    snapshots = Path(b.working_directory, "snapshots")
+    snapshots.write_text("a file where the local checkpoints go")
+    with pytest.raises(OSError):
+        b.snapshot(1)
+    snapshots.unlink()
+    files = DirectoryStateFiles(tmp_path / "chk")
+    handle = b.snapshot(2)(files)  # the write is still in the cache, so in this checkpoint
+    restored = _backend(tmp_path)
+    restored.restore([handle], files)
+    (rv, _, _) = _states(restored)
+    restored.set_current_key("a")
+    assert rv.value() == 1
+    b.dispose()
+    restored.dispose()

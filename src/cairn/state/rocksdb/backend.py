@@ -375,12 +375,12 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         part); the result uploads it, or (``canonical``, savepoints: the checkpoint taken
         here) writes its state in the heap backend's format."""
         self._gate.settle()  # the previous snapshot's checkpoint (if still being taken)
-        frozen = [(c, c.freeze()) for c in self._caches]  # bounded by the caches' size
         db = self._db
-        if db is None or (not any(f for _, f in frozen) and self._is_empty(db)):
+        if db is None or (not any(c.entries for c in self._caches) and self._is_empty(db)):
             return _nothing
         local = os.path.join(self._dir, "snapshots", f"chk-{checkpoint_id}-{uuid.uuid4().hex}")
         os.makedirs(os.path.dirname(local), exist_ok=True)
+        frozen = [(c, c.freeze()) for c in self._caches]  # bounded by the caches' size
         waited, self._gate.waited_ms = self._gate.waited_ms, 0.0
         label = f"{checkpoint_id} of {self._owned} (task waited {waited:.1f} ms for the last)"
         names = [*db.state_column_families(), TIMERS_CF]
