@@ -141,9 +141,10 @@ def _filled(key_range: KeyGroupRange = FULL, keys: int = 200) -> RocksDBKeyedSta
     return b
 
 
-def test_synchronous_part_hard_links_and_upload_lists_every_file(tmp_path: Path) -> None:
+def test_local_checkpoint_hard_links_and_upload_lists_every_file(tmp_path: Path) -> None:
     b = _filled()
-    write = b.snapshot(1)  # synchronous part: a local RocksDB checkpoint
+    write = b.snapshot(1)  # synchronous part: freeze the write cache; then a local checkpoint
+    b._gate.settle()  # the checkpoint thread's part (``native``), awaited to look at it
     snaps = Path(b.working_directory, "snapshots")
     (local,) = snaps.iterdir()
     db = Path(b.working_directory, "db")

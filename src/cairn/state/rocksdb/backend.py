@@ -5,8 +5,10 @@ Invariant: the database lives in a directory of its own, created fresh for each 
 ``dispose``; it holds every state value (one column family per state, see ``codecs`` for the
 key layout) and every keyed timer (written through to the ``_timers`` column family by
 ``timers.RocksTimers``), so a RocksDB checkpoint of it is the whole snapshot. The synchronous
-part of a snapshot is that checkpoint (flush + hard links: milliseconds, whatever the state
-size); the asynchronous part uploads its files.
+part of a snapshot freezes the write caches (``native``: bounded by their size, not the
+state's); a thread of the backend then writes them and takes that checkpoint (flush + hard
+links) before anything after the barrier reaches RocksDB; the asynchronous part uploads its
+files. Savepoints (canonical snapshots) take the checkpoint in the synchronous part.
 
 >>> import tempfile
 >>> from cairn.datastream.state import ValueStateDescriptor
@@ -30,8 +32,6 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-import rocksdict
 
 from cairn.checkpoint.handles import (
     AnyKeyedStateHandle,
@@ -74,7 +74,8 @@ from cairn.state.rocksdb.codecs import (
     value_codec,
 )
 from cairn.state.rocksdb.db import STATE_CF_PREFIX, TIMERS_CF, Column, RocksDBMemory, StateDB
-from cairn.state.rocksdb.rescale import apply_copy, plan_restore, trim
+from cairn.state.rocksdb.native import NativeGate, native_checkpoint, wait_native
+from cairn.state.rocksdb.rescale import apply_copy, merge_meta, plan_restore, trim
 from cairn.state.rocksdb.states import (
     CurrentKeyTable,
     RocksKeyContext,
@@ -175,7 +176,8 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self._foreign = [ForeignKeyGroup(kg, self._owned) for kg in range(max_parallelism)]
         self._tables: dict[str, _Table] = {}
         self._caches: list[WriteCache] = []
-        self._timers = RocksTimers(self._ctx, key_group_range, self._assigner, self._open)
+        self._gate = NativeGate()  # the pending native checkpoint (see ``native``)
+        self._timers = RocksTimers(self._ctx, key_group_range, self._assigner, self._settled)
 
     @property
     def working_directory(self) -> str:
@@ -192,6 +194,11 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
                     f"{exc}"
                 ) from exc
         return db
+
+    def _settled(self) -> StateDB:
+        """The database, to write to it directly: any pending native checkpoint taken."""
+        self._gate.settle()
+        return self._open()
 
     # ------------------------------------------------------------------------ key context
 
@@ -259,15 +266,18 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             self._convert_ttl(name, table, ttl)
         cleanup = ttl_cfg.ttl_ms if ttl_cfg and ttl_cfg.cleanup_in_full_snapshot else None
         meta = {"kind": kind, "ttl": ttl, "cleanup_ttl_ms": cleanup}
+        gate = self._gate
+        gate.settle()
         db.db.put(_META + name.encode(), json.dumps(meta).encode())
         cf = db.column_family(STATE_CF_PREFIX + name)
         table.ttl_config = ttl_cfg
         if kind == "list":
-            table.state = RocksListState(name, self._ctx, cf, descriptor, self._now_ms)
+            table.state = RocksListState(name, self._ctx, cf, descriptor, self._now_ms, gate)
         elif kind == "map":
-            table.state = RocksMapState(name, self._ctx, cf, descriptor, self._now_ms)
+            table.state = RocksMapState(name, self._ctx, cf, descriptor, self._now_ms, gate)
         else:
-            cache = WriteCache(db, STATE_CF_PREFIX + name, self._memory.write_cache_entries)
+            entries = self._memory.write_cache_entries
+            cache = WriteCache(db, STATE_CF_PREFIX + name, entries, gate)
             self._caches.append(cache)
             if kind == "value" and not ttl:
                 table.state = RocksValueState(name, self._ctx, cache, descriptor.type_info)
@@ -284,6 +294,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     def _flush_caches(self, keep: bool = False) -> None:
         """Write the caches to RocksDB; ``keep`` only if nothing changes RocksDB around them
         next (a snapshot, reading keys): their entries stay readable from Python."""
+        self._gate.settle()
         for cache in self._caches:
             cache.flush(keep)
 
@@ -360,23 +371,33 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     def snapshot(
         self, checkpoint_id: CheckpointId | int, *, canonical: bool = False
     ) -> KeyedSnapshot:
-        """Checkpoint the database locally (synchronous part); the result uploads it, or
-        (``canonical``, savepoints) writes its state in the heap backend's format."""
-        self._flush_caches(keep=True)  # bounded by the caches' size, not the state's
-        if self._db is None or self._is_empty(self._db):
+        """Freeze the write caches and start the checkpoint of the database (synchronous
+        part); the result uploads it, or (``canonical``, savepoints: the checkpoint taken
+        here) writes its state in the heap backend's format."""
+        self._gate.settle()  # the previous snapshot's checkpoint (if still being taken)
+        db = self._db
+        if db is None or (not any(c.entries for c in self._caches) and self._is_empty(db)):
             return _nothing
         local = os.path.join(self._dir, "snapshots", f"chk-{checkpoint_id}-{uuid.uuid4().hex}")
         os.makedirs(os.path.dirname(local), exist_ok=True)
-        rocksdict.Checkpoint(self._db.db).create_checkpoint(local)
+        frozen = [(c, c.freeze()) for c in self._caches]  # bounded by the caches' size
+        waited, self._gate.waited_ms = self._gate.waited_ms, 0.0
+        label = f"{checkpoint_id} of {self._owned} (task waited {waited:.1f} ms for the last)"
+        names = [*db.state_column_families(), TIMERS_CF]
+        columns = [db.column_family(n) for n in names if db.has_column_family(n)]
+        work = native_checkpoint(db.db, frozen, columns, local, label)
         key_range = self._range
         if canonical:
+            work()
             return self._canonical_snapshot(local, self._now_ms())
+        native = self._gate.start(work)
         prefix = f"{self._file_prefix}keyed-kg{key_range.start}-{key_range.end}-"
         base_id, base = self._confirmed
         cid = int(checkpoint_id)
 
         def write(writer: StateFileWriter) -> RocksDBKeyedStateHandle:
             try:
+                wait_native(native)
                 handle = upload(
                     local,
                     writer,
@@ -491,7 +512,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             download(rocks[i], reader, tmp, self._transfer_threads)
             source = StateDB.open(tmp, self._memory)
             try:
-                _merge_meta(source, db)
+                merge_meta(source, db)
                 copied = apply_copy(source, db, key_groups)
             finally:
                 source.close()
@@ -553,6 +574,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
 
     def dispose(self) -> None:
         """Close the database and delete the working directory."""
+        self._gate.close()
         if self._db is not None:
             try:
                 self._db.close()
@@ -568,18 +590,6 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
 
 def _nothing(writer: StateFileWriter) -> None:
     return None
-
-
-def _merge_meta(source: StateDB, target: StateDB) -> None:
-    for k, v in source.db.items(from_key=_META):
-        if not k.startswith(_META):
-            break
-        existing = target.db.get(k)
-        if existing is not None and json.loads(existing)["kind"] != json.loads(v)["kind"]:
-            raise StateMigrationError(
-                f"state {k[len(_META) :].decode()!r} has different kinds in the old subtasks"
-            )
-        target.db.put(k, v)
 
 
 def _safe(prefix: str) -> str:

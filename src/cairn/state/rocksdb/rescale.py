@@ -13,17 +13,19 @@ refused. ``apply_copy`` and ``trim`` carry it out on open databases.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import rocksdict
 
-from cairn.state.errors import StateRestoreError
+from cairn.state.errors import StateMigrationError, StateRestoreError
 from cairn.state.key_groups import KeyGroupRange
+from cairn.state.rocksdb.canonical import META_PREFIX
 from cairn.state.rocksdb.codecs import key_group_bytes
 from cairn.state.rocksdb.db import TIMERS_CF, StateDB
 
-__all__ = ["RestorePlan", "apply_copy", "overlap", "plan_restore", "trim"]
+__all__ = ["RestorePlan", "apply_copy", "merge_meta", "overlap", "plan_restore", "trim"]
 
 _BATCH = 10_000  # entries per WriteBatch when copying key groups between databases
 
@@ -111,3 +113,17 @@ def apply_copy(source: StateDB, target: StateDB, key_groups: KeyGroupRange) -> i
             target.db.write(batch, target.write_options)
             copied += pending
     return copied
+
+
+def merge_meta(source: StateDB, target: StateDB) -> None:
+    """Copy the state registrations (kind, TTL) of an old subtask's database into the new
+    one; a state registered with two different kinds is refused."""
+    for k, v in source.db.items(from_key=META_PREFIX):
+        if not k.startswith(META_PREFIX):
+            break
+        existing = target.db.get(k)
+        if existing is not None and json.loads(existing)["kind"] != json.loads(v)["kind"]:
+            raise StateMigrationError(
+                f"state {k[len(META_PREFIX) :].decode()!r} has different kinds in the old subtasks"
+            )
+        target.db.put(k, v)

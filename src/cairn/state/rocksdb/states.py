@@ -48,6 +48,7 @@ from cairn.state.rocksdb.codecs import (
     value_codec,
 )
 from cairn.state.rocksdb.db import Column
+from cairn.state.rocksdb.native import NativeGate
 from cairn.state.rocksdb.write_cache import WriteCache
 
 __all__ = [
@@ -158,7 +159,17 @@ class RocksValueState(ValueState[Any]):
 
 
 class _RocksState:
-    __slots__ = ("_cf", "_clock", "_codec", "_ctx", "_on_read", "_return_expired", "_ttl", "name")
+    __slots__ = (
+        "_cf",
+        "_clock",
+        "_codec",
+        "_ctx",
+        "_gate",
+        "_on_read",
+        "_return_expired",
+        "_ttl",
+        "name",
+    )
 
     def __init__(
         self,
@@ -168,9 +179,13 @@ class _RocksState:
         desc: StateDescriptor,
         clock: NowMs,
         type_info: Any = None,
+        gate: NativeGate | None = None,
     ) -> None:
         cfg = desc.ttl_config
         self.name, self._ctx, self._cf, self._clock = name, ctx, cf, clock
+        # Every write to ``cf`` settles first: nothing after a barrier reaches RocksDB before
+        # the pending native checkpoint (``native``) is taken.
+        self._gate = gate or NativeGate()
         self._codec = value_codec(type_info, ttl=cfg is not None)
         self._ttl = cfg.ttl_ms if cfg is not None else None
         self._on_read = cfg is not None and cfg.update_on_read
@@ -193,8 +208,10 @@ class RocksListState(_RocksState, ListState[Any]):
         cf: Column,
         desc: StateDescriptor,
         clock: NowMs,
+        gate: NativeGate | None = None,
     ) -> None:
-        super().__init__(name, ctx, cf, desc, clock, getattr(desc, "elem_type_info", None))
+        elem = getattr(desc, "elem_type_info", None)
+        super().__init__(name, ctx, cf, desc, clock, elem, gate)
 
     def _wrap(self, values: list[Any]) -> list[Any]:
         if self._ttl is None:
@@ -210,6 +227,7 @@ class RocksListState(_RocksState, ListState[Any]):
         now, ttl = self._clock(), self._ttl
         live = [e for e in lst if e[1] + ttl > now]
         result = [e[0] for e in (lst if self._return_expired else live)]
+        self._gate.settle()
         if not live:
             self._cf.delete(k)
         elif self._on_read:
@@ -222,6 +240,7 @@ class RocksListState(_RocksState, ListState[Any]):
         k = self._prefix()
         check_list_element(value)
         frame = list_frame(self._codec, value if self._ttl is None else (value, self._clock()))
+        self._gate.settle()
         old = self._cf.get(k)
         self._cf.put(k, frame if old is None else old + frame)
 
@@ -229,18 +248,21 @@ class RocksListState(_RocksState, ListState[Any]):
         k = self._prefix()
         vals = list_elements(values)
         if vals:
+            self._gate.settle()
             old = self._cf.get(k) or b""
             self._cf.put(k, old + encode_list(self._codec, self._wrap(vals)))
 
     def update(self, values: Iterable[Any] | None) -> None:
         k = self._prefix()
         vals = list_elements(values)
+        self._gate.settle()
         if vals:
             self._cf.put(k, encode_list(self._codec, self._wrap(vals)))
         else:
             self._cf.delete(k)
 
     def clear(self) -> None:
+        self._gate.settle()
         self._cf.delete(self._prefix())
 
 
@@ -258,8 +280,10 @@ class RocksMapState(_RocksState, MapState[Any, Any]):
         cf: Column,
         desc: StateDescriptor,
         clock: NowMs,
+        gate: NativeGate | None = None,
     ) -> None:
-        super().__init__(name, ctx, cf, desc, clock, getattr(desc, "value_type_info", None))
+        value = getattr(desc, "value_type_info", None)
+        super().__init__(name, ctx, cf, desc, clock, value, gate)
 
     def _entries(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         it = self._cf.iter()
@@ -280,6 +304,7 @@ class RocksMapState(_RocksState, MapState[Any, Any]):
             return self._codec.decode(raw)
         v, ts = self._codec.decode(raw)
         now = self._clock()
+        self._gate.settle()
         if ts + self._ttl <= now:
             self._cf.delete(k)
             return v if self._return_expired else _MISSING
@@ -294,6 +319,7 @@ class RocksMapState(_RocksState, MapState[Any, Any]):
         if self._ttl is None:
             return [(decode_key(k[n:]), codec.decode(v)) for k, v in self._entries(prefix)]
         now, ttl = self._clock(), self._ttl
+        self._gate.settle()
         shown: list[tuple[Any, Any]] = []
         for k, raw in list(self._entries(prefix)):
             v, ts = codec.decode(raw)
@@ -316,6 +342,7 @@ class RocksMapState(_RocksState, MapState[Any, Any]):
 
     def put(self, key: Any, value: Any) -> None:
         obj = value if self._ttl is None else (value, self._clock())
+        self._gate.settle()
         self._cf.put(self._prefix() + encode_key(key), self._codec.encode(obj))
 
     def put_all(self, dict_value: Mapping[Any, Any]) -> None:
@@ -323,11 +350,13 @@ class RocksMapState(_RocksState, MapState[Any, Any]):
         if not dict_value:
             return
         now = self._clock() if self._ttl is not None else 0
+        self._gate.settle()
         for uk, v in dict_value.items():
             obj = v if self._ttl is None else (v, now)
             self._cf.put(prefix + encode_key(uk), self._codec.encode(obj))
 
     def remove(self, key: Any) -> None:
+        self._gate.settle()
         self._cf.delete(self._prefix() + encode_key(key))
 
     def items(self) -> list[tuple[Any, Any]]:
@@ -346,5 +375,6 @@ class RocksMapState(_RocksState, MapState[Any, Any]):
 
     def clear(self) -> None:
         prefix = self._prefix()
+        self._gate.settle()
         for k, _ in list(self._entries(prefix)):
             self._cf.delete(k)

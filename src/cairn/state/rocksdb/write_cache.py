@@ -3,11 +3,14 @@
 Invariant: for every key in a state's ``entries`` the cache holds that key's current encoded
 value (``None``: deleted), newer than RocksDB's; ``flush`` writes them all in one
 ``WriteBatch`` and empties ``entries``. Every key in ``clean`` holds exactly RocksDB's value
-(``None``: absent): entries written by a flush that kept them (``flush(keep=True)``, on the
-per-record path and at snapshots), at most ``max_entries`` of them. A state's cache is flushed
-when it reaches ``max_entries``, and every cache before anything reads RocksDB directly (a
-snapshot, iterating keys); anything that writes RocksDB around the cache (converting values,
-restoring) flushes with ``keep=False`` first, which empties ``clean`` too. So RocksDB plus the
+(``None``: absent), or a frozen entry's: entries written by a flush that kept them
+(``flush(keep=True)``, on the per-record path), at most ``max_entries`` of them, and the
+entries ``freeze`` took out at a snapshot's barrier, which the checkpoint thread writes to
+RocksDB (``write_frozen``, see ``native``) before anything clears ``clean`` or writes RocksDB
+again (``flush`` settles the ``NativeGate`` first). A state's cache is flushed when it reaches
+``max_entries``, and every cache before anything reads RocksDB directly (iterating keys);
+anything that writes RocksDB around the cache (converting values, restoring) flushes with
+``keep=False`` first, which empties ``clean`` too. So RocksDB plus the frozen entries plus the
 cache is always the state, and a key written in the last ``max_entries`` writes is read from
 the cache, not from RocksDB (a get from an SST file costs 2-10 us from Python, a dict hit
 ~0.1). It keeps bytes, never the user's objects: a value read twice is decoded twice, as
@@ -34,6 +37,7 @@ from typing import Any
 import rocksdict
 
 from cairn.state.rocksdb.db import DEFAULT_WRITE_CACHE_ENTRIES, StateDB
+from cairn.state.rocksdb.native import NativeGate
 
 __all__ = ["WriteCache"]
 
@@ -43,12 +47,19 @@ _ABSENT: Any = object()
 class WriteCache:
     """The cache of one column family (see the module docstring)."""
 
-    __slots__ = ("_db", "_handle", "_max", "clean", "column_family", "entries")
+    __slots__ = ("_db", "_gate", "_handle", "_max", "clean", "column_family", "entries")
 
-    def __init__(self, db: StateDB, name: str, max_entries: int = DEFAULT_WRITE_CACHE_ENTRIES):
+    def __init__(
+        self,
+        db: StateDB,
+        name: str,
+        max_entries: int = DEFAULT_WRITE_CACHE_ENTRIES,
+        gate: NativeGate | None = None,
+    ):
         if max_entries < 1:
             raise ValueError(f"max_entries must be positive, got {max_entries}")
         self._db = db
+        self._gate = gate or NativeGate()
         self.column_family = db.column_family(name)
         self._handle = db.handle(name)
         self._max = max_entries
@@ -74,12 +85,35 @@ class WriteCache:
     def flush(self, keep: bool = False) -> None:
         """Write ``entries`` to RocksDB; ``keep``: remember them in ``clean`` (else forget
         ``clean`` too: the caller is about to change RocksDB around the cache)."""
+        self._gate.settle()  # frozen entries of a pending checkpoint are in RocksDB now
         entries = self.entries
         clean = self.clean
         if not keep:
             clean.clear()
         if not entries:
             return
+        self._write(entries)
+        if keep:
+            if len(clean) + len(entries) > self._max:
+                clean.clear()
+            clean.update(entries)
+        entries.clear()
+
+    def freeze(self) -> dict[bytes, bytes | None]:
+        """At a barrier (the gate settled): the dirty entries, taken out of ``entries`` and
+        kept readable in ``clean`` until ``write_frozen`` has written them."""
+        entries = self.entries
+        frozen = dict(entries)
+        self.clean.update(frozen)
+        entries.clear()
+        return frozen
+
+    def write_frozen(self, frozen: dict[bytes, bytes | None]) -> None:
+        """Checkpoint thread: write what ``freeze`` returned (one ``WriteBatch``)."""
+        if frozen:
+            self._write(frozen)
+
+    def _write(self, entries: dict[bytes, bytes | None]) -> None:
         batch = rocksdict.WriteBatch(raw_mode=True)
         handle = self._handle
         for k, v in entries.items():
@@ -88,8 +122,3 @@ class WriteCache:
             else:
                 batch.put(k, v, handle)
         self._db.db.write(batch, self._db.write_options)
-        if keep:
-            if len(clean) + len(entries) > self._max:
-                clean.clear()
-            clean.update(entries)
-        entries.clear()
