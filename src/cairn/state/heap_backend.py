@@ -38,6 +38,7 @@ from cairn.settings import DEFAULT_FORK_NICENESS, DEFAULT_FORK_THRESHOLD
 from cairn.state.api import KeyedSnapshot, KeyedStateBackend
 from cairn.state.errors import StateMigrationError, StateRestoreError
 from cairn.state.fork_snapshot import ForkedSerializer, fork_supported
+from cairn.state.key_context_owner import KeyContextOwner
 from cairn.state.key_groups import (
     DEFAULT_KEY_GROUP_CACHE_SIZE,
     KeyGroupAssigner,
@@ -54,7 +55,6 @@ from cairn.state.keyed_states import (
     HeapReducingState,
     HeapValueState,
     KeyContext,
-    raise_no_key,
 )
 from cairn.state.operator_state import DefaultOperatorStateBackend
 from cairn.state.snapshot_format import (
@@ -140,7 +140,7 @@ class _StateCopy:
     expire_ttl_ms: int | None  # set when expired values are to be left out of the snapshot
 
 
-class HeapKeyedStateBackend(KeyedStateBackend):
+class HeapKeyedStateBackend(KeyContextOwner, KeyedStateBackend):
     """Keyed state of the key groups in ``key_group_range`` (see the module docstring).
 
     ``clock`` drives TTL only; timers fire when the owner calls
@@ -178,45 +178,6 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         self._timers = {PROCESSING_TIME: TimerQueue(), EVENT_TIME: TimerQueue()}
         self._fork_threshold = fork_threshold if fork_supported() else None
         self._fork_niceness = fork_niceness
-
-    # ------------------------------------------------------------------------ key context
-
-    @property
-    def key_group_range(self) -> KeyGroupRange:
-        return self._range
-
-    @property
-    def max_parallelism(self) -> int:
-        return self._max_parallelism
-
-    def set_current_key(self, key: Any, key_group: int | None = None) -> None:
-        """Make ``key`` current; pass ``key_group`` if already known to skip hashing."""
-        if key_group is None:
-            try:
-                key_group = self._key_group_cache.get(key)
-            except TypeError:
-                raise TypeError(
-                    f"keys must be hashable, got {type(key).__name__}: use a tuple, not a list"
-                ) from None
-            if key_group is None:
-                key_group = self._assigner.key_group(key)
-        ctx = self._ctx
-        ctx.key_group = key_group
-        ctx.key = key
-
-    def clear_current_key(self) -> None:
-        self._ctx.key = NO_KEY
-
-    def get_current_key(self) -> Any:
-        key = self._ctx.key
-        if key is NO_KEY:
-            raise_no_key("<current key>")
-        return key
-
-    @property
-    def current_key_group(self) -> int:
-        self.get_current_key()
-        return self._ctx.key_group
 
     # ------------------------------------------------------------------------------ state
 

@@ -46,6 +46,7 @@ from cairn.datastream.state import State, StateDescriptor, StateTtlConfig
 from cairn.ids import CheckpointId
 from cairn.state.api import KeyedSnapshot, KeyedStateBackend
 from cairn.state.errors import StateMigrationError, StateRestoreError
+from cairn.state.key_context_owner import KeyContextOwner
 from cairn.state.key_groups import (
     DEFAULT_KEY_GROUP_CACHE_SIZE,
     KeyGroupAssigner,
@@ -58,7 +59,6 @@ from cairn.state.keyed_states import (
     HeapAggregatingState,
     HeapReducingState,
     HeapValueState,
-    raise_no_key,
 )
 from cairn.state.rocksdb.canonical import (
     META_PREFIX,
@@ -121,13 +121,15 @@ class _Table:
     state: State | None = None
 
 
-class RocksDBKeyedStateBackend(KeyedStateBackend):
+class RocksDBKeyedStateBackend(KeyContextOwner, KeyedStateBackend):
     """Keyed state of ``key_group_range`` in RocksDB (see the module docstring).
 
     ``local_dir``: where the working directory is created (default: the temp dir);
     ``memory``: block cache and write buffer bounds; ``file_prefix`` makes uploaded file
     names unique per operator; ``clock`` drives TTL only.
     """
+
+    _ctx: RocksKeyContext
 
     def __init__(
         self,
@@ -199,44 +201,6 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         """The database, to write to it directly: any pending native checkpoint taken."""
         self._gate.settle()
         return self._open()
-
-    # ------------------------------------------------------------------------ key context
-
-    @property
-    def key_group_range(self) -> KeyGroupRange:
-        return self._range
-
-    @property
-    def max_parallelism(self) -> int:
-        return self._max_parallelism
-
-    def set_current_key(self, key: Any, key_group: int | None = None) -> None:
-        if key_group is None:
-            try:
-                key_group = self._key_group_cache.get(key)
-            except TypeError:
-                raise TypeError(
-                    f"keys must be hashable, got {type(key).__name__}: use a tuple, not a list"
-                ) from None
-            if key_group is None:
-                key_group = self._assigner.key_group(key)
-        ctx = self._ctx
-        ctx.key_group = key_group
-        ctx.key = key
-
-    def clear_current_key(self) -> None:
-        self._ctx.key = NO_KEY
-
-    def get_current_key(self) -> Any:
-        key = self._ctx.key
-        if key is NO_KEY:
-            raise_no_key("<current key>")
-        return key
-
-    @property
-    def current_key_group(self) -> int:
-        self.get_current_key()
-        return self._ctx.key_group
 
     # ------------------------------------------------------------------------------ state
 
