@@ -108,7 +108,10 @@ COMMANDS = frozenset(
 )
 
 README_CHECKPOINTS, README_SUMS = "/tmp/cairn-checkpoints", "/tmp/sums"
-README_COUNT, INTERRUPTED_COUNT = 1_000_000, 5_000_000
+# The interrupted job must still run when its first checkpoint is committed: at ~1M records/s
+# in-process, 5M numbers once finished (and removed its checkpoints) before a loaded machine
+# committed the first one.
+README_COUNT, INTERRUPTED_COUNT = 1_000_000, 10_000_000
 SUBTASKS = {(0, 0), (0, 1), (1, 0), (1, 1)}  # (vertex, subtask): source -> keyed sum + sink
 
 
@@ -396,6 +399,10 @@ def interrupted(tmp_path_factory: pytest.TempPathFactory) -> Interrupted:
             )
             assert time.monotonic() < deadline, "no checkpoint completed within 120 s"
             time.sleep(0.02)
+        assert proc.poll() is None, (
+            f"the job ended (exit {proc.returncode}) before it could be interrupted: raise "
+            f"INTERRUPTED_COUNT ({INTERRUPTED_COUNT:_})\n" + proc.communicate()[1]
+        )
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=60)
     finally:
