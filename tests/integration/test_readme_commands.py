@@ -409,7 +409,12 @@ def interrupted(tmp_path_factory: pytest.TempPathFactory) -> Interrupted:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    (job_path,) = job.checkpoints.iterdir()
+    left = list(job.checkpoints.iterdir())
+    assert len(left) == 1, (
+        f"after the Ctrl-C {job.checkpoints} holds {left} (one job directory expected); "
+        f"exit {proc.returncode}, stderr:\n{stderr}"
+    )
+    (job_path,) = left
     committed = frozenset(visible_files(job.sums))
     return Interrupted(
         job,
