@@ -15,6 +15,7 @@ Skipped when ``/usr/bin/chromium`` is missing, except under CI (``.ci/run`` inst
 from __future__ import annotations
 
 import asyncio
+import atexit
 import base64
 import json
 import os
@@ -129,6 +130,13 @@ class Browser:
         path.write_bytes(base64.b64decode(shot["data"]))
 
 
+def _short_tmp() -> Path:
+    """A directory with a short path for Chromium's sockets (removed at exit)."""
+    path = Path(tempfile.mkdtemp(prefix="chromium-", dir="/tmp"))
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
 def start_chromium(profile: Path) -> tuple[subprocess.Popen[bytes], str]:
     proc = subprocess.Popen(
         [
@@ -145,6 +153,9 @@ def start_chromium(profile: Path) -> tuple[subprocess.Popen[bytes], str]:
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        # Chromium puts its singleton socket under TMPDIR: below a test's tmp_path it can
+        # exceed a Unix socket path's 107 bytes ("Socket path too long", then an abort).
+        env={**os.environ, "TMPDIR": str(_short_tmp())},
     )
     port_file = profile / "DevToolsActivePort"
     deadline = time.monotonic() + 30
