@@ -4,7 +4,6 @@ operations in Flink's shapes; stale entries of dead drivers."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -13,7 +12,6 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -22,6 +20,7 @@ from cairn.deploy.job_client import JobClient
 from cairn.rest.client import JobControlError, JobEndpoint
 from cairn.rest.registry import JobEntry, JobRegistry, process_start_time
 from tests.integration.jobs import sequence_job
+from tests.integration.rest_calls import http
 
 
 @pytest.fixture
@@ -50,18 +49,6 @@ def job(tmp_path: Path, registry_dir: str) -> Iterator[JobClient]:
     if not client.get_job_status().is_globally_terminal_state():
         client.cancel()
     client.get_job_execution_result(60)
-
-
-def http(method: str, url: str, token: str | None, body: Any = None) -> tuple[int, Any]:
-    data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method)
-    if token is not None:
-        req.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(req, timeout=10) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
 
 
 def test_the_registry_lists_the_job_with_its_endpoint_and_token(job: JobClient) -> None:

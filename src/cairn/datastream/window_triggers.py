@@ -280,11 +280,13 @@ class _ContinuousTrigger(Trigger):
         self.interval = _interval(interval)
         self._state = ReducingStateDescriptor("fire-time", min)
 
+    @abstractmethod
     def _register(self, ctx: Any, time: int) -> None:
-        raise NotImplementedError
+        """Register a timer at ``time`` in the trigger's time domain."""
 
+    @abstractmethod
     def _delete(self, ctx: Any, time: int) -> None:
-        raise NotImplementedError
+        """Delete the timer at ``time`` of the trigger's time domain."""
 
     def _first(self, time: int, window: Any, ctx: Any) -> None:
         """An element at ``time`` (its domain's): set the first fire time if none is set."""
