@@ -31,7 +31,7 @@ from bench.jobs import (
 from bench.measure import Progress, read_progress
 from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
 
-__all__ = ["RECOVERY_MARK_EVERY", "kill_due", "recovery", "state_size"]
+__all__ = ["RECOVERY_MARK_EVERY", "kill_due", "no_kill_note", "recovery", "state_size"]
 
 RECOVERY_MARK_EVERY = 256  # finer marks: a killed worker loses fewer counted records
 
@@ -114,7 +114,7 @@ def recovery(
     if hot_fraction is not None:
         result["hot_fraction"] = hot_fraction
     if seen.killed_at is None:
-        result["note"] = "no worker was killed (the job ended first)"
+        result["note"] = no_kill_note(seen)
         return result
     result["state_size_at_kill_bytes"] = state_at_kill[0] if state_at_kill else None
     later = [m for (_, a), m in files.items() if a > 0]
@@ -128,6 +128,27 @@ def recovery(
         phases_note(result), f"replayed counted to +-{RECOVERY_MARK_EVERY * opts.parallelism}"
     )
     return result
+
+
+def no_kill_note(seen: Observed) -> str:
+    """Why no worker was killed, in figures: when the sources had emitted every key, and
+    how many checkpoints triggered after that completed before the job ended.
+
+    >>> seen = Observed(submitted=100.0, ended=110.0, filled_at=103.0)
+    >>> print(no_kill_note(seen))  # doctest: +NORMALIZE_WHITESPACE
+    no worker was killed (the job ended first): job ran 10.0 s, every key emitted at 3.0 s,
+    0 checkpoints completed (0 triggered after that) of the 2 the kill waits for
+    """
+    filled = seen.filled_at
+    after = [
+        c for c in seen.checkpoints.values() if filled is not None and c.trigger_ms / 1e3 > filled
+    ]
+    fill = "never seen" if filled is None else f"at {filled - seen.submitted:.1f} s"
+    return (
+        f"no worker was killed (the job ended first): job ran {seen.ended - seen.submitted:.1f} s,"
+        f" every key emitted {fill}, {len(seen.checkpoints)} checkpoints completed"
+        f" ({len(after)} triggered after that) of the 2 the kill waits for"
+    )
 
 
 def recovery_phases(seen: Observed, resumed: float | None) -> dict[str, float]:

@@ -32,9 +32,10 @@ def _weed_processes() -> list[int]:
 def test_recovery_workload_on_s3_storage(spark: Any, tmp_path: Path) -> None:
     keep = tmp_path / "cairn-bench-s3"
     opts = CairnOptions(state_backend="rocksdb", incremental=True, storage="s3", keep_dir=str(keep))
-    # Records enough that two checkpoints complete after the fill before the job ends (the kill
-    # waits for them), also with the asynchronous RocksDB checkpoint on a loaded machine.
-    r = run_workload("recovery", 240_000, KEYS, 300, rate=30_000, opts=opts, hot_fraction=0.01)
+    # 24 s of input: the kill waits for two checkpoints triggered after every key was emitted,
+    # and CI twice saw a shorter job (4 s, then 8 s) end before that. If it happens again, the
+    # note says when the fill was seen and how many checkpoints completed.
+    r = run_workload("recovery", 240_000, KEYS, 300, rate=10_000, opts=opts, hot_fraction=0.01)
     assert r["storage"] == "s3"
     assert r["restarts"] >= 1 and r["recovery_s"] > 0, r["note"]
     assert 0 <= r["recovery_detected_s"] < r["recovery_running_s"]
