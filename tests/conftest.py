@@ -136,3 +136,19 @@ def seaweed() -> Iterator[Any]:
 
     with SeaweedS3(bucket="cairn") as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Any]:
+    """A real PostgreSQL server on 127.0.0.1 (Debian's binaries), started once. Without
+    PostgreSQL installed the test is skipped, except under CI (``.ci/run`` installs it)."""
+    from cairn.testing.postgres import PostgresServer, postgres_bindir
+
+    try:
+        postgres_bindir()
+    except FileNotFoundError as exc:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(str(exc))
+    with PostgresServer() as server:
+        yield server

@@ -147,6 +147,9 @@ def test_connectors_package_reexports_lazily() -> None:
         "Sink",
         "Source",
         "StreamFormat",
+        "JdbcConnectionOptions",
+        "JdbcExecutionOptions",
+        "JdbcSink",
     }
     with pytest.raises(AttributeError):
         connectors.NoSuchConnector  # noqa: B018

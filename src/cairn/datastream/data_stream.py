@@ -474,8 +474,11 @@ class DataStream(_OperatorSetters):
         self._env._add_sink(t)
         return DataStreamSink(t)
 
-    def add_sink(self, sink_func: SinkFunction) -> DataStreamSink:
-        """A legacy ``SinkFunction`` (``invoke(value, context)`` per record)."""
+    def add_sink(self, sink_func: SinkFunction | Sink) -> DataStreamSink:
+        """A legacy ``SinkFunction`` (``invoke(value, context)`` per record); a ``Sink``
+        (``JdbcSink.sink(...)``, which PyFlink adds this way) goes to :meth:`sink_to`."""
+        if isinstance(sink_func, Sink):
+            return self.sink_to(sink_func)
         if not isinstance(sink_func, SinkFunction) and not callable(
             getattr(sink_func, "invoke", None)
         ):

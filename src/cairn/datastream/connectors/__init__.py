@@ -1,8 +1,8 @@
 """Sources and sinks (``pyflink.datastream.connectors``).
 
-Contracts are in ``connectors.base``; implementations in ``number_seq``, ``file_system`` and
-``datagen``. The implementations are re-exported here lazily, so importing the package does
-not import every connector. As in PyFlink (whose package re-exports them for backward
+Contracts are in ``connectors.base``; implementations in ``number_seq``, ``file_system``,
+``datagen`` and ``jdbc``. The implementations are re-exported here lazily, so importing the
+package does not import every connector. As in PyFlink (whose package re-exports them for backward
 compatibility), the file connector's builder parts import from here too
 (``from pyflink.datastream.connectors import FileSink, OutputFileConfig, RollingPolicy``).
 """
@@ -24,6 +24,9 @@ _LOCATIONS = {
     "OutputFileConfig": "file_system",
     "RollingPolicy": "file_system",
     "StreamFormat": "file_system",
+    "JdbcConnectionOptions": "jdbc",
+    "JdbcExecutionOptions": "jdbc",
+    "JdbcSink": "jdbc",
 }
 
 __all__ = sorted(_LOCATIONS)

@@ -127,6 +127,9 @@ class Committer(ABC):
         started from, that no committable refers to any more. Called on subtask 0 only;
         writers of the current attempt may already be writing (keep their data)."""
 
+    def close(self) -> None:  # noqa: B027
+        """Release resources (connections); called once, when the sink operator closes."""
+
 
 class Sink(ABC):
     """A picklable sink description (``DataStream.sink_to(sink)``)."""

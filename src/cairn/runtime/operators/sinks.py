@@ -140,7 +140,11 @@ class SinkOperator(StreamOperator):
                 self.committer.commit(committables)
 
     def close(self) -> None:
-        self.writer.close()
+        try:
+            self.writer.close()
+        finally:
+            if self.committer is not None:
+                self.committer.close()
 
 
 class CollectSinkOperator(StreamOperator):

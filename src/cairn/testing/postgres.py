@@ -1,0 +1,255 @@
+"""A throw-away PostgreSQL server on 127.0.0.1 for tests and local experiments.
+
+Invariant: the server is one process group that ``stop()`` ends (SIGINT, PostgreSQL's fast
+shutdown, then SIGKILL after a grace period); it listens only on loopback (its Unix socket in
+its own directory), keeps its data under one temporary directory that ``stop()`` removes, and
+accepts only password logins (SCRAM-SHA-256) of its one user, so a wrong password is really
+refused. ``max_prepared_transactions`` is set, as an exactly-once JDBC sink needs it.
+
+The binaries are Debian's (``apt-get install postgresql``: ``/usr/lib/postgresql/<v>/bin``)
+or whatever ``pg_config --bindir`` / ``PATH`` names. PostgreSQL refuses to run as root: as
+root the server runs as the ``postgres`` system user the Debian package creates.
+
+Example::
+
+    with PostgresServer() as pg:
+        url = pg.jdbc_url()            # "jdbc:postgresql://127.0.0.1:<port>/cairn"
+        with pg.connect() as conn:     # a psycopg connection as the server's user
+            conn.execute("CREATE TABLE t (k text, v bigint)")
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import logging
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+from cairn.testing.spark_cluster import free_port
+
+__all__ = ["PostgresServer", "PostgresStartError", "postgres_bindir"]
+
+log = logging.getLogger(__name__)
+
+_HOST = "127.0.0.1"
+_START_TIMEOUT_S = 60.0
+_STOP_GRACE_S = 5.0
+USER = "cairn"
+PASSWORD = "cairn-pg-secret"
+DATABASE = "cairn"
+
+
+class PostgresStartError(RuntimeError):
+    """The server did not accept connections in time; the message carries its log's tail."""
+
+
+def postgres_bindir() -> str:
+    """The directory of ``initdb`` and ``postgres``: Debian's newest, else ``pg_config``'s,
+    else the one on ``PATH``; ``FileNotFoundError`` says how to install them."""
+    debian = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin/initdb"),
+        key=lambda p: int(p.split("/")[4]) if p.split("/")[4].isdigit() else 0,
+    )
+    if debian:
+        return os.path.dirname(debian[-1])
+    pg_config = shutil.which("pg_config")
+    if pg_config is not None:
+        out = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True, check=False)
+        bindir = out.stdout.strip()
+        if bindir and os.path.exists(os.path.join(bindir, "initdb")):
+            return bindir
+    initdb = shutil.which("initdb")
+    if initdb is not None:
+        return os.path.dirname(initdb)
+    raise FileNotFoundError(
+        "PostgreSQL's initdb was not found; apt-get install postgresql (or put its bin/ on PATH)"
+    )
+
+
+class PostgresServer:
+    """``initdb`` + ``postgres`` in a temporary directory, started on enter."""
+
+    def __init__(self, *, max_prepared_transactions: int = 64) -> None:
+        self.bindir = postgres_bindir()
+        self.port = free_port()
+        self.max_prepared_transactions = max_prepared_transactions
+        self._as_root = os.geteuid() == 0
+        # As root the server runs as 'postgres', which must reach the directory: not under a
+        # private (0700) TMPDIR of the test session.
+        self.root = Path(
+            tempfile.mkdtemp(prefix="cairn-pg-", dir="/tmp" if self._as_root else None)
+        )
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    # -- what tests use ------------------------------------------------------------------
+
+    def jdbc_url(self, database: str = DATABASE) -> str:
+        return f"jdbc:postgresql://{_HOST}:{self.port}/{database}"
+
+    def conninfo(self, database: str = DATABASE) -> str:
+        return f"postgresql://{USER}:{PASSWORD}@{_HOST}:{self.port}/{database}"
+
+    @property
+    def user(self) -> str:
+        return USER
+
+    @property
+    def password(self) -> str:
+        return PASSWORD
+
+    def connect(self, database: str = DATABASE, autocommit: bool = True) -> Any:
+        """A psycopg connection as the server's user (autocommit by default)."""
+        import psycopg
+
+        return psycopg.connect(self.conninfo(database), autocommit=autocommit, connect_timeout=10)
+
+    # -- life cycle ------------------------------------------------------------------------
+
+    def _run_as(self) -> list[str]:
+        return ["runuser", "-u", "postgres", "--"] if self._as_root else []
+
+    def start(self) -> PostgresServer:
+        data = self.root / "data"
+        pwfile = self.root / "pw"
+        pwfile.write_text(PASSWORD + "\n")
+        if self._as_root:
+            entry = pwd.getpwnam("postgres")
+            for path in (self.root, pwfile):
+                os.chown(path, entry.pw_uid, entry.pw_gid)
+        init = subprocess.run(
+            [
+                *self._run_as(),
+                os.path.join(self.bindir, "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                USER,
+                "--auth=scram-sha-256",
+                f"--pwfile={pwfile}",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+        if init.returncode != 0:
+            raise PostgresStartError(f"initdb failed ({init.returncode}): {init.stderr[-2000:]}")
+        for attempt in range(3):
+            try:
+                return self._start_once(data)
+            except PostgresStartError as exc:
+                if "already in use" not in str(exc) or attempt == 2:
+                    raise
+                log.info("port %d was taken meanwhile; starting PostgreSQL on another", self.port)
+                self.port = free_port()
+        raise AssertionError("unreachable")
+
+    def _start_once(self, data: Path) -> PostgresServer:
+        self._log = open(self.root / f"postgres-{self.port}.log", "wb")  # noqa: SIM115
+        self._proc = subprocess.Popen(
+            [
+                *self._run_as(),
+                os.path.join(self.bindir, "postgres"),
+                "-D",
+                str(data),
+                "-p",
+                str(self.port),
+                "-c",
+                f"listen_addresses={_HOST}",
+                "-c",
+                f"unix_socket_directories={self.root}",
+                "-c",
+                f"max_prepared_transactions={self.max_prepared_transactions}",
+                "-c",
+                "fsync=off",  # a test server: speed over crash safety of the machine
+                "-c",
+                "synchronous_commit=off",
+            ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            self._await_ready()
+            with self.connect("postgres") as conn:
+                conn.execute(f"CREATE DATABASE {DATABASE}")
+        except BaseException:
+            self._stop_process()
+            raise
+        log.info("PostgreSQL on %s:%d (data in %s)", _HOST, self.port, data)
+        return self
+
+    def _await_ready(self) -> None:
+        import psycopg
+
+        deadline = time.monotonic() + _START_TIMEOUT_S
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            assert self._proc is not None
+            if self._proc.poll() is not None:
+                raise PostgresStartError(
+                    f"postgres exited with {self._proc.returncode}: {self.log_tail()}"
+                )
+            try:
+                psycopg.connect(self.conninfo("postgres"), connect_timeout=2).close()
+                return
+            except psycopg.OperationalError as exc:
+                last = exc
+                time.sleep(0.1)
+        raise PostgresStartError(f"PostgreSQL did not start in time ({last}): {self.log_tail()}")
+
+    def log_tail(self, lines: int = 20) -> str:
+        if self._log is not None:
+            self._log.flush()
+        logs = sorted(self.root.glob("postgres-*.log"), key=lambda p: p.stat().st_mtime)
+        if not logs:
+            return "(no log)"
+        return "\n".join(logs[-1].read_text(errors="replace").splitlines()[-lines:])
+
+    def _stop_process(self) -> None:
+        proc = self._proc
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGINT)  # fast shutdown: abort sessions, exit
+            # runuser may exit before the postmaster it started: wait for its pid file too.
+            pid_file = self.root / "data" / "postmaster.pid"
+            deadline = time.monotonic() + _STOP_GRACE_S
+            while (proc.poll() is None or pid_file.exists()) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if proc.poll() is None or pid_file.exists():
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        self._proc = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def stop(self) -> None:
+        self._stop_process()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> PostgresServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
