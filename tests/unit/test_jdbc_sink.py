@@ -254,3 +254,50 @@ def test_a_server_without_prepared_transactions_is_a_clear_error(table: str) -> 
         sink = exactly_once(pg, table)
         with pytest.raises(JdbcSinkError, match="max_prepared_transactions = 0"):
             sink.create_writer(context(), [])
+
+
+UPSERT = (
+    "INSERT INTO {table} (word, n) VALUES (?, ?)"
+    " ON CONFLICT (word) DO UPDATE SET n = {table}.n + EXCLUDED.n"
+)
+
+
+@pytest.mark.parametrize("exactly", [False, True], ids=["at-least-once", "exactly-once"])
+def test_a_statement_other_than_a_plain_insert_runs_as_written(
+    postgres: Any, exactly: bool
+) -> None:
+    """A plain INSERT goes through COPY; anything else (here an upsert that adds up) runs
+    statement by statement, each row seeing the ones before it."""
+    table = f"totals_{next(_tables)}"
+    with postgres.connect() as conn:
+        conn.execute(f"CREATE TABLE {table} (word text PRIMARY KEY, n bigint)")
+    execution = JdbcExecutionOptions.builder().with_batch_size(2).build()
+    make = JdbcSink.exactly_once_sink if exactly else JdbcSink.sink
+    sink = make(UPSERT.format(table=table), ROW, options(postgres), execution)
+    assert sink.statement.copy is None
+    assert JdbcSink.sink(INSERT.format(table=table), ROW, options(postgres)).statement.copy
+    writer, committer = sink.create_writer(context(), []), sink.create_committer()
+    writer.write_batch([("a", 1), ("b", 10), ("a", 2)])
+    writer.flush(False)
+    if committer is not None:
+        committer.commit(writer.prepare_commit(1))
+        committer.close()
+    writer.close()
+    with postgres.connect() as conn:
+        got = dict(conn.execute(f"SELECT word, n FROM {table}").fetchall())
+    assert got == {"a": 3, "b": 10}
+
+
+def test_a_value_the_column_refuses_names_the_row_and_the_statement(
+    postgres: Any, table: str
+) -> None:
+    sink = JdbcSink.sink(INSERT.format(table=table), None, options(postgres))
+    writer = sink.create_writer(context(), [])
+    writer.write_batch([("a", 1), ("b", "not a number")])
+    with pytest.raises(JdbcSinkError) as info:
+        writer.flush(False)
+    message = str(info.value)
+    assert "invalid input syntax for type bigint" in message and "not a number" in message
+    assert INSERT.format(table=table).replace("?", "%s") in message
+    assert rows(postgres, table) == []  # the batch is one transaction
+    writer.close()

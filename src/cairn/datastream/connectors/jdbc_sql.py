@@ -18,22 +18,40 @@ __all__ = ["Statement", "postgres_conninfo", "record_parameters"]
 
 _POSTGRES_DRIVERS = frozenset({None, "", "org.postgresql.Driver"})
 _DOLLAR_TAG = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
+_NAME = r'(?:"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)'
+# A plain INSERT of placeholders into named columns: what COPY does too, six times faster.
+_PLAIN_INSERT = re.compile(
+    rf"\s*INSERT\s+INTO\s+(?P<table>{_NAME}(?:\s*\.\s*{_NAME})?)"
+    rf"\s*\((?P<columns>\s*{_NAME}(?:\s*,\s*{_NAME})*\s*)\)"
+    r"\s*VALUES\s*\(\s*\?(?:\s*,\s*\?)*\s*\)\s*;?\s*",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
 class Statement:
     """``sql`` in psycopg's placeholder style, and how many parameters it takes.
 
-    >>> Statement.parse("INSERT INTO t (a, b) VALUES (?, ?)")
-    Statement(sql='INSERT INTO t (a, b) VALUES (%s, %s)', parameters=2)
-    >>> Statement.parse("UPDATE t SET s = '?%' || ? WHERE \\"c?\\" = ? -- why?")
-    Statement(sql='UPDATE t SET s = \\'?%%\\' || %s WHERE "c?" = %s -- why?', parameters=2)
+    >>> Statement.parse("UPDATE t SET b = ? WHERE a = ?")
+    Statement(sql='UPDATE t SET b = %s WHERE a = %s', parameters=2, copy=None)
+    >>> print(Statement.parse("UPDATE t SET s = '?%' || ? WHERE \\"c?\\" = ? -- why?").sql)
+    UPDATE t SET s = '?%%' || %s WHERE "c?" = %s -- why?
     >>> Statement.parse("SELECT $$?$$, doc ?? 'k', ? /* ? */").parameters
     1
+
+    ``copy`` is the ``COPY ... FROM STDIN`` that writes the same rows when the statement is
+    a plain ``INSERT INTO table (columns) VALUES (?, ...)`` (nothing else: no expressions,
+    no ``ON CONFLICT``, no ``RETURNING``), else ``None``:
+
+    >>> Statement.parse('INSERT INTO s."T" (a, "b c") VALUES (?, ?);').copy
+    'COPY s."T" (a, "b c") FROM STDIN'
+    >>> Statement.parse("INSERT INTO t (a) VALUES (?) ON CONFLICT (a) DO NOTHING").copy is None
+    True
     """
 
     sql: str
     parameters: int
+    copy: str | None = None
 
     @staticmethod
     def parse(sql: str) -> Statement:
@@ -85,7 +103,11 @@ class Statement:
             else:
                 out.append(c)
                 i += 1
-        return Statement("".join(out), count)
+        copy = None
+        plain = _PLAIN_INSERT.fullmatch(sql)
+        if plain is not None and plain.group("columns").count(",") + 1 == count:
+            copy = f"COPY {plain.group('table')} ({plain.group('columns').strip()}) FROM STDIN"
+        return Statement("".join(out), count, copy)
 
 
 def postgres_conninfo(url: str, driver_name: str | None = None) -> str:
