@@ -301,3 +301,22 @@ def test_a_value_the_column_refuses_names_the_row_and_the_statement(
     assert INSERT.format(table=table).replace("?", "%s") in message
     assert rows(postgres, table) == []  # the batch is one transaction
     writer.close()
+
+
+def test_a_connection_lost_between_transactions_is_replaced(postgres: Any, table: str) -> None:
+    """Nothing is in flight between two checkpoints' transactions: the exactly-once writer
+    opens the next one on a new connection instead of failing the job."""
+    sink = exactly_once(postgres, table, "lost")
+    writer, committer = sink.create_writer(context(), []), sink.create_committer()
+    writer.write(("a", 1))
+    committer.commit(writer.prepare_commit(1))
+    with postgres.connect() as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE application_name = 'cairn-jdbc-sink' AND pid <> pg_backend_pid()"
+        )
+    writer.write_batch([("b", 2), ("c", 3)])
+    committer.commit(writer.prepare_commit(2))
+    assert rows(postgres, table) == [("a", 1), ("b", 2), ("c", 3)]
+    writer.close()
+    committer.close()

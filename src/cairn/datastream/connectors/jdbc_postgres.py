@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
+from abc import abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -136,14 +137,11 @@ class _Rows:
         )
 
 
-class BatchingWriter(SinkWriter):
-    """``JdbcSink.sink``: each batch in a transaction of its own, retried on a new
-    connection when the connection was lost (``max_retries``)."""
+class _BufferedWriter(SinkWriter):
+    """Records are converted to rows on arrival and sent when a batch is due, and at every
+    barrier (``flush``); ``_send`` says how."""
 
-    def __init__(self, sink: JdbcSink, context: SinkWriterContext) -> None:
-        self._sink = sink
-        self._buffer = _Rows(sink)
-        self._conn: Any = connect(sink, autocommit=True)
+    _buffer: _Rows
 
     def write(self, record: Any) -> None:
         if self._buffer.add((record,)):
@@ -155,6 +153,19 @@ class BatchingWriter(SinkWriter):
 
     def flush(self, end_of_input: bool) -> None:
         self._send()
+
+    @abstractmethod
+    def _send(self) -> None: ...
+
+
+class BatchingWriter(_BufferedWriter):
+    """``JdbcSink.sink``: each batch in a transaction of its own, retried on a new
+    connection when the connection was lost (``max_retries``)."""
+
+    def __init__(self, sink: JdbcSink, context: SinkWriterContext) -> None:
+        self._sink = sink
+        self._buffer = _Rows(sink)
+        self._conn: Any = connect(sink, autocommit=True)
 
     def _send(self) -> None:
         import psycopg
@@ -194,7 +205,7 @@ class BatchingWriter(SinkWriter):
         self._close_connection()
 
 
-class TransactionalWriter(SinkWriter):
+class TransactionalWriter(_BufferedWriter):
     """``JdbcSink.exactly_once_sink``: one transaction per checkpoint, prepared at the
     barrier. Failures are not retried here: the job restarts from the checkpoint."""
 
@@ -223,17 +234,6 @@ class TransactionalWriter(SinkWriter):
                 "use JdbcSink.sink (at least once)"
             )
 
-    def write(self, record: Any) -> None:
-        if self._buffer.add((record,)):
-            self._send()
-
-    def write_batch(self, records: Sequence[Any]) -> None:
-        if self._buffer.add(records):
-            self._send()
-
-    def flush(self, end_of_input: bool) -> None:
-        self._send()
-
     def _send(self) -> None:
         import psycopg
 
@@ -242,14 +242,24 @@ class TransactionalWriter(SinkWriter):
             return
         try:
             if self._open is None:
-                self._open = f"{self._name}{self._count}"
+                gid = f"{self._name}{self._count}"
                 self._count += 1
-                self._conn.tpc_begin(self._open)
+                try:
+                    self._begin(gid)
+                except psycopg.OperationalError:  # lost between transactions: nothing in it
+                    self._conn.close()
+                    self._conn = connect(self._sink, autocommit=False)
+                    self._begin(gid)
+                self._open = gid
             with self._conn.cursor() as cur:
                 execute(cur, self._sink, buffer.rows)
         except psycopg.Error as exc:
             raise buffer.failure(exc, f"transaction {self._open!r}: a batch") from exc
         buffer.rows.clear()
+
+    def _begin(self, gid: str) -> None:
+        self._conn.tpc_begin(gid)
+        self._conn.execute("SELECT 1")  # the BEGIN goes out now, on a connection that works
 
     def prepare_commit(self, checkpoint_id: int) -> list[JdbcTransaction]:
         import psycopg
