@@ -320,3 +320,45 @@ def test_a_connection_lost_between_transactions_is_replaced(postgres: Any, table
     assert rows(postgres, table) == [("a", 1), ("b", 2), ("c", 3)]
     writer.close()
     committer.close()
+
+
+def test_the_batch_interval_sends_rows_while_no_new_record_arrives(
+    postgres: Any, table: str
+) -> None:
+    """Flink's batch interval: a batch far from full is sent once it is that old, by the
+    task's timer, with no checkpoint, no new record and no end of input (in-process)."""
+    import time
+
+    from cairn.common import Configuration
+    from cairn.datastream import SourceFunction
+
+    class ThreeThenQuiet(SourceFunction):
+        def __init__(self) -> None:
+            self.running = True
+
+        def run(self, ctx: Any) -> None:
+            for i in range(3):
+                ctx.collect(("w", i))
+            while self.running:
+                time.sleep(0.02)
+
+        def cancel(self) -> None:
+            self.running = False
+
+    conf = Configuration()
+    conf.set_string("cairn.executor", "inprocess")
+    env = StreamExecutionEnvironment.get_execution_environment(conf)
+    env.set_parallelism(1)
+    execution = JdbcExecutionOptions.builder().with_batch_interval_ms(200).build()
+    env.add_source(ThreeThenQuiet()).map(lambda r: r, output_type=ROW).add_sink(
+        JdbcSink.sink(INSERT.format(table=table), ROW, options(postgres), execution)
+    )
+    client = env.execute_async("batch-interval")
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(rows(postgres, table)) < 3:
+            time.sleep(0.05)
+        assert rows(postgres, table) == [("w", 0), ("w", 1), ("w", 2)]
+        assert client.job_master.end_ms is None, "the rows must arrive while the job runs"
+    finally:
+        client.cancel()

@@ -108,7 +108,13 @@ class SinkWriter(ABC):
         return []
 
     def flush(self, end_of_input: bool) -> None:  # noqa: B027
-        """Flush buffered data (end of input, or before a checkpoint)."""
+        """Flush buffered data (end of input, before a checkpoint, or when
+        ``next_flush_ms`` has come)."""
+
+    def next_flush_ms(self) -> int | None:
+        """Wall-clock ms at which buffered data is due even if no record arrives (a batch
+        interval), or ``None``; the task then calls ``flush(False)``."""
+        return None
 
     def close(self) -> None:  # noqa: B027
         """Release resources; uncommitted data may be left for recovery to abort."""

@@ -116,19 +116,22 @@ class _Rows:
         self.rows: list[tuple[Any, ...]] = []
         self._parameters = sink.statement.parameters
         self._names = sink.field_names
-        self._interval_s = sink.execution.batch_interval_ms / 1000.0
-        self._first_at = 0.0
+        self._interval_ms = sink.execution.batch_interval_ms
+        self.due_ms: int | None = None  # the batch interval after the oldest buffered row
 
     def add(self, records: Sequence[Any]) -> bool:
         """Buffer ``records``; whether a batch is due (full, or older than the interval)."""
         rows, n, names = self.rows, self._parameters, self._names
-        if not rows:
-            self._first_at = time.monotonic()
+        if not rows and self._interval_ms > 0:
+            self.due_ms = int(time.time() * 1000) + self._interval_ms
         for record in records:
             rows.append(record_parameters(record, n, names))
         if len(rows) >= self.sink.execution.batch_size:
             return True
-        return self._interval_s > 0 and time.monotonic() - self._first_at >= self._interval_s
+        return self.due_ms is not None and time.time() * 1000 >= self.due_ms
+
+    def next_flush_ms(self) -> int | None:
+        return self.due_ms if self.rows else None
 
     def failure(self, exc: BaseException, what: str) -> JdbcSinkError:
         return JdbcSinkError(
@@ -153,6 +156,9 @@ class _BufferedWriter(SinkWriter):
 
     def flush(self, end_of_input: bool) -> None:
         self._send()
+
+    def next_flush_ms(self) -> int | None:
+        return self._buffer.next_flush_ms()
 
     @abstractmethod
     def _send(self) -> None: ...

@@ -104,6 +104,14 @@ class SinkOperator(StreamOperator):
     def process_batch(self, records: list[Any]) -> None:
         self.writer.write_batch(records)
 
+    def next_timer_ms(self) -> int | None:
+        return self.writer.next_flush_ms()
+
+    def on_processing_time(self, now_ms: int) -> None:
+        due = self.writer.next_flush_ms()
+        if due is not None and due <= now_ms:
+            self.writer.flush(False)
+
     def prepare_snapshot_pre_barrier(self, checkpoint_id: int) -> None:
         self.writer.flush(False)
         if self.committer is not None:
