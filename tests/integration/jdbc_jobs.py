@@ -46,9 +46,10 @@ def jdbc_sequence_job(
     exactly_once: bool = True,
     rate: int | None = 40_000,
     mode: Any = None,
+    parallelism: int = 2,
 ) -> StreamExecutionEnvironment:
     """Generator of per-key sequences -> keyed sequence check -> JDBC sink into ``table``."""
-    env = checkpointed_env(conf, mode=mode)
+    env = checkpointed_env(conf, mode=mode, parallelism=parallelism)
     connection = (
         JdbcConnectionOptions.JdbcConnectionOptionsBuilder()
         .with_url(pg.jdbc_url())

@@ -6,6 +6,7 @@ order, no prepared transaction left behind."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -88,3 +89,42 @@ def test_inprocess_crashes_keep_the_table_exactly_once(postgres: Any) -> None:
     lines = table_lines(postgres, table)
     assert exactly_once_problems(lines, RECORDS, KEYS) == []
     assert out_of_order_keys(lines) == []
+
+
+@pytest.mark.slow  # seconds of work without Spark: not in the fast tier
+@pytest.mark.timeout(300)
+def test_stop_with_savepoint_then_restore_at_another_parallelism(postgres: Any) -> None:
+    """Stop-with-savepoint commits what the savepoint covers; a new run (another job id)
+    restored from it at parallelism 3 commits the savepoint's transactions again (already
+    done: no error, nothing twice), rolls back nothing it needs, and finishes the table."""
+    import tempfile
+
+    from cairn.common.job_status import JobStatus
+
+    table = new_table(postgres)
+    conf = {"cairn.executor": "inprocess"}
+    records = 60_000
+    client = jdbc_sequence_job(
+        conf, postgres, table, records=records, keys=KEYS, rate=10_000
+    ).execute_async("jdbc-before-rescale")
+    assert client.wait_for_status(JobStatus.RUNNING, 60)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not table_lines(postgres, table):
+        time.sleep(0.1)
+    target = tempfile.mkdtemp(prefix="cairn-jdbc-savepoint-")
+    stopped = client.stop_with_savepoint(False, target).result(timeout=120)
+    assert client.get_job_status() is JobStatus.FINISHED
+    first = table_lines(postgres, table)
+    assert 0 < len(first) < records
+    assert len(set(first)) == len(first) and out_of_order_keys(first) == []
+    assert prepared_transactions(postgres) == []  # the stop committed what it covered
+
+    restored = {**conf, "execution.savepoint.path": stopped}
+    jdbc_sequence_job(
+        restored, postgres, table, records=records, keys=KEYS, rate=None, parallelism=3
+    ).execute("jdbc-after-rescale")
+    lines = table_lines(postgres, table)
+    assert lines[: len(first)] == first
+    assert exactly_once_problems(lines, records, KEYS) == []
+    assert out_of_order_keys(lines) == []
+    assert prepared_transactions(postgres) == []
