@@ -51,7 +51,9 @@ class KeyedStateStore(ABC):
 
 
 class MetricGroup:
-    """Metrics of a function; this base is a no-op group (metrics are not reported yet)."""
+    """Metrics of a function (PyFlink's names). This base records nothing; the runtime
+    context of a running task returns ``cairn.runtime.user_metrics.UserMetricGroup``, whose
+    metrics are reported with the task's."""
 
     def add_group(self, name: str, extra: str | None = None) -> MetricGroup:
         return self

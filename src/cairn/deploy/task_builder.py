@@ -177,6 +177,7 @@ class TaskBuilder:
                         checkpointing=checkpointing,
                         job_parameters=job_parameters,
                         watermark_interval_ms=settings.auto_watermark_interval_ms,
+                        user_metrics=task.user_metrics,
                     )
                 )
             for op in ops:

@@ -75,6 +75,8 @@ class SubtaskMetrics:
     accumulated_busy_ms: float = 0.0
     accumulated_backpressured_ms: float = 0.0
     accumulated_idle_ms: float = 0.0
+    # User-defined metrics of the subtask's operators: (operator name, metric name, value).
+    user: tuple[tuple[str, str, float], ...] = ()
 
     def value(self, name: str) -> float:
         """The figure named ``name`` (one of :data:`SUBTASK_METRICS`)."""
@@ -155,6 +157,7 @@ def subtask_metrics(current: TaskMetrics, previous: TaskMetrics | None = None) -
         accumulated_idle_ms=max(
             current.elapsed_ms - current.busy_ms - current.backpressured_ms, 0.0
         ),
+        user=current.user,
     )
 
 

@@ -1,7 +1,9 @@
 """A job's metrics in Prometheus text format (``prometheus_client``), named as Flink's
 Prometheus reporter names them with ``cairn`` for ``flink``:
-``cairn_taskmanager_job_task_<metric>{job_id, job_name, task_name, subtask_index}`` and
-``cairn_jobmanager_job_<metric>{job_id, job_name}``.
+``cairn_taskmanager_job_task_<metric>{job_id, job_name, task_name, subtask_index}``,
+``cairn_jobmanager_job_<metric>{job_id, job_name}``, and the metrics user functions register
+as ``cairn_taskmanager_job_task_operator_<name>{..., operator_name}`` (the name's dots and
+other characters Prometheus refuses become ``_``).
 
 Invariant: a scrape reads one :class:`MetricsFacts` taken at that moment (the job's state is
 never held between scrapes); the text is produced by ``prometheus_client`` only.
@@ -10,6 +12,7 @@ never held between scrapes); the text is produced by ``prometheus_client`` only.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -45,6 +48,8 @@ log = logging.getLogger(__name__)
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 TASK_PREFIX = "cairn_taskmanager_job_task_"
+OPERATOR_PREFIX = TASK_PREFIX + "operator_"
+_UNSAFE = re.compile(r"[^a-zA-Z0-9_]")
 JOB_PREFIX = "cairn_jobmanager_job_"
 
 
@@ -100,9 +105,29 @@ class JobCollector(Collector):
             )
             family.add_metric([f.job_id, f.job_name], f.job.value(name))
             yield family
+        yield from _user_families(f)
 
     def describe(self) -> Iterator[Metric]:
         return iter(())  # figures are read at scrape time only
+
+
+def _user_families(f: MetricsFacts) -> Iterator[Metric]:
+    """One gauge family per user metric name, a sample per subtask and operator."""
+    families: dict[str, GaugeMetricFamily] = {}
+    for key in sorted(f.subtasks, key=lambda k: (k.vertex_id, k.subtask_index)):
+        task = f.vertex_names.get(int(key.vertex_id), str(key.vertex_id))
+        for operator, name, value in f.subtasks[key].user:
+            metric = OPERATOR_PREFIX + _UNSAFE.sub("_", name)
+            family = families.get(metric)
+            if family is None:
+                family = families[metric] = GaugeMetricFamily(
+                    metric,
+                    f"user metric {name} of an operator",
+                    labels=["job_id", "job_name", "task_name", "operator_name", "subtask_index"],
+                )
+            labels = [f.job_id, f.job_name, task, operator, str(key.subtask_index)]
+            family.add_metric(labels, value)
+    yield from families.values()
 
 
 def render(facts: Callable[[], MetricsFacts]) -> bytes:

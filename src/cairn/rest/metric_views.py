@@ -59,7 +59,8 @@ def job_metric_values(facts: MetricsFacts, get: Sequence[str] | None) -> list[di
 def vertex_metric_values(
     facts: MetricsFacts, vertex_id: int, get: Sequence[str] | None
 ) -> list[dict[str, str]]:
-    """``GET /jobs/:jobid/vertices/:vertexid/metrics``: ``<subtask>.<name>`` per subtask."""
+    """``GET /jobs/:jobid/vertices/:vertexid/metrics``: ``<subtask>.<name>`` per subtask,
+    and ``<subtask>.<operator>.<name>`` for the metrics user functions registered."""
     values: dict[str, float] = {}
     for key in sorted(facts.subtasks, key=lambda k: k.subtask_index):
         if int(key.vertex_id) != vertex_id:
@@ -67,6 +68,8 @@ def vertex_metric_values(
         m = facts.subtasks[key]
         for name in SUBTASK_METRICS:
             values[f"{key.subtask_index}.{name}"] = m.value(name)
+        for operator, name, value in m.user:  # Flink's ids of user metrics
+            values[f"{key.subtask_index}.{operator}.{name}"] = value
     return _answer(values, get)
 
 

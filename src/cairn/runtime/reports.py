@@ -50,6 +50,8 @@ class TaskMetrics:
     watermark: int | None = None
     bytes_in: int = 0
     bytes_out: int = 0
+    # User-defined metrics of the task's operators: (operator name, metric name, value).
+    user: tuple[tuple[str, str, float], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,7 @@ from cairn.runtime.record_writer import RecordWriter
 from cairn.runtime.reports import SourceExhausted, TaskFinished, TaskMetrics
 from cairn.runtime.subtask_checkpoint import CheckpointServices, SubtaskCheckpointCoordinator
 from cairn.runtime.unaligned_ack import SliceBudget
+from cairn.runtime.user_metrics import UserMetricRegistry
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,7 @@ class StreamTask:
         self.services = services
         self.checkpointing = checkpointing
         self.records_in = 0
+        self.user_metrics = UserMetricRegistry()  # shared with its operators' contexts
         self.finished = False
         self.source_exhausted = False
         # After a stop-with-savepoint barrier: poll nothing until input ends or resumes.
@@ -473,6 +475,7 @@ class StreamTask:
             watermark=watermark,
             bytes_in=self.gate.bytes_in if self.gate is not None else 0,
             bytes_out=sum(ch.bytes_out for w in self.writers for ch in w.channels),
+            user=self.user_metrics.snapshot() if self.user_metrics else (),
         )
 
     # -------------------------------------------------------------------- checkpoints

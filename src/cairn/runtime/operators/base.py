@@ -32,6 +32,7 @@ from cairn.events import (
     WatermarkStatus,
 )
 from cairn.graph.job_graph import OperatorNode
+from cairn.runtime.user_metrics import UserMetricRegistry
 from cairn.state.api import KeyedStateBackend, OperatorStateBackend
 from cairn.state.errors import StateMigrationError
 from cairn.state.schema import describe, incompatibility, schema_of
@@ -62,6 +63,8 @@ class OperatorContext:
     checkpointing: bool = False
     job_parameters: dict[str, str] = field(default_factory=dict)
     watermark_interval_ms: int = 200  # pipeline.auto-watermark-interval (0: not periodic)
+    # The task's user-defined metrics (``get_metrics_group()``), shared by its chain.
+    user_metrics: UserMetricRegistry = field(default_factory=UserMetricRegistry)
     # Keyed states' schemas: restored ones (checked against) and those declared since; the
     # operator's snapshots record them (``cairn.state.schema``).
     restored_schema: dict[str, KeyedStateSchema] = field(default_factory=dict)

@@ -11,6 +11,7 @@ from typing import Any
 from cairn.datastream import functions as fn_api
 from cairn.datastream.state import StateDescriptor
 from cairn.runtime.operators.base import OperatorContext
+from cairn.runtime.user_metrics import UserMetricGroup
 from cairn.state.api import KeyedStateBackend, OperatorStateBackend
 
 KEYED_STATE_ERROR = (
@@ -55,8 +56,10 @@ class StreamingRuntimeContext(fn_api.RuntimeContext):
     def get_job_parameter(self, key: str, default_value: str) -> str:
         return self._ctx.job_parameters.get(key, default_value)
 
-    def get_metrics_group(self) -> Any:
-        return _NoOpMetricGroup()
+    def get_metrics_group(self) -> UserMetricGroup:
+        """This operator's metrics: counters, gauges, meters and distributions reported
+        with the task's metrics (REST, Prometheus, web UI)."""
+        return UserMetricGroup(self._ctx.user_metrics, self._ctx.node.name)
 
     def restored_keyed_state_names(self) -> frozenset[str]:
         return frozenset(self._ctx.restored_schema)
@@ -83,14 +86,6 @@ class StreamingRuntimeContext(fn_api.RuntimeContext):
 
     def get_aggregating_state(self, state_descriptor: Any) -> Any:
         return self._declared(state_descriptor)
-
-
-class _NoOpMetricGroup:
-    def __getattr__(self, name: str) -> Any:
-        def _noop(*args: Any, **kwargs: Any) -> _NoOpMetricGroup:
-            return self
-
-        return _noop
 
 
 class OperatorStateStoreImpl:
