@@ -179,9 +179,11 @@ class JdbcExactlyOnceOptions:
     new one. ``transaction_id_prefix`` (Cairn's; default: derived from the URL and the
     statement) names the sink's prepared transactions: give two jobs that run the same
     statement against the same database different prefixes, or each rolls back the other's.
-    ``allow_out_of_order_commits`` and ``transaction_per_connection`` are accepted for
-    compatibility: Cairn commits in checkpoint order, and PostgreSQL detaches a prepared
-    transaction from its connection anyway.
+    ``allow_out_of_order_commits``, ``transaction_per_connection`` and ``timeout_sec`` are
+    accepted for compatibility and change nothing: Cairn commits in checkpoint order,
+    PostgreSQL detaches a prepared transaction from its connection anyway, and it has no
+    timeout for prepared transactions (an abandoned one waits for ``recovered_and_rollback``
+    of the next run, or for an operator's ``ROLLBACK PREPARED``).
     """
 
     recovered_and_rollback: bool = True

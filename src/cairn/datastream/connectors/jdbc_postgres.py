@@ -18,9 +18,9 @@ from __future__ import annotations
 import logging
 import time
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from cairn.datastream.connectors.base import Committer, SinkWriter, SinkWriterContext
@@ -38,6 +38,8 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 _CONNECT_TIMEOUT_S = 10
 _RETRY_PAUSE_S = 1.0  # Flink's JDBC sink sleeps 1 s x attempt before retrying a batch
@@ -92,6 +94,40 @@ def connect(sink: JdbcSink, autocommit: bool) -> Any:
         raise JdbcSinkError(
             f"JDBC sink: cannot connect to {where(sink.conninfo)}: {_server_words(exc)}"
         ) from exc
+
+
+class _AutocommitLink:
+    """An autocommit connection of a sink, opened when first needed and again after it was
+    lost: ``run`` retries an action on a new connection when the old one fails
+    (``OperationalError``), pausing 1 s x attempt in between, ``attempts`` times in all."""
+
+    def __init__(self, sink: JdbcSink) -> None:
+        self._sink = sink
+        self._conn: Any = None
+
+    def run(self, action: Callable[[Any], T], attempts: int, what: str) -> T:
+        import psycopg
+
+        for attempt in range(1, attempts + 1):
+            try:
+                if self._conn is None or self._conn.closed:
+                    self._conn = connect(self._sink, autocommit=True)
+                return action(self._conn)
+            except psycopg.OperationalError as exc:
+                self.close()
+                if attempt == attempts:
+                    raise
+                log.warning("JDBC sink: %s failed (%s), trying again", what, exc)
+                time.sleep(_RETRY_PAUSE_S * attempt)
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # closing a broken connection
+                pass
 
 
 def execute(cur: Any, sink: JdbcSink, rows: list[tuple[Any, ...]]) -> None:
@@ -171,7 +207,8 @@ class BatchingWriter(_BufferedWriter):
     def __init__(self, sink: JdbcSink, context: SinkWriterContext) -> None:
         self._sink = sink
         self._buffer = _Rows(sink)
-        self._conn: Any = connect(sink, autocommit=True)
+        self._link = _AutocommitLink(sink)
+        self._link.run(lambda conn: None, 1, "connecting")  # fail at start, not at a batch
 
     def _send(self) -> None:
         import psycopg
@@ -179,36 +216,22 @@ class BatchingWriter(_BufferedWriter):
         buffer = self._buffer
         if not buffer.rows:
             return
-        retries = self._sink.execution.max_retries
-        for attempt in range(retries + 1):
-            try:
-                if self._conn is None or self._conn.closed:
-                    self._conn = connect(self._sink, autocommit=True)
-                with self._conn.transaction(), self._conn.cursor() as cur:
-                    execute(cur, self._sink, buffer.rows)
-                buffer.rows.clear()
-                return
-            except psycopg.OperationalError as exc:
-                self._close_connection()
-                if attempt >= retries:
-                    raise buffer.failure(exc, f"a batch (after {retries} retries)") from exc
-                log.warning(
-                    "JDBC sink: batch failed (%s); retry %d of %d", exc, attempt + 1, retries
-                )
-                time.sleep(_RETRY_PAUSE_S * (attempt + 1))
-            except psycopg.Error as exc:
-                raise buffer.failure(exc, "a batch") from exc
 
-    def _close_connection(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            try:
-                conn.close()
-            except Exception:  # already broken
-                pass
+        def send(conn: Any) -> None:
+            with conn.transaction(), conn.cursor() as cur:
+                execute(cur, self._sink, buffer.rows)
+
+        retries = self._sink.execution.max_retries
+        try:
+            self._link.run(send, retries + 1, "a batch")
+        except psycopg.OperationalError as exc:
+            raise buffer.failure(exc, f"a batch (after {retries} retries)") from exc
+        except psycopg.Error as exc:
+            raise buffer.failure(exc, "a batch") from exc
+        buffer.rows.clear()
 
     def close(self) -> None:
-        self._close_connection()
+        self._link.close()
 
 
 class TransactionalWriter(_BufferedWriter):
@@ -302,7 +325,7 @@ class PreparedTransactionCommitter(Committer):
 
     def __init__(self, sink: ExactlyOnceJdbcSink) -> None:
         self._sink = sink
-        self._conn: Any = None
+        self._link = _AutocommitLink(sink)
 
     def _run(self, verb: str, gid: str) -> bool:
         """``COMMIT PREPARED`` / ``ROLLBACK PREPARED`` ``gid``; ``False`` if the server no
@@ -312,28 +335,17 @@ class PreparedTransactionCommitter(Committer):
 
         statement = sql.SQL(verb + " {}").format(sql.Literal(gid))
         attempts = self._sink.exactly_once.max_commit_attempts
-        for attempt in range(1, attempts + 1):
-            try:
-                if self._conn is None or self._conn.closed:
-                    self._conn = connect(self._sink, autocommit=True)
-                self._conn.execute(statement)
-                return True
-            except psycopg.errors.UndefinedObject:
-                return False
-            except psycopg.OperationalError as exc:
-                self.close()
-                if attempt == attempts:
-                    raise JdbcSinkError(
-                        f"JDBC sink: {verb} {gid!r} on {where(self._sink.conninfo)} failed "
-                        f"{attempts} times: {_server_words(exc)}"
-                    ) from exc
-                time.sleep(_RETRY_PAUSE_S * attempt)
-            except psycopg.Error as exc:
-                raise JdbcSinkError(
-                    f"JDBC sink: {verb} {gid!r} on {where(self._sink.conninfo)} failed: "
-                    f"{_server_words(exc)}"
-                ) from exc
-        raise AssertionError("unreachable")
+        try:
+            self._link.run(lambda conn: conn.execute(statement), attempts, f"{verb} {gid!r}")
+            return True
+        except psycopg.errors.UndefinedObject:
+            return False
+        except psycopg.Error as exc:
+            times = f" {attempts} times" if isinstance(exc, psycopg.OperationalError) else ""
+            raise JdbcSinkError(
+                f"JDBC sink: {verb} {gid!r} on {where(self._sink.conninfo)} failed{times}: "
+                f"{_server_words(exc)}"
+            ) from exc
 
     def commit(self, committables: Sequence[JdbcTransaction]) -> None:
         for t in committables:
@@ -346,13 +358,15 @@ class PreparedTransactionCommitter(Committer):
             return
         prefix = f"cairn:{self._sink.transaction_prefix}:"
         current = f"{prefix}{context.job_id}:{context.attempt_number}:"
-        if self._conn is None or self._conn.closed:
-            self._conn = connect(self._sink, autocommit=True)
-        rows = self._conn.execute(
-            "SELECT gid FROM pg_prepared_xacts"
-            " WHERE database = current_database() AND starts_with(gid, %s)",
-            [prefix],
-        ).fetchall()
+        rows = self._link.run(
+            lambda conn: conn.execute(
+                "SELECT gid FROM pg_prepared_xacts"
+                " WHERE database = current_database() AND starts_with(gid, %s)",
+                [prefix],
+            ).fetchall(),
+            self._sink.exactly_once.max_commit_attempts,
+            "listing prepared transactions",
+        )
         leftovers = sorted(gid for (gid,) in rows if not gid.startswith(current))
         for gid in leftovers:
             self._run("ROLLBACK PREPARED", gid)
@@ -364,9 +378,4 @@ class PreparedTransactionCommitter(Committer):
             )
 
     def close(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            try:
-                conn.close()
-            except Exception:  # closing a broken connection
-                pass
+        self._link.close()
