@@ -7,26 +7,16 @@ from typing import Any
 
 import pytest
 
-from cairn.common import Configuration, Types
 from cairn.observability.prometheus import facts_of
 from cairn.rest.metric_views import vertex_metric_values
-from tests.unit.test_user_metrics import Measured
+from tests.unit.test_user_metrics import run_measured
 
 pytestmark = pytest.mark.spark
 
 
 def test_user_metrics_of_spark_workers_reach_the_job_master(spark: Any) -> None:
-    from cairn.datastream import StreamExecutionEnvironment
-
-    conf = Configuration()
-    conf.set_string("cairn.executor", "spark")
-    env = StreamExecutionEnvironment.get_execution_environment(conf)
-    env.set_parallelism(2)
     words = ["a", "bb", "ccc"] * 2000
-    env.from_collection(words, Types.STRING()).rebalance().map(Measured()).name("measure").print()
-    client = env.execute_async("user-metrics-on-spark")
-    client.get_job_execution_result(timeout=240)
-    master = client.job_master
+    master = run_measured("spark", words)
     vertex = next(int(k.vertex_id) for k, r in master.metrics.items() if r.user)
     body = vertex_metric_values(
         facts_of(master), vertex, ["0.measure.words.seen", "1.measure.words.seen"]

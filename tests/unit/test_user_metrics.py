@@ -65,16 +65,22 @@ class Measured(MapFunction):
         return value
 
 
-def test_a_jobs_user_metrics_reach_rest_and_prometheus() -> None:
+def run_measured(executor: str, words: list[str]) -> Any:
+    """``words`` -> rebalance -> ``Measured`` (operator ``measure``, p=2) -> print, run to
+    the end on ``executor``; its job master."""
     conf = Configuration()
-    conf.set_string("cairn.executor", "inprocess")
+    conf.set_string("cairn.executor", executor)
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(2)
-    words = ["a", "bb", "ccc"] * 100
     env.from_collection(words, Types.STRING()).rebalance().map(Measured()).name("measure").print()
-    client = env.execute_async("user-metrics")
-    client.get_job_execution_result(timeout=120)
-    master = client.job_master
+    client = env.execute_async(f"user-metrics-{executor}")
+    client.get_job_execution_result(timeout=240)
+    return client.job_master
+
+
+def test_a_jobs_user_metrics_reach_rest_and_prometheus() -> None:
+    words = ["a", "bb", "ccc"] * 100
+    master = run_measured("inprocess", words)
     seen = {
         key.subtask_index: dict(((op, name), v) for op, name, v in report.user)
         for key, report in master.metrics.items()
