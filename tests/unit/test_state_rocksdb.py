@@ -33,12 +33,14 @@ from cairn.state import (
     CorruptStateError,
     HeapKeyedStateBackend,
     KeyGroupRange,
+    KeyGroupRangeError,
     StateRestoreError,
     key_group_range_for_subtask,
 )
 from cairn.state.rocksdb import RocksDBKeyedStateBackend, RocksDBMemory
-from cairn.state.rocksdb.codecs import decode_key, encode_key
+from cairn.state.rocksdb.codecs import decode_key, encode_key, key_prefix
 from cairn.state.rocksdb.rescale import plan_restore
+from cairn.state.rocksdb.states import RocksKeyContext
 from cairn.state.rocksdb.transfer import download, upload
 from cairn.testing.state_files import DirectoryStateFiles
 from tests.unit import state_backends
@@ -77,6 +79,20 @@ def test_keys_round_trip_and_equal_numbers_are_one_key() -> None:
         assert decode_key(encode_key(key)) == key
     assert encode_key(1) == encode_key(1.0) == encode_key(True)
     assert encode_key(0) == encode_key(False) != encode_key(None)
+
+
+def test_key_context_prefixes_are_the_codec_s_prefixes() -> None:
+    """The key context encodes ``str`` keys itself (and caches prefixes of str and int keys):
+    its bytes must be ``key_prefix``'s, or state written before would not be found."""
+    ctx = RocksKeyContext(KeyGroupRange(0, 127))
+    for key in [*KEYS, "", "키", "\udc80", "a" * 300, 2**70]:
+        for _ in range(2):  # computed, then from the cache
+            ctx.key, ctx.key_group = key, 5
+            assert ctx.prefix("s") == key_prefix(5, key), key
+        foreign = RocksKeyContext(KeyGroupRange(0, 127))
+        foreign.key, foreign.key_group = key, 200
+        with pytest.raises(KeyGroupRangeError, match="key group 200"):
+            foreign.prefix("s")
 
 
 def test_key_bytes_are_the_same_in_every_process() -> None:

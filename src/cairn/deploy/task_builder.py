@@ -27,6 +27,7 @@ from cairn.deploy.plan import ExecutionPlan
 from cairn.deploy.serialization import dumps
 from cairn.events import AlignmentMode
 from cairn.graph.job_graph import JobGraph
+from cairn.graph.transformations import PartitionKind
 from cairn.runtime.channel_state import channel_state_for_subtask, read_channel_state
 from cairn.runtime.channels import (
     DEFAULT_CAPACITY,
@@ -39,7 +40,8 @@ from cairn.runtime.channels import (
 from cairn.runtime.debloat import DebloatConfig
 from cairn.runtime.edge_errors import EdgeLabel
 from cairn.runtime.input_gate import InputGate
-from cairn.runtime.operators import create_operator
+from cairn.runtime.keyed_batch import as_plain
+from cairn.runtime.operators import create_operator, operator_class
 from cairn.runtime.operators.base import OperatorContext, OperatorRestore
 from cairn.runtime.record_writer import RecordWriter
 from cairn.runtime.task import StreamTask, TaskServices
@@ -217,6 +219,7 @@ class TaskBuilder:
                     )
                     sender.register(ch)
                     channels.append(ch)
+            head = graph.vertex(edge.target_vertex).operators[0]
             writers.append(
                 RecordWriter(
                     channels,
@@ -226,6 +229,8 @@ class TaskBuilder:
                     subtask_index=key.subtask_index,
                     batch_size=network.batch_size,
                     output_tag=edge.output_tag,
+                    carry_key_groups=edge.partition is PartitionKind.HASH
+                    and operator_class(head).takes_key_groups,
                 )
             )
         return writers
@@ -248,6 +253,8 @@ def _replay_in_flight_data(
     if handle is None:
         return
     batches = read_channel_state(restore.reader, handle)
+    if not task.head.takes_key_groups:  # persisted for another version of the job's head
+        batches = {channel: [as_plain(b) for b in bs] for channel, bs in batches.items()}
     for channel, channel_batches in batches.items():
         gate.replay(channel, channel_batches)
     log.info(

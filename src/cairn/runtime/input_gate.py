@@ -18,11 +18,12 @@ from cairn.events import CheckpointBarrier, Watermark, WatermarkStatus
 from cairn.runtime.channel_state import ChannelStateRecorder, HeldBatch
 from cairn.runtime.channels import InputChannel, PrioritySignal
 from cairn.runtime.eventtime.stamped import StampedBatch
+from cairn.runtime.keyed_batch import KeyGroupedBatch
 
 _NOT_BLOCKED: frozenset[int] = frozenset()
 # What an unaligned checkpoint persists of a channel's in-flight data: record batches and
 # the watermark events between them (barriers, cancel markers and end of partition are not).
-_IN_FLIGHT = (list, bytes, HeldBatch, StampedBatch, Watermark, WatermarkStatus)
+_IN_FLIGHT = (list, bytes, HeldBatch, StampedBatch, KeyGroupedBatch, Watermark, WatermarkStatus)
 
 
 class InputGate:

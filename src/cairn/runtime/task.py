@@ -47,6 +47,7 @@ from cairn.runtime.debloat import BufferDebloater, DebloatConfig
 from cairn.runtime.eventtime.stamped import StampedBatch, slice_batch
 from cairn.runtime.eventtime.valve import StatusWatermarkValve, ValveOutput
 from cairn.runtime.input_gate import InputGate
+from cairn.runtime.keyed_batch import KeyGroupedBatch
 from cairn.runtime.operators.base import StreamOperator
 from cairn.runtime.operators.sources import SourceFunctionOperator, SourceOperator
 from cairn.runtime.record_writer import RecordWriter
@@ -227,13 +228,13 @@ class StreamTask:
             did = True
             channel, entry = item
             t = type(entry)
-            if (t is list or t is StampedBatch) and unaligned is None:
+            if (t is list or t is KeyGroupedBatch or t is StampedBatch) and unaligned is None:
                 self.records_in += len(entry)
                 if self._sides is None:
                     self.head.process_batch(entry)
                 else:
                     self._process_side(self._sides[channel], entry)
-            elif t is list or t is HeldBatch or t is StampedBatch:
+            elif t is list or t is HeldBatch or t is KeyGroupedBatch or t is StampedBatch:
                 self._process_slice(channel, entry)
             else:
                 self._on_event(channel, entry)

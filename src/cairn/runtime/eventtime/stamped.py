@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from cairn.runtime.keyed_batch import KeyGroupedBatch, with_key_groups
+
 __all__ = ["StampedBatch", "slice_batch", "stamp", "timestamps_of"]
 
 
@@ -42,7 +44,10 @@ def timestamps_of(records: list[Any]) -> list[int | None]:
 
 
 def slice_batch(records: list[Any], start: int, stop: int) -> list[Any]:
-    """``records[start:stop]``, keeping the timestamps of a stamped batch."""
+    """``records[start:stop]``, keeping the timestamps of a stamped batch (and the key groups
+    of a ``KeyGroupedBatch``)."""
     if type(records) is StampedBatch:
         return stamp(records[start:stop], records.timestamps[start:stop])
+    if type(records) is KeyGroupedBatch:
+        return with_key_groups(records[start:stop], records.key_groups[start:stop])
     return records[start:stop]

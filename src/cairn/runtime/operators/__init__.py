@@ -44,15 +44,20 @@ _KEYED_RECORD_KINDS = {
 }
 
 
-def create_operator(node: OperatorNode) -> StreamOperator:
+def operator_class(node: OperatorNode) -> type[StreamOperator]:
+    """The runtime operator class that runs ``node``."""
     if node.kind in TWO_INPUT_KINDS:
-        return KeyedCoOperator(node) if node.keyed else CoOperator(node)
+        return KeyedCoOperator if node.keyed else CoOperator
     if node.keyed and node.kind in _KEYED_RECORD_KINDS:
-        return KeyedRecordOperator(node)
+        return KeyedRecordOperator
     cls = _BY_KIND.get(node.kind)
     if cls is None:
         raise ValueError(f"unknown operator kind {node.kind!r} for operator {node.name!r}")
-    return cls(node)
+    return cls
 
 
-__all__ = ["StreamOperator", "create_operator"]
+def create_operator(node: OperatorNode) -> StreamOperator:
+    return operator_class(node)(node)
+
+
+__all__ = ["StreamOperator", "create_operator", "operator_class"]

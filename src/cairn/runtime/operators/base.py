@@ -140,6 +140,9 @@ class StreamOperator:
 
     is_source = False
     generates_watermarks = False  # sets the watermark (and idleness) downstream itself
+    # Takes ``KeyGroupedBatch``es (its key selector's key groups, computed by the producer):
+    # a hash edge into a head operator that says so carries them (``keyed_batch``).
+    takes_key_groups = False
 
     def __init__(self, node: OperatorNode) -> None:
         self.node = node

@@ -22,6 +22,7 @@ from cairn.events import DEFAULT_CHECKPOINT_OPTIONS, CheckpointOptions
 from cairn.graph.job_graph import OperatorNode
 from cairn.graph.transformations import OperatorKind
 from cairn.runtime.eventtime.stamped import StampedBatch, stamp
+from cairn.runtime.keyed_batch import key_groups_of
 from cairn.runtime.operators.base import OperatorSnapshot
 from cairn.runtime.operators.basic import (
     emit_results,
@@ -183,6 +184,8 @@ class KeyedOperatorBase(UserFunctionOperator):
 
 
 class KeyedProcessOperator(KeyedOperatorBase):
+    takes_key_groups = True  # plain batches: records' key groups from the producer
+
     def open(self) -> None:
         super().open()
         self._process = resolve_method(self.function, "process_element")
@@ -222,8 +225,8 @@ class KeyedProcessOperator(KeyedOperatorBase):
         ctx = self._context
         out: list[Any] = []
         extend = out.extend
-        for r in records:
-            set_key(select(r))
+        for r, kg in zip(records, key_groups_of(records), strict=False):
+            set_key(select(r), kg)
             result = f(r, ctx)
             if result is not None:
                 try:
@@ -272,6 +275,8 @@ class KeyedProcessOperator(KeyedOperatorBase):
 class ReduceOperator(KeyedOperatorBase):
     """``KeyedStream.reduce`` (and sum/min/max): emits the running reduction per key."""
 
+    takes_key_groups = True
+
     def open(self) -> None:
         super().open()
         self._reduce = resolve_method(self.function, "reduce")
@@ -285,8 +290,8 @@ class ReduceOperator(KeyedOperatorBase):
         reduce = self._reduce
         state = self._state
         out = []
-        for r in records:
-            set_key(select(r))
+        for r, kg in zip(records, key_groups_of(records), strict=False):
+            set_key(select(r), kg)
             current = state.value()
             new = r if current is None else reduce(current, r)
             state.update(new)
@@ -299,6 +304,8 @@ class ReduceOperator(KeyedOperatorBase):
 
 class KeyedRecordOperator(KeyedOperatorBase):
     """map / flat_map / filter / process on a KeyedStream: user functions may use keyed state."""
+
+    takes_key_groups = True
 
     def open(self) -> None:
         super().open()
@@ -324,8 +331,8 @@ class KeyedRecordOperator(KeyedOperatorBase):
             self._process_stamped(records)
             return
         out: list[Any] = []
-        for r in records:
-            set_key(select(r))
+        for r, kg in zip(records, key_groups_of(records), strict=False):
+            set_key(select(r), kg)
             if kind == "map":
                 out.append(f(r))
             elif kind == "filter":

@@ -27,6 +27,7 @@ from cairn.state.snapshot_format import dumps
 
 __all__ = [
     "KEY_GROUP_BYTES",
+    "KG_LEN",
     "TIMER_DOMAINS",
     "ValueCodec",
     "decode_key",
@@ -48,7 +49,7 @@ __all__ = [
 
 KEY_GROUP_BYTES = 2
 _KG = struct.Struct(">H")
-_KG_LEN = struct.Struct(">HI")
+KG_LEN = struct.Struct(">HI")  # key group, length of the serialized key
 _LEN = struct.Struct(">I")
 _I64 = struct.Struct(">q")
 _F64 = struct.Struct(">d")
@@ -140,13 +141,13 @@ def key_group_bytes(key_group: int) -> bytes:
 def key_prefix(key_group: int, key: Any) -> bytes:
     """The RocksDB key of ``key``'s value (and the prefix of its map entries)."""
     kb = encode_key(key)
-    return _KG_LEN.pack(key_group, len(kb)) + kb
+    return KG_LEN.pack(key_group, len(kb)) + kb
 
 
 def split_state_key(raw: bytes) -> tuple[int, bytes, bytes]:
     """``(key group, serialized key, rest)`` of a RocksDB key (rest: a map's user key)."""
-    kg, n = _KG_LEN.unpack_from(raw, 0)
-    start = _KG_LEN.size
+    kg, n = KG_LEN.unpack_from(raw, 0)
+    start = KG_LEN.size
     return kg, raw[start : start + n], raw[start + n :]
 
 

@@ -37,6 +37,7 @@ from cairn.state.keyed_states import (
     raise_no_key,
 )
 from cairn.state.rocksdb.codecs import (
+    KG_LEN,
     ValueCodec,
     decode_key,
     decode_list,
@@ -69,34 +70,42 @@ class RocksKeyContext(KeyContext):
     """The current key, its key group, and (computed once per key) its RocksDB prefix; a key
     of a key group outside ``owned`` fails there, as a foreign key group of the heap does."""
 
-    __slots__ = ("_owned", "_prefixes", "last_key", "last_prefix")
+    __slots__ = ("_end", "_prefixes", "_start", "last_key", "last_prefix")
 
     def __init__(self, owned: KeyGroupRange = KeyGroupRange(0, MAX_PARALLELISM_UPPER_BOUND - 1)):
         super().__init__()
-        self._owned = owned
+        self._start, self._end = owned.start, owned.end
         self._prefixes: dict[Any, bytes] = {}  # bounded: cleared at _PREFIX_CACHE entries
         self.last_key: Any = _MISSING  # never a key, never NO_KEY
         self.last_prefix = b""  # of ``last_key``
 
     def prefix(self, state_name: str) -> bytes:
         key = self.key
-        if key is not self.last_key:  # identity: we hold the key, its id is not reused
-            cacheable = type(key) in _CACHED_KEY_TYPES
-            prefix = self._prefixes.get(key) if cacheable else None
-            if prefix is None:
-                if key is NO_KEY:
-                    raise_no_key(state_name)
-                kg = self.key_group
-                if kg not in self._owned:
-                    ForeignKeyGroup(kg, f"{self._owned.start}..{self._owned.end}").get(key)
+        if key is self.last_key:  # identity: we hold the key, its id is not reused
+            return self.last_prefix
+        cacheable = type(key) in _CACHED_KEY_TYPES
+        prefix = self._prefixes.get(key) if cacheable else None
+        if prefix is None:
+            if key is NO_KEY:
+                raise_no_key(state_name)
+            kg = self.key_group
+            if not self._start <= kg <= self._end:
+                ForeignKeyGroup(kg, f"{self._start}..{self._end}").get(key)
+            if type(key) is str:  # key_prefix, inlined for the common case
+                kb = key.encode("utf-8", "surrogatepass")
+                prefix = _pack_kg_len(kg, len(kb) + 1) + b"\x06" + kb
+            else:
                 prefix = key_prefix(kg, key)
-                if cacheable:
-                    if len(self._prefixes) >= _PREFIX_CACHE:
-                        self._prefixes.clear()
-                    self._prefixes[key] = prefix
-            self.last_prefix = prefix
-            self.last_key = key
-        return self.last_prefix
+            if cacheable:
+                if len(self._prefixes) >= _PREFIX_CACHE:
+                    self._prefixes.clear()
+                self._prefixes[key] = prefix
+        self.last_prefix = prefix
+        self.last_key = key
+        return prefix
+
+
+_pack_kg_len = KG_LEN.pack
 
 
 class CurrentKeyTable:

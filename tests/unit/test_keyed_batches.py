@@ -1,0 +1,166 @@
+"""Key groups carried on hash edges (``KeyGroupedBatch``): the writer sends each record's key
+group with it, through debloated buffers, pickling and a switch to stamped batches; keyed
+head operators use it instead of hashing the key again; only heads that say so get them."""
+
+from __future__ import annotations
+
+import pickle
+import uuid
+from typing import Any
+
+import pytest
+
+from cairn.datastream.state import ValueStateDescriptor
+from cairn.graph.job_graph import OperatorNode
+from cairn.graph.transformations import OperatorKind, OperatorSpec, PartitionKind
+from cairn.runtime import record_writer
+from cairn.runtime.channels import InputChannel, LocalOutputChannel
+from cairn.runtime.eventtime.stamped import StampedBatch, stamp
+from cairn.runtime.keyed_batch import KeyGroupedBatch, with_key_groups
+from cairn.runtime.operators import operator_class
+from cairn.runtime.record_writer import RecordWriter
+from cairn.state import KeyGroupRangeError, key_group_range_for_subtask
+from cairn.state.key_groups import KeyGroupAssigner, assign_to_key_group, subtask_for_key_group
+from tests.unit.test_eventtime_operators import Harness
+
+
+def _writer(n: int, batch_size: int = 4) -> tuple[list[InputChannel], RecordWriter]:
+    inputs = [InputChannel(i) for i in range(n)]
+    outputs = [LocalOutputChannel(c, capacity=1000) for c in inputs]
+    writer = RecordWriter(
+        outputs,
+        PartitionKind.HASH,
+        key_selector=lambda r: r[0],
+        max_parallelism=128,
+        batch_size=batch_size,
+        carry_key_groups=True,
+    )
+    return inputs, writer
+
+
+def _batches(channel: InputChannel) -> list[Any]:
+    out = list(channel.queue)
+    channel.queue.clear()
+    return out
+
+
+def _check_key_groups(batch: KeyGroupedBatch, channel: int, n: int) -> None:
+    assert type(batch) is KeyGroupedBatch and len(batch.key_groups) == len(batch)
+    for (key, _), kg in zip(batch, batch.key_groups, strict=True):
+        assert kg == assign_to_key_group(key, 128)
+        assert subtask_for_key_group(128, n, kg) == channel
+
+
+def test_a_hash_writer_sends_key_groups_along_once_there_are_many_keys(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cache = KeyGroupAssigner(128).cache  # the process's key-group cache, which writers share
+    monkeypatch.setattr(record_writer, "CARRY_KEY_GROUPS_FROM", len(cache) + 20)
+    inputs, writer = _writer(3)
+    tag = uuid.uuid4().hex  # keys new to the cache
+    writer.emit([(f"{tag}-{i % 10}", i) for i in range(30)])  # 10 keys: not worth it yet
+    writer.flush_all()
+    assert {type(b) for channel in inputs for b in _batches(channel)} == {list}
+    records = [(f"{tag}-{i % 37}", i) for i in range(30, 530)]
+    writer.emit(records[:250])  # 27 more keys: from now on
+    inputs[0].local_sender.batch_size = 3  # type: ignore[union-attr]  # debloated
+    writer.emit(records[250:])
+    writer.flush_all()
+    seen = []
+    for index, channel in enumerate(inputs):
+        batches = _batches(channel)
+        assert batches, "every channel got records"
+        for batch in batches:
+            _check_key_groups(batch, index, 3)
+            seen.extend(batch)
+        if index == 0:
+            assert 3 in {len(b) for b in batches}, "debloated buffers (of 3) keep key groups"
+    assert sorted(seen, key=lambda r: r[1]) == records
+    copy = pickle.loads(pickle.dumps(batches[0], protocol=5))
+    assert type(copy) is KeyGroupedBatch and copy.key_groups == batches[0].key_groups
+
+
+def test_a_stamped_batch_switches_the_writer_to_stamped_batches_losing_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(record_writer, "CARRY_KEY_GROUPS_FROM", 0)  # carrying from the start
+    inputs, writer = _writer(2, batch_size=1000)
+    writer.emit([("a", 1), ("b", 2)])  # pending, plain
+    writer.emit(stamp([("a", 3), ("b", 4)], [30, 40]))
+    writer.flush_all()
+    got: dict[str, list[tuple[int, int | None]]] = {}
+    for channel in inputs:
+        for batch in _batches(channel):
+            assert type(batch) is StampedBatch, "stamped batches carry no key groups"
+            for (key, v), ts in zip(batch, batch.timestamps, strict=True):
+                got.setdefault(key, []).append((v, ts))
+    assert got == {"a": [(1, None), (3, 30)], "b": [(2, None), (4, 40)]}
+
+
+class _Count:
+    """Counts per key in keyed state: ``process_element`` (keyed process) and ``map``."""
+
+    def open(self, runtime_context: Any) -> None:
+        self.n = runtime_context.get_state(ValueStateDescriptor("n", None))
+
+    def _count(self, value: Any) -> Any:
+        self.n.update((self.n.value() or 0) + 1)
+        return value[0], self.n.value()
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        yield self._count(value)
+
+    def map(self, value: Any) -> Any:
+        return self._count(value)
+
+
+@pytest.mark.parametrize(
+    ("kind", "function"),
+    [
+        (OperatorKind.KEYED_PROCESS, _Count),
+        (OperatorKind.REDUCE, lambda: lambda a, b: (a[0], a[1] + b[1])),
+        (OperatorKind.MAP, _Count),
+    ],
+)
+def test_keyed_operators_take_the_key_group_from_the_batch(
+    kind: OperatorKind, function: Any
+) -> None:
+    owned = key_group_range_for_subtask(128, 2, 0)
+    keys = [k for k in (f"k{i}" for i in range(200)) if assign_to_key_group(k, 128) in owned]
+    records = [(keys[i % 5], i) for i in range(20)]
+    plain, grouped = Harness(function(), 2, 0, kind=kind), Harness(function(), 2, 0, kind=kind)
+    plain.op.process_batch(records)
+    grouped.op.process_batch(
+        with_key_groups(records, [assign_to_key_group(k, 128) for k, _ in records])
+    )
+    assert grouped.records() == plain.records() != []
+    foreign = next(kg for kg in range(128) if kg not in owned)
+    with pytest.raises(KeyGroupRangeError, match=f"key group {foreign}"):
+        # the batch's key group is used, not the key's hash: this one is not ours
+        grouped.op.process_batch(with_key_groups([records[0]], [foreign]))
+
+
+def _node(kind: OperatorKind, keyed: bool) -> OperatorNode:
+    spec = OperatorSpec(kind, lambda r: r, (lambda r: r) if keyed else None)
+    return OperatorNode("op", "op", 1, kind.value, spec, None, 1, 128, keyed)
+
+
+def test_only_heads_that_use_key_groups_are_sent_them() -> None:
+    takes = {
+        (kind, keyed): operator_class(_node(kind, keyed)).takes_key_groups
+        for kind, keyed in [
+            (OperatorKind.KEYED_PROCESS, True),
+            (OperatorKind.REDUCE, True),
+            (OperatorKind.MAP, True),
+            (OperatorKind.FILTER, True),
+            (OperatorKind.MAP, False),
+            (OperatorKind.KEYED_CO_PROCESS, True),
+            (OperatorKind.SINK_FUNCTION, False),
+        ]
+    }
+    assert [k for k, v in takes.items() if v] == [
+        (OperatorKind.KEYED_PROCESS, True),
+        (OperatorKind.REDUCE, True),
+        (OperatorKind.MAP, True),
+        (OperatorKind.FILTER, True),
+    ]
