@@ -10,21 +10,24 @@ from typing import Any
 
 import pytest
 
+from cairn.common import Configuration
+from cairn.datastream import StreamExecutionEnvironment
 from cairn.datastream.state import ValueStateDescriptor
 from cairn.graph.job_graph import OperatorNode
 from cairn.graph.transformations import OperatorKind, OperatorSpec, PartitionKind
-from cairn.runtime import record_writer
 from cairn.runtime.channels import InputChannel, LocalOutputChannel
 from cairn.runtime.eventtime.stamped import StampedBatch, stamp
 from cairn.runtime.keyed_batch import KeyGroupedBatch, with_key_groups
 from cairn.runtime.operators import operator_class
 from cairn.runtime.record_writer import RecordWriter
-from cairn.state import KeyGroupRangeError, key_group_range_for_subtask
+from cairn.state import HeapKeyedStateBackend, KeyGroupRangeError, key_group_range_for_subtask
 from cairn.state.key_groups import KeyGroupAssigner, assign_to_key_group, subtask_for_key_group
 from tests.unit.test_eventtime_operators import Harness
 
 
-def _writer(n: int, batch_size: int = 4) -> tuple[list[InputChannel], RecordWriter]:
+def _writer(
+    n: int, carry_from: int, batch_size: int = 4
+) -> tuple[list[InputChannel], RecordWriter]:
     inputs = [InputChannel(i) for i in range(n)]
     outputs = [LocalOutputChannel(c, capacity=1000) for c in inputs]
     writer = RecordWriter(
@@ -33,7 +36,7 @@ def _writer(n: int, batch_size: int = 4) -> tuple[list[InputChannel], RecordWrit
         key_selector=lambda r: r[0],
         max_parallelism=128,
         batch_size=batch_size,
-        carry_key_groups=True,
+        carry_key_groups_from=carry_from,
     )
     return inputs, writer
 
@@ -51,12 +54,9 @@ def _check_key_groups(batch: KeyGroupedBatch, channel: int, n: int) -> None:
         assert subtask_for_key_group(128, n, kg) == channel
 
 
-def test_a_hash_writer_sends_key_groups_along_once_there_are_many_keys(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_hash_writer_sends_key_groups_along_once_there_are_many_keys() -> None:
     cache = KeyGroupAssigner(128).cache  # the process's key-group cache, which writers share
-    monkeypatch.setattr(record_writer, "CARRY_KEY_GROUPS_FROM", len(cache) + 20)
-    inputs, writer = _writer(3)
+    inputs, writer = _writer(3, carry_from=len(cache) + 20)
     tag = uuid.uuid4().hex  # keys new to the cache
     writer.emit([(f"{tag}-{i % 10}", i) for i in range(30)])  # 10 keys: not worth it yet
     writer.flush_all()
@@ -80,11 +80,8 @@ def test_a_hash_writer_sends_key_groups_along_once_there_are_many_keys(
     assert type(copy) is KeyGroupedBatch and copy.key_groups == batches[0].key_groups
 
 
-def test_a_stamped_batch_switches_the_writer_to_stamped_batches_losing_nothing(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(record_writer, "CARRY_KEY_GROUPS_FROM", 0)  # carrying from the start
-    inputs, writer = _writer(2, batch_size=1000)
+def test_a_stamped_batch_switches_the_writer_to_stamped_batches_losing_nothing() -> None:
+    inputs, writer = _writer(2, carry_from=0, batch_size=1000)  # carrying from the start
     writer.emit([("a", 1), ("b", 2)])  # pending, plain
     writer.emit(stamp([("a", 3), ("b", 4)], [30, 40]))
     writer.flush_all()
@@ -164,3 +161,36 @@ def test_only_heads_that_use_key_groups_are_sent_them() -> None:
         (OperatorKind.MAP, True),
         (OperatorKind.FILTER, True),
     ]
+
+
+@pytest.mark.parametrize(("carried_from", "carried"), [("0", True), ("100000000", False)])
+def test_a_job_s_keyed_operator_gets_the_key_groups_when_the_option_says_so(
+    monkeypatch: pytest.MonkeyPatch, carried_from: str, carried: bool
+) -> None:
+    """Through the job builder and the task builder (in-process executor): with
+    ``cairn.network.key-groups-carried-from`` reached, every record reaches the running sum
+    with its key group; otherwise none does."""
+    passed: list[bool] = []
+    original = HeapKeyedStateBackend.set_current_key
+
+    def observed(self: Any, key: Any, key_group: int | None = None) -> None:
+        passed.append(key_group is not None)
+        original(self, key, key_group)
+
+    monkeypatch.setattr(HeapKeyedStateBackend, "set_current_key", observed)
+    conf = Configuration()
+    conf.set_string("cairn.executor", "inprocess")
+    conf.set_string("cairn.network.key-groups-carried-from", carried_from)
+    env = StreamExecutionEnvironment.get_execution_environment(conf)
+    env.set_parallelism(2)
+    words = [f"w{i % 50}" for i in range(2_000)]
+    sums = (
+        env.from_collection([(w, 1) for w in words])
+        .key_by(lambda r: r[0])
+        .reduce(lambda a, b: (a[0], a[1] + b[1]))
+        .execute_and_collect()
+    )
+    with sums:
+        final = {w: n for w, n in sums}
+    assert final == {f"w{i}": 40 for i in range(50)}
+    assert len(passed) >= len(words) and set(passed) == {carried}

@@ -5,9 +5,9 @@ flushed into their channel before any event (barrier, end of partition) is sent 
 aligned barrier never overtakes a record emitted before it; a channel's buffer is flushed once
 it holds the channel's ``batch_size`` records (the receiver may lower it: debloating), and
 partly filled on a buffer timeout only when the channel can send it at once. A hash writer
-allowed to ``carry_key_groups`` sends its plain batches as ``KeyGroupedBatch``es, each record
-with the key group that chose its channel (the consumer need not hash the key again), once
-there are enough keys for that to pay (``CARRY_KEY_GROUPS_FROM``). Timestamps stay
+given ``carry_key_groups_from`` sends its plain batches as ``KeyGroupedBatch``es, each record
+with the key group that chose its channel (the consumer need not hash the key again), once the
+key-group cache holds that many keys (below, carrying costs more than it saves). Timestamps stay
 with their records: once a ``StampedBatch`` came through, the writer keeps every pending list
 stamped (records without a timestamp get ``None``), so plain batches cost one type check.
 A writer of a side output (``output_tag``) ignores the main output (``emit``) and takes the
@@ -28,11 +28,6 @@ from cairn.runtime.keyed_batch import with_key_groups
 from cairn.state.key_groups import KeyGroupAssigner, subtask_for_key_group
 
 DEFAULT_BATCH_SIZE = 1024
-# Key groups are carried once the key-group cache holds this many keys: below, the consumer's
-# own cache lookup (~0.06 us at 10k keys, 0.1 at 50k) costs less than carrying them (~0.05 us:
-# the append, the copy, pickling); above, a lookup misses the CPU caches (0.17 us at 100k
-# keys, 0.48 at 1M).
-CARRY_KEY_GROUPS_FROM = 1 << 16
 
 
 class RecordWriter:
@@ -46,7 +41,7 @@ class RecordWriter:
         subtask_index: int = 0,
         batch_size: int = DEFAULT_BATCH_SIZE,
         output_tag: str | None = None,
-        carry_key_groups: bool = False,
+        carry_key_groups_from: int | None = None,
     ) -> None:
         if not channels:
             raise ValueError("a record writer needs at least one channel")
@@ -79,7 +74,7 @@ class RecordWriter:
             self._table = table
 
             cache = assigner.cache
-            carry_from = CARRY_KEY_GROUPS_FROM if carry_key_groups else None
+            carry_from = carry_key_groups_from
 
             def emit_hash(records: list[Any]) -> None:
                 if type(records) is not list or self._stamped:
