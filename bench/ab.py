@@ -8,7 +8,6 @@ medians is reported as a result, never an absolute figure of one side alone.
 Before/after a change (the brief: "a new feature must not slow the keyed-sum path")::
 
     git worktree add --detach ../cairn-before <rev>
-    (cd ../cairn-before && python3 -m venv .venv && .venv/bin/pip install -e .)
     python -m bench.ab --a ../cairn-before --b . --repeat 4 -- \\
         --workload keyed-sum --records 2000000 --keys 10000 --checkpoint-interval-ms 1000
 
@@ -19,13 +18,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["alternating_order", "main", "run_once"]
+__all__ = [
+    "alternating_order",
+    "check_imports_its_own_cairn",
+    "checkout_command",
+    "main",
+    "run_once",
+]
 
 
 def alternating_order(repeat: int) -> list[str]:
@@ -40,12 +46,44 @@ def alternating_order(repeat: int) -> list[str]:
     return order
 
 
+def checkout_command(checkout: Path) -> tuple[str, dict[str, str]]:
+    """The Python and environment that run ``checkout``'s own ``cairn``: its ``.venv`` if it
+    has one, else this Python with ``checkout/src`` first on ``PYTHONPATH`` (which Spark's
+    local workers inherit). Without that, a worktree without a venv would import the editable
+    install of another checkout, and an A/B would compare a checkout with itself."""
+    python = checkout / ".venv" / "bin" / "python"
+    env = dict(os.environ)
+    if python.exists():
+        return str(python), env
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(checkout / "src"), env.get("PYTHONPATH", "")) if p
+    )
+    return sys.executable, env
+
+
+def check_imports_its_own_cairn(checkout: Path) -> None:
+    """Refuse to measure ``checkout`` if its command would import another checkout's cairn."""
+    python, env = checkout_command(checkout)
+    done = subprocess.run(
+        [python, "-c", "import cairn; print(cairn.__file__)"],
+        cwd=checkout,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    location = Path(done.stdout.strip()).resolve()
+    if checkout.resolve() not in location.parents:
+        raise SystemExit(f"{checkout} would run the cairn of {location}, not its own")
+
+
 def run_once(checkout: Path, args: list[str], timeout_s: float) -> dict[str, Any]:
     """One ``python -m bench.workloads`` run in ``checkout``; its JSON result."""
-    python = checkout / ".venv" / "bin" / "python"
+    python, env = checkout_command(checkout)
     done = subprocess.run(
-        [str(python if python.exists() else sys.executable), "-m", "bench.workloads", *args],
+        [python, "-m", "bench.workloads", *args],
         cwd=checkout,
+        env=env,
         capture_output=True,
         text=True,
         timeout=timeout_s,
@@ -68,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     ns = parser.parse_args(argv)
     args = [a for a in ns.workload_args if a != "--"]
+    for checkout in (ns.a, ns.b):
+        check_imports_its_own_cairn(checkout.resolve())
     rates: dict[str, list[float]] = {"a": [], "b": []}
     for side in alternating_order(ns.repeat):
         checkout = ns.a if side == "a" else ns.b
