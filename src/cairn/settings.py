@@ -25,11 +25,6 @@ FORK_THRESHOLD_ENV = "CAIRN_STATE_FORK_THRESHOLD"
 FORK_NICENESS_ENV = "CAIRN_STATE_FORK_NICENESS"
 DEFAULT_MAX_FRAME_SIZE = 64 * 1024 * 1024  # bytes of one frame on a connection, either way
 MAX_FRAME_SIZE_KEY = "cairn.network.max-frame-size"  # named in the wire layer's errors
-# Key groups are carried on hash edges once the key-group cache holds this many keys: below,
-# the consumer's own cache lookup (~0.06 us at 10k keys, 0.1 at 50k) costs less than carrying
-# them (~0.05 us: the append, the copy, pickling); above, a lookup misses the CPU caches (0.17
-# us at 100k keys, 0.48 at 1M).
-CARRY_KEY_GROUPS_FROM = 1 << 16
 SIGNING_KEY_ENV = "CAIRN_CHECKPOINT_SIGNING_KEY"
 MIN_SIGNING_KEY_LENGTH = 16
 
@@ -217,9 +212,6 @@ class NetworkSettings:
     debloat_samples: int = 20
     debloat_threshold_percent: int = 25
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
-    # Hash edges into keyed heads carry key groups from this many cached keys on
-    # (``cairn.network.key-groups-carried-from``; see ``record_writer``).
-    carry_key_groups_from: int = CARRY_KEY_GROUPS_FROM
 
 
 class ExecutorKind(enum.Enum):

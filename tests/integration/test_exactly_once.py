@@ -143,15 +143,12 @@ def test_sigkill_with_the_rocksdb_backend_keeps_exactly_once(
 ) -> None:
     """The RocksDB backend under the same kills, full and incremental: a worker killed while
     uploading a RocksDB checkpoint, or between barrier and acknowledgement, or between
-    completion and commit; restores open the uploaded (and shared) files. The incremental runs
-    send key groups along the hash edge (``KeyGroupedBatch``), the full ones do not."""
+    completion and commit; restores open the uploaded (and shared) files."""
     out = str(tmp_path / "out")
     conf = {
         "cairn.executor": "spark",
         "cairn.testing.faults": KILL_SCHEDULES[schedule],
         **_rocksdb(tmp_path, incremental),
-        # incremental runs carry key groups on the hash edge (as jobs with many keys do)
-        "cairn.network.key-groups-carried-from": "0" if incremental else "65536",
     }
     client = _run(conf, out)
     assert client.job_master.restarts == 3, "every scheduled kill must have happened"

@@ -57,16 +57,8 @@ def _assert_exactly_once(out: str, records: int) -> None:
 @pytest.mark.spark
 @pytest.mark.parametrize(
     "state",
-    [
-        {},
-        {
-            "state.backend.type": "rocksdb",
-            "execution.checkpointing.incremental": "true",
-            # in-flight data of KeyGroupedBatches persisted and replayed
-            "cairn.network.key-groups-carried-from": "0",
-        },
-    ],
-    ids=["hashmap", "rocksdb-incremental-key-groups"],
+    [{}, {"state.backend.type": "rocksdb", "execution.checkpointing.incremental": "true"}],
+    ids=["hashmap", "rocksdb-incremental"],
 )
 def test_unaligned_exactly_once_under_backpressure_with_kills_including_during_replay(
     spark: Any, tmp_path: Any, state: dict[str, str]

@@ -179,7 +179,6 @@ def prepare_job(
             debloat_samples=int(get(opts.DEBLOAT_SAMPLES)),
             debloat_threshold_percent=int(get(opts.DEBLOAT_THRESHOLD)),
             max_frame_size=int(get(opts.NETWORK_MAX_FRAME_SIZE)),
-            carry_key_groups_from=int(get(opts.NETWORK_KEY_GROUPS_CARRIED_FROM)),
         ),
     )
     return PreparedJob(settings, tuple(sinks), tuple(transformations))

@@ -229,10 +229,8 @@ class TaskBuilder:
                     subtask_index=key.subtask_index,
                     batch_size=network.batch_size,
                     output_tag=edge.output_tag,
-                    carry_key_groups_from=network.carry_key_groups_from
-                    if edge.partition is PartitionKind.HASH
-                    and operator_class(head).takes_key_groups
-                    else None,
+                    carry_key_groups=edge.partition is PartitionKind.HASH
+                    and operator_class(head).takes_key_groups,
                 )
             )
         return writers

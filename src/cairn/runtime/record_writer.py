@@ -5,9 +5,8 @@ flushed into their channel before any event (barrier, end of partition) is sent 
 aligned barrier never overtakes a record emitted before it; a channel's buffer is flushed once
 it holds the channel's ``batch_size`` records (the receiver may lower it: debloating), and
 partly filled on a buffer timeout only when the channel can send it at once. A hash writer
-given ``carry_key_groups_from`` sends its plain batches as ``KeyGroupedBatch``es, each record
-with the key group that chose its channel (the consumer need not hash the key again), once the
-key-group cache holds that many keys (below, carrying costs more than it saves). Timestamps stay
+told to ``carry_key_groups`` sends its plain batches as ``KeyGroupedBatch``es, each record with
+the key group that chose its channel (the consumer need not look it up again). Timestamps stay
 with their records: once a ``StampedBatch`` came through, the writer keeps every pending list
 stamped (records without a timestamp get ``None``), so plain batches cost one type check.
 A writer of a side output (``output_tag``) ignores the main output (``emit``) and takes the
@@ -41,7 +40,7 @@ class RecordWriter:
         subtask_index: int = 0,
         batch_size: int = DEFAULT_BATCH_SIZE,
         output_tag: str | None = None,
-        carry_key_groups_from: int | None = None,
+        carry_key_groups: bool = False,
     ) -> None:
         if not channels:
             raise ValueError("a record writer needs at least one channel")
@@ -73,35 +72,39 @@ class RecordWriter:
             self._key_group_cache = assigner.cache
             self._table = table
 
-            cache = assigner.cache
-            carry_from = carry_key_groups_from
-
             def emit_hash(records: list[Any]) -> None:
                 if type(records) is not list or self._stamped:
                     self._emit_stamped(records)
                     return
                 pending = self._pending
-                kgs = self._pending_kgs
-                if kgs is not None:
-                    for r in records:
-                        k = selector(r)
-                        kg = cached(k)
-                        if kg is None:
-                            kg = key_group(k)
-                        c = table[kg]
-                        pending[c].append(r)
-                        kgs[c].append(kg)
-                else:
-                    for r in records:
-                        k = selector(r)
-                        kg = cached(k)
-                        if kg is None:
-                            kg = key_group(k)
-                        pending[table[kg]].append(r)
-                    if carry_from is not None and len(cache) >= carry_from:
-                        self._start_carrying_key_groups()
+                for r in records:
+                    k = selector(r)
+                    kg = cached(k)
+                    if kg is None:
+                        kg = key_group(k)
+                    pending[table[kg]].append(r)
                 self._flush_full()
 
+            def emit_hash_carrying(records: list[Any]) -> None:
+                if type(records) is not list or self._stamped:
+                    self._emit_stamped(records)
+                    return
+                pending = self._pending
+                kgs = self._pending_kgs
+                assert kgs is not None
+                for r in records:
+                    k = selector(r)
+                    kg = cached(k)
+                    if kg is None:
+                        kg = key_group(k)
+                    c = table[kg]
+                    pending[c].append(r)
+                    kgs[c].append(kg)
+                self._flush_full()
+
+            if carry_key_groups:
+                self._pending_kgs = [[] for _ in self.channels]
+                emit_hash = emit_hash_carrying
             self.emit: Callable[[list[Any]], None] = emit_hash
         elif partition is PartitionKind.CUSTOM:
             if key_selector is None:
@@ -129,12 +132,6 @@ class RecordWriter:
         self._partition_emit = self.emit
         if output_tag is not None:
             self.emit = _ignore_main_output
-
-    def _start_carrying_key_groups(self) -> None:
-        """From now on send key groups along (the pending records' computed once more)."""
-        key_group, selector = self._key_group, self._selector
-        assert selector is not None
-        self._pending_kgs = [[key_group(selector(r)) for r in p] for p in self._pending]
 
     # -------------------------------------------------------------------- partitioners
 

@@ -1,5 +1,4 @@
-"""Network options: batch sizes, the frame cap, carried key groups, the workers' switch
-interval, debloating.
+"""Network options: batch sizes, the frame cap, the workers' switch interval, debloating.
 
 Invariant: every key here is registered on import; a frame cap always lets control messages
 through (at least 1 MiB) and fits a frame header's uint32 length.
@@ -7,8 +6,8 @@ through (at least 1 MiB) and fits a frame header's uint32 length.
 
 from __future__ import annotations
 
-from cairn.common.options.define import at_least, between, define, positive
-from cairn.settings import CARRY_KEY_GROUPS_FROM, DEFAULT_MAX_FRAME_SIZE, MAX_FRAME_SIZE_KEY
+from cairn.common.options.define import between, define, positive
+from cairn.settings import DEFAULT_MAX_FRAME_SIZE, MAX_FRAME_SIZE_KEY
 
 NETWORK_BATCH_SIZE = define(
     "cairn.network.batch-size",
@@ -37,15 +36,6 @@ NETWORK_MAX_FRAME_SIZE = define(
     # At least 1 MiB: control messages (failure reports with tracebacks) must fit; at most
     # what a frame header's uint32 length can say.
     check=between(1 << 20, 0xFFFFFFFF, "the frame size cap (bytes)"),
-)
-NETWORK_KEY_GROUPS_CARRIED_FROM = define(
-    "cairn.network.key-groups-carried-from",
-    "int",
-    CARRY_KEY_GROUPS_FROM,
-    "Hash edges into keyed operators send each record's key group along once the process's "
-    "key-group cache holds this many keys (the keyed operator then does not hash the key "
-    "again; with fewer keys its own lookup is cheaper than carrying them); 0: always.",
-    check=at_least(0, "the key count from which key groups are carried"),
 )
 WORKER_SWITCH_INTERVAL = define(
     "cairn.worker.switch-interval",
