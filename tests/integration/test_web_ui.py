@@ -214,6 +214,21 @@ async def _drive(entry: Any, port: str, job: JobClient, shots: Path | None) -> N
             assert re.fullmatch(r"\d+ B|\d+\.\d (KiB|MiB|GiB)", shown_bytes), shown_bytes
             assert await b.js("document.getElementById('live').dataset.live") == "true"
             assert rest(entry, f"/jobs/{jid}")["vertices"][1]["metrics"]["read-bytes"] > 0
+            # User metrics (the demo check's counters), summed over the subtasks as the
+            # aggregated REST endpoint sums them.
+            cell = 'document.querySelector(\'[id^="user-1-"][id$=".checked-sum"]\')'
+            await b.wait_for(f"Number({cell}?.textContent) > 0")
+            metric = (await b.js(f"{cell}.id"))[len("user-1-") : -len("-sum")]
+            shown = int(await b.js(f"{cell}.textContent"))
+            path = f"/jobs/{jid}/vertices/1/subtasks/metrics?get={metric}&agg=sum"
+            (summed,) = rest(entry, path)
+            assert summed["id"] == metric and metric.endswith(".checked")
+            assert 0 < shown <= summed["sum"]
+            out_of_sequence = metric.replace(".checked", ".outOfSequence")
+            assert (
+                await b.js(f"document.getElementById('user-1-{out_of_sequence}-max')?.textContent")
+                == "0"
+            )
             if shots:
                 await b.screenshot(shots / "web-ui-overview.png")
             # Jobs: this job and the driver's finished one (names as text); a click on the

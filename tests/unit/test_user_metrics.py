@@ -11,7 +11,7 @@ import pytest
 from cairn.common import Configuration, Types
 from cairn.datastream import MapFunction, StreamExecutionEnvironment
 from cairn.observability.prometheus import facts_of, render
-from cairn.rest.metric_views import vertex_metric_values
+from cairn.rest.metric_views import aggregated_subtask_metrics, vertex_metric_values
 from cairn.runtime.user_metrics import UserMetricGroup, UserMetricRegistry
 
 
@@ -96,6 +96,10 @@ def test_a_jobs_user_metrics_reach_rest_and_prometheus() -> None:
     vertex = next(int(k.vertex_id) for k, r in master.metrics.items() if r.user)
     body = vertex_metric_values(facts, vertex, ["0.measure.words.seen", "1.measure.words.seen"])
     assert sum(int(item["value"]) for item in body) == len(words)
+    ids = [m["id"] for m in aggregated_subtask_metrics(facts, vertex, None, user_only=True)]
+    assert "measure.words.seen" in ids and all(i.startswith("measure.") for i in ids)
+    (seen,) = aggregated_subtask_metrics(facts, vertex, ["measure.words.seen"], ["sum", "max"])
+    assert seen["sum"] == len(words) and 0 < seen["max"] < len(words)  # two subtasks
     text = render(lambda: facts).decode()
     assert "cairn_taskmanager_job_task_operator_words_seen{" in text
     assert 'operator_name="measure"' in text

@@ -43,11 +43,16 @@ class SequenceCheck(KeyedProcessFunction[str, tuple[str, int], str]):
     def open(self, runtime_context: Any) -> None:
         self.last = runtime_context.get_state(ValueStateDescriptor("last", None))
         self.total = runtime_context.get_state(ValueStateDescriptor("sum", None))
+        metrics = runtime_context.get_metrics_group()  # shown in the web UI and on REST
+        self.checked = metrics.counter("checked")
+        self.out_of_sequence = metrics.counter("outOfSequence")
 
     def process_element(self, value: tuple[str, int], ctx: Any) -> Iterator[str]:
         key, seq = value
+        self.checked.inc()
         last = self.last.value() or 0
         if seq != last + 1:
+            self.out_of_sequence.inc()
             yield f"!{key},{seq},{last + 1}"
         total = (self.total.value() or 0) + seq
         self.last.update(seq)

@@ -180,6 +180,9 @@ class RestEndpoint:
         app.router.add_get("/metrics", self._prometheus)
         app.router.add_get(jid + "/metrics", self._job_metrics)
         app.router.add_get(jid + "/vertices/{vertexid}/metrics", self._vertex_metrics)
+        app.router.add_get(
+            jid + "/vertices/{vertexid}/subtasks/metrics", self._aggregated_subtask_metrics
+        )
         app.router.add_get(jid + "/vertices/{vertexid}/backpressure", self._backpressure)
         app.router.add_get(jid + "/doctor", self._doctor)
         app.router.add_get(jid + "/events", self._events)
@@ -363,10 +366,19 @@ class RestEndpoint:
             str(v.id): metric_views.backpressure(metrics, v.id, facts.now_ms)
             for v in facts.vertices
         }
+        user = {}
+        for v in facts.vertices:
+            ids = metric_views.aggregated_subtask_metrics(metrics, v.id, None, user_only=True)
+            if ids:
+                names = [i["id"] for i in ids]
+                user[str(v.id)] = metric_views.aggregated_subtask_metrics(
+                    metrics, v.id, names, user_only=True
+                )
         events = [
             ("job", self._details(facts, metrics)),
             ("checkpoints", stats.to_dict() if stats is not None else None),
-            ("backpressure", pressure),
+            ("user-metrics", user),
+            ("backpressure", pressure),  # the last: the page renders on it
         ]
         return events, self._master.status.is_globally_terminal_state()
 
@@ -421,6 +433,20 @@ class RestEndpoint:
         get = metric_views.requested(request.query.get("get"))
         facts = self._metrics_facts()
         return web.json_response(metric_views.vertex_metric_values(facts, vertex, get))
+
+    async def _aggregated_subtask_metrics(self, request: web.Request) -> web.Response:
+        vertex = self._vertex(request)
+        if isinstance(vertex, web.Response):
+            return vertex
+        get = metric_views.requested(request.query.get("get"))
+        agg = metric_views.requested(request.query.get("agg"))
+        unknown = sorted(set(agg or ()) - set(metric_views.AGGREGATIONS))
+        if unknown:
+            allowed = ", ".join(metric_views.AGGREGATIONS)
+            return _error(400, f"unknown aggregation(s) {', '.join(unknown)}: use {allowed}")
+        facts = self._metrics_facts()
+        body = metric_views.aggregated_subtask_metrics(facts, vertex, get, agg)
+        return web.json_response(body)
 
     async def _backpressure(self, request: web.Request) -> web.Response:
         vertex = self._vertex(request)

@@ -1,8 +1,10 @@
 """The metric bodies of the control endpoint, shaped like Flink's REST API:
 ``/jobs/:jobid/metrics`` and ``/jobs/:jobid/vertices/:vertexid/metrics`` (``[{"id"}]``
 without ``get``, ``[{"id", "value"}]`` with ``?get=a,b``; a vertex's metric ids are
-``<subtask>.<name>``), ``/jobs/:jobid/vertices/:vertexid/backpressure`` (levels and ratios per
-subtask, measured in the runtime rather than sampled).
+``<subtask>.<name>``), ``/jobs/:jobid/vertices/:vertexid/subtasks/metrics`` (the same metrics
+aggregated over the subtasks: ``[{"id", "min", "max", "avg", "sum"}]``, ``?agg=`` picks),
+``/jobs/:jobid/vertices/:vertexid/backpressure`` (levels and ratios per subtask, measured in
+the runtime rather than sampled).
 
 Invariant: pure functions of :class:`MetricsFacts`; values are strings as Flink sends them.
 """
@@ -16,6 +18,8 @@ from cairn.observability.metrics import JOB_METRICS, SUBTASK_METRICS, backpressu
 from cairn.observability.prometheus import MetricsFacts
 
 __all__ = [
+    "AGGREGATIONS",
+    "aggregated_subtask_metrics",
     "backpressure",
     "job_metric_values",
     "requested",
@@ -71,6 +75,61 @@ def vertex_metric_values(
         for operator, name, value in m.user:  # Flink's ids of user metrics
             values[f"{key.subtask_index}.{operator}.{name}"] = value
     return _answer(values, get)
+
+
+AGGREGATIONS = ("min", "max", "avg", "sum")  # Flink's MetricsAggregationParameter values
+
+
+def aggregated_subtask_metrics(
+    facts: MetricsFacts,
+    vertex_id: int,
+    get: Sequence[str] | None,
+    agg: Sequence[str] | None = None,
+    user_only: bool = False,
+) -> list[dict[str, Any]]:
+    """``GET /jobs/:jobid/vertices/:vertexid/subtasks/metrics``: ids without the subtask
+    (``<name>``, and ``<operator>.<name>`` of user metrics), each aggregated over the subtasks
+    that report it (``agg``: some of ``AGGREGATIONS``, default all; numbers, as Flink sends
+    them here). ``user_only``: only the metrics user functions registered (the web UI's table).
+
+    >>> from cairn.checkpoint.messages import TaskKey
+    >>> from cairn.ids import VertexId
+    >>> from cairn.observability.metrics import job_metrics, subtask_metrics
+    >>> from cairn.runtime.reports import TaskMetrics
+    >>> def sub(i, n):
+    ...     m = TaskMetrics(n, 0, user=(("check", "checked", float(n)),))
+    ...     return TaskKey(VertexId(1), i), subtask_metrics(m)
+    >>> subtasks = dict([sub(0, 5), sub(1, 7)])
+    >>> facts = MetricsFacts("j", "n", {}, subtasks, job_metrics(None, 0))
+    >>> aggregated_subtask_metrics(facts, 1, None, user_only=True)
+    [{'id': 'check.checked'}]
+    >>> for m in aggregated_subtask_metrics(facts, 1, ["check.checked", "numRecordsIn"], ["sum"]):
+    ...     print(m)
+    {'id': 'check.checked', 'sum': 12.0}
+    {'id': 'numRecordsIn', 'sum': 12.0}
+    >>> aggregated_subtask_metrics(facts, 1, ["check.checked"])
+    [{'id': 'check.checked', 'min': 5.0, 'max': 7.0, 'avg': 6.0, 'sum': 12.0}]
+    """
+    aggs = [a for a in AGGREGATIONS if agg is None or a in agg]
+    values: dict[str, list[float]] = {}
+    for key, m in facts.subtasks.items():
+        if int(key.vertex_id) != vertex_id:
+            continue
+        if not user_only:
+            for name in SUBTASK_METRICS:
+                values.setdefault(name, []).append(float(m.value(name)))
+        for operator, name, value in m.user:
+            values.setdefault(f"{operator}.{name}", []).append(float(value))
+    if get is None:
+        return [{"id": name} for name in sorted(values)]
+    answer: list[dict[str, Any]] = []
+    for name in get:
+        if name not in values:
+            continue
+        vs = values[name]
+        computed = {"min": min(vs), "max": max(vs), "avg": sum(vs) / len(vs), "sum": sum(vs)}
+        answer.append({"id": name, **{a: computed[a] for a in aggs}})
+    return answer
 
 
 def vertex_io_metrics(facts: MetricsFacts, parallelism: Mapping[int, int]) -> dict[int, Any]:

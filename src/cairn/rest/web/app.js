@@ -18,7 +18,7 @@ let jid = null;
 let tab = "overview";
 let selectedCheckpoint = null;
 let live = false;
-const view = { job: null, checkpoints: null, pressure: {}, jobs: null, archived: null };
+const view = { job: null, checkpoints: null, pressure: {}, user: {}, jobs: null, archived: null };
 
 async function api(path, init = {}) {
   const headers = Object.assign({ Authorization: "Bearer " + token }, init.headers || {});
@@ -46,11 +46,12 @@ function svg(tag, attrs, text) {
   return node;
 }
 
-function table(headers, rows, onClick) {
-  const head = el("tr", {}, ...headers.map((h, i) => el("th", i === 0 ? { class: "text" } : {}, h)));
+// The first ``textColumns`` columns hold text (left-aligned), the others numbers.
+function table(headers, rows, onClick, textColumns = 1) {
+  const head = el("tr", {}, ...headers.map((h, i) => el("th", i < textColumns ? { class: "text" } : {}, h)));
   const body = rows.map((r) => {
     const tr = el("tr", onClick ? { class: "clickable" } : {}, ...r.cells.map((c, i) =>
-      el("td", Object.assign(i === 0 ? { class: "text" } : {}, r.ids ? { id: r.ids[i] || "" } : {}), c)));
+      el("td", Object.assign(i < textColumns ? { class: "text" } : {}, r.ids ? { id: r.ids[i] || "" } : {}), c)));
     if (onClick) tr.addEventListener("click", () => onClick(r));
     return tr;
   });
@@ -65,6 +66,7 @@ const bytes = (v) => {
 };
 const time = (t) => (t ? new Date(t).toLocaleTimeString() : "-");
 const pct = (r) => Math.round(r * 100) + "%";
+const num = (v) => (v === null || v === undefined ? "-" : Number.isInteger(v) ? String(v) : v.toFixed(3));
 
 function message(text) {
   document.getElementById("message").textContent = text;
@@ -95,7 +97,13 @@ async function refresh() {
     } catch (e) {
       view.checkpoints = null;
     }
-    for (const v of view.job.vertices) view.pressure[v.id] = await api(`/jobs/${jid}/vertices/${v.id}/backpressure`);
+    for (const v of view.job.vertices) {
+      const base = `/jobs/${jid}/vertices/${v.id}`;
+      view.pressure[v.id] = await api(base + "/backpressure");
+      // User metrics are the aggregated ids with an operator in them ("<operator>.<name>").
+      const ids = (await api(base + "/subtasks/metrics")).map((m) => m.id).filter((id) => id.includes("."));
+      view.user[v.id] = ids.length ? await api(base + "/subtasks/metrics?get=" + ids.map(encodeURIComponent).join(",")) : [];
+    }
     render();
   } catch (e) {
     unreachable(e);
@@ -139,6 +147,7 @@ function onEvent(text) {
   const body = JSON.parse(data);
   if (name === "job") view.job = body;
   else if (name === "checkpoints") view.checkpoints = body;
+  else if (name === "user-metrics") view.user = body;
   else if (name === "backpressure") view.pressure = body;
   if (name === "backpressure") render();  // the last event of an update
 }
@@ -175,6 +184,21 @@ function overview(node) {
     el("dt", {}, "Started"), el("dd", {}, new Date(job["start-time"]).toLocaleString()),
     el("dt", {}, "Duration"), el("dd", {}, Math.round(job.duration / 1000) + " s")));
   node.append(vertexTable(job, view.pressure));
+  node.append(userMetricsTable(job, view.user));
+}
+
+// The metrics the job's functions registered (runtime_context.get_metrics_group()), each
+// aggregated over the vertex's subtasks: counters add up in "sum", gauges read in "min"/"max".
+function userMetricsTable(job, user) {
+  const rows = [];
+  for (const v of job.vertices) {
+    for (const m of (user || {})[v.id] || []) {
+      const id = "user-" + v.id + "-" + m.id + "-";
+      rows.push({ cells: [v.name, m.id, num(m.sum), num(m.min), num(m.max)], ids: ["", "", id + "sum", id + "min", id + "max"] });
+    }
+  }
+  if (!rows.length) return el("p", { id: "user-metrics-none", class: "hint" }, "No user metrics (runtime_context.get_metrics_group()).");
+  return el("div", { id: "user-metrics" }, el("h3", {}, "User metrics"), table(["Vertex", "Metric", "Sum", "Min", "Max"], rows, undefined, 2));
 }
 
 // Records and bytes are the vertex's "metrics" block of /jobs/:jobid (Flink's names): bytes
