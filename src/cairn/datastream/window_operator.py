@@ -72,6 +72,10 @@ class WindowSpec:
 class WindowOperatorFunction(KeyedProcessFunction[Any, Any, Any]):
     """Runs one ``WindowSpec`` per key (see the module's invariant)."""
 
+    # Its batch path sets the key once per (key, window) of a batch: a hash edge into it need
+    # not carry the records' key groups (``runtime.operators.takes_key_groups``).
+    sets_keys_per_batch = True
+
     def __init__(self, spec: WindowSpec) -> None:
         self.spec = spec
 

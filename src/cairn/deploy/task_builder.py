@@ -41,7 +41,7 @@ from cairn.runtime.debloat import DebloatConfig
 from cairn.runtime.edge_errors import EdgeLabel
 from cairn.runtime.input_gate import InputGate
 from cairn.runtime.keyed_batch import as_plain
-from cairn.runtime.operators import create_operator, operator_class
+from cairn.runtime.operators import create_operator, takes_key_groups
 from cairn.runtime.operators.base import OperatorContext, OperatorRestore
 from cairn.runtime.record_writer import RecordWriter
 from cairn.runtime.task import StreamTask, TaskServices
@@ -230,7 +230,7 @@ class TaskBuilder:
                     batch_size=network.batch_size,
                     output_tag=edge.output_tag,
                     carry_key_groups=edge.partition is PartitionKind.HASH
-                    and operator_class(head).takes_key_groups,
+                    and takes_key_groups(head),
                 )
             )
         return writers

@@ -7,8 +7,9 @@ was handed on. A consumer keyed by the same selector takes a record's key group 
 instead of hashing the key again: with a million keys the key-group cache no longer fits the
 CPU caches and a lookup costs ~0.5 us per record, as much as hashing. Producers send them only
 to a head operator that declares ``takes_key_groups`` (``RecordWriter(carry_key_groups=...)``);
-to anything else one is a plain list of records (``as_plain``). The class's import path is
-part of unaligned checkpoints' in-flight data: keep it.
+to anything else one is a plain list of records (``as_plain``). Batches with timestamps carry
+them as a ``StampedBatch``'s ``key_groups``. The class's import path is part of unaligned
+checkpoints' in-flight data: keep it.
 
 >>> b = with_key_groups(["a", "b"], [7, 3])
 >>> b, b.key_groups, list(zip(b, key_groups_of(b)))
@@ -42,10 +43,12 @@ def with_key_groups(records: list[Any], key_groups: list[int]) -> KeyGroupedBatc
 
 
 def key_groups_of(records: list[Any]) -> Iterable[int | None]:
-    """Per record, its key group if the batch carries them, else ``None`` (compute it)."""
+    """Per record, its key group if the batch carries them (a ``KeyGroupedBatch``, or a
+    ``StampedBatch`` with ``key_groups``), else ``None`` (compute it)."""
     if type(records) is KeyGroupedBatch:
         return records.key_groups
-    return repeat(None)
+    key_groups: list[int] | None = getattr(records, "key_groups", None)
+    return repeat(None) if key_groups is None else key_groups
 
 
 def as_plain(entry: Any) -> Any:

@@ -6,7 +6,8 @@ aligned barrier never overtakes a record emitted before it; a channel's buffer i
 it holds the channel's ``batch_size`` records (the receiver may lower it: debloating), and
 partly filled on a buffer timeout only when the channel can send it at once. A hash writer
 told to ``carry_key_groups`` sends its plain batches as ``KeyGroupedBatch``es, each record with
-the key group that chose its channel (the consumer need not look it up again). Timestamps stay
+the key group that chose its channel (the consumer need not look it up again), and its stamped
+batches with ``key_groups`` beside ``timestamps``. Timestamps stay
 with their records: once a ``StampedBatch`` came through, the writer keeps every pending list
 stamped (records without a timestamp get ``None``), so plain batches cost one type check.
 A writer of a side output (``output_tag``) ignores the main output (``emit``) and takes the
@@ -51,8 +52,9 @@ class RecordWriter:
             ch.batch_size = batch_size
         self._pending: list[list[Any]] = [[] for _ in self.channels]
         # Hash partitioning with ``carry_key_groups``: each pending record's key group, sent
-        # along as a ``KeyGroupedBatch`` (plain batches only: a stamped writer drops them).
+        # along as a ``KeyGroupedBatch`` (a stamped writer keeps them in its stamped batches).
         self._pending_kgs: list[list[int]] | None = None
+        self._carry = carry_key_groups and partition is PartitionKind.HASH
         self._rr = subtask_index % len(self.channels)
         self.records_out = 0
         self.output_tag = output_tag
@@ -187,11 +189,14 @@ class RecordWriter:
     def _stamped_pending(self) -> list[StampedBatch]:
         """The pending lists as stamped batches (records without a timestamp get ``None``)."""
         self._stamped = True
-        self._pending_kgs = None  # stamped batches do not carry key groups
+        kgs = self._pending_kgs
+        self._pending_kgs = None  # from now on in the stamped batches' ``key_groups``
         stamped: list[StampedBatch] = []
         for i, p in enumerate(self._pending):
             if not isinstance(p, StampedBatch):
                 p = self._pending[i] = stamp(p, [None] * len(p))
+                if self._carry:
+                    p.key_groups = kgs[i] if kgs is not None else []
             stamped.append(p)
         return stamped
 
@@ -207,14 +212,26 @@ class RecordWriter:
             cached = self._key_group_cache.get
             appends = [p.append for p in pending]
             stamp_appends = [p.timestamps.append for p in pending]
-            for r, t in zip(records, stamps, strict=True):
-                k = selector(r)
-                kg = cached(k)
-                if kg is None:
-                    kg = key_group(k)
-                c = table[kg]
-                appends[c](r)
-                stamp_appends[c](t)
+            if self._carry:
+                kg_appends = [p.key_groups.append for p in pending]
+                for r, t in zip(records, stamps, strict=True):
+                    k = selector(r)
+                    kg = cached(k)
+                    if kg is None:
+                        kg = key_group(k)
+                    c = table[kg]
+                    appends[c](r)
+                    stamp_appends[c](t)
+                    kg_appends[c](kg)
+            else:
+                for r, t in zip(records, stamps, strict=True):
+                    k = selector(r)
+                    kg = cached(k)
+                    if kg is None:
+                        kg = key_group(k)
+                    c = table[kg]
+                    appends[c](r)
+                    stamp_appends[c](t)
         elif partition is PartitionKind.CUSTOM:
             choose = self._selector.channel  # type: ignore[union-attr]
             for r, t in zip(records, stamps, strict=True):

@@ -56,8 +56,18 @@ def operator_class(node: OperatorNode) -> type[StreamOperator]:
     return cls
 
 
+def takes_key_groups(node: OperatorNode) -> bool:
+    """Whether a hash edge into ``node`` (a chain's head) should send its records' key groups
+    along: its operator sets the key per record with them, and its function does not set keys
+    per batch itself (the window operator's batch path: ``sets_keys_per_batch``)."""
+    if not operator_class(node).takes_key_groups:
+        return False
+    function = node.spec.function if node.spec is not None else None
+    return not getattr(function, "sets_keys_per_batch", False)
+
+
 def create_operator(node: OperatorNode) -> StreamOperator:
     return operator_class(node)(node)
 
 
-__all__ = ["StreamOperator", "create_operator", "operator_class"]
+__all__ = ["StreamOperator", "create_operator", "operator_class", "takes_key_groups"]

@@ -249,8 +249,9 @@ class KeyedProcessOperator(KeyedOperatorBase):
             out: list[Any] = []
             stamps: list[int | None] = []
             add_stamp = stamps.append
-            for r, t in zip(records, records.timestamps, strict=True):
-                set_key(select(r))
+            kgs = key_groups_of(records)
+            for r, t, kg in zip(records, records.timestamps, kgs, strict=False):
+                set_key(select(r), kg)
                 ctx._timestamp = t
                 result = f(r, ctx)
                 if result is None:
@@ -266,8 +267,8 @@ class KeyedProcessOperator(KeyedOperatorBase):
             emit_results(self.output, self.side_outputs, out, stamps)
             return
         plain: list[Any] = []
-        for r in records:
-            set_key(select(r))
+        for r, kg in zip(records, key_groups_of(records), strict=False):
+            set_key(select(r), kg)
             extend_with_result(plain, f(r, ctx), self.name, f)
         emit_results(self.output, self.side_outputs, plain, None)
 
@@ -350,9 +351,10 @@ class KeyedRecordOperator(KeyedOperatorBase):
         f = self._f
         kind = self._kind
         ctx = self._context
+        next_key_group = iter(key_groups_of(records)).__next__  # called once per record
 
         def call(r: Any, t: int | None) -> Any:
-            set_key(select(r))
+            set_key(select(r), next_key_group())
             if kind == "map":
                 return (f(r),)
             if kind == "filter":
