@@ -6,7 +6,8 @@ uniformly random keys goes through the hash ``RecordWriter`` into two channels, 
 batch is pickled and unpickled as a remote channel's would be, and both reach the running sum
 (``set_current_key`` with the batch's key group or ``None``, ``value``, ``update``) of a backend
 owning all key groups, with the synchronous part of a snapshot every 40 batches. Every key is
-written once first. Sides alternate (off, on, on, off, ...) in one process; CPU time
+written once first. ``--event-time``: the batches carry timestamps (``StampedBatch``, the key
+groups in its ``key_groups``). Sides alternate (off, on, on, off, ...) in one process; CPU time
 (``process_time``) is reported per record, steadier than wall time on a shared machine.
 
 Invariant: prints one JSON object as its last stdout line; the working directories are removed.
@@ -30,6 +31,7 @@ from cairn.common import Types
 from cairn.datastream.state import ValueStateDescriptor
 from cairn.graph.transformations import PartitionKind
 from cairn.runtime.channels import InputChannel, LocalOutputChannel
+from cairn.runtime.eventtime.stamped import stamp
 from cairn.runtime.keyed_batch import key_groups_of
 from cairn.runtime.record_writer import RecordWriter
 from cairn.state.heap_backend import HeapKeyedStateBackend
@@ -41,11 +43,14 @@ __all__ = ["measure_once"]
 BATCH = 1024
 
 
-def measure_once(backend: str, keys: int, records: int, carry: bool, work: str) -> float:
+def measure_once(
+    backend: str, keys: int, records: int, carry: bool, work: str, event_time: bool = False
+) -> float:
     """CPU microseconds per record of one run (see the module docstring).
 
-    >>> d = tempfile.mkdtemp(); measure_once("heap", 50, 2048, True, d) > 0; shutil.rmtree(d)
+    >>> d = tempfile.mkdtemp(); measure_once("heap", 50, 2048, True, d, True) > 0
     True
+    >>> shutil.rmtree(d)
     """
     owned = KeyGroupRange(0, 127)
     b: Any
@@ -69,7 +74,8 @@ def measure_once(backend: str, keys: int, records: int, carry: bool, work: str) 
     value, update = state.value, state.update
 
     def step(ids: Any) -> None:
-        writer.emit([(f"key-{i}", 1) for i in ids])
+        batch = [(f"key-{i}", 1) for i in ids]
+        writer.emit(stamp(batch, list(range(len(batch)))) if event_time else batch)
         for index, channel in enumerate(inputs):
             while channel.queue:
                 batch = channel.queue.popleft()
@@ -95,14 +101,17 @@ def measure_once(backend: str, keys: int, records: int, carry: bool, work: str) 
         b.dispose()
 
 
-def measure(backend: str, keys: int, records: int, rounds: int) -> dict[str, Any]:
+def measure(
+    backend: str, keys: int, records: int, rounds: int, event_time: bool = False
+) -> dict[str, Any]:
     """``rounds`` runs of each side, alternating; medians and their ratio."""
     work = tempfile.mkdtemp(prefix="cairn-kg-carry-")
     runs: dict[str, list[float]] = {"off": [], "on": []}
     try:
         for i in range(rounds):
             for side in ("off", "on") if i % 2 == 0 else ("on", "off"):
-                runs[side].append(measure_once(backend, keys, records, side == "on", work))
+                on = side == "on"
+                runs[side].append(measure_once(backend, keys, records, on, work, event_time))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     off, on = statistics.median(runs["off"]), statistics.median(runs["on"])
@@ -110,6 +119,7 @@ def measure(backend: str, keys: int, records: int, rounds: int) -> dict[str, Any
         "backend": backend,
         "keys": keys,
         "records": records,
+        "event_time": event_time,
         "cpu_us_per_record_off": round(off, 3),
         "cpu_us_per_record_on": round(on, 3),
         "on_over_off": round(on / off, 3),
@@ -123,8 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keys", type=int, default=1_000_000)
     parser.add_argument("--records", type=int, default=400_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--event-time", action="store_true", help="batches with timestamps")
     args = parser.parse_args(argv)
-    print(json.dumps(measure(args.backend, args.keys, args.records, args.rounds)))
+    result = measure(args.backend, args.keys, args.records, args.rounds, args.event_time)
+    print(json.dumps(result))
     return 0
 
 
