@@ -253,7 +253,7 @@ def _replay_in_flight_data(
     if handle is None:
         return
     batches = read_channel_state(restore.reader, handle)
-    if not task.head.takes_key_groups:  # persisted for another version of the job's head
+    if not takes_key_groups(task.head.node):  # persisted for another version of the job's head
         batches = {channel: [as_plain(b) for b in bs] for channel, bs in batches.items()}
     for channel, channel_batches in batches.items():
         gate.replay(channel, channel_batches)

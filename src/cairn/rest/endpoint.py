@@ -366,14 +366,9 @@ class RestEndpoint:
             str(v.id): metric_views.backpressure(metrics, v.id, facts.now_ms)
             for v in facts.vertices
         }
-        user = {}
-        for v in facts.vertices:
-            ids = metric_views.aggregated_subtask_metrics(metrics, v.id, None, user_only=True)
-            if ids:
-                names = [i["id"] for i in ids]
-                user[str(v.id)] = metric_views.aggregated_subtask_metrics(
-                    metrics, v.id, names, user_only=True
-                )
+        user = {
+            str(v.id): metric_views.user_metric_aggregates(metrics, v.id) for v in facts.vertices
+        }
         events = [
             ("job", self._details(facts, metrics)),
             ("checkpoints", stats.to_dict() if stats is not None else None),

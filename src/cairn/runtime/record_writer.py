@@ -212,7 +212,7 @@ class RecordWriter:
             cached = self._key_group_cache.get
             appends = [p.append for p in pending]
             stamp_appends = [p.timestamps.append for p in pending]
-            if self._carry:
+            if self._carry:  # two loops, not a test per record: the window path is the other
                 kg_appends = [p.key_groups.append for p in pending]
                 for r, t in zip(records, stamps, strict=True):
                     k = selector(r)
