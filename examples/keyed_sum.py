@@ -1,4 +1,4 @@
-"""KeyedSum from the Flink checkpointing notes (seed 002), with ``pyflink`` replaced by ``cairn``.
+"""KeyedSum, the README's job: Flink's keyed running sum with ``pyflink`` replaced by ``cairn``.
 
 Invariant: for every key the job prints the running sums of that key's numbers in input order,
 each number counted exactly once (here: the sums of the first n odd numbers are n squared).

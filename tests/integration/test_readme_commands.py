@@ -1,10 +1,10 @@
-"""Every ``cairn`` command line README.md shows, run as written, as a new user would.
+"""Every ``cairn`` command line of README.md and docs/*.md, run as written, as a new user would.
 
-The README is read at test time: every line starting with ``cairn `` inside a ```bash block
-(its trailing ``# comment`` removed) must be one of ``COMMANDS`` below, and each of those is
-run as a real subprocess (the ``cairn`` script next to this interpreter) in a temporary
-working directory. The line is split with ``shlex`` after substituting only these
-placeholders:
+The README and the pages under ``docs/`` are read at test time: every line starting with
+``cairn `` inside a ```bash block (its trailing ``# comment`` removed) must be one of
+``COMMANDS`` below, and each of those is run as a real subprocess (the ``cairn`` script next
+to this interpreter) in a temporary working directory. The line is split with ``shlex`` after
+substituting only these placeholders:
 
 - ``job.py``: a file ``job.py`` in the working directory holding the README's own job (the
   ```python block under ``## A job``, read at test time), with ``/tmp/cairn-checkpoints`` and
@@ -51,6 +51,7 @@ from tests.integration.skew_table import duration_ms, skew_table
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 README = REPO_ROOT / "README.md"
+DOCS = REPO_ROOT / "docs"
 
 RUN_LOCAL = "cairn run -p 2 job.py"
 RUN_CLUSTER = "cairn run --master spark://host:7077 job.py"
@@ -112,12 +113,22 @@ README_COUNT, INTERRUPTED_COUNT = 1_000_000, 5_000_000
 SUBTASKS = {(0, 0), (0, 1), (1, 0), (1, 1)}  # (vertex, subtask): source -> keyed sum + sink
 
 
-# --- the README --------------------------------------------------------------------------------
+# --- the README and docs/ ----------------------------------------------------------------------
+
+
+def documentation() -> list[Path]:
+    """The pages a user reads: README.md, then docs/*.md by name."""
+    return [README, *sorted(DOCS.glob("*.md"))]
 
 
 def readme_commands() -> list[str]:
-    """``cairn ...`` lines of the README's ```bash blocks, without their ``# comment``."""
-    blocks = re.findall(r"^```bash\n(.*?)^```", README.read_text(), re.S | re.M)
+    """``cairn ...`` lines of the ```bash blocks of README.md and docs/*.md, without their
+    ``# comment``."""
+    blocks = [
+        block
+        for page in documentation()
+        for block in re.findall(r"^```bash\n(.*?)^```", page.read_text(), re.S | re.M)
+    ]
     return [
         re.sub(r"\s+#.*$", "", line).strip()
         for block in blocks
@@ -136,7 +147,7 @@ def readme_job() -> str:
 
 
 def readme_line(line: str) -> str:
-    assert line in readme_commands(), f"README.md no longer shows {line!r}"
+    assert line in readme_commands(), f"neither README.md nor docs/*.md shows {line!r}"
     return line
 
 
@@ -306,10 +317,10 @@ def test_every_cairn_line_of_the_readme_is_run_here() -> None:
     shown = readme_commands()
     uncovered, gone = sorted(set(shown) - COMMANDS), sorted(COMMANDS - set(shown))
     assert not uncovered, (
-        f"README.md shows cairn command lines this test does not run: {uncovered}; "
-        "add them to COMMANDS with a test that runs them"
+        f"README.md or docs/*.md show cairn command lines this test does not run: "
+        f"{uncovered}; add them to COMMANDS with a test that runs them"
     )
-    assert not gone, f"README.md no longer shows {gone}; remove them from this test"
+    assert not gone, f"README.md and docs/*.md no longer show {gone}; remove them from this test"
 
 
 # --- cairn run ---------------------------------------------------------------------------------
