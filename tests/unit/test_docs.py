@@ -3,8 +3,8 @@
 Every relative link points at a file of the repository and, with a ``#fragment``, at a
 heading of that file (GitHub's anchors: lower case, punctuation dropped, spaces as ``-``);
 the pages name no internal tracking numbers (``seed 002``, ``issue 13``) a user cannot look
-up; every source path ARCHITECTURE.md names exists. The ``cairn`` command lines of the pages
-are run by ``tests/integration/test_readme_commands.py``.
+up; every source path ARCHITECTURE.md names exists, and its reading path runs in order. The
+``cairn`` command lines of the pages are run by ``tests/integration/test_readme_commands.py``.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def test_relative_links_resolve(page: Path) -> None:
     assert not broken, "\n".join(broken)
 
 
-@pytest.mark.parametrize("page", [README, *DOCS], ids=lambda p: str(p.relative_to(REPO_ROOT)))
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO_ROOT)))
 def test_no_internal_tracking_numbers(page: Path) -> None:
     found = re.findall(r"\b(?:seed|issue)s? #?\d+", page.read_text(), re.I)
     assert not found, f"{page.name} names {found}: say what they are instead"
@@ -81,3 +81,41 @@ def test_the_readme_keeps_what_code_and_tests_point_at() -> None:
     for heading in ("## A job", "## DataStream API support"):
         assert f"\n{heading}\n" in text
     assert len(text.splitlines()) <= 300, "the README is a front page: details go to docs/"
+
+
+def architecture_paths() -> set[str]:
+    """Paths ARCHITECTURE.md names in backquotes: ``something.py`` or ``folder/``."""
+    quoted = re.findall(r"`([^`\s]+)`", ARCHITECTURE.read_text())
+    return {q for q in quoted if re.fullmatch(r"[\w./]+(\.py|/)", q) and not q.startswith(".")}
+
+
+def test_every_path_architecture_names_exists() -> None:
+    paths = architecture_paths()
+    assert "runtime/barriers/" in paths and "checkpoint/coordinator.py" in paths, paths
+    missing = [
+        p
+        for p in sorted(paths)
+        if not (REPO_ROOT / "src" / "cairn" / p).exists() and not (REPO_ROOT / p).exists()
+    ]
+    assert not missing, f"ARCHITECTURE.md names paths that do not exist: {missing}"
+
+
+def test_architecture_reading_path_reaches_the_barrier_handler() -> None:
+    """The reading path goes launch → job master → worker → task builder → task → barrier
+    handler → subtask checkpoint → coordinator, in that order."""
+    text = ARCHITECTURE.read_text()
+    path = text[text.index("## A reading path") :]
+    path = path[: path.index("\n## ", 1)]
+    steps = [
+        "launch.py",
+        "deploy/job_master.py",
+        "deploy/worker.py",
+        "deploy/task_builder.py",
+        "runtime/task.py",
+        "runtime/barriers/",
+        "runtime/subtask_checkpoint.py",
+        "checkpoint/coordinator.py",
+    ]
+    positions = [path.find(f"`{step}`") for step in steps]
+    assert -1 not in positions, dict(zip(steps, positions, strict=True))
+    assert positions == sorted(positions), dict(zip(steps, positions, strict=True))
