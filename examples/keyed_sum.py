@@ -1,4 +1,4 @@
-"""KeyedSum, the README's job: Flink's keyed running sum with ``pyflink`` replaced by ``cairn``.
+"""KeyedSum: Flink's keyed running sum example, with ``pyflink`` replaced by ``cairn``.
 
 Invariant: for every key the job prints the running sums of that key's numbers in input order,
 each number counted exactly once (here: the sums of the first n odd numbers are n squared).
@@ -29,7 +29,7 @@ NUMBERS = list(range(1, 21))
 
 
 class KeyedSumFunction(KeyedProcessFunction[str, int, int]):
-    """The seed's function, verbatim: a running sum per key in ``ValueState``."""
+    """Flink's example function, verbatim: a running sum per key in ``ValueState``."""
 
     def open(self, runtime_context: Any) -> None:
         self.sum_state = runtime_context.get_state(ValueStateDescriptor("sum", Types.INT()))
@@ -54,7 +54,7 @@ def parity(number: int) -> str:
 
 
 def build(env: StreamExecutionEnvironment) -> Any:
-    """The seed's checkpoint configuration (section 4-5) and the KeyedSum pipeline."""
+    """The checkpoint configuration of Flink's KeyedSum example and its pipeline."""
     env.enable_checkpointing(60000)
     config = env.get_checkpoint_config()
     config.set_checkpointing_mode(CheckpointingMode.EXACTLY_ONCE)
@@ -62,7 +62,7 @@ def build(env: StreamExecutionEnvironment) -> Any:
     config.set_checkpoint_timeout(120000)
     config.set_max_concurrent_checkpoints(1)
     config.enable_externalized_checkpoints(ExternalizedCheckpointCleanup.RETAIN_ON_CANCELLATION)
-    # The seed writes to file:///tmp/flink_checkpoints; a finished job deletes its own.
+    # Flink's example writes to file:///tmp/flink_checkpoints; a finished job deletes its own.
     config.set_checkpoint_storage(
         "file://" + os.path.join(tempfile.gettempdir(), "cairn-keyed-sum-checkpoints")
     )
