@@ -68,7 +68,8 @@ def run_skew_demo(
             raise ValueError(f"unknown variant {variant!r}; choose from {', '.join(VARIANTS)}")
     labels = {v: variant_label(v, alignment_timeout_ms) for v in variants}
     out(
-        f"Cairn skew demo (seed 000): skewed source (a 2 once per {SKEW_RATIO:,} records, "
+        f"Cairn skew demo (checkpoint alignment under skew): skewed source "
+        f"(a 2 once per {SKEW_RATIO:,} records, "
         f"else 1) -> key_by(v % 2 == 0) -> map1 ({record_cost_ms:g} ms busy loop per "
         f"record) -> map2 (operator-state counter); parallelism {parallelism}, a checkpoint "
         f"every {interval_ms / 1000:g} s, {seconds} s per variant: {', '.join(variants)}"

@@ -149,7 +149,7 @@ def large_in_flight(facts: DoctorFacts) -> Finding | None:
         "unaligned checkpoints persist much in-flight data",
         (("persisted in-flight p50", _mib(persisted)), ("state size p50", _mib(state))),
         "enable buffer debloating: fewer records in flight means less to persist and replay "
-        "(seed 003: unaligned checkpoints with buffer debloating)",
+        "(Flink's advice for unaligned checkpoints)",
         (f"{DEBLOAT}: true",),
     )
 
@@ -231,7 +231,7 @@ def back_to_back(facts: DoctorFacts) -> Finding | None:
             ("min pause", _ms(config.min_pause_ms)),
         ),
         "set a min pause of at least the checkpoint duration, so records are processed "
-        "between checkpoints (seed 002: e.g. 60 s interval, 30 s min pause)",
+        "between checkpoints (e.g. 60 s interval, 30 s min pause)",
         (f"{MIN_PAUSE}: {int(duration)} ms",),
     )
 
@@ -248,8 +248,9 @@ def interval_off_advice(facts: DoctorFacts) -> Finding | None:
             "interval-long",
             "the checkpoint interval is long for recovery",
             (("interval", _ms(config.interval_ms)), ("end-to-end p50", _ms(duration))),
-            "after a failure the job replays up to an interval of input; seed 002 suggests "
-            "about a minute unless the state is too large to checkpoint that often",
+            "after a failure the job replays up to an interval of input; an interval of "
+            "about a minute suits most jobs, unless the state is too large to checkpoint "
+            "that often",
             (f"{INTERVAL}: 60 s",),
         )
     if duration > 0.5 * config.interval_ms and config.min_pause_ms >= duration:
