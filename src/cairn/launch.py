@@ -18,9 +18,9 @@ from typing import Any
 from cairn.checkpoint.storage_access import check_storage_access
 from cairn.common.exceptions import JobSubmissionError
 from cairn.deploy.executors import Executor, InProcessExecutor, SparkExecutor
-from cairn.deploy.job_client import JobClient
 from cairn.deploy.job_master import JobMaster
-from cairn.deploy.serialization import dumps_job
+from cairn.deploy.job_master_client import JobClient
+from cairn.deploy.job_pickling import dumps_job
 from cairn.graph.job_graph import JobGraph, build_job_graph
 from cairn.graph.transformations import SinkTransformation
 from cairn.runtime.faults import parse_faults

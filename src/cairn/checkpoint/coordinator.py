@@ -4,7 +4,7 @@ Invariant: a checkpoint completes only when every expected task acknowledged it,
 ``_metadata`` is written last; every aborted checkpoint's files are deleted; checkpoint ids
 only increase. Single-threaded: the job master calls every method from one thread. Decisions
 are ``protocol``'s; deleting files is ``cleanup``'s, finding the restore point
-``restore_points``', queueing savepoints ``savepoint_requests``'.
+``restore_points``', queueing savepoints ``savepoint_queue``'.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from cairn.checkpoint.protocol import (
     expired_checkpoints,
 )
 from cairn.checkpoint.restore_points import RestorePoints
-from cairn.checkpoint.savepoint_requests import SavepointRequest, SavepointRequests
+from cairn.checkpoint.savepoint_queue import SavepointQueue, SavepointRequest
 from cairn.checkpoint.stats import CheckpointStatsTracker
 from cairn.checkpoint.storage import CheckpointStorage
 from cairn.checkpoint.store import CompletedCheckpointStore
@@ -141,7 +141,7 @@ class CheckpointCoordinator:
         self._stats = CheckpointStatsTracker()
         self._next_id = CheckpointId(first_checkpoint_id)
         self._pending: dict[CheckpointId, PendingCheckpoint] = {}
-        self._savepoints = SavepointRequests()
+        self._savepoints = SavepointQueue()
         self._ghosts: OrderedDict[CheckpointId, Literal["completed", "aborted"]] = OrderedDict()
         self._periodic_base_ms: int | None = self._clock.now_ms()
         self._last_trigger_ms: int | None = None

@@ -219,8 +219,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
                 f"{target} is neither a running job of this machine (cairn list) nor a "
                 "checkpoint directory"
             )
+        from cairn.observability.doctor.fact_sources import facts_of_retained
         from cairn.observability.doctor.rules import diagnose
-        from cairn.observability.doctor.sources import facts_of_retained
         from cairn.observability.tables import load_retained
 
         facts = facts_of_retained(load_retained(target))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from cairn.checkpoint.metadata import CompletedCheckpoint
 from cairn.common.job_status import JobStatus
-from cairn.deploy import protocol as p
+from cairn.deploy import control_messages as p
 from cairn.deploy.control_server import ControlServer, Envelope
 from cairn.events import SavepointFormatType
 

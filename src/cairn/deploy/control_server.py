@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from cairn.deploy import protocol as p
+from cairn.deploy import control_messages as p
 from cairn.runtime.network.errors import ConnectionClosed
 from cairn.runtime.network.frames import FrameKind
 from cairn.runtime.network.framing import FramedConnection

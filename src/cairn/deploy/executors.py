@@ -15,8 +15,8 @@ import time
 import uuid
 from typing import Any, Protocol
 
+from cairn.deploy.control_messages import WorkerLaunch
 from cairn.deploy.process_tuning import ProcessOwnership
-from cairn.deploy.protocol import WorkerLaunch
 from cairn.deploy.worker import run_worker
 from cairn.runtime.faults import SimulatedCrash
 

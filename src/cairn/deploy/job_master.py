@@ -33,16 +33,16 @@ from cairn.checkpoint.protocol import FallbackRule
 from cairn.checkpoint.restore import check_restore_compatible
 from cairn.checkpoint.storage import CheckpointStorage
 from cairn.common.job_status import JobStatus
-from cairn.deploy import protocol as p
+from cairn.deploy import control_messages as p
 from cairn.deploy.attempt_control import AttemptSavepointControl, FailAttempt, Stopped
 from cairn.deploy.committing_sinks import committing_sinks
 from cairn.deploy.control_server import ConnectionLost, ControlServer, Envelope
+from cairn.deploy.execution_plan import ExecutionPlan
 from cairn.deploy.executors import Deployment, Executor
 from cairn.deploy.initialization import JobInitialization
 from cairn.deploy.lifecycle import AttemptEnd, AttemptOutcome, transition
 from cairn.deploy.output_forwarding import print_forwarded
-from cairn.deploy.plan import ExecutionPlan
-from cairn.deploy.restart import RestartPolicy, after_failure
+from cairn.deploy.restart_policy import RestartPolicy, after_failure
 from cairn.deploy.savepoint_requests import SavepointRequests, StopWithSavepoint
 from cairn.events import CheckpointBarrier, SavepointFormatType
 from cairn.graph.job_graph import JobGraph

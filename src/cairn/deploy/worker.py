@@ -29,10 +29,10 @@ from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.checkpoint.handles import StateFileWriter
 from cairn.checkpoint.read_timing import ReadTiming
 from cairn.checkpoint.storage import CheckpointStorage
-from cairn.deploy import protocol as p
+from cairn.deploy import control_messages as p
+from cairn.deploy.execution_plan import ExecutionPlan
 from cairn.deploy.lifecycle import WorkerOutcome
 from cairn.deploy.output_forwarding import forwarding_stdout
-from cairn.deploy.plan import ExecutionPlan
 from cairn.deploy.process_tuning import (
     ProcessOwnership,
     freeze_long_lived_objects,

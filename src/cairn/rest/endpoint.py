@@ -37,8 +37,8 @@ from aiohttp import web
 from cairn.common.job_status import JobStatus
 from cairn.events import SavepointFormatType
 from cairn.observability import prometheus
+from cairn.observability.doctor.fact_sources import facts_of_master
 from cairn.observability.doctor.rules import diagnose
-from cairn.observability.doctor.sources import facts_of_master
 from cairn.rest import graph_views, metric_views, views
 from cairn.rest.archive import JobArchive, default_archive_dir
 from cairn.rest.job_history import JobHistory
@@ -47,7 +47,7 @@ from cairn.rest.registry import JobEntry, JobRegistry, process_start_time
 from cairn.settings import RestSettings
 
 if TYPE_CHECKING:
-    from cairn.deploy.job_client import JobClient
+    from cairn.deploy.job_master_client import JobClient
 
 log = logging.getLogger(__name__)
 

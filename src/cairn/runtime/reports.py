@@ -2,7 +2,7 @@
 
 Invariant: reports are immutable values that name the deployment attempt of their sender, so
 the job master can drop late reports of an attempt it already cancelled; the runtime defines
-them, the deploy layer carries them (``cairn.deploy.protocol``).
+them, the deploy layer carries them (``cairn.deploy.control_messages``).
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ from cairn.state.key_groups import check_parallelism
 from cairn.state.schema import schema_of
 from cairn.state_processor.columns import Column, column_accepts, from_spark, spark_column
 from cairn.state_processor.errors import StateProcessorError, ValueTypeError
-from cairn.state_processor.plan import (
+from cairn.state_processor.key_group_slices import (
     KeyedSlice,
     default_parallelism,
     heap_format_handles,

@@ -18,12 +18,12 @@ from cairn.runtime.barriers.api import (
     BarrierHandlerActions,
     IllegalBarrierEventError,
 )
-from cairn.runtime.barriers.inputs import InputChannels
-from cairn.runtime.barriers.states import (
+from cairn.runtime.barriers.handler_states import (
     BarrierHandlerState,
     ChannelState,
     WaitingForFirstBarrier,
 )
+from cairn.runtime.barriers.inputs import InputChannels
 
 _NONE = -1  # "no checkpoint yet"; real ids are >= 0
 

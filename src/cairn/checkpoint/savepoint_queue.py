@@ -29,7 +29,7 @@ class SavepointRequest:
     drain: bool = False  # with terminate: sources send the final watermark before the barrier
 
 
-class SavepointRequests:
+class SavepointQueue:
     """The coordinator's savepoint requests, queued and in flight."""
 
     def __init__(self) -> None:
