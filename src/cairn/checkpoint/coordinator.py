@@ -114,7 +114,7 @@ class CheckpointCoordinator:
         source_tasks: Iterable[TaskKey],
         operator_parallelism: Mapping[str, tuple[int, int]],
         clock: Clock | None = None,
-        first_checkpoint_id: int = 1,
+        first_checkpoint_id: CheckpointId = CheckpointId(1),
         max_parallelism: int = DEFAULT_MAX_PARALLELISM,
         properties: Mapping[str, str] | None = None,
         fallback: FallbackRule = FallbackRule(),
@@ -139,7 +139,7 @@ class CheckpointCoordinator:
         )
         self._restore_points = RestorePoints(job_id, storage, self._store, fallback)
         self._stats = CheckpointStatsTracker()
-        self._next_id = CheckpointId(first_checkpoint_id)
+        self._next_id = first_checkpoint_id
         self._pending: dict[CheckpointId, PendingCheckpoint] = {}
         self._savepoints = SavepointQueue()
         self._ghosts: OrderedDict[CheckpointId, Literal["completed", "aborted"]] = OrderedDict()
@@ -199,13 +199,13 @@ class CheckpointCoordinator:
     def stop_periodic(self) -> None:
         self._periodic_base_ms = None
 
-    def set_next_checkpoint_id(self, next_id: int) -> None:
+    def set_next_checkpoint_id(self, next_id: CheckpointId) -> None:
         """Continue numbering at ``next_id`` (e.g. after the id of the restored checkpoint)."""
         if next_id < self._next_id:
             raise ValueError(
                 f"checkpoint ids only increase: next is {self._next_id}, got {next_id}"
             )
-        self._next_id = CheckpointId(next_id)
+        self._next_id = next_id
 
     def tick(self) -> TriggerDecision:
         """Abort expired checkpoints, then trigger a periodic one if it is due."""
@@ -479,7 +479,7 @@ class CheckpointCoordinator:
         self._stats.report_restored(chosen.checkpoint_id, now, where, chosen.is_savepoint)
         return chosen
 
-    def mark_unusable(self, directory: str, checkpoint_id: int, problem: str) -> None:
+    def mark_unusable(self, directory: str, checkpoint_id: CheckpointId, problem: str) -> None:
         """Never restore the checkpoint at ``directory`` again in this job (e.g. its state
         failed its checks while a worker restored it); the next :meth:`restore_point` tries
         the next older one, subject to the fallback rule. Its files are left alone."""

@@ -562,7 +562,7 @@ def _keyed_from_json(h: dict[str, Any]) -> AnyKeyedStateHandle:
             backend_id=str(h.get("backend_id", "")),
             base_checkpoint_id=None
             if h.get("base_checkpoint_id") is None
-            else int(h["base_checkpoint_id"]),
+            else CheckpointId(int(h["base_checkpoint_id"])),
         )
     if kind != "heap":
         raise ValueError(f"unknown keyed state handle kind {kind!r}")

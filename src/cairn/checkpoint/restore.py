@@ -28,6 +28,7 @@ from cairn.checkpoint.errors import (
     NoUsableCheckpointError,
 )
 from cairn.checkpoint.inspection import verify
+from cairn.checkpoint.loading import checkpoint_id_of
 from cairn.checkpoint.metadata import CompletedCheckpoint
 from cairn.checkpoint.protocol import (
     FallbackRefused,
@@ -74,14 +75,14 @@ def examine(
     except (CorruptCheckpointError, CheckpointNotFoundError) as e:
         # Name the file when the problem is inside the directory, not the directory itself.
         problem = e.problem if e.path.rstrip("/") == directory.rstrip("/") else str(e)
-        cid = cp.checkpoint_id if cp is not None else _id_from_dir(directory)
+        cid = cp.checkpoint_id if cp is not None else checkpoint_id_of(directory)
         return RestoreCandidate(directory, cid, problem, committed), None
     return RestoreCandidate(directory, cp.checkpoint_id, None, committed), cp
 
 
 def candidate_at(directory: str, committed: bool = False) -> RestoreCandidate:
     """A candidate not examined yet (its id from a ``chk-<n>`` name, if it has one)."""
-    return RestoreCandidate(directory, _id_from_dir(directory), None, committed)
+    return RestoreCandidate(directory, checkpoint_id_of(directory), None, committed)
 
 
 def find_restore_point(
@@ -148,11 +149,6 @@ def find_restore_point(
             )
     chosen = next(cp for c, cp in examined if c == decision.candidate and cp is not None)
     return RestoreChoice(chosen, skipped)
-
-
-def _id_from_dir(directory: str) -> int | None:
-    name = directory.rstrip("/").rsplit("/", 1)[-1]
-    return int(name[4:]) if name.startswith("chk-") and name[4:].isdigit() else None
 
 
 class IncompatibleCheckpointError(CheckpointError):

@@ -70,5 +70,5 @@ class SavepointQueue:
     def fail_queued(self, reason: CheckpointFailureReason, message: str) -> None:
         queued, self._queued = self._queued, []
         for request in queued:
-            error = CheckpointFailedError(0, reason.value, message, "savepoint")  # no id yet
+            error = CheckpointFailedError(None, reason.value, message, "savepoint")
             request.future.set_exception(error)

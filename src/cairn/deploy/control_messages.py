@@ -15,6 +15,7 @@ from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.checkpoint.messages import TaskKey
 from cairn.deploy.initialization import WorkerInitialization
 from cairn.events import CheckpointBarrier
+from cairn.ids import CheckpointId
 from cairn.runtime.reports import CollectedResults, SourceExhausted, TaskFinished, TaskMetrics
 
 __all__ = [  # the runtime's reports are part of the protocol: re-exported
@@ -91,12 +92,12 @@ class TriggerCheckpoint:
 
 @dataclass(frozen=True)
 class NotifyCheckpointComplete:
-    checkpoint_id: int
+    checkpoint_id: CheckpointId
 
 
 @dataclass(frozen=True)
 class NotifyCheckpointAborted:
-    checkpoint_id: int
+    checkpoint_id: CheckpointId
     reason: CheckpointFailureReason
 
 
@@ -120,7 +121,7 @@ class Shutdown:
 @dataclass(frozen=True)
 class RestoreInfo:
     checkpoint_dir: str
-    checkpoint_id: int
+    checkpoint_id: CheckpointId
 
 
 @dataclass(frozen=True)

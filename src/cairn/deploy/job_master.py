@@ -46,6 +46,7 @@ from cairn.deploy.restart_policy import RestartPolicy, after_failure
 from cairn.deploy.savepoint_requests import SavepointRequests, StopWithSavepoint
 from cairn.events import CheckpointBarrier, SavepointFormatType
 from cairn.graph.job_graph import JobGraph
+from cairn.ids import CheckpointId
 from cairn.settings import JobSettings, RestoreMode
 
 log = logging.getLogger(__name__)
@@ -78,7 +79,7 @@ class _AttemptState:
     running: set[int] = field(default_factory=set)
     exhausted: set[TaskKey] = field(default_factory=set)
     finished: set[TaskKey] = field(default_factory=set)
-    final_checkpoint_from: int | None = None
+    final_checkpoint_from: CheckpointId | None = None
     sources_ended: bool = False
     launched_ms: int = 0
     initializations: dict[int, p.WorkerInitialization] = field(default_factory=dict)
@@ -306,7 +307,7 @@ class JobMaster:
                 for node in v.operators
             }
             check_restore_compatible(point, operators, self.settings.restore_ignore_unclaimed)
-        return p.RestoreInfo(point.directory, int(point.checkpoint_id))
+        return p.RestoreInfo(point.directory, point.checkpoint_id)
 
     def _restored(self, state: _AttemptState) -> None:
         """Every worker of an attempt that restored a checkpoint runs: log where the time
@@ -559,12 +560,12 @@ class _Gateway:
     def trigger_sources(self, barrier: CheckpointBarrier) -> None:
         self._m._broadcast_current(p.TriggerCheckpoint(barrier))
 
-    def notify_complete(self, checkpoint_id: int) -> None:
+    def notify_complete(self, checkpoint_id: CheckpointId) -> None:
         self._m._broadcast_current(p.NotifyCheckpointComplete(checkpoint_id))
         self._m._emit("checkpoint", checkpoint_id)
 
     def notify_aborted(
-        self, checkpoint_id: int, reason: CheckpointFailureReason, message: str
+        self, checkpoint_id: CheckpointId, reason: CheckpointFailureReason, message: str
     ) -> None:
         self._m._broadcast_current(p.NotifyCheckpointAborted(checkpoint_id, reason))
 

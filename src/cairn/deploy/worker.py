@@ -42,6 +42,7 @@ from cairn.deploy.task_builder import TaskBuilder, read_restores
 from cairn.deploy.task_builder import now_ms as _now_ms  # the operators' clock, for timers
 from cairn.events import CheckpointBarrier
 from cairn.graph.job_graph import JobGraph
+from cairn.ids import CheckpointId
 from cairn.runtime.channels import ConnectionSender, InputChannel, receive_loop
 from cairn.runtime.faults import FaultInjector, SimulatedCrash
 from cairn.runtime.network.errors import ConnectionClosed, FrameRefused
@@ -86,10 +87,10 @@ class ControlledTask(Protocol):
 
     def trigger_source_checkpoint(self, barrier: CheckpointBarrier) -> None: ...
 
-    def notify_checkpoint_complete(self, checkpoint_id: int) -> None: ...
+    def notify_checkpoint_complete(self, checkpoint_id: CheckpointId) -> None: ...
 
     def notify_checkpoint_aborted(
-        self, checkpoint_id: int, reason: CheckpointFailureReason
+        self, checkpoint_id: CheckpointId, reason: CheckpointFailureReason
     ) -> None: ...
 
     def end_input(self) -> None: ...
@@ -205,7 +206,7 @@ class Worker:
 
         self._async.submit(guarded)
 
-    def state_writer(self, checkpoint_id: int) -> StateFileWriter:
+    def state_writer(self, checkpoint_id: CheckpointId) -> StateFileWriter:
         return self._storage.writer(checkpoint_id)
 
     def control_pending(self) -> bool:

@@ -36,6 +36,7 @@ from aiohttp import web
 
 from cairn.common.job_status import JobStatus
 from cairn.events import SavepointFormatType
+from cairn.ids import CheckpointId
 from cairn.observability import prometheus
 from cairn.observability.doctor.fact_sources import facts_of_master
 from cairn.observability.doctor.rules import diagnose
@@ -317,7 +318,7 @@ class RestEndpoint:
             return other
         stats = self._client.get_checkpoint_statistics()
         raw = request.match_info["checkpointid"]
-        found = stats.get(int(raw)) if stats is not None and raw.isdigit() else None
+        found = stats.get(CheckpointId(int(raw))) if stats is not None and raw.isdigit() else None
         if found is None:
             return _error(404, f"checkpoint {raw} is not in the statistics' history")
         return _json(found.to_dict(details=True))

@@ -13,6 +13,8 @@ import os
 import signal
 from dataclasses import dataclass
 
+from cairn.ids import CheckpointId
+
 POINTS = (
     "processing",  # after the task consumed `records` input records
     "after-barrier",  # barrier forwarded, synchronous snapshot taken, before acknowledgement
@@ -37,7 +39,7 @@ class InjectedFailure(ConnectionError):
 class FaultSpec:
     point: str
     attempt: int = 0
-    checkpoint: int | None = None
+    checkpoint: CheckpointId | None = None
     subtask: int | None = None
     vertex: str | None = None  # substring of the vertex name
     records: int = 0
@@ -55,7 +57,9 @@ def parse_faults(text: str) -> tuple[FaultSpec, ...]:
             FaultSpec(
                 point=point,
                 attempt=int(fields.pop("attempt", 0)),
-                checkpoint=int(fields["checkpoint"]) if "checkpoint" in fields else None,
+                checkpoint=CheckpointId(int(fields["checkpoint"]))
+                if "checkpoint" in fields
+                else None,
                 subtask=int(fields["subtask"]) if "subtask" in fields else None,
                 vertex=fields.get("vertex"),
                 records=int(fields.get("records", 0)),
@@ -78,7 +82,7 @@ class FaultInjector:
         point: str,
         vertex_name: str,
         subtask: int,
-        checkpoint_id: int | None = None,
+        checkpoint_id: CheckpointId | None = None,
         records: int = 0,
     ) -> None:
         for spec in self._specs:

@@ -127,7 +127,7 @@ class DefaultOperatorStateBackend:
     def state_names(self) -> list[str]:
         return [*self._states, *self._broadcast]
 
-    def snapshot(self, checkpoint_id: CheckpointId | int) -> OperatorSnapshot:
+    def snapshot(self, checkpoint_id: CheckpointId) -> OperatorSnapshot:
         """Copy the lists now (synchronous part); the result writes them (asynchronous part)."""
         lists: dict[str, list[Any]] = {n: s._values for n, s in self._states.items() if len(s)}
         modes = {n: s.mode for n, s in self._states.items()}

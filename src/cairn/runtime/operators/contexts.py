@@ -10,6 +10,7 @@ from typing import Any
 
 from cairn.datastream import functions as fn_api
 from cairn.datastream.state import StateDescriptor
+from cairn.ids import CheckpointId
 from cairn.runtime.operators.base import OperatorContext
 from cairn.runtime.user_metrics import UserMetricGroup
 from cairn.state.api import KeyedStateBackend, OperatorStateBackend
@@ -115,11 +116,11 @@ class FunctionInitializationContextImpl:
 
 
 class FunctionSnapshotContextImpl:
-    def __init__(self, checkpoint_id: int, timestamp_ms: int) -> None:
+    def __init__(self, checkpoint_id: CheckpointId, timestamp_ms: int) -> None:
         self._id = checkpoint_id
         self._ts = timestamp_ms
 
-    def get_checkpoint_id(self) -> int:
+    def get_checkpoint_id(self) -> CheckpointId:
         return self._id
 
     def get_checkpoint_timestamp(self) -> int:
