@@ -46,7 +46,7 @@ class Executor(Protocol):
     """The seam between the job master and where workers run (Spark, threads, a test fake).
 
     The workers of a launch connect back to the job master at ``launch.master_address``
-    and speak ``deploy.protocol``; the executor only starts them and reports their death.
+    and speak ``deploy.control_messages``; the executor only starts them and reports their death.
     """
 
     @property
