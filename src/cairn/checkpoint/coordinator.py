@@ -106,13 +106,13 @@ class CheckpointCoordinator:
 
     def __init__(
         self,
-        job_id: str,
+        job_id: JobId,
         settings: CheckpointSettings,
         storage: CheckpointStorage,
         gateway: CoordinatorGateway,
         expected_tasks: Iterable[TaskKey],
         source_tasks: Iterable[TaskKey],
-        operator_parallelism: Mapping[str, tuple[int, int]],
+        operator_parallelism: Mapping[OperatorUid, tuple[int, int]],
         clock: Clock | None = None,
         first_checkpoint_id: CheckpointId = CheckpointId(1),
         max_parallelism: int = DEFAULT_MAX_PARALLELISM,
@@ -127,7 +127,7 @@ class CheckpointCoordinator:
         if not self.source_tasks <= self.expected_tasks:
             raise ValueError("source tasks must be among the expected tasks")
         self._gateway = gateway
-        self._operators = {OperatorUid(u): pm for u, pm in operator_parallelism.items()}
+        self._operators = dict(operator_parallelism)
         self._clock = clock or SystemClock()
         self._max_parallelism = max_parallelism
         self._properties = dict(properties or {})
@@ -373,7 +373,7 @@ class CheckpointCoordinator:
         now = self._clock.now_ms()
         try:
             metadata = pending.finalize(
-                JobId(self.job_id), now, self._operators, self._max_parallelism, self._properties
+                self.job_id, now, self._operators, self._max_parallelism, self._properties
             )
         except ValueError as e:
             log.error("Cannot finalize checkpoint %d of job %s: %s", cid, self.job_id, e)

@@ -38,7 +38,7 @@ from cairn.checkpoint.state_files import (
     required_digest,
     state_file_digest,
 )
-from cairn.ids import CheckpointId
+from cairn.ids import CheckpointId, JobId
 from cairn.settings import SigningKey
 
 _HASH_CHUNK = 1 << 20
@@ -190,7 +190,7 @@ class CheckpointSummary:
 
     path: str
     checkpoint_id: CheckpointId | None
-    job_id: str | None
+    job_id: JobId | None
     is_savepoint: bool
     trigger_ms: int | None
     completed_ms: int | None
@@ -213,7 +213,7 @@ def _summarize(
     key: SigningKey | None,
 ) -> CheckpointSummary:
     dir_id = checkpoint_id_of(loc.name)
-    job_id = loc.parent.name if dir_id is not None else None
+    job_id = JobId(loc.parent.name) if dir_id is not None else None
     try:
         cp, signature = load_with_signature(loc, key)
     except (CheckpointNotFoundError, CorruptCheckpointError) as e:

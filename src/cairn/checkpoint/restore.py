@@ -39,6 +39,7 @@ from cairn.checkpoint.protocol import (
     choose_restore,
 )
 from cairn.checkpoint.storage import load_checkpoint
+from cairn.ids import OperatorUid
 from cairn.settings import SigningKey
 
 log = logging.getLogger(__name__)
@@ -157,7 +158,7 @@ class IncompatibleCheckpointError(CheckpointError):
 
 def check_restore_compatible(
     checkpoint: CompletedCheckpoint,
-    operators: Mapping[str, tuple[int, int]],
+    operators: Mapping[OperatorUid, tuple[int, int]],
     allow_unclaimed_state: bool = False,
 ) -> None:
     """Fail rather than lose state when restoring ``checkpoint`` into a job whose operators

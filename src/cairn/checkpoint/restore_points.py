@@ -19,7 +19,7 @@ from cairn.checkpoint.protocol import FallbackRule, RestoreCandidate
 from cairn.checkpoint.restore import candidate_at, find_restore_point
 from cairn.checkpoint.storage import CheckpointStorage, resolve_checkpoint_dirs
 from cairn.checkpoint.store import CompletedCheckpointStore
-from cairn.ids import CheckpointId
+from cairn.ids import CheckpointId, JobId
 
 # Logged as the coordinator, whose work this is (one logger to configure, as before the split).
 log = logging.getLogger("cairn.checkpoint.coordinator")
@@ -30,7 +30,7 @@ class RestorePoints:
 
     def __init__(
         self,
-        job_id: str,
+        job_id: JobId,
         storage: CheckpointStorage,
         store: CompletedCheckpointStore,
         fallback: FallbackRule,

@@ -69,7 +69,7 @@ from cairn.checkpoint.state_files import (
     open_writer,
     state_file_digest,
 )
-from cairn.ids import CheckpointId
+from cairn.ids import CheckpointId, JobId
 from cairn.settings import SigningKey
 
 __all__ = [  # what other modules import from here (the reading and file parts live beside it)
@@ -131,7 +131,7 @@ class CheckpointStorage:
     def __init__(
         self,
         url: str | None,
-        job_id: str,
+        job_id: JobId,
         storage_options: Mapping[str, Any] | None = None,
         signing_key: SigningKey | None = None,
     ) -> None:

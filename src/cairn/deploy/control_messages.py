@@ -15,7 +15,7 @@ from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.checkpoint.messages import TaskKey
 from cairn.deploy.initialization import WorkerInitialization
 from cairn.events import CheckpointBarrier
-from cairn.ids import CheckpointId
+from cairn.ids import AttemptNumber, CheckpointId, JobId
 from cairn.runtime.reports import CollectedResults, SourceExhausted, TaskFinished, TaskMetrics
 
 __all__ = [  # the runtime's reports are part of the protocol: re-exported
@@ -31,7 +31,7 @@ __all__ = [  # the runtime's reports are part of the protocol: re-exported
 
 @dataclass(frozen=True)
 class RegisterWorker:
-    attempt: int
+    attempt: AttemptNumber
     worker_index: int
     data_address: tuple[str, int]
     pid: int
@@ -43,14 +43,14 @@ class WorkerRunning:
     """State restored, operators opened: the worker processes records now (and how long its
     start and restore took)."""
 
-    attempt: int
+    attempt: AttemptNumber
     worker_index: int
     initialization: WorkerInitialization | None = None
 
 
 @dataclass(frozen=True)
 class TaskFailed:
-    attempt: int
+    attempt: AttemptNumber
     task: TaskKey | None
     error_type: str
     message: str
@@ -62,7 +62,7 @@ class TaskFailed:
 
 @dataclass(frozen=True)
 class MetricsReport:
-    attempt: int
+    attempt: AttemptNumber
     worker_index: int
     tasks: Mapping[TaskKey, TaskMetrics]
 
@@ -72,7 +72,7 @@ class WorkerOutput:
     """Whole lines a local-mode Spark worker printed (``output_forwarding``), for the driver's
     stdout."""
 
-    attempt: int
+    attempt: AttemptNumber
     worker_index: int
     text: str
 
@@ -128,8 +128,8 @@ class RestoreInfo:
 class WorkerLaunch:
     """Everything a worker needs to start; travels inside the Spark closure."""
 
-    job_id: str
-    attempt: int
+    job_id: JobId
+    attempt: AttemptNumber
     num_workers: int
     master_address: tuple[str, int]
     secret: bytes

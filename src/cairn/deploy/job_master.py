@@ -46,7 +46,7 @@ from cairn.deploy.restart_policy import RestartPolicy, after_failure
 from cairn.deploy.savepoint_requests import SavepointRequests, StopWithSavepoint
 from cairn.events import CheckpointBarrier, SavepointFormatType
 from cairn.graph.job_graph import JobGraph
-from cairn.ids import CheckpointId
+from cairn.ids import AttemptNumber, CheckpointId, JobId
 from cairn.settings import JobSettings, RestoreMode
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ class WorkerLost(Exception):
 
 @dataclass
 class _AttemptState:
-    attempt: int
+    attempt: AttemptNumber
     num_workers: int
     registered: dict[int, p.RegisterWorker] = field(default_factory=dict)
     running: set[int] = field(default_factory=set)
@@ -101,7 +101,7 @@ class JobMaster:
 
     def __init__(
         self,
-        job_id: str,
+        job_id: JobId,
         settings: JobSettings,
         graph: JobGraph,
         job_payload: bytes,
@@ -122,7 +122,7 @@ class JobMaster:
         self.plan = ExecutionPlan(graph, num_workers)
         self._status = JobStatus.CREATED
         self.error: BaseException | None = None
-        self.attempt = -1
+        self.attempt = AttemptNumber(-1)  # the first attempt is 0
         self.restarts = 0
         # Where the last restore's time went (None until an attempt restored and ran).
         self.last_initialization: JobInitialization | None = None
@@ -250,7 +250,7 @@ class JobMaster:
         restore = self._initial_restore()
         self._set_status(JobStatus.INITIALIZING)
         while True:
-            self.attempt += 1
+            self.attempt = AttemptNumber(self.attempt + 1)
             outcome = self._run_attempt(self.attempt, restore)
             if outcome.end is not AttemptEnd.FAILED:
                 self._end(_JOB_STATUS_OF[outcome.end])
@@ -339,7 +339,7 @@ class JobMaster:
 
     # ------------------------------------------------------------------ one attempt
 
-    def _run_attempt(self, attempt: int, restore: p.RestoreInfo | None) -> AttemptOutcome:
+    def _run_attempt(self, attempt: AttemptNumber, restore: p.RestoreInfo | None) -> AttemptOutcome:
         state = _AttemptState(attempt, self.num_workers)
         self._state = state
         self._restore = restore

@@ -42,7 +42,7 @@ from cairn.deploy.task_builder import TaskBuilder, read_restores
 from cairn.deploy.task_builder import now_ms as _now_ms  # the operators' clock, for timers
 from cairn.events import CheckpointBarrier
 from cairn.graph.job_graph import JobGraph
-from cairn.ids import CheckpointId
+from cairn.ids import AttemptNumber, CheckpointId
 from cairn.runtime.channels import ConnectionSender, InputChannel, receive_loop
 from cairn.runtime.faults import FaultInjector, SimulatedCrash
 from cairn.runtime.network.errors import ConnectionClosed, FrameRefused
@@ -67,7 +67,7 @@ _CORRUPT_STATE = (CorruptStateError, CorruptCheckpointError)
 @dataclass(frozen=True)
 class WorkerResult:
     worker_index: int
-    attempt: int
+    attempt: AttemptNumber
     outcome: WorkerOutcome
 
 

@@ -36,7 +36,7 @@ from aiohttp import web
 
 from cairn.common.job_status import JobStatus
 from cairn.events import SavepointFormatType
-from cairn.ids import CheckpointId
+from cairn.ids import CheckpointId, VertexId
 from cairn.observability import prometheus
 from cairn.observability.doctor.fact_sources import facts_of_master
 from cairn.observability.doctor.rules import diagnose
@@ -411,16 +411,16 @@ class RestEndpoint:
         get = metric_views.requested(request.query.get("get"))
         return web.json_response(metric_views.job_metric_values(self._metrics_facts(), get))
 
-    def _vertex(self, request: web.Request) -> int | web.Response:
+    def _vertex(self, request: web.Request) -> VertexId | web.Response:
         other = self._other_job(request)
         if other is not None:
             return other
         raw = request.match_info["vertexid"]
-        ids = {int(v.id) for v in self._master.graph.vertices}
+        ids = {v.id for v in self._master.graph.vertices}
         if not raw.isdigit() or int(raw) not in ids:
             known = ", ".join(str(i) for i in sorted(ids))
             return _error(404, f"vertex {raw} not found in job {self._master.job_id} ({known})")
-        return int(raw)
+        return VertexId(int(raw))
 
     async def _vertex_metrics(self, request: web.Request) -> web.Response:
         vertex = self._vertex(request)

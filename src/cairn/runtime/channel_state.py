@@ -21,7 +21,7 @@ from cairn.checkpoint.handles import (
     StateFileWriter,
     StreamRange,
 )
-from cairn.ids import CheckpointId
+from cairn.ids import CheckpointId, SubtaskIndex
 from cairn.state.snapshot_format import assemble_file, decode_section, read_sections
 
 CHANNEL_STATE_MAGIC = b"CAIRN-CHANNEL-STATE-1\n"
@@ -155,10 +155,10 @@ def read_channel_state(
 
 
 def channel_state_for_subtask(
-    handles: Mapping[int, InputChannelStateHandle | None],
+    handles: Mapping[SubtaskIndex, InputChannelStateHandle | None],
     old_parallelism: int,
     new_parallelism: int,
-    subtask_index: int,
+    subtask_index: SubtaskIndex,
     num_channels: int,
     what: str,
 ) -> InputChannelStateHandle | None:

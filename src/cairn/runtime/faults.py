@@ -13,7 +13,7 @@ import os
 import signal
 from dataclasses import dataclass
 
-from cairn.ids import CheckpointId
+from cairn.ids import AttemptNumber, CheckpointId
 
 POINTS = (
     "processing",  # after the task consumed `records` input records
@@ -35,12 +35,15 @@ class InjectedFailure(ConnectionError):
     """An injected error at one of ``FAILING_POINTS`` (e.g. the job master is unreachable)."""
 
 
+_FIRST_ATTEMPT = AttemptNumber(0)
+
+
 @dataclass(frozen=True)
 class FaultSpec:
     point: str
-    attempt: int = 0
+    attempt: AttemptNumber = _FIRST_ATTEMPT
     checkpoint: CheckpointId | None = None
-    subtask: int | None = None
+    subtask: int | None = None  # a subtask index, or a worker index at worker points
     vertex: str | None = None  # substring of the vertex name
     records: int = 0
 
@@ -56,7 +59,7 @@ def parse_faults(text: str) -> tuple[FaultSpec, ...]:
         specs.append(
             FaultSpec(
                 point=point,
-                attempt=int(fields.pop("attempt", 0)),
+                attempt=AttemptNumber(int(fields.pop("attempt", 0))),
                 checkpoint=CheckpointId(int(fields["checkpoint"]))
                 if "checkpoint" in fields
                 else None,
@@ -69,7 +72,9 @@ def parse_faults(text: str) -> tuple[FaultSpec, ...]:
 
 
 class FaultInjector:
-    def __init__(self, specs: tuple[FaultSpec, ...], attempt: int, hard_kill: bool) -> None:
+    def __init__(
+        self, specs: tuple[FaultSpec, ...], attempt: AttemptNumber, hard_kill: bool
+    ) -> None:
         self._specs = [s for s in specs if s.attempt == attempt]
         self._hard_kill = hard_kill
 

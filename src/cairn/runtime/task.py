@@ -33,7 +33,7 @@ from cairn.events import (
     WatermarkStatus,
 )
 from cairn.graph.job_graph import JobVertex
-from cairn.ids import CheckpointId
+from cairn.ids import AttemptNumber, CheckpointId, JobId
 from cairn.runtime.barriers import BarrierHandler, create_barrier_handler
 from cairn.runtime.barriers.api import (
     Announcement,
@@ -65,8 +65,8 @@ SOURCE_BATCH = 1024
 class TaskServices(CheckpointServices, Protocol):
     """What a task needs of the worker that runs it."""
 
-    attempt: int
-    job_id: str
+    attempt: AttemptNumber
+    job_id: JobId
 
     def wake(self) -> None: ...
 

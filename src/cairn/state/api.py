@@ -30,7 +30,7 @@ from cairn.datastream.state import (
     ValueState,
     ValueStateDescriptor,
 )
-from cairn.ids import CheckpointId
+from cairn.ids import CheckpointId, SubtaskIndex
 from cairn.state.broadcast_state import BroadcastMapState
 from cairn.state.key_groups import KeyGroupRange
 
@@ -146,9 +146,9 @@ class OperatorStateBackend(Protocol):
 
     def restore(
         self,
-        old_states: Mapping[int, Sequence[OperatorStateHandle]],
+        old_states: Mapping[SubtaskIndex, Sequence[OperatorStateHandle]],
         old_parallelism: int,
-        subtask_index: int,
+        subtask_index: SubtaskIndex,
         parallelism: int,
         reader: StateFileReader,
     ) -> None: ...

@@ -23,7 +23,7 @@ from typing import Any
 
 from cairn.checkpoint.handles import OperatorStateHandle, StateFileReader, StateFileWriter
 from cairn.datastream.state import ListState, ListStateDescriptor, MapStateDescriptor
-from cairn.ids import CheckpointId
+from cairn.ids import CheckpointId, SubtaskIndex
 from cairn.state.api import OperatorSnapshot
 from cairn.state.broadcast_state import BROADCAST, BroadcastMapState
 from cairn.state.errors import StateMigrationError, StateRestoreError
@@ -151,9 +151,9 @@ class DefaultOperatorStateBackend:
 
     def restore(
         self,
-        old_states: Mapping[int, Sequence[OperatorStateHandle]],
+        old_states: Mapping[SubtaskIndex, Sequence[OperatorStateHandle]],
         old_parallelism: int,
-        subtask_index: int,
+        subtask_index: SubtaskIndex,
         parallelism: int,
         reader: StateFileReader,
     ) -> None:

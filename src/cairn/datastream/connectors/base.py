@@ -12,15 +12,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cairn.ids import CheckpointId
+from cairn.ids import AttemptNumber, CheckpointId, JobId, SubtaskIndex
 
 
 @dataclass(frozen=True)
 class SourceReaderContext:
-    subtask_index: int
+    subtask_index: SubtaskIndex
     parallelism: int
-    attempt_number: int
-    job_id: str
+    attempt_number: AttemptNumber
+    job_id: JobId
 
 
 class SourceReader(ABC):
@@ -80,10 +80,10 @@ class Source(ABC):
 
 @dataclass(frozen=True)
 class SinkWriterContext:
-    subtask_index: int
+    subtask_index: SubtaskIndex
     parallelism: int
-    attempt_number: int
-    job_id: str
+    attempt_number: AttemptNumber
+    job_id: JobId
 
 
 class SinkWriter(ABC):

@@ -32,7 +32,7 @@ from cairn.events import (
     WatermarkStatus,
 )
 from cairn.graph.job_graph import OperatorNode
-from cairn.ids import CheckpointId
+from cairn.ids import AttemptNumber, CheckpointId, JobId, SubtaskIndex
 from cairn.runtime.user_metrics import UserMetricRegistry
 from cairn.state.api import KeyedStateBackend, OperatorStateBackend
 from cairn.state.errors import StateMigrationError
@@ -51,11 +51,11 @@ class WorkerServices(Protocol):
 class OperatorContext:
     node: OperatorNode
     task_name: str
-    subtask_index: int
+    subtask_index: SubtaskIndex
     parallelism: int
     max_parallelism: int
-    attempt: int
-    job_id: str
+    attempt: AttemptNumber
+    job_id: JobId
     output: Output
     operator_backend: OperatorStateBackend
     keyed_backend: KeyedStateBackend | None
@@ -100,7 +100,7 @@ class OperatorRestore:
     """All subtask states of one operator in the checkpoint we restore from."""
 
     old_parallelism: int
-    subtasks: dict[int, OperatorSubtaskState]
+    subtasks: dict[SubtaskIndex, OperatorSubtaskState]
     reader: StateFileReader
 
 

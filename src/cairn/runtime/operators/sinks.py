@@ -85,7 +85,7 @@ class SinkOperator(StreamOperator):
         self._committables = backend.get_union_list_state(
             ListStateDescriptor("_cairn_sink_committables", None)
         )
-        self._pending: dict[int, list[Any]] = {}
+        self._pending: dict[CheckpointId, list[Any]] = {}
         self.committer: Committer | None = sink.create_committer()
         c = self.ctx
         self._writer_context = SinkWriterContext(
@@ -167,7 +167,7 @@ class CollectSinkOperator(StreamOperator):
             ListStateDescriptor("_cairn_collect_pending", None)
         )
         self._buffer: list[Any] = []
-        self._pending: dict[int, list[Any]] = {}
+        self._pending: dict[CheckpointId, list[Any]] = {}
         if restore is not None and self.ctx.subtask_index == 0:
             for subtask, cid, records in sorted(self._state.get() or [], key=lambda e: e[:2]):
                 self._send(records, (subtask, cid, 0))
