@@ -18,11 +18,12 @@ from typing import Any
 from cairn.checkpoint.storage_access import check_storage_access
 from cairn.common.exceptions import JobSubmissionError
 from cairn.deploy.executors import Executor, InProcessExecutor, SparkExecutor
-from cairn.deploy.job_client import JobClient
 from cairn.deploy.job_master import JobMaster
-from cairn.deploy.serialization import dumps_job
+from cairn.deploy.job_master_client import JobClient
+from cairn.deploy.job_pickling import dumps_job
 from cairn.graph.job_graph import JobGraph, build_job_graph
 from cairn.graph.transformations import SinkTransformation
+from cairn.ids import JobId
 from cairn.runtime.faults import parse_faults
 from cairn.settings import ExecutorKind, JobSettings
 
@@ -129,7 +130,7 @@ def submit_job(settings: JobSettings, sinks: Sequence[SinkTransformation]) -> Jo
     executor, workers = choose_executor(settings, graph)
     faults: tuple[Any, ...] = parse_faults(settings.deploy.testing_faults)
     master = JobMaster(
-        job_id=uuid.uuid4().hex,
+        job_id=JobId(uuid.uuid4().hex),
         settings=settings,
         graph=graph,
         job_payload=payload,

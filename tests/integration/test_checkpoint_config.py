@@ -31,7 +31,7 @@ from cairn.common.restart_strategy import RestartStrategies
 from cairn.datastream import ExternalizedCheckpointRetention, StreamExecutionEnvironment
 from cairn.datastream.functions import CheckpointedFunction, MapFunction
 from cairn.datastream.state import ValueStateDescriptor
-from cairn.deploy.job_client import JobClient
+from cairn.deploy.job_master_client import JobClient
 from tests.integration.jobs import file_sink, generated
 
 KEYS = 4

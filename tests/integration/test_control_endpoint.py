@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from cairn.common.job_status import JobStatus
-from cairn.deploy.job_client import JobClient
+from cairn.deploy.job_master_client import JobClient
 from cairn.rest.client import JobControlError, JobEndpoint
 from cairn.rest.registry import JobEntry, JobRegistry, process_start_time
 from tests.integration.jobs import sequence_job

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from cairn.common.job_status import JobStatus
-from cairn.deploy.job_client import JobClient
+from cairn.deploy.job_master_client import JobClient
 from cairn.rest.registry import JobEntry, JobRegistry
 from tests.integration.jobs import sequence_job
 from tests.integration.rest_calls import get

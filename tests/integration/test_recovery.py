@@ -32,7 +32,7 @@ from cairn.datastream.stream_execution_environment import (
     reset_context_defaults,
     set_context_defaults,
 )
-from cairn.deploy.job_client import JobClient
+from cairn.deploy.job_master_client import JobClient
 from tests.integration.jobs import (
     check_to_files,
     environment,

@@ -16,7 +16,7 @@ from cairn.checkpoint.metadata import SignatureStatus
 from cairn.cli.demo_jobs import read_visible_lines
 from cairn.common import JobExecutionException
 from cairn.common.job_status import JobStatus
-from cairn.deploy.job_client import JobClient
+from cairn.deploy.job_master_client import JobClient
 from cairn.settings import SigningKey
 from tests.integration.jobs import exactly_once_problems, expected_lines, sequence_job
 

@@ -33,7 +33,7 @@ import aiohttp
 import pytest
 
 from cairn.common.job_status import JobStatus
-from cairn.deploy.job_client import JobClient
+from cairn.deploy.job_master_client import JobClient
 from cairn.rest.registry import JobRegistry
 from tests.integration.jobs import sequence_job
 from tests.integration.test_job_archive import RECORDS, run_elsewhere

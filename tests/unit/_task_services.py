@@ -8,7 +8,7 @@ from typing import Any
 from cairn.runtime.faults import FaultInjector
 from cairn.runtime.operators.base import OperatorContext
 from cairn.state.operator_state import DefaultOperatorStateBackend
-from cairn.testing.state_files import MemoryStateFiles
+from cairn.testing.simple_state_files import MemoryStateFiles
 
 
 class StubServices:

@@ -36,7 +36,7 @@ from cairn.runtime.barriers import (
     ManualClock,
     create_barrier_handler,
 )
-from cairn.runtime.barriers.states import CollectingBarriers, WaitingForFirstBarrier
+from cairn.runtime.barriers.handler_states import CollectingBarriers, WaitingForFirstBarrier
 
 ALIGNED = AlignmentMode.ALIGNED
 AT_LEAST_ONCE = AlignmentMode.AT_LEAST_ONCE

@@ -22,7 +22,7 @@ from cairn.checkpoint.stats import (
     Summary,
 )
 from cairn.checkpoint.storage import read_metadata
-from cairn.deploy.job_client import JobClient
+from cairn.deploy.job_master_client import JobClient
 from cairn.ids import CheckpointId, SubtaskIndex, VertexId
 from tests.unit._checkpoint_dirs import AGG, ALIGNED, SRC0, SRC1, T0, UNALIGNED, job
 

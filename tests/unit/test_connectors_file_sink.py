@@ -31,7 +31,7 @@ from cairn.graph.transformations import OperatorKind, OperatorSpec
 from cairn.runtime.operators.base import OperatorContext, OperatorRestore
 from cairn.runtime.operators.sinks import SinkOperator
 from cairn.state.heap_backend import OperatorStateBackend
-from cairn.testing.state_files import DirectoryStateFiles
+from cairn.testing.simple_state_files import DirectoryStateFiles
 from tests.unit._task_services import StubServices
 
 

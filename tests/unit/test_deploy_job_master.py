@@ -31,11 +31,11 @@ from cairn.common.job_status import JobStatus
 from cairn.common.serialization import Encoder
 from cairn.datastream import StreamExecutionEnvironment
 from cairn.datastream.connectors.file_system import FileSink
-from cairn.deploy import protocol as p
+from cairn.deploy import control_messages as p
+from cairn.deploy.execution_plan import ExecutionPlan
 from cairn.deploy.executors import WorkerCrashed
 from cairn.deploy.job_master import JobMaster, TaskFailure, WorkerLost
 from cairn.deploy.lifecycle import JOB_STATUS_TRANSITIONS
-from cairn.deploy.plan import ExecutionPlan
 from cairn.graph.job_graph import JobGraph, build_job_graph
 from cairn.runtime.network.frames import FrameKind
 from cairn.runtime.network.framing import ConnectionClosed, FramedConnection

@@ -20,15 +20,15 @@ import pytest
 
 from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.datastream import StreamExecutionEnvironment
+from cairn.deploy import control_messages as p
 from cairn.deploy import process_tuning
-from cairn.deploy import protocol as p
+from cairn.deploy.job_pickling import dumps_job
 from cairn.deploy.lifecycle import WorkerOutcome
 from cairn.deploy.process_tuning import (
     ProcessOwnership,
     freeze_long_lived_objects,
     switch_interval,
 )
-from cairn.deploy.serialization import dumps_job
 from cairn.deploy.worker import RegistrationFailed, Worker, apply_control
 from cairn.events import CheckpointBarrier
 from cairn.graph.job_graph import build_job_graph

@@ -15,6 +15,7 @@ from cairn.checkpoint.messages import SubtaskCheckpointMetrics, TaskKey
 from cairn.checkpoint.stats import CheckpointStats, CheckpointStatus, SubtaskStats
 from cairn.ids import CheckpointId, SubtaskIndex, VertexId
 from cairn.observability.doctor import rules
+from cairn.observability.doctor.fact_sources import config_from_properties
 from cairn.observability.doctor.facts import (
     CheckpointConfigFacts,
     DoctorFacts,
@@ -22,7 +23,6 @@ from cairn.observability.doctor.facts import (
     facts_from_json,
     facts_to_json,
 )
-from cairn.observability.doctor.sources import config_from_properties
 from cairn.settings import JobSettings
 
 DATA = Path(__file__).parent / "data"

@@ -17,7 +17,7 @@ from cairn.runtime.eventtime.stamped import StampedBatch, stamp
 from cairn.runtime.operators import create_operator
 from cairn.runtime.operators.base import OperatorRestore, StreamOperator
 from cairn.state import HeapKeyedStateBackend, key_group_range_for_subtask
-from cairn.testing.state_files import MemoryStateFiles
+from cairn.testing.simple_state_files import MemoryStateFiles
 
 from ._task_services import operator_context
 

@@ -15,7 +15,7 @@ from cairn.datastream.functions import FlatMapFunction, KeyedCoProcessFunction, 
 from cairn.graph.transformations import OperatorKind
 from cairn.runtime.eventtime.stamped import stamp
 from cairn.runtime.operators.base import OperatorRestore
-from cairn.testing.state_files import MemoryStateFiles
+from cairn.testing.simple_state_files import MemoryStateFiles
 
 from .test_eventtime_operators import Harness
 from .test_two_input_operators import Harness as TwoInputHarness

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from cairn.deploy.restart import RestartPolicy
+from cairn.deploy.restart_policy import RestartPolicy
 from cairn.settings import RestartKind, RestartSettings
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from cairn.checkpoint.read_timing import ReadTiming
 from cairn.deploy.initialization import JobInitialization, WorkerInitialization
-from cairn.testing.state_files import MemoryStateFiles
+from cairn.testing.simple_state_files import MemoryStateFiles
 
 
 class _OverlappingFiles(MemoryStateFiles):

@@ -18,7 +18,7 @@ from cairn.runtime.channels import InputChannel, LocalOutputChannel
 from cairn.runtime.input_gate import InputGate
 from cairn.runtime.operators.base import OperatorSnapshot, StreamOperator
 from cairn.runtime.task import StreamTask
-from cairn.testing.state_files import MemoryStateFiles
+from cairn.testing.simple_state_files import MemoryStateFiles
 
 from ._task_services import StubServices
 

@@ -49,7 +49,7 @@ from cairn.runtime.operators.base import OperatorSnapshot, StreamOperator
 from cairn.runtime.task import StreamTask
 from cairn.runtime.unaligned_ack import SliceBudget, UnalignedAcknowledgement
 from cairn.state.errors import CorruptStateError
-from cairn.testing.state_files import MemoryStateFiles
+from cairn.testing.simple_state_files import MemoryStateFiles
 
 from ._task_services import StubServices
 

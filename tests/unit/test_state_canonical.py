@@ -30,7 +30,7 @@ from cairn.state import (
 )
 from cairn.state.rocksdb import RocksDBKeyedStateBackend, canonical
 from cairn.state.snapshot_format import decode_section, read_sections, thaw_table
-from cairn.testing.state_files import DirectoryStateFiles
+from cairn.testing.simple_state_files import DirectoryStateFiles
 from tests.unit import state_backends
 
 MAX_P = 32

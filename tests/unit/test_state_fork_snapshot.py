@@ -32,7 +32,7 @@ from cairn.datastream.state import (
 from cairn.state import HeapKeyedStateBackend, KeyGroupRange
 from cairn.state.fork_snapshot import ForkedSerializer, SnapshotChildError, fork_supported
 from cairn.state.snapshot_format import KEYED_MAGIC, dumps_unshared, loads
-from cairn.testing.state_files import DirectoryStateFiles, MemoryStateFiles
+from cairn.testing.simple_state_files import DirectoryStateFiles, MemoryStateFiles
 from tests.unit import test_state_snapshot as suite
 from tests.unit.test_state_snapshot import FULL, MAX_P, BackendFactory
 

@@ -18,7 +18,7 @@ from cairn.state import (
     redistribute_operator_state,
 )
 from cairn.state.api import OperatorStateBackend
-from cairn.testing.state_files import DirectoryStateFiles
+from cairn.testing.simple_state_files import DirectoryStateFiles
 
 OldStates = dict[int, dict[str, tuple[str, list[Any]]]]
 

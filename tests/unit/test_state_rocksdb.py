@@ -42,7 +42,7 @@ from cairn.state.rocksdb.codecs import decode_key, encode_key, key_prefix
 from cairn.state.rocksdb.rescale import plan_restore
 from cairn.state.rocksdb.states import RocksKeyContext
 from cairn.state.rocksdb.transfer import download, upload
-from cairn.testing.state_files import DirectoryStateFiles
+from cairn.testing.simple_state_files import DirectoryStateFiles
 from tests.unit import state_backends
 
 MAX_P = 128

@@ -30,7 +30,7 @@ from cairn.state.rocksdb import backend as backend_module
 from cairn.state.rocksdb.db import StateDB
 from cairn.state.rocksdb.native import NativeCheckpointError, NativeGate
 from cairn.state.rocksdb.write_cache import WriteCache
-from cairn.testing.state_files import DirectoryStateFiles
+from cairn.testing.simple_state_files import DirectoryStateFiles
 
 FULL = KeyGroupRange(0, 127)
 SMALL = RocksDBMemory(block_cache_bytes=1 << 20, write_buffer_bytes=1 << 20, write_cache_entries=4)

@@ -34,7 +34,7 @@ from cairn.state import (
 )
 from cairn.state.api import KeyedStateBackend
 from cairn.state.snapshot_format import KEYED_MAGIC
-from cairn.testing.state_files import DirectoryStateFiles, MemoryStateFiles
+from cairn.testing.simple_state_files import DirectoryStateFiles, MemoryStateFiles
 from tests.unit import state_backends
 
 from ._backends import KeyedBackendFactory

@@ -26,7 +26,7 @@ from cairn.datastream.state import (
 )
 from cairn.state import KeyGroupRange
 from cairn.state.api import KeyedStateBackend
-from cairn.testing.state_files import DirectoryStateFiles
+from cairn.testing.simple_state_files import DirectoryStateFiles
 
 from ._backends import KeyedBackendFactory
 

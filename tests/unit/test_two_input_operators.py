@@ -33,7 +33,7 @@ from cairn.runtime.operators import create_operator
 from cairn.runtime.operators.base import OperatorRestore, StreamOperator
 from cairn.state import HeapKeyedStateBackend, key_group_range_for_subtask
 from cairn.state.api import KeyedStateBackend
-from cairn.testing.state_files import MemoryStateFiles
+from cairn.testing.simple_state_files import MemoryStateFiles
 from tests.unit import state_backends
 from tests.unit._task_services import operator_context
 

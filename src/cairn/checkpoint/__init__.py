@@ -22,7 +22,7 @@ Modules, from values to the shell that executes decisions:
 * ``store``       retained completed checkpoints and their cleanup
 * ``cleanup``     what the coordinator deletes (aborted, subsumed, shared files), best effort
 * ``restore_points`` the job's restore candidates and which of them were announced
-* ``savepoint_requests`` savepoints queued until they may start, then in flight
+* ``savepoint_queue`` savepoints queued until they may start, then in flight
 * ``coordinator`` the imperative shell the job master drives
 
 Nothing is re-exported here so that importing ``cairn.checkpoint.handles`` from the runtime

@@ -16,7 +16,7 @@ from cairn.checkpoint.handles import OperatorSubtaskState
 from cairn.checkpoint.metadata import CheckpointMetadata, CompletedCheckpoint
 from cairn.checkpoint.shared_state import SharedStateRegistry, rocksdb_handles
 from cairn.checkpoint.storage import CheckpointStorage
-from cairn.ids import CheckpointId
+from cairn.ids import CheckpointId, JobId
 
 # Logged as the coordinator, whose work this is (one logger to configure, as before the split).
 log = logging.getLogger("cairn.checkpoint.coordinator")
@@ -30,7 +30,7 @@ class CheckpointCleaner:
     """The coordinator's deletions, with the shared-state registry that decides about shared
     files. Single-threaded, like the coordinator that owns it."""
 
-    def __init__(self, job_id: str, storage: CheckpointStorage) -> None:
+    def __init__(self, job_id: JobId, storage: CheckpointStorage) -> None:
         self._job_id = job_id
         self._storage = storage
         self._shared = SharedStateRegistry()  # shared files of incremental checkpoints

@@ -4,7 +4,7 @@ Invariant: a checkpoint completes only when every expected task acknowledged it,
 ``_metadata`` is written last; every aborted checkpoint's files are deleted; checkpoint ids
 only increase. Single-threaded: the job master calls every method from one thread. Decisions
 are ``protocol``'s; deleting files is ``cleanup``'s, finding the restore point
-``restore_points``', queueing savepoints ``savepoint_requests``'.
+``restore_points``', queueing savepoints ``savepoint_queue``'.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from cairn.checkpoint.protocol import (
     expired_checkpoints,
 )
 from cairn.checkpoint.restore_points import RestorePoints
-from cairn.checkpoint.savepoint_requests import SavepointRequest, SavepointRequests
+from cairn.checkpoint.savepoint_queue import SavepointQueue, SavepointRequest
 from cairn.checkpoint.stats import CheckpointStatsTracker
 from cairn.checkpoint.storage import CheckpointStorage
 from cairn.checkpoint.store import CompletedCheckpointStore
@@ -106,15 +106,15 @@ class CheckpointCoordinator:
 
     def __init__(
         self,
-        job_id: str,
+        job_id: JobId,
         settings: CheckpointSettings,
         storage: CheckpointStorage,
         gateway: CoordinatorGateway,
         expected_tasks: Iterable[TaskKey],
         source_tasks: Iterable[TaskKey],
-        operator_parallelism: Mapping[str, tuple[int, int]],
+        operator_parallelism: Mapping[OperatorUid, tuple[int, int]],
         clock: Clock | None = None,
-        first_checkpoint_id: int = 1,
+        first_checkpoint_id: CheckpointId = CheckpointId(1),
         max_parallelism: int = DEFAULT_MAX_PARALLELISM,
         properties: Mapping[str, str] | None = None,
         fallback: FallbackRule = FallbackRule(),
@@ -127,7 +127,7 @@ class CheckpointCoordinator:
         if not self.source_tasks <= self.expected_tasks:
             raise ValueError("source tasks must be among the expected tasks")
         self._gateway = gateway
-        self._operators = {OperatorUid(u): pm for u, pm in operator_parallelism.items()}
+        self._operators = dict(operator_parallelism)
         self._clock = clock or SystemClock()
         self._max_parallelism = max_parallelism
         self._properties = dict(properties or {})
@@ -139,9 +139,9 @@ class CheckpointCoordinator:
         )
         self._restore_points = RestorePoints(job_id, storage, self._store, fallback)
         self._stats = CheckpointStatsTracker()
-        self._next_id = CheckpointId(first_checkpoint_id)
+        self._next_id = first_checkpoint_id
         self._pending: dict[CheckpointId, PendingCheckpoint] = {}
-        self._savepoints = SavepointRequests()
+        self._savepoints = SavepointQueue()
         self._ghosts: OrderedDict[CheckpointId, Literal["completed", "aborted"]] = OrderedDict()
         self._periodic_base_ms: int | None = self._clock.now_ms()
         self._last_trigger_ms: int | None = None
@@ -199,13 +199,13 @@ class CheckpointCoordinator:
     def stop_periodic(self) -> None:
         self._periodic_base_ms = None
 
-    def set_next_checkpoint_id(self, next_id: int) -> None:
+    def set_next_checkpoint_id(self, next_id: CheckpointId) -> None:
         """Continue numbering at ``next_id`` (e.g. after the id of the restored checkpoint)."""
         if next_id < self._next_id:
             raise ValueError(
                 f"checkpoint ids only increase: next is {self._next_id}, got {next_id}"
             )
-        self._next_id = CheckpointId(next_id)
+        self._next_id = next_id
 
     def tick(self) -> TriggerDecision:
         """Abort expired checkpoints, then trigger a periodic one if it is due."""
@@ -373,7 +373,7 @@ class CheckpointCoordinator:
         now = self._clock.now_ms()
         try:
             metadata = pending.finalize(
-                JobId(self.job_id), now, self._operators, self._max_parallelism, self._properties
+                self.job_id, now, self._operators, self._max_parallelism, self._properties
             )
         except ValueError as e:
             log.error("Cannot finalize checkpoint %d of job %s: %s", cid, self.job_id, e)
@@ -479,7 +479,7 @@ class CheckpointCoordinator:
         self._stats.report_restored(chosen.checkpoint_id, now, where, chosen.is_savepoint)
         return chosen
 
-    def mark_unusable(self, directory: str, checkpoint_id: int, problem: str) -> None:
+    def mark_unusable(self, directory: str, checkpoint_id: CheckpointId, problem: str) -> None:
         """Never restore the checkpoint at ``directory`` again in this job (e.g. its state
         failed its checks while a worker restored it); the next :meth:`restore_point` tries
         the next older one, subject to the fallback rule. Its files are left alone."""

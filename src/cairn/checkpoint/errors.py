@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from cairn.ids import CheckpointId
+
 
 class CheckpointError(Exception):
     """Base class of the checkpoint layer's errors."""
@@ -65,22 +67,30 @@ class FallbackRefusedError(NoUsableCheckpointError):
 
 class CheckpointFailedError(CheckpointError):
     """A checkpoint or savepoint was aborted; raised from a savepoint's future.
+    ``checkpoint_id`` is None for a savepoint that failed before it was triggered.
 
-    >>> print(CheckpointFailedError(3, "CHECKPOINT_EXPIRED", "took too long", "savepoint"))
+    >>> print(CheckpointFailedError(CheckpointId(3), "CHECKPOINT_EXPIRED", "took too long",
+    ...                             "savepoint"))
     savepoint 3 failed: CHECKPOINT_EXPIRED: took too long
+    >>> print(CheckpointFailedError(None, "JOB_FAILOVER_REGION", "job restarts", "savepoint"))
+    savepoint failed: JOB_FAILOVER_REGION: job restarts
     """
 
     def __init__(
-        self, checkpoint_id: int, reason: str, message: str, kind: str = "checkpoint"
+        self,
+        checkpoint_id: CheckpointId | None,
+        reason: str,
+        message: str,
+        kind: str = "checkpoint",
     ) -> None:
-        what = f"{kind} {checkpoint_id}" if checkpoint_id else kind  # 0: never triggered
+        what = kind if checkpoint_id is None else f"{kind} {checkpoint_id}"
         super().__init__(f"{what} failed: {reason}: {message}")
         self.checkpoint_id = checkpoint_id
         self.reason = reason
         self.detail = message
         self.kind = kind
 
-    def __reduce__(self) -> tuple[type, tuple[int, str, str, str]]:
+    def __reduce__(self) -> tuple[type, tuple[CheckpointId | None, str, str, str]]:
         return type(self), (self.checkpoint_id, self.reason, self.detail, self.kind)
 
 

@@ -79,7 +79,7 @@ class RocksDBKeyedStateHandle:
     size: int
     persisted_size: int = -1  # -1: all of ``size``
     backend_id: str = ""
-    base_checkpoint_id: int | None = None
+    base_checkpoint_id: CheckpointId | None = None
 
     @property
     def checkpointed_size(self) -> int:

@@ -23,7 +23,13 @@ from cairn.checkpoint.handles import (
     RocksDBKeyedStateHandle,
     StreamRange,
 )
-from cairn.checkpoint.loading import CHK_RE, chk_subdirs, has_metadata, load_with_signature
+from cairn.checkpoint.loading import (
+    CHK_RE,
+    checkpoint_id_of,
+    chk_subdirs,
+    has_metadata,
+    load_with_signature,
+)
 from cairn.checkpoint.locations import Location, check_relative, locate, resolve
 from cairn.checkpoint.metadata import CheckpointMetadata, SignatureStatus
 from cairn.checkpoint.state_files import (
@@ -32,6 +38,7 @@ from cairn.checkpoint.state_files import (
     required_digest,
     state_file_digest,
 )
+from cairn.ids import CheckpointId, JobId
 from cairn.settings import SigningKey
 
 _HASH_CHUNK = 1 << 20
@@ -182,8 +189,8 @@ class CheckpointSummary:
     """One row of ``cairn checkpoints PATH``; ``ok`` is False with ``error`` set if unusable."""
 
     path: str
-    checkpoint_id: int | None
-    job_id: str | None
+    checkpoint_id: CheckpointId | None
+    job_id: JobId | None
     is_savepoint: bool
     trigger_ms: int | None
     completed_ms: int | None
@@ -205,9 +212,8 @@ def _summarize(
     verify_files: bool,
     key: SigningKey | None,
 ) -> CheckpointSummary:
-    m = CHK_RE.match(loc.name)
-    dir_id = int(m.group(1)) if m else None
-    job_id = loc.parent.name if m else None
+    dir_id = checkpoint_id_of(loc.name)
+    job_id = JobId(loc.parent.name) if dir_id is not None else None
     try:
         cp, signature = load_with_signature(loc, key)
     except (CheckpointNotFoundError, CorruptCheckpointError) as e:

@@ -21,6 +21,7 @@ from cairn.checkpoint.metadata import (
     SignatureStatus,
     decode_metadata_checked,
 )
+from cairn.ids import CheckpointId
 from cairn.settings import SigningKey
 
 CHECKPOINT_DIR_PREFIX = "chk-"
@@ -28,13 +29,25 @@ CHK_RE = re.compile(r"^chk-(\d+)$")
 INCOMPLETE = "incomplete: no _metadata (checkpoint in progress or aborted)"
 
 
-def chk_subdirs(loc: Location) -> list[tuple[int, Location]]:
+def checkpoint_id_of(name: str) -> CheckpointId | None:
+    """The id in a ``chk-<n>`` directory name (a path's last part), None for other names:
+    the one place a checkpoint id is read from a path.
+
+    >>> checkpoint_id_of("chk-12"), checkpoint_id_of("/jobs/j/chk-3/"), checkpoint_id_of("sp-1")
+    (12, 3, None)
+    """
+    m = CHK_RE.match(posixpath.basename(name.rstrip("/")))
+    return CheckpointId(int(m.group(1))) if m else None
+
+
+def chk_subdirs(loc: Location) -> list[tuple[CheckpointId, Location]]:
     """``chk-<n>`` directories directly under ``loc``, newest first."""
-    found: list[tuple[int, Location]] = []
+    found: list[tuple[CheckpointId, Location]] = []
     for entry in loc.fs.ls(loc.path, detail=True):
-        m = CHK_RE.match(posixpath.basename(str(entry["name"]).rstrip("/")))
-        if m and entry.get("type") == "directory":
-            found.append((int(m.group(1)), loc.join(m.group(0))))
+        name = posixpath.basename(str(entry["name"]).rstrip("/"))
+        checkpoint_id = checkpoint_id_of(name)
+        if checkpoint_id is not None and entry.get("type") == "directory":
+            found.append((checkpoint_id, loc.join(name)))
     return sorted(found, key=lambda t: t[0], reverse=True)
 
 
@@ -89,8 +102,8 @@ def load_with_signature(
     except FileNotFoundError:
         raise CheckpointNotFoundError(loc.public(), INCOMPLETE) from None
     metadata, status = decode_metadata_checked(data, meta.public(), key)
-    named = CHK_RE.match(loc.name)
-    if named and not metadata.is_savepoint and int(named.group(1)) != metadata.checkpoint_id:
+    named = checkpoint_id_of(loc.name)
+    if named is not None and not metadata.is_savepoint and named != metadata.checkpoint_id:
         # A (validly signed) older checkpoint copied over a newer one must not pass for it.
         raise CorruptCheckpointError(
             meta.public(),

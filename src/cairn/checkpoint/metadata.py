@@ -56,7 +56,7 @@ class OperatorMetadata:
     uid: OperatorUid
     parallelism: int
     max_parallelism: int
-    subtasks: Mapping[int, OperatorSubtaskState] = field(default_factory=dict)
+    subtasks: Mapping[SubtaskIndex, OperatorSubtaskState] = field(default_factory=dict)
 
     @property
     def state_size(self) -> int:
@@ -358,7 +358,7 @@ def _metadata_from_json(obj: dict[str, Any], version: int, source: str) -> Check
     for op in obj["operators"]:
         uid = OperatorUid(str(op["uid"]))
         subtasks = {
-            int(i): _subtask_from_json(s, f"operator {uid!r} subtask {i}", source)
+            SubtaskIndex(int(i)): _subtask_from_json(s, f"operator {uid!r} subtask {i}", source)
             for i, s in op["subtasks"].items()
         }
         operators[uid] = OperatorMetadata(
@@ -562,7 +562,7 @@ def _keyed_from_json(h: dict[str, Any]) -> AnyKeyedStateHandle:
             backend_id=str(h.get("backend_id", "")),
             base_checkpoint_id=None
             if h.get("base_checkpoint_id") is None
-            else int(h["base_checkpoint_id"]),
+            else CheckpointId(int(h["base_checkpoint_id"])),
         )
     if kind != "heap":
         raise ValueError(f"unknown keyed state handle kind {kind!r}")

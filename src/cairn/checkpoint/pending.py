@@ -13,7 +13,7 @@ from cairn.checkpoint.handles import OperatorSubtaskState
 from cairn.checkpoint.messages import AckResult, TaskAcknowledgement, TaskKey
 from cairn.checkpoint.metadata import CheckpointMetadata, CheckpointSummaryStats, OperatorMetadata
 from cairn.events import CheckpointOptions
-from cairn.ids import CheckpointId, JobId, OperatorUid
+from cairn.ids import CheckpointId, JobId, OperatorUid, SubtaskIndex
 
 
 class PendingCheckpoint:
@@ -90,14 +90,14 @@ class PendingCheckpoint:
         """Mark aborted: later acknowledgements are DISCARDED. Deleting files is the caller's."""
         self._discarded = True
 
-    def operator_states(self) -> dict[OperatorUid, dict[int, OperatorSubtaskState]]:
+    def operator_states(self) -> dict[OperatorUid, dict[SubtaskIndex, OperatorSubtaskState]]:
         """uid -> subtask index -> state, from all acknowledgements (empty states dropped).
 
         Raises:
             ValueError: two tasks reported state for the same operator subtask.
         """
-        out: dict[OperatorUid, dict[int, OperatorSubtaskState]] = {}
-        seen: set[tuple[OperatorUid, int]] = set()
+        out: dict[OperatorUid, dict[SubtaskIndex, OperatorSubtaskState]] = {}
+        seen: set[tuple[OperatorUid, SubtaskIndex]] = set()
         for task, ack in sorted(self._acks.items()):
             for uid, state in ack.states.items():
                 subtasks = out.setdefault(uid, {})

@@ -145,7 +145,9 @@ def expired_checkpoints(
 # --- subsumption --------------------------------------------------------------------------------
 
 
-def checkpoints_to_discard(completed_ids: Iterable[int], retained: int) -> list[int]:
+def checkpoints_to_discard(
+    completed_ids: Iterable[CheckpointId], retained: int
+) -> list[CheckpointId]:
     """Completed checkpoints beyond the newest ``retained`` ones, oldest first.
 
     >>> checkpoints_to_discard([3, 1, 2, 5, 4], retained=2)
@@ -170,7 +172,7 @@ class RestoreCandidate:
     """
 
     location: str
-    checkpoint_id: int | None
+    checkpoint_id: CheckpointId | None
     problem: str | None = None
     committed: bool = False
 

@@ -28,6 +28,7 @@ from cairn.checkpoint.errors import (
     NoUsableCheckpointError,
 )
 from cairn.checkpoint.inspection import verify
+from cairn.checkpoint.loading import checkpoint_id_of
 from cairn.checkpoint.metadata import CompletedCheckpoint
 from cairn.checkpoint.protocol import (
     FallbackRefused,
@@ -38,6 +39,7 @@ from cairn.checkpoint.protocol import (
     choose_restore,
 )
 from cairn.checkpoint.storage import load_checkpoint
+from cairn.ids import OperatorUid
 from cairn.settings import SigningKey
 
 log = logging.getLogger(__name__)
@@ -74,14 +76,14 @@ def examine(
     except (CorruptCheckpointError, CheckpointNotFoundError) as e:
         # Name the file when the problem is inside the directory, not the directory itself.
         problem = e.problem if e.path.rstrip("/") == directory.rstrip("/") else str(e)
-        cid = cp.checkpoint_id if cp is not None else _id_from_dir(directory)
+        cid = cp.checkpoint_id if cp is not None else checkpoint_id_of(directory)
         return RestoreCandidate(directory, cid, problem, committed), None
     return RestoreCandidate(directory, cp.checkpoint_id, None, committed), cp
 
 
 def candidate_at(directory: str, committed: bool = False) -> RestoreCandidate:
     """A candidate not examined yet (its id from a ``chk-<n>`` name, if it has one)."""
-    return RestoreCandidate(directory, _id_from_dir(directory), None, committed)
+    return RestoreCandidate(directory, checkpoint_id_of(directory), None, committed)
 
 
 def find_restore_point(
@@ -150,18 +152,13 @@ def find_restore_point(
     return RestoreChoice(chosen, skipped)
 
 
-def _id_from_dir(directory: str) -> int | None:
-    name = directory.rstrip("/").rsplit("/", 1)[-1]
-    return int(name[4:]) if name.startswith("chk-") and name[4:].isdigit() else None
-
-
 class IncompatibleCheckpointError(CheckpointError):
     """The job cannot take over the state of the checkpoint it is told to restore from."""
 
 
 def check_restore_compatible(
     checkpoint: CompletedCheckpoint,
-    operators: Mapping[str, tuple[int, int]],
+    operators: Mapping[OperatorUid, tuple[int, int]],
     allow_unclaimed_state: bool = False,
 ) -> None:
     """Fail rather than lose state when restoring ``checkpoint`` into a job whose operators

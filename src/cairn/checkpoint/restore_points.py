@@ -19,6 +19,7 @@ from cairn.checkpoint.protocol import FallbackRule, RestoreCandidate
 from cairn.checkpoint.restore import candidate_at, find_restore_point
 from cairn.checkpoint.storage import CheckpointStorage, resolve_checkpoint_dirs
 from cairn.checkpoint.store import CompletedCheckpointStore
+from cairn.ids import CheckpointId, JobId
 
 # Logged as the coordinator, whose work this is (one logger to configure, as before the split).
 log = logging.getLogger("cairn.checkpoint.coordinator")
@@ -29,7 +30,7 @@ class RestorePoints:
 
     def __init__(
         self,
-        job_id: str,
+        job_id: JobId,
         storage: CheckpointStorage,
         store: CompletedCheckpointStore,
         fallback: FallbackRule,
@@ -40,7 +41,7 @@ class RestorePoints:
         self._fallback = fallback
         # Checkpoints whose completion was announced to the tasks (sinks may have committed
         # their output), or that may have been: one restored from an earlier run's files.
-        self._announced: set[int] = set()
+        self._announced: set[CheckpointId] = set()
         # Checkpoints found unusable (by verification or by a worker that failed to restore
         # one): never offered again, but remembered for the fallback rule.
         self._unusable: dict[str, RestoreCandidate] = {}
@@ -50,7 +51,7 @@ class RestorePoints:
         # state files are checked by size only here (the workers check their contents).
         self._vouched: set[str] = set()
 
-    def announced(self, checkpoint_id: int) -> None:
+    def announced(self, checkpoint_id: CheckpointId) -> None:
         """Its completion is told to the tasks next (a sink may commit at once)."""
         self._announced.add(checkpoint_id)
 
@@ -119,7 +120,7 @@ class RestorePoints:
                 self._store.add(chosen, owned=owned)
         return chosen
 
-    def mark_unusable(self, directory: str, checkpoint_id: int, problem: str) -> None:
+    def mark_unusable(self, directory: str, checkpoint_id: CheckpointId, problem: str) -> None:
         """Never restore the checkpoint at ``directory`` again in this job (e.g. its state
         failed its checks while a worker restored it); the next :meth:`choose` tries the next
         older one, subject to the fallback rule. Its files are left alone."""

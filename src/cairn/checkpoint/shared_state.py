@@ -35,6 +35,7 @@ from cairn.checkpoint.handles import (
     RocksDBKeyedStateHandle,
     RocksDBStateFile,
 )
+from cairn.ids import CheckpointId
 
 __all__ = [
     "SharedStateRegistry",
@@ -47,7 +48,7 @@ __all__ = [
 @dataclass
 class _Entry:
     count: int  # retained checkpoints referencing the file
-    last_used: int  # newest checkpoint referencing it
+    last_used: CheckpointId  # newest checkpoint referencing it
     backend: str  # the backend instance that uploaded it
 
 
@@ -56,18 +57,19 @@ class SharedStateRegistry:
 
     def __init__(self) -> None:
         self._files: dict[str, _Entry] = {}
-        self._by_checkpoint: dict[int, set[str]] = {}
-        self._base: dict[str, int] = {}  # backend -> base of its newest registered handle
+        self._by_checkpoint: dict[CheckpointId, set[str]] = {}
+        self._base: dict[str, CheckpointId] = {}  # backend -> base of its newest registered handle
         self._gone: set[str] = set()
 
-    def register(self, checkpoint_id: int, handles: Iterable[RocksDBKeyedStateHandle]) -> list[str]:
+    def register(
+        self, checkpoint_id: CheckpointId, handles: Iterable[RocksDBKeyedStateHandle]
+    ) -> list[str]:
         """A checkpoint completed with ``handles``; returns files now safe to delete."""
         paths = self._by_checkpoint.setdefault(checkpoint_id, set())
         for h in handles:
             if h.base_checkpoint_id is not None:
-                self._base[h.backend_id] = max(
-                    self._base.get(h.backend_id, -1), h.base_checkpoint_id
-                )
+                base = h.base_checkpoint_id
+                self._base[h.backend_id] = max(self._base.get(h.backend_id, base), base)
             for f in h.shared_files():
                 if f.path in paths:
                     continue
@@ -80,7 +82,7 @@ class SharedStateRegistry:
                     entry.last_used = max(entry.last_used, checkpoint_id)
         return self._deletable()
 
-    def release(self, checkpoint_id: int) -> list[str]:
+    def release(self, checkpoint_id: CheckpointId) -> list[str]:
         """A checkpoint was discarded (subsumed); returns files now safe to delete."""
         for path in self._by_checkpoint.pop(checkpoint_id, ()):
             self._files[path].count -= 1

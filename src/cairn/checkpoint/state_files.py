@@ -186,10 +186,8 @@ def open_writer(
     directory: str,
     storage_options: Mapping[str, Any] | None = None,
     digests: bool = False,
-    checkpoint_id: int = 0,
+    checkpoint_id: CheckpointId = CheckpointId(0),
 ) -> CheckpointStateWriter:
     """Writer of state files into ``directory`` (e.g. a savepoint written by Spark tasks);
     ``digests``: name each file with its SHA-256, as a storage with a signing key does."""
-    return CheckpointStateWriter(
-        resolve(directory, storage_options), CheckpointId(checkpoint_id), digests
-    )
+    return CheckpointStateWriter(resolve(directory, storage_options), checkpoint_id, digests)

@@ -374,7 +374,7 @@ class CheckpointStatsSnapshot:
         """Shortcut for ``summary.state_size``."""
         return self.summary.state_size
 
-    def get(self, checkpoint_id: int) -> CheckpointStats | None:
+    def get(self, checkpoint_id: CheckpointId) -> CheckpointStats | None:
         """The checkpoint with this id if it is still in the history."""
         return next((s for s in self.history if s.checkpoint_id == checkpoint_id), None)
 

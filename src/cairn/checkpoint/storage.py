@@ -69,7 +69,7 @@ from cairn.checkpoint.state_files import (
     open_writer,
     state_file_digest,
 )
-from cairn.ids import CheckpointId
+from cairn.ids import CheckpointId, JobId
 from cairn.settings import SigningKey
 
 __all__ = [  # what other modules import from here (the reading and file parts live beside it)
@@ -131,7 +131,7 @@ class CheckpointStorage:
     def __init__(
         self,
         url: str | None,
-        job_id: str,
+        job_id: JobId,
         storage_options: Mapping[str, Any] | None = None,
         signing_key: SigningKey | None = None,
     ) -> None:
@@ -156,16 +156,16 @@ class CheckpointStorage:
     def job_dir(self) -> str:
         return self._job.public()
 
-    def _chk(self, checkpoint_id: int) -> Location:
+    def _chk(self, checkpoint_id: CheckpointId) -> Location:
         return self._job.join(f"{CHECKPOINT_DIR_PREFIX}{checkpoint_id}")
 
-    def checkpoint_dir(self, checkpoint_id: int) -> str:
+    def checkpoint_dir(self, checkpoint_id: CheckpointId) -> str:
         return self._chk(checkpoint_id).public()
 
-    def writer(self, checkpoint_id: int) -> CheckpointStateWriter:
+    def writer(self, checkpoint_id: CheckpointId) -> CheckpointStateWriter:
         """Writer of checkpoint ``checkpoint_id``'s state files (digest-named if it signs)."""
         digests = self.signing_key is not None
-        return CheckpointStateWriter(self._chk(checkpoint_id), CheckpointId(checkpoint_id), digests)
+        return CheckpointStateWriter(self._chk(checkpoint_id), checkpoint_id, digests)
 
     def reader(self, checkpoint_dir: str) -> CheckpointStateReader:
         """Reader of a checkpoint's state files (checking digests if this storage signs)."""
@@ -184,7 +184,7 @@ class CheckpointStorage:
         atomic_write(loc.join(METADATA_FILE_NAME), encode_metadata(metadata, self.signing_key))
         return CompletedCheckpoint(metadata, loc.public())
 
-    def discard(self, checkpoint_id: int) -> None:
+    def discard(self, checkpoint_id: CheckpointId) -> None:
         """Remove ``chk-<id>`` and everything in it; a missing directory is fine."""
         remove_tree(self._chk(checkpoint_id))
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from cairn.checkpoint.metadata import CompletedCheckpoint
 from cairn.checkpoint.protocol import checkpoints_to_discard
+from cairn.ids import CheckpointId
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ class CompletedCheckpointStore:
                 self._safe_discard(entry.checkpoint)
         return [e.checkpoint for e in subsumed]
 
-    def remove(self, checkpoint_id: int) -> None:
+    def remove(self, checkpoint_id: CheckpointId) -> None:
         """Forget a checkpoint without touching its files (e.g. found unusable on restore)."""
         self._entries = [e for e in self._entries if e.checkpoint.checkpoint_id != checkpoint_id]
 

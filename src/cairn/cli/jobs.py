@@ -17,6 +17,8 @@ import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from cairn.ids import JobId
+
 if TYPE_CHECKING:
     from cairn.rest.client import JobEndpoint
 
@@ -206,10 +208,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from cairn.rest.registry import JobRegistry
 
     target: str = args.target
-    if JobRegistry().find(target) is not None:
+    if JobRegistry().find(JobId(target)) is not None:  # a job id, else a directory
         from cairn.rest.client import JobEndpoint
 
-        body = JobEndpoint.find(target).request("GET", f"/jobs/{target}/doctor")
+        body = JobEndpoint.find(JobId(target)).request("GET", f"/jobs/{target}/doctor")
         subject, checkpoints, findings = f"job {target}", body["checkpoints"], body["findings"]
     else:
         if not os.path.exists(target) and "://" not in target:
@@ -219,8 +221,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
                 f"{target} is neither a running job of this machine (cairn list) nor a "
                 "checkpoint directory"
             )
+        from cairn.observability.doctor.fact_sources import facts_of_retained
         from cairn.observability.doctor.rules import diagnose
-        from cairn.observability.doctor.sources import facts_of_retained
         from cairn.observability.tables import load_retained
 
         facts = facts_of_retained(load_retained(target))
@@ -268,7 +270,7 @@ def add_job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     sp = sub.add_parser(
         "savepoint", help="take a savepoint of a running job, or dispose of one (--dispose PATH)"
     )
-    sp.add_argument("job_id", nargs="?", default=None, metavar="job-id")
+    sp.add_argument("job_id", nargs="?", default=None, metavar="job-id", type=JobId)
     sp.add_argument(
         "target",
         nargs="?",
@@ -285,7 +287,7 @@ def add_job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     sp.set_defaults(func=cmd_savepoint)
 
     stop = sub.add_parser("stop", help="stop a running job with a savepoint")
-    stop.add_argument("job_id", metavar="job-id")
+    stop.add_argument("job_id", metavar="job-id", type=JobId)
     stop.add_argument(
         "-p",
         "--savepoint-path",
@@ -307,7 +309,7 @@ def add_job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     stop.set_defaults(func=cmd_stop)
 
     cancel = sub.add_parser("cancel", help="cancel a running job")
-    cancel.add_argument("job_id", metavar="job-id")
+    cancel.add_argument("job_id", metavar="job-id", type=JobId)
     cancel.add_argument("--timeout", **timeout)  # type: ignore[arg-type]
     cancel.set_defaults(func=cmd_cancel)
 

@@ -1,8 +1,8 @@
 """``JobClient`` at PyFlink's import path (``pyflink.common.job_client``).
 
-Invariant: the class lives in the deploy layer (``cairn.deploy.job_client``); this module only
-re-exports it from the composition root (``cairn.launch``), lazily, so that importing the
-API never imports Spark.
+Invariant: the class lives in the deploy layer (``cairn.deploy.job_master_client``); this
+module only re-exports it from the composition root (``cairn.launch``), lazily, so that
+importing the API never imports Spark.
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
+from cairn.ids import AttemptNumber, SubtaskIndex
+
 if TYPE_CHECKING:
     from cairn.datastream.state import (
         AggregatingState,
@@ -105,11 +107,11 @@ class RuntimeContext(KeyedStateStore):
         """The max parallelism, i.e. the number of key groups."""
 
     @abstractmethod
-    def get_index_of_this_subtask(self) -> int:
+    def get_index_of_this_subtask(self) -> SubtaskIndex:
         """0-based index of this parallel instance."""
 
     @abstractmethod
-    def get_attempt_number(self) -> int:
+    def get_attempt_number(self) -> AttemptNumber:
         """0 on the first deployment, incremented on every restart."""
 
     @abstractmethod

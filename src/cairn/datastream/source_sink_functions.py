@@ -12,6 +12,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from cairn.datastream.runtime_context import Function, KeyedStateStore
+from cairn.ids import CheckpointId
 
 if TYPE_CHECKING:
     from cairn.datastream.state import ListState, ListStateDescriptor
@@ -42,7 +43,7 @@ class OperatorStateStore(ABC):
 
 class FunctionSnapshotContext(ABC):
     @abstractmethod
-    def get_checkpoint_id(self) -> int: ...
+    def get_checkpoint_id(self) -> CheckpointId: ...
 
     @abstractmethod
     def get_checkpoint_timestamp(self) -> int:
@@ -54,7 +55,7 @@ class FunctionInitializationContext(ABC):
     def is_restored(self) -> bool:
         """``True`` when state was restored from a checkpoint or savepoint."""
 
-    def get_restored_checkpoint_id(self) -> int | None:
+    def get_restored_checkpoint_id(self) -> CheckpointId | None:
         """Id of the checkpoint restored from, or ``None``."""
         return None
 
@@ -88,11 +89,11 @@ class CheckpointedFunction(ABC):
 class CheckpointListener(ABC):  # noqa: B024 - both hooks are optional
     """Mix in to learn when checkpoints complete (e.g. to commit side effects)."""
 
-    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:  # noqa: B027
+    def notify_checkpoint_complete(self, checkpoint_id: CheckpointId) -> None:  # noqa: B027
         """Checkpoint ``checkpoint_id`` completed on every task; may be skipped for some
         checkpoints (a later notification covers earlier ones)."""
 
-    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:  # noqa: B027
+    def notify_checkpoint_aborted(self, checkpoint_id: CheckpointId) -> None:  # noqa: B027
         """Checkpoint ``checkpoint_id`` was aborted."""
 
 

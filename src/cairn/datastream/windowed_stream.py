@@ -18,7 +18,7 @@ operator (``window_operator``); every check that can fail does so here, at job d
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 from cairn.common.time import Duration, Time
 from cairn.common.typeinfo import TypeInformation
@@ -41,6 +41,10 @@ from cairn.datastream.window_triggers import CountEvictor, Evictor, Trigger
 from cairn.graph.transformations import OperatorKind
 
 if TYPE_CHECKING:
+    # typing.Self is 3.11+; typing_extensions is only read by mypy here (annotations are
+    # not evaluated at runtime), so it is no runtime dependency on 3.10.
+    from typing_extensions import Self
+
     from cairn.datastream.keyed_stream import KeyedStream
 
 __all__ = ["AllWindowedStream", "WindowedStream"]

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING
 
 from cairn.checkpoint.metadata import CompletedCheckpoint
 from cairn.common.job_status import JobStatus
-from cairn.deploy import protocol as p
+from cairn.deploy import control_messages as p
 from cairn.deploy.control_server import ControlServer, Envelope
 from cairn.events import SavepointFormatType
+from cairn.ids import AttemptNumber
 
 if TYPE_CHECKING:
     from cairn.deploy.job_master import JobMaster
@@ -45,7 +46,7 @@ class AttemptSavepointControl:
         self,
         master: JobMaster,
         server: ControlServer,
-        attempt: int,
+        attempt: AttemptNumber,
         finishing: Callable[[], bool],
     ) -> None:
         self._m = master

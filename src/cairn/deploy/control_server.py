@@ -14,7 +14,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from cairn.deploy import protocol as p
+from cairn.deploy import control_messages as p
+from cairn.ids import AttemptNumber
 from cairn.runtime.network.errors import ConnectionClosed
 from cairn.runtime.network.frames import FrameKind
 from cairn.runtime.network.framing import FramedConnection
@@ -26,13 +27,13 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ConnectionLost:
-    attempt: int
+    attempt: AttemptNumber
     worker_index: int
 
 
 @dataclass(frozen=True)
 class Envelope:
-    attempt: int
+    attempt: AttemptNumber
     worker_index: int
     message: Any
 
@@ -80,7 +81,7 @@ class ControlServer:
                 )
             )
 
-    def send(self, attempt: int, worker_index: int, message: Any) -> bool:
+    def send(self, attempt: AttemptNumber, worker_index: int, message: Any) -> bool:
         with self._lock:
             conn = self._workers.get((attempt, worker_index))
         if conn is None:
@@ -91,19 +92,19 @@ class ControlServer:
         except (ConnectionClosed, OSError):
             return False
 
-    def broadcast(self, attempt: int, message: Any) -> None:
+    def broadcast(self, attempt: AttemptNumber, message: Any) -> None:
         with self._lock:
             targets = [w for (a, w) in self._workers if a == attempt]
         for w in targets:
             self.send(attempt, w, message)
 
-    def disconnect_attempt(self, attempt: int) -> None:
+    def disconnect_attempt(self, attempt: AttemptNumber) -> None:
         with self._lock:
             conns = [c for (a, _w), c in self._workers.items() if a == attempt]
         for c in conns:
             c.close()
 
-    def connected(self, attempt: int) -> int:
+    def connected(self, attempt: AttemptNumber) -> int:
         with self._lock:
             return sum(1 for (a, _w) in self._workers if a == attempt)
 

@@ -15,8 +15,8 @@ import time
 import uuid
 from typing import Any, Protocol
 
+from cairn.deploy.control_messages import WorkerLaunch
 from cairn.deploy.process_tuning import ProcessOwnership
-from cairn.deploy.protocol import WorkerLaunch
 from cairn.deploy.worker import run_worker
 from cairn.runtime.faults import SimulatedCrash
 
@@ -46,7 +46,7 @@ class Executor(Protocol):
     """The seam between the job master and where workers run (Spark, threads, a test fake).
 
     The workers of a launch connect back to the job master at ``launch.master_address``
-    and speak ``deploy.protocol``; the executor only starts them and reports their death.
+    and speak ``deploy.control_messages``; the executor only starts them and reports their death.
     """
 
     @property

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cairn.ids import CheckpointId
+
 __all__ = ["JobInitialization", "WorkerInitialization"]
 
 
@@ -52,7 +54,7 @@ class JobInitialization:
     in 600 ms); 110.0 MB read in all'
     """
 
-    checkpoint_id: int
+    checkpoint_id: CheckpointId
     total_ms: int  # from choosing the checkpoint to every worker running
     choose_ms: int  # choosing and verifying the checkpoint in the job master
     workers_started_ms: int  # from the launch until the last worker began
@@ -65,7 +67,7 @@ class JobInitialization:
     @classmethod
     def of(
         cls,
-        checkpoint_id: int,
+        checkpoint_id: CheckpointId,
         began_ms: int,
         chosen_ms: int,
         launched_ms: int,

@@ -33,19 +33,20 @@ from cairn.checkpoint.protocol import FallbackRule
 from cairn.checkpoint.restore import check_restore_compatible
 from cairn.checkpoint.storage import CheckpointStorage
 from cairn.common.job_status import JobStatus
-from cairn.deploy import protocol as p
+from cairn.deploy import control_messages as p
 from cairn.deploy.attempt_control import AttemptSavepointControl, FailAttempt, Stopped
 from cairn.deploy.committing_sinks import committing_sinks
 from cairn.deploy.control_server import ConnectionLost, ControlServer, Envelope
+from cairn.deploy.execution_plan import ExecutionPlan
 from cairn.deploy.executors import Deployment, Executor
 from cairn.deploy.initialization import JobInitialization
 from cairn.deploy.lifecycle import AttemptEnd, AttemptOutcome, transition
 from cairn.deploy.output_forwarding import print_forwarded
-from cairn.deploy.plan import ExecutionPlan
-from cairn.deploy.restart import RestartPolicy, after_failure
+from cairn.deploy.restart_policy import RestartPolicy, after_failure
 from cairn.deploy.savepoint_requests import SavepointRequests, StopWithSavepoint
 from cairn.events import CheckpointBarrier, SavepointFormatType
 from cairn.graph.job_graph import JobGraph
+from cairn.ids import AttemptNumber, CheckpointId, JobId
 from cairn.settings import JobSettings, RestoreMode
 
 log = logging.getLogger(__name__)
@@ -72,13 +73,13 @@ class WorkerLost(Exception):
 
 @dataclass
 class _AttemptState:
-    attempt: int
+    attempt: AttemptNumber
     num_workers: int
     registered: dict[int, p.RegisterWorker] = field(default_factory=dict)
     running: set[int] = field(default_factory=set)
     exhausted: set[TaskKey] = field(default_factory=set)
     finished: set[TaskKey] = field(default_factory=set)
-    final_checkpoint_from: int | None = None
+    final_checkpoint_from: CheckpointId | None = None
     sources_ended: bool = False
     launched_ms: int = 0
     initializations: dict[int, p.WorkerInitialization] = field(default_factory=dict)
@@ -100,7 +101,7 @@ class JobMaster:
 
     def __init__(
         self,
-        job_id: str,
+        job_id: JobId,
         settings: JobSettings,
         graph: JobGraph,
         job_payload: bytes,
@@ -121,7 +122,7 @@ class JobMaster:
         self.plan = ExecutionPlan(graph, num_workers)
         self._status = JobStatus.CREATED
         self.error: BaseException | None = None
-        self.attempt = -1
+        self.attempt = AttemptNumber(-1)  # the first attempt is 0
         self.restarts = 0
         # Where the last restore's time went (None until an attempt restored and ran).
         self.last_initialization: JobInitialization | None = None
@@ -249,7 +250,7 @@ class JobMaster:
         restore = self._initial_restore()
         self._set_status(JobStatus.INITIALIZING)
         while True:
-            self.attempt += 1
+            self.attempt = AttemptNumber(self.attempt + 1)
             outcome = self._run_attempt(self.attempt, restore)
             if outcome.end is not AttemptEnd.FAILED:
                 self._end(_JOB_STATUS_OF[outcome.end])
@@ -306,7 +307,7 @@ class JobMaster:
                 for node in v.operators
             }
             check_restore_compatible(point, operators, self.settings.restore_ignore_unclaimed)
-        return p.RestoreInfo(point.directory, int(point.checkpoint_id))
+        return p.RestoreInfo(point.directory, point.checkpoint_id)
 
     def _restored(self, state: _AttemptState) -> None:
         """Every worker of an attempt that restored a checkpoint runs: log where the time
@@ -338,7 +339,7 @@ class JobMaster:
 
     # ------------------------------------------------------------------ one attempt
 
-    def _run_attempt(self, attempt: int, restore: p.RestoreInfo | None) -> AttemptOutcome:
+    def _run_attempt(self, attempt: AttemptNumber, restore: p.RestoreInfo | None) -> AttemptOutcome:
         state = _AttemptState(attempt, self.num_workers)
         self._state = state
         self._restore = restore
@@ -559,12 +560,12 @@ class _Gateway:
     def trigger_sources(self, barrier: CheckpointBarrier) -> None:
         self._m._broadcast_current(p.TriggerCheckpoint(barrier))
 
-    def notify_complete(self, checkpoint_id: int) -> None:
+    def notify_complete(self, checkpoint_id: CheckpointId) -> None:
         self._m._broadcast_current(p.NotifyCheckpointComplete(checkpoint_id))
         self._m._emit("checkpoint", checkpoint_id)
 
     def notify_aborted(
-        self, checkpoint_id: int, reason: CheckpointFailureReason, message: str
+        self, checkpoint_id: CheckpointId, reason: CheckpointFailureReason, message: str
     ) -> None:
         self._m._broadcast_current(p.NotifyCheckpointAborted(checkpoint_id, reason))
 

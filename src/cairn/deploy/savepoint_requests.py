@@ -24,6 +24,7 @@ from cairn.checkpoint.errors import SavepointRejectedError
 from cairn.checkpoint.metadata import CompletedCheckpoint
 from cairn.common.job_status import JobStatus
 from cairn.events import SavepointFormatType
+from cairn.ids import JobId
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ class SavepointRequests:
     """The request queue of job ``job_id``; ``savepoint_dir`` is the default root of
     savepoints (``execution.checkpointing.savepoint-dir``), if any."""
 
-    def __init__(self, job_id: str, savepoint_dir: str | None) -> None:
+    def __init__(self, job_id: JobId, savepoint_dir: str | None) -> None:
         self._job_id = job_id
         self._savepoint_dir = savepoint_dir
         self._queue: queue.SimpleQueue[tuple[_Start, Future[str]]] = queue.SimpleQueue()

@@ -22,9 +22,9 @@ from cairn.checkpoint.handles import StateFileReader
 from cairn.checkpoint.messages import TaskKey
 from cairn.checkpoint.read_timing import ReadTiming
 from cairn.checkpoint.storage import CheckpointStorage
-from cairn.deploy import protocol as p
-from cairn.deploy.plan import ExecutionPlan
-from cairn.deploy.serialization import dumps
+from cairn.deploy import control_messages as p
+from cairn.deploy.execution_plan import ExecutionPlan
+from cairn.deploy.job_pickling import dumps
 from cairn.events import AlignmentMode
 from cairn.graph.job_graph import JobGraph
 from cairn.graph.transformations import PartitionKind

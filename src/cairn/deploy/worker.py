@@ -29,10 +29,10 @@ from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.checkpoint.handles import StateFileWriter
 from cairn.checkpoint.read_timing import ReadTiming
 from cairn.checkpoint.storage import CheckpointStorage
-from cairn.deploy import protocol as p
+from cairn.deploy import control_messages as p
+from cairn.deploy.execution_plan import ExecutionPlan
 from cairn.deploy.lifecycle import WorkerOutcome
 from cairn.deploy.output_forwarding import forwarding_stdout
-from cairn.deploy.plan import ExecutionPlan
 from cairn.deploy.process_tuning import (
     ProcessOwnership,
     freeze_long_lived_objects,
@@ -42,6 +42,7 @@ from cairn.deploy.task_builder import TaskBuilder, read_restores
 from cairn.deploy.task_builder import now_ms as _now_ms  # the operators' clock, for timers
 from cairn.events import CheckpointBarrier
 from cairn.graph.job_graph import JobGraph
+from cairn.ids import AttemptNumber, CheckpointId
 from cairn.runtime.channels import ConnectionSender, InputChannel, receive_loop
 from cairn.runtime.faults import FaultInjector, SimulatedCrash
 from cairn.runtime.network.errors import ConnectionClosed, FrameRefused
@@ -66,7 +67,7 @@ _CORRUPT_STATE = (CorruptStateError, CorruptCheckpointError)
 @dataclass(frozen=True)
 class WorkerResult:
     worker_index: int
-    attempt: int
+    attempt: AttemptNumber
     outcome: WorkerOutcome
 
 
@@ -86,10 +87,10 @@ class ControlledTask(Protocol):
 
     def trigger_source_checkpoint(self, barrier: CheckpointBarrier) -> None: ...
 
-    def notify_checkpoint_complete(self, checkpoint_id: int) -> None: ...
+    def notify_checkpoint_complete(self, checkpoint_id: CheckpointId) -> None: ...
 
     def notify_checkpoint_aborted(
-        self, checkpoint_id: int, reason: CheckpointFailureReason
+        self, checkpoint_id: CheckpointId, reason: CheckpointFailureReason
     ) -> None: ...
 
     def end_input(self) -> None: ...
@@ -205,7 +206,7 @@ class Worker:
 
         self._async.submit(guarded)
 
-    def state_writer(self, checkpoint_id: int) -> StateFileWriter:
+    def state_writer(self, checkpoint_id: CheckpointId) -> StateFileWriter:
         return self._storage.writer(checkpoint_id)
 
     def control_pending(self) -> bool:

@@ -29,6 +29,7 @@ from cairn.graph.transformations import (
     Transformation,
     job_positions,
 )
+from cairn.ids import OperatorUid, VertexId
 
 __all__ = [
     "JobEdge",
@@ -45,7 +46,7 @@ __all__ = [
 class OperatorNode:
     """One operator of a chain; its state in checkpoints is keyed by ``uid``."""
 
-    uid: str
+    uid: OperatorUid
     name: str
     transformation_id: int
     # "source" (connectors.base.Source), "source_function" (has run()/cancel()),
@@ -63,8 +64,8 @@ class OperatorNode:
 class JobEdge:
     """A channel from every subtask of ``source_vertex`` to subtasks of ``target_vertex``."""
 
-    source_vertex: int
-    target_vertex: int
+    source_vertex: VertexId
+    target_vertex: VertexId
     partition: PartitionKind
     key_selector: Callable[[Any], Any] | None  # for HASH
     target_max_parallelism: int  # key groups of the consumer, used by the hash partitioner
@@ -77,7 +78,7 @@ class JobEdge:
 class JobVertex:
     """A chain of operators run by one task per subtask (head first)."""
 
-    id: int
+    id: VertexId
     name: str  # chained operator names joined with " -> "
     parallelism: int
     max_parallelism: int
@@ -103,22 +104,22 @@ class JobGraph:
     vertices: tuple[JobVertex, ...]  # topologically sorted, sources first
     edges: tuple[JobEdge, ...]
 
-    def vertex(self, vid: int) -> JobVertex:
+    def vertex(self, vid: VertexId) -> JobVertex:
         if not 0 <= vid < len(self.vertices):
             raise KeyError(f"Job {self.job_name!r} has no vertex {vid}")
         return self.vertices[vid]
 
-    def inputs_of(self, vid: int) -> list[JobEdge]:
+    def inputs_of(self, vid: VertexId) -> list[JobEdge]:
         """Input edges of the vertex, ordered by ``input_index``."""
         self.vertex(vid)
         return sorted((e for e in self.edges if e.target_vertex == vid), key=_input_order)
 
-    def outputs_of(self, vid: int) -> list[JobEdge]:
+    def outputs_of(self, vid: VertexId) -> list[JobEdge]:
         """Output edges of the vertex (all leave its tail operator), by target vertex."""
         self.vertex(vid)
         return [e for e in self.edges if e.source_vertex == vid]
 
-    def operator_uids(self) -> list[str]:
+    def operator_uids(self) -> list[OperatorUid]:
         """Every operator's uid, in vertex order and chain order."""
         return [op.uid for v in self.vertices for op in v.operators]
 
@@ -168,14 +169,14 @@ def build_job_graph(
     # Chains are linear, so an edge between two chains always leaves a tail and enters a head.
     cross = [e for e in graph.edges if chain_of[e.source_id] != chain_of[e.target_id]]
     order = _topological_order(chains, cross, chain_of)
-    vid_of_chain = {ci: vid for vid, ci in enumerate(order)}
+    vid_of_chain = {ci: VertexId(vid) for vid, ci in enumerate(order)}
     vid_of = {tid: vid_of_chain[ci] for tid, ci in chain_of.items()}
     edges = sorted(
         (_job_edge(e, vid_of, graph.nodes[e.target_id]) for e in cross), key=_input_order
     )
     vertices: list[JobVertex] = []
-    for vid, ci in enumerate(order):
-        chain = chains[ci]
+    for ci in order:
+        chain, vid = chains[ci], vid_of_chain[ci]
         head = chain[0]
         if isinstance(head.transformation, SourceTransformation):
             bounded = head.transformation.bounded
@@ -217,7 +218,7 @@ def _operator_node(node: StreamNode, position: int) -> OperatorNode:
     t = node.transformation
     if t.uid is not None and not t.uid.strip():
         raise JobGraphError(f"Operator {t.name!r} (id {t.id}) has an empty uid")
-    uid = t.uid if t.uid is not None else auto_uid(t, position)
+    uid = OperatorUid(t.uid if t.uid is not None else auto_uid(t, position))
     strategy = None
     if isinstance(t, SourceTransformation):
         kind = "source_function" if _is_source_function(t.source) else "source"
@@ -273,7 +274,7 @@ def _rank(chain: tuple[StreamNode, ...]) -> tuple[int, int]:
     return (0 if chain[0].is_source else 1, chain[0].id)
 
 
-def _job_edge(e: StreamEdge, vid_of: dict[int, int], target: StreamNode) -> JobEdge:
+def _job_edge(e: StreamEdge, vid_of: dict[int, VertexId], target: StreamNode) -> JobEdge:
     return JobEdge(
         source_vertex=vid_of[e.source_id],
         target_vertex=vid_of[e.target_id],

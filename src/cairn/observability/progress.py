@@ -15,6 +15,7 @@ from typing import Any, TextIO
 
 from cairn.checkpoint.messages import TaskKey
 from cairn.checkpoint.stats import CheckpointStatsSnapshot
+from cairn.ids import AttemptNumber
 from cairn.observability.metrics import SubtaskMetrics, all_subtask_metrics
 
 
@@ -68,7 +69,7 @@ def checkpoint_progress(snapshot: CheckpointStatsSnapshot | None) -> str:
 
 def format_progress_line(
     status: str,
-    attempt: int,
+    attempt: AttemptNumber,
     source_out: int,
     rate: float,
     processed_in: int,

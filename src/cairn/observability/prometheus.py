@@ -23,6 +23,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from cairn.checkpoint.messages import TaskKey
+from cairn.ids import JobId
 from cairn.observability.metrics import (
     JOB_METRICS,
     SUBTASK_METRICS,
@@ -57,7 +58,7 @@ JOB_PREFIX = "cairn_jobmanager_job_"
 class MetricsFacts:
     """The figures of one job at one moment (``vertex_names``: vertex id → name)."""
 
-    job_id: str
+    job_id: JobId
     job_name: str
     vertex_names: Mapping[int, str]
     subtasks: Mapping[TaskKey, SubtaskMetrics]

@@ -24,6 +24,7 @@ from cairn.checkpoint.stats import (
     SubtaskStats,
 )
 from cairn.checkpoint.storage import read_metadata
+from cairn.ids import CheckpointId
 from cairn.settings import SigningKey
 
 log = logging.getLogger(__name__)
@@ -229,7 +230,7 @@ def retained_details(r: RetainedCheckpoint) -> str:
 
 def checkpoints_report(
     path: str,
-    checkpoint_id: int | None = None,
+    checkpoint_id: CheckpointId | None = None,
     details: bool = False,
     as_json: bool = False,
     storage_options: Mapping[str, Any] | None = None,

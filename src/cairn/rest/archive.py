@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cairn.checkpoint import locations
+from cairn.ids import JobId
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,7 @@ class ArchivedJob:
     {'root-exception': 'E: x'}
     """
 
-    job_id: str
+    job_id: JobId
     views: Mapping[str, Any]
 
     @classmethod
@@ -77,7 +78,7 @@ class ArchivedJob:
     ) -> ArchivedJob:
         """The archive of the job of overview ``row``: ``details`` (``/jobs/:jobid``) and
         ``more`` bodies by their path under it (``checkpoints``, ``exceptions``)."""
-        jid = str(row["jid"])
+        jid = JobId(str(row["jid"]))
         views: dict[str, Any] = {OVERVIEW: {"jobs": [row]}, f"/jobs/{jid}": details}
         views.update({f"/jobs/{jid}/{sub}": body for sub, body in (more or {}).items()})
         return cls(jid, views)
@@ -111,7 +112,7 @@ def encode(job: ArchivedJob) -> bytes:
     return json.dumps({"archive": entries}).encode()
 
 
-def decode(job_id: str, data: bytes) -> ArchivedJob:
+def decode(job_id: JobId, data: bytes) -> ArchivedJob:
     """Parse an archive file of job ``job_id``.
 
     Raises:
@@ -175,7 +176,7 @@ class JobArchive:
             self._loc = locations.resolve(self.directory, self._storage_options)
         return self._loc
 
-    def _path(self, job_id: str) -> str:
+    def _path(self, job_id: JobId) -> str:
         if not is_job_id(job_id):
             raise ValueError(f"not a job id: {job_id!r}")
         return posixpath.join(self._location().path, job_id + SUFFIX)
@@ -231,7 +232,7 @@ class JobArchive:
                 self._scan()
             return self._valid()
 
-    def get(self, job_id: str) -> ArchivedJob | None:
+    def get(self, job_id: JobId) -> ArchivedJob | None:
         """The archive of ``job_id`` (read now if this reader has not seen it yet), or None."""
         if not is_job_id(job_id):
             return None
@@ -296,7 +297,7 @@ class JobArchive:
 
     def _parse(self, name: str, data: bytes) -> ArchivedJob | None:
         try:
-            return decode(name[: -len(SUFFIX)], data)
+            return decode(JobId(name[: -len(SUFFIX)]), data)
         except ValueError as e:
             log.warning("skipping the unreadable job archive %s: %s", self._public(name), e)
             return None

@@ -14,6 +14,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from cairn.ids import JobId
 from cairn.rest.registry import JobEntry, JobRegistry
 
 TIMEOUT_S = 10.0
@@ -32,7 +33,7 @@ class JobEndpoint:
         self._timeout_s = timeout_s
 
     @classmethod
-    def find(cls, job_id: str, registry: JobRegistry | None = None) -> JobEndpoint:
+    def find(cls, job_id: JobId, registry: JobRegistry | None = None) -> JobEndpoint:
         """The endpoint of running job ``job_id``.
 
         Raises:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from cairn.ids import JobId
 from cairn.rest.views import JobFacts
 
 __all__ = ["DRIVER_JOBS", "DriverJobs", "FinishedJob"]
@@ -50,7 +51,7 @@ class DriverJobs:
         self._finished: OrderedDict[str, FinishedJob] = OrderedDict()
         self._max_finished = max_finished
 
-    def running(self, job_id: str, facts: Callable[[], JobFacts]) -> None:
+    def running(self, job_id: JobId, facts: Callable[[], JobFacts]) -> None:
         """List ``job_id`` through ``facts`` until :meth:`finished`."""
         with self._lock:
             self._running[job_id] = facts
@@ -63,7 +64,7 @@ class DriverJobs:
             while len(self._finished) > self._max_finished:
                 self._finished.popitem(last=False)
 
-    def forget(self, job_id: str) -> None:
+    def forget(self, job_id: JobId) -> None:
         with self._lock:
             self._running.pop(job_id, None)
 
@@ -78,7 +79,7 @@ class DriverJobs:
         with self._lock:
             return set(self._running) | set(self._finished)
 
-    def details(self, job_id: str) -> dict[str, Any] | None:
+    def details(self, job_id: JobId) -> dict[str, Any] | None:
         """The final ``/jobs/:jobid`` body of a finished job of this process."""
         with self._lock:
             job = self._finished.get(job_id)

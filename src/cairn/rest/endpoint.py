@@ -36,9 +36,10 @@ from aiohttp import web
 
 from cairn.common.job_status import JobStatus
 from cairn.events import SavepointFormatType
+from cairn.ids import CheckpointId, VertexId
 from cairn.observability import prometheus
+from cairn.observability.doctor.fact_sources import facts_of_master
 from cairn.observability.doctor.rules import diagnose
-from cairn.observability.doctor.sources import facts_of_master
 from cairn.rest import graph_views, metric_views, views
 from cairn.rest.archive import JobArchive, default_archive_dir
 from cairn.rest.job_history import JobHistory
@@ -47,7 +48,7 @@ from cairn.rest.registry import JobEntry, JobRegistry, process_start_time
 from cairn.settings import RestSettings
 
 if TYPE_CHECKING:
-    from cairn.deploy.job_client import JobClient
+    from cairn.deploy.job_master_client import JobClient
 
 log = logging.getLogger(__name__)
 
@@ -317,7 +318,7 @@ class RestEndpoint:
             return other
         stats = self._client.get_checkpoint_statistics()
         raw = request.match_info["checkpointid"]
-        found = stats.get(int(raw)) if stats is not None and raw.isdigit() else None
+        found = stats.get(CheckpointId(int(raw))) if stats is not None and raw.isdigit() else None
         if found is None:
             return _error(404, f"checkpoint {raw} is not in the statistics' history")
         return _json(found.to_dict(details=True))
@@ -410,16 +411,16 @@ class RestEndpoint:
         get = metric_views.requested(request.query.get("get"))
         return web.json_response(metric_views.job_metric_values(self._metrics_facts(), get))
 
-    def _vertex(self, request: web.Request) -> int | web.Response:
+    def _vertex(self, request: web.Request) -> VertexId | web.Response:
         other = self._other_job(request)
         if other is not None:
             return other
         raw = request.match_info["vertexid"]
-        ids = {int(v.id) for v in self._master.graph.vertices}
+        ids = {v.id for v in self._master.graph.vertices}
         if not raw.isdigit() or int(raw) not in ids:
             known = ", ".join(str(i) for i in sorted(ids))
             return _error(404, f"vertex {raw} not found in job {self._master.job_id} ({known})")
-        return int(raw)
+        return VertexId(int(raw))
 
     async def _vertex_metrics(self, request: web.Request) -> web.Response:
         vertex = self._vertex(request)

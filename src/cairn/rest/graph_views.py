@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cairn.ids import JobId
+
 __all__ = ["EdgeFacts", "ExceptionFacts", "exceptions", "job_config", "plan"]
 
 
@@ -29,7 +31,7 @@ class ExceptionFacts:
 
 
 def plan(
-    job_id: str,
+    job_id: JobId,
     name: str,
     vertices: Sequence[tuple[int, str, int]],
     edges: Sequence[EdgeFacts],
@@ -64,7 +66,7 @@ def plan(
     return {"jid": job_id, "name": name, "type": "STREAMING", "nodes": nodes}
 
 
-def job_config(job_id: str, name: str, configuration: Mapping[str, str]) -> dict[str, Any]:
+def job_config(job_id: JobId, name: str, configuration: Mapping[str, str]) -> dict[str, Any]:
     """``/jobs/:jobid/config``: the keys the user set (secrets already masked by the caller).
 
     >>> job_config("j", "n", {"b": "2", "a": "1"})["execution-config"]["user-config"]

@@ -18,6 +18,7 @@ from typing import Any
 
 from aiohttp import web
 
+from cairn.ids import JobId
 from cairn.rest import views
 from cairn.rest.archive import ArchivedJob, JobArchive
 from cairn.rest.driver_jobs import DRIVER_JOBS, FinishedJob
@@ -33,7 +34,7 @@ Handler = Callable[[web.Request], Any]
 class JobHistory:
     """The other jobs as endpoint ``own_job_id`` lists and serves them (its event loop)."""
 
-    def __init__(self, own_job_id: str, registry: JobRegistry, archive: JobArchive) -> None:
+    def __init__(self, own_job_id: JobId, registry: JobRegistry, archive: JobArchive) -> None:
         self._own = own_job_id
         self._machine = MachineJobs(registry)
         self.archive = archive
@@ -73,7 +74,7 @@ class JobHistory:
     async def serve_ended(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         """GET of another job's path: its final body if it ended (else the handler's 404)."""
         match = _JOB_PATH.match(request.path)
-        jid = match.group(1) if match else None
+        jid = JobId(match.group(1)) if match else None
         if request.method != "GET" or jid is None or jid in (self._own, "overview"):
             return await handler(request)  # type: ignore[no-any-return]
         details = DRIVER_JOBS.details(jid)

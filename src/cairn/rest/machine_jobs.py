@@ -16,6 +16,7 @@ from typing import Any
 
 import aiohttp
 
+from cairn.ids import VertexId
 from cairn.rest.registry import JobEntry, JobRegistry
 from cairn.rest.views import JobFacts, VertexFacts
 
@@ -44,7 +45,10 @@ def facts_of_details(entry: JobEntry, body: dict[str, Any], now_ms: int) -> JobF
         now_ms=now_ms,
         vertices=tuple(
             VertexFacts(
-                int(v["id"]), str(v["name"]), int(v["parallelism"]), int(v["maxParallelism"])
+                VertexId(int(v["id"])),
+                str(v["name"]),
+                int(v["parallelism"]),
+                int(v["maxParallelism"]),
             )
             for v in body.get("vertices", [])
         ),

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from cairn.ids import VertexId
 from cairn.observability.metrics import JOB_METRICS, SUBTASK_METRICS, backpressure_level
 from cairn.observability.prometheus import MetricsFacts
 
@@ -62,7 +63,7 @@ def job_metric_values(facts: MetricsFacts, get: Sequence[str] | None) -> list[di
 
 
 def vertex_metric_values(
-    facts: MetricsFacts, vertex_id: int, get: Sequence[str] | None
+    facts: MetricsFacts, vertex_id: VertexId, get: Sequence[str] | None
 ) -> list[dict[str, str]]:
     """``GET /jobs/:jobid/vertices/:vertexid/metrics``: ``<subtask>.<name>`` per subtask,
     and ``<subtask>.<operator>.<name>`` for the metrics user functions registered."""
@@ -83,7 +84,7 @@ AGGREGATIONS = ("min", "max", "avg", "sum")  # Flink's MetricsAggregationParamet
 
 def aggregated_subtask_metrics(
     facts: MetricsFacts,
-    vertex_id: int,
+    vertex_id: VertexId,
     get: Sequence[str] | None,
     agg: Sequence[str] | None = None,
     user_only: bool = False,
@@ -119,14 +120,16 @@ def aggregated_subtask_metrics(
     return _aggregated(values, [n for n in get if n in values], agg)
 
 
-def user_metric_aggregates(facts: MetricsFacts, vertex_id: int) -> list[dict[str, Any]]:
+def user_metric_aggregates(facts: MetricsFacts, vertex_id: VertexId) -> list[dict[str, Any]]:
     """Every user metric of the vertex aggregated over its subtasks, by id (the web UI's
     table, in one pass: ``aggregated_subtask_metrics`` with every user id and aggregation)."""
     values = _subtask_values(facts, vertex_id, user_only=True)
     return _aggregated(values, sorted(values), None)
 
 
-def _subtask_values(facts: MetricsFacts, vertex_id: int, user_only: bool) -> dict[str, list[float]]:
+def _subtask_values(
+    facts: MetricsFacts, vertex_id: VertexId, user_only: bool
+) -> dict[str, list[float]]:
     """Per metric id (no subtask in it), the values of the vertex's subtasks reporting it."""
     values: dict[str, list[float]] = {}
     for key, m in facts.subtasks.items():
@@ -152,7 +155,9 @@ def _aggregated(
     return answer
 
 
-def vertex_io_metrics(facts: MetricsFacts, parallelism: Mapping[int, int]) -> dict[int, Any]:
+def vertex_io_metrics(
+    facts: MetricsFacts, parallelism: Mapping[VertexId, int]
+) -> dict[VertexId, Any]:
     """Flink's ``metrics`` block of each vertex in ``/jobs/:jobid`` (``IOMetricsInfo``): sums
     over its subtasks; ``*-complete`` says whether every subtask (``parallelism``) reported.
 
@@ -162,16 +167,16 @@ def vertex_io_metrics(facts: MetricsFacts, parallelism: Mapping[int, int]) -> di
     >>> from cairn.runtime.reports import TaskMetrics
     >>> m = subtask_metrics(TaskMetrics(7, 5, elapsed_ms=100.0, busy_ms=60.0, bytes_in=700))
     >>> facts = MetricsFacts("j", "n", {}, {TaskKey(VertexId(1), 0): m}, job_metrics(None, 0))
-    >>> io = vertex_io_metrics(facts, {1: 2})[1]
+    >>> io = vertex_io_metrics(facts, {VertexId(1): 2})[1]
     >>> io["read-bytes"], io["read-records"], io["write-records"], io["read-bytes-complete"]
     (700, 7, 5, False)
     >>> io["accumulated-busy-time"], io["accumulated-idle-time"]
     (60, 40)
     """
-    sums: dict[int, dict[str, float]] = {v: {} for v in parallelism}
-    reported: dict[int, int] = dict.fromkeys(parallelism, 0)
+    sums: dict[VertexId, dict[str, float]] = {v: {} for v in parallelism}
+    reported: dict[VertexId, int] = dict.fromkeys(parallelism, 0)
     for key, m in facts.subtasks.items():
-        vertex = int(key.vertex_id)
+        vertex = key.vertex_id
         if vertex not in sums:
             continue
         reported[vertex] += 1
@@ -186,7 +191,7 @@ def vertex_io_metrics(facts: MetricsFacts, parallelism: Mapping[int, int]) -> di
             ("accumulated-busy-time", m.accumulated_busy_ms),
         ):
             total[name] = total.get(name, 0.0) + value
-    result: dict[int, Any] = {}
+    result: dict[VertexId, Any] = {}
     for vertex, total in sums.items():
         complete = reported[vertex] >= parallelism[vertex]
         block: dict[str, Any] = {}
@@ -199,7 +204,7 @@ def vertex_io_metrics(facts: MetricsFacts, parallelism: Mapping[int, int]) -> di
     return result
 
 
-def backpressure(facts: MetricsFacts, vertex_id: int, now_ms: int) -> dict[str, Any]:
+def backpressure(facts: MetricsFacts, vertex_id: VertexId, now_ms: int) -> dict[str, Any]:
     """``GET /jobs/:jobid/vertices/:vertexid/backpressure`` (Flink's shape: ratios in [0, 1]
     of the last reporting window; the vertex's level is its worst subtask's)."""
     subtasks = []

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 import psutil
 
 from cairn.common.exceptions import ConfigurationError
+from cairn.ids import JobId
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ class JobEntry:
     """One running job as the registry lists it (``token`` is None when the endpoint does
     not require one: ``cairn.rest.token.enabled: false``)."""
 
-    job_id: str
+    job_id: JobId
     name: str
     endpoint: str  # e.g. http://127.0.0.1:40123
     start_time_ms: int
@@ -57,7 +58,7 @@ class JobEntry:
         """
         data = json.loads(text)
         return cls(
-            job_id=str(data["job_id"]),
+            job_id=JobId(str(data["job_id"])),
             name=str(data["name"]),
             endpoint=str(data["endpoint"]),
             start_time_ms=int(data["start_time_ms"]),
@@ -119,7 +120,7 @@ class JobRegistry:
         self.directory = directory or default_registry_dir()
         self._process_start = process_start
 
-    def _path(self, job_id: str) -> str:
+    def _path(self, job_id: JobId) -> str:
         if not job_id or "/" in job_id or job_id.startswith("."):
             raise ValueError(f"not a job id: {job_id!r}")
         return os.path.join(self.directory, job_id + _SUFFIX)
@@ -141,7 +142,7 @@ class JobRegistry:
                 pass
             raise
 
-    def unregister(self, job_id: str) -> None:
+    def unregister(self, job_id: JobId) -> None:
         """Remove the job's entry (a missing one is fine)."""
         try:
             os.unlink(self._path(job_id))
@@ -179,7 +180,7 @@ class JobRegistry:
             entries.append(entry)
         return sorted(entries, key=lambda e: (e.start_time_ms, e.job_id))
 
-    def find(self, job_id: str) -> JobEntry | None:
+    def find(self, job_id: JobId) -> JobEntry | None:
         """The running job ``job_id``, or None."""
         for entry in self.running_jobs():
             if entry.job_id == job_id:

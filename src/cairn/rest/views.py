@@ -12,10 +12,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cairn.ids import JobId, VertexId
+
 
 @dataclass(frozen=True)
 class VertexFacts:
-    id: int
+    id: VertexId
     name: str
     parallelism: int
     max_parallelism: int
@@ -27,7 +29,7 @@ class JobFacts:
     as Flink reports it; ``endpoint``: the URL of the endpoint serving the job when it is not
     the one answering, i.e. a job of another driver)."""
 
-    job_id: str
+    job_id: JobId
     name: str
     state: str  # a JobStatus name: RUNNING, FINISHED, ...
     start_ms: int
@@ -98,7 +100,7 @@ def jobs_list(jobs: Sequence[JobFacts]) -> dict[str, Any]:
     return {"jobs": [{"id": j.job_id, "status": j.state} for j in jobs]}
 
 
-def job_details(job: JobFacts, io: Mapping[int, Any] | None = None) -> dict[str, Any]:
+def job_details(job: JobFacts, io: Mapping[VertexId, Any] | None = None) -> dict[str, Any]:
     """``GET /jobs/:jobid`` (the fields Cairn knows; vertices in topological order, each with
     Flink's ``metrics`` block from ``io`` by vertex id when given)."""
     details = {

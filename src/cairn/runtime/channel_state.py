@@ -21,9 +21,12 @@ from cairn.checkpoint.handles import (
     StateFileWriter,
     StreamRange,
 )
+from cairn.ids import CheckpointId, SubtaskIndex
 from cairn.state.snapshot_format import assemble_file, decode_section, read_sections
 
 CHANNEL_STATE_MAGIC = b"CAIRN-CHANNEL-STATE-1\n"
+
+NOT_RECORDED = CheckpointId(-1)  # HeldBatch.recorded_for of records in no channel state
 
 
 class HeldBatch:
@@ -32,12 +35,17 @@ class HeldBatch:
     Two sources: the rest of a batch the task processed only partly (so that a priority
     barrier can be handled between two slices), and in-flight data replayed on restore.
     ``recorded_for`` is the unaligned checkpoint that already holds these records in its
-    channel state (-1: none), so that they are not recorded twice.
+    channel state (``NOT_RECORDED``: none), so that they are not recorded twice.
     """
 
     __slots__ = ("recorded_for", "records", "replayed")
 
-    def __init__(self, records: list[Any], recorded_for: int = -1, replayed: bool = False) -> None:
+    def __init__(
+        self,
+        records: list[Any],
+        recorded_for: CheckpointId = NOT_RECORDED,
+        replayed: bool = False,
+    ) -> None:
         self.records = records
         self.recorded_for = recorded_for
         self.replayed = replayed
@@ -81,7 +89,9 @@ class ChannelStateRecorder:
         "persisted_bytes",
     )
 
-    def __init__(self, checkpoint_id: int, num_channels: int, channels: Container[int]) -> None:
+    def __init__(
+        self, checkpoint_id: CheckpointId, num_channels: int, channels: Container[int]
+    ) -> None:
         self.checkpoint_id = checkpoint_id
         self.num_channels = num_channels
         # Live set of channels whose consumed input is recorded (the handler's view).
@@ -145,10 +155,10 @@ def read_channel_state(
 
 
 def channel_state_for_subtask(
-    handles: Mapping[int, InputChannelStateHandle | None],
+    handles: Mapping[SubtaskIndex, InputChannelStateHandle | None],
     old_parallelism: int,
     new_parallelism: int,
-    subtask_index: int,
+    subtask_index: SubtaskIndex,
     num_channels: int,
     what: str,
 ) -> InputChannelStateHandle | None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cairn.graph.transformations import PartitionKind
+from cairn.ids import OperatorUid
 from cairn.settings import MAX_FRAME_SIZE_KEY
 
 PICKLE_PROTOCOL = 5
@@ -32,7 +33,7 @@ class EdgeLabel:
     """The producing operator (the last of its chain) and the edge it sends on."""
 
     operator_name: str
-    operator_uid: str
+    operator_uid: OperatorUid
     target: str  # the consuming vertex's name
     partition: PartitionKind
 

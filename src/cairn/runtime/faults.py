@@ -13,6 +13,8 @@ import os
 import signal
 from dataclasses import dataclass
 
+from cairn.ids import AttemptNumber, CheckpointId
+
 POINTS = (
     "processing",  # after the task consumed `records` input records
     "after-barrier",  # barrier forwarded, synchronous snapshot taken, before acknowledgement
@@ -33,12 +35,15 @@ class InjectedFailure(ConnectionError):
     """An injected error at one of ``FAILING_POINTS`` (e.g. the job master is unreachable)."""
 
 
+_FIRST_ATTEMPT = AttemptNumber(0)
+
+
 @dataclass(frozen=True)
 class FaultSpec:
     point: str
-    attempt: int = 0
-    checkpoint: int | None = None
-    subtask: int | None = None
+    attempt: AttemptNumber = _FIRST_ATTEMPT
+    checkpoint: CheckpointId | None = None
+    subtask: int | None = None  # a subtask index, or a worker index at worker points
     vertex: str | None = None  # substring of the vertex name
     records: int = 0
 
@@ -54,8 +59,10 @@ def parse_faults(text: str) -> tuple[FaultSpec, ...]:
         specs.append(
             FaultSpec(
                 point=point,
-                attempt=int(fields.pop("attempt", 0)),
-                checkpoint=int(fields["checkpoint"]) if "checkpoint" in fields else None,
+                attempt=AttemptNumber(int(fields.pop("attempt", 0))),
+                checkpoint=CheckpointId(int(fields["checkpoint"]))
+                if "checkpoint" in fields
+                else None,
                 subtask=int(fields["subtask"]) if "subtask" in fields else None,
                 vertex=fields.get("vertex"),
                 records=int(fields.get("records", 0)),
@@ -65,7 +72,9 @@ def parse_faults(text: str) -> tuple[FaultSpec, ...]:
 
 
 class FaultInjector:
-    def __init__(self, specs: tuple[FaultSpec, ...], attempt: int, hard_kill: bool) -> None:
+    def __init__(
+        self, specs: tuple[FaultSpec, ...], attempt: AttemptNumber, hard_kill: bool
+    ) -> None:
         self._specs = [s for s in specs if s.attempt == attempt]
         self._hard_kill = hard_kill
 
@@ -78,7 +87,7 @@ class FaultInjector:
         point: str,
         vertex_name: str,
         subtask: int,
-        checkpoint_id: int | None = None,
+        checkpoint_id: CheckpointId | None = None,
         records: int = 0,
     ) -> None:
         for spec in self._specs:

@@ -2,7 +2,7 @@
 
 Invariant: reports are immutable values that name the deployment attempt of their sender, so
 the job master can drop late reports of an attempt it already cancelled; the runtime defines
-them, the deploy layer carries them (``cairn.deploy.protocol``).
+them, the deploy layer carries them (``cairn.deploy.control_messages``).
 """
 
 from __future__ import annotations
@@ -11,19 +11,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from cairn.checkpoint.messages import TaskKey
+from cairn.ids import AttemptNumber
 
 __all__ = ["CollectedResults", "SourceExhausted", "TaskFinished", "TaskMetrics"]
 
 
 @dataclass(frozen=True)
 class SourceExhausted:
-    attempt: int
+    attempt: AttemptNumber
     task: TaskKey
 
 
 @dataclass(frozen=True)
 class TaskFinished:
-    attempt: int
+    attempt: AttemptNumber
     task: TaskKey
     metrics: TaskMetrics | None = None  # the task's final counters
 
@@ -61,7 +62,7 @@ class CollectedResults:
     ``dedup_key`` makes delivery idempotent when a restored subtask re-sends them.
     """
 
-    attempt: int
+    attempt: AttemptNumber
     transformation_id: int
     dedup_key: tuple[int, int, int] | None  # (subtask, checkpoint id, sequence)
     records: list[Any]

@@ -53,7 +53,7 @@ class CheckpointServices(Protocol):
         """Run ``fn`` on a snapshot thread."""
         ...
 
-    def state_writer(self, checkpoint_id: int) -> StateFileWriter: ...
+    def state_writer(self, checkpoint_id: CheckpointId) -> StateFileWriter: ...
 
 
 class SubtaskCheckpointCoordinator:
@@ -104,7 +104,7 @@ class SubtaskCheckpointCoordinator:
         self._recorder: ChannelStateRecorder | None = None
         # Batches overtaken by the barrier being delivered: (channel, checkpoint, batches).
         self._overtaken: tuple[int, int, list[Any]] | None = None
-        self._acks: dict[int, UnalignedAcknowledgement] = {}
+        self._acks: dict[CheckpointId, UnalignedAcknowledgement] = {}
 
     def record_channels_of(self, recording_view: Container[int]) -> None:
         """The handler's live view of its recording channels (unaligned checkpoints only)."""
@@ -145,7 +145,7 @@ class SubtaskCheckpointCoordinator:
     def init_inputs_checkpoint(self, barrier: CheckpointBarrier, recording: frozenset[int]) -> None:
         gate = self._gate
         assert gate is not None
-        cid = int(barrier.checkpoint_id)
+        cid = barrier.checkpoint_id
         recorder = ChannelStateRecorder(cid, len(gate.channels), self._recording_view)
         overtaken = self._overtaken
         if overtaken is not None and overtaken[1] == cid:
@@ -179,7 +179,9 @@ class SubtaskCheckpointCoordinator:
 
     # -- the task's calls ------------------------------------------------------------------
 
-    def barrier_overtook(self, channel: int, checkpoint_id: int, batches: list[Any]) -> None:
+    def barrier_overtook(
+        self, channel: int, checkpoint_id: CheckpointId, batches: list[Any]
+    ) -> None:
         """``channel``'s barrier ``checkpoint_id``, about to be delivered, overtook ``batches``:
         channel state if its checkpoint is (this channel recording) or becomes unaligned (the
         handler calls ``init_inputs_checkpoint`` during the delivery), else kept queued only.
@@ -209,7 +211,7 @@ class SubtaskCheckpointCoordinator:
     ) -> None:
         """Pre-barrier hooks, forward ``barrier``, take the synchronous snapshot; the
         asynchronous part writes the state and acknowledges (or declines)."""
-        cid = int(barrier.checkpoint_id)
+        cid = barrier.checkpoint_id
         checkpoint_id = barrier.checkpoint_id
         key, services, faults = self._key, self._services, self._faults
         send: Callable[[Mapping[Any, OperatorSubtaskState], SubtaskCheckpointMetrics], None]
@@ -287,7 +289,7 @@ class SubtaskCheckpointCoordinator:
 
         services.submit_async(run_async)
 
-    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+    def notify_checkpoint_complete(self, checkpoint_id: CheckpointId) -> None:
         faults, name, index = self._faults, self._vertex_name, self._key.subtask_index
         if faults.active:
             faults.check("before-commit", name, index, checkpoint_id)
@@ -298,7 +300,7 @@ class SubtaskCheckpointCoordinator:
             faults.check("after-commit", name, index, checkpoint_id)
 
     def notify_checkpoint_aborted(
-        self, checkpoint_id: int, reason: CheckpointFailureReason
+        self, checkpoint_id: CheckpointId, reason: CheckpointFailureReason
     ) -> None:
         log.debug("%s: checkpoint %d aborted: %s", self._task_name, checkpoint_id, reason.name)
         for op in self._operators:

@@ -33,7 +33,7 @@ from cairn.events import (
     WatermarkStatus,
 )
 from cairn.graph.job_graph import JobVertex
-from cairn.ids import CheckpointId
+from cairn.ids import AttemptNumber, CheckpointId, JobId
 from cairn.runtime.barriers import BarrierHandler, create_barrier_handler
 from cairn.runtime.barriers.api import (
     Announcement,
@@ -41,7 +41,7 @@ from cairn.runtime.barriers.api import (
     UnalignedBarrierHandlerActions,
 )
 from cairn.runtime.barriers.unaligned import UnalignedBarrierHandler
-from cairn.runtime.channel_state import HeldBatch
+from cairn.runtime.channel_state import NOT_RECORDED, HeldBatch
 from cairn.runtime.channels import DEFAULT_CAPACITY
 from cairn.runtime.debloat import BufferDebloater, DebloatConfig
 from cairn.runtime.eventtime.stamped import StampedBatch, slice_batch
@@ -65,8 +65,8 @@ SOURCE_BATCH = 1024
 class TaskServices(CheckpointServices, Protocol):
     """What a task needs of the worker that runs it."""
 
-    attempt: int
-    job_id: str
+    attempt: AttemptNumber
+    job_id: JobId
 
     def wake(self) -> None: ...
 
@@ -284,7 +284,7 @@ class StreamTask:
             if recorder is not None and channel in recorder.channels:
                 recorded_for = recorder.checkpoint_id  # recorded when it was taken
             else:
-                recorded_for = held.recorded_for if held is not None else -1
+                recorded_for = held.recorded_for if held is not None else NOT_RECORDED
             replayed = held.replayed if held is not None else False
             gate.put_back(channel, HeldBatch(rest, recorded_for, replayed))
 
@@ -363,7 +363,7 @@ class StreamTask:
         jumped (channel state if its checkpoint is, or becomes, unaligned)."""
         handler, gate = self.handler, self.gate
         assert handler is not None and gate is not None
-        cid = int(barrier.checkpoint_id)
+        cid = barrier.checkpoint_id
         if cid <= handler.last_barrier_id(channel):
             # Taken in order after a newer barrier of its channel overtook it.
             log.debug("%s: dropping stale barrier %d on channel %d", self.name, cid, channel)
@@ -507,11 +507,11 @@ class StreamTask:
         """A stop-with-savepoint failed: the source polls again (the job goes on)."""
         self.source_suspended = False
 
-    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+    def notify_checkpoint_complete(self, checkpoint_id: CheckpointId) -> None:
         self.checkpoints.notify_checkpoint_complete(checkpoint_id)
 
     def notify_checkpoint_aborted(
-        self, checkpoint_id: int, reason: CheckpointFailureReason
+        self, checkpoint_id: CheckpointId, reason: CheckpointFailureReason
     ) -> None:
         """The coordinator aborted ``checkpoint_id`` for ``reason``: stop aligning or
         recording it here (the handler declines it downstream), then tell the operators."""

@@ -30,7 +30,7 @@ from cairn.datastream.state import (
     ValueState,
     ValueStateDescriptor,
 )
-from cairn.ids import CheckpointId
+from cairn.ids import CheckpointId, SubtaskIndex
 from cairn.state.broadcast_state import BroadcastMapState
 from cairn.state.key_groups import KeyGroupRange
 
@@ -110,9 +110,7 @@ class KeyedStateBackend(Protocol):
 
     def pop_due_event_timers(self, watermark_ms: int) -> list[tuple[int, Any]]: ...
 
-    def snapshot(
-        self, checkpoint_id: CheckpointId | int, *, canonical: bool = False
-    ) -> KeyedSnapshot:
+    def snapshot(self, checkpoint_id: CheckpointId, *, canonical: bool = False) -> KeyedSnapshot:
         """Synchronous part of a checkpoint; returns the asynchronous part.
 
         ``canonical`` (savepoints): write the heap backend's format (``snapshot_format``)
@@ -123,7 +121,7 @@ class KeyedStateBackend(Protocol):
     def restore(self, handles: Sequence[AnyKeyedStateHandle], reader: StateFileReader) -> None:
         """Load the key groups of this backend's range from any number of old subtasks."""
 
-    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+    def notify_checkpoint_complete(self, checkpoint_id: CheckpointId) -> None:
         """``checkpoint_id`` completed (an incremental backend may now reuse its files)."""
 
     def dispose(self) -> None: ...
@@ -144,13 +142,13 @@ class OperatorStateBackend(Protocol):
         """Broadcast state: on restore subtask ``i`` gets old subtask ``i mod old_n``'s copy."""
         ...
 
-    def snapshot(self, checkpoint_id: CheckpointId | int) -> OperatorSnapshot: ...
+    def snapshot(self, checkpoint_id: CheckpointId) -> OperatorSnapshot: ...
 
     def restore(
         self,
-        old_states: Mapping[int, Sequence[OperatorStateHandle]],
+        old_states: Mapping[SubtaskIndex, Sequence[OperatorStateHandle]],
         old_parallelism: int,
-        subtask_index: int,
+        subtask_index: SubtaskIndex,
         parallelism: int,
         reader: StateFileReader,
     ) -> None: ...

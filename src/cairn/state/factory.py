@@ -13,6 +13,7 @@ import re
 import shutil
 import tempfile
 
+from cairn.ids import AttemptNumber, JobId
 from cairn.settings import StateBackendKind, StateSettings
 from cairn.state.api import KeyedStateBackend
 from cairn.state.heap_backend import HeapKeyedStateBackend
@@ -26,7 +27,7 @@ log = logging.getLogger(__name__)
 _ATTEMPT = re.compile(r"^attempt-(\d+)$")
 
 
-def rocksdb_attempt_dir(settings: StateSettings, job_id: str, attempt: int) -> str:
+def rocksdb_attempt_dir(settings: StateSettings, job_id: JobId, attempt: AttemptNumber) -> str:
     """Where the RocksDB backends of one attempt of a job keep their working directories.
 
     >>> rocksdb_attempt_dir(StateSettings(), "j1", 2).endswith("cairn-rocksdb-j1/attempt-2")
@@ -41,8 +42,8 @@ def create_keyed_backend(
     key_group_range: KeyGroupRange,
     max_parallelism: int,
     *,
-    job_id: str,
-    attempt: int,
+    job_id: JobId,
+    attempt: AttemptNumber,
     name: str,
 ) -> KeyedStateBackend:
     """The keyed backend of one subtask of one operator (``name`` prefixes its files)."""
@@ -65,7 +66,9 @@ def create_keyed_backend(
     )
 
 
-def clean_local_state(settings: StateSettings, job_id: str, attempt: int, *, ending: bool) -> None:
+def clean_local_state(
+    settings: StateSettings, job_id: JobId, attempt: AttemptNumber, *, ending: bool
+) -> None:
     """Remove local RocksDB directories of this job that nobody uses any more.
 
     Starting (``ending=False``): the directories of earlier attempts (a killed worker never

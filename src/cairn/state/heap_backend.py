@@ -288,9 +288,7 @@ class HeapKeyedStateBackend(KeyContextOwner, KeyedStateBackend):
 
     # --------------------------------------------------------------------------- snapshot
 
-    def snapshot(
-        self, checkpoint_id: CheckpointId | int, *, canonical: bool = False
-    ) -> KeyedSnapshot:
+    def snapshot(self, checkpoint_id: CheckpointId, *, canonical: bool = False) -> KeyedSnapshot:
         """Copy the state now (synchronous part); the result writes it (asynchronous part).
 
         The heap's own format is the canonical one, so ``canonical`` changes nothing.
@@ -401,7 +399,7 @@ class HeapKeyedStateBackend(KeyContextOwner, KeyedStateBackend):
         for domain, entries in section["timers"].items():
             self._timers[domain].add_all(entries, kg)
 
-    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+    def notify_checkpoint_complete(self, checkpoint_id: CheckpointId) -> None:
         """Nothing to do: every heap snapshot is complete in itself."""
 
     def dispose(self) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 
 from cairn.checkpoint.handles import OperatorStateHandle, StateFileReader, StateFileWriter
 from cairn.datastream.state import ListState, ListStateDescriptor, MapStateDescriptor
-from cairn.ids import CheckpointId
+from cairn.ids import CheckpointId, SubtaskIndex
 from cairn.state.api import OperatorSnapshot
 from cairn.state.broadcast_state import BROADCAST, BroadcastMapState
 from cairn.state.errors import StateMigrationError, StateRestoreError
@@ -127,7 +127,7 @@ class DefaultOperatorStateBackend:
     def state_names(self) -> list[str]:
         return [*self._states, *self._broadcast]
 
-    def snapshot(self, checkpoint_id: CheckpointId | int) -> OperatorSnapshot:
+    def snapshot(self, checkpoint_id: CheckpointId) -> OperatorSnapshot:
         """Copy the lists now (synchronous part); the result writes them (asynchronous part)."""
         lists: dict[str, list[Any]] = {n: s._values for n, s in self._states.items() if len(s)}
         modes = {n: s.mode for n, s in self._states.items()}
@@ -151,9 +151,9 @@ class DefaultOperatorStateBackend:
 
     def restore(
         self,
-        old_states: Mapping[int, Sequence[OperatorStateHandle]],
+        old_states: Mapping[SubtaskIndex, Sequence[OperatorStateHandle]],
         old_parallelism: int,
-        subtask_index: int,
+        subtask_index: SubtaskIndex,
         parallelism: int,
         reader: StateFileReader,
     ) -> None:

@@ -4,8 +4,8 @@ Flink's State Processor API is Java-only; Cairn runs on Spark, so its savepoints
 written by Spark jobs, in parallel by key group, in the heap backend's canonical format.
 
 Layers, bottom up: ``errors`` → ``columns`` (type infos → Spark types, value conversions) →
-``plan`` (pure: which task reads or writes which key groups) → ``sections`` (what one task
-does with keyed state sections) → ``reader`` (``SavepointReader``) and ``writer``
+``key_group_slices`` (pure: which task reads or writes which key groups) → ``sections``
+(what one task does with keyed state sections) → ``reader`` (``SavepointReader``) and ``writer``
 (``SavepointWriter``). The package sits beside ``cairn.runtime``: it builds on the
 checkpoint and state layers and on nothing that runs jobs.
 

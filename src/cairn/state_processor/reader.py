@@ -37,7 +37,7 @@ from cairn.state_processor.errors import (
     UnknownStateError,
     ValueTypeError,
 )
-from cairn.state_processor.plan import (
+from cairn.state_processor.key_group_slices import (
     KeyedSlice,
     default_parallelism,
     heap_format_handles,

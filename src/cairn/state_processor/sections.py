@@ -34,7 +34,7 @@ from cairn.state.snapshot_format import (
 )
 from cairn.state.ttl import unwrap_ttl_table
 from cairn.state_processor.errors import StateProcessorError, UnknownStateError
-from cairn.state_processor.plan import KeyedSlice
+from cairn.state_processor.key_group_slices import KeyedSlice
 
 __all__ = [
     "SliceTables",

@@ -35,13 +35,13 @@ from cairn.checkpoint.metadata import (
 )
 from cairn.checkpoint.storage import load_checkpoint, open_reader, open_writer, publish_metadata
 from cairn.datastream.state import MapStateDescriptor, StateDescriptor
-from cairn.ids import CheckpointId, JobId, OperatorUid
+from cairn.ids import CheckpointId, JobId, OperatorUid, SubtaskIndex
 from cairn.settings import DEFAULT_MAX_PARALLELISM, SigningKey
 from cairn.state.key_groups import check_parallelism
 from cairn.state.schema import schema_of
 from cairn.state_processor.columns import Column, column_accepts, from_spark, spark_column
 from cairn.state_processor.errors import StateProcessorError, ValueTypeError
-from cairn.state_processor.plan import (
+from cairn.state_processor.key_group_slices import (
     KeyedSlice,
     default_parallelism,
     heap_format_handles,
@@ -400,10 +400,10 @@ class SavepointWriter:
         log.info("writing state of %r: %d tasks, max parallelism %d", op.uid, parallelism, maxp)
         written = rows.partitionBy(parallelism, _identity).mapPartitionsWithIndex(task).collect()
         keyed = dict(written)
-        subtasks: dict[int, OperatorSubtaskState] = {}
+        subtasks: dict[SubtaskIndex, OperatorSubtaskState] = {}
         written_schema = {i.spec.name: i.schema for i in op.inputs}
         old_subtasks = {} if base is None else dict(base.subtasks)
-        for index in range(parallelism):
+        for index in map(SubtaskIndex, range(parallelism)):
             old = _renamed(old_subtasks.get(index, OperatorSubtaskState()), renamed)
             handle = keyed.get(index)
             schema = {n: sc for n, sc in old.keyed_schema.items() if n not in written_schema}

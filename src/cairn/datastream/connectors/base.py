@@ -12,13 +12,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cairn.ids import AttemptNumber, CheckpointId, JobId, SubtaskIndex
+
 
 @dataclass(frozen=True)
 class SourceReaderContext:
-    subtask_index: int
+    subtask_index: SubtaskIndex
     parallelism: int
-    attempt_number: int
-    job_id: str
+    attempt_number: AttemptNumber
+    job_id: JobId
 
 
 class SourceReader(ABC):
@@ -34,7 +36,7 @@ class SourceReader(ABC):
         """
 
     @abstractmethod
-    def snapshot_state(self, checkpoint_id: int) -> list[Any]:
+    def snapshot_state(self, checkpoint_id: CheckpointId) -> list[Any]:
         """Split states that resume reading right after the last record returned.
 
         Elements must be picklable; on restore they are redistributed across subtasks
@@ -50,7 +52,7 @@ class SourceReader(ABC):
         """
         return None
 
-    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:  # noqa: B027
+    def notify_checkpoint_complete(self, checkpoint_id: CheckpointId) -> None:  # noqa: B027
         """The checkpoint completed on every task (optional hook)."""
 
     def close(self) -> None:  # noqa: B027
@@ -78,10 +80,10 @@ class Source(ABC):
 
 @dataclass(frozen=True)
 class SinkWriterContext:
-    subtask_index: int
+    subtask_index: SubtaskIndex
     parallelism: int
-    attempt_number: int
-    job_id: str
+    attempt_number: AttemptNumber
+    job_id: JobId
 
 
 class SinkWriter(ABC):
@@ -94,7 +96,7 @@ class SinkWriter(ABC):
         for record in records:
             self.write(record)
 
-    def prepare_commit(self, checkpoint_id: int) -> list[Any]:
+    def prepare_commit(self, checkpoint_id: CheckpointId) -> list[Any]:
         """Pre-commit at a checkpoint barrier (or at end of input).
 
         Make everything written so far durable but not yet visible, and return picklable
@@ -103,7 +105,7 @@ class SinkWriter(ABC):
         """
         return []
 
-    def snapshot_state(self, checkpoint_id: int) -> list[Any]:
+    def snapshot_state(self, checkpoint_id: CheckpointId) -> list[Any]:
         """Writer state to restore with (e.g. part counters); picklable elements."""
         return []
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cairn.datastream.connectors.base import Source, SourceReader, SourceReaderContext
+from cairn.ids import CheckpointId
 
 __all__ = ["CollectionSource", "CollectionSplit"]
 
@@ -71,7 +72,7 @@ class CollectionReader(SourceReader):
         self._next = stop
         return batch
 
-    def snapshot_state(self, checkpoint_id: int) -> list[CollectionSplit]:
+    def snapshot_state(self, checkpoint_id: CheckpointId) -> list[CollectionSplit]:
         if self._next is None or self._next >= len(self._elements):
             return []
         return [CollectionSplit(self._next)]

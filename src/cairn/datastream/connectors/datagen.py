@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cairn.datastream.connectors.base import Source, SourceReader, SourceReaderContext
+from cairn.ids import CheckpointId
 
 __all__ = [
     "DataGenSplit",
@@ -369,5 +370,5 @@ class DataGeneratorReader(SourceReader):
             return None
         return self._limiter.seconds_until_ready(self._wanted)
 
-    def snapshot_state(self, checkpoint_id: int) -> list[DataGenSplit]:
+    def snapshot_state(self, checkpoint_id: CheckpointId) -> list[DataGenSplit]:
         return list(self._splits)

@@ -32,6 +32,7 @@ from cairn.datastream.connectors.file_sink_config import (
     PartFileInfo,
     RollingPolicy,
 )
+from cairn.ids import CheckpointId
 
 __all__ = [
     "BulkFormatBuilder",
@@ -309,7 +310,7 @@ class FileSinkWriter(SinkWriter):
         unstrip = self._fs.unstrip_protocol
         self._pending.append(FileSinkCommittable(unstrip(part.in_progress), unstrip(part.final)))
 
-    def prepare_commit(self, checkpoint_id: int) -> list[FileSinkCommittable]:
+    def prepare_commit(self, checkpoint_id: CheckpointId) -> list[FileSinkCommittable]:
         for bucket in list(self._parts):
             self._roll(bucket)
         committables, self._pending = self._pending, []

@@ -19,6 +19,7 @@ from cairn.clock import Clock, MonotonicClock
 from cairn.common.time import Duration
 from cairn.datastream.connectors.base import Source, SourceReader, SourceReaderContext
 from cairn.datastream.connectors.formats import StreamFormat, TextLineReader
+from cairn.ids import CheckpointId
 
 __all__ = ["FileSource", "FileSourceBuilder", "FileSplitState", "StaticFileSet"]
 
@@ -243,7 +244,7 @@ class FileSourceReader(SourceReader):
         self._current_handle = None
         self._current = None
 
-    def snapshot_state(self, checkpoint_id: int) -> list[FileSplitState]:
+    def snapshot_state(self, checkpoint_id: CheckpointId) -> list[FileSplitState]:
         return [self._files[p] for p in sorted(self._files)]
 
     def close(self) -> None:

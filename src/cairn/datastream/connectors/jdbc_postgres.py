@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from cairn.datastream.connectors.base import Committer, SinkWriter, SinkWriterContext
 from cairn.datastream.connectors.jdbc_sql import record_parameters
+from cairn.ids import CheckpointId
 
 if TYPE_CHECKING:
     from cairn.datastream.connectors.jdbc import ExactlyOnceJdbcSink, JdbcSink
@@ -290,7 +291,7 @@ class TransactionalWriter(_BufferedWriter):
         self._conn.tpc_begin(gid)
         self._conn.execute("SELECT 1")  # the BEGIN goes out now, on a connection that works
 
-    def prepare_commit(self, checkpoint_id: int) -> list[JdbcTransaction]:
+    def prepare_commit(self, checkpoint_id: CheckpointId) -> list[JdbcTransaction]:
         import psycopg
 
         self._send()

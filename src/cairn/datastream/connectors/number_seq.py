@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cairn.datastream.connectors.base import Source, SourceReader, SourceReaderContext
+from cairn.ids import CheckpointId
 
 __all__ = ["NumberSequenceSource", "NumberSequenceSplit"]
 
@@ -96,5 +97,5 @@ class NumberSequenceReader(SourceReader):
             self._splits[0] = NumberSequenceSplit(split.split_id, stop, split.end)
         return batch
 
-    def snapshot_state(self, checkpoint_id: int) -> list[NumberSequenceSplit]:
+    def snapshot_state(self, checkpoint_id: CheckpointId) -> list[NumberSequenceSplit]:
         return list(self._splits)

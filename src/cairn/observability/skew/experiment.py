@@ -36,6 +36,7 @@ from typing import Any
 
 from cairn.datastream.functions import CheckpointedFunction, MapFunction, SinkFunction
 from cairn.datastream.state import ListStateDescriptor
+from cairn.ids import CheckpointId
 from cairn.observability.skew.samples import CheckpointSample
 
 __all__ = [
@@ -234,14 +235,14 @@ def run_variant(
     run = VariantRun(variant)
     client = env.execute_async(f"cairn-demo-skew-{variant}")
     master_ = client.job_master
-    seen: dict[int, CheckpointSample] = {}
+    seen: dict[CheckpointId, CheckpointSample] = {}
 
     def collect() -> None:
         snapshot = client.get_checkpoint_statistics()
         if snapshot is None:
             return
         for checkpoint in snapshot.history:  # the newest 10: poll often enough
-            seen[int(checkpoint.checkpoint_id)] = CheckpointSample.from_stats(checkpoint)
+            seen[checkpoint.checkpoint_id] = CheckpointSample.from_stats(checkpoint)
 
     try:
         deadline = time.monotonic() + 180

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cairn.checkpoint.stats import CheckpointStats, CheckpointStatus, Summary
+from cairn.ids import CheckpointId
 
 __all__ = ["HEADERS", "CheckpointSample", "SkewRow", "format_table", "summarize", "table_rows"]
 
@@ -26,7 +27,7 @@ class CheckpointSample:
     120
     """
 
-    checkpoint_id: int
+    checkpoint_id: CheckpointId
     status: str  # COMPLETED | FAILED | IN_PROGRESS
     end_to_end_ms: int
     alignment_ms: int = 0  # the slowest subtask's first-to-last barrier time
@@ -39,7 +40,7 @@ class CheckpointSample:
     def from_stats(cls, stats: CheckpointStats) -> CheckpointSample:
         metrics = [s.metrics for s in stats.subtasks.values()]
         return cls(
-            checkpoint_id=int(stats.checkpoint_id),
+            checkpoint_id=stats.checkpoint_id,
             status=stats.status.value,
             end_to_end_ms=stats.end_to_end_duration_ms,
             alignment_ms=max((m.alignment_duration_ms for m in metrics), default=0),
@@ -96,7 +97,7 @@ def summarize(
     >>> row.completed, row.in_progress, row.e2e_p50_ms, row.e2e_max_ms, row.alignment_max_ms
     (2, 1, 7000, 9000, 30)
     """
-    latest: dict[int, CheckpointSample] = {}
+    latest: dict[CheckpointId, CheckpointSample] = {}
     for item in samples:
         sample = item if isinstance(item, CheckpointSample) else CheckpointSample.from_stats(item)
         seen = latest.get(sample.checkpoint_id)

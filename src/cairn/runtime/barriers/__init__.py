@@ -11,7 +11,7 @@ Layers, bottom up:
   ``runtime.subtask_checkpoint.SubtaskCheckpointCoordinator``; the ``BarrierHandler`` /
   ``RecordingBarrierHandler`` interfaces the task drives, ``Announcement``,
   ``AlignmentStats``, ``IllegalBarrierEventError``); ``inputs``: per-channel checks;
-- ``states``: Flink's state machine (``WaitingForFirstBarrier`` <-> ``CollectingBarriers``);
+- ``handler_states``: Flink's state machine (``WaitingForFirstBarrier`` <-> ``CollectingBarriers``);
   ``alternating``: the ``Alternating*`` states that switch a checkpoint to unaligned;
 - ``aligned`` (``AlignedBarrierHandler``, exactly-once), ``unaligned``
   (``UnalignedBarrierHandler``: unaligned checkpoints and the aligned-checkpoint timeout) and

@@ -18,14 +18,14 @@ from cairn.runtime.barriers.api import (
     BarrierHandlerActions,
     IllegalBarrierEventError,
 )
-from cairn.runtime.barriers.inputs import InputChannels
-from cairn.runtime.barriers.states import (
+from cairn.runtime.barriers.handler_states import (
     BarrierHandlerState,
     ChannelState,
     WaitingForFirstBarrier,
 )
+from cairn.runtime.barriers.inputs import InputChannels
 
-_NONE = -1  # "no checkpoint yet"; real ids are >= 0
+_NONE = CheckpointId(-1)  # "no checkpoint yet"; real ids are >= 0
 
 
 class AlignedBarrierHandler:
@@ -78,7 +78,7 @@ class AlignedBarrierHandler:
 
     @property
     def latest_checkpoint_id(self) -> CheckpointId | None:
-        return None if self._current_id == _NONE else CheckpointId(self._current_id)
+        return None if self._current_id == _NONE else self._current_id
 
     @property
     def is_aligning(self) -> bool:
@@ -91,7 +91,7 @@ class AlignedBarrierHandler:
     def is_blocked(self, channel: int) -> bool:
         return self._channels.is_blocked(channel)
 
-    def last_barrier_id(self, channel: int) -> int:
+    def last_barrier_id(self, channel: int) -> CheckpointId:
         return self._inputs.last_barrier_id(channel)
 
     @property
@@ -172,7 +172,7 @@ class AlignedBarrierHandler:
         self._pending_barrier = None
         self._aligned.clear()
 
-    def _abort_up_to(self, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
+    def _abort_up_to(self, checkpoint_id: CheckpointId, reason: CheckpointFailureReason) -> None:
         """Abort ``checkpoint_id`` unless already closed; a pending older one is subsumed."""
         if checkpoint_id < self._current_id or (
             checkpoint_id == self._current_id and not self.is_aligning
@@ -183,15 +183,15 @@ class AlignedBarrierHandler:
             self._abort(self._current_id, CheckpointFailureReason.CHECKPOINT_DECLINED_SUBSUMED)
         self._abort(checkpoint_id, reason)
 
-    def _abort(self, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
+    def _abort(self, checkpoint_id: CheckpointId, reason: CheckpointFailureReason) -> None:
         # Raising current id with no aligned channel makes later barriers of it obsolete.
         self._current_id = max(self._current_id, checkpoint_id)
         self._last_closed_id = max(self._last_closed_id, checkpoint_id)
         self._pending_barrier = None
         self._aligned.clear()
         self._target_count = 0
-        self._state = self._state.abort(CheckpointId(checkpoint_id))
-        self._actions.abort_checkpoint(CheckpointId(checkpoint_id), reason)
+        self._state = self._state.abort(checkpoint_id)
+        self._actions.abort_checkpoint(checkpoint_id, reason)
 
     def _trigger(self, barrier: CheckpointBarrier) -> None:
         now = self._clock.now_ms()

@@ -28,7 +28,7 @@ from abc import abstractmethod
 
 from cairn.events import AlignmentMode, CheckpointBarrier
 from cairn.ids import CheckpointId
-from cairn.runtime.barriers.states import BarrierHandlerState, StateController
+from cairn.runtime.barriers.handler_states import BarrierHandlerState, StateController
 
 
 def as_unaligned(barrier: CheckpointBarrier) -> CheckpointBarrier:

@@ -180,7 +180,7 @@ class BarrierHandler(Protocol):
         """True if the task must not poll ``channel`` now."""
         ...
 
-    def last_barrier_id(self, channel: int) -> int:
+    def last_barrier_id(self, channel: int) -> CheckpointId:
         """The highest barrier id ``channel`` delivered (-1 before any): the one record of
         it. A barrier not above it is stale (an unaligned barrier overtook it); delivering
         one raises ``IllegalBarrierEventError``."""

@@ -8,6 +8,7 @@ before any book is changed.
 from __future__ import annotations
 
 from cairn.events import CheckpointBarrier
+from cairn.ids import CheckpointId
 from cairn.runtime.barriers.api import IllegalBarrierEventError
 
 
@@ -22,7 +23,7 @@ class InputChannels:
                 f"a barrier handler needs at least one input channel, got {num_channels}"
             )
         self._finished = [False] * num_channels
-        self._last_barrier_id = [-1] * num_channels
+        self._last_barrier_id = [CheckpointId(-1)] * num_channels
         self.num_open = num_channels
 
     @property
@@ -33,7 +34,7 @@ class InputChannels:
         """True if ``channel`` has not delivered its end of partition yet."""
         return not self._finished[channel]
 
-    def last_barrier_id(self, channel: int) -> int:
+    def last_barrier_id(self, channel: int) -> CheckpointId:
         """The highest barrier id ``channel`` delivered, -1 before its first."""
         return self._last_barrier_id[channel]
 

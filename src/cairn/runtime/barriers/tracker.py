@@ -20,7 +20,7 @@ from cairn.runtime.barriers.inputs import InputChannels
 MAX_CHECKPOINTS_TO_TRACK = 50
 """Pending checkpoints kept at most (Flink's bound); the oldest is declined beyond it."""
 
-_NONE = -1
+_NONE = CheckpointId(-1)
 _NOTHING_BLOCKED: frozenset[int] = frozenset()
 _SUBSUMED = CheckpointFailureReason.CHECKPOINT_DECLINED_SUBSUMED
 _CANCELLED = CheckpointFailureReason.CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER
@@ -30,7 +30,7 @@ _CANCELLED = CheckpointFailureReason.CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER
 class _PendingCheckpoint:
     """Channels heard from for one checkpoint; aborted entries only absorb stragglers."""
 
-    checkpoint_id: int
+    checkpoint_id: CheckpointId
     target_count: int  # open channels when the entry was created
     barrier: CheckpointBarrier | None  # None for an entry created by a cancel or an abort
     first_barrier_ms: int = 0
@@ -72,7 +72,9 @@ class BarrierTracker:
         self._actions = actions
         self._clock = clock
         self._max_pending = max_pending
-        self._pending: dict[int, _PendingCheckpoint] = {}  # ascending ids (insertion order)
+        self._pending: dict[
+            CheckpointId, _PendingCheckpoint
+        ] = {}  # ascending ids (insertion order)
         self._latest_id = _NONE  # highest id seen by barrier, cancel marker or abort
         self._last_triggered_id = _NONE
 
@@ -92,7 +94,7 @@ class BarrierTracker:
 
     @property
     def latest_checkpoint_id(self) -> CheckpointId | None:
-        return None if self._latest_id == _NONE else CheckpointId(self._latest_id)
+        return None if self._latest_id == _NONE else self._latest_id
 
     @property
     def is_aligning(self) -> bool:
@@ -101,7 +103,7 @@ class BarrierTracker:
     @property
     def pending_checkpoint_ids(self) -> tuple[CheckpointId, ...]:
         """Checkpoints that saw some but not all barriers and are not aborted, ascending."""
-        return tuple(CheckpointId(e.checkpoint_id) for e in self._pending.values() if not e.aborted)
+        return tuple(e.checkpoint_id for e in self._pending.values() if not e.aborted)
 
     @property
     def blocked_channels(self) -> frozenset[int]:
@@ -110,7 +112,7 @@ class BarrierTracker:
     def is_blocked(self, channel: int) -> bool:
         return False
 
-    def last_barrier_id(self, channel: int) -> int:
+    def last_barrier_id(self, channel: int) -> CheckpointId:
         return self._inputs.last_barrier_id(channel)
 
     @property
@@ -147,7 +149,7 @@ class BarrierTracker:
             entry = self._add(cancelled_id, None)
         if not entry.aborted:
             entry.aborted = True
-            self._actions.abort_checkpoint(CheckpointId(cancelled_id), _CANCELLED)
+            self._actions.abort_checkpoint(cancelled_id, _CANCELLED)
         # Still count the channel, so the entry goes away once every channel reported.
         entry.seen.add(channel)
         if entry.is_complete:
@@ -178,7 +180,9 @@ class BarrierTracker:
 
     # -- books ----------------------------------------------------------------------------
 
-    def _add(self, checkpoint_id: int, barrier: CheckpointBarrier | None) -> _PendingCheckpoint:
+    def _add(
+        self, checkpoint_id: CheckpointId, barrier: CheckpointBarrier | None
+    ) -> _PendingCheckpoint:
         entry = _PendingCheckpoint(
             checkpoint_id=checkpoint_id,
             target_count=self._inputs.num_open,
@@ -190,16 +194,16 @@ class BarrierTracker:
         if len(self._pending) > self._max_pending:
             oldest = self._pending.pop(next(iter(self._pending)))
             if not oldest.aborted:
-                self._actions.abort_checkpoint(CheckpointId(oldest.checkpoint_id), _SUBSUMED)
+                self._actions.abort_checkpoint(oldest.checkpoint_id, _SUBSUMED)
         return entry
 
-    def _drop_older_than(self, checkpoint_id: int) -> None:
+    def _drop_older_than(self, checkpoint_id: CheckpointId) -> None:
         for older_id in list(self._pending):
             if older_id >= checkpoint_id:
                 break
             older = self._pending.pop(older_id)
             if not older.aborted:
-                self._actions.abort_checkpoint(CheckpointId(older_id), _SUBSUMED)
+                self._actions.abort_checkpoint(older_id, _SUBSUMED)
 
     def _complete(self, entry: _PendingCheckpoint) -> None:
         del self._pending[entry.checkpoint_id]

@@ -25,7 +25,7 @@ from cairn.runtime.barriers.api import (
     UnalignedBarrierHandlerActions,
 )
 
-_NONE = -1
+_NONE = CheckpointId(-1)
 _ALIGNED = AlignmentMode.ALIGNED
 _UNALIGNED = AlignmentMode.UNALIGNED
 
@@ -149,7 +149,7 @@ class UnalignedBarrierHandler(AlignedBarrierHandler):
 
     @property
     def recording_checkpoint_id(self) -> CheckpointId | None:
-        return None if self._recording_id == _NONE else CheckpointId(self._recording_id)
+        return None if self._recording_id == _NONE else self._recording_id
 
     @property
     def recording_channels(self) -> frozenset[int]:
@@ -255,9 +255,9 @@ class UnalignedBarrierHandler(AlignedBarrierHandler):
         if recording_id != _NONE:
             self._recording_id = _NONE
             self._recording.clear()
-            self._unaligned_actions.all_barriers_received(CheckpointId(recording_id))
+            self._unaligned_actions.all_barriers_received(recording_id)
 
-    def _abort(self, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
+    def _abort(self, checkpoint_id: CheckpointId, reason: CheckpointFailureReason) -> None:
         # Stop recording before the task hears of the abort, so it sees a consistent handler.
         self._deadline_ms = None
         self._recording_id = _NONE

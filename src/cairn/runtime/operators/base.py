@@ -32,6 +32,7 @@ from cairn.events import (
     WatermarkStatus,
 )
 from cairn.graph.job_graph import OperatorNode
+from cairn.ids import AttemptNumber, CheckpointId, JobId, SubtaskIndex
 from cairn.runtime.user_metrics import UserMetricRegistry
 from cairn.state.api import KeyedStateBackend, OperatorStateBackend
 from cairn.state.errors import StateMigrationError
@@ -50,11 +51,11 @@ class WorkerServices(Protocol):
 class OperatorContext:
     node: OperatorNode
     task_name: str
-    subtask_index: int
+    subtask_index: SubtaskIndex
     parallelism: int
     max_parallelism: int
-    attempt: int
-    job_id: str
+    attempt: AttemptNumber
+    job_id: JobId
     output: Output
     operator_backend: OperatorStateBackend
     keyed_backend: KeyedStateBackend | None
@@ -99,7 +100,7 @@ class OperatorRestore:
     """All subtask states of one operator in the checkpoint we restore from."""
 
     old_parallelism: int
-    subtasks: dict[int, OperatorSubtaskState]
+    subtasks: dict[SubtaskIndex, OperatorSubtaskState]
     reader: StateFileReader
 
 
@@ -190,7 +191,7 @@ class StreamOperator:
     def open(self) -> None:
         pass
 
-    def notify_backend_checkpoint_complete(self, checkpoint_id: int) -> None:
+    def notify_backend_checkpoint_complete(self, checkpoint_id: CheckpointId) -> None:
         """Tell the keyed state backend (before ``notify_checkpoint_complete``)."""
         ctx = getattr(self, "ctx", None)  # set by ``setup``
         if ctx is not None and ctx.keyed_backend is not None:
@@ -231,12 +232,12 @@ class StreamOperator:
 
     # -------------------------------------------------------------------- checkpoints
 
-    def prepare_snapshot_pre_barrier(self, checkpoint_id: int) -> None:
+    def prepare_snapshot_pre_barrier(self, checkpoint_id: CheckpointId) -> None:
         """Called before the barrier is forwarded (may still emit records)."""
 
     def snapshot_state(
         self,
-        checkpoint_id: int,
+        checkpoint_id: CheckpointId,
         timestamp_ms: int,
         options: CheckpointOptions = DEFAULT_CHECKPOINT_OPTIONS,
     ) -> OperatorSnapshot:
@@ -249,8 +250,8 @@ class StreamOperator:
         op = self.ctx.operator_backend.snapshot(checkpoint_id)
         return OperatorSnapshot(keyed=keyed, operator=op, keyed_schema=dict(self.ctx.keyed_schema))
 
-    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+    def notify_checkpoint_complete(self, checkpoint_id: CheckpointId) -> None:
         pass
 
-    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+    def notify_checkpoint_aborted(self, checkpoint_id: CheckpointId) -> None:
         pass

@@ -10,6 +10,7 @@ from typing import Any
 
 from cairn.datastream import functions as fn_api
 from cairn.datastream.state import StateDescriptor
+from cairn.ids import AttemptNumber, CheckpointId, SubtaskIndex
 from cairn.runtime.operators.base import OperatorContext
 from cairn.runtime.user_metrics import UserMetricGroup
 from cairn.state.api import KeyedStateBackend, OperatorStateBackend
@@ -43,10 +44,10 @@ class StreamingRuntimeContext(fn_api.RuntimeContext):
     def get_max_number_of_parallel_subtasks(self) -> int:
         return self._ctx.max_parallelism
 
-    def get_index_of_this_subtask(self) -> int:
+    def get_index_of_this_subtask(self) -> SubtaskIndex:
         return self._ctx.subtask_index
 
-    def get_attempt_number(self) -> int:
+    def get_attempt_number(self) -> AttemptNumber:
         return self._ctx.attempt
 
     def get_task_name_with_subtasks(self) -> str:
@@ -115,11 +116,11 @@ class FunctionInitializationContextImpl:
 
 
 class FunctionSnapshotContextImpl:
-    def __init__(self, checkpoint_id: int, timestamp_ms: int) -> None:
+    def __init__(self, checkpoint_id: CheckpointId, timestamp_ms: int) -> None:
         self._id = checkpoint_id
         self._ts = timestamp_ms
 
-    def get_checkpoint_id(self) -> int:
+    def get_checkpoint_id(self) -> CheckpointId:
         return self._id
 
     def get_checkpoint_timestamp(self) -> int:

@@ -21,6 +21,7 @@ from cairn.datastream.time_domain import TimeDomain
 from cairn.events import DEFAULT_CHECKPOINT_OPTIONS, CheckpointOptions
 from cairn.graph.job_graph import OperatorNode
 from cairn.graph.transformations import OperatorKind
+from cairn.ids import CheckpointId
 from cairn.runtime.eventtime.stamped import StampedBatch, stamp
 from cairn.runtime.keyed_batch import key_groups_of
 from cairn.runtime.operators.base import OperatorSnapshot
@@ -149,7 +150,7 @@ class KeyedOperatorBase(UserFunctionOperator):
 
     def snapshot_state(
         self,
-        checkpoint_id: int,
+        checkpoint_id: CheckpointId,
         timestamp_ms: int,
         options: CheckpointOptions = DEFAULT_CHECKPOINT_OPTIONS,
     ) -> OperatorSnapshot:

@@ -12,12 +12,13 @@ from typing import Any
 from cairn.datastream.connectors.base import Committer, SinkWriter, SinkWriterContext
 from cairn.datastream.state import ListStateDescriptor
 from cairn.events import DEFAULT_CHECKPOINT_OPTIONS, CheckpointOptions
+from cairn.ids import CheckpointId
 from cairn.runtime.eventtime.stamped import StampedBatch
 from cairn.runtime.operators.base import OperatorRestore, OperatorSnapshot, StreamOperator
 from cairn.runtime.operators.user_function import UserFunctionOperator, resolve_method
 from cairn.runtime.reports import CollectedResults
 
-END_OF_INPUT_CHECKPOINT = 2**62
+END_OF_INPUT_CHECKPOINT = CheckpointId(2**62)
 
 
 class _SinkContext:
@@ -84,7 +85,7 @@ class SinkOperator(StreamOperator):
         self._committables = backend.get_union_list_state(
             ListStateDescriptor("_cairn_sink_committables", None)
         )
-        self._pending: dict[int, list[Any]] = {}
+        self._pending: dict[CheckpointId, list[Any]] = {}
         self.committer: Committer | None = sink.create_committer()
         c = self.ctx
         self._writer_context = SinkWriterContext(
@@ -112,7 +113,7 @@ class SinkOperator(StreamOperator):
         if due is not None and due <= now_ms:
             self.writer.flush(False)
 
-    def prepare_snapshot_pre_barrier(self, checkpoint_id: int) -> None:
+    def prepare_snapshot_pre_barrier(self, checkpoint_id: CheckpointId) -> None:
         self.writer.flush(False)
         if self.committer is not None:
             committables = self.writer.prepare_commit(checkpoint_id)
@@ -121,7 +122,7 @@ class SinkOperator(StreamOperator):
 
     def snapshot_state(
         self,
-        checkpoint_id: int,
+        checkpoint_id: CheckpointId,
         timestamp_ms: int,
         options: CheckpointOptions = DEFAULT_CHECKPOINT_OPTIONS,
     ) -> OperatorSnapshot:
@@ -132,7 +133,7 @@ class SinkOperator(StreamOperator):
         )
         return super().snapshot_state(checkpoint_id, timestamp_ms, options)
 
-    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+    def notify_checkpoint_complete(self, checkpoint_id: CheckpointId) -> None:
         if self.committer is None:
             return
         for cid in sorted(k for k in self._pending if k <= checkpoint_id):
@@ -166,7 +167,7 @@ class CollectSinkOperator(StreamOperator):
             ListStateDescriptor("_cairn_collect_pending", None)
         )
         self._buffer: list[Any] = []
-        self._pending: dict[int, list[Any]] = {}
+        self._pending: dict[CheckpointId, list[Any]] = {}
         if restore is not None and self.ctx.subtask_index == 0:
             for subtask, cid, records in sorted(self._state.get() or [], key=lambda e: e[:2]):
                 self._send(records, (subtask, cid, 0))
@@ -185,14 +186,14 @@ class CollectSinkOperator(StreamOperator):
             self._send(self._buffer, None)
             self._buffer = []
 
-    def prepare_snapshot_pre_barrier(self, checkpoint_id: int) -> None:
+    def prepare_snapshot_pre_barrier(self, checkpoint_id: CheckpointId) -> None:
         if self._buffer:
             self._pending[checkpoint_id] = self._buffer
             self._buffer = []
 
     def snapshot_state(
         self,
-        checkpoint_id: int,
+        checkpoint_id: CheckpointId,
         timestamp_ms: int,
         options: CheckpointOptions = DEFAULT_CHECKPOINT_OPTIONS,
     ) -> OperatorSnapshot:
@@ -206,7 +207,7 @@ class CollectSinkOperator(StreamOperator):
         )
         return super().snapshot_state(checkpoint_id, timestamp_ms, options)
 
-    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+    def notify_checkpoint_complete(self, checkpoint_id: CheckpointId) -> None:
         for cid in sorted(k for k in self._pending if k <= checkpoint_id):
             self._send(self._pending.pop(cid), (self.ctx.subtask_index, cid, 0))
 

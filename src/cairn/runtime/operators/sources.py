@@ -19,6 +19,7 @@ from cairn.datastream.connectors.base import Source, SourceReader, SourceReaderC
 from cairn.datastream.state import ListStateDescriptor
 from cairn.events import DEFAULT_CHECKPOINT_OPTIONS, CheckpointOptions
 from cairn.graph.job_graph import OperatorNode
+from cairn.ids import CheckpointId
 from cairn.runtime.operators.base import OperatorRestore, OperatorSnapshot
 from cairn.runtime.operators.timestamps import PeriodicWatermarks
 from cairn.runtime.operators.user_function import UserFunctionOperator
@@ -104,14 +105,14 @@ class SourceOperator(UserFunctionOperator):
 
     def snapshot_state(
         self,
-        checkpoint_id: int,
+        checkpoint_id: CheckpointId,
         timestamp_ms: int,
         options: CheckpointOptions = DEFAULT_CHECKPOINT_OPTIONS,
     ) -> OperatorSnapshot:
         self._splits_state.update(list(self.reader.snapshot_state(checkpoint_id)))
         return super().snapshot_state(checkpoint_id, timestamp_ms, options)
 
-    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+    def notify_checkpoint_complete(self, checkpoint_id: CheckpointId) -> None:
         self.reader.notify_checkpoint_complete(checkpoint_id)
 
     def close(self) -> None:

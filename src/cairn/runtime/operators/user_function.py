@@ -11,6 +11,7 @@ from typing import Any
 
 from cairn.events import DEFAULT_CHECKPOINT_OPTIONS, CheckpointOptions
 from cairn.graph.job_graph import OperatorNode
+from cairn.ids import CheckpointId
 from cairn.runtime.operators.base import OperatorRestore, OperatorSnapshot, StreamOperator
 from cairn.runtime.operators.contexts import (
     FunctionInitializationContextImpl,
@@ -63,7 +64,7 @@ class UserFunctionOperator(StreamOperator):
 
     def snapshot_state(
         self,
-        checkpoint_id: int,
+        checkpoint_id: CheckpointId,
         timestamp_ms: int,
         options: CheckpointOptions = DEFAULT_CHECKPOINT_OPTIONS,
     ) -> OperatorSnapshot:
@@ -71,12 +72,12 @@ class UserFunctionOperator(StreamOperator):
             self.function.snapshot_state(FunctionSnapshotContextImpl(checkpoint_id, timestamp_ms))
         return super().snapshot_state(checkpoint_id, timestamp_ms, options)
 
-    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+    def notify_checkpoint_complete(self, checkpoint_id: CheckpointId) -> None:
         hook = getattr(self.function, "notify_checkpoint_complete", None)
         if callable(hook):
             hook(checkpoint_id)
 
-    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+    def notify_checkpoint_aborted(self, checkpoint_id: CheckpointId) -> None:
         hook = getattr(self.function, "notify_checkpoint_aborted", None)
         if callable(hook):
             hook(checkpoint_id)

@@ -156,8 +156,8 @@ class RocksDBKeyedStateBackend(KeyContextOwner, KeyedStateBackend):
         self._backend_id = uuid.uuid4().hex
         # Incremental: SST files of the newest completed checkpoint (reused by the next
         # snapshots), and those of snapshots not yet known to be complete, by checkpoint.
-        self._confirmed: tuple[int | None, dict[str, RocksDBStateFile]] = (None, {})
-        self._uploaded: dict[int, dict[str, RocksDBStateFile]] = {}
+        self._confirmed: tuple[CheckpointId | None, dict[str, RocksDBStateFile]] = (None, {})
+        self._uploaded: dict[CheckpointId, dict[str, RocksDBStateFile]] = {}
         self._uploaded_lock = threading.Lock()
         self._file_prefix = file_prefix
         root = local_dir or tempfile.gettempdir()
@@ -332,9 +332,7 @@ class RocksDBKeyedStateBackend(KeyContextOwner, KeyedStateBackend):
 
     # --------------------------------------------------------------------------- snapshot
 
-    def snapshot(
-        self, checkpoint_id: CheckpointId | int, *, canonical: bool = False
-    ) -> KeyedSnapshot:
+    def snapshot(self, checkpoint_id: CheckpointId, *, canonical: bool = False) -> KeyedSnapshot:
         """Freeze the write caches and start the checkpoint of the database (synchronous
         part); the result uploads it, or (``canonical``, savepoints: the checkpoint taken
         here) writes its state in the heap backend's format."""
@@ -357,7 +355,6 @@ class RocksDBKeyedStateBackend(KeyContextOwner, KeyedStateBackend):
         native = self._gate.start(work)
         prefix = f"{self._file_prefix}keyed-kg{key_range.start}-{key_range.end}-"
         base_id, base = self._confirmed
-        cid = int(checkpoint_id)
 
         def write(writer: StateFileWriter) -> RocksDBKeyedStateHandle:
             try:
@@ -376,7 +373,7 @@ class RocksDBKeyedStateBackend(KeyContextOwner, KeyedStateBackend):
                 shutil.rmtree(local, ignore_errors=True)
             if self._incremental:
                 with self._uploaded_lock:
-                    self._uploaded[cid] = {f.name: f for f in handle.shared_files()}
+                    self._uploaded[checkpoint_id] = {f.name: f for f in handle.shared_files()}
             return handle
 
         return write
@@ -416,7 +413,7 @@ class RocksDBKeyedStateBackend(KeyContextOwner, KeyedStateBackend):
                 if self._db.has_column_family(name):
                     self._db.column_family(name).compact_range(None, None)
 
-    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+    def notify_checkpoint_complete(self, checkpoint_id: CheckpointId) -> None:
         """Checkpoint ``checkpoint_id`` completed: later snapshots may reuse its SST files
         (never those of a checkpoint not known to be complete: it may be discarded)."""
         with self._uploaded_lock:

@@ -24,6 +24,7 @@ from cairn.checkpoint.handles import (
     StateFileReader,
     StateFileWriter,
 )
+from cairn.ids import CheckpointId
 from cairn.state.errors import CorruptStateError
 from cairn.state.key_groups import KeyGroupRange
 
@@ -57,7 +58,7 @@ def upload(
     *,
     reuse: Mapping[str, RocksDBStateFile] | None = None,
     backend_id: str = "",
-    base_checkpoint_id: int | None = None,
+    base_checkpoint_id: CheckpointId | None = None,
     threads: int = DEFAULT_TRANSFER_THREADS,
 ) -> RocksDBKeyedStateHandle:
     """Write the files of the local checkpoint ``local_dir``; the handle lists them.

@@ -14,7 +14,7 @@ from functools import cached_property
 from cairn.checkpoint.messages import TaskKey
 from cairn.graph.job_graph import JobEdge, JobGraph
 from cairn.graph.transformations import PartitionKind
-from cairn.ids import SubtaskIndex, VertexId
+from cairn.ids import SubtaskIndex
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,8 +44,8 @@ class ExecutionPlan:
                     ChannelSpec(
                         len(channels),
                         edge,
-                        TaskKey(VertexId(src.id), SubtaskIndex(i)),
-                        TaskKey(VertexId(dst.id), SubtaskIndex(j)),
+                        TaskKey(src.id, SubtaskIndex(i)),
+                        TaskKey(dst.id, SubtaskIndex(j)),
                     )
                 )
         self.channels: tuple[ChannelSpec, ...] = tuple(channels)
@@ -56,7 +56,7 @@ class ExecutionPlan:
     @cached_property
     def all_tasks(self) -> tuple[TaskKey, ...]:
         return tuple(
-            TaskKey(VertexId(v.id), SubtaskIndex(i))
+            TaskKey(v.id, SubtaskIndex(i))
             for v in self.graph.vertices
             for i in range(v.parallelism)
         )

@@ -12,7 +12,7 @@ import pytest
 
 from cairn.checkpoint.messages import TaskKey
 from cairn.datastream import StreamExecutionEnvironment
-from cairn.deploy.plan import ChannelSpec, ExecutionPlan
+from cairn.deploy.execution_plan import ChannelSpec, ExecutionPlan
 from cairn.graph.job_graph import JobGraph, build_job_graph
 from cairn.graph.transformations import PartitionKind
 from cairn.ids import SubtaskIndex, VertexId

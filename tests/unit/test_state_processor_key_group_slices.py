@@ -18,7 +18,7 @@ from cairn.state.heap_backend import HeapKeyedStateBackend
 from cairn.state.key_groups import KeyGroupRange, assign_to_key_group, key_group_range_for_subtask
 from cairn.state_processor.columns import column_accepts, from_spark, spark_column, to_spark
 from cairn.state_processor.errors import StateProcessorError, UnknownStateError, ValueTypeError
-from cairn.state_processor.plan import plan_keyed_slices, route
+from cairn.state_processor.key_group_slices import plan_keyed_slices, route
 from cairn.state_processor.sections import (
     SliceTables,
     StateSpec,
@@ -184,7 +184,7 @@ def test_column_acceptance() -> None:
     "name",
     [
         "cairn.state_processor.columns",
-        "cairn.state_processor.plan",
+        "cairn.state_processor.key_group_slices",
         "cairn.state_processor.sections",
     ],
 )
@@ -216,7 +216,7 @@ def test_storage_writes_state_files_and_publishes_metadata_once(tmp_path: Any) -
 def test_state_of_the_rocksdb_backend_is_refused_with_the_operator_named() -> None:
     from cairn.checkpoint.handles import RocksDBKeyedStateHandle
     from cairn.state_processor.errors import StateProcessorError
-    from cairn.state_processor.plan import heap_format_handles
+    from cairn.state_processor.key_group_slices import heap_format_handles
 
     rocks = RocksDBKeyedStateHandle(0, 127, (), 0)
     with pytest.raises(StateProcessorError, match=r"'sums'.*RocksDB state backend"):

@@ -15,6 +15,7 @@ from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.checkpoint.messages import TaskKey
 from cairn.deploy.initialization import WorkerInitialization
 from cairn.events import CheckpointBarrier
+from cairn.ids import AttemptNumber, CheckpointId, JobId
 from cairn.runtime.reports import CollectedResults, SourceExhausted, TaskFinished, TaskMetrics
 
 __all__ = [  # the runtime's reports are part of the protocol: re-exported
@@ -30,7 +31,7 @@ __all__ = [  # the runtime's reports are part of the protocol: re-exported
 
 @dataclass(frozen=True)
 class RegisterWorker:
-    attempt: int
+    attempt: AttemptNumber
     worker_index: int
     data_address: tuple[str, int]
     pid: int
@@ -42,14 +43,14 @@ class WorkerRunning:
     """State restored, operators opened: the worker processes records now (and how long its
     start and restore took)."""
 
-    attempt: int
+    attempt: AttemptNumber
     worker_index: int
     initialization: WorkerInitialization | None = None
 
 
 @dataclass(frozen=True)
 class TaskFailed:
-    attempt: int
+    attempt: AttemptNumber
     task: TaskKey | None
     error_type: str
     message: str
@@ -61,7 +62,7 @@ class TaskFailed:
 
 @dataclass(frozen=True)
 class MetricsReport:
-    attempt: int
+    attempt: AttemptNumber
     worker_index: int
     tasks: Mapping[TaskKey, TaskMetrics]
 
@@ -71,7 +72,7 @@ class WorkerOutput:
     """Whole lines a local-mode Spark worker printed (``output_forwarding``), for the driver's
     stdout."""
 
-    attempt: int
+    attempt: AttemptNumber
     worker_index: int
     text: str
 
@@ -91,12 +92,12 @@ class TriggerCheckpoint:
 
 @dataclass(frozen=True)
 class NotifyCheckpointComplete:
-    checkpoint_id: int
+    checkpoint_id: CheckpointId
 
 
 @dataclass(frozen=True)
 class NotifyCheckpointAborted:
-    checkpoint_id: int
+    checkpoint_id: CheckpointId
     reason: CheckpointFailureReason
 
 
@@ -120,15 +121,15 @@ class Shutdown:
 @dataclass(frozen=True)
 class RestoreInfo:
     checkpoint_dir: str
-    checkpoint_id: int
+    checkpoint_id: CheckpointId
 
 
 @dataclass(frozen=True)
 class WorkerLaunch:
     """Everything a worker needs to start; travels inside the Spark closure."""
 
-    job_id: str
-    attempt: int
+    job_id: JobId
+    attempt: AttemptNumber
     num_workers: int
     master_address: tuple[str, int]
     secret: bytes

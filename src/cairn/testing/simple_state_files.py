@@ -23,10 +23,12 @@ __all__ = ["DirectoryStateFiles", "MemoryStateFiles"]
 class DirectoryStateFiles:
     """State files in one local directory (a checkpoint directory)."""
 
-    def __init__(self, directory: str | os.PathLike[str], checkpoint_id: int = 1) -> None:
+    def __init__(
+        self, directory: str | os.PathLike[str], checkpoint_id: CheckpointId = CheckpointId(1)
+    ) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._checkpoint_id = CheckpointId(checkpoint_id)
+        self._checkpoint_id = checkpoint_id
 
     @property
     def checkpoint_id(self) -> CheckpointId:
@@ -56,9 +58,9 @@ class DirectoryStateFiles:
 class MemoryStateFiles:
     """State files in a dict (thread-safe); ``files`` may be edited to simulate corruption."""
 
-    def __init__(self, checkpoint_id: int = 1) -> None:
+    def __init__(self, checkpoint_id: CheckpointId = CheckpointId(1)) -> None:
         self.files: dict[str, bytes] = {}
-        self._checkpoint_id = CheckpointId(checkpoint_id)
+        self._checkpoint_id = checkpoint_id
         self._lock = threading.Lock()
 
     @property

@@ -29,7 +29,7 @@ class SavepointRequest:
     drain: bool = False  # with terminate: sources send the final watermark before the barrier
 
 
-class SavepointRequests:
+class SavepointQueue:
     """The coordinator's savepoint requests, queued and in flight."""
 
     def __init__(self) -> None:
@@ -70,5 +70,5 @@ class SavepointRequests:
     def fail_queued(self, reason: CheckpointFailureReason, message: str) -> None:
         queued, self._queued = self._queued, []
         for request in queued:
-            error = CheckpointFailedError(0, reason.value, message, "savepoint")  # no id yet
+            error = CheckpointFailedError(None, reason.value, message, "savepoint")
             request.future.set_exception(error)

@@ -19,7 +19,6 @@ from cairn.common.job_execution_result import JobExecutionResult
 from cairn.common.job_status import JobStatus
 from cairn.deploy.job_master import JobMaster
 from cairn.events import SavepointFormatType
-from cairn.ids import JobId
 from cairn.runtime.reports import CollectedResults
 
 _END = object()
@@ -141,7 +140,7 @@ class JobClient:
         if m.status is JobStatus.FAILED:
             raise JobExecutionError(f"Job {m.job_id} failed: {m.error}", m.job_id) from m.error
         runtime = (m.end_ms or int(time.time() * 1000)) - m.start_ms
-        return JobExecutionResult(JobId(m.job_id), runtime, {})
+        return JobExecutionResult(m.job_id, runtime, {})
 
     def collect_iterator(self, transformation_id: int) -> Iterator[Any]:
         q = self._queue(transformation_id)
