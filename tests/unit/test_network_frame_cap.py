@@ -4,7 +4,6 @@ remote channel names the operator and the edge of a batch it cannot ship."""
 
 from __future__ import annotations
 
-import doctest
 import pickle
 import queue
 import socket
@@ -114,13 +113,6 @@ def test_the_cap_is_validated_and_can_be_changed_by_the_owner() -> None:
             with pytest.raises(ValueError, match="max_frame_size"):
                 conn.max_frame_size = bad  # type: ignore[assignment]
         assert conn.max_frame_size == 1024
-
-
-def test_docstring_examples() -> None:
-    from cairn.runtime import edge_errors
-
-    result = doctest.testmod(edge_errors, optionflags=doctest.ELLIPSIS)
-    assert result.failed == 0 and result.attempted > 0
 
 
 def settings_max_frame_size(conf: dict[str, Any] | None = None) -> int:
