@@ -2,7 +2,8 @@
 
 Invariant: every finder tolerates processes that vanish while it looks at them (a process
 that is gone is simply not reported), so tests racing against Spark's own restarts do not
-fail with spurious ``NoSuchProcess`` errors.
+fail with spurious ``NoSuchProcess`` errors. Tests wait through :func:`wait_for` (until a
+condition holds) and :func:`holds_for` (that it keeps holding), never through bare sleeps.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ __all__ = [
     "descendant_pids",
     "find_ancestor",
     "find_processes",
+    "holds_for",
     "kill_process",
     "python_workers_of",
     "run_in_subprocess",
@@ -196,6 +198,36 @@ def wait_for(
             text = message() if callable(message) else message
             raise TimeoutError(f"timed out after {timeout:.1f} s waiting for {text}")
         time.sleep(interval)
+
+
+def holds_for(
+    predicate: Callable[[], object],
+    seconds: float,
+    interval: float = 0.05,
+    message: str | Callable[[], str] = "condition",
+) -> None:
+    """Check that ``predicate`` stays truthy for ``seconds``: "nothing happens within T".
+
+    Polls every ``interval`` seconds (first at once, last at the end) and raises
+    ``AssertionError`` naming ``message`` as soon as the predicate is falsy, so a test that
+    asserts the absence of an event fails when the event happens, not after a fixed sleep.
+
+    >>> holds_for(lambda: True, seconds=0.05, interval=0.01)
+    >>> holds_for(lambda: False, seconds=1.0, message="no output")
+    Traceback (most recent call last):
+    AssertionError: no output stopped holding after 0.0 s of 1.0 s
+    """
+    started = time.monotonic()
+    deadline = started + seconds
+    while True:
+        if not predicate():
+            text = message() if callable(message) else message
+            held = time.monotonic() - started
+            raise AssertionError(f"{text} stopped holding after {held:.1f} s of {seconds:.1f} s")
+        now = time.monotonic()
+        if now >= deadline:
+            return
+        time.sleep(min(interval, deadline - now))
 
 
 def run_in_subprocess(
