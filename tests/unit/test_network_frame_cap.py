@@ -25,20 +25,13 @@ from cairn.runtime.network import (
     Listener,
     client_handshake,
     connect,
-    new_secret,
 )
 from cairn.runtime.network.errors import ConnectionClosed, FrameRefused, FrameTooLarge
 from cairn.settings import DEFAULT_MAX_FRAME_SIZE
 
-SECRET = new_secret()
+from ._network import SECRET, tcp_pair
+
 MiB = 1024 * 1024
-
-
-def tcp_pair() -> tuple[socket.socket, socket.socket]:
-    with socket.create_server(("127.0.0.1", 0)) as server:
-        client = socket.create_connection(server.getsockname())
-        accepted, _ = server.accept()
-    return client, accepted
 
 
 def header(kind: int, channel: int, length: int) -> bytes:
