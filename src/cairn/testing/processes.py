@@ -8,14 +8,16 @@ condition holds) and :func:`holds_for` (that it keeps holding), never through ba
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import inspect
 import os
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -36,6 +38,7 @@ __all__ = [
     "run_in_subprocess",
     "terminate_tree",
     "wait_for",
+    "wait_for_async",
 ]
 
 T = TypeVar("T")
@@ -198,6 +201,31 @@ def wait_for(
             text = message() if callable(message) else message
             raise TimeoutError(f"timed out after {timeout:.1f} s waiting for {text}")
         time.sleep(interval)
+
+
+async def wait_for_async(
+    predicate: Callable[[], T | Awaitable[T]],
+    timeout: float,
+    interval: float = 0.1,
+    message: str | Callable[[], str] = "condition",
+) -> T:
+    """:func:`wait_for` inside an event loop: sleeps with ``asyncio.sleep`` (the loop runs
+    on meanwhile), and awaits the predicate's value when it is awaitable.
+
+    >>> asyncio.run(wait_for_async(lambda: asyncio.sleep(0, result="up"), timeout=1.0))
+    'up'
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if inspect.isawaitable(value):
+            value = await value
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            text = message() if callable(message) else message
+            raise TimeoutError(f"timed out after {timeout:.1f} s waiting for {text}")
+        await asyncio.sleep(interval)
 
 
 def holds_for(
