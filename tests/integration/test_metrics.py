@@ -128,9 +128,11 @@ def test_an_overloaded_job_shows_its_source_backpressured_and_its_check_busy(
         assert entry is not None
         jid = client.get_job_id()
         url = f"{entry.endpoint}/jobs/{jid}/vertices"
+        seen: list[Any] = []
 
         def backpressured() -> tuple[Any, Any] | None:
             source = json.loads(get(f"{url}/0/backpressure", entry.token))
+            seen.append(source)
             check = json.loads(get(f"{url}/1/backpressure", entry.token))
             # The busiest source subtask is held back most of the time; with in-process
             # workers sharing one GIL the other may sit idle waiting for its turn (seen
@@ -139,7 +141,7 @@ def test_an_overloaded_job_shows_its_source_backpressured_and_its_check_busy(
             return (source, check) if ready else None
 
         source, check = wait_for(
-            backpressured, 60, 0.5, "a source backpressured over half the time"
+            backpressured, 60, 0.5, lambda: f"a source held back over half the time: {seen[-1]}"
         )
         raw = dict(client.job_master.metrics)
         assert source["status"] == "ok" and source["backpressureLevel"] == "high", (source, raw)
