@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable, Sequence
 from types import TracebackType
 
+from cairn.testing.processes import wait_for
+
 Address = tuple[str, int]
 LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
 
@@ -62,11 +64,12 @@ class ConnectionFlood:
     def wait_started(self, timeout: float = 10.0) -> None:
         """Wait until the flood opened ``count`` connections (a listener that turns them
         away as fast as they come may never see all of them open at once)."""
-        end = time.monotonic() + timeout
-        while self.opened < self._count:
-            if time.monotonic() > end:
-                raise AssertionError(f"the flood opened only {self.opened} of {self._count}")
-            time.sleep(0.01)
+        wait_for(
+            lambda: self.opened >= self._count,
+            timeout,
+            0.01,
+            lambda: f"the flood's {self._count} connections (it opened only {self.opened})",
+        )
 
     def _open(self) -> socket.socket | None:
         targets = list(self._targets())

@@ -11,7 +11,6 @@ sink holds the golden output.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from cairn.common.typeinfo import Types
 from cairn.datastream.state import ValueStateDescriptor
 from cairn.events import SavepointFormatType
 from tests.integration.jobs import expected_lines, sequence_job
+from tests.integration.waits import committed_lines
 
 RECORDS, KEYS, RATE = 90_000, 100, 6_000
 
@@ -48,10 +48,7 @@ def _run_until_output(conf: dict[str, str], out: str, parallelism: int, name: st
     ).execute_async(name)
     assert client.wait_for_status(JobStatus.RUNNING, 180)
     seen = len(read_visible_lines(out))
-    deadline = time.monotonic() + 180
-    while len(read_visible_lines(out)) < seen + 2_000:  # records flow in this run
-        assert time.monotonic() < deadline, f"{name} committed no output"
-        time.sleep(0.2)
+    committed_lines(out, seen + 2_000, timeout=180, interval=0.2)  # records flow in this run
     return client
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from cairn.datastream import ExternalizedCheckpointRetention, StreamExecutionEnv
 from cairn.datastream.functions import CheckpointedFunction, MapFunction
 from cairn.datastream.state import ValueStateDescriptor
 from cairn.deploy.job_master_client import JobClient
+from cairn.testing.processes import wait_for
 from tests.integration.jobs import file_sink, generated
 
 KEYS = 4
@@ -123,14 +124,6 @@ def _submit(
     return env.execute_async("checkpoint-config")
 
 
-def _wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.01)
-
-
 def _completed(client: JobClient) -> int:
     coordinator = client.job_master.coordinator
     return 0 if coordinator is None else coordinator.stats.counts.completed
@@ -181,16 +174,17 @@ def test_expired_checkpoints_are_aborted_removed_and_tolerated(tmp_path: Path) -
         latest = snap.latest_completed
         return len(failed) >= 2 and latest is not None and latest.checkpoint_id > max(failed)
 
-    _wait_until(recovered, 20, "two expired checkpoints followed by a completed one")
+    wait_for(recovered, 20, 0.01, "two expired checkpoints followed by a completed one")
     snap = stats().snapshot()
     failed = [s for s in snap.history if s.status is CheckpointStatus.FAILED]
     assert {s.failure_reason for s in failed} == {"CHECKPOINT_EXPIRED"}
     assert all("timeout 100 ms" in (s.failure_message or "") for s in failed)
     job_dir = _job_dir(tmp_path, client)
     # Uploads of an expired checkpoint that finish late are removed when they report in.
-    _wait_until(
+    wait_for(
         lambda: not any((job_dir / f"chk-{s.checkpoint_id}").exists() for s in failed),
         10,
+        0.01,
         "the directories of the expired checkpoints to disappear",
     )
     assert client.get_job_status() is JobStatus.RUNNING
@@ -237,7 +231,7 @@ def test_min_pause_between_checkpoints(tmp_path: Path, min_pause_ms: int) -> Non
     env = _env(tmp_path, interval_ms=20)
     env.get_checkpoint_config().set_min_pause_between_checkpoints(min_pause_ms)
     client = _submit(env, tmp_path)  # unbounded: no forced final checkpoint to skew gaps
-    _wait_until(lambda: _completed(client) >= 5, 30, "five completed checkpoints")
+    wait_for(lambda: _completed(client) >= 5, 30, 0.01, "five completed checkpoints")
     history = _history(client)
     _cancel(client)
     gaps = [
@@ -261,7 +255,7 @@ def test_max_concurrent_checkpoints(tmp_path: Path, max_concurrent: int) -> None
     env = _env(tmp_path, interval_ms=20)
     env.get_checkpoint_config().set_max_concurrent_checkpoints(max_concurrent)
     client = _submit(env, tmp_path, check=SlowUploadCheck(0.25))
-    _wait_until(lambda: _completed(client) >= 4, 30, "four completed checkpoints")
+    wait_for(lambda: _completed(client) >= 4, 30, 0.01, "four completed checkpoints")
     history = _history(client)
     _cancel(client)
     done = [s for s in history if s.status is CheckpointStatus.COMPLETED]
@@ -298,7 +292,7 @@ def test_retained_checkpoints_survive_cancellation(tmp_path: Path) -> None:
         ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION
     )
     client = _submit(env, tmp_path)
-    _wait_until(lambda: _completed(client) >= 5, 30, "five completed checkpoints")
+    wait_for(lambda: _completed(client) >= 5, 30, 0.01, "five completed checkpoints")
     _cancel(client)
     completed = sorted(
         s.checkpoint_id for s in _history(client) if s.status is CheckpointStatus.COMPLETED
@@ -332,7 +326,7 @@ def test_job_directory_removed_without_externalized_retention(tmp_path: Path, en
         client.get_job_execution_result(timeout=60)
         assert client.get_job_status() is JobStatus.FINISHED
     else:
-        _wait_until(lambda: len(published) >= 2, 30, "two completed checkpoints")
+        wait_for(lambda: len(published) >= 2, 30, 0.01, "two completed checkpoints")
         _cancel(client)
     assert published and all(published)
     assert not job_dir.exists()

@@ -7,11 +7,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,18 +19,9 @@ from cairn.common.job_status import JobStatus
 from cairn.deploy.job_master_client import JobClient
 from cairn.rest.client import JobControlError, JobEndpoint
 from cairn.rest.registry import JobEntry, JobRegistry, process_start_time
+from cairn.testing.processes import holds_for, wait_for
 from tests.integration.jobs import sequence_job
 from tests.integration.rest_calls import http
-
-
-@pytest.fixture
-def registry_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The registry every job and client of the test uses (``<TMPDIR>/cairn-jobs-<uid>``)."""
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    import tempfile
-
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    return JobRegistry().directory
 
 
 @pytest.fixture
@@ -72,23 +63,23 @@ def test_views_are_shaped_like_flinks(job: JobClient) -> None:
     status, details = http("GET", f"{entry.endpoint}/jobs/{jid}", entry.token)
     assert status == 200 and details["isStoppable"] and len(details["vertices"]) == 2
     # Flink's IOMetricsInfo per vertex: the hash edge crosses workers, so bytes are counted.
-    deadline = time.monotonic() + 30
-    while True:
-        status, details = http("GET", f"{entry.endpoint}/jobs/{jid}", entry.token)
+
+    def bytes_read_by_the_check() -> tuple[Any, Any] | None:
+        _, details = http("GET", f"{entry.endpoint}/jobs/{jid}", entry.token)
         source, check = (v["metrics"] for v in details["vertices"])
-        if check["read-bytes"] > 0 or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
+        return (source, check) if check["read-bytes"] > 0 else None
+
+    source, check = wait_for(bytes_read_by_the_check, 30, 0.2, "bytes read by the check")
     assert source["write-bytes"] > 0 and source["write-records"] > 0
     assert check["read-bytes"] > 0 and check["read-records"] > 0
     assert check["write-bytes"] == 0  # its chain ends in the sink: nothing goes on a channel
     assert source["read-bytes-complete"] and check["write-records-complete"]
-    deadline = time.monotonic() + 30
-    while True:
+
+    def a_completed_checkpoint() -> tuple[int, Any] | None:
         status, checkpoints = http("GET", f"{entry.endpoint}/jobs/{jid}/checkpoints", entry.token)
-        if checkpoints["counts"]["completed"] > 0 or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
+        return (status, checkpoints) if checkpoints["counts"]["completed"] > 0 else None
+
+    status, checkpoints = wait_for(a_completed_checkpoint, 30, 0.2, "a completed checkpoint")
     assert status == 200 and checkpoints["counts"]["completed"] > 0
 
 
@@ -116,8 +107,7 @@ def test_wrong_token_other_jobs_id_and_bad_input_are_refused_and_the_job_runs_on
     assert status == 404
     status, body = http("GET", f"{url}/no/such/path", entry.token)
     assert status == 404 and body["errors"]
-    time.sleep(0.5)
-    assert job.get_job_status() is JobStatus.RUNNING
+    holds_for(lambda: job.get_job_status() is JobStatus.RUNNING, 0.5, 0.1, "the job runs on")
 
 
 def test_savepoint_operation_and_its_failure_in_flinks_shape(
@@ -164,10 +154,12 @@ def test_cancel_through_the_endpoint_ends_the_job_and_its_registry_entry(job: Jo
     assert endpoint.request("PATCH", f"/jobs/{job.get_job_id()}?mode=cancel") == {}
     assert job.wait_for_status(JobStatus.CANCELED, 60)
     # The entry goes when the status listeners hear of the end, just after the status is set.
-    deadline = time.monotonic() + 10
-    while JobRegistry().find(job.get_job_id()) is not None:
-        assert time.monotonic() < deadline, "the job's registry entry outlived it by 10 s"
-        time.sleep(0.01)
+    wait_for(
+        lambda: JobRegistry().find(job.get_job_id()) is None,
+        10,
+        0.01,
+        "the end of the job's registry entry (it outlived the job by 10 s)",
+    )
     with pytest.raises(JobControlError, match="no running job"):
         JobEndpoint.find(job.get_job_id())
 

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import json
 import subprocess
-import tempfile
-import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,17 +17,13 @@ from cairn.common.job_status import JobStatus
 from cairn.datastream import StreamExecutionEnvironment
 from cairn.observability.skew.experiment import build_skew_job, configure_variant
 from cairn.rest.registry import JobRegistry
+from cairn.testing.processes import wait_for
 from tests.integration.test_readme_commands import cairn_argv, readme_line, subprocess_env
+
+pytestmark = pytest.mark.usefixtures("registry_dir")
 
 DOCTOR_JOB = "cairn doctor <job-id>"
 LIST_WEB = "cairn list --web"
-
-
-@pytest.fixture(autouse=True)
-def registry_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    return JobRegistry().directory
 
 
 def doctor(tmp_path: Path, job_id: str, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -55,16 +50,21 @@ def test_the_skew_demos_aligned_job_is_told_to_go_unaligned(tmp_path: Path) -> N
     try:
         assert client.wait_for_status(JobStatus.RUNNING, 60)
         jid = client.get_job_id()
-        deadline = time.monotonic() + 150
-        while True:
+        bodies: list[Any] = []
+
+        def alignment_dominates() -> dict[str, Any] | None:
             done = doctor(tmp_path, jid, "--json")
             assert done.returncode == 0, done.stderr
-            body = json.loads(done.stdout)
-            rules = {f["rule"]: f for f in body["findings"]}
-            if "alignment-dominates" in rules or time.monotonic() > deadline:
-                break
-            time.sleep(1.0)
-        assert "alignment-dominates" in rules, body
+            bodies.append(json.loads(done.stdout))
+            rules = {f["rule"]: f for f in bodies[-1]["findings"]}
+            return rules if "alignment-dominates" in rules else None
+
+        rules = wait_for(
+            alignment_dominates,
+            150,
+            1.0,
+            lambda: f"the alignment-dominates finding; the doctor said last {bodies[-1]}",
+        )
         finding = rules["alignment-dominates"]
         assert finding["keys"][0] == "execution.checkpointing.unaligned.enabled: true"
         assert finding["keys"][1].startswith("execution.checkpointing.aligned-checkpoint-timeout")

@@ -27,6 +27,7 @@ from tests.integration.event_time_jobs import (
     window_job,
     windows_of_prefixes,
 )
+from tests.integration.waits import committed_lines
 
 RECORDS, KEYS = 60_000, 10
 
@@ -216,10 +217,7 @@ def test_an_idle_partition_holds_back_no_watermark() -> None:
 
 
 def _first_window(out: str) -> None:
-    deadline = time.monotonic() + 120
-    while not read_visible_lines(out + "/windows"):
-        assert time.monotonic() < deadline, "no window fired within 120 s"
-        time.sleep(0.1)
+    committed_lines(out + "/windows", timeout=120)  # a window fired
 
 
 def test_stop_with_savepoint_fires_no_timers_and_a_restored_job_continues_exactly_once(

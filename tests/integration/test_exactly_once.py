@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from typing import Any
 
 import pytest
 
 from cairn.cli.demo_jobs import check_sequence_lines, read_visible_lines
+from cairn.testing.processes import wait_for
 from tests.integration.jobs import expected_lines, sequence_job
 
 RECORDS, KEYS = 120_000, 20
@@ -67,16 +67,13 @@ def test_external_sigkill_of_a_spark_python_worker(spark: Any, tmp_path: Any) ->
     env = sequence_job({"cairn.executor": "spark"}, out, records=RECORDS, keys=KEYS, rate=30_000)
     client = env.execute_async("killed-from-outside")
     master = client.job_master
-    deadline = time.monotonic() + 60
-    killed = None
-    while time.monotonic() < deadline:
+
+    def second_checkpoint_on_two_workers() -> bool:
         latest = master.coordinator.latest_completed_id() if master.coordinator else None
-        if latest is not None and latest >= 2 and len(master.worker_pids) == 2:
-            killed = master.worker_pids[1]
-            os.kill(killed, signal.SIGKILL)
-            break
-        time.sleep(0.05)
-    assert killed is not None, "job never reached its second checkpoint"
+        return latest is not None and latest >= 2 and len(master.worker_pids) == 2
+
+    wait_for(second_checkpoint_on_two_workers, 60, 0.05, "the job's second checkpoint")
+    os.kill(master.worker_pids[1], signal.SIGKILL)
     client.get_job_execution_result(timeout=240)
     assert master.restarts >= 1
     assert sorted(read_visible_lines(out)) == expected_lines(RECORDS, KEYS)

@@ -6,12 +6,12 @@ order, no prepared transaction left behind."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
 
 from cairn.datastream import CheckpointingMode
+from cairn.testing.processes import wait_for
 from tests.integration.jdbc_jobs import (
     jdbc_sequence_job,
     new_table,
@@ -108,9 +108,7 @@ def test_stop_with_savepoint_then_restore_at_another_parallelism(postgres: Any) 
         conf, postgres, table, records=records, keys=KEYS, rate=10_000
     ).execute_async("jdbc-before-rescale")
     assert client.wait_for_status(JobStatus.RUNNING, 60)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not table_lines(postgres, table):
-        time.sleep(0.1)
+    wait_for(lambda: table_lines(postgres, table), 60, 0.1, "rows in the table")
     target = tempfile.mkdtemp(prefix="cairn-jdbc-savepoint-")
     stopped = client.stop_with_savepoint(False, target).result(timeout=120)
     assert client.get_job_status() is JobStatus.FINISHED

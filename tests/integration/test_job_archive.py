@@ -10,7 +10,6 @@ import logging
 import re
 import subprocess
 import sys
-import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -26,6 +25,8 @@ from cairn.rest.registry import JobEntry, JobRegistry
 from tests.integration.jobs import sequence_job
 from tests.integration.rest_calls import get
 from tests.integration.test_readme_commands import cairn_argv, readme_line, subprocess_env
+
+pytestmark = pytest.mark.usefixtures("registry_dir")
 
 LIST_ALL = "cairn list --all"
 RECORDS = 3_000
@@ -68,13 +69,6 @@ except Exception:
     pass
 print("job", client.get_job_id(), client.get_job_status().name, flush=True)
 """
-
-
-@pytest.fixture(autouse=True)
-def registry_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    return JobRegistry().directory
 
 
 def run_elsewhere(tmp_path: Path, fail_at: int) -> tuple[str, str]:

@@ -10,7 +10,6 @@ import itertools
 import json
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -23,19 +22,13 @@ import pytest
 from cairn.common.job_status import JobStatus
 from cairn.deploy.job_master_client import JobClient
 from cairn.rest.registry import JobEntry, JobRegistry
+from cairn.testing.processes import wait_for
 from tests.integration.jobs import sequence_job
 from tests.integration.rest_calls import get
 
 SCRIPT = str(Path(__file__).with_name("savepoint_job.py"))
 CAIRN = Path(sys.executable).with_name("cairn")
 pytestmark = pytest.mark.slow  # jobs of several seconds each
-
-
-@pytest.fixture
-def registry_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    return JobRegistry().directory
 
 
 def start(tmp_path: Path, name: str, records: int, rate: int = 5_000) -> JobClient:
@@ -131,14 +124,17 @@ def test_the_overview_lists_this_drivers_jobs_and_another_drivers(
     running = start(tmp_path, "second", records=10_000_000)
     try:
         entry = entry_of(running)
-        deadline = time.monotonic() + 120
-        while True:
+
+        def listed_by_the_other_driver() -> list[Any]:
             assert other.poll() is None, other_log.read_text()
-            others = [e for e in JobRegistry().running_jobs() if e.pid == other.pid]
-            if others:
-                break
-            assert time.monotonic() < deadline, other_log.read_text()
-            time.sleep(0.3)
+            return [e for e in JobRegistry().running_jobs() if e.pid == other.pid]
+
+        others = wait_for(
+            listed_by_the_other_driver,
+            120,
+            0.3,
+            lambda: f"the other driver's job in the registry; its log:\n{other_log.read_text()}",
+        )
         [other_entry] = others
         status, overview = get(entry, "/jobs/overview")
         assert status == 200

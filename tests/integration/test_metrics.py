@@ -8,10 +8,10 @@ from __future__ import annotations
 import itertools
 import json
 import socket
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -19,16 +19,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from cairn.cli.demo_jobs import read_visible_lines
 from cairn.common.job_status import JobStatus
 from cairn.rest.registry import JobRegistry
+from cairn.testing.processes import wait_for
 from tests.integration.jobs import backpressured_job, sequence_job
 
+pytestmark = pytest.mark.usefixtures("registry_dir")
+
 RECORDS, KEYS = 30_000, 10
-
-
-@pytest.fixture(autouse=True)
-def registry_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    return JobRegistry().directory
 
 
 def free_port() -> int:
@@ -132,17 +128,21 @@ def test_an_overloaded_job_shows_its_source_backpressured_and_its_check_busy(
         assert entry is not None
         jid = client.get_job_id()
         url = f"{entry.endpoint}/jobs/{jid}/vertices"
-        deadline = time.monotonic() + 60
-        while True:
+        seen: list[Any] = []
+
+        def backpressured() -> tuple[Any, Any] | None:
             source = json.loads(get(f"{url}/0/backpressure", entry.token))
+            seen.append(source)
             check = json.loads(get(f"{url}/1/backpressure", entry.token))
             # The busiest source subtask is held back most of the time; with in-process
             # workers sharing one GIL the other may sit idle waiting for its turn (seen
             # at 0.28 backpressured / 0.71 idle in a full suite run), so "any", not "all".
             ready = source["subtasks"] and max(s["ratio"] for s in source["subtasks"]) > 0.5
-            if ready or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
+            return (source, check) if ready else None
+
+        source, check = wait_for(
+            backpressured, 60, 0.5, lambda: f"a source held back over half the time: {seen[-1]}"
+        )
         raw = dict(client.job_master.metrics)
         assert source["status"] == "ok" and source["backpressureLevel"] == "high", (source, raw)
         assert max(s["ratio"] for s in source["subtasks"]) > 0.5, source

@@ -36,7 +36,6 @@ import shlex
 import signal
 import subprocess
 import sys
-import time
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -46,6 +45,7 @@ import pytest
 
 import cairn
 from cairn.observability.skew import VARIANTS, variant_label
+from cairn.testing.processes import wait_for
 from cairn.testing.spark_cluster import StandaloneCluster
 from tests.integration.skew_table import duration_ms, skew_table
 
@@ -404,16 +404,18 @@ def interrupted(tmp_path_factory: pytest.TempPathFactory) -> Interrupted:
         preexec_fn=_default_sigint,
     )
     try:
-        deadline = time.monotonic() + 120
-        while not (
-            list(job.checkpoints.glob("*/chk-*/_metadata")) and next(visible_files(job.sums), None)
-        ):
+
+        def committed_a_checkpoint() -> bool:
             assert proc.poll() is None, (
                 f"the job ended (exit {proc.returncode}) before a checkpoint was committed:\n"
                 + proc.communicate()[1]
             )
-            assert time.monotonic() < deadline, "no checkpoint completed within 120 s"
-            time.sleep(0.02)
+            return bool(
+                list(job.checkpoints.glob("*/chk-*/_metadata"))
+                and next(visible_files(job.sums), None)
+            )
+
+        wait_for(committed_a_checkpoint, 120, 0.02, "a completed checkpoint and committed sums")
         assert proc.poll() is None, (
             f"the job ended (exit {proc.returncode}) before it could be interrupted:\n"
             + proc.communicate()[1]

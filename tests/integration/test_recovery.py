@@ -11,7 +11,6 @@ job restores from the first run's retained checkpoints and writes into the same 
 from __future__ import annotations
 
 import os
-import time
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ from tests.integration.jobs import (
     sequence_job,
     sequence_source,
 )
+from tests.integration.waits import completed_checkpoints
 
 RECORDS, KEYS = 60_000, 12  # 12 keys: every parallelism used here divides it
 RESTORE_KEY = "execution.state-recovery.path"
@@ -75,13 +75,7 @@ def _first_run(
         retain=True,
     )
     client = env.execute_async("recovery-first-run")
-    deadline = time.monotonic() + 30
-    while (
-        client.get_checkpoint_statistics() is None
-        or client.get_checkpoint_statistics().counts.completed < 3
-    ):
-        assert time.monotonic() < deadline, "the first run never completed three checkpoints"
-        time.sleep(0.01)
+    completed_checkpoints(client, 3, timeout=30)
     client.cancel()
     client.get_job_execution_result(timeout=60)
     assert client.get_job_status() is JobStatus.CANCELED

@@ -20,7 +20,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ import pytest
 from cairn.checkpoint.storage import load_checkpoint
 from cairn.cli.demo_jobs import check_sequence_lines, read_visible_lines
 from cairn.common.job_status import JobStatus
+from cairn.testing.processes import wait_for
 from tests.integration.event_time_jobs import expected_windows, windows_of_prefixes
 from tests.integration.jobs import backpressured_job, expected_lines, sequence_job
 from tests.integration.test_readme_commands import (
@@ -43,6 +43,7 @@ from tests.integration.test_readme_commands import (
     readme_line,
     subprocess_env,
 )
+from tests.integration.waits import committed_lines
 
 SCRIPT = str(Path(__file__).with_name("savepoint_job.py"))
 DRAIN_SCRIPT = str(Path(__file__).with_name("drain_job.py"))
@@ -87,28 +88,31 @@ def listed_job(
     name: str = "savepoint-job",
 ) -> str:
     """The id of the RUNNING job ``name`` `cairn list` shows that is not in ``exclude``."""
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
+
+    def listed() -> str | None:
         assert job.poll() is None, log.read_text()
         listing = readme(env, LIST, timeout=30)
         assert listing.returncode == 0, listing.stderr
         rows = re.findall(rf" : ([0-9a-f]{{32}}) : {name} \(RUNNING\) http", listing.stdout)
-        for jid in rows:
-            if jid not in exclude:
-                return jid
-        time.sleep(0.5)
-    raise AssertionError(f"the job was never listed as RUNNING:\n{log.read_text()}")
+        return next((jid for jid in rows if jid not in exclude), None)
+
+    return wait_for(
+        listed, 180, 0.5, lambda: f"the job listed as RUNNING; its log:\n{log.read_text()}"
+    )
 
 
 def wait_for_lines(out: Path, more_than: int, job: subprocess.Popen[bytes], log: Path) -> int:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
+    """The number of committed lines under ``out`` once there are more than ``more_than``;
+    fails at once if the job's process ends first."""
+
+    def beyond() -> int:
         assert job.poll() is None, log.read_text()
         n = len(read_visible_lines(str(out))) if out.exists() else 0
-        if n > more_than:
-            return n
-        time.sleep(0.3)
-    raise AssertionError(f"no output beyond {more_than} lines:\n{log.read_text()}")
+        return n if n > more_than else 0
+
+    return wait_for(
+        beyond, 120, 0.3, lambda: f"output beyond {more_than} lines; log:\n{log.read_text()}"
+    )
 
 
 def one_line_error(result: Any, command: str, *fragments: str) -> str:
@@ -326,14 +330,13 @@ def test_savepoint_under_backpressure_with_unaligned_checkpoints_is_aligned(
     client = env.execute_async("backpressured")
     try:
         assert client.wait_for_status(JobStatus.RUNNING, 180)
-        deadline = time.monotonic() + 120
-        while True:  # backpressured: unaligned checkpoints persist in-flight data
+
+        def with_in_flight_data() -> bool:  # backpressured: unaligned checkpoints persist it
             stats = client.get_checkpoint_statistics()
             latest = None if stats is None else stats.latest_completed
-            if latest is not None and latest.unaligned and latest.persisted_bytes > 0:
-                break
-            assert time.monotonic() < deadline, "no unaligned checkpoint with in-flight data"
-            time.sleep(0.1)
+            return latest is not None and latest.unaligned and latest.persisted_bytes > 0
+
+        wait_for(with_in_flight_data, 120, 0.1, "an unaligned checkpoint with in-flight data")
         path = client.trigger_savepoint(str(tmp_path / "sp")).result(timeout=300)
         savepoint = load_checkpoint(path)
         assert savepoint.metadata.is_savepoint
@@ -345,12 +348,12 @@ def test_savepoint_under_backpressure_with_unaligned_checkpoints_is_aligned(
         assert not entry.unaligned and entry.persisted_bytes == 0
         assert entry.path == path
         after = entry.checkpoint_id
-        while True:  # unaligned checkpoints go on after it
+
+        def unaligned_after_it() -> bool:  # unaligned checkpoints go on after the savepoint
             latest = client.get_checkpoint_statistics().latest_completed  # type: ignore[union-attr]
-            if latest is not None and latest.checkpoint_id > after and latest.unaligned:
-                break
-            assert time.monotonic() < deadline + 120, "no checkpoint after the savepoint"
-            time.sleep(0.1)
+            return latest is not None and latest.checkpoint_id > after and latest.unaligned
+
+        wait_for(unaligned_after_it, 240, 0.1, "an unaligned checkpoint after the savepoint")
         assert client.get_job_status() is JobStatus.RUNNING
     finally:
         client.cancel()
@@ -370,8 +373,7 @@ def test_job_client_savepoints_and_restore_through_the_configuration(tmp_path: P
         conf, out, records=records, keys=KEYS, rate=10_000, checkpoint_dir=str(tmp_path / "chk")
     ).execute_async("client-1")
     assert client.wait_for_status(JobStatus.RUNNING, 60)
-    while not read_visible_lines(out):
-        time.sleep(0.1)
+    committed_lines(out)
     with pytest.raises(SavepointRejectedError, match="no target directory given"):
         client.trigger_savepoint().result(timeout=60)
     assert client.trigger_savepoint(str(tmp_path / "sp")).result(timeout=60) == str(tmp_path / "sp")

@@ -5,7 +5,6 @@ refuse checkpoints signed with another key or not signed at all, naming the chec
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from cairn.common.job_status import JobStatus
 from cairn.deploy.job_master_client import JobClient
 from cairn.settings import SigningKey
 from tests.integration.jobs import exactly_once_problems, expected_lines, sequence_job
+from tests.integration.waits import completed_checkpoints
 
 RECORDS, KEYS = 40_000, 8
 KEY_OPTION = "cairn.checkpoint.signing-key"
@@ -47,10 +47,7 @@ def _first_run(tmp_path: Path, key: str | None) -> tuple[Path, str]:
         retain=True,
     )
     client = env.execute_async("signed-first-run")
-    deadline = time.monotonic() + 30
-    while (stats := client.get_checkpoint_statistics()) is None or stats.counts.completed < 2:
-        assert time.monotonic() < deadline, "the first run never completed two checkpoints"
-        time.sleep(0.01)
+    completed_checkpoints(client, 2, timeout=30)
     client.cancel()
     client.get_job_execution_result(timeout=60)
     assert client.get_job_status() is JobStatus.CANCELED

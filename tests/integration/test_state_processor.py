@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,7 @@ from cairn.state_processor import (
     ValueTypeError,
 )
 from tests.integration.jobs import check_to_files, generated
+from tests.integration.waits import committed_lines
 
 pytestmark = pytest.mark.spark
 
@@ -96,10 +96,7 @@ def stopped_job(tmp_path_factory: pytest.TempPathFactory) -> tuple[CompletedChec
     )
     check_to_files(source.filter(_not_none), SequenceCheck(), "sequence-check", out)
     client = env.execute_async("state-processor-source-job")
-    deadline = time.monotonic() + 120
-    while len(read_visible_lines(out)) < RECORDS:
-        assert time.monotonic() < deadline, "the job never committed all its output"
-        time.sleep(0.1)
+    committed_lines(out, RECORDS, timeout=120)
     client.cancel()
     client.get_job_execution_result(timeout=60)
     reported: dict[str, tuple[int, int]] = {}

@@ -9,7 +9,6 @@ the sums continue.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from cairn.common.typeinfo import Types
 from cairn.datastream import KeyedProcessFunction, StreamExecutionEnvironment
 from cairn.datastream.state import MapStateDescriptor, StateDescriptor, ValueStateDescriptor
 from tests.integration.jobs import check_to_files, sequence_source
+from tests.integration.waits import committed_lines
 
 RECORDS, KEYS = 20_000, 20
 
@@ -67,8 +67,7 @@ def test_incompatible_state_fails_at_restore_naming_uid_state_and_types(tmp_path
     out = str(tmp_path / "out")
     client = _job(out, ValueStateDescriptor("sum", Types.LONG()), 5_000, None).execute_async("v1")
     assert client.wait_for_status(JobStatus.RUNNING, 60)
-    while not read_visible_lines(out):
-        time.sleep(0.05)
+    committed_lines(out, interval=0.05)
     savepoint = client.stop_with_savepoint(False, str(tmp_path / "sp")).result(timeout=120)
     op = load_checkpoint(savepoint).metadata.operators["running-sum"]
     schemas = [s.keyed_schema for s in op.subtasks.values() if s.keyed]

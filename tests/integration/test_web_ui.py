@@ -23,7 +23,6 @@ import re
 import shutil
 import subprocess
 import tempfile
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,6 +34,7 @@ import pytest
 from cairn.common.job_status import JobStatus
 from cairn.deploy.job_master_client import JobClient
 from cairn.rest.registry import JobRegistry
+from cairn.testing.processes import wait_for, wait_for_async
 from tests.integration.jobs import sequence_job
 from tests.integration.test_job_archive import RECORDS, run_elsewhere
 
@@ -51,9 +51,7 @@ pytestmark = [
 
 
 @pytest.fixture
-def job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[JobClient]:
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+def job(tmp_path: Path, registry_dir: str) -> Iterator[JobClient]:
     # A job that ended in another process (the Jobs tab lists it from the job archive) and a
     # finished job of this driver: the Jobs tab shows the final figures of both.
     assert run_elsewhere(tmp_path, fail_at=-1)[1] == "FINISHED"
@@ -116,14 +114,8 @@ class Browser:
         return r["result"].get("value")
 
     async def wait_for(self, expression: str, timeout_s: float = 30) -> Any:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            value = await self.js(expression)
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {expression}")
-            await asyncio.sleep(0.2)
+        """The value of the page's ``expression`` once it is truthy."""
+        return await wait_for_async(lambda: self.js(expression), timeout_s, 0.2, expression)
 
     async def screenshot(self, path: Path) -> None:
         shot = await self.call("Page.captureScreenshot", format="png")
@@ -158,10 +150,12 @@ def start_chromium(profile: Path) -> tuple[subprocess.Popen[bytes], str]:
         env={**os.environ, "TMPDIR": str(_short_tmp())},
     )
     port_file = profile / "DevToolsActivePort"
-    deadline = time.monotonic() + 30
-    while not port_file.exists() or not port_file.read_text().strip():
-        assert proc.poll() is None and time.monotonic() < deadline, "chromium did not start"
-        time.sleep(0.1)
+
+    def port_written() -> bool:
+        assert proc.poll() is None, "chromium did not start"
+        return port_file.exists() and bool(port_file.read_text().strip())
+
+    wait_for(port_written, 30, 0.1, "chromium's DevToolsActivePort")
     port = port_file.read_text().split()[0]
     return proc, port
 
@@ -281,7 +275,11 @@ async def _drive(entry: Any, port: str, job: JobClient, shots: Path | None) -> N
             assert os.path.exists(os.path.join(location.removeprefix("file://"), "_metadata"))
             latest = rest(entry, f"/jobs/{jid}/checkpoints")["latest"]["savepoint"]
             assert latest is not None and latest["external_path"] == location
-            await asyncio.sleep(2.5)  # the next update shows the savepoint in the history
+            # The next update (pushed every second) shows the savepoint as the latest.
+            await b.wait_for(
+                f"[...document.querySelectorAll('dd')].some(d => d.textContent === "
+                f"{json.dumps(location)})"
+            )
             if shots:
                 await b.screenshot(shots / "web-ui-checkpoints.png")
             # Stop and drain: the page asks for a drained stop (the drain itself is tested

@@ -4,13 +4,9 @@ writing real state files."""
 
 from __future__ import annotations
 
-import uuid
 import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
-import pytest
 from fsspec.core import url_to_fs
 
 from cairn.checkpoint.coordinator import CheckpointCoordinator
@@ -105,22 +101,6 @@ class Harness:
 def exists(url: str) -> bool:
     fs, path = url_to_fs(url)
     return bool(fs.exists(path))
-
-
-def _checkpoint_root(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A checkpoint root on disk, then in fsspec's memory filesystem."""
-    if request.param == "file":
-        yield str(tmp_path / "checkpoints")
-        return
-    url = f"memory://cairn-coord-{uuid.uuid4().hex}"
-    yield url
-    fs, path = url_to_fs(url)
-    if fs.exists(path):
-        fs.rm(path, recursive=True)
-
-
-# The fixture ``root``: test modules import ``root_fixture`` (their tests ask for ``root``).
-root_fixture = pytest.fixture(params=["file", "memory"], name="root")(_checkpoint_root)
 
 
 def make(

@@ -1,4 +1,5 @@
-"""A stand-in for the worker's services to a task (TaskServices), for unit tests of tasks."""
+"""A stand-in for the worker's services to a task (TaskServices), and running a task until it is
+idle, for unit tests of tasks and operators."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 from cairn.runtime.faults import FaultInjector
 from cairn.runtime.operators.base import OperatorContext
+from cairn.runtime.task import StreamTask
 from cairn.state.operator_state import DefaultOperatorStateBackend
 from cairn.testing.simple_state_files import MemoryStateFiles
 
@@ -57,3 +59,12 @@ def operator_context(
         "services": StubServices(),
     }
     return OperatorContext(node=node, output=output, **{**defaults, **fields})
+
+
+def run_until_idle(task: StreamTask, *, flush: bool = False) -> None:
+    """Run ``task`` until it has nothing left to do (``run_once`` returns False); with
+    ``flush``, then flush its writers' partial batches downstream."""
+    while task.run_once():
+        pass
+    if flush:
+        task.flush()

@@ -27,18 +27,14 @@ from cairn.checkpoint.storage import load_checkpoint
 from cairn.events import AlignmentMode
 from cairn.ids import CheckpointId, OperatorUid, SubtaskIndex, VertexId
 from cairn.settings import RetentionPolicy
-from tests.unit._coordinator_harness import (  # noqa: F401 - root_fixture: the fixture "root"
+from tests.unit._coordinator_harness import (
     AGG,
     SRC0,
     SRC1,
     T0,
     TASKS,
-    UIDS,
-    Harness,
-    RecordingGateway,
     exists,
     make,
-    root_fixture,
 )
 
 # --- triggering ---------------------------------------------------------------------------------

@@ -27,18 +27,13 @@ from cairn.checkpoint.storage import load_checkpoint, open_reader
 from cairn.events import AlignmentMode, CheckpointType
 from cairn.ids import CheckpointId, OperatorUid
 from cairn.settings import RetentionPolicy
-from tests.unit._coordinator_harness import (  # noqa: F401 - root_fixture: the fixture "root"
+from tests.unit._coordinator_harness import (
     AGG,
     SRC0,
     SRC1,
-    T0,
-    TASKS,
-    UIDS,
     Harness,
-    RecordingGateway,
     exists,
     make,
-    root_fixture,
 )
 
 # --- restore ------------------------------------------------------------------------------------

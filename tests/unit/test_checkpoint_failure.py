@@ -28,7 +28,7 @@ from cairn.runtime.operators.base import OperatorSnapshot, StreamOperator
 from cairn.runtime.task import StreamTask
 from cairn.settings import CheckpointSettings
 
-from ._task_services import StubServices
+from ._task_services import StubServices, run_until_idle
 
 R = CheckpointFailureReason
 KEY = TaskKey(VertexId(1), SubtaskIndex(0))
@@ -83,8 +83,7 @@ class _Job:
         return self.barriers[-1]
 
     def run(self) -> None:
-        while self.task.run_once():
-            pass
+        run_until_idle(self.task)
         for message in self.services.sent:
             if isinstance(message, TaskDecline):
                 self.coord.receive_decline(message)

@@ -8,7 +8,6 @@ import shutil
 import tempfile
 import uuid
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,24 +31,9 @@ from cairn.checkpoint.storage import (
 )
 from cairn.ids import CheckpointId, JobId, OperatorUid
 
+from ._coordinator_harness import exists
+
 UID = OperatorUid("agg")
-
-
-@pytest.fixture(params=["file", "memory"])
-def root(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "file":
-        yield str(tmp_path / "checkpoints")
-        return
-    url = f"memory://cairn-test-{uuid.uuid4().hex}"
-    yield url
-    fs, path = url_to_fs(url)
-    if fs.exists(path):
-        fs.rm(path, recursive=True)
-
-
-def exists(url: str) -> bool:
-    fs, path = url_to_fs(url)
-    return bool(fs.exists(path))
 
 
 def write_checkpoint(

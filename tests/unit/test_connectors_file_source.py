@@ -13,13 +13,9 @@ import pytest
 
 from cairn.clock import ManualClock
 from cairn.common.time import Duration
-from cairn.datastream.connectors.base import SourceReaderContext
 from cairn.datastream.connectors.file_source import FileSourceReader, FileSplitState
 from cairn.datastream.connectors.file_system import FileSource, StreamFormat
-
-
-def ctx(index: int, parallelism: int) -> SourceReaderContext:
-    return SourceReaderContext(index, parallelism, 0, "job")
+from tests.unit._sources import ctx, drain
 
 
 def text_source(*paths: str, monitor: float | None = None) -> FileSource:
@@ -47,19 +43,6 @@ def restore(
     return [source.create_reader(states, ctx(j, parallelism), **kw) for j in range(parallelism)]
 
 
-def drain(readers: Sequence[FileSourceReader], max_records: int = 3) -> list[str]:
-    out: list[str] = []
-    live = list(readers)
-    while live:
-        for reader in list(live):
-            batch = reader.poll_batch(max_records)
-            if batch is None:
-                live.remove(reader)
-            else:
-                out.extend(batch)
-    return out
-
-
 def write_files(root: Path, files: int, lines: int) -> list[str]:
     expected = []
     for f in range(files):
@@ -78,7 +61,7 @@ def test_reads_directories_skipping_hidden_files(tmp_path: Path) -> None:
     (tmp_path / ".part-1.inprogress.0").write_text("no\n")
     source = text_source(str(tmp_path))
     assert source.is_bounded()
-    out = drain(start(source, 1))
+    out = drain(start(source, 1), 3)
     assert out == ["one", "two", "", "three", "x" * 200_000, "last"]
 
 
@@ -100,7 +83,7 @@ def test_resumes_mid_file_exactly_after_last_returned_line(tmp_path: Path) -> No
     assert (state.offset, state.line, state.finished) == (21, 3, False)
     assert state.path.endswith("data.txt")
     reader.poll_batch(3)  # after the checkpoint: replayed after the restore
-    assert drain(restore(source, [state], 1)) == [f"line {i}" for i in range(3, 10)]
+    assert drain(restore(source, [state], 1), 3) == [f"line {i}" for i in range(3, 10)]
 
 
 @pytest.mark.parametrize(("old", "new"), [(3, 2), (2, 4), (4, 1)])
@@ -117,7 +100,7 @@ def test_rescale_with_union_state_loses_nothing_and_reads_nothing_twice(
     states = [s for r in first for s in r.snapshot_state(1)]
     assert 0 < len(before) < len(expected)
     assert any(s.finished for s in states) and any(s.offset > 0 for s in states if not s.finished)
-    after = drain(restore(source, states, new))
+    after = drain(restore(source, states, new), 3)
     assert sorted(before + after) == expected
 
 
@@ -170,7 +153,7 @@ def test_reads_through_fsspec_memory_filesystem() -> None:
         source = text_source("memory://fsrc/in")
         states: list[FileSplitState] = []
         readers = start(source, 2)
-        assert sorted(drain(readers)) == ["1", "2", "3"]
+        assert sorted(drain(readers, 3)) == ["1", "2", "3"]
         states = [s for r in readers for s in r.snapshot_state(1)]
         assert sorted(s.path for s in states) == [
             "memory:///fsrc/in/x.txt",

@@ -12,7 +12,7 @@ import cloudpickle
 import pytest
 
 from cairn.datastream import StreamExecutionEnvironment
-from cairn.datastream.connectors.base import Source, SourceReader, SourceReaderContext
+from cairn.datastream.connectors.base import Source, SourceReader
 from cairn.datastream.connectors.collection import CollectionSource
 from cairn.datastream.connectors.datagen import (
     DataGeneratorSource,
@@ -20,10 +20,7 @@ from cairn.datastream.connectors.datagen import (
     RateLimiterStrategy,
 )
 from cairn.datastream.connectors.number_seq import NumberSequenceSource
-
-
-def ctx(index: int, parallelism: int) -> SourceReaderContext:
-    return SourceReaderContext(index, parallelism, 0, "job")
+from tests.unit._sources import ctx, drain
 
 
 def round_robin(elements: Sequence[Any], parallelism: int) -> list[list[Any]]:
@@ -42,19 +39,6 @@ def poll_each(readers: Sequence[SourceReader], polls: int, max_records: int) -> 
             batch = reader.poll_batch(max_records)
             assert batch is None or len(batch) <= max_records
             out.extend(batch or [])
-    return out
-
-
-def drain(readers: Sequence[SourceReader], max_records: int = 7) -> list[Any]:
-    out: list[Any] = []
-    live = list(readers)
-    while live:
-        for reader in list(live):
-            batch = reader.poll_batch(max_records)
-            if batch is None:
-                live.remove(reader)
-            else:
-                out.extend(batch)
     return out
 
 
@@ -90,7 +74,7 @@ def test_number_sequence_resumes_after_snapshot_at_any_parallelism(new_paralleli
     before = poll_each(first, polls=4, max_records=50)
     states = snapshot(first)
     poll_each(first, polls=2, max_records=50)  # emitted after the checkpoint: lost in a crash
-    after = drain(readers_for(source, states, new_parallelism))
+    after = drain(readers_for(source, states, new_parallelism), 7)
     assert sorted(before + after) == list(range(1000))
 
 
@@ -124,7 +108,7 @@ def test_collection_resumes_from_index_on_another_subtask() -> None:
     before = poll_each(first, polls=3, max_records=10)
     states = snapshot(first)
     assert len(states) == 1
-    after = drain(readers_for(source, states, 4))
+    after = drain(readers_for(source, states, 4), 7)
     assert before + after == elements
 
 
@@ -211,12 +195,12 @@ def test_datagen_skewed_emits_one_two_per_ratio() -> None:
 
 def test_datagen_source_survives_pickling_with_the_same_output() -> None:
     source = DataGeneratorSource.keyed_values(100, num_keys=5, skew=0.8)
-    before = drain(readers_for(source, source.create_splits(2), 2))
+    before = drain(readers_for(source, source.create_splits(2), 2), 7)
     generator = source.generator_function
     assert isinstance(generator, KeyedValuesGenerator) and generator._table is not None
     copy = cloudpickle.loads(cloudpickle.dumps(source))
     assert copy.generator_function._table is None  # tables are rebuilt, not shipped
-    assert drain(readers_for(copy, copy.create_splits(2), 2)) == before
+    assert drain(readers_for(copy, copy.create_splits(2), 2), 7) == before
 
 
 def test_rate_limiter_grants_batches_of_a_millisecond_and_says_when_the_next_is_due() -> None:

@@ -124,22 +124,3 @@ def test_stamped_batches_pickle_and_slice_with_their_timestamps() -> None:
     assert type(back) is StampedBatch and back == [1, 2, 3] and back.timestamps == [10, None, 30]
     assert slice_batch(b, 1, 2).timestamps == [None]
     assert timestamps_of([1, 2]) == [None, None]
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        "cairn.runtime.eventtime.generation",
-        "cairn.runtime.eventtime.stamped",
-        "cairn.runtime.eventtime.valve",
-        "cairn.runtime.operators.timestamps",
-        "cairn.common.watermark_strategy",
-        "cairn.datastream.output_tag",
-    ],
-)
-def test_docstring_examples(name: str) -> None:
-    import doctest
-    import importlib
-
-    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
-    assert result.failed == 0 and result.attempted > 0

@@ -33,7 +33,7 @@ from cairn.runtime.record_writer import RecordWriter
 from cairn.runtime.reports import SourceExhausted
 from cairn.runtime.task import StreamTask
 
-from ._task_services import StubServices, operator_context
+from ._task_services import StubServices, operator_context, run_until_idle
 
 UNALIGNED = CheckpointOptions(alignment=AlignmentMode.UNALIGNED)
 
@@ -86,11 +86,6 @@ def _task(
     return task, op, outs, downstream, services
 
 
-def _drain(task: StreamTask) -> None:
-    while task.run_once():
-        pass
-
-
 def test_a_task_passes_on_the_minimum_watermark_of_its_channels_behind_its_records() -> None:
     task, op, outs, downstream, _ = _task(2)
     outs[0].send_batch(stamp(["a"], [10]))
@@ -98,7 +93,7 @@ def test_a_task_passes_on_the_minimum_watermark_of_its_channels_behind_its_recor
     outs[1].send_event(Watermark(4))
     outs[1].send_batch(stamp(["b"], [6]))
     outs[1].send_event(Watermark(20))
-    _drain(task)
+    run_until_idle(task)
     assert op.seen == [("a", 10), Watermark(4), ("b", 6), Watermark(10)]
     assert list(downstream.queue) == [["a"], Watermark(4), ["b"], Watermark(10)]
     assert downstream.queue[0].timestamps == [10], "timestamps cross the channel"
@@ -108,11 +103,11 @@ def test_an_idle_channel_is_skipped_and_idleness_is_passed_on_when_all_are_idle(
     task, op, outs, downstream, _ = _task(2)
     outs[0].send_event(Watermark(50))
     outs[1].send_event(IDLE)
-    _drain(task)
+    run_until_idle(task)
     assert op.seen == [Watermark(50)]
     outs[0].send_event(IDLE)
     outs[1].send_event(ACTIVE)
-    _drain(task)
+    run_until_idle(task)
     assert list(downstream.queue) == [Watermark(50), IDLE, ACTIVE]
 
 
@@ -122,7 +117,7 @@ def test_end_of_input_fires_the_final_watermark_before_the_operators_finish() ->
     outs[1].send_event(Watermark(7))
     outs[0].send_event(EndOfPartition())
     outs[1].send_event(EndOfPartition())
-    _drain(task)
+    run_until_idle(task)
     assert op.seen == [Watermark(5), Watermark(7), Watermark(MAX_WATERMARK)]
     assert task.finished
     assert list(downstream.queue)[-2:] == [Watermark(MAX_WATERMARK), EndOfPartition()]
@@ -134,7 +129,7 @@ def test_watermarks_in_overtaken_in_flight_data_are_persisted_and_replayed_in_pl
     outs[0].send_event(Watermark(1))
     outs[0].send_batch(stamp(["a2"], [2]))
     outs[0].send_event(CheckpointBarrier(CheckpointId(1), 0, UNALIGNED))
-    _drain(task)
+    run_until_idle(task)
     (ack,) = [m for m in services.sent if isinstance(m, TaskAcknowledgement)]
     handle = ack.states["collect"].input_channels
     assert handle is not None
@@ -145,7 +140,7 @@ def test_watermarks_in_overtaken_in_flight_data_are_persisted_and_replayed_in_pl
     task2, op2, _, _, _ = _task(1, AlignmentMode.UNALIGNED)
     assert task2.gate is not None
     task2.gate.replay(0, persisted)
-    _drain(task2)
+    run_until_idle(task2)
     assert op2.seen == [("a1", 1), Watermark(1), ("a2", 2)]
 
 
@@ -196,7 +191,7 @@ def test_a_sliced_stamped_batch_keeps_timestamps_for_the_rest_put_back() -> None
     task, op, outs, _, _ = _task(1, AlignmentMode.UNALIGNED)
     task._slices.records = 2  # type: ignore[attr-defined]
     outs[0].send_batch(stamp(["a", "b", "c"], [1, 2, 3]))
-    _drain(task)
+    run_until_idle(task)
     assert op.batches == 2, "processed in two slices, the rest put back as a HeldBatch"
     assert op.seen == [("a", 1), ("b", 2), ("c", 3)]
 
@@ -238,8 +233,7 @@ def _number_source_task(end: int) -> tuple[StreamTask, InputChannel, StubService
 
 def test_a_source_task_sends_the_final_watermark_before_it_reports_the_end() -> None:
     task, downstream, services = _number_source_task(3)
-    while task.run_once():
-        pass
+    run_until_idle(task)
     assert list(downstream.queue) == [[1, 2, 3], Watermark(MAX_WATERMARK)]
     assert any(isinstance(m, SourceExhausted) for m in services.sent)
 

@@ -20,6 +20,7 @@ from cairn.datastream.connectors.jdbc import (
     JdbcSink,
 )
 from cairn.datastream.connectors.jdbc_postgres import JdbcSinkError, JdbcTransaction
+from cairn.testing.processes import wait_for
 
 pytestmark = pytest.mark.postgres
 
@@ -355,9 +356,7 @@ def test_the_batch_interval_sends_rows_while_no_new_record_arrives(
     )
     client = env.execute_async("batch-interval")
     try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and len(rows(postgres, table)) < 3:
-            time.sleep(0.05)
+        wait_for(lambda: len(rows(postgres, table)) >= 3, 20, 0.05, "three rows in the table")
         assert rows(postgres, table) == [("w", 0), ("w", 1), ("w", 2)]
         assert client.job_master.end_ms is None, "the rows must arrive while the job runs"
     finally:

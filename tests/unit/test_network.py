@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import array
-import logging
 import os
 import pickle
 import queue
@@ -14,7 +13,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -36,45 +34,18 @@ from cairn.runtime.network import (
 )
 from cairn.runtime.network.admission import RejectionKind
 from cairn.runtime.network.auth import MAGIC
+from cairn.testing.processes import holds_for, wait_for
 
-SECRET = new_secret()
-SERVER_LOG = "cairn.runtime.network.server"
-Accepted = queue.Queue[tuple[FramedConnection, bytes]]
-
+from ._network import (
+    SECRET,
+    Accepted,
+    collecting_listener,
+    read_until_closed,
+    rejections,
+    tcp_pair,
+)
 
 # -- helpers -------------------------------------------------------------------------------
-
-
-def tcp_pair() -> tuple[socket.socket, socket.socket]:
-    """Two connected TCP sockets over 127.0.0.1 (no authentication)."""
-    with socket.create_server(("127.0.0.1", 0)) as server:
-        client = socket.create_connection(server.getsockname())
-        accepted, _ = server.accept()
-    return client, accepted
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    end = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > end:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.01)
-
-
-def read_until_closed(sock: socket.socket, timeout: float = 5.0) -> bytes:
-    """Everything the peer sends until it closes; fails if it does not close in time."""
-    sock.settimeout(timeout)
-    data = b""
-    try:
-        while chunk := sock.recv(65536):
-            data += chunk
-    except ConnectionResetError:
-        pass
-    return data
-
-
-def rejections(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
 
 
 class Exploit:
@@ -91,16 +62,6 @@ def frame(kind: int, channel: int, payload: bytes) -> bytes:
     return struct.pack("!BiI", kind, channel, len(payload)) + payload
 
 
-def collecting_listener(accepted: Accepted, **options: Any) -> Listener:
-    """A listener on 127.0.0.1 that queues every accepted ``(connection, hello)``."""
-    return Listener("127.0.0.1", SECRET, lambda conn, hello: accepted.put((conn, hello)), **options)
-
-
-@pytest.fixture
-def accepted() -> Accepted:
-    return queue.Queue()
-
-
 @pytest.fixture
 def listener(accepted: Accepted) -> Iterator[Listener]:
     with collecting_listener(accepted) as lst:
@@ -115,12 +76,6 @@ def pair(listener: Listener, accepted: Accepted) -> Iterator[tuple[FramedConnect
     yield client, server
     client.close()
     server.close()
-
-
-@pytest.fixture
-def server_log(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
-    caplog.set_level(logging.WARNING, logger=SERVER_LOG)
-    return caplog
 
 
 # -- framing -------------------------------------------------------------------------------
@@ -311,7 +266,12 @@ def test_wrong_secret_is_rejected_by_listener(
 ) -> None:
     with pytest.raises(AuthenticationError, match="wrong job secret"):
         connect(listener.address, new_secret(), hello=b"intruder")
-    wait_until(lambda: any("failed to prove" in m for m in rejections(server_log)))
+    wait_for(
+        lambda: any("failed to prove" in m for m in rejections(server_log)),
+        5.0,
+        0.01,
+        "a 'failed to prove' warning",
+    )
     assert "127.0.0.1:" in rejections(server_log)[0]
     assert accepted.empty()
 
@@ -355,13 +315,12 @@ def test_unauthenticated_pickle_is_never_unpickled(tmp_path: Path) -> None:
             with socket.create_connection(lst.address) as sock:
                 sock.sendall(attack)
                 read_until_closed(sock)
-        time.sleep(0.1)
-        assert not target.exists()
+        holds_for(lambda: not target.exists(), 0.1, 0.01, "no attack ran its command")
 
         # Positive control: the same bytes from a peer holding the secret do run.
         conn = connect(lst.address, SECRET, hello=pickle.dumps(None))
         conn.send(FrameKind.DATA, 0, exploit)
-        wait_until(target.exists)
+        wait_for(target.exists, 5.0, 0.01, "the positive control's file")
         conn.close()
 
 
@@ -374,7 +333,12 @@ def test_non_cairn_client_is_rejected_quickly(
         greeting = read_until_closed(sock)
     assert time.monotonic() - start < 2  # far below the 10 s handshake timeout
     assert greeting.startswith(b"CAIRN\0")
-    wait_until(lambda: any("not a Cairn endpoint" in m for m in rejections(server_log)))
+    wait_for(
+        lambda: any("not a Cairn endpoint" in m for m in rejections(server_log)),
+        5.0,
+        0.01,
+        "a 'not a Cairn endpoint' warning",
+    )
     assert accepted.empty()
 
 
@@ -384,7 +348,7 @@ def test_other_wire_version_is_named_in_the_rejection(
     with socket.create_connection(listener.address) as sock:
         sock.sendall(b"CAIRN\0" + struct.pack("!H", 99) + bytes(64))
         read_until_closed(sock)
-    wait_until(lambda: any("v99" in m for m in rejections(server_log)))
+    wait_for(lambda: any("v99" in m for m in rejections(server_log)), 5.0, 0.01, "a 'v99' warning")
 
 
 def test_client_rejects_a_non_cairn_server_quickly() -> None:
@@ -427,7 +391,12 @@ def test_silent_or_dribbling_client_times_out(
             threading.Thread(target=dribble, daemon=True).start()
             read_until_closed(dribbler)
         assert time.monotonic() - start < 1.5
-        wait_until(lambda: lst.rejections.total[RejectionKind.TIMED_OUT] == 2)
+        wait_for(
+            lambda: lst.rejections.total[RejectionKind.TIMED_OUT] == 2,
+            5.0,
+            0.01,
+            "two timed-out handshakes",
+        )
         # The second timeout within the log interval is only counted (summarized on close).
         assert sum("within 0.3 s" in m for m in rejections(server_log)) == 1
         assert accepted.empty()
@@ -440,7 +409,12 @@ def test_authenticated_client_without_hello_times_out(
         with socket.create_connection(lst.address) as sock:
             client_handshake(sock, SECRET, timeout=2)
             read_until_closed(sock)
-        wait_until(lambda: any("no HELLO" in m for m in rejections(server_log)))
+        wait_for(
+            lambda: any("no HELLO" in m for m in rejections(server_log)),
+            5.0,
+            0.01,
+            "a 'no HELLO' warning",
+        )
         assert accepted.empty()
 
 

@@ -5,7 +5,6 @@ connections that reopen as soon as they are closed, with a handful of warning li
 
 from __future__ import annotations
 
-import logging
 import queue
 import socket
 import threading
@@ -27,25 +26,13 @@ from cairn.runtime.network import (
 from cairn.runtime.network.admission import RejectionKind
 from cairn.runtime.network.auth import BUSY_VERDICT, MAGIC
 from tests.connection_flood import ConnectionFlood
-from tests.unit.test_network import (
+from tests.unit._network import (
     SECRET,
-    SERVER_LOG,
     Accepted,
     collecting_listener,
     read_until_closed,
     rejections,
 )
-
-
-@pytest.fixture
-def accepted() -> Accepted:
-    return queue.Queue()
-
-
-@pytest.fixture
-def server_log(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
-    caplog.set_level(logging.WARNING, logger=SERVER_LOG)
-    return caplog
 
 
 def test_a_full_listener_turns_its_oldest_unproven_connection_away(

@@ -4,7 +4,6 @@ remote channel names the operator and the edge of a batch it cannot ship."""
 
 from __future__ import annotations
 
-import doctest
 import pickle
 import queue
 import socket
@@ -26,20 +25,13 @@ from cairn.runtime.network import (
     Listener,
     client_handshake,
     connect,
-    new_secret,
 )
 from cairn.runtime.network.errors import ConnectionClosed, FrameRefused, FrameTooLarge
 from cairn.settings import DEFAULT_MAX_FRAME_SIZE
 
-SECRET = new_secret()
+from ._network import SECRET, tcp_pair
+
 MiB = 1024 * 1024
-
-
-def tcp_pair() -> tuple[socket.socket, socket.socket]:
-    with socket.create_server(("127.0.0.1", 0)) as server:
-        client = socket.create_connection(server.getsockname())
-        accepted, _ = server.accept()
-    return client, accepted
 
 
 def header(kind: int, channel: int, length: int) -> bytes:
@@ -114,13 +106,6 @@ def test_the_cap_is_validated_and_can_be_changed_by_the_owner() -> None:
             with pytest.raises(ValueError, match="max_frame_size"):
                 conn.max_frame_size = bad  # type: ignore[assignment]
         assert conn.max_frame_size == 1024
-
-
-def test_docstring_examples() -> None:
-    from cairn.runtime import edge_errors
-
-    result = doctest.testmod(edge_errors, optionflags=doctest.ELLIPSIS)
-    assert result.failed == 0 and result.attempted > 0
 
 
 def settings_max_frame_size(conf: dict[str, Any] | None = None) -> int:

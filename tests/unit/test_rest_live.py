@@ -14,6 +14,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from cairn.rest.live import LiveFeed, Update
+from cairn.testing.processes import wait_for_async
 
 
 async def read_stream(session: aiohttp.ClientSession, url: str) -> list[tuple[str, Any]]:
@@ -73,8 +74,7 @@ def test_a_poke_sends_an_update_before_the_interval() -> None:
         feed = LiveFeed(asyncio.get_running_loop(), snapshot, interval_s=30.0)
         async with TestServer(serve(lambda: feed)) as server, aiohttp.ClientSession() as s:
             reading = asyncio.ensure_future(read_stream(s, str(server.make_url("/events"))))
-            while not moments:
-                await asyncio.sleep(0.01)
+            await wait_for_async(lambda: moments, 10, 0.01, "the first update")
             for _ in range(2):
                 await asyncio.sleep(0.05)
                 feed.poke()  # e.g. a status change, from the job master's thread
@@ -96,8 +96,7 @@ def test_readers_over_the_limit_are_refused() -> None:
         async with TestServer(serve(lambda: feed)) as server, aiohttp.ClientSession() as s:
             url = str(server.make_url("/events"))
             reading = asyncio.ensure_future(read_stream(s, url))
-            while feed.readers < 1:
-                await asyncio.sleep(0.01)
+            await wait_for_async(lambda: feed.readers >= 1, 10, 0.01, "the first reader")
             async with s.get(url) as refused:
                 assert refused.status == 503
             final = True

@@ -3,24 +3,20 @@
 from __future__ import annotations
 
 import pickle
-import threading
-import time
-from collections.abc import Callable
 from typing import Any
 
 from cairn.events import CheckpointBarrier
 from cairn.graph.transformations import PartitionKind
 from cairn.runtime.channels import (
-    ConnectionSender,
     InputChannel,
     LocalOutputChannel,
-    RemoteOutputChannel,
-    receive_loop,
 )
 from cairn.runtime.input_gate import InputGate
-from cairn.runtime.network import Listener, connect, new_secret
 from cairn.runtime.record_writer import RecordWriter
 from cairn.state.key_groups import assign_to_key_group, subtask_for_key_group
+from cairn.testing.processes import holds_for, wait_for
+
+from ._remote_channel import RemoteChannel, take_batches
 
 
 def _local(n: int) -> tuple[list[InputChannel], list[LocalOutputChannel]]:
@@ -102,113 +98,61 @@ def test_input_gate_skips_blocked_channels_and_is_fair() -> None:
 
 
 def test_remote_channel_sends_only_with_credit_and_gets_credit_back() -> None:
-    secret = new_secret()
-    inputs = {7: InputChannel(7)}
-    wakeup = threading.Event()
-    errors: list[BaseException] = []
-
-    def on_connection(conn: Any, hello: bytes) -> None:
-        inputs[7].attach_remote(conn)
-        receive_loop(conn, inputs, wakeup, errors.append)
-
-    listener = Listener("127.0.0.1", secret, on_connection)
-    conn = connect(listener.address, secret, b"data")
-    sender = ConnectionSender(conn, lambda: None, errors.append, "test")
-    channel = RemoteOutputChannel(7, sender, initial_credits=2, max_backlog=100)
-    sender.register(channel)
-    sender.start()
-    try:
+    with RemoteChannel(7, initial_credits=2, max_backlog=100) as remote:
+        channel, received_by = remote.channel, remote.input
         for i in range(6):
             channel.send_batch([i])
-        deadline = time.monotonic() + 5
-        while len(inputs[7].queue) < 2 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(0.2)
-        assert len(inputs[7].queue) == 2, "only as many batches as credits may be in flight"
+        wait_for(lambda: len(received_by.queue) >= 2, 5, 0.01, "the first two batches")
+        holds_for(
+            lambda: len(received_by.queue) == 2,
+            0.2,
+            0.01,
+            "only as many batches as credits may be in flight",
+        )
         assert len(channel.backlog) == 4
-        gate = InputGate([inputs[7]])
-        received = []
-        while len(received) < 6 and time.monotonic() < deadline:
-            item = gate.poll()  # unpickles and returns one credit per batch
-            if item is None:
-                time.sleep(0.01)
-                continue
-            received.append(item[1][0])
+        gate = InputGate([received_by])
+        # each batch taken is unpickled and returns one credit
+        received = [batch[0] for batch in take_batches(gate, 6)]
         assert received == list(range(6))
-        assert not errors
+        assert not remote.errors
         assert pickle.loads(pickle.dumps(received)) == received
-    finally:
-        sender.close()
-        listener.close()
 
 
-class _RemoteChannel:
+class _WriterOnRemoteChannel(RemoteChannel):
     """A writer on a remote channel (1 credit, backlog of 2) to a real receiving socket."""
 
     def __init__(self, channel_id: int, batch_size: int) -> None:
-        secret = new_secret()
-        inputs = {channel_id: InputChannel(channel_id)}
-        self.errors: list[BaseException] = []
-        self.woken = threading.Event()  # the task's wake-up, as the sender sees it
-
-        def on_connection(conn: Any, hello: bytes) -> None:
-            inputs[channel_id].attach_remote(conn)
-            receive_loop(conn, inputs, threading.Event(), self.errors.append)
-
-        self.listener = Listener("127.0.0.1", secret, on_connection)
-        self.sender = ConnectionSender(
-            connect(self.listener.address, secret, b"data"),
-            self.woken.set,
-            self.errors.append,
-            "test",
-        )
-        self.channel = RemoteOutputChannel(
-            channel_id, self.sender, initial_credits=1, max_backlog=2
-        )
-        self.sender.register(self.channel)
-        self.sender.start()
+        super().__init__(channel_id, initial_credits=1, max_backlog=2)
         self.writer = RecordWriter([self.channel], PartitionKind.FORWARD, batch_size=batch_size)
-        self.gate = InputGate([inputs[channel_id]])
-
-    def close(self) -> None:
-        self.sender.close()
-        self.listener.close()
+        self.gate = InputGate([self.input])
 
 
 def test_partial_batches_wait_in_the_writer_while_a_remote_channel_has_no_credit() -> None:
     """Buffer timeout / idle flush: a channel without credit keeps collecting records into one
     batch (instead of queueing a tiny batch per flush); a credit reaching an empty backlog
     wakes the task only if the writer held records back for it."""
-    remote = _RemoteChannel(3, batch_size=1000)
+    remote = _WriterOnRemoteChannel(3, batch_size=1000)
     channel, writer, gate, woken = remote.channel, remote.writer, remote.gate, remote.woken
-    deadline = time.monotonic() + 5
 
     def take() -> list[Any]:  # consume one batch on the receiving side (returns a credit)
-        while time.monotonic() < deadline:
-            item = gate.poll()
-            if item is not None:
-                return list(item[1])
-            time.sleep(0.01)
-        raise AssertionError("no batch arrived")
+        (batch,) = take_batches(gate, 1)
+        return list(batch)
 
-    def wait_for(condition: Callable[[], bool]) -> None:
-        while not condition() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert condition()
+    def sent_all() -> None:
+        wait_for(lambda: not channel.backlog, 5, 0.01, "an empty backlog")
 
     try:
         writer.emit([0, 1])
         assert writer.flush_ready()  # one credit: the partial batch goes at once
-        wait_for(lambda: not channel.backlog)
+        sent_all()
         woken.clear()
         assert take() == [0, 1]
-        wait_for(lambda: channel.credits == 1)
-        time.sleep(0.05)
-        assert not woken.is_set(), "a credit nobody waits for wakes no one"
+        wait_for(lambda: channel.credits == 1, 5, 0.01, "the credit back")
+        holds_for(lambda: not woken.is_set(), 0.05, 0.01, "a credit nobody waits for wakes no one")
 
         writer.emit([2])
         assert writer.flush_ready()  # uses the credit
-        wait_for(lambda: not channel.backlog)
+        sent_all()
         for i in range(3, 9):  # no credit left: each flush leaves the records pending
             writer.emit([i])
             assert not writer.flush_ready()
@@ -236,23 +180,19 @@ def test_local_channels_take_partial_batches_at_once() -> None:
 def test_a_send_wakes_the_task_only_when_a_full_backlog_gets_room() -> None:
     """At moderate rates a wake-up per frame would cost the task thread more than the frame:
     the sender wakes it only when the writer is backpressured (its backlog was full)."""
-    remote = _RemoteChannel(5, batch_size=2)
+    remote = _WriterOnRemoteChannel(5, batch_size=2)
     channel, writer, gate, woken = remote.channel, remote.writer, remote.gate, remote.woken
-    deadline = time.monotonic() + 5
     try:
         writer.emit([0, 1])  # a full batch: sent with the one credit
-        while channel.backlog and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(0.05)
+        wait_for(lambda: not channel.backlog, 5, 0.01, "an empty backlog")
+        holds_for(lambda: not woken.is_set(), 0.05, 0.01, "a plain send wakes no one")
         assert not channel.backlog and not woken.is_set(), "a plain send wakes no one"
         writer.emit([2, 3])  # two batches, no credit: the backlog is full
         writer.emit([4, 5])
         assert not writer.available()
-        item = None
-        while item is None and time.monotonic() < deadline:
-            item = gate.poll()  # consuming [0, 1] returns a credit: one batch goes
-            time.sleep(0.01)
-        assert item is not None and list(item[1]) == [0, 1]
+        # consuming [0, 1] returns a credit: one batch goes
+        (batch,) = take_batches(gate, 1)
+        assert list(batch) == [0, 1]
         assert woken.wait(5), "room in a full backlog wakes the backpressured task"
         assert writer.available()
         assert not remote.errors
@@ -287,21 +227,14 @@ def test_a_credit_racing_with_the_hold_announcement_is_not_lost() -> None:
 def test_bytes_are_counted_once_per_pickled_batch_on_both_ends_and_never_locally() -> None:
     """Flink's numBytesOut/In: the pickled size of each remote batch, counted by the sending
     channel and by the gate that takes it; a local channel hands lists over (no bytes)."""
-    remote = _RemoteChannel(3, batch_size=4)
+    remote = _WriterOnRemoteChannel(3, batch_size=4)
     try:
         batches = [[f"record-{i}-{j}" for j in range(4)] for i in range(3)]
         sizes = [len(pickle.dumps(b, protocol=5)) for b in batches]
         received: list[Any] = []
-        deadline = time.monotonic() + 5
         for batch in batches:
             remote.writer.emit(batch)  # a full batch: flushed and pickled at once
-            while len(received) < len(batches) and time.monotonic() < deadline:
-                item = remote.gate.poll()
-                if item is None:
-                    time.sleep(0.01)
-                    continue
-                received.append(item[1])
-                break
+            received += take_batches(remote.gate, 1)
         assert received == batches
         assert remote.channel.bytes_out == sum(sizes)
         assert remote.gate.bytes_in == sum(sizes)

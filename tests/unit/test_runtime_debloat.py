@@ -3,17 +3,10 @@ and the receiver's request reaching local and remote senders."""
 
 from __future__ import annotations
 
-import threading
-import time
-from typing import Any
-
 from cairn.graph.transformations import PartitionKind
 from cairn.runtime.channels import (
-    ConnectionSender,
     InputChannel,
     LocalOutputChannel,
-    RemoteOutputChannel,
-    receive_loop,
 )
 from cairn.runtime.debloat import (
     BufferDebloater,
@@ -21,8 +14,10 @@ from cairn.runtime.debloat import (
     desired_buffer_size,
     should_change,
 )
-from cairn.runtime.network import Listener, connect, new_secret
 from cairn.runtime.record_writer import RecordWriter
+from cairn.testing.processes import wait_for
+
+from ._remote_channel import RemoteChannel
 
 
 def test_desired_size_makes_in_flight_data_take_the_target_time() -> None:
@@ -65,31 +60,11 @@ def test_writer_flushes_each_channel_at_its_own_buffer_size() -> None:
 
 
 def test_buffer_size_request_reaches_a_remote_sender() -> None:
-    secret = new_secret()
-    inputs = {5: InputChannel(5)}
-    errors: list[BaseException] = []
-
-    def on_connection(conn: Any, hello: bytes) -> None:
-        inputs[5].attach_remote(conn)
-        receive_loop(conn, inputs, threading.Event(), errors.append)
-
-    listener = Listener("127.0.0.1", secret, on_connection)
-    sender = ConnectionSender(
-        connect(listener.address, secret, b"data"), lambda: None, errors.append, "test"
-    )
-    channel = RemoteOutputChannel(5, sender, initial_credits=4)
-    sender.register(channel)
-    sender.start()
-    try:
+    with RemoteChannel(5, initial_credits=4) as remote:
+        channel = remote.channel
         channel.send_batch([1])  # the receiver learns the connection from the first frame
-        deadline = time.monotonic() + 5
-        while not inputs[5].queue and time.monotonic() < deadline:
-            time.sleep(0.01)
-        inputs[5].request_buffer_size(48)
-        while channel.batch_size != 48 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_for(lambda: remote.input.queue, 5, 0.01, "the first batch")
+        remote.input.request_buffer_size(48)
+        wait_for(lambda: channel.batch_size == 48, 5, 0.01, "the new buffer size at the sender")
         assert channel.batch_size == 48
-        assert not errors
-    finally:
-        sender.close()
-        listener.close()
+        assert not remote.errors

@@ -20,7 +20,7 @@ from cairn.runtime.operators.base import OperatorSnapshot, StreamOperator
 from cairn.runtime.task import StreamTask
 from cairn.testing.simple_state_files import MemoryStateFiles
 
-from ._task_services import StubServices
+from ._task_services import StubServices, run_until_idle
 
 UNALIGNED = CheckpointOptions(alignment=AlignmentMode.UNALIGNED)
 
@@ -66,11 +66,6 @@ def _task(
     return task, [LocalOutputChannel(t, capacity=10) for t in targets]
 
 
-def _drain(task: StreamTask) -> None:
-    while task.run_once():
-        pass
-
-
 def test_the_coordinator_is_the_handlers_typed_actions() -> None:
     task, _ = _task(StubServices(), AlignmentMode.UNALIGNED)
     assert isinstance(task.checkpoints, UnalignedBarrierHandlerActions)
@@ -82,7 +77,7 @@ def test_a_failed_channel_state_write_declines_like_a_failed_snapshot_and_never_
     outs[0].send_event(CheckpointBarrier(CheckpointId(1), 0, UNALIGNED))
     outs[1].send_batch(["in flight"])
     outs[1].send_event(CheckpointBarrier(CheckpointId(1), 0, UNALIGNED))
-    _drain(task)
+    run_until_idle(task)
     assert not [m for m in services.sent if isinstance(m, TaskAcknowledgement)]
     (decline,) = [m for m in services.sent if isinstance(m, TaskDecline)]
     assert decline.reason is CheckpointFailureReason.CHECKPOINT_ASYNC_EXCEPTION
@@ -105,7 +100,7 @@ def test_the_injected_clock_times_out_the_alignment_and_the_barrier_overtakes() 
     task.run_once()  # barrier 1 of channel 0, then 7 batches of channel 1 (8 polls a run)
     assert op.seen == [f"b{i}" for i in range(7)] and clock.now_ms() == 1_420
     assert task.next_timer_ms() == 1_100, "the alignment timeout, on the task's clock"
-    _drain(task)  # timed out: unaligned, channel 1's barrier overtakes b7..b9
+    run_until_idle(task)  # timed out: unaligned, channel 1's barrier overtakes b7..b9
     (ack,) = [m for m in services.sent if isinstance(m, TaskAcknowledgement)]
     assert ack.metrics.unaligned and ack.states["op"].inline_value("seen") == op.seen[:7]
     handle = ack.states["op"].input_channels

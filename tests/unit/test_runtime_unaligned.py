@@ -7,7 +7,6 @@ Scripted sequences of batches and barriers through real channels, gates and a re
 from __future__ import annotations
 
 import pickle
-import threading
 import time
 from typing import Any
 
@@ -37,21 +36,19 @@ from cairn.runtime.channel_state import (
     read_channel_state,
 )
 from cairn.runtime.channels import (
-    ConnectionSender,
     InputChannel,
     LocalOutputChannel,
-    RemoteOutputChannel,
-    receive_loop,
 )
 from cairn.runtime.input_gate import InputGate
-from cairn.runtime.network import Listener, connect, new_secret
 from cairn.runtime.operators.base import OperatorSnapshot, StreamOperator
 from cairn.runtime.task import StreamTask
 from cairn.runtime.unaligned_ack import SliceBudget, UnalignedAcknowledgement
 from cairn.state.errors import CorruptStateError
+from cairn.testing.processes import holds_for, wait_for
 from cairn.testing.simple_state_files import MemoryStateFiles
 
-from ._task_services import StubServices
+from ._remote_channel import RemoteChannel, take_batches
+from ._task_services import StubServices, run_until_idle
 
 UNALIGNED = CheckpointOptions(alignment=AlignmentMode.UNALIGNED)
 
@@ -237,48 +234,23 @@ def test_slice_budget_follows_the_measured_cost_per_record() -> None:
 
 
 def test_remote_data_in_front_of_a_priority_barrier_goes_without_credit() -> None:
-    secret = new_secret()
-    inputs = {3: InputChannel(3)}
-    errors: list[BaseException] = []
-
-    def on_connection(conn: Any, hello: bytes) -> None:
-        inputs[3].attach_remote(conn)
-        receive_loop(conn, inputs, threading.Event(), errors.append)
-
-    listener = Listener("127.0.0.1", secret, on_connection)
-    sender = ConnectionSender(
-        connect(listener.address, secret, b"data"), lambda: None, errors.append, "test"
-    )
-    channel = RemoteOutputChannel(3, sender, initial_credits=1, max_backlog=100)
-    sender.register(channel)
-    sender.start()
-    try:
+    with RemoteChannel(3, initial_credits=1, max_backlog=100) as remote:
+        channel, ch = remote.channel, remote.input
         for i in range(4):
             channel.send_batch([i])
         channel.send_event(unaligned(1))
         channel.send_batch([99])  # behind the barrier: needs credit again
-        deadline = time.monotonic() + 5
-        while not inputs[3].announced and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(0.1)
-        ch = inputs[3]
+        wait_for(lambda: ch.announced, 5, 0.01, "the barrier's announcement")
         assert ch.announced and ch.announced[0][0] == 4, "all four batches arrived before it"
-        assert len(ch.queue) == 4, "the batch behind the barrier waits for credit"
+        holds_for(
+            lambda: len(ch.queue) == 4, 0.1, 0.01, "the batch behind the barrier waits for credit"
+        )
         gate = InputGate([ch])
         _, overtaken = gate.overtake(0)
         assert [pickle.loads(b) for b in overtaken] == [[0], [1], [2], [3]]
-        got: list[int] = []
-        while len(got) < 5 and time.monotonic() < deadline:
-            item = gate.poll()
-            if item is None:
-                time.sleep(0.01)
-                continue
-            got.append(item[1][0])
+        got = [batch[0] for batch in take_batches(gate, 5)]
         assert got == [0, 1, 2, 3, 99], "credits returned for consumed batches free the rest"
-        assert not errors
-    finally:
-        sender.close()
-        listener.close()
+        assert not remote.errors
 
 
 # ---------------------------------------------------------------- a real StreamTask
@@ -350,8 +322,7 @@ def test_task_snapshot_plus_channel_state_equals_everything_sent_before_the_barr
     outs[1].send_batch(["b3"])
     outs[1].send_event(unaligned(1))
     outs[1].send_batch(["b4"])
-    while task.run_once():
-        pass
+    run_until_idle(task)
     (ack,) = _acks(services)
     assert ack.metrics.unaligned and ack.metrics.persisted_bytes > 0
     snapshot_seen = ack.states["collect"].inline_value("seen")
@@ -369,8 +340,7 @@ def test_a_newer_barrier_during_an_unaligned_checkpoint_aborts_it_and_takes_over
     outs[0].send_event(unaligned(2))  # channel 1 never delivered barrier 1
     outs[1].send_batch(["b1"])
     outs[1].send_event(unaligned(2))
-    while task.run_once():
-        pass
+    run_until_idle(task)
     declines = [m for m in services.sent if isinstance(m, TaskDecline)]
     assert [int(d.checkpoint_id) for d in declines] == [1]
     (ack,) = _acks(services)
@@ -385,8 +355,7 @@ def test_end_of_input_completes_the_recording_of_a_finished_channel() -> None:
     outs[1].send_batch(["b1"])
     outs[1].send_event(EndOfPartition())
     outs[0].send_event(EndOfPartition())
-    while task.run_once():
-        pass
+    run_until_idle(task)
     (ack,) = _acks(services)
     assert _replayed(services, ack) == {1: [["b1"]]}
     assert task.finished
@@ -404,8 +373,7 @@ def test_barrier_overtakes_the_rest_of_a_slow_batch_being_processed() -> None:
     replayed = [r for batch in _replayed(services, ack).get(0, []) for r in batch]
     assert 0 < len(seen_at_snapshot) < 200
     assert seen_at_snapshot + replayed == list(range(200)), "nothing lost, nothing twice"
-    while task.run_once():
-        pass
+    run_until_idle(task)
     assert op.seen == list(range(200))
 
 
@@ -416,9 +384,12 @@ def test_aligned_barrier_with_timeout_turns_unaligned_when_alignment_takes_too_l
     outs[0].send_event(with_timeout(1, 50, now))  # channel 0 aligns at once
     outs[1].send_batch(list(range(100)))  # ~200 ms of work in front of channel 1's barrier
     outs[1].send_event(with_timeout(1, 50, now))
-    t0 = time.monotonic()
-    while not _acks(services) and time.monotonic() - t0 < 5:
+
+    def acknowledged() -> bool:
         task.run_once()
+        return bool(_acks(services))
+
+    wait_for(acknowledged, 5, 0, "the task's acknowledgement")
     (ack,) = _acks(services)
     assert ack.metrics.unaligned, "alignment outlived the 50 ms timeout"
     seen_at_snapshot = ack.states["collect"].inline_value("seen")
@@ -435,8 +406,7 @@ def test_aligned_barrier_with_timeout_stays_aligned_when_alignment_is_quick() ->
     outs[0].send_event(with_timeout(1, 10_000, now))
     outs[1].send_batch(["b1"])
     outs[1].send_event(with_timeout(1, 10_000, now))
-    while task.run_once():
-        pass
+    run_until_idle(task)
     (ack,) = _acks(services)
     assert not ack.metrics.unaligned and ack.metrics.persisted_bytes == 0
     assert ack.states["collect"].input_channels is None

@@ -6,6 +6,7 @@ import threading
 import time
 
 from cairn.runtime.wakeup import Wakeup
+from cairn.testing.processes import holds_for
 
 
 def test_a_set_from_another_thread_ends_a_wait_at_once() -> None:
@@ -19,8 +20,7 @@ def test_a_set_from_another_thread_ends_a_wait_at_once() -> None:
 
     thread = threading.Thread(target=waiter)
     thread.start()
-    time.sleep(0.05)
-    assert not woke, "a clear signal keeps the waiter waiting"
+    holds_for(lambda: not woke, 0.05, 0.01, "a clear signal keeps the waiter waiting")
     wakeup.set()
     thread.join(5)
     assert woke and woke[0] < 2.0

@@ -3,7 +3,6 @@ at any parallelism, with the same values, TTL timestamps and timers (``rocksdb.c
 
 from __future__ import annotations
 
-import doctest
 import random
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from cairn.state import (
     StateRestoreError,
     key_group_range_for_subtask,
 )
-from cairn.state.rocksdb import RocksDBKeyedStateBackend, canonical
+from cairn.state.rocksdb import RocksDBKeyedStateBackend
 from cairn.state.snapshot_format import decode_section, read_sections, thaw_table
 from cairn.testing.simple_state_files import DirectoryStateFiles
 from tests.unit import state_backends
@@ -36,11 +35,6 @@ from tests.unit import state_backends
 MAX_P = 32
 FULL = KeyGroupRange(0, MAX_P - 1)
 KEYS = ["a", "b", "c", 1, 2, (3, "x"), None, 2.5, *[f"k{i}" for i in range(30)]]
-
-
-def test_docstring_example() -> None:
-    result = doctest.testmod(canonical)
-    assert result.failed == 0 and result.attempted > 0
 
 
 def _make(kind: str, key_groups: KeyGroupRange, clock: ManualClock) -> Any:

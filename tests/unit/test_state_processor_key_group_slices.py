@@ -3,8 +3,6 @@ and the conversions between state values and Spark columns (no Spark session, no
 
 from __future__ import annotations
 
-import doctest
-import importlib
 from typing import Any
 
 import pytest
@@ -178,20 +176,6 @@ def test_column_acceptance() -> None:
     assert column_accepts(T.IntegerType(), T.LongType())  # range-checked per row
     assert not column_accepts(T.IntegerType(), T.StringType())
     assert column_accepts(T.ArrayType(T.DoubleType()), T.ArrayType(T.IntegerType()))
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        "cairn.state_processor.columns",
-        "cairn.state_processor.key_group_slices",
-        "cairn.state_processor.sections",
-    ],
-)
-def test_docstring_examples(name: str) -> None:
-    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
-    assert result.failed == 0
-    assert result.attempted > 0
 
 
 def test_storage_writes_state_files_and_publishes_metadata_once(tmp_path: Any) -> None:

@@ -4,8 +4,6 @@ parametrized over both backends (``state_backends``)."""
 
 from __future__ import annotations
 
-import doctest
-import importlib
 import os
 import re
 import subprocess
@@ -47,15 +45,6 @@ from tests.unit import state_backends
 
 MAX_P = 128
 FULL = KeyGroupRange(0, MAX_P - 1)
-
-
-@pytest.mark.parametrize(
-    "name",
-    [f"cairn.state.rocksdb.{m}" for m in ("codecs", "db", "states", "rescale", "backend")],
-)
-def test_docstring_examples(name: str) -> None:
-    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
-    assert result.failed == 0 and result.attempted > 0
 
 
 # ------------------------------------------------------------------------------ codecs

@@ -300,24 +300,6 @@ class _Co(CoProcessFunction):
         return None
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        "cairn.datastream.connected_streams",
-        "cairn.datastream.co_functions",
-        "cairn.runtime.operators.two_input",
-        "cairn.state.broadcast_state",
-        "cairn.state.operator_state",
-    ],
-)
-def test_module_examples_run(name: str) -> None:
-    import doctest
-    import importlib
-
-    result = doctest.testmod(importlib.import_module(name))
-    assert result.attempted and not result.failed
-
-
 def test_keyed_co_process_processing_time_timers_fire_with_their_key_and_domain() -> None:
     class Remind(KeyedCoProcessFunction):
         def process_element1(self, value: Any, ctx: Any) -> Any:

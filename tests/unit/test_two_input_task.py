@@ -29,7 +29,7 @@ from cairn.runtime.operators import create_operator
 from cairn.runtime.record_writer import RecordWriter
 from cairn.runtime.task import StreamTask
 
-from ._task_services import StubServices, operator_context
+from ._task_services import StubServices, operator_context, run_until_idle
 
 ALIGNED = CheckpointOptions()
 UNALIGNED = CheckpointOptions(alignment=AlignmentMode.UNALIGNED)
@@ -74,12 +74,6 @@ def _task(
     return task, outs, downstream, services
 
 
-def _drain(task: StreamTask) -> None:
-    while task.run_once():
-        pass
-    task.flush()
-
-
 def _records(downstream: InputChannel) -> list[Any]:
     return [r for e in downstream.queue if isinstance(e, list) for r in e]
 
@@ -93,7 +87,7 @@ def test_each_channel_reaches_the_method_of_its_input() -> None:
     outs[0].send_batch([1])
     outs[2].send_batch([2])
     outs[1].send_batch([3])
-    _drain(task)
+    run_until_idle(task, flush=True)
     assert sorted(_records(downstream)) == [("one", 1), ("one", 3), ("two", 2)]
 
 
@@ -104,13 +98,13 @@ def test_aligned_barriers_block_each_input_until_both_delivered_the_barrier() ->
         outs[ch].send_event(barrier)
         outs[ch].send_batch([f"after-{ch}"])
     outs[2].send_batch(["before"])
-    _drain(task)
+    run_until_idle(task, flush=True)
     # The first input delivered its barriers: its later records wait; the second's flow.
     assert _records(downstream) == [("two", "before")]
     assert _acks(services) == []
     outs[2].send_event(barrier)
     outs[2].send_batch(["after-2"])
-    _drain(task)
+    run_until_idle(task, flush=True)
     (ack,) = _acks(services)
     assert ack.checkpoint_id == 1
     queue = list(downstream.queue)
@@ -127,12 +121,12 @@ def test_at_least_once_counts_barriers_of_both_inputs_without_blocking() -> None
     barrier = CheckpointBarrier(CheckpointId(1), 0, ALIGNED)
     outs[0].send_event(barrier)
     outs[0].send_batch(["late-0"])
-    _drain(task)
+    run_until_idle(task, flush=True)
     assert _records(downstream) == [("one", "late-0")], "nothing is blocked"
     assert _acks(services) == []
     outs[1].send_event(barrier)
     outs[2].send_event(barrier)
-    _drain(task)
+    run_until_idle(task, flush=True)
     assert [a.checkpoint_id for a in _acks(services)] == [1]
 
 
@@ -144,7 +138,7 @@ def test_an_unaligned_barrier_of_one_input_persists_the_other_inputs_in_flight_d
     outs[0].send_batch(["in-flight-0"])
     outs[0].send_event(barrier)
     outs[1].send_event(barrier)
-    _drain(task)
+    run_until_idle(task, flush=True)
     (ack,) = _acks(services)
     handle = ack.states["co"].input_channels
     assert handle is not None
@@ -158,11 +152,11 @@ def test_the_watermark_is_the_minimum_of_both_inputs_and_an_idle_input_is_skippe
     outs[1].send_event(Watermark(40))
     outs[2].send_batch(stamp(["x"], [5]))
     outs[2].send_event(Watermark(10))
-    _drain(task)
+    run_until_idle(task, flush=True)
     assert [e for e in downstream.queue if isinstance(e, Watermark)] == [Watermark(10)]
     assert downstream.queue[0].timestamps == [5], "outputs keep their input's timestamp"
     outs[2].send_event(IDLE)
-    _drain(task)
+    run_until_idle(task, flush=True)
     assert [e for e in downstream.queue if isinstance(e, Watermark)][-1] == Watermark(30)
 
 

@@ -2,19 +2,22 @@
 
 Invariant: every finder tolerates processes that vanish while it looks at them (a process
 that is gone is simply not reported), so tests racing against Spark's own restarts do not
-fail with spurious ``NoSuchProcess`` errors.
+fail with spurious ``NoSuchProcess`` errors. Tests wait through :func:`wait_for` (until a
+condition holds) and :func:`holds_for` (that it keeps holding), never through bare sleeps.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import inspect
 import os
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -29,11 +32,13 @@ __all__ = [
     "descendant_pids",
     "find_ancestor",
     "find_processes",
+    "holds_for",
     "kill_process",
     "python_workers_of",
     "run_in_subprocess",
     "terminate_tree",
     "wait_for",
+    "wait_for_async",
 ]
 
 T = TypeVar("T")
@@ -196,6 +201,61 @@ def wait_for(
             text = message() if callable(message) else message
             raise TimeoutError(f"timed out after {timeout:.1f} s waiting for {text}")
         time.sleep(interval)
+
+
+async def wait_for_async(
+    predicate: Callable[[], T | Awaitable[T]],
+    timeout: float,
+    interval: float = 0.1,
+    message: str | Callable[[], str] = "condition",
+) -> T:
+    """:func:`wait_for` inside an event loop: sleeps with ``asyncio.sleep`` (the loop runs
+    on meanwhile), and awaits the predicate's value when it is awaitable.
+
+    >>> asyncio.run(wait_for_async(lambda: asyncio.sleep(0, result="up"), timeout=1.0))
+    'up'
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if inspect.isawaitable(value):
+            value = await value
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            text = message() if callable(message) else message
+            raise TimeoutError(f"timed out after {timeout:.1f} s waiting for {text}")
+        await asyncio.sleep(interval)
+
+
+def holds_for(
+    predicate: Callable[[], object],
+    seconds: float,
+    interval: float = 0.05,
+    message: str | Callable[[], str] = "condition",
+) -> None:
+    """Check that ``predicate`` stays truthy for ``seconds``: "nothing happens within T".
+
+    Polls every ``interval`` seconds (first at once, last at the end) and raises
+    ``AssertionError`` naming ``message`` as soon as the predicate is falsy, so a test that
+    asserts the absence of an event fails when the event happens, not after a fixed sleep.
+
+    >>> holds_for(lambda: True, seconds=0.05, interval=0.01)
+    >>> holds_for(lambda: False, seconds=1.0, message="no output")
+    Traceback (most recent call last):
+    AssertionError: no output stopped holding after 0.0 s of 1.0 s
+    """
+    started = time.monotonic()
+    deadline = started + seconds
+    while True:
+        if not predicate():
+            text = message() if callable(message) else message
+            held = time.monotonic() - started
+            raise AssertionError(f"{text} stopped holding after {held:.1f} s of {seconds:.1f} s")
+        now = time.monotonic()
+        if now >= deadline:
+            return
+        time.sleep(min(interval, deadline - now))
 
 
 def run_in_subprocess(
