@@ -163,6 +163,7 @@ class _Discovery(threading.Thread):
         super().__init__(name=f"kafka-discovery-{conf['client.id']}", daemon=True)
         self._source = source
         self._conf = {**conf, "client.id": f"{conf['client.id']}-discovery"}
+        self._conf.pop("on_commit", None)
         self._owns = owns
         self._seen = set(seen)
         self._interval_s = source.discovery_interval_ms / 1000.0
@@ -240,6 +241,8 @@ class KafkaSourceReader(SourceReader):
         self._ends = source.stopping_offsets is not None and source.discovery_interval_ms <= 0
         conf = source.consumer_config(context.subtask_index, context.job_id)
         conf["on_commit"] = _on_commit
+        # librdkafka's own messages (e.g. "partition count changed") go to Python logging.
+        conf.setdefault("logger", logging.getLogger("cairn.kafka.librdkafka"))
         try:
             self._consumer = Consumer(conf)
         except KafkaException as exc:
