@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from cairn.cli.demo_jobs import SequenceCheck
+from cairn.cli.demo_jobs import SequenceCheck, SlowSequenceCheck
 from cairn.common import WatermarkStrategy
 from cairn.common.serialization import SimpleStringSchema
 from cairn.datastream import StreamExecutionEnvironment
@@ -67,8 +67,10 @@ def kafka_sequence_job(
     interval_ms: int = 300,
     unaligned: bool = False,
     source: KafkaSource | None = None,
+    cost_us: int = 0,
 ) -> StreamExecutionEnvironment:
-    """Kafka topic of ``"key,seq"`` -> key_by -> SequenceCheck -> exactly-once file sink."""
+    """Kafka topic of ``"key,seq"`` -> key_by -> SequenceCheck (spending ``cost_us`` per
+    record) -> exactly-once file sink."""
     env = checkpointed_env(
         conf, parallelism=parallelism, interval_ms=interval_ms, unaligned=unaligned
     )
@@ -76,6 +78,9 @@ def kafka_sequence_job(
         source or kafka_source(broker, topic), WatermarkStrategy.no_watermarks(), "kafka"
     ).uid("kafka-source")
     check_to_files(
-        stream.map(parse_sequence).uid("parse"), SequenceCheck(), "sequence-check", out_dir
+        stream.map(parse_sequence).uid("parse"),
+        SlowSequenceCheck(cost_us) if cost_us else SequenceCheck(),
+        "sequence-check",
+        out_dir,
     )
     return env
