@@ -340,3 +340,56 @@ def _cancel(client: Any) -> None:
     client.cancel()
     client.get_job_execution_result(timeout=60)
     assert client.get_job_status() is JobStatus.CANCELED
+
+
+def test_a_topic_deleted_under_the_job_fails_it_naming_the_partitions(kafka_broker: Any) -> None:
+    topic = new_topic(kafka_broker, "deleted", 2)
+    kafka_broker.produce(topic, [b"a", b"b"])
+    env = environment(INPROCESS, 1)
+    source = kafka_source(
+        kafka_broker, topic, bounded=False, **{"partition_discovery_interval_ms": "200"}
+    )
+    env.from_source(source, WatermarkStrategy.no_watermarks(), "kafka").print()
+    env.set_restart_strategy(RestartStrategies.no_restart())
+    client = env.execute_async("kafka-topic-deleted")
+    assert client.wait_for_status(JobStatus.RUNNING, 60)
+    time.sleep(1)
+    kafka_broker.delete_topic(topic)
+    with pytest.raises(JobExecutionException) as info:
+        client.get_job_execution_result(timeout=60)
+    message = str(info.value)
+    assert f"partition(s) {topic}-0, {topic}-1 no longer exist" in message
+    assert "topic deleted while the job ran?" in message
+
+
+def test_the_job_rides_out_a_broker_restart(kafka_broker: Any) -> None:
+    """The broker is SIGKILLed and restarted under a running job: the readers reconnect and
+    go on from where they were; nothing lost, nothing twice."""
+    records, keys = 4_000, 8
+    topic = new_topic(kafka_broker, "restart", 4)
+    produce_sequences(kafka_broker, topic, records, keys, 4)
+    source = kafka_source(
+        kafka_broker, topic, bounded=False, **{"partition_discovery_interval_ms": "1000"}
+    )
+    out = tempfile.mkdtemp(prefix="cairn-kafka-restart-")
+    client = kafka_sequence_job(INPROCESS, kafka_broker, topic, out, source=source).execute_async(
+        "kafka-broker-restart"
+    )
+    try:
+        assert client.wait_for_status(JobStatus.RUNNING, 60)
+        _wait_for_lines(out, records)
+        kafka_broker.kill()
+        time.sleep(2)  # the job's consumers see the broker gone
+        kafka_broker.restart()
+        from confluent_kafka import Producer
+
+        producer = Producer(kafka_broker.client_config())
+        for i in range(records, 2 * records):  # the sequences go on
+            k = i % keys
+            producer.produce(topic, f"k{k:05d},{i // keys + 1}", partition=k % 4)
+        assert producer.flush(60) == 0
+        lines = _wait_for_lines(out, 2 * records, timeout_s=120)
+        assert client.get_job_status() is JobStatus.RUNNING
+    finally:
+        _cancel(client)
+    assert exactly_once_problems(lines, 2 * records, keys) == []

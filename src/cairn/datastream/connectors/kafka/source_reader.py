@@ -5,7 +5,8 @@ offset it snapshots for a partition is one past the last record it returned from
 ahead of what went downstream), so a restore neither skips nor repeats a record;
 ``poll_batch`` never waits on the network (``consume(timeout=0)``); partition discovery
 after the start runs on a thread of its own with its own consumer, and the task thread only
-picks up its result. Committing offsets to the group (on checkpoint completion) is
+picks up its result (new partitions, or the failure of a partition whose topic was
+deleted). Committing offsets to the group (on checkpoint completion) is
 asynchronous and only for monitoring: restores use the checkpointed offsets.
 """
 
@@ -106,10 +107,10 @@ class _Lookup:
 
 
 def list_partitions(
-    source: KafkaSource, consumer: Consumer, timeout_s: float
+    source: KafkaSource, consumer: Consumer, timeout_s: float, strict: bool = True
 ) -> list[KafkaTopicPartition]:
-    """The partitions ``source`` reads now; a named topic or partition that does not exist
-    is an error (a pattern may match nothing)."""
+    """The partitions ``source`` reads now; with ``strict``, a named topic or partition that
+    does not exist is an error (a pattern may match nothing), else it is left out."""
     try:
         if len(source.topics) == 1 and not source.partitions:
             meta = consumer.list_topics(source.topics[0], timeout=timeout_s)
@@ -127,6 +128,12 @@ def list_partitions(
         return topic is not None and topic.error is None and bool(topic.partitions)
 
     if source.partitions:
+        if not strict:
+            return [
+                tp
+                for tp in source.partitions
+                if exists(tp.topic) and tp.partition in topics[tp.topic].partitions
+            ]
         missing = [
             tp
             for tp in source.partitions
@@ -138,7 +145,7 @@ def list_partitions(
                 f"{source.bootstrap_servers}"
             )
         return list(source.partitions)
-    if source.topic_pattern is None:
+    if source.topic_pattern is None and strict:
         missing_topics = [t for t in source.topics if not exists(t)]
         if missing_topics:
             raise KafkaSourceError(
@@ -154,8 +161,12 @@ def list_partitions(
 
 
 class _Discovery(threading.Thread):
-    """Lists the partitions every interval with a consumer of its own; the partitions its
-    subtask owns and has not seen yet wait in ``take()``, with their stopping offsets."""
+    """Lists the partitions every interval with a consumer of its own. With discovery on,
+    the partitions its subtask owns and has not seen yet wait in ``take()`` with their
+    stopping offsets; in any case a partition it reads that is gone from the cluster in two
+    lists in a row (its topic deleted) makes ``take()`` raise."""
+
+    CHECK_INTERVAL_S = 10.0  # without discovery: how often to look for deleted topics
 
     def __init__(
         self, source: KafkaSource, conf: dict[str, Any], owns: Any, seen: set[_Key]
@@ -166,24 +177,34 @@ class _Discovery(threading.Thread):
         self._conf.pop("on_commit", None)
         self._owns = owns
         self._seen = set(seen)
-        self._interval_s = source.discovery_interval_ms / 1000.0
+        self._discovers = source.discovery_interval_ms > 0
+        self._interval_s = (
+            source.discovery_interval_ms / 1000.0 if self._discovers else self.CHECK_INTERVAL_S
+        )
         self._stop_event = threading.Event()
         self._lock = threading.Lock()
         self._found: list[tuple[KafkaTopicPartition, int]] = []
+        self._failure: KafkaSourceError | None = None
         self.has_news = False  # read without the lock: a stale False only delays a poll
 
     def run(self) -> None:
         consumer = Consumer(self._conf)
         lookup = _Lookup(consumer, self._source.api_timeout_s, self._source.bootstrap_servers)
         last_warning = 0.0
+        gone_before: set[_Key] = set()
         try:
             while not self._stop_event.wait(self._interval_s):
                 try:
-                    found = list_partitions(self._source, consumer, self._source.api_timeout_s)
+                    found = list_partitions(
+                        self._source, consumer, self._source.api_timeout_s, strict=False
+                    )
+                    present = {(tp.topic, tp.partition) for tp in found}
                     new = [
                         tp
                         for tp in found
-                        if (tp.topic, tp.partition) not in self._seen and self._owns(tp)
+                        if self._discovers
+                        and (tp.topic, tp.partition) not in self._seen
+                        and self._owns(tp)
                     ]
                     stops = _stopping_offsets(self._source.stopping_offsets, new, lookup)
                 except (KafkaSourceError, NoOffsetError) as exc:
@@ -191,6 +212,18 @@ class _Discovery(threading.Thread):
                         last_warning = time.monotonic()
                         log.warning("Kafka partition discovery failed (retrying): %s", exc)
                     continue
+                gone = self._seen - present
+                if gone & gone_before:
+                    names = ", ".join(f"{t}-{p}" for t, p in sorted(gone & gone_before)[:5])
+                    self._fail(
+                        KafkaSourceError(
+                            f"Kafka source: partition(s) {names} no longer exist on the "
+                            f"cluster at {self._source.bootstrap_servers} (topic deleted while "
+                            "the job ran?)"
+                        )
+                    )
+                    return
+                gone_before = gone
                 if new:
                     self._seen.update((tp.topic, tp.partition) for tp in new)
                     with self._lock:
@@ -199,8 +232,15 @@ class _Discovery(threading.Thread):
         finally:
             consumer.close()
 
+    def _fail(self, failure: KafkaSourceError) -> None:
+        with self._lock:
+            self._failure = failure
+        self.has_news = True
+
     def take(self) -> list[tuple[KafkaTopicPartition, int]]:
         with self._lock:
+            if self._failure is not None:
+                raise self._failure
             found, self._found = self._found, []
             self.has_news = False
         return found
@@ -285,10 +325,8 @@ class KafkaSourceReader(SourceReader):
                 tp.topic, tp.partition, starts[tp], stops[tp]
             )
         self._add([s for _, s in sorted(mine.items())])
-        self._discovery: _Discovery | None = None
-        if source.discovery_interval_ms > 0:
-            self._discovery = _Discovery(source, conf, self._owns, set(mine))
-            self._discovery.start()
+        self._discovery = _Discovery(source, conf, self._owns, set(mine))
+        self._discovery.start()
         log.info(
             "Kafka source subtask %d/%d reads %d partition(s)%s",
             self._subtask,
@@ -318,7 +356,7 @@ class KafkaSourceReader(SourceReader):
 
     def poll_batch(self, max_records: int) -> list[Any] | None:
         discovery = self._discovery
-        if discovery is not None and discovery.has_news:
+        if discovery.has_news:
             self._add(
                 [
                     KafkaPartitionSplit(tp.topic, tp.partition, EARLIEST, stop)
@@ -459,8 +497,7 @@ class KafkaSourceReader(SourceReader):
             log.warning("Kafka source: committing offsets of checkpoint %d: %s", checkpoint_id, exc)
 
     def close(self) -> None:
-        if self._discovery is not None:
-            self._discovery.stop()
+        self._discovery.stop()
         self._consumer.close()
 
 
