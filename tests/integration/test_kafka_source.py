@@ -393,3 +393,32 @@ def test_the_job_rides_out_a_broker_restart(kafka_broker: Any) -> None:
     finally:
         _cancel(client)
     assert exactly_once_problems(lines, 2 * records, keys) == []
+
+
+def test_json_rows_as_pyflinks_kafka_example_reads_them(kafka_broker: Any) -> None:
+    """The read side of PyFlink's kafka_json_format example, with the import changed: keys as
+    properties, ``JsonRowDeserializationSchema.Builder()``, unnamed ROW fields f0, f1."""
+    from cairn.common import Types
+    from cairn.datastream.formats.json import JsonRowDeserializationSchema
+
+    topic = new_topic(kafka_broker, "json", 1)
+    kafka_broker.produce(topic, [b'{"f0": 1, "f1": "hi"}', b"{broken", b'{"f0": 2, "f1": "yo"}'])
+    deserialization_schema = (
+        JsonRowDeserializationSchema.Builder()
+        .type_info(Types.ROW([Types.INT(), Types.STRING()]))
+        .ignore_parse_errors()
+        .build()
+    )
+    source = (
+        KafkaSource.builder()
+        .set_topics(topic)
+        .set_value_only_deserializer(deserialization_schema)
+        .set_properties({"bootstrap.servers": kafka_broker.bootstrap_servers, "group.id": "j"})
+        .set_starting_offsets(KafkaOffsetsInitializer.earliest())
+        .set_bounded(KafkaOffsetsInitializer.latest())
+        .build()
+    )
+    reader = _reader(source)
+    rows = _read_all(reader)
+    reader.close()
+    assert [(r.f0, r.f1) for r in rows] == [(1, "hi"), (2, "yo")]  # the broken one dropped

@@ -250,3 +250,22 @@ def test_the_assigner_receives_each_records_source_timestamp() -> None:
     batch = w.assign(["r", "s"], [10, None], [("a", 2)])
     assert batch.timestamps == [11, -(2**63) + 1]
     assert w.on_periodic_emit(0) == (Watermark(10),)
+
+
+def test_client_keys_may_come_as_properties_as_in_pyflinks_examples() -> None:
+    source = (
+        KafkaSource.builder()
+        .set_topics("test_json_topic")
+        .set_value_only_deserializer(SimpleStringSchema())
+        .set_properties({"bootstrap.servers": "localhost:9092", "group.id": "test_group_1"})
+        .set_starting_offsets(KafkaOffsetsInitializer.earliest())
+        .build()
+    )
+    assert source.bootstrap_servers == "localhost:9092" and source.group_id == "test_group_1"
+    assert source.commit_offsets_on_checkpoint
+    conf = source.consumer_config(0, "j")
+    assert conf["group.id"] == "test_group_1" and conf["client.id"] == "test_group_1-0"
+    with pytest.raises(ValueError, match="set_bootstrap_servers"):
+        KafkaSource.builder().set_topics("t").set_value_only_deserializer(
+            SimpleStringSchema()
+        ).build()

@@ -70,6 +70,35 @@ def _converter(type_info: TypeInformation, fail_on_missing: bool) -> Callable[[A
     return lambda value: None if value is None else cast(value)
 
 
+class JsonRowDeserializationSchemaBuilder:
+    """PyFlink's builder: ``type_info(...)``, ``fail_on_missing_field()``,
+    ``ignore_parse_errors()``, ``build()``."""
+
+    def __init__(self) -> None:
+        self._type_info: RowTypeInfo | None = None
+        self._fail_on_missing = False
+        self._ignore = False
+
+    def type_info(self, type_info: TypeInformation) -> JsonRowDeserializationSchemaBuilder:
+        if not isinstance(type_info, RowTypeInfo):
+            raise TypeError(f"type_info must be a RowTypeInfo (Types.ROW_NAMED), got {type_info}")
+        self._type_info = type_info
+        return self
+
+    def fail_on_missing_field(self) -> JsonRowDeserializationSchemaBuilder:
+        self._fail_on_missing = True
+        return self
+
+    def ignore_parse_errors(self) -> JsonRowDeserializationSchemaBuilder:
+        self._ignore = True
+        return self
+
+    def build(self) -> JsonRowDeserializationSchema:
+        if self._type_info is None:
+            raise ValueError("JsonRowDeserializationSchema needs type_info(...)")
+        return JsonRowDeserializationSchema(self._type_info, self._fail_on_missing, self._ignore)
+
+
 class JsonRowDeserializationSchema(DeserializationSchema):
     """JSON objects to ``Row``s of a ``RowTypeInfo``; build with ``builder()``.
 
@@ -77,6 +106,8 @@ class JsonRowDeserializationSchema(DeserializationSchema):
     raises, unless ``ignore_parse_errors``: then it becomes ``None``, which a Kafka source
     drops (Flink's behaviour).
     """
+
+    Builder = JsonRowDeserializationSchemaBuilder  # PyFlink's examples spell it so
 
     def __init__(
         self, type_info: RowTypeInfo, fail_on_missing_field: bool, ignore_parse_errors: bool
@@ -110,35 +141,6 @@ class JsonRowDeserializationSchema(DeserializationSchema):
         self._convert = _converter(self.type_info, self.fail_on_missing_field)
 
 
-class JsonRowDeserializationSchemaBuilder:
-    """PyFlink's builder: ``type_info(...)``, ``fail_on_missing_field()``,
-    ``ignore_parse_errors()``, ``build()``."""
-
-    def __init__(self) -> None:
-        self._type_info: RowTypeInfo | None = None
-        self._fail_on_missing = False
-        self._ignore = False
-
-    def type_info(self, type_info: TypeInformation) -> JsonRowDeserializationSchemaBuilder:
-        if not isinstance(type_info, RowTypeInfo):
-            raise TypeError(f"type_info must be a RowTypeInfo (Types.ROW_NAMED), got {type_info}")
-        self._type_info = type_info
-        return self
-
-    def fail_on_missing_field(self) -> JsonRowDeserializationSchemaBuilder:
-        self._fail_on_missing = True
-        return self
-
-    def ignore_parse_errors(self) -> JsonRowDeserializationSchemaBuilder:
-        self._ignore = True
-        return self
-
-    def build(self) -> JsonRowDeserializationSchema:
-        if self._type_info is None:
-            raise ValueError("JsonRowDeserializationSchema needs type_info(...)")
-        return JsonRowDeserializationSchema(self._type_info, self._fail_on_missing, self._ignore)
-
-
 def _plain(value: Any) -> Any:
     if isinstance(value, Row):
         names = value.get_field_names()
@@ -146,26 +148,6 @@ def _plain(value: Any) -> Any:
             return [_plain(v) for v in value]
         return {n: _plain(v) for n, v in zip(names, value, strict=True)}
     return value
-
-
-class JsonRowSerializationSchema(SerializationSchema):
-    """``Row``s (or tuples, in field order) to compact JSON objects with the type's names."""
-
-    def __init__(self, type_info: RowTypeInfo) -> None:
-        if not isinstance(type_info, RowTypeInfo):
-            raise TypeError(f"type_info must be a RowTypeInfo (Types.ROW_NAMED), got {type_info}")
-        self.type_info = type_info
-
-    @staticmethod
-    def builder() -> JsonRowSerializationSchemaBuilder:
-        return JsonRowSerializationSchemaBuilder()
-
-    def serialize(self, element: Any) -> bytes:
-        names = self.type_info.get_field_names()
-        values = [_plain(v) for v in element]
-        if len(values) != len(names):
-            raise ValueError(f"{element!r} has {len(values)} fields, the type {len(names)}")
-        return json.dumps(dict(zip(names, values, strict=True)), separators=(",", ":")).encode()
 
 
 class JsonRowSerializationSchemaBuilder:
@@ -184,3 +166,25 @@ class JsonRowSerializationSchemaBuilder:
         if self._type_info is None:
             raise ValueError("JsonRowSerializationSchema needs with_type_info(...)")
         return JsonRowSerializationSchema(self._type_info)
+
+
+class JsonRowSerializationSchema(SerializationSchema):
+    """``Row``s (or tuples, in field order) to compact JSON objects with the type's names."""
+
+    Builder = JsonRowSerializationSchemaBuilder
+
+    def __init__(self, type_info: RowTypeInfo) -> None:
+        if not isinstance(type_info, RowTypeInfo):
+            raise TypeError(f"type_info must be a RowTypeInfo (Types.ROW_NAMED), got {type_info}")
+        self.type_info = type_info
+
+    @staticmethod
+    def builder() -> JsonRowSerializationSchemaBuilder:
+        return JsonRowSerializationSchemaBuilder()
+
+    def serialize(self, element: Any) -> bytes:
+        names = self.type_info.get_field_names()
+        values = [_plain(v) for v in element]
+        if len(values) != len(names):
+            raise ValueError(f"{element!r} has {len(values)} fields, the type {len(names)}")
+        return json.dumps(dict(zip(names, values, strict=True)), separators=(",", ":")).encode()

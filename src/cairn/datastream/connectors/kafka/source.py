@@ -305,7 +305,11 @@ class KafkaSourceBuilder:
         return self
 
     def build(self) -> KafkaSource:
-        if self._servers is None:
+        # As in Flink, the client keys may come as properties instead of setters.
+        props = dict(self._properties)
+        servers = self._servers or props.pop("bootstrap.servers", None)
+        group_id = self._group_id or props.pop("group.id", None)
+        if servers is None:
             raise ValueError("KafkaSource needs set_bootstrap_servers(...)")
         if not (self._topics or self._pattern or self._partitions):
             raise ValueError(
@@ -313,19 +317,19 @@ class KafkaSourceBuilder:
             )
         if self._deserializer is None:
             raise ValueError("KafkaSource needs set_value_only_deserializer(...)")
-        if self._starting.kind == "committed" and self._group_id is None:
+        if self._starting.kind == "committed" and group_id is None:
             raise ValueError("committed_offsets() needs set_group_id(...)")
         source = KafkaSource(
-            bootstrap_servers=self._servers,
+            bootstrap_servers=servers,
             topics=self._topics,
             topic_pattern=self._pattern,
             partitions=self._partitions,
-            group_id=self._group_id,
+            group_id=group_id,
             deserializer=self._deserializer,
             starting_offsets=self._starting,
             stopping_offsets=self._stopping,
             bounded=self._bounded,
-            properties=tuple(sorted(self._properties.items())),
+            properties=tuple(sorted(props.items())),
         )
         # Parse the source's own options now: a typo fails on the driver, not on a worker.
         _ = (source.discovery_interval_ms, source.commit_offsets_on_checkpoint)
