@@ -16,6 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
+from itertools import groupby
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -47,6 +48,10 @@ _MISSING = (
 )
 _IDLE_POLL_S = 0.005  # records arrive on librdkafka's threads; we cannot be woken by them
 _WARN_EVERY_S = 10.0
+
+
+def _partition_of(msg: Any) -> _Key:
+    return (msg.topic(), msg.partition())
 
 
 class KafkaSourceError(RuntimeError):
@@ -375,26 +380,54 @@ class KafkaSourceReader(SourceReader):
         records: list[Any] = []
         timestamps: list[int | None] = []
         runs: list[tuple[str, int]] = []
-        run_key: _Key | None = None
-        run_length = 0
         active, next_offsets, stops = self._active, self._next, self._stop
         deserialize = self._deserialize
-        for msg in messages:
-            if msg.error() is not None:
-                self._on_error(msg)
-                continue
-            topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
-            key = (topic, partition)
+        if any(m.error() is not None for m in messages):
+            for msg in messages:
+                if msg.error() is not None:
+                    self._on_error(msg)  # raises, or logs a passing one (broker restarting)
+            messages = [m for m in messages if m.error() is None]
+        # librdkafka hands out messages in runs of one partition: work a run at a time, in
+        # comprehensions; a run with an error or an unreadable record goes record by record.
+        for key, group in groupby(messages, _partition_of):
+            run = list(group)
             if key not in active:
-                continue  # fetched before the partition finished
+                continue  # fetched before the partition finished (or an error event)
             stop = stops.get(key)
-            if stop is not None and offset >= stop:
+            if stop is not None and run[-1].offset() >= stop - 1:
+                run = [m for m in run if m.offset() < stop]
                 self._finish(key)
-                continue
-            next_offsets[key] = offset + 1
+                if not run:
+                    continue
             try:
-                value = deserialize(msg.value())
+                values = [deserialize(m.value()) for m in run]
+            except Exception:
+                values = self._deserialize_each(run)
+            next_offsets[key] = run[-1].offset() + 1
+            stamps = [m.timestamp() for m in run]
+            if None in values:  # Flink: a deserializer returning null drops the record
+                kept = [(v, st) for v, st in zip(values, stamps, strict=True) if v is not None]
+                values = [v for v, _ in kept]
+                stamps = [st for _, st in kept]
+                if not values:
+                    continue
+            records += values
+            timestamps += [ts if kind else None for kind, ts in stamps]
+            runs.append((f"{key[0]}-{key[1]}", len(values)))
+        if not records and not self._active and self._ends:
+            return None
+        return SplitBatch.of(records, timestamps, runs)
+
+    def _deserialize_each(self, run: list[Any]) -> list[Any]:
+        """The values of ``run`` one by one: an unreadable record fails naming where it is,
+        or becomes ``None`` (dropped) with ``ignore-parse-errors``."""
+        values = []
+        deserialize = self._deserialize
+        for msg in run:
+            try:
+                values.append(deserialize(msg.value()))
             except Exception as exc:
+                topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
                 if not self._ignore_errors:
                     raise KafkaSourceError(
                         f"could not deserialize the record at topic {topic!r} partition "
@@ -403,25 +436,8 @@ class KafkaSourceReader(SourceReader):
                         "records)"
                     ) from exc
                 self._skipped(topic, partition, offset, exc)
-                value = None
-            if stop is not None and offset + 1 >= stop:
-                self._finish(key)
-            if value is None:
-                continue  # Flink: a deserializer returning null drops the record
-            kind, ts = msg.timestamp()
-            records.append(value)
-            timestamps.append(ts if kind else None)
-            if key == run_key:
-                run_length += 1
-            else:
-                if run_key is not None:
-                    runs.append((f"{run_key[0]}-{run_key[1]}", run_length))
-                run_key, run_length = key, 1
-        if run_key is not None:
-            runs.append((f"{run_key[0]}-{run_key[1]}", run_length))
-        if not records and not self._active and self._ends:
-            return None
-        return SplitBatch.of(records, timestamps, runs)
+                values.append(None)
+        return values
 
     def _finish_by_position(self) -> None:
         """A bounded partition whose last offsets are transaction markers (or compacted
