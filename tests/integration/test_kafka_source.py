@@ -282,26 +282,25 @@ class CountWindow(ProcessWindowFunction):
 
 
 def test_per_partition_watermarks_keep_a_lagging_partition_on_time(kafka_broker: Any) -> None:
-    """Partition 0 runs an hour ahead of partition 1 on the one subtask: one watermark per
-    subtask would make partition 1's records late (dropped) once p0's were read; per
-    partition, none is. The empty third partition goes idle (with_idleness) instead of
-    holding every window back, and so does p1 once read."""
+    """Partition 0 runs an hour ahead of partition 1 on the one subtask and is read first:
+    one watermark per subtask would then make all of partition 1's records late (dropped);
+    per partition, none is. The empty third partition goes idle (with_idleness) instead of
+    holding every window back."""
     topic = new_topic(kafka_broker, "wm", 3)
     hour = 3_600_000
-    for p, base in ((0, hour + 1000), (1, 1000)):  # (librdkafka takes timestamp 0 as "now")
-        kafka_broker.produce(
-            topic,
-            [f"p{p}" for _ in range(300)],
-            partition=p,
-            timestamps=[base + 10 * i for i in range(300)],
-        )
+
+    def produce(p: int, base: int) -> None:  # (librdkafka takes timestamp 0 as "now")
+        stamps = [base + 10 * i for i in range(300)]
+        kafka_broker.produce(topic, [f"p{p}"] * 300, partition=p, timestamps=stamps)
+
+    produce(0, hour + 1000)
     source = kafka_source(
         kafka_broker, topic, bounded=False, **{"partition_discovery_interval_ms": "-1"}
     )
     strategy = (
         WatermarkStrategy.for_monotonous_timestamps()
         .with_timestamp_assigner(KafkaTime())
-        .with_idleness(Duration.of_millis(300))
+        .with_idleness(Duration.of_seconds(5))
     )
     env = environment(INPROCESS, 1)
     env.get_config().set_auto_watermark_interval(50)
@@ -318,10 +317,10 @@ def test_per_partition_watermarks_keep_a_lagging_partition_on_time(kafka_broker:
     env.enable_checkpointing(200)
     client = env.execute_async("kafka-watermarks")
     try:
-        # Windows fire while the job runs: the empty p2 went idle instead of holding the
-        # watermark at its minimum (which ones first depends on which partition idles first).
-        _wait_for_lines(out, 2, timeout_s=30)
-        for p in (0, 1):  # both active again, far ahead: every window of both may fire
+        assert client.wait_for_status(JobStatus.RUNNING, 60)
+        time.sleep(1)  # p0 read, its watermark emitted (p1 not idle yet: 5 s)
+        produce(1, 1000)
+        for p in (0, 1):  # then both far ahead: once the empty p2 is idle, all windows fire
             kafka_broker.produce(topic, [f"p{p}"], partition=p, timestamps=[2 * hour])
         lines = _wait_for_lines(out, 6, timeout_s=30)
     finally:
