@@ -4,7 +4,9 @@ Invariant: the broker is one JVM in its own process group, listening only on two
 ports (clients, controller) chosen at construction and kept across ``restart()``; all its
 files (log dirs, configuration, log) live under one temporary directory that ``stop()``
 removes. ``kill()`` SIGKILLs it and keeps the data, so ``restart()`` brings the same cluster
-back on the same ports, as a broker crash would.
+back on the same ports, as a broker crash would. On Linux the broker is SIGKILLed when the
+thread that started it ends, so a killed test run leaves no broker behind (start and
+restart it from a thread that outlives it, e.g. the main thread).
 
 The broker is Apache Kafka's own code: the jars of ``org.apache.kafka:kafka_2.13`` and its
 runtime dependencies, copied from Maven Central by ``mvn dependency:copy-dependencies`` over
@@ -246,6 +248,17 @@ def random_cluster_id() -> str:
         text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         if not text.startswith("-"):
             return text
+
+
+def _die_with_parent() -> None:
+    """In the broker's child process before exec: SIGKILL it when the process that started
+    it ends (Linux ``PR_SET_PDEATHSIG``), so a test run killed by a timeout leaves no broker
+    behind. Elsewhere a no-op."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def _port_open(port: int) -> bool:
@@ -506,6 +519,7 @@ class KafkaBroker:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
         try:
             self._await_ready()
