@@ -1,0 +1,553 @@
+"""The Kafka sink's writers and committer on confluent-kafka (librdkafka).
+
+Invariant (EXACTLY_ONCE, the protocol of ``sink_transactions``): a writer fences every
+transactional id it will use (``init_transactions`` aborts what an earlier attempt left open
+and bumps the epoch, so a zombie can no longer commit) before it reads its marker, settles
+the restored pending transactions (commits nothing twice: a transaction the marker covers is
+done, any other is sent again from its records) and writes. A live transaction is committed
+by the writer's own producer when its checkpoint completes; if the broker aborted it
+meanwhile (transaction timeout), it is sent again the same way.
+
+NONE / AT_LEAST_ONCE: one idempotence-free producer; delivery failures are reported by
+librdkafka's callbacks (errors only) and fail the job at the next record or flush;
+AT_LEAST_ONCE flushes at every barrier.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from cairn.datastream.connectors.base import Committer, SinkWriter, SinkWriterContext
+from cairn.datastream.connectors.kafka.sink_transactions import (
+    KafkaCommittable,
+    PendingTransaction,
+    StoredRecord,
+    TransactionIds,
+    WriterState,
+    check_pool,
+    free_slot,
+    marker_metadata,
+    to_redo,
+)
+
+if TYPE_CHECKING:
+    from cairn.datastream.connectors.kafka.sink import KafkaSink
+
+__all__ = ["DeliveringWriter", "KafkaCommitter", "KafkaSinkError", "TransactionalWriter"]
+
+log = logging.getLogger(__name__)
+
+_CONNECT_TIMEOUT_S = 15.0  # first contact with the cluster (metadata, init_transactions)
+_REQUEST_TIMEOUT_S = 60.0  # one transactional request (send offsets, commit)
+_METADATA_TTL_S = 30.0  # partitions of a topic, for a partitioner
+
+# Live transactional writers of this process, by (job, attempt, marker group): the
+# committer of a subtask commits through its own writer's producers.
+_LIVE: dict[tuple[str, int, str], TransactionalWriter] = {}
+_LIVE_LOCK = threading.Lock()
+
+
+class KafkaSinkError(RuntimeError):
+    """The Kafka sink could not write or commit; the message names the servers, the topic
+    or transaction, and librdkafka's own words."""
+
+
+def _words(exc: BaseException) -> str:
+    err = exc.args[0] if exc.args else None
+    name = getattr(err, "name", None)
+    text = getattr(err, "str", None)
+    if callable(name) and callable(text):
+        return f"{text()} ({name()})"
+    return str(exc) or type(exc).__name__
+
+
+def producer_config(sink: KafkaSink, extra: dict[str, Any]) -> dict[str, Any]:
+    config: dict[str, Any] = dict(sink.producer_properties)
+    config["bootstrap.servers"] = sink.bootstrap_servers
+    config.update(extra)
+    return config
+
+
+class _Output:
+    """One producer's sends: serializes records, queues them (waiting while librdkafka's
+    queue is full), remembers the first failed delivery, and flushes with a deadline."""
+
+    def __init__(self, sink: KafkaSink, context: SinkWriterContext) -> None:
+        self.sink = sink
+        self.error: str | None = None
+        self._partitions: dict[str, tuple[float, list[int]]] = {}
+        self._metadata_source: Any = None
+        sink.serializer.open(context.subtask_index, context.parallelism)
+        self.max_bytes = int(sink.producer_properties.get("message.max.bytes", 1_000_000))
+
+    def on_delivery(self, err: Any, msg: Any) -> None:
+        if err is not None and self.error is None:
+            self.error = (
+                f"delivery to topic {msg.topic()!r} partition {msg.partition()} failed: "
+                f"{err.str()} ({err.name()})"
+            )
+            if err.name() == "MSG_SIZE_TOO_LARGE":
+                self.error += (
+                    f" - a message of {len(msg.value() or b'') + len(msg.key() or b'')} bytes "
+                    "exceeds the broker's or topic's limit (message.max.bytes / "
+                    "max.message.bytes)"
+                )
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise KafkaSinkError(f"Kafka sink ({self.sink.bootstrap_servers}): {self.error}")
+
+    def partitions_of(self, topic: str) -> list[int]:
+        now = time.monotonic()
+        cached = self._partitions.get(topic)
+        if cached is not None and now - cached[0] < _METADATA_TTL_S:
+            return cached[1]
+        meta = self._metadata_source.list_topics(topic, timeout=_CONNECT_TIMEOUT_S)
+        info = meta.topics.get(topic)
+        if info is None or info.error is not None or not info.partitions:
+            raise KafkaSinkError(
+                f"Kafka sink ({self.sink.bootstrap_servers}): topic {topic!r} does not exist"
+                + (f" ({info.error})" if info is not None and info.error is not None else "")
+            )
+        partitions = sorted(info.partitions)
+        self._partitions[topic] = (now, partitions)
+        return partitions
+
+    def send(self, producer: Any, records: Sequence[Any], keep: list[StoredRecord] | None) -> None:
+        serialize = self.sink.serializer.serialize
+        partitions_of = self.partitions_of
+        self._metadata_source = producer
+        timestamps = getattr(records, "timestamps", None)
+        produce = producer.produce
+        for n, element in enumerate(records):
+            topic, key, value, partition = serialize(element, partitions_of)
+            ts = timestamps[n] if timestamps is not None else None
+            self.produce(produce, producer, topic, partition, key, value, ts)
+            if keep is not None:
+                keep.append((topic, partition, key, value, ts))
+        producer.poll(0)
+        self.check()
+
+    def produce(
+        self,
+        produce: Callable[..., None],
+        producer: Any,
+        topic: str,
+        partition: int | None,
+        key: bytes | None,
+        value: bytes | None,
+        ts: int | None,
+    ) -> None:
+        kwargs: dict[str, Any] = {}
+        if partition is not None:
+            kwargs["partition"] = partition
+        if ts is not None and ts >= 0:
+            kwargs["timestamp"] = ts
+        while True:
+            try:
+                produce(topic, value, key, **kwargs)
+                return
+            except BufferError:  # librdkafka's queue is full: let it drain
+                producer.poll(0.05)
+                self.check()
+            except Exception as exc:
+                raise self.failure(exc, topic, key, value) from exc
+
+    def failure(self, exc: BaseException, topic: str, key: Any, value: Any) -> KafkaSinkError:
+        size = len(value or b"") + len(key or b"")
+        words = _words(exc)
+        if "MSG_SIZE_TOO_LARGE" in words:
+            words += (
+                f": the message of {size} bytes exceeds message.max.bytes ({self.max_bytes}); "
+                "raise it with set_property('message.max.bytes', ...) and the topic's "
+                "max.message.bytes, or make the record smaller"
+            )
+        return KafkaSinkError(
+            f"Kafka sink ({self.sink.bootstrap_servers}): cannot send a message to topic "
+            f"{topic!r}: {words}"
+        )
+
+    def flush(self, producer: Any, timeout_s: float, what: str) -> None:
+        deadline = time.monotonic() + timeout_s
+        left = producer.flush(min(1.0, timeout_s))
+        while left > 0 and time.monotonic() < deadline:
+            self.check()
+            left = producer.flush(1.0)
+        self.check()
+        if left > 0:
+            raise KafkaSinkError(
+                f"Kafka sink ({self.sink.bootstrap_servers}): {left} messages not delivered "
+                f"within {timeout_s:.0f} s ({what}); is the cluster reachable?"
+            )
+
+
+def _check_reachable(sink: KafkaSink, producer: Any, topic: str | None) -> None:
+    """Fail at the start, with the servers named, when no broker answers."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    try:
+        meta = producer.list_topics(topic, timeout=_CONNECT_TIMEOUT_S)
+    except KafkaException as exc:
+        raise KafkaSinkError(
+            f"Kafka sink: no broker of {sink.bootstrap_servers!r} answered within "
+            f"{_CONNECT_TIMEOUT_S:.0f} s: {_words(exc)}"
+        ) from exc
+    info = meta.topics.get(topic) if topic is not None else None
+    error = info.error if info is not None else None
+    if error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+        raise KafkaSinkError(
+            f"Kafka sink ({sink.bootstrap_servers}): topic {topic!r} does not exist "
+            "(and the broker does not create topics on first use)"
+        )
+
+
+class DeliveringWriter(SinkWriter):
+    """NONE and AT_LEAST_ONCE: records go out as they come; AT_LEAST_ONCE waits for every
+    delivery report at each barrier."""
+
+    def __init__(self, sink: KafkaSink, context: SinkWriterContext) -> None:
+        from confluent_kafka import Producer
+
+        from cairn.datastream.connectors.base import DeliveryGuarantee
+
+        self._sink = sink
+        self._out = _Output(sink, context)
+        self._flush_at_barrier = sink.guarantee is DeliveryGuarantee.AT_LEAST_ONCE
+        self._producer: Any = Producer(
+            producer_config(
+                sink,
+                {"on_delivery": self._out.on_delivery, "delivery.report.only.error": True},
+            )
+        )
+        _check_reachable(sink, self._producer, sink.serializer.topic)
+
+    def write(self, record: Any) -> None:
+        self._out.send(self._producer, (record,), None)
+
+    def write_batch(self, records: Sequence[Any]) -> None:
+        self._out.send(self._producer, records, None)
+
+    def flush(self, end_of_input: bool) -> None:
+        if self._flush_at_barrier or end_of_input:
+            self._out.flush(self._producer, _REQUEST_TIMEOUT_S * 5, "flush at a checkpoint")
+        else:
+            self._producer.poll(0)
+            self._out.check()
+
+    def close(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            producer.flush(0)
+
+
+class _Slot:
+    """One transactional id of a writer and its producer (None until fenced)."""
+
+    def __init__(self, tid: str) -> None:
+        self.tid = tid
+        self.producer: Any = None
+
+
+class TransactionalWriter(SinkWriter):
+    """EXACTLY_ONCE: a transaction per checkpoint on a pool of transactional ids."""
+
+    def __init__(
+        self, sink: KafkaSink, context: SinkWriterContext, restored: Sequence[Any]
+    ) -> None:
+        assert sink.transactional_id_prefix is not None and sink.marker_topic is not None
+        self._sink = sink
+        self._context = context
+        self._out = _Output(sink, context)
+        self._marker_topic = sink.marker_topic
+        self.ids = TransactionIds(
+            sink.transactional_id_prefix, context.parallelism, context.subtask_index
+        )
+        self._slots = [_Slot(self.ids.transactional_id(s)) for s in range(sink.pool_size)]
+        self._pending: list[PendingTransaction] = []
+        self._open: int | None = None  # slot of the open transaction
+        self._open_records: list[StoredRecord] = []
+        self._open_seq = 0
+        self._group_metadata: Any = None
+        self._closed = False
+        states = [s for s in restored if isinstance(s, WriterState)]
+        own = [s for s in states if s.ids == self.ids]
+        # Fence our ids first (all at once: each is a round trip to the coordinator).
+        _fence(self._sink, self._slots, self._out.on_delivery)
+        _check_reachable(sink, self._slots[0].producer, self._marker_topic)
+        self._marker, self._group_metadata = _read_marker(
+            sink, self.ids.marker_group, self._marker_topic
+        )
+        for state in own:
+            check_pool(state.pending, sink.pool_size)
+            self._redo(self._slots[0].producer, state.pending)
+        for state in states:
+            if state.ids != self.ids:
+                self._settle_foreign(state)
+        with _LIVE_LOCK:
+            _LIVE[(context.job_id, context.attempt_number, self.ids.marker_group)] = self
+
+    # --- recovery ---------------------------------------------------------------------
+
+    def _redo(self, producer: Any, pending: Sequence[PendingTransaction]) -> None:
+        """Send again, in order, each of our pending transactions the marker does not cover."""
+        for p in to_redo(pending, self._marker):
+            self._transaction(producer, self.ids, self._marker_topic, self._group_metadata, p)
+            self._marker = p.seq
+
+    def _settle_foreign(self, state: WriterState) -> None:
+        """Settle an old subtask's ids of another parallelism (no live writer owns them):
+        fence all of them, then redo what its marker does not cover."""
+        slots = [_Slot(state.ids.transactional_id(s)) for s in range(state.pool_size)]
+        _fence(self._sink, slots, self._out.on_delivery)
+        try:
+            marker, metadata = _read_marker(self._sink, state.ids.marker_group, state.marker_topic)
+            for p in to_redo(state.pending, marker):
+                self._transaction(slots[0].producer, state.ids, state.marker_topic, metadata, p)
+        finally:
+            for slot in slots:
+                slot.producer = None
+
+    def _transaction(
+        self,
+        producer: Any,
+        ids: TransactionIds,
+        marker_topic: str,
+        group_metadata: Any,
+        p: PendingTransaction,
+    ) -> None:
+        """A pending transaction's records and marker again, in a new transaction."""
+        producer.begin_transaction()
+        for topic, partition, key, value, ts in p.records:
+            self._out.produce(producer.produce, producer, topic, partition, key, value, ts)
+        self._out.flush(producer, self._sink.transaction_timeout_ms / 1000, "a redo")
+        self._send_marker(producer, ids, marker_topic, group_metadata, p.seq, p.checkpoint_id)
+        _call(producer.commit_transaction, _REQUEST_TIMEOUT_S, f"commit of {ids.marker_group}")
+        log.info(
+            "Kafka sink: %s: transaction %d of checkpoint %d had been aborted; sent again "
+            "(%d records)",
+            ids.marker_group,
+            p.seq,
+            p.checkpoint_id,
+            len(p.records),
+        )
+
+    def _send_marker(
+        self,
+        producer: Any,
+        ids: TransactionIds,
+        marker_topic: str,
+        group_metadata: Any,
+        seq: int,
+        cid: int,
+    ) -> None:
+        from confluent_kafka import TopicPartition
+
+        meta = marker_metadata(self._context.job_id, self._context.attempt_number, cid)
+        tp = TopicPartition(marker_topic, 0, seq, meta)
+        _call(
+            lambda t: producer.send_offsets_to_transaction([tp], group_metadata, t),
+            _REQUEST_TIMEOUT_S,
+            f"the marker of {ids.marker_group}",
+        )
+
+    # --- writing ----------------------------------------------------------------------
+
+    def _begin(self) -> int:
+        busy = [p.slot for p in self._pending]
+        slot = free_slot(len(self._slots), busy)
+        if slot is None:
+            raise KafkaSinkError(
+                f"Kafka sink {self.ids.marker_group}: all {len(self._slots)} transactional ids "
+                f"hold transactions of checkpoints not completed yet "
+                f"({[p.checkpoint_id for p in self._pending]}); raise "
+                "cairn.transactional-id.pool-size or let checkpoints complete"
+            )
+        self._slots[slot].producer.begin_transaction()
+        self._open = slot
+        self._open_seq = max([self._marker, *(p.seq for p in self._pending)]) + 1
+        self._open_records = []
+        return slot
+
+    def write(self, record: Any) -> None:
+        self.write_batch((record,))
+
+    def write_batch(self, records: Sequence[Any]) -> None:
+        slot = self._open if self._open is not None else self._begin()
+        self._out.send(self._slots[slot].producer, records, self._open_records)
+
+    def flush(self, end_of_input: bool) -> None:
+        if self._open is not None:
+            self._slots[self._open].producer.poll(0)
+            self._out.check()
+
+    def prepare_commit(self, checkpoint_id: int) -> list[KafkaCommittable]:
+        slot = self._open
+        if slot is None:
+            return []  # nothing written since the last barrier: no empty transaction
+        producer = self._slots[slot].producer
+        self._out.flush(producer, self._sink.transaction_timeout_ms / 1000, "pre-commit")
+        seq = self._open_seq
+        self._send_marker(
+            producer, self.ids, self._marker_topic, self._group_metadata, seq, checkpoint_id
+        )
+        pending = PendingTransaction(slot, seq, checkpoint_id, tuple(self._open_records))
+        self._pending.append(pending)
+        self._open, self._open_records = None, []
+        c = self._context
+        return [KafkaCommittable(c.job_id, c.attempt_number, self.ids, slot, seq, checkpoint_id)]
+
+    def snapshot_state(self, checkpoint_id: int) -> list[WriterState]:
+        return [WriterState(self.ids, len(self._slots), self._marker_topic, tuple(self._pending))]
+
+    def commit(self, committable: KafkaCommittable) -> None:
+        """Commit every pending transaction up to ``committable`` (in sequence order)."""
+        for p in sorted(self._pending, key=lambda p: p.seq):
+            if p.seq > committable.seq:
+                break
+            self._commit_one(p)
+            self._pending.remove(p)
+            self._marker = max(self._marker, p.seq)
+
+    def _commit_one(self, p: PendingTransaction) -> None:
+        from confluent_kafka import KafkaException
+
+        slot = self._slots[p.slot]
+        try:
+            _call(slot.producer.commit_transaction, _REQUEST_TIMEOUT_S, f"commit of {slot.tid}")
+            return
+        except KafkaSinkError as exc:
+            if not isinstance(exc.__cause__, KafkaException):
+                raise
+            # Aborted under us (transaction.timeout.ms passed, or fenced): fence again,
+            # and send the records again unless the marker shows the commit went through.
+            log.warning("Kafka sink: commit of %s failed (%s); recovering", slot.tid, exc)
+        _fence(self._sink, [slot], self._out.on_delivery)
+        self._marker, self._group_metadata = _read_marker(
+            self._sink, self.ids.marker_group, self._marker_topic
+        )
+        self._redo(slot.producer, [p])
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with _LIVE_LOCK:
+            key = (self._context.job_id, self._context.attempt_number, self.ids.marker_group)
+            if _LIVE.get(key) is self:
+                del _LIVE[key]
+        if self._open is not None:
+            try:  # not pre-committed: belongs to no checkpoint
+                self._slots[self._open].producer.abort_transaction(5.0)
+            except Exception:  # the next attempt's fence aborts it anyway
+                pass
+        for slot in self._slots:
+            slot.producer = None
+
+
+def _call(action: Callable[[float], Any], timeout_s: float, what: str) -> Any:
+    """A blocking transactional call, retried while librdkafka says it may be."""
+    from confluent_kafka import KafkaException
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return action(max(1.0, deadline - time.monotonic()))
+        except KafkaException as exc:
+            err = exc.args[0]
+            if err.retriable() and time.monotonic() < deadline:
+                time.sleep(0.1)
+                continue
+            raise KafkaSinkError(f"Kafka sink: {what} failed: {_words(exc)}") from exc
+
+
+def _fence(
+    sink: KafkaSink, slots: Sequence[_Slot], on_delivery: Callable[[Any, Any], None]
+) -> None:
+    """A fresh producer per slot, ``init_transactions`` on all of them concurrently: each
+    aborts what its id left open and fences older producers of the id."""
+    from confluent_kafka import Producer
+
+    errors: list[BaseException] = []
+
+    def init(slot: _Slot) -> None:
+        try:
+            _call(slot.producer.init_transactions, _CONNECT_TIMEOUT_S, f"init of {slot.tid}")
+        except BaseException as exc:
+            errors.append(exc)
+
+    for slot in slots:
+        slot.producer = Producer(
+            producer_config(
+                sink,
+                {
+                    "transactional.id": slot.tid,
+                    "on_delivery": on_delivery,
+                    "delivery.report.only.error": True,
+                },
+            )
+        )
+    threads = [threading.Thread(target=init, args=(s,), daemon=True) for s in slots]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        exc = errors[0]
+        text = str(exc)
+        if "INVALID_TRANSACTION_TIMEOUT" in text:
+            text += (
+                f" - transaction.timeout.ms = {sink.transaction_timeout_ms} exceeds the "
+                "broker's transaction.max.timeout.ms (15 min by default): lower it with "
+                "set_property or raise the broker's"
+            )
+        elif "_TIMED_OUT" in text or "TRANSPORT" in text:
+            text += f" - is {sink.bootstrap_servers!r} reachable?"
+        raise KafkaSinkError(text) from exc
+
+
+def _read_marker(sink: KafkaSink, group: str, topic: str) -> tuple[int, Any]:
+    """The group's committed marker (-1: none) and its metadata for transactions. Only
+    exact once the group's transactional ids are fenced: an in-flight commit is then
+    complete, and the read waits for its offsets to be stable."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": sink.bootstrap_servers,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        committed = consumer.committed([TopicPartition(topic, 0)], timeout=_REQUEST_TIMEOUT_S)
+        metadata = consumer.consumer_group_metadata()
+    except KafkaException as exc:
+        raise KafkaSinkError(
+            f"Kafka sink ({sink.bootstrap_servers}): cannot read the marker of group "
+            f"{group!r}: {_words(exc)}"
+        ) from exc
+    finally:
+        consumer.close()
+    offset = committed[0].offset if committed else -1
+    return (offset if offset >= 0 else -1), metadata
+
+
+class KafkaCommitter(Committer):
+    """Commits a subtask's transactions through its live writer. A restored committable
+    has no live writer: the writer that restored its state settled it already."""
+
+    def commit(self, committables: Sequence[Any]) -> None:
+        for c in committables:
+            if not isinstance(c, KafkaCommittable):
+                continue
+            with _LIVE_LOCK:
+                writer = _LIVE.get((c.job_id, c.attempt, c.ids.marker_group))
+            if writer is None:
+                log.debug("Kafka sink: %s seq %d settled on restore", c.ids.marker_group, c.seq)
+                continue
+            writer.commit(c)
