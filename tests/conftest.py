@@ -69,6 +69,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _starts_spark(item):
             item.add_marker(SPARK)
+        if "kafka_broker" in getattr(item, "fixturenames", ()):
+            # The broker starts in seconds: never in the fast tier.
+            item.add_marker("kafka")
+            item.add_marker("slow")
     # Stable: each tier keeps its order; no Spark session exists while unmarked tests run.
     items.sort(key=lambda item: item.get_closest_marker(SPARK) is not None)
 
@@ -152,3 +156,20 @@ def postgres() -> Iterator[Any]:
         pytest.skip(str(exc))
     with PostgresServer() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def kafka_broker() -> Iterator[Any]:
+    """A real Apache Kafka broker (KRaft, one node) on 127.0.0.1, started once; its jars come
+    from Maven Central (kafka/pom.xml, cached). Without Maven or the jars the test is skipped,
+    except under CI (``.ci/run`` prepares them)."""
+    from cairn.testing.kafka import KafkaBroker, KafkaPrepareError, kafka_libs
+
+    try:
+        kafka_libs()
+    except KafkaPrepareError as exc:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(str(exc))
+    with KafkaBroker(quick_jvm=True) as broker:
+        yield broker
