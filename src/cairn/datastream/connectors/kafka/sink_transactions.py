@@ -22,7 +22,8 @@ subtask's ids are fenced, "was transaction ``n`` committed?" is exactly "marker 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = [
     "DEFAULT_POOL_SIZE",
@@ -97,8 +98,18 @@ class WriterState:
 @dataclass(frozen=True)
 class KafkaCommittable:
     """The committable of one transaction: which live writer holds it and its number. The
-    records travel in the writer's state, not here (a restored committable is settled by
-    the writer that restores the state; see the module's invariant)."""
+    records travel in the writer's state, not here.
+
+    ``live`` is true only for the object the writer returned; a copy read back from a
+    checkpoint (unpickled) is not live: the writer that restores the checkpoint's state
+    settles its transaction, never a producer of the attempt that wrote it, which may
+    survive as a zombie (a crashed thread of the in-process executor).
+
+    >>> import pickle
+    >>> c = KafkaCommittable("job", 0, TransactionIds("p", 1, 0), 0, 1, 1)
+    >>> c.live, pickle.loads(pickle.dumps(c)).live
+    (True, False)
+    """
 
     job_id: str
     attempt: int
@@ -106,6 +117,11 @@ class KafkaCommittable:
     slot: int
     seq: int
     checkpoint_id: int
+    live: bool = field(default=True, compare=False)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        fields = (self.job_id, self.attempt, self.ids, self.slot, self.seq, self.checkpoint_id)
+        return (KafkaCommittable, (*fields, False))
 
 
 def to_redo(pending: Iterable[PendingTransaction], marker: int) -> list[PendingTransaction]:

@@ -6,7 +6,8 @@ and bumps the epoch, so a zombie can no longer commit) before it reads its marke
 the restored pending transactions (commits nothing twice: a transaction the marker covers is
 done, any other is sent again from its records) and writes. A live transaction is committed
 by the writer's own producer when its checkpoint completes; if the broker aborted it
-meanwhile (transaction timeout), it is sent again the same way.
+meanwhile (transaction timeout), the commit fails the job, and the restored writer sends it
+again from the checkpoint's writer state.
 
 NONE / AT_LEAST_ONCE: one idempotence-free producer; delivery failures are reported by
 librdkafka's callbacks (errors only) and fail the job at the next record or flush;
@@ -413,23 +414,20 @@ class TransactionalWriter(SinkWriter):
             self._marker = max(self._marker, p.seq)
 
     def _commit_one(self, p: PendingTransaction) -> None:
-        from confluent_kafka import KafkaException
-
         slot = self._slots[p.slot]
         try:
             _call(slot.producer.commit_transaction, _REQUEST_TIMEOUT_S, f"commit of {slot.tid}")
-            return
         except KafkaSinkError as exc:
-            if not isinstance(exc.__cause__, KafkaException):
-                raise
-            # Aborted under us (transaction.timeout.ms passed, or fenced): fence again,
-            # and send the records again unless the marker shows the commit went through.
-            log.warning("Kafka sink: commit of %s failed (%s); recovering", slot.tid, exc)
-        _fence(self._sink, [slot], self._out.on_delivery)
-        self._marker, self._group_metadata = _read_marker(
-            self._sink, self.ids.marker_group, self._marker_topic
-        )
-        self._redo(slot.producer, [p])
+            # librdkafka reports a transaction the broker aborted (transaction.timeout.ms
+            # passed) as it reports a fence by a newer owner: _FENCED. Taking the id back
+            # here could fence a newer owner, so the job restarts instead; the restored
+            # writer sends the records again (they are in the checkpoint's writer state).
+            raise KafkaSinkError(
+                f"{exc}; transaction {p.seq} of checkpoint {p.checkpoint_id} "
+                f"({len(p.records)} records) could not be committed: if the broker aborted it "
+                f"because transaction.timeout.ms ({self._sink.transaction_timeout_ms} ms) "
+                "passed, raise it; the job restarts and writes these records again"
+            ) from exc
 
     def close(self) -> None:
         if self._closed:
@@ -509,6 +507,19 @@ def _fence(
         raise KafkaSinkError(text) from exc
 
 
+def _coordinator_busy(exc: BaseException) -> bool:
+    from confluent_kafka import KafkaError
+
+    err = exc.args[0] if exc.args else None
+    code = err.code() if isinstance(err, KafkaError) else None
+    busy = (
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+    )
+    return code in busy or (isinstance(err, KafkaError) and err.retriable())
+
+
 def _read_marker(sink: KafkaSink, group: str, topic: str) -> tuple[int, Any]:
     """The group's committed marker (-1: none) and its metadata for transactions. Only
     exact once the group's transactional ids are fenced: an in-flight commit is then
@@ -523,14 +534,24 @@ def _read_marker(sink: KafkaSink, group: str, topic: str) -> tuple[int, Any]:
             "isolation.level": "read_committed",
         }
     )
+    deadline = time.monotonic() + _REQUEST_TIMEOUT_S
     try:
-        committed = consumer.committed([TopicPartition(topic, 0)], timeout=_REQUEST_TIMEOUT_S)
+        while True:
+            try:
+                committed = consumer.committed(
+                    [TopicPartition(topic, 0)], timeout=max(1.0, deadline - time.monotonic())
+                )
+                break
+            except KafkaException as exc:
+                # The group's coordinator moving or loading (a broker just started) passes.
+                if _coordinator_busy(exc) and time.monotonic() < deadline:
+                    time.sleep(0.2)
+                    continue
+                raise KafkaSinkError(
+                    f"Kafka sink ({sink.bootstrap_servers}): cannot read the marker of group "
+                    f"{group!r}: {_words(exc)}"
+                ) from exc
         metadata = consumer.consumer_group_metadata()
-    except KafkaException as exc:
-        raise KafkaSinkError(
-            f"Kafka sink ({sink.bootstrap_servers}): cannot read the marker of group "
-            f"{group!r}: {_words(exc)}"
-        ) from exc
     finally:
         consumer.close()
     offset = committed[0].offset if committed else -1
@@ -538,12 +559,12 @@ def _read_marker(sink: KafkaSink, group: str, topic: str) -> tuple[int, Any]:
 
 
 class KafkaCommitter(Committer):
-    """Commits a subtask's transactions through its live writer. A restored committable
-    has no live writer: the writer that restored its state settled it already."""
+    """Commits a subtask's transactions through its live writer. A restored committable is
+    not live (``KafkaCommittable.live``): the writer that restores its state settles it."""
 
     def commit(self, committables: Sequence[Any]) -> None:
         for c in committables:
-            if not isinstance(c, KafkaCommittable):
+            if not isinstance(c, KafkaCommittable) or not c.live:
                 continue
             with _LIVE_LOCK:
                 writer = _LIVE.get((c.job_id, c.attempt, c.ids.marker_group))
