@@ -124,10 +124,17 @@ class _Output:
         self._metadata_source = producer
         timestamps = getattr(records, "timestamps", None)
         produce = producer.produce
+        slow = self.produce
         for n, element in enumerate(records):
             topic, key, value, partition = serialize(element, partitions_of)
             ts = timestamps[n] if timestamps is not None else None
-            self.produce(produce, producer, topic, partition, key, value, ts)
+            if partition is None and ts is None:
+                try:  # the common case without keyword arguments: ~0.3 us less per record
+                    produce(topic, value, key)
+                except Exception:  # queue full (retried), or an error to be named
+                    slow(produce, producer, topic, partition, key, value, ts)
+            else:
+                slow(produce, producer, topic, partition, key, value, ts)
             if keep is not None:
                 keep.append((topic, partition, key, value, ts))
         producer.poll(0)
