@@ -43,7 +43,8 @@ __all__ = ["DeliveringWriter", "KafkaCommitter", "KafkaSinkError", "Transactiona
 log = logging.getLogger(__name__)
 
 _CONNECT_TIMEOUT_S = 15.0  # first contact with the cluster (metadata, init_transactions)
-_REQUEST_TIMEOUT_S = 60.0  # one transactional request (send offsets, commit)
+_REQUEST_TIMEOUT_S = 60.0  # one transactional request (commit)
+_MARKER_TIMEOUT_S = 30.0  # send_offsets_to_transaction (see _watched)
 _METADATA_TTL_S = 30.0  # partitions of a topic, for a partitioner
 
 # Live transactional writers of this process, by (job, attempt, marker group): the
@@ -356,10 +357,15 @@ class TransactionalWriter(SinkWriter):
 
         meta = marker_metadata(self._context.job_id, self._context.attempt_number, cid)
         tp = TopicPartition(marker_topic, 0, seq, meta)
-        _call(
-            lambda t: producer.send_offsets_to_transaction([tp], group_metadata, t),
-            _REQUEST_TIMEOUT_S,
-            f"the marker of {ids.marker_group}",
+        what = f"the marker of {ids.marker_group}"
+        _watched(
+            lambda: _call(
+                lambda t: producer.send_offsets_to_transaction([tp], group_metadata, t),
+                _MARKER_TIMEOUT_S,
+                what,
+            ),
+            _MARKER_TIMEOUT_S + 5.0,
+            what,
         )
 
     # --- writing ----------------------------------------------------------------------
@@ -451,6 +457,39 @@ class TransactionalWriter(SinkWriter):
                 pass
         for slot in self._slots:
             slot.producer = None
+
+
+def _watched(action: Callable[[], Any], timeout_s: float, what: str) -> Any:
+    """``action()`` on a helper thread, abandoned after ``timeout_s``.
+
+    librdkafka's ``send_offsets_to_transaction`` may block past its own timeout when the
+    group coordinator went away and came back (a broker restart; librdkafka issues 5456 and
+    5511, open in 2.16): the task would hang with its checkpoint. Abandoned, the call keeps
+    its producer alive on that thread; the job restarts with new producers, whose fence
+    aborts the transaction.
+    """
+    done = threading.Event()
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, action()))
+        except BaseException as exc:
+            outcome.append((False, exc))
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="kafka-sink-call", daemon=True).start()
+    if not done.wait(timeout_s):
+        raise KafkaSinkError(
+            f"Kafka sink: {what} did not return within {timeout_s:.0f} s (librdkafka loses "
+            "the group coordinator after a broker restart: issues 5456/5511); the job "
+            "restarts with new producers"
+        )
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
 
 
 def _call(action: Callable[[float], Any], timeout_s: float, what: str) -> Any:
