@@ -1,8 +1,8 @@
 """End-to-end exactly-once into Kafka on real Spark: a bounded sequence source -> key_by ->
-keyed running sum -> KafkaSink EXACTLY_ONCE, with workers SIGKILLed between pre-commit and
-commit (the checkpoint completed, its transactions flushed and not committed) and at a
-barrier; a read_committed consumer must see the failure-free output: every record once, each
-key's records in order, nothing left open."""
+keyed running sum -> KafkaSink EXACTLY_ONCE, aligned and unaligned, with workers SIGKILLed
+between pre-commit and commit (the checkpoint completed, its transactions flushed and not
+committed) and at a barrier; a read_committed consumer must see the failure-free output:
+every record once, each key's records in order, nothing left open."""
 
 from __future__ import annotations
 
@@ -52,12 +52,21 @@ def test_failure_free_run_writes_the_golden_output(kafka_broker: Any) -> None:
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize("checkpoints", ["aligned", "unaligned"])
 def test_sigkill_between_pre_commit_and_commit_keeps_the_topic_exactly_once(
-    spark: Any, kafka_broker: Any
+    spark: Any, kafka_broker: Any, checkpoints: str
 ) -> None:
-    topic = _topic(kafka_broker, "eo-kills")
+    topic = _topic(kafka_broker, f"eo-kills-{checkpoints}")
     conf = {"cairn.executor": "spark", "cairn.testing.faults": KILLS}
-    env = kafka_sequence_job(conf, kafka_broker, topic, records=RECORDS, keys=KEYS, prefix=topic)
+    env = kafka_sequence_job(
+        conf,
+        kafka_broker,
+        topic,
+        records=RECORDS,
+        keys=KEYS,
+        prefix=topic,
+        unaligned=checkpoints == "unaligned",
+    )
     client = env.execute_async("kafka-exactly-once")
     client.get_job_execution_result(timeout=300)
     assert client.job_master.restarts == 2, "every scheduled kill must have happened"

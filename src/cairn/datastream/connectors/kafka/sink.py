@@ -22,6 +22,7 @@ producers exist only in the writers on the workers (``sink_writer``).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
     from cairn.settings import JobSettings
 
 __all__ = ["DeliveryGuarantee", "KafkaSink", "KafkaSinkBuilder"]
+
+log = logging.getLogger(__name__)
 
 # Cairn's own options, given with set_property like producer properties but not passed to
 # librdkafka.
@@ -111,7 +114,14 @@ class KafkaSink(Sink):
         if self.guarantee is not DeliveryGuarantee.EXACTLY_ONCE:
             return
         interval = settings.checkpoint.interval_ms
-        if interval > 0 and self.transaction_timeout_ms <= interval:
+        if interval <= 0:
+            log.warning(
+                "KafkaSink (prefix %r): EXACTLY_ONCE without checkpoints commits once, at the "
+                "end of input; a job running longer than transaction.timeout.ms (%d ms) fails",
+                self.transactional_id_prefix,
+                self.transaction_timeout_ms,
+            )
+        elif self.transaction_timeout_ms <= interval:
             raise ConfigurationError(
                 f"KafkaSink (prefix {self.transactional_id_prefix!r}): transaction.timeout.ms "
                 f"= {self.transaction_timeout_ms} ms is not longer than the checkpoint "
