@@ -13,7 +13,7 @@ import pytest
 
 from tests.integration.jdbc_jobs import out_of_order_keys
 from tests.integration.jobs import exactly_once_problems, expected_lines
-from tests.integration.kafka_jobs import kafka_sequence_job, topic_lines
+from tests.integration.kafka_sink_jobs import kafka_sequence_job, topic_lines
 
 pytestmark = pytest.mark.timeout(400)
 
