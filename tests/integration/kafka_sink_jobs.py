@@ -3,6 +3,7 @@ topic as a ``read_committed`` consumer sees it."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from cairn.cli.demo_jobs import SequenceCheck
@@ -68,8 +69,14 @@ def kafka_sequence_job(
     return env
 
 
-def topic_lines(broker: Any, topic: str, read_committed: bool = True) -> list[str]:
+def topic_lines(broker: Any, topic: str, read_committed: bool = True, expect: int = 0) -> list[str]:
     """The topic's values, partition by partition in offset order; reading to the end also
-    shows that no transaction is left open (it would hold back the Last Stable Offset)."""
-    records = broker.read_topic(topic, read_committed=read_committed, timeout_s=60)
-    return [r.value.decode() for r in records]
+    shows that no transaction is left open (it would hold back the Last Stable Offset).
+    Read again (up to 30 s) while fewer than ``expect``: a commit returns before the broker
+    wrote its markers into the partitions."""
+    deadline = time.monotonic() + 30
+    while True:
+        records = broker.read_topic(topic, read_committed=read_committed, timeout_s=60)
+        if len(records) >= expect or time.monotonic() > deadline:
+            return [r.value.decode() for r in records]
+        time.sleep(0.2)

@@ -6,6 +6,7 @@ another parallelism (old ids settled, nothing left open), and the other guarante
 from __future__ import annotations
 
 import pickle
+import time
 import uuid
 from typing import Any
 
@@ -62,8 +63,16 @@ def _ctx(subtask: int, parallelism: int, attempt: int, job: str = "job") -> Sink
     return SinkWriterContext(subtask, parallelism, attempt, job)
 
 
-def _values(broker: Any, topic: str) -> list[str]:
-    return [r.value.decode() for r in broker.read_topic(topic, timeout_s=20)]
+def _values(broker: Any, topic: str, expect: int = 0) -> list[str]:
+    """What a read_committed consumer reads to the end of ``topic``, read again (up to 20 s)
+    while it has fewer than ``expect`` records: a commit returns before the broker wrote its
+    markers into the partitions, so a reader right after it may not see it yet."""
+    deadline = time.monotonic() + 20
+    while True:
+        values = [r.value.decode() for r in broker.read_topic(topic, timeout_s=20)]
+        if len(values) >= expect or time.monotonic() > deadline:
+            return values
+        time.sleep(0.1)
 
 
 def test_crash_between_pre_commit_and_commit_commits_exactly_once(kafka_broker: Any) -> None:
@@ -78,7 +87,7 @@ def test_crash_between_pre_commit_and_commit_commits_exactly_once(kafka_broker: 
     c1 = w.prepare_commit(1)
     assert _values(kafka_broker, topic) == []  # pre-committed: invisible
     committer.commit(c1)
-    assert sorted(_values(kafka_broker, topic)) == [f"a:{i}" for i in range(5)]
+    assert sorted(_values(kafka_broker, topic, 5)) == [f"a:{i}" for i in range(5)]
 
     w.write_batch([f"b:{i}" for i in range(4)])
     c2 = w.prepare_commit(2)
@@ -93,13 +102,13 @@ def test_crash_between_pre_commit_and_commit_commits_exactly_once(kafka_broker: 
     restored = sink.create_writer(_ctx(0, 1, attempt=1), state)
     with pytest.raises(KafkaSinkError, match="could not be committed"):
         w.commit(c2[0])  # the zombie was fenced by the restored writer
-    values = _values(kafka_broker, topic)  # ends: nothing left open (Last Stable Offset)
+    values = _values(kafka_broker, topic, 9)  # ends: nothing left open (Last Stable Offset)
     assert sorted(values) == sorted([f"a:{i}" for i in range(5)] + [f"b:{i}" for i in range(4)])
 
     restored.write_batch(["c:0"])
     committer.commit(restored.prepare_commit(3))
     again = sink.create_writer(_ctx(0, 1, attempt=2), state)  # restored twice: no redo
-    values = _values(kafka_broker, topic)
+    values = _values(kafka_broker, topic, 10)
     assert values.count("b:0") == 1 and "c:0" in values and len(values) == 10
     for writer in (restored, again, w):
         writer.close()
@@ -129,13 +138,13 @@ def test_restore_at_another_parallelism_settles_old_ids_and_leaves_nothing_open(
     new = sink.create_writer(_ctx(0, 1, attempt=1), states)
     new.write_batch(["k0:4"])
     committer.commit(new.prepare_commit(3))
-    values = _values(kafka_broker, topic)  # reaches the end: no old transaction lingers
+    values = _values(kafka_broker, topic, 7)  # reaches the end: no old transaction lingers
     assert sorted(values) == ["k0:1", "k0:2", "k0:3", "k0:4", "k1:1", "k1:2", "k1:3"]
     by_key = [v for v in values if v.startswith("k0:")]
     assert by_key == ["k0:1", "k0:2", "k0:3", "k0:4"]  # one partition per key, in order
     # Back at parallelism 2 from the same checkpoint: the old ids are settled, not redone.
     again = [sink.create_writer(_ctx(i, 2, attempt=2), [states[i]]) for i in range(2)]
-    assert sorted(_values(kafka_broker, topic)) == sorted(values)
+    assert sorted(_values(kafka_broker, topic, len(values))) == sorted(values)
     for w in [*old, new, *again]:
         w.close()
 
@@ -152,7 +161,7 @@ def test_at_least_once_and_none_deliver(kafka_broker: Any, guarantee: DeliveryGu
     if guarantee is DeliveryGuarantee.AT_LEAST_ONCE:  # delivered before the barrier passes
         assert len(kafka_broker.read_topic(topic, read_committed=False)) == 1000
     w.flush(True)
-    assert sorted(_values(kafka_broker, topic)) == sorted(f"x:{i}" for i in range(1000))
+    assert sorted(_values(kafka_broker, topic, 1000)) == sorted(f"x:{i}" for i in range(1000))
     w.close()
 
 
@@ -198,8 +207,6 @@ def test_broker_restart_mid_transaction_costs_at_most_a_restart(kafka_broker: An
     through or fails within a bounded time (librdkafka may lose the group coordinator and
     block send_offsets_to_transaction past its timeout: the sink abandons the call); the
     writer restored from the last checkpoint then writes the replayed records once."""
-    import time
-
     topic = _name("eo-restart")
     kafka_broker.create_topic(topic, partitions=2)
     sink = _sink(kafka_broker, topic)
@@ -228,5 +235,5 @@ def test_broker_restart_mid_transaction_costs_at_most_a_restart(kafka_broker: An
         committer.commit(restored.prepare_commit(4))
         restored.close()
     assert time.monotonic() - started < 90, "the pre-commit hung"
-    assert sorted(_values(kafka_broker, topic)) == ["a:0", "a:1", "b:0", "c:0", "d:0"]
+    assert sorted(_values(kafka_broker, topic, 5)) == ["a:0", "a:1", "b:0", "c:0", "d:0"]
     w.close()

@@ -46,7 +46,7 @@ def test_failure_free_run_writes_the_golden_output(kafka_broker: Any) -> None:
         rate=None,
     )
     env.execute("kafka-golden")
-    lines = topic_lines(kafka_broker, topic)
+    lines = topic_lines(kafka_broker, topic, expect=RECORDS)
     assert sorted(lines) == expected_lines(RECORDS, KEYS)
     assert out_of_order_keys(lines) == []
 
@@ -70,7 +70,7 @@ def test_sigkill_between_pre_commit_and_commit_keeps_the_topic_exactly_once(
     client = env.execute_async("kafka-exactly-once")
     client.get_job_execution_result(timeout=300)
     assert client.job_master.restarts == 2, "every scheduled kill must have happened"
-    lines = topic_lines(kafka_broker, topic)
+    lines = topic_lines(kafka_broker, topic, expect=RECORDS)
     assert exactly_once_problems(lines, RECORDS, KEYS) == []
     assert sorted(lines) == expected_lines(RECORDS, KEYS)  # the failure-free output
     assert out_of_order_keys(lines) == []

@@ -33,6 +33,34 @@ class DeliveryGuarantee(enum.Enum):
     NONE = 2
 
 
+class SplitBatch(list[Any]):
+    """Records a split-aware reader polled, with their source timestamps and splits.
+
+    ``timestamps`` has one entry per record (epoch ms, or ``None``); ``split_runs`` lists
+    ``(split id, count)`` for consecutive records of one split, in order, summing to the
+    batch's length. Returned only by readers whose ``split_ids()`` is not ``None``; the source
+    operator turns it into the runtime's own batch (it never travels further).
+
+    >>> b = SplitBatch.of(["a", "b", "c"], [1, 2, 5], [("t-0", 2), ("t-1", 1)])
+    >>> list(b), b.timestamps, b.split_runs
+    (['a', 'b', 'c'], [1, 2, 5], [('t-0', 2), ('t-1', 1)])
+    """
+
+    __slots__ = ("split_runs", "timestamps")
+
+    timestamps: list[int | None]
+    split_runs: list[tuple[str, int]]
+
+    @staticmethod
+    def of(
+        records: list[Any], timestamps: list[int | None], split_runs: list[tuple[str, int]]
+    ) -> SplitBatch:
+        batch = SplitBatch(records)
+        batch.timestamps = timestamps
+        batch.split_runs = split_runs
+        return batch
+
+
 @dataclass(frozen=True)
 class SourceReaderContext:
     subtask_index: int
@@ -67,6 +95,18 @@ class SourceReader(ABC):
         The task thread sleeps until then unless other work wakes it (``0.0``: poll again
         at once). ``None`` (the default) means unknown: the task polls again after at most
         50 ms. Flink's counterpart is the future of ``SourceReader.isAvailable()``.
+        """
+        return None
+
+    def split_ids(self) -> list[str] | None:
+        """Per-split event time (Flink's per-split watermark generation): the ids of the
+        splits this reader reads now, or ``None`` (the default): one watermark generator per
+        subtask, and ``poll_batch`` returns plain lists.
+
+        A reader that returns a list here returns ``SplitBatch``es from ``poll_batch``; the
+        source operator then keeps one generator per split, asks again on every watermark
+        interval (new splits join, finished ones leave) and emits the minimum over the
+        splits that are not idle (idle when all are, or when there are none).
         """
         return None
 

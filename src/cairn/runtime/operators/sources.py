@@ -4,7 +4,10 @@ Invariant: a source's checkpointed position always covers exactly the records em
 the barrier: readers are polled by the task thread only, and a ``SourceFunction`` thread emits
 under the checkpoint lock, which the task holds while it drains, snapshots and emits a barrier.
 A ``Source`` with a watermark strategy stamps each polled batch and emits watermarks on the
-task's timer loop (one generator per subtask, over all its splits).
+task's timer loop: one generator per subtask, over all its splits, unless the reader is
+split-aware (``SourceReader.split_ids``): then one per split, merged by the minimum over
+the splits that are not idle (``SplitWatermarks``). Readers that are not split-aware take
+exactly the path they took before.
 """
 
 from __future__ import annotations
@@ -15,10 +18,16 @@ from collections.abc import Callable
 from typing import Any
 
 from cairn.common.watermark_strategy import WatermarkStrategy
-from cairn.datastream.connectors.base import Source, SourceReader, SourceReaderContext
+from cairn.datastream.connectors.base import (
+    Source,
+    SourceReader,
+    SourceReaderContext,
+    SplitBatch,
+)
 from cairn.datastream.state import ListStateDescriptor
 from cairn.events import DEFAULT_CHECKPOINT_OPTIONS, CheckpointOptions
 from cairn.graph.job_graph import OperatorNode
+from cairn.runtime.eventtime.split_watermarks import SplitWatermarks
 from cairn.runtime.operators.base import OperatorRestore, OperatorSnapshot
 from cairn.runtime.operators.timestamps import PeriodicWatermarks
 from cairn.runtime.operators.user_function import UserFunctionOperator
@@ -48,6 +57,9 @@ class SourceOperator(UserFunctionOperator):
         self._strategy = strategy if event_time else None
         self.generates_watermarks = event_time
         self._event_time: PeriodicWatermarks | None = None
+        self._split_watermarks: SplitWatermarks | None = None
+        self._interval_ms = 0
+        self._next_emit_ms: int | None = None
 
     def initialize_state(self, restore: OperatorRestore | None) -> None:
         super().initialize_state(restore)
@@ -69,10 +81,34 @@ class SourceOperator(UserFunctionOperator):
         self.reader: SourceReader = self.function.create_reader(
             self._splits, SourceReaderContext(c.subtask_index, c.parallelism, c.attempt, c.job_id)
         )
+        split_ids = self.reader.split_ids()
+        if split_ids is not None:
+            # Split-aware readers return SplitBatches: these methods replace the class's.
+            self.poll = self._poll_split_batch  # type: ignore[method-assign]
+            if self._strategy is not None:
+                self._split_watermarks = SplitWatermarks(self._strategy, split_ids)
+                self._interval_ms = c.watermark_interval_ms
+                if self._interval_ms > 0:
+                    self._next_emit_ms = c.clock_ms() + self._interval_ms
+            return
         if self._strategy is not None:
             self._event_time = PeriodicWatermarks(
                 self._strategy, c.watermark_interval_ms, c.clock_ms()
             )
+
+    def _poll_split_batch(self, max_records: int) -> list[Any] | None:
+        batch = self.reader.poll_batch(max_records)
+        if not batch:
+            return None if batch is None else []
+        if type(batch) is not SplitBatch:
+            raise TypeError(
+                f"source {self.name!r}: a split-aware reader must return SplitBatch, "
+                f"got {type(batch).__name__}"
+            )
+        watermarks = self._split_watermarks
+        if watermarks is None:
+            return list(batch)  # no event time: plain records, as from any source
+        return watermarks.assign(list(batch), batch.timestamps, batch.split_runs)
 
     def poll(self, max_records: int) -> list[Any] | None:
         batch = self.reader.poll_batch(max_records)
@@ -83,19 +119,32 @@ class SourceOperator(UserFunctionOperator):
 
     def next_timer_ms(self) -> int | None:
         event_time = self._event_time
-        return event_time.next_ms if event_time is not None else None
+        if event_time is not None:
+            return event_time.next_ms
+        return self._next_emit_ms
 
     def on_processing_time(self, now_ms: int) -> None:
         event_time = self._event_time
         if event_time is not None:
             self.emit_events(event_time.on_timer(now_ms))
+            return
+        watermarks = self._split_watermarks
+        due = self._next_emit_ms
+        if watermarks is not None and due is not None and now_ms >= due:
+            self._next_emit_ms = now_ms + self._interval_ms
+            split_ids = self.reader.split_ids()
+            if split_ids is not None:
+                watermarks.sync_splits(split_ids)
+            self.emit_events(watermarks.on_periodic_emit(now_ms))
 
     def end_of_event_time(self) -> None:
         event_time = self._event_time
-        if event_time is None:
-            super().end_of_event_time()
-        else:
+        if event_time is not None:
             self.emit_events(event_time.emitter.on_end_of_input())
+        elif self._split_watermarks is not None:
+            self.emit_events(self._split_watermarks.on_end_of_input())
+        else:
+            super().end_of_event_time()
 
     def available_in_s(self) -> float | None:
         """The reader's hint after an empty poll (see ``SourceReader.available_in_s``)."""

@@ -1,38 +1,51 @@
-"""Kafka connectors (PyFlink's ``pyflink.datastream.connectors.kafka``), on confluent-kafka.
+"""Kafka connectors with PyFlink's names (``pyflink.datastream.connectors.kafka``).
 
-The sink's names live in ``sink`` (``KafkaSink``, ``KafkaSinkBuilder``), its message
-serialization in ``sink_serialization`` and its transaction protocol in
-``sink_transactions``/``sink_writer``. Re-exported lazily: importing the package imports no
-Kafka client.
+Invariant: importing this package needs no Kafka client; ``confluent-kafka`` (librdkafka,
+``pip install 'cairn[kafka]'``) is imported where records are read or written, on the
+workers. The source: ``source`` (description and builder), ``offsets`` (initializers),
+``splits`` (partition assignment and split state), ``source_reader`` (the reader). The sink:
+``sink`` (description and builder), ``sink_serialization`` (records to messages),
+``sink_transactions`` (the exactly-once protocol, without I/O), ``sink_writer`` (writers
+and committer).
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from cairn.datastream.connectors.base import DeliveryGuarantee
+from cairn.datastream.connectors.kafka.offsets import (
+    KafkaOffsetResetStrategy,
+    KafkaOffsetsInitializer,
+    KafkaTopicPartition,
+    OffsetResetStrategy,
+)
+from cairn.datastream.connectors.kafka.sink import KafkaSink, KafkaSinkBuilder
+from cairn.datastream.connectors.kafka.sink_serialization import (
+    FixedPartitioner,
+    KafkaPartitioner,
+    KafkaRecordSerializationSchema,
+    KafkaRecordSerializationSchemaBuilder,
+    KafkaTopicSelector,
+)
+from cairn.datastream.connectors.kafka.source import (
+    KafkaSource,
+    KafkaSourceBuilder,
+    KafkaSourceOptions,
+)
 
-_LOCATIONS = {
-    "DeliveryGuarantee": "cairn.datastream.connectors.base",
-    "KafkaSink": "cairn.datastream.connectors.kafka.sink",
-    "KafkaSinkBuilder": "cairn.datastream.connectors.kafka.sink",
-    "FixedPartitioner": "cairn.datastream.connectors.kafka.sink_serialization",
-    "KafkaPartitioner": "cairn.datastream.connectors.kafka.sink_serialization",
-    "KafkaRecordSerializationSchema": "cairn.datastream.connectors.kafka.sink_serialization",
-    "KafkaRecordSerializationSchemaBuilder": (
-        "cairn.datastream.connectors.kafka.sink_serialization"
-    ),
-    "KafkaTopicSelector": "cairn.datastream.connectors.kafka.sink_serialization",
-}
-
-__all__ = sorted(_LOCATIONS)
-
-
-def __getattr__(name: str) -> Any:
-    module = _LOCATIONS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_LOCATIONS])
+__all__ = [
+    "DeliveryGuarantee",
+    "FixedPartitioner",
+    "KafkaOffsetResetStrategy",
+    "KafkaOffsetsInitializer",
+    "KafkaPartitioner",
+    "KafkaRecordSerializationSchema",
+    "KafkaRecordSerializationSchemaBuilder",
+    "KafkaSink",
+    "KafkaSinkBuilder",
+    "KafkaSource",
+    "KafkaSourceBuilder",
+    "KafkaSourceOptions",
+    "KafkaTopicPartition",
+    "KafkaTopicSelector",
+    "OffsetResetStrategy",
+]

@@ -285,8 +285,11 @@ class TransactionalWriter(SinkWriter):
         states = [s for s in restored if isinstance(s, WriterState)]
         own = [s for s in states if s.ids == self.ids]
         # Fence our ids first (all at once: each is a round trip to the coordinator).
+        from confluent_kafka import Producer
+
+        # A clear error for a cluster that does not answer, before waiting on coordinators.
+        _check_reachable(sink, Producer(producer_config(sink, {})), self._marker_topic)
         _fence(self._sink, self._slots, self._out.on_delivery)
-        _check_reachable(sink, self._slots[0].producer, self._marker_topic)
         self._marker, self._group_metadata = _read_marker(
             sink, self.ids.marker_group, self._marker_topic
         )
@@ -519,7 +522,8 @@ def _fence(
 
     def init(slot: _Slot) -> None:
         try:
-            _call(slot.producer.init_transactions, _CONNECT_TIMEOUT_S, f"init of {slot.tid}")
+            # Generous: a broker's first transactions wait for its transaction log to load.
+            _call(slot.producer.init_transactions, _REQUEST_TIMEOUT_S, f"init of {slot.tid}")
         except BaseException as exc:
             errors.append(exc)
 

@@ -1,0 +1,1 @@
+"""Record formats with PyFlink's names (``pyflink.datastream.formats``): ``json``."""
