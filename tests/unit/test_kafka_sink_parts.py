@@ -190,3 +190,44 @@ def test_submission_refuses_a_transaction_timeout_not_longer_than_the_interval()
     # The other guarantees open no transaction.
     _job(_sink(DeliveryGuarantee.AT_LEAST_ONCE, **{"transaction.timeout.ms": "1"}), 60_000)
     assert _sink().transaction_timeout_ms == 3_600_000  # Flink's default
+
+
+def test_a_committable_read_back_from_a_checkpoint_is_never_committed_live() -> None:
+    import pickle
+
+    from cairn.datastream.connectors.kafka.sink_transactions import KafkaCommittable
+    from cairn.datastream.connectors.kafka.sink_writer import _LIVE, KafkaCommitter
+
+    ids = TransactionIds("unit-live", 1, 0)
+    committed: list[int] = []
+
+    class Writer:  # stands in for the live writer of the attempt that wrote the committable
+        def commit(self, c: KafkaCommittable) -> None:
+            committed.append(c.seq)
+
+    _LIVE[("job", 0, ids.marker_group)] = Writer()  # type: ignore[assignment]
+    try:
+        live = KafkaCommittable("job", 0, ids, 0, 7, 3)
+        KafkaCommitter().commit([pickle.loads(pickle.dumps(live))])  # restored: a zombie's
+        assert committed == []
+        KafkaCommitter().commit([live])
+        assert committed == [7]
+    finally:
+        del _LIVE[("job", 0, ids.marker_group)]
+
+
+def test_a_call_that_hangs_is_abandoned_with_a_clear_error() -> None:
+    import threading
+    import time
+
+    from cairn.datastream.connectors.kafka.sink_writer import KafkaSinkError, _watched
+
+    release = threading.Event()
+    started = time.monotonic()
+    with pytest.raises(KafkaSinkError, match=r"the marker did not return within 0 s"):
+        _watched(release.wait, 0.2, "the marker")
+    assert time.monotonic() - started < 2
+    release.set()
+    assert _watched(lambda: 5, 1.0, "x") == 5
+    with pytest.raises(ZeroDivisionError):
+        _watched(lambda: 1 / 0, 1.0, "x")
