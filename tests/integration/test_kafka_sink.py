@@ -15,7 +15,7 @@ import pytest
 from cairn.common.serialization import SimpleStringSchema
 from cairn.datastream.connectors.base import DeliveryGuarantee, SinkWriterContext
 from cairn.datastream.connectors.kafka import KafkaRecordSerializationSchema, KafkaSink
-from cairn.datastream.connectors.kafka.sink_writer import KafkaSinkError
+from cairn.datastream.connectors.kafka.sink_output import KafkaSinkError
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -220,14 +220,14 @@ def test_a_call_that_hangs_is_abandoned_with_a_clear_error() -> None:
     import threading
     import time
 
-    from cairn.datastream.connectors.kafka.sink_writer import KafkaSinkError, _watched
+    from cairn.datastream.connectors.kafka.sink_output import KafkaSinkError, watched
 
     release = threading.Event()
     started = time.monotonic()
     with pytest.raises(KafkaSinkError, match=r"the marker did not return within 0 s"):
-        _watched(release.wait, 0.2, "the marker")
+        watched(release.wait, 0.2, "the marker")
     assert time.monotonic() - started < 2
     release.set()
-    assert _watched(lambda: 5, 1.0, "x") == 5
+    assert watched(lambda: 5, 1.0, "x") == 5
     with pytest.raises(ZeroDivisionError):
-        _watched(lambda: 1 / 0, 1.0, "x")
+        watched(lambda: 1 / 0, 1.0, "x")

@@ -5,8 +5,8 @@ Invariant: importing this package needs no Kafka client; ``confluent-kafka`` (li
 workers. The source: ``source`` (description and builder), ``offsets`` (initializers),
 ``splits`` (partition assignment and split state), ``source_reader`` (the reader). The sink:
 ``sink`` (description and builder), ``sink_serialization`` (records to messages),
-``sink_transactions`` (the exactly-once protocol, without I/O), ``sink_writer`` (writers
-and committer).
+``sink_transactions`` (the exactly-once protocol, without I/O), ``sink_output`` (sending;
+the NONE and AT_LEAST_ONCE writer), ``sink_writer`` (the EXACTLY_ONCE writer, committer).
 """
 
 from __future__ import annotations

@@ -138,7 +138,7 @@ class KafkaSink(Sink):
             from cairn.datastream.connectors.kafka.sink_writer import TransactionalWriter
 
             return TransactionalWriter(self, context, restored_state)
-        from cairn.datastream.connectors.kafka.sink_writer import DeliveringWriter
+        from cairn.datastream.connectors.kafka.sink_output import DeliveringWriter
 
         return DeliveringWriter(self, context)
 

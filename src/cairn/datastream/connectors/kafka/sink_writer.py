@@ -1,17 +1,13 @@
-"""The Kafka sink's writers and committer on confluent-kafka (librdkafka).
+"""The Kafka sink's EXACTLY_ONCE writer and its committer on confluent-kafka (librdkafka).
 
-Invariant (EXACTLY_ONCE, the protocol of ``sink_transactions``): a writer fences every
+Invariant (the protocol of ``sink_transactions``): a writer fences every
 transactional id it will use (``init_transactions`` aborts what an earlier attempt left open
 and bumps the epoch, so a zombie can no longer commit) before it reads its marker, settles
 the restored pending transactions (commits nothing twice: a transaction the marker covers is
 done, any other is sent again from its records) and writes. A live transaction is committed
 by the writer's own producer when its checkpoint completes; if the broker aborted it
 meanwhile (transaction timeout), the commit fails the job, and the restored writer sends it
-again from the checkpoint's writer state.
-
-NONE / AT_LEAST_ONCE: one idempotence-free producer; delivery failures are reported by
-librdkafka's callbacks (errors only) and fail the job at the next record or flush;
-AT_LEAST_ONCE flushes at every barrier.
+again from the checkpoint's writer state. (NONE / AT_LEAST_ONCE: ``sink_output``.)
 """
 
 from __future__ import annotations
@@ -23,6 +19,15 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cairn.datastream.connectors.base import Committer, SinkWriter, SinkWriterContext
+from cairn.datastream.connectors.kafka.sink_output import (
+    KafkaSinkError,
+    Output,
+    call,
+    check_reachable,
+    producer_config,
+    watched,
+    words,
+)
 from cairn.datastream.connectors.kafka.sink_transactions import (
     KafkaCommittable,
     PendingTransaction,
@@ -38,219 +43,17 @@ from cairn.datastream.connectors.kafka.sink_transactions import (
 if TYPE_CHECKING:
     from cairn.datastream.connectors.kafka.sink import KafkaSink
 
-__all__ = ["DeliveringWriter", "KafkaCommitter", "KafkaSinkError", "TransactionalWriter"]
+__all__ = ["KafkaCommitter", "TransactionalWriter"]
 
 log = logging.getLogger(__name__)
 
-_CONNECT_TIMEOUT_S = 15.0  # first contact with the cluster (metadata, init_transactions)
 _REQUEST_TIMEOUT_S = 60.0  # one transactional request (commit)
-_MARKER_TIMEOUT_S = 30.0  # send_offsets_to_transaction (see _watched)
-_METADATA_TTL_S = 30.0  # partitions of a topic, for a partitioner
+_MARKER_TIMEOUT_S = 30.0  # send_offsets_to_transaction (see sink_output.watched)
 
 # Live transactional writers of this process, by (job, attempt, marker group): the
 # committer of a subtask commits through its own writer's producers.
 _LIVE: dict[tuple[str, int, str], TransactionalWriter] = {}
 _LIVE_LOCK = threading.Lock()
-
-
-class KafkaSinkError(RuntimeError):
-    """The Kafka sink could not write or commit; the message names the servers, the topic
-    or transaction, and librdkafka's own words."""
-
-
-def _words(exc: BaseException) -> str:
-    err = exc.args[0] if exc.args else None
-    name = getattr(err, "name", None)
-    text = getattr(err, "str", None)
-    if callable(name) and callable(text):
-        return f"{text()} ({name()})"
-    return str(exc) or type(exc).__name__
-
-
-def producer_config(sink: KafkaSink, extra: dict[str, Any]) -> dict[str, Any]:
-    config: dict[str, Any] = dict(sink.producer_properties)
-    config["bootstrap.servers"] = sink.bootstrap_servers
-    config.update(extra)
-    return config
-
-
-class _Output:
-    """One producer's sends: serializes records, queues them (waiting while librdkafka's
-    queue is full), remembers the first failed delivery, and flushes with a deadline."""
-
-    def __init__(self, sink: KafkaSink, context: SinkWriterContext) -> None:
-        self.sink = sink
-        self.error: str | None = None
-        self._partitions: dict[str, tuple[float, list[int]]] = {}
-        self._metadata_source: Any = None
-        sink.serializer.open(context.subtask_index, context.parallelism)
-        self.max_bytes = int(sink.producer_properties.get("message.max.bytes", 1_000_000))
-
-    def on_delivery(self, err: Any, msg: Any) -> None:
-        if err is not None and self.error is None:
-            self.error = (
-                f"delivery to topic {msg.topic()!r} partition {msg.partition()} failed: "
-                f"{err.str()} ({err.name()})"
-            )
-            if err.name() == "MSG_SIZE_TOO_LARGE":
-                self.error += (
-                    f" - a message of {len(msg.value() or b'') + len(msg.key() or b'')} bytes "
-                    "exceeds the broker's or topic's limit (message.max.bytes / "
-                    "max.message.bytes)"
-                )
-
-    def check(self) -> None:
-        if self.error is not None:
-            raise KafkaSinkError(f"Kafka sink ({self.sink.bootstrap_servers}): {self.error}")
-
-    def partitions_of(self, topic: str) -> list[int]:
-        now = time.monotonic()
-        cached = self._partitions.get(topic)
-        if cached is not None and now - cached[0] < _METADATA_TTL_S:
-            return cached[1]
-        meta = self._metadata_source.list_topics(topic, timeout=_CONNECT_TIMEOUT_S)
-        info = meta.topics.get(topic)
-        if info is None or info.error is not None or not info.partitions:
-            raise KafkaSinkError(
-                f"Kafka sink ({self.sink.bootstrap_servers}): topic {topic!r} does not exist"
-                + (f" ({info.error})" if info is not None and info.error is not None else "")
-            )
-        partitions = sorted(info.partitions)
-        self._partitions[topic] = (now, partitions)
-        return partitions
-
-    def send(self, producer: Any, records: Sequence[Any], keep: list[StoredRecord] | None) -> None:
-        serialize = self.sink.serializer.serialize
-        partitions_of = self.partitions_of
-        self._metadata_source = producer
-        timestamps = getattr(records, "timestamps", None)
-        produce = producer.produce
-        slow = self.produce
-        for n, element in enumerate(records):
-            topic, key, value, partition = serialize(element, partitions_of)
-            ts = timestamps[n] if timestamps is not None else None
-            if partition is None and ts is None:
-                try:  # the common case without keyword arguments: ~0.3 us less per record
-                    produce(topic, value, key)
-                except Exception:  # queue full (retried), or an error to be named
-                    slow(produce, producer, topic, partition, key, value, ts)
-            else:
-                slow(produce, producer, topic, partition, key, value, ts)
-            if keep is not None:
-                keep.append((topic, partition, key, value, ts))
-        producer.poll(0)
-        self.check()
-
-    def produce(
-        self,
-        produce: Callable[..., None],
-        producer: Any,
-        topic: str,
-        partition: int | None,
-        key: bytes | None,
-        value: bytes | None,
-        ts: int | None,
-    ) -> None:
-        kwargs: dict[str, Any] = {}
-        if partition is not None:
-            kwargs["partition"] = partition
-        if ts is not None and ts >= 0:
-            kwargs["timestamp"] = ts
-        while True:
-            try:
-                produce(topic, value, key, **kwargs)
-                return
-            except BufferError:  # librdkafka's queue is full: let it drain
-                producer.poll(0.05)
-                self.check()
-            except Exception as exc:
-                raise self.failure(exc, topic, key, value) from exc
-
-    def failure(self, exc: BaseException, topic: str, key: Any, value: Any) -> KafkaSinkError:
-        size = len(value or b"") + len(key or b"")
-        words = _words(exc)
-        if "MSG_SIZE_TOO_LARGE" in words:
-            words += (
-                f": the message of {size} bytes exceeds message.max.bytes ({self.max_bytes}); "
-                "raise it with set_property('message.max.bytes', ...) and the topic's "
-                "max.message.bytes, or make the record smaller"
-            )
-        return KafkaSinkError(
-            f"Kafka sink ({self.sink.bootstrap_servers}): cannot send a message to topic "
-            f"{topic!r}: {words}"
-        )
-
-    def flush(self, producer: Any, timeout_s: float, what: str) -> None:
-        deadline = time.monotonic() + timeout_s
-        left = producer.flush(min(1.0, timeout_s))
-        while left > 0 and time.monotonic() < deadline:
-            self.check()
-            left = producer.flush(1.0)
-        self.check()
-        if left > 0:
-            raise KafkaSinkError(
-                f"Kafka sink ({self.sink.bootstrap_servers}): {left} messages not delivered "
-                f"within {timeout_s:.0f} s ({what}); is the cluster reachable?"
-            )
-
-
-def _check_reachable(sink: KafkaSink, producer: Any, topic: str | None) -> None:
-    """Fail at the start, with the servers named, when no broker answers."""
-    from confluent_kafka import KafkaError, KafkaException
-
-    try:
-        meta = producer.list_topics(topic, timeout=_CONNECT_TIMEOUT_S)
-    except KafkaException as exc:
-        raise KafkaSinkError(
-            f"Kafka sink: no broker of {sink.bootstrap_servers!r} answered within "
-            f"{_CONNECT_TIMEOUT_S:.0f} s: {_words(exc)}"
-        ) from exc
-    info = meta.topics.get(topic) if topic is not None else None
-    error = info.error if info is not None else None
-    if error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-        raise KafkaSinkError(
-            f"Kafka sink ({sink.bootstrap_servers}): topic {topic!r} does not exist "
-            "(and the broker does not create topics on first use)"
-        )
-
-
-class DeliveringWriter(SinkWriter):
-    """NONE and AT_LEAST_ONCE: records go out as they come; AT_LEAST_ONCE waits for every
-    delivery report at each barrier."""
-
-    def __init__(self, sink: KafkaSink, context: SinkWriterContext) -> None:
-        from confluent_kafka import Producer
-
-        from cairn.datastream.connectors.base import DeliveryGuarantee
-
-        self._sink = sink
-        self._out = _Output(sink, context)
-        self._flush_at_barrier = sink.guarantee is DeliveryGuarantee.AT_LEAST_ONCE
-        self._producer: Any = Producer(
-            producer_config(
-                sink,
-                {"on_delivery": self._out.on_delivery, "delivery.report.only.error": True},
-            )
-        )
-        _check_reachable(sink, self._producer, sink.serializer.topic)
-
-    def write(self, record: Any) -> None:
-        self._out.send(self._producer, (record,), None)
-
-    def write_batch(self, records: Sequence[Any]) -> None:
-        self._out.send(self._producer, records, None)
-
-    def flush(self, end_of_input: bool) -> None:
-        if self._flush_at_barrier or end_of_input:
-            self._out.flush(self._producer, _REQUEST_TIMEOUT_S * 5, "flush at a checkpoint")
-        else:
-            self._producer.poll(0)
-            self._out.check()
-
-    def close(self) -> None:
-        producer, self._producer = self._producer, None
-        if producer is not None:
-            producer.flush(0)
 
 
 class _Slot:
@@ -270,7 +73,7 @@ class TransactionalWriter(SinkWriter):
         assert sink.transactional_id_prefix is not None and sink.marker_topic is not None
         self._sink = sink
         self._context = context
-        self._out = _Output(sink, context)
+        self._out = Output(sink, context)
         self._marker_topic = sink.marker_topic
         self.ids = TransactionIds(
             sink.transactional_id_prefix, context.parallelism, context.subtask_index
@@ -288,7 +91,7 @@ class TransactionalWriter(SinkWriter):
         from confluent_kafka import Producer
 
         # A clear error for a cluster that does not answer, before waiting on coordinators.
-        _check_reachable(sink, Producer(producer_config(sink, {})), self._marker_topic)
+        check_reachable(sink, Producer(producer_config(sink, {})), self._marker_topic)
         _fence(self._sink, self._slots, self._out.on_delivery)
         self._marker, self._group_metadata = _read_marker(
             sink, self.ids.marker_group, self._marker_topic
@@ -337,7 +140,7 @@ class TransactionalWriter(SinkWriter):
             self._out.produce(producer.produce, producer, topic, partition, key, value, ts)
         self._out.flush(producer, self._sink.transaction_timeout_ms / 1000, "a redo")
         self._send_marker(producer, ids, marker_topic, group_metadata, p.seq, p.checkpoint_id)
-        _call(producer.commit_transaction, _REQUEST_TIMEOUT_S, f"commit of {ids.marker_group}")
+        call(producer.commit_transaction, _REQUEST_TIMEOUT_S, f"commit of {ids.marker_group}")
         log.info(
             "Kafka sink: %s: transaction %d of checkpoint %d had been aborted; sent again "
             "(%d records)",
@@ -361,8 +164,8 @@ class TransactionalWriter(SinkWriter):
         meta = marker_metadata(self._context.job_id, self._context.attempt_number, cid)
         tp = TopicPartition(marker_topic, 0, seq, meta)
         what = f"the marker of {ids.marker_group}"
-        _watched(
-            lambda: _call(
+        watched(
+            lambda: call(
                 lambda t: producer.send_offsets_to_transaction([tp], group_metadata, t),
                 _MARKER_TIMEOUT_S,
                 what,
@@ -432,7 +235,7 @@ class TransactionalWriter(SinkWriter):
     def _commit_one(self, p: PendingTransaction) -> None:
         slot = self._slots[p.slot]
         try:
-            _call(slot.producer.commit_transaction, _REQUEST_TIMEOUT_S, f"commit of {slot.tid}")
+            call(slot.producer.commit_transaction, _REQUEST_TIMEOUT_S, f"commit of {slot.tid}")
         except KafkaSinkError as exc:
             # librdkafka reports a transaction the broker aborted (transaction.timeout.ms
             # passed) as it reports a fence by a newer owner: _FENCED. Taking the id back
@@ -462,55 +265,6 @@ class TransactionalWriter(SinkWriter):
             slot.producer = None
 
 
-def _watched(action: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    """``action()`` on a helper thread, abandoned after ``timeout_s``.
-
-    librdkafka's ``send_offsets_to_transaction`` may block past its own timeout when the
-    group coordinator went away and came back (a broker restart; librdkafka issues 5456 and
-    5511, open in 2.16): the task would hang with its checkpoint. Abandoned, the call keeps
-    its producer alive on that thread; the job restarts with new producers, whose fence
-    aborts the transaction.
-    """
-    done = threading.Event()
-    outcome: list[Any] = []
-
-    def run() -> None:
-        try:
-            outcome.append((True, action()))
-        except BaseException as exc:
-            outcome.append((False, exc))
-        finally:
-            done.set()
-
-    threading.Thread(target=run, name="kafka-sink-call", daemon=True).start()
-    if not done.wait(timeout_s):
-        raise KafkaSinkError(
-            f"Kafka sink: {what} did not return within {timeout_s:.0f} s (librdkafka loses "
-            "the group coordinator after a broker restart: issues 5456/5511); the job "
-            "restarts with new producers"
-        )
-    ok, value = outcome[0]
-    if not ok:
-        raise value
-    return value
-
-
-def _call(action: Callable[[float], Any], timeout_s: float, what: str) -> Any:
-    """A blocking transactional call, retried while librdkafka says it may be."""
-    from confluent_kafka import KafkaException
-
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            return action(max(1.0, deadline - time.monotonic()))
-        except KafkaException as exc:
-            err = exc.args[0]
-            if err.retriable() and time.monotonic() < deadline:
-                time.sleep(0.1)
-                continue
-            raise KafkaSinkError(f"Kafka sink: {what} failed: {_words(exc)}") from exc
-
-
 def _fence(
     sink: KafkaSink, slots: Sequence[_Slot], on_delivery: Callable[[Any, Any], None]
 ) -> None:
@@ -523,7 +277,7 @@ def _fence(
     def init(slot: _Slot) -> None:
         try:
             # Generous: a broker's first transactions wait for its transaction log to load.
-            _call(slot.producer.init_transactions, _REQUEST_TIMEOUT_S, f"init of {slot.tid}")
+            call(slot.producer.init_transactions, _REQUEST_TIMEOUT_S, f"init of {slot.tid}")
         except BaseException as exc:
             errors.append(exc)
 
@@ -599,7 +353,7 @@ def _read_marker(sink: KafkaSink, group: str, topic: str) -> tuple[int, Any]:
                     continue
                 raise KafkaSinkError(
                     f"Kafka sink ({sink.bootstrap_servers}): cannot read the marker of group "
-                    f"{group!r}: {_words(exc)}"
+                    f"{group!r}: {words(exc)}"
                 ) from exc
         metadata = consumer.consumer_group_metadata()
     finally:
