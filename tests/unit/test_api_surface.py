@@ -144,6 +144,7 @@ def test_connectors_package_reexports_lazily() -> None:
         "FileSourceBuilder",
         "OutputFileConfig",
         "RollingPolicy",
+        "DeliveryGuarantee",  # PyFlink's connectors.base, re-exported as PyFlink does
         "Sink",
         "Source",
         "StreamFormat",

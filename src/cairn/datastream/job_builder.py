@@ -55,6 +55,7 @@ __all__ = [
     "ContextDefaults",
     "PreparedJob",
     "check_serializable",
+    "check_sinks",
     "check_unique_uids",
     "default_max_parallelism",
     "deploy_settings_from",
@@ -181,7 +182,20 @@ def prepare_job(
             max_frame_size=int(get(opts.NETWORK_MAX_FRAME_SIZE)),
         ),
     )
+    check_sinks(transformations, settings)
     return PreparedJob(settings, tuple(sinks), tuple(transformations))
+
+
+def check_sinks(transformations: Iterable[Transformation], settings: JobSettings) -> None:
+    """Each ``sink_to`` sink's own check of the job's settings (``Sink.check_job``)."""
+    from cairn.datastream.connectors.base import Sink
+
+    for t in transformations:
+        spec = t.operator if isinstance(t, SinkTransformation) else None
+        if spec is not None and spec.kind is OperatorKind.SINK:
+            sink = spec.function
+            if isinstance(sink, Sink):
+                sink.check_job(settings)
 
 
 def _recorded(option: opts.ConfigOption, value: Any) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 _LOCATIONS = {
     "NumberSequenceSource": "number_seq",
     "DataGeneratorSource": "datagen",
+    "DeliveryGuarantee": "base",
     "Sink": "base",
     "Source": "base",
     "BucketAssigner": "file_system",

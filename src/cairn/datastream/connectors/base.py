@@ -7,10 +7,30 @@ recoverable state is what ``snapshot_state``/``prepare_commit`` returned at a ch
 
 from __future__ import annotations
 
+import enum
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cairn.settings import JobSettings
+
+
+class DeliveryGuarantee(enum.Enum):
+    """What a sink promises about its output after failures (PyFlink's names and values).
+
+    ``EXACTLY_ONCE``: each record is visible once (two-phase commit on checkpoints);
+    ``AT_LEAST_ONCE``: nothing is lost, records since the last checkpoint may repeat after a
+    restart; ``NONE``: records may be lost or repeated.
+
+    >>> DeliveryGuarantee.AT_LEAST_ONCE.name
+    'AT_LEAST_ONCE'
+    """
+
+    EXACTLY_ONCE = 0
+    AT_LEAST_ONCE = 1
+    NONE = 2
 
 from cairn.ids import AttemptNumber, CheckpointId, JobId, SubtaskIndex
 
@@ -190,6 +210,12 @@ class Sink(ABC):
     def create_committer(self) -> Committer | None:
         """A committer makes the sink two-phase (exactly-once); ``None`` for plain sinks."""
         return None
+
+    def check_job(self, settings: JobSettings) -> None:  # noqa: B027
+        """Refuse a job this sink cannot serve correctly (e.g. a transaction timeout shorter
+        than the checkpoint interval): called on the driver by ``prepare_job`` with the
+        job's validated settings, before anything is deployed. Raises ``ConfigurationError``.
+        """
 
 
 def commits_on_checkpoints(sink: Sink) -> bool:

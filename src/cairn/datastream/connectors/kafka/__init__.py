@@ -3,16 +3,28 @@
 Invariant: importing this package needs no Kafka client; ``confluent-kafka`` (librdkafka,
 ``pip install 'cairn[kafka]'``) is imported where records are read or written, on the
 workers. The source: ``source`` (description and builder), ``offsets`` (initializers),
-``splits`` (partition assignment and split state), ``source_reader`` (the reader).
+``splits`` (partition assignment and split state), ``source_reader`` (the reader). The sink:
+``sink`` (description and builder), ``sink_serialization`` (records to messages),
+``sink_transactions`` (the exactly-once protocol, without I/O), ``sink_output`` (sending;
+the NONE and AT_LEAST_ONCE writer), ``sink_writer`` (the EXACTLY_ONCE writer, committer).
 """
 
 from __future__ import annotations
 
+from cairn.datastream.connectors.base import DeliveryGuarantee
 from cairn.datastream.connectors.kafka.offsets import (
     KafkaOffsetResetStrategy,
     KafkaOffsetsInitializer,
     KafkaTopicPartition,
     OffsetResetStrategy,
+)
+from cairn.datastream.connectors.kafka.sink import KafkaSink, KafkaSinkBuilder
+from cairn.datastream.connectors.kafka.sink_serialization import (
+    FixedPartitioner,
+    KafkaPartitioner,
+    KafkaRecordSerializationSchema,
+    KafkaRecordSerializationSchemaBuilder,
+    KafkaTopicSelector,
 )
 from cairn.datastream.connectors.kafka.source import (
     KafkaSource,
@@ -21,11 +33,19 @@ from cairn.datastream.connectors.kafka.source import (
 )
 
 __all__ = [
+    "DeliveryGuarantee",
+    "FixedPartitioner",
     "KafkaOffsetResetStrategy",
     "KafkaOffsetsInitializer",
+    "KafkaPartitioner",
+    "KafkaRecordSerializationSchema",
+    "KafkaRecordSerializationSchemaBuilder",
+    "KafkaSink",
+    "KafkaSinkBuilder",
     "KafkaSource",
     "KafkaSourceBuilder",
     "KafkaSourceOptions",
     "KafkaTopicPartition",
+    "KafkaTopicSelector",
     "OffsetResetStrategy",
 ]
