@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from cairn.ids import AttemptNumber, CheckpointId, JobId, SubtaskIndex
+
 if TYPE_CHECKING:
     from cairn.settings import JobSettings
 
@@ -31,8 +33,6 @@ class DeliveryGuarantee(enum.Enum):
     EXACTLY_ONCE = 0
     AT_LEAST_ONCE = 1
     NONE = 2
-
-from cairn.ids import AttemptNumber, CheckpointId, JobId, SubtaskIndex
 
 
 class SplitBatch(list[Any]):
