@@ -1,6 +1,7 @@
 """A/B of one Cairn workload between two checkouts, alternating runs in one session.
 
-Invariant: A and B run the same ``bench.workloads`` command line, each from its own checkout
+Invariant: A and B run the same ``bench.workloads`` (or ``--module bench.windows``: the window
+workload) command line, each from its own checkout
 (its own ``bench`` package and installed ``cairn``), strictly alternating (A, B, B, A, A, B,
 ...), so that drifts in the shared machine's load fall on both alike; only the ratio of the
 medians is reported as a result, never an absolute figure of one side alone.
@@ -10,6 +11,12 @@ Before/after a change (the brief: "a new feature must not slow the keyed-sum pat
     git worktree add --detach ../cairn-before <rev>
     python -m bench.ab --a ../cairn-before --b . --repeat 4 -- \\
         --workload keyed-sum --records 2000000 --keys 10000 --checkpoint-interval-ms 1000
+
+The window workload (events/s from completed windows, each run checked against the expected
+results)::
+
+    python -m bench.ab --a ../cairn-before --b . --repeat 4 --module bench.windows -- \\
+        --records 10000000 --keys 10000 --events-per-second 1000000 --verify
 
 Prints one line per run and a summary (median records/s of each side, B/A).
 """
@@ -77,11 +84,17 @@ def check_imports_its_own_cairn(checkout: Path) -> None:
         raise SystemExit(f"{checkout} would run the cairn of {location}, not its own")
 
 
-def run_once(checkout: Path, args: list[str], timeout_s: float) -> dict[str, Any]:
-    """One ``python -m bench.workloads`` run in ``checkout``; its JSON result."""
+#: The measurements an A/B can run: each prints one JSON object with ``steady_records_per_s``.
+MODULES = ("bench.workloads", "bench.windows")
+
+
+def run_once(
+    checkout: Path, args: list[str], timeout_s: float, module: str = "bench.workloads"
+) -> dict[str, Any]:
+    """One ``python -m <module>`` run in ``checkout``; its JSON result."""
     python, env = checkout_command(checkout)
     done = subprocess.run(
-        [python, "-m", "bench.workloads", *args],
+        [python, "-m", module, *args],
         cwd=checkout,
         env=env,
         capture_output=True,
@@ -102,6 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs of each side")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
     parser.add_argument(
+        "--module", choices=MODULES, default=MODULES[0], help="what each run measures"
+    )
+    parser.add_argument(
         "workload_args", nargs=argparse.REMAINDER, help="after --: the bench.workloads options"
     )
     ns = parser.parse_args(argv)
@@ -111,12 +127,13 @@ def main(argv: list[str] | None = None) -> int:
     rates: dict[str, list[float]] = {"a": [], "b": []}
     for side in alternating_order(ns.repeat):
         checkout = ns.a if side == "a" else ns.b
-        result = run_once(checkout.resolve(), args, ns.timeout)
+        result = run_once(checkout.resolve(), args, ns.timeout, ns.module)
         rate = float(result["steady_records_per_s"] or 0.0)
         rates[side].append(rate)
+        verified = f", verified {result['verified']}" if "verified" in result else ""
         print(
             f"{side.upper()} {checkout}: {rate:,.0f} records/s "
-            f"(checkpoint p50 {result.get('checkpoint_p50_ms')} ms)",
+            f"(checkpoint p50 {result.get('checkpoint_p50_ms')} ms{verified})",
             flush=True,
         )
     med_a, med_b = statistics.median(rates["a"]), statistics.median(rates["b"])

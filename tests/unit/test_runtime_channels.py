@@ -5,12 +5,17 @@ from __future__ import annotations
 import pickle
 from typing import Any
 
+import pytest
+
+from cairn.datastream.partitioning import CustomPartitioning
 from cairn.events import CheckpointBarrier
+from cairn.graph.job_graph import JobEdge
 from cairn.graph.transformations import PartitionKind
 from cairn.runtime.channels import (
     InputChannel,
     LocalOutputChannel,
 )
+from cairn.runtime.eventtime.stamped import stamp
 from cairn.runtime.input_gate import InputGate
 from cairn.runtime.record_writer import RecordWriter
 from cairn.state.key_groups import assign_to_key_group, subtask_for_key_group
@@ -44,6 +49,50 @@ def test_hash_partitioning_follows_flinks_key_group_assignment() -> None:
         for key, _ in _drain(channel):
             assert subtask_for_key_group(128, 3, assign_to_key_group(key, 128)) == index
     assert writer.records_out == 200
+
+
+def _edge(partition: PartitionKind, selector: Any) -> JobEdge:
+    return JobEdge(0, 1, partition, selector, target_max_parallelism=128, input_index=0)
+
+
+def test_a_custom_edge_routes_by_its_partitioner_stamped_or_not() -> None:
+    inputs, outputs = _local(3)
+    by_key = CustomPartitioning(lambda key, n: key % n, lambda r: r[0])
+    edge = _edge(PartitionKind.CUSTOM, by_key)
+    writer = RecordWriter.for_edge(outputs, edge, subtask_index=0, batch_size=100)
+    writer.emit([(k, "plain") for k in range(9)])
+    writer.emit(stamp([(k, "stamped") for k in range(9)], list(range(9))))
+    writer.flush_all()
+    for index, channel in enumerate(inputs):
+        got = _drain(channel)
+        assert {k % 3 for k, _ in got} == {index}
+        assert len(got) == 6
+
+
+def test_a_custom_partitioner_out_of_range_fails_naming_it() -> None:
+    _, outputs = _local(2)
+    edge = _edge(PartitionKind.CUSTOM, CustomPartitioning(lambda key, n: 5, lambda r: r))
+    writer = RecordWriter.for_edge(outputs, edge, subtask_index=0)
+    with pytest.raises(ValueError, match=r"returned 5 .* \[0, 2\)"):
+        writer.emit([1])
+
+
+def test_a_custom_writer_needs_a_partitioner_not_a_key_selector() -> None:
+    _, outputs = _local(2)
+    with pytest.raises(ValueError, match="custom partitioning needs its partitioner"):
+        RecordWriter(outputs, PartitionKind.CUSTOM, key_selector=lambda r: r)
+
+
+def test_a_hash_edge_keeps_its_key_selector() -> None:
+    inputs, outputs = _local(2)
+    writer = RecordWriter.for_edge(
+        outputs, _edge(PartitionKind.HASH, lambda r: r), subtask_index=1, batch_size=100
+    )
+    writer.emit(["a", "b", "c"])
+    writer.flush_all()
+    for index, channel in enumerate(inputs):
+        for key in _drain(channel):
+            assert subtask_for_key_group(128, 2, assign_to_key_group(key, 128)) == index
 
 
 def test_records_before_a_barrier_are_flushed_ahead_of_it() -> None:

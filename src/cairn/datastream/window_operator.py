@@ -25,7 +25,7 @@ from cairn.datastream.output_tag import OutputTag
 from cairn.datastream.runtime_context import RuntimeContext
 from cairn.datastream.time_domain import TimeDomain
 from cairn.datastream.window import MAX_LONG, MergingWindowAssigner, TimeWindow, WindowAssigner
-from cairn.datastream.window_batch import WindowBatchPath
+from cairn.datastream.window_batch import WindowBatchPath, WindowOperatorParts
 from cairn.datastream.window_functions import (
     AllWindowFunction,
     ProcessAllWindowFunction,
@@ -112,8 +112,19 @@ class WindowOperatorFunction(KeyedProcessFunction[Any, Any, Any]):
             and spec.evictor is None
             and type(spec.trigger) is ProcessingTimeTrigger
         )
-        batch = (self._default_path or self._default_processing_path) and spec.incremental
-        self.keyed_batch: WindowBatchPath | None = WindowBatchPath(self) if batch else None
+        self.keyed_batch: WindowBatchPath | None = None
+        if (self._default_path or self._default_processing_path) and spec.incremental:
+            self.keyed_batch = WindowBatchPath(
+                WindowOperatorParts(
+                    assigner=spec.assigner,
+                    incremental=spec.incremental,
+                    allowed_lateness=spec.allowed_lateness,
+                    contents=self._contents.raw,
+                    register_timer=self._timers.register,
+                    use_context=self._use_context,
+                    process_one=self._process_default,
+                )
+            )
         # Processing-time windows take plain (unstamped) batches through it too.
         self.keyed_batch_plain = self._default_processing_path
         self.keyed_flush = None if self.keyed_batch is None else self.keyed_batch.write_back
@@ -137,6 +148,12 @@ class WindowOperatorFunction(KeyedProcessFunction[Any, Any, Any]):
         """The assigners' context (processing-time assigners read the clock here)."""
         return int(self._ctx.timer_service().current_processing_time())
 
+    def _use_context(self, ctx: Any) -> WindowOperatorFunction:
+        """Make ``ctx`` the context of what follows (the batch path's batch); the assigners'
+        context (this operator)."""
+        self._ctx = ctx
+        return self
+
     def get_current_watermark(self) -> int:
         """The evictors' context reads the watermark here."""
         return self._watermark()
@@ -157,9 +174,9 @@ class WindowOperatorFunction(KeyedProcessFunction[Any, Any, Any]):
 
     def process_element(self, value: Any, ctx: Any) -> Iterable[Any]:
         self._ctx = ctx
-        if self._default_path:
-            return self._process_default(value, ctx)
         ts = ctx.timestamp()
+        if self._default_path:
+            return self._process_default(value, ts, ctx)
         out: list[Any] = []
         skipped = True
         for assigned in self.spec.assigner.assign_windows(value, ts, self):
@@ -205,13 +222,13 @@ class WindowOperatorFunction(KeyedProcessFunction[Any, Any, Any]):
         agg = incremental[1]
         return agg.add(value, agg.create_accumulator() if contents is None else contents)
 
-    def _process_default(self, value: Any, ctx: Any) -> list[Any]:
+    def _process_default(self, value: Any, ts: Any, ctx: Any) -> list[Any]:
         """``process_element`` for event-time, non-merging windows with the default
         ``EventTimeTrigger`` and no evictor, with the trigger's decisions inlined: a window
         that has contents already has its end and cleanup timers (its first element set
         them, and they fire only when the watermark passes them), so only a new window
-        registers timers."""
-        ts = ctx.timestamp()
+        registers timers. ``ts`` is the record's timestamp (the batch path passes it without
+        setting it on ``ctx``)."""
         timer_service = ctx.timer_service()
         watermark = timer_service.current_watermark()
         lateness = self.spec.allowed_lateness

@@ -221,14 +221,11 @@ class TaskBuilder:
                     channels.append(ch)
             head = graph.vertex(edge.target_vertex).operators[0]
             writers.append(
-                RecordWriter(
+                RecordWriter.for_edge(
                     channels,
-                    edge.partition,
-                    key_selector=edge.key_selector,
-                    max_parallelism=edge.target_max_parallelism,
+                    edge,
                     subtask_index=key.subtask_index,
                     batch_size=network.batch_size,
-                    output_tag=edge.output_tag,
                     carry_key_groups=edge.partition is PartitionKind.HASH
                     and takes_key_groups(head),
                 )

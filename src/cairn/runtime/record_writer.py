@@ -11,16 +11,18 @@ batches with ``key_groups`` beside ``timestamps``. Timestamps stay
 with their records: once a ``StampedBatch`` came through, the writer keeps every pending list
 stamped (records without a timestamp get ``None``), so plain batches cost one type check.
 A writer of a side output (``output_tag``) ignores the main output (``emit``) and takes the
-records of its tag (``emit_side``). A custom partitioning (``partition_custom``) is asked for
-every record's channel, also when there is one channel.
+records of its tag (``emit_side``). A custom partitioning (``partition_custom``: a
+``ChannelPartitioner``) is asked for every record's channel, also when there is one channel.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
+from cairn.datastream.partitioning import CustomPartitioning
+from cairn.graph.job_graph import JobEdge
 from cairn.graph.transformations import PartitionKind
 from cairn.runtime.channels import OutputChannel
 from cairn.runtime.eventtime.stamped import StampedBatch, slice_batch, stamp
@@ -29,14 +31,29 @@ from cairn.state.key_groups import KeyGroupAssigner, subtask_for_key_group
 
 DEFAULT_BATCH_SIZE = 1024
 
+Emit = Callable[[list[Any]], None]
+
+
+class ChannelPartitioner(Protocol):
+    """What a custom partitioning edge carries (``datastream.partitioning.CustomPartitioning``):
+    the channel of a record among ``num_partitions``, checked to be in range."""
+
+    def channel(self, record: Any, num_partitions: int) -> int: ...
+
 
 class RecordWriter:
+    """One output edge of a task (see the module's invariant). ``key_selector`` is the hash
+    partitioning's key, ``partitioner`` the custom partitioning's; ``emit`` is built once by
+    the factory of the ``partition`` kind (``_hash_emit``, ``_custom_emit``,
+    ``_fixed_emit``)."""
+
     def __init__(
         self,
         channels: Sequence[OutputChannel],
         partition: PartitionKind,
         *,
         key_selector: Callable[[Any], Any] | None = None,
+        partitioner: ChannelPartitioner | None = None,
         max_parallelism: int = 128,
         subtask_index: int = 0,
         batch_size: int = DEFAULT_BATCH_SIZE,
@@ -60,80 +77,52 @@ class RecordWriter:
         self.output_tag = output_tag
         self._stamped = False  # a stamped batch came through: keep pending lists stamped
         self._selector = key_selector
-        n = len(self.channels)
+        self._partitioner = partitioner
+        # Set by ``_hash_emit`` for the stamped path: key -> key group, its cache, and key
+        # group -> channel.
+        self._key_group: Callable[[Any], int]
+        self._key_group_cache: dict[Any, int]
+        self._table: list[int]
         if partition is PartitionKind.HASH:
             if key_selector is None:
                 raise ValueError("hash partitioning needs a key selector")
-            assigner = KeyGroupAssigner(max_parallelism)
-            table = [subtask_for_key_group(max_parallelism, n, kg) for kg in range(max_parallelism)]
-            key_group = assigner.key_group
-            cached = assigner.cache.get  # a hit without the call to key_group: -25 % here
-            selector = key_selector
-
-            self._key_group = assigner.key_group
-            self._key_group_cache = assigner.cache
-            self._table = table
-
-            def emit_hash(records: list[Any]) -> None:
-                if type(records) is not list or self._stamped:
-                    self._emit_stamped(records)
-                    return
-                pending = self._pending
-                for r in records:
-                    k = selector(r)
-                    kg = cached(k)
-                    if kg is None:
-                        kg = key_group(k)
-                    pending[table[kg]].append(r)
-                self._flush_full()
-
-            def emit_hash_carrying(records: list[Any]) -> None:
-                if type(records) is not list or self._stamped:
-                    self._emit_stamped(records)
-                    return
-                pending = self._pending
-                kgs = self._pending_kgs
-                assert kgs is not None
-                for r in records:
-                    k = selector(r)
-                    kg = cached(k)
-                    if kg is None:
-                        kg = key_group(k)
-                    c = table[kg]
-                    pending[c].append(r)
-                    kgs[c].append(kg)
-                self._flush_full()
-
-            if carry_key_groups:
-                self._pending_kgs = [[] for _ in self.channels]
-                emit_hash = emit_hash_carrying
-            self.emit: Callable[[list[Any]], None] = emit_hash
+            self.emit: Emit = _hash_emit(self, key_selector, max_parallelism, self._carry)
         elif partition is PartitionKind.CUSTOM:
-            if key_selector is None:
-                raise ValueError("custom partitioning needs its partitioner and key selector")
-            choose = key_selector.channel  # type: ignore[attr-defined]
-
-            def emit_custom(records: list[Any]) -> None:
-                if type(records) is not list or self._stamped:
-                    self._emit_stamped(records)
-                    return
-                pending = self._pending
-                for r in records:
-                    pending[choose(r, n)].append(r)
-                self._flush_full()
-
-            self.emit = emit_custom
-        elif partition is PartitionKind.FORWARD or n == 1 or partition is PartitionKind.GLOBAL:
-            self.emit = self._emit_single
-        elif partition is PartitionKind.BROADCAST:
-            self.emit = self._emit_broadcast
-        elif partition is PartitionKind.SHUFFLE:
-            self.emit = self._emit_shuffle
-        else:  # REBALANCE, RESCALE: round-robin over records
-            self.emit = self._emit_round_robin
+            if partitioner is None:
+                raise ValueError("custom partitioning needs its partitioner")
+            self.emit = _custom_emit(self, partitioner)
+        else:
+            self.emit = _fixed_emit(self, partition)
         self._partition_emit = self.emit
         if output_tag is not None:
             self.emit = _ignore_main_output
+
+    @classmethod
+    def for_edge(
+        cls,
+        channels: Sequence[OutputChannel],
+        edge: JobEdge,
+        *,
+        subtask_index: int,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        carry_key_groups: bool = False,
+    ) -> RecordWriter:
+        """The writer of a job graph's ``edge``: a hash edge's key selector, the
+        ``CustomPartitioning`` a custom edge carries (in its ``key_selector`` field) as the
+        partitioner, the consumer's key groups, the edge's side output."""
+        selector = edge.key_selector
+        custom = selector if isinstance(selector, CustomPartitioning) else None
+        return cls(
+            channels,
+            edge.partition,
+            key_selector=None if custom is not None else selector,
+            partitioner=custom,
+            max_parallelism=edge.target_max_parallelism,
+            subtask_index=subtask_index,
+            batch_size=batch_size,
+            output_tag=edge.output_tag,
+            carry_key_groups=carry_key_groups,
+        )
 
     # -------------------------------------------------------------------- partitioners
 
@@ -233,7 +222,8 @@ class RecordWriter:
                     appends[c](r)
                     stamp_appends[c](t)
         elif partition is PartitionKind.CUSTOM:
-            choose = self._selector.channel  # type: ignore[union-attr]
+            assert self._partitioner is not None
+            choose = self._partitioner.channel
             for r, t in zip(records, stamps, strict=True):
                 p = pending[choose(r, n)]
                 p.append(r)
@@ -337,6 +327,88 @@ class RecordWriter:
             if not ch.available():
                 return False
         return True
+
+
+def _hash_emit(
+    writer: RecordWriter, selector: Callable[[Any], Any], max_parallelism: int, carry: bool
+) -> Emit:
+    """``emit`` of a hash edge: key -> key group (the assigner's cache first) -> channel; with
+    ``carry``, each record's key group goes along. Also gives ``writer`` the key group lookup
+    and the channel table its stamped path uses."""
+    n = len(writer.channels)
+    assigner = KeyGroupAssigner(max_parallelism)
+    table = [subtask_for_key_group(max_parallelism, n, kg) for kg in range(max_parallelism)]
+    key_group = assigner.key_group
+    cached = assigner.cache.get  # a hit without the call to key_group: -25 % here
+    writer._key_group = key_group
+    writer._key_group_cache = assigner.cache
+    writer._table = table
+
+    def emit_hash(records: list[Any]) -> None:
+        if type(records) is not list or writer._stamped:
+            writer._emit_stamped(records)
+            return
+        pending = writer._pending
+        for r in records:
+            k = selector(r)
+            kg = cached(k)
+            if kg is None:
+                kg = key_group(k)
+            pending[table[kg]].append(r)
+        writer._flush_full()
+
+    def emit_hash_carrying(records: list[Any]) -> None:
+        if type(records) is not list or writer._stamped:
+            writer._emit_stamped(records)
+            return
+        pending = writer._pending
+        kgs = writer._pending_kgs
+        assert kgs is not None
+        for r in records:
+            k = selector(r)
+            kg = cached(k)
+            if kg is None:
+                kg = key_group(k)
+            c = table[kg]
+            pending[c].append(r)
+            kgs[c].append(kg)
+        writer._flush_full()
+
+    if not carry:
+        return emit_hash
+    writer._pending_kgs = [[] for _ in writer.channels]
+    return emit_hash_carrying
+
+
+def _custom_emit(writer: RecordWriter, partitioner: ChannelPartitioner) -> Emit:
+    """``emit`` of a custom partitioning: the partitioner names every record's channel, also
+    when there is one."""
+    choose = partitioner.channel
+    n = len(writer.channels)
+
+    def emit_custom(records: list[Any]) -> None:
+        if type(records) is not list or writer._stamped:
+            writer._emit_stamped(records)
+            return
+        pending = writer._pending
+        for r in records:
+            pending[choose(r, n)].append(r)
+        writer._flush_full()
+
+    return emit_custom
+
+
+def _fixed_emit(writer: RecordWriter, partition: PartitionKind) -> Emit:
+    """``emit`` of the partitionings that look at no record: one channel, all of them, random
+    or round-robin."""
+    one = partition is PartitionKind.FORWARD or partition is PartitionKind.GLOBAL
+    if one or len(writer.channels) == 1:
+        return writer._emit_single
+    if partition is PartitionKind.BROADCAST:
+        return writer._emit_broadcast
+    if partition is PartitionKind.SHUFFLE:
+        return writer._emit_shuffle
+    return writer._emit_round_robin  # REBALANCE, RESCALE: round-robin over records
 
 
 def _ignore_main_output(records: list[Any]) -> None:

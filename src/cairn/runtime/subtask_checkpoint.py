@@ -15,6 +15,7 @@ import logging
 import time
 import traceback
 from collections.abc import Callable, Container, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from cairn.checkpoint.failure import CheckpointFailureReason
@@ -26,13 +27,13 @@ from cairn.checkpoint.messages import (
     TaskKey,
 )
 from cairn.events import AlignmentMode, CancelCheckpointMarker, CheckpointBarrier
-from cairn.ids import CheckpointId
+from cairn.ids import CheckpointId, OperatorUid
 from cairn.runtime.barriers.alternating import as_unaligned
 from cairn.runtime.barriers.api import AlignmentStats
 from cairn.runtime.channel_state import ChannelStateRecorder
 from cairn.runtime.faults import FaultInjector
 from cairn.runtime.input_gate import InputGate
-from cairn.runtime.operators.base import StreamOperator
+from cairn.runtime.operators.base import OperatorSnapshot, StreamOperator
 from cairn.runtime.record_writer import RecordWriter
 from cairn.runtime.unaligned_ack import UnalignedAcknowledgement
 
@@ -40,6 +41,27 @@ log = logging.getLogger(__name__)
 
 _ASYNC_FAILURE = CheckpointFailureReason.CHECKPOINT_ASYNC_EXCEPTION
 _NOT_RECORDING: Container[int] = frozenset()
+
+
+_Acknowledge = Callable[[Mapping[Any, OperatorSubtaskState], SubtaskCheckpointMetrics], None]
+
+
+@dataclass(frozen=True, slots=True)
+class _SyncPart:
+    """What the synchronous part of a snapshot leaves to the asynchronous one."""
+
+    snapshots: list[tuple[OperatorUid, OperatorSnapshot]]  # (operator uid, its snapshot to run)
+    duration_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Alignment:
+    """How the barrier was aligned: the subtask's figures in the acknowledgement."""
+
+    start_delay_ms: int
+    alignment_ms: int
+    unaligned: bool
+    processed_bytes: int
 
 
 class CheckpointServices(Protocol):
@@ -211,45 +233,66 @@ class SubtaskCheckpointCoordinator:
     ) -> None:
         """Pre-barrier hooks, forward ``barrier``, take the synchronous snapshot; the
         asynchronous part writes the state and acknowledges (or declines)."""
-        cid = barrier.checkpoint_id
         checkpoint_id = barrier.checkpoint_id
-        key, services, faults = self._key, self._services, self._faults
-        send: Callable[[Mapping[Any, OperatorSubtaskState], SubtaskCheckpointMetrics], None]
-        ack: UnalignedAcknowledgement | None = None
+        acknowledge, ack = self._acknowledgement(checkpoint_id, unaligned)
+        sync = self._synchronous_part(barrier)
+        if self._faults.active:
+            self._faults.check(
+                "after-barrier", self._vertex_name, self._key.subtask_index, checkpoint_id
+            )
+        alignment = _Alignment(start_delay_ms, alignment_ms, unaligned, processed_bytes)
+
+        def run_async() -> None:
+            self._asynchronous_part(checkpoint_id, sync, alignment, acknowledge, ack)
+
+        self._services.submit_async(run_async)
+
+    def _acknowledgement(
+        self, checkpoint_id: CheckpointId, unaligned: bool
+    ) -> tuple[_Acknowledge, UnalignedAcknowledgement | None]:
+        """How the asynchronous part acknowledges ``checkpoint_id``: at once (aligned), or
+        through an ``UnalignedAcknowledgement`` that also waits for the channel state (returned
+        too, to be cancelled on failure)."""
+        key, services = self._key, self._services
         if unaligned:
-            head_uid = self._operators[0].uid
-            ack = UnalignedAcknowledgement(checkpoint_id, key, head_uid, services.send_to_master)
-            self._acks[cid] = ack
-            send = ack.operators_done
-        else:
+            ack = UnalignedAcknowledgement(
+                checkpoint_id, key, self._operators[0].uid, services.send_to_master
+            )
+            self._acks[checkpoint_id] = ack
+            return ack.operators_done, ack
 
-            def send(
-                states: Mapping[Any, OperatorSubtaskState], metrics: SubtaskCheckpointMetrics
-            ) -> None:
-                services.send_to_master(TaskAcknowledgement(checkpoint_id, key, states, metrics))
+        def acknowledge(
+            states: Mapping[Any, OperatorSubtaskState], metrics: SubtaskCheckpointMetrics
+        ) -> None:
+            services.send_to_master(TaskAcknowledgement(checkpoint_id, key, states, metrics))
 
+        return acknowledge, None
+
+    def _synchronous_part(self, barrier: CheckpointBarrier) -> _SyncPart:
+        """On the task thread: pre-barrier hooks, the barrier forwarded, each operator's
+        synchronous snapshot; timed (per phase in the debug log)."""
+        checkpoint_id = barrier.checkpoint_id
         t0 = time.perf_counter()
         cpu0 = time.thread_time()
         for op in self._operators:
-            op.prepare_snapshot_pre_barrier(cid)
+            op.prepare_snapshot_pre_barrier(checkpoint_id)
         t_pre = time.perf_counter()
         for w in self._writers:
             w.broadcast_event(barrier)
         t_fwd = time.perf_counter()
-        ts = barrier.timestamp_ms
-        opts = barrier.options
+        ts, opts = barrier.timestamp_ms, barrier.options
         snapshots = []
         op_ms = []
         for op in self._operators:
             t_op = time.perf_counter()
-            snapshots.append((op.uid, op.snapshot_state(cid, ts, opts)))
+            snapshots.append((op.uid, op.snapshot_state(checkpoint_id, ts, opts)))
             op_ms.append((op.uid, (time.perf_counter() - t_op) * 1000))
         sync_ms = (time.perf_counter() - t0) * 1000
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
                 "checkpoint %d, synchronous part of %s: %.1f ms (%.1f ms CPU of this thread): "
                 "pre-barrier %.1f ms, barrier forwarded in %.1f ms, snapshots %s",
-                cid,
+                checkpoint_id,
                 self._task_name,
                 sync_ms,
                 (time.thread_time() - cpu0) * 1000,
@@ -257,37 +300,43 @@ class SubtaskCheckpointCoordinator:
                 (t_fwd - t_pre) * 1000,
                 ", ".join(f"{uid} {ms:.1f} ms" for uid, ms in op_ms),
             )
-        name = self._vertex_name
-        if faults.active:
-            faults.check("after-barrier", name, key.subtask_index, cid)
+        return _SyncPart(snapshots, sync_ms)
 
-        def run_async() -> None:
-            t1 = time.perf_counter()
-            try:
-                writer = services.state_writer(cid)
-                states: dict[Any, OperatorSubtaskState] = {}
-                for uid, snap in snapshots:
-                    states[uid] = snap.run(writer)
-                    if faults.active:
-                        faults.check("during-upload", name, key.subtask_index, cid)
-                metrics = SubtaskCheckpointMetrics(
-                    start_delay_ms=start_delay_ms,
-                    alignment_duration_ms=alignment_ms,
-                    sync_duration_ms=int(sync_ms),
-                    async_duration_ms=int((time.perf_counter() - t1) * 1000),
-                    state_size=sum(s.state_size for s in states.values()),
-                    checkpointed_size=sum(s.checkpointed_size for s in states.values()),
-                    processed_bytes=processed_bytes,
-                    persisted_bytes=0,
-                    unaligned=unaligned,
-                )
-                send(states, metrics)
-            except Exception as exc:
-                if ack is not None:
-                    ack.cancel()
-                self._decline_async_failure(checkpoint_id, "asynchronous part", exc)
-
-        services.submit_async(run_async)
+    def _asynchronous_part(
+        self,
+        checkpoint_id: CheckpointId,
+        sync: _SyncPart,
+        alignment: _Alignment,
+        acknowledge: _Acknowledge,
+        ack: UnalignedAcknowledgement | None,
+    ) -> None:
+        """On a snapshot thread: write each operator's state, then acknowledge with the
+        handles and the metrics, or decline (and cancel ``ack``) if anything raised."""
+        faults, name, index = self._faults, self._vertex_name, self._key.subtask_index
+        t1 = time.perf_counter()
+        try:
+            writer = self._services.state_writer(checkpoint_id)
+            states: dict[Any, OperatorSubtaskState] = {}
+            for uid, snap in sync.snapshots:
+                states[uid] = snap.run(writer)
+                if faults.active:
+                    faults.check("during-upload", name, index, checkpoint_id)
+            metrics = SubtaskCheckpointMetrics(
+                start_delay_ms=alignment.start_delay_ms,
+                alignment_duration_ms=alignment.alignment_ms,
+                sync_duration_ms=int(sync.duration_ms),
+                async_duration_ms=int((time.perf_counter() - t1) * 1000),
+                state_size=sum(s.state_size for s in states.values()),
+                checkpointed_size=sum(s.checkpointed_size for s in states.values()),
+                processed_bytes=alignment.processed_bytes,
+                persisted_bytes=0,
+                unaligned=alignment.unaligned,
+            )
+            acknowledge(states, metrics)
+        except Exception as exc:
+            if ack is not None:
+                ack.cancel()
+            self._decline_async_failure(checkpoint_id, "asynchronous part", exc)
 
     def notify_checkpoint_complete(self, checkpoint_id: CheckpointId) -> None:
         faults, name, index = self._faults, self._vertex_name, self._key.subtask_index

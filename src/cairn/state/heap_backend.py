@@ -36,6 +36,12 @@ from cairn.datastream.state import State, StateDescriptor, StateTtlConfig
 from cairn.ids import CheckpointId
 from cairn.settings import DEFAULT_FORK_NICENESS, DEFAULT_FORK_THRESHOLD
 from cairn.state.api import KeyedSnapshot, KeyedStateBackend
+from cairn.state.backend_checks import (
+    check_key_group_range,
+    foreign_key_groups,
+    owned_sections,
+    registered_state,
+)
 from cairn.state.errors import StateMigrationError, StateRestoreError
 from cairn.state.fork_snapshot import ForkedSerializer, fork_supported
 from cairn.state.key_context_owner import KeyContextOwner
@@ -43,11 +49,9 @@ from cairn.state.key_groups import (
     DEFAULT_KEY_GROUP_CACHE_SIZE,
     KeyGroupAssigner,
     KeyGroupRange,
-    check_parallelism,
 )
 from cairn.state.keyed_states import (
     NO_KEY,
-    ForeignKeyGroup,
     Groups,
     HeapAggregatingState,
     HeapListState,
@@ -63,9 +67,7 @@ from cairn.state.snapshot_format import (
     TableCopy,
     assemble_file,
     copy_table,
-    decode_section,
     dumps_unshared,
-    read_sections,
     thaw_table,
 )
 from cairn.state.timers import EVENT_TIME, PROCESSING_TIME, TimerQueue, timer_owner
@@ -76,7 +78,6 @@ from cairn.state.ttl import (
     TtlReducingState,
     TtlValueState,
     drop_expired,
-    same_ttl,
     unwrap_ttl_table,
     wrap_ttl_table,
 )
@@ -161,9 +162,7 @@ class HeapKeyedStateBackend(KeyContextOwner, KeyedStateBackend):
         fork_threshold: int | None = DEFAULT_FORK_THRESHOLD,
         fork_niceness: int = DEFAULT_FORK_NICENESS,
     ) -> None:
-        check_parallelism(max_parallelism, 1)
-        if len(key_group_range) and key_group_range.end >= max_parallelism:
-            raise ValueError(f"{key_group_range} exceeds max parallelism {max_parallelism}")
+        check_key_group_range(key_group_range, max_parallelism)
         self._range = key_group_range
         self._owned = list(key_group_range)
         self._max_parallelism = max_parallelism
@@ -172,8 +171,7 @@ class HeapKeyedStateBackend(KeyContextOwner, KeyedStateBackend):
         self._ctx = KeyContext()
         self._assigner = KeyGroupAssigner(max_parallelism, key_group_cache_size)
         self._key_group_cache = self._assigner.cache
-        owned = f"{key_group_range.start}..{key_group_range.end}"
-        self._foreign = [ForeignKeyGroup(kg, owned) for kg in range(max_parallelism)]
+        self._foreign = foreign_key_groups(key_group_range, max_parallelism)
         self._tables: dict[str, _Table] = {}
         self._timers = {PROCESSING_TIME: TimerQueue(), EVENT_TIME: TimerQueue()}
         self._fork_threshold = fork_threshold if fork_supported() else None
@@ -194,21 +192,12 @@ class HeapKeyedStateBackend(KeyContextOwner, KeyedStateBackend):
             raise TypeError(f"unsupported state descriptor {descriptor!r}")
         name, kind, ttl_cfg = descriptor.name, descriptor.kind, descriptor.ttl_config
         table = self._tables.get(name)
-        if table is not None and table.state is not None:
-            if table.kind != kind or not same_ttl(table.ttl_config, ttl_cfg):
-                raise StateMigrationError(
-                    f"state {name!r} is already registered as {table.kind} state "
-                    f"(ttl={table.ttl_config}); cannot access it as {kind} state (ttl={ttl_cfg})"
-                )
-            return table.state
+        state = registered_state(table, name, kind, ttl_cfg)
+        if state is not None:
+            return state
         if table is None:
             table = self._new_table(name, kind, ttl_cfg is not None)
-        elif table.kind != kind:  # restored, first access
-            raise StateMigrationError(
-                f"state {name!r} was checkpointed as {table.kind} state and cannot be "
-                f"restored as {kind} state"
-            )
-        else:
+        else:  # restored, first access
             self._convert_ttl(table, ttl_cfg is not None)
         table.ttl_config = ttl_cfg
         table.state = _STATE_CLASSES[(kind, table.ttl)](
@@ -355,7 +344,7 @@ class HeapKeyedStateBackend(KeyContextOwner, KeyedStateBackend):
 
     def restore(self, handles: Sequence[AnyKeyedStateHandle], reader: StateFileReader) -> None:
         """Load this backend's key groups from ``handles`` (written at any parallelism)."""
-        owner: dict[int, str] = {}
+        canonical: list[KeyedStateHandle] = []
         for handle in handles:
             if not isinstance(handle, KeyedStateHandle):
                 raise StateRestoreError(
@@ -364,17 +353,9 @@ class HeapKeyedStateBackend(KeyContextOwner, KeyedStateBackend):
                     "native); this job uses the heap (hashmap) backend (state.backend.type): "
                     "restore it with RocksDB, or take a canonical savepoint (the default)"
                 )
-            wanted = {int(kg): r for kg, r in handle.sections.items() if int(kg) in self._range}
-            for kg in wanted:
-                if kg in owner:
-                    raise StateRestoreError(
-                        f"key group {kg} is present in two state files: {owner[kg]!r} and "
-                        f"{handle.path!r} (handles from different checkpoints mixed?)"
-                    )
-                owner[kg] = handle.path
-            for kg, raw in read_sections(reader, handle.path, wanted, "key group").items():
-                section = decode_section(raw, handle.path, "key group", kg)
-                self._merge_section(section, handle.path, kg)
+            canonical.append(handle)
+        for path, kg, section in owned_sections(canonical, self._range, reader):
+            self._merge_section(section, path, kg)
 
     def _merge_section(self, section: dict[str, Any], path: str, kg: int) -> None:
         if section.get("version") != FORMAT_VERSION:

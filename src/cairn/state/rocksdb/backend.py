@@ -45,17 +45,21 @@ from cairn.clock import Clock, SystemClock
 from cairn.datastream.state import State, StateDescriptor, StateTtlConfig
 from cairn.ids import CheckpointId
 from cairn.state.api import KeyedSnapshot, KeyedStateBackend
+from cairn.state.backend_checks import (
+    check_key_group_range,
+    foreign_key_groups,
+    owned_sections,
+    registered_state,
+)
 from cairn.state.errors import StateMigrationError, StateRestoreError
 from cairn.state.key_context_owner import KeyContextOwner
 from cairn.state.key_groups import (
     DEFAULT_KEY_GROUP_CACHE_SIZE,
     KeyGroupAssigner,
     KeyGroupRange,
-    check_parallelism,
 )
 from cairn.state.keyed_states import (
     NO_KEY,
-    ForeignKeyGroup,
     HeapAggregatingState,
     HeapReducingState,
     HeapValueState,
@@ -89,12 +93,10 @@ from cairn.state.rocksdb.write_cache import WriteCache
 from cairn.state.snapshot_format import (
     KEYED_MAGIC,
     assemble_file,
-    decode_section,
     dumps_unshared,
-    read_sections,
 )
 from cairn.state.timers import EVENT_TIME, PROCESSING_TIME
-from cairn.state.ttl import TtlAggregatingState, TtlReducingState, TtlValueState, same_ttl
+from cairn.state.ttl import TtlAggregatingState, TtlReducingState, TtlValueState
 
 __all__ = ["RocksDBKeyedStateBackend"]
 
@@ -144,9 +146,7 @@ class RocksDBKeyedStateBackend(KeyContextOwner, KeyedStateBackend):
         transfer_threads: int = DEFAULT_TRANSFER_THREADS,
         key_group_cache_size: int = DEFAULT_KEY_GROUP_CACHE_SIZE,
     ) -> None:
-        check_parallelism(max_parallelism, 1)
-        if len(key_group_range) and key_group_range.end >= max_parallelism:
-            raise ValueError(f"{key_group_range} exceeds max parallelism {max_parallelism}")
+        check_key_group_range(key_group_range, max_parallelism)
         self._range = key_group_range
         self._max_parallelism = max_parallelism
         self._now_ms = clock.now_ms
@@ -175,7 +175,7 @@ class RocksDBKeyedStateBackend(KeyContextOwner, KeyedStateBackend):
         self._assigner = KeyGroupAssigner(max_parallelism, key_group_cache_size)
         self._key_group_cache = self._assigner.cache
         self._owned = f"{key_group_range.start}..{key_group_range.end}"
-        self._foreign = [ForeignKeyGroup(kg, self._owned) for kg in range(max_parallelism)]
+        self._foreign = foreign_key_groups(key_group_range, max_parallelism)
         self._tables: dict[str, _Table] = {}
         self._caches: list[WriteCache] = []
         self._gate = NativeGate()  # the pending native checkpoint (see ``native``)
@@ -210,23 +210,14 @@ class RocksDBKeyedStateBackend(KeyContextOwner, KeyedStateBackend):
             raise TypeError(f"unsupported state descriptor {descriptor!r}")
         name, kind, ttl_cfg = descriptor.name, descriptor.kind, descriptor.ttl_config
         table = self._tables.get(name)
-        if table is not None and table.state is not None:
-            if table.kind != kind or not same_ttl(table.ttl_config, ttl_cfg):
-                raise StateMigrationError(
-                    f"state {name!r} is already registered as {table.kind} state "
-                    f"(ttl={table.ttl_config}); cannot access it as {kind} state (ttl={ttl_cfg})"
-                )
-            return table.state
+        state = registered_state(table, name, kind, ttl_cfg)
+        if state is not None:
+            return state
         db = self._open()
         ttl = ttl_cfg is not None
         if table is None:
             table = self._tables[name] = _Table(kind, ttl)
-        elif table.kind != kind:
-            raise StateMigrationError(
-                f"state {name!r} was checkpointed as {table.kind} state and cannot be "
-                f"restored as {kind} state"
-            )
-        elif table.ttl != ttl:
+        elif table.ttl != ttl:  # restored, first access
             self._convert_ttl(name, table, ttl)
         cleanup = ttl_cfg.ttl_ms if ttl_cfg and ttl_cfg.cleanup_in_full_snapshot else None
         meta = {"kind": kind, "ttl": ttl, "cleanup_ttl_ms": cleanup}
@@ -491,21 +482,12 @@ class RocksDBKeyedStateBackend(KeyContextOwner, KeyedStateBackend):
         registered = {n: (t.kind, t.ttl) for n, t in self._tables.items()}
         self._flush_caches()
         db = self._open()
-        owner: dict[int, str] = {}
         imported: dict[str, StateMeta] = {}
-        for handle in handles:
-            wanted = {int(kg): r for kg, r in handle.sections.items() if int(kg) in self._range}
-            for kg in wanted:
-                if kg in owner:
-                    raise StateRestoreError(
-                        f"key group {kg} is present in two state files: {owner[kg]!r} and "
-                        f"{handle.path!r} (handles from different checkpoints mixed?)"
-                    )
-                owner[kg] = handle.path
-            for kg, raw in read_sections(reader, handle.path, wanted, "key group").items():
-                section = decode_section(raw, handle.path, "key group", kg)
-                import_section(db, kg, section, handle.path, imported)
-        log.debug("imported %d key groups from %d canonical state files", len(owner), len(handles))
+        count = 0
+        for path, kg, section in owned_sections(handles, self._range, reader):
+            import_section(db, kg, section, path, imported)
+            count += 1
+        log.debug("imported %d key groups from %d canonical state files", count, len(handles))
         self._load_meta(db, registered)
         self._timers.load(db)
 
