@@ -25,6 +25,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cairn.ids import CheckpointId
+
 __all__ = [
     "DEFAULT_POOL_SIZE",
     "DEFAULT_TRANSACTION_TIMEOUT_MS",
@@ -79,7 +81,7 @@ class PendingTransaction:
 
     slot: int
     seq: int
-    checkpoint_id: int
+    checkpoint_id: CheckpointId
     records: tuple[StoredRecord, ...]
 
 
@@ -116,7 +118,7 @@ class KafkaCommittable:
     ids: TransactionIds
     slot: int
     seq: int
-    checkpoint_id: int
+    checkpoint_id: CheckpointId
     live: bool = field(default=True, compare=False)
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -150,7 +152,7 @@ def free_slot(pool_size: int, busy: Iterable[int]) -> int | None:
     return None
 
 
-def marker_metadata(job_id: str, attempt: int, checkpoint_id: int) -> str:
+def marker_metadata(job_id: str, attempt: int, checkpoint_id: CheckpointId) -> str:
     """The marker's offset metadata, for people reading the group's offsets.
 
     >>> marker_metadata("ab12", 1, 7)

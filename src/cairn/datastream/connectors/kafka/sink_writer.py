@@ -39,6 +39,7 @@ from cairn.datastream.connectors.kafka.sink_transactions import (
     marker_metadata,
     to_redo,
 )
+from cairn.ids import CheckpointId
 
 if TYPE_CHECKING:
     from cairn.datastream.connectors.kafka.sink import KafkaSink
@@ -157,7 +158,7 @@ class TransactionalWriter(SinkWriter):
         marker_topic: str,
         group_metadata: Any,
         seq: int,
-        cid: int,
+        cid: CheckpointId,
     ) -> None:
         from confluent_kafka import TopicPartition
 
@@ -204,7 +205,7 @@ class TransactionalWriter(SinkWriter):
             self._slots[self._open].producer.poll(0)
             self._out.check()
 
-    def prepare_commit(self, checkpoint_id: int) -> list[KafkaCommittable]:
+    def prepare_commit(self, checkpoint_id: CheckpointId) -> list[KafkaCommittable]:
         slot = self._open
         if slot is None:
             return []  # nothing written since the last barrier: no empty transaction
@@ -220,7 +221,7 @@ class TransactionalWriter(SinkWriter):
         c = self._context
         return [KafkaCommittable(c.job_id, c.attempt_number, self.ids, slot, seq, checkpoint_id)]
 
-    def snapshot_state(self, checkpoint_id: int) -> list[WriterState]:
+    def snapshot_state(self, checkpoint_id: CheckpointId) -> list[WriterState]:
         return [WriterState(self.ids, len(self._slots), self._marker_topic, tuple(self._pending))]
 
     def commit(self, committable: KafkaCommittable) -> None:
