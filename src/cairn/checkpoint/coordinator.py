@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import logging
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Literal, Protocol
 
@@ -463,7 +463,7 @@ class CheckpointCoordinator:
     # --- restore ---------------------------------------------------------------------------
 
     def restore_point(
-        self, explicit_path: str | None = None, claim: bool = False
+        self, explicit_path: str | Sequence[str] | None = None, claim: bool = False
     ) -> CompletedCheckpoint | None:
         """The verified checkpoint to deploy from, or None for a fresh start, as
         :meth:`RestorePoints.choose <cairn.checkpoint.restore_points.RestorePoints.choose>`

@@ -20,7 +20,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -110,6 +110,7 @@ class JobMaster:
         secret: bytes,
         faults: tuple[Any, ...] = (),
         on_collect: Callable[[p.CollectedResults], None] | None = None,
+        resume_from: Sequence[str] = (),
     ) -> None:
         self.job_id = job_id
         self.settings = settings
@@ -119,6 +120,7 @@ class JobMaster:
         self.num_workers = num_workers
         self.secret = secret
         self.faults = faults
+        self.resume_from = tuple(resume_from)  # an earlier run's history, newest first
         self.plan = ExecutionPlan(graph, num_workers)
         self._status = JobStatus.CREATED
         self.error: BaseException | None = None
@@ -291,15 +293,22 @@ class JobMaster:
     def _initial_restore(self) -> p.RestoreInfo | None:
         if self.settings.restore_path:
             return self._latest_restore(explicit=self.settings.restore_path)
+        if self.resume_from:  # a rerun resumes the earlier run (deploy/job_runs.py)
+            return self._latest_restore(explicit=self.resume_from)
         return None
 
-    def _latest_restore(self, explicit: str | None) -> p.RestoreInfo | None:
-        claim = explicit is not None and self.settings.restore_mode is RestoreMode.CLAIM
+    def _latest_restore(self, explicit: str | Sequence[str] | None) -> p.RestoreInfo | None:
+        # A resumed run's own checkpoints are the job's, deleted once subsumed.
+        own = explicit is not None and not isinstance(explicit, str)
+        claim = own or (explicit is not None and self.settings.restore_mode is RestoreMode.CLAIM)
         began = _now_ms()
         point = self.coordinator.restore_point(explicit, claim)
         self._choosing = (began, _now_ms())
         if point is None:
             return None
+        if own:
+            cid, where = point.checkpoint_id, point.directory
+            log.warning("Job %s resumes from checkpoint %d at %s.", self.job_id, cid, where)
         if explicit is not None:  # another job's state: it must fit this job's operators
             operators = {
                 node.uid: (node.parallelism, node.max_parallelism)
