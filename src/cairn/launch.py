@@ -140,6 +140,7 @@ def submit_job(settings: JobSettings, sinks: Sequence[SinkTransformation]) -> Jo
         secret=secrets.token_bytes(32),
         faults=faults,
         resume_from=run.resume_from,
+        first_attempt=run.first_attempt,
     )
     master.coordinator.set_next_checkpoint_id(run.first_checkpoint_id)
     storage_options = settings.checkpoint.storage_options

@@ -47,6 +47,7 @@ from cairn.deploy.savepoint_requests import SavepointRequests, StopWithSavepoint
 from cairn.events import CheckpointBarrier, SavepointFormatType
 from cairn.graph.job_graph import JobGraph
 from cairn.ids import AttemptNumber, CheckpointId, JobId
+from cairn.runtime.faults import driver_fault_hook, with_driver_pid
 from cairn.settings import JobSettings, RestoreMode
 
 log = logging.getLogger(__name__)
@@ -111,6 +112,7 @@ class JobMaster:
         faults: tuple[Any, ...] = (),
         on_collect: Callable[[p.CollectedResults], None] | None = None,
         resume_from: Sequence[str] = (),
+        first_attempt: int = 0,
     ) -> None:
         self.job_id = job_id
         self.settings = settings
@@ -119,12 +121,15 @@ class JobMaster:
         self.executor = executor
         self.num_workers = num_workers
         self.secret = secret
-        self.faults = faults
+        # Attempts of this run number from first_attempt (above an earlier run's of the job
+        # id); a fault names its attempt relative to it; kill=driver faults name this pid.
+        self._first_attempt = AttemptNumber(first_attempt)
+        self.faults = with_driver_pid(faults, first_attempt)
         self.resume_from = tuple(resume_from)  # an earlier run's history, newest first
         self.plan = ExecutionPlan(graph, num_workers)
         self._status = JobStatus.CREATED
         self.error: BaseException | None = None
-        self.attempt = AttemptNumber(-1)  # the first attempt is 0
+        self.attempt = AttemptNumber(first_attempt - 1)  # the first is first_attempt
         self.restarts = 0
         # Where the last restore's time went (None until an attempt restored and ran).
         self.last_initialization: JobInitialization | None = None
@@ -246,6 +251,7 @@ class JobMaster:
                 committing_sinks(self.graph), self.settings.allow_fallback_past_committed
             ),
             properties=self.settings.checkpoint_properties(),
+            before_publish=driver_fault_hook(self.faults),
         )
 
     def _run(self) -> None:
@@ -373,7 +379,7 @@ class JobMaster:
                 restore.checkpoint_id,
                 restore.checkpoint_dir,
             )
-        if attempt > 0 and self._checkpointing:
+        if attempt > self._first_attempt and self._checkpointing:
             self.coordinator.start_periodic()  # stopped if the last attempt ended its sources
         state.launched_ms = _now_ms()
         deployment = self.executor.launch(launch)

@@ -56,6 +56,7 @@ class RunPlan:
     record: RunStatus | None = None
     job_dir: str | None = None
     identity: JobIdentity | None = None
+    first_attempt: int = 0  # above every attempt of the earlier run of this job id
 
     def started(self, storage_options: Any) -> None:
         """Write the RUNNING record (before the job master may write any checkpoint)."""
@@ -63,13 +64,27 @@ class RunPlan:
             write_run_status(self.job_dir, self.record, storage_options)
 
     def on_event(self, storage_options: Any) -> Callable[[str, Any], None]:
-        """A job master listener that records how the run ended."""
+        """A job master listener that records each attempt the run deploys and how it
+        ended."""
+        current = [self.record]
 
         def listener(event: str, payload: Any) -> None:
-            state = _RUN_STATE_OF.get(payload) if event == "status" else None
-            if state is None or self.record is None or self.job_dir is None:
+            record = current[0]
+            if record is None or self.job_dir is None:
                 return
-            ended = self.record.ended(state, int(time.time() * 1000))
+            if event == "running":  # before any sink of the attempt prepares a commit
+                record = current[0] = record.at_attempt(int(payload))
+                try:
+                    write_run_status(self.job_dir, record, storage_options, create=False)
+                except Exception as e:  # the next run then numbers from an older attempt
+                    log.warning(
+                        "could not record attempt %s of job %s: %s", payload, self.job_id, e
+                    )
+                return
+            state = _RUN_STATE_OF.get(payload) if event == "status" else None
+            if state is None:
+                return
+            ended = record.ended(state, int(time.time() * 1000))
             try:
                 write_run_status(self.job_dir, ended, storage_options, create=False)
             except Exception as e:  # the job's outcome stands; a rerun then sees RUNNING
@@ -98,12 +113,15 @@ def plan_run(settings: JobSettings, running_here: Collection[str] = ()) -> RunPl
         log.warning("Job %s: unreadable run-status record (%s).", job_id, facts.record_problem)
     run_id = uuid.uuid4().hex
     first_id = first_new_id(facts)
+    attempt = facts.record.attempt + 1 if facts.record is not None else 0
     name = f"Job {settings.job_name!r} ({job_id}, {identity.describe()})"
     if settings.restore_path:  # -s: explicit, whatever the earlier runs left
         if facts.driver_alive:
             _refuse(decide_rerun(facts, settings.on_rerun), name)
-        record = start_record(job_id, first_id, settings.restore_path, identity.describe(), run_id)
-        return RunPlan(job_id, (), first_id, record, job_dir, identity)
+        record = start_record(
+            job_id, first_id, settings.restore_path, identity.describe(), run_id, attempt
+        )
+        return RunPlan(job_id, (), first_id, record, job_dir, identity, attempt)
     decision = decide_rerun(facts, settings.on_rerun)
     if isinstance(decision, Refuse):
         _refuse(decision, name)
@@ -111,8 +129,8 @@ def plan_run(settings: JobSettings, running_here: Collection[str] = ()) -> RunPl
     if isinstance(decision, StartFresh):
         if facts.record is not None or facts.completed:
             log.warning("%s starts fresh: %s.", name, decision.reason)
-        record = start_record(job_id, first_id, None, identity.describe(), run_id)
-        return RunPlan(job_id, (), first_id, record, job_dir, identity)
+        record = start_record(job_id, first_id, None, identity.describe(), run_id, attempt)
+        return RunPlan(job_id, (), first_id, record, job_dir, identity, attempt)
     assert isinstance(decision, Resume)
     log.warning(
         "%s: %s; resuming from its latest completed checkpoint %s (--fresh starts from "
@@ -126,8 +144,8 @@ def plan_run(settings: JobSettings, running_here: Collection[str] = ()) -> RunPl
         previous.first_checkpoint_id if previous is not None else min(c for c, _ in facts.completed)
     )
     restored_from = previous.restored_from if previous is not None else None
-    record = start_record(job_id, floor, restored_from, identity.describe(), run_id)
-    return RunPlan(job_id, decision.candidates, first_id, record, job_dir, identity)
+    record = start_record(job_id, floor, restored_from, identity.describe(), run_id, attempt)
+    return RunPlan(job_id, decision.candidates, first_id, record, job_dir, identity, attempt)
 
 
 def _refuse(decision: object, name: str) -> None:
