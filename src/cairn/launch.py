@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import secrets
-import uuid
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -21,9 +20,9 @@ from cairn.deploy.executors import Executor, InProcessExecutor, SparkExecutor
 from cairn.deploy.job_master import JobMaster
 from cairn.deploy.job_master_client import JobClient
 from cairn.deploy.job_pickling import dumps_job
+from cairn.deploy.job_runs import plan_run
 from cairn.graph.job_graph import JobGraph, build_job_graph
 from cairn.graph.transformations import SinkTransformation
-from cairn.ids import JobId
 from cairn.runtime.faults import parse_faults
 from cairn.settings import ExecutorKind, JobSettings
 
@@ -126,11 +125,13 @@ def submit_job(settings: JobSettings, sinks: Sequence[SinkTransformation]) -> Jo
     if settings.checkpoint.enabled:
         # Before Spark starts: a missing bucket or wrong key is a submission error.
         check_storage_access(settings.checkpoint.storage_url, settings.checkpoint.storage_options)
+    # Before Spark starts: a run refused (its earlier run's driver still runs) costs nothing.
+    run = plan_run(settings, {c.job_master.job_id for c in running_jobs()})
     payload = dumps_job((settings, graph))
     executor, workers = choose_executor(settings, graph)
     faults: tuple[Any, ...] = parse_faults(settings.deploy.testing_faults)
     master = JobMaster(
-        job_id=JobId(uuid.uuid4().hex),
+        job_id=run.job_id,
         settings=settings,
         graph=graph,
         job_payload=payload,
@@ -138,7 +139,13 @@ def submit_job(settings: JobSettings, sinks: Sequence[SinkTransformation]) -> Jo
         num_workers=workers,
         secret=secrets.token_bytes(32),
         faults=faults,
+        resume_from=run.resume_from,
+        first_attempt=run.first_attempt,
     )
+    master.coordinator.set_next_checkpoint_id(run.first_checkpoint_id)
+    storage_options = settings.checkpoint.storage_options
+    run.started(storage_options)
+    master.listeners.append(run.on_event(storage_options))
     log.info(
         "submitting job %r (%s) with %d workers:\n%s",
         settings.job_name,

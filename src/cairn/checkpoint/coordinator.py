@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import logging
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Literal, Protocol
 
@@ -118,8 +118,12 @@ class CheckpointCoordinator:
         max_parallelism: int = DEFAULT_MAX_PARALLELISM,
         properties: Mapping[str, str] | None = None,
         fallback: FallbackRule = FallbackRule(),
+        before_publish: Callable[[CheckpointId], None] | None = None,
     ) -> None:
         self.job_id = job_id
+        # Called with a checkpoint's id once its _metadata is written aside, before it is
+        # published (recovery tests lose the driver there: runtime/faults.py).
+        self._before_publish = before_publish
         self.settings = settings
         self.storage = storage
         self.expected_tasks = frozenset(expected_tasks)
@@ -387,7 +391,10 @@ class CheckpointCoordinator:
                 self._cleaner.discard_files(cid)  # the working copy in the checkpoint directory
                 self._cleaner.savepoint_completed(cid, metadata)
             else:
-                completed = self.storage.write_metadata(metadata)
+                hook = self._before_publish
+                completed = self.storage.write_metadata(
+                    metadata, None if hook is None else lambda: hook(cid)
+                )
         except Exception as e:
             reason = CheckpointFailureReason.IO_EXCEPTION
             self._abort(cid, reason, f"could not write checkpoint {cid}: {e!r}")
@@ -463,7 +470,7 @@ class CheckpointCoordinator:
     # --- restore ---------------------------------------------------------------------------
 
     def restore_point(
-        self, explicit_path: str | None = None, claim: bool = False
+        self, explicit_path: str | Sequence[str] | None = None, claim: bool = False
     ) -> CompletedCheckpoint | None:
         """The verified checkpoint to deploy from, or None for a fresh start, as
         :meth:`RestorePoints.choose <cairn.checkpoint.restore_points.RestorePoints.choose>`

@@ -12,7 +12,7 @@ import os
 import posixpath
 import shutil
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,17 +109,25 @@ def write_new(loc: Location, data: bytes) -> None:
         loc.fs.pipe_file(loc.path, data)
 
 
-def atomic_write(loc: Location, data: bytes) -> None:
+def atomic_write(
+    loc: Location, data: bytes, before_publish: Callable[[], None] | None = None
+) -> None:
+    """Write ``data`` at ``loc`` so that readers see all of it or nothing; ``before_publish``
+    (a test's fault point) runs after the data is written aside, before it is published."""
     if is_local(loc):
         # Readers must never see a half-written _metadata: write aside, fsync, rename.
         tmp = f"{loc.path}.inprogress-{uuid.uuid4().hex}"
         try:
             local_files.write_private(tmp, data, sync=True)
+            if before_publish is not None:
+                before_publish()
             os.replace(tmp, loc.path)
         finally:
             if os.path.exists(tmp):
                 os.remove(tmp)
     else:
+        if before_publish is not None:
+            before_publish()
         loc.fs.pipe_file(loc.path, data)  # object stores publish a single put atomically
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -177,11 +177,15 @@ class CheckpointStorage:
         options = self._options_for(checkpoint_dir)
         return read_metadata(checkpoint_dir, options, key=self.signing_key)
 
-    def write_metadata(self, metadata: CheckpointMetadata) -> CompletedCheckpoint:
-        """Publish ``metadata`` as ``chk-<id>/_metadata`` (last, atomically): completes it."""
+    def write_metadata(
+        self, metadata: CheckpointMetadata, before_publish: Callable[[], None] | None = None
+    ) -> CompletedCheckpoint:
+        """Publish ``metadata`` as ``chk-<id>/_metadata`` (last, atomically): completes it.
+        ``before_publish`` runs once the bytes are written aside, before they are published."""
         loc = self._chk(metadata.checkpoint_id)
         makedirs(loc)
-        atomic_write(loc.join(METADATA_FILE_NAME), encode_metadata(metadata, self.signing_key))
+        data = encode_metadata(metadata, self.signing_key)
+        atomic_write(loc.join(METADATA_FILE_NAME), data, before_publish)
         return CompletedCheckpoint(metadata, loc.public())
 
     def discard(self, checkpoint_id: CheckpointId) -> None:

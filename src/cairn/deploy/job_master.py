@@ -20,7 +20,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +47,7 @@ from cairn.deploy.savepoint_requests import SavepointRequests, StopWithSavepoint
 from cairn.events import CheckpointBarrier, SavepointFormatType
 from cairn.graph.job_graph import JobGraph
 from cairn.ids import AttemptNumber, CheckpointId, JobId
+from cairn.runtime.faults import driver_fault_hook, with_driver_pid
 from cairn.settings import JobSettings, RestoreMode
 
 log = logging.getLogger(__name__)
@@ -110,6 +111,8 @@ class JobMaster:
         secret: bytes,
         faults: tuple[Any, ...] = (),
         on_collect: Callable[[p.CollectedResults], None] | None = None,
+        resume_from: Sequence[str] = (),
+        first_attempt: int = 0,
     ) -> None:
         self.job_id = job_id
         self.settings = settings
@@ -118,11 +121,15 @@ class JobMaster:
         self.executor = executor
         self.num_workers = num_workers
         self.secret = secret
-        self.faults = faults
+        # Attempts of this run number from first_attempt (above an earlier run's of the job
+        # id); a fault names its attempt relative to it; kill=driver faults name this pid.
+        self._first_attempt = AttemptNumber(first_attempt)
+        self.faults = with_driver_pid(faults, first_attempt)
+        self.resume_from = tuple(resume_from)  # an earlier run's history, newest first
         self.plan = ExecutionPlan(graph, num_workers)
         self._status = JobStatus.CREATED
         self.error: BaseException | None = None
-        self.attempt = AttemptNumber(-1)  # the first attempt is 0
+        self.attempt = AttemptNumber(first_attempt - 1)  # the first is first_attempt
         self.restarts = 0
         # Where the last restore's time went (None until an attempt restored and ran).
         self.last_initialization: JobInitialization | None = None
@@ -244,6 +251,7 @@ class JobMaster:
                 committing_sinks(self.graph), self.settings.allow_fallback_past_committed
             ),
             properties=self.settings.checkpoint_properties(),
+            before_publish=driver_fault_hook(self.faults),
         )
 
     def _run(self) -> None:
@@ -291,15 +299,22 @@ class JobMaster:
     def _initial_restore(self) -> p.RestoreInfo | None:
         if self.settings.restore_path:
             return self._latest_restore(explicit=self.settings.restore_path)
+        if self.resume_from:  # a rerun resumes the earlier run (deploy/job_runs.py)
+            return self._latest_restore(explicit=self.resume_from)
         return None
 
-    def _latest_restore(self, explicit: str | None) -> p.RestoreInfo | None:
-        claim = explicit is not None and self.settings.restore_mode is RestoreMode.CLAIM
+    def _latest_restore(self, explicit: str | Sequence[str] | None) -> p.RestoreInfo | None:
+        # A resumed run's own checkpoints are the job's, deleted once subsumed.
+        own = explicit is not None and not isinstance(explicit, str)
+        claim = own or (explicit is not None and self.settings.restore_mode is RestoreMode.CLAIM)
         began = _now_ms()
         point = self.coordinator.restore_point(explicit, claim)
         self._choosing = (began, _now_ms())
         if point is None:
             return None
+        if own:
+            cid, where = point.checkpoint_id, point.directory
+            log.warning("Job %s resumes from checkpoint %d at %s.", self.job_id, cid, where)
         if explicit is not None:  # another job's state: it must fit this job's operators
             operators = {
                 node.uid: (node.parallelism, node.max_parallelism)
@@ -364,7 +379,7 @@ class JobMaster:
                 restore.checkpoint_id,
                 restore.checkpoint_dir,
             )
-        if attempt > 0 and self._checkpointing:
+        if attempt > self._first_attempt and self._checkpointing:
             self.coordinator.start_periodic()  # stopped if the last attempt ended its sources
         state.launched_ms = _now_ms()
         deployment = self.executor.launch(launch)
