@@ -119,6 +119,17 @@ class RestoreMode(enum.Enum):
     NO_CLAIM = "NO_CLAIM"
 
 
+class RerunPolicy(enum.Enum):
+    """What a run does with completed checkpoints an earlier run of the same job left
+    (``cairn.recovery.on-rerun``): RESUME unless that run ended FINISHED or CANCELED,
+    FORCE_RESUME however it ended, FRESH (never resume), REFUSE (fail instead of resuming)."""
+
+    RESUME = "RESUME"
+    FORCE_RESUME = "FORCE_RESUME"
+    FRESH = "FRESH"
+    REFUSE = "REFUSE"
+
+
 @dataclass(frozen=True)
 class RestSettings:
     """The job's control endpoint on the driver (``rest.*`` keys, Flink's names).
@@ -327,6 +338,10 @@ class JobSettings:
     restore_path: str | None = None  # start from this retained checkpoint or savepoint
     restore_ignore_unclaimed: bool = False  # allow state of removed operators in restore_path
     restore_mode: RestoreMode = RestoreMode.NO_CLAIM  # of a retained checkpoint in restore_path
+    # The job's identity across runs (high-availability.cluster-id); None: derived from the
+    # job name and the checkpoint storage URL (checkpoint/job_identity.py).
+    cluster_id: str | None = None
+    on_rerun: RerunPolicy = RerunPolicy.RESUME  # cairn.recovery.on-rerun
     # Recovery may restore a checkpoint older than an unusable one whose output committing
     # sinks may have committed (the output in between is committed twice).
     allow_fallback_past_committed: bool = False
