@@ -15,9 +15,12 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
+from cairn.checkpoint.job_identity import identity_of
+from cairn.checkpoint.storage import default_storage_url
 from cairn.checkpoint.storage_access import check_storage_access
 from cairn.common.exceptions import JobSubmissionError
 from cairn.deploy.executors import Executor, InProcessExecutor, SparkExecutor
+from cairn.deploy.high_availability import leadership_for
 from cairn.deploy.job_master import JobMaster
 from cairn.deploy.job_master_client import JobClient
 from cairn.deploy.job_pickling import dumps_job
@@ -127,6 +130,11 @@ def submit_job(settings: JobSettings, sinks: Sequence[SinkTransformation]) -> Jo
         # Before Spark starts: a missing bucket or wrong key is a submission error.
         check_storage_access(settings.checkpoint.storage_url, settings.checkpoint.storage_options)
     payload = dumps_job((settings, graph))
+    storage_url = settings.checkpoint.storage_url or default_storage_url()
+    identity = identity_of(settings.cluster_id, settings.job_name, storage_url)
+    # Before Spark starts: unusable HA storage is a submission error. A standby starts
+    # Spark too, so that it takes over without that delay.
+    leadership = leadership_for(settings, identity.job_id)
     executor, workers = choose_executor(settings, graph)
     faults: tuple[Any, ...] = parse_faults(settings.deploy.testing_faults)
     master = JobMaster(
@@ -138,6 +146,7 @@ def submit_job(settings: JobSettings, sinks: Sequence[SinkTransformation]) -> Jo
         num_workers=workers,
         secret=secrets.token_bytes(32),
         faults=faults,
+        leadership=leadership,
     )
     log.info(
         "submitting job %r (%s) with %d workers:\n%s",

@@ -86,6 +86,14 @@ class Leadership:
         self._renewer: threading.Thread | None = None
         self.on_lost: list[Callable[[str], None]] = []
         self._lose_lock = threading.Lock()
+        self._saw_leader = False  # another driver held the lease when this one first looked
+
+    def look(self) -> None:
+        """Note whether another driver holds the lease now (before this driver spends time
+        starting up): if so, this driver is a standby, and a run its leader ends on purpose
+        is not run again by it."""
+        record = self.store.read(LEASE)
+        self._saw_leader = record is not None and not Lease.decode(record.data).released
 
     @property
     def token(self) -> int | None:
@@ -100,7 +108,7 @@ class Leadership:
         """Block until this driver leads (standing by while another one does), then claim
         the pointer; None if ``cancelled`` was set first."""
         seen: Seen | None = None
-        waited = False
+        waited = self._saw_leader
         while not cancelled.is_set():
             record = self.store.read(LEASE)
             current = None if record is None else (record.version, Lease.decode(record.data))
@@ -111,7 +119,7 @@ class Leadership:
             if isinstance(decision, Wait):
                 if seen is None or decision.holder.holder != self._standing_behind:
                     self._standing_behind = decision.holder.holder
-                    log.info(
+                    log.warning(
                         "standing by: %s leads this job (fencing token %d, lease %d ms, in %s); "
                         "taking over if its lease lapses",
                         decision.holder.holder,
@@ -135,7 +143,8 @@ class Leadership:
             self._held = held_after_write(decision.lease, version, sent)
             self.role = "leader"
             took = "" if isinstance(decision, Create) else f" from {decision.previous.holder}"
-            log.info(
+            log.log(
+                logging.WARNING if waited else logging.INFO,
                 "leading this job with fencing token %d%s (lease %d ms, renewed every %d ms)",
                 decision.lease.token,
                 took,
