@@ -78,3 +78,15 @@ def test_takeover_and_fencing_on_s3(seaweed: SeaweedS3) -> None:
     assert not a.holds()
     record = b.store.read(POINTER)
     assert record is not None and Pointer.decode(record.data).token == 2
+
+
+def test_exclusive_metadata_write_refuses_a_second_one(seaweed: SeaweedS3) -> None:
+    from cairn.checkpoint.locations import atomic_write, resolve
+    from cairn.common.storage_options import s3_storage_options
+
+    options = s3_storage_options({**seaweed.flink_config(), "s3.path.style.access": True})
+    loc = resolve(seaweed.url("ha-exclusive", "chk-1", "_metadata"), options)
+    atomic_write(loc, b"first", exclusive=True)
+    with pytest.raises(FileExistsError):
+        atomic_write(loc, b"second", exclusive=True)
+    assert loc.fs.cat_file(loc.path) == b"first"

@@ -209,7 +209,9 @@ def test_standby_takes_over_a_killed_leader_and_the_job_finishes_once(
         )
         took = time.monotonic() - killed
         assert took <= LEASE_S + TAKEOVER_SLACK_S, f"took over after {took:.1f} s"
-        resumed = re.search(r"resuming from checkpoint (\d+)", standby.text())
+        resumed = _wait(
+            lambda: re.search(r"resuming from checkpoint (\d+)", standby.text()), "resume", 60
+        )
         assert resumed is not None and int(resumed.group(1)) >= before.checkpoint_id  # type: ignore[operator]
         _finished_exactly_once(tmp_path, standby, storage)
         print(f"takeover {took:.1f} s after SIGKILL (lease {LEASE_S} s)")
@@ -250,15 +252,18 @@ def test_a_stopped_leader_woken_after_the_takeover_completes_and_commits_nothing
         assert "lost the leadership" in after, after[-4000:]
         assert _completed_ids(after) == set(), after[-4000:]
         # Every _metadata written since the old leader woke is one the new leader completed.
+        written = storage.metadata_files()
+        time.sleep(1.0)  # the new leader logs a completion right after its _metadata
         theirs = _completed_ids(standby.text())
-        for path, mtime in storage.metadata_files():
+        for path, mtime in written:
             if mtime >= woken_at - 1:
                 cid = int(re.search(r"chk-(\d+)", path).group(1))  # type: ignore[union-attr]
                 assert cid in theirs, (path, theirs)
         pointer = _pointer(storage)
         assert pointer is not None and pointer.token == 2
         _finished_exactly_once(tmp_path, standby, storage)
-        print(f"takeover {took:.1f} s after SIGSTOP (lease {LEASE_S} s)")
+        print(f"takeover {took:.1f} s after SIGSTOP (lease {LEASE_S} s); the old leader woke:")
+        print("\n".join(line for line in after.splitlines() if "[cairn]" not in line)[-3000:])
     finally:
         for d in (leader, standby):
             if d is not None and d.proc.poll() is None:

@@ -114,5 +114,23 @@ def test_a_leader_fenced_by_a_newer_one_does_not_announce(
     assert isinstance(decision, TriggerNow)
     h.ack_all(decision.checkpoint_id)
     assert h.gateway.completed == [done]
+    # Its _metadata was written (exclusively) before the pointer refused it: withdrawn.
+    assert not exists(h.storage.checkpoint_dir(decision.checkpoint_id) + "/_metadata")
     assert _pointer(store).token == 2 and _pointer(store).checkpoint_id == done
     assert leader.role == "lost" and not leader.holds()
+
+
+def test_under_ha_metadata_is_never_written_over_another_leaders(ha: HA) -> None:
+    h, _, _ = ha
+    decision = h.coord.trigger_checkpoint(force=True)
+    assert isinstance(decision, TriggerNow)
+    cid = decision.checkpoint_id
+    theirs = h.storage.checkpoint_dir(cid) + "/_metadata"
+    from fsspec.core import url_to_fs
+
+    fs, path = url_to_fs(theirs)
+    fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+    fs.pipe_file(path, b"another leader's")
+    h.ack_all(cid)
+    assert h.gateway.completed == []  # not completed: aborted as an I/O failure
+    assert h.coord.latest_completed() is None

@@ -399,10 +399,11 @@ class CheckpointCoordinator:
                 completed = self.storage.write_savepoint(metadata, target)
                 self._cleaner.discard_files(cid)  # the working copy in the checkpoint directory
                 self._cleaner.savepoint_completed(cid, metadata)
-            else:
+            elif self._fence is None:
                 completed = self.storage.write_metadata(metadata)
-                if self._fence is not None:  # the HA pointer: the new latest checkpoint
-                    self._fence.checkpoint_completed(cid, completed.directory)
+            else:  # never over another leader's _metadata; the HA pointer has the last word
+                completed = self.storage.write_metadata(metadata, exclusive=True)
+                self._fenced_pointer(cid, completed.directory)
         except LeadershipLost as e:
             log.error("Checkpoint %d of job %s is not completed: %s", cid, self.job_id, e)
             self._drop_fenced(cid)
@@ -447,6 +448,19 @@ class CheckpointCoordinator:
             log.error("Job %s: %s", self.job_id, e)
             return False
         return True
+
+    def _fenced_pointer(self, cid: CheckpointId, directory: str) -> None:
+        """Record ``cid`` in the HA pointer; if a newer leader refuses it, withdraw the
+        ``_metadata`` just written (exclusively: ours) and raise ``LeadershipLost``."""
+        assert self._fence is not None
+        try:
+            self._fence.checkpoint_completed(cid, directory)
+        except LeadershipLost:
+            try:
+                self.storage.withdraw_metadata(cid)
+            except Exception:  # left: an incomplete checkpoint no pointer names
+                log.warning("Could not withdraw the _metadata of checkpoint %d", cid)
+            raise
 
     def _drop_fenced(self, cid: CheckpointId) -> None:
         """Forget a checkpoint a driver without leadership must not complete: nothing is

@@ -177,12 +177,22 @@ class CheckpointStorage:
         options = self._options_for(checkpoint_dir)
         return read_metadata(checkpoint_dir, options, key=self.signing_key)
 
-    def write_metadata(self, metadata: CheckpointMetadata) -> CompletedCheckpoint:
-        """Publish ``metadata`` as ``chk-<id>/_metadata`` (last, atomically): completes it."""
+    def write_metadata(
+        self, metadata: CheckpointMetadata, exclusive: bool = False
+    ) -> CompletedCheckpoint:
+        """Publish ``metadata`` as ``chk-<id>/_metadata`` (last, atomically): completes it.
+        ``exclusive`` (high availability): ``FileExistsError`` if one is there already."""
         loc = self._chk(metadata.checkpoint_id)
         makedirs(loc)
-        atomic_write(loc.join(METADATA_FILE_NAME), encode_metadata(metadata, self.signing_key))
+        data = encode_metadata(metadata, self.signing_key)
+        atomic_write(loc.join(METADATA_FILE_NAME), data, exclusive)
         return CompletedCheckpoint(metadata, loc.public())
+
+    def withdraw_metadata(self, checkpoint_id: CheckpointId) -> None:
+        """Remove ``chk-<id>/_metadata`` again (one this driver wrote exclusively, but could
+        not record as the job's latest): the checkpoint is incomplete again."""
+        loc = self._chk(checkpoint_id).join(METADATA_FILE_NAME)
+        loc.fs.rm_file(loc.path)
 
     def discard(self, checkpoint_id: CheckpointId) -> None:
         """Remove ``chk-<id>`` and everything in it; a missing directory is fine."""

@@ -17,7 +17,7 @@ from fsspec.asyn import sync
 
 from cairn.checkpoint.ha.store import Versioned, WriteConflict
 
-__all__ = ["S3Store", "UnsupportedConditionalWrites"]
+__all__ = ["S3Store", "UnsupportedConditionalWrites", "is_conflict"]
 
 # Refused preconditions (412), and AWS's answer to two concurrent conditional writes (409).
 _CONFLICT_CODES = frozenset({"PreconditionFailed", "412", "ConditionalRequestConflict", "409"})
@@ -27,7 +27,8 @@ class UnsupportedConditionalWrites(RuntimeError):
     """The S3 server accepted a write whose precondition did not hold."""
 
 
-def _is_conflict(exc: BaseException) -> bool:
+def is_conflict(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) is S3 refusing a conditional write."""
     seen: BaseException | None = exc
     while seen is not None:
         response = getattr(seen, "response", None)
@@ -85,7 +86,7 @@ class S3Store:
         try:
             out = sync(self._fs.loop, put)
         except Exception as exc:
-            if _is_conflict(exc):
+            if is_conflict(exc):
                 raise WriteConflict(conflict) from exc
             raise
         return Versioned(bytes(data), str(out["ETag"]))
