@@ -199,8 +199,8 @@ def test_expired_checkpoints_are_aborted_removed_and_tolerated(tmp_path: Path) -
     completed = [
         s.checkpoint_id for s in _history(client) if s.status is CheckpointStatus.COMPLETED
     ]
-    # Retained: the newest completed checkpoint only (num-retained 1), nothing else.
-    assert sorted(os.listdir(job_dir)) == [f"chk-{max(completed)}"]
+    # Retained: the newest completed checkpoint only (num-retained 1) and the run's record.
+    assert sorted(os.listdir(job_dir)) == ["_run-status", f"chk-{max(completed)}"]
     assert (job_dir / f"chk-{max(completed)}" / "_metadata").is_file()
     _output_is_consistent(tmp_path)
 
@@ -305,8 +305,10 @@ def test_retained_checkpoints_survive_cancellation(tmp_path: Path) -> None:
     )
     newest_two = [f"chk-{cid}" for cid in completed[-2:]]
     job_dir = _job_dir(tmp_path, client)
-    # Older completed checkpoints were subsumed, the in-flight one aborted: neither remains.
-    assert sorted(os.listdir(job_dir)) == sorted(newest_two)
+    # Older completed checkpoints were subsumed, the in-flight one aborted: neither remains;
+    # the run's record says it was cancelled (a rerun starts fresh).
+    assert sorted(os.listdir(job_dir)) == ["_run-status", *sorted(newest_two)]
+    assert b'"state": "CANCELED"' in (job_dir / "_run-status").read_bytes()
     for name in newest_two:
         assert (job_dir / name / "_metadata").is_file()
     coordinator = client.job_master.coordinator

@@ -451,7 +451,8 @@ def test_ctrl_c_ends_cairn_run_with_one_line_and_keeps_the_checkpoints(
     last = interrupted.stderr.splitlines()[-1]
     match = re.fullmatch(
         rf"cairn run: interrupted; job {interrupted.job_id}: checkpoints "
-        rf"under file://{re.escape(str(job_path))}, latest completed chk-(\d+)",
+        rf"under file://{re.escape(str(job_path))}, latest completed chk-(\d+) "
+        r"\(the same command resumes from it; --fresh starts from scratch\)",
         last,
     )
     assert match, interrupted.stderr

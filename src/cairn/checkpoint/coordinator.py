@@ -14,7 +14,7 @@ from __future__ import annotations
 import enum
 import logging
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Literal, Protocol
 
@@ -121,9 +121,13 @@ class CheckpointCoordinator:
         max_parallelism: int = DEFAULT_MAX_PARALLELISM,
         properties: Mapping[str, str] | None = None,
         fallback: FallbackRule = FallbackRule(),
+        before_publish: Callable[[CheckpointId], None] | None = None,
         fence: Fence | None = None,
     ) -> None:
         self.job_id = job_id
+        # Called with a checkpoint's id once its _metadata is written aside, before it is
+        # published (recovery tests lose the driver there: runtime/faults.py).
+        self._before_publish = before_publish
         self.settings = settings
         self.storage = storage
         self.expected_tasks = frozenset(expected_tasks)
@@ -399,11 +403,14 @@ class CheckpointCoordinator:
                 completed = self.storage.write_savepoint(metadata, target)
                 self._cleaner.discard_files(cid)  # the working copy in the checkpoint directory
                 self._cleaner.savepoint_completed(cid, metadata)
-            elif self._fence is None:
-                completed = self.storage.write_metadata(metadata)
-            else:  # never over another leader's _metadata; the HA pointer has the last word
-                completed = self.storage.write_metadata(metadata, exclusive=True)
-                self._fenced_pointer(cid, completed.directory)
+            else:
+                hook = self._before_publish
+                before = None if hook is None else lambda: hook(cid)
+                # Under HA: never over another leader's _metadata; the pointer has the last word.
+                exclusive = self._fence is not None
+                completed = self.storage.write_metadata(metadata, before, exclusive)
+                if exclusive:
+                    self._fenced_pointer(cid, completed.directory)
         except LeadershipLost as e:
             log.error("Checkpoint %d of job %s is not completed: %s", cid, self.job_id, e)
             self._drop_fenced(cid)
@@ -514,7 +521,7 @@ class CheckpointCoordinator:
     # --- restore ---------------------------------------------------------------------------
 
     def restore_point(
-        self, explicit_path: str | None = None, claim: bool = False
+        self, explicit_path: str | Sequence[str] | None = None, claim: bool = False
     ) -> CompletedCheckpoint | None:
         """The verified checkpoint to deploy from, or None for a fresh start, as
         :meth:`RestorePoints.choose <cairn.checkpoint.restore_points.RestorePoints.choose>`

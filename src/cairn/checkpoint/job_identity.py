@@ -110,6 +110,9 @@ class RunStatus:
     ``restored_from``: the checkpoint or savepoint the run started from (None: fresh).
     ``host``, ``pid`` and ``pid_started`` (the process's start time, seconds since the
     epoch) name the driver, so a rerun can tell a lost driver from one still running.
+    ``attempt``: the latest attempt number it deployed; the next run numbers its attempts
+    above it, so what a sink names after its attempt (in-progress files, prepared
+    transactions) never collides with the lost run's and is cleaned up as an earlier one's.
 
     >>> r = RunStatus("j", "run-1", RunState.RUNNING, CheckpointId(1), None, "h", 7, 1.5, 10)
     >>> RunStatus.decode(r.encode()) == r
@@ -129,6 +132,11 @@ class RunStatus:
     started_ms: int
     ended_ms: int | None = None
     identity: str = ""
+    attempt: int = 0  # the latest attempt the run deployed (the next run numbers above it)
+
+    def at_attempt(self, attempt: int) -> RunStatus:
+        """The record of the same run once it deployed ``attempt``."""
+        return replace(self, attempt=max(self.attempt, attempt))
 
     def ended(self, state: RunState, now_ms: int) -> RunStatus:
         """The record of the same run after it ended with ``state``."""
@@ -170,6 +178,7 @@ class RunStatus:
                 started_ms=_typed(raw, "started_ms", int),
                 ended_ms=None if ended is None else _typed(raw, "ended_ms", int),
                 identity=_typed(raw, "identity", str),
+                attempt=_typed(raw, "attempt", int),
             )
         except KeyError as e:
             raise ValueError(f"field {e.args[0]!r} missing") from None

@@ -12,7 +12,7 @@ import os
 import posixpath
 import shutil
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,15 +109,24 @@ def write_new(loc: Location, data: bytes) -> None:
         loc.fs.pipe_file(loc.path, data)
 
 
-def atomic_write(loc: Location, data: bytes, exclusive: bool = False) -> None:
-    """Publish ``data`` at ``loc`` at once; ``exclusive``: only if nothing is there yet
-    (``FileExistsError`` otherwise) — ``link()`` locally, ``If-None-Match: *`` on S3, a
-    check then a put elsewhere (not atomic there)."""
+def atomic_write(
+    loc: Location,
+    data: bytes,
+    before_publish: Callable[[], None] | None = None,
+    exclusive: bool = False,
+) -> None:
+    """Write ``data`` at ``loc`` so that readers see all of it or nothing; ``before_publish``
+    (a test's fault point) runs after the data is written aside, before it is published;
+    ``exclusive``: publish only if nothing is there yet (``FileExistsError`` otherwise) —
+    ``link()`` locally, ``If-None-Match: *`` on S3, a check then a put elsewhere (not atomic
+    there)."""
     if is_local(loc):
         # Readers must never see a half-written _metadata: write aside, fsync, rename.
         tmp = f"{loc.path}.inprogress-{uuid.uuid4().hex}"
         try:
             local_files.write_private(tmp, data, sync=True)
+            if before_publish is not None:
+                before_publish()
             if exclusive:
                 os.link(tmp, loc.path)  # fails if the name exists, whoever wrote it
             else:
@@ -125,7 +134,10 @@ def atomic_write(loc: Location, data: bytes, exclusive: bool = False) -> None:
         finally:
             if os.path.exists(tmp):
                 os.remove(tmp)
-    elif not exclusive:
+        return
+    if before_publish is not None:
+        before_publish()
+    if not exclusive:
         loc.fs.pipe_file(loc.path, data)  # object stores publish a single put atomically
     elif protocol_of(loc.public()) in ("s3", "s3a"):
         from cairn.checkpoint.ha.s3_store import is_conflict

@@ -13,7 +13,10 @@ which check every byte they restore (a failure marks the checkpoint unusable).
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from typing import Any
 
+from cairn.checkpoint.errors import CheckpointNotFoundError
 from cairn.checkpoint.metadata import CompletedCheckpoint
 from cairn.checkpoint.protocol import FallbackRule, RestoreCandidate
 from cairn.checkpoint.restore import candidate_at, find_restore_point
@@ -61,7 +64,7 @@ class RestorePoints:
         self._vouched.add(directory)
 
     def choose(
-        self, explicit_path: str | None = None, claim: bool = False
+        self, explicit_path: str | Sequence[str] | None = None, claim: bool = False
     ) -> CompletedCheckpoint | None:
         """The verified checkpoint to deploy from, or None for a fresh start.
 
@@ -87,6 +90,10 @@ class RestorePoints:
         becomes this job's own, deleted once subsumed like the job's checkpoints; without
         it (NO_CLAIM) its files are never deleted. A savepoint is never claimed.
 
+        ``explicit_path`` may also be several paths, newest first (an earlier run's history
+        when a rerun resumes it): each is resolved like one path, and one that holds no
+        complete checkpoint any more is a skipped candidate, not an error.
+
         Raises:
             FallbackRefusedError: only an older checkpoint is usable, and restoring it would
                 commit output a second time; names the skipped checkpoint.
@@ -94,15 +101,21 @@ class RestorePoints:
             CheckpointNotFoundError: ``explicit_path`` holds no complete checkpoint.
         """
         options = self._storage.storage_options
-        if explicit_path is not None:
+        if isinstance(explicit_path, str):
             dirs = resolve_checkpoint_dirs(explicit_path, options)
             self._origin = list(dirs)
             candidates = [candidate_at(d, committed=True) for d in dirs]
+        elif explicit_path is not None:
+            candidates = _resolve_each(explicit_path, self._storage.storage_options)
+            self._origin = [c.location for c in candidates if c.usable]
         else:
             candidates = self._candidates()
             if not candidates:
                 return None
-        where = f"job {self._job_id} from {explicit_path or self._storage.job_dir}"
+        origin = explicit_path if isinstance(explicit_path, str) else None
+        if explicit_path is not None and origin is None:
+            origin = ", ".join(explicit_path)
+        where = f"job {self._job_id} from {origin or self._storage.job_dir}"
         key = self._storage.signing_key
         choice = find_restore_point(
             candidates, options, where, self._fallback, key, sizes_only=self._vouched
@@ -148,3 +161,18 @@ class RestorePoints:
         seen = {c.location for c in known}
         origin = [candidate_at(d, committed=True) for d in self._origin if d not in seen]
         return known + origin
+
+
+def _resolve_each(paths: Sequence[str], options: dict[str, Any]) -> list[RestoreCandidate]:
+    """The complete checkpoints under each of ``paths`` in order (a path with none: an
+    unusable candidate naming the problem)."""
+    found: list[RestoreCandidate] = []
+    for path in paths:
+        try:
+            dirs = resolve_checkpoint_dirs(path, options)
+        except CheckpointNotFoundError as e:
+            found.append(RestoreCandidate(path, None, e.problem, committed=True))
+            continue
+        seen = {c.location for c in found}
+        found += [candidate_at(d, committed=True) for d in dirs if d not in seen]
+    return found

@@ -117,8 +117,9 @@ def start_record(
     restored_from: str | None,
     identity: str,
     run_id: str,
+    attempt: int = 0,
 ) -> RunStatus:
-    """The record of a run of this process that starts now."""
+    """The record of a run of this process that starts now (at ``attempt``)."""
     pid = os.getpid()
     return RunStatus(
         job_id=job_id,
@@ -131,6 +132,7 @@ def start_record(
         pid_started=_process_started(pid) or time.time(),
         started_ms=int(time.time() * 1000),
         identity=identity,
+        attempt=attempt,
     )
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -178,14 +178,18 @@ class CheckpointStorage:
         return read_metadata(checkpoint_dir, options, key=self.signing_key)
 
     def write_metadata(
-        self, metadata: CheckpointMetadata, exclusive: bool = False
+        self,
+        metadata: CheckpointMetadata,
+        before_publish: Callable[[], None] | None = None,
+        exclusive: bool = False,
     ) -> CompletedCheckpoint:
         """Publish ``metadata`` as ``chk-<id>/_metadata`` (last, atomically): completes it.
+        ``before_publish`` runs once the bytes are written aside, before they are published;
         ``exclusive`` (high availability): ``FileExistsError`` if one is there already."""
         loc = self._chk(metadata.checkpoint_id)
         makedirs(loc)
         data = encode_metadata(metadata, self.signing_key)
-        atomic_write(loc.join(METADATA_FILE_NAME), data, exclusive)
+        atomic_write(loc.join(METADATA_FILE_NAME), data, before_publish, exclusive)
         return CompletedCheckpoint(metadata, loc.public())
 
     def withdraw_metadata(self, checkpoint_id: CheckpointId) -> None:

@@ -38,6 +38,9 @@ _RUN_OPTIONS: dict[str, bool] = {
     "--from-checkpoint": True,
     "-n": False,
     "--allow-non-restored-state": False,
+    "--fresh": False,
+    "--resume": False,
+    "--refuse-resume": False,
     "--master": True,
     "--executor": True,
     "-D": True,
@@ -105,6 +108,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.allow_non_restored_state:
         conf["execution.state-recovery.ignore-unclaimed-state"] = "true"
     conf.update(_parse_conf_items(args.conf))
+    if args.on_rerun:  # the flag wins over -D, which a shared script or alias may carry
+        conf["cairn.recovery.on-rerun"] = args.on_rerun
     set_context_defaults(
         parallelism=args.parallelism,
         restore_path=args.from_checkpoint,
@@ -271,6 +276,32 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="restore even if state of an operator (uid) the job no longer has would be dropped",
     )
+    rerun = run.add_mutually_exclusive_group()
+    rerun.add_argument(
+        "--fresh",
+        dest="on_rerun",
+        action="store_const",
+        const="FRESH",
+        help="start from scratch even if an earlier run of this job was lost with completed "
+        "checkpoints (cairn.recovery.on-rerun: FRESH; its checkpoints are kept)",
+    )
+    rerun.add_argument(
+        "--resume",
+        dest="on_rerun",
+        action="store_const",
+        const="FORCE_RESUME",
+        help="resume from the earlier run's latest completed checkpoint, even if that run "
+        "ended FINISHED or CANCELED (cairn.recovery.on-rerun: FORCE_RESUME)",
+    )
+    rerun.add_argument(
+        "--refuse-resume",
+        dest="on_rerun",
+        action="store_const",
+        const="REFUSE",
+        help="fail instead of resuming an earlier run, naming its checkpoint "
+        "(cairn.recovery.on-rerun: REFUSE); without -s, --fresh or --resume, a rerun "
+        "resumes a lost or failed run by itself",
+    )
     run.add_argument("--master", default=None, help="Spark master URL (default: local)")
     run.add_argument("--executor", choices=["spark", "inprocess"], default=None)
     run.add_argument(
@@ -383,7 +414,7 @@ def _interrupted_jobs() -> str:
     Ctrl-C: ``"; job <id>: checkpoints under <dir>, latest completed chk-<n>"``.
 
     The jobs end with the process, as after a crash, so their checkpoints stay on storage
-    whatever the retention setting.
+    whatever the retention setting, and the same command run again resumes from them.
     """
     from cairn.launch import running_jobs
 
@@ -395,6 +426,8 @@ def _interrupted_jobs() -> str:
             continue
         latest = master.coordinator.latest_completed_id()
         where = f"latest completed chk-{latest}" if latest is not None else "none completed"
+        if latest is not None:  # the run record still says RUNNING: a rerun resumes
+            where += " (the same command resumes from it; --fresh starts from scratch)"
         parts.append(f"job {master.job_id}: checkpoints under {master.storage.job_dir}, {where}")
     return "; " + "; ".join(parts) if parts else ""
 

@@ -64,6 +64,7 @@ class Lead:
 
     restore_path: str | None
     first_id: CheckpointId
+    decided: bool = True  # False: no HA pointer yet (the run-status record decides)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +173,9 @@ def _standby_end(
         leadership.finish(None)
         return End(status, f"the leader ended the job {previous.status} while this driver stood by")
     first = _first_free_id(previous, settings, storage_job_dir)
-    if previous is None or previous.checkpoint_dir is None:
+    if previous is None:  # the job's first run under HA: an earlier run may still resume
+        return Lead(None, first, decided=False)
+    if previous.checkpoint_dir is None:
         return Lead(None, first)
     if previous.ended and previous.status in ("FINISHED", "CANCELED"):
         log.info("the job's last run ended %s: starting afresh", previous.status)

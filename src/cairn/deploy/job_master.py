@@ -22,7 +22,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,8 +44,9 @@ from cairn.deploy.control_server import ConnectionLost, ControlServer, Envelope
 from cairn.deploy.coordinator_gateway import CoordinatorGatewayOf
 from cairn.deploy.execution_plan import ExecutionPlan
 from cairn.deploy.executors import Deployment, Executor
-from cairn.deploy.high_availability import End, LostLeadership, await_leadership
+from cairn.deploy.high_availability import LostLeadership
 from cairn.deploy.initialization import JobInitialization
+from cairn.deploy.job_master_leadership import lead
 from cairn.deploy.lifecycle import AttemptEnd, AttemptOutcome, transition
 from cairn.deploy.output_forwarding import print_forwarded
 from cairn.deploy.restart_policy import RestartPolicy, after_failure
@@ -53,6 +54,7 @@ from cairn.deploy.savepoint_requests import SavepointRequests, StopWithSavepoint
 from cairn.events import SavepointFormatType
 from cairn.graph.job_graph import JobGraph
 from cairn.ids import AttemptNumber, CheckpointId, JobId
+from cairn.runtime.faults import driver_fault_hook, with_driver_pid
 from cairn.settings import JobSettings, RestoreMode
 
 log = logging.getLogger(__name__)
@@ -105,6 +107,8 @@ class JobMaster:
         secret: bytes,
         faults: tuple[Any, ...] = (),
         on_collect: Callable[[p.CollectedResults], None] | None = None,
+        resume_from: Sequence[str] = (),
+        first_attempt: int = 0,
         leadership: Leadership | None = None,
     ) -> None:
         self.job_id = job_id
@@ -114,11 +118,15 @@ class JobMaster:
         self.executor = executor
         self.num_workers = num_workers
         self.secret = secret
-        self.faults = faults
+        # Attempts of this run number from first_attempt (above an earlier run's of the job
+        # id); a fault names its attempt relative to it; kill=driver faults name this pid.
+        self._first_attempt = AttemptNumber(first_attempt)
+        self.faults = with_driver_pid(faults, first_attempt)
+        self.resume_from = tuple(resume_from)  # an earlier run's history, newest first
         self.plan = ExecutionPlan(graph, num_workers)
         self._status = JobStatus.CREATED
         self.error: BaseException | None = None
-        self.attempt = AttemptNumber(-1)  # the first attempt is 0
+        self.attempt = AttemptNumber(first_attempt - 1)  # the first is first_attempt
         self.restarts = 0
         # Where the last restore's time went (None until an attempt restored and ran).
         self.last_initialization: JobInitialization | None = None
@@ -142,6 +150,7 @@ class JobMaster:
         self._checkpointing = cp.enabled
         self.leadership = leadership  # high availability: None without
         self._ha_restore: str | None = None  # what the HA pointer says to resume from
+        self.on_leading: Callable[[], None] = lambda: None  # launch's: plan the run now
         self.coordinator = self._make_coordinator()
         self._state: _AttemptState | None = None  # None until the first attempt is deployed
         self.start_ms = int(time.time() * 1000)
@@ -186,8 +195,10 @@ class JobMaster:
 
     def run(self) -> None:
         try:
-            if self._lead():
+            if lead(self):  # high availability: stand by until this driver leads
                 self._run()
+        except LeadershipLost as exc:  # before the first attempt
+            self._end(JobStatus.SUSPENDED, exc)
         except CheckpointError as exc:  # e.g. nothing usable to restore from: say what
             log.error("job %s cannot start: %s", self.job_id, exc)
             self._crashed(exc)
@@ -216,27 +227,16 @@ class JobMaster:
             self.leadership.finish(None if suspended else status.name)
         self._set_status(status)
 
-    def _lead(self) -> bool:
-        """High availability: stand by until this driver leads; False if it must not run."""
-        ha, coordinator = self.leadership, self.coordinator
-        if ha is None:
-            return True
-        args = (self.job_id, self.graph, self.settings, self.storage.job_dir)
-        start = await_leadership(ha, self._cancel, *args)
-        if isinstance(start, End):
-            self.error = start.error
-            self._set_status(start.status)
-            return False
-        self._ha_restore = start.restore_path
-        coordinator.set_next_checkpoint_id(max(start.first_id, coordinator.next_checkpoint_id))
-        ha.on_lost.append(self._leadership_lost)
-        ha.start_renewing()
-        return True
-
-    def _leadership_lost(self, reason: str) -> None:
-        state = self._state  # called on the renewal thread: end the attempt on ours
-        attempt = state.attempt if state is not None else self.attempt
-        self._server.inbox.put(Envelope(attempt, -1, LostLeadership(reason)))
+    def adopt_run(self, resume_from: Sequence[str], first_attempt: int, first_id: int) -> None:
+        """How this run starts (``deploy/job_runs.py``), before its first attempt: given to
+        ``__init__`` too, except under high availability, where it is known once leading."""
+        self._first_attempt = AttemptNumber(first_attempt)
+        self.attempt = AttemptNumber(first_attempt - 1)
+        self.resume_from = tuple(resume_from)
+        coordinator = self.coordinator
+        coordinator.set_next_checkpoint_id(
+            CheckpointId(max(first_id, coordinator.next_checkpoint_id))
+        )
 
     def _crashed(self, exc: BaseException) -> None:
         if self._status.is_globally_terminal_state():  # the job had ended: keep its status
@@ -268,11 +268,14 @@ class JobMaster:
                 committing_sinks(self.graph), self.settings.allow_fallback_past_committed
             ),
             properties=self.settings.checkpoint_properties(),
+            before_publish=driver_fault_hook(self.faults),
             fence=self.leadership,
         )
 
     def _run(self) -> None:
         restore = self._initial_restore()
+        if self.leadership is not None and restore is not None:  # a next leader resumes it
+            self.leadership.checkpoint_completed(restore.checkpoint_id, restore.checkpoint_dir)
         self._set_status(JobStatus.INITIALIZING)
         while True:
             self.attempt = AttemptNumber(self.attempt + 1)
@@ -319,16 +322,26 @@ class JobMaster:
                 return
 
     def _initial_restore(self) -> p.RestoreInfo | None:
-        explicit = self.settings.restore_path or self._ha_restore
-        return self._latest_restore(explicit=explicit) if explicit else None
+        if self.settings.restore_path:
+            return self._latest_restore(explicit=self.settings.restore_path)
+        if self._ha_restore:  # the HA pointer's checkpoint (deploy/high_availability.py)
+            return self._latest_restore(explicit=self._ha_restore)
+        if self.resume_from:  # a rerun resumes the earlier run (deploy/job_runs.py)
+            return self._latest_restore(explicit=self.resume_from)
+        return None
 
-    def _latest_restore(self, explicit: str | None) -> p.RestoreInfo | None:
-        claim = explicit is not None and self.settings.restore_mode is RestoreMode.CLAIM
+    def _latest_restore(self, explicit: str | Sequence[str] | None) -> p.RestoreInfo | None:
+        # A resumed run's own checkpoints are the job's, deleted once subsumed.
+        own = explicit is not None and not isinstance(explicit, str)
+        claim = own or (explicit is not None and self.settings.restore_mode is RestoreMode.CLAIM)
         began = _now_ms()
         point = self.coordinator.restore_point(explicit, claim)
         self._choosing = (began, _now_ms())
         if point is None:
             return None
+        if own:
+            cid, where = point.checkpoint_id, point.directory
+            log.warning("Job %s resumes from checkpoint %d at %s.", self.job_id, cid, where)
         if explicit is not None:  # another job's state: it must fit this job's operators
             operators = {
                 node.uid: (node.parallelism, node.max_parallelism)
@@ -393,7 +406,7 @@ class JobMaster:
                 restore.checkpoint_id,
                 restore.checkpoint_dir,
             )
-        if attempt > 0 and self._checkpointing:
+        if attempt > self._first_attempt and self._checkpointing:
             self.coordinator.start_periodic()  # stopped if the last attempt ended its sources
         state.launched_ms = _now_ms()
         deployment = self.executor.launch(launch)

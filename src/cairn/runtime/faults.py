@@ -1,17 +1,25 @@
-"""Fault injection for recovery tests: kill this worker at a chosen moment, or make it fail.
+"""Fault injection for recovery tests: kill this worker (or the driver) at a chosen moment,
+or make it fail.
 
 Invariant: faults fire only in the attempt they name, at most once per worker process, so a
 test can script "kill during processing in attempt 0, during upload in attempt 1, ..." and
 the job still finishes. Configured with ``cairn.testing.faults`` (see ``parse_faults``).
 Every point kills the worker except those in ``FAILING_POINTS``, which raise
 ``InjectedFailure``: an ordinary error the worker has to handle, as a real one would be.
+With ``kill=driver`` a point kills the driver's whole process group instead (a driver loss),
+and only if the driver leads its own process group, so a test runner is never hit; points
+in ``DRIVER_POINTS`` fire on the driver itself. With ``marker=<file>`` a fault appends where
+it fired (``<point> ... (checkpoint <n>)``) to that file before it kills, so a test can check
+that it landed where it aimed.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
 
 from cairn.ids import AttemptNumber, CheckpointId
 
@@ -23,8 +31,10 @@ POINTS = (
     "after-commit",  # right after the commit on notification
     "replay",  # after processing `records` records of restored in-flight data (unaligned)
     "register",  # the worker cannot register with the job master (`subtask`: worker index)
+    "driver-metadata",  # on the driver: `_metadata` written aside, before it is published
 )
 FAILING_POINTS = frozenset({"register"})
+DRIVER_POINTS = frozenset({"driver-metadata"})
 
 
 class SimulatedCrash(BaseException):
@@ -46,6 +56,9 @@ class FaultSpec:
     subtask: int | None = None  # a subtask index, or a worker index at worker points
     vertex: str | None = None  # substring of the vertex name
     records: int = 0
+    kill: str = "worker"  # "driver": the driver's process group (see kill_driver)
+    driver_pid: int | None = None  # filled in by the job master for kill=driver
+    marker: str | None = None  # a file to append where the fault fired to, before it kills
 
 
 def parse_faults(text: str) -> tuple[FaultSpec, ...]:
@@ -66,9 +79,79 @@ def parse_faults(text: str) -> tuple[FaultSpec, ...]:
                 subtask=int(fields["subtask"]) if "subtask" in fields else None,
                 vertex=fields.get("vertex"),
                 records=int(fields.get("records", 0)),
+                kill=_kill_target(fields.get("kill", "worker")),
+                marker=fields.get("marker"),
             )
         )
     return tuple(specs)
+
+
+def _kill_target(value: str) -> str:
+    if value not in ("worker", "driver"):
+        raise ValueError(f"unknown fault kill target {value!r}; expected worker or driver")
+    return value
+
+
+def _mark(spec: FaultSpec, where: str) -> None:
+    if spec.marker is not None:
+        with open(spec.marker, "a", encoding="utf-8") as f:
+            f.write(where + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def kill_driver(spec: FaultSpec, where: str) -> None:
+    """SIGKILL the driver's process group (the driver, its JVM): a driver loss at ``where``.
+
+    Raises:
+        RuntimeError: the driver does not lead its own process group (it was not started in
+            a session of its own), so killing the group could hit the test runner.
+    """
+    pid = spec.driver_pid if spec.driver_pid is not None else os.getpid()
+    if os.getpgid(pid) != pid:
+        raise RuntimeError(
+            f"fault kill=driver at {where}: the driver (pid {pid}) does not lead its own "
+            "process group; start it in a new session (start_new_session=True)"
+        )
+    _mark(spec, where)
+    os.killpg(pid, signal.SIGKILL)
+
+
+def with_driver_pid(faults: tuple[Any, ...], first_attempt: int = 0) -> tuple[Any, ...]:
+    """``faults`` as a run of the driver applies them: this process named in every
+    ``kill=driver`` spec, attempts counted from the run's ``first_attempt`` (a rerun of a job
+    numbers its attempts above the earlier run's)."""
+    pid = os.getpid()
+    out: list[Any] = []
+    for f in faults:
+        if isinstance(f, FaultSpec):
+            f = replace(f, attempt=AttemptNumber(f.attempt + first_attempt))
+            if f.kill == "driver":
+                f = replace(f, driver_pid=pid)
+        out.append(f)
+    return tuple(out)
+
+
+def driver_fault_hook(faults: tuple[Any, ...]) -> Callable[[CheckpointId], None] | None:
+    """The checkpoint coordinator's hook for ``driver-metadata`` faults, if any is set."""
+    specs = tuple(f for f in faults if isinstance(f, FaultSpec) and f.point in DRIVER_POINTS)
+    if not specs:
+        return None
+    driver = DriverFaults(specs)
+    return lambda cid: driver.check("driver-metadata", cid)
+
+
+class DriverFaults:
+    """The driver's fault points (``DRIVER_POINTS``): each spec fires at most once."""
+
+    def __init__(self, specs: tuple[FaultSpec, ...]) -> None:
+        self._specs = [s for s in specs if s.point in DRIVER_POINTS]
+
+    def check(self, point: str, checkpoint_id: CheckpointId) -> None:
+        for spec in self._specs:
+            if spec.point == point and spec.checkpoint in (None, checkpoint_id):
+                self._specs.remove(spec)
+                kill_driver(spec, f"{point} (checkpoint {checkpoint_id})")
 
 
 class FaultInjector:
@@ -105,6 +188,10 @@ class FaultInjector:
             where = f"{point} of {vertex_name}#{subtask} (checkpoint {checkpoint_id})"
             if point in FAILING_POINTS:
                 raise InjectedFailure(f"injected failure at {where}")
+            if spec.kill == "driver":
+                kill_driver(spec, where)
+            else:
+                _mark(spec, where)
             self._kill(where)
 
     def _kill(self, where: str) -> None:
