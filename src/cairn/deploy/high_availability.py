@@ -40,7 +40,7 @@ from cairn.common.job_status import JobStatus
 from cairn.common.storage_options import S3_SCHEMES
 from cairn.graph.job_graph import JobGraph
 from cairn.ids import CheckpointId, JobId
-from cairn.settings import JobSettings
+from cairn.settings import JobSettings, RerunPolicy
 
 __all__ = ["End", "Lead", "LostLeadership", "await_leadership", "leadership_for"]
 
@@ -169,17 +169,33 @@ def _standby_end(
             previous.graph_digest,
         )
     if previous is not None and previous.ended and takeover.waited:
-        status = JobStatus[previous.status]
-        leadership.finish(None)
-        return End(status, f"the leader ended the job {previous.status} while this driver stood by")
+        leadership.finish(previous.status)  # the pointer as the leader left it
+        return End(
+            JobStatus[previous.status],
+            f"the leader ended the job {previous.status} while this driver stood by",
+        )
     first = _first_free_id(previous, settings, storage_job_dir)
     if previous is None:  # the job's first run under HA: an earlier run may still resume
         return Lead(None, first, decided=False)
-    if previous.checkpoint_dir is None:
+    policy = settings.on_rerun  # cairn.recovery.on-rerun applies to a takeover as to a rerun
+    fresh = previous.checkpoint_dir is None or (
+        previous.status in ("FINISHED", "CANCELED") and policy is not RerunPolicy.FORCE_RESUME
+    )
+    if fresh or policy is RerunPolicy.FRESH:
+        if previous.checkpoint_dir is not None:
+            log.warning(
+                "starting afresh: the last run ended %s (on-rerun %s)",
+                previous.status,
+                policy.value,
+            )
         return Lead(None, first)
-    if previous.ended and previous.status in ("FINISHED", "CANCELED"):
-        log.info("the job's last run ended %s: starting afresh", previous.status)
-        return Lead(None, first)
+    if policy is RerunPolicy.REFUSE:
+        leadership.finish(previous.status)
+        return End(
+            JobStatus.FAILED,
+            f"refusing to resume from checkpoint {previous.checkpoint_id} "
+            f"({previous.checkpoint_dir}): cairn.recovery.on-rerun is REFUSE",
+        )
     log.warning(
         "resuming from checkpoint %d (%s), the latest the previous leader completed",
         previous.checkpoint_id,
