@@ -14,13 +14,16 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
+from cairn.checkpoint.job_identity import identity_of
+from cairn.checkpoint.storage import default_storage_url
 from cairn.checkpoint.storage_access import check_storage_access
 from cairn.common.exceptions import JobSubmissionError
 from cairn.deploy.executors import Executor, InProcessExecutor, SparkExecutor
+from cairn.deploy.high_availability import leadership_for
 from cairn.deploy.job_master import JobMaster
 from cairn.deploy.job_master_client import JobClient
 from cairn.deploy.job_pickling import dumps_job
-from cairn.deploy.job_runs import plan_run
+from cairn.deploy.job_runs import RunPlan, plan_run
 from cairn.graph.job_graph import JobGraph, build_job_graph
 from cairn.graph.transformations import SinkTransformation
 from cairn.runtime.faults import parse_faults
@@ -125,8 +128,16 @@ def submit_job(settings: JobSettings, sinks: Sequence[SinkTransformation]) -> Jo
     if settings.checkpoint.enabled:
         # Before Spark starts: a missing bucket or wrong key is a submission error.
         check_storage_access(settings.checkpoint.storage_url, settings.checkpoint.storage_options)
+    storage_url = settings.checkpoint.storage_url or default_storage_url()
+    identity = identity_of(settings.cluster_id, settings.job_name, storage_url)
+    # Before Spark starts: unusable HA storage is a submission error. A standby starts
+    # Spark too, so that it takes over without that delay.
+    leadership = leadership_for(settings, identity.job_id)
+    running_here = {c.job_master.job_id for c in running_jobs()}
     # Before Spark starts: a run refused (its earlier run's driver still runs) costs nothing.
-    run = plan_run(settings, {c.job_master.job_id for c in running_jobs()})
+    # Under high availability the run is planned once this driver leads: a standby must not
+    # touch the job directory its leader works in.
+    run = plan_run(settings, running_here) if leadership is None else RunPlan(identity.job_id)
     payload = dumps_job((settings, graph))
     executor, workers = choose_executor(settings, graph)
     faults: tuple[Any, ...] = parse_faults(settings.deploy.testing_faults)
@@ -141,11 +152,19 @@ def submit_job(settings: JobSettings, sinks: Sequence[SinkTransformation]) -> Jo
         faults=faults,
         resume_from=run.resume_from,
         first_attempt=run.first_attempt,
+        leadership=leadership,
     )
-    master.coordinator.set_next_checkpoint_id(run.first_checkpoint_id)
-    storage_options = settings.checkpoint.storage_options
-    run.started(storage_options)
-    master.listeners.append(run.on_event(storage_options))
+
+    def start_run(run: RunPlan) -> None:
+        master.adopt_run(run.resume_from, run.first_attempt, run.first_checkpoint_id)
+        storage_options = settings.checkpoint.storage_options
+        run.started(storage_options)
+        master.listeners.append(run.on_event(storage_options))
+
+    if leadership is None:
+        start_run(run)
+    else:
+        master.on_leading = lambda: start_run(plan_run(settings, running_here, leading=True))
     log.info(
         "submitting job %r (%s) with %d workers:\n%s",
         settings.job_name,

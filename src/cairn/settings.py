@@ -110,6 +110,18 @@ class CheckpointSettings:
         return self.interval_ms > 0
 
 
+@dataclass(frozen=True)
+class HighAvailabilitySettings:
+    """``high-availability.*``: one leader per job through a lease in ``storage_dir``
+    (``<storageDir>/<job-id>/``; None: ``_ha`` under the default checkpoint storage)."""
+
+    enabled: bool = False
+    storage_dir: str | None = None
+    storage_options: Mapping[str, Any] = field(default_factory=dict, repr=False)  # credentials
+    lease_ms: int = 15_000
+    renew_interval_ms: int = 5_000
+
+
 class RestoreMode(enum.Enum):
     """Who owns a retained checkpoint a job starts from (``execution.savepoint-restore-mode``,
     Flink's names): CLAIM hands it to the job, which deletes it once subsumed; NO_CLAIM
@@ -351,6 +363,7 @@ class JobSettings:
     state: StateSettings = StateSettings()
     rest: RestSettings = RestSettings()
     metrics: MetricsSettings = MetricsSettings()
+    ha: HighAvailabilitySettings = HighAvailabilitySettings()  # high-availability.*
 
     def checkpoint_properties(self) -> dict[str, str]:
         """The checkpoint configuration under Flink's keys, kept in every checkpoint's

@@ -18,7 +18,7 @@ from cairn.deploy.lifecycle import (
 
 S = JobStatus
 TERMINAL = {S.FINISHED, S.CANCELED, S.FAILED}
-UNUSED = {S.FAILING, S.CANCELLING, S.SUSPENDED, S.RECONCILING}
+UNUSED = {S.FAILING, S.CANCELLING, S.RECONCILING}
 
 
 def _reachable(start: JobStatus) -> set[JobStatus]:
@@ -33,10 +33,10 @@ def _reachable(start: JobStatus) -> set[JobStatus]:
 
 def test_the_table_declares_exactly_the_moves_of_cairns_job_master() -> None:
     assert dict(JOB_STATUS_TRANSITIONS) == {
-        S.CREATED: {S.INITIALIZING, S.FAILED},
-        S.INITIALIZING: {S.RUNNING, S.RESTARTING, S.CANCELED, S.FAILED},
-        S.RUNNING: {S.FINISHED, S.RESTARTING, S.CANCELED, S.FAILED},
-        S.RESTARTING: {S.RUNNING, S.RESTARTING, S.CANCELED, S.FAILED},
+        S.CREATED: {S.INITIALIZING, S.FAILED, S.FINISHED, S.CANCELED, S.SUSPENDED},
+        S.INITIALIZING: {S.RUNNING, S.RESTARTING, S.CANCELED, S.FAILED, S.SUSPENDED},
+        S.RUNNING: {S.FINISHED, S.RESTARTING, S.CANCELED, S.FAILED, S.SUSPENDED},
+        S.RESTARTING: {S.RUNNING, S.RESTARTING, S.CANCELED, S.FAILED, S.SUSPENDED},
     }
 
 
@@ -53,14 +53,17 @@ def test_terminal_statuses_never_change_and_every_other_one_can_end() -> None:
     for status in TERMINAL:
         assert status.is_globally_terminal_state()
         assert status not in JOB_STATUS_TRANSITIONS
+    assert S.SUSPENDED.is_terminal_state() and S.SUSPENDED not in JOB_STATUS_TRANSITIONS
     for status in JOB_STATUS_TRANSITIONS:  # no dead ends: each may still end every way
         assert not status.is_terminal_state()
         assert TERMINAL.issubset(_reachable(status))
 
 
 def test_only_a_running_job_finishes_and_statuses_cairn_does_not_use_are_unreachable() -> None:
+    # CREATED: a standby whose leader finished the job (high availability).
     assert [old for old, targets in JOB_STATUS_TRANSITIONS.items() if S.FINISHED in targets] == [
-        S.RUNNING
+        S.CREATED,
+        S.RUNNING,
     ]
     reachable = _reachable(S.CREATED)
     assert reachable == set(JobStatus) - UNUSED
@@ -70,7 +73,9 @@ def test_only_a_running_job_finishes_and_statuses_cairn_does_not_use_are_unreach
 def test_the_refusal_names_what_is_allowed() -> None:
     with pytest.raises(IllegalJobStatusTransition) as refused:
         transition(S.CREATED, S.RUNNING)
-    assert "allowed from CREATED: FAILED, INITIALIZING" in str(refused.value)
+    assert "allowed from CREATED: CANCELED, FAILED, FINISHED, INITIALIZING, SUSPENDED" in str(
+        refused.value
+    )
     with pytest.raises(IllegalJobStatusTransition, match="none, it is terminal"):
         transition(S.CANCELED, S.CANCELED)
 

@@ -4,13 +4,15 @@ shared files of incremental checkpoints, the job's directory at the end.
 Invariant: cleanup is best effort and never raises (a checkpoint's outcome is decided before
 its files go; what cannot be deleted is logged and left for the user); a shared file is
 deleted only when the ``SharedStateRegistry`` releases it, or when only an aborted checkpoint
-uploaded it (no registered checkpoint references it, so no backend reuses it).
+uploaded it (no registered checkpoint references it, so no backend reuses it); nothing is
+deleted once ``may_delete`` says no (a driver that lost its leadership deletes nothing: the
+new leader's checkpoints may share its directory).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from cairn.checkpoint.handles import OperatorSubtaskState
 from cairn.checkpoint.metadata import CheckpointMetadata, CompletedCheckpoint
@@ -30,10 +32,22 @@ class CheckpointCleaner:
     """The coordinator's deletions, with the shared-state registry that decides about shared
     files. Single-threaded, like the coordinator that owns it."""
 
-    def __init__(self, job_id: JobId, storage: CheckpointStorage) -> None:
+    def __init__(
+        self,
+        job_id: JobId,
+        storage: CheckpointStorage,
+        may_delete: Callable[[], bool] = lambda: True,
+    ) -> None:
         self._job_id = job_id
         self._storage = storage
         self._shared = SharedStateRegistry()  # shared files of incremental checkpoints
+        self._may_delete = may_delete
+
+    def _refused(self, what: object) -> bool:
+        if self._may_delete():
+            return False
+        log.warning("Not deleting %s: this driver no longer leads the job", what)
+        return True
 
     def checkpoint_completed(self, cid: CheckpointId, metadata: CheckpointMetadata) -> None:
         """Register a completed checkpoint's shared files; delete those it made unreachable."""
@@ -49,6 +63,8 @@ class CheckpointCleaner:
         """A subsumed checkpoint the job owns — its own ``chk-<n>``, or a claimed one
         (restore mode CLAIM) wherever it is — and the shared files nothing needs now."""
         cid = checkpoint.checkpoint_id
+        if self._refused(checkpoint.directory):
+            return
         if checkpoint.directory == self._storage.checkpoint_dir(cid):
             self._storage.discard(cid)
         else:
@@ -71,6 +87,8 @@ class CheckpointCleaner:
         self._delete_shared(self._shared.backends_gone())
 
     def discard_files(self, cid: CheckpointId) -> None:
+        if self._refused(self._storage.checkpoint_dir(cid)):
+            return
         try:
             self._storage.discard(cid)
         except Exception:  # cleanup is best effort; the checkpoint is aborted regardless
@@ -79,6 +97,8 @@ class CheckpointCleaner:
 
     def tidy_kept_job_dir(self, aborted: Iterable[CheckpointId]) -> None:
         """The job ended and its directory is kept: remove what no checkpoint references."""
+        if self._refused(self._storage.job_dir):
+            return
         # Uploads that finished after their checkpoint was aborted left files behind.
         for cid in aborted:
             self.discard_files(cid)
@@ -91,13 +111,15 @@ class CheckpointCleaner:
             log.warning("Could not list the shared state files of %s", where, exc_info=True)
 
     def discard_job_dir(self) -> None:
+        if self._refused(self._storage.job_dir):
+            return
         try:
             self._storage.discard_job_dir()
         except Exception:  # best effort: the job is over either way
             log.warning("Could not remove %s", self._storage.job_dir, exc_info=True)
 
     def _delete_shared(self, paths: list[str]) -> None:
-        if not paths:
+        if not paths or self._refused(f"{len(paths)} shared state files"):
             return
         job = self._job_id
         log.debug("Deleting %d unreferenced shared state files of job %s", len(paths), job)

@@ -2,9 +2,11 @@
 
 Invariant: a checkpoint completes only when every expected task acknowledged it, and then its
 ``_metadata`` is written last; every aborted checkpoint's files are deleted; checkpoint ids
-only increase. Single-threaded: the job master calls every method from one thread. Decisions
-are ``protocol``'s; deleting files is ``cleanup``'s, finding the restore point
-``restore_points``', queueing savepoints ``savepoint_queue``'.
+only increase; under high availability (a ``Fence``) nothing is completed, recorded,
+announced to the tasks or deleted unless the fence passes just before. Single-threaded: the
+job master calls every method from one thread. Decisions are ``protocol``'s; deleting files
+is ``cleanup``'s, finding the restore point ``restore_points``', queueing savepoints
+``savepoint_queue``'.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Literal, Protocol
 from cairn.checkpoint.cleanup import CheckpointCleaner
 from cairn.checkpoint.errors import CheckpointError
 from cairn.checkpoint.failure import CheckpointFailureReason
+from cairn.checkpoint.ha.fence import Fence, LeadershipLost
 from cairn.checkpoint.messages import (
     AckResult,
     TaskAcknowledgement,
@@ -119,6 +122,7 @@ class CheckpointCoordinator:
         properties: Mapping[str, str] | None = None,
         fallback: FallbackRule = FallbackRule(),
         before_publish: Callable[[CheckpointId], None] | None = None,
+        fence: Fence | None = None,
     ) -> None:
         self.job_id = job_id
         # Called with a checkpoint's id once its _metadata is written aside, before it is
@@ -137,7 +141,8 @@ class CheckpointCoordinator:
         self._properties = dict(properties or {})
         self._policy = TriggerPolicy.from_settings(settings)
         self._failures = CheckpointFailureManager(settings.tolerable_failures)
-        self._cleaner = CheckpointCleaner(job_id, storage)
+        self._fence = fence
+        self._cleaner = CheckpointCleaner(job_id, storage, fence.holds if fence else lambda: True)
         self._store = CompletedCheckpointStore(
             max(1, settings.retained), self._cleaner.discard_completed
         )
@@ -215,6 +220,8 @@ class CheckpointCoordinator:
         """Abort expired checkpoints, then trigger a periodic one if it is due."""
         if self._shut_down:
             return Blocked("the checkpoint coordinator is shut down")
+        if self._fence is not None and not self._fence.holds():
+            return Blocked("this driver no longer leads the job")
         now = self._clock.now_ms()
         deadlines = {cid: p.trigger_ms for cid, p in self._pending.items()}
         for cid in expired_checkpoints(deadlines, now, self.settings.timeout_ms):
@@ -241,6 +248,8 @@ class CheckpointCoordinator:
         """
         if self._shut_down:
             return Blocked("the checkpoint coordinator is shut down")
+        if self._fence is not None and not self._fence.holds():
+            return Blocked("this driver no longer leads the job")
         decision = self._decide(periodic=False, force=force)
         if isinstance(decision, TriggerNow):
             self._trigger(decision.checkpoint_id, checkpoint_options(self.settings))
@@ -384,6 +393,10 @@ class CheckpointCoordinator:
             self._abort(cid, CheckpointFailureReason.FINALIZE_CHECKPOINT_FAILURE, str(e))
             return
         metadata = metadata.with_subtask_stats(self._stats.get(cid))  # kept in _metadata
+        kind = "savepoint" if pending.is_savepoint else "checkpoint"
+        if not self._leads(f"complete {kind} {cid}"):
+            self._drop_fenced(cid)
+            return
         try:
             if pending.is_savepoint:
                 target = self._savepoints.target_dir(cid)
@@ -392,9 +405,16 @@ class CheckpointCoordinator:
                 self._cleaner.savepoint_completed(cid, metadata)
             else:
                 hook = self._before_publish
-                completed = self.storage.write_metadata(
-                    metadata, None if hook is None else lambda: hook(cid)
-                )
+                before = None if hook is None else lambda: hook(cid)
+                # Under HA: never over another leader's _metadata; the pointer has the last word.
+                exclusive = self._fence is not None
+                completed = self.storage.write_metadata(metadata, before, exclusive)
+                if exclusive:
+                    self._fenced_pointer(cid, completed.directory)
+        except LeadershipLost as e:
+            log.error("Checkpoint %d of job %s is not completed: %s", cid, self.job_id, e)
+            self._drop_fenced(cid)
+            return
         except Exception as e:
             reason = CheckpointFailureReason.IO_EXCEPTION
             self._abort(cid, reason, f"could not write checkpoint {cid}: {e!r}")
@@ -403,15 +423,14 @@ class CheckpointCoordinator:
         self._remember(cid, "completed")
         self._last_completion_ms = now
         self._stats.report_completed(cid, now, completed.directory)
-        kind = "savepoint" if pending.is_savepoint else "checkpoint"
         size, took = metadata.state_size, metadata.duration_ms
         log.info(
             "Completed %s %d (%d bytes, %d ms) at %s.", kind, cid, size, took, completed.directory
         )
         if pending.is_savepoint:
             request = self._savepoints.finish(cid)
-            if request.terminate:  # the job ends after it: its sinks commit it
-                self._gateway.notify_complete(cid)
+            if request.terminate and self._leads(f"announce savepoint {cid} (sinks commit)"):
+                self._gateway.notify_complete(cid)  # the job ends after it: its sinks commit it
             request.future.set_result(completed)
             return
         self._failures.on_success(cid)
@@ -423,7 +442,39 @@ class CheckpointCoordinator:
             self._abort(older, subsumed, f"checkpoint {cid} completed first")
         self._restore_points.completed(completed.directory)
         self._restore_points.announced(cid)  # before the tasks hear of it: a sink may commit
-        self._gateway.notify_complete(cid)
+        if self._leads(f"announce checkpoint {cid} (sinks commit)"):
+            self._gateway.notify_complete(cid)
+
+    def _leads(self, action: str) -> bool:
+        """Whether this driver may ``action`` now (always, without high availability)."""
+        if self._fence is None:
+            return True
+        try:
+            self._fence.check(action)
+        except LeadershipLost as e:
+            log.error("Job %s: %s", self.job_id, e)
+            return False
+        return True
+
+    def _fenced_pointer(self, cid: CheckpointId, directory: str) -> None:
+        """Record ``cid`` in the HA pointer; if a newer leader refuses it, withdraw the
+        ``_metadata`` just written (exclusively: ours) and raise ``LeadershipLost``."""
+        assert self._fence is not None
+        try:
+            self._fence.checkpoint_completed(cid, directory)
+        except LeadershipLost:
+            try:
+                self.storage.withdraw_metadata(cid)
+            except Exception:  # left: an incomplete checkpoint no pointer names
+                log.warning("Could not withdraw the _metadata of checkpoint %d", cid)
+            raise
+
+    def _drop_fenced(self, cid: CheckpointId) -> None:
+        """Forget a checkpoint a driver without leadership must not complete: nothing is
+        deleted (the new leader may use the same directory) and nothing is counted."""
+        self._pending.pop(cid, None)
+        self._remember(cid, "aborted")
+        self.stop_periodic()
 
     def _abort(
         self,

@@ -110,10 +110,16 @@ def write_new(loc: Location, data: bytes) -> None:
 
 
 def atomic_write(
-    loc: Location, data: bytes, before_publish: Callable[[], None] | None = None
+    loc: Location,
+    data: bytes,
+    before_publish: Callable[[], None] | None = None,
+    exclusive: bool = False,
 ) -> None:
     """Write ``data`` at ``loc`` so that readers see all of it or nothing; ``before_publish``
-    (a test's fault point) runs after the data is written aside, before it is published."""
+    (a test's fault point) runs after the data is written aside, before it is published;
+    ``exclusive``: publish only if nothing is there yet (``FileExistsError`` otherwise) —
+    ``link()`` locally, ``If-None-Match: *`` on S3, a check then a put elsewhere (not atomic
+    there)."""
     if is_local(loc):
         # Readers must never see a half-written _metadata: write aside, fsync, rename.
         tmp = f"{loc.path}.inprogress-{uuid.uuid4().hex}"
@@ -121,14 +127,31 @@ def atomic_write(
             local_files.write_private(tmp, data, sync=True)
             if before_publish is not None:
                 before_publish()
-            os.replace(tmp, loc.path)
+            if exclusive:
+                os.link(tmp, loc.path)  # fails if the name exists, whoever wrote it
+            else:
+                os.replace(tmp, loc.path)
         finally:
             if os.path.exists(tmp):
                 os.remove(tmp)
-    else:
-        if before_publish is not None:
-            before_publish()
+        return
+    if before_publish is not None:
+        before_publish()
+    if not exclusive:
         loc.fs.pipe_file(loc.path, data)  # object stores publish a single put atomically
+    elif protocol_of(loc.public()) in ("s3", "s3a"):
+        from cairn.checkpoint.ha.s3_store import is_conflict
+
+        try:
+            loc.fs.pipe_file(loc.path, data, mode="create")
+        except OSError as exc:
+            if isinstance(exc, FileExistsError) or not is_conflict(exc):
+                raise
+            raise FileExistsError(loc.public()) from exc
+    else:
+        if loc.fs.exists(loc.path):
+            raise FileExistsError(loc.public())
+        loc.fs.pipe_file(loc.path, data)
 
 
 def protocol_of(path: str) -> str:

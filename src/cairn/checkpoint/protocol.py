@@ -408,12 +408,17 @@ _KEEP: Mapping[RetentionPolicy, frozenset[TerminalJobStatus]] = {
 def discard_on_termination(policy: RetentionPolicy, status: TerminalJobStatus) -> bool:
     """Whether the job's completed checkpoints are deleted when it ends with ``status``.
 
-    A finished job has nothing to resume, so its checkpoints go under every policy (Flink).
+    A finished job has nothing to resume, so its checkpoints go under every policy (Flink);
+    a suspended one (its driver lost its leadership) is resumed by another driver, so they
+    stay under every policy.
 
     >>> discard_on_termination(RetentionPolicy.DELETE_ON_CANCELLATION, TerminalJobStatus.FAILED)
     False
+    >>> discard_on_termination(
+    ...     RetentionPolicy.NO_EXTERNALIZED_CHECKPOINTS, TerminalJobStatus.SUSPENDED)
+    False
     """
-    return status not in _KEEP[policy]
+    return status is not TerminalJobStatus.SUSPENDED and status not in _KEEP[policy]
 
 
 # --- barrier options ------------------------------------------------------------------------------

@@ -178,15 +178,25 @@ class CheckpointStorage:
         return read_metadata(checkpoint_dir, options, key=self.signing_key)
 
     def write_metadata(
-        self, metadata: CheckpointMetadata, before_publish: Callable[[], None] | None = None
+        self,
+        metadata: CheckpointMetadata,
+        before_publish: Callable[[], None] | None = None,
+        exclusive: bool = False,
     ) -> CompletedCheckpoint:
         """Publish ``metadata`` as ``chk-<id>/_metadata`` (last, atomically): completes it.
-        ``before_publish`` runs once the bytes are written aside, before they are published."""
+        ``before_publish`` runs once the bytes are written aside, before they are published;
+        ``exclusive`` (high availability): ``FileExistsError`` if one is there already."""
         loc = self._chk(metadata.checkpoint_id)
         makedirs(loc)
         data = encode_metadata(metadata, self.signing_key)
-        atomic_write(loc.join(METADATA_FILE_NAME), data, before_publish)
+        atomic_write(loc.join(METADATA_FILE_NAME), data, before_publish, exclusive)
         return CompletedCheckpoint(metadata, loc.public())
+
+    def withdraw_metadata(self, checkpoint_id: CheckpointId) -> None:
+        """Remove ``chk-<id>/_metadata`` again (one this driver wrote exclusively, but could
+        not record as the job's latest): the checkpoint is incomplete again."""
+        loc = self._chk(checkpoint_id).join(METADATA_FILE_NAME)
+        loc.fs.rm_file(loc.path)
 
     def discard(self, checkpoint_id: CheckpointId) -> None:
         """Remove ``chk-<id>`` and everything in it; a missing directory is fine."""

@@ -24,6 +24,7 @@ from cairn.common.options import define as _helpers
 from cairn.common.options.checkpointing import *  # noqa: F403
 from cairn.common.options.deployment import *  # noqa: F403
 from cairn.common.options.execution import *  # noqa: F403
+from cairn.common.options.high_availability import *  # noqa: F403
 from cairn.common.options.network import *  # noqa: F403
 from cairn.common.options.recovery import *  # noqa: F403
 from cairn.common.options.rest_metrics import *  # noqa: F403

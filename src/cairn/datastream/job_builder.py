@@ -23,6 +23,7 @@ from cairn.common import config_options as opts
 from cairn.common.exceptions import ConfigurationError, JobSubmissionError
 from cairn.common.restart_strategy import restart_settings_from
 from cairn.datastream.checkpoint_config import checkpoint_settings_from
+from cairn.datastream.ha_config import ha_settings_from
 from cairn.graph.job_graph import auto_uid
 from cairn.graph.transformations import (
     OneInputTransformation,
@@ -152,6 +153,7 @@ def prepare_job(
         restore_mode=RestoreMode(get(opts.RESTORE_MODE)),
         cluster_id=get(opts.CLUSTER_ID),
         on_rerun=RerunPolicy(get(opts.ON_RERUN)),
+        ha=ha_settings_from(resolved, checkpoint),
         allow_fallback_past_committed=bool(get(opts.ALLOW_FALLBACK_PAST_COMMITTED)),
         operator_chaining=bool(get(opts.OPERATOR_CHAINING)),
         job_parameters=dict(get(opts.JOB_PARAMETERS) or {}),

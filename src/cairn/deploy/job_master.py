@@ -11,7 +11,9 @@ restart strategy (the checkpoint is never offered again); the job's status chang
 along ``lifecycle.JOB_STATUS_TRANSITIONS``, and a terminal status is set only after the
 checkpoint coordinator applied its retention policy;
 savepoint requests from other threads are started on the job master's thread
-(``savepoint_requests.py``), like everything else that touches the coordinator.
+(``savepoint_requests.py``), like everything else that touches the coordinator; under high
+availability no attempt is deployed unless this driver leads (``high_availability.py``), and
+one that lost its leadership ends SUSPENDED.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from typing import Any
 
 from cairn.checkpoint.coordinator import CheckpointCoordinator
 from cairn.checkpoint.errors import CheckpointError
-from cairn.checkpoint.failure import CheckpointFailureReason
+from cairn.checkpoint.ha.fence import LeadershipLost
+from cairn.checkpoint.ha.leader import Leadership
 from cairn.checkpoint.messages import TaskAcknowledgement, TaskDecline, TaskKey
 from cairn.checkpoint.protocol import FallbackRule
 from cairn.checkpoint.restore import check_restore_compatible
@@ -35,16 +38,20 @@ from cairn.checkpoint.storage import CheckpointStorage
 from cairn.common.job_status import JobStatus
 from cairn.deploy import control_messages as p
 from cairn.deploy.attempt_control import AttemptSavepointControl, FailAttempt, Stopped
+from cairn.deploy.attempt_errors import TaskFailure, WorkerLost, could_not_restore
 from cairn.deploy.committing_sinks import committing_sinks
 from cairn.deploy.control_server import ConnectionLost, ControlServer, Envelope
+from cairn.deploy.coordinator_gateway import CoordinatorGatewayOf
 from cairn.deploy.execution_plan import ExecutionPlan
 from cairn.deploy.executors import Deployment, Executor
+from cairn.deploy.high_availability import LostLeadership
 from cairn.deploy.initialization import JobInitialization
+from cairn.deploy.job_master_leadership import lead
 from cairn.deploy.lifecycle import AttemptEnd, AttemptOutcome, transition
 from cairn.deploy.output_forwarding import print_forwarded
 from cairn.deploy.restart_policy import RestartPolicy, after_failure
 from cairn.deploy.savepoint_requests import SavepointRequests, StopWithSavepoint
-from cairn.events import CheckpointBarrier, SavepointFormatType
+from cairn.events import SavepointFormatType
 from cairn.graph.job_graph import JobGraph
 from cairn.ids import AttemptNumber, CheckpointId, JobId
 from cairn.runtime.faults import driver_fault_hook, with_driver_pid
@@ -54,22 +61,6 @@ log = logging.getLogger(__name__)
 
 REGISTRATION_TIMEOUT_S = 180.0
 TICK_S = 0.02
-
-
-class TaskFailure(Exception):
-    """A task of the job failed; ``str()`` carries the remote (user's) traceback."""
-
-    def __init__(self, failed: p.TaskFailed) -> None:
-        where = f"task {failed.task}" if failed.task else "worker"
-        super().__init__(
-            f"{where} failed with {failed.error_type}: {failed.message}\n"
-            f"--- remote traceback ---\n{failed.traceback}"
-        )
-        self.failed = failed
-
-
-class WorkerLost(Exception):
-    pass
 
 
 @dataclass
@@ -88,7 +79,12 @@ class _AttemptState:
 
 _FINISHED = AttemptOutcome(AttemptEnd.FINISHED)
 _CANCELLED = AttemptOutcome(AttemptEnd.CANCELLED)
-_JOB_STATUS_OF = {AttemptEnd.FINISHED: JobStatus.FINISHED, AttemptEnd.CANCELLED: JobStatus.CANCELED}
+_SUSPENDED = AttemptOutcome(AttemptEnd.SUSPENDED)
+_JOB_STATUS_OF = {
+    AttemptEnd.FINISHED: JobStatus.FINISHED,
+    AttemptEnd.CANCELLED: JobStatus.CANCELED,
+    AttemptEnd.SUSPENDED: JobStatus.SUSPENDED,
+}
 
 
 class JobMaster:
@@ -113,6 +109,7 @@ class JobMaster:
         on_collect: Callable[[p.CollectedResults], None] | None = None,
         resume_from: Sequence[str] = (),
         first_attempt: int = 0,
+        leadership: Leadership | None = None,
     ) -> None:
         self.job_id = job_id
         self.settings = settings
@@ -151,6 +148,9 @@ class JobMaster:
         # The coordinator exists with or without periodic checkpoints: it finds restore
         # points and applies the retention policy; only triggering depends on this flag.
         self._checkpointing = cp.enabled
+        self.leadership = leadership  # high availability: None without
+        self._ha_restore: str | None = None  # what the HA pointer says to resume from
+        self.on_leading: Callable[[], None] = lambda: None  # launch's: plan the run now
         self.coordinator = self._make_coordinator()
         self._state: _AttemptState | None = None  # None until the first attempt is deployed
         self.start_ms = int(time.time() * 1000)
@@ -195,7 +195,10 @@ class JobMaster:
 
     def run(self) -> None:
         try:
-            self._run()
+            if lead(self):  # high availability: stand by until this driver leads
+                self._run()
+        except LeadershipLost as exc:  # before the first attempt
+            self._end(JobStatus.SUSPENDED, exc)
         except CheckpointError as exc:  # e.g. nothing usable to restore from: say what
             log.error("job %s cannot start: %s", self.job_id, exc)
             self._crashed(exc)
@@ -219,7 +222,21 @@ class JobMaster:
         the job ended sees its checkpoint directories as the policy left them."""
         self.error = error
         self.coordinator.shutdown(status)
+        if self.leadership is not None:  # record how the run ended, hand the lease over
+            suspended = status is JobStatus.SUSPENDED
+            self.leadership.finish(None if suspended else status.name)
         self._set_status(status)
+
+    def adopt_run(self, resume_from: Sequence[str], first_attempt: int, first_id: int) -> None:
+        """How this run starts (``deploy/job_runs.py``), before its first attempt: given to
+        ``__init__`` too, except under high availability, where it is known once leading."""
+        self._first_attempt = AttemptNumber(first_attempt)
+        self.attempt = AttemptNumber(first_attempt - 1)
+        self.resume_from = tuple(resume_from)
+        coordinator = self.coordinator
+        coordinator.set_next_checkpoint_id(
+            CheckpointId(max(first_id, coordinator.next_checkpoint_id))
+        )
 
     def _crashed(self, exc: BaseException) -> None:
         if self._status.is_globally_terminal_state():  # the job had ended: keep its status
@@ -243,7 +260,7 @@ class JobMaster:
             job_id=self.job_id,
             settings=cp,
             storage=self.storage,
-            gateway=_Gateway(self),
+            gateway=CoordinatorGatewayOf(self),
             expected_tasks=expected,
             source_tasks=sources,
             operator_parallelism=parallelism,
@@ -252,19 +269,27 @@ class JobMaster:
             ),
             properties=self.settings.checkpoint_properties(),
             before_publish=driver_fault_hook(self.faults),
+            fence=self.leadership,
         )
 
     def _run(self) -> None:
         restore = self._initial_restore()
+        if self.leadership is not None and restore is not None:  # a next leader resumes it
+            self.leadership.checkpoint_completed(restore.checkpoint_id, restore.checkpoint_dir)
         self._set_status(JobStatus.INITIALIZING)
         while True:
             self.attempt = AttemptNumber(self.attempt + 1)
-            outcome = self._run_attempt(self.attempt, restore)
+            if self.leadership is not None and not self.leadership.holds():
+                outcome = _SUSPENDED  # lost while restarting: deploy nothing
+            else:
+                outcome = self._run_attempt(self.attempt, restore)
             if outcome.end is not AttemptEnd.FAILED:
-                self._end(_JOB_STATUS_OF[outcome.end])
+                lost = outcome.end is AttemptEnd.SUSPENDED
+                error = LeadershipLost(f"job {self.job_id}: leadership lost") if lost else None
+                self._end(_JOB_STATUS_OF[outcome.end], error)
                 return
             assert outcome.error is not None  # AttemptOutcome: a failed attempt has its error
-            unusable = restore is not None and _could_not_restore(outcome.error)
+            unusable = restore is not None and could_not_restore(outcome.error)
             decision = after_failure(self._restart, unusable, _now_ms())
             if not decision.restart:
                 log.error("job %s failed, not restarting: %s", self.job_id, decision.reason)
@@ -299,6 +324,8 @@ class JobMaster:
     def _initial_restore(self) -> p.RestoreInfo | None:
         if self.settings.restore_path:
             return self._latest_restore(explicit=self.settings.restore_path)
+        if self._ha_restore:  # the HA pointer's checkpoint (deploy/high_availability.py)
+            return self._latest_restore(explicit=self._ha_restore)
         if self.resume_from:  # a rerun resumes the earlier run (deploy/job_runs.py)
             return self._latest_restore(explicit=self.resume_from)
         return None
@@ -518,6 +545,8 @@ class JobMaster:
                 )
         elif isinstance(msg, FailAttempt):
             return AttemptOutcome.failed(RuntimeError(msg.reason))
+        elif isinstance(msg, LostLeadership):
+            return _SUSPENDED
         elif isinstance(msg, Stopped):
             return _FINISHED
         return None
@@ -566,28 +595,6 @@ class JobMaster:
             self._server.inbox.put(Envelope(state.attempt, -1, FailAttempt(reason)))
 
 
-class _Gateway:
-    """What the checkpoint coordinator may do to the running attempt."""
-
-    def __init__(self, master: JobMaster) -> None:
-        self._m = master
-
-    def trigger_sources(self, barrier: CheckpointBarrier) -> None:
-        self._m._broadcast_current(p.TriggerCheckpoint(barrier))
-
-    def notify_complete(self, checkpoint_id: CheckpointId) -> None:
-        self._m._broadcast_current(p.NotifyCheckpointComplete(checkpoint_id))
-        self._m._emit("checkpoint", checkpoint_id)
-
-    def notify_aborted(
-        self, checkpoint_id: CheckpointId, reason: CheckpointFailureReason, message: str
-    ) -> None:
-        self._m._broadcast_current(p.NotifyCheckpointAborted(checkpoint_id, reason))
-
-    def fail_job(self, reason: str) -> None:
-        self._m._fail_current(reason)
-
-
 def _never_registered(state: _AttemptState) -> WorkerLost:
     missing = sorted(set(range(state.num_workers)) - set(state.registered))
     return WorkerLost(
@@ -595,11 +602,6 @@ def _never_registered(state: _AttemptState) -> WorkerLost:
         f"{state.num_workers} had registered with the job master (never: workers "
         f"{', '.join(map(str, missing))})"
     )
-
-
-def _could_not_restore(error: BaseException) -> bool:
-    """The attempt failed because a worker could not read the state it restored."""
-    return isinstance(error, TaskFailure) and error.failed.restore_failed
 
 
 def _now_ms() -> int:

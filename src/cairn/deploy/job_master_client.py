@@ -139,6 +139,8 @@ class JobClient:
         m = self._master
         if m.status is JobStatus.FAILED:
             raise JobExecutionError(f"Job {m.job_id} failed: {m.error}", m.job_id) from m.error
+        if m.status is JobStatus.SUSPENDED:  # another driver leads the job now
+            raise JobExecutionError(f"Job {m.job_id} suspended: {m.error}", m.job_id) from m.error
         runtime = (m.end_ms or int(time.time() * 1000)) - m.start_ms
         return JobExecutionResult(m.job_id, runtime, {})
 

@@ -15,7 +15,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cairn.checkpoint.errors import CheckpointError
@@ -93,8 +93,13 @@ class RunPlan:
         return listener
 
 
-def plan_run(settings: JobSettings, running_here: Collection[str] = ()) -> RunPlan:
+def plan_run(
+    settings: JobSettings, running_here: Collection[str] = (), leading: bool = False
+) -> RunPlan:
     """Read the job directory of the job's identity and decide how this run starts.
+    ``leading``: this driver holds the job's leader lease (high availability), which, not
+    the process table, says who runs the job: an earlier driver still alive is no reason
+    to refuse.
 
     Raises:
         RerunRefusedError: the earlier run's driver still runs, or on-rerun is REFUSE and
@@ -109,6 +114,8 @@ def plan_run(settings: JobSettings, running_here: Collection[str] = ()) -> RunPl
     job_id = identity.job_id
     job_dir = CheckpointStorage(cp.storage_url, job_id, cp.storage_options).job_dir
     facts = read_job_dir(job_dir, cp.storage_options, running_here)
+    if leading:
+        facts = replace(facts, driver_alive=False)
     if facts.record_problem is not None:
         log.warning("Job %s: unreadable run-status record (%s).", job_id, facts.record_problem)
     run_id = uuid.uuid4().hex

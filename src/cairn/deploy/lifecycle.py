@@ -37,24 +37,30 @@ _S = JobStatus
 JOB_STATUS_TRANSITIONS: Mapping[JobStatus, frozenset[JobStatus]] = MappingProxyType(
     {
         # Created with the job master; INITIALIZING once it deploys the first attempt. FAILED when
-        # it cannot start at all (e.g. no usable checkpoint at the restore path).
-        _S.CREATED: frozenset({_S.INITIALIZING, _S.FAILED}),
+        # it cannot start at all (e.g. no usable checkpoint at the restore path). Under high
+        # availability a standby stays CREATED; it ends as the leader ended the job (FINISHED,
+        # CANCELED, FAILED), CANCELED if cancelled, SUSPENDED if fenced while taking over.
+        _S.CREATED: frozenset({_S.INITIALIZING, _S.FAILED, _S.FINISHED, _S.CANCELED, _S.SUSPENDED}),
         # RUNNING when every worker of the attempt runs; the attempt may also fail (restart or
-        # give up) or be cancelled before that.
-        _S.INITIALIZING: frozenset({_S.RUNNING, _S.RESTARTING, _S.CANCELED, _S.FAILED}),
+        # give up) or be cancelled before that. SUSPENDED (from here, RUNNING and RESTARTING):
+        # the driver lost its leadership; another driver runs the job.
+        _S.INITIALIZING: frozenset(
+            {_S.RUNNING, _S.RESTARTING, _S.CANCELED, _S.FAILED, _S.SUSPENDED}
+        ),
         # FINISHED when every task finished; failover through RESTARTING.
-        _S.RUNNING: frozenset({_S.FINISHED, _S.RESTARTING, _S.CANCELED, _S.FAILED}),
+        _S.RUNNING: frozenset({_S.FINISHED, _S.RESTARTING, _S.CANCELED, _S.FAILED, _S.SUSPENDED}),
         # The new attempt runs again, or fails again before all its workers ran (RESTARTING
         # anew), or the restart strategy gives up, or the client cancels during the delay.
-        _S.RESTARTING: frozenset({_S.RUNNING, _S.RESTARTING, _S.CANCELED, _S.FAILED}),
+        _S.RESTARTING: frozenset({_S.RUNNING, _S.RESTARTING, _S.CANCELED, _S.FAILED, _S.SUSPENDED}),
     }
 )
 """Every status change Cairn's job master makes; any status not listed has none.
 
 Flink's graph, cut down to what Cairn does: Cairn enters INITIALIZING when it deploys the
 first attempt (after CREATED, where Flink starts in INITIALIZING), and fails over or cancels
-an attempt synchronously, so FAILING and CANCELLING are never observed; SUSPENDED and
-RECONCILING (job master failover in a cluster) do not exist in Cairn."""
+an attempt synchronously, so FAILING and CANCELLING are never observed; RECONCILING does not
+exist in Cairn. SUSPENDED, as in Flink, ends a driver that lost its leadership (high
+availability): terminal for this driver only."""
 
 
 class IllegalJobStatusTransition(RuntimeError):
@@ -80,6 +86,7 @@ class AttemptEnd(enum.Enum):
     FINISHED = "finished"  # every task finished
     CANCELLED = "cancelled"  # the client cancelled the job
     FAILED = "failed"  # a task, a worker or the executor failed: the restart strategy decides
+    SUSPENDED = "suspended"  # this driver lost its leadership (high availability)
 
 
 @dataclass(frozen=True)

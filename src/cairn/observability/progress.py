@@ -157,8 +157,10 @@ class ProgressReporter:
             _subtask_name(names, key): value
             for key, value in all_subtask_metrics(current, previous).items()
         }
+        leadership = getattr(m, "leadership", None)
+        standby = leadership is not None and leadership.role == "standby"
         return format_progress_line(
-            m.status.name,
+            "STANDBY" if standby else m.status.name,
             m.attempt,
             records_src,
             rate,
