@@ -27,10 +27,8 @@ from tests.unit._coordinator_harness import (
     Harness,
     RecordingGateway,
     exists,
-    root_fixture,
 )
 
-root = root_fixture
 LEASE_MS = 10_000
 HA = tuple[Harness, Leadership, MemoryStore]
 

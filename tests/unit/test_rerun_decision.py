@@ -17,7 +17,7 @@ from cairn.checkpoint.rerun import Refuse, Resume, StartFresh, decide_rerun, fir
 from cairn.checkpoint.run_status import JobDirFacts, read_job_dir, start_record, write_run_status
 from cairn.ids import CheckpointId, JobId
 from cairn.settings import RerunPolicy
-from tests.unit._coordinator_harness import make, root_fixture  # noqa: F401 - the fixture
+from tests.unit._coordinator_harness import make
 
 JOB = JobId("f" * 32)
 
