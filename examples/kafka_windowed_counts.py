@@ -62,24 +62,29 @@ from cairn.datastream.window_functions import ProcessWindowFunction
 EVENT = Types.ROW_NAMED(["user", "amount", "ts"], [Types.STRING(), Types.LONG(), Types.LONG()])
 WINDOW_MS = 1000
 DISORDER_MS = 3000  # how far an event's ts may lag behind the newest one in its partition
-START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z, so windows start on whole seconds
 
 
-def events(records: int, users: int, seed: int = 24) -> Iterator[dict[str, Any]]:
-    """Event ``i`` happens ``i`` ms after START_MS, arrives up to DISORDER_MS late."""
+def events(records: int, users: int, start_ms: int, seed: int = 24) -> Iterator[dict[str, Any]]:
+    """Event ``i`` happens ``i`` ms after ``start_ms``, arrives up to DISORDER_MS late.
+
+    ``start_ms`` should be recent: the sink gives each output record its window's time as
+    Kafka timestamp, and a broker deletes records older than the topic's ``retention.ms``
+    (7 days by default) as soon as its log cleaner runs."""
     rng = random.Random(seed)
     for i in range(records):
         yield {
             "user": f"user-{rng.randrange(users):03d}",
             "amount": rng.randint(1, 100),
-            "ts": START_MS + i - rng.randint(0, DISORDER_MS),
+            "ts": start_ms + i - rng.randint(0, DISORDER_MS),
         }
 
 
-def expected_windows(records: int, users: int) -> dict[tuple[str, int], tuple[int, int]]:
+def expected_windows(
+    records: int, users: int, start_ms: int
+) -> dict[tuple[str, int], tuple[int, int]]:
     """(user, window start) -> (count, sum of amounts), computed without Cairn."""
     windows: dict[tuple[str, int], tuple[int, int]] = {}
-    for e in events(records, users):
+    for e in events(records, users, start_ms):
         key = (e["user"], e["ts"] - e["ts"] % WINDOW_MS)
         count, total = windows.get(key, (0, 0))
         windows[key] = (count + 1, total + e["amount"])
@@ -104,13 +109,13 @@ def delete_topics(servers: str, topics: list[str]) -> None:
         done.result(timeout=60)
 
 
-def fill_input(servers: str, topic: str, records: int, users: int) -> None:
+def fill_input(servers: str, topic: str, records: int, users: int, start_ms: int) -> None:
     """The events as JSON, keyed by user (a user's events share a partition, in ts order
     up to DISORDER_MS)."""
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": servers, "enable.idempotence": True, "linger.ms": 20})
-    for e in events(records, users):
+    for e in events(records, users, start_ms):
         while True:
             try:
                 producer.produce(topic, json.dumps(e).encode(), key=e["user"].encode())
@@ -304,7 +309,8 @@ def main(argv: list[str] | None = None) -> int:
         source, sink = f"cairn-events-{run}", f"cairn-window-sums-{run}"
         create_topics(args.bootstrap_servers, [source, sink], args.partitions)
         stack.callback(delete_topics, args.bootstrap_servers, [source, sink])
-        fill_input(args.bootstrap_servers, source, args.records, args.users)
+        start_ms = int(time.time()) * 1000  # a whole second: the windows are the same each run
+        fill_input(args.bootstrap_servers, source, args.records, args.users, start_ms)
         print(f"wrote {args.records} events into {source} ({args.partitions} partitions)")
         env = StreamExecutionEnvironment.get_execution_environment()
         env.set_parallelism(2)
@@ -314,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
             kill_a_worker_mid_run(client)
         client.get_job_execution_result()
         print(f"restarts: {client.job_master.restarts}")
-        expected = expected_windows(args.records, args.users)
+        expected = expected_windows(args.records, args.users, start_ms)
         values = read_committed(args.bootstrap_servers, sink, expect=len(expected))
         return 0 if check(values, expected) else 1
     return 1
