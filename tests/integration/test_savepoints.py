@@ -207,7 +207,10 @@ def test_savepoint_stop_rescale_and_upgrade_from_another_process(tmp_path: Path)
     assert argv[1:4] == ["run", "-p", "3"]
     job = start_job(env, log2, *argv[2:])
     try:
-        jid2 = listed_job(env, {jid}, job, log2)
+        # Same job name and storage: the same job id (the run before ended FINISHED, so the
+        # RUNNING row is this run's).
+        jid2 = listed_job(env, set(), job, log2)
+        assert jid2 == jid
         wait_for_lines(out, first_run + 1000, job, log2)
         stopped = cairn(env, "stop", "--savepoint-path", tmp_path / "sp4", jid2)
         assert stopped.returncode == 0, stopped.stderr
