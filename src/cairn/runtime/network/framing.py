@@ -4,8 +4,9 @@ Invariant: every frame is written by one ``sendmsg``/``sendall`` sequence under 
 lock, so frames of concurrent senders never interleave; the single reader sees frames
 whole and in the order they were sent. Wrap a socket only after ``auth`` succeeded on it.
 No frame longer than ``max_frame_size`` is sent, and a peer's header announcing one closes
-the connection before any memory is allocated for its payload (even authenticated peers
-must not make this process allocate what its header claims).
+the connection before any memory is allocated for its payload; below the cap, a payload's
+buffer grows with the bytes received, never ahead of them (even authenticated peers must not
+make this process allocate what its header claims).
 
 Frame = header ``!BiI`` (kind uint8, channel int32, payload length uint32) + payload.
 """
@@ -221,13 +222,14 @@ class FramedConnection:
         raise FrameRefused(message)
 
     def _recv_large(self, length: int) -> bytes:
-        payload = bytearray(length)
-        target = memoryview(payload)
-        received = self._end - self._start
-        target[:received] = self._view[self._start : self._end]
+        # The payload grows with what arrives (through the reusable buffer), not with what
+        # the header claims: a peer announcing 64 MiB and sending nothing costs no memory.
+        payload = bytearray(self._view[self._start : self._end])
         self._start = self._end = 0
-        while received < length:
-            received += self._recv_into(target[received:], True)
+        while len(payload) < length:
+            want = min(len(self._buffer), length - len(payload))
+            count = self._recv_into(self._view[:want], True)
+            payload += self._view[:count]
         return bytes(payload)
 
     def _recv_into(self, target: memoryview, mid_frame: bool) -> int:
