@@ -237,6 +237,46 @@ class NetworkSettings:
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
 
 
+@dataclass(frozen=True)
+class TlsFiles:
+    """PEM files of one side of TLS (Flink's keystore and truststore, as Python's ``ssl``
+    reads them): ``keystore`` holds this side's certificate chain and private key,
+    ``truststore`` the CA certificates a peer's certificate must chain to, ``key_password``
+    decrypts an encrypted private key (never shown).
+
+    >>> TlsFiles("/etc/cairn/internal.pem", "/etc/cairn/ca.pem", key_password="x")
+    TlsFiles(keystore='/etc/cairn/internal.pem', truststore='/etc/cairn/ca.pem')
+    """
+
+    keystore: str
+    truststore: str
+    key_password: str | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class SecuritySettings:
+    """``security.ssl.*`` (Flink's keys): ``internal`` (None: off) secures every connection
+    between the driver and the workers and between workers, with mutual authentication;
+    ``rest`` (None: off) serves the control endpoint over HTTPS, requiring client
+    certificates too when ``rest_authentication``.
+
+    >>> SecuritySettings(rest_authentication=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: security.ssl.rest.authentication-enabled needs security.ssl.rest.enabled
+    """
+
+    internal: TlsFiles | None = None
+    rest: TlsFiles | None = None
+    rest_authentication: bool = False
+
+    def __post_init__(self) -> None:
+        if self.rest_authentication and self.rest is None:
+            raise ValueError(
+                "security.ssl.rest.authentication-enabled needs security.ssl.rest.enabled"
+            )
+
+
 class ExecutorKind(enum.Enum):
     """Where the workers run (``cairn.executor``)."""
 
@@ -364,6 +404,7 @@ class JobSettings:
     rest: RestSettings = RestSettings()
     metrics: MetricsSettings = MetricsSettings()
     ha: HighAvailabilitySettings = HighAvailabilitySettings()  # high-availability.*
+    security: SecuritySettings = SecuritySettings()  # security.ssl.*
 
     def checkpoint_properties(self) -> dict[str, str]:
         """The checkpoint configuration under Flink's keys, kept in every checkpoint's

@@ -1,4 +1,4 @@
-"""Length-prefixed frames over an already authenticated TCP socket.
+"""Length-prefixed frames over an already authenticated TCP socket (or TLS stream).
 
 Invariant: every frame is written by one ``sendmsg``/``sendall`` sequence under the send
 lock, so frames of concurrent senders never interleave; the single reader sees frames
@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from cairn.runtime.network.errors import ConnectionClosed, FrameRefused, FrameTooLarge
+from cairn.runtime.network.tls import TlsChannel
 from cairn.settings import DEFAULT_MAX_FRAME_SIZE, MAX_FRAME_SIZE_KEY
 
 logger = logging.getLogger(__name__)
@@ -61,7 +62,7 @@ class FramedConnection:
 
     def __init__(
         self,
-        sock: socket.socket,
+        sock: socket.socket | TlsChannel,
         *,
         recv_buffer_size: int = DEFAULT_RECV_BUFFER,
         socket_buffer_size: int | None = None,
@@ -136,7 +137,9 @@ class FramedConnection:
             if self._closed:
                 raise ConnectionClosed("connection is closed")
             try:
-                if _HAS_SENDMSG:
+                if isinstance(self._sock, TlsChannel):
+                    self._sock.send_buffers(buffers)
+                elif _HAS_SENDMSG:
                     self._sendmsg_all(buffers)
                 else:
                     self._sock.sendall(b"".join(buffers))
@@ -144,6 +147,7 @@ class FramedConnection:
                 raise ConnectionClosed(f"send failed: {exc}") from exc
 
     def _sendmsg_all(self, buffers: list[Payload]) -> None:
+        assert isinstance(self._sock, socket.socket)
         index = 0
         while index < len(buffers):
             sent = self._sock.sendmsg(buffers[index : index + _IOV_MAX])
