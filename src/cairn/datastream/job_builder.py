@@ -24,6 +24,7 @@ from cairn.common.exceptions import ConfigurationError, JobSubmissionError
 from cairn.common.restart_strategy import restart_settings_from
 from cairn.datastream.checkpoint_config import checkpoint_settings_from
 from cairn.datastream.ha_config import ha_settings_from
+from cairn.datastream.tls_config import security_settings_from
 from cairn.graph.job_graph import auto_uid
 from cairn.graph.transformations import (
     OneInputTransformation,
@@ -154,6 +155,7 @@ def prepare_job(
         cluster_id=get(opts.CLUSTER_ID),
         on_rerun=RerunPolicy(get(opts.ON_RERUN)),
         ha=ha_settings_from(resolved, checkpoint),
+        security=security_settings_from(resolved),
         allow_fallback_past_committed=bool(get(opts.ALLOW_FALLBACK_PAST_COMMITTED)),
         operator_chaining=bool(get(opts.OPERATOR_CHAINING)),
         job_parameters=dict(get(opts.JOB_PARAMETERS) or {}),

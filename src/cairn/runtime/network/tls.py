@@ -20,12 +20,13 @@ import ssl
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from cairn.runtime.network.errors import ConnectionClosed
 from cairn.settings import TlsFiles
 
-__all__ = ["TlsChannel", "client_context", "server_context"]
+__all__ = ["InternalTls", "TlsChannel", "client_context", "server_context"]
 
 _READ_CHUNK = 256 * 1024  # raw bytes pulled from the socket per read
 _WRITE_CHUNK = 256 * 1024  # plaintext encrypted per step, so a big frame is not doubled in memory
@@ -70,6 +71,25 @@ def client_context(files: TlsFiles) -> ssl.SSLContext:
     context = _context(files, ssl.PROTOCOL_TLS_CLIENT, True)
     context.verify_mode = ssl.CERT_REQUIRED
     return context
+
+
+@dataclass(frozen=True)
+class InternalTls:
+    """Both contexts of one process on the internal wire (None, None: TLS is off).
+
+    >>> InternalTls.of(None)
+    InternalTls(server=None, client=None)
+    """
+
+    server: ssl.SSLContext | None = None  # for its ``Listener``
+    client: ssl.SSLContext | None = None  # for ``connect``
+
+    @classmethod
+    def of(cls, files: TlsFiles | None) -> InternalTls:
+        """The contexts of ``security.ssl.internal.*`` (``files``; None: TLS off)."""
+        if files is None:
+            return cls()
+        return cls(server_context(files), client_context(files))
 
 
 class TlsChannel:
