@@ -82,7 +82,7 @@ def make_job_certificates(
     """
     if days < 1:
         raise ValueError(f"days must be >= 1, got {days}")
-    target = Path(directory)
+    target = Path(directory).absolute()  # workers read the same paths elsewhere
     if target.exists() and any(target.iterdir()):
         raise FileExistsError(f"{target} is not empty; certificates go into a new directory")
     target.mkdir(mode=0o700, parents=True, exist_ok=True)
