@@ -62,6 +62,9 @@ class CairnOptions:
     # Set by run_workload once the storage is up: the S3 root URL and its s3.* keys.
     storage_root: str | None = None
     storage_config: tuple[tuple[str, str], ...] = ()
+    # More configuration keys (``--conf KEY=VALUE``), e.g. security.ssl.internal.* for an A/B
+    # of TLS's cost.
+    extra_config: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -95,7 +98,7 @@ def bench_environment(opts: CairnOptions, interval_ms: int, checkpoint_dir: str)
         conf.set_string("cairn.spark.master", opts.master)
     conf.set_string("state.backend.type", opts.state_backend)
     conf.set_string("execution.checkpointing.incremental", str(opts.incremental).lower())
-    for key, value in opts.storage_config:
+    for key, value in (*opts.storage_config, *opts.extra_config):
         conf.set_string(key, value)
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(opts.parallelism)

