@@ -51,7 +51,15 @@ def entry_of(job: JobClient) -> JobEntry:
     return entry
 
 
-def test_the_cli_reaches_an_https_endpoint_with_its_client_certificate(
+def test_only_clients_with_a_certificate_reach_the_https_endpoint(
+    job: JobClient, certs: JobCertificates, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One job for every client (a job's start is most of the time).
+    the_cli_reaches_it_with_its_client_certificate(job, certs, monkeypatch)
+    clients_without_a_certificate_get_no_answer(job)
+
+
+def the_cli_reaches_it_with_its_client_certificate(
     job: JobClient, certs: JobCertificates, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     entry = entry_of(job)
@@ -64,7 +72,7 @@ def test_the_cli_reaches_an_https_endpoint_with_its_client_certificate(
         JobEndpoint(entry).status()  # no client certificate: refused in the handshake
 
 
-def test_clients_without_a_certificate_get_no_answer(job: JobClient) -> None:
+def clients_without_a_certificate_get_no_answer(job: JobClient) -> None:
     entry = entry_of(job)
     port = int(entry.endpoint.rsplit(":", 1)[1])
     plain = f"http://127.0.0.1:{port}/jobs/{job.get_job_id()}"
