@@ -58,6 +58,9 @@ _SESSION_CONF: Mapping[str, str] = MappingProxyType(
     }
 )
 UDS_DIR_KEY = "spark.python.unix.domain.socket.dir"
+# PySpark names a socket "<dir>/.<uuid4>.sock": 43 bytes after the directory, whose own
+# name adds up to 17; sun_path holds 107.
+_MAX_SOCKET_BASE = 40
 
 
 # Local mode: the driver's JVM only schedules and feeds the Python workers, which do the
@@ -225,15 +228,19 @@ def _session_conf(master: str, extra_conf: Mapping[str, str]) -> dict[str, str]:
 
 
 def private_socket_dir(base: str | None = None) -> str:
-    """``<tmp>/cairn-spark-<uid>``, created 0700; refused if another user owns it or others
-    may enter it (they could replace the socket files).
+    """``<tmp>/cairn-spark-<uid>``, created 0700 (``/tmp`` instead of a temporary directory
+    too long for socket paths); refused if another user owns it or others may enter it (they
+    could replace the socket files).
 
     >>> import tempfile, stat
     >>> d = private_socket_dir(tempfile.mkdtemp())
     >>> stat.S_IMODE(os.stat(d).st_mode)
     448
     """
-    path = os.path.join(base or tempfile.gettempdir(), f"cairn-spark-{os.getuid()}")
+    base = base or tempfile.gettempdir()
+    if len(base) > _MAX_SOCKET_BASE and os.path.isdir("/tmp"):
+        base = "/tmp"  # a socket's path has at most ~107 bytes (sun_path)
+    path = os.path.join(base, f"cairn-spark-{os.getuid()}")
     try:
         os.mkdir(path, 0o700)
     except FileExistsError:
