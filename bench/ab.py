@@ -18,6 +18,11 @@ results)::
     python -m bench.ab --a ../cairn-before --b . --repeat 4 --module bench.windows -- \\
         --records 10000000 --keys 10000 --events-per-second 1000000 --verify
 
+The cost of a setting, one checkout on both sides (``--b-extra``: options only B's runs get)::
+
+    python -m bench.ab --a . --b . --b-extra="--conf metrics.latency.interval=1000" -- \\
+        --workload keyed-sum --records 2000000 --keys 10000 --checkpoint-interval-ms 1000
+
 Prints one line per run and a summary (median records/s of each side, B/A).
 """
 
@@ -118,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
         "--module", choices=MODULES, default=MODULES[0], help="what each run measures"
     )
     parser.add_argument(
+        "--b-extra", default="", help="options appended to B's runs only (split on spaces)"
+    )
+    parser.add_argument(
         "workload_args", nargs=argparse.REMAINDER, help="after --: the bench.workloads options"
     )
     ns = parser.parse_args(argv)
@@ -127,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     rates: dict[str, list[float]] = {"a": [], "b": []}
     for side in alternating_order(ns.repeat):
         checkout = ns.a if side == "a" else ns.b
-        result = run_once(checkout.resolve(), args, ns.timeout, ns.module)
+        extra = ns.b_extra.split() if side == "b" else []
+        result = run_once(checkout.resolve(), args + extra, ns.timeout, ns.module)
         rate = float(result["steady_records_per_s"] or 0.0)
         rates[side].append(rate)
         verified = f", verified {result['verified']}" if "verified" in result else ""
