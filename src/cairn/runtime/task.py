@@ -110,6 +110,10 @@ class StreamTask:
         # After a stop-with-savepoint barrier: poll nothing until input ends or resumes.
         self.source_suspended = False
         self.backpressured = False
+        # A partly filled output batch goes as soon as the task's input ran dry (the batch
+        # will not fill soon), not only when the whole worker idles or the buffer times out;
+        # False with a buffer timeout of -1 (Flink: only full buffers).
+        self.flush_when_drained = True
         # Time accounting (perf_counter seconds): busy is added by the worker around each
         # run that did something; backpressured from a transition to the next.
         self.started_s = time.perf_counter()
@@ -240,6 +244,8 @@ class StreamTask:
         for _ in range(MAX_BATCHES_PER_RUN):
             item = gate.poll()
             if item is None:
+                if did and self.flush_when_drained:
+                    self.flush_ready()
                 break
             did = True
             channel, entry = item
@@ -329,6 +335,8 @@ class StreamTask:
             return False
         self.records_in += len(batch)
         self._emit_from_source(batch)
+        if len(batch) < limit and self.flush_when_drained:
+            self.flush_ready()  # the source has no more now: what it emitted goes
         if not self._outputs_available():
             self._enter_backpressure()  # from now, not when the task is next run
         if self._faults.active:
