@@ -27,6 +27,8 @@ The cost of a setting in one checkout (``--b-args``: workload options of B only)
                   --conf security.ssl.internal.truststore=/tmp/tls/internal-ca.pem" \\
         -- --workload keyed-sum --records 2000000 --keys 10000
 
+or the latency markers' (``--b-args "--conf metrics.latency.interval=1000"``).
+
 Prints one line per run and a summary (median records/s of each side, B/A).
 """
 

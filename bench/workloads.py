@@ -141,6 +141,7 @@ def latency(
         result.update(
             latency_p50_ms=round(summary.p50_ms, 2),
             latency_p99_ms=round(summary.p99_ms, 2),
+            latency_p999_ms=round(summary.p999_ms, 2),
             latency_max_ms=round(summary.max_ms, 2),
         )
         result["note"] = join(
@@ -148,7 +149,21 @@ def latency(
             f"{summary.count:,} records timed, first "
             f"{summary.skipped:,} ({warmup_s:g} s warm-up) not",
         )
+    _marker_figures(result, seen)
     return result
+
+
+def _marker_figures(result: dict[str, Any], seen: Observed) -> None:
+    """With ``--conf metrics.latency.interval=N``: the latency markers' figures at the sink
+    (source emission -> sink, skipping the functions), the largest over its subtasks; with
+    ``metrics.latency.history-size`` above the markers a run sends, over the whole run."""
+    sink = [r for r in seen.latency_reports if r.scope.operator_id == "discarding-sink"]
+    if sink:
+        result.update(
+            marker_p50_ms=round(max(r.stats.median for r in sink), 2),
+            marker_p99_ms=round(max(r.stats.p99 for r in sink), 2),
+            marker_max_ms=round(max(r.stats.max for r in sink), 2),
+        )
 
 
 def _write_checkpoint_timeline(seen: Observed, path: str) -> None:
@@ -257,6 +272,18 @@ def _need_rate(rate: float | None, workload: str) -> float:
     return rate
 
 
+def _key_value(text: str) -> tuple[str, str]:
+    """``--conf`` text as a pair.
+
+    >>> _key_value("metrics.latency.interval=1000")
+    ('metrics.latency.interval', '1000')
+    """
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise SystemExit(f"--conf needs KEY=VALUE, got {text!r}")
+    return key.strip(), value.strip()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.workloads",
@@ -313,12 +340,11 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a configuration key of the job (repeatable), e.g. security.ssl.internal.enabled=true",
+        help="a configuration key of the job (repeatable), e.g. metrics.latency.interval=1000",
     )
     args = parser.parse_args(argv)
-    pairs = [c.split("=", 1) for c in args.conf if "=" in c]
-    extra = tuple((key, value) for key, value in pairs)
     opts = CairnOptions(
+        config=tuple(_key_value(c) for c in args.conf),
         parallelism=args.parallelism,
         executor=args.executor,
         master=args.master,
@@ -327,7 +353,6 @@ def main(argv: list[str] | None = None) -> int:
         state_backend=args.state_backend,
         incremental=args.incremental,
         storage=args.storage,
-        extra_config=extra,
     )
     # Start-up is measured from submission, which includes creating the Spark session.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

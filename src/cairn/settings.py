@@ -182,7 +182,8 @@ class RestSettings:
 @dataclass(frozen=True)
 class MetricsSettings:
     """Metric reporters (``metrics.reporters``, ``metrics.reporter.prom.*``, Flink's keys):
-    ``prometheus`` starts an HTTP server for Prometheus on ``host:port`` (0: a free port).
+    ``prometheus`` starts an HTTP server for Prometheus on ``host:port`` (0: a free port);
+    latency tracking (``metrics.latency.*``).
 
     >>> MetricsSettings(prometheus=True, port=-1)
     Traceback (most recent call last):
@@ -193,6 +194,11 @@ class MetricsSettings:
     prometheus: bool = False
     host: str = "127.0.0.1"
     port: int = 9249
+    # Latency tracking (``metrics.latency.*``): marker interval (0: off), granularity
+    # ("single", "operator", "subtask") and histogram window.
+    latency_interval_ms: int = 0
+    latency_granularity: str = "operator"
+    latency_history_size: int = 128
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:

@@ -170,10 +170,15 @@ def prepare_job(
             archive_dir=get(opts.JOB_ARCHIVE_DIR),
             archive_retained=int(get(opts.ARCHIVE_RETAINED_JOBS)),
         ),
-        metrics=_metrics_settings(
-            str(get(opts.METRICS_REPORTERS) or ""),
-            str(get(opts.METRICS_PROM_HOST)),
-            int(get(opts.METRICS_PROM_PORT)),
+        metrics=replace(
+            _metrics_settings(
+                str(get(opts.METRICS_REPORTERS) or ""),
+                str(get(opts.METRICS_PROM_HOST)),
+                int(get(opts.METRICS_PROM_PORT)),
+            ),
+            latency_interval_ms=int(get(opts.METRICS_LATENCY_INTERVAL)),
+            latency_granularity=str(get(opts.METRICS_LATENCY_GRANULARITY)),
+            latency_history_size=int(get(opts.METRICS_LATENCY_HISTORY_SIZE)),
         ),
         switch_interval_ms=int(get(opts.WORKER_SWITCH_INTERVAL)),
         network=NetworkSettings(

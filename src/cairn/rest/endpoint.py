@@ -383,6 +383,7 @@ class RestEndpoint:
             ("job", self._details(facts, metrics)),
             ("checkpoints", stats.to_dict() if stats is not None else None),
             ("user-metrics", user),
+            ("latency", metric_views.latency_overview(metrics)),
             ("backpressure", pressure),  # the last: the page renders on it
         ]
         return events, self._master.status.is_globally_terminal_state()
