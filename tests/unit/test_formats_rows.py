@@ -75,7 +75,7 @@ def test_csv_rows_round_trip_with_quotes_arrays_dates_bytes_and_nulls() -> None:
     assert data == b'7,"say ""hi"", then go",1.5;2.0,true,2026-01-02,AAE=\n'
     assert tuple(back.deserialize(data)) == row
     nulls = back.deserialize(out.serialize((None, "x", None, None, None, None)))
-    assert tuple(nulls) == (None, "x", None, None, None, None)
+    assert tuple(nulls) == (None, "x", [], None, None, None)  # an empty array reads as []
     assert out.serialize({"id": 1, "name": "d", "scores": [], "ok": False}) == (
         b"1,d,,false,,\n"  # a dict by name, missing fields null
     )
@@ -180,6 +180,7 @@ def test_the_schemas_import_from_pyflinks_paths() -> None:
     assert common.CsvRowSerializationSchema is csv_module.CsvRowSerializationSchema
     assert common.AvroRowDeserializationSchema is AvroRowDeserializationSchema
     assert common.JsonRowDeserializationSchema is JsonRowDeserializationSchema
-    from cairn.common.serialization import ByteArraySchema as B, RowFieldExtractorSchema as R
+    from cairn.common.serialization import ByteArraySchema as B
+    from cairn.common.serialization import RowFieldExtractorSchema as R
 
-    assert (B, R) == (ByteArraySchema, RowFieldExtractorSchema)
+    assert (ByteArraySchema, RowFieldExtractorSchema) == (B, R)

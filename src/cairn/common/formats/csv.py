@@ -81,6 +81,12 @@ def _is_string(type_info: TypeInformation) -> bool:
     return isinstance(type_info, BasicTypeInfo) and type_info.name in ("String", "Character")
 
 
+def _is_list(type_info: TypeInformation) -> bool:
+    # Byte arrays are bytes, for which "" is null like any other non-string field.
+    element = getattr(type_info, "element_type", None)
+    return element is not None and getattr(element, "name", None) != "Byte"
+
+
 def parse_fields(
     fields: list[str], row_type: RowTypeInfo, dialect: CsvDialect, where: str = ""
 ) -> Row:
@@ -95,7 +101,9 @@ def parse_fields(
         )
     values: list[Any] = []
     for text, name, type_info in zip(fields, names, types, strict=True):
-        if text == dialect.null_literal or (text == "" and not _is_string(type_info)):
+        if text == dialect.null_literal or (
+            text == "" and not _is_string(type_info) and not _is_list(type_info)
+        ):
             values.append(None)
         else:
             values.append(parse_text(text, type_info, name, dialect.array_element_delimiter))

@@ -229,9 +229,12 @@ class ParquetBulkWriters:
 
     @staticmethod
     def for_row_type(
-        schema: pa.Schema, compression: str = "snappy", row_group_size: int = 65536
+        schema: Any, compression: str = "snappy", row_group_size: int = 65536
     ) -> ParquetWriterFactory:
-        return ParquetWriterFactory(schema, compression, row_group_size)
+        """``schema``: a ``pyarrow.Schema`` or ``Types.ROW_NAMED(...)`` (PyFlink's row type)."""
+        from cairn.datastream.formats.arrow import arrow_schema
+
+        return ParquetWriterFactory(arrow_schema(schema), compression, row_group_size)
 
 
 class ParquetWriterFactory(BulkWriterFactory):
