@@ -89,8 +89,9 @@ class AvroSchema:
 
 
 def to_avro(value: Any, schema: Any) -> Any:
-    """A Python record (``Row``, tuple by position, dict or named ``Row`` by name) as the
-    dicts fastavro writes; nested rows become nested records."""
+    """A Python record as the dicts fastavro writes: dicts, and ``Row``s having every field
+    name of the record, by name; other ``Row``s and tuples by position (Flink's way, so
+    ``Types.ROW``'s ``f0, f1...`` fit any record); nested rows become nested records."""
     if isinstance(schema, list):  # a union: a row goes into its record branch
         if isinstance(value, Row | tuple):
             for branch in schema:
@@ -102,8 +103,9 @@ def to_avro(value: Any, schema: Any) -> Any:
     kind = schema.get("type")
     if kind == "record" and value is not None:
         fields = schema["fields"]
-        if isinstance(value, Row) and value.get_field_names() is not None:
-            value = value.as_dict()
+        names = value.get_field_names() if isinstance(value, Row) else None
+        if names is not None and {f["name"] for f in fields} <= set(names):
+            value = value.as_dict()  # else by position, as Flink's Row (f0, f1... too)
         if isinstance(value, Mapping):
             return {f["name"]: to_avro(value.get(f["name"]), f["type"]) for f in fields}
         values = list(value)
