@@ -11,9 +11,14 @@ from typing import Any
 import pytest
 
 from cairn.batch.plan import BatchModeError
-from cairn.common import JobStatus, RestartStrategies
+from cairn.common import Encoder, JobStatus, RestartStrategies, Types, WatermarkStrategy
 from cairn.common.exceptions import JobExecutionException
-from cairn.datastream import KeyedProcessFunction, SourceFunction
+from cairn.datastream import (
+    KeyedProcessFunction,
+    RuntimeExecutionMode,
+    SourceFunction,
+    StreamExecutionEnvironment,
+)
 from tests.unit.batch_jobs import (
     EVENTS,
     JOBS,
@@ -138,3 +143,67 @@ def test_checkpointing_is_ignored_with_a_log_line(caplog: pytest.LogCaptureFixtu
         settings = env.prepare_job("checkpointed batch").settings
     assert settings.batch and not settings.checkpoint.enabled
     assert "BATCH takes no checkpoints" in caplog.text
+
+
+def _word_count_example(env: Any, source: Any, sink: Any) -> None:
+    """The shape of Flink's PyFlink ``word_count.py`` (BATCH, parallelism 1, a generator
+    split, a declared tuple type, key_by + reduce, a file sink or print)."""
+
+    def split(line: str) -> Any:
+        yield from line.split()
+
+    env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+    env.set_parallelism(1)
+    ds = (
+        env.from_source(source, WatermarkStrategy.for_monotonous_timestamps(), "file_source")
+        .flat_map(split)
+        .map(lambda i: (i, 1), output_type=Types.TUPLE([Types.STRING(), Types.INT()]))
+        .key_by(lambda i: i[0])
+        .reduce(lambda i, j: (i[0], i[1] + j[1]))
+    )
+    if sink is None:
+        ds.print()
+    else:
+        ds.sink_to(sink)
+    env.execute()
+
+
+def test_a_word_count_example_style_job_runs_in_batch_with_pyflinks_names(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cairn.datastream.connectors import (
+        FileSink,
+        FileSource,
+        OutputFileConfig,
+        RollingPolicy,
+        StreamFormat,
+    )
+
+    text = tmp_path / "in.txt"
+    text.write_text("to be or\nnot to be\n")
+
+    def source() -> Any:
+        return (
+            FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(text))
+            .process_static_file_set()
+            .build()
+        )
+
+    sink = (
+        FileSink.for_row_format(str(tmp_path / "out"), Encoder.simple_string_encoder())
+        .with_output_file_config(
+            OutputFileConfig.builder().with_part_prefix("prefix").with_part_suffix(".ext").build()
+        )
+        .with_rolling_policy(RollingPolicy.default_rolling_policy())
+        .build()
+    )
+    conf = {"cairn.executor": "inprocess"}
+    _word_count_example(StreamExecutionEnvironment.get_execution_environment(conf), source(), sink)
+    parts = sorted(p for p in (tmp_path / "out").rglob("*") if p.is_file())
+    assert parts and all(p.name.startswith("prefix-") and p.suffix == ".ext" for p in parts)
+    lines = [line for p in parts for line in p.read_text().splitlines()]
+    assert sorted(lines) == ["(be,2)", "(not,1)", "(or,1)", "(to,2)"]  # once per word
+
+    capsys.readouterr()
+    _word_count_example(StreamExecutionEnvironment.get_execution_environment(conf), source(), None)
+    assert sorted(capsys.readouterr().out.splitlines()) == ["(be,2)", "(not,1)", "(or,1)", "(to,2)"]
