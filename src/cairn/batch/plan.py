@@ -4,7 +4,8 @@ Invariant: pure functions of the job graph (no Spark, no I/O). Every input of a 
 fully produced before the stage runs, so a failed stage reruns from its inputs alone. Each
 record crossing an exchange gets a target partition and a sort key; within a partition the
 stage reads its records in sort-key order, which puts a keyed head's records key by key
-(key group, then the key, then the timestamp: Flink's sorted inputs), every record of a
+(key group, then the key, then the timestamp: Flink's sorted inputs; records of one key and
+timestamp in no particular order, as in Flink), every record of a
 broadcast (non-keyed) input of a keyed head before any keyed record, and the records of a
 non-keyed head in the order each producer emitted them (input by input).
 
@@ -165,7 +166,7 @@ def key_token(key: Any) -> tuple[Any, ...]:
 def same_key(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     """Whether two sort keys belong to one key's run of records.
 
-    >>> k = lambda key, ts: (KEYED, 5, key_token(key), ts, 0, 0, 0)
+    >>> k = lambda key, ts: (KEYED, 5, key_token(key), ts)
     >>> same_key(k("a", 1), k("a", 9)), same_key(k("a", 1), k("b", 1))
     (True, False)
     """
@@ -194,8 +195,12 @@ class EdgeRouter:
         self._producer = producer
         self._side = edge.input_side
         self._keyed = input.keyed
-        self._max_parallelism = edge.target_max_parallelism
         self._assigner = KeyGroupAssigner(edge.target_max_parallelism)
+        # The consumer subtask of each key group, looked up instead of computed per record.
+        self._subtask_of = [
+            subtask_for_key_group(edge.target_max_parallelism, consumer_parallelism, kg)
+            for kg in range(edge.target_max_parallelism)
+        ]
         selector: Callable[[Any], Any] | None = edge.key_selector
         self._select = selector
         kind = edge.partition
@@ -220,11 +225,11 @@ class EdgeRouter:
         assert self._select is not None
         key = self._select(record)
         kg = self._assigner.key_group(key)
-        target = subtask_for_key_group(self._max_parallelism, self._n, kg)
+        target = self._subtask_of[kg]
         if not self._keyed:
             return [(target, self._order(seq))]
-        stamp = NO_TIMESTAMP if ts is None else ts
-        return [(target, (KEYED, kg, key_token(key), stamp, self._side, self._producer, seq))]
+        # Ties (a key's records of one timestamp) may come in any order, as in Flink.
+        return [(target, (KEYED, kg, key_token(key), NO_TIMESTAMP if ts is None else ts))]
 
     def _broadcast(self, record: Any, ts: int | None, seq: int) -> list[Route]:
         order = self._order(seq)

@@ -39,10 +39,6 @@ def _sort_key(key: tuple[int, tuple[Any, ...]]) -> tuple[Any, ...]:
     return key[1]
 
 
-def _as_pair(out: Out) -> tuple[tuple[int, tuple[Any, ...]], tuple[int, int | None, Any]]:
-    return (out[1], out[2]), (out[3], out[4], out[5])
-
-
 def _entries(pairs: Iterable[Any]) -> Iterator[Entry]:
     for (_part, key), (side, ts, record) in pairs:
         yield key, side, ts, record
@@ -75,11 +71,13 @@ def _stage_function(task: StageTask, forward_stdout: bool) -> Any:
     return run
 
 
-def _is_for(vertex: int) -> Any:
-    def keep(out: Out) -> bool:
-        return out[0] == vertex
+def _pairs_for(vertex: int) -> Any:
+    """A partition function: the outputs bound for ``vertex``, keyed for the shuffle."""
 
-    return keep
+    def pairs(outs: Iterable[Out]) -> Iterator[Any]:
+        return (((o[1], o[2]), (o[3], o[4], o[5])) for o in outs if o[0] == vertex)
+
+    return pairs
 
 
 def _is_result(out: Out) -> bool:
@@ -115,9 +113,10 @@ class SparkBatchJob:
                 rdd = sc.parallelize(range(n), n).mapPartitionsWithIndex(run)
             else:
                 producers = sorted({i.edge.source_vertex for i in stage.inputs})
-                incoming = [outputs[p].filter(_is_for(stage.vertex)) for p in producers]
+                pairs = _pairs_for(stage.vertex)
+                incoming = [outputs[p].mapPartitions(pairs) for p in producers]
                 merged = incoming[0] if len(incoming) == 1 else sc.union(incoming)
-                shuffled = merged.map(_as_pair).repartitionAndSortWithinPartitions(
+                shuffled = merged.repartitionAndSortWithinPartitions(
                     n, partitionFunc=_partition_of, keyfunc=_sort_key
                 )
                 rdd = shuffled.mapPartitionsWithIndex(run)
