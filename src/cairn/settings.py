@@ -411,6 +411,8 @@ class JobSettings:
     metrics: MetricsSettings = MetricsSettings()
     ha: HighAvailabilitySettings = HighAvailabilitySettings()  # high-availability.*
     security: SecuritySettings = SecuritySettings()  # security.ssl.*
+    # execution.runtime-mode: BATCH (cairn.batch runs the job stage by stage, no checkpoints)
+    batch: bool = False
 
     def checkpoint_properties(self) -> dict[str, str]:
         """The checkpoint configuration under Flink's keys, kept in every checkpoint's

@@ -117,17 +117,20 @@ def prepare_job(
     def get(option: opts.ConfigOption) -> Any:
         return resolved.get(option.key, option.default)
 
-    if get(opts.RUNTIME_MODE) == "BATCH":
-        raise ConfigurationError(
-            f"{opts.RUNTIME_MODE.key}: BATCH is not supported; Cairn runs every job in "
-            "STREAMING mode (bounded sources still finish)"
-        )
+    batch = get(opts.RUNTIME_MODE) == "BATCH"
     transformations = reachable(sinks)
     check_unique_uids(transformations)
     check_no_uid_hash(transformations)
     check_serializable(transformations)
 
     checkpoint = checkpoint_settings_from(resolved, storage_options)
+    if batch and checkpoint.enabled:
+        # As Flink: a BATCH job recovers by rerunning stages from their inputs.
+        log.info(
+            "%s: BATCH takes no checkpoints; the checkpoint configuration is ignored",
+            opts.RUNTIME_MODE.key,
+        )
+        checkpoint = replace(checkpoint, interval_ms=-1)
     if checkpoint.enabled:
         _warn_stateful_without_uid(transformations, job_positions(sinks))
     if checkpoint.signing_key is None:
@@ -156,6 +159,7 @@ def prepare_job(
         on_rerun=RerunPolicy(get(opts.ON_RERUN)),
         ha=ha_settings_from(resolved, checkpoint),
         security=security_settings_from(resolved),
+        batch=batch,
         allow_fallback_past_committed=bool(get(opts.ALLOW_FALLBACK_PAST_COMMITTED)),
         operator_chaining=bool(get(opts.OPERATOR_CHAINING)),
         job_parameters=dict(get(opts.JOB_PARAMETERS) or {}),

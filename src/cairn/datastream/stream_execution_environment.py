@@ -236,7 +236,8 @@ class StreamExecutionEnvironment:
         return HashMapStateBackend()
 
     def set_runtime_mode(self, execution_mode: RuntimeExecutionMode) -> StreamExecutionEnvironment:
-        """STREAMING or AUTOMATIC; BATCH is rejected at submission."""
+        """STREAMING (the default), BATCH (a bounded job run stage by stage: keyed operators
+        fed key by key, no checkpoints) or AUTOMATIC (STREAMING)."""
         return self._set(opts.RUNTIME_MODE, execution_mode)
 
     def disable_operator_chaining(self) -> StreamExecutionEnvironment:
