@@ -39,6 +39,7 @@ EXPECTED_LINES: dict[str, tuple[str, ...]] = {
     "kafka_json_format.py": ("+I[1,hi]", "+I[6,hello]"),
     "kafka_csv_format.py": ("+I[1,hi]", "+I[6,hello]"),
     "kafka_avro_format.py": ("+I[1,hi]", "+I[6,hello]"),
+    "avro_format.py": ("+I[1,hi]", "+I[6,hello]"),
     "kafka_bytearray_format.py": ('"country": "Germany"',),
 }
 _TOPIC = re.compile(r"""['"]((?:test_\w+_topic)|(?:row-extractor-example))['"]""")
@@ -123,7 +124,9 @@ def _create_topics(bootstrap_servers: str, examples: Sequence[Path]) -> None:
 
     names = sorted({m for p in examples for m in _TOPIC.findall(p.read_text(encoding="utf-8"))})
     admin = AdminClient({"bootstrap.servers": bootstrap_servers})
-    for name, future in admin.create_topics([NewTopic(n, 1, 1) for n in names]).items():
+    existing = set(admin.list_topics(timeout=30).topics)
+    new = [NewTopic(n, 1, 1) for n in names if n not in existing]
+    for name, future in (admin.create_topics(new) if new else {}).items():
         future.result(30)
         print(f"created topic {name}", file=sys.stderr)
 
@@ -155,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _create_topics(servers, examples)
         for path in examples:
             relative = str(path.relative_to(args.examples))
-            if "kafka" in path.name and servers is None:
+            if ("kafka" in path.name or "Kafka" in path.read_text()) and servers is None:
                 outcomes.append(Outcome(relative, "skipped", 0.0, "needs --kafka"))
                 continue
             with tempfile.TemporaryDirectory(prefix="cairn-flink-example-") as tmp:
