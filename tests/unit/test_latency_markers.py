@@ -18,11 +18,19 @@ from cairn.datastream import (
     StreamExecutionEnvironment,
 )
 from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
-from cairn.events import LatencyMarker
+from cairn.events import (
+    AlignmentMode,
+    CheckpointBarrier,
+    CheckpointOptions,
+    LatencyMarker,
+    is_priority_event,
+)
 from cairn.graph.transformations import PartitionKind
+from cairn.ids import CheckpointId
 from cairn.observability.prometheus import facts_of, render
 from cairn.rest.metric_views import job_metric_values
 from cairn.runtime.channels import InputChannel, LocalOutputChannel
+from cairn.runtime.input_gate import InputGate
 from cairn.runtime.latency import (
     Granularity,
     LatencyConfig,
@@ -201,3 +209,21 @@ def test_latency_tracking_is_off_by_default() -> None:
     assert master.metrics and not any(r.latency for r in master.metrics.values())
     facts = facts_of(master)
     assert not any(m["id"].startswith("latency.") for m in job_metric_values(facts, None))
+
+
+def test_an_unaligned_barrier_overtakes_a_marker_without_storing_it() -> None:
+    """Markers keep their place among records but are no channel state: a barrier that
+    overtakes one leaves it queued, to be taken (after the barrier) in order."""
+    channel = InputChannel(0)
+    gate = InputGate([channel])
+    marker = LatencyMarker(1.0, "src", 0)
+    channel.push([1, 2])
+    channel.push(marker)
+    channel.push([3])
+    unaligned = CheckpointOptions(alignment=AlignmentMode.UNALIGNED)
+    barrier = CheckpointBarrier(CheckpointId(1), 0, unaligned)
+    assert not is_priority_event(marker) and is_priority_event(barrier)
+    channel.announce(barrier)
+    taken, overtaken = gate.overtake(0)
+    assert taken is barrier and overtaken == [[1, 2], [3]]  # the in-flight data, no marker
+    assert [gate.poll() for _ in range(3)] == [(0, [1, 2]), (0, marker), (0, [3])]
