@@ -159,6 +159,7 @@ def run_partition(
     source stage); yields its outputs batch by batch. Operators are closed at the end, also
     when the caller stops early or a user function raises."""
     runner = _PartitionRun(task, partition, attempt)
+    ended = False
     try:
         runner.open()
         if entries is None:
@@ -168,8 +169,10 @@ def run_partition(
         else:
             yield from runner.run_unkeyed(entries)
         yield from runner.end_input()
+        ended = True
     finally:
-        runner.close()
+        # After a failure (or an early stop) a close error must not hide the first error.
+        runner.close(raise_errors=ended)
 
 
 class _PartitionRun:
@@ -349,14 +352,16 @@ class _PartitionRun:
         sys.stdout.flush()
         yield from self.emitter.take()
 
-    def close(self) -> None:
+    def close(self, raise_errors: bool) -> None:
+        """Close every opened operator (the tail first); the first error is raised when
+        ``raise_errors``, after all were closed."""
         errors: list[BaseException] = []
         for op in self._opened:
             try:
                 op.close()
-            except Exception as e:  # the first error wins; later ones only if none before
+            except Exception as e:
                 errors.append(e)
         for backend in self.backends:
             backend.dispose()
-        if errors and sys.exc_info()[1] is None:
+        if errors and raise_errors:
             raise errors[0]
