@@ -1,6 +1,7 @@
 """BATCH mode on real local Spark: stages as Spark stages with a shuffle per exchange; the
 same results as in process; print() reaching the driver's stdout with PyFlink's subtask
-prefixes; a failed stage rerun after the restart strategy's delay, from its inputs."""
+prefixes; a failed stage rerun after the restart strategy's delay, from its inputs; a user
+function's error reaching the driver with the user's traceback."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ from typing import Any
 import pytest
 
 from cairn.common import RestartStrategies
+from cairn.common.exceptions import JobExecutionException
 from tests.unit.batch_jobs import collect, environment, process_with_timers, word_count
 
 pytestmark = pytest.mark.spark
 
 
+@pytest.mark.timeout(600)  # three Spark jobs; the first may start the session
 def test_batch_jobs_on_spark_match_in_process_and_print_on_the_driver(
     spark: Any, capsys: pytest.CaptureFixture[str], tmp_path: Any
 ) -> None:
@@ -42,3 +45,20 @@ def test_batch_jobs_on_spark_match_in_process_and_print_on_the_driver(
     # Two print subtasks: PyFlink's "N> " prefixes; each word's final count, once.
     assert {line[:3] for line in printed} == {"1> ", "2> "}
     assert sorted(line[3:] for line in printed) == sorted(str(p) for p in expected.items())
+
+    # Without restarts a user function's error fails the job with the user's traceback.
+    env = environment("BATCH", "spark")
+    word_count(env).map(_reject_to).print()
+    with pytest.raises(JobExecutionException) as info:
+        env.execute("failing word count")
+    message = str(info.value)
+    assert "stage 'Reduce -> Map -> Print to Std. Out' (" in message
+    assert "ValueError: no 'to' here" in message
+    line = _reject_to.__code__.co_firstlineno + 2
+    assert f'File "{__file__}", line {line}, in _reject_to' in message
+
+
+def _reject_to(pair: Any) -> Any:
+    if pair[0] == "to":
+        raise ValueError("no 'to' here")
+    return pair

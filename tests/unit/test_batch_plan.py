@@ -145,3 +145,18 @@ def test_key_tokens_are_equal_for_equal_keys_and_totally_ordered() -> None:
     assert key_token(("a", 1)) == key_token(("a", 1))
     assert key_token("a") != key_token(b"a")
     sorted([key_token(k) for k in ["x", 1, 2.0, b"y", None, ("t",), True]])
+
+
+@pytest.mark.parametrize("kind", [PartitionKind.HASH, PartitionKind.REBALANCE])
+def test_emitting_a_batch_routes_each_record_as_routes_does(kind: PartitionKind) -> None:
+    router = EdgeRouter(_edge(kind, lambda r: r[0]), 3, producer=1)
+    records = [(k, i) for i, k in enumerate(["a", 7, ("t", 1), "b", None])]
+    stamps: list[int | None] = [5, None, 7, 8, 9]
+    out: list[Any] = []
+    router.emit_into(out, 4, records, stamps, 10)
+    expected = [
+        (4, part, key, 0, ts, r)
+        for i, (r, ts) in enumerate(zip(records, stamps, strict=True))
+        for part, key in router.routes(r, ts, 10 + i)
+    ]
+    assert out == expected

@@ -204,6 +204,7 @@ class EdgeRouter:
         selector: Callable[[Any], Any] | None = edge.key_selector
         self._select = selector
         kind = edge.partition
+        self._keyed_hash = kind is PartitionKind.HASH and input.keyed
         self.routes: Callable[[Any, int | None, int], list[Route]]
         if kind is PartitionKind.HASH:
             self.routes = self._hash
@@ -217,6 +218,44 @@ class EdgeRouter:
             self.routes = self._forward
         else:  # REBALANCE, SHUFFLE, RESCALE: round robin (any spread gives the same result)
             self.routes = self._round_robin
+
+    def emit_into(
+        self,
+        out: list[Any],
+        consumer: int,
+        records: list[Any],
+        stamps: list[int | None] | None,
+        seq: int,
+    ) -> None:
+        """Append ``(consumer, partition, sort key, side, timestamp, record)`` for each
+        route of each record (``stamps``: the records' timestamps, or ``None``)."""
+        side = self.edge.input_side
+        if self._keyed_hash:
+            self._emit_keyed(out, consumer, records, stamps)
+            return
+        routes = self.routes
+        for i, r in enumerate(records):
+            ts = stamps[i] if stamps is not None else None
+            for part, key in routes(r, ts, seq + i):
+                out.append((consumer, part, key, side, ts, r))
+
+    def _emit_keyed(
+        self, out: list[Any], consumer: int, records: list[Any], stamps: list[int | None] | None
+    ) -> None:
+        # The hot path of a keyed exchange: ``_hash`` inlined, a str key's token built here.
+        select, side, subtask_of = self._select, self.edge.input_side, self._subtask_of
+        assert select is not None
+        cache, key_group = self._assigner.cache, self._assigner.key_group
+        append = out.append
+        for i, r in enumerate(records):
+            key = select(r)
+            kg = cache.get(key)
+            if kg is None:
+                kg = key_group(key)
+            token = (0, "str", key) if type(key) is str else key_token(key)
+            ts = stamps[i] if stamps is not None else None
+            order = (KEYED, kg, token, NO_TIMESTAMP if ts is None else ts)
+            append((consumer, subtask_of[kg], order, side, ts, r))
 
     def _order(self, seq: int) -> tuple[Any, ...]:
         return (UNKEYED, self._side, self._producer, seq)

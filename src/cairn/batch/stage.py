@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cairn.batch.plan import KEYED, EdgeRouter, Stage, StageInput, same_key
+from cairn.batch.plan import KEYED, EdgeRouter, Stage, StageInput
 from cairn.events import MAX_WATERMARK
 from cairn.graph.job_graph import JobVertex, OperatorNode
 from cairn.graph.transformations import OperatorKind
@@ -100,11 +100,7 @@ class _Emitter:
             stamps = records.timestamps if type(records) is StampedBatch else None
             seq, buf = self._seq, self.buffer
             for consumer, router in targets:
-                routes, side = router.routes, router.edge.input_side
-                for i, r in enumerate(records):
-                    ts = stamps[i] if stamps is not None else None
-                    for part, key in routes(r, ts, seq + i):
-                        buf.append((consumer, part, key, side, ts, r))
+                router.emit_into(buf, consumer, records, stamps, seq)
             self._seq = seq + len(records)
 
         return emit
@@ -163,6 +159,7 @@ def run_partition(
     source stage); yields its outputs batch by batch. Operators are closed at the end, also
     when the caller stops early or a user function raises."""
     runner = _PartitionRun(task, partition, attempt)
+    ended = False
     try:
         runner.open()
         if entries is None:
@@ -172,8 +169,10 @@ def run_partition(
         else:
             yield from runner.run_unkeyed(entries)
         yield from runner.end_input()
+        ended = True
     finally:
-        runner.close()
+        # After a failure (or an early stop) a close error must not hide the first error.
+        runner.close(raise_errors=ended)
 
 
 class _PartitionRun:
@@ -312,7 +311,8 @@ class _PartitionRun:
         run: tuple[Any, ...] | None = None  # sort key of the current key's first record
         emitter = self.emitter
         for key, s, ts, record in entries:
-            new_key = key[0] == KEYED and (run is None or not same_key(run, key))
+            # A new key: the sort key's key group or key token changed (``same_key`` inline).
+            new_key = key[0] == KEYED and (run is None or key[2] != run[2] or key[1] != run[1])
             if records and (new_key or s != side or len(records) >= BATCH_SIZE):
                 self._deliver(side, records, stamps)
                 records, stamps = [], []
@@ -352,14 +352,16 @@ class _PartitionRun:
         sys.stdout.flush()
         yield from self.emitter.take()
 
-    def close(self) -> None:
+    def close(self, raise_errors: bool) -> None:
+        """Close every opened operator (the tail first); the first error is raised when
+        ``raise_errors``, after all were closed."""
         errors: list[BaseException] = []
         for op in self._opened:
             try:
                 op.close()
-            except Exception as e:  # the first error wins; later ones only if none before
+            except Exception as e:
                 errors.append(e)
         for backend in self.backends:
             backend.dispose()
-        if errors and sys.exc_info()[1] is None:
+        if errors and raise_errors:
             raise errors[0]
