@@ -229,6 +229,19 @@ def test_only_local_mode_gets_the_quick_jit_and_a_job_setting_wins() -> None:
     assert _session_conf("local[2]", mine)["spark.driver.extraJavaOptions"] == "-Xss4m"
 
 
+def test_created_sessions_keep_pysparks_sockets_off_tcp() -> None:
+    local = _session_conf("local[2]", {})
+    assert local["spark.python.unix.domain.socket.enabled"] == "true"
+    socket_dir = local["spark.python.unix.domain.socket.dir"]
+    assert os.stat(socket_dir).st_mode & 0o777 == 0o700  # only this user reaches the files
+    cluster = _session_conf("spark://127.0.0.1:7077", {})
+    assert cluster["spark.python.unix.domain.socket.enabled"] == "true"
+    # Executors on other hosts have their own temporary directory, not this one.
+    assert "spark.python.unix.domain.socket.dir" not in cluster
+    off = {"spark.python.unix.domain.socket.enabled": "false"}
+    assert _session_conf("local[2]", off)["spark.python.unix.domain.socket.enabled"] == "false"
+
+
 def test_default_master_fits_a_barrier_stage_of_min_slots() -> None:
     assert default_local_master(64) == "local[64]"
     assert default_local_master(1) == f"local[{os.cpu_count()}]"

@@ -29,6 +29,7 @@ from cairn.settings import TlsFiles
 __all__ = ["InternalTls", "TlsChannel", "client_context", "server_context"]
 
 _READ_CHUNK = 256 * 1024  # raw bytes pulled from the socket per read
+_HANDSHAKE_CHUNK = 16 * 1024  # ... while the handshake runs (no buffer kept per connection)
 _WRITE_CHUNK = 256 * 1024  # plaintext encrypted per step, so a big frame is not doubled in memory
 _COALESCE = 16 * 1024  # smaller buffers (frame headers) share a TLS record with their neighbours
 
@@ -117,6 +118,9 @@ class TlsChannel:
         self._write_lock = threading.Lock()  # the socket's outgoing byte order
         self._eof = False
         self.handshake_done = False
+        # Raw bytes from the socket, reused by the one reader once the session is up (not
+        # before: a listener may hold hundreds of pending handshakes).
+        self._raw: memoryview | None = None
 
     @property
     def raw(self) -> socket.socket:
@@ -174,8 +178,13 @@ class TlsChannel:
 
     def _pull(self, *, blocking: bool) -> None:
         """Move raw bytes from the socket into the TLS input (``blocking``: wait for some)."""
+        if self._raw is None and self.handshake_done:
+            self._raw = memoryview(bytearray(_READ_CHUNK))
         try:
-            data = self._sock.recv(_READ_CHUNK)
+            if self._raw is None:
+                data: bytes | memoryview = self._sock.recv(_HANDSHAKE_CHUNK)
+            else:
+                data = self._raw[: self._sock.recv_into(self._raw)]
         except (BlockingIOError, InterruptedError):
             if blocking:
                 raise
