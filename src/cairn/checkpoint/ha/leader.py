@@ -85,6 +85,8 @@ class Leadership:
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
         self.on_lost: list[Callable[[str], None]] = []
+        # Run once, on the standing-by thread, when this driver starts to stand by.
+        self.on_standby: list[Callable[[], None]] = []
         self._lose_lock = threading.Lock()
         self._saw_leader = False  # another driver held the lease when this one first looked
 
@@ -127,7 +129,14 @@ class Leadership:
                         decision.holder.duration_ms,
                         self.store.description,
                     )
-                seen, waited, self.role = decision.seen, True, "standby"
+                if self.role != "standby":
+                    self.role = "standby"
+                    for callback in list(self.on_standby):
+                        try:
+                            callback()
+                        except Exception:  # warming up is an optimisation, never fatal
+                            log.exception("a callback on standing by failed")
+                seen, waited = decision.seen, True
                 cancelled.wait(min(self.poll_ms, max(1, decision.until_ms - now)) / 1000)
                 continue
             sent = self._clock.now_ms()
