@@ -98,6 +98,11 @@ class Leadership:
         self._saw_leader = record is not None and not Lease.decode(record.data).released
 
     @property
+    def leader(self) -> str | None:
+        """Whom this driver stands by for (None unless it has stood by)."""
+        return self._standing_behind
+
+    @property
     def token(self) -> int | None:
         held = self._held
         return None if held is None else held.lease.token
@@ -218,8 +223,8 @@ class Leadership:
             except Exception as exc:  # the storage may answer again before the lease lapses
                 log.warning("could not renew the leader lease (retrying): %s", exc)
                 continue
-            if not self._stop.is_set():
-                self._held = held_after_write(lease, version, sent)
+            # Even when stopping: ``finish`` releases the lease by replacing this version.
+            self._held = held_after_write(lease, version, sent)
 
     def holds(self) -> bool:
         return self._lost is None and may_act(self._held, self._clock.now_ms())
