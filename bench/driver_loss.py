@@ -200,10 +200,44 @@ _RESTORED = re.compile(
 )
 
 
+_WARM_PIDS = re.compile(r"ready for a takeover \(pids ([\d, ]+)\)")
+
+
+def _profile(pids: list[int], out: Path) -> list[subprocess.Popen[bytes]]:
+    """``py-spy record`` (raw collapsed stacks, 100 Hz, idle threads left out) of ``pids``."""
+    spy = str(Path(sys.executable).with_name("py-spy"))
+    return [
+        subprocess.Popen(
+            [spy, "record", "--format", "raw", "-r", "100", "-p", str(pid), "-o", str(out / name)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for name, pid in zip(
+            [f"driver-{pids[0]}.txt", *(f"worker-{p}.txt" for p in pids[1:])], pids, strict=True
+        )
+    ]
+
+
+def hot_frames(raw: Path, top: int = 12) -> list[tuple[str, int]]:
+    """The frames with the most samples (inclusive) in a ``py-spy --format raw`` file."""
+    counts: dict[str, int] = {}
+    for line in raw.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        for frame in set(stack.split(";")):
+            counts[frame] = counts.get(frame, 0) + int(n)
+    return sorted(counts.items(), key=lambda kv: -kv[1])[:top]
+
+
 def measure_standby(
-    keys: int, rate: float, work: Path, lease_ms: int | None, renew_ms: int | None
+    keys: int,
+    rate: float,
+    work: Path,
+    lease_ms: int | None,
+    renew_ms: int | None,
+    profile: Path | None = None,
 ) -> dict[str, Any]:
-    """Leader and warm standby; SIGKILL the leader; time the standby's takeover."""
+    """Leader and warm standby; SIGKILL the leader; time the standby's takeover
+    (``profile``: py-spy profiles of the standby and its warm workers go there)."""
     ha = ["-Dhigh-availability.type=STORAGE"]
     if lease_ms:
         ha.append(f"-Dhigh-availability.lease-duration={lease_ms} ms")
@@ -216,11 +250,19 @@ def measure_standby(
         leader.wait_for("leading this job", 300)
         standby = Run(argv, env)
         standby.wait_for("standing by", 300)
-        standby.wait_for("ready for a takeover", 300)  # its Python workers are warm
+        _, ready = standby.wait_for("ready for a takeover", 300)  # its Python workers are warm
+        spies: list[subprocess.Popen[bytes]] = []
+        if profile is not None:
+            m = _WARM_PIDS.search(ready)
+            warm_pids = [int(p) for p in m.group(1).split(", ")] if m else []
+            spies = _profile([standby.proc.pid, *warm_pids], profile)
         checkpoint, state_bytes, killed, _ = _fill_and_kill(leader, keys)
         leading, _ = standby.wait_for("leading this job with fencing token", 120, after=killed)
         running, line = standby.wait_for("restored checkpoint", 300, after=killed)
         _, warm = standby.wait_for("the standby kept warm", 30, after=killed)
+        for spy in spies:
+            spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+            spy.wait(60)
     finally:
         for run in (leader, standby):
             if run is not None and run.proc.poll() is None:
@@ -282,13 +324,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", choices=("standby", "restart"), default="standby")
     parser.add_argument("--lease-ms", type=int, help="default: Cairn's lease-duration")
     parser.add_argument("--renew-ms", type=int, help="default: Cairn's lease-renew-interval")
+    parser.add_argument(
+        "--profile", type=Path, help="standby: py-spy profiles of the takeover go to this dir"
+    )
     args = parser.parse_args(argv)
     results = []
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory(prefix="cairn-driver-loss-") as work:
             if args.mode == "standby":
                 result = measure_standby(
-                    args.keys, args.rate, Path(work), args.lease_ms, args.renew_ms
+                    args.keys, args.rate, Path(work), args.lease_ms, args.renew_ms, args.profile
                 )
             else:
                 result = measure(args.keys, args.rate, Path(work))
