@@ -86,11 +86,15 @@ class WarmStandby:
         thread = self._thread
         if thread is None:
             return
-        try:
-            self._sc.cancelJobGroup(self._group)
-        except Exception:
-            log.debug("could not cancel the warm-up job", exc_info=True)
+        # A warm-up in flight ends in well under a second; cancelling it would kill the very
+        # Python workers it warms (Spark destroys the worker of an interrupted task).
         thread.join(STOP_WAIT_S)
+        if thread.is_alive():
+            try:
+                self._sc.cancelJobGroup(self._group)
+            except Exception:
+                log.debug("could not cancel the warm-up job", exc_info=True)
+            thread.join(STOP_WAIT_S)
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -114,7 +118,7 @@ class WarmStandby:
     def _warm_once(self) -> tuple[int, ...]:
         sc, n = self._sc, self._workers
         # This thread's own job group (PySpark pins a JVM thread to each Python thread).
-        sc.setJobGroup(self._group, "Cairn standby: keeping Python workers warm", True)
+        sc.setJobGroup(self._group, "Cairn standby: keeping Python workers warm", False)
         # A barrier stage, as the job's own: all n tasks at once, so n workers are warmed.
         rdd = sc.parallelize(range(n), n).barrier().mapPartitions(_warm_partition(self._payload))
         return tuple(sorted(rdd.collect()))
