@@ -1,18 +1,26 @@
 """Time to recover after a driver loss: SIGKILL ``cairn run`` (its whole process group) while
-a keyed job holds ``--keys`` keys of state, start the same command again at once (as a
-supervisor would) and time each phase until every worker runs with the restored state.
+a keyed job holds ``--keys`` keys of state and time each phase until every worker runs with
+the restored state, in one of two set-ups:
 
-Invariant: the job, the command and the storage are the same in both runs (no ``-s``): the
-rerun finds the lost run's checkpoint by itself; every figure comes from wall-clock times of
-this process and of the new driver's own log lines (same clock, one machine).
+* ``--mode standby`` (default): high availability; a second ``cairn run`` of the same job
+  stands by (warm: Spark session and Python workers ready) and takes over when the killed
+  leader's lease lapses. Phases: *detection* (the kill until the standby holds the lease:
+  the lease lapsing, plus a poll), *new leader* (claiming the HA pointer, planning the run,
+  choosing and verifying the checkpoint), *scheduling* (Spark starting the workers of the
+  barrier stage), *restore* (the workers connect, read the checkpoint's metadata and state).
+* ``--mode restart``: no standby; the same command is started again at once (as a supervisor
+  would). Phases: *detect* (the supervisor sees the driver gone), *new driver* (process,
+  Spark, planning, choosing and verifying: the "resumes from checkpoint" line), *restore*
+  (until every worker runs with the restored state).
 
-    python -m bench.driver_loss                    # 1,000,000 keys, local Spark
-    python -m bench.driver_loss --keys 100000 --repeat 3
+Invariant: the job, the command and the storage are the same for every driver (no ``-s``):
+the new one finds the lost run's checkpoint by itself; every figure comes from wall-clock
+times of this process and of the drivers' own log lines (same clock, one machine).
 
-Phases: *detect* (the kill until the supervisor sees the driver gone), *new driver* (the new
-process starts, Spark starts, the job is planned, the checkpoint is chosen and verified: until
-the "resumes from checkpoint" line), *restore* (until every worker runs with the restored
-state: the job master's "restored checkpoint" line). The last JSON line is the result.
+    python -m bench.driver_loss                    # 1,000,000 keys, standby, local Spark
+    python -m bench.driver_loss --mode restart --keys 100000 --repeat 3
+
+The last JSON line is the result.
 """
 
 from __future__ import annotations
@@ -153,16 +161,21 @@ class Run:
         return time.time()
 
 
-def measure(keys: int, rate: float, work: Path) -> dict[str, Any]:
+def _command(keys: int, rate: float, work: Path, ha: list[str]) -> tuple[list[str], dict[str, str]]:
     checkpoints = work / "checkpoints"
     script = work / "job.py"
     script.write_text(JOB)
     cairn = Path(sys.executable).with_name("cairn")
     cli = [str(cairn)] if cairn.exists() else [sys.executable, "-m", "cairn.cli.main"]
-    argv = [*cli, "-v", "run", str(script), "--", str(checkpoints), str(keys), str(rate)]
+    argv = [*cli, "-v", "run", *ha, str(script), "--", str(checkpoints), str(keys), str(rate)]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
-    first = Run(argv, env)
+    return argv, env
+
+
+def _fill_and_kill(first: Run, keys: int) -> tuple[int, int, float, float]:
+    """Wait until every key has state and a checkpoint holds it, then SIGKILL ``first``:
+    (checkpoint id, its bytes, when the kill was sent, when the driver was seen gone)."""
     try:
         deadline = time.monotonic() + 600
         while first.emitted() < keys * 1.05:  # every key has state (keys cycle)
@@ -173,12 +186,113 @@ def measure(keys: int, rate: float, work: Path) -> dict[str, Any]:
         _, line = first.wait_for("Completed checkpoint", 120, after=filled)
         m = _COMPLETED.search(line)
         assert m is not None
-        checkpoint, state_bytes = int(m.group(1)), int(m.group(2))
         killed = time.time()
         gone = first.kill()
+        return int(m.group(1)), int(m.group(2)), killed, gone
     finally:
         if first.proc.poll() is None:
             os.killpg(first.proc.pid, signal.SIGKILL)
+
+
+_RESTORED = re.compile(
+    r"restored checkpoint (\d+) in (\d+) ms: choosing and verifying it (\d+) ms, the last "
+    r"worker started (\d+) ms after the launch, its metadata (\d+) ms, its state (\d+) ms"
+)
+
+
+_WARM_PIDS = re.compile(r"ready for a takeover \(pids ([\d, ]+)\)")
+
+
+def _profile(pids: list[int], out: Path) -> list[subprocess.Popen[bytes]]:
+    """``py-spy record`` (raw collapsed stacks, 100 Hz, idle threads left out) of ``pids``."""
+    spy = str(Path(sys.executable).with_name("py-spy"))
+    return [
+        subprocess.Popen(
+            [spy, "record", "--format", "raw", "-r", "100", "-p", str(pid), "-o", str(out / name)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for name, pid in zip(
+            [f"driver-{pids[0]}.txt", *(f"worker-{p}.txt" for p in pids[1:])], pids, strict=True
+        )
+    ]
+
+
+def hot_frames(raw: Path, top: int = 12) -> list[tuple[str, int]]:
+    """The frames with the most samples (inclusive) in a ``py-spy --format raw`` file."""
+    counts: dict[str, int] = {}
+    for line in raw.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        for frame in set(stack.split(";")):
+            counts[frame] = counts.get(frame, 0) + int(n)
+    return sorted(counts.items(), key=lambda kv: -kv[1])[:top]
+
+
+def measure_standby(
+    keys: int,
+    rate: float,
+    work: Path,
+    lease_ms: int | None,
+    renew_ms: int | None,
+    profile: Path | None = None,
+) -> dict[str, Any]:
+    """Leader and warm standby; SIGKILL the leader; time the standby's takeover
+    (``profile``: py-spy profiles of the standby and its warm workers go there)."""
+    ha = ["-Dhigh-availability.type=STORAGE"]
+    if lease_ms:
+        ha.append(f"-Dhigh-availability.lease-duration={lease_ms} ms")
+    if renew_ms:
+        ha.append(f"-Dhigh-availability.lease-renew-interval={renew_ms} ms")
+    argv, env = _command(keys, rate, work, ha)
+    leader = Run(argv, env)
+    standby: Run | None = None
+    try:
+        leader.wait_for("leading this job", 300)
+        standby = Run(argv, env)
+        standby.wait_for("standing by", 300)
+        _, ready = standby.wait_for("ready for a takeover", 300)  # its Python workers are warm
+        spies: list[subprocess.Popen[bytes]] = []
+        if profile is not None:
+            m = _WARM_PIDS.search(ready)
+            warm_pids = [int(p) for p in m.group(1).split(", ")] if m else []
+            spies = _profile([standby.proc.pid, *warm_pids], profile)
+        checkpoint, state_bytes, killed, _ = _fill_and_kill(leader, keys)
+        leading, _ = standby.wait_for("leading this job with fencing token", 120, after=killed)
+        running, line = standby.wait_for("restored checkpoint", 300, after=killed)
+        _, warm = standby.wait_for("the standby kept warm", 30, after=killed)
+        for spy in spies:
+            spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+            spy.wait(60)
+    finally:
+        for run in (leader, standby):
+            if run is not None and run.proc.poll() is None:
+                os.killpg(run.proc.pid, signal.SIGKILL)
+                run.proc.wait()
+    m = _RESTORED.search(line)
+    assert m is not None, line
+    cid, total, choose, started = (int(m.group(i)) / 1000 for i in (1, 2, 3, 4))
+    chosen = running - total + choose  # the new leader chose and verified the checkpoint
+    return {
+        "mode": "standby",
+        "keys": keys,
+        "checkpoint": checkpoint,
+        "restored_checkpoint": int(cid * 1000),
+        "state_bytes": state_bytes,
+        "detection_s": round(leading - killed, 3),
+        "new_leader_s": round(chosen - leading, 3),
+        "scheduling_s": round(started, 3),
+        "restore_s": round(total - choose - started, 3),
+        "total_s": round(running - killed, 3),
+        "restore_line": line.split(": ", 1)[-1],
+        "warm_workers": warm.split(": ", 1)[-1],
+    }
+
+
+def measure(keys: int, rate: float, work: Path) -> dict[str, Any]:
+    """No standby: SIGKILL the driver and start the same command again at once."""
+    argv, env = _command(keys, rate, work, [])
+    first = Run(argv, env)
+    checkpoint, state_bytes, killed, gone = _fill_and_kill(first, keys)
     second = Run(argv, env)  # the supervisor restarts it at once
     try:
         chosen, _ = second.wait_for("resumes from checkpoint", 300)
@@ -189,6 +303,7 @@ def measure(keys: int, rate: float, work: Path) -> dict[str, Any]:
             second.proc.wait()
     restored = re.search(r"resumes from checkpoint (\d+)", second.first("resumes from")[1])  # type: ignore[index]
     return {
+        "mode": "restart",
         "keys": keys,
         "checkpoint": checkpoint,
         "restored_checkpoint": int(restored.group(1)) if restored else None,
@@ -206,11 +321,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keys", type=int, default=1_000_000)
     parser.add_argument("--rate", type=float, default=150_000, help="records per second")
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--mode", choices=("standby", "restart"), default="standby")
+    parser.add_argument("--lease-ms", type=int, help="default: Cairn's lease-duration")
+    parser.add_argument("--renew-ms", type=int, help="default: Cairn's lease-renew-interval")
+    parser.add_argument(
+        "--profile", type=Path, help="standby: py-spy profiles of the takeover go to this dir"
+    )
     args = parser.parse_args(argv)
     results = []
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory(prefix="cairn-driver-loss-") as work:
-            result = measure(args.keys, args.rate, Path(work))
+            if args.mode == "standby":
+                result = measure_standby(
+                    args.keys, args.rate, Path(work), args.lease_ms, args.renew_ms, args.profile
+                )
+            else:
+                result = measure(args.keys, args.rate, Path(work))
             print(json.dumps(result), flush=True)
             results.append(result)
     totals = sorted(r["total_s"] for r in results)

@@ -118,8 +118,8 @@ class HighAvailabilitySettings:
     enabled: bool = False
     storage_dir: str | None = None
     storage_options: Mapping[str, Any] = field(default_factory=dict, repr=False)  # credentials
-    lease_ms: int = 15_000
-    renew_interval_ms: int = 5_000
+    lease_ms: int = 6_000
+    renew_interval_ms: int = 2_000
 
 
 class RestoreMode(enum.Enum):

@@ -3,7 +3,8 @@ sequences (paced) -> keyed sequence check -> the exactly-once file sink and the 
 JDBC sink into PostgreSQL.
 
 Arguments: out_dir checkpoints jdbc_url user password table faults_file records keys rate
-[master]; a jdbc_url of ``-`` leaves the JDBC sink out.
+[master, or ``inprocess`` for the in-process executor]; a jdbc_url of ``-`` leaves the JDBC
+sink out.
 The job reads ``cairn.testing.faults`` from ``faults_file`` when it starts, so that a test can
 aim the next fault at the next run while the command stays the same.
 """
@@ -41,7 +42,9 @@ def main(argv: list[str]) -> None:
         with open(faults_file, encoding="utf-8") as f:
             faults = f.read().strip()
     conf = {"cairn.testing.faults": faults}
-    if len(argv) > 10:
+    if len(argv) > 10 and argv[10] == "inprocess":  # workers as threads of the driver
+        conf["cairn.executor"] = "inprocess"
+    elif len(argv) > 10:
         conf["cairn.spark.master"] = argv[10]
     env = checkpointed_env(
         conf,

@@ -1,6 +1,8 @@
 """The restart loop that docs/driver-loss.md shows, run as written: its driver is SIGKILLed
 mid-job, the loop starts the same command again, the rerun resumes by itself and the job
-finishes exactly once — on local Spark and on a standalone cluster on 127.0.0.1."""
+finishes exactly once — on a standalone Spark cluster on 127.0.0.1 (master and two workers),
+where Spark cannot supervise a Python driver itself. (On local Spark the same rerun is what
+``test_driver_loss.py`` does five times; this test is about the loop and the cluster.)"""
 
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "driver-loss.md"
 JOB = Path(__file__).with_name("driver_loss_job.py")
-RECORDS, KEYS, RATE = 36_000, 20, 1_500
+RECORDS, KEYS, RATE = 24_000, 20, 1_500
 
 
 def restart_loop() -> str:
@@ -55,11 +57,10 @@ def _drivers(loop: subprocess.Popen[str]) -> list[psutil.Process]:
     return found
 
 
-def _run_the_loop(tmp_path: Path, master: str | None) -> None:
+def _run_the_loop(tmp_path: Path, master: str) -> None:
     out, checkpoints = tmp_path / "out", tmp_path / "chk"
     args = [out, checkpoints, "-", "-", "-", "-", tmp_path / "no-faults", RECORDS, KEYS, RATE]
-    if master:
-        args.append(master)
+    args.append(master)
     command = shlex.join([*_cairn(), "run", str(JOB), "--", *map(str, args)])
     loop = restart_loop()
     assert "cairn run job.py" in loop
@@ -102,11 +103,7 @@ def _run_the_loop(tmp_path: Path, master: str | None) -> None:
     assert text.count("cairn run exited with status 137; restarting in 5 s") == 1, text[-3000:]
     assert "its earlier run was lost without ending" in text and "resumes from checkpoint" in text
     assert exactly_once_problems(read_visible_lines(str(out)), RECORDS, KEYS) == []
-    assert not job_dir.exists()  # the job finished: its checkpoints are gone
-
-
-def test_the_docs_restart_loop_resumes_a_killed_driver_on_local_spark(tmp_path: Path) -> None:
-    _run_the_loop(tmp_path, None)
+    assert not job_dir.exists()  # the job finished: nothing of it is left
 
 
 @pytest.mark.cluster

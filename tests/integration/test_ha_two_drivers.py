@@ -1,12 +1,19 @@
-"""Two drivers of one job under high availability, on real local Spark, with the HA and
-checkpoint storage on local files and on S3 (SeaweedFS): both are started with the same
-``cairn run`` command; one leads, the other stands by (log and progress line say so).
+"""Drivers of one job under high availability, started with the same ``cairn run`` command:
+three, so that one run of the job sees both ways to lose a leader. One leads, two stand by
+(log and progress line say so); then
 
-* SIGKILL of the leader: the standby takes over within the lease time (plus a poll), resumes
-  from the checkpoint the HA pointer names, and the job finishes exactly once.
-* SIGSTOP of the leader past its lease: the standby takes over; the old leader, woken with
-  SIGCONT, completes no checkpoint and commits nothing (its log, the HA pointer, the
-  ``_metadata`` files written after it woke, and the sink output say so) and ends SUSPENDED.
+1. the leader is SIGSTOPped: a standby takes over within the lease (plus a poll) and resumes
+   from the checkpoint the HA pointer names, on the Python workers it kept warm;
+2. that new leader, once it completed a checkpoint, is SIGKILLed: the last standby takes
+   over the same way;
+3. the first leader is woken (SIGCONT): it completes no checkpoint and commits nothing (its
+   log, the HA pointer, the ``_metadata`` files written after it woke) and ends SUSPENDED;
+   the job finishes exactly once under the third leader.
+
+With the HA records on local files, with real local Spark (the warm standby is Spark's); with
+the HA records on S3 (SeaweedFS), the same with the in-process executor: what S3 changes is
+the conditional writes the lease and the pointer rest on, not Spark, and drivers without
+Spark start in a second.
 """
 
 from __future__ import annotations
@@ -34,11 +41,11 @@ from cairn.deploy.high_availability import open_store
 from cairn.testing.processes import terminate_tree
 from tests.integration.jobs import exactly_once_problems
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
 
 SCRIPT = str(Path(__file__).with_name("ha_job.py"))
 REPO_ROOT = Path(__file__).resolve().parents[2]
-RECORDS, KEYS, RATE = 90_000, 20, 2_000  # 45 s of input: both drivers are up long before
+KEYS = 20
 LEASE_S, RENEW_S = 4, 1
 TAKEOVER_SLACK_S = 3.0  # a standby's poll, plus scheduling on a loaded machine
 
@@ -52,6 +59,9 @@ class Storage:
     ha_root: str
     ha_options: dict[str, Any]
     metadata_files: Callable[[], list[tuple[str, float]]]
+    spark: bool = True  # real local Spark; else the in-process executor
+    records: int = 75_000  # at RATE: longer than starting and warming two standbys takes
+    rate: int = 1_000
 
     def ha_store(self) -> ConditionalStore:
         roots = self._job_dirs()
@@ -73,40 +83,30 @@ class Storage:
 
 @pytest.fixture(params=["file", "s3"])
 def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Storage]:
+    root = tmp_path / "checkpoints"
+
+    def local_metadata() -> list[tuple[str, float]]:
+        return [(str(p), p.stat().st_mtime) for p in root.rglob("_metadata")]
+
+    conf = {"execution.checkpointing.dir": f"file://{root}"}
     if request.param == "file":
-        root = tmp_path / "checkpoints"
-
-        def local_metadata() -> list[tuple[str, float]]:
-            return [(str(p), p.stat().st_mtime) for p in root.rglob("_metadata")]
-
-        yield Storage(
-            {"execution.checkpointing.dir": f"file://{root}"},
-            f"file://{root}/_ha",
-            {},
-            local_metadata,
-        )
+        yield Storage(conf, f"file://{root}/_ha", {}, local_metadata)
         return
+    # The lease and the pointer on S3; checkpoints stay local (S3 checkpoint storage has its
+    # own tests): what S3 changes here is only how the HA records are written.
     request.applymarker(pytest.mark.s3)
     seaweed = request.getfixturevalue("seaweed")
-    prefix = f"ha-{tmp_path.name}"
-    conf = {**seaweed.flink_config(), "execution.checkpointing.dir": seaweed.url(prefix)}
-    fs = seaweed.filesystem()
-
-    def s3_metadata() -> list[tuple[str, float]]:
-        fs.invalidate_cache()
-        found = fs.find(f"{seaweed.bucket}/{prefix}", detail=True)
-        return [
-            (path, info["LastModified"].timestamp())
-            for path, info in found.items()
-            if path.endswith("/_metadata")
-        ]
-
+    ha_root = seaweed.url(f"ha-{tmp_path.name}", "_ha")
+    conf.update(seaweed.flink_config())
+    conf["high-availability.storageDir"] = ha_root
+    conf["cairn.executor"] = "inprocess"
     options = s3_storage_options({**conf, "s3.path.style.access": True})
-    yield Storage(conf, seaweed.url(prefix, "_ha"), options, s3_metadata)
+    yield Storage(conf, ha_root, options, local_metadata, False, 12_000)
 
 
 @dataclass
 class Driver:
+    name: str
     proc: subprocess.Popen[bytes]
     log: Path
 
@@ -129,11 +129,11 @@ def _start(tmp_path: Path, name: str, storage: Storage) -> Driver:
     }
     cmd = [sys.executable, "-m", "cairn.cli.main", "-v", "run", "-p", "2"]
     cmd += [f"-D{k}={v}" for k, v in conf.items()]
-    cmd += [SCRIPT, str(tmp_path / "out"), str(RECORDS), str(KEYS), str(RATE)]
+    cmd += [SCRIPT, str(tmp_path / "out"), str(storage.records), str(KEYS), str(storage.rate)]
     log = tmp_path / f"{name}.log"
     with open(log, "wb") as f:
         proc = subprocess.Popen(cmd, env=env, stdout=f, stderr=subprocess.STDOUT)
-    return Driver(proc, log)
+    return Driver(name, proc, log)
 
 
 def _wait(condition: Callable[[], Any], what: str, timeout_s: float, *drivers: Driver) -> Any:
@@ -161,112 +161,115 @@ def _pointer(storage: Storage) -> Pointer | None:
     return None if record is None else Pointer.decode(record.data)
 
 
-def _two_drivers(tmp_path: Path, storage: Storage) -> tuple[Driver, Driver, Pointer]:
-    """Start both drivers at once; return (leader, standby, the pointer once the leader
-    completed a few checkpoints and the standby stands by)."""
-    one, two = _start(tmp_path, "one", storage), _start(tmp_path, "two", storage)
-    lease = _wait(lambda: _lease(storage), "a driver takes the lease", 240, one, two)
-    pid = int(lease.holder.split(":")[1])
-    leader, standby = (one, two) if pid == one.proc.pid else (two, one)
-    assert pid == leader.proc.pid
-    _wait(lambda: "standing by" in standby.text(), "the other one stands by", 240, one, two)
-    _wait(lambda: "[cairn] STANDBY" in standby.text(), "its progress line", 30, standby)
-
-    def checkpointed() -> Pointer | None:
-        p = _pointer(storage)
-        return p if p is not None and p.checkpoint_id is not None and p.checkpoint_id >= 3 else None
-
-    pointer = _wait(checkpointed, "the leader completes checkpoints", 120, one, two)
-    assert leader.proc.poll() is None and standby.proc.poll() is None
-    return leader, standby, pointer
-
-
-def _finished_exactly_once(tmp_path: Path, standby: Driver, storage: Storage) -> None:
-    assert standby.proc.wait(300) == 0, standby.text()[-4000:]
-    lines = read_visible_lines(str(tmp_path / "out"))
-    assert exactly_once_problems(lines, RECORDS, KEYS) == []
-    final = _pointer(storage)
-    assert final is not None and final.status == "FINISHED" and final.token == 2
-
-
 def _completed_ids(text: str) -> set[int]:
     return {int(n) for n in re.findall(r"Completed checkpoint (\d+) ", text)}
 
 
-def test_standby_takes_over_a_killed_leader_and_the_job_finishes_once(
-    tmp_path: Path, storage: Storage
-) -> None:
-    leader = standby = None
-    try:
-        leader, standby, before = _two_drivers(tmp_path, storage)
-        leader.proc.send_signal(signal.SIGKILL)
-        killed = time.monotonic()
-        _wait(
-            lambda: "leading this job with fencing token 2" in standby.text(),
-            "takeover",
-            60,
-            standby,
-        )
-        took = time.monotonic() - killed
-        assert took <= LEASE_S + TAKEOVER_SLACK_S, f"took over after {took:.1f} s"
-        resumed = _wait(
-            lambda: re.search(r"resuming from checkpoint (\d+)", standby.text()), "resume", 60
-        )
-        assert resumed is not None and int(resumed.group(1)) >= before.checkpoint_id  # type: ignore[operator]
-        _finished_exactly_once(tmp_path, standby, storage)
-        print(f"takeover {took:.1f} s after SIGKILL (lease {LEASE_S} s)")
-    finally:
-        for d in (leader, standby):
-            if d is not None and d.proc.poll() is None:
-                terminate_tree(d.proc.pid)
+def _says(driver: Driver, text: str) -> Callable[[], bool]:
+    return lambda: text in driver.text()
 
 
-def test_a_stopped_leader_woken_after_the_takeover_completes_and_commits_nothing(
+def _leader(storage: Storage, token: int, drivers: list[Driver]) -> Driver:
+    """The driver holding the lease with fencing ``token``, once one does."""
+    lease = _wait(
+        lambda: (lease := _lease(storage)) is not None and lease.token == token and lease,
+        f"a driver leads with token {token}",
+        300,
+        *drivers,
+    )
+    pid = int(lease.holder.split(":")[1])
+    (leader,) = [d for d in drivers if d.proc.pid == pid]
+    return leader
+
+
+def _take_over(
+    storage: Storage, lost: Driver, signal_: signal.Signals, standbys: list[Driver]
+) -> tuple[Driver, float]:
+    """Send ``signal_`` to the leader ``lost``; the standby that took over (its fencing token
+    one higher) and how long that took. It resumed from the pointer's checkpoint or a later
+    one, and (on Spark) on the Python workers it had kept warm."""
+    before = _pointer(storage)
+    assert before is not None and before.token is not None and before.checkpoint_id is not None
+    lost.proc.send_signal(signal_)
+    sent = time.monotonic()
+    token = f"leading this job with fencing token {before.token + 1}"
+    _wait(lambda: any(token in d.text() for d in standbys), "takeover", 60, *standbys)
+    took = time.monotonic() - sent
+    (leader,) = [d for d in standbys if token in d.text()]
+    assert took <= LEASE_S + TAKEOVER_SLACK_S, f"took over after {took:.1f} s"
+    resumed = _wait(
+        lambda: re.search(r"resuming from checkpoint (\d+)", leader.text()), "resume", 60, leader
+    )
+    assert int(resumed.group(1)) >= before.checkpoint_id
+    if storage.spark:
+        warm = "runs on 2 of the 2 Python workers the standby kept warm"
+        _wait(lambda: warm in leader.text(), "the warm workers reused", 120, leader)
+    print(f"{leader.name} took over {took:.1f} s after {signal_.name} (lease {LEASE_S} s)")
+    return leader, took
+
+
+def test_standbys_take_over_a_stopped_then_a_killed_leader_and_the_woken_one_is_fenced(
     tmp_path: Path, storage: Storage
 ) -> None:
-    leader = standby = None
+    # The leader first, then two standbys: three cold starts at once would only be slower.
+    drivers = [_start(tmp_path, "one", storage)]
     try:
-        leader, standby, _ = _two_drivers(tmp_path, storage)
-        leader.proc.send_signal(signal.SIGSTOP)
-        stopped = time.monotonic()
-        _wait(
-            lambda: "leading this job with fencing token 2" in standby.text(),
-            "takeover",
-            60,
-            standby,
-        )
-        took = time.monotonic() - stopped
-        assert took <= LEASE_S + TAKEOVER_SLACK_S, f"took over after {took:.1f} s"
+        first = _leader(storage, 1, drivers)
+        standbys = [_start(tmp_path, name, storage) for name in ("two", "three")]
+        drivers += standbys
+        for d in standbys:
+            _wait(_says(d, "standing by"), f"{d.name} stands by", 240, *drivers)
+            _wait(_says(d, "[cairn] STANDBY"), "its progress line", 30, d)
+            if storage.spark:  # a standby's Spark Python workers are warm before it is needed
+                _wait(_says(d, "ready for a takeover"), f"{d.name} warm", 240, *drivers)
+
+        def checkpointed() -> bool:
+            p = _pointer(storage)
+            return p is not None and p.checkpoint_id is not None and p.checkpoint_id >= 3
+
+        _wait(checkpointed, "the leader completes checkpoints", 120, *drivers)
+        # Input is left for two takeovers (each new leader runs from its restored position).
+        assert len(read_visible_lines(str(tmp_path / "out"))) < storage.records * 3 // 4
+
+        # 1. The leader stops (a long GC pause, a frozen VM): a standby takes over.
+        second, _ = _take_over(storage, first, signal.SIGSTOP, standbys)
         taken = _pointer(storage)
         assert taken is not None and taken.token == 2
+        _wait(
+            lambda: (p := _pointer(storage)) is not None and p.checkpoint_id != taken.checkpoint_id,
+            "the second leader completes a checkpoint",
+            120,
+            second,
+        )
+        # 2. The new leader dies: the last standby takes over.
+        (third,) = [d for d in standbys if d is not second]
+        _take_over(storage, second, signal.SIGKILL, [third])
 
-        def new_leader_checkpointed() -> bool:
-            p = _pointer(storage)
-            return p is not None and p.checkpoint_id != taken.checkpoint_id
-
-        _wait(new_leader_checkpointed, "the new leader completes a checkpoint", 120, standby)
-        woken_at, offset = time.time(), len(leader.text())
-        leader.proc.send_signal(signal.SIGCONT)
-        assert leader.proc.wait(120) != 0  # suspended: env.execute() raised
-        after = leader.text()[offset:]
+        # 3. The first leader wakes up: fenced, it completes and commits nothing.
+        woken_at, offset = time.time(), len(first.text())
+        first.proc.send_signal(signal.SIGCONT)
+        assert first.proc.wait(120) != 0  # suspended: env.execute() raised
+        after = first.text()[offset:]
         assert "lost the leadership" in after, after[-4000:]
         assert _completed_ids(after) == set(), after[-4000:]
-        # Every _metadata written since the old leader woke is one the new leader completed.
+        # Every _metadata written since it woke is one the third leader completed.
         written = storage.metadata_files()
-        time.sleep(1.0)  # the new leader logs a completion right after its _metadata
-        theirs = _completed_ids(standby.text())
+        time.sleep(1.0)  # the leader logs a completion right after its _metadata
+        theirs = _completed_ids(third.text())
         for path, mtime in written:
             if mtime >= woken_at - 1:
                 cid = int(re.search(r"chk-(\d+)", path).group(1))  # type: ignore[union-attr]
                 assert cid in theirs, (path, theirs)
-        pointer = _pointer(storage)
-        assert pointer is not None and pointer.token == 2
-        _finished_exactly_once(tmp_path, standby, storage)
-        print(f"takeover {took:.1f} s after SIGSTOP (lease {LEASE_S} s); the old leader woke:")
+
+        assert third.proc.wait(300) == 0, third.text()[-4000:]
+        lines = read_visible_lines(str(tmp_path / "out"))
+        assert exactly_once_problems(lines, storage.records, KEYS) == []
+        final = _pointer(storage)
+        assert final is not None and final.status == "FINISHED" and final.token == 3
+        print("the first leader woke:")
         print("\n".join(line for line in after.splitlines() if "[cairn]" not in line)[-3000:])
     finally:
-        for d in (leader, standby):
-            if d is not None and d.proc.poll() is None:
-                with_cont = d.proc.pid
-                os.kill(with_cont, signal.SIGCONT)
-                terminate_tree(with_cont)
+        for d in drivers:
+            if d.proc.poll() is None:
+                os.kill(d.proc.pid, signal.SIGCONT)
+                terminate_tree(d.proc.pid)

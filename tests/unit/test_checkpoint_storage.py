@@ -230,3 +230,32 @@ def test_file_url_and_plain_path_address_the_same_files(tmp_path: Path) -> None:
     assert via_url.checkpoint_dir(1).startswith("file://")
     assert read_metadata(str(tmp_path / "job")).checkpoint_id == 1
     assert (tmp_path / "job" / "chk-1" / "_metadata").is_file()
+
+
+def test_a_discarded_run_removes_only_what_it_made(tmp_path: Path) -> None:
+    """FINISHED (or a discarding retention policy): the run's own ``chk-<n>`` go; an earlier
+    run's retained checkpoint, HA records and a user's file stay, and so does the directory
+    with the run-status record; with nothing else left, the whole directory goes."""
+    storage = CheckpointStorage(f"file://{tmp_path}", JobId("j" * 32))
+    job = tmp_path / ("j" * 32)
+    for name in ("chk-3", "chk-7", "chk-8", "shared", "leader-lease"):
+        (job / name).mkdir(parents=True)
+    for name in ("chk-3/_metadata", "chk-7/_metadata", "_run-status", "notes.txt"):
+        (job / name).write_text("x")
+    left = storage.discard_run(CheckpointId(7))
+    assert (
+        left
+        == sorted(os.listdir(job))
+        == [
+            "_run-status",
+            "chk-3",
+            "leader-lease",
+            "notes.txt",
+            "shared",
+        ]
+    )
+    assert (job / "chk-3" / "_metadata").is_file()
+    for name in ("chk-3", "leader-lease", "notes.txt"):
+        shutil.rmtree(job / name) if (job / name).is_dir() else (job / name).unlink()
+    (job / "chk-9").mkdir()
+    assert storage.discard_run(CheckpointId(7)) == [] and not job.exists()

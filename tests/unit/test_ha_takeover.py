@@ -98,3 +98,15 @@ def test_refuse_ends_failed_and_leaves_the_pointer_to_the_next_driver() -> None:
     assert "chk-4" in refused.reason
     resumed = _start(_driver(store, "c"))
     assert isinstance(resumed, Lead) and resumed.restore_path == "memory://x/chk-4"
+
+
+def test_on_standby_runs_once_while_waiting_and_never_for_a_first_leader() -> None:
+    store = MemoryStore()
+    a = _driver(store, "a")
+    calls: list[str] = []
+    a.on_standby.append(lambda: calls.append("a"))
+    assert isinstance(_start(a), Lead) and calls == []  # led at once: nothing to warm
+    b = _driver(store, "b")
+    b.on_standby.append(lambda: calls.append("b"))
+    assert isinstance(_start(b), Lead)  # a stopped renewing: b stood by, then took over
+    assert calls == ["b"] and b.role == "leader"

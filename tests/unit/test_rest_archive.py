@@ -32,8 +32,8 @@ def job(jid: str, end_ms: int, state: str = "FINISHED", pad: int = 0) -> Archive
 def test_an_archive_is_one_private_file_in_flinks_layout(tmp_path: Path) -> None:
     archive = JobArchive(str(tmp_path / "a" / "archive"))
     archive.write(job("j1", 10))
-    assert os.listdir(tmp_path / "a" / "archive") == ["j1.json"]  # no temporary file left
-    path = tmp_path / "a" / "archive" / "j1.json"
+    assert os.listdir(tmp_path / "a" / "archive") == ["j1.1.json"]  # no temporary file left
+    path = tmp_path / "a" / "archive" / "j1.1.json"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE((tmp_path / "a" / "archive").stat().st_mode) == 0o700
     raw = json.loads(path.read_text())
@@ -51,7 +51,7 @@ def test_an_archive_appears_only_whole_by_a_rename(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Readers list ``*.json`` only; the writer fills a temporary file and renames it, so
-    whenever ``<id>.json`` exists it is complete (watched at every rename)."""
+    whenever ``<id>.<start>.json`` exists it is complete (watched at every rename)."""
     directory = tmp_path / "archive"
     renames: list[str] = []
     real_replace = os.replace
@@ -60,7 +60,7 @@ def test_an_archive_appears_only_whole_by_a_rename(
         assert not os.path.basename(src).endswith(".json")  # not listed while written
         assert not os.path.exists(dst)
         name = os.path.basename(dst)
-        decode(name.removesuffix(".json"), Path(src).read_bytes())  # whole before renamed
+        decode(name.split(".")[0], Path(src).read_bytes())  # whole before renamed
         real_replace(src, dst)
         renames.append(name)
 
@@ -68,8 +68,27 @@ def test_an_archive_appears_only_whole_by_a_rename(
     writer = JobArchive(str(directory), retained=-1)
     for i in range(3):
         writer.write(job(f"j{i}", i, pad=1_000_000))
-    assert renames == ["j0.json", "j1.json", "j2.json"]
+    assert renames == ["j0.1.json", "j1.1.json", "j2.1.json"]
     assert sorted(os.listdir(directory)) == renames  # no temporary file left
+
+
+def test_each_run_of_a_job_keeps_its_own_archive(tmp_path: Path) -> None:
+    """A job keeps its id across reruns: a rerun's archive never replaces the run before
+    it; the job's path serves its latest run, the listing every run; an archive in the
+    former ``<id>.json`` layout is still read."""
+    (tmp_path / "j.json").write_bytes(encode(job("j", 5)))  # written before runs had names
+    archive = JobArchive(str(tmp_path), retained=-1)
+    for start, state in [(10, "FAILED"), (20, "FINISHED")]:
+        row = {"jid": "j", "state": state, "start-time": start, "end-time": start + 5}
+        archive.write(ArchivedJob.of(row, {"jid": "j", "state": state}))
+    assert sorted(os.listdir(tmp_path)) == ["j.10.json", "j.20.json", "j.json"]
+    assert [(a.state, a.end_ms) for a in archive.jobs()] == [
+        ("FINISHED", 25),
+        ("FAILED", 15),
+        ("FINISHED", 5),
+    ]
+    latest = JobArchive(str(tmp_path)).get("j")  # a new reader: listed on demand
+    assert latest is not None and latest.body("/jobs/j") == {"jid": "j", "state": "FINISHED"}
 
 
 def test_the_writers_keep_the_newest_archives(tmp_path: Path) -> None:
@@ -77,7 +96,7 @@ def test_the_writers_keep_the_newest_archives(tmp_path: Path) -> None:
     second = JobArchive(str(tmp_path), retained=3)  # another driver, same directory
     for i, writer in enumerate([first, second, first, second, first]):
         writer.write(job(f"j{i}", end_ms=100 + i))
-    assert sorted(os.listdir(tmp_path)) == ["j2.json", "j3.json", "j4.json"]
+    assert sorted(os.listdir(tmp_path)) == ["j2.1.json", "j3.1.json", "j4.1.json"]
     assert [j.job_id for j in JobArchive(str(tmp_path)).jobs()] == ["j4", "j3", "j2"]
     assert first.get("j0") is None
     with pytest.raises(ValueError, match="retained-jobs"):

@@ -110,13 +110,18 @@ class CheckpointCleaner:
             where = self._storage.job_dir
             log.warning("Could not list the shared state files of %s", where, exc_info=True)
 
-    def discard_job_dir(self) -> None:
+    def discard_run(self, first_own: CheckpointId | None) -> list[str] | None:
+        """The retention policy discards the ended run's checkpoints: remove what the run
+        made (``CheckpointStorage.discard_run``); the names left in the job directory, or
+        None if nothing could be removed."""
         if self._refused(self._storage.job_dir):
-            return
+            return None
+        self.backends_gone()
         try:
-            self._storage.discard_job_dir()
+            return self._storage.discard_run(first_own)
         except Exception:  # best effort: the job is over either way
-            log.warning("Could not remove %s", self._storage.job_dir, exc_info=True)
+            log.warning("Could not clean up %s", self._storage.job_dir, exc_info=True)
+            return None
 
     def _delete_shared(self, paths: list[str]) -> None:
         if not paths or self._refused(f"{len(paths)} shared state files"):

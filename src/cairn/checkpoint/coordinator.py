@@ -149,6 +149,7 @@ class CheckpointCoordinator:
         self._restore_points = RestorePoints(job_id, storage, self._store, fallback)
         self._stats = CheckpointStatsTracker()
         self._next_id = first_checkpoint_id
+        self._first_own: CheckpointId | None = None  # the first checkpoint this run triggered
         self._pending: dict[CheckpointId, PendingCheckpoint] = {}
         self._savepoints = SavepointQueue()
         self._ghosts: OrderedDict[CheckpointId, Literal["completed", "aborted"]] = OrderedDict()
@@ -327,6 +328,8 @@ class CheckpointCoordinator:
         pending = PendingCheckpoint(cid, now, options, self.expected_tasks)
         self._pending[cid] = pending
         self._next_id = CheckpointId(cid + 1)
+        if self._first_own is None:
+            self._first_own = cid
         if not options.is_savepoint:
             self._last_trigger_ms = now
         self._stats.report_pending(cid, now, len(self.expected_tasks), options.is_savepoint)
@@ -550,8 +553,9 @@ class CheckpointCoordinator:
 
         ``status`` is FINISHED, CANCELED, FAILED or SUSPENDED (a :class:`TerminalJobStatus`
         or any enum with those names, e.g. ``cairn.common.JobStatus``). Idempotent. Deletes
-        the job's checkpoint directory when the policy says so
-        (see :func:`~cairn.checkpoint.protocol.discard_on_termination`).
+        what this run's checkpointing made when the policy says so
+        (see :func:`~cairn.checkpoint.protocol.discard_on_termination`), and the job
+        directory if nothing else is left in it.
         """
         terminal = TerminalJobStatus.of(status)
         if self._shut_down:
@@ -568,8 +572,12 @@ class CheckpointCoordinator:
             log.info("Job %s %s: kept %s (%s).", self.job_id, terminal.value, job_dir, policy)
             return
         self._store.discard_all_owned()
-        self._cleaner.discard_job_dir()
-        log.info("Job %s %s: removed %s (%s).", self.job_id, terminal.value, job_dir, policy)
+        # Only what this run made: an earlier run's retained checkpoints (or HA records, or a
+        # user's files) in the job directory stay, and so does the directory then.
+        left = self._cleaner.discard_run(self._first_own)
+        kept = f"; kept {', '.join(left[:5])}, not this run's" if left else ""
+        ended = terminal.value
+        log.info("Job %s %s: cleaned %s (%s)%s.", self.job_id, ended, job_dir, policy, kept)
 
     def _describe_missing(self, cid: CheckpointId) -> str:
         missing = sorted(self._pending[cid].not_yet_acknowledged)

@@ -36,8 +36,10 @@ from cairn.checkpoint.errors import (
 )
 from cairn.checkpoint.handles import SHARED_DIR_NAME, SHARED_PATH_PREFIX
 from cairn.checkpoint.inspection import CheckpointSummary, list_checkpoints
+from cairn.checkpoint.job_identity import RUN_STATUS_FILE
 from cairn.checkpoint.loading import (
     CHECKPOINT_DIR_PREFIX,
+    chk_subdirs,
     has_metadata,
     load_checkpoint,
     load_with_signature,
@@ -225,9 +227,28 @@ class CheckpointStorage:
         """Remove a checkpoint directory outside this job's (one claimed on restore)."""
         remove_tree(resolve(directory, self._options_for(directory)))
 
-    def discard_job_dir(self) -> None:
-        """Remove this job's whole checkpoint directory (retention on termination)."""
-        remove_tree(self._job)
+    def discard_run(self, first_own: CheckpointId | None) -> list[str]:
+        """The run ended and the retention policy discards its checkpoints (those it owns
+        were discarded before): remove the ``chk-<n>`` directories this run made (``n >=
+        first_own``; None: it made none), then, if nothing but Cairn's bookkeeping is left
+        (``shared/``, the run-status record), the job directory. What is not this run's
+        stays: an earlier run's checkpoints (retained, or restored from in NO_CLAIM mode),
+        HA records or a user's files kept there. Returns the names left in the directory."""
+        job = self._job
+        if not job.fs.isdir(job.path):
+            return []
+        if first_own is not None:
+            for cid, loc in chk_subdirs(job):
+                if cid >= first_own:
+                    remove_tree(loc)
+        job.fs.invalidate_cache(job.path)
+        names = sorted(
+            posixpath.basename(str(p).rstrip("/")) for p in job.fs.ls(job.path, detail=False)
+        )
+        if any(name not in (SHARED_DIR_NAME, RUN_STATUS_FILE) for name in names):
+            return names
+        remove_tree(job)
+        return []
 
     def check_savepoint_target(self, target_dir: str) -> None:
         """Raise ``SavepointTargetExistsError`` (a ``FileExistsError``) if ``target_dir`` holds

@@ -5,15 +5,15 @@ previous one was cancelled and its workers disconnected; messages of older attem
 dropped; an attempt fails as soon as its workers all ended while some never registered (not
 after ``REGISTRATION_TIMEOUT_S``, which bounds workers that hang instead); every restart
 restores from the latest completed (and verified) checkpoint that no worker failed to
-restore, or fails the job when only a fallback that would commit output a second time is
-left; an attempt whose workers found its restored state corrupt is not counted against the
-restart strategy (the checkpoint is never offered again); the job's status changes only
-along ``lifecycle.JOB_STATUS_TRANSITIONS``, and a terminal status is set only after the
-checkpoint coordinator applied its retention policy;
-savepoint requests from other threads are started on the job master's thread
+restore (``restore_choice.py``), or fails the job when only a fallback that would commit
+output a second time is left; an attempt whose workers found its restored state corrupt
+is not counted against the restart strategy (the checkpoint is never offered again); the
+job's status changes only along ``lifecycle.JOB_STATUS_TRANSITIONS``, and a terminal status
+is set only after the checkpoint coordinator applied its retention policy; savepoint
+requests from other threads are started on the job master's thread
 (``savepoint_requests.py``), like everything else that touches the coordinator; under high
-availability no attempt is deployed unless this driver leads (``high_availability.py``), and
-one that lost its leadership ends SUSPENDED.
+availability no attempt is deployed unless this driver leads (``job_master_leadership.py``),
+and one that lost its leadership ends SUSPENDED.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from cairn.checkpoint.ha.fence import LeadershipLost
 from cairn.checkpoint.ha.leader import Leadership
 from cairn.checkpoint.messages import TaskAcknowledgement, TaskDecline, TaskKey
 from cairn.checkpoint.protocol import FallbackRule
-from cairn.checkpoint.restore import check_restore_compatible
 from cairn.checkpoint.storage import CheckpointStorage
 from cairn.common.job_status import JobStatus
 from cairn.deploy import control_messages as p
@@ -50,12 +49,13 @@ from cairn.deploy.job_master_leadership import lead
 from cairn.deploy.lifecycle import AttemptEnd, AttemptOutcome, transition
 from cairn.deploy.output_forwarding import print_forwarded
 from cairn.deploy.restart_policy import RestartPolicy, after_failure
+from cairn.deploy.restore_choice import RestoreChoice
 from cairn.deploy.savepoint_requests import SavepointRequests, StopWithSavepoint
 from cairn.events import SavepointFormatType
 from cairn.graph.job_graph import JobGraph
 from cairn.ids import AttemptNumber, CheckpointId, JobId
 from cairn.runtime.faults import driver_fault_hook, with_driver_pid
-from cairn.settings import JobSettings, RestoreMode
+from cairn.settings import JobSettings
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +122,6 @@ class JobMaster:
         # id); a fault names its attempt relative to it; kill=driver faults name this pid.
         self._first_attempt = AttemptNumber(first_attempt)
         self.faults = with_driver_pid(faults, first_attempt)
-        self.resume_from = tuple(resume_from)  # an earlier run's history, newest first
         self.plan = ExecutionPlan(graph, num_workers)
         self._status = JobStatus.CREATED
         self.error: BaseException | None = None
@@ -130,7 +129,6 @@ class JobMaster:
         self.restarts = 0
         # Where the last restore's time went (None until an attempt restored and ran).
         self.last_initialization: JobInitialization | None = None
-        self._choosing = (0, 0)  # wall-clock ms: choosing the restore point began, ended
         self._restore: p.RestoreInfo | None = None  # what the current attempt restores
         self.worker_pids: dict[int, int] = {}
         self.metrics: dict[TaskKey, p.TaskMetrics] = {}
@@ -154,9 +152,9 @@ class JobMaster:
         # points and applies the retention policy; only triggering depends on this flag.
         self._checkpointing = cp.enabled
         self.leadership = leadership  # high availability: None without
-        self._ha_restore: str | None = None  # what the HA pointer says to resume from
         self.on_leading: Callable[[], None] = lambda: None  # launch's: plan the run now
         self.coordinator = self._make_coordinator()
+        self.restores = RestoreChoice(job_id, settings, graph, self.coordinator, resume_from)
         self._state: _AttemptState | None = None  # None until the first attempt is deployed
         self.start_ms = int(time.time() * 1000)
         self.end_ms: int | None = None
@@ -237,7 +235,7 @@ class JobMaster:
         ``__init__`` too, except under high availability, where it is known once leading."""
         self._first_attempt = AttemptNumber(first_attempt)
         self.attempt = AttemptNumber(first_attempt - 1)
-        self.resume_from = tuple(resume_from)
+        self.restores.resume_from = tuple(resume_from)
         coordinator = self.coordinator
         coordinator.set_next_checkpoint_id(
             CheckpointId(max(first_id, coordinator.next_checkpoint_id))
@@ -278,7 +276,7 @@ class JobMaster:
         )
 
     def _run(self) -> None:
-        restore = self._initial_restore()
+        restore = self.restores.initial()
         if self.leadership is not None and restore is not None:  # a next leader resumes it
             self.leadership.checkpoint_completed(restore.checkpoint_id, restore.checkpoint_dir)
         self._set_status(JobStatus.INITIALIZING)
@@ -320,59 +318,20 @@ class JobMaster:
                     restore.checkpoint_dir, restore.checkpoint_id, _first_line(outcome.error)
                 )
             try:
-                restore = self._latest_restore(explicit=None)
+                restore = self.restores.latest(explicit=None)
             except CheckpointError as exc:  # nothing (safe) to restore from: say what
                 log.error("job %s cannot restart: %s", self.job_id, exc)
                 self._end(JobStatus.FAILED, exc)
                 return
 
-    def _initial_restore(self) -> p.RestoreInfo | None:
-        if self.settings.restore_path:
-            return self._latest_restore(explicit=self.settings.restore_path)
-        if self._ha_restore:  # the HA pointer's checkpoint (deploy/high_availability.py)
-            return self._latest_restore(explicit=self._ha_restore)
-        if self.resume_from:  # a rerun resumes the earlier run (deploy/job_runs.py)
-            return self._latest_restore(explicit=self.resume_from)
-        return None
-
-    def _latest_restore(self, explicit: str | Sequence[str] | None) -> p.RestoreInfo | None:
-        # A resumed run's own checkpoints are the job's, deleted once subsumed.
-        own = explicit is not None and not isinstance(explicit, str)
-        claim = own or (explicit is not None and self.settings.restore_mode is RestoreMode.CLAIM)
-        began = _now_ms()
-        point = self.coordinator.restore_point(explicit, claim)
-        self._choosing = (began, _now_ms())
-        if point is None:
-            return None
-        if own:
-            cid, where = point.checkpoint_id, point.directory
-            log.warning("Job %s resumes from checkpoint %d at %s.", self.job_id, cid, where)
-        if explicit is not None:  # another job's state: it must fit this job's operators
-            operators = {
-                node.uid: (node.parallelism, node.max_parallelism)
-                for v in self.graph.vertices
-                for node in v.operators
-            }
-            check_restore_compatible(point, operators, self.settings.restore_ignore_unclaimed)
-        return p.RestoreInfo(point.directory, point.checkpoint_id)
-
     def _restored(self, state: _AttemptState) -> None:
         """Every worker of an attempt that restored a checkpoint runs: log where the time
         went (``last_initialization``)."""
-        restore = self._restore
-        if restore is None:
-            return
-        began, chosen = self._choosing
-        init = JobInitialization.of(
-            restore.checkpoint_id,
-            began,
-            chosen,
-            state.launched_ms,
-            _now_ms(),
-            [state.initializations[i] for i in sorted(state.initializations)],
-        )
-        self.last_initialization = init
-        log.info("job %s, attempt %d: %s", self.job_id, state.attempt, init.describe())
+        if self._restore is not None:
+            workers = [state.initializations[i] for i in sorted(state.initializations)]
+            self.last_initialization = self.restores.initialization(
+                self._restore, state.attempt, state.launched_ms, workers
+            )
 
     def _record_metrics(self, reports: Mapping[TaskKey, p.TaskMetrics]) -> None:
         # Replaced, not mutated: readers on other threads take a consistent pair.

@@ -1,9 +1,13 @@
 """The job archive: when a job ends, its driver writes the job's final REST views to
-``<jobmanager.archive.fs.dir>/<job id>.json`` (Flink's archive layout: ``{"archive": [{"path":
-"/jobs/overview", "json": "..."}, ...]}``), so that every endpoint and ``cairn list --all``
-list finished jobs of any driver, also after that driver exited (Flink's HistoryServer).
+``<jobmanager.archive.fs.dir>/<job id>.<start ms>.json`` (Flink's archive layout: ``{"archive":
+[{"path": "/jobs/overview", "json": "..."}, ...]}``), so that every endpoint and ``cairn list
+--all`` list finished jobs of any driver, also after that driver exited (Flink's HistoryServer).
+A job keeps its id across runs (resume on rerun, high availability), so each run has its own
+archive, named by the run's start: a rerun never overwrites its predecessor's history, and
+``/jobs/:jobid`` of an ended job serves its latest run. (``<job id>.json``, the name before,
+is still read.)
 
-Invariant: an archive holds only bounded views of one ended job (its overview row, its final
+Invariant: an archive holds only bounded views of one ended run (its overview row, its final
 ``/jobs/:jobid`` body, its final ``/jobs/:jobid/checkpoints`` body with Flink's bounded
 history and ``/jobs/:jobid/exceptions`` with at most 32 restarts' messages), never state. It
 is written whole or not at all (local: a private temporary file renamed, 0600 in a 0700
@@ -37,6 +41,7 @@ SUFFIX = ".json"
 OVERVIEW = "/jobs/overview"
 TTL_S = 2.0  # the directory is listed at most this often for readers
 _JOB_ID = re.compile(r"^[0-9A-Za-z_-]{1,64}$")
+_FILE = re.compile(r"^([0-9A-Za-z_-]{1,64})(?:\.(\d{1,20}))?\.json$")  # <job id>[.<start ms>]
 
 
 def default_archive_dir(registry_dir: str) -> str:
@@ -96,6 +101,15 @@ class ArchivedJob:
     def end_ms(self) -> int:
         return int(self.row["end-time"])
 
+    @property
+    def file_name(self) -> str:
+        """``<job id>.<start ms>.json``: one file per run of the job.
+
+        >>> ArchivedJob.of({"jid": "j1", "state": "FAILED", "start-time": 7}, {}).file_name
+        'j1.7.json'
+        """
+        return f"{self.job_id}.{int(self.row.get('start-time', 0))}{SUFFIX}"
+
     def body(self, path: str) -> Any | None:
         """The archived body of REST ``path``, or None."""
         return self.views.get(path)
@@ -145,11 +159,14 @@ class JobArchive:
     thread. Readers see new archives within ``ttl_s``, or at once through :meth:`get`.
 
     >>> import tempfile
-    >>> archive = JobArchive(tempfile.mkdtemp() + "/archive", retained=1)
-    >>> for i, jid in enumerate(["old", "new"]):
-    ...     archive.write(ArchivedJob.of({"jid": jid, "state": "FINISHED", "end-time": i}, {}))
-    >>> [job.job_id for job in archive.jobs()], archive.get("old")
-    (['new'], None)
+    >>> archive = JobArchive(tempfile.mkdtemp() + "/archive", retained=2)
+    >>> for i, jid in enumerate(["old", "j", "j"]):  # two runs of job j
+    ...     row = {"jid": jid, "state": "FINISHED", "start-time": i, "end-time": i + 1}
+    ...     archive.write(ArchivedJob.of(row, {}))
+    >>> [(job.job_id, job.end_ms) for job in archive.jobs()], archive.get("old")
+    ([('j', 3), ('j', 2)], None)
+    >>> archive.get("j").end_ms  # the latest run
+    3
     """
 
     def __init__(
@@ -176,10 +193,8 @@ class JobArchive:
             self._loc = locations.resolve(self.directory, self._storage_options)
         return self._loc
 
-    def _path(self, job_id: JobId) -> str:
-        if not is_job_id(job_id):
-            raise ValueError(f"not a job id: {job_id!r}")
-        return posixpath.join(self._location().path, job_id + SUFFIX)
+    def _path(self, name: str) -> str:
+        return posixpath.join(self._location().path, name)
 
     # ------------------------------------------------------------------ writing
 
@@ -189,8 +204,10 @@ class JobArchive:
         Raises:
             OSError, ValueError: the archive could not be written (nothing partial is left).
         """
+        if not is_job_id(job.job_id):
+            raise ValueError(f"not a job id: {job.job_id!r}")
         loc = self._location()
-        target = locations.Location(loc.fs, self._path(job.job_id), loc.as_url)
+        target = locations.Location(loc.fs, self._path(job.file_name), loc.as_url)
         locations.makedirs(loc)
         locations.atomic_write(target, encode(job))
         with self._lock:
@@ -210,9 +227,7 @@ class JobArchive:
             return False
 
     def _prune(self) -> None:
-        jobs = self._valid()
-        for job in jobs[self._retained :]:
-            name = job.job_id + SUFFIX
+        for name, _ in self._named()[self._retained :]:
             try:
                 loc = self._location()
                 loc.fs.rm_file(posixpath.join(loc.path, name))
@@ -233,27 +248,24 @@ class JobArchive:
             return self._valid()
 
     def get(self, job_id: JobId) -> ArchivedJob | None:
-        """The archive of ``job_id`` (read now if this reader has not seen it yet), or None."""
+        """The archive of ``job_id``'s latest run (the directory listed now if this reader
+        knows none yet), or None."""
         if not is_job_id(job_id):
             return None
         with self._lock:
-            known = self._files.get(job_id + SUFFIX)
-            if known is not None:
-                return known[1]
-            try:
-                data = self._location().fs.cat_file(self._path(job_id))
-            except (FileNotFoundError, NotADirectoryError):
-                return None
-            except OSError as e:
-                log.warning("could not read the job archive of %s: %s", job_id, e)
-                return None
-            job = self._parse(job_id + SUFFIX, data)
-            self._files[job_id + SUFFIX] = (len(data), job)
-            return job
+            runs = [job for _, job in self._named() if job.job_id == job_id]
+            if not runs:
+                self._scan()
+                runs = [job for _, job in self._named() if job.job_id == job_id]
+            return runs[0] if runs else None
+
+    def _named(self) -> list[tuple[str, ArchivedJob]]:
+        """(file name, archive) of the readable archives, newest end first."""
+        named = [(name, job) for name, (_, job) in self._files.items() if job is not None]
+        return sorted(named, key=lambda n: (n[1].end_ms, n[1].job_id, n[0]), reverse=True)
 
     def _valid(self) -> list[ArchivedJob]:
-        jobs = [job for _, job in self._files.values() if job is not None]
-        return sorted(jobs, key=lambda j: (j.end_ms, j.job_id), reverse=True)
+        return [job for _, job in self._named()]
 
     def _scan(self) -> None:
         """Refresh the cache from the directory: read new (or resized) files, forget gone."""
@@ -272,9 +284,7 @@ class JobArchive:
         for info in listed:
             name = posixpath.basename(str(info["name"]).rstrip("/"))
             size = int(info.get("size") or 0)
-            if info.get("type") != "file" or not name.endswith(SUFFIX):
-                continue
-            if not is_job_id(name[: -len(SUFFIX)]):
+            if info.get("type") != "file" or not _FILE.match(name):
                 continue
             known = self._files.get(name)
             if known is not None and known[0] in (size, -1) and known[1] is not None:
@@ -296,8 +306,11 @@ class JobArchive:
         return self._parse(name, data)
 
     def _parse(self, name: str, data: bytes) -> ArchivedJob | None:
+        match = _FILE.match(name)
+        if match is None:
+            return None
         try:
-            return decode(JobId(name[: -len(SUFFIX)]), data)
+            return decode(JobId(match.group(1)), data)
         except ValueError as e:
             log.warning("skipping the unreadable job archive %s: %s", self._public(name), e)
             return None

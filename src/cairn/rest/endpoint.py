@@ -268,10 +268,11 @@ class RestEndpoint:
         end_ms = -1
         if status.is_terminal_state():  # end_ms is set a moment after the terminal status
             end_ms = m.end_ms if m.end_ms is not None else now_ms
+        ha = m.leadership
         return views.JobFacts(
             job_id=m.job_id,
             name=m.settings.job_name,
-            state=status.name,
+            state=views.shown_state(status.name, None if ha is None else ha.role),
             start_ms=m.start_ms,
             end_ms=end_ms,
             now_ms=now_ms,
@@ -355,7 +356,12 @@ class RestEndpoint:
         parallelism = {v.id: v.parallelism for v in facts.vertices}
         metrics = self._metrics_facts() if metrics is None else metrics
         io = metric_views.vertex_io_metrics(metrics, parallelism)
-        return {**views.job_details(facts, io), "plan": self._plan()}
+        details = {**views.job_details(facts, io), "plan": self._plan()}
+        ha = self._master.leadership
+        if ha is not None:
+            leader = ha.holder if ha.role in ("leader", "released") else ha.leader
+            details["leadership"] = views.leadership(ha.role, leader, ha.token)
+        return details
 
     async def _job(self, request: web.Request) -> web.Response:
         other = self._other_job(request)

@@ -55,9 +55,13 @@ class JobHistory:
         driver = [f for f in DRIVER_JOBS.overview() if f.job_id != self._own]
         machine = await self._machine.rows(DRIVER_JOBS.ids() | {self._own})
         live = [own, *driver, *machine]
-        known = {f.job_id for f in live}
+        # A run is a job id and a start: earlier runs of a live job are history too.
+        known = {(f.job_id, f.start_ms) for f in live}
         archived = await asyncio.to_thread(self.archive.jobs)
-        return live, [{**a.row, "archived": True} for a in archived if a.job_id not in known]
+        rows = [a.row for a in archived]
+        return live, [
+            {**r, "archived": True} for r in rows if (r["jid"], r.get("start-time")) not in known
+        ]
 
     async def overview(self, own: views.JobFacts) -> dict[str, Any]:
         """``GET /jobs/overview``: the own job first, then the others by precedence."""

@@ -44,6 +44,32 @@ class JobFacts:
         return (self.end_ms if self.end_ms >= 0 else self.now_ms) - self.start_ms
 
 
+STANDBY = "STANDBY"  # not a Flink job status: a driver waiting for its job's leader lease
+
+
+def shown_state(status: str, ha_role: str | None) -> str:
+    """The ``state`` a job's endpoint reports: its status, or ``STANDBY`` while its driver
+    stands by for the job's leader lease (high availability; its status is still CREATED).
+
+    >>> shown_state("CREATED", "standby"), shown_state("RUNNING", "leader")
+    ('STANDBY', 'RUNNING')
+    >>> shown_state("CREATED", None)
+    'CREATED'
+    """
+    return STANDBY if ha_role == "standby" else status
+
+
+def leadership(role: str, leader: str | None, token: int | None) -> dict[str, Any]:
+    """The ``leadership`` block of ``GET /jobs/:jobid`` under high availability (Cairn's):
+    this driver's ``role`` (``standby``, ``leader``, ``lost``, ...), the driver it stands by
+    for and its own fencing token once it led.
+
+    >>> leadership("standby", "host-a:41230:5f0c1e2a", None)
+    {'role': 'standby', 'leader': 'host-a:41230:5f0c1e2a', 'fencing-token': None}
+    """
+    return {"role": role, "leader": leader, "fencing-token": token}
+
+
 def errors(*messages: str) -> dict[str, Any]:
     """Flink's error body.
 

@@ -85,6 +85,8 @@ class Leadership:
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
         self.on_lost: list[Callable[[str], None]] = []
+        # Run once, on the standing-by thread, when this driver starts to stand by.
+        self.on_standby: list[Callable[[], None]] = []
         self._lose_lock = threading.Lock()
         self._saw_leader = False  # another driver held the lease when this one first looked
 
@@ -94,6 +96,11 @@ class Leadership:
         is not run again by it."""
         record = self.store.read(LEASE)
         self._saw_leader = record is not None and not Lease.decode(record.data).released
+
+    @property
+    def leader(self) -> str | None:
+        """Whom this driver stands by for (None unless it has stood by)."""
+        return self._standing_behind
 
     @property
     def token(self) -> int | None:
@@ -127,7 +134,14 @@ class Leadership:
                         decision.holder.duration_ms,
                         self.store.description,
                     )
-                seen, waited, self.role = decision.seen, True, "standby"
+                if self.role != "standby":
+                    self.role = "standby"
+                    for callback in list(self.on_standby):
+                        try:
+                            callback()
+                        except Exception:  # warming up is an optimisation, never fatal
+                            log.exception("a callback on standing by failed")
+                seen, waited = decision.seen, True
                 cancelled.wait(min(self.poll_ms, max(1, decision.until_ms - now)) / 1000)
                 continue
             sent = self._clock.now_ms()
@@ -209,8 +223,8 @@ class Leadership:
             except Exception as exc:  # the storage may answer again before the lease lapses
                 log.warning("could not renew the leader lease (retrying): %s", exc)
                 continue
-            if not self._stop.is_set():
-                self._held = held_after_write(lease, version, sent)
+            # Even when stopping: ``finish`` releases the lease by replacing this version.
+            self._held = held_after_write(lease, version, sent)
 
     def holds(self) -> bool:
         return self._lost is None and may_act(self._held, self._clock.now_ms())
