@@ -234,6 +234,12 @@ class NetnsCluster:
         """The Python processes (Cairn's workers and their daemon) on ``host``."""
         return [pid for pid in self.host(host).pids() if _cmdline_has(pid, "python")]
 
+    def job_worker_pids(self, host: str) -> list[int]:
+        """Cairn's worker processes on ``host``: Python processes with a TCP connection to
+        the driver host (their control connection). Idle PySpark workers have none."""
+        driver = self.host("driver").address
+        return [p for p in self.python_worker_pids(host) if _connected_to(p, driver)]
+
     def kill_host(self, name: str) -> list[int]:
         """SIGKILL every process on the host, as when it loses power."""
         return self.host(name).signal_all(signal.SIGKILL)
@@ -353,6 +359,30 @@ def _python_env() -> dict[str, str]:
     if path:
         env["PYTHONPATH"] = ":".join(path)
     return env
+
+
+def _connected_to(pid: int, address: str) -> bool:
+    """Whether ``pid`` holds a TCP socket whose peer is ``address`` (IPv4), read from /proc:
+    psutil cannot see sockets of another network namespace."""
+    peer = "".join(f"{int(part):02X}" for part in reversed(address.split(".")))
+    try:
+        inodes = {
+            os.readlink(f"/proc/{pid}/fd/{fd}")[8:-1]
+            for fd in os.listdir(f"/proc/{pid}/fd")
+            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:[")
+        }
+        lines: list[str] = []
+        for table in ("tcp", "tcp6"):
+            with open(f"/proc/{pid}/net/{table}", encoding="ascii") as f:
+                lines += f.read().splitlines()[1:]
+    except OSError:
+        return False
+    for line in lines:
+        fields = line.split()
+        remote, inode = fields[2], fields[9]
+        if inode in inodes and remote.split(":")[0].endswith(peer):
+            return True
+    return False
 
 
 def _cmdline_has(pid: int, text: str) -> bool:
