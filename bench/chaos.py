@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=300.0, help="records/s of the source")
     parser.add_argument("--keys", type=int, default=40)
     parser.add_argument("--interval-ms", type=int, default=1000)
-    parser.add_argument("--start-timeout", type=float, default=300.0)
+    parser.add_argument("--start-timeout", type=float, default=900.0)
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--out", help="write the Markdown report here too")
     args = parser.parse_args(argv)
