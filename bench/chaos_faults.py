@@ -119,6 +119,10 @@ class Injector:
             if self.driver.poll() == 0:
                 return
             log.warning("stop-with-savepoint attempt %d did not end the job", attempt)
+            self.verdict.notes.append(
+                f"stop-with-savepoint attempt {attempt} did not end the job (exit "
+                f"{cli.poll()}): " + self.cluster.log_tail("driver", f"stop-{attempt}", 3)
+            )
         raise RuntimeError("the job could not be stopped with a savepoint")
 
     # -- faults ------------------------------------------------------------------------------
