@@ -30,6 +30,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -78,8 +79,18 @@ def postgres_bindir() -> str:
 class PostgresServer:
     """``initdb`` + ``postgres`` in a temporary directory, started on enter."""
 
-    def __init__(self, *, max_prepared_transactions: int = 64) -> None:
+    def __init__(
+        self,
+        *,
+        max_prepared_transactions: int = 64,
+        host: str = _HOST,
+        launcher: Sequence[str] = (),
+    ) -> None:
+        """``host``: the address to listen on; ``launcher``: a command prefix that runs the
+        server elsewhere (``["ip", "netns", "exec", <ns>]``: on a simulated host)."""
         self.bindir = postgres_bindir()
+        self.host = host
+        self.launcher = tuple(launcher)
         self.port = free_port()
         self.max_prepared_transactions = max_prepared_transactions
         self._as_root = os.geteuid() == 0
@@ -90,14 +101,15 @@ class PostgresServer:
         )
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
+        self._created = False
 
     # -- what tests use ------------------------------------------------------------------
 
     def jdbc_url(self, database: str = DATABASE) -> str:
-        return f"jdbc:postgresql://{_HOST}:{self.port}/{database}"
+        return f"jdbc:postgresql://{self.host}:{self.port}/{database}"
 
     def conninfo(self, database: str = DATABASE) -> str:
-        return f"postgresql://{USER}:{PASSWORD}@{_HOST}:{self.port}/{database}"
+        return f"postgresql://{USER}:{PASSWORD}@{self.host}:{self.port}/{database}"
 
     @property
     def user(self) -> str:
@@ -147,6 +159,11 @@ class PostgresServer:
         )
         if init.returncode != 0:
             raise PostgresStartError(f"initdb failed ({init.returncode}): {init.stderr[-2000:]}")
+        if self.host != _HOST:
+            # initdb trusts only loopback; a server on a simulated host serves its /24.
+            network = ".".join(self.host.split(".")[:3]) + ".0/24"
+            with open(data / "pg_hba.conf", "a", encoding="utf-8") as hba:
+                hba.write(f"host all all {network} scram-sha-256\n")
         for attempt in range(3):
             try:
                 return self._start_once(data)
@@ -161,6 +178,7 @@ class PostgresServer:
         self._log = open(self.root / f"postgres-{self.port}.log", "wb")  # noqa: SIM115
         self._proc = subprocess.Popen(
             [
+                *self.launcher,
                 *self._run_as(),
                 os.path.join(self.bindir, "postgres"),
                 "-D",
@@ -168,7 +186,7 @@ class PostgresServer:
                 "-p",
                 str(self.port),
                 "-c",
-                f"listen_addresses={_HOST}",
+                f"listen_addresses={self.host}",
                 "-c",
                 f"unix_socket_directories={self.root}",
                 "-c",
@@ -185,12 +203,14 @@ class PostgresServer:
         )
         try:
             self._await_ready()
-            with self.connect("postgres") as conn:
-                conn.execute(f"CREATE DATABASE {DATABASE}")
+            if not self._created:
+                with self.connect("postgres") as conn:
+                    conn.execute(f"CREATE DATABASE {DATABASE}")
+                self._created = True
         except BaseException:
             self._stop_process()
             raise
-        log.info("PostgreSQL on %s:%d (data in %s)", _HOST, self.port, data)
+        log.info("PostgreSQL on %s:%d (data in %s)", self.host, self.port, data)
         return self
 
     def _await_ready(self) -> None:
@@ -238,6 +258,23 @@ class PostgresServer:
         if self._log is not None:
             self._log.close()
             self._log = None
+
+    def kill(self) -> None:
+        """SIGKILL the server (crash recovery on :meth:`restart`; prepared transactions stay)."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            # The backends are in the postmaster's process group: all die at once.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def restart(self) -> None:
+        """Start the server again on the same data directory and port."""
+        self._stop_process()
+        self._start_once(self.root / "data")
 
     def stop(self) -> None:
         self._stop_process()

@@ -18,6 +18,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -73,12 +75,24 @@ def weed_binary() -> str:
 class SeaweedS3:
     """``weed server`` with its S3 gateway, a bucket for ``USER``, started on enter."""
 
-    def __init__(self, bucket: str = "cairn", *, root: str | None = None) -> None:
+    def __init__(
+        self,
+        bucket: str = "cairn",
+        *,
+        root: str | None = None,
+        host: str = _HOST,
+        launcher: Sequence[str] = (),
+    ) -> None:
+        """``host``: the address to serve on; ``launcher``: a command prefix that runs the
+        server elsewhere (``["ip", "netns", "exec", <ns>]``: on a simulated host)."""
         self.bucket = bucket
         self._own_root = root is None
         self.root = Path(root or tempfile.mkdtemp(prefix="cairn-seaweedfs-"))
+        self.host = host
+        self.launcher = tuple(launcher)
         self.port = free_port()
-        self.endpoint = f"http://{_HOST}:{self.port}"
+        self.endpoint = f"http://{self.host}:{self.port}"
+        self._ports: dict[str, int] = {}
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
@@ -120,7 +134,8 @@ class SeaweedS3:
                     raise
                 log.info("a SeaweedFS port was taken meanwhile; starting again on new ports")
                 self.port = free_port()
-                self.endpoint = f"http://{_HOST}:{self.port}"
+                self.endpoint = f"http://{self.host}:{self.port}"
+                self._ports = {}
         raise AssertionError("unreachable")
 
     def _start_once(self) -> SeaweedS3:
@@ -161,16 +176,20 @@ class SeaweedS3:
             "filer.port.grpc",
             "s3.port.grpc",
         )
+        # Kept across restarts (same data dir, same addresses), as a restarted server would.
+        for flag in port_flags:
+            self._ports.setdefault(flag, free_port())
         args = [
+            *self.launcher,
             weed_binary(),
             "server",
             f"-dir={data}",
-            f"-ip={_HOST}",
-            f"-ip.bind={_HOST}",
+            f"-ip={self.host}",
+            f"-ip.bind={self.host}",
             "-s3",
             f"-s3.port={self.port}",
             f"-s3.config={config}",
-            *(f"-{flag}={free_port()}" for flag in port_flags),
+            *(f"-{flag}={self._ports[flag]}" for flag in port_flags),
             # The S3 gateway's Iceberg and Lance listeners default to fixed ports (8181, 9101):
             # a second server on the machine would die on them. Cairn needs neither.
             "-s3.port.iceberg=0",
@@ -179,7 +198,7 @@ class SeaweedS3:
             "-volume.max=0",
             "-master.volumeSizeLimitMB=64",
         ]
-        self._log = open(self.root / "weed.log", "wb")  # noqa: SIM115 (closed in stop())
+        self._log = open(self.root / "weed.log", "ab")  # noqa: SIM115 (closed in stop())
         self._proc = subprocess.Popen(
             args,
             stdout=self._log,
@@ -234,6 +253,20 @@ class SeaweedS3:
         except OSError:
             return ""
         return "\n".join(lines[-20:])
+
+    def restart(self) -> None:
+        """Stop the server (if it runs) and start it again on the same data and ports."""
+        self._stop_process()
+        self._start_once()
+
+    def kill(self) -> None:
+        """SIGKILL the server (storage gone at once); :meth:`restart` brings it back."""
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10.0)
+        self._stop_process()
 
     def stop(self) -> None:
         self._stop_process()

@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from cairn.runtime.network.errors import ConnectionClosed, FrameRefused, FrameTooLarge
+from cairn.runtime.network.liveness import detect_dead_peer
 from cairn.runtime.network.tls import TlsChannel
 from cairn.settings import DEFAULT_MAX_FRAME_SIZE, MAX_FRAME_SIZE_KEY
 
@@ -82,6 +83,7 @@ class FramedConnection:
         if sock.family in (socket.AF_INET, socket.AF_INET6):
             # Headers of small frames must not wait for Nagle's delayed ACK.
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            detect_dead_peer(sock.raw if isinstance(sock, TlsChannel) else sock)
         if socket_buffer_size is not None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, socket_buffer_size)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, socket_buffer_size)

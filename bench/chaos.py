@@ -1,0 +1,268 @@
+"""A fault campaign on a simulated multi-host cluster (``cairn.testing.netns_cluster``):
+a paced keyed job writing exactly-once to files on S3 and to PostgreSQL, under a seeded
+schedule of host, process, network, disk and storage faults plus Cairn's own fault points.
+
+Invariant: every fault comes from the seed (``bench/chaos_plan.py``), so a failing seed
+replays the same schedule; the verdict reads only what the sinks committed (S3 files, the
+PostgreSQL table) and the checkpoints on S3 — never the job's own claims.
+
+    python -m bench.chaos --faults 200 --seed 1          # needs root and iproute2
+    python -m bench.chaos --faults 12 --seed 3 --runs aligned-hashmap
+
+Each run (aligned/unaligned x heap/RocksDB incremental) is one long job: faults every few
+seconds, each healed after its duration, the next one once a checkpoint triggered after the
+heal completed (the recovery time), or right into the restore (``kill-during-restore``). The
+job is ended by a stop-with-savepoint; its output must then be exactly the first N records of
+the generator for some N (0 lost, 0 duplicated), in per-key order in PostgreSQL, and the
+running sums right (per-key order of the state). The last line printed is the JSON summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import time
+from collections import Counter
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from bench.chaos_faults import Injector
+from bench.chaos_plan import (
+    INTERNAL_PHASE,
+    RunVerdict,
+    internal_faults,
+    internal_point,
+    plan_external,
+    report,
+)
+from cairn.testing.netns_cluster import NetnsCluster
+
+log = logging.getLogger("bench.chaos")
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNS = {
+    "aligned-hashmap": (False, "hashmap"),
+    "unaligned-hashmap": (True, "hashmap"),
+    "aligned-rocksdb": (False, "rocksdb"),
+    "unaligned-rocksdb": (True, "rocksdb"),
+}
+
+
+def run_job(
+    cluster: NetnsCluster, name: str, seed: int, faults: int, args: argparse.Namespace
+) -> RunVerdict:
+    """One job until ``faults`` faults were injected: external ones, and the internal fault
+    points (one in every other attempt) that fired."""
+    unaligned, backend = RUNS[name]
+    verdict = RunVerdict(name=name, seed=seed, records=0)
+    began = time.monotonic()
+    assert cluster.s3 is not None and cluster.net is not None
+    table = f"chaos_{name.replace('-', '_')}_{seed}"
+    jdbc = None
+    if cluster.pg is not None:
+        with cluster.pg.connect() as conn:
+            conn.execute(
+                f"CREATE TABLE {table} (id bigserial PRIMARY KEY, k text, seq bigint, total bigint)"
+            )
+        jdbc = {
+            "url": cluster.pg.jdbc_url(),
+            "user": cluster.pg.user,
+            "password": cluster.pg.password,
+            "table": table,
+        }
+    work = cluster.net.dir / f"run-{name}-{seed}"
+    work.mkdir()
+    marker = work / "fired"
+    faults_file = work / "faults"
+    faults_file.write_text(internal_faults(seed, str(marker), unaligned=unaligned))
+    prefix = f"chaos/{name}-{seed}"
+    spec = {
+        "name": f"chaos-{name}-{seed}",
+        "out": cluster.s3.url(prefix, "out"),
+        "checkpoints": cluster.s3.url(prefix, "chk"),
+        "jdbc": jdbc,
+        "records": 10**12,
+        "keys": args.keys,
+        "rate": args.rate,
+        "unaligned": unaligned,
+        "backend": backend,
+        "interval_ms": args.interval_ms,
+        "faults_file": str(faults_file),
+        "checkpoint_timeout_ms": 20_000,
+        "tolerable_failures": 5,
+        "conf": cluster.job_conf(),
+    }
+    spec_file = work / "spec.json"
+    spec_file.write_text(json.dumps(spec))
+    injector = Injector(
+        cluster,
+        argv=[sys.executable, str(ROOT / "bench" / "chaos_job.py"), str(spec_file)],
+        checkpoints=spec["checkpoints"],
+        faults_file=faults_file,
+        marker=marker,
+        unaligned=unaligned,
+        seed=seed,
+        verdict=verdict,
+    )
+    try:
+        injector.start_driver()
+        injector.await_checkpoints(2, timeout=args.start_timeout, since=0.0)
+        # ``faults`` counts both kinds: the external ones and the fault points that fired.
+        for fault in plan_external(seed, 10 * faults, workers=cluster.workers):
+            if sum(verdict.external.values()) + len(injector.fired_lines()) >= faults:
+                break
+            time.sleep(fault.gap_s)
+            injector.inject(fault)
+        injector.stop_job(cluster.s3.url(prefix, "final-savepoint"))
+        verdict.finished = True  # stopped with a savepoint: FINISHED, every sink committed
+    except Exception as exc:  # a verdict with the reason, not a campaign that stops
+        log.exception("run %s (seed %d) broke", name, seed)
+        verdict.notes.append(f"campaign error: {type(exc).__name__}: {exc}")
+    finally:
+        injector.close()
+    for line in injector.fired_lines():
+        point = internal_point(line)
+        verdict.internal[(f"point {point}", INTERNAL_PHASE.get(point, point))] += 1
+    verdict.checkpoints = injector.max_checkpoint
+    _verify(cluster, spec, table if jdbc else None, verdict)
+    verdict.wall_s = time.monotonic() - began
+    return verdict
+
+
+def _verify(cluster: NetnsCluster, spec: dict[str, Any], table: str | None, v: RunVerdict) -> None:
+    """0 lost, 0 duplicated, sums right (state order) and per-key insertion order (SQL)."""
+    assert cluster.s3 is not None
+    fs = cluster.s3.filesystem()
+    base = spec["out"][len("s3://") :]
+    lines: list[str] = []
+    for path in sorted(fs.find(base)):
+        name = path.rsplit("/", 1)[-1]
+        if name.startswith((".", "_")) or "/." in path or "/_" in path:
+            continue
+        lines += fs.cat_file(path).decode().splitlines()
+    problems = prefix_problems(lines, spec["keys"])
+    v.records = problems["records"]
+    v.lost, v.duplicated, v.unexpected = (
+        problems["lost"],
+        problems["duplicated"],
+        problems["unexpected"],
+    )
+    v.order_violations = problems["bad_sums"]
+    if table is not None and cluster.pg is not None:
+        with cluster.pg.connect() as conn:
+            rows = conn.execute(f"SELECT k, seq, total FROM {table} ORDER BY id").fetchall()
+        sql_lines = [f"{k},{s},{t}" for k, s, t in rows]
+        sql = prefix_problems(sql_lines, spec["keys"])
+        if sorted(sql_lines) != sorted(lines):
+            v.notes.append(
+                f"PostgreSQL holds {len(sql_lines)} rows, the files {len(lines)} lines "
+                f"(lost {sql['lost']}, duplicated {sql['duplicated']} in SQL)"
+            )
+            v.lost += sql["lost"]
+            v.duplicated += sql["duplicated"]
+        per_key: dict[str, list[int]] = {}
+        for k, s, _ in rows:
+            per_key.setdefault(k, []).append(int(s))
+        v.order_violations += sum(
+            1 for seqs in per_key.values() if seqs != list(range(1, len(seqs) + 1))
+        )
+
+
+def prefix_problems(lines: list[str], keys: int, splits: int = 2) -> dict[str, int]:
+    """How ``lines`` (``key,seq,sum`` of ``SequenceCheck``) differ from what the generator's
+    ``splits`` splits emitted: split j emits indices j, j + splits, j + 2 * splits... so each
+    split's records must be a prefix of its indices. Lost: missing indices below a split's
+    highest; duplicated; unexpected (``!`` lines, bad keys); bad sums (per-key order).
+
+    >>> prefix_problems(["k00000,1,1", "k00001,1,1", "k00000,2,3"], keys=2, splits=1)["lost"]
+    0
+    >>> p = prefix_problems(["k00000,1,1", "k00000,2,3", "k00000,2,3", "k00000,3,7"], 2, 1)
+    >>> p["lost"], p["duplicated"], p["bad_sums"]
+    (2, 1, 1)
+    >>> prefix_problems(["k00000,1,1", "k00000,2,3"], keys=2, splits=2)["lost"]
+    0
+    """
+    seen: Counter[int] = Counter()
+    unexpected = bad_sums = 0
+    for line in lines:
+        if not line or line.startswith("!"):
+            unexpected += bool(line)
+            continue
+        key, seq_s, total_s = line.split(",")
+        seq, total = int(seq_s), int(total_s)
+        index = (seq - 1) * keys + int(key[1:])
+        if int(key[1:]) >= keys or seq < 1:
+            unexpected += 1
+            continue
+        seen[index] += 1
+        if total != seq * (seq + 1) // 2:
+            bad_sums += 1
+    lost = 0
+    for split in range(splits):
+        mine = [i for i in seen if i % splits == split]
+        if mine:
+            lost += max(mine) // splits + 1 - len(mine)
+    return {
+        "records": len(seen),
+        "lost": lost,
+        "duplicated": sum(n - 1 for n in seen.values()),
+        "unexpected": unexpected,
+        "bad_sums": bad_sums,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.chaos", description=__doc__)
+    parser.add_argument(
+        "--faults", type=int, default=200, help="faults in all (external + fault points fired)"
+    )
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--runs", default=",".join(RUNS), help="comma-separated of " + str(list(RUNS))
+    )
+    parser.add_argument("--rate", type=float, default=300.0, help="records/s of the source")
+    parser.add_argument("--keys", type=int, default=40)
+    parser.add_argument("--interval-ms", type=int, default=1000)
+    parser.add_argument("--start-timeout", type=float, default=900.0)
+    parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument("--out", help="write the Markdown report here too")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    # SIGTERM unwinds like Ctrl-C: the hosts are stopped and deleted on the way out.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    names = [n for n in args.runs.split(",") if n]
+    per_run = [
+        args.faults // len(names) + (i < args.faults % len(names)) for i in range(len(names))
+    ]
+    command = "python -m bench.chaos " + " ".join(sys.argv[1:] if argv is None else argv)
+    verdicts = []
+    # Four slots per worker host: a new attempt fits on one host while the other's executor
+    # or Spark worker is being replaced (CPU is shared anyway).
+    with NetnsCluster(workers=2, cores_per_worker=4, postgres=not args.no_postgres) as cluster:
+        for name, count in zip(names, per_run, strict=True):
+            seed = args.seed * 1000 + list(RUNS).index(name)  # replayable with --runs
+            verdict = run_job(cluster, name, seed, count, args)
+            log.info("run %s: %s", name, asdict(verdict))
+            verdicts.append(verdict)
+            if args.out:  # after every run: a campaign cut short keeps what it found
+                Path(args.out).write_text(report(verdicts, command) + "\n")
+    text = report(verdicts, command)
+    print(text)
+    summary = {
+        "faults": sum(v.faults for v in verdicts),
+        "ok": all(v.ok for v in verdicts),
+        "runs": [
+            {"name": v.name, "seed": v.seed, "faults": v.faults, "ok": v.ok, "records": v.records}
+            for v in verdicts
+        ],
+    }
+    print(json.dumps(summary))
+    return 0 if summary["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

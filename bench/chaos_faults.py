@@ -1,0 +1,310 @@
+"""The campaign's hands: inject one planned fault into a running job on the simulated hosts,
+heal it, and time the recovery from the checkpoints on S3.
+
+Invariant: every fault is healed before ``inject`` returns (links up, routes removed,
+processes continued, disk freed, storage restarted, a killed host's Spark worker started
+again), so faults never pile up across the schedule; a lost driver is started again with the
+same command (it resumes the lost run), and each of those reruns is counted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.chaos_plan import ExternalFault, RunVerdict, internal_faults
+from cairn.testing.netns_cluster import NetnsCluster
+
+log = logging.getLogger("bench.chaos")
+
+_RECOVERY_TIMEOUT_S = 600.0  # a loaded 2-core machine: restarts take minutes
+
+
+class Injector:
+    def __init__(
+        self,
+        cluster: NetnsCluster,
+        *,
+        argv: list[str],
+        checkpoints: str,
+        faults_file: Path,
+        marker: Path,
+        unaligned: bool,
+        seed: int,
+        verdict: RunVerdict,
+    ) -> None:
+        self.cluster = cluster
+        self.argv = argv
+        self.checkpoints = checkpoints[len("s3://") :]
+        self.faults_file = faults_file
+        self.marker = marker
+        self.unaligned = unaligned
+        self.seed = seed
+        self.verdict = verdict
+        self.rng = random.Random(seed)
+        self.driver: subprocess.Popen[bytes] | None = None
+        self.driver_runs = 0
+        self.expect_driver_loss = False
+        self.metadata_fault = False
+        self.completions: list[tuple[float, int]] = []  # (monotonic time, checkpoint id)
+        self.max_checkpoint = 0
+        self.job_id: str | None = None
+        self._stop = threading.Event()
+        self._monitor = threading.Thread(target=self._watch, daemon=True, name="chk-monitor")
+        self._monitor.start()
+
+    # -- the driver ------------------------------------------------------------------------
+
+    def start_driver(self) -> None:
+        self.metadata_fault = "driver-metadata" in self.faults_file.read_text()
+        self.driver = self.cluster.start_driver(self.argv, name=f"driver-{self.driver_runs}")
+        self.driver_runs += 1
+
+    def ensure_driver(self) -> bool:
+        """Start the driver again if it was lost (its command resumes the lost run); True
+        if it did."""
+        if self.driver is None or self.driver.poll() is None:
+            return False
+        rc = self.driver.returncode
+        if rc == 0:
+            raise RuntimeError("the job ended before it was stopped")
+        if not self.expect_driver_loss and "driver-metadata" not in self.fired_text():
+            self.verdict.notes.append(
+                f"driver run {self.driver_runs - 1} exited {rc} without a driver fault: "
+                + self.cluster.log_tail("driver", f"driver-{self.driver_runs - 1}", 5)
+            )
+        self.expect_driver_loss = False
+        if self.metadata_fault and "driver-metadata" in self.faults_file.read_text():
+            # Fired (or the run died first): later runs go without it.
+            self.faults_file.write_text(
+                internal_faults(
+                    self.seed + self.driver_runs, str(self.marker), unaligned=self.unaligned
+                )
+            )
+        log.info("driver lost (exit %s): running the same command again", rc)
+        self.start_driver()
+        return True
+
+    def stop_job(self, savepoint: str) -> None:
+        """Stop-with-savepoint through ``cairn stop`` on the driver host; wait for the end."""
+        for attempt in range(5):
+            self.ensure_driver()
+            self.await_checkpoints(1, timeout=_RECOVERY_TIMEOUT_S, since=time.monotonic())
+            assert self.job_id is not None
+            cli = self.cluster.start_driver(
+                [
+                    sys.executable,
+                    "-m",
+                    "cairn.cli.main",
+                    "stop",
+                    "--savepoint-path",
+                    f"{savepoint}-{attempt}",
+                    self.job_id,
+                ],
+                name=f"stop-{attempt}",
+            )
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                cli.wait(240)
+            assert self.driver is not None
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.driver.wait(60)
+            if self.driver.poll() == 0:
+                return
+            log.warning("stop-with-savepoint attempt %d did not end the job", attempt)
+            self.verdict.notes.append(
+                f"stop-with-savepoint attempt {attempt} did not end the job (exit "
+                f"{cli.poll()}): " + self.cluster.log_tail("driver", f"stop-{attempt}", 3)
+            )
+        raise RuntimeError("the job could not be stopped with a savepoint")
+
+    # -- faults ------------------------------------------------------------------------------
+
+    def inject(self, fault: ExternalFault) -> None:
+        self.ensure_driver()
+        self.await_checkpoints(1, timeout=_RECOVERY_TIMEOUT_S, since=time.monotonic() - 2.0)
+        host = f"worker-{fault.target}"
+        c = self.cluster
+        log.info("fault %d: %s on %s (%.1f s)", fault.index, fault.kind, host, fault.duration_s)
+        kind = fault.kind
+        if kind == "kill-worker":
+            self._kill_one_worker(fault.target)
+        elif kind == "kill-executor":
+            pids = c.executor_pids(host) or c.executor_pids(f"worker-{1 - fault.target}")
+            for pid in pids[:1]:
+                _kill(pid, signal.SIGKILL)
+        elif kind == "kill-host":
+            c.kill_host(host)
+            time.sleep(fault.duration_s)
+            c.restart_worker(host)
+        elif kind == "pause-worker":
+            pids = self._workers_on(fault.target)[:1]
+            for pid in pids:
+                _kill(pid, signal.SIGSTOP)
+            time.sleep(fault.duration_s)
+            for pid in pids:
+                _kill(pid, signal.SIGCONT)
+        elif kind in ("partition-driver", "partition-storage", "partition-peer"):
+            other = {
+                "partition-driver": "driver",
+                "partition-storage": "storage",
+                "partition-peer": f"worker-{1 - fault.target}",
+            }[kind]
+            c.partition(host, other)
+            time.sleep(fault.duration_s)
+            c.heal(host, other)
+        elif kind == "isolate-host":
+            c.isolate(host)
+            time.sleep(fault.duration_s)
+            c.reconnect(host)
+        elif kind == "disk-full":
+            c.fill_disk(host)
+            time.sleep(fault.duration_s)
+            c.free_disk(host)
+        elif kind == "storage-down":
+            c.storage_down()
+            time.sleep(fault.duration_s)
+            c.storage_up()
+        elif kind == "kill-during-restore":
+            before = set(self._all_workers())
+            self._kill_one_worker(fault.target)
+            self.verdict.external[("kill-worker", "running")] += 1
+            fresh = _wait(lambda: set(self._all_workers()) - before, 120.0)
+            time.sleep(self.rng.uniform(0.0, 1.5))
+            for pid in sorted(fresh)[:1]:
+                _kill(pid, signal.SIGKILL)
+        elif kind == "kill-during-savepoint":
+            assert self.job_id is not None
+            c.start_driver(
+                [
+                    sys.executable,
+                    "-m",
+                    "cairn.cli.main",
+                    "savepoint",
+                    self.job_id,
+                    c.s3.url("chaos", "savepoints", f"{self.seed}-{fault.index}") if c.s3 else "",
+                ],
+                name=f"savepoint-{fault.index}",
+            )
+            time.sleep(self.rng.uniform(1.0, 3.0))  # the CLI's own start, then the savepoint
+            self._kill_one_worker(fault.target)
+        elif kind == "kill-driver":
+            self.expect_driver_loss = True
+            if self.rng.random() < 0.5:  # the rerun loses its driver at its first _metadata
+                self.faults_file.write_text(
+                    internal_faults(
+                        self.seed, str(self.marker), unaligned=self.unaligned, driver_metadata=True
+                    )
+                )
+            c.kill_host("driver")
+            assert self.driver is not None
+            self.driver.wait(30)
+            self.ensure_driver()
+        else:
+            raise ValueError(f"unknown fault kind {kind}")
+        healed = time.monotonic()
+        self.verdict.external[(kind, fault.phase)] += 1
+        self._await_recovery(healed)
+
+    def _await_recovery(self, since: float) -> None:
+        deadline = since + _RECOVERY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.ensure_driver():
+                # Another driver loss (a fault point at its first _metadata): the new
+                # driver gets the whole timeout for its Spark session and restore.
+                deadline = time.monotonic() + _RECOVERY_TIMEOUT_S
+            done = [t for t, _ in self.completions if t > since]
+            if done:
+                self.verdict.recovery_s.append(done[0] - since)
+                return
+            time.sleep(0.2)
+        self.verdict.notes.append(f"no progress for {_RECOVERY_TIMEOUT_S:.0f} s after a fault")
+        raise RuntimeError("the job made no progress after a fault")
+
+    def await_checkpoints(self, count: int, *, timeout: float, since: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.ensure_driver()
+            if len([t for t, _ in self.completions if t > since]) >= count:
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"fewer than {count} checkpoints completed in {timeout:.0f} s")
+
+    # -- processes -----------------------------------------------------------------------------
+
+    def _workers_on(self, target: int) -> list[int]:
+        """Cairn's worker processes on a worker host (not idle PySpark workers)."""
+        return self.cluster.job_worker_pids(f"worker-{target}")
+
+    def _all_workers(self) -> list[int]:
+        return [p for t in range(self.cluster.workers) for p in self._workers_on(t)]
+
+    def _kill_one_worker(self, target: int) -> None:
+        pids = self._workers_on(target) or self._all_workers()
+        if pids:
+            _kill(self.rng.choice(pids), signal.SIGKILL)
+
+    # -- checkpoints on S3 ---------------------------------------------------------------------
+
+    def _watch(self) -> None:
+        fs: Any = None
+        while not self._stop.is_set():
+            try:
+                if fs is None:
+                    assert self.cluster.s3 is not None
+                    fs = self.cluster.s3.filesystem()
+                fs.invalidate_cache()
+                if self.job_id is None:
+                    dirs = [p for p in fs.ls(self.checkpoints) if not p.endswith("/")]
+                    self.job_id = dirs[0].rsplit("/", 1)[-1] if dirs else None
+                if self.job_id is not None:
+                    found = fs.glob(f"{self.checkpoints}/{self.job_id}/chk-*/_metadata")
+                    ids = [int(p.split("/chk-")[1].split("/")[0]) for p in found]
+                    top = max(ids, default=0)
+                    if top > self.max_checkpoint:
+                        self.max_checkpoint = top
+                        self.completions.append((time.monotonic(), top))
+            except Exception:  # storage down or partitioned from the controller: retry
+                fs = None
+            self._stop.wait(0.3)
+
+    def fired_text(self) -> str:
+        try:
+            return self.marker.read_text()
+        except OSError:
+            return ""
+
+    def fired_lines(self) -> list[str]:
+        return [line for line in self.fired_text().splitlines() if line.strip()]
+
+    def close(self) -> None:
+        self._stop.set()
+        self.cluster.kill_host("driver")
+        if self.driver is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.driver.wait(30)
+        self._monitor.join(5)
+
+
+def _kill(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        import os
+
+        os.kill(pid, sig)
+
+
+def _wait(predicate: Any, timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    return None

@@ -1,0 +1,213 @@
+"""The fault campaign's seeded schedule and its report: which fault comes next, where it
+aims, and the table of what happened.
+
+Invariant: everything here is a pure function of the seed and of the observations handed in,
+so a failing seed replays the same schedule (``python -m bench.chaos --seed N``); nothing
+here touches a process, a host or a file.
+
+    >>> faults = plan_external(seed=7, count=5)
+    >>> [f.kind for f in faults] == [f.kind for f in plan_external(seed=7, count=5)]
+    True
+    >>> "processing" in internal_faults(seed=7, marker="/tmp/m", unaligned=False)
+    True
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+
+# External faults, made by the controller on the simulated hosts, with their weights.
+EXTERNAL_KINDS = {
+    "kill-worker": 6,  # SIGKILL one Cairn worker process (a Python process on a worker host)
+    "kill-executor": 3,  # SIGKILL the executor JVM of a worker host
+    "kill-host": 2,  # SIGKILL every process of a worker host; its Spark worker comes back
+    "pause-worker": 3,  # SIGSTOP a worker process for a while (GC pause, frozen VM), SIGCONT
+    "partition-driver": 2,  # a worker host and the driver host cannot reach each other
+    "partition-storage": 2,  # a worker host and the storage host cannot reach each other
+    "partition-peer": 2,  # the two worker hosts cannot reach each other
+    "isolate-host": 2,  # a worker host's link down: cut off from everyone
+    "disk-full": 2,  # a worker host's disk (tmpfs work dir) filled to the last byte
+    "storage-down": 2,  # the S3 and PostgreSQL servers SIGKILLed, restarted on their data
+    "kill-during-restore": 3,  # SIGKILL a worker process as soon as a new attempt starts
+    "kill-during-savepoint": 2,  # trigger a savepoint, SIGKILL a worker while it runs
+    "kill-driver": 1,  # SIGKILL the driver host's processes; the same command runs again
+}
+# Where each external fault lands (internal ones are named by their fault point).
+EXTERNAL_PHASE = {
+    "kill-during-restore": "restore",
+    "kill-during-savepoint": "savepoint",
+    "kill-driver": "driver loss",
+}
+DURATIONAL = frozenset(
+    {
+        "pause-worker",
+        "partition-driver",
+        "partition-storage",
+        "partition-peer",
+        "isolate-host",
+        "disk-full",
+        "storage-down",
+        "kill-host",
+    }
+)
+# Internal faults (runtime/faults.py points) and the phase each one is in.
+INTERNAL_PHASE = {
+    "processing": "processing",
+    "after-barrier": "sync snapshot / sink pre-commit",
+    "during-upload": "async upload",
+    "before-commit": "sink commit (before)",
+    "after-commit": "sink commit (after)",
+    "replay": "restore (in-flight replay)",
+    "driver-metadata": "metadata write",
+}
+
+
+@dataclass(frozen=True)
+class ExternalFault:
+    index: int
+    kind: str
+    target: int  # which worker host (0 or 1)
+    duration_s: float  # how long a durational fault lasts before it is healed
+    gap_s: float  # how long to let the job run (and recover) before this fault
+
+    @property
+    def phase(self) -> str:
+        return EXTERNAL_PHASE.get(self.kind, "running")
+
+
+def plan_external(seed: int, count: int, *, workers: int = 2) -> list[ExternalFault]:
+    """``count`` external faults drawn by weight from ``seed``."""
+    rng = random.Random(seed)
+    kinds, weights = zip(*EXTERNAL_KINDS.items(), strict=True)
+    plan = []
+    for index in range(count):
+        kind = rng.choices(kinds, weights)[0]
+        plan.append(
+            ExternalFault(
+                index=index,
+                kind=kind,
+                target=rng.randrange(workers),
+                duration_s=round(rng.uniform(2.0, 8.0), 1) if kind in DURATIONAL else 0.0,
+                gap_s=round(rng.uniform(1.0, 4.0), 1),
+            )
+        )
+    return plan
+
+
+def internal_faults(
+    seed: int, marker: str, *, unaligned: bool, attempts: int = 400, driver_metadata: bool = False
+) -> str:
+    """``cairn.testing.faults`` for one run of the job: a seeded fault point in every other
+    attempt (1, 3, 5...), so an attempt without one follows each attempt with one and the
+    job keeps making progress; each appends where it fired to ``marker``."""
+    rng = random.Random(seed * 7919 + 1)
+    points = ["processing", "after-barrier", "during-upload", "before-commit", "after-commit"]
+    if unaligned:
+        points.append("replay")
+    specs = []
+    for attempt in range(1, attempts, 2):
+        point = rng.choice(points)
+        fields = [f"point={point}", f"attempt={attempt}", f"marker={marker}"]
+        if point in ("processing", "replay"):
+            fields.append(f"records={rng.randrange(50, 1500)}")
+        fields.append(f"subtask={rng.randrange(2)}")
+        specs.append(",".join(fields))
+    if driver_metadata:
+        specs.append(f"point=driver-metadata,marker={marker}")
+    return ";".join(specs)
+
+
+def internal_point(marker_line: str) -> str:
+    """The fault point a marker line names: ``"during-upload of Sink#0 (checkpoint 4)"``.
+
+    >>> internal_point("during-upload of sequence-check#1 (checkpoint 12)")
+    'during-upload'
+    """
+    return marker_line.split(" ", 1)[0]
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q``-quantile (0..1) by nearest rank; NaN for no values.
+
+    >>> percentile([1.0, 2.0, 3.0, 4.0], 0.5), percentile([5.0], 0.99)
+    (2.0, 5.0)
+    """
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), round(q * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+@dataclass
+class RunVerdict:
+    """One job run of the campaign: its configuration, faults and what its output shows."""
+
+    name: str
+    seed: int
+    records: int
+    external: Counter[tuple[str, str]] = field(default_factory=Counter)
+    internal: Counter[tuple[str, str]] = field(default_factory=Counter)
+    recovery_s: list[float] = field(default_factory=list)
+    lost: int = 0
+    duplicated: int = 0
+    unexpected: int = 0
+    order_violations: int = 0
+    finished: bool = False
+    checkpoints: int = 0
+    wall_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def faults(self) -> int:
+        return sum(self.external.values()) + sum(self.internal.values())
+
+    @property
+    def ok(self) -> bool:
+        return (
+            self.finished
+            and self.lost == 0
+            and self.duplicated == 0
+            and self.unexpected == 0
+            and self.order_violations == 0
+        )
+
+
+def report(verdicts: list[RunVerdict], command: str) -> str:
+    """A Markdown report: verdict per run, faults by kind and phase, recovery percentiles."""
+    lines = [f"Command: `{command}`", ""]
+    lines.append(
+        "| run | faults | records | lost | duplicated | order violations | finished | "
+        "checkpoints | wall (s) | verdict |"
+    )
+    lines.append("|---|---:|---:|---:|---:|---:|---|---:|---:|---|")
+    for v in verdicts:
+        replay = f"FAILED (--seed {v.seed // 1000} --runs {v.name})"
+        lines.append(
+            f"| {v.name} | {v.faults} | {v.records} | {v.lost} | {v.duplicated} | "
+            f"{v.order_violations} | {'yes' if v.finished else 'NO'} | {v.checkpoints} | "
+            f"{v.wall_s:.0f} | {'ok' if v.ok else replay} |"
+        )
+    total: Counter[tuple[str, str]] = Counter()
+    for v in verdicts:
+        total.update(v.external)
+        total.update(v.internal)
+    lines += ["", "| fault | phase | count |", "|---|---|---:|"]
+    for (kind, phase), n in sorted(total.items()):
+        lines.append(f"| {kind} | {phase} | {n} |")
+    lines.append(f"| **all** | | **{sum(total.values())}** |")
+    recovery = [r for v in verdicts for r in v.recovery_s]
+    if recovery:
+        lines += [
+            "",
+            f"Recovery (the fault, or its heal, → the next checkpoint completed on S3), "
+            f"{len(recovery)} faults: p50 {percentile(recovery, 0.5):.1f} s, "
+            f"p90 {percentile(recovery, 0.9):.1f} s, p99 {percentile(recovery, 0.99):.1f} s, "
+            f"max {max(recovery):.1f} s.",
+        ]
+    notes = [f"- {v.name}: {note}" for v in verdicts for note in v.notes]
+    if notes:
+        lines += ["", "Notes:", *notes]
+    return "\n".join(lines)
