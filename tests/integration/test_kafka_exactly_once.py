@@ -1,7 +1,7 @@
-"""Kafka topic -> keyed state -> exactly-once file sink, on real Spark with worker processes
-SIGKILLed at chosen moments (aligned and unaligned checkpoints), and stopped with a savepoint
-then restored at another parallelism over more partitions than subtasks: every record once,
-each key's records in order (the Kafka offsets are the checkpointed split state)."""
+"""Kafka topic -> keyed state -> exactly-once file sink, stopped with a savepoint then
+restored at another parallelism over more partitions than subtasks: every record once, each
+key's records in order (the Kafka offsets are the checkpointed split state). The SIGKILL
+schedules of a Kafka-to-Kafka job are in test_kafka_to_kafka_exactly_once.py."""
 
 from __future__ import annotations
 
@@ -19,12 +19,6 @@ from tests.integration.kafka_jobs import kafka_sequence_job, new_topic, produce_
 pytestmark = pytest.mark.timeout(300)
 
 RECORDS, KEYS, PARTITIONS = 40_000, 20, 6
-# A kill while processing, one at a barrier, one between pre-commit and commit.
-KILLS = (
-    "point=processing,attempt=0,records=8000,subtask=1;"
-    "point=after-barrier,attempt=1,subtask=0;"
-    "point=before-commit,attempt=2,subtask=1"
-)
 
 
 @pytest.fixture(scope="module")
@@ -33,25 +27,6 @@ def sequences(kafka_broker: Any) -> str:
     topic = new_topic(kafka_broker, "eo-seq", PARTITIONS)
     produce_sequences(kafka_broker, topic, RECORDS, KEYS, PARTITIONS)
     return topic
-
-
-@pytest.mark.spark
-@pytest.mark.parametrize("checkpoints", ["aligned", "unaligned"])
-def test_sigkilled_workers_keep_kafka_to_files_exactly_once(
-    spark: Any, kafka_broker: Any, sequences: str, checkpoints: str
-) -> None:
-    out = tempfile.mkdtemp(prefix="cairn-kafka-eo-")
-    conf = {"cairn.executor": "spark", "cairn.testing.faults": KILLS}
-    env = kafka_sequence_job(
-        conf, kafka_broker, sequences, out, unaligned=checkpoints == "unaligned"
-    )
-    client = env.execute_async("kafka-exactly-once")
-    client.get_job_execution_result(timeout=240)
-    assert client.job_master.restarts == 3, "every scheduled kill must have happened"
-    lines = read_visible_lines(out)
-    assert exactly_once_problems(lines, RECORDS, KEYS) == []
-    report = check_sequence_lines(lines)
-    assert report.violations == [] and report.bad_sums == []
 
 
 @pytest.mark.timeout(240)
