@@ -76,7 +76,7 @@ class _Concurrency(AsyncFunction):
 
     def open(self, runtime_context: Any) -> None:
         self.running = self.most = 0
-        self.threads: set[int] = set()
+        self.threads: set[int] = {threading.get_ident()}  # open runs on the loop's thread
 
     async def async_invoke(self, value: int) -> list[Any]:
         self.running += 1
@@ -229,6 +229,35 @@ def test_retries_end_after_max_attempts_with_the_last_error() -> None:
     )
     with pytest.raises(JobExecutionException, match=r"reset by peer \(7\)"):
         _collect(out)
+
+
+class _OldFormFlaky(AsyncFunction):
+    """The older form failing its future on a first attempt; ``close`` is ``async def``."""
+
+    def open(self, runtime_context: Any) -> None:
+        self.tried: set[int] = set()
+
+    async def async_invoke(self, value: int, result_future: ResultFuture[int]) -> None:  # type: ignore[override]
+        if value not in self.tried:
+            self.tried.add(value)
+            result_future.complete_exceptionally(ConnectionError("refused"))
+        else:
+            result_future.complete([value, len(self.tried)])
+
+    async def close(self) -> None:  # type: ignore[override]
+        await asyncio.sleep(0)
+        self.tried.clear()
+
+
+def test_a_result_future_completed_exceptionally_is_retried() -> None:
+    env = _env()
+    strategy = AsyncRetryStrategy.exponential_backoff(
+        2, 5, 20, 2.0, exception_predicate=lambda e: isinstance(e, ConnectionError)
+    )
+    out = AsyncDataStream.ordered_wait_with_retry(
+        env.from_collection([1, 2]), _OldFormFlaky(), Time.seconds(5), strategy, 1
+    )
+    assert _collect(out) == [1, 1, 2, 2]
 
 
 def test_the_api_checks_what_pyflink_checks() -> None:

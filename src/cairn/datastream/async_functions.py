@@ -61,7 +61,9 @@ class AsyncFunction(Function, Generic[IN, OUT]):
     ``async_invoke(value)`` returns the list of results; the older form
     ``async_invoke(value, result_future)`` completes ``result_future`` instead. ``timeout`` is
     called when an input's results are not there within the timeout: it returns results
-    (or completes ``result_future``), or raises to fail the job (the default).
+    (or completes ``result_future``), or raises to fail the job (the default). ``open`` and
+    ``close`` run on the same event loop (make loop-bound clients there) and may be
+    ``async def``.
     """
 
     @abstractmethod
@@ -70,7 +72,7 @@ class AsyncFunction(Function, Generic[IN, OUT]):
 
     def timeout(self, value: IN) -> list[OUT]:
         """The results of an input that timed out; by default the job fails."""
-        raise TimeoutError(f"Async function call has timed out for input: {value!r}")
+        raise TimeoutError(f"Async function call has timed out for input: {value}")
 
 
 class AsyncRetryPredicate(ABC, Generic[OUT]):

@@ -17,6 +17,12 @@ what a checkpoint stores and a restore adds again.
 ['a', 2, 'c']
 >>> q.records, len(q.entries())
 (0, 0)
+>>> o = AsyncQueue(ordered=True)
+>>> x, y = o.add(Entry("x", None)), o.add(Entry("y", None))
+>>> o.complete(y, ["Y"]); o.pop_ready(), [e.value for e in o.entries()]
+([], ['x', 'y'])
+>>> o.complete(x, ["X"]); [e.result for e in o.pop_ready()]
+[['X'], ['Y']]
 """
 
 from __future__ import annotations

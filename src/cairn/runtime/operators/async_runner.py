@@ -246,7 +246,7 @@ class AsyncRunner:
     async def _timed_out(self, value: Any) -> list[Any]:
         timeout = getattr(self._function, "timeout", None)
         if timeout is None:
-            raise TimeoutError(f"Async function call has timed out for input: {value!r}")
+            raise TimeoutError(f"Async function call has timed out for input: {value}")
         if not self._old_timeout:
             return check_result(timeout(value), "timeout")
         future: asyncio.Future[Any] = self._loop.create_future()
