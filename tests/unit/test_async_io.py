@@ -123,7 +123,7 @@ class _OldForm(AsyncFunction):
 def test_a_timeout_gives_the_timeout_functions_results(function: AsyncFunction) -> None:
     env = _env()
     out = AsyncDataStream.ordered_wait(
-        env.from_collection([1, 2, 3, 4]), function, Time.milliseconds(200), 10
+        env.from_collection([1, 2, 3, 4]), function, Time.milliseconds(500), 10
     )
     assert _collect(out) == [-1, 2, -3, 4]
 
