@@ -34,6 +34,10 @@ RESULT_FIELDS = (
 
 # Optional fields of the recovery and state-size workloads (and the run's parameters).
 EXTRA_FIELDS = (
+    "latency_p999_ms",
+    "marker_p50_ms",
+    "marker_p99_ms",
+    "marker_max_ms",
     "keys",
     "parallelism",
     "checkpoint_interval_ms",

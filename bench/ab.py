@@ -18,6 +18,17 @@ results)::
     python -m bench.ab --a ../cairn-before --b . --repeat 4 --module bench.windows -- \\
         --records 10000000 --keys 10000 --events-per-second 1000000 --verify
 
+The cost of a setting in one checkout (``--b-args``: workload options of B only), e.g. TLS::
+
+    cairn tls init /tmp/tls
+    python -m bench.ab --a . --b . --repeat 3 \\
+        --b-args "--conf security.ssl.internal.enabled=true \\
+                  --conf security.ssl.internal.keystore=/tmp/tls/internal.pem \\
+                  --conf security.ssl.internal.truststore=/tmp/tls/internal-ca.pem" \\
+        -- --workload keyed-sum --records 2000000 --keys 10000
+
+or the latency markers' (``--b-args "--conf metrics.latency.interval=1000"``).
+
 Prints one line per run and a summary (median records/s of each side, B/A).
 """
 
@@ -26,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -118,6 +130,9 @@ def main(argv: list[str] | None = None) -> int:
         "--module", choices=MODULES, default=MODULES[0], help="what each run measures"
     )
     parser.add_argument(
+        "--b-args", default="", help="more workload options for B only (shell words)"
+    )
+    parser.add_argument(
         "workload_args", nargs=argparse.REMAINDER, help="after --: the bench.workloads options"
     )
     ns = parser.parse_args(argv)
@@ -127,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     rates: dict[str, list[float]] = {"a": [], "b": []}
     for side in alternating_order(ns.repeat):
         checkout = ns.a if side == "a" else ns.b
-        result = run_once(checkout.resolve(), args, ns.timeout, ns.module)
+        extra = shlex.split(ns.b_args) if side == "b" else []
+        result = run_once(checkout.resolve(), [*args, *extra], ns.timeout, ns.module)
         rate = float(result["steady_records_per_s"] or 0.0)
         rates[side].append(rate)
         verified = f", verified {result['verified']}" if "verified" in result else ""

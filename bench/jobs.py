@@ -62,6 +62,8 @@ class CairnOptions:
     # Set by run_workload once the storage is up: the S3 root URL and its s3.* keys.
     storage_root: str | None = None
     storage_config: tuple[tuple[str, str], ...] = ()
+    # More configuration keys for the job (``--conf key=value``: e.g. metrics.latency.*).
+    config: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -78,6 +80,8 @@ class Observed:
     p50_ms: int | None = None
     p99_ms: int | None = None
     worker_rss_peak: int = 0  # bytes: the largest Python worker process seen while polling
+    # Latency markers' histograms in the tasks' final reports (metrics.latency.interval).
+    latency_reports: list[Any] = field(default_factory=list)
     filled_at: float | None = None  # recovery: when the sources had emitted every key once
     # The last restore's phases (the job master's ``last_initialization``), in ms and bytes.
     initialization: dict[str, int] | None = None
@@ -95,7 +99,7 @@ def bench_environment(opts: CairnOptions, interval_ms: int, checkpoint_dir: str)
         conf.set_string("cairn.spark.master", opts.master)
     conf.set_string("state.backend.type", opts.state_backend)
     conf.set_string("execution.checkpointing.incremental", str(opts.incremental).lower())
-    for key, value in opts.storage_config:
+    for key, value in (*opts.storage_config, *opts.config):
         conf.set_string(key, value)
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(opts.parallelism)
@@ -165,6 +169,8 @@ def run_job(
     client.get_job_execution_result(timeout=60)
     seen.ended = (master.end_ms or time.time() * 1000) / 1000.0
     seen.restarts = master.restarts
+    for report in master.metrics.values():  # ``latency``: absent in older checkouts (A/B)
+        seen.latency_reports.extend(getattr(report, "latency", ()))
     init = getattr(master, "last_initialization", None)  # absent in older checkouts (A/B)
     if init is not None:
         seen.initialization = dataclasses.asdict(init)

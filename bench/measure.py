@@ -147,6 +147,7 @@ class LatencySummary:
     p99_ms: float
     max_ms: float
     skipped: int  # warm-up records not timed
+    p999_ms: float = 0.0
 
 
 def merge_latency(out_dir: str) -> LatencySummary | None:
@@ -175,7 +176,9 @@ def merge_latency(out_dir: str) -> LatencySummary | None:
                 return min((bucket + 1) * bucket_ns, max_ns) / 1e6
         return max_ns / 1e6
 
-    return LatencySummary(total, quantile_ms(0.5), quantile_ms(0.99), max_ns / 1e6, skipped)
+    return LatencySummary(
+        total, quantile_ms(0.5), quantile_ms(0.99), max_ns / 1e6, skipped, quantile_ms(0.999)
+    )
 
 
 @dataclass(frozen=True)

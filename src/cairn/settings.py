@@ -182,7 +182,8 @@ class RestSettings:
 @dataclass(frozen=True)
 class MetricsSettings:
     """Metric reporters (``metrics.reporters``, ``metrics.reporter.prom.*``, Flink's keys):
-    ``prometheus`` starts an HTTP server for Prometheus on ``host:port`` (0: a free port).
+    ``prometheus`` starts an HTTP server for Prometheus on ``host:port`` (0: a free port);
+    latency tracking (``metrics.latency.*``).
 
     >>> MetricsSettings(prometheus=True, port=-1)
     Traceback (most recent call last):
@@ -193,6 +194,11 @@ class MetricsSettings:
     prometheus: bool = False
     host: str = "127.0.0.1"
     port: int = 9249
+    # Latency tracking (``metrics.latency.*``): marker interval (0: off), granularity
+    # ("single", "operator", "subtask") and histogram window.
+    latency_interval_ms: int = 0
+    latency_granularity: str = "operator"
+    latency_history_size: int = 128
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -235,6 +241,46 @@ class NetworkSettings:
     debloat_samples: int = 20
     debloat_threshold_percent: int = 25
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """PEM files of one side of TLS (Flink's keystore and truststore, as Python's ``ssl``
+    reads them): ``keystore`` holds this side's certificate chain and private key,
+    ``truststore`` the CA certificates a peer's certificate must chain to, ``key_password``
+    decrypts an encrypted private key (never shown).
+
+    >>> TlsFiles("/etc/cairn/internal.pem", "/etc/cairn/ca.pem", key_password="x")
+    TlsFiles(keystore='/etc/cairn/internal.pem', truststore='/etc/cairn/ca.pem')
+    """
+
+    keystore: str
+    truststore: str
+    key_password: str | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class SecuritySettings:
+    """``security.ssl.*`` (Flink's keys): ``internal`` (None: off) secures every connection
+    between the driver and the workers and between workers, with mutual authentication;
+    ``rest`` (None: off) serves the control endpoint over HTTPS, requiring client
+    certificates too when ``rest_authentication``.
+
+    >>> SecuritySettings(rest_authentication=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: security.ssl.rest.authentication-enabled needs security.ssl.rest.enabled
+    """
+
+    internal: TlsFiles | None = None
+    rest: TlsFiles | None = None
+    rest_authentication: bool = False
+
+    def __post_init__(self) -> None:
+        if self.rest_authentication and self.rest is None:
+            raise ValueError(
+                "security.ssl.rest.authentication-enabled needs security.ssl.rest.enabled"
+            )
 
 
 class ExecutorKind(enum.Enum):
@@ -364,6 +410,9 @@ class JobSettings:
     rest: RestSettings = RestSettings()
     metrics: MetricsSettings = MetricsSettings()
     ha: HighAvailabilitySettings = HighAvailabilitySettings()  # high-availability.*
+    security: SecuritySettings = SecuritySettings()  # security.ssl.*
+    # execution.runtime-mode: BATCH (cairn.batch runs the job stage by stage, no checkpoints)
+    batch: bool = False
 
     def checkpoint_properties(self) -> dict[str, str]:
         """The checkpoint configuration under Flink's keys, kept in every checkpoint's

@@ -63,6 +63,7 @@ def job(tmp_path: Path, registry_dir: str) -> Iterator[JobClient]:
         {
             "cairn.executor": "inprocess",
             "execution.checkpointing.savepoint-dir": "file://" + str(tmp_path / "savepoints"),
+            "metrics.latency.interval": "200",
         },
         str(tmp_path / "out"),
         records=10_000_000,
@@ -223,6 +224,11 @@ async def _drive(entry: Any, port: str, job: JobClient, shots: Path | None) -> N
                 await b.js(f"document.getElementById('user-1-{out_of_sequence}-max')?.textContent")
                 == "0"
             )
+            # Latency markers' histograms, under the ids /jobs/:jobid/metrics has them.
+            scope = "source_id.sequence-source.operator_id.sequence-check.operator_subtask_index.0"
+            p99 = await b.wait_for(f"document.getElementById('latency-{scope}-p99')?.textContent")
+            assert float(p99) >= 0
+            assert {"id": f"latency.{scope}.latency_p99"} in rest(entry, f"/jobs/{jid}/metrics")
             if shots:
                 await b.screenshot(shots / "web-ui-overview.png")
             # Jobs: this job and the driver's finished one (names as text); a click on the

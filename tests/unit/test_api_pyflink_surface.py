@@ -307,6 +307,6 @@ def test_print_formats_typed_values_as_pyflink(capsys: pytest.CaptureFixture[str
     assert sorted(capsys.readouterr().out.splitlines()) == ["+I[b,2]", "out> (a,true)"]
 
 
-def test_cache_fails_when_defined_as_cairn_runs_streaming_jobs_only() -> None:
+def test_cache_fails_when_defined_as_cairn_keeps_no_results_between_jobs() -> None:
     with pytest.raises(TypeError, match=r"cache\(\) is not supported: .* BATCH execution mode"):
         _env().from_collection([1]).cache()

@@ -140,14 +140,15 @@ def test_unknown_state_backend_and_bad_rocksdb_sizes_fail_at_submission() -> Non
             env.prepare_job()
 
 
-def test_batch_mode_is_rejected_and_streaming_accepted() -> None:
-    env = StreamExecutionEnvironment()
+def test_batch_mode_ignores_checkpointing_and_streaming_keeps_it() -> None:
+    env = StreamExecutionEnvironment().enable_checkpointing(1000)
     env.from_collection([1]).print()
     env.set_runtime_mode(RuntimeExecutionMode.STREAMING)
-    env.prepare_job()
+    streaming = env.prepare_job().settings
+    assert not streaming.batch and streaming.checkpoint.enabled
     env.set_runtime_mode(RuntimeExecutionMode.BATCH)
-    with pytest.raises(ConfigurationError, match="BATCH is not supported"):
-        env.prepare_job()
+    batch = env.prepare_job().settings
+    assert batch.batch and not batch.checkpoint.enabled
 
 
 def test_unaligned_with_at_least_once_fails_at_submission() -> None:

@@ -68,6 +68,7 @@ DATASTREAM = {
 }
 
 COMMON = {
+    "ByteArraySchema",
     "CheckpointingMode",
     "Configuration",
     "ConfigurationError",
@@ -85,6 +86,7 @@ COMMON = {
     "RestartStrategies",
     "RestartStrategyConfiguration",
     "Row",
+    "RowFieldExtractorSchema",
     "RowKind",
     "SerializationSchema",
     "SimpleStringSchema",
@@ -138,6 +140,8 @@ def test_checkpointing_names_are_shared_between_packages() -> None:
 
 def test_job_client_is_lazy_and_not_star_exported() -> None:
     assert "JobClient" not in cairn.common.__all__
+    assert "AvroRowSerializationSchema" not in cairn.common.__all__  # lazy: loads fastavro
+    assert cairn.common.AvroRowSerializationSchema is not None
     with pytest.raises(AttributeError):
         cairn.common.NoSuchName  # noqa: B018
 
@@ -162,6 +166,11 @@ def test_connectors_package_reexports_lazily() -> None:
         "JdbcConnectionOptions",
         "JdbcExecutionOptions",
         "JdbcSink",
+        "FlinkKafkaConsumer",  # PyFlink's legacy Kafka names, on KafkaSource / KafkaSink
+        "FlinkKafkaProducer",
+        "Semantic",
     }
     with pytest.raises(AttributeError):
         connectors.NoSuchConnector  # noqa: B018
+    with pytest.raises(ImportError, match="Pulsar connector is not supported"):
+        connectors.PulsarSource  # noqa: B018

@@ -9,9 +9,11 @@ import queue
 import socket
 import struct
 import threading
+import time
 import tracemalloc
 from typing import Any
 
+import psutil
 import pytest
 
 from cairn.common.exceptions import ConfigurationError
@@ -82,6 +84,51 @@ def test_a_frame_at_the_cap_passes_and_one_byte_more_is_refused() -> None:
         with pytest.raises(FrameRefused, match=r"frame of 1,048,577 bytes.* cap of 1,048,576"):
             receiver.recv()
         assert receiver.closed
+
+
+def test_frames_announced_under_the_cap_cost_memory_as_their_bytes_arrive() -> None:
+    # 8 peers each announce a frame just under the 64 MiB cap and send 1 KiB of it: the
+    # receivers must hold about what arrived, not 8 x 64 MiB (one such frame's worth of
+    # RSS growth in total is the bound; allocating ahead would add 512 MiB).
+    process = psutil.Process()
+    pairs = [tcp_pair() for _ in range(8)]
+    receivers = [FramedConnection(b) for _, b in pairs]
+    results: queue.Queue[BaseException | tuple[int, int, bytes]] = queue.Queue()
+
+    def read(conn: FramedConnection) -> None:
+        try:
+            results.put(conn.recv())
+        except BaseException as exc:
+            results.put(exc)
+
+    before = process.memory_info().rss
+    threads = [threading.Thread(target=read, args=(r,), daemon=True) for r in receivers]
+    for thread in threads:
+        thread.start()
+    for a, _ in pairs:
+        a.sendall(header(FrameKind.DATA, 0, DEFAULT_MAX_FRAME_SIZE - 1) + b"x" * 1024)
+    time.sleep(0.5)  # every reader is now waiting for the rest of its frame
+    growth = process.memory_info().rss - before
+    for a, _ in pairs:
+        a.close()
+    for thread in threads:
+        thread.join(timeout=5)
+    outcomes = [results.get(timeout=1) for _ in pairs]
+    for r in receivers:
+        r.close()
+    assert all(isinstance(o, ConnectionClosed) for o in outcomes), outcomes
+    assert "mid-frame" in str(outcomes[0])
+    assert growth < 32 * MiB, f"RSS grew {growth / MiB:.0f} MiB for 8 KiB received"
+
+
+def test_a_large_frame_arriving_in_pieces_is_received_whole() -> None:
+    a, b = tcp_pair()
+    with FramedConnection(a) as sender, FramedConnection(b, recv_buffer_size=4096) as receiver:
+        payload = bytes(range(251)) * 4000  # ~1 MB: many refills of a 4 KiB buffer
+        thread = threading.Thread(target=sender.send, args=(FrameKind.DATA, 9, payload))
+        thread.start()
+        assert receiver.recv() == (FrameKind.DATA, 9, payload)
+        thread.join()
 
 
 def test_a_sender_refuses_a_frame_over_its_cap_and_sends_nothing() -> None:

@@ -1,4 +1,5 @@
-"""When an idle worker polls its sources again: the reader's hint, never a stale one."""
+"""When an idle worker polls its sources again: the reader's hint, never a stale one; what a
+source that has no more emits goes out at once, not at the buffer timeout."""
 
 from __future__ import annotations
 
@@ -36,12 +37,14 @@ class _ScriptedSource(SourceOperator):
 
 
 def _source_task(
-    polls: list[list[int] | None], hint: float | None, capacity: int = 100
+    polls: list[list[int] | None], hint: float | None, capacity: int = 100, batch_size: int = 1
 ) -> tuple[StreamTask, InputChannel]:
     op = _ScriptedSource(polls, hint)
     target = InputChannel(0)
     writer = RecordWriter(
-        [LocalOutputChannel(target, capacity=capacity)], PartitionKind.FORWARD, batch_size=1
+        [LocalOutputChannel(target, capacity=capacity)],
+        PartitionKind.FORWARD,
+        batch_size=batch_size,
     )
     vertex = JobVertex(1, "src", 1, 128, (op.node,), True, False)
     task = StreamTask(
@@ -116,3 +119,15 @@ def test_after_a_stop_with_savepoint_barrier_a_source_polls_nothing_until_resume
     assert task.records_in == 0  # not polled after the barrier
     task.resume_input()  # the savepoint failed: the job goes on
     assert task.run_once() and task.records_in == 1
+
+
+def test_a_partial_poll_sends_its_partly_filled_batch_at_once() -> None:
+    """The source had fewer records than it asked for: the batch will not fill soon, so it
+    goes now rather than when the worker idles or the buffer times out."""
+    task, target = _source_task([[1, 2], [3]], hint=None, batch_size=8)
+    task.head.output = task.writers[0].emit  # what setup() wires
+    assert task.run_once()
+    assert list(target.queue) == [[1, 2]]
+    task.flush_when_drained = False  # buffer timeout -1: only full buffers go
+    assert task.run_once()
+    assert list(target.queue) == [[1, 2]] and task.writers[0].has_pending()

@@ -386,8 +386,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_demo)
 
     from cairn.cli.jobs import add_job_commands
+    from cairn.cli.tls import add_tls_command
 
     add_job_commands(sub)
+    add_tls_command(sub)
     return parser
 
 

@@ -5,7 +5,9 @@ configuration keys; ``restart_strategy``, ``checkpointing_mode`` and
 ``externalized_checkpoint_retention`` are spellings of those keys; ``typeinfo``, ``types``,
 ``time``, ``serialization`` and ``watermark_strategy`` describe records; ``job_*`` is what a
 submitted job hands back. ``JobClient`` is imported lazily from the deploy layer on first
-attribute access (it is left out of ``__all__`` so that ``import *`` does not load Spark).
+attribute access (it is left out of ``__all__`` so that ``import *`` does not load Spark);
+the row formats PyFlink also exports here (``JsonRowSerializationSchema``,
+``CsvRow...``, ``AvroRow...``) are imported from ``formats`` on first access too.
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ from cairn.common.job_execution_result import JobExecutionResult
 from cairn.common.job_status import JobStatus
 from cairn.common.restart_strategy import RestartStrategies, RestartStrategyConfiguration
 from cairn.common.serialization import (
+    ByteArraySchema,
     DeserializationSchema,
     Encoder,
+    RowFieldExtractorSchema,
     SerializationSchema,
     SimpleStringSchema,
 )
@@ -35,6 +39,7 @@ from cairn.common.types import Row, RowKind
 from cairn.common.watermark_strategy import TimestampAssigner, WatermarkStrategy
 
 __all__ = [
+    "ByteArraySchema",
     "CheckpointingMode",
     "Configuration",
     "ConfigurationError",
@@ -52,6 +57,7 @@ __all__ = [
     "RestartStrategies",
     "RestartStrategyConfiguration",
     "Row",
+    "RowFieldExtractorSchema",
     "RowKind",
     "SerializationSchema",
     "SimpleStringSchema",
@@ -63,10 +69,25 @@ __all__ = [
 ]
 
 
+_FORMATS = {
+    "JsonRowDeserializationSchema": "json",
+    "JsonRowSerializationSchema": "json",
+    "CsvRowDeserializationSchema": "csv",
+    "CsvRowSerializationSchema": "csv",
+    "AvroRowDeserializationSchema": "avro",
+    "AvroRowSerializationSchema": "avro",
+}
+
+
 def __getattr__(name: str) -> Any:
     # JobClient lives in the deploy layer, which imports Spark: load it only on use.
     if name == "JobClient":
         from cairn.common.job_client import JobClient
 
         return JobClient
+    module = _FORMATS.get(name)
+    if module is not None:  # fastavro and csv load only for a job that uses them
+        import importlib
+
+        return getattr(importlib.import_module(f"cairn.common.formats.{module}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -4,7 +4,7 @@ Invariant: importing this module registers all built-in keys (other layers add t
 ``register_option``); it re-exports the registry API and every built-in option, so
 ``config_options`` is the one module callers need. The options are defined by group in
 ``cairn.common.options`` (checkpointing, state backend, restart, execution, network,
-recovery, S3, deployment, REST and metrics). Keys under ``spark.`` (and PyFlink's
+recovery, S3, deployment, REST and metrics, TLS). Keys under ``spark.`` (and PyFlink's
 ``python.``) pass through unvalidated.
 
 >>> get_option("state.checkpoints.num-retained").key
@@ -30,6 +30,7 @@ from cairn.common.options.recovery import *  # noqa: F403
 from cairn.common.options.rest_metrics import *  # noqa: F403
 from cairn.common.options.restart import *  # noqa: F403
 from cairn.common.options.s3 import *  # noqa: F403
+from cairn.common.options.security import *  # noqa: F403
 from cairn.common.options.state_backend import *  # noqa: F403
 
 __all__ = config_registry.__all__

@@ -14,8 +14,10 @@ from typing import Any, BinaryIO
 __all__ = [
     "BulkWriter",
     "BulkWriterFactory",
+    "ByteArraySchema",
     "DeserializationSchema",
     "Encoder",
+    "RowFieldExtractorSchema",
     "SerializationSchema",
     "SimpleStringEncoder",
     "SimpleStringSchema",
@@ -53,6 +55,62 @@ class SimpleStringSchema(SerializationSchema, DeserializationSchema):
 
     def deserialize(self, message: bytes) -> str:
         return message.decode(self.charset)
+
+
+class ByteArraySchema(SerializationSchema, DeserializationSchema):
+    """Bytes as they are, both ways (PyFlink's ``ByteArraySchema``, Flink 2.0).
+
+    >>> ByteArraySchema().deserialize(ByteArraySchema().serialize(b"\\x00raw"))
+    b'\\x00raw'
+    """
+
+    def serialize(self, element: Any) -> bytes:
+        if not isinstance(element, bytes | bytearray | memoryview):
+            raise TypeError(
+                f"ByteArraySchema serializes bytes, got {type(element).__name__} {element!r}"
+            )
+        return bytes(element)
+
+    def deserialize(self, message: bytes) -> bytes:
+        return bytes(message)
+
+
+class RowFieldExtractorSchema(SerializationSchema):
+    """One field of a ``Row`` (or tuple), which must hold bytes, as the message
+    (PyFlink's ``RowFieldExtractorSchema``): e.g. field 0 as the Kafka key, field 1 as the
+    value. A ``None`` record or field gives ``b""``, as in Flink.
+
+    >>> from cairn.common.types import Row
+    >>> RowFieldExtractorSchema(1).serialize(Row(b"user-1", b'{"n": 1}'))
+    b'{"n": 1}'
+    >>> RowFieldExtractorSchema(0).serialize(Row("user-1", b""))
+    Traceback (most recent call last):
+    ...
+    TypeError: RowFieldExtractorSchema: field 0 must be of type bytes, got str 'user-1'
+    """
+
+    def __init__(self, field_index: int) -> None:
+        if isinstance(field_index, bool) or not isinstance(field_index, int) or field_index < 0:
+            raise ValueError(f"field index must be a non-negative int, got {field_index!r}")
+        self.field_index = field_index
+
+    def serialize(self, element: Any) -> bytes:
+        if element is None:
+            return b""
+        if self.field_index >= len(element):
+            raise IndexError(
+                f"RowFieldExtractorSchema: field {self.field_index} is out of range for a "
+                f"row of {len(element)} fields: {element!r}"
+            )
+        value = element[self.field_index]
+        if value is None:
+            return b""
+        if not isinstance(value, bytes | bytearray | memoryview):
+            raise TypeError(
+                f"RowFieldExtractorSchema: field {self.field_index} must be of type bytes, "
+                f"got {type(value).__name__} {value!r}"
+            )
+        return bytes(value)
 
 
 class Encoder(ABC):

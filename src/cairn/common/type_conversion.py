@@ -4,7 +4,8 @@ Invariant: ``convert(value, type_info)`` returns what a PyFlink job reads from a
 declared with ``type_info`` (the value goes through ``to_internal_type``, Java, and the row and
 tuple coders back): ``ROW``/``ROW_NAMED`` make a ``Row`` carrying the type's field names
 (``f0``, ``f1``... for ``ROW``) from a tuple, list, ``Row``, dict (by name) or object (its
-attributes); ``TUPLE`` makes a tuple; ``LIST`` and the arrays a list; ``MAP`` a dict; fields
+attributes); ``TUPLE`` makes a tuple; ``LIST`` and the arrays a list (``bytes`` stay ``bytes`` for
+``PRIMITIVE_ARRAY(BYTE())``, Java's ``byte[]``); ``MAP`` a dict; fields
 convert recursively; ``None`` stays ``None``. A value that does not fit (wrong arity, a string
 for ``INT``, an int outside ``Types.INT()``'s 32 bits...) raises a ``TypeError`` naming the
 path to it, so ``from_collection`` fails when the job is defined, not on a worker. Without a
@@ -62,6 +63,8 @@ def convert(value: Any, type_info: TypeInformation | None, path: str = "") -> An
     if isinstance(
         type_info, ListTypeInfo | BasicArrayTypeInfo | PrimitiveArrayTypeInfo | ObjectArrayTypeInfo
     ):
+        if isinstance(value, bytes | bytearray) and _is_byte_array(type_info):
+            return bytes(value)  # PyFlink: a byte[] field is Python bytes both ways
         if isinstance(value, str | bytes | dict) or not hasattr(value, "__iter__"):
             raise TypeError(f"{_at(path)}{_shown(value)} is not of type {type_info!r}")
         return [convert(v, type_info.element_type, f"{path}[{i}]") for i, v in enumerate(value)]
@@ -78,6 +81,16 @@ def convert(value: Any, type_info: TypeInformation | None, path: str = "") -> An
         check = _BASIC.get(type_info.name)
         return check(value, type_info, path) if check is not None else value
     return value  # PICKLED_BYTE_ARRAY and other hints: any Python object
+
+
+def _is_byte_array(type_info: TypeInformation) -> bool:
+    """``Types.PRIMITIVE_ARRAY(Types.BYTE())``: Java's ``byte[]``, Python's ``bytes``."""
+    element = getattr(type_info, "element_type", None)
+    return (
+        isinstance(type_info, PrimitiveArrayTypeInfo)
+        and isinstance(element, BasicTypeInfo)
+        and element.name == "Byte"
+    )
 
 
 def convert_elements(elements: Iterable[Any], type_info: TypeInformation) -> list[Any]:

@@ -311,11 +311,11 @@ class DataStream(_OperatorSetters):
         return DataStream(side, self._env)
 
     def cache(self) -> NoReturn:
-        """PyFlink caches a bounded stream's result in BATCH mode only; Cairn runs STREAMING
-        jobs only, so this fails as the job is defined."""
+        """PyFlink caches a bounded stream's result across jobs in BATCH mode; Cairn does
+        not keep results between jobs, so this fails as the job is defined."""
         raise TypeError(
-            "cache() is not supported: Flink caches intermediate results of bounded streams in "
-            "BATCH execution mode only, and Cairn runs every job in STREAMING mode"
+            "cache() is not supported: Flink caches intermediate results of bounded streams "
+            "across jobs in BATCH execution mode, and Cairn keeps no results between jobs"
         )
 
     def infer(self, *args: Any, **kwargs: Any) -> NoReturn:

@@ -1,7 +1,7 @@
 """Runtime execution modes (``pyflink.datastream.RuntimeExecutionMode``).
 
-Invariant: Cairn executes every job in streaming mode; AUTOMATIC means STREAMING, and BATCH is
-rejected at submission.
+Invariant: STREAMING runs a job as one pipelined streaming job; BATCH runs a bounded job
+stage by stage (``cairn.batch``, see docs/batch-mode.md); AUTOMATIC means STREAMING.
 """
 
 from __future__ import annotations

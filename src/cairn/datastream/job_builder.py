@@ -24,6 +24,7 @@ from cairn.common.exceptions import ConfigurationError, JobSubmissionError
 from cairn.common.restart_strategy import restart_settings_from
 from cairn.datastream.checkpoint_config import checkpoint_settings_from
 from cairn.datastream.ha_config import ha_settings_from
+from cairn.datastream.tls_config import security_settings_from
 from cairn.graph.job_graph import auto_uid
 from cairn.graph.transformations import (
     OneInputTransformation,
@@ -116,17 +117,20 @@ def prepare_job(
     def get(option: opts.ConfigOption) -> Any:
         return resolved.get(option.key, option.default)
 
-    if get(opts.RUNTIME_MODE) == "BATCH":
-        raise ConfigurationError(
-            f"{opts.RUNTIME_MODE.key}: BATCH is not supported; Cairn runs every job in "
-            "STREAMING mode (bounded sources still finish)"
-        )
+    batch = get(opts.RUNTIME_MODE) == "BATCH"
     transformations = reachable(sinks)
     check_unique_uids(transformations)
     check_no_uid_hash(transformations)
     check_serializable(transformations)
 
     checkpoint = checkpoint_settings_from(resolved, storage_options)
+    if batch and checkpoint.enabled:
+        # As Flink: a BATCH job recovers by rerunning stages from their inputs.
+        log.info(
+            "%s: BATCH takes no checkpoints; the checkpoint configuration is ignored",
+            opts.RUNTIME_MODE.key,
+        )
+        checkpoint = replace(checkpoint, interval_ms=-1)
     if checkpoint.enabled:
         _warn_stateful_without_uid(transformations, job_positions(sinks))
     if checkpoint.signing_key is None:
@@ -154,6 +158,8 @@ def prepare_job(
         cluster_id=get(opts.CLUSTER_ID),
         on_rerun=RerunPolicy(get(opts.ON_RERUN)),
         ha=ha_settings_from(resolved, checkpoint),
+        security=security_settings_from(resolved),
+        batch=batch,
         allow_fallback_past_committed=bool(get(opts.ALLOW_FALLBACK_PAST_COMMITTED)),
         operator_chaining=bool(get(opts.OPERATOR_CHAINING)),
         job_parameters=dict(get(opts.JOB_PARAMETERS) or {}),
@@ -168,10 +174,15 @@ def prepare_job(
             archive_dir=get(opts.JOB_ARCHIVE_DIR),
             archive_retained=int(get(opts.ARCHIVE_RETAINED_JOBS)),
         ),
-        metrics=_metrics_settings(
-            str(get(opts.METRICS_REPORTERS) or ""),
-            str(get(opts.METRICS_PROM_HOST)),
-            int(get(opts.METRICS_PROM_PORT)),
+        metrics=replace(
+            _metrics_settings(
+                str(get(opts.METRICS_REPORTERS) or ""),
+                str(get(opts.METRICS_PROM_HOST)),
+                int(get(opts.METRICS_PROM_PORT)),
+            ),
+            latency_interval_ms=int(get(opts.METRICS_LATENCY_INTERVAL)),
+            latency_granularity=str(get(opts.METRICS_LATENCY_GRANULARITY)),
+            latency_history_size=int(get(opts.METRICS_LATENCY_HISTORY_SIZE)),
         ),
         switch_interval_ms=int(get(opts.WORKER_SWITCH_INTERVAL)),
         network=NetworkSettings(

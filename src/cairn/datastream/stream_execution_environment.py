@@ -14,6 +14,7 @@ execute time. ``execute``/``execute_async`` validate the whole job on the driver
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +53,19 @@ __all__ = [
 ]
 
 _context = ContextDefaults()
+_log = logging.getLogger(__name__)
+_jars_noted = False
+
+
+def _no_jars_needed(method: str, paths: Iterable[str]) -> None:
+    global _jars_noted
+    if not _jars_noted:  # once per process: scripts call it once per job, or per jar
+        _jars_noted = True
+        _log.info(
+            "%s(%s) ignored: Cairn needs no jars (its connectors and formats are Python)",
+            method,
+            ", ".join(map(repr, paths)),
+        )
 
 
 def set_context_defaults(
@@ -222,7 +236,8 @@ class StreamExecutionEnvironment:
         return HashMapStateBackend()
 
     def set_runtime_mode(self, execution_mode: RuntimeExecutionMode) -> StreamExecutionEnvironment:
-        """STREAMING or AUTOMATIC; BATCH is rejected at submission."""
+        """STREAMING (the default), BATCH (a bounded job run stage by stage: keyed operators
+        fed key by key, no checkpoints) or AUTOMATIC (STREAMING)."""
         return self._set(opts.RUNTIME_MODE, execution_mode)
 
     def disable_operator_chaining(self) -> StreamExecutionEnvironment:
@@ -272,7 +287,14 @@ class StreamExecutionEnvironment:
         type_info: TypeInformation | None = None,
     ) -> DataStream:
         """A legacy ``SourceFunction`` (``run(ctx)``/``cancel()``): non-parallel; treated as
-        unbounded (the job ends when ``run`` returns)."""
+        unbounded (the job ends when ``run`` returns). A ``FlinkKafkaConsumer`` runs as the
+        ``KafkaSource`` it describes (parallel, offsets checkpointed)."""
+        to_source = getattr(source_func, "to_source", None)
+        if callable(to_source):
+            strategy = getattr(source_func, "watermark_strategy", None)
+            return self.from_source(
+                to_source(), strategy or WatermarkStrategy.no_watermarks(), source_name, type_info
+            )
         if not (
             callable(getattr(source_func, "run", None))
             and callable(getattr(source_func, "cancel", None))
@@ -320,6 +342,34 @@ class StreamExecutionEnvironment:
             watermark_strategy=watermark_strategy,
         )
         return self._source(t, non_parallel=False)
+
+    def create_input(
+        self, input_format: Any, type_info: TypeInformation | None = None
+    ) -> DataStream:
+        """The records of an input format's file(s) (PyFlink: ``AvroInputFormat(path,
+        schema)``), bounded, read as a ``FileSource`` of that format."""
+        # Imported here: pyarrow and fsspec load only for jobs that read files.
+        from cairn.datastream.connectors.file_source import FileSource
+        from cairn.datastream.connectors.formats import BulkFormat
+
+        path = getattr(input_format, "path", None)
+        if not isinstance(input_format, BulkFormat) or path is None:
+            raise TypeError(
+                f"create_input() needs an input format with a path (AvroInputFormat), got "
+                f"{type(input_format).__name__}"
+            )
+        source = FileSource.for_bulk_file_format(input_format, path).build()
+        return self.from_source(
+            source, WatermarkStrategy.no_watermarks(), type(input_format).__name__, type_info
+        )
+
+    def add_jars(self, *jars_path: str) -> None:
+        """Accepted and ignored: Cairn's connectors and formats are Python (no JVM jars)."""
+        _no_jars_needed("add_jars", jars_path)
+
+    def add_classpaths(self, *classpaths: str) -> None:
+        """Accepted and ignored, as :meth:`add_jars`."""
+        _no_jars_needed("add_classpaths", classpaths)
 
     def _add_sink(self, sink: SinkTransformation) -> None:
         self._sinks.append(sink)

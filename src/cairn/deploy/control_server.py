@@ -1,4 +1,5 @@
-"""The job master's control endpoint: authenticated connections from workers.
+"""The job master's control endpoint: authenticated connections from workers (over TLS
+with ``security.ssl.internal.enabled``).
 
 Invariant: every message that reaches the job master's queue is tagged with the attempt and
 worker that sent it, and a lost connection becomes an explicit ``ConnectionLost`` message, so
@@ -20,7 +21,8 @@ from cairn.runtime.network.errors import ConnectionClosed
 from cairn.runtime.network.frames import FrameKind
 from cairn.runtime.network.framing import FramedConnection
 from cairn.runtime.network.server import Listener
-from cairn.settings import DEFAULT_MAX_FRAME_SIZE
+from cairn.runtime.network.tls import InternalTls
+from cairn.settings import DEFAULT_MAX_FRAME_SIZE, TlsFiles
 
 log = logging.getLogger(__name__)
 
@@ -40,16 +42,21 @@ class Envelope:
 
 class ControlServer:
     """``max_frame_size``: the largest control frame (bytes) either way on a registered
-    worker's connection (the job's ``cairn.network.max-frame-size``)."""
+    worker's connection (the job's ``cairn.network.max-frame-size``); ``tls``: the files of
+    ``security.ssl.internal.*`` (None: no TLS)."""
 
     def __init__(
-        self, host: str, secret: bytes, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
+        self,
+        host: str,
+        secret: bytes,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        tls: TlsFiles | None = None,
     ) -> None:
         self._max_frame_size = max_frame_size
         self.inbox: queue.Queue[Envelope] = queue.Queue()
         self._lock = threading.Lock()
         self._workers: dict[tuple[int, int], FramedConnection] = {}
-        self._listener = Listener(host, secret, self._on_connection)
+        self._listener = Listener(host, secret, self._on_connection, tls=InternalTls.of(tls).server)
 
     @property
     def address(self) -> tuple[str, int]:

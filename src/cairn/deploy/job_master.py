@@ -141,7 +141,12 @@ class JobMaster:
         self._on_collect = on_collect
         self._seen_collect: set[tuple[int, int, int, int]] = set()
         self._cancel = threading.Event()
-        self._server = ControlServer(executor.control_host, secret, settings.network.max_frame_size)
+        self._server = ControlServer(
+            executor.control_host,
+            secret,
+            settings.network.max_frame_size,
+            settings.security.internal,
+        )
         self._restart = RestartPolicy(settings.restart)
         cp = settings.checkpoint
         self.storage = CheckpointStorage(cp.storage_url, job_id, cp.storage_options, cp.signing_key)

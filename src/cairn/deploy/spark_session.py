@@ -2,7 +2,10 @@
 
 Invariant: at most one SparkContext lives in a process, so an existing one is reused when it
 matches the requested master and never silently replaced; sessions this module creates for a
-loopback master bind only to 127.0.0.1 and run Python workers with this interpreter.
+loopback master bind only to 127.0.0.1 and run Python workers with this interpreter, and
+every session it creates keeps PySpark's own Python sockets (the driver's accumulator server,
+the executors' Python daemon) off TCP: Unix domain sockets, for local masters in a directory
+only this user can enter.
 """
 
 from __future__ import annotations
@@ -10,7 +13,9 @@ from __future__ import annotations
 import logging
 import os
 import re
+import stat
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -40,13 +45,22 @@ _LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 # Applied only when this module builds the session; an existing session keeps its settings.
 # The Python daemon forks workers with Cairn's code already imported (``spark_daemon``): a
 # worker restarted after a failure restores ~0.5-0.8 s sooner (bench/RESULTS.md).
+# Unix domain sockets instead of loopback TCP for PySpark's accumulator server and Python
+# daemon: on TCP any local process could connect, and the accumulator server serves one
+# connection at a time (one idle connection wedged it: every job ended 60 s late), while the
+# daemon forks a process per connection. A socket file needs write permission to connect.
 _SESSION_CONF: Mapping[str, str] = MappingProxyType(
     {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.python.daemon.module": "cairn.deploy.spark_daemon",
+        "spark.python.unix.domain.socket.enabled": "true",
     }
 )
+UDS_DIR_KEY = "spark.python.unix.domain.socket.dir"
+# PySpark names a socket "<dir>/.<uuid4>.sock": 43 bytes after the directory, whose own
+# name adds up to 17; sun_path holds 107.
+_MAX_SOCKET_BASE = 40
 
 
 # Local mode: the driver's JVM only schedules and feeds the Python workers, which do the
@@ -106,8 +120,10 @@ def get_or_create_spark(
     * Loopback masters get 127.0.0.1 binding (``SPARK_LOCAL_IP`` and the driver confs);
       ``local``/``local[N]`` masters run the driver JVM with the quick JIT compiler only
       (``-XX:TieredStopAtLevel=1``: it only schedules and feeds the Python workers).
-      Every created session gets the UI and console progress bar off, log level WARN and
-      ``PYSPARK_PYTHON``/``PYSPARK_DRIVER_PYTHON`` defaulted to ``sys.executable``.
+      Every created session gets the UI and console progress bar off, log level WARN,
+      PySpark's accumulator server and Python daemon on Unix domain sockets
+      (``spark.python.unix.domain.socket.enabled``; local masters: in ``private_socket_dir``)
+      and ``PYSPARK_PYTHON``/``PYSPARK_DRIVER_PYTHON`` defaulted to ``sys.executable``.
     * ``extra_conf`` is applied last and wins over the defaults above.
 
     A reused session is not reconfigured; when it offers fewer than ``min_slots`` slots a
@@ -203,8 +219,42 @@ def _session_conf(master: str, extra_conf: Mapping[str, str]) -> dict[str, str]:
         conf["spark.driver.bindAddress"] = LOOPBACK
     if _LOCAL_N.match(master) or master == "local":
         conf.update(_LOCAL_JVM_CONF)
+        # Driver and executors share this host: their socket files go where only this user
+        # can reach them. (Executors of a cluster use their own host's temporary directory,
+        # which need not have this one.)
+        conf[UDS_DIR_KEY] = private_socket_dir()
     conf.update(extra_conf)
     return conf
+
+
+def private_socket_dir(base: str | None = None) -> str:
+    """``<tmp>/cairn-spark-<uid>``, created 0700 (``/tmp`` instead of a temporary directory
+    too long for socket paths); refused if another user owns it or others may enter it (they
+    could replace the socket files).
+
+    >>> import tempfile, stat
+    >>> d = private_socket_dir(tempfile.mkdtemp())
+    >>> stat.S_IMODE(os.stat(d).st_mode)
+    448
+    """
+    base = base or tempfile.gettempdir()
+    if len(base) > _MAX_SOCKET_BASE and os.path.isdir("/tmp"):
+        base = "/tmp"  # a socket's path has at most ~107 bytes (sun_path)
+    path = os.path.join(base, f"cairn-spark-{os.getuid()}")
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    info = os.lstat(path)
+    if (
+        not stat.S_ISDIR(info.st_mode)
+        or info.st_uid != os.getuid()
+        or stat.S_IMODE(info.st_mode) & 0o077
+    ):
+        raise PermissionError(
+            f"{path} must be a directory of this user that no one else may enter (0700)"
+        )
+    return path
 
 
 def _max_concurrent_tasks(sc: SparkContext) -> int:

@@ -41,17 +41,18 @@ from cairn.runtime.debloat import DebloatConfig
 from cairn.runtime.edge_errors import EdgeLabel
 from cairn.runtime.input_gate import InputGate
 from cairn.runtime.keyed_batch import as_plain
+from cairn.runtime.latency import Granularity, LatencyConfig
 from cairn.runtime.operators import create_operator, takes_key_groups
 from cairn.runtime.operators.base import OperatorContext, OperatorRestore
 from cairn.runtime.record_writer import RecordWriter
 from cairn.runtime.task import StreamTask, TaskServices
-from cairn.settings import JobSettings, NetworkSettings
+from cairn.settings import JobSettings, MetricsSettings, NetworkSettings
 from cairn.state.api import KeyedStateBackend
 from cairn.state.factory import create_keyed_backend
 from cairn.state.heap_backend import OperatorStateBackend
 from cairn.state.key_groups import key_group_range_for_subtask
 
-__all__ = ["TaskBuilder", "debloat_config", "read_restores"]
+__all__ = ["TaskBuilder", "debloat_config", "latency_config", "read_restores"]
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,23 @@ def read_restores(
     for uid, op in metadata.operators.items():
         restores[uid] = OperatorRestore(op.parallelism, dict(op.subtasks), reader)
     return restores
+
+
+def latency_config(metrics: MetricsSettings) -> LatencyConfig | None:
+    """Latency tracking as the job's metrics settings configure it (``None``: off).
+
+    >>> latency_config(MetricsSettings()) is None
+    True
+    >>> latency_config(MetricsSettings(latency_interval_ms=1000)).granularity
+    <Granularity.OPERATOR: 'operator'>
+    """
+    if metrics.latency_interval_ms <= 0:
+        return None
+    return LatencyConfig(
+        metrics.latency_interval_ms,
+        Granularity(metrics.latency_granularity),
+        metrics.latency_history_size,
+    )
 
 
 def debloat_config(net: NetworkSettings) -> DebloatConfig | None:
@@ -130,6 +148,7 @@ class TaskBuilder:
         checkpointing = settings.checkpoint.enabled
         job_parameters = dict(settings.job_parameters)
         debloat = debloat_config(settings.network)
+        latency = latency_config(settings.metrics)
         chains: dict[int, bytes] = {}
         for key in self._plan.tasks_of(self._index):
             vertex = self._graph.vertex(key.vertex_id)
@@ -144,7 +163,8 @@ class TaskBuilder:
             gate = InputGate([self._inputs[s.channel_id] for s in specs]) if specs else None
             sides = [s.edge.input_side for s in specs]  # a two-input head's logical inputs
             args = (key, vertex, ops, gate, writers, services, alignment, checkpointing, debloat)
-            task = StreamTask(*args, sides=sides)
+            task = StreamTask(*args, sides=sides, latency=latency)
+            task.flush_when_drained = settings.buffer_timeout_ms >= 0
             fan_out = _fan_out(writers)
             for i, (node, op) in enumerate(zip(nodes, ops, strict=True)):
                 output = ops[i + 1].process_batch if i + 1 < len(ops) else fan_out

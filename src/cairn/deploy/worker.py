@@ -49,6 +49,7 @@ from cairn.runtime.network.errors import ConnectionClosed, FrameRefused
 from cairn.runtime.network.frames import FrameKind
 from cairn.runtime.network.framing import FramedConnection
 from cairn.runtime.network.server import Listener, connect
+from cairn.runtime.network.tls import InternalTls
 from cairn.runtime.task import StreamTask
 from cairn.runtime.wakeup import Wakeup
 from cairn.settings import JobSettings
@@ -155,6 +156,7 @@ class Worker:
         self._stop = False
         self._outcome = WorkerOutcome.FINISHED
         self._master_lost = False
+        self._tls = InternalTls()  # the job's internal TLS contexts, built in run()
         self._failure: BaseException | None = None
         self._built = False  # every task built and its state restored
         self._started_ms, self._started = int(time.time() * 1000), time.perf_counter()
@@ -225,7 +227,11 @@ class Worker:
             return self._run()
 
     def _run(self) -> WorkerResult:
-        listener = Listener(self.host, self.launch.secret, self._on_data_connection)
+        # Each worker reads the TLS files on its own host (they are not shipped in the task).
+        self._tls = InternalTls.of(self.settings.security.internal)
+        listener = Listener(
+            self.host, self.launch.secret, self._on_data_connection, tls=self._tls.server
+        )
         try:
             self._connect_master(listener.address)
             forward = self.launch.forward_output and self.process is ProcessOwnership.OWNED
@@ -267,7 +273,7 @@ class Worker:
             ),
             protocol=5,
         )
-        conn = connect(self.launch.master_address, self.launch.secret, hello)
+        conn = connect(self.launch.master_address, self.launch.secret, hello, tls=self._tls.client)
         conn.max_frame_size = self.settings.network.max_frame_size
         self._master = conn
         threading.Thread(
@@ -306,7 +312,7 @@ class Worker:
             # registered workers): a refused connection means that peer is gone, and the
             # attempt is failing; do not spend seconds on retries (a busy listener is
             # still retried for up to busy_timeout).
-            conn = connect(peers[peer], self.launch.secret, hello, retries=1)
+            conn = connect(peers[peer], self.launch.secret, hello, retries=1, tls=self._tls.client)
             conn.max_frame_size = self.settings.network.max_frame_size
             sender = ConnectionSender(
                 conn, self.wake, self._on_network_error, f"w{self.index}->w{peer}"

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from cairn.checkpoint.messages import TaskKey
 from cairn.checkpoint.stats import CheckpointStatsSnapshot
+from cairn.runtime.latency import LatencyReport
 from cairn.runtime.reports import TaskMetrics
 
 __all__ = [
@@ -77,6 +78,8 @@ class SubtaskMetrics:
     accumulated_idle_ms: float = 0.0
     # User-defined metrics of the subtask's operators: (operator name, metric name, value).
     user: tuple[tuple[str, str, float], ...] = ()
+    # Latency histograms of the subtask's operators (``metrics.latency.interval``).
+    latency: tuple[LatencyReport, ...] = ()
 
     def value(self, name: str) -> float:
         """The figure named ``name`` (one of :data:`SUBTASK_METRICS`)."""
@@ -158,6 +161,7 @@ def subtask_metrics(current: TaskMetrics, previous: TaskMetrics | None = None) -
             current.elapsed_ms - current.busy_ms - current.backpressured_ms, 0.0
         ),
         user=current.user,
+        latency=current.latency,
     )
 
 

@@ -3,7 +3,10 @@ Prometheus reporter names them with ``cairn`` for ``flink``:
 ``cairn_taskmanager_job_task_<metric>{job_id, job_name, task_name, subtask_index}``,
 ``cairn_jobmanager_job_<metric>{job_id, job_name}``, and the metrics user functions register
 as ``cairn_taskmanager_job_task_operator_<name>{..., operator_name}`` (the name's dots and
-other characters Prometheus refuses become ``_``).
+other characters Prometheus refuses become ``_``). Latency histograms are summaries named by
+their scope, as Flink's reporter names them:
+``cairn_taskmanager_job_latency_source_id_operator_id_operator_subtask_index_latency{job_id,
+job_name, source_id, operator_id, operator_subtask_index, quantile}`` and ``..._count``.
 
 Invariant: a scrape reads one :class:`MetricsFacts` taken at that moment (the job's state is
 never held between scrapes); the text is produced by ``prometheus_client`` only.
@@ -107,6 +110,7 @@ class JobCollector(Collector):
             family.add_metric([f.job_id, f.job_name], f.job.value(name))
             yield family
         yield from _user_families(f)
+        yield from _latency_families(f)
 
     def describe(self) -> Iterator[Metric]:
         return iter(())  # figures are read at scrape time only
@@ -128,6 +132,24 @@ def _user_families(f: MetricsFacts) -> Iterator[Metric]:
                 )
             labels = [f.job_id, f.job_name, task, operator, str(key.subtask_index)]
             family.add_metric(labels, value)
+    yield from families.values()
+
+
+def _latency_families(f: MetricsFacts) -> Iterator[Metric]:
+    """One summary family per latency scope shape (Flink's reporter: a histogram is a
+    summary with quantiles 0.5 ... 0.999 and ``_count``), a series per histogram."""
+    families: dict[str, Metric] = {}
+    for key in sorted(f.subtasks, key=lambda k: (k.vertex_id, k.subtask_index)):
+        for report in f.subtasks[key].latency:
+            scope = report.scope.labels()
+            name = "cairn_taskmanager_job_latency_" + "_".join(k for k, _ in scope) + "_latency"
+            family = families.get(name)
+            if family is None:
+                family = families[name] = Metric(name, "Flink's latency histogram", "summary")
+            labels = {"job_id": f.job_id, "job_name": f.job_name, **dict(scope)}
+            for q, value in report.stats.quantiles().items():
+                family.add_sample(name, {**labels, "quantile": str(q)}, value)
+            family.add_sample(name + "_count", labels, float(report.stats.count))
     yield from families.values()
 
 

@@ -15,6 +15,7 @@ import urllib.request
 from typing import Any
 
 from cairn.ids import JobId
+from cairn.rest.https import client_ssl
 from cairn.rest.registry import JobEntry, JobRegistry
 
 TIMEOUT_S = 10.0
@@ -63,7 +64,8 @@ class JobEndpoint:
         if self.entry.token is not None:
             req.add_header("Authorization", f"Bearer {self.entry.token}")
         try:
-            with urllib.request.urlopen(req, timeout=self._timeout_s) as response:
+            context = client_ssl(self.entry)
+            with urllib.request.urlopen(req, timeout=self._timeout_s, context=context) as response:
                 return json.loads(response.read() or b"{}")
         except urllib.error.HTTPError as e:
             raise JobControlError(_error_message(e)) from None

@@ -42,6 +42,7 @@ from cairn.observability.doctor.fact_sources import facts_of_master
 from cairn.observability.doctor.rules import diagnose
 from cairn.rest import graph_views, metric_views, views
 from cairn.rest.archive import JobArchive, default_archive_dir
+from cairn.rest.https import server_ssl
 from cairn.rest.job_history import JobHistory
 from cairn.rest.live import LiveFeed, Update
 from cairn.rest.registry import JobEntry, JobRegistry, process_start_time
@@ -127,7 +128,9 @@ class RestEndpoint:
             self._loop.call_soon_threadsafe(self._loop.stop)
             raise
         host = self._settings.address
-        self.url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+        security = self._master.settings.security
+        scheme = "https" if security.rest is not None else "http"
+        self.url = f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
         master = self._master
         pid = os.getpid()
         self._registry.register(
@@ -139,6 +142,7 @@ class RestEndpoint:
                 pid=pid,
                 process_start=process_start_time(pid) or 0.0,
                 token=self.token,
+                truststore=None if security.rest is None else security.rest.truststore,
             )
         )
         self._history.running(self._facts)
@@ -189,7 +193,12 @@ class RestEndpoint:
         app.router.add_get(jid + "/events", self._events)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
-        site = web.TCPSite(runner, self._settings.bind_address, self._settings.port)
+        site = web.TCPSite(
+            runner,
+            self._settings.bind_address,
+            self._settings.port,
+            ssl_context=server_ssl(self._master.settings.security),
+        )
         await site.start()
         self._runner = runner
         return int(runner.addresses[0][1])
@@ -374,6 +383,7 @@ class RestEndpoint:
             ("job", self._details(facts, metrics)),
             ("checkpoints", stats.to_dict() if stats is not None else None),
             ("user-metrics", user),
+            ("latency", metric_views.latency_overview(metrics)),
             ("backpressure", pressure),  # the last: the page renders on it
         ]
         return events, self._master.status.is_globally_terminal_state()

@@ -17,6 +17,7 @@ from typing import Any
 import aiohttp
 
 from cairn.ids import VertexId
+from cairn.rest.https import client_ssl
 from cairn.rest.registry import JobEntry, JobRegistry
 from cairn.rest.views import JobFacts, VertexFacts
 
@@ -98,10 +99,18 @@ class MachineJobs:
         now_ms = int(time.time() * 1000)
         try:
             url = f"{entry.endpoint}/jobs/{entry.job_id}"
-            async with session.get(url, headers=headers) as response:
+            context = client_ssl(entry) or True  # True: aiohttp's default checks
+            async with session.get(url, headers=headers, ssl=context) as response:
                 if response.status != 200:
                     return _unknown(entry, now_ms)
                 body = await response.json()
             return facts_of_details(entry, body, now_ms)
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, KeyError, TypeError):
+        except (
+            aiohttp.ClientError,
+            asyncio.TimeoutError,
+            OSError,
+            ValueError,
+            KeyError,
+            TypeError,
+        ):
             return _unknown(entry, now_ms)

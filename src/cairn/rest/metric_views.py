@@ -23,6 +23,8 @@ __all__ = [
     "aggregated_subtask_metrics",
     "backpressure",
     "job_metric_values",
+    "latency_metric_values",
+    "latency_overview",
     "requested",
     "user_metric_aggregates",
     "vertex_io_metrics",
@@ -52,14 +54,41 @@ def _answer(values: dict[str, float], get: Sequence[str] | None) -> list[dict[st
 
 
 def job_metric_values(facts: MetricsFacts, get: Sequence[str] | None) -> list[dict[str, str]]:
-    """``GET /jobs/:jobid/metrics`` (unknown ids are left out, as Flink does).
+    """``GET /jobs/:jobid/metrics`` (unknown ids are left out, as Flink does), with the
+    latency histograms' fields under Flink's ids (:func:`latency_metric_values`).
 
     >>> from cairn.observability.metrics import job_metrics
     >>> facts = MetricsFacts("j", "n", {}, {}, job_metrics(None, 3))
     >>> job_metric_values(facts, ["numRestarts", "nope"])
     [{'id': 'numRestarts', 'value': '3'}]
     """
-    return _answer({n: facts.job.value(n) for n in JOB_METRICS}, get)
+    values = {n: facts.job.value(n) for n in JOB_METRICS}
+    values.update(latency_metric_values(facts))
+    return _answer(values, get)
+
+
+def latency_metric_values(facts: MetricsFacts) -> dict[str, float]:
+    """Every latency histogram's fields by Flink's job-level id,
+    ``latency.source_id.<uid>.operator_id.<uid>.operator_subtask_index.<i>.latency_p99``
+    (``_min``, ``_max``, ``_mean``, ``_median``, ``_stddev``, ``_p75`` ... ``_p999``)."""
+    values: dict[str, float] = {}
+    for key in sorted(facts.subtasks, key=lambda k: (k.vertex_id, k.subtask_index)):
+        for report in facts.subtasks[key].latency:
+            for field, value in report.stats.fields().items():
+                values[report.scope.metric_id(field)] = value
+    return values
+
+
+LATENCY_OVERVIEW_FIELDS = ("median", "p95", "p99", "max")
+
+
+def latency_overview(facts: MetricsFacts) -> list[dict[str, str]]:
+    """The web UI's latency table: ``/jobs/:jobid/metrics`` answers for the p50, p95, p99
+    and max of every latency histogram (what its polling fallback asks for)."""
+    ids = [
+        i for i in latency_metric_values(facts) if i.rsplit("_", 1)[-1] in LATENCY_OVERVIEW_FIELDS
+    ]
+    return job_metric_values(facts, ids)
 
 
 def vertex_metric_values(

@@ -44,6 +44,7 @@ class JobEntry:
     pid: int
     process_start: float  # psutil's create_time() of ``pid``: tells a reused pid apart
     token: str | None = None
+    truststore: str | None = None  # an https endpoint's CA file (security.ssl.rest.truststore)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -65,6 +66,7 @@ class JobEntry:
             pid=int(data["pid"]),
             process_start=float(data["process_start"]),
             token=None if data.get("token") is None else str(data["token"]),
+            truststore=None if data.get("truststore") is None else str(data["truststore"]),
         )
 
 

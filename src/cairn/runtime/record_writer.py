@@ -11,7 +11,9 @@ batches with ``key_groups`` beside ``timestamps``. Timestamps stay
 with their records: once a ``StampedBatch`` came through, the writer keeps every pending list
 stamped (records without a timestamp get ``None``), so plain batches cost one type check.
 A writer of a side output (``output_tag``) ignores the main output (``emit``) and takes the
-records of its tag (``emit_side``). A custom partitioning (``partition_custom``: a
+records of its tag (``emit_side``). A latency marker goes to one channel at random (Flink's
+``randomEmit``); records pending there go first: the marker waits with them (as in a Flink
+buffer) and is sent right after them. A custom partitioning (``partition_custom``: a
 ``ChannelPartitioner``) is asked for every record's channel, also when there is one channel.
 """
 
@@ -22,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from cairn.datastream.partitioning import CustomPartitioning
+from cairn.events import LatencyMarker
 from cairn.graph.job_graph import JobEdge
 from cairn.graph.transformations import PartitionKind
 from cairn.runtime.channels import OutputChannel
@@ -78,6 +81,8 @@ class RecordWriter:
         self._stamped = False  # a stamped batch came through: keep pending lists stamped
         self._selector = key_selector
         self._partitioner = partitioner
+        # Latency markers waiting behind pending records, per channel: (records ahead, marker).
+        self._held_markers: dict[int, list[tuple[int, LatencyMarker]]] | None = None
         # Set by ``_hash_emit`` for the stamped path: key -> key group, its cache, and key
         # group -> channel.
         self._key_group: Callable[[Any], int]
@@ -275,6 +280,8 @@ class RecordWriter:
         self._pending[index] = slice_batch(pending, full, len(pending))
         if kgs is not None:
             kgs[index] = kgs[index][full:]
+        if self._held_markers is not None:
+            self._release_markers(index, full)
 
     def min_batch_size(self) -> int:
         """Smallest buffer size of this writer's channels (sources poll no more at once)."""
@@ -290,6 +297,41 @@ class RecordWriter:
                 kgs[index] = []
             self.records_out += len(batch)
             self.channels[index].send_batch(batch)
+            if self._held_markers is not None:
+                self._release_markers(index, len(batch))
+
+    def emit_latency_marker(self, marker: LatencyMarker) -> None:
+        """Send ``marker`` on a random channel, behind the records pending there."""
+        index = random.randrange(len(self.channels))
+        ahead = len(self._pending[index])
+        if not ahead:
+            self.channels[index].send_event(marker)
+            return
+        held = self._held_markers
+        if held is None:
+            held = self._held_markers = {}
+        held.setdefault(index, []).append((ahead, marker))
+
+    def _release_markers(self, index: int, sent: int) -> None:
+        """``sent`` records of channel ``index`` went out: so do the markers behind them."""
+        held = self._held_markers
+        assert held is not None
+        waiting = held.get(index)
+        if not waiting:
+            return
+        channel = self.channels[index]
+        rest = []
+        for ahead, marker in waiting:
+            if ahead <= sent:
+                channel.send_event(marker)
+            else:
+                rest.append((ahead - sent, marker))
+        if rest:
+            held[index] = rest
+        else:
+            del held[index]
+            if not held:
+                self._held_markers = None
 
     def flush_ready(self) -> bool:
         """Buffer timeout or idle task: flush the partly filled batches of the channels that

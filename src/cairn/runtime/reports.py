@@ -12,6 +12,7 @@ from typing import Any
 
 from cairn.checkpoint.messages import TaskKey
 from cairn.ids import AttemptNumber
+from cairn.runtime.latency import LatencyReport
 
 __all__ = ["CollectedResults", "SourceExhausted", "TaskFinished", "TaskMetrics"]
 
@@ -53,6 +54,8 @@ class TaskMetrics:
     bytes_out: int = 0
     # User-defined metrics of the task's operators: (operator name, metric name, value).
     user: tuple[tuple[str, str, float], ...] = ()
+    # Latency histograms of the task's operators (``metrics.latency.interval`` > 0).
+    latency: tuple[LatencyReport, ...] = ()
 
 
 @dataclass(frozen=True)

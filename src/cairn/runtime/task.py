@@ -10,6 +10,9 @@ over active channels) into the head operator, from operator to operator down the
 out on every output channel; a source task sends the final watermark when its input ends,
 before it reports the end, so every event-time timer fires before the final checkpoint, and
 ahead of the barrier of a stop-with-savepoint with drain, so they fire before the savepoint.
+Latency markers (``metrics.latency.interval``) are events too: taken in channel order, they
+go to the task's ``LatencyTracker`` and never into an operator; without the option the task
+has no tracker and a source emits none.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from cairn.events import (
     CancelCheckpointMarker,
     CheckpointBarrier,
     EndOfPartition,
+    LatencyMarker,
     Watermark,
     WatermarkStatus,
 )
@@ -48,6 +52,7 @@ from cairn.runtime.eventtime.stamped import StampedBatch, slice_batch
 from cairn.runtime.eventtime.valve import StatusWatermarkValve, ValveOutput
 from cairn.runtime.input_gate import InputGate
 from cairn.runtime.keyed_batch import KeyGroupedBatch
+from cairn.runtime.latency import LatencyConfig, LatencyTracker
 from cairn.runtime.operators.base import StreamOperator
 from cairn.runtime.operators.sources import SourceFunctionOperator, SourceOperator
 from cairn.runtime.record_writer import RecordWriter
@@ -87,6 +92,7 @@ class StreamTask:
         debloat: DebloatConfig | None = None,
         clock: Clock | None = None,
         sides: Sequence[int] | None = None,
+        latency: LatencyConfig | None = None,
     ) -> None:
         self.key = key
         self.vertex = vertex
@@ -104,6 +110,10 @@ class StreamTask:
         # After a stop-with-savepoint barrier: poll nothing until input ends or resumes.
         self.source_suspended = False
         self.backpressured = False
+        # A partly filled output batch goes as soon as the task's input ran dry (the batch
+        # will not fill soon), not only when the whole worker idles or the buffer times out;
+        # False with a buffer timeout of -1 (Flink: only full buffers).
+        self.flush_when_drained = True
         # Time accounting (perf_counter seconds): busy is added by the worker around each
         # run that did something; backpressured from a transition to the next.
         self.started_s = time.perf_counter()
@@ -147,6 +157,16 @@ class StreamTask:
             StatusWatermarkValve(len(gate.channels)) if gate is not None and gate.channels else None
         )
         self._wire_event_time(operators, writers)
+        self._latency: LatencyTracker | None = None
+        if latency is not None:
+            recording = operators[1:] if self.is_source else operators
+            self._latency = LatencyTracker(
+                latency,
+                [op.uid for op in recording],
+                key.subtask_index,
+                writers,
+                source_id=self.head.uid if self.is_source else None,
+            )
         self._debloater: BufferDebloater | None = None
         if debloat is not None and gate is not None and gate.channels:
             self._debloater = BufferDebloater(
@@ -229,6 +249,8 @@ class StreamTask:
         for _ in range(MAX_BATCHES_PER_RUN):
             item = gate.poll()
             if item is None:
+                if did and self.flush_when_drained:
+                    self.flush_ready()
                 break
             did = True
             channel, entry = item
@@ -318,6 +340,8 @@ class StreamTask:
             return False
         self.records_in += len(batch)
         self._emit_from_source(batch)
+        if len(batch) < limit and self.flush_when_drained:
+            self.flush_ready()  # the source has no more now: what it emitted goes
         if not self._outputs_available():
             self._enter_backpressure()  # from now, not when the task is next run
         if self._faults.active:
@@ -350,6 +374,9 @@ class StreamTask:
             valve = self._valve
             assert valve is not None
             self._apply_valve(valve.on_status(channel, event))
+        elif type(event) is LatencyMarker:
+            if self._latency is not None:
+                self._latency.on_marker(event)
         elif isinstance(event, EndOfPartition):
             valve = self._valve
             assert valve is not None
@@ -444,6 +471,9 @@ class StreamTask:
         fired = False
         if self.finished:
             return False
+        tracker = self._latency
+        if tracker is not None and now_ms >= tracker.next_marker_ms:
+            fired = self._emit_latency_marker(tracker)
         for op in self.operators:
             t = op.next_timer_ms()
             if t is not None and t <= now_ms:
@@ -451,9 +481,22 @@ class StreamTask:
                 fired = True
         return fired
 
+    def _emit_latency_marker(self, tracker: LatencyTracker) -> bool:
+        """A source task's marker, unless its input ended or a terminating savepoint's
+        barrier went out (nothing may follow it)."""
+        if self.source_exhausted or self.source_suspended:
+            tracker.next_marker_ms = float("inf")  # until input resumes (resume_input)
+            return False
+        return tracker.emit_due()
+
     def next_timer_ms(self) -> int | None:
-        """Earliest operator timer or alignment deadline (wall clock ms)."""
+        """Earliest operator timer, alignment deadline or latency marker (wall clock ms)."""
         times = [t for op in self.operators if (t := op.next_timer_ms()) is not None]
+        tracker = self._latency
+        if tracker is not None and tracker.source_id is not None and not self.finished:
+            due = tracker.next_marker_ms
+            if due != float("inf"):
+                times.append(int(due) + 1)
         unaligned = self._unaligned
         if unaligned is not None:
             timeout = unaligned.next_timeout_ms  # on the task's clock: the wall clock
@@ -482,6 +525,7 @@ class StreamTask:
             bytes_in=self.gate.bytes_in if self.gate is not None else 0,
             bytes_out=sum(ch.bytes_out for w in self.writers for ch in w.channels),
             user=self.user_metrics.snapshot() if self.user_metrics else (),
+            latency=self._latency.reports() if self._latency is not None else (),
         )
 
     # -------------------------------------------------------------------- checkpoints
@@ -511,6 +555,8 @@ class StreamTask:
     def resume_input(self) -> None:
         """A stop-with-savepoint failed: the source polls again (the job goes on)."""
         self.source_suspended = False
+        if self._latency is not None and self._latency.source_id is not None:
+            self._latency.next_marker_ms = 0.0  # markers again from now
 
     def notify_checkpoint_complete(self, checkpoint_id: CheckpointId) -> None:
         self.checkpoints.notify_checkpoint_complete(checkpoint_id)

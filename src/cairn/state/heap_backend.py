@@ -239,6 +239,13 @@ class HeapKeyedStateBackend(KeyContextOwner, KeyedStateBackend):
     def state_names(self) -> list[str]:
         return list(self._tables)
 
+    def discard_current_key(self) -> None:
+        """Drop every state's value of the current key (BATCH execution: a key's input has
+        ended and its timers fired, so nothing reads its state again)."""
+        key, kg = self._ctx.key, self._ctx.key_group
+        for table in self._tables.values():
+            table.groups[kg].pop(key, None)
+
     # ----------------------------------------------------------------------------- timers
 
     def _register(self, domain: str, timestamp_ms: int) -> None:

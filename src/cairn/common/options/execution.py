@@ -50,7 +50,7 @@ RUNTIME_MODE = define(
     "execution.runtime-mode",
     "enum",
     "STREAMING",
-    "STREAMING or AUTOMATIC (BATCH unsupported).",
+    "STREAMING, BATCH (bounded jobs run stage by stage) or AUTOMATIC (STREAMING).",
     choices=spellings(("STREAMING",), ("BATCH",), ("AUTOMATIC",)),
 )
 BUFFER_TIMEOUT = define(

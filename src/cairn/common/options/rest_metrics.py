@@ -6,7 +6,14 @@ loopback address only and requires the job's bearer token.
 
 from __future__ import annotations
 
-from cairn.common.options.define import between, define, filesystem_url, non_empty
+from cairn.common.options.define import (
+    between,
+    define,
+    filesystem_url,
+    non_empty,
+    positive,
+    spellings,
+)
 
 REST_ENABLED = define(
     "cairn.rest.enabled",
@@ -83,4 +90,28 @@ METRICS_PROM_PORT = define(
     9249,
     "Port of the Prometheus reporter (Flink's default 9249); 0 picks a free one.",
     check=between(0, 65535, "metrics.reporter.prom.port"),
+)
+
+METRICS_LATENCY_INTERVAL = define(
+    "metrics.latency.interval",
+    "duration",
+    0,
+    "Latency tracking (Flink's key): every source subtask emits a latency marker this often "
+    "(ms); markers travel with the records, skip user functions, and every operator reports "
+    "the histogram 'latency' of their age. 0 (the default) turns tracking off.",
+)
+METRICS_LATENCY_GRANULARITY = define(
+    "metrics.latency.granularity",
+    "enum",
+    "operator",
+    "What latency histograms tell apart: 'single' (per operator subtask), 'operator' "
+    "(also per source operator, the default) or 'subtask' (also per source subtask).",
+    choices=spellings(("single",), ("operator",), ("subtask",)),
+)
+METRICS_LATENCY_HISTORY_SIZE = define(
+    "metrics.latency.history-size",
+    "int",
+    128,
+    "How many of the latest latencies each latency histogram keeps (its sliding window).",
+    check=positive,
 )

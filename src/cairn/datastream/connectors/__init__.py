@@ -1,7 +1,9 @@
 """Sources and sinks (``pyflink.datastream.connectors``).
 
 Contracts are in ``connectors.base``; implementations in ``number_seq``, ``file_system``,
-``datagen`` and ``jdbc``. The implementations are re-exported here lazily, so importing the
+``datagen``, ``jdbc`` and ``kafka``; ``missing`` refuses PyFlink's connectors Cairn does
+not have (Pulsar, Elasticsearch, Kinesis, Cassandra, RabbitMQ, HybridSource) at import,
+naming them. The implementations are re-exported here lazily, so importing the
 package does not import every connector. As in PyFlink (whose package re-exports them for backward
 compatibility), the file connector's builder parts import from here too
 (``from pyflink.datastream.connectors import FileSink, OutputFileConfig, RollingPolicy``).
@@ -28,6 +30,9 @@ _LOCATIONS = {
     "JdbcConnectionOptions": "jdbc",
     "JdbcExecutionOptions": "jdbc",
     "JdbcSink": "jdbc",
+    "FlinkKafkaConsumer": "kafka",
+    "FlinkKafkaProducer": "kafka",
+    "Semantic": "kafka",
 }
 
 __all__ = sorted(_LOCATIONS)
@@ -36,6 +41,11 @@ __all__ = sorted(_LOCATIONS)
 def __getattr__(name: str) -> Any:
     module = _LOCATIONS.get(name)
     if module is None:
+        from cairn.datastream.connectors.missing import module_for, refuse
+
+        missing = module_for(name)
+        if missing is not None:  # PyFlink re-exports these here: say what is missing
+            refuse(f"{__name__}.{missing}", name)
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return getattr(importlib.import_module(f"{__name__}.{module}"), name)
 

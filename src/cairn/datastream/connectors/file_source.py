@@ -1,9 +1,10 @@
-"""A source of the lines of files and directories, through fsspec (PyFlink ``FileSource``).
+"""A source of the records of files and directories, through fsspec (PyFlink ``FileSource``).
 
 Invariant: a file belongs to the subtask ``crc32(url) % parallelism``, and every file a
-subtask knows of is in its snapshot as ``(url, byte offset, line number, finished)``, the
-offset being just after the last returned line; so after a restore (at any parallelism)
-each file is read by exactly one subtask, from exactly where it stopped.
+subtask knows of is in its snapshot as ``(url, position, line number, finished)``, the
+position being just after the last returned record (a byte offset for line formats, a record
+count for bulk formats); so after a restore (at any parallelism) each file is read by
+exactly one subtask, from exactly where it stopped.
 """
 
 from __future__ import annotations
@@ -18,7 +19,12 @@ from fsspec.core import url_to_fs
 from cairn.clock import Clock, MonotonicClock
 from cairn.common.time import Duration
 from cairn.datastream.connectors.base import Source, SourceReader, SourceReaderContext
-from cairn.datastream.connectors.formats import StreamFormat, TextLineReader
+from cairn.datastream.connectors.formats import (
+    BulkFormat,
+    FileFormat,
+    RecordReader,
+    StreamFormat,
+)
 from cairn.ids import CheckpointId
 
 __all__ = ["FileSource", "FileSourceBuilder", "FileSplitState", "StaticFileSet"]
@@ -26,7 +32,8 @@ __all__ = ["FileSource", "FileSourceBuilder", "FileSplitState", "StaticFileSet"]
 
 @dataclass(frozen=True)
 class FileSplitState:
-    """Progress in one file: bytes ``[0, offset)`` (``line`` lines) were returned."""
+    """Progress in one file: bytes ``[0, offset)`` (``line`` lines) were returned; for a
+    bulk format, ``offset`` records."""
 
     path: str  # full URL, e.g. "file:///data/in/a.txt"
     offset: int = 0
@@ -72,7 +79,8 @@ def list_files(roots: Sequence[str], missing_ok: bool) -> list[str]:
 
 
 class FileSource(Source):
-    """Reads text files line by line; bounded unless ``monitor_continuously`` was set.
+    """Reads files record by record (lines, CSV rows, Avro or Parquet records); bounded
+    unless ``monitor_continuously`` was set.
 
     >>> source = (FileSource.for_record_stream_format(StreamFormat.text_line_format(), "/in")
     ...           .monitor_continuously(Duration.of_seconds(5)).build())
@@ -85,7 +93,8 @@ class FileSource(Source):
       monitoring, every subtask re-lists the paths every ``discovery_interval`` and picks up
       the new files it owns. A file is read once: it must appear complete (write elsewhere,
       then rename into the directory); appends to a file already read are not seen.
-    * Each subtask reads its files in path order. Records are ``str`` lines.
+    * Each subtask reads its files in path order. Records are what the format makes of them
+      (``str`` lines for ``text_line_format``).
     * ``split_redistribution = "union"``: every subtask keeps the progress of every file it
       owns, including finished ones, and on restore each subtask receives the union of all
       snapshots and keeps the entries it owns at the new parallelism. A rescale therefore
@@ -101,10 +110,14 @@ class FileSource(Source):
 
     def __init__(
         self,
-        stream_format: StreamFormat,
+        stream_format: FileFormat,
         paths: Sequence[str],
         discovery_interval: Duration | None = None,
     ) -> None:
+        if not isinstance(stream_format, FileFormat):
+            raise TypeError(
+                f"a file source needs a StreamFormat or BulkFormat, got {stream_format!r}"
+            )
         if not paths:
             raise ValueError("a file source needs at least one path")
         self.stream_format = stream_format
@@ -115,6 +128,13 @@ class FileSource(Source):
     def for_record_stream_format(stream_format: StreamFormat, *paths: str) -> FileSourceBuilder:
         """Start building a source that reads ``paths`` (files or directories, fsspec URLs)."""
         return FileSourceBuilder(stream_format, paths)
+
+    @staticmethod
+    def for_bulk_file_format(bulk_format: BulkFormat, *paths: str) -> FileSourceBuilder:
+        """Start building a source of a bulk format (``ParquetColumnarRowInputFormat``...)."""
+        if not isinstance(bulk_format, BulkFormat):
+            raise TypeError(f"for_bulk_file_format() needs a BulkFormat, got {bulk_format!r}")
+        return FileSourceBuilder(bulk_format, paths)
 
     def is_bounded(self) -> bool:
         return self.discovery_interval is None
@@ -140,7 +160,7 @@ class FileSource(Source):
 class FileSourceBuilder:
     """Configures a ``FileSource`` (PyFlink ``FileSourceBuilder``)."""
 
-    def __init__(self, stream_format: StreamFormat, paths: Sequence[str]) -> None:
+    def __init__(self, stream_format: FileFormat, paths: Sequence[str]) -> None:
         self._format = stream_format
         self._paths = tuple(paths)
         self._interval: Duration | None = None
@@ -166,7 +186,7 @@ class FileSourceReader(SourceReader):
         self,
         splits: Sequence[Any],
         context: SourceReaderContext,
-        stream_format: StreamFormat,
+        stream_format: FileFormat,
         roots: Sequence[str],
         discovery_interval_ms: int | None,
         clock: Clock,
@@ -188,7 +208,7 @@ class FileSourceReader(SourceReader):
             else:
                 raise TypeError(f"unexpected file source split {split!r}")
         self._queue = sorted(p for p, s in self._files.items() if not s.finished)
-        self._current: TextLineReader | None = None
+        self._current: RecordReader | None = None
         self._current_handle: Any = None
 
     def _add(self, state: FileSplitState) -> None:
@@ -204,7 +224,7 @@ class FileSourceReader(SourceReader):
             self._add(FileSplitState(path))
         self._queue.extend(p for p in new if p in self._files)
 
-    def poll_batch(self, max_records: int) -> list[str] | None:
+    def poll_batch(self, max_records: int) -> list[Any] | None:
         interval_ms = self._interval_ms
         if interval_ms is not None:
             now_ms = self._clock.now_ms()
@@ -215,27 +235,28 @@ class FileSourceReader(SourceReader):
         while self._queue:
             reader = self._current or self._open(self._queue[0])
             path = self._queue[0]
-            lines = reader.read_lines(max_records) if max_records > 0 else []
+            try:
+                records = reader.read(max_records) if max_records > 0 else []
+            except ValueError as exc:  # a record that does not fit its format: say where
+                raise ValueError(f"file {path}: {exc}") from exc
             state = self._files[path]
             done = reader.at_end
             self._files[path] = replace(
-                state, offset=reader.offset, line=state.line + len(lines), finished=done
+                state, offset=reader.position, line=reader.line, finished=done
             )
             if done:
                 self._close_current()
                 self._queue.pop(0)
-            if lines or not done:
-                return lines
+            if records or not done:
+                return records
         return None if self._interval_ms is None else []
 
-    def _open(self, path: str) -> TextLineReader:
+    def _open(self, path: str) -> RecordReader:
         fs, local = url_to_fs(path)
         handle = fs.open(local, "rb")
-        offset = self._files[path].offset
-        if offset:
-            handle.seek(offset)
+        state = self._files[path]
         self._current_handle = handle
-        self._current = TextLineReader(handle, offset, self._format.charset_name)
+        self._current = self._format.create_reader(handle, state.offset, state.line)
         return self._current
 
     def _close_current(self) -> None:

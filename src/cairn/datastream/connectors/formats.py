@@ -1,13 +1,15 @@
-"""File formats of the file connectors: text lines to read, Parquet to write.
+"""File formats of the file connectors: how a file becomes records, and Parquet to write.
 
-Invariant: formats are picklable values; a ``TextLineReader`` never returns a line before its
-newline (or end of file) was read, and its ``offset`` is always the byte position just after
-the last line it returned, so a reader reopened at ``offset`` continues with the next line.
+Invariant: formats are picklable values; a ``RecordReader``'s ``position`` is always just
+after the last record it returned (a byte offset for line formats, a record count for bulk
+formats), so a reader reopened at ``position`` continues with the next record. A
+``TextLineReader`` never returns a line before its newline (or end of file) was read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
 from typing import Any, BinaryIO
 
 import pyarrow as pa
@@ -17,22 +19,53 @@ from cairn.common.serialization import BulkWriter, BulkWriterFactory
 from cairn.common.types import Row
 
 __all__ = [
+    "BulkFormat",
+    "FileFormat",
+    "IteratorReader",
     "ParquetBulkWriters",
     "ParquetWriterFactory",
+    "RecordReader",
     "StreamFormat",
     "TextLineReader",
+    "rows_to_table",
 ]
 
 _CHUNK = 1 << 16
 
 
-class StreamFormat:
-    """How a ``FileSource`` turns a file stream into records (PyFlink ``StreamFormat``).
+class RecordReader(ABC):
+    """Reads the records of one file from ``position`` on (``line``: lines consumed)."""
 
-    Only text lines are supported: ``StreamFormat.text_line_format("UTF-8")``.
+    position: int
+    line: int
+
+    @abstractmethod
+    def read(self, max_records: int) -> list[Any]:
+        """Up to ``max_records`` records; ``[]`` only at the end of the file."""
+
+    @property
+    @abstractmethod
+    def at_end(self) -> bool:
+        """Every record of the file was returned."""
+
+
+class FileFormat(ABC):
+    """How a ``FileSource`` turns one file into records (a ``StreamFormat`` or ``BulkFormat``)."""
+
+    @abstractmethod
+    def create_reader(self, stream: BinaryIO, position: int, line: int) -> RecordReader:
+        """A reader of ``stream`` (opened at its start) continuing at ``position``."""
+
+
+class StreamFormat(FileFormat):
+    """Records read line by line from a file (PyFlink ``StreamFormat``); the position is a
+    byte offset, so a restore seeks straight to the next line.
+
+    ``StreamFormat.text_line_format("UTF-8")`` gives each line as a ``str``; subclasses
+    (``CsvReaderFormat``) turn lines into records by overriding ``records``.
     """
 
-    def __init__(self, charset_name: str) -> None:
+    def __init__(self, charset_name: str = "UTF-8") -> None:
         # Lines are split on the byte b"\n", which only works for ASCII-compatible charsets.
         if "\n".encode(charset_name) != b"\n":
             raise ValueError(f"charset {charset_name!r} is not ASCII-compatible")
@@ -43,8 +76,92 @@ class StreamFormat:
         """One record per line, without its ``\\n`` / ``\\r\\n`` terminator."""
         return StreamFormat(charset_name)
 
+    def records(self, lines: list[str], first_line: int) -> list[Any]:
+        """The records of ``lines``, the first being line ``first_line`` (0-based) of its file."""
+        return lines
+
+    def create_reader(self, stream: BinaryIO, position: int, line: int) -> RecordReader:
+        if position:
+            stream.seek(position)
+        return _LineRecords(self, TextLineReader(stream, position, self.charset_name), line)
+
     def __repr__(self) -> str:
         return f"StreamFormat.text_line_format({self.charset_name!r})"
+
+
+class _LineRecords(RecordReader):
+    def __init__(self, fmt: StreamFormat, lines: TextLineReader, line: int) -> None:
+        self._format = fmt
+        self._lines = lines
+        self.line = line
+
+    @property
+    def position(self) -> int:  # type: ignore[override]
+        return self._lines.offset
+
+    def read(self, max_records: int) -> list[Any]:
+        while True:
+            lines = self._lines.read_lines(max_records)
+            first = self.line
+            self.line += len(lines)
+            records = self._format.records(lines, first) if lines else []
+            if records or not lines:  # a run of skipped lines (a header) reads on
+                return records
+
+    @property
+    def at_end(self) -> bool:
+        return self._lines.at_end
+
+
+class BulkFormat(FileFormat):
+    """Records decoded from a whole file (PyFlink ``BulkFormat``: Parquet, Avro files); the
+    position is the number of records returned, so a restore skips that many."""
+
+    @abstractmethod
+    def iterate(self, stream: BinaryIO) -> Iterator[list[Any]]:
+        """The file's records in order, in batches."""
+
+    def create_reader(self, stream: BinaryIO, position: int, line: int) -> RecordReader:
+        return IteratorReader(self.iterate(stream), position)
+
+
+class IteratorReader(RecordReader):
+    """A ``RecordReader`` over batches of records, skipping the first ``position`` ones."""
+
+    def __init__(self, batches: Iterator[list[Any]], position: int) -> None:
+        self._batches = batches
+        self._buffer: list[Any] = []
+        self._done = False
+        self.position = 0
+        self.line = 0
+        while self.position < position:  # skip what was read before the restore
+            if not self._fill():
+                break
+            take = min(position - self.position, len(self._buffer))
+            del self._buffer[:take]
+            self.position += take
+        self.line = self.position
+
+    def _fill(self) -> bool:
+        while not self._buffer and not self._done:
+            try:
+                self._buffer = list(next(self._batches))
+            except StopIteration:
+                self._done = True
+        return bool(self._buffer)
+
+    def read(self, max_records: int) -> list[Any]:
+        if max_records <= 0 or not self._fill():
+            return []
+        out = self._buffer[:max_records]
+        del self._buffer[:max_records]
+        self.position += len(out)
+        self.line = self.position
+        return out
+
+    @property
+    def at_end(self) -> bool:
+        return not self._fill()
 
 
 class TextLineReader:
@@ -112,9 +229,12 @@ class ParquetBulkWriters:
 
     @staticmethod
     def for_row_type(
-        schema: pa.Schema, compression: str = "snappy", row_group_size: int = 65536
+        schema: Any, compression: str = "snappy", row_group_size: int = 65536
     ) -> ParquetWriterFactory:
-        return ParquetWriterFactory(schema, compression, row_group_size)
+        """``schema``: a ``pyarrow.Schema`` or ``Types.ROW_NAMED(...)`` (PyFlink's row type)."""
+        from cairn.datastream.formats.arrow import arrow_schema
+
+        return ParquetWriterFactory(arrow_schema(schema), compression, row_group_size)
 
 
 class ParquetWriterFactory(BulkWriterFactory):
@@ -152,7 +272,7 @@ class ParquetBulkWriter(BulkWriter):
 
     def flush(self) -> None:
         if self._rows:
-            self._writer.write_table(_to_table(self._rows, self._schema))
+            self._writer.write_table(rows_to_table(self._rows, self._schema))
             self._rows = []
 
     def finish(self) -> None:
@@ -160,7 +280,8 @@ class ParquetBulkWriter(BulkWriter):
         self._writer.close()  # writes the footer; the stream stays open (caller's)
 
 
-def _to_table(rows: list[Any], schema: pa.Schema) -> pa.Table:
+def rows_to_table(rows: list[Any], schema: pa.Schema) -> pa.Table:
+    """Records (dicts and named ``Row``s by name, others by position) as a table."""
     width = len(schema)
     if not all(type(r) is tuple for r in rows):
         rows = [_values(r, schema.names) for r in rows]

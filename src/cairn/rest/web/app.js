@@ -18,7 +18,7 @@ let jid = null;
 let tab = "overview";
 let selectedCheckpoint = null;
 let live = false;
-const view = { job: null, checkpoints: null, pressure: {}, user: {}, jobs: null, archived: null };
+const view = { job: null, checkpoints: null, pressure: {}, user: {}, latency: [], jobs: null, archived: null };
 
 async function api(path, init = {}) {
   const headers = Object.assign({ Authorization: "Bearer " + token }, init.headers || {});
@@ -104,6 +104,10 @@ async function refresh() {
       const ids = (await api(base + "/subtasks/metrics")).map((m) => m.id).filter((id) => id.includes("."));
       view.user[v.id] = ids.length ? await api(base + "/subtasks/metrics?get=" + ids.map(encodeURIComponent).join(",")) : [];
     }
+    // Latency histograms (metrics.latency.interval): Flink's job-level ids "latency...._p99".
+    const lids = (await api("/jobs/" + jid + "/metrics")).map((m) => m.id)
+      .filter((id) => id.startsWith("latency.") && /_(median|p95|p99|max)$/.test(id));
+    view.latency = lids.length ? await api("/jobs/" + jid + "/metrics?get=" + lids.map(encodeURIComponent).join(",")) : [];
     render();
   } catch (e) {
     unreachable(e);
@@ -148,6 +152,7 @@ function onEvent(text) {
   if (name === "job") view.job = body;
   else if (name === "checkpoints") view.checkpoints = body;
   else if (name === "user-metrics") view.user = body;
+  else if (name === "latency") view.latency = body;
   else if (name === "backpressure") view.pressure = body;
   if (name === "backpressure") render();  // the last event of an update
 }
@@ -185,6 +190,24 @@ function overview(node) {
     el("dt", {}, "Duration"), el("dd", {}, Math.round(job.duration / 1000) + " s")));
   node.append(vertexTable(job, view.pressure));
   node.append(userMetricsTable(job, view.user));
+  node.append(latencyTable(view.latency));
+}
+
+// Latency markers' histograms (ms), one row per scope: "latency.<scope>.latency_<field>".
+function latencyTable(values) {
+  const rows = new Map();
+  for (const m of values || []) {
+    const cut = m.id.lastIndexOf(".latency_");
+    const scope = m.id.slice("latency.".length, cut), field = m.id.slice(cut + ".latency_".length);
+    if (!rows.has(scope)) rows.set(scope, {});
+    rows.get(scope)[field] = m.value;
+  }
+  if (!rows.size) return el("p", { id: "latency-none", class: "hint" }, "No latency markers (metrics.latency.interval).");
+  const body = [...rows].map(([scope, f]) => ({
+    cells: [scope, f.median ?? "-", f.p95 ?? "-", f.p99 ?? "-", f.max ?? "-"],
+    ids: ["", "latency-" + scope + "-median", "latency-" + scope + "-p95", "latency-" + scope + "-p99", "latency-" + scope + "-max"],
+  }));
+  return el("div", { id: "latency" }, el("h3", {}, "Latency (ms)"), table(["Scope", "p50", "p95", "p99", "Max"], body));
 }
 
 // The metrics the job's functions registered (runtime_context.get_metrics_group()), each

@@ -1,9 +1,11 @@
 """Cairn's wire layer: authenticated, framed TCP connections between workers and master.
 
-Layers, bottom up: ``auth`` proves the per-job secret in both directions on a raw socket
-(nothing is unpickled before that); ``framing`` carries ``(kind, channel, payload)`` frames;
-``admission`` decides which unproven connection a full listener turns away; ``server`` binds
-a ``Listener`` to one explicit address and ``connect``s to it.
+Layers, bottom up: ``tls`` (optional) makes a connection a TLS session with mutual
+certificate authentication (``certificates`` makes a job's own CA for it); ``auth`` proves
+the per-job secret in both directions on a raw socket (nothing is unpickled before that);
+``framing`` carries ``(kind, channel, payload)`` frames; ``admission`` decides which
+unproven connection a full listener turns away; ``server`` binds a ``Listener`` to one
+explicit address and ``connect``s to it.
 """
 
 from cairn.runtime.network.auth import (

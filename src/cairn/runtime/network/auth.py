@@ -11,8 +11,10 @@ Wire exchange (``MAGIC`` = ``b"CAIRN\\0"`` + wire version as ``!H``, nonces 32 r
     server -> client   status | HMAC(secret, "server" ...)                 (33 bytes)
 
 Both MACs cover the role label, ``MAGIC`` and both nonces; distinct role labels keep a
-peer from reflecting one side's proof back as the other's. Traffic is authenticated,
-not encrypted: anyone on the path can read it (Spark's network is assumed private).
+peer from reflecting one side's proof back as the other's. Without TLS, traffic is
+authenticated, not encrypted; with internal TLS (``tls``) the exchange runs inside a TLS
+session whose peers already proved their certificates, and a TLS alert from the peer (it
+refused this side's certificate) is an ``AuthenticationError``, never retried.
 
 The status byte is OK, REJECTED (wrong secret: never retried) or BUSY (a listener turned
 the connection away before checking it, e.g. it was full: ``ListenerBusy``, retried). A
@@ -27,10 +29,15 @@ import hashlib
 import hmac
 import secrets
 import socket
+import ssl
 import struct
 import time
+from typing import TYPE_CHECKING
 
 from cairn.runtime.network.errors import AuthenticationError, HandshakeTimeout, ListenerBusy
+
+if TYPE_CHECKING:
+    from cairn.runtime.network.tls import TlsChannel
 
 WIRE_VERSION = 1
 """Bump when the handshake or the frame format changes incompatibly."""
@@ -70,7 +77,10 @@ def new_secret() -> bytes:
 
 
 def server_handshake(
-    sock: socket.socket, secret: bytes, *, timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
+    sock: socket.socket | TlsChannel,
+    secret: bytes,
+    *,
+    timeout: float = DEFAULT_HANDSHAKE_TIMEOUT,
 ) -> None:
     """Authenticate the client on an accepted socket; the client proves the secret first.
 
@@ -133,7 +143,10 @@ def check_client_proof(secret: bytes, server_nonce: bytes, proof: bytes) -> byte
 
 
 def client_handshake(
-    sock: socket.socket, secret: bytes, *, timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
+    sock: socket.socket | TlsChannel,
+    secret: bytes,
+    *,
+    timeout: float = DEFAULT_HANDSHAKE_TIMEOUT,
 ) -> None:
     """Authenticate to the server on a connected socket and require its proof in return.
 
@@ -195,7 +208,9 @@ class _Deadline:
     forever; the deadline bounds the total.
     """
 
-    def __init__(self, sock: socket.socket, timeout: float, lost: type[Exception]) -> None:
+    def __init__(
+        self, sock: socket.socket | TlsChannel, timeout: float, lost: type[Exception]
+    ) -> None:
         self._sock = sock
         self._timeout = timeout
         self._lost = lost  # raised when the peer closes or resets the connection
@@ -212,6 +227,8 @@ class _Deadline:
         self._sock.close()
         if isinstance(exc, AuthenticationError | ListenerBusy | ValueError):
             return  # propagates unchanged
+        if isinstance(exc, ssl.SSLError) and not isinstance(exc, ssl.SSLEOFError):
+            raise AuthenticationError(f"TLS: the peer refused this side ({exc})") from exc
         if isinstance(exc, TimeoutError):
             raise HandshakeTimeout(f"handshake not completed within {self._timeout:g} s") from exc
         if isinstance(exc, OSError):

@@ -1,11 +1,12 @@
-"""Length-prefixed frames over an already authenticated TCP socket.
+"""Length-prefixed frames over an already authenticated TCP socket (or TLS stream).
 
 Invariant: every frame is written by one ``sendmsg``/``sendall`` sequence under the send
 lock, so frames of concurrent senders never interleave; the single reader sees frames
 whole and in the order they were sent. Wrap a socket only after ``auth`` succeeded on it.
 No frame longer than ``max_frame_size`` is sent, and a peer's header announcing one closes
-the connection before any memory is allocated for its payload (even authenticated peers
-must not make this process allocate what its header claims).
+the connection before any memory is allocated for its payload; below the cap, a payload's
+buffer grows with the bytes received, never ahead of them (even authenticated peers must not
+make this process allocate what its header claims).
 
 Frame = header ``!BiI`` (kind uint8, channel int32, payload length uint32) + payload.
 """
@@ -23,6 +24,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from cairn.runtime.network.errors import ConnectionClosed, FrameRefused, FrameTooLarge
+from cairn.runtime.network.tls import TlsChannel
 from cairn.settings import DEFAULT_MAX_FRAME_SIZE, MAX_FRAME_SIZE_KEY
 
 logger = logging.getLogger(__name__)
@@ -60,7 +62,7 @@ class FramedConnection:
 
     def __init__(
         self,
-        sock: socket.socket,
+        sock: socket.socket | TlsChannel,
         *,
         recv_buffer_size: int = DEFAULT_RECV_BUFFER,
         socket_buffer_size: int | None = None,
@@ -135,7 +137,9 @@ class FramedConnection:
             if self._closed:
                 raise ConnectionClosed("connection is closed")
             try:
-                if _HAS_SENDMSG:
+                if isinstance(self._sock, TlsChannel):
+                    self._sock.send_buffers(buffers)
+                elif _HAS_SENDMSG:
                     self._sendmsg_all(buffers)
                 else:
                     self._sock.sendall(b"".join(buffers))
@@ -143,6 +147,7 @@ class FramedConnection:
                 raise ConnectionClosed(f"send failed: {exc}") from exc
 
     def _sendmsg_all(self, buffers: list[Payload]) -> None:
+        assert isinstance(self._sock, socket.socket)
         index = 0
         while index < len(buffers):
             sent = self._sock.sendmsg(buffers[index : index + _IOV_MAX])
@@ -221,13 +226,14 @@ class FramedConnection:
         raise FrameRefused(message)
 
     def _recv_large(self, length: int) -> bytes:
-        payload = bytearray(length)
-        target = memoryview(payload)
-        received = self._end - self._start
-        target[:received] = self._view[self._start : self._end]
+        # The payload grows with what arrives (through the reusable buffer), not with what
+        # the header claims: a peer announcing 64 MiB and sending nothing costs no memory.
+        payload = bytearray(self._view[self._start : self._end])
         self._start = self._end = 0
-        while received < length:
-            received += self._recv_into(target[received:], True)
+        while len(payload) < length:
+            want = min(len(self._buffer), length - len(payload))
+            count = self._recv_into(self._view[:want], True)
+            payload += self._view[:count]
         return bytes(payload)
 
     def _recv_into(self, target: memoryview, mid_frame: bool) -> int:

@@ -1,12 +1,13 @@
 """Accepting and opening authenticated framed connections.
 
 Invariant: ``on_connection`` only ever sees peers that proved the job secret and then sent
-a HELLO frame; the listener binds exactly the host it is given (no wildcard default), and
-no peer can hold the accept thread or keep peers that prove the secret out: the accept
-thread runs every handshake up to the client's proof itself (non-blocking, no thread per
-peer), an unproven connection gets ``proof_timeout`` seconds, a full listener turns the
-oldest unproven one away (``admission``) with a BUSY verdict that ``connect`` retries, and
-rejections are logged rate-limited.
+a HELLO frame (with TLS, inside a TLS session whose client certificate the listener verified
+before it sent or read anything else); the listener binds exactly the host it is given (no
+wildcard default), and no peer can hold the accept thread or keep peers that prove the
+secret out: the accept thread runs every handshake (TLS too) up to the client's proof
+itself (non-blocking, no thread per peer), an unproven connection gets ``proof_timeout``
+seconds, a full listener turns the oldest unproven one away (``admission``) with a BUSY
+verdict that ``connect`` retries, and rejections are logged rate-limited.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import logging
 import random
 import selectors
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -43,6 +45,7 @@ from cairn.runtime.network.auth import (
 from cairn.runtime.network.errors import AuthenticationError, ConnectionClosed, ListenerBusy
 from cairn.runtime.network.frames import FrameKind
 from cairn.runtime.network.framing import FramedConnection
+from cairn.runtime.network.tls import TlsChannel
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +77,11 @@ class _Unproven:
     accepted_at: float
     proof_deadline: float
     buffer: bytearray = field(default_factory=bytearray)
+    channel: TlsChannel | None = None  # with TLS: the session, greeted once it is up
+
+    @property
+    def stream(self) -> socket.socket | TlsChannel:
+        return self.channel if self.channel is not None else self.sock
 
     @property
     def facts(self) -> PendingHandshake:
@@ -87,7 +95,9 @@ class Listener:
     stops accepting; connections already handed to ``on_connection`` stay open.
     ``handshake_timeout`` bounds a peer's whole handshake up to its HELLO frame, and
     ``proof_timeout`` (if shorter) the part before it proved the secret; at most
-    ``max_pending_handshakes`` unproven connections are held.
+    ``max_pending_handshakes`` unproven connections are held. With ``tls`` (a server
+    context, ``tls.server_context``) a peer first completes a TLS handshake with a client
+    certificate the context verifies, within ``proof_timeout`` like its proof.
 
     Example::
 
@@ -107,6 +117,7 @@ class Listener:
         max_pending_handshakes: int = DEFAULT_MAX_PENDING,
         backlog: int = 128,
         log_interval: float = REJECTION_LOG_INTERVAL,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         if not host:
             # "" means every interface to the socket module; exposure must be explicit.
@@ -117,6 +128,7 @@ class Listener:
         if handshake_timeout <= 0 or proof_timeout <= 0:
             raise ValueError("handshake_timeout and proof_timeout must be > 0")
         self._secret = secret
+        self._tls = tls
         self._on_connection = on_connection
         self._handshake_timeout = handshake_timeout
         self._proof_timeout = min(proof_timeout, handshake_timeout)
@@ -247,6 +259,10 @@ class Listener:
         self._selector.register(sock, selectors.EVENT_READ, pending)
         try:
             sock.setblocking(False)
+            if self._tls is not None:
+                # The greeting waits for the TLS session: the client speaks first.
+                pending.channel = TlsChannel(sock, self._tls, server_side=True)
+                return
             # A fresh socket's send buffer always takes the 40-byte greeting whole.
             complete = sock.send(greeting) == len(greeting)
         except OSError:
@@ -254,9 +270,26 @@ class Listener:
         if not complete:
             self._drop(pending)
 
-    def _read_proof(self, pending: _Unproven) -> None:
+    def _tls_step(self, pending: _Unproven, channel: TlsChannel) -> None:
         try:
-            chunk = pending.sock.recv(CLIENT_PROOF_BYTES - len(pending.buffer))
+            if not channel.handshake_step():
+                return
+            channel.sendall(MAGIC + pending.nonce)  # the greeting, now encrypted
+        except (ssl.SSLError, OSError) as exc:
+            self._drop(pending)
+            self._reject(pending.peer, RejectionKind.UNAUTHENTICATED, f"TLS handshake: {exc}")
+
+    def _read_proof(self, pending: _Unproven) -> None:
+        channel = pending.channel
+        if channel is not None and not channel.handshake_done:
+            self._tls_step(pending, channel)
+            return
+        wanted = CLIENT_PROOF_BYTES - len(pending.buffer)
+        try:
+            if channel is not None:
+                chunk = channel.recv_available(wanted)
+            else:
+                chunk = pending.sock.recv(wanted)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
@@ -281,7 +314,7 @@ class Listener:
             verdict = check_client_proof(self._secret, pending.nonce, bytes(pending.buffer))
         except AuthenticationError as exc:
             if len(pending.buffer) == CLIENT_PROOF_BYTES:
-                _send_quietly(pending.sock, REJECTED_VERDICT)
+                _send_quietly(pending, REJECTED_VERDICT)
             self._drop(pending)
             self._reject(pending.peer, RejectionKind.UNAUTHENTICATED, exc)
             return
@@ -294,7 +327,7 @@ class Listener:
         deadline = pending.accepted_at + self._handshake_timeout
         threading.Thread(
             target=self._serve,
-            args=(pending.sock, pending.peer, verdict, deadline),
+            args=(pending.stream, pending.peer, verdict, deadline),
             name=f"cairn-conn-{_fmt(pending.peer)}",
             daemon=True,
         ).start()
@@ -314,7 +347,7 @@ class Listener:
         self, pending: _Unproven, reason: str, kind: RejectionKind = RejectionKind.TURNED_AWAY
     ) -> None:
         # BUSY, not a silent close: a slow Cairn client tells it from a wrong secret, retries.
-        _send_quietly(pending.sock, BUSY_VERDICT)
+        _send_quietly(pending, BUSY_VERDICT)
         self._drop(pending)
         self._reject(pending.peer, kind, reason)
 
@@ -329,10 +362,12 @@ class Listener:
 
     # ------------------------------------------------------------------ proven peers
 
-    def _serve(self, sock: socket.socket, peer: Any, verdict: bytes, deadline: float) -> None:
+    def _serve(
+        self, sock: socket.socket | TlsChannel, peer: Any, verdict: bytes, deadline: float
+    ) -> None:
         accepted = self._await_hello(sock, peer, verdict, deadline)
         with self._lock:
-            self._proven.discard(sock)
+            self._proven.discard(sock.raw if isinstance(sock, TlsChannel) else sock)
             if accepted is not None and self._closed:
                 accepted[0].close()
                 return
@@ -346,7 +381,7 @@ class Listener:
             conn.close()
 
     def _await_hello(
-        self, sock: socket.socket, peer: Any, verdict: bytes, deadline: float
+        self, sock: socket.socket | TlsChannel, peer: Any, verdict: bytes, deadline: float
     ) -> tuple[FramedConnection, bytes] | None:
         conn = FramedConnection(sock)
         try:
@@ -387,6 +422,7 @@ def connect(
     retries: int = 5,
     retry_interval: float = 0.2,
     busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+    tls: ssl.SSLContext | None = None,
 ) -> FramedConnection:
     """Open an authenticated connection to a ``Listener`` and send ``hello`` as HELLO frame.
 
@@ -396,7 +432,9 @@ def connect(
     connection away before its verdict (``ListenerBusy``: full, e.g. flooded by other
     local processes) is tried again with jittered backoff (from ``retry_interval``, at
     most 1 s apart) for up to ``busy_timeout`` seconds in all, then ``ListenerBusy`` is
-    raised. ``timeout`` bounds the TCP connect and, separately, each handshake.
+    raised. ``timeout`` bounds the TCP connect and, separately, each handshake. With
+    ``tls`` (a client context, ``tls.client_context``) the connection is a TLS session
+    first; a listener refusing this side's certificate raises ``AuthenticationError``.
 
     Example::
 
@@ -409,8 +447,11 @@ def connect(
     delay = retry_interval
     turned_away = 0
     while True:
-        sock = _open(address, timeout, retries, retry_interval)
+        raw = _open(address, timeout, retries, retry_interval)
+        sock: socket.socket | TlsChannel = raw
         try:
+            if tls is not None:
+                sock = _start_tls(raw, tls, timeout)
             client_handshake(sock, secret, timeout=timeout)
             break
         except ListenerBusy as exc:
@@ -436,6 +477,21 @@ def connect(
     return conn
 
 
+def _start_tls(sock: socket.socket, context: ssl.SSLContext, timeout: float) -> TlsChannel:
+    channel = TlsChannel(sock, context)
+    try:
+        channel.handshake(timeout)
+    except ssl.SSLError as exc:
+        sock.close()
+        if isinstance(exc, ssl.SSLEOFError):  # closed mid-handshake: turned away
+            raise ListenerBusy(f"the listener closed the TLS handshake: {exc}") from exc
+        raise AuthenticationError(f"TLS handshake failed: {exc}") from exc
+    except OSError as exc:
+        sock.close()
+        raise ListenerBusy(f"connection lost during the TLS handshake: {exc}") from exc
+    return channel
+
+
 def _open(
     address: tuple[str, int], timeout: float, retries: int, retry_interval: float
 ) -> socket.socket:
@@ -452,10 +508,14 @@ def _open(
     raise AssertionError("unreachable")
 
 
-def _send_quietly(sock: socket.socket, data: bytes) -> None:
-    """Best effort on a non-blocking socket about to be closed (a verdict of 33 bytes)."""
+def _send_quietly(pending: _Unproven, data: bytes) -> None:
+    """Best effort on a non-blocking socket about to be closed (a verdict of 33 bytes);
+    nothing before a TLS session is up (the client takes the close as busy)."""
     with contextlib.suppress(OSError):
-        sock.send(data)
+        if pending.channel is None:
+            pending.sock.send(data)
+        elif pending.channel.handshake_done:
+            pending.channel.sendall(data)
 
 
 def _host(peer: Any) -> str:

@@ -18,7 +18,12 @@ from typing import Any
 
 from cairn.datastream.state import ValueStateDescriptor
 from cairn.datastream.time_domain import TimeDomain
-from cairn.events import DEFAULT_CHECKPOINT_OPTIONS, CheckpointOptions
+from cairn.events import (
+    DEFAULT_CHECKPOINT_OPTIONS,
+    MAX_WATERMARK,
+    MIN_WATERMARK,
+    CheckpointOptions,
+)
 from cairn.graph.job_graph import OperatorNode
 from cairn.graph.transformations import OperatorKind
 from cairn.ids import CheckpointId
@@ -48,12 +53,16 @@ class _KeyedTimerService:
         return self._op.current_watermark
 
     def register_processing_time_timer(self, timestamp: int) -> None:
+        if self._op.quiesced:
+            return
         self._op.backend.register_processing_time_timer(int(timestamp))
 
     def delete_processing_time_timer(self, timestamp: int) -> None:
         self._op.backend.delete_processing_time_timer(int(timestamp))
 
     def register_event_time_timer(self, timestamp: int) -> None:
+        if self._op.quiesced:
+            return
         self._op.backend.register_event_time_timer(int(timestamp))
 
     def delete_event_time_timer(self, timestamp: int) -> None:
@@ -97,6 +106,8 @@ class KeyedOperatorBase(UserFunctionOperator):
         # A function that caches keyed state between batches (the window operator's batch
         # path) writes it back through this before timers fire and before a snapshot.
         self._flush: Callable[[], None] | None = None
+        # While ``fire_remaining_timers`` runs: new timers are ignored (BATCH execution).
+        self.quiesced = False
 
     def open(self) -> None:
         backend = self.ctx.keyed_backend
@@ -147,6 +158,27 @@ class KeyedOperatorBase(UserFunctionOperator):
             self._fire(pop_due(next_ts), domain, out, stamps)
             next_ts = next_due()
         emit_results(self.output, self.side_outputs, out, stamps)
+
+    def fire_remaining_timers(self) -> None:
+        """BATCH execution, at the end of a key's input (Flink's
+        ``BatchExecutionInternalTimeService``): event time, then processing time, jump to
+        the end, so every timer fires (in timestamp order per domain) while timers registered
+        meanwhile are ignored, so a timer that registers its successor cannot loop. No
+        watermark is passed on; the current watermark reads ``MAX_WATERMARK`` while they fire
+        and ``MIN_WATERMARK`` after. A cached state is written back first."""
+        if self._flush is not None:
+            self._flush()
+        backend = self.backend
+        self.quiesced = True
+        self.current_watermark = MAX_WATERMARK
+        try:
+            self._fire_due(
+                MAX_WATERMARK, backend.next_event_timer_ms, backend.pop_due_event_timers, True
+            )
+            self._fire_due(MAX_WATERMARK, backend.next_timer_ms, backend.pop_due_timers, False)
+        finally:
+            self.quiesced = False
+            self.current_watermark = MIN_WATERMARK
 
     def snapshot_state(
         self,

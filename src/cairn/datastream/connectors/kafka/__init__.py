@@ -7,11 +7,17 @@ workers. The source: ``source`` (description and builder), ``offsets`` (initiali
 ``sink`` (description and builder), ``sink_serialization`` (records to messages),
 ``sink_transactions`` (the exactly-once protocol, without I/O), ``sink_output`` (sending;
 the NONE and AT_LEAST_ONCE writer), ``sink_writer`` (the EXACTLY_ONCE writer, committer).
+``legacy``: PyFlink's ``FlinkKafkaConsumer`` / ``FlinkKafkaProducer`` on top of both.
 """
 
 from __future__ import annotations
 
 from cairn.datastream.connectors.base import DeliveryGuarantee
+from cairn.datastream.connectors.kafka.legacy import (
+    FlinkKafkaConsumer,
+    FlinkKafkaProducer,
+    Semantic,
+)
 from cairn.datastream.connectors.kafka.offsets import (
     KafkaOffsetResetStrategy,
     KafkaOffsetsInitializer,
@@ -35,6 +41,8 @@ from cairn.datastream.connectors.kafka.source import (
 __all__ = [
     "DeliveryGuarantee",
     "FixedPartitioner",
+    "FlinkKafkaConsumer",
+    "FlinkKafkaProducer",
     "KafkaOffsetResetStrategy",
     "KafkaOffsetsInitializer",
     "KafkaPartitioner",
@@ -48,4 +56,5 @@ __all__ = [
     "KafkaTopicPartition",
     "KafkaTopicSelector",
     "OffsetResetStrategy",
+    "Semantic",
 ]

@@ -1,0 +1,154 @@
+"""BATCH stages as Spark stages: each exchange is a Spark shuffle.
+
+Invariant: a job is one Spark action over an RDD lineage with one ``mapPartitionsWithIndex``
+per job vertex (its chain, one ordinary Spark task per partition; never barrier mode) and,
+in front of every non-source vertex, one shuffle of all its inputs: records keyed by
+``(partition, sort key)``, partitioned by the partition and sorted by the sort key within it
+(``repartitionAndSortWithinPartitions``, which spills to disk), so its task reads its
+records key by key. Spark retries a failed task and recomputes lost shuffle output from the
+stage's inputs; a rerun of the action (the restart strategy) skips the shuffle stages that
+completed. A vertex read by several consumers is persisted, so it runs once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from cairn.batch.plan import BatchPlan
+from cairn.batch.stage import COLLECTED, Entry, Out, StageTask
+from cairn.batch.tasks import guarded_partition
+from cairn.deploy.output_forwarding import forwarding_stdout
+from cairn.ids import VertexId
+
+if TYPE_CHECKING:
+    from pyspark import RDD
+    from pyspark.sql import SparkSession
+
+__all__ = ["SparkBatchJob"]
+
+PRINTED = -2  # an output entry carrying text a terminal stage printed (local mode)
+ATTEMPT_PROPERTY = "cairn.batch.attempt"  # Spark local property: the restart attempt
+
+
+def _partition_of(key: tuple[int, tuple[Any, ...]]) -> int:
+    return key[0]
+
+
+def _sort_key(key: tuple[int, tuple[Any, ...]]) -> tuple[Any, ...]:
+    return key[1]
+
+
+def _entries(pairs: Iterable[Any]) -> Iterator[Entry]:
+    for (_part, key), (side, ts, record) in pairs:
+        yield key, side, ts, record
+
+
+def _attempt() -> int:
+    """The restart attempt this task belongs to (set by the driver per action)."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    value = context.getLocalProperty(ATTEMPT_PROPERTY) if context is not None else None
+    return int(value) if value else 0
+
+
+def _stage_function(task: StageTask, forward_stdout: bool) -> Any:
+    source = task.stage.is_source
+
+    def run(partition: int, items: Iterable[Any]) -> Iterator[Out]:
+        entries = None if source else _entries(items)
+        attempt = _attempt()
+        if not forward_stdout:
+            yield from guarded_partition(task, partition, entries, attempt)
+            return
+        printed: list[str] = []
+        with forwarding_stdout(True, printed.append):
+            yield from guarded_partition(task, partition, entries, attempt)
+        for text in printed:
+            yield (PRINTED, partition, (), 0, None, text)
+
+    return run
+
+
+def _pairs_for(vertex: int) -> Any:
+    """A partition function: the outputs bound for ``vertex``, keyed for the shuffle."""
+
+    def pairs(outs: Iterable[Out]) -> Iterator[Any]:
+        return (((o[1], o[2]), (o[3], o[4], o[5])) for o in outs if o[0] == vertex)
+
+    return pairs
+
+
+def _is_result(out: Out) -> bool:
+    return out[0] == COLLECTED or out[0] == PRINTED
+
+
+def _result(out: Out) -> tuple[int, int, Any]:
+    return out[0], out[1], out[5]
+
+
+class SparkBatchJob:
+    """The job's RDD lineage, built once: a rerun (``run(attempt)``) reuses the shuffle
+    output of every stage that completed before."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        plan: BatchPlan,
+        tasks: dict[VertexId, StageTask],
+        job_group: str,
+    ) -> None:
+        from pyspark import StorageLevel
+
+        self._sc = sc = spark.sparkContext
+        self._group = job_group
+        self._name = plan.job_name
+        local = (sc.master or "").startswith("local")
+        outputs: dict[VertexId, RDD[Any]] = {}
+        for stage in plan.stages:
+            run = _stage_function(tasks[stage.vertex], local and stage.terminal)
+            n = stage.parallelism
+            if stage.is_source:
+                rdd = sc.parallelize(range(n), n).mapPartitionsWithIndex(run)
+            else:
+                producers = sorted({i.edge.source_vertex for i in stage.inputs})
+                pairs = _pairs_for(stage.vertex)
+                incoming = [outputs[p].mapPartitions(pairs) for p in producers]
+                merged = incoming[0] if len(incoming) == 1 else sc.union(incoming)
+                shuffled = merged.repartitionAndSortWithinPartitions(
+                    n, partitionFunc=_partition_of, keyfunc=_sort_key
+                )
+                rdd = shuffled.mapPartitionsWithIndex(run)
+            rdd.setName(f"v{stage.vertex} {stage.name}")
+            if len(plan.consumers_of(stage.vertex)) > 1:
+                rdd = rdd.persist(StorageLevel.MEMORY_AND_DISK)
+            outputs[stage.vertex] = rdd
+        self._outputs = outputs
+        terminals = [outputs[s.vertex] for s in plan.stages if s.terminal]
+        final = terminals[0] if len(terminals) == 1 else sc.union(terminals)
+        self._final = final.filter(_is_result).map(_result)
+
+    def run(self, attempt: int) -> tuple[dict[int, list[Any]], list[str]]:
+        """Run the action; the collected records by collect sink transformation id, and
+        the text terminal stages printed (forwarded in local mode)."""
+        sc = self._sc
+        sc.setJobGroup(self._group, f"Cairn BATCH job {self._name!r}", interruptOnCancel=True)
+        sc.setLocalProperty(ATTEMPT_PROPERTY, str(attempt))
+        collected: dict[int, list[Any]] = {}
+        printed: list[str] = []
+        for kind, where, value in self._final.collect():
+            if kind == COLLECTED:
+                collected.setdefault(where, []).append(value)
+            else:
+                printed.append(value)
+        return collected, printed
+
+    def cancel(self) -> None:
+        self._sc.cancelJobGroup(self._group)
+
+    def release(self) -> None:
+        """Drop what the lineage persisted."""
+        for rdd in self._outputs.values():
+            if rdd.is_cached:
+                rdd.unpersist()
