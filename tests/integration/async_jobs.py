@@ -28,7 +28,7 @@ from cairn.datastream import (
 from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
 from tests.integration.jobs import file_sink
 
-SLOW_EVERY, FAIL_EVERY, HANG = 5, 7, frozenset({101, 601})
+SLOW_EVERY, FAIL_EVERY, HANG = 3, 7, frozenset({101, 601})
 
 
 class LookupServer:

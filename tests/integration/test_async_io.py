@@ -20,11 +20,11 @@ RECORDS, RATE = 1200, 400.0
 @pytest.mark.spark
 def test_sigkill_with_requests_in_flight_keeps_exactly_once(spark: Any, tmp_path: Path) -> None:
     marker, out = tmp_path / "fault-marker", str(tmp_path / "out")
-    # Each kill lands once a completed checkpoint stored >= 8 inputs in flight and requests
+    # Each kill lands once a completed checkpoint stored >= 4 inputs in flight and requests
     # are in flight at that moment; the first on subtask 0, the second on subtask 1.
     faults = (
-        f"point=async-in-flight,attempt=0,records=8,subtask=0,marker={marker};"
-        f"point=async-in-flight,attempt=1,records=8,subtask=1,marker={marker}"
+        f"point=async-in-flight,attempt=0,records=4,subtask=0,marker={marker};"
+        f"point=async-in-flight,attempt=1,records=4,subtask=1,marker={marker}"
     )
     with LookupServer() as server:
         env = checkpointed_env(
