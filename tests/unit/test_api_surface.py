@@ -13,6 +13,10 @@ DATASTREAM = {
     "AggregateFunction",
     "AllWindowFunction",
     "AllWindowedStream",
+    "AsyncDataStream",
+    "AsyncFunction",
+    "AsyncRetryPredicate",
+    "AsyncRetryStrategy",
     "BroadcastConnectedStream",
     "BroadcastProcessFunction",
     "BroadcastStream",
@@ -48,6 +52,7 @@ DATASTREAM = {
     "ProcessFunction",
     "ProcessWindowFunction",
     "ReduceFunction",
+    "ResultFuture",
     "RuntimeContext",
     "RuntimeExecutionMode",
     "SinkFunction",
@@ -58,6 +63,8 @@ DATASTREAM = {
     "TimerService",
     "WindowFunction",
     "WindowedStream",
+    "async_retry_predicates",
+    "async_retry_strategies",
 }
 
 COMMON = {
@@ -109,6 +116,10 @@ def test_pyflink_module_paths() -> None:
         "cairn.datastream.checkpoint_storage": "FileSystemCheckpointStorage",
         "cairn.datastream.state_backend": "HashMapStateBackend",
         "cairn.datastream.output_tag": "OutputTag",
+        "cairn.datastream.async_data_stream": "AsyncDataStream",
+        "cairn.datastream.async_functions": "ResultFuture",
+        "cairn.datastream.async_retry_strategies": "FixedDelayRetryStrategy",
+        "cairn.datastream.async_retry_predicates": "exception_type_predicate",
         "cairn.common.typeinfo": "Types",
         "cairn.common.restart_strategy": "RestartStrategies",
         "cairn.common.watermark_strategy": "WatermarkStrategy",

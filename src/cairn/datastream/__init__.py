@@ -15,6 +15,14 @@ from cairn.common.externalized_checkpoint_retention import (
     ExternalizedCheckpointCleanup,
     ExternalizedCheckpointRetention,
 )
+from cairn.datastream import async_retry_predicates, async_retry_strategies
+from cairn.datastream.async_data_stream import AsyncDataStream
+from cairn.datastream.async_functions import (
+    AsyncFunction,
+    AsyncRetryPredicate,
+    AsyncRetryStrategy,
+    ResultFuture,
+)
 from cairn.datastream.checkpoint_config import CheckpointConfig
 from cairn.datastream.checkpoint_storage import (
     CheckpointStorage,
@@ -70,6 +78,10 @@ __all__ = [
     "AggregateFunction",
     "AllWindowFunction",
     "AllWindowedStream",
+    "AsyncDataStream",
+    "AsyncFunction",
+    "AsyncRetryPredicate",
+    "AsyncRetryStrategy",
     "BroadcastConnectedStream",
     "BroadcastProcessFunction",
     "BroadcastStream",
@@ -105,6 +117,7 @@ __all__ = [
     "ProcessFunction",
     "ProcessWindowFunction",
     "ReduceFunction",
+    "ResultFuture",
     "RuntimeContext",
     "RuntimeExecutionMode",
     "SinkFunction",
@@ -115,6 +128,8 @@ __all__ = [
     "TimerService",
     "WindowFunction",
     "WindowedStream",
+    "async_retry_predicates",
+    "async_retry_strategies",
 ]
 
 

@@ -22,6 +22,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import Any, Generic, TypeVar
 
+from cairn.datastream.async_functions import (
+    AsyncFunction,
+    AsyncRetryPredicate,
+    AsyncRetryStrategy,
+    ResultFuture,
+)
 from cairn.datastream.co_functions import (
     BroadcastProcessFunction,
     CoFlatMapFunction,
@@ -53,6 +59,9 @@ from cairn.datastream.window_functions import (
 __all__ = [
     "AggregateFunction",
     "AllWindowFunction",
+    "AsyncFunction",
+    "AsyncRetryPredicate",
+    "AsyncRetryStrategy",
     "BroadcastProcessFunction",
     "CheckpointListener",
     "CheckpointedFunction",
@@ -77,6 +86,7 @@ __all__ = [
     "ProcessFunction",
     "ProcessWindowFunction",
     "ReduceFunction",
+    "ResultFuture",
     "RuntimeContext",
     "SinkFunction",
     "SourceContext",

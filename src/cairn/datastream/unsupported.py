@@ -4,11 +4,13 @@ Invariant: only the names listed here are refused (with ``ImportError`` naming t
 missing); any other unknown name stays an ``AttributeError``, so tools probing modules are not
 affected.
 
+>>> UNSUPPORTED["Example"] = "an example"
 >>> try:
-...     from cairn.datastream import AsyncDataStream
+...     refuse("cairn.datastream", "Example")
 ... except ImportError as e:
-...     print(str(e).split(":")[0])
-cairn.datastream.AsyncDataStream
+...     print(e)
+cairn.datastream.Example: an example; see the README's 'DataStream API support'
+>>> del UNSUPPORTED["Example"]
 """
 
 from __future__ import annotations
@@ -17,15 +19,7 @@ from typing import NoReturn
 
 __all__ = ["UNSUPPORTED", "refuse"]
 
-_ASYNC = "async I/O (PyFlink's AsyncDataStream with an AsyncFunction) is not supported by Cairn"
-
-UNSUPPORTED = {
-    "AsyncDataStream": _ASYNC,
-    "AsyncFunction": _ASYNC,
-    "AsyncRetryStrategy": _ASYNC,
-    "ResultFuture": _ASYNC,
-    "async_retry_predicates": _ASYNC,
-}
+UNSUPPORTED: dict[str, str] = {}
 
 
 def refuse(module: str, name: str) -> NoReturn:

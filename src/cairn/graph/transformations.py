@@ -29,6 +29,7 @@ class OperatorKind(enum.Enum):
     SINK_FUNCTION = "sink_function"  # legacy SinkFunction (add_sink, print)
     SINK = "sink"  # Sink (sink_to): writer + optional two-phase committer
     COLLECT = "collect"  # execute_and_collect(): exactly-once results to the client
+    ASYNC_WAIT = "async_wait"  # AsyncDataStream: an AsyncFunction; options: ``AsyncWaitConfig``
     # Two inputs (``TwoInputTransformation``): the function has a method per input.
     CO_MAP = "co_map"  # CoMapFunction
     CO_FLAT_MAP = "co_flat_map"  # CoFlatMapFunction

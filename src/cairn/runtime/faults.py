@@ -32,6 +32,8 @@ POINTS = (
     "replay",  # after processing `records` records of restored in-flight data (unaligned)
     "register",  # the worker cannot register with the job master (`subtask`: worker index)
     "driver-metadata",  # on the driver: `_metadata` written aside, before it is published
+    # async I/O: requests in flight, once a completed checkpoint stores >= `records` inputs
+    "async-in-flight",
 )
 FAILING_POINTS = frozenset({"register"})
 DRIVER_POINTS = frozenset({"driver-metadata"})

@@ -138,6 +138,8 @@ class StreamTask:
                 self.checkpoints.record_channels_of(handler.recording_view)
             self.handler = handler
         self.is_source = isinstance(self.head, (SourceOperator, SourceFunctionOperator))
+        # Operators that may refuse input (async I/O at its capacity): backpressure too.
+        self._input_limited = [op for op in operators if op.limits_input]
         # A two-input head: each channel's logical input (one gate, one barrier handler and
         # one valve over the channels of both inputs, as Flink's ``StreamTwoInputProcessor``
         # aligns and merges them).
@@ -209,6 +211,9 @@ class StreamTask:
     def _outputs_available(self) -> bool:
         for w in self.writers:
             if not w.available():
+                return False
+        for op in self._input_limited:
+            if not op.accepts_input():
                 return False
         return True
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from cairn.graph.job_graph import OperatorNode
 from cairn.graph.transformations import OperatorKind
+from cairn.runtime.operators.async_wait import AsyncWaitOperator
 from cairn.runtime.operators.base import StreamOperator
 from cairn.runtime.operators.basic import (
     FilterOperator,
@@ -31,6 +32,7 @@ _BY_KIND: dict[str, type[StreamOperator]] = {
     OperatorKind.SINK_FUNCTION.value: SinkFunctionOperator,
     OperatorKind.SINK.value: SinkOperator,
     OperatorKind.COLLECT.value: CollectSinkOperator,
+    OperatorKind.ASYNC_WAIT.value: AsyncWaitOperator,
     "source": SourceOperator,
     "source_function": SourceFunctionOperator,
 }

@@ -144,6 +144,9 @@ class StreamOperator:
     # Takes ``KeyGroupedBatch``es (its key selector's key groups, computed by the producer):
     # a hash edge into a head operator that says so carries them (``keyed_batch``).
     takes_key_groups = False
+    # May refuse input for a while (``accepts_input``): the task then reads none (async I/O's
+    # capacity). Only operators that say so are asked, so others cost the task nothing.
+    limits_input = False
 
     def __init__(self, node: OperatorNode) -> None:
         self.node = node
@@ -196,6 +199,10 @@ class StreamOperator:
         ctx = getattr(self, "ctx", None)  # set by ``setup``
         if ctx is not None and ctx.keyed_backend is not None:
             ctx.keyed_backend.notify_checkpoint_complete(checkpoint_id)
+
+    def accepts_input(self) -> bool:
+        """Whether the task may hand this operator input now (asked if ``limits_input``)."""
+        return True
 
     def process_batch(self, records: list[Any]) -> None:
         self.output(records)
