@@ -38,6 +38,8 @@ WINDOW_SCRIPTS = {
     "bytewax": "bytewax_window.py",
     "bytewax-2p": "bytewax_window.py",
 }
+# The Kafka job benchmark's scripts (bench/kafka_job.py passes the broker and topics).
+KAFKA_SCRIPTS = {"pyflink": "pyflink_kafka_job.py", "spark": "spark_kafka_job.py"}
 # Variants of a peer: (its venv, extra arguments of its script).
 VARIANTS = {
     "bytewax-2p": ("bytewax", ["--processes", "2"]),
@@ -111,9 +113,9 @@ def _run(args: argparse.Namespace, venv: str, extra: list[str]) -> dict[str, Any
         return failure(
             args, unsupported=f"{args.system} is not installed: run bash bench/peers/install.sh"
         )
-    scripts = WINDOW_SCRIPTS if args.workload == "window" else SCRIPTS
+    scripts = {"window": WINDOW_SCRIPTS, "kafka-job": KAFKA_SCRIPTS}.get(args.workload, SCRIPTS)
     if args.system not in scripts:
-        return failure(args, unsupported=f"{args.system} runs only the window workload")
+        return failure(args, unsupported=f"{args.system} does not run the {args.workload} workload")
     work = Path(args.work_dir or tempfile.mkdtemp(prefix=f"peer-{args.system}-"))
     work.mkdir(parents=True, exist_ok=True)
     cmd = [

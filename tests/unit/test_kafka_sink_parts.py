@@ -202,7 +202,7 @@ def test_a_committable_read_back_from_a_checkpoint_is_never_committed_live() -> 
     committed: list[int] = []
 
     class Writer:  # stands in for the live writer of the attempt that wrote the committable
-        def commit(self, c: KafkaCommittable) -> None:
+        def commit_async(self, c: KafkaCommittable) -> None:
             committed.append(c.seq)
 
     _LIVE[("job", 0, ids.marker_group)] = Writer()  # type: ignore[assignment]

@@ -63,8 +63,9 @@ class KafkaSink(Sink):
       delivery report checked; after a restart the records since the last checkpoint are
       written again.
     - ``EXACTLY_ONCE``: each subtask writes the records between two barriers in a Kafka
-      transaction, flushed at the barrier (pre-commit) and committed when the checkpoint
-      completes; a ``read_committed`` consumer sees every record once, also after failures.
+      transaction, flushed at the barrier (pre-commit) and committed on the writer's commit
+      thread when the checkpoint completes; a ``read_committed`` consumer sees every record
+      once, also after failures.
       Needs ``set_transactional_id_prefix`` (unique per job and cluster, stable across
       restarts) and a ``transaction.timeout.ms`` longer than the checkpoint interval.
     """

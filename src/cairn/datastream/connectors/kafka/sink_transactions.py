@@ -76,7 +76,7 @@ class TransactionIds:
 
 @dataclass(frozen=True)
 class PendingTransaction:
-    """A transaction pre-committed at a barrier (flushed, its marker sent) and not yet known
+    """A transaction pre-committed at a barrier (flushed) and not yet known
     to be committed, with its records in case it must be sent again."""
 
     slot: int

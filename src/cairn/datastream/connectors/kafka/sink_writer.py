@@ -5,14 +5,22 @@ transactional id it will use (``init_transactions`` aborts what an earlier attem
 and bumps the epoch, so a zombie can no longer commit) before it reads its marker, settles
 the restored pending transactions (commits nothing twice: a transaction the marker covers is
 done, any other is sent again from its records) and writes. A live transaction is committed
-by the writer's own producer when its checkpoint completes; if the broker aborted it
-meanwhile (transaction timeout), the commit fails the job, and the restored writer sends it
-again from the checkpoint's writer state. (NONE / AT_LEAST_ONCE: ``sink_output``.)
+by the writer's own producer when its checkpoint completes, on the writer's commit thread,
+in sequence order: the marker (``send_offsets_to_transaction``) and ``commit_transaction``
+run there while the task thread writes the next transaction on another id of the pool. A
+transaction is flushed at its barrier (pre-commit) before the next one opens: two producers
+of the pool must never have records of one partition in flight at once, or a key's later
+records could overtake its earlier ones. The task thread learns a commit's outcome at its
+next call: a failed commit (e.g. the broker aborted the transaction because
+``transaction.timeout.ms`` passed) fails the job, and the restored writer sends it again
+from the checkpoint's writer state, which holds every pending transaction's records until
+its commit is known. (NONE / AT_LEAST_ONCE: ``sink_output``.)
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -86,6 +94,7 @@ class TransactionalWriter(SinkWriter):
         self._open_seq = 0
         self._group_metadata: Any = None
         self._closed = False
+        self._commits = _CommitThread(self)
         states = [s for s in restored if isinstance(s, WriterState)]
         own = [s for s in states if s.ids == self.ids]
         # Fence our ids first (all at once: each is a round trip to the coordinator).
@@ -178,8 +187,12 @@ class TransactionalWriter(SinkWriter):
     # --- writing ----------------------------------------------------------------------
 
     def _begin(self) -> int:
+        self._reap()
         busy = [p.slot for p in self._pending]
         slot = free_slot(len(self._slots), busy)
+        while slot is None and self._commits.wait_one(_REQUEST_TIMEOUT_S):
+            self._reap()  # a commit in flight frees its id: wait for it, not fail
+            slot = free_slot(len(self._slots), [p.slot for p in self._pending])
         if slot is None:
             raise KafkaSinkError(
                 f"Kafka sink {self.ids.marker_group}: all {len(self._slots)} transactional ids "
@@ -197,24 +210,29 @@ class TransactionalWriter(SinkWriter):
         self.write_batch((record,))
 
     def write_batch(self, records: Sequence[Any]) -> None:
+        if self._commits.news:
+            self._reap()
         slot = self._open if self._open is not None else self._begin()
         self._out.send(self._slots[slot].producer, records, self._open_records)
 
     def flush(self, end_of_input: bool) -> None:
+        self._reap()
         if self._open is not None:
             self._slots[self._open].producer.poll(0)
             self._out.check()
 
     def prepare_commit(self, checkpoint_id: CheckpointId) -> list[KafkaCommittable]:
+        """Pre-commit at the barrier: flush (the next transaction goes through another
+        producer of the pool, whose records must not overtake these in a partition: a key's
+        order), then the transaction becomes pending, its records kept in the writer state.
+        The marker and the commit are the commit thread's."""
+        self._reap()
         slot = self._open
         if slot is None:
             return []  # nothing written since the last barrier: no empty transaction
         producer = self._slots[slot].producer
         self._out.flush(producer, self._sink.transaction_timeout_ms / 1000, "pre-commit")
         seq = self._open_seq
-        self._send_marker(
-            producer, self.ids, self._marker_topic, self._group_metadata, seq, checkpoint_id
-        )
         pending = PendingTransaction(slot, seq, checkpoint_id, tuple(self._open_records))
         self._pending.append(pending)
         self._open, self._open_records = None, []
@@ -222,20 +240,46 @@ class TransactionalWriter(SinkWriter):
         return [KafkaCommittable(c.job_id, c.attempt_number, self.ids, slot, seq, checkpoint_id)]
 
     def snapshot_state(self, checkpoint_id: CheckpointId) -> list[WriterState]:
+        self._reap()
         return [WriterState(self.ids, len(self._slots), self._marker_topic, tuple(self._pending))]
 
-    def commit(self, committable: KafkaCommittable) -> None:
-        """Commit every pending transaction up to ``committable`` (in sequence order)."""
+    def commit_async(self, committable: KafkaCommittable) -> None:
+        """Hand every pending transaction up to ``committable`` to the commit thread (in
+        sequence order); a failure surfaces at the writer's next call."""
+        self._reap()
         for p in sorted(self._pending, key=lambda p: p.seq):
             if p.seq > committable.seq:
                 break
-            self._commit_one(p)
-            self._pending.remove(p)
-            self._marker = max(self._marker, p.seq)
+            self._commits.submit(p)
+
+    def commit(self, committable: KafkaCommittable) -> None:
+        """Commit every pending transaction up to ``committable`` and wait for it."""
+        self.commit_async(committable)
+        self._commits.drain(_REQUEST_TIMEOUT_S + _MARKER_TIMEOUT_S)
+        self._reap()
+
+    def _reap(self) -> None:
+        """Take in what the commit thread finished: drop committed transactions from the
+        pending ones, or raise its failure."""
+        done, error = self._commits.collect()
+        if done is not None:
+            self._pending = [p for p in self._pending if p.seq > done]
+            self._marker = max(self._marker, done)
+        if error is not None:
+            raise error
 
     def _commit_one(self, p: PendingTransaction) -> None:
+        """On the commit thread: the marker, then the commit, of one pending transaction."""
         slot = self._slots[p.slot]
         try:
+            self._send_marker(
+                slot.producer,
+                self.ids,
+                self._marker_topic,
+                self._group_metadata,
+                p.seq,
+                p.checkpoint_id,
+            )
             call(slot.producer.commit_transaction, _REQUEST_TIMEOUT_S, f"commit of {slot.tid}")
         except KafkaSinkError as exc:
             # librdkafka reports a transaction the broker aborted (transaction.timeout.ms
@@ -257,13 +301,94 @@ class TransactionalWriter(SinkWriter):
             key = (self._context.job_id, self._context.attempt_number, self.ids.marker_group)
             if _LIVE.get(key) is self:
                 del _LIVE[key]
-        if self._open is not None:
-            try:  # not pre-committed: belongs to no checkpoint
-                self._slots[self._open].producer.abort_transaction(5.0)
-            except Exception:  # the next attempt's fence aborts it anyway
-                pass
-        for slot in self._slots:
-            slot.producer = None
+        try:
+            # Transactions of completed checkpoints (the last one at the end of input) are
+            # committed before the task ends; a failure fails it.
+            self._commits.drain(_REQUEST_TIMEOUT_S + _MARKER_TIMEOUT_S)
+            self._reap()
+        finally:
+            self._commits.stop()
+            if self._open is not None:
+                try:  # not pre-committed: belongs to no checkpoint
+                    self._slots[self._open].producer.abort_transaction(5.0)
+                except Exception:  # the next attempt's fence aborts it anyway
+                    pass
+            for slot in self._slots:
+                slot.producer = None
+
+
+class _CommitThread:
+    """A writer's commits, one at a time in submission (sequence) order, on a daemon thread
+    started on first use. After a failure it commits nothing more: the job restarts."""
+
+    def __init__(self, writer: TransactionalWriter) -> None:
+        self._writer = writer
+        self._queue: queue.Queue[PendingTransaction | None] = queue.Queue()
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._submitted = -1  # highest seq handed over
+        self._done: int | None = None  # highest seq committed, not yet collected
+        self._settled = -1  # highest seq committed or failed
+        self._error: BaseException | None = None
+        self._reported = False  # the error is raised once, by the first call after it
+        self._thread: threading.Thread | None = None
+        self.news = False  # something to collect (read without the lock: a hint)
+
+    def submit(self, p: PendingTransaction) -> None:
+        if p.seq <= self._submitted:
+            return
+        self._submitted = p.seq
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="kafka-sink-commit", daemon=True)
+            self._thread.start()
+        self._queue.put(p)
+
+    def _run(self) -> None:
+        while True:
+            p = self._queue.get()
+            if p is None:
+                return
+            error: BaseException | None = None
+            if self._error is None:
+                try:
+                    self._writer._commit_one(p)
+                except BaseException as exc:  # handed to the task thread
+                    error = exc
+            with self._lock:
+                if self._error is None and error is None:
+                    self._done = p.seq
+                elif self._error is None:
+                    self._error = error
+                self._settled = p.seq
+                self.news = True
+                self._changed.notify_all()
+
+    def collect(self) -> tuple[int | None, BaseException | None]:
+        with self._lock:
+            done, error = self._done, None if self._reported else self._error
+            self._done, self.news = None, False
+            self._reported = self._error is not None
+            return done, error
+
+    def wait_one(self, timeout_s: float) -> bool:
+        """Wait until one more submitted commit settled; False when none is in flight."""
+        with self._lock:
+            if self._settled >= self._submitted:
+                return False
+            before = self._settled
+            return self._changed.wait_for(lambda: self._settled > before, timeout_s)
+
+    def drain(self, timeout_s: float) -> None:
+        with self._lock:
+            if not self._changed.wait_for(lambda: self._settled >= self._submitted, timeout_s):
+                raise KafkaSinkError(
+                    f"Kafka sink: commits up to transaction {self._submitted} did not finish "
+                    f"within {timeout_s:.0f} s"
+                )
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._queue.put(None)
 
 
 def _fence(
@@ -364,8 +489,9 @@ def _read_marker(sink: KafkaSink, group: str, topic: str) -> tuple[int, Any]:
 
 
 class KafkaCommitter(Committer):
-    """Commits a subtask's transactions through its live writer. A restored committable is
-    not live (``KafkaCommittable.live``): the writer that restores its state settles it."""
+    """Commits a subtask's transactions through its live writer's commit thread (the task
+    does not wait for Kafka). A restored committable is not live
+    (``KafkaCommittable.live``): the writer that restores its state settles it."""
 
     def commit(self, committables: Sequence[Any]) -> None:
         for c in committables:
@@ -376,4 +502,4 @@ class KafkaCommitter(Committer):
             if writer is None:
                 log.debug("Kafka sink: %s seq %d settled on restore", c.ids.marker_group, c.seq)
                 continue
-            writer.commit(c)
+            writer.commit_async(c)
