@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs of each side")
     args = parser.parse_args(argv)
     certs = make_job_certificates(tempfile.mkdtemp(prefix="cairn-tls-cost-") + "/tls")
-    tls = tuple((k, v) for k, v in certs.configuration().items() if ".internal." in k)
+    tls = tuple((k, v) for k, v in certs.options().items() if ".internal." in k)
     cpu: dict[str, list[float]] = {"a": [], "b": []}
     rates: dict[str, list[float]] = {"a": [], "b": []}
     # Imports and first-use costs would fall on the first (plain) run: a run that counts not.

@@ -33,7 +33,7 @@ def certs(tmp_path: Path) -> JobCertificates:
 def job(tmp_path: Path, certs: JobCertificates) -> Iterator[JobClient]:
     conf = {
         "cairn.executor": "inprocess",
-        **certs.configuration(),
+        **certs.options(),
         "security.ssl.rest.authentication-enabled": "true",
     }
     env = sequence_job(conf, str(tmp_path / "out"), records=10_000_000, keys=4, rate=2_000)

@@ -31,7 +31,7 @@ def test_a_job_with_internal_tls_runs_exactly_once_through_a_killed_worker(
     spark: Any, tmp_path: Path
 ) -> None:
     certs = make_job_certificates(tmp_path / "tls")
-    internal = {k: v for k, v in certs.configuration().items() if ".internal." in k}
+    internal = {k: v for k, v in certs.options().items() if ".internal." in k}
     faults = "point=processing,attempt=0,records=3000,subtask=1"
     conf = {"cairn.executor": "spark", **internal, "cairn.testing.faults": faults}
     out = str(tmp_path / "out")

@@ -32,7 +32,7 @@ def keyed_sums(conf: dict[str, str]) -> Iterator[tuple[str, int]]:
 
 
 def test_a_job_with_internal_tls_runs_over_tls_connections(certs: JobCertificates) -> None:
-    conf = {k: v for k, v in certs.configuration().items() if ".internal." in k}
+    conf = {k: v for k, v in certs.options().items() if ".internal." in k}
     with keyed_sums(conf) as sums:
         final = dict(sums)
     assert final == {f"w{i}": 50 for i in range(20)}

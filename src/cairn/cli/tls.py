@@ -46,6 +46,6 @@ def cmd_tls_init(args: argparse.Namespace) -> int:
     print(f"  {certs.rest.name:16} control endpoint keystore")
     print(f"  {certs.rest_client.name:16} client certificate (CAIRN_REST_CLIENT_CERT)")
     print("configuration (workers read the same paths on their hosts):")
-    for key, value in certs.configuration().items():
+    for key, value in certs.options().items():
         print(f"  -D {key}={value}")
     return 0

@@ -43,12 +43,12 @@ class JobCertificates:
     rest: Path
     rest_client: Path
 
-    def configuration(self) -> dict[str, str]:
+    def options(self) -> dict[str, str]:
         """The ``security.ssl.*`` keys that turn TLS on with these files.
 
         >>> import pathlib
         >>> certs = JobCertificates(*(pathlib.Path(p) for p in "d ica i rca r c".split()))
-        >>> certs.configuration()["security.ssl.internal.keystore"]
+        >>> certs.options()["security.ssl.internal.keystore"]
         'i'
         """
         return {
@@ -77,7 +77,7 @@ def make_job_certificates(
 
         certs = make_job_certificates("/etc/cairn/tls", hosts=("driver.example.org",))
         env = StreamExecutionEnvironment.get_execution_environment(
-            Configuration.from_dict(certs.configuration())
+            Configuration.from_dict(certs.options())
         )
     """
     if days < 1:
