@@ -136,8 +136,15 @@ def test_the_overview_lists_this_drivers_jobs_and_another_drivers(
             lambda: f"the other driver's job in the registry; its log:\n{other_log.read_text()}",
         )
         [other_entry] = others
-        status, overview = get(entry, "/jobs/overview")
-        assert status == 200
+
+        def overview_with_the_other_job_running() -> dict[str, Any] | None:
+            # A driver registers its endpoint before its job is deployed (INITIALIZING).
+            status, overview = get(entry, "/jobs/overview")
+            assert status == 200
+            states = {row["jid"]: row["state"] for row in overview["jobs"]}
+            return overview if states.get(other_entry.job_id) == "RUNNING" else None
+
+        overview = wait_for(overview_with_the_other_job_running, 60, 0.2, "the other job RUNNING")
         rows = {row["jid"]: row for row in overview["jobs"]}
         assert overview["jobs"][0]["jid"] == running.get_job_id()
         assert rows[finished.get_job_id()]["state"] == "FINISHED"
