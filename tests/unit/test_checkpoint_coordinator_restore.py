@@ -423,3 +423,24 @@ def test_queued_savepoints_fail_on_failover_and_shutdown(root: str, tmp_path: Pa
     h.coord.shutdown(TerminalJobStatus.CANCELED)
     with pytest.raises(CheckpointFailedError, match="job CANCELED"):
         queued.result(timeout=0)
+
+
+def test_a_resumed_run_that_finishes_removes_what_the_lost_run_left_above_its_restore(
+    root: str,
+) -> None:
+    """A rerun resumes a lost run (the same job) and finishes before it triggers a checkpoint
+    of its own: the restored checkpoint (claimed) and the lost run's checkpoint that never
+    completed are both the job's, so the job directory is gone."""
+    lost = make(root)
+    lost.checkpoint()
+    lost.checkpoint()
+    fs, incomplete = url_to_fs(lost.storage.checkpoint_dir(CheckpointId(3)))
+    fs.makedirs(incomplete, exist_ok=True)
+    fs.pipe_file(f"{incomplete}/state-0", b"written before the driver was lost")
+    assert exists(lost.storage.checkpoint_dir(CheckpointId(3)))
+    rerun = make(root)
+    history = [lost.storage.checkpoint_dir(CheckpointId(2))]
+    chosen = rerun.coord.restore_point(history, claim=True, resumed=True)
+    assert chosen is not None and chosen.checkpoint_id == 2
+    rerun.coord.shutdown(TerminalJobStatus.FINISHED)
+    assert not exists(rerun.storage.job_dir)

@@ -524,16 +524,23 @@ class CheckpointCoordinator:
     # --- restore ---------------------------------------------------------------------------
 
     def restore_point(
-        self, explicit_path: str | Sequence[str] | None = None, claim: bool = False
+        self,
+        explicit_path: str | Sequence[str] | None = None,
+        claim: bool = False,
+        resumed: bool = False,
     ) -> CompletedCheckpoint | None:
         """The verified checkpoint to deploy from, or None for a fresh start, as
         :meth:`RestorePoints.choose <cairn.checkpoint.restore_points.RestorePoints.choose>`
         finds it (fallback to older checkpoints, the rule for announced ones, ``claim``, the
         errors raised). From an ``explicit_path``, numbering continues after its id.
+        ``resumed``: the path is this job's lost run; what it left above the chosen
+        checkpoint (checkpoints it never completed) is this run's to discard at its end.
         """
         chosen = self._restore_points.choose(explicit_path, claim)
         if chosen is None:
             return None
+        if resumed:
+            self._first_own = CheckpointId(chosen.checkpoint_id + 1)
         if explicit_path is not None and chosen.checkpoint_id >= self._next_id:
             self._next_id = CheckpointId(chosen.checkpoint_id + 1)
         now, where = self._clock.now_ms(), chosen.directory

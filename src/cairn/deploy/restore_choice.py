@@ -75,7 +75,7 @@ class RestoreChoice:
         own = explicit is not None and not isinstance(explicit, str)
         claim = own or (explicit is not None and self._settings.restore_mode is RestoreMode.CLAIM)
         began = _now_ms()
-        point = self._coordinator.restore_point(explicit, claim)
+        point = self._coordinator.restore_point(explicit, claim, resumed=own)
         self._choosing = (began, _now_ms())
         if point is None:
             return None
