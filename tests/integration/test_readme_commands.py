@@ -44,7 +44,7 @@ from pathlib import Path
 import pytest
 
 import cairn
-from cairn.observability.skew import VARIANTS, variant_label
+from cairn.observability.skew import variant_label
 from cairn.testing.processes import wait_for
 from cairn.testing.spark_cluster import StandaloneCluster
 from tests.integration.skew_table import duration_ms, skew_table
@@ -78,7 +78,6 @@ DISPOSE = "cairn savepoint --dispose /tmp/savepoints/before-upgrade"
 DOCTOR_JOB = "cairn doctor <job-id>"  # run by tests/integration/test_doctor.py
 DOCTOR_DIR = "cairn doctor /tmp/cairn-checkpoints/<job-id>"
 DEMO = "cairn demo"
-DEMO_SKEW = "cairn demo skew"
 DEMO_SKEW_SHORT = "cairn demo skew --seconds 20 --variants aligned,unaligned"
 COMMANDS = frozenset(
     {
@@ -103,7 +102,6 @@ COMMANDS = frozenset(
         DOCTOR_JOB,
         DOCTOR_DIR,
         DEMO,
-        DEMO_SKEW,
         DEMO_SKEW_SHORT,
     }
 )
@@ -607,13 +605,6 @@ def assert_skew_table(stdout: str, variants: list[str]) -> None:
     if "timeout" in variants:  # aligned checkpoints take seconds here: all switch after 1 s
         row = rows[variant_label("timeout")]
         assert not row["unaligned"].startswith("0/"), stdout
-
-
-@pytest.mark.spark
-@pytest.mark.timeout(480)
-def test_demo_skew(tmp_path: Path) -> None:
-    done = run(DEMO_SKEW, tmp_path, timeout=460)
-    assert_skew_table(done.stdout, list(VARIANTS))
 
 
 @pytest.mark.spark
