@@ -41,10 +41,10 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
-from typing import IO, Any
+from typing import Any
 
 from cairn.testing.kafka_jars import KafkaPrepareError, kafka_libs, kafka_version
+from cairn.testing.managed_server import ManagedServer
 from cairn.testing.spark_cluster import free_port
 
 __all__ = [
@@ -161,12 +161,14 @@ def _port_open(port: int) -> bool:
         return sock.connect_ex((_HOST, port)) == 0
 
 
-class KafkaBroker:
+class KafkaBroker(ManagedServer):
     """One KRaft broker+controller on loopback ports, started on enter (see the module).
 
     ``config`` overrides server properties (``auto.create.topics.enable`` is off by
     default), ``heap`` the JVM's ``-Xmx`` (512m), ``quick_jvm`` runs it C1-only.
     """
+
+    stop_grace_s = _STOP_GRACE_S  # SIGTERM: a controlled shutdown
 
     def __init__(
         self,
@@ -175,7 +177,7 @@ class KafkaBroker:
         heap: str | None = None,
         quick_jvm: bool = False,
     ) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix="cairn-kafka-"))
+        super().__init__(Path(tempfile.mkdtemp(prefix="cairn-kafka-")))
         self.port = free_port()
         self.controller_port = free_port()
         while self.controller_port == self.port:
@@ -186,8 +188,6 @@ class KafkaBroker:
             self._jvm_opts.append(f"-Xmx{heap}")
         if quick_jvm:  # C1 only: about half the start-up CPU; for tests, not for benchmarks
             self._jvm_opts.append("-XX:TieredStopAtLevel=1")
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._out: IO[bytes] | None = None
         self._formatted = False
         self.libs: Path | None = None
         self.start_seconds: float | None = None  # of the last (re)start, until it served
@@ -406,20 +406,10 @@ class KafkaBroker:
                     f"{(fmt.stdout + fmt.stderr)[-2000:]}"
                 )
             self._formatted = True
-        self._out = open(self.root / "stdout.log", "ab")  # noqa: SIM115
-        self._proc = subprocess.Popen(
-            self._java_cmd("kafka.Kafka", str(props)),
-            stdout=self._out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-            preexec_fn=_die_with_parent,
+        self._spawn(
+            self._java_cmd("kafka.Kafka", str(props)), "stdout.log", preexec_fn=_die_with_parent
         )
-        try:
-            self._await_ready()
-        except BaseException:
-            self._end_process(signal.SIGKILL)
-            raise
+        self._guard_start(self._await_ready)
         self.start_seconds = time.monotonic() - started
         log.info(
             "Kafka broker on %s (controller %d) served after %.1f s",
@@ -464,56 +454,10 @@ class KafkaBroker:
                 tails.append("\n".join(path.read_text(errors="replace").splitlines()[-lines:]))
         return "\n".join(tails) or "(no log)"
 
-    def _end_process(self, sig: signal.Signals) -> None:
-        proc = self._proc
-        if proc is not None:
-            if sig == signal.SIGTERM:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGTERM)  # controlled shutdown
-                try:
-                    proc.wait(_STOP_GRACE_S)
-                except subprocess.TimeoutExpired:
-                    log.warning("Kafka broker ignored SIGTERM for %.0f s; killing", _STOP_GRACE_S)
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        self._proc = None
-        if self._out is not None:
-            self._out.close()
-            self._out = None
-
-    @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
-    def kill(self) -> None:
-        """SIGKILL the broker (a crash); its data stays for ``restart()``."""
-        self._end_process(signal.SIGKILL)
-
     def restart(self) -> KafkaBroker:
         """Stop (SIGTERM) if running, then start again on the same ports and data."""
-        self._end_process(signal.SIGTERM)
+        self._end_process(self.stop_signal)
         return self.start()
-
-    def stop(self) -> None:
-        """SIGTERM, SIGKILL after a grace period; then remove every file."""
-        self._end_process(signal.SIGTERM)
-        shutil.rmtree(self.root, ignore_errors=True)
-
-    def __enter__(self) -> KafkaBroker:
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -20,7 +20,6 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import logging
 import os
@@ -32,9 +31,9 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import IO, Any
+from typing import Any
 
+from cairn.testing.managed_server import ManagedServer, retry_on_port_clash
 from cairn.testing.spark_cluster import free_port
 
 __all__ = ["PostgresServer", "PostgresStartError", "postgres_bindir"]
@@ -76,8 +75,11 @@ def postgres_bindir() -> str:
     )
 
 
-class PostgresServer:
+class PostgresServer(ManagedServer):
     """``initdb`` + ``postgres`` in a temporary directory, started on enter."""
+
+    stop_signal = signal.SIGINT  # fast shutdown: abort sessions, exit
+    stop_grace_s = _STOP_GRACE_S
 
     def __init__(
         self,
@@ -96,11 +98,9 @@ class PostgresServer:
         self._as_root = os.geteuid() == 0
         # As root the server runs as 'postgres', which must reach the directory: not under a
         # private (0700) TMPDIR of the test session.
-        self.root = Path(
-            tempfile.mkdtemp(prefix="cairn-pg-", dir="/tmp" if self._as_root else None)
+        super().__init__(
+            Path(tempfile.mkdtemp(prefix="cairn-pg-", dir="/tmp" if self._as_root else None))
         )
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._log: IO[bytes] | None = None
         self._created = False
 
     # -- what tests use ------------------------------------------------------------------
@@ -164,19 +164,14 @@ class PostgresServer:
             network = ".".join(self.host.split(".")[:3]) + ".0/24"
             with open(data / "pg_hba.conf", "a", encoding="utf-8") as hba:
                 hba.write(f"host all all {network} scram-sha-256\n")
-        for attempt in range(3):
-            try:
-                return self._start_once(data)
-            except PostgresStartError as exc:
-                if "already in use" not in str(exc) or attempt == 2:
-                    raise
-                log.info("port %d was taken meanwhile; starting PostgreSQL on another", self.port)
-                self.port = free_port()
-        raise AssertionError("unreachable")
+
+        def new_port() -> None:
+            self.port = free_port()
+
+        return retry_on_port_clash(lambda: self._start_once(data), new_port)
 
     def _start_once(self, data: Path) -> PostgresServer:
-        self._log = open(self.root / f"postgres-{self.port}.log", "wb")  # noqa: SIM115
-        self._proc = subprocess.Popen(
+        self._spawn(
             [
                 *self.launcher,
                 *self._run_as(),
@@ -196,20 +191,18 @@ class PostgresServer:
                 "-c",
                 "synchronous_commit=off",
             ],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
+            f"postgres-{self.port}.log",
+            truncate=True,
         )
-        try:
+
+        def ready() -> None:
             self._await_ready()
             if not self._created:
                 with self.connect("postgres") as conn:
                     conn.execute(f"CREATE DATABASE {DATABASE}")
                 self._created = True
-        except BaseException:
-            self._stop_process()
-            raise
+
+        self._guard_start(ready)
         log.info("PostgreSQL on %s:%d (data in %s)", self.host, self.port, data)
         return self
 
@@ -240,53 +233,11 @@ class PostgresServer:
             return "(no log)"
         return "\n".join(logs[-1].read_text(errors="replace").splitlines()[-lines:])
 
-    def _stop_process(self) -> None:
-        proc = self._proc
-        if proc is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGINT)  # fast shutdown: abort sessions, exit
-            # runuser may exit before the postmaster it started: wait for its pid file too.
-            pid_file = self.root / "data" / "postmaster.pid"
-            deadline = time.monotonic() + _STOP_GRACE_S
-            while (proc.poll() is None or pid_file.exists()) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            if proc.poll() is None or pid_file.exists():
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        self._proc = None
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    def kill(self) -> None:
-        """SIGKILL the server (crash recovery on :meth:`restart`; prepared transactions stay)."""
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            # The backends are in the postmaster's process group: all die at once.
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+    def _still_running(self, proc: subprocess.Popen[bytes]) -> bool:
+        # runuser may exit before the postmaster it started: its pid file says it is gone.
+        return proc.poll() is None or (self.root / "data" / "postmaster.pid").exists()
 
     def restart(self) -> None:
         """Start the server again on the same data directory and port."""
-        self._stop_process()
+        self._end_process(self.stop_signal)
         self._start_once(self.root / "data")
-
-    def stop(self) -> None:
-        self._stop_process()
-        shutil.rmtree(self.root, ignore_errors=True)
-
-    def __enter__(self) -> PostgresServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

@@ -18,22 +18,18 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
-from typing import IO, Any
+from typing import Any
 
+from cairn.testing.managed_server import ManagedServer, retry_on_port_clash
 from cairn.testing.spark_cluster import free_port
 
 __all__ = ["S3Identity", "SeaweedS3", "SeaweedStartError", "weed_binary"]
@@ -72,8 +68,10 @@ def weed_binary() -> str:
     return found
 
 
-class SeaweedS3:
+class SeaweedS3(ManagedServer):
     """``weed server`` with its S3 gateway, a bucket for ``USER``, started on enter."""
+
+    stop_grace_s = _STOP_GRACE_S  # weed ignores SIGTERM for a while
 
     def __init__(
         self,
@@ -86,15 +84,14 @@ class SeaweedS3:
         """``host``: the address to serve on; ``launcher``: a command prefix that runs the
         server elsewhere (``["ip", "netns", "exec", <ns>]``: on a simulated host)."""
         self.bucket = bucket
-        self._own_root = root is None
-        self.root = Path(root or tempfile.mkdtemp(prefix="cairn-seaweedfs-"))
+        super().__init__(
+            Path(root or tempfile.mkdtemp(prefix="cairn-seaweedfs-")), own_root=root is None
+        )
         self.host = host
         self.launcher = tuple(launcher)
         self.port = free_port()
         self.endpoint = f"http://{self.host}:{self.port}"
         self._ports: dict[str, int] = {}
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._log: IO[bytes] | None = None
 
     # -- what tests use ------------------------------------------------------------------
 
@@ -126,17 +123,13 @@ class SeaweedS3:
 
     def start(self) -> SeaweedS3:
         """Start the server; retried with new ports if one was taken in the meantime."""
-        for attempt in range(3):
-            try:
-                return self._start_once()
-            except SeaweedStartError as exc:
-                if "address already in use" not in str(exc) or attempt == 2:
-                    raise
-                log.info("a SeaweedFS port was taken meanwhile; starting again on new ports")
-                self.port = free_port()
-                self.endpoint = f"http://{self.host}:{self.port}"
-                self._ports = {}
-        raise AssertionError("unreachable")
+
+        def new_ports() -> None:
+            self.port = free_port()
+            self.endpoint = f"http://{self.host}:{self.port}"
+            self._ports = {}
+
+        return retry_on_port_clash(self._start_once, new_ports)
 
     def _start_once(self) -> SeaweedS3:
         data = self.root / "data"
@@ -198,19 +191,8 @@ class SeaweedS3:
             "-volume.max=0",
             "-master.volumeSizeLimitMB=64",
         ]
-        self._log = open(self.root / "weed.log", "ab")  # noqa: SIM115 (closed in stop())
-        self._proc = subprocess.Popen(
-            args,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        try:
-            self._await_ready()
-        except BaseException:
-            self._stop_process()
-            raise
+        self._spawn(args, "weed.log")
+        self._guard_start(self._await_ready)
         log.info("SeaweedFS S3 at %s (bucket %s, data in %s)", self.endpoint, self.bucket, data)
         return self
 
@@ -256,47 +238,5 @@ class SeaweedS3:
 
     def restart(self) -> None:
         """Stop the server (if it runs) and start it again on the same data and ports."""
-        self._stop_process()
+        self._end_process(self.stop_signal)
         self._start_once()
-
-    def kill(self) -> None:
-        """SIGKILL the server (storage gone at once); :meth:`restart` brings it back."""
-        proc = self._proc
-        if proc is not None and proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10.0)
-        self._stop_process()
-
-    def stop(self) -> None:
-        self._stop_process()
-        if self._own_root:
-            shutil.rmtree(self.root, ignore_errors=True)
-
-    def _stop_process(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            for sig, wait in ((signal.SIGTERM, _STOP_GRACE_S), (signal.SIGKILL, 10.0)):
-                try:
-                    os.killpg(proc.pid, sig)
-                except ProcessLookupError:
-                    break
-                try:
-                    proc.wait(wait)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    def __enter__(self) -> SeaweedS3:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
