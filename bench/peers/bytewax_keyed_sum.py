@@ -183,31 +183,24 @@ def main() -> None:
         raise SystemExit("--processes must divide --parallelism")
     if not args.work_dir:
         args.work_dir = tempfile.mkdtemp(prefix="peer-bytewax-")
-    if args.workload == "latency" and args.rate <= 0:
-        raise SystemExit("--workload latency needs --rate > 0")
-    if args.workload == "recovery" and args.role == "main":
-        if args.processes > 1:
-            result = common.result_template(args, SYSTEM)
-            result["unsupported"] = (
-                "the recovery harness kills and restarts one process; "
-                "measured with worker threads (system bytewax)"
-            )
-            common.emit(result)
-            sys.stdout.flush()
-            os._exit(0)
-        if args.checkpoint_interval_ms <= 0:
-            raise SystemExit("--workload recovery needs checkpoints (recovery snapshots)")
-        result = recovery.run_recovery(args, SYSTEM, __file__)
-        result["note"] = (
+    if args.workload == "recovery" and args.role == "main" and args.processes > 1:
+        result = common.result_template(args, SYSTEM)
+        result["unsupported"] = (
+            "the recovery harness kills and restarts one process; "
+            "measured with worker threads (system bytewax)"
+        )
+        common.emit(result)
+        sys.stdout.flush()
+        os._exit(0)
+    common.keyed_sum_main(
+        args,
+        run_job,
+        lambda a: recovery.run_recovery(a, SYSTEM, __file__),
+        (
             "the worker process (both worker threads) is SIGKILLed and restarted by the harness "
             "with the same recovery partitions; Bytewax resumes from the last complete epoch"
-        )
-    else:
-        result = run_job(args)
-    result["work_dir"] = args.work_dir
-    common.emit(result)
-    sys.stdout.flush()
-    os._exit(0)
+        ),
+    )
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import sys
+import tempfile
 import time
 import uuid
 from array import array
@@ -332,6 +333,50 @@ def latency_fields(result: dict[str, Any], latencies_ms: Sequence[float]) -> Non
         result["latency_p99_ms"] = round(percentile(latencies_ms, 99) or 0.0, 3)
         result["latency_max_ms"] = round(max(latencies_ms), 3)
         result["latency_samples"] = len(latencies_ms)
+
+
+def kafka_job_parser(description: str | None, tool: str) -> argparse.ArgumentParser:
+    """The command line of a peer's Kafka job: the common options, the broker and topics, and
+    ``--<tool>`` (the connector the peer loads: a jar path or a Maven coordinate)."""
+    parser = argparse.ArgumentParser(description=description)
+    add_common_args(parser)
+    parser.add_argument("--bootstrap-servers", required=True)
+    parser.add_argument("--source-topic", required=True)
+    parser.add_argument("--sink-topic", required=True)
+    parser.add_argument(f"--{tool}", required=True)
+    return parser
+
+
+def run_main(parser: argparse.ArgumentParser, prefix: str, job: Any) -> None:
+    """Parse, give the run a fresh scratch folder unless one was named, emit ``job(args)``."""
+    args = parser.parse_args()
+    if not args.work_dir:
+        args.work_dir = tempfile.mkdtemp(prefix=prefix)
+    emit(job(args))
+
+
+def keyed_sum_main(
+    args: argparse.Namespace,
+    run_job: Any,
+    run_recovery: Any,
+    recovery_note: str,
+) -> None:
+    """The tail every keyed-sum peer shares: check the workload's options, run the job (or the
+    recovery harness, ``run_recovery(args)``, noting how the peer recovers), emit the result
+    and leave at once (``os._exit``: py4j's and Spark's teardown only cost time)."""
+    if args.workload == "latency" and args.rate <= 0:
+        raise SystemExit("--workload latency needs --rate > 0")
+    if args.workload == "recovery" and args.role == "main":
+        if args.checkpoint_interval_ms <= 0:
+            raise SystemExit("--workload recovery needs checkpoints")
+        result = run_recovery(args)
+        result["note"] = recovery_note
+    else:
+        result = run_job(args)
+    result["work_dir"] = args.work_dir
+    emit(result)
+    sys.stdout.flush()
+    os._exit(0)
 
 
 def add_common_args(parser: argparse.ArgumentParser) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -118,17 +117,9 @@ def run_job(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    common.add_common_args(parser)
-    parser.add_argument("--bootstrap-servers", required=True)
-    parser.add_argument("--source-topic", required=True)
-    parser.add_argument("--sink-topic", required=True)
-    parser.add_argument("--jar", required=True)
+    parser = common.kafka_job_parser(__doc__, "jar")
     parser.add_argument("--delivery-guarantee", default="exactly-once")
-    args = parser.parse_args()
-    if not args.work_dir:
-        args.work_dir = tempfile.mkdtemp(prefix="peer-pyflink-kafka-")
-    common.emit(run_job(args))
+    common.run_main(parser, "peer-pyflink-kafka-", run_job)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import socket
 import sys
 import tempfile
@@ -247,22 +246,15 @@ def main() -> None:
     args = parser.parse_args()
     if not args.work_dir:
         args.work_dir = tempfile.mkdtemp(prefix="peer-pyflink-")
-    if args.workload == "latency" and args.rate <= 0:
-        raise SystemExit("--workload latency needs --rate > 0")
-    if args.workload == "recovery" and args.role == "main":
-        if args.checkpoint_interval_ms <= 0:
-            raise SystemExit("--workload recovery needs checkpoints")
-        result = recovery.run_recovery(args, SYSTEM, __file__)
-        result["note"] = (
+    common.keyed_sum_main(
+        args,
+        run_job,
+        lambda a: recovery.run_recovery(a, SYSTEM, __file__),
+        (
             "the whole local job (driver + MiniCluster JVM) is SIGKILLed and restarted by the "
             "harness from its latest retained checkpoint; recovery_s includes JVM start-up"
-        )
-    else:
-        result = run_job(args)
-    result["work_dir"] = args.work_dir
-    common.emit(result)
-    sys.stdout.flush()
-    os._exit(0)  # skip py4j's slow interpreter teardown; the JVM gateway exits with us
+        ),
+    )
 
 
 if __name__ == "__main__":

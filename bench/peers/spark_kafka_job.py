@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -133,17 +132,9 @@ def wait_for_input(query: Any, records: int) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    common.add_common_args(parser)
-    parser.add_argument("--bootstrap-servers", required=True)
-    parser.add_argument("--source-topic", required=True)
-    parser.add_argument("--sink-topic", required=True)
-    parser.add_argument("--package", required=True, help="spark-sql-kafka-0-10 Maven coordinate")
+    parser = common.kafka_job_parser(__doc__, "package")  # spark-sql-kafka-0-10's coordinate
     parser.add_argument("--ivy-dir", default="~/.cache/cairn/bench-ivy")
-    args = parser.parse_args()
-    if not args.work_dir:
-        args.work_dir = tempfile.mkdtemp(prefix="peer-spark-kafka-")
-    common.emit(run_job(args))
+    common.run_main(parser, "peer-spark-kafka-", run_job)
 
 
 if __name__ == "__main__":

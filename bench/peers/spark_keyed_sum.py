@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -280,23 +278,16 @@ def main() -> None:
     args = parser.parse_args()
     if not args.work_dir:
         args.work_dir = tempfile.mkdtemp(prefix="peer-spark-")
-    if args.workload == "latency" and args.rate <= 0:
-        raise SystemExit("--workload latency needs --rate > 0")
-    if args.workload == "recovery" and args.role == "main":
-        if args.checkpoint_interval_ms <= 0:
-            raise SystemExit("--workload recovery needs checkpoints")
-        result = recovery.run_recovery(args, SYSTEM, __file__)
-        result["note"] = (
+    common.keyed_sum_main(
+        args,
+        run_job,
+        lambda a: recovery.run_recovery(a, SYSTEM, __file__),
+        (
             "the whole local[2] application (driver JVM, executor threads, Python workers) is "
             "SIGKILLed and the query restarted by the harness from its checkpoint location, as "
             "Spark SS recovers; recovery_s includes JVM start-up"
-        )
-    else:
-        result = run_job(args)
-    result["work_dir"] = args.work_dir
-    common.emit(result)
-    sys.stdout.flush()
-    os._exit(0)
+        ),
+    )
 
 
 if __name__ == "__main__":
