@@ -124,3 +124,21 @@ def test_legacy_kafka_producer_is_a_kafka_sink_with_its_semantic() -> None:
     assert exactly.transactional_id_prefix == "cairn-out"
     env = _env()
     env.from_collection(["a"]).add_sink(producer)  # add_sink takes it as PyFlink's does
+
+
+def test_collect_shows_a_slow_unbounded_stream_without_checkpointing() -> None:
+    """Without checkpointing the collect sink sends what arrived within ~100 ms: a stream of
+    20 records/s gives its first records long before 4096 of them could pile up."""
+    import time
+
+    from cairn.common import WatermarkStrategy
+    from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
+
+    env = _env()
+    source = DataGeneratorSource(
+        lambda i: i, None, RateLimiterStrategy.per_second(20), type_info=Types.LONG()
+    )
+    ds = env.from_source(source, WatermarkStrategy.no_watermarks(), "slow")
+    started = time.monotonic()
+    assert ds.execute_and_collect(limit=3) == [0, 1, 2]
+    assert time.monotonic() - started < 30

@@ -157,9 +157,12 @@ class SinkOperator(StreamOperator):
 
 
 class CollectSinkOperator(StreamOperator):
-    """``execute_and_collect()``: results reach the client once their checkpoint completed."""
+    """``execute_and_collect()``: results reach the client once their checkpoint completed;
+    without checkpointing as they come (a batch of ``FLUSH_SIZE`` records, or what arrived
+    within ``FLUSH_DELAY_MS``, so a slow unbounded stream still shows its records)."""
 
     FLUSH_SIZE = 4096
+    FLUSH_DELAY_MS = 100
 
     def initialize_state(self, restore: OperatorRestore | None) -> None:
         super().initialize_state(restore)
@@ -167,6 +170,7 @@ class CollectSinkOperator(StreamOperator):
             ListStateDescriptor("_cairn_collect_pending", None)
         )
         self._buffer: list[Any] = []
+        self._flush_due_ms: int | None = None  # without checkpointing, while buffered
         self._pending: dict[CheckpointId, list[Any]] = {}
         if restore is not None and self.ctx.subtask_index == 0:
             for subtask, cid, records in sorted(self._state.get() or [], key=lambda e: e[:2]):
@@ -182,9 +186,24 @@ class CollectSinkOperator(StreamOperator):
 
     def process_batch(self, records: list[Any]) -> None:
         self._buffer.extend(records)
-        if not self.ctx.checkpointing and len(self._buffer) >= self.FLUSH_SIZE:
-            self._send(self._buffer, None)
-            self._buffer = []
+        if self.ctx.checkpointing or not self._buffer:
+            return
+        if len(self._buffer) >= self.FLUSH_SIZE:
+            self._flush_unchecked()
+        elif self._flush_due_ms is None:
+            self._flush_due_ms = self.ctx.clock_ms() + self.FLUSH_DELAY_MS
+
+    def next_timer_ms(self) -> int | None:
+        return self._flush_due_ms
+
+    def on_processing_time(self, now_ms: int) -> None:
+        if self._flush_due_ms is not None and now_ms >= self._flush_due_ms:
+            self._flush_unchecked()
+
+    def _flush_unchecked(self) -> None:
+        self._send(self._buffer, None)
+        self._buffer = []
+        self._flush_due_ms = None
 
     def prepare_snapshot_pre_barrier(self, checkpoint_id: CheckpointId) -> None:
         if self._buffer:
