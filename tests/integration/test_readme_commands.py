@@ -354,13 +354,13 @@ def test_run_inprocess(tmp_path: Path) -> None:
 @pytest.mark.spark
 @pytest.mark.cluster
 @pytest.mark.timeout(300)
-def test_run_on_a_spark_cluster(tmp_path: Path) -> None:
+def test_run_on_a_spark_cluster(tmp_path: Path, standalone_cluster: StandaloneCluster) -> None:
     job = job_dir(tmp_path)
-    with StandaloneCluster(workers=2, cores_per_worker=1, memory="1g") as cluster:
-        try:
-            run(RUN_CLUSTER, job.cwd, timeout=200, **{"spark://host:7077": cluster.master_url})
-        except AssertionError as error:
-            raise AssertionError(f"{error}\n{cluster.log_tails()}") from None
+    cluster = standalone_cluster
+    try:
+        run(RUN_CLUSTER, job.cwd, timeout=200, **{"spark://host:7077": cluster.master_url})
+    except AssertionError as error:
+        raise AssertionError(f"{error}\n{cluster.log_tails()}") from None
     assert_parallel(assert_exactly_once(job.sums, README_COUNT))
 
 
