@@ -101,38 +101,26 @@ def _latest_checkpoint(paths: list[str]) -> int:
     return max(ids, default=0)
 
 
-@pytest.mark.parametrize("storage", ["file", pytest.param("s3", marks=pytest.mark.s3)])
+@pytest.mark.s3
 def test_killed_executor_is_replaced_and_output_stays_exactly_once(
-    tmp_path: Path,
-    storage: str,
-    request: pytest.FixtureRequest,
-    standalone_cluster: StandaloneCluster,
+    tmp_path: Path, seaweed: Any, standalone_cluster: StandaloneCluster
 ) -> None:
     """The configuration a user who outgrows one machine runs: RocksDB with incremental
-    checkpoints on storage every executor reaches (S3 on SeaweedFS); and the heap backend
-    with a local directory, which every executor of this one-machine cluster reaches."""
+    checkpoints on storage every executor reaches (S3 on SeaweedFS). (The heap backend with
+    a local directory ran here too: the same proof on other storage. The heap backend's
+    exactly-once under killed workers is test_exactly_once.py's, on local Spark.)"""
     out = tmp_path / "out"
-    extra_conf: dict[str, str] = {}
-    if storage == "s3":
-        seaweed = request.getfixturevalue("seaweed")
-        checkpoints = seaweed.url("cluster", tmp_path.name)
-        extra_conf.update(seaweed.flink_config())
-        # Issue 11's configuration: RocksDB with incremental checkpoints on S3.
-        extra_conf["state.backend.type"] = "rocksdb"
-        extra_conf["execution.checkpointing.incremental"] = "true"
-        extra_conf["state.backend.rocksdb.localdir"] = str(tmp_path / "rocksdb")
-        s3 = seaweed.filesystem()
+    checkpoints = seaweed.url("cluster", tmp_path.name)
+    extra_conf: dict[str, str] = dict(seaweed.flink_config())
+    # Issue 11's configuration: RocksDB with incremental checkpoints on S3.
+    extra_conf["state.backend.type"] = "rocksdb"
+    extra_conf["execution.checkpointing.incremental"] = "true"
+    extra_conf["state.backend.rocksdb.localdir"] = str(tmp_path / "rocksdb")
+    s3 = seaweed.filesystem()
 
-        def listing() -> list[str]:
-            s3.invalidate_cache()
-            return [str(p) for p in s3.find(checkpoints[len("s3://") :])]
-    else:
-        local = tmp_path / "checkpoints"
-        local.mkdir()
-        checkpoints = str(local)
-
-        def listing() -> list[str]:
-            return [p.as_posix() for p in local.glob("*/chk-*/_metadata")]
+    def listing() -> list[str]:
+        s3.invalidate_cache()
+        return [str(p) for p in s3.find(checkpoints[len("s3://") :])]
 
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
