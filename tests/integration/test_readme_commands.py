@@ -326,21 +326,14 @@ def test_every_cairn_line_of_the_readme_is_run_here() -> None:
 
 @pytest.mark.spark
 @pytest.mark.timeout(240)
-def test_run_on_local_spark(tmp_path: Path) -> None:
-    job = job_dir(tmp_path)
-    run(RUN_LOCAL, job.cwd, timeout=220)
-    assert_parallel(assert_exactly_once(job.sums, README_COUNT))
-    assert not list(job.checkpoints.glob("*/chk-*")), "a finished job deletes its checkpoints"
-
-
-@pytest.mark.spark
-@pytest.mark.timeout(240)
-def test_run_p_2_sets_the_parallelism(tmp_path: Path) -> None:
+def test_run_on_local_spark_where_p_2_sets_the_parallelism(tmp_path: Path) -> None:
     """The README job sets parallelism 2 itself; with ``env.set_parallelism(1)`` instead,
-    only the line's ``-p 2`` can make it run at 2 (cairn run's options win over the script)."""
+    only the line's ``-p 2`` can make it run at 2 (cairn run's options win over the script).
+    (The README job as written runs on Spark in ``test_run_on_a_spark_cluster``.)"""
     job = job_dir(tmp_path, parallelism=1)
     run(RUN_LOCAL, job.cwd, timeout=220)
     assert_parallel(assert_exactly_once(job.sums, README_COUNT))
+    assert not list(job.checkpoints.glob("*/chk-*")), "a finished job deletes its checkpoints"
 
 
 @pytest.mark.timeout(120)
