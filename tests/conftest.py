@@ -74,7 +74,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker("kafka")
             item.add_marker("slow")
     # Stable: each tier keeps its order; no Spark session exists while unmarked tests run.
-    items.sort(key=lambda item: item.get_closest_marker(SPARK) is not None)
+    # The tests on the session's standalone cluster run last and together, so that the
+    # cluster (tests/integration/conftest.py) is up only while they run.
+    items.sort(
+        key=lambda item: (
+            item.get_closest_marker(SPARK) is not None,
+            item.get_closest_marker("cluster") is not None,
+        )
+    )
 
 
 @pytest.hookimpl(wrapper=True)

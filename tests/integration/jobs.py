@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import time
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from cairn.cli.demo_jobs import SequenceCheck, SequenceGenerator, SlowSequenceCheck
@@ -18,7 +20,11 @@ from cairn.datastream import (
     KeyedProcessFunction,
     StreamExecutionEnvironment,
 )
-from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
+from cairn.datastream.connectors.datagen import (
+    DataGeneratorSource,
+    RateLimiter,
+    RateLimiterStrategy,
+)
 from cairn.datastream.connectors.file_system import FileSink
 
 
@@ -67,17 +73,54 @@ def generated(
     count: int | None,
     name: str,
     *,
-    rate: float | None = None,
+    rate: float | RateLimiterStrategy | None = None,
     watermarks: WatermarkStrategy | None = None,
     uid: str | None = None,
 ) -> DataStream:
     """``count`` records of ``generator`` (``None``: unbounded) at ``rate`` records/s
-    (``None``: as fast as they are read) as the stream ``name``, with the uid ``uid`` (default:
-    ``name``); no watermarks unless ``watermarks``."""
-    limiter = RateLimiterStrategy.per_second(rate) if rate else None
+    (``None``: as fast as they are read; or a strategy) as the stream ``name``, with the uid
+    ``uid`` (default: ``name``); no watermarks unless ``watermarks``."""
+    if isinstance(rate, RateLimiterStrategy):
+        limiter: RateLimiterStrategy | None = rate
+    else:
+        limiter = RateLimiterStrategy.per_second(rate) if rate else None
     source = DataGeneratorSource(generator, count, limiter)
     strategy = WatermarkStrategy.no_watermarks() if watermarks is None else watermarks
     return env.from_source(source, strategy, name).uid(uid or name)
+
+
+@dataclass(frozen=True)
+class UntilFlag(RateLimiterStrategy):
+    """``records_per_second`` until the file ``flag`` exists, then as fast as read: a test
+    that needs the input to last until its faults are done lets the rest run at full speed.
+
+    >>> limiter = UntilFlag(1000.0, "/nonexistent").create_rate_limiter(2)
+    >>> limiter.acquire(1024), limiter.seconds_until_ready(1) > 0
+    (0, True)
+    """
+
+    flag: str = ""
+
+    def create_rate_limiter(self, parallelism: int, clock: Any = time.monotonic) -> Any:
+        return _UntilFlagLimiter(super().create_rate_limiter(parallelism, clock), self.flag)
+
+
+class _UntilFlagLimiter:
+    def __init__(self, limited: RateLimiter, flag: str) -> None:
+        self._limited, self._flag = limited, flag
+        self._full_speed, self._checked = False, 0.0
+
+    def _unlimited(self) -> bool:
+        now = time.monotonic()
+        if not self._full_speed and now - self._checked >= 0.2:
+            self._checked, self._full_speed = now, os.path.exists(self._flag)
+        return self._full_speed
+
+    def acquire(self, wanted: int) -> int:
+        return wanted if self._unlimited() else self._limited.acquire(wanted)
+
+    def seconds_until_ready(self, wanted: int) -> float:
+        return 0.0 if self._unlimited() else self._limited.seconds_until_ready(wanted)
 
 
 def file_sink(path: str) -> FileSink:
@@ -86,7 +129,10 @@ def file_sink(path: str) -> FileSink:
 
 
 def sequence_source(
-    env: StreamExecutionEnvironment, keys: int, records: int | None, rate: float | None = None
+    env: StreamExecutionEnvironment,
+    keys: int,
+    records: int | None,
+    rate: float | RateLimiterStrategy | None = None,
 ) -> DataStream:
     """The per-key sequences of ``SequenceGenerator`` (stream ``sequence``, uid
     ``sequence-source``), the input of every job checked with :func:`expected_lines`."""
@@ -114,7 +160,7 @@ def sequence_job(
     records: int,
     keys: int,
     parallelism: int = 2,
-    rate: int | None = 40_000,
+    rate: int | RateLimiterStrategy | None = 40_000,
     interval_ms: int = 300,
     mode: Any = None,
     checkpoint_dir: str | None = None,

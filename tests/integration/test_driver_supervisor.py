@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -108,9 +109,6 @@ def _run_the_loop(tmp_path: Path, master: str) -> None:
 
 @pytest.mark.cluster
 def test_the_docs_restart_loop_resumes_a_killed_driver_on_a_standalone_cluster(
-    tmp_path: Path,
+    tmp_path: Path, standalone_cluster: Any
 ) -> None:
-    from cairn.testing.spark_cluster import StandaloneCluster
-
-    with StandaloneCluster(workers=2, cores_per_worker=1, memory="1g") as cluster:
-        _run_the_loop(tmp_path, cluster.master_url)
+    _run_the_loop(tmp_path, standalone_cluster.master_url)

@@ -326,21 +326,14 @@ def test_every_cairn_line_of_the_readme_is_run_here() -> None:
 
 @pytest.mark.spark
 @pytest.mark.timeout(240)
-def test_run_on_local_spark(tmp_path: Path) -> None:
-    job = job_dir(tmp_path)
-    run(RUN_LOCAL, job.cwd, timeout=220)
-    assert_parallel(assert_exactly_once(job.sums, README_COUNT))
-    assert not list(job.checkpoints.glob("*/chk-*")), "a finished job deletes its checkpoints"
-
-
-@pytest.mark.spark
-@pytest.mark.timeout(240)
-def test_run_p_2_sets_the_parallelism(tmp_path: Path) -> None:
+def test_run_on_local_spark_where_p_2_sets_the_parallelism(tmp_path: Path) -> None:
     """The README job sets parallelism 2 itself; with ``env.set_parallelism(1)`` instead,
-    only the line's ``-p 2`` can make it run at 2 (cairn run's options win over the script)."""
+    only the line's ``-p 2`` can make it run at 2 (cairn run's options win over the script).
+    (The README job as written runs on Spark in ``test_run_on_a_spark_cluster``.)"""
     job = job_dir(tmp_path, parallelism=1)
     run(RUN_LOCAL, job.cwd, timeout=220)
     assert_parallel(assert_exactly_once(job.sums, README_COUNT))
+    assert not list(job.checkpoints.glob("*/chk-*")), "a finished job deletes its checkpoints"
 
 
 @pytest.mark.timeout(120)
@@ -354,13 +347,13 @@ def test_run_inprocess(tmp_path: Path) -> None:
 @pytest.mark.spark
 @pytest.mark.cluster
 @pytest.mark.timeout(300)
-def test_run_on_a_spark_cluster(tmp_path: Path) -> None:
+def test_run_on_a_spark_cluster(tmp_path: Path, standalone_cluster: StandaloneCluster) -> None:
     job = job_dir(tmp_path)
-    with StandaloneCluster(workers=2, cores_per_worker=1, memory="1g") as cluster:
-        try:
-            run(RUN_CLUSTER, job.cwd, timeout=200, **{"spark://host:7077": cluster.master_url})
-        except AssertionError as error:
-            raise AssertionError(f"{error}\n{cluster.log_tails()}") from None
+    cluster = standalone_cluster
+    try:
+        run(RUN_CLUSTER, job.cwd, timeout=200, **{"spark://host:7077": cluster.master_url})
+    except AssertionError as error:
+        raise AssertionError(f"{error}\n{cluster.log_tails()}") from None
     assert_parallel(assert_exactly_once(job.sums, README_COUNT))
 
 

@@ -304,13 +304,10 @@ def _cluster_driver(master_url: str, worker_pids: list[int], markers: str) -> di
 
 
 @pytest.fixture(scope="class")
-def cluster() -> Iterator[StandaloneCluster]:
-    started = time.monotonic()
-    with StandaloneCluster(workers=2, cores_per_worker=1, memory="1g") as running:
-        print(f"[timing] standalone cluster start (2 workers ALIVE): {_since(started)} s")
-        yield running
-        daemons = [*running.pids, *running.executor_pids()]
-    assert not [pid for pid in daemons if psutil.pid_exists(pid)], "cluster left processes"
+def cluster(_session_cluster: StandaloneCluster) -> StandaloneCluster:
+    """The session's cluster (tests/integration/conftest.py), idle when the class starts."""
+    _session_cluster.wait_idle()
+    return _session_cluster
 
 
 @pytest.fixture(scope="class")

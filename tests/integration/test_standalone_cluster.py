@@ -101,82 +101,72 @@ def _latest_checkpoint(paths: list[str]) -> int:
     return max(ids, default=0)
 
 
-@pytest.mark.parametrize("storage", ["file", pytest.param("s3", marks=pytest.mark.s3)])
+@pytest.mark.s3
 def test_killed_executor_is_replaced_and_output_stays_exactly_once(
-    tmp_path: Path, storage: str, request: pytest.FixtureRequest
+    tmp_path: Path, seaweed: Any, standalone_cluster: StandaloneCluster
 ) -> None:
     """The configuration a user who outgrows one machine runs: RocksDB with incremental
-    checkpoints on storage every executor reaches (S3 on SeaweedFS); and the heap backend
-    with a local directory, which every executor of this one-machine cluster reaches."""
+    checkpoints on storage every executor reaches (S3 on SeaweedFS). (The heap backend with
+    a local directory ran here too: the same proof on other storage. The heap backend's
+    exactly-once under killed workers is test_exactly_once.py's, on local Spark.)"""
     out = tmp_path / "out"
-    extra_conf: dict[str, str] = {}
-    if storage == "s3":
-        seaweed = request.getfixturevalue("seaweed")
-        checkpoints = seaweed.url("cluster", tmp_path.name)
-        extra_conf.update(seaweed.flink_config())
-        # Issue 11's configuration: RocksDB with incremental checkpoints on S3.
-        extra_conf["state.backend.type"] = "rocksdb"
-        extra_conf["execution.checkpointing.incremental"] = "true"
-        extra_conf["state.backend.rocksdb.localdir"] = str(tmp_path / "rocksdb")
-        s3 = seaweed.filesystem()
+    checkpoints = seaweed.url("cluster", tmp_path.name)
+    extra_conf: dict[str, str] = dict(seaweed.flink_config())
+    # Issue 11's configuration: RocksDB with incremental checkpoints on S3.
+    extra_conf["state.backend.type"] = "rocksdb"
+    extra_conf["execution.checkpointing.incremental"] = "true"
+    extra_conf["state.backend.rocksdb.localdir"] = str(tmp_path / "rocksdb")
+    s3 = seaweed.filesystem()
 
-        def listing() -> list[str]:
-            s3.invalidate_cache()
-            return [str(p) for p in s3.find(checkpoints[len("s3://") :])]
-    else:
-        local = tmp_path / "checkpoints"
-        local.mkdir()
-        checkpoints = str(local)
-
-        def listing() -> list[str]:
-            return [p.as_posix() for p in local.glob("*/chk-*/_metadata")]
+    def listing() -> list[str]:
+        s3.invalidate_cache()
+        return [str(p) for p in s3.find(checkpoints[len("s3://") :])]
 
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     outcome: dict[str, Any] = {}
     began = time.monotonic()
-    with StandaloneCluster(workers=2, cores_per_worker=1, memory="1g") as cluster:
-        cluster_s = time.monotonic() - began
+    cluster = standalone_cluster
 
-        def drive() -> None:
-            try:
-                outcome["facts"] = run_in_subprocess(
-                    _drive,
-                    cluster.master_url,
-                    str(out),
-                    checkpoints,
-                    extra_conf,
-                    timeout=150.0,
-                    env=env,
-                )
-            except BaseException as exc:  # re-raised in the test's thread
-                outcome["error"] = exc
-
-        driver = threading.Thread(target=drive, daemon=True)
-        driver.start()
+    def drive() -> None:
         try:
-            wait_for(
-                lambda: _latest_checkpoint(listing()) >= 2 or not driver.is_alive(),
-                timeout=90.0,
-                interval=0.05,
-                message=lambda: f"checkpoint 2 on the cluster\n{cluster.log_tails()}",
+            outcome["facts"] = run_in_subprocess(
+                _drive,
+                cluster.master_url,
+                str(out),
+                checkpoints,
+                extra_conf,
+                timeout=150.0,
+                env=env,
             )
-            assert driver.is_alive(), f"driver ended before checkpoint 2: {outcome}"
-            executors_at_kill = cluster.executor_pids()
-            killed_at_checkpoint = _latest_checkpoint(listing())
-            victim = cluster.kill_executor()
-            driver.join(timeout=160.0)
-            assert not driver.is_alive(), "the driver did not finish"
-        finally:
-            if driver.is_alive():  # a failed test must not leave the driver and its JVM
-                for pid in find_processes("cairn-subprocess-", parent=os.getpid()):
-                    terminate_tree(pid, timeout=5.0)
-                driver.join(timeout=10.0)
+        except BaseException as exc:  # re-raised in the test's thread
+            outcome["error"] = exc
+
+    driver = threading.Thread(target=drive, daemon=True)
+    driver.start()
+    try:
+        wait_for(
+            lambda: _latest_checkpoint(listing()) >= 2 or not driver.is_alive(),
+            timeout=90.0,
+            interval=0.05,
+            message=lambda: f"checkpoint 2 on the cluster\n{cluster.log_tails()}",
+        )
+        assert driver.is_alive(), f"driver ended before checkpoint 2: {outcome}"
+        executors_at_kill = cluster.executor_pids()
+        killed_at_checkpoint = _latest_checkpoint(listing())
+        victim = cluster.kill_executor()
+        driver.join(timeout=160.0)
+        assert not driver.is_alive(), "the driver did not finish"
+    finally:
+        if driver.is_alive():  # a failed test must not leave the driver and its JVM
+            for pid in find_processes("cairn-subprocess-", parent=os.getpid()):
+                terminate_tree(pid, timeout=5.0)
+            driver.join(timeout=10.0)
     if "error" in outcome:
         raise outcome["error"]
     facts = outcome["facts"]
     print(
-        f"[timing] cluster start {cluster_s:.1f} s, job {facts['job_s']} s, "
+        f"[timing] job {facts['job_s']} s, "
         f"kill after checkpoint {killed_at_checkpoint}, total {time.monotonic() - began:.1f} s, "
         f"job events (s): {facts['timeline']}"
     )

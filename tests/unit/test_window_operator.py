@@ -358,3 +358,42 @@ def test_windows_are_stored_under_their_start_and_end_not_as_objects() -> None:
     assert sorted(contents.items()) == [((0, 1000), ("a", 1)), ((1000, 2000), ("a", 2))]
     h.op.process_watermark(MAX_WATERMARK)
     assert sorted(r for r, _ in h.records()) == [("a", 1), ("a", 2)]
+
+
+def _sessions(events: list[tuple[str, int]], gap: int) -> list[Any]:
+    """Session windows of ``events`` computed in plain Python (touching windows merge)."""
+    out = []
+    for key in sorted({k for k, _ in events}):
+        times = sorted(t for k, t in events if k == key)
+        start, end, members = times[0], times[0] + gap, [times[0]]
+        for t in times[1:]:
+            if t > end:
+                out.append((key, start, end, members, 1))
+                start, members = t, []
+            end = max(end, t + gap)
+            members.append(t)
+        out.append((key, start, end, members, 1))
+    return sorted(out)
+
+
+def test_sessions_are_read_from_the_state_where_the_in_memory_copy_lacks_a_key() -> None:
+    """The operator reads a key's sessions from an in-memory copy of their namespaces; it
+    starts empty when the operator opens (after a restore) and holds few keys (here 2, so
+    most reads of interleaved keys go to the state): the sessions are those of one run."""
+    rng = random.Random(5)
+    events = [(f"k{rng.randrange(6)}", rng.randrange(0, 4000)) for _ in range(600)]
+    f = window_function(
+        lambda k: k.window(EventTimeSessionWindows.with_gap(30)).process(Describe())
+    )
+    first = Harness(f)
+    f._sessions._max_keys = 2
+    half = len(events) // 2
+    for key, t in events[:half]:
+        first.op.process_batch(stamp([(key, t)], [t]))
+    state, files = _snapshot(first.op)
+    restored = Harness(f, restore=OperatorRestore(1, {0: state}, files))
+    f._sessions._max_keys = 2
+    for key, t in events[half:]:
+        restored.op.process_batch(stamp([(key, t)], [t]))
+    restored.op.process_watermark(MAX_WATERMARK)
+    assert sorted(r for r, _ in restored.records()) == _sessions(events, 30)

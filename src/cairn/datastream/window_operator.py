@@ -34,6 +34,7 @@ from cairn.datastream.window_functions import (
 )
 from cairn.datastream.window_state import (
     LEGACY_PREFIX,
+    SessionWindows,
     WindowScope,
     WindowStateFormatError,
     WindowStateStore,
@@ -87,7 +88,11 @@ class WindowOperatorFunction(KeyedProcessFunction[Any, Any, Any]):
         self._contents = self._scope.windows("contents")
         self._timers = WindowTimers(self._scope)
         self._merging = isinstance(spec.assigner, MergingWindowAssigner)
-        self._sessions = self._scope.windows("sessions") if self._merging else None
+        self._sessions = (
+            SessionWindows(self._scope.map("sessions"), self._current_key)
+            if self._merging
+            else None
+        )
         self._event_time = spec.assigner.is_event_time()
         self._trigger = spec.trigger
         self._default_path = (
@@ -166,6 +171,9 @@ class WindowOperatorFunction(KeyedProcessFunction[Any, Any, Any]):
             return int(window.max_timestamp())
         end = window.max_timestamp() + self.spec.allowed_lateness
         return end if end >= window.max_timestamp() and end <= MAX_LONG else MAX_LONG
+
+    def _current_key(self) -> Any:
+        return self._ctx.get_current_key()
 
     def _is_window_late(self, window: Any) -> bool:
         return self._event_time and self._cleanup_time(window) <= self._watermark()

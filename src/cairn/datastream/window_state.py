@@ -35,6 +35,7 @@ from cairn.datastream.window import TimeWindow
 __all__ = [
     "LEGACY_PREFIX",
     "PREFIX",
+    "SessionWindows",
     "WindowMap",
     "WindowScope",
     "WindowStateFormatError",
@@ -89,6 +90,56 @@ class WindowMap:
 
     def keys(self) -> list[Any]:
         return [window_of(ns) for ns in self.raw.keys()]  # noqa: SIM118 (a MapState)
+
+
+class SessionWindows(WindowMap):
+    """The current key's session windows (merging windows): the map state ``raw`` plus a
+    write-through copy of its namespaces in memory, for at most ``max_keys`` keys.
+
+    Every element of a session window reads all sessions of its key, and every element that
+    extends a session removes its old map key: on RocksDB that ``keys()`` seeks through one
+    tombstone per element before, until a compaction (a window job with 40,000 records ran
+    6x slower on RocksDB than on the heap). The copy is read instead: it holds a key's
+    namespaces exactly, because all writes to the map state go through here, and it starts
+    empty when the operator opens (after any restore); a key not in it is read from the
+    state once. The oldest key is dropped from it first.
+    """
+
+    __slots__ = ("_copies", "_key", "_max_keys")
+
+    def __init__(
+        self, raw: MapState[Any, Any], current_key: Callable[[], Any], max_keys: int = 4096
+    ) -> None:
+        super().__init__(raw)
+        self._key = current_key
+        self._copies: dict[Any, set[Any]] = {}
+        self._max_keys = max_keys
+
+    def _copy(self) -> set[Any]:
+        key = self._key()
+        copy = self._copies.get(key)
+        if copy is None:
+            copy = set(self.raw.keys())
+            if len(self._copies) >= self._max_keys:
+                del self._copies[next(iter(self._copies))]
+            self._copies[key] = copy
+        return copy
+
+    def put(self, window: Any, value: Any) -> None:
+        ns = namespace(window)
+        self.raw.put(ns, value)
+        self._copy().add(ns)
+
+    def remove(self, window: Any) -> None:
+        ns = namespace(window)
+        self.raw.remove(ns)
+        self._copy().discard(ns)
+
+    def contains(self, window: Any) -> bool:
+        return namespace(window) in self._copy()
+
+    def keys(self) -> list[Any]:
+        return [window_of(ns) for ns in self._copy()]
 
 
 class WindowScope:

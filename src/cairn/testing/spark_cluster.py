@@ -255,6 +255,23 @@ class StandaloneCluster:
             return 0
         return sum(1 for worker in workers if worker.get("state") == "ALIVE")
 
+    def wait_idle(self, timeout: float = 60.0) -> None:
+        """Return once no application runs and every worker is ALIVE with no executor left:
+        what a test that shares the cluster with the one before expects to find."""
+
+        def idle() -> bool:
+            try:
+                state = self.state()
+            except (OSError, ValueError):  # a busy master may miss the 2 s timeout
+                return False
+            workers = state.get("workers", [])
+            alive = sum(1 for worker in workers if worker.get("state") == "ALIVE")
+            return (
+                alive == self.workers and not state.get("activeapps") and not (self.executor_pids())
+            )
+
+        wait_for(idle, timeout, 0.2, lambda: f"an idle cluster: {self.log_tails()}")
+
     def log_tails(self, lines: int = _LOG_TAIL_LINES) -> str:
         """Last ``lines`` lines of every daemon and executor log, for error messages."""
         if self.root is None:
