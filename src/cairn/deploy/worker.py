@@ -359,6 +359,7 @@ class Worker:
         )
         builder.build(restores, self.tasks, self._keyed_backends)
         self._built = True
+        local = self._local.last_reader if self._local is not None else None
         self._initialization = p.WorkerInitialization(
             self._started_ms,
             setup_ms=_ms(began - self._started),
@@ -366,16 +367,16 @@ class Worker:
             initialize_state_ms=_ms(time.perf_counter() - read),
             state_read_ms=_ms(timing.busy_s),
             state_bytes=timing.bytes,
+            local_bytes=local.local_bytes if local is not None else 0,
         )
         if self.launch.restore is not None:
             log.info("worker %d: %s", self.index, self._initialization)
-            reader = self._local.last_reader if self._local is not None else None
-            if reader is not None:
+            if local is not None:
                 log.info(
                     "worker %d: local recovery read %d bytes locally, %d from the storage",
                     self.index,
-                    reader.local_bytes,
-                    reader.remote_bytes,
+                    local.local_bytes,
+                    local.remote_bytes,
                 )
         for sender in self._senders.values():
             sender.start()
