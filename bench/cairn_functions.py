@@ -7,6 +7,7 @@ appended and flushed as they go, so a SIGKILLed worker loses at most one mark in
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import time
@@ -225,6 +226,32 @@ class ProgressSink(SinkFunction):
             f.close()
 
 
+class GcPauses:
+    """The cyclic collector's pauses in this process while started: per collection its start
+    (``time_ns``), generation, wall and CPU time of the collecting thread (ns). One sink
+    subtask per worker process records them, so each process is counted once."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[int, int, int, int]] = []
+        self._began = (0, 0)
+
+    def _callback(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._began = (time.time_ns(), time.thread_time_ns())
+        else:
+            t0, c0 = self._began
+            wall, cpu = time.time_ns() - t0, time.thread_time_ns() - c0
+            self.events.append((t0, int(info["generation"]), wall, cpu))
+
+    def start(self) -> None:
+        gc.callbacks.append(self._callback)
+
+    def stop(self) -> list[tuple[int, int, int, int]]:
+        if self._callback in gc.callbacks:
+            gc.callbacks.remove(self._callback)
+        return self.events
+
+
 class LatencySink(ProgressSink):
     """Also histograms ``now - created_ns`` per record (0.1 ms buckets), skipping warm-up.
 
@@ -248,6 +275,8 @@ class LatencySink(ProgressSink):
         self._skipped = 0
         self._timed_from_ns = _UNSET  # set by the first record: created + warm-up
         self._timeline: dict[int, int] = {}
+        self._gc = GcPauses()
+        self._gc.start()
 
     def invoke(self, value: Any, context: Any) -> None:
         created = value[2]
@@ -288,6 +317,7 @@ class LatencySink(ProgressSink):
                 "skipped": self._skipped,
                 "timeline_window_ns": TIMELINE_WINDOW_NS,
                 "timeline": sorted(self._timeline.items()),
+                "gc": self._gc.stop(),
             }
             path = latency_file(self.out_dir, self._subtask, self._attempt)
             with open(path, "w", encoding="ascii") as f:

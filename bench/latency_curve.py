@@ -11,8 +11,12 @@ machine's load falls on both; only figures of one run are compared.
 Each run is a ``bench.workloads`` process (``--workload latency``, 1 s exactly-once
 checkpoints, 10,000 keys, p = 2); ``--conf key=value`` goes to every latency run (e.g.
 ``metrics.latency.interval=20`` with ``metrics.latency.history-size=100000``: the latency
-markers' figures at the sink beside the records'). Prints a line per run, a table at the end
-and, with ``--json``, writes every result.
+markers' figures at the sink beside the records'). ``--peers bytewax,pyflink`` runs each peer
+(``bench/peers/run_peer.py``, installed by ``bench/peers/install.sh``) at every offered rate
+right after Cairn's runs of that rate, with at most ``--peer-max-records`` records; a peer that
+fell more than 10 % short of the offered rate is marked saturated (its latency then grows with
+the run's length, not with the rate). Prints a line per run, a table at the end and, with
+``--json``, writes every result.
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +67,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--json", type=Path, default=None, help="write every result here")
+    parser.add_argument("--peers", default="", help="e.g. bytewax,pyflink (same offered rates)")
+    parser.add_argument("--peer-max-records", type=int, default=2_000_000)
+    parser.add_argument("--peer-timeout", type=float, default=600.0)
     ns = parser.parse_args(argv)
+    peers = [p.strip() for p in ns.peers.split(",") if p.strip()]
     sides = {"a": ns.a.resolve()}
     if ns.b is not None:
         sides["b"] = ns.b.resolve()
@@ -94,10 +104,35 @@ def main(argv: list[str] | None = None) -> int:
             results.append({"side": side, "fraction": fraction, **r})
             shown = "  ".join(f"{k[:-3]} {r.get(k)}" for k in FIGURES if r.get(k) is not None)
             print(f"{fraction:.0%} ({rate:,} rec/s) {side.upper()}: {shown}", flush=True)
-    _table(results, sides)
+        for peer in peers:
+            records = min(int(rate * ns.seconds), ns.peer_max_records)
+            r = run_peer(peer, records, rate, ns.keys, ns.peer_timeout)
+            results.append({"side": peer, "fraction": fraction, **r})
+            shown = "  ".join(f"{k[:-3]} {r.get(k)}" for k in FIGURES if r.get(k) is not None)
+            flag = " (saturated)" if r.get("saturated") else ""
+            print(f"{fraction:.0%} ({rate:,} rec/s) {peer}{flag}: {shown}", flush=True)
+    _table(results, {**sides, **{p: Path(p) for p in peers}})
     if ns.json is not None:
         ns.json.write_text(json.dumps(results, indent=1))
     return 0
+
+
+def run_peer(system: str, records: int, rate: float, keys: int, timeout: float) -> dict[str, Any]:
+    """One latency run of a peer at ``rate`` (its JSON result, ``saturated`` added)."""
+    script = Path(__file__).resolve().parent / "peers" / "run_peer.py"
+    args = [
+        "--system", system, "--workload", "latency", "--records", str(records),
+        "--rate", str(rate), "--keys", str(keys), "--checkpoint-interval-ms", "1000",
+        "--parallelism", "2", "--timeout", str(timeout),
+    ]  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=timeout + 60
+    )
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+    result: dict[str, Any] = json.loads(lines[-1]) if lines else {"error": done.stderr[-500:]}
+    achieved = result.get("steady_records_per_s")
+    result["saturated"] = bool(achieved) and float(achieved) < 0.9 * rate
+    return result
 
 
 def _order(repeat: int, sides: int) -> list[str]:
@@ -108,7 +143,7 @@ def _fractions(text: str) -> list[float]:
     return [float(f) for f in text.split(",") if f.strip()]
 
 
-def _table(results: list[dict[str, Any]], sides: dict[str, Path]) -> None:
+def _table(results: list[dict[str, Any]], sides: Mapping[str, Path]) -> None:
     """Medians per fraction and side (ms)."""
     print("\n| of max | side | " + " | ".join(k[:-3] for k in FIGURES) + " |")
     print("|---" * (len(FIGURES) + 2) + "|")

@@ -327,10 +327,12 @@ def result_template(args: argparse.Namespace, system: str) -> dict[str, Any]:
 
 
 def latency_fields(result: dict[str, Any], latencies_ms: Sequence[float]) -> None:
-    """Fill ``latency_p50_ms``, ``latency_p99_ms`` and ``latency_max_ms`` from the samples."""
+    """Fill ``latency_p50_ms``, ``latency_p99_ms``, ``latency_p999_ms`` and ``latency_max_ms``
+    from the samples."""
     if latencies_ms:
         result["latency_p50_ms"] = round(percentile(latencies_ms, 50) or 0.0, 3)
         result["latency_p99_ms"] = round(percentile(latencies_ms, 99) or 0.0, 3)
+        result["latency_p999_ms"] = round(percentile(latencies_ms, 99.9) or 0.0, 3)
         result["latency_max_ms"] = round(max(latencies_ms), 3)
         result["latency_samples"] = len(latencies_ms)
 

@@ -343,6 +343,8 @@ class StateSettings:
     nice value. Both default to the measured values and may be overridden by the documented
     environment variables, read once by :meth:`from_environ` when the API builds the settings.
     ``incremental``: the RocksDB backend uploads only SST files no completed checkpoint has.
+    ``local_recovery``: workers keep local copies of the state files they write and restore
+    from them on the same host (``local_recovery_dir``: where).
     """
 
     fork_threshold: int | None = DEFAULT_FORK_THRESHOLD
@@ -350,6 +352,8 @@ class StateSettings:
     backend: StateBackendKind = StateBackendKind.HASHMAP
     incremental: bool = False
     rocksdb: RocksDBSettings = RocksDBSettings()
+    local_recovery: bool = False  # state.backend.local-recovery
+    local_recovery_dir: str | None = None  # None: cairn-local-recovery-<uid> in the temp dir
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> StateSettings:

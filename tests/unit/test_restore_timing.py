@@ -63,8 +63,9 @@ def test_a_failed_read_raises_unchanged_and_counts_no_bytes() -> None:
 
 def test_the_summary_names_the_worker_that_ran_last() -> None:
     early = WorkerInitialization(1_000, setup_ms=900, metadata_ms=5, initialize_state_ms=100)
-    late = WorkerInitialization(1_500, 10, 300, 400, 350, 7_000_000)
+    late = WorkerInitialization(1_500, 10, 300, 400, 350, 7_000_000, local_bytes=6_000_000)
     init = JobInitialization.of(3, 800, 900, 950, 2_300, [early, late])
+    assert init.local_bytes == 6_000_000 and "6.0 MB of it locally" in init.describe()
     assert (init.workers_started_ms, init.metadata_ms, init.initialize_state_ms) == (550, 300, 400)
     assert (init.state_read_ms, init.worker_state_bytes, init.state_bytes) == (
         350,

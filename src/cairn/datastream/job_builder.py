@@ -253,6 +253,8 @@ def state_settings_from(resolved: Mapping[str, Any], environ: Mapping[str, str])
         fork_niceness=env.fork_niceness,
         backend=backend,
         incremental=incremental,
+        local_recovery=bool(get(opts.LOCAL_RECOVERY)),
+        local_recovery_dir=get(opts.LOCAL_RECOVERY_ROOT),
         rocksdb=RocksDBSettings(
             local_dir=get(opts.ROCKSDB_LOCALDIR),
             block_cache_bytes=int(get(opts.ROCKSDB_BLOCK_CACHE)),

@@ -25,8 +25,9 @@ class WorkerInitialization:
     (waiting for the other workers too); ``metadata_ms``: reading the checkpoint's metadata
     (on an object store the first request of a new process sets its client up);
     ``initialize_state_ms``: building the tasks and restoring their state, of which
-    ``state_read_ms`` reading ``state_bytes`` from checkpoint storage (reads running at once
-    count once).
+    ``state_read_ms`` reading ``state_bytes`` (reads running at once count once), of which
+    ``local_bytes`` from local recovery's copies on the worker's host, the rest from checkpoint
+    storage.
     """
 
     started_ms: int
@@ -35,6 +36,7 @@ class WorkerInitialization:
     initialize_state_ms: int = 0
     state_read_ms: int = 0
     state_bytes: int = 0
+    local_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ class JobInitialization:
     state_read_ms: int  # that worker's reads from checkpoint storage
     worker_state_bytes: int  # that worker's bytes
     state_bytes: int  # read by all workers
+    local_bytes: int = 0  # of those, from local recovery's copies
 
     @classmethod
     def of(
@@ -94,6 +97,7 @@ class JobInitialization:
             state_read_ms=slowest.state_read_ms,
             worker_state_bytes=slowest.state_bytes,
             state_bytes=sum(w.state_bytes for w in workers),
+            local_bytes=sum(w.local_bytes for w in workers),
         )
 
     def describe(self) -> str:
@@ -105,4 +109,5 @@ class JobInitialization:
             f"ms, its state {self.initialize_state_ms} ms (reading "
             f"{self.worker_state_bytes / 1e6:.1f} MB in {self.state_read_ms} ms); "
             f"{self.state_bytes / 1e6:.1f} MB read in all"
+            + (f", {self.local_bytes / 1e6:.1f} MB of it locally" if self.local_bytes else "")
         )

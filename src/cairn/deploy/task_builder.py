@@ -19,6 +19,7 @@ from typing import Any
 import cloudpickle
 
 from cairn.checkpoint.handles import StateFileReader
+from cairn.checkpoint.local_recovery import LocalRecoveryStore
 from cairn.checkpoint.messages import TaskKey
 from cairn.checkpoint.read_timing import ReadTiming
 from cairn.checkpoint.storage import CheckpointStorage
@@ -58,16 +59,21 @@ log = logging.getLogger(__name__)
 
 
 def read_restores(
-    storage: CheckpointStorage, info: p.RestoreInfo | None, timing: ReadTiming | None = None
+    storage: CheckpointStorage,
+    info: p.RestoreInfo | None,
+    timing: ReadTiming | None = None,
+    local: LocalRecoveryStore | None = None,
 ) -> dict[str, OperatorRestore]:
     """The restored state of each operator uid of the checkpoint in ``info`` (none: ``{}``);
-    ``timing`` counts the state reads."""
+    ``timing`` counts the state reads; ``local``: read the local copies first."""
     if info is None:
         return {}
     # Read again here, not trusted from the master: with a signing key the signature and
     # every state file's digest are checked before anything is unpickled.
     metadata = storage.read_metadata(info.checkpoint_dir)
     reader: StateFileReader = storage.reader(info.checkpoint_dir)
+    if local is not None:
+        reader = local.reader(reader, metadata.checkpoint_id)
     if timing is not None:
         reader = timing.wrap(reader)
     restores: dict[str, OperatorRestore] = {}

@@ -24,9 +24,12 @@ from typing import Any, Protocol
 
 import cloudpickle
 
+from cairn.checkpoint import local_files
 from cairn.checkpoint.errors import CorruptCheckpointError
 from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.checkpoint.handles import StateFileWriter
+from cairn.checkpoint.local_recovery import LocalRecoveryStore, local_recovery_root
+from cairn.checkpoint.messages import TaskAcknowledgement
 from cairn.checkpoint.read_timing import ReadTiming
 from cairn.checkpoint.storage import CheckpointStorage
 from cairn.deploy import control_messages as p
@@ -168,6 +171,7 @@ class Worker:
         self._storage = CheckpointStorage(
             cp.storage_url, launch.job_id, cp.storage_options, cp.signing_key
         )
+        self._local = local_recovery_store(settings, self._storage.job_dir, worker_index)
         self._senders: dict[int, ConnectionSender] = {}
         self._inbound: list[FramedConnection] = []
         self.tasks: list[StreamTask] = []
@@ -185,6 +189,8 @@ class Worker:
     # ------------------------------------------------------------------ services for tasks
 
     def send_to_master(self, message: Any) -> None:
+        if self._local is not None and isinstance(message, TaskAcknowledgement):
+            self._local.acknowledged(message.checkpoint_id, message.states.values())
         conn = self._master
         if conn is None:
             return
@@ -209,7 +215,8 @@ class Worker:
         self._async.submit(guarded)
 
     def state_writer(self, checkpoint_id: CheckpointId) -> StateFileWriter:
-        return self._storage.writer(checkpoint_id)
+        writer = self._storage.writer(checkpoint_id)
+        return writer if self._local is None else self._local.writer(writer)
 
     def control_pending(self) -> bool:
         """A control message (e.g. a checkpoint trigger) waits for the task thread."""
@@ -345,13 +352,14 @@ class Worker:
         clean_local_state(self.settings.state, self.job_id, self.attempt, ending=False)
         began = time.perf_counter()
         timing = ReadTiming()
-        restores = read_restores(self._storage, self.launch.restore, timing)
+        restores = read_restores(self._storage, self.launch.restore, timing, self._local)
         read = time.perf_counter()
         builder = TaskBuilder(
             self, self.index, self.settings, self.graph, self.plan, self._inputs, self._senders
         )
         builder.build(restores, self.tasks, self._keyed_backends)
         self._built = True
+        local = self._local.last_reader if self._local is not None else None
         self._initialization = p.WorkerInitialization(
             self._started_ms,
             setup_ms=_ms(began - self._started),
@@ -359,9 +367,17 @@ class Worker:
             initialize_state_ms=_ms(time.perf_counter() - read),
             state_read_ms=_ms(timing.busy_s),
             state_bytes=timing.bytes,
+            local_bytes=local.local_bytes if local is not None else 0,
         )
         if self.launch.restore is not None:
             log.info("worker %d: %s", self.index, self._initialization)
+            if local is not None:
+                log.info(
+                    "worker %d: local recovery read %d bytes locally, %d from the storage",
+                    self.index,
+                    local.local_bytes,
+                    local.remote_bytes,
+                )
         for sender in self._senders.values():
             sender.start()
 
@@ -439,7 +455,10 @@ class Worker:
 
     def _handle_control(self) -> None:
         while self._control:
-            outcome = apply_control(self._control.popleft(), self.tasks)
+            message = self._control.popleft()
+            outcome = apply_control(message, self.tasks)
+            if self._local is not None and isinstance(message, p.NotifyCheckpointComplete):
+                self._local.completed(message.checkpoint_id)
             if outcome is not None:  # Shutdown: later messages are for nobody
                 self._outcome = outcome
                 self._stop = True
@@ -485,7 +504,22 @@ class Worker:
             except Exception:
                 log.warning("disposing a keyed state backend failed", exc_info=True)
         clean_local_state(self.settings.state, self.job_id, self.attempt, ending=True)
+        if self._local is not None and finished:
+            self._local.discard()  # a failed or cancelled attempt's copies serve the next one
         self._abort_connections()
+
+
+def local_recovery_store(
+    settings: JobSettings, job_dir: str, worker_index: int
+) -> LocalRecoveryStore | None:
+    """The worker's local copies (``state.backend.local-recovery``), else ``None``."""
+    state = settings.state
+    if not state.local_recovery:
+        return None
+    root = state.local_recovery_dir or local_recovery_root()
+    if state.local_recovery_dir is None:
+        local_files.ensure_private_root(root)
+    return LocalRecoveryStore(root, job_dir, worker_index)
 
 
 def _ms(seconds: float) -> int:

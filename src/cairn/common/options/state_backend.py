@@ -54,3 +54,19 @@ ROCKSDB_WRITE_BUFFER_COUNT = define(
     "RocksDB memtables per column family (and the cap's multiplier).",
     check=at_least(1, "write buffer count"),
 )
+LOCAL_RECOVERY = define(
+    "state.backend.local-recovery",
+    "bool",
+    False,
+    "Keep a copy of each checkpoint's state files on the worker's local disk and restore from "
+    "it when a worker of the job restarts on the same host (the checkpoint storage is the "
+    "fallback).",
+    "execution.state-recovery.from-local",
+)
+LOCAL_RECOVERY_ROOT = define(
+    "taskmanager.state.local.root-dirs",
+    "str",
+    None,
+    "Directory of local recovery's copies (default: cairn-local-recovery-<uid> in the temp dir).",
+    check=non_empty,
+)
