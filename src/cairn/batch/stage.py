@@ -30,6 +30,7 @@ from cairn.batch.exchange import (
     read_blocks,
 )
 from cairn.batch.plan import EdgeRouter, Stage, StageInput
+from cairn.datastream.aggregations import AccumulateReduceFunction
 from cairn.events import MAX_WATERMARK
 from cairn.graph.job_graph import JobVertex, OperatorNode
 from cairn.graph.transformations import OperatorKind
@@ -93,21 +94,24 @@ class _FoldReduce:
         self._reduce: Callable[[Any, Any], Any] | None = None
 
     def key(self, chunks: list[Chunk]) -> None:
-        reduce = self._reduce
-        if reduce is None:  # resolved once the operator is open
-            reduce = self._reduce = resolve_method(self._head.function, "reduce")
         head = self._head
         first = chunks[0][1][0]
         self._backend.set_current_key(head.key_selector(first))
-        acc: Any = _NOTHING
-        stamped = False
-        for _side, records, stamps in chunks:
-            stamped = stamped or stamps is not None
-            it = iter(records)
-            if acc is _NOTHING:
-                acc = next(it)
-            for r in it:
-                acc = reduce(acc, r)
+        stamped = any(stamps is not None for _, _, stamps in chunks)
+        if isinstance(head.function, AccumulateReduceFunction):  # sum & co.: one pass
+            records = chunks[0][1] if len(chunks) == 1 else [r for c in chunks for r in c[1]]
+            acc = head.function.fold(records)
+        else:
+            reduce = self._reduce
+            if reduce is None:  # resolved once the operator is open
+                reduce = self._reduce = resolve_method(head.function, "reduce")
+            acc = _NOTHING
+            for _side, records, _stamps in chunks:
+                it = iter(records)
+                if acc is _NOTHING:
+                    acc = next(it)
+                for r in it:
+                    acc = reduce(acc, r)
         head.output(stamp([acc], [MAX_WATERMARK]) if stamped else [acc])
 
 
