@@ -302,13 +302,18 @@ def test_aggregations_follow_pyflink(
     aggregation: str, position: Any, a: Any, b: Any, expected: Any
 ) -> None:
     before = pickle.dumps((a, b))
-    assert AccumulateReduceFunction(position, aggregation).reduce(a, b) == expected
+    function = AccumulateReduceFunction(position, aggregation)
+    assert function.reduce(a, b) == expected
+    # BATCH folds a key's records in one pass: the same as reducing them one by one.
+    assert function.fold([a, b, a]) == function.reduce(function.reduce(a, b), a)
     assert pickle.dumps((a, b)) == before  # inputs (state values) are never mutated
 
 
 def test_aggregation_errors() -> None:
     with pytest.raises(TypeError, match="basic type"):
         AccumulateReduceFunction(1, "sum").reduce(1, 2)
+    with pytest.raises(TypeError, match="basic type"):
+        AccumulateReduceFunction(1, "sum").fold([1, 2])
     with pytest.raises(TypeError, match="ROW_NAMED"):
         AccumulateReduceFunction("value", "sum").reduce(("a", 1), ("a", 2))
     with pytest.raises(TypeError, match="int or str"):

@@ -98,6 +98,28 @@ def test_an_unbounded_source_is_refused_before_anything_runs() -> None:
         env.execute_async("endless")
 
 
+class _Finite(SourceFunction):
+    """A legacy source: unbounded to the planner (as in Flink), though it ends."""
+
+    def run(self, ctx: Any) -> None:
+        for word in ["a", "b", "a"]:
+            ctx.collect((word, 1))
+
+    def cancel(self) -> None:
+        pass
+
+
+def test_automatic_runs_batch_when_every_source_is_bounded() -> None:
+    def sums(env: StreamExecutionEnvironment, bounded: bool) -> list[Any]:
+        words = [("a", 1), ("b", 1), ("a", 1)]
+        source = env.from_collection(words) if bounded else env.add_source(_Finite())
+        return list(source.key_by(lambda w: w[0]).sum(1).execute_and_collect())
+
+    # BATCH emits each key's final sum once; STREAMING every running sum.
+    assert sorted(sums(environment("AUTOMATIC"), bounded=True)) == [("a", 2), ("b", 1)]
+    assert sorted(sums(environment("AUTOMATIC"), bounded=False)) == [("a", 1), ("a", 2), ("b", 1)]
+
+
 def _fails_on(value: str) -> str:
     if value == "bad":
         raise ValueError(f"malformed value {value!r}")

@@ -1,5 +1,5 @@
-"""The BATCH plan as pure functions: stages and exchanges of a job graph, and the routes
-and sort keys that make a keyed head read its input key by key."""
+"""The BATCH plan as pure functions: stages and exchanges of a job graph, the routes, and
+the blocks that make a keyed head read its input key by key."""
 
 from __future__ import annotations
 
@@ -8,14 +8,13 @@ from typing import Any
 
 import pytest
 
+from cairn.batch.exchange import BlockWriter, read_blocks
 from cairn.batch.plan import (
-    KEYED,
     BatchModeError,
     EdgeRouter,
     StageInput,
     key_token,
     plan_batch,
-    same_key,
 )
 from cairn.common import Types
 from cairn.datastream import (
@@ -26,6 +25,7 @@ from cairn.datastream.state import MapStateDescriptor
 from cairn.graph.job_graph import JobEdge, JobGraph, build_job_graph
 from cairn.graph.transformations import PartitionKind
 from cairn.ids import VertexId
+from cairn.runtime.eventtime.stamped import stamp
 from cairn.state.key_groups import key_group_range_for_subtask
 from tests.unit.batch_jobs import environment, word_count
 
@@ -77,10 +77,15 @@ def test_a_broadcast_input_is_not_sorted_by_key_and_comes_first() -> None:
     assert by_kind[PartitionKind.HASH].keyed and not by_kind[PartitionKind.BROADCAST].keyed
     keyed = EdgeRouter(by_kind[PartitionKind.HASH], head.parallelism, producer=0)
     broadcast = EdgeRouter(by_kind[PartitionKind.BROADCAST], head.parallelism, producer=0)
-    rule_routes = broadcast.routes("r", None, 0)
-    assert sorted(p for p, _ in rule_routes) == list(range(head.parallelism))  # to every one
-    ((_, record_key),) = keyed.routes(("a", 1), None, 0)
-    assert all(rule_key < record_key for _, rule_key in rule_routes)
+    assert broadcast.targets("r", 0) == list(range(head.parallelism))  # to every one
+    writer = BlockWriter([(1, keyed), (1, broadcast)], vertex=0, partition=0)
+    writer.output(None)([("a", 1)])
+    blocks = {}
+    for _, part, key, payload in writer.take(final=True):
+        blocks.setdefault(part, []).append((key, payload))
+    for part in blocks:
+        read = [is_key for is_key, _ in read_blocks(sorted(blocks[part]))]
+        assert read[0] is False  # the rule, before any key
 
 
 def test_an_unbounded_source_has_no_plan() -> None:
@@ -97,29 +102,43 @@ def _edge(kind: PartitionKind, selector: Any = None) -> StageInput:
     return StageInput(edge, producer_parallelism=2, keyed=kind is PartitionKind.HASH)
 
 
+def _blocks_of(writers: list[BlockWriter]) -> dict[int, list[Any]]:
+    """Each consumer partition's blocks, in the order its reader takes them."""
+    blocks: dict[int, list[Any]] = {}
+    for writer in writers:
+        for _, part, key, payload in writer.take(final=True):
+            blocks.setdefault(part, []).append((key, payload))
+    return {part: sorted(b, key=lambda kb: kb[0]) for part, b in blocks.items()}
+
+
 def test_hash_routes_land_where_the_consumer_owns_the_key_group() -> None:
     router = EdgeRouter(_edge(PartitionKind.HASH, lambda r: r[0]), 3, producer=1)
-    for key in [f"user-{i}" for i in range(200)]:
-        ((target, sort_key),) = router.routes((key, 0), 5, 0)
-        assert sort_key[0] == KEYED and sort_key[1] in key_group_range_for_subtask(128, 3, target)
+    writer = BlockWriter([(1, router)], vertex=0, partition=1)
+    writer.output(None)([(f"user-{i}", 0) for i in range(200)])
+    for target, blocks in _blocks_of([writer]).items():
+        for key, _ in blocks:
+            assert key[1] in key_group_range_for_subtask(128, 3, target)
+            assert router.targets((f"user-{key[1]}", 0), 0)[0] in range(3)
 
 
-def test_sorted_keyed_routes_give_each_key_one_run_in_time_order() -> None:
-    router = EdgeRouter(_edge(PartitionKind.HASH, lambda r: r[0]), 1, producer=0)
-    records = [(k, t) for t in (30, 10, 20) for k in ("b", 2, ("t", 1), "a", 2.5, None)]
-    entries = sorted(
-        (router.routes(r, r[1], seq)[0][1], r) for seq, r in enumerate(records)
-    )  # no TypeError: keys of different types still sort
-    runs: list[list[Any]] = []
-    for key, record in entries:
-        if runs and same_key(runs[-1][0][0], key):
-            runs[-1].append((key, record))
-        else:
-            runs.append([(key, record)])
-    assert len(runs) == 6
-    for run in runs:
-        assert len({r[0] for _, r in run}) == 1
-        assert [r[1] for _, r in run] == [10, 20, 30]
+@pytest.mark.parametrize("stamped", [True, False])
+def test_keyed_blocks_give_each_key_one_run_in_time_order(stamped: bool) -> None:
+    routers = [EdgeRouter(_edge(PartitionKind.HASH, lambda r: r[0]), 1, p) for p in (0, 1)]
+    writers = [BlockWriter([(1, r)], vertex=0, partition=p) for p, r in enumerate(routers)]
+    keys = ("b", 2, ("t", 1), "a", 2.5, None)
+    for t in (30, 10, 20):  # two producers, each emitting batches out of time order
+        for writer in writers:
+            records = [(k, t) for k in keys]
+            writer.output(None)(stamp(records, [t] * len(records)) if stamped else records)
+    (blocks,) = _blocks_of(writers).values()
+    runs = [chunks for is_key, chunks in read_blocks(blocks) if is_key]
+    assert len(runs) == len(keys)  # no TypeError: keys of different types still sort
+    for chunks in runs:
+        records = [r for _, part, _ in chunks for r in part]
+        assert len({r[0] for r in records}) == 1
+        times = [r[1] for r in records]
+        # Without timestamps each producer's order is kept, producer after producer.
+        assert times == ([10, 10, 20, 20, 30, 30] if stamped else [30, 10, 20, 30, 10, 20])
 
 
 @pytest.mark.parametrize(
@@ -135,10 +154,19 @@ def test_unkeyed_routes_keep_each_producers_order(
     kind: PartitionKind, expected: dict[int, int]
 ) -> None:
     router = EdgeRouter(_edge(kind), 3 if kind is not PartitionKind.FORWARD else 2, producer=1)
-    routes = [route for seq in range(6) for route in router.routes("x", None, seq)]
-    assert Counter(p for p, _ in routes) == expected
-    keys = [k for _, k in routes]
-    assert sorted(keys) == sorted(keys, key=lambda k: k[-1])  # the producer's order
+    routes = [target for seq in range(6) for target in router.targets("x", seq)]
+    assert Counter(routes) == expected
+    outs = []
+    writer = BlockWriter([(1, router)], vertex=0, partition=1)
+    for batch in ([1, 2], [3], [4, 5, 6]):
+        writer.output(None)(batch)
+        outs.extend(writer.take(final=True))  # a block per batch: the order across blocks
+    by_part: dict[int, list[Any]] = {}
+    for _, part, key, payload in outs:
+        by_part.setdefault(part, []).append((key, payload))
+    for part, blocks in by_part.items():
+        read = [r for _, chunks in read_blocks(sorted(blocks)) for _, rs, _ in chunks for r in rs]
+        assert read == sorted(read) and len(read) == expected[part]  # the producer's order
 
 
 def test_key_tokens_are_equal_for_equal_keys_and_totally_ordered() -> None:
@@ -148,15 +176,22 @@ def test_key_tokens_are_equal_for_equal_keys_and_totally_ordered() -> None:
 
 
 @pytest.mark.parametrize("kind", [PartitionKind.HASH, PartitionKind.REBALANCE])
-def test_emitting_a_batch_routes_each_record_as_routes_does(kind: PartitionKind) -> None:
+def test_blocks_carry_each_record_where_targets_sends_it(kind: PartitionKind) -> None:
     router = EdgeRouter(_edge(kind, lambda r: r[0]), 3, producer=1)
     records = [(k, i) for i, k in enumerate(["a", 7, ("t", 1), "b", None])]
     stamps: list[int | None] = [5, None, 7, 8, 9]
-    out: list[Any] = []
-    router.emit_into(out, 4, records, stamps, 10)
-    expected = [
-        (4, part, key, 0, ts, r)
-        for i, (r, ts) in enumerate(zip(records, stamps, strict=True))
-        for part, key in router.routes(r, ts, 10 + i)
-    ]
-    assert out == expected
+    writer = BlockWriter([(4, router)], vertex=0, partition=1)
+    writer.output(None)(stamp(records, stamps))
+    arrived = {
+        (part, r, ts)
+        for part, blocks in _blocks_of([writer]).items()
+        for _, chunks in read_blocks(blocks)
+        for _, rs, ts_list in chunks
+        for r, ts in zip(rs, ts_list or [None] * len(rs), strict=True)
+    }
+    expected = {
+        (part, r, ts)
+        for seq, (r, ts) in enumerate(zip(records, stamps, strict=True))
+        for part in router.targets(r, seq)
+    }
+    assert arrived == expected

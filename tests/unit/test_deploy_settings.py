@@ -4,6 +4,7 @@ environment overrides), validated there, and the only thing deploy, launch and s
 from __future__ import annotations
 
 import logging
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,10 @@ def test_defaults() -> None:
     s = settings_of()
     assert s.deploy == DeploySettings()
     assert s.deploy.executor is ExecutorKind.SPARK and s.deploy.workers is None
+    # No parallelism set: the CPU count on embedded local Spark (PyFlink's local mode), else 1.
+    assert s.parallelism == (os.cpu_count() or 1)
+    assert settings_of({"cairn.executor": "inprocess"}).parallelism == 1
+    assert settings_of({"cairn.spark.master": "spark://host:7077"}).parallelism == 1
     assert (s.operator_chaining, s.restore_ignore_unclaimed, dict(s.job_parameters)) == (
         True,
         False,
@@ -98,7 +103,7 @@ def test_zero_workers_are_refused_where_they_are_set(workers: Any) -> None:
 
 
 def test_parallelism_setters_take_ints_only() -> None:
-    env = StreamExecutionEnvironment()
+    env = StreamExecutionEnvironment({"cairn.executor": "inprocess"})
     for setter in (
         env.set_parallelism,
         env.set_max_parallelism,

@@ -1,4 +1,5 @@
-"""BATCH stages run in process (``cairn.executor: inprocess``): the exchanges are lists.
+"""BATCH stages run in process (``cairn.executor: inprocess``): the exchanges are lists of
+blocks.
 
 Invariant: a stage's output reaches its consumers' inputs only once every partition of the
 stage completed (a blocking exchange), so a failed stage is rerun from its inputs, which
@@ -12,8 +13,9 @@ from collections.abc import Callable
 from operator import itemgetter
 from typing import Any
 
+from cairn.batch.exchange import COLLECTED, SortedBlock
 from cairn.batch.plan import BatchPlan
-from cairn.batch.stage import COLLECTED, Entry, StageTask
+from cairn.batch.stage import StageTask
 from cairn.batch.tasks import guarded_partition
 from cairn.ids import VertexId
 
@@ -31,26 +33,26 @@ def run_in_process(
     """Run every stage; return the collected records by collect sink transformation id.
     ``run_attempts(attempt)`` runs ``attempt(n)`` under the job's restart strategy: each
     stage is one attempt unit (a retry reruns the failed stage only)."""
-    inputs: dict[int, dict[int, list[Entry]]] = defaultdict(lambda: defaultdict(list))
+    inputs: dict[int, dict[int, list[SortedBlock]]] = defaultdict(lambda: defaultdict(list))
     collected: dict[int, list[Any]] = defaultdict(list)
     for stage in plan.stages:
         task = tasks[stage.vertex]
         mine = inputs.pop(stage.vertex, {})
 
         def attempt(number: int, task: StageTask = task, mine: Any = mine) -> None:
-            produced: dict[int, dict[int, list[Entry]]] = defaultdict(lambda: defaultdict(list))
+            produced: dict[int, dict[int, list[SortedBlock]]] = defaultdict(
+                lambda: defaultdict(list)
+            )
             results: dict[int, list[Any]] = defaultdict(list)
             for p in range(task.stage.parallelism):
                 if cancelled():
                     raise InterruptedError("the job was cancelled")
                 entries = None if task.stage.is_source else sorted(mine.get(p, []), key=_SORT_KEY)
-                for consumer, part, key, side, ts, record in guarded_partition(
-                    task, p, entries, number
-                ):
+                for consumer, part, key, payload in guarded_partition(task, p, entries, number):
                     if consumer == COLLECTED:
-                        results[part].append(record)
+                        results[part].extend(payload)
                     else:
-                        produced[consumer][part].append((key, side, ts, record))
+                        produced[consumer][part].append((key, payload))
             for consumer, parts in produced.items():
                 for part, entries_out in parts.items():
                     inputs[consumer][part].extend(entries_out)

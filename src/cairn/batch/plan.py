@@ -2,12 +2,12 @@
 
 Invariant: pure functions of the job graph (no Spark, no I/O). Every input of a stage is
 fully produced before the stage runs, so a failed stage reruns from its inputs alone. Each
-record crossing an exchange gets a target partition and a sort key; within a partition the
-stage reads its records in sort-key order, which puts a keyed head's records key by key
-(key group, then the key, then the timestamp: Flink's sorted inputs; records of one key and
-timestamp in no particular order, as in Flink), every record of a
-broadcast (non-keyed) input of a keyed head before any keyed record, and the records of a
-non-keyed head in the order each producer emitted them (input by input).
+record crossing an exchange gets a target partition (``EdgeRouter``); ``cairn.batch.exchange``
+carries the records in blocks ordered so that a keyed head reads its records key by key
+(Flink's sorted inputs: a key's records in timestamp order, records of one key and
+timestamp in no particular order, as in Flink), every record of a broadcast (non-keyed)
+input of a keyed head before any keyed record, and the records of a non-keyed head in the
+order each producer emitted them (input by input).
 
 >>> from cairn.graph.transformations import OperatorKind, OperatorSpec, SinkTransformation
 >>> from cairn.graph.transformations import SourceTransformation, OneInputTransformation
@@ -46,7 +46,6 @@ __all__ = [
     "StageInput",
     "key_token",
     "plan_batch",
-    "same_key",
 ]
 
 # Sort-key classes: a broadcast / non-keyed record sorts before every keyed one.
@@ -163,29 +162,17 @@ def key_token(key: Any) -> tuple[Any, ...]:
     return (1, "", pickle.dumps(key, protocol=pickle.HIGHEST_PROTOCOL))
 
 
-def same_key(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
-    """Whether two sort keys belong to one key's run of records.
-
-    >>> k = lambda key, ts: (KEYED, 5, key_token(key), ts)
-    >>> same_key(k("a", 1), k("a", 9)), same_key(k("a", 1), k("b", 1))
-    (True, False)
-    """
-    return bool(a[0] == KEYED and b[0] == KEYED and a[1] == b[1] and a[2] == b[2])
-
-
-Route = tuple[int, tuple[Any, ...]]  # (target partition, sort key)
-
-
 class EdgeRouter:
-    """Target partitions and sort keys of one output edge's records (the producer's side of
-    an exchange). ``routes(record, timestamp, seq)``: ``seq`` numbers the producer
-    partition's records, keeping each producer's order where no key sorts them.
+    """Target partitions of one output edge's records (the producer's side of an exchange).
+    ``targets(record, seq)``: ``seq`` numbers the producer partition's records (round
+    robin); a keyed edge (``keyed_hash``) routes by key group instead (``key_lookup``,
+    ``target_of_key_group``), grouping its records by key on the way.
 
     >>> from cairn.graph.job_graph import JobEdge
     >>> e = JobEdge(VertexId(0), VertexId(1), PartitionKind.REBALANCE, None, 128, 0)
     >>> r = EdgeRouter(StageInput(e, 2, keyed=False), consumer_parallelism=3, producer=1)
-    >>> [r.routes("x", None, seq) for seq in range(3)]
-    [[(2, (0, 0, 1, 0))], [(0, (0, 0, 1, 1))], [(1, (0, 0, 1, 2))]]
+    >>> [r.targets("x", seq) for seq in range(3)]
+    [[2], [0], [1]]
     """
 
     def __init__(self, input: StageInput, consumer_parallelism: int, producer: int) -> None:
@@ -193,8 +180,6 @@ class EdgeRouter:
         self.edge = edge
         self._n = consumer_parallelism
         self._producer = producer
-        self._side = edge.input_side
-        self._keyed = input.keyed
         self._assigner = KeyGroupAssigner(edge.target_max_parallelism)
         # The consumer subtask of each key group, looked up instead of computed per record.
         self._subtask_of = [
@@ -204,85 +189,44 @@ class EdgeRouter:
         selector: Callable[[Any], Any] | None = edge.key_selector
         self._select = selector
         kind = edge.partition
-        self._keyed_hash = kind is PartitionKind.HASH and input.keyed
-        self.routes: Callable[[Any, int | None, int], list[Route]]
+        self.keyed_hash = kind is PartitionKind.HASH and input.keyed
+        self.targets: Callable[[Any, int], list[int]]
         if kind is PartitionKind.HASH:
-            self.routes = self._hash
+            self.targets = self._hash
         elif kind is PartitionKind.BROADCAST:
-            self.routes = self._broadcast
+            self.targets = self._broadcast
         elif kind is PartitionKind.CUSTOM:
-            self.routes = self._custom
+            self.targets = self._custom
         elif kind is PartitionKind.GLOBAL or consumer_parallelism == 1:
-            self.routes = self._first
+            self.targets = self._first
         elif kind is PartitionKind.FORWARD:
-            self.routes = self._forward
+            self.targets = self._forward
         else:  # REBALANCE, SHUFFLE, RESCALE: round robin (any spread gives the same result)
-            self.routes = self._round_robin
+            self.targets = self._round_robin
 
-    def emit_into(
-        self,
-        out: list[Any],
-        consumer: int,
-        records: list[Any],
-        stamps: list[int | None] | None,
-        seq: int,
-    ) -> None:
-        """Append ``(consumer, partition, sort key, side, timestamp, record)`` for each
-        route of each record (``stamps``: the records' timestamps, or ``None``)."""
-        side = self.edge.input_side
-        if self._keyed_hash:
-            self._emit_keyed(out, consumer, records, stamps)
-            return
-        routes = self.routes
-        for i, r in enumerate(records):
-            ts = stamps[i] if stamps is not None else None
-            for part, key in routes(r, ts, seq + i):
-                out.append((consumer, part, key, side, ts, r))
-
-    def _emit_keyed(
-        self, out: list[Any], consumer: int, records: list[Any], stamps: list[int | None] | None
-    ) -> None:
-        # The hot path of a keyed exchange: ``_hash`` inlined, a str key's token built here.
-        select, side, subtask_of = self._select, self.edge.input_side, self._subtask_of
-        assert select is not None
-        cache, key_group = self._assigner.cache, self._assigner.key_group
-        append = out.append
-        for i, r in enumerate(records):
-            key = select(r)
-            kg = cache.get(key)
-            if kg is None:
-                kg = key_group(key)
-            token = (0, "str", key) if type(key) is str else key_token(key)
-            ts = stamps[i] if stamps is not None else None
-            order = (KEYED, kg, token, NO_TIMESTAMP if ts is None else ts)
-            append((consumer, subtask_of[kg], order, side, ts, r))
-
-    def _order(self, seq: int) -> tuple[Any, ...]:
-        return (UNKEYED, self._side, self._producer, seq)
-
-    def _hash(self, record: Any, ts: int | None, seq: int) -> list[Route]:
+    def key_lookup(self) -> tuple[Callable[[Any], Any], dict[Any, int], Callable[[Any], int]]:
+        """The key selector, the key group cache (read-only) and the key group function."""
         assert self._select is not None
-        key = self._select(record)
-        kg = self._assigner.key_group(key)
-        target = self._subtask_of[kg]
-        if not self._keyed:
-            return [(target, self._order(seq))]
-        # Ties (a key's records of one timestamp) may come in any order, as in Flink.
-        return [(target, (KEYED, kg, key_token(key), NO_TIMESTAMP if ts is None else ts))]
+        return self._select, self._assigner.cache, self._assigner.key_group
 
-    def _broadcast(self, record: Any, ts: int | None, seq: int) -> list[Route]:
-        order = self._order(seq)
-        return [(target, order) for target in range(self._n)]
+    def target_of_key_group(self, key_group: int) -> int:
+        return self._subtask_of[key_group]
 
-    def _custom(self, record: Any, ts: int | None, seq: int) -> list[Route]:
-        channel = self._select.channel(record, self._n)  # type: ignore[union-attr]
-        return [(channel, self._order(seq))]
+    def _hash(self, record: Any, seq: int) -> list[int]:
+        assert self._select is not None
+        return [self._subtask_of[self._assigner.key_group(self._select(record))]]
 
-    def _first(self, record: Any, ts: int | None, seq: int) -> list[Route]:
-        return [(0, self._order(seq))]
+    def _broadcast(self, record: Any, seq: int) -> list[int]:
+        return list(range(self._n))
 
-    def _forward(self, record: Any, ts: int | None, seq: int) -> list[Route]:
-        return [(self._producer, self._order(seq))]
+    def _custom(self, record: Any, seq: int) -> list[int]:
+        return [self._select.channel(record, self._n)]  # type: ignore[union-attr]
 
-    def _round_robin(self, record: Any, ts: int | None, seq: int) -> list[Route]:
-        return [((self._producer + seq + 1) % self._n, self._order(seq))]
+    def _first(self, record: Any, seq: int) -> list[int]:
+        return [0]
+
+    def _forward(self, record: Any, seq: int) -> list[int]:
+        return [self._producer]
+
+    def _round_robin(self, record: Any, seq: int) -> list[int]:
+        return [(self._producer + seq + 1) % self._n]

@@ -2,12 +2,14 @@
 
 Invariant: a job is one Spark action over an RDD lineage with one ``mapPartitionsWithIndex``
 per job vertex (its chain, one ordinary Spark task per partition; never barrier mode) and,
-in front of every non-source vertex, one shuffle of all its inputs: records keyed by
-``(partition, sort key)``, partitioned by the partition and sorted by the sort key within it
+in front of every non-source vertex, one shuffle of all its inputs: blocks of records
+(``cairn.batch.exchange``, grouped by key on the producer) keyed by ``(partition, sort
+key)``, partitioned by the partition and sorted by the block's sort key within it
 (``repartitionAndSortWithinPartitions``, which spills to disk), so its task reads its
-records key by key. Spark retries a failed task and recomputes lost shuffle output from the
-stage's inputs; a rerun of the action (the restart strategy) skips the shuffle stages that
-completed. A vertex read by several consumers is persisted, so it runs once.
+records key group by key group, key by key. Spark pickles and sorts blocks, not records.
+Spark retries a failed task and recomputes lost shuffle output from the stage's inputs; a
+rerun of the action (the restart strategy) skips the shuffle stages that completed. A
+vertex read by several consumers is persisted, so it runs once.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from cairn.batch.exchange import COLLECTED, Out, SortedBlock
 from cairn.batch.plan import BatchPlan
-from cairn.batch.stage import COLLECTED, Entry, Out, StageTask
+from cairn.batch.stage import StageTask
 from cairn.batch.tasks import guarded_partition
 from cairn.deploy.output_forwarding import forwarding_stdout
 from cairn.ids import VertexId
@@ -39,9 +42,9 @@ def _sort_key(key: tuple[int, tuple[Any, ...]]) -> tuple[Any, ...]:
     return key[1]
 
 
-def _entries(pairs: Iterable[Any]) -> Iterator[Entry]:
-    for (_part, key), (side, ts, record) in pairs:
-        yield key, side, ts, record
+def _blocks(pairs: Iterable[Any]) -> Iterator[SortedBlock]:
+    for (_part, key), payload in pairs:
+        yield key, payload
 
 
 def _attempt() -> int:
@@ -57,16 +60,16 @@ def _stage_function(task: StageTask, forward_stdout: bool) -> Any:
     source = task.stage.is_source
 
     def run(partition: int, items: Iterable[Any]) -> Iterator[Out]:
-        entries = None if source else _entries(items)
+        blocks = None if source else _blocks(items)
         attempt = _attempt()
         if not forward_stdout:
-            yield from guarded_partition(task, partition, entries, attempt)
+            yield from guarded_partition(task, partition, blocks, attempt)
             return
         printed: list[str] = []
         with forwarding_stdout(True, printed.append):
-            yield from guarded_partition(task, partition, entries, attempt)
+            yield from guarded_partition(task, partition, blocks, attempt)
         for text in printed:
-            yield (PRINTED, partition, (), 0, None, text)
+            yield (PRINTED, partition, (), text)
 
     return run
 
@@ -75,7 +78,7 @@ def _pairs_for(vertex: int) -> Any:
     """A partition function: the outputs bound for ``vertex``, keyed for the shuffle."""
 
     def pairs(outs: Iterable[Out]) -> Iterator[Any]:
-        return (((o[1], o[2]), (o[3], o[4], o[5])) for o in outs if o[0] == vertex)
+        return (((o[1], o[2]), o[3]) for o in outs if o[0] == vertex)
 
     return pairs
 
@@ -85,7 +88,7 @@ def _is_result(out: Out) -> bool:
 
 
 def _result(out: Out) -> tuple[int, int, Any]:
-    return out[0], out[1], out[5]
+    return out[0], out[1], out[3]
 
 
 class SparkBatchJob:
@@ -139,7 +142,7 @@ class SparkBatchJob:
         printed: list[str] = []
         for kind, where, value in self._final.collect():
             if kind == COLLECTED:
-                collected.setdefault(where, []).append(value)
+                collected.setdefault(where, []).extend(value)
             else:
                 printed.append(value)
         return collected, printed

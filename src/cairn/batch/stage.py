@@ -7,7 +7,8 @@ BATCH mode: no watermark but the final one travels (event time stands still, the
 the end of input); a keyed head sees its input key by key, and at the end of each key its
 timers fire (event time, then processing time, as if both clocks jumped to the end), its
 state is dropped, and a reduce emits only the key's final value (PyFlink's BATCH reduce).
-Outputs are yielded after each input batch, so a partition never holds its whole output.
+Outputs leave in blocks (``cairn.batch.exchange``) once enough are buffered, so a partition
+never holds its whole output.
 """
 
 from __future__ import annotations
@@ -16,34 +17,36 @@ import itertools
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from cairn.batch.plan import KEYED, EdgeRouter, Stage, StageInput
+from cairn.batch.exchange import (
+    COLLECTED,
+    BlockWriter,
+    Chunk,
+    Out,
+    SortedBlock,
+    read_blocks,
+)
+from cairn.batch.plan import EdgeRouter, Stage, StageInput
+from cairn.datastream.aggregations import AccumulateReduceFunction
 from cairn.events import MAX_WATERMARK
 from cairn.graph.job_graph import JobVertex, OperatorNode
 from cairn.graph.transformations import OperatorKind
 from cairn.ids import AttemptNumber, JobId, SubtaskIndex
-from cairn.runtime.eventtime.stamped import StampedBatch, stamp
+from cairn.runtime.eventtime.stamped import stamp
 from cairn.runtime.operators import create_operator
 from cairn.runtime.operators.base import OperatorContext, StreamOperator
 from cairn.runtime.operators.keyed import KeyedOperatorBase, ReduceOperator
 from cairn.runtime.operators.sources import SourceFunctionOperator, SourceOperator
+from cairn.runtime.operators.user_function import resolve_method
 from cairn.state.heap_backend import HeapKeyedStateBackend, OperatorStateBackend
 from cairn.state.key_groups import key_group_range_for_subtask
 
-__all__ = ["COLLECTED", "Entry", "Out", "StageTask", "run_partition"]
+__all__ = ["COLLECTED", "Out", "StageTask", "run_partition"]
 
 BATCH_SIZE = 1024  # records per call into the chain, as the streaming runtime's batches
-
-# An output entry: (consumer vertex, partition, sort key, input side, timestamp, record).
-# A consumer vertex of COLLECTED marks a record for ``execute_and_collect`` (its partition
-# is the collect sink's transformation id).
-Out = tuple[int, int, tuple[Any, ...], int, int | None, Any]
-COLLECTED = -1
-# An input entry, in sort-key order: (sort key, input side, timestamp, record).
-Entry = tuple[tuple[Any, ...], int, int | None, Any]
 
 
 class _NoServices:
@@ -80,63 +83,39 @@ def _drop_status(status: Any) -> None:
     return None
 
 
-class _Emitter:
-    """The tail's outputs, routed by every output edge (side outputs by their tag)."""
+class _FoldReduce:
+    """A BATCH reduce: folds each key's records into the key's final value and emits it
+    once (stamped with the end of time, as PyFlink's end-of-input timer emits it), not every
+    running value; no state access per record, the key set once per key."""
 
-    def __init__(self, routers: Sequence[tuple[int, EdgeRouter]]) -> None:
-        self.buffer: list[Out] = []
-        self._seq = 0
-        self._by_tag: dict[str | None, list[tuple[int, EdgeRouter]]] = {}
-        for consumer, router in routers:
-            self._by_tag.setdefault(router.edge.output_tag, []).append((consumer, router))
+    def __init__(self, head: ReduceOperator, backend: HeapKeyedStateBackend) -> None:
+        self._head = head
+        self._backend = backend
+        self._reduce: Callable[[Any, Any], Any] | None = None
 
-    def tags(self) -> list[str]:
-        return [t for t in self._by_tag if t is not None]
-
-    def output(self, tag: str | None) -> Callable[[list[Any]], None]:
-        targets = self._by_tag.get(tag, [])
-
-        def emit(records: list[Any]) -> None:
-            stamps = records.timestamps if type(records) is StampedBatch else None
-            seq, buf = self._seq, self.buffer
-            for consumer, router in targets:
-                router.emit_into(buf, consumer, records, stamps, seq)
-            self._seq = seq + len(records)
-
-        return emit
-
-    def collect(self, transformation_id: int) -> Callable[[list[Any]], None]:
-        def emit(records: list[Any]) -> None:
-            self.buffer.extend((COLLECTED, transformation_id, (), 0, None, r) for r in records)
-
-        return emit
-
-    def take(self) -> list[Out]:
-        out, self.buffer = self.buffer, []
-        return out
+    def key(self, chunks: list[Chunk]) -> None:
+        head = self._head
+        first = chunks[0][1][0]
+        self._backend.set_current_key(head.key_selector(first))
+        stamped = any(stamps is not None for _, _, stamps in chunks)
+        if isinstance(head.function, AccumulateReduceFunction):  # sum & co.: one pass
+            records = chunks[0][1] if len(chunks) == 1 else [r for c in chunks for r in c[1]]
+            acc = head.function.fold(records)
+        else:
+            reduce = self._reduce
+            if reduce is None:  # resolved once the operator is open
+                reduce = self._reduce = resolve_method(head.function, "reduce")
+            acc = _NOTHING
+            for _side, records, _stamps in chunks:
+                it = iter(records)
+                if acc is _NOTHING:
+                    acc = next(it)
+                for r in it:
+                    acc = reduce(acc, r)
+        head.output(stamp([acc], [MAX_WATERMARK]) if stamped else [acc])
 
 
-class _FinalReduce:
-    """A BATCH reduce emits the key's final value once (stamped with the end of time, as
-    PyFlink's end-of-input timer emits it), not every intermediate one."""
-
-    _NONE: Any = object()
-
-    def __init__(self, output: Callable[[list[Any]], None]) -> None:
-        self._output = output
-        self._last: Any = self._NONE
-        self._stamped = False
-
-    def capture(self, records: list[Any]) -> None:
-        if records:
-            self._last = records[-1]
-            self._stamped = type(records) is StampedBatch
-
-    def end_key(self) -> None:
-        if self._last is self._NONE:
-            return
-        last, self._last = self._last, self._NONE
-        self._output(stamp([last], [MAX_WATERMARK]) if self._stamped else [last])
+_NOTHING: Any = object()
 
 
 @dataclass
@@ -153,21 +132,19 @@ class StageTask:
 
 
 def run_partition(
-    task: StageTask, partition: int, entries: Iterable[Entry] | None, attempt: int = 0
+    task: StageTask, partition: int, blocks: Iterable[SortedBlock] | None, attempt: int = 0
 ) -> Iterator[Out]:
-    """Run partition ``partition`` of the stage over its sorted ``entries`` (``None`` for a
-    source stage); yields its outputs batch by batch. Operators are closed at the end, also
-    when the caller stops early or a user function raises."""
+    """Run partition ``partition`` of the stage over its sorted input ``blocks`` (``None``
+    for a source stage); yields its output blocks as they fill up. Operators are closed at
+    the end, also when the caller stops early or a user function raises."""
     runner = _PartitionRun(task, partition, attempt)
     ended = False
     try:
         runner.open()
-        if entries is None:
+        if blocks is None:
             yield from runner.run_source()
-        elif task.stage.keyed_head:
-            yield from runner.run_keyed(entries)
         else:
-            yield from runner.run_unkeyed(entries)
+            yield from runner.run_input(blocks)
         yield from runner.end_input()
         ended = True
     finally:
@@ -187,10 +164,10 @@ class _PartitionRun:
             )
             for i, e in enumerate(outputs)
         ]
-        self.emitter = _Emitter(routers)
+        self.emitter = BlockWriter(routers, vertex.id, partition)
         self.ops: list[StreamOperator] = []
         self.backends: list[HeapKeyedStateBackend] = []
-        self.final_reduce: _FinalReduce | None = None
+        self.fold: _FoldReduce | None = None
         nodes = list(vertex.operators)
         for node in nodes:
             if node.kind == OperatorKind.COLLECT.value:
@@ -202,9 +179,6 @@ class _PartitionRun:
         tail_output = self.emitter.output(None)
         for i, (node, op) in enumerate(zip(nodes, self.ops, strict=True)):
             output = self.ops[i + 1].process_batch if i + 1 < len(self.ops) else tail_output
-            if i == 0 and task.stage.keyed_head and isinstance(op, ReduceOperator):
-                self.final_reduce = _FinalReduce(output)
-                output = self.final_reduce.capture
             keyed = None
             if node.keyed and not node.kind.startswith("source"):
                 keyed = HeapKeyedStateBackend(
@@ -275,67 +249,39 @@ class _PartitionRun:
 
     # ------------------------------------------------------------------------ other heads
 
-    def _deliver(self, side: int, records: list[Any], stamps: list[int | None]) -> None:
-        batch = stamp(records, stamps) if any(t is not None for t in stamps) else records
-        process_side = getattr(self.head, "process_side", None)
-        if process_side is not None:
-            process_side(side, batch)
-        else:
-            self.head.process_batch(batch)
+    def _deliver(self, side: int, records: list[Any], stamps: list[int | None] | None) -> None:
+        for start in range(0, len(records), BATCH_SIZE):
+            part = records if len(records) <= BATCH_SIZE else records[start : start + BATCH_SIZE]
+            if stamps is not None:
+                part = stamp(part, stamps[start : start + BATCH_SIZE])
+            process_side = getattr(self.head, "process_side", None)
+            if process_side is not None:
+                process_side(side, part)
+            else:
+                self.head.process_batch(part)
 
-    def run_unkeyed(self, entries: Iterable[Entry]) -> Iterator[Out]:
-        records: list[Any] = []
-        stamps: list[int | None] = []
-        current = -1
-        for _key, side, ts, record in entries:
-            if side != current or len(records) >= BATCH_SIZE:
-                if records:
-                    self._deliver(current, records, stamps)
-                    records, stamps = [], []
-                    yield from self.emitter.take()
-                current = side
-            records.append(record)
-            stamps.append(ts)
-        if records:
-            self._deliver(current, records, stamps)
-        yield from self.emitter.take()
-
-    def run_keyed(self, entries: Iterable[Entry]) -> Iterator[Out]:
-        """Key by key: a broadcast input's records (sorted first) go in before any key."""
+    def run_input(self, blocks: Iterable[SortedBlock]) -> Iterator[Out]:
+        """Unkeyed blocks in order, then key by key (a keyed head's broadcast input, sorted
+        first, goes in before any key); a key's timers fire at the end of its records."""
+        keyed = self.task.stage.keyed_head
         head = self.head
-        assert isinstance(head, KeyedOperatorBase)
-        backend = self.backends[0]
-        records: list[Any] = []
-        stamps: list[int | None] = []
-        side = -1
-        run: tuple[Any, ...] | None = None  # sort key of the current key's first record
         emitter = self.emitter
-        for key, s, ts, record in entries:
-            # A new key: the sort key's key group or key token changed (``same_key`` inline).
-            new_key = key[0] == KEYED and (run is None or key[2] != run[2] or key[1] != run[1])
-            if records and (new_key or s != side or len(records) >= BATCH_SIZE):
-                self._deliver(side, records, stamps)
-                records, stamps = [], []
-            if new_key:
-                if run is not None:
-                    self._end_key(head, backend)
-                run = key
-            if emitter.buffer:
-                yield from emitter.take()
-            side = s
-            records.append(record)
-            stamps.append(ts)
-        if records:
-            self._deliver(side, records, stamps)
-        if run is not None:
-            self._end_key(head, backend)
-        yield from self.emitter.take()
-
-    def _end_key(self, head: KeyedOperatorBase, backend: HeapKeyedStateBackend) -> None:
-        head.fire_remaining_timers()
-        if self.final_reduce is not None:
-            self.final_reduce.end_key()
-        backend.discard_current_key()
+        fold = None
+        if keyed and isinstance(head, ReduceOperator):
+            fold = _FoldReduce(head, self.backends[0])
+        for is_key, chunks in read_blocks(blocks):
+            if fold is not None and is_key:
+                fold.key(chunks)
+            else:
+                for side, records, stamps in chunks:
+                    self._deliver(side, records, stamps)
+            if is_key and keyed:
+                assert isinstance(head, KeyedOperatorBase)
+                head.fire_remaining_timers()
+                self.backends[0].discard_current_key()
+            out = emitter.take()
+            if out:
+                yield from out
 
     # ------------------------------------------------------------------------ the end
 
@@ -350,7 +296,7 @@ class _PartitionRun:
         for op in self.ops:
             op.finish()
         sys.stdout.flush()
-        yield from self.emitter.take()
+        yield from self.emitter.take(final=True)
 
     def close(self, raise_errors: bool) -> None:
         """Close every opened operator (the tail first); the first error is raised when

@@ -16,8 +16,9 @@ import traceback
 from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
+from cairn.batch.exchange import Out, SortedBlock
 from cairn.batch.plan import BatchPlan, StageInput
-from cairn.batch.stage import Entry, Out, StageTask, run_partition
+from cairn.batch.stage import StageTask, run_partition
 from cairn.common.exceptions import JobExecutionException
 from cairn.deploy.restart_policy import RestartPolicy
 from cairn.graph.job_graph import JobEdge, JobGraph
@@ -70,13 +71,13 @@ def stage_tasks(
 
 
 def guarded_partition(
-    task: StageTask, partition: int, entries: Iterable[Entry] | None, attempt: int
+    task: StageTask, partition: int, blocks: Iterable[SortedBlock] | None, attempt: int
 ) -> Iterator[Out]:
     """``run_partition`` whose failure is a ``BatchTaskError`` naming the stage and the
     partition, with the user's traceback in its text (it may cross a process boundary)."""
     stage = task.stage
     try:
-        yield from run_partition(task, partition, entries, attempt)
+        yield from run_partition(task, partition, blocks, attempt)
     except Exception as exc:
         formatted = getattr(exc, "formatted_traceback", None) or "".join(
             traceback.format_exception(type(exc), exc, exc.__traceback__)

@@ -14,6 +14,7 @@ and a scalar record counts as one field at position 0.
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -62,6 +63,24 @@ class AccumulateReduceFunction(ReduceFunction):
         if self.aggregation in ("min_by", "max_by"):
             return value2 if take_second else value1
         return self._replace(value1, field2 if take_second else field1)
+
+    def fold(self, values: list[Any]) -> Any:
+        """``reduce`` over ``values`` left to right (at least one), in one pass for a sum
+        over records of one type: the fields added up, then put into the first record.
+
+        >>> AccumulateReduceFunction(1, "sum").fold([("a", 1), ("a", 2), ("a", 4)])
+        ('a', 7)
+        """
+        first = values[0]
+        kind = type(first)
+        if self.aggregation != "sum" or not all(type(v) is kind for v in values):
+            return functools.reduce(self.reduce, values)
+        if _is_scalar(first):
+            self._field(first)  # the position check
+            return functools.reduce(operator.add, values)
+        key = self._key(first)
+        total = functools.reduce(operator.add, [v[key] for v in values])
+        return self._replace(first, total)
 
     def _key(self, value: Any) -> int | str:
         """Index or name that selects the field in ``value``."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -117,8 +118,8 @@ def prepare_job(
     def get(option: opts.ConfigOption) -> Any:
         return resolved.get(option.key, option.default)
 
-    batch = get(opts.RUNTIME_MODE) == "BATCH"
     transformations = reachable(sinks)
+    batch = runs_in_batch(get(opts.RUNTIME_MODE), transformations)
     check_unique_uids(transformations)
     check_no_uid_hash(transformations)
     check_serializable(transformations)
@@ -135,7 +136,7 @@ def prepare_job(
         _warn_stateful_without_uid(transformations, job_positions(sinks))
     if checkpoint.signing_key is None:
         checkpoint = replace(checkpoint, signing_key=signing_key_from_environ(os.environ))
-    parallelism = int(get(opts.PARALLELISM))
+    parallelism = default_parallelism(resolved)
     max_parallelism = int(get(opts.MAX_PARALLELISM))
     if max_parallelism == -1:
         widest = max([parallelism, *(t.parallelism or 0 for t in transformations)])
@@ -284,6 +285,54 @@ def deploy_settings_from(resolved: Mapping[str, Any]) -> DeploySettings:
         progress=bool(get(opts.PROGRESS)),
         testing_faults=str(get(opts.TESTING_FAULTS)),
     )
+
+
+def runs_in_batch(mode: str, transformations: Iterable[Transformation]) -> bool:
+    """Whether a job in ``execution.runtime-mode`` ``mode`` runs in BATCH: AUTOMATIC picks
+    BATCH when every source is bounded, as Flink does.
+
+    >>> from cairn.graph.transformations import SourceTransformation
+    >>> bounded = SourceTransformation("numbers", [], bounded=True)
+    >>> endless = SourceTransformation("socket", [], bounded=False)
+    >>> runs_in_batch("AUTOMATIC", [bounded]), runs_in_batch("AUTOMATIC", [bounded, endless])
+    (True, False)
+    """
+    if mode != "AUTOMATIC":
+        return mode == "BATCH"
+    sources = [t for t in transformations if isinstance(t, SourceTransformation)]
+    batch = all(t.bounded for t in sources)
+    log.info(
+        "%s: AUTOMATIC runs %s (%s)",
+        opts.RUNTIME_MODE.key,
+        "BATCH" if batch else "STREAMING",
+        "every source is bounded" if batch else "an unbounded source",
+    )
+    return batch
+
+
+def default_parallelism(resolved: Mapping[str, Any]) -> int:
+    """``parallelism.default`` of validated configuration; unset, the number of CPU cores on
+    embedded local Spark (the default executor without a Spark master or a cluster session),
+    as PyFlink's local mode, else 1 (a cluster's own default, or in process).
+
+    >>> default_parallelism({"parallelism.default": 3})
+    3
+    >>> default_parallelism({"cairn.executor": "inprocess"})
+    1
+    >>> default_parallelism({}) == (os.cpu_count() or 1)
+    True
+    """
+    if opts.PARALLELISM.key in resolved:
+        return int(resolved[opts.PARALLELISM.key])
+    if resolved.get(opts.EXECUTOR.key, opts.EXECUTOR.default) != "spark":
+        return 1
+    master = resolved.get(opts.SPARK_MASTER.key)
+    if master is None:
+        # An active session is used as it is: local unless it runs on a cluster.
+        session = sys.modules.get("pyspark.sql")
+        active = session.SparkSession.getActiveSession() if session is not None else None
+        master = active.sparkContext.master if active is not None else "local"
+    return (os.cpu_count() or 1) if str(master).startswith("local") else 1
 
 
 def default_max_parallelism(parallelism: int) -> int:

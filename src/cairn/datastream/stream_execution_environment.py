@@ -158,14 +158,19 @@ class StreamExecutionEnvironment:
         return self._checkpoint_config
 
     def set_parallelism(self, parallelism: int) -> StreamExecutionEnvironment:
-        """Default parallelism of operators without their own (``parallelism.default``).
+        """Default parallelism of operators without their own (``parallelism.default``;
+        unset: the number of CPU cores on embedded local Spark, as PyFlink's local mode).
 
         An ``int`` (a string raises ``TypeError``; configuration entries take text)."""
         return self._set(opts.PARALLELISM, require_int("parallelism", parallelism))
 
     def get_parallelism(self) -> int:
-        """The default parallelism, including ``cairn run -p`` when given."""
-        return int(self._effective(opts.PARALLELISM))
+        """The default parallelism, including ``cairn run -p`` when given; unset, the number
+        of CPU cores on embedded local Spark (PyFlink's local mode), else 1."""
+        from cairn.datastream.job_builder import default_parallelism, effective_configuration
+
+        merged = effective_configuration(self._configuration.to_dict(), _context)
+        return default_parallelism(opts.validate_configuration(merged))
 
     def set_max_parallelism(self, max_parallelism: int) -> StreamExecutionEnvironment:
         """Number of key groups (upper bound of rescaling); keep it stable across restores."""
@@ -237,7 +242,8 @@ class StreamExecutionEnvironment:
 
     def set_runtime_mode(self, execution_mode: RuntimeExecutionMode) -> StreamExecutionEnvironment:
         """STREAMING (the default), BATCH (a bounded job run stage by stage: keyed operators
-        fed key by key, no checkpoints) or AUTOMATIC (STREAMING)."""
+        fed key by key, no checkpoints) or AUTOMATIC (BATCH when every source of the job is
+        bounded, else STREAMING, as in Flink)."""
         return self._set(opts.RUNTIME_MODE, execution_mode)
 
     def disable_operator_chaining(self) -> StreamExecutionEnvironment:

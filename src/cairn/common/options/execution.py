@@ -12,7 +12,7 @@ PARALLELISM = define(
     "parallelism.default",
     "int",
     1,
-    "Default parallelism of operators.",
+    "Default parallelism of operators; unset: the CPU count on embedded local Spark, else 1.",
     check=at_least(1, "parallelism"),
 )
 MAX_PARALLELISM = define(
@@ -50,7 +50,8 @@ RUNTIME_MODE = define(
     "execution.runtime-mode",
     "enum",
     "STREAMING",
-    "STREAMING, BATCH (bounded jobs run stage by stage) or AUTOMATIC (STREAMING).",
+    "STREAMING, BATCH (bounded jobs run stage by stage) or AUTOMATIC (BATCH when every "
+    "source is bounded, else STREAMING).",
     choices=spellings(("STREAMING",), ("BATCH",), ("AUTOMATIC",)),
 )
 BUFFER_TIMEOUT = define(
