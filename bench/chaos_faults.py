@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import random
 import signal
 import subprocess
@@ -26,6 +27,18 @@ from cairn.testing.netns_cluster import NetnsCluster
 log = logging.getLogger("bench.chaos")
 
 _RECOVERY_TIMEOUT_S = 600.0  # a loaded 2-core machine: restarts take minutes
+# Faults aimed at the job's part on one worker host: missed if it runs none there.
+_ON_A_JOB_HOST = frozenset(
+    {
+        "kill-host",
+        "pause-worker",
+        "partition-driver",
+        "partition-storage",
+        "partition-peer",
+        "isolate-host",
+        "disk-full",
+    }
+)
 
 
 class Injector:
@@ -128,29 +141,51 @@ class Injector:
     # -- faults ------------------------------------------------------------------------------
 
     def inject(self, fault: ExternalFault) -> None:
+        """Make ``fault``, heal it, count it where it landed (or as missed, with why) and
+        wait until the job checkpointed again (its recovery time)."""
         self.ensure_driver()
         self.await_checkpoints(1, timeout=_RECOVERY_TIMEOUT_S, since=time.monotonic() - 2.0)
+        log.info(
+            "fault %d: %s on worker-%d (%.1f s)",
+            fault.index,
+            fault.kind,
+            fault.target,
+            fault.duration_s,
+        )
+        missed = self._make(fault)
+        healed = time.monotonic()
+        if missed is None:
+            self.verdict.external[(fault.kind, fault.phase)] += 1
+        else:
+            log.warning("fault %d (%s) missed: %s", fault.index, fault.kind, missed)
+            self.verdict.missed[(fault.kind, fault.phase)] += 1
+            self.verdict.notes.append(f"fault {fault.index} {fault.kind} missed: {missed}")
+        self._await_recovery(healed)
+
+    def _make(self, fault: ExternalFault) -> str | None:
+        """Make and heal ``fault``; None if it landed where it aimed, else why not."""
         host = f"worker-{fault.target}"
         c = self.cluster
-        log.info("fault %d: %s on %s (%.1f s)", fault.index, fault.kind, host, fault.duration_s)
         kind = fault.kind
+        running = self._workers_on(fault.target)
+        if kind in _ON_A_JOB_HOST and not running:
+            return f"{host} ran no worker of the job"
         if kind == "kill-worker":
-            self._kill_one_worker(fault.target)
-        elif kind == "kill-executor":
-            pids = c.executor_pids(host) or c.executor_pids(f"worker-{1 - fault.target}")
+            return None if self._kill_one_worker(fault.target) else "no worker to kill"
+        if kind == "kill-executor":
+            pids = c.executor_pids(host)
             for pid in pids[:1]:
                 _kill(pid, signal.SIGKILL)
-        elif kind == "kill-host":
+            return None if pids else f"no executor on {host}"
+        if kind == "kill-host":
             c.kill_host(host)
             time.sleep(fault.duration_s)
             c.restart_worker(host)
         elif kind == "pause-worker":
-            pids = self._workers_on(fault.target)[:1]
-            for pid in pids:
-                _kill(pid, signal.SIGSTOP)
+            pid = running[0]
+            _kill(pid, signal.SIGSTOP)
             time.sleep(fault.duration_s)
-            for pid in pids:
-                _kill(pid, signal.SIGCONT)
+            _kill(pid, signal.SIGCONT)
         elif kind in ("partition-driver", "partition-storage", "partition-peer"):
             other = {
                 "partition-driver": "driver",
@@ -173,29 +208,13 @@ class Injector:
             time.sleep(fault.duration_s)
             c.storage_up()
         elif kind == "kill-during-restore":
-            before = set(self._all_workers())
-            self._kill_one_worker(fault.target)
-            self.verdict.external[("kill-worker", "running")] += 1
-            fresh = _wait(lambda: set(self._all_workers()) - before, 120.0)
-            time.sleep(self.rng.uniform(0.0, 1.5))
-            for pid in sorted(fresh)[:1]:
-                _kill(pid, signal.SIGKILL)
+            return self._kill_during_restore(fault)
         elif kind == "kill-during-savepoint":
-            assert self.job_id is not None
-            c.start_driver(
-                [
-                    sys.executable,
-                    "-m",
-                    "cairn.cli.main",
-                    "savepoint",
-                    self.job_id,
-                    c.s3.url("chaos", "savepoints", f"{self.seed}-{fault.index}") if c.s3 else "",
-                ],
-                name=f"savepoint-{fault.index}",
-            )
-            time.sleep(self.rng.uniform(1.0, 3.0))  # the CLI's own start, then the savepoint
-            self._kill_one_worker(fault.target)
+            return self._kill_during_savepoint(fault)
         elif kind == "kill-driver":
+            assert self.driver is not None
+            if self.driver.poll() is not None:
+                return "the driver was not running"
             self.expect_driver_loss = True
             if self.rng.random() < 0.5:  # the rerun loses its driver at its first _metadata
                 self.faults_file.write_text(
@@ -204,14 +223,56 @@ class Injector:
                     )
                 )
             c.kill_host("driver")
-            assert self.driver is not None
             self.driver.wait(30)
             self.ensure_driver()
         else:
             raise ValueError(f"unknown fault kind {kind}")
-        healed = time.monotonic()
-        self.verdict.external[(kind, fault.phase)] += 1
-        self._await_recovery(healed)
+        return None
+
+    def _kill_during_restore(self, fault: ExternalFault) -> str | None:
+        """Kill a worker, then one of the new attempt's before it completed a checkpoint:
+        the restore (or the replay right after it) of the attempt is what is hit."""
+        before = set(self._all_workers())
+        if not self._kill_one_worker(fault.target):
+            return "no worker to kill"
+        killed = time.monotonic()
+        self.verdict.external[("kill-worker", "running")] += 1
+        fresh = _wait(lambda: set(self._all_workers()) - before, 120.0)
+        if not fresh:
+            return "no worker of a new attempt within 120 s"
+        time.sleep(self.rng.uniform(0.0, 1.0))
+        if any(t > killed for t, _ in self.completions):
+            return "the new attempt had completed a checkpoint already"
+        _kill(sorted(fresh)[0], signal.SIGKILL)
+        return None
+
+    def _kill_during_savepoint(self, fault: ExternalFault) -> str | None:
+        """Trigger a savepoint (``cairn savepoint``), kill a worker once the driver logged
+        the trigger; landed if the savepoint had not completed by then."""
+        assert self.job_id is not None and self.cluster.s3 is not None
+        driver_log = self.cluster.host("driver").dir / f"driver-{self.driver_runs - 1}.log"
+        seen = _read(driver_log).count("Triggering savepoint")
+        self.cluster.start_driver(
+            [
+                sys.executable,
+                "-m",
+                "cairn.cli.main",
+                "savepoint",
+                self.job_id,
+                self.cluster.s3.url("chaos", "savepoints", f"{self.seed}-{fault.index}"),
+            ],
+            name=f"savepoint-{fault.index}",
+        )
+        text = _wait(lambda: _trigger_after(_read(driver_log), seen), 60.0)
+        if not text:
+            return "the savepoint was not triggered within 60 s"
+        cid = text
+        if not self._kill_one_worker(fault.target):
+            return "no worker to kill"
+        time.sleep(0.5)  # a completion logged before the kill is in the log by now
+        if f"Completed savepoint {cid} " in _read(driver_log):
+            return f"savepoint {cid} completed before the kill"
+        return None
 
     def _await_recovery(self, since: float) -> None:
         deadline = since + _RECOVERY_TIMEOUT_S
@@ -246,10 +307,11 @@ class Injector:
     def _all_workers(self) -> list[int]:
         return [p for t in range(self.cluster.workers) for p in self._workers_on(t)]
 
-    def _kill_one_worker(self, target: int) -> None:
+    def _kill_one_worker(self, target: int) -> bool:
         pids = self._workers_on(target) or self._all_workers()
         if pids:
             _kill(self.rng.choice(pids), signal.SIGKILL)
+        return bool(pids)
 
     # -- checkpoints on S3 ---------------------------------------------------------------------
 
@@ -295,9 +357,28 @@ class Injector:
 
 def _kill(pid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError):
-        import os
-
         os.kill(pid, sig)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def _trigger_after(log_text: str, seen: int) -> str | None:
+    """The id of the savepoint triggered after the first ``seen`` triggers in the log.
+
+    >>> _trigger_after("x Triggering savepoint 7 @ 1 for job j.\\n", 0)
+    '7'
+    >>> _trigger_after("x Triggering savepoint 7 @ 1 for job j.\\n", 1) is None
+    True
+    """
+    parts = log_text.split("Triggering savepoint ")
+    if len(parts) - 1 <= seen:
+        return None
+    return parts[seen + 1].split(" ", 1)[0]
 
 
 def _wait(predicate: Any, timeout: float) -> Any:

@@ -410,6 +410,8 @@ class StreamTask:
         finally:
             checkpoints.delivered()
         gate.measuring = handler.is_aligning
+        if self._faults.active and handler.is_aligning:
+            self._check_fault("alignment")  # barriers from some inputs, not all
 
     def _process_priority_events(self, handler: RecordingBarrierHandler) -> bool:
         """Alignment timeouts and announced barriers: the handler decides, the task moves."""
