@@ -24,6 +24,7 @@ import json
 import logging
 import signal
 import sys
+import threading
 import time
 from collections import Counter
 from dataclasses import asdict
@@ -51,6 +52,13 @@ SPARK_LIVENESS = {
     "spark.network.timeoutInterval": "5s",
     "spark.executor.heartbeatInterval": "2s",
 }
+# Each job takes two executors of two cores (its two workers fit in either one), so that
+# concurrent jobs (--parallel) share the worker hosts instead of the first taking all.
+ONE_JOBS_SHARE = {
+    "spark.cores.max": "4",
+    "spark.executor.cores": "2",
+    "spark.executor.memory": "512m",
+}
 RUNS = {
     "aligned-hashmap": (False, "hashmap"),
     "unaligned-hashmap": (True, "hashmap"),
@@ -60,7 +68,12 @@ RUNS = {
 
 
 def run_job(
-    cluster: NetnsCluster, name: str, seed: int, faults: int, args: argparse.Namespace
+    cluster: NetnsCluster,
+    name: str,
+    seed: int,
+    faults: int,
+    args: argparse.Namespace,
+    driver_host: str = "driver",
 ) -> RunVerdict:
     """One job until ``faults`` faults were injected: external ones, and the internal fault
     points (one in every other attempt) that fired."""
@@ -101,7 +114,7 @@ def run_job(
         "faults_file": str(faults_file),
         "checkpoint_timeout_ms": 20_000,
         "tolerable_failures": 5,
-        "conf": {**cluster.job_conf(), **SPARK_LIVENESS},
+        "conf": {**cluster.job_conf(), **SPARK_LIVENESS, **ONE_JOBS_SHARE},
     }
     spec_file = work / "spec.json"
     spec_file.write_text(json.dumps(spec))
@@ -114,6 +127,7 @@ def run_job(
         unaligned=unaligned,
         seed=seed,
         verdict=verdict,
+        driver_host=driver_host,
     )
     try:
         injector.start_driver()
@@ -222,6 +236,34 @@ def prefix_problems(lines: list[str], keys: int, splits: int = 2) -> dict[str, i
     }
 
 
+def _run_parallel(
+    cluster: NetnsCluster,
+    names: list[str],
+    seeds: list[int],
+    per_run: list[int],
+    args: argparse.Namespace,
+) -> list[RunVerdict]:
+    """Every run at once, each on its own driver host; the verdicts in ``names`` order."""
+    verdicts: dict[str, RunVerdict] = {}
+
+    def one(index: int) -> None:
+        name = names[index]
+        verdicts[name] = run_job(
+            cluster, name, seeds[index], per_run[index], args, cluster.driver_hosts[index]
+        )
+        log.info("run %s: %s", name, asdict(verdicts[name]))
+
+    threads = [
+        threading.Thread(target=one, args=(i,), name=f"run-{names[i]}") for i in range(len(names))
+    ]
+    for thread in threads:
+        thread.start()
+        time.sleep(5.0)  # the Spark sessions start one after the other
+    for thread in threads:
+        thread.join()
+    return [verdicts[name] for name in names if name in verdicts]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.chaos", description=__doc__)
     parser.add_argument(
@@ -237,6 +279,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--start-timeout", type=float, default=900.0)
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--out", help="write the Markdown report here too")
+    parser.add_argument(
+        "--parallel",
+        action="store_true",
+        help="run the jobs at once (a driver host each; faults take turns, recoveries overlap)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     # SIGTERM unwinds like Ctrl-C: the hosts are stopped and deleted on the way out.
@@ -246,17 +293,28 @@ def main(argv: list[str] | None = None) -> int:
         args.faults // len(names) + (i < args.faults % len(names)) for i in range(len(names))
     ]
     command = "python -m bench.chaos " + " ".join(sys.argv[1:] if argv is None else argv)
-    verdicts = []
-    # Four slots per worker host: a new attempt fits on one host while the other's executor
-    # or Spark worker is being replaced (CPU is shared anyway).
-    with NetnsCluster(workers=2, cores_per_worker=4, postgres=not args.no_postgres) as cluster:
-        for name, count in zip(names, per_run, strict=True):
-            seed = args.seed * 1000 + list(RUNS).index(name)  # replayable with --runs
-            verdict = run_job(cluster, name, seed, count, args)
-            log.info("run %s: %s", name, asdict(verdict))
-            verdicts.append(verdict)
-            if args.out:  # after every run: a campaign cut short keeps what it found
-                Path(args.out).write_text(report(verdicts, command) + "\n")
+    seeds = [args.seed * 1000 + list(RUNS).index(name) for name in names]  # replayable alone
+    # Per worker host, two cores per job and two spare: a new attempt fits on one host
+    # while the other's executor or Spark worker is being replaced.
+    jobs = len(names) if args.parallel else 1
+    with NetnsCluster(
+        workers=2,
+        cores_per_worker=2 * jobs + 2,
+        worker_memory=f"{jobs + 1}g",
+        postgres=not args.no_postgres,
+        drivers=jobs,
+    ) as cluster:
+        if args.parallel:
+            verdicts = _run_parallel(cluster, names, seeds, per_run, args)
+        else:
+            verdicts = []
+            for name, seed, count in zip(names, seeds, per_run, strict=True):
+                verdicts.append(run_job(cluster, name, seed, count, args))
+                log.info("run %s: %s", name, asdict(verdicts[-1]))
+                if args.out:  # after every run: a campaign cut short keeps what it found
+                    Path(args.out).write_text(report(verdicts, command) + "\n")
+    if args.out:
+        Path(args.out).write_text(report(verdicts, command) + "\n")
     text = report(verdicts, command)
     print(text)
     summary = {

@@ -27,6 +27,9 @@ from cairn.testing.netns_cluster import NetnsCluster
 log = logging.getLogger("bench.chaos")
 
 _RECOVERY_TIMEOUT_S = 600.0  # a loaded 2-core machine: restarts take minutes
+# Concurrent jobs (one Injector each) take turns: a fault is made and healed before the
+# next one, of any job, is made; their recoveries overlap.
+_ONE_FAULT_AT_A_TIME = threading.Lock()
 # Faults aimed at the job's part on one worker host: missed if it runs none there.
 _ON_A_JOB_HOST = frozenset(
     {
@@ -53,8 +56,10 @@ class Injector:
         unaligned: bool,
         seed: int,
         verdict: RunVerdict,
+        driver_host: str = "driver",
     ) -> None:
         self.cluster = cluster
+        self.driver_host = driver_host  # this job's driver host (one per concurrent job)
         self.argv = argv
         self.checkpoints = checkpoints[len("s3://") :]
         self.faults_file = faults_file
@@ -78,7 +83,9 @@ class Injector:
 
     def start_driver(self) -> None:
         self.metadata_fault = "driver-metadata" in self.faults_file.read_text()
-        self.driver = self.cluster.start_driver(self.argv, name=f"driver-{self.driver_runs}")
+        self.driver = self.cluster.start_driver(
+            self.argv, name=f"driver-{self.driver_runs}", host_name=self.driver_host
+        )
         self.driver_runs += 1
 
     def ensure_driver(self) -> bool:
@@ -92,7 +99,7 @@ class Injector:
         if not self.expect_driver_loss and "driver-metadata" not in self.fired_text():
             self.verdict.notes.append(
                 f"driver run {self.driver_runs - 1} exited {rc} without a driver fault: "
-                + self.cluster.log_tail("driver", f"driver-{self.driver_runs - 1}", 5)
+                + self.cluster.log_tail(self.driver_host, f"driver-{self.driver_runs - 1}", 5)
             )
         self.expect_driver_loss = False
         if self.metadata_fault and "driver-metadata" in self.faults_file.read_text():
@@ -123,6 +130,7 @@ class Injector:
                     self.job_id,
                 ],
                 name=f"stop-{attempt}",
+                host_name=self.driver_host,
             )
             with contextlib.suppress(subprocess.TimeoutExpired):
                 cli.wait(240)
@@ -134,7 +142,7 @@ class Injector:
             log.warning("stop-with-savepoint attempt %d did not end the job", attempt)
             self.verdict.notes.append(
                 f"stop-with-savepoint attempt {attempt} did not end the job (exit "
-                f"{cli.poll()}): " + self.cluster.log_tail("driver", f"stop-{attempt}", 3)
+                f"{cli.poll()}): " + self.cluster.log_tail(self.driver_host, f"stop-{attempt}", 3)
             )
         raise RuntimeError("the job could not be stopped with a savepoint")
 
@@ -143,16 +151,22 @@ class Injector:
     def inject(self, fault: ExternalFault) -> None:
         """Make ``fault``, heal it, count it where it landed (or as missed, with why) and
         wait until the job checkpointed again (its recovery time)."""
-        self.ensure_driver()
-        self.await_checkpoints(1, timeout=_RECOVERY_TIMEOUT_S, since=time.monotonic() - 2.0)
-        log.info(
-            "fault %d: %s on worker-%d (%.1f s)",
-            fault.index,
-            fault.kind,
-            fault.target,
-            fault.duration_s,
-        )
-        missed = self._make(fault)
+        while True:
+            self.ensure_driver()
+            self.await_checkpoints(1, timeout=_RECOVERY_TIMEOUT_S, since=time.monotonic() - 2.0)
+            with _ONE_FAULT_AT_A_TIME:
+                # Another job's fault may have hit this one while it waited for the lock.
+                if any(t > time.monotonic() - 3.0 for t, _ in self.completions):
+                    log.info(
+                        "%s fault %d: %s on worker-%d (%.1f s)",
+                        self.verdict.name,
+                        fault.index,
+                        fault.kind,
+                        fault.target,
+                        fault.duration_s,
+                    )
+                    missed = self._make(fault)
+                    break
         healed = time.monotonic()
         if missed is None:
             self.verdict.external[(fault.kind, fault.phase)] += 1
@@ -173,7 +187,7 @@ class Injector:
         if kind == "kill-worker":
             return None if self._kill_one_worker(fault.target) else "no worker to kill"
         if kind == "kill-executor":
-            pids = c.executor_pids(host)
+            pids = c.executor_pids(host, driver=self.driver_host)
             for pid in pids[:1]:
                 _kill(pid, signal.SIGKILL)
             return None if pids else f"no executor on {host}"
@@ -188,7 +202,7 @@ class Injector:
             _kill(pid, signal.SIGCONT)
         elif kind in ("partition-driver", "partition-storage", "partition-peer"):
             other = {
-                "partition-driver": "driver",
+                "partition-driver": self.driver_host,
                 "partition-storage": "storage",
                 "partition-peer": f"worker-{1 - fault.target}",
             }[kind]
@@ -222,7 +236,7 @@ class Injector:
                         self.seed, str(self.marker), unaligned=self.unaligned, driver_metadata=True
                     )
                 )
-            c.kill_host("driver")
+            c.kill_host(self.driver_host)
             self.driver.wait(30)
             self.ensure_driver()
         else:
@@ -250,7 +264,7 @@ class Injector:
         """Trigger a savepoint (``cairn savepoint``), kill a worker once the driver logged
         the trigger; landed if the savepoint had not completed by then."""
         assert self.job_id is not None and self.cluster.s3 is not None
-        driver_log = self.cluster.host("driver").dir / f"driver-{self.driver_runs - 1}.log"
+        driver_log = self.cluster.host(self.driver_host).dir / f"driver-{self.driver_runs - 1}.log"
         seen = _read(driver_log).count("Triggering savepoint")
         self.cluster.start_driver(
             [
@@ -262,6 +276,7 @@ class Injector:
                 self.cluster.s3.url("chaos", "savepoints", f"{self.seed}-{fault.index}"),
             ],
             name=f"savepoint-{fault.index}",
+            host_name=self.driver_host,
         )
         text = _wait(lambda: _trigger_after(_read(driver_log), seen), 60.0)
         if not text:
@@ -302,7 +317,7 @@ class Injector:
 
     def _workers_on(self, target: int) -> list[int]:
         """Cairn's worker processes on a worker host (not idle PySpark workers)."""
-        return self.cluster.job_worker_pids(f"worker-{target}")
+        return self.cluster.job_worker_pids(f"worker-{target}", driver=self.driver_host)
 
     def _all_workers(self) -> list[int]:
         return [p for t in range(self.cluster.workers) for p in self._workers_on(t)]
@@ -348,7 +363,7 @@ class Injector:
 
     def close(self) -> None:
         self._stop.set()
-        self.cluster.kill_host("driver")
+        self.cluster.kill_host(self.driver_host)
         if self.driver is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.driver.wait(30)
