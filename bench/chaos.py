@@ -254,7 +254,8 @@ def _run_parallel(
         log.info("run %s: %s", name, asdict(verdicts[name]))
 
     threads = [
-        threading.Thread(target=one, args=(i,), name=f"run-{names[i]}") for i in range(len(names))
+        threading.Thread(target=one, args=(i,), name=f"run-{names[i]}", daemon=True)
+        for i in range(len(names))
     ]
     for thread in threads:
         thread.start()

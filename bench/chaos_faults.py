@@ -10,6 +10,7 @@ same command (it resumes the lost run), and each of those reruns is counted.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import random
@@ -165,7 +166,7 @@ class Injector:
                         fault.target,
                         fault.duration_s,
                     )
-                    missed = self._make(fault)
+                    missed = self._make(self._aimed(fault))
                     break
         healed = time.monotonic()
         if missed is None:
@@ -175,6 +176,15 @@ class Injector:
             self.verdict.missed[(fault.kind, fault.phase)] += 1
             self.verdict.notes.append(f"fault {fault.index} {fault.kind} missed: {missed}")
         self._await_recovery(healed)
+
+    def _aimed(self, fault: ExternalFault) -> ExternalFault:
+        """``fault`` at the other worker host if its own runs no worker of the job (both
+        of the job's workers may run on one host): a host fault aims at the job."""
+        if fault.kind in _ON_A_JOB_HOST and not self._workers_on(fault.target):
+            other = 1 - fault.target
+            if self._workers_on(other):
+                return dataclasses.replace(fault, target=other)
+        return fault
 
     def _make(self, fault: ExternalFault) -> str | None:
         """Make and heal ``fault``; None if it landed where it aimed, else why not."""
