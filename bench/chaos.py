@@ -55,6 +55,9 @@ SPARK_LIVENESS = {
 # Each job takes two executors of two cores (its two workers fit in either one), so that
 # concurrent jobs (--parallel) share the worker hosts instead of the first taking all.
 ONE_JOBS_SHARE = {
+    # Two workers always: counted from the slots Spark offers at submission, a loaded
+    # machine's late executors would make it one.
+    "cairn.workers": "2",
     "spark.cores.max": "4",
     "spark.executor.cores": "2",
     "spark.executor.memory": "512m",

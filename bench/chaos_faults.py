@@ -197,10 +197,12 @@ class Injector:
         if kind == "kill-worker":
             return None if self._kill_one_worker(fault.target) else "no worker to kill"
         if kind == "kill-executor":
-            pids = c.executor_pids(host, driver=self.driver_host)
+            pids = c.executor_pids(host, driver=self.driver_host) or c.executor_pids(
+                f"worker-{1 - fault.target}", driver=self.driver_host
+            )
             for pid in pids[:1]:
                 _kill(pid, signal.SIGKILL)
-            return None if pids else f"no executor on {host}"
+            return None if pids else "no executor of the job"
         if kind == "kill-host":
             c.kill_host(host)
             time.sleep(fault.duration_s)
