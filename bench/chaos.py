@@ -20,6 +20,7 @@ running sums right (per-key order of the state). The last line printed is the JS
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import signal
@@ -27,7 +28,6 @@ import sys
 import threading
 import time
 from collections import Counter
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -239,6 +239,13 @@ def prefix_problems(lines: list[str], keys: int, splits: int = 2) -> dict[str, i
     }
 
 
+def _logged(verdict: RunVerdict) -> dict[str, Any]:
+    """The verdict's fields, its counters as they are (``asdict`` would make each a
+    Counter of ``(key, count)`` pairs)."""
+    fields = {f.name: getattr(verdict, f.name) for f in dataclasses.fields(verdict)}
+    return {k: dict(v) if isinstance(v, Counter) else v for k, v in fields.items()}
+
+
 def _run_parallel(
     cluster: NetnsCluster,
     names: list[str],
@@ -254,7 +261,7 @@ def _run_parallel(
         verdicts[name] = run_job(
             cluster, name, seeds[index], per_run[index], args, cluster.driver_hosts[index]
         )
-        log.info("run %s: %s", name, asdict(verdicts[name]))
+        log.info("run %s: %s", name, _logged(verdicts[name]))
 
     threads = [
         threading.Thread(target=one, args=(i,), name=f"run-{names[i]}", daemon=True)
@@ -314,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
             verdicts = []
             for name, seed, count in zip(names, seeds, per_run, strict=True):
                 verdicts.append(run_job(cluster, name, seed, count, args))
-                log.info("run %s: %s", name, asdict(verdicts[-1]))
+                log.info("run %s: %s", name, _logged(verdicts[-1]))
                 if args.out:  # after every run: a campaign cut short keeps what it found
                     Path(args.out).write_text(report(verdicts, command) + "\n")
     if args.out:
