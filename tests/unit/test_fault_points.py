@@ -50,4 +50,5 @@ def test_a_kill_during_alignment_restarts_the_job_exactly_once(
     landed = marker.read_text()
     # Two source subtasks feed each keyed subtask: the second barrier was still to come.
     assert landed.startswith("alignment of ") and "#1 " in landed, landed
+    assert "(checkpoint None)" not in landed, landed  # the checkpoint being aligned
     assert sorted(read_visible_lines(str(out)), key=int) == [str(i) for i in range(n)]
