@@ -7,11 +7,12 @@ replays the same schedule; the verdict reads only what the sinks committed (S3 f
 PostgreSQL table) and the checkpoints on S3 — never the job's own claims.
 
     python -m bench.chaos --faults 200 --seed 1          # needs root and iproute2
+    python -m bench.chaos --faults 200 --seed 1 --parallel   # the four jobs at once
     python -m bench.chaos --faults 12 --seed 3 --runs aligned-hashmap
 
-Each run (aligned/unaligned x heap/RocksDB incremental) is one long job: faults every few
-seconds, each healed after its duration, the next one once a checkpoint triggered after the
-heal completed (the recovery time), or right into the restore (``kill-during-restore``). The
+Each run (aligned/unaligned x heap/RocksDB incremental) is one long job: each fault healed
+after its duration, the next one as soon as a checkpoint completed after the heal (the
+recovery time), or right into the restore (``kill-during-restore``). The
 job is ended by a stop-with-savepoint; its output must then be exactly the first N records of
 the generator for some N (0 lost, 0 duplicated), in per-key order in PostgreSQL, and the
 running sums right (per-key order of the state). The last line printed is the JSON summary.

@@ -4,7 +4,9 @@ heal it, and time the recovery from the checkpoints on S3.
 Invariant: every fault is healed before ``inject`` returns (links up, routes removed,
 processes continued, disk freed, storage restarted, a killed host's Spark worker started
 again), so faults never pile up across the schedule; a lost driver is started again with the
-same command (it resumes the lost run), and each of those reruns is counted.
+same command (it resumes the lost run), and each of those reruns is counted. Jobs running at
+once (one Injector each) take turns: no two faults are ever in effect together. A fault is
+counted where it aimed only if it landed there (see ``Injector._make``), else as missed.
 """
 
 from __future__ import annotations
