@@ -4,13 +4,17 @@ heal it, and time the recovery from the checkpoints on S3.
 Invariant: every fault is healed before ``inject`` returns (links up, routes removed,
 processes continued, disk freed, storage restarted, a killed host's Spark worker started
 again), so faults never pile up across the schedule; a lost driver is started again with the
-same command (it resumes the lost run), and each of those reruns is counted.
+same command (it resumes the lost run), and each of those reruns is counted. Jobs running at
+once (one Injector each) take turns: no two faults are ever in effect together. A fault is
+counted where it aimed only if it landed there (see ``Injector._make``), else as missed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
+import os
 import random
 import signal
 import subprocess
@@ -26,6 +30,21 @@ from cairn.testing.netns_cluster import NetnsCluster
 log = logging.getLogger("bench.chaos")
 
 _RECOVERY_TIMEOUT_S = 600.0  # a loaded 2-core machine: restarts take minutes
+# Concurrent jobs (one Injector each) take turns: a fault is made and healed before the
+# next one, of any job, is made; their recoveries overlap.
+_ONE_FAULT_AT_A_TIME = threading.Lock()
+# Faults aimed at the job's part on one worker host: missed if it runs none there.
+_ON_A_JOB_HOST = frozenset(
+    {
+        "kill-host",
+        "pause-worker",
+        "partition-driver",
+        "partition-storage",
+        "partition-peer",
+        "isolate-host",
+        "disk-full",
+    }
+)
 
 
 class Injector:
@@ -40,8 +59,10 @@ class Injector:
         unaligned: bool,
         seed: int,
         verdict: RunVerdict,
+        driver_host: str = "driver",
     ) -> None:
         self.cluster = cluster
+        self.driver_host = driver_host  # this job's driver host (one per concurrent job)
         self.argv = argv
         self.checkpoints = checkpoints[len("s3://") :]
         self.faults_file = faults_file
@@ -65,7 +86,9 @@ class Injector:
 
     def start_driver(self) -> None:
         self.metadata_fault = "driver-metadata" in self.faults_file.read_text()
-        self.driver = self.cluster.start_driver(self.argv, name=f"driver-{self.driver_runs}")
+        self.driver = self.cluster.start_driver(
+            self.argv, name=f"driver-{self.driver_runs}", host_name=self.driver_host
+        )
         self.driver_runs += 1
 
     def ensure_driver(self) -> bool:
@@ -79,7 +102,7 @@ class Injector:
         if not self.expect_driver_loss and "driver-metadata" not in self.fired_text():
             self.verdict.notes.append(
                 f"driver run {self.driver_runs - 1} exited {rc} without a driver fault: "
-                + self.cluster.log_tail("driver", f"driver-{self.driver_runs - 1}", 5)
+                + self.cluster.log_tail(self.driver_host, f"driver-{self.driver_runs - 1}", 5)
             )
         self.expect_driver_loss = False
         if self.metadata_fault and "driver-metadata" in self.faults_file.read_text():
@@ -110,6 +133,7 @@ class Injector:
                     self.job_id,
                 ],
                 name=f"stop-{attempt}",
+                host_name=self.driver_host,
             )
             with contextlib.suppress(subprocess.TimeoutExpired):
                 cli.wait(240)
@@ -121,39 +145,78 @@ class Injector:
             log.warning("stop-with-savepoint attempt %d did not end the job", attempt)
             self.verdict.notes.append(
                 f"stop-with-savepoint attempt {attempt} did not end the job (exit "
-                f"{cli.poll()}): " + self.cluster.log_tail("driver", f"stop-{attempt}", 3)
+                f"{cli.poll()}): " + self.cluster.log_tail(self.driver_host, f"stop-{attempt}", 3)
             )
         raise RuntimeError("the job could not be stopped with a savepoint")
 
     # -- faults ------------------------------------------------------------------------------
 
     def inject(self, fault: ExternalFault) -> None:
-        self.ensure_driver()
-        self.await_checkpoints(1, timeout=_RECOVERY_TIMEOUT_S, since=time.monotonic() - 2.0)
+        """Make ``fault``, heal it, count it where it landed (or as missed, with why) and
+        wait until the job checkpointed again (its recovery time)."""
+        while True:
+            self.ensure_driver()
+            self.await_checkpoints(1, timeout=_RECOVERY_TIMEOUT_S, since=time.monotonic() - 2.0)
+            with _ONE_FAULT_AT_A_TIME:
+                # Another job's fault may have hit this one while it waited for the lock.
+                if any(t > time.monotonic() - 3.0 for t, _ in self.completions):
+                    log.info(
+                        "%s fault %d: %s on worker-%d (%.1f s)",
+                        self.verdict.name,
+                        fault.index,
+                        fault.kind,
+                        fault.target,
+                        fault.duration_s,
+                    )
+                    missed = self._make(self._aimed(fault))
+                    break
+        healed = time.monotonic()
+        if missed is None:
+            self.verdict.external[(fault.kind, fault.phase)] += 1
+        else:
+            log.warning("fault %d (%s) missed: %s", fault.index, fault.kind, missed)
+            self.verdict.missed[(fault.kind, fault.phase)] += 1
+            self.verdict.notes.append(f"fault {fault.index} {fault.kind} missed: {missed}")
+        self._await_recovery(healed)
+
+    def _aimed(self, fault: ExternalFault) -> ExternalFault:
+        """``fault`` at the other worker host if its own runs no worker of the job (both
+        of the job's workers may run on one host): a host fault aims at the job."""
+        if fault.kind in _ON_A_JOB_HOST and not self._workers_on(fault.target):
+            other = 1 - fault.target
+            if self._workers_on(other):
+                return dataclasses.replace(fault, target=other)
+        return fault
+
+    def _make(self, fault: ExternalFault) -> str | None:
+        """Make and heal ``fault``; None if it landed where it aimed, else why not."""
         host = f"worker-{fault.target}"
         c = self.cluster
-        log.info("fault %d: %s on %s (%.1f s)", fault.index, fault.kind, host, fault.duration_s)
         kind = fault.kind
+        running = self._workers_on(fault.target)
+        if kind in _ON_A_JOB_HOST and not running:
+            return f"{host} ran no worker of the job"
         if kind == "kill-worker":
-            self._kill_one_worker(fault.target)
-        elif kind == "kill-executor":
-            pids = c.executor_pids(host) or c.executor_pids(f"worker-{1 - fault.target}")
+            return None if self._kill_one_worker(fault.target) else "no worker to kill"
+        if kind == "kill-executor":
+            pids = c.executor_pids(host, driver=self.driver_host) or c.executor_pids(
+                f"worker-{1 - fault.target}", driver=self.driver_host
+            )
             for pid in pids[:1]:
                 _kill(pid, signal.SIGKILL)
-        elif kind == "kill-host":
+            return None if pids else "no executor of the job"
+        if kind == "kill-host":
             c.kill_host(host)
             time.sleep(fault.duration_s)
             c.restart_worker(host)
         elif kind == "pause-worker":
-            pids = self._workers_on(fault.target)[:1]
-            for pid in pids:
-                _kill(pid, signal.SIGSTOP)
+            pid = running[0]
+            _kill(pid, signal.SIGSTOP)
             time.sleep(fault.duration_s)
-            for pid in pids:
-                _kill(pid, signal.SIGCONT)
+            _kill(pid, signal.SIGCONT)
         elif kind in ("partition-driver", "partition-storage", "partition-peer"):
             other = {
-                "partition-driver": "driver",
+                "partition-driver": self.driver_host,
                 "partition-storage": "storage",
                 "partition-peer": f"worker-{1 - fault.target}",
             }[kind]
@@ -173,29 +236,13 @@ class Injector:
             time.sleep(fault.duration_s)
             c.storage_up()
         elif kind == "kill-during-restore":
-            before = set(self._all_workers())
-            self._kill_one_worker(fault.target)
-            self.verdict.external[("kill-worker", "running")] += 1
-            fresh = _wait(lambda: set(self._all_workers()) - before, 120.0)
-            time.sleep(self.rng.uniform(0.0, 1.5))
-            for pid in sorted(fresh)[:1]:
-                _kill(pid, signal.SIGKILL)
+            return self._kill_during_restore(fault)
         elif kind == "kill-during-savepoint":
-            assert self.job_id is not None
-            c.start_driver(
-                [
-                    sys.executable,
-                    "-m",
-                    "cairn.cli.main",
-                    "savepoint",
-                    self.job_id,
-                    c.s3.url("chaos", "savepoints", f"{self.seed}-{fault.index}") if c.s3 else "",
-                ],
-                name=f"savepoint-{fault.index}",
-            )
-            time.sleep(self.rng.uniform(1.0, 3.0))  # the CLI's own start, then the savepoint
-            self._kill_one_worker(fault.target)
+            return self._kill_during_savepoint(fault)
         elif kind == "kill-driver":
+            assert self.driver is not None
+            if self.driver.poll() is not None:
+                return "the driver was not running"
             self.expect_driver_loss = True
             if self.rng.random() < 0.5:  # the rerun loses its driver at its first _metadata
                 self.faults_file.write_text(
@@ -203,15 +250,58 @@ class Injector:
                         self.seed, str(self.marker), unaligned=self.unaligned, driver_metadata=True
                     )
                 )
-            c.kill_host("driver")
-            assert self.driver is not None
+            c.kill_host(self.driver_host)
             self.driver.wait(30)
             self.ensure_driver()
         else:
             raise ValueError(f"unknown fault kind {kind}")
-        healed = time.monotonic()
-        self.verdict.external[(kind, fault.phase)] += 1
-        self._await_recovery(healed)
+        return None
+
+    def _kill_during_restore(self, fault: ExternalFault) -> str | None:
+        """Kill a worker, then one of the new attempt's before it completed a checkpoint:
+        the restore (or the replay right after it) of the attempt is what is hit."""
+        before = set(self._all_workers())
+        if not self._kill_one_worker(fault.target):
+            return "no worker to kill"
+        killed = time.monotonic()
+        self.verdict.external[("kill-worker", "running")] += 1
+        fresh = _wait(lambda: set(self._all_workers()) - before, 120.0)
+        if not fresh:
+            return "no worker of a new attempt within 120 s"
+        time.sleep(self.rng.uniform(0.0, 1.0))
+        if any(t > killed for t, _ in self.completions):
+            return "the new attempt had completed a checkpoint already"
+        _kill(sorted(fresh)[0], signal.SIGKILL)
+        return None
+
+    def _kill_during_savepoint(self, fault: ExternalFault) -> str | None:
+        """Trigger a savepoint (``cairn savepoint``), kill a worker once the driver logged
+        the trigger; landed if the savepoint had not completed by then."""
+        assert self.job_id is not None and self.cluster.s3 is not None
+        driver_log = self.cluster.host(self.driver_host).dir / f"driver-{self.driver_runs - 1}.log"
+        seen = _read(driver_log).count("Triggering savepoint")
+        self.cluster.start_driver(
+            [
+                sys.executable,
+                "-m",
+                "cairn.cli.main",
+                "savepoint",
+                self.job_id,
+                self.cluster.s3.url("chaos", "savepoints", f"{self.seed}-{fault.index}"),
+            ],
+            name=f"savepoint-{fault.index}",
+            host_name=self.driver_host,
+        )
+        text = _wait(lambda: _trigger_after(_read(driver_log), seen), 60.0)
+        if not text:
+            return "the savepoint was not triggered within 60 s"
+        cid = text
+        if not self._kill_one_worker(fault.target):
+            return "no worker to kill"
+        time.sleep(0.5)  # a completion logged before the kill is in the log by now
+        if f"Completed savepoint {cid} " in _read(driver_log):
+            return f"savepoint {cid} completed before the kill"
+        return None
 
     def _await_recovery(self, since: float) -> None:
         deadline = since + _RECOVERY_TIMEOUT_S
@@ -241,15 +331,16 @@ class Injector:
 
     def _workers_on(self, target: int) -> list[int]:
         """Cairn's worker processes on a worker host (not idle PySpark workers)."""
-        return self.cluster.job_worker_pids(f"worker-{target}")
+        return self.cluster.job_worker_pids(f"worker-{target}", driver=self.driver_host)
 
     def _all_workers(self) -> list[int]:
         return [p for t in range(self.cluster.workers) for p in self._workers_on(t)]
 
-    def _kill_one_worker(self, target: int) -> None:
+    def _kill_one_worker(self, target: int) -> bool:
         pids = self._workers_on(target) or self._all_workers()
         if pids:
             _kill(self.rng.choice(pids), signal.SIGKILL)
+        return bool(pids)
 
     # -- checkpoints on S3 ---------------------------------------------------------------------
 
@@ -286,7 +377,7 @@ class Injector:
 
     def close(self) -> None:
         self._stop.set()
-        self.cluster.kill_host("driver")
+        self.cluster.kill_host(self.driver_host)
         if self.driver is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.driver.wait(30)
@@ -295,9 +386,28 @@ class Injector:
 
 def _kill(pid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError):
-        import os
-
         os.kill(pid, sig)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def _trigger_after(log_text: str, seen: int) -> str | None:
+    """The id of the savepoint triggered after the first ``seen`` triggers in the log.
+
+    >>> _trigger_after("x Triggering savepoint 7 @ 1 for job j.\\n", 0)
+    '7'
+    >>> _trigger_after("x Triggering savepoint 7 @ 1 for job j.\\n", 1) is None
+    True
+    """
+    parts = log_text.split("Triggering savepoint ")
+    if len(parts) - 1 <= seen:
+        return None
+    return parts[seen + 1].split(" ", 1)[0]
 
 
 def _wait(predicate: Any, timeout: float) -> Any:

@@ -4,7 +4,13 @@ specs, and its verdict counts lost and duplicated records per source split."""
 from __future__ import annotations
 
 from bench.chaos import prefix_problems
-from bench.chaos_plan import EXTERNAL_KINDS, internal_faults, percentile, plan_external
+from bench.chaos_plan import (
+    EXTERNAL_KINDS,
+    INTERNAL_PHASE,
+    internal_faults,
+    percentile,
+    plan_external,
+)
 
 from cairn.runtime.faults import parse_faults
 
@@ -38,3 +44,15 @@ def test_the_verdict_sees_losses_and_duplicates_in_each_split() -> None:
     assert prefix_problems(twice, keys=2)["duplicated"] == 1
     assert prefix_problems(["k00000,2,2"], keys=2)["bad_sums"] == 1
     assert percentile([3.0, 1.0, 2.0], 0.5) == 2.0
+
+
+def test_every_fault_point_is_planned_and_replay_fires_at_the_first_replayed_records() -> None:
+    # A restore at the campaign's pace brings back tens of in-flight records: a replay
+    # fault aimed at 50 or more never fired (62 faults, none of them a replay).
+    specs = parse_faults(internal_faults(seed=1, marker="/tmp/m", unaligned=True, attempts=201))
+    points = {s.point for s in specs}
+    assert points == set(INTERNAL_PHASE) - {"driver-metadata"}
+    assert {s.records for s in specs if s.point == "replay"} == {1}
+    aligned = parse_faults(internal_faults(seed=1, marker="/tmp/m", unaligned=False))
+    assert "replay" not in {s.point for s in aligned}
+    assert "alignment" in {s.point for s in aligned}

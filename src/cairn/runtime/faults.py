@@ -25,6 +25,7 @@ from cairn.ids import AttemptNumber, CheckpointId
 
 POINTS = (
     "processing",  # after the task consumed `records` input records
+    "alignment",  # a barrier received on some input channels, not yet on all
     "after-barrier",  # barrier forwarded, synchronous snapshot taken, before acknowledgement
     "during-upload",  # asynchronous part: after the first state file was written
     "before-commit",  # checkpoint completed, before the operators' commit (notify)

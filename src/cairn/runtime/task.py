@@ -348,9 +348,12 @@ class StreamTask:
             self._check_fault("processing")
         return True
 
-    def _check_fault(self, point: str) -> None:
+    def _check_fault(self, point: str, checkpoint_id: CheckpointId | None = None) -> None:
         """Test fault injection (called only while ``self._faults.active``)."""
-        self._faults.check(point, self.vertex.name, self.key.subtask_index, records=self.records_in)
+        key = self.key
+        self._faults.check(
+            point, self.vertex.name, key.subtask_index, checkpoint_id, self.records_in
+        )
 
     def _emit_from_source(self, batch: list[Any]) -> None:
         ops = self.operators
@@ -410,6 +413,8 @@ class StreamTask:
         finally:
             checkpoints.delivered()
         gate.measuring = handler.is_aligning
+        if self._faults.active and handler.is_aligning:
+            self._check_fault("alignment", cid)  # barriers from some inputs, not all
 
     def _process_priority_events(self, handler: RecordingBarrierHandler) -> bool:
         """Alignment timeouts and announced barriers: the handler decides, the task moves."""

@@ -51,7 +51,9 @@ _SPARK_PORT, _WEBUI_PORT = 7077, 8080
 
 
 class NetnsCluster:
-    """Hosts ``master``, ``worker-0``..``worker-<n-1>``, ``storage`` and ``driver``.
+    """Hosts ``master``, ``worker-0``..``worker-<n-1>``, ``storage`` and ``driver`` (and
+    ``driver-1``..``driver-<d-1>`` with ``drivers=d``: one host per concurrent job, so a
+    driver loss or a partition from the driver hits one job).
 
     ``disk_mb``: the size of each worker host's tmpfs work dir (its "disk"), which
     :meth:`fill_disk` fills. ``postgres``: also run PostgreSQL on the storage host.
@@ -66,8 +68,10 @@ class NetnsCluster:
         disk_mb: int = 256,
         postgres: bool = True,
         start_timeout: float = 120.0,
+        drivers: int = 1,
     ) -> None:
         self.workers = workers
+        self.drivers = drivers
         self.cores_per_worker = cores_per_worker
         self.worker_memory = worker_memory
         self.disk_mb = disk_mb
@@ -89,7 +93,8 @@ class NetnsCluster:
             for index in range(self.workers):
                 net.add_host(f"worker-{index}", disk_mb=self.disk_mb)
             storage = net.add_host("storage")
-            net.add_host("driver")
+            for name in self.driver_hosts:
+                net.add_host(name)
             launcher = ["ip", "netns", "exec", storage.netns]
             self.s3 = SeaweedS3(
                 bucket="cairn",
@@ -155,6 +160,10 @@ class NetnsCluster:
         return [self.host(f"worker-{i}") for i in range(self.workers)]
 
     @property
+    def driver_hosts(self) -> list[str]:
+        return ["driver"] + [f"driver-{i}" for i in range(1, self.drivers)]
+
+    @property
     def master_url(self) -> str:
         return f"spark://{self.host('master').address}:{_SPARK_PORT}"
 
@@ -217,28 +226,34 @@ class NetnsCluster:
         *,
         env: Mapping[str, str] | None = None,
         name: str = "driver",
+        host_name: str = "driver",
     ) -> subprocess.Popen[bytes]:
-        """Run ``argv`` (a job script, ``cairn run``...) on the driver host, in its own
-        session so that a driver kill takes its whole process group."""
-        host = self.host("driver")
+        """Run ``argv`` (a job script, ``cairn run``...) on the driver host (``host_name``),
+        in its own session so that a driver kill takes its whole process group."""
+        host = self.host(host_name)
         extra = {**_python_env(), **self.storage_env(), **(env or {})}
         return host.popen(argv, name=name, env=host.env(extra))
 
     # -- faults ------------------------------------------------------------------------------
 
-    def executor_pids(self, host: str) -> list[int]:
-        """The Spark executor JVMs running on worker host ``host``."""
-        return [pid for pid in self.host(host).pids() if _cmdline_has(pid, EXECUTOR_CLASS)]
+    def executor_pids(self, host: str, driver: str | None = None) -> list[int]:
+        """The Spark executor JVMs running on worker host ``host`` (those of the
+        application whose driver runs on host ``driver``, if given)."""
+        pids = [pid for pid in self.host(host).pids() if _cmdline_has(pid, EXECUTOR_CLASS)]
+        if driver is None:
+            return pids
+        return [p for p in pids if _connected_to(p, self.host(driver).address)]
 
     def python_worker_pids(self, host: str) -> list[int]:
         """The Python processes (Cairn's workers and their daemon) on ``host``."""
         return [pid for pid in self.host(host).pids() if _cmdline_has(pid, "python")]
 
-    def job_worker_pids(self, host: str) -> list[int]:
+    def job_worker_pids(self, host: str, driver: str = "driver") -> list[int]:
         """Cairn's worker processes on ``host``: Python processes with a TCP connection to
-        the driver host (their control connection). Idle PySpark workers have none."""
-        driver = self.host("driver").address
-        return [p for p in self.python_worker_pids(host) if _connected_to(p, driver)]
+        the driver host ``driver`` (their control connection). Idle PySpark workers have
+        none."""
+        address = self.host(driver).address
+        return [p for p in self.python_worker_pids(host) if _connected_to(p, address)]
 
     def kill_host(self, name: str) -> list[int]:
         """SIGKILL every process on the host, as when it loses power."""
