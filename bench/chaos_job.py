@@ -18,7 +18,6 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 from cairn.common import Configuration, Types, WatermarkStrategy
@@ -26,7 +25,6 @@ from cairn.common.restart_strategy import RestartStrategies
 from cairn.common.serialization import Encoder
 from cairn.datastream import (
     CheckpointingMode,
-    KeyedProcessFunction,
     StreamExecutionEnvironment,
 )
 from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
@@ -36,42 +34,9 @@ from cairn.datastream.connectors.jdbc import (
     JdbcExecutionOptions,
     JdbcSink,
 )
-from cairn.datastream.state import ValueStateDescriptor
+from cairn.testing.sequence_jobs import SequenceCheck, SequenceGenerator
 
 ROW = Types.ROW([Types.STRING(), Types.LONG(), Types.LONG()])
-
-
-class SequenceGenerator:
-    """``(key, seq)`` for index ``i``: key ``i % keys``, sequence number ``i // keys + 1``."""
-
-    def __init__(self, keys: int) -> None:
-        self.keys = keys
-
-    def __call__(self, index: int) -> tuple[str, int]:
-        return (f"k{index % self.keys:05d}", index // self.keys + 1)
-
-    def generate_batch(self, indices: range) -> list[tuple[str, int]]:
-        k = self.keys
-        return [(f"k{i % k:05d}", i // k + 1) for i in indices]
-
-
-class SequenceCheck(KeyedProcessFunction):
-    """Emits ``key,seq,sum`` (the running sum in keyed state); ``!key,seq,expected`` for a
-    sequence number out of order, which the verdict counts."""
-
-    def open(self, runtime_context: Any) -> None:
-        self.last = runtime_context.get_state(ValueStateDescriptor("last", None))
-        self.total = runtime_context.get_state(ValueStateDescriptor("sum", None))
-
-    def process_element(self, value: tuple[str, int], ctx: Any) -> Iterator[str]:
-        key, seq = value
-        last = self.last.value() or 0
-        if seq != last + 1:
-            yield f"!{key},{seq},{last + 1}"
-        total = (self.total.value() or 0) + seq
-        self.last.update(seq)
-        self.total.update(total)
-        yield f"{key},{seq},{total}"
 
 
 def to_row(line: str) -> tuple[str, int, int]:

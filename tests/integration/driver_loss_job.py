@@ -15,7 +15,6 @@ import os
 import sys
 from typing import Any
 
-from cairn.cli.demo_jobs import SequenceCheck
 from cairn.common import Types
 from cairn.common.serialization import Encoder
 from cairn.datastream.connectors.file_system import FileSink
@@ -24,6 +23,7 @@ from cairn.datastream.connectors.jdbc import (
     JdbcExecutionOptions,
     JdbcSink,
 )
+from cairn.testing.sequence_jobs import SequenceCheck
 from tests.integration.jobs import checkpointed_env, sequence_source
 
 ROW = Types.ROW([Types.STRING(), Types.LONG(), Types.LONG()])

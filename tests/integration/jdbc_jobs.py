@@ -7,7 +7,6 @@ import itertools
 from collections import defaultdict
 from typing import Any
 
-from cairn.cli.demo_jobs import SequenceCheck
 from cairn.common import Types
 from cairn.datastream import StreamExecutionEnvironment
 from cairn.datastream.connectors.jdbc import (
@@ -15,6 +14,7 @@ from cairn.datastream.connectors.jdbc import (
     JdbcExecutionOptions,
     JdbcSink,
 )
+from cairn.testing.sequence_jobs import SequenceCheck
 from tests.integration.jobs import checkpointed_env, sequence_source
 
 ROW = Types.ROW([Types.STRING(), Types.LONG(), Types.LONG()])

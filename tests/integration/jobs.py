@@ -9,7 +9,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from cairn.cli.demo_jobs import SequenceCheck, SequenceGenerator, SlowSequenceCheck
 from cairn.common import Configuration, WatermarkStrategy
 from cairn.common.restart_strategy import RestartStrategies
 from cairn.common.serialization import Encoder
@@ -26,6 +25,7 @@ from cairn.datastream.connectors.datagen import (
     RateLimiterStrategy,
 )
 from cairn.datastream.connectors.file_system import FileSink
+from cairn.testing.sequence_jobs import SequenceCheck, SequenceGenerator, SlowSequenceCheck
 
 
 def environment(conf: dict[str, str], parallelism: int = 2) -> StreamExecutionEnvironment:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from cairn.cli.demo_jobs import SequenceCheck, SlowSequenceCheck
 from cairn.common import WatermarkStrategy
 from cairn.common.serialization import SimpleStringSchema
 from cairn.datastream import StreamExecutionEnvironment
 from cairn.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource
+from cairn.testing.sequence_jobs import SequenceCheck, SlowSequenceCheck
 from tests.integration.jobs import check_to_files, checkpointed_env
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from cairn.cli.demo_jobs import SequenceCheck
 from cairn.common.serialization import SimpleStringSchema
 from cairn.datastream import StreamExecutionEnvironment
 from cairn.datastream.connectors.base import DeliveryGuarantee
 from cairn.datastream.connectors.kafka import KafkaRecordSerializationSchema, KafkaSink
+from cairn.testing.sequence_jobs import SequenceCheck
 from tests.integration.jobs import checkpointed_env, sequence_source
 
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import argparse
 
-from cairn.cli.demo_jobs import SequenceCheck, SequenceGenerator
 from cairn.common import WatermarkStrategy
 from cairn.common.serialization import Encoder
 from cairn.datastream import StreamExecutionEnvironment
 from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
 from cairn.datastream.connectors.file_system import FileSink
+from cairn.testing.sequence_jobs import SequenceCheck, SequenceGenerator
 
 
 def upgrade_tag(record: tuple[str, int]) -> tuple[str, int]:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from cairn.cli.demo_jobs import read_visible_lines
+from cairn.testing.sequence_jobs import read_visible_lines
 from tests.integration.async_jobs import FAIL_EVERY, HANG, LookupServer, expected_lines, lookup_job
 from tests.integration.jobs import checkpointed_env
 

@@ -18,11 +18,11 @@ import pytest
 
 from cairn.checkpoint.handles import KeyedStateHandle, RocksDBKeyedStateHandle
 from cairn.checkpoint.storage import load_checkpoint
-from cairn.cli.demo_jobs import check_sequence_lines, read_visible_lines
 from cairn.common.job_status import JobStatus
 from cairn.common.typeinfo import Types
 from cairn.datastream.state import ValueStateDescriptor
 from cairn.events import SavepointFormatType
+from cairn.testing.sequence_jobs import check_sequence_lines, read_visible_lines
 from tests.integration.jobs import expected_lines, sequence_job
 from tests.integration.waits import committed_lines
 

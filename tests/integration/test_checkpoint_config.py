@@ -19,12 +19,6 @@ from typing import Any
 import pytest
 
 from cairn.checkpoint.stats import CheckpointStats, CheckpointStatus
-from cairn.cli.demo_jobs import (
-    SequenceCheck,
-    SequenceGenerator,
-    check_sequence_lines,
-    read_visible_lines,
-)
 from cairn.common import Configuration, JobExecutionException
 from cairn.common.job_status import JobStatus
 from cairn.common.restart_strategy import RestartStrategies
@@ -33,6 +27,12 @@ from cairn.datastream.functions import CheckpointedFunction, MapFunction
 from cairn.datastream.state import ValueStateDescriptor
 from cairn.deploy.job_master_client import JobClient
 from cairn.testing.processes import wait_for
+from cairn.testing.sequence_jobs import (
+    SequenceCheck,
+    SequenceGenerator,
+    check_sequence_lines,
+    read_visible_lines,
+)
 from tests.integration.jobs import file_sink, generated
 
 KEYS = 4

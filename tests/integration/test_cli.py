@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from cairn.cli.demo_jobs import read_visible_lines
 from cairn.cli.main import main
 from cairn.datastream.stream_execution_environment import reset_context_defaults
+from cairn.testing.sequence_jobs import read_visible_lines
 from tests.integration.jobs import expected_lines
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -34,7 +34,7 @@ from cairn.common.serialization import Encoder
 from cairn.datastream import ExternalizedCheckpointRetention, StreamExecutionEnvironment
 from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
 from cairn.datastream.connectors.file_system import FileSink
-from cairn.cli.demo_jobs import SequenceCheck, SequenceGenerator
+from cairn.testing.sequence_jobs import SequenceCheck, SequenceGenerator
 
 out, checkpoints = sys.argv[1], sys.argv[2]
 cancel_after = int(sys.argv[3]) if len(sys.argv) > 3 else None

@@ -27,7 +27,7 @@ import pytest
 
 import cairn
 from cairn.checkpoint.job_identity import identity_of
-from cairn.cli.demo_jobs import read_visible_lines
+from cairn.testing.sequence_jobs import read_visible_lines
 from tests.integration.jdbc_jobs import (
     new_table,
     out_of_order_keys,

@@ -21,7 +21,7 @@ import pytest
 
 import cairn
 from cairn.checkpoint.job_identity import identity_of
-from cairn.cli.demo_jobs import read_visible_lines
+from cairn.testing.sequence_jobs import read_visible_lines
 from tests.integration.jobs import exactly_once_problems
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]

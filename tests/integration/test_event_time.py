@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 from cairn.checkpoint.errors import CheckpointFailedError
-from cairn.cli.demo_jobs import read_visible_lines
 from cairn.common import Configuration, Duration, WatermarkStrategy
 from cairn.common.job_status import JobStatus
 from cairn.datastream import KeyedProcessFunction, OutputTag, StreamExecutionEnvironment
 from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
 from cairn.events import MAX_WATERMARK
+from cairn.testing.sequence_jobs import read_visible_lines
 from tests.integration.event_time_jobs import (
     DISORDER_MS,
     EventTime,

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from cairn.cli.demo_jobs import check_sequence_lines, read_visible_lines
 from cairn.testing.processes import wait_for
+from cairn.testing.sequence_jobs import check_sequence_lines, read_visible_lines
 from tests.integration.jobs import expected_lines, sequence_job
 
 RECORDS, KEYS = 120_000, 20

@@ -35,10 +35,10 @@ from cairn.checkpoint.ha.leader import LEASE, POINTER
 from cairn.checkpoint.ha.lease import Lease
 from cairn.checkpoint.ha.pointer import Pointer
 from cairn.checkpoint.ha.store import ConditionalStore
-from cairn.cli.demo_jobs import read_visible_lines
 from cairn.common.storage_options import s3_storage_options
 from cairn.deploy.high_availability import open_store
 from cairn.testing.processes import terminate_tree
+from cairn.testing.sequence_jobs import read_visible_lines
 from tests.integration.jobs import exactly_once_problems
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from cairn.cli.demo_jobs import check_sequence_lines, read_visible_lines
 from cairn.common.job_status import JobStatus
+from cairn.testing.sequence_jobs import check_sequence_lines, read_visible_lines
 from tests.integration.jobs import exactly_once_problems
 from tests.integration.kafka_jobs import kafka_sequence_job, new_topic, produce_sequences
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from cairn.cli.demo_jobs import SequenceCheck, check_sequence_lines
 from cairn.common import WatermarkStrategy
 from cairn.datastream.connectors.base import DeliveryGuarantee
+from cairn.testing.sequence_jobs import SequenceCheck, check_sequence_lines
 from tests.integration.jdbc_jobs import out_of_order_keys
 from tests.integration.jobs import checkpointed_env, exactly_once_problems, expected_lines
 from tests.integration.kafka_jobs import kafka_source, new_topic, parse_sequence, produce_sequences

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from cairn.cli.demo_jobs import read_visible_lines
 from cairn.common.job_status import JobStatus
 from cairn.rest.registry import JobRegistry
 from cairn.testing.processes import wait_for
+from cairn.testing.sequence_jobs import read_visible_lines
 from tests.integration.jobs import backpressured_job, sequence_job
 
 pytestmark = pytest.mark.usefixtures("registry_dir")

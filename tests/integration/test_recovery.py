@@ -18,11 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from cairn.cli.demo_jobs import (
-    SequenceCheck,
-    check_sequence_lines,
-    read_visible_lines,
-)
 from cairn.common import JobExecutionException
 from cairn.common.job_status import JobStatus
 from cairn.common.restart_strategy import RestartStrategies
@@ -32,6 +27,11 @@ from cairn.datastream.stream_execution_environment import (
     set_context_defaults,
 )
 from cairn.deploy.job_master_client import JobClient
+from cairn.testing.sequence_jobs import (
+    SequenceCheck,
+    check_sequence_lines,
+    read_visible_lines,
+)
 from tests.integration.jobs import (
     check_to_files,
     environment,

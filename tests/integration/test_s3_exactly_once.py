@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from cairn.cli.demo_jobs import check_sequence_lines, read_visible_lines
 from cairn.testing.processes import wait_for
 from cairn.testing.seaweedfs import SeaweedS3
+from cairn.testing.sequence_jobs import check_sequence_lines, read_visible_lines
 from tests.integration.jobs import expected_lines, sequence_job
 from tests.integration.test_readme_commands import (
     CHECKPOINTS_S3,

@@ -26,9 +26,9 @@ from typing import Any
 import pytest
 
 from cairn.checkpoint.storage import load_checkpoint
-from cairn.cli.demo_jobs import check_sequence_lines, read_visible_lines
 from cairn.common.job_status import JobStatus
 from cairn.testing.processes import wait_for
+from cairn.testing.sequence_jobs import check_sequence_lines, read_visible_lines
 from tests.integration.event_time_jobs import expected_windows, windows_of_prefixes
 from tests.integration.jobs import backpressured_job, expected_lines, sequence_job
 from tests.integration.test_readme_commands import (

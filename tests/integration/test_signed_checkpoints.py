@@ -12,11 +12,11 @@ import pytest
 
 from cairn.checkpoint.inspection import list_checkpoints
 from cairn.checkpoint.metadata import SignatureStatus
-from cairn.cli.demo_jobs import read_visible_lines
 from cairn.common import JobExecutionException
 from cairn.common.job_status import JobStatus
 from cairn.deploy.job_master_client import JobClient
 from cairn.settings import SigningKey
+from cairn.testing.sequence_jobs import read_visible_lines
 from tests.integration.jobs import exactly_once_problems, expected_lines, sequence_job
 from tests.integration.waits import completed_checkpoints
 

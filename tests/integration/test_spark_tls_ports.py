@@ -15,10 +15,10 @@ from typing import Any
 import psutil
 import pytest
 
-from cairn.cli.demo_jobs import read_visible_lines
 from cairn.common.job_status import JobStatus
 from cairn.deploy.job_master import JobMaster
 from cairn.runtime.network.certificates import make_job_certificates
+from cairn.testing.sequence_jobs import read_visible_lines
 from tests.connection_flood import Address, ConnectionFlood
 from tests.integration.jobs import expected_lines, sequence_job
 

@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 
-from cairn.cli.demo_jobs import read_visible_lines
 from cairn.testing.processes import (
     find_processes,
     run_in_subprocess,
     terminate_tree,
     wait_for,
 )
+from cairn.testing.sequence_jobs import read_visible_lines
 from cairn.testing.spark_cluster import StandaloneCluster
 from tests.integration.jobs import expected_lines
 

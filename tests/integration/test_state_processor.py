@@ -21,7 +21,6 @@ import pytest
 from cairn.checkpoint.errors import UnverifiedCheckpointError
 from cairn.checkpoint.metadata import CompletedCheckpoint
 from cairn.checkpoint.storage import load_checkpoint
-from cairn.cli.demo_jobs import SequenceCheck, read_visible_lines
 from cairn.common import Configuration, Types
 from cairn.datastream import StreamExecutionEnvironment
 from cairn.datastream.checkpoint_config import ExternalizedCheckpointRetention
@@ -35,6 +34,7 @@ from cairn.state_processor import (
     UnknownStateError,
     ValueTypeError,
 )
+from cairn.testing.sequence_jobs import SequenceCheck, read_visible_lines
 from tests.integration.jobs import check_to_files, generated
 from tests.integration.waits import committed_lines
 

@@ -17,7 +17,6 @@ import pytest
 
 from cairn.checkpoint.handles import KeyedStateSchema
 from cairn.checkpoint.storage import load_checkpoint
-from cairn.cli.demo_jobs import read_visible_lines
 from cairn.common import Configuration
 from cairn.common.exceptions import JobExecutionException
 from cairn.common.job_status import JobStatus
@@ -25,6 +24,7 @@ from cairn.common.restart_strategy import RestartStrategies
 from cairn.common.typeinfo import Types
 from cairn.datastream import KeyedProcessFunction, StreamExecutionEnvironment
 from cairn.datastream.state import MapStateDescriptor, StateDescriptor, ValueStateDescriptor
+from cairn.testing.sequence_jobs import read_visible_lines
 from tests.integration.jobs import check_to_files, sequence_source
 from tests.integration.waits import committed_lines
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from cairn.cli.demo_jobs import read_visible_lines
 from cairn.common import JobExecutionException
+from cairn.testing.sequence_jobs import read_visible_lines
 from tests.integration.two_input_jobs import (
     expected_join,
     expected_rules,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from cairn.checkpoint.stats import CheckpointStats, CheckpointStatus
-from cairn.cli.demo_jobs import check_sequence_lines, read_visible_lines
+from cairn.testing.sequence_jobs import check_sequence_lines, read_visible_lines
 from tests.integration.jobs import backpressured_job, expected_lines
 
 KEYS = 20

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from cairn.cli.demo_jobs import read_visible_lines
 from cairn.common import Configuration, Time, WatermarkStrategy
 from cairn.datastream import StreamExecutionEnvironment
 from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
 from cairn.datastream.window import TumblingProcessingTimeWindows
+from cairn.testing.sequence_jobs import read_visible_lines
 from tests.integration.window_jobs import expected, windows_job
 
 RECORDS, KEYS = 40_000, 10

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from cairn.cli.demo_jobs import read_visible_lines
 from cairn.testing.processes import wait_for
+from cairn.testing.sequence_jobs import read_visible_lines
 
 __all__ = ["committed_lines", "completed_checkpoints"]
 

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from cairn.cli.demo_jobs import read_visible_lines
 from cairn.common import Configuration, Duration, Time, Types, WatermarkStrategy
 from cairn.common.exceptions import JobExecutionException
 from cairn.common.restart_strategy import RestartStrategies
@@ -31,6 +30,7 @@ from cairn.datastream import (
 )
 from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
 from cairn.datastream.connectors.file_system import FileSink
+from cairn.testing.sequence_jobs import read_visible_lines
 
 
 def _env(**conf: str) -> StreamExecutionEnvironment:

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from cairn.cli.demo_jobs import read_visible_lines
 from cairn.common import Configuration, WatermarkStrategy
 from cairn.common.restart_strategy import RestartStrategies
 from cairn.common.serialization import Encoder
 from cairn.datastream import CheckpointingMode, StreamExecutionEnvironment
 from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
 from cairn.datastream.connectors.file_system import FileSink
+from cairn.testing.sequence_jobs import read_visible_lines
 
 
 @pytest.mark.parametrize("unaligned", [False, True])

@@ -20,7 +20,6 @@ from cairn.checkpoint.handles import (
 )
 from cairn.checkpoint.local_recovery import LocalRecoveryStore
 from cairn.checkpoint.storage import CheckpointStorage
-from cairn.cli.demo_jobs import read_visible_lines
 from cairn.common import Configuration, Types, WatermarkStrategy
 from cairn.common.restart_strategy import RestartStrategies
 from cairn.common.serialization import Encoder
@@ -29,6 +28,7 @@ from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiter
 from cairn.datastream.connectors.file_system import FileSink
 from cairn.datastream.state import ValueStateDescriptor
 from cairn.ids import CheckpointId
+from cairn.testing.sequence_jobs import read_visible_lines
 
 C1, C2, C3 = CheckpointId(1), CheckpointId(2), CheckpointId(3)
 

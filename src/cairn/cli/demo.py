@@ -13,12 +13,6 @@ import tempfile
 import time
 
 from cairn.checkpoint.stats import CheckpointStatsSnapshot
-from cairn.cli.demo_jobs import (
-    SequenceCheck,
-    SequenceGenerator,
-    check_sequence_lines,
-    read_visible_lines,
-)
 from cairn.common import Configuration, WatermarkStrategy
 from cairn.common.restart_strategy import RestartStrategies
 from cairn.common.serialization import Encoder
@@ -26,6 +20,12 @@ from cairn.datastream import StreamExecutionEnvironment
 from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
 from cairn.datastream.connectors.file_system import FileSink
 from cairn.observability.tables import stats_table
+from cairn.testing.sequence_jobs import (
+    SequenceCheck,
+    SequenceGenerator,
+    check_sequence_lines,
+    read_visible_lines,
+)
 
 
 def _say(text: str) -> None:

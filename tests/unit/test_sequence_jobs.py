@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cairn.cli.demo_jobs import check_sequence_lines
+from cairn.testing.sequence_jobs import check_sequence_lines
 from tests.integration import jobs
 
 

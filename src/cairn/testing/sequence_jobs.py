@@ -1,5 +1,5 @@
-"""Job pieces of the demo, reused by tests and benchmarks: a per-key sequence source and an
-in-stream exactly-once checker.
+"""A per-key sequence source and an in-stream exactly-once checker: the job pieces of
+``cairn demo``, of the exactly-once tests and of the fault campaign (``bench.chaos``).
 
 Invariant: record ``i`` of ``SequenceGenerator(keys)`` is ``(key(i % keys), i // keys + 1)``;
 with a ``DataGeneratorSource`` at any parallelism that divides ``keys``, every key is produced
