@@ -221,6 +221,8 @@ class LocalCopyWriter:
         return self._inner.checkpoint_id
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # never forward private names (unpickling looks them up)
+            raise AttributeError(name)
         if name == "write_shared_file":
             shared = getattr(self._inner, name)
 
@@ -259,6 +261,8 @@ class LocalFirstReader:
         self.remote_bytes = 0
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
         return getattr(self._inner, name)
 
     def read_state_range(self, path: str, offset: int, length: int) -> bytes:
