@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiter
 from cairn.datastream.connectors.file_system import FileSink
 from cairn.datastream.state import ValueStateDescriptor
 from cairn.ids import CheckpointId
+from cairn.settings import SigningKey
 
 C1, C2, C3 = CheckpointId(1), CheckpointId(2), CheckpointId(3)
 
@@ -180,3 +182,19 @@ def test_a_crashed_job_restores_its_keyed_state_from_the_local_copies(
     assert sum(local for local, _ in reads) > 0 and all(remote == 0 for _, remote in reads), reads
     # The job finished: its workers removed their copies.
     assert not any(p.is_file() for p in local.rglob("*"))
+
+
+def test_with_a_signing_key_a_copy_must_match_the_digest_in_its_name(tmp_path: Path) -> None:
+    key = SigningKey.parse("the-deployment-key-0123456789")
+    storage = CheckpointStorage((tmp_path / "remote").as_uri(), "job", None, key)
+    store = LocalRecoveryStore(str(tmp_path / "local"), storage.job_dir, 0)
+    rel = store.writer(storage.writer(C1)).write_state_file("keyed", b"signed bytes")
+    remote = storage.reader(storage.checkpoint_dir(C1))
+    reader = store.reader(remote, C1)
+    assert reader.read_state_range(rel, 0, 6) == b"signed" and reader.local_bytes == 6
+    # Changed together with its record of what was written: only the digest tells.
+    copy = _copy_of(store, C1, rel)
+    copy.write_bytes(b"forged bytes")
+    Path(str(copy) + ".check").write_text(f"12 {zlib.crc32(b'forged bytes')}")
+    reader = store.reader(remote, C1)
+    assert reader.read_state_range(rel, 0, 6) == b"signed" and reader.remote_bytes == 6
