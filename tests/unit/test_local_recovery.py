@@ -8,17 +8,21 @@ from __future__ import annotations
 import logging
 import os
 import re
+import zlib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from cairn.checkpoint.errors import UnverifiedCheckpointError
 from cairn.checkpoint.handles import (
     OperatorSubtaskState,
     RocksDBKeyedStateHandle,
     RocksDBStateFile,
+    pickle_inline,
 )
 from cairn.checkpoint.local_recovery import LocalRecoveryStore
+from cairn.checkpoint.metadata import CheckpointMetadata, OperatorMetadata, encode_metadata
 from cairn.checkpoint.storage import CheckpointStorage
 from cairn.common import Configuration, Types, WatermarkStrategy
 from cairn.common.restart_strategy import RestartStrategies
@@ -27,7 +31,10 @@ from cairn.datastream import CheckpointingMode, KeyedProcessFunction, StreamExec
 from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
 from cairn.datastream.connectors.file_system import FileSink
 from cairn.datastream.state import ValueStateDescriptor
-from cairn.ids import CheckpointId
+from cairn.deploy.control_messages import RestoreInfo
+from cairn.deploy.task_builder import read_restores
+from cairn.ids import CheckpointId, JobId, OperatorUid, SubtaskIndex
+from cairn.settings import SigningKey
 from cairn.testing.sequence_jobs import read_visible_lines
 
 C1, C2, C3 = CheckpointId(1), CheckpointId(2), CheckpointId(3)
@@ -130,7 +137,8 @@ class _RunningSum(KeyedProcessFunction):
         yield f"{value[0]},{total}"
 
 
-@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
+# RocksDB (private and shared files) in the fast tier; the heap's single file in the rest.
+@pytest.mark.parametrize("backend", ["rocksdb", pytest.param("hashmap", marks=pytest.mark.slow)])
 def test_a_crashed_job_restores_its_keyed_state_from_the_local_copies(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, backend: str
 ) -> None:
@@ -179,3 +187,38 @@ def test_a_crashed_job_restores_its_keyed_state_from_the_local_copies(
     assert sum(local for local, _ in reads) > 0 and all(remote == 0 for _, remote in reads), reads
     # The job finished: its workers removed their copies.
     assert not any(p.is_file() for p in local.rglob("*"))
+
+
+def test_with_a_signing_key_a_copy_must_match_the_digest_in_its_name(tmp_path: Path) -> None:
+    key = SigningKey.parse("the-deployment-key-0123456789")
+    storage = CheckpointStorage((tmp_path / "remote").as_uri(), "job", None, key)
+    store = LocalRecoveryStore(str(tmp_path / "local"), storage.job_dir, 0)
+    rel = store.writer(storage.writer(C1)).write_state_file("keyed", b"signed bytes")
+    remote = storage.reader(storage.checkpoint_dir(C1))
+    reader = store.reader(remote, C1)
+    assert reader.read_state_range(rel, 0, 6) == b"signed" and reader.local_bytes == 6
+    # Changed together with its record of what was written: only the digest tells.
+    copy = _copy_of(store, C1, rel)
+    copy.write_bytes(b"forged bytes")
+    Path(str(copy) + ".check").write_text(f"12 {zlib.crc32(b'forged bytes')}")
+    reader = store.reader(remote, C1)
+    assert reader.read_state_range(rel, 0, 6) == b"signed" and reader.remote_bytes == 6
+
+
+def test_a_worker_checks_the_shipped_metadata_instead_of_reading_the_storage(
+    tmp_path: Path,
+) -> None:
+    key = SigningKey.parse("the-deployment-key-0123456789")
+    storage = CheckpointStorage((tmp_path / "remote").as_uri(), "job", None, key)
+    uid = OperatorUid("sum")
+    subtasks = {SubtaskIndex(0): OperatorSubtaskState(inline=pickle_inline({"pos": 7}))}
+    metadata = CheckpointMetadata(
+        JobId("job"), C2, 1, 2, 128, operators={uid: OperatorMetadata(uid, 1, 128, subtasks)}
+    )
+    where = storage.checkpoint_dir(C2)  # nothing was ever written there
+    shipped = RestoreInfo(where, C2, encode_metadata(metadata, key))
+    restores = read_restores(storage, shipped)
+    assert restores["sum"].subtasks[0].inline_value("pos") == 7
+    forged = RestoreInfo(where, C2, encode_metadata(metadata, SigningKey.parse("x" * 24)))
+    with pytest.raises(UnverifiedCheckpointError):
+        read_restores(storage, forged)

@@ -63,6 +63,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _CHECK_SUFFIX = ".check"  # beside each copy: "<size> <crc32>" of the bytes written
+_READ_CHUNK = 8 << 20
 
 
 def local_recovery_root() -> str:
@@ -221,6 +222,8 @@ class LocalCopyWriter:
         return self._inner.checkpoint_id
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # never forward private names (unpickling looks them up)
+            raise AttributeError(name)
         if name == "write_shared_file":
             shared = getattr(self._inner, name)
 
@@ -259,6 +262,8 @@ class LocalFirstReader:
         self.remote_bytes = 0
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
         return getattr(self._inner, name)
 
     def read_state_range(self, path: str, offset: int, length: int) -> bytes:
@@ -299,18 +304,25 @@ class LocalFirstReader:
 def _intact(local: str, rel: str) -> bool:
     """The copy at ``local`` holds the bytes recorded beside it (and, for a digest-named
     file, the bytes its name's SHA-256 names)."""
+    digest = state_file_digest(rel)
+    sha = hashlib.sha256() if digest is not None else None
+    size = crc = 0
     try:
         with open(local + _CHECK_SUFFIX, "rb") as f:
             size_text, crc_text = f.read().split()
         with open(local, "rb") as f:
-            data = f.read()
+            while chunk := f.read(_READ_CHUNK):  # bounded memory for large SST files
+                size += len(chunk)
+                crc = zlib.crc32(chunk, crc)
+                if sha is not None:
+                    sha.update(chunk)
+        expected = (int(size_text), int(crc_text))
     except (OSError, ValueError):
         return False
-    if len(data) != int(size_text) or zlib.crc32(data) != int(crc_text):
+    if (size, crc) != expected:
         log.warning("local recovery: the local copy %s changed since it was written", local)
         return False
-    digest = state_file_digest(rel)
-    return digest is None or hashlib.sha256(data).hexdigest() == digest
+    return sha is None or sha.hexdigest() == digest
 
 
 def _unlink(path: str) -> None:

@@ -120,8 +120,14 @@ class Shutdown:
 
 @dataclass(frozen=True)
 class RestoreInfo:
+    """The checkpoint an attempt restores. ``metadata``: its ``_metadata`` as the job master
+    chose it, encoded and signed with the job's key (``None``: too large to ship, or an older
+    job master): a worker checks it as it would the file and need not ask the storage for it,
+    so a restore whose state is all in local recovery's copies makes no storage request."""
+
     checkpoint_dir: str
     checkpoint_id: CheckpointId
+    metadata: bytes | None = None
 
 
 @dataclass(frozen=True)

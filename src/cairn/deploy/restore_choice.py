@@ -19,6 +19,7 @@ import time
 from collections.abc import Sequence
 
 from cairn.checkpoint.coordinator import CheckpointCoordinator
+from cairn.checkpoint.metadata import encode_metadata
 from cairn.checkpoint.restore import check_restore_compatible
 from cairn.deploy import control_messages as p
 from cairn.deploy.initialization import JobInitialization
@@ -29,6 +30,9 @@ from cairn.settings import JobSettings, RestoreMode
 __all__ = ["RestoreChoice"]
 
 log = logging.getLogger(__name__)
+
+# Metadata up to this size travels with the workers' launch; larger, they read it themselves.
+MAX_SHIPPED_METADATA = 4 << 20
 
 
 class RestoreChoice:
@@ -89,7 +93,9 @@ class RestoreChoice:
                 for node in v.operators
             }
             check_restore_compatible(point, operators, self._settings.restore_ignore_unclaimed)
-        return p.RestoreInfo(point.directory, point.checkpoint_id)
+        encoded = encode_metadata(point.metadata, self._settings.checkpoint.signing_key)
+        shipped = encoded if len(encoded) <= MAX_SHIPPED_METADATA else None
+        return p.RestoreInfo(point.directory, point.checkpoint_id, shipped)
 
     def initialization(
         self,

@@ -21,6 +21,7 @@ import cloudpickle
 from cairn.checkpoint.handles import StateFileReader
 from cairn.checkpoint.local_recovery import LocalRecoveryStore
 from cairn.checkpoint.messages import TaskKey
+from cairn.checkpoint.metadata import decode_metadata
 from cairn.checkpoint.read_timing import ReadTiming
 from cairn.checkpoint.storage import CheckpointStorage
 from cairn.deploy import control_messages as p
@@ -68,9 +69,13 @@ def read_restores(
     ``timing`` counts the state reads; ``local``: read the local copies first."""
     if info is None:
         return {}
-    # Read again here, not trusted from the master: with a signing key the signature and
-    # every state file's digest are checked before anything is unpickled.
-    metadata = storage.read_metadata(info.checkpoint_dir)
+    # Checked here, not trusted from the master: with a signing key the signature (of the
+    # shipped bytes, or of the file) and every state file's digest are checked before
+    # anything is unpickled.
+    if info.metadata is not None:
+        metadata = decode_metadata(info.metadata, info.checkpoint_dir, storage.signing_key)
+    else:
+        metadata = storage.read_metadata(info.checkpoint_dir)
     reader: StateFileReader = storage.reader(info.checkpoint_dir)
     if local is not None:
         reader = local.reader(reader, metadata.checkpoint_id)
