@@ -25,6 +25,8 @@ Invariant: prints one JSON object as its last stdout line; the broker and its da
 when it returns. The machine's load moves absolute figures: compare ratios of one run.
 
     python -m bench.kafka_job --records 300000 --interval-ms 1000
+    python -m bench.kafka_job --systems cairn-at-least-once cairn-exactly-once \\
+        pyflink-exactly-once --repeat 5 --peer-repeat 2 --warmup --latency-intervals
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -41,7 +44,14 @@ from typing import Any
 
 from bench.kafka_topics import fill_input, new_topic, read_output
 
-__all__ = ["SYSTEMS", "measure", "parse_consumer_perf", "parse_producer_perf"]
+__all__ = [
+    "SYSTEMS",
+    "measure",
+    "pair_costs",
+    "parse_consumer_perf",
+    "parse_producer_perf",
+    "summarize",
+]
 
 SYSTEMS = (
     "broker",
@@ -198,19 +208,71 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     with KafkaBroker(heap="1g") as broker:
         source = new_topic(broker, "in", args.partitions)
         result["fill_records_per_s"] = round(fill_input(broker, source, args.records))
-        for name in args.systems:
-            if name == "broker":
-                result["broker"] = broker_limit(
-                    broker, args.records, args.partitions, args.interval_ms
-                )
-            else:
-                result[name] = _system(name, broker, source, args)
-            print(f"{name}: {json.dumps(result.get(name))}", file=sys.stderr, flush=True)
+        if args.warmup:  # the process's first Cairn job carries Spark's start-up
+            warm = _system("cairn-none", broker, source, args)
+            print(f"warm-up: {json.dumps(warm)}", file=sys.stderr, flush=True)
+        runs: dict[str, list[dict[str, Any]]] = {}
+        for round_ in range(args.repeat):
+            for name in args.systems:
+                if not name.startswith("cairn-") and round_ not in _peer_rounds(args):
+                    continue
+                if name == "broker":
+                    fields = broker_limit(broker, args.records, args.partitions, args.interval_ms)
+                else:
+                    fields = _system(name, broker, source, args)
+                fields["load"] = round(os.getloadavg()[0], 2)
+                runs.setdefault(name, []).append(fields)
+                print(f"{name}: {json.dumps(fields)}", file=sys.stderr, flush=True)
+        for name, done in runs.items():
+            result[name] = done[0] if len(done) == 1 else summarize(done)
         if args.latency_intervals:
             result["latency"] = latency(broker, args)
     result["load_after"] = os.getloadavg()[0]
     result["ratios"] = ratios(result)
+    costs = pair_costs(result)
+    if costs:
+        result["ratios"]["eo_cost_vs_alo_pct_per_pair"] = costs
+        result["ratios"]["eo_cost_vs_alo_pct_median_of_pairs"] = statistics.median(costs)
     return result
+
+
+def _peer_rounds(args: argparse.Namespace) -> set[int]:
+    """The rounds a non-Cairn system runs in: ``--peer-repeat`` of them, spread from the
+    first to the last, so that the peers see the same load as the Cairn runs around them."""
+    n = max(1, min(args.peer_repeat, args.repeat))
+    if n == 1:
+        return {0}
+    return {round(i * (args.repeat - 1) / (n - 1)) for i in range(n)}
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several runs of one system: each run's fields, and the median rate as the system's.
+
+    >>> s = summarize([{"records_per_s": 3}, {"records_per_s": 1}, {"records_per_s": 4}])
+    >>> s["records_per_s"], s["rates"]
+    (3, [3, 1, 4])
+    """
+    rates = [r.get("records_per_s") for r in runs]
+    known = [r for r in rates if r]
+    return {
+        "runs": runs,
+        "records_per_s": statistics.median(known) if known else None,
+        "rates": rates,
+    }
+
+
+def pair_costs(result: dict[str, Any]) -> list[float] | None:
+    """Exactly-once's cost against at-least-once per interleaved pair (round), in %.
+
+    >>> pair_costs({"cairn-at-least-once": {"rates": [100, 80]},
+    ...             "cairn-exactly-once": {"rates": [90, 80]}})
+    [10.0, 0.0]
+    """
+    alo = (result.get("cairn-at-least-once") or {}).get("rates")
+    eo = (result.get("cairn-exactly-once") or {}).get("rates")
+    if not alo or not eo:
+        return None
+    return [round(100 * (1 - e / a), 1) for a, e in zip(alo, eo, strict=False) if a and e]
 
 
 def latency(broker: Any, args: argparse.Namespace) -> dict[str, Any]:
@@ -264,6 +326,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-rate", type=int, default=5000)
     parser.add_argument("--latency-seconds", type=float, default=30.0)
     parser.add_argument("--peer-timeout", type=float, default=1500.0)
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="rounds of the Cairn systems, interleaved in the order given (medians reported)",
+    )
+    parser.add_argument(
+        "--peer-repeat", type=int, default=1, help="rounds (of --repeat) the peers run in"
+    )
+    parser.add_argument(
+        "--warmup", action="store_true", help="a throw-away Cairn NONE job first (Spark start-up)"
+    )
     args = parser.parse_args(argv)
     print(json.dumps(measure(args)))
     return 0

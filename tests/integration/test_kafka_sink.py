@@ -114,6 +114,34 @@ def test_crash_between_pre_commit_and_commit_commits_exactly_once(kafka_broker: 
         writer.close()
 
 
+def test_the_next_transaction_holds_its_records_until_the_previous_ones_arrived(
+    kafka_broker: Any,
+) -> None:
+    """The barrier does not wait for the broker; the next transaction (another producer)
+    sends nothing while the pre-committed one's records are on their way, so a key's
+    records keep their order across transactions."""
+    topic = _name("eo-order")
+    kafka_broker.create_topic(topic, partitions=1)
+    sink = _sink(kafka_broker, topic, **{"linger.ms": "1000"})  # keeps the first in flight
+    committer = sink.create_committer()
+    assert committer is not None
+    w = sink.create_writer(_ctx(0, 1, attempt=0), [])
+    w.write_batch([f"k:{i}" for i in range(100)])
+    c1 = w.prepare_commit(1)
+    first = w._slots[c1[0].slot].producer
+    w.write_batch([f"k:{i}" for i in range(100, 200)])
+    assert w._open is not None and w._open != c1[0].slot
+    second = w._slots[w._open].producer
+    assert len(first) > 0 and len(second) == 0  # held, not queued behind another producer
+    committer.commit(c1)
+    w.commit(c1[0])  # delivered and committed: the held records may go
+    w.flush(False)
+    assert len(second) > 0  # sent now (lingering in its producer's queue)
+    committer.commit(w.prepare_commit(2))
+    w.close()
+    assert _values(kafka_broker, topic, 200) == [f"k:{i}" for i in range(200)]
+
+
 def test_restore_at_another_parallelism_settles_old_ids_and_leaves_nothing_open(
     kafka_broker: Any,
 ) -> None:

@@ -114,6 +114,31 @@ class Output:
         producer.poll(0)
         self.check()
 
+    def hold(self, producer: Any, records: Sequence[Any], keep: list[StoredRecord]) -> None:
+        """Serialize ``records`` into ``keep`` without sending them (``resend`` sends them
+        later, in this order); ``producer`` answers metadata for a partitioner."""
+        serialize = self.sink.serializer.serialize
+        self._metadata_source = producer
+        timestamps = getattr(records, "timestamps", None)
+        for n, element in enumerate(records):
+            topic, key, value, partition = serialize(element, self.partitions_of)
+            ts = timestamps[n] if timestamps is not None else None
+            keep.append((topic, partition, key, value, ts))
+
+    def resend(self, producer: Any, stored: Sequence[StoredRecord]) -> None:
+        """Send records kept by ``hold`` (or a writer state), in order."""
+        produce = producer.produce
+        for topic, partition, key, value, ts in stored:
+            if partition is None and ts is None:
+                try:
+                    produce(topic, value, key)
+                    continue
+                except Exception:  # queue full (retried), or an error to be named
+                    pass
+            self.produce(produce, producer, topic, partition, key, value, ts)
+        producer.poll(0)
+        self.check()
+
     def produce(
         self,
         produce: Callable[..., None],

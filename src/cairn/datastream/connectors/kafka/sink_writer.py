@@ -7,10 +7,12 @@ the restored pending transactions (commits nothing twice: a transaction the mark
 done, any other is sent again from its records) and writes. A live transaction is committed
 by the writer's own producer when its checkpoint completes, on the writer's commit thread,
 in sequence order: the marker (``send_offsets_to_transaction``) and ``commit_transaction``
-run there while the task thread writes the next transaction on another id of the pool. A
-transaction is flushed at its barrier (pre-commit) before the next one opens: two producers
-of the pool must never have records of one partition in flight at once, or a key's later
-records could overtake its earlier ones. The task thread learns a commit's outcome at its
+run there while the task thread writes the next transaction on another id of the pool. Two
+producers of the pool never have records in flight at once, or a key's later records could
+overtake its earlier ones: a transaction pre-committed at its barrier drains (its records
+reach the broker) while the next one holds its records, kept but not sent, and sends them
+once the drain is over; the task waits for a drain only at the next barrier, if it is not
+over by then. The task thread learns a commit's outcome at its
 next call: a failed commit (e.g. the broker aborted the transaction because
 ``transaction.timeout.ms`` passed) fails the job, and the restored writer sends it again
 from the checkpoint's writer state, which holds every pending transaction's records until
@@ -92,6 +94,10 @@ class TransactionalWriter(SinkWriter):
         self._open: int | None = None  # slot of the open transaction
         self._open_records: list[StoredRecord] = []
         self._open_seq = 0
+        # Slot of the last pre-committed transaction while its records are still on their
+        # way to the broker: the open transaction's records are held (kept, not sent) until
+        # they all arrived, so that no partition receives two producers' records at once.
+        self._draining: int | None = None
         self._group_metadata: Any = None
         self._closed = False
         self._commits = _CommitThread(self)
@@ -188,11 +194,12 @@ class TransactionalWriter(SinkWriter):
 
     def _begin(self) -> int:
         self._reap()
-        busy = [p.slot for p in self._pending]
-        slot = free_slot(len(self._slots), busy)
+        if self._draining is not None and all(p.slot != self._draining for p in self._pending):
+            self._release(wait=False)  # committed, so delivered: its id is free again
+        slot = free_slot(len(self._slots), self._busy())
         while slot is None and self._commits.wait_one(_REQUEST_TIMEOUT_S):
             self._reap()  # a commit in flight frees its id: wait for it, not fail
-            slot = free_slot(len(self._slots), [p.slot for p in self._pending])
+            slot = free_slot(len(self._slots), self._busy())
         if slot is None:
             raise KafkaSinkError(
                 f"Kafka sink {self.ids.marker_group}: all {len(self._slots)} transactional ids "
@@ -206,6 +213,11 @@ class TransactionalWriter(SinkWriter):
         self._open_records = []
         return slot
 
+    def _busy(self) -> list[int]:
+        """Slots not to begin on: pending, and draining (until released, even if committed)."""
+        busy = [p.slot for p in self._pending]
+        return busy if self._draining is None else [*busy, self._draining]
+
     def write(self, record: Any) -> None:
         self.write_batch((record,))
 
@@ -213,29 +225,59 @@ class TransactionalWriter(SinkWriter):
         if self._commits.news:
             self._reap()
         slot = self._open if self._open is not None else self._begin()
-        self._out.send(self._slots[slot].producer, records, self._open_records)
+        producer = self._slots[slot].producer
+        if self._draining is not None and not self._release(wait=False):
+            self._out.hold(producer, records, self._open_records)
+            return
+        self._out.send(producer, records, self._open_records)
+
+    def _release(self, wait: bool) -> bool:
+        """Once every record of the draining (pre-committed) transaction reached the broker,
+        send the open transaction's held records and stop holding; ``wait``: block until
+        then (failing after ``transaction.timeout.ms``). True when released."""
+        assert self._draining is not None
+        draining = self._slots[self._draining].producer
+        if wait:
+            timeout_s = self._sink.transaction_timeout_ms / 1000
+            self._out.flush(draining, timeout_s, "pre-commit")
+        else:
+            draining.poll(0)  # serves failed deliveries' reports
+            self._out.check()
+            if len(draining) > 0:  # messages queued or awaiting the broker's ack
+                return False
+        self._draining = None
+        if self._open is not None and self._open_records:
+            self._out.resend(self._slots[self._open].producer, self._open_records)
+        return True
 
     def flush(self, end_of_input: bool) -> None:
         self._reap()
+        if self._draining is not None:
+            self._release(wait=False)
         if self._open is not None:
             self._slots[self._open].producer.poll(0)
             self._out.check()
 
     def prepare_commit(self, checkpoint_id: CheckpointId) -> list[KafkaCommittable]:
-        """Pre-commit at the barrier: flush (the next transaction goes through another
-        producer of the pool, whose records must not overtake these in a partition: a key's
-        order), then the transaction becomes pending, its records kept in the writer state.
-        The marker and the commit are the commit thread's."""
+        """Pre-commit at the barrier: the transaction becomes pending, its records kept in
+        the writer state, and starts draining: the next transaction, on another producer of
+        the pool, holds its records until these all reached the broker (or they could
+        overtake these in a partition: a key's order). The task does not wait for that here,
+        only when the next barrier comes first. The marker and the commit are the commit
+        thread's (``commit_transaction`` delivers whatever is still queued first)."""
         self._reap()
         slot = self._open
         if slot is None:
             return []  # nothing written since the last barrier: no empty transaction
-        producer = self._slots[slot].producer
-        self._out.flush(producer, self._sink.transaction_timeout_ms / 1000, "pre-commit")
+        if self._draining is not None:
+            self._release(wait=True)  # this transaction's held records go out first
+        self._slots[slot].producer.poll(0)
+        self._out.check()
         seq = self._open_seq
         pending = PendingTransaction(slot, seq, checkpoint_id, tuple(self._open_records))
         self._pending.append(pending)
         self._open, self._open_records = None, []
+        self._draining = slot
         c = self._context
         return [KafkaCommittable(c.job_id, c.attempt_number, self.ids, slot, seq, checkpoint_id)]
 
