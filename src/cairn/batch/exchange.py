@@ -76,7 +76,8 @@ class _Unkeyed:
 
 
 class _Edge:
-    """One output edge of a producer partition: its buffers per target (and key group)."""
+    """One output edge of a producer partition: its buffers per target partition (unkeyed)
+    or per key (keyed: key groups and targets are looked up per key as blocks go out)."""
 
     def __init__(self, consumer: int, router: EdgeRouter) -> None:
         self.consumer = consumer
