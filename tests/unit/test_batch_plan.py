@@ -195,3 +195,15 @@ def test_blocks_carry_each_record_where_targets_sends_it(kind: PartitionKind) ->
         for part in router.targets(r, seq)
     }
     assert arrived == expected
+
+
+def test_a_block_plain_pickle_refuses_still_crosses_a_spark_exchange() -> None:
+    from cairn.batch.spark import _blocks, _encode
+
+    class Local:  # a class plain pickle cannot name (as one defined in __main__)
+        def __init__(self, n: int) -> None:
+            self.n = n
+
+    payload = (0, {"a": [Local(1), Local(2)]}, {})
+    ((key, (side, groups, _)),) = _blocks([((1, (9,)), _encode(payload))])
+    assert key == (9,) and side == 0 and [r.n for r in groups["a"]] == [1, 2]

@@ -10,7 +10,7 @@ backend); the reader merges one key group's blocks at a time, orders its keys by
 timestamps keep their producers' order), so a keyed head reads its input key by key (Flink's
 sorted inputs) while a partition never holds more than one key group of input. Sorting and
 (de)serialization happen per block, not per record: the per-record work is the key
-selector, the key group (cached) and an append.
+selector, a dict lookup and an append.
 
 >>> from cairn.graph.job_graph import JobEdge
 >>> from cairn.graph.transformations import PartitionKind
@@ -76,7 +76,8 @@ class _Unkeyed:
 
 
 class _Edge:
-    """One output edge of a producer partition: its buffers per target (and key group)."""
+    """One output edge of a producer partition: its buffers per target partition (unkeyed)
+    or per key (keyed: key groups and targets are looked up per key as blocks go out)."""
 
     def __init__(self, consumer: int, router: EdgeRouter) -> None:
         self.consumer = consumer
@@ -84,8 +85,8 @@ class _Edge:
         self.side = router.edge.input_side
         self.keyed = router.keyed_hash
         self.unkeyed: dict[int, _Unkeyed] = {}  # target partition -> buffer
-        self.groups: dict[int, dict[Any, list[Any]]] = {}  # key group -> key -> records
-        self.stamped: dict[int, dict[Any, list[tuple[int | None, Any]]]] = {}
+        self.groups: dict[Any, list[Any]] = {}  # key -> records
+        self.stamped: dict[Any, list[tuple[int | None, Any]]] = {}  # key -> (time, record)
 
     def add(self, records: list[Any], stamps: list[int | None] | None, seq: int) -> None:
         if self.keyed:
@@ -104,52 +105,57 @@ class _Edge:
                 buffer.add(r, ts)
 
     def _add_keyed(self, records: list[Any]) -> None:
-        # The hot path of a keyed exchange: no tuple, no pickle, one append per record.
-        select, cache, key_group = self.router.key_lookup()
-        by_group = self.groups
+        # The hot path of a keyed exchange: the key selector, one dict lookup, one append
+        # (key groups are computed per key when the blocks go out).
+        select = self.router.key_lookup()[0]
+        by_key = self.groups
         for r in records:
             key = select(r)
-            kg = cache.get(key)
-            if kg is None:
-                kg = key_group(key)
-            groups = by_group.get(kg)
-            if groups is None:
-                groups = by_group[kg] = {}
-            same = groups.get(key)
+            same = by_key.get(key)
             if same is None:
-                groups[key] = [r]
+                by_key[key] = [r]
             else:
                 same.append(r)
 
     def _add_stamped(self, records: list[Any], stamps: list[int | None]) -> None:
-        select, cache, key_group = self.router.key_lookup()
-        by_group = self.stamped
+        select = self.router.key_lookup()[0]
+        by_key = self.stamped
         for r, ts in zip(records, stamps, strict=True):
             key = select(r)
-            kg = cache.get(key)
-            if kg is None:
-                kg = key_group(key)
-            groups = by_group.get(kg)
-            if groups is None:
-                groups = by_group[kg] = {}
-            same = groups.get(key)
+            same = by_key.get(key)
             if same is None:
-                groups[key] = [(ts, r)]
+                by_key[key] = [(ts, r)]
             else:
                 same.append((ts, r))
+
+    def _by_key_group(self) -> dict[int, tuple[dict[Any, Any], dict[Any, Any]]]:
+        _, cache, key_group = self.router.key_lookup()
+        out: dict[int, tuple[dict[Any, Any], dict[Any, Any]]] = {}
+        for index, by_key in enumerate((self.groups, self.stamped)):
+            for key, records in by_key.items():
+                kg = cache.get(key)
+                if kg is None:
+                    kg = key_group(key)
+                both = out.get(kg)
+                if both is None:
+                    both = out[kg] = ({}, {})
+                both[index][key] = records
+        return out
 
     def drain(self, producer: tuple[int, int], number: Callable[[], int]) -> Iterator[Out]:
         side, consumer = self.side, self.consumer
         for part, buffer in self.unkeyed.items():
-            key = (UNKEYED, side, *producer, number())
-            yield consumer, part, key, (side, buffer.records, buffer.stamps)
+            in_order = (UNKEYED, side, *producer, number())
+            yield consumer, part, in_order, (side, buffer.records, buffer.stamps)
         self.unkeyed = {}
         if not (self.groups or self.stamped):
             return
         target = self.router.target_of_key_group
-        for kg in sorted(self.groups.keys() | self.stamped.keys()):
-            payload = (side, self.groups.get(kg, {}), self.stamped.get(kg, {}))
-            yield consumer, target(kg), (KEYED, kg, side, *producer, number()), payload
+        by_key_group = self._by_key_group()
+        for kg in sorted(by_key_group):
+            groups, stamped = by_key_group[kg]
+            order = (KEYED, kg, side, *producer, number())
+            yield consumer, target(kg), order, (side, groups, stamped)
         self.groups, self.stamped = {}, {}
 
 

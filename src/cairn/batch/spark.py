@@ -14,8 +14,11 @@ vertex read by several consumers is persisted, so it runs once.
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
+
+import cloudpickle
 
 from cairn.batch.exchange import COLLECTED, Out, SortedBlock
 from cairn.batch.plan import BatchPlan
@@ -42,9 +45,21 @@ def _sort_key(key: tuple[int, tuple[Any, ...]]) -> tuple[Any, ...]:
     return key[1]
 
 
+def _encode(payload: Any) -> bytes:
+    """A block as bytes, pickled once by the C pickler: PySpark's cloudpickle would call
+    back into Python for every tuple and list inside (cloudpickle only for what plain
+    pickle refuses, e.g. records of classes defined in ``__main__``)."""
+    try:
+        return pickle.dumps(payload, protocol=5)
+    except (pickle.PicklingError, AttributeError, TypeError):
+        data: bytes = cloudpickle.dumps(payload, protocol=5)
+        return data
+
+
 def _blocks(pairs: Iterable[Any]) -> Iterator[SortedBlock]:
+    loads = pickle.loads
     for (_part, key), payload in pairs:
-        yield key, payload
+        yield key, loads(payload)
 
 
 def _attempt() -> int:
@@ -78,7 +93,7 @@ def _pairs_for(vertex: int) -> Any:
     """A partition function: the outputs bound for ``vertex``, keyed for the shuffle."""
 
     def pairs(outs: Iterable[Out]) -> Iterator[Any]:
-        return (((o[1], o[2]), o[3]) for o in outs if o[0] == vertex)
+        return (((o[1], o[2]), _encode(o[3])) for o in outs if o[0] == vertex)
 
     return pairs
 
