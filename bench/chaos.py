@@ -24,8 +24,10 @@ import argparse
 import dataclasses
 import json
 import logging
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -173,8 +175,19 @@ def run_job(
         verdict.internal[(f"point {point}", INTERNAL_PHASE.get(point, point))] += 1
     verdict.checkpoints = injector.max_checkpoint
     _verify(cluster, spec, table if jdbc else None, verdict, job_id=injector.job_id)
+    if not verdict.ok:
+        _keep_logs(cluster, driver_host, f"{name}-{seed}", verdict)
     verdict.wall_s = time.monotonic() - began
     return verdict
+
+
+def _keep_logs(cluster: NetnsCluster, driver_host: str, run: str, verdict: RunVerdict) -> None:
+    """Copy a failed run's driver logs (one per driver run) out of its host, which the
+    cluster deletes on the way out: the cause of a failure is in them."""
+    keep = Path(tempfile.mkdtemp(prefix=f"cairn-chaos-{run}-"))
+    for log_file in sorted(cluster.host(driver_host).dir.glob("*.log")):
+        shutil.copy(log_file, keep / log_file.name)
+    verdict.notes.append(f"the driver logs are kept in {keep}")
 
 
 def _verify(
