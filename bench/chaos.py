@@ -24,8 +24,10 @@ import argparse
 import dataclasses
 import json
 import logging
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -46,13 +48,19 @@ from cairn.testing.netns_cluster import NetnsCluster
 log = logging.getLogger("bench.chaos")
 
 ROOT = Path(__file__).resolve().parents[1]
-# Spark stops offering an executor it cannot reach within seconds, not its 120 s default
-# (docs/operations.md): a partitioned host's executor is replaced, not waited for.
+# Spark's own liveness at its defaults, not shorter: on a starved machine (load 30-60, the
+# campaign niced) a healthy executor's heartbeat came 23.5 s late and Spark workers missed a
+# 10 s timeout; Spark then dropped them and every new attempt waited for slots and workers
+# that were being replaced. The faults are detected by Cairn's own liveness (the 10 s TCP
+# user timeout of its connections, the driver's lease) whatever Spark thinks; a killed
+# executor or Spark worker closes its connections, which Spark notices at once; and a
+# partition heals within seconds, well under these timeouts.
 SPARK_LIVENESS = {
-    "spark.network.timeout": "20s",
+    "spark.network.timeout": "120s",
     "spark.network.timeoutInterval": "5s",
-    "spark.executor.heartbeatInterval": "2s",
+    "spark.executor.heartbeatInterval": "10s",
 }
+SPARK_WORKER_TIMEOUT_S = 60  # the master's, for the Spark workers (Spark's default)
 # Each job takes two executors of two cores (its two workers fit in either one), so that
 # concurrent jobs (--parallel) share the worker hosts instead of the first taking all.
 ONE_JOBS_SHARE = {
@@ -78,9 +86,11 @@ def run_job(
     faults: int,
     args: argparse.Namespace,
     driver_host: str = "driver",
+    gate: StartGate | None = None,
 ) -> RunVerdict:
-    """One job until ``faults`` faults were injected: external ones, and the internal fault
-    points (one in every other attempt) that fired."""
+    """One job until ``faults`` faults were injected (external ones, and the internal fault
+    points, one in every other attempt, that fired) or ``args.minutes`` ran out. With a
+    ``gate``, the faults begin once every run of the gate started (or failed to)."""
     unaligned, backend = RUNS[name]
     verdict = RunVerdict(name=name, seed=seed, records=0)
     began = time.monotonic()
@@ -115,6 +125,8 @@ def run_job(
         "unaligned": unaligned,
         "backend": backend,
         "interval_ms": args.interval_ms,
+        # Unaligned: stalls that leave records in flight at a barrier, for ``replay``.
+        "stall": [3.0, 1.0] if unaligned else None,
         "faults_file": str(faults_file),
         "checkpoint_timeout_ms": 20_000,
         "tolerable_failures": 5,
@@ -134,11 +146,20 @@ def run_job(
         driver_host=driver_host,
     )
     try:
-        injector.start_driver()
-        injector.await_checkpoints(2, timeout=args.start_timeout, since=0.0)
+        try:
+            injector.start_driver()
+            injector.await_checkpoints(2, timeout=args.start_timeout, since=0.0)
+        finally:
+            if gate is not None:
+                gate.arrive()
+        if gate is not None:
+            gate.wait()
         # ``faults`` counts both kinds: the external ones and the fault points that fired.
         for fault in plan_external(seed, 10 * faults, workers=cluster.workers):
             if sum(verdict.external.values()) + len(injector.fired_lines()) >= faults:
+                break
+            if time.monotonic() >= args.end_at:
+                verdict.notes.append(f"ended for time (--minutes {args.minutes:g})")
                 break
             time.sleep(fault.gap_s)
             injector.inject(fault)
@@ -154,8 +175,19 @@ def run_job(
         verdict.internal[(f"point {point}", INTERNAL_PHASE.get(point, point))] += 1
     verdict.checkpoints = injector.max_checkpoint
     _verify(cluster, spec, table if jdbc else None, verdict, job_id=injector.job_id)
+    if not verdict.ok:
+        _keep_logs(cluster, driver_host, f"{name}-{seed}", verdict)
     verdict.wall_s = time.monotonic() - began
     return verdict
+
+
+def _keep_logs(cluster: NetnsCluster, driver_host: str, run: str, verdict: RunVerdict) -> None:
+    """Copy a failed run's driver logs (one per driver run) out of its host, which the
+    cluster deletes on the way out: the cause of a failure is in them."""
+    keep = Path(tempfile.mkdtemp(prefix=f"cairn-chaos-{run}-"))
+    for log_file in sorted(cluster.host(driver_host).dir.glob("*.log")):
+        shutil.copy(log_file, keep / log_file.name)
+    verdict.notes.append(f"the driver logs are kept in {keep}")
 
 
 def _verify(
@@ -263,6 +295,27 @@ def _logged(verdict: RunVerdict) -> dict[str, Any]:
     return {k: dict(v) if isinstance(v, Counter) else v for k, v in fields.items()}
 
 
+class StartGate:
+    """Holds the faults of concurrent runs until every run started (or gave up): one job's
+    host kills and storage outages would otherwise fail the others' first attempts.
+
+    >>> gate = StartGate(1); gate.arrive(); gate.wait()
+    """
+
+    def __init__(self, runs: int) -> None:
+        self._waiting = runs
+        self._cond = threading.Condition()
+
+    def arrive(self) -> None:
+        with self._cond:
+            self._waiting -= 1
+            self._cond.notify_all()
+
+    def wait(self) -> None:
+        with self._cond:
+            self._cond.wait_for(lambda: self._waiting <= 0)
+
+
 def _run_parallel(
     cluster: NetnsCluster,
     names: list[str],
@@ -272,11 +325,12 @@ def _run_parallel(
 ) -> list[RunVerdict]:
     """Every run at once, each on its own driver host; the verdicts in ``names`` order."""
     verdicts: dict[str, RunVerdict] = {}
+    gate = StartGate(len(names))
 
     def one(index: int) -> None:
         name = names[index]
         verdicts[name] = run_job(
-            cluster, name, seeds[index], per_run[index], args, cluster.driver_hosts[index]
+            cluster, name, seeds[index], per_run[index], args, cluster.driver_hosts[index], gate
         )
         log.info("run %s: %s", name, _logged(verdicts[name]))
 
@@ -286,7 +340,7 @@ def _run_parallel(
     ]
     for thread in threads:
         thread.start()
-        time.sleep(5.0)  # the Spark sessions start one after the other
+        time.sleep(args.stagger)  # the Spark sessions start one after the other
     for thread in threads:
         thread.join()
     return [verdicts[name] for name in names if name in verdicts]
@@ -305,6 +359,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keys", type=int, default=40)
     parser.add_argument("--interval-ms", type=int, default=1000)
     parser.add_argument("--start-timeout", type=float, default=900.0)
+    parser.add_argument(
+        "--stagger", type=float, default=30.0, help="s between the runs' starts (--parallel)"
+    )
+    parser.add_argument(
+        "--minutes",
+        type=float,
+        default=0.0,
+        help="stop making faults after this long (0: no limit); the runs still end with a "
+        "savepoint and their verdict",
+    )
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--out", help="write the Markdown report here too")
     parser.add_argument(
@@ -313,6 +377,7 @@ def main(argv: list[str] | None = None) -> int:
         help="run the jobs at once (a driver host each; faults take turns, recoveries overlap)",
     )
     args = parser.parse_args(argv)
+    args.end_at = time.monotonic() + args.minutes * 60 if args.minutes else float("inf")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     # SIGTERM unwinds like Ctrl-C: the hosts are stopped and deleted on the way out.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -331,6 +396,7 @@ def main(argv: list[str] | None = None) -> int:
         worker_memory=f"{jobs + 1}g",
         postgres=not args.no_postgres,
         drivers=jobs,
+        worker_timeout_s=SPARK_WORKER_TIMEOUT_S,
     ) as cluster:
         if args.parallel:
             verdicts = _run_parallel(cluster, names, seeds, per_run, args)

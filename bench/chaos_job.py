@@ -8,8 +8,9 @@ job reads when it starts (``cairn.testing.faults``).
 
 The spec (JSON): ``out`` and ``checkpoints`` (s3:// URLs), ``jdbc`` (url, user, password,
 table; absent: no JDBC sink), ``records``, ``keys``, ``rate`` (records/s), ``unaligned``,
-``backend`` (``hashmap`` or ``rocksdb``: incremental), ``interval_ms``, ``faults_file`` and
-``conf`` (more configuration keys: the master, S3).
+``backend`` (``hashmap`` or ``rocksdb``: incremental), ``interval_ms``, ``faults_file``,
+``stall`` (``[every_s, for_s]``: the sequence check sleeps ``for_s`` every ``every_s``; absent:
+never) and ``conf`` (more configuration keys: the master, S3).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import json
 import logging
 import os
 import sys
+import time
+from collections.abc import Iterator
 from typing import Any
 
 from cairn.common import Configuration, Types, WatermarkStrategy
@@ -42,6 +45,25 @@ ROW = Types.ROW([Types.STRING(), Types.LONG(), Types.LONG()])
 def to_row(line: str) -> tuple[str, int, int]:
     key, seq, total = line.split(",")
     return key, int(seq), int(total)
+
+
+class StallingSequenceCheck(SequenceCheck):
+    """``SequenceCheck`` that sleeps ``for_s`` every ``every_s`` (a slow call, a GC pause):
+    records queue up in front of it meanwhile, so an unaligned barrier overtakes them and
+    a restore replays in-flight data (the ``replay`` fault point needs some). It sleeps
+    rather than spins: the campaign's machine has no CPU to spare."""
+
+    def __init__(self, every_s: float, for_s: float) -> None:
+        self.every_s, self.for_s = every_s, for_s
+        self.next_stall = 0.0
+
+    def process_element(self, value: tuple[str, int], ctx: Any) -> Iterator[str]:
+        now = time.monotonic()
+        if now >= self.next_stall:
+            if self.next_stall:
+                time.sleep(self.for_s)
+            self.next_stall = now + self.every_s
+        yield from super().process_element(value, ctx)
 
 
 def build(spec: dict[str, Any]) -> StreamExecutionEnvironment:
@@ -77,7 +99,7 @@ def build(spec: dict[str, Any]) -> StreamExecutionEnvironment:
         env.from_source(source, WatermarkStrategy.no_watermarks(), "sequence")
         .uid("sequence-source")
         .key_by(lambda r: r[0])
-        .process(SequenceCheck())
+        .process(StallingSequenceCheck(*spec["stall"]) if spec.get("stall") else SequenceCheck())
         .uid("sequence-check")
     )
     checked.sink_to(

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from cairn.checkpoint.job_identity import RunState, RunStatus, identity_of
+from cairn.checkpoint.locations import resolve
 from cairn.checkpoint.run_status import read_job_dir, start_record, write_run_status
 from cairn.common.job_status import JobStatus
 from cairn.deploy.job_runs import RerunRefusedError, plan_run
@@ -62,6 +63,29 @@ def test_a_rerun_resumes_the_lost_run_above_its_checkpoints_and_attempts(tmp_pat
     assert plan.first_checkpoint_id == 6 and plan.first_attempt == 3
     assert not (job_dir / "chk-5").exists()  # the lost run's incomplete checkpoint is gone
     assert plan.record is not None and plan.record.first_checkpoint_id == 1  # same history
+
+
+def test_a_storage_error_fails_the_rerun_instead_of_starting_it_fresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Found by the fault campaign: fsspec's isfile answers False to any error, so a storage
+    # blip made completed checkpoints look incomplete; the rerun deleted them and started
+    # from scratch, writing every record again.
+    job_dir = _lost_run(tmp_path, [3, 4])
+    fs = type(resolve(f"file://{job_dir}", None).fs)
+    real_info = fs.info
+
+    def flaky_info(self: object, path: object, **kwargs: object) -> object:
+        if str(getattr(path, "path", path)).endswith("_metadata"):
+            raise ConnectionError("storage restarting")
+        return real_info(self, path, **kwargs)
+
+    monkeypatch.setattr(fs, "info", flaky_info)
+    with pytest.raises(ConnectionError):
+        plan_run(_settings(tmp_path))
+    monkeypatch.undo()
+    assert (job_dir / "chk-4" / "_metadata").exists() and (job_dir / "chk-3").exists()
+    assert plan_run(_settings(tmp_path)).resume_from[0] == f"file://{job_dir}/chk-4"
 
 
 def test_options_fresh_and_refuse(tmp_path: Path) -> None:

@@ -52,7 +52,23 @@ def chk_subdirs(loc: Location) -> list[tuple[CheckpointId, Location]]:
 
 
 def has_metadata(loc: Location) -> bool:
-    return bool(loc.fs.isfile(loc.join(METADATA_FILE_NAME).path))
+    """Whether ``loc`` holds a ``_metadata`` file (a completed checkpoint).
+
+    Raises:
+        OSError: the storage did not answer (not "no": a completed checkpoint taken for an
+            incomplete one is deleted, and a rerun then starts from scratch).
+    """
+    return is_file(loc.fs, loc.join(METADATA_FILE_NAME).path)
+
+
+def is_file(fs: Any, path: str) -> bool:
+    """``fs.isfile(path)``, except that an error other than "not found" is raised: fsspec's
+    ``isfile`` answers False to every error, a storage outage included."""
+    try:
+        info = fs.info(path)
+    except FileNotFoundError:
+        return False
+    return bool(info.get("type") == "file")
 
 
 def resolve_checkpoint_dirs(

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cairn.checkpoint.job_identity import RUN_STATUS_FILE, RunState, RunStatus
-from cairn.checkpoint.loading import chk_subdirs, has_metadata
+from cairn.checkpoint.loading import chk_subdirs, has_metadata, is_file
 from cairn.checkpoint.locations import atomic_write, makedirs, resolve
 from cairn.ids import CheckpointId, JobId
 
@@ -88,7 +88,7 @@ def read_job_dir(
     record: RunStatus | None = None
     problem: str | None = None
     status_loc = loc.join(RUN_STATUS_FILE)
-    if loc.fs.isfile(status_loc.path):
+    if is_file(loc.fs, status_loc.path):
         try:
             record = RunStatus.decode(loc.fs.cat_file(status_loc.path))
         except ValueError as e:

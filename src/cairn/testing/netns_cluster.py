@@ -57,6 +57,8 @@ class NetnsCluster:
 
     ``disk_mb``: the size of each worker host's tmpfs work dir (its "disk"), which
     :meth:`fill_disk` fills. ``postgres``: also run PostgreSQL on the storage host.
+    ``worker_timeout_s``: the master's ``spark.worker.timeout`` (a starved machine needs
+    more than the default 10 s, or the master drops slow but healthy Spark workers).
     """
 
     def __init__(
@@ -69,6 +71,7 @@ class NetnsCluster:
         postgres: bool = True,
         start_timeout: float = 120.0,
         drivers: int = 1,
+        worker_timeout_s: int = 10,
     ) -> None:
         self.workers = workers
         self.drivers = drivers
@@ -77,6 +80,7 @@ class NetnsCluster:
         self.disk_mb = disk_mb
         self.with_postgres = postgres
         self.start_timeout = start_timeout
+        self.worker_timeout_s = worker_timeout_s
         self.net: HostNetwork | None = None
         self.s3: SeaweedS3 | None = None
         self.pg: PostgresServer | None = None
@@ -325,12 +329,13 @@ class NetnsCluster:
                 "SPARK_DAEMON_JAVA_OPTS": _QUICK_JVM_OPTS,
                 "SPARK_LAUNCHER_OPTS": _QUICK_JVM_OPTS,
                 "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",
-                # A lost worker is noticed within a few seconds, not Spark's 60 s.
-                "SPARK_WORKER_OPTS": "-Dspark.worker.timeout=10",
+                # A lost worker is noticed within seconds, not Spark's 60 s (a worker
+                # heartbeats every quarter of it).
+                "SPARK_WORKER_OPTS": f"-Dspark.worker.timeout={self.worker_timeout_s}",
             }
         )
         if name == "master":
-            env["SPARK_MASTER_OPTS"] += " -Dspark.worker.timeout=10"
+            env["SPARK_MASTER_OPTS"] += f" -Dspark.worker.timeout={self.worker_timeout_s}"
             args = [
                 _MASTER_CLASS,
                 "--host",
