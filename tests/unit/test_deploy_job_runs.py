@@ -7,6 +7,7 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
+import fsspec
 import pytest
 
 from cairn.checkpoint.job_identity import RunState, RunStatus, identity_of
@@ -75,15 +76,21 @@ def test_a_storage_error_fails_the_rerun_instead_of_starting_it_fresh(
     fs = type(resolve(f"file://{job_dir}", None).fs)
     real_info = fs.info
 
-    def flaky_info(self: object, path: object, **kwargs: object) -> object:
-        if str(getattr(path, "path", path)).endswith("_metadata"):
-            raise ConnectionError("storage restarting")
-        return real_info(self, path, **kwargs)
+    for failing in ("_metadata", job_dir.name):  # a checkpoint's metadata, the job directory
 
-    monkeypatch.setattr(fs, "info", flaky_info)
-    with pytest.raises(ConnectionError):
-        plan_run(_settings(tmp_path))
-    monkeypatch.undo()
+        def flaky_info(self: object, path: object, failing: str = failing, **kw: object) -> object:
+            if str(getattr(path, "path", path)).rstrip("/").endswith(failing):
+                raise ConnectionError("storage restarting")
+            return real_info(self, path, **kw)
+
+        monkeypatch.setattr(fs, "info", flaky_info)
+        # As on object stores: fsspec's generic isdir/isfile ask info() and answer False to
+        # any OSError (the local filesystem asks os.path instead).
+        monkeypatch.setattr(fs, "isdir", fsspec.AbstractFileSystem.isdir)
+        monkeypatch.setattr(fs, "isfile", fsspec.AbstractFileSystem.isfile)
+        with pytest.raises(ConnectionError):
+            plan_run(_settings(tmp_path))
+        monkeypatch.undo()
     assert (job_dir / "chk-4" / "_metadata").exists() and (job_dir / "chk-3").exists()
     assert plan_run(_settings(tmp_path)).resume_from[0] == f"file://{job_dir}/chk-4"
 

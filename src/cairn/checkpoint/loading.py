@@ -71,6 +71,17 @@ def is_file(fs: Any, path: str) -> bool:
     return bool(info.get("type") == "file")
 
 
+def is_dir(fs: Any, path: str) -> bool:
+    """``fs.isdir(path)``, except that an error other than "not found" is raised (fsspec's
+    ``isdir`` answers False to every error: a job directory taken for absent starts the job
+    afresh)."""
+    try:
+        info = fs.info(path)
+    except FileNotFoundError:
+        return False
+    return bool(info.get("type") == "directory")
+
+
 def resolve_checkpoint_dirs(
     path: str, storage_options: Mapping[str, Any] | None = None
 ) -> list[str]:
@@ -84,11 +95,11 @@ def resolve_checkpoint_dirs(
     """
     loc = resolve(path, storage_options)
     fs = loc.fs
-    if loc.name == METADATA_FILE_NAME and fs.isfile(loc.path):
+    if loc.name == METADATA_FILE_NAME and is_file(fs, loc.path):
         return [loc.parent.public()]
     if has_metadata(loc):
         return [loc.public()]
-    if not fs.isdir(loc.path):
+    if not is_dir(fs, loc.path):
         raise CheckpointNotFoundError(loc.public(), "no such checkpoint, savepoint or directory")
     chks = chk_subdirs(loc)
     complete = [c.public() for _, c in chks if has_metadata(c)]

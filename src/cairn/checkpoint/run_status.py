@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cairn.checkpoint.job_identity import RUN_STATUS_FILE, RunState, RunStatus
-from cairn.checkpoint.loading import chk_subdirs, has_metadata, is_file
+from cairn.checkpoint.loading import chk_subdirs, has_metadata, is_dir, is_file
 from cairn.checkpoint.locations import atomic_write, makedirs, resolve
 from cairn.ids import CheckpointId, JobId
 
@@ -83,7 +83,7 @@ def read_job_dir(
 ) -> JobDirFacts:
     """The facts of ``job_dir`` (a job that never ran there: empty facts)."""
     loc = resolve(job_dir, storage_options)
-    if not loc.fs.isdir(loc.path):
+    if not is_dir(loc.fs, loc.path):
         return JobDirFacts()
     record: RunStatus | None = None
     problem: str | None = None
