@@ -24,6 +24,7 @@ import shutil
 import signal
 import subprocess
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -37,7 +38,7 @@ _T = TypeVar("_T")
 _Server = TypeVar("_Server", bound="ManagedServer")
 
 
-class ManagedServer:
+class ManagedServer(ABC):
     """One server process in its own session under ``root``; see the module's invariant."""
 
     #: The polite signal ``stop()`` sends first (SIGINT is PostgreSQL's fast shutdown).
@@ -51,9 +52,9 @@ class ManagedServer:
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
+    @abstractmethod
     def start(self: _Server) -> _Server:
-        """Start the process and return once it serves (subclasses)."""
-        raise NotImplementedError
+        """Start the process and return once it serves."""
 
     # -- for subclasses ----------------------------------------------------------------------
 
