@@ -160,7 +160,9 @@ def submit_job(settings: JobSettings, sinks: Sequence[SinkTransformation]) -> Jo
     )
 
     def start_run(run: RunPlan) -> None:
-        master.adopt_run(run.resume_from, run.first_attempt, run.first_checkpoint_id)
+        master.adopt_run(
+            run.resume_from, run.first_attempt, run.first_checkpoint_id, run.inherited_from
+        )
         storage_options = settings.checkpoint.storage_options
         run.started(storage_options)
         master.listeners.append(run.on_event(storage_options))

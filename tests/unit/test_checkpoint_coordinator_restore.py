@@ -425,6 +425,29 @@ def test_queued_savepoints_fail_on_failover_and_shutdown(root: str, tmp_path: Pa
         queued.result(timeout=0)
 
 
+def test_a_resumed_run_removes_the_lost_runs_older_checkpoints_but_not_an_earlier_runs(
+    root: str,
+) -> None:
+    """The lost run was killed after completing checkpoint 3 but before deleting the
+    subsumed 2: the rerun inherits the lost run's checkpoints (from its first id, 2, on), so
+    the finished job removes 2 too; checkpoint 1, of a run before (retained), stays."""
+    earlier = make(root, retained=3)
+    earlier.checkpoint()
+    lost = make(root, retained=3)
+    lost.coord.set_next_checkpoint_id(CheckpointId(2))
+    lost.checkpoint()
+    lost.checkpoint()
+    rerun = make(root)
+    rerun.coord.inherit_run(CheckpointId(2))
+    history = [lost.storage.checkpoint_dir(CheckpointId(i)) for i in (3, 2)]
+    chosen = rerun.coord.restore_point(history, claim=True, resumed=True)
+    assert chosen is not None and chosen.checkpoint_id == 3
+    rerun.coord.shutdown(TerminalJobStatus.FINISHED)
+    assert not exists(rerun.storage.checkpoint_dir(CheckpointId(2)))
+    assert not exists(rerun.storage.checkpoint_dir(CheckpointId(3)))
+    assert exists(rerun.storage.checkpoint_dir(CheckpointId(1)))
+
+
 def test_a_resumed_run_that_finishes_removes_what_the_lost_run_left_above_its_restore(
     root: str,
 ) -> None:

@@ -64,6 +64,7 @@ def test_a_rerun_resumes_the_lost_run_above_its_checkpoints_and_attempts(tmp_pat
     assert plan.first_checkpoint_id == 6 and plan.first_attempt == 3
     assert not (job_dir / "chk-5").exists()  # the lost run's incomplete checkpoint is gone
     assert plan.record is not None and plan.record.first_checkpoint_id == 1  # same history
+    assert plan.inherited_from == 1  # the lost run's checkpoints are the rerun's to clean up
 
 
 def test_a_storage_error_fails_the_rerun_instead_of_starting_it_fresh(

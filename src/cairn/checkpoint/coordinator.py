@@ -150,6 +150,7 @@ class CheckpointCoordinator:
         self._stats = CheckpointStatsTracker()
         self._next_id = first_checkpoint_id
         self._first_own: CheckpointId | None = None  # the first checkpoint this run triggered
+        self._inherited_from: CheckpointId | None = None  # a lost run's history: see inherit_run
         self._pending: dict[CheckpointId, PendingCheckpoint] = {}
         self._savepoints = SavepointQueue()
         self._ghosts: OrderedDict[CheckpointId, Literal["completed", "aborted"]] = OrderedDict()
@@ -208,6 +209,13 @@ class CheckpointCoordinator:
 
     def stop_periodic(self) -> None:
         self._periodic_base_ms = None
+
+    def inherit_run(self, first_id: CheckpointId) -> None:
+        """This run resumes a lost run of the job whose checkpoints number from ``first_id``:
+        they are this run's as if it had made them, so the retention policy removes them at
+        its end (also those older than the one it restores, which the lost run had not yet
+        deleted when it was killed)."""
+        self._inherited_from = first_id
 
     def set_next_checkpoint_id(self, next_id: CheckpointId) -> None:
         """Continue numbering at ``next_id`` (e.g. after the id of the restored checkpoint)."""
@@ -534,13 +542,16 @@ class CheckpointCoordinator:
         finds it (fallback to older checkpoints, the rule for announced ones, ``claim``, the
         errors raised). From an ``explicit_path``, numbering continues after its id.
         ``resumed``: the path is this job's lost run; what it left above the chosen
-        checkpoint (checkpoints it never completed) is this run's to discard at its end.
+        checkpoint (checkpoints it never completed), and from :meth:`inherit_run`'s id on
+        below it, is this run's to discard at its end.
         """
         chosen = self._restore_points.choose(explicit_path, claim)
         if chosen is None:
             return None
         if resumed:
-            self._first_own = CheckpointId(chosen.checkpoint_id + 1)
+            above = CheckpointId(chosen.checkpoint_id + 1)
+            inherited = self._inherited_from
+            self._first_own = above if inherited is None else min(inherited, above)
         if explicit_path is not None and chosen.checkpoint_id >= self._next_id:
             self._next_id = CheckpointId(chosen.checkpoint_id + 1)
         now, where = self._clock.now_ms(), chosen.directory

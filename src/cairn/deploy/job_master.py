@@ -230,13 +230,22 @@ class JobMaster:
             self.leadership.finish(None if suspended else status.name)
         self._set_status(status)
 
-    def adopt_run(self, resume_from: Sequence[str], first_attempt: int, first_id: int) -> None:
+    def adopt_run(
+        self,
+        resume_from: Sequence[str],
+        first_attempt: int,
+        first_id: int,
+        inherited_from: int | None = None,
+    ) -> None:
         """How this run starts (``deploy/job_runs.py``), before its first attempt: given to
-        ``__init__`` too, except under high availability, where it is known once leading."""
+        ``__init__`` too, except under high availability, where it is known once leading.
+        ``inherited_from``: the first checkpoint id of the lost run it resumes."""
         self._first_attempt = AttemptNumber(first_attempt)
         self.attempt = AttemptNumber(first_attempt - 1)
         self.restores.resume_from = tuple(resume_from)
         coordinator = self.coordinator
+        if inherited_from is not None:
+            coordinator.inherit_run(CheckpointId(inherited_from))
         coordinator.set_next_checkpoint_id(
             CheckpointId(max(first_id, coordinator.next_checkpoint_id))
         )

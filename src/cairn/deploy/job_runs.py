@@ -58,6 +58,14 @@ class RunPlan:
     identity: JobIdentity | None = None
     first_attempt: int = 0  # above every attempt of the earlier run of this job id
 
+    @property
+    def inherited_from(self) -> CheckpointId | None:
+        """The first checkpoint id of the lost run this run resumes (its checkpoints are
+        this run's to clean up), or None when it resumes nothing."""
+        if not self.resume_from or self.record is None:
+            return None
+        return self.record.first_checkpoint_id
+
     def started(self, storage_options: Any) -> None:
         """Write the RUNNING record (before the job master may write any checkpoint)."""
         if self.record is not None and self.job_dir is not None:
