@@ -107,6 +107,12 @@ class SavepointRejectedError(CheckpointError):
     or has checkpointing disabled; the message says which."""
 
 
+class RestoreReadError(CheckpointError):
+    """The checkpoint storage failed while the job master chose the checkpoint to restore
+    after a failure (e.g. the object store was unreachable): a failed attempt, so the
+    restart strategy waits and tries again or ends the job. The cause is chained."""
+
+
 class CheckpointStorageUnusableError(CheckpointError):
     """The checkpoint storage cannot be used: missing bucket, wrong credentials, unreachable
     endpoint, no permission or no space. Raised at submission, before any worker starts.

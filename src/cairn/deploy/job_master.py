@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cairn.checkpoint.coordinator import CheckpointCoordinator
-from cairn.checkpoint.errors import CheckpointError
+from cairn.checkpoint.errors import CheckpointError, RestoreReadError
 from cairn.checkpoint.ha.fence import LeadershipLost
 from cairn.checkpoint.ha.leader import Leadership
 from cairn.checkpoint.messages import TaskAcknowledgement, TaskDecline, TaskKey
@@ -289,10 +289,13 @@ class JobMaster:
         if self.leadership is not None and restore is not None:  # a next leader resumes it
             self.leadership.checkpoint_completed(restore.checkpoint_id, restore.checkpoint_dir)
         self._set_status(JobStatus.INITIALIZING)
+        unreadable: Exception | None = None  # the storage failed choosing the restore point
         while True:
             self.attempt = AttemptNumber(self.attempt + 1)
             if self.leadership is not None and not self.leadership.holds():
                 outcome = _SUSPENDED  # lost while restarting: deploy nothing
+            elif unreadable is not None:  # a failed attempt for the restart strategy
+                outcome, unreadable = AttemptOutcome.failed(unreadable), None
             else:
                 outcome = self._run_attempt(self.attempt, restore)
             if outcome.end is not AttemptEnd.FAILED:
@@ -332,6 +335,12 @@ class JobMaster:
                 log.error("job %s cannot restart: %s", self.job_id, exc)
                 self._end(JobStatus.FAILED, exc)
                 return
+            except Exception as exc:  # the storage is unreachable: wait, as for an attempt
+                restore, unreadable = None, RestoreReadError(
+                    f"could not choose the checkpoint to restore: {_first_line(exc)}"
+                )
+                unreadable.__cause__ = exc
+                log.warning("job %s: %s", self.job_id, unreadable)
 
     def _restored(self, state: _AttemptState) -> None:
         """Every worker of an attempt that restored a checkpoint runs: log where the time
