@@ -147,7 +147,10 @@ def test_a_worker_cut_off_from_the_driver_stops_and_the_attempt_moves(
         wait_for(
             lambda: "lost the connection to worker" in _driver_log(hosts),
             timeout=120,
-            message="the driver to notice the cut-off worker",
+            message=lambda: (
+                f"the driver to notice the cut-off worker-{victim} (pids {sorted(before)}); "
+                f"the driver's log ends:\n{_driver_log(hosts)[-6000:]}"
+            ),
         )
         noticed = time.monotonic() - cut
         # ... on the host it can reach: checkpoints complete while the victim is cut off.

@@ -46,6 +46,7 @@ import pytest
 import cairn
 from cairn.observability.skew import variant_label
 from cairn.testing.processes import wait_for
+from cairn.testing.sequence_jobs import read_visible_lines
 from cairn.testing.spark_cluster import StandaloneCluster
 from tests.integration.skew_table import duration_ms, skew_table
 
@@ -579,6 +580,10 @@ def test_demo(tmp_path: Path) -> None:
     assert "with 1 restart(s)" in done.stdout, done.stdout
     assert "Output: 600,000 lines (expected 600,000)" in done.stdout, done.stdout
     assert "EXACTLY-ONCE VERIFIED" in done.stdout, done.stdout
+    # Not only the demo's word: its committed output, read here, has every line once.
+    (output,) = tmp_path.glob("cairn-demo-*")  # TMPDIR is tmp_path
+    lines = read_visible_lines(str(output / "data"))
+    assert len(lines) == len(set(lines)) == 600_000
 
 
 def assert_skew_table(stdout: str, variants: list[str]) -> None:
