@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from fsspec.core import url_to_fs
 
@@ -69,8 +70,11 @@ class Harness:
     clock: ManualClock
     storage: CheckpointStorage
 
-    def ack(self, cid: int, task: TaskKey, payload: bytes | None = None) -> AckResult:
-        """A task's part: write its state file through the real storage, then acknowledge."""
+    def ack(
+        self, cid: int, task: TaskKey, payload: bytes | None = None, settle: bool = True
+    ) -> AckResult:
+        """A task's part: write its state file through the real storage, then acknowledge;
+        ``settle``: wait until the deletions the acknowledgement decided ran."""
         data = payload if payload is not None else f"{task}@{cid}".encode()
         rel = self.storage.writer(CheckpointId(cid)).write_state_file(UIDS[task], data)
         handle = KeyedStateHandle(
@@ -82,9 +86,12 @@ class Harness:
         )
         state = OperatorSubtaskState(keyed=(handle,), inline=pickle_inline({"offset": cid * 10}))
         metrics = SubtaskCheckpointMetrics(sync_duration_ms=1, state_size=len(data))
-        return self.coord.receive_ack(
+        result = self.coord.receive_ack(
             TaskAcknowledgement(CheckpointId(cid), task, {UIDS[task]: state}, metrics)
         )
+        if settle:
+            assert self.coord.wait_for_cleanup(10.0)  # what the ack let go is deleted by now
+        return result
 
     def ack_all(self, cid: int) -> None:
         for task in TASKS:
@@ -104,7 +111,11 @@ def exists(url: str) -> bool:
 
 
 def make(
-    root: str, job: str = "job-1", fallback: FallbackRule = FallbackRule(), **settings: object
+    root: str,
+    job: str = "job-1",
+    fallback: FallbackRule = FallbackRule(),
+    fence: Any = None,
+    **settings: object,
 ) -> Harness:
     base = CheckpointSettings(interval_ms=100, timeout_ms=1_000)
     cs = replace(base, **settings)  # type: ignore[arg-type]  # keyword values are mixed types
@@ -120,5 +131,6 @@ def make(
         {OperatorUid("src"): (2, 128), OperatorUid("agg"): (1, 128)},
         clock,
         fallback=fallback,
+        fence=fence,
     )
     return Harness(coord, gateway, clock, storage)

@@ -176,6 +176,7 @@ def test_timeout_aborts_and_removes_files_and_late_ack_is_discarded(root: str) -
     h.clock.advance(1)
     h.coord.tick()
     assert h.coord.pending_checkpoint_ids() == []
+    assert h.coord.wait_for_cleanup(10.0)  # its files go in the background, in order
     assert not exists(h.storage.checkpoint_dir(1))
     ((cid, reason),) = h.gateway.aborted
     assert cid == 1 and reason.startswith("CHECKPOINT_EXPIRED")
@@ -213,7 +214,8 @@ def test_decline_aborts_and_counts_as_failure(root: str) -> None:
     declined = h.coord.receive_decline(
         TaskDecline(CheckpointId(1), AGG, CheckpointFailureReason.CHECKPOINT_DECLINED, "disk full")
     )
-    assert declined and not exists(h.storage.checkpoint_dir(1))
+    assert declined and h.coord.wait_for_cleanup(10.0)
+    assert not exists(h.storage.checkpoint_dir(1))
     assert "disk full" in h.gateway.aborted[0][1]
     assert len(h.gateway.failures) == 1
     assert not h.coord.receive_decline(

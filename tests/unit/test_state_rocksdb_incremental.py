@@ -132,6 +132,8 @@ class Job:
         return self.snapshot_and_ack(self.trigger())
 
     def shared_on_storage(self) -> set[str]:
+        """The shared files on the storage once the deletions decided so far ran."""
+        assert self.coord.wait_for_cleanup(10.0)
         shared = self.root / "job" / "shared"
         return {SHARED_PATH_PREFIX + p.name for p in shared.iterdir()} if shared.exists() else set()
 

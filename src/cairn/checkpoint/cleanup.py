@@ -2,7 +2,10 @@
 shared files of incremental checkpoints, the job's directory at the end.
 
 Invariant: cleanup is best effort and never raises (a checkpoint's outcome is decided before
-its files go; what cannot be deleted is logged and left for the user); a shared file is
+its files go; what cannot be deleted is logged and left for the user); what to delete is
+decided here, on the coordinator's thread, and deleted in that order on a background thread
+(``deletions.py``), which the end of the job waits for before it tidies or removes the job
+directory; a shared file is
 deleted only when the ``SharedStateRegistry`` releases it, or when only an aborted checkpoint
 uploaded it (no registered checkpoint references it, so no backend reuses it); nothing is
 deleted once ``may_delete`` says no (a driver that lost its leadership deletes nothing: the
@@ -14,6 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
+from cairn.checkpoint.deletions import BackgroundDeletions
 from cairn.checkpoint.handles import OperatorSubtaskState
 from cairn.checkpoint.metadata import CheckpointMetadata, CompletedCheckpoint
 from cairn.checkpoint.shared_state import SharedStateRegistry, rocksdb_handles
@@ -23,6 +27,10 @@ from cairn.ids import CheckpointId, JobId
 # Logged as the coordinator, whose work this is (one logger to configure, as before the split).
 log = logging.getLogger("cairn.checkpoint.coordinator")
 
+# How long the end of a job waits for the deletions still queued (an unreachable store
+# retries each for seconds) before it tidies the job directory anyway.
+END_OF_JOB_WAIT_S = 120.0
+
 
 def _subtask_states(metadata: CheckpointMetadata) -> Iterable[OperatorSubtaskState]:
     return (s for op in metadata.operators.values() for s in op.subtasks.values())
@@ -30,7 +38,7 @@ def _subtask_states(metadata: CheckpointMetadata) -> Iterable[OperatorSubtaskSta
 
 class CheckpointCleaner:
     """The coordinator's deletions, with the shared-state registry that decides about shared
-    files. Single-threaded, like the coordinator that owns it."""
+    files. Called on the coordinator's thread only; the deleting runs on ``deletions``."""
 
     def __init__(
         self,
@@ -42,6 +50,25 @@ class CheckpointCleaner:
         self._storage = storage
         self._shared = SharedStateRegistry()  # shared files of incremental checkpoints
         self._may_delete = may_delete
+        self.deletions = BackgroundDeletions(job_id)
+
+    def _delete_later(self, what: str, delete: Callable[[], None]) -> None:
+        """Delete on the background thread, unless this driver stopped leading by then."""
+
+        def guarded() -> None:
+            if not self._refused(what):
+                delete()
+
+        self.deletions.submit(what, guarded)
+
+    def wait_for_deletions(self, timeout: float | None = None) -> bool:
+        """Block until every deletion decided so far ran; False if ``timeout`` passed."""
+        return self.deletions.wait(timeout)
+
+    def _wait_at_end(self) -> None:
+        if not self.deletions.wait(END_OF_JOB_WAIT_S):
+            left = self.deletions.pending()
+            log.warning("%d deletions of job %s still queued at its end", left, self._job_id)
 
     def _refused(self, what: object) -> bool:
         if self._may_delete():
@@ -62,13 +89,14 @@ class CheckpointCleaner:
     def discard_completed(self, checkpoint: CompletedCheckpoint) -> None:
         """A subsumed checkpoint the job owns — its own ``chk-<n>``, or a claimed one
         (restore mode CLAIM) wherever it is — and the shared files nothing needs now."""
-        cid = checkpoint.checkpoint_id
-        if self._refused(checkpoint.directory):
+        cid, directory = checkpoint.checkpoint_id, checkpoint.directory
+        if self._refused(directory):
             return
-        if checkpoint.directory == self._storage.checkpoint_dir(cid):
-            self._storage.discard(cid)
+        storage = self._storage
+        if directory == storage.checkpoint_dir(cid):
+            self._delete_later(directory, lambda: storage.discard(cid))
         else:
-            self._storage.discard_directory(checkpoint.directory)
+            self._delete_later(directory, lambda: storage.discard_directory(directory))
         self._delete_shared(self._shared.release(cid))
 
     def discard_unregistered_shared(self, states: Iterable[OperatorSubtaskState]) -> None:
@@ -87,13 +115,11 @@ class CheckpointCleaner:
         self._delete_shared(self._shared.backends_gone())
 
     def discard_files(self, cid: CheckpointId) -> None:
-        if self._refused(self._storage.checkpoint_dir(cid)):
-            return
-        try:
-            self._storage.discard(cid)
-        except Exception:  # cleanup is best effort; the checkpoint is aborted regardless
-            where = self._storage.checkpoint_dir(cid)
-            log.warning("Could not remove checkpoint %d at %s", cid, where, exc_info=True)
+        """The files of ``chk-<cid>`` (an aborted checkpoint, a savepoint's working copy)."""
+        where = self._storage.checkpoint_dir(cid)
+        if not self._refused(where):
+            storage = self._storage
+            self._delete_later(where, lambda: storage.discard(cid))
 
     def tidy_kept_job_dir(self, aborted: Iterable[CheckpointId]) -> None:
         """The job ended and its directory is kept: remove what no checkpoint references."""
@@ -103,9 +129,11 @@ class CheckpointCleaner:
         for cid in aborted:
             self.discard_files(cid)
         self.backends_gone()
+        self._wait_at_end()
         try:  # uploads of workers killed before they acknowledged
             orphans = set(self._storage.list_shared_files()) - self._shared.referenced()
             self._delete_shared(sorted(orphans))
+            self._wait_at_end()
         except Exception:
             where = self._storage.job_dir
             log.warning("Could not list the shared state files of %s", where, exc_info=True)
@@ -117,6 +145,7 @@ class CheckpointCleaner:
         if self._refused(self._storage.job_dir):
             return None
         self.backends_gone()
+        self._wait_at_end()
         try:
             return self._storage.discard_run(first_own)
         except Exception:  # best effort: the job is over either way
@@ -126,9 +155,7 @@ class CheckpointCleaner:
     def _delete_shared(self, paths: list[str]) -> None:
         if not paths or self._refused(f"{len(paths)} shared state files"):
             return
-        job = self._job_id
+        job, storage = self._job_id, self._storage
         log.debug("Deleting %d unreferenced shared state files of job %s", len(paths), job)
-        try:
-            self._storage.delete_shared_files(paths)
-        except Exception:  # best effort, as for checkpoint directories
-            log.warning("Could not delete shared state files %s", paths[:5], exc_info=True)
+        what = f"{len(paths)} shared state files ({', '.join(paths[:3])}...)"
+        self._delete_later(what, lambda: storage.delete_shared_files(paths))

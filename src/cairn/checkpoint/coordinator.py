@@ -210,6 +210,11 @@ class CheckpointCoordinator:
     def stop_periodic(self) -> None:
         self._periodic_base_ms = None
 
+    def wait_for_cleanup(self, timeout: float | None = None) -> bool:
+        """Block until the files of every checkpoint given up so far are deleted (they are
+        deleted in the background, in order); False if ``timeout`` passed."""
+        return self._cleaner.wait_for_deletions(timeout)
+
     def inherit_run(self, first_id: CheckpointId) -> None:
         """This run resumes a lost run of the job whose checkpoints number from ``first_id``:
         they are this run's as if it had made them, so the retention policy removes them at
