@@ -188,6 +188,9 @@ class SeaweedS3(ManagedServer):
             "-s3.port.iceberg=0",
             "-s3.port.lance=0",
             "-master.telemetry=false",
+            # One master: a restart on the same data waited ~18 s for its own re-election
+            # (the default 10 s election timeout, twice) before it served again.
+            "-master.electionTimeout=1s",
             "-volume.max=0",
             "-master.volumeSizeLimitMB=64",
         ]
