@@ -8,8 +8,9 @@ reason (``CheckpointsCleaner``).
 
 Invariant: deletions run one at a time, first given first run, on one daemon thread that
 lives only while there is something to delete (it never keeps the process alive, and a
-process running many jobs does not collect idle threads); a deletion that fails is logged and dropped, never raised
-(cleanup is best effort: the checkpoint's outcome was decided before its files go);
+process running many jobs does not collect idle threads); a deletion that fails is logged
+and dropped, never raised (cleanup is best effort: the checkpoint's outcome was decided
+before its files go);
 :meth:`BackgroundDeletions.wait` returns once everything given before it ran, so whoever
 lists or removes the job directory next sees what the deletions left.
 
