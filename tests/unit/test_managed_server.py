@@ -125,3 +125,11 @@ def test_retry_on_port_clash_tries_new_ports_then_gives_up() -> None:
         retry_on_port_clash(other_error, lambda: renewed.append(1))
     assert renewed == []
     assert SleepServer.stop_signal == signal.SIGTERM
+
+
+@pytest.mark.parametrize("bucket", ["x", "Cairn", "a_b", "-abc"])
+def test_seaweed_refuses_an_invalid_bucket_name_before_it_starts(bucket: str) -> None:
+    from cairn.testing.seaweedfs import SeaweedS3
+
+    with pytest.raises(ValueError, match=f"invalid S3 bucket name '{bucket}'"):
+        SeaweedS3(bucket=bucket)

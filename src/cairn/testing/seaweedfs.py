@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shutil
 import sys
 import tempfile
@@ -39,6 +40,9 @@ log = logging.getLogger(__name__)
 _HOST = "127.0.0.1"
 _START_TIMEOUT_S = 60.0
 _STOP_GRACE_S = 3.0
+
+
+_BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 
 
 class SeaweedStartError(RuntimeError):
@@ -83,6 +87,10 @@ class SeaweedS3(ManagedServer):
     ) -> None:
         """``host``: the address to serve on; ``launcher``: a command prefix that runs the
         server elsewhere (``["ip", "netns", "exec", <ns>]``: on a simulated host)."""
+        if not _BUCKET_NAME.fullmatch(bucket):  # the server would refuse it 60 s later
+            raise ValueError(
+                f"invalid S3 bucket name {bucket!r}: 3-63 lowercase letters, digits, '.', '-'"
+            )
         self.bucket = bucket
         super().__init__(
             Path(root or tempfile.mkdtemp(prefix="cairn-seaweedfs-")), own_root=root is None
