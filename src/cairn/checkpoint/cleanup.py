@@ -129,14 +129,13 @@ class CheckpointCleaner:
         for cid in aborted:
             self.discard_files(cid)
         self.backends_gone()
-        self._wait_at_end()
         try:  # uploads of workers killed before they acknowledged
             orphans = set(self._storage.list_shared_files()) - self._shared.referenced()
             self._delete_shared(sorted(orphans))
-            self._wait_at_end()
         except Exception:
             where = self._storage.job_dir
             log.warning("Could not list the shared state files of %s", where, exc_info=True)
+        self._wait_at_end()
 
     def discard_run(self, first_own: CheckpointId | None) -> list[str] | None:
         """The retention policy discards the ended run's checkpoints: remove what the run

@@ -149,8 +149,7 @@ class CheckpointCoordinator:
         self._restore_points = RestorePoints(job_id, storage, self._store, fallback)
         self._stats = CheckpointStatsTracker()
         self._next_id = first_checkpoint_id
-        self._first_own: CheckpointId | None = None  # the first checkpoint this run triggered
-        self._inherited_from: CheckpointId | None = None  # a lost run's history: see inherit_run
+        self._first_own: CheckpointId | None = None  # lowest id made here or inherit_run's
         self._pending: dict[CheckpointId, PendingCheckpoint] = {}
         self._savepoints = SavepointQueue()
         self._ghosts: OrderedDict[CheckpointId, Literal["completed", "aborted"]] = OrderedDict()
@@ -220,7 +219,7 @@ class CheckpointCoordinator:
         they are this run's as if it had made them, so the retention policy removes them at
         its end (also those older than the one it restores, which the lost run had not yet
         deleted when it was killed)."""
-        self._inherited_from = first_id
+        self._first_own = first_id
 
     def set_next_checkpoint_id(self, next_id: CheckpointId) -> None:
         """Continue numbering at ``next_id`` (e.g. after the id of the restored checkpoint)."""
@@ -555,7 +554,7 @@ class CheckpointCoordinator:
             return None
         if resumed:
             above = CheckpointId(chosen.checkpoint_id + 1)
-            inherited = self._inherited_from
+            inherited = self._first_own  # from inherit_run, if called
             self._first_own = above if inherited is None else min(inherited, above)
         if explicit_path is not None and chosen.checkpoint_id >= self._next_id:
             self._next_id = CheckpointId(chosen.checkpoint_id + 1)

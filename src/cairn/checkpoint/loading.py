@@ -64,22 +64,24 @@ def has_metadata(loc: Location) -> bool:
 def is_file(fs: Any, path: str) -> bool:
     """``fs.isfile(path)``, except that an error other than "not found" is raised: fsspec's
     ``isfile`` answers False to every error, a storage outage included."""
-    try:
-        info = fs.info(path)
-    except FileNotFoundError:
-        return False
-    return bool(info.get("type") == "file")
+    return _type_of(fs, path) == "file"
 
 
 def is_dir(fs: Any, path: str) -> bool:
     """``fs.isdir(path)``, except that an error other than "not found" is raised (fsspec's
     ``isdir`` answers False to every error: a job directory taken for absent starts the job
     afresh)."""
+    return _type_of(fs, path) == "directory"
+
+
+def _type_of(fs: Any, path: str) -> str | None:
+    """fsspec's ``type`` of ``path`` (``"file"``, ``"directory"``), None if it does not
+    exist; any other error of the storage is raised."""
     try:
-        info = fs.info(path)
+        kind = fs.info(path).get("type")
     except FileNotFoundError:
-        return False
-    return bool(info.get("type") == "directory")
+        return None
+    return None if kind is None else str(kind)
 
 
 def resolve_checkpoint_dirs(

@@ -336,11 +336,9 @@ class JobMaster:
                 self._end(JobStatus.FAILED, exc)
                 return
             except Exception as exc:  # the storage is unreachable: wait, as for an attempt
-                restore, unreadable = (
-                    None,
-                    RestoreReadError(
-                        f"could not choose the checkpoint to restore: {_first_line(exc)}"
-                    ),
+                restore = None
+                unreadable = RestoreReadError(
+                    f"could not choose the checkpoint to restore: {_first_line(exc)}"
                 )
                 unreadable.__cause__ = exc
                 log.warning("job %s: %s", self.job_id, unreadable)
