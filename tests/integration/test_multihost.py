@@ -173,6 +173,18 @@ def test_a_worker_cut_off_from_the_driver_stops_and_the_attempt_moves(
     print(f"cut off: noticed after {noticed:.1f} s, checkpointing again after {moved:.1f} s")
 
 
+def _a_host_running_the_job(cluster: NetnsCluster) -> int:
+    """A worker host that runs a worker of the job's latest attempt, read from the job
+    master's log (a worker of an attempt that ended may linger on the other host)."""
+    found = re.findall(r"attempt (\d+): worker \d+ runs on \S+ \(([\d.]+)\)", _driver_log(cluster))
+    assert found, "the job master logs no worker registration"
+    latest = max(int(attempt) for attempt, _ in found)
+    addresses = {address for attempt, address in found if int(attempt) == latest}
+    return next(
+        t for t in range(cluster.workers) if cluster.host(f"worker-{t}").address in addresses
+    )
+
+
 def _idle(pid: int, window_s: float = 3.0) -> bool:
     """True if ``pid`` used (almost) no CPU for ``window_s``: it no longer processes."""
     import psutil
@@ -209,7 +221,7 @@ def test_a_worker_cut_off_from_storage_fails_checkpoints_then_recovers_exactly_o
 ) -> None:
     injector, spec = partitioned_job
     injector.await_checkpoints(2, timeout=300, since=time.monotonic())
-    victim = next(t for t in range(hosts.workers) if injector._workers_on(t))
+    victim = _a_host_running_the_job(hosts)
     seen = len(_driver_log(hosts))  # only what the job logs from the cut on counts
     hosts.partition(f"worker-{victim}", "storage")
     try:
@@ -217,7 +229,11 @@ def test_a_worker_cut_off_from_storage_fails_checkpoints_then_recovers_exactly_o
         wait_for(
             lambda: "Exceeded checkpoint tolerable failure threshold" in _driver_log(hosts)[seen:],
             timeout=180,
-            message="checkpoint failures to exceed the tolerable limit",
+            message=lambda: (
+                f"checkpoint failures to exceed the tolerable limit (worker-{victim} cut off, "
+                f"pids {injector._workers_on(victim)}); the driver's log since the cut:\n"
+                f"{_driver_log(hosts)[seen:][-8000:]}"
+            ),
         )
     finally:
         hosts.heal(f"worker-{victim}", "storage")

@@ -485,6 +485,8 @@ class JobMaster:
         if isinstance(msg, p.RegisterWorker):
             state.registered[env.worker_index] = msg
             self.worker_pids[env.worker_index] = msg.pid
+            where = f"{msg.host} ({msg.data_address[0]}), pid {msg.pid}"
+            log.info("attempt %d: worker %d runs on %s", msg.attempt, msg.worker_index, where)
         elif isinstance(msg, p.WorkerRunning):
             state.running.add(env.worker_index)
             if msg.initialization is not None:
