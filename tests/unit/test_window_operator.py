@@ -397,3 +397,26 @@ def test_sessions_are_read_from_the_state_where_the_in_memory_copy_lacks_a_key()
         restored.op.process_batch(stamp([(key, t)], [t]))
     restored.op.process_watermark(MAX_WATERMARK)
     assert sorted(r for r, _ in restored.records()) == _sessions(events, 30)
+
+
+def test_a_session_merges_with_the_group_merge_windows_gives_it() -> None:
+    """The one-pass session merge agrees with ``TimeWindow.merge_windows`` (sort everything)
+    on random insertions, touching windows included."""
+    from cairn.datastream.window import TimeWindow
+    from cairn.datastream.window_operator import _time_window_group
+
+    rng = random.Random(7)
+    for _ in range(200):
+        sessions: set[tuple[int, int]] = set()
+        for _ in range(40):
+            start = rng.randrange(0, 300)
+            window = TimeWindow(start, start + rng.randrange(1, 25))
+            existing = {TimeWindow(s, e) for s, e in sessions}
+            cover, members = next(
+                (c, m) for c, m in TimeWindow.merge_windows([*existing, window]) if window in m
+            )
+            expected = sorted({m for m in members if m in existing})
+            merged, got = _time_window_group(window, sessions)
+            assert (merged, got) == (expected, cover)
+            sessions -= {(m.start, m.end) for m in merged}
+            sessions.add((got.start, got.end))

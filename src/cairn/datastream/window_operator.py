@@ -268,11 +268,14 @@ class WindowOperatorFunction(KeyedProcessFunction[Any, Any, Any]):
         ``None`` when it is a new window that is already late."""
         sessions = self._sessions
         assert sessions is not None
-        existing = set(sessions.keys())
-        cover, members = next(
-            (c, m) for c, m in TimeWindow.merge_windows([*existing, window]) if window in m
-        )
-        merged = sorted({m for m in members if m in existing})
+        if type(window) is TimeWindow:
+            merged, cover = _time_window_group(window, sessions.namespaces())
+        else:
+            existing = set(sessions.keys())
+            cover, members = next(
+                (c, m) for c, m in TimeWindow.merge_windows([*existing, window]) if window in m
+            )
+            merged = sorted({m for m in members if m in existing})
         if not merged:
             if self._is_window_late(window):
                 return None
@@ -506,3 +509,26 @@ class _ProcessContext(ProcessWindowFunction.Context[Any], ProcessAllWindowFuncti
 
     def global_state(self) -> Any:
         return self._op._rc
+
+
+def _time_window_group(
+    window: TimeWindow, namespaces: Iterable[tuple[int, int]]
+) -> tuple[list[TimeWindow], TimeWindow]:
+    """The key's sessions that ``window`` merges with (sorted) and the window covering them
+    all and ``window``: what ``TimeWindow.merge_windows`` gives for the group of ``window``,
+    in one pass over namespaces and without sorting every session of the key.
+
+    The sessions of a key never intersect one another (every insertion merges the group it
+    touches), so the group of ``window`` is exactly the sessions intersecting ``window``
+    itself: a session touching only the cover would touch a member.
+
+    >>> _time_window_group(TimeWindow(10, 20), [(0, 5), (19, 30), (12, 15), (40, 50)])
+    ([TimeWindow(start=12, end=15), TimeWindow(start=19, end=30)], TimeWindow(start=10, end=30))
+    """
+    start, end = window.start, window.end
+    hits = sorted(ns for ns in namespaces if ns[0] <= end and ns[1] >= start)
+    if not hits:
+        return [], window
+    return [TimeWindow(s, e) for s, e in hits], TimeWindow(
+        min(start, hits[0][0]), max(end, max(e for _, e in hits))
+    )

@@ -141,6 +141,10 @@ class SessionWindows(WindowMap):
     def keys(self) -> list[Any]:
         return [window_of(ns) for ns in self._copy()]
 
+    def namespaces(self) -> set[Any]:
+        """The current key's namespaces (read only: the copy itself, not a snapshot)."""
+        return self._copy()
+
 
 class WindowScope:
     """Map states keyed by window, created on first use, for one operator."""
