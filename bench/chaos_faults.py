@@ -325,7 +325,11 @@ class Injector:
             if len([t for t, _ in self.completions if t > since]) >= count:
                 return
             time.sleep(0.2)
-        raise RuntimeError(f"fewer than {count} checkpoints completed in {timeout:.0f} s")
+        raise RuntimeError(
+            f"fewer than {count} checkpoints completed in {timeout:.0f} s; the driver's log "
+            "ends:\n"
+            + self.cluster.log_tail(self.driver_host, f"driver-{self.driver_runs - 1}", 40)
+        )
 
     # -- processes -----------------------------------------------------------------------------
 

@@ -138,8 +138,7 @@ def test_a_worker_cut_off_from_the_driver_stops_and_the_attempt_moves(
     hosts: NetnsCluster, partitioned_job: tuple[Injector, dict[str, Any]]
 ) -> None:
     injector, _ = partitioned_job
-    victim = next(t for t in range(hosts.workers) if injector._workers_on(t))
-    before = set(injector._workers_on(victim))
+    victim, before = next(iter(_latest_workers(hosts).items()))
     logged = len(_driver_log(hosts))
     hosts.partition(f"worker-{victim}", "driver")
     cut = time.monotonic()
@@ -173,16 +172,20 @@ def test_a_worker_cut_off_from_the_driver_stops_and_the_attempt_moves(
     print(f"cut off: noticed after {noticed:.1f} s, checkpointing again after {moved:.1f} s")
 
 
-def _a_host_running_the_job(cluster: NetnsCluster) -> int:
-    """A worker host that runs a worker of the job's latest attempt, read from the job
-    master's log (a worker of an attempt that ended may linger on the other host)."""
-    found = re.findall(r"attempt (\d+): worker \d+ runs on \S+ \(([\d.]+)\)", _driver_log(cluster))
-    assert found, "the job master logs no worker registration"
-    latest = max(int(attempt) for attempt, _ in found)
-    addresses = {address for attempt, address in found if int(attempt) == latest}
-    return next(
-        t for t in range(cluster.workers) if cluster.host(f"worker-{t}").address in addresses
+def _latest_workers(cluster: NetnsCluster) -> dict[int, set[int]]:
+    """The pids of the job's latest attempt's workers by worker host, read from the job
+    master's log (a worker of an attempt that ended may linger, still connected)."""
+    found = re.findall(
+        r"attempt (\d+): worker \d+ runs on \S+ \(([\d.]+)\), pid (\d+)", _driver_log(cluster)
     )
+    assert found, "the job master logs no worker registration"
+    latest = max(int(attempt) for attempt, _, _ in found)
+    hosts = {cluster.host(f"worker-{t}").address: t for t in range(cluster.workers)}
+    workers: dict[int, set[int]] = {}
+    for attempt, address, pid in found:
+        if int(attempt) == latest:
+            workers.setdefault(hosts[address], set()).add(int(pid))
+    return workers
 
 
 def _idle(pid: int, window_s: float = 3.0) -> bool:
@@ -221,7 +224,7 @@ def test_a_worker_cut_off_from_storage_fails_checkpoints_then_recovers_exactly_o
 ) -> None:
     injector, spec = partitioned_job
     injector.await_checkpoints(2, timeout=300, since=time.monotonic())
-    victim = _a_host_running_the_job(hosts)
+    victim = next(iter(_latest_workers(hosts)))
     seen = len(_driver_log(hosts))  # only what the job logs from the cut on counts
     hosts.partition(f"worker-{victim}", "storage")
     try:

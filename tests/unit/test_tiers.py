@@ -1,5 +1,6 @@
-"""The test tiers: ``.ci/run`` runs every test exactly once, the fast tier first, through
-README's test command, and a test that starts Spark without the ``spark`` marker fails.
+"""The test tiers: ``.ci/run`` runs every test exactly once, the fast tier first (the
+multihost tests beside it), through README's test command, and a test that starts Spark
+without the ``spark`` marker fails.
 
 The marker check is exercised on a small pytest run in a child process with the suite's own
 ``tests/conftest.py``; its tests stand the ``spark`` fixture in, so no JVM starts here.
@@ -81,7 +82,7 @@ def test_starts_spark_in_a_child():
 
 def _tier_selections() -> dict[str, str]:
     text = CI_RUN.read_text()
-    return dict(re.findall(r"^(FAST_TIER|SLOW_TIER)='([^']*)'$", text, re.M))
+    return dict(re.findall(r"^(FAST_TIER|BESIDE_TIER|SLOW_TIER)='([^']*)'$", text, re.M))
 
 
 def test_ci_runs_the_readme_test_command_once_per_tier() -> None:
@@ -90,19 +91,27 @@ def test_ci_runs_the_readme_test_command_once_per_tier() -> None:
     assert readme_command, "README.md shows no pytest command"
     text = CI_RUN.read_text()
     assert f'{readme_command.group(1)} -m "$selection" "$@"' in text
+    assert f'{readme_command.group(1)} -m "$BESIDE_TIER" "$@"' in text
     tiers = re.findall(r'^\s*tier \w+ "\$(\w+)" "\$@"$', text, re.M)
     assert tiers == ["FAST_TIER", "SLOW_TIER"], "the fast tier runs first, then the rest"
+    beside = text.index('-m "$BESIDE_TIER"')
+    assert beside < text.index('tier fast "$FAST_TIER"') < text.index('wait "$beside_pid"')
 
 
-def test_the_two_tiers_select_every_test_exactly_once() -> None:
+def test_the_tiers_select_every_test_exactly_once() -> None:
     selections = _tier_selections()
-    assert set(selections) == {"FAST_TIER", "SLOW_TIER"}
-    names = ("spark", "slow", "cluster")  # -m's and/or/not over marker names is Python too
+    assert set(selections) == {"FAST_TIER", "BESIDE_TIER", "SLOW_TIER"}
+    names = (
+        "spark",
+        "slow",
+        "cluster",
+        "multihost",
+    )  # -m's and/or/not over marker names is Python too
     for values in itertools.product([False, True], repeat=len(names)):
         markers = dict(zip(names, values, strict=True))
         chosen = [t for t, expr in selections.items() if eval(expr, {}, markers)]
         assert len(chosen) == 1, (markers, chosen)
-    assert not eval(selections["FAST_TIER"], {}, {"spark": True, "slow": False})
+    assert not eval(selections["FAST_TIER"], {}, {"spark": True, "slow": False, "multihost": False})
 
 
 def test_spark_marker_is_added_enforced_and_marked_tests_run_last(tmp_path: Path) -> None:
