@@ -249,8 +249,10 @@ class NetnsCluster:
         return [p for p in pids if _connected_to(p, self.host(driver).address)]
 
     def python_worker_pids(self, host: str) -> list[int]:
-        """The Python processes (Cairn's workers and their daemon) on ``host``."""
-        return [pid for pid in self.host(host).pids() if _cmdline_has(pid, "python")]
+        """The Python processes (Cairn's workers and their daemon) on ``host``: their program
+        is a Python (a JVM's class path names ``.../python3.11/site-packages/pyspark/jars``
+        too)."""
+        return [pid for pid in self.host(host).pids() if _runs_python(pid)]
 
     def job_worker_pids(self, host: str, driver: str = "driver") -> list[int]:
         """Cairn's worker processes on ``host``: Python processes with a TCP connection to
@@ -403,6 +405,16 @@ def _connected_to(pid: int, address: str) -> bool:
         if inode in inodes and remote.split(":")[0].endswith(peer):
             return True
     return False
+
+
+def _runs_python(pid: int) -> bool:
+    """Whether ``pid``'s program (its first argument) is a Python interpreter."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            program = f.read().split(b"\0", 1)[0]
+    except OSError:
+        return False
+    return os.path.basename(program).startswith(b"python")
 
 
 def _cmdline_has(pid: int, text: str) -> bool:
