@@ -69,7 +69,12 @@ def test_broadcast_reaches_every_subtask(inprocess_conf: dict[str, str]) -> None
 
 
 class _TimerCounter(KeyedProcessFunction):
-    """Counts per key and emits the count from a processing-time timer."""
+    """Counts per key and emits the count from a processing-time timer; a timer that sees
+    all ``per_key`` records of its key leaves a file named after the key in ``signals``."""
+
+    def __init__(self, signals: str, per_key: int) -> None:
+        self.signals = signals
+        self.per_key = per_key
 
     def open(self, runtime_context: Any) -> None:
         self.count = runtime_context.get_state(ValueStateDescriptor("count", None))
@@ -82,19 +87,33 @@ class _TimerCounter(KeyedProcessFunction):
         return None
 
     def on_timer(self, timestamp: int, ctx: Any) -> Any:
-        yield (ctx.get_current_key(), self.count.value())
+        import os
+
+        count = self.count.value()
+        if count == self.per_key:
+            open(os.path.join(self.signals, str(ctx.get_current_key())), "w").close()
+        yield (ctx.get_current_key(), count)
 
 
-def test_processing_time_timers_fire_with_their_key(executor_conf: dict[str, str]) -> None:
+def test_processing_time_timers_fire_with_their_key(
+    executor_conf: dict[str, str], tmp_path: Any
+) -> None:
     env = environment(executor_conf)
+    signals = str(tmp_path)
 
     class SlowSource(SourceFunction):
         def run(self, ctx: Any) -> None:
+            import os
             import time
 
             for i in range(40):
                 ctx.collect((f"k{i % 4}", i))
-            time.sleep(0.5)  # let the timers fire before the input ends
+            # Pending processing-time timers are dropped at the end of input (as in Flink):
+            # keep the input open until every key's last timer fired (60 s cap), no sleep
+            # that a loaded machine could outrun.
+            deadline = time.monotonic() + 60
+            while len(os.listdir(signals)) < 4 and time.monotonic() < deadline:
+                time.sleep(0.01)
 
         def cancel(self) -> None:
             pass
@@ -102,7 +121,7 @@ def test_processing_time_timers_fire_with_their_key(executor_conf: dict[str, str
     out = list(
         env.add_source(SlowSource())
         .key_by(lambda r: r[0])
-        .process(_TimerCounter())
+        .process(_TimerCounter(signals, per_key=10))
         .execute_and_collect()
     )
     final = {}

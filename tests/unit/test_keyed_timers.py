@@ -149,8 +149,23 @@ def test_processing_timers_of_the_record_operator_survive_a_snapshot() -> None:
     assert [r for r, _ in again.records()] == [("tick", "a", 1_005, TimeDomain.PROCESSING_TIME)]
 
 
+class SignallingTicker(Ticker):
+    """``Ticker`` that also leaves a file per fired timer, so the source can keep the input
+    open until every key's timer has fired (pending processing-time timers are dropped at
+    the end of input, as in Flink): no sleep that a loaded machine could outrun."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Any:
+        import os
+
+        open(os.path.join(self.directory, str(ctx.get_current_key())), "w").close()
+        yield from super().on_timer(timestamp, ctx)
+
+
 def test_a_keyed_process_function_fires_processing_timers_on_the_inprocess_executor(
-    inprocess_conf: dict[str, str],
+    inprocess_conf: dict[str, str], tmp_path: Any
 ) -> None:
     from cairn.common import Configuration
     from cairn.datastream import StreamExecutionEnvironment
@@ -160,16 +175,20 @@ def test_a_keyed_process_function_fires_processing_timers_on_the_inprocess_execu
         configuration.set_string(k, v)
     env = StreamExecutionEnvironment.get_execution_environment(configuration)
     env.set_parallelism(2)
+    signals = str(tmp_path)
 
     class Pause(SourceFunction):
-        """Emits three keys, then keeps the input open while their timers come due."""
+        """Emits three keys, then keeps the input open until their timers fired (60 s cap)."""
 
         def run(self, ctx: Any) -> None:
+            import os
             import time
 
             for record in [("a", 1), ("b", 2), ("c", 3)]:
                 ctx.collect(record)
-            time.sleep(0.3)
+            deadline = time.monotonic() + 60
+            while len(os.listdir(signals)) < 3 and time.monotonic() < deadline:
+                time.sleep(0.01)
 
         def cancel(self) -> None:
             pass
@@ -177,7 +196,7 @@ def test_a_keyed_process_function_fires_processing_timers_on_the_inprocess_execu
     keyed = env.add_source(Pause()).key_by(lambda r: r[0])
     # KeyedStream.process takes a KeyedProcessFunction (as PyFlink); the runtime's
     # KeyedRecordOperator runs a keyed PROCESS node with a plain ProcessFunction.
-    ticks = keyed._then("Process", OperatorKind.PROCESS, Ticker(), None)
+    ticks = keyed._then("Process", OperatorKind.PROCESS, SignallingTicker(signals), None)
     out = list(ticks.execute_and_collect())
     assert sorted(r[1] for r in out if r[0] == "seen") == [("a", 1), ("b", 2), ("c", 3)]
     ticks_of = sorted((r[1], r[3]) for r in out if r[0] == "tick")
