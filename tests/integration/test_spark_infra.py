@@ -67,6 +67,14 @@ def _describe_task(_: Iterable[int]) -> Iterator[tuple[int, list[str], int, int 
     yield ctx.partitionId(), addresses, os.getpid(), find_ancestor(os.getpid(), EXECUTOR_CLASS)
 
 
+def _import_sources(_: Iterable[int]) -> Iterator[tuple[str, list[str]]]:
+    import py4j
+    import pyspark
+
+    zips = [entry for entry in sys.path if entry.endswith(".zip")]
+    yield f"{pyspark.__file__} {py4j.__file__}", zips
+
+
 def _partition_one_crashes(_: Iterable[int]) -> Iterator[int]:
     if BarrierTaskContext.get().partitionId() == 1:
         os.kill(os.getpid(), signal.SIGKILL)
@@ -199,6 +207,15 @@ class TestLocalSession:
         for pid in workers:
             parent = psutil.Process(pid).parent()
             assert parent is not None and CAIRN_DAEMON in " ".join(parent.cmdline())
+
+    def test_workers_import_the_installed_pyspark_not_its_zip(
+        self, local_spark: SparkSession
+    ) -> None:
+        # Spark puts pyspark.zip first on a worker's path; imported from there, every module
+        # compiles from source and a fresh worker spent ~1 s before its task (spark_daemon).
+        for files, zips in _run_barrier(local_spark, 2, _import_sources):
+            assert ".zip" not in files, files
+            assert not [z for z in zips if "pyspark" in z or "py4j" in z], zips
 
     def test_crashed_python_worker_aborts_job_fast_and_session_survives(
         self, local_spark: SparkSession
