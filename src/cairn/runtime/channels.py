@@ -58,7 +58,6 @@ class InputChannel:
 
     __slots__ = (
         "_conn",
-        "_credits_owed",
         "announced",
         "channel_id",
         "consumed",
@@ -81,7 +80,6 @@ class InputChannel:
         self.local_sender: LocalOutputChannel | None = None
         self.finished = False
         self._conn: FramedConnection | None = None
-        self._credits_owed = 0
 
     def push(self, entry: Any) -> None:
         """Producer side: append a batch or an in-order event."""
@@ -351,7 +349,8 @@ class ConnectionSender:
                     ch = self._channels[channel]
                     ch.credits += unpack_credit(payload)
                     waiting = ch.holding and not ch.backlog
-                    self._cond.notify()
+                    if ch.backlog:  # frames waiting for this credit; else nothing to send
+                        self._cond.notify()
                 if waiting:  # records the writer held back for this credit can go now
                     self._on_progress()
         except (ConnectionClosed, OSError) as exc:
