@@ -8,6 +8,11 @@ stdout line; raw results are saved after every run, so an interrupted run loses 
     python -m bench --quick                 # small inputs, 1 repetition (a few minutes)
     python -m bench --systems cairn --workloads keyed-sum,latency
     python -m bench --from-json bench/out/<stamp>/results.json   # re-render only
+    python -m bench --systems cairn --workloads keyed-sum --no-results  # keep RESULTS.md
+
+A run rewrites the generated block of RESULTS.md with what it ran only: a partial run that
+should not replace the full table uses ``--no-results`` (its raw results stay in
+``bench/out/<stamp>/results.json``, to merge later with ``--from-json a.json,b.json``).
 """
 
 from __future__ import annotations
@@ -534,6 +539,11 @@ def main(argv: list[str] | None = None) -> int:
         help="Cairn's executor (inprocess: debugging only)",
     )
     parser.add_argument("--results", default=os.path.join(BENCH, "RESULTS.md"))
+    parser.add_argument(
+        "--no-results",
+        action="store_true",
+        help="leave RESULTS.md and the chart as they are (raw results: bench/out/<stamp>/)",
+    )
     parser.add_argument("--chart", default=os.path.join(BENCH, "results.png"))
     parser.add_argument(
         "--from-json",
@@ -552,6 +562,10 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(out_dir, exist_ok=True)
     _say(f"logs and raw results: {os.path.relpath(out_dir, ROOT)}")
     results, meta = run_all(args, out_dir)
+    if args.no_results:
+        saved = os.path.join(out_dir, "results.json")
+        _say(f"RESULTS.md left as it is (--no-results); to merge later: --from-json {saved}")
+        return 0
     write_outputs(results, meta, args.results, args.chart)
     return 0
 

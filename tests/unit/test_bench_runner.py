@@ -92,3 +92,17 @@ def test_merged_runs_show_the_case_parameters_of_cairns_run(tmp_path: Path) -> N
     assert {(r["system"], r["x"]) for r in results} == {("cairn", "a"), ("spark", "b")}
     _, meta = merge_saved([later, first])
     assert meta["cases"]["latency"]["rate"] == 267_000
+
+
+def test_no_results_leaves_results_md_alone(tmp_path: Path, monkeypatch: Any) -> None:
+    import bench.__main__ as runner
+
+    written: list[str] = []
+    monkeypatch.setattr(runner, "run_all", lambda args, out_dir: ([], {"cases": {}}))
+    monkeypatch.setattr(runner, "write_outputs", lambda r, m, md, chart: written.append(md))
+    monkeypatch.setattr(runner, "BENCH", str(tmp_path))  # bench/out/<stamp> goes here
+    results_md = str(tmp_path / "RESULTS.md")
+    assert runner.main(["--no-results", "--results", results_md]) == 0
+    assert written == []
+    assert runner.main(["--results", results_md]) == 0
+    assert written == [results_md]
