@@ -75,6 +75,18 @@ def _import_sources(_: Iterable[int]) -> Iterator[tuple[str, list[str]]]:
     yield f"{pyspark.__file__} {py4j.__file__}", zips
 
 
+def _one_crashes_one_lingers(marker: str) -> Task:
+    def run(_: Iterable[int]) -> Iterator[int]:
+        if BarrierTaskContext.get().partitionId() == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(3.0)  # a slow survivor: its job is over long before its task ends
+        with open(marker, "w") as f:
+            f.write(str(time.time()))
+        yield 0
+
+    return run
+
+
 def _partition_one_crashes(_: Iterable[int]) -> Iterator[int]:
     if BarrierTaskContext.get().partitionId() == 1:
         os.kill(os.getpid(), signal.SIGKILL)
@@ -216,6 +228,29 @@ class TestLocalSession:
         for files, zips in _run_barrier(local_spark, 2, _import_sources):
             assert ".zip" not in files, files
             assert not [z for z in zips if "pyspark" in z or "py4j" in z], zips
+
+    def test_a_deployment_ends_only_when_its_tasks_have_ended(
+        self, local_spark: SparkSession, tmp_path: Path
+    ) -> None:
+        # A failed barrier job ends for collect() at once; its surviving task runs on (a
+        # barrier failure does not interrupt it). The next attempt must not start beside it.
+        from cairn.deploy.executors import _SparkDeployment
+
+        sc = local_spark.sparkContext
+        deployment = object.__new__(_SparkDeployment)
+        deployment._sc = sc
+        deployment._group = f"drain-{os.getpid()}-{time.monotonic_ns()}"
+        marker = str(tmp_path / "survivor-ended")
+        sc.setJobGroup(deployment._group, "drain test", interruptOnCancel=False)
+        try:
+            with pytest.raises(Exception, match="barrier"):
+                _run_barrier(local_spark, 2, _one_crashes_one_lingers(marker))
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)
+        assert not os.path.exists(marker)  # collect() returned while the survivor ran
+        deployment._await_tasks_ended(30.0)
+        ended = float(Path(marker).read_text())
+        assert time.time() >= ended  # returned after the survivor's last line ran
 
     def test_crashed_python_worker_aborts_job_fast_and_session_survives(
         self, local_spark: SparkSession

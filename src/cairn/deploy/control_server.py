@@ -56,6 +56,7 @@ class ControlServer:
         self.inbox: queue.Queue[Envelope] = queue.Queue()
         self._lock = threading.Lock()
         self._workers: dict[tuple[int, int], FramedConnection] = {}
+        self._oldest_admitted = 0  # registrations of earlier attempts are closed at once
         self._listener = Listener(host, secret, self._on_connection, tls=InternalTls.of(tls).server)
 
     @property
@@ -70,7 +71,12 @@ class ControlServer:
         conn.max_frame_size = self._max_frame_size
         key = (reg.attempt, reg.worker_index)
         with self._lock:
-            self._workers[key] = conn
+            stale = reg.attempt < self._oldest_admitted
+            if not stale:
+                self._workers[key] = conn
+        if stale:  # a worker of a torn-down attempt, only now started: it stops
+            conn.close()
+            return
         self.inbox.put(Envelope(reg.attempt, reg.worker_index, reg))
         try:
             while True:
@@ -104,6 +110,12 @@ class ControlServer:
             targets = [w for (a, w) in self._workers if a == attempt]
         for w in targets:
             self.send(attempt, w, message)
+
+    def admit_from(self, attempt: AttemptNumber) -> None:
+        """Close, from now on, the registration of any worker of an attempt before
+        ``attempt`` (it lost its master: it stops instead of waiting for a peer table)."""
+        with self._lock:
+            self._oldest_admitted = max(self._oldest_admitted, int(attempt))
 
     def disconnect_attempt(self, attempt: AttemptNumber) -> None:
         with self._lock:

@@ -138,6 +138,12 @@ def _spark_worker_partition(launch: WorkerLaunch) -> Any:
     return run
 
 
+# How long a deployment waits for the tasks of its ended Spark job to stop (see
+# _SparkDeployment._await_tasks_ended); a Cairn worker stops within about 10 s of losing
+# its job master (network liveness), so this is a cap, not an expected wait.
+TASK_DRAIN_S = 30.0
+
+
 class _SparkDeployment:
     def __init__(self, spark: Any, launch: WorkerLaunch) -> None:
         self._sc = spark.sparkContext
@@ -170,7 +176,41 @@ class _SparkDeployment:
             if not self._cancelled:
                 self._error = WorkerCrashed(f"Spark stage failed: {_short(exc)}")
         finally:
-            self._done.set()
+            try:
+                self._await_tasks_ended(TASK_DRAIN_S)
+            finally:
+                self._done.set()
+
+    def _await_tasks_ended(self, timeout_s: float) -> None:
+        """Return once no task of this deployment's Spark jobs runs (or after ``timeout_s``).
+
+        A failed or cancelled job ends for ``collect`` at once, while its other tasks are
+        only marked killed (a barrier stage's failure does not interrupt them): their Python
+        workers run on until they notice. A next attempt launched meanwhile would meet
+        them -- measured in CI: a Kafka sink's producer of the old attempt, still starting,
+        fenced the new attempt's producer of the same transactional id. So a deployment is
+        done only when Spark counts no active task of its job group.
+        """
+        tracker = self._sc.statusTracker()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            active = 0
+            for job_id in tracker.getJobIdsForGroup(self._group):
+                job = tracker.getJobInfo(job_id)
+                for stage_id in job.stageIds if job is not None else ():
+                    stage = tracker.getStageInfo(stage_id)
+                    active += stage.numActiveTasks if stage is not None else 0
+            if active == 0:
+                return
+            if time.monotonic() >= deadline:
+                log.warning(
+                    "%d task(s) of %s still run %.0f s after their Spark job ended",
+                    active,
+                    self._group,
+                    timeout_s,
+                )
+                return
+            time.sleep(0.02)
 
     def failure(self) -> BaseException | None:
         return self._error

@@ -392,6 +392,7 @@ class JobMaster:
         if attempt > self._first_attempt and self._checkpointing:
             self.coordinator.start_periodic()  # stopped if the last attempt ended its sources
         state.launched_ms = _now_ms()
+        self._server.admit_from(attempt)
         deployment = self.executor.launch(launch)
         try:
             outcome = self._drive(state, deployment)
