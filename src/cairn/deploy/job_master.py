@@ -130,6 +130,7 @@ class JobMaster:
         # Where the last restore's time went (None until an attempt restored and ran).
         self.last_initialization: JobInitialization | None = None
         self._restore: p.RestoreInfo | None = None  # what the current attempt restores
+        self._ended_at = 0.0  # time.monotonic() when the last attempt's outcome was known
         self.worker_pids: dict[int, int] = {}
         self.metrics: dict[TaskKey, p.TaskMetrics] = {}
         # (the report before each subtask's latest, the latest): rates are the difference
@@ -321,7 +322,9 @@ class JobMaster:
                 decision.delay_ms,
             )
             self._emit("restart", outcome.error)
-            if self._cancel.wait(decision.delay_ms / 1000.0):
+            # The delay overlaps the teardown, as Flink's backoff overlaps the cancellation.
+            delay_s = decision.delay_ms / 1000.0 - (time.monotonic() - self._ended_at)
+            if self._cancel.wait(max(0.0, delay_s)):
                 self._end(JobStatus.CANCELED)
                 return
             if unusable:
@@ -398,6 +401,7 @@ class JobMaster:
             outcome = self._drive(state, deployment)
         except BaseException as exc:
             outcome = AttemptOutcome.failed(exc)
+        self._ended_at = time.monotonic()  # the restart delay counts from here (as Flink's)
         self._teardown(state, deployment, cancelled=outcome.end is not AttemptEnd.FINISHED)
         return outcome
 
