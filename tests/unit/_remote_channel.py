@@ -26,19 +26,11 @@ __all__ = ["RemoteChannel", "take_batches"]
 
 class RemoteChannel:
     """``channel`` (sending side, ``initial_credits`` and ``max_backlog``) feeds ``input``
-    (receiving side, channel ``channel_id``, announcing ``credit_batch`` credits at a time)
-    over an authenticated loopback connection."""
+    (receiving side, channel ``channel_id``) over an authenticated loopback connection."""
 
-    def __init__(
-        self,
-        channel_id: int,
-        *,
-        initial_credits: int = 1,
-        max_backlog: int = 2,
-        credit_batch: int = 1,
-    ) -> None:
+    def __init__(self, channel_id: int, *, initial_credits: int = 1, max_backlog: int = 2) -> None:
         secret = new_secret()
-        self.input = InputChannel(channel_id, credit_batch=credit_batch)
+        self.input = InputChannel(channel_id)
         inputs = {channel_id: self.input}
         self.errors: list[BaseException] = []
         self.woken = threading.Event()  # the task's wake-up, as the sender sees it

@@ -12,8 +12,6 @@ from cairn.events import CheckpointBarrier
 from cairn.graph.job_graph import JobEdge
 from cairn.graph.transformations import PartitionKind
 from cairn.runtime.channels import (
-    DEFAULT_CAPACITY,
-    DEFAULT_CREDIT_BATCH,
     InputChannel,
     LocalOutputChannel,
 )
@@ -167,30 +165,6 @@ def test_remote_channel_sends_only_with_credit_and_gets_credit_back() -> None:
         assert received == list(range(6))
         assert not remote.errors
         assert pickle.loads(pickle.dumps(received)) == received
-
-
-def test_credits_are_announced_two_at_a_time_and_the_sender_never_stalls() -> None:
-    with RemoteChannel(
-        7, initial_credits=DEFAULT_CAPACITY, max_backlog=1000, credit_batch=DEFAULT_CREDIT_BATCH
-    ) as remote:
-        assert DEFAULT_CREDIT_BATCH == 2 <= DEFAULT_CAPACITY
-        channel, received_by = remote.channel, remote.input
-        for i in range(DEFAULT_CAPACITY + 2):
-            channel.send_batch([i])
-        wait_for(lambda: len(received_by.queue) == DEFAULT_CAPACITY, 5, 0.01, "a window")
-        gate = InputGate([received_by])
-        assert [b[0] for b in take_batches(gate, 1)] == [0]
-        holds_for(lambda: len(received_by.queue) == DEFAULT_CAPACITY - 1, 0.2, 0.01, "owed")
-        assert channel.credits == 0  # one credit owed: not announced yet
-        assert [b[0] for b in take_batches(gate, 1)] == [1]
-        # Two owed: announced in one frame; the two queued batches go.
-        wait_for(lambda: len(received_by.queue) == DEFAULT_CAPACITY, 5, 0.01, "two more")
-        # Every batch of a long stream arrives although credits come back in pairs.
-        for i in range(DEFAULT_CAPACITY + 2, 500):
-            channel.send_batch([i])
-        rest = [b[0] for b in take_batches(gate, 498)]
-        assert rest == list(range(2, 500))
-        assert not remote.errors
 
 
 class _WriterOnRemoteChannel(RemoteChannel):

@@ -46,12 +46,7 @@ from cairn.deploy.task_builder import now_ms as _now_ms  # the operators' clock,
 from cairn.events import CheckpointBarrier
 from cairn.graph.job_graph import JobGraph
 from cairn.ids import AttemptNumber, CheckpointId
-from cairn.runtime.channels import (
-    DEFAULT_CREDIT_BATCH,
-    ConnectionSender,
-    InputChannel,
-    receive_loop,
-)
+from cairn.runtime.channels import ConnectionSender, InputChannel, receive_loop
 from cairn.runtime.faults import FaultInjector, SimulatedCrash
 from cairn.runtime.network.errors import ConnectionClosed, FrameRefused
 from cairn.runtime.network.frames import FrameKind
@@ -188,9 +183,7 @@ class Worker:
         self._channel_source_worker: dict[int, int] = {}
         for task in self.plan.tasks_of(worker_index):
             for spec in self.plan.input_channels(task):
-                self._inputs[spec.channel_id] = InputChannel(
-                    spec.channel_id, credit_batch=DEFAULT_CREDIT_BATCH
-                )
+                self._inputs[spec.channel_id] = InputChannel(spec.channel_id)
                 self._channel_source_worker[spec.channel_id] = self.plan.worker_of(spec.source)
 
     # ------------------------------------------------------------------ services for tasks

@@ -38,11 +38,6 @@ log = logging.getLogger(__name__)
 
 _ONE_CREDIT = pack_credit(1)
 DEFAULT_CAPACITY = 4  # record batches in flight per channel (Flink: 2 exclusive + floating)
-# Credits a worker's input channel returns at a time (at most the sender's initial credits,
-# else a sender could wait for credits that are never announced): one frame per two
-# consumed batches instead of one per batch; the sender keeps at least
-# DEFAULT_CAPACITY - DEFAULT_CREDIT_BATCH + 1 batches' worth of credit in the pipeline.
-DEFAULT_CREDIT_BATCH = DEFAULT_CAPACITY // 2
 
 
 class PrioritySignal:
@@ -63,8 +58,6 @@ class InputChannel:
 
     __slots__ = (
         "_conn",
-        "_credit_batch",
-        "_credits_owed",
         "announced",
         "channel_id",
         "consumed",
@@ -75,9 +68,7 @@ class InputChannel:
         "signal",
     )
 
-    def __init__(self, channel_id: int, credit_batch: int = 1) -> None:
-        if credit_batch < 1:
-            raise ValueError(f"credit_batch must be >= 1, got {credit_batch}")
+    def __init__(self, channel_id: int) -> None:
         self.channel_id = channel_id
         # Entries: list (record batch), bytes (pickled remote batch), HeldBatch or an event.
         self.queue: deque[Any] = deque()
@@ -89,12 +80,6 @@ class InputChannel:
         self.local_sender: LocalOutputChannel | None = None
         self.finished = False
         self._conn: FramedConnection | None = None
-        # Credits are announced ``credit_batch`` at a time: the sender's credits, the batches
-        # in flight and the credits owed here always add up to its initial credits, so with
-        # ``credit_batch`` <= those a sender without credit always has them announced once
-        # the batches it sent are consumed (Flink announces unannounced credit once, too).
-        self._credit_batch = credit_batch
-        self._credits_owed = 0
 
     def push(self, entry: Any) -> None:
         """Producer side: append a batch or an in-order event."""
@@ -123,20 +108,12 @@ class InputChannel:
             pass  # the sender is gone; failover handles it
 
     def consumed_remote_batch(self) -> None:
-        """Owe the sender one credit for the batch just taken from the queue; announce the
-        credits owed once they reach ``credit_batch``."""
+        """Give the sender one credit back for the batch just taken from the queue."""
         conn = self._conn
         if conn is None:
             return
-        owed = self._credits_owed + 1
-        if owed < self._credit_batch:
-            self._credits_owed = owed
-            return
-        self._credits_owed = 0
         try:
-            conn.send(
-                FrameKind.CREDIT, self.channel_id, _ONE_CREDIT if owed == 1 else pack_credit(owed)
-            )
+            conn.send(FrameKind.CREDIT, self.channel_id, _ONE_CREDIT)
         except (ConnectionClosed, OSError):
             pass  # the sender is gone; failover handles it
 
