@@ -248,16 +248,8 @@ _PRIORITY_EVENT = -int(FrameKind.EVENT)
 
 
 class ConnectionSender:
-    """Sends the frames of one outgoing connection's channels as credit allows, and reads
-    the credits the receiver announces on the same connection (a thread each).
-
-    A frame enqueued while nothing waits or is being sent on the connection, and that needs
-    no credit it lacks, goes out at once on the enqueuing (task) thread: below saturation
-    that is nearly every frame, and handing it to the send thread cost a thread wake-up and
-    a GIL hand-off per batch (measured: the send thread took ~2,400 scheduler slices a
-    second per worker at 10,000 records/s). Order holds: one frame is sent at a time, a
-    direct send only when the channel's backlog is empty and no send is in progress.
-    """
+    """One thread per outgoing connection: sends frames of its channels as credit allows,
+    and reads the credits the receiver announces on the same connection."""
 
     def __init__(
         self,
@@ -270,8 +262,6 @@ class ConnectionSender:
         self._channels: dict[int, RemoteOutputChannel] = {}
         self._cond = threading.Condition()
         self._closed = False
-        self._failed = False  # a send failed: the connection is gone, frames stay queued
-        self._sending = False  # a thread is writing frames taken from a backlog (or direct)
         self._on_progress = on_progress
         self._on_error = on_error
         self._send_thread = threading.Thread(
@@ -290,41 +280,10 @@ class ConnectionSender:
 
     def enqueue(self, channel: RemoteOutputChannel, kind: int, payload: bytes) -> None:
         with self._cond:
-            direct = (
-                kind != _PRIORITY_EVENT
-                and not channel.backlog
-                and not self._sending
-                and not self._closed
-                and not self._failed
-                and (kind != FrameKind.DATA or channel.credits > 0)
-            )
-            if not direct:
-                if kind == _PRIORITY_EVENT:
-                    channel.priority_pending += 1
-                channel.backlog.append((kind, payload))
-                self._cond.notify()
-                return
-            if kind == FrameKind.DATA:
-                channel.credits -= 1
-            self._sending = True
-        error = self._send_now(kind, channel.channel_id, payload)
-        if error is not None and not self._closed:
-            self._on_error(error)
-
-    def _send_now(self, kind: int, channel_id: int, payload: bytes) -> BaseException | None:
-        """Write one frame on this thread (the caller set ``_sending``); the error, if any."""
-        error: BaseException | None = None
-        try:
-            self.conn.send(kind, channel_id, payload)
-        except (ConnectionClosed, OSError, FrameTooLarge) as exc:
-            error = exc
-        with self._cond:
-            self._sending = False
-            if error is not None:
-                self._failed = True
-            if any(ch.backlog for ch in self._channels.values()):
-                self._cond.notify()  # frames queued while this one was written
-        return error
+            if kind == _PRIORITY_EVENT:
+                channel.priority_pending += 1
+            channel.backlog.append((kind, payload))
+            self._cond.notify()
 
     def close(self) -> None:
         with self._cond:
@@ -360,33 +319,20 @@ class ConnectionSender:
                 wake = True
         return frames, wake
 
-    def _next_frames(self) -> tuple[list[tuple[int, int, bytes]], bool]:
-        """``_sendable`` unless a direct send is writing (its frame goes first)."""
-        if self._sending:
-            return [], False
-        return self._sendable()
-
     def _send_loop(self) -> None:
         try:
             while True:
                 with self._cond:
-                    frames, wake = self._next_frames()
+                    frames, wake = self._sendable()
                     while not frames and not self._closed:
                         self._cond.wait()
-                        frames, wake = self._next_frames()
+                        frames, wake = self._sendable()
                     if self._closed and not frames:
                         return
-                    self._sending = True
-                try:
-                    self.conn.send_many(frames)
-                finally:
-                    with self._cond:
-                        self._sending = False
+                self.conn.send_many(frames)
                 if wake:
                     self._on_progress()
         except (ConnectionClosed, OSError, FrameTooLarge) as exc:
-            with self._cond:
-                self._failed = True
             if not self._closed:
                 self._on_error(exc)
 
