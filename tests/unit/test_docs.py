@@ -17,6 +17,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 README = REPO_ROOT / "README.md"
 ARCHITECTURE = REPO_ROOT / "ARCHITECTURE.md"
+INTERNALS = REPO_ROOT / "docs" / "internals.md"
 DOCS = sorted((REPO_ROOT / "docs").glob("*.md"))
 PAGES = [README, ARCHITECTURE, *DOCS]
 
@@ -83,21 +84,30 @@ def test_the_readme_keeps_what_code_and_tests_point_at() -> None:
     assert len(text.splitlines()) <= 300, "the README is a front page: details go to docs/"
 
 
-def architecture_paths() -> set[str]:
-    """Paths ARCHITECTURE.md names in backquotes: ``something.py`` or ``folder/``."""
-    quoted = re.findall(r"`([^`\s]+)`", ARCHITECTURE.read_text())
+def source_paths(page: Path) -> set[str]:
+    """Paths a page names in backquotes: ``something.py`` or ``folder/``."""
+    quoted = re.findall(r"`([^`\s]+)`", page.read_text())
     return {q for q in quoted if re.fullmatch(r"[\w./]+(\.py|/)", q) and not q.startswith(".")}
 
 
-def test_every_path_architecture_names_exists() -> None:
-    paths = architecture_paths()
-    assert "runtime/barriers/" in paths and "checkpoint/coordinator.py" in paths, paths
+@pytest.mark.parametrize("page", [ARCHITECTURE, INTERNALS], ids=lambda p: p.name)
+def test_every_path_the_maps_name_exists(page: Path) -> None:
+    paths = source_paths(page)
+    assert "runtime/record_writer.py" in paths or "runtime/barriers/" in paths, paths
     missing = [
         p
         for p in sorted(paths)
         if not (REPO_ROOT / "src" / "cairn" / p).exists() and not (REPO_ROOT / p).exists()
     ]
-    assert not missing, f"ARCHITECTURE.md names paths that do not exist: {missing}"
+    assert not missing, f"{page.name} names paths that do not exist: {missing}"
+
+
+def test_architecture_is_one_page() -> None:
+    """The map stays a map: the lives of things go to docs/internals.md."""
+    lines = ARCHITECTURE.read_text().splitlines()
+    assert len(lines) <= 130, f"ARCHITECTURE.md has {len(lines)} lines; keep it to one page"
+    for heading in ("## Layers", "## A reading path", "## House conventions"):
+        assert heading in lines
 
 
 def test_architecture_reading_path_reaches_the_barrier_handler() -> None:
