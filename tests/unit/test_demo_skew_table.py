@@ -18,9 +18,8 @@ from cairn.cli.demo_skew import parse_variants
 from cairn.datastream import StreamExecutionEnvironment
 from cairn.datastream.functions import FunctionInitializationContext, FunctionSnapshotContext
 from cairn.datastream.state import ListStateDescriptor
-from cairn.ids import CheckpointId, SubtaskIndex, VertexId
-from cairn.observability import skew
-from cairn.observability.skew import (
+from cairn.experiments import skew
+from cairn.experiments.skew import (
     CheckpointSample,
     build_skew_job,
     configure_variant,
@@ -28,6 +27,7 @@ from cairn.observability.skew import (
     summarize,
     table_rows,
 )
+from cairn.ids import CheckpointId, SubtaskIndex, VertexId
 from cairn.state.operator_state import DefaultOperatorStateBackend
 
 SRC0, SRC1 = TaskKey(VertexId(0), SubtaskIndex(0)), TaskKey(VertexId(0), SubtaskIndex(1))

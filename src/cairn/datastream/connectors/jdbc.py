@@ -29,8 +29,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cairn.api.connectors import Committer, Sink, SinkWriter, SinkWriterContext
 from cairn.common.typeinfo import RowTypeInfo, TupleTypeInfo, TypeInformation
-from cairn.datastream.connectors.base import Committer, Sink, SinkWriter, SinkWriterContext
 from cairn.datastream.connectors.jdbc_sql import Statement, postgres_conninfo
 
 __all__ = [

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
-from cairn.datastream.connectors.base import Committer, SinkWriter, SinkWriterContext
+from cairn.api.connectors import Committer, SinkWriter, SinkWriterContext
 from cairn.datastream.connectors.jdbc_sql import record_parameters
 from cairn.ids import CheckpointId
 

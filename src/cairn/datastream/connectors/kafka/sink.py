@@ -26,14 +26,14 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from cairn.common.exceptions import ConfigurationError
-from cairn.datastream.connectors.base import (
+from cairn.api.connectors import (
     Committer,
     DeliveryGuarantee,
     Sink,
     SinkWriter,
     SinkWriterContext,
 )
+from cairn.common.exceptions import ConfigurationError
 from cairn.datastream.connectors.kafka.sink_serialization import KafkaRecordSerializationSchema
 from cairn.datastream.connectors.kafka.sink_transactions import (
     DEFAULT_POOL_SIZE,

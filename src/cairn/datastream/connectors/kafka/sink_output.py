@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from cairn.datastream.connectors.base import SinkWriter, SinkWriterContext
+from cairn.api.connectors import SinkWriter, SinkWriterContext
 from cairn.datastream.connectors.kafka.sink_transactions import StoredRecord
 
 if TYPE_CHECKING:
@@ -219,7 +219,7 @@ class DeliveringWriter(SinkWriter):
     def __init__(self, sink: KafkaSink, context: SinkWriterContext) -> None:
         from confluent_kafka import Producer
 
-        from cairn.datastream.connectors.base import DeliveryGuarantee
+        from cairn.api.connectors import DeliveryGuarantee
 
         self._sink = sink
         self._out = Output(sink, context)

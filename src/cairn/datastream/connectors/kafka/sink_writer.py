@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from cairn.datastream.connectors.base import Committer, SinkWriter, SinkWriterContext
+from cairn.api.connectors import Committer, SinkWriter, SinkWriterContext
 from cairn.datastream.connectors.kafka.sink_output import (
     KafkaSinkError,
     Output,

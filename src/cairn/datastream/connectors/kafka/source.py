@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from cairn.api.connectors import Source, SourceReaderContext
 from cairn.common.serialization import DeserializationSchema
-from cairn.datastream.connectors.base import Source, SourceReaderContext
 from cairn.datastream.connectors.kafka.offsets import (
     KafkaOffsetsInitializer,
     KafkaTopicPartition,

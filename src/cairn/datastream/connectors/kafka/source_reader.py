@@ -21,7 +21,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from cairn.datastream.connectors.base import SourceReader, SourceReaderContext, SplitBatch
+from cairn.api.connectors import SourceReader, SourceReaderContext, SplitBatch
 from cairn.datastream.connectors.kafka.offsets import (
     KafkaOffsetsInitializer,
     KafkaTopicPartition,
