@@ -255,8 +255,9 @@ def test_seed_map2_counts_values_in_operator_list_state_and_merges_on_restore() 
 
 def test_bench_skew_workload_is_registered_and_rendered_from_samples() -> None:
     from bench import WORKLOADS, empty_result
-    from bench.__main__ import QUICK, command, group_results, plan_cases
+    from bench.__main__ import QUICK, command, plan_cases
     from bench.report import render_results
+    from bench.saved_runs import group_results
     from bench.skew import skew_fields
 
     assert "skew" in WORKLOADS
