@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench import WORKLOADS, empty_result, skew, windows
-from bench.report import Group, render_results, update_results_file, write_chart
+from bench.report import render_results, update_results_file, write_chart
+from bench.saved_runs import group_results, merge_saved
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "bench")
@@ -279,13 +280,6 @@ def peer_case(
     return case, None, None
 
 
-def group_results(results: Sequence[dict[str, Any]]) -> list[Group]:
-    order: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for r in results:
-        order.setdefault((r["case"], r["system"]), []).append(r)
-    return [Group(case, system, tuple(runs)) for (case, system), runs in order.items()]
-
-
 # ---- machine ------------------------------------------------------------------------------
 
 
@@ -447,37 +441,6 @@ def _calibrate(args: argparse.Namespace, out_dir: str, sizes: Sizes) -> float:
 def _save(out_dir: str, results: list[dict[str, Any]], meta: dict[str, Any]) -> None:
     with open(os.path.join(out_dir, "results.json"), "w", encoding="utf-8") as f:
         json.dump({"meta": meta, "results": results}, f, indent=1)
-
-
-def merge_saved(paths: Sequence[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Combine saved runs; a later file's runs of a (case, system) replace earlier ones.
-
-    A case's parameters (e.g. the common latency rate) come from the latest file that ran
-    Cairn on it: peers measured in another run keep their own rates in their rows' notes.
-    """
-    runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    meta: dict[str, Any] = {}
-    commands: list[str] = []
-    for path in paths:
-        with open(path, encoding="utf-8") as f:
-            saved = json.load(f)
-        fresh: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        for r in saved["results"]:
-            fresh.setdefault((r["case"], r["system"]), []).append(r)
-        runs.update(fresh)
-        with_cairn = {r["case"] for r in saved["results"] if r["system"] == "cairn"}
-        cases = dict(meta.get("cases", {}))
-        for name, spec in saved["meta"]["cases"].items():
-            if name not in cases or name in with_cairn:
-                cases[name] = spec
-        meta = {
-            **saved["meta"],
-            "cases": cases,
-            "repeat": max(meta.get("repeat", 0), saved["meta"]["repeat"]),
-        }
-        commands.append(re.sub(r" --(results|chart) \S+", "", saved["meta"]["command"]))
-    meta["command"] = "` + `".join(dict.fromkeys(commands))
-    return [r for group in runs.values() for r in group], meta
 
 
 def write_outputs(

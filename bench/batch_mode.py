@@ -23,7 +23,7 @@ from bench.cairn_functions import CoveringKeysGenerator
 from cairn.common import Configuration, WatermarkStrategy
 from cairn.datastream import RuntimeExecutionMode, StreamExecutionEnvironment
 from cairn.datastream.connectors.datagen import DataGeneratorSource
-from cairn.datastream.source_sink_functions import SinkFunction
+from cairn.datastream.functions import SinkFunction
 
 
 class CountingSink(SinkFunction):

@@ -21,7 +21,7 @@ from typing import Any
 from cairn.common import Types
 from cairn.datastream import KeyedProcessFunction
 from cairn.datastream.connectors.datagen import KeyedValuesGenerator
-from cairn.datastream.source_sink_functions import SinkFunction
+from cairn.datastream.functions import SinkFunction
 from cairn.datastream.state import ValueStateDescriptor
 
 __all__ = [

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bench.report_tables import Group, empty_row, md_table, num, row_label, system_name, why_empty
-from cairn.observability.skew import VARIANTS, variant_label
+from cairn.experiments.skew import VARIANTS, variant_label
 
 __all__ = [
     "keyed_sum_section",

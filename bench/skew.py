@@ -5,14 +5,14 @@ Both systems run the same job (an unbounded source emitting ``2`` once per 1,000
 spinning 1 ms per record with a counter in state -> discard; parallelism 2; a checkpoint every
 2 s) in four variants — ``aligned``, ``unaligned``, ``timeout`` (unaligned after a 1 s
 aligned-checkpoint timeout) and ``debloat`` (unaligned + buffer debloating) — each for a fixed
-time, then cancelled. Cairn runs ``cairn.observability.skew.run_variant``; PyFlink runs
+time, then cancelled. Cairn runs ``cairn.experiments.skew.run_variant``; PyFlink runs
 ``bench/peers/pyflink_skew.py`` in its venv. Spark Structured Streaming and Bytewax have no
 barrier alignment to compare and report ``unsupported``.
 
 Invariant: every run prints one JSON object as its last stdout line (the shared result
 fields plus the skew figures below and the raw per-checkpoint ``samples``); the figures of
 both systems are computed from those samples by the same function,
-``cairn.observability.skew.summarize`` (percentiles nearest-rank over completed
+``cairn.experiments.skew.summarize`` (percentiles nearest-rank over completed
 checkpoints). The RESULTS.md section is rendered by ``bench.report`` with the other sections.
 
     python -m bench --systems cairn,pyflink --workloads skew --quick
@@ -35,7 +35,7 @@ from typing import Any
 
 from bench import empty_result
 from cairn.checkpoint.stats import Summary
-from cairn.observability.skew import (
+from cairn.experiments.skew import (
     DEFAULT_ALIGNMENT_TIMEOUT_MS,
     DEFAULT_INTERVAL_MS,
     DEFAULT_RECORD_COST_MS,
@@ -151,7 +151,7 @@ def _base(system: str, args: argparse.Namespace) -> dict[str, Any]:
 
 def run_cairn(args: argparse.Namespace) -> dict[str, Any]:
     from bench.workloads import cairn_versions
-    from cairn.observability.skew import run_variant
+    from cairn.experiments.skew import run_variant
 
     started = time.time()
     result = _base("cairn", args)

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bench.report_tables import Group, empty_row, md_table, row_label, system_name
+from bench.saved_runs import group_results, merge_saved
 
 __all__ = ["TARGET_EVENTS_PER_S", "TARGET_RATIO", "window_section"]
 
@@ -132,8 +133,6 @@ def main(argv: list[str] | None = None) -> int:
     does), to paste into RESULTS.md by hand without re-rendering its generated block."""
     import argparse
     import sys
-
-    from bench.__main__ import group_results, merge_saved
 
     parser = argparse.ArgumentParser(prog="python -m bench.window_report", description=main.__doc__)
     parser.add_argument("results_json", nargs="+")

@@ -51,7 +51,7 @@ from bench.measure import nearest_rank  # noqa: E402
 from cairn.common import Duration, Time, TimestampAssigner, Types, WatermarkStrategy  # noqa: E402
 from cairn.datastream import AggregateFunction, ProcessWindowFunction  # noqa: E402
 from cairn.datastream.connectors.datagen import DataGeneratorSource  # noqa: E402
-from cairn.datastream.source_sink_functions import SinkFunction  # noqa: E402
+from cairn.datastream.functions import SinkFunction  # noqa: E402
 from cairn.datastream.window import TumblingEventTimeWindows  # noqa: E402
 
 __all__ = [

@@ -57,7 +57,7 @@ from cairn.datastream.connectors.kafka import (
 )
 from cairn.datastream.formats.json import JsonRowDeserializationSchema
 from cairn.datastream.window import TumblingEventTimeWindows
-from cairn.datastream.window_functions import ProcessWindowFunction
+from cairn.datastream.functions import ProcessWindowFunction
 
 EVENT = Types.ROW_NAMED(["user", "amount", "ts"], [Types.STRING(), Types.LONG(), Types.LONG()])
 WINDOW_MS = 1000

@@ -1,11 +1,11 @@
-"""Reading back the table ``cairn demo skew`` prints (``cairn.observability.skew``), for the
+"""Reading back the table ``cairn demo skew`` prints (``cairn.experiments.skew``), for the
 tests that run the demo: a row per variant, a cell per column of ``HEADERS``."""
 
 from __future__ import annotations
 
 import re
 
-from cairn.observability.skew import HEADERS
+from cairn.experiments.skew import HEADERS
 
 
 def skew_table(stdout: str) -> dict[str, dict[str, str]]:

@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 from bench import RESULT_FIELDS
 from bench.__main__ import QUICK as QUICK_SIZES
-from bench.__main__ import _last_json, calibrated_rate, command, group_results, plan_cases
+from bench.__main__ import _last_json, calibrated_rate, command, plan_cases
 from bench.measure import Progress, throughput_dip
 from bench.report import BEGIN, END, render_results, update_results_file, write_chart
+from bench.saved_runs import group_results
 from bench.workloads import RECOVERY_MARK_EVERY, CairnOptions, run_workload
 
 KEYS = 1_000

@@ -15,7 +15,7 @@ import pytest
 from cairn.common import Configuration
 from cairn.common.job_status import JobStatus
 from cairn.datastream import StreamExecutionEnvironment
-from cairn.observability.skew.experiment import build_skew_job, configure_variant
+from cairn.experiments.skew.experiment import build_skew_job, configure_variant
 from cairn.rest.registry import JobRegistry
 from cairn.testing.processes import wait_for
 from tests.integration.test_readme_commands import cairn_argv, readme_line, subprocess_env

@@ -44,7 +44,7 @@ from pathlib import Path
 import pytest
 
 import cairn
-from cairn.observability.skew import variant_label
+from cairn.experiments.skew import variant_label
 from cairn.testing.processes import wait_for
 from cairn.testing.sequence_jobs import read_visible_lines
 from cairn.testing.spark_cluster import StandaloneCluster

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from cairn.api.window_functions import ProcessWindowFunction, WindowFunction
 from cairn.common import Time
 from cairn.datastream import AggregateFunction, StreamExecutionEnvironment
 from cairn.datastream.window import (
@@ -14,7 +15,6 @@ from cairn.datastream.window import (
     SlidingEventTimeWindows,
     TumblingEventTimeWindows,
 )
-from cairn.datastream.window_functions import ProcessWindowFunction, WindowFunction
 from tests.integration.event_time_jobs import (
     LATE,
     OutOfOrderEvents,

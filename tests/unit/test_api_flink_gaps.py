@@ -114,14 +114,14 @@ def test_legacy_kafka_producer_is_a_kafka_sink_with_its_semantic() -> None:
         {"bootstrap.servers": "127.0.0.1:9", "group.id": "ignored"},
     )
     assert isinstance(producer, KafkaSink)
-    assert producer.guarantee is DeliveryGuarantee.AT_LEAST_ONCE
-    assert producer.serializer.serialize(Row("x"), lambda t: [0])[0] == "out"
-    assert "group.id" not in producer.producer_properties
+    assert producer.config.guarantee is DeliveryGuarantee.AT_LEAST_ONCE
+    assert producer.config.serializer.serialize(Row("x"), lambda t: [0])[0] == "out"
+    assert "group.id" not in producer.config.producer_properties
     exactly = FlinkKafkaProducer(
         "out", SimpleStringSchema(), {"bootstrap.servers": "h:1"}, semantic=Semantic.EXACTLY_ONCE
     )
-    assert exactly.guarantee is DeliveryGuarantee.EXACTLY_ONCE
-    assert exactly.transactional_id_prefix == "cairn-out"
+    assert exactly.config.guarantee is DeliveryGuarantee.EXACTLY_ONCE
+    assert exactly.config.transactional_id_prefix == "cairn-out"
     env = _env()
     env.from_collection(["a"]).add_sink(producer)  # add_sink takes it as PyFlink's does
 

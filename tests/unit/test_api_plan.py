@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from cairn.api.aggregations import AccumulateReduceFunction
 from cairn.common import Row, Types
 from cairn.datastream import (
     DataStream,
@@ -22,7 +23,6 @@ from cairn.datastream import (
     SinkFunction,
     StreamExecutionEnvironment,
 )
-from cairn.datastream.aggregations import AccumulateReduceFunction
 from cairn.datastream.connectors.collection import CollectionSource, CollectionSplit
 from cairn.datastream.print_sink import PrintSinkFunction
 from cairn.graph.job_graph import build_job_graph

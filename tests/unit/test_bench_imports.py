@@ -1,6 +1,6 @@
 """The benchmark uses Cairn's and its own modules through their public names only: no private
 name is imported across modules, and nothing comes from the CLI (the skew experiment it shares
-with ``cairn demo skew`` lives in ``cairn.observability.skew``)."""
+with ``cairn demo skew`` lives in ``cairn.experiments.skew``)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench.__main__ import merge_saved, own_rate, peer_case
+from bench.__main__ import own_rate, peer_case
+from bench.saved_runs import merge_saved
 
 KEYED = "keyed-sum/checkpoints-1s"
 

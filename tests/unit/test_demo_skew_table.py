@@ -18,9 +18,8 @@ from cairn.cli.demo_skew import parse_variants
 from cairn.datastream import StreamExecutionEnvironment
 from cairn.datastream.functions import FunctionInitializationContext, FunctionSnapshotContext
 from cairn.datastream.state import ListStateDescriptor
-from cairn.ids import CheckpointId, SubtaskIndex, VertexId
-from cairn.observability import skew
-from cairn.observability.skew import (
+from cairn.experiments import skew
+from cairn.experiments.skew import (
     CheckpointSample,
     build_skew_job,
     configure_variant,
@@ -28,6 +27,7 @@ from cairn.observability.skew import (
     summarize,
     table_rows,
 )
+from cairn.ids import CheckpointId, SubtaskIndex, VertexId
 from cairn.state.operator_state import DefaultOperatorStateBackend
 
 SRC0, SRC1 = TaskKey(VertexId(0), SubtaskIndex(0)), TaskKey(VertexId(0), SubtaskIndex(1))
@@ -255,8 +255,9 @@ def test_seed_map2_counts_values_in_operator_list_state_and_merges_on_restore() 
 
 def test_bench_skew_workload_is_registered_and_rendered_from_samples() -> None:
     from bench import WORKLOADS, empty_result
-    from bench.__main__ import QUICK, command, group_results, plan_cases
+    from bench.__main__ import QUICK, command, plan_cases
     from bench.report import render_results
+    from bench.saved_runs import group_results
     from bench.skew import skew_fields
 
     assert "skew" in WORKLOADS

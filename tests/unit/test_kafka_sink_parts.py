@@ -63,7 +63,7 @@ def test_builder_defaults_and_checks() -> None:
         .set_record_serializer(_serializer())
         .build()
     )
-    assert sink.guarantee is DeliveryGuarantee.NONE
+    assert sink.config.guarantee is DeliveryGuarantee.NONE
     assert not commits_on_checkpoints(sink) or sink.create_committer() is None
     assert _sink().create_committer() is not None
     with pytest.raises(ValueError, match="transactional id prefix"):
@@ -80,12 +80,12 @@ def test_builder_defaults_and_checks() -> None:
         KafkaSink.builder().set_property("transactional.id", "x")
     with pytest.raises(TypeError, match="DeliveryGuarantee"):
         KafkaSink.builder().set_delivery_guarantee("EXACTLY_ONCE")  # type: ignore[arg-type]
-    assert _sink(**{"cairn.transactional-id.pool-size": "6"}).pool_size == 6
+    assert _sink(**{"cairn.transactional-id.pool-size": "6"}).config.pool_size == 6
     with pytest.raises(ValueError, match="at least 2"):
         _sink(**{"cairn.transactional-id.pool-size": "1"})
     # Cairn's own options are not handed to librdkafka.
-    assert "cairn.transactional-id.pool-size" not in _sink().producer_properties
-    assert pickle.loads(pickle.dumps(_sink())).transactional_id_prefix == "unit"
+    assert "cairn.transactional-id.pool-size" not in _sink().config.producer_properties
+    assert pickle.loads(pickle.dumps(_sink())).config.transactional_id_prefix == "unit"
 
 
 def test_topic_selector_needs_a_marker_topic_for_exactly_once() -> None:
@@ -105,7 +105,7 @@ def test_topic_selector_needs_a_marker_topic_for_exactly_once() -> None:
     with pytest.raises(ValueError, match=r"cairn\.transaction\.marker-topic"):
         builder.build()
     sink = builder.set_property("cairn.transaction.marker-topic", "t-0").build()
-    assert sink.marker_topic == "t-0"
+    assert sink.config.marker_topic == "t-0"
 
 
 def test_serializer_topic_key_value_and_partitioners() -> None:
@@ -189,7 +189,7 @@ def test_submission_refuses_a_transaction_timeout_not_longer_than_the_interval()
     _job(short, 0).prepare_job()  # no checkpoints: committed at the end of input
     # The other guarantees open no transaction.
     _job(_sink(DeliveryGuarantee.AT_LEAST_ONCE, **{"transaction.timeout.ms": "1"}), 60_000)
-    assert _sink().transaction_timeout_ms == 3_600_000  # Flink's default
+    assert _sink().config.transaction_timeout_ms == 3_600_000  # Flink's default
 
 
 def test_a_committable_read_back_from_a_checkpoint_is_never_committed_live() -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from cairn.datastream.partitioning import CustomPartitioning
+from cairn.api.partitioning import CustomPartitioning
 from cairn.events import CheckpointBarrier
 from cairn.graph.job_graph import JobEdge
 from cairn.graph.transformations import PartitionKind

@@ -11,13 +11,13 @@ import pytest
 
 from cairn.checkpoint.handles import KeyedStateHandle, RocksDBKeyedStateHandle
 from cairn.clock import ManualClock
+from cairn.common.time import Time
 from cairn.common.typeinfo import Types
 from cairn.datastream.state import (
     ListStateDescriptor,
     MapStateDescriptor,
     ReducingStateDescriptor,
     StateTtlConfig,
-    Time,
     ValueStateDescriptor,
 )
 from cairn.state import (

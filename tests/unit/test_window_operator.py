@@ -10,6 +10,11 @@ from typing import Any
 
 import pytest
 
+from cairn.api.window_functions import (
+    ProcessAllWindowFunction,
+    ProcessWindowFunction,
+    WindowFunction,
+)
 from cairn.common import Time
 from cairn.datastream import (
     AggregateFunction,
@@ -33,11 +38,6 @@ from cairn.datastream.window import (
     TimeWindow,
     TumblingEventTimeWindows,
     TumblingProcessingTimeWindows,
-)
-from cairn.datastream.window_functions import (
-    ProcessAllWindowFunction,
-    ProcessWindowFunction,
-    WindowFunction,
 )
 from cairn.datastream.window_state import WindowStateFormatError
 from cairn.events import MAX_WATERMARK

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from cairn.api.aggregations import AccumulateReduceFunction
 from cairn.batch.exchange import (
     COLLECTED,
     BlockWriter,
@@ -30,7 +31,6 @@ from cairn.batch.exchange import (
     read_blocks,
 )
 from cairn.batch.plan import EdgeRouter, Stage, StageInput
-from cairn.datastream.aggregations import AccumulateReduceFunction
 from cairn.events import MAX_WATERMARK
 from cairn.graph.job_graph import JobVertex, OperatorNode
 from cairn.graph.transformations import OperatorKind

@@ -1,6 +1,6 @@
 """``cairn demo skew``: seed 000's checkpoint-alignment experiment, four ways, side by side.
 
-The command only orchestrates and prints: each variant of ``cairn.observability.skew`` runs
+The command only orchestrates and prints: each variant of ``cairn.experiments.skew`` runs
 for a fixed time and is cancelled (``run_variant``), then the checkpoint statistics of all
 variants are printed as one table (``table_rows``, ``format_table``). See that package for
 the job, the variants and how the figures are defined.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 
-from cairn.observability.skew import (
+from cairn.experiments.skew import (
     DEFAULT_ALIGNMENT_TIMEOUT_MS,
     DEFAULT_INTERVAL_MS,
     DEFAULT_RECORD_COST_MS,

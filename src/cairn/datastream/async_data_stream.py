@@ -1,15 +1,15 @@
 """``AsyncDataStream``: async I/O on a stream (``pyflink.datastream.async_data_stream``).
 
 Invariant: each call appends one ``async_wait`` operator whose options are one frozen
-``AsyncWaitConfig`` (mode, timeout, capacity, retry strategy), checked here, before the job
-runs: ``async_invoke`` must be ``async def``, the capacity positive, a retry strategy needs a
-timeout. What the operator guarantees (order, watermarks, checkpoints) is in
-``cairn.runtime.operators.async_wait``.
+``AsyncWaitConfig`` (``cairn.api.async_wait``: mode, timeout, capacity, retry strategy),
+checked here, before the job runs: ``async_invoke`` must be ``async def``, the capacity
+positive, a retry strategy needs a timeout. What the operator guarantees (order, watermarks,
+checkpoints) is in ``cairn.runtime.operators.async_wait``.
 
 >>> import asyncio
 >>> from cairn.common import Time, Types
 >>> from cairn.datastream import StreamExecutionEnvironment
->>> from cairn.datastream.async_functions import AsyncFunction
+>>> from cairn.api.async_functions import AsyncFunction
 >>> class Square(AsyncFunction):
 ...     async def async_invoke(self, value):
 ...         await asyncio.sleep(0.001 * (5 - value))   # later inputs answer sooner
@@ -26,12 +26,12 @@ timeout. What the operator guarantees (order, watermarks, checkpoints) is in
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from cairn.api.async_functions import AsyncFunction
+from cairn.api.async_retry import NO_RETRY_STRATEGY, AsyncRetryStrategy
+from cairn.api.async_wait import ASYNC_CONFIG, AsyncWaitConfig
 from cairn.common.time import Duration, Time
-from cairn.datastream.async_functions import AsyncFunction, AsyncRetryStrategy
-from cairn.datastream.async_retry_strategies import NO_RETRY_STRATEGY
 from cairn.graph.transformations import OneInputTransformation, OperatorKind, OperatorSpec
 
 if TYPE_CHECKING:
@@ -40,19 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ASYNC_CONFIG", "AsyncDataStream", "AsyncWaitConfig"]
 
-ASYNC_CONFIG = "async_wait"  # the OperatorSpec option holding the AsyncWaitConfig
 _NAME = "async wait operator"  # PyFlink's (and Flink's) operator name
-
-
-@dataclass(frozen=True)
-class AsyncWaitConfig:
-    """How an async wait operator runs: ``ordered`` output, ``timeout_ms`` per input (0: no
-    timeout), at most ``capacity`` inputs in flight, ``retry`` strategy."""
-
-    ordered: bool
-    timeout_ms: int
-    capacity: int
-    retry: AsyncRetryStrategy[Any]
 
 
 class AsyncDataStream:

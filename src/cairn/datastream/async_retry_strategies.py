@@ -1,21 +1,17 @@
-"""Retry strategies of async I/O (``pyflink.datastream.async_retry_strategies``).
+"""Retry strategies of async I/O at PyFlink's path
+(``pyflink.datastream.async_retry_strategies``).
 
-Invariant: a strategy is a small picklable value; ``can_retry(n)`` is true while ``n``
-(attempts made so far, from 1) is at most ``max_attempts``, so ``max_attempts`` counts the
-retries after the first attempt, as in Flink. The exponential strategy's delay is a pure
-function of ``n``, so inputs retried concurrently do not disturb each other's delays.
-
->>> s = FixedDelayRetryStrategy(3, 50, None, lambda e: isinstance(e, TimeoutError))
->>> s.can_retry(3), s.can_retry(4), s.get_retry_predicate().exception_predicate()(TimeoutError())
-(True, False, True)
+Invariant: a re-export only; the definitions live in ``cairn.api.async_retry``, below the
+runtime and the state backends, which import them from there.
 """
 
-from __future__ import annotations
-
-from collections.abc import Callable
-from typing import Any
-
-from cairn.datastream.async_functions import AsyncRetryPredicate, AsyncRetryStrategy
+from cairn.api.async_retry import (
+    NO_RETRY_STRATEGY,
+    ExponentialBackoffDelayRetryStrategy,
+    FixedDelayRetryStrategy,
+    NoRetryStrategy,
+    RetryPredicate,
+)
 
 __all__ = [
     "NO_RETRY_STRATEGY",
@@ -24,110 +20,3 @@ __all__ = [
     "NoRetryStrategy",
     "RetryPredicate",
 ]
-
-ResultPredicate = Callable[[list[Any]], bool] | None
-ExceptionPredicate = Callable[[BaseException], bool] | None
-
-
-def _positive(name: str, value: float) -> None:
-    if not value > 0:
-        raise ValueError(f"{name} should be greater than zero, got {value!r}")
-
-
-class RetryPredicate(AsyncRetryPredicate[Any]):
-    """The two predicates of a strategy (either may be ``None``)."""
-
-    def __init__(self, result_predicate: ResultPredicate, exception_predicate: ExceptionPredicate):
-        self._result_predicate = result_predicate
-        self._exception_predicate = exception_predicate
-
-    def result_predicate(self) -> ResultPredicate:
-        return self._result_predicate
-
-    def exception_predicate(self) -> ExceptionPredicate:
-        return self._exception_predicate
-
-
-class NoRetryStrategy(AsyncRetryStrategy[Any]):
-    """Never retries (what ``unordered_wait`` and ``ordered_wait`` use)."""
-
-    def can_retry(self, current_attempts: int) -> bool:
-        return False
-
-    def get_backoff_time_millis(self, current_attempts: int) -> int:
-        return -1
-
-    def get_retry_predicate(self) -> AsyncRetryPredicate[Any]:
-        return RetryPredicate(None, None)
-
-
-class FixedDelayRetryStrategy(AsyncRetryStrategy[Any]):
-    """Up to ``max_attempts`` retries, ``backoff_time_millis`` apart."""
-
-    def __init__(
-        self,
-        max_attempts: int,
-        backoff_time_millis: int,
-        result_predicate: ResultPredicate,
-        exception_predicate: ExceptionPredicate,
-    ) -> None:
-        _positive("max_attempts", max_attempts)
-        _positive("backoff_time_millis", backoff_time_millis)
-        self._max_attempts = int(max_attempts)
-        self._backoff_time_millis = int(backoff_time_millis)
-        self._predicate = RetryPredicate(result_predicate, exception_predicate)
-
-    def can_retry(self, current_attempts: int) -> bool:
-        return current_attempts <= self._max_attempts
-
-    def get_backoff_time_millis(self, current_attempts: int) -> int:
-        return self._backoff_time_millis
-
-    def get_retry_predicate(self) -> AsyncRetryPredicate[Any]:
-        return self._predicate
-
-
-class ExponentialBackoffDelayRetryStrategy(AsyncRetryStrategy[Any]):
-    """Up to ``max_attempts`` retries; the ``n``-th waits ``initial_delay * multiplier**(n-1)``
-    ms, at most ``max_retry_delay``.
-
-    >>> s = ExponentialBackoffDelayRetryStrategy(9, 100, 1000, 3.0, None, None)
-    >>> [s.get_backoff_time_millis(n) for n in range(1, 5)]
-    [100, 300, 900, 1000]
-    """
-
-    def __init__(
-        self,
-        max_attempts: int,
-        initial_delay: int,
-        max_retry_delay: int,
-        multiplier: float,
-        result_predicate: ResultPredicate,
-        exception_predicate: ExceptionPredicate,
-    ) -> None:
-        _positive("max_attempts", max_attempts)
-        _positive("initial_delay", initial_delay)
-        _positive("max_retry_delay", max_retry_delay)
-        _positive("multiplier", multiplier)
-        self._max_attempts = int(max_attempts)
-        self._initial_delay = int(initial_delay)
-        self._max_retry_delay = int(max_retry_delay)
-        self._multiplier = float(multiplier)
-        self._predicate = RetryPredicate(result_predicate, exception_predicate)
-
-    def can_retry(self, current_attempts: int) -> bool:
-        return current_attempts <= self._max_attempts
-
-    def get_backoff_time_millis(self, current_attempts: int) -> int:
-        delay = float(self._initial_delay)
-        for _ in range(max(current_attempts, 1) - 1):
-            delay = min(delay * self._multiplier, self._max_retry_delay)
-            if delay >= self._max_retry_delay:
-                break
-        return int(min(delay, self._max_retry_delay))
-
-    def get_retry_predicate(self) -> AsyncRetryPredicate[Any]:
-        return self._predicate
-
-
-NO_RETRY_STRATEGY = NoRetryStrategy()

@@ -8,7 +8,7 @@ input with the same key reach the same subtask and see the same keyed state and 
 broadcast stream reaches every subtask of the operator and names its broadcast states.
 
 >>> from cairn.datastream import StreamExecutionEnvironment
->>> from cairn.datastream.co_functions import CoMapFunction
+>>> from cairn.api.co_functions import CoMapFunction
 >>> class Tag(CoMapFunction):
 ...     def map1(self, value): return ("a", value)
 ...     def map2(self, value): return ("b", value)
@@ -23,8 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from cairn.common.typeinfo import TypeInformation
-from cairn.datastream.co_functions import (
+from cairn.api.co_functions import (
     BroadcastProcessFunction,
     CoFlatMapFunction,
     CoMapFunction,
@@ -32,9 +31,10 @@ from cairn.datastream.co_functions import (
     KeyedBroadcastProcessFunction,
     KeyedCoProcessFunction,
 )
+from cairn.api.functions import KeySelector
+from cairn.api.state import MapStateDescriptor
+from cairn.common.typeinfo import TypeInformation
 from cairn.datastream.data_stream import DataStream
-from cairn.datastream.functions import KeySelector
-from cairn.datastream.state import MapStateDescriptor
 from cairn.graph.transformations import (
     BROADCAST_STATES,
     KEY_SELECTOR2,

@@ -19,11 +19,8 @@ import itertools
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, NoReturn, overload
 
-from cairn.common.arguments import require_int
-from cairn.common.typeinfo import TypeInformation, Types
-from cairn.common.watermark_strategy import WatermarkStrategy
-from cairn.datastream.connectors.base import Sink
-from cairn.datastream.functions import (
+from cairn.api.connectors import Sink
+from cairn.api.functions import (
     FilterFunction,
     FlatMapFunction,
     KeySelector,
@@ -32,9 +29,12 @@ from cairn.datastream.functions import (
     ProcessFunction,
     SinkFunction,
 )
+from cairn.api.output_tag import OutputTag
+from cairn.api.partitioning import CustomPartitioning
+from cairn.common.arguments import require_int
+from cairn.common.typeinfo import TypeInformation, Types
+from cairn.common.watermark_strategy import WatermarkStrategy
 from cairn.datastream.java_text import with_declared_type
-from cairn.datastream.output_tag import OutputTag
-from cairn.datastream.partitioning import CustomPartitioning
 from cairn.datastream.print_sink import PrintSinkFunction
 from cairn.datastream.projection import Projection
 from cairn.graph.chaining import CHAINING_OPTION
@@ -51,10 +51,10 @@ from cairn.graph.transformations import (
 )
 
 if TYPE_CHECKING:
+    from cairn.api.state import MapStateDescriptor
     from cairn.common.execution_config import ExecutionConfig
     from cairn.datastream.connected_streams import BroadcastStream
     from cairn.datastream.keyed_stream import KeyedStream
-    from cairn.datastream.state import MapStateDescriptor
     from cairn.datastream.stream_execution_environment import StreamExecutionEnvironment
     from cairn.datastream.window import WindowAssigner
     from cairn.datastream.windowed_stream import AllWindowedStream

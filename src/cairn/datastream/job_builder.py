@@ -205,7 +205,7 @@ def prepare_job(
 
 def check_sinks(transformations: Iterable[Transformation], settings: JobSettings) -> None:
     """Each ``sink_to`` sink's own check of the job's settings (``Sink.check_job``)."""
-    from cairn.datastream.connectors.base import Sink
+    from cairn.api.connectors import Sink
 
     for t in transformations:
         spec = t.operator if isinstance(t, SinkTransformation) else None

@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from cairn.api.aggregations import AccumulateReduceFunction
+from cairn.api.functions import KeyedProcessFunction, KeySelector, ReduceFunction
 from cairn.common.typeinfo import RowTypeInfo, TypeInformation
-from cairn.datastream.aggregations import AccumulateReduceFunction
 from cairn.datastream.data_stream import DataStream, _check_function
-from cairn.datastream.functions import KeyedProcessFunction, KeySelector, ReduceFunction
 from cairn.graph.transformations import OperatorKind, PartitionTransformation
 
 if TYPE_CHECKING:

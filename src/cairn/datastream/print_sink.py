@@ -13,9 +13,9 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from cairn.api.functions import RuntimeContext, SinkFunction
 from cairn.common.typeinfo import TypeInformation
 from cairn.common.types import Row
-from cairn.datastream.functions import RuntimeContext, SinkFunction
 from cairn.datastream.java_text import is_declared, java_text
 
 __all__ = ["PrintSinkFunction", "format_print_prefix"]

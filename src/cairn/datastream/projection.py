@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from cairn.api.functions import MapFunction
 from cairn.common.typeinfo import TupleTypeInfo, TypeInformation
-from cairn.datastream.functions import MapFunction
 
 __all__ = ["Projection"]
 

@@ -18,6 +18,8 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from cairn.api.connectors import Source
+from cairn.api.functions import SourceFunction
 from cairn.common import config_options as opts
 from cairn.common.arguments import require_int
 from cairn.common.checkpointing_mode import CheckpointingMode
@@ -29,11 +31,9 @@ from cairn.common.type_conversion import convert_elements
 from cairn.common.typeinfo import TypeInformation
 from cairn.common.watermark_strategy import WatermarkStrategy
 from cairn.datastream.checkpoint_config import CheckpointConfig
-from cairn.datastream.connectors.base import Source
 from cairn.datastream.connectors.collection import CollectionSource
 from cairn.datastream.data_stream import DataStream
 from cairn.datastream.execution_mode import RuntimeExecutionMode
-from cairn.datastream.functions import SourceFunction
 from cairn.datastream.job_builder import ContextDefaults, PreparedJob, prepare_job
 from cairn.datastream.state_backend import (
     EmbeddedRocksDBStateBackend,

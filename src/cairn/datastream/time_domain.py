@@ -1,16 +1,13 @@
-"""Which clock a timer is based on (``pyflink.datastream.TimeDomain``).
+"""``TimeDomain`` at PyFlink's path (``pyflink.datastream.time_domain``).
 
-Invariant: ``OnTimerContext.time_domain()`` is EVENT_TIME for a timer a watermark fired and
-PROCESSING_TIME for one the wall clock fired.
+Invariant: a re-export only; the definitions live in ``cairn.api.time_domain``, below the
+runtime and the state backends, which import them from there.
 """
 
-from __future__ import annotations
+from cairn.api.time_domain import (
+    TimeDomain,
+)
 
-import enum
-
-__all__ = ["TimeDomain"]
-
-
-class TimeDomain(enum.Enum):
-    EVENT_TIME = 0
-    PROCESSING_TIME = 1
+__all__ = [
+    "TimeDomain",
+]

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
-from cairn.datastream.state import MapState
+from cairn.api.state import MapState
 from cairn.datastream.window import MAX_LONG, TimeWindow, TumblingEventTimeWindows, WindowAssigner
 from cairn.datastream.window_state import namespace
 

@@ -20,18 +20,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from cairn.datastream.functions import KeyedProcessFunction
-from cairn.datastream.output_tag import OutputTag
-from cairn.datastream.runtime_context import RuntimeContext
-from cairn.datastream.time_domain import TimeDomain
-from cairn.datastream.window import MAX_LONG, MergingWindowAssigner, TimeWindow, WindowAssigner
-from cairn.datastream.window_batch import WindowBatchPath, WindowOperatorParts
-from cairn.datastream.window_functions import (
+from cairn.api.functions import KeyedProcessFunction
+from cairn.api.output_tag import OutputTag
+from cairn.api.runtime_context import RuntimeContext
+from cairn.api.time_domain import TimeDomain
+from cairn.api.window_functions import (
     AllWindowFunction,
     ProcessAllWindowFunction,
     ProcessWindowFunction,
     WindowFunction,
 )
+from cairn.datastream.window import MAX_LONG, MergingWindowAssigner, TimeWindow, WindowAssigner
+from cairn.datastream.window_batch import WindowBatchPath, WindowOperatorParts
 from cairn.datastream.window_state import (
     LEGACY_PREFIX,
     SessionWindows,

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from cairn.datastream.runtime_context import KeyedStateStore, RuntimeContext
-from cairn.datastream.state import (
+from cairn.api.runtime_context import KeyedStateStore, RuntimeContext
+from cairn.api.state import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
     MapState,

@@ -23,8 +23,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
+from cairn.api.state import ReducingStateDescriptor
 from cairn.common.time import Duration, Time
-from cairn.datastream.state import ReducingStateDescriptor
 
 __all__ = [
     "ContinuousEventTimeTrigger",

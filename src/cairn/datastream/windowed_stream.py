@@ -20,21 +20,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from cairn.common.time import Duration, Time
-from cairn.common.typeinfo import TypeInformation
-from cairn.datastream.data_stream import DataStream
-from cairn.datastream.functions import AggregateFunction, ReduceFunction
-from cairn.datastream.output_tag import OutputTag
-from cairn.datastream.window import (
-    CountSlidingWindowAssigner,
-    MergingWindowAssigner,
-    WindowAssigner,
-)
-from cairn.datastream.window_functions import (
+from cairn.api.functions import AggregateFunction, ReduceFunction
+from cairn.api.output_tag import OutputTag
+from cairn.api.window_functions import (
     AllWindowFunction,
     ProcessAllWindowFunction,
     ProcessWindowFunction,
     WindowFunction,
+)
+from cairn.common.time import Duration, Time
+from cairn.common.typeinfo import TypeInformation
+from cairn.datastream.data_stream import DataStream
+from cairn.datastream.window import (
+    CountSlidingWindowAssigner,
+    MergingWindowAssigner,
+    WindowAssigner,
 )
 from cairn.datastream.window_operator import WindowOperatorFunction, WindowSpec
 from cairn.datastream.window_triggers import CountEvictor, Evictor, Trigger

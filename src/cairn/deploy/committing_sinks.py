@@ -7,7 +7,7 @@ fallback rule (``checkpoint.protocol.FallbackRule``) is built from this list.
 
 from __future__ import annotations
 
-from cairn.datastream.connectors.base import commits_on_checkpoints
+from cairn.api.connectors import commits_on_checkpoints
 from cairn.graph.job_graph import JobGraph
 from cairn.graph.transformations import OperatorKind
 

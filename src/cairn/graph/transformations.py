@@ -84,7 +84,7 @@ class Transformation:
 
 @dataclass(eq=False)
 class SourceTransformation(Transformation):
-    # A cairn.datastream.connectors.base.Source, or a legacy SourceFunction.
+    # A cairn.api.connectors.Source, or a legacy SourceFunction.
     source: Any = None
     bounded: bool = True
     # The WatermarkStrategy given to from_source (None for add_source).

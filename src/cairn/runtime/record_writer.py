@@ -23,7 +23,7 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from cairn.datastream.partitioning import CustomPartitioning
+from cairn.api.partitioning import CustomPartitioning
 from cairn.events import LatencyMarker
 from cairn.graph.job_graph import JobEdge
 from cairn.graph.transformations import PartitionKind

@@ -36,7 +36,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from cairn.datastream.runtime_context import MetricGroup
+from cairn.api.runtime_context import MetricGroup
 
 __all__ = ["Counter", "Distribution", "Meter", "UserMetricGroup", "UserMetricRegistry"]
 

@@ -5,7 +5,7 @@ Layers, bottom up: ``key_groups`` (stable hashing, Flink's key-group formulas) â
 (file layout, CRC-checked sections, snapshot copies) â†’ ``heap_backend`` and
 ``operator_state`` (backends, snapshot/restore with redistribution). ``api`` holds the
 ``Protocol`` seams every backend implements; user-facing names live in
-``cairn.datastream.state``.
+``cairn.api.state``.
 """
 
 from cairn.state.api import KeyedSnapshot, KeyedStateBackend, OperatorSnapshot, OperatorStateBackend

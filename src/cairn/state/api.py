@@ -10,13 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, overload
 
-from cairn.checkpoint.handles import (
-    AnyKeyedStateHandle,
-    OperatorStateHandle,
-    StateFileReader,
-    StateFileWriter,
-)
-from cairn.datastream.state import (
+from cairn.api.state import (
     AggregatingState,
     AggregatingStateDescriptor,
     ListState,
@@ -29,6 +23,12 @@ from cairn.datastream.state import (
     StateDescriptor,
     ValueState,
     ValueStateDescriptor,
+)
+from cairn.checkpoint.handles import (
+    AnyKeyedStateHandle,
+    OperatorStateHandle,
+    StateFileReader,
+    StateFileWriter,
 )
 from cairn.ids import CheckpointId, SubtaskIndex
 from cairn.state.broadcast_state import BroadcastMapState

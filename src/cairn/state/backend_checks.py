@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
+from cairn.api.state import State, StateTtlConfig
 from cairn.checkpoint.handles import KeyedStateHandle, StateFileReader
-from cairn.datastream.state import State, StateTtlConfig
 from cairn.state.errors import StateMigrationError, StateRestoreError
 from cairn.state.key_groups import KeyGroupRange, check_parallelism
 from cairn.state.keyed_states import ForeignKeyGroup

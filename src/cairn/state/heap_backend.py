@@ -10,7 +10,7 @@ Because state is already grouped, the snapshot file gets one section per non-emp
 group without re-hashing any key, and a restore (at any parallelism) reads only the
 sections of the key groups this backend owns.
 
->>> from cairn.datastream.state import ValueStateDescriptor
+>>> from cairn.api.state import ValueStateDescriptor
 >>> from cairn.clock import ManualClock
 >>> backend = HeapKeyedStateBackend(KeyGroupRange(0, 127), 128, clock=ManualClock())
 >>> count = backend.get_partitioned_state(ValueStateDescriptor("count", None))
@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cairn.api.state import State, StateDescriptor, StateTtlConfig
 from cairn.checkpoint.handles import (
     AnyKeyedStateHandle,
     KeyedStateHandle,
@@ -32,7 +33,6 @@ from cairn.checkpoint.handles import (
     StateFileWriter,
 )
 from cairn.clock import Clock, SystemClock
-from cairn.datastream.state import State, StateDescriptor, StateTtlConfig
 from cairn.ids import CheckpointId
 from cairn.settings import DEFAULT_FORK_NICENESS, DEFAULT_FORK_THRESHOLD
 from cairn.state.api import KeyedSnapshot, KeyedStateBackend

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NoReturn
 
-from cairn.datastream.state import (
+from cairn.api.state import (
     AggregatingState,
     AggregatingStateDescriptor,
     ListState,

@@ -21,8 +21,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cairn.api.state import ListState, ListStateDescriptor, MapStateDescriptor
 from cairn.checkpoint.handles import OperatorStateHandle, StateFileReader, StateFileWriter
-from cairn.datastream.state import ListState, ListStateDescriptor, MapStateDescriptor
 from cairn.ids import CheckpointId, SubtaskIndex
 from cairn.state.api import OperatorSnapshot
 from cairn.state.broadcast_state import BROADCAST, BroadcastMapState

@@ -6,7 +6,7 @@ hold any picklable value), the same type. These are pure functions; the operator
 applies them when a function registers its state (``OperatorContext.declare_keyed_state``).
 
 >>> from cairn.common.typeinfo import Types
->>> from cairn.datastream.state import MapStateDescriptor, ValueStateDescriptor
+>>> from cairn.api.state import MapStateDescriptor, ValueStateDescriptor
 >>> old = schema_of(ValueStateDescriptor("sum", Types.LONG()))
 >>> old
 KeyedStateSchema(kind='value', types=('Long',))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from cairn.datastream.state import (
+from cairn.api.state import (
     AggregatingState,
     ListState,
     MapState,

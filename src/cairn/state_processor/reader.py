@@ -6,7 +6,7 @@ the state files of its slice through the checkpoint storage reader (ranged reads
 with a key, SHA-256 checked) and yields rows. The driver decodes at most the first section of
 each state file, to check the state's name and kind before any job runs.
 
->>> from cairn.datastream.state import ValueStateDescriptor
+>>> from cairn.api.state import ValueStateDescriptor
 >>> # reader = SavepointReader.read(spark, "file:///savepoints/sp-1")
 >>> # reader.read_keyed_state("keyed-sum", ValueStateDescriptor("sum", Types.LONG())).show()
 """
@@ -22,11 +22,11 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from cairn.api.state import ListStateDescriptor, MapStateDescriptor, StateDescriptor
 from cairn.checkpoint.handles import OperatorStateHandle
 from cairn.checkpoint.metadata import CompletedCheckpoint, OperatorMetadata
 from cairn.checkpoint.storage import load_checkpoint, open_reader
 from cairn.common.typeinfo import Types
-from cairn.datastream.state import ListStateDescriptor, MapStateDescriptor, StateDescriptor
 from cairn.ids import OperatorUid
 from cairn.settings import SigningKey
 from cairn.state.snapshot_format import decode_section, dumps, read_sections

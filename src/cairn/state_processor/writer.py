@@ -8,7 +8,7 @@ canonical format, and with a signing key every file carries its SHA-256 and the 
 signed. Operators (and states of a rewritten operator) that are not replaced are kept as
 they were.
 
->>> from cairn.datastream.state import ValueStateDescriptor
+>>> from cairn.api.state import ValueStateDescriptor
 >>> # (SavepointWriter.new_savepoint(spark, max_parallelism=128)
 >>> #  .with_keyed_state("keyed-sum", ValueStateDescriptor("sum", Types.LONG()), totals)
 >>> #  .write("file:///savepoints/backfill"))
@@ -26,6 +26,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from cairn.api.state import MapStateDescriptor, StateDescriptor
 from cairn.checkpoint.handles import KeyedStateHandle, KeyedStateSchema, OperatorSubtaskState
 from cairn.checkpoint.metadata import (
     CheckpointMetadata,
@@ -34,7 +35,6 @@ from cairn.checkpoint.metadata import (
     OperatorMetadata,
 )
 from cairn.checkpoint.storage import load_checkpoint, open_reader, open_writer, publish_metadata
-from cairn.datastream.state import MapStateDescriptor, StateDescriptor
 from cairn.ids import CheckpointId, JobId, OperatorUid, SubtaskIndex
 from cairn.settings import DEFAULT_MAX_PARALLELISM, SigningKey
 from cairn.state.key_groups import check_parallelism

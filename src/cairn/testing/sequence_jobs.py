@@ -15,8 +15,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from cairn.datastream.functions import KeyedProcessFunction
-from cairn.datastream.state import ValueStateDescriptor
+from cairn.api.functions import KeyedProcessFunction
+from cairn.api.state import ValueStateDescriptor
 
 
 class SequenceGenerator:

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cairn.datastream.connectors.base import Source, SourceReader, SourceReaderContext
+from cairn.api.connectors import Source, SourceReader, SourceReaderContext
 from cairn.ids import CheckpointId
 
 __all__ = ["CollectionSource", "CollectionSplit"]

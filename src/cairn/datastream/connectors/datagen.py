@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cairn.datastream.connectors.base import Source, SourceReader, SourceReaderContext
+from cairn.api.connectors import Source, SourceReader, SourceReaderContext
 from cairn.ids import CheckpointId
 
 __all__ = [

@@ -21,9 +21,9 @@ from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
+from cairn.api.connectors import Committer, Sink, SinkWriter, SinkWriterContext
 from cairn.clock import Clock, SystemClock
 from cairn.common.serialization import BulkWriter, BulkWriterFactory, Encoder
-from cairn.datastream.connectors.base import Committer, Sink, SinkWriter, SinkWriterContext
 from cairn.datastream.connectors.file_sink_config import (
     BasePathBucketAssigner,
     BucketAssigner,

@@ -16,9 +16,9 @@ from typing import Any
 
 from fsspec.core import url_to_fs
 
+from cairn.api.connectors import Source, SourceReader, SourceReaderContext
 from cairn.clock import Clock, MonotonicClock
 from cairn.common.time import Duration
-from cairn.datastream.connectors.base import Source, SourceReader, SourceReaderContext
 from cairn.datastream.connectors.formats import (
     BulkFormat,
     FileFormat,

@@ -4,7 +4,8 @@ database's two-phase commit.
 
 Invariant: a ``JdbcSink`` is a picklable description checked on the driver (URL, statement,
 options, the number of placeholders against the row type); connections exist only in the
-writers and committers on the workers. ``JdbcSink.sink`` makes rows visible when a batch is
+writers and committers on the workers, which receive its options as one frozen
+``JdbcWriteConfig``, not the sink. ``JdbcSink.sink`` makes rows visible when a batch is
 flushed (full, or at each checkpoint: at least once, as Flink's); ``exactly_once_sink``
 makes them visible only when the checkpoint that covers them completes (PostgreSQL's
 prepared transactions, ``jdbc_postgres``).
@@ -26,12 +27,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from cairn.api.connectors import Committer, Sink, SinkWriter, SinkWriterContext
 from cairn.common.typeinfo import RowTypeInfo, TupleTypeInfo, TypeInformation
-from cairn.datastream.connectors.base import Committer, Sink, SinkWriter, SinkWriterContext
-from cairn.datastream.connectors.jdbc_sql import Statement, postgres_conninfo
+from cairn.datastream.connectors.jdbc_sql import JdbcWriteConfig, Statement, postgres_conninfo
 
 __all__ = [
     "JdbcConnectionOptions",
@@ -330,7 +331,20 @@ class JdbcSink(Sink):
     ) -> SinkWriter:
         from cairn.datastream.connectors.jdbc_postgres import BatchingWriter
 
-        return BatchingWriter(self, context)
+        return BatchingWriter(self.write_config(), context)
+
+    def write_config(self) -> JdbcWriteConfig:
+        """What the writers and committer receive (never the sink itself)."""
+        return JdbcWriteConfig(
+            conninfo=self.conninfo,
+            user_name=self.connection.user_name,
+            password=self.connection.password,
+            statement=self.statement,
+            field_names=self.field_names,
+            batch_size=self.execution.batch_size,
+            batch_interval_ms=self.execution.batch_interval_ms,
+            max_retries=self.execution.max_retries,
+        )
 
 
 class ExactlyOnceJdbcSink(JdbcSink):
@@ -355,12 +369,20 @@ class ExactlyOnceJdbcSink(JdbcSink):
     ) -> SinkWriter:
         from cairn.datastream.connectors.jdbc_postgres import TransactionalWriter
 
-        return TransactionalWriter(self, context)
+        return TransactionalWriter(self.write_config(), context)
 
     def create_committer(self) -> Committer:
         from cairn.datastream.connectors.jdbc_postgres import PreparedTransactionCommitter
 
-        return PreparedTransactionCommitter(self)
+        return PreparedTransactionCommitter(self.write_config())
+
+    def write_config(self) -> JdbcWriteConfig:
+        return replace(
+            super().write_config(),
+            transaction_prefix=self.transaction_prefix,
+            recovered_and_rollback=self.exactly_once.recovered_and_rollback,
+            max_commit_attempts=self.exactly_once.max_commit_attempts,
+        )
 
 
 def default_prefix(url: str, sql: str) -> str:

@@ -20,15 +20,12 @@ import time
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from cairn.datastream.connectors.base import Committer, SinkWriter, SinkWriterContext
-from cairn.datastream.connectors.jdbc_sql import record_parameters
+from cairn.api.connectors import Committer, SinkWriter, SinkWriterContext
+from cairn.datastream.connectors.jdbc_sql import JdbcWriteConfig, record_parameters
 from cairn.ids import CheckpointId
-
-if TYPE_CHECKING:
-    from cairn.datastream.connectors.jdbc import ExactlyOnceJdbcSink, JdbcSink
 
 __all__ = [
     "BatchingWriter",
@@ -76,7 +73,7 @@ def _server_words(exc: BaseException) -> str:
     return f"{text} ({detail})" if detail else text
 
 
-def connect(sink: JdbcSink, autocommit: bool) -> Any:
+def connect(sink: JdbcWriteConfig, autocommit: bool) -> Any:
     """A new connection of ``sink``'s options; a clear ``JdbcSinkError`` if there is none."""
     import psycopg
 
@@ -85,10 +82,10 @@ def connect(sink: JdbcSink, autocommit: bool) -> Any:
         "connect_timeout": _CONNECT_TIMEOUT_S,
         "application_name": "cairn-jdbc-sink",
     }
-    if sink.connection.user_name is not None:
-        kwargs["user"] = sink.connection.user_name
-    if sink.connection.password is not None:
-        kwargs["password"] = sink.connection.password
+    if sink.user_name is not None:
+        kwargs["user"] = sink.user_name
+    if sink.password is not None:
+        kwargs["password"] = sink.password
     try:
         return psycopg.connect(sink.conninfo, **kwargs)
     except psycopg.Error as exc:
@@ -102,7 +99,7 @@ class _AutocommitLink:
     lost: ``run`` retries an action on a new connection when the old one fails
     (``OperationalError``), pausing 1 s x attempt in between, ``attempts`` times in all."""
 
-    def __init__(self, sink: JdbcSink) -> None:
+    def __init__(self, sink: JdbcWriteConfig) -> None:
         self._sink = sink
         self._conn: Any = None
 
@@ -131,7 +128,7 @@ class _AutocommitLink:
                 pass
 
 
-def execute(cur: Any, sink: JdbcSink, rows: list[tuple[Any, ...]]) -> None:
+def execute(cur: Any, sink: JdbcWriteConfig, rows: list[tuple[Any, ...]]) -> None:
     """Send ``rows``: through ``COPY`` when the statement is a plain ``INSERT`` of
     placeholders (the same rows; ~0.3 us of client CPU per row instead of ~7), else as
     ``executemany`` of the statement."""
@@ -148,12 +145,12 @@ def execute(cur: Any, sink: JdbcSink, rows: list[tuple[Any, ...]]) -> None:
 class _Rows:
     """The rows of one subtask not yet sent, converted from records on arrival."""
 
-    def __init__(self, sink: JdbcSink) -> None:
+    def __init__(self, sink: JdbcWriteConfig) -> None:
         self.sink = sink
         self.rows: list[tuple[Any, ...]] = []
         self._parameters = sink.statement.parameters
         self._names = sink.field_names
-        self._interval_ms = sink.execution.batch_interval_ms
+        self._interval_ms = sink.batch_interval_ms
         self.due_ms: int | None = None  # the batch interval after the oldest buffered row
 
     def add(self, records: Sequence[Any]) -> bool:
@@ -163,7 +160,7 @@ class _Rows:
             self.due_ms = int(time.time() * 1000) + self._interval_ms
         for record in records:
             rows.append(record_parameters(record, n, names))
-        if len(rows) >= self.sink.execution.batch_size:
+        if len(rows) >= self.sink.batch_size:
             return True
         return self.due_ms is not None and time.time() * 1000 >= self.due_ms
 
@@ -205,7 +202,7 @@ class BatchingWriter(_BufferedWriter):
     """``JdbcSink.sink``: each batch in a transaction of its own, retried on a new
     connection when the connection was lost (``max_retries``)."""
 
-    def __init__(self, sink: JdbcSink, context: SinkWriterContext) -> None:
+    def __init__(self, sink: JdbcWriteConfig, context: SinkWriterContext) -> None:
         self._sink = sink
         self._buffer = _Rows(sink)
         self._link = _AutocommitLink(sink)
@@ -222,7 +219,7 @@ class BatchingWriter(_BufferedWriter):
             with conn.transaction(), conn.cursor() as cur:
                 execute(cur, self._sink, buffer.rows)
 
-        retries = self._sink.execution.max_retries
+        retries = self._sink.max_retries
         try:
             self._link.run(send, retries + 1, "a batch")
         except psycopg.OperationalError as exc:
@@ -239,7 +236,7 @@ class TransactionalWriter(_BufferedWriter):
     """``JdbcSink.exactly_once_sink``: one transaction per checkpoint, prepared at the
     barrier. Failures are not retried here: the job restarts from the checkpoint."""
 
-    def __init__(self, sink: ExactlyOnceJdbcSink, context: SinkWriterContext) -> None:
+    def __init__(self, sink: JdbcWriteConfig, context: SinkWriterContext) -> None:
         self._sink = sink
         self._buffer = _Rows(sink)
         self._name = (
@@ -324,7 +321,7 @@ class TransactionalWriter(_BufferedWriter):
 class PreparedTransactionCommitter(Committer):
     """Commits prepared transactions by name; rolls back the sink's leftovers."""
 
-    def __init__(self, sink: ExactlyOnceJdbcSink) -> None:
+    def __init__(self, sink: JdbcWriteConfig) -> None:
         self._sink = sink
         self._link = _AutocommitLink(sink)
 
@@ -335,7 +332,7 @@ class PreparedTransactionCommitter(Committer):
         from psycopg import sql
 
         statement = sql.SQL(verb + " {}").format(sql.Literal(gid))
-        attempts = self._sink.exactly_once.max_commit_attempts
+        attempts = self._sink.max_commit_attempts
         try:
             self._link.run(lambda conn: conn.execute(statement), attempts, f"{verb} {gid!r}")
             return True
@@ -355,7 +352,7 @@ class PreparedTransactionCommitter(Committer):
                 log.debug("JDBC sink: %s was committed already", t.gid)
 
     def abort_leftovers(self, context: SinkWriterContext) -> None:
-        if not self._sink.exactly_once.recovered_and_rollback:
+        if not self._sink.recovered_and_rollback:
             return
         prefix = f"cairn:{self._sink.transaction_prefix}:"
         current = f"{prefix}{context.job_id}:{context.attempt_number}:"
@@ -365,7 +362,7 @@ class PreparedTransactionCommitter(Committer):
                 " WHERE database = current_database() AND starts_with(gid, %s)",
                 [prefix],
             ).fetchall(),
-            self._sink.exactly_once.max_commit_attempts,
+            self._sink.max_commit_attempts,
             "listing prepared transactions",
         )
         leftovers = sorted(gid for (gid,) in rows if not gid.startswith(current))

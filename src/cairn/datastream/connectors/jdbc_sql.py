@@ -1,5 +1,7 @@
 """From JDBC's terms to psycopg's: the statement's ``?`` placeholders, the connection URL,
-and a record's parameters. Pure functions, no connection.
+and a record's parameters. Pure functions, no connection; and ``JdbcWriteConfig``, the one
+frozen value a sink hands its writers and committer (``jdbc_postgres``), so that they never
+import the sink (``jdbc``) that creates them.
 
 Invariant: a translated statement has exactly ``parameters`` ``%s`` placeholders, one per
 ``?`` outside string literals, quoted identifiers and comments; every other ``%`` is
@@ -10,11 +12,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["Statement", "postgres_conninfo", "record_parameters"]
+__all__ = ["JdbcWriteConfig", "Statement", "postgres_conninfo", "record_parameters"]
 
 _POSTGRES_DRIVERS = frozenset({None, "", "org.postgresql.Driver"})
 _DOLLAR_TAG = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
@@ -174,3 +176,22 @@ def record_parameters(
             f"{record!r:.200}"
         )
     return values
+
+
+@dataclass(frozen=True)
+class JdbcWriteConfig:
+    """What a JDBC sink's writers and committer use: where to connect, the statement, the
+    batching and retries; with exactly once also the prepared transactions' prefix and the
+    commit options (``transaction_prefix`` is ``None`` for an at-least-once sink)."""
+
+    conninfo: str
+    user_name: str | None
+    password: str | None = field(repr=False)
+    statement: Statement
+    field_names: Sequence[str] | None
+    batch_size: int
+    batch_interval_ms: int
+    max_retries: int
+    transaction_prefix: str | None = None
+    recovered_and_rollback: bool = True
+    max_commit_attempts: int = 3

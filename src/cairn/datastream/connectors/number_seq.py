@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cairn.datastream.connectors.base import Source, SourceReader, SourceReaderContext
+from cairn.api.connectors import Source, SourceReader, SourceReaderContext
 from cairn.ids import CheckpointId
 
 __all__ = ["NumberSequenceSource", "NumberSequenceSplit"]

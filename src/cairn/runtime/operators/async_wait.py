@@ -23,8 +23,8 @@ import logging
 from collections import deque
 from typing import Any
 
-from cairn.datastream.async_data_stream import ASYNC_CONFIG, AsyncWaitConfig
-from cairn.datastream.state import ListStateDescriptor
+from cairn.api.async_wait import ASYNC_CONFIG, AsyncWaitConfig
+from cairn.api.state import ListStateDescriptor
 from cairn.events import DEFAULT_CHECKPOINT_OPTIONS, MAX_WATERMARK, CheckpointOptions
 from cairn.graph.job_graph import OperatorNode
 from cairn.ids import CheckpointId

@@ -14,7 +14,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from cairn.datastream.output_tag import OutputTag
+from cairn.api.output_tag import OutputTag
 from cairn.runtime.eventtime.stamped import StampedBatch, stamp
 from cairn.runtime.operators.base import Output
 from cairn.runtime.operators.user_function import UserFunctionOperator, resolve_method

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from cairn.datastream import functions as fn_api
-from cairn.datastream.state import StateDescriptor
+from cairn.api import functions as fn_api
+from cairn.api.state import StateDescriptor
 from cairn.ids import AttemptNumber, CheckpointId, SubtaskIndex
 from cairn.runtime.operators.base import OperatorContext
 from cairn.runtime.user_metrics import UserMetricGroup

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from cairn.datastream.state import ValueStateDescriptor
-from cairn.datastream.time_domain import TimeDomain
+from cairn.api.state import ValueStateDescriptor
+from cairn.api.time_domain import TimeDomain
 from cairn.events import (
     DEFAULT_CHECKPOINT_OPTIONS,
     MAX_WATERMARK,

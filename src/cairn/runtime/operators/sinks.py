@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from cairn.datastream.connectors.base import Committer, SinkWriter, SinkWriterContext
-from cairn.datastream.state import ListStateDescriptor
+from cairn.api.connectors import Committer, SinkWriter, SinkWriterContext
+from cairn.api.state import ListStateDescriptor
 from cairn.events import DEFAULT_CHECKPOINT_OPTIONS, CheckpointOptions
 from cairn.ids import CheckpointId
 from cairn.runtime.eventtime.stamped import StampedBatch

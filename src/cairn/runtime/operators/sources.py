@@ -17,14 +17,14 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from cairn.common.watermark_strategy import WatermarkStrategy
-from cairn.datastream.connectors.base import (
+from cairn.api.connectors import (
     Source,
     SourceReader,
     SourceReaderContext,
     SplitBatch,
 )
-from cairn.datastream.state import ListStateDescriptor
+from cairn.api.state import ListStateDescriptor
+from cairn.common.watermark_strategy import WatermarkStrategy
 from cairn.events import DEFAULT_CHECKPOINT_OPTIONS, CheckpointOptions
 from cairn.graph.job_graph import OperatorNode
 from cairn.ids import CheckpointId

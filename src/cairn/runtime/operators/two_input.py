@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from cairn.datastream.state import MapStateDescriptor
+from cairn.api.state import MapStateDescriptor
 from cairn.graph.job_graph import OperatorNode
 from cairn.graph.transformations import BROADCAST_STATES, KEY_SELECTOR2, OperatorKind
 from cairn.runtime.eventtime.stamped import StampedBatch

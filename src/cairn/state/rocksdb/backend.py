@@ -11,7 +11,7 @@ links) before anything after the barrier reaches RocksDB; the asynchronous part 
 files. Savepoints (canonical snapshots) take the checkpoint in the synchronous part.
 
 >>> import tempfile
->>> from cairn.datastream.state import ValueStateDescriptor
+>>> from cairn.api.state import ValueStateDescriptor
 >>> from cairn.common.typeinfo import Types
 >>> b = RocksDBKeyedStateBackend(KeyGroupRange(0, 127), 128, local_dir=tempfile.mkdtemp())
 >>> count = b.get_partitioned_state(ValueStateDescriptor("count", Types.LONG()))
@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cairn.api.state import State, StateDescriptor, StateTtlConfig
 from cairn.checkpoint.handles import (
     AnyKeyedStateHandle,
     KeyedStateHandle,
@@ -42,7 +43,6 @@ from cairn.checkpoint.handles import (
     StateFileWriter,
 )
 from cairn.clock import Clock, SystemClock
-from cairn.datastream.state import State, StateDescriptor, StateTtlConfig
 from cairn.ids import CheckpointId
 from cairn.state.api import KeyedSnapshot, KeyedStateBackend
 from cairn.state.backend_checks import (

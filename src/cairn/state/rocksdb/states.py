@@ -9,7 +9,7 @@ bounded ``WriteCache``); list and map state have their own classes here because 
 classes mutate lists and dicts in place. Prefixes of recent keys are kept in a bounded dict.
 
 >>> import tempfile
->>> from cairn.datastream.state import ListStateDescriptor
+>>> from cairn.api.state import ListStateDescriptor
 >>> from cairn.state.rocksdb.db import RocksDBMemory, StateDB
 >>> db = StateDB.open(tempfile.mkdtemp(), RocksDBMemory(block_cache_bytes=1 << 20))
 >>> ctx = RocksKeyContext()
@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from cairn.datastream.state import ListState, MapState, StateDescriptor, ValueState
+from cairn.api.state import ListState, MapState, StateDescriptor, ValueState
 from cairn.state.key_groups import MAX_PARALLELISM_UPPER_BOUND, KeyGroupRange
 from cairn.state.keyed_states import (
     NO_KEY,

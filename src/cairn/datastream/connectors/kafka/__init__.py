@@ -12,7 +12,7 @@ the NONE and AT_LEAST_ONCE writer), ``sink_writer`` (the EXACTLY_ONCE writer, co
 
 from __future__ import annotations
 
-from cairn.datastream.connectors.base import DeliveryGuarantee
+from cairn.api.connectors import DeliveryGuarantee
 from cairn.datastream.connectors.kafka.legacy import (
     FlinkKafkaConsumer,
     FlinkKafkaProducer,

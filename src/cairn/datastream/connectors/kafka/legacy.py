@@ -20,9 +20,9 @@ import enum
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from cairn.api.connectors import DeliveryGuarantee
 from cairn.common.serialization import DeserializationSchema, SerializationSchema
 from cairn.common.watermark_strategy import WatermarkStrategy
-from cairn.datastream.connectors.base import DeliveryGuarantee
 from cairn.datastream.connectors.kafka.offsets import (
     KafkaOffsetResetStrategy,
     KafkaOffsetsInitializer,

@@ -4,7 +4,8 @@ messages through confluent-kafka (librdkafka), with Flink's three delivery guara
 Invariant: a ``KafkaSink`` is a picklable description checked on the driver (servers,
 serializer, guarantee, prefix, producer properties) and against the job's settings at
 submission (``check_job``: the transaction timeout must exceed the checkpoint interval);
-producers exist only in the writers on the workers (``sink_writer``).
+producers exist only in the writers on the workers (``sink_writer``), which receive its
+checked options (``sink_config.KafkaSinkConfig``), not the sink.
 
 >>> from cairn.common.serialization import SimpleStringSchema
 >>> sink = (KafkaSink.builder()
@@ -16,7 +17,7 @@ producers exist only in the writers on the workers (``sink_writer``).
 ...     .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE)
 ...     .set_transactional_id_prefix("totals-job")
 ...     .build())
->>> sink.transaction_timeout_ms, sink.pool_size
+>>> sink.config.transaction_timeout_ms, sink.config.pool_size
 (3600000, 4)
 """
 
@@ -26,19 +27,16 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from cairn.common.exceptions import ConfigurationError
-from cairn.datastream.connectors.base import (
+from cairn.api.connectors import (
     Committer,
     DeliveryGuarantee,
     Sink,
     SinkWriter,
     SinkWriterContext,
 )
+from cairn.common.exceptions import ConfigurationError
+from cairn.datastream.connectors.kafka.sink_config import KafkaSinkConfig
 from cairn.datastream.connectors.kafka.sink_serialization import KafkaRecordSerializationSchema
-from cairn.datastream.connectors.kafka.sink_transactions import (
-    DEFAULT_POOL_SIZE,
-    DEFAULT_TRANSACTION_TIMEOUT_MS,
-)
 
 if TYPE_CHECKING:
     from cairn.settings import JobSettings
@@ -47,10 +45,6 @@ __all__ = ["DeliveryGuarantee", "KafkaSink", "KafkaSinkBuilder"]
 
 log = logging.getLogger(__name__)
 
-# Cairn's own options, given with set_property like producer properties but not passed to
-# librdkafka.
-POOL_SIZE_KEY = "cairn.transactional-id.pool-size"
-MARKER_TOPIC_KEY = "cairn.transaction.marker-topic"
 _MAX_PREFIX = 200  # Kafka's transactional ids are strings; keep group names readable
 
 
@@ -78,33 +72,9 @@ class KafkaSink(Sink):
         prefix: str | None,
         properties: Mapping[str, str],
     ) -> None:
-        self.bootstrap_servers = bootstrap_servers
-        self.serializer = serializer
-        self.guarantee = guarantee
-        self.transactional_id_prefix = prefix
-        props = dict(properties)
-        self.pool_size = _int_option(props.pop(POOL_SIZE_KEY, DEFAULT_POOL_SIZE), POOL_SIZE_KEY)
-        if self.pool_size < 2:
-            raise ValueError(f"{POOL_SIZE_KEY} must be at least 2, got {self.pool_size}")
-        self.marker_topic: str | None = props.pop(MARKER_TOPIC_KEY, None) or serializer.topic
-        props.setdefault("transaction.timeout.ms", str(DEFAULT_TRANSACTION_TIMEOUT_MS))
-        self.transaction_timeout_ms = _int_option(
-            props["transaction.timeout.ms"], "transaction.timeout.ms"
+        self.config = KafkaSinkConfig.of(
+            bootstrap_servers, serializer, guarantee, prefix, properties
         )
-        self.producer_properties = props
-        if guarantee is DeliveryGuarantee.EXACTLY_ONCE:
-            if not prefix:
-                raise ValueError(
-                    "KafkaSink: EXACTLY_ONCE needs a transactional id prefix "
-                    "(set_transactional_id_prefix), unique among the jobs writing to the "
-                    "cluster and stable across restarts of this one"
-                )
-            if self.marker_topic is None:
-                raise ValueError(
-                    "KafkaSink: EXACTLY_ONCE with a topic selector needs the topic whose "
-                    f"partition 0 carries the transaction markers: set_property("
-                    f"{MARKER_TOPIC_KEY!r}, <an existing topic>)"
-                )
 
     @staticmethod
     def builder() -> KafkaSinkBuilder:
@@ -112,20 +82,21 @@ class KafkaSink(Sink):
         return KafkaSinkBuilder()
 
     def check_job(self, settings: JobSettings) -> None:
-        if self.guarantee is not DeliveryGuarantee.EXACTLY_ONCE:
+        config = self.config
+        if config.guarantee is not DeliveryGuarantee.EXACTLY_ONCE:
             return
         interval = settings.checkpoint.interval_ms
         if interval <= 0:
             log.warning(
                 "KafkaSink (prefix %r): EXACTLY_ONCE without checkpoints commits once, at the "
                 "end of input; a job running longer than transaction.timeout.ms (%d ms) fails",
-                self.transactional_id_prefix,
-                self.transaction_timeout_ms,
+                config.transactional_id_prefix,
+                config.transaction_timeout_ms,
             )
-        elif self.transaction_timeout_ms <= interval:
+        elif config.transaction_timeout_ms <= interval:
             raise ConfigurationError(
-                f"KafkaSink (prefix {self.transactional_id_prefix!r}): transaction.timeout.ms "
-                f"= {self.transaction_timeout_ms} ms is not longer than the checkpoint "
+                f"KafkaSink (prefix {config.transactional_id_prefix!r}): transaction.timeout.ms "
+                f"= {config.transaction_timeout_ms} ms is not longer than the checkpoint "
                 f"interval ({interval} ms): every transaction would be aborted by the broker "
                 "before its checkpoint completes. Set transaction.timeout.ms (set_property) "
                 "to the checkpoint interval plus the longest outage to ride out, within the "
@@ -135,27 +106,20 @@ class KafkaSink(Sink):
     def create_writer(
         self, context: SinkWriterContext, restored_state: Sequence[Any]
     ) -> SinkWriter:
-        if self.guarantee is DeliveryGuarantee.EXACTLY_ONCE:
+        if self.config.guarantee is DeliveryGuarantee.EXACTLY_ONCE:
             from cairn.datastream.connectors.kafka.sink_writer import TransactionalWriter
 
-            return TransactionalWriter(self, context, restored_state)
+            return TransactionalWriter(self.config, context, restored_state)
         from cairn.datastream.connectors.kafka.sink_output import DeliveringWriter
 
-        return DeliveringWriter(self, context)
+        return DeliveringWriter(self.config, context)
 
     def create_committer(self) -> Committer | None:
-        if self.guarantee is not DeliveryGuarantee.EXACTLY_ONCE:
+        if self.config.guarantee is not DeliveryGuarantee.EXACTLY_ONCE:
             return None
         from cairn.datastream.connectors.kafka.sink_writer import KafkaCommitter
 
         return KafkaCommitter()
-
-
-def _int_option(value: Any, key: str) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"KafkaSink: {key} must be an integer, got {value!r}") from None
 
 
 class KafkaSinkBuilder:

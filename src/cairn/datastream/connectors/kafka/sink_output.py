@@ -14,11 +14,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from cairn.datastream.connectors.base import SinkWriter, SinkWriterContext
+from cairn.api.connectors import SinkWriter, SinkWriterContext
 from cairn.datastream.connectors.kafka.sink_transactions import StoredRecord
 
 if TYPE_CHECKING:
-    from cairn.datastream.connectors.kafka.sink import KafkaSink
+    from cairn.datastream.connectors.kafka.sink_config import KafkaSinkConfig
 
 __all__ = ["DeliveringWriter", "KafkaSinkError", "producer_config"]
 
@@ -40,7 +40,7 @@ def words(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-def producer_config(sink: KafkaSink, extra: dict[str, Any]) -> dict[str, Any]:
+def producer_config(sink: KafkaSinkConfig, extra: dict[str, Any]) -> dict[str, Any]:
     config: dict[str, Any] = dict(sink.producer_properties)
     config["bootstrap.servers"] = sink.bootstrap_servers
     config.update(extra)
@@ -51,7 +51,7 @@ class Output:
     """One producer's sends: serializes records, queues them (waiting while librdkafka's
     queue is full), remembers the first failed delivery, and flushes with a deadline."""
 
-    def __init__(self, sink: KafkaSink, context: SinkWriterContext) -> None:
+    def __init__(self, sink: KafkaSinkConfig, context: SinkWriterContext) -> None:
         self.sink = sink
         self.error: str | None = None
         self._partitions: dict[str, tuple[float, list[int]]] = {}
@@ -192,7 +192,7 @@ class Output:
             )
 
 
-def check_reachable(sink: KafkaSink, producer: Any, topic: str | None) -> None:
+def check_reachable(sink: KafkaSinkConfig, producer: Any, topic: str | None) -> None:
     """Fail at the start, with the servers named, when no broker answers."""
     from confluent_kafka import KafkaError, KafkaException
 
@@ -216,10 +216,10 @@ class DeliveringWriter(SinkWriter):
     """NONE and AT_LEAST_ONCE: records go out as they come; AT_LEAST_ONCE waits for every
     delivery report at each barrier."""
 
-    def __init__(self, sink: KafkaSink, context: SinkWriterContext) -> None:
+    def __init__(self, sink: KafkaSinkConfig, context: SinkWriterContext) -> None:
         from confluent_kafka import Producer
 
-        from cairn.datastream.connectors.base import DeliveryGuarantee
+        from cairn.api.connectors import DeliveryGuarantee
 
         self._sink = sink
         self._out = Output(sink, context)

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from cairn.datastream.connectors.base import Committer, SinkWriter, SinkWriterContext
+from cairn.api.connectors import Committer, SinkWriter, SinkWriterContext
 from cairn.datastream.connectors.kafka.sink_output import (
     KafkaSinkError,
     Output,
@@ -52,7 +52,7 @@ from cairn.datastream.connectors.kafka.sink_transactions import (
 from cairn.ids import CheckpointId
 
 if TYPE_CHECKING:
-    from cairn.datastream.connectors.kafka.sink import KafkaSink
+    from cairn.datastream.connectors.kafka.sink_config import KafkaSinkConfig
 
 __all__ = ["KafkaCommitter", "TransactionalWriter"]
 
@@ -79,7 +79,7 @@ class TransactionalWriter(SinkWriter):
     """EXACTLY_ONCE: a transaction per checkpoint on a pool of transactional ids."""
 
     def __init__(
-        self, sink: KafkaSink, context: SinkWriterContext, restored: Sequence[Any]
+        self, sink: KafkaSinkConfig, context: SinkWriterContext, restored: Sequence[Any]
     ) -> None:
         assert sink.transactional_id_prefix is not None and sink.marker_topic is not None
         self._sink = sink
@@ -434,7 +434,7 @@ class _CommitThread:
 
 
 def _fence(
-    sink: KafkaSink, slots: Sequence[_Slot], on_delivery: Callable[[Any, Any], None]
+    sink: KafkaSinkConfig, slots: Sequence[_Slot], on_delivery: Callable[[Any, Any], None]
 ) -> None:
     """A fresh producer per slot, ``init_transactions`` on all of them concurrently: each
     aborts what its id left open and fences older producers of the id."""
@@ -492,7 +492,7 @@ def _coordinator_busy(exc: BaseException) -> bool:
     return code in busy or (isinstance(err, KafkaError) and err.retriable())
 
 
-def _read_marker(sink: KafkaSink, group: str, topic: str) -> tuple[int, Any]:
+def _read_marker(sink: KafkaSinkConfig, group: str, topic: str) -> tuple[int, Any]:
     """The group's committed marker (-1: none) and its metadata for transactions. Only
     exact once the group's transactional ids are fenced: an in-flight commit is then
     complete, and the read waits for its offsets to be stable."""

@@ -22,66 +22,24 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, fields
+from typing import Any
 
+from cairn.api.connectors import Source, SourceReader, SourceReaderContext
 from cairn.common.serialization import DeserializationSchema
-from cairn.datastream.connectors.base import Source, SourceReaderContext
 from cairn.datastream.connectors.kafka.offsets import (
     KafkaOffsetsInitializer,
     KafkaTopicPartition,
 )
-
-if TYPE_CHECKING:
-    from cairn.datastream.connectors.kafka.source_reader import KafkaSourceReader
+from cairn.datastream.connectors.kafka.source_config import KafkaSourceConfig, KafkaSourceOptions
 
 __all__ = ["KafkaSource", "KafkaSourceBuilder", "KafkaSourceOptions"]
 
 log = logging.getLogger(__name__)
 
 
-class KafkaSourceOptions:
-    """The source's own keys for ``set_property`` (never passed to the Kafka client).
-
-    ``partition.discovery.interval.ms`` (default 300000; ``-1``/``0`` off; always off with
-    ``set_bounded``), ``commit.offsets.on.checkpoint`` (default ``true``; only with a group
-    id), ``client.id.prefix``, ``register.consumer.metrics`` (accepted, ignored),
-    ``default.api.timeout.ms`` (Java's consumer key: how long metadata and offset look-ups
-    may take before the source fails with a clear error; default 60000), and Cairn's
-    ``ignore-parse-errors`` (default ``false``: a record the deserializer cannot read fails
-    the job naming topic, partition and offset; ``true``: it is skipped, logged and counted).
-    """
-
-    PARTITION_DISCOVERY_INTERVAL_MS = "partition.discovery.interval.ms"
-    COMMIT_OFFSETS_ON_CHECKPOINT = "commit.offsets.on.checkpoint"
-    CLIENT_ID_PREFIX = "client.id.prefix"
-    REGISTER_CONSUMER_METRICS = "register.consumer.metrics"
-    DEFAULT_API_TIMEOUT_MS = "default.api.timeout.ms"
-    IGNORE_PARSE_ERRORS = "ignore-parse-errors"
-
-
-_SOURCE_KEYS = frozenset(
-    v for k, v in vars(KafkaSourceOptions).items() if k.isupper() and isinstance(v, str)
-)
-# Java consumer keys that librdkafka does not know; the builder sets what they mean itself.
-_JAVA_ONLY_KEYS = frozenset(
-    {"key.deserializer", "value.deserializer", "max.poll.records", "auto.offset.reset.strategy"}
-)
-_DEFAULT_DISCOVERY_MS = 300_000
-_DEFAULT_API_TIMEOUT_MS = 60_000
-
-
-def _truthy(value: str, key: str) -> bool:
-    text = str(value).strip().lower()
-    if text in ("true", "1", "yes"):
-        return True
-    if text in ("false", "0", "no"):
-        return False
-    raise ValueError(f"{key} must be true or false, got {value!r}")
-
-
 @dataclass(frozen=True)
-class KafkaSource(Source):
+class KafkaSource(KafkaSourceConfig, Source):
     """Reads Kafka topics; build it with ``KafkaSource.builder()`` (see the module).
 
     Each Kafka partition is a split. Every subtask lists the topics itself (at start and every
@@ -95,94 +53,16 @@ class KafkaSource(Source):
 
     split_redistribution = "union"
 
-    bootstrap_servers: str
-    topics: tuple[str, ...] = ()
-    topic_pattern: str | None = None
-    partitions: tuple[KafkaTopicPartition, ...] = ()
-    group_id: str | None = None
-    deserializer: DeserializationSchema | None = None
-    starting_offsets: KafkaOffsetsInitializer = field(
-        default_factory=KafkaOffsetsInitializer.earliest
-    )
-    stopping_offsets: KafkaOffsetsInitializer | None = None
-    bounded: bool = False
-    properties: tuple[tuple[str, str], ...] = ()
-
     @staticmethod
     def builder() -> KafkaSourceBuilder:
         """A builder (PyFlink's ``KafkaSource.builder()``)."""
         return KafkaSourceBuilder()
 
-    # -- options -------------------------------------------------------------------------
-
-    def _property(self, key: str) -> str | None:
-        for k, v in self.properties:
-            if k == key:
-                return v
-        return None
-
-    @property
-    def discovery_interval_ms(self) -> int:
-        """Partition discovery period; ``<= 0``: only at start."""
-        if self.bounded:
-            return -1
-        value = self._property(KafkaSourceOptions.PARTITION_DISCOVERY_INTERVAL_MS)
-        return _DEFAULT_DISCOVERY_MS if value is None else int(value)
-
-    @property
-    def commit_offsets_on_checkpoint(self) -> bool:
-        value = self._property(KafkaSourceOptions.COMMIT_OFFSETS_ON_CHECKPOINT)
-        enabled = True if value is None else _truthy(value, "commit.offsets.on.checkpoint")
-        return enabled and self.group_id is not None
-
-    @property
-    def api_timeout_s(self) -> float:
-        value = self._property(KafkaSourceOptions.DEFAULT_API_TIMEOUT_MS)
-        return (_DEFAULT_API_TIMEOUT_MS if value is None else int(value)) / 1000.0
-
-    @property
-    def ignore_parse_errors(self) -> bool:
-        value = self._property(KafkaSourceOptions.IGNORE_PARSE_ERRORS)
-        return False if value is None else _truthy(value, "ignore-parse-errors")
-
-    def client_id(self, subtask_index: int) -> str:
-        """Flink's ``<client.id.prefix>-<subtask>``; the prefix defaults to the group id."""
-        prefix = self._property(KafkaSourceOptions.CLIENT_ID_PREFIX)
-        return f"{prefix or self.group_id or 'KafkaSource'}-{subtask_index}"
-
-    def consumer_config(self, subtask_index: int, job_id: str) -> dict[str, Any]:
-        """librdkafka's configuration for the reader of ``subtask_index``."""
-        conf: dict[str, Any] = {
-            # Java's default (librdkafka's is read_committed): set read_committed to read
-            # only committed transactions, as an exactly-once pipeline downstream of a
-            # transactional producer should.
-            "isolation.level": "read_uncommitted",
-        }
-        for key, value in self.properties:
-            if key not in _SOURCE_KEYS and key not in _JAVA_ONLY_KEYS:
-                conf[key] = value
-        conf.update(
-            {
-                "bootstrap.servers": self.bootstrap_servers,
-                # librdkafka needs a group id even for assign(); offsets go to it only when
-                # the user named it (commit.offsets.on.checkpoint).
-                "group.id": self.group_id or f"cairn-kafka-source-{job_id}",
-                "client.id": self.client_id(subtask_index),
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "enable.partition.eof": False,
-                "auto.offset.reset": self.starting_offsets.auto_offset_reset(),
-            }
+    def config(self) -> KafkaSourceConfig:
+        """The options alone: what the readers receive."""
+        return KafkaSourceConfig(
+            **{f.name: getattr(self, f.name) for f in fields(KafkaSourceConfig)}
         )
-        return conf
-
-    def matches(self, topic: str) -> bool:
-        """Whether ``topic`` is read (set_topics / set_topic_pattern; internal topics never)."""
-        if self.topic_pattern is not None:
-            return (
-                not topic.startswith("__") and re.fullmatch(self.topic_pattern, topic) is not None
-            )
-        return topic in self.topics
 
     # -- Source --------------------------------------------------------------------------
 
@@ -193,12 +73,10 @@ class KafkaSource(Source):
         # Nothing to hand out: each reader discovers and resolves its own partitions.
         return []
 
-    def create_reader(
-        self, splits: Sequence[Any], context: SourceReaderContext
-    ) -> KafkaSourceReader:
+    def create_reader(self, splits: Sequence[Any], context: SourceReaderContext) -> SourceReader:
         from cairn.datastream.connectors.kafka.source_reader import KafkaSourceReader
 
-        return KafkaSourceReader(self, splits, context)
+        return KafkaSourceReader(self.config(), splits, context)
 
 
 class KafkaSourceBuilder:

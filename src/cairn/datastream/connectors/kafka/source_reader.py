@@ -21,13 +21,13 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from cairn.datastream.connectors.base import SourceReader, SourceReaderContext, SplitBatch
+from cairn.api.connectors import SourceReader, SourceReaderContext, SplitBatch
 from cairn.datastream.connectors.kafka.offsets import (
     KafkaOffsetsInitializer,
     KafkaTopicPartition,
     NoOffsetError,
 )
-from cairn.datastream.connectors.kafka.source import KafkaSource
+from cairn.datastream.connectors.kafka.source_config import KafkaSourceConfig
 from cairn.datastream.connectors.kafka.splits import (
     EARLIEST,
     NO_STOPPING_OFFSET,
@@ -113,7 +113,7 @@ class _Lookup:
 
 
 def list_partitions(
-    source: KafkaSource, consumer: Consumer, timeout_s: float, strict: bool = True
+    source: KafkaSourceConfig, consumer: Consumer, timeout_s: float, strict: bool = True
 ) -> list[KafkaTopicPartition]:
     """The partitions ``source`` reads now; with ``strict``, a named topic or partition that
     does not exist is an error (a pattern may match nothing), else it is left out."""
@@ -175,7 +175,7 @@ class _Discovery(threading.Thread):
     CHECK_INTERVAL_S = 10.0  # without discovery: how often to look for deleted topics
 
     def __init__(
-        self, source: KafkaSource, conf: dict[str, Any], owns: Any, seen: set[_Key]
+        self, source: KafkaSourceConfig, conf: dict[str, Any], owns: Any, seen: set[_Key]
     ) -> None:
         super().__init__(name=f"kafka-discovery-{conf['client.id']}", daemon=True)
         self._source = source
@@ -269,7 +269,7 @@ class KafkaSourceReader(SourceReader):
     """Reads the partitions of one subtask (see the module docstring)."""
 
     def __init__(
-        self, source: KafkaSource, splits: Sequence[Any], context: SourceReaderContext
+        self, source: KafkaSourceConfig, splits: Sequence[Any], context: SourceReaderContext
     ) -> None:
         assert source.deserializer is not None
         self._source = source

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from cairn.datastream.functions import KeySelector, Partitioner
+from cairn.api.functions import KeySelector, Partitioner
 
 __all__ = ["CustomPartitioning"]
 

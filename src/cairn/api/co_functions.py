@@ -1,6 +1,6 @@
 """Functions of two inputs (PyFlink's ``CoMapFunction``, ``CoFlatMapFunction``,
 ``CoProcessFunction``, ``KeyedCoProcessFunction``, ``BroadcastProcessFunction``,
-``KeyedBroadcastProcessFunction``), re-exported by ``cairn.datastream.functions``.
+``KeyedBroadcastProcessFunction``), re-exported by ``cairn.api.functions``.
 
 Invariant: interfaces only; the runtime calls the ``…1`` method for records of the first
 input and the ``…2`` method for the second (``process_element`` and
@@ -22,10 +22,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from cairn.datastream.runtime_context import Function
-from cairn.datastream.state import MapStateDescriptor
-from cairn.datastream.time_domain import TimeDomain
-from cairn.datastream.timerservice import TimerService
+from cairn.api.runtime_context import Function
+from cairn.api.state import MapStateDescriptor
+from cairn.api.time_domain import TimeDomain
+from cairn.api.timerservice import TimerService
 
 __all__ = [
     "BroadcastProcessFunction",

@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import Generic, TypeVar
 
-from cairn.datastream.runtime_context import Function, KeyedStateStore
+from cairn.api.runtime_context import Function, KeyedStateStore
 
 __all__ = [
     "AllWindowFunction",

@@ -34,10 +34,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from cairn.datastream.functions import CheckpointedFunction, MapFunction, SinkFunction
-from cairn.datastream.state import ListStateDescriptor
+from cairn.api.functions import CheckpointedFunction, MapFunction, SinkFunction
+from cairn.api.state import ListStateDescriptor
+from cairn.experiments.skew.samples import CheckpointSample
 from cairn.ids import CheckpointId
-from cairn.observability.skew.samples import CheckpointSample
 
 __all__ = [
     "DEFAULT_ALIGNMENT_TIMEOUT_MS",

@@ -9,7 +9,7 @@ command and the benchmark only orchestrate and print.
 120
 """
 
-from cairn.observability.skew.experiment import (
+from cairn.experiments.skew.experiment import (
     DEFAULT_ALIGNMENT_TIMEOUT_MS,
     DEFAULT_INTERVAL_MS,
     DEFAULT_RECORD_COST_MS,
@@ -24,7 +24,7 @@ from cairn.observability.skew.experiment import (
     run_variant,
     variant_label,
 )
-from cairn.observability.skew.samples import (
+from cairn.experiments.skew.samples import (
     HEADERS,
     CheckpointSample,
     SkewRow,

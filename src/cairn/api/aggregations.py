@@ -19,8 +19,8 @@ import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from cairn.api.functions import ReduceFunction
 from cairn.common.types import Row
-from cairn.datastream.functions import ReduceFunction
 
 __all__ = ["AGGREGATIONS", "AccumulateReduceFunction"]
 

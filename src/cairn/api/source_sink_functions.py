@@ -11,11 +11,11 @@ from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from cairn.datastream.runtime_context import Function, KeyedStateStore
+from cairn.api.runtime_context import Function, KeyedStateStore
 from cairn.ids import CheckpointId
 
 if TYPE_CHECKING:
-    from cairn.datastream.state import ListState, ListStateDescriptor
+    from cairn.api.state import ListState, ListStateDescriptor
 
 __all__ = [
     "CheckpointListener",

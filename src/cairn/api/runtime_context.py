@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from cairn.ids import AttemptNumber, SubtaskIndex
 
 if TYPE_CHECKING:
-    from cairn.datastream.state import (
+    from cairn.api.state import (
         AggregatingState,
         AggregatingStateDescriptor,
         ListState,
