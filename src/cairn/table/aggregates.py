@@ -1,0 +1,173 @@
+"""Built-in aggregate functions with accumulators that accumulate and retract.
+
+Invariant: an accumulator is a plain picklable value (a number, a list, a dict) kept in keyed
+state; ``add`` and ``retract`` of the same value leave it as it was, so a group's result after
+any changelog (``+I``/``+U`` add, ``-U``/``-D`` retract) equals the result over the rows that
+remain — what Flink's retractable aggregates guarantee. NULL arguments are ignored, as SQL
+ignores them (``COUNT(*)`` counts every row).
+
+>>> from cairn.table.analysis import AggCall
+>>> from cairn.table.types import DataTypes
+>>> agg = accumulator_for(AggCall("max", 0, DataTypes.INT(), DataTypes.INT()))
+>>> acc = agg.create()
+>>> for v in (3, 7, 5):
+...     acc = agg.add(acc, v)
+>>> agg.result(agg.retract(acc, 7))
+5
+"""
+
+from __future__ import annotations
+
+import decimal
+from typing import Any
+
+from cairn.table.analysis import AggCall
+
+__all__ = ["Accumulator", "accumulator_for"]
+
+
+class Accumulator:
+    """One aggregate function: ``create`` an accumulator, ``add``/``retract`` a value,
+    read its ``result``."""
+
+    def create(self) -> Any:
+        raise NotImplementedError
+
+    def add(self, acc: Any, value: Any) -> Any:
+        raise NotImplementedError
+
+    def retract(self, acc: Any, value: Any) -> Any:
+        raise NotImplementedError
+
+    def result(self, acc: Any) -> Any:
+        raise NotImplementedError
+
+
+class _CountStar(Accumulator):
+    def create(self) -> int:
+        return 0
+
+    def add(self, acc: int, value: Any) -> int:
+        return acc + 1
+
+    def retract(self, acc: int, value: Any) -> int:
+        return acc - 1
+
+    def result(self, acc: int) -> int:
+        return acc
+
+
+class _Count(_CountStar):
+    def add(self, acc: int, value: Any) -> int:
+        return acc if value is None else acc + 1
+
+    def retract(self, acc: int, value: Any) -> int:
+        return acc if value is None else acc - 1
+
+
+class _Sum(Accumulator):
+    """``[sum, count of non-NULL values]``; ``SUM`` of no value is NULL, ``SUM0`` 0."""
+
+    def __init__(self, zero_when_empty: bool, zero: Any) -> None:
+        self.zero_when_empty = zero_when_empty
+        self.zero = zero
+
+    def create(self) -> list[Any]:
+        return [self.zero, 0]
+
+    def add(self, acc: list[Any], value: Any) -> list[Any]:
+        if value is not None:
+            acc[0] += value
+            acc[1] += 1
+        return acc
+
+    def retract(self, acc: list[Any], value: Any) -> list[Any]:
+        if value is not None:
+            acc[0] -= value
+            acc[1] -= 1
+        return acc
+
+    def result(self, acc: list[Any]) -> Any:
+        if acc[1] == 0:
+            return self.zero if self.zero_when_empty else None
+        return acc[0]
+
+
+class _Avg(_Sum):
+    """The mean, in the argument's type: integral arguments divide as Java does (truncated)."""
+
+    def __init__(self, integral: bool, scale: int | None) -> None:
+        super().__init__(False, 0)
+        self.integral = integral
+        self.scale = scale
+
+    def result(self, acc: list[Any]) -> Any:
+        total, n = acc
+        if n == 0:
+            return None
+        if self.integral:
+            q = abs(total) // n
+            return q if total >= 0 else -q
+        if self.scale is not None:
+            return (decimal.Decimal(total) / n).quantize(decimal.Decimal(1).scaleb(-self.scale))
+        return total / n
+
+
+class _Extreme(Accumulator):
+    """``MIN``/``MAX`` with retraction: a count per distinct value."""
+
+    def __init__(self, pick: Any) -> None:
+        self.pick = pick
+
+    def create(self) -> dict[Any, int]:
+        return {}
+
+    def add(self, acc: dict[Any, int], value: Any) -> dict[Any, int]:
+        if value is not None:
+            acc[value] = acc.get(value, 0) + 1
+        return acc
+
+    def retract(self, acc: dict[Any, int], value: Any) -> dict[Any, int]:
+        if value is not None and value in acc:
+            left = acc[value] - 1
+            if left:
+                acc[value] = left
+            else:
+                del acc[value]
+        return acc
+
+    def result(self, acc: dict[Any, int]) -> Any:
+        return self.pick(acc) if acc else None
+
+
+class _CountDistinct(_Extreme):
+    def __init__(self) -> None:
+        super().__init__(len)
+
+    def result(self, acc: dict[Any, int]) -> Any:
+        return len(acc)
+
+
+def accumulator_for(call: AggCall) -> Accumulator:
+    """The accumulator of one aggregate call."""
+    fn = call.function
+    if fn == "count_star":
+        return _CountStar()
+    if fn == "count":
+        return _Count()
+    if fn in ("sum", "sum0"):
+        is_decimal = call.data_type.root == "DECIMAL"
+        is_float = call.data_type.root in ("FLOAT", "DOUBLE")
+        zero: Any = decimal.Decimal(0) if is_decimal else 0.0 if is_float else 0
+        return _Sum(fn == "sum0", zero)
+    if fn == "avg":
+        t = call.data_type
+        integral = t.root in ("TINYINT", "SMALLINT", "INT", "BIGINT")
+        return _Avg(integral, t.params[1] if t.root == "DECIMAL" else None)
+    if fn == "min":
+        return _Extreme(min)
+    if fn == "max":
+        return _Extreme(max)
+    if fn == "count_distinct":
+        return _CountDistinct()
+    raise ValueError(f"Unsupported aggregate function {fn}")

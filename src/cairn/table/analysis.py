@@ -1,0 +1,381 @@
+"""Resolving expressions against a schema: names to column positions, calls to typed nodes.
+
+Invariant: pure — no I/O, no job. ``resolve`` turns an unresolved ``Expression`` into a typed
+``Rex`` tree over the input's columns, or raises ``ValidationError`` worded as Flink's
+validator words it (``Cannot resolve field [x], input field list:[a, b].``). Every ``Rex``
+carries its SQL type, so the code generator never guesses, and aggregate calls are taken out
+of an expression (``split_aggregates``) before a row is ever computed.
+
+>>> from cairn.table.expressions import col, lit
+>>> from cairn.table.types import DataTypes
+>>> schema = Columns.of([("a", DataTypes.INT()), ("b", DataTypes.BIGINT().not_null())])
+>>> rex = resolve(col("a") + col("b") * 2, schema)
+>>> str(rex.data_type)
+'BIGINT'
+>>> resolve(col("c"), schema)
+Traceback (most recent call last):
+...
+cairn.table.errors.ValidationError: Cannot resolve field [c], input field list:[a, b].
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cairn.table.errors import ValidationError
+from cairn.table.expressions import AGGREGATES, Expression
+from cairn.table.types import DataType, DataTypes, is_integral
+
+__all__ = [
+    "AggCall",
+    "Column",
+    "Columns",
+    "Rex",
+    "aggregate_type",
+    "literal_type",
+    "name_of",
+    "resolve",
+    "split_aggregates",
+]
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of a table: its name and SQL type."""
+
+    name: str
+    data_type: DataType
+
+
+@dataclass(frozen=True)
+class Columns:
+    """The ordered columns of a table (a resolved schema)."""
+
+    columns: tuple[Column, ...]
+
+    @staticmethod
+    def of(pairs: Sequence[tuple[str, DataType]]) -> Columns:
+        return Columns(tuple(Column(n, t) for n, t in pairs))
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    @property
+    def types(self) -> list[DataType]:
+        return [c.data_type for c in self.columns]
+
+    def index(self, name: str) -> int:
+        for i, c in enumerate(self.columns):
+            if c.name == name:
+                return i
+        raise ValidationError(
+            f"Cannot resolve field [{name}], input field list:[{', '.join(self.names)}]."
+        )
+
+    def __len__(self) -> int:
+        return len(self.columns)
+
+
+@dataclass(frozen=True)
+class Rex:
+    """A resolved expression: ``input`` (a column position), ``literal``, ``call``, ``cast``."""
+
+    kind: str
+    data_type: DataType
+    index: int = -1
+    value: Any = None
+    op: str = ""
+    operands: tuple[Rex, ...] = ()
+
+    def __str__(self) -> str:
+        if self.kind == "input":
+            return f"${self.index}"
+        if self.kind == "literal":
+            return repr(self.value)
+        if self.kind == "cast":
+            return f"{self.op.upper()}({self.operands[0]} AS {self.data_type})"
+        return f"{self.op}({', '.join(str(o) for o in self.operands)})"
+
+
+@dataclass(frozen=True)
+class AggCall:
+    """An aggregate over a column of the aggregate's input (``arg`` -1: ``COUNT(*)``)."""
+
+    function: str
+    arg: int
+    data_type: DataType
+    arg_type: DataType | None = None
+
+    def __str__(self) -> str:
+        arg = "*" if self.arg < 0 else f"${self.arg}"
+        return f"{self.function.upper()}({arg})"
+
+
+_ARITHMETIC = {"plus", "minus", "times", "divide", "mod", "power"}
+_COMPARISON = {
+    "equals",
+    "not_equals",
+    "less_than",
+    "less_than_or_equal",
+    "greater_than",
+    "greater_than_or_equal",
+}
+_LOGIC = {"and", "or", "not"}
+_PREDICATES = {"is_null", "is_not_null", "is_true", "is_false"}
+_STRINGS = {"upper", "lower", "trim", "substring", "concat", "json_value"}
+_NUMERIC_ORDER = ["TINYINT", "SMALLINT", "INT", "BIGINT", "DECIMAL", "FLOAT", "DOUBLE"]
+
+
+def literal_type(value: Any) -> DataType:
+    """A literal's type, as Flink types SQL literals (``1`` INT, ``'a'`` STRING) NOT NULL."""
+    if value is None:
+        return DataTypes.NULL()
+    if isinstance(value, bool):
+        return DataTypes.BOOLEAN(False)
+    if isinstance(value, int):
+        if -(2**31) <= value < 2**31:
+            return DataTypes.INT(False)
+        return DataTypes.BIGINT(False)
+    if isinstance(value, float):
+        return DataTypes.DOUBLE(False)
+    if isinstance(value, str):
+        return DataTypes.STRING(False)
+    if isinstance(value, decimal.Decimal):
+        digits = value.as_tuple()
+        scale = max(0, -int(digits.exponent))
+        return DataTypes.DECIMAL(max(len(digits.digits), scale, 1), scale, False)
+    if isinstance(value, datetime.datetime):
+        return DataTypes.TIMESTAMP(6, False)
+    if isinstance(value, datetime.date):
+        return DataTypes.DATE(False)
+    raise ValidationError(f"Unsupported literal {value!r} of type {type(value).__name__}")
+
+
+def wider(a: DataType, b: DataType) -> DataType:
+    """The common type of two numeric operands (``INT`` and ``BIGINT`` → ``BIGINT``)."""
+    if a.root == "NULL":
+        return b
+    if b.root == "NULL":
+        return a
+    nullable = a.nullable or b.nullable
+    if a.root == b.root and a.params == b.params:
+        return a if a.nullable == nullable else a.nullable_()
+    if a.root == "DECIMAL" and b.root == "DECIMAL":
+        scale = max(a.params[1], b.params[1])
+        digits = max(a.params[0] - a.params[1], b.params[0] - b.params[1])
+        return DataTypes.DECIMAL(min(38, digits + scale), scale, nullable)
+    if a.is_numeric and b.is_numeric:
+        ra, rb = _NUMERIC_ORDER.index(a.root), _NUMERIC_ORDER.index(b.root)
+        top = a if ra >= rb else b
+        if top.root == "DECIMAL" and (a.root in ("FLOAT", "DOUBLE") or b.root in ("FLOAT",)):
+            return DataTypes.DOUBLE(nullable)
+        return DataType(top.root, top.params, nullable)
+    if a.is_string and b.is_string:
+        return DataTypes.STRING(nullable)
+    return DataType(a.root, a.params, nullable)
+
+
+def _nullable(*types: DataType) -> bool:
+    return any(t.nullable for t in types)
+
+
+def _with_null(t: DataType, nullable: bool) -> DataType:
+    return t.nullable_() if nullable else t.not_null()
+
+
+def resolve(expr: Expression, columns: Columns) -> Rex:
+    """The typed tree of ``expr`` over ``columns``; aggregates are refused here (a caller
+    that allows them takes them out first with ``split_aggregates``)."""
+    if expr.kind == "field":
+        i = columns.index(expr.name)
+        return Rex("input", columns.columns[i].data_type, index=i)
+    if expr.kind == "literal":
+        t = expr.data_type or literal_type(expr.value)
+        return Rex("literal", t, value=expr.value)
+    if expr.kind == "alias":
+        return resolve(expr.args[0], columns)
+    if expr.kind == "cast":
+        inner = resolve(expr.args[0], columns)
+        assert expr.data_type is not None
+        nullable = inner.data_type.nullable or expr.name == "try"
+        return Rex("cast", _with_null(expr.data_type, nullable), op=expr.name, operands=(inner,))
+    if expr.kind == "star":
+        raise ValidationError("'*' is only allowed alone in a select list")
+    if expr.kind != "call":
+        raise ValidationError(f"Unsupported expression {expr}")
+    if expr.name in AGGREGATES:
+        raise ValidationError(
+            f"Aggregate {expr} is not allowed here: aggregates belong to a group_by(...).select"
+            " or to a select over the whole table"
+        )
+    ops = tuple(resolve(a, columns) for a in expr.args)
+    return Rex("call", _call_type(expr.name, ops, expr), op=expr.name, operands=ops)
+
+
+def _call_type(name: str, ops: tuple[Rex, ...], expr: Expression) -> DataType:
+    types = [o.data_type for o in ops]
+    nullable = _nullable(*types)
+    if name in _ARITHMETIC:
+        a, b = types
+        if a.root in ("TIMESTAMP", "TIMESTAMP_LTZ", "DATE") and b.root == "INTERVAL":
+            return _with_null(a, nullable)
+        if not (a.is_numeric or a.root == "NULL") or not (b.is_numeric or b.root == "NULL"):
+            raise ValidationError(
+                f"Cannot apply '{name}' to arguments of type <{a}> and <{b}> in {expr}"
+            )
+        if name == "power":
+            return DataTypes.DOUBLE(nullable)
+        return _with_null(wider(a, b), nullable)
+    if name == "minus_prefix":
+        return types[0]
+    if name in _COMPARISON:
+        a, b = types
+        comparable = (
+            (a.is_numeric and b.is_numeric)
+            or (a.is_string and b.is_string)
+            or a.root == b.root
+            or "NULL" in (a.root, b.root)
+        )
+        if not comparable:
+            raise ValidationError(
+                f"Cannot apply '{name}' to arguments of type <{a}> and <{b}> in {expr}"
+            )
+        return DataTypes.BOOLEAN(nullable)
+    if name in _LOGIC:
+        for t in types:
+            if t.root not in ("BOOLEAN", "NULL"):
+                raise ValidationError(f"'{name}' expects BOOLEAN operands, got <{t}> in {expr}")
+        return DataTypes.BOOLEAN(nullable)
+    if name in _PREDICATES:
+        return DataTypes.BOOLEAN(False)
+    if name in ("in", "between", "not_between", "like"):
+        return DataTypes.BOOLEAN(nullable)
+    if name in _STRINGS:
+        return DataTypes.STRING(True if name == "json_value" else nullable)
+    if name == "char_length":
+        return DataTypes.INT(nullable)
+    if name in ("abs", "floor", "ceil", "round"):
+        return types[0]
+    if name == "if":
+        return _with_null(wider(types[1], types[2]), types[1].nullable or types[2].nullable)
+    raise ValidationError(
+        f"No match found for function signature {name}({', '.join(map(str, types))})"
+    )
+
+
+def aggregate_type(function: str, arg_type: DataType | None) -> DataType:
+    """The result type of an aggregate, as Flink's built-in aggregate functions type it."""
+    if function in ("count", "count_star", "count_distinct"):
+        return DataTypes.BIGINT(False)
+    assert arg_type is not None
+    if not arg_type.is_numeric and function in ("sum", "sum0", "avg"):
+        raise ValidationError(f"{function.upper()} requires a numeric argument, got <{arg_type}>")
+    if function in ("sum", "sum0"):
+        if arg_type.root == "DECIMAL":
+            return DataTypes.DECIMAL(38, arg_type.params[1], function == "sum")
+        return _with_null(arg_type, function == "sum")
+    if function == "avg":
+        return _with_null(arg_type, True)
+    return _with_null(arg_type, True)  # min, max
+
+
+def name_of(expr: Expression, position: int, aggregate_index: int | None = None) -> str:
+    """The column name Flink gives a select item: its alias, a field's own name, ``EXPR$n``
+    for the n-th aggregate, ``_c<position>`` for another expression."""
+    if expr.kind == "alias":
+        return expr.names[0]
+    if expr.kind == "field":
+        return expr.name
+    if aggregate_index is not None:
+        return f"EXPR${aggregate_index}"
+    return f"_c{position}"
+
+
+def contains_aggregate(expr: Expression) -> bool:
+    if expr.kind == "call" and expr.name in AGGREGATES:
+        return True
+    return any(contains_aggregate(a) for a in expr.args)
+
+
+def split_aggregates(
+    expr: Expression,
+    columns: Columns,
+    calls: list[AggCall],
+    keys: Sequence[int],
+    extra: list[tuple[Expression, Rex]] | None = None,
+) -> Expression:
+    """``expr`` over the aggregate's output (the group keys, then one column per call),
+    appending the aggregate calls it makes to ``calls``.
+
+    The aggregate's output columns are named ``$k<i>`` for key ``i`` and ``$a<j>`` for call
+    ``j``, so the returned expression resolves against ``aggregate_output``'s columns. An
+    argument that is not a column (``col('a').cast(...).max``) is appended to ``extra``: the
+    aggregate's input is then the input's columns followed by those computed ones.
+    """
+    if expr.kind == "call" and expr.name in AGGREGATES:
+        fn = expr.name
+        if fn == "count" and (not expr.args or expr.args[0].kind == "star"):
+            call = AggCall("count_star", -1, DataTypes.BIGINT(False))
+        else:
+            if len(expr.args) != 1:
+                raise ValidationError(f"{fn.upper()} takes one argument, got {expr}")
+            arg = expr.args[0]
+            if contains_aggregate(arg):
+                raise ValidationError(f"Aggregate calls cannot be nested: {expr}")
+            if arg.kind == "field":
+                i = columns.index(arg.name)
+                t = columns.columns[i].data_type
+            else:  # computed first, into a column after the input's
+                rex = resolve(arg, columns)
+                if extra is None:
+                    raise ValidationError(f"Aggregate arguments must be columns here: {expr}")
+                for k, (known, _) in enumerate(extra):
+                    if str(known) == str(arg):
+                        i = len(columns) + k
+                        break
+                else:
+                    extra.append((arg, rex))
+                    i = len(columns) + len(extra) - 1
+                t = rex.data_type
+            if fn == "count" and t.nullable is False:
+                fn = "count_star"
+            call = AggCall(fn, i, aggregate_type(fn, t), t)
+        for j, existing in enumerate(calls):
+            if existing == call:
+                return Expression("field", f"$a{j}")
+        calls.append(call)
+        return Expression("field", f"$a{len(calls) - 1}")
+    if expr.kind == "field":
+        i = columns.index(expr.name)
+        if i not in keys:
+            raise ValidationError(
+                f"Expression '{expr.name}' is not being grouped: select a grouping column"
+                f" ({', '.join(columns.names[k] for k in keys) or 'none'}) or an aggregate"
+            )
+        return Expression("field", f"$k{list(keys).index(i)}")
+    if not expr.args:
+        return expr
+    return Expression(
+        expr.kind,
+        expr.name,
+        tuple(split_aggregates(a, columns, calls, keys, extra) for a in expr.args),
+        expr.value,
+        expr.data_type,
+        expr.names,
+    )
+
+
+def aggregate_output(columns: Columns, keys: Sequence[int], calls: Sequence[AggCall]) -> Columns:
+    """The columns of an aggregate: its keys (``$k<i>``), then its calls (``$a<j>``)."""
+    pairs = [(f"$k{i}", columns.columns[k].data_type) for i, k in enumerate(keys)]
+    pairs += [(f"$a{j}", c.data_type) for j, c in enumerate(calls)]
+    return Columns.of(pairs)
+
+
+def is_integral_type(t: DataType) -> bool:
+    return is_integral(t)

@@ -1,0 +1,442 @@
+"""Compiling resolved expressions to Python source, once per operator.
+
+Invariant: a projection and a filter over a row become one Python function of the row tuple,
+generated as source text from typed ``Rex`` trees and compiled once where it runs (the source
+travels in the job, the code object is built on first use); no tree is walked per row. SQL's
+NULL semantics hold: an operator over a nullable operand is NULL when an operand is NULL
+(a helper checks it; an operand typed NOT NULL is used directly), ``AND``/``OR`` are
+three-valued, and a filter keeps a row only when its condition is TRUE.
+
+>>> from cairn.table.analysis import Columns, resolve
+>>> from cairn.table.expressions import col, lit
+>>> from cairn.table.types import DataTypes
+>>> cols = Columns.of([("a", DataTypes.INT()), ("b", DataTypes.INT(False))])
+>>> calc = CompiledCalc(calc_source([resolve(col("b") * 2, cols)], resolve(col("a") > 1, cols)))
+>>> calc((5, 3)), calc((None, 3)), calc((0, 3))
+((6,), None, None)
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import json
+import math
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from cairn.table.analysis import Rex
+from cairn.table.types import DataType
+
+__all__ = ["RUNTIME", "CompiledCalc", "calc_source", "cast_function", "expression_source"]
+
+_BINARY = {
+    "plus": "+",
+    "minus": "-",
+    "times": "*",
+    "mod": "%",
+    "power": "**",
+    "equals": "==",
+    "not_equals": "!=",
+    "less_than": "<",
+    "less_than_or_equal": "<=",
+    "greater_than": ">",
+    "greater_than_or_equal": ">=",
+}
+
+
+def expression_source(rex: Rex, row: str = "r") -> str:
+    """Python source computing ``rex`` from the tuple named ``row``."""
+    if rex.kind == "input":
+        return f"{row}[{rex.index}]"
+    if rex.kind == "literal":
+        if rex.data_type.root == "DECIMAL":
+            return f"_Decimal({str(rex.value)!r})"
+        return repr(rex.value)
+    if rex.kind == "cast":
+        inner = expression_source(rex.operands[0], row)
+        return f"_cast({inner}, {str(rex.data_type)!r}, {rex.op == 'try'})"
+    ops = [expression_source(o, row) for o in rex.operands]
+    op = rex.op
+    direct = not any(o.data_type.nullable for o in rex.operands)
+    if op in _BINARY:
+        if op == "plus" and rex.operands[1].data_type.root == "INTERVAL":
+            return f"_plus_interval({ops[0]}, {ops[1]})"
+        if op == "minus" and rex.operands[1].data_type.root == "INTERVAL":
+            return f"_plus_interval({ops[0]}, -({ops[1]}))"
+        if op == "mod" and _integral(rex.data_type):
+            return f"_mod({ops[0]}, {ops[1]})"
+        text = f"({ops[0]} {_BINARY[op]} {ops[1]})"
+        return text if direct else f"_nullsafe2(lambda x, y: x {_BINARY[op]} y, {ops[0]}, {ops[1]})"
+    if op == "divide":
+        fn = "_idiv" if _integral(rex.data_type) else "_div"
+        return f"{fn}({ops[0]}, {ops[1]})"
+    if op == "minus_prefix":
+        return f"(-{ops[0]})" if direct else f"_neg({ops[0]})"
+    if op == "and":
+        return f"_and({ops[0]}, {ops[1]})"
+    if op == "or":
+        return f"_or({ops[0]}, {ops[1]})"
+    if op == "not":
+        return f"_not({ops[0]})"
+    if op == "is_null":
+        return f"({ops[0]} is None)"
+    if op == "is_not_null":
+        return f"({ops[0]} is not None)"
+    if op == "is_true":
+        return f"({ops[0]} is True)"
+    if op == "is_false":
+        return f"({ops[0]} is False)"
+    if op == "in":
+        return f"_in({ops[0]}, ({', '.join(ops[1:])},))"
+    if op == "between":
+        return f"_between({ops[0]}, {ops[1]}, {ops[2]})"
+    if op == "not_between":
+        return f"_not(_between({ops[0]}, {ops[1]}, {ops[2]}))"
+    if op == "if":
+        return f"({ops[1]} if {ops[0]} is True else {ops[2]})"
+    if op in ("upper", "lower", "trim", "abs", "floor", "ceil", "char_length"):
+        return f"_nullsafe1(_{op}, {ops[0]})"
+    if op == "round":
+        return f"_nullsafe2(_round, {ops[0]}, {ops[1]})"
+    if op == "concat":
+        return f"_concat(({', '.join(ops)},))"
+    if op == "substring":
+        length = ops[2] if len(ops) > 2 else "None"
+        return f"_substring({ops[0]}, {ops[1]}, {length})"
+    if op == "like":
+        return f"_like({ops[0]}, {ops[1]})"
+    if op == "json_value":
+        return f"_json_value({ops[0]}, {ops[1]})"
+    raise NotImplementedError(f"no code for {op}")
+
+
+def _integral(t: DataType) -> bool:
+    return t.root in ("TINYINT", "SMALLINT", "INT", "BIGINT")
+
+
+def calc_source(projections: Sequence[Rex] | None, condition: Rex | None) -> str:
+    """Source of ``calc(r)``: the projected tuple of row ``r``, or ``None`` when the condition
+    is not TRUE. ``projections`` ``None`` keeps the row as it is."""
+    lines = ["def calc(r):"]
+    if condition is not None:
+        lines.append(f"    if {expression_source(condition)} is not True:")
+        lines.append("        return None")
+    if projections is None:
+        lines.append("    return r")
+    else:
+        items = "".join(f"{expression_source(p)}, " for p in projections)
+        lines.append(f"    return ({items})")
+    return "\n".join(lines)
+
+
+class CompiledCalc:
+    """A generated function, pickled as its source and compiled on first call."""
+
+    __slots__ = ("_fn", "source")
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self._fn: Callable[[tuple[Any, ...]], tuple[Any, ...] | None] | None = None
+
+    def __getstate__(self) -> str:
+        return self.source
+
+    def __setstate__(self, source: str) -> None:
+        self.source = source
+        self._fn = None
+
+    def function(self) -> Callable[[tuple[Any, ...]], tuple[Any, ...] | None]:
+        if self._fn is None:
+            namespace = dict(RUNTIME)
+            exec(compile(self.source, "<cairn-table-calc>", "exec"), namespace)
+            self._fn = namespace["calc"]
+        return self._fn
+
+    def __call__(self, row: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        return self.function()(row)
+
+
+# -- the runtime the generated code calls ------------------------------------------------------
+
+
+def _nullsafe1(f: Callable[[Any], Any], a: Any) -> Any:
+    return None if a is None else f(a)
+
+
+def _nullsafe2(f: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
+    return None if a is None or b is None else f(a, b)
+
+
+def _neg(a: Any) -> Any:
+    return None if a is None else -a
+
+
+def _div(a: Any, b: Any) -> Any:
+    if a is None or b is None:
+        return None
+    if b == 0:
+        raise ArithmeticError(f"Division by zero: {a} / {b}")
+    return a / b
+
+
+def _idiv(a: Any, b: Any) -> Any:
+    """Java's integer division: truncates toward zero."""
+    if a is None or b is None:
+        return None
+    if b == 0:
+        raise ArithmeticError(f"Division by zero: {a} / {b}")
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def _mod(a: Any, b: Any) -> Any:
+    """Java's remainder: the sign of the dividend."""
+    if a is None or b is None:
+        return None
+    return int(math.fmod(a, b))
+
+
+def _and(a: Any, b: Any) -> Any:
+    if a is False or b is False:
+        return False
+    if a is None or b is None:
+        return None
+    return True
+
+
+def _or(a: Any, b: Any) -> Any:
+    if a is True or b is True:
+        return True
+    if a is None or b is None:
+        return None
+    return False
+
+
+def _not(a: Any) -> Any:
+    return None if a is None else not a
+
+
+def _in(a: Any, values: tuple[Any, ...]) -> Any:
+    if a is None:
+        return None
+    return a in values
+
+
+def _between(a: Any, lo: Any, hi: Any) -> Any:
+    if a is None or lo is None or hi is None:
+        return None
+    return bool(lo <= a <= hi)
+
+
+def _upper(s: str) -> str:
+    return s.upper()
+
+
+def _lower(s: str) -> str:
+    return s.lower()
+
+
+def _trim(s: str) -> str:
+    return s.strip(" ")
+
+
+def _abs(x: Any) -> Any:
+    return abs(x)
+
+
+def _floor(x: Any) -> Any:
+    return math.floor(x) if isinstance(x, float) else x
+
+
+def _ceil(x: Any) -> Any:
+    return math.ceil(x) if isinstance(x, float) else x
+
+
+def _round(x: Any, places: int) -> Any:
+    if isinstance(x, int):
+        return x
+    q = decimal.Decimal(str(x)).quantize(
+        decimal.Decimal(1).scaleb(-places), rounding=decimal.ROUND_HALF_UP
+    )
+    return type(x)(q) if isinstance(x, float) else q
+
+
+def _char_length(s: str) -> int:
+    return len(s)
+
+
+def _concat(parts: tuple[Any, ...]) -> Any:
+    if any(p is None for p in parts):
+        return None
+    return "".join(str(p) for p in parts)
+
+
+def _substring(s: Any, begin: Any, length: Any) -> Any:
+    if s is None or begin is None:
+        return None
+    start = max(begin - 1, 0) if begin > 0 else max(len(s) + begin, 0)
+    return s[start:] if length is None else s[start : start + length]
+
+
+_LIKE_CACHE: dict[str, re.Pattern[str]] = {}
+
+
+def _like(s: Any, pattern: Any) -> Any:
+    if s is None or pattern is None:
+        return None
+    compiled = _LIKE_CACHE.get(pattern)
+    if compiled is None:
+        regex = "".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in pattern)
+        compiled = _LIKE_CACHE[pattern] = re.compile(regex, re.S)
+    return compiled.fullmatch(s) is not None
+
+
+def _json_value(text: Any, path: Any) -> Any:
+    """``JSON_VALUE`` over ``$.a.b`` / ``$.a[0]`` paths: the scalar there as text, else NULL."""
+    if text is None or path is None:
+        return None
+    try:
+        node = json.loads(text)
+    except (TypeError, ValueError):
+        return None
+    for name, index in re.findall(r"\.([^.\[]+)|\[(\d+)\]", path[1:]):
+        if name:
+            if not isinstance(node, dict) or name not in node:
+                return None
+            node = node[name]
+        else:
+            if not isinstance(node, list) or int(index) >= len(node):
+                return None
+            node = node[int(index)]
+    if isinstance(node, dict | list) or node is None:
+        return None
+    if isinstance(node, bool):
+        return "true" if node else "false"
+    return str(node)
+
+
+def _plus_interval(t: Any, millis: Any) -> Any:
+    if t is None or millis is None:
+        return None
+    return t + datetime.timedelta(milliseconds=millis)
+
+
+def cast_function(target: str) -> Callable[[Any], Any]:
+    """The conversion of a value to the SQL type named ``target`` (``str(DataType)``)."""
+    root = target.split("(")[0].split(" ")[0].split("<")[0]
+    if root in ("TINYINT", "SMALLINT", "INT", "BIGINT"):
+        return _to_int
+    if root in ("FLOAT", "DOUBLE"):
+        return float
+    if root == "DECIMAL":
+        scale = int(target.split(",")[1].split(")")[0]) if "," in target else 0
+        quantum = decimal.Decimal(1).scaleb(-scale)
+        return lambda v: decimal.Decimal(str(v).strip()).quantize(
+            quantum, rounding=decimal.ROUND_HALF_UP
+        )
+    if root in ("STRING", "VARCHAR", "CHAR"):
+        return sql_text
+    if root == "BOOLEAN":
+        return _to_bool
+    if root in ("TIMESTAMP", "TIMESTAMP_LTZ"):
+        return _to_timestamp
+    if root == "DATE":
+        return lambda v: (
+            v.date()
+            if isinstance(v, datetime.datetime)
+            else (
+                v if isinstance(v, datetime.date) else datetime.date.fromisoformat(str(v).strip())
+            )
+        )
+    return lambda v: v
+
+
+_CASTS: dict[str, Callable[[Any], Any]] = {}
+
+
+def _cast(value: Any, target: str, try_: bool) -> Any:
+    if value is None:
+        return None
+    f = _CASTS.get(target)
+    if f is None:
+        f = _CASTS[target] = cast_function(target)
+    try:
+        return f(value)
+    except (ValueError, TypeError, ArithmeticError, decimal.InvalidOperation) as e:
+        if try_:
+            return None
+        raise ValueError(f"Cannot cast {value!r} to {target}: {e}") from None
+
+
+def _to_int(v: Any) -> int:
+    if isinstance(v, str):
+        return int(v.strip())
+    if isinstance(v, bool):
+        return int(v)
+    return int(v)
+
+
+def _to_bool(v: Any) -> bool:
+    if isinstance(v, str):
+        text = v.strip().lower()
+        if text in ("true", "t", "yes", "y", "1"):
+            return True
+        if text in ("false", "f", "no", "n", "0"):
+            return False
+        raise ValueError(f"not a boolean: {v!r}")
+    return bool(v)
+
+
+def _to_timestamp(v: Any) -> datetime.datetime:
+    if isinstance(v, datetime.datetime):
+        return v
+    if hasattr(v, "to_epoch_milli"):  # cairn.common.time.Instant
+        v = v.to_epoch_milli()
+    if isinstance(v, int | float):
+        utc = datetime.datetime.fromtimestamp(v / 1000, datetime.timezone.utc)
+        return utc.replace(tzinfo=None)
+    return datetime.datetime.fromisoformat(str(v).strip())
+
+
+def java_double_text(x: float) -> str:
+    """Java's ``Double.toString``: plain between 1e-3 and 1e7, else ``1.0E10``."""
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    if x == 0:
+        return "0.0" if math.copysign(1, x) > 0 else "-0.0"
+    if 1e-3 <= abs(x) < 1e7:
+        text = repr(x)
+        return text if "." in text or "e" in text else text + ".0"
+    sign, digits, exponent = decimal.Decimal(repr(x)).normalize().as_tuple()
+    assert isinstance(exponent, int)
+    text = "".join(map(str, digits))
+    power = len(text) - 1 + exponent
+    mantissa = text[0] + "." + (text[1:] or "0")
+    return f"{'-' if sign else ''}{mantissa}E{power}"
+
+
+def sql_text(v: Any) -> str:
+    """A value as Flink's ``CAST(v AS STRING)`` prints it."""
+    if isinstance(v, bool):
+        return "TRUE" if v else "FALSE"
+    if isinstance(v, float):
+        return java_double_text(v)
+    if isinstance(v, datetime.datetime):
+        return v.isoformat(sep=" ")
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join("NULL" if x is None else sql_text(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{sql_text(k)}={sql_text(x)}" for k, x in v.items()) + "}"
+    return str(v)
+
+
+RUNTIME: dict[str, Any] = {
+    name: value
+    for name, value in globals().items()
+    if name.startswith("_") and not name.startswith("__") and callable(value)
+}
+RUNTIME["_Decimal"] = decimal.Decimal

@@ -1,0 +1,357 @@
+"""``TableEnvironment``: PyFlink's entry point of the Table API, on Cairn's runtime.
+
+Invariant: a table environment owns one ``StreamExecutionEnvironment`` (its own, or the one
+given to ``StreamTableEnvironment.create``) and an in-memory catalog
+(``default_catalog.default_database``) of views and sink tables; a query is planned
+(``cairn.table.plan``) when it is built and translated onto that environment's DataStream
+API only when it runs, so a table job has Cairn's checkpoints, state backends, savepoints and
+Spark deployment. Configuration keys go to the DataStream environment unchanged
+(``parallelism.default``, ``execution.checkpointing.interval``...), as in PyFlink.
+
+>>> t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+>>> t_env.create_temporary_view("words", t_env.from_elements([("a",), ("b",)], ["w"]))
+>>> t_env.list_tables()
+['words']
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cairn.common.configuration import Configuration
+from cairn.datastream.data_stream import DataStream
+from cairn.datastream.execution_mode import RuntimeExecutionMode
+from cairn.datastream.stream_execution_environment import StreamExecutionEnvironment
+from cairn.table.analysis import Columns
+from cairn.table.connectors import SinkTable, create_sink
+from cairn.table.errors import TableException, ValidationError
+from cairn.table.expressions import Expression
+from cairn.table.operators import ToRowFunction, ToTableRecord
+from cairn.table.plan import ChangelogMode, StreamScan, Values, changelog_mode
+from cairn.table.result import TableResult
+from cairn.table.schema import Schema
+from cairn.table.table import Table, project
+from cairn.table.translate import to_data_stream
+from cairn.table.types import (
+    DataType,
+    DataTypes,
+    RowType,
+    from_type_info,
+    python_type_of,
+    to_type_info,
+)
+
+__all__ = [
+    "EnvironmentSettings",
+    "StreamTableEnvironment",
+    "TableConfig",
+    "TableDescriptor",
+    "TableEnvironment",
+]
+
+
+@dataclass(frozen=True)
+class EnvironmentSettings:
+    """Streaming or batch mode (PyFlink's ``EnvironmentSettings``)."""
+
+    streaming: bool = True
+
+    @staticmethod
+    def in_streaming_mode() -> EnvironmentSettings:
+        return EnvironmentSettings(True)
+
+    @staticmethod
+    def in_batch_mode() -> EnvironmentSettings:
+        return EnvironmentSettings(False)
+
+    @staticmethod
+    def new_instance() -> EnvironmentSettings.Builder:
+        return EnvironmentSettings.Builder()
+
+    def is_streaming_mode(self) -> bool:
+        return self.streaming
+
+    @dataclass
+    class Builder:
+        streaming: bool = True
+
+        def in_streaming_mode(self) -> EnvironmentSettings.Builder:
+            self.streaming = True
+            return self
+
+        def in_batch_mode(self) -> EnvironmentSettings.Builder:
+            self.streaming = False
+            return self
+
+        def with_configuration(self, config: Configuration) -> EnvironmentSettings.Builder:
+            return self
+
+        def build(self) -> EnvironmentSettings:
+            return EnvironmentSettings(self.streaming)
+
+
+class TableConfig:
+    """The table environment's configuration (Flink's keys); applied to the DataStream
+    environment when a statement runs, and checked when set."""
+
+    def __init__(self, env: StreamExecutionEnvironment) -> None:
+        self._env = env
+        self._configuration = Configuration()
+
+    def get_configuration(self) -> Configuration:
+        return self._configuration
+
+    def set(self, key: str, value: str) -> TableConfig:
+        self._env.configure({key: str(value)})  # fails here on an unknown key or bad value
+        self._configuration.set_string(key, str(value))
+        return self
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._configuration.get_string(key, default)
+
+    def apply(self) -> None:
+        """Hand the keys set so far to the DataStream environment."""
+        self._env.configure(self._configuration)
+
+
+@dataclass(frozen=True)
+class TableDescriptor:
+    """A table by connector and options (PyFlink's ``TableDescriptor``)."""
+
+    connector: str
+    schema: Schema | None = None
+    options: tuple[tuple[str, str], ...] = ()
+
+    @staticmethod
+    def for_connector(connector: str) -> TableDescriptor.Builder:
+        return TableDescriptor.Builder(connector)
+
+    @dataclass
+    class Builder:
+        connector: str
+        schema_: Schema | None = None
+        options: dict[str, str] = field(default_factory=dict)
+
+        def schema(self, schema: Schema) -> TableDescriptor.Builder:
+            self.schema_ = schema
+            return self
+
+        def option(self, key: str, value: Any) -> TableDescriptor.Builder:
+            self.options[key] = str(value)
+            return self
+
+        def format(self, fmt: Any, format_option_key: Any = None) -> TableDescriptor.Builder:
+            self.options["format"] = str(fmt)
+            return self
+
+        def build(self) -> TableDescriptor:
+            return TableDescriptor(self.connector, self.schema_, tuple(self.options.items()))
+
+
+class TableEnvironment:
+    """PyFlink's ``TableEnvironment``: create tables, run queries, register views and sinks."""
+
+    def __init__(self, env: StreamExecutionEnvironment, settings: EnvironmentSettings) -> None:
+        self._env = env
+        self._settings = settings
+        self._batch = not settings.streaming
+        if self._batch:
+            env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+        self._views: dict[str, Table] = {}
+        self._sinks: dict[str, SinkTable] = {}
+        self._unnamed = itertools.count()
+        self._config = TableConfig(env)
+
+    @staticmethod
+    def create(
+        environment_settings: EnvironmentSettings | Configuration | None = None,
+    ) -> TableEnvironment:
+        settings = (
+            environment_settings
+            if isinstance(environment_settings, EnvironmentSettings)
+            else EnvironmentSettings.in_streaming_mode()
+        )
+        env = StreamExecutionEnvironment.get_execution_environment()
+        return TableEnvironment(env, settings)
+
+    def get_config(self) -> TableConfig:
+        return self._config
+
+    # -- tables from data --------------------------------------------------------------------
+
+    def from_elements(
+        self,
+        elements: Iterable[Any],
+        schema: DataType | Sequence[str] | None = None,
+        verify_schema: bool = True,
+    ) -> Table:
+        """A table of Python rows (tuples, lists or ``Row``s); column types inferred from the
+        first row unless a ``DataTypes.ROW`` schema is given."""
+        rows = [tuple(e) for e in elements]
+        if isinstance(schema, RowType):
+            names, types = schema.field_names(), schema.field_types()
+        else:
+            if not rows:
+                raise ValidationError("from_elements needs a schema when there are no elements")
+            arity = len(rows[0])
+            names = (
+                [str(n) for n in schema]
+                if isinstance(schema, Sequence)
+                else [f"_{i + 1}" for i in range(arity)]
+            )
+            if len(names) != arity:
+                raise ValidationError(
+                    f"The schema names {len(names)} columns but the rows have {arity} fields"
+                )
+            types = [_inferred(rows, i) for i in range(arity)]
+        for n, row in enumerate(rows):
+            if len(row) != len(names):
+                raise ValidationError(
+                    f"Element {n} has {len(row)} fields, the schema {len(names)}: {row!r}"
+                )
+        return Table(Values(tuple(rows), Columns.of(list(zip(names, types, strict=True)))), self)
+
+    def from_data_stream(
+        self, data_stream: DataStream, *fields_or_schema: Expression | Schema
+    ) -> Table:
+        """A table of a DataStream's records (``Row``s, tuples or single values)."""
+        row_type = from_type_info(data_stream.get_type())
+        if isinstance(row_type, RowType):
+            names, types = row_type.field_names(), row_type.field_types()
+        else:
+            names, types = ["f0"], [row_type]
+        columns = Columns.of(list(zip(names, types, strict=True)))
+        arity = len(names)
+
+        def build(env: StreamExecutionEnvironment) -> DataStream:
+            return data_stream.map(ToTableRecord(arity))
+
+        scan = StreamScan(columns, f"DataStream-{next(self._unnamed)}", build)
+        table = Table(scan, self)
+        if fields_or_schema and isinstance(fields_or_schema[0], Schema):
+            schema = fields_or_schema[0]
+            if any(c.expression is not None for c in schema.columns) or schema.watermark:
+                raise TableException(
+                    "from_data_stream with computed columns or a watermark is not built yet;"
+                    " assign timestamps on the DataStream and select the columns instead"
+                )
+            wanted = [c.name for c in schema.columns]
+            from cairn.table.expressions import col
+
+            return Table(project(scan, [col(n) for n in wanted]), self)
+        if fields_or_schema:
+            return table.select(*fields_or_schema)  # type: ignore[arg-type]
+        return table
+
+    def to_data_stream(self, table: Table) -> DataStream:
+        """An insert-only table as a DataStream of ``Row``s."""
+        if changelog_mode(table.plan) is not ChangelogMode.INSERT_ONLY:
+            raise TableException(
+                "Table sink 'to_data_stream' doesn't support consuming update changes which is"
+                f" produced by node {type(table.plan).__name__}; use to_changelog_stream"
+            )
+        return self.to_changelog_stream(table)
+
+    def to_changelog_stream(self, table: Table) -> DataStream:
+        """A table as a DataStream of ``Row``s, each with its kind (``+I``, ``-U``, ...)."""
+        columns = table.plan.columns
+        info = to_type_info(
+            DataTypes.ROW([DataTypes.FIELD(c.name, c.data_type) for c in columns.columns])
+        )
+        return to_data_stream(table.plan, self._env).map(ToRowFunction(columns.names), info)
+
+    # -- catalog -----------------------------------------------------------------------------
+
+    def create_temporary_view(self, view_path: str, table: Table, *fields: Any) -> None:
+        if view_path in self._views or view_path in self._sinks:
+            raise ValidationError(
+                f"Temporary table '`default_catalog`.`default_database`.`{view_path}`' already"
+                " exists"
+            )
+        self._views[view_path] = table
+
+    register_table = create_temporary_view
+
+    def create_temporary_table(self, path: str, descriptor: TableDescriptor) -> None:
+        if path in self._views or path in self._sinks:
+            raise ValidationError(f"Temporary table '{path}' already exists")
+        self._sinks[path] = create_sink(
+            path, descriptor.connector, descriptor.schema, dict(descriptor.options)
+        )
+
+    create_table = create_temporary_table
+
+    def from_path(self, path: str) -> Table:
+        name = path.split(".")[-1].strip("`")
+        if name in self._views:
+            return self._views[name]
+        raise ValidationError(f"Table `{path}` was not found.")
+
+    def list_tables(self) -> list[str]:
+        return sorted([*self._views, *self._sinks])
+
+    list_views = list_tables
+
+    def drop_temporary_view(self, view_path: str) -> bool:
+        return self._views.pop(view_path, None) is not None
+
+    def drop_temporary_table(self, table_path: str) -> bool:
+        return self._sinks.pop(table_path, None) is not None or self.drop_temporary_view(table_path)
+
+    def _register_unnamed(self, table: Table) -> str:
+        name = f"UnnamedTable${next(self._unnamed)}"
+        self._views[name] = table
+        return name
+
+    def add_jars(self, *jars: str) -> None:
+        """Accepted and ignored: Cairn's connectors are Python, no jar is loaded."""
+
+    # -- running -----------------------------------------------------------------------------
+
+    def _execute_query(self, table: Table) -> TableResult:
+        self._config.apply()
+        stream = to_data_stream(table.plan, self._env)
+        iterator = stream.execute_and_collect("collect")
+        assert not isinstance(iterator, list)
+        return TableResult(table.plan.columns, iterator, None, streaming=not self._batch)
+
+    def _execute_insert(self, table: Table, path: str) -> TableResult:
+        name = path.split(".")[-1].strip("`")
+        sink = self._sinks.get(name)
+        if sink is None:
+            raise ValidationError(f"Table `{path}` was not found.")
+        sink.check(table.plan, changelog_mode(table.plan))
+        self._config.apply()
+        stream = to_data_stream(table.plan, self._env)
+        sink.add_to(stream, table.plan.columns)
+        client = self._env.execute_async(f"insert-into_default_catalog.default_database.{name}")
+        return TableResult(
+            Columns.of([(f"default_catalog.default_database.{name}", DataTypes.BIGINT())]),
+            None,
+            client,
+        )
+
+    def get_stream_execution_environment(self) -> StreamExecutionEnvironment:
+        return self._env
+
+
+class StreamTableEnvironment(TableEnvironment):
+    """A table environment over a given ``StreamExecutionEnvironment``."""
+
+    @staticmethod
+    def create(  # type: ignore[override]
+        stream_execution_environment: StreamExecutionEnvironment | None = None,
+        environment_settings: EnvironmentSettings | None = None,
+    ) -> StreamTableEnvironment:
+        env = stream_execution_environment or StreamExecutionEnvironment.get_execution_environment()
+        return StreamTableEnvironment(env, environment_settings or EnvironmentSettings())
+
+
+def _inferred(rows: Sequence[tuple[Any, ...]], i: int) -> DataType:
+    for row in rows:
+        if row[i] is not None:
+            return python_type_of(row[i])
+    return DataTypes.NULL()

@@ -1,0 +1,408 @@
+"""The Table API's expression DSL with PyFlink's names (``pyflink.table.expressions``).
+
+Invariant: an ``Expression`` is an immutable, unresolved tree — a field reference, a literal,
+a call of a named function over expressions, an alias or a cast. It knows no schema and runs
+nothing; the analyzer (``cairn.table.analysis``) resolves it against a table's schema, and the
+code generator compiles it once per operator. Operators and properties build calls with the
+SQL function names of Flink's built-in function catalog (``plus``, ``equals``, ``sum``...).
+
+>>> str(col("price") * 2 + lit(1))
+'plus(times(price, 2), 1)'
+>>> str(col("id").count.alias("n"))
+'as(count(id), n)'
+>>> str(col("a").cast(DataTypes.BIGINT()))
+'cast(a, BIGINT)'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cairn.table.types import DataType, DataTypes
+
+__all__ = [
+    "AGGREGATES",
+    "Expression",
+    "and_",
+    "call",
+    "col",
+    "concat",
+    "if_then_else",
+    "lit",
+    "not_",
+    "or_",
+    "row_interval",
+]
+
+#: Aggregate functions by name: what ``GROUP BY`` / ``group_by`` may compute.
+AGGREGATES = frozenset(
+    {"count", "count_star", "count_distinct", "sum", "sum0", "avg", "min", "max"}
+)
+
+_MILLIS = {"milli": 1, "second": 1000, "minute": 60_000, "hour": 3_600_000, "day": 86_400_000}
+
+
+@dataclass(frozen=True, eq=False)
+class Expression:
+    """A node of an unresolved expression tree.
+
+    ``kind`` is ``field``, ``literal``, ``call``, ``alias``, ``cast`` or ``star``; a call names
+    its function in ``name`` and its operands in ``args``.
+    """
+
+    kind: str
+    name: str = ""
+    args: tuple[Expression, ...] = ()
+    value: Any = None
+    data_type: DataType | None = None
+    names: tuple[str, ...] = ()
+
+    # -- printing ----------------------------------------------------------------------------
+
+    def __str__(self) -> str:
+        if self.kind == "field":
+            return self.name
+        if self.kind == "star":
+            return "*"
+        if self.kind == "literal":
+            return repr(self.value) if isinstance(self.value, str) else str(self.value)
+        if self.kind == "alias":
+            return f"as({self.args[0]}, {', '.join(self.names)})"
+        if self.kind == "cast":
+            fn = "try_cast" if self.name == "try" else "cast"
+            return f"{fn}({self.args[0]}, {self.data_type})"
+        return f"{self.name}({', '.join(str(a) for a in self.args)})"
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __bool__(self) -> bool:
+        raise TypeError(
+            "An expression has no truth value: use & | ~ instead of and, or, not"
+            " (and parenthesize comparisons: (col('a') > 1) & (col('b') < 2))"
+        )
+
+    # -- arithmetic and comparison -----------------------------------------------------------
+
+    def _call(self, name: str, *others: Any) -> Expression:
+        return Expression("call", name, (self, *(_expr(o) for o in others)))
+
+    def __add__(self, o: Any) -> Expression:
+        return self._call("plus", o)
+
+    def __radd__(self, o: Any) -> Expression:
+        return _expr(o)._call("plus", self)
+
+    def __sub__(self, o: Any) -> Expression:
+        return self._call("minus", o)
+
+    def __rsub__(self, o: Any) -> Expression:
+        return _expr(o)._call("minus", self)
+
+    def __mul__(self, o: Any) -> Expression:
+        return self._call("times", o)
+
+    def __rmul__(self, o: Any) -> Expression:
+        return _expr(o)._call("times", self)
+
+    def __truediv__(self, o: Any) -> Expression:
+        return self._call("divide", o)
+
+    def __rtruediv__(self, o: Any) -> Expression:
+        return _expr(o)._call("divide", self)
+
+    def __mod__(self, o: Any) -> Expression:
+        return self._call("mod", o)
+
+    def __pow__(self, o: Any) -> Expression:
+        return self._call("power", o)
+
+    def __neg__(self) -> Expression:
+        return self._call("minus_prefix")
+
+    def __eq__(self, o: Any) -> Expression:  # type: ignore[override]
+        return self._call("equals", o)
+
+    def __ne__(self, o: Any) -> Expression:  # type: ignore[override]
+        return self._call("not_equals", o)
+
+    def __lt__(self, o: Any) -> Expression:
+        return self._call("less_than", o)
+
+    def __le__(self, o: Any) -> Expression:
+        return self._call("less_than_or_equal", o)
+
+    def __gt__(self, o: Any) -> Expression:
+        return self._call("greater_than", o)
+
+    def __ge__(self, o: Any) -> Expression:
+        return self._call("greater_than_or_equal", o)
+
+    def __and__(self, o: Any) -> Expression:
+        return self._call("and", o)
+
+    def __rand__(self, o: Any) -> Expression:
+        return _expr(o)._call("and", self)
+
+    def __or__(self, o: Any) -> Expression:
+        return self._call("or", o)
+
+    def __ror__(self, o: Any) -> Expression:
+        return _expr(o)._call("or", self)
+
+    def __invert__(self) -> Expression:
+        return self._call("not")
+
+    # -- naming and types --------------------------------------------------------------------
+
+    def alias(self, name: str, *extra_names: str) -> Expression:
+        """Name the result column(s): ``col('a').alias('b')``."""
+        return Expression("alias", args=(self,), names=(name, *extra_names))
+
+    def cast(self, data_type: DataType) -> Expression:
+        """``CAST(expr AS type)``: a value that does not convert fails the job, naming it."""
+        return Expression("cast", "cast", (self,), data_type=data_type)
+
+    def try_cast(self, data_type: DataType) -> Expression:
+        """``TRY_CAST``: a value that does not convert becomes NULL."""
+        return Expression("cast", "try", (self,), data_type=data_type)
+
+    # -- aggregates (properties, as in PyFlink) ----------------------------------------------
+
+    @property
+    def count(self) -> Expression:
+        return self._call("count")
+
+    @property
+    def sum(self) -> Expression:
+        return self._call("sum")
+
+    @property
+    def sum0(self) -> Expression:
+        return self._call("sum0")
+
+    @property
+    def min(self) -> Expression:
+        return self._call("min")
+
+    @property
+    def max(self) -> Expression:
+        return self._call("max")
+
+    @property
+    def avg(self) -> Expression:
+        return self._call("avg")
+
+    @property
+    def distinct(self) -> Expression:
+        """``col('a').count.distinct`` is not PyFlink's; use ``col('a').count_distinct``."""
+        return self._call("distinct")
+
+    @property
+    def count_distinct(self) -> Expression:
+        return self._call("count_distinct")
+
+    # -- predicates and scalar functions -----------------------------------------------------
+
+    @property
+    def is_null(self) -> Expression:
+        return self._call("is_null")
+
+    @property
+    def is_not_null(self) -> Expression:
+        return self._call("is_not_null")
+
+    @property
+    def is_true(self) -> Expression:
+        return self._call("is_true")
+
+    @property
+    def is_false(self) -> Expression:
+        return self._call("is_false")
+
+    def in_(self, *values: Any) -> Expression:
+        return self._call("in", *values)
+
+    def between(self, lower: Any, upper: Any) -> Expression:
+        return self._call("between", lower, upper)
+
+    def not_between(self, lower: Any, upper: Any) -> Expression:
+        return self._call("not_between", lower, upper)
+
+    def if_then_else(self, if_true: Any, if_false: Any) -> Expression:
+        return self._call("if", if_true, if_false)
+
+    def like(self, pattern: Any) -> Expression:
+        return self._call("like", pattern)
+
+    @property
+    def upper_case(self) -> Expression:
+        return self._call("upper")
+
+    @property
+    def lower_case(self) -> Expression:
+        return self._call("lower")
+
+    @property
+    def char_length(self) -> Expression:
+        return self._call("char_length")
+
+    @property
+    def trim(self) -> Expression:
+        return self._call("trim")
+
+    def substring(self, begin_index: Any, length: Any = None) -> Expression:
+        if length is None:
+            return self._call("substring", begin_index)
+        return self._call("substring", begin_index, length)
+
+    @property
+    def abs(self) -> Expression:
+        return self._call("abs")
+
+    @property
+    def floor(self) -> Expression:
+        return self._call("floor")
+
+    @property
+    def ceil(self) -> Expression:
+        return self._call("ceil")
+
+    def round(self, places: Any = 0) -> Expression:
+        return self._call("round", places)
+
+    def json_value(self, path: str, returning_type: DataType | None = None) -> Expression:
+        """``JSON_VALUE(expr, path)``: the scalar at a JSON path, as ``returning_type``
+        (``STRING`` by default); NULL when the path is missing or the text is not JSON."""
+        call = self._call("json_value", path)
+        return call.cast(returning_type) if returning_type is not None else call
+
+    # -- time intervals: lit(5).seconds ------------------------------------------------------
+
+    def _interval(self, unit: str) -> Expression:
+        if self.kind != "literal" or not isinstance(self.value, int):
+            raise ValueError(f"An interval needs an integer literal, got {self}")
+        return Expression(
+            "literal",
+            value=self.value * _MILLIS[unit],
+            data_type=DataTypes.INTERVAL(DataTypes.SECOND()),
+        )
+
+    @property
+    def milli(self) -> Expression:
+        return self._interval("milli")
+
+    millis = milli
+
+    @property
+    def second(self) -> Expression:
+        return self._interval("second")
+
+    seconds = second
+
+    @property
+    def minute(self) -> Expression:
+        return self._interval("minute")
+
+    minutes = minute
+
+    @property
+    def hour(self) -> Expression:
+        return self._interval("hour")
+
+    hours = hour
+
+    @property
+    def day(self) -> Expression:
+        return self._interval("day")
+
+    days = day
+
+    # -- window properties: col('w').start ---------------------------------------------------
+
+    @property
+    def start(self) -> Expression:
+        return self._call("window_start")
+
+    @property
+    def end(self) -> Expression:
+        return self._call("window_end")
+
+    @property
+    def rowtime(self) -> Expression:
+        return self._call("window_rowtime")
+
+    @property
+    def proctime(self) -> Expression:
+        return self._call("window_proctime")
+
+
+def _expr(value: Any) -> Expression:
+    if isinstance(value, Expression):
+        return value
+    return lit(value)
+
+
+def col(name: str) -> Expression:
+    """A reference to a column by name."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"A column name must be a non-empty string, got {name!r}")
+    if name == "*":
+        return Expression("star")
+    return Expression("field", name)
+
+
+def lit(value: Any, data_type: DataType | None = None) -> Expression:
+    """A literal value; its SQL type is inferred (``1`` is INT, ``1.5`` DOUBLE) or given."""
+    return Expression("literal", value=value, data_type=data_type)
+
+
+def call(f: str | Any, *args: Any) -> Expression:
+    """A call of a built-in function by name, or of a user-defined function."""
+    if isinstance(f, str):
+        return Expression("call", f.lower(), tuple(_expr(a) for a in args))
+    return Expression("call", "udf", tuple(_expr(a) for a in args), value=f)
+
+
+def and_(first: Any, second: Any, *more: Any) -> Expression:
+    result = _expr(first) & _expr(second)
+    for m in more:
+        result = result & _expr(m)
+    return result
+
+
+def or_(first: Any, second: Any, *more: Any) -> Expression:
+    result = _expr(first) | _expr(second)
+    for m in more:
+        result = result | _expr(m)
+    return result
+
+
+def not_(expression: Any) -> Expression:
+    return ~_expr(expression)
+
+
+def if_then_else(condition: Any, if_true: Any, if_false: Any) -> Expression:
+    return _expr(condition).if_then_else(if_true, if_false)
+
+
+def concat(first: Any, *others: Any) -> Expression:
+    return _expr(first)._call("concat", *others)
+
+
+def row_interval(rows: int) -> Expression:
+    """A count of rows, for over windows (``preceding(row_interval(2))``)."""
+    return Expression("literal", value=rows, data_type=DataTypes.BIGINT(), names=("rows",))
+
+
+def expressions(items: Sequence[Any]) -> list[Expression]:
+    """Strings name columns (``"a"``), as PyFlink's ``select("a")`` accepted before 1.14."""
+    out: list[Expression] = []
+    for item in items:
+        out.append(col(item) if isinstance(item, str) else _expr(item))
+    return out

@@ -1,0 +1,186 @@
+"""The functions a planned table job runs on Cairn's DataStream runtime.
+
+Invariant: between table operators a record is a pair ``(kind, row)``: ``kind`` is the
+``RowKind`` value (0 ``+I``, 1 ``-U``, 2 ``+U``, 3 ``-D``) and ``row`` a tuple of the table's
+column values. A calc keeps a record's kind; a group aggregate keeps its groups' accumulators
+in keyed state (so they are checkpointed, restored and rescaled like any keyed state) and emits
+what changed: ``+I`` for a new group, ``-U``/``+U`` for a changed result, ``-D`` when a group's
+last row was retracted, nothing when the result did not change — Flink's
+``GroupAggFunction``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from cairn.common.typeinfo import Types
+from cairn.common.types import Row, RowKind
+from cairn.datastream.functions import (
+    FlatMapFunction,
+    KeyedProcessFunction,
+    KeySelector,
+    MapFunction,
+)
+from cairn.datastream.state import ValueStateDescriptor
+from cairn.table.aggregates import Accumulator, accumulator_for
+from cairn.table.analysis import AggCall
+from cairn.table.codegen import CompiledCalc
+
+__all__ = [
+    "CalcFunction",
+    "FieldsKeySelector",
+    "GroupAggFunction",
+    "LimitFunction",
+    "ToRowFunction",
+    "ToTableRecord",
+]
+
+INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE = 0, 1, 2, 3
+_KINDS = (RowKind.INSERT, RowKind.UPDATE_BEFORE, RowKind.UPDATE_AFTER, RowKind.DELETE)
+#: The final watermark: a timer at it fires at the end of a bounded input.
+END_OF_INPUT = 9223372036854775807
+
+
+class CalcFunction(FlatMapFunction):
+    """Projection and filter of one stage: a generated function per record, kind kept."""
+
+    def __init__(self, calc: CompiledCalc) -> None:
+        self.calc = calc
+
+    def open(self, runtime_context: Any) -> None:
+        self._fn = self.calc.function()
+
+    def flat_map(self, value: tuple[int, tuple[Any, ...]]) -> Iterable[Any]:
+        out = self._fn(value[1])
+        if out is None:
+            return ()
+        return ((value[0], out),)
+
+
+class FieldsKeySelector(KeySelector):
+    """The group key of a record: the tuple of its key columns."""
+
+    def __init__(self, indexes: Sequence[int]) -> None:
+        self.indexes = tuple(indexes)
+
+    def get_key(self, value: tuple[int, tuple[Any, ...]]) -> tuple[Any, ...]:
+        row = value[1]
+        return tuple(row[i] for i in self.indexes)
+
+
+class GroupAggFunction(KeyedProcessFunction[Any, Any, Any]):
+    """``GROUP BY`` with retraction; ``final_only`` (batch mode) emits each group's result
+    once, at the end of input."""
+
+    def __init__(self, calls: Sequence[AggCall], final_only: bool = False) -> None:
+        self.calls = tuple(calls)
+        self.final_only = final_only
+
+    def open(self, runtime_context: Any) -> None:
+        self._accumulators: list[Accumulator] = [accumulator_for(c) for c in self.calls]
+        self._args = [c.arg for c in self.calls]
+        self._state = runtime_context.get_state(
+            ValueStateDescriptor("group-aggregate", Types.PICKLED_BYTE_ARRAY())
+        )
+
+    def _result(self, accs: list[Any]) -> tuple[Any, ...]:
+        return tuple(a.result(acc) for a, acc in zip(self._accumulators, accs, strict=True))
+
+    def process_element(self, value: tuple[int, tuple[Any, ...]], ctx: Any) -> Iterable[Any]:
+        kind, row = value
+        state = self._state.value()
+        adding = kind in (INSERT, UPDATE_AFTER)
+        if state is None:
+            if not adding:
+                return ()  # a retraction of a group never seen (as Flink: ignored)
+            state = [0, [a.create() for a in self._accumulators]]
+            if self.final_only:
+                ctx.timer_service().register_event_time_timer(END_OF_INPUT)
+        count, accs = state
+        before = self._result(accs) if count > 0 and not self.final_only else None
+        for i, (agg, arg) in enumerate(zip(self._accumulators, self._args, strict=True)):
+            v = None if arg < 0 else row[arg]
+            accs[i] = agg.add(accs[i], v) if adding else agg.retract(accs[i], v)
+        count += 1 if adding else -1
+        key = ctx.get_current_key()
+        if count <= 0:
+            self._state.clear()
+            if before is not None:
+                return ((DELETE, key + before),)
+            return ()
+        state[0] = count
+        self._state.update(state)
+        if self.final_only:
+            return ()
+        after = self._result(accs)
+        if before is None:
+            return ((INSERT, key + after),)
+        if after == before:
+            return ()
+        return ((UPDATE_BEFORE, key + before), (UPDATE_AFTER, key + after))
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Iterable[Any]:
+        state = self._state.value()
+        if state is None or state[0] <= 0:
+            return ()
+        return ((INSERT, ctx.get_current_key() + self._result(state[1])),)
+
+
+class LimitFunction(KeyedProcessFunction[Any, Any, Any]):
+    """The first ``n`` rows of an insert-only input (one key, so one subtask counts)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def open(self, runtime_context: Any) -> None:
+        self._count = runtime_context.get_state(ValueStateDescriptor("limit", Types.LONG()))
+
+    def process_element(self, value: Any, ctx: Any) -> Iterable[Any]:
+        seen = self._count.value() or 0
+        if seen >= self.n:
+            return ()
+        self._count.update(seen + 1)
+        return (value,)
+
+
+class ToTableRecord(MapFunction):
+    """A DataStream record (a ``Row``, a tuple or one value) as a table record."""
+
+    def __init__(self, arity: int, positions: Sequence[int] | None = None) -> None:
+        self.arity = arity
+        self.positions = None if positions is None else tuple(positions)
+
+    def map(self, value: Any) -> tuple[int, tuple[Any, ...]]:
+        if isinstance(value, Row):
+            kind = value.get_row_kind().value
+            values = tuple(value)
+        elif isinstance(value, tuple | list):
+            kind, values = INSERT, tuple(value)
+        else:
+            kind, values = INSERT, (value,)
+        if self.positions is not None:
+            values = tuple(values[i] for i in self.positions)
+        if len(values) != self.arity:
+            raise ValueError(
+                f"A record of {len(values)} fields does not fit a table of {self.arity}"
+                f" columns: {value!r}"
+            )
+        return (kind, values)
+
+
+class ToRowFunction(MapFunction):
+    """A table record as a ``Row`` with its kind and the table's column names."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.names = list(names)
+
+    def map(self, value: tuple[int, tuple[Any, ...]]) -> Row:
+        return to_row(value, self.names)
+
+
+def to_row(value: tuple[int, tuple[Any, ...]], names: Sequence[str]) -> Row:
+    row = Row(*value[1])
+    row.set_field_names(list(names))
+    row.set_row_kind(_KINDS[value[0]])
+    return row

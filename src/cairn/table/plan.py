@@ -1,0 +1,223 @@
+"""The logical plan of a table: immutable nodes, their columns and their changelog modes.
+
+Invariant: pure values — a node knows its input(s), its output columns and nothing of a job.
+``changelog_mode`` infers, bottom up as Flink's planner does, which kinds of change a node's
+output holds: a scan of elements or of an insert-only stream is insert-only, a calc or a limit
+keeps its input's mode, a group aggregate produces updates (``+I``, ``-U``, ``+U``, ``-D``)
+unless it runs in batch mode (final results only). ``explain`` prints the tree with each
+node's mode, the way ``Table.explain()`` shows it.
+
+>>> from cairn.table.analysis import AggCall, Columns
+>>> from cairn.table.types import DataTypes
+>>> scan = Values((("a", 1),), Columns.of([("k", DataTypes.STRING()), ("v", DataTypes.BIGINT())]))
+>>> n = AggCall("count_star", -1, DataTypes.BIGINT(False))
+>>> agg = Aggregate(scan, (0,), (n,), Columns.of([("k", DataTypes.STRING()), ("n", n.data_type)]))
+>>> print(explain(agg))
+GroupAggregate(groupBy=[k], select=[k, COUNT(*) AS n]) changelogMode=[I,UB,UA,D]
++- Values(tuples=[1 rows], fields=[k, v]) changelogMode=[I]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from cairn.table.analysis import AggCall, Columns, Rex
+
+__all__ = [
+    "Aggregate",
+    "Calc",
+    "ChangelogMode",
+    "Limit",
+    "PlanNode",
+    "StreamScan",
+    "Values",
+    "changelog_mode",
+    "explain",
+]
+
+
+class ChangelogMode(Enum):
+    """The kinds of change a stream of table rows holds (PyFlink's ``ChangelogMode``)."""
+
+    INSERT_ONLY = "I"
+    ALL = "I,UB,UA,D"
+
+    @staticmethod
+    def insert_only() -> ChangelogMode:
+        return ChangelogMode.INSERT_ONLY
+
+    @staticmethod
+    def all() -> ChangelogMode:
+        return ChangelogMode.ALL
+
+
+@dataclass(frozen=True)
+class PlanNode:
+    """A node of the logical plan; ``columns`` are its output's."""
+
+    columns: Columns
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return ()
+
+
+@dataclass(frozen=True)
+class Values(PlanNode):
+    """``from_elements``: rows known when the job is planned."""
+
+    rows: tuple[tuple[Any, ...], ...] = ()
+
+    def __init__(self, rows: tuple[tuple[Any, ...], ...], columns: Columns) -> None:
+        object.__setattr__(self, "columns", columns)
+        object.__setattr__(self, "rows", rows)
+
+
+@dataclass(frozen=True, eq=False)
+class StreamScan(PlanNode):
+    """``from_data_stream`` / a connector's source: records of a DataStream built when the
+    job is translated (``build(env)`` returns a DataStream of ``(kind, row)`` records)."""
+
+    name: str = ""
+    build: Any = None
+    insert_only: bool = True
+
+
+@dataclass(frozen=True)
+class Calc(PlanNode):
+    """Projection and filter fused into one function per record."""
+
+    input: PlanNode = field(default=None)  # type: ignore[assignment]
+    projections: tuple[Rex, ...] | None = None
+    condition: Rex | None = None
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.input,)
+
+
+@dataclass(frozen=True)
+class Aggregate(PlanNode):
+    """``GROUP BY keys`` computing ``calls``; output: the keys, then one column per call."""
+
+    input: PlanNode = field(default=None)  # type: ignore[assignment]
+    keys: tuple[int, ...] = ()
+    calls: tuple[AggCall, ...] = ()
+    final_only: bool = False
+
+    def __init__(
+        self,
+        input: PlanNode,
+        keys: tuple[int, ...],
+        calls: tuple[AggCall, ...],
+        columns: Columns,
+        final_only: bool = False,
+    ) -> None:
+        object.__setattr__(self, "columns", columns)
+        object.__setattr__(self, "input", input)
+        object.__setattr__(self, "keys", keys)
+        object.__setattr__(self, "calls", calls)
+        object.__setattr__(self, "final_only", final_only)
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.input,)
+
+
+@dataclass(frozen=True)
+class Limit(PlanNode):
+    """The first ``count`` rows (after skipping ``offset``)."""
+
+    input: PlanNode = field(default=None)  # type: ignore[assignment]
+    count: int = 0
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.input,)
+
+
+def changelog_mode(node: PlanNode) -> ChangelogMode:
+    """Which changes ``node``'s output holds, inferred from its inputs."""
+    if isinstance(node, Values):
+        return ChangelogMode.INSERT_ONLY
+    if isinstance(node, StreamScan):
+        return ChangelogMode.INSERT_ONLY if node.insert_only else ChangelogMode.ALL
+    if isinstance(node, Aggregate):
+        if node.final_only:
+            return ChangelogMode.INSERT_ONLY
+        no_calls_on_insert_only = (
+            not node.calls and changelog_mode(node.input) is ChangelogMode.INSERT_ONLY
+        )
+        return ChangelogMode.INSERT_ONLY if no_calls_on_insert_only else ChangelogMode.ALL
+    if isinstance(node, Calc | Limit):
+        return changelog_mode(node.inputs[0])
+    raise TypeError(f"unknown plan node {type(node).__name__}")
+
+
+def _describe(node: PlanNode) -> str:
+    names = node.columns.names
+    if isinstance(node, Values):
+        return f"Values(tuples=[{len(node.rows)} rows], fields=[{', '.join(names)}])"
+    if isinstance(node, StreamScan):
+        return f"DataStreamScan(table=[{node.name}], fields=[{', '.join(names)}])"
+    if isinstance(node, Calc):
+        inner = node.input.columns.names
+        parts = []
+        if node.projections is not None:
+            parts.append(
+                "select=["
+                + ", ".join(
+                    _rex_text(p, inner) + ("" if _is_ref(p, inner, n) else f" AS {n}")
+                    for p, n in zip(node.projections, names, strict=True)
+                )
+                + "]"
+            )
+        if node.condition is not None:
+            parts.append(f"where=[{_rex_text(node.condition, inner)}]")
+        return f"Calc({', '.join(parts)})"
+    if isinstance(node, Aggregate):
+        inner = node.input.columns.names
+        keys = ", ".join(inner[k] for k in node.keys)
+        calls = [
+            f"{c.function.upper().replace('_STAR', '')}"
+            f"({'*' if c.arg < 0 else inner[c.arg]}) AS {n}"
+            for c, n in zip(node.calls, names[len(node.keys) :], strict=True)
+        ]
+        select = ", ".join([*(names[: len(node.keys)]), *calls])
+        head = f"groupBy=[{keys}], " if keys else ""
+        return f"GroupAggregate({head}select=[{select}])"
+    if isinstance(node, Limit):
+        return f"Limit(offset=[0], fetch=[{node.count}])"
+    return type(node).__name__
+
+
+def _is_ref(rex: Rex, names: list[str], name: str) -> bool:
+    return rex.kind == "input" and names[rex.index] == name
+
+
+def _rex_text(rex: Rex, names: list[str]) -> str:
+    if rex.kind == "input":
+        return names[rex.index]
+    if rex.kind == "literal":
+        return repr(rex.value) if isinstance(rex.value, str) else str(rex.value)
+    if rex.kind == "cast":
+        fn = "TRY_CAST" if rex.op == "try" else "CAST"
+        return f"{fn}({_rex_text(rex.operands[0], names)} AS {rex.data_type})"
+    return f"{rex.op}({', '.join(_rex_text(o, names) for o in rex.operands)})"
+
+
+def explain(node: PlanNode) -> str:
+    """The plan as an indented tree, each node with its changelog mode."""
+    lines: list[str] = []
+
+    def walk(n: PlanNode, prefix: str, child_prefix: str) -> None:
+        lines.append(f"{prefix}{_describe(n)} changelogMode=[{changelog_mode(n).value}]")
+        kids = n.inputs
+        for i, kid in enumerate(kids):
+            last = i == len(kids) - 1
+            walk(kid, child_prefix + "+- ", child_prefix + ("   " if last else ":  "))
+
+    walk(node, "", "")
+    return "\n".join(lines)
