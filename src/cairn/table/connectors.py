@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from cairn.api.functions import MapFunction, SinkFunction
 from cairn.datastream.data_stream import DataStream
-from cairn.datastream.functions import MapFunction, SinkFunction
 from cairn.table.analysis import Columns
 from cairn.table.codegen import java_double_text
 from cairn.table.errors import ValidationError

@@ -301,7 +301,7 @@ class TableEnvironment:
     def drop_temporary_table(self, table_path: str) -> bool:
         return self._sinks.pop(table_path, None) is not None or self.drop_temporary_view(table_path)
 
-    def _register_unnamed(self, table: Table) -> str:
+    def register_unnamed(self, table: Table) -> str:
         name = f"UnnamedTable${next(self._unnamed)}"
         self._views[name] = table
         return name
@@ -311,14 +311,18 @@ class TableEnvironment:
 
     # -- running -----------------------------------------------------------------------------
 
-    def _execute_query(self, table: Table) -> TableResult:
+    @property
+    def batch_mode(self) -> bool:
+        return self._batch
+
+    def execute_query(self, table: Table) -> TableResult:
         self._config.apply()
         stream = to_data_stream(table.plan, self._env)
         iterator = stream.execute_and_collect("collect")
         assert not isinstance(iterator, list)
         return TableResult(table.plan.columns, iterator, None, streaming=not self._batch)
 
-    def _execute_insert(self, table: Table, path: str) -> TableResult:
+    def execute_insert(self, table: Table, path: str) -> TableResult:
         name = path.split(".")[-1].strip("`")
         sink = self._sinks.get(name)
         if sink is None:

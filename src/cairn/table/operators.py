@@ -14,15 +14,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from cairn.common.typeinfo import Types
-from cairn.common.types import Row, RowKind
-from cairn.datastream.functions import (
+from cairn.api.functions import (
     FlatMapFunction,
     KeyedProcessFunction,
     KeySelector,
     MapFunction,
 )
-from cairn.datastream.state import ValueStateDescriptor
+from cairn.api.state import ValueStateDescriptor
+from cairn.common.typeinfo import Types
+from cairn.common.types import Row, RowKind
 from cairn.table.aggregates import Accumulator, accumulator_for
 from cairn.table.analysis import AggCall
 from cairn.table.codegen import CompiledCalc

@@ -156,7 +156,7 @@ def changelog_mode(node: PlanNode) -> ChangelogMode:
     raise TypeError(f"unknown plan node {type(node).__name__}")
 
 
-def _describe(node: PlanNode) -> str:
+def describe(node: PlanNode) -> str:
     names = node.columns.names
     if isinstance(node, Values):
         return f"Values(tuples=[{len(node.rows)} rows], fields=[{', '.join(names)}])"
@@ -213,7 +213,7 @@ def explain(node: PlanNode) -> str:
     lines: list[str] = []
 
     def walk(n: PlanNode, prefix: str, child_prefix: str) -> None:
-        lines.append(f"{prefix}{_describe(n)} changelogMode=[{changelog_mode(n).value}]")
+        lines.append(f"{prefix}{describe(n)} changelogMode=[{changelog_mode(n).value}]")
         kids = n.inputs
         for i, kid in enumerate(kids):
             last = i == len(kids) - 1

@@ -19,7 +19,7 @@ until ``execute()`` / ``execute_insert()``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cairn.table.analysis import (
     AggCall,
@@ -37,10 +37,26 @@ from cairn.table.plan import Aggregate, Calc, Limit, PlanNode, explain
 from cairn.table.schema import schema_text
 
 if TYPE_CHECKING:
-    from cairn.table.environment import TableEnvironment
     from cairn.table.result import TableResult
 
-__all__ = ["GroupedTable", "Table"]
+__all__ = ["GroupedTable", "Table", "TableContext"]
+
+
+class TableContext(Protocol):
+    """What a table asks of its environment (``TableEnvironment`` implements it)."""
+
+    @property
+    def batch_mode(self) -> bool:
+        """Batch mode: aggregates emit final results only."""
+        ...
+
+    def register_unnamed(self, table: Table) -> str:
+        """Register ``table`` as a view under a fresh name, and return the name."""
+        ...
+
+    def execute_query(self, table: Table) -> TableResult: ...
+
+    def execute_insert(self, table: Table, table_path: str) -> TableResult: ...
 
 
 def _check_unique(names: Sequence[str]) -> None:
@@ -129,7 +145,7 @@ def aggregate(
 class Table:
     """A table of the Table API (PyFlink's ``pyflink.table.Table``)."""
 
-    def __init__(self, node: PlanNode, t_env: TableEnvironment) -> None:
+    def __init__(self, node: PlanNode, t_env: TableContext) -> None:
         self._node = node
         self._t_env = t_env
 
@@ -138,6 +154,10 @@ class Table:
     @property
     def plan(self) -> PlanNode:
         return self._node
+
+    @property
+    def context(self) -> TableContext:
+        return self._t_env
 
     def _new(self, node: PlanNode) -> Table:
         return Table(node, self._t_env)
@@ -152,7 +172,7 @@ class Table:
         )
 
     def __str__(self) -> str:
-        return self._t_env._register_unnamed(self)
+        return self._t_env.register_unnamed(self)
 
     # -- relational operations ---------------------------------------------------------------
 
@@ -160,7 +180,7 @@ class Table:
         """Project (``select(col('a'), col('b') + 1)``); with aggregates, over the whole table."""
         items = expressions(fields)
         if any(contains_aggregate(i) for i in items):
-            return self._new(aggregate(self._node, [], items, self._t_env._batch))
+            return self._new(aggregate(self._node, [], items, self._t_env.batch_mode))
         return self._new(project(self._node, items))
 
     def filter(self, predicate: Expression) -> Table:
@@ -231,7 +251,9 @@ class Table:
     def distinct(self) -> Table:
         """Each distinct row once."""
         keys = tuple(range(len(self._node.columns)))
-        return self._new(Aggregate(self._node, keys, (), self._node.columns, self._t_env._batch))
+        return self._new(
+            Aggregate(self._node, keys, (), self._node.columns, self._t_env.batch_mode)
+        )
 
     def limit(self, fetch: int, offset: int = 0) -> Table:
         """The first ``fetch`` rows (of an insert-only table)."""
@@ -264,11 +286,11 @@ class Table:
 
     def execute(self) -> TableResult:
         """Run the query; the result's rows can be printed or collected."""
-        return self._t_env._execute_query(self)
+        return self._t_env.execute_query(self)
 
     def execute_insert(self, table_path: str, overwrite: bool = False) -> TableResult:
         """Write the rows into a registered sink table; ``.wait()`` the result to block."""
-        return self._t_env._execute_insert(self, table_path)
+        return self._t_env.execute_insert(self, table_path)
 
     def to_pandas(self) -> Any:
         import pandas as pd
@@ -286,5 +308,5 @@ class GroupedTable:
 
     def select(self, *fields: Expression | str) -> Table:
         table = self._table
-        node = aggregate(table.plan, self._keys, expressions(fields), table._t_env._batch)
-        return Table(node, table._t_env)
+        node = aggregate(table.plan, self._keys, expressions(fields), table.context.batch_mode)
+        return Table(node, table.context)

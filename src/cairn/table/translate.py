@@ -21,14 +21,14 @@ from cairn.table.operators import (
     GroupAggFunction,
     LimitFunction,
 )
-from cairn.table.plan import Aggregate, Calc, Limit, PlanNode, StreamScan, Values, _describe
+from cairn.table.plan import Aggregate, Calc, Limit, PlanNode, StreamScan, Values, describe
 
 __all__ = ["to_data_stream", "uid_of"]
 
 
 def uid_of(node: PlanNode, path: str) -> str:
     """A stable uid: the node's description and its path from the sink, hashed."""
-    digest = hashlib.sha256(f"{path}|{_describe(node)}".encode()).hexdigest()[:16]
+    digest = hashlib.sha256(f"{path}|{describe(node)}".encode()).hexdigest()[:16]
     return f"table-{type(node).__name__.lower()}-{digest}"
 
 
@@ -48,18 +48,18 @@ def to_data_stream(node: PlanNode, env: StreamExecutionEnvironment, path: str = 
     if isinstance(node, Calc):
         upstream = to_data_stream(node.input, env, path + ".0")
         calc = CalcFunction(CompiledCalc(calc_source(node.projections, node.condition)))
-        return _labelled(upstream.flat_map(calc), node, path, _describe(node))
+        return _labelled(upstream.flat_map(calc), node, path, describe(node))
     if isinstance(node, Aggregate):
         upstream = to_data_stream(node.input, env, path + ".0")
         keyed: Any = upstream.key_by(FieldsKeySelector(node.keys))
         aggregated = keyed.process(GroupAggFunction(node.calls, node.final_only))
         if not node.keys:
             aggregated = aggregated.set_parallelism(1)
-        return _labelled(aggregated, node, path, _describe(node))
+        return _labelled(aggregated, node, path, describe(node))
     if isinstance(node, Limit):
         upstream = to_data_stream(node.input, env, path + ".0")
         limited = upstream.key_by(_constant_key).process(LimitFunction(node.count))
-        return _labelled(limited.set_parallelism(1), node, path, _describe(node))
+        return _labelled(limited.set_parallelism(1), node, path, describe(node))
     raise TypeError(f"cannot translate {type(node).__name__}")
 
 
