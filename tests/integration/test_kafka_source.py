@@ -30,6 +30,7 @@ from cairn.datastream.connectors.kafka import (
     KafkaTopicPartition,
 )
 from cairn.datastream.window import TumblingEventTimeWindows
+from cairn.testing.sequence_jobs import read_visible_lines
 from cairn.testing.spark_cluster import free_port
 from tests.integration.jobs import environment, exactly_once_problems
 from tests.integration.kafka_jobs import (
@@ -38,7 +39,6 @@ from tests.integration.kafka_jobs import (
     new_topic,
     produce_sequences,
 )
-from tests.integration.test_exactly_once import read_visible_lines
 
 pytestmark = pytest.mark.timeout(240)
 
