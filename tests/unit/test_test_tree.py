@@ -1,9 +1,11 @@
-"""The test tree's own rules: no module under ``tests/`` imports a test module (``test_*``).
+"""The test tree's own rules: no module under ``tests/`` imports a test module (``test_*``),
+and a module that is neither a test module nor a ``conftest.py`` is a helper named ``_*.py``.
 
 Helpers that several test modules share live in helper modules (``tests/unit/_*.py``,
-``tests/integration/_*.py``, ``jobs.py``, ``waits.py``, ...), which pytest does not collect.
-A test module that imports another couples the two (renaming a test or a fixture breaks the
-other) and runs the imported module's code, fixtures and marks where no one looks for them.
+``tests/integration/_*.py``, and the older ``jobs.py``, ``waits.py``, ...), which pytest does
+not collect. A test module that imports another couples the two (renaming a test or a fixture
+breaks the other) and runs the imported module's code, fixtures and marks where no one looks
+for them.
 """
 
 from __future__ import annotations
@@ -12,6 +14,30 @@ import ast
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parents[1]
+
+# Helper modules named before the ``_`` rule (docs/testing.md); new helpers start with ``_``.
+UNPREFIXED_HELPERS = frozenset(
+    {
+        "connection_flood.py",
+        "integration/async_jobs.py",
+        "integration/drain_job.py",
+        "integration/driver_loss_job.py",
+        "integration/event_time_jobs.py",
+        "integration/ha_job.py",
+        "integration/jdbc_jobs.py",
+        "integration/jobs.py",
+        "integration/kafka_jobs.py",
+        "integration/kafka_sink_jobs.py",
+        "integration/rest_calls.py",
+        "integration/savepoint_job.py",
+        "integration/skew_table.py",
+        "integration/two_input_jobs.py",
+        "integration/waits.py",
+        "integration/window_jobs.py",
+        "unit/batch_jobs.py",
+        "unit/state_backends.py",
+    }
+)
 
 
 def _ours(module: str) -> bool:
@@ -70,3 +96,13 @@ def test_the_check_finds_every_form_of_import_and_nothing_else() -> None:
     }
     found = {source: imported_test_modules(source) for source in sources}
     assert found == sources
+
+
+def test_helper_modules_start_with_an_underscore() -> None:
+    unprefixed = {
+        path.relative_to(TESTS).as_posix()
+        for path in TESTS.rglob("*.py")
+        if not path.name.startswith(("test_", "_")) and path.name != "conftest.py"
+    }
+    assert unprefixed - UNPREFIXED_HELPERS == set(), "name helper modules _*.py"
+    assert UNPREFIXED_HELPERS - unprefixed == set(), "gone or renamed: drop from the list"
