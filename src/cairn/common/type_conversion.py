@@ -75,7 +75,7 @@ class _Converters(TypeVisitor[Converter]):
 
     format = "from_collection"
 
-    def unsupported(self, t: TypeInformation) -> Converter:
+    def unsupported(self, t: TypeInformation, why: str = "") -> Converter:
         return _identity  # PICKLED_BYTE_ARRAY and other hints: any Python object
 
     def visit_row(
@@ -151,7 +151,7 @@ class _Converters(TypeVisitor[Converter]):
         return to_dict
 
     def visit_scalar(self, t: TypeInformation) -> Converter:
-        assert isinstance(t, BasicTypeInfo)  # every scalar kind but BYTES and PICKLED
+        assert isinstance(t, BasicTypeInfo)  # the named scalars
         check = _BASIC[t.name]
         return lambda value, path: check(value, t, path)
 

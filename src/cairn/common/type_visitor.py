@@ -34,8 +34,9 @@ class UnsupportedTypeError(TypeError):
 class TypeVisitor(Generic[R]):
     """Maps a type to an ``R`` (a converter, a column type...) with one method per kind.
 
-    Every scalar method falls back to ``visit_scalar``, and every method to ``unsupported``,
-    so a visitor overrides what its format takes and refuses the rest by name:
+    The named scalars' methods fall back to ``visit_scalar``, every method to
+    ``unsupported``, so a visitor overrides what its format takes and refuses the rest by
+    name:
 
     >>> from cairn.common.typeinfo import Types
     >>> class SqlName(TypeVisitor[str]):
@@ -74,10 +75,10 @@ class TypeVisitor(Generic[R]):
         method: Callable[[TypeInformation], R] = getattr(self, _SCALAR[kind])
         return method(t)
 
-    def unsupported(self, t: TypeInformation) -> R:
-        """Refuse ``t``: the default of every method."""
+    def unsupported(self, t: TypeInformation, why: str = "") -> R:
+        """Refuse ``t`` (the default of every method); ``why`` is added to the message."""
         kind = f" ({t.kind.value})" if t.kind is not None else ""
-        raise UnsupportedTypeError(f"{self.format} does not take {t!r}{kind}")
+        raise UnsupportedTypeError(f"{self.format} does not take {t!r}{kind}{why and ': ' + why}")
 
     # ---- composite kinds
 
@@ -98,7 +99,8 @@ class TypeVisitor(Generic[R]):
     # ---- scalar kinds (``t.name`` refines them: "Integer", "LocalDateTime"...)
 
     def visit_scalar(self, t: TypeInformation) -> R:
-        """Every scalar kind a visitor does not override comes here."""
+        """Every named scalar (a ``BasicTypeInfo``: ``t.name``) a visitor does not override
+        comes here; bytes and pickled objects do not."""
         return self.unsupported(t)
 
     def visit_boolean(self, t: TypeInformation) -> R:
@@ -136,12 +138,12 @@ class TypeVisitor(Generic[R]):
         return self.visit_scalar(t)
 
     def visit_bytes(self, t: TypeInformation) -> R:
-        """``PRIMITIVE_ARRAY(BYTE())``: Python ``bytes``."""
-        return self.visit_scalar(t)
+        """``PRIMITIVE_ARRAY(BYTE())``: Python ``bytes`` (not a named scalar)."""
+        return self.unsupported(t)
 
     def visit_pickled(self, t: TypeInformation) -> R:
-        """``PICKLED_BYTE_ARRAY``: any Python object."""
-        return self.visit_scalar(t)
+        """``PICKLED_BYTE_ARRAY``: any Python object (not a named scalar)."""
+        return self.unsupported(t)
 
 
 _SCALAR = {kind: f"visit_{kind.name.lower()}" for kind in TypeKind if kind.is_scalar}
