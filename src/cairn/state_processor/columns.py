@@ -283,6 +283,8 @@ def _nativer_of(dt: T.DataType, info: Any) -> Convert:
         return lambda value: {keys(k): values(v) for k, v in value.items()}
     if isinstance(dt, T.BinaryType):
         return bytes
+    if isinstance(dt, T.DecimalType) and kind is TypeKind.BIG_INTEGER:
+        return int  # BIG_INT's column is decimal(38,0); its state holds ints
     return _same
 
 
