@@ -4,9 +4,9 @@ Invariant: ``arrow_schema`` maps a ``RowTypeInfo`` (or an Avro record schema) to
 schema whose columns read back as the same Python values: for a ``RowTypeInfo``,
 ``ArrowRows`` writes records into that schema and reads them back as the same values (rows
 and tuples as structs, arrays as lists, maps as maps, bytes as binary), with converters
-built once per schema by ``TypeVisitor``s; a pickled object has no column type and is
-refused naming it. ``rows`` turns any record batch into named ``Row``s (or dicts, for Avro's
-generic records) field by field.
+built once per schema by ``TypeVisitor``s; a pickled object has no column type (nor, in
+ORC, a time of day) and is refused naming it. ``rows`` turns any record batch into named
+``Row``s (or dicts, for Avro's generic records) field by field.
 
 >>> from cairn.common import Types
 >>> arrow_schema(Types.ROW_NAMED(["id", "tags"], [Types.INT(), Types.LIST(Types.STRING())]))
@@ -85,13 +85,21 @@ class _ArrowTypes(TypeVisitor[pa.DataType]):
         return _BASIC[t.name]
 
 
+class _OrcTypes(_ArrowTypes):
+    format = "Arrow (ORC)"
+
+    def visit_time(self, t: TypeInformation) -> pa.DataType:
+        return self.unsupported(t, "ORC has no time of day type")
+
+
 def arrow_type(type_info: TypeInformation) -> pa.DataType:
     """The Arrow type of ``type_info`` (``UnsupportedTypeError``, a ``TypeError``, if none)."""
     return _ArrowTypes().visit(type_info)
 
 
-def arrow_schema(row_type: Any) -> pa.Schema:
-    """The Arrow schema of a ``RowTypeInfo`` (a ``pa.Schema`` is returned as it is)."""
+def arrow_schema(row_type: Any, orc: bool = False) -> pa.Schema:
+    """The Arrow schema of a ``RowTypeInfo`` (a ``pa.Schema`` is returned as it is); for
+    ``orc``, without the types ORC lacks (a time of day)."""
     if isinstance(row_type, pa.Schema):
         return row_type
     if not isinstance(row_type, RowTypeInfo):
@@ -100,8 +108,12 @@ def arrow_schema(row_type: Any) -> pa.Schema:
             f"{row_type!r} (Cairn has no DataTypes)"
         )
     names = row_type.get_field_names()
+    types = _OrcTypes() if orc else _ArrowTypes()
     return pa.schema(
-        [pa.field(n, arrow_type(t)) for n, t in zip(names, row_type.get_field_types(), strict=True)]
+        [
+            pa.field(n, types.visit(t))
+            for n, t in zip(names, row_type.get_field_types(), strict=True)
+        ]
     )
 
 

@@ -40,7 +40,7 @@ class OrcBulkWriters:
         if isinstance(writer_properties, dict):
             props = dict(writer_properties)
         return OrcWriterFactory(
-            arrow_schema(row_type),
+            arrow_schema(row_type, orc=True),
             str(props.get("orc.compress", "uncompressed")).lower(),
             int(props.get("orc.stripe.size", 64 * 1024 * 1024)),
             row_type if isinstance(row_type, RowTypeInfo) else None,
