@@ -259,6 +259,11 @@ def _same(value: Any) -> Any:
     return value
 
 
+def _instant(value: _dt.datetime) -> _dt.datetime:
+    """PySpark gives timestamps back in local time without a zone; an INSTANT has UTC's."""
+    return value.astimezone(_dt.timezone.utc)
+
+
 def _nativer_of(dt: T.DataType, info: Any) -> Convert:
     kind = getattr(info, "kind", None)
     if isinstance(dt, T.StructType):
@@ -285,6 +290,8 @@ def _nativer_of(dt: T.DataType, info: Any) -> Convert:
         return bytes
     if isinstance(dt, T.DecimalType) and kind is TypeKind.BIG_INTEGER:
         return int  # BIG_INT's column is decimal(38,0); its state holds ints
+    if isinstance(dt, T.TimestampType) and kind is TypeKind.INSTANT:
+        return _instant
     return _same
 
 
