@@ -254,3 +254,16 @@ def test_a_refusal_names_the_type_the_format_and_the_field() -> None:
     pickled = Types.ROW_NAMED(["blob"], [Types.PICKLED_BYTE_ARRAY()])
     with pytest.raises(UnsupportedTypeError, match=r"JSON does not take Pickled.*field 'blob'"):
         JsonRowDeserializationSchema.builder().type_info(pickled).build()
+
+
+@pytest.mark.spark
+def test_every_type_round_trips_through_a_spark_data_frame(spark: Any) -> None:
+    columns = [spark_column(s.type_info) for s in TYPES]
+    schema = T.StructType(
+        [T.StructField(s.name, c.data_type) for s, c in zip(TYPES, columns, strict=True)]
+    )
+    row = tuple(to_spark(s.value, c, s.name) for s, c in zip(TYPES, columns, strict=True))
+    (back,) = spark.createDataFrame([row], schema).collect()
+    for sample, column, value in zip(TYPES, columns, back, strict=True):
+        expected = convert(sample.value, sample.type_info)
+        assert from_spark(value, column) == expected, sample.name
