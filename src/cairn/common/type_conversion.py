@@ -30,7 +30,7 @@ import functools
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from cairn.common.type_visitor import INTEGER_BITS, TypeVisitor
+from cairn.common.type_visitor import INTEGER_BITS, TypeVisitor, scalar_name
 from cairn.common.typeinfo import BasicTypeInfo, TypeInformation
 from cairn.common.types import Row
 
@@ -151,9 +151,9 @@ class _Converters(TypeVisitor[Converter]):
         return to_dict
 
     def visit_scalar(self, t: TypeInformation) -> Converter:
-        assert isinstance(t, BasicTypeInfo)  # the named scalars
-        check = _BASIC[t.name]
-        return lambda value, path: check(value, t, path)
+        name = scalar_name(t)
+        check = _BASIC[name]
+        return lambda value, path: check(value, name, path)
 
     def visit_pickled(self, t: TypeInformation) -> Converter:
         return _identity
@@ -203,47 +203,47 @@ def _shown(value: Any) -> str:
     return f"{text} ({type(value).__name__})"
 
 
-def _mismatch(value: Any, type_info: BasicTypeInfo, path: str) -> TypeError:
-    return TypeError(f"{_at(path)}{_shown(value)} is not of type {type_info.name}")
+def _mismatch(value: Any, name: str, path: str) -> TypeError:
+    return TypeError(f"{_at(path)}{_shown(value)} is not of type {name}")
 
 
-def _integer(value: Any, type_info: BasicTypeInfo, path: str) -> int:
+def _integer(value: Any, name: str, path: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _mismatch(value, type_info, path)
-    bits = INTEGER_BITS[type_info.name]
+        raise _mismatch(value, name, path)
+    bits = INTEGER_BITS[name]
     if not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
-        raise TypeError(f"{_at(path)}{value} is outside {type_info.name} ({bits}-bit signed)")
+        raise TypeError(f"{_at(path)}{value} is outside {name} ({bits}-bit signed)")
     return value
 
 
-def _floating(value: Any, type_info: BasicTypeInfo, path: str) -> float:
+def _floating(value: Any, name: str, path: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _mismatch(value, type_info, path)
+        raise _mismatch(value, name, path)
     return float(value)
 
 
-def _instance(*kinds: type) -> Callable[[Any, BasicTypeInfo, str], Any]:
-    def check(value: Any, type_info: BasicTypeInfo, path: str) -> Any:
+def _instance(*kinds: type) -> Callable[[Any, str, str], Any]:
+    def check(value: Any, name: str, path: str) -> Any:
         if not isinstance(value, kinds) or (bool not in kinds and isinstance(value, bool)):
-            raise _mismatch(value, type_info, path)
+            raise _mismatch(value, name, path)
         return value
 
     return check
 
 
-def _char(value: Any, type_info: BasicTypeInfo, path: str) -> str:
+def _char(value: Any, name: str, path: str) -> str:
     if not isinstance(value, str) or len(value) != 1:
-        raise _mismatch(value, type_info, path)
+        raise _mismatch(value, name, path)
     return value
 
 
-def _big_dec(value: Any, type_info: BasicTypeInfo, path: str) -> decimal.Decimal:
+def _big_dec(value: Any, name: str, path: str) -> decimal.Decimal:
     if isinstance(value, bool) or not isinstance(value, int | float | decimal.Decimal):
-        raise _mismatch(value, type_info, path)
+        raise _mismatch(value, name, path)
     return value if isinstance(value, decimal.Decimal) else decimal.Decimal(str(value))
 
 
-_BASIC: dict[str, Callable[[Any, BasicTypeInfo, str], Any]] = {
+_BASIC: dict[str, Callable[[Any, str, str], Any]] = {
     "String": _instance(str),
     "Boolean": _instance(bool),
     "Byte": _integer,

@@ -8,7 +8,7 @@ dispatches per record.
 
 A type family joins by reporting ``kind`` and, per kind, the parts a method receives:
 ``field_names`` and ``field_types`` (ROW), ``field_types`` (TUPLE), ``element_type`` (ARRAY),
-``key_type`` and ``value_type`` (MAP).
+``key_type`` and ``value_type`` (MAP), and the ``name`` of a named scalar (``scalar_name``).
 """
 
 from __future__ import annotations
@@ -19,12 +19,26 @@ from typing import Any, Generic, TypeVar
 from cairn.common.type_kind import TypeKind
 from cairn.common.typeinfo import TypeInformation
 
-__all__ = ["INTEGER_BITS", "TypeKind", "TypeVisitor", "UnsupportedTypeError"]
+__all__ = ["INTEGER_BITS", "TypeKind", "TypeVisitor", "UnsupportedTypeError", "scalar_name"]
 
 R = TypeVar("R")
 
 INTEGER_BITS = {"Byte": 8, "Short": 16, "Integer": 32, "Long": 64}
 """The width of each ``INTEGER`` type, by name (Java's signed integers)."""
+
+
+def scalar_name(t: TypeInformation) -> str:
+    """The name of a named scalar (Java's: ``"Integer"``, ``"LocalDateTime"``...), which
+    refines its kind for the methods that need it (an Arrow width, a parser).
+
+    >>> from cairn.common.typeinfo import Types
+    >>> scalar_name(Types.SQL_TIMESTAMP())
+    'Timestamp'
+    """
+    name = getattr(t, "name", None)
+    if not isinstance(name, str):
+        raise TypeError(f"{t!r} is not a named scalar type")
+    return name
 
 
 class UnsupportedTypeError(TypeError):

@@ -33,8 +33,8 @@ from typing import Any
 
 from pyspark.sql import types as T
 
-from cairn.common.type_visitor import TypeKind, TypeVisitor
-from cairn.common.typeinfo import BasicTypeInfo, TypeInformation
+from cairn.common.type_visitor import TypeKind, TypeVisitor, scalar_name
+from cairn.common.typeinfo import TypeInformation
 from cairn.common.types import Row
 from cairn.state.snapshot_format import dumps
 from cairn.state_processor.errors import ValueTypeError
@@ -101,7 +101,7 @@ class _SparkTypes(TypeVisitor["T.DataType | None"]):
         return None  # pickled, losslessly
 
     def visit_scalar(self, t: TypeInformation) -> T.DataType | None:
-        return _BASIC.get(t.name) if isinstance(t, BasicTypeInfo) else None
+        return _BASIC.get(scalar_name(t))
 
     def visit_bytes(self, t: TypeInformation) -> T.DataType | None:
         return T.BinaryType()  # byte[]: Python bytes

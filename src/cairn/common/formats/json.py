@@ -36,8 +36,8 @@ from cairn.common.formats.values import (
     value_checker,
 )
 from cairn.common.serialization import DeserializationSchema, SerializationSchema
-from cairn.common.type_visitor import TypeKind, TypeVisitor
-from cairn.common.typeinfo import BasicTypeInfo, RowTypeInfo, TypeInformation
+from cairn.common.type_visitor import TypeKind, TypeVisitor, scalar_name
+from cairn.common.typeinfo import RowTypeInfo, TypeInformation
 from cairn.common.types import Row
 
 __all__ = [
@@ -214,8 +214,7 @@ class _FromJson(TypeVisitor[Convert]):
         return to_bytes
 
     def visit_scalar(self, t: TypeInformation) -> Convert:
-        assert isinstance(t, BasicTypeInfo)  # the named scalars
-        cast = _CASTS[t.name]
+        cast = _CASTS[scalar_name(t)]
 
         def to_value(value: Any) -> Any:
             if value is None:

@@ -29,8 +29,8 @@ from collections.abc import Callable
 from typing import Any
 
 from cairn.common.type_conversion import Converter, converter
-from cairn.common.type_visitor import TypeKind, TypeVisitor
-from cairn.common.typeinfo import BasicTypeInfo, TypeInformation
+from cairn.common.type_visitor import TypeKind, TypeVisitor, scalar_name
+from cairn.common.typeinfo import TypeInformation
 from cairn.common.types import Row
 
 __all__ = [
@@ -123,8 +123,7 @@ class _TextParsers(TypeVisitor[TextParser]):
         return _TextParsers(self.field, self.delimiter, nested=True)
 
     def visit_scalar(self, t: TypeInformation) -> TextParser:
-        assert isinstance(t, BasicTypeInfo)  # the named scalars
-        parse, check, field = _PARSERS[t.name], converter(t), self.field
+        parse, check, field = _PARSERS[scalar_name(t)], converter(t), self.field
         strip = parse is not str
 
         def parse_scalar(text: str) -> Any:

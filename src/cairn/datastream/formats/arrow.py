@@ -22,8 +22,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from cairn.common.type_visitor import TypeVisitor
-from cairn.common.typeinfo import BasicTypeInfo, RowTypeInfo, TypeInformation
+from cairn.common.type_visitor import TypeVisitor, scalar_name
+from cairn.common.typeinfo import RowTypeInfo, TypeInformation
 from cairn.common.types import Row
 
 __all__ = ["ArrowRows", "arrow_schema", "arrow_type", "avro_arrow_schema", "rows"]
@@ -81,8 +81,7 @@ class _ArrowTypes(TypeVisitor[pa.DataType]):
         return pa.binary()
 
     def visit_scalar(self, t: TypeInformation) -> pa.DataType:
-        assert isinstance(t, BasicTypeInfo)  # the named scalars
-        return _BASIC[t.name]
+        return _BASIC[scalar_name(t)]
 
 
 class _OrcTypes(_ArrowTypes):
