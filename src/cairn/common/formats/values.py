@@ -119,8 +119,8 @@ class _TextParsers(TypeVisitor[TextParser]):
     def unsupported(self, t: TypeInformation, why: str = "") -> TextParser:
         return super().unsupported(t, f"field {self.field!r}" + (why and f"; {why}"))
 
-    def _inner(self) -> _TextParsers:
-        return _TextParsers(self.field, self.delimiter, nested=True)
+    def _inner(self, field: str) -> _TextParsers:
+        return _TextParsers(field, self.delimiter, nested=True)
 
     def visit_scalar(self, t: TypeInformation) -> TextParser:
         parse, check, field = _PARSERS[scalar_name(t)], converter(t), self.field
@@ -149,7 +149,7 @@ class _TextParsers(TypeVisitor[TextParser]):
         if self.nested:
             return self.unsupported(t, _FLAT)
         field, delimiter = self.field, self.delimiter
-        each = self._inner().visit(element)
+        each = self._inner(f"{field}[]").visit(element)
 
         def parse_array(text: str) -> list[Any]:
             out = []
@@ -186,7 +186,7 @@ class _TextParsers(TypeVisitor[TextParser]):
             return self.unsupported(t, _FLAT)
         field, delimiter = self.field, self.delimiter
         fields = [
-            (self._inner().visit(f), field + p, f, f.kind is not TypeKind.STRING)
+            (self._inner(field + p).visit(f), field + p, f, f.kind is not TypeKind.STRING)
             for p, f in zip(paths, types, strict=True)
         ]
 

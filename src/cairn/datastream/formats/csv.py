@@ -267,6 +267,7 @@ class CsvReaderFormat(StreamFormat):
 class _CsvWriterFactory(BulkWriterFactory):
     def __init__(self, schema: CsvSchema) -> None:
         self.schema = schema
+        row_codec(schema.get_type_info(), schema.dialect)  # refuses a type CSV cannot take
 
     def create(self, stream: BinaryIO) -> BulkWriter:
         return _CsvBulkWriter(stream, self.schema)
