@@ -28,7 +28,9 @@ __all__ = ["Accumulator", "accumulator_for"]
 
 class Accumulator:
     """One aggregate function: ``create`` an accumulator, ``add``/``retract`` a value,
-    read its ``result``."""
+    read its ``result``. ``takes_row``: ``add``/``retract`` receive the whole input row."""
+
+    takes_row = False
 
     def create(self) -> Any:
         raise NotImplementedError
@@ -148,9 +150,36 @@ class _CountDistinct(_Extreme):
         return len(acc)
 
 
+class _UserDefined(Accumulator):
+    """A user's ``AggregateFunction``: its accumulator is mutated in place, as in PyFlink;
+    ``add``/``retract`` receive the whole input row and pick the call's arguments."""
+
+    takes_row = True
+
+    def __init__(self, call: AggCall) -> None:
+        self.function = call.wrapper.function
+        self.args = call.args
+
+    def create(self) -> Any:
+        return self.function.create_accumulator()
+
+    def add(self, acc: Any, row: Any) -> Any:
+        self.function.accumulate(acc, *(row[i] for i in self.args))
+        return acc
+
+    def retract(self, acc: Any, row: Any) -> Any:
+        self.function.retract(acc, *(row[i] for i in self.args))
+        return acc
+
+    def result(self, acc: Any) -> Any:
+        return self.function.get_value(acc)
+
+
 def accumulator_for(call: AggCall) -> Accumulator:
     """The accumulator of one aggregate call."""
     fn = call.function
+    if fn == "udaf":
+        return _UserDefined(call)
     if fn == "count_star":
         return _CountStar()
     if fn == "count":

@@ -73,7 +73,8 @@ class Expression:
         if self.kind == "cast":
             fn = "try_cast" if self.name == "try" else "cast"
             return f"{fn}({self.args[0]}, {self.data_type})"
-        return f"{self.name}({', '.join(str(a) for a in self.args)})"
+        name = self.value.name if self.name == "udf" else self.name
+        return f"{name}({', '.join(str(a) for a in self.args)})"
 
     def __repr__(self) -> str:
         return str(self)

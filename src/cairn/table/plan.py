@@ -29,6 +29,7 @@ __all__ = [
     "Aggregate",
     "Calc",
     "ChangelogMode",
+    "Correlate",
     "Limit",
     "PlanNode",
     "StreamScan",
@@ -126,6 +127,22 @@ class Aggregate(PlanNode):
         return (self.input,)
 
 
+@dataclass(frozen=True, eq=False)
+class Correlate(PlanNode):
+    """A table function per input row: ``join_lateral`` (input columns kept) or
+    ``flat_map`` (its columns only); ``args`` ``None`` passes the whole row."""
+
+    input: PlanNode = field(default=None)  # type: ignore[assignment]
+    wrapper: Any = None
+    args: tuple[Rex, ...] | None = None
+    keep_input: bool = True
+    outer: bool = False
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.input,)
+
+
 @dataclass(frozen=True)
 class Limit(PlanNode):
     """The first ``count`` rows (after skipping ``offset``)."""
@@ -151,7 +168,7 @@ def changelog_mode(node: PlanNode) -> ChangelogMode:
             not node.calls and changelog_mode(node.input) is ChangelogMode.INSERT_ONLY
         )
         return ChangelogMode.INSERT_ONLY if no_calls_on_insert_only else ChangelogMode.ALL
-    if isinstance(node, Calc | Limit):
+    if isinstance(node, Calc | Limit | Correlate):
         return changelog_mode(node.inputs[0])
     raise TypeError(f"unknown plan node {type(node).__name__}")
 
@@ -169,13 +186,13 @@ def describe(node: PlanNode) -> str:
             parts.append(
                 "select=["
                 + ", ".join(
-                    _rex_text(p, inner) + ("" if _is_ref(p, inner, n) else f" AS {n}")
+                    rex_text(p, inner) + ("" if _is_ref(p, inner, n) else f" AS {n}")
                     for p, n in zip(node.projections, names, strict=True)
                 )
                 + "]"
             )
         if node.condition is not None:
-            parts.append(f"where=[{_rex_text(node.condition, inner)}]")
+            parts.append(f"where=[{rex_text(node.condition, inner)}]")
         return f"Calc({', '.join(parts)})"
     if isinstance(node, Aggregate):
         inner = node.input.columns.names
@@ -190,6 +207,14 @@ def describe(node: PlanNode) -> str:
         return f"GroupAggregate({head}select=[{select}])"
     if isinstance(node, Limit):
         return f"Limit(offset=[0], fetch=[{node.count}])"
+    if isinstance(node, Correlate):
+        inner = node.input.columns.names
+        args = inner if node.args is None else [rex_text(a, inner) for a in node.args]
+        join = "LEFT" if node.outer else "INNER"
+        return (
+            f"Correlate(invocation=[{node.wrapper.name}({', '.join(args)})],"
+            f" select=[{', '.join(names)}], joinType=[{join}])"
+        )
     return type(node).__name__
 
 
@@ -197,15 +222,16 @@ def _is_ref(rex: Rex, names: list[str], name: str) -> bool:
     return rex.kind == "input" and names[rex.index] == name
 
 
-def _rex_text(rex: Rex, names: list[str]) -> str:
+def rex_text(rex: Rex, names: list[str]) -> str:
     if rex.kind == "input":
         return names[rex.index]
     if rex.kind == "literal":
         return repr(rex.value) if isinstance(rex.value, str) else str(rex.value)
     if rex.kind == "cast":
         fn = "TRY_CAST" if rex.op == "try" else "CAST"
-        return f"{fn}({_rex_text(rex.operands[0], names)} AS {rex.data_type})"
-    return f"{rex.op}({', '.join(_rex_text(o, names) for o in rex.operands)})"
+        return f"{fn}({rex_text(rex.operands[0], names)} AS {rex.data_type})"
+    op = rex.value.name if rex.op == "udf" else rex.op
+    return f"{op}({', '.join(rex_text(o, names) for o in rex.operands)})"
 
 
 def explain(node: PlanNode) -> str:

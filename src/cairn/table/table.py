@@ -33,8 +33,19 @@ from cairn.table.analysis import (
 )
 from cairn.table.errors import ValidationError
 from cairn.table.expressions import Expression, col, expressions
-from cairn.table.plan import Aggregate, Calc, Limit, PlanNode, explain
+from cairn.table.plan import (
+    Aggregate,
+    Calc,
+    ChangelogMode,
+    Correlate,
+    Limit,
+    PlanNode,
+    changelog_mode,
+    explain,
+)
 from cairn.table.schema import schema_text
+from cairn.table.types import DataTypes, RowType
+from cairn.table.udf import AggregateFunction, TableFunction, UserDefinedFunctionWrapper
 
 if TYPE_CHECKING:
     from cairn.table.result import TableResult
@@ -129,6 +140,13 @@ def aggregate(
             input=node,
             projections=tuple(identity + [rex for _, rex in extra]),
         )
+    if changelog_mode(agg_input) is not ChangelogMode.INSERT_ONLY:
+        for call in calls:
+            if call.wrapper is not None and not _retracts(call.wrapper.function):
+                raise ValidationError(
+                    f"Function {call.wrapper.name} does not implement retract(): it cannot"
+                    " aggregate an updating input"
+                )
     agg_columns = aggregate_output(agg_input.columns, key_indexes, calls)
     agg: PlanNode = Aggregate(agg_input, tuple(key_indexes), tuple(calls), agg_columns, final_only)
     rexes = [resolve(e, agg_columns) for e in over_output]
@@ -257,8 +275,6 @@ class Table:
 
     def limit(self, fetch: int, offset: int = 0) -> Table:
         """The first ``fetch`` rows (of an insert-only table)."""
-        from cairn.table.plan import ChangelogMode, changelog_mode
-
         if changelog_mode(self._node) is not ChangelogMode.INSERT_ONLY:
             raise ValidationError("limit() on an updating table is not supported")
         if offset:
@@ -266,6 +282,74 @@ class Table:
         return self._new(Limit(columns=self._node.columns, input=self._node, count=fetch))
 
     fetch = limit
+
+    # -- row-based operations with user-defined functions ------------------------------------
+
+    def _correlate(self, call: Any, keep_input: bool, outer: bool) -> Table:
+        wrapper, args, aliases = _table_function_call(call)
+        rexes = None if args is None else tuple(resolve(a, self._node.columns) for a in args)
+        row_type = wrapper.result_type
+        names = list(aliases) if aliases else row_type.field_names()
+        if len(names) != len(row_type.fields):
+            raise ValidationError(
+                f"Table function {wrapper.name} has {len(row_type.fields)} result columns,"
+                f" aliased with {len(names)} names"
+            )
+        pairs = list(zip(names, row_type.field_types(), strict=True))
+        if outer:
+            pairs = [(n, t.nullable_()) for n, t in pairs]
+        if keep_input:
+            pairs = [*zip(self._node.columns.names, self._node.columns.types, strict=True), *pairs]
+        _check_unique([n for n, _ in pairs])
+        node = Correlate(
+            columns=Columns.of(pairs),
+            input=self._node,
+            wrapper=wrapper,
+            args=rexes,
+            keep_input=keep_input,
+            outer=outer,
+        )
+        return self._new(node)
+
+    def join_lateral(
+        self, table_function_call: Any, join_predicate: Expression | None = None
+    ) -> Table:
+        """Each row joined with the rows a table function yields for it (an inner join)."""
+        joined = self._correlate(table_function_call, keep_input=True, outer=False)
+        return joined.filter(join_predicate) if join_predicate is not None else joined
+
+    def left_outer_join_lateral(
+        self, table_function_call: Any, join_predicate: Expression | None = None
+    ) -> Table:
+        """As ``join_lateral``, keeping a row the function yields nothing for (NULLs)."""
+        if join_predicate is not None:
+            raise ValidationError("left_outer_join_lateral with a predicate is not built yet")
+        return self._correlate(table_function_call, keep_input=True, outer=True)
+
+    def flat_map(self, func: Any) -> Table:
+        """The rows a table function yields for each row (called with the row)."""
+        return self._correlate(func, keep_input=False, outer=False)
+
+    def map(self, func: Any) -> Table:
+        """One row per row from a scalar function returning a ``ROW`` (called with the row)."""
+        wrapper, args, aliases = _scalar_function_call(func)
+        columns = self._node.columns
+        row_type = wrapper.result_type
+        if isinstance(row_type, RowType):
+            names, types = row_type.field_names(), row_type.field_types()
+        else:
+            names, types = ["f0"], [row_type]
+        if aliases:
+            names = list(aliases)
+        as_row = Correlate(
+            columns=Columns.of(list(zip(names, types, strict=True))),
+            input=self._node,
+            wrapper=_single_row(wrapper, row_type),
+            args=None if args is None else tuple(resolve(a, columns) for a in args),
+            keep_input=False,
+            outer=False,
+        )
+        return self._new(as_row)
 
     # -- schema and plan ---------------------------------------------------------------------
 
@@ -310,3 +394,65 @@ class GroupedTable:
         table = self._table
         node = aggregate(table.plan, self._keys, expressions(fields), table.context.batch_mode)
         return Table(node, table.context)
+
+
+def _unwrap_call(
+    call: Any, kind: str
+) -> tuple[Any, tuple[Expression, ...] | None, tuple[str, ...]]:
+    """A function and its arguments from ``f(col('a'))``, ``f(...).alias('x')``, ``f`` or
+    ``f.alias('x')`` (the last two: called with the whole row)."""
+    aliases: tuple[str, ...] = ()
+    if isinstance(call, Expression) and call.kind == "alias":
+        aliases, call = call.names, call.args[0]
+    if isinstance(call, Expression) and call.kind == "call" and call.name == "udf":
+        wrapper, args = call.value, call.args
+    elif getattr(call, "kind", None) in ("scalar", "table", "aggregate") and hasattr(
+        call, "function"
+    ):
+        wrapper, args = call, None
+        aliases = aliases or call.aliases
+    else:
+        raise ValidationError(f"Expected a {kind} function call, got {call!r}")
+    if wrapper.kind != kind:
+        raise ValidationError(f"{wrapper.name} is a {wrapper.kind} function, not a {kind} function")
+    return wrapper, args, aliases
+
+
+def _table_function_call(call: Any) -> tuple[Any, tuple[Expression, ...] | None, tuple[str, ...]]:
+    return _unwrap_call(call, "table")
+
+
+def _scalar_function_call(call: Any) -> tuple[Any, tuple[Expression, ...] | None, tuple[str, ...]]:
+    return _unwrap_call(call, "scalar")
+
+
+def _single_row(wrapper: Any, row_type: Any) -> Any:
+    """A scalar function seen as a table function yielding its one result."""
+    return UserDefinedFunctionWrapper(
+        _OneResult(wrapper.function),
+        "table",
+        row_type if isinstance(row_type, RowType) else _row_of(row_type),
+        wrapper.name,
+    )
+
+
+def _row_of(t: Any) -> RowType:
+    return DataTypes.ROW([DataTypes.FIELD("f0", t)])
+
+
+class _OneResult(TableFunction):
+    def __init__(self, function: Any) -> None:
+        self.function = function
+
+    def open(self, context: Any) -> None:
+        self.function.open(context)
+
+    def close(self) -> None:
+        self.function.close()
+
+    def eval(self, *args: Any) -> list[Any]:
+        return [self.function.eval(*args)]
+
+
+def _retracts(function: Any) -> bool:
+    return type(function).retract is not AggregateFunction.retract

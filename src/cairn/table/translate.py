@@ -17,11 +17,21 @@ from cairn.datastream.stream_execution_environment import StreamExecutionEnviron
 from cairn.table.codegen import CompiledCalc, calc_source
 from cairn.table.operators import (
     CalcFunction,
+    CorrelateFunction,
     FieldsKeySelector,
     GroupAggFunction,
     LimitFunction,
 )
-from cairn.table.plan import Aggregate, Calc, Limit, PlanNode, StreamScan, Values, describe
+from cairn.table.plan import (
+    Aggregate,
+    Calc,
+    Correlate,
+    Limit,
+    PlanNode,
+    StreamScan,
+    Values,
+    describe,
+)
 
 __all__ = ["to_data_stream", "uid_of"]
 
@@ -47,8 +57,22 @@ def to_data_stream(node: PlanNode, env: StreamExecutionEnvironment, path: str = 
         return stream
     if isinstance(node, Calc):
         upstream = to_data_stream(node.input, env, path + ".0")
-        calc = CalcFunction(CompiledCalc(calc_source(node.projections, node.condition)))
+        functions: list[Any] = []
+        source = calc_source(node.projections, node.condition, functions)
+        calc = CalcFunction(CompiledCalc(source, functions))
         return _labelled(upstream.flat_map(calc), node, path, describe(node))
+    if isinstance(node, Correlate):
+        upstream = to_data_stream(node.input, env, path + ".0")
+        args = None
+        if node.args is not None:
+            arg_functions: list[Any] = []
+            arg_source = calc_source(node.args, None, arg_functions)
+            args = CompiledCalc(arg_source, arg_functions)
+        arity = len(node.wrapper.result_type.fields)
+        correlate = CorrelateFunction(
+            node.wrapper, args, node.input.columns.names, arity, node.keep_input, node.outer
+        )
+        return _labelled(upstream.flat_map(correlate), node, path, describe(node))
     if isinstance(node, Aggregate):
         upstream = to_data_stream(node.input, env, path + ".0")
         keyed: Any = upstream.key_by(FieldsKeySelector(node.keys))
