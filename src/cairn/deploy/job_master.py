@@ -36,8 +36,21 @@ from cairn.checkpoint.protocol import FallbackRule
 from cairn.checkpoint.storage import CheckpointStorage
 from cairn.common.job_status import JobStatus
 from cairn.deploy import control_messages as p
+from cairn.deploy.after_attempt import (
+    AfterAttemptFacts,
+    Cancel,
+    DelayCancelled,
+    Fail,
+    Finish,
+    NoSafeRestore,
+    Restart,
+    Step,
+    StorageUnreadable,
+    Suspend,
+    decide_after_attempt,
+)
 from cairn.deploy.attempt_control import AttemptSavepointControl, FailAttempt, Stopped
-from cairn.deploy.attempt_errors import TaskFailure, WorkerLost, could_not_restore
+from cairn.deploy.attempt_errors import TaskFailure, WorkerLost
 from cairn.deploy.committing_sinks import committing_sinks
 from cairn.deploy.control_server import ConnectionLost, ControlServer, Envelope
 from cairn.deploy.coordinator_gateway import CoordinatorGatewayOf
@@ -48,7 +61,7 @@ from cairn.deploy.initialization import JobInitialization
 from cairn.deploy.job_master_leadership import lead
 from cairn.deploy.lifecycle import AttemptEnd, AttemptOutcome, transition
 from cairn.deploy.output_forwarding import print_forwarded
-from cairn.deploy.restart_policy import RestartPolicy, after_failure
+from cairn.deploy.restart_policy import RestartPolicy
 from cairn.deploy.restore_choice import RestoreChoice
 from cairn.deploy.savepoint_requests import SavepointRequests, StopWithSavepoint
 from cairn.events import SavepointFormatType
@@ -80,11 +93,6 @@ class _AttemptState:
 _FINISHED = AttemptOutcome(AttemptEnd.FINISHED)
 _CANCELLED = AttemptOutcome(AttemptEnd.CANCELLED)
 _SUSPENDED = AttemptOutcome(AttemptEnd.SUSPENDED)
-_JOB_STATUS_OF = {
-    AttemptEnd.FINISHED: JobStatus.FINISHED,
-    AttemptEnd.CANCELLED: JobStatus.CANCELED,
-    AttemptEnd.SUSPENDED: JobStatus.SUSPENDED,
-}
 
 
 class JobMaster:
@@ -290,61 +298,73 @@ class JobMaster:
         if self.leadership is not None and restore is not None:  # a next leader resumes it
             self.leadership.checkpoint_completed(restore.checkpoint_id, restore.checkpoint_dir)
         self._set_status(JobStatus.INITIALIZING)
-        unreadable: Exception | None = None  # the storage failed choosing the restore point
-        while True:
-            self.attempt = AttemptNumber(self.attempt + 1)
-            if self.leadership is not None and not self.leadership.holds():
-                outcome = _SUSPENDED  # lost while restarting: deploy nothing
-            elif unreadable is not None:  # a failed attempt for the restart strategy
-                outcome, unreadable = AttemptOutcome.failed(unreadable), None
-            else:
-                outcome = self._run_attempt(self.attempt, restore)
-            if outcome.end is not AttemptEnd.FAILED:
-                lost = outcome.end is AttemptEnd.SUSPENDED
-                error = LeadershipLost(f"job {self.job_id}: leadership lost") if lost else None
-                self._end(_JOB_STATUS_OF[outcome.end], error)
+        step = self._next_attempt(restore)
+        while True:  # gather the facts, decide (``after_attempt.py``), act
+            facts = AfterAttemptFacts(restored=self._restore, now_ms=_now_ms())
+            decision = decide_after_attempt(step, facts, self._restart)
+            if not isinstance(decision, Restart):
+                self._end_with(decision)
                 return
-            assert outcome.error is not None  # AttemptOutcome: a failed attempt has its error
-            unusable = restore is not None and could_not_restore(outcome.error)
-            decision = after_failure(self._restart, unusable, _now_ms())
-            if not decision.restart:
-                log.error("job %s failed, not restarting: %s", self.job_id, decision.reason)
-                self._end(JobStatus.FAILED, outcome.error)
-                return
-            self._set_status(JobStatus.RESTARTING)
-            self.restarts += 1
-            log.warning(
-                "job %s: attempt %d failed (%s); %s, restarting in %d ms",
-                self.job_id,
-                self.attempt,
-                _first_line(outcome.error),
-                decision.reason,
-                decision.delay_ms,
+            step = self._restart_after(decision)
+
+    def _next_attempt(
+        self, restore: p.RestoreInfo | None, unreadable: RestoreReadError | None = None
+    ) -> Step:
+        """Deploy the next attempt and return how it ended; deploy nothing if this driver
+        lost its leadership meanwhile, or if the storage failed choosing ``restore``."""
+        self.attempt = AttemptNumber(self.attempt + 1)
+        self._restore = None
+        if self.leadership is not None and not self.leadership.holds():
+            return _SUSPENDED  # lost while restarting: deploy nothing
+        if unreadable is not None:  # a failed attempt for the restart strategy
+            return StorageUnreadable(unreadable)
+        return self._run_attempt(self.attempt, restore)
+
+    def _end_with(self, decision: Finish | Cancel | Suspend | Fail) -> None:
+        if isinstance(decision, Finish):
+            self._end(JobStatus.FINISHED)
+        elif isinstance(decision, Cancel):
+            self._end(JobStatus.CANCELED)
+        elif isinstance(decision, Suspend):
+            self._end(JobStatus.SUSPENDED, LeadershipLost(f"job {self.job_id}: leadership lost"))
+        else:
+            log.error("job %s failed, not restarting: %s", self.job_id, decision.reason)
+            self._end(JobStatus.FAILED, decision.cause)
+
+    def _restart_after(self, decision: Restart) -> Step:
+        """Enter RESTARTING, wait out the delay, choose the restore point, deploy."""
+        self._set_status(JobStatus.RESTARTING)
+        self.restarts += 1
+        log.warning(
+            "job %s: attempt %d failed (%s); %s, restarting in %d ms",
+            self.job_id,
+            self.attempt,
+            _first_line(decision.cause),
+            decision.reason,
+            decision.delay_ms,
+        )
+        self._emit("restart", decision.cause)
+        # The delay overlaps the teardown, as Flink's backoff overlaps the cancellation.
+        delay_s = decision.delay_ms / 1000.0 - (time.monotonic() - self._ended_at)
+        if self._cancel.wait(max(0.0, delay_s)):
+            return DelayCancelled()
+        if decision.discard is not None:
+            discard = decision.discard
+            reason = _first_line(decision.cause)
+            self.coordinator.mark_unusable(discard.checkpoint_dir, discard.checkpoint_id, reason)
+        try:
+            restore = self.restores.latest(explicit=None)
+        except CheckpointError as exc:  # nothing (safe) to restore from: say what
+            log.error("job %s cannot restart: %s", self.job_id, exc)
+            return NoSafeRestore(exc)
+        except Exception as exc:  # the storage is unreachable: wait, as for an attempt
+            unreadable = RestoreReadError(
+                f"could not choose the checkpoint to restore: {_first_line(exc)}"
             )
-            self._emit("restart", outcome.error)
-            # The delay overlaps the teardown, as Flink's backoff overlaps the cancellation.
-            delay_s = decision.delay_ms / 1000.0 - (time.monotonic() - self._ended_at)
-            if self._cancel.wait(max(0.0, delay_s)):
-                self._end(JobStatus.CANCELED)
-                return
-            if unusable:
-                assert restore is not None
-                self.coordinator.mark_unusable(
-                    restore.checkpoint_dir, restore.checkpoint_id, _first_line(outcome.error)
-                )
-            try:
-                restore = self.restores.latest(explicit=None)
-            except CheckpointError as exc:  # nothing (safe) to restore from: say what
-                log.error("job %s cannot restart: %s", self.job_id, exc)
-                self._end(JobStatus.FAILED, exc)
-                return
-            except Exception as exc:  # the storage is unreachable: wait, as for an attempt
-                restore = None
-                unreadable = RestoreReadError(
-                    f"could not choose the checkpoint to restore: {_first_line(exc)}"
-                )
-                unreadable.__cause__ = exc
-                log.warning("job %s: %s", self.job_id, unreadable)
+            unreadable.__cause__ = exc
+            log.warning("job %s: %s", self.job_id, unreadable)
+            return self._next_attempt(None, unreadable)
+        return self._next_attempt(restore)
 
     def _restored(self, state: _AttemptState) -> None:
         """Every worker of an attempt that restored a checkpoint runs: log where the time
