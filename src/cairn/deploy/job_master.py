@@ -59,6 +59,7 @@ from cairn.deploy.executors import Deployment, Executor
 from cairn.deploy.high_availability import LostLeadership
 from cairn.deploy.initialization import JobInitialization
 from cairn.deploy.job_master_leadership import lead
+from cairn.deploy.job_master_ports import Listener
 from cairn.deploy.lifecycle import AttemptEnd, AttemptOutcome, transition
 from cairn.deploy.output_forwarding import print_forwarded
 from cairn.deploy.restart_policy import RestartPolicy
@@ -167,7 +168,7 @@ class JobMaster:
         self._state: _AttemptState | None = None  # None until the first attempt is deployed
         self.start_ms = int(time.time() * 1000)
         self.end_ms: int | None = None
-        self.listeners: list[Callable[[str, Any], None]] = []
+        self.listeners: list[Listener] = []
         self._savepoints = SavepointRequests(job_id, cp.savepoint_dir)
 
     # ------------------------------------------------------------------ public API
@@ -227,7 +228,7 @@ class JobMaster:
     def _set_status(self, status: JobStatus) -> None:
         self._status = transition(self._status, status)
         log.debug("job %s is %s", self.job_id, status.name)
-        self._emit("status", status)
+        self.emit("status", status)
 
     def _end(self, status: JobStatus, error: BaseException | None = None) -> None:
         """Apply the retention policy for the terminal ``status``, then enter it: whoever sees
@@ -281,7 +282,7 @@ class JobMaster:
             job_id=self.job_id,
             settings=cp,
             storage=self.storage,
-            gateway=CoordinatorGatewayOf(self),
+            gateway=CoordinatorGatewayOf(self),  # as its AttemptPort
             expected_tasks=expected,
             source_tasks=sources,
             operator_parallelism=parallelism,
@@ -343,7 +344,7 @@ class JobMaster:
             decision.reason,
             decision.delay_ms,
         )
-        self._emit("restart", decision.cause)
+        self.emit("restart", decision.cause)
         # The delay overlaps the teardown, as Flink's backoff overlaps the cancellation.
         delay_s = decision.delay_ms / 1000.0 - (time.monotonic() - self._ended_at)
         if self._cancel.wait(max(0.0, delay_s)):
@@ -459,7 +460,13 @@ class JobMaster:
         deadline = time.monotonic() + REGISTRATION_TIMEOUT_S
         peers_sent = False
         savepoints = AttemptSavepointControl(
-            self, self._server, state.attempt, lambda: state.final_checkpoint_from is not None
+            self.job_id,
+            self.coordinator,
+            self._checkpointing,
+            self._server,
+            state.attempt,
+            lambda: self._status,
+            lambda: state.final_checkpoint_from is not None,
         )
         while True:
             if self._cancel.is_set():
@@ -499,7 +506,7 @@ class JobMaster:
                 if self._status is not JobStatus.RUNNING:
                     self._restored(state)
                     self._set_status(JobStatus.RUNNING)
-                    self._emit("running", state.attempt)
+                    self.emit("running", state.attempt)
                 if self._checkpointing:
                     self.coordinator.tick()
                     self._maybe_finish_sources(state)
@@ -585,24 +592,60 @@ class JobMaster:
         if self._on_collect is not None:
             self._on_collect(msg)
 
-    def _emit(self, event: str, payload: Any) -> None:
+    # ------------------------------------------------------------------ AttemptPort
+
+    def emit(self, event: str, payload: Any) -> None:
         for listener in list(self.listeners):
             try:
                 listener(event, payload)
             except Exception:
                 log.debug("listener failed", exc_info=True)
 
-    # ------------------------------------------------------------------ gateway callbacks
+    def leads(self) -> bool:
+        return self.leadership is None or self.leadership.holds()
 
-    def _broadcast_current(self, message: Any) -> None:
+    def broadcast_to_current(self, message: object) -> None:
         state = self._state
         if state is not None:
             self._server.broadcast(state.attempt, message)
 
-    def _fail_current(self, reason: str) -> None:
+    def fail_current(self, reason: str) -> None:
         state = self._state
         if state is not None:
             self._server.inbox.put(Envelope(state.attempt, -1, FailAttempt(reason)))
+
+    # ------------------------------------------------------------------ LeadershipPort
+
+    @property
+    def cancelled(self) -> threading.Event:
+        return self._cancel
+
+    def current_worker_pids(self) -> Mapping[int, int]:
+        return self.worker_pids
+
+    def add_listener(self, listener: Listener) -> None:
+        self.listeners.append(listener)
+
+    def end_unled(self, status: JobStatus, error: BaseException | None) -> None:
+        self.error = error
+        self._set_status(status)
+
+    def take_over(self, restore_path: str | None, first_id: int) -> None:
+        self.restores.ha_restore = restore_path
+        coordinator = self.coordinator
+        coordinator.set_next_checkpoint_id(
+            CheckpointId(max(first_id, coordinator.next_checkpoint_id))
+        )
+
+    def start_leading(self, decided: bool) -> None:
+        self.on_leading()
+        if decided:  # the HA pointer, not the run-status record, says where to resume
+            self.restores.resume_from = ()
+
+    def post(self, message: object) -> None:
+        state = self._state
+        attempt = state.attempt if state is not None else self.attempt
+        self._server.inbox.put(Envelope(attempt, -1, message))
 
 
 def _never_registered(state: _AttemptState) -> WorkerLost:
