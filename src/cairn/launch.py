@@ -38,8 +38,8 @@ _submitted: weakref.WeakSet[JobClient] = weakref.WeakSet()
 def running_jobs() -> list[JobClient]:
     """The clients of this process's jobs that have not ended, oldest first (e.g. for what
     the CLI prints on Ctrl-C)."""
-    alive = [c for c in _submitted if c.job_master.end_ms is None]
-    return sorted(alive, key=lambda c: c.job_master.start_ms)
+    alive = [c for c in _submitted if not c.job_master.view.ended]
+    return sorted(alive, key=lambda c: c.job_master.view.start_ms)
 
 
 log = logging.getLogger(__name__)

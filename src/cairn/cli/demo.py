@@ -81,20 +81,20 @@ def run_demo(
     master_ = client.job_master
     if kill:
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and master_.end_ms is None:
-            coordinator = master_.coordinator
-            latest = coordinator.latest_completed_id() if coordinator else None
+        while time.monotonic() < deadline and not master_.view.ended:
+            view = master_.view
+            latest = view.latest_checkpoint_id
             sources = set(master_.plan.source_tasks)
-            emitted = sum(m.records_out for t, m in dict(master_.metrics).items() if t in sources)
+            emitted = sum(m.records_out for t, m in view.metrics.items() if t in sources)
             # Kill mid-run: after a completed checkpoint, with most of the input still to come.
             if (
                 latest is not None
                 and latest >= 2
                 and emitted >= records // 4
-                and len(master_.worker_pids) == parallelism
+                and len(view.worker_pids) == parallelism
             ):
-                victim = max(master_.worker_pids)
-                pid = master_.worker_pids[victim]
+                victim = max(view.worker_pids)
+                pid = view.worker_pids[victim]
                 if emitted >= records * 0.9:
                     _say("\n>>> the job is almost done; not killing a worker this time")
                     break

@@ -24,7 +24,8 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any
 
 from cairn.checkpoint.coordinator import CheckpointCoordinator
@@ -60,6 +61,7 @@ from cairn.deploy.high_availability import LostLeadership
 from cairn.deploy.initialization import JobInitialization
 from cairn.deploy.job_master_leadership import lead
 from cairn.deploy.job_master_ports import Listener
+from cairn.deploy.job_view import JobView, MetricReports
 from cairn.deploy.lifecycle import AttemptEnd, AttemptOutcome, transition
 from cairn.deploy.output_forwarding import print_forwarded
 from cairn.deploy.restart_policy import RestartPolicy
@@ -91,6 +93,7 @@ class _AttemptState:
     initializations: dict[int, p.WorkerInitialization] = field(default_factory=dict)
 
 
+_NO_REPORTS: MetricReports = (MappingProxyType({}), MappingProxyType({}))
 _FINISHED = AttemptOutcome(AttemptEnd.FINISHED)
 _CANCELLED = AttemptOutcome(AttemptEnd.CANCELLED)
 _SUSPENDED = AttemptOutcome(AttemptEnd.SUSPENDED)
@@ -132,20 +135,8 @@ class JobMaster:
         self._first_attempt = AttemptNumber(first_attempt)
         self.faults = with_driver_pid(faults, first_attempt)
         self.plan = ExecutionPlan(graph, num_workers)
-        self._status = JobStatus.CREATED
-        self.error: BaseException | None = None
-        self.attempt = AttemptNumber(first_attempt - 1)  # the first is first_attempt
-        self.restarts = 0
-        # Where the last restore's time went (None until an attempt restored and ran).
-        self.last_initialization: JobInitialization | None = None
         self._restore: p.RestoreInfo | None = None  # what the current attempt restores
         self._ended_at = 0.0  # time.monotonic() when the last attempt's outcome was known
-        self.worker_pids: dict[int, int] = {}
-        self.metrics: dict[TaskKey, p.TaskMetrics] = {}
-        # (the report before each subtask's latest, the latest): rates are the difference
-        # of the two; one attribute, so readers on other threads take a consistent pair.
-        self.metric_reports: tuple[dict[TaskKey, p.TaskMetrics], dict[TaskKey, p.TaskMetrics]]
-        self.metric_reports = ({}, {})
         self._on_collect = on_collect
         self._seen_collect: set[tuple[int, int, int, int]] = set()
         self._cancel = threading.Event()
@@ -166,17 +157,67 @@ class JobMaster:
         self.coordinator = self._make_coordinator()
         self.restores = RestoreChoice(job_id, settings, graph, self.coordinator, resume_from)
         self._state: _AttemptState | None = None  # None until the first attempt is deployed
-        self.start_ms = int(time.time() * 1000)
-        self.end_ms: int | None = None
+        # Everything other threads read of the job, swapped whole (``job_view.py``); the
+        # first attempt is first_attempt.
+        self._view = JobView(
+            job_id,
+            attempt=AttemptNumber(first_attempt - 1),
+            start_ms=int(time.time() * 1000),
+            checkpoint_stats=self.coordinator.stats if cp.enabled else None,
+        )
         self.listeners: list[Listener] = []
         self._savepoints = SavepointRequests(job_id, cp.savepoint_dir)
 
     # ------------------------------------------------------------------ public API
 
     @property
+    def view(self) -> JobView:
+        """The job as of now, for any thread: an immutable snapshot (read it once)."""
+        return self._view
+
+    @property
     def status(self) -> JobStatus:
         """The job's status; it changes only along ``lifecycle.JOB_STATUS_TRANSITIONS``."""
-        return self._status
+        return self._view.status
+
+    # One field of ``view`` each; a reader wanting several reads ``view`` once instead.
+
+    @property
+    def attempt(self) -> AttemptNumber:
+        return self._view.attempt
+
+    @property
+    def restarts(self) -> int:
+        return self._view.restarts
+
+    @property
+    def error(self) -> BaseException | None:
+        return self._view.error
+
+    @property
+    def start_ms(self) -> int:
+        return self._view.start_ms
+
+    @property
+    def end_ms(self) -> int | None:
+        return self._view.end_ms
+
+    @property
+    def worker_pids(self) -> Mapping[int, int]:
+        return self._view.worker_pids
+
+    @property
+    def metrics(self) -> Mapping[TaskKey, p.TaskMetrics]:
+        return self._view.metrics
+
+    @property
+    def last_initialization(self) -> JobInitialization | None:
+        """Where the last restore's time went (None until an attempt restored and ran)."""
+        return self._view.last_initialization
+
+    def deliver_collected_to(self, on_collect: Callable[[p.CollectedResults], None]) -> None:
+        """Hand ``execute_and_collect``'s results to ``on_collect`` (before ``run``)."""
+        self._on_collect = on_collect
 
     def cancel(self) -> None:
         self._cancel.set()
@@ -219,21 +260,25 @@ class JobMaster:
             log.exception("job master crashed")
             self._crashed(exc)
         finally:
-            self.end_ms = int(time.time() * 1000)
+            self._publish(end_ms=int(time.time() * 1000))
             self._server.close()
-            self._savepoints.close(self._status)
+            self._savepoints.close(self.status)
 
     # ------------------------------------------------------------------ status
 
+    def _publish(self, **changes: Any) -> None:
+        """Swap in a new view with ``changes`` (only on the job master's thread)."""
+        self._view = replace(self._view, **changes)
+
     def _set_status(self, status: JobStatus) -> None:
-        self._status = transition(self._status, status)
+        self._publish(status=transition(self._view.status, status))
         log.debug("job %s is %s", self.job_id, status.name)
         self.emit("status", status)
 
     def _end(self, status: JobStatus, error: BaseException | None = None) -> None:
         """Apply the retention policy for the terminal ``status``, then enter it: whoever sees
         the job ended sees its checkpoint directories as the policy left them."""
-        self.error = error
+        self._publish(error=error)
         self.coordinator.shutdown(status)
         if self.leadership is not None:  # record how the run ended, hand the lease over
             suspended = status is JobStatus.SUSPENDED
@@ -251,7 +296,7 @@ class JobMaster:
         ``__init__`` too, except under high availability, where it is known once leading.
         ``inherited_from``: the first checkpoint id of the lost run it resumes."""
         self._first_attempt = AttemptNumber(first_attempt)
-        self.attempt = AttemptNumber(first_attempt - 1)
+        self._publish(attempt=AttemptNumber(first_attempt - 1))
         self.restores.resume_from = tuple(resume_from)
         coordinator = self.coordinator
         if inherited_from is not None:
@@ -261,10 +306,10 @@ class JobMaster:
         )
 
     def _crashed(self, exc: BaseException) -> None:
-        if self._status.is_globally_terminal_state():  # the job had ended: keep its status
-            log.error("job %s (%s) failed after it ended: %s", self.job_id, self._status.name, exc)
+        if self.status.is_globally_terminal_state():  # the job had ended: keep its status
+            log.error("job %s (%s) failed after it ended: %s", self.job_id, self.status.name, exc)
             return
-        self.error = exc
+        self._publish(error=exc)
         self._set_status(JobStatus.FAILED)
 
     # ------------------------------------------------------------------ main loop
@@ -298,6 +343,7 @@ class JobMaster:
         restore = self.restores.initial()
         if self.leadership is not None and restore is not None:  # a next leader resumes it
             self.leadership.checkpoint_completed(restore.checkpoint_id, restore.checkpoint_dir)
+        self._note_latest_checkpoint()
         self._set_status(JobStatus.INITIALIZING)
         step = self._next_attempt(restore)
         while True:  # gather the facts, decide (``after_attempt.py``), act
@@ -313,7 +359,7 @@ class JobMaster:
     ) -> Step:
         """Deploy the next attempt and return how it ended; deploy nothing if this driver
         lost its leadership meanwhile, or if the storage failed choosing ``restore``."""
-        self.attempt = AttemptNumber(self.attempt + 1)
+        self._publish(attempt=AttemptNumber(self.attempt + 1))
         self._restore = None
         if self.leadership is not None and not self.leadership.holds():
             return _SUSPENDED  # lost while restarting: deploy nothing
@@ -335,7 +381,7 @@ class JobMaster:
     def _restart_after(self, decision: Restart) -> Step:
         """Enter RESTARTING, wait out the delay, choose the restore point, deploy."""
         self._set_status(JobStatus.RESTARTING)
-        self.restarts += 1
+        self._publish(restarts=self.restarts + 1)
         log.warning(
             "job %s: attempt %d failed (%s); %s, restarting in %d ms",
             self.job_id,
@@ -372,19 +418,20 @@ class JobMaster:
         went (``last_initialization``)."""
         if self._restore is not None:
             workers = [state.initializations[i] for i in sorted(state.initializations)]
-            self.last_initialization = self.restores.initialization(
+            initialization = self.restores.initialization(
                 self._restore, state.attempt, state.launched_ms, workers
             )
+            self._publish(last_initialization=initialization)
 
     def _record_metrics(self, reports: Mapping[TaskKey, p.TaskMetrics]) -> None:
-        # Replaced, not mutated: readers on other threads take a consistent pair.
-        previous, current = dict(self.metric_reports[0]), dict(self.metrics)
+        # New maps, never mutated: readers on other threads keep a consistent pair.
+        before, latest = self._view.metric_reports
+        previous, current = dict(before), dict(latest)
         for key, report in reports.items():
             if key in current:
                 previous[key] = current[key]
             current[key] = report
-        self.metrics = current
-        self.metric_reports = (previous, current)
+        self._publish(metric_reports=(MappingProxyType(previous), MappingProxyType(current)))
 
     # ------------------------------------------------------------------ one attempt
 
@@ -392,10 +439,8 @@ class JobMaster:
         state = _AttemptState(attempt, self.num_workers)
         self._state = state
         self._restore = restore
-        self.metrics = {}
-        self.metric_reports = ({}, {})
         # Pids of the previous attempt's (dead) workers must not pass for the new ones.
-        self.worker_pids = {}
+        self._publish(metric_reports=_NO_REPORTS, worker_pids=MappingProxyType({}))
         launch = p.WorkerLaunch(
             job_id=self.job_id,
             attempt=attempt,
@@ -465,7 +510,7 @@ class JobMaster:
             self._checkpointing,
             self._server,
             state.attempt,
-            lambda: self._status,
+            lambda: self.status,
             lambda: state.final_checkpoint_from is not None,
         )
         while True:
@@ -503,7 +548,7 @@ class JobMaster:
                     self._server.broadcast(state.attempt, p.PeerTable(table))
                     peers_sent = True
             if len(state.running) == state.num_workers:
-                if self._status is not JobStatus.RUNNING:
+                if self.status is not JobStatus.RUNNING:
                     self._restored(state)
                     self._set_status(JobStatus.RUNNING)
                     self.emit("running", state.attempt)
@@ -516,7 +561,8 @@ class JobMaster:
         coordinator = self.coordinator
         if isinstance(msg, p.RegisterWorker):
             state.registered[env.worker_index] = msg
-            self.worker_pids[env.worker_index] = msg.pid
+            pids = {**self.worker_pids, env.worker_index: msg.pid}
+            self._publish(worker_pids=MappingProxyType(pids))
             where = f"{msg.host} ({msg.data_address[0]}), pid {msg.pid}"
             log.info("attempt %d: worker %d runs on %s", msg.attempt, msg.worker_index, where)
         elif isinstance(msg, p.WorkerRunning):
@@ -525,6 +571,7 @@ class JobMaster:
                 state.initializations[env.worker_index] = msg.initialization
         elif isinstance(msg, TaskAcknowledgement):
             coordinator.receive_ack(msg)
+            self._note_latest_checkpoint()
             self._maybe_finish_sources(state)
         elif isinstance(msg, TaskDecline):
             coordinator.receive_decline(msg)
@@ -567,6 +614,11 @@ class JobMaster:
         elif isinstance(msg, Stopped):
             return _FINISHED
         return None
+
+    def _note_latest_checkpoint(self) -> None:
+        latest = self.coordinator.latest_completed_id()
+        if latest != self._view.latest_checkpoint_id:
+            self._publish(latest_checkpoint_id=latest)
 
     def _maybe_finish_sources(self, state: _AttemptState) -> None:
         start = state.final_checkpoint_from
@@ -627,7 +679,7 @@ class JobMaster:
         self.listeners.append(listener)
 
     def end_unled(self, status: JobStatus, error: BaseException | None) -> None:
-        self.error = error
+        self._publish(error=error)
         self._set_status(status)
 
     def take_over(self, restore_path: str | None, first_id: int) -> None:

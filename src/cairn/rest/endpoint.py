@@ -138,7 +138,7 @@ class RestEndpoint:
                 job_id=master.job_id,
                 name=master.settings.job_name,
                 endpoint=self.url,
-                start_time_ms=master.start_ms,
+                start_time_ms=master.view.start_ms,
                 pid=pid,
                 process_start=process_start_time(pid) or 0.0,
                 token=self.token,
@@ -260,20 +260,19 @@ class RestEndpoint:
 
     def _facts(self) -> views.JobFacts:
         m = self._master
-        status = m.status
+        view = m.view  # one consistent snapshot
+        status = view.status
         now_ms = int(time.time() * 1000)
-        stoppable = (
-            status is JobStatus.RUNNING and m.settings.checkpoint.enabled and m.end_ms is None
-        )
+        stoppable = status is JobStatus.RUNNING and m.settings.checkpoint.enabled and not view.ended
         end_ms = -1
         if status.is_terminal_state():  # end_ms is set a moment after the terminal status
-            end_ms = m.end_ms if m.end_ms is not None else now_ms
+            end_ms = view.end_ms if view.end_ms is not None else now_ms
         ha = m.leadership
         return views.JobFacts(
             job_id=m.job_id,
             name=m.settings.job_name,
             state=views.shown_state(status.name, None if ha is None else ha.role),
-            start_ms=m.start_ms,
+            start_ms=view.start_ms,
             end_ms=end_ms,
             now_ms=now_ms,
             vertices=tuple(
@@ -316,7 +315,8 @@ class RestEndpoint:
         return _json(self._exceptions_body())
 
     def _exceptions_body(self) -> dict[str, Any]:
-        error, end_ms = self._master.error, self._master.end_ms
+        view = self._master.view
+        error, end_ms = view.error, view.end_ms
         final = None
         if error is not None:
             final = graph_views.ExceptionFacts(end_ms or int(time.time() * 1000), str(error))
@@ -392,7 +392,7 @@ class RestEndpoint:
             ("latency", metric_views.latency_overview(metrics)),
             ("backpressure", pressure),  # the last: the page renders on it
         ]
-        return events, self._master.status.is_globally_terminal_state()
+        return events, self._master.view.status.is_globally_terminal_state()
 
     async def _events(self, request: web.Request) -> web.StreamResponse:
         """Cairn's own path: the job's status, metrics and checkpoints as server-sent events
@@ -485,8 +485,9 @@ class RestEndpoint:
         mode = request.query.get("mode", "cancel")
         if mode != "cancel":
             return _error(400, f"mode={mode!r} is not supported; use mode=cancel")
-        if self._master.status.is_globally_terminal_state():
-            return _error(409, f"job {self._master.job_id} is {self._master.status.name}")
+        status = self._master.view.status
+        if status.is_globally_terminal_state():
+            return _error(409, f"job {self._master.job_id} is {status.name}")
         log.info("job %s: cancel requested through the control endpoint", self._master.job_id)
         self._client.cancel()
         return _json({}, 202)
