@@ -73,12 +73,13 @@ def run_demo(
         f"{rate:,} records/s, a checkpoint every second, exactly-once file sink -> {data_dir}"
     )
     _say("Starting local Spark and the job ...")
+    from cairn.deploy.job_master_client import job_master_of
     from cairn.deploy.spark_session import get_or_create_spark
 
     get_or_create_spark(master, parallelism, {}).sparkContext.setLogLevel("FATAL")
     started = time.monotonic()
     client = env.execute_async("cairn-demo")
-    master_ = client.job_master
+    master_ = job_master_of(client)
     if kill:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not master_.view.ended:

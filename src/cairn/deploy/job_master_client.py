@@ -1,7 +1,9 @@
-"""The client of a submitted job (PyFlink's ``JobClient``).
+"""The client of a submitted streaming job (PyFlink's ``JobClient``, the protocol of
+``cairn.common.job_client``, over a job master).
 
-Invariant: the client only observes and commands the job master; results of
-``execute_and_collect`` are queued here in the order their checkpoints completed.
+Invariant: the client only observes (through the job master's immutable ``view``) and
+commands the job master; results of ``execute_and_collect`` are queued here in the order
+their checkpoints completed.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from cairn.checkpoint.stats import CheckpointStatsSnapshot
 from cairn.common.exceptions import JobExecutionException
+from cairn.common.job_client import JobClient as JobProtocol
 from cairn.common.job_execution_result import JobExecutionResult
 from cairn.common.job_status import JobStatus
 from cairn.deploy.job_master import JobMaster
@@ -32,7 +35,9 @@ class JobExecutionError(JobExecutionException):
     """
 
 
-class JobClient:
+class StreamingJobClient:
+    """A ``JobClient`` of a streaming job: :meth:`start` runs ``master`` on its own thread."""
+
     def __init__(self, master: JobMaster) -> None:
         self._master = master
         self._results: dict[int, queue.Queue[Any]] = {}
@@ -42,7 +47,8 @@ class JobClient:
             target=self._run, name=f"cairn-job-{master.job_id}", daemon=True
         )
 
-    def _start(self) -> None:
+    def start(self) -> None:
+        """Run the job master on the client's thread (once)."""
         self._thread.start()
 
     def _run(self) -> None:
@@ -201,3 +207,15 @@ class JobClient:
                 return True
             time.sleep(0.02)
         return False
+
+
+def job_master_of(client: JobProtocol) -> JobMaster:
+    """The job master behind ``client`` (tools that watch a streaming job run); TypeError
+    for a BATCH job's client, which has none."""
+    if not isinstance(client, StreamingJobClient):
+        raise TypeError(f"{type(client).__name__} has no job master (a BATCH job's?)")
+    return client.job_master
+
+
+# The name tests and tools used before the protocol took it (``cairn.common.job_client``).
+JobClient = StreamingJobClient

@@ -49,7 +49,7 @@ from cairn.rest.registry import JobEntry, JobRegistry, process_start_time
 from cairn.settings import RestSettings
 
 if TYPE_CHECKING:
-    from cairn.deploy.job_master_client import JobClient
+    from cairn.deploy.job_master_client import StreamingJobClient
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ class RestEndpoint:
 
     def __init__(
         self,
-        client: JobClient,
+        client: StreamingJobClient,
         settings: RestSettings,
         registry: JobRegistry | None = None,
         linger_s: float = LINGER_S,

@@ -214,6 +214,7 @@ def run_variant(
     from cairn.common import Configuration
     from cairn.common.job_status import JobStatus
     from cairn.datastream import StreamExecutionEnvironment
+    from cairn.deploy.job_master_client import job_master_of
 
     conf = Configuration()
     if master:
@@ -234,7 +235,7 @@ def run_variant(
 
     run = VariantRun(variant)
     client = env.execute_async(f"cairn-demo-skew-{variant}")
-    master_ = client.job_master
+    master_ = job_master_of(client)
     seen: dict[CheckpointId, CheckpointSample] = {}
 
     def collect() -> None:
