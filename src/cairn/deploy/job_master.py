@@ -1,30 +1,30 @@
-"""The job master: deploys attempts, drives checkpoints, and fails over.
+"""The job master: runs a job's attempts one after another, fails over, and publishes what
+other threads may see of the job.
 
 Invariants: exactly one attempt is live at a time — a new attempt is deployed only after the
-previous one was cancelled and its workers disconnected; messages of older attempts are
-dropped; an attempt fails as soon as its workers all ended while some never registered (not
-after ``REGISTRATION_TIMEOUT_S``, which bounds workers that hang instead); every restart
-restores from the latest completed (and verified) checkpoint that no worker failed to
-restore (``restore_choice.py``), or fails the job when only a fallback that would commit
-output a second time is left; an attempt whose workers found its restored state corrupt
-is not counted against the restart strategy (the checkpoint is never offered again); the
-job's status changes only along ``lifecycle.JOB_STATUS_TRANSITIONS``, and a terminal status
-is set only after the checkpoint coordinator applied its retention policy; savepoint
-requests from other threads are started on the job master's thread
-(``savepoint_requests.py``), like everything else that touches the coordinator; under high
-availability no attempt is deployed unless this driver leads (``job_master_leadership.py``),
-and one that lost its leadership ends SUSPENDED.
+previous one was torn down (``attempt_driver.py``: shut down, its workers disconnected);
+after each attempt the job master gathers the facts, asks ``after_attempt.py`` what to do
+and does it, so every restart restores from the latest completed (and verified) checkpoint
+that no worker failed to restore (``restore_choice.py``), an attempt whose workers found its
+restored state corrupt is not counted against the restart strategy, and the restart delay
+counts from the failed attempt's end; the job's status changes only along
+``lifecycle.JOB_STATUS_TRANSITIONS``, and a terminal status is set only after the checkpoint
+coordinator applied its retention policy; everything that touches the coordinator runs on
+the job master's thread (savepoint requests from other threads are started there,
+``savepoint_requests.py``); other threads read the job only through its immutable ``view``
+(``job_view.py``), and helpers reach the job master only through its ports
+(``job_master_ports.py``); under high availability no attempt is deployed unless this driver
+leads (``job_master_leadership.py``), and one that lost its leadership ends SUSPENDED.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
@@ -32,7 +32,7 @@ from cairn.checkpoint.coordinator import CheckpointCoordinator
 from cairn.checkpoint.errors import CheckpointError, RestoreReadError
 from cairn.checkpoint.ha.fence import LeadershipLost
 from cairn.checkpoint.ha.leader import Leadership
-from cairn.checkpoint.messages import TaskAcknowledgement, TaskDecline, TaskKey
+from cairn.checkpoint.messages import TaskKey
 from cairn.checkpoint.protocol import FallbackRule
 from cairn.checkpoint.storage import CheckpointStorage
 from cairn.common.job_status import JobStatus
@@ -50,20 +50,18 @@ from cairn.deploy.after_attempt import (
     Suspend,
     decide_after_attempt,
 )
-from cairn.deploy.attempt_control import AttemptSavepointControl, FailAttempt, Stopped
-from cairn.deploy.attempt_errors import TaskFailure, WorkerLost
+from cairn.deploy.attempt_control import AttemptSavepointControl, FailAttempt
+from cairn.deploy.attempt_driver import SUSPENDED, AttemptDriver, AttemptState
 from cairn.deploy.committing_sinks import committing_sinks
-from cairn.deploy.control_server import ConnectionLost, ControlServer, Envelope
+from cairn.deploy.control_server import ControlServer, Envelope
 from cairn.deploy.coordinator_gateway import CoordinatorGatewayOf
 from cairn.deploy.execution_plan import ExecutionPlan
-from cairn.deploy.executors import Deployment, Executor
-from cairn.deploy.high_availability import LostLeadership
+from cairn.deploy.executors import Executor
 from cairn.deploy.initialization import JobInitialization
 from cairn.deploy.job_master_leadership import lead
 from cairn.deploy.job_master_ports import Listener
 from cairn.deploy.job_view import JobView, MetricReports
 from cairn.deploy.lifecycle import AttemptEnd, AttemptOutcome, transition
-from cairn.deploy.output_forwarding import print_forwarded
 from cairn.deploy.restart_policy import RestartPolicy
 from cairn.deploy.restore_choice import RestoreChoice
 from cairn.deploy.savepoint_requests import SavepointRequests, StopWithSavepoint
@@ -75,28 +73,7 @@ from cairn.settings import JobSettings
 
 log = logging.getLogger(__name__)
 
-REGISTRATION_TIMEOUT_S = 180.0
-TICK_S = 0.02
-
-
-@dataclass
-class _AttemptState:
-    attempt: AttemptNumber
-    num_workers: int
-    registered: dict[int, p.RegisterWorker] = field(default_factory=dict)
-    running: set[int] = field(default_factory=set)
-    exhausted: set[TaskKey] = field(default_factory=set)
-    finished: set[TaskKey] = field(default_factory=set)
-    final_checkpoint_from: CheckpointId | None = None
-    sources_ended: bool = False
-    launched_ms: int = 0
-    initializations: dict[int, p.WorkerInitialization] = field(default_factory=dict)
-
-
 _NO_REPORTS: MetricReports = (MappingProxyType({}), MappingProxyType({}))
-_FINISHED = AttemptOutcome(AttemptEnd.FINISHED)
-_CANCELLED = AttemptOutcome(AttemptEnd.CANCELLED)
-_SUSPENDED = AttemptOutcome(AttemptEnd.SUSPENDED)
 
 
 class JobMaster:
@@ -156,7 +133,7 @@ class JobMaster:
         self.on_leading: Callable[[], None] = lambda: None  # launch's: plan the run now
         self.coordinator = self._make_coordinator()
         self.restores = RestoreChoice(job_id, settings, graph, self.coordinator, resume_from)
-        self._state: _AttemptState | None = None  # None until the first attempt is deployed
+        self._state: AttemptState | None = None  # None until the first attempt is deployed
         # Everything other threads read of the job, swapped whole (``job_view.py``); the
         # first attempt is first_attempt.
         self._view = JobView(
@@ -362,7 +339,7 @@ class JobMaster:
         self._publish(attempt=AttemptNumber(self.attempt + 1))
         self._restore = None
         if self.leadership is not None and not self.leadership.holds():
-            return _SUSPENDED  # lost while restarting: deploy nothing
+            return SUSPENDED  # lost while restarting: deploy nothing
         if unreadable is not None:  # a failed attempt for the restart strategy
             return StorageUnreadable(unreadable)
         return self._run_attempt(self.attempt, restore)
@@ -413,17 +390,33 @@ class JobMaster:
             return self._next_attempt(None, unreadable)
         return self._next_attempt(restore)
 
-    def _restored(self, state: _AttemptState) -> None:
-        """Every worker of an attempt that restored a checkpoint runs: log where the time
-        went (``last_initialization``)."""
-        if self._restore is not None:
-            workers = [state.initializations[i] for i in sorted(state.initializations)]
+    # ------------------------------------------------------------------ AttemptHost
+
+    def all_workers_running(
+        self,
+        attempt: AttemptNumber,
+        launched_ms: int,
+        initializations: Mapping[int, p.WorkerInitialization],
+    ) -> None:
+        if self.status is JobStatus.RUNNING:
+            return
+        if self._restore is not None:  # log where the restore's time went
+            workers = [initializations[i] for i in sorted(initializations)]
             initialization = self.restores.initialization(
-                self._restore, state.attempt, state.launched_ms, workers
+                self._restore, attempt, launched_ms, workers
             )
             self._publish(last_initialization=initialization)
+        self._set_status(JobStatus.RUNNING)
+        self.emit("running", attempt)
 
-    def _record_metrics(self, reports: Mapping[TaskKey, p.TaskMetrics]) -> None:
+    def worker_registered(self, worker_index: int, pid: int) -> None:
+        pids = {**self.worker_pids, worker_index: pid}
+        self._publish(worker_pids=MappingProxyType(pids))
+
+    def checkpoint_acknowledged(self) -> None:
+        self._note_latest_checkpoint()
+
+    def record_metrics(self, reports: Mapping[TaskKey, p.TaskMetrics]) -> None:
         # New maps, never mutated: readers on other threads keep a consistent pair.
         before, latest = self._view.metric_reports
         previous, current = dict(before), dict(latest)
@@ -436,7 +429,7 @@ class JobMaster:
     # ------------------------------------------------------------------ one attempt
 
     def _run_attempt(self, attempt: AttemptNumber, restore: p.RestoreInfo | None) -> AttemptOutcome:
-        state = _AttemptState(attempt, self.num_workers)
+        state = AttemptState(attempt, self.num_workers)
         self._state = state
         self._restore = restore
         # Pids of the previous attempt's (dead) workers must not pass for the new ones.
@@ -460,189 +453,50 @@ class JobMaster:
             )
         if attempt > self._first_attempt and self._checkpointing:
             self.coordinator.start_periodic()  # stopped if the last attempt ended its sources
-        state.launched_ms = _now_ms()
-        self._server.admit_from(attempt)
-        deployment = self.executor.launch(launch)
-        try:
-            outcome = self._drive(state, deployment)
-        except BaseException as exc:
-            outcome = AttemptOutcome.failed(exc)
-        self._ended_at = time.monotonic()  # the restart delay counts from here (as Flink's)
-        self._teardown(state, deployment, cancelled=outcome.end is not AttemptEnd.FINISHED)
-        return outcome
-
-    def _teardown(self, state: _AttemptState, deployment: Deployment, cancelled: bool) -> None:
-        if cancelled:
-            self.coordinator.abort_all_pending("job failover or cancellation")
-        self._server.broadcast(state.attempt, p.Shutdown(cancelled=cancelled))
-        if cancelled:
-            deployment.cancel()
-        deployment.wait(60.0)
-        self._server.disconnect_attempt(state.attempt)
-        # Wait until every worker connection of the attempt is gone before redeploying.
-        deadline = time.monotonic() + 30.0
-        while self._server.connected(state.attempt) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        self._drain_stale()
-
-    def _drain_stale(self) -> None:
-        try:
-            while True:
-                env = self._server.inbox.get_nowait()
-                self._maybe_collect_late(env)
-        except queue.Empty:
-            return
-
-    def _maybe_collect_late(self, env: Envelope) -> None:
-        # Results released by a checkpoint that completed stay valid across failover.
-        if isinstance(env.message, p.CollectedResults):
-            self._deliver_collected(env.message)
-        elif isinstance(env.message, p.WorkerOutput):
-            print_forwarded(env.message.text)
-
-    def _drive(self, state: _AttemptState, deployment: Deployment) -> AttemptOutcome:
-        inbox = self._server.inbox
-        deadline = time.monotonic() + REGISTRATION_TIMEOUT_S
-        peers_sent = False
-        savepoints = AttemptSavepointControl(
+        savepoint_control = AttemptSavepointControl(
             self.job_id,
             self.coordinator,
             self._checkpointing,
             self._server,
-            state.attempt,
+            attempt,
             lambda: self.status,
             lambda: state.final_checkpoint_from is not None,
         )
-        while True:
-            if self._cancel.is_set():
-                return _CANCELLED
-            self._savepoints.run(savepoints)
-            failure = deployment.failure()
-            if failure is not None:
-                return AttemptOutcome.failed(failure)
-            if not peers_sent and time.monotonic() > deadline:
-                return AttemptOutcome.failed(
-                    TimeoutError(
-                        f"only {len(state.registered)} of {state.num_workers} workers registered "
-                        f"within {REGISTRATION_TIMEOUT_S:.0f} s"
-                    )
-                )
-            try:
-                env = inbox.get(timeout=TICK_S)
-            except queue.Empty:
-                env = None
-                # Every worker ended, some never registered, and nothing more is queued: the
-                # missing ones cannot register any more; do not wait for the timeout.
-                if not peers_sent and deployment.wait(0.0):
-                    # The executor's error, if it has one, says why (it may have just come).
-                    return AttemptOutcome.failed(deployment.failure() or _never_registered(state))
-            if env is not None:
-                if env.attempt != state.attempt:
-                    self._maybe_collect_late(env)
-                    continue
-                outcome = self._on_message(state, env)
-                if outcome is not None:
-                    return outcome
-                if not peers_sent and len(state.registered) == state.num_workers:
-                    table = {i: r.data_address for i, r in state.registered.items()}
-                    self._server.broadcast(state.attempt, p.PeerTable(table))
-                    peers_sent = True
-            if len(state.running) == state.num_workers:
-                if self.status is not JobStatus.RUNNING:
-                    self._restored(state)
-                    self._set_status(JobStatus.RUNNING)
-                    self.emit("running", state.attempt)
-                if self._checkpointing:
-                    self.coordinator.tick()
-                    self._maybe_finish_sources(state)
-
-    def _on_message(self, state: _AttemptState, env: Envelope) -> AttemptOutcome | None:
-        msg = env.message
-        coordinator = self.coordinator
-        if isinstance(msg, p.RegisterWorker):
-            state.registered[env.worker_index] = msg
-            pids = {**self.worker_pids, env.worker_index: msg.pid}
-            self._publish(worker_pids=MappingProxyType(pids))
-            where = f"{msg.host} ({msg.data_address[0]}), pid {msg.pid}"
-            log.info("attempt %d: worker %d runs on %s", msg.attempt, msg.worker_index, where)
-        elif isinstance(msg, p.WorkerRunning):
-            state.running.add(env.worker_index)
-            if msg.initialization is not None:
-                state.initializations[env.worker_index] = msg.initialization
-        elif isinstance(msg, TaskAcknowledgement):
-            coordinator.receive_ack(msg)
-            self._note_latest_checkpoint()
-            self._maybe_finish_sources(state)
-        elif isinstance(msg, TaskDecline):
-            coordinator.receive_decline(msg)
-        elif isinstance(msg, p.MetricsReport):
-            self._record_metrics(msg.tasks)
-        elif isinstance(msg, p.CollectedResults):
-            self._deliver_collected(msg)
-        elif isinstance(msg, p.WorkerOutput):
-            print_forwarded(msg.text)
-        elif isinstance(msg, p.SourceExhausted):
-            state.exhausted.add(msg.task)
-            if (
-                len(state.exhausted) == len(self.plan.source_tasks)
-                and state.final_checkpoint_from is None
-                and self._checkpointing
-            ):
-                state.final_checkpoint_from = coordinator.next_checkpoint_id
-                log.info("all sources exhausted; taking the final checkpoint")
-        elif isinstance(msg, p.TaskFinished):
-            if msg.metrics is not None:
-                self._record_metrics({msg.task: msg.metrics})
-            state.finished.add(msg.task)
-            if len(state.finished) == len(self.plan.all_tasks):
-                return _FINISHED
-        elif isinstance(msg, p.TaskFailed):
-            return AttemptOutcome.failed(TaskFailure(msg))
-        elif isinstance(msg, ConnectionLost):
-            if len(state.finished) < len(self.plan.all_tasks):
-                return AttemptOutcome.failed(
-                    WorkerLost(
-                        f"lost the connection to worker {env.worker_index} (attempt "
-                        f"{env.attempt}, pid {self.worker_pids.get(env.worker_index)}): the worker "
-                        "process died or was killed"
-                    )
-                )
-        elif isinstance(msg, FailAttempt):
-            return AttemptOutcome.failed(RuntimeError(msg.reason))
-        elif isinstance(msg, LostLeadership):
-            return _SUSPENDED
-        elif isinstance(msg, Stopped):
-            return _FINISHED
-        return None
+        driver = AttemptDriver(
+            self,  # as its AttemptHost
+            state,
+            self._server,
+            self.coordinator,
+            self.plan,
+            self._checkpointing,
+            self._cancel,
+            self._savepoints,
+            savepoint_control,
+        )
+        state.launched_ms = _now_ms()
+        self._server.admit_from(attempt)
+        deployment = self.executor.launch(launch)
+        try:
+            outcome = driver.drive(deployment)
+        except BaseException as exc:
+            outcome = AttemptOutcome.failed(exc)
+        self._ended_at = time.monotonic()  # the restart delay counts from here (as Flink's)
+        driver.teardown(deployment, cancelled=outcome.end is not AttemptEnd.FINISHED)
+        return outcome
 
     def _note_latest_checkpoint(self) -> None:
         latest = self.coordinator.latest_completed_id()
         if latest != self._view.latest_checkpoint_id:
             self._publish(latest_checkpoint_id=latest)
 
-    def _maybe_finish_sources(self, state: _AttemptState) -> None:
-        start = state.final_checkpoint_from
-        coordinator = self.coordinator
-        if start is None or state.sources_ended:
-            return
-        latest = coordinator.latest_completed_id()
-        if latest is not None and latest >= start:
-            state.sources_ended = True
-            # Ended sources send no more barriers: a later checkpoint could never complete.
-            coordinator.stop_periodic()
-            self._server.broadcast(state.attempt, p.EndSources())
-            return
-        if not coordinator.has_pending():
-            coordinator.trigger_checkpoint(force=True)
-
-    def _deliver_collected(self, msg: p.CollectedResults) -> None:
-        if msg.dedup_key is not None:
-            key = (msg.transformation_id, *msg.dedup_key)
+    def deliver_collected(self, results: p.CollectedResults) -> None:
+        if results.dedup_key is not None:
+            key = (results.transformation_id, *results.dedup_key)
             if key in self._seen_collect:
                 return
             self._seen_collect.add(key)
         if self._on_collect is not None:
-            self._on_collect(msg)
+            self._on_collect(results)
 
     # ------------------------------------------------------------------ AttemptPort
 
@@ -698,15 +552,6 @@ class JobMaster:
         state = self._state
         attempt = state.attempt if state is not None else self.attempt
         self._server.inbox.put(Envelope(attempt, -1, message))
-
-
-def _never_registered(state: _AttemptState) -> WorkerLost:
-    missing = sorted(set(range(state.num_workers)) - set(state.registered))
-    return WorkerLost(
-        f"the workers of attempt {state.attempt} ended, but only {len(state.registered)} of "
-        f"{state.num_workers} had registered with the job master (never: workers "
-        f"{', '.join(map(str, missing))})"
-    )
 
 
 def _now_ms() -> int:

@@ -1,9 +1,9 @@
 """The ports of the job master: what each of its helpers may do to it, and nothing more.
 
-Invariant: a helper (``coordinator_gateway.py``, ``job_master_leadership.py``) receives one
-of these ports, never the ``JobMaster``, and the job master implements each with public
-methods; so no helper reads or writes the job master's private state, and every way in
-to it is listed here.
+Invariant: a helper (``coordinator_gateway.py``, ``attempt_driver.py``,
+``job_master_leadership.py``) receives one of these ports, never the ``JobMaster``, and the
+job master implements each with public methods; so no helper reads or writes the job
+master's private state, and every way in to it is listed here.
 """
 
 from __future__ import annotations
@@ -13,13 +13,15 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from cairn.checkpoint.ha.leader import Leadership
+from cairn.checkpoint.messages import TaskKey
 from cairn.checkpoint.storage import CheckpointStorage
 from cairn.common.job_status import JobStatus
+from cairn.deploy import control_messages as p
 from cairn.graph.job_graph import JobGraph
-from cairn.ids import JobId
+from cairn.ids import AttemptNumber, JobId
 from cairn.settings import JobSettings
 
-__all__ = ["AttemptPort", "LeadershipPort", "Listener"]
+__all__ = ["AttemptHost", "AttemptPort", "LeadershipPort", "Listener"]
 
 Listener = Callable[[str, Any], None]
 
@@ -41,6 +43,33 @@ class AttemptPort(Protocol):
 
     def emit(self, event: str, payload: Any) -> None:
         """Tell the job's listeners of ``event``."""
+        ...
+
+
+class AttemptHost(Protocol):
+    """What one attempt's driver (``attempt_driver.py``) may do to the job master, on its
+    thread."""
+
+    def all_workers_running(
+        self,
+        attempt: AttemptNumber,
+        launched_ms: int,
+        initializations: Mapping[int, p.WorkerInitialization],
+    ) -> None:
+        """Every worker of ``attempt`` runs (called on every tick from then on): the job is
+        RUNNING."""
+        ...
+
+    def worker_registered(self, worker_index: int, pid: int) -> None: ...
+
+    def record_metrics(self, reports: Mapping[TaskKey, p.TaskMetrics]) -> None: ...
+
+    def deliver_collected(self, results: p.CollectedResults) -> None:
+        """Hand released ``execute_and_collect`` results to the client (once each)."""
+        ...
+
+    def checkpoint_acknowledged(self) -> None:
+        """A task acknowledged a checkpoint (which may have completed it)."""
         ...
 
 
