@@ -5,7 +5,8 @@ Invariant: every request is checked before it touches the job: the bearer token 
 ``cairn.rest.token.enabled`` is false; compared in constant time), then the job id in the
 path (another id is 404, never this job's data; an ended job's GETs get its final views,
 ``job_history.py``); commands reach the job only through its
-thread-safe ``JobClient``/``JobMaster`` methods, never on the event loop's own state. The
+thread-safe ``JobClient``/``JobMaster`` methods, never on the event loop's own state, and
+what changes while it runs is read from the job master's immutable ``view`` snapshots. The
 registry entry exists only while the job runs (removed when it ends; a driver that died
 leaves one that readers detect by its pid and delete).
 
