@@ -118,7 +118,7 @@ def test_nothing_safe_to_restore_fails_the_job_without_asking_the_strategy() -> 
     strategy = Strategy()
     error = CheckpointError("falling back to checkpoint 5 would commit output a second time")
     decision = decide(NoSafeRestore(error), strategy)
-    assert decision == Fail(error, "nothing safe to restore from")
+    assert decision == Fail(error, f"nothing safe to restore from: {error}")
     assert strategy.asked == []
 
 

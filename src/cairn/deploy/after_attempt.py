@@ -150,7 +150,7 @@ def decide_after_attempt(
     if isinstance(step, DelayCancelled):
         return Cancel()
     if isinstance(step, NoSafeRestore):
-        return Fail(step.error, "nothing safe to restore from")
+        return Fail(step.error, f"nothing safe to restore from: {step.error}")
     if isinstance(step, StorageUnreadable):
         return _counted(step.error, facts, strategy)
     if step.end is AttemptEnd.FINISHED:

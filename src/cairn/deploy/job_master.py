@@ -378,8 +378,7 @@ class JobMaster:
             self.coordinator.mark_unusable(discard.checkpoint_dir, discard.checkpoint_id, reason)
         try:
             restore = self.restores.latest(explicit=None)
-        except CheckpointError as exc:  # nothing (safe) to restore from: say what
-            log.error("job %s cannot restart: %s", self.job_id, exc)
+        except CheckpointError as exc:  # nothing (safe) to restore from: the decision says
             return NoSafeRestore(exc)
         except Exception as exc:  # the storage is unreachable: wait, as for an attempt
             unreadable = RestoreReadError(
