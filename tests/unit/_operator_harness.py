@@ -52,8 +52,11 @@ class OperatorHarness:
         restore: OperatorRestore | None = None,
         kind: OperatorKind = OperatorKind.KEYED_PROCESS,
         keyed: bool = True,
+        key_selector: Any = None,
     ) -> None:
-        spec = OperatorSpec(kind, function, (lambda r: r[0]) if keyed else None)
+        if key_selector is None and keyed:
+            key_selector = lambda r: r[0]  # noqa: E731
+        spec = OperatorSpec(kind, function, key_selector)
         node = OperatorNode("op", "op", 1, kind.value, spec, None, parallelism, 128, keyed)
         self.clock = ManualClock(1_000)
         self.op: StreamOperator = create_operator(node)

@@ -44,6 +44,10 @@ class Accumulator:
     def result(self, acc: Any) -> Any:
         raise NotImplementedError
 
+    def merge(self, acc: Any, other: Any) -> Any:
+        """``acc`` with ``other``'s values added (session windows merging)."""
+        raise NotImplementedError
+
 
 class _CountStar(Accumulator):
     def create(self) -> int:
@@ -57,6 +61,9 @@ class _CountStar(Accumulator):
 
     def result(self, acc: int) -> int:
         return acc
+
+    def merge(self, acc: int, other: int) -> int:
+        return acc + other
 
 
 class _Count(_CountStar):
@@ -93,6 +100,11 @@ class _Sum(Accumulator):
         if acc[1] == 0:
             return self.zero if self.zero_when_empty else None
         return acc[0]
+
+    def merge(self, acc: list[Any], other: list[Any]) -> list[Any]:
+        acc[0] += other[0]
+        acc[1] += other[1]
+        return acc
 
 
 class _Avg(_Sum):
@@ -141,6 +153,11 @@ class _Extreme(Accumulator):
     def result(self, acc: dict[Any, int]) -> Any:
         return self.pick(acc) if acc else None
 
+    def merge(self, acc: dict[Any, int], other: dict[Any, int]) -> dict[Any, int]:
+        for value, n in other.items():
+            acc[value] = acc.get(value, 0) + n
+        return acc
+
 
 class _CountDistinct(_Extreme):
     def __init__(self) -> None:
@@ -173,6 +190,10 @@ class _UserDefined(Accumulator):
 
     def result(self, acc: Any) -> Any:
         return self.function.get_value(acc)
+
+    def merge(self, acc: Any, other: Any) -> Any:
+        self.function.merge(acc, [other])
+        return acc
 
 
 def accumulator_for(call: AggCall) -> Accumulator:

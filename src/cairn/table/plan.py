@@ -34,6 +34,7 @@ __all__ = [
     "PlanNode",
     "StreamScan",
     "Values",
+    "WindowAggregate",
     "changelog_mode",
     "explain",
 ]
@@ -128,6 +129,23 @@ class Aggregate(PlanNode):
 
 
 @dataclass(frozen=True, eq=False)
+class WindowAggregate(PlanNode):
+    """A group window aggregate: per key and window, ``calls``; output: the keys, the
+    window ``properties`` (``start``, ``end``, ``rowtime``), then one column per call."""
+
+    input: PlanNode = field(default=None)  # type: ignore[assignment]
+    keys: tuple[int, ...] = ()
+    window: Any = None
+    time_index: int = -1
+    calls: tuple[AggCall, ...] = ()
+    properties: tuple[str, ...] = ()
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.input,)
+
+
+@dataclass(frozen=True, eq=False)
 class Correlate(PlanNode):
     """A table function per input row: ``join_lateral`` (input columns kept) or
     ``flat_map`` (its columns only); ``args`` ``None`` passes the whole row."""
@@ -168,6 +186,8 @@ def changelog_mode(node: PlanNode) -> ChangelogMode:
             not node.calls and changelog_mode(node.input) is ChangelogMode.INSERT_ONLY
         )
         return ChangelogMode.INSERT_ONLY if no_calls_on_insert_only else ChangelogMode.ALL
+    if isinstance(node, WindowAggregate):
+        return ChangelogMode.INSERT_ONLY
     if isinstance(node, Calc | Limit | Correlate):
         return changelog_mode(node.inputs[0])
     raise TypeError(f"unknown plan node {type(node).__name__}")
@@ -207,6 +227,20 @@ def describe(node: PlanNode) -> str:
         return f"GroupAggregate({head}select=[{select}])"
     if isinstance(node, Limit):
         return f"Limit(offset=[0], fetch=[{node.count}])"
+    if isinstance(node, WindowAggregate):
+        inner = node.input.columns.names
+        keys = ", ".join(inner[k] for k in node.keys)
+        calls = [
+            f"{c.function.upper().replace('_STAR', '')}"
+            f"({'*' if c.arg < 0 else inner[c.arg]}) AS {n}"
+            for c, n in zip(node.calls, names[len(node.keys) + len(node.properties) :], strict=True)
+        ]
+        head = f"groupBy=[{keys}], " if keys else ""
+        props = ", ".join(node.properties)
+        return (
+            f"GroupWindowAggregate({head}window=[{node.window.describe()}],"
+            f" properties=[{props}], select=[{', '.join([*names[: len(node.keys)], *calls])}])"
+        )
     if isinstance(node, Correlate):
         inner = node.input.columns.names
         args = inner if node.args is None else [rex_text(a, inner) for a in node.args]

@@ -40,17 +40,19 @@ from cairn.table.plan import (
     Correlate,
     Limit,
     PlanNode,
+    WindowAggregate,
     changelog_mode,
     explain,
 )
 from cairn.table.schema import schema_text
 from cairn.table.types import DataTypes, RowType
 from cairn.table.udf import AggregateFunction, TableFunction, UserDefinedFunctionWrapper
+from cairn.table.window import GroupWindow
 
 if TYPE_CHECKING:
     from cairn.table.result import TableResult
 
-__all__ = ["GroupedTable", "Table", "TableContext"]
+__all__ = ["GroupWindowedTable", "GroupedTable", "Table", "TableContext", "WindowGroupedTable"]
 
 
 class TableContext(Protocol):
@@ -160,6 +162,99 @@ def aggregate(
     return Calc(columns=out, input=agg, projections=tuple(rexes))
 
 
+_PROPERTIES = {"window_start": "start", "window_end": "end", "window_rowtime": "rowtime"}
+
+
+def _with_properties(expr: Expression, alias: str, wanted: list[str]) -> Expression:
+    """``expr`` with ``w.start``/``w.end``/``w.rowtime`` replaced by fields ``$p<name>``."""
+    if expr.kind == "call" and expr.name in _PROPERTIES:
+        target = expr.args[0] if expr.args else None
+        if target is None or target.kind != "field" or target.name != alias:
+            raise ValidationError(f"Window property {expr} must be of the window '{alias}'")
+        prop = _PROPERTIES[expr.name]
+        if prop not in wanted:
+            wanted.append(prop)
+        return Expression("field", f"$p{prop}")
+    if expr.kind == "call" and expr.name == "window_proctime":
+        raise ValidationError("Window proctime is not built yet: windows run on event time")
+    if expr.kind == "field" and expr.name == alias:
+        raise ValidationError(
+            f"The window '{alias}' itself cannot be selected; select {alias}.start, .end or"
+            " .rowtime"
+        )
+    if not expr.args:
+        return expr
+    return Expression(
+        expr.kind,
+        expr.name,
+        tuple(_with_properties(a, alias, wanted) for a in expr.args),
+        expr.value,
+        expr.data_type,
+        expr.names,
+    )
+
+
+def window_aggregate(
+    node: PlanNode, window: GroupWindow, keys: Sequence[Expression], items: Sequence[Expression]
+) -> PlanNode:
+    """``window(w).group_by(keys, w).select(items)``: one insert-only row per key and window."""
+    window.check()
+    columns = node.columns
+    time_index = columns.index(window.time_field)
+    time_type = columns.columns[time_index].data_type
+    if time_type.root not in ("TIMESTAMP", "TIMESTAMP_LTZ"):
+        raise ValidationError(
+            f"A group window expects a time attribute for grouping in a stream environment;"
+            f" '{window.time_field}' is {time_type}"
+        )
+    if changelog_mode(node) is not ChangelogMode.INSERT_ONLY:
+        raise ValidationError("A group window aggregate over an updating table is not built yet")
+    key_exprs = [k for k in keys if not (k.kind == "field" and k.name == window.alias_name)]
+    if len(key_exprs) == len(keys):
+        raise ValidationError(
+            f"The window alias '{window.alias_name}' must be one of the group_by fields"
+        )
+    key_indexes = []
+    for k in key_exprs:
+        if k.kind != "field":
+            raise ValidationError(f"Group keys are columns here: add {k} as a column first")
+        key_indexes.append(columns.index(k.name))
+    wanted: list[str] = []
+    rewritten = [_with_properties(e, window.alias_name, wanted) for e in items]
+    prop_type = DataTypes.TIMESTAMP(3, False)
+    extended = Columns.of(
+        [*zip(columns.names, columns.types, strict=True), *((f"$p{p}", prop_type) for p in wanted)]
+    )
+    prop_indexes = [len(columns) + i for i in range(len(wanted))]
+    calls: list[AggCall] = []
+    over_output: list[Expression] = []
+    names: list[str] = []
+    agg_index = 0
+    for position, (item, new) in enumerate(zip(items, rewritten, strict=True)):
+        over_output.append(split_aggregates(new, extended, calls, [*key_indexes, *prop_indexes]))
+        is_agg = contains_aggregate(item.args[0] if item.kind == "alias" else item)
+        name = name_of(item, position, agg_index if is_agg else None)
+        if not is_agg and item.kind == "call" and item.name in _PROPERTIES:
+            name = f"EXPR${agg_index}"
+        names.append(name)
+        if (is_agg or item.name in _PROPERTIES) and item.kind != "alias":
+            agg_index += 1
+    _check_unique(names)
+    agg_columns = aggregate_output(extended, [*key_indexes, *prop_indexes], calls)
+    agg = WindowAggregate(
+        columns=agg_columns,
+        input=node,
+        keys=tuple(key_indexes),
+        window=window,
+        time_index=time_index,
+        calls=tuple(calls),
+        properties=tuple(wanted),
+    )
+    rexes = [resolve(e, agg_columns) for e in over_output]
+    out = Columns.of(list(zip(names, [r.data_type for r in rexes], strict=True)))
+    return Calc(columns=out, input=agg, projections=tuple(rexes))
+
+
 class Table:
     """A table of the Table API (PyFlink's ``pyflink.table.Table``)."""
 
@@ -265,6 +360,13 @@ class Table:
     def group_by(self, *fields: Expression | str) -> GroupedTable:
         """Group by columns; then ``select`` keys and aggregates."""
         return GroupedTable(self, expressions(fields))
+
+    def window(self, window: GroupWindow) -> GroupWindowedTable:
+        """Group into windows: ``window(Tumble.over(lit(5).seconds).on(col('ts')).alias('w'))``
+        then ``group_by(..., col('w')).select(...)``."""
+        if not isinstance(window, GroupWindow):
+            raise ValidationError(f"window() takes Tumble, Slide or Session, got {window!r}")
+        return GroupWindowedTable(self, window)
 
     def distinct(self) -> Table:
         """Each distinct row once."""
@@ -381,6 +483,30 @@ class Table:
 
         rows = [tuple(r) for r in self.execute().collect()]
         return pd.DataFrame(rows, columns=self._node.columns.names)
+
+
+class GroupWindowedTable:
+    """A table with a group window; ``group_by`` must name the window's alias."""
+
+    def __init__(self, table: Table, window: GroupWindow) -> None:
+        self._table = table
+        self._window = window
+
+    def group_by(self, *fields: Expression | str) -> WindowGroupedTable:
+        return WindowGroupedTable(self._table, self._window, expressions(fields))
+
+
+class WindowGroupedTable:
+    """A table grouped by keys and a window; ``select`` keys, aggregates and ``w.start``..."""
+
+    def __init__(self, table: Table, window: GroupWindow, keys: list[Expression]) -> None:
+        self._table = table
+        self._window = window
+        self._keys = keys
+
+    def select(self, *fields: Expression | str) -> Table:
+        node = window_aggregate(self._table.plan, self._window, self._keys, expressions(fields))
+        return Table(node, self._table.context)
 
 
 class GroupedTable:

@@ -15,6 +15,7 @@ from typing import Any
 from cairn.datastream.data_stream import DataStream
 from cairn.datastream.stream_execution_environment import StreamExecutionEnvironment
 from cairn.table.codegen import CompiledCalc, calc_source
+from cairn.table.group_window import GroupWindowAggFunction
 from cairn.table.operators import (
     CalcFunction,
     CorrelateFunction,
@@ -30,6 +31,7 @@ from cairn.table.plan import (
     PlanNode,
     StreamScan,
     Values,
+    WindowAggregate,
     describe,
 )
 
@@ -80,6 +82,14 @@ def to_data_stream(node: PlanNode, env: StreamExecutionEnvironment, path: str = 
         if not node.keys:
             aggregated = aggregated.set_parallelism(1)
         return _labelled(aggregated, node, path, describe(node))
+    if isinstance(node, WindowAggregate):
+        upstream = to_data_stream(node.input, env, path + ".0")
+        keyed = upstream.key_by(FieldsKeySelector(node.keys))
+        function = GroupWindowAggFunction(node.window, node.time_index, node.calls, node.properties)
+        windowed = keyed.process(function)
+        if not node.keys:
+            windowed = windowed.set_parallelism(1)
+        return _labelled(windowed, node, path, describe(node))
     if isinstance(node, Limit):
         upstream = to_data_stream(node.input, env, path + ".0")
         limited = upstream.key_by(_constant_key).process(LimitFunction(node.count))
