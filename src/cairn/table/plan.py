@@ -30,6 +30,7 @@ __all__ = [
     "Calc",
     "ChangelogMode",
     "Correlate",
+    "Join",
     "Limit",
     "PlanNode",
     "StreamScan",
@@ -146,6 +147,23 @@ class WindowAggregate(PlanNode):
 
 
 @dataclass(frozen=True, eq=False)
+class Join(PlanNode):
+    """``left JOIN right ON left_keys = right_keys [AND condition]`` (inner or left outer);
+    output: the left's columns, then the right's."""
+
+    left: PlanNode = field(default=None)  # type: ignore[assignment]
+    right: PlanNode = field(default=None)  # type: ignore[assignment]
+    left_keys: tuple[int, ...] = ()
+    right_keys: tuple[int, ...] = ()
+    condition: Rex | None = None
+    outer: bool = False
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.left, self.right)
+
+
+@dataclass(frozen=True, eq=False)
 class Correlate(PlanNode):
     """A table function per input row: ``join_lateral`` (input columns kept) or
     ``flat_map`` (its columns only); ``args`` ``None`` passes the whole row."""
@@ -188,6 +206,15 @@ def changelog_mode(node: PlanNode) -> ChangelogMode:
         return ChangelogMode.INSERT_ONLY if no_calls_on_insert_only else ChangelogMode.ALL
     if isinstance(node, WindowAggregate):
         return ChangelogMode.INSERT_ONLY
+    if isinstance(node, Join):
+        inputs_insert_only = all(
+            changelog_mode(n) is ChangelogMode.INSERT_ONLY for n in node.inputs
+        )
+        return (
+            ChangelogMode.INSERT_ONLY
+            if inputs_insert_only and not node.outer
+            else ChangelogMode.ALL
+        )
     if isinstance(node, Calc | Limit | Correlate):
         return changelog_mode(node.inputs[0])
     raise TypeError(f"unknown plan node {type(node).__name__}")
@@ -240,6 +267,17 @@ def describe(node: PlanNode) -> str:
         return (
             f"GroupWindowAggregate({head}window=[{node.window.describe()}],"
             f" properties=[{props}], select=[{', '.join([*names[: len(node.keys)], *calls])}])"
+        )
+    if isinstance(node, Join):
+        pairs = [
+            f"{node.left.columns.names[a]} = {node.right.columns.names[b]}"
+            for a, b in zip(node.left_keys, node.right_keys, strict=True)
+        ]
+        if node.condition is not None:
+            pairs.append(rex_text(node.condition, names))
+        kind = "LeftOuterJoin" if node.outer else "InnerJoin"
+        return (
+            f"Join(joinType=[{kind}], where=[{' AND '.join(pairs)}], select=[{', '.join(names)}])"
         )
     if isinstance(node, Correlate):
         inner = node.input.columns.names

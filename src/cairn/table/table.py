@@ -38,6 +38,7 @@ from cairn.table.plan import (
     Calc,
     ChangelogMode,
     Correlate,
+    Join,
     Limit,
     PlanNode,
     WindowAggregate,
@@ -162,6 +163,24 @@ def aggregate(
     return Calc(columns=out, input=agg, projections=tuple(rexes))
 
 
+class _PendingJoin(PlanNode):
+    """``join(right)`` awaiting its ``where``: not a plan a job can run."""
+
+    def __init__(self, left: PlanNode, right: PlanNode, outer: bool) -> None:
+        pairs = [
+            *zip(left.columns.names, left.columns.types, strict=True),
+            *zip(right.columns.names, right.columns.types, strict=True),
+        ]
+        object.__setattr__(self, "columns", Columns.of(pairs))
+        object.__setattr__(self, "left", left)
+        object.__setattr__(self, "right", right)
+        object.__setattr__(self, "outer", outer)
+
+    left: PlanNode
+    right: PlanNode
+    outer: bool
+
+
 _PROPERTIES = {"window_start": "start", "window_end": "end", "window_rowtime": "rowtime"}
 
 
@@ -255,6 +274,66 @@ def window_aggregate(
     return Calc(columns=out, input=agg, projections=tuple(rexes))
 
 
+def _conjuncts(rex: Rex) -> list[Rex]:
+    if rex.kind == "call" and rex.op == "and":
+        return [c for o in rex.operands for c in _conjuncts(o)]
+    return [rex]
+
+
+def join(left: PlanNode, right: PlanNode, predicate: Expression, outer: bool) -> PlanNode:
+    """An equi-join: the predicate's ``left = right`` conjuncts are the keys, the rest a
+    condition on each joined pair."""
+    right_types = right.columns.types
+    if outer:
+        right_types = [t.nullable_() for t in right_types]
+    pairs = [
+        *zip(left.columns.names, left.columns.types, strict=True),
+        *zip(right.columns.names, right_types, strict=True),
+    ]
+    names = [n for n, _ in pairs]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValidationError(
+            f"Join tables have duplicate column names: {', '.join(duplicates)}; rename them"
+            " first (rename_columns)"
+        )
+    combined = Columns.of(pairs)
+    rex = resolve(predicate, combined)
+    if rex.data_type.root != "BOOLEAN":
+        raise ValidationError(f"A join predicate must be BOOLEAN, {predicate} is {rex.data_type}")
+    n_left = len(left.columns)
+    left_keys: list[int] = []
+    right_keys: list[int] = []
+    rest: list[Rex] = []
+    for c in _conjuncts(rex):
+        ops = c.operands
+        if c.op == "equals" and all(o.kind == "input" for o in ops):
+            a, b = sorted(o.index for o in ops)
+            if a < n_left <= b:
+                left_keys.append(a)
+                right_keys.append(b - n_left)
+                continue
+        rest.append(c)
+    if not left_keys:
+        raise ValidationError(
+            f"A join needs an equality between a column of each table, got {predicate}"
+        )
+    condition = None
+    for c in rest:
+        condition = (
+            c if condition is None else Rex("call", c.data_type, op="and", operands=(condition, c))
+        )
+    return Join(
+        columns=combined,
+        left=left,
+        right=right,
+        left_keys=tuple(left_keys),
+        right_keys=tuple(right_keys),
+        condition=condition,
+        outer=outer,
+    )
+
+
 class Table:
     """A table of the Table API (PyFlink's ``pyflink.table.Table``)."""
 
@@ -298,6 +377,9 @@ class Table:
 
     def filter(self, predicate: Expression) -> Table:
         """Keep the rows for which ``predicate`` is TRUE (NULL drops a row, as in SQL)."""
+        if isinstance(self._node, _PendingJoin):  # join(right).where(predicate)
+            node = self._node
+            return self._new(join(node.left, node.right, predicate, node.outer))
         rex = resolve(predicate, self._node.columns)
         if rex.data_type.root not in ("BOOLEAN", "NULL"):
             raise ValidationError(
@@ -360,6 +442,20 @@ class Table:
     def group_by(self, *fields: Expression | str) -> GroupedTable:
         """Group by columns; then ``select`` keys and aggregates."""
         return GroupedTable(self, expressions(fields))
+
+    def join(self, right: Table, join_predicate: Expression | None = None) -> Table:
+        """An inner equi-join: ``left.join(right, col('id') == col('r_id'))`` or
+        ``left.join(right).where(...)``; column names must differ (rename them first)."""
+        if join_predicate is None:
+            return self._new(_PendingJoin(self._node, right.plan, outer=False))
+        return self._new(join(self._node, right.plan, join_predicate, outer=False))
+
+    def left_outer_join(self, right: Table, join_predicate: Expression | None = None) -> Table:
+        """A left outer equi-join: a left row without a match is kept with NULLs, and
+        retracted when a match arrives."""
+        if join_predicate is None:
+            raise ValidationError("left_outer_join needs a join predicate")
+        return self._new(join(self._node, right.plan, join_predicate, outer=True))
 
     def window(self, window: GroupWindow) -> GroupWindowedTable:
         """Group into windows: ``window(Tumble.over(lit(5).seconds).on(col('ts')).alias('w'))``

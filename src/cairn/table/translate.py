@@ -16,6 +16,7 @@ from cairn.datastream.data_stream import DataStream
 from cairn.datastream.stream_execution_environment import StreamExecutionEnvironment
 from cairn.table.codegen import CompiledCalc, calc_source
 from cairn.table.group_window import GroupWindowAggFunction
+from cairn.table.join import JoinFunction
 from cairn.table.operators import (
     CalcFunction,
     CorrelateFunction,
@@ -27,6 +28,7 @@ from cairn.table.plan import (
     Aggregate,
     Calc,
     Correlate,
+    Join,
     Limit,
     PlanNode,
     StreamScan,
@@ -90,6 +92,19 @@ def to_data_stream(node: PlanNode, env: StreamExecutionEnvironment, path: str = 
         if not node.keys:
             windowed = windowed.set_parallelism(1)
         return _labelled(windowed, node, path, describe(node))
+    if isinstance(node, Join):
+        left = to_data_stream(node.left, env, path + ".0")
+        right = to_data_stream(node.right, env, path + ".1")
+        condition = None
+        if node.condition is not None:
+            condition_functions: list[Any] = []
+            source = calc_source(None, node.condition, condition_functions)
+            condition = CompiledCalc(source, condition_functions)
+        joiner = JoinFunction(len(node.right.columns), node.outer, condition)
+        connected: Any = left.connect(right).key_by(
+            FieldsKeySelector(node.left_keys), FieldsKeySelector(node.right_keys)
+        )
+        return _labelled(connected.process(joiner), node, path, describe(node))
     if isinstance(node, Limit):
         upstream = to_data_stream(node.input, env, path + ".0")
         limited = upstream.key_by(_constant_key).process(LimitFunction(node.count))
