@@ -30,6 +30,7 @@ import functools
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from cairn.common.time import Instant
 from cairn.common.type_visitor import INTEGER_BITS, TypeVisitor, scalar_name
 from cairn.common.typeinfo import BasicTypeInfo, TypeInformation
 from cairn.common.types import Row
@@ -261,5 +262,6 @@ _BASIC: dict[str, Callable[[Any, str, str], Any]] = {
     "LocalTime": _instance(datetime.time),
     "Timestamp": _instance(datetime.datetime),
     "LocalDateTime": _instance(datetime.datetime),
-    "Instant": _instance(datetime.datetime),
+    # PyFlink hands Types.INSTANT() values to Python as pyflink.common.time.Instant
+    "Instant": _instance(Instant, datetime.datetime),
 }
