@@ -420,8 +420,3 @@ def test_tableau_printing_truncates_wide_values_and_shows_empty_sets() -> None:
         "+----+--------+",
         "1 row in set",
     ]
-
-
-def test_over_windows_are_refused_at_import_naming_them() -> None:
-    with pytest.raises(ImportError, match=r"cairn\.table\.window\.Over: not in"):
-        from cairn.table.window import Over  # noqa: F401

@@ -20,8 +20,9 @@ from cairn.runtime.operators.base import OperatorRestore
 from cairn.table import DataTypes, StreamTableEnvironment, ValidationError
 from cairn.table.analysis import AggCall
 from cairn.table.expressions import col, lit
-from cairn.table.group_window import GroupWindowAggFunction, timestamp_of_millis
+from cairn.table.group_window import GroupWindowAggFunction
 from cairn.table.operators import FieldsKeySelector
+from cairn.table.timestamps import timestamp_of_millis
 from cairn.table.window import Session, Slide, Tumble, windows_of
 
 from ._operator_harness import OperatorHarness, snapshot_operator

@@ -12,8 +12,6 @@ fire.
 
 from __future__ import annotations
 
-import calendar
-import datetime
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -23,27 +21,10 @@ from cairn.common.typeinfo import Types
 from cairn.table.aggregates import Accumulator, accumulator_for
 from cairn.table.analysis import AggCall
 from cairn.table.operators import INSERT, open_functions
+from cairn.table.timestamps import epoch_millis, timestamp_of_millis
 from cairn.table.window import GroupWindow, windows_of
 
-__all__ = ["GroupWindowAggFunction", "epoch_millis", "timestamp_of_millis"]
-
-_EPOCH = datetime.datetime(1970, 1, 1)
-
-
-def epoch_millis(value: Any) -> int:
-    """A time attribute's value as milliseconds since the epoch (a naive timestamp is UTC)."""
-    if isinstance(value, datetime.datetime):
-        if value.tzinfo is not None:
-            return int(value.timestamp() * 1000)
-        return calendar.timegm(value.timetuple()) * 1000 + value.microsecond // 1000
-    if hasattr(value, "to_epoch_milli"):
-        millis: int = value.to_epoch_milli()
-        return millis
-    return int(value)
-
-
-def timestamp_of_millis(millis: int) -> datetime.datetime:
-    return _EPOCH + datetime.timedelta(milliseconds=millis)
+__all__ = ["GroupWindowAggFunction"]
 
 
 class GroupWindowAggFunction(KeyedProcessFunction[Any, Any, Any]):

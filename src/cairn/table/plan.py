@@ -32,6 +32,7 @@ __all__ = [
     "Correlate",
     "Join",
     "Limit",
+    "OverAggregate",
     "PlanNode",
     "StreamScan",
     "Values",
@@ -147,6 +148,22 @@ class WindowAggregate(PlanNode):
 
 
 @dataclass(frozen=True, eq=False)
+class OverAggregate(PlanNode):
+    """Each row with aggregates over its over window; output: the input's columns, then one
+    column per call."""
+
+    input: PlanNode = field(default=None)  # type: ignore[assignment]
+    keys: tuple[int, ...] = ()
+    window: Any = None
+    time_index: int = -1
+    calls: tuple[AggCall, ...] = ()
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.input,)
+
+
+@dataclass(frozen=True, eq=False)
 class Join(PlanNode):
     """``left JOIN right ON left_keys = right_keys [AND condition]`` (inner or left outer);
     output: the left's columns, then the right's."""
@@ -204,7 +221,7 @@ def changelog_mode(node: PlanNode) -> ChangelogMode:
             not node.calls and changelog_mode(node.input) is ChangelogMode.INSERT_ONLY
         )
         return ChangelogMode.INSERT_ONLY if no_calls_on_insert_only else ChangelogMode.ALL
-    if isinstance(node, WindowAggregate):
+    if isinstance(node, WindowAggregate | OverAggregate):
         return ChangelogMode.INSERT_ONLY
     if isinstance(node, Join):
         inputs_insert_only = all(
@@ -268,6 +285,13 @@ def describe(node: PlanNode) -> str:
             f"GroupWindowAggregate({head}window=[{node.window.describe()}],"
             f" properties=[{props}], select=[{', '.join([*names[: len(node.keys)], *calls])}])"
         )
+    if isinstance(node, OverAggregate):
+        inner = node.input.columns.names
+        calls = [
+            f"{c.function.upper().replace('_STAR', '')}({'*' if c.arg < 0 else inner[c.arg]})"
+            for c in node.calls
+        ]
+        return f"OverAggregate({node.window.describe()}, select=[{', '.join([*inner, *calls])}])"
     if isinstance(node, Join):
         pairs = [
             f"{node.left.columns.names[a]} = {node.right.columns.names[b]}"

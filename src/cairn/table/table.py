@@ -27,6 +27,7 @@ from cairn.table.analysis import (
     Rex,
     aggregate_output,
     contains_aggregate,
+    is_aggregate_call,
     name_of,
     resolve,
     split_aggregates,
@@ -40,6 +41,7 @@ from cairn.table.plan import (
     Correlate,
     Join,
     Limit,
+    OverAggregate,
     PlanNode,
     WindowAggregate,
     changelog_mode,
@@ -48,12 +50,19 @@ from cairn.table.plan import (
 from cairn.table.schema import schema_text
 from cairn.table.types import DataTypes, RowType
 from cairn.table.udf import AggregateFunction, TableFunction, UserDefinedFunctionWrapper
-from cairn.table.window import GroupWindow
+from cairn.table.window import GroupWindow, OverWindow
 
 if TYPE_CHECKING:
     from cairn.table.result import TableResult
 
-__all__ = ["GroupWindowedTable", "GroupedTable", "Table", "TableContext", "WindowGroupedTable"]
+__all__ = [
+    "GroupWindowedTable",
+    "GroupedTable",
+    "OverWindowedTable",
+    "Table",
+    "TableContext",
+    "WindowGroupedTable",
+]
 
 
 class TableContext(Protocol):
@@ -334,6 +343,68 @@ def join(left: PlanNode, right: PlanNode, predicate: Expression, outer: bool) ->
     )
 
 
+def _strip_over(expr: Expression, aliases: set[str], inside: bool = False) -> Expression:
+    """``agg.over(col('w'))`` → ``agg``; an aggregate outside ``over`` is refused."""
+    if expr.kind == "call" and expr.name == "over":
+        target = expr.args[1]
+        if target.kind != "field" or target.name not in aliases:
+            raise ValidationError(f"Over window '{target}' is not defined; over_window(...) it")
+        return _strip_over(expr.args[0], aliases, inside=True)
+    if not inside and is_aggregate_call(expr):
+        raise ValidationError(f"Aggregate {expr} needs an over window here: .over(col('w'))")
+    if not expr.args:
+        return expr
+    return Expression(
+        expr.kind,
+        expr.name,
+        tuple(_strip_over(a, aliases, inside) for a in expr.args),
+        expr.value,
+        expr.data_type,
+        expr.names,
+    )
+
+
+def over_aggregate(node: PlanNode, window: OverWindow, items: Sequence[Expression]) -> PlanNode:
+    """``over_window(w).select(items)``: each row with its aggregates over ``w``."""
+    if not window.alias_name:
+        raise ValidationError("An over window needs an alias: .alias('w')")
+    if changelog_mode(node) is not ChangelogMode.INSERT_ONLY:
+        raise ValidationError("An over window over an updating table is not built yet")
+    columns = node.columns
+    time_index = columns.index(window.order_by)
+    time_type = columns.columns[time_index].data_type
+    if time_type.root not in ("TIMESTAMP", "TIMESTAMP_LTZ"):
+        raise ValidationError(
+            f"An over window is ordered by a time attribute; '{window.order_by}' is {time_type}"
+        )
+    keys = tuple(columns.index(k) for k in window.partition_by)
+    every = list(range(len(columns)))
+    calls: list[AggCall] = []
+    over_output: list[Expression] = []
+    names: list[str] = []
+    agg_index = 0
+    for position, item in enumerate(items):
+        stripped = _strip_over(item, {window.alias_name})
+        over_output.append(split_aggregates(stripped, columns, calls, every))
+        is_agg = contains_aggregate(stripped.args[0] if stripped.kind == "alias" else stripped)
+        names.append(name_of(item, position, agg_index if is_agg else None))
+        if is_agg and item.kind != "alias":
+            agg_index += 1
+    _check_unique(names)
+    agg_columns = aggregate_output(columns, every, calls)
+    agg = OverAggregate(
+        columns=agg_columns,
+        input=node,
+        keys=keys,
+        window=window,
+        time_index=time_index,
+        calls=tuple(calls),
+    )
+    rexes = [resolve(e, agg_columns) for e in over_output]
+    out = Columns.of(list(zip(names, [r.data_type for r in rexes], strict=True)))
+    return Calc(columns=out, input=agg, projections=tuple(rexes))
+
+
 class Table:
     """A table of the Table API (PyFlink's ``pyflink.table.Table``)."""
 
@@ -457,6 +528,14 @@ class Table:
             raise ValidationError("left_outer_join needs a join predicate")
         return self._new(join(self._node, right.plan, join_predicate, outer=True))
 
+    def over_window(self, *over_windows: OverWindow) -> OverWindowedTable:
+        """Aggregates over each row's neighbours: ``over_window(Over.partition_by(col('k'))
+        .order_by(col('ts')).preceding(row_interval(2)).alias('w')).select(...,
+        col('v').max.over(col('w')))``."""
+        if len(over_windows) != 1:
+            raise ValidationError("over_window takes one over window here")
+        return OverWindowedTable(self, over_windows[0])
+
     def window(self, window: GroupWindow) -> GroupWindowedTable:
         """Group into windows: ``window(Tumble.over(lit(5).seconds).on(col('ts')).alias('w'))``
         then ``group_by(..., col('w')).select(...)``."""
@@ -579,6 +658,18 @@ class Table:
 
         rows = [tuple(r) for r in self.execute().collect()]
         return pd.DataFrame(rows, columns=self._node.columns.names)
+
+
+class OverWindowedTable:
+    """A table with an over window; ``select`` columns and ``agg.over(col('w'))``."""
+
+    def __init__(self, table: Table, window: OverWindow) -> None:
+        self._table = table
+        self._window = window
+
+    def select(self, *fields: Expression | str) -> Table:
+        node = over_aggregate(self._table.plan, self._window, expressions(fields))
+        return Table(node, self._table.context)
 
 
 class GroupWindowedTable:

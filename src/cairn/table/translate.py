@@ -24,12 +24,14 @@ from cairn.table.operators import (
     GroupAggFunction,
     LimitFunction,
 )
+from cairn.table.over_window import OverAggFunction
 from cairn.table.plan import (
     Aggregate,
     Calc,
     Correlate,
     Join,
     Limit,
+    OverAggregate,
     PlanNode,
     StreamScan,
     Values,
@@ -92,6 +94,13 @@ def to_data_stream(node: PlanNode, env: StreamExecutionEnvironment, path: str = 
         if not node.keys:
             windowed = windowed.set_parallelism(1)
         return _labelled(windowed, node, path, describe(node))
+    if isinstance(node, OverAggregate):
+        upstream = to_data_stream(node.input, env, path + ".0")
+        keyed = upstream.key_by(FieldsKeySelector(node.keys))
+        over = keyed.process(OverAggFunction(node.window, node.time_index, node.calls))
+        if not node.keys:
+            over = over.set_parallelism(1)
+        return _labelled(over, node, path, describe(node))
     if isinstance(node, Join):
         left = to_data_stream(node.left, env, path + ".0")
         right = to_data_stream(node.right, env, path + ".1")

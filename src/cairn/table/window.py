@@ -1,5 +1,5 @@
-"""Group windows with PyFlink's names (``pyflink.table.window``): ``Tumble``, ``Slide``,
-``Session``.
+"""Windows with PyFlink's names (``pyflink.table.window``): the group windows ``Tumble``,
+``Slide``, ``Session`` and the over window ``Over``.
 
 Invariant: a window is an immutable description — its kind, size (and slide or gap) in
 milliseconds, the time attribute it is ``on`` and its alias; assigning rows to windows is the
@@ -23,7 +23,16 @@ from typing import Any
 from cairn.table.errors import ValidationError
 from cairn.table.expressions import Expression
 
-__all__ = ["GroupWindow", "Session", "Slide", "Tumble", "windows_of"]
+__all__ = [
+    "UNBOUNDED",
+    "GroupWindow",
+    "Over",
+    "OverWindow",
+    "Session",
+    "Slide",
+    "Tumble",
+    "windows_of",
+]
 
 
 def _millis(value: Any, what: str) -> int:
@@ -128,10 +137,84 @@ def windows_of(window: GroupWindow, timestamp: int) -> list[tuple[int, int]]:
     return [(timestamp, timestamp + window.gap_ms)]
 
 
-def __getattr__(name: str) -> object:
-    if not name[:1].isupper():  # tools probe modules
-        raise AttributeError(f"module 'cairn.table.window' has no attribute {name!r}")
-    raise ImportError(
-        f"cairn.table.window.{name}: not in Cairn's Table API yet (it has Tumble, Slide,"
-        " Session); see docs/table-api.md"
+UNBOUNDED = -1
+
+
+def _bound(value: Any) -> tuple[str, int]:
+    """``("rows", n)``, ``("range", ms)``, or an unbounded/current bound."""
+    if isinstance(value, Expression) and value.kind == "literal":
+        if value.names == ("rows",):
+            return ("rows", int(value.value))
+        if value.names == ("unbounded_row",):
+            return ("rows", UNBOUNDED)
+        if value.names == ("unbounded_range",):
+            return ("range", UNBOUNDED)
+        if value.names in (("current_row",), ("current_range",)):
+            return (value.names[0].split("_")[1], 0)
+        if value.data_type is not None and value.data_type.root == "INTERVAL":
+            return ("range", int(value.value))
+    raise ValidationError(
+        f"An over window's bound is row_interval(n), an interval (lit(1).hours), UNBOUNDED_ROW,"
+        f" UNBOUNDED_RANGE, CURRENT_ROW or CURRENT_RANGE; got {value}"
     )
+
+
+@dataclass(frozen=True)
+class OverWindow:
+    """``Over.partition_by(keys).order_by(time).preceding(bound).alias(name)``."""
+
+    partition_by: tuple[str, ...] = ()
+    order_by: str = ""
+    kind: str = "range"  # rows or range
+    lower: int = UNBOUNDED  # rows, or milliseconds, before the current row; UNBOUNDED
+    alias_name: str = ""
+
+    def order_by_(self, field: Any) -> OverWindow:
+        if not (isinstance(field, Expression) and field.kind == "field"):
+            raise ValidationError(f"An over window is ordered by a time attribute, got {field}")
+        return replace(self, order_by=field.name)
+
+    def preceding(self, bound: Any) -> OverWindow:
+        kind, amount = _bound(bound)
+        return replace(self, kind=kind, lower=amount)
+
+    def following(self, bound: Any) -> OverWindow:
+        _, amount = _bound(bound)
+        if amount != 0:
+            raise ValidationError("An over window on a stream only follows to the current row")
+        return self
+
+    def alias(self, alias: str) -> OverWindow:
+        return replace(self, alias_name=alias)
+
+    def describe(self) -> str:
+        lower = "UNBOUNDED" if self.lower == UNBOUNDED else str(self.lower)
+        return (
+            f"partitionBy=[{', '.join(self.partition_by)}], orderBy=[{self.order_by}],"
+            f" window=[{self.kind.upper()} BETWEEN {lower} PRECEDING AND CURRENT ROW]"
+        )
+
+
+class _OverBuilder:
+    def __init__(self, keys: tuple[str, ...]) -> None:
+        self.keys = keys
+
+    def order_by(self, field: Any) -> OverWindow:
+        return OverWindow(partition_by=self.keys).order_by_(field)
+
+
+class Over:
+    """PyFlink's ``Over``: ``Over.partition_by(col('k')).order_by(col('ts'))...``."""
+
+    @staticmethod
+    def partition_by(*fields: Any) -> _OverBuilder:
+        keys = []
+        for f in fields:
+            if not (isinstance(f, Expression) and f.kind == "field"):
+                raise ValidationError(f"An over window is partitioned by columns, got {f}")
+            keys.append(f.name)
+        return _OverBuilder(tuple(keys))
+
+    @staticmethod
+    def order_by(field: Any) -> OverWindow:
+        return OverWindow().order_by_(field)
