@@ -247,7 +247,7 @@ class DataStream(_OperatorSetters):
         self, func: MapFunction | Callable[[Any], Any], output_type: TypeInformation | None = None
     ) -> DataStream:
         """One output per record: ``ds.map(lambda x: x + 1)`` or ``ds.map(MyMapFunction())``."""
-        _check_function(func, MapFunction)
+        check_function(func, MapFunction)
         return self.append_operator("Map", OperatorKind.MAP, func, output_type)
 
     def flat_map(
@@ -256,12 +256,12 @@ class DataStream(_OperatorSetters):
         output_type: TypeInformation | None = None,
     ) -> DataStream:
         """Zero or more outputs per record (the function yields or returns an iterable)."""
-        _check_function(func, FlatMapFunction)
+        check_function(func, FlatMapFunction)
         return self.append_operator("FlatMap", OperatorKind.FLAT_MAP, func, output_type)
 
     def filter(self, func: FilterFunction | Callable[[Any], Any]) -> DataStream:
         """Keep the records for which ``func`` is true."""
-        _check_function(func, FilterFunction)
+        check_function(func, FilterFunction)
         return self.append_operator(
             "Filter", OperatorKind.FILTER, func, self._transformation.output_type
         )
@@ -599,7 +599,7 @@ def _is_hex(text: str) -> bool:
     return all(c in "0123456789abcdefABCDEF" for c in text)
 
 
-def _check_function(func: Any, expected: type) -> None:
+def check_function(func: Any, expected: type) -> None:
     if not isinstance(func, expected) and not callable(func):
         raise TypeError(f"The input must be a {expected.__name__} or a callable function")
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from cairn.api.aggregations import AccumulateReduceFunction
 from cairn.api.functions import KeyedProcessFunction, KeySelector, ReduceFunction
 from cairn.common.typeinfo import RowTypeInfo, TypeInformation
-from cairn.datastream.data_stream import DataStream, _check_function
+from cairn.datastream.data_stream import DataStream, check_function
 from cairn.graph.transformations import OperatorKind, PartitionTransformation
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ class KeyedStream(DataStream):
 
     def reduce(self, func: ReduceFunction | Callable[[Any, Any], Any]) -> DataStream:
         """Rolling reduce per key: emits the combined value after every record."""
-        _check_function(func, ReduceFunction)
+        check_function(func, ReduceFunction)
         return self.append_operator(
             "Reduce", OperatorKind.REDUCE, func, self._transformation.output_type
         )

@@ -69,7 +69,7 @@ class _KeyedTimerService:
         self._op.backend.delete_event_time_timer(int(timestamp))
 
 
-class _KeyedContext:
+class KeyedContext:
     """``KeyedProcessFunction.Context`` and ``OnTimerContext``."""
 
     def __init__(self, op: KeyedOperatorBase) -> None:
@@ -103,7 +103,7 @@ class KeyedOperatorBase(UserFunctionOperator):
         self.key_selector = node.spec.key_selector
         self.backend: KeyedStateBackend
         self._on_timer: Callable[[int, Any], Any] | None = None
-        self._timer_context: _KeyedContext
+        self._timer_context: KeyedContext
         # A function that caches keyed state between batches (the window operator's batch
         # path) writes it back through this before timers fire and before a snapshot.
         self._flush: Callable[[], None] | None = None
@@ -115,7 +115,7 @@ class KeyedOperatorBase(UserFunctionOperator):
         if backend is None:
             raise RuntimeError(f"keyed operator {self.name!r} got no keyed state backend")
         self.backend = backend
-        self._timer_context = _KeyedContext(self)
+        self._timer_context = KeyedContext(self)
         super().open()
 
     def _bind_on_timer(self) -> None:
@@ -224,7 +224,7 @@ class KeyedProcessOperator(KeyedOperatorBase):
         super().open()
         self._process = resolve_method(self.function, "process_element")
         self._bind_on_timer()
-        self._context = _KeyedContext(self)
+        self._context = KeyedContext(self)
         # A function may process a whole stamped batch itself (the window operator's batch
         # path): ``(records, timestamps, key_selector, set_key, ctx) -> (outputs, stamps)``.
         batch = getattr(self.function, "keyed_batch", None)
@@ -353,7 +353,7 @@ class KeyedRecordOperator(KeyedOperatorBase):
             OperatorKind.PROCESS.value: "process_element",
         }[kind]
         self._f = resolve_method(self.function, method)
-        self._context = _KeyedContext(self)
+        self._context = KeyedContext(self)
         if kind == OperatorKind.PROCESS.value:
             self._bind_on_timer()
 

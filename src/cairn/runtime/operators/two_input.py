@@ -22,7 +22,7 @@ from cairn.graph.job_graph import OperatorNode
 from cairn.graph.transformations import BROADCAST_STATES, KEY_SELECTOR2, OperatorKind
 from cairn.runtime.eventtime.stamped import StampedBatch
 from cairn.runtime.operators.basic import emit_results, extend_with_result
-from cairn.runtime.operators.keyed import KeyedOperatorBase, _KeyedContext
+from cairn.runtime.operators.keyed import KeyedContext, KeyedOperatorBase
 from cairn.runtime.operators.user_function import UserFunctionOperator, resolve_method
 from cairn.state.broadcast_state import BroadcastMapState, ReadOnlyBroadcastState
 
@@ -128,7 +128,7 @@ class _CoContext:
         return broadcast_state(self._op, state_descriptor, self._writable)
 
 
-class _KeyedCoContext(_KeyedContext):
+class _KeyedCoContext(KeyedContext):
     """Keyed contexts (``KeyedCoProcessFunction``'s, ``KeyedBroadcastProcessFunction``'s
     read-only and on-timer contexts, and with ``writable`` its broadcast-side context)."""
 
