@@ -220,7 +220,7 @@ def run_pyflink(args: argparse.Namespace) -> dict[str, Any]:
             out = b""
             result["note"] = f"timed out after {args.timeout:.0f} s; log: {log_path}"
         finally:
-            run_peer._kill_group(proc)
+            run_peer.kill_group(proc)
     peer = run_peer.last_json_line(out.decode(errors="replace"))
     if peer is None:
         result["note"] = (

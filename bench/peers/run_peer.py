@@ -146,7 +146,7 @@ def _run(args: argparse.Namespace, venv: str, extra: list[str]) -> dict[str, Any
             timed_out = True
             out = b""
         finally:
-            _kill_group(proc)
+            kill_group(proc)
     text = out.decode(errors="replace")
     with open(log_path, "a") as log:
         log.write("\n--- stdout ---\n" + text)
@@ -168,7 +168,7 @@ def _run(args: argparse.Namespace, venv: str, extra: list[str]) -> dict[str, Any
     return result
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
     """SIGTERM the peer's process group, then SIGKILL what is left after 5 s."""
     for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 0.0)):
         try:

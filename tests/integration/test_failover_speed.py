@@ -71,9 +71,7 @@ def test_an_attempt_whose_worker_cannot_register_fails_at_once(
 
 def _listeners(master: JobMaster) -> list[Address]:
     """The job master's control listener and the data listeners of the current attempt."""
-    state = master._state
-    registered = list(state.registered.values()) if state is not None else []
-    return [master._server.address, *(r.data_address for r in registered)]
+    return [master.control_address, *master.view.worker_data_addresses.values()]
 
 
 @pytest.mark.slow  # seconds of work without Spark: not in the fast tier

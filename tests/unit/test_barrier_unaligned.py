@@ -24,6 +24,7 @@ from cairn.runtime.barriers import (
     ManualClock,
     create_barrier_handler,
 )
+from cairn.runtime.barriers.aligned import AlignedController
 from cairn.runtime.barriers.alternating import (
     AlternatingCollectingBarriers,
     AlternatingCollectingBarriersUnaligned,
@@ -372,11 +373,11 @@ def test_factory_builds_the_unaligned_handler_only_when_asked_and_able() -> None
 
 
 def test_aligned_controller_refuses_unaligned_snapshots() -> None:
-    handler = AlignedBarrierHandler(2, Recorder(), ManualClock())
+    controller = AlignedController(AlignedBarrierHandler(2, Recorder(), ManualClock()))
     with pytest.raises(IllegalBarrierEventError):
-        handler._controller.init_inputs_checkpoint(CheckpointBarrier(CheckpointId(1), 0))
+        controller.init_inputs_checkpoint(CheckpointBarrier(CheckpointId(1), 0))
     with pytest.raises(IllegalBarrierEventError):
-        handler._controller.take_out_of_turn(0)
+        controller.take_out_of_turn(0)
 
 
 # -- exactly-once over random interleavings ---------------------------------------------------

@@ -196,7 +196,7 @@ def test_a_keyed_process_function_fires_processing_timers_on_the_inprocess_execu
     keyed = env.add_source(Pause()).key_by(lambda r: r[0])
     # KeyedStream.process takes a KeyedProcessFunction (as PyFlink); the runtime's
     # KeyedRecordOperator runs a keyed PROCESS node with a plain ProcessFunction.
-    ticks = keyed._then("Process", OperatorKind.PROCESS, SignallingTicker(signals), None)
+    ticks = keyed.append_operator("Process", OperatorKind.PROCESS, SignallingTicker(signals), None)
     out = list(ticks.execute_and_collect())
     assert sorted(r[1] for r in out if r[0] == "seen") == [("a", 1), ("b", 2), ("c", 3)]
     ticks_of = sorted((r[1], r[3]) for r in out if r[0] == "tick")

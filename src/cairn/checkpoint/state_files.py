@@ -53,7 +53,9 @@ class CheckpointStateWriter:
     >>> rel = w.write_state_file("keyed/op 1", b"abc")
     >>> rel.startswith("keyed_op_1-"), storage.reader(w.directory).read_state_range(rel, 1, 2)
     (True, b'bc')
-    >>> w = CheckpointStateWriter(w._dir, CheckpointId(1), digests=True)
+    >>> from cairn.settings import SigningKey
+    >>> key = SigningKey.parse("0123456789abcdef0123")
+    >>> w = CheckpointStorage("memory://doc-writer", "job", signing_key=key).writer(CheckpointId(1))
     >>> state_file_digest(w.write_state_file("s", b"abc")) == hashlib.sha256(b"abc").hexdigest()
     True
     """

@@ -235,6 +235,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0
 
 
+# argparse has no public name for the type add_subparsers() returns (allowlisted, issue 34).
 def add_job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``list``, ``savepoint``, ``stop`` and ``cancel`` to the ``cairn`` parser."""
     timeout = {

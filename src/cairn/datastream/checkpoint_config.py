@@ -194,6 +194,10 @@ class CheckpointConfig:
     def set_checkpoint_storage_dir(self, checkpoint_path: str) -> CheckpointConfig:
         return self.set_checkpoint_storage(FileSystemCheckpointStorage(checkpoint_path))
 
+    def get_storage_options(self) -> dict[str, Any]:
+        """The fsspec storage options of the checkpoint storage (Cairn extension)."""
+        return dict(self._storage_options)
+
     def get_checkpoint_storage(self) -> CheckpointStorage | None:
         """The configured storage, or ``None`` (the default local directory)."""
         kind, path = self._get(opts.CHECKPOINTING_STORAGE), self._get(opts.CHECKPOINTING_DIR)

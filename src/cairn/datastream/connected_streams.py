@@ -61,7 +61,7 @@ def _two_input(
         name=name,
         inputs=[first.get_transformation(), second.get_transformation()],
         output_type=output_type,
-        operator=OperatorSpec(kind, func, first._key_selector, options),
+        operator=OperatorSpec(kind, func, first.get_key_selector(), options),
     )
     return DataStream(t, first.get_execution_environment())
 
@@ -77,7 +77,10 @@ class ConnectedStreams:
         self.stream2 = stream2
 
     def _is_keyed(self) -> bool:
-        return self.stream1._key_selector is not None and self.stream2._key_selector is not None
+        return (
+            self.stream1.get_key_selector() is not None
+            and self.stream2.get_key_selector() is not None
+        )
 
     def key_by(
         self,
@@ -92,13 +95,15 @@ class ConnectedStreams:
         )
 
     def _options(self) -> dict[str, Any]:
-        return {KEY_SELECTOR2: self.stream2._key_selector} if self._is_keyed() else {}
+        return {KEY_SELECTOR2: self.stream2.get_key_selector()} if self._is_keyed() else {}
 
     def _first(self) -> DataStream:
         # Non-keyed connected streams run non-keyed even when one input is keyed.
         if self._is_keyed():
             return self.stream1
-        return DataStream(self.stream1.get_transformation(), self.stream1._env)
+        return DataStream(
+            self.stream1.get_transformation(), self.stream1.get_execution_environment()
+        )
 
     def map(self, func: CoMapFunction, output_type: TypeInformation | None = None) -> DataStream:
         """``func.map1`` for the first input's records, ``func.map2`` for the second's."""
@@ -173,7 +178,8 @@ class BroadcastStream:
         names = [d.name for d in descriptors]
         if len(set(names)) != len(names):
             raise ValueError(f"broadcast state names must be unique, got {names}")
-        self._partitioned = DataStream(
+        # The input as the connected operator receives it: broadcast to every subtask.
+        self.partitioned_stream = DataStream(
             PartitionTransformation(
                 name="Broadcast",
                 inputs=[stream.get_transformation()],
@@ -185,7 +191,7 @@ class BroadcastStream:
         self.broadcast_state_descriptors = descriptors
 
     def get_execution_environment(self) -> Any:
-        return self._partitioned.get_execution_environment()
+        return self.partitioned_stream.get_execution_environment()
 
 
 class BroadcastConnectedStream:
@@ -206,7 +212,7 @@ class BroadcastConnectedStream:
         """A ``BroadcastProcessFunction``, or after ``key_by`` a
         ``KeyedBroadcastProcessFunction``."""
         first = self.non_broadcast_stream
-        if first._key_selector is not None:
+        if first.get_key_selector() is not None:
             if not isinstance(func, KeyedBroadcastProcessFunction):
                 raise TypeError(
                     "KeyedBroadcastProcessFunction is required for a keyed stream connected "
@@ -221,7 +227,7 @@ class BroadcastConnectedStream:
                 )
             kind, name = OperatorKind.BROADCAST_PROCESS, "Co-Process-Broadcast"
         options = {BROADCAST_STATES: self.broadcast_stream.broadcast_state_descriptors}
-        second = self.broadcast_stream._partitioned
+        second = self.broadcast_stream.partitioned_stream
         return _two_input(name, first, second, kind, func, output_type, options)
 
 

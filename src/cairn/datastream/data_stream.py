@@ -178,12 +178,22 @@ class _OperatorSetters:
 class DataStream(_OperatorSetters):
     """A stream of records; each method returns a new stream (``ds.map(f).filter(g)``)."""
 
-    # Set by KeyedStream: every operator ``_then`` appends to a keyed stream runs keyed.
+    # Set by KeyedStream: every operator ``append_operator`` adds to a keyed stream runs keyed.
     _key_selector: Callable[[Any], Any] | None = None
 
-    def __init__(self, transformation: Transformation, env: StreamExecutionEnvironment) -> None:
+    def __init__(
+        self,
+        transformation: Transformation,
+        env: StreamExecutionEnvironment,
+        *,
+        non_parallel: bool = False,
+    ) -> None:
+        """``non_parallel``: the operator runs at parallelism 1 and refuses any other (a
+        non-parallel source)."""
         self._transformation = transformation
         self._env = env
+        if non_parallel:
+            self._non_parallel = True
 
     # -- introspection -----------------------------------------------------------------------
 
@@ -197,6 +207,11 @@ class DataStream(_OperatorSetters):
 
     def get_execution_environment(self) -> StreamExecutionEnvironment:
         return self._env
+
+    def get_key_selector(self) -> Callable[[Any], Any] | None:
+        """The key selector operators on this stream run keyed by, None if it is not keyed
+        (Cairn extension; Flink's ``KeyedStream.getKeySelector``)."""
+        return self._key_selector
 
     def get_execution_config(self) -> ExecutionConfig:
         return self._env.get_config()
@@ -215,9 +230,11 @@ class DataStream(_OperatorSetters):
 
     # -- transformations ---------------------------------------------------------------------
 
-    def _then(
+    def append_operator(
         self, name: str, kind: OperatorKind, function: Any, output_type: TypeInformation | None
     ) -> DataStream:
+        """A one-input operator ``kind`` running ``function`` after this stream, keyed if this
+        stream is (Cairn extension, for the stream builders; Flink's ``DataStream.transform``)."""
         t = OneInputTransformation(
             name=name,
             inputs=[self._transformation],
@@ -230,8 +247,8 @@ class DataStream(_OperatorSetters):
         self, func: MapFunction | Callable[[Any], Any], output_type: TypeInformation | None = None
     ) -> DataStream:
         """One output per record: ``ds.map(lambda x: x + 1)`` or ``ds.map(MyMapFunction())``."""
-        _check_function(func, MapFunction)
-        return self._then("Map", OperatorKind.MAP, func, output_type)
+        check_function(func, MapFunction)
+        return self.append_operator("Map", OperatorKind.MAP, func, output_type)
 
     def flat_map(
         self,
@@ -239,13 +256,15 @@ class DataStream(_OperatorSetters):
         output_type: TypeInformation | None = None,
     ) -> DataStream:
         """Zero or more outputs per record (the function yields or returns an iterable)."""
-        _check_function(func, FlatMapFunction)
-        return self._then("FlatMap", OperatorKind.FLAT_MAP, func, output_type)
+        check_function(func, FlatMapFunction)
+        return self.append_operator("FlatMap", OperatorKind.FLAT_MAP, func, output_type)
 
     def filter(self, func: FilterFunction | Callable[[Any], Any]) -> DataStream:
         """Keep the records for which ``func`` is true."""
-        _check_function(func, FilterFunction)
-        return self._then("Filter", OperatorKind.FILTER, func, self._transformation.output_type)
+        check_function(func, FilterFunction)
+        return self.append_operator(
+            "Filter", OperatorKind.FILTER, func, self._transformation.output_type
+        )
 
     def process(
         self, func: ProcessFunction[Any, Any], output_type: TypeInformation | None = None
@@ -256,7 +275,7 @@ class DataStream(_OperatorSetters):
                 f"process() on a DataStream needs a ProcessFunction, got {type(func).__name__}"
                 " (a KeyedProcessFunction needs key_by() first)"
             )
-        return self._then("Process", OperatorKind.PROCESS, func, output_type)
+        return self.append_operator("Process", OperatorKind.PROCESS, func, output_type)
 
     def assign_timestamps_and_watermarks(self, watermark_strategy: WatermarkStrategy) -> DataStream:
         """Timestamps from the strategy's ``TimestampAssigner`` (without one, records keep
@@ -278,7 +297,7 @@ class DataStream(_OperatorSetters):
                 "assign_timestamps_and_watermarks() needs a WatermarkStrategy, got "
                 f"{type(watermark_strategy).__name__}"
             )
-        return self._then(
+        return self.append_operator(
             "Timestamps/Watermarks",
             OperatorKind.TIMESTAMPS,
             watermark_strategy,
@@ -366,11 +385,11 @@ class DataStream(_OperatorSetters):
         for s in streams:
             if not isinstance(s, DataStream):
                 raise TypeError(f"union() takes DataStreams, got {type(s).__name__}")
-            if s._env is not self._env:
+            if s.get_execution_environment() is not self._env:
                 raise ValueError("Cannot union streams of different StreamExecutionEnvironments")
         t = UnionTransformation(
             name="Union",
-            inputs=[self._transformation, *(s._transformation for s in streams)],
+            inputs=[self._transformation, *(s.get_transformation() for s in streams)],
             output_type=self._transformation.output_type,
         )
         return DataStream(t, self._env)
@@ -471,7 +490,7 @@ class DataStream(_OperatorSetters):
 
     def _sink(self, name: str, spec: OperatorSpec) -> DataStreamSink:
         t = SinkTransformation(name=name, inputs=[self._transformation], operator=spec)
-        self._env._add_sink(t)
+        self._env.add_sink_transformation(t)
         return DataStreamSink(t)
 
     def add_sink(self, sink_func: SinkFunction | Sink) -> DataStreamSink:
@@ -520,7 +539,7 @@ class DataStream(_OperatorSetters):
             parallelism_fixed=True,
             operator=OperatorSpec(OperatorKind.COLLECT, None),
         )
-        self._env._add_sink(t)
+        self._env.add_sink_transformation(t)
         client = self._env.execute_async(job_execution_name)
         iterator = CloseableIterator(client.collect_iterator(t.id), client)
         if limit is None:
@@ -580,7 +599,7 @@ def _is_hex(text: str) -> bool:
     return all(c in "0123456789abcdefABCDEF" for c in text)
 
 
-def _check_function(func: Any, expected: type) -> None:
+def check_function(func: Any, expected: type) -> None:
     if not isinstance(func, expected) and not callable(func):
         raise TypeError(f"The input must be a {expected.__name__} or a callable function")
 

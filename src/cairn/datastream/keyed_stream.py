@@ -2,8 +2,9 @@
 
 Invariant: the stream itself is a HASH partitioning, not an operator; every operator applied to
 it (map, flat_map, filter, process, reduce, sum...) carries the key selector in its
-``OperatorSpec`` (``DataStream._then`` adds it), so it runs keyed: keyed state and timers are
-scoped to the current key, even inside a plain ``RichMapFunction``-style ``MapFunction``.
+``OperatorSpec`` (``DataStream.append_operator`` adds it), so it runs keyed: keyed state and
+timers are scoped to the current key, even inside a plain ``RichMapFunction``-style
+``MapFunction``.
 
 >>> from cairn.datastream.stream_execution_environment import StreamExecutionEnvironment
 >>> env = StreamExecutionEnvironment.get_execution_environment()
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from cairn.api.aggregations import AccumulateReduceFunction
 from cairn.api.functions import KeyedProcessFunction, KeySelector, ReduceFunction
 from cairn.common.typeinfo import RowTypeInfo, TypeInformation
-from cairn.datastream.data_stream import DataStream, _check_function
+from cairn.datastream.data_stream import DataStream, check_function
 from cairn.graph.transformations import OperatorKind, PartitionTransformation
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ class KeyedStream(DataStream):
     def get_key_type(self) -> TypeInformation | None:
         return self._key_type
 
-    # -- keyed operators (map, flat_map and filter are DataStream's, keyed by ``_then``) ----
+    # -- keyed operators (map, flat_map and filter are DataStream's, keyed by append_operator) -
 
     def process(  # type: ignore[override]
         self, func: KeyedProcessFunction[Any, Any, Any], output_type: TypeInformation | None = None
@@ -61,12 +62,14 @@ class KeyedStream(DataStream):
             raise TypeError(
                 "KeyedProcessFunction is required for KeyedStream, got " + type(func).__name__
             )
-        return self._then("KeyedProcess", OperatorKind.KEYED_PROCESS, func, output_type)
+        return self.append_operator("KeyedProcess", OperatorKind.KEYED_PROCESS, func, output_type)
 
     def reduce(self, func: ReduceFunction | Callable[[Any, Any], Any]) -> DataStream:
         """Rolling reduce per key: emits the combined value after every record."""
-        _check_function(func, ReduceFunction)
-        return self._then("Reduce", OperatorKind.REDUCE, func, self._transformation.output_type)
+        check_function(func, ReduceFunction)
+        return self.append_operator(
+            "Reduce", OperatorKind.REDUCE, func, self._transformation.output_type
+        )
 
     def _aggregate(self, position: int | str, aggregation: str) -> DataStream:
         hint = self._transformation.output_type

@@ -255,9 +255,7 @@ class StreamExecutionEnvironment:
     # -- sources -----------------------------------------------------------------------------
 
     def _source(self, t: SourceTransformation, non_parallel: bool) -> DataStream:
-        stream = DataStream(t, self)
-        stream._non_parallel = non_parallel
-        return stream
+        return DataStream(t, self, non_parallel=non_parallel)
 
     def from_collection(
         self, collection: Iterable[Any], type_info: TypeInformation | None = None
@@ -377,7 +375,9 @@ class StreamExecutionEnvironment:
         """Accepted and ignored, as :meth:`add_jars`."""
         _no_jars_needed("add_classpaths", classpaths)
 
-    def _add_sink(self, sink: SinkTransformation) -> None:
+    def add_sink_transformation(self, sink: SinkTransformation) -> None:
+        """Add a sink to the job ``execute`` submits (Cairn extension, for
+        ``DataStream.add_sink`` and its kin)."""
         self._sinks.append(sink)
 
     # -- execution ---------------------------------------------------------------------------
@@ -389,7 +389,7 @@ class StreamExecutionEnvironment:
             job_name,
             self._configuration.to_dict(),
             self._sinks,
-            self._checkpoint_config._storage_options,
+            self._checkpoint_config.get_storage_options(),
             _context,
         )
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from cairn.api.functions import KeyedProcessFunction
 from cairn.api.output_tag import OutputTag
@@ -160,11 +160,33 @@ class WindowOperatorFunction(KeyedProcessFunction[Any, Any, Any]):
         return self
 
     def get_current_watermark(self) -> int:
-        """The evictors' context reads the watermark here."""
-        return self._watermark()
-
-    def _watermark(self) -> int:
+        """The evictors' context reads the watermark here (and the trigger and process
+        contexts)."""
         return int(self._ctx.timer_service().current_watermark())
+
+    # -- what the trigger and process contexts reach (``WindowOperatorView``) -----------------
+
+    @property
+    def runtime_context(self) -> RuntimeContext:
+        return self._rc
+
+    def register_window_timer(self, event_time: bool, time: int, window: Any) -> None:
+        self._timers.register(self._ctx.timer_service(), event_time, time, window)
+
+    def delete_window_timer(self, event_time: bool, time: int, window: Any) -> None:
+        self._timers.delete(self._ctx.timer_service(), event_time, time, window)
+
+    def trigger_state(self, state_descriptor: Any, window: Any) -> Any:
+        """A trigger's state ``state_descriptor`` in ``window``, for the current key."""
+        return self._scope.state(state_descriptor, window, _TRIGGER)
+
+    def merge_trigger_state(self, state_descriptor: Any, window: Any, merged: Any) -> None:
+        """Merge the trigger state of the ``merged`` windows into ``window``."""
+        self._scope.merge(state_descriptor, window, merged, _TRIGGER)
+
+    def window_state_store(self, window: Any) -> WindowStateStore:
+        """A process window function's per-window state of ``window``."""
+        return WindowStateStore(self._scope, window)
 
     def _cleanup_time(self, window: Any) -> int:
         if not self._event_time:
@@ -176,7 +198,7 @@ class WindowOperatorFunction(KeyedProcessFunction[Any, Any, Any]):
         return self._ctx.get_current_key()
 
     def _is_window_late(self, window: Any) -> bool:
-        return self._event_time and self._cleanup_time(window) <= self._watermark()
+        return self._event_time and self._cleanup_time(window) <= self.get_current_watermark()
 
     # -- elements ---------------------------------------------------------------------------
 
@@ -206,7 +228,11 @@ class WindowOperatorFunction(KeyedProcessFunction[Any, Any, Any]):
             if result.is_purge():
                 self._contents.remove(window)
             self._register_cleanup(window)
-        late = skipped and self._event_time and ts + self.spec.allowed_lateness <= self._watermark()
+        late = (
+            skipped
+            and self._event_time
+            and ts + self.spec.allowed_lateness <= self.get_current_watermark()
+        )
         if late and self.spec.late_tag is not None:
             out.append((self.spec.late_tag, value))
         return out
@@ -457,42 +483,63 @@ def _reduce(f: Any, a: Any, b: Any) -> Any:
     return reduce(a, b) if callable(reduce) else f(a, b)
 
 
+class WindowOperatorView(Protocol):
+    """What the trigger and process contexts may ask of the window operator."""
+
+    def get_current_processing_time(self) -> int: ...
+
+    def get_current_watermark(self) -> int: ...
+
+    @property
+    def runtime_context(self) -> RuntimeContext: ...
+
+    def register_window_timer(self, event_time: bool, time: int, window: Any) -> None: ...
+
+    def delete_window_timer(self, event_time: bool, time: int, window: Any) -> None: ...
+
+    def trigger_state(self, state_descriptor: Any, window: Any) -> Any: ...
+
+    def merge_trigger_state(self, state_descriptor: Any, window: Any, merged: Any) -> None: ...
+
+    def window_state_store(self, window: Any) -> WindowStateStore: ...
+
+
 class _TriggerContext(Trigger.OnMergeContext):
     """A trigger's view of the current key and one window (and, merging, its sources)."""
 
-    def __init__(self, op: WindowOperatorFunction, window: Any, merged: Any = ()) -> None:
+    def __init__(self, op: WindowOperatorView, window: Any, merged: Any = ()) -> None:
         self._op, self._window, self._merged = op, window, merged
 
     def get_current_processing_time(self) -> int:
         return self._op.get_current_processing_time()
 
     def get_current_watermark(self) -> int:
-        return self._op._watermark()
+        return self._op.get_current_watermark()
 
     def get_metric_group(self) -> Any:
-        return self._op._rc.get_metrics_group()
+        return self._op.runtime_context.get_metrics_group()
 
     def register_processing_time_timer(self, time: int) -> None:
-        self._op._timers.register(self._op._ctx.timer_service(), False, int(time), self._window)
+        self._op.register_window_timer(False, int(time), self._window)
 
     def register_event_time_timer(self, time: int) -> None:
-        self._op._timers.register(self._op._ctx.timer_service(), True, int(time), self._window)
+        self._op.register_window_timer(True, int(time), self._window)
 
     def delete_processing_time_timer(self, time: int) -> None:
-        self._op._timers.delete(self._op._ctx.timer_service(), False, int(time), self._window)
+        self._op.delete_window_timer(False, int(time), self._window)
 
     def delete_event_time_timer(self, time: int) -> None:
-        self._op._timers.delete(self._op._ctx.timer_service(), True, int(time), self._window)
+        self._op.delete_window_timer(True, int(time), self._window)
 
     def get_partitioned_state(self, state_descriptor: Any) -> Any:
-        return self._op._scope.state(state_descriptor, self._window, _TRIGGER)
+        return self._op.trigger_state(state_descriptor, self._window)
 
     def merge_partitioned_state(self, state_descriptor: Any) -> None:
-        self._op._scope.merge(state_descriptor, self._window, self._merged, _TRIGGER)
+        self._op.merge_trigger_state(state_descriptor, self._window, self._merged)
 
 
 class _ProcessContext(ProcessWindowFunction.Context[Any], ProcessAllWindowFunction.Context[Any]):
-    def __init__(self, op: WindowOperatorFunction, window: Any) -> None:
+    def __init__(self, op: WindowOperatorView, window: Any) -> None:
         self._op, self._window = op, window
 
     def window(self) -> Any:
@@ -502,13 +549,13 @@ class _ProcessContext(ProcessWindowFunction.Context[Any], ProcessAllWindowFuncti
         return self._op.get_current_processing_time()
 
     def current_watermark(self) -> int:
-        return self._op._watermark()
+        return self._op.get_current_watermark()
 
     def window_state(self) -> WindowStateStore:
-        return WindowStateStore(self._op._scope, self._window)
+        return self._op.window_state_store(self._window)
 
     def global_state(self) -> Any:
-        return self._op._rc
+        return self._op.runtime_context
 
 
 def _time_window_group(

@@ -196,7 +196,7 @@ class WindowedStream:
             parts.append(type(self._evictor).__name__)
         parts.append(what)
         name = ("AllWindow" if self._all else "Window") + "(" + ", ".join(parts) + ")"
-        result = self._keyed._then(
+        result = self._keyed.append_operator(
             name, OperatorKind.KEYED_PROCESS, WindowOperatorFunction(spec), output_type
         )
         if self._all:

@@ -158,7 +158,7 @@ class AttemptDriver:
         coordinator = self._coordinator
         if isinstance(msg, p.RegisterWorker):
             state.registered[env.worker_index] = msg
-            host.worker_registered(env.worker_index, msg.pid)
+            host.worker_registered(env.worker_index, msg.pid, msg.data_address)
             where = f"{msg.host} ({msg.data_address[0]}), pid {msg.pid}"
             log.info("attempt %d: worker %d runs on %s", msg.attempt, msg.worker_index, where)
         elif isinstance(msg, p.WorkerRunning):

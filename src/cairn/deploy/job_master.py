@@ -153,6 +153,11 @@ class JobMaster:
         return self._view
 
     @property
+    def control_address(self) -> tuple[str, int]:
+        """Where the job master listens for its workers (fixed for its life)."""
+        return self._server.address
+
+    @property
     def status(self) -> JobStatus:
         """The job's status; it changes only along ``lifecycle.JOB_STATUS_TRANSITIONS``."""
         return self._view.status
@@ -408,9 +413,13 @@ class JobMaster:
         self._set_status(JobStatus.RUNNING)
         self.emit("running", attempt)
 
-    def worker_registered(self, worker_index: int, pid: int) -> None:
-        pids = {**self.worker_pids, worker_index: pid}
-        self._publish(worker_pids=MappingProxyType(pids))
+    def worker_registered(self, worker_index: int, pid: int, data_address: tuple[str, int]) -> None:
+        view = self._view
+        pids = {**view.worker_pids, worker_index: pid}
+        addresses = {**view.worker_data_addresses, worker_index: data_address}
+        self._publish(
+            worker_pids=MappingProxyType(pids), worker_data_addresses=MappingProxyType(addresses)
+        )
 
     def checkpoint_acknowledged(self) -> None:
         self._note_latest_checkpoint()
@@ -432,7 +441,11 @@ class JobMaster:
         self._state = state
         self._restore = restore
         # Pids of the previous attempt's (dead) workers must not pass for the new ones.
-        self._publish(metric_reports=_NO_REPORTS, worker_pids=MappingProxyType({}))
+        self._publish(
+            metric_reports=_NO_REPORTS,
+            worker_pids=MappingProxyType({}),
+            worker_data_addresses=MappingProxyType({}),
+        )
         launch = p.WorkerLaunch(
             job_id=self.job_id,
             attempt=attempt,

@@ -41,6 +41,7 @@ def _is_user_module(module: ModuleType) -> bool:
 def _code_reduce_keeping_filename(code: types.CodeType) -> Any:
     # cloudpickle >= 3.1.3 writes "<dynamic-code>" as every file name (deterministic
     # payloads); users need their own file and line in a worker's traceback.
+    # cloudpickle has no public reducer for code objects (allowlisted, issue 34).
     constructor, args = _cloudpickle_impl._code_reduce(code)
     args = tuple(code.co_filename if a == "<dynamic-code>" else a for a in args)
     return constructor, args

@@ -41,7 +41,8 @@ class JobView:
 
     ``error``: why the job failed or was suspended (None otherwise); ``end_ms``: when the job
     master's run ended (None while it runs; set a moment after the terminal status);
-    ``worker_pids``: the current attempt's registered workers; ``checkpoint_stats``: the
+    ``worker_pids``: the current attempt's registered workers (``worker_data_addresses``:
+    where each listens for data); ``checkpoint_stats``: the
     (thread-safe) checkpoint statistics, None with checkpointing disabled;
     ``latest_checkpoint_id``: the latest completed checkpoint the job master knows of.
     """
@@ -54,6 +55,9 @@ class JobView:
     start_ms: int = 0
     end_ms: int | None = None
     worker_pids: Mapping[int, int] = field(default_factory=lambda: MappingProxyType({}))
+    worker_data_addresses: Mapping[int, tuple[str, int]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
     metric_reports: MetricReports = (_NONE, _NONE)
     last_initialization: JobInitialization | None = None
     latest_checkpoint_id: CheckpointId | None = None

@@ -198,6 +198,7 @@ def _running_session() -> SparkSession | None:
         return active
     # The active session is thread-local in the JVM; a context started on another thread
     # still owns the process, so wrap it instead of starting a second one.
+    # PySpark's only way to see a context without creating one (allowlisted, issue 34).
     if SparkContext._active_spark_context is not None:
         return SparkSession.builder.getOrCreate()
     return None
@@ -258,6 +259,7 @@ def private_socket_dir(base: str | None = None) -> str:
 
 
 def _max_concurrent_tasks(sc: SparkContext) -> int:
+    # PySpark has no public handle on the JVM SparkContext; _jsc is the only way to it.
     jsc = sc._jsc.sc()
     profile = jsc.resourceProfileManager().defaultResourceProfile()
     return int(jsc.maxNumConcurrentTasks(profile))

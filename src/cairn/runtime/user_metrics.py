@@ -86,7 +86,9 @@ class Meter:
     def get_rate(self) -> float:
         return self._rate
 
-    def _sample(self, now: float) -> None:
+    def sample(self, now: float) -> None:
+        """Record the count at ``now`` (monotonic seconds) and update the rate over the time
+        span; the registry calls it at each snapshot (Cairn extension)."""
         samples = self._samples
         samples.append((now, self._count))
         while len(samples) > 2 and now - samples[1][0] >= self._span_s:
@@ -158,7 +160,7 @@ class UserMetricRegistry:
             if isinstance(m, Counter):
                 out.append((op, name, float(m.get_count())))
             elif isinstance(m, Meter):
-                m._sample(now)
+                m.sample(now)
                 out.append((op, name + ".count", float(m.get_count())))
                 out.append((op, name + ".rate", m.get_rate()))
             elif isinstance(m, Distribution):

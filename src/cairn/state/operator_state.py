@@ -77,6 +77,14 @@ class OperatorListState(ListState[Any]):
     def __len__(self) -> int:
         return len(self._values)
 
+    def live_values(self) -> list[Any]:
+        """The list itself, not a copy: for the backend's snapshot, which copies it at once."""
+        return self._values
+
+    def restore(self, values: Iterable[Any]) -> None:
+        """Append restored ``values`` (checked when they were first added)."""
+        self._values.extend(values)
+
 
 class DefaultOperatorStateBackend:
     """Operator list states of one subtask (Flink's ``DefaultOperatorStateBackend``)."""
@@ -129,7 +137,9 @@ class DefaultOperatorStateBackend:
 
     def snapshot(self, checkpoint_id: CheckpointId) -> OperatorSnapshot:
         """Copy the lists now (synchronous part); the result writes them (asynchronous part)."""
-        lists: dict[str, list[Any]] = {n: s._values for n, s in self._states.items() if len(s)}
+        lists: dict[str, list[Any]] = {
+            n: s.live_values() for n, s in self._states.items() if len(s)
+        }
         modes = {n: s.mode for n, s in self._states.items()}
         for name, b in self._broadcast.items():
             if len(b):
@@ -185,7 +195,7 @@ class DefaultOperatorStateBackend:
                     f"operator state {name!r} is registered as {state.mode} but restored as {mode}"
                 )
             else:
-                state._values.extend(values)
+                state.restore(values)
 
     def dispose(self) -> None:
         self._states.clear()

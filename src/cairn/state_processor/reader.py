@@ -65,7 +65,7 @@ def signing_key_of(key: SigningKey | str | None) -> SigningKey | None:
 
 
 @dataclass(frozen=True)
-class _Source:
+class CheckpointSource:
     """Where tasks read from (picklable: shipped to every task)."""
 
     directory: str
@@ -78,7 +78,7 @@ class _Source:
 
 @dataclass(frozen=True)
 class _KeyedReadTask:
-    source: _Source
+    source: CheckpointSource
     uid: str
     name: str
     kind: str
@@ -107,7 +107,7 @@ _NAMES = ("key", "user_key", "value")
 
 @dataclass(frozen=True)
 class _OperatorReadTask:
-    source: _Source
+    source: CheckpointSource
     uid: str
     name: str
     exploded: bool
@@ -133,7 +133,7 @@ class _OperatorReadTask:
             ) from None
 
 
-def _sample_kinds(piece: KeyedSlice, source: _Source, uid: str) -> dict[str, str]:
+def _sample_kinds(piece: KeyedSlice, source: CheckpointSource, uid: str) -> dict[str, str]:
     return state_kinds(read_slice(piece, source.reader(), uid))
 
 
@@ -154,7 +154,9 @@ class SavepointReader:
     ) -> None:
         self.spark = spark
         self.checkpoint = checkpoint
-        self._source = _Source(checkpoint.directory, dict(storage_options or {}), require_digests)
+        self._source = CheckpointSource(
+            checkpoint.directory, dict(storage_options or {}), require_digests
+        )
 
     @classmethod
     def read(
@@ -351,7 +353,7 @@ class SavepointReader:
 
 @dataclass(frozen=True)
 class _KindsTask:
-    source: _Source
+    source: CheckpointSource
     uid: str
 
     def __call__(self, piece: KeyedSlice) -> dict[str, str]:

@@ -48,7 +48,7 @@ from cairn.state_processor.key_group_slices import (
     plan_keyed_slices,
     route,
 )
-from cairn.state_processor.reader import KEYED_KINDS, _Source, signing_key_of
+from cairn.state_processor.reader import KEYED_KINDS, CheckpointSource, signing_key_of
 from cairn.state_processor.sections import SliceTables, StateSpec, encode_slice, read_slice
 
 __all__ = ["SavepointWriter"]
@@ -138,7 +138,7 @@ class _WriteTask:
     specs: tuple[StateSpec, ...]
     replaced: frozenset[str]
     slices: tuple[KeyedSlice, ...]  # the base savepoint's sections of each new slice
-    base: _Source | None
+    base: CheckpointSource | None
 
     def __call__(
         self, index: int, rows: Iterable[tuple[int, tuple[Any, ...]]]
@@ -164,7 +164,7 @@ class _CopyTask:
     """Copies one kept state file from the base savepoint (re-named with a digest if the new
     savepoint is signed; checked against its digest if the base was read with a key)."""
 
-    base: _Source
+    base: CheckpointSource
     target: str
     storage_options: Mapping[str, Any]
     digests: bool
@@ -235,9 +235,11 @@ class SavepointWriter:
             return None
         return self.base.metadata.operators.get(OperatorUid(uid))
 
-    def _base_source(self) -> _Source:
+    def _base_source(self) -> CheckpointSource:
         assert self.base is not None
-        return _Source(self.base.directory, self.storage_options, self.signing_key is not None)
+        return CheckpointSource(
+            self.base.directory, self.storage_options, self.signing_key is not None
+        )
 
     def remove_operator(self, uid: str) -> SavepointWriter:
         """Leave the state of operator ``uid`` out of the new savepoint."""

@@ -58,6 +58,7 @@ class S3Store:
     def read(self, name: str) -> Versioned | None:
         async def get() -> Versioned | None:
             try:
+                # s3fs has no public call returning the ETag or taking a condition.
                 resp = await self._fs._call_s3(
                     "get_object", Bucket=self._bucket, Key=self._key(name)
                 )
@@ -79,6 +80,7 @@ class S3Store:
 
     def _put(self, name: str, data: bytes, condition: dict[str, str], conflict: str) -> Versioned:
         async def put() -> Any:
+            # s3fs has no public conditional put (IfMatch / IfNoneMatch).
             return await self._fs._call_s3(
                 "put_object", Bucket=self._bucket, Key=self._key(name), Body=data, **condition
             )

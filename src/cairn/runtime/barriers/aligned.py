@@ -8,6 +8,7 @@ behind a barrier is processed before the snapshot.
 from __future__ import annotations
 
 from collections.abc import Callable, Container
+from typing import Protocol
 
 from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.clock import Clock
@@ -51,7 +52,7 @@ class AlignedBarrierHandler:
         self._actions = actions
         self._clock = clock
         self._channels = ChannelState()
-        self._controller = _Controller(self)
+        self._controller = AlignedController(self)
         self._state: BarrierHandlerState = WaitingForFirstBarrier(self._channels)
         # Books of the checkpoint in progress (Flink names). It is pending while
         # current id != last closed (completed or aborted) id.
@@ -97,6 +98,17 @@ class AlignedBarrierHandler:
     @property
     def blocked_view(self) -> Container[int]:
         return self._channels.live_view
+
+    @property
+    def all_aligned(self) -> bool:
+        """Every channel open at the start of the pending checkpoint delivered its barrier
+        or finished."""
+        return len(self._aligned) == self._target_count
+
+    @property
+    def pending_barrier(self) -> CheckpointBarrier | None:
+        """The first barrier of the checkpoint in progress, None if there is none."""
+        return self._pending_barrier
 
     @property
     def state(self) -> BarrierHandlerState:
@@ -163,7 +175,7 @@ class AlignedBarrierHandler:
 
     def _transform(self, event: Callable[[BarrierHandlerState], BarrierHandlerState]) -> None:
         self._state = event(self._state)
-        if len(self._aligned) == self._target_count:
+        if self.all_aligned:
             self._close()
 
     def _close(self) -> None:
@@ -193,7 +205,9 @@ class AlignedBarrierHandler:
         self._state = self._state.abort(checkpoint_id)
         self._actions.abort_checkpoint(checkpoint_id, reason)
 
-    def _trigger(self, barrier: CheckpointBarrier) -> None:
+    def trigger_global_checkpoint(self, barrier: CheckpointBarrier) -> None:
+        """Let the task snapshot and forward ``barrier`` (a state's decision, through the
+        controller)."""
         now = self._clock.now_ms()
         stats = AlignmentStats.at_trigger(barrier, self._first_barrier_ms, now)
         self._actions.trigger_checkpoint(barrier, stats)
@@ -205,30 +219,47 @@ class AlignedBarrierHandler:
         )
 
 
-class _Controller:
+class AlignedBooks(Protocol):
+    """What the controller reads and asks of its handler: the books of the pending checkpoint."""
+
+    @property
+    def is_aligning(self) -> bool: ...
+
+    @property
+    def latest_checkpoint_id(self) -> CheckpointId | None: ...
+
+    @property
+    def all_aligned(self) -> bool: ...
+
+    @property
+    def pending_barrier(self) -> CheckpointBarrier | None: ...
+
+    def trigger_global_checkpoint(self, barrier: CheckpointBarrier) -> None: ...
+
+
+class AlignedController:
     """What states may ask of the handler; keeps the handler itself out of their reach."""
 
     __slots__ = ("_handler",)
 
-    def __init__(self, handler: AlignedBarrierHandler) -> None:
+    def __init__(self, handler: AlignedBooks) -> None:
         self._handler = handler
 
     def all_barriers_received(self) -> bool:
-        handler = self._handler
-        return len(handler._aligned) == handler._target_count
+        return self._handler.all_aligned
 
     def pending_barrier(self) -> CheckpointBarrier:
-        barrier = self._handler._pending_barrier
+        barrier = self._handler.pending_barrier
         if barrier is None:
             raise IllegalBarrierEventError("no checkpoint is in progress")
         return barrier
 
     def trigger_global_checkpoint(self, barrier: CheckpointBarrier) -> None:
-        self._handler._trigger(barrier)
+        self._handler.trigger_global_checkpoint(barrier)
 
     def is_pending(self, barrier: CheckpointBarrier) -> bool:
         handler = self._handler
-        return barrier.checkpoint_id == handler._current_id and handler.is_aligning
+        return barrier.checkpoint_id == handler.latest_checkpoint_id and handler.is_aligning
 
     def is_unaligned(self, barrier: CheckpointBarrier) -> bool:
         return False  # this handler aligns every checkpoint

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Container
+from typing import Protocol
 
 from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.clock import Clock
 from cairn.events import AlignmentMode, CheckpointBarrier, CheckpointOptions
 from cairn.ids import CheckpointId
-from cairn.runtime.barriers.aligned import AlignedBarrierHandler, _Controller
+from cairn.runtime.barriers.aligned import AlignedBarrierHandler, AlignedBooks, AlignedController
 from cairn.runtime.barriers.alternating import AlternatingWaitingForFirstBarrier
 from cairn.runtime.barriers.api import (
     AlignmentStats,
@@ -125,12 +126,12 @@ class UnalignedBarrierHandler(AlignedBarrierHandler):
         self._unaligned_actions = actions
         self._mode = mode
         self._default_timeout_ms = aligned_timeout_ms
-        self._controller = _UnalignedController(self)
+        self._unaligned_controller = UnalignedController(self, clock)
+        self._controller = self._unaligned_controller
         self._state = AlternatingWaitingForFirstBarrier(self._channels)
         self._deadline_ms: int | None = None  # aligned phase of the pending checkpoint ends
         # Earliest timeout of a barrier announced IN_ORDER for a checkpoint not started here.
         self._announced_deadline_ms: int | None = None
-        self._take_now = False  # the state's answer to the announcement being handled
         # Channels whose input is channel state of _recording_id; the set object never
         # changes, so recording_view stays live.
         self._recording: set[int] = set()
@@ -161,6 +162,11 @@ class UnalignedBarrierHandler(AlignedBarrierHandler):
     @property
     def recording_view(self) -> Container[int]:
         return self._recording
+
+    @property
+    def pending_deadline_ms(self) -> int | None:
+        """When the aligned phase of the pending checkpoint ends, None if it never does."""
+        return self._deadline_ms
 
     @property
     def next_timeout_ms(self) -> int | None:
@@ -197,11 +203,11 @@ class UnalignedBarrierHandler(AlignedBarrierHandler):
             or (barrier_id == self._current_id and not self.is_aligning)
         ):
             return Announcement.OBSOLETE
-        barrier = self._resolve(barrier)
-        controller = self._controller
-        self._take_now = False
+        barrier = self.resolve(barrier)
+        controller = self._unaligned_controller
+        controller.out_of_turn = False
         self._state = self._state.barrier_announced(controller, channel, barrier)
-        if self._take_now:
+        if controller.out_of_turn:
             return Announcement.OVERTAKE
         if not controller.is_pending(barrier):
             # Not started here yet: the task must look at it again when it may overtake.
@@ -232,7 +238,7 @@ class UnalignedBarrierHandler(AlignedBarrierHandler):
 
     # -- books ----------------------------------------------------------------------------
 
-    def _resolve(self, barrier: CheckpointBarrier) -> CheckpointBarrier:
+    def resolve(self, barrier: CheckpointBarrier) -> CheckpointBarrier:
         """``barrier`` with the options this handler takes its checkpoint with."""
         options = resolve_options(barrier.options, self._mode, self._default_timeout_ms)
         if options is barrier.options:
@@ -240,7 +246,7 @@ class UnalignedBarrierHandler(AlignedBarrierHandler):
         return dataclasses.replace(barrier, options=options)
 
     def _start_checkpoint(self, barrier: CheckpointBarrier) -> None:
-        barrier = self._resolve(barrier)
+        barrier = self.resolve(barrier)
         super()._start_checkpoint(barrier)  # may abort the pending one first
         self._deadline_ms = alignment_deadline_ms(barrier)
 
@@ -264,7 +270,9 @@ class UnalignedBarrierHandler(AlignedBarrierHandler):
         self._recording.clear()
         super()._abort(checkpoint_id, reason)
 
-    def _init_inputs_checkpoint(self, barrier: CheckpointBarrier) -> None:
+    def init_inputs_checkpoint(self, barrier: CheckpointBarrier) -> None:
+        """Start the unaligned snapshot of the pending checkpoint (a state's decision,
+        through the controller): channels without its barrier start recording."""
         if self._recording_id != _NONE:
             raise IllegalBarrierEventError(
                 f"checkpoint {barrier.checkpoint_id}: unaligned snapshot taken twice"
@@ -277,7 +285,7 @@ class UnalignedBarrierHandler(AlignedBarrierHandler):
         self._recording_id = barrier.checkpoint_id
         self._unaligned_actions.init_inputs_checkpoint(barrier, frozenset(self._recording))
 
-    def _trigger(self, barrier: CheckpointBarrier) -> None:
+    def trigger_global_checkpoint(self, barrier: CheckpointBarrier) -> None:
         now = self._clock.now_ms()
         unaligned = self._recording_id == barrier.checkpoint_id
         stats = AlignmentStats.at_trigger(barrier, self._first_barrier_ms, now, unaligned=unaligned)
@@ -292,20 +300,37 @@ class UnalignedBarrierHandler(AlignedBarrierHandler):
         )
 
 
-class _UnalignedController(_Controller):
-    """The aligned controller plus the unaligned switch and the timeout."""
+class UnalignedBooks(AlignedBooks, Protocol):
+    """The aligned books plus how the handler resolves barriers and its unaligned switch."""
 
-    __slots__ = ("_unaligned",)
+    @property
+    def pending_deadline_ms(self) -> int | None: ...
 
-    def __init__(self, handler: UnalignedBarrierHandler) -> None:
+    def resolve(self, barrier: CheckpointBarrier) -> CheckpointBarrier: ...
+
+    def init_inputs_checkpoint(self, barrier: CheckpointBarrier) -> None: ...
+
+
+class UnalignedController(AlignedController):
+    """The aligned controller plus the unaligned switch and the timeout.
+
+    ``out_of_turn`` is the states' answer to the announcement being handled: the handler
+    clears it before asking them and reads it after.
+    """
+
+    __slots__ = ("_clock", "_unaligned", "out_of_turn")
+
+    def __init__(self, handler: UnalignedBooks, clock: Clock) -> None:
         super().__init__(handler)
         self._unaligned = handler
+        self._clock = clock
+        self.out_of_turn = False
 
     def is_unaligned(self, barrier: CheckpointBarrier) -> bool:
         if self.is_pending(barrier):
             planned = self.pending_barrier().options
         else:  # an announced barrier of a newer checkpoint
-            planned = self._unaligned._resolve(barrier).options
+            planned = self._unaligned.resolve(barrier).options
         if planned.is_savepoint:
             return False
         return planned.alignment is _UNALIGNED or barrier.options.alignment is _UNALIGNED
@@ -313,13 +338,13 @@ class _UnalignedController(_Controller):
     def is_timed_out(self, barrier: CheckpointBarrier) -> bool:
         handler = self._unaligned
         if self.is_pending(barrier):
-            deadline = handler._deadline_ms
+            deadline = handler.pending_deadline_ms
         else:
-            deadline = alignment_deadline_ms(handler._resolve(barrier))
-        return deadline is not None and handler._clock.now_ms() >= deadline
+            deadline = alignment_deadline_ms(handler.resolve(barrier))
+        return deadline is not None and self._clock.now_ms() >= deadline
 
     def init_inputs_checkpoint(self, barrier: CheckpointBarrier) -> None:
-        self._unaligned._init_inputs_checkpoint(barrier)
+        self._unaligned.init_inputs_checkpoint(barrier)
 
     def take_out_of_turn(self, channel: int) -> None:
-        self._unaligned._take_now = True
+        self.out_of_turn = True

@@ -200,10 +200,11 @@ class _ProcessContext:
 
     def __init__(self, operator: ProcessOperator) -> None:
         self._op = operator
-        self._timestamp: int | None = None
+        # Set by the operator for each record or timer: a plain attribute, one store each.
+        self.record_timestamp: int | None = None
 
     def timestamp(self) -> int | None:
-        return self._timestamp
+        return self.record_timestamp
 
     def timer_service(self) -> _NonKeyedTimerService:
         return _NonKeyedTimerService(self._op)
@@ -242,11 +243,11 @@ class ProcessOperator(UserFunctionOperator):
         if type(records) is StampedBatch:
 
             def call(r: Any, t: int | None) -> Any:
-                ctx._timestamp = t
+                ctx.record_timestamp = t
                 return f(r, ctx)
 
             out, stamps = flat_map_stamped(records, call, name, f)
-            ctx._timestamp = None
+            ctx.record_timestamp = None
             emit_results(self.output, self.side_outputs, out, stamps)
             return
         plain: list[Any] = []

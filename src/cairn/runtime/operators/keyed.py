@@ -69,17 +69,18 @@ class _KeyedTimerService:
         self._op.backend.delete_event_time_timer(int(timestamp))
 
 
-class _KeyedContext:
+class KeyedContext:
     """``KeyedProcessFunction.Context`` and ``OnTimerContext``."""
 
     def __init__(self, op: KeyedOperatorBase) -> None:
         self._op = op
         self._timers = _KeyedTimerService(op)
-        self._timestamp: int | None = None
-        self._domain = TimeDomain.PROCESSING_TIME
+        # Set by the operator for each record or timer: a plain attribute, one store each.
+        self.record_timestamp: int | None = None
+        self.current_domain = TimeDomain.PROCESSING_TIME
 
     def timestamp(self) -> int | None:
-        return self._timestamp
+        return self.record_timestamp
 
     def timer_service(self) -> _KeyedTimerService:
         return self._timers
@@ -88,7 +89,7 @@ class _KeyedContext:
         return self._op.backend.get_current_key()
 
     def time_domain(self) -> TimeDomain:
-        return self._domain
+        return self.current_domain
 
 
 class KeyedOperatorBase(UserFunctionOperator):
@@ -102,7 +103,7 @@ class KeyedOperatorBase(UserFunctionOperator):
         self.key_selector = node.spec.key_selector
         self.backend: KeyedStateBackend
         self._on_timer: Callable[[int, Any], Any] | None = None
-        self._timer_context: _KeyedContext
+        self._timer_context: KeyedContext
         # A function that caches keyed state between batches (the window operator's batch
         # path) writes it back through this before timers fire and before a snapshot.
         self._flush: Callable[[], None] | None = None
@@ -114,7 +115,7 @@ class KeyedOperatorBase(UserFunctionOperator):
         if backend is None:
             raise RuntimeError(f"keyed operator {self.name!r} got no keyed state backend")
         self.backend = backend
-        self._timer_context = _KeyedContext(self)
+        self._timer_context = KeyedContext(self)
         super().open()
 
     def _bind_on_timer(self) -> None:
@@ -204,16 +205,16 @@ class KeyedOperatorBase(UserFunctionOperator):
         if on_timer is None:
             return
         ctx = self._timer_context
-        ctx._domain = domain
+        ctx.current_domain = domain
         set_key = self.backend.set_current_key
         for ts, key in due:
             set_key(key)
-            ctx._timestamp = ts
+            ctx.record_timestamp = ts
             n = len(out)
             extend_with_result(out, on_timer(ts, ctx), self.name, on_timer)
             if stamps is not None:
                 stamps.extend([ts] * (len(out) - n))
-        ctx._timestamp = None
+        ctx.record_timestamp = None
 
 
 class KeyedProcessOperator(KeyedOperatorBase):
@@ -223,7 +224,7 @@ class KeyedProcessOperator(KeyedOperatorBase):
         super().open()
         self._process = resolve_method(self.function, "process_element")
         self._bind_on_timer()
-        self._context = _KeyedContext(self)
+        self._context = KeyedContext(self)
         # A function may process a whole stamped batch itself (the window operator's batch
         # path): ``(records, timestamps, key_selector, set_key, ctx) -> (outputs, stamps)``.
         batch = getattr(self.function, "keyed_batch", None)
@@ -285,7 +286,7 @@ class KeyedProcessOperator(KeyedOperatorBase):
             kgs = key_groups_of(records)
             for r, t, kg in zip(records, records.timestamps, kgs, strict=False):
                 set_key(select(r), kg)
-                ctx._timestamp = t
+                ctx.record_timestamp = t
                 result = f(r, ctx)
                 if result is None:
                     continue
@@ -296,7 +297,7 @@ class KeyedProcessOperator(KeyedOperatorBase):
                     add_stamp(t)
                 elif k:
                     stamps.extend([t] * k)
-            ctx._timestamp = None
+            ctx.record_timestamp = None
             emit_results(self.output, self.side_outputs, out, stamps)
             return
         plain: list[Any] = []
@@ -352,7 +353,7 @@ class KeyedRecordOperator(KeyedOperatorBase):
             OperatorKind.PROCESS.value: "process_element",
         }[kind]
         self._f = resolve_method(self.function, method)
-        self._context = _KeyedContext(self)
+        self._context = KeyedContext(self)
         if kind == OperatorKind.PROCESS.value:
             self._bind_on_timer()
 
@@ -394,9 +395,9 @@ class KeyedRecordOperator(KeyedOperatorBase):
                 return (r,) if f(r) else None
             if kind == "flat_map":
                 return f(r)
-            ctx._timestamp = t
+            ctx.record_timestamp = t
             return f(r, ctx)
 
         out, stamps = flat_map_stamped(records, call, self.name, f)
-        ctx._timestamp = None
+        ctx.record_timestamp = None
         emit_results(self.output, self.side_outputs, out, stamps)

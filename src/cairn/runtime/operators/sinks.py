@@ -24,7 +24,8 @@ END_OF_INPUT_CHECKPOINT = CheckpointId(2**62)
 class _SinkContext:
     def __init__(self, op: StreamOperator) -> None:
         self._op = op
-        self._timestamp: int | None = None
+        # Set by the operator for each record or timer: a plain attribute, one store each.
+        self.record_timestamp: int | None = None
 
     def current_processing_time(self) -> int:
         return self._op.ctx.clock_ms()
@@ -33,7 +34,7 @@ class _SinkContext:
         return self._op.current_watermark
 
     def timestamp(self) -> int | None:
-        return self._timestamp
+        return self.record_timestamp
 
 
 class SinkFunctionOperator(UserFunctionOperator):
@@ -51,9 +52,9 @@ class SinkFunctionOperator(UserFunctionOperator):
             ctx = self._context
             if type(records) is StampedBatch:
                 for r, t in zip(records, records.timestamps, strict=True):
-                    ctx._timestamp = t
+                    ctx.record_timestamp = t
                     f(r, ctx)
-                ctx._timestamp = None
+                ctx.record_timestamp = None
                 return
             for r in records:
                 f(r, ctx)

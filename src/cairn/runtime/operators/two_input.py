@@ -22,7 +22,7 @@ from cairn.graph.job_graph import OperatorNode
 from cairn.graph.transformations import BROADCAST_STATES, KEY_SELECTOR2, OperatorKind
 from cairn.runtime.eventtime.stamped import StampedBatch
 from cairn.runtime.operators.basic import emit_results, extend_with_result
-from cairn.runtime.operators.keyed import KeyedOperatorBase, _KeyedContext
+from cairn.runtime.operators.keyed import KeyedContext, KeyedOperatorBase
 from cairn.runtime.operators.user_function import UserFunctionOperator, resolve_method
 from cairn.state.broadcast_state import BroadcastMapState, ReadOnlyBroadcastState
 
@@ -107,10 +107,11 @@ class _CoContext:
         self._op = op
         self._writable = writable
         self._timers = _NoTimers(op)
-        self._timestamp: int | None = None
+        # Set by the operator for each record or timer: a plain attribute, one store each.
+        self.record_timestamp: int | None = None
 
     def timestamp(self) -> int | None:
-        return self._timestamp
+        return self.record_timestamp
 
     def timer_service(self) -> _NoTimers:
         return self._timers
@@ -127,7 +128,7 @@ class _CoContext:
         return broadcast_state(self._op, state_descriptor, self._writable)
 
 
-class _KeyedCoContext(_KeyedContext):
+class _KeyedCoContext(KeyedContext):
     """Keyed contexts (``KeyedCoProcessFunction``'s, ``KeyedBroadcastProcessFunction``'s
     read-only and on-timer contexts, and with ``writable`` its broadcast-side context)."""
 
@@ -218,12 +219,12 @@ class _SidedProcessing:
             for r, t in zip(records, records.timestamps, strict=True):
                 if set_key is not None and select is not None:
                     set_key(select(r))
-                ctx._timestamp = t
+                ctx.record_timestamp = t
                 n = len(out)
                 extend_with_result(out, call(r, ctx), name, method)
                 if len(out) > n:
                     stamps.extend([t] * (len(out) - n))
-            ctx._timestamp = None
+            ctx.record_timestamp = None
             emit_results(self.output, self.side_outputs, out, stamps)
             return
         for r in records:

@@ -100,7 +100,7 @@ class TransactionalWriter(SinkWriter):
         self._draining: int | None = None
         self._group_metadata: Any = None
         self._closed = False
-        self._commits = _CommitThread(self)
+        self._commits = _CommitThread(self._commit_one)
         states = [s for s in restored if isinstance(s, WriterState)]
         own = [s for s in states if s.ids == self.ids]
         # Fence our ids first (all at once: each is a round trip to the coordinator).
@@ -363,8 +363,8 @@ class _CommitThread:
     """A writer's commits, one at a time in submission (sequence) order, on a daemon thread
     started on first use. After a failure it commits nothing more: the job restarts."""
 
-    def __init__(self, writer: TransactionalWriter) -> None:
-        self._writer = writer
+    def __init__(self, commit_one: Callable[[PendingTransaction], None]) -> None:
+        self._commit_one = commit_one  # the writer's marker-then-commit of one transaction
         self._queue: queue.Queue[PendingTransaction | None] = queue.Queue()
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
@@ -393,7 +393,7 @@ class _CommitThread:
             error: BaseException | None = None
             if self._error is None:
                 try:
-                    self._writer._commit_one(p)
+                    self._commit_one(p)
                 except BaseException as exc:  # handed to the task thread
                     error = exc
             with self._lock:

@@ -42,6 +42,7 @@ __all__ = ["KafkaSourceError", "KafkaSourceReader"]
 log = logging.getLogger(__name__)
 
 _Key = tuple[str, int]
+# librdkafka's local error codes are underscored in confluent-kafka's documented API.
 _MISSING = (
     KafkaError.UNKNOWN_TOPIC_OR_PART,
     KafkaError._UNKNOWN_PARTITION,
