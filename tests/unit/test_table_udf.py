@@ -267,3 +267,101 @@ def test_types_can_be_given_as_flinks_sql_type_strings() -> None:
     counts = table.select(id_to_word(col("word_id"))).alias("word").group_by(col("word"))
     final = {r[1][0]: r[1][1] for r in _rows(counts.select(col("word"), lit(1).count))}
     assert final == {"flink": 2, "window": 1}
+
+
+JSON_PEOPLE = [
+    (1, '{"name": "Flink", "tel": 123, "addr": {"country": "Germany"}}'),
+    (2, '{"name": "hello", "tel": 135, "addr": {"country": "China"}}'),
+    (3, '{"name": "world", "tel": 124, "addr": {"country": "China"}}'),
+    (4, '{"name": "PyFlink", "tel": 32, "addr": {"country": "China"}}'),
+]
+
+
+def _json_people() -> Any:
+    from cairn.table.types import DataTypes as T
+
+    table = _t_env().from_elements(JSON_PEOPLE, ["id", "data"])
+    return table.add_columns(
+        col("data").json_value("$.name", T.STRING()).alias("name"),
+        col("data").json_value("$.tel", T.STRING()).alias("tel"),
+        col("data").json_value("$.addr.country", T.STRING()).alias("country"),
+    )
+
+
+class CountAndSum(AggregateFunction):
+    def get_value(self, accumulator: list[int]) -> Row:
+        return Row(accumulator[0], accumulator[1])
+
+    def create_accumulator(self) -> list[int]:
+        return [0, 0]
+
+    def accumulate(self, accumulator: list[int], input_row: Row) -> None:
+        accumulator[0] += 1
+        accumulator[1] += int(input_row.tel)
+
+    def retract(self, accumulator: list[int], input_row: Row) -> None:
+        accumulator[0] -= 1
+        accumulator[1] -= int(input_row.tel)
+
+    def get_result_type(self) -> Any:
+        return DataTypes.ROW(
+            [DataTypes.FIELD("cnt", DataTypes.BIGINT()), DataTypes.FIELD("sum", DataTypes.BIGINT())]
+        )
+
+
+def test_a_row_based_aggregate_gets_whole_rows_and_its_row_result_becomes_columns() -> None:
+    count_sum = udaf(CountAndSum())
+    result = (
+        _json_people()
+        .group_by(col("country"))
+        .aggregate(count_sum.alias("cnt", "sum"))
+        .select(col("country"), col("cnt"), col("sum"))
+    )
+    assert result.get_schema().names == ["country", "cnt", "sum"]
+    final = {}
+    for kind, (country, cnt, total) in _rows(result):
+        if kind in ("+I", "+U"):
+            final[country] = (cnt, total)
+    assert final == {"Germany": (1, 123), "China": (3, 135 + 124 + 32)}
+
+
+def test_flat_aggregate_retracts_the_rows_it_emitted_before() -> None:
+    from cairn.table.udf import TableAggregateFunction, udtaf
+
+    class Top2(TableAggregateFunction):
+        def emit_value(self, accumulator: list[Any]) -> Any:
+            for v in accumulator:
+                if v:
+                    yield Row(v)
+
+        def create_accumulator(self) -> list[Any]:
+            return [None, None]
+
+        def accumulate(self, accumulator: list[Any], input_row: Row) -> None:
+            tel = int(input_row.tel)
+            if accumulator[0] is None or tel > accumulator[0]:
+                accumulator[1] = accumulator[0]
+                accumulator[0] = tel
+            elif accumulator[1] is None or tel > accumulator[1]:
+                accumulator[1] = tel
+
+        def get_result_type(self) -> Any:
+            return DataTypes.ROW([DataTypes.FIELD("tel", DataTypes.BIGINT())])
+
+    top2 = udtaf(Top2())
+    result = (
+        _json_people()
+        .group_by(col("country"))
+        .flat_aggregate(top2)
+        .select(col("country"), col("tel"))
+    )
+    view: dict[tuple[Any, ...], int] = {}
+    for kind, row in _rows(result):
+        view[row] = view.get(row, 0) + (1 if kind == "+I" else -1)
+        assert kind in ("+I", "-D") and view[row] >= 0
+    assert sorted(r for r, n in view.items() if n) == [
+        ("China", 124),
+        ("China", 135),
+        ("Germany", 123),
+    ]
+    assert "GroupTableAggregate(groupBy=[country]" in result.explain()

@@ -29,7 +29,7 @@ from cairn.table.environment import (
     TableEnvironment,
 )
 from cairn.table.errors import TableException, ValidationError
-from cairn.table.plan import ChangelogMode
+from cairn.table.plan import ChangelogMode, ExplainDetail
 from cairn.table.result import ResultKind, TableResult
 from cairn.table.schema import Schema
 from cairn.table.table import GroupedTable, Table
@@ -39,6 +39,7 @@ __all__ = [
     "ChangelogMode",
     "DataTypes",
     "EnvironmentSettings",
+    "ExplainDetail",
     "FormatDescriptor",
     "GroupedTable",
     "ResultKind",

@@ -21,6 +21,7 @@ from __future__ import annotations
 import decimal
 from typing import Any
 
+from cairn.common.types import Row
 from cairn.table.analysis import AggCall
 
 __all__ = ["Accumulator", "accumulator_for"]
@@ -176,16 +177,24 @@ class _UserDefined(Accumulator):
     def __init__(self, call: AggCall) -> None:
         self.function = call.wrapper.function
         self.args = call.args
+        self.row_names = list(call.row_names)
 
     def create(self) -> Any:
         return self.function.create_accumulator()
 
+    def _arguments(self, row: Any) -> tuple[Any, ...]:
+        if self.row_names:  # row-based: the whole row, with its names
+            named = Row(*row)
+            named.set_field_names(self.row_names)
+            return (named,)
+        return tuple(row[i] for i in self.args)
+
     def add(self, acc: Any, row: Any) -> Any:
-        self.function.accumulate(acc, *(row[i] for i in self.args))
+        self.function.accumulate(acc, *self._arguments(row))
         return acc
 
     def retract(self, acc: Any, row: Any) -> Any:
-        self.function.retract(acc, *(row[i] for i in self.args))
+        self.function.retract(acc, *self._arguments(row))
         return acc
 
     def result(self, acc: Any) -> Any:

@@ -113,6 +113,7 @@ class AggCall:
     arg_type: DataType | None = None
     args: tuple[int, ...] = ()
     wrapper: Any = None
+    row_names: tuple[str, ...] = ()  # row-based (``aggregate(f)``): the input row's names
 
     def __str__(self) -> str:
         if self.wrapper is not None:

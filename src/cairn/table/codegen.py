@@ -113,6 +113,8 @@ def expression_source(rex: Rex, row: str = "r", functions: list[Any] | None = No
         return f"_substring({ops[0]}, {ops[1]}, {length})"
     if op == "like":
         return f"_like({ops[0]}, {ops[1]})"
+    if op == "get_field":
+        return f"_nullsafe2(_get_field, {ops[0]}, {rex.value})"
     if op == "json_value":
         return f"_json_value({ops[0]}, {ops[1]})"
     raise NotImplementedError(f"no code for {op}")
@@ -340,6 +342,10 @@ def _json_value(text: Any, path: Any) -> Any:
     if isinstance(node, bool):
         return "true" if node else "false"
     return str(node)
+
+
+def _get_field(row: Any, index: int) -> Any:
+    return row[index]
 
 
 def _plus_interval(t: Any, millis: Any) -> Any:

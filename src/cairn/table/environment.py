@@ -31,9 +31,10 @@ from cairn.table.errors import TableException, ValidationError
 from cairn.table.expressions import Expression
 from cairn.table.operators import ToRowFunction, ToTableRecord
 from cairn.table.plan import ChangelogMode, StreamScan, Values, changelog_mode
+from cairn.table.planner import project
 from cairn.table.result import TableResult
 from cairn.table.schema import Schema
-from cairn.table.table import Table, project
+from cairn.table.table import Table
 from cairn.table.translate import to_data_stream
 from cairn.table.types import (
     DataType,

@@ -30,16 +30,28 @@ __all__ = [
     "Calc",
     "ChangelogMode",
     "Correlate",
+    "ExplainDetail",
     "Join",
     "Limit",
     "OverAggregate",
     "PlanNode",
     "StreamScan",
+    "TableAggregate",
     "Values",
     "WindowAggregate",
     "changelog_mode",
     "explain",
 ]
+
+
+class ExplainDetail(Enum):
+    """Extra details ``explain`` may show (PyFlink's ``ExplainDetail``); Cairn's plan always
+    shows the changelog mode and has no cost model, so the others add nothing."""
+
+    ESTIMATED_COST = 0
+    CHANGELOG_MODE = 1
+    JSON_EXECUTION_PLAN = 2
+    PLAN_ADVICE = 3
 
 
 class ChangelogMode(Enum):
@@ -164,6 +176,21 @@ class OverAggregate(PlanNode):
 
 
 @dataclass(frozen=True, eq=False)
+class TableAggregate(PlanNode):
+    """``group_by(keys).flat_aggregate(f)``: the keys, then the rows ``f`` emits per group;
+    ``args`` ``None`` passes the whole row."""
+
+    input: PlanNode = field(default=None)  # type: ignore[assignment]
+    keys: tuple[int, ...] = ()
+    wrapper: Any = None
+    args: tuple[int, ...] | None = None
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.input,)
+
+
+@dataclass(frozen=True, eq=False)
 class Join(PlanNode):
     """``left JOIN right ON left_keys = right_keys [AND condition]`` (inner or left outer);
     output: the left's columns, then the right's."""
@@ -223,6 +250,8 @@ def changelog_mode(node: PlanNode) -> ChangelogMode:
         return ChangelogMode.INSERT_ONLY if no_calls_on_insert_only else ChangelogMode.ALL
     if isinstance(node, WindowAggregate | OverAggregate):
         return ChangelogMode.INSERT_ONLY
+    if isinstance(node, TableAggregate):
+        return ChangelogMode.ALL
     if isinstance(node, Join):
         inputs_insert_only = all(
             changelog_mode(n) is ChangelogMode.INSERT_ONLY for n in node.inputs
@@ -292,6 +321,15 @@ def describe(node: PlanNode) -> str:
             for c in node.calls
         ]
         return f"OverAggregate({node.window.describe()}, select=[{', '.join([*inner, *calls])}])"
+    if isinstance(node, TableAggregate):
+        inner = node.input.columns.names
+        keys = ", ".join(inner[k] for k in node.keys)
+        args = inner if node.args is None else [inner[a] for a in node.args]
+        head = f"groupBy=[{keys}], " if keys else ""
+        return (
+            f"GroupTableAggregate({head}select=[{node.wrapper.name}({', '.join(args)})"
+            f" AS ({', '.join(names[len(node.keys) :])})])"
+        )
     if isinstance(node, Join):
         pairs = [
             f"{node.left.columns.names[a]} = {node.right.columns.names[b]}"

@@ -34,10 +34,12 @@ from cairn.table.plan import (
     OverAggregate,
     PlanNode,
     StreamScan,
+    TableAggregate,
     Values,
     WindowAggregate,
     describe,
 )
+from cairn.table.table_aggregate import TableAggFunction
 
 __all__ = ["to_data_stream", "uid_of"]
 
@@ -101,6 +103,14 @@ def to_data_stream(node: PlanNode, env: StreamExecutionEnvironment, path: str = 
         if not node.keys:
             over = over.set_parallelism(1)
         return _labelled(over, node, path, describe(node))
+    if isinstance(node, TableAggregate):
+        upstream = to_data_stream(node.input, env, path + ".0")
+        arity = len(node.wrapper.result_type.fields)
+        table_agg = TableAggFunction(node.wrapper, node.args, node.input.columns.names, arity)
+        flat = upstream.key_by(FieldsKeySelector(node.keys)).process(table_agg)
+        if not node.keys:
+            flat = flat.set_parallelism(1)
+        return _labelled(flat, node, path, describe(node))
     if isinstance(node, Join):
         left = to_data_stream(node.left, env, path + ".0")
         right = to_data_stream(node.right, env, path + ".1")

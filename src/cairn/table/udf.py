@@ -27,11 +27,13 @@ __all__ = [
     "AggregateFunction",
     "FunctionContext",
     "ScalarFunction",
+    "TableAggregateFunction",
     "TableFunction",
     "UserDefinedFunction",
     "UserDefinedFunctionWrapper",
     "udaf",
     "udf",
+    "udtaf",
     "udtf",
 ]
 
@@ -96,6 +98,31 @@ class AggregateFunction(UserDefinedFunction):
         raise NotImplementedError
 
     def get_value(self, accumulator: Any) -> Any:
+        raise NotImplementedError
+
+    def get_result_type(self) -> DataType | None:
+        return None
+
+    def get_accumulator_type(self) -> DataType | None:
+        return None
+
+
+class TableAggregateFunction(UserDefinedFunction):
+    """An aggregate that emits rows: ``create_accumulator``, ``accumulate``, ``retract``
+    (for updating input), ``emit_value`` yielding the rows of the current result."""
+
+    def create_accumulator(self) -> Any:
+        raise NotImplementedError
+
+    def accumulate(self, accumulator: Any, *args: Any) -> None:
+        raise NotImplementedError
+
+    def retract(self, accumulator: Any, *args: Any) -> None:
+        raise NotImplementedError(
+            f"{type(self).__name__} has no retract(): it cannot aggregate an updating input"
+        )
+
+    def emit_value(self, accumulator: Any) -> Iterable[Any]:
         raise NotImplementedError
 
     def get_result_type(self) -> DataType | None:
@@ -257,3 +284,34 @@ def _inputs(input_types: Sequence[DataType | str] | DataType | str | None) -> li
         return None
     given = [input_types] if isinstance(input_types, DataType | str) else input_types
     return [as_data_type(t) for t in given]
+
+
+def udtaf(
+    f: TableAggregateFunction | None = None,
+    input_types: Sequence[DataType | str] | DataType | str | None = None,
+    result_type: DataType | str | None = None,
+    accumulator_type: DataType | str | None = None,
+    deterministic: bool | None = None,
+    name: str | None = None,
+    func_type: str = "general",
+) -> Any:
+    """A table aggregate function (``flat_aggregate``) from a ``TableAggregateFunction``."""
+    if func_type != "general":
+        raise NotImplementedError("pandas table aggregate functions are not built yet")
+
+    def make(fn: Any) -> UserDefinedFunctionWrapper:
+        if not isinstance(fn, TableAggregateFunction):
+            raise TypeError(f"udtaf takes a TableAggregateFunction, got {type(fn).__name__}")
+        declared = result_type or fn.get_result_type()
+        if declared is None:
+            raise ValueError(f"udtaf {_name_of(fn, name)}: give result_type")
+        row = as_data_type(declared)
+        if not isinstance(row, RowType):
+            from cairn.table.types import DataTypes
+
+            row = DataTypes.ROW([DataTypes.FIELD("f0", row)])
+        return UserDefinedFunctionWrapper(
+            fn, "table_aggregate", row, _name_of(fn, name), _inputs(input_types)
+        )
+
+    return _with_decorator(make, f)

@@ -1,0 +1,586 @@
+"""Building the logical plan from the Table API's operations.
+
+Invariant: pure — each function takes plan nodes and unresolved expressions, resolves the
+expressions against the input's columns (``analysis.resolve``), checks what Flink's
+validator checks (names, types, time attributes, changelog modes a node can take) and
+returns a new plan node, raising ``ValidationError`` at the call that is wrong; nothing here
+runs a job. ``Table`` (``table.py``) is the user-facing shell over these functions, and SQL
+builds the same nodes through them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from cairn.table.analysis import (
+    AggCall,
+    Columns,
+    Rex,
+    aggregate_output,
+    contains_aggregate,
+    is_aggregate_call,
+    name_of,
+    resolve,
+    split_aggregates,
+)
+from cairn.table.errors import ValidationError
+from cairn.table.expressions import Expression, col
+from cairn.table.plan import (
+    Aggregate,
+    Calc,
+    ChangelogMode,
+    Correlate,
+    Join,
+    OverAggregate,
+    PlanNode,
+    TableAggregate,
+    WindowAggregate,
+    changelog_mode,
+)
+from cairn.table.types import DataType, DataTypes, RowType
+from cairn.table.udf import (
+    AggregateFunction,
+    TableAggregateFunction,
+    TableFunction,
+    UserDefinedFunctionWrapper,
+)
+from cairn.table.window import GroupWindow, OverWindow
+
+
+def _check_unique(names: Sequence[str]) -> None:
+    seen: set[str] = set()
+    for n in names:
+        if n in seen:
+            raise ValidationError(f"Ambiguous column name: {n}")
+        seen.add(n)
+
+
+def project(node: PlanNode, items: Sequence[Expression]) -> PlanNode:
+    """A ``Calc`` computing ``items`` over ``node`` (``*`` expands to every column)."""
+    columns = node.columns
+    expanded: list[Expression] = []
+    for item in items:
+        if item.kind == "star":
+            expanded.extend(col(n) for n in columns.names)
+        else:
+            expanded.append(item)
+    rexes: list[Rex] = []
+    names: list[str] = []
+    for position, item in enumerate(expanded):
+        rexes.append(resolve(item, columns))
+        names.append(name_of(item, position))
+    _check_unique(names)
+    out = Columns.of(list(zip(names, [r.data_type for r in rexes], strict=True)))
+    if names == columns.names and all(
+        r.kind == "input" and r.index == i for i, r in enumerate(rexes)
+    ):
+        return node
+    return Calc(columns=out, input=node, projections=tuple(rexes))
+
+
+def aggregate(
+    node: PlanNode, keys: Sequence[Expression], items: Sequence[Expression], final_only: bool
+) -> PlanNode:
+    """``GROUP BY keys`` then ``SELECT items`` (items may mix keys and aggregates)."""
+    columns = node.columns
+    key_indexes: list[int] = []
+    for k in keys:
+        if k.kind != "field":
+            raise ValidationError(
+                f"Group keys are columns here: add {k} as a column first (add_columns)"
+            )
+        key_indexes.append(columns.index(k.name))
+    calls: list[AggCall] = []
+    extra: list[tuple[Expression, Rex]] = []
+    over_output: list[Expression] = []
+    names: list[str] = []
+    agg_index = 0
+    for position, item in enumerate(items):
+        if item.kind == "star":
+            raise ValidationError("'*' cannot be selected from a grouped table")
+        rewritten = split_aggregates(item, columns, calls, key_indexes, extra)
+        is_agg = contains_aggregate(item.args[0] if item.kind == "alias" else item)
+        names.append(name_of(item, position, agg_index if is_agg else None))
+        if is_agg and item.kind != "alias":
+            agg_index += 1
+        over_output.append(rewritten)
+    _check_unique(names)
+    agg_input = node
+    if extra:
+        identity = [Rex("input", t, index=i) for i, t in enumerate(columns.types)]
+        pre_columns = Columns.of(
+            [(n, t) for n, t in zip(columns.names, columns.types, strict=True)]
+            + [(f"$e{i}", rex.data_type) for i, (_, rex) in enumerate(extra)]
+        )
+        agg_input = Calc(
+            columns=pre_columns,
+            input=node,
+            projections=tuple(identity + [rex for _, rex in extra]),
+        )
+    if changelog_mode(agg_input) is not ChangelogMode.INSERT_ONLY:
+        for call in calls:
+            if call.wrapper is not None and not _retracts(call.wrapper.function):
+                raise ValidationError(
+                    f"Function {call.wrapper.name} does not implement retract(): it cannot"
+                    " aggregate an updating input"
+                )
+    agg_columns = aggregate_output(agg_input.columns, key_indexes, calls)
+    agg: PlanNode = Aggregate(agg_input, tuple(key_indexes), tuple(calls), agg_columns, final_only)
+    rexes = [resolve(e, agg_columns) for e in over_output]
+    out = Columns.of(list(zip(names, [r.data_type for r in rexes], strict=True)))
+    identity_projection = len(rexes) == len(agg_columns) and all(
+        r.kind == "input" and r.index == i for i, r in enumerate(rexes)
+    )
+    if identity_projection:
+        # rename only: the aggregate's own columns take the select's names
+        return Aggregate(agg_input, tuple(key_indexes), tuple(calls), out, final_only)
+    return Calc(columns=out, input=agg, projections=tuple(rexes))
+
+
+class PendingJoin(PlanNode):
+    """``join(right)`` awaiting its ``where``: not a plan a job can run."""
+
+    def __init__(self, left: PlanNode, right: PlanNode, outer: bool) -> None:
+        pairs = [
+            *zip(left.columns.names, left.columns.types, strict=True),
+            *zip(right.columns.names, right.columns.types, strict=True),
+        ]
+        object.__setattr__(self, "columns", Columns.of(pairs))
+        object.__setattr__(self, "left", left)
+        object.__setattr__(self, "right", right)
+        object.__setattr__(self, "outer", outer)
+
+    left: PlanNode
+    right: PlanNode
+    outer: bool
+
+
+_PROPERTIES = {"window_start": "start", "window_end": "end", "window_rowtime": "rowtime"}
+
+
+def _with_properties(expr: Expression, alias: str, wanted: list[str]) -> Expression:
+    """``expr`` with ``w.start``/``w.end``/``w.rowtime`` replaced by fields ``$p<name>``."""
+    if expr.kind == "call" and expr.name in _PROPERTIES:
+        target = expr.args[0] if expr.args else None
+        if target is None or target.kind != "field" or target.name != alias:
+            raise ValidationError(f"Window property {expr} must be of the window '{alias}'")
+        prop = _PROPERTIES[expr.name]
+        if prop not in wanted:
+            wanted.append(prop)
+        return Expression("field", f"$p{prop}")
+    if expr.kind == "call" and expr.name == "window_proctime":
+        raise ValidationError("Window proctime is not built yet: windows run on event time")
+    if expr.kind == "field" and expr.name == alias:
+        raise ValidationError(
+            f"The window '{alias}' itself cannot be selected; select {alias}.start, .end or"
+            " .rowtime"
+        )
+    if not expr.args:
+        return expr
+    return Expression(
+        expr.kind,
+        expr.name,
+        tuple(_with_properties(a, alias, wanted) for a in expr.args),
+        expr.value,
+        expr.data_type,
+        expr.names,
+    )
+
+
+def window_aggregate(
+    node: PlanNode, window: GroupWindow, keys: Sequence[Expression], items: Sequence[Expression]
+) -> PlanNode:
+    """``window(w).group_by(keys, w).select(items)``: one insert-only row per key and window."""
+    window.check()
+    columns = node.columns
+    time_index = columns.index(window.time_field)
+    time_type = columns.columns[time_index].data_type
+    if time_type.root not in ("TIMESTAMP", "TIMESTAMP_LTZ"):
+        raise ValidationError(
+            f"A group window expects a time attribute for grouping in a stream environment;"
+            f" '{window.time_field}' is {time_type}"
+        )
+    if changelog_mode(node) is not ChangelogMode.INSERT_ONLY:
+        raise ValidationError("A group window aggregate over an updating table is not built yet")
+    key_exprs = [k for k in keys if not (k.kind == "field" and k.name == window.alias_name)]
+    if len(key_exprs) == len(keys):
+        raise ValidationError(
+            f"The window alias '{window.alias_name}' must be one of the group_by fields"
+        )
+    key_indexes = []
+    for k in key_exprs:
+        if k.kind != "field":
+            raise ValidationError(f"Group keys are columns here: add {k} as a column first")
+        key_indexes.append(columns.index(k.name))
+    wanted: list[str] = []
+    rewritten = [_with_properties(e, window.alias_name, wanted) for e in items]
+    prop_type = DataTypes.TIMESTAMP(3, False)
+    extended = Columns.of(
+        [*zip(columns.names, columns.types, strict=True), *((f"$p{p}", prop_type) for p in wanted)]
+    )
+    prop_indexes = [len(columns) + i for i in range(len(wanted))]
+    calls: list[AggCall] = []
+    over_output: list[Expression] = []
+    names: list[str] = []
+    agg_index = 0
+    for position, (item, new) in enumerate(zip(items, rewritten, strict=True)):
+        over_output.append(split_aggregates(new, extended, calls, [*key_indexes, *prop_indexes]))
+        is_agg = contains_aggregate(item.args[0] if item.kind == "alias" else item)
+        name = name_of(item, position, agg_index if is_agg else None)
+        if not is_agg and item.kind == "call" and item.name in _PROPERTIES:
+            name = f"EXPR${agg_index}"
+        names.append(name)
+        if (is_agg or item.name in _PROPERTIES) and item.kind != "alias":
+            agg_index += 1
+    _check_unique(names)
+    agg_columns = aggregate_output(extended, [*key_indexes, *prop_indexes], calls)
+    agg = WindowAggregate(
+        columns=agg_columns,
+        input=node,
+        keys=tuple(key_indexes),
+        window=window,
+        time_index=time_index,
+        calls=tuple(calls),
+        properties=tuple(wanted),
+    )
+    rexes = [resolve(e, agg_columns) for e in over_output]
+    out = Columns.of(list(zip(names, [r.data_type for r in rexes], strict=True)))
+    return Calc(columns=out, input=agg, projections=tuple(rexes))
+
+
+def _conjuncts(rex: Rex) -> list[Rex]:
+    if rex.kind == "call" and rex.op == "and":
+        return [c for o in rex.operands for c in _conjuncts(o)]
+    return [rex]
+
+
+def join(left: PlanNode, right: PlanNode, predicate: Expression, outer: bool) -> PlanNode:
+    """An equi-join: the predicate's ``left = right`` conjuncts are the keys, the rest a
+    condition on each joined pair."""
+    right_types = right.columns.types
+    if outer:
+        right_types = [t.nullable_() for t in right_types]
+    pairs = [
+        *zip(left.columns.names, left.columns.types, strict=True),
+        *zip(right.columns.names, right_types, strict=True),
+    ]
+    names = [n for n, _ in pairs]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValidationError(
+            f"Join tables have duplicate column names: {', '.join(duplicates)}; rename them"
+            " first (rename_columns)"
+        )
+    combined = Columns.of(pairs)
+    rex = resolve(predicate, combined)
+    if rex.data_type.root != "BOOLEAN":
+        raise ValidationError(f"A join predicate must be BOOLEAN, {predicate} is {rex.data_type}")
+    n_left = len(left.columns)
+    left_keys: list[int] = []
+    right_keys: list[int] = []
+    rest: list[Rex] = []
+    for c in _conjuncts(rex):
+        ops = c.operands
+        if c.op == "equals" and all(o.kind == "input" for o in ops):
+            a, b = sorted(o.index for o in ops)
+            if a < n_left <= b:
+                left_keys.append(a)
+                right_keys.append(b - n_left)
+                continue
+        rest.append(c)
+    if not left_keys:
+        raise ValidationError(
+            f"A join needs an equality between a column of each table, got {predicate}"
+        )
+    condition = None
+    for c in rest:
+        condition = (
+            c if condition is None else Rex("call", c.data_type, op="and", operands=(condition, c))
+        )
+    return Join(
+        columns=combined,
+        left=left,
+        right=right,
+        left_keys=tuple(left_keys),
+        right_keys=tuple(right_keys),
+        condition=condition,
+        outer=outer,
+    )
+
+
+def _strip_over(expr: Expression, aliases: set[str], inside: bool = False) -> Expression:
+    """``agg.over(col('w'))`` → ``agg``; an aggregate outside ``over`` is refused."""
+    if expr.kind == "call" and expr.name == "over":
+        target = expr.args[1]
+        if target.kind != "field" or target.name not in aliases:
+            raise ValidationError(f"Over window '{target}' is not defined; over_window(...) it")
+        return _strip_over(expr.args[0], aliases, inside=True)
+    if not inside and is_aggregate_call(expr):
+        raise ValidationError(f"Aggregate {expr} needs an over window here: .over(col('w'))")
+    if not expr.args:
+        return expr
+    return Expression(
+        expr.kind,
+        expr.name,
+        tuple(_strip_over(a, aliases, inside) for a in expr.args),
+        expr.value,
+        expr.data_type,
+        expr.names,
+    )
+
+
+def over_aggregate(node: PlanNode, window: OverWindow, items: Sequence[Expression]) -> PlanNode:
+    """``over_window(w).select(items)``: each row with its aggregates over ``w``."""
+    if not window.alias_name:
+        raise ValidationError("An over window needs an alias: .alias('w')")
+    if changelog_mode(node) is not ChangelogMode.INSERT_ONLY:
+        raise ValidationError("An over window over an updating table is not built yet")
+    columns = node.columns
+    time_index = columns.index(window.order_by)
+    time_type = columns.columns[time_index].data_type
+    if time_type.root not in ("TIMESTAMP", "TIMESTAMP_LTZ"):
+        raise ValidationError(
+            f"An over window is ordered by a time attribute; '{window.order_by}' is {time_type}"
+        )
+    keys = tuple(columns.index(k) for k in window.partition_by)
+    every = list(range(len(columns)))
+    calls: list[AggCall] = []
+    over_output: list[Expression] = []
+    names: list[str] = []
+    agg_index = 0
+    for position, item in enumerate(items):
+        stripped = _strip_over(item, {window.alias_name})
+        over_output.append(split_aggregates(stripped, columns, calls, every))
+        is_agg = contains_aggregate(stripped.args[0] if stripped.kind == "alias" else stripped)
+        names.append(name_of(item, position, agg_index if is_agg else None))
+        if is_agg and item.kind != "alias":
+            agg_index += 1
+    _check_unique(names)
+    agg_columns = aggregate_output(columns, every, calls)
+    agg = OverAggregate(
+        columns=agg_columns,
+        input=node,
+        keys=keys,
+        window=window,
+        time_index=time_index,
+        calls=tuple(calls),
+    )
+    rexes = [resolve(e, agg_columns) for e in over_output]
+    out = Columns.of(list(zip(names, [r.data_type for r in rexes], strict=True)))
+    return Calc(columns=out, input=agg, projections=tuple(rexes))
+
+
+def _key_indexes(columns: Columns, keys: Sequence[Expression]) -> tuple[int, ...]:
+    out = []
+    for k in keys:
+        if k.kind != "field":
+            raise ValidationError(f"Group keys are columns here: add {k} as a column first")
+        out.append(columns.index(k.name))
+    return tuple(out)
+
+
+def _result_columns(wrapper: Any, aliases: Sequence[str]) -> list[tuple[str, DataType]]:
+    """A function's result columns: a ROW's fields, or one column; named by the aliases."""
+    result = wrapper.result_type
+    if isinstance(result, RowType):
+        pairs = list(zip(result.field_names(), result.field_types(), strict=True))
+    else:
+        pairs = [("f0", result)]
+    if aliases:
+        if len(aliases) != len(pairs):
+            raise ValidationError(
+                f"{wrapper.name} has {len(pairs)} result columns, aliased with {len(aliases)}"
+            )
+        pairs = [(a, t) for a, (_, t) in zip(aliases, pairs, strict=True)]
+    return pairs
+
+
+def _argument_indexes(
+    columns: Columns, args: Sequence[Expression] | None
+) -> tuple[int, ...] | None:
+    if args is None:
+        return None
+    out = []
+    for a in args:
+        if a.kind != "field":
+            raise ValidationError(f"Arguments are columns here: add {a} as a column first")
+        out.append(columns.index(a.name))
+    return tuple(out)
+
+
+def row_aggregate(node: PlanNode, keys: Sequence[Expression], call: Any) -> PlanNode:
+    """``group_by(keys).aggregate(f)``: the keys, then the fields of ``f``'s result."""
+    wrapper, args, aliases = _unwrap_call(call, "aggregate")
+    columns = node.columns
+    key_indexes = _key_indexes(columns, keys)
+    indexes = _argument_indexes(columns, args)
+    if changelog_mode(node) is not ChangelogMode.INSERT_ONLY and not _retracts(wrapper.function):
+        raise ValidationError(
+            f"Function {wrapper.name} does not implement retract(): it cannot aggregate an"
+            " updating input"
+        )
+    agg_call = AggCall(
+        "udaf",
+        indexes[0] if indexes else -1,
+        wrapper.result_type,
+        None,
+        indexes or (),
+        wrapper,
+        tuple(columns.names) if indexes is None else (),
+    )
+    agg_columns = aggregate_output(columns, key_indexes, [agg_call])
+    agg = Aggregate(node, key_indexes, (agg_call,), agg_columns, False)
+    results = _result_columns(wrapper, aliases)
+    flatten: list[Rex] = [
+        Rex("input", agg_columns.columns[i].data_type, index=i) for i in range(len(key_indexes))
+    ]
+    whole = Rex("input", wrapper.result_type, index=len(key_indexes))
+    if isinstance(wrapper.result_type, RowType):
+        flatten += [
+            Rex("call", t.nullable_(), op="get_field", operands=(whole,), value=j)
+            for j, (_, t) in enumerate(results)
+        ]
+    else:
+        flatten.append(whole)
+    names = [columns.names[k] for k in key_indexes] + [n for n, _ in results]
+    _check_unique(names)
+    out = Columns.of(list(zip(names, [r.data_type for r in flatten], strict=True)))
+    return Calc(columns=out, input=agg, projections=tuple(flatten))
+
+
+def flat_aggregate(node: PlanNode, keys: Sequence[Expression], call: Any) -> PlanNode:
+    """``group_by(keys).flat_aggregate(f)``: the keys, then each row ``f`` emits."""
+    wrapper, args, aliases = _unwrap_call(call, "table_aggregate")
+    columns = node.columns
+    key_indexes = _key_indexes(columns, keys)
+    if changelog_mode(node) is not ChangelogMode.INSERT_ONLY and (
+        type(wrapper.function).retract is TableAggregateFunction.retract
+    ):
+        raise ValidationError(
+            f"Function {wrapper.name} does not implement retract(): it cannot aggregate an"
+            " updating input"
+        )
+    pairs = [(columns.names[k], columns.types[k]) for k in key_indexes]
+    pairs += _result_columns(wrapper, aliases)
+    _check_unique([n for n, _ in pairs])
+    return TableAggregate(
+        columns=Columns.of(pairs),
+        input=node,
+        keys=key_indexes,
+        wrapper=wrapper,
+        args=_argument_indexes(columns, args),
+    )
+
+
+def _unwrap_call(
+    call: Any, kind: str
+) -> tuple[Any, tuple[Expression, ...] | None, tuple[str, ...]]:
+    """A function and its arguments from ``f(col('a'))``, ``f(...).alias('x')``, ``f`` or
+    ``f.alias('x')`` (the last two: called with the whole row)."""
+    aliases: tuple[str, ...] = ()
+    if isinstance(call, Expression) and call.kind == "alias":
+        aliases, call = call.names, call.args[0]
+    if isinstance(call, Expression) and call.kind == "call" and call.name == "udf":
+        wrapper, args = call.value, call.args
+    elif getattr(call, "kind", None) in (
+        "scalar",
+        "table",
+        "aggregate",
+        "table_aggregate",
+    ) and hasattr(call, "function"):
+        wrapper, args = call, None
+        aliases = aliases or call.aliases
+    else:
+        raise ValidationError(f"Expected a {kind} function call, got {call!r}")
+    if wrapper.kind != kind:
+        raise ValidationError(f"{wrapper.name} is a {wrapper.kind} function, not a {kind} function")
+    return wrapper, args, aliases
+
+
+def _table_function_call(call: Any) -> tuple[Any, tuple[Expression, ...] | None, tuple[str, ...]]:
+    return _unwrap_call(call, "table")
+
+
+def _scalar_function_call(call: Any) -> tuple[Any, tuple[Expression, ...] | None, tuple[str, ...]]:
+    return _unwrap_call(call, "scalar")
+
+
+def _single_row(wrapper: Any, row_type: Any) -> Any:
+    """A scalar function seen as a table function yielding its one result."""
+    return UserDefinedFunctionWrapper(
+        _OneResult(wrapper.function),
+        "table",
+        row_type if isinstance(row_type, RowType) else _row_of(row_type),
+        wrapper.name,
+    )
+
+
+def _row_of(t: Any) -> RowType:
+    return DataTypes.ROW([DataTypes.FIELD("f0", t)])
+
+
+class _OneResult(TableFunction):
+    def __init__(self, function: Any) -> None:
+        self.function = function
+
+    def open(self, context: Any) -> None:
+        self.function.open(context)
+
+    def close(self) -> None:
+        self.function.close()
+
+    def eval(self, *args: Any) -> list[Any]:
+        return [self.function.eval(*args)]
+
+
+def _retracts(function: Any) -> bool:
+    return type(function).retract is not AggregateFunction.retract
+
+
+def correlate(node: PlanNode, call: Any, keep_input: bool, outer: bool) -> PlanNode:
+    """A table function per row: ``join_lateral`` (``keep_input``), ``left_outer_join_lateral``
+    (``outer``) or ``flat_map``."""
+    wrapper, args, aliases = _table_function_call(call)
+    rexes = None if args is None else tuple(resolve(a, node.columns) for a in args)
+    row_type = wrapper.result_type
+    names = list(aliases) if aliases else row_type.field_names()
+    if len(names) != len(row_type.fields):
+        raise ValidationError(
+            f"Table function {wrapper.name} has {len(row_type.fields)} result columns,"
+            f" aliased with {len(names)} names"
+        )
+    pairs = list(zip(names, row_type.field_types(), strict=True))
+    if outer:
+        pairs = [(n, t.nullable_()) for n, t in pairs]
+    if keep_input:
+        pairs = [*zip(node.columns.names, node.columns.types, strict=True), *pairs]
+    _check_unique([n for n, _ in pairs])
+    return Correlate(
+        columns=Columns.of(pairs),
+        input=node,
+        wrapper=wrapper,
+        args=rexes,
+        keep_input=keep_input,
+        outer=outer,
+    )
+
+
+def map_rows(node: PlanNode, func: Any) -> PlanNode:
+    """``map(f)``: one row per row from a scalar function returning a ``ROW``."""
+    wrapper, args, aliases = _scalar_function_call(func)
+    row_type = wrapper.result_type
+    if isinstance(row_type, RowType):
+        names, types = row_type.field_names(), row_type.field_types()
+    else:
+        names, types = ["f0"], [row_type]
+    if aliases:
+        names = list(aliases)
+    return Correlate(
+        columns=Columns.of(list(zip(names, types, strict=True))),
+        input=node,
+        wrapper=_single_row(wrapper, row_type),
+        args=None if args is None else tuple(resolve(a, node.columns) for a in args),
+        keep_input=False,
+        outer=False,
+    )
