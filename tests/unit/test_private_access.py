@@ -1,6 +1,7 @@
 """No module reaches into another module's private attributes.
 
-Parses every module of ``src/cairn`` and ``bench`` with :mod:`ast` and looks at each
+Parses every module of ``src/cairn`` and ``bench`` with :mod:`ast`; fails on a private name
+imported from another of their modules (``from cairn.x import _name``), and looks at each
 attribute access ``expr._name`` (one leading underscore, not a dunder) whose object is not
 ``self``, ``cls`` or ``super()``. Such an access passes only if ``_name`` is defined by a
 class of the same module (assigned as ``self._name``/``cls._name``, declared in
@@ -108,6 +109,12 @@ def offenders(root: Path) -> Iterator[str]:
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         friends = _defined_privates(tree)
         for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 0:
+                for alias in node.names:
+                    private = alias.name.startswith("_") and not alias.name.startswith("__")
+                    if private and (node.module or "").split(".")[0] in ("cairn", "bench"):
+                        yield f"{path}:{node.lineno}: from {node.module} import {alias.name}"
+                continue
             if not isinstance(node, ast.Attribute):
                 continue
             attr = node.attr
@@ -136,7 +143,11 @@ def test_the_check_allows_module_friends_and_flags_the_rest(tmp_path: Path) -> N
         "        return other._x, other._k, super()._z, self.__dict__\n"
     )
     (pkg / "b.py").write_text("def reach(a):\n    return a._x\n")
-    assert list(offenders(pkg)) == [f"{pkg / 'b.py'}:2: a._x"]
+    (pkg / "c.py").write_text("from cairn.a import _helper\nfrom os import _exit\n")
+    assert list(offenders(pkg)) == [
+        f"{pkg / 'b.py'}:2: a._x",
+        f"{pkg / 'c.py'}:1: from cairn.a import _helper",
+    ]
 
 
 def test_allowlist_is_not_stale() -> None:

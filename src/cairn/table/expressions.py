@@ -30,6 +30,7 @@ __all__ = [
     "UNBOUNDED_ROW",
     "Expression",
     "and_",
+    "as_expression",
     "call",
     "col",
     "concat",
@@ -95,31 +96,31 @@ class Expression:
     # -- arithmetic and comparison -----------------------------------------------------------
 
     def _call(self, name: str, *others: Any) -> Expression:
-        return Expression("call", name, (self, *(_expr(o) for o in others)))
+        return Expression("call", name, (self, *(as_expression(o) for o in others)))
 
     def __add__(self, o: Any) -> Expression:
         return self._call("plus", o)
 
     def __radd__(self, o: Any) -> Expression:
-        return _expr(o)._call("plus", self)
+        return as_expression(o)._call("plus", self)
 
     def __sub__(self, o: Any) -> Expression:
         return self._call("minus", o)
 
     def __rsub__(self, o: Any) -> Expression:
-        return _expr(o)._call("minus", self)
+        return as_expression(o)._call("minus", self)
 
     def __mul__(self, o: Any) -> Expression:
         return self._call("times", o)
 
     def __rmul__(self, o: Any) -> Expression:
-        return _expr(o)._call("times", self)
+        return as_expression(o)._call("times", self)
 
     def __truediv__(self, o: Any) -> Expression:
         return self._call("divide", o)
 
     def __rtruediv__(self, o: Any) -> Expression:
-        return _expr(o)._call("divide", self)
+        return as_expression(o)._call("divide", self)
 
     def __mod__(self, o: Any) -> Expression:
         return self._call("mod", o)
@@ -152,13 +153,13 @@ class Expression:
         return self._call("and", o)
 
     def __rand__(self, o: Any) -> Expression:
-        return _expr(o)._call("and", self)
+        return as_expression(o)._call("and", self)
 
     def __or__(self, o: Any) -> Expression:
         return self._call("or", o)
 
     def __ror__(self, o: Any) -> Expression:
-        return _expr(o)._call("or", self)
+        return as_expression(o)._call("or", self)
 
     def __invert__(self) -> Expression:
         return self._call("not")
@@ -351,7 +352,8 @@ class Expression:
         return self._call("window_proctime")
 
 
-def _expr(value: Any) -> Expression:
+def as_expression(value: Any) -> Expression:
+    """``value`` as an expression: an expression as it is, anything else a literal."""
     if isinstance(value, Expression):
         return value
     return lit(value)
@@ -374,34 +376,34 @@ def lit(value: Any, data_type: DataType | None = None) -> Expression:
 def call(f: str | Any, *args: Any) -> Expression:
     """A call of a built-in function by name, or of a user-defined function."""
     if isinstance(f, str):
-        return Expression("call", f.lower(), tuple(_expr(a) for a in args))
-    return Expression("call", "udf", tuple(_expr(a) for a in args), value=f)
+        return Expression("call", f.lower(), tuple(as_expression(a) for a in args))
+    return Expression("call", "udf", tuple(as_expression(a) for a in args), value=f)
 
 
 def and_(first: Any, second: Any, *more: Any) -> Expression:
-    result = _expr(first) & _expr(second)
+    result = as_expression(first) & as_expression(second)
     for m in more:
-        result = result & _expr(m)
+        result = result & as_expression(m)
     return result
 
 
 def or_(first: Any, second: Any, *more: Any) -> Expression:
-    result = _expr(first) | _expr(second)
+    result = as_expression(first) | as_expression(second)
     for m in more:
-        result = result | _expr(m)
+        result = result | as_expression(m)
     return result
 
 
 def not_(expression: Any) -> Expression:
-    return ~_expr(expression)
+    return ~as_expression(expression)
 
 
 def if_then_else(condition: Any, if_true: Any, if_false: Any) -> Expression:
-    return _expr(condition).if_then_else(if_true, if_false)
+    return as_expression(condition).if_then_else(if_true, if_false)
 
 
 def concat(first: Any, *others: Any) -> Expression:
-    return _expr(first)._call("concat", *others)
+    return as_expression(first)._call("concat", *others)
 
 
 def row_interval(rows: int) -> Expression:
@@ -424,5 +426,5 @@ def expressions(items: Sequence[Any]) -> list[Expression]:
     """Strings name columns (``"a"``), as PyFlink's ``select("a")`` accepted before 1.14."""
     out: list[Expression] = []
     for item in items:
-        out.append(col(item) if isinstance(item, str) else _expr(item))
+        out.append(col(item) if isinstance(item, str) else as_expression(item))
     return out

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from cairn.table.expressions import Expression, _expr
+from cairn.table.expressions import Expression, as_expression
 from cairn.table.types import DataType, RowType, as_data_type
 
 __all__ = [
@@ -173,7 +173,7 @@ class UserDefinedFunctionWrapper:
         self.aliases = aliases
 
     def __call__(self, *args: Any) -> Expression:
-        return Expression("call", "udf", tuple(_expr(a) for a in args), value=self)
+        return Expression("call", "udf", tuple(as_expression(a) for a in args), value=self)
 
     def alias(self, *names: str) -> UserDefinedFunctionWrapper:
         """Name a table function's result columns (``join_lateral(split.alias('word'))``)."""
