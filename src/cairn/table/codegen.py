@@ -109,6 +109,8 @@ def expression_source(rex: Rex, row: str = "r") -> str:
         return f"_like({ops[0]}, {ops[1]})"
     if op == "json_value":
         return f"_json_value({ops[0]}, {ops[1]})"
+    if op == "coalesce":
+        return f"_coalesce(({', '.join(ops)},))"
     raise NotImplementedError(f"no code for {op}")
 
 
@@ -315,6 +317,10 @@ def _json_value(text: Any, path: Any) -> Any:
     if isinstance(node, bool):
         return "true" if node else "false"
     return str(node)
+
+
+def _coalesce(values: tuple[Any, ...]) -> Any:
+    return next((v for v in values if v is not None), None)
 
 
 def _plus_interval(t: Any, millis: Any) -> Any:

@@ -33,7 +33,7 @@ from cairn.table.analysis import (
 )
 from cairn.table.errors import ValidationError
 from cairn.table.expressions import Expression, col, expressions
-from cairn.table.plan import Aggregate, Calc, Limit, PlanNode, explain
+from cairn.table.plan import Aggregate, Calc, Limit, PlanNode, Union, explain
 from cairn.table.schema import schema_text
 
 if TYPE_CHECKING:
@@ -266,6 +266,28 @@ class Table:
         return self._new(Limit(columns=self._node.columns, input=self._node, count=fetch))
 
     fetch = limit
+
+    def union_all(self, right: Table) -> Table:
+        """The rows of both tables (``UNION ALL``); the columns keep this table's names."""
+        left_columns, right_columns = self._node.columns, right.plan.columns
+        if len(left_columns) != len(right_columns) or any(
+            (a.root, a.params) != (b.root, b.params)
+            for a, b in zip(left_columns.types, right_columns.types, strict=True)
+        ):
+            raise ValidationError(
+                "union_all two tables with incompatible types:"
+                f" [{', '.join(map(str, left_columns.types))}] and"
+                f" [{', '.join(map(str, right_columns.types))}]"
+            )
+        merged = Columns.of(
+            [
+                (name, a if a.nullable or not b.nullable else b)
+                for name, a, b in zip(
+                    left_columns.names, left_columns.types, right_columns.types, strict=True
+                )
+            ]
+        )
+        return self._new(Union(merged, (self._node, right.plan)))
 
     # -- schema and plan ---------------------------------------------------------------------
 
