@@ -381,8 +381,10 @@ class TableEnvironment:
             sink.check(table.plan, changelog_mode(table.plan))
             sinks.append((sink, table))
         self._config.apply()
-        for sink, table in sinks:
-            sink.add_to(to_data_stream(table.plan, self._env), table.plan.columns)
+        for n, (sink, table) in enumerate(sinks):
+            # the first sink's uids are those of a lone insert (its savepoints still map)
+            stream = to_data_stream(table.plan, self._env, str(n) if n else "0")
+            sink.add_to(stream, table.plan.columns)
         paths = [f"default_catalog.default_database.{sink.name}" for sink, _ in sinks]
         client = self._env.execute_async(f"insert-into_{','.join(paths)}")
         return TableResult(Columns.of([(p, DataTypes.BIGINT()) for p in paths]), None, client)

@@ -27,6 +27,7 @@ __all__ = [
     "Expression",
     "and_",
     "call",
+    "coalesce",
     "col",
     "concat",
     "if_then_else",
@@ -393,6 +394,11 @@ def if_then_else(condition: Any, if_true: Any, if_false: Any) -> Expression:
 
 def concat(first: Any, *others: Any) -> Expression:
     return _expr(first)._call("concat", *others)
+
+
+def coalesce(first: Any, *others: Any) -> Expression:
+    """The first argument that is not NULL (``COALESCE``)."""
+    return _expr(first)._call("coalesce", *others)
 
 
 def row_interval(rows: int) -> Expression:

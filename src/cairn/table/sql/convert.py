@@ -72,7 +72,8 @@ class _QueryConverter:
             if clause is not None:
                 raise e.at(
                     clause,
-                    f"{what} is not supported in a streaming query by Cairn yet"
+                    keyword=what.split()[0],
+                    message=f"{what} is not supported in a streaming query by Cairn yet"
                     " (Flink sorts a stream only on an ascending time attribute)",
                 )
         if node.args.get("windows"):
@@ -156,8 +157,8 @@ class _QueryConverter:
         e = self.errors
         for join in node.args.get("joins") or []:
             if isinstance(join.this, exp.Lateral) or "LATERAL" in join.sql().upper()[:12]:
-                raise e.at(join, "LATERAL TABLE is not supported yet")
-            raise e.at(join, "JOIN is not supported yet")
+                raise e.at(join, "LATERAL TABLE is not supported yet", "LATERAL")
+            raise e.at(join, "JOIN is not supported yet", "JOIN")
         source = node.args.get("from_") or node.args.get("from")
         if source is None:
             raise e.at(node, "SELECT without FROM is not supported yet")

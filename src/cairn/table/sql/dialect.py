@@ -36,14 +36,15 @@ class FlinkColumn(exp.Expression):
         "this": True,
         "kind": False,
         "computed": False,
+        "text": False,
         "primary": False,
     }
 
 
 class WatermarkDef(exp.Expression):
-    """``WATERMARK FOR ts AS expr``."""
+    """``WATERMARK FOR ts AS expr`` (``text``: the expression as written)."""
 
-    arg_types: ClassVar[dict[str, bool]] = {"this": True, "expression": True}
+    arg_types: ClassVar[dict[str, bool]] = {"this": True, "expression": True, "text": False}
 
 
 class TableArg(exp.Expression):
@@ -77,6 +78,11 @@ class Flink(Dialect):
         QUOTES: ClassVar[list[tuple[str, str] | str]] = ["'"]
         STRING_ESCAPES: ClassVar[list[str]] = ["'"]
         NUMERIC_LITERALS: ClassVar[dict[str, str]] = {}
+        # '$' is part of a name (EXPR$1, UnnamedTable$0), not Hive's parameter sign
+        SINGLE_TOKENS: ClassVar[dict[str, TokenType]] = {
+            c: t for c, t in Hive.Tokenizer.SINGLE_TOKENS.items() if c != "$"
+        }
+        VAR_SINGLE_TOKENS: ClassVar[set[str]] = {"$"}
         COMMANDS: ClassVar[set[TokenType]] = tokens.Tokenizer.COMMANDS - {TokenType.SHOW}
         KEYWORDS: ClassVar[dict[str, TokenType]] = {
             **tokens.Tokenizer.KEYWORDS,
@@ -180,9 +186,8 @@ class Flink(Dialect):
                 column = _any_name(self)
                 if not self._match(TokenType.ALIAS):
                     self.raise_error("Expected AS after WATERMARK FOR column")
-                return self.expression(
-                    WatermarkDef(this=column, expression=self._parse_assignment())
-                )
+                expression, text = self._parse_with_text()
+                return self.expression(WatermarkDef(this=column, expression=expression, text=text))
             if self._match(TokenType.CONSTRAINT):
                 _any_name(self)
             if self._match(TokenType.PRIMARY_KEY):
@@ -196,7 +201,8 @@ class Flink(Dialect):
                 return self.expression(exp.PrimaryKey(expressions=columns))
             name = _any_name(self)
             if self._match(TokenType.ALIAS):
-                return self.expression(FlinkColumn(this=name, computed=self._parse_assignment()))
+                computed, text = self._parse_with_text()
+                return self.expression(FlinkColumn(this=name, computed=computed, text=text))
             kind = self._parse_flink_type()
             if self._match(TokenType.PRIMARY_KEY):
                 self._match_text_seq("NOT", "ENFORCED")
@@ -204,6 +210,16 @@ class Flink(Dialect):
             if self._match_text_seq("METADATA"):
                 self.raise_error("METADATA columns are not supported by Cairn's connectors yet")
             return self.expression(FlinkColumn(this=name, kind=kind))
+
+        def _parse_with_text(self) -> tuple[exp.Expr | None, exp.Literal]:
+            """An expression and its text as written (Flink keeps and shows the text)."""
+            first = self._curr
+            expression = self._parse_assignment()
+            last = self._prev
+            if first is None or last is None or expression is None:
+                self.raise_error("Expected an expression")
+            assert first is not None and last is not None
+            return expression, exp.Literal.string(self.sql[first.start : last.end + 1])
 
         def _parse_lambda(self, alias: bool = False) -> exp.Expr | None:
             if (

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 
 from sqlglot import exp
 
-from cairn.table.expressions import Expression, col, concat, lit
+from cairn.table.expressions import Expression, coalesce, col, concat, lit
 from cairn.table.sql.dialect import FlinkCast, TableArg
 from cairn.table.sql.errors import SqlValidationError, position_of
 from cairn.table.sql.parse import parse_expression_tree
@@ -46,8 +46,13 @@ class SqlErrors:
     def __init__(self, sql: str) -> None:
         self.sql = sql
 
-    def at(self, node: exp.Expr, message: str) -> SqlValidationError:
+    def at(self, node: exp.Expr, message: str, keyword: str = "") -> SqlValidationError:
+        """An error at ``node`` (at the ``keyword`` before it, when given)."""
         start, end = _start(node), _end(node)
+        if start is not None and keyword:
+            found = self.sql.upper().rfind(keyword, 0, start + 1)
+            start = found if found >= 0 else start
+            end = start + len(keyword) - 1
         if start is None:
             return SqlValidationError(message, 1, 1)
         line, column = position_of(self.sql, start)
@@ -89,7 +94,7 @@ _FUNCTIONS: dict[str, tuple[range, Callable[..., Expression]]] = {
     "MOD": (range(2, 3), lambda a, b: a % b),
     "JSON_VALUE": (range(2, 3), lambda a, path: a.json_value(path.value)),
     "IF": (range(3, 4), lambda c, t, f: c.if_then_else(t, f)),
-    "COALESCE": (range(1, 64), lambda *args: Expression("call", "coalesce", args)),
+    "COALESCE": (range(1, 64), coalesce),
     "COUNT": (range(1, 2), lambda a: a.count),
     "SUM": (range(1, 2), lambda a: a.sum),
     "AVG": (range(1, 2), lambda a: a.avg),

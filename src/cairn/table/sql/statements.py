@@ -220,7 +220,7 @@ def _schema(node: exp.Schema, errors: SqlErrors) -> Schema:
         if isinstance(item, FlinkColumn):
             computed = item.args.get("computed")
             if computed is not None:
-                builder.column_by_expression(item.name, computed.sql(dialect="hive"))
+                builder.column_by_expression(item.name, item.args["text"].this)
                 continue
             try:
                 data_type = parse_type(item.args["kind"].this)
@@ -228,28 +228,18 @@ def _schema(node: exp.Schema, errors: SqlErrors) -> Schema:
                 raise errors.at(item, str(error)) from None
             builder.column(item.name, data_type.not_null() if item.name in key else data_type)
         elif isinstance(item, WatermarkDef):
-            builder.watermark(item.name, _source_text(item.expression, errors.sql))
+            builder.watermark(item.name, item.args["text"].this)
     try:
         return builder.primary_key(*key).build()
     except ValidationError as error:
         raise errors.at(node, str(error)) from None
 
 
-def _source_text(node: exp.Expr, sql: str) -> str:
-    """The text the user wrote for ``node`` (Flink keeps it as written)."""
-    starts = [n.meta["start"] for n in node.walk() if "start" in n.meta]
-    ends = [n.meta["end"] for n in node.walk() if "end" in n.meta]
-    if not starts:
-        return node.sql(dialect="hive")
-    text = sql[min(starts) : max(ends) + 1]
-    return text if text.count("(") == text.count(")") else node.sql(dialect="hive")
-
-
 def _drop(env: SqlEnvironment, node: exp.Drop, sql: str, errors: SqlErrors) -> TableResult:
     kind = str(node.args.get("kind", "")).upper()
     if kind not in ("TABLE", "VIEW"):
         raise errors.at(node, f"DROP {kind} is not supported")
-    for target in node.expressions or [node.this]:
+    for target in node.args.get("tables") or [node.this]:
         name = table_name(target, sql)
         exists = env.has_table(name) and (env.is_view(name) == (kind == "VIEW"))
         if not exists:
