@@ -467,3 +467,39 @@ def test_an_insert_is_checked_before_its_job() -> None:
         t_env.execute_sql("INSERT INTO two SELECT id FROM t")
     with pytest.raises(SqlParserError, match="sql_query\\(\\) takes only a query"):
         t_env.sql_query("INSERT INTO one SELECT id FROM t")
+
+
+def test_union_all_widens_its_columns_to_their_common_types() -> None:
+    t_env, _ = _with_t()
+    table = t_env.sql_query(
+        "SELECT id AS n FROM t WHERE id = 1 UNION ALL SELECT v FROM t WHERE id = 2"
+    )
+    assert str(table.get_schema().types[0]) == "BIGINT"
+    assert sorted(tuple(r) for r in table.execute().collect()) == [(1,), (20,)]
+    with pytest.raises(SqlValidationError, match="different numbers of columns: 1 and 2"):
+        t_env.sql_query("SELECT id FROM t UNION ALL SELECT id, k FROM t")
+
+
+def test_a_whole_table_aggregate_and_a_filter_string() -> None:
+    t_env, t = _with_t()
+    table = t_env.sql_query("SELECT COUNT(*), SUM(v) AS s FROM t WHERE v IS NOT NULL")
+    assert table.get_schema().names == ["EXPR$0", "s"]
+    assert _retract_view(_changes(table)) == Counter({(5, 105): 1})
+    assert (
+        t.filter("v > 25 AND k <> 'x'").explain()
+        == t.filter((col("v") > 25) & (col("k") != "x")).explain()
+    )
+
+
+@pytest.mark.parametrize(
+    ("sql", "error", "message"),
+    [
+        ("SHOW FUNCTIONS", SqlParserError, 'Encountered "FUNCTIONS" at line 1, column 6'),
+        ("ALTER TABLE t RENAME TO u", SqlValidationError, "ALTER statements are not supported"),
+        ("CREATE FUNCTION f AS 'x.y'", SqlValidationError, "CREATE FUNCTION is not supported"),
+        ("SELECT 1; SELECT 2", SqlParserError, "Expected one statement, got 2"),
+    ],
+)
+def test_statements_cairn_does_not_run_are_refused(sql: str, error: type, message: str) -> None:
+    with pytest.raises(error, match=message):
+        _t_env().execute_sql(sql)

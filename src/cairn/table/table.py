@@ -35,6 +35,7 @@ from cairn.table.errors import ValidationError
 from cairn.table.expressions import Expression, col, expressions
 from cairn.table.plan import Aggregate, Calc, Limit, PlanNode, Union, explain
 from cairn.table.schema import schema_text
+from cairn.table.sql.expressions import parse_expression
 
 if TYPE_CHECKING:
     from cairn.table.result import TableResult
@@ -183,8 +184,11 @@ class Table:
             return self._new(aggregate(self._node, [], items, self._t_env.batch_mode))
         return self._new(project(self._node, items))
 
-    def filter(self, predicate: Expression) -> Table:
-        """Keep the rows for which ``predicate`` is TRUE (NULL drops a row, as in SQL)."""
+    def filter(self, predicate: Expression | str) -> Table:
+        """Keep the rows for which ``predicate`` is TRUE (NULL drops a row, as in SQL);
+        a string is a SQL expression (``filter("a > 1")``)."""
+        if isinstance(predicate, str):
+            predicate = parse_expression(predicate)
         rex = resolve(predicate, self._node.columns)
         if rex.data_type.root not in ("BOOLEAN", "NULL"):
             raise ValidationError(

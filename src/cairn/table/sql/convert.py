@@ -15,7 +15,7 @@ from typing import Protocol
 
 from sqlglot import exp
 
-from cairn.table.analysis import contains_aggregate, name_of
+from cairn.table.analysis import contains_aggregate, name_of, wider
 from cairn.table.errors import ValidationError
 from cairn.table.expressions import AGGREGATES, Expression, col
 from cairn.table.sql.errors import SqlValidationError
@@ -58,8 +58,8 @@ class _QueryConverter:
         if isinstance(node, exp.Subquery):
             return self.query(node.this)
         if isinstance(node, exp.Union):
-            left, right = self.query(node.left), self.query(node.right)
-            unioned = left.union_all(right)
+            left, right = self._common_types(self.query(node.left), self.query(node.right), node)
+            unioned = self._build(node, lambda: left.union_all(right))
             return unioned if not node.args.get("distinct") else unioned.distinct()
         if isinstance(node, exp.SetOperation):
             raise e.at(node, f"{type(node).__name__.upper()} is not supported yet")
@@ -111,6 +111,36 @@ class _QueryConverter:
                 raise e.at(limit, "LIMIT takes a number")
             result = self._build(limit, lambda: result.limit(int(count.this)))
         return result
+
+    def _common_types(self, left: Table, right: Table, node: exp.Expr) -> tuple[Table, Table]:
+        """Both sides of a set operation cast to their columns' common types, as Flink's
+        validator does (``INT`` and ``BIGINT`` → ``BIGINT``)."""
+        left_columns, right_columns = left.get_schema(), right.get_schema()
+        if len(left_columns) != len(right_columns):
+            raise self.errors.at(
+                node,
+                "Set operator cannot combine tables with different numbers of columns:"
+                f" {len(left_columns)} and {len(right_columns)}",
+            )
+        common = [wider(a, b) for a, b in zip(left_columns.types, right_columns.types, strict=True)]
+
+        def cast(table: Table) -> Table:
+            columns = table.get_schema()
+            if all(
+                (t.root, t.params) == (c.root, c.params)
+                for t, c in zip(columns.types, common, strict=True)
+            ):
+                return table
+            return table.select(
+                *(
+                    col(n)
+                    if (t.root, t.params) == (c.root, c.params)
+                    else col(n).cast(c.nullable_() if t.nullable else c.not_null()).alias(n)
+                    for n, t, c in zip(columns.names, columns.types, common, strict=True)
+                )
+            )
+
+        return cast(left), cast(right)
 
     def _build(self, node: exp.Expr, step: Callable[[], Table]) -> Table:
         """Run a Table API step; its validation error gets ``node``'s position."""

@@ -122,6 +122,12 @@ class Flink(Dialect):
                 self.raise_error("Expected a select item")
             return projections, extra
 
+        def _parse_as_command(self, start: Token) -> exp.Command:
+            # sqlglot keeps what it cannot read as an opaque command; Flink's parser refuses it
+            stopped = self._curr if self._curr is not None and self._curr is not start else start
+            self.raise_error(f"Cairn does not parse this {start.text.upper()} statement", stopped)
+            return super()._parse_as_command(start)
+
         def _parse_flink_cast(self, safe: bool) -> exp.Expr:
             this = self._parse_assignment()
             if not self._match(TokenType.ALIAS):

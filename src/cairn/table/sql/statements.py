@@ -20,7 +20,7 @@ from cairn.table.result import TableResult
 from cairn.table.schema import Schema
 from cairn.table.sql.convert import SqlCatalog, convert_query, table_name
 from cairn.table.sql.dialect import FlinkColumn, StatementSetBlock, WatermarkDef
-from cairn.table.sql.errors import SqlParserError, position_of
+from cairn.table.sql.errors import SqlParserError, SqlValidationError, position_of
 from cairn.table.sql.expressions import SqlErrors
 from cairn.table.sql.parse import parse_statement
 from cairn.table.sql.type_names import parse_type
@@ -129,12 +129,14 @@ def execute_statement(env: SqlEnvironment, sql: str) -> TableResult:
         return _describe(env, node.this, sql, errors)
     line, col = position_of(sql, len(sql) - len(sql.lstrip()))
     word = sql.split()[0].upper() if sql.split() else "<EOF>"
-    raise SqlParserError(
-        f'SQL parse failed. Encountered "{word}" at line {line}, column {col}.'
-        " Non-query expression encountered in illegal context",
-        line,
-        col,
-    )
+    if isinstance(node, exp.Column | exp.Alias | exp.Literal | exp.Condition):
+        raise SqlParserError(
+            f'SQL parse failed. Encountered "{word}" at line {line}, column {col}.'
+            " Non-query expression encountered in illegal context",
+            line,
+            col,
+        )
+    raise SqlValidationError(f"{word} statements are not supported yet", line, col)
 
 
 def _create(env: SqlEnvironment, node: exp.Create, sql: str, errors: SqlErrors) -> TableResult:
