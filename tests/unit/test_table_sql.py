@@ -9,6 +9,7 @@ every refusal with its position.
 
 from __future__ import annotations
 
+import decimal
 import random
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -503,3 +504,13 @@ def test_a_whole_table_aggregate_and_a_filter_string() -> None:
 def test_statements_cairn_does_not_run_are_refused(sql: str, error: type, message: str) -> None:
     with pytest.raises(error, match=message):
         _t_env().execute_sql(sql)
+
+
+def test_decimal_literals_mix_with_doubles_as_in_flink() -> None:
+    t_env = _t_env()
+    t_env.create_temporary_view("m", t_env.from_elements([(2, 2.0)], ["i", "d"]))
+    table = t_env.sql_query("SELECT d + 1.5 AS a, i * 1.5 AS b, d / 0.5 AS c FROM m")
+    types = [str(t) for t in table.get_schema().types]
+    assert (types[0], types[1].startswith("DECIMAL"), types[2]) == ("DOUBLE", True, "DOUBLE")
+    (row,) = table.execute().collect()
+    assert tuple(row) == (3.5, decimal.Decimal("3.0"), 4.0)

@@ -46,6 +46,9 @@ _BINARY = {
 }
 
 
+_FLOATING = {"plus", "minus", "times", "divide", "mod", "power"}
+
+
 def expression_source(rex: Rex, row: str = "r") -> str:
     """Python source computing ``rex`` from the tuple named ``row``."""
     if rex.kind == "input":
@@ -59,6 +62,12 @@ def expression_source(rex: Rex, row: str = "r") -> str:
         return f"_cast({inner}, {str(rex.data_type)!r}, {rex.op == 'try'})"
     ops = [expression_source(o, row) for o in rex.operands]
     op = rex.op
+    if op in _FLOATING and rex.data_type.root in ("FLOAT", "DOUBLE"):
+        # Python refuses float + Decimal: a DECIMAL operand of a DOUBLE result becomes float
+        ops = [
+            f"_nullsafe1(float, {s})" if o.data_type.root == "DECIMAL" else s
+            for o, s in zip(rex.operands, ops, strict=True)
+        ]
     direct = not any(o.data_type.nullable for o in rex.operands)
     if op in _BINARY:
         if op == "plus" and rex.operands[1].data_type.root == "INTERVAL":
