@@ -514,3 +514,12 @@ def test_decimal_literals_mix_with_doubles_as_in_flink() -> None:
     assert (types[0], types[1].startswith("DECIMAL"), types[2]) == ("DOUBLE", True, "DOUBLE")
     (row,) = table.execute().collect()
     assert tuple(row) == (3.5, decimal.Decimal("3.0"), 4.0)
+
+
+def test_a_union_takes_its_limit_and_refuses_its_order_by() -> None:
+    t_env, _ = _with_t()
+    table = t_env.sql_query("SELECT id FROM t UNION ALL SELECT id FROM t LIMIT 3")
+    assert table.explain().splitlines()[1].startswith("Limit(offset=[0], fetch=[3])")
+    assert len(_changes(table)) == 3
+    with pytest.raises(SqlValidationError, match="ORDER BY is not supported"):
+        t_env.sql_query("SELECT id FROM t UNION ALL SELECT id FROM t ORDER BY id")

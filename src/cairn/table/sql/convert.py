@@ -60,22 +60,16 @@ class _QueryConverter:
         if isinstance(node, exp.Union):
             left, right = self._common_types(self.query(node.left), self.query(node.right), node)
             unioned = self._build(node, lambda: left.union_all(right))
-            return unioned if not node.args.get("distinct") else unioned.distinct()
+            unioned = unioned if not node.args.get("distinct") else unioned.distinct()
+            self._refuse_sorting(node)
+            return self._limit(node, unioned)
         if isinstance(node, exp.SetOperation):
             raise e.at(node, f"{type(node).__name__.upper()} is not supported yet")
         if not isinstance(node, exp.Select):
             raise e.at(node, f"Not a query: {node.sql()[:40]}")
         if node.args.get("with_") is not None or node.args.get("with") is not None:
             raise e.at(node, "WITH is not supported yet")
-        for key, what in (("order", "ORDER BY"), ("offset", "OFFSET"), ("qualify", "QUALIFY")):
-            clause = node.args.get(key)
-            if clause is not None:
-                raise e.at(
-                    clause,
-                    keyword=what.split()[0],
-                    message=f"{what} is not supported in a streaming query by Cairn yet"
-                    " (Flink sorts a stream only on an ascending time attribute)",
-                )
+        self._refuse_sorting(node)
         if node.args.get("windows"):
             raise e.at(node, "WINDOW clauses are not supported yet")
         table, qualifiers = self._from(node)
@@ -104,13 +98,27 @@ class _QueryConverter:
             result = self._aggregate(table, keys, items, having, exprs, node)
         if node.args.get("distinct") is not None:
             result = result.distinct()
+        return self._limit(node, result)
+
+    def _refuse_sorting(self, node: exp.Expr) -> None:
+        for key, what in (("order", "ORDER BY"), ("offset", "OFFSET"), ("qualify", "QUALIFY")):
+            clause = node.args.get(key)
+            if clause is not None:
+                raise self.errors.at(
+                    clause,
+                    keyword=what.split()[0],
+                    message=f"{what} is not supported in a streaming query by Cairn yet"
+                    " (Flink sorts a stream only on an ascending time attribute)",
+                )
+
+    def _limit(self, node: exp.Expr, table: Table) -> Table:
         limit = node.args.get("limit")
-        if limit is not None:
-            count = limit.expression
-            if not isinstance(count, exp.Literal) or count.is_string:
-                raise e.at(limit, "LIMIT takes a number")
-            result = self._build(limit, lambda: result.limit(int(count.this)))
-        return result
+        if limit is None:
+            return table
+        count = limit.expression
+        if not isinstance(count, exp.Literal) or count.is_string:
+            raise self.errors.at(limit, "LIMIT takes a number")
+        return self._build(limit, lambda: table.limit(int(count.this)))
 
     def _common_types(self, left: Table, right: Table, node: exp.Expr) -> tuple[Table, Table]:
         """Both sides of a set operation cast to their columns' common types, as Flink's
