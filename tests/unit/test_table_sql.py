@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import decimal
 import random
+import re
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
@@ -523,3 +524,25 @@ def test_a_union_takes_its_limit_and_refuses_its_order_by() -> None:
     assert len(_changes(table)) == 3
     with pytest.raises(SqlValidationError, match="ORDER BY is not supported"):
         t_env.sql_query("SELECT id FROM t UNION ALL SELECT id FROM t ORDER BY id")
+
+
+@pytest.mark.parametrize(
+    ("ddl", "message", "column"),
+    [
+        (
+            "CREATE TABLE g (n INT, p AS PROCTIME()) WITH ('connector' = 'datagen')",
+            "PROCTIME()",
+            29,
+        ),
+        ("CREATE TABLE g (n INT, m AS x + 1) WITH ('connector' = 'datagen')", "Column 'x'", 29),
+        (
+            "CREATE TABLE g (n INT, WATERMARK FOR n AS y) WITH ('connector' = 'datagen')",
+            "Column 'y'",
+            43,
+        ),
+    ],
+)
+def test_ddl_expressions_are_checked_at_their_place(ddl: str, message: str, column: int) -> None:
+    with pytest.raises(SqlValidationError, match=re.escape(message)) as caught:
+        _t_env().execute_sql(ddl)
+    assert (caught.value.line, caught.value.column) == (1, column)

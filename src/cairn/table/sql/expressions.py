@@ -253,6 +253,10 @@ class ExpressionConverter:
                 raise self.errors.at(node, f"{name}(DISTINCT ...) is not supported yet")
             if isinstance(a, TableArg):
                 raise self.errors.at(node, f"Table function {name}(TABLE ...) is not supported")
+        if name in ("PROCTIME", "NOW", "CURRENT_TIMESTAMP", "LOCALTIMESTAMP"):
+            raise self.errors.at(
+                node, f"{name}() is not supported yet: Cairn's SQL has no time attributes"
+            )
         known = _FUNCTIONS.get(name)
         if known is None:
             raise self.errors.at(node, f"No match found for function signature {node.this!s}(...)")

@@ -21,7 +21,7 @@ from cairn.table.schema import Schema
 from cairn.table.sql.convert import SqlCatalog, convert_query, table_name
 from cairn.table.sql.dialect import FlinkColumn, StatementSetBlock, WatermarkDef
 from cairn.table.sql.errors import SqlParserError, SqlValidationError, position_of
-from cairn.table.sql.expressions import SqlErrors
+from cairn.table.sql.expressions import SqlErrors, to_expression
 from cairn.table.sql.parse import parse_statement
 from cairn.table.sql.type_names import parse_type
 from cairn.table.table import Table
@@ -218,10 +218,16 @@ def _schema(node: exp.Schema, errors: SqlErrors) -> Schema:
         elif isinstance(item, FlinkColumn) and item.args.get("primary"):
             key = (item.name,)
     builder = Schema.new_builder()
+    physical = [
+        i.name for i in node.expressions if isinstance(i, FlinkColumn) and i.args.get("kind")
+    ]
+    every = [i.name for i in node.expressions if isinstance(i, FlinkColumn)]
     for item in node.expressions:
         if isinstance(item, FlinkColumn):
             computed = item.args.get("computed")
             if computed is not None:
+                # checked here, so an error points into the statement (planned at the scan)
+                to_expression(computed, errors.sql, physical)
                 builder.column_by_expression(item.name, item.args["text"].this)
                 continue
             try:
@@ -230,6 +236,7 @@ def _schema(node: exp.Schema, errors: SqlErrors) -> Schema:
                 raise errors.at(item, str(error)) from None
             builder.column(item.name, data_type.not_null() if item.name in key else data_type)
         elif isinstance(item, WatermarkDef):
+            to_expression(item.expression, errors.sql, every)
             builder.watermark(item.name, item.args["text"].this)
     try:
         return builder.primary_key(*key).build()
