@@ -546,3 +546,13 @@ def test_ddl_expressions_are_checked_at_their_place(ddl: str, message: str, colu
     with pytest.raises(SqlValidationError, match=re.escape(message)) as caught:
         _t_env().execute_sql(ddl)
     assert (caught.value.line, caught.value.column) == (1, column)
+
+
+def test_set_changes_the_configuration_checking_it() -> None:
+    t_env = _t_env()
+    t_env.execute_sql("SET 'parallelism.default' = '3'")
+    assert t_env.get_config().get("parallelism.default") == "3"
+    listed = dict(tuple(r) for r in t_env.execute_sql("SET").collect())
+    assert listed["parallelism.default"] == "3"
+    with pytest.raises(SqlValidationError, match="expected an integer"):
+        t_env.execute_sql("SET 'parallelism.default' = 'many'")

@@ -10,7 +10,7 @@ position of what it names. The results are Flink's: ``OK`` for DDL, the rows of 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from sqlglot import exp
 
@@ -32,8 +32,18 @@ __all__ = ["SqlEnvironment", "execute_statement", "insert_of", "query_of"]
 _QUERIES = (exp.Select, exp.Union, exp.Subquery)
 
 
+class SqlConfig(Protocol):
+    """The configuration ``SET`` changes (``TableConfig``)."""
+
+    def set(self, key: str, value: str) -> object: ...
+
+    def get_configuration(self) -> Any: ...
+
+
 class SqlEnvironment(SqlCatalog, Protocol):
     """What statements ask of their table environment (``TableEnvironment`` implements it)."""
+
+    def get_config(self) -> SqlConfig: ...
 
     def create_temporary_view(self, view_path: str, table: Table) -> None: ...
 
@@ -124,6 +134,8 @@ def execute_statement(env: SqlEnvironment, sql: str) -> TableResult:
         names = env.list_tables() if node.this == "TABLES" else env.list_views()
         column = "table name" if node.this == "TABLES" else "view name"
         return _rows([column], [(n,) for n in names if not n.startswith("UnnamedTable$")])
+    if isinstance(node, exp.Set):
+        return _set(env, node, errors)
     if isinstance(node, exp.Describe):
         assert isinstance(node.this, exp.Table)
         return _describe(env, node.this, sql, errors)
@@ -242,6 +254,28 @@ def _schema(node: exp.Schema, errors: SqlErrors) -> Schema:
         return builder.primary_key(*key).build()
     except ValidationError as error:
         raise errors.at(node, str(error)) from None
+
+
+def _set(env: SqlEnvironment, node: exp.Set, errors: SqlErrors) -> TableResult:
+    """``SET 'key' = 'value'`` (checked as ``get_config().set`` checks it); ``SET`` alone lists
+    the keys set so far."""
+    items = node.expressions
+    if not items:
+        pairs = sorted(env.get_config().get_configuration().to_dict().items())
+        return _rows(["key", "value"], [(k, str(v)) for k, v in pairs])
+    for item in items:
+        pair = item.this
+        if not (
+            isinstance(pair, exp.EQ)
+            and isinstance(pair.this, exp.Literal)
+            and isinstance(pair.expression, exp.Literal)
+        ):
+            raise errors.at(item, "SET takes 'key' = 'value'")
+        try:
+            env.get_config().set(str(pair.this.this), str(pair.expression.this))
+        except (ValueError, KeyError) as error:
+            raise errors.at(item, str(error)) from None
+    return _OK
 
 
 def _drop(env: SqlEnvironment, node: exp.Drop, sql: str, errors: SqlErrors) -> TableResult:
