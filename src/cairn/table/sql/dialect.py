@@ -132,8 +132,7 @@ class Flink(Dialect):
             this = self._parse_assignment()
             if not self._match(TokenType.ALIAS):
                 self.raise_error("Expected AS after CAST")
-            to = self._parse_flink_type()
-            self._match_r_paren()
+            to = self._parse_flink_type()  # the call's ")" is sqlglot's to match
             return self.expression(FlinkCast(this=this, to=to, safe=safe))
 
         def _parse_flink_type(self) -> exp.Literal:
