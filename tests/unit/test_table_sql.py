@@ -185,6 +185,7 @@ def test_flink_type_names_become_data_types(text: str, printed: str) -> None:
         ("SUBSTRING(a, 1, 2)", col("a").substring(1, 2)),
         ("CAST(a AS BIGINT)", col("a").cast(DataTypes.BIGINT())),
         ("TRY_CAST(a AS INT)", col("a").try_cast(DataTypes.INT())),
+        ("UPPER(CAST(a AS STRING))", col("a").cast(DataTypes.STRING()).upper_case),
         ("COALESCE(a, 'none')", coalesce(col("a"), "none")),
         ("JSON_VALUE(j, '$.a')", col("j").json_value("$.a")),
         (
@@ -556,3 +557,19 @@ def test_set_changes_the_configuration_checking_it() -> None:
     assert listed["parallelism.default"] == "3"
     with pytest.raises(SqlValidationError, match="expected an integer"):
         t_env.execute_sql("SET 'parallelism.default' = 'many'")
+
+
+def test_values_make_constant_rows_for_queries_and_inserts(capfd: Any) -> None:
+    t_env = _t_env()
+    table = t_env.sql_query(
+        "SELECT id, UPPER(name) AS up FROM (VALUES (1, 'a'), (-2, CAST(NULL AS STRING)),"
+        " (3 + 4, 'c')) AS v(id, name) WHERE id > 0"
+    )
+    assert [str(t) for t in table.get_schema().types] == ["INT NOT NULL", "STRING"]
+    assert [tuple(r) for r in table.execute().collect()] == [(1, "A"), (7, "C")]
+    t_env.execute_sql("CREATE TABLE out (a INT, b STRING) WITH ('connector' = 'print')")
+    t_env.execute_sql("INSERT INTO out VALUES (1, 'x'), (2, 'y')").wait()
+    lines = [line for line in capfd.readouterr().out.splitlines() if line.startswith("+I")]
+    assert lines == ["+I[1, x]", "+I[2, y]"]
+    with pytest.raises(SqlValidationError, match="same arity"):
+        t_env.sql_query("SELECT * FROM (VALUES (1, 2), (3))")

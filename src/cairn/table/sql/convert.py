@@ -10,17 +10,19 @@ here, naming the construct and where it is.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
 
 from sqlglot import exp
 
-from cairn.table.analysis import contains_aggregate, name_of, wider
+from cairn.table.analysis import Columns, contains_aggregate, name_of, resolve, wider
+from cairn.table.codegen import CompiledCalc, calc_source
 from cairn.table.errors import ValidationError
 from cairn.table.expressions import AGGREGATES, Expression, col
 from cairn.table.sql.errors import SqlValidationError
 from cairn.table.sql.expressions import ExpressionConverter, SqlErrors
 from cairn.table.table import Table
+from cairn.table.types import DataType, DataTypes
 
 __all__ = ["SqlCatalog", "convert_query", "table_name"]
 
@@ -32,6 +34,15 @@ class SqlCatalog(Protocol):
 
     def lookup_table(self, name: str) -> Table | None:
         """The table or view registered as ``name`` in the default database, else None."""
+        ...
+
+    def from_elements(
+        self,
+        elements: Iterable[Any],
+        schema: DataType | Sequence[str] | None = None,
+        verify_schema: bool = True,
+    ) -> Table:
+        """A table of rows known when the query is planned (``VALUES``)."""
         ...
 
 
@@ -57,6 +68,8 @@ class _QueryConverter:
         e = self.errors
         if isinstance(node, exp.Subquery):
             return self.query(node.this)
+        if isinstance(node, exp.Values):
+            return self._values(node)
         if isinstance(node, exp.Union):
             left, right = self._common_types(self.query(node.left), self.query(node.right), node)
             unioned = self._build(node, lambda: left.union_all(right))
@@ -119,6 +132,39 @@ class _QueryConverter:
         if not isinstance(count, exp.Literal) or count.is_string:
             raise self.errors.at(limit, "LIMIT takes a number")
         return self._build(limit, lambda: table.limit(int(count.this)))
+
+    def _values(self, node: exp.Values) -> Table:
+        """``VALUES (1, 'a'), (2, 'b')``: constant rows, each value computed once here by the
+        same generated code a calc runs; a column's type is its values' common type."""
+        constants = ExpressionConverter(self.errors, [], frozenset())
+        no_columns = Columns.of([])
+        rows: list[tuple[Any, ...]] = []
+        types: list[DataType] | None = None
+        for row_node in node.expressions:
+            cells = row_node.expressions if isinstance(row_node, exp.Tuple) else [row_node]
+            try:
+                rexes = [resolve(constants.convert(c), no_columns) for c in cells]
+            except SqlValidationError:
+                raise
+            except ValidationError as error:
+                raise self.errors.at(row_node, str(error)) from None
+            if types is not None and len(rexes) != len(types):
+                raise self.errors.at(row_node, "Values passed to VALUES must have the same arity")
+            row = CompiledCalc(calc_source(rexes, None))(())
+            assert row is not None
+            rows.append(row)
+            row_types = [r.data_type for r in rexes]
+            types = (
+                row_types
+                if types is None
+                else [
+                    wider(a, b).nullable_() if a.nullable or b.nullable else wider(a, b)
+                    for a, b in zip(types, row_types, strict=True)
+                ]
+            )
+        assert types is not None
+        fields = [DataTypes.FIELD(f"EXPR${i}", t) for i, t in enumerate(types)]
+        return self.catalog.from_elements(rows, DataTypes.ROW(fields))
 
     def _common_types(self, left: Table, right: Table, node: exp.Expr) -> tuple[Table, Table]:
         """Both sides of a set operation cast to their columns' common types, as Flink's
@@ -204,7 +250,9 @@ class _QueryConverter:
         if isinstance(this, exp.Lateral):
             raise e.at(this, "LATERAL TABLE is not supported yet")
         alias = this.alias_or_name if isinstance(this, exp.Table | exp.Subquery) else ""
-        if isinstance(this, exp.Subquery):
+        if isinstance(this, exp.Values):
+            table = self._values(this)
+        elif isinstance(this, exp.Subquery):
             table = self.query(this.this)
         elif isinstance(this, exp.Table) and isinstance(this.this, exp.Anonymous):
             raise e.at(
@@ -221,7 +269,7 @@ class _QueryConverter:
             alias = this.alias or name
         else:
             raise e.at(this, f"Unsupported FROM: {this.sql()[:40]}")
-        if isinstance(this, exp.Table | exp.Subquery) and this.args.get("alias") is not None:
+        if isinstance(this, exp.Table | exp.Subquery | exp.Values) and this.args.get("alias"):
             column_aliases = this.args["alias"].columns
             if column_aliases:
                 table = table.alias(*(c.name for c in column_aliases))
