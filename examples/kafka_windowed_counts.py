@@ -271,11 +271,10 @@ def check(values: list[str], expected: dict[tuple[str, int], tuple[int, int]]) -
 def kill_a_worker_mid_run(client: Any) -> None:
     """SIGKILL one Spark worker once a checkpoint completed (the job then recovers)."""
     master = client.job_master
-    while master.end_ms is None:
-        coordinator = master.coordinator
-        latest = coordinator.latest_completed_id() if coordinator else None
-        if latest is not None and latest >= 1 and master.worker_pids:
-            os.kill(master.worker_pids[max(master.worker_pids)], signal.SIGKILL)
+    while not (view := master.view).ended:  # one consistent snapshot of the job
+        latest, pids = view.latest_checkpoint_id, view.worker_pids
+        if latest is not None and latest >= 1 and pids:
+            os.kill(pids[max(pids)], signal.SIGKILL)
             print(f"killed a worker after checkpoint {latest}", flush=True)
             return
         time.sleep(0.1)

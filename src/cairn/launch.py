@@ -18,10 +18,11 @@ from cairn.checkpoint.job_identity import identity_of
 from cairn.checkpoint.storage import default_storage_url
 from cairn.checkpoint.storage_access import check_storage_access
 from cairn.common.exceptions import JobSubmissionError
+from cairn.common.job_client import JobClient
 from cairn.deploy.executors import Executor, InProcessExecutor, SparkExecutor
 from cairn.deploy.high_availability import leadership_for
 from cairn.deploy.job_master import JobMaster
-from cairn.deploy.job_master_client import JobClient
+from cairn.deploy.job_master_client import StreamingJobClient
 from cairn.deploy.job_pickling import dumps_job
 from cairn.deploy.job_runs import RunPlan, plan_run
 from cairn.graph.job_graph import JobGraph, build_job_graph
@@ -32,14 +33,14 @@ from cairn.settings import ExecutorKind, JobSettings
 __all__ = ["JobClient", "running_jobs", "submit_job"]
 
 # Clients of the jobs this process submitted; a job leaves when its master ended.
-_submitted: weakref.WeakSet[JobClient] = weakref.WeakSet()
+_submitted: weakref.WeakSet[StreamingJobClient] = weakref.WeakSet()
 
 
-def running_jobs() -> list[JobClient]:
+def running_jobs() -> list[StreamingJobClient]:
     """The clients of this process's jobs that have not ended, oldest first (e.g. for what
     the CLI prints on Ctrl-C)."""
-    alive = [c for c in _submitted if c.job_master.end_ms is None]
-    return sorted(alive, key=lambda c: c.job_master.start_ms)
+    alive = [c for c in _submitted if not c.job_master.view.ended]
+    return sorted(alive, key=lambda c: c.job_master.view.start_ms)
 
 
 log = logging.getLogger(__name__)
@@ -75,7 +76,7 @@ def choose_executor(settings: JobSettings, graph: JobGraph) -> tuple[Executor, i
     return executor, workers
 
 
-def _serve_control_endpoint(client: JobClient, settings: JobSettings) -> None:
+def _serve_control_endpoint(client: StreamingJobClient, settings: JobSettings) -> None:
     """Start the job's control endpoint and register it; it closes when the job ends."""
     from cairn.rest.endpoint import RestEndpoint
 
@@ -178,7 +179,7 @@ def submit_job(settings: JobSettings, sinks: Sequence[SinkTransformation]) -> Jo
         workers,
         graph.describe(),
     )
-    client = JobClient(master)
+    client = StreamingJobClient(master)
     if settings.metrics.prometheus:
         _serve_prometheus(master, settings)
     if settings.rest.enabled:
@@ -187,6 +188,6 @@ def submit_job(settings: JobSettings, sinks: Sequence[SinkTransformation]) -> Jo
         from cairn.observability.progress import ProgressReporter
 
         ProgressReporter(master).start()
-    client._start()
+    client.start()
     _submitted.add(client)
     return client

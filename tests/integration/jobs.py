@@ -256,3 +256,19 @@ def visible_files(directory: str) -> list[str]:
         for f in files
         if not f.startswith((".", "_"))
     )
+
+
+# Worker SIGKILLs (``cairn.testing.faults``) at every moment of the checkpoint protocol, several
+# per run, on different subtasks: three restarts each, for ``sequence_job``'s exactly-once tests.
+KILL_SCHEDULES = {
+    "processing-and-upload": (
+        "point=processing,attempt=0,records=20000,subtask=1;"
+        "point=during-upload,attempt=1,subtask=0;"
+        "point=processing,attempt=2,records=15000,subtask=0"
+    ),
+    "barrier-to-ack-and-commit": (
+        "point=after-barrier,attempt=0,subtask=1;"
+        "point=before-commit,attempt=1,subtask=0;"
+        "point=after-commit,attempt=2,subtask=1"
+    ),
+}

@@ -1,5 +1,6 @@
 """Calls on a job's control endpoint as a client outside the job makes them: the token of the
-job's registry entry (or another, or none), the status and the JSON body, errors included."""
+job's registry entry (or another, or none), the status and the JSON body, errors included;
+``read_url`` reads a body as it is (Prometheus text, raw JSON)."""
 
 from __future__ import annotations
 
@@ -28,3 +29,13 @@ def http(method: str, url: str, token: str | None, body: Any = None) -> tuple[in
 def get(entry: JobEntry, path: str, token: str | None = "") -> tuple[int, Any]:
     """``(status, body)`` of ``GET path``; ``token`` ``""``: the entry's, ``None``: no header."""
     return http("GET", entry.endpoint + path, (entry.token if token == "" else token) or None)
+
+
+def read_url(url: str, token: str | None = None) -> bytes:
+    """The body of ``GET url`` (``token``: as a bearer token), raising on an HTTP error."""
+    req = urllib.request.Request(url)
+    if token is not None:
+        req.add_header("Authorization", f"Bearer {token}")
+    with urllib.request.urlopen(req, timeout=10) as response:
+        body: bytes = response.read()
+        return body

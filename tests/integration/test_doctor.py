@@ -18,7 +18,7 @@ from cairn.datastream import StreamExecutionEnvironment
 from cairn.experiments.skew.experiment import build_skew_job, configure_variant
 from cairn.rest.registry import JobRegistry
 from cairn.testing.processes import wait_for
-from tests.integration.test_readme_commands import cairn_argv, readme_line, subprocess_env
+from tests.integration._readme import cairn_argv, readme_line, subprocess_env
 
 pytestmark = pytest.mark.usefixtures("registry_dir")
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from cairn.checkpoint.errors import CheckpointFailedError
-from cairn.common import Configuration, Duration, WatermarkStrategy
+from cairn.common import Duration, WatermarkStrategy
 from cairn.common.job_status import JobStatus
 from cairn.datastream import KeyedProcessFunction, OutputTag, StreamExecutionEnvironment
 from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
@@ -27,6 +27,7 @@ from tests.integration.event_time_jobs import (
     window_job,
     windows_of_prefixes,
 )
+from tests.integration.jobs import environment
 from tests.integration.waits import committed_lines
 
 RECORDS, KEYS = 60_000, 10
@@ -92,13 +93,14 @@ def test_event_time_timers_stay_exactly_once_under_sigkill(
     _check(out)
 
 
-def _inprocess_env() -> StreamExecutionEnvironment:
-    conf = Configuration()
-    conf.set_string("cairn.executor", "inprocess")
-    env = StreamExecutionEnvironment.get_execution_environment(conf)
-    env.set_parallelism(2)
+def _checkpointed_env(conf: dict[str, str]) -> StreamExecutionEnvironment:
+    env = environment(conf)  # parallelism 2
     env.enable_checkpointing(200)
     return env
+
+
+def _inprocess_env() -> StreamExecutionEnvironment:
+    return _checkpointed_env({"cairn.executor": "inprocess"})
 
 
 ODD = OutputTag("odd")
@@ -112,8 +114,8 @@ class Split(KeyedProcessFunction[Any, int, Any]):
             yield value
 
 
-def test_side_outputs_in_a_job_go_to_their_own_stream() -> None:
-    env = _inprocess_env()
+def test_side_outputs_in_a_job_go_to_their_own_stream(executor_conf: dict[str, str]) -> None:
+    env = _checkpointed_env(executor_conf)
     strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(_Value())
     main = (
         env.from_collection(list(range(20)))
@@ -183,11 +185,12 @@ def _merge(*parts: list[str]) -> list[str]:
     return [line for part in parts for line in part]
 
 
-def test_an_idle_partition_holds_back_no_watermark() -> None:
+def test_an_idle_partition_holds_back_no_watermark(executor_conf: dict[str, str]) -> None:
     """Only subtask 0 of the source has records after the filter; with idleness the other
     subtask stops holding the watermark back, so windows fire while the source still runs
-    (the source is unbounded: without idleness no window would ever fire)."""
-    env = _inprocess_env()
+    (the source is unbounded: without idleness no window would ever fire). On Spark the
+    idleness crosses the network to the windows' subtasks."""
+    env = _checkpointed_env(executor_conf)
     strategy = (
         WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(DISORDER_MS))
         .with_timestamp_assigner(EventTime())

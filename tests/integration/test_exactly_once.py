@@ -11,23 +11,9 @@ import pytest
 
 from cairn.testing.processes import wait_for
 from cairn.testing.sequence_jobs import check_sequence_lines, read_visible_lines
-from tests.integration.jobs import expected_lines, sequence_job
+from tests.integration.jobs import KILL_SCHEDULES, expected_lines, sequence_job
 
 RECORDS, KEYS = 120_000, 20
-
-KILL_SCHEDULES = {
-    # every moment the issue names, several kills per run, on different subtasks
-    "processing-and-upload": (
-        "point=processing,attempt=0,records=20000,subtask=1;"
-        "point=during-upload,attempt=1,subtask=0;"
-        "point=processing,attempt=2,records=15000,subtask=0"
-    ),
-    "barrier-to-ack-and-commit": (
-        "point=after-barrier,attempt=0,subtask=1;"
-        "point=before-commit,attempt=1,subtask=0;"
-        "point=after-commit,attempt=2,subtask=1"
-    ),
-}
 
 
 def _run(conf: dict[str, str], out: str, **kwargs: Any) -> Any:

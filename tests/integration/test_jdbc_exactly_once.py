@@ -19,8 +19,7 @@ from tests.integration.jdbc_jobs import (
     prepared_transactions,
     table_lines,
 )
-from tests.integration.jobs import exactly_once_problems, expected_lines
-from tests.integration.test_exactly_once import KILL_SCHEDULES
+from tests.integration.jobs import KILL_SCHEDULES, exactly_once_problems, expected_lines
 
 pytestmark = pytest.mark.postgres
 

@@ -4,6 +4,7 @@ unreadable records), partition discovery while running, and per-partition waterm
 
 from __future__ import annotations
 
+import logging
 import tempfile
 import time
 from collections.abc import Iterator
@@ -30,6 +31,8 @@ from cairn.datastream.connectors.kafka import (
     KafkaTopicPartition,
 )
 from cairn.datastream.window import TumblingEventTimeWindows
+from cairn.testing.processes import wait_for
+from cairn.testing.sequence_jobs import read_visible_lines
 from cairn.testing.spark_cluster import free_port
 from tests.integration.jobs import environment, exactly_once_problems
 from tests.integration.kafka_jobs import (
@@ -38,11 +41,12 @@ from tests.integration.kafka_jobs import (
     new_topic,
     produce_sequences,
 )
-from tests.integration.test_exactly_once import read_visible_lines
+from tests.integration.waits import completed_checkpoints
 
 pytestmark = pytest.mark.timeout(240)
 
 INPROCESS = {"cairn.executor": "inprocess"}
+_LIBRDKAFKA_LOG = "cairn.kafka.librdkafka"  # the source readers' consumers log here
 
 
 def _read_all(reader: Any, limit: int = 100_000) -> list[Any]:
@@ -318,7 +322,19 @@ def test_per_partition_watermarks_keep_a_lagging_partition_on_time(kafka_broker:
     client = env.execute_async("kafka-watermarks")
     try:
         assert client.wait_for_status(JobStatus.RUNNING, 60)
-        time.sleep(1)  # p0 read, its watermark emitted (p1 not idle yet: 5 s)
+        running = time.monotonic()
+        # p0 read: a checkpoint after its 300 records completed (and committed their offsets);
+        # then one more (its barrier 200 ms later, four watermark intervals): a watermark of
+        # p0's time alone would be on its way ahead of every record of p1 produced now.
+        wait_for(
+            lambda: _committed_offsets(kafka_broker, topic, 1) == [300] or None,
+            30,
+            0.05,
+            "p0's offsets committed by a checkpoint",
+        )
+        completed = client.get_checkpoint_statistics().counts.completed
+        completed_checkpoints(client, completed + 1)
+        assert time.monotonic() - running < 5, "p1 may have gone idle (5 s) before its records"
         produce(1, 1000)
         for p in (0, 1):  # then both far ahead: once the empty p2 is idle, all windows fire
             kafka_broker.produce(topic, [f"p{p}"], partition=p, timestamps=[2 * hour])
@@ -333,6 +349,18 @@ def test_per_partition_watermarks_keep_a_lagging_partition_on_time(kafka_broker:
         "p1@2000:100",
         "p1@3000:100",
     ]  # every record of the lagging partition on time, none twice
+
+
+def _committed_offsets(broker: Any, topic: str, partitions: int) -> list[int]:
+    """The offsets the job's group (``kafka_source``'s) committed for the first partitions."""
+    consumer = Consumer(broker.client_config(**{"group.id": f"g-{topic}"}))
+    try:
+        committed = consumer.committed(
+            [TopicPartition(topic, p) for p in range(partitions)], timeout=10
+        )
+    finally:
+        consumer.close()
+    return [tp.offset for tp in committed]
 
 
 def _cancel(client: Any) -> None:
@@ -350,9 +378,15 @@ def test_a_topic_deleted_under_the_job_fails_it_naming_the_partitions(kafka_brok
     )
     env.from_source(source, WatermarkStrategy.no_watermarks(), "kafka").print()
     env.set_restart_strategy(RestartStrategies.no_restart())
+    env.enable_checkpointing(100)
     client = env.execute_async("kafka-topic-deleted")
-    assert client.wait_for_status(JobStatus.RUNNING, 60)
-    time.sleep(1)
+    # The reader has both partitions: a checkpoint after both records committed their offsets.
+    wait_for(
+        lambda: sum(max(o, 0) for o in _committed_offsets(kafka_broker, topic, 2)) == 2 or None,
+        60,
+        0.05,
+        "the two records read and their offsets committed",
+    )
     kafka_broker.delete_topic(topic)
     with pytest.raises(JobExecutionException) as info:
         client.get_job_execution_result(timeout=60)
@@ -361,7 +395,9 @@ def test_a_topic_deleted_under_the_job_fails_it_naming_the_partitions(kafka_brok
     assert "topic deleted while the job ran?" in message
 
 
-def test_the_job_rides_out_a_broker_restart(kafka_broker: Any) -> None:
+def test_the_job_rides_out_a_broker_restart(
+    kafka_broker: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     """The broker is SIGKILLed and restarted under a running job: the readers reconnect and
     go on from where they were; nothing lost, nothing twice."""
     records, keys = 4_000, 8
@@ -377,8 +413,15 @@ def test_the_job_rides_out_a_broker_restart(kafka_broker: Any) -> None:
     try:
         assert client.wait_for_status(JobStatus.RUNNING, 60)
         _wait_for_lines(out, records)
+        caplog.set_level(logging.WARNING, logger=_LIBRDKAFKA_LOG)
+        seen = len(caplog.records)
         kafka_broker.kill()
-        time.sleep(2)  # the job's consumers see the broker gone
+        wait_for(  # librdkafka's FAIL line: a consumer of the job lost its broker connection
+            lambda: any(f"FAIL [g-{topic}" in r.getMessage() for r in caplog.records[seen:]),
+            30,
+            0.05,
+            "a consumer of the job logs the broker gone",
+        )
         kafka_broker.restart()
         from confluent_kafka import Producer
 

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from cairn.rest.registry import JobRegistry
 from cairn.testing.processes import wait_for
 from tests.integration.jobs import sequence_job
-from tests.integration.test_metrics import get
+from tests.integration.rest_calls import read_url
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("registry_dir")]
 
@@ -31,7 +31,7 @@ def test_latency_markers_on_spark_show_in_rest_and_prometheus(spark: Any, tmp_pa
     base = f"{entry.endpoint}/jobs/{jid}/metrics"
 
     def p99_ids() -> list[str]:
-        ids = [m["id"] for m in json.loads(get(base, entry.token))]
+        ids = [m["id"] for m in json.loads(read_url(base, entry.token))]
         return [i for i in ids if i.startswith("latency.") and i.endswith("_p99")]
 
     # Both operators behind the hash edge (two subtasks each), from the source operator.
@@ -40,11 +40,11 @@ def test_latency_markers_on_spark_show_in_rest_and_prometheus(spark: Any, tmp_pa
     assert {i.split(".")[4] for i in ids} >= {"sequence-check", "file-sink"}
     assert all(i.startswith(prefix) for i in ids)
     query = ",".join(urllib.parse.quote(i) for i in ids)
-    values = json.loads(get(f"{base}?get={query}", entry.token))
+    values = json.loads(read_url(f"{base}?get={query}", entry.token))
     assert len(values) == len(ids)
     assert all(0 <= float(v["value"]) < 60_000 for v in values)  # ms, as Flink's
 
-    text = get(entry.endpoint + "/metrics", entry.token).decode()
+    text = read_url(entry.endpoint + "/metrics", entry.token).decode()
     (family,) = [f for f in text_string_to_metric_families(text) if f.name == FAMILY]
     assert family.type == "summary"
     quantiles = {

@@ -9,7 +9,6 @@ import itertools
 import json
 import socket
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from cairn.rest.registry import JobRegistry
 from cairn.testing.processes import wait_for
 from cairn.testing.sequence_jobs import read_visible_lines
 from tests.integration.jobs import backpressured_job, sequence_job
+from tests.integration.rest_calls import read_url
 
 pytestmark = pytest.mark.usefixtures("registry_dir")
 
@@ -31,15 +31,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def get(url: str, token: str | None = None) -> bytes:
-    req = urllib.request.Request(url)
-    if token is not None:
-        req.add_header("Authorization", f"Bearer {token}")
-    with urllib.request.urlopen(req, timeout=10) as response:
-        body: bytes = response.read()
-        return body
 
 
 def samples(text: bytes, name: str) -> dict[tuple[str, str], float]:
@@ -69,8 +60,8 @@ def test_scraped_counters_are_monotonic_and_match_what_the_sink_wrote(tmp_path: 
     seen: list[dict[tuple[str, str], float]] = []
     checkpoints = 0.0
     while not client.get_job_status().is_globally_terminal_state() and len(seen) < 8:
-        text = get(entry.endpoint + "/metrics", entry.token)
-        reporter_text = get(f"http://127.0.0.1:{port}/metrics")  # no token: its own port
+        text = read_url(entry.endpoint + "/metrics", entry.token)
+        reporter_text = read_url(f"http://127.0.0.1:{port}/metrics")  # no token: its own port
         counts = samples(text, "cairn_taskmanager_job_task_numRecordsIn")
         if not counts:  # the workers report once a second
             time.sleep(0.2)
@@ -89,10 +80,10 @@ def test_scraped_counters_are_monotonic_and_match_what_the_sink_wrote(tmp_path: 
     for before, after in itertools.pairwise(seen):
         assert all(after.get(task, 0.0) >= value for task, value in before.items())
     jid = client.get_job_id()
-    vertices = json.loads(get(f"{entry.endpoint}/jobs/{jid}", entry.token))["vertices"]
+    vertices = json.loads(read_url(f"{entry.endpoint}/jobs/{jid}", entry.token))["vertices"]
     sink_vertex = vertices[-1]["id"]
     metric_ids = json.loads(
-        get(f"{entry.endpoint}/jobs/{jid}/vertices/{sink_vertex}/metrics", entry.token)
+        read_url(f"{entry.endpoint}/jobs/{jid}/vertices/{sink_vertex}/metrics", entry.token)
     )
     assert {"id": "0.numRecordsIn"} in metric_ids and {"id": "1.idleTimeMsPerSecond"} in metric_ids
     client.get_job_execution_result(120)
@@ -131,9 +122,9 @@ def test_an_overloaded_job_shows_its_source_backpressured_and_its_check_busy(
         seen: list[Any] = []
 
         def backpressured() -> tuple[Any, Any] | None:
-            source = json.loads(get(f"{url}/0/backpressure", entry.token))
+            source = json.loads(read_url(f"{url}/0/backpressure", entry.token))
             seen.append(source)
-            check = json.loads(get(f"{url}/1/backpressure", entry.token))
+            check = json.loads(read_url(f"{url}/1/backpressure", entry.token))
             # The busiest source subtask is held back most of the time; with in-process
             # workers sharing one GIL the other may sit idle waiting for its turn (seen
             # at 0.28 backpressured / 0.71 idle in a full suite run), so "any", not "all".

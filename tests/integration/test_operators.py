@@ -53,8 +53,8 @@ def test_partition_custom_routes_records_between_spark_workers(spark: Any) -> No
     assert sorted(out) == sorted(("abc".index(w[0]), w) for w in words)
 
 
-def test_broadcast_reaches_every_subtask(inprocess_conf: dict[str, str]) -> None:
-    env = environment(inprocess_conf, parallelism=3)
+def test_broadcast_reaches_every_subtask(executor_conf: dict[str, str]) -> None:
+    env = environment(executor_conf, parallelism=3)
 
     class Tag(MapFunction):
         def open(self, runtime_context: Any) -> None:

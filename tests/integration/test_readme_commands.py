@@ -2,9 +2,9 @@
 
 The README and the pages under ``docs/`` are read at test time: every line starting with
 ``cairn `` inside a ```bash block (its trailing ``# comment`` removed) must be one of
-``COMMANDS`` below, and each of those is run as a real subprocess (the ``cairn`` script next
-to this interpreter) in a temporary working directory. The line is split with ``shlex`` after
-substituting only these placeholders:
+``COMMANDS`` (``_readme.py``), and each of those is run as a real subprocess (the ``cairn``
+script next to this interpreter) in a temporary working directory. The line is split with
+``shlex`` after substituting only these placeholders:
 
 - ``job.py``: a file ``job.py`` in the working directory holding the README's own job (the
   ```python block under ``## A job``, read at test time), with ``/tmp/cairn-checkpoints`` and
@@ -32,10 +32,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import signal
 import subprocess
-import sys
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -43,134 +41,37 @@ from pathlib import Path
 
 import pytest
 
-import cairn
 from cairn.experiments.skew import variant_label
 from cairn.testing.processes import wait_for
 from cairn.testing.sequence_jobs import read_visible_lines
 from cairn.testing.spark_cluster import StandaloneCluster
-from tests.integration.skew_table import duration_ms, skew_table
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-README = REPO_ROOT / "README.md"
-DOCS = REPO_ROOT / "docs"
-
-RUN_LOCAL = "cairn run -p 2 job.py"
-RUN_CLUSTER = "cairn run --master spark://host:7077 job.py"
-RUN_RESUME = "cairn run --from-checkpoint /tmp/cairn-checkpoints/<job-id>/chk-12 job.py"
-RUN_INPROCESS = "cairn run --executor inprocess job.py"
-CHECKPOINTS_ROOT = "cairn checkpoints /tmp/cairn-checkpoints"
-CHECKPOINTS_JOB = "cairn checkpoints /tmp/cairn-checkpoints/<job-id>"
-CHECKPOINTS_ID = "cairn checkpoints /tmp/cairn-checkpoints/<job-id> --id 12"
-CHECKPOINTS_JSON = "cairn checkpoints /tmp/cairn-checkpoints --details --json"
-CHECKPOINTS_S3 = (
-    "cairn checkpoints s3://my-bucket/checkpoints -D s3.endpoint=http://127.0.0.1:8333 "
-    "-D s3.path.style.access=true"
-)  # run by tests/integration/test_s3_exactly_once.py against SeaweedFS
-# Run by tests/integration/test_savepoints.py against a job of its own.
-LIST = "cairn list"
-LIST_WEB = "cairn list --web"  # run by tests/integration/test_doctor.py
-LIST_ALL = "cairn list --all"  # run by tests/integration/test_job_archive.py
-SAVEPOINT = "cairn savepoint <job-id> /tmp/savepoints/before-upgrade"
-STOP = "cairn stop --savepoint-path /tmp/savepoints/v1 <job-id>"
-STOP_DRAIN = "cairn stop --drain --savepoint-path /tmp/savepoints/final <job-id>"
-RUN_SAVEPOINT = "cairn run -p 3 -s /tmp/savepoints/v1 job.py"
-CANCEL = "cairn cancel <job-id>"
-DISPOSE = "cairn savepoint --dispose /tmp/savepoints/before-upgrade"
-DOCTOR_JOB = "cairn doctor <job-id>"  # run by tests/integration/test_doctor.py
-DOCTOR_DIR = "cairn doctor /tmp/cairn-checkpoints/<job-id>"
-DEMO = "cairn demo"
-DEMO_SKEW_SHORT = "cairn demo skew --seconds 20 --variants aligned,unaligned"
-COMMANDS = frozenset(
-    {
-        RUN_LOCAL,
-        RUN_CLUSTER,
-        RUN_RESUME,
-        RUN_INPROCESS,
-        CHECKPOINTS_ROOT,
-        CHECKPOINTS_JOB,
-        CHECKPOINTS_ID,
-        CHECKPOINTS_JSON,
-        CHECKPOINTS_S3,
-        LIST,
-        LIST_WEB,
-        LIST_ALL,
-        SAVEPOINT,
-        STOP,
-        STOP_DRAIN,
-        RUN_SAVEPOINT,
-        CANCEL,
-        DISPOSE,
-        DOCTOR_JOB,
-        DOCTOR_DIR,
-        DEMO,
-        DEMO_SKEW_SHORT,
-    }
+from tests.integration._readme import (
+    CHECKPOINTS_ID,
+    CHECKPOINTS_JOB,
+    CHECKPOINTS_JSON,
+    CHECKPOINTS_ROOT,
+    COMMANDS,
+    DEMO,
+    DEMO_SKEW_SHORT,
+    DOCTOR_DIR,
+    RUN_CLUSTER,
+    RUN_INPROCESS,
+    RUN_LOCAL,
+    RUN_RESUME,
+    cairn_argv,
+    readme_commands,
+    readme_job,
+    readme_line,
+    subprocess_env,
 )
+from tests.integration.skew_table import duration_ms, skew_table
 
 README_CHECKPOINTS, README_SUMS = "/tmp/cairn-checkpoints", "/tmp/sums"
 README_COUNT, INTERRUPTED_COUNT = 1_000_000, 5_000_000
 SUBTASKS = {(0, 0), (0, 1), (1, 0), (1, 1)}  # (vertex, subtask): source -> keyed sum + sink
 
 
-# --- the README and docs/ ----------------------------------------------------------------------
-
-
-def documentation() -> list[Path]:
-    """The pages a user reads: README.md, then docs/*.md by name."""
-    return [README, *sorted(DOCS.glob("*.md"))]
-
-
-def readme_commands() -> list[str]:
-    """``cairn ...`` lines of the ```bash blocks of README.md and docs/*.md, without their
-    ``# comment``."""
-    blocks = [
-        block
-        for page in documentation()
-        for block in re.findall(r"^```bash\n(.*?)^```", page.read_text(), re.S | re.M)
-    ]
-    return [
-        re.sub(r"\s+#.*$", "", line).strip()
-        for block in blocks
-        for line in block.splitlines()
-        if line.startswith("cairn ")
-    ]
-
-
-def readme_job() -> str:
-    """The (first) ```python block of the section ``## A job``."""
-    _, heading, rest = README.read_text().partition("\n## A job\n")
-    section = re.split(r"^## ", rest, maxsplit=1, flags=re.M)[0]
-    match = re.search(r"^```python\n(.*?)^```", section, re.S | re.M)
-    assert heading and match, "README.md has no ```python block under '## A job'"
-    return match.group(1)
-
-
-def readme_line(line: str) -> str:
-    assert line in readme_commands(), f"neither README.md nor docs/*.md shows {line!r}"
-    return line
-
-
 # --- running a command line --------------------------------------------------------------------
-
-
-def cairn_argv(line: str, **placeholders: str) -> list[str]:
-    """The README line with its placeholders substituted, as an argv for a subprocess."""
-    for placeholder, value in placeholders.items():
-        line = line.replace(placeholder, value)
-    argv = shlex.split(line)
-    assert argv[0] == "cairn"
-    script = Path(sys.executable).with_name("cairn")
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "cairn.cli.main"]
-    return [*command, *argv[1:]]
-
-
-def subprocess_env(tmp: Path) -> dict[str, str]:
-    """This environment, with the cairn under test first on the path; temp files in ``tmp``."""
-    env = dict(os.environ)
-    src = str(Path(cairn.__file__).resolve().parents[1])
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [src, env.get("PYTHONPATH")]))
-    env["TMPDIR"] = str(tmp)  # where `cairn demo` puts its output
-    return env
 
 
 def run(

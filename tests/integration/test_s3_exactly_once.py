@@ -16,13 +16,13 @@ import pytest
 from cairn.testing.processes import wait_for
 from cairn.testing.seaweedfs import SeaweedS3
 from cairn.testing.sequence_jobs import check_sequence_lines, read_visible_lines
-from tests.integration.jobs import expected_lines, sequence_job
-from tests.integration.test_readme_commands import (
+from tests.integration._readme import (
     CHECKPOINTS_S3,
     cairn_argv,
     readme_line,
     subprocess_env,
 )
+from tests.integration.jobs import expected_lines, sequence_job
 
 RECORDS, KEYS = 60_000, 10
 

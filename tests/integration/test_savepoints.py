@@ -29,9 +29,7 @@ from cairn.checkpoint.storage import load_checkpoint
 from cairn.common.job_status import JobStatus
 from cairn.testing.processes import wait_for
 from cairn.testing.sequence_jobs import check_sequence_lines, read_visible_lines
-from tests.integration.event_time_jobs import expected_windows, windows_of_prefixes
-from tests.integration.jobs import backpressured_job, expected_lines, sequence_job
-from tests.integration.test_readme_commands import (
+from tests.integration._readme import (
     CANCEL,
     DISPOSE,
     LIST,
@@ -43,6 +41,8 @@ from tests.integration.test_readme_commands import (
     readme_line,
     subprocess_env,
 )
+from tests.integration.event_time_jobs import expected_windows, windows_of_prefixes
+from tests.integration.jobs import backpressured_job, expected_lines, sequence_job
 from tests.integration.waits import committed_lines
 
 SCRIPT = str(Path(__file__).with_name("savepoint_job.py"))

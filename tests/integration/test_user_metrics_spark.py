@@ -9,7 +9,7 @@ import pytest
 
 from cairn.observability.prometheus import facts_of
 from cairn.rest.metric_views import vertex_metric_values
-from tests.unit.test_user_metrics import run_measured
+from tests.unit._measured_job import run_measured
 
 pytestmark = pytest.mark.spark
 

@@ -35,8 +35,8 @@ from cairn.common.job_status import JobStatus
 from cairn.deploy.job_master_client import JobClient
 from cairn.rest.registry import JobRegistry
 from cairn.testing.processes import wait_for, wait_for_async
+from tests.integration._elsewhere_job import RECORDS, run_elsewhere
 from tests.integration.jobs import sequence_job
-from tests.integration.test_job_archive import RECORDS, run_elsewhere
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 EARLIER = "earlier <b>job</b>"

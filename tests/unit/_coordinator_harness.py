@@ -64,7 +64,7 @@ class RecordingGateway:
 
 
 @dataclass
-class Harness:
+class CoordinatorHarness:
     coord: CheckpointCoordinator
     gateway: RecordingGateway
     clock: ManualClock
@@ -116,7 +116,7 @@ def make(
     fallback: FallbackRule = FallbackRule(),
     fence: Any = None,
     **settings: object,
-) -> Harness:
+) -> CoordinatorHarness:
     base = CheckpointSettings(interval_ms=100, timeout_ms=1_000)
     cs = replace(base, **settings)  # type: ignore[arg-type]  # keyword values are mixed types
     clock, gateway = ManualClock(T0), RecordingGateway()
@@ -133,4 +133,4 @@ def make(
         fallback=fallback,
         fence=fence,
     )
-    return Harness(coord, gateway, clock, storage)
+    return CoordinatorHarness(coord, gateway, clock, storage)

@@ -6,9 +6,13 @@ Everything here is a plain function or constant; the fixtures built on them (``a
 
 from __future__ import annotations
 
+import linecache
 import logging
 import queue
 import socket
+import sys
+import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +23,7 @@ __all__ = [
     "SECRET",
     "SERVER_LOG",
     "Accepted",
+    "blocked_in",
     "collecting_listener",
     "read_until_closed",
     "rejections",
@@ -58,3 +63,17 @@ def rejections(caplog: pytest.LogCaptureFixture) -> list[str]:
 def collecting_listener(accepted: Accepted, **options: Any) -> Listener:
     """A listener on 127.0.0.1 that queues every accepted ``(connection, hello)``."""
     return Listener("127.0.0.1", SECRET, lambda conn, hello: accepted.put((conn, hello)), **options)
+
+
+def blocked_in(thread: threading.Thread, call: str) -> bool:
+    """Whether ``thread`` sleeps in the kernel inside ``call`` (e.g. ``"recv_into("``): its
+    innermost Python line makes that call, and (where Linux's ``/proc`` shows it) the thread
+    waits in the kernel for something else than a lock, such as the GIL."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    if frame is None or call not in linecache.getline(frame.f_code.co_filename, frame.f_lineno):
+        return False
+    try:
+        wchan = Path(f"/proc/self/task/{thread.native_id}/wchan").read_text().strip()
+    except OSError:
+        return True  # no /proc: the line is all there is to see
+    return wchan not in ("", "0") and "futex" not in wchan

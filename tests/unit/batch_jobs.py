@@ -15,6 +15,7 @@ from cairn.datastream import (
     OutputTag,
     ProcessWindowFunction,
     RuntimeExecutionMode,
+    SourceFunction,
     StreamExecutionEnvironment,
 )
 from cairn.datastream.state import (
@@ -187,3 +188,13 @@ def final_per_key(records: Iterable[Any]) -> dict[Any, Any]:
     for r in records:
         last[r[0]] = r
     return last
+
+
+class Endless(SourceFunction):
+    """A legacy source: unbounded to the planner, which BATCH refuses before anything runs."""
+
+    def run(self, ctx: Any) -> None:
+        ctx.collect(1)
+
+    def cancel(self) -> None:
+        pass

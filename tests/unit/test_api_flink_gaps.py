@@ -142,3 +142,16 @@ def test_collect_shows_a_slow_unbounded_stream_without_checkpointing() -> None:
     started = time.monotonic()
     assert ds.execute_and_collect(limit=3) == [0, 1, 2]
     assert time.monotonic() - started < 30
+
+
+def test_from_collection_takes_pyflinks_instant_for_an_instant_field() -> None:
+    """PyFlink's windowing examples build ``Types.INSTANT()`` fields from
+    ``Instant.of_epoch_milli``; a datetime is taken too, anything else is refused."""
+    from cairn.common.time import Instant
+    from cairn.common.type_conversion import convert_elements
+
+    row = Types.ROW([Types.INSTANT(), Types.STRING()])
+    (converted,) = convert_elements([(Instant.of_epoch_milli(1000), "a")], row)
+    assert converted[0] == Instant.of_epoch_milli(1000)
+    with pytest.raises(TypeError, match=r"element 0\.f0: 1000 \(int\) is not of type Instant"):
+        convert_elements([(1000, "a")], row)

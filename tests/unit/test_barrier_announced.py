@@ -2,8 +2,8 @@
 
 The task asks ``on_barrier_announced`` about every priority barrier a channel announced and
 does what it answers; ``check_alignment_timeout`` tells it when an announced barrier waiting
-in its place may overtake. Script tokens: those of ``test_barrier_unaligned`` (``c:A<n>``,
-``!``, ...).
+in its place may overtake. Script tokens: those of ``_barrier_harness.UnalignedHarness``
+(``c:A<n>``, ``!``, ...).
 """
 
 from __future__ import annotations
@@ -13,17 +13,17 @@ from cairn.ids import CheckpointId
 from cairn.runtime.barriers import ManualClock, create_barrier_handler
 from cairn.runtime.barriers.alternating import AlternatingCollectingBarriersUnaligned
 from cairn.runtime.barriers.api import Announcement
-from tests.unit.test_barrier_unaligned import (
+from tests.unit._barrier_harness import (
     ALIGNED,
     SAVEPOINT,
     UNALIGNED,
     UnalignedRecorder,
-    harness,
+    unaligned_harness,
 )
 
 
 def test_announced_barriers_of_an_unaligned_checkpoint_overtake() -> None:
-    h = harness(3)
+    h = unaligned_harness(3)
     h.feed("0:A1 0:B1 1:A1 1:B1")
     assert h.announced == ["OVERTAKE", "OVERTAKE"]
     assert h.log == ["I1[1,2]", "T1"]
@@ -31,7 +31,7 @@ def test_announced_barriers_of_an_unaligned_checkpoint_overtake() -> None:
 
 
 def test_announced_barrier_keeps_its_place_until_its_timeout_then_overtakes() -> None:
-    h = harness(2, ALIGNED, aligned_timeout_ms=100)
+    h = unaligned_harness(2, ALIGNED, aligned_timeout_ms=100)
     assert h.feed("+20 0:A1@0 +79 ! 0:A1") == [set()] * 5
     assert h.announced == ["IN_ORDER", "IN_ORDER"]
     assert h.switched == [False]
@@ -45,7 +45,7 @@ def test_announced_barrier_keeps_its_place_until_its_timeout_then_overtakes() ->
 
 
 def test_announced_barrier_of_an_aligning_checkpoint_overtakes_once_it_switches() -> None:
-    h = harness(3, ALIGNED, aligned_timeout_ms=100)
+    h = unaligned_harness(3, ALIGNED, aligned_timeout_ms=100)
     h.feed("0:B1 1:A1")
     assert h.announced == ["IN_ORDER"]
     assert h.unaligned.next_timeout_ms == 100  # the checkpoint's own timeout, booked once
@@ -57,7 +57,7 @@ def test_announced_barrier_of_an_aligning_checkpoint_overtakes_once_it_switches(
 
 
 def test_announced_barrier_of_an_aligning_checkpoint_from_a_switched_upstream_overtakes() -> None:
-    h = harness(3, ALIGNED, aligned_timeout_ms=10_000)
+    h = unaligned_harness(3, ALIGNED, aligned_timeout_ms=10_000)
     h.feed("0:B1")
     switched = CheckpointBarrier(CheckpointId(1), 0, CheckpointOptions(alignment=UNALIGNED))
     assert h.unaligned.on_barrier_announced(1, switched) is Announcement.OVERTAKE
@@ -65,7 +65,7 @@ def test_announced_barrier_of_an_aligning_checkpoint_from_a_switched_upstream_ov
 
 
 def test_announced_barrier_of_a_newer_checkpoint_is_judged_on_its_own_options() -> None:
-    h = harness(3, ALIGNED, aligned_timeout_ms=100)
+    h = unaligned_harness(3, ALIGNED, aligned_timeout_ms=100)
     h.feed("0:B1 +100 !")  # checkpoint 1 switched: channels 1 and 2 record
     assert h.log == ["I1[1,2]", "T1"]
     h.barriers[2] = CheckpointBarrier(
@@ -83,17 +83,17 @@ def test_announced_barrier_of_a_newer_checkpoint_is_judged_on_its_own_options() 
 
 
 def test_announced_barriers_of_checkpoints_over_here_are_obsolete() -> None:
-    h = harness(3)
+    h = unaligned_harness(3)
     h.feed("0:B1 0:A1 X1 1:A1")  # delivered on that channel already; aborted here
     h.feed("0:B2 1:C2 2:A2 2:A1")  # cancelled here; older than the latest
     assert h.announced == ["OBSOLETE"] * 4
-    h = harness(2, ALIGNED, aligned_timeout_ms=100)
+    h = unaligned_harness(2, ALIGNED, aligned_timeout_ms=100)
     h.feed("0:B1 1:B1 0:A2 1:A1")  # completed aligned; a newer one is not obsolete
     assert h.announced == ["IN_ORDER", "OBSOLETE"]
 
 
 def test_savepoint_announcement_keeps_its_place_and_sets_no_timeout() -> None:
-    h = harness(2, UNALIGNED, aligned_timeout_ms=0)
+    h = unaligned_harness(2, UNALIGNED, aligned_timeout_ms=0)
     h.barriers[1] = CheckpointBarrier(CheckpointId(1), 0, SAVEPOINT)
     h.feed("0:A1 +10000 ! 0:A1")
     assert h.announced == ["IN_ORDER", "IN_ORDER"]

@@ -1,20 +1,7 @@
-"""Scripted barrier sequences against both handlers (Flink's barrier-handler test style).
-
-Script tokens, separated by spaces:
-  ``c:R``        a record on channel c (asserts the task may poll c; the handler never sees it)
-  ``c:B<n>``     barrier n on channel c; ``c:B<n>@<ts>`` also fixes the barrier's timestamp
-  ``c:C<n>``     CancelCheckpointMarker(n) on channel c
-  ``c:E``        end of partition on channel c
-  ``+<ms>``      advance the manual clock
-  ``X<n>``       external abort of checkpoint n (coordinator: expired)
-``feed`` returns the blocked channels after every token; ``log`` lists what the task was told:
-``T<n>`` (trigger) and ``A<n>/<reason>`` (abort).
-"""
+"""Scripted barrier sequences against both handlers (Flink's barrier-handler test style);
+the script language is ``_barrier_harness``'s."""
 
 from __future__ import annotations
-
-import re
-from dataclasses import dataclass, field
 
 import pytest
 
@@ -29,7 +16,6 @@ from cairn.ids import CheckpointId
 from cairn.runtime.barriers import (
     AlignedBarrierHandler,
     AlignmentStats,
-    BarrierHandler,
     BarrierTracker,
     CheckpointFailureReason,
     IllegalBarrierEventError,
@@ -38,95 +24,14 @@ from cairn.runtime.barriers import (
 )
 from cairn.runtime.barriers.handler_states import CollectingBarriers, WaitingForFirstBarrier
 
-ALIGNED = AlignmentMode.ALIGNED
-AT_LEAST_ONCE = AlignmentMode.AT_LEAST_ONCE
-SHORT_REASONS = {
-    CheckpointFailureReason.CHECKPOINT_DECLINED_SUBSUMED: "subsumed",
-    CheckpointFailureReason.CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER: "cancelled",
-    CheckpointFailureReason.CHECKPOINT_EXPIRED: "expired",
-}
-_EVENT = re.compile(r"(\d+):(?:(R)|(E)|B(\d+)(?:@(\d+))?|C(\d+))$")
+from ._barrier_harness import ALIGNED, AT_LEAST_ONCE, BarrierHandlerHarness, Recorder
 
 
-@dataclass
-class Recorder:
-    """The task side: records every decision of the handler."""
-
-    log: list[str] = field(default_factory=list)
-    stats: dict[int, AlignmentStats] = field(default_factory=dict)
-
-    def trigger_checkpoint(self, barrier: CheckpointBarrier, stats: AlignmentStats) -> None:
-        assert stats.checkpoint_id == barrier.checkpoint_id
-        self.log.append(f"T{barrier.checkpoint_id}")
-        self.stats[barrier.checkpoint_id] = stats
-
-    def abort_checkpoint(
-        self, checkpoint_id: CheckpointId, reason: CheckpointFailureReason
-    ) -> None:
-        self.log.append(f"A{checkpoint_id}/{SHORT_REASONS.get(reason, reason.name)}")
-
-
-@dataclass
-class Harness:
-    handler: BarrierHandler
-    actions: Recorder
-    clock: ManualClock
-    barriers: dict[int, CheckpointBarrier] = field(default_factory=dict)
-
-    @property
-    def log(self) -> list[str]:
-        return self.actions.log
-
-    def barrier(self, checkpoint_id: int, timestamp_ms: int = 0) -> CheckpointBarrier:
-        """The same barrier value every time an id is mentioned, as the network delivers."""
-        if checkpoint_id not in self.barriers:
-            self.barriers[checkpoint_id] = CheckpointBarrier(
-                CheckpointId(checkpoint_id), timestamp_ms
-            )
-        return self.barriers[checkpoint_id]
-
-    def feed(self, script: str) -> list[set[int]]:
-        blocked_after_each: list[set[int]] = []
-        for token in script.split():
-            self._step(token)
-            blocked = self.handler.blocked_channels
-            # is_blocked (the per-poll query) must agree with the set at every step.
-            assert {
-                c for c in range(self.handler.num_channels) if self.handler.is_blocked(c)
-            } == blocked
-            view = self.handler.blocked_view
-            assert {c for c in range(self.handler.num_channels) if c in view} == blocked
-            blocked_after_each.append(set(blocked))
-        return blocked_after_each
-
-    def _step(self, token: str) -> None:
-        if token.startswith("+"):
-            self.clock.advance(int(token[1:]))
-            return
-        if token.startswith("X"):
-            self.handler.abort_current(
-                CheckpointId(int(token[1:])), CheckpointFailureReason.CHECKPOINT_EXPIRED
-            )
-            return
-        match = _EVENT.match(token)
-        assert match, f"bad script token {token!r}"
-        channel = int(match[1])
-        if match[2]:
-            assert not self.handler.is_blocked(channel), f"script polls blocked channel {channel}"
-        elif match[3]:
-            self.handler.on_end_of_partition(channel)
-        elif match[4]:
-            ts = int(match[5]) if match[5] else 0
-            self.handler.on_barrier(channel, self.barrier(int(match[4]), ts))
-        else:
-            self.handler.on_cancel_marker(
-                channel, CancelCheckpointMarker(CheckpointId(int(match[6])))
-            )
-
-
-def harness(mode: AlignmentMode, num_channels: int, start_ms: int = 0) -> Harness:
+def harness(mode: AlignmentMode, num_channels: int, start_ms: int = 0) -> BarrierHandlerHarness:
     actions, clock = Recorder(), ManualClock(start_ms)
-    return Harness(create_barrier_handler(mode, num_channels, actions, clock), actions, clock)
+    return BarrierHandlerHarness(
+        create_barrier_handler(mode, num_channels, actions, clock), actions, clock
+    )
 
 
 # -- aligned exactly-once ------------------------------------------------------------------
@@ -375,7 +280,7 @@ def test_tracker_external_abort_absorbs_the_barriers_of_that_checkpoint() -> Non
 def test_tracker_bounds_the_number_of_pending_checkpoints() -> None:
     actions, clock = Recorder(), ManualClock()
     tracker = BarrierTracker(2, actions, clock, max_pending=2)
-    h = Harness(tracker, actions, clock)
+    h = BarrierHandlerHarness(tracker, actions, clock)
     h.feed("0:B1 0:B2 0:B3 1:B1")  # 1 was evicted: its last barrier is ignored
     assert h.log == ["A1/subsumed"]
     assert tracker.pending_checkpoint_ids == (2, 3)

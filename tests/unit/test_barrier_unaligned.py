@@ -1,20 +1,9 @@
-"""Scripted sequences against the unaligned / alternating barrier handler (issue 4).
-
-The script language of ``test_barrier_handler`` plus:
-  ``c:<label>``  a record batch on channel c (lowercase label); asserts c is not blocked and,
-                 if the handler says c is recording, adds ``c:<label>`` to the channel state
-  ``!``          the task's loop calls ``check_alignment_timeout()``
-  ``c:A<n>``     channel c announces priority barrier n (``c:A<n>@<ts>``: with timestamp ts);
-                 ``announced`` collects the handler's answers (``OVERTAKE``, ``IN_ORDER``,
-                 ``OBSOLETE``); the script then delivers the barrier with ``c:B<n>`` itself
-``log`` adds ``I<n>[channels]`` (init_inputs_checkpoint with the recording channels) and
-``D<n>`` (all_barriers_received) to ``T<n>`` / ``A<n>/<reason>``.
-"""
+"""Scripted sequences against the unaligned / alternating barrier handler (issue 4), in the
+script language of ``_barrier_harness`` (``UnalignedHarness``)."""
 
 from __future__ import annotations
 
 import random
-import re
 from dataclasses import dataclass, field
 
 import pytest
@@ -42,112 +31,20 @@ from cairn.runtime.barriers.alternating import (
 )
 from cairn.runtime.barriers.api import RecordingBarrierHandler
 from cairn.runtime.barriers.unaligned import UnalignedBarrierHandler, resolve_options
-from tests.unit.test_barrier_handler import Harness, Recorder
-
-ALIGNED = AlignmentMode.ALIGNED
-UNALIGNED = AlignmentMode.UNALIGNED
-SAVEPOINT = CheckpointOptions(type=CheckpointType.SAVEPOINT)
-_DATA = re.compile(r"(\d+):([a-z]\w*)$")
-_ANNOUNCE = re.compile(r"(\d+):A(\d+)(?:@(\d+))?$")
-
-
-@dataclass
-class UnalignedRecorder(Recorder):
-    """The task side of unaligned checkpoints; checks the handler's views at every call."""
-
-    handler: UnalignedBarrierHandler | None = None
-    triggered: dict[int, CheckpointBarrier] = field(default_factory=dict)
-    recording: dict[int, frozenset[int]] = field(default_factory=dict)
-
-    def init_inputs_checkpoint(self, barrier: CheckpointBarrier, recording: frozenset[int]) -> None:
-        assert barrier.options.alignment is UNALIGNED
-        if self.handler is not None:
-            assert self.handler.recording_channels == recording
-            assert self.handler.recording_checkpoint_id == barrier.checkpoint_id
-        self.recording[barrier.checkpoint_id] = recording
-        self.log.append(f"I{barrier.checkpoint_id}{sorted(recording)}".replace(" ", ""))
-
-    def trigger_checkpoint(self, barrier: CheckpointBarrier, stats: AlignmentStats) -> None:
-        # The task forwards exactly this barrier; unaligned ones must say so downstream.
-        assert stats.unaligned == (barrier.options.alignment is UNALIGNED)
-        self.triggered[barrier.checkpoint_id] = barrier
-        super().trigger_checkpoint(barrier, stats)
-
-    def abort_checkpoint(
-        self, checkpoint_id: CheckpointId, reason: CheckpointFailureReason
-    ) -> None:
-        if self.handler is not None:
-            assert self.handler.recording_checkpoint_id is None
-            assert not self.handler.recording_channels
-        super().abort_checkpoint(checkpoint_id, reason)
-
-    def all_barriers_received(self, checkpoint_id: CheckpointId) -> None:
-        if self.handler is not None:
-            assert self.handler.recording_checkpoint_id is None
-            assert not self.handler.recording_channels
-            assert not self.handler.is_aligning
-        self.log.append(f"D{checkpoint_id}")
-
-
-@dataclass
-class UnalignedHarness(Harness):
-    actions: UnalignedRecorder
-    channel_state: dict[int, list[str]] = field(default_factory=dict)
-    switched: list[bool] = field(default_factory=list)
-    announced: list[str] = field(default_factory=list)
-
-    @property
-    def unaligned(self) -> UnalignedBarrierHandler:
-        assert isinstance(self.handler, UnalignedBarrierHandler)
-        return self.handler
-
-    def _step(self, token: str) -> None:
-        handler = self.unaligned
-        data = _DATA.match(token)
-        announcement = _ANNOUNCE.match(token)
-        if token == "!":
-            self.switched.append(handler.check_alignment_timeout())
-        elif announcement:
-            ts = int(announcement[3]) if announcement[3] else 0
-            barrier = self.barrier(int(announcement[2]), ts)
-            answer = handler.on_barrier_announced(int(announcement[1]), barrier)
-            self.announced.append(answer.name)
-        elif data:
-            channel = int(data[1])
-            assert not handler.is_blocked(channel), f"script polls blocked channel {channel}"
-            if channel in handler.recording_view:
-                checkpoint_id = handler.recording_checkpoint_id
-                assert checkpoint_id is not None
-                self.channel_state.setdefault(checkpoint_id, []).append(token)
-        else:
-            super()._step(token)
-        # The per-poll view, the query and the snapshot agree at every step.
-        recording = handler.recording_channels
-        assert {c for c in range(handler.num_channels) if c in handler.recording_view} == recording
-        assert {c for c in range(handler.num_channels) if handler.is_recording(c)} == recording
-        assert not recording or handler.recording_checkpoint_id is not None
-
-
-def harness(
-    num_channels: int,
-    mode: AlignmentMode = UNALIGNED,
-    aligned_timeout_ms: int | None = None,
-    start_ms: int = 0,
-) -> UnalignedHarness:
-    actions, clock = UnalignedRecorder(), ManualClock(start_ms)
-    handler = create_barrier_handler(
-        mode, num_channels, actions, clock, aligned_timeout_ms=aligned_timeout_ms
-    )
-    assert isinstance(handler, UnalignedBarrierHandler)
-    actions.handler = handler
-    return UnalignedHarness(handler, actions, clock)
-
+from tests.unit._barrier_harness import (
+    ALIGNED,
+    SAVEPOINT,
+    UNALIGNED,
+    Recorder,
+    UnalignedRecorder,
+    unaligned_harness,
+)
 
 # -- unaligned from the first barrier --------------------------------------------------------
 
 
 def test_first_barrier_triggers_at_once_and_blocks_nothing() -> None:
-    h = harness(3)
+    h = unaligned_harness(3)
     assert h.feed("1:a 0:B1") == [set(), set()]
     assert h.log == ["I1[1,2]", "T1"]
     assert h.unaligned.recording_channels == {1, 2}
@@ -157,7 +54,7 @@ def test_first_barrier_triggers_at_once_and_blocks_nothing() -> None:
 
 
 def test_recording_stops_per_channel_at_its_barrier_and_completes_at_the_last() -> None:
-    h = harness(3)
+    h = unaligned_harness(3)
     blocked = h.feed("0:B1 0:a 1:b 2:c 1:B1 1:d 2:e 0:f 2:B1 2:g")
     assert blocked == [set()] * 10
     assert h.channel_state == {1: ["1:b", "2:c", "2:e"]}
@@ -167,14 +64,14 @@ def test_recording_stops_per_channel_at_its_barrier_and_completes_at_the_last() 
 
 
 def test_single_channel_snapshots_unaligned_and_completes_in_the_same_event() -> None:
-    h = harness(1)
+    h = unaligned_harness(1)
     h.feed("0:a 0:B1 0:b")
     assert h.log == ["I1[]", "T1", "D1"]
     assert h.channel_state == {}
 
 
 def test_unaligned_state_machine_moves_through_the_alternating_states() -> None:
-    h = harness(2)
+    h = unaligned_harness(2)
     handler = h.unaligned
     assert type(handler.state) is AlternatingWaitingForFirstBarrier
     h.feed("1:B1")
@@ -187,7 +84,7 @@ def test_unaligned_state_machine_moves_through_the_alternating_states() -> None:
 
 
 def test_late_barrier_of_a_completed_unaligned_checkpoint_and_abort_are_ignored() -> None:
-    h = harness(2)
+    h = unaligned_harness(2)
     h.feed("0:B1 1:B1 X1 0:B2 X1 1:C1")
     assert h.log == ["I1[1]", "T1", "D1", "I2[1]", "T2"]
     assert h.unaligned.is_recording(1)
@@ -197,7 +94,7 @@ def test_late_barrier_of_a_completed_unaligned_checkpoint_and_abort_are_ignored(
 
 
 def test_aligned_until_the_timeout_then_switch_releases_blocked_and_records_the_rest() -> None:
-    h = harness(3, ALIGNED, aligned_timeout_ms=100)
+    h = unaligned_harness(3, ALIGNED, aligned_timeout_ms=100)
     handler = h.unaligned
     assert h.feed("0:B1 +40 1:a 2:B1 +59 !") == [{0}, {0}, {0}, {0, 2}, {0, 2}, {0, 2}]
     assert h.switched == [False]
@@ -217,7 +114,7 @@ def test_aligned_until_the_timeout_then_switch_releases_blocked_and_records_the_
 
 
 def test_alignment_completing_before_the_timeout_stays_aligned() -> None:
-    h = harness(2, ALIGNED, aligned_timeout_ms=100)
+    h = unaligned_harness(2, ALIGNED, aligned_timeout_ms=100)
     assert h.feed("0:B1 +99 ! 1:B1 +500 !") == [{0}, {0}, {0}, set(), set(), set()]
     assert h.switched == [False, False]
     assert h.log == ["T1"]
@@ -229,7 +126,7 @@ def test_alignment_completing_before_the_timeout_stays_aligned() -> None:
 
 
 def test_timeout_counts_from_the_checkpoint_start_like_flink() -> None:
-    h = harness(2, ALIGNED, aligned_timeout_ms=100, start_ms=1_000)
+    h = unaligned_harness(2, ALIGNED, aligned_timeout_ms=100, start_ms=1_000)
     h.feed("+20 0:B1@950")
     assert h.unaligned.next_timeout_ms == 1_050
     assert h.feed("+29 ! +1 !") == [{0}, {0}, {0}, set()]
@@ -238,7 +135,7 @@ def test_timeout_counts_from_the_checkpoint_start_like_flink() -> None:
 
 
 def test_first_barrier_arriving_after_the_timeout_is_unaligned_at_once() -> None:
-    h = harness(2, ALIGNED, aligned_timeout_ms=100)
+    h = unaligned_harness(2, ALIGNED, aligned_timeout_ms=100)
     assert h.feed("+150 0:B1@0 1:a") == [set(), set(), set()]
     assert h.log == ["I1[1]", "T1"]
     assert h.channel_state == {1: ["1:a"]}
@@ -246,17 +143,17 @@ def test_first_barrier_arriving_after_the_timeout_is_unaligned_at_once() -> None
 
 
 def test_barrier_arriving_after_the_deadline_switches_unless_it_is_the_last() -> None:
-    h = harness(3, ALIGNED, aligned_timeout_ms=100)
+    h = unaligned_harness(3, ALIGNED, aligned_timeout_ms=100)
     assert h.feed("0:B1 +100 1:B1 2:a") == [{0}, {0}, set(), set()]
     assert h.log == ["I1[2]", "T1"]
-    h = harness(2, ALIGNED, aligned_timeout_ms=100)
+    h = unaligned_harness(2, ALIGNED, aligned_timeout_ms=100)
     assert h.feed("0:B1 +200 1:B1") == [{0}, {0}, set()]
     assert h.log == ["T1"]  # all barriers in: Flink triggers aligned even when late
     assert not h.actions.stats[1].unaligned
 
 
 def test_unaligned_barrier_from_an_upstream_that_timed_out_switches_at_once() -> None:
-    h = harness(3, ALIGNED, aligned_timeout_ms=10_000)
+    h = unaligned_harness(3, ALIGNED, aligned_timeout_ms=10_000)
     h.feed("0:B1")
     upstream_switched = CheckpointBarrier(
         CheckpointId(1), 0, CheckpointOptions(alignment=UNALIGNED)
@@ -267,11 +164,11 @@ def test_unaligned_barrier_from_an_upstream_that_timed_out_switches_at_once() ->
 
 
 def test_zero_timeout_means_unaligned_from_the_start() -> None:
-    h = harness(2, ALIGNED, aligned_timeout_ms=0)
+    h = unaligned_harness(2, ALIGNED, aligned_timeout_ms=0)
     assert h.feed("0:B1") == [set()]
     assert h.log == ["I1[1]", "T1"]
     # A barrier's own zero timeout wins over the handler's default.
-    h = harness(2, ALIGNED, aligned_timeout_ms=500)
+    h = unaligned_harness(2, ALIGNED, aligned_timeout_ms=500)
     h.barriers[1] = CheckpointBarrier(CheckpointId(1), 0, CheckpointOptions(aligned_timeout_ms=0))
     assert h.feed("0:B1") == [set()]
     assert h.log == ["I1[1]", "T1"]
@@ -279,7 +176,7 @@ def test_zero_timeout_means_unaligned_from_the_start() -> None:
 
 @pytest.mark.parametrize(("mode", "timeout"), [(UNALIGNED, None), (ALIGNED, 100), (UNALIGNED, 0)])
 def test_savepoints_are_always_aligned(mode: AlignmentMode, timeout: int | None) -> None:
-    h = harness(2, mode, aligned_timeout_ms=timeout)
+    h = unaligned_harness(2, mode, aligned_timeout_ms=timeout)
     h.barriers[1] = CheckpointBarrier(CheckpointId(1), 0, SAVEPOINT)
     assert h.feed("0:B1 +10000 ! 1:B1") == [{0}, {0}, {0}, set()]
     assert h.switched == [False]
@@ -295,7 +192,7 @@ def test_savepoints_are_always_aligned(mode: AlignmentMode, timeout: int | None)
 
 
 def test_abort_during_the_aligned_phase_cancels_the_timer() -> None:
-    h = harness(2, ALIGNED, aligned_timeout_ms=100)
+    h = unaligned_harness(2, ALIGNED, aligned_timeout_ms=100)
     assert h.feed("0:B1 X1 +500 !") == [{0}, set(), set(), set()]
     assert h.switched == [False]
     assert h.log == ["A1/expired"]
@@ -306,7 +203,7 @@ def test_abort_during_the_aligned_phase_cancels_the_timer() -> None:
 
 
 def test_newer_barrier_subsumes_the_unaligned_checkpoint_and_starts_its_own() -> None:
-    h = harness(3)
+    h = unaligned_harness(3)
     h.feed("0:B1 1:a 1:B2")
     assert h.log == ["I1[1,2]", "T1", "A1/subsumed", "I2[0,2]", "T2"]
     # Late barrier 1 on channel 2 leaves its recording for checkpoint 2 running.
@@ -316,7 +213,7 @@ def test_newer_barrier_subsumes_the_unaligned_checkpoint_and_starts_its_own() ->
 
 
 def test_newer_barrier_during_aligned_phase_subsumes_and_resets_the_timer() -> None:
-    h = harness(2, ALIGNED, aligned_timeout_ms=100)
+    h = unaligned_harness(2, ALIGNED, aligned_timeout_ms=100)
     h.feed("0:B1 +50")
     h.barriers[2] = CheckpointBarrier(CheckpointId(2), 50)
     assert h.feed("1:B2 +99 !") == [{1}, {1}, {1}]
@@ -326,7 +223,7 @@ def test_newer_barrier_during_aligned_phase_subsumes_and_resets_the_timer() -> N
 
 
 def test_cancel_marker_stops_recording_and_ignores_the_rest_of_that_checkpoint() -> None:
-    h = harness(3)
+    h = unaligned_harness(3)
     h.feed("0:B1 1:a 1:C1 1:b 2:B1 2:c")
     assert h.log == ["I1[1,2]", "T1", "A1/cancelled"]
     assert h.channel_state == {1: ["1:a"]}
@@ -335,14 +232,14 @@ def test_cancel_marker_stops_recording_and_ignores_the_rest_of_that_checkpoint()
 
 
 def test_cancel_marker_of_a_newer_checkpoint_aborts_both() -> None:
-    h = harness(2)
+    h = unaligned_harness(2)
     h.feed("0:B1 1:C2 0:B2 1:B2")
     assert h.log == ["I1[1]", "T1", "A1/subsumed", "A2/cancelled"]
     assert not h.handler.is_aligning
 
 
 def test_external_abort_of_a_recording_checkpoint() -> None:
-    h = harness(2)
+    h = unaligned_harness(2)
     h.feed("0:B1 1:a X1 1:b 1:B1")
     assert h.log == ["I1[1]", "T1", "A1/expired"]
     assert h.channel_state == {1: ["1:a"]}
@@ -350,7 +247,7 @@ def test_external_abort_of_a_recording_checkpoint() -> None:
 
 
 def test_end_of_partition_closes_a_channels_recording() -> None:
-    h = harness(3)
+    h = unaligned_harness(3)
     assert h.feed("0:B1 1:a 1:E 2:b") == [set()] * 4
     assert h.unaligned.recording_channels == {2}
     h.feed("2:E")
@@ -360,7 +257,7 @@ def test_end_of_partition_closes_a_channels_recording() -> None:
 
 
 def test_channel_finished_before_the_checkpoint_is_not_recorded() -> None:
-    h = harness(3)
+    h = unaligned_harness(3)
     h.feed("2:E 0:B1")
     assert h.log == ["I1[1]", "T1"]
     h.feed("1:B1")
@@ -368,7 +265,7 @@ def test_channel_finished_before_the_checkpoint_is_not_recorded() -> None:
 
 
 def test_end_of_partition_completes_an_aligned_phase() -> None:
-    h = harness(2, ALIGNED, aligned_timeout_ms=100)
+    h = unaligned_harness(2, ALIGNED, aligned_timeout_ms=100)
     assert h.feed("0:B1 1:E") == [{0}, set()]
     assert h.log == ["T1"]
     assert not h.actions.stats[1].unaligned
@@ -395,7 +292,7 @@ ILLEGAL = {
 @pytest.mark.parametrize("case", list(ILLEGAL))
 def test_illegal_event_raises_and_leaves_the_handler_unchanged(case: str) -> None:
     mode, prefix, event = ILLEGAL[case]
-    h = harness(3, mode, aligned_timeout_ms=100 if mode is ALIGNED else None)
+    h = unaligned_harness(3, mode, aligned_timeout_ms=100 if mode is ALIGNED else None)
     h.feed(prefix)
     handler = h.unaligned
 

@@ -23,6 +23,7 @@ from tests.unit.batch_jobs import (
     EVENTS,
     JOBS,
     ROLLING,
+    Endless,
     collect,
     environment,
     events,
@@ -83,17 +84,9 @@ def test_timers_fire_at_the_end_of_their_key_and_cannot_loop() -> None:
     assert {w for _, _, w in fired} == {2**63 - 1}  # time has jumped to the end
 
 
-class _Endless(SourceFunction):
-    def run(self, ctx: Any) -> None:
-        ctx.collect(1)
-
-    def cancel(self) -> None:
-        pass
-
-
 def test_an_unbounded_source_is_refused_before_anything_runs() -> None:
     env = environment("BATCH")
-    env.add_source(_Endless()).print()
+    env.add_source(Endless()).print()
     with pytest.raises(BatchModeError, match="BATCH needs bounded sources; unbounded: "):
         env.execute_async("endless")
 

@@ -27,7 +27,7 @@ from cairn.graph.transformations import PartitionKind
 from cairn.ids import VertexId
 from cairn.runtime.eventtime.stamped import stamp
 from cairn.state.key_groups import key_group_range_for_subtask
-from tests.unit.batch_jobs import environment, word_count
+from tests.unit.batch_jobs import Endless, environment, word_count
 
 
 def _graph(env: StreamExecutionEnvironment) -> JobGraph:
@@ -89,10 +89,8 @@ def test_a_broadcast_input_is_not_sorted_by_key_and_comes_first() -> None:
 
 
 def test_an_unbounded_source_has_no_plan() -> None:
-    from tests.unit.test_batch_mode import _Endless
-
     env = environment("BATCH")
-    env.add_source(_Endless()).name("endless").print()
+    env.add_source(Endless()).name("endless").print()
     with pytest.raises(BatchModeError, match="unbounded: 'endless'"):
         plan_batch(_graph(env))
 

@@ -31,7 +31,7 @@ from tests.unit._coordinator_harness import (
     AGG,
     SRC0,
     SRC1,
-    Harness,
+    CoordinatorHarness,
     exists,
     make,
 )
@@ -224,7 +224,7 @@ def test_claim_mode_makes_a_restored_checkpoint_the_jobs_own_but_never_a_savepoi
 SINK = FallbackRule(committing_sinks=("file-sink",))
 
 
-def _truncate_metadata(h: Harness, cid: int) -> None:
+def _truncate_metadata(h: CoordinatorHarness, cid: int) -> None:
     fs, path = url_to_fs(h.storage.checkpoint_dir(cid) + "/_metadata")
     fs.pipe_file(path, bytes(fs.cat_file(path))[:12])
 

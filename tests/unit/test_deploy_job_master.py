@@ -32,9 +32,10 @@ from cairn.common.serialization import Encoder
 from cairn.datastream import StreamExecutionEnvironment
 from cairn.datastream.connectors.file_system import FileSink
 from cairn.deploy import control_messages as p
+from cairn.deploy.attempt_errors import TaskFailure, WorkerLost
 from cairn.deploy.execution_plan import ExecutionPlan
 from cairn.deploy.executors import WorkerCrashed
-from cairn.deploy.job_master import JobMaster, TaskFailure, WorkerLost
+from cairn.deploy.job_master import JobMaster
 from cairn.deploy.lifecycle import JOB_STATUS_TRANSITIONS
 from cairn.graph.job_graph import JobGraph, build_job_graph
 from cairn.runtime.network.frames import FrameKind

@@ -7,19 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from cairn.checkpoint.handles import OperatorSubtaskState
-from cairn.clock import ManualClock
 from cairn.datastream import KeyedProcessFunction, OutputTag, ProcessFunction, TimeDomain
 from cairn.events import MAX_WATERMARK, MIN_WATERMARK
-from cairn.graph.job_graph import OperatorNode
-from cairn.graph.transformations import OperatorKind, OperatorSpec
-from cairn.runtime.eventtime.stamped import StampedBatch, stamp
-from cairn.runtime.operators import create_operator
-from cairn.runtime.operators.base import OperatorRestore, StreamOperator
-from cairn.state import HeapKeyedStateBackend, key_group_range_for_subtask
-from cairn.testing.simple_state_files import MemoryStateFiles
+from cairn.graph.transformations import OperatorKind
+from cairn.runtime.eventtime.stamped import stamp
+from cairn.runtime.operators.base import OperatorRestore
 
-from ._task_services import operator_context
+from ._operator_harness import OperatorHarness, snapshot_operator
 
 LATE = OutputTag("late")
 
@@ -50,55 +44,8 @@ class Sessions(KeyedProcessFunction[str, Any, Any]):
         )
 
 
-class Harness:
-    """One keyed operator subtask with collected outputs, watermarks and side outputs."""
-
-    def __init__(
-        self,
-        function: Any,
-        parallelism: int = 1,
-        index: int = 0,
-        restore: OperatorRestore | None = None,
-        kind: OperatorKind = OperatorKind.KEYED_PROCESS,
-        keyed: bool = True,
-    ) -> None:
-        spec = OperatorSpec(kind, function, (lambda r: r[0]) if keyed else None)
-        node = OperatorNode("op", "op", 1, kind.value, spec, None, parallelism, 128, keyed)
-        self.clock = ManualClock(1_000)
-        self.op: StreamOperator = create_operator(node)
-        backend = None
-        if keyed:
-            backend = HeapKeyedStateBackend(
-                key_group_range_for_subtask(128, parallelism, index), 128, clock=self.clock
-            )
-        self.batches: list[list[Any]] = []
-        self.watermarks: list[int] = []
-        self.side: list[list[Any]] = []
-        self.op.setup(
-            operator_context(
-                node,
-                self.batches.append,
-                subtask_index=index,
-                parallelism=parallelism,
-                keyed_backend=backend,
-                clock_ms=self.clock.now_ms,
-            )
-        )
-        self.op.initialize_state(restore)
-        self.op.open()
-        self.op.watermark_output = self.watermarks.append
-
-    def records(self) -> list[tuple[Any, int | None]]:
-        """Every output record with its timestamp, in order."""
-        out: list[tuple[Any, int | None]] = []
-        for b in self.batches:
-            stamps = b.timestamps if type(b) is StampedBatch else [None] * len(b)
-            out.extend(zip(b, stamps, strict=True))
-        return out
-
-
 def test_event_timers_fire_in_timestamp_order_when_the_watermark_passes_them() -> None:
-    h = Harness(Sessions())
+    h = OperatorHarness(Sessions())
     h.op.process_batch(stamp([("b", "x"), ("a", "x"), ("a", "y")], [30, 20, 5]))
     assert h.records() == [
         (("seen", "b", 30), 30),
@@ -125,7 +72,7 @@ def test_event_timers_fire_in_timestamp_order_when_the_watermark_passes_them() -
 
 
 def test_deleted_timers_do_not_fire_and_timers_fire_once() -> None:
-    h = Harness(Sessions())
+    h = OperatorHarness(Sessions())
     h.op.process_batch(stamp([("a", "cancel"), ("b", "x"), ("b", "x")], [0, 0, 0]))
     h.batches.clear()
     h.op.process_watermark(100)
@@ -133,7 +80,7 @@ def test_deleted_timers_do_not_fire_and_timers_fire_once() -> None:
 
 
 def test_late_records_go_to_the_side_output_when_the_job_reads_it() -> None:
-    h = Harness(Sessions())
+    h = OperatorHarness(Sessions())
     h.op.side_outputs = {"late": h.side.append}
     h.op.process_watermark(50)
     h.op.process_batch(stamp([("a", "on time"), ("a", "late")], [60, 50]))
@@ -142,7 +89,7 @@ def test_late_records_go_to_the_side_output_when_the_job_reads_it() -> None:
 
 
 def test_a_tag_the_job_does_not_read_stays_in_the_main_output_as_in_pyflink() -> None:
-    h = Harness(Sessions())
+    h = OperatorHarness(Sessions())
     h.op.process_watermark(50)
     h.op.process_batch(stamp([("a", "late")], [1]))
     assert [r for r, _ in h.records()] == [(LATE, ("a", "late"))]
@@ -159,7 +106,7 @@ def test_processing_time_timers_say_so_and_emit_without_timestamps() -> None:
         def on_timer(self, timestamp: int, ctx: Any) -> Any:
             yield (ctx.get_current_key(), timestamp, ctx.time_domain())
 
-    h = Harness(Ping())
+    h = OperatorHarness(Ping())
     h.op.process_batch(stamp([("k", 1)], [123]))
     assert h.op.next_timer_ms() == 1_005
     h.op.on_processing_time(1_005)
@@ -172,7 +119,7 @@ def test_non_keyed_process_function_sees_timestamps_and_the_watermark_but_no_tim
             yield value, ctx.timestamp(), ctx.timer_service().current_watermark()
             yield OutputTag("odd"), value
 
-    h = Harness(Stamp(), kind=OperatorKind.PROCESS, keyed=False)
+    h = OperatorHarness(Stamp(), kind=OperatorKind.PROCESS, keyed=False)
     h.op.side_outputs = {"odd": h.side.append}
     h.op.process_batch(["plain"])
     h.op.process_watermark(7)
@@ -181,25 +128,18 @@ def test_non_keyed_process_function_sees_timestamps_and_the_watermark_but_no_tim
     assert h.side == [["plain"], ["stamped"]]
 
 
-def _snapshot(
-    op: StreamOperator, checkpoint_id: int = 1
-) -> tuple[OperatorSubtaskState, MemoryStateFiles]:
-    files = MemoryStateFiles(checkpoint_id)
-    return op.snapshot_state(checkpoint_id, 0).run(files), files
-
-
 def test_event_timers_survive_snapshot_and_restore_at_another_parallelism() -> None:
     keys = [f"k{i}" for i in range(40)]
-    source = Harness(Sessions())
+    source = OperatorHarness(Sessions())
     source.op.process_batch(stamp([(k, "x") for k in keys], list(range(40))))
-    state, files = _snapshot(source.op)
+    state, files = snapshot_operator(source.op)
     source.batches.clear()
     source.op.process_watermark(MAX_WATERMARK)
     expected = sorted(r[:3] for r, _ in source.records())
     assert len(expected) == 40
     fired: list[Any] = []
     for index in range(3):  # rescale 1 -> 3: each key group's timers go to its new owner
-        h = Harness(
+        h = OperatorHarness(
             Sessions(), parallelism=3, index=index, restore=OperatorRestore(1, {0: state}, files)
         )
         h.op.process_watermark(MAX_WATERMARK)
@@ -208,10 +148,10 @@ def test_event_timers_survive_snapshot_and_restore_at_another_parallelism() -> N
 
 
 def test_restored_timers_already_passed_fire_at_the_first_watermark_after_recovery() -> None:
-    h = Harness(Sessions())
+    h = OperatorHarness(Sessions())
     h.op.process_batch(stamp([("a", "x")], [100]))
-    state, files = _snapshot(h.op)
-    again = Harness(Sessions(), restore=OperatorRestore(1, {0: state}, files))
+    state, files = snapshot_operator(h.op)
+    again = OperatorHarness(Sessions(), restore=OperatorRestore(1, {0: state}, files))
     again.op.process_watermark(109)
     assert again.records() == []
     again.op.process_watermark(110)
@@ -227,7 +167,7 @@ def test_a_sink_function_sees_each_records_timestamp_and_the_watermark() -> None
         def invoke(self, value: Any, context: Any) -> None:
             seen.append((value, context.timestamp(), context.current_watermark()))
 
-    h = Harness(Remember(), kind=OperatorKind.SINK_FUNCTION, keyed=False)
+    h = OperatorHarness(Remember(), kind=OperatorKind.SINK_FUNCTION, keyed=False)
     h.op.process_batch(["plain"])
     h.op.process_watermark(3)
     h.op.process_batch(stamp(["stamped"], [5]))

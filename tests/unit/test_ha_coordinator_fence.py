@@ -24,13 +24,13 @@ from tests.unit._coordinator_harness import (
     SRC1,
     T0,
     TASKS,
-    Harness,
+    CoordinatorHarness,
     RecordingGateway,
     exists,
 )
 
 LEASE_MS = 10_000
-HA = tuple[Harness, Leadership, MemoryStore]
+HA = tuple[CoordinatorHarness, Leadership, MemoryStore]
 
 
 def _pointer(store: MemoryStore) -> Pointer:
@@ -40,7 +40,7 @@ def _pointer(store: MemoryStore) -> Pointer:
 
 
 @pytest.fixture
-def ha(root: str) -> Iterator[tuple[Harness, Leadership, MemoryStore]]:
+def ha(root: str) -> Iterator[tuple[CoordinatorHarness, Leadership, MemoryStore]]:
     store, clock = MemoryStore(), ManualClock(T0)
     leader = Leadership(store, "a", LEASE_MS, 3_000, clock=clock, wall=clock)
     assert leader.acquire(threading.Event(), "job-1", "g") is not None
@@ -57,11 +57,11 @@ def ha(root: str) -> Iterator[tuple[Harness, Leadership, MemoryStore]]:
         clock,
         fence=leader,
     )
-    yield Harness(coord, gateway, clock, storage), leader, store
+    yield CoordinatorHarness(coord, gateway, clock, storage), leader, store
 
 
 def test_each_completion_moves_the_pointer_under_the_leaders_token(
-    ha: tuple[Harness, Leadership, MemoryStore],
+    ha: tuple[CoordinatorHarness, Leadership, MemoryStore],
 ) -> None:
     h, _, store = ha
     first = h.checkpoint()
@@ -74,7 +74,7 @@ def test_each_completion_moves_the_pointer_under_the_leaders_token(
 
 
 def test_a_leader_past_its_lease_completes_nothing_and_deletes_nothing(
-    ha: tuple[Harness, Leadership, MemoryStore],
+    ha: tuple[CoordinatorHarness, Leadership, MemoryStore],
 ) -> None:
     h, leader, store = ha
     done = h.checkpoint()
@@ -96,7 +96,7 @@ def test_a_leader_past_its_lease_completes_nothing_and_deletes_nothing(
 
 
 def test_a_leader_fenced_by_a_newer_one_does_not_announce(
-    ha: tuple[Harness, Leadership, MemoryStore],
+    ha: tuple[CoordinatorHarness, Leadership, MemoryStore],
 ) -> None:
     h, leader, store = ha
     done = h.checkpoint()

@@ -43,17 +43,6 @@ ALLOWED_KNOTS: Mapping[str, frozenset[str]] = {
             "cairn.datastream.windowed_stream",
         }
     ),
-    # Temporary (issue 34): the job master's helpers name ``JobMaster`` in their type hints
-    # (TYPE_CHECKING imports). The job master's ports (narrow protocols the helpers receive
-    # instead) remove this knot; delete this entry with them.
-    "job master helpers (until the job master's ports)": frozenset(
-        {
-            "cairn.deploy.attempt_control",
-            "cairn.deploy.coordinator_gateway",
-            "cairn.deploy.job_master",
-            "cairn.deploy.job_master_leadership",
-        }
-    ),
 }
 
 PACKAGES = ("cairn", "bench")

@@ -22,7 +22,7 @@ from cairn.runtime.operators import takes_key_groups
 from cairn.runtime.record_writer import RecordWriter
 from cairn.state import HeapKeyedStateBackend, KeyGroupRangeError, key_group_range_for_subtask
 from cairn.state.key_groups import assign_to_key_group, subtask_for_key_group
-from tests.unit.test_eventtime_operators import Harness
+from tests.unit._operator_harness import OperatorHarness
 
 
 def _writer(
@@ -149,7 +149,10 @@ def test_keyed_operators_take_the_key_group_from_the_batch(
             return b
         return rs if key_groups is None else with_key_groups(rs, key_groups)
 
-    plain, grouped = Harness(function(), 2, 0, kind=kind), Harness(function(), 2, 0, kind=kind)
+    plain, grouped = (
+        OperatorHarness(function(), 2, 0, kind=kind),
+        OperatorHarness(function(), 2, 0, kind=kind),
+    )
     plain.op.process_batch(batch(records, None))
     grouped.op.process_batch(batch(records, [assign_to_key_group(k, 128) for k, _ in records]))
     assert grouped.records() == plain.records() != []

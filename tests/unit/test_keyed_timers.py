@@ -17,8 +17,8 @@ from cairn.runtime.eventtime.stamped import stamp
 from cairn.runtime.operators.base import OperatorRestore
 from cairn.testing.simple_state_files import MemoryStateFiles
 
-from .test_eventtime_operators import Harness
-from .test_two_input_operators import Harness as TwoInputHarness
+from ._operator_harness import OperatorHarness, TwoInputHarness
+from ._window_functions import window_function
 
 
 class Chain(KeyedProcessFunction[str, Any, Any]):
@@ -37,7 +37,7 @@ class Chain(KeyedProcessFunction[str, Any, Any]):
 
 
 def test_event_timers_fire_in_timestamp_order_across_keys_including_those_timers_set() -> None:
-    h = Harness(Chain())
+    h = OperatorHarness(Chain())
     h.op.process_batch(stamp([("b", 30), ("c", 14), ("a", 10), ("a", 15), ("b", 11)], [0] * 5))
     h.op.process_watermark(100)
     # Before: every due timer was taken at once, so a's timer at 12 fired after 30 and its
@@ -62,7 +62,7 @@ def test_a_timer_registered_past_the_watermark_waits_for_the_next_one() -> None:
                 ctx.timer_service().register_event_time_timer(20)
             yield timestamp
 
-    h = Harness(Again())
+    h = OperatorHarness(Again())
     h.op.process_batch(stamp([("k", 0)], [0]))
     h.op.process_watermark(10)
     h.op.process_watermark(20)
@@ -97,7 +97,7 @@ def test_processing_time_timers_fire_in_order_and_deleted_ones_do_not() -> None:
                 ctx.timer_service().delete_processing_time_timer(1_015)
             yield ctx.get_current_key(), timestamp, ctx.time_domain()
 
-    h = Harness(Remind())
+    h = OperatorHarness(Remind())
     h.op.process_batch([("k", 1_015), ("j", 1_020), ("k", 1_010), ("j", 1_090)])
     h.op.on_processing_time(1_050)
     assert [r for r, _ in h.records()] == [
@@ -121,7 +121,7 @@ class Ticker(ProcessFunction[Any, Any]):
 
 
 def test_a_keyed_process_function_of_the_record_operator_fires_processing_timers() -> None:
-    h = Harness(Ticker(), kind=OperatorKind.PROCESS)
+    h = OperatorHarness(Ticker(), kind=OperatorKind.PROCESS)
     assert type(h.op).__name__ == "KeyedRecordOperator"
     h.op.process_batch([("a", 1), ("b", 2)])
     assert h.op.next_timer_ms() == 1_005
@@ -138,12 +138,12 @@ def test_a_keyed_process_function_of_the_record_operator_fires_processing_timers
 
 
 def test_processing_timers_of_the_record_operator_survive_a_snapshot() -> None:
-    h = Harness(Ticker(), kind=OperatorKind.PROCESS)
+    h = OperatorHarness(Ticker(), kind=OperatorKind.PROCESS)
     h.op.process_batch([("a", 1)])
     files = MemoryStateFiles(1)
     state = h.op.snapshot_state(1, 0).run(files)
     restore = OperatorRestore(1, {0: state}, files)
-    again = Harness(Ticker(), kind=OperatorKind.PROCESS, restore=restore)
+    again = OperatorHarness(Ticker(), kind=OperatorKind.PROCESS, restore=restore)
     assert again.op.next_timer_ms() == 1_005
     again.op.on_processing_time(2_000)
     assert [r for r, _ in again.records()] == [("tick", "a", 1_005, TimeDomain.PROCESSING_TIME)]
@@ -209,7 +209,7 @@ class Counts(FlatMapFunction):
 
 
 def test_a_function_returning_a_non_iterable_is_named_with_what_it_returned() -> None:
-    h = Harness(Counts(), kind=OperatorKind.FLAT_MAP, keyed=False)
+    h = OperatorHarness(Counts(), kind=OperatorKind.FLAT_MAP, keyed=False)
     with pytest.raises(TypeError) as info:
         h.op.process_batch(["abc"])
     message = str(info.value)
@@ -222,7 +222,7 @@ def test_a_keyed_process_function_returning_a_value_is_named_too() -> None:
         def process_element(self, value: Any, ctx: Any) -> Any:
             return value[1]
 
-    h = Harness(Echo())
+    h = OperatorHarness(Echo())
     with pytest.raises(TypeError, match=r"Echo\.process_element\(\) returned 7 \(int\)"):
         h.op.process_batch([("k", 7)])
 
@@ -232,7 +232,7 @@ def test_a_type_error_inside_the_functions_generator_is_its_own() -> None:
         def process_element(self, value: Any, ctx: Any) -> Any:
             yield value[1] + "x"  # int + str: the user's bug
 
-    h = Harness(Broken())
+    h = OperatorHarness(Broken())
     with pytest.raises(TypeError, match="unsupported operand"):
         h.op.process_batch([("k", 7)])
     with pytest.raises(TypeError, match="unsupported operand"):
@@ -243,8 +243,6 @@ def test_one_watermark_jump_fires_every_interval_of_a_continuous_trigger() -> No
     from cairn.datastream.window import ContinuousEventTimeTrigger, TumblingEventTimeWindows
     from cairn.events import MAX_WATERMARK
 
-    from .test_window_operator import window_function
-
     f = window_function(
         lambda k: (
             k.window(TumblingEventTimeWindows.of(10_000))
@@ -252,7 +250,7 @@ def test_one_watermark_jump_fires_every_interval_of_a_continuous_trigger() -> No
             .reduce(lambda a, b: (a[0], a[1] + b[1]))
         )
     )
-    h = Harness(f)
+    h = OperatorHarness(f)
     h.op.process_batch(stamp([("a", 1), ("a", 2)], [100, 2500]))
     h.op.process_watermark(MAX_WATERMARK)
     # As Flink: each early firing registers the next one, which the same watermark passes,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import array
+import logging
 import os
 import pickle
 import queue
@@ -38,7 +39,9 @@ from cairn.testing.processes import holds_for, wait_for
 
 from ._network import (
     SECRET,
+    SERVER_LOG,
     Accepted,
+    blocked_in,
     collecting_listener,
     read_until_closed,
     rejections,
@@ -211,11 +214,13 @@ def test_close_is_idempotent_and_wakes_a_blocked_reader() -> None:
 
     reader = threading.Thread(target=read)
     reader.start()
-    time.sleep(0.05)  # let the reader block in recv
+    wait_for(lambda: blocked_in(reader, "recv_into("), 5, 0.005, "the reader blocked in recv")
     conn.close()
     conn.close()
     reader.join(timeout=5)
-    assert isinstance(outcome.get(timeout=1), ConnectionClosed)
+    woken = outcome.get(timeout=1)
+    assert isinstance(woken, ConnectionClosed)
+    assert "closed locally" in str(woken), "the reader was woken in recv, not refused before"
     assert conn.closed
     with pytest.raises(ConnectionClosed):
         conn.send(FrameKind.DATA, 0, b"late")
@@ -449,7 +454,10 @@ def test_listener_close_is_idempotent_and_stops_accepting(accepted: Accepted) ->
         connect(address, SECRET, retries=0)
 
 
-def test_connect_retries_until_the_listener_is_up(accepted: Accepted) -> None:
+def test_connect_retries_until_the_listener_is_up(
+    accepted: Accepted, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger=SERVER_LOG)
     with socket.create_server(("127.0.0.1", 0)) as probe:
         port = probe.getsockname()[1]
     result: queue.Queue[FramedConnection] = queue.Queue()
@@ -459,7 +467,12 @@ def test_connect_retries_until_the_listener_is_up(accepted: Accepted) -> None:
         ),
         daemon=True,
     ).start()
-    time.sleep(0.2)  # the first attempts are refused
+    wait_for(  # the first two attempts are refused
+        lambda: sum("retrying in" in r.getMessage() for r in caplog.records) >= 2,
+        5,
+        0.01,
+        "two refused attempts",
+    )
     with collecting_listener(accepted, port=port):
         client = result.get(timeout=5)
         server, hello = accepted.get(timeout=5)

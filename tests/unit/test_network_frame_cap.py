@@ -4,12 +4,13 @@ remote channel names the operator and the edge of a batch it cannot ship."""
 
 from __future__ import annotations
 
+import fcntl
 import pickle
 import queue
 import socket
 import struct
+import termios
 import threading
-import time
 import tracemalloc
 from typing import Any
 
@@ -30,6 +31,7 @@ from cairn.runtime.network import (
 )
 from cairn.runtime.network.errors import ConnectionClosed, FrameRefused, FrameTooLarge
 from cairn.settings import DEFAULT_MAX_FRAME_SIZE
+from cairn.testing.processes import wait_for
 
 from ._network import SECRET, tcp_pair
 
@@ -86,6 +88,11 @@ def test_a_frame_at_the_cap_passes_and_one_byte_more_is_refused() -> None:
         assert receiver.closed
 
 
+def _unread_bytes(sock: socket.socket) -> int:
+    """Bytes in ``sock``'s receive queue, not yet read by anyone (``FIONREAD``)."""
+    return int(struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0" * 4))[0])
+
+
 def test_frames_announced_under_the_cap_cost_memory_as_their_bytes_arrive() -> None:
     # 8 peers each announce a frame just under the 64 MiB cap and send 1 KiB of it: the
     # receivers must hold about what arrived, not 8 x 64 MiB (one such frame's worth of
@@ -107,7 +114,14 @@ def test_frames_announced_under_the_cap_cost_memory_as_their_bytes_arrive() -> N
         thread.start()
     for a, _ in pairs:
         a.sendall(header(FrameKind.DATA, 0, DEFAULT_MAX_FRAME_SIZE - 1) + b"x" * 1024)
-    time.sleep(0.5)  # every reader is now waiting for the rest of its frame
+    # Every reader has taken its header and 1 KiB off its socket: it waits for the rest.
+    wait_for(
+        lambda: all(_unread_bytes(b) == 0 for _, b in pairs),
+        10,
+        0.01,
+        lambda: f"readers took what arrived: {[_unread_bytes(b) for _, b in pairs]} unread",
+    )
+    assert all(thread.is_alive() for thread in threads), list(results.queue)
     growth = process.memory_info().rss - before
     for a, _ in pairs:
         a.close()

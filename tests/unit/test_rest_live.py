@@ -75,9 +75,9 @@ def test_a_poke_sends_an_update_before_the_interval() -> None:
         async with TestServer(serve(lambda: feed)) as server, aiohttp.ClientSession() as s:
             reading = asyncio.ensure_future(read_stream(s, str(server.make_url("/events"))))
             await wait_for_async(lambda: moments, 10, 0.01, "the first update")
-            for _ in range(2):
-                await asyncio.sleep(0.05)
+            for n in (2, 3):  # each poke once the update before it was taken
                 feed.poke()  # e.g. a status change, from the job master's thread
+                await wait_for_async(lambda n=n: len(moments) >= n, 10, 0.01, f"update {n}")
             events = await asyncio.wait_for(reading, 10)
         assert [data for _, data in events] == [1, 2, 3]
         assert moments[-1] - moments[0] < 5.0  # not 2 x 30 s

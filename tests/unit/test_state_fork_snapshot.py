@@ -1,7 +1,8 @@
 """Snapshots serialized by a forked child: same files as the thread path, isolation, failures.
 
-The keyed-snapshot suite of ``test_state_snapshot`` runs again here on backends that fork for
-every snapshot (``fork_threshold=0``), so every guarantee it checks holds for both paths.
+The keyed-snapshot suite of ``test_state_snapshot`` runs on backends that fork for every
+snapshot too (``fork_threshold=0``, its ``make`` fixture), so every guarantee it checks holds
+for both paths.
 """
 
 from __future__ import annotations
@@ -33,10 +34,11 @@ from cairn.state import HeapKeyedStateBackend, KeyGroupRange
 from cairn.state.fork_snapshot import ForkedSerializer, SnapshotChildError, fork_supported
 from cairn.state.snapshot_format import KEYED_MAGIC, dumps_unshared, loads
 from cairn.testing.simple_state_files import DirectoryStateFiles, MemoryStateFiles
-from tests.unit import test_state_snapshot as suite
-from tests.unit.test_state_snapshot import FULL, MAX_P, BackendFactory
 
 pytestmark = pytest.mark.skipif(not fork_supported(), reason="needs os.fork")
+
+MAX_P = 128
+FULL = KeyGroupRange(0, MAX_P - 1)
 
 
 def forking(r: KeyGroupRange) -> HeapKeyedStateBackend:
@@ -47,35 +49,6 @@ def threaded(r: KeyGroupRange) -> HeapKeyedStateBackend:
     return HeapKeyedStateBackend(
         r, MAX_P, clock=ManualClock(), file_prefix="op-", fork_threshold=None
     )
-
-
-@pytest.fixture
-def make() -> BackendFactory:
-    return forking
-
-
-# The snapshot suite, on forking backends (pytest resolves ``make`` in this module).
-test_round_trip_restores_every_kind_and_timers = (
-    suite.test_round_trip_restores_every_kind_and_timers
-)
-test_file_layout_and_handle = suite.test_file_layout_and_handle
-test_empty_backend_writes_nothing = suite.test_empty_backend_writes_nothing
-test_mutations_after_the_synchronous_part_do_not_leak = (
-    suite.test_mutations_after_the_synchronous_part_do_not_leak
-)
-test_asynchronous_part_runs_on_another_thread_while_processing = (
-    suite.test_asynchronous_part_runs_on_another_thread_while_processing
-)
-test_rescale_gives_every_key_and_timer_to_exactly_one_new_subtask = (
-    suite.test_rescale_gives_every_key_and_timer_to_exactly_one_new_subtask
-)
-test_crc_mismatch_names_file_and_key_group = suite.test_crc_mismatch_names_file_and_key_group
-test_restored_state_keeps_its_kind_and_survives_another_checkpoint = (
-    suite.test_restored_state_keeps_its_kind_and_survives_another_checkpoint
-)
-test_values_of_locally_defined_classes_round_trip = (
-    suite.test_values_of_locally_defined_classes_round_trip
-)
 
 
 def _children() -> set[int]:

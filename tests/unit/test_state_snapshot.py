@@ -1,4 +1,5 @@
-"""Keyed snapshots: isolation, round trip through real files, rescaling, corruption."""
+"""Keyed snapshots: isolation, round trip through real files, rescaling, corruption; on each
+keyed backend, and on the heap backend serializing in a forked child."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from cairn.datastream.state import (
 )
 from cairn.state import (
     CorruptStateError,
+    HeapKeyedStateBackend,
     KeyGroupRange,
     KeyGroupRangeError,
     StateMigrationError,
@@ -33,6 +35,7 @@ from cairn.state import (
     subtask_for_key_group,
 )
 from cairn.state.api import KeyedStateBackend
+from cairn.state.fork_snapshot import fork_supported
 from cairn.state.snapshot_format import KEYED_MAGIC
 from cairn.testing.simple_state_files import DirectoryStateFiles, MemoryStateFiles
 from tests.unit import state_backends
@@ -43,8 +46,23 @@ MAX_P = 128
 BackendFactory = Callable[[KeyGroupRange], KeyedStateBackend]
 
 
-@pytest.fixture
-def make(keyed_backend_factory: KeyedBackendFactory) -> BackendFactory:
+@pytest.fixture(
+    params=[
+        "default",
+        pytest.param("forked", marks=pytest.mark.skipif(not fork_supported(), reason="os.fork")),
+    ]
+)
+def make(
+    request: pytest.FixtureRequest, keyed_backend_factory: KeyedBackendFactory
+) -> BackendFactory:
+    """Each keyed backend as configured by default, then the heap backend serializing every
+    snapshot in a forked child (``fork_threshold=0``): each guarantee holds on both paths."""
+    if request.param == "forked":
+        if keyed_backend_factory is not HeapKeyedStateBackend:
+            pytest.skip("only the heap backend forks")
+        return lambda r: HeapKeyedStateBackend(
+            r, MAX_P, clock=ManualClock(), file_prefix="op-", fork_threshold=0
+        )
     return lambda r: keyed_backend_factory(r, MAX_P, ManualClock(), file_prefix="op-")
 
 

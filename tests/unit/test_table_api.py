@@ -420,10 +420,3 @@ def test_tableau_printing_truncates_wide_values_and_shows_empty_sets() -> None:
         "+----+--------+",
         "1 row in set",
     ]
-
-
-def test_udfs_and_group_windows_are_refused_at_import_naming_them() -> None:
-    with pytest.raises(ImportError, match=r"cairn\.table\.udf\.udtf: not in Cairn's Table API"):
-        from cairn.table.udf import udtf  # noqa: F401
-    with pytest.raises(ImportError, match=r"cairn\.table\.window\.Tumble: not in"):
-        from cairn.table.window import Tumble  # noqa: F401

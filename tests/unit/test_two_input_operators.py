@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from cairn.checkpoint.handles import OperatorSubtaskState
 from cairn.datastream import StreamExecutionEnvironment
 from cairn.datastream.connected_streams import BroadcastStream
 from cairn.datastream.functions import (
@@ -20,26 +19,17 @@ from cairn.datastream.functions import (
 )
 from cairn.datastream.state import MapStateDescriptor, ValueStateDescriptor
 from cairn.events import MAX_WATERMARK
-from cairn.graph.job_graph import OperatorNode, build_job_graph
+from cairn.graph.job_graph import build_job_graph
 from cairn.graph.transformations import (
-    BROADCAST_STATES,
-    KEY_SELECTOR2,
     OperatorKind,
-    OperatorSpec,
     PartitionKind,
 )
-from cairn.runtime.eventtime.stamped import StampedBatch, stamp
-from cairn.runtime.operators import create_operator
-from cairn.runtime.operators.base import OperatorRestore, StreamOperator
-from cairn.state import HeapKeyedStateBackend, key_group_range_for_subtask
-from cairn.state.api import KeyedStateBackend
+from cairn.runtime.eventtime.stamped import stamp
+from cairn.runtime.operators.base import OperatorRestore
 from cairn.testing.simple_state_files import MemoryStateFiles
-from tests.unit import state_backends
-from tests.unit._task_services import operator_context
+from tests.unit._operator_harness import RULES, TwoInputHarness
 
 BACKENDS = pytest.mark.parametrize("backend", ["heap", "rocksdb"])
-
-RULES = MapStateDescriptor("rules", None, None)
 
 
 class Tag(CoMapFunction):
@@ -93,60 +83,6 @@ class Writer(BroadcastProcessFunction):
 
     def process_broadcast_element(self, value: Any, ctx: Any) -> Any:
         ctx.get_broadcast_state(RULES).put("x", value)
-
-
-class Harness:
-    """One two-input operator subtask with collected outputs."""
-
-    def __init__(
-        self,
-        kind: OperatorKind,
-        function: Any,
-        keyed: bool,
-        parallelism: int = 1,
-        index: int = 0,
-        restore: OperatorRestore | None = None,
-        backend_kind: str = "heap",
-    ) -> None:
-        options: dict[str, Any] = {BROADCAST_STATES: (RULES,)}
-        if keyed:
-            options[KEY_SELECTOR2] = lambda r: r[0]
-        spec = OperatorSpec(kind, function, (lambda r: r[0]) if keyed else None, options)
-        node = OperatorNode("op", "op", 1, kind.value, spec, None, parallelism, 128, keyed)
-        self.op: StreamOperator = create_operator(node)
-        backend: KeyedStateBackend | None = None
-        if keyed:
-            kg_range = key_group_range_for_subtask(128, parallelism, index)
-            backend = (
-                HeapKeyedStateBackend(kg_range, 128)
-                if backend_kind == "heap"
-                else state_backends.rocksdb(kg_range, 128)
-            )
-        self.batches: list[list[Any]] = []
-        self.op.setup(
-            operator_context(
-                node,
-                self.batches.append,
-                subtask_index=index,
-                parallelism=parallelism,
-                keyed_backend=backend,
-            )
-        )
-        self.op.initialize_state(restore)
-        self.op.open()
-
-    def side(self, side: int, records: list[Any]) -> None:
-        self.op.process_side(side, records)  # type: ignore[attr-defined]
-
-    def records(self) -> list[tuple[Any, int | None]]:
-        out: list[tuple[Any, int | None]] = []
-        for b in self.batches:
-            stamps = b.timestamps if type(b) is StampedBatch else [None] * len(b)
-            out.extend(zip(b, stamps, strict=True))
-        return out
-
-    def snapshot(self, files: MemoryStateFiles) -> OperatorSubtaskState:
-        return self.op.snapshot_state(1, 0).run(files)
 
 
 # ------------------------------------------------------------------------------ the API
@@ -204,7 +140,7 @@ def test_wrong_functions_and_descriptors_fail_when_the_job_is_defined() -> None:
 
 
 def test_co_map_calls_the_method_of_each_input_and_keeps_timestamps() -> None:
-    h = Harness(OperatorKind.CO_MAP, Tag(), keyed=False)
+    h = TwoInputHarness(OperatorKind.CO_MAP, Tag(), keyed=False)
     h.side(1, stamp([5], [50]))
     h.side(0, [4])
     assert h.records() == [(("two", 5), 50), (("one", 4), None)]
@@ -212,7 +148,7 @@ def test_co_map_calls_the_method_of_each_input_and_keeps_timestamps() -> None:
 
 @BACKENDS
 def test_keyed_co_process_shares_state_across_inputs_and_fires_event_timers(backend: str) -> None:
-    h = Harness(OperatorKind.KEYED_CO_PROCESS, Join(), keyed=True, backend_kind=backend)
+    h = TwoInputHarness(OperatorKind.KEYED_CO_PROCESS, Join(), keyed=True, backend_kind=backend)
     h.side(0, stamp([("a", 1), ("b", 2)], [1, 2]))
     h.side(1, stamp([("b", "x"), ("a", "y")], [3, 4]))
     h.op.process_watermark(13)
@@ -231,13 +167,13 @@ def test_non_keyed_co_process_has_no_timers() -> None:
         def process_element2(self, value: Any, ctx: Any) -> Any:
             return None
 
-    h = Harness(OperatorKind.CO_PROCESS, Timers(), keyed=False)
+    h = TwoInputHarness(OperatorKind.CO_PROCESS, Timers(), keyed=False)
     with pytest.raises(RuntimeError, match="keyed ConnectedStreams"):
         h.side(0, [1])
 
 
 def test_broadcast_state_is_read_only_on_the_non_broadcast_side() -> None:
-    h = Harness(OperatorKind.BROADCAST_PROCESS, Writer(), keyed=False)
+    h = TwoInputHarness(OperatorKind.BROADCAST_PROCESS, Writer(), keyed=False)
     h.side(1, [3])
     with pytest.raises(RuntimeError, match="read-only"):
         h.side(0, [4])
@@ -251,14 +187,16 @@ def test_undeclared_broadcast_state_is_named_in_the_error() -> None:
         def process_broadcast_element(self, value: Any, ctx: Any) -> Any:
             ctx.get_broadcast_state(MapStateDescriptor("other", None, None))
 
-    h = Harness(OperatorKind.BROADCAST_PROCESS, Other(), keyed=False)
+    h = TwoInputHarness(OperatorKind.BROADCAST_PROCESS, Other(), keyed=False)
     with pytest.raises(ValueError, match="'other' was not given to broadcast"):
         h.side(1, [1])
 
 
 @BACKENDS
 def test_apply_to_keyed_state_visits_every_key_of_the_subtask(backend: str) -> None:
-    h = Harness(OperatorKind.KEYED_BROADCAST_PROCESS, Rules(), keyed=True, backend_kind=backend)
+    h = TwoInputHarness(
+        OperatorKind.KEYED_BROADCAST_PROCESS, Rules(), keyed=True, backend_kind=backend
+    )
     h.side(0, [("a", 1), ("b", 1), ("a", 1)])
     h.side(1, [("a", 10)])
     h.side(0, [("a", 2), ("b", 3)])
@@ -280,12 +218,12 @@ def test_broadcast_state_is_restored_on_every_subtask_at_any_parallelism(
     old = {}
     files = MemoryStateFiles(1)
     for index in range(2):
-        h = Harness(OperatorKind.BROADCAST_PROCESS, Lookup(), False, 2, index)
+        h = TwoInputHarness(OperatorKind.BROADCAST_PROCESS, Lookup(), False, 2, index)
         h.side(1, [("a", 10), ("b", 7)])
         old[index] = h.snapshot(files)
     for index in range(new_parallelism):
         restore = OperatorRestore(2, old, files)
-        r = Harness(
+        r = TwoInputHarness(
             OperatorKind.BROADCAST_PROCESS, Lookup(), False, new_parallelism, index, restore
         )
         r.side(0, ["a", "b", "c"])
@@ -311,7 +249,7 @@ def test_keyed_co_process_processing_time_timers_fire_with_their_key_and_domain(
         def on_timer(self, timestamp: int, ctx: Any) -> Any:
             yield (ctx.get_current_key(), timestamp, ctx.time_domain().name, ctx.timestamp())
 
-    h = Harness(OperatorKind.KEYED_CO_PROCESS, Remind(), keyed=True)
+    h = TwoInputHarness(OperatorKind.KEYED_CO_PROCESS, Remind(), keyed=True)
     h.side(0, [("a", 1)])
     h.side(1, [("b", 2)])
     h.op.on_processing_time(150)
@@ -330,7 +268,7 @@ def test_the_broadcast_side_of_a_keyed_operator_has_no_key_and_no_timers() -> No
         def process_broadcast_element(self, value: Any, ctx: Any) -> Any:
             ctx.timer_service().register_event_time_timer(1)
 
-    h = Harness(OperatorKind.KEYED_BROADCAST_PROCESS, Stale(), keyed=True)
+    h = TwoInputHarness(OperatorKind.KEYED_BROADCAST_PROCESS, Stale(), keyed=True)
     h.side(0, [("a", 1)])
     with pytest.raises(RuntimeError, match="no current key, so no timer_service"):
         h.side(1, [("rule", 1)])
@@ -348,7 +286,7 @@ def test_a_co_process_function_emits_side_outputs_with_their_timestamps() -> Non
         def process_element2(self, value: Any, ctx: Any) -> Any:
             yield odd, -value
 
-    h = Harness(OperatorKind.CO_PROCESS, Split(), keyed=False)
+    h = TwoInputHarness(OperatorKind.CO_PROCESS, Split(), keyed=False)
     side: list[Any] = []
     h.op.side_outputs = {odd.tag_id: side.append}
     h.side(0, stamp([1, 2], [10, 20]))

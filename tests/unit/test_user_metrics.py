@@ -4,15 +4,12 @@ metric ids and the Prometheus text."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from cairn.common import Configuration, Types
-from cairn.datastream import MapFunction, StreamExecutionEnvironment
 from cairn.observability.prometheus import facts_of, render
 from cairn.rest.metric_views import aggregated_subtask_metrics, vertex_metric_values
 from cairn.runtime.user_metrics import UserMetricGroup, UserMetricRegistry
+from tests.unit._measured_job import run_measured
 
 
 def test_the_same_name_is_the_same_metric_and_another_kind_is_refused() -> None:
@@ -44,38 +41,6 @@ def test_a_meter_reports_its_rate_over_its_span_and_a_broken_gauge_is_skipped() 
     figures = {name: v for _, name, v in registry.snapshot(now=117.0)}
     assert figures["events.count"] == 100.0
     assert figures["events.rate"] == pytest.approx((100 - 50) / (117 - 105))
-
-
-class Measured(MapFunction):
-    """Counts records, meters them, gauges the last value and measures their sizes."""
-
-    def open(self, runtime_context: Any) -> None:
-        group = runtime_context.get_metrics_group().add_group("words")
-        self.seen = group.counter("seen")
-        self.rate = group.meter("per_second")
-        self.sizes = group.distribution("length")
-        self.last = 0
-        group.gauge("last_length", lambda: self.last)
-
-    def map(self, value: str) -> str:
-        self.seen.inc()
-        self.rate.mark_event()
-        self.last = len(value)
-        self.sizes.update(len(value))
-        return value
-
-
-def run_measured(executor: str, words: list[str]) -> Any:
-    """``words`` -> rebalance -> ``Measured`` (operator ``measure``, p=2) -> print, run to
-    the end on ``executor``; its job master."""
-    conf = Configuration()
-    conf.set_string("cairn.executor", executor)
-    env = StreamExecutionEnvironment.get_execution_environment(conf)
-    env.set_parallelism(2)
-    env.from_collection(words, Types.STRING()).rebalance().map(Measured()).name("measure").print()
-    client = env.execute_async(f"user-metrics-{executor}")
-    client.get_job_execution_result(timeout=240)
-    return client.job_master
 
 
 def test_a_jobs_user_metrics_reach_rest_and_prometheus() -> None:

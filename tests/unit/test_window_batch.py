@@ -25,8 +25,8 @@ from cairn.runtime.eventtime.stamped import stamp
 from cairn.runtime.operators.base import OperatorRestore
 from cairn.state.key_groups import KeyGroupAssigner
 
-from .test_eventtime_operators import Harness, _snapshot
-from .test_window_operator import Describe, WithKey, window_function
+from ._operator_harness import OperatorHarness, snapshot_operator
+from ._window_functions import Describe, WithKey, window_function
 
 LATE = OutputTag("late")
 
@@ -94,8 +94,8 @@ def steps(seed: int) -> list[Any]:
     return out
 
 
-def harness(f: Any, batch_path: bool, **kwargs: Any) -> Harness:
-    h = Harness(f, **kwargs)
+def harness(f: Any, batch_path: bool, **kwargs: Any) -> OperatorHarness:
+    h = OperatorHarness(f, **kwargs)
     h.op.side_outputs = {"late": h.side.append}
     assert isinstance(h.op._keyed_batch, WindowBatchPath)
     if not batch_path:
@@ -103,7 +103,7 @@ def harness(f: Any, batch_path: bool, **kwargs: Any) -> Harness:
     return h
 
 
-def run(h: Harness, todo: list[Any]) -> None:
+def run(h: OperatorHarness, todo: list[Any]) -> None:
     for what, arg in todo:
         if what == "watermark":
             h.op.process_watermark(max(arg, h.op.current_watermark))
@@ -141,7 +141,7 @@ def test_a_snapshot_mid_window_restores_into_either_path(name: str) -> None:
     for first in (True, False):
         source = harness(f, first)
         run(source, todo[:half])
-        state, files = _snapshot(source.op)
+        state, files = snapshot_operator(source.op)
         assert source.op.backend.keys("_cairn_win/contents"), "windows in flight"
         for second in (True, False):
             got: list[Any] = []
@@ -160,7 +160,7 @@ def test_a_snapshot_mid_window_restores_into_either_path(name: str) -> None:
     assert all(o == outputs[0] for o in outputs)
 
 
-def _owned(h: Harness, todo: list[Any]) -> list[Any]:
+def _owned(h: OperatorHarness, todo: list[Any]) -> list[Any]:
     """``todo`` with only the records whose key group this subtask owns."""
     backend = h.op.backend
     assigner = KeyGroupAssigner(backend.max_parallelism)
@@ -195,7 +195,7 @@ def test_a_batch_without_timestamps_sees_the_cached_accumulators() -> None:
 
 def test_only_the_common_case_takes_the_batch_path() -> None:
     f = window_function(lambda k: k.window(TumblingEventTimeWindows.of(1000)).apply(WithKey()))
-    assert Harness(f).op._keyed_batch is None, "no incremental aggregation"
+    assert OperatorHarness(f).op._keyed_batch is None, "no incremental aggregation"
     f = window_function(
         lambda k: (
             k.window(TumblingProcessingTimeWindows.of(1000))
@@ -203,7 +203,7 @@ def test_only_the_common_case_takes_the_batch_path() -> None:
             .reduce(ordered_reduce)
         )
     )
-    assert Harness(f).op._keyed_batch is None, "not the default trigger"
+    assert OperatorHarness(f).op._keyed_batch is None, "not the default trigger"
 
 
 PROCESSING = {
@@ -240,7 +240,7 @@ def test_processing_time_batches_give_what_the_per_record_path_gives(
         todo.append((rng.randrange(0, 120), records, rng.random() < 0.3))
     results = []
     for batch_path in (True, False):
-        h = Harness(window_function(PROCESSING[name]))
+        h = OperatorHarness(window_function(PROCESSING[name]))
         assert isinstance(h.op._keyed_batch, WindowBatchPath)
         if not batch_path:
             h.op._keyed_batch = None
@@ -261,14 +261,14 @@ def test_processing_time_snapshot_mid_window_restores_into_either_path() -> None
     outputs = []
     for first in (True, False):
         for second in (True, False):
-            source = Harness(f)
+            source = OperatorHarness(f)
             if not first:
                 source.op._keyed_batch = None
             source.op.process_batch([("a", 1), ("b", 2)])
             source.clock.advance(300)
             source.op.process_batch([("a", 3)])
-            state, files = _snapshot(source.op)
-            restored = Harness(f, restore=OperatorRestore(1, {0: state}, files))
+            state, files = snapshot_operator(source.op)
+            restored = OperatorHarness(f, restore=OperatorRestore(1, {0: state}, files))
             if not second:
                 restored.op._keyed_batch = None
             restored.clock.advance(500)

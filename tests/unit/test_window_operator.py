@@ -13,7 +13,6 @@ import pytest
 from cairn.api.window_functions import (
     ProcessAllWindowFunction,
     ProcessWindowFunction,
-    WindowFunction,
 )
 from cairn.common import Time
 from cairn.datastream import (
@@ -44,41 +43,21 @@ from cairn.events import MAX_WATERMARK
 from cairn.runtime.eventtime.stamped import stamp
 from cairn.runtime.operators.base import OperatorRestore
 
-from .test_eventtime_operators import Harness, _snapshot
+from ._operator_harness import OperatorHarness, snapshot_operator
+from ._window_functions import Describe, WithKey, window_function
 
 LATE = OutputTag("late")
-
-
-def window_function(build: Any) -> Any:
-    """The operator function ``build(keyed_stream)`` defines (the API builds it)."""
-    env = StreamExecutionEnvironment.get_execution_environment()
-    keyed = env.from_collection([("a", 0)]).key_by(lambda r: r[0])
-    return build(keyed).get_transformation().operator.function
 
 
 def add(a: Any, b: Any) -> Any:
     return (a[0], a[1] + b[1])
 
 
-class Describe(ProcessWindowFunction[Any, Any, str, Any]):
-    def process(self, key: str, context: Any, elements: Any) -> Any:
-        w = context.window()
-        fired = context.window_state().get_state(_FIRED)
-        fired.update((fired.value() or 0) + 1)
-        yield key, w.start, w.end, sorted(e[1] for e in elements), fired.value()
-
-    def clear(self, context: Any) -> None:
-        context.window_state().get_state(_FIRED).clear()
-
-
-_FIRED = ValueStateDescriptor("fired")
-
-
 def test_tumbling_reduce_fires_when_the_watermark_passes_the_end_stamped_with_it() -> None:
     f = window_function(
         lambda k: k.window(TumblingEventTimeWindows.of(Time.seconds(1))).reduce(add)
     )
-    h = Harness(f)
+    h = OperatorHarness(f)
     h.op.process_batch(stamp([("a", 1), ("b", 2), ("a", 3), ("a", 1500)], [10, 20, 999, 1500]))
     assert h.records() == []
     h.op.process_watermark(998)
@@ -99,7 +78,7 @@ def test_allowed_lateness_refires_and_later_records_go_to_the_side_output() -> N
             .process(Describe())
         )
     )
-    h = Harness(f)
+    h = OperatorHarness(f)
     h.op.side_outputs = {"late": h.side.append}
     h.op.process_batch(stamp([("a", 100)], [100]))
     h.op.process_watermark(1200)
@@ -119,7 +98,7 @@ def test_session_windows_merge_contents_and_timers() -> None:
     f = window_function(
         lambda k: k.window(EventTimeSessionWindows.with_gap(100)).process(Describe())
     )
-    h = Harness(f)
+    h = OperatorHarness(f)
     h.op.process_batch(stamp([("a", 0), ("a", 250), ("b", 0)], [0, 250, 0]))
     h.op.process_batch(stamp([("a", 90)], [90]))  # [0,100) + [90,190) → [0,190)
     h.op.process_batch(stamp([("a", 150)], [150]))  # [150,250) bridges to [250,350): [0,350)
@@ -145,24 +124,19 @@ class Average(AggregateFunction[Any, Any, Any]):
         return (a[0] + b[0], a[1] + b[1])
 
 
-class WithKey(WindowFunction[Any, Any, str, Any]):
-    def apply(self, key: str, window: Any, inputs: Any) -> Any:
-        return [(key, getattr(window, "start", None), *inputs)]
-
-
 def test_sliding_aggregate_keeps_one_accumulator_per_window_through_a_rescale() -> None:
     f = window_function(
         lambda k: k.window(SlidingEventTimeWindows.of(2000, 1000)).aggregate(Average(), WithKey())
     )
     keys = [f"k{i}" for i in range(20)]
-    h = Harness(f)
+    h = OperatorHarness(f)
     h.op.process_batch(stamp([(k, 10) for k in keys] + [(k, 20) for k in keys], [500] * 40))
-    state, files = _snapshot(h.op)  # writes the batch path's cached accumulators back first
+    state, files = snapshot_operator(h.op)  # writes the batch path's cached accumulators back first
     contents = h.op.backend.keys("_cairn_win/contents")
     assert len(contents) == 20
     outputs: list[Any] = []
     for index in range(2):
-        restored = Harness(
+        restored = OperatorHarness(
             f, parallelism=2, index=index, restore=OperatorRestore(1, {0: state}, files)
         )
         restored.op.process_watermark(MAX_WATERMARK)
@@ -176,7 +150,7 @@ def test_processing_time_windows_fire_on_the_manual_clock_without_timestamps() -
     f = window_function(
         lambda k: k.window(TumblingProcessingTimeWindows.of(Time.seconds(1))).reduce(add)
     )
-    h = Harness(f)  # the clock starts at 1000
+    h = OperatorHarness(f)  # the clock starts at 1000
     h.op.process_batch([("a", 1), ("a", 2)])
     assert h.op.next_timer_ms() == 1_999
     h.clock.advance(500)
@@ -186,10 +160,10 @@ def test_processing_time_windows_fire_on_the_manual_clock_without_timestamps() -
 
 
 def test_count_windows_tumbling_and_sliding() -> None:
-    tumbling = Harness(window_function(lambda k: k.count_window(2).reduce(add)))
+    tumbling = OperatorHarness(window_function(lambda k: k.count_window(2).reduce(add)))
     tumbling.op.process_batch([("a", i) for i in range(5)])
     assert [r for r, _ in tumbling.records()] == [("a", 1), ("a", 5)]
-    sliding = Harness(window_function(lambda k: k.count_window(3, 2).apply(WithKey())))
+    sliding = OperatorHarness(window_function(lambda k: k.count_window(3, 2).apply(WithKey())))
     sliding.op.process_batch([("a", i) for i in range(7)])
     got = [r[2:] for r, _ in sliding.records()]
     assert got == [
@@ -205,7 +179,7 @@ def test_a_custom_trigger_on_event_time_windows() -> None:
             k.window(TumblingEventTimeWindows.of(1000)).trigger(CountTrigger.of(2)).reduce(add)
         )
     )
-    h = Harness(f)
+    h = OperatorHarness(f)
     h.op.process_batch(stamp([("a", 1), ("a", 2), ("a", 3)], [1, 2, 3]))
     assert [r for r, _ in h.records()] == [("a", 3)]
     h.op.process_watermark(MAX_WATERMARK)
@@ -233,7 +207,7 @@ def test_window_all_with_a_continuous_trigger_and_a_time_evictor() -> None:
             .process(Everything())
         )
     )
-    h = Harness(f)  # (the harness keys by r[0]; window_all's own key is a constant)
+    h = OperatorHarness(f)  # (the harness keys by r[0]; window_all's own key is a constant)
     h.op.process_batch(stamp([("x", 1), ("x", 500)], [100, 500]))
     h.op.process_watermark(1000)  # early firing at 1000: everything so far
     assert [r for r, _ in h.records()] == [(0, [1, 500], 2)]
@@ -274,7 +248,7 @@ def test_per_window_state_lives_until_the_window_is_cleaned_up() -> None:
             k.window(TumblingEventTimeWindows.of(1000)).allowed_lateness(1000).process(Remember())
         )
     )
-    h = Harness(f)
+    h = OperatorHarness(f)
     h.op.process_batch(stamp([("a", 1)], [1]))
     h.op.process_watermark(999)
     h.op.process_batch(stamp([("a", 2)], [2]))  # late, within lateness: fires again
@@ -310,7 +284,7 @@ def test_the_inlined_default_trigger_path_decides_as_the_trigger_does() -> None:
                 .reduce(add)
             )
         )
-        h = Harness(f)
+        h = OperatorHarness(f)
         h.op.side_outputs = {"late": h.side.append}
         assert f._default_path is (type(trigger) is EventTimeTrigger)
         for what, t in steps:
@@ -339,19 +313,19 @@ class _LegacyWindows(KeyedProcessFunction[Any, Any, Any]):
 
 
 def test_window_state_of_the_format_before_namespaces_is_refused_not_dropped() -> None:
-    legacy = Harness(_LegacyWindows())
+    legacy = OperatorHarness(_LegacyWindows())
     legacy.op.process_batch(stamp([("a", 1)], [10]))
-    state, files = _snapshot(legacy.op)
+    state, files = snapshot_operator(legacy.op)
     f = window_function(lambda k: k.window(TumblingEventTimeWindows.of(1000)).reduce(add))
     with pytest.raises(WindowStateFormatError, match=r"_cairn_w/contents.*--drain"):
-        Harness(f, restore=OperatorRestore(1, {0: state}, files))
+        OperatorHarness(f, restore=OperatorRestore(1, {0: state}, files))
 
 
 def test_windows_are_stored_under_their_start_and_end_not_as_objects() -> None:
     f = window_function(lambda k: k.window(TumblingEventTimeWindows.of(1000)).reduce(add))
-    h = Harness(f)
+    h = OperatorHarness(f)
     h.op.process_batch(stamp([("a", 1), ("a", 2)], [10, 1500]))
-    _snapshot(h.op)  # writes the batch path's accumulators back
+    snapshot_operator(h.op)  # writes the batch path's accumulators back
     backend = h.op.backend
     backend.set_current_key("a")
     contents = backend.get_partitioned_state(MapStateDescriptor("_cairn_win/contents", None, None))
@@ -385,13 +359,13 @@ def test_sessions_are_read_from_the_state_where_the_in_memory_copy_lacks_a_key()
     f = window_function(
         lambda k: k.window(EventTimeSessionWindows.with_gap(30)).process(Describe())
     )
-    first = Harness(f)
+    first = OperatorHarness(f)
     f._sessions._max_keys = 2
     half = len(events) // 2
     for key, t in events[:half]:
         first.op.process_batch(stamp([(key, t)], [t]))
-    state, files = _snapshot(first.op)
-    restored = Harness(f, restore=OperatorRestore(1, {0: state}, files))
+    state, files = snapshot_operator(first.op)
+    restored = OperatorHarness(f, restore=OperatorRestore(1, {0: state}, files))
     f._sessions._max_keys = 2
     for key, t in events[half:]:
         restored.op.process_batch(stamp([(key, t)], [t]))

@@ -13,7 +13,8 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from concurrent.futures import Future
+from typing import Any, NoReturn
 
 from cairn.batch.local import run_in_process
 from cairn.batch.plan import BatchPlan, plan_batch
@@ -21,8 +22,7 @@ from cairn.batch.tasks import Restarts, job_failure, stage_tasks
 from cairn.common.exceptions import JobExecutionException
 from cairn.common.job_execution_result import JobExecutionResult
 from cairn.common.job_status import JobStatus
-from cairn.deploy.job_master import JobMaster
-from cairn.deploy.job_master_client import JobClient
+from cairn.events import SavepointFormatType
 from cairn.graph.job_graph import build_job_graph
 from cairn.graph.transformations import SinkTransformation
 from cairn.ids import JobId
@@ -33,15 +33,15 @@ __all__ = ["BatchJobClient", "submit_batch_job"]
 log = logging.getLogger(__name__)
 
 
-class BatchJobClient(JobClient):
+class BatchJobClient:
     """The client of a BATCH job: status, result, cancel, collected records.
 
-    A ``JobClient`` to the API, without a job master (a BATCH job has none): checkpoints
-    and savepoints do not exist in BATCH mode, so ``trigger_savepoint`` and
-    ``stop_with_savepoint`` raise and ``get_checkpoint_statistics`` returns ``None``.
+    A ``JobClient`` (``cairn.common.job_client``) without a job master (a BATCH job has
+    none): checkpoints and savepoints do not exist in BATCH mode, so ``trigger_savepoint``
+    and ``stop_with_savepoint`` raise and ``get_checkpoint_statistics`` returns ``None``.
     """
 
-    def __init__(  # no super().__init__: it attaches to a streaming job master
+    def __init__(
         self, job_id: JobId, job_name: str, plan: BatchPlan, run: Callable[[], Any]
     ) -> None:
         self._job_id = job_id
@@ -60,7 +60,8 @@ class BatchJobClient(JobClient):
             target=self._main, name=f"cairn-batch-{job_id}", daemon=True
         )
 
-    def _start(self) -> None:
+    def start(self) -> None:
+        """Run the job on its own thread (once)."""
         self._status = JobStatus.RUNNING
         self._thread.start()
 
@@ -124,14 +125,23 @@ class BatchJobClient(JobClient):
     def get_checkpoint_statistics(self) -> None:
         return None
 
-    def trigger_savepoint(self, *args: Any, **kwargs: Any) -> Any:
+    def trigger_savepoint(
+        self,
+        savepoint_directory: str | None = None,
+        format_type: SavepointFormatType = SavepointFormatType.CANONICAL,
+    ) -> Future[str]:
         raise RuntimeError("a BATCH job takes no savepoints (it has no checkpoints)")
 
-    def stop_with_savepoint(self, *args: Any, **kwargs: Any) -> Any:
+    def stop_with_savepoint(
+        self,
+        advance_to_end_of_event_time: bool = False,
+        savepoint_directory: str | None = None,
+        format_type: SavepointFormatType = SavepointFormatType.CANONICAL,
+    ) -> Future[str]:
         return self.trigger_savepoint()
 
     @property
-    def job_master(self) -> JobMaster:
+    def job_master(self) -> NoReturn:
         raise RuntimeError("a BATCH job has no job master (its stages run as Spark stages)")
 
     def worker_pids(self) -> dict[int, int]:
@@ -184,5 +194,5 @@ def submit_batch_job(settings: JobSettings, sinks: Sequence[SinkTransformation])
             return collected
 
     client = BatchJobClient(job_id, settings.job_name, plan, run)
-    client._start()
+    client.start()
     return client

@@ -5,8 +5,8 @@ Invariant: a checkpoint completes only when every expected task acknowledged it,
 only increase; under high availability (a ``Fence``) nothing is completed, recorded,
 announced to the tasks or deleted unless the fence passes just before. Single-threaded: the
 job master calls every method from one thread. Decisions are ``protocol``'s; deleting files
-is ``cleanup``'s, finding the restore point ``restore_points``', queueing savepoints
-``savepoint_queue``'.
+is ``cleanup``'s, writing a completed one's ``_metadata`` under the fence ``publication``'s,
+finding the restore point ``restore_points``', queueing savepoints ``savepoint_queue``'.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from cairn.checkpoint.protocol import (
     discard_on_termination,
     expired_checkpoints,
 )
+from cairn.checkpoint.publication import CheckpointPublisher
 from cairn.checkpoint.restore_points import RestorePoints
 from cairn.checkpoint.savepoint_queue import SavepointQueue, SavepointRequest
 from cairn.checkpoint.stats import CheckpointStatsTracker
@@ -125,9 +126,6 @@ class CheckpointCoordinator:
         fence: Fence | None = None,
     ) -> None:
         self.job_id = job_id
-        # Called with a checkpoint's id once its _metadata is written aside, before it is
-        # published (recovery tests lose the driver there: runtime/faults.py).
-        self._before_publish = before_publish
         self.settings = settings
         self.storage = storage
         self.expected_tasks = frozenset(expected_tasks)
@@ -142,6 +140,7 @@ class CheckpointCoordinator:
         self._policy = TriggerPolicy.from_settings(settings)
         self._failures = CheckpointFailureManager(settings.tolerable_failures)
         self._fence = fence
+        self._publisher = CheckpointPublisher(job_id, storage, fence, before_publish)
         self._cleaner = CheckpointCleaner(job_id, storage, fence.holds if fence else lambda: True)
         self._store = CompletedCheckpointStore(
             max(1, settings.retained), self._cleaner.discard_completed
@@ -409,23 +408,17 @@ class CheckpointCoordinator:
             return
         metadata = metadata.with_subtask_stats(self._stats.get(cid))  # kept in _metadata
         kind = "savepoint" if pending.is_savepoint else "checkpoint"
-        if not self._leads(f"complete {kind} {cid}"):
+        if not self._publisher.leads(f"complete {kind} {cid}"):
             self._drop_fenced(cid)
             return
         try:
             if pending.is_savepoint:
                 target = self._savepoints.target_dir(cid)
-                completed = self.storage.write_savepoint(metadata, target)
+                completed = self._publisher.publish_savepoint(metadata, target)
                 self._cleaner.discard_files(cid)  # the working copy in the checkpoint directory
                 self._cleaner.savepoint_completed(cid, metadata)
             else:
-                hook = self._before_publish
-                before = None if hook is None else lambda: hook(cid)
-                # Under HA: never over another leader's _metadata; the pointer has the last word.
-                exclusive = self._fence is not None
-                completed = self.storage.write_metadata(metadata, before, exclusive)
-                if exclusive:
-                    self._fenced_pointer(cid, completed.directory)
+                completed = self._publisher.publish_checkpoint(cid, metadata)
         except LeadershipLost as e:
             log.error("Checkpoint %d of job %s is not completed: %s", cid, self.job_id, e)
             self._drop_fenced(cid)
@@ -444,7 +437,8 @@ class CheckpointCoordinator:
         )
         if pending.is_savepoint:
             request = self._savepoints.finish(cid)
-            if request.terminate and self._leads(f"announce savepoint {cid} (sinks commit)"):
+            announce = f"announce savepoint {cid} (sinks commit)"
+            if request.terminate and self._publisher.leads(announce):
                 self._gateway.notify_complete(cid)  # the job ends after it: its sinks commit it
             request.future.set_result(completed)
             return
@@ -457,32 +451,8 @@ class CheckpointCoordinator:
             self._abort(older, subsumed, f"checkpoint {cid} completed first")
         self._restore_points.completed(completed.directory)
         self._restore_points.announced(cid)  # before the tasks hear of it: a sink may commit
-        if self._leads(f"announce checkpoint {cid} (sinks commit)"):
+        if self._publisher.leads(f"announce checkpoint {cid} (sinks commit)"):
             self._gateway.notify_complete(cid)
-
-    def _leads(self, action: str) -> bool:
-        """Whether this driver may ``action`` now (always, without high availability)."""
-        if self._fence is None:
-            return True
-        try:
-            self._fence.check(action)
-        except LeadershipLost as e:
-            log.error("Job %s: %s", self.job_id, e)
-            return False
-        return True
-
-    def _fenced_pointer(self, cid: CheckpointId, directory: str) -> None:
-        """Record ``cid`` in the HA pointer; if a newer leader refuses it, withdraw the
-        ``_metadata`` just written (exclusively: ours) and raise ``LeadershipLost``."""
-        assert self._fence is not None
-        try:
-            self._fence.checkpoint_completed(cid, directory)
-        except LeadershipLost:
-            try:
-                self.storage.withdraw_metadata(cid)
-            except Exception:  # left: an incomplete checkpoint no pointer names
-                log.warning("Could not withdraw the _metadata of checkpoint %d", cid)
-            raise
 
     def _drop_fenced(self, cid: CheckpointId) -> None:
         """Forget a checkpoint a driver without leadership must not complete: nothing is

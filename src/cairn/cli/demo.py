@@ -73,28 +73,29 @@ def run_demo(
         f"{rate:,} records/s, a checkpoint every second, exactly-once file sink -> {data_dir}"
     )
     _say("Starting local Spark and the job ...")
+    from cairn.deploy.job_master_client import job_master_of
     from cairn.deploy.spark_session import get_or_create_spark
 
     get_or_create_spark(master, parallelism, {}).sparkContext.setLogLevel("FATAL")
     started = time.monotonic()
     client = env.execute_async("cairn-demo")
-    master_ = client.job_master
+    master_ = job_master_of(client)
     if kill:
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and master_.end_ms is None:
-            coordinator = master_.coordinator
-            latest = coordinator.latest_completed_id() if coordinator else None
+        while time.monotonic() < deadline and not master_.view.ended:
+            view = master_.view
+            latest = view.latest_checkpoint_id
             sources = set(master_.plan.source_tasks)
-            emitted = sum(m.records_out for t, m in dict(master_.metrics).items() if t in sources)
+            emitted = sum(m.records_out for t, m in view.metrics.items() if t in sources)
             # Kill mid-run: after a completed checkpoint, with most of the input still to come.
             if (
                 latest is not None
                 and latest >= 2
                 and emitted >= records // 4
-                and len(master_.worker_pids) == parallelism
+                and len(view.worker_pids) == parallelism
             ):
-                victim = max(master_.worker_pids)
-                pid = master_.worker_pids[victim]
+                victim = max(view.worker_pids)
+                pid = view.worker_pids[victim]
                 if emitted >= records * 0.9:
                     _say("\n>>> the job is almost done; not killing a worker this time")
                     break

@@ -426,7 +426,7 @@ def _interrupted_jobs() -> str:
         if not master.settings.checkpoint.enabled:
             parts.append(f"job {master.job_id}")
             continue
-        latest = master.coordinator.latest_completed_id()
+        latest = master.view.latest_checkpoint_id
         where = f"latest completed chk-{latest}" if latest is not None else "none completed"
         if latest is not None:  # the run record still says RUNNING: a rerun resumes
             where += " (the same command resumes from it; --fresh starts from scratch)"

@@ -4,8 +4,8 @@ Layers: ``configuration`` / ``config_options`` / ``config_values`` hold the vali
 configuration keys; ``restart_strategy``, ``checkpointing_mode`` and
 ``externalized_checkpoint_retention`` are spellings of those keys; ``typeinfo``, ``types``,
 ``time``, ``serialization`` and ``watermark_strategy`` describe records; ``job_*`` is what a
-submitted job hands back. ``JobClient`` is imported lazily from the deploy layer on first
-attribute access (it is left out of ``__all__`` so that ``import *`` does not load Spark);
+submitted job hands back. ``JobClient`` (a protocol, ``job_client``) is imported on first
+attribute access (it is left out of ``__all__``, as it always was);
 the row formats PyFlink also exports here (``JsonRowSerializationSchema``,
 ``CsvRow...``, ``AvroRow...``) are imported from ``formats`` on first access too.
 """
@@ -80,7 +80,7 @@ _FORMATS = {
 
 
 def __getattr__(name: str) -> Any:
-    # JobClient lives in the deploy layer, which imports Spark: load it only on use.
+    # JobClient: the protocol of job_client, loaded on use as ever.
     if name == "JobClient":
         from cairn.common.job_client import JobClient
 

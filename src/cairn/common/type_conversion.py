@@ -26,25 +26,19 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import functools
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from cairn.common.typeinfo import (
-    BasicArrayTypeInfo,
-    BasicTypeInfo,
-    ListTypeInfo,
-    MapTypeInfo,
-    ObjectArrayTypeInfo,
-    PrimitiveArrayTypeInfo,
-    RowTypeInfo,
-    TupleTypeInfo,
-    TypeInformation,
-)
+from cairn.common.time import Instant
+from cairn.common.type_visitor import INTEGER_BITS, TypeVisitor, scalar_name
+from cairn.common.typeinfo import BasicTypeInfo, TypeInformation
 from cairn.common.types import Row
 
-__all__ = ["convert", "convert_elements"]
+__all__ = ["Converter", "convert", "convert_elements", "converter"]
 
-_INT_BITS = {"Byte": 8, "Short": 16, "Integer": 32, "Long": 64}
+Converter = Callable[[Any, str], Any]
+"""A value and its path in the record (for errors) to the value of one type."""
 
 
 def convert(value: Any, type_info: TypeInformation | None, path: str = "") -> Any:
@@ -52,45 +46,118 @@ def convert(value: Any, type_info: TypeInformation | None, path: str = "") -> An
     where it sits in the record, for errors."""
     if value is None or type_info is None:
         return value
-    if isinstance(type_info, RowTypeInfo):
-        return _row(value, type_info, path)
-    if isinstance(type_info, TupleTypeInfo):
-        fields = _fields(value, len(type_info.field_types), type_info, path)
-        return tuple(
-            convert(v, t, f"{path}[{i}]")
-            for i, (v, t) in enumerate(zip(fields, type_info.field_types, strict=True))
-        )
-    if isinstance(
-        type_info, ListTypeInfo | BasicArrayTypeInfo | PrimitiveArrayTypeInfo | ObjectArrayTypeInfo
-    ):
-        if isinstance(value, bytes | bytearray) and _is_byte_array(type_info):
-            return bytes(value)  # PyFlink: a byte[] field is Python bytes both ways
-        if isinstance(value, str | bytes | dict) or not hasattr(value, "__iter__"):
-            raise TypeError(f"{_at(path)}{_shown(value)} is not of type {type_info!r}")
-        return [convert(v, type_info.element_type, f"{path}[{i}]") for i, v in enumerate(value)]
-    if isinstance(type_info, MapTypeInfo):
-        if not isinstance(value, dict):
-            raise TypeError(f"{_at(path)}{_shown(value)} is not of type {type_info!r}")
-        return {
-            convert(k, type_info.key_type, f"{path}.keys()"): convert(
-                v, type_info.value_type, f"{path}[{k!r}]"
+    return converter(type_info)(value, path)
+
+
+@functools.lru_cache(maxsize=256)
+def converter(type_info: TypeInformation) -> Converter:
+    """The conversion of ``type_info``, built once per type (types are hashable values).
+
+    >>> from cairn.common.typeinfo import Types
+    >>> converter(Types.LIST(Types.SHORT()))([1, 2], "")
+    [1, 2]
+    """
+    return _Converters().visit(type_info)
+
+
+def _nullable(convert_value: Converter) -> Converter:
+    def convert_or_none(value: Any, path: str) -> Any:
+        return None if value is None else convert_value(value, path)
+
+    return convert_or_none
+
+
+def _identity(value: Any, path: str) -> Any:
+    return value
+
+
+class _Converters(TypeVisitor[Converter]):
+    """Builds the converter of a type; every kind converts, hints without a kind keep values."""
+
+    format = "from_collection"
+
+    def unsupported(self, t: TypeInformation, why: str = "") -> Converter:
+        return _identity  # PICKLED_BYTE_ARRAY and other hints: any Python object
+
+    def visit_row(
+        self, t: TypeInformation, names: list[str], types: list[TypeInformation]
+    ) -> Converter:
+        fields = [_nullable(self.visit(f)) for f in types]
+        pairs = list(zip(fields, names, strict=True))
+
+        def to_row(value: Any, path: str) -> Row:
+            if isinstance(value, dict):
+                missing = [n for n in names if n not in value]
+                if missing:
+                    raise TypeError(f"{_at(path)}{_shown(value)} lacks fields {missing} of {t!r}")
+                values = [value[n] for n in names]
+            elif isinstance(value, tuple | list | Row):
+                values = _fields(value, len(names), t, path)
+            elif hasattr(value, "__dict__"):
+                attrs = vars(value)
+                values = [attrs.get(n) for n in names]
+            else:
+                raise TypeError(f"{_at(path)}{_shown(value)} does not fit {t!r}")
+            row = Row(*(f(v, f"{path}.{n}") for v, (f, n) in zip(values, pairs, strict=True)))
+            row.set_field_names(names)
+            if isinstance(value, Row):
+                row.set_row_kind(value.get_row_kind())
+            return row
+
+        return to_row
+
+    def visit_tuple(self, t: TypeInformation, types: list[TypeInformation]) -> Converter:
+        fields = [_nullable(self.visit(f)) for f in types]
+
+        def to_tuple(value: Any, path: str) -> tuple[Any, ...]:
+            values = _fields(value, len(fields), t, path)
+            return tuple(
+                f(v, f"{path}[{i}]") for i, (v, f) in enumerate(zip(values, fields, strict=True))
             )
-            for k, v in value.items()
-        }
-    if isinstance(type_info, BasicTypeInfo):
-        check = _BASIC.get(type_info.name)
-        return check(value, type_info, path) if check is not None else value
-    return value  # PICKLED_BYTE_ARRAY and other hints: any Python object
 
+        return to_tuple
 
-def _is_byte_array(type_info: TypeInformation) -> bool:
-    """``Types.PRIMITIVE_ARRAY(Types.BYTE())``: Java's ``byte[]``, Python's ``bytes``."""
-    element = getattr(type_info, "element_type", None)
-    return (
-        isinstance(type_info, PrimitiveArrayTypeInfo)
-        and isinstance(element, BasicTypeInfo)
-        and element.name == "Byte"
-    )
+    def visit_array(self, t: TypeInformation, element: TypeInformation) -> Converter:
+        each = _nullable(self.visit(element))
+
+        def to_list(value: Any, path: str) -> list[Any]:
+            if isinstance(value, str | bytes | dict) or not hasattr(value, "__iter__"):
+                raise TypeError(f"{_at(path)}{_shown(value)} is not of type {t!r}")
+            return [each(v, f"{path}[{i}]") for i, v in enumerate(value)]
+
+        return to_list
+
+    def visit_bytes(self, t: TypeInformation) -> Converter:
+        as_list = self.visit_array(t, BasicTypeInfo("Byte"))
+
+        def to_bytes(value: Any, path: str) -> Any:
+            if isinstance(value, bytes | bytearray):
+                return bytes(value)  # PyFlink: a byte[] field is Python bytes both ways
+            return as_list(value, path)
+
+        return to_bytes
+
+    def visit_map(
+        self, t: TypeInformation, key: TypeInformation, value: TypeInformation
+    ) -> Converter:
+        keys, values = _nullable(self.visit(key)), _nullable(self.visit(value))
+
+        def to_dict(mapping: Any, path: str) -> dict[Any, Any]:
+            if not isinstance(mapping, dict):
+                raise TypeError(f"{_at(path)}{_shown(mapping)} is not of type {t!r}")
+            return {
+                keys(k, f"{path}.keys()"): values(v, f"{path}[{k!r}]") for k, v in mapping.items()
+            }
+
+        return to_dict
+
+    def visit_scalar(self, t: TypeInformation) -> Converter:
+        name = scalar_name(t)
+        check = _BASIC[name]
+        return lambda value, path: check(value, name, path)
+
+    def visit_pickled(self, t: TypeInformation) -> Converter:
+        return _identity
 
 
 def convert_elements(elements: Iterable[Any], type_info: TypeInformation) -> list[Any]:
@@ -116,32 +183,6 @@ def _join(message: str) -> str:
     return message if message[:1] in ".[" else ": " + message
 
 
-def _row(value: Any, type_info: RowTypeInfo, path: str) -> Row:
-    names = type_info.get_field_names()
-    if isinstance(value, dict):
-        missing = [n for n in names if n not in value]
-        if missing:
-            raise TypeError(f"{_at(path)}{_shown(value)} lacks fields {missing} of {type_info!r}")
-        values = [value[n] for n in names]
-    elif isinstance(value, tuple | list | Row):
-        values = _fields(value, len(names), type_info, path)
-    elif hasattr(value, "__dict__"):
-        attrs = vars(value)
-        values = [attrs.get(n) for n in names]
-    else:
-        raise TypeError(f"{_at(path)}{_shown(value)} does not fit {type_info!r}")
-    row = Row(
-        *(
-            convert(v, t, f"{path}.{n}")
-            for v, t, n in zip(values, type_info.field_types, names, strict=True)
-        )
-    )
-    row.set_field_names(names)
-    if isinstance(value, Row):
-        row.set_row_kind(value.get_row_kind())
-    return row
-
-
 def _fields(value: Any, arity: int, type_info: TypeInformation, path: str) -> list[Any]:
     if not isinstance(value, tuple | list | Row):
         raise TypeError(f"{_at(path)}{_shown(value)} does not fit {type_info!r}")
@@ -163,47 +204,47 @@ def _shown(value: Any) -> str:
     return f"{text} ({type(value).__name__})"
 
 
-def _mismatch(value: Any, type_info: BasicTypeInfo, path: str) -> TypeError:
-    return TypeError(f"{_at(path)}{_shown(value)} is not of type {type_info.name}")
+def _mismatch(value: Any, name: str, path: str) -> TypeError:
+    return TypeError(f"{_at(path)}{_shown(value)} is not of type {name}")
 
 
-def _integer(value: Any, type_info: BasicTypeInfo, path: str) -> int:
+def _integer(value: Any, name: str, path: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _mismatch(value, type_info, path)
-    bits = _INT_BITS[type_info.name]
+        raise _mismatch(value, name, path)
+    bits = INTEGER_BITS[name]
     if not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
-        raise TypeError(f"{_at(path)}{value} is outside {type_info.name} ({bits}-bit signed)")
+        raise TypeError(f"{_at(path)}{value} is outside {name} ({bits}-bit signed)")
     return value
 
 
-def _floating(value: Any, type_info: BasicTypeInfo, path: str) -> float:
+def _floating(value: Any, name: str, path: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _mismatch(value, type_info, path)
+        raise _mismatch(value, name, path)
     return float(value)
 
 
-def _instance(*kinds: type) -> Callable[[Any, BasicTypeInfo, str], Any]:
-    def check(value: Any, type_info: BasicTypeInfo, path: str) -> Any:
+def _instance(*kinds: type) -> Callable[[Any, str, str], Any]:
+    def check(value: Any, name: str, path: str) -> Any:
         if not isinstance(value, kinds) or (bool not in kinds and isinstance(value, bool)):
-            raise _mismatch(value, type_info, path)
+            raise _mismatch(value, name, path)
         return value
 
     return check
 
 
-def _char(value: Any, type_info: BasicTypeInfo, path: str) -> str:
+def _char(value: Any, name: str, path: str) -> str:
     if not isinstance(value, str) or len(value) != 1:
-        raise _mismatch(value, type_info, path)
+        raise _mismatch(value, name, path)
     return value
 
 
-def _big_dec(value: Any, type_info: BasicTypeInfo, path: str) -> decimal.Decimal:
+def _big_dec(value: Any, name: str, path: str) -> decimal.Decimal:
     if isinstance(value, bool) or not isinstance(value, int | float | decimal.Decimal):
-        raise _mismatch(value, type_info, path)
+        raise _mismatch(value, name, path)
     return value if isinstance(value, decimal.Decimal) else decimal.Decimal(str(value))
 
 
-_BASIC: dict[str, Callable[[Any, BasicTypeInfo, str], Any]] = {
+_BASIC: dict[str, Callable[[Any, str, str], Any]] = {
     "String": _instance(str),
     "Boolean": _instance(bool),
     "Byte": _integer,
@@ -221,5 +262,6 @@ _BASIC: dict[str, Callable[[Any, BasicTypeInfo, str], Any]] = {
     "LocalTime": _instance(datetime.time),
     "Timestamp": _instance(datetime.datetime),
     "LocalDateTime": _instance(datetime.datetime),
-    "Instant": _instance(datetime.datetime),
+    # PyFlink hands Types.INSTANT() values to Python as pyflink.common.time.Instant
+    "Instant": _instance(Instant, datetime.datetime),
 }

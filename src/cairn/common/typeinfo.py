@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from cairn.common.type_kind import TypeKind
+
 __all__ = [
     "BasicArrayTypeInfo",
     "BasicTypeInfo",
@@ -33,7 +35,15 @@ __all__ = [
 
 
 class TypeInformation:
-    """Base of all type hints; equal when they describe the same type."""
+    """Base of all type hints; equal when they describe the same type.
+
+    ``kind`` is what ``cairn.common.type_visitor`` dispatches on (``None``: a hint that no
+    format knows).
+    """
+
+    @property
+    def kind(self) -> TypeKind | None:
+        return None
 
     def _key(self) -> tuple[object, ...]:
         return (type(self).__name__,)
@@ -57,6 +67,10 @@ class BasicTypeInfo(TypeInformation):
     def __init__(self, name: str) -> None:
         self.name = name
 
+    @property
+    def kind(self) -> TypeKind | None:
+        return _BASIC_KINDS.get(self.name)
+
     def _key(self) -> tuple[object, ...]:
         return ("basic", self.name)
 
@@ -66,6 +80,10 @@ class BasicTypeInfo(TypeInformation):
 
 class PickledBytesTypeInfo(TypeInformation):
     """Any picklable Python object (PyFlink's default when no type is given)."""
+
+    @property
+    def kind(self) -> TypeKind | None:
+        return TypeKind.PICKLED
 
     def __repr__(self) -> str:
         return "PickledByteArrayTypeInfo"
@@ -87,6 +105,10 @@ class RowTypeInfo(TypeInformation):
                 f"{len(self.field_types)} types"
             )
         self.field_names = names
+
+    @property
+    def kind(self) -> TypeKind | None:
+        return TypeKind.ROW
 
     def get_field_names(self) -> list[str]:
         return list(self.field_names)
@@ -116,6 +138,10 @@ class TupleTypeInfo(TypeInformation):
     def __init__(self, field_types: Sequence[TypeInformation]) -> None:
         self.field_types = list(field_types)
 
+    @property
+    def kind(self) -> TypeKind | None:
+        return TypeKind.TUPLE
+
     def get_field_types(self) -> list[TypeInformation]:
         return list(self.field_types)
 
@@ -131,6 +157,10 @@ class _ElementTypeInfo(TypeInformation):
 
     def __init__(self, element_type: TypeInformation) -> None:
         self.element_type = element_type
+
+    @property
+    def kind(self) -> TypeKind | None:
+        return TypeKind.ARRAY
 
     def _key(self) -> tuple[object, ...]:
         return (self._label, self.element_type)
@@ -150,6 +180,11 @@ class BasicArrayTypeInfo(_ElementTypeInfo):
 class PrimitiveArrayTypeInfo(_ElementTypeInfo):
     _label = "PrimitiveArray"
 
+    @property
+    def kind(self) -> TypeKind | None:
+        byte = isinstance(self.element_type, BasicTypeInfo) and self.element_type.name == "Byte"
+        return TypeKind.BYTES if byte else TypeKind.ARRAY
+
 
 class ObjectArrayTypeInfo(_ElementTypeInfo):
     _label = "ObjectArray"
@@ -160,11 +195,37 @@ class MapTypeInfo(TypeInformation):
         self.key_type = key_type
         self.value_type = value_type
 
+    @property
+    def kind(self) -> TypeKind | None:
+        return TypeKind.MAP
+
     def _key(self) -> tuple[object, ...]:
         return ("map", self.key_type, self.value_type)
 
     def __repr__(self) -> str:
         return f"Map<{self.key_type!r}, {self.value_type!r}>"
+
+
+_BASIC_KINDS = {
+    "String": TypeKind.STRING,
+    "Character": TypeKind.STRING,
+    "Boolean": TypeKind.BOOLEAN,
+    "Byte": TypeKind.INTEGER,
+    "Short": TypeKind.INTEGER,
+    "Integer": TypeKind.INTEGER,
+    "Long": TypeKind.INTEGER,
+    "BigInteger": TypeKind.BIG_INTEGER,
+    "Float": TypeKind.FLOAT,
+    "Double": TypeKind.FLOAT,
+    "BigDecimal": TypeKind.DECIMAL,
+    "Date": TypeKind.DATE,
+    "LocalDate": TypeKind.DATE,
+    "Time": TypeKind.TIME,
+    "LocalTime": TypeKind.TIME,
+    "Timestamp": TypeKind.TIMESTAMP,
+    "LocalDateTime": TypeKind.TIMESTAMP,
+    "Instant": TypeKind.INSTANT,
+}
 
 
 def _basic(name: str) -> BasicTypeInfo:

@@ -43,7 +43,7 @@ from cairn.datastream.state_backend import (
 from cairn.graph.transformations import SinkTransformation, SourceTransformation
 
 if TYPE_CHECKING:
-    from cairn.launch import JobClient
+    from cairn.common.job_client import JobClient
 
 __all__ = [
     "StreamExecutionEnvironment",

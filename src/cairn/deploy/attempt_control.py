@@ -11,17 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from cairn.checkpoint.coordinator import CheckpointCoordinator
 from cairn.checkpoint.metadata import CompletedCheckpoint
 from cairn.common.job_status import JobStatus
 from cairn.deploy import control_messages as p
 from cairn.deploy.control_server import ControlServer, Envelope
 from cairn.events import SavepointFormatType
-from cairn.ids import AttemptNumber
-
-if TYPE_CHECKING:
-    from cairn.deploy.job_master import JobMaster
+from cairn.ids import AttemptNumber, JobId
 
 
 @dataclass(frozen=True)
@@ -39,32 +36,40 @@ class Stopped:
 
 
 class AttemptSavepointControl:
-    """The ``SavepointControl`` of attempt ``attempt`` of ``master``; ``finishing`` says
-    whether its sources have ended (a final checkpoint is under way)."""
+    """The ``SavepointControl`` of attempt ``attempt`` of job ``job_id``, whose checkpoints
+    ``coordinator`` drives (``checkpointing``: periodic checkpoints are enabled); ``status``
+    reads the job's status, ``finishing`` whether its sources have ended (a final checkpoint
+    is under way)."""
 
     def __init__(
         self,
-        master: JobMaster,
+        job_id: JobId,
+        coordinator: CheckpointCoordinator,
+        checkpointing: bool,
         server: ControlServer,
         attempt: AttemptNumber,
+        status: Callable[[], JobStatus],
         finishing: Callable[[], bool],
     ) -> None:
-        self._m = master
+        self._job_id = job_id
+        self._coordinator = coordinator
+        self._checkpointing = checkpointing
         self._server = server
         self._attempt = attempt
+        self._status = status
         self._finishing = finishing
 
     def refusal(self) -> str | None:
-        m = self._m
-        if m.status is not JobStatus.RUNNING:
-            return f"job {m.job_id} is {m.status.name}, not RUNNING: no savepoint can be taken"
-        if not m.settings.checkpoint.enabled:
+        job, status = self._job_id, self._status()
+        if status is not JobStatus.RUNNING:
+            return f"job {job} is {status.name}, not RUNNING: no savepoint can be taken"
+        if not self._checkpointing:
             return (
-                f"job {m.job_id} has checkpointing disabled; savepoints need it "
+                f"job {job} has checkpointing disabled; savepoints need it "
                 "(env.enable_checkpointing(...) or execution.checkpointing.interval)"
             )
         if self._finishing():
-            return f"job {m.job_id} is finishing: its sources have ended"
+            return f"job {job} is finishing: its sources have ended"
         return None
 
     def start(
@@ -74,14 +79,14 @@ class AttemptSavepointControl:
         format_type: SavepointFormatType,
         drain: bool = False,
     ) -> Future[CompletedCheckpoint]:
-        return self._m.coordinator.trigger_savepoint(target_dir, terminate, format_type, drain)
+        return self._coordinator.trigger_savepoint(target_dir, terminate, format_type, drain)
 
     def end_sources(self) -> None:
         """After a stop's savepoint (as in Flink): the tasks shut down without ending their
         input, so (without drain) no final watermark fires event-time timers or windows whose
         output the savepoint does not cover; the sinks already committed it (the completion
         notice went out first, and each worker takes control messages in order)."""
-        self._m.coordinator.stop_periodic()
+        self._coordinator.stop_periodic()
         self.post(Stopped())
 
     def resume_sources(self) -> None:

@@ -8,15 +8,12 @@ while the job master's driver still leads the job, checked just before it goes o
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.deploy import control_messages as p
+from cairn.deploy.job_master_ports import AttemptPort
 from cairn.events import CheckpointBarrier
 from cairn.ids import CheckpointId
-
-if TYPE_CHECKING:
-    from cairn.deploy.job_master import JobMaster
 
 __all__ = ["CoordinatorGatewayOf"]
 
@@ -26,26 +23,25 @@ log = logging.getLogger(__name__)
 class CoordinatorGatewayOf:
     """What the checkpoint coordinator may do to the job master's running attempt."""
 
-    def __init__(self, master: JobMaster) -> None:
-        self._m = master
+    def __init__(self, attempt: AttemptPort) -> None:
+        self._m = attempt
 
     def trigger_sources(self, barrier: CheckpointBarrier) -> None:
-        self._m._broadcast_current(p.TriggerCheckpoint(barrier))
+        self._m.broadcast_to_current(p.TriggerCheckpoint(barrier))
 
     def notify_complete(self, checkpoint_id: CheckpointId) -> None:
-        leadership = self._m.leadership
-        if leadership is not None and not leadership.holds():
+        if not self._m.leads():
             log.error(
                 "not announcing checkpoint %d: this driver lost its leadership", checkpoint_id
             )
             return
-        self._m._broadcast_current(p.NotifyCheckpointComplete(checkpoint_id))
-        self._m._emit("checkpoint", checkpoint_id)
+        self._m.broadcast_to_current(p.NotifyCheckpointComplete(checkpoint_id))
+        self._m.emit("checkpoint", checkpoint_id)
 
     def notify_aborted(
         self, checkpoint_id: CheckpointId, reason: CheckpointFailureReason, message: str
     ) -> None:
-        self._m._broadcast_current(p.NotifyCheckpointAborted(checkpoint_id, reason))
+        self._m.broadcast_to_current(p.NotifyCheckpointAborted(checkpoint_id, reason))
 
     def fail_job(self, reason: str) -> None:
-        self._m._fail_current(reason)
+        self._m.fail_current(reason)

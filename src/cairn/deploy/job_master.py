@@ -1,54 +1,68 @@
-"""The job master: deploys attempts, drives checkpoints, and fails over.
+"""The job master: runs a job's attempts one after another, fails over, and publishes what
+other threads may see of the job.
 
 Invariants: exactly one attempt is live at a time — a new attempt is deployed only after the
-previous one was cancelled and its workers disconnected; messages of older attempts are
-dropped; an attempt fails as soon as its workers all ended while some never registered (not
-after ``REGISTRATION_TIMEOUT_S``, which bounds workers that hang instead); every restart
-restores from the latest completed (and verified) checkpoint that no worker failed to
-restore (``restore_choice.py``), or fails the job when only a fallback that would commit
-output a second time is left; an attempt whose workers found its restored state corrupt
-is not counted against the restart strategy (the checkpoint is never offered again); the
-job's status changes only along ``lifecycle.JOB_STATUS_TRANSITIONS``, and a terminal status
-is set only after the checkpoint coordinator applied its retention policy; savepoint
-requests from other threads are started on the job master's thread
-(``savepoint_requests.py``), like everything else that touches the coordinator; under high
-availability no attempt is deployed unless this driver leads (``job_master_leadership.py``),
-and one that lost its leadership ends SUSPENDED.
+previous one was torn down (``attempt_driver.py``: shut down, its workers disconnected);
+after each attempt the job master gathers the facts, asks ``after_attempt.py`` what to do
+and does it, so every restart restores from the latest completed (and verified) checkpoint
+that no worker failed to restore (``restore_choice.py``), an attempt whose workers found its
+restored state corrupt is not counted against the restart strategy, and the restart delay
+counts from the failed attempt's end; the job's status changes only along
+``lifecycle.JOB_STATUS_TRANSITIONS``, and a terminal status is set only after the checkpoint
+coordinator applied its retention policy; everything that touches the coordinator runs on
+the job master's thread (savepoint requests from other threads are started there,
+``savepoint_requests.py``); other threads read the job only through its immutable ``view``
+(``job_view.py``), and helpers reach the job master only through its ports
+(``job_master_ports.py``); under high availability no attempt is deployed unless this driver
+leads (``job_master_leadership.py``), and one that lost its leadership ends SUSPENDED.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import replace
+from types import MappingProxyType
 from typing import Any
 
 from cairn.checkpoint.coordinator import CheckpointCoordinator
 from cairn.checkpoint.errors import CheckpointError, RestoreReadError
 from cairn.checkpoint.ha.fence import LeadershipLost
 from cairn.checkpoint.ha.leader import Leadership
-from cairn.checkpoint.messages import TaskAcknowledgement, TaskDecline, TaskKey
+from cairn.checkpoint.messages import TaskKey
 from cairn.checkpoint.protocol import FallbackRule
 from cairn.checkpoint.storage import CheckpointStorage
 from cairn.common.job_status import JobStatus
 from cairn.deploy import control_messages as p
-from cairn.deploy.attempt_control import AttemptSavepointControl, FailAttempt, Stopped
-from cairn.deploy.attempt_errors import TaskFailure, WorkerLost, could_not_restore
+from cairn.deploy.after_attempt import (
+    AfterAttemptFacts,
+    Cancel,
+    DelayCancelled,
+    Fail,
+    Finish,
+    NoSafeRestore,
+    Restart,
+    Step,
+    StorageUnreadable,
+    Suspend,
+    decide_after_attempt,
+)
+from cairn.deploy.attempt_control import AttemptSavepointControl, FailAttempt
+from cairn.deploy.attempt_driver import SUSPENDED, AttemptDriver, AttemptState
 from cairn.deploy.committing_sinks import committing_sinks
-from cairn.deploy.control_server import ConnectionLost, ControlServer, Envelope
+from cairn.deploy.control_server import ControlServer, Envelope
 from cairn.deploy.coordinator_gateway import CoordinatorGatewayOf
 from cairn.deploy.execution_plan import ExecutionPlan
-from cairn.deploy.executors import Deployment, Executor
-from cairn.deploy.high_availability import LostLeadership
+from cairn.deploy.executors import Executor
 from cairn.deploy.initialization import JobInitialization
 from cairn.deploy.job_master_leadership import lead
+from cairn.deploy.job_master_ports import Listener
+from cairn.deploy.job_view import JobView, MetricReports
 from cairn.deploy.lifecycle import AttemptEnd, AttemptOutcome, transition
-from cairn.deploy.output_forwarding import print_forwarded
-from cairn.deploy.restart_policy import RestartPolicy, after_failure
+from cairn.deploy.restart_policy import RestartPolicy
 from cairn.deploy.restore_choice import RestoreChoice
 from cairn.deploy.savepoint_requests import SavepointRequests, StopWithSavepoint
 from cairn.events import SavepointFormatType
@@ -59,32 +73,7 @@ from cairn.settings import JobSettings
 
 log = logging.getLogger(__name__)
 
-REGISTRATION_TIMEOUT_S = 180.0
-TICK_S = 0.02
-
-
-@dataclass
-class _AttemptState:
-    attempt: AttemptNumber
-    num_workers: int
-    registered: dict[int, p.RegisterWorker] = field(default_factory=dict)
-    running: set[int] = field(default_factory=set)
-    exhausted: set[TaskKey] = field(default_factory=set)
-    finished: set[TaskKey] = field(default_factory=set)
-    final_checkpoint_from: CheckpointId | None = None
-    sources_ended: bool = False
-    launched_ms: int = 0
-    initializations: dict[int, p.WorkerInitialization] = field(default_factory=dict)
-
-
-_FINISHED = AttemptOutcome(AttemptEnd.FINISHED)
-_CANCELLED = AttemptOutcome(AttemptEnd.CANCELLED)
-_SUSPENDED = AttemptOutcome(AttemptEnd.SUSPENDED)
-_JOB_STATUS_OF = {
-    AttemptEnd.FINISHED: JobStatus.FINISHED,
-    AttemptEnd.CANCELLED: JobStatus.CANCELED,
-    AttemptEnd.SUSPENDED: JobStatus.SUSPENDED,
-}
+_NO_REPORTS: MetricReports = (MappingProxyType({}), MappingProxyType({}))
 
 
 class JobMaster:
@@ -123,20 +112,8 @@ class JobMaster:
         self._first_attempt = AttemptNumber(first_attempt)
         self.faults = with_driver_pid(faults, first_attempt)
         self.plan = ExecutionPlan(graph, num_workers)
-        self._status = JobStatus.CREATED
-        self.error: BaseException | None = None
-        self.attempt = AttemptNumber(first_attempt - 1)  # the first is first_attempt
-        self.restarts = 0
-        # Where the last restore's time went (None until an attempt restored and ran).
-        self.last_initialization: JobInitialization | None = None
         self._restore: p.RestoreInfo | None = None  # what the current attempt restores
         self._ended_at = 0.0  # time.monotonic() when the last attempt's outcome was known
-        self.worker_pids: dict[int, int] = {}
-        self.metrics: dict[TaskKey, p.TaskMetrics] = {}
-        # (the report before each subtask's latest, the latest): rates are the difference
-        # of the two; one attribute, so readers on other threads take a consistent pair.
-        self.metric_reports: tuple[dict[TaskKey, p.TaskMetrics], dict[TaskKey, p.TaskMetrics]]
-        self.metric_reports = ({}, {})
         self._on_collect = on_collect
         self._seen_collect: set[tuple[int, int, int, int]] = set()
         self._cancel = threading.Event()
@@ -156,18 +133,68 @@ class JobMaster:
         self.on_leading: Callable[[], None] = lambda: None  # launch's: plan the run now
         self.coordinator = self._make_coordinator()
         self.restores = RestoreChoice(job_id, settings, graph, self.coordinator, resume_from)
-        self._state: _AttemptState | None = None  # None until the first attempt is deployed
-        self.start_ms = int(time.time() * 1000)
-        self.end_ms: int | None = None
-        self.listeners: list[Callable[[str, Any], None]] = []
+        self._state: AttemptState | None = None  # None until the first attempt is deployed
+        # Everything other threads read of the job, swapped whole (``job_view.py``); the
+        # first attempt is first_attempt.
+        self._view = JobView(
+            job_id,
+            attempt=AttemptNumber(first_attempt - 1),
+            start_ms=int(time.time() * 1000),
+            checkpoint_stats=self.coordinator.stats if cp.enabled else None,
+        )
+        self.listeners: list[Listener] = []
         self._savepoints = SavepointRequests(job_id, cp.savepoint_dir)
 
     # ------------------------------------------------------------------ public API
 
     @property
+    def view(self) -> JobView:
+        """The job as of now, for any thread: an immutable snapshot (read it once)."""
+        return self._view
+
+    @property
     def status(self) -> JobStatus:
         """The job's status; it changes only along ``lifecycle.JOB_STATUS_TRANSITIONS``."""
-        return self._status
+        return self._view.status
+
+    # One field of ``view`` each; a reader wanting several reads ``view`` once instead.
+
+    @property
+    def attempt(self) -> AttemptNumber:
+        return self._view.attempt
+
+    @property
+    def restarts(self) -> int:
+        return self._view.restarts
+
+    @property
+    def error(self) -> BaseException | None:
+        return self._view.error
+
+    @property
+    def start_ms(self) -> int:
+        return self._view.start_ms
+
+    @property
+    def end_ms(self) -> int | None:
+        return self._view.end_ms
+
+    @property
+    def worker_pids(self) -> Mapping[int, int]:
+        return self._view.worker_pids
+
+    @property
+    def metrics(self) -> Mapping[TaskKey, p.TaskMetrics]:
+        return self._view.metrics
+
+    @property
+    def last_initialization(self) -> JobInitialization | None:
+        """Where the last restore's time went (None until an attempt restored and ran)."""
+        return self._view.last_initialization
+
+    def deliver_collected_to(self, on_collect: Callable[[p.CollectedResults], None]) -> None:
+        """Hand ``execute_and_collect``'s results to ``on_collect`` (before ``run``)."""
+        self._on_collect = on_collect
 
     def cancel(self) -> None:
         self._cancel.set()
@@ -210,21 +237,25 @@ class JobMaster:
             log.exception("job master crashed")
             self._crashed(exc)
         finally:
-            self.end_ms = int(time.time() * 1000)
+            self._publish(end_ms=int(time.time() * 1000))
             self._server.close()
-            self._savepoints.close(self._status)
+            self._savepoints.close(self.status)
 
     # ------------------------------------------------------------------ status
 
+    def _publish(self, **changes: Any) -> None:
+        """Swap in a new view with ``changes`` (only on the job master's thread)."""
+        self._view = replace(self._view, **changes)
+
     def _set_status(self, status: JobStatus) -> None:
-        self._status = transition(self._status, status)
+        self._publish(status=transition(self._view.status, status))
         log.debug("job %s is %s", self.job_id, status.name)
-        self._emit("status", status)
+        self.emit("status", status)
 
     def _end(self, status: JobStatus, error: BaseException | None = None) -> None:
         """Apply the retention policy for the terminal ``status``, then enter it: whoever sees
         the job ended sees its checkpoint directories as the policy left them."""
-        self.error = error
+        self._publish(error=error)
         self.coordinator.shutdown(status)
         if self.leadership is not None:  # record how the run ended, hand the lease over
             suspended = status is JobStatus.SUSPENDED
@@ -242,7 +273,7 @@ class JobMaster:
         ``__init__`` too, except under high availability, where it is known once leading.
         ``inherited_from``: the first checkpoint id of the lost run it resumes."""
         self._first_attempt = AttemptNumber(first_attempt)
-        self.attempt = AttemptNumber(first_attempt - 1)
+        self._publish(attempt=AttemptNumber(first_attempt - 1))
         self.restores.resume_from = tuple(resume_from)
         coordinator = self.coordinator
         if inherited_from is not None:
@@ -252,10 +283,10 @@ class JobMaster:
         )
 
     def _crashed(self, exc: BaseException) -> None:
-        if self._status.is_globally_terminal_state():  # the job had ended: keep its status
-            log.error("job %s (%s) failed after it ended: %s", self.job_id, self._status.name, exc)
+        if self.status.is_globally_terminal_state():  # the job had ended: keep its status
+            log.error("job %s (%s) failed after it ended: %s", self.job_id, self.status.name, exc)
             return
-        self.error = exc
+        self._publish(error=exc)
         self._set_status(JobStatus.FAILED)
 
     # ------------------------------------------------------------------ main loop
@@ -273,7 +304,7 @@ class JobMaster:
             job_id=self.job_id,
             settings=cp,
             storage=self.storage,
-            gateway=CoordinatorGatewayOf(self),
+            gateway=CoordinatorGatewayOf(self),  # as its AttemptPort
             expected_tasks=expected,
             source_tasks=sources,
             operator_parallelism=parallelism,
@@ -289,92 +320,119 @@ class JobMaster:
         restore = self.restores.initial()
         if self.leadership is not None and restore is not None:  # a next leader resumes it
             self.leadership.checkpoint_completed(restore.checkpoint_id, restore.checkpoint_dir)
+        self._note_latest_checkpoint()
         self._set_status(JobStatus.INITIALIZING)
-        unreadable: Exception | None = None  # the storage failed choosing the restore point
-        while True:
-            self.attempt = AttemptNumber(self.attempt + 1)
-            if self.leadership is not None and not self.leadership.holds():
-                outcome = _SUSPENDED  # lost while restarting: deploy nothing
-            elif unreadable is not None:  # a failed attempt for the restart strategy
-                outcome, unreadable = AttemptOutcome.failed(unreadable), None
-            else:
-                outcome = self._run_attempt(self.attempt, restore)
-            if outcome.end is not AttemptEnd.FAILED:
-                lost = outcome.end is AttemptEnd.SUSPENDED
-                error = LeadershipLost(f"job {self.job_id}: leadership lost") if lost else None
-                self._end(_JOB_STATUS_OF[outcome.end], error)
+        step = self._next_attempt(restore)
+        while True:  # gather the facts, decide (``after_attempt.py``), act
+            facts = AfterAttemptFacts(restored=self._restore, now_ms=_now_ms())
+            decision = decide_after_attempt(step, facts, self._restart)
+            if not isinstance(decision, Restart):
+                self._end_with(decision)
                 return
-            assert outcome.error is not None  # AttemptOutcome: a failed attempt has its error
-            unusable = restore is not None and could_not_restore(outcome.error)
-            decision = after_failure(self._restart, unusable, _now_ms())
-            if not decision.restart:
-                log.error("job %s failed, not restarting: %s", self.job_id, decision.reason)
-                self._end(JobStatus.FAILED, outcome.error)
-                return
-            self._set_status(JobStatus.RESTARTING)
-            self.restarts += 1
-            log.warning(
-                "job %s: attempt %d failed (%s); %s, restarting in %d ms",
-                self.job_id,
-                self.attempt,
-                _first_line(outcome.error),
-                decision.reason,
-                decision.delay_ms,
-            )
-            self._emit("restart", outcome.error)
-            # The delay overlaps the teardown, as Flink's backoff overlaps the cancellation.
-            delay_s = decision.delay_ms / 1000.0 - (time.monotonic() - self._ended_at)
-            if self._cancel.wait(max(0.0, delay_s)):
-                self._end(JobStatus.CANCELED)
-                return
-            if unusable:
-                assert restore is not None
-                self.coordinator.mark_unusable(
-                    restore.checkpoint_dir, restore.checkpoint_id, _first_line(outcome.error)
-                )
-            try:
-                restore = self.restores.latest(explicit=None)
-            except CheckpointError as exc:  # nothing (safe) to restore from: say what
-                log.error("job %s cannot restart: %s", self.job_id, exc)
-                self._end(JobStatus.FAILED, exc)
-                return
-            except Exception as exc:  # the storage is unreachable: wait, as for an attempt
-                restore = None
-                unreadable = RestoreReadError(
-                    f"could not choose the checkpoint to restore: {_first_line(exc)}"
-                )
-                unreadable.__cause__ = exc
-                log.warning("job %s: %s", self.job_id, unreadable)
+            step = self._restart_after(decision)
 
-    def _restored(self, state: _AttemptState) -> None:
-        """Every worker of an attempt that restored a checkpoint runs: log where the time
-        went (``last_initialization``)."""
-        if self._restore is not None:
-            workers = [state.initializations[i] for i in sorted(state.initializations)]
-            self.last_initialization = self.restores.initialization(
-                self._restore, state.attempt, state.launched_ms, workers
-            )
+    def _next_attempt(
+        self, restore: p.RestoreInfo | None, unreadable: RestoreReadError | None = None
+    ) -> Step:
+        """Deploy the next attempt and return how it ended; deploy nothing if this driver
+        lost its leadership meanwhile, or if the storage failed choosing ``restore``."""
+        self._publish(attempt=AttemptNumber(self.attempt + 1))
+        self._restore = None
+        if self.leadership is not None and not self.leadership.holds():
+            return SUSPENDED  # lost while restarting: deploy nothing
+        if unreadable is not None:  # a failed attempt for the restart strategy
+            return StorageUnreadable(unreadable)
+        return self._run_attempt(self.attempt, restore)
 
-    def _record_metrics(self, reports: Mapping[TaskKey, p.TaskMetrics]) -> None:
-        # Replaced, not mutated: readers on other threads take a consistent pair.
-        previous, current = dict(self.metric_reports[0]), dict(self.metrics)
+    def _end_with(self, decision: Finish | Cancel | Suspend | Fail) -> None:
+        if isinstance(decision, Finish):
+            self._end(JobStatus.FINISHED)
+        elif isinstance(decision, Cancel):
+            self._end(JobStatus.CANCELED)
+        elif isinstance(decision, Suspend):
+            self._end(JobStatus.SUSPENDED, LeadershipLost(f"job {self.job_id}: leadership lost"))
+        else:
+            log.error("job %s failed, not restarting: %s", self.job_id, decision.reason)
+            self._end(JobStatus.FAILED, decision.cause)
+
+    def _restart_after(self, decision: Restart) -> Step:
+        """Enter RESTARTING, wait out the delay, choose the restore point, deploy."""
+        self._set_status(JobStatus.RESTARTING)
+        self._publish(restarts=self.restarts + 1)
+        log.warning(
+            "job %s: attempt %d failed (%s); %s, restarting in %d ms",
+            self.job_id,
+            self.attempt,
+            _first_line(decision.cause),
+            decision.reason,
+            decision.delay_ms,
+        )
+        self.emit("restart", decision.cause)
+        # The delay overlaps the teardown, as Flink's backoff overlaps the cancellation.
+        delay_s = decision.delay_ms / 1000.0 - (time.monotonic() - self._ended_at)
+        if self._cancel.wait(max(0.0, delay_s)):
+            return DelayCancelled()
+        if decision.discard is not None:
+            discard = decision.discard
+            reason = _first_line(decision.cause)
+            self.coordinator.mark_unusable(discard.checkpoint_dir, discard.checkpoint_id, reason)
+        try:
+            restore = self.restores.latest(explicit=None)
+        except CheckpointError as exc:  # nothing (safe) to restore from: the decision says
+            return NoSafeRestore(exc)
+        except Exception as exc:  # the storage is unreachable: wait, as for an attempt
+            unreadable = RestoreReadError(
+                f"could not choose the checkpoint to restore: {_first_line(exc)}"
+            )
+            unreadable.__cause__ = exc
+            log.warning("job %s: %s", self.job_id, unreadable)
+            return self._next_attempt(None, unreadable)
+        return self._next_attempt(restore)
+
+    # ------------------------------------------------------------------ AttemptHost
+
+    def all_workers_running(
+        self,
+        attempt: AttemptNumber,
+        launched_ms: int,
+        initializations: Mapping[int, p.WorkerInitialization],
+    ) -> None:
+        if self.status is JobStatus.RUNNING:
+            return
+        if self._restore is not None:  # log where the restore's time went
+            workers = [initializations[i] for i in sorted(initializations)]
+            initialization = self.restores.initialization(
+                self._restore, attempt, launched_ms, workers
+            )
+            self._publish(last_initialization=initialization)
+        self._set_status(JobStatus.RUNNING)
+        self.emit("running", attempt)
+
+    def worker_registered(self, worker_index: int, pid: int) -> None:
+        pids = {**self.worker_pids, worker_index: pid}
+        self._publish(worker_pids=MappingProxyType(pids))
+
+    def checkpoint_acknowledged(self) -> None:
+        self._note_latest_checkpoint()
+
+    def record_metrics(self, reports: Mapping[TaskKey, p.TaskMetrics]) -> None:
+        # New maps, never mutated: readers on other threads keep a consistent pair.
+        before, latest = self._view.metric_reports
+        previous, current = dict(before), dict(latest)
         for key, report in reports.items():
             if key in current:
                 previous[key] = current[key]
             current[key] = report
-        self.metrics = current
-        self.metric_reports = (previous, current)
+        self._publish(metric_reports=(MappingProxyType(previous), MappingProxyType(current)))
 
     # ------------------------------------------------------------------ one attempt
 
     def _run_attempt(self, attempt: AttemptNumber, restore: p.RestoreInfo | None) -> AttemptOutcome:
-        state = _AttemptState(attempt, self.num_workers)
+        state = AttemptState(attempt, self.num_workers)
         self._state = state
         self._restore = restore
-        self.metrics = {}
-        self.metric_reports = ({}, {})
         # Pids of the previous attempt's (dead) workers must not pass for the new ones.
-        self.worker_pids = {}
+        self._publish(metric_reports=_NO_REPORTS, worker_pids=MappingProxyType({}))
         launch = p.WorkerLaunch(
             job_id=self.job_id,
             attempt=attempt,
@@ -394,204 +452,105 @@ class JobMaster:
             )
         if attempt > self._first_attempt and self._checkpointing:
             self.coordinator.start_periodic()  # stopped if the last attempt ended its sources
+        savepoint_control = AttemptSavepointControl(
+            self.job_id,
+            self.coordinator,
+            self._checkpointing,
+            self._server,
+            attempt,
+            lambda: self.status,
+            lambda: state.final_checkpoint_from is not None,
+        )
+        driver = AttemptDriver(
+            self,  # as its AttemptHost
+            state,
+            self._server,
+            self.coordinator,
+            self.plan,
+            self._checkpointing,
+            self._cancel,
+            self._savepoints,
+            savepoint_control,
+        )
         state.launched_ms = _now_ms()
         self._server.admit_from(attempt)
         deployment = self.executor.launch(launch)
         try:
-            outcome = self._drive(state, deployment)
+            outcome = driver.drive(deployment)
         except BaseException as exc:
             outcome = AttemptOutcome.failed(exc)
         self._ended_at = time.monotonic()  # the restart delay counts from here (as Flink's)
-        self._teardown(state, deployment, cancelled=outcome.end is not AttemptEnd.FINISHED)
+        driver.teardown(deployment, cancelled=outcome.end is not AttemptEnd.FINISHED)
         return outcome
 
-    def _teardown(self, state: _AttemptState, deployment: Deployment, cancelled: bool) -> None:
-        if cancelled:
-            self.coordinator.abort_all_pending("job failover or cancellation")
-        self._server.broadcast(state.attempt, p.Shutdown(cancelled=cancelled))
-        if cancelled:
-            deployment.cancel()
-        deployment.wait(60.0)
-        self._server.disconnect_attempt(state.attempt)
-        # Wait until every worker connection of the attempt is gone before redeploying.
-        deadline = time.monotonic() + 30.0
-        while self._server.connected(state.attempt) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        self._drain_stale()
+    def _note_latest_checkpoint(self) -> None:
+        latest = self.coordinator.latest_completed_id()
+        if latest != self._view.latest_checkpoint_id:
+            self._publish(latest_checkpoint_id=latest)
 
-    def _drain_stale(self) -> None:
-        try:
-            while True:
-                env = self._server.inbox.get_nowait()
-                self._maybe_collect_late(env)
-        except queue.Empty:
-            return
-
-    def _maybe_collect_late(self, env: Envelope) -> None:
-        # Results released by a checkpoint that completed stay valid across failover.
-        if isinstance(env.message, p.CollectedResults):
-            self._deliver_collected(env.message)
-        elif isinstance(env.message, p.WorkerOutput):
-            print_forwarded(env.message.text)
-
-    def _drive(self, state: _AttemptState, deployment: Deployment) -> AttemptOutcome:
-        inbox = self._server.inbox
-        deadline = time.monotonic() + REGISTRATION_TIMEOUT_S
-        peers_sent = False
-        savepoints = AttemptSavepointControl(
-            self, self._server, state.attempt, lambda: state.final_checkpoint_from is not None
-        )
-        while True:
-            if self._cancel.is_set():
-                return _CANCELLED
-            self._savepoints.run(savepoints)
-            failure = deployment.failure()
-            if failure is not None:
-                return AttemptOutcome.failed(failure)
-            if not peers_sent and time.monotonic() > deadline:
-                return AttemptOutcome.failed(
-                    TimeoutError(
-                        f"only {len(state.registered)} of {state.num_workers} workers registered "
-                        f"within {REGISTRATION_TIMEOUT_S:.0f} s"
-                    )
-                )
-            try:
-                env = inbox.get(timeout=TICK_S)
-            except queue.Empty:
-                env = None
-                # Every worker ended, some never registered, and nothing more is queued: the
-                # missing ones cannot register any more; do not wait for the timeout.
-                if not peers_sent and deployment.wait(0.0):
-                    # The executor's error, if it has one, says why (it may have just come).
-                    return AttemptOutcome.failed(deployment.failure() or _never_registered(state))
-            if env is not None:
-                if env.attempt != state.attempt:
-                    self._maybe_collect_late(env)
-                    continue
-                outcome = self._on_message(state, env)
-                if outcome is not None:
-                    return outcome
-                if not peers_sent and len(state.registered) == state.num_workers:
-                    table = {i: r.data_address for i, r in state.registered.items()}
-                    self._server.broadcast(state.attempt, p.PeerTable(table))
-                    peers_sent = True
-            if len(state.running) == state.num_workers:
-                if self._status is not JobStatus.RUNNING:
-                    self._restored(state)
-                    self._set_status(JobStatus.RUNNING)
-                    self._emit("running", state.attempt)
-                if self._checkpointing:
-                    self.coordinator.tick()
-                    self._maybe_finish_sources(state)
-
-    def _on_message(self, state: _AttemptState, env: Envelope) -> AttemptOutcome | None:
-        msg = env.message
-        coordinator = self.coordinator
-        if isinstance(msg, p.RegisterWorker):
-            state.registered[env.worker_index] = msg
-            self.worker_pids[env.worker_index] = msg.pid
-            where = f"{msg.host} ({msg.data_address[0]}), pid {msg.pid}"
-            log.info("attempt %d: worker %d runs on %s", msg.attempt, msg.worker_index, where)
-        elif isinstance(msg, p.WorkerRunning):
-            state.running.add(env.worker_index)
-            if msg.initialization is not None:
-                state.initializations[env.worker_index] = msg.initialization
-        elif isinstance(msg, TaskAcknowledgement):
-            coordinator.receive_ack(msg)
-            self._maybe_finish_sources(state)
-        elif isinstance(msg, TaskDecline):
-            coordinator.receive_decline(msg)
-        elif isinstance(msg, p.MetricsReport):
-            self._record_metrics(msg.tasks)
-        elif isinstance(msg, p.CollectedResults):
-            self._deliver_collected(msg)
-        elif isinstance(msg, p.WorkerOutput):
-            print_forwarded(msg.text)
-        elif isinstance(msg, p.SourceExhausted):
-            state.exhausted.add(msg.task)
-            if (
-                len(state.exhausted) == len(self.plan.source_tasks)
-                and state.final_checkpoint_from is None
-                and self._checkpointing
-            ):
-                state.final_checkpoint_from = coordinator.next_checkpoint_id
-                log.info("all sources exhausted; taking the final checkpoint")
-        elif isinstance(msg, p.TaskFinished):
-            if msg.metrics is not None:
-                self._record_metrics({msg.task: msg.metrics})
-            state.finished.add(msg.task)
-            if len(state.finished) == len(self.plan.all_tasks):
-                return _FINISHED
-        elif isinstance(msg, p.TaskFailed):
-            return AttemptOutcome.failed(TaskFailure(msg))
-        elif isinstance(msg, ConnectionLost):
-            if len(state.finished) < len(self.plan.all_tasks):
-                return AttemptOutcome.failed(
-                    WorkerLost(
-                        f"lost the connection to worker {env.worker_index} (attempt "
-                        f"{env.attempt}, pid {self.worker_pids.get(env.worker_index)}): the worker "
-                        "process died or was killed"
-                    )
-                )
-        elif isinstance(msg, FailAttempt):
-            return AttemptOutcome.failed(RuntimeError(msg.reason))
-        elif isinstance(msg, LostLeadership):
-            return _SUSPENDED
-        elif isinstance(msg, Stopped):
-            return _FINISHED
-        return None
-
-    def _maybe_finish_sources(self, state: _AttemptState) -> None:
-        start = state.final_checkpoint_from
-        coordinator = self.coordinator
-        if start is None or state.sources_ended:
-            return
-        latest = coordinator.latest_completed_id()
-        if latest is not None and latest >= start:
-            state.sources_ended = True
-            # Ended sources send no more barriers: a later checkpoint could never complete.
-            coordinator.stop_periodic()
-            self._server.broadcast(state.attempt, p.EndSources())
-            return
-        if not coordinator.has_pending():
-            coordinator.trigger_checkpoint(force=True)
-
-    def _deliver_collected(self, msg: p.CollectedResults) -> None:
-        if msg.dedup_key is not None:
-            key = (msg.transformation_id, *msg.dedup_key)
+    def deliver_collected(self, results: p.CollectedResults) -> None:
+        if results.dedup_key is not None:
+            key = (results.transformation_id, *results.dedup_key)
             if key in self._seen_collect:
                 return
             self._seen_collect.add(key)
         if self._on_collect is not None:
-            self._on_collect(msg)
+            self._on_collect(results)
 
-    def _emit(self, event: str, payload: Any) -> None:
+    # ------------------------------------------------------------------ AttemptPort
+
+    def emit(self, event: str, payload: Any) -> None:
         for listener in list(self.listeners):
             try:
                 listener(event, payload)
             except Exception:
                 log.debug("listener failed", exc_info=True)
 
-    # ------------------------------------------------------------------ gateway callbacks
+    def leads(self) -> bool:
+        return self.leadership is None or self.leadership.holds()
 
-    def _broadcast_current(self, message: Any) -> None:
+    def broadcast_to_current(self, message: object) -> None:
         state = self._state
         if state is not None:
             self._server.broadcast(state.attempt, message)
 
-    def _fail_current(self, reason: str) -> None:
+    def fail_current(self, reason: str) -> None:
         state = self._state
         if state is not None:
             self._server.inbox.put(Envelope(state.attempt, -1, FailAttempt(reason)))
 
+    # ------------------------------------------------------------------ LeadershipPort
 
-def _never_registered(state: _AttemptState) -> WorkerLost:
-    missing = sorted(set(range(state.num_workers)) - set(state.registered))
-    return WorkerLost(
-        f"the workers of attempt {state.attempt} ended, but only {len(state.registered)} of "
-        f"{state.num_workers} had registered with the job master (never: workers "
-        f"{', '.join(map(str, missing))})"
-    )
+    @property
+    def cancelled(self) -> threading.Event:
+        return self._cancel
+
+    def current_worker_pids(self) -> Mapping[int, int]:
+        return self.worker_pids
+
+    def add_listener(self, listener: Listener) -> None:
+        self.listeners.append(listener)
+
+    def end_unled(self, status: JobStatus, error: BaseException | None) -> None:
+        self._publish(error=error)
+        self._set_status(status)
+
+    def take_over(self, restore_path: str | None, first_id: int) -> None:
+        self.restores.ha_restore = restore_path
+        coordinator = self.coordinator
+        coordinator.set_next_checkpoint_id(
+            CheckpointId(max(first_id, coordinator.next_checkpoint_id))
+        )
+
+    def start_leading(self, decided: bool) -> None:
+        self.on_leading()
+        if decided:  # the HA pointer, not the run-status record, says where to resume
+            self.restores.resume_from = ()
+
+    def post(self, message: object) -> None:
+        state = self._state
+        attempt = state.attempt if state is not None else self.attempt
+        self._server.inbox.put(Envelope(attempt, -1, message))
 
 
 def _now_ms() -> int:

@@ -1,7 +1,9 @@
-"""The client of a submitted job (PyFlink's ``JobClient``).
+"""The client of a submitted streaming job (PyFlink's ``JobClient``, the protocol of
+``cairn.common.job_client``, over a job master).
 
-Invariant: the client only observes and commands the job master; results of
-``execute_and_collect`` are queued here in the order their checkpoints completed.
+Invariant: the client only observes (through the job master's immutable ``view``) and
+commands the job master; results of ``execute_and_collect`` are queued here in the order
+their checkpoints completed.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from cairn.checkpoint.stats import CheckpointStatsSnapshot
 from cairn.common.exceptions import JobExecutionException
+from cairn.common.job_client import JobClient as JobProtocol
 from cairn.common.job_execution_result import JobExecutionResult
 from cairn.common.job_status import JobStatus
 from cairn.deploy.job_master import JobMaster
@@ -32,17 +35,20 @@ class JobExecutionError(JobExecutionException):
     """
 
 
-class JobClient:
+class StreamingJobClient:
+    """A ``JobClient`` of a streaming job: :meth:`start` runs ``master`` on its own thread."""
+
     def __init__(self, master: JobMaster) -> None:
         self._master = master
         self._results: dict[int, queue.Queue[Any]] = {}
         self._results_lock = threading.Lock()
-        master._on_collect = self._on_collect
+        master.deliver_collected_to(self._on_collect)
         self._thread = threading.Thread(
             target=self._run, name=f"cairn-job-{master.job_id}", daemon=True
         )
 
-    def _start(self) -> None:
+    def start(self) -> None:
+        """Run the job master on the client's thread (once)."""
         self._thread.start()
 
     def _run(self) -> None:
@@ -58,7 +64,7 @@ class JobClient:
             q = self._results.get(transformation_id)
             if q is None:
                 q = self._results[transformation_id] = queue.Queue()
-                if not self._thread.is_alive() and self._master.end_ms is not None:
+                if not self._thread.is_alive() and self._master.view.ended:
                     q.put(_END)
             return q
 
@@ -73,7 +79,7 @@ class JobClient:
         return self._master.job_id
 
     def get_job_status(self) -> JobStatus:
-        return self._master.status
+        return self._master.view.status
 
     def cancel(self) -> None:
         self._master.cancel()
@@ -136,12 +142,12 @@ class JobClient:
         self._thread.join(timeout)
         if self._thread.is_alive():
             raise TimeoutError(f"job {self.get_job_id()} still running after {timeout} s")
-        m = self._master
+        m = self._master.view
         if m.status is JobStatus.FAILED:
             raise JobExecutionError(f"Job {m.job_id} failed: {m.error}", m.job_id) from m.error
         if m.status is JobStatus.SUSPENDED:  # another driver leads the job now
             raise JobExecutionError(f"Job {m.job_id} suspended: {m.error}", m.job_id) from m.error
-        runtime = (m.end_ms or int(time.time() * 1000)) - m.start_ms
+        runtime = m.running_for_ms(int(time.time() * 1000))
         return JobExecutionResult(m.job_id, runtime, {})
 
     def collect_iterator(self, transformation_id: int) -> Iterator[Any]:
@@ -150,7 +156,7 @@ class JobClient:
             item = q.get()
             if item is _END:
                 # Items delivered just before the end are already in order before _END.
-                m = self._master
+                m = self._master.view
                 if m.status is JobStatus.FAILED:
                     message = f"Job {m.job_id} failed: {m.error}"
                     raise JobExecutionError(message, m.job_id) from m.error
@@ -188,18 +194,28 @@ class JobClient:
                     print(sub.task, sub.metrics.start_delay_ms, sub.metrics.sync_duration_ms)
                 print(json.dumps(stats.to_dict()))   # Flink-shaped JSON
         """
-        master = self._master
-        if not master.settings.checkpoint.enabled:
-            return None
-        return master.coordinator.stats.snapshot()
+        stats = self._master.view.checkpoint_stats
+        return None if stats is None else stats.snapshot()
 
     def worker_pids(self) -> dict[int, int]:
-        return dict(self._master.worker_pids)
+        return dict(self._master.view.worker_pids)
 
     def wait_for_status(self, status: JobStatus, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self._master.status is status:
+            if self._master.view.status is status:
                 return True
             time.sleep(0.02)
         return False
+
+
+def job_master_of(client: JobProtocol) -> JobMaster:
+    """The job master behind ``client`` (tools that watch a streaming job run); TypeError
+    for a BATCH job's client, which has none."""
+    if not isinstance(client, StreamingJobClient):
+        raise TypeError(f"{type(client).__name__} has no job master (a BATCH job's?)")
+    return client.job_master
+
+
+# The name tests and tools used before the protocol took it (``cairn.common.job_client``).
+JobClient = StreamingJobClient

@@ -9,25 +9,21 @@ thread as a ``LostLeadership`` message, which ends the attempt SUSPENDED.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from cairn.deploy.control_server import Envelope
 from cairn.deploy.high_availability import End, LostLeadership, await_leadership
+from cairn.deploy.job_master_ports import LeadershipPort, Listener
 from cairn.deploy.warm_standby import warm_standby_for
-
-if TYPE_CHECKING:
-    from cairn.deploy.job_master import JobMaster
 
 __all__ = ["lead"]
 
 log = logging.getLogger(__name__)
 
 
-def lead(master: JobMaster) -> bool:
+def lead(master: LeadershipPort) -> bool:
     """Stand by until ``master``'s driver leads its job; False if it must not run it (the
     leader ended the job meanwhile, or it was cancelled or fenced). True without HA."""
-    ha, coordinator = master.leadership, master.coordinator
+    ha = master.leadership
     if ha is None:
         return True
     args = (master.job_id, master.graph, master.settings, master.storage.job_dir)
@@ -36,33 +32,27 @@ def lead(master: JobMaster) -> bool:
     if warm is not None:
         ha.on_standby.append(warm.start)
     try:
-        start = await_leadership(ha, master._cancel, *args)
+        start = await_leadership(ha, master.cancelled, *args)
     finally:
         if warm is not None:
             warm.stop()
     if warm is not None and warm.worker_pids:
-        master.listeners.append(_report_warm_workers(master, warm.worker_pids))
+        master.add_listener(_report_warm_workers(master, warm.worker_pids))
     if isinstance(start, End):
-        master.error = start.error
-        master._set_status(start.status)
+        master.end_unled(start.status, start.error)
         return False
-    master.restores.ha_restore = start.restore_path
-    coordinator.set_next_checkpoint_id(max(start.first_id, coordinator.next_checkpoint_id))
+    master.take_over(start.restore_path, start.first_id)
 
     def lost(reason: str) -> None:  # on the renewal thread: end the attempt on the master's
-        state = master._state
-        attempt = state.attempt if state is not None else master.attempt
-        master._server.inbox.put(Envelope(attempt, -1, LostLeadership(reason)))
+        master.post(LostLeadership(reason))
 
     ha.on_lost.append(lost)
     ha.start_renewing()
-    master.on_leading()
-    if start.decided:  # the HA pointer, not the run-status record, says where to resume
-        master.restores.resume_from = ()
+    master.start_leading(start.decided)
     return True
 
 
-def _report_warm_workers(master: JobMaster, warm: tuple[int, ...]) -> Callable[[str, Any], None]:
+def _report_warm_workers(master: LeadershipPort, warm: tuple[int, ...]) -> Listener:
     """A listener: log, once, how many of the first attempt's workers are the Python workers
     the standby kept warm (Spark reused them: no process start, no imports)."""
     done = [False]
@@ -71,7 +61,7 @@ def _report_warm_workers(master: JobMaster, warm: tuple[int, ...]) -> Callable[[
         if event != "running" or done[0]:
             return
         done[0] = True
-        reused = len(set(master.worker_pids.values()) & set(warm))
+        reused = len(set(master.current_worker_pids().values()) & set(warm))
         log.info(
             "attempt %s runs on %d of the %d Python workers the standby kept warm",
             payload,

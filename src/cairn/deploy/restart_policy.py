@@ -1,8 +1,8 @@
 """Restart strategies (Flink's ``restart-strategy.*``) as pure decisions.
 
 Invariant: ``RestartPolicy.on_failure(now_ms)`` depends only on the settings and the failure
-history it was told about, so every strategy is tested without running a job; ``after_failure``
-never tells the strategy of an attempt whose workers found its restored state corrupt.
+history it was told about, so every strategy is tested without running a job (which failures
+it is told about is ``after_attempt.py``'s decision).
 """
 
 from __future__ import annotations
@@ -71,24 +71,3 @@ class RestartPolicy:
         jitter = self._backoff_ms * s.jitter * (2 * self.rng.random() - 1)
         delay = int(min(max(self._backoff_ms + jitter, 0.0), float(s.max_backoff_ms)))
         return RestartDecision(True, delay, f"exponential-delay restart {self._restarts}")
-
-
-# A worker found the restored checkpoint's state corrupt (it checks every byte it restores):
-# restore an older one at once, as if the job master's own check had skipped it before
-# deploying. The checkpoint is never offered again, so this happens once per checkpoint.
-RESTORE_OLDER = RestartDecision(
-    True, 0, "the restored checkpoint is unusable, restoring an older one (not counted)"
-)
-
-
-def after_failure(policy: RestartPolicy, restore_unusable: bool, now_ms: int) -> RestartDecision:
-    """What to do after an attempt failed: ``RESTORE_OLDER`` if its workers found the
-    restored state corrupt (not a failure for the restart strategy), else ask ``policy``.
-
-    >>> policy = RestartPolicy(RestartSettings(RestartKind.NONE))
-    >>> after_failure(policy, True, 0) is RESTORE_OLDER, after_failure(policy, False, 0).restart
-    (True, False)
-    """
-    if restore_unusable:
-        return RESTORE_OLDER
-    return policy.on_failure(now_ms)

@@ -1,6 +1,6 @@
 """Terminal progress of a running job: status, records in/out, last checkpoint, restarts.
 
-Invariant: the reporter only reads the job master's published fields and immutable checkpoint
+Invariant: the reporter only reads the job master's published view and immutable checkpoint
 statistics snapshots (never locks the job master), so a slow terminal can never slow the job
 down; formatting is done by pure functions.
 """
@@ -139,19 +139,18 @@ class ProgressReporter:
 
     def line(self) -> str:
         m = self._master
-        metrics = dict(m.metrics)
+        view = m.view  # one consistent snapshot of the job
+        metrics = view.metrics
         sources = {t for t in m.plan.source_tasks}
         records_in = sum(v.records_in for k, v in metrics.items() if k not in sources)
         records_src = sum(v.records_out for k, v in metrics.items() if k in sources)
         now = time.monotonic()
         rate = (records_src - self._last_out) / max(now - self._last_t, 1e-6)
         self._last_out, self._last_t = records_src, now
-        snapshot: CheckpointStatsSnapshot | None = None
-        coordinator = m.coordinator
-        if coordinator is not None and m.settings.checkpoint.enabled:
-            snapshot = coordinator.stats.snapshot()
+        stats = view.checkpoint_stats
+        snapshot: CheckpointStatsSnapshot | None = None if stats is None else stats.snapshot()
         backpressured = sum(1 for v in metrics.values() if v.backpressured)
-        previous, current = m.metric_reports
+        previous, current = view.metric_reports
         names = {int(v.id): (v.name, v.parallelism) for v in m.graph.vertices}
         shares = {
             _subtask_name(names, key): value
@@ -160,20 +159,20 @@ class ProgressReporter:
         leadership = getattr(m, "leadership", None)
         standby = leadership is not None and leadership.role == "standby"
         return format_progress_line(
-            "STANDBY" if standby else m.status.name,
-            m.attempt,
+            "STANDBY" if standby else view.status.name,
+            view.attempt,
             records_src,
             rate,
             records_in,
             checkpoint_progress(snapshot),
-            m.restarts,
+            view.restarts,
             backpressured,
             time_shares(shares),
         )
 
     def _run(self) -> None:
         tty = self._stream.isatty()
-        while self._master.end_ms is None:
+        while not self._master.view.ended:
             time.sleep(self._interval)
             text = self.line()
             with _SILENCE_LOCK:

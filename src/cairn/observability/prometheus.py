@@ -69,18 +69,17 @@ class MetricsFacts:
 
 
 def facts_of(master: JobMaster) -> MetricsFacts:
-    """The figures of ``master``'s job now (safe from any thread: the job master replaces
-    its metric maps rather than mutating them)."""
-    previous, current = master.metric_reports
-    stats = None
-    if master.settings.checkpoint.enabled:
-        stats = master.coordinator.stats.snapshot()
+    """The figures of ``master``'s job now (safe from any thread: one read of its immutable
+    ``view``)."""
+    view = master.view
+    previous, current = view.metric_reports
+    stats = None if view.checkpoint_stats is None else view.checkpoint_stats.snapshot()
     return MetricsFacts(
         job_id=master.job_id,
         job_name=master.settings.job_name,
         vertex_names={int(v.id): v.name for v in master.graph.vertices},
         subtasks=all_subtask_metrics(current, previous),
-        job=job_metrics(stats, master.restarts),
+        job=job_metrics(stats, view.restarts),
     )
 
 

@@ -5,7 +5,8 @@ Invariant: every request is checked before it touches the job: the bearer token 
 ``cairn.rest.token.enabled`` is false; compared in constant time), then the job id in the
 path (another id is 404, never this job's data; an ended job's GETs get its final views,
 ``job_history.py``); commands reach the job only through its
-thread-safe ``JobClient``/``JobMaster`` methods, never on the event loop's own state. The
+thread-safe ``JobClient``/``JobMaster`` methods, never on the event loop's own state, and
+what changes while it runs is read from the job master's immutable ``view`` snapshots. The
 registry entry exists only while the job runs (removed when it ends; a driver that died
 leaves one that readers detect by its pid and delete).
 
@@ -49,7 +50,7 @@ from cairn.rest.registry import JobEntry, JobRegistry, process_start_time
 from cairn.settings import RestSettings
 
 if TYPE_CHECKING:
-    from cairn.deploy.job_master_client import JobClient
+    from cairn.deploy.job_master_client import StreamingJobClient
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +84,7 @@ class RestEndpoint:
 
     def __init__(
         self,
-        client: JobClient,
+        client: StreamingJobClient,
         settings: RestSettings,
         registry: JobRegistry | None = None,
         linger_s: float = LINGER_S,
@@ -138,7 +139,7 @@ class RestEndpoint:
                 job_id=master.job_id,
                 name=master.settings.job_name,
                 endpoint=self.url,
-                start_time_ms=master.start_ms,
+                start_time_ms=master.view.start_ms,
                 pid=pid,
                 process_start=process_start_time(pid) or 0.0,
                 token=self.token,
@@ -260,20 +261,19 @@ class RestEndpoint:
 
     def _facts(self) -> views.JobFacts:
         m = self._master
-        status = m.status
+        view = m.view  # one consistent snapshot
+        status = view.status
         now_ms = int(time.time() * 1000)
-        stoppable = (
-            status is JobStatus.RUNNING and m.settings.checkpoint.enabled and m.end_ms is None
-        )
+        stoppable = status is JobStatus.RUNNING and m.settings.checkpoint.enabled and not view.ended
         end_ms = -1
         if status.is_terminal_state():  # end_ms is set a moment after the terminal status
-            end_ms = m.end_ms if m.end_ms is not None else now_ms
+            end_ms = view.end_ms if view.end_ms is not None else now_ms
         ha = m.leadership
         return views.JobFacts(
             job_id=m.job_id,
             name=m.settings.job_name,
             state=views.shown_state(status.name, None if ha is None else ha.role),
-            start_ms=m.start_ms,
+            start_ms=view.start_ms,
             end_ms=end_ms,
             now_ms=now_ms,
             vertices=tuple(
@@ -316,7 +316,8 @@ class RestEndpoint:
         return _json(self._exceptions_body())
 
     def _exceptions_body(self) -> dict[str, Any]:
-        error, end_ms = self._master.error, self._master.end_ms
+        view = self._master.view
+        error, end_ms = view.error, view.end_ms
         final = None
         if error is not None:
             final = graph_views.ExceptionFacts(end_ms or int(time.time() * 1000), str(error))
@@ -392,7 +393,7 @@ class RestEndpoint:
             ("latency", metric_views.latency_overview(metrics)),
             ("backpressure", pressure),  # the last: the page renders on it
         ]
-        return events, self._master.status.is_globally_terminal_state()
+        return events, self._master.view.status.is_globally_terminal_state()
 
     async def _events(self, request: web.Request) -> web.StreamResponse:
         """Cairn's own path: the job's status, metrics and checkpoints as server-sent events
@@ -485,8 +486,9 @@ class RestEndpoint:
         mode = request.query.get("mode", "cancel")
         if mode != "cancel":
             return _error(400, f"mode={mode!r} is not supported; use mode=cancel")
-        if self._master.status.is_globally_terminal_state():
-            return _error(409, f"job {self._master.job_id} is {self._master.status.name}")
+        status = self._master.view.status
+        if status.is_globally_terminal_state():
+            return _error(409, f"job {self._master.job_id} is {status.name}")
         log.info("job %s: cancel requested through the control endpoint", self._master.job_id)
         self._client.cancel()
         return _json({}, 202)

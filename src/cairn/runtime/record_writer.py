@@ -91,13 +91,13 @@ class RecordWriter:
         if partition is PartitionKind.HASH:
             if key_selector is None:
                 raise ValueError("hash partitioning needs a key selector")
-            self.emit: Emit = _hash_emit(self, key_selector, max_parallelism, self._carry)
+            self.emit: Emit = self._hash_emit(key_selector, max_parallelism, self._carry)
         elif partition is PartitionKind.CUSTOM:
             if partitioner is None:
                 raise ValueError("custom partitioning needs its partitioner")
-            self.emit = _custom_emit(self, partitioner)
+            self.emit = self._custom_emit(partitioner)
         else:
-            self.emit = _fixed_emit(self, partition)
+            self.emit = self._fixed_emit(partition)
         self._partition_emit = self.emit
         if output_tag is not None:
             self.emit = _ignore_main_output
@@ -370,87 +370,82 @@ class RecordWriter:
                 return False
         return True
 
+    def _hash_emit(self, selector: Callable[[Any], Any], max_parallelism: int, carry: bool) -> Emit:
+        """``emit`` of a hash edge: key -> key group (the assigner's cache first) -> channel; with
+        ``carry``, each record's key group goes along. Also keeps the key group lookup
+        and the channel table its stamped path uses."""
+        n = len(self.channels)
+        assigner = KeyGroupAssigner(max_parallelism)
+        table = [subtask_for_key_group(max_parallelism, n, kg) for kg in range(max_parallelism)]
+        key_group = assigner.key_group
+        cached = assigner.cache.get  # a hit without the call to key_group: -25 % here
+        self._key_group = key_group
+        self._key_group_cache = assigner.cache
+        self._table = table
 
-def _hash_emit(
-    writer: RecordWriter, selector: Callable[[Any], Any], max_parallelism: int, carry: bool
-) -> Emit:
-    """``emit`` of a hash edge: key -> key group (the assigner's cache first) -> channel; with
-    ``carry``, each record's key group goes along. Also gives ``writer`` the key group lookup
-    and the channel table its stamped path uses."""
-    n = len(writer.channels)
-    assigner = KeyGroupAssigner(max_parallelism)
-    table = [subtask_for_key_group(max_parallelism, n, kg) for kg in range(max_parallelism)]
-    key_group = assigner.key_group
-    cached = assigner.cache.get  # a hit without the call to key_group: -25 % here
-    writer._key_group = key_group
-    writer._key_group_cache = assigner.cache
-    writer._table = table
+        def emit_hash(records: list[Any]) -> None:
+            if type(records) is not list or self._stamped:
+                self._emit_stamped(records)
+                return
+            pending = self._pending
+            for r in records:
+                k = selector(r)
+                kg = cached(k)
+                if kg is None:
+                    kg = key_group(k)
+                pending[table[kg]].append(r)
+            self._flush_full()
 
-    def emit_hash(records: list[Any]) -> None:
-        if type(records) is not list or writer._stamped:
-            writer._emit_stamped(records)
-            return
-        pending = writer._pending
-        for r in records:
-            k = selector(r)
-            kg = cached(k)
-            if kg is None:
-                kg = key_group(k)
-            pending[table[kg]].append(r)
-        writer._flush_full()
+        def emit_hash_carrying(records: list[Any]) -> None:
+            if type(records) is not list or self._stamped:
+                self._emit_stamped(records)
+                return
+            pending = self._pending
+            kgs = self._pending_kgs
+            assert kgs is not None
+            for r in records:
+                k = selector(r)
+                kg = cached(k)
+                if kg is None:
+                    kg = key_group(k)
+                c = table[kg]
+                pending[c].append(r)
+                kgs[c].append(kg)
+            self._flush_full()
 
-    def emit_hash_carrying(records: list[Any]) -> None:
-        if type(records) is not list or writer._stamped:
-            writer._emit_stamped(records)
-            return
-        pending = writer._pending
-        kgs = writer._pending_kgs
-        assert kgs is not None
-        for r in records:
-            k = selector(r)
-            kg = cached(k)
-            if kg is None:
-                kg = key_group(k)
-            c = table[kg]
-            pending[c].append(r)
-            kgs[c].append(kg)
-        writer._flush_full()
+        if not carry:
+            return emit_hash
+        self._pending_kgs = [[] for _ in self.channels]
+        return emit_hash_carrying
 
-    if not carry:
-        return emit_hash
-    writer._pending_kgs = [[] for _ in writer.channels]
-    return emit_hash_carrying
+    def _custom_emit(self, partitioner: ChannelPartitioner) -> Emit:
+        """``emit`` of a custom partitioning: the partitioner names every record's channel, also
+        when there is one."""
+        choose = partitioner.channel
+        n = len(self.channels)
 
+        def emit_custom(records: list[Any]) -> None:
+            if type(records) is not list or self._stamped:
+                self._emit_stamped(records)
+                return
+            pending = self._pending
+            for r in records:
+                pending[choose(r, n)].append(r)
+            self._flush_full()
 
-def _custom_emit(writer: RecordWriter, partitioner: ChannelPartitioner) -> Emit:
-    """``emit`` of a custom partitioning: the partitioner names every record's channel, also
-    when there is one."""
-    choose = partitioner.channel
-    n = len(writer.channels)
+        return emit_custom
 
-    def emit_custom(records: list[Any]) -> None:
-        if type(records) is not list or writer._stamped:
-            writer._emit_stamped(records)
-            return
-        pending = writer._pending
-        for r in records:
-            pending[choose(r, n)].append(r)
-        writer._flush_full()
-
-    return emit_custom
-
-
-def _fixed_emit(writer: RecordWriter, partition: PartitionKind) -> Emit:
-    """``emit`` of the partitionings that look at no record: one channel, all of them, random
-    or round-robin."""
-    one = partition is PartitionKind.FORWARD or partition is PartitionKind.GLOBAL
-    if one or len(writer.channels) == 1:
-        return writer._emit_single
-    if partition is PartitionKind.BROADCAST:
-        return writer._emit_broadcast
-    if partition is PartitionKind.SHUFFLE:
-        return writer._emit_shuffle
-    return writer._emit_round_robin  # REBALANCE, RESCALE: round-robin over records
+    def _fixed_emit(self, partition: PartitionKind) -> Emit:
+        """``emit`` of the partitionings that look at no record: one channel, all of them, random
+        or round-robin."""
+        one = partition is PartitionKind.FORWARD or partition is PartitionKind.GLOBAL
+        if one or len(self.channels) == 1:
+            return self._emit_single
+        if partition is PartitionKind.BROADCAST:
+            return self._emit_broadcast
+        if partition is PartitionKind.SHUFFLE:
+            return self._emit_shuffle
+        return self._emit_round_robin  # REBALANCE, RESCALE: round-robin over records
 
 
 def _ignore_main_output(records: list[Any]) -> None:

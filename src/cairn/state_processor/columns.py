@@ -6,6 +6,8 @@ in ``LongType`` within 64 bits, a ``str`` in ``StringType``, ...); anything else
 type (``None``, ``Types.PICKLED_BYTE_ARRAY()``, ``Types.LOCAL_TIME()``...) give a *pickled*
 ``BinaryType`` column: the value's pickle, which ``unpickle`` reads back and a writer given
 the same descriptor unpickles, so reading and writing such state round-trips losslessly.
+The column type comes from a ``TypeVisitor`` over the type info; a ``Column`` builds its
+conversions once, so no value is converted by walking its type.
 
 >>> from cairn.common.typeinfo import Types
 >>> spark_column(Types.LONG()).data_type.simpleString()
@@ -24,23 +26,16 @@ from __future__ import annotations
 
 import datetime as _dt
 import pickle
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 from pyspark.sql import types as T
 
-from cairn.common.typeinfo import (
-    BasicArrayTypeInfo,
-    BasicTypeInfo,
-    ListTypeInfo,
-    MapTypeInfo,
-    ObjectArrayTypeInfo,
-    PrimitiveArrayTypeInfo,
-    RowTypeInfo,
-    TupleTypeInfo,
-    TypeInformation,
-)
+from cairn.common.type_visitor import TypeKind, TypeVisitor, scalar_name
+from cairn.common.typeinfo import TypeInformation
+from cairn.common.types import Row
 from cairn.state.snapshot_format import dumps
 from cairn.state_processor.errors import ValueTypeError
 
@@ -67,54 +62,84 @@ _BASIC: dict[str, T.DataType] = {
 
 _INT_BITS = {T.ByteType: 8, T.ShortType: 16, T.IntegerType: 32, T.LongType: 64}
 
+Convert = Callable[[Any], Any]
+
 
 @dataclass(frozen=True)
 class Column:
-    """How one state field is shown in Spark: its type, and whether it holds pickles."""
+    """How one state field is shown in Spark: its type, and whether it holds pickles.
+
+    Its conversions (``to_spark``, ``from_spark``) are built once, with the column.
+    """
 
     data_type: T.DataType
     pickled: bool = False
     type_info: TypeInformation | None = None
+    _to: Convert = field(init=False, repr=False, compare=False)
+    _from: Convert = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        to: Convert
+        from_: Convert
+        if self.pickled:
+            to, from_ = dumps, unpickle
+        else:
+            to, from_ = _fitter(self.data_type), _nativer(self.data_type, self.type_info)
+        object.__setattr__(self, "_to", to)
+        object.__setattr__(self, "_from", from_)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Column, (self.data_type, self.pickled, self.type_info))  # converters rebuilt
 
 
-_PICKLED = Column(T.BinaryType(), pickled=True)
+class _SparkTypes(TypeVisitor["T.DataType | None"]):
+    """The Spark type of a type info, or None when it has none (then the column is pickled)."""
+
+    format = "Spark"
+
+    def unsupported(self, t: TypeInformation, why: str = "") -> T.DataType | None:
+        return None  # pickled, losslessly
+
+    def visit_scalar(self, t: TypeInformation) -> T.DataType | None:
+        return _BASIC.get(scalar_name(t))
+
+    def visit_bytes(self, t: TypeInformation) -> T.DataType | None:
+        return T.BinaryType()  # byte[]: Python bytes
+
+    def visit_array(self, t: TypeInformation, element: TypeInformation) -> T.DataType | None:
+        e = self.visit(element)
+        return None if e is None else T.ArrayType(e)
+
+    def visit_map(
+        self, t: TypeInformation, key: TypeInformation, value: TypeInformation
+    ) -> T.DataType | None:
+        k, v = self.visit(key), self.visit(value)
+        return None if k is None or v is None else T.MapType(k, v)
+
+    def visit_row(
+        self, t: TypeInformation, names: list[str], types: list[TypeInformation]
+    ) -> T.DataType | None:
+        struct = []
+        for n, f in zip(names, types, strict=True):
+            data_type = self.visit(f)
+            if data_type is None:
+                return None
+            struct.append(T.StructField(n, data_type))
+        return T.StructType(struct)
+
+    def visit_tuple(self, t: TypeInformation, types: list[TypeInformation]) -> T.DataType | None:
+        return self.visit_row(t, [f"f{i}" for i in range(len(types))], types)
 
 
 def _data_type(info: Any) -> T.DataType | None:
-    """The Spark type of ``info``, or None when it has none (then the column is pickled)."""
-    if isinstance(info, BasicTypeInfo):
-        return _BASIC.get(info.name)
-    if isinstance(info, PrimitiveArrayTypeInfo) and info.element_type == BasicTypeInfo("Byte"):
-        return T.BinaryType()  # byte[]: Python bytes
-    if isinstance(
-        info, (ListTypeInfo, BasicArrayTypeInfo, PrimitiveArrayTypeInfo, ObjectArrayTypeInfo)
-    ):
-        element = _data_type(info.element_type)
-        return None if element is None else T.ArrayType(element)
-    if isinstance(info, MapTypeInfo):
-        k, v = _data_type(info.key_type), _data_type(info.value_type)
-        return None if k is None or v is None else T.MapType(k, v)
-    if isinstance(info, (RowTypeInfo, TupleTypeInfo)):
-        names = (
-            info.field_names
-            if isinstance(info, RowTypeInfo)
-            else [f"f{i}" for i in range(len(info.field_types))]
-        )
-        struct = []
-        for n, t in zip(names, info.field_types, strict=True):
-            f = _data_type(t)
-            if f is None:
-                return None
-            struct.append(T.StructField(n, f))
-        return T.StructType(struct)
-    return None
+    return None if info is None else _SparkTypes().visit(info)
 
 
 def spark_column(info: Any) -> Column:
     """The column for values described by ``info`` (a ``TypeInformation`` or None)."""
     data_type = _data_type(info)
     if data_type is None:
-        return _PICKLED
+        return Column(T.BinaryType(), pickled=True)
     return Column(data_type, pickled=False, type_info=info)
 
 
@@ -132,9 +157,7 @@ def unpickle(data: bytes | bytearray | None) -> Any:
 
 def to_spark(value: Any, column: Column, what: str) -> Any:
     """``value`` as a Spark value of ``column`` (``what`` names it in errors)."""
-    if column.pickled:
-        return dumps(value)
-    return _fit(value, column.data_type, what)
+    return column._to(value)
 
 
 def _mismatch(value: Any, data_type: T.DataType) -> ValueTypeError:
@@ -146,48 +169,63 @@ def _mismatch(value: Any, data_type: T.DataType) -> ValueTypeError:
     )
 
 
-def _fit(value: Any, dt: T.DataType, what: str) -> Any:
-    if value is None:
-        return None
+def _fitter(dt: T.DataType) -> Convert:
+    """The check and conversion of a state value to a Spark value of ``dt`` (None stays)."""
+    fit = _fitter_of(dt)
+
+    def fit_or_none(value: Any) -> Any:
+        return None if value is None else fit(value)
+
+    return fit_or_none
+
+
+def _fitter_of(dt: T.DataType) -> Convert:
     t = type(dt)
+
+    def accept(ok: Callable[[Any], bool], convert: Convert = lambda v: v) -> Convert:
+        def fit(value: Any) -> Any:
+            if ok(value):
+                return convert(value)
+            raise _mismatch(value, dt)
+
+        return fit
+
     if t in _INT_BITS:
-        bits = _INT_BITS[t]
-        if type(value) is int and -(1 << (bits - 1)) <= value < (1 << (bits - 1)):
-            return value
-    elif t is T.StringType:
-        if isinstance(value, str):
-            return value
-    elif t is T.BooleanType:
-        if isinstance(value, bool):
-            return value
-    elif t in (T.DoubleType, T.FloatType):
-        if isinstance(value, float) or type(value) is int:
-            return float(value)
-    elif t is T.DecimalType:
-        if isinstance(value, Decimal) or type(value) is int:
-            return Decimal(value)
-    elif t is T.BinaryType:
-        if isinstance(value, (bytes, bytearray)):
-            return bytes(value)
-    elif t is T.DateType:
-        if isinstance(value, _dt.date) and not isinstance(value, _dt.datetime):
-            return value
-    elif t in (T.TimestampType, T.TimestampNTZType):
-        if isinstance(value, _dt.datetime):
-            return value
-    elif isinstance(dt, T.ArrayType):
-        if isinstance(value, (list, tuple)):
-            return [_fit(v, dt.elementType, what) for v in value]
-    elif isinstance(dt, T.MapType):
-        if isinstance(value, dict):
-            return {
-                _fit(k, dt.keyType, what): _fit(v, dt.valueType, what) for k, v in value.items()
-            }
-    elif isinstance(dt, T.StructType):
-        fields = list(value) if isinstance(value, (tuple, list)) else _row_values(value)
-        if fields is not None and len(fields) == len(dt.fields):
-            return tuple(_fit(v, f.dataType, what) for v, f in zip(fields, dt.fields, strict=True))
-    raise _mismatch(value, dt)
+        low, high = -(1 << (_INT_BITS[t] - 1)), 1 << (_INT_BITS[t] - 1)
+        return accept(lambda v: type(v) is int and low <= v < high)
+    if t is T.StringType:
+        return accept(lambda v: isinstance(v, str))
+    if t is T.BooleanType:
+        return accept(lambda v: isinstance(v, bool))
+    if t in (T.DoubleType, T.FloatType):
+        return accept(lambda v: isinstance(v, float) or type(v) is int, float)
+    if t is T.DecimalType:
+        return accept(lambda v: isinstance(v, Decimal) or type(v) is int, Decimal)
+    if t is T.BinaryType:
+        return accept(lambda v: isinstance(v, bytes | bytearray), bytes)
+    if t is T.DateType:
+        return accept(lambda v: isinstance(v, _dt.date) and not isinstance(v, _dt.datetime))
+    if t in (T.TimestampType, T.TimestampNTZType):
+        return accept(lambda v: isinstance(v, _dt.datetime))
+    if isinstance(dt, T.ArrayType):
+        each = _fitter(dt.elementType)
+        return accept(lambda v: isinstance(v, list | tuple), lambda v: [each(e) for e in v])
+    if isinstance(dt, T.MapType):
+        keys, values = _fitter(dt.keyType), _fitter(dt.valueType)
+        return accept(
+            lambda v: isinstance(v, dict), lambda v: {keys(k): values(e) for k, e in v.items()}
+        )
+    if isinstance(dt, T.StructType):
+        fields = [_fitter(f.dataType) for f in dt.fields]
+
+        def fit_struct(value: Any) -> tuple[Any, ...]:
+            values = list(value) if isinstance(value, tuple | list) else _row_values(value)
+            if values is None or len(values) != len(fields):
+                raise _mismatch(value, dt)
+            return tuple(f(v) for f, v in zip(fields, values, strict=True))
+
+        return fit_struct
+    return accept(lambda v: False)
 
 
 def _row_values(value: Any) -> list[Any] | None:
@@ -208,35 +246,53 @@ def from_spark(value: Any, column: Column) -> Any:
     >>> from_spark([1, 2], spark_column(Types.LIST(Types.LONG())))
     [1, 2]
     """
-    if value is None:
-        return None
-    if column.pickled:
-        return unpickle(value)
-    return _native(value, column.data_type, column.type_info)
+    return column._from(value)
 
 
-def _native(value: Any, dt: T.DataType, info: Any) -> Any:
-    if isinstance(dt, T.StructType):
-        types = getattr(info, "field_types", [None] * len(dt.fields))
-        fields = [
-            _native(v, f.dataType, i) for v, f, i in zip(value, dt.fields, types, strict=True)
-        ]
-        if isinstance(info, RowTypeInfo):
-            from cairn.common.types import Row
+def _nativer(dt: T.DataType, info: Any) -> Convert:
+    """A Spark value of ``dt`` to the state value (``info``: the type info, for row names)."""
+    native = _nativer_of(dt, info)
+    return lambda value: None if value is None else native(value)
 
-            row = Row(*fields)
-            row.set_field_names(info.field_names)
-            return row
-        return tuple(fields)
-    if isinstance(dt, T.ArrayType):
-        element = getattr(info, "element_type", None)
-        return [_native(v, dt.elementType, element) for v in value]
-    if isinstance(dt, T.MapType):
-        kt, vt = getattr(info, "key_type", None), getattr(info, "value_type", None)
-        return {_native(k, dt.keyType, kt): _native(v, dt.valueType, vt) for k, v in value.items()}
-    if isinstance(dt, T.BinaryType):
-        return bytes(value)
+
+def _same(value: Any) -> Any:
     return value
+
+
+def _instant(value: _dt.datetime) -> _dt.datetime:
+    """PySpark gives timestamps back in local time without a zone; an INSTANT has UTC's."""
+    return value.astimezone(_dt.timezone.utc)
+
+
+def _nativer_of(dt: T.DataType, info: Any) -> Convert:
+    kind = getattr(info, "kind", None)
+    if isinstance(dt, T.StructType):
+        types = getattr(info, "field_types", None) or [None] * len(dt.fields)
+        fields = [_nativer(f.dataType, i) for f, i in zip(dt.fields, types, strict=True)]
+        if kind is not TypeKind.ROW:
+            return lambda value: tuple(f(v) for f, v in zip(fields, value, strict=True))
+        names = list(info.field_names)
+
+        def to_row(value: Any) -> Row:
+            row = Row(*(f(v) for f, v in zip(fields, value, strict=True)))
+            row.set_field_names(names)
+            return row
+
+        return to_row
+    if isinstance(dt, T.ArrayType):
+        each = _nativer(dt.elementType, getattr(info, "element_type", None))
+        return lambda value: [each(v) for v in value]
+    if isinstance(dt, T.MapType):
+        keys = _nativer(dt.keyType, getattr(info, "key_type", None))
+        values = _nativer(dt.valueType, getattr(info, "value_type", None))
+        return lambda value: {keys(k): values(v) for k, v in value.items()}
+    if isinstance(dt, T.BinaryType):
+        return bytes
+    if isinstance(dt, T.DecimalType) and kind is TypeKind.BIG_INTEGER:
+        return int  # BIG_INT's column is decimal(38,0); its state holds ints
+    if isinstance(dt, T.TimestampType) and kind is TypeKind.INSTANT:
+        return _instant
+    return _same
 
 
 def column_accepts(expected: T.DataType, actual: T.DataType) -> bool:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from cairn.common.types import Row, RowKind
 from cairn.table.environment import (
     EnvironmentSettings,
+    FormatDescriptor,
     StreamTableEnvironment,
     TableConfig,
     TableDescriptor,
@@ -40,6 +41,7 @@ __all__ = [
     "ChangelogMode",
     "DataTypes",
     "EnvironmentSettings",
+    "FormatDescriptor",
     "GroupedTable",
     "ResultKind",
     "Row",

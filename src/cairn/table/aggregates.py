@@ -28,7 +28,9 @@ __all__ = ["Accumulator", "accumulator_for"]
 
 class Accumulator:
     """One aggregate function: ``create`` an accumulator, ``add``/``retract`` a value,
-    read its ``result``."""
+    read its ``result``. ``takes_row``: ``add``/``retract`` receive the whole input row."""
+
+    takes_row = False
 
     def create(self) -> Any:
         raise NotImplementedError
@@ -40,6 +42,10 @@ class Accumulator:
         raise NotImplementedError
 
     def result(self, acc: Any) -> Any:
+        raise NotImplementedError
+
+    def merge(self, acc: Any, other: Any) -> Any:
+        """``acc`` with ``other``'s values added (session windows merging)."""
         raise NotImplementedError
 
 
@@ -55,6 +61,9 @@ class _CountStar(Accumulator):
 
     def result(self, acc: int) -> int:
         return acc
+
+    def merge(self, acc: int, other: int) -> int:
+        return acc + other
 
 
 class _Count(_CountStar):
@@ -91,6 +100,11 @@ class _Sum(Accumulator):
         if acc[1] == 0:
             return self.zero if self.zero_when_empty else None
         return acc[0]
+
+    def merge(self, acc: list[Any], other: list[Any]) -> list[Any]:
+        acc[0] += other[0]
+        acc[1] += other[1]
+        return acc
 
 
 class _Avg(_Sum):
@@ -139,6 +153,11 @@ class _Extreme(Accumulator):
     def result(self, acc: dict[Any, int]) -> Any:
         return self.pick(acc) if acc else None
 
+    def merge(self, acc: dict[Any, int], other: dict[Any, int]) -> dict[Any, int]:
+        for value, n in other.items():
+            acc[value] = acc.get(value, 0) + n
+        return acc
+
 
 class _CountDistinct(_Extreme):
     def __init__(self) -> None:
@@ -148,9 +167,40 @@ class _CountDistinct(_Extreme):
         return len(acc)
 
 
+class _UserDefined(Accumulator):
+    """A user's ``AggregateFunction``: its accumulator is mutated in place, as in PyFlink;
+    ``add``/``retract`` receive the whole input row and pick the call's arguments."""
+
+    takes_row = True
+
+    def __init__(self, call: AggCall) -> None:
+        self.function = call.wrapper.function
+        self.args = call.args
+
+    def create(self) -> Any:
+        return self.function.create_accumulator()
+
+    def add(self, acc: Any, row: Any) -> Any:
+        self.function.accumulate(acc, *(row[i] for i in self.args))
+        return acc
+
+    def retract(self, acc: Any, row: Any) -> Any:
+        self.function.retract(acc, *(row[i] for i in self.args))
+        return acc
+
+    def result(self, acc: Any) -> Any:
+        return self.function.get_value(acc)
+
+    def merge(self, acc: Any, other: Any) -> Any:
+        self.function.merge(acc, [other])
+        return acc
+
+
 def accumulator_for(call: AggCall) -> Accumulator:
     """The accumulator of one aggregate call."""
     fn = call.function
+    if fn == "udaf":
+        return _UserDefined(call)
     if fn == "count_star":
         return _CountStar()
     if fn == "count":

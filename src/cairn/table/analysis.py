@@ -104,14 +104,19 @@ class Rex:
 
 @dataclass(frozen=True)
 class AggCall:
-    """An aggregate over a column of the aggregate's input (``arg`` -1: ``COUNT(*)``)."""
+    """An aggregate over a column of the aggregate's input (``arg`` -1: ``COUNT(*)``); a
+    user-defined one (``function`` ``udaf``) names its ``wrapper`` and all its ``args``."""
 
     function: str
     arg: int
     data_type: DataType
     arg_type: DataType | None = None
+    args: tuple[int, ...] = ()
+    wrapper: Any = None
 
     def __str__(self) -> str:
+        if self.wrapper is not None:
+            return f"{self.wrapper.name}({', '.join(f'${a}' for a in self.args)})"
         arg = "*" if self.arg < 0 else f"${self.arg}"
         return f"{self.function.upper()}({arg})"
 
@@ -208,13 +213,42 @@ def resolve(expr: Expression, columns: Columns) -> Rex:
         raise ValidationError("'*' is only allowed alone in a select list")
     if expr.kind != "call":
         raise ValidationError(f"Unsupported expression {expr}")
-    if expr.name in AGGREGATES:
+    if is_aggregate_call(expr):
         raise ValidationError(
             f"Aggregate {expr} is not allowed here: aggregates belong to a group_by(...).select"
             " or to a select over the whole table"
         )
     ops = tuple(resolve(a, columns) for a in expr.args)
+    if expr.name == "udf":
+        wrapper = expr.value
+        if wrapper.kind == "table":
+            raise ValidationError(
+                f"Table function {wrapper.name} can only be used in join_lateral,"
+                " left_outer_join_lateral or flat_map"
+            )
+        _check_udf_inputs(wrapper, ops)
+        return Rex("call", wrapper.result_type, op="udf", operands=ops, value=wrapper)
     return Rex("call", _call_type(expr.name, ops, expr), op=expr.name, operands=ops)
+
+
+def is_aggregate_call(expr: Expression) -> bool:
+    """A built-in aggregate or a call of a user-defined aggregate function."""
+    if expr.kind != "call":
+        return False
+    if expr.name == "udf":
+        return bool(expr.value.kind == "aggregate")
+    return expr.name in AGGREGATES
+
+
+def _check_udf_inputs(wrapper: Any, ops: Sequence[Rex]) -> None:
+    declared = wrapper.input_types
+    if declared is None:
+        return
+    if len(declared) != len(ops):
+        raise ValidationError(
+            f"Function {wrapper.name} takes {len(declared)} arguments"
+            f" ({', '.join(map(str, declared))}), got {len(ops)}"
+        )
 
 
 def _call_type(name: str, ops: tuple[Rex, ...], expr: Expression) -> DataType:
@@ -302,7 +336,7 @@ def name_of(expr: Expression, position: int, aggregate_index: int | None = None)
 
 
 def contains_aggregate(expr: Expression) -> bool:
-    if expr.kind == "call" and expr.name in AGGREGATES:
+    if is_aggregate_call(expr):
         return True
     return any(contains_aggregate(a) for a in expr.args)
 
@@ -322,6 +356,21 @@ def split_aggregates(
     argument that is not a column (``col('a').cast(...).max``) is appended to ``extra``: the
     aggregate's input is then the input's columns followed by those computed ones.
     """
+    if is_aggregate_call(expr) and expr.name == "udf":
+        indexes = tuple(_argument_index(a, columns, extra, expr) for a in expr.args)
+        types = [_argument_type(i, columns, extra) for i in indexes]
+        wrapper = expr.value
+        _check_udf_inputs(wrapper, [Rex("literal", t) for t in types])
+        call = AggCall(
+            "udaf",
+            indexes[0] if indexes else -1,
+            wrapper.result_type,
+            types[0] if types else None,
+            indexes,
+            wrapper,
+        )
+        calls.append(call)
+        return Expression("field", f"$a{len(calls) - 1}")
     if expr.kind == "call" and expr.name in AGGREGATES:
         fn = expr.name
         if fn == "count" and (not expr.args or expr.args[0].kind == "star"):
@@ -329,24 +378,8 @@ def split_aggregates(
         else:
             if len(expr.args) != 1:
                 raise ValidationError(f"{fn.upper()} takes one argument, got {expr}")
-            arg = expr.args[0]
-            if contains_aggregate(arg):
-                raise ValidationError(f"Aggregate calls cannot be nested: {expr}")
-            if arg.kind == "field":
-                i = columns.index(arg.name)
-                t = columns.columns[i].data_type
-            else:  # computed first, into a column after the input's
-                rex = resolve(arg, columns)
-                if extra is None:
-                    raise ValidationError(f"Aggregate arguments must be columns here: {expr}")
-                for k, (known, _) in enumerate(extra):
-                    if str(known) == str(arg):
-                        i = len(columns) + k
-                        break
-                else:
-                    extra.append((arg, rex))
-                    i = len(columns) + len(extra) - 1
-                t = rex.data_type
+            i = _argument_index(expr.args[0], columns, extra, expr)
+            t = _argument_type(i, columns, extra)
             if fn == "count" and t.nullable is False:
                 fn = "count_star"
             call = AggCall(fn, i, aggregate_type(fn, t), t)
@@ -384,3 +417,33 @@ def aggregate_output(columns: Columns, keys: Sequence[int], calls: Sequence[AggC
 
 def is_integral_type(t: DataType) -> bool:
     return is_integral(t)
+
+
+def _argument_index(
+    arg: Expression,
+    columns: Columns,
+    extra: list[tuple[Expression, Rex]] | None,
+    call: Expression,
+) -> int:
+    """The position of an aggregate's argument in the aggregate's input: a column, or one
+    computed into ``extra`` (after the input's columns)."""
+    if contains_aggregate(arg):
+        raise ValidationError(f"Aggregate calls cannot be nested: {call}")
+    if arg.kind == "field":
+        return columns.index(arg.name)
+    if extra is None:
+        raise ValidationError(f"Aggregate arguments must be columns here: {call}")
+    for k, (known, _) in enumerate(extra):
+        if str(known) == str(arg):
+            return len(columns) + k
+    extra.append((arg, resolve(arg, columns)))
+    return len(columns) + len(extra) - 1
+
+
+def _argument_type(
+    index: int, columns: Columns, extra: list[tuple[Expression, Rex]] | None
+) -> DataType:
+    if index < len(columns):
+        return columns.columns[index].data_type
+    assert extra is not None
+    return extra[index - len(columns)][1].data_type

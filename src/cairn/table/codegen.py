@@ -49,8 +49,9 @@ _BINARY = {
 _FLOATING = {"plus", "minus", "times", "divide", "mod", "power"}
 
 
-def expression_source(rex: Rex, row: str = "r") -> str:
-    """Python source computing ``rex`` from the tuple named ``row``."""
+def expression_source(rex: Rex, row: str = "r", functions: list[Any] | None = None) -> str:
+    """Python source computing ``rex`` from the tuple named ``row``; user-defined functions
+    it calls are appended to ``functions`` and called as ``_udf<i>``."""
     if rex.kind == "input":
         return f"{row}[{rex.index}]"
     if rex.kind == "literal":
@@ -58,10 +59,15 @@ def expression_source(rex: Rex, row: str = "r") -> str:
             return f"_Decimal({str(rex.value)!r})"
         return repr(rex.value)
     if rex.kind == "cast":
-        inner = expression_source(rex.operands[0], row)
+        inner = expression_source(rex.operands[0], row, functions)
         return f"_cast({inner}, {str(rex.data_type)!r}, {rex.op == 'try'})"
-    ops = [expression_source(o, row) for o in rex.operands]
+    ops = [expression_source(o, row, functions) for o in rex.operands]
     op = rex.op
+    if op == "udf":
+        if functions is None:
+            raise ValueError("a user-defined function needs a functions list to be compiled")
+        functions.append(rex.value)
+        return f"_call_udf(_udf{len(functions) - 1}, ({''.join(o + ', ' for o in ops)}))"
     if op in _FLOATING and rex.data_type.root in ("FLOAT", "DOUBLE"):
         # Python refuses float + Decimal: a DECIMAL operand of a DOUBLE result becomes float
         ops = [
@@ -127,40 +133,49 @@ def _integral(t: DataType) -> bool:
     return t.root in ("TINYINT", "SMALLINT", "INT", "BIGINT")
 
 
-def calc_source(projections: Sequence[Rex] | None, condition: Rex | None) -> str:
+def calc_source(
+    projections: Sequence[Rex] | None,
+    condition: Rex | None,
+    functions: list[Any] | None = None,
+) -> str:
     """Source of ``calc(r)``: the projected tuple of row ``r``, or ``None`` when the condition
-    is not TRUE. ``projections`` ``None`` keeps the row as it is."""
+    is not TRUE. ``projections`` ``None`` keeps the row as it is. The user-defined functions
+    it calls are appended to ``functions``, in the order of their ``_udf<i>`` names."""
     lines = ["def calc(r):"]
     if condition is not None:
-        lines.append(f"    if {expression_source(condition)} is not True:")
+        lines.append(f"    if {expression_source(condition, 'r', functions)} is not True:")
         lines.append("        return None")
     if projections is None:
         lines.append("    return r")
     else:
-        items = "".join(f"{expression_source(p)}, " for p in projections)
+        items = "".join(f"{expression_source(p, 'r', functions)}, " for p in projections)
         lines.append(f"    return ({items})")
     return "\n".join(lines)
 
 
 class CompiledCalc:
-    """A generated function, pickled as its source and compiled on first call."""
+    """A generated function, pickled as its source (and the user-defined functions it calls)
+    and compiled on first call."""
 
-    __slots__ = ("_fn", "source")
+    __slots__ = ("_fn", "functions", "source")
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, functions: Sequence[Any] = ()) -> None:
         self.source = source
+        self.functions = tuple(functions)
         self._fn: Callable[[tuple[Any, ...]], tuple[Any, ...] | None] | None = None
 
-    def __getstate__(self) -> str:
-        return self.source
+    def __getstate__(self) -> tuple[str, tuple[Any, ...]]:
+        return (self.source, self.functions)
 
-    def __setstate__(self, source: str) -> None:
-        self.source = source
+    def __setstate__(self, state: tuple[str, tuple[Any, ...]]) -> None:
+        self.source, self.functions = state
         self._fn = None
 
     def function(self) -> Callable[[tuple[Any, ...]], tuple[Any, ...] | None]:
         if self._fn is None:
             namespace = dict(RUNTIME)
+            for i, wrapper in enumerate(self.functions):
+                namespace[f"_udf{i}"] = wrapper
             exec(compile(self.source, "<cairn-table-calc>", "exec"), namespace)
             self._fn = namespace["calc"]
         return self._fn
@@ -170,6 +185,16 @@ class CompiledCalc:
 
 
 # -- the runtime the generated code calls ------------------------------------------------------
+
+
+def _call_udf(wrapper: Any, args: tuple[Any, ...]) -> Any:
+    """Call a user-defined function; its error names the function and the arguments."""
+    try:
+        return wrapper.function.eval(*args)
+    except Exception as e:
+        if hasattr(e, "add_note"):  # Python 3.11+
+            e.add_note(f"in user-defined function {wrapper.name}{args!r}")
+        raise
 
 
 def _nullsafe1(f: Callable[[Any], Any], a: Any) -> Any:

@@ -49,6 +49,7 @@ from cairn.table.types import (
 
 __all__ = [
     "EnvironmentSettings",
+    "FormatDescriptor",
     "StreamTableEnvironment",
     "TableConfig",
     "TableDescriptor",
@@ -121,6 +122,33 @@ class TableConfig:
 
 
 @dataclass(frozen=True)
+class FormatDescriptor:
+    """A format by name and options (PyFlink's ``FormatDescriptor``)."""
+
+    format: str
+    options: tuple[tuple[str, str], ...] = ()
+
+    @staticmethod
+    def for_format(fmt: str) -> FormatDescriptor.Builder:
+        return FormatDescriptor.Builder(fmt)
+
+    def __str__(self) -> str:
+        return self.format
+
+    @dataclass
+    class Builder:
+        format: str
+        options: dict[str, str] = field(default_factory=dict)
+
+        def option(self, key: str, value: Any) -> FormatDescriptor.Builder:
+            self.options[key] = str(value)
+            return self
+
+        def build(self) -> FormatDescriptor:
+            return FormatDescriptor(self.format, tuple(self.options.items()))
+
+
+@dataclass(frozen=True)
 class TableDescriptor:
     """A table by connector and options (PyFlink's ``TableDescriptor``)."""
 
@@ -146,8 +174,17 @@ class TableDescriptor:
             self.options[key] = str(value)
             return self
 
-        def format(self, fmt: Any, format_option_key: Any = None) -> TableDescriptor.Builder:
-            self.options["format"] = str(fmt)
+        def format(
+            self, fmt: str | FormatDescriptor, format_option_key: str | None = None
+        ) -> TableDescriptor.Builder:
+            """The format (``'json'`` or a ``FormatDescriptor``), under ``format`` or under
+            ``format_option_key`` (``'key.format'``); a descriptor's options get its prefix."""
+            key = format_option_key or "format"
+            self.options[key] = str(fmt)
+            if isinstance(fmt, FormatDescriptor):
+                prefix = key[: -len("format")] + fmt.format
+                for option, value in fmt.options:
+                    self.options[f"{prefix}.{option}"] = value
             return self
 
         def build(self) -> TableDescriptor:

@@ -24,6 +24,10 @@ from cairn.table.types import DataType, DataTypes
 
 __all__ = [
     "AGGREGATES",
+    "CURRENT_RANGE",
+    "CURRENT_ROW",
+    "UNBOUNDED_RANGE",
+    "UNBOUNDED_ROW",
     "Expression",
     "and_",
     "call",
@@ -74,7 +78,8 @@ class Expression:
         if self.kind == "cast":
             fn = "try_cast" if self.name == "try" else "cast"
             return f"{fn}({self.args[0]}, {self.data_type})"
-        return f"{self.name}({', '.join(str(a) for a in self.args)})"
+        name = self.value.name if self.name == "udf" else self.name
+        return f"{name}({', '.join(str(a) for a in self.args)})"
 
     def __repr__(self) -> str:
         return str(self)
@@ -324,6 +329,10 @@ class Expression:
 
     days = day
 
+    def over(self, alias: Any) -> Expression:
+        """An aggregate over an over window: ``col('price').max.over(col('w'))``."""
+        return self._call("over", alias)
+
     # -- window properties: col('w').start ---------------------------------------------------
 
     @property
@@ -404,6 +413,17 @@ def coalesce(first: Any, *others: Any) -> Expression:
 def row_interval(rows: int) -> Expression:
     """A count of rows, for over windows (``preceding(row_interval(2))``)."""
     return Expression("literal", value=rows, data_type=DataTypes.BIGINT(), names=("rows",))
+
+
+def _bound(name: str) -> Expression:
+    return Expression("literal", value=0, data_type=DataTypes.BIGINT(), names=(name,))
+
+
+#: Over window bounds, as PyFlink's ``pyflink.table.expressions`` names them.
+UNBOUNDED_ROW = _bound("unbounded_row")
+UNBOUNDED_RANGE = _bound("unbounded_range")
+CURRENT_ROW = _bound("current_row")
+CURRENT_RANGE = _bound("current_range")
 
 
 def expressions(items: Sequence[Any]) -> list[Expression]:

@@ -50,6 +50,11 @@ class CalcFunction(FlatMapFunction):
 
     def open(self, runtime_context: Any) -> None:
         self._fn = self.calc.function()
+        open_functions(self.calc.functions, runtime_context)
+
+    def close(self) -> None:
+        for wrapper in self.calc.functions:
+            wrapper.function.close()
 
     def flat_map(self, value: tuple[int, tuple[Any, ...]]) -> Iterable[Any]:
         out = self._fn(value[1])
@@ -79,7 +84,11 @@ class GroupAggFunction(KeyedProcessFunction[Any, Any, Any]):
 
     def open(self, runtime_context: Any) -> None:
         self._accumulators: list[Accumulator] = [accumulator_for(c) for c in self.calls]
-        self._args = [c.arg for c in self.calls]
+        self._args = [
+            -2 if a.takes_row else c.arg
+            for a, c in zip(self._accumulators, self.calls, strict=True)
+        ]
+        open_functions([c.wrapper for c in self.calls if c.wrapper is not None], runtime_context)
         self._state = runtime_context.get_state(
             ValueStateDescriptor("group-aggregate", Types.PICKLED_BYTE_ARRAY())
         )
@@ -100,7 +109,7 @@ class GroupAggFunction(KeyedProcessFunction[Any, Any, Any]):
         count, accs = state
         before = self._result(accs) if count > 0 and not self.final_only else None
         for i, (agg, arg) in enumerate(zip(self._accumulators, self._args, strict=True)):
-            v = None if arg < 0 else row[arg]
+            v = row if arg == -2 else None if arg < 0 else row[arg]
             accs[i] = agg.add(accs[i], v) if adding else agg.retract(accs[i], v)
         count += 1 if adding else -1
         key = ctx.get_current_key()
@@ -184,3 +193,72 @@ def to_row(value: tuple[int, tuple[Any, ...]], names: Sequence[str]) -> Row:
     row.set_field_names(list(names))
     row.set_row_kind(_KINDS[value[0]])
     return row
+
+
+def open_functions(wrappers: Iterable[Any], runtime_context: Any) -> None:
+    """``open`` each user-defined function once, with its subtask's ``FunctionContext``."""
+    from cairn.table.udf import FunctionContext
+
+    context = FunctionContext(runtime_context)
+    for wrapper in wrappers:
+        wrapper.function.open(context)
+
+
+class CorrelateFunction(FlatMapFunction):
+    """A table function per row (``join_lateral`` / ``flat_map``): each row it yields (a
+    ``Row``, a tuple or one value) is appended to the input row (``keep_input``) or stands
+    alone; an outer correlate keeps a row without results, padded with NULLs."""
+
+    def __init__(
+        self,
+        wrapper: Any,
+        args: CompiledCalc | None,
+        input_names: Sequence[str],
+        arity: int,
+        keep_input: bool,
+        outer: bool,
+    ) -> None:
+        self.wrapper = wrapper
+        self.args = args
+        self.input_names = list(input_names)
+        self.arity = arity
+        self.keep_input = keep_input
+        self.outer = outer
+
+    def open(self, runtime_context: Any) -> None:
+        open_functions([self.wrapper], runtime_context)
+        if self.args is not None:
+            self._args = self.args.function()
+            open_functions(self.args.functions, runtime_context)
+
+    def close(self) -> None:
+        self.wrapper.function.close()
+
+    def flat_map(self, value: tuple[int, tuple[Any, ...]]) -> Iterable[Any]:
+        kind, row = value
+        if self.args is None:  # called with the whole row, as PyFlink's row-based operations
+            named = Row(*row)
+            named.set_field_names(self.input_names)
+            args: tuple[Any, ...] = (named,)
+        else:
+            computed = self._args(row)
+            assert computed is not None
+            args = computed
+        out = []
+        try:
+            results = self.wrapper.function.eval(*args) or ()
+            for result in results:
+                fields = tuple(result) if isinstance(result, Row | tuple | list) else (result,)
+                if len(fields) != self.arity:
+                    raise ValueError(
+                        f"table function {self.wrapper.name} yielded {len(fields)} fields,"
+                        f" its result type has {self.arity}: {result!r}"
+                    )
+                out.append((kind, row + fields if self.keep_input else fields))
+        except Exception as e:
+            if hasattr(e, "add_note"):
+                e.add_note(f"in table function {self.wrapper.name}{args!r}")
+            raise
+        if not out and self.outer:
+            out.append((kind, row + (None,) * self.arity))
+        return out

@@ -29,11 +29,15 @@ __all__ = [
     "Aggregate",
     "Calc",
     "ChangelogMode",
+    "Correlate",
+    "Join",
     "Limit",
+    "OverAggregate",
     "PlanNode",
     "StreamScan",
     "Union",
     "Values",
+    "WindowAggregate",
     "changelog_mode",
     "explain",
 ]
@@ -127,6 +131,72 @@ class Aggregate(PlanNode):
         return (self.input,)
 
 
+@dataclass(frozen=True, eq=False)
+class WindowAggregate(PlanNode):
+    """A group window aggregate: per key and window, ``calls``; output: the keys, the
+    window ``properties`` (``start``, ``end``, ``rowtime``), then one column per call."""
+
+    input: PlanNode = field(default=None)  # type: ignore[assignment]
+    keys: tuple[int, ...] = ()
+    window: Any = None
+    time_index: int = -1
+    calls: tuple[AggCall, ...] = ()
+    properties: tuple[str, ...] = ()
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.input,)
+
+
+@dataclass(frozen=True, eq=False)
+class OverAggregate(PlanNode):
+    """Each row with aggregates over its over window; output: the input's columns, then one
+    column per call."""
+
+    input: PlanNode = field(default=None)  # type: ignore[assignment]
+    keys: tuple[int, ...] = ()
+    window: Any = None
+    time_index: int = -1
+    calls: tuple[AggCall, ...] = ()
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.input,)
+
+
+@dataclass(frozen=True, eq=False)
+class Join(PlanNode):
+    """``left JOIN right ON left_keys = right_keys [AND condition]`` (inner or left outer);
+    output: the left's columns, then the right's."""
+
+    left: PlanNode = field(default=None)  # type: ignore[assignment]
+    right: PlanNode = field(default=None)  # type: ignore[assignment]
+    left_keys: tuple[int, ...] = ()
+    right_keys: tuple[int, ...] = ()
+    condition: Rex | None = None
+    outer: bool = False
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.left, self.right)
+
+
+@dataclass(frozen=True, eq=False)
+class Correlate(PlanNode):
+    """A table function per input row: ``join_lateral`` (input columns kept) or
+    ``flat_map`` (its columns only); ``args`` ``None`` passes the whole row."""
+
+    input: PlanNode = field(default=None)  # type: ignore[assignment]
+    wrapper: Any = None
+    args: tuple[Rex, ...] | None = None
+    keep_input: bool = True
+    outer: bool = False
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.input,)
+
+
 @dataclass(frozen=True)
 class Limit(PlanNode):
     """The first ``count`` rows (after skipping ``offset``)."""
@@ -163,7 +233,18 @@ def changelog_mode(node: PlanNode) -> ChangelogMode:
             not node.calls and changelog_mode(node.input) is ChangelogMode.INSERT_ONLY
         )
         return ChangelogMode.INSERT_ONLY if no_calls_on_insert_only else ChangelogMode.ALL
-    if isinstance(node, Calc | Limit):
+    if isinstance(node, WindowAggregate | OverAggregate):
+        return ChangelogMode.INSERT_ONLY
+    if isinstance(node, Join):
+        inputs_insert_only = all(
+            changelog_mode(n) is ChangelogMode.INSERT_ONLY for n in node.inputs
+        )
+        return (
+            ChangelogMode.INSERT_ONLY
+            if inputs_insert_only and not node.outer
+            else ChangelogMode.ALL
+        )
+    if isinstance(node, Calc | Limit | Correlate):
         return changelog_mode(node.inputs[0])
     if isinstance(node, Union):  # the union of its inputs' modes
         modes = {changelog_mode(i) for i in node.inputs}
@@ -186,13 +267,13 @@ def describe(node: PlanNode) -> str:
             parts.append(
                 "select=["
                 + ", ".join(
-                    _rex_text(p, inner) + ("" if _is_ref(p, inner, n) else f" AS {n}")
+                    rex_text(p, inner) + ("" if _is_ref(p, inner, n) else f" AS {n}")
                     for p, n in zip(node.projections, names, strict=True)
                 )
                 + "]"
             )
         if node.condition is not None:
-            parts.append(f"where=[{_rex_text(node.condition, inner)}]")
+            parts.append(f"where=[{rex_text(node.condition, inner)}]")
         return f"Calc({', '.join(parts)})"
     if isinstance(node, Aggregate):
         inner = node.input.columns.names
@@ -209,6 +290,46 @@ def describe(node: PlanNode) -> str:
         return f"Limit(offset=[0], fetch=[{node.count}])"
     if isinstance(node, Union):
         return f"Union(all=[true], union=[{', '.join(names)}])"
+    if isinstance(node, WindowAggregate):
+        inner = node.input.columns.names
+        keys = ", ".join(inner[k] for k in node.keys)
+        calls = [
+            f"{c.function.upper().replace('_STAR', '')}"
+            f"({'*' if c.arg < 0 else inner[c.arg]}) AS {n}"
+            for c, n in zip(node.calls, names[len(node.keys) + len(node.properties) :], strict=True)
+        ]
+        head = f"groupBy=[{keys}], " if keys else ""
+        props = ", ".join(node.properties)
+        return (
+            f"GroupWindowAggregate({head}window=[{node.window.describe()}],"
+            f" properties=[{props}], select=[{', '.join([*names[: len(node.keys)], *calls])}])"
+        )
+    if isinstance(node, OverAggregate):
+        inner = node.input.columns.names
+        calls = [
+            f"{c.function.upper().replace('_STAR', '')}({'*' if c.arg < 0 else inner[c.arg]})"
+            for c in node.calls
+        ]
+        return f"OverAggregate({node.window.describe()}, select=[{', '.join([*inner, *calls])}])"
+    if isinstance(node, Join):
+        pairs = [
+            f"{node.left.columns.names[a]} = {node.right.columns.names[b]}"
+            for a, b in zip(node.left_keys, node.right_keys, strict=True)
+        ]
+        if node.condition is not None:
+            pairs.append(rex_text(node.condition, names))
+        kind = "LeftOuterJoin" if node.outer else "InnerJoin"
+        return (
+            f"Join(joinType=[{kind}], where=[{' AND '.join(pairs)}], select=[{', '.join(names)}])"
+        )
+    if isinstance(node, Correlate):
+        inner = node.input.columns.names
+        args = inner if node.args is None else [rex_text(a, inner) for a in node.args]
+        join = "LEFT" if node.outer else "INNER"
+        return (
+            f"Correlate(invocation=[{node.wrapper.name}({', '.join(args)})],"
+            f" select=[{', '.join(names)}], joinType=[{join}])"
+        )
     return type(node).__name__
 
 
@@ -216,15 +337,16 @@ def _is_ref(rex: Rex, names: list[str], name: str) -> bool:
     return rex.kind == "input" and names[rex.index] == name
 
 
-def _rex_text(rex: Rex, names: list[str]) -> str:
+def rex_text(rex: Rex, names: list[str]) -> str:
     if rex.kind == "input":
         return names[rex.index]
     if rex.kind == "literal":
         return repr(rex.value) if isinstance(rex.value, str) else str(rex.value)
     if rex.kind == "cast":
         fn = "TRY_CAST" if rex.op == "try" else "CAST"
-        return f"{fn}({_rex_text(rex.operands[0], names)} AS {rex.data_type})"
-    return f"{rex.op}({', '.join(_rex_text(o, names) for o in rex.operands)})"
+        return f"{fn}({rex_text(rex.operands[0], names)} AS {rex.data_type})"
+    op = rex.value.name if rex.op == "udf" else rex.op
+    return f"{op}({', '.join(rex_text(o, names) for o in rex.operands)})"
 
 
 def explain(node: PlanNode) -> str:

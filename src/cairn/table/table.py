@@ -27,20 +27,44 @@ from cairn.table.analysis import (
     Rex,
     aggregate_output,
     contains_aggregate,
+    is_aggregate_call,
     name_of,
     resolve,
     split_aggregates,
 )
 from cairn.table.errors import ValidationError
 from cairn.table.expressions import Expression, col, expressions
-from cairn.table.plan import Aggregate, Calc, Limit, PlanNode, Union, explain
+from cairn.table.plan import (
+    Aggregate,
+    Calc,
+    ChangelogMode,
+    Correlate,
+    Join,
+    Limit,
+    OverAggregate,
+    PlanNode,
+    Union,
+    WindowAggregate,
+    changelog_mode,
+    explain,
+)
 from cairn.table.schema import schema_text
 from cairn.table.sql.expressions import parse_expression
+from cairn.table.types import DataTypes, RowType
+from cairn.table.udf import AggregateFunction, TableFunction, UserDefinedFunctionWrapper
+from cairn.table.window import GroupWindow, OverWindow
 
 if TYPE_CHECKING:
     from cairn.table.result import TableResult
 
-__all__ = ["GroupedTable", "Table", "TableContext"]
+__all__ = [
+    "GroupWindowedTable",
+    "GroupedTable",
+    "OverWindowedTable",
+    "Table",
+    "TableContext",
+    "WindowGroupedTable",
+]
 
 
 class TableContext(Protocol):
@@ -130,6 +154,13 @@ def aggregate(
             input=node,
             projections=tuple(identity + [rex for _, rex in extra]),
         )
+    if changelog_mode(agg_input) is not ChangelogMode.INSERT_ONLY:
+        for call in calls:
+            if call.wrapper is not None and not _retracts(call.wrapper.function):
+                raise ValidationError(
+                    f"Function {call.wrapper.name} does not implement retract(): it cannot"
+                    " aggregate an updating input"
+                )
     agg_columns = aggregate_output(agg_input.columns, key_indexes, calls)
     agg: PlanNode = Aggregate(agg_input, tuple(key_indexes), tuple(calls), agg_columns, final_only)
     rexes = [resolve(e, agg_columns) for e in over_output]
@@ -140,6 +171,239 @@ def aggregate(
     if identity_projection:
         # rename only: the aggregate's own columns take the select's names
         return Aggregate(agg_input, tuple(key_indexes), tuple(calls), out, final_only)
+    return Calc(columns=out, input=agg, projections=tuple(rexes))
+
+
+class _PendingJoin(PlanNode):
+    """``join(right)`` awaiting its ``where``: not a plan a job can run."""
+
+    def __init__(self, left: PlanNode, right: PlanNode, outer: bool) -> None:
+        pairs = [
+            *zip(left.columns.names, left.columns.types, strict=True),
+            *zip(right.columns.names, right.columns.types, strict=True),
+        ]
+        object.__setattr__(self, "columns", Columns.of(pairs))
+        object.__setattr__(self, "left", left)
+        object.__setattr__(self, "right", right)
+        object.__setattr__(self, "outer", outer)
+
+    left: PlanNode
+    right: PlanNode
+    outer: bool
+
+
+_PROPERTIES = {"window_start": "start", "window_end": "end", "window_rowtime": "rowtime"}
+
+
+def _with_properties(expr: Expression, alias: str, wanted: list[str]) -> Expression:
+    """``expr`` with ``w.start``/``w.end``/``w.rowtime`` replaced by fields ``$p<name>``."""
+    if expr.kind == "call" and expr.name in _PROPERTIES:
+        target = expr.args[0] if expr.args else None
+        if target is None or target.kind != "field" or target.name != alias:
+            raise ValidationError(f"Window property {expr} must be of the window '{alias}'")
+        prop = _PROPERTIES[expr.name]
+        if prop not in wanted:
+            wanted.append(prop)
+        return Expression("field", f"$p{prop}")
+    if expr.kind == "call" and expr.name == "window_proctime":
+        raise ValidationError("Window proctime is not built yet: windows run on event time")
+    if expr.kind == "field" and expr.name == alias:
+        raise ValidationError(
+            f"The window '{alias}' itself cannot be selected; select {alias}.start, .end or"
+            " .rowtime"
+        )
+    if not expr.args:
+        return expr
+    return Expression(
+        expr.kind,
+        expr.name,
+        tuple(_with_properties(a, alias, wanted) for a in expr.args),
+        expr.value,
+        expr.data_type,
+        expr.names,
+    )
+
+
+def window_aggregate(
+    node: PlanNode, window: GroupWindow, keys: Sequence[Expression], items: Sequence[Expression]
+) -> PlanNode:
+    """``window(w).group_by(keys, w).select(items)``: one insert-only row per key and window."""
+    window.check()
+    columns = node.columns
+    time_index = columns.index(window.time_field)
+    time_type = columns.columns[time_index].data_type
+    if time_type.root not in ("TIMESTAMP", "TIMESTAMP_LTZ"):
+        raise ValidationError(
+            f"A group window expects a time attribute for grouping in a stream environment;"
+            f" '{window.time_field}' is {time_type}"
+        )
+    if changelog_mode(node) is not ChangelogMode.INSERT_ONLY:
+        raise ValidationError("A group window aggregate over an updating table is not built yet")
+    key_exprs = [k for k in keys if not (k.kind == "field" and k.name == window.alias_name)]
+    if len(key_exprs) == len(keys):
+        raise ValidationError(
+            f"The window alias '{window.alias_name}' must be one of the group_by fields"
+        )
+    key_indexes = []
+    for k in key_exprs:
+        if k.kind != "field":
+            raise ValidationError(f"Group keys are columns here: add {k} as a column first")
+        key_indexes.append(columns.index(k.name))
+    wanted: list[str] = []
+    rewritten = [_with_properties(e, window.alias_name, wanted) for e in items]
+    prop_type = DataTypes.TIMESTAMP(3, False)
+    extended = Columns.of(
+        [*zip(columns.names, columns.types, strict=True), *((f"$p{p}", prop_type) for p in wanted)]
+    )
+    prop_indexes = [len(columns) + i for i in range(len(wanted))]
+    calls: list[AggCall] = []
+    over_output: list[Expression] = []
+    names: list[str] = []
+    agg_index = 0
+    for position, (item, new) in enumerate(zip(items, rewritten, strict=True)):
+        over_output.append(split_aggregates(new, extended, calls, [*key_indexes, *prop_indexes]))
+        is_agg = contains_aggregate(item.args[0] if item.kind == "alias" else item)
+        name = name_of(item, position, agg_index if is_agg else None)
+        if not is_agg and item.kind == "call" and item.name in _PROPERTIES:
+            name = f"EXPR${agg_index}"
+        names.append(name)
+        if (is_agg or item.name in _PROPERTIES) and item.kind != "alias":
+            agg_index += 1
+    _check_unique(names)
+    agg_columns = aggregate_output(extended, [*key_indexes, *prop_indexes], calls)
+    agg = WindowAggregate(
+        columns=agg_columns,
+        input=node,
+        keys=tuple(key_indexes),
+        window=window,
+        time_index=time_index,
+        calls=tuple(calls),
+        properties=tuple(wanted),
+    )
+    rexes = [resolve(e, agg_columns) for e in over_output]
+    out = Columns.of(list(zip(names, [r.data_type for r in rexes], strict=True)))
+    return Calc(columns=out, input=agg, projections=tuple(rexes))
+
+
+def _conjuncts(rex: Rex) -> list[Rex]:
+    if rex.kind == "call" and rex.op == "and":
+        return [c for o in rex.operands for c in _conjuncts(o)]
+    return [rex]
+
+
+def join(left: PlanNode, right: PlanNode, predicate: Expression, outer: bool) -> PlanNode:
+    """An equi-join: the predicate's ``left = right`` conjuncts are the keys, the rest a
+    condition on each joined pair."""
+    right_types = right.columns.types
+    if outer:
+        right_types = [t.nullable_() for t in right_types]
+    pairs = [
+        *zip(left.columns.names, left.columns.types, strict=True),
+        *zip(right.columns.names, right_types, strict=True),
+    ]
+    names = [n for n, _ in pairs]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValidationError(
+            f"Join tables have duplicate column names: {', '.join(duplicates)}; rename them"
+            " first (rename_columns)"
+        )
+    combined = Columns.of(pairs)
+    rex = resolve(predicate, combined)
+    if rex.data_type.root != "BOOLEAN":
+        raise ValidationError(f"A join predicate must be BOOLEAN, {predicate} is {rex.data_type}")
+    n_left = len(left.columns)
+    left_keys: list[int] = []
+    right_keys: list[int] = []
+    rest: list[Rex] = []
+    for c in _conjuncts(rex):
+        ops = c.operands
+        if c.op == "equals" and all(o.kind == "input" for o in ops):
+            a, b = sorted(o.index for o in ops)
+            if a < n_left <= b:
+                left_keys.append(a)
+                right_keys.append(b - n_left)
+                continue
+        rest.append(c)
+    if not left_keys:
+        raise ValidationError(
+            f"A join needs an equality between a column of each table, got {predicate}"
+        )
+    condition = None
+    for c in rest:
+        condition = (
+            c if condition is None else Rex("call", c.data_type, op="and", operands=(condition, c))
+        )
+    return Join(
+        columns=combined,
+        left=left,
+        right=right,
+        left_keys=tuple(left_keys),
+        right_keys=tuple(right_keys),
+        condition=condition,
+        outer=outer,
+    )
+
+
+def _strip_over(expr: Expression, aliases: set[str], inside: bool = False) -> Expression:
+    """``agg.over(col('w'))`` → ``agg``; an aggregate outside ``over`` is refused."""
+    if expr.kind == "call" and expr.name == "over":
+        target = expr.args[1]
+        if target.kind != "field" or target.name not in aliases:
+            raise ValidationError(f"Over window '{target}' is not defined; over_window(...) it")
+        return _strip_over(expr.args[0], aliases, inside=True)
+    if not inside and is_aggregate_call(expr):
+        raise ValidationError(f"Aggregate {expr} needs an over window here: .over(col('w'))")
+    if not expr.args:
+        return expr
+    return Expression(
+        expr.kind,
+        expr.name,
+        tuple(_strip_over(a, aliases, inside) for a in expr.args),
+        expr.value,
+        expr.data_type,
+        expr.names,
+    )
+
+
+def over_aggregate(node: PlanNode, window: OverWindow, items: Sequence[Expression]) -> PlanNode:
+    """``over_window(w).select(items)``: each row with its aggregates over ``w``."""
+    if not window.alias_name:
+        raise ValidationError("An over window needs an alias: .alias('w')")
+    if changelog_mode(node) is not ChangelogMode.INSERT_ONLY:
+        raise ValidationError("An over window over an updating table is not built yet")
+    columns = node.columns
+    time_index = columns.index(window.order_by)
+    time_type = columns.columns[time_index].data_type
+    if time_type.root not in ("TIMESTAMP", "TIMESTAMP_LTZ"):
+        raise ValidationError(
+            f"An over window is ordered by a time attribute; '{window.order_by}' is {time_type}"
+        )
+    keys = tuple(columns.index(k) for k in window.partition_by)
+    every = list(range(len(columns)))
+    calls: list[AggCall] = []
+    over_output: list[Expression] = []
+    names: list[str] = []
+    agg_index = 0
+    for position, item in enumerate(items):
+        stripped = _strip_over(item, {window.alias_name})
+        over_output.append(split_aggregates(stripped, columns, calls, every))
+        is_agg = contains_aggregate(stripped.args[0] if stripped.kind == "alias" else stripped)
+        names.append(name_of(item, position, agg_index if is_agg else None))
+        if is_agg and item.kind != "alias":
+            agg_index += 1
+    _check_unique(names)
+    agg_columns = aggregate_output(columns, every, calls)
+    agg = OverAggregate(
+        columns=agg_columns,
+        input=node,
+        keys=keys,
+        window=window,
+        time_index=time_index,
+        calls=tuple(calls),
+    )
+    rexes = [resolve(e, agg_columns) for e in over_output]
+    out = Columns.of(list(zip(names, [r.data_type for r in rexes], strict=True)))
     return Calc(columns=out, input=agg, projections=tuple(rexes))
 
 
@@ -189,6 +453,9 @@ class Table:
         a string is a SQL expression (``filter("a > 1")``)."""
         if isinstance(predicate, str):
             predicate = parse_expression(predicate)
+        if isinstance(self._node, _PendingJoin):  # join(right).where(predicate)
+            node = self._node
+            return self._new(join(node.left, node.right, predicate, node.outer))
         rex = resolve(predicate, self._node.columns)
         if rex.data_type.root not in ("BOOLEAN", "NULL"):
             raise ValidationError(
@@ -252,6 +519,35 @@ class Table:
         """Group by columns; then ``select`` keys and aggregates."""
         return GroupedTable(self, expressions(fields))
 
+    def join(self, right: Table, join_predicate: Expression | None = None) -> Table:
+        """An inner equi-join: ``left.join(right, col('id') == col('r_id'))`` or
+        ``left.join(right).where(...)``; column names must differ (rename them first)."""
+        if join_predicate is None:
+            return self._new(_PendingJoin(self._node, right.plan, outer=False))
+        return self._new(join(self._node, right.plan, join_predicate, outer=False))
+
+    def left_outer_join(self, right: Table, join_predicate: Expression | None = None) -> Table:
+        """A left outer equi-join: a left row without a match is kept with NULLs, and
+        retracted when a match arrives."""
+        if join_predicate is None:
+            raise ValidationError("left_outer_join needs a join predicate")
+        return self._new(join(self._node, right.plan, join_predicate, outer=True))
+
+    def over_window(self, *over_windows: OverWindow) -> OverWindowedTable:
+        """Aggregates over each row's neighbours: ``over_window(Over.partition_by(col('k'))
+        .order_by(col('ts')).preceding(row_interval(2)).alias('w')).select(...,
+        col('v').max.over(col('w')))``."""
+        if len(over_windows) != 1:
+            raise ValidationError("over_window takes one over window here")
+        return OverWindowedTable(self, over_windows[0])
+
+    def window(self, window: GroupWindow) -> GroupWindowedTable:
+        """Group into windows: ``window(Tumble.over(lit(5).seconds).on(col('ts')).alias('w'))``
+        then ``group_by(..., col('w')).select(...)``."""
+        if not isinstance(window, GroupWindow):
+            raise ValidationError(f"window() takes Tumble, Slide or Session, got {window!r}")
+        return GroupWindowedTable(self, window)
+
     def distinct(self) -> Table:
         """Each distinct row once."""
         keys = tuple(range(len(self._node.columns)))
@@ -261,8 +557,6 @@ class Table:
 
     def limit(self, fetch: int, offset: int = 0) -> Table:
         """The first ``fetch`` rows (of an insert-only table)."""
-        from cairn.table.plan import ChangelogMode, changelog_mode
-
         if changelog_mode(self._node) is not ChangelogMode.INSERT_ONLY:
             raise ValidationError("limit() on an updating table is not supported")
         if offset:
@@ -292,6 +586,74 @@ class Table:
             ]
         )
         return self._new(Union(merged, (self._node, right.plan)))
+
+    # -- row-based operations with user-defined functions ------------------------------------
+
+    def _correlate(self, call: Any, keep_input: bool, outer: bool) -> Table:
+        wrapper, args, aliases = _table_function_call(call)
+        rexes = None if args is None else tuple(resolve(a, self._node.columns) for a in args)
+        row_type = wrapper.result_type
+        names = list(aliases) if aliases else row_type.field_names()
+        if len(names) != len(row_type.fields):
+            raise ValidationError(
+                f"Table function {wrapper.name} has {len(row_type.fields)} result columns,"
+                f" aliased with {len(names)} names"
+            )
+        pairs = list(zip(names, row_type.field_types(), strict=True))
+        if outer:
+            pairs = [(n, t.nullable_()) for n, t in pairs]
+        if keep_input:
+            pairs = [*zip(self._node.columns.names, self._node.columns.types, strict=True), *pairs]
+        _check_unique([n for n, _ in pairs])
+        node = Correlate(
+            columns=Columns.of(pairs),
+            input=self._node,
+            wrapper=wrapper,
+            args=rexes,
+            keep_input=keep_input,
+            outer=outer,
+        )
+        return self._new(node)
+
+    def join_lateral(
+        self, table_function_call: Any, join_predicate: Expression | None = None
+    ) -> Table:
+        """Each row joined with the rows a table function yields for it (an inner join)."""
+        joined = self._correlate(table_function_call, keep_input=True, outer=False)
+        return joined.filter(join_predicate) if join_predicate is not None else joined
+
+    def left_outer_join_lateral(
+        self, table_function_call: Any, join_predicate: Expression | None = None
+    ) -> Table:
+        """As ``join_lateral``, keeping a row the function yields nothing for (NULLs)."""
+        if join_predicate is not None:
+            raise ValidationError("left_outer_join_lateral with a predicate is not built yet")
+        return self._correlate(table_function_call, keep_input=True, outer=True)
+
+    def flat_map(self, func: Any) -> Table:
+        """The rows a table function yields for each row (called with the row)."""
+        return self._correlate(func, keep_input=False, outer=False)
+
+    def map(self, func: Any) -> Table:
+        """One row per row from a scalar function returning a ``ROW`` (called with the row)."""
+        wrapper, args, aliases = _scalar_function_call(func)
+        columns = self._node.columns
+        row_type = wrapper.result_type
+        if isinstance(row_type, RowType):
+            names, types = row_type.field_names(), row_type.field_types()
+        else:
+            names, types = ["f0"], [row_type]
+        if aliases:
+            names = list(aliases)
+        as_row = Correlate(
+            columns=Columns.of(list(zip(names, types, strict=True))),
+            input=self._node,
+            wrapper=_single_row(wrapper, row_type),
+            args=None if args is None else tuple(resolve(a, columns) for a in args),
+            keep_input=False,
+            outer=False,
+        )
+        return self._new(as_row)
 
     # -- schema and plan ---------------------------------------------------------------------
 
@@ -325,6 +687,42 @@ class Table:
         return pd.DataFrame(rows, columns=self._node.columns.names)
 
 
+class OverWindowedTable:
+    """A table with an over window; ``select`` columns and ``agg.over(col('w'))``."""
+
+    def __init__(self, table: Table, window: OverWindow) -> None:
+        self._table = table
+        self._window = window
+
+    def select(self, *fields: Expression | str) -> Table:
+        node = over_aggregate(self._table.plan, self._window, expressions(fields))
+        return Table(node, self._table.context)
+
+
+class GroupWindowedTable:
+    """A table with a group window; ``group_by`` must name the window's alias."""
+
+    def __init__(self, table: Table, window: GroupWindow) -> None:
+        self._table = table
+        self._window = window
+
+    def group_by(self, *fields: Expression | str) -> WindowGroupedTable:
+        return WindowGroupedTable(self._table, self._window, expressions(fields))
+
+
+class WindowGroupedTable:
+    """A table grouped by keys and a window; ``select`` keys, aggregates and ``w.start``..."""
+
+    def __init__(self, table: Table, window: GroupWindow, keys: list[Expression]) -> None:
+        self._table = table
+        self._window = window
+        self._keys = keys
+
+    def select(self, *fields: Expression | str) -> Table:
+        node = window_aggregate(self._table.plan, self._window, self._keys, expressions(fields))
+        return Table(node, self._table.context)
+
+
 class GroupedTable:
     """A table grouped by keys; ``select`` its keys and aggregates."""
 
@@ -336,3 +734,65 @@ class GroupedTable:
         table = self._table
         node = aggregate(table.plan, self._keys, expressions(fields), table.context.batch_mode)
         return Table(node, table.context)
+
+
+def _unwrap_call(
+    call: Any, kind: str
+) -> tuple[Any, tuple[Expression, ...] | None, tuple[str, ...]]:
+    """A function and its arguments from ``f(col('a'))``, ``f(...).alias('x')``, ``f`` or
+    ``f.alias('x')`` (the last two: called with the whole row)."""
+    aliases: tuple[str, ...] = ()
+    if isinstance(call, Expression) and call.kind == "alias":
+        aliases, call = call.names, call.args[0]
+    if isinstance(call, Expression) and call.kind == "call" and call.name == "udf":
+        wrapper, args = call.value, call.args
+    elif getattr(call, "kind", None) in ("scalar", "table", "aggregate") and hasattr(
+        call, "function"
+    ):
+        wrapper, args = call, None
+        aliases = aliases or call.aliases
+    else:
+        raise ValidationError(f"Expected a {kind} function call, got {call!r}")
+    if wrapper.kind != kind:
+        raise ValidationError(f"{wrapper.name} is a {wrapper.kind} function, not a {kind} function")
+    return wrapper, args, aliases
+
+
+def _table_function_call(call: Any) -> tuple[Any, tuple[Expression, ...] | None, tuple[str, ...]]:
+    return _unwrap_call(call, "table")
+
+
+def _scalar_function_call(call: Any) -> tuple[Any, tuple[Expression, ...] | None, tuple[str, ...]]:
+    return _unwrap_call(call, "scalar")
+
+
+def _single_row(wrapper: Any, row_type: Any) -> Any:
+    """A scalar function seen as a table function yielding its one result."""
+    return UserDefinedFunctionWrapper(
+        _OneResult(wrapper.function),
+        "table",
+        row_type if isinstance(row_type, RowType) else _row_of(row_type),
+        wrapper.name,
+    )
+
+
+def _row_of(t: Any) -> RowType:
+    return DataTypes.ROW([DataTypes.FIELD("f0", t)])
+
+
+class _OneResult(TableFunction):
+    def __init__(self, function: Any) -> None:
+        self.function = function
+
+    def open(self, context: Any) -> None:
+        self.function.open(context)
+
+    def close(self) -> None:
+        self.function.close()
+
+    def eval(self, *args: Any) -> list[Any]:
+        return [self.function.eval(*args)]
+
+
+def _retracts(function: Any) -> bool:
+    return type(function).retract is not AggregateFunction.retract

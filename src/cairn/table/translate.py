@@ -15,20 +15,28 @@ from typing import Any
 from cairn.datastream.data_stream import DataStream
 from cairn.datastream.stream_execution_environment import StreamExecutionEnvironment
 from cairn.table.codegen import CompiledCalc, calc_source
+from cairn.table.group_window import GroupWindowAggFunction
+from cairn.table.join import JoinFunction
 from cairn.table.operators import (
     CalcFunction,
+    CorrelateFunction,
     FieldsKeySelector,
     GroupAggFunction,
     LimitFunction,
 )
+from cairn.table.over_window import OverAggFunction
 from cairn.table.plan import (
     Aggregate,
     Calc,
+    Correlate,
+    Join,
     Limit,
+    OverAggregate,
     PlanNode,
     StreamScan,
     Union,
     Values,
+    WindowAggregate,
     describe,
 )
 
@@ -56,8 +64,22 @@ def to_data_stream(node: PlanNode, env: StreamExecutionEnvironment, path: str = 
         return stream
     if isinstance(node, Calc):
         upstream = to_data_stream(node.input, env, path + ".0")
-        calc = CalcFunction(CompiledCalc(calc_source(node.projections, node.condition)))
+        functions: list[Any] = []
+        source = calc_source(node.projections, node.condition, functions)
+        calc = CalcFunction(CompiledCalc(source, functions))
         return _labelled(upstream.flat_map(calc), node, path, describe(node))
+    if isinstance(node, Correlate):
+        upstream = to_data_stream(node.input, env, path + ".0")
+        args = None
+        if node.args is not None:
+            arg_functions: list[Any] = []
+            arg_source = calc_source(node.args, None, arg_functions)
+            args = CompiledCalc(arg_source, arg_functions)
+        arity = len(node.wrapper.result_type.fields)
+        correlate = CorrelateFunction(
+            node.wrapper, args, node.input.columns.names, arity, node.keep_input, node.outer
+        )
+        return _labelled(upstream.flat_map(correlate), node, path, describe(node))
     if isinstance(node, Aggregate):
         upstream = to_data_stream(node.input, env, path + ".0")
         keyed: Any = upstream.key_by(FieldsKeySelector(node.keys))
@@ -65,6 +87,34 @@ def to_data_stream(node: PlanNode, env: StreamExecutionEnvironment, path: str = 
         if not node.keys:
             aggregated = aggregated.set_parallelism(1)
         return _labelled(aggregated, node, path, describe(node))
+    if isinstance(node, WindowAggregate):
+        upstream = to_data_stream(node.input, env, path + ".0")
+        keyed = upstream.key_by(FieldsKeySelector(node.keys))
+        function = GroupWindowAggFunction(node.window, node.time_index, node.calls, node.properties)
+        windowed = keyed.process(function)
+        if not node.keys:
+            windowed = windowed.set_parallelism(1)
+        return _labelled(windowed, node, path, describe(node))
+    if isinstance(node, OverAggregate):
+        upstream = to_data_stream(node.input, env, path + ".0")
+        keyed = upstream.key_by(FieldsKeySelector(node.keys))
+        over = keyed.process(OverAggFunction(node.window, node.time_index, node.calls))
+        if not node.keys:
+            over = over.set_parallelism(1)
+        return _labelled(over, node, path, describe(node))
+    if isinstance(node, Join):
+        left = to_data_stream(node.left, env, path + ".0")
+        right = to_data_stream(node.right, env, path + ".1")
+        condition = None
+        if node.condition is not None:
+            condition_functions: list[Any] = []
+            source = calc_source(None, node.condition, condition_functions)
+            condition = CompiledCalc(source, condition_functions)
+        joiner = JoinFunction(len(node.right.columns), node.outer, condition)
+        connected: Any = left.connect(right).key_by(
+            FieldsKeySelector(node.left_keys), FieldsKeySelector(node.right_keys)
+        )
+        return _labelled(connected.process(joiner), node, path, describe(node))
     if isinstance(node, Limit):
         upstream = to_data_stream(node.input, env, path + ".0")
         limited = upstream.key_by(_constant_key).process(LimitFunction(node.count))

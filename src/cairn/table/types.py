@@ -434,3 +434,133 @@ def python_type_of(value: Any) -> DataType:
     if value is None:
         return DataTypes.NULL()
     raise TypeError(f"Cannot infer a SQL type of {type(value).__name__} value {value!r}")
+
+
+_SIMPLE_TYPES: dict[str, Any] = {
+    "STRING": DataTypes.STRING,
+    "BOOLEAN": DataTypes.BOOLEAN,
+    "BOOL": DataTypes.BOOLEAN,
+    "BYTES": DataTypes.BYTES,
+    "TINYINT": DataTypes.TINYINT,
+    "SMALLINT": DataTypes.SMALLINT,
+    "INT": DataTypes.INT,
+    "INTEGER": DataTypes.INT,
+    "BIGINT": DataTypes.BIGINT,
+    "FLOAT": DataTypes.FLOAT,
+    "REAL": DataTypes.FLOAT,
+    "DOUBLE": DataTypes.DOUBLE,
+    "DATE": DataTypes.DATE,
+    "NULL": DataTypes.NULL,
+}
+
+
+class _TypeParser:
+    """A recursive-descent reader of Flink's SQL type strings."""
+
+    def __init__(self, text: str) -> None:
+        import re
+
+        self.text = text
+        self.tokens: list[str] = re.findall(r"`[^`]*`|[A-Za-z_][A-Za-z_0-9]*|\d+|[<>(),]", text)
+        self.i = 0
+
+    def peek(self) -> str:
+        return self.tokens[self.i].upper() if self.i < len(self.tokens) else ""
+
+    def take(self, expected: str | None = None) -> str:
+        if self.i >= len(self.tokens):
+            raise ValueError(f"Unexpected end of type string {self.text!r}")
+        token = self.tokens[self.i]
+        if expected is not None and token.upper() != expected:
+            raise ValueError(f"Expected {expected} in type string {self.text!r}, got {token!r}")
+        self.i += 1
+        return token
+
+    def params(self) -> list[int]:
+        if self.peek() != "(":
+            return []
+        self.take("(")
+        values = [int(self.take())]
+        while self.peek() == ",":
+            self.take(",")
+            values.append(int(self.take()))
+        self.take(")")
+        return values
+
+    def data_type(self) -> DataType:
+        name = self.take().upper()
+        t: DataType
+        if name in ("CHAR", "VARCHAR", "BINARY", "VARBINARY"):
+            length = self.params() or [1 if name in ("CHAR", "BINARY") else MAX_LENGTH]
+            t = getattr(DataTypes, name)(length[0])
+        elif name in ("DECIMAL", "DEC", "NUMERIC"):
+            p = self.params() or [10, 0]
+            t = DataTypes.DECIMAL(p[0], p[1] if len(p) > 1 else 0)
+        elif name == "DOUBLE":
+            if self.peek() == "PRECISION":
+                self.take()
+            t = DataTypes.DOUBLE()
+        elif name == "TIME":
+            t = DataTypes.TIME((self.params() or [0])[0])
+        elif name in ("TIMESTAMP", "TIMESTAMP_LTZ"):
+            precision = (self.params() or [6])[0]
+            local = name == "TIMESTAMP_LTZ"
+            if self.peek() in ("WITH", "WITHOUT"):
+                local = self.take().upper() == "WITH" and self.peek() == "LOCAL"
+                while self.peek() in ("LOCAL", "TIME", "ZONE"):
+                    self.take()
+            t = DataTypes.TIMESTAMP_LTZ(precision) if local else DataTypes.TIMESTAMP(precision)
+        elif name in ("ARRAY", "MULTISET"):
+            self.take("<")
+            element = self.data_type()
+            self.take(">")
+            t = DataTypes.ARRAY(element) if name == "ARRAY" else DataTypes.MULTISET(element)
+        elif name == "MAP":
+            self.take("<")
+            key = self.data_type()
+            self.take(",")
+            value = self.data_type()
+            self.take(">")
+            t = DataTypes.MAP(key, value)
+        elif name == "ROW":
+            close = ">" if self.peek() == "<" else ")"
+            self.take("<" if close == ">" else "(")
+            fields = []
+            while self.peek() != close:
+                field_name = self.take().strip("`")
+                fields.append(DataTypes.FIELD(field_name, self.data_type()))
+                if self.peek() == ",":
+                    self.take(",")
+            self.take(close)
+            t = DataTypes.ROW(fields)
+        elif name in _SIMPLE_TYPES:
+            t = _SIMPLE_TYPES[name]()
+        else:
+            raise ValueError(f"Unknown type {name!r} in type string {self.text!r}")
+        if self.peek() == "NOT":
+            self.take()
+            self.take("NULL")
+            t = t.not_null()
+        elif self.peek() == "NULL":
+            self.take()
+        return t
+
+
+def parse_data_type(text: str) -> DataType:
+    """A ``DataType`` from Flink's SQL type string (``'string'``, ``'DECIMAL(10, 2)'``,
+    ``'ARRAY<INT>'``, ``'ROW<a INT, b STRING NOT NULL>'``), as PyFlink accepts for
+    ``result_type``.
+
+    >>> str(parse_data_type("row<a int, b map<string, bigint> not null>"))
+    'ROW<`a` INT, `b` MAP<STRING, BIGINT> NOT NULL>'
+    """
+    parser = _TypeParser(text)
+    t = parser.data_type()
+    if parser.i != len(parser.tokens):
+        raise ValueError(f"Unexpected {parser.tokens[parser.i]!r} in type string {text!r}")
+    return t
+
+
+def as_data_type(value: DataType | str) -> DataType:
+    """A ``DataType`` as given, or parsed from its SQL string."""
+    return parse_data_type(value) if isinstance(value, str) else value

@@ -1,19 +1,259 @@
-"""``pyflink.table.udf`` is not built yet: importing a name from it fails, naming it.
+"""User-defined functions with PyFlink's names (``pyflink.table.udf``): ``udf``, ``udtf``,
+``udaf`` and the classes behind them.
 
-Invariant: holds nothing; every class or function asked of it raises ``ImportError`` at
-import, before a job is built (see docs/table-api.md for what the Table API has).
+Invariant: a user-defined function runs in the same Python process as the operator that calls
+it — no JVM hop, no serialization per row; it is pickled with the job (cloudpickle) and
+``open``-ed once per subtask with a ``FunctionContext`` (metric group, job parameters). Its
+declared result type is what the planner types its column with; an exception it raises fails
+the job with the function's name and the row's values, the user's frames first.
+
+>>> from cairn.table.types import DataTypes
+>>> @udf(result_type=DataTypes.BIGINT())
+... def add_one(x):
+...     return x + 1
+>>> str(add_one(1))
+'add_one(1)'
 """
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from cairn.table.expressions import Expression, _expr
+from cairn.table.types import DataType, RowType, as_data_type
+
+__all__ = [
+    "AggregateFunction",
+    "FunctionContext",
+    "ScalarFunction",
+    "TableFunction",
+    "UserDefinedFunction",
+    "UserDefinedFunctionWrapper",
+    "udaf",
+    "udf",
+    "udtf",
+]
 
 
-def __getattr__(name: str) -> object:
-    pyflink_names = {"udf", "udtf", "udaf", "udtaf"}
-    if not name[:1].isupper() and name not in pyflink_names:  # tools probe modules
-        raise AttributeError(f"module 'cairn.table.udf' has no attribute {name!r}")
-    raise ImportError(
-        f"cairn.table.udf.{name}: not in Cairn's Table API yet; see docs/table-api.md for what"
-        " is built"
-    )
+class FunctionContext:
+    """What a function sees of its task in ``open`` (PyFlink's ``FunctionContext``)."""
+
+    def __init__(self, runtime_context: Any) -> None:
+        self._runtime_context = runtime_context
+
+    def get_metric_group(self) -> Any:
+        return self._runtime_context.get_metrics_group()
+
+    def get_job_parameter(self, key: str, default_value: str) -> str:
+        value: str = self._runtime_context.get_job_parameter(key, default_value)
+        return value
+
+
+class UserDefinedFunction:
+    """Base of user-defined functions: ``open`` and ``close`` around a subtask's life."""
+
+    def open(self, function_context: FunctionContext) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def is_deterministic(self) -> bool:
+        return True
+
+
+class ScalarFunction(UserDefinedFunction):
+    """One value per row: implement ``eval(*args)``."""
+
+    def eval(self, *args: Any) -> Any:
+        raise NotImplementedError
+
+
+class TableFunction(UserDefinedFunction):
+    """Zero or more rows per row: ``eval(*args)`` yields them."""
+
+    def eval(self, *args: Any) -> Iterable[Any]:
+        raise NotImplementedError
+
+
+class AggregateFunction(UserDefinedFunction):
+    """An aggregate: ``create_accumulator``, ``accumulate``, ``retract`` (for updating
+    input), ``merge``, ``get_value``."""
+
+    def create_accumulator(self) -> Any:
+        raise NotImplementedError
+
+    def accumulate(self, accumulator: Any, *args: Any) -> None:
+        raise NotImplementedError
+
+    def retract(self, accumulator: Any, *args: Any) -> None:
+        raise NotImplementedError(
+            f"{type(self).__name__} has no retract(): it cannot aggregate an updating input"
+        )
+
+    def merge(self, accumulator: Any, accumulators: Iterable[Any]) -> None:
+        raise NotImplementedError
+
+    def get_value(self, accumulator: Any) -> Any:
+        raise NotImplementedError
+
+    def get_result_type(self) -> DataType | None:
+        return None
+
+    def get_accumulator_type(self) -> DataType | None:
+        return None
+
+
+class _FunctionAdapter(ScalarFunction):
+    def __init__(self, f: Callable[..., Any]) -> None:
+        self.f = f
+
+    def eval(self, *args: Any) -> Any:
+        return self.f(*args)
+
+
+class _TableFunctionAdapter(TableFunction):
+    def __init__(self, f: Callable[..., Any]) -> None:
+        self.f = f
+
+    def eval(self, *args: Any) -> Iterable[Any]:
+        result: Iterable[Any] = self.f(*args)
+        return result
+
+
+class UserDefinedFunctionWrapper:
+    """What ``udf``/``udtf``/``udaf`` return: call it with expressions to use it in a query.
+
+    ``kind`` is ``scalar``, ``table`` or ``aggregate``; ``result_type`` the declared type (a
+    table function's is a ``ROW`` of its ``result_types``).
+    """
+
+    def __init__(
+        self,
+        function: UserDefinedFunction,
+        kind: str,
+        result_type: DataType,
+        name: str,
+        input_types: Sequence[DataType] | None = None,
+        aliases: tuple[str, ...] = (),
+    ) -> None:
+        self.function = function
+        self.kind = kind
+        self.result_type = result_type
+        self.name = name
+        self.input_types = None if input_types is None else list(input_types)
+        self.aliases = aliases
+
+    def __call__(self, *args: Any) -> Expression:
+        return Expression("call", "udf", tuple(_expr(a) for a in args), value=self)
+
+    def alias(self, *names: str) -> UserDefinedFunctionWrapper:
+        """Name a table function's result columns (``join_lateral(split.alias('word'))``)."""
+        return UserDefinedFunctionWrapper(
+            self.function, self.kind, self.result_type, self.name, self.input_types, names
+        )
+
+    def __repr__(self) -> str:
+        return f"{self.kind} function {self.name}"
+
+
+def _name_of(f: Any, name: str | None) -> str:
+    if name:
+        return name
+    return str(getattr(f, "__name__", None) or type(f).__name__)
+
+
+def _with_decorator(make: Callable[[Any], UserDefinedFunctionWrapper], f: Any) -> Any:
+    if f is None:
+        return make
+    return make(f)
+
+
+def udf(
+    f: Callable[..., Any] | ScalarFunction | None = None,
+    input_types: Sequence[DataType | str] | DataType | str | None = None,
+    result_type: DataType | str | None = None,
+    deterministic: bool | None = None,
+    name: str | None = None,
+    func_type: str = "general",
+    udf_type: str | None = None,
+) -> Any:
+    """A scalar function from a Python function or a ``ScalarFunction``: as a decorator
+    (``@udf(result_type=DataTypes.BIGINT())``) or a call (``udf(f, result_type=...)``)."""
+    if func_type != "general" or (udf_type is not None and udf_type != "general"):
+        raise NotImplementedError(
+            "pandas (vectorized) UDFs are not built yet; use func_type='general'"
+        )
+
+    def make(fn: Any) -> UserDefinedFunctionWrapper:
+        if result_type is None:
+            raise ValueError(f"udf {_name_of(fn, name)}: give result_type")
+        function = fn if isinstance(fn, ScalarFunction) else _FunctionAdapter(fn)
+        return UserDefinedFunctionWrapper(
+            function, "scalar", as_data_type(result_type), _name_of(fn, name), _inputs(input_types)
+        )
+
+    return _with_decorator(make, f)
+
+
+def udtf(
+    f: Callable[..., Any] | TableFunction | None = None,
+    input_types: Sequence[DataType | str] | DataType | str | None = None,
+    result_types: Sequence[DataType | str] | DataType | str | None = None,
+    deterministic: bool | None = None,
+    name: str | None = None,
+) -> Any:
+    """A table function (zero or more rows per row): its ``result_types`` are its columns."""
+    from cairn.table.types import DataTypes
+
+    def make(fn: Any) -> UserDefinedFunctionWrapper:
+        if result_types is None:
+            raise ValueError(f"udtf {_name_of(fn, name)}: give result_types")
+        given = [result_types] if isinstance(result_types, DataType | str) else result_types
+        types = [as_data_type(t) for t in given]
+        if len(types) == 1 and isinstance(types[0], RowType):
+            row = types[0]
+        else:
+            row = DataTypes.ROW([DataTypes.FIELD(f"f{i}", t) for i, t in enumerate(types)])
+        function = fn if isinstance(fn, TableFunction) else _TableFunctionAdapter(fn)
+        return UserDefinedFunctionWrapper(
+            function, "table", row, _name_of(fn, name), _inputs(input_types)
+        )
+
+    return _with_decorator(make, f)
+
+
+def udaf(
+    f: AggregateFunction | None = None,
+    input_types: Sequence[DataType | str] | DataType | str | None = None,
+    result_type: DataType | str | None = None,
+    accumulator_type: DataType | str | None = None,
+    deterministic: bool | None = None,
+    name: str | None = None,
+    func_type: str = "general",
+) -> Any:
+    """An aggregate function from an ``AggregateFunction``."""
+    if func_type != "general":
+        raise NotImplementedError(
+            "pandas (vectorized) UDAFs are not built yet; use func_type='general'"
+        )
+
+    def make(fn: Any) -> UserDefinedFunctionWrapper:
+        if not isinstance(fn, AggregateFunction):
+            raise TypeError(f"udaf takes an AggregateFunction, got {type(fn).__name__}")
+        declared = result_type or fn.get_result_type()
+        if declared is None:
+            raise ValueError(f"udaf {_name_of(fn, name)}: give result_type")
+        return UserDefinedFunctionWrapper(
+            fn, "aggregate", as_data_type(declared), _name_of(fn, name), _inputs(input_types)
+        )
+
+    return _with_decorator(make, f)
+
+
+def _inputs(input_types: Sequence[DataType | str] | DataType | str | None) -> list[DataType] | None:
+    if input_types is None:
+        return None
+    given = [input_types] if isinstance(input_types, DataType | str) else input_types
+    return [as_data_type(t) for t in given]

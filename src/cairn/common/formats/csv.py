@@ -1,10 +1,12 @@
 """CSV rows with PyFlink's names (``CsvRowSerializationSchema`` / ``CsvRowDeserializationSchema``).
 
-Invariant: a ``CsvDialect`` is a picklable value; ``parse_line`` of ``format_line(row)`` gives
-the row back (for the types ``values.parse_text`` knows: numbers, booleans, strings, dates
-and times, arrays joined by the array delimiter, bytes in base64). A line that does not fit
-the row type fails naming the field and the value, or is skipped and counted
-(``set_ignore_parse_errors(True)``).
+Invariant: a ``CsvDialect`` is a picklable value; parsing the line a schema formats gives the
+row back, for every type Flink's CSV takes: scalars (dates and times in ISO 8601, bytes in
+base64), arrays of scalars and nested rows of scalars (both joined by the array delimiter).
+A row type with a field CSV cannot take (a map, an array of arrays, a pickled object) is
+refused when the schema is built, naming the type. A line that does not fit the row type
+fails naming the field and the value, or is skipped and counted
+(``set_ignore_parse_errors(True)``). Each schema builds its field parsers and formatters once.
 
 >>> from cairn.common.typeinfo import Types
 >>> row = Types.ROW_NAMED(["id", "name"], [Types.INT(), Types.STRING()])
@@ -18,13 +20,15 @@ Row(id=1, name='hi, there')
 from __future__ import annotations
 
 import csv
+import functools
 import io
 from dataclasses import dataclass, replace
 from typing import Any
 
-from cairn.common.formats.values import ParseErrors, check_value, format_text, parse_text
+from cairn.common.formats.values import ParseErrors, text_formatter, text_parser, value_checker
 from cairn.common.serialization import DeserializationSchema, SerializationSchema
-from cairn.common.typeinfo import BasicTypeInfo, RowTypeInfo, TypeInformation
+from cairn.common.type_kind import TypeKind
+from cairn.common.typeinfo import RowTypeInfo, TypeInformation
 from cairn.common.types import Row
 
 __all__ = [
@@ -77,14 +81,58 @@ class CsvDialect:
         return out.getvalue()
 
 
-def _is_string(type_info: TypeInformation) -> bool:
-    return isinstance(type_info, BasicTypeInfo) and type_info.name in ("String", "Character")
+class RowCodec:
+    """A row type's fields to and from the texts of one CSV line, built once per schema: a
+    parser and a formatter per field (``values.text_parser``/``text_formatter``)."""
+
+    def __init__(self, row_type: RowTypeInfo, dialect: CsvDialect) -> None:
+        self.names = row_type.get_field_names()
+        types = row_type.get_field_types()
+        delimiter = dialect.array_element_delimiter
+        self.null_literal = dialect.null_literal
+        # "" is null, except for strings and arrays (an empty array); bytes "" is null too
+        self.parsers = [
+            (text_parser(t, n, delimiter), t.kind not in (TypeKind.STRING, TypeKind.ARRAY))
+            for n, t in zip(self.names, types, strict=True)
+        ]
+        self.formatters = [text_formatter(t, delimiter) for t in types]
+        self.check = value_checker(row_type)
+
+    def parse(self, fields: list[str], where: str = "") -> Row:
+        """A ``Row`` from the texts of one line; ``ValueError`` names the field and value."""
+        if len(fields) != len(self.parsers):
+            raise ValueError(
+                f"{where}a CSV line of {len(fields)} field(s) {fields!r} does not fit the row "
+                f"type's {len(self.names)} {self.names}"
+            )
+        null = self.null_literal
+        row = Row(
+            *(
+                None if text == null or (empty_is_null and text == "") else parse(text)
+                for text, (parse, empty_is_null) in zip(fields, self.parsers, strict=True)
+            )
+        )
+        row.set_field_names(self.names)
+        return row
+
+    def format(self, row: Any) -> list[str | None]:
+        """The texts of a row's fields (``ValueError`` naming a field that does not fit)."""
+        names = self.names
+        if isinstance(row, dict):
+            row = tuple(row.get(n) for n in names)
+        if len(row) != len(names):
+            raise ValueError(
+                f"{row!r} has {len(row)} fields, the CSV row type {len(names)} {names}"
+            )
+        checked = self.check(tuple(row), "")
+        null = self.null_literal
+        return [null if v is None else f(v) for f, v in zip(self.formatters, checked, strict=True)]
 
 
-def _is_list(type_info: TypeInformation) -> bool:
-    # Byte arrays are bytes, for which "" is null like any other non-string field.
-    element = getattr(type_info, "element_type", None)
-    return element is not None and getattr(element, "name", None) != "Byte"
+@functools.lru_cache(maxsize=64)
+def row_codec(row_type: RowTypeInfo, dialect: CsvDialect) -> RowCodec:
+    """The codec of a row type and dialect (built once; both are hashable values)."""
+    return RowCodec(row_type, dialect)
 
 
 def parse_fields(
@@ -92,38 +140,12 @@ def parse_fields(
 ) -> Row:
     """A ``Row`` of ``row_type`` from the texts of one CSV line; ``ValueError`` names the
     field and the value that do not fit."""
-    names = row_type.get_field_names()
-    types = row_type.get_field_types()
-    if len(fields) != len(names):
-        raise ValueError(
-            f"{where}a CSV line of {len(fields)} field(s) {fields!r} does not fit the row "
-            f"type's {len(names)} {names}"
-        )
-    values: list[Any] = []
-    for text, name, type_info in zip(fields, names, types, strict=True):
-        if text == dialect.null_literal or (
-            text == "" and not _is_string(type_info) and not _is_list(type_info)
-        ):
-            values.append(None)
-        else:
-            values.append(parse_text(text, type_info, name, dialect.array_element_delimiter))
-    row = Row(*values)
-    row.set_field_names(names)
-    return row
+    return row_codec(row_type, dialect).parse(fields, where)
 
 
 def format_fields(row: Any, row_type: RowTypeInfo, dialect: CsvDialect) -> list[str | None]:
     """The texts of a row's fields (``ValueError`` naming a field whose value does not fit)."""
-    names = row_type.get_field_names()
-    if isinstance(row, dict):
-        row = tuple(row.get(n) for n in names)
-    if len(row) != len(names):
-        raise ValueError(f"{row!r} has {len(row)} fields, the CSV row type {len(names)} {names}")
-    checked = check_value(tuple(row), row_type, "")
-    return [
-        dialect.null_literal if v is None else format_text(v, dialect.array_element_delimiter)
-        for v in checked
-    ]
+    return row_codec(row_type, dialect).format(row)
 
 
 def _row_type(type_info: TypeInformation) -> RowTypeInfo:
@@ -181,9 +203,17 @@ class CsvRowSerializationSchema(SerializationSchema):
     def __init__(self, type_info: TypeInformation, dialect: CsvDialect = CsvDialect()) -> None:
         self.type_info = _row_type(type_info)
         self.dialect = dialect
+        self._codec = row_codec(self.type_info, dialect)
 
     def serialize(self, element: Any) -> bytes:
-        return self.dialect.join(format_fields(element, self.type_info, self.dialect)).encode()
+        return self.dialect.join(self._codec.format(element)).encode()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_codec"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._codec = row_codec(self.type_info, self.dialect)
 
 
 class CsvRowDeserializationSchemaBuilder:
@@ -249,6 +279,14 @@ class CsvRowDeserializationSchema(DeserializationSchema):
         self.dialect = dialect
         self.ignore_parse_errors = ignore_parse_errors
         self.errors = ParseErrors("CsvRowDeserializationSchema")
+        self._codec = row_codec(self.type_info, dialect)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_codec"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._codec = row_codec(self.type_info, self.dialect)
 
     @property
     def skipped_records(self) -> int:
@@ -259,7 +297,7 @@ class CsvRowDeserializationSchema(DeserializationSchema):
             line = message.decode("utf-8").rstrip("\r\n")
             if self.dialect.allow_comments and line.startswith("#"):
                 return None
-            return parse_fields(self.dialect.split(line), self.type_info, self.dialect)
+            return self._codec.parse(self.dialect.split(line))
         except (ValueError, csv.Error) as exc:
             if self.ignore_parse_errors:
                 self.errors.skip(exc)

@@ -1,8 +1,12 @@
 """Field values of the row formats: text to a typed value and back, and bad-record counting.
 
-Invariant: ``parse_text`` returns exactly what ``type_conversion.convert`` accepts for the
-type, or raises ``ValueError`` naming the field and the value; ``ParseErrors`` counts every
-record a schema skipped (``ignore_parse_errors``) and logs the first and each 10**n-th.
+Invariant: the parser of a type (``text_parser``) returns exactly what
+``type_conversion.convert`` accepts for it, or raises ``ValueError`` naming the field and
+the value; its formatter (``text_formatter``) writes what the parser reads back. Both are
+built once per field, by a ``TypeVisitor``; text takes scalars, arrays of scalars (joined by
+the array delimiter) and rows of scalars (likewise), as Flink's CSV does, and refuses maps
+and deeper nesting by name. ``ParseErrors`` counts every record a schema skipped
+(``ignore_parse_errors``) and logs the first and each 10**n-th.
 
 >>> from cairn.common.typeinfo import Types
 >>> parse_text("42", Types.INT(), "id"), parse_text("true", Types.BOOLEAN(), "ok")
@@ -11,6 +15,8 @@ record a schema skipped (``ignore_parse_errors``) and logs the first and each 10
 Traceback (most recent call last):
 ...
 ValueError: field 'id': '4x' is not a valid Integer
+>>> text_formatter(Types.LIST(Types.BOOLEAN()))([True, False])
+'true;false'
 """
 
 from __future__ import annotations
@@ -22,19 +28,26 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from cairn.common.type_conversion import convert
-from cairn.common.typeinfo import (
-    BasicArrayTypeInfo,
-    BasicTypeInfo,
-    ListTypeInfo,
-    ObjectArrayTypeInfo,
-    PrimitiveArrayTypeInfo,
-    TypeInformation,
-)
+from cairn.common.type_conversion import Converter, converter
+from cairn.common.type_visitor import TypeKind, TypeVisitor, scalar_name
+from cairn.common.typeinfo import TypeInformation
+from cairn.common.types import Row
 
-__all__ = ["ParseErrors", "check_value", "format_text", "parse_text"]
+__all__ = [
+    "ParseErrors",
+    "TextFormatter",
+    "TextParser",
+    "check_value",
+    "parse_text",
+    "text_formatter",
+    "text_parser",
+    "value_checker",
+]
 
 _LOG = logging.getLogger("cairn.formats")
+
+TextParser = Callable[[str], Any]
+TextFormatter = Callable[[Any], str]
 
 
 def _bool(text: str) -> bool:
@@ -66,66 +79,195 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "LocalTime": datetime.time.fromisoformat,
     "Timestamp": _timestamp,
     "LocalDateTime": _timestamp,
+    "Instant": _timestamp,
 }
-
-
-def _is_bytes(type_info: TypeInformation) -> bool:
-    element = getattr(type_info, "element_type", None)
-    return (
-        isinstance(type_info, PrimitiveArrayTypeInfo)
-        and isinstance(element, BasicTypeInfo)
-        and element.name == "Byte"
-    )
-
-
-def _is_array(type_info: TypeInformation) -> bool:
-    return isinstance(
-        type_info, ListTypeInfo | BasicArrayTypeInfo | PrimitiveArrayTypeInfo | ObjectArrayTypeInfo
-    )
 
 
 def parse_text(
     text: str, type_info: TypeInformation, field: str, array_delimiter: str = ";"
 ) -> Any:
     """The value of ``text`` as ``type_info`` (arrays split on ``array_delimiter``; byte
-    arrays in base64, as Flink's CSV writes them)."""
-    try:
-        if _is_bytes(type_info):
-            return base64.b64decode(text, validate=True)
-        if _is_array(type_info):
-            element = type_info.element_type  # type: ignore[attr-defined]
-            parts = text.split(array_delimiter) if text else []
-            return [parse_text(p, element, f"{field}[{i}]") for i, p in enumerate(parts)]
-        parse = _PARSERS.get(type_info.name) if isinstance(type_info, BasicTypeInfo) else None
-        if parse is None:
-            raise ValueError(f"field {field!r}: type {type_info!r} is not supported in text")
-        value = parse(text.strip() if parse is not str else text)
-        return convert(value, type_info, field)
-    except ValueError as exc:
-        if str(exc).startswith("field "):
-            raise
-        raise ValueError(f"field {field!r}: {text!r} is not a valid {type_info!r}") from None
-    except (TypeError, decimal.InvalidOperation, ArithmeticError):
-        raise ValueError(f"field {field!r}: {text!r} is not a valid {type_info!r}") from None
+    arrays in base64, as Flink's CSV writes them). Formats build ``text_parser`` once."""
+    return text_parser(type_info, field, array_delimiter)(text)
 
 
-def format_text(value: Any, array_delimiter: str = ";") -> str:
-    """The text of a value, as ``parse_text`` reads it back."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, bytes | bytearray):
-        return base64.b64encode(value).decode("ascii")
-    if isinstance(value, list | tuple):
-        return array_delimiter.join(format_text(v, array_delimiter) for v in value)
-    if isinstance(value, datetime.datetime):
-        return value.isoformat(sep=" ")
-    return str(value)
+def text_parser(type_info: TypeInformation, field: str, array_delimiter: str = ";") -> TextParser:
+    """The parser of one field's text; ``UnsupportedTypeError`` for a type text cannot take."""
+    return _TextParsers(field, array_delimiter, nested=False).visit(type_info)
+
+
+def text_formatter(type_info: TypeInformation, array_delimiter: str = ";") -> TextFormatter:
+    """The text of a (checked, non-null) value of ``type_info``, as ``text_parser`` reads it."""
+    return _TextFormatters(array_delimiter, nested=False).visit(type_info)
+
+
+def _invalid(field: str, text: str, t: TypeInformation) -> ValueError:
+    return ValueError(f"field {field!r}: {text!r} is not a valid {t!r}")
+
+
+_FLAT = "text takes scalars, and arrays and rows of scalars"
+
+
+class _TextParsers(TypeVisitor[TextParser]):
+    format = "CSV"
+
+    def __init__(self, field: str, delimiter: str, nested: bool) -> None:
+        self.field = field
+        self.delimiter = delimiter
+        self.nested = nested
+
+    def unsupported(self, t: TypeInformation, why: str = "") -> TextParser:
+        return super().unsupported(t, f"field {self.field!r}" + (why and f"; {why}"))
+
+    def _inner(self, field: str) -> _TextParsers:
+        return _TextParsers(field, self.delimiter, nested=True)
+
+    def visit_scalar(self, t: TypeInformation) -> TextParser:
+        parse, check, field = _PARSERS[scalar_name(t)], converter(t), self.field
+        strip = parse is not str
+
+        def parse_scalar(text: str) -> Any:
+            try:
+                return check(parse(text.strip() if strip else text), field)
+            except (TypeError, ValueError, ArithmeticError):
+                raise _invalid(field, text, t) from None
+
+        return parse_scalar
+
+    def visit_bytes(self, t: TypeInformation) -> TextParser:
+        field = self.field
+
+        def parse_bytes(text: str) -> bytes:
+            try:
+                return base64.b64decode(text, validate=True)
+            except ValueError:
+                raise _invalid(field, text, t) from None
+
+        return parse_bytes
+
+    def visit_array(self, t: TypeInformation, element: TypeInformation) -> TextParser:
+        if self.nested:
+            return self.unsupported(t, _FLAT)
+        field, delimiter = self.field, self.delimiter
+        each = self._inner(f"{field}[]").visit(element)
+
+        def parse_array(text: str) -> list[Any]:
+            out = []
+            for i, part in enumerate(text.split(delimiter) if text else ()):
+                try:
+                    out.append(each(part))
+                except ValueError:
+                    raise _invalid(f"{field}[{i}]", part, element) from None
+            return out
+
+        return parse_array
+
+    def visit_row(
+        self, t: TypeInformation, names: list[str], types: list[TypeInformation]
+    ) -> TextParser:
+        values = self._fields(t, [f".{n}" for n in names], types)
+
+        def parse_row(text: str) -> Row:
+            row = Row(*values(text))
+            row.set_field_names(names)
+            return row
+
+        return parse_row
+
+    def visit_tuple(self, t: TypeInformation, types: list[TypeInformation]) -> TextParser:
+        values = self._fields(t, [f"[{i}]" for i in range(len(types))], types)
+        return lambda text: tuple(values(text))
+
+    def _fields(
+        self, t: TypeInformation, paths: list[str], types: list[TypeInformation]
+    ) -> Callable[[str], list[Any]]:
+        """A nested row's fields, joined by the array delimiter as Flink's CSV writes them."""
+        if self.nested:
+            return self.unsupported(t, _FLAT)
+        field, delimiter = self.field, self.delimiter
+        fields = [
+            (self._inner(field + p).visit(f), field + p, f, f.kind is not TypeKind.STRING)
+            for p, f in zip(paths, types, strict=True)
+        ]
+
+        def parse_fields(text: str) -> list[Any]:
+            parts = text.split(delimiter)
+            if len(parts) != len(fields):
+                raise ValueError(
+                    f"field {field!r}: {text!r} has {len(parts)} of {t!r}'s {len(fields)} fields"
+                )
+            out = []
+            for (parse, path, f, empty_is_null), part in zip(fields, parts, strict=True):
+                try:
+                    out.append(None if empty_is_null and part == "" else parse(part))
+                except ValueError:
+                    raise _invalid(path, part, f) from None
+            return out
+
+        return parse_fields
+
+
+class _TextFormatters(TypeVisitor[TextFormatter]):
+    format = "CSV"
+
+    def __init__(self, delimiter: str, nested: bool) -> None:
+        self.delimiter = delimiter
+        self.nested = nested
+
+    def visit_scalar(self, t: TypeInformation) -> TextFormatter:
+        return str
+
+    def visit_boolean(self, t: TypeInformation) -> TextFormatter:
+        return lambda value: "true" if value else "false"
+
+    def visit_timestamp(self, t: TypeInformation) -> TextFormatter:
+        return lambda value: value.isoformat(sep=" ")
+
+    visit_instant = visit_timestamp
+
+    def visit_bytes(self, t: TypeInformation) -> TextFormatter:
+        return lambda value: base64.b64encode(value).decode("ascii")
+
+    def visit_array(self, t: TypeInformation, element: TypeInformation) -> TextFormatter:
+        if self.nested:
+            return self.unsupported(t, _FLAT)
+        each = _TextFormatters(self.delimiter, nested=True).visit(element)
+        delimiter = self.delimiter
+        return lambda values: delimiter.join("None" if v is None else each(v) for v in values)
+
+    def visit_row(
+        self, t: TypeInformation, names: list[str], types: list[TypeInformation]
+    ) -> TextFormatter:
+        return self.visit_tuple(t, types)
+
+    def visit_tuple(self, t: TypeInformation, types: list[TypeInformation]) -> TextFormatter:
+        if self.nested:
+            return self.unsupported(t, _FLAT)
+        fields = [_TextFormatters(self.delimiter, nested=True).visit(f) for f in types]
+        delimiter = self.delimiter
+        return lambda values: delimiter.join(
+            "" if v is None else f(v) for f, v in zip(fields, values, strict=True)
+        )
 
 
 def check_value(value: Any, type_info: TypeInformation, field: str) -> Any:
     """``value`` converted to ``type_info``, or ``ValueError`` naming the field and value."""
+    return value_checker(type_info)(value, field)
+
+
+def value_checker(type_info: TypeInformation) -> Converter:
+    """``check_value`` for one type, built once."""
+    convert_value = converter(type_info)
+
+    def check(value: Any, field: str) -> Any:
+        return None if value is None else _checked(convert_value, value, field)
+
+    return check
+
+
+def _checked(convert_value: Converter, value: Any, field: str) -> Any:
     try:
-        return convert(value, type_info, field)
+        return convert_value(value, field)
     except TypeError as exc:
         where, _, what = str(exc).partition(": ")
         if not what:

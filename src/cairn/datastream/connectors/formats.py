@@ -10,13 +10,17 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cairn.common.serialization import BulkWriter, BulkWriterFactory
+from cairn.common.typeinfo import RowTypeInfo
 from cairn.common.types import Row
+
+if TYPE_CHECKING:
+    from cairn.datastream.formats.arrow import ArrowRows
 
 __all__ = [
     "BulkFormat",
@@ -234,28 +238,44 @@ class ParquetBulkWriters:
         """``schema``: a ``pyarrow.Schema`` or ``Types.ROW_NAMED(...)`` (PyFlink's row type)."""
         from cairn.datastream.formats.arrow import arrow_schema
 
-        return ParquetWriterFactory(arrow_schema(schema), compression, row_group_size)
+        row_type = schema if isinstance(schema, RowTypeInfo) else None
+        return ParquetWriterFactory(arrow_schema(schema), compression, row_group_size, row_type)
 
 
 class ParquetWriterFactory(BulkWriterFactory):
-    def __init__(self, schema: pa.Schema, compression: str, row_group_size: int) -> None:
+    def __init__(
+        self,
+        schema: pa.Schema,
+        compression: str,
+        row_group_size: int,
+        row_type: RowTypeInfo | None = None,
+    ) -> None:
         if row_group_size < 1:
             raise ValueError(f"row_group_size must be >= 1, got {row_group_size}")
         self.schema = schema
         self.compression = compression
         self.row_group_size = row_group_size
+        self.row_type = row_type
 
     def create(self, stream: BinaryIO) -> BulkWriter:
-        return ParquetBulkWriter(stream, self.schema, self.compression, self.row_group_size)
+        return ParquetBulkWriter(
+            stream, self.schema, self.compression, self.row_group_size, self.row_type
+        )
 
 
 class ParquetBulkWriter(BulkWriter):
     """Buffers rows and writes one row group per ``row_group_size`` rows."""
 
     def __init__(
-        self, stream: BinaryIO, schema: pa.Schema, compression: str, row_group_size: int
+        self,
+        stream: BinaryIO,
+        schema: pa.Schema,
+        compression: str,
+        row_group_size: int,
+        row_type: RowTypeInfo | None = None,
     ) -> None:
         self._schema = schema
+        self._codec = arrow_rows(row_type)
         self._row_group_size = row_group_size
         self._writer = pq.ParquetWriter(stream, schema, compression=compression)
         self._rows: list[Any] = []
@@ -272,7 +292,7 @@ class ParquetBulkWriter(BulkWriter):
 
     def flush(self) -> None:
         if self._rows:
-            self._writer.write_table(rows_to_table(self._rows, self._schema))
+            self._writer.write_table(rows_to_table(self._rows, self._schema, self._codec))
             self._rows = []
 
     def finish(self) -> None:
@@ -280,14 +300,26 @@ class ParquetBulkWriter(BulkWriter):
         self._writer.close()  # writes the footer; the stream stays open (caller's)
 
 
-def rows_to_table(rows: list[Any], schema: pa.Schema) -> pa.Table:
-    """Records (dicts and named ``Row``s by name, others by position) as a table."""
+def arrow_rows(row_type: RowTypeInfo | None) -> ArrowRows | None:
+    """The converters of a row type's records (built once per writer), if there is one."""
+    if row_type is None:
+        return None
+    from cairn.datastream.formats.arrow import ArrowRows
+
+    return ArrowRows(row_type)
+
+
+def rows_to_table(rows: list[Any], schema: pa.Schema, codec: ArrowRows | None = None) -> pa.Table:
+    """Records (dicts and named ``Row``s by name, others by position) as a table; with the
+    ``codec`` of a row type, nested rows, tuples and maps are converted by it."""
     width = len(schema)
     if not all(type(r) is tuple for r in rows):
         rows = [_values(r, schema.names) for r in rows]
     for row in rows:
         if len(row) != width:
             raise ValueError(f"row {row!r} has {len(row)} fields, the schema has {width}")
+    if codec is not None:
+        return codec.table(rows)
     columns = list(zip(*rows, strict=True))
     arrays = [pa.array(col, type=f.type) for col, f in zip(columns, schema, strict=True)]
     return pa.Table.from_arrays(arrays, schema=schema)

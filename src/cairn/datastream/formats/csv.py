@@ -29,8 +29,7 @@ from cairn.common.formats.csv import (
     CsvRowDeserializationSchemaBuilder,
     CsvRowSerializationSchema,
     CsvRowSerializationSchemaBuilder,
-    format_fields,
-    parse_fields,
+    row_codec,
 )
 from cairn.common.formats.values import ParseErrors
 from cairn.common.serialization import BulkWriter, BulkWriterFactory
@@ -220,6 +219,7 @@ class CsvReaderFormat(StreamFormat):
         super().__init__("UTF-8")
         self.schema = schema
         self.row_type = schema.get_type_info()
+        row_codec(self.row_type, schema.dialect)  # refuses a type CSV cannot take, now
         self.ignore_parse_errors = ignore_parse_errors
         self.errors = ParseErrors("CsvReaderFormat")
 
@@ -240,6 +240,7 @@ class CsvReaderFormat(StreamFormat):
         schema = self.schema
         dialect = schema.dialect
         skip = int(schema.use_header) + int(schema.skip_first_data_row)
+        parse = row_codec(self.row_type, dialect).parse
         out = []
         for n, line in enumerate(lines, start=first_line):
             if n < skip:
@@ -249,7 +250,7 @@ class CsvReaderFormat(StreamFormat):
             if not line or (dialect.allow_comments and line.startswith("#")):
                 continue
             try:
-                out.append(parse_fields(dialect.split(line), self.row_type, dialect))
+                out.append(parse(dialect.split(line)))
             except ValueError as exc:
                 if not self.ignore_parse_errors:
                     raise ValueError(f"line {n + 1}: {exc}") from None
@@ -266,6 +267,7 @@ class CsvReaderFormat(StreamFormat):
 class _CsvWriterFactory(BulkWriterFactory):
     def __init__(self, schema: CsvSchema) -> None:
         self.schema = schema
+        row_codec(schema.get_type_info(), schema.dialect)  # refuses a type CSV cannot take
 
     def create(self, stream: BinaryIO) -> BulkWriter:
         return _CsvBulkWriter(stream, self.schema)
@@ -275,7 +277,7 @@ class _CsvBulkWriter(BulkWriter):
     def __init__(self, stream: BinaryIO, schema: CsvSchema) -> None:
         self._stream = stream
         self._schema = schema
-        self._row_type = schema.get_type_info()
+        self._format = row_codec(schema.get_type_info(), schema.dialect).format
         if schema.use_header:
             stream.write(schema.dialect.join(list(schema.names)).encode())
 
@@ -284,7 +286,7 @@ class _CsvBulkWriter(BulkWriter):
 
     def add_elements(self, elements: Any) -> None:
         dialect = self._schema.dialect
-        text = "".join(dialect.join(format_fields(e, self._row_type, dialect)) for e in elements)
+        text = "".join(dialect.join(self._format(e)) for e in elements)
         self._stream.write(text.encode())
 
     def flush(self) -> None:

@@ -19,7 +19,8 @@ import pyarrow as pa
 import pyarrow.orc as orc
 
 from cairn.common.serialization import BulkWriter, BulkWriterFactory
-from cairn.datastream.connectors.formats import rows_to_table
+from cairn.common.typeinfo import RowTypeInfo
+from cairn.datastream.connectors.formats import arrow_rows, rows_to_table
 from cairn.datastream.formats.arrow import arrow_schema
 
 __all__ = ["OrcBulkWriters", "OrcWriterFactory"]
@@ -39,17 +40,25 @@ class OrcBulkWriters:
         if isinstance(writer_properties, dict):
             props = dict(writer_properties)
         return OrcWriterFactory(
-            arrow_schema(row_type),
+            arrow_schema(row_type, orc=True),
             str(props.get("orc.compress", "uncompressed")).lower(),
             int(props.get("orc.stripe.size", 64 * 1024 * 1024)),
+            row_type if isinstance(row_type, RowTypeInfo) else None,
         )
 
 
 class OrcWriterFactory(BulkWriterFactory):
-    def __init__(self, schema: pa.Schema, compression: str, stripe_size: int) -> None:
+    def __init__(
+        self,
+        schema: pa.Schema,
+        compression: str,
+        stripe_size: int,
+        row_type: RowTypeInfo | None = None,
+    ) -> None:
         self.schema = schema
         self.compression = compression
         self.stripe_size = stripe_size
+        self.row_type = row_type
 
     def create(self, stream: BinaryIO) -> BulkWriter:
         return _OrcBulkWriter(stream, self)
@@ -58,6 +67,7 @@ class OrcWriterFactory(BulkWriterFactory):
 class _OrcBulkWriter(BulkWriter):
     def __init__(self, stream: BinaryIO, factory: OrcWriterFactory) -> None:
         self._schema = factory.schema
+        self._codec = arrow_rows(factory.row_type)
         self._writer = orc.ORCWriter(
             stream, compression=factory.compression, stripe_size=factory.stripe_size
         )
@@ -71,7 +81,7 @@ class _OrcBulkWriter(BulkWriter):
 
     def flush(self) -> None:
         if self._rows:
-            self._writer.write(rows_to_table(self._rows, self._schema))
+            self._writer.write(rows_to_table(self._rows, self._schema, self._codec))
             self._rows = []
 
     def finish(self) -> None:

@@ -26,12 +26,13 @@ import pyarrow.parquet as pq
 
 from cairn.common.formats.avro import AvroSchema
 from cairn.common.serialization import BulkWriterFactory
+from cairn.common.typeinfo import RowTypeInfo
 from cairn.datastream.connectors.formats import (
     BulkFormat,
     ParquetBulkWriters,
     ParquetWriterFactory,
 )
-from cairn.datastream.formats.arrow import arrow_schema, avro_arrow_schema, rows
+from cairn.datastream.formats.arrow import ArrowRows, arrow_schema, avro_arrow_schema, rows
 
 __all__ = [
     "AvroParquetReaders",
@@ -59,6 +60,7 @@ class ParquetColumnarRowInputFormat(BulkFormat):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.schema = arrow_schema(row_type)
+        self.row_type = row_type if isinstance(row_type, RowTypeInfo) else None
         self.batch_size = batch_size
         self.is_case_sensitive = is_case_sensitive
 
@@ -73,10 +75,11 @@ class ParquetColumnarRowInputFormat(BulkFormat):
             if match is None:
                 raise ValueError(f"the Parquet file has no column {name!r} (it has {present})")
             columns.append(match)
+        read = rows if self.row_type is None else ArrowRows(self.row_type).rows
         for batch in file.iter_batches(batch_size=self.batch_size, columns=columns):
             if columns != self.schema.names:
                 batch = batch.rename_columns(self.schema.names)
-            yield rows(batch.cast(self.schema))
+            yield read(batch.cast(self.schema))
 
 
 class _AvroParquetFormat(BulkFormat):

@@ -214,6 +214,7 @@ def run_variant(
     from cairn.common import Configuration
     from cairn.common.job_status import JobStatus
     from cairn.datastream import StreamExecutionEnvironment
+    from cairn.deploy.job_master_client import job_master_of
 
     conf = Configuration()
     if master:
@@ -234,7 +235,7 @@ def run_variant(
 
     run = VariantRun(variant)
     client = env.execute_async(f"cairn-demo-skew-{variant}")
-    master_ = client.job_master
+    master_ = job_master_of(client)
     seen: dict[CheckpointId, CheckpointSample] = {}
 
     def collect() -> None:
@@ -246,23 +247,22 @@ def run_variant(
 
     try:
         deadline = time.monotonic() + 180
-        while master_.status is not JobStatus.RUNNING and master_.end_ms is None:
+        while master_.view.status is not JobStatus.RUNNING and not master_.view.ended:
             if time.monotonic() > deadline:
                 run.error = "the job did not start within 180 s"
                 return run
             time.sleep(0.05)
         started = time.monotonic()
-        while time.monotonic() - started < seconds and master_.end_ms is None:
+        while time.monotonic() - started < seconds and not master_.view.ended:
             collect()
             time.sleep(0.1)
         collect()
         run.seconds = time.monotonic() - started
         sources = set(master_.plan.source_tasks)
-        run.records = sum(
-            m.records_in for t, m in dict(master_.metrics).items() if t not in sources
-        )
-        if master_.end_ms is not None:
-            run.error = f"the job ended early ({master_.status.name}): {master_.error}"
+        view = master_.view
+        run.records = sum(m.records_in for t, m in view.metrics.items() if t not in sources)
+        if view.ended:
+            run.error = f"the job ended early ({view.status.name}): {view.error}"
     finally:
         run.samples = [seen[k] for k in sorted(seen)]
         # Cancelling aborts the checkpoint in progress, as intended: keep that warning quiet.

@@ -53,8 +53,8 @@ def config_from_properties(props: Mapping[str, str]) -> CheckpointConfigFacts | 
 
 def facts_of_master(master: JobMaster) -> DoctorFacts:
     """Facts of a running (or just finished) job."""
-    settings, graph = master.settings, master.graph
-    stats = master.coordinator.stats.snapshot() if settings.checkpoint.enabled else None
+    settings, graph, view = master.settings, master.graph, master.view
+    stats = None if view.checkpoint_stats is None else view.checkpoint_stats.snapshot()
     names = {int(v.id): v.name for v in graph.vertices}
     shapes = tuple(
         VertexShape(
@@ -73,7 +73,7 @@ def facts_of_master(master: JobMaster) -> DoctorFacts:
         for n in v.operators
         if n.keyed and generated_uid(n.name, n.uid)
     )
-    previous, current = master.metric_reports
+    previous, current = view.metric_reports
     backpressure = {
         f"{names.get(int(k.vertex_id), k.vertex_id)} ({k.subtask_index + 1})": (
             m.backPressuredTimeMsPerSecond / 1000.0

@@ -1,0 +1,74 @@
+"""What other threads see of a running job: one immutable snapshot, swapped whole.
+
+Invariant: a ``JobView`` never changes; only the job master's thread makes a new one, and it
+publishes it with one attribute assignment, so a reader on any thread (the REST endpoint,
+the metrics reporters, the progress line, the CLI, the job client) takes one consistent
+snapshot by reading ``JobMaster.view`` once, without a lock.
+
+>>> from cairn.ids import JobId
+>>> view = JobView(JobId("j"), start_ms=5)
+>>> view.status.name, view.attempt, view.ended
+('CREATED', -1, False)
+>>> view.running_for_ms(now_ms=20)
+15
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from cairn.checkpoint.messages import TaskKey
+from cairn.checkpoint.stats import CheckpointStatsTracker
+from cairn.common.job_status import JobStatus
+from cairn.deploy.initialization import JobInitialization
+from cairn.ids import AttemptNumber, CheckpointId, JobId
+from cairn.runtime.reports import TaskMetrics
+
+__all__ = ["JobView", "MetricReports"]
+
+_NONE: Mapping[TaskKey, TaskMetrics] = MappingProxyType({})
+_BEFORE_FIRST = AttemptNumber(-1)
+
+# (each subtask's report before its latest, the latest): rates are the difference of the two.
+MetricReports = tuple[Mapping[TaskKey, TaskMetrics], Mapping[TaskKey, TaskMetrics]]
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """A running (or ended) job as of one moment.
+
+    ``error``: why the job failed or was suspended (None otherwise); ``end_ms``: when the job
+    master's run ended (None while it runs; set a moment after the terminal status);
+    ``worker_pids``: the current attempt's registered workers; ``checkpoint_stats``: the
+    (thread-safe) checkpoint statistics, None with checkpointing disabled;
+    ``latest_checkpoint_id``: the latest completed checkpoint the job master knows of.
+    """
+
+    job_id: JobId
+    status: JobStatus = JobStatus.CREATED
+    attempt: AttemptNumber = _BEFORE_FIRST
+    restarts: int = 0
+    error: BaseException | None = None
+    start_ms: int = 0
+    end_ms: int | None = None
+    worker_pids: Mapping[int, int] = field(default_factory=lambda: MappingProxyType({}))
+    metric_reports: MetricReports = (_NONE, _NONE)
+    last_initialization: JobInitialization | None = None
+    latest_checkpoint_id: CheckpointId | None = None
+    checkpoint_stats: CheckpointStatsTracker | None = None
+
+    @property
+    def ended(self) -> bool:
+        """Whether the job master's run ended (its final figures are in)."""
+        return self.end_ms is not None
+
+    @property
+    def metrics(self) -> Mapping[TaskKey, TaskMetrics]:
+        """Each subtask's latest metrics report."""
+        return self.metric_reports[1]
+
+    def running_for_ms(self, now_ms: int) -> int:
+        """How long the job ran (until it ended, or ``now_ms``)."""
+        return (self.end_ms if self.end_ms is not None else now_ms) - self.start_ms

@@ -1,0 +1,126 @@
+"""The group window aggregate: ``window(Tumble/Slide/Session ...).group_by(keys, w)``.
+
+Invariant: per key, each open window's accumulators live in keyed map state (window start →
+``[end, row count, accumulators]``), so they are checkpointed, restored and rescaled like any
+keyed state; a window fires once, when the watermark passes its end (an event-time timer at
+``end - 1``, Flink's ``maxTimestamp``), emitting one insert-only row: the keys, the
+window properties asked for (start, end, rowtime), then the aggregates; a row whose windows
+have all fired already is late and dropped, as Flink drops it with no allowed lateness.
+Session windows of a key that come to overlap are merged (accumulators merged) before they
+fire.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from cairn.api.functions import KeyedProcessFunction
+from cairn.api.state import MapStateDescriptor
+from cairn.common.typeinfo import Types
+from cairn.table.aggregates import Accumulator, accumulator_for
+from cairn.table.analysis import AggCall
+from cairn.table.operators import INSERT, open_functions
+from cairn.table.timestamps import epoch_millis, timestamp_of_millis
+from cairn.table.window import GroupWindow, windows_of
+
+__all__ = ["GroupWindowAggFunction"]
+
+
+class GroupWindowAggFunction(KeyedProcessFunction[Any, Any, Any]):
+    """Windows per key, aggregated incrementally, emitted when the watermark passes them."""
+
+    def __init__(
+        self,
+        window: GroupWindow,
+        time_index: int,
+        calls: Sequence[AggCall],
+        properties: Sequence[str],
+    ) -> None:
+        self.window = window
+        self.time_index = time_index
+        self.calls = tuple(calls)
+        self.properties = tuple(properties)
+
+    def open(self, runtime_context: Any) -> None:
+        self._accumulators: list[Accumulator] = [accumulator_for(c) for c in self.calls]
+        self._args = [
+            -2 if a.takes_row else c.arg
+            for a, c in zip(self._accumulators, self.calls, strict=True)
+        ]
+        self._windows = runtime_context.get_map_state(
+            MapStateDescriptor("group-window", Types.LONG(), Types.PICKLED_BYTE_ARRAY())
+        )
+        open_functions([c.wrapper for c in self.calls if c.wrapper is not None], runtime_context)
+
+    def _add(self, accs: list[Any], row: tuple[Any, ...]) -> None:
+        for i, (agg, arg) in enumerate(zip(self._accumulators, self._args, strict=True)):
+            accs[i] = agg.add(accs[i], row if arg == -2 else None if arg < 0 else row[arg])
+
+    def process_element(self, value: tuple[int, tuple[Any, ...]], ctx: Any) -> Iterable[Any]:
+        kind, row = value
+        if kind != INSERT:
+            raise ValueError("a group window aggregate takes insert-only input")
+        at = row[self.time_index]
+        if at is None:
+            return ()  # no time: no window (Flink drops rows with a NULL rowtime)
+        timestamp = epoch_millis(at)
+        watermark = ctx.timer_service().current_watermark()
+        timers = ctx.timer_service()
+        for start, end in windows_of(self.window, timestamp):
+            if end - 1 <= watermark:
+                continue  # late: this window fired already
+            if self.window.kind == "session":
+                start, end, entry = self._merge_sessions(start, end, timers)
+            else:
+                entry = self._windows.get(start)
+                if entry is None:
+                    entry = [end, 0, [a.create() for a in self._accumulators]]
+                    timers.register_event_time_timer(end - 1)
+            self._add(entry[2], row)
+            entry[1] += 1
+            self._windows.put(start, entry)
+        return ()
+
+    def _merge_sessions(self, start: int, end: int, timers: Any) -> tuple[int, int, list[Any]]:
+        """The session ``[start, end)`` merged with every open session of the key it overlaps."""
+        merged: list[Any] = [end, 0, [a.create() for a in self._accumulators]]
+        for other_start in list(self._windows.keys()):
+            other = self._windows.get(other_start)
+            other_end = other[0]
+            if other_start <= end and start <= other_end:  # touching or overlapping, as Flink
+                timers.delete_event_time_timer(other_end - 1)
+                self._windows.remove(other_start)
+                start, end = min(start, other_start), max(end, other_end)
+                merged[1] += other[1]
+                merged[2] = [
+                    agg.merge(acc, o)
+                    for agg, acc, o in zip(self._accumulators, merged[2], other[2], strict=True)
+                ]
+        merged[0] = end
+        timers.register_event_time_timer(end - 1)
+        return start, end, merged
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Iterable[Any]:
+        out = []
+        key = ctx.get_current_key()
+        for start in sorted(self._windows.keys()):
+            entry = self._windows.get(start)
+            end = entry[0]
+            if end - 1 != timestamp:
+                continue
+            self._windows.remove(start)
+            results = tuple(
+                a.result(acc) for a, acc in zip(self._accumulators, entry[2], strict=True)
+            )
+            props = tuple(self._property(p, start, end) for p in self.properties)
+            out.append((INSERT, key + props + results))
+        return out
+
+    @staticmethod
+    def _property(name: str, start: int, end: int) -> Any:
+        if name == "start":
+            return timestamp_of_millis(start)
+        if name == "end":
+            return timestamp_of_millis(end)
+        return timestamp_of_millis(end - 1)  # rowtime
