@@ -34,6 +34,7 @@ from cairn.table.sql.errors import SqlValidationError
 from cairn.table.sql.expressions import parse_expression
 from cairn.table.sql.parse import parse_statement
 from cairn.table.sql.type_names import parse_type
+from cairn.table.udf import AggregateFunction, udaf, udf, udtf
 
 ROWS = [(1, "a", 10), (2, "b", 20), (3, "a", 30), (4, None, 5), (5, "c", None), (6, "b", 40)]
 
@@ -573,3 +574,46 @@ def test_values_make_constant_rows_for_queries_and_inserts(capfd: Any) -> None:
     assert lines == ["+I[1, x]", "+I[2, y]"]
     with pytest.raises(SqlValidationError, match="same arity"):
         t_env.sql_query("SELECT * FROM (VALUES (1, 2), (3))")
+
+
+class _WeightedAvg(AggregateFunction):
+    def create_accumulator(self) -> list[int]:
+        return [0, 0]
+
+    def accumulate(self, acc: list[int], value: int, weight: int) -> None:
+        acc[0] += value * weight
+        acc[1] += weight
+
+    def retract(self, acc: list[int], value: int, weight: int) -> None:
+        acc[0] -= value * weight
+        acc[1] -= weight
+
+    def get_value(self, acc: list[int]) -> int | None:
+        return None if acc[1] == 0 else acc[0] // acc[1]
+
+
+def test_registered_functions_are_called_by_name_as_in_the_table_api() -> None:
+    t_env, t = _with_t(parallelism=2)
+    twice = udf(lambda x: None if x is None else 2 * x, result_type=DataTypes.BIGINT())
+    wavg = udaf(_WeightedAvg(), result_type=DataTypes.BIGINT(), name="wavg")
+    split = udtf(lambda s: [(s,)], result_types=[DataTypes.STRING()])
+    t_env.create_temporary_function("twice", twice)
+    t_env.create_temporary_system_function("WAVG", wavg)
+    t_env.create_temporary_function("split", split)
+    from_sql = t_env.sql_query(
+        "SELECT k, Twice(SUM(v)) AS s, wavg(id, v) AS w FROM t WHERE v IS NOT NULL GROUP BY k"
+    )
+    from_dsl = (
+        t.filter(col("v").is_not_null)
+        .group_by(col("k"))
+        .select(
+            col("k"),
+            twice(col("v").sum).alias("s"),
+            wavg(col("id"), col("v")).alias("w"),
+        )
+    )
+    assert from_sql.explain() == from_dsl.explain()
+    assert _retract_view(_changes(from_sql)) == _retract_view(_changes(from_dsl))
+    with pytest.raises(SqlValidationError, match="Table function split is called in LATERAL"):
+        t_env.sql_query("SELECT split(k) FROM t")
+    assert t_env.list_user_defined_functions() == ["split", "twice", "wavg"]

@@ -203,6 +203,7 @@ class TableEnvironment:
         self._views: dict[str, Table] = {}
         self._sinks: dict[str, SinkTable] = {}
         self._declared: dict[str, Schema] = {}  # the schemas of connector tables
+        self._functions: dict[str, Any] = {}  # user-defined functions for SQL, by lower name
         self._unnamed = itertools.count()
         self._config = TableConfig(env)
 
@@ -377,6 +378,31 @@ class TableEnvironment:
     def drop_temporary_table(self, table_path: str) -> bool:
         self._declared.pop(table_path, None)
         return self._sinks.pop(table_path, None) is not None or self.drop_temporary_view(table_path)
+
+    def create_temporary_function(self, path: str, function: Any) -> None:
+        """Register a ``udf``/``udaf`` (or ``udtf``) to be called by name in SQL."""
+        name = path.split(".")[-1].strip("`").lower()
+        if not hasattr(function, "kind") or not callable(function):
+            raise ValidationError(
+                f"Function '{path}' must be what udf(), udtf() or udaf() returns,"
+                f" got {type(function).__name__}"
+            )
+        if name in self._functions:
+            raise ValidationError(f"Temporary function '{path}' already exists")
+        self._functions[name] = function
+
+    create_temporary_system_function = create_temporary_function
+
+    def drop_temporary_function(self, path: str) -> bool:
+        return self._functions.pop(path.split(".")[-1].strip("`").lower(), None) is not None
+
+    drop_temporary_system_function = drop_temporary_function
+
+    def list_user_defined_functions(self) -> list[str]:
+        return sorted(self._functions)
+
+    def lookup_function(self, name: str) -> Any | None:
+        return self._functions.get(name.lower())
 
     def register_unnamed(self, table: Table) -> str:
         name = f"UnnamedTable${next(self._unnamed)}"

@@ -15,10 +15,17 @@ from typing import Any, Protocol
 
 from sqlglot import exp
 
-from cairn.table.analysis import Columns, contains_aggregate, name_of, resolve, wider
+from cairn.table.analysis import (
+    Columns,
+    contains_aggregate,
+    is_aggregate_call,
+    name_of,
+    resolve,
+    wider,
+)
 from cairn.table.codegen import CompiledCalc, calc_source
 from cairn.table.errors import ValidationError
-from cairn.table.expressions import AGGREGATES, Expression, col
+from cairn.table.expressions import Expression, col
 from cairn.table.sql.errors import SqlValidationError
 from cairn.table.sql.expressions import ExpressionConverter, SqlErrors
 from cairn.table.table import Table
@@ -34,6 +41,10 @@ class SqlCatalog(Protocol):
 
     def lookup_table(self, name: str) -> Table | None:
         """The table or view registered as ``name`` in the default database, else None."""
+        ...
+
+    def lookup_function(self, name: str) -> Any | None:
+        """The user-defined function registered as ``name`` (any case), else None."""
         ...
 
     def from_elements(
@@ -87,7 +98,7 @@ class _QueryConverter:
             raise e.at(node, "WINDOW clauses are not supported yet")
         table, qualifiers = self._from(node)
         columns = table.get_schema().names
-        exprs = ExpressionConverter(e, columns, qualifiers)
+        exprs = ExpressionConverter(e, columns, qualifiers, self.catalog.lookup_function)
         where = node.args.get("where")
         if where is not None:
             table = self._build(where, lambda: table.filter(exprs.convert(where.this)))
@@ -136,7 +147,7 @@ class _QueryConverter:
     def _values(self, node: exp.Values) -> Table:
         """``VALUES (1, 'a'), (2, 'b')``: constant rows, each value computed once here by the
         same generated code a calc runs; a column's type is its values' common type."""
-        constants = ExpressionConverter(self.errors, [], frozenset())
+        constants = ExpressionConverter(self.errors, [], frozenset(), self.catalog.lookup_function)
         no_columns = Columns.of([])
         rows: list[tuple[Any, ...]] = []
         types: list[DataType] | None = None
@@ -297,9 +308,7 @@ class _QueryConverter:
         hidden: list[Expression] = []
 
         def over_output(expr: Expression) -> Expression:
-            if expr.kind == "field" or (
-                expr.kind == "call" and contains_aggregate(expr) and _is_aggregate_call(expr)
-            ):
+            if expr.kind == "field" or (is_aggregate_call(expr)):
                 known = by_text.get(str(expr))
                 if known is not None:
                     return col(known)
@@ -324,7 +333,3 @@ class _QueryConverter:
         if hidden:
             result = result.select(*(col(n) for n in visible))
         return result
-
-
-def _is_aggregate_call(expr: Expression) -> bool:
-    return expr.name in AGGREGATES

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import decimal
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from sqlglot import exp
 
@@ -112,14 +113,20 @@ _INTERVAL_UNITS = {
 
 
 class ExpressionConverter:
-    """One statement's expressions; ``columns`` (when given) are the names in scope."""
+    """One statement's expressions; ``columns`` (when given) are the names in scope, and
+    ``functions`` looks up the user-defined functions registered by name."""
 
     def __init__(
-        self, errors: SqlErrors, columns: Sequence[str] | None, qualifiers: frozenset[str]
+        self,
+        errors: SqlErrors,
+        columns: Sequence[str] | None,
+        qualifiers: frozenset[str],
+        functions: Callable[[str], Any] | None = None,
     ) -> None:
         self.errors = errors
         self.columns = columns
         self.qualifiers = qualifiers
+        self.functions = functions
 
     def convert(self, node: exp.Expr) -> Expression:
         e = self.errors
@@ -258,6 +265,16 @@ class ExpressionConverter:
                 node, f"{name}() is not supported yet: Cairn's SQL has no time attributes"
             )
         known = _FUNCTIONS.get(name)
+        user = None if known is not None or self.functions is None else self.functions(name)
+        if user is not None:
+            if getattr(user, "kind", "") == "table":
+                raise self.errors.at(
+                    node,
+                    f"Table function {node.this!s} is called in LATERAL TABLE(...), which is"
+                    " not supported yet",
+                )
+            result: Expression = user(*(self.convert(a) for a in args_nodes))
+            return result
         if known is None:
             raise self.errors.at(node, f"No match found for function signature {node.this!s}(...)")
         arity, build = known
