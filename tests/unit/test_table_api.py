@@ -151,8 +151,10 @@ def test_a_sink_whose_schema_does_not_match_the_query_is_refused_before_the_job(
 
 
 def test_names_not_built_yet_are_refused_at_import_naming_them() -> None:
-    with pytest.raises(ImportError, match=r"cairn\.table\.StatementSet: not in Cairn's Table API"):
-        from cairn.table import StatementSet  # noqa: F401
+    with pytest.raises(
+        ImportError, match=r"cairn\.table\.CsvTableSource: not in Cairn's Table API"
+    ):
+        from cairn.table import CsvTableSource  # noqa: F401
 
 
 # -- expressions: SQL's NULL semantics in generated code ------------------------------------

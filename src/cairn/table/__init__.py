@@ -32,6 +32,8 @@ from cairn.table.errors import TableException, ValidationError
 from cairn.table.plan import ChangelogMode, ExplainDetail
 from cairn.table.result import ResultKind, TableResult
 from cairn.table.schema import Schema
+from cairn.table.sql.errors import SqlParserError
+from cairn.table.statement_set import StatementSet
 from cairn.table.table import GroupedTable, Table
 from cairn.table.types import DataTypes
 
@@ -46,6 +48,8 @@ __all__ = [
     "Row",
     "RowKind",
     "Schema",
+    "SqlParserError",
+    "StatementSet",
     "StreamTableEnvironment",
     "Table",
     "TableConfig",

@@ -298,6 +298,11 @@ def _call_type(name: str, ops: tuple[Rex, ...], expr: Expression) -> DataType:
         return types[0]
     if name == "if":
         return _with_null(wider(types[1], types[2]), types[1].nullable or types[2].nullable)
+    if name == "coalesce":
+        common = types[0]
+        for t in types[1:]:
+            common = wider(common, t)
+        return _with_null(common, all(t.nullable for t in types))
     raise ValidationError(
         f"No match found for function signature {name}({', '.join(map(str, types))})"
     )

@@ -46,6 +46,9 @@ _BINARY = {
 }
 
 
+_FLOATING = {"plus", "minus", "times", "divide", "mod", "power"}
+
+
 def expression_source(rex: Rex, row: str = "r", functions: list[Any] | None = None) -> str:
     """Python source computing ``rex`` from the tuple named ``row``; user-defined functions
     it calls are appended to ``functions`` and called as ``_udf<i>``."""
@@ -65,6 +68,12 @@ def expression_source(rex: Rex, row: str = "r", functions: list[Any] | None = No
             raise ValueError("a user-defined function needs a functions list to be compiled")
         functions.append(rex.value)
         return f"_call_udf(_udf{len(functions) - 1}, ({''.join(o + ', ' for o in ops)}))"
+    if op in _FLOATING and rex.data_type.root in ("FLOAT", "DOUBLE"):
+        # Python refuses float + Decimal: a DECIMAL operand of a DOUBLE result becomes float
+        ops = [
+            f"_nullsafe1(float, {s})" if o.data_type.root == "DECIMAL" else s
+            for o, s in zip(rex.operands, ops, strict=True)
+        ]
     direct = not any(o.data_type.nullable for o in rex.operands)
     if op in _BINARY:
         if op == "plus" and rex.operands[1].data_type.root == "INTERVAL":
@@ -117,6 +126,8 @@ def expression_source(rex: Rex, row: str = "r", functions: list[Any] | None = No
         return f"_nullsafe2(_get_field, {ops[0]}, {rex.value})"
     if op == "json_value":
         return f"_json_value({ops[0]}, {ops[1]})"
+    if op == "coalesce":
+        return f"_coalesce(({', '.join(ops)},))"
     raise NotImplementedError(f"no code for {op}")
 
 
@@ -346,6 +357,10 @@ def _json_value(text: Any, path: Any) -> Any:
 
 def _get_field(row: Any, index: int) -> Any:
     return row[index]
+
+
+def _coalesce(values: tuple[Any, ...]) -> Any:
+    return next((v for v in values if v is not None), None)
 
 
 def _plus_interval(t: Any, millis: Any) -> Any:

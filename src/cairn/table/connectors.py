@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,11 +20,12 @@ from cairn.api.functions import MapFunction, SinkFunction
 from cairn.datastream.data_stream import DataStream
 from cairn.table.analysis import Columns
 from cairn.table.codegen import java_double_text
+from cairn.table.datagen import datagen_options, datagen_scan
 from cairn.table.errors import ValidationError
 from cairn.table.plan import ChangelogMode, PlanNode
 from cairn.table.schema import Schema
 
-__all__ = ["SinkTable", "create_sink", "java_text"]
+__all__ = ["SinkTable", "create_sink", "create_source", "is_source", "java_text"]
 
 _KIND_TEXT = ("+I", "-U", "+U", "-D")
 
@@ -113,17 +114,19 @@ _OPTIONS = {
 }
 
 
-def create_sink(
-    name: str, connector: str, schema: Schema | None, options: Mapping[str, str]
-) -> SinkTable:
-    """The sink of ``'connector' = connector``, its options checked."""
-    known = _OPTIONS.get(connector)
-    if known is None:
-        raise ValidationError(
-            f"Could not find any factory for identifier '{connector}' that implements"
-            " 'org.apache.flink.table.factories.DynamicTableFactory' in the classpath.\n\n"
-            f"Available factory identifiers are:\n\n{chr(10).join(sorted(_OPTIONS))}"
-        )
+#: The source connectors: each one's option keys for a table's columns, and its scan.
+_SOURCES: dict[
+    str,
+    tuple[Callable[[Columns], set[str]], Callable[[str, Columns, Mapping[str, str]], PlanNode]],
+] = {"datagen": (datagen_options, datagen_scan)}
+
+
+def is_source(connector: str) -> bool:
+    """Whether ``connector`` names a source (else a sink, or nothing Cairn has)."""
+    return connector in _SOURCES
+
+
+def _check_options(connector: str, known: set[str], options: Mapping[str, str]) -> None:
     unknown = sorted(set(options) - known - {"connector"})
     if unknown:
         raise ValidationError(
@@ -132,4 +135,36 @@ def create_sink(
             + "\n\nSupported options:\n\nconnector\n"
             + "\n".join(sorted(known))
         )
+
+
+def _no_factory(connector: str) -> ValidationError:
+    return ValidationError(
+        f"Could not find any factory for identifier '{connector}' that implements"
+        " 'org.apache.flink.table.factories.DynamicTableFactory' in the classpath.\n\n"
+        f"Available factory identifiers are:\n\n{chr(10).join(sorted([*_OPTIONS, *_SOURCES]))}"
+    )
+
+
+def create_source(
+    name: str, connector: str, schema: Schema | None, options: Mapping[str, str]
+) -> PlanNode:
+    """The scan of a source table of ``'connector' = connector``, its options checked."""
+    if connector not in _SOURCES:
+        raise _no_factory(connector)
+    if schema is None:
+        raise ValidationError(f"Table '{name}' of connector '{connector}' needs a schema")
+    columns = schema.physical_columns()
+    option_keys, scan = _SOURCES[connector]
+    _check_options(connector, option_keys(columns), options)
+    return scan(name, columns, options)
+
+
+def create_sink(
+    name: str, connector: str, schema: Schema | None, options: Mapping[str, str]
+) -> SinkTable:
+    """The sink of ``'connector' = connector``, its options checked."""
+    known = _OPTIONS.get(connector)
+    if known is None:
+        raise _no_factory(connector)
+    _check_options(connector, known, options)
     return SinkTable(name, connector, schema, dict(options))

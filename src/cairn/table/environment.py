@@ -26,14 +26,17 @@ from cairn.datastream.data_stream import DataStream
 from cairn.datastream.execution_mode import RuntimeExecutionMode
 from cairn.datastream.stream_execution_environment import StreamExecutionEnvironment
 from cairn.table.analysis import Columns
-from cairn.table.connectors import SinkTable, create_sink
+from cairn.table.connectors import SinkTable, create_sink, create_source, is_source
 from cairn.table.errors import TableException, ValidationError
-from cairn.table.expressions import Expression
+from cairn.table.expressions import Expression, col
 from cairn.table.operators import ToRowFunction, ToTableRecord
 from cairn.table.plan import ChangelogMode, StreamScan, Values, changelog_mode
 from cairn.table.planner import project
 from cairn.table.result import TableResult
 from cairn.table.schema import Schema
+from cairn.table.sql.expressions import parse_expression
+from cairn.table.sql.statements import execute_statement, query_of
+from cairn.table.statement_set import StatementSet
 from cairn.table.table import Table
 from cairn.table.translate import to_data_stream
 from cairn.table.types import (
@@ -200,6 +203,8 @@ class TableEnvironment:
             env.set_runtime_mode(RuntimeExecutionMode.BATCH)
         self._views: dict[str, Table] = {}
         self._sinks: dict[str, SinkTable] = {}
+        self._declared: dict[str, Schema] = {}  # the schemas of connector tables
+        self._functions: dict[str, Any] = {}  # user-defined functions for SQL, by lower name
         self._unnamed = itertools.count()
         self._config = TableConfig(env)
 
@@ -277,8 +282,6 @@ class TableEnvironment:
                     " assign timestamps on the DataStream and select the columns instead"
                 )
             wanted = [c.name for c in schema.columns]
-            from cairn.table.expressions import col
-
             return Table(project(scan, [col(n) for n in wanted]), self)
         if fields_or_schema:
             return table.select(*fields_or_schema)  # type: ignore[arg-type]
@@ -316,9 +319,33 @@ class TableEnvironment:
     def create_temporary_table(self, path: str, descriptor: TableDescriptor) -> None:
         if path in self._views or path in self._sinks:
             raise ValidationError(f"Temporary table '{path}' already exists")
-        self._sinks[path] = create_sink(
-            path, descriptor.connector, descriptor.schema, dict(descriptor.options)
-        )
+        options = {"connector": descriptor.connector, **dict(descriptor.options)}
+        self.create_connector_table(path, descriptor.connector, descriptor.schema, options)
+
+    def create_connector_table(
+        self, name: str, connector: str, schema: Schema | None, options: dict[str, str]
+    ) -> None:
+        """A source table (a scan, then its computed columns) or a sink, by connector."""
+        if not is_source(connector):
+            self._sinks[name] = create_sink(name, connector, schema, options)
+        else:
+            assert schema is not None
+            scan = create_source(name, connector, schema, options)
+            physical = scan.columns.names
+            if schema.watermark is not None:
+                parse_expression(schema.watermark[1], [c.name for c in schema.columns])
+            if any(c.expression is not None for c in schema.columns):
+                items = [
+                    col(c.name)
+                    if c.expression is None
+                    else parse_expression(c.expression, physical).alias(c.name)
+                    for c in schema.columns
+                ]
+                self._views[name] = Table(project(scan, items), self)
+            else:
+                self._views[name] = Table(scan, self)
+        if schema is not None:
+            self._declared[name] = schema
 
     create_table = create_temporary_table
 
@@ -331,13 +358,52 @@ class TableEnvironment:
     def list_tables(self) -> list[str]:
         return sorted([*self._views, *self._sinks])
 
-    list_views = list_tables
+    def list_views(self) -> list[str]:
+        return sorted(n for n in self._views if n not in self._declared)
+
+    def lookup_table(self, name: str) -> Table | None:
+        return self._views.get(name)
+
+    def has_table(self, name: str) -> bool:
+        return name in self._views or name in self._sinks
+
+    def is_view(self, name: str) -> bool:
+        return name in self._views and name not in self._declared
+
+    def declared_schema(self, name: str) -> Schema | None:
+        return self._declared.get(name)
 
     def drop_temporary_view(self, view_path: str) -> bool:
         return self._views.pop(view_path, None) is not None
 
     def drop_temporary_table(self, table_path: str) -> bool:
+        self._declared.pop(table_path, None)
         return self._sinks.pop(table_path, None) is not None or self.drop_temporary_view(table_path)
+
+    def create_temporary_function(self, path: str, function: Any) -> None:
+        """Register a ``udf``/``udaf`` (or ``udtf``) to be called by name in SQL."""
+        name = path.split(".")[-1].strip("`").lower()
+        if not hasattr(function, "kind") or not callable(function):
+            raise ValidationError(
+                f"Function '{path}' must be what udf(), udtf() or udaf() returns,"
+                f" got {type(function).__name__}"
+            )
+        if name in self._functions:
+            raise ValidationError(f"Temporary function '{path}' already exists")
+        self._functions[name] = function
+
+    create_temporary_system_function = create_temporary_function
+
+    def drop_temporary_function(self, path: str) -> bool:
+        return self._functions.pop(path.split(".")[-1].strip("`").lower(), None) is not None
+
+    drop_temporary_system_function = drop_temporary_function
+
+    def list_user_defined_functions(self) -> list[str]:
+        return sorted(self._functions)
+
+    def lookup_function(self, name: str) -> Any | None:
+        return self._functions.get(name.lower())
 
     def register_unnamed(self, table: Table) -> str:
         name = f"UnnamedTable${next(self._unnamed)}"
@@ -361,20 +427,46 @@ class TableEnvironment:
         return TableResult(table.plan.columns, iterator, None, streaming=not self._batch)
 
     def execute_insert(self, table: Table, path: str) -> TableResult:
-        name = path.split(".")[-1].strip("`")
-        sink = self._sinks.get(name)
-        if sink is None:
-            raise ValidationError(f"Table `{path}` was not found.")
-        sink.check(table.plan, changelog_mode(table.plan))
+        return self.execute_inserts([(path, table)])
+
+    def execute_inserts(self, inserts: Sequence[tuple[str, Table]]) -> TableResult:
+        """One job writing each table into its sink (a statement set has several)."""
+        sinks: list[tuple[SinkTable, Table]] = []
+        for path, table in inserts:
+            name = path.split(".")[-1].strip("`")
+            sink = self._sinks.get(name)
+            if sink is None:
+                if name in self._declared:
+                    raise ValidationError(
+                        f"Table 'default_catalog.default_database.{name}' is a source: its"
+                        " connector cannot be used as a sink"
+                    )
+                raise ValidationError(f"Table `{path}` was not found.")
+            sink.check(table.plan, changelog_mode(table.plan))
+            sinks.append((sink, table))
         self._config.apply()
-        stream = to_data_stream(table.plan, self._env)
-        sink.add_to(stream, table.plan.columns)
-        client = self._env.execute_async(f"insert-into_default_catalog.default_database.{name}")
-        return TableResult(
-            Columns.of([(f"default_catalog.default_database.{name}", DataTypes.BIGINT())]),
-            None,
-            client,
-        )
+        for n, (sink, table) in enumerate(sinks):
+            # the first sink's uids are those of a lone insert (its savepoints still map)
+            stream = to_data_stream(table.plan, self._env, str(n) if n else "0")
+            sink.add_to(stream, table.plan.columns)
+        paths = [f"default_catalog.default_database.{sink.name}" for sink, _ in sinks]
+        client = self._env.execute_async(f"insert-into_{','.join(paths)}")
+        return TableResult(Columns.of([(p, DataTypes.BIGINT()) for p in paths]), None, client)
+
+    # -- SQL ---------------------------------------------------------------------------------
+
+    def execute_sql(self, stmt: str) -> TableResult:
+        """Run one SQL statement: DDL, ``SHOW``/``DESCRIBE``, ``INSERT INTO``, ``SELECT``, or
+        ``EXECUTE STATEMENT SET BEGIN ...; END``."""
+        return execute_statement(self, stmt)
+
+    def sql_query(self, query: str) -> Table:
+        """The ``Table`` of a ``SELECT``, to go on with the Table API."""
+        return query_of(self, query)
+
+    def create_statement_set(self) -> StatementSet:
+        """Inserts to run together as one job."""
+        return StatementSet(self)
 
     def get_stream_execution_environment(self) -> StreamExecutionEnvironment:
         return self._env

@@ -32,6 +32,7 @@ __all__ = [
     "and_",
     "as_expression",
     "call",
+    "coalesce",
     "col",
     "concat",
     "if_then_else",
@@ -404,6 +405,11 @@ def if_then_else(condition: Any, if_true: Any, if_false: Any) -> Expression:
 
 def concat(first: Any, *others: Any) -> Expression:
     return as_expression(first)._call("concat", *others)
+
+
+def coalesce(first: Any, *others: Any) -> Expression:
+    """The first argument that is not NULL (``COALESCE``)."""
+    return as_expression(first)._call("coalesce", *others)
 
 
 def row_interval(rows: int) -> Expression:

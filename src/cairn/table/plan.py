@@ -37,6 +37,7 @@ __all__ = [
     "PlanNode",
     "StreamScan",
     "TableAggregate",
+    "Union",
     "Values",
     "WindowAggregate",
     "changelog_mode",
@@ -235,6 +236,17 @@ class Limit(PlanNode):
         return (self.input,)
 
 
+@dataclass(frozen=True)
+class Union(PlanNode):
+    """``UNION ALL``: the rows of every input, in no particular order across inputs."""
+
+    all_inputs: tuple[PlanNode, ...] = ()
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return self.all_inputs
+
+
 def changelog_mode(node: PlanNode) -> ChangelogMode:
     """Which changes ``node``'s output holds, inferred from its inputs."""
     if isinstance(node, Values):
@@ -263,6 +275,11 @@ def changelog_mode(node: PlanNode) -> ChangelogMode:
         )
     if isinstance(node, Calc | Limit | Correlate):
         return changelog_mode(node.inputs[0])
+    if isinstance(node, Union):  # the union of its inputs' modes
+        modes = {changelog_mode(i) for i in node.inputs}
+        return (
+            ChangelogMode.INSERT_ONLY if modes == {ChangelogMode.INSERT_ONLY} else ChangelogMode.ALL
+        )
     raise TypeError(f"unknown plan node {type(node).__name__}")
 
 
@@ -300,6 +317,8 @@ def describe(node: PlanNode) -> str:
         return f"GroupAggregate({head}select=[{select}])"
     if isinstance(node, Limit):
         return f"Limit(offset=[0], fetch=[{node.count}])"
+    if isinstance(node, Union):
+        return f"Union(all=[true], union=[{', '.join(names)}])"
     if isinstance(node, WindowAggregate):
         inner = node.input.columns.names
         keys = ", ".join(inner[k] for k in node.keys)

@@ -35,6 +35,7 @@ from cairn.table.plan import (
     OverAggregate,
     PlanNode,
     TableAggregate,
+    Union,
     WindowAggregate,
     changelog_mode,
 )
@@ -584,3 +585,26 @@ def map_rows(node: PlanNode, func: Any) -> PlanNode:
         keep_input=False,
         outer=False,
     )
+
+
+def union_all(left: PlanNode, right: PlanNode) -> PlanNode:
+    """``UNION ALL``: the rows of both inputs; the columns keep the left's names."""
+    left_columns, right_columns = left.columns, right.columns
+    if len(left_columns) != len(right_columns) or any(
+        (a.root, a.params) != (b.root, b.params)
+        for a, b in zip(left_columns.types, right_columns.types, strict=True)
+    ):
+        raise ValidationError(
+            "union_all two tables with incompatible types:"
+            f" [{', '.join(map(str, left_columns.types))}] and"
+            f" [{', '.join(map(str, right_columns.types))}]"
+        )
+    merged = Columns.of(
+        [
+            (name, a if a.nullable or not b.nullable else b)
+            for name, a, b in zip(
+                left_columns.names, left_columns.types, right_columns.types, strict=True
+            )
+        ]
+    )
+    return Union(merged, (left, right))

@@ -48,9 +48,11 @@ from cairn.table.planner import (
     over_aggregate,
     project,
     row_aggregate,
+    union_all,
     window_aggregate,
 )
 from cairn.table.schema import schema_text
+from cairn.table.sql.expressions import parse_expression
 from cairn.table.window import GroupWindow, OverWindow
 
 if TYPE_CHECKING:
@@ -125,8 +127,11 @@ class Table:
             return self._new(aggregate(self._node, [], items, self._t_env.batch_mode))
         return self._new(project(self._node, items))
 
-    def filter(self, predicate: Expression) -> Table:
-        """Keep the rows for which ``predicate`` is TRUE (NULL drops a row, as in SQL)."""
+    def filter(self, predicate: Expression | str) -> Table:
+        """Keep the rows for which ``predicate`` is TRUE (NULL drops a row, as in SQL);
+        a string is a SQL expression (``filter("a > 1")``)."""
+        if isinstance(predicate, str):
+            predicate = parse_expression(predicate)
         if isinstance(self._node, PendingJoin):  # join(right).where(predicate)
             node = self._node
             return self._new(join(node.left, node.right, predicate, node.outer))
@@ -246,6 +251,10 @@ class Table:
         return self._new(Limit(columns=self._node.columns, input=self._node, count=fetch))
 
     fetch = limit
+
+    def union_all(self, right: Table) -> Table:
+        """The rows of both tables (``UNION ALL``); the columns keep this table's names."""
+        return self._new(union_all(self._node, right.plan))
 
     # -- row-based operations with user-defined functions ------------------------------------
 

@@ -35,6 +35,7 @@ from cairn.table.plan import (
     PlanNode,
     StreamScan,
     TableAggregate,
+    Union,
     Values,
     WindowAggregate,
     describe,
@@ -128,6 +129,9 @@ def to_data_stream(node: PlanNode, env: StreamExecutionEnvironment, path: str = 
         upstream = to_data_stream(node.input, env, path + ".0")
         limited = upstream.key_by(_constant_key).process(LimitFunction(node.count))
         return _labelled(limited.set_parallelism(1), node, path, describe(node))
+    if isinstance(node, Union):
+        first, *rest = (to_data_stream(i, env, f"{path}.{n}") for n, i in enumerate(node.inputs))
+        return first.union(*rest)
     raise TypeError(f"cannot translate {type(node).__name__}")
 
 

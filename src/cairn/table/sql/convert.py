@@ -1,0 +1,335 @@
+"""SQL trees to the Table API: ``Expression`` trees and ``Table`` operations.
+
+Invariant: SQL builds the same logical plan as the Table API — a ``SELECT`` becomes the calls a
+Table API program makes (``filter``, ``group_by(...).select``, ``distinct``, ``limit``,
+``union_all``) over the same ``Expression`` trees, so there is no second planner; and every
+name is checked against the query's input here, so an error carries its SQL position. What
+Cairn does not plan (joins, window TVFs, ``LATERAL TABLE``, ``OVER``, ``ORDER BY``) is refused
+here, naming the construct and where it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
+
+from sqlglot import exp
+
+from cairn.table.analysis import (
+    Columns,
+    contains_aggregate,
+    is_aggregate_call,
+    name_of,
+    resolve,
+    wider,
+)
+from cairn.table.codegen import CompiledCalc, calc_source
+from cairn.table.errors import ValidationError
+from cairn.table.expressions import Expression, col
+from cairn.table.sql.errors import SqlValidationError
+from cairn.table.sql.expressions import ExpressionConverter, SqlErrors
+from cairn.table.table import Table
+from cairn.table.types import DataType, DataTypes
+
+__all__ = ["SqlCatalog", "convert_query", "table_name"]
+
+DEFAULT_PATH = ("default_catalog", "default_database")
+
+
+class SqlCatalog(Protocol):
+    """What the converter asks of the catalog (``TableEnvironment`` implements it)."""
+
+    def lookup_table(self, name: str) -> Table | None:
+        """The table or view registered as ``name`` in the default database, else None."""
+        ...
+
+    def lookup_function(self, name: str) -> Any | None:
+        """The user-defined function registered as ``name`` (any case), else None."""
+        ...
+
+    def from_elements(
+        self,
+        elements: Iterable[Any],
+        schema: DataType | Sequence[str] | None = None,
+        verify_schema: bool = True,
+    ) -> Table:
+        """A table of rows known when the query is planned (``VALUES``)."""
+        ...
+
+
+def table_name(node: exp.Table, sql: str) -> str:
+    """The object name of ``[catalog.][database.]name`` in the default database."""
+    parts = [p.name for p in node.parts]
+    if len(parts) > 1 and tuple(parts[:-1]) != DEFAULT_PATH[-(len(parts) - 1) :]:
+        raise SqlErrors(sql).at(node, f"Object '{'.'.join(parts)}' not found")
+    return parts[-1]
+
+
+def convert_query(node: exp.Expr, catalog: SqlCatalog, sql: str) -> Table:
+    """The ``Table`` of a ``SELECT`` / ``UNION ALL`` tree, built with Table API calls."""
+    return _QueryConverter(catalog, SqlErrors(sql)).query(node)
+
+
+class _QueryConverter:
+    def __init__(self, catalog: SqlCatalog, errors: SqlErrors) -> None:
+        self.catalog = catalog
+        self.errors = errors
+
+    def query(self, node: exp.Expr) -> Table:
+        e = self.errors
+        if isinstance(node, exp.Subquery):
+            return self.query(node.this)
+        if isinstance(node, exp.Values):
+            return self._values(node)
+        if isinstance(node, exp.Union):
+            left, right = self._common_types(self.query(node.left), self.query(node.right), node)
+            unioned = self._build(node, lambda: left.union_all(right))
+            unioned = unioned if not node.args.get("distinct") else unioned.distinct()
+            self._refuse_sorting(node)
+            return self._limit(node, unioned)
+        if isinstance(node, exp.SetOperation):
+            raise e.at(node, f"{type(node).__name__.upper()} is not supported yet")
+        if not isinstance(node, exp.Select):
+            raise e.at(node, f"Not a query: {node.sql()[:40]}")
+        if node.args.get("with_") is not None or node.args.get("with") is not None:
+            raise e.at(node, "WITH is not supported yet")
+        self._refuse_sorting(node)
+        if node.args.get("windows"):
+            raise e.at(node, "WINDOW clauses are not supported yet")
+        table, qualifiers = self._from(node)
+        columns = table.get_schema().names
+        exprs = ExpressionConverter(e, columns, qualifiers, self.catalog.lookup_function)
+        where = node.args.get("where")
+        if where is not None:
+            table = self._build(where, lambda: table.filter(exprs.convert(where.this)))
+        items = self._items(exprs, node.expressions, columns)
+        group = node.args.get("group")
+        having = node.args.get("having")
+        keys = [exprs.convert(k) for k in group.expressions] if group is not None else []
+        for k, key_node in zip(keys, group.expressions if group is not None else [], strict=True):
+            if k.kind != "field":
+                raise e.at(
+                    key_node,
+                    "GROUP BY an expression is not supported yet: group by a"
+                    " column of a subquery that computes it",
+                )
+        aggregated = group is not None or any(contains_aggregate(i) for i in items)
+        if not aggregated:
+            if having is not None:
+                raise e.at(having, "HAVING needs GROUP BY or aggregates")
+            result = self._build(node, lambda: table.select(*items))
+        else:
+            result = self._aggregate(table, keys, items, having, exprs, node)
+        if node.args.get("distinct") is not None:
+            result = result.distinct()
+        return self._limit(node, result)
+
+    def _refuse_sorting(self, node: exp.Expr) -> None:
+        for key, what in (("order", "ORDER BY"), ("offset", "OFFSET"), ("qualify", "QUALIFY")):
+            clause = node.args.get(key)
+            if clause is not None:
+                raise self.errors.at(
+                    clause,
+                    keyword=what.split()[0],
+                    message=f"{what} is not supported in a streaming query by Cairn yet"
+                    " (Flink sorts a stream only on an ascending time attribute)",
+                )
+
+    def _limit(self, node: exp.Expr, table: Table) -> Table:
+        limit = node.args.get("limit")
+        if limit is None:
+            return table
+        count = limit.expression
+        if not isinstance(count, exp.Literal) or count.is_string:
+            raise self.errors.at(limit, "LIMIT takes a number")
+        return self._build(limit, lambda: table.limit(int(count.this)))
+
+    def _values(self, node: exp.Values) -> Table:
+        """``VALUES (1, 'a'), (2, 'b')``: constant rows, each value computed once here by the
+        same generated code a calc runs; a column's type is its values' common type."""
+        constants = ExpressionConverter(self.errors, [], frozenset(), self.catalog.lookup_function)
+        no_columns = Columns.of([])
+        rows: list[tuple[Any, ...]] = []
+        types: list[DataType] | None = None
+        for row_node in node.expressions:
+            cells = row_node.expressions if isinstance(row_node, exp.Tuple) else [row_node]
+            try:
+                rexes = [resolve(constants.convert(c), no_columns) for c in cells]
+            except SqlValidationError:
+                raise
+            except ValidationError as error:
+                raise self.errors.at(row_node, str(error)) from None
+            if types is not None and len(rexes) != len(types):
+                raise self.errors.at(row_node, "Values passed to VALUES must have the same arity")
+            row = CompiledCalc(calc_source(rexes, None))(())
+            assert row is not None
+            rows.append(row)
+            row_types = [r.data_type for r in rexes]
+            types = (
+                row_types
+                if types is None
+                else [
+                    wider(a, b).nullable_() if a.nullable or b.nullable else wider(a, b)
+                    for a, b in zip(types, row_types, strict=True)
+                ]
+            )
+        assert types is not None
+        fields = [DataTypes.FIELD(f"EXPR${i}", t) for i, t in enumerate(types)]
+        return self.catalog.from_elements(rows, DataTypes.ROW(fields))
+
+    def _common_types(self, left: Table, right: Table, node: exp.Expr) -> tuple[Table, Table]:
+        """Both sides of a set operation cast to their columns' common types, as Flink's
+        validator does (``INT`` and ``BIGINT`` → ``BIGINT``)."""
+        left_columns, right_columns = left.get_schema(), right.get_schema()
+        if len(left_columns) != len(right_columns):
+            raise self.errors.at(
+                node,
+                "Set operator cannot combine tables with different numbers of columns:"
+                f" {len(left_columns)} and {len(right_columns)}",
+            )
+        common = [wider(a, b) for a, b in zip(left_columns.types, right_columns.types, strict=True)]
+
+        def cast(table: Table) -> Table:
+            columns = table.get_schema()
+            if all(
+                (t.root, t.params) == (c.root, c.params)
+                for t, c in zip(columns.types, common, strict=True)
+            ):
+                return table
+            return table.select(
+                *(
+                    col(n)
+                    if (t.root, t.params) == (c.root, c.params)
+                    else col(n).cast(c.nullable_() if t.nullable else c.not_null()).alias(n)
+                    for n, t, c in zip(columns.names, columns.types, common, strict=True)
+                )
+            )
+
+        return cast(left), cast(right)
+
+    def _build(self, node: exp.Expr, step: Callable[[], Table]) -> Table:
+        """Run a Table API step; its validation error gets ``node``'s position."""
+        try:
+            return step()
+        except SqlValidationError:
+            raise
+        except ValidationError as error:
+            raise self.errors.at(node, str(error)) from None
+
+    def _items(
+        self, exprs: ExpressionConverter, nodes: list[exp.Expr], columns: list[str]
+    ) -> list[Expression]:
+        """The select list with Calcite's names: ``*`` expanded, an unnamed expression
+        ``EXPR$<position>``, a repeated name made unique (``k``, ``k0``, ``k1``...)."""
+        expanded: list[Expression] = []
+        for item in nodes:
+            star = isinstance(item, exp.Star) or (
+                isinstance(item, exp.Column) and isinstance(item.this, exp.Star)
+            )
+            if star:
+                expanded.extend(col(n) for n in columns)
+            elif isinstance(item, exp.Alias):
+                expanded.append(exprs.convert(item.this).alias(item.alias))
+            else:
+                expanded.append(exprs.convert(item))
+        named: list[Expression] = []
+        used: set[str] = set()
+        for position, e in enumerate(expanded):
+            if e.kind not in ("field", "alias"):
+                e = e.alias(f"EXPR${position}")
+            name = name_of(e, position)
+            if name in used:
+                suffix = 0
+                while f"{name}{suffix}" in used:
+                    suffix += 1
+                name = f"{name}{suffix}"
+                e = (e.args[0] if e.kind == "alias" else e).alias(name)
+            used.add(name)
+            named.append(e)
+        return named
+
+    def _from(self, node: exp.Select) -> tuple[Table, frozenset[str]]:
+        e = self.errors
+        for join in node.args.get("joins") or []:
+            if isinstance(join.this, exp.Lateral) or "LATERAL" in join.sql().upper()[:12]:
+                raise e.at(join, "LATERAL TABLE is not supported yet", "LATERAL")
+            raise e.at(join, "JOIN is not supported yet", "JOIN")
+        source = node.args.get("from_") or node.args.get("from")
+        if source is None:
+            raise e.at(node, "SELECT without FROM is not supported yet")
+        this = source.this
+        if isinstance(this, exp.Lateral):
+            raise e.at(this, "LATERAL TABLE is not supported yet")
+        alias = this.alias_or_name if isinstance(this, exp.Table | exp.Subquery) else ""
+        if isinstance(this, exp.Values):
+            table = self._values(this)
+        elif isinstance(this, exp.Subquery):
+            table = self.query(this.this)
+        elif isinstance(this, exp.Table) and isinstance(this.this, exp.Anonymous):
+            raise e.at(
+                this,
+                f"Table function {this.this.name}(...) in FROM (window TVFs) is not"
+                " supported yet; use the Table API's group windows",
+            )
+        elif isinstance(this, exp.Table):
+            name = table_name(this, e.sql)
+            found = self.catalog.lookup_table(name)
+            if found is None:
+                raise e.at(this, f"Object '{name}' not found")
+            table = found
+            alias = this.alias or name
+        else:
+            raise e.at(this, f"Unsupported FROM: {this.sql()[:40]}")
+        if isinstance(this, exp.Table | exp.Subquery | exp.Values) and this.args.get("alias"):
+            column_aliases = this.args["alias"].columns
+            if column_aliases:
+                table = table.alias(*(c.name for c in column_aliases))
+        return table, frozenset({alias} if alias else ())
+
+    def _aggregate(
+        self,
+        table: Table,
+        keys: list[Expression],
+        items: list[Expression],
+        having: exp.Expr | None,
+        exprs: ExpressionConverter,
+        node: exp.Select,
+    ) -> Table:
+        grouped = table.group_by(*keys)
+        if having is None:
+            return self._build(node, lambda: grouped.select(*items))
+        # HAVING is a filter over the aggregate's output: its aggregates and keys are the
+        # select's columns where the select computes them, hidden extra columns otherwise
+        visible = [name_of(i, p) for p, i in enumerate(items)]
+        by_text = {
+            str(i.args[0] if i.kind == "alias" else i): n
+            for i, n in zip(items, visible, strict=True)
+        }
+        hidden: list[Expression] = []
+
+        def over_output(expr: Expression) -> Expression:
+            if expr.kind == "field" or (is_aggregate_call(expr)):
+                known = by_text.get(str(expr))
+                if known is not None:
+                    return col(known)
+                name = f"$f{len(visible) + len(hidden)}"
+                hidden.append(expr.alias(name))
+                by_text[str(expr)] = name
+                return col(name)
+            if not expr.args:
+                return expr
+            return Expression(
+                expr.kind,
+                expr.name,
+                tuple(over_output(a) for a in expr.args),
+                expr.value,
+                expr.data_type,
+                expr.names,
+            )
+
+        condition = over_output(exprs.convert(having.this))
+        result = self._build(node, lambda: grouped.select(*items, *hidden))
+        result = self._build(having, lambda: result.filter(condition))
+        if hidden:
+            result = result.select(*(col(n) for n in visible))
+        return result

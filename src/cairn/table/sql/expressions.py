@@ -1,0 +1,309 @@
+"""SQL expression trees to the Table API's ``Expression`` trees.
+
+Invariant: pure and schema-free, except that a column name is checked against the names in
+scope when they are given, so an unknown column fails with its SQL position. The result is the
+tree the Table API's DSL builds for the same expression (``a > 1`` is ``col('a') > 1``), so SQL
+and the DSL resolve and compile through the same code.
+
+>>> str(parse_expression("a * 2 > 10 AND b IS NOT NULL"))
+'and(greater_than(times(a, 2), 10), is_not_null(b))'
+>>> str(parse_expression("CAST(a AS DECIMAL(10, 2)) + INTERVAL '3' SECOND"))
+'plus(cast(a, DECIMAL(10, 2)), 3000)'
+>>> str(parse_expression("CASE WHEN a > 1 THEN 'x' ELSE COALESCE(b, 'y') END"))
+"if(greater_than(a, 1), 'x', coalesce(b, 'y'))"
+"""
+
+from __future__ import annotations
+
+import decimal
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sqlglot import exp
+
+from cairn.table.expressions import Expression, coalesce, col, concat, lit
+from cairn.table.sql.dialect import FlinkCast, TableArg
+from cairn.table.sql.errors import SqlValidationError, position_of
+from cairn.table.sql.parse import parse_expression_tree
+from cairn.table.sql.type_names import parse_type
+from cairn.table.types import DataType
+
+__all__ = ["ExpressionConverter", "SqlErrors", "parse_expression", "to_expression"]
+
+
+def _start(node: exp.Expr) -> int | None:
+    starts = [n.meta["start"] for n in node.walk() if "start" in n.meta]
+    return min(starts) if starts else None
+
+
+def _end(node: exp.Expr) -> int | None:
+    ends = [n.meta["end"] for n in node.walk() if "end" in n.meta]
+    return max(ends) if ends else None
+
+
+class SqlErrors:
+    """Errors positioned in one statement's text."""
+
+    def __init__(self, sql: str) -> None:
+        self.sql = sql
+
+    def at(self, node: exp.Expr, message: str, keyword: str = "") -> SqlValidationError:
+        """An error at ``node`` (at the ``keyword`` before it, when given)."""
+        start, end = _start(node), _end(node)
+        if start is not None and keyword:
+            found = self.sql.upper().rfind(keyword, 0, start + 1)
+            start = found if found >= 0 else start
+            end = start + len(keyword) - 1
+        if start is None:
+            return SqlValidationError(message, 1, 1)
+        line, column = position_of(self.sql, start)
+        end_line, end_column = position_of(self.sql, end if end is not None else start)
+        return SqlValidationError(message, line, column, end_column if end_line == line else column)
+
+
+_BINARY: dict[type[exp.Expr], str] = {
+    exp.Add: "plus",
+    exp.Sub: "minus",
+    exp.Mul: "times",
+    exp.Div: "divide",
+    exp.Mod: "mod",
+    exp.EQ: "equals",
+    exp.NEQ: "not_equals",
+    exp.LT: "less_than",
+    exp.LTE: "less_than_or_equal",
+    exp.GT: "greater_than",
+    exp.GTE: "greater_than_or_equal",
+    exp.And: "and",
+    exp.Or: "or",
+}
+
+#: SQL functions by name: how many arguments, and the DSL call they become.
+_FUNCTIONS: dict[str, tuple[range, Callable[..., Expression]]] = {
+    "UPPER": (range(1, 2), lambda a: a.upper_case),
+    "LOWER": (range(1, 2), lambda a: a.lower_case),
+    "CHAR_LENGTH": (range(1, 2), lambda a: a.char_length),
+    "CHARACTER_LENGTH": (range(1, 2), lambda a: a.char_length),
+    "SUBSTRING": (range(2, 4), lambda a, *rest: a.substring(*rest)),
+    "SUBSTR": (range(2, 4), lambda a, *rest: a.substring(*rest)),
+    "CONCAT": (range(1, 64), lambda a, *rest: concat(a, *rest)),
+    "ABS": (range(1, 2), lambda a: a.abs),
+    "FLOOR": (range(1, 2), lambda a: a.floor),
+    "CEIL": (range(1, 2), lambda a: a.ceil),
+    "CEILING": (range(1, 2), lambda a: a.ceil),
+    "ROUND": (range(1, 3), lambda a, places=None: a.round(0 if places is None else places)),
+    "POWER": (range(2, 3), lambda a, b: a**b),
+    "MOD": (range(2, 3), lambda a, b: a % b),
+    "JSON_VALUE": (range(2, 3), lambda a, path: a.json_value(path.value)),
+    "IF": (range(3, 4), lambda c, t, f: c.if_then_else(t, f)),
+    "COALESCE": (range(1, 64), coalesce),
+    "COUNT": (range(1, 2), lambda a: a.count),
+    "SUM": (range(1, 2), lambda a: a.sum),
+    "AVG": (range(1, 2), lambda a: a.avg),
+    "MIN": (range(1, 2), lambda a: a.min),
+    "MAX": (range(1, 2), lambda a: a.max),
+}
+
+_INTERVAL_UNITS = {
+    "MILLISECOND": "milli",
+    "SECOND": "second",
+    "MINUTE": "minute",
+    "HOUR": "hour",
+    "DAY": "day",
+}
+
+
+class ExpressionConverter:
+    """One statement's expressions; ``columns`` (when given) are the names in scope, and
+    ``functions`` looks up the user-defined functions registered by name."""
+
+    def __init__(
+        self,
+        errors: SqlErrors,
+        columns: Sequence[str] | None,
+        qualifiers: frozenset[str],
+        functions: Callable[[str], Any] | None = None,
+    ) -> None:
+        self.errors = errors
+        self.columns = columns
+        self.qualifiers = qualifiers
+        self.functions = functions
+
+    def convert(self, node: exp.Expr) -> Expression:
+        e = self.errors
+        if isinstance(node, exp.Paren):
+            return self.convert(node.this)
+        if isinstance(node, exp.Column):
+            return self._column(node)
+        if isinstance(node, exp.Star):
+            return Expression("star")
+        if isinstance(node, exp.Literal):
+            return _literal(node)
+        if isinstance(node, exp.Boolean):
+            return lit(bool(node.this))
+        if isinstance(node, exp.Null):
+            return lit(None)
+        if isinstance(node, exp.Neg):
+            return -self.convert(node.this)
+        if type(node) in _BINARY:
+            left, right = self.convert(node.this), self.convert(node.expression)
+            return Expression("call", _BINARY[type(node)], (left, right))
+        if isinstance(node, exp.DPipe):
+            return concat(self.convert(node.this), self.convert(node.expression))
+        if isinstance(node, exp.Not):
+            return self._not(node.this)
+        if isinstance(node, exp.Is):
+            return self._is(node)
+        if isinstance(node, exp.In):
+            if node.args.get("query") is not None:
+                raise e.at(node, "IN with a subquery is not supported yet")
+            values = [self.convert(v) for v in node.expressions]
+            return self.convert(node.this).in_(*values)
+        if isinstance(node, exp.Between):
+            return self.convert(node.this).between(
+                self.convert(node.args["low"]), self.convert(node.args["high"])
+            )
+        if isinstance(node, exp.Like):
+            if node.args.get("escape") is not None:
+                raise e.at(node, "LIKE ... ESCAPE is not supported yet")
+            return self.convert(node.this).like(self.convert(node.expression))
+        if isinstance(node, exp.Case):
+            return self._case(node)
+        if isinstance(node, FlinkCast):
+            target = self._type(node, node.args["to"].this)
+            inner = self.convert(node.this)
+            return inner.try_cast(target) if node.args.get("safe") else inner.cast(target)
+        if isinstance(node, exp.Interval):
+            return self._interval(node)
+        if isinstance(node, exp.Trim):
+            if node.args.get("expression") is not None or node.args.get("position"):
+                raise e.at(node, "TRIM with characters or LEADING/TRAILING is not supported yet")
+            return self.convert(node.this).trim
+        if isinstance(node, exp.Anonymous):
+            return self._function(node)
+        if isinstance(node, exp.Window):
+            raise e.at(node, "OVER windows are not supported yet")
+        if isinstance(node, exp.Subquery | exp.Select):
+            raise e.at(node, "Subqueries in expressions are not supported yet")
+        raise e.at(node, f"Unsupported SQL expression: {node.sql()}")
+
+    def _column(self, node: exp.Column) -> Expression:
+        name = node.name
+        qualifier = node.table
+        if qualifier and qualifier not in self.qualifiers:
+            raise self.errors.at(node, f"Table '{qualifier}' not found")
+        if self.columns is not None and name not in self.columns:
+            raise self.errors.at(node, f"Column '{name}' not found in any table")
+        return col(name)
+
+    def _not(self, inner: exp.Expr) -> Expression:
+        if isinstance(inner, exp.Paren):
+            return ~self.convert(inner.this)
+        if isinstance(inner, exp.Is) and isinstance(inner.expression, exp.Null):
+            return self.convert(inner.this).is_not_null
+        if isinstance(inner, exp.Between):
+            return self.convert(inner.this).not_between(
+                self.convert(inner.args["low"]), self.convert(inner.args["high"])
+            )
+        return ~self.convert(inner)
+
+    def _is(self, node: exp.Is) -> Expression:
+        target = node.expression
+        inner = self.convert(node.this)
+        if isinstance(target, exp.Null):
+            return inner.is_null
+        if isinstance(target, exp.Boolean):
+            return inner.is_true if target.this else inner.is_false
+        raise self.errors.at(node, f"Unsupported IS: {node.sql()}")
+
+    def _case(self, node: exp.Case) -> Expression:
+        subject = node.this
+        default = node.args.get("default")
+        result = self.convert(default) if default is not None else lit(None)
+        for branch in reversed(node.args.get("ifs") or []):
+            condition = self.convert(branch.this)
+            if subject is not None:
+                condition = self.convert(subject) == condition
+            result = condition.if_then_else(self.convert(branch.args["true"]), result)
+        return result
+
+    def _type(self, node: exp.Expr, text: str) -> DataType:
+        try:
+            return parse_type(text)
+        except ValueError as error:
+            raise self.errors.at(node, str(error)) from None
+
+    def _interval(self, node: exp.Interval) -> Expression:
+        unit = node.args.get("unit")
+        unit_name = (unit.name if unit is not None else "").upper().rstrip("S")
+        value = node.this
+        text = value.name if isinstance(value, exp.Literal) else ""
+        if unit_name not in _INTERVAL_UNITS or not text.strip().lstrip("-").isdigit():
+            raise self.errors.at(
+                node, f"Unsupported interval {node.sql()}: use INTERVAL 'n' SECOND|MINUTE|HOUR|DAY"
+            )
+        interval: Expression = getattr(lit(int(text)), _INTERVAL_UNITS[unit_name])
+        return interval
+
+    def _function(self, node: exp.Anonymous) -> Expression:
+        name = str(node.this).upper()
+        args_nodes = list(node.expressions)
+        if name == "COUNT" and len(args_nodes) == 1:
+            only = args_nodes[0]
+            if isinstance(only, exp.Star):
+                return Expression("call", "count", (Expression("star"),))
+            if isinstance(only, exp.Distinct):
+                if len(only.expressions) != 1:
+                    raise self.errors.at(node, "COUNT(DISTINCT ...) takes one argument here")
+                return self.convert(only.expressions[0]).count_distinct
+        for a in args_nodes:
+            if isinstance(a, exp.Distinct):
+                raise self.errors.at(node, f"{name}(DISTINCT ...) is not supported yet")
+            if isinstance(a, TableArg):
+                raise self.errors.at(node, f"Table function {name}(TABLE ...) is not supported")
+        if name in ("PROCTIME", "NOW", "CURRENT_TIMESTAMP", "LOCALTIMESTAMP"):
+            raise self.errors.at(
+                node, f"{name}() is not supported yet: Cairn's SQL has no time attributes"
+            )
+        known = _FUNCTIONS.get(name)
+        user = None if known is not None or self.functions is None else self.functions(name)
+        if user is not None:
+            if getattr(user, "kind", "") == "table":
+                raise self.errors.at(
+                    node,
+                    f"Table function {node.this!s} is called in LATERAL TABLE(...), which is"
+                    " not supported yet",
+                )
+            result: Expression = user(*(self.convert(a) for a in args_nodes))
+            return result
+        if known is None:
+            raise self.errors.at(node, f"No match found for function signature {node.this!s}(...)")
+        arity, build = known
+        if len(args_nodes) not in arity:
+            raise self.errors.at(
+                node, f"Invalid number of arguments to function '{name}': {len(args_nodes)}"
+            )
+        return build(*(self.convert(a) for a in args_nodes))
+
+
+def _literal(node: exp.Literal) -> Expression:
+    if node.is_string:
+        return lit(node.this)
+    text = str(node.this)
+    if any(c in text for c in "eE"):
+        return lit(float(text))
+    if "." in text:
+        return lit(decimal.Decimal(text))
+    return lit(int(text))
+
+
+def to_expression(
+    node: exp.Expr, sql: str = "", columns: Sequence[str] | None = None
+) -> Expression:
+    """The DSL expression of a SQL expression tree (names checked against ``columns``)."""
+    return ExpressionConverter(SqlErrors(sql), columns, frozenset()).convert(node)
+
+
+def parse_expression(sql_text: str, columns: Sequence[str] | None = None) -> Expression:
+    """The DSL expression of SQL text (``"a > 1"``), for ``filter`` strings, computed
+    columns and watermarks; names are checked against ``columns`` when given."""
+    return to_expression(parse_expression_tree(sql_text), sql_text, columns)

@@ -1,0 +1,328 @@
+"""Running SQL statements against a table environment (``execute_sql`` / ``sql_query``).
+
+Invariant: a statement is parsed and checked whole before anything changes: DDL changes the
+catalog only once its table or view is valid, a query or an insert is planned before its job
+is submitted, and every refusal is raised from ``execute_sql`` / ``sql_query`` with the SQL
+position of what it names. The results are Flink's: ``OK`` for DDL, the rows of ``SHOW`` and
+``DESCRIBE`` in Flink's columns, a job's result for ``INSERT`` and ``SELECT``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from sqlglot import exp
+
+from cairn.table.analysis import Columns
+from cairn.table.errors import ValidationError
+from cairn.table.result import TableResult
+from cairn.table.schema import Schema
+from cairn.table.sql.convert import SqlCatalog, convert_query, table_name
+from cairn.table.sql.dialect import FlinkColumn, StatementSetBlock, WatermarkDef
+from cairn.table.sql.errors import SqlParserError, SqlValidationError, position_of
+from cairn.table.sql.expressions import SqlErrors, to_expression
+from cairn.table.sql.parse import parse_statement
+from cairn.table.sql.type_names import parse_type
+from cairn.table.table import Table
+from cairn.table.types import DataTypes
+
+__all__ = ["SqlEnvironment", "execute_statement", "insert_of", "query_of"]
+
+_QUERIES = (exp.Select, exp.Union, exp.Subquery)
+
+
+class SqlConfig(Protocol):
+    """The configuration ``SET`` changes (``TableConfig``)."""
+
+    def set(self, key: str, value: str) -> object: ...
+
+    def get_configuration(self) -> Any: ...
+
+
+class SqlEnvironment(SqlCatalog, Protocol):
+    """What statements ask of their table environment (``TableEnvironment`` implements it)."""
+
+    def get_config(self) -> SqlConfig: ...
+
+    def create_temporary_view(self, view_path: str, table: Table) -> None: ...
+
+    def create_connector_table(
+        self, name: str, connector: str, schema: Schema, options: dict[str, str]
+    ) -> None:
+        """Register a source or sink table (its connector and options checked)."""
+        ...
+
+    def has_table(self, name: str) -> bool: ...
+
+    def is_view(self, name: str) -> bool: ...
+
+    def drop_temporary_view(self, view_path: str) -> bool: ...
+
+    def drop_temporary_table(self, table_path: str) -> bool: ...
+
+    def list_tables(self) -> list[str]: ...
+
+    def list_views(self) -> list[str]: ...
+
+    def declared_schema(self, name: str) -> Schema | None:
+        """The ``CREATE TABLE`` schema of a connector table, None for a view."""
+        ...
+
+    def execute_query(self, table: Table) -> TableResult: ...
+
+    def execute_inserts(self, inserts: Sequence[tuple[str, Table]]) -> TableResult: ...
+
+
+_OK = TableResult(Columns.of([("result", DataTypes.STRING())]), None)
+
+
+def _rows(columns: Sequence[str], rows: Sequence[tuple[object, ...]]) -> TableResult:
+    cols = Columns.of([(c, DataTypes.STRING()) for c in columns])
+    return TableResult(cols, iter([(0, r) for r in rows]), streaming=False)
+
+
+def query_of(env: SqlEnvironment, sql: str) -> Table:
+    """``sql_query``: the ``Table`` of a ``SELECT``."""
+    node = parse_statement(sql)
+    if not isinstance(node, _QUERIES):
+        raise _not_a_query(sql, "sql_query() takes only a query (SELECT ...); use execute_sql()")
+    return convert_query(node, env, sql)
+
+
+def insert_of(env: SqlEnvironment, sql: str) -> tuple[str, Table]:
+    """``INSERT INTO t SELECT ...`` as the sink's name and the query's ``Table``."""
+    node = parse_statement(sql)
+    if not isinstance(node, exp.Insert):
+        raise _not_a_query(sql, "Only INSERT statements can be added to a statement set")
+    return _insert(env, node, sql)
+
+
+def _not_a_query(sql: str, message: str) -> SqlParserError:
+    return SqlParserError(f"{message}: {sql.strip()[:60]!r}", 1, 1)
+
+
+def _insert(env: SqlEnvironment, node: exp.Insert, sql: str) -> tuple[str, Table]:
+    errors = SqlErrors(sql)
+    target = node.this
+    if isinstance(target, exp.Schema):
+        raise errors.at(target, "INSERT with a column list is not supported yet")
+    if node.args.get("overwrite"):
+        raise errors.at(node, "INSERT OVERWRITE is not supported by Cairn's connectors")
+    assert isinstance(target, exp.Table)
+    name = table_name(target, sql)
+    if not env.has_table(name):
+        raise errors.at(target, f"Object '{name}' not found")
+    return name, convert_query(node.expression, env, sql)
+
+
+def execute_statement(env: SqlEnvironment, sql: str) -> TableResult:
+    """``execute_sql``: run one statement and return Flink's result for it."""
+    node = parse_statement(sql)
+    errors = SqlErrors(sql)
+    if isinstance(node, _QUERIES):
+        return env.execute_query(convert_query(node, env, sql))
+    if isinstance(node, exp.Insert):
+        return env.execute_inserts([_insert(env, node, sql)])
+    if isinstance(node, StatementSetBlock):
+        return env.execute_inserts([_insert(env, i, sql) for i in node.expressions])
+    if isinstance(node, exp.Create):
+        return _create(env, node, sql, errors)
+    if isinstance(node, exp.Drop):
+        return _drop(env, node, sql, errors)
+    if isinstance(node, exp.Show):
+        names = env.list_tables() if node.this == "TABLES" else env.list_views()
+        column = "table name" if node.this == "TABLES" else "view name"
+        return _rows([column], [(n,) for n in names if not n.startswith("UnnamedTable$")])
+    if isinstance(node, exp.Set):
+        return _set(env, node, errors)
+    if isinstance(node, exp.Describe):
+        assert isinstance(node.this, exp.Table)
+        return _describe(env, node.this, sql, errors)
+    line, col = position_of(sql, len(sql) - len(sql.lstrip()))
+    word = sql.split()[0].upper() if sql.split() else "<EOF>"
+    if isinstance(node, exp.Column | exp.Alias | exp.Literal | exp.Condition):
+        raise SqlParserError(
+            f'SQL parse failed. Encountered "{word}" at line {line}, column {col}.'
+            " Non-query expression encountered in illegal context",
+            line,
+            col,
+        )
+    raise SqlValidationError(f"{word} statements are not supported yet", line, col)
+
+
+def _create(env: SqlEnvironment, node: exp.Create, sql: str, errors: SqlErrors) -> TableResult:
+    kind = str(node.args.get("kind", "")).upper()
+    if_not_exists = bool(node.args.get("exists"))
+    if kind == "VIEW":
+        target = node.this
+        assert isinstance(target, exp.Table)
+        name = table_name(target, sql)
+        query = node.expression
+        if not isinstance(query, _QUERIES):
+            raise errors.at(node, "CREATE VIEW needs AS SELECT ...")
+        table = convert_query(query, env, sql)
+        if env.has_table(name):
+            if if_not_exists:
+                return _OK
+            raise errors.at(
+                target,
+                f"Temporary table '`default_catalog`.`default_database`.`{name}`' already exists",
+            )
+        env.create_temporary_view(name, table)
+        return _OK
+    if kind != "TABLE":
+        raise errors.at(node, f"CREATE {kind} is not supported")
+    schema_node = node.this
+    if not isinstance(schema_node, exp.Schema):
+        raise errors.at(node, "CREATE TABLE needs its columns: CREATE TABLE t (a INT, ...)")
+    if node.expression is not None:
+        raise errors.at(node.expression, "CREATE TABLE ... AS SELECT is not supported yet")
+    target = schema_node.this
+    assert isinstance(target, exp.Table)
+    name = table_name(target, sql)
+    options = _options(node, errors)
+    connector = options.get("connector")
+    if connector is None:
+        raise errors.at(
+            node,
+            f"Table options do not contain an option key 'connector' for"
+            f" 'default_catalog.default_database.{name}'",
+        )
+    schema = _schema(schema_node, errors)
+    if env.has_table(name):
+        if if_not_exists:
+            return _OK
+        raise errors.at(
+            target,
+            f"Could not execute CreateTable in path `default_catalog`.`default_database`."
+            f"`{name}`: Table already exists",
+        )
+    try:
+        env.create_connector_table(name, connector, schema, options)
+    except ValidationError as error:
+        if error.__class__ is not ValidationError:
+            raise
+        raise ValidationError(f"Unable to create a table '{name}': {error}") from None
+    return _OK
+
+
+def _options(node: exp.Create, errors: SqlErrors) -> dict[str, str]:
+    options: dict[str, str] = {}
+    properties = node.args.get("properties")
+    for p in properties.expressions if properties is not None else []:
+        if not isinstance(p, exp.Property) or not isinstance(p.this, exp.Literal):
+            raise errors.at(p, f"Unsupported table property {p.sql()}: use 'key' = 'value'")
+        value = p.args.get("value")
+        if not isinstance(value, exp.Literal) or not value.is_string:
+            raise errors.at(
+                p, f"Option '{p.this.this}' takes a string value: '{p.this.this}' = '...'"
+            )
+        options[str(p.this.this)] = str(value.this)
+    return options
+
+
+def _schema(node: exp.Schema, errors: SqlErrors) -> Schema:
+    key: tuple[str, ...] = ()
+    for item in node.expressions:
+        if isinstance(item, exp.PrimaryKey):
+            key = tuple(i.name for i in item.expressions)
+        elif isinstance(item, FlinkColumn) and item.args.get("primary"):
+            key = (item.name,)
+    builder = Schema.new_builder()
+    physical = [
+        i.name for i in node.expressions if isinstance(i, FlinkColumn) and i.args.get("kind")
+    ]
+    every = [i.name for i in node.expressions if isinstance(i, FlinkColumn)]
+    for item in node.expressions:
+        if isinstance(item, FlinkColumn):
+            computed = item.args.get("computed")
+            if computed is not None:
+                # checked here, so an error points into the statement (planned at the scan)
+                to_expression(computed, errors.sql, physical)
+                builder.column_by_expression(item.name, item.args["text"].this)
+                continue
+            try:
+                data_type = parse_type(item.args["kind"].this)
+            except ValueError as error:
+                raise errors.at(item, str(error)) from None
+            builder.column(item.name, data_type.not_null() if item.name in key else data_type)
+        elif isinstance(item, WatermarkDef):
+            to_expression(item.expression, errors.sql, every)
+            builder.watermark(item.name, item.args["text"].this)
+    try:
+        return builder.primary_key(*key).build()
+    except ValidationError as error:
+        raise errors.at(node, str(error)) from None
+
+
+def _set(env: SqlEnvironment, node: exp.Set, errors: SqlErrors) -> TableResult:
+    """``SET 'key' = 'value'`` (checked as ``get_config().set`` checks it); ``SET`` alone lists
+    the keys set so far."""
+    items = node.expressions
+    if not items:
+        pairs = sorted(env.get_config().get_configuration().to_dict().items())
+        return _rows(["key", "value"], [(k, str(v)) for k, v in pairs])
+    for item in items:
+        pair = item.this
+        if not (
+            isinstance(pair, exp.EQ)
+            and isinstance(pair.this, exp.Literal)
+            and isinstance(pair.expression, exp.Literal)
+        ):
+            raise errors.at(item, "SET takes 'key' = 'value'")
+        try:
+            env.get_config().set(str(pair.this.this), str(pair.expression.this))
+        except (ValueError, KeyError) as error:
+            raise errors.at(item, str(error)) from None
+    return _OK
+
+
+def _drop(env: SqlEnvironment, node: exp.Drop, sql: str, errors: SqlErrors) -> TableResult:
+    kind = str(node.args.get("kind", "")).upper()
+    if kind not in ("TABLE", "VIEW"):
+        raise errors.at(node, f"DROP {kind} is not supported")
+    for target in node.args.get("tables") or [node.this]:
+        name = table_name(target, sql)
+        exists = env.has_table(name) and (env.is_view(name) == (kind == "VIEW"))
+        if not exists:
+            if node.args.get("exists"):
+                continue
+            what = "Table" if kind == "TABLE" else "View"
+            raise errors.at(
+                target,
+                f"{what} with identifier 'default_catalog.default_database.{name}' does not exist.",
+            )
+        if kind == "VIEW":
+            env.drop_temporary_view(name)
+        else:
+            env.drop_temporary_table(name)
+    return _OK
+
+
+def _describe(env: SqlEnvironment, target: exp.Table, sql: str, errors: SqlErrors) -> TableResult:
+    name = table_name(target, sql)
+    table = env.lookup_table(name)
+    schema = env.declared_schema(name)
+    if table is None and schema is None:
+        raise errors.at(target, f"Tables or views with the identifier '{name}' doesn't exist")
+    columns = table.get_schema() if table is not None else schema.physical_columns()  # type: ignore[union-attr]
+    key = schema.primary_key if schema is not None else ()
+    watermark = schema.watermark if schema is not None else None
+    computed = {c.name: c.expression for c in schema.columns} if schema is not None else {}
+    rows = []
+    for c in columns.columns:
+        rowtime = watermark is not None and watermark[0] == c.name
+        data_type = str(c.data_type.nullable_()) + (" *ROWTIME*" if rowtime else "")
+        extras = computed.get(c.name)
+        rows.append(
+            (
+                c.name,
+                data_type,
+                "TRUE" if c.data_type.nullable else "FALSE",
+                f"PRI({', '.join(key)})" if c.name in key else "",
+                f"AS {extras}" if extras else "",
+                watermark[1] if rowtime and watermark is not None else "",
+            )
+        )
+    return _rows(["name", "type", "null", "key", "extras", "watermark"], rows)
