@@ -194,3 +194,49 @@ def test_window_mistakes_fail_when_the_query_is_built() -> None:
         )
     with pytest.raises(ValidationError, match="cannot be selected"):
         table.window(w).group_by(col("name"), col("w")).select(col("w"))
+
+
+def test_a_schema_declares_the_rowtime_and_its_watermark_as_flinks_examples_do() -> None:
+    from cairn.common.time import Instant
+    from cairn.table import Schema
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.configure({"cairn.executor": "inprocess"})
+    t_env = StreamTableEnvironment.create(env)
+    rows = [(Instant.of_epoch_milli(t), name, price) for t, name, price in EVENTS]
+    ds = env.from_collection(rows, Types.ROW([Types.INSTANT(), Types.STRING(), Types.FLOAT()]))
+    schema = (
+        Schema.new_builder()
+        .column_by_expression("ts", "CAST(f0 AS TIMESTAMP(3))")
+        .column("f1", DataTypes.STRING())
+        .column("f2", DataTypes.FLOAT())
+        .watermark("ts", "ts - INTERVAL '3' SECOND")
+        .build()
+    )
+    table = t_env.from_data_stream(ds, schema).alias("ts", "name", "price")
+    assert [str(t) for t in table.get_schema().types] == ["TIMESTAMP(3)", "STRING", "FLOAT"]
+    assert "WatermarkAssigner(rowtime=[ts], watermark=[ts - 3000" in table.explain()
+    w = Tumble.over(lit(5).seconds).on(col("ts")).alias("w")
+    result = table.window(w).group_by(table.name, col("w")).select(table.name, table.price.sum)
+    got = [(name, round(total, 3)) for name, total in _results(result)]
+    assert sorted(got) == [
+        ("Alice", 13.1),
+        ("Alice", 20.1),
+        ("Alice", 130.1),
+        ("Bob", 16.1),
+        ("Bob", 86.4),
+    ]
+    bad = Schema.new_builder().column("f1", DataTypes.STRING()).watermark("f1", "f1").build()
+    with pytest.raises(ValidationError, match="must be of type TIMESTAMP"):
+        t_env.from_data_stream(ds, bad)
+    odd = (
+        Schema.new_builder()
+        .column_by_expression("ts", "CAST(f0 AS TIMESTAMP(3))")
+        .watermark("ts", "ts + INTERVAL '1' SECOND")
+        .build()
+    )
+    with pytest.raises(
+        ValidationError, match="Watermark expression 'ts \\+ INTERVAL '1' SECOND' is not"
+    ):
+        t_env.from_data_stream(ds, odd)

@@ -28,13 +28,12 @@ from cairn.datastream.stream_execution_environment import StreamExecutionEnviron
 from cairn.table.analysis import Columns
 from cairn.table.connectors import SinkTable, create_sink, create_source, is_source
 from cairn.table.errors import TableException, ValidationError
-from cairn.table.expressions import Expression, col
+from cairn.table.expressions import Expression
 from cairn.table.operators import ToRowFunction, ToTableRecord
 from cairn.table.plan import ChangelogMode, StreamScan, Values, changelog_mode
-from cairn.table.planner import project
+from cairn.table.planner import declared_table
 from cairn.table.result import TableResult
 from cairn.table.schema import Schema
-from cairn.table.sql.expressions import parse_expression
 from cairn.table.sql.statements import execute_statement, query_of
 from cairn.table.statement_set import StatementSet
 from cairn.table.table import Table
@@ -275,14 +274,7 @@ class TableEnvironment:
         scan = StreamScan(columns, f"DataStream-{next(self._unnamed)}", build)
         table = Table(scan, self)
         if fields_or_schema and isinstance(fields_or_schema[0], Schema):
-            schema = fields_or_schema[0]
-            if any(c.expression is not None for c in schema.columns) or schema.watermark:
-                raise TableException(
-                    "from_data_stream with computed columns or a watermark is not built yet;"
-                    " assign timestamps on the DataStream and select the columns instead"
-                )
-            wanted = [c.name for c in schema.columns]
-            return Table(project(scan, [col(n) for n in wanted]), self)
+            return Table(declared_table(scan, fields_or_schema[0]), self)
         if fields_or_schema:
             return table.select(*fields_or_schema)  # type: ignore[arg-type]
         return table
@@ -331,19 +323,7 @@ class TableEnvironment:
         else:
             assert schema is not None
             scan = create_source(name, connector, schema, options)
-            physical = scan.columns.names
-            if schema.watermark is not None:
-                parse_expression(schema.watermark[1], [c.name for c in schema.columns])
-            if any(c.expression is not None for c in schema.columns):
-                items = [
-                    col(c.name)
-                    if c.expression is None
-                    else parse_expression(c.expression, physical).alias(c.name)
-                    for c in schema.columns
-                ]
-                self._views[name] = Table(project(scan, items), self)
-            else:
-                self._views[name] = Table(scan, self)
+            self._views[name] = Table(declared_table(scan, schema), self)
         if schema is not None:
             self._declared[name] = schema
 

@@ -39,6 +39,7 @@ __all__ = [
     "TableAggregate",
     "Union",
     "Values",
+    "WatermarkAssigner",
     "WindowAggregate",
     "changelog_mode",
     "explain",
@@ -192,6 +193,20 @@ class TableAggregate(PlanNode):
 
 
 @dataclass(frozen=True, eq=False)
+class WatermarkAssigner(PlanNode):
+    """``WATERMARK FOR col AS col - INTERVAL ...``: the input's rows, stamped with their time
+    column, and watermarks ``delay_ms`` behind the highest time seen."""
+
+    input: PlanNode = field(default=None)  # type: ignore[assignment]
+    time_index: int = -1
+    delay_ms: int = 0
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.input,)
+
+
+@dataclass(frozen=True, eq=False)
 class Join(PlanNode):
     """``left JOIN right ON left_keys = right_keys [AND condition]`` (inner or left outer);
     output: the left's columns, then the right's."""
@@ -273,7 +288,7 @@ def changelog_mode(node: PlanNode) -> ChangelogMode:
             if inputs_insert_only and not node.outer
             else ChangelogMode.ALL
         )
-    if isinstance(node, Calc | Limit | Correlate):
+    if isinstance(node, Calc | Limit | Correlate | WatermarkAssigner):
         return changelog_mode(node.inputs[0])
     if isinstance(node, Union):  # the union of its inputs' modes
         modes = {changelog_mode(i) for i in node.inputs}
@@ -348,6 +363,12 @@ def describe(node: PlanNode) -> str:
         return (
             f"GroupTableAggregate({head}select=[{node.wrapper.name}({', '.join(args)})"
             f" AS ({', '.join(names[len(node.keys) :])})])"
+        )
+    if isinstance(node, WatermarkAssigner):
+        time = names[node.time_index]
+        return (
+            f"WatermarkAssigner(rowtime=[{time}], watermark=[{time} - {node.delay_ms}:INTERVAL"
+            " SECOND])"
         )
     if isinstance(node, Join):
         pairs = [

@@ -36,9 +36,12 @@ from cairn.table.plan import (
     PlanNode,
     TableAggregate,
     Union,
+    WatermarkAssigner,
     WindowAggregate,
     changelog_mode,
 )
+from cairn.table.schema import Schema
+from cairn.table.sql.expressions import parse_expression
 from cairn.table.types import DataType, DataTypes, RowType
 from cairn.table.udf import (
     AggregateFunction,
@@ -608,3 +611,51 @@ def union_all(left: PlanNode, right: PlanNode) -> PlanNode:
         ]
     )
     return Union(merged, (left, right))
+
+
+def watermark(node: PlanNode, column: str, text: str) -> PlanNode:
+    """``WATERMARK FOR column AS text``: ``column`` or ``column - INTERVAL 'n' unit``."""
+    columns = node.columns
+    index = columns.index(column)
+    time_type = columns.columns[index].data_type
+    if time_type.root not in ("TIMESTAMP", "TIMESTAMP_LTZ"):
+        raise ValidationError(
+            f"Invalid data type of time field for watermark definition. The field must be of"
+            f" type TIMESTAMP(p) or TIMESTAMP_LTZ(p), '{column}' is {time_type}"
+        )
+    expr = parse_expression(text, columns.names)
+    delay: int | None = None
+    if expr.kind == "field" and expr.name == column:
+        delay = 0
+    elif expr.kind == "call" and expr.name == "minus":
+        base, amount = expr.args
+        interval = amount.kind == "literal" and amount.data_type is not None
+        if base.kind == "field" and base.name == column and interval:
+            assert amount.data_type is not None
+            if amount.data_type.root == "INTERVAL":
+                delay = int(amount.value)
+    if delay is None:
+        raise ValidationError(
+            f"Watermark expression '{text}' is not supported: Cairn takes `{column}` or"
+            f" `{column} - INTERVAL 'n' unit` (bounded out-of-orderness)"
+        )
+    return WatermarkAssigner(columns=columns, input=node, time_index=index, delay_ms=delay)
+
+
+def declared_table(scan: PlanNode, schema: Schema) -> PlanNode:
+    """A source's rows as a schema declares them: its physical columns in the declared order
+    and types, its computed columns, and its watermark."""
+    physical = scan.columns
+    items: list[Expression] = []
+    for c in schema.columns:
+        if c.metadata_key is not None and c.name not in physical.names:
+            raise ValidationError(f"Metadata column '{c.name}' ({c.metadata_key}) is not built yet")
+        if c.expression is not None:
+            items.append(parse_expression(c.expression, physical.names).alias(c.name))
+        else:
+            physical.index(c.name)  # a declared column the source does not have fails here
+            items.append(col(c.name))
+    node = project(scan, items) if items else scan
+    if schema.watermark is not None:
+        node = watermark(node, *schema.watermark)
+    return node

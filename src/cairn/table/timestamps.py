@@ -14,7 +14,10 @@ import calendar
 import datetime
 from typing import Any
 
-__all__ = ["epoch_millis", "timestamp_of_millis"]
+from cairn.common.time import Duration
+from cairn.common.watermark_strategy import TimestampAssigner, WatermarkStrategy
+
+__all__ = ["TimeColumnAssigner", "epoch_millis", "timestamp_of_millis", "watermark_strategy"]
 
 _EPOCH = datetime.datetime(1970, 1, 1)
 
@@ -33,3 +36,23 @@ def epoch_millis(value: Any) -> int:
 
 def timestamp_of_millis(millis: int) -> datetime.datetime:
     return _EPOCH + datetime.timedelta(milliseconds=millis)
+
+
+class TimeColumnAssigner(TimestampAssigner):
+    """A table record's timestamp: its time column, in epoch milliseconds."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def extract_timestamp(self, value: Any, record_timestamp: int) -> int:
+        at = value[1][self.index]
+        return record_timestamp if at is None else epoch_millis(at)
+
+
+def watermark_strategy(time_index: int, delay_ms: int) -> WatermarkStrategy:
+    """Watermarks ``delay_ms`` behind the highest time seen, as Flink SQL's
+    ``WATERMARK FOR t AS t - INTERVAL ...`` (the DataStream strategy subtracts one more
+    millisecond, so it is given one less; a zero delay stays one millisecond behind)."""
+    bound = Duration.of_millis(max(delay_ms - 1, 0))
+    strategy = WatermarkStrategy.for_bounded_out_of_orderness(bound)
+    return strategy.with_timestamp_assigner(TimeColumnAssigner(time_index))

@@ -37,10 +37,12 @@ from cairn.table.plan import (
     TableAggregate,
     Union,
     Values,
+    WatermarkAssigner,
     WindowAggregate,
     describe,
 )
 from cairn.table.table_aggregate import TableAggFunction
+from cairn.table.timestamps import watermark_strategy
 
 __all__ = ["to_data_stream", "uid_of"]
 
@@ -112,6 +114,11 @@ def to_data_stream(node: PlanNode, env: StreamExecutionEnvironment, path: str = 
         if not node.keys:
             flat = flat.set_parallelism(1)
         return _labelled(flat, node, path, describe(node))
+    if isinstance(node, WatermarkAssigner):
+        upstream = to_data_stream(node.input, env, path + ".0")
+        strategy = watermark_strategy(node.time_index, node.delay_ms)
+        stamped = upstream.assign_timestamps_and_watermarks(strategy)
+        return _labelled(stamped, node, path, describe(node))
     if isinstance(node, Join):
         left = to_data_stream(node.left, env, path + ".0")
         right = to_data_stream(node.right, env, path + ".1")
