@@ -37,7 +37,7 @@ from cairn.table.schema import Schema
 from cairn.table.sql.statements import execute_statement, query_of
 from cairn.table.statement_set import StatementSet
 from cairn.table.table import Table
-from cairn.table.translate import to_data_stream
+from cairn.table.translate import Uids, to_data_stream
 from cairn.table.types import (
     DataType,
     DataTypes,
@@ -425,9 +425,9 @@ class TableEnvironment:
             sink.check(table.plan, changelog_mode(table.plan))
             sinks.append((sink, table))
         self._config.apply()
-        for n, (sink, table) in enumerate(sinks):
-            # the first sink's uids are those of a lone insert (its savepoints still map)
-            stream = to_data_stream(table.plan, self._env, str(n) if n else "0")
+        uids = Uids()  # one job: a subplan two statements share gets distinct uids
+        for sink, table in sinks:
+            stream = to_data_stream(table.plan, self._env, uids)
             sink.add_to(stream, table.plan.columns)
         paths = [f"default_catalog.default_database.{sink.name}" for sink, _ in sinks]
         client = self._env.execute_async(f"insert-into_{','.join(paths)}")

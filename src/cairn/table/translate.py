@@ -1,15 +1,17 @@
 """Translating a logical plan onto Cairn's DataStream API.
 
 Invariant: each plan node becomes DataStream operators whose records are ``(kind, row)``
-pairs (``cairn.table.operators``); the operators get uids derived from the node's place in
-the plan and its description (``uid_of``), so a savepoint of a table job maps its state back
-to the same operators when the job is planned again from the same query. Nothing here runs a
-job; the caller adds a sink and executes.
+pairs (``cairn.table.operators``); each operator's uid is a hash of what its node computes
+and of its inputs' uids (``plan_uid``), so a savepoint of a table job maps its state back to
+the same operators when the job is planned again — also after another statement of the job,
+or a node downstream, was edited. Nothing here runs a job; the caller adds a sink and
+executes.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from typing import Any
 
 from cairn.datastream.data_stream import DataStream
@@ -44,36 +46,60 @@ from cairn.table.plan import (
 from cairn.table.table_aggregate import TableAggFunction
 from cairn.table.timestamps import watermark_strategy
 
-__all__ = ["to_data_stream", "uid_of"]
+__all__ = ["Uids", "plan_uid", "to_data_stream"]
 
 
-def uid_of(node: PlanNode, path: str) -> str:
-    """A stable uid: the node's description and its path from the sink, hashed."""
-    digest = hashlib.sha256(f"{path}|{describe(node)}".encode()).hexdigest()[:16]
+def plan_uid(node: PlanNode) -> str:
+    """A node's uid from what it computes and what it reads (a hash over its description and
+    its inputs' uids): it changes when the node or anything upstream of it changes, never
+    when another statement or a node downstream does."""
+    content = describe(node)
+    if isinstance(node, Values):
+        content += repr(node.rows)
+    inputs = ",".join(plan_uid(i) for i in node.inputs)
+    digest = hashlib.sha256(f"{content}|{inputs}".encode()).hexdigest()[:16]
     return f"table-{type(node).__name__.lower()}-{digest}"
 
 
-def _labelled(stream: Any, node: PlanNode, path: str, name: str) -> DataStream:
-    labelled: DataStream = stream.uid(uid_of(node, path)).name(name)
+class Uids:
+    """The uids of one job's operators: ``plan_uid``, and ``-2``, ``-3``... for a second or
+    third identical subplan of the same job (two statements reading the same source)."""
+
+    def __init__(self) -> None:
+        self._seen: Counter[str] = Counter()
+
+    def of(self, node: PlanNode) -> str:
+        base = plan_uid(node)
+        self._seen[base] += 1
+        n = self._seen[base]
+        return base if n == 1 else f"{base}-{n}"
+
+
+def _labelled(stream: Any, node: PlanNode, uids: Uids, name: str) -> DataStream:
+    labelled: DataStream = stream.uid(uids.of(node)).name(name)
     return labelled
 
 
-def to_data_stream(node: PlanNode, env: StreamExecutionEnvironment, path: str = "0") -> DataStream:
-    """The DataStream of ``(kind, row)`` records computing ``node``."""
+def to_data_stream(
+    node: PlanNode, env: StreamExecutionEnvironment, uids: Uids | None = None
+) -> DataStream:
+    """The DataStream of ``(kind, row)`` records computing ``node``; ``uids`` names the
+    operators of one job (give the same one for every statement of a statement set)."""
+    uids = uids if uids is not None else Uids()
     if isinstance(node, Values):
         records = [(0, row) for row in node.rows]
-        return _labelled(env.from_collection(records), node, path, "Values")
+        return _labelled(env.from_collection(records), node, uids, "Values")
     if isinstance(node, StreamScan):
         stream: DataStream = node.build(env)
         return stream
     if isinstance(node, Calc):
-        upstream = to_data_stream(node.input, env, path + ".0")
+        upstream = to_data_stream(node.input, env, uids)
         functions: list[Any] = []
         source = calc_source(node.projections, node.condition, functions)
         calc = CalcFunction(CompiledCalc(source, functions))
-        return _labelled(upstream.flat_map(calc), node, path, describe(node))
+        return _labelled(upstream.flat_map(calc), node, uids, describe(node))
     if isinstance(node, Correlate):
-        upstream = to_data_stream(node.input, env, path + ".0")
+        upstream = to_data_stream(node.input, env, uids)
         args = None
         if node.args is not None:
             arg_functions: list[Any] = []
@@ -83,45 +109,45 @@ def to_data_stream(node: PlanNode, env: StreamExecutionEnvironment, path: str = 
         correlate = CorrelateFunction(
             node.wrapper, args, node.input.columns.names, arity, node.keep_input, node.outer
         )
-        return _labelled(upstream.flat_map(correlate), node, path, describe(node))
+        return _labelled(upstream.flat_map(correlate), node, uids, describe(node))
     if isinstance(node, Aggregate):
-        upstream = to_data_stream(node.input, env, path + ".0")
+        upstream = to_data_stream(node.input, env, uids)
         keyed: Any = upstream.key_by(FieldsKeySelector(node.keys))
         aggregated = keyed.process(GroupAggFunction(node.calls, node.final_only))
         if not node.keys:
             aggregated = aggregated.set_parallelism(1)
-        return _labelled(aggregated, node, path, describe(node))
+        return _labelled(aggregated, node, uids, describe(node))
     if isinstance(node, WindowAggregate):
-        upstream = to_data_stream(node.input, env, path + ".0")
+        upstream = to_data_stream(node.input, env, uids)
         keyed = upstream.key_by(FieldsKeySelector(node.keys))
         function = GroupWindowAggFunction(node.window, node.time_index, node.calls, node.properties)
         windowed = keyed.process(function)
         if not node.keys:
             windowed = windowed.set_parallelism(1)
-        return _labelled(windowed, node, path, describe(node))
+        return _labelled(windowed, node, uids, describe(node))
     if isinstance(node, OverAggregate):
-        upstream = to_data_stream(node.input, env, path + ".0")
+        upstream = to_data_stream(node.input, env, uids)
         keyed = upstream.key_by(FieldsKeySelector(node.keys))
         over = keyed.process(OverAggFunction(node.window, node.time_index, node.calls))
         if not node.keys:
             over = over.set_parallelism(1)
-        return _labelled(over, node, path, describe(node))
+        return _labelled(over, node, uids, describe(node))
     if isinstance(node, TableAggregate):
-        upstream = to_data_stream(node.input, env, path + ".0")
+        upstream = to_data_stream(node.input, env, uids)
         arity = len(node.wrapper.result_type.fields)
         table_agg = TableAggFunction(node.wrapper, node.args, node.input.columns.names, arity)
         flat = upstream.key_by(FieldsKeySelector(node.keys)).process(table_agg)
         if not node.keys:
             flat = flat.set_parallelism(1)
-        return _labelled(flat, node, path, describe(node))
+        return _labelled(flat, node, uids, describe(node))
     if isinstance(node, WatermarkAssigner):
-        upstream = to_data_stream(node.input, env, path + ".0")
+        upstream = to_data_stream(node.input, env, uids)
         strategy = watermark_strategy(node.time_index, node.delay_ms)
         stamped = upstream.assign_timestamps_and_watermarks(strategy)
-        return _labelled(stamped, node, path, describe(node))
+        return _labelled(stamped, node, uids, describe(node))
     if isinstance(node, Join):
-        left = to_data_stream(node.left, env, path + ".0")
-        right = to_data_stream(node.right, env, path + ".1")
+        left = to_data_stream(node.left, env, uids)
+        right = to_data_stream(node.right, env, uids)
         condition = None
         if node.condition is not None:
             condition_functions: list[Any] = []
@@ -131,13 +157,13 @@ def to_data_stream(node: PlanNode, env: StreamExecutionEnvironment, path: str = 
         connected: Any = left.connect(right).key_by(
             FieldsKeySelector(node.left_keys), FieldsKeySelector(node.right_keys)
         )
-        return _labelled(connected.process(joiner), node, path, describe(node))
+        return _labelled(connected.process(joiner), node, uids, describe(node))
     if isinstance(node, Limit):
-        upstream = to_data_stream(node.input, env, path + ".0")
+        upstream = to_data_stream(node.input, env, uids)
         limited = upstream.key_by(_constant_key).process(LimitFunction(node.count))
-        return _labelled(limited.set_parallelism(1), node, path, describe(node))
+        return _labelled(limited.set_parallelism(1), node, uids, describe(node))
     if isinstance(node, Union):
-        first, *rest = (to_data_stream(i, env, f"{path}.{n}") for n, i in enumerate(node.inputs))
+        first, *rest = (to_data_stream(i, env, uids) for i in node.inputs)
         return first.union(*rest)
     raise TypeError(f"cannot translate {type(node).__name__}")
 
