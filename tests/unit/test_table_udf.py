@@ -365,3 +365,33 @@ def test_flat_aggregate_retracts_the_rows_it_emitted_before() -> None:
         ("Germany", 123),
     ]
     assert "GroupTableAggregate(groupBy=[country]" in result.explain()
+
+
+def test_async_scalar_functions_overlap_and_keep_the_input_order() -> None:
+    import asyncio
+
+    from cairn.table.udf import AsyncScalarFunction
+
+    class SlowLookup(AsyncScalarFunction):
+        def open(self, function_context: FunctionContext) -> None:
+            self.in_flight = 0
+            self.most = 0
+
+        async def eval(self, key: int) -> str:
+            self.in_flight += 1
+            self.most = max(self.most, self.in_flight)
+            await asyncio.sleep(0.02 * (key % 3))  # later rows may finish first
+            self.in_flight -= 1
+            return f"v{key}:{self.most > 1}"
+
+    @udf(result_type=DataTypes.BIGINT())
+    async def doubled(x: int) -> int:
+        await asyncio.sleep(0)
+        return x * 2
+
+    lookup = udf(SlowLookup(), result_type=DataTypes.STRING())
+    table = _t_env(parallelism=1).from_elements([(i,) for i in range(12)], ["k"])
+    rows = [r[1] for r in _rows(table.select(col("k"), lookup(col("k")), doubled(col("k"))))]
+    assert [k for k, _, _ in rows] == list(range(12)), "results leave in input order"
+    assert [d for _, _, d in rows] == [2 * k for k in range(12)]
+    assert any(v.endswith(":True") for _, v, _ in rows), "lookups overlapped on the event loop"

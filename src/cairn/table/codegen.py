@@ -28,6 +28,7 @@ from typing import Any
 
 from cairn.table.analysis import Rex
 from cairn.table.types import DataType
+from cairn.table.udf import is_async
 
 __all__ = ["RUNTIME", "CompiledCalc", "calc_source", "cast_function", "expression_source"]
 
@@ -67,7 +68,8 @@ def expression_source(rex: Rex, row: str = "r", functions: list[Any] | None = No
         if functions is None:
             raise ValueError("a user-defined function needs a functions list to be compiled")
         functions.append(rex.value)
-        return f"_call_udf(_udf{len(functions) - 1}, ({''.join(o + ', ' for o in ops)}))"
+        call = "(await _call_async_udf" if is_async(rex.value) else "(_call_udf"
+        return f"{call}(_udf{len(functions) - 1}, ({''.join(o + ', ' for o in ops)})))"
     if op in _FLOATING and rex.data_type.root in ("FLOAT", "DOUBLE"):
         # Python refuses float + Decimal: a DECIMAL operand of a DOUBLE result becomes float
         ops = [
@@ -144,6 +146,8 @@ def calc_source(
     is not TRUE. ``projections`` ``None`` keeps the row as it is. The user-defined functions
     it calls are appended to ``functions``, in the order of their ``_udf<i>`` names."""
     lines = ["def calc(r):"]
+    if functions is not None and _calls_async(projections, condition):
+        lines = ["async def calc(r):"]
     if condition is not None:
         lines.append(f"    if {expression_source(condition, 'r', functions)} is not True:")
         lines.append("        return None")
@@ -153,6 +157,23 @@ def calc_source(
         items = "".join(f"{expression_source(p, 'r', functions)}, " for p in projections)
         lines.append(f"    return ({items})")
     return "\n".join(lines)
+
+
+def _calls_async(projections: Sequence[Rex] | None, condition: Rex | None) -> bool:
+    """Whether any expression calls an async scalar function (the calc is then async)."""
+
+    def walk(rex: Rex) -> bool:
+        if rex.op == "udf" and is_async(rex.value):
+            return True
+        return any(walk(o) for o in rex.operands)
+
+    rexes = [*(projections or ()), *([condition] if condition is not None else [])]
+    return any(walk(r) for r in rexes)
+
+
+def is_async_calc(projections: Sequence[Rex] | None, condition: Rex | None) -> bool:
+    """A calc that must run on an event loop (it awaits an async scalar function)."""
+    return _calls_async(projections, condition)
 
 
 class CompiledCalc:
@@ -187,6 +208,16 @@ class CompiledCalc:
 
 
 # -- the runtime the generated code calls ------------------------------------------------------
+
+
+async def _call_async_udf(wrapper: Any, args: tuple[Any, ...]) -> Any:
+    """Await an async scalar function; its error names the function and the arguments."""
+    try:
+        return await wrapper.function.eval(*args)
+    except Exception as e:
+        if hasattr(e, "add_note"):  # Python 3.11+
+            e.add_note(f"in user-defined function {wrapper.name}{args!r}")
+        raise
 
 
 def _call_udf(wrapper: Any, args: tuple[Any, ...]) -> Any:

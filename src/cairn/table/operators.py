@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from cairn.api.async_functions import AsyncFunction
 from cairn.api.functions import (
     FlatMapFunction,
     KeyedProcessFunction,
@@ -28,6 +29,7 @@ from cairn.table.analysis import AggCall
 from cairn.table.codegen import CompiledCalc
 
 __all__ = [
+    "AsyncCalcFunction",
     "CalcFunction",
     "FieldsKeySelector",
     "GroupAggFunction",
@@ -61,6 +63,27 @@ class CalcFunction(FlatMapFunction):
         if out is None:
             return ()
         return ((value[0], out),)
+
+
+class AsyncCalcFunction(AsyncFunction[Any, Any]):
+    """A calc that awaits async scalar functions: many rows at a time on the subtask's event
+    loop, results in input order (the async I/O operator keeps the order and checkpoints the
+    rows in flight)."""
+
+    def __init__(self, calc: CompiledCalc) -> None:
+        self.calc = calc
+
+    def open(self, runtime_context: Any) -> None:
+        self._fn: Any = self.calc.function()
+        open_functions(self.calc.functions, runtime_context)
+
+    def close(self) -> None:
+        for wrapper in self.calc.functions:
+            wrapper.function.close()
+
+    async def async_invoke(self, value: tuple[int, tuple[Any, ...]]) -> list[Any]:
+        out = await self._fn(value[1])
+        return [] if out is None else [(value[0], out)]
 
 
 class FieldsKeySelector(KeySelector):

@@ -14,12 +14,14 @@ import hashlib
 from collections import Counter
 from typing import Any
 
+from cairn.datastream.async_data_stream import AsyncDataStream
 from cairn.datastream.data_stream import DataStream
 from cairn.datastream.stream_execution_environment import StreamExecutionEnvironment
-from cairn.table.codegen import CompiledCalc, calc_source
+from cairn.table.codegen import CompiledCalc, calc_source, is_async_calc
 from cairn.table.group_window import GroupWindowAggFunction
 from cairn.table.join import JoinFunction
 from cairn.table.operators import (
+    AsyncCalcFunction,
     CalcFunction,
     CorrelateFunction,
     FieldsKeySelector,
@@ -47,6 +49,12 @@ from cairn.table.table_aggregate import TableAggFunction
 from cairn.table.timestamps import watermark_strategy
 
 __all__ = ["Uids", "plan_uid", "to_data_stream"]
+
+
+#: Flink's defaults for async scalar functions (``table.exec.async-scalar.timeout`` and
+#: ``.buffer-capacity``): at most this many rows wait for their results per subtask.
+ASYNC_SCALAR_TIMEOUT_MS = 180_000
+ASYNC_SCALAR_CAPACITY = 10
 
 
 def plan_uid(node: PlanNode) -> str:
@@ -96,7 +104,16 @@ def to_data_stream(
         upstream = to_data_stream(node.input, env, uids)
         functions: list[Any] = []
         source = calc_source(node.projections, node.condition, functions)
-        calc = CalcFunction(CompiledCalc(source, functions))
+        compiled = CompiledCalc(source, functions)
+        if is_async_calc(node.projections, node.condition):
+            waited = AsyncDataStream.ordered_wait(
+                upstream,
+                AsyncCalcFunction(compiled),
+                ASYNC_SCALAR_TIMEOUT_MS,
+                ASYNC_SCALAR_CAPACITY,
+            )
+            return _labelled(waited, node, uids, describe(node))
+        calc = CalcFunction(compiled)
         return _labelled(upstream.flat_map(calc), node, uids, describe(node))
     if isinstance(node, Correlate):
         upstream = to_data_stream(node.input, env, uids)

@@ -17,6 +17,7 @@ the job with the function's name and the row's values, the user's frames first.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -25,6 +26,7 @@ from cairn.table.types import DataType, RowType, as_data_type
 
 __all__ = [
     "AggregateFunction",
+    "AsyncScalarFunction",
     "FunctionContext",
     "ScalarFunction",
     "TableAggregateFunction",
@@ -69,6 +71,15 @@ class ScalarFunction(UserDefinedFunction):
     """One value per row: implement ``eval(*args)``."""
 
     def eval(self, *args: Any) -> Any:
+        raise NotImplementedError
+
+
+class AsyncScalarFunction(UserDefinedFunction):
+    """One value per row, computed by a coroutine: implement ``async def eval(*args)``. Rows
+    of a query that calls one wait for their results on an event loop per subtask, many at a
+    time, and leave in their input order (Flink's ``AsyncScalarFunction``)."""
+
+    async def eval(self, *args: Any) -> Any:
         raise NotImplementedError
 
 
@@ -138,6 +149,19 @@ class _FunctionAdapter(ScalarFunction):
 
     def eval(self, *args: Any) -> Any:
         return self.f(*args)
+
+
+class _AsyncFunctionAdapter(AsyncScalarFunction):
+    def __init__(self, f: Callable[..., Any]) -> None:
+        self.f = f
+
+    async def eval(self, *args: Any) -> Any:
+        return await self.f(*args)
+
+
+def is_async(wrapper: Any) -> bool:
+    """A scalar function whose ``eval`` is a coroutine function."""
+    return isinstance(wrapper.function, AsyncScalarFunction)
 
 
 class _TableFunctionAdapter(TableFunction):
@@ -216,7 +240,13 @@ def udf(
     def make(fn: Any) -> UserDefinedFunctionWrapper:
         if result_type is None:
             raise ValueError(f"udf {_name_of(fn, name)}: give result_type")
-        function = fn if isinstance(fn, ScalarFunction) else _FunctionAdapter(fn)
+        function: UserDefinedFunction
+        if isinstance(fn, ScalarFunction | AsyncScalarFunction):
+            function = fn
+        elif inspect.iscoroutinefunction(fn):
+            function = _AsyncFunctionAdapter(fn)
+        else:
+            function = _FunctionAdapter(fn)
         return UserDefinedFunctionWrapper(
             function, "scalar", as_data_type(result_type), _name_of(fn, name), _inputs(input_types)
         )
