@@ -256,6 +256,18 @@ class TableEnvironment:
                 )
         return Table(Values(tuple(rows), Columns.of(list(zip(names, types, strict=True)))), self)
 
+    def from_pandas(
+        self,
+        pdf: Any,
+        schema: DataType | Sequence[str] | None = None,
+        split_num: int = 1,
+    ) -> Table:
+        """A table of a ``pandas.DataFrame``'s rows (names from the frame or the schema; types
+        from a ``ROW`` schema, else inferred), as PyFlink's ``from_pandas``."""
+        names = [str(c) for c in pdf.columns]
+        rows = [tuple(_python(v) for v in row) for row in pdf.itertuples(index=False, name=None)]
+        return self.from_elements(rows, schema if schema is not None else names)
+
     def from_data_stream(
         self, data_stream: DataStream, *fields_or_schema: Expression | Schema
     ) -> Table:
@@ -469,3 +481,9 @@ def _inferred(rows: Sequence[tuple[Any, ...]], i: int) -> DataType:
         if row[i] is not None:
             return python_type_of(row[i])
     return DataTypes.NULL()
+
+
+def _python(value: Any) -> Any:
+    """A pandas/numpy scalar as the Python value PyFlink hands to the table."""
+    item = getattr(value, "item", None)
+    return item() if callable(item) else value

@@ -311,9 +311,17 @@ class Table:
         return self._t_env.execute_insert(self, table_path)
 
     def to_pandas(self) -> Any:
+        """The table's rows as a ``pandas.DataFrame`` (an updating table's final rows: its
+        changelog applied). Needs pandas (``pip install 'cairn[pandas]'``)."""
         import pandas as pd
 
-        rows = [tuple(r) for r in self.execute().collect()]
+        rows: list[tuple[Any, ...]] = []
+        for r in self.execute().collect():
+            row = tuple(r)
+            if r.get_row_kind().short_string() in ("+I", "+U"):
+                rows.append(row)
+            else:
+                rows.remove(row)
         return pd.DataFrame(rows, columns=self._node.columns.names)
 
 

@@ -28,6 +28,7 @@ __all__ = [
     "AggregateFunction",
     "AsyncScalarFunction",
     "FunctionContext",
+    "PandasAggregateFunction",
     "ScalarFunction",
     "TableAggregateFunction",
     "TableFunction",
@@ -116,6 +117,36 @@ class AggregateFunction(UserDefinedFunction):
 
     def get_accumulator_type(self) -> DataType | None:
         return None
+
+
+class PandasAggregateFunction(AggregateFunction):
+    """A vectorized aggregate (``udaf(f, func_type='pandas')``): the group's values are kept
+    (retracted values removed) and ``f`` gets them as one ``pandas.Series`` per argument."""
+
+    def __init__(self, f: Callable[..., Any]) -> None:
+        self.f = f
+
+    def create_accumulator(self) -> list[tuple[Any, ...]]:
+        return []
+
+    def accumulate(self, accumulator: list[tuple[Any, ...]], *args: Any) -> None:
+        accumulator.append(args)
+
+    def retract(self, accumulator: list[tuple[Any, ...]], *args: Any) -> None:
+        accumulator.remove(args)
+
+    def merge(self, accumulator: list[tuple[Any, ...]], accumulators: Iterable[Any]) -> None:
+        for other in accumulators:
+            accumulator.extend(other)
+
+    def get_value(self, accumulator: list[tuple[Any, ...]]) -> Any:
+        import pandas as pd
+
+        if not accumulator:
+            return None
+        columns = list(zip(*accumulator, strict=True))
+        value = self.f(*(pd.Series(c) for c in columns))
+        return value.item() if hasattr(value, "item") else value
 
 
 class TableAggregateFunction(UserDefinedFunction):
@@ -290,13 +321,22 @@ def udaf(
     name: str | None = None,
     func_type: str = "general",
 ) -> Any:
-    """An aggregate function from an ``AggregateFunction``."""
-    if func_type != "general":
-        raise NotImplementedError(
-            "pandas (vectorized) UDAFs are not built yet; use func_type='general'"
-        )
+    """An aggregate function from an ``AggregateFunction``, or with ``func_type='pandas'``
+    from a function of the group's values as ``pandas.Series`` (one per argument)."""
+    if func_type not in ("general", "pandas"):
+        raise ValueError(f"func_type is 'general' or 'pandas', got {func_type!r}")
 
     def make(fn: Any) -> UserDefinedFunctionWrapper:
+        if func_type == "pandas":
+            if result_type is None:
+                raise ValueError(f"udaf {_name_of(fn, name)}: give result_type")
+            return UserDefinedFunctionWrapper(
+                PandasAggregateFunction(fn),
+                "aggregate",
+                as_data_type(result_type),
+                _name_of(fn, name),
+                _inputs(input_types),
+            )
         if not isinstance(fn, AggregateFunction):
             raise TypeError(f"udaf takes an AggregateFunction, got {type(fn).__name__}")
         declared = result_type or fn.get_result_type()
