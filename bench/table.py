@@ -240,14 +240,15 @@ def table_section(meta: Mapping[str, Any], results: Sequence[Mapping[str, Any]])
         f"{meta['events_per_second']:,} events per second of event time (up to 200 ms out of "
         "order, 500 ms bounded-out-of-orderness watermark), parallelism 2, 1 s exactly-once "
         "checkpoints (Spark: a micro-batch commit per 1 s trigger). `table-wordcount`: "
-        "`SELECT word, COUNT(*) FROM events GROUP BY word` (an updating result); `table-window`: "
-        "1 s `TUMBLE` on event time, `COUNT(*), SUM(v)` per word; `udf on`: the word goes through "
-        "`normalize(word)`, a Python scalar function. Cairn: the Table API expression DSL (the "
-        "logical plan its SQL will build), `blackhole` sink; PyFlink 2.3: Flink SQL on the JVM "
-        "planner over a `datagen` sequence, `blackhole` sink; Spark 4.3 SS: `spark.sql` over "
-        "`rate-micro-batch`, `foreachBatch` sink. Events/s: Cairn and PyFlink from their "
-        "sources' progress between 10 % and 90 % of the input, Spark from its micro-batches "
-        "after the first; counted only when the run's results equal the expected ones.",
+        "`SELECT word, COUNT(*) FROM events GROUP BY word` (an updating result); `table-"
+        "window`: 1 s `TUMBLE` on event time, `COUNT(*), SUM(v)` per word; `udf on`: the word"
+        " goes through `normalize_word(word)`, a Python scalar function (`upper()`). Cairn: "
+        "the Table API expression DSL (the logical plan its SQL will build), `blackhole` "
+        "sink; PyFlink 2.3: Flink SQL on the JVM planner over a `datagen` sequence, "
+        "`blackhole` sink; Spark 4.3 SS: `spark.sql` over `rate-micro-batch`, `foreachBatch` "
+        "sink. Events/s: Cairn and PyFlink from their sources' progress between 10 % and 90 %"
+        " of the input, Spark from its micro-batches after the first; counted only when the "
+        "run's results equal the expected ones.",
         "",
     ]
     out += md_table(

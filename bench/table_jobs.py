@@ -21,14 +21,15 @@ expression DSL, which builds the same logical plan the SQL will (``Calc`` ->
 (``col("v").count`` is ``COUNT(*)``: ``v`` is never NULL, and a window aggregate takes only
 columns as arguments).
 
-where ``word`` is ``col("word")``, or ``normalize(col("word"))`` with ``--udf on`` (a Python
+where ``word`` is ``col("word")``, or ``normalize_word(col("word"))`` with ``--udf on`` (a Python
 scalar ``udf``). Invariant: the input is ``table_common``'s events (a ``DataGeneratorSource``
 of ``window_common.event(i)`` with a 500 ms bounded-out-of-orderness watermark, turned into a
 table by ``from_data_stream``), the same as the peers'; the timed job writes into a
 ``blackhole`` table (``execute_insert``) with 1 s exactly-once checkpoints at parallelism 2,
 and its events/s come from the sources' progress marks between 10 % and 90 % of the input
-(as PyFlink's from its source's ``numRecordsOut``). ``--verify`` runs the same query again
-and folds its collected results into the ``result_*`` figures the driver checks.
+(as PyFlink's from its source's ``numRecordsOut``). ``--verify`` runs the same query again,
+untimed, into ``to_changelog_stream`` and a sink that folds the changelog into the
+``result_*`` figures the driver checks.
 
     python -m bench.table_jobs --workload table-wordcount --records 2000000 --keys 10000 --udf on
 """
@@ -62,6 +63,7 @@ from bench.jobs import CairnOptions, bench_environment, cairn_versions  # noqa: 
 from cairn.common import Duration, TimestampAssigner, Types, WatermarkStrategy  # noqa: E402
 from cairn.common.types import RowKind  # noqa: E402
 from cairn.datastream.connectors.datagen import DataGeneratorSource  # noqa: E402
+from cairn.datastream.functions import SinkFunction  # noqa: E402
 
 __all__ = ["TableEvents", "build_query", "run_cairn"]
 
@@ -129,7 +131,7 @@ def build_query(
     )
     word = col("word")
     if udf:
-        normalize = make_udf(tc.normalize, result_type=DataTypes.STRING(), name="normalize")
+        normalize = make_udf(tc.normalize, result_type=DataTypes.STRING(), name="normalize_word")
         word = normalize(col("word"))
     if workload == "table-wordcount":
         return (
@@ -178,17 +180,61 @@ def _watch(client: Any, timeout_s: float) -> tuple[float, dict[str, Any]]:
     return (master.end_ms or time.time() * 1000) / 1000.0, figures
 
 
-def _verify(t_env: Any, table: Any, workload: str) -> dict[str, int]:
-    """Collect the query's results and fold them into the figures the driver checks."""
-    from cairn.table.timestamps import epoch_millis
+class TallySink(SinkFunction):
+    """The verifying run's sink: folds the changelog of the query (``Row``s with their kind)
+    into this subtask's final results and writes them as JSON when it closes — the word
+    count's latest count per word, the window's figures (additive over subtasks)."""
 
-    rows = table.execute().collect()
+    def __init__(self, out_dir: str, workload: str) -> None:
+        self.out_dir = out_dir
+        self.workload = workload
+
+    def open(self, runtime_context: Any) -> None:
+        self._name = f"tally-{runtime_context.get_index_of_this_subtask()}.json"
+        self._latest: dict[str, int] = {}
+        self._windows = wc.WindowTally()
+
+    def invoke(self, value: Any, context: Any) -> None:
+        from cairn.table.timestamps import epoch_millis
+
+        kind = value.get_row_kind()
+        if self.workload == "table-wordcount":
+            if kind in (RowKind.INSERT, RowKind.UPDATE_AFTER):
+                self._latest[value[0]] = value[1]
+            elif kind is RowKind.DELETE:
+                self._latest.pop(value[0], None)
+            return
+        word, start, count, total = value[0], epoch_millis(value[1]), value[2], value[3]
+        self._windows.add("k" + word[1:], wc.window_index(start), count, total)
+
+    def close(self) -> None:
+        if not hasattr(self, "_name"):
+            return
+        data = self._latest if self.workload == "table-wordcount" else self._windows.figures()
+        with open(os.path.join(self.out_dir, self._name), "w", encoding="ascii") as f:
+            json.dump(data, f)
+
+
+def _verify(
+    t_env: Any, table: Any, workload: str, out_dir: str, timeout_s: float
+) -> dict[str, int]:
+    """Run the query into :class:`TallySink` and merge what its subtasks wrote."""
+    os.makedirs(out_dir, exist_ok=True)
+    t_env.to_changelog_stream(table).add_sink(TallySink(out_dir, workload))
+    client = t_env.get_stream_execution_environment().execute_async("bench-table-verify")
+    _watch(client, timeout_s)
+    parts = []
+    for name in sorted(os.listdir(out_dir)):
+        with open(os.path.join(out_dir, name), encoding="ascii") as f:
+            parts.append(json.load(f))
     if workload == "table-wordcount":
         tally = tc.WordCountTally()
-        current = (RowKind.INSERT, RowKind.UPDATE_AFTER)
-        tally.update((r[0], r[1]) for r in rows if r.get_row_kind() in current)
+        for part in parts:  # a word's changes all reach one subtask: the parts are disjoint
+            tally.update(part.items())
         return tally.figures()
-    return tc.window_figures((r[0], epoch_millis(r[1]), r[2], r[3]) for r in rows)
+    return {
+        k: sum(int(p[k]) for p in parts) for k in ("results", "events", "value_sum", "checksum")
+    }
 
 
 def run_cairn(
@@ -240,7 +286,7 @@ def run_cairn(
             v_table = build_query(
                 v_env, workload, records, keys, events_per_second, udf, marks + "-verify"
             )
-            figures = _verify(v_env, v_table, workload)
+            figures = _verify(v_env, v_table, workload, os.path.join(work, "tally"), timeout_s)
             result["verify_s"] = round(time.time() - started, 3)
             result.update({f"result_{k}": v for k, v in figures.items()})
     finally:
@@ -251,7 +297,7 @@ def run_cairn(
             [
                 result.get("note"),
                 "Table API expression DSL (the logical plan SQL will build), blackhole sink"
-                + ("; Python UDF normalize(word)" if udf else "")
+                + ("; Python UDF normalize_word(word)" if udf else "")
                 + "; events/s from the sources' progress between 10 % and 90 % of the input",
             ],
         )

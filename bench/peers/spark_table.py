@@ -11,7 +11,7 @@ it, the same SQL as the other systems':
   window(ts, '1 second'), word`` (append mode; one extra row 3 s after the last event moves
   the watermark past every window, as in the window workload)
 
-with ``--udf on`` calling ``normalize(word)``, a Python UDF (``spark.udf.register``). The sink
+with ``--udf on`` calling ``normalize_word(word)``, a Python UDF (``spark.udf.register``). The sink
 is ``foreachBatch``: word count collects each batch's updated rows (at most one per word) into
 the final counts, the window tallies each batch's results in Spark (``spark_window.tally_batch``)
 — the run verifies itself. ``local[2]``, 2 shuffle partitions, RocksDB state store, trigger
@@ -41,7 +41,7 @@ SYSTEM = "spark"
 
 
 def query(workload: str, udf: bool) -> str:
-    word = "normalize(key)" if udf else "key"
+    word = "normalize_word(key)" if udf else "key"
     if workload == "table-wordcount":
         return f"SELECT {word} AS word, COUNT(*) AS cnt FROM events GROUP BY {word}"
     return (
@@ -63,7 +63,7 @@ def run_job(args: argparse.Namespace) -> dict[str, Any]:
     spark = build_session(args)
     spark.sparkContext.setLogLevel("ERROR")
     if args.udf == "on":
-        spark.udf.register("normalize", tc.normalize, "string")
+        spark.udf.register("normalize_word", tc.normalize, "string")
     rows = args.records + 1 if window else args.records  # the window's flush row
     events = (
         spark.readStream.format("rate-micro-batch")
@@ -124,7 +124,7 @@ def run_job(args: argparse.Namespace) -> dict[str, Any]:
     result["checkpoint_p99_ms"] = common.percentile(commits, 99)
     result["note"] = (
         f"Spark SQL ({'update' if not window else 'append'} mode)"
-        + ("; Python UDF normalize(word)" if args.udf == "on" else "; no Python UDF")
+        + ("; Python UDF normalize_word(word)" if args.udf == "on" else "; no Python UDF")
         + f"; {batch_rows:,} rows per micro-batch, trigger every {args.checkpoint_interval_ms} ms;"
         " foreachBatch sink folding the results (verifies the run); events/s from the "
         "micro-batches after the first"

@@ -7,7 +7,8 @@ their own way (Cairn and Spark in their engines, PyFlink in Flink SQL with
 (``GROUP BY word`` with a running ``COUNT(*)``, an updating result) and ``table-window``
 (1 s ``TUMBLE`` on event time per word, ``COUNT(*)`` and ``SUM(v)``, a 500 ms
 bounded-out-of-orderness watermark); with ``udf`` the word goes through a Python scalar
-function first (``normalize``: ``upper()``), which changes the words but none of the figures
+function first (``normalize``, called ``normalize_word`` in the queries: ``upper()``; NORMALIZE
+is a keyword of Flink SQL), which changes the words but none of the figures
 (:func:`word_rank` reads the rank of either spelling). A run counts only if its final results
 give the figures of :func:`expected` (results, events, checksum; the window adds the sum of
 the values). Standard library only: every peer venv (and Cairn's) loads it.
