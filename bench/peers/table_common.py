@@ -198,16 +198,30 @@ def merge_marks(per_source: Iterable[Sequence[tuple[float, int]]]) -> list[tuple
 
 def steady_rate(curve: Sequence[tuple[float, int]], records: int) -> float | None:
     """Events/s between the moments the input read reached 10 % and 90 % of ``records``
-    (start-up and the end of input left out).
+    (start-up and the end of input left out), each moment interpolated linearly between the
+    two samples around it (a sample every 100 ms is coarse next to a run of a few seconds).
 
     >>> steady_rate([(0.0, 0), (1.0, 10), (2.0, 50), (3.0, 90), (4.0, 100)], 100)
     40.0
+    >>> steady_rate([(0.0, 0), (10.0, 100)], 100)  # 10 % at 1 s, 90 % at 9 s
+    10.0
     """
-    lo = next(((t, n) for t, n in curve if n >= 0.1 * records), None)
-    hi = next(((t, n) for t, n in curve if n >= 0.9 * records), None)
-    if lo is None or hi is None or hi[0] <= lo[0]:
+
+    def reaching(target: float) -> float | None:
+        before = None
+        for t, n in curve:
+            if n >= target:
+                if before is None or n == before[1]:
+                    return t
+                t0, n0 = before
+                return t0 + (t - t0) * (target - n0) / (n - n0)
+            before = (t, n)
         return None
-    return (hi[1] - lo[1]) / (hi[0] - lo[0])
+
+    lo, hi = reaching(0.1 * records), reaching(0.9 * records)
+    if lo is None or hi is None or hi <= lo:
+        return None
+    return 0.8 * records / (hi - lo)
 
 
 class SourceMarks:
