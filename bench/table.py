@@ -68,6 +68,7 @@ def command(
     verify: bool,
     executor: str = "spark",
     timeout_s: float = 900.0,
+    spark_batch_rows: int = 0,
 ) -> list[str]:
     """The command of one run.
 
@@ -86,6 +87,8 @@ def command(
     ]  # fmt: skip
     if system == "cairn":
         return [sys.executable, "-m", "bench.table_jobs", *args, "--executor", executor]
+    if system == "spark" and spark_batch_rows:
+        args += ["--batch-rows", str(spark_batch_rows)]
     return [
         sys.executable, str(PEERS / "run_peer.py"), "--system", system, *args,
         "--timeout", str(int(timeout_s)),
@@ -174,6 +177,7 @@ def summarize(results: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 "events_per_s_max": max(rates, default=None),
                 "latency_p99_ms": statistics.median(p99) if p99 else None,
                 "verified": (all(flags) if flags else None),
+                "capped": any(r.get("capped_by_source") for r in runs),
                 "errors": errors,
             }
         )
@@ -204,6 +208,8 @@ def _fmt_rate(row: Mapping[str, Any]) -> str:
     text = f"{row['events_per_s']:,}"
     if row["runs"] > 1 and row["events_per_s_min"] != row["events_per_s_max"]:
         text += f" ({row['events_per_s_min']:,}-{row['events_per_s_max']:,})"
+    if row.get("capped"):
+        text += " (capped by the source: batches shorter than the trigger)"
     return text
 
 
@@ -320,6 +326,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-verify", action="store_true", help="skip the verifying runs (Spark verifies anyway)"
     )
+    parser.add_argument(
+        "--spark-batch-rows",
+        type=int,
+        default=0,
+        help="Spark's rows per micro-batch (default: events / 5, at most 2,000,000); a batch "
+        "shorter than the 1 s trigger caps Spark's rate (its rows say so)",
+    )
     parser.add_argument("--timeout", type=float, default=900.0, help="per run, seconds")
     parser.add_argument("--out", default="", help="default: bench/out/table-<stamp>/")
     parser.add_argument(
@@ -362,7 +375,16 @@ def main(argv: list[str] | None = None) -> int:
     for n, (rep, workload, udf, system) in enumerate(plan, 1):
         verify = rep == 0 and not args.no_verify
         cmd = command(
-            system, workload, udf, args.events, args.keys, eps, verify, args.executor, args.timeout
+            system,
+            workload,
+            udf,
+            args.events,
+            args.keys,
+            eps,
+            verify,
+            args.executor,
+            args.timeout,
+            args.spark_batch_rows,
         )
         load = round(os.getloadavg()[0], 2)
         log = out / f"{n:03d}-{system}-{workload}-udf-{'on' if udf else 'off'}.log"

@@ -122,12 +122,20 @@ def run_job(args: argparse.Namespace) -> dict[str, Any]:
     result["checkpoints_completed"] = len(busy)
     result["checkpoint_p50_ms"] = common.percentile(commits, 50)
     result["checkpoint_p99_ms"] = common.percentile(commits, 99)
+    capped = (result["batch_p50_ms"] or 0) < (args.checkpoint_interval_ms or 1000)
+    result["capped_by_source"] = capped
     result["note"] = (
         f"Spark SQL ({'update' if not window else 'append'} mode)"
         + ("; Python UDF normalize_word(word)" if args.udf == "on" else "; no Python UDF")
         + f"; {batch_rows:,} rows per micro-batch, trigger every {args.checkpoint_interval_ms} ms;"
         " foreachBatch sink folding the results (verifies the run); events/s from the "
         "micro-batches after the first"
+        + (
+            "; batches took less than the trigger interval, so the rate is capped by "
+            "rowsPerBatch / interval (raise --events or --spark-batch-rows)"
+            if capped
+            else ""
+        )
     )
     return result
 
