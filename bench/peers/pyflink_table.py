@@ -13,9 +13,9 @@ thread as the other PyFlink peers). The timed job is ``INSERT INTO`` a ``blackho
 
 with 1 s exactly-once checkpoints at parallelism 2. Events/s: the source's records out (REST,
 polled every 100 ms) between 10 % and 90 % of the input. ``--verify`` then runs the same
-query once more, untimed, and folds its final results into ``result_*`` figures (word count:
-a checksum aggregate stacked on the updating result, in SQL, with mini-batches so that it
-emits once per batch; window: the collected rows).
+query once more, untimed, under a checksum aggregate in SQL (``COUNT(*)``, sums and the
+checksum over the query's results, with mini-batches so that it emits once per batch) and
+reads its final row into the ``result_*`` figures.
 Last stdout line: one JSON result. Run it through ``run_peer.py --workload table-...``.
 """
 
@@ -206,27 +206,32 @@ def run_verify(args: argparse.Namespace, work: Path) -> dict[str, int]:
         t_env.get_config().set(key, value)
     setup(t_env, args)
     inner = query(args.workload, args.udf == "on")
+    rank = "CAST(SUBSTRING(word, 2) AS BIGINT)"
     if args.workload == "table-wordcount":
-        rank = "CAST(SUBSTRING(word, 2) AS BIGINT)"
+        names = ("results", "events", "checksum")
         checksum = (
-            f"SELECT COUNT(*) AS results, SUM(cnt) AS events, "
-            f"SUM({rank} * 1000003 + cnt * ({rank} + 1) * 31) AS checksum FROM ({inner})"
+            f"SELECT COUNT(*), SUM(cnt), SUM({rank} * 1000003 + cnt * ({rank} + 1) * 31) "
+            f"FROM ({inner})"
         )
-        last = None
-        with t_env.execute_sql(checksum).collect() as rows:
-            for row in rows:
-                if row.get_row_kind() in (RowKind.INSERT, RowKind.UPDATE_AFTER):
-                    last = row
-        if last is None:
-            return {"results": 0, "events": 0, "checksum": 0}
-        return {"results": int(last[0]), "events": int(last[1]), "checksum": int(last[2])}
-    outer = (
-        "SELECT word, UNIX_TIMESTAMP(DATE_FORMAT(window_start, 'yyyy-MM-dd HH:mm:ss')) * 1000,"
-        f" cnt, total FROM ({inner})"
-    )
-    with t_env.execute_sql(outer).collect() as rows:
-        got = [(str(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in rows]
-    return tc.window_figures(got)
+    else:  # window_common.result_hash, the window's index from its start (UTC)
+        names = ("results", "events", "value_sum", "checksum")
+        index = (
+            "(UNIX_TIMESTAMP(DATE_FORMAT(window_start, 'yyyy-MM-dd HH:mm:ss'))"
+            f" - {wc.T0_MS // 1000})"
+        )
+        checksum = (
+            f"SELECT COUNT(*), SUM(cnt), SUM(total), SUM({rank} * 1000003 + w * 7919 + "
+            f"cnt * ({rank} + 1) * 31 + total * (w + 3)) FROM "
+            f"(SELECT word, {index} AS w, cnt, total FROM ({inner}))"
+        )
+    last = None
+    with t_env.execute_sql(checksum).collect() as rows:
+        for row in rows:
+            if row.get_row_kind() in (RowKind.INSERT, RowKind.UPDATE_AFTER):
+                last = row
+    if last is None:
+        return dict.fromkeys(names, 0)
+    return {name: int(last[i]) for i, name in enumerate(names)}
 
 
 def run_job(args: argparse.Namespace) -> dict[str, Any]:
