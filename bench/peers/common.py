@@ -386,7 +386,16 @@ def add_common_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workload",
         default="keyed-sum",
-        choices=("keyed-sum", "latency", "recovery", "state-size", "window", "kafka-job"),
+        choices=(
+            "keyed-sum",
+            "latency",
+            "recovery",
+            "state-size",
+            "window",
+            "kafka-job",
+            "table-wordcount",
+            "table-window",
+        ),
     )
     parser.add_argument("--records", type=int, default=2_000_000)
     parser.add_argument("--keys", type=int, default=10_000)

@@ -40,6 +40,8 @@ WINDOW_SCRIPTS = {
 }
 # The Kafka job benchmark's scripts (bench/kafka_job.py passes the broker and topics).
 KAFKA_SCRIPTS = {"pyflink": "pyflink_kafka_job.py", "spark": "spark_kafka_job.py"}
+# The Table API benchmark's scripts (bench/table.py), one per system for both workloads.
+TABLE_SCRIPTS = {"pyflink": "pyflink_table.py", "spark": "spark_table.py"}
 # Variants of a peer: (its venv, extra arguments of its script).
 VARIANTS = {
     "bytewax-2p": ("bytewax", ["--processes", "2"]),
@@ -113,7 +115,12 @@ def _run(args: argparse.Namespace, venv: str, extra: list[str]) -> dict[str, Any
         return failure(
             args, unsupported=f"{args.system} is not installed: run bash bench/peers/install.sh"
         )
-    scripts = {"window": WINDOW_SCRIPTS, "kafka-job": KAFKA_SCRIPTS}.get(args.workload, SCRIPTS)
+    scripts = {
+        "window": WINDOW_SCRIPTS,
+        "kafka-job": KAFKA_SCRIPTS,
+        "table-wordcount": TABLE_SCRIPTS,
+        "table-window": TABLE_SCRIPTS,
+    }.get(args.workload, SCRIPTS)
     if args.system not in scripts:
         return failure(args, unsupported=f"{args.system} does not run the {args.workload} workload")
     work = Path(args.work_dir or tempfile.mkdtemp(prefix=f"peer-{args.system}-"))
