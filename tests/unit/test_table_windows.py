@@ -240,3 +240,10 @@ def test_a_schema_declares_the_rowtime_and_its_watermark_as_flinks_examples_do()
         ValidationError, match="Watermark expression 'ts \\+ INTERVAL '1' SECOND' is not"
     ):
         t_env.from_data_stream(ds, odd)
+
+
+def test_a_window_counts_rows_with_a_literal_as_group_by_does() -> None:
+    table = _table(EVENTS)
+    w = Tumble.over(lit(5).seconds).on(col("ts")).alias("w")
+    result = table.window(w).group_by(col("name"), col("w")).select(col("name"), lit(1).count)
+    assert _results(result) == [("Alice", 1), ("Alice", 1), ("Alice", 2), ("Bob", 1), ("Bob", 3)]

@@ -374,7 +374,12 @@ def split_aggregates(
         return Expression("field", f"$a{len(calls) - 1}")
     if expr.kind == "call" and expr.name in AGGREGATES:
         fn = expr.name
-        if fn == "count" and (not expr.args or expr.args[0].kind == "star"):
+        counts_rows = (
+            not expr.args
+            or expr.args[0].kind == "star"
+            or (expr.args[0].kind == "literal" and expr.args[0].value is not None)
+        )  # COUNT(*), COUNT(1): every row
+        if fn == "count" and counts_rows:
             call = AggCall("count_star", -1, DataTypes.BIGINT(False))
         else:
             if len(expr.args) != 1:
