@@ -1,10 +1,10 @@
 """SQL trees to the Table API: ``Expression`` trees and ``Table`` operations.
 
 Invariant: SQL builds the same logical plan as the Table API — a ``SELECT`` becomes the calls a
-Table API program makes (``filter``, ``group_by(...).select``, ``distinct``, ``limit``,
-``union_all``) over the same ``Expression`` trees, so there is no second planner; and every
-name is checked against the query's input here, so an error carries its SQL position. What
-Cairn does not plan (joins, window TVFs, ``LATERAL TABLE``, ``OVER``, ``ORDER BY``) is refused
+Table API program makes (``filter``, ``group_by(...).select``, ``join``, ``join_lateral``,
+``distinct``, ``limit``, ``union_all``) over the same ``Expression`` trees, so there is no
+second planner; and every name is checked against the query's input here, so an error carries
+its SQL position. What Cairn does not plan (``RIGHT``/``FULL`` joins, ``ORDER BY``) is refused
 here, naming the construct and where it is.
 """
 
@@ -96,13 +96,13 @@ class _QueryConverter:
         self._refuse_sorting(node)
         if node.args.get("windows"):
             raise e.at(node, "WINDOW clauses are not supported yet")
-        table, qualifiers = self._from(node)
+        table, scopes = self._from(node)
         columns = table.get_schema().names
-        exprs = ExpressionConverter(e, columns, qualifiers, self.catalog.lookup_function)
+        exprs = ExpressionConverter(e, columns, frozenset(), self.catalog.lookup_function, scopes)
         where = node.args.get("where")
         if where is not None:
             table = self._build(where, lambda: table.filter(exprs.convert(where.this)))
-        items = self._items(exprs, node.expressions, columns)
+        items = self._items(exprs, node.expressions, columns, scopes)
         group = node.args.get("group")
         having = node.args.get("having")
         keys = [exprs.convert(k) for k in group.expressions] if group is not None else []
@@ -217,16 +217,22 @@ class _QueryConverter:
             raise self.errors.at(node, str(error)) from None
 
     def _items(
-        self, exprs: ExpressionConverter, nodes: list[exp.Expr], columns: list[str]
+        self,
+        exprs: ExpressionConverter,
+        nodes: list[exp.Expr],
+        columns: list[str],
+        scopes: dict[str, dict[str, str]],
     ) -> list[Expression]:
-        """The select list with Calcite's names: ``*`` expanded, an unnamed expression
-        ``EXPR$<position>``, a repeated name made unique (``k``, ``k0``, ``k1``...)."""
+        """The select list with Calcite's names: ``*`` (or ``a.*``) expanded, an unnamed
+        expression ``EXPR$<position>``, a repeated name made unique (``k``, ``k0``...)."""
         expanded: list[Expression] = []
         for item in nodes:
-            star = isinstance(item, exp.Star) or (
-                isinstance(item, exp.Column) and isinstance(item.this, exp.Star)
-            )
-            if star:
+            if isinstance(item, exp.Column) and isinstance(item.this, exp.Star):
+                scope = scopes.get(item.table)
+                if scope is None:
+                    raise self.errors.at(item, f"Table '{item.table}' not found")
+                expanded.extend(col(n) for n in scope.values())
+            elif isinstance(item, exp.Star):
                 expanded.extend(col(n) for n in columns)
             elif isinstance(item, exp.Alias):
                 expanded.append(exprs.convert(item.this).alias(item.alias))
@@ -248,18 +254,23 @@ class _QueryConverter:
             named.append(e)
         return named
 
-    def _from(self, node: exp.Select) -> tuple[Table, frozenset[str]]:
+    def _from(self, node: exp.Select) -> tuple[Table, dict[str, dict[str, str]]]:
+        """The ``FROM`` clause's table, and each table alias with its columns' names in it."""
         e = self.errors
-        for join in node.args.get("joins") or []:
-            if isinstance(join.this, exp.Lateral) or "LATERAL" in join.sql().upper()[:12]:
-                raise e.at(join, "LATERAL TABLE is not supported yet", "LATERAL")
-            raise e.at(join, "JOIN is not supported yet", "JOIN")
         source = node.args.get("from_") or node.args.get("from")
         if source is None:
             raise e.at(node, "SELECT without FROM is not supported yet")
-        this = source.this
-        if isinstance(this, exp.Lateral):
-            raise e.at(this, "LATERAL TABLE is not supported yet")
+        if isinstance(source.this, exp.Lateral):
+            raise e.at(source.this, "LATERAL TABLE needs a table before it: FROM t, LATERAL ...")
+        table, alias = self._relation(source.this)
+        scopes = {alias: {n: n for n in table.get_schema().names}} if alias else {}
+        for join in node.args.get("joins") or []:
+            table = self._join(table, scopes, join)
+        return table, scopes
+
+    def _relation(self, this: exp.Expr) -> tuple[Table, str]:
+        """A table, view, subquery or ``VALUES`` in ``FROM``, with its alias."""
+        e = self.errors
         alias = this.alias_or_name if isinstance(this, exp.Table | exp.Subquery) else ""
         if isinstance(this, exp.Values):
             table = self._values(this)
@@ -284,7 +295,75 @@ class _QueryConverter:
             column_aliases = this.args["alias"].columns
             if column_aliases:
                 table = table.alias(*(c.name for c in column_aliases))
-        return table, frozenset({alias} if alias else ())
+        return table, alias
+
+    def _join(self, left: Table, scopes: dict[str, dict[str, str]], join: exp.Join) -> Table:
+        """``JOIN`` / ``LEFT JOIN`` on an equality (``planner.join``) or ``LATERAL TABLE``
+        (``planner.correlate``); a right column named like a left one is renamed as Calcite
+        does (``id`` → ``id0``), and ``scopes`` learns the right side's names."""
+        e = self.errors
+        side = (join.side or "").upper()
+        kind = (join.kind or "").upper()
+        if side in ("RIGHT", "FULL") or kind in ("CROSS", "SEMI", "ANTI"):
+            what = side or kind
+            raise e.at(join, f"{what} JOIN is not supported yet: Cairn joins INNER or LEFT", what)
+        if join.args.get("using"):
+            raise e.at(join, "JOIN ... USING is not supported yet: use ON a.x = b.y", "USING")
+        if isinstance(join.this, exp.Lateral):
+            return self._lateral(left, scopes, join, outer=side == "LEFT")
+        right, alias = self._relation(join.this)
+        if alias in scopes:
+            raise e.at(join.this, f"Duplicate relation name '{alias}' in FROM clause")
+        used = set(left.get_schema().names)
+        names = {n: _unique(n, used) for n in right.get_schema().names}
+        if any(n != m for n, m in names.items()):
+            right = right.alias(*names.values())
+        scopes[alias] = names
+        on = join.args.get("on")
+        if on is None:
+            raise e.at(join, "A join needs ON with an equality between the two tables (a.x = b.y)")
+        exprs = ExpressionConverter(
+            e,
+            [*left.get_schema().names, *right.get_schema().names],
+            frozenset(),
+            self.catalog.lookup_function,
+            scopes,
+        )
+        predicate = exprs.convert(on)
+        if side == "LEFT":
+            return self._build(on, lambda: left.left_outer_join(right, predicate))
+        return self._build(on, lambda: left.join(right, predicate))
+
+    def _lateral(
+        self, left: Table, scopes: dict[str, dict[str, str]], join: exp.Join, outer: bool
+    ) -> Table:
+        e = self.errors
+        lateral = join.this
+        on = join.args.get("on")
+        if on is not None and not (isinstance(on, exp.Boolean) and on.this):
+            raise e.at(on, "A join with LATERAL TABLE takes ON TRUE only")
+        inner = lateral.this.expressions if isinstance(lateral.this, exp.Anonymous) else []
+        call = inner[0] if len(inner) == 1 and lateral.this.name.upper() == "TABLE" else None
+        if not isinstance(call, exp.Anonymous):
+            raise e.at(lateral, "LATERAL takes TABLE(function(...))", "LATERAL")
+        function = self.catalog.lookup_function(str(call.this))
+        if function is None or getattr(function, "kind", "") != "table":
+            raise e.at(call, f"No table function found: {call.this!s}")
+        exprs = ExpressionConverter(
+            e, left.get_schema().names, frozenset(), self.catalog.lookup_function, scopes
+        )
+        args = [exprs.convert(a) for a in call.expressions]
+        table_alias = lateral.args.get("alias")
+        alias = table_alias.name if table_alias is not None else str(call.this)
+        declared = [c.name for c in table_alias.columns] if table_alias is not None else []
+        own = declared or list(function.result_type.field_names())
+        used = set(left.get_schema().names)
+        names = {n: _unique(n, used) for n in own}
+        scopes[alias] = names
+        aliased = function(*args).alias(*names.values())
+        if outer:
+            return self._build(join, lambda: left.left_outer_join_lateral(aliased))
+        return self._build(join, lambda: left.join_lateral(aliased))
 
     def _aggregate(
         self,
@@ -333,3 +412,14 @@ class _QueryConverter:
         if hidden:
             result = result.select(*(col(n) for n in visible))
         return result
+
+
+def _unique(name: str, used: set[str]) -> str:
+    """``name``, or Calcite's uniquified ``name0``, ``name1``... when it is taken."""
+    unique = name
+    suffix = 0
+    while unique in used:
+        unique = f"{name}{suffix}"
+        suffix += 1
+    used.add(unique)
+    return unique

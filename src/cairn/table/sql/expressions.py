@@ -16,7 +16,7 @@ and the DSL resolve and compile through the same code.
 from __future__ import annotations
 
 import decimal
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sqlglot import exp
@@ -113,8 +113,10 @@ _INTERVAL_UNITS = {
 
 
 class ExpressionConverter:
-    """One statement's expressions; ``columns`` (when given) are the names in scope, and
-    ``functions`` looks up the user-defined functions registered by name."""
+    """One statement's expressions; ``columns`` (when given) are the names in scope,
+    ``functions`` looks up the user-defined functions registered by name, and ``scopes`` maps
+    each table alias to its columns' names in the input (a join renames a clashing column of
+    its right side: ``b.id`` is ``id0``)."""
 
     def __init__(
         self,
@@ -122,11 +124,13 @@ class ExpressionConverter:
         columns: Sequence[str] | None,
         qualifiers: frozenset[str],
         functions: Callable[[str], Any] | None = None,
+        scopes: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         self.errors = errors
         self.columns = columns
-        self.qualifiers = qualifiers
+        self.qualifiers = qualifiers | frozenset(scopes or ())
         self.functions = functions
+        self.scopes = scopes or {}
 
     def convert(self, node: exp.Expr) -> Expression:
         e = self.errors
@@ -191,6 +195,14 @@ class ExpressionConverter:
         qualifier = node.table
         if qualifier and qualifier not in self.qualifiers:
             raise self.errors.at(node, f"Table '{qualifier}' not found")
+        scope = self.scopes.get(qualifier) if qualifier else None
+        if scope is not None:
+            if name not in scope:
+                raise self.errors.at(node, f"Column '{name}' not found in table '{qualifier}'")
+            return col(scope[name])
+        owners = [q for q, names in self.scopes.items() if name in names]
+        if len(owners) > 1:
+            raise self.errors.at(node, f"Column '{name}' is ambiguous")
         if self.columns is not None and name not in self.columns:
             raise self.errors.at(node, f"Column '{name}' not found in any table")
         return col(name)
@@ -270,8 +282,8 @@ class ExpressionConverter:
             if getattr(user, "kind", "") == "table":
                 raise self.errors.at(
                     node,
-                    f"Table function {node.this!s} is called in LATERAL TABLE(...), which is"
-                    " not supported yet",
+                    f"Table function {node.this!s} is called in FROM ..., LATERAL TABLE(...),"
+                    " not in an expression",
                 )
             result: Expression = user(*(self.convert(a) for a in args_nodes))
             return result
