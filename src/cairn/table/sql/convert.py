@@ -25,11 +25,19 @@ from cairn.table.analysis import (
 )
 from cairn.table.codegen import CompiledCalc, calc_source
 from cairn.table.errors import ValidationError
-from cairn.table.expressions import Expression, col
+from cairn.table.expressions import (
+    UNBOUNDED_RANGE,
+    UNBOUNDED_ROW,
+    Expression,
+    col,
+    lit,
+    row_interval,
+)
 from cairn.table.sql.errors import SqlValidationError
 from cairn.table.sql.expressions import ExpressionConverter, SqlErrors
 from cairn.table.table import Table
 from cairn.table.types import DataType, DataTypes
+from cairn.table.window import Over, OverWindow
 
 __all__ = ["SqlCatalog", "convert_query", "table_name"]
 
@@ -94,11 +102,12 @@ class _QueryConverter:
         if node.args.get("with_") is not None or node.args.get("with") is not None:
             raise e.at(node, "WITH is not supported yet")
         self._refuse_sorting(node)
-        if node.args.get("windows"):
-            raise e.at(node, "WINDOW clauses are not supported yet")
         table, scopes = self._from(node)
         columns = table.get_schema().names
-        exprs = ExpressionConverter(e, columns, frozenset(), self.catalog.lookup_function, scopes)
+        over = _OverWindows(e, node.args.get("windows") or [], columns)
+        exprs = ExpressionConverter(
+            e, columns, frozenset(), self.catalog.lookup_function, scopes, over.alias_of
+        )
         where = node.args.get("where")
         if where is not None:
             table = self._build(where, lambda: table.filter(exprs.convert(where.this)))
@@ -114,7 +123,12 @@ class _QueryConverter:
                     " column of a subquery that computes it",
                 )
         aggregated = group is not None or any(contains_aggregate(i) for i in items)
-        if not aggregated:
+        if over.window is not None:
+            if group is not None or having is not None:
+                raise e.at(node, "OVER aggregates with GROUP BY are not supported yet")
+            window = over.window
+            result = self._build(node, lambda: table.over_window(window).select(*items))
+        elif not aggregated:
             if having is not None:
                 raise e.at(having, "HAVING needs GROUP BY or aggregates")
             result = self._build(node, lambda: table.select(*items))
@@ -423,3 +437,77 @@ def _unique(name: str, used: set[str]) -> str:
         suffix += 1
     used.add(unique)
     return unique
+
+
+class _OverWindows:
+    """The one over window of a query: every ``OVER (...)`` and ``OVER w`` must name the same
+    window, as Flink's streaming over aggregate requires; it becomes an ``OverWindow``."""
+
+    ALIAS = "w"
+
+    def __init__(self, errors: SqlErrors, named: list[exp.Window], columns: list[str]) -> None:
+        self.errors = errors
+        self.columns = columns
+        self.named = {w.name: w for w in named}
+        self.window: OverWindow | None = None
+
+    def alias_of(self, node: exp.Window) -> str:
+        spec: exp.Expr = node
+        reference = node.args.get("alias")
+        if reference is not None and not node.args.get("order"):
+            found = self.named.get(reference.name)
+            if found is None:
+                raise self.errors.at(node, f"Window '{reference.name}' not found")
+            spec = found
+        window = self._window(node, spec)
+        if self.window is not None and window != self.window:
+            raise self.errors.at(
+                node,
+                "All OVER aggregates of a query must use the same window (Flink streaming"
+                " supports one over window per SELECT)",
+            )
+        self.window = window
+        return self.ALIAS
+
+    def _window(self, node: exp.Window, spec: exp.Expr) -> OverWindow:
+        e = self.errors
+        keys = []
+        for key in spec.args.get("partition_by") or []:
+            if not isinstance(key, exp.Column) or key.name not in self.columns:
+                raise e.at(key, f"PARTITION BY takes columns of the input, got {key.sql()}")
+            keys.append(col(key.name))
+        order = spec.args.get("order")
+        ordered = order.expressions if order is not None else []
+        if len(ordered) != 1 or not isinstance(ordered[0].this, exp.Column):
+            raise e.at(node, "An OVER window must be ordered by one time attribute (ORDER BY ts)")
+        if ordered[0].args.get("desc"):
+            raise e.at(ordered[0], "An OVER window is ordered ascending by its time attribute")
+        window = Over.partition_by(*keys).order_by(col(ordered[0].this.name))
+        frame = spec.args.get("spec")
+        if frame is None:
+            return window.alias(self.ALIAS)
+        end = frame.args.get("end")
+        if end is not None and str(end).upper() != "CURRENT ROW":
+            place = end if isinstance(end, exp.Expr) else frame
+            raise e.at(place, "An OVER window on a stream ends at CURRENT ROW")
+        rows = str(frame.args.get("kind")).upper() == "ROWS"
+        start = frame.args.get("start")
+        bound: Expression
+        if str(start).upper() == "UNBOUNDED":
+            bound = UNBOUNDED_ROW if rows else UNBOUNDED_RANGE
+        elif str(start).upper() == "CURRENT ROW":
+            bound = row_interval(0) if rows else lit(0).milli
+        elif rows and isinstance(start, exp.Literal) and not start.is_string:
+            bound = row_interval(int(start.this))
+        elif not rows and isinstance(start, exp.Interval):
+            bound = ExpressionConverter(e, [], frozenset()).convert(start)
+        else:
+            kind = "ROWS takes n PRECEDING" if rows else "RANGE takes INTERVAL '...' unit PRECEDING"
+            raise e.at(frame, f"Unsupported OVER frame: {kind} or UNBOUNDED PRECEDING")
+        return self._build(frame, lambda: window.preceding(bound).alias(self.ALIAS))
+
+    def _build(self, node: exp.Expr, step: Callable[[], OverWindow]) -> OverWindow:
+        try:
+            return step()
+        except ValidationError as error:
+            raise self.errors.at(node, str(error)) from None

@@ -125,12 +125,14 @@ class ExpressionConverter:
         qualifiers: frozenset[str],
         functions: Callable[[str], Any] | None = None,
         scopes: Mapping[str, Mapping[str, str]] | None = None,
+        over: Callable[[exp.Window], str] | None = None,
     ) -> None:
         self.errors = errors
         self.columns = columns
         self.qualifiers = qualifiers | frozenset(scopes or ())
         self.functions = functions
         self.scopes = scopes or {}
+        self.over = over
 
     def convert(self, node: exp.Expr) -> Expression:
         e = self.errors
@@ -185,7 +187,9 @@ class ExpressionConverter:
         if isinstance(node, exp.Anonymous):
             return self._function(node)
         if isinstance(node, exp.Window):
-            raise e.at(node, "OVER windows are not supported yet")
+            if self.over is None:
+                raise e.at(node, "OVER windows are not supported here")
+            return self.convert(node.this).over(col(self.over(node)))
         if isinstance(node, exp.Subquery | exp.Select):
             raise e.at(node, "Subqueries in expressions are not supported yet")
         raise e.at(node, f"Unsupported SQL expression: {node.sql()}")

@@ -1,0 +1,131 @@
+"""SQL's time windows against the Table API forms they stand for — the same ``explain()``
+text and the same rows: OVER aggregates (``planner.over_aggregate``). The source is the
+one of Flink's windowing examples: ``from_data_stream`` with a ``Schema`` whose ``ts`` is
+a computed column with a watermark."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from cairn.common import Types
+from cairn.common.time import Instant
+from cairn.datastream import StreamExecutionEnvironment
+from cairn.table import DataTypes, Schema, StreamTableEnvironment, Table
+from cairn.table.expressions import UNBOUNDED_RANGE, col, lit, row_interval
+from cairn.table.sql.errors import SqlValidationError
+from cairn.table.window import Over
+
+_RNG = random.Random(11)
+EVENTS = [
+    (t * 500, _RNG.choice(["Alice", "Bob"]), float(_RNG.randint(1, 99)))
+    for t in _RNG.sample(range(40), 40)
+]
+
+
+def _source() -> tuple[StreamTableEnvironment, Table]:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.configure({"cairn.executor": "inprocess"})
+    t_env = StreamTableEnvironment.create(env)
+    ds = env.from_collection(
+        [(Instant.of_epoch_milli(ms), n, p) for ms, n, p in EVENTS],
+        type_info=Types.ROW([Types.INSTANT(), Types.STRING(), Types.DOUBLE()]),
+    )
+    table = t_env.from_data_stream(
+        ds,
+        Schema.new_builder()
+        .column_by_expression("ts", "CAST(f0 AS TIMESTAMP(3))")
+        .column("f1", DataTypes.STRING())
+        .column("f2", DataTypes.DOUBLE())
+        .watermark("ts", "ts - INTERVAL '30' SECOND")
+        .build(),
+    ).alias("ts", "name", "price")
+    t_env.create_temporary_view("t", table)
+    return t_env, table
+
+
+def _rows(table: Table) -> list[tuple[Any, ...]]:
+    return sorted((tuple(r) for r in table.execute().collect()), key=str)
+
+
+def _same(from_sql: Table, from_api: Table) -> list[tuple[Any, ...]]:
+    assert from_sql.get_schema().names == from_api.get_schema().names
+    assert from_sql.explain() == from_api.explain()
+    rows = _rows(from_sql)
+    assert rows == _rows(from_api)
+    return rows
+
+
+def test_a_rows_over_window_in_sql_is_the_table_apis_over_window() -> None:
+    t_env, t = _source()
+    from_sql = t_env.sql_query(
+        "SELECT name, price, MAX(price) OVER (PARTITION BY name ORDER BY ts"
+        " ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) FROM t"
+    )
+    w = Over.partition_by(col("name")).order_by(col("ts")).preceding(row_interval(2)).alias("w")
+    from_api = t.over_window(w).select(
+        col("name"), col("price"), col("price").max.over(col("w")).alias("EXPR$2")
+    )
+    rows = _same(from_sql, from_api)
+    assert len(rows) == len(EVENTS)
+
+
+def test_a_named_range_window_shared_by_two_aggregates() -> None:
+    t_env, t = _source()
+    from_sql = t_env.sql_query(
+        "SELECT name, SUM(price) OVER w AS total, COUNT(*) OVER w FROM t"
+        " WINDOW w AS (PARTITION BY name ORDER BY ts"
+        " RANGE BETWEEN INTERVAL '2' SECOND PRECEDING AND CURRENT ROW)"
+    )
+    w = Over.partition_by(col("name")).order_by(col("ts")).preceding(lit(2).seconds).alias("w")
+    from_api = t.over_window(w).select(
+        col("name"),
+        col("price").sum.over(col("w")).alias("total"),
+        col("price").count.over(col("w")).alias("EXPR$2"),
+    )
+    assert from_sql.explain().replace("COUNT(*)", "COUNT(price)") == from_api.explain()
+    assert _rows(from_sql) == _rows(from_api)
+
+
+def test_an_unbounded_over_window_and_flinks_default_frame() -> None:
+    t_env, t = _source()
+    w = Over.order_by(col("ts")).preceding(UNBOUNDED_RANGE).alias("w")
+    from_api = t.over_window(w).select(col("ts"), col("price").min.over(col("w")).alias("m"))
+    for frame in ("RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW", ""):
+        from_sql = t_env.sql_query(f"SELECT ts, MIN(price) OVER (ORDER BY ts {frame}) AS m FROM t")
+        _same(from_sql, from_api)
+
+
+@pytest.mark.parametrize(
+    ("sql", "message", "line", "column"),
+    [
+        (
+            "SELECT MAX(price) OVER (ORDER BY ts),\n MIN(price) OVER (PARTITION BY name"
+            " ORDER BY ts) FROM t",
+            "must use the same window",
+            2,
+            2,
+        ),
+        ("SELECT MAX(price) OVER w FROM t", "Window 'w' not found", 1, 8),
+        ("SELECT MAX(price) OVER (ORDER BY ts DESC) FROM t", "ordered ascending", 1, 34),
+        ("SELECT MAX(price) OVER (PARTITION BY name) FROM t", "ordered by one time", 1, 8),
+        (
+            "SELECT MAX(price) OVER (ORDER BY ts ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) FROM t",
+            "ends at CURRENT ROW",
+            1,
+            66,
+        ),
+        ("SELECT MAX(price) OVER (ORDER BY name) FROM t", "ordered by a time attribute", 1, 8),
+    ],
+)
+def test_over_windows_cairn_does_not_run_are_refused_with_their_place(
+    sql: str, message: str, line: int, column: int
+) -> None:
+    t_env, _ = _source()
+    with pytest.raises(SqlValidationError) as caught:
+        t_env.sql_query(sql)
+    assert message in str(caught.value)
+    assert (caught.value.line, caught.value.column) == (line, column)
