@@ -439,9 +439,9 @@ def test_str_of_a_table_in_sql_names_an_unnamed_view() -> None:
         ("SELECT t2.id FROM t", "Table 't2' not found", 1, 8),
         (
             "SELECT * FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '5' MINUTES))",
-            "window TVFs",
+            "Column 'ts' not found",
             1,
-            15,
+            48,
         ),
         ("SELECT k, s FROM t, LATERAL TABLE(nosuch(k)) AS T(s)", "No table function", 1, 35),
         ("SELECT t.id FROM t RIGHT JOIN t AS u ON t.id = u.id", "RIGHT JOIN is not", 1, 20),

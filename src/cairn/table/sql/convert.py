@@ -33,11 +33,12 @@ from cairn.table.expressions import (
     lit,
     row_interval,
 )
+from cairn.table.sql.dialect import TableArg
 from cairn.table.sql.errors import SqlValidationError
 from cairn.table.sql.expressions import ExpressionConverter, SqlErrors
 from cairn.table.table import Table
 from cairn.table.types import DataType, DataTypes
-from cairn.table.window import Over, OverWindow
+from cairn.table.window import GroupWindow, Over, OverWindow, Session, Slide, Tumble
 
 __all__ = ["SqlCatalog", "convert_query", "table_name"]
 
@@ -82,6 +83,8 @@ class _QueryConverter:
     def __init__(self, catalog: SqlCatalog, errors: SqlErrors) -> None:
         self.catalog = catalog
         self.errors = errors
+        # the window TVF in the FROM of the SELECT being converted, with its node
+        self._tvf: tuple[GroupWindow, exp.Expr] | None = None
 
     def query(self, node: exp.Expr) -> Table:
         e = self.errors
@@ -102,11 +105,23 @@ class _QueryConverter:
         if node.args.get("with_") is not None or node.args.get("with") is not None:
             raise e.at(node, "WITH is not supported yet")
         self._refuse_sorting(node)
-        table, scopes = self._from(node)
+        outer_tvf, self._tvf = self._tvf, None
+        try:
+            table, scopes = self._from(node)
+            tvf = self._tvf
+        finally:
+            self._tvf = outer_tvf
         columns = table.get_schema().names
         over = _OverWindows(e, node.args.get("windows") or [], columns)
+        groups = _GroupWindows(e, tvf)
         exprs = ExpressionConverter(
-            e, columns, frozenset(), self.catalog.lookup_function, scopes, over.alias_of
+            e,
+            columns,
+            frozenset(),
+            self.catalog.lookup_function,
+            scopes,
+            over.alias_of,
+            groups.convert,
         )
         where = node.args.get("where")
         if where is not None:
@@ -114,8 +129,9 @@ class _QueryConverter:
         items = self._items(exprs, node.expressions, columns, scopes)
         group = node.args.get("group")
         having = node.args.get("having")
-        keys = [exprs.convert(k) for k in group.expressions] if group is not None else []
-        for k, key_node in zip(keys, group.expressions if group is not None else [], strict=True):
+        key_nodes = groups.keys(node, group.expressions if group is not None else [])
+        keys = [exprs.convert(k) for k in key_nodes]
+        for k, key_node in zip(keys, key_nodes, strict=True):
             if k.kind != "field":
                 raise e.at(
                     key_node,
@@ -123,7 +139,15 @@ class _QueryConverter:
                     " column of a subquery that computes it",
                 )
         aggregated = group is not None or any(contains_aggregate(i) for i in items)
-        if over.window is not None:
+        window_of_groups = groups.window_of(node, keys)
+        if window_of_groups is not None:
+            if having is not None:
+                raise e.at(having, "HAVING with a group window is not supported yet")
+            result = self._build(
+                node,
+                lambda: table.window(window_of_groups).group_by(*keys).select(*items),
+            )
+        elif over.window is not None:
             if group is not None or having is not None:
                 raise e.at(node, "OVER aggregates with GROUP BY are not supported yet")
             window = over.window
@@ -250,6 +274,11 @@ class _QueryConverter:
                 expanded.extend(col(n) for n in columns)
             elif isinstance(item, exp.Alias):
                 expanded.append(exprs.convert(item.this).alias(item.alias))
+            elif isinstance(item, exp.Column):
+                converted = exprs.convert(item)
+                # a window TVF's window_start is a window property named as its column
+                renamed = converted.kind != "field" or converted.name != item.name
+                expanded.append(converted.alias(item.name) if renamed else converted)
             else:
                 expanded.append(exprs.convert(item))
         named: list[Expression] = []
@@ -291,11 +320,9 @@ class _QueryConverter:
         elif isinstance(this, exp.Subquery):
             table = self.query(this.this)
         elif isinstance(this, exp.Table) and isinstance(this.this, exp.Anonymous):
-            raise e.at(
-                this,
-                f"Table function {this.this.name}(...) in FROM (window TVFs) is not"
-                " supported yet; use the Table API's group windows",
-            )
+            table, window = self._window_tvf(this, this.this)
+            self._tvf = (window, this)
+            alias = this.alias
         elif isinstance(this, exp.Table):
             name = table_name(this, e.sql)
             found = self.catalog.lookup_table(name)
@@ -310,6 +337,42 @@ class _QueryConverter:
             if column_aliases:
                 table = table.alias(*(c.name for c in column_aliases))
         return table, alias
+
+    def _window_tvf(self, node: exp.Table, call: exp.Anonymous) -> tuple[Table, GroupWindow]:
+        """``TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), size))`` or ``HOP(..., slide, size)``:
+        the table, and the group window its ``GROUP BY window_start, window_end`` means."""
+        e = self.errors
+        inner = call.expressions[0] if len(call.expressions) == 1 else None
+        name = inner.name.upper() if isinstance(inner, exp.Anonymous) else ""
+        if call.name.upper() != "TABLE" or name not in ("TUMBLE", "HOP"):
+            raise e.at(
+                node,
+                f"Table function {name or call.name}(...) in FROM is not supported yet:"
+                " Cairn takes the window TVFs TUMBLE and HOP",
+            )
+        assert isinstance(inner, exp.Anonymous)
+        args = list(inner.expressions)
+        if len(args) != (3 if name == "TUMBLE" else 4) or not isinstance(args[0], TableArg):
+            usage = "TABLE t, DESCRIPTOR(ts), size" + (", slide" if name == "HOP" else "")
+            raise e.at(inner, f"{name} takes ({usage.replace('size, slide', 'slide, size')})")
+        table, _ = self._relation(args[0].this)
+        descriptor = args[1]
+        columns = descriptor.expressions if isinstance(descriptor, exp.Anonymous) else []
+        if descriptor.name.upper() != "DESCRIPTOR" or len(columns) != 1:
+            raise e.at(descriptor, "The time attribute is given as DESCRIPTOR(ts)")
+        if columns[0].name not in table.get_schema().names:
+            raise e.at(columns[0], f"Column '{columns[0].name}' not found in any table")
+        time_field = col(columns[0].name)
+        intervals = ExpressionConverter(e, [], frozenset())
+        sizes = [intervals.convert(a) for a in args[2:]]
+        try:
+            if name == "TUMBLE":
+                window = Tumble.over(sizes[0])
+            else:
+                window = Slide.over(sizes[1]).every(sizes[0])
+            return table, window.on(time_field).alias(_WINDOW)
+        except ValidationError as error:
+            raise e.at(inner, str(error)) from None
 
     def _join(self, left: Table, scopes: dict[str, dict[str, str]], join: exp.Join) -> Table:
         """``JOIN`` / ``LEFT JOIN`` on an equality (``planner.join``) or ``LATERAL TABLE``
@@ -326,6 +389,8 @@ class _QueryConverter:
         if isinstance(join.this, exp.Lateral):
             return self._lateral(left, scopes, join, outer=side == "LEFT")
         right, alias = self._relation(join.this)
+        if self._tvf is not None:
+            raise e.at(join, "A join of a window TVF (window join) is not supported yet", "JOIN")
         if alias in scopes:
             raise e.at(join.this, f"Duplicate relation name '{alias}' in FROM clause")
         used = set(left.get_schema().names)
@@ -511,3 +576,95 @@ class _OverWindows:
             return step()
         except ValidationError as error:
             raise self.errors.at(node, str(error)) from None
+
+
+_WINDOW = "w$"
+_TVF_COLUMNS = {"window_start": "start", "window_end": "end", "window_time": "rowtime"}
+_GROUP_FUNCTIONS = {"TUMBLE": 2, "HOP": 3, "SESSION": 2}
+_PROPERTY_SUFFIXES = {"_START": "start", "_END": "end", "_ROWTIME": "rowtime"}
+
+
+class _GroupWindows:
+    """The group window of one ``SELECT``, named ``w$`` as Flink's SQL names it: a window
+    TVF's (its ``window_start``/``window_end``/``window_time`` columns are the window's
+    properties), or the legacy ``GROUP BY TUMBLE(ts, size)`` with ``TUMBLE_START(...)``."""
+
+    def __init__(self, errors: SqlErrors, tvf: tuple[GroupWindow, exp.Expr] | None) -> None:
+        self.errors = errors
+        self.tvf = tvf
+        self.window: GroupWindow | None = tvf[0] if tvf is not None else None
+        self.used: exp.Expr | None = None  # a legacy window call or property
+
+    def convert(self, node: exp.Expr) -> Expression | None:
+        if self.tvf is not None:
+            if isinstance(node, exp.Column) and not node.table and node.name == _WINDOW:
+                return col(_WINDOW)  # the window among the keys, in window_start's place
+            if isinstance(node, exp.Column) and not node.table and node.name in _TVF_COLUMNS:
+                prop: Expression = getattr(col(_WINDOW), _TVF_COLUMNS[node.name])
+                return prop
+            return None
+        if not isinstance(node, exp.Anonymous):
+            return None
+        name = node.name.upper()
+        if name in _GROUP_FUNCTIONS:
+            self._legacy(node, name)
+            return col(_WINDOW)
+        for suffix, property_name in _PROPERTY_SUFFIXES.items():
+            function = name.removesuffix(suffix)
+            if name.endswith(suffix) and function in _GROUP_FUNCTIONS:
+                self._legacy(node, function)
+                self.used = self.used or node
+                legacy_property: Expression = getattr(col(_WINDOW), property_name)
+                return legacy_property
+        return None
+
+    def _legacy(self, node: exp.Anonymous, name: str) -> None:
+        e = self.errors
+        args = list(node.expressions)
+        if len(args) != _GROUP_FUNCTIONS[name] or not isinstance(args[0], exp.Column):
+            usage = {"TUMBLE": "ts, size", "HOP": "ts, slide, size", "SESSION": "ts, gap"}
+            raise e.at(node, f"{node.name} takes ({usage[name]})")
+        intervals = ExpressionConverter(e, [], frozenset())
+        sizes = [intervals.convert(a) for a in args[1:]]
+        try:
+            if name == "TUMBLE":
+                window = Tumble.over(sizes[0])
+            elif name == "HOP":
+                window = Slide.over(sizes[1]).every(sizes[0])
+            else:
+                window = Session.with_gap(sizes[0])
+            window = window.on(col(args[0].name)).alias(_WINDOW)
+        except ValidationError as error:
+            raise e.at(node, str(error)) from None
+        if self.window is not None and window != self.window:
+            raise e.at(node, f"{node.name}(...) differs from the query's group window")
+        self.window = window
+
+    def keys(self, node: exp.Select, key_nodes: list[exp.Expr]) -> list[exp.Expr]:
+        """The ``GROUP BY`` keys; of a window TVF: ``window_start`` and ``window_end`` (and
+        ``window_time``) are the window, which stands in their place."""
+        if self.tvf is None:
+            return key_nodes
+        window_keys = {
+            k.name for k in key_nodes if isinstance(k, exp.Column) and k.name in _TVF_COLUMNS
+        }
+        if not {"window_start", "window_end"} <= window_keys:
+            group = node.args.get("group")
+            raise self.errors.at(
+                group or self.tvf[1],
+                "A window TVF is aggregated here: GROUP BY window_start, window_end, ..."
+                " (window TopN, deduplication and joins are not built yet)",
+                "GROUP" if group is not None else "",
+            )
+        rest = [k for k in key_nodes if not (isinstance(k, exp.Column) and k.name in _TVF_COLUMNS)]
+        return [exp.column(_WINDOW), *rest]
+
+    def window_of(self, node: exp.Select, keys: list[Expression]) -> GroupWindow | None:
+        """The window the ``SELECT`` groups by, checked against the keys."""
+        if self.window is None:
+            return None
+        if not any(k.kind == "field" and k.name == _WINDOW for k in keys):
+            raise self.errors.at(
+                self.used or node, "A group window property needs GROUP BY that window"
+            )
+        return self.window

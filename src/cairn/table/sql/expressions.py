@@ -126,6 +126,7 @@ class ExpressionConverter:
         functions: Callable[[str], Any] | None = None,
         scopes: Mapping[str, Mapping[str, str]] | None = None,
         over: Callable[[exp.Window], str] | None = None,
+        windows: Callable[[exp.Expr], Expression | None] | None = None,
     ) -> None:
         self.errors = errors
         self.columns = columns
@@ -133,9 +134,15 @@ class ExpressionConverter:
         self.functions = functions
         self.scopes = scopes or {}
         self.over = over
+        self.windows = windows
 
     def convert(self, node: exp.Expr) -> Expression:
         e = self.errors
+        if self.windows is not None:
+            # group window calls (TUMBLE(ts, ...), TUMBLE_START) and a window TVF's columns
+            window_expression = self.windows(node)
+            if window_expression is not None:
+                return window_expression
         if isinstance(node, exp.Paren):
             return self.convert(node.this)
         if isinstance(node, exp.Column):
