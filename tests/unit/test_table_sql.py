@@ -519,6 +519,28 @@ def test_decimal_literals_mix_with_doubles_as_in_flink() -> None:
     assert tuple(row) == (3.5, decimal.Decimal("3.0"), 4.0)
 
 
+@pytest.mark.parametrize(
+    ("item", "flink_type", "values"),
+    [
+        ("v * 1.5", "DECIMAL(13, 1)", ["15.0", "30.0"]),
+        ("v + 1.25", "DECIMAL(13, 2)", ["11.25", "21.25"]),
+        ("CASE WHEN v > 10 THEN 1 ELSE 2.5 END", "DECIMAL(11, 1) NOT NULL", ["2.5", "1"]),
+        ("COALESCE(v, 0.5)", "DECIMAL(11, 1) NOT NULL", ["10", "20"]),
+    ],
+)
+def test_an_int_with_a_decimal_literal_is_typed_and_computed_as_flink_does(
+    item: str, flink_type: str, values: list[str]
+) -> None:
+    t_env, _ = _with_t()
+    ints = t_env.sql_query("SELECT CAST(v AS INT) AS v FROM t WHERE id < 3")
+    t_env.create_temporary_view("ints", ints)
+    table = t_env.sql_query(f"SELECT {item} AS x FROM ints")
+    assert str(table.get_schema().types[0]) == flink_type
+    rows = [r[0] for r in table.execute().collect()]
+    assert all(isinstance(r, decimal.Decimal) for r in rows)
+    assert rows == [decimal.Decimal(v) for v in values]
+
+
 def test_a_union_takes_its_limit_and_refuses_its_order_by() -> None:
     t_env, _ = _with_t()
     table = t_env.sql_query("SELECT id FROM t UNION ALL SELECT id FROM t LIMIT 3")
