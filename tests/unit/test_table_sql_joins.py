@@ -69,6 +69,19 @@ def test_aliases_qualified_stars_and_a_condition_beside_the_equality() -> None:
     assert sorted(_view(from_sql)) == [(2, "hello", "China", 30)]
 
 
+def test_a_self_join_names_a_qualified_column_by_its_own_name_as_flink_does() -> None:
+    t_env, people, _ = _t_env()
+    from_sql = t_env.sql_query(
+        "SELECT u.id, t.id, u.name FROM people AS t JOIN people AS u ON t.id = u.id"
+    )
+    right = people.alias("id0", "name0", "country0")
+    from_api = people.join(right, col("id") == col("id0")).select(
+        col("id0").alias("id"), col("id").alias("id0"), col("name0").alias("name")
+    )
+    _same(from_sql, from_api)
+    assert sorted(_view(from_sql)) == [(1, 1, "Flink"), (2, 2, "hello"), (3, 3, "world")]
+
+
 def test_a_left_outer_join_keeps_unmatched_rows_with_nulls() -> None:
     t_env, people, ages = _t_env()
     from_sql = t_env.sql_query(
@@ -117,6 +130,7 @@ def test_a_left_join_lateral_keeps_rows_the_function_yields_nothing_for() -> Non
         ("SELECT * FROM people FULL JOIN ages ON people.id = ages.id", "FULL JOIN", 1, 22),
         ("SELECT * FROM people JOIN ages ON people.id > ages.id", "needs an equality", 1, 35),
         ("SELECT * FROM people, ages", "needs ON with an equality", 1, 23),
+        ("SELECT * FROM people JOIN people ON id = id", "Duplicate relation name", 1, 27),
         ("SELECT id FROM people JOIN ages ON people.id = ages.id", "'id' is ambiguous", 1, 8),
         ("SELECT p.age FROM people p JOIN ages a ON p.id = a.id", "'age' not found in", 1, 8),
         (
