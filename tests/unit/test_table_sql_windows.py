@@ -295,3 +295,20 @@ def test_a_create_table_watermark_is_the_time_attribute_of_a_window_tvf() -> Non
     assert "TumblingGroupWindow('w$, ts, 5000)" in plan[2]
     assert "WatermarkAssigner(rowtime=[ts], watermark=[ts - 3000" in plan[3]
     assert 0 < sum(r[2] for r in t_env.sql_query(query).execute().collect()) <= 20
+
+
+def test_having_filters_a_group_windows_rows_as_the_table_apis_filter_does() -> None:
+    t_env, t = _source()
+    from_sql = t_env.sql_query(
+        "SELECT name, TUMBLE_END(ts, INTERVAL '5' SECOND) AS e, SUM(price) AS total FROM t"
+        " GROUP BY name, TUMBLE(ts, INTERVAL '5' SECOND) HAVING SUM(price) > 100"
+    )
+    w = Tumble.over(lit(5).seconds).on(col("ts")).alias("w$")
+    from_api = (
+        t.window(w)
+        .group_by(col("name"), col("w$"))
+        .select(col("name"), col("w$").end.alias("e"), col("price").sum.alias("total"))
+        .filter(col("total") > 100)
+    )
+    rows = _same(from_sql, from_api)
+    assert rows and all(r[2] > 100 for r in rows)

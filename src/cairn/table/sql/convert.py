@@ -36,7 +36,7 @@ from cairn.table.expressions import (
 from cairn.table.sql.dialect import TableArg
 from cairn.table.sql.errors import SqlValidationError
 from cairn.table.sql.expressions import ExpressionConverter, SqlErrors
-from cairn.table.table import Table
+from cairn.table.table import GroupedTable, Table, WindowGroupedTable
 from cairn.table.types import DataType, DataTypes
 from cairn.table.window import GroupWindow, Over, OverWindow, Session, Slide, Tumble
 
@@ -141,12 +141,8 @@ class _QueryConverter:
         aggregated = group is not None or any(contains_aggregate(i) for i in items)
         window_of_groups = groups.window_of(node, keys)
         if window_of_groups is not None:
-            if having is not None:
-                raise e.at(having, "HAVING with a group window is not supported yet")
-            result = self._build(
-                node,
-                lambda: table.window(window_of_groups).group_by(*keys).select(*items),
-            )
+            windowed = table.window(window_of_groups).group_by(*keys)
+            result = self._aggregate(windowed, items, having, exprs, node)
         elif over.window is not None:
             if group is not None or having is not None:
                 raise e.at(node, "OVER aggregates with GROUP BY are not supported yet")
@@ -157,7 +153,7 @@ class _QueryConverter:
                 raise e.at(having, "HAVING needs GROUP BY or aggregates")
             result = self._build(node, lambda: table.select(*items))
         else:
-            result = self._aggregate(table, keys, items, having, exprs, node)
+            result = self._aggregate(table.group_by(*keys), items, having, exprs, node)
         if node.args.get("distinct") is not None:
             result = result.distinct()
         return self._limit(node, result)
@@ -446,14 +442,13 @@ class _QueryConverter:
 
     def _aggregate(
         self,
-        table: Table,
-        keys: list[Expression],
+        grouped: GroupedTable | WindowGroupedTable,
         items: list[Expression],
         having: exp.Expr | None,
         exprs: ExpressionConverter,
         node: exp.Select,
     ) -> Table:
-        grouped = table.group_by(*keys)
+        """``GROUP BY`` (of a window, too) then the select list and ``HAVING``."""
         if having is None:
             return self._build(node, lambda: grouped.select(*items))
         # HAVING is a filter over the aggregate's output: its aggregates and keys are the
