@@ -524,6 +524,7 @@ def test_decimal_literals_mix_with_doubles_as_in_flink() -> None:
     [
         ("v * 1.5", "DECIMAL(13, 1)", ["15.0", "30.0"]),
         ("v + 1.25", "DECIMAL(13, 2)", ["11.25", "21.25"]),
+        ("v / 1.5", "DECIMAL(17, 6)", ["6.666667", "13.333333"]),
         ("CASE WHEN v > 10 THEN 1 ELSE 2.5 END", "DECIMAL(11, 1) NOT NULL", ["2.5", "1"]),
         ("COALESCE(v, 0.5)", "DECIMAL(11, 1) NOT NULL", ["10", "20"]),
     ],

@@ -94,6 +94,8 @@ def expression_source(rex: Rex, row: str = "r", functions: list[Any] | None = No
         return text if direct else f"_nullsafe2(lambda x, y: x {_BINARY[op]} y, {ops[0]}, {ops[1]})"
     if op == "divide":
         fn = "_idiv" if _integral(rex.data_type) else "_div"
+        if rex.data_type.root == "DECIMAL":  # Flink rounds a quotient to its type's scale
+            return f"_cast({fn}({ops[0]}, {ops[1]}), {str(rex.data_type.nullable_())!r}, False)"
         return f"{fn}({ops[0]}, {ops[1]})"
     if op == "minus_prefix":
         return f"(-{ops[0]})" if direct else f"_neg({ops[0]})"
