@@ -267,6 +267,20 @@ def test_legacy_group_windows_and_their_start_end_rowtime_functions(
             62,
         ),
         ("SELECT COUNT(*) FROM t GROUP BY TUMBLE(ts)", "TUMBLE takes (ts, size)", 1, 33),
+        (
+            "SELECT COUNT(*) FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '5' SECOND))"
+            " WHERE window_end > ts GROUP BY window_start, window_end",
+            "window_end is a group window's property: it cannot be used in WHERE",
+            1,
+            88,
+        ),
+        (
+            "SELECT COUNT(*) FROM TABLE(TUMBLE(TABLE t, ts, INTERVAL '5' SECOND))"
+            " GROUP BY window_start, window_end",
+            "DESCRIPTOR(ts)",
+            1,
+            44,
+        ),
     ],
 )
 def test_group_windows_cairn_does_not_run_are_refused_with_their_place(

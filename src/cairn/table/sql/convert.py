@@ -125,7 +125,10 @@ class _QueryConverter:
         )
         where = node.args.get("where")
         if where is not None:
-            table = self._build(where, lambda: table.filter(exprs.convert(where.this)))
+            filters = ExpressionConverter(
+                e, columns, frozenset(), self.catalog.lookup_function, scopes, None, groups.before
+            )
+            table = self._build(where, lambda: table.filter(filters.convert(where.this)))
         items = self._items(exprs, node.expressions, columns, scopes)
         group = node.args.get("group")
         having = node.args.get("having")
@@ -611,6 +614,14 @@ class _GroupWindows:
                 self.used = self.used or node
                 legacy_property: Expression = getattr(col(_WINDOW), property_name)
                 return legacy_property
+        return None
+
+    def before(self, node: exp.Expr) -> Expression | None:
+        """In ``WHERE``, before the window exists: its properties are refused."""
+        if self.convert(node) is not None:
+            raise self.errors.at(
+                node, f"{node.sql()} is a group window's property: it cannot be used in WHERE"
+            )
         return None
 
     def _legacy(self, node: exp.Anonymous, name: str) -> None:
