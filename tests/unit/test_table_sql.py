@@ -439,13 +439,13 @@ def test_str_of_a_table_in_sql_names_an_unnamed_view() -> None:
         ("SELECT t2.id FROM t", "Table 't2' not found", 1, 8),
         (
             "SELECT * FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '5' MINUTES))",
-            "window TVFs",
+            "Column 'ts' not found",
             1,
-            15,
+            48,
         ),
-        ("SELECT k, s FROM t, LATERAL TABLE(split(k)) AS T(s)", "LATERAL TABLE", 1, 21),
-        ("SELECT t.id FROM t JOIN t AS u ON t.id = u.id", "JOIN is not supported", 1, 20),
-        ("SELECT id, SUM(v) OVER (PARTITION BY k) FROM t", "OVER windows", 1, 12),
+        ("SELECT k, s FROM t, LATERAL TABLE(nosuch(k)) AS T(s)", "No table function", 1, 35),
+        ("SELECT t.id FROM t RIGHT JOIN t AS u ON t.id = u.id", "RIGHT JOIN is not", 1, 20),
+        ("SELECT id, SUM(v) OVER (PARTITION BY k) FROM t", "ordered by one time", 1, 12),
         ("SELECT id FROM t ORDER BY id", "ORDER BY is not supported", 1, 18),
         ("SELECT foo(id) FROM t", "No match found for function signature foo", 1, 8),
         ("SELECT id FROM t GROUP BY k", "Expression 'id' is not being grouped", 1, 8),
@@ -517,6 +517,29 @@ def test_decimal_literals_mix_with_doubles_as_in_flink() -> None:
     assert (types[0], types[1].startswith("DECIMAL"), types[2]) == ("DOUBLE", True, "DOUBLE")
     (row,) = table.execute().collect()
     assert tuple(row) == (3.5, decimal.Decimal("3.0"), 4.0)
+
+
+@pytest.mark.parametrize(
+    ("item", "flink_type", "values"),
+    [
+        ("v * 1.5", "DECIMAL(13, 1)", ["15.0", "30.0"]),
+        ("v + 1.25", "DECIMAL(13, 2)", ["11.25", "21.25"]),
+        ("v / 1.5", "DECIMAL(17, 6)", ["6.666667", "13.333333"]),
+        ("CASE WHEN v > 10 THEN 1 ELSE 2.5 END", "DECIMAL(11, 1) NOT NULL", ["2.5", "1"]),
+        ("COALESCE(v, 0.5)", "DECIMAL(11, 1) NOT NULL", ["10", "20"]),
+    ],
+)
+def test_an_int_with_a_decimal_literal_is_typed_and_computed_as_flink_does(
+    item: str, flink_type: str, values: list[str]
+) -> None:
+    t_env, _ = _with_t()
+    ints = t_env.sql_query("SELECT CAST(v AS INT) AS v FROM t WHERE id < 3")
+    t_env.create_temporary_view("ints", ints)
+    table = t_env.sql_query(f"SELECT {item} AS x FROM ints")
+    assert str(table.get_schema().types[0]) == flink_type
+    rows = [r[0] for r in table.execute().collect()]
+    assert all(isinstance(r, decimal.Decimal) for r in rows)
+    assert rows == [decimal.Decimal(v) for v in values]
 
 
 def test_a_union_takes_its_limit_and_refuses_its_order_by() -> None:
@@ -614,6 +637,6 @@ def test_registered_functions_are_called_by_name_as_in_the_table_api() -> None:
     )
     assert from_sql.explain() == from_dsl.explain()
     assert _retract_view(_changes(from_sql)) == _retract_view(_changes(from_dsl))
-    with pytest.raises(SqlValidationError, match="Table function split is called in LATERAL"):
+    with pytest.raises(SqlValidationError, match="Table function split is called in FROM"):
         t_env.sql_query("SELECT split(k) FROM t")
     assert t_env.list_user_defined_functions() == ["split", "twice", "wavg"]

@@ -180,10 +180,57 @@ def wider(a: DataType, b: DataType) -> DataType:
         top = a if ra >= rb else b
         if top.root == "DECIMAL" and (a.root in ("FLOAT", "DOUBLE") or b.root in ("FLOAT",)):
             return DataTypes.DOUBLE(nullable)
+        da, db = _as_decimal(a), _as_decimal(b)
+        if top.root == "DECIMAL" and da is not None and db is not None:
+            # an integer and a DECIMAL: room for the integer's digits (INT, DECIMAL(2, 1) →
+            # DECIMAL(11, 1)), as Flink's common type
+            scale = max(da[1], db[1])
+            digits = max(da[0] - da[1], db[0] - db[1])
+            return DataTypes.DECIMAL(min(38, digits + scale), scale, nullable)
         return DataType(top.root, top.params, nullable)
     if a.is_string and b.is_string:
         return DataTypes.STRING(nullable)
     return DataType(a.root, a.params, nullable)
+
+
+_EXACT_DIGITS = {"TINYINT": 3, "SMALLINT": 5, "INT": 10, "BIGINT": 19}
+
+
+def _as_decimal(t: DataType) -> tuple[int, int] | None:
+    """An exact numeric type's (precision, scale), as Flink widens ``INT`` to DECIMAL(10, 0)."""
+    if t.root == "DECIMAL":
+        return t.params[0], t.params[1]
+    if t.root in _EXACT_DIGITS:
+        return _EXACT_DIGITS[t.root], 0
+    return None
+
+
+def _decimal_arithmetic(name: str, a: DataType, b: DataType) -> DataType | None:
+    """Flink's DECIMAL result of ``a <op> b`` when one side is DECIMAL and the other exact
+    (``LogicalTypeMerging``): ``INT * DECIMAL(2, 1)`` is DECIMAL(13, 1).
+
+    >>> str(_decimal_arithmetic("times", DataTypes.INT(), DataTypes.DECIMAL(2, 1)))
+    'DECIMAL(13, 1)'
+    """
+    da, db = _as_decimal(a), _as_decimal(b)
+    if "DECIMAL" not in (a.root, b.root) or da is None or db is None:
+        return None
+    (p1, s1), (p2, s2) = da, db
+    if name == "times":
+        scale, precision = s1 + s2, p1 + p2 + 1
+    elif name == "divide":
+        scale = max(6, s1 + p2 + 1)
+        precision = p1 - s1 + s2 + scale
+    elif name == "mod":
+        scale = max(s1, s2)
+        precision = min(p1 - s1, p2 - s2) + scale
+    else:  # plus, minus
+        scale = max(s1, s2)
+        precision = max(p1 - s1, p2 - s2) + scale + 1
+    if precision > 38:
+        scale = max(38 - (precision - scale), min(scale, 6))
+        precision = 38
+    return DataTypes.DECIMAL(precision, scale)
 
 
 def _nullable(*types: DataType) -> bool:
@@ -265,6 +312,9 @@ def _call_type(name: str, ops: tuple[Rex, ...], expr: Expression) -> DataType:
             )
         if name == "power":
             return DataTypes.DOUBLE(nullable)
+        decimal_type = _decimal_arithmetic(name, a, b)
+        if decimal_type is not None:
+            return _with_null(decimal_type, nullable)
         return _with_null(wider(a, b), nullable)
     if name == "minus_prefix":
         return types[0]

@@ -50,6 +50,14 @@ _BINARY = {
 _FLOATING = {"plus", "minus", "times", "divide", "mod", "power"}
 
 
+def _as_type(operand: Rex, source: str, target: DataType) -> str:
+    """``source`` cast to ``target`` when ``operand`` has another numeric type."""
+    same = (operand.data_type.root, operand.data_type.params) == (target.root, target.params)
+    if same or not (operand.data_type.is_numeric and target.is_numeric):
+        return source
+    return f"_cast({source}, {str(target.nullable_())!r}, False)"
+
+
 def expression_source(rex: Rex, row: str = "r", functions: list[Any] | None = None) -> str:
     """Python source computing ``rex`` from the tuple named ``row``; user-defined functions
     it calls are appended to ``functions`` and called as ``_udf<i>``."""
@@ -88,6 +96,8 @@ def expression_source(rex: Rex, row: str = "r", functions: list[Any] | None = No
         return text if direct else f"_nullsafe2(lambda x, y: x {_BINARY[op]} y, {ops[0]}, {ops[1]})"
     if op == "divide":
         fn = "_idiv" if _integral(rex.data_type) else "_div"
+        if rex.data_type.root == "DECIMAL":  # Flink rounds a quotient to its type's scale
+            return f"_cast({fn}({ops[0]}, {ops[1]}), {str(rex.data_type.nullable_())!r}, False)"
         return f"{fn}({ops[0]}, {ops[1]})"
     if op == "minus_prefix":
         return f"(-{ops[0]})" if direct else f"_neg({ops[0]})"
@@ -112,7 +122,11 @@ def expression_source(rex: Rex, row: str = "r", functions: list[Any] | None = No
     if op == "not_between":
         return f"_not(_between({ops[0]}, {ops[1]}, {ops[2]}))"
     if op == "if":
-        return f"({ops[1]} if {ops[0]} is True else {ops[2]})"
+        # each branch as the result's type: CASE ... THEN 1 ELSE 2.5 END gives Decimal('1')
+        then, otherwise = (
+            _as_type(o, s, rex.data_type) for o, s in zip(rex.operands[1:], ops[1:], strict=True)
+        )
+        return f"({then} if {ops[0]} is True else {otherwise})"
     if op in ("upper", "lower", "trim", "abs", "floor", "ceil", "char_length"):
         return f"_nullsafe1(_{op}, {ops[0]})"
     if op == "round":
@@ -129,7 +143,8 @@ def expression_source(rex: Rex, row: str = "r", functions: list[Any] | None = No
     if op == "json_value":
         return f"_json_value({ops[0]}, {ops[1]})"
     if op == "coalesce":
-        return f"_coalesce(({', '.join(ops)},))"
+        cast = [_as_type(o, s, rex.data_type) for o, s in zip(rex.operands, ops, strict=True)]
+        return f"_coalesce(({', '.join(cast)},))"
     raise NotImplementedError(f"no code for {op}")
 
 

@@ -30,7 +30,7 @@ from cairn.table.connectors import SinkTable, create_sink, create_source, is_sou
 from cairn.table.errors import TableException, ValidationError
 from cairn.table.expressions import Expression
 from cairn.table.operators import ToRowFunction, ToTableRecord
-from cairn.table.plan import ChangelogMode, StreamScan, Values, changelog_mode
+from cairn.table.plan import ChangelogMode, ExplainDetail, StreamScan, Values, changelog_mode
 from cairn.table.planner import declared_table
 from cairn.table.result import TableResult
 from cairn.table.schema import Schema
@@ -455,6 +455,10 @@ class TableEnvironment:
     def sql_query(self, query: str) -> Table:
         """The ``Table`` of a ``SELECT``, to go on with the Table API."""
         return query_of(self, query)
+
+    def explain_sql(self, stmt: str, *extra_details: ExplainDetail) -> str:
+        """The plan of a ``SELECT``, as ``sql_query(stmt).explain(...)`` prints it."""
+        return query_of(self, stmt).explain(*extra_details)
 
     def create_statement_set(self) -> StatementSet:
         """Inserts to run together as one job."""

@@ -1,10 +1,10 @@
 """SQL trees to the Table API: ``Expression`` trees and ``Table`` operations.
 
 Invariant: SQL builds the same logical plan as the Table API — a ``SELECT`` becomes the calls a
-Table API program makes (``filter``, ``group_by(...).select``, ``distinct``, ``limit``,
-``union_all``) over the same ``Expression`` trees, so there is no second planner; and every
-name is checked against the query's input here, so an error carries its SQL position. What
-Cairn does not plan (joins, window TVFs, ``LATERAL TABLE``, ``OVER``, ``ORDER BY``) is refused
+Table API program makes (``filter``, ``group_by(...).select``, ``join``, ``join_lateral``,
+``distinct``, ``limit``, ``union_all``) over the same ``Expression`` trees, so there is no
+second planner; and every name is checked against the query's input here, so an error carries
+its SQL position. What Cairn does not plan (``RIGHT``/``FULL`` joins, ``ORDER BY``) is refused
 here, naming the construct and where it is.
 """
 
@@ -25,11 +25,17 @@ from cairn.table.analysis import (
 )
 from cairn.table.codegen import CompiledCalc, calc_source
 from cairn.table.errors import ValidationError
-from cairn.table.expressions import Expression, col
+from cairn.table.expressions import (
+    Expression,
+    col,
+)
+from cairn.table.sql.dialect import TableArg
 from cairn.table.sql.errors import SqlValidationError
 from cairn.table.sql.expressions import ExpressionConverter, SqlErrors
-from cairn.table.table import Table
+from cairn.table.sql.windows import WINDOW, GroupWindows, OverWindows
+from cairn.table.table import GroupedTable, Table, WindowGroupedTable
 from cairn.table.types import DataType, DataTypes
+from cairn.table.window import GroupWindow, Slide, Tumble
 
 __all__ = ["SqlCatalog", "convert_query", "table_name"]
 
@@ -74,6 +80,8 @@ class _QueryConverter:
     def __init__(self, catalog: SqlCatalog, errors: SqlErrors) -> None:
         self.catalog = catalog
         self.errors = errors
+        # the window TVF in the FROM of the SELECT being converted, with its node
+        self._tvf: tuple[GroupWindow, exp.Expr] | None = None
 
     def query(self, node: exp.Expr) -> Table:
         e = self.errors
@@ -94,19 +102,36 @@ class _QueryConverter:
         if node.args.get("with_") is not None or node.args.get("with") is not None:
             raise e.at(node, "WITH is not supported yet")
         self._refuse_sorting(node)
-        if node.args.get("windows"):
-            raise e.at(node, "WINDOW clauses are not supported yet")
-        table, qualifiers = self._from(node)
+        outer_tvf, self._tvf = self._tvf, None
+        try:
+            table, scopes = self._from(node)
+            tvf = self._tvf
+        finally:
+            self._tvf = outer_tvf
         columns = table.get_schema().names
-        exprs = ExpressionConverter(e, columns, qualifiers, self.catalog.lookup_function)
+        over = OverWindows(e, node.args.get("windows") or [], columns)
+        groups = GroupWindows(e, tvf)
+        exprs = ExpressionConverter(
+            e,
+            columns,
+            frozenset(),
+            self.catalog.lookup_function,
+            scopes,
+            over.alias_of,
+            groups.convert,
+        )
         where = node.args.get("where")
         if where is not None:
-            table = self._build(where, lambda: table.filter(exprs.convert(where.this)))
-        items = self._items(exprs, node.expressions, columns)
+            filters = ExpressionConverter(
+                e, columns, frozenset(), self.catalog.lookup_function, scopes, None, groups.before
+            )
+            table = self._build(where, lambda: table.filter(filters.convert(where.this)))
+        items = self._items(exprs, node.expressions, columns, scopes)
         group = node.args.get("group")
         having = node.args.get("having")
-        keys = [exprs.convert(k) for k in group.expressions] if group is not None else []
-        for k, key_node in zip(keys, group.expressions if group is not None else [], strict=True):
+        key_nodes = groups.keys(node, group.expressions if group is not None else [])
+        keys = [exprs.convert(k) for k in key_nodes]
+        for k, key_node in zip(keys, key_nodes, strict=True):
             if k.kind != "field":
                 raise e.at(
                     key_node,
@@ -114,12 +139,21 @@ class _QueryConverter:
                     " column of a subquery that computes it",
                 )
         aggregated = group is not None or any(contains_aggregate(i) for i in items)
-        if not aggregated:
+        window_of_groups = groups.window_of(node, keys)
+        if window_of_groups is not None:
+            windowed = table.window(window_of_groups).group_by(*keys)
+            result = self._aggregate(windowed, items, having, exprs, node)
+        elif over.window is not None:
+            if group is not None or having is not None:
+                raise e.at(node, "OVER aggregates with GROUP BY are not supported yet")
+            window = over.window
+            result = self._build(node, lambda: table.over_window(window).select(*items))
+        elif not aggregated:
             if having is not None:
                 raise e.at(having, "HAVING needs GROUP BY or aggregates")
             result = self._build(node, lambda: table.select(*items))
         else:
-            result = self._aggregate(table, keys, items, having, exprs, node)
+            result = self._aggregate(table.group_by(*keys), items, having, exprs, node)
         if node.args.get("distinct") is not None:
             result = result.distinct()
         return self._limit(node, result)
@@ -217,19 +251,30 @@ class _QueryConverter:
             raise self.errors.at(node, str(error)) from None
 
     def _items(
-        self, exprs: ExpressionConverter, nodes: list[exp.Expr], columns: list[str]
+        self,
+        exprs: ExpressionConverter,
+        nodes: list[exp.Expr],
+        columns: list[str],
+        scopes: dict[str, dict[str, str]],
     ) -> list[Expression]:
-        """The select list with Calcite's names: ``*`` expanded, an unnamed expression
-        ``EXPR$<position>``, a repeated name made unique (``k``, ``k0``, ``k1``...)."""
+        """The select list with Calcite's names: ``*`` (or ``a.*``) expanded, an unnamed
+        expression ``EXPR$<position>``, a repeated name made unique (``k``, ``k0``...)."""
         expanded: list[Expression] = []
         for item in nodes:
-            star = isinstance(item, exp.Star) or (
-                isinstance(item, exp.Column) and isinstance(item.this, exp.Star)
-            )
-            if star:
+            if isinstance(item, exp.Column) and isinstance(item.this, exp.Star):
+                scope = scopes.get(item.table)
+                if scope is None:
+                    raise self.errors.at(item, f"Table '{item.table}' not found")
+                expanded.extend(col(n) for n in scope.values())
+            elif isinstance(item, exp.Star):
                 expanded.extend(col(n) for n in columns)
             elif isinstance(item, exp.Alias):
                 expanded.append(exprs.convert(item.this).alias(item.alias))
+            elif isinstance(item, exp.Column):
+                converted = exprs.convert(item)
+                # a window TVF's window_start is a window property named as its column
+                renamed = converted.kind != "field" or converted.name != item.name
+                expanded.append(converted.alias(item.name) if renamed else converted)
             else:
                 expanded.append(exprs.convert(item))
         named: list[Expression] = []
@@ -248,29 +293,32 @@ class _QueryConverter:
             named.append(e)
         return named
 
-    def _from(self, node: exp.Select) -> tuple[Table, frozenset[str]]:
+    def _from(self, node: exp.Select) -> tuple[Table, dict[str, dict[str, str]]]:
+        """The ``FROM`` clause's table, and each table alias with its columns' names in it."""
         e = self.errors
-        for join in node.args.get("joins") or []:
-            if isinstance(join.this, exp.Lateral) or "LATERAL" in join.sql().upper()[:12]:
-                raise e.at(join, "LATERAL TABLE is not supported yet", "LATERAL")
-            raise e.at(join, "JOIN is not supported yet", "JOIN")
         source = node.args.get("from_") or node.args.get("from")
         if source is None:
             raise e.at(node, "SELECT without FROM is not supported yet")
-        this = source.this
-        if isinstance(this, exp.Lateral):
-            raise e.at(this, "LATERAL TABLE is not supported yet")
+        if isinstance(source.this, exp.Lateral):
+            raise e.at(source.this, "LATERAL TABLE needs a table before it: FROM t, LATERAL ...")
+        table, alias = self._relation(source.this)
+        scopes = {alias: {n: n for n in table.get_schema().names}} if alias else {}
+        for join in node.args.get("joins") or []:
+            table = self._join(table, scopes, join)
+        return table, scopes
+
+    def _relation(self, this: exp.Expr) -> tuple[Table, str]:
+        """A table, view, subquery or ``VALUES`` in ``FROM``, with its alias."""
+        e = self.errors
         alias = this.alias_or_name if isinstance(this, exp.Table | exp.Subquery) else ""
         if isinstance(this, exp.Values):
             table = self._values(this)
         elif isinstance(this, exp.Subquery):
             table = self.query(this.this)
         elif isinstance(this, exp.Table) and isinstance(this.this, exp.Anonymous):
-            raise e.at(
-                this,
-                f"Table function {this.this.name}(...) in FROM (window TVFs) is not"
-                " supported yet; use the Table API's group windows",
-            )
+            table, window = self._window_tvf(this, this.this)
+            self._tvf = (window, this)
+            alias = this.alias
         elif isinstance(this, exp.Table):
             name = table_name(this, e.sql)
             found = self.catalog.lookup_table(name)
@@ -284,18 +332,123 @@ class _QueryConverter:
             column_aliases = this.args["alias"].columns
             if column_aliases:
                 table = table.alias(*(c.name for c in column_aliases))
-        return table, frozenset({alias} if alias else ())
+        return table, alias
+
+    def _window_tvf(self, node: exp.Table, call: exp.Anonymous) -> tuple[Table, GroupWindow]:
+        """``TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), size))`` or ``HOP(..., slide, size)``:
+        the table, and the group window its ``GROUP BY window_start, window_end`` means."""
+        e = self.errors
+        inner = call.expressions[0] if len(call.expressions) == 1 else None
+        name = inner.name.upper() if isinstance(inner, exp.Anonymous) else ""
+        if call.name.upper() != "TABLE" or name not in ("TUMBLE", "HOP"):
+            raise e.at(
+                node,
+                f"Table function {name or call.name}(...) in FROM is not supported yet:"
+                " Cairn takes the window TVFs TUMBLE and HOP",
+            )
+        assert isinstance(inner, exp.Anonymous)
+        args = list(inner.expressions)
+        if len(args) != (3 if name == "TUMBLE" else 4) or not isinstance(args[0], TableArg):
+            usage = "TABLE t, DESCRIPTOR(ts), size" + (", slide" if name == "HOP" else "")
+            raise e.at(inner, f"{name} takes ({usage.replace('size, slide', 'slide, size')})")
+        table, _ = self._relation(args[0].this)
+        descriptor = args[1]
+        columns = descriptor.expressions if isinstance(descriptor, exp.Anonymous) else []
+        if descriptor.name.upper() != "DESCRIPTOR" or len(columns) != 1:
+            raise e.at(descriptor, "The time attribute is given as DESCRIPTOR(ts)")
+        if columns[0].name not in table.get_schema().names:
+            raise e.at(columns[0], f"Column '{columns[0].name}' not found in any table")
+        time_field = col(columns[0].name)
+        intervals = ExpressionConverter(e, [], frozenset())
+        sizes = [intervals.convert(a) for a in args[2:]]
+        try:
+            if name == "TUMBLE":
+                window = Tumble.over(sizes[0])
+            else:
+                window = Slide.over(sizes[1]).every(sizes[0])
+            return table, window.on(time_field).alias(WINDOW)
+        except ValidationError as error:
+            raise e.at(inner, str(error)) from None
+
+    def _join(self, left: Table, scopes: dict[str, dict[str, str]], join: exp.Join) -> Table:
+        """``JOIN`` / ``LEFT JOIN`` on an equality (``planner.join``) or ``LATERAL TABLE``
+        (``planner.correlate``); a right column named like a left one is renamed as Calcite
+        does (``id`` → ``id0``), and ``scopes`` learns the right side's names."""
+        e = self.errors
+        side = (join.side or "").upper()
+        kind = (join.kind or "").upper()
+        if side in ("RIGHT", "FULL") or kind in ("CROSS", "SEMI", "ANTI"):
+            what = side or kind
+            raise e.at(join, f"{what} JOIN is not supported yet: Cairn joins INNER or LEFT", what)
+        if join.args.get("using"):
+            raise e.at(join, "JOIN ... USING is not supported yet: use ON a.x = b.y", "USING")
+        if isinstance(join.this, exp.Lateral):
+            return self._lateral(left, scopes, join, outer=side == "LEFT")
+        right, alias = self._relation(join.this)
+        if self._tvf is not None:
+            raise e.at(join, "A join of a window TVF (window join) is not supported yet", "JOIN")
+        if alias in scopes:
+            raise e.at(join.this, f"Duplicate relation name '{alias}' in FROM clause")
+        used = set(left.get_schema().names)
+        names = {n: _unique(n, used) for n in right.get_schema().names}
+        if any(n != m for n, m in names.items()):
+            right = right.alias(*names.values())
+        scopes[alias] = names
+        on = join.args.get("on")
+        if on is None:
+            raise e.at(join, "A join needs ON with an equality between the two tables (a.x = b.y)")
+        exprs = ExpressionConverter(
+            e,
+            [*left.get_schema().names, *right.get_schema().names],
+            frozenset(),
+            self.catalog.lookup_function,
+            scopes,
+        )
+        predicate = exprs.convert(on)
+        if side == "LEFT":
+            return self._build(on, lambda: left.left_outer_join(right, predicate))
+        return self._build(on, lambda: left.join(right, predicate))
+
+    def _lateral(
+        self, left: Table, scopes: dict[str, dict[str, str]], join: exp.Join, outer: bool
+    ) -> Table:
+        e = self.errors
+        lateral = join.this
+        on = join.args.get("on")
+        if on is not None and not (isinstance(on, exp.Boolean) and on.this):
+            raise e.at(on, "A join with LATERAL TABLE takes ON TRUE only")
+        inner = lateral.this.expressions if isinstance(lateral.this, exp.Anonymous) else []
+        call = inner[0] if len(inner) == 1 and lateral.this.name.upper() == "TABLE" else None
+        if not isinstance(call, exp.Anonymous):
+            raise e.at(lateral, "LATERAL takes TABLE(function(...))", "LATERAL")
+        function = self.catalog.lookup_function(str(call.this))
+        if function is None or getattr(function, "kind", "") != "table":
+            raise e.at(call, f"No table function found: {call.this!s}")
+        exprs = ExpressionConverter(
+            e, left.get_schema().names, frozenset(), self.catalog.lookup_function, scopes
+        )
+        args = [exprs.convert(a) for a in call.expressions]
+        table_alias = lateral.args.get("alias")
+        alias = table_alias.name if table_alias is not None else str(call.this)
+        declared = [c.name for c in table_alias.columns] if table_alias is not None else []
+        own = declared or list(function.result_type.field_names())
+        used = set(left.get_schema().names)
+        names = {n: _unique(n, used) for n in own}
+        scopes[alias] = names
+        aliased = function(*args).alias(*names.values())
+        if outer:
+            return self._build(join, lambda: left.left_outer_join_lateral(aliased))
+        return self._build(join, lambda: left.join_lateral(aliased))
 
     def _aggregate(
         self,
-        table: Table,
-        keys: list[Expression],
+        grouped: GroupedTable | WindowGroupedTable,
         items: list[Expression],
         having: exp.Expr | None,
         exprs: ExpressionConverter,
         node: exp.Select,
     ) -> Table:
-        grouped = table.group_by(*keys)
+        """``GROUP BY`` (of a window, too) then the select list and ``HAVING``."""
         if having is None:
             return self._build(node, lambda: grouped.select(*items))
         # HAVING is a filter over the aggregate's output: its aggregates and keys are the
@@ -333,3 +486,14 @@ class _QueryConverter:
         if hidden:
             result = result.select(*(col(n) for n in visible))
         return result
+
+
+def _unique(name: str, used: set[str]) -> str:
+    """``name``, or Calcite's uniquified ``name0``, ``name1``... when it is taken."""
+    unique = name
+    suffix = 0
+    while unique in used:
+        unique = f"{name}{suffix}"
+        suffix += 1
+    used.add(unique)
+    return unique

@@ -84,8 +84,9 @@ class Flink(Dialect):
         }
         VAR_SINGLE_TOKENS: ClassVar[set[str]] = {"$"}
         COMMANDS: ClassVar[set[TokenType]] = tokens.Tokenizer.COMMANDS - {TokenType.SHOW}
+        # SESSION is Flink's session window function (GROUP BY SESSION(ts, gap)), a name
         KEYWORDS: ClassVar[dict[str, TokenType]] = {
-            **tokens.Tokenizer.KEYWORDS,
+            **{k: t for k, t in tokens.Tokenizer.KEYWORDS.items() if k != "SESSION"},
             "MINUS": TokenType.EXCEPT,
         }
 

@@ -16,7 +16,7 @@ and the DSL resolve and compile through the same code.
 from __future__ import annotations
 
 import decimal
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sqlglot import exp
@@ -113,8 +113,10 @@ _INTERVAL_UNITS = {
 
 
 class ExpressionConverter:
-    """One statement's expressions; ``columns`` (when given) are the names in scope, and
-    ``functions`` looks up the user-defined functions registered by name."""
+    """One statement's expressions; ``columns`` (when given) are the names in scope,
+    ``functions`` looks up the user-defined functions registered by name, and ``scopes`` maps
+    each table alias to its columns' names in the input (a join renames a clashing column of
+    its right side: ``b.id`` is ``id0``)."""
 
     def __init__(
         self,
@@ -122,14 +124,25 @@ class ExpressionConverter:
         columns: Sequence[str] | None,
         qualifiers: frozenset[str],
         functions: Callable[[str], Any] | None = None,
+        scopes: Mapping[str, Mapping[str, str]] | None = None,
+        over: Callable[[exp.Window], str] | None = None,
+        windows: Callable[[exp.Expr], Expression | None] | None = None,
     ) -> None:
         self.errors = errors
         self.columns = columns
-        self.qualifiers = qualifiers
+        self.qualifiers = qualifiers | frozenset(scopes or ())
         self.functions = functions
+        self.scopes = scopes or {}
+        self.over = over
+        self.windows = windows
 
     def convert(self, node: exp.Expr) -> Expression:
         e = self.errors
+        if self.windows is not None:
+            # group window calls (TUMBLE(ts, ...), TUMBLE_START) and a window TVF's columns
+            window_expression = self.windows(node)
+            if window_expression is not None:
+                return window_expression
         if isinstance(node, exp.Paren):
             return self.convert(node.this)
         if isinstance(node, exp.Column):
@@ -181,7 +194,9 @@ class ExpressionConverter:
         if isinstance(node, exp.Anonymous):
             return self._function(node)
         if isinstance(node, exp.Window):
-            raise e.at(node, "OVER windows are not supported yet")
+            if self.over is None:
+                raise e.at(node, "OVER windows are not supported here")
+            return self.convert(node.this).over(col(self.over(node)))
         if isinstance(node, exp.Subquery | exp.Select):
             raise e.at(node, "Subqueries in expressions are not supported yet")
         raise e.at(node, f"Unsupported SQL expression: {node.sql()}")
@@ -191,6 +206,14 @@ class ExpressionConverter:
         qualifier = node.table
         if qualifier and qualifier not in self.qualifiers:
             raise self.errors.at(node, f"Table '{qualifier}' not found")
+        scope = self.scopes.get(qualifier) if qualifier else None
+        if scope is not None:
+            if name not in scope:
+                raise self.errors.at(node, f"Column '{name}' not found in table '{qualifier}'")
+            return col(scope[name])
+        owners = [q for q, names in self.scopes.items() if name in names]
+        if len(owners) > 1:
+            raise self.errors.at(node, f"Column '{name}' is ambiguous")
         if self.columns is not None and name not in self.columns:
             raise self.errors.at(node, f"Column '{name}' not found in any table")
         return col(name)
@@ -270,8 +293,8 @@ class ExpressionConverter:
             if getattr(user, "kind", "") == "table":
                 raise self.errors.at(
                     node,
-                    f"Table function {node.this!s} is called in LATERAL TABLE(...), which is"
-                    " not supported yet",
+                    f"Table function {node.this!s} is called in FROM ..., LATERAL TABLE(...),"
+                    " not in an expression",
                 )
             result: Expression = user(*(self.convert(a) for a in args_nodes))
             return result
