@@ -27,6 +27,7 @@ from cairn.table.errors import ValidationError
 from cairn.table.formats import format_keys, row_deserializer, row_serializer
 from cairn.table.plan import StreamScan
 from cairn.table.schema import Schema
+from cairn.table.source_reuse import reused
 
 __all__ = ["check_filesystem", "filesystem_options", "filesystem_scan", "filesystem_sink"]
 
@@ -155,4 +156,4 @@ def filesystem_scan(
         scanned: DataStream = stream.uid(f"table-source-{path}")
         return scanned
 
-    return StreamScan(columns, path, build)
+    return StreamScan(columns, path, reused(build))

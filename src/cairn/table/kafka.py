@@ -30,8 +30,10 @@ from cairn.datastream.stream_execution_environment import StreamExecutionEnviron
 from cairn.table.analysis import Columns
 from cairn.table.errors import ValidationError
 from cairn.table.formats import format_keys, row_deserializer, row_serializer
+from cairn.table.operators import FieldsKeySelector
 from cairn.table.plan import StreamScan
 from cairn.table.schema import Schema
+from cairn.table.source_reuse import reused
 
 __all__ = [
     "DropUpdateBefore",
@@ -319,7 +321,12 @@ def upsert_kafka_sink(
 ) -> None:
     """Write a changelog: ``+I``/``+U`` keyed records, ``-D`` tombstones, ``-U`` dropped."""
     codec = _Codec("upsert-kafka", columns, options, schema)
-    upserts = stream.flat_map(DropUpdateBefore()).name(f"Sink upsert: {name}")
+    # Keyed by the primary key (Flink's keyed shuffle of upsert sinks): a key's changes go
+    # through one sink subtask, in order, whatever the sink's parallelism.
+    keyed = stream.key_by(FieldsKeySelector(codec.key_index))
+    upserts = (
+        keyed.flat_map(DropUpdateBefore()).name(f"Sink upsert: {name}").uid(f"table-upsert-{name}")
+    )
     _sink(name, upserts, codec, options)
 
 
@@ -408,4 +415,4 @@ def kafka_scan(
         rows: DataStream = stream.uid(f"table-source-{path}").map(_ToChange(None))
         return rows
 
-    return StreamScan(columns, path, build)
+    return StreamScan(columns, path, reused(build))
