@@ -18,7 +18,7 @@ import pytest
 from cairn.table import EnvironmentSettings, TableEnvironment, ValidationError
 from cairn.table.analysis import Columns
 from cairn.table.formats import row_deserializer, row_serializer
-from cairn.table.kafka import DropUpdateBefore, ToKafkaRecord
+from cairn.table.kafka import DropUpdateBefore, ToKafkaRecord, UpsertMessage
 from cairn.table.types import DataTypes
 
 KAFKA = "'connector' = 'kafka', 'topic' = 't', 'properties.bootstrap.servers' = 'h:9092'"
@@ -179,6 +179,30 @@ def test_upsert_layout_keys_values_and_tombstones() -> None:
     kept = [c for change in changes for c in DropUpdateBefore().flat_map(change)]
     records = [ToKafkaRecord([0], [0, 1], True).map(c) for c in kept]
     assert records == [(("a",), ("a", 1)), (("a",), ("a", 2)), (("a",), None)]
+
+
+def test_upsert_messages_put_the_key_back_and_read_tombstones() -> None:
+    keys = Columns.of([("k", DataTypes.STRING())])
+    values = Columns.of([("n", DataTypes.BIGINT())])
+    message = UpsertMessage(
+        row_deserializer("json", keys, {}), row_deserializer("json", values, {}), [0], [1], 2
+    )
+    assert message.reads_message_key
+    assert message.deserialize((b'{"k":"a"}', b'{"n":3}')) == (("a",), ("a", 3))
+    assert message.deserialize((b'{"k":"a"}', None)) == (("a",), None)
+
+
+def test_an_upsert_kafka_table_reads_as_an_updating_table() -> None:
+    t_env = _t_env()
+    t_env.execute_sql(
+        f"CREATE TABLE u (k STRING, n BIGINT, PRIMARY KEY (k) NOT ENFORCED) WITH ({UPSERT})"
+    )
+    t_env.execute_sql("CREATE TABLE p (k STRING, n BIGINT) WITH ('connector' = 'print')")
+    plan = t_env.sql_query("SELECT k, n FROM u").explain()
+    assert "changelogMode=[I,UB,UA,D]" in plan
+    t_env.execute_sql(f"CREATE TABLE k2 (k STRING, n BIGINT) WITH ({KAFKA}, 'format' = 'json')")
+    with pytest.raises(ValidationError, match="doesn't support consuming update changes"):
+        t_env.execute_sql("INSERT INTO k2 SELECT k, n FROM u")
 
 
 @pytest.mark.parametrize("fmt", ["json", "csv"])

@@ -34,6 +34,7 @@ from cairn.table.kafka import (
     kafka_scan,
     kafka_sink,
     upsert_kafka_options,
+    upsert_kafka_scan,
     upsert_kafka_sink,
 )
 from cairn.table.plan import ChangelogMode, PlanNode, changelog_mode, describe
@@ -219,6 +220,7 @@ _SOURCES: dict[str, tuple[Callable[[Columns, Mapping[str, str]], set[str]], _Sca
     "datagen": (lambda columns, options: datagen_options(columns), _datagen),
     "filesystem": (filesystem_options, filesystem_scan),
     "kafka": (kafka_options, kafka_scan),
+    "upsert-kafka": (upsert_kafka_options, upsert_kafka_scan),
 }
 
 

@@ -6,15 +6,16 @@ Invariant: a table row is a message's value (and, with ``key.format``, its key h
 by the primary key, ``-D`` a tombstone (null value), ``-U`` nothing — so a compacted topic, or
 a ``read_committed`` reader keeping the last value per key, holds the query's result. The
 exactly-once guarantee is the DataStream sink's (transactions committed on checkpoints).
+An ``upsert-kafka`` table reads back as a changelog through ``ChangelogNormalize``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from cairn.api.connectors import DeliveryGuarantee
-from cairn.api.functions import FlatMapFunction, MapFunction
+from cairn.api.functions import FlatMapFunction, KeySelector, MapFunction
 from cairn.common.serialization import DeserializationSchema, SerializationSchema
 from cairn.common.watermark_strategy import WatermarkStrategy
 from cairn.datastream.connectors.kafka import (
@@ -28,6 +29,7 @@ from cairn.datastream.connectors.kafka import (
 from cairn.datastream.data_stream import DataStream
 from cairn.datastream.stream_execution_environment import StreamExecutionEnvironment
 from cairn.table.analysis import Columns
+from cairn.table.changelog_normalize import ChangelogNormalize
 from cairn.table.errors import ValidationError
 from cairn.table.formats import format_keys, row_deserializer, row_serializer
 from cairn.table.operators import FieldsKeySelector
@@ -38,11 +40,13 @@ from cairn.table.source_reuse import reused
 __all__ = [
     "DropUpdateBefore",
     "ToKafkaRecord",
+    "UpsertMessage",
     "check_kafka",
     "kafka_options",
     "kafka_scan",
     "kafka_sink",
     "upsert_kafka_options",
+    "upsert_kafka_scan",
     "upsert_kafka_sink",
 ]
 
@@ -98,7 +102,8 @@ def kafka_options(columns: Columns, options: Mapping[str, str]) -> set[str]:
 
 def upsert_kafka_options(columns: Columns, options: Mapping[str, str]) -> set[str]:
     """The option keys of an ``upsert-kafka`` table with ``options``."""
-    return (_COMMON - {"format", "key.fields"}) | _formats(options) | _properties(options)
+    keys = (_COMMON - {"format", "key.fields"}) | {"scan.bounded.mode"}
+    return keys | _formats(options) | _properties(options)
 
 
 def _value_format(connector: str, options: Mapping[str, str]) -> str:
@@ -189,13 +194,19 @@ class _Codec:
     def value_deserializer(self) -> DeserializationSchema:
         return row_deserializer(self.value_format, self.value_columns, self.options, self.prefix)
 
+    def key_columns(self) -> Columns:
+        return Columns.of(
+            [(c.name, c.data_type) for c in self.columns.columns if c.name in self.key_fields]
+        )
+
+    def key_deserializer(self) -> DeserializationSchema:
+        assert self.key_format is not None
+        return row_deserializer(self.key_format, self.key_columns(), self.options, "key.")
+
     def key_serializer(self) -> SerializationSchema | None:
         if self.key_format is None:
             return None
-        key_columns = Columns.of(
-            [(c.name, c.data_type) for c in self.columns.columns if c.name in self.key_fields]
-        )
-        return row_serializer(self.key_format, key_columns, self.options, "key.")
+        return row_serializer(self.key_format, self.key_columns(), self.options, "key.")
 
 
 def _required(options: Mapping[str, str], *keys: str) -> None:
@@ -368,26 +379,25 @@ def _starting(options: Mapping[str, str]) -> KafkaOffsetsInitializer:
     return KafkaOffsetsInitializer.timestamp(int(stamp))
 
 
-def kafka_scan(
-    name: str, columns: Columns, options: Mapping[str, str], schema: Schema | None = None
-) -> StreamScan:
-    """The scan of a ``kafka`` table: each message's value as a ``+I`` row."""
-    check_kafka("kafka", columns, options, schema)
-    codec = _Codec("kafka", columns, options, schema)
-    if codec.value_columns.names != columns.names:
-        raise ValidationError(
-            "Cairn's kafka table source reads rows from message values only:"
-            " 'value.fields-include' = 'EXCEPT_KEY' is not supported for reading"
-        )
-    starting = _starting(options)
+def _bounded(options: Mapping[str, str]) -> str:
     bounded = options.get("scan.bounded.mode", "unbounded")
     if bounded not in _BOUNDED_MODES:
         raise ValidationError(
             f"Invalid value for option 'scan.bounded.mode'. Supported values are"
             f" [{', '.join(_BOUNDED_MODES)}], but was: {bounded}"
         )
-    deserializer = codec.value_deserializer()
-    ignore = bool(getattr(deserializer, "ignore_parse_errors", False))
+    return bounded
+
+
+def _source(
+    name: str,
+    options: Mapping[str, str],
+    starting: KafkaOffsetsInitializer,
+    deserializer: DeserializationSchema,
+    ignore: bool,
+) -> Callable[[StreamExecutionEnvironment], DataStream]:
+    """Builds the table's ``KafkaSource`` stream (records as the deserializer makes them)."""
+    bounded = _bounded(options)
     path = f"default_catalog.default_database.{name}"
 
     def build(env: StreamExecutionEnvironment) -> DataStream:
@@ -412,7 +422,103 @@ def kafka_scan(
         stream = env.from_source(
             builder.build(), WatermarkStrategy.no_watermarks(), f"Source: {name}"
         )
-        rows: DataStream = stream.uid(f"table-source-{path}").map(_ToChange(None))
+        scanned: DataStream = stream.uid(f"table-source-{path}")
+        return scanned
+
+    return build
+
+
+def kafka_scan(
+    name: str, columns: Columns, options: Mapping[str, str], schema: Schema | None = None
+) -> StreamScan:
+    """The scan of a ``kafka`` table: each message's value as a ``+I`` row."""
+    check_kafka("kafka", columns, options, schema)
+    codec = _Codec("kafka", columns, options, schema)
+    if codec.value_columns.names != columns.names:
+        raise ValidationError(
+            "Cairn's kafka table source reads rows from message values only:"
+            " 'value.fields-include' = 'EXCEPT_KEY' is not supported for reading"
+        )
+    deserializer = codec.value_deserializer()
+    ignore = bool(getattr(deserializer, "ignore_parse_errors", False))
+    source = _source(name, options, _starting(options), deserializer, ignore)
+    path = f"default_catalog.default_database.{name}"
+
+    def build(env: StreamExecutionEnvironment) -> DataStream:
+        rows: DataStream = source(env).map(_ToChange(None)).name(f"Source rows: {name}")
         return rows
 
     return StreamScan(columns, path, reused(build))
+
+
+class UpsertMessage(DeserializationSchema):
+    """A message of an upsert topic as ``(key, row | None)``: the key from the message key,
+    the row from the value (with the key's columns put back under ``EXCEPT_KEY``); a
+    tombstone (null value) is ``(key, None)``."""
+
+    reads_message_key = True
+
+    def __init__(
+        self,
+        key: DeserializationSchema,
+        value: DeserializationSchema,
+        key_index: list[int],
+        value_index: list[int],
+        arity: int,
+    ) -> None:
+        self.key, self.value = key, value
+        self.key_index, self.value_index, self.arity = key_index, value_index, arity
+
+    def deserialize(self, message: Any) -> Any:
+        key_bytes, value_bytes = message
+        if key_bytes is None:
+            raise ValueError("an upsert-kafka message without a key")
+        key_row = self.key.deserialize(key_bytes)
+        if key_row is None:
+            return None  # a key the format skipped (ignore-parse-errors)
+        key = tuple(key_row)
+        if value_bytes is None:
+            return key, None
+        value_row = self.value.deserialize(value_bytes)
+        if value_row is None:
+            return None
+        row: list[Any] = [None] * self.arity
+        for i, v in zip(self.value_index, tuple(value_row), strict=True):
+            row[i] = v
+        for i, v in zip(self.key_index, key, strict=True):
+            row[i] = v
+        return key, tuple(row)
+
+
+class _Key(KeySelector):
+    def get_key(self, value: Any) -> Any:
+        return value[0]
+
+
+def upsert_kafka_scan(
+    name: str, columns: Columns, options: Mapping[str, str], schema: Schema | None = None
+) -> StreamScan:
+    """The scan of an ``upsert-kafka`` table: the topic read from its earliest offset as
+    upserts, normalized into a changelog keyed by the primary key (Flink's
+    ``ChangelogNormalize``)."""
+    check_kafka("upsert-kafka", columns, options, schema)
+    codec = _Codec("upsert-kafka", columns, options, schema)
+    value = codec.value_deserializer()
+    ignore = bool(getattr(value, "ignore_parse_errors", False))
+    message = UpsertMessage(
+        codec.key_deserializer(), value, codec.key_index, codec.value_index, len(columns.names)
+    )
+    source = _source(name, options, KafkaOffsetsInitializer.earliest(), message, ignore)
+    path = f"default_catalog.default_database.{name}"
+
+    def build(env: StreamExecutionEnvironment) -> DataStream:
+        changes: DataStream = (
+            source(env)
+            .key_by(_Key())
+            .process(ChangelogNormalize())
+            .name(f"ChangelogNormalize: {name}")
+            .uid(f"table-normalize-{path}")
+        )
+        return changes
+
+    return StreamScan(columns, path, reused(build), insert_only=False)
