@@ -134,6 +134,22 @@ def test_filesystem_needs_path_and_format() -> None:
     assert _message(e).endswith("Missing required options are:\n\npath\nformat")
 
 
+def test_jdbc_needs_url_and_table_name_and_writes_postgresql() -> None:
+    with pytest.raises(ValidationError) as e:
+        _t_env().execute_sql("CREATE TABLE j (a STRING) WITH ('connector' = 'jdbc')")
+    assert _message(e).endswith("Missing required options are:\n\nurl\ntable-name")
+    with pytest.raises(ValidationError, match="writes to PostgreSQL"):
+        _t_env().execute_sql(
+            "CREATE TABLE j (a STRING) WITH ('connector' = 'jdbc',"
+            " 'url' = 'jdbc:mysql://h/db', 'table-name' = 't')"
+        )
+    with pytest.raises(ValidationError, match=re.escape("Unsupported options:\n\nscan.fetch-size")):
+        _t_env().execute_sql(
+            "CREATE TABLE j (a STRING) WITH ('connector' = 'jdbc',"
+            " 'url' = 'jdbc:postgresql://h/db', 'table-name' = 't', 'scan.fetch-size' = '9')"
+        )
+
+
 # -- which sinks take updates ----------------------------------------------------------------
 
 
@@ -144,6 +160,7 @@ def test_filesystem_needs_path_and_format() -> None:
         (KAFKA + ", 'format' = 'json'", False),
         ("'connector' = 'blackhole'", True),
         (UPSERT, True),
+        ("'connector' = 'jdbc', 'url' = 'jdbc:postgresql://h/db', 'table-name' = 'o'", True),
     ],
 )
 def test_updating_queries_go_only_into_sinks_that_take_updates(
@@ -154,7 +171,7 @@ def test_updating_queries_go_only_into_sinks_that_take_updates(
         "CREATE TABLE src (k STRING, v BIGINT) WITH ('connector' = 'datagen',"
         " 'number-of-rows' = '10', 'fields.k.length' = '1')"
     )
-    key = ", PRIMARY KEY (k) NOT ENFORCED" if "upsert" in ddl else ""
+    key = ", PRIMARY KEY (k) NOT ENFORCED" if "upsert" in ddl or "jdbc" in ddl else ""
     t_env.execute_sql(
         f"CREATE TABLE out (k STRING, n BIGINT{key}) WITH ({ddl.format(path=tmp_path)})"
     )

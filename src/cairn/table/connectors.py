@@ -28,6 +28,7 @@ from cairn.table.filesystem import (
     filesystem_scan,
     filesystem_sink,
 )
+from cairn.table.jdbc import check_jdbc, jdbc_options, jdbc_sink
 from cairn.table.kafka import (
     check_kafka,
     kafka_options,
@@ -206,6 +207,7 @@ _SINKS: dict[str, SinkConnector] = {
     "upsert-kafka": SinkConnector(
         upsert_kafka_options, check_kafka, _with_primary_key, upsert_kafka_sink
     ),
+    "jdbc": SinkConnector(jdbc_options, check_jdbc, _with_primary_key, jdbc_sink),
 }
 
 _Scan = Callable[[str, Columns, Mapping[str, str], Schema], PlanNode]
