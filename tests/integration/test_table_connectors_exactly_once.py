@@ -6,7 +6,9 @@ exactly-once``: a ``read_committed`` reader's upserted view (last value per key,
 removing its key) equals the batch aggregation of the input, and each key's counts rise by
 one per message (nothing lost, nothing doubled). A second level of aggregation (keys per
 count) retracts groups to zero, so its topic holds tombstones. Kafka → filter →
-``filesystem``: the committed files hold each selected row once.
+``filesystem``: the committed files hold each selected row once. A message the format cannot
+read fails the job naming topic, partition and offset, or is skipped with
+``json.ignore-parse-errors`` (in process).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from cairn.table import StreamTableEnvironment
 from tests.integration.jobs import checkpointed_env, environment
 from tests.integration.kafka_jobs import new_topic
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
+pytestmark = pytest.mark.timeout(240)
 
 RECORDS, KEYS, PARTITIONS = 12_000, 13, 3
 
@@ -187,3 +189,28 @@ def test_kafka_filter_into_filesystem_stays_exactly_once_when_a_worker_is_killed
     got = Counter(line for p in files for line in p.read_text().splitlines())
     want = Counter(f"{k},{v}" for k, v in map(_value, range(RECORDS)) if v >= 7)
     assert got == want
+
+
+@pytest.mark.parametrize("ignore", [False, True])
+def test_a_message_the_format_cannot_read_is_named_or_skipped(
+    kafka_broker: Any, ignore: bool
+) -> None:
+    from confluent_kafka import Producer
+
+    topic = new_topic(kafka_broker, "tconn-bad", 1)
+    producer = Producer(kafka_broker.client_config())
+    for message in ('{"k": "a", "v": 1}', "{not json", '{"k": "b", "v": 2}'):
+        producer.produce(topic, message, partition=0)
+    assert producer.flush(30) == 0
+    t_env = StreamTableEnvironment.create(environment({"cairn.executor": "inprocess"}, 1))
+    t_env.execute_sql(
+        _source_ddl(kafka_broker, topic).replace(
+            "'format' = 'json'", f"'format' = 'json', 'json.ignore-parse-errors' = '{ignore}'"
+        )
+    )
+    result = t_env.sql_query("SELECT k, v FROM orders").execute()
+    if ignore:
+        assert sorted((r[0], r[1]) for r in result.collect()) == [("a", 1), ("b", 2)]
+        return
+    with pytest.raises(Exception, match=f"topic '{topic}' partition 0 offset 1"):
+        list(result.collect())
