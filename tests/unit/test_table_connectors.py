@@ -106,6 +106,14 @@ def test_a_bad_startup_mode_fails_when_the_table_is_read() -> None:
         ValidationError, match=re.escape("Invalid value for option 'scan.startup.mode'")
     ):
         t_env.from_path("k")
+    t_env.execute_sql(
+        f"CREATE TABLE k2 (a STRING) WITH ({KAFKA}, 'format' = 'json',"
+        " 'properties.group.id' = 'g', 'scan.topic-partition-discovery.interval' = 'soon')"
+    )
+    with pytest.raises(
+        ValidationError, match=re.escape("'scan.topic-partition-discovery.interval'")
+    ):
+        t_env.from_path("k2")
 
 
 def test_upsert_kafka_needs_a_primary_key_and_both_formats() -> None:

@@ -4,8 +4,12 @@ Invariant: a sink table checks at planning what it is given — its options (an 
 misspelt key fails naming it, with the keys the connector knows, as Flink's factories do),
 its schema against the query's columns, and the query's changelog mode against what the
 connector consumes — so a job never starts with a sink that would refuse its rows.
-``print`` writes each change as Flink's print connector does (``+I[a, 1]``, ``N> `` before
-it when the sink runs in parallel); ``blackhole`` discards.
+Whether a sink consumes updates is the connector's (``print``, ``blackhole``, and
+``upsert-kafka`` and ``jdbc`` with a primary key do). This module is the registry and the
+two small sinks: ``print`` writes each change as Flink's print connector does
+(``+I[a, 1]``, ``N> `` before it when the sink runs in parallel), ``blackhole`` discards.
+The others have a module each (``datagen``, ``filesystem``, ``kafka`` for ``kafka`` and
+``upsert-kafka``, ``jdbc``), their formats in ``formats``.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from typing import Any
 
 from cairn.api.connectors import DeliveryGuarantee
 from cairn.api.functions import FlatMapFunction, KeySelector, MapFunction
+from cairn.common.config_values import parse_duration_ms
 from cairn.common.serialization import DeserializationSchema, SerializationSchema
 from cairn.common.watermark_strategy import WatermarkStrategy
 from cairn.datastream.connectors.kafka import (
@@ -75,7 +76,7 @@ _KAFKA = {
     "scan.startup.mode",
     "scan.startup.timestamp-millis",
     "scan.bounded.mode",
-    "key.fields-prefix",
+    "scan.topic-partition-discovery.interval",
 }
 
 
@@ -399,6 +400,16 @@ def _source(
     """Builds the table's ``KafkaSource`` stream (records as the deserializer makes them)."""
     bounded = _bounded(options)
     path = f"default_catalog.default_database.{name}"
+    discovery = None
+    if "scan.topic-partition-discovery.interval" in options:
+        text = options["scan.topic-partition-discovery.interval"]
+        try:
+            discovery = str(parse_duration_ms(text))
+        except ValueError as e:
+            raise ValidationError(
+                f"Could not parse value '{text}' for key"
+                f" 'scan.topic-partition-discovery.interval': {e}"
+            ) from None
 
     def build(env: StreamExecutionEnvironment) -> DataStream:
         builder = (
@@ -417,6 +428,8 @@ def _source(
                 "properties.group.id",
             ):
                 builder.set_property(k[len("properties.") :], v)
+        if discovery is not None:
+            builder.set_property(KafkaSourceOptions.PARTITION_DISCOVERY_INTERVAL_MS, discovery)
         if bounded == "latest-offset":
             builder.set_bounded(KafkaOffsetsInitializer.latest())
         stream = env.from_source(
