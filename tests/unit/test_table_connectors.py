@@ -278,3 +278,25 @@ def test_filesystem_sink_then_source_round_trips_rows(tmp_path: Path) -> None:
     read = t_env.sql_query("SELECT id, sq FROM fs WHERE id > 10")
     got = sorted((r[0], r[1]) for r in read.execute().collect())
     assert got == [(i, i * i) for i in range(12, 21, 2)]
+
+
+def test_a_table_descriptor_declares_a_filesystem_sink_with_a_format_descriptor(
+    tmp_path: Path,
+) -> None:
+    from cairn.table import FormatDescriptor, Schema, TableDescriptor
+
+    out = tmp_path / "csv"
+    t_env = _t_env()
+    schema = Schema.new_builder().column("k", DataTypes.STRING()).column("v", DataTypes.BIGINT())
+    t_env.create_temporary_table(
+        "sink",
+        TableDescriptor.for_connector("filesystem")
+        .schema(schema.build())
+        .option("path", str(out))
+        .format(FormatDescriptor.for_format("csv").option("field-delimiter", "|").build())
+        .build(),
+    )
+    rows = t_env.from_elements([("a", 1), ("b", 2)], ["k", "v"])
+    rows.execute_insert("sink").wait()
+    lines = sorted(line for p in out.rglob("*") if p.is_file() for line in p.read_text().split())
+    assert lines == ["a|1", "b|2"]
