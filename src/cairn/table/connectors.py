@@ -4,8 +4,12 @@ Invariant: a sink table checks at planning what it is given — its options (an 
 misspelt key fails naming it, with the keys the connector knows, as Flink's factories do),
 its schema against the query's columns, and the query's changelog mode against what the
 connector consumes — so a job never starts with a sink that would refuse its rows.
-``print`` writes each change as Flink's print connector does (``+I[a, 1]``, ``N> `` before
-it when the sink runs in parallel); ``blackhole`` discards.
+Whether a sink consumes updates is the connector's (``print``, ``blackhole``, and
+``upsert-kafka`` and ``jdbc`` with a primary key do). This module is the registry and the
+two small sinks: ``print`` writes each change as Flink's print connector does
+(``+I[a, 1]``, ``N> `` before it when the sink runs in parallel), ``blackhole`` discards.
+The others have a module each (``datagen``, ``filesystem``, ``kafka`` for ``kafka`` and
+``upsert-kafka``, ``jdbc``), their formats in ``formats``.
 """
 
 from __future__ import annotations
@@ -22,10 +26,34 @@ from cairn.table.analysis import Columns
 from cairn.table.codegen import java_double_text
 from cairn.table.datagen import datagen_options, datagen_scan
 from cairn.table.errors import ValidationError
-from cairn.table.plan import ChangelogMode, PlanNode
+from cairn.table.filesystem import (
+    check_filesystem,
+    filesystem_options,
+    filesystem_scan,
+    filesystem_sink,
+)
+from cairn.table.jdbc import check_jdbc, jdbc_options, jdbc_sink
+from cairn.table.kafka import (
+    check_kafka,
+    kafka_options,
+    kafka_scan,
+    kafka_sink,
+    upsert_kafka_options,
+    upsert_kafka_scan,
+    upsert_kafka_sink,
+)
+from cairn.table.plan import ChangelogMode, PlanNode, changelog_mode, describe
 from cairn.table.schema import Schema
 
-__all__ = ["SinkTable", "create_sink", "create_source", "is_source", "java_text"]
+__all__ = [
+    "SinkConnector",
+    "SinkTable",
+    "create_sink",
+    "create_source",
+    "is_readable",
+    "is_source",
+    "java_text",
+]
 
 _KIND_TEXT = ("+I", "-U", "+U", "-D")
 
@@ -66,6 +94,17 @@ class DiscardingSink(SinkFunction):
         pass
 
 
+@dataclass(frozen=True)
+class SinkConnector:
+    """What a sink connector knows: its option keys (given the options: a format adds its
+    own), a check at planning, whether it consumes updates, and how it writes a stream."""
+
+    option_keys: Callable[[Columns, Mapping[str, str]], set[str]]
+    check: Callable[[str, Columns, Mapping[str, str], Schema | None], None]
+    takes_updates: Callable[[Schema | None], bool]
+    write: Callable[[str, Schema | None, Columns, Mapping[str, str], DataStream], None]
+
+
 @dataclass
 class SinkTable:
     """A registered sink: its name, connector, declared schema and options."""
@@ -86,43 +125,119 @@ class SinkTable:
                     f"Query schema: [{_types(plan.columns)}]\n"
                     f"Sink schema:  [{_types(declared)}]"
                 )
-        if mode is not ChangelogMode.INSERT_ONLY and self.connector not in ("print", "blackhole"):
+        takes_updates = _SINKS[self.connector].takes_updates(self.schema)
+        if mode is not ChangelogMode.INSERT_ONLY and not takes_updates:
             raise ValidationError(
                 f"Table sink 'default_catalog.default_database.{self.name}' doesn't support"
-                " consuming update changes"
+                f" consuming update changes which is produced by node {describe(_producer(plan))}"
             )
 
     def add_to(self, stream: DataStream, columns: Columns) -> None:
-        if self.connector == "blackhole":
-            stream.add_sink(DiscardingSink()).name(f"Sink: {self.name}")
-            return
-        identifier = self.options.get("print-identifier")
-        text = stream.map(PrintText()).name(f"Sink text: {self.name}")
-        sink = text.print(identifier)
-        parallelism = self.options.get("sink.parallelism")
-        if parallelism is not None:
-            sink.set_parallelism(int(parallelism))
+        declared = self.schema.physical_columns() if self.schema is not None else columns
+        _SINKS[self.connector].write(self.name, self.schema, declared, self.options, stream)
+
+
+def _producer(plan: PlanNode) -> PlanNode:
+    """The node whose updates reach the sink: the lowest updating node on the way down."""
+    node = plan
+    while True:
+        updating = [i for i in node.inputs if changelog_mode(i) is not ChangelogMode.INSERT_ONLY]
+        if not updating:
+            return node
+        node = updating[0]
 
 
 def _types(columns: Columns) -> str:
     return ", ".join(f"{c.name}: {c.data_type}" for c in columns.columns)
 
 
-_OPTIONS = {
-    "print": {"print-identifier", "standard-error", "sink.parallelism"},
-    "blackhole": set(),
+def _write_print(
+    name: str,
+    schema: Schema | None,
+    columns: Columns,
+    options: Mapping[str, str],
+    stream: DataStream,
+) -> None:
+    text = stream.map(PrintText()).name(f"Sink text: {name}")
+    sink = text.print(options.get("print-identifier"))
+    parallelism = options.get("sink.parallelism")
+    if parallelism is not None:
+        sink.set_parallelism(int(parallelism))
+
+
+def _write_blackhole(
+    name: str,
+    schema: Schema | None,
+    columns: Columns,
+    options: Mapping[str, str],
+    stream: DataStream,
+) -> None:
+    stream.add_sink(DiscardingSink()).name(f"Sink: {name}")
+
+
+def _keys(*keys: str) -> Callable[[Columns, Mapping[str, str]], set[str]]:
+    return lambda columns, options: set(keys)
+
+
+def _no_check(
+    connector: str, columns: Columns, options: Mapping[str, str], s: Schema | None
+) -> None:
+    pass
+
+
+def _always(schema: Schema | None) -> bool:
+    return True
+
+
+def _never(schema: Schema | None) -> bool:
+    return False
+
+
+def _with_primary_key(schema: Schema | None) -> bool:
+    return schema is not None and bool(schema.primary_key)
+
+
+#: The sink connectors by name.
+_SINKS: dict[str, SinkConnector] = {
+    "print": SinkConnector(
+        _keys("print-identifier", "standard-error", "sink.parallelism"),
+        _no_check,
+        _always,
+        _write_print,
+    ),
+    "blackhole": SinkConnector(_keys(), _no_check, _always, _write_blackhole),
+    "filesystem": SinkConnector(filesystem_options, check_filesystem, _never, filesystem_sink),
+    "kafka": SinkConnector(kafka_options, check_kafka, _never, kafka_sink),
+    "upsert-kafka": SinkConnector(
+        upsert_kafka_options, check_kafka, _with_primary_key, upsert_kafka_sink
+    ),
+    "jdbc": SinkConnector(jdbc_options, check_jdbc, _with_primary_key, jdbc_sink),
 }
+
+_Scan = Callable[[str, Columns, Mapping[str, str], Schema], PlanNode]
+
+
+def _datagen(name: str, columns: Columns, options: Mapping[str, str], schema: Schema) -> PlanNode:
+    return datagen_scan(name, columns, options)
 
 
 #: The source connectors: each one's option keys for a table's columns, and its scan.
-_SOURCES: dict[
-    str,
-    tuple[Callable[[Columns], set[str]], Callable[[str, Columns, Mapping[str, str]], PlanNode]],
-] = {"datagen": (datagen_options, datagen_scan)}
+_SOURCES: dict[str, tuple[Callable[[Columns, Mapping[str, str]], set[str]], _Scan]] = {
+    "datagen": (lambda columns, options: datagen_options(columns), _datagen),
+    "filesystem": (filesystem_options, filesystem_scan),
+    "kafka": (kafka_options, kafka_scan),
+    "upsert-kafka": (upsert_kafka_options, upsert_kafka_scan),
+}
 
 
 def is_source(connector: str) -> bool:
-    """Whether ``connector`` names a source (else a sink, or nothing Cairn has)."""
+    """Whether ``connector`` names a source only (a sink-only or two-way connector is
+    registered as a sink when declared; a two-way one is also readable)."""
+    return connector in _SOURCES and connector not in _SINKS
+
+
+def is_readable(connector: str) -> bool:
+    """Whether a table of ``connector`` can be scanned."""
     return connector in _SOURCES
 
 
@@ -132,8 +247,8 @@ def _check_options(connector: str, known: set[str], options: Mapping[str, str]) 
         raise ValidationError(
             f"Unsupported options found for '{connector}'.\n\nUnsupported options:\n\n"
             + "\n".join(unknown)
-            + "\n\nSupported options:\n\nconnector\n"
-            + "\n".join(sorted(known))
+            + "\n\nSupported options:\n\n"
+            + "\n".join(sorted(known | {"connector"}))
         )
 
 
@@ -141,7 +256,7 @@ def _no_factory(connector: str) -> ValidationError:
     return ValidationError(
         f"Could not find any factory for identifier '{connector}' that implements"
         " 'org.apache.flink.table.factories.DynamicTableFactory' in the classpath.\n\n"
-        f"Available factory identifiers are:\n\n{chr(10).join(sorted([*_OPTIONS, *_SOURCES]))}"
+        f"Available factory identifiers are:\n\n{chr(10).join(sorted({*_SINKS, *_SOURCES}))}"
     )
 
 
@@ -155,16 +270,18 @@ def create_source(
         raise ValidationError(f"Table '{name}' of connector '{connector}' needs a schema")
     columns = schema.physical_columns()
     option_keys, scan = _SOURCES[connector]
-    _check_options(connector, option_keys(columns), options)
-    return scan(name, columns, options)
+    _check_options(connector, option_keys(columns, options), options)
+    return scan(name, columns, options, schema)
 
 
 def create_sink(
     name: str, connector: str, schema: Schema | None, options: Mapping[str, str]
 ) -> SinkTable:
     """The sink of ``'connector' = connector``, its options checked."""
-    known = _OPTIONS.get(connector)
-    if known is None:
+    sink = _SINKS.get(connector)
+    if sink is None:
         raise _no_factory(connector)
-    _check_options(connector, known, options)
+    columns = schema.physical_columns() if schema is not None else Columns.of([])
+    _check_options(connector, sink.option_keys(columns, options), options)
+    sink.check(connector, columns, options, schema)
     return SinkTable(name, connector, schema, dict(options))

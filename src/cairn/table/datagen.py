@@ -29,6 +29,7 @@ from cairn.datastream.stream_execution_environment import StreamExecutionEnviron
 from cairn.table.analysis import Columns
 from cairn.table.errors import ValidationError
 from cairn.table.plan import StreamScan
+from cairn.table.source_reuse import reused
 from cairn.table.types import DataType
 
 __all__ = ["FieldSpec", "RowGenerator", "datagen_options", "datagen_scan"]
@@ -172,4 +173,4 @@ def datagen_scan(name: str, columns: Columns, options: Mapping[str, str]) -> Str
         scanned: DataStream = stream.uid(f"table-source-{path}")
         return scanned
 
-    return StreamScan(columns, path, build)
+    return StreamScan(columns, path, reused(build))

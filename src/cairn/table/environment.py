@@ -26,7 +26,7 @@ from cairn.datastream.data_stream import DataStream
 from cairn.datastream.execution_mode import RuntimeExecutionMode
 from cairn.datastream.stream_execution_environment import StreamExecutionEnvironment
 from cairn.table.analysis import Columns
-from cairn.table.connectors import SinkTable, create_sink, create_source, is_source
+from cairn.table.connectors import SinkTable, create_sink, create_source, is_readable, is_source
 from cairn.table.errors import TableException, ValidationError
 from cairn.table.expressions import Expression
 from cairn.table.operators import ToRowFunction, ToTableRecord
@@ -203,6 +203,9 @@ class TableEnvironment:
         self._views: dict[str, Table] = {}
         self._sinks: dict[str, SinkTable] = {}
         self._declared: dict[str, Schema] = {}  # the schemas of connector tables
+        # two-way connector tables (kafka, filesystem): scanned when first read, so a table
+        # only written to never needs its source options (Flink checks them when used)
+        self._readable: dict[str, tuple[str, Schema, dict[str, str]]] = {}
         self._functions: dict[str, Any] = {}  # user-defined functions for SQL, by lower name
         self._unnamed = itertools.count()
         self._config = TableConfig(env)
@@ -332,6 +335,8 @@ class TableEnvironment:
         """A source table (a scan, then its computed columns) or a sink, by connector."""
         if not is_source(connector):
             self._sinks[name] = create_sink(name, connector, schema, options)
+            if is_readable(connector) and schema is not None:
+                self._readable[name] = (connector, schema, dict(options))
         else:
             assert schema is not None
             scan = create_source(name, connector, schema, options)
@@ -343,17 +348,22 @@ class TableEnvironment:
 
     def from_path(self, path: str) -> Table:
         name = path.split(".")[-1].strip("`")
-        if name in self._views:
-            return self._views[name]
+        table = self.lookup_table(name)
+        if table is not None:
+            return table
         raise ValidationError(f"Table `{path}` was not found.")
 
     def list_tables(self) -> list[str]:
-        return sorted([*self._views, *self._sinks])
+        return sorted({*self._views, *self._sinks})
 
     def list_views(self) -> list[str]:
         return sorted(n for n in self._views if n not in self._declared)
 
     def lookup_table(self, name: str) -> Table | None:
+        if name not in self._views and name in self._readable:
+            connector, schema, options = self._readable[name]
+            scan = create_source(name, connector, schema, options)
+            self._views[name] = Table(declared_table(scan, schema), self)
         return self._views.get(name)
 
     def has_table(self, name: str) -> bool:
@@ -370,7 +380,9 @@ class TableEnvironment:
 
     def drop_temporary_table(self, table_path: str) -> bool:
         self._declared.pop(table_path, None)
-        return self._sinks.pop(table_path, None) is not None or self.drop_temporary_view(table_path)
+        self._readable.pop(table_path, None)
+        dropped_sink = self._sinks.pop(table_path, None) is not None
+        return self.drop_temporary_view(table_path) or dropped_sink
 
     def create_temporary_function(self, path: str, function: Any) -> None:
         """Register a ``udf``/``udaf`` (or ``udtf``) to be called by name in SQL."""

@@ -197,8 +197,20 @@ class _FromArrow(TypeVisitor[Convert]):
     def visit_bytes(self, t: TypeInformation) -> Convert:
         return _same
 
+    def visit_timestamp(self, t: TypeInformation) -> Convert:
+        return _pydatetime
+
+    visit_instant = visit_timestamp
+
     def visit_scalar(self, t: TypeInformation) -> Convert:
         return _same
+
+
+def _pydatetime(value: Any) -> Any:
+    """A ``datetime``: pyarrow gives nanosecond timestamps (ORC's) as ``pandas.Timestamp``
+    when pandas is installed."""
+    to_datetime = getattr(value, "to_pydatetime", None)
+    return to_datetime() if to_datetime is not None else value
 
 
 class ArrowRows:

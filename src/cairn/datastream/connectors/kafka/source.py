@@ -160,7 +160,9 @@ class KafkaSourceBuilder:
         self, deserialization_schema: DeserializationSchema
     ) -> KafkaSourceBuilder:
         """Records are ``deserialization_schema.deserialize(value)``; keys are ignored. A
-        ``None`` result skips the record (Flink's way to drop corrupt messages)."""
+        ``None`` result skips the record (Flink's way to drop corrupt messages). A schema
+        whose ``reads_message_key`` is true gets ``(key, value)`` instead (Flink's
+        ``KafkaRecordDeserializationSchema``: the Table API's upsert reader needs keys)."""
         if not callable(getattr(deserialization_schema, "deserialize", None)):
             raise TypeError("the deserializer must have deserialize(bytes)")
         self._deserializer = deserialization_schema

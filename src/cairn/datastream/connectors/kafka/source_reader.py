@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import groupby
 from typing import Any
 
@@ -274,7 +274,10 @@ class KafkaSourceReader(SourceReader):
     ) -> None:
         assert source.deserializer is not None
         self._source = source
-        self._deserialize = source.deserializer.deserialize
+        self._deserialize: Callable[[Any], Any] = source.deserializer.deserialize
+        # A deserializer with ``reads_message_key`` gets ``(key, value)``: an upsert reader
+        # needs the key, and a tombstone has no value.
+        self._with_key = bool(getattr(source.deserializer, "reads_message_key", False))
         self._parallelism = context.parallelism
         self._subtask = context.subtask_index
         self._ignore_errors = source.ignore_parse_errors
@@ -402,7 +405,10 @@ class KafkaSourceReader(SourceReader):
                 if not run:
                     continue
             try:
-                values = [deserialize(m.value()) for m in run]
+                if self._with_key:
+                    values = [deserialize((m.key(), m.value())) for m in run]
+                else:
+                    values = [deserialize(m.value()) for m in run]
             except Exception:
                 values = self._deserialize_each(run)
             next_offsets[key] = run[-1].offset() + 1
@@ -427,7 +433,8 @@ class KafkaSourceReader(SourceReader):
         deserialize = self._deserialize
         for msg in run:
             try:
-                values.append(deserialize(msg.value()))
+                message = (msg.key(), msg.value()) if self._with_key else msg.value()
+                values.append(deserialize(message))
             except Exception as exc:
                 topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
                 if not self._ignore_errors:

@@ -1,0 +1,159 @@
+"""The ``filesystem`` table connector on Cairn's ``FileSource`` and exactly-once ``FileSink``.
+
+Invariant: the sink writes insert-only rows, one line per row in the table's format, through
+``FileSink`` — part files become visible only when the checkpoint that covers them completes,
+so after any failure the committed files hold each row once. The source reads every file
+under ``path`` line by line (byte offsets checkpointed), each line a ``+I`` row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from cairn.api.functions import MapFunction
+from cairn.common.config_values import parse_duration_ms, parse_memory_bytes
+from cairn.common.serialization import DeserializationSchema, Encoder, SerializationSchema
+from cairn.common.time import Duration
+from cairn.common.watermark_strategy import WatermarkStrategy
+from cairn.datastream.connectors.file_sink import FileSink
+from cairn.datastream.connectors.file_sink_config import RollingPolicy
+from cairn.datastream.connectors.file_source import FileSource
+from cairn.datastream.connectors.formats import StreamFormat
+from cairn.datastream.data_stream import DataStream
+from cairn.datastream.stream_execution_environment import StreamExecutionEnvironment
+from cairn.table.analysis import Columns
+from cairn.table.errors import ValidationError
+from cairn.table.formats import format_keys, row_deserializer, row_serializer
+from cairn.table.plan import StreamScan
+from cairn.table.schema import Schema
+from cairn.table.source_reuse import reused
+
+__all__ = ["check_filesystem", "filesystem_options", "filesystem_scan", "filesystem_sink"]
+
+_KEYS = {
+    "path",
+    "format",
+    "source.monitor-interval",
+    "sink.rolling-policy.file-size",
+    "sink.rolling-policy.rollover-interval",
+    "sink.rolling-policy.inactivity-interval",
+    "sink.rolling-policy.check-interval",
+    "sink.parallelism",
+}
+#: Flink's defaults: 128 MB parts, rolled every 30 minutes or after 30 idle minutes.
+_ROLLING = {
+    "sink.rolling-policy.file-size": ("128mb", parse_memory_bytes),
+    "sink.rolling-policy.rollover-interval": ("30 min", parse_duration_ms),
+    "sink.rolling-policy.inactivity-interval": ("30 min", parse_duration_ms),
+}
+
+
+def filesystem_options(columns: Columns, options: Mapping[str, str]) -> set[str]:
+    """The option keys of a ``filesystem`` table with ``options``."""
+    return _KEYS | (format_keys(options["format"], "") if "format" in options else set())
+
+
+def check_filesystem(
+    connector: str, columns: Columns, options: Mapping[str, str], schema: Schema | None
+) -> None:
+    """Fail at planning on a missing ``path``/``format`` or a bad value."""
+    missing = [k for k in ("path", "format") if not options.get(k)]
+    if missing:
+        raise ValidationError(
+            "One or more required options are missing.\n\nMissing required options are:\n\n"
+            + "\n".join(missing)
+        )
+    row_serializer(options["format"], columns, options)
+    _rolling(options)
+
+
+def _rolling(options: Mapping[str, str]) -> RollingPolicy:
+    values = []
+    for key, (default, parse) in _ROLLING.items():
+        text = options.get(key, default)
+        try:
+            values.append(parse(text))
+        except ValueError as e:
+            raise ValidationError(f"Could not parse value '{text}' for key '{key}': {e}") from None
+    return RollingPolicy.default_rolling_policy(*values)
+
+
+class _LineEncoder(Encoder):
+    """A row in the table's format, one line per row (Flink's filesystem row formats)."""
+
+    def __init__(self, schema: SerializationSchema) -> None:
+        self.schema = schema
+
+    def encode(self, element: Any) -> bytes:
+        data: bytes = self.schema.serialize(element)
+        return data if data.endswith(b"\n") else data + b"\n"
+
+
+class _Row(MapFunction):
+    def map(self, value: tuple[int, tuple[Any, ...]]) -> tuple[Any, ...]:
+        return value[1]
+
+
+def filesystem_sink(
+    name: str,
+    schema: Schema | None,
+    columns: Columns,
+    options: Mapping[str, str],
+    stream: DataStream,
+) -> None:
+    """Write the insert-only rows of ``stream`` as part files under ``path``."""
+    encoder = _LineEncoder(row_serializer(options["format"], columns, options))
+    sink = (
+        FileSink.for_row_format(options["path"], encoder)
+        .with_rolling_policy(_rolling(options))
+        .build()
+    )
+    rows = stream.map(_Row()).name(f"Sink rows: {name}")
+    out = rows.sink_to(sink).name(f"Sink: {name}").uid(f"table-sink-{name}")
+    if "sink.parallelism" in options:
+        out.set_parallelism(int(options["sink.parallelism"]))
+
+
+class _LineRows(StreamFormat):
+    """Each non-empty line through the table's deserializer, as a ``+I`` record; a line the
+    format skips (``*.ignore-parse-errors``) is dropped."""
+
+    def __init__(self, schema: DeserializationSchema) -> None:
+        super().__init__("UTF-8")
+        self.schema = schema
+
+    def records(self, lines: list[str], first_line: int) -> list[Any]:
+        out = []
+        for n, line in enumerate(lines):
+            if not line:
+                continue
+            try:
+                row = self.schema.deserialize(line.encode())
+            except (ValueError, TypeError) as e:
+                raise ValueError(f"Failed to deserialize line {first_line + n + 1}: {e}") from e
+            if row is not None:
+                out.append((0, tuple(row)))
+        return out
+
+
+def filesystem_scan(
+    name: str, columns: Columns, options: Mapping[str, str], schema: Schema | None = None
+) -> StreamScan:
+    """The scan of a ``filesystem`` table: the files under ``path``."""
+    check_filesystem("filesystem", columns, options, schema)
+    fmt = _LineRows(row_deserializer(options["format"], columns, options))
+    interval = options.get("source.monitor-interval")
+    path = f"default_catalog.default_database.{name}"
+
+    def build(env: StreamExecutionEnvironment) -> DataStream:
+        builder = FileSource.for_record_stream_format(fmt, options["path"])
+        if interval is not None:
+            builder.monitor_continuously(Duration.of_millis(parse_duration_ms(interval)))
+        stream = env.from_source(
+            builder.build(), WatermarkStrategy.no_watermarks(), f"Source: {name}"
+        )
+        scanned: DataStream = stream.uid(f"table-source-{path}")
+        return scanned
+
+    return StreamScan(columns, path, reused(build))
