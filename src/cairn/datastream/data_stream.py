@@ -567,6 +567,11 @@ class CloseableIterator(Iterator[Any]):
         self._client = job_client
         self._closed = False
 
+    @property
+    def job_client(self) -> Any:
+        """The client of the job whose records these are."""
+        return self._client
+
     def __iter__(self) -> CloseableIterator:
         return self
 

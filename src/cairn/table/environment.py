@@ -428,7 +428,8 @@ class TableEnvironment:
         stream = to_data_stream(table.plan, self._env)
         iterator = stream.execute_and_collect("collect")
         assert not isinstance(iterator, list)
-        return TableResult(table.plan.columns, iterator, None, streaming=not self._batch)
+        client = iterator.job_client
+        return TableResult(table.plan.columns, iterator, client, streaming=not self._batch)
 
     def execute_insert(self, table: Table, path: str) -> TableResult:
         return self.execute_inserts([(path, table)])
