@@ -31,12 +31,12 @@ from cairn.table.errors import TableException, ValidationError
 from cairn.table.expressions import Expression
 from cairn.table.operators import ToRowFunction, ToTableRecord
 from cairn.table.plan import ChangelogMode, ExplainDetail, StreamScan, Values, changelog_mode
-from cairn.table.planner import declared_table
 from cairn.table.result import TableResult
 from cairn.table.schema import Schema
 from cairn.table.sql.statements import execute_statement, query_of
 from cairn.table.statement_set import StatementSet
 from cairn.table.table import Table
+from cairn.table.time_planner import declared_table
 from cairn.table.translate import Uids, to_data_stream
 from cairn.table.types import (
     DataType,

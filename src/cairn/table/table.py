@@ -45,14 +45,13 @@ from cairn.table.planner import (
     flat_aggregate,
     join,
     map_rows,
-    over_aggregate,
     project,
     row_aggregate,
     union_all,
-    window_aggregate,
 )
 from cairn.table.schema import schema_text
 from cairn.table.sql.expressions import parse_expression
+from cairn.table.time_planner import over_aggregate, window_aggregate
 from cairn.table.window import GroupWindow, OverWindow
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """The time windows of a ``SELECT``: its one OVER window, and its group window (a window
 TVF's or a legacy ``GROUP BY TUMBLE(...)``), as the Table API's ``OverWindow`` and
-``GroupWindow`` that ``planner.over_aggregate`` and ``planner.window_aggregate`` take.
+``GroupWindow`` that ``time_planner.over_aggregate`` and ``time_planner.window_aggregate`` take.
 
 Invariant: a query has at most one of each, and every call that names one (``OVER (...)``,
 ``OVER w``, ``TUMBLE_START(...)``, ``window_start``) must name the same window, else the call
