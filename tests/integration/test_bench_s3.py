@@ -20,9 +20,12 @@ KEYS = 20_000
 
 def _weed_processes() -> list[int]:
     found = []
-    for p in psutil.process_iter(["name", "cmdline"]):
+    for p in psutil.process_iter(["name", "cmdline", "status"]):
         try:
-            if p.info["name"] == "weed" and any("cairn-bench" in a for a in p.info["cmdline"]):
+            if p.info["status"] == psutil.STATUS_ZOMBIE:  # killed, not yet reaped: gone
+                continue
+            cmdline = p.info["cmdline"] or []
+            if p.info["name"] == "weed" and any("cairn-bench" in a for a in cmdline):
                 found.append(p.pid)
         except psutil.Error:
             continue

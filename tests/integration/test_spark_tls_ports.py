@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from cairn.common.job_status import JobStatus
-from cairn.deploy.job_master import JobMaster
+from cairn.deploy.attempt_driver import AttemptDriver
 from cairn.runtime.network.certificates import make_job_certificates
 from cairn.testing.sequence_jobs import read_visible_lines
 from tests.connection_flood import Address, ConnectionFlood
@@ -112,16 +112,16 @@ def test_pysparks_sockets_are_off_tcp_and_a_flood_does_not_delay_the_job(
     # How long the job master waits for the finished Spark stage to end: a wedged
     # accumulator server kept Spark's scheduler from ending it for the 60 s of that wait.
     teardowns: list[float] = []
-    original = JobMaster._teardown
+    original = AttemptDriver.teardown
 
-    def timed(master: JobMaster, *args: Any, **kwargs: Any) -> None:
+    def timed(driver: AttemptDriver, *args: Any, **kwargs: Any) -> None:
         started = time.monotonic()
         try:
-            original(master, *args, **kwargs)
+            original(driver, *args, **kwargs)
         finally:
             teardowns.append(time.monotonic() - started)
 
-    monkeypatch.setattr(JobMaster, "_teardown", timed)
+    monkeypatch.setattr(AttemptDriver, "teardown", timed)
     listeners = _Listeners()
     with ConnectionFlood(listeners, count=200, max_seconds=120) as flood:
         client = env.execute_async("flooded-python-ports")
