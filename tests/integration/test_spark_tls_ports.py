@@ -108,7 +108,9 @@ def test_pysparks_sockets_are_off_tcp_and_a_flood_does_not_delay_the_job(
     assert stat.S_IMODE(info.st_mode) == 0o700 and info.st_uid == os.getuid()
 
     out = str(tmp_path / "out")
-    env = sequence_job({"cairn.executor": "spark"}, out, records=RECORDS, keys=KEYS, rate=None)
+    # ~10 s of input, so that the flood is under way while the job runs (unthrottled, a fast
+    # machine finished the job before the flood had opened its 200 connections)
+    env = sequence_job({"cairn.executor": "spark"}, out, records=RECORDS, keys=KEYS, rate=2_000)
     # How long the job master waits for the finished Spark stage to end: a wedged
     # accumulator server kept Spark's scheduler from ending it for the 60 s of that wait.
     teardowns: list[float] = []
@@ -125,9 +127,12 @@ def test_pysparks_sockets_are_off_tcp_and_a_flood_does_not_delay_the_job(
     listeners = _Listeners()
     with ConnectionFlood(listeners, count=200, max_seconds=120) as flood:
         client = env.execute_async("flooded-python-ports")
+        flood.wait_started(timeout=90)
+        during_the_job = not client.get_job_status().is_globally_terminal_state()
         client.get_job_execution_result(timeout=120)
         daemons = _daemons()
     assert flood.opened >= 200, f"the flood opened {flood.opened} connections to {listeners.seen}"
+    assert during_the_job, "the flood's connections were all open only after the job ended"
     assert client.get_job_status() is JobStatus.FINISHED
     assert sorted(read_visible_lines(out)) == expected_lines(RECORDS, KEYS)
     assert teardowns and max(teardowns) < 20, f"the stage took {teardowns} s to end"
