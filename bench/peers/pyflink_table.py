@@ -92,7 +92,7 @@ def make_env(args: argparse.Namespace, work: Path, checkpoints: bool) -> Any:
     from pyflink.table import StreamTableEnvironment
 
     conf = Configuration()
-    conf.set_string("python.execution-mode", "thread")
+    conf.set_string("python.execution-mode", args.python_execution_mode)
     conf.set_string("python.executable", sys.executable)
     conf.set_string("parallelism.default", str(args.parallelism))
     conf.set_string("rest.address", "127.0.0.1")
@@ -243,7 +243,7 @@ def run_job(args: argparse.Namespace) -> dict[str, Any]:
     args.rest_port = free_port()
     result = common.result_template(args, SYSTEM)
     result["versions"]["apache-flink"] = pyflink.version.__version__
-    result["execution_mode"] = "thread"
+    result["execution_mode"] = args.python_execution_mode
     result["udf"] = args.udf == "on"
     result["events_per_second"] = args.events_per_second
     result.update(run_timed(args, work))
@@ -267,6 +267,13 @@ def main() -> None:
     parser.add_argument("--events-per-second", type=int, required=True)
     parser.add_argument("--udf", choices=("on", "off"), default="off")
     parser.add_argument("--verify", action="store_true")
+    parser.add_argument(
+        "--python-execution-mode",
+        choices=("thread", "process"),
+        default="thread",
+        help="Flink's python.execution-mode: thread (pemja, in the JVM's process) or process"
+        " (Flink's default: Python workers beside the JVM)",
+    )
     args = parser.parse_args()
     if not args.work_dir:
         args.work_dir = tempfile.mkdtemp(prefix="peer-pyflink-table-")
