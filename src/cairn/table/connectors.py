@@ -42,6 +42,7 @@ from cairn.table.kafka import (
     upsert_kafka_scan,
     upsert_kafka_sink,
 )
+from cairn.table.operators import KIND_TEXT
 from cairn.table.plan import ChangelogMode, PlanNode, changelog_mode, describe
 from cairn.table.schema import Schema
 
@@ -54,8 +55,6 @@ __all__ = [
     "is_source",
     "java_text",
 ]
-
-_KIND_TEXT = ("+I", "-U", "+U", "-D")
 
 
 def java_text(value: Any) -> str:
@@ -86,7 +85,7 @@ class PrintText(MapFunction):
     """``(kind, row)`` → ``+I[a, 1]``."""
 
     def map(self, value: tuple[int, tuple[Any, ...]]) -> str:
-        return f"{_KIND_TEXT[value[0]]}[{', '.join(java_text(v) for v in value[1])}]"
+        return f"{KIND_TEXT[value[0]]}[{', '.join(java_text(v) for v in value[1])}]"
 
 
 class DiscardingSink(SinkFunction):

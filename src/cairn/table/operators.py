@@ -29,6 +29,7 @@ from cairn.table.analysis import AggCall
 from cairn.table.codegen import CompiledCalc
 
 __all__ = [
+    "KIND_TEXT",
     "AsyncCalcFunction",
     "CalcFunction",
     "FieldsKeySelector",
@@ -40,6 +41,8 @@ __all__ = [
 
 INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE = 0, 1, 2, 3
 _KINDS = (RowKind.INSERT, RowKind.UPDATE_BEFORE, RowKind.UPDATE_AFTER, RowKind.DELETE)
+#: Each record kind's short text (``+I``...), indexed by the kind's value: RowKind's own.
+KIND_TEXT = tuple(kind.short_string() for kind in _KINDS)
 #: The final watermark: a timer at it fires at the end of a bounded input.
 END_OF_INPUT = 9223372036854775807
 

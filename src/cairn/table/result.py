@@ -31,7 +31,7 @@ from typing import Any
 from cairn.common.types import Row
 from cairn.table.analysis import Columns
 from cairn.table.codegen import java_double_text
-from cairn.table.operators import to_row
+from cairn.table.operators import KIND_TEXT, to_row
 from cairn.table.schema import schema_text
 from cairn.table.types import DataType
 
@@ -39,7 +39,6 @@ __all__ = ["ResultKind", "TableResult", "sql_value_text", "tableau"]
 
 NULL_TEXT = "<NULL>"
 MAX_COLUMN_WIDTH = 30
-_KIND_TEXT = ("+I", "-U", "+U", "-D")
 
 
 class ResultKind(enum.Enum):
@@ -121,7 +120,7 @@ def tableau(
         ]
         widths = [2, *widths]
         header = ["op", *names]
-        body = [[_KIND_TEXT[k], *cells] for (k, _), cells in zip(rows, texts, strict=True)]
+        body = [[KIND_TEXT[k], *cells] for (k, _), cells in zip(rows, texts, strict=True)]
     else:
         widths = [
             min(max([len(n)] + [len(r[i]) for r in texts]), MAX_COLUMN_WIDTH)
