@@ -109,9 +109,19 @@ def _is_own(value: ast.expr) -> bool:
     )
 
 
+def _sources(root: Path) -> list[Path]:
+    """The project's modules under ``root``: not in hidden folders (``bench/.peers`` holds
+    the benchmark peers' virtual environments)."""
+    return sorted(
+        p
+        for p in root.rglob("*.py")
+        if not any(s.startswith(".") for s in p.relative_to(root).parts)
+    )
+
+
 def offenders(root: Path) -> Iterator[str]:
     """``path:line: expr`` for each access into another module's private, under ``root``."""
-    for path in sorted(root.rglob("*.py")):
+    for path in _sources(root):
         rel = path.relative_to(root.parent).as_posix()
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         friends = _defined_privates(tree)
@@ -160,7 +170,7 @@ def test_the_check_allows_module_friends_and_flags_the_rest(tmp_path: Path) -> N
 def test_allowlist_is_not_stale() -> None:
     exprs: set[tuple[str, str]] = set()
     for root in ROOTS:
-        for path in root.rglob("*.py"):
+        for path in _sources(root):
             rel = path.relative_to(root.parent).as_posix()
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 if isinstance(node, ast.Attribute):

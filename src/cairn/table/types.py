@@ -23,14 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from cairn.common.type_visitor import TypeVisitor, scalar_name
 from cairn.common.typeinfo import (
-    BasicArrayTypeInfo,
-    ListTypeInfo,
-    MapTypeInfo,
-    ObjectArrayTypeInfo,
-    PrimitiveArrayTypeInfo,
-    RowTypeInfo,
-    TupleTypeInfo,
     TypeInformation,
     Types,
 )
@@ -366,37 +360,45 @@ _FROM_BASIC = {
 }
 
 
+class _FromTypeInfo(TypeVisitor[DataType]):
+    """The SQL type of each kind of ``TypeInformation`` (Flink's ``TypeInfoDataTypeConverter``);
+    what has no SQL type (pickled objects, unknown hints) is ``BYTES``, Flink's ``RAW``."""
+
+    format = "from_data_stream"
+
+    def visit_row(
+        self, t: TypeInformation, names: list[str], types: list[TypeInformation]
+    ) -> DataType:
+        fields = [DataTypes.FIELD(n, self.visit(f)) for n, f in zip(names, types, strict=True)]
+        return DataTypes.ROW(fields)
+
+    def visit_tuple(self, t: TypeInformation, types: list[TypeInformation]) -> DataType:
+        return DataTypes.ROW([DataTypes.FIELD(f"f{i}", self.visit(f)) for i, f in enumerate(types)])
+
+    def visit_array(self, t: TypeInformation, element: TypeInformation) -> DataType:
+        return DataTypes.ARRAY(self.visit(element))
+
+    def visit_map(
+        self, t: TypeInformation, key: TypeInformation, value: TypeInformation
+    ) -> DataType:
+        return DataTypes.MAP(self.visit(key), self.visit(value))
+
+    def visit_scalar(self, t: TypeInformation) -> DataType:
+        factory: Any = _FROM_BASIC.get(scalar_name(t), DataTypes.BYTES)
+        made: DataType = factory()
+        return made
+
+    def unsupported(self, t: TypeInformation, why: str = "") -> DataType:
+        return DataTypes.BYTES()  # bytes, pickled objects, hints without a kind
+
+
 def from_type_info(info: TypeInformation | None) -> DataType:
     """The SQL type of a DataStream's records (``from_data_stream``), as Flink derives it.
 
     >>> str(from_type_info(Types.ROW([Types.INSTANT(), Types.STRING()])))
     'ROW<`f0` TIMESTAMP_LTZ(9), `f1` STRING>'
     """
-    if info is None:
-        return DataTypes.BYTES()  # a pickled Python object: Flink's RAW
-    if isinstance(info, RowTypeInfo):
-        names = info.get_field_names()
-        types = info.get_field_types()
-        return DataTypes.ROW(
-            [DataTypes.FIELD(n, from_type_info(t)) for n, t in zip(names, types, strict=True)]
-        )
-    if isinstance(info, TupleTypeInfo):
-        types = info.get_field_types()
-        return DataTypes.ROW(
-            [DataTypes.FIELD(f"f{i}", from_type_info(t)) for i, t in enumerate(types)]
-        )
-    if isinstance(
-        info, ListTypeInfo | BasicArrayTypeInfo | PrimitiveArrayTypeInfo | ObjectArrayTypeInfo
-    ):
-        return DataTypes.ARRAY(from_type_info(info.element_type))
-    if isinstance(info, MapTypeInfo):
-        return DataTypes.MAP(from_type_info(info.key_type), from_type_info(info.value_type))
-    name = getattr(info, "name", None)
-    if isinstance(name, str) and name in _FROM_BASIC:
-        factory: Any = _FROM_BASIC[name]
-        made: DataType = factory()
-        return made
-    return DataTypes.BYTES()
+    return DataTypes.BYTES() if info is None else _FromTypeInfo().visit(info)
 
 
 def python_type_of(value: Any) -> DataType:
