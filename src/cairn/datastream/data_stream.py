@@ -1,4 +1,5 @@
-"""``DataStream``, ``DataStreamSink``, ``CloseableIterator`` (``pyflink.datastream.data_stream``).
+"""``DataStream``, ``DataStreamSink`` (``pyflink.datastream.data_stream``; ``CloseableIterator``,
+which PyFlink also has here, lives in ``closeable_iterator.py``).
 
 Invariant: every API call appends exactly one ``Transformation`` to the logical plan and never
 changes an existing one, except the setters (name, uid, parallelism, chaining...) applied to the
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn, overload
 
 from cairn.api.connectors import Sink
@@ -34,6 +35,7 @@ from cairn.api.partitioning import CustomPartitioning
 from cairn.common.arguments import require_int
 from cairn.common.typeinfo import TypeInformation, Types
 from cairn.common.watermark_strategy import WatermarkStrategy
+from cairn.datastream.closeable_iterator import CloseableIterator
 from cairn.datastream.java_text import with_declared_type
 from cairn.datastream.print_sink import PrintSinkFunction
 from cairn.datastream.projection import Projection
@@ -557,47 +559,6 @@ class DataStreamSink(_OperatorSetters):
     def get_transformation(self) -> SinkTransformation:
         assert isinstance(self._transformation, SinkTransformation)
         return self._transformation
-
-
-class CloseableIterator(Iterator[Any]):
-    """Records of ``execute_and_collect``; ``close()`` cancels the job if it still runs."""
-
-    def __init__(self, iterator: Iterator[Any], job_client: Any) -> None:
-        self._iterator = iterator
-        self._client = job_client
-        self._closed = False
-
-    @property
-    def job_client(self) -> Any:
-        """The client of the job whose records these are."""
-        return self._client
-
-    def __iter__(self) -> CloseableIterator:
-        return self
-
-    def __next__(self) -> Any:
-        if self._closed:
-            raise StopIteration
-        return next(self._iterator)
-
-    def next(self) -> Any:
-        return self.__next__()
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        close = getattr(self._iterator, "close", None)
-        if callable(close):
-            close()
-        if not self._client.get_job_status().is_globally_terminal_state():
-            self._client.cancel()
-
-    def __enter__(self) -> CloseableIterator:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
 
 def _is_hex(text: str) -> bool:
