@@ -23,6 +23,7 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from cairn.api.functions import key_function
 from cairn.api.partitioning import CustomPartitioning
 from cairn.events import LatencyMarker
 from cairn.graph.job_graph import JobEdge
@@ -79,7 +80,7 @@ class RecordWriter:
         self.records_out = 0
         self.output_tag = output_tag
         self._stamped = False  # a stamped batch came through: keep pending lists stamped
-        self._selector = key_selector
+        self._selector = None if key_selector is None else key_function(key_selector)
         self._partitioner = partitioner
         # Latency markers waiting behind pending records, per channel: (records ahead, marker).
         self._held_markers: dict[int, list[tuple[int, LatencyMarker]]] | None = None
@@ -91,7 +92,9 @@ class RecordWriter:
         if partition is PartitionKind.HASH:
             if key_selector is None:
                 raise ValueError("hash partitioning needs a key selector")
-            self.emit: Emit = self._hash_emit(key_selector, max_parallelism, self._carry)
+            self.emit: Emit = self._hash_emit(
+                key_function(key_selector), max_parallelism, self._carry
+            )
         elif partition is PartitionKind.CUSTOM:
             if partitioner is None:
                 raise ValueError("custom partitioning needs its partitioner")

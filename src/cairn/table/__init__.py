@@ -11,6 +11,10 @@ job is built.
 >>> t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
 >>> t = t_env.from_elements([(1, "a"), (2, "b"), (3, "a")], ["id", "key"])
 >>> print(t.group_by(col("key")).select(col("key"), col("id").sum.alias("total")).explain())
+== Abstract Syntax Tree ==
+GroupAggregate(groupBy=[key], select=[key, SUM(id) AS total]) changelogMode=[I,UB,UA,D]
++- Values(tuples=[3 rows], fields=[id, key]) changelogMode=[I]
+<BLANKLINE>
 == Optimized Logical Plan ==
 GroupAggregate(groupBy=[key], select=[key, SUM(id) AS total]) changelogMode=[I,UB,UA,D]
 +- Values(tuples=[3 rows], fields=[id, key]) changelogMode=[I]

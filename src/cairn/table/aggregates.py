@@ -49,10 +49,38 @@ class Accumulator:
         """``acc`` with ``other``'s values added (session windows merging)."""
         raise NotImplementedError
 
+    # Python source doing the same, for generated code (``group_agg_code``): ``acc`` is an
+    # assignable expression holding the accumulator, ``value`` the argument's expression,
+    # ``this`` the name this object has in the generated code. By default, calls to it.
+
+    def inline_create(self, this: str) -> str:
+        return f"{this}.create()"
+
+    def inline_add(self, acc: str, value: str, this: str) -> str:
+        return f"{acc} = {this}.add({acc}, {value})"
+
+    def inline_retract(self, acc: str, value: str, this: str) -> str:
+        return f"{acc} = {this}.retract({acc}, {value})"
+
+    def inline_result(self, acc: str, this: str) -> str:
+        return f"{this}.result({acc})"
+
 
 class _CountStar(Accumulator):
     def create(self) -> int:
         return 0
+
+    def inline_create(self, this: str) -> str:
+        return "0"
+
+    def inline_add(self, acc: str, value: str, this: str) -> str:
+        return f"{acc} += 1"
+
+    def inline_retract(self, acc: str, value: str, this: str) -> str:
+        return f"{acc} -= 1"
+
+    def inline_result(self, acc: str, this: str) -> str:
+        return acc
 
     def add(self, acc: int, value: Any) -> int:
         return acc + 1
@@ -73,6 +101,12 @@ class _Count(_CountStar):
 
     def retract(self, acc: int, value: Any) -> int:
         return acc if value is None else acc - 1
+
+    def inline_add(self, acc: str, value: str, this: str) -> str:
+        return f"if {value} is not None: {acc} += 1"
+
+    def inline_retract(self, acc: str, value: str, this: str) -> str:
+        return f"if {value} is not None: {acc} -= 1"
 
 
 class _Sum(Accumulator):
@@ -106,6 +140,30 @@ class _Sum(Accumulator):
         acc[0] += other[0]
         acc[1] += other[1]
         return acc
+
+    def _inlined(self) -> bool:
+        """Inlined when the zero is a literal (an int or a float; a Decimal goes through the
+        object) and the result is the plain sum (``AVG`` divides: through the object)."""
+        return type(self) is _Sum and type(self.zero) in (int, float)
+
+    def inline_create(self, this: str) -> str:
+        return f"[{self.zero!r}, 0]" if self._inlined() else super().inline_create(this)
+
+    def inline_add(self, acc: str, value: str, this: str) -> str:
+        if not self._inlined():
+            return super().inline_add(acc, value, this)
+        return f"if {value} is not None: {acc}[0] += {value}; {acc}[1] += 1"
+
+    def inline_retract(self, acc: str, value: str, this: str) -> str:
+        if not self._inlined():
+            return super().inline_retract(acc, value, this)
+        return f"if {value} is not None: {acc}[0] -= {value}; {acc}[1] -= 1"
+
+    def inline_result(self, acc: str, this: str) -> str:
+        if not self._inlined():
+            return super().inline_result(acc, this)
+        empty = repr(self.zero) if self.zero_when_empty else "None"
+        return f"({acc}[0] if {acc}[1] else {empty})"
 
 
 class _Avg(_Sum):

@@ -159,19 +159,50 @@ def calc_source(
 ) -> str:
     """Source of ``calc(r)``: the projected tuple of row ``r``, or ``None`` when the condition
     is not TRUE. ``projections`` ``None`` keeps the row as it is. The user-defined functions
-    it calls are appended to ``functions``, in the order of their ``_udf<i>`` names."""
-    lines = ["def calc(r):"]
-    if functions is not None and _calls_async(projections, condition):
-        lines = ["async def calc(r):"]
-    if condition is not None:
-        lines.append(f"    if {expression_source(condition, 'r', functions)} is not True:")
-        lines.append("        return None")
+    it calls are appended to ``functions``, in the order of their ``_udf<i>`` names.
+
+    A calc without async functions also gets ``calc_batch(records, stamps)``: the outputs of
+    a batch of ``(kind, row)`` records in one comprehension (kinds kept, filtered records
+    dropped) and the timestamps of the kept ones (``stamps`` ``None``: a plain batch).
+    The operands of a top-level ``AND`` are checked in order and stop at the first that is
+    not TRUE, so a merged calc evaluates its upper condition only on rows its lower one kept.
+    """
+    is_async = functions is not None and _calls_async(projections, condition)
+    checks = [f"({expression_source(c, 'r', functions)}) is True" for c in _conjuncts(condition)]
     if projections is None:
-        lines.append("    return r")
+        value = "r"
     else:
-        items = "".join(f"{expression_source(p, 'r', functions)}, " for p in projections)
-        lines.append(f"    return ({items})")
+        value = "(" + "".join(f"{expression_source(p, 'r', functions)}, " for p in projections)
+        value += ")"
+    lines = ["async def calc(r):" if is_async else "def calc(r):"]
+    if checks:
+        lines.append(f"    if not ({' and '.join(checks)}):")
+        lines.append("        return None")
+    lines.append(f"    return {value}")
+    if is_async:
+        return "\n".join(lines)
+    lines.append("def calc_batch(records, stamps):")
+    if not checks:
+        lines.append(f"    return [(k, {value}) for k, r in records], stamps")
+        return "\n".join(lines)
+    kept = " and ".join(checks)
+    lines.append("    if stamps is None:")
+    lines.append(f"        return [(k, {value}) for k, r in records if {kept}], None")
+    lines.append(f"    outs = [((k, {value}) if {kept} else None) for k, r in records]")
+    lines.append(
+        "    return [o for o in outs if o is not None],"
+        " [t for o, t in zip(outs, stamps) if o is not None]"
+    )
     return "\n".join(lines)
+
+
+def _conjuncts(condition: Rex | None) -> list[Rex]:
+    """A condition's top-level ``AND`` operands, in order (none for no condition)."""
+    if condition is None:
+        return []
+    if condition.kind == "call" and condition.op == "and":
+        return [c for o in condition.operands for c in _conjuncts(o)]
+    return [condition]
 
 
 def _calls_async(projections: Sequence[Rex] | None, condition: Rex | None) -> bool:
@@ -195,28 +226,36 @@ class CompiledCalc:
     """A generated function, pickled as its source (and the user-defined functions it calls)
     and compiled on first call."""
 
-    __slots__ = ("_fn", "functions", "source")
+    __slots__ = ("_compiled", "functions", "source")
 
     def __init__(self, source: str, functions: Sequence[Any] = ()) -> None:
         self.source = source
         self.functions = tuple(functions)
-        self._fn: Callable[[tuple[Any, ...]], tuple[Any, ...] | None] | None = None
+        self._compiled: dict[str, Any] | None = None  # the compiled source's namespace
 
     def __getstate__(self) -> tuple[str, tuple[Any, ...]]:
         return (self.source, self.functions)
 
     def __setstate__(self, state: tuple[str, tuple[Any, ...]]) -> None:
         self.source, self.functions = state
-        self._fn = None
+        self._compiled = None
 
     def function(self) -> Callable[[tuple[Any, ...]], tuple[Any, ...] | None]:
-        if self._fn is None:
+        """``calc(row)``: the projected row, or ``None`` when filtered out."""
+        return self._namespace()["calc"]  # type: ignore[no-any-return]
+
+    def batch_function(self) -> Callable[..., tuple[list[Any], list[int | None] | None]] | None:
+        """``calc_batch(records, stamps)`` (see ``calc_source``), ``None`` for an async calc."""
+        return self._namespace().get("calc_batch")
+
+    def _namespace(self) -> dict[str, Any]:
+        if self._compiled is None:
             namespace = dict(RUNTIME)
             for i, wrapper in enumerate(self.functions):
                 namespace[f"_udf{i}"] = wrapper
             exec(compile(self.source, "<cairn-table-calc>", "exec"), namespace)
-            self._fn = namespace["calc"]
-        return self._fn
+            self._compiled = namespace
+        return self._compiled
 
     def __call__(self, row: tuple[Any, ...]) -> tuple[Any, ...] | None:
         return self.function()(row)

@@ -32,7 +32,7 @@ from cairn.datastream.connectors.jdbc import (
 from cairn.datastream.data_stream import DataStream
 from cairn.table.analysis import Columns
 from cairn.table.errors import ValidationError
-from cairn.table.operators import FieldsKeySelector
+from cairn.table.operators import fields_key
 from cairn.table.schema import Schema
 
 __all__ = [
@@ -191,7 +191,7 @@ def jdbc_sink(
     if keys:
         index = [columns.index(k) for k in keys]
         rows = (
-            stream.key_by(FieldsKeySelector(index))
+            stream.key_by(fields_key(index))
             .flat_map(_Upserts())
             .name(f"Sink upsert: {name}")
             .uid(f"table-upsert-{name}")

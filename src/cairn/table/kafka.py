@@ -33,7 +33,7 @@ from cairn.table.analysis import Columns
 from cairn.table.changelog_normalize import ChangelogNormalize
 from cairn.table.errors import ValidationError
 from cairn.table.formats import format_keys, row_deserializer, row_serializer
-from cairn.table.operators import FieldsKeySelector
+from cairn.table.operators import fields_key
 from cairn.table.plan import StreamScan
 from cairn.table.schema import Schema
 from cairn.table.source_reuse import reused
@@ -335,7 +335,7 @@ def upsert_kafka_sink(
     codec = _Codec("upsert-kafka", columns, options, schema)
     # Keyed by the primary key (Flink's keyed shuffle of upsert sinks): a key's changes go
     # through one sink subtask, in order, whatever the sink's parallelism.
-    keyed = stream.key_by(FieldsKeySelector(codec.key_index))
+    keyed = stream.key_by(fields_key(codec.key_index))
     upserts = (
         keyed.flat_map(DropUpdateBefore()).name(f"Sink upsert: {name}").uid(f"table-upsert-{name}")
     )

@@ -12,6 +12,7 @@ last row was retracted, nothing when the result did not change — Flink's
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from itertools import repeat
 from typing import Any
 
 from cairn.api.async_functions import AsyncFunction
@@ -27,6 +28,7 @@ from cairn.common.types import Row, RowKind
 from cairn.table.aggregates import Accumulator, accumulator_for
 from cairn.table.analysis import AggCall
 from cairn.table.codegen import CompiledCalc
+from cairn.table.group_agg_code import GroupAggCode
 
 __all__ = [
     "KIND_TEXT",
@@ -37,6 +39,7 @@ __all__ = [
     "LimitFunction",
     "ToRowFunction",
     "ToTableRecord",
+    "fields_key",
 ]
 
 INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE = 0, 1, 2, 3
@@ -55,6 +58,9 @@ class CalcFunction(FlatMapFunction):
 
     def open(self, runtime_context: Any) -> None:
         self._fn = self.calc.function()
+        batch = self.calc.batch_function()
+        assert batch is not None, "an async calc runs in AsyncCalcFunction"
+        self._batch = batch
         open_functions(self.calc.functions, runtime_context)
 
     def close(self) -> None:
@@ -66,6 +72,13 @@ class CalcFunction(FlatMapFunction):
         if out is None:
             return ()
         return ((value[0], out),)
+
+    def flat_map_batch(
+        self, records: list[Any], stamps: list[int | None] | None
+    ) -> tuple[list[Any], list[int | None] | None]:
+        """A whole batch through the generated ``calc_batch``: the kept records' outputs and
+        their timestamps (``None`` for a plain batch)."""
+        return self._batch(records, stamps)
 
 
 class AsyncCalcFunction(AsyncFunction[Any, Any]):
@@ -90,23 +103,47 @@ class AsyncCalcFunction(AsyncFunction[Any, Any]):
 
 
 class FieldsKeySelector(KeySelector):
-    """The group key of a record: the tuple of its key columns."""
+    """The group key of a record: the tuple of its key columns (``fields_key`` picks the
+    fastest class for the number of columns)."""
 
     def __init__(self, indexes: Sequence[int]) -> None:
         self.indexes = tuple(indexes)
 
     def get_key(self, value: tuple[int, tuple[Any, ...]]) -> tuple[Any, ...]:
         row = value[1]
-        return tuple(row[i] for i in self.indexes)
+        return tuple([row[i] for i in self.indexes])
+
+
+class OneFieldKeySelector(FieldsKeySelector):
+    """The group key of one column: a 1-tuple, built without a loop (the hot case)."""
+
+    def __init__(self, indexes: Sequence[int]) -> None:
+        super().__init__(indexes)
+        (self.index,) = self.indexes
+
+    def get_key(self, value: tuple[int, tuple[Any, ...]]) -> tuple[Any, ...]:
+        return (value[1][self.index],)
+
+
+def fields_key(indexes: Sequence[int]) -> FieldsKeySelector:
+    """The key selector of ``indexes``: the tuple of those columns of a record's row.
+
+    >>> fields_key([1]).get_key((0, ("a", "b"))), fields_key([0, 1]).get_key((0, ("a", "b")))
+    (('b',), ('a', 'b'))
+    """
+    return OneFieldKeySelector(indexes) if len(indexes) == 1 else FieldsKeySelector(indexes)
 
 
 class GroupAggFunction(KeyedProcessFunction[Any, Any, Any]):
     """``GROUP BY`` with retraction; ``final_only`` (batch mode) emits each group's result
     once, at the end of input."""
 
-    def __init__(self, calls: Sequence[AggCall], final_only: bool = False) -> None:
+    def __init__(
+        self, calls: Sequence[AggCall], final_only: bool = False, keys: Sequence[int] = ()
+    ) -> None:
         self.calls = tuple(calls)
         self.final_only = final_only
+        self.keys = tuple(keys)
 
     def open(self, runtime_context: Any) -> None:
         self._accumulators: list[Accumulator] = [accumulator_for(c) for c in self.calls]
@@ -118,6 +155,37 @@ class GroupAggFunction(KeyedProcessFunction[Any, Any, Any]):
         self._state = runtime_context.get_state(
             ValueStateDescriptor("group-aggregate", Types.PICKLED_BYTE_ARRAY())
         )
+        if not self.final_only:
+            # Whole batches through generated code (same state, same outputs, per record).
+            self._batch = GroupAggCode(self.keys, self.calls).function
+            self.keyed_batch = self._run_batch
+            self.keyed_batch_plain = True
+
+    def _run_batch(
+        self,
+        records: list[Any],
+        timestamps: list[int | None],
+        key_selector: Any,
+        set_key: Any,
+        ctx: Any,
+    ) -> tuple[list[Any], list[int | None] | None]:
+        """The keyed operator's batch path: ``records`` (stamped unless ``timestamps`` is
+        empty) through the generated ``group_agg``."""
+        out: list[Any] = []
+        plain = not timestamps and bool(records)
+        stamps: list[int | None] = []
+        state = self._state
+        self._batch(
+            records,
+            repeat(None) if plain else timestamps,
+            set_key,
+            state.value,
+            state.update,
+            state.clear,
+            out,
+            stamps,
+        )
+        return out, None if plain else stamps
 
     def _result(self, accs: list[Any]) -> tuple[Any, ...]:
         return tuple(a.result(acc) for a, acc in zip(self._accumulators, accs, strict=True))

@@ -28,6 +28,7 @@ from cairn.table.analysis import (
 )
 from cairn.table.errors import ValidationError
 from cairn.table.expressions import Expression, col, expressions
+from cairn.table.optimize import optimize
 from cairn.table.plan import (
     Aggregate,
     Calc,
@@ -292,9 +293,12 @@ class Table:
         print(schema_text(self._node.columns))
 
     def explain(self, *extra_details: ExplainDetail) -> str:
-        """The logical plan, each node with its changelog mode (and, asked for plan advice,
-        Flink's "No available advice..." when there is none)."""
-        text = "== Optimized Logical Plan ==\n" + explain(self._node) + "\n"
+        """The plan as written (``Abstract Syntax Tree``) and as it runs (``Optimized Logical
+        Plan``: adjacent calcs merged, unused columns pruned), each node with its changelog
+        mode (and, asked for plan advice, Flink's "No available advice..." when there is
+        none)."""
+        text = "== Abstract Syntax Tree ==\n" + explain(self._node) + "\n\n"
+        text += "== Optimized Logical Plan ==\n" + explain(optimize(self._node)) + "\n"
         if ExplainDetail.PLAN_ADVICE in extra_details:
             text += "\nNo available advice...\n"
         return text

@@ -24,10 +24,11 @@ from cairn.table.operators import (
     AsyncCalcFunction,
     CalcFunction,
     CorrelateFunction,
-    FieldsKeySelector,
     GroupAggFunction,
     LimitFunction,
+    fields_key,
 )
+from cairn.table.optimize import optimize
 from cairn.table.over_window import OverAggFunction
 from cairn.table.plan import (
     Aggregate,
@@ -91,9 +92,13 @@ def _labelled(stream: Any, node: PlanNode, uids: Uids, name: str) -> DataStream:
 def to_data_stream(
     node: PlanNode, env: StreamExecutionEnvironment, uids: Uids | None = None
 ) -> DataStream:
-    """The DataStream of ``(kind, row)`` records computing ``node``; ``uids`` names the
-    operators of one job (give the same one for every statement of a statement set)."""
-    uids = uids if uids is not None else Uids()
+    """The DataStream of ``(kind, row)`` records computing ``node`` (its plan optimized
+    first: ``optimize``); ``uids`` names the operators of one job (give the same one for every
+    statement of a statement set)."""
+    return _translate(optimize(node), env, uids if uids is not None else Uids())
+
+
+def _translate(node: PlanNode, env: StreamExecutionEnvironment, uids: Uids) -> DataStream:
     if isinstance(node, Values):
         records = [(0, row) for row in node.rows]
         return _labelled(env.from_collection(records), node, uids, "Values")
@@ -101,7 +106,7 @@ def to_data_stream(
         stream: DataStream = node.build(env)
         return stream
     if isinstance(node, Calc):
-        upstream = to_data_stream(node.input, env, uids)
+        upstream = _translate(node.input, env, uids)
         functions: list[Any] = []
         source = calc_source(node.projections, node.condition, functions)
         compiled = CompiledCalc(source, functions)
@@ -116,7 +121,7 @@ def to_data_stream(
         calc = CalcFunction(compiled)
         return _labelled(upstream.flat_map(calc), node, uids, describe(node))
     if isinstance(node, Correlate):
-        upstream = to_data_stream(node.input, env, uids)
+        upstream = _translate(node.input, env, uids)
         args = None
         if node.args is not None:
             arg_functions: list[Any] = []
@@ -128,43 +133,43 @@ def to_data_stream(
         )
         return _labelled(upstream.flat_map(correlate), node, uids, describe(node))
     if isinstance(node, Aggregate):
-        upstream = to_data_stream(node.input, env, uids)
-        keyed: Any = upstream.key_by(FieldsKeySelector(node.keys))
-        aggregated = keyed.process(GroupAggFunction(node.calls, node.final_only))
+        upstream = _translate(node.input, env, uids)
+        keyed: Any = upstream.key_by(fields_key(node.keys))
+        aggregated = keyed.process(GroupAggFunction(node.calls, node.final_only, node.keys))
         if not node.keys:
             aggregated = aggregated.set_parallelism(1)
         return _labelled(aggregated, node, uids, describe(node))
     if isinstance(node, WindowAggregate):
-        upstream = to_data_stream(node.input, env, uids)
-        keyed = upstream.key_by(FieldsKeySelector(node.keys))
+        upstream = _translate(node.input, env, uids)
+        keyed = upstream.key_by(fields_key(node.keys))
         function = GroupWindowAggFunction(node.window, node.time_index, node.calls, node.properties)
         windowed = keyed.process(function)
         if not node.keys:
             windowed = windowed.set_parallelism(1)
         return _labelled(windowed, node, uids, describe(node))
     if isinstance(node, OverAggregate):
-        upstream = to_data_stream(node.input, env, uids)
-        keyed = upstream.key_by(FieldsKeySelector(node.keys))
+        upstream = _translate(node.input, env, uids)
+        keyed = upstream.key_by(fields_key(node.keys))
         over = keyed.process(OverAggFunction(node.window, node.time_index, node.calls))
         if not node.keys:
             over = over.set_parallelism(1)
         return _labelled(over, node, uids, describe(node))
     if isinstance(node, TableAggregate):
-        upstream = to_data_stream(node.input, env, uids)
+        upstream = _translate(node.input, env, uids)
         arity = len(node.wrapper.result_type.fields)
         table_agg = TableAggFunction(node.wrapper, node.args, node.input.columns.names, arity)
-        flat = upstream.key_by(FieldsKeySelector(node.keys)).process(table_agg)
+        flat = upstream.key_by(fields_key(node.keys)).process(table_agg)
         if not node.keys:
             flat = flat.set_parallelism(1)
         return _labelled(flat, node, uids, describe(node))
     if isinstance(node, WatermarkAssigner):
-        upstream = to_data_stream(node.input, env, uids)
+        upstream = _translate(node.input, env, uids)
         strategy = watermark_strategy(node.time_index, node.delay_ms)
         stamped = upstream.assign_timestamps_and_watermarks(strategy)
         return _labelled(stamped, node, uids, describe(node))
     if isinstance(node, Join):
-        left = to_data_stream(node.left, env, uids)
-        right = to_data_stream(node.right, env, uids)
+        left = _translate(node.left, env, uids)
+        right = _translate(node.right, env, uids)
         condition = None
         if node.condition is not None:
             condition_functions: list[Any] = []
@@ -172,15 +177,15 @@ def to_data_stream(
             condition = CompiledCalc(source, condition_functions)
         joiner = JoinFunction(len(node.right.columns), node.outer, condition)
         connected: Any = left.connect(right).key_by(
-            FieldsKeySelector(node.left_keys), FieldsKeySelector(node.right_keys)
+            fields_key(node.left_keys), fields_key(node.right_keys)
         )
         return _labelled(connected.process(joiner), node, uids, describe(node))
     if isinstance(node, Limit):
-        upstream = to_data_stream(node.input, env, uids)
+        upstream = _translate(node.input, env, uids)
         limited = upstream.key_by(_constant_key).process(LimitFunction(node.count))
         return _labelled(limited.set_parallelism(1), node, uids, describe(node))
     if isinstance(node, Union):
-        first, *rest = (to_data_stream(i, env, uids) for i in node.inputs)
+        first, *rest = (_translate(i, env, uids) for i in node.inputs)
         return first.union(*rest)
     raise TypeError(f"cannot translate {type(node).__name__}")
 

@@ -176,11 +176,26 @@ class FilterOperator(UserFunctionOperator):
 
 
 class FlatMapOperator(UserFunctionOperator):
+    """``flat_map`` per record; or, when the function has ``flat_map_batch(records,
+    timestamps) -> (outputs, timestamps)`` (``timestamps`` ``None`` for a plain batch, and then
+    returned ``None``), one call per batch — the table runtime's generated calcs."""
+
     def open(self) -> None:
         super().open()
         self._flat_map = resolve_method(self.function, "flat_map")
+        batch = getattr(self.function, "flat_map_batch", None)
+        self._batch: Callable[..., tuple[list[Any], list[int | None] | None]] | None = (
+            batch if callable(batch) else None
+        )
 
     def process_batch(self, records: list[Any]) -> None:
+        batch = self._batch
+        if batch is not None:
+            stamped = type(records) is StampedBatch
+            out, stamps = batch(records, records.timestamps if stamped else None)  # type: ignore[attr-defined]
+            if out:
+                self.output(stamp(out, stamps) if stamps is not None else out)
+            return
         f = self._flat_map
         name = self.name
         if type(records) is StampedBatch:

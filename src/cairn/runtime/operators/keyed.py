@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from cairn.api.functions import key_function
 from cairn.api.state import ValueStateDescriptor
 from cairn.api.time_domain import TimeDomain
 from cairn.events import (
@@ -100,7 +101,7 @@ class KeyedOperatorBase(UserFunctionOperator):
         super().__init__(node)
         if node.spec is None or node.spec.key_selector is None:
             raise ValueError(f"keyed operator {node.name!r} has no key selector")
-        self.key_selector = node.spec.key_selector
+        self.key_selector = key_function(node.spec.key_selector)
         self.backend: KeyedStateBackend
         self._on_timer: Callable[[int, Any], Any] | None = None
         self._timer_context: KeyedContext
