@@ -46,6 +46,7 @@ from cairn.table.plan import (
     describe,
 )
 from cairn.table.table_aggregate import TableAggFunction
+from cairn.table.time_attributes import is_proctime
 from cairn.table.timestamps import watermark_strategy
 
 __all__ = ["Uids", "plan_uid", "to_data_stream"]
@@ -137,7 +138,10 @@ def to_data_stream(
     if isinstance(node, WindowAggregate):
         upstream = to_data_stream(node.input, env, uids)
         keyed = upstream.key_by(FieldsKeySelector(node.keys))
-        function = GroupWindowAggFunction(node.window, node.time_index, node.calls, node.properties)
+        time_type = node.input.columns.columns[node.time_index].data_type
+        function = GroupWindowAggFunction(
+            node.window, node.time_index, node.calls, node.properties, is_proctime(time_type)
+        )
         windowed = keyed.process(function)
         if not node.keys:
             windowed = windowed.set_parallelism(1)
