@@ -28,6 +28,7 @@ from typing import Any
 
 from cairn.table.errors import ValidationError
 from cairn.table.expressions import AGGREGATES, Expression
+from cairn.table.time_attributes import PROCTIME_TYPE, materialized
 from cairn.table.types import DataType, DataTypes, is_integral
 
 __all__ = [
@@ -305,7 +306,7 @@ def _call_type(name: str, ops: tuple[Rex, ...], expr: Expression) -> DataType:
     if name in _ARITHMETIC:
         a, b = types
         if a.root in ("TIMESTAMP", "TIMESTAMP_LTZ", "DATE") and b.root == "INTERVAL":
-            return _with_null(a, nullable)
+            return _with_null(materialized(a), nullable)  # no time attribute any more
         if not (a.is_numeric or a.root == "NULL") or not (b.is_numeric or b.root == "NULL"):
             raise ValidationError(
                 f"Cannot apply '{name}' to arguments of type <{a}> and <{b}> in {expr}"
@@ -318,6 +319,8 @@ def _call_type(name: str, ops: tuple[Rex, ...], expr: Expression) -> DataType:
         return _with_null(wider(a, b), nullable)
     if name == "minus_prefix":
         return types[0]
+    if name == "proctime":
+        return PROCTIME_TYPE
     if name in _COMPARISON:
         a, b = types
         comparable = (

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from cairn.table.analysis import Rex
+from cairn.table.time_attributes import proctime_now
 from cairn.table.types import DataType
 from cairn.table.udf import is_async
 
@@ -142,6 +143,8 @@ def expression_source(rex: Rex, row: str = "r", functions: list[Any] | None = No
         return f"_nullsafe2(_get_field, {ops[0]}, {rex.value})"
     if op == "json_value":
         return f"_json_value({ops[0]}, {ops[1]})"
+    if op == "proctime":
+        return "_proctime_now()"
     if op == "coalesce":
         cast = [_as_type(o, s, rex.data_type) for o, s in zip(rex.operands, ops, strict=True)]
         return f"_coalesce(({', '.join(cast)},))"
@@ -571,3 +574,4 @@ RUNTIME: dict[str, Any] = {
     if name.startswith("_") and not name.startswith("__") and callable(value)
 }
 RUNTIME["_Decimal"] = decimal.Decimal
+RUNTIME["_proctime_now"] = proctime_now

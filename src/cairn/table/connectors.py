@@ -9,7 +9,8 @@ Whether a sink consumes updates is the connector's (``print``, ``blackhole``, an
 two small sinks: ``print`` writes each change as Flink's print connector does
 (``+I[a, 1]``, ``N> `` before it when the sink runs in parallel), ``blackhole`` discards.
 The others have a module each (``datagen``, ``filesystem``, ``kafka`` for ``kafka`` and
-``upsert-kafka``, ``jdbc``), their formats in ``formats``.
+``upsert-kafka``, ``jdbc``), their formats in ``formats``. The metadata keys each connector
+reads and writes are listed here (``metadata`` checks a table's metadata columns).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from cairn.table.codegen import java_double_text
 from cairn.table.datagen import datagen_options, datagen_scan
 from cairn.table.errors import ValidationError
 from cairn.table.filesystem import (
+    FILE_READABLE,
     check_filesystem,
     filesystem_options,
     filesystem_scan,
@@ -42,6 +44,8 @@ from cairn.table.kafka import (
     upsert_kafka_scan,
     upsert_kafka_sink,
 )
+from cairn.table.kafka_metadata import KAFKA_READABLE, KAFKA_WRITABLE
+from cairn.table.metadata import check_metadata
 from cairn.table.operators import KIND_TEXT
 from cairn.table.plan import ChangelogMode, PlanNode, changelog_mode, describe
 from cairn.table.schema import Schema
@@ -116,13 +120,21 @@ class SinkTable:
     def check(self, plan: PlanNode, mode: ChangelogMode) -> None:
         """Refuse, at planning, a query this sink cannot take."""
         if self.schema is not None:
-            declared = self.schema.physical_columns()
+            writable = _WRITABLE.get(self.connector, {})
+            check_metadata(self.name, self.connector, self.schema, writable, reading=False)
+            declared = self.schema.persisted_columns()
             if len(declared) != len(plan.columns):
+                virtual = [c.name for c in self.schema.metadata_columns() if c.is_virtual]
                 raise ValidationError(
                     f"Column types of query result and sink for"
                     f" 'default_catalog.default_database.{self.name}' do not match.\n"
                     f"Query schema: [{_types(plan.columns)}]\n"
                     f"Sink schema:  [{_types(declared)}]"
+                    + (
+                        f"\n(virtual metadata columns are not written: {', '.join(virtual)})"
+                        if virtual
+                        else ""
+                    )
                 )
         takes_updates = _SINKS[self.connector].takes_updates(self.schema)
         if mode is not ChangelogMode.INSERT_ONLY and not takes_updates:
@@ -132,7 +144,7 @@ class SinkTable:
             )
 
     def add_to(self, stream: DataStream, columns: Columns) -> None:
-        declared = self.schema.physical_columns() if self.schema is not None else columns
+        declared = self.schema.persisted_columns() if self.schema is not None else columns
         _SINKS[self.connector].write(self.name, self.schema, declared, self.options, stream)
 
 
@@ -229,6 +241,11 @@ _SOURCES: dict[str, tuple[Callable[[Columns, Mapping[str, str]], set[str]], _Sca
 }
 
 
+#: The metadata keys each connector reads (as a source) and writes (as a sink).
+_READABLE = {"filesystem": FILE_READABLE, "kafka": KAFKA_READABLE}
+_WRITABLE = {"kafka": KAFKA_WRITABLE}
+
+
 def is_source(connector: str) -> bool:
     """Whether ``connector`` names a source only (a sink-only or two-way connector is
     registered as a sink when declared; a two-way one is also readable)."""
@@ -270,6 +287,7 @@ def create_source(
     columns = schema.physical_columns()
     option_keys, scan = _SOURCES[connector]
     _check_options(connector, option_keys(columns, options), options)
+    check_metadata(name, connector, schema, _READABLE.get(connector, {}), reading=True)
     return scan(name, columns, options, schema)
 
 

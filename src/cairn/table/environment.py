@@ -291,7 +291,8 @@ class TableEnvironment:
         if fields_or_schema and isinstance(fields_or_schema[0], Schema):
             return Table(declared_table(scan, fields_or_schema[0]), self)
         if fields_or_schema:
-            return table.select(*fields_or_schema)  # type: ignore[arg-type]
+            fields = [_proctime_field(f, names) for f in fields_or_schema]
+            return table.select(*fields)
         return table
 
     def to_data_stream(self, table: Table) -> DataStream:
@@ -504,3 +505,15 @@ def _python(value: Any) -> Any:
     """A pandas/numpy scalar as the Python value PyFlink hands to the table."""
     item = getattr(value, "item", None)
     return item() if callable(item) else value
+
+
+def _proctime_field(field: Any, names: Sequence[str]) -> Any:
+    """``col('pt').proctime`` among ``from_data_stream``'s fields: a new processing-time
+    attribute ``pt`` (Flink's field expression), not a column of the stream."""
+    is_proctime = isinstance(field, Expression) and field.kind == "call"
+    if not is_proctime or field.name != "window_proctime" or field.args[0].kind != "field":
+        return field
+    name = field.args[0].name
+    if name in names:
+        raise ValidationError(f"The proctime attribute '{name}' must not replace an existing field")
+    return Expression("call", "proctime").alias(name)

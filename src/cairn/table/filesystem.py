@@ -3,11 +3,15 @@
 Invariant: the sink writes insert-only rows, one line per row in the table's format, through
 ``FileSink`` — part files become visible only when the checkpoint that covers them completes,
 so after any failure the committed files hold each row once. The source reads every file
-under ``path`` line by line (byte offsets checkpointed), each line a ``+I`` row.
+under ``path`` line by line (byte offsets checkpointed), each line a ``+I`` row, followed
+by the file's metadata its table declares (``file.path``, ``file.name``, ``file.size``,
+``file.modification-time``, Flink's keys), read when the file is opened.
 """
 
 from __future__ import annotations
 
+import copy
+import datetime
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,11 +29,28 @@ from cairn.datastream.stream_execution_environment import StreamExecutionEnviron
 from cairn.table.analysis import Columns
 from cairn.table.errors import ValidationError
 from cairn.table.formats import format_keys, row_deserializer, row_serializer
+from cairn.table.metadata import with_metadata
 from cairn.table.plan import StreamScan
 from cairn.table.schema import Schema
 from cairn.table.source_reuse import reused
+from cairn.table.timestamps import epoch_millis, timestamp_of_millis
+from cairn.table.types import DataType, DataTypes
 
-__all__ = ["check_filesystem", "filesystem_options", "filesystem_scan", "filesystem_sink"]
+__all__ = [
+    "FILE_READABLE",
+    "check_filesystem",
+    "filesystem_options",
+    "filesystem_scan",
+    "filesystem_sink",
+]
+
+#: The metadata a ``filesystem`` source reads, with Flink's types.
+FILE_READABLE: dict[str, DataType] = {
+    "file.path": DataTypes.STRING(False),
+    "file.name": DataTypes.STRING(False),
+    "file.size": DataTypes.BIGINT(False),
+    "file.modification-time": DataTypes.TIMESTAMP_LTZ(3, False),
+}
 
 _KEYS = {
     "path",
@@ -119,9 +140,24 @@ class _LineRows(StreamFormat):
     """Each non-empty line through the table's deserializer, as a ``+I`` record; a line the
     format skips (``*.ignore-parse-errors``) is dropped."""
 
-    def __init__(self, schema: DeserializationSchema) -> None:
+    def __init__(self, schema: DeserializationSchema, metadata: tuple[str, ...] = ()) -> None:
         super().__init__("UTF-8")
         self.schema = schema
+        self.metadata = metadata
+        self.values: tuple[Any, ...] = ()  # the metadata of the file it is bound to
+
+    def for_file(self, path: str, fs: Any, local_path: str) -> StreamFormat:
+        if not self.metadata:
+            return self
+        info = {
+            "file.path": local_path,
+            "file.name": local_path.rstrip("/").rsplit("/", 1)[-1],
+            "file.size": int(fs.size(local_path)),
+            "file.modification-time": _modified(fs, local_path),
+        }
+        bound = copy.copy(self)
+        bound.values = tuple(info[k] for k in self.metadata)
+        return bound
 
     def records(self, lines: list[str], first_line: int) -> list[Any]:
         out = []
@@ -133,8 +169,13 @@ class _LineRows(StreamFormat):
             except (ValueError, TypeError) as e:
                 raise ValueError(f"Failed to deserialize line {first_line + n + 1}: {e}") from e
             if row is not None:
-                out.append((0, tuple(row)))
+                out.append((0, (*tuple(row), *self.values)))
         return out
+
+
+def _modified(fs: Any, path: str) -> datetime.datetime:
+    """The file's modification time as a ``TIMESTAMP_LTZ(3)`` value (UTC, milliseconds)."""
+    return timestamp_of_millis(epoch_millis(fs.modified(path)))
 
 
 def filesystem_scan(
@@ -142,7 +183,8 @@ def filesystem_scan(
 ) -> StreamScan:
     """The scan of a ``filesystem`` table: the files under ``path``."""
     check_filesystem("filesystem", columns, options, schema)
-    fmt = _LineRows(row_deserializer(options["format"], columns, options))
+    keys = tuple(c.key for c in schema.metadata_columns()) if schema is not None else ()
+    fmt = _LineRows(row_deserializer(options["format"], columns, options), keys)
     interval = options.get("source.monitor-interval")
     path = f"default_catalog.default_database.{name}"
 
@@ -156,4 +198,4 @@ def filesystem_scan(
         scanned: DataStream = stream.uid(f"table-source-{path}")
         return scanned
 
-    return StreamScan(columns, path, reused(build))
+    return StreamScan(with_metadata(columns, schema, FILE_READABLE), path, reused(build))

@@ -7,7 +7,10 @@ keyed state; a window fires once, when the watermark passes its end (an event-ti
 window properties asked for (start, end, rowtime), then the aggregates; a row whose windows
 have all fired already is late and dropped, as Flink drops it with no allowed lateness.
 Session windows of a key that come to overlap are merged (accumulators merged) before they
-fire.
+fire. On a processing-time attribute a row belongs to the windows of the operator's clock
+when it arrives (not its column's value, as Flink) and a window fires on a processing-time
+timer at ``end - 1``; nothing is late. At the end of a bounded input the windows still open
+do not fire: the task quiesces its processing-time timers, as Flink's does.
 """
 
 from __future__ import annotations
@@ -36,11 +39,13 @@ class GroupWindowAggFunction(KeyedProcessFunction[Any, Any, Any]):
         time_index: int,
         calls: Sequence[AggCall],
         properties: Sequence[str],
+        processing_time: bool = False,
     ) -> None:
         self.window = window
         self.time_index = time_index
         self.calls = tuple(calls)
         self.properties = tuple(properties)
+        self.processing_time = processing_time
 
     def open(self, runtime_context: Any) -> None:
         self._accumulators: list[Accumulator] = [accumulator_for(c) for c in self.calls]
@@ -61,12 +66,16 @@ class GroupWindowAggFunction(KeyedProcessFunction[Any, Any, Any]):
         kind, row = value
         if kind != INSERT:
             raise ValueError("a group window aggregate takes insert-only input")
-        at = row[self.time_index]
-        if at is None:
-            return ()  # no time: no window (Flink drops rows with a NULL rowtime)
-        timestamp = epoch_millis(at)
-        watermark = ctx.timer_service().current_watermark()
         timers = ctx.timer_service()
+        if self.processing_time:
+            timestamp = timers.current_processing_time()
+            watermark = timestamp - 1  # a window ending now or before fired already
+        else:
+            at = row[self.time_index]
+            if at is None:
+                return ()  # no time: no window (Flink drops rows with a NULL rowtime)
+            timestamp = epoch_millis(at)
+            watermark = timers.current_watermark()
         for start, end in windows_of(self.window, timestamp):
             if end - 1 <= watermark:
                 continue  # late: this window fired already
@@ -76,7 +85,7 @@ class GroupWindowAggFunction(KeyedProcessFunction[Any, Any, Any]):
                 entry = self._windows.get(start)
                 if entry is None:
                     entry = [end, 0, [a.create() for a in self._accumulators]]
-                    timers.register_event_time_timer(end - 1)
+                    self._register(timers, end - 1)
             self._add(entry[2], row)
             entry[1] += 1
             self._windows.put(start, entry)
@@ -89,7 +98,10 @@ class GroupWindowAggFunction(KeyedProcessFunction[Any, Any, Any]):
             other = self._windows.get(other_start)
             other_end = other[0]
             if other_start <= end and start <= other_end:  # touching or overlapping, as Flink
-                timers.delete_event_time_timer(other_end - 1)
+                if self.processing_time:
+                    timers.delete_processing_time_timer(other_end - 1)
+                else:
+                    timers.delete_event_time_timer(other_end - 1)
                 self._windows.remove(other_start)
                 start, end = min(start, other_start), max(end, other_end)
                 merged[1] += other[1]
@@ -98,8 +110,14 @@ class GroupWindowAggFunction(KeyedProcessFunction[Any, Any, Any]):
                     for agg, acc, o in zip(self._accumulators, merged[2], other[2], strict=True)
                 ]
         merged[0] = end
-        timers.register_event_time_timer(end - 1)
+        self._register(timers, end - 1)
         return start, end, merged
+
+    def _register(self, timers: Any, at: int) -> None:
+        if self.processing_time:
+            timers.register_processing_time_timer(at)
+        else:
+            timers.register_event_time_timer(at)
 
     def on_timer(self, timestamp: int, ctx: Any) -> Iterable[Any]:
         out = []
@@ -123,4 +141,4 @@ class GroupWindowAggFunction(KeyedProcessFunction[Any, Any, Any]):
             return timestamp_of_millis(start)
         if name == "end":
             return timestamp_of_millis(end)
-        return timestamp_of_millis(end - 1)  # rowtime
+        return timestamp_of_millis(end - 1)  # rowtime, or a processing-time window's proctime

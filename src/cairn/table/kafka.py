@@ -33,7 +33,18 @@ from cairn.table.analysis import Columns
 from cairn.table.changelog_normalize import ChangelogNormalize
 from cairn.table.errors import ValidationError
 from cairn.table.formats import format_keys, row_deserializer, row_serializer
+<<<<<<< HEAD
 from cairn.table.operators import fields_key
+=======
+from cairn.table.kafka_metadata import (
+    KAFKA_READABLE,
+    MessageRow,
+    TimestampOf,
+    metadata_keys,
+)
+from cairn.table.metadata import with_metadata
+from cairn.table.operators import FieldsKeySelector
+>>>>>>> meta
 from cairn.table.plan import StreamScan
 from cairn.table.schema import Schema
 from cairn.table.source_reuse import reused
@@ -227,13 +238,22 @@ class ToKafkaRecord(MapFunction):
     (('a',), None)
     """
 
-    def __init__(self, key_index: list[int], value_index: list[int], keyed: bool) -> None:
+    def __init__(
+        self,
+        key_index: list[int],
+        value_index: list[int],
+        keyed: bool,
+        timestamp_index: int | None = None,
+    ) -> None:
         self.key_index, self.value_index, self.keyed = key_index, value_index, keyed
+        self.timestamp_index = timestamp_index
 
     def map(self, value: tuple[int, tuple[Any, ...]]) -> Any:
         kind, row = value
         key = tuple(row[i] for i in self.key_index) if self.keyed else None
         body = None if kind == 3 else tuple(row[i] for i in self.value_index)
+        if self.timestamp_index is not None:  # the ``timestamp`` metadata column's value
+            return key, body, row[self.timestamp_index]
         return key, body
 
 
@@ -264,16 +284,29 @@ def _sink(
     stream: DataStream,
     codec: _Codec,
     options: Mapping[str, str],
+    written: Columns | None = None,
+    schema: Schema | None = None,
 ) -> None:
+    """Write ``stream``, whose rows hold the ``written`` columns (default: the physical
+    ones; with a ``timestamp`` metadata column, as the sink's persisted columns)."""
     guarantee = _guarantee(options)
-    records = stream.map(
-        ToKafkaRecord(codec.key_index, codec.value_index, codec.key_format is not None)
-    ).name(f"Sink encode: {name}")
+    names = (written or codec.columns).names
+    position = {n: i for i, n in enumerate(names)}
+    stamp = [c.name for c in _persisted_metadata(schema) if c.key == "timestamp"]
+    encode = ToKafkaRecord(
+        [position[f] for f in codec.key_fields],
+        [position[n] for n in codec.value_columns.names],
+        codec.key_format is not None,
+        position[stamp[0]] if stamp else None,
+    )
+    records = stream.map(encode).name(f"Sink encode: {name}")
     builder = (
         KafkaRecordSerializationSchema.builder()
         .set_topic(options["topic"])
         .set_value_serialization_schema(_Part(codec.value_serializer(), 1))
     )
+    if stamp:
+        builder.set_timestamp_selector(TimestampOf())
     key = codec.key_serializer()
     if key is not None:
         builder.set_key_serialization_schema(_Part(key, 0))
@@ -320,8 +353,16 @@ def kafka_sink(
     options: Mapping[str, str],
     stream: DataStream,
 ) -> None:
-    """Write insert-only rows of ``stream`` to the table's topic."""
-    _sink(name, stream, _Codec("kafka", columns, options, schema), options)
+    """Write insert-only rows of ``stream`` to the table's topic (``columns``: the sink's
+    persisted columns, its ``timestamp`` metadata column the messages' timestamps)."""
+    physical = schema.physical_columns() if schema is not None else columns
+    _sink(name, stream, _Codec("kafka", physical, options, schema), options, columns, schema)
+
+
+def _persisted_metadata(schema: Schema | None) -> list[Any]:
+    if schema is None:
+        return []
+    return [c for c in schema.metadata_columns() if not c.is_virtual]
 
 
 def upsert_kafka_sink(
@@ -452,8 +493,11 @@ def kafka_scan(
             "Cairn's kafka table source reads rows from message values only:"
             " 'value.fields-include' = 'EXCEPT_KEY' is not supported for reading"
         )
-    deserializer = codec.value_deserializer()
+    deserializer: DeserializationSchema = codec.value_deserializer()
     ignore = bool(getattr(deserializer, "ignore_parse_errors", False))
+    keys = metadata_keys(schema)
+    if keys:  # metadata columns: the source hands over whole messages
+        deserializer = MessageRow(deserializer, keys)
     source = _source(name, options, _starting(options), deserializer, ignore)
     path = f"default_catalog.default_database.{name}"
 
@@ -461,7 +505,7 @@ def kafka_scan(
         rows: DataStream = source(env).map(_ToChange(None)).name(f"Source rows: {name}")
         return rows
 
-    return StreamScan(columns, path, reused(build))
+    return StreamScan(with_metadata(columns, schema, KAFKA_READABLE), path, reused(build))
 
 
 class UpsertMessage(DeserializationSchema):

@@ -1,8 +1,10 @@
 """``Schema`` with PyFlink's builder, and how a table's resolved schema prints.
 
 Invariant: a ``Schema`` is an immutable description (physical columns with their types,
-computed columns as SQL text, a watermark, a primary key); it is resolved against a source
-when a table is made from it, never here. ``schema_text`` prints a resolved schema the way
+metadata columns with the connector's key they read or write, computed columns as SQL text,
+a watermark, a primary key); it is resolved against a source when a table is made from it,
+never here. A sink writes its physical and persisted (not ``VIRTUAL``) metadata columns, in
+their declared order. ``schema_text`` prints a resolved schema the way
 Flink's ``print_schema`` does.
 
 >>> from cairn.table.types import DataTypes
@@ -30,11 +32,37 @@ __all__ = ["Schema", "schema_text"]
 
 @dataclass(frozen=True)
 class UnresolvedColumn:
+    """A declared column: physical (a type), computed (an expression) or metadata (a type,
+    ``is_metadata``, the key when it differs from the name, ``is_virtual`` when read-only)."""
+
     name: str
     data_type: DataType | None = None
     expression: str | None = None
     metadata_key: str | None = None
     comment: str | None = None
+    is_metadata: bool = False
+    is_virtual: bool = False
+
+    @property
+    def key(self) -> str:
+        """The connector's metadata key this column reads (its name unless ``FROM 'key'``)."""
+        return self.metadata_key or self.name
+
+    @property
+    def is_physical(self) -> bool:
+        return self.data_type is not None and not self.is_metadata
+
+    @property
+    def is_persisted(self) -> bool:
+        """Written by a sink: a physical or a non-virtual metadata column."""
+        return self.is_physical or (self.is_metadata and not self.is_virtual)
+
+    def metadata_text(self) -> str:
+        """``METADATA FROM 'key' VIRTUAL`` as Flink prints the column's extras."""
+        text = "METADATA"
+        if self.metadata_key is not None:
+            text += f" FROM '{self.metadata_key}'"
+        return text + (" VIRTUAL" if self.is_virtual else "")
 
 
 @dataclass(frozen=True)
@@ -50,13 +78,35 @@ class Schema:
         return Schema.Builder()
 
     def physical_columns(self) -> Columns:
-        return Columns.of([(c.name, c.data_type) for c in self.columns if c.data_type is not None])
+        """The columns a format reads and writes (no metadata, no computed columns)."""
+        return Columns.of(
+            [
+                (c.name, c.data_type)
+                for c in self.columns
+                if c.is_physical and c.data_type is not None
+            ]
+        )
+
+    def persisted_columns(self) -> Columns:
+        """The columns a sink writes: physical and non-virtual metadata, as declared."""
+        return Columns.of(
+            [
+                (c.name, c.data_type)
+                for c in self.columns
+                if c.is_persisted and c.data_type is not None
+            ]
+        )
+
+    def metadata_columns(self) -> tuple[UnresolvedColumn, ...]:
+        return tuple(c for c in self.columns if c.is_metadata)
 
     def __str__(self) -> str:
         lines = []
         for c in self.columns:
             if c.expression is not None:
                 lines.append(f"`{c.name}` AS [{c.expression}]")
+            elif c.is_metadata:
+                lines.append(f"`{c.name}` {c.data_type} {c.metadata_text()}")
             else:
                 lines.append(f"`{c.name}` {c.data_type}")
         if self.watermark is not None:
@@ -115,9 +165,28 @@ class Schema:
             metadata_key: str | None = None,
             is_virtual: bool = False,
         ) -> Schema.Builder:
-            return self._add(
-                UnresolvedColumn(column_name, data_type, metadata_key=metadata_key or column_name)
+            """A column of the connector's metadata ``metadata_key`` (default: the column's
+            name); a virtual one is read only, never written by a sink.
+
+            >>> from cairn.table.types import DataTypes
+            >>> print(Schema.new_builder().column_by_metadata(
+            ...     "ts", DataTypes.TIMESTAMP_LTZ(3), "timestamp", True).build())
+            (
+              `ts` TIMESTAMP_LTZ(3) METADATA FROM 'timestamp' VIRTUAL
             )
+            """
+            if isinstance(data_type, str):
+                raise ValidationError(
+                    f"Metadata column '{column_name}': give a DataType (DataTypes.BIGINT()...)"
+                )
+            column = UnresolvedColumn(
+                column_name,
+                data_type,
+                metadata_key=metadata_key,
+                is_metadata=True,
+                is_virtual=is_virtual,
+            )
+            return self._add(column)
 
         def watermark(self, column_name: str, watermark_expr: str) -> Schema.Builder:
             self.watermark_ = (column_name, watermark_expr)
@@ -147,6 +216,7 @@ class Schema:
 
 
 def schema_text(columns: Columns) -> str:
-    """A resolved schema as ``print_schema`` prints it."""
+    """A resolved schema as ``print_schema`` prints it (a processing-time attribute's type
+    reads ``TIMESTAMP_LTZ(3) NOT NULL *PROCTIME*``)."""
     body = ",\n".join(f"  `{c.name}` {c.data_type}" for c in columns.columns)
     return "(\n" + body + "\n)"

@@ -35,10 +35,16 @@ from cairn.table.plan import (
 from cairn.table.planner import check_unique, project
 from cairn.table.schema import Schema
 from cairn.table.sql.expressions import parse_expression
-from cairn.table.types import DataTypes
+from cairn.table.time_attributes import PROCTIME_TYPE, is_proctime
+from cairn.table.types import DataType, DataTypes
 from cairn.table.window import GroupWindow, OverWindow
 
-_PROPERTIES = {"window_start": "start", "window_end": "end", "window_rowtime": "rowtime"}
+_PROPERTIES = {
+    "window_start": "start",
+    "window_end": "end",
+    "window_rowtime": "rowtime",
+    "window_proctime": "proctime",
+}
 
 
 def _with_properties(expr: Expression, alias: str, wanted: list[str]) -> Expression:
@@ -51,8 +57,6 @@ def _with_properties(expr: Expression, alias: str, wanted: list[str]) -> Express
         if prop not in wanted:
             wanted.append(prop)
         return Expression("field", f"$p{prop}")
-    if expr.kind == "call" and expr.name == "window_proctime":
-        raise ValidationError("Window proctime is not built yet: windows run on event time")
     if expr.kind == "field" and expr.name == alias:
         raise ValidationError(
             f"The window '{alias}' itself cannot be selected; select {alias}.start, .end or"
@@ -97,9 +101,17 @@ def window_aggregate(
         key_indexes.append(columns.index(k.name))
     wanted: list[str] = []
     rewritten = [_with_properties(e, window.alias_name, wanted) for e in items]
-    prop_type = DataTypes.TIMESTAMP(3, False)
+    processing = is_proctime(time_type)
+    if "proctime" in wanted and not processing:
+        raise ValidationError(
+            f"Window '{window.alias_name}' is an event-time window: it has no proctime property"
+        )
+    prop_types = [_property_type(p, processing) for p in wanted]
     extended = Columns.of(
-        [*zip(columns.names, columns.types, strict=True), *((f"$p{p}", prop_type) for p in wanted)]
+        [
+            *zip(columns.names, columns.types, strict=True),
+            *((f"$p{p}", t) for p, t in zip(wanted, prop_types, strict=True)),
+        ]
     )
     prop_indexes = [len(columns) + i for i in range(len(wanted))]
     calls: list[AggCall] = []
@@ -129,6 +141,14 @@ def window_aggregate(
     rexes = [resolve(e, agg_columns) for e in over_output]
     out = Columns.of(list(zip(names, [r.data_type for r in rexes], strict=True)))
     return Calc(columns=out, input=agg, projections=tuple(rexes))
+
+
+def _property_type(prop: str, processing: bool) -> DataType:
+    """A window property's type: ``TIMESTAMP(3)``; a processing-time window's time
+    (``rowtime``/``proctime``, the TVF's ``window_time``) is a processing-time attribute."""
+    if processing and prop in ("rowtime", "proctime"):
+        return PROCTIME_TYPE
+    return DataTypes.TIMESTAMP(3, False)
 
 
 def _strip_over(expr: Expression, aliases: set[str], inside: bool = False) -> Expression:
@@ -165,6 +185,11 @@ def over_aggregate(node: PlanNode, window: OverWindow, items: Sequence[Expressio
         raise ValidationError(
             f"An over window is ordered by a time attribute; '{window.order_by}' is {time_type}"
         )
+    if is_proctime(time_type):
+        raise ValidationError(
+            f"An over window ordered by the processing-time attribute '{window.order_by}' is"
+            " not built yet: order it by an event-time attribute"
+        )
     keys = tuple(columns.index(k) for k in window.partition_by)
     every = list(range(len(columns)))
     calls: list[AggCall] = []
@@ -198,6 +223,10 @@ def watermark(node: PlanNode, column: str, text: str) -> PlanNode:
     columns = node.columns
     index = columns.index(column)
     time_type = columns.columns[index].data_type
+    if is_proctime(time_type):
+        raise ValidationError(
+            f"A watermark can not be defined for a processing-time attribute: '{column}'"
+        )
     if time_type.root not in ("TIMESTAMP", "TIMESTAMP_LTZ"):
         raise ValidationError(
             f"Invalid data type of time field for watermark definition. The field must be of"
@@ -223,15 +252,27 @@ def watermark(node: PlanNode, column: str, text: str) -> PlanNode:
 
 
 def declared_table(scan: PlanNode, schema: Schema) -> PlanNode:
-    """A source's rows as a schema declares them: its physical columns in the declared order
-    and types, its computed columns, and its watermark."""
+    """A source's rows as a schema declares them: its physical and metadata columns in the
+    declared order (a metadata column cast to its declared type when the connector's
+    differs), its computed columns (``PROCTIME()``: a processing-time attribute), and its
+    watermark. A schema declaring no physical column (``from_data_stream``'s) keeps all
+    the source's, first, as Flink derives them."""
     physical = scan.columns
     items: list[Expression] = []
+    if not any(c.is_physical for c in schema.columns):
+        items += [col(n) for n in physical.names if n not in {c.name for c in schema.columns}]
     for c in schema.columns:
-        if c.metadata_key is not None and c.name not in physical.names:
-            raise ValidationError(f"Metadata column '{c.name}' ({c.metadata_key}) is not built yet")
+        if c.is_metadata and c.name not in physical.names:
+            raise ValidationError(
+                f"Metadata column '{c.name}' ({c.key}): this source offers no metadata"
+            )
         if c.expression is not None:
             items.append(parse_expression(c.expression, physical.names).alias(c.name))
+        elif c.is_metadata:
+            offered = physical.columns[physical.index(c.name)].data_type
+            same = c.data_type is None or offered.nullable_() == c.data_type.nullable_()
+            item = col(c.name) if same else col(c.name).cast(c.data_type).alias(c.name)  # type: ignore[arg-type]
+            items.append(item)
         else:
             physical.index(c.name)  # a declared column the source does not have fails here
             items.append(col(c.name))

@@ -47,6 +47,7 @@ from cairn.table.plan import (
     describe,
 )
 from cairn.table.table_aggregate import TableAggFunction
+from cairn.table.time_attributes import is_proctime
 from cairn.table.timestamps import watermark_strategy
 
 __all__ = ["Uids", "plan_uid", "to_data_stream"]
@@ -142,7 +143,10 @@ def _translate(node: PlanNode, env: StreamExecutionEnvironment, uids: Uids) -> D
     if isinstance(node, WindowAggregate):
         upstream = _translate(node.input, env, uids)
         keyed = upstream.key_by(fields_key(node.keys))
-        function = GroupWindowAggFunction(node.window, node.time_index, node.calls, node.properties)
+        time_type = node.input.columns.columns[node.time_index].data_type
+        function = GroupWindowAggFunction(
+            node.window, node.time_index, node.calls, node.properties, is_proctime(time_type)
+        )
         windowed = keyed.process(function)
         if not node.keys:
             windowed = windowed.set_parallelism(1)

@@ -256,7 +256,8 @@ class FileSourceReader(SourceReader):
         handle = fs.open(local, "rb")
         state = self._files[path]
         self._current_handle = handle
-        self._current = self._format.create_reader(handle, state.offset, state.line)
+        fmt = self._format.for_file(path, fs, local)
+        self._current = fmt.create_reader(handle, state.offset, state.line)
         return self._current
 
     def _close_current(self) -> None:

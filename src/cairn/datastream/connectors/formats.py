@@ -60,6 +60,12 @@ class FileFormat(ABC):
     def create_reader(self, stream: BinaryIO, position: int, line: int) -> RecordReader:
         """A reader of ``stream`` (opened at its start) continuing at ``position``."""
 
+    def for_file(self, path: str, fs: Any, local_path: str) -> FileFormat:
+        """The format reading the file ``path`` (``fs``: its fsspec filesystem, where it is
+        ``local_path``); a format whose records carry the file's metadata (the Table API's
+        ``file.path``, ``file.size``...) returns one bound to it. Default: itself."""
+        return self
+
 
 class StreamFormat(FileFormat):
     """Records read line by line from a file (PyFlink ``StreamFormat``); the position is a

@@ -29,8 +29,9 @@ class FlinkCast(exp.Expression):
 
 
 class FlinkColumn(exp.Expression):
-    """A column of ``CREATE TABLE``: a physical one (``kind``: its type's text) or a computed
-    one (``computed``: its expression)."""
+    """A column of ``CREATE TABLE``: a physical one (``kind``: its type's text), a metadata
+    one (``kind`` and ``metadata``: true or the key of ``FROM 'key'``; ``virtual``) or a
+    computed one (``computed``: its expression)."""
 
     arg_types: ClassVar[dict[str, bool]] = {
         "this": True,
@@ -38,6 +39,8 @@ class FlinkColumn(exp.Expression):
         "computed": False,
         "text": False,
         "primary": False,
+        "metadata": False,
+        "virtual": False,
     }
 
 
@@ -60,6 +63,7 @@ class StatementSetBlock(exp.Expression):
 
 
 _TYPE_WORDS = frozenset({"WITH", "WITHOUT", "LOCAL", "TIME", "ZONE", "PRECISION"})
+_COLUMN_WORDS = frozenset({"METADATA", "VIRTUAL", "PRIMARY", "COMMENT"})  # end a type
 
 
 def _any_name(parser: Any) -> exp.Identifier:
@@ -157,6 +161,8 @@ class Flink(Dialect):
                     depth -= len(text) if set(text) == {">"} else 1
                 elif depth == 0:
                     upper = text.upper()
+                    if upper in _COLUMN_WORDS:
+                        break
                     if kind == TokenType.NOT and self._next and self._next.text.upper() == "NULL":
                         self._advance()
                     elif upper not in _TYPE_WORDS and not (kind == TokenType.VAR and last is first):
@@ -214,7 +220,17 @@ class Flink(Dialect):
                 self._match_text_seq("NOT", "ENFORCED")
                 return self.expression(FlinkColumn(this=name, kind=kind, primary=True))
             if self._match_text_seq("METADATA"):
-                self.raise_error("METADATA columns are not supported by Cairn's connectors yet")
+                key: exp.Expr | bool = True
+                if self._match(TokenType.FROM):
+                    literal = self._parse_primary()
+                    if not isinstance(literal, exp.Literal) or not literal.is_string:
+                        self.raise_error("Expected the metadata key as a string: FROM 'key'")
+                    assert isinstance(literal, exp.Literal)
+                    key = literal
+                virtual = self._match_text_seq("VIRTUAL")
+                return self.expression(
+                    FlinkColumn(this=name, kind=kind, metadata=key, virtual=virtual)
+                )
             return self.expression(FlinkColumn(this=name, kind=kind))
 
         def _parse_with_text(self) -> tuple[exp.Expr | None, exp.Literal]:

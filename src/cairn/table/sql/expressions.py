@@ -101,6 +101,7 @@ _FUNCTIONS: dict[str, tuple[range, Callable[..., Expression]]] = {
     "AVG": (range(1, 2), lambda a: a.avg),
     "MIN": (range(1, 2), lambda a: a.min),
     "MAX": (range(1, 2), lambda a: a.max),
+    "PROCTIME": (range(0, 1), lambda: Expression("call", "proctime")),
 }
 
 _INTERVAL_UNITS = {
@@ -283,10 +284,8 @@ class ExpressionConverter:
                 raise self.errors.at(node, f"{name}(DISTINCT ...) is not supported yet")
             if isinstance(a, TableArg):
                 raise self.errors.at(node, f"Table function {name}(TABLE ...) is not supported")
-        if name in ("PROCTIME", "NOW", "CURRENT_TIMESTAMP", "LOCALTIMESTAMP"):
-            raise self.errors.at(
-                node, f"{name}() is not supported yet: Cairn's SQL has no time attributes"
-            )
+        if name in ("NOW", "CURRENT_TIMESTAMP", "LOCALTIMESTAMP"):
+            raise self.errors.at(node, f"{name}() is not supported yet")
         known = _FUNCTIONS.get(name)
         user = None if known is not None or self.functions is None else self.functions(name)
         if user is not None:

@@ -17,7 +17,7 @@ from sqlglot import exp
 from cairn.table.analysis import Columns
 from cairn.table.errors import ValidationError
 from cairn.table.result import TableResult
-from cairn.table.schema import Schema
+from cairn.table.schema import Schema, UnresolvedColumn
 from cairn.table.sql.convert import SqlCatalog, convert_query, table_name
 from cairn.table.sql.dialect import FlinkColumn, StatementSetBlock, WatermarkDef
 from cairn.table.sql.errors import SqlParserError, SqlValidationError, position_of
@@ -230,6 +230,7 @@ def _schema(node: exp.Schema, errors: SqlErrors) -> Schema:
         elif isinstance(item, FlinkColumn) and item.args.get("primary"):
             key = (item.name,)
     builder = Schema.new_builder()
+    # computed columns see the physical and metadata columns (Flink's rule)
     physical = [
         i.name for i in node.expressions if isinstance(i, FlinkColumn) and i.args.get("kind")
     ]
@@ -246,6 +247,16 @@ def _schema(node: exp.Schema, errors: SqlErrors) -> Schema:
                 data_type = parse_type(item.args["kind"].this)
             except ValueError as error:
                 raise errors.at(item, str(error)) from None
+            metadata = item.args.get("metadata")
+            if metadata:
+                if item.name in key:
+                    raise errors.at(
+                        item, f"A metadata column '{item.name}' cannot be in the primary key"
+                    )
+                from_key = metadata.this if isinstance(metadata, exp.Literal) else None
+                virtual = bool(item.args.get("virtual"))
+                builder.column_by_metadata(item.name, data_type, from_key, virtual)
+                continue
             builder.column(item.name, data_type.not_null() if item.name in key else data_type)
         elif isinstance(item, WatermarkDef):
             to_expression(item.expression, errors.sql, every)
@@ -254,6 +265,14 @@ def _schema(node: exp.Schema, errors: SqlErrors) -> Schema:
         return builder.primary_key(*key).build()
     except ValidationError as error:
         raise errors.at(node, str(error)) from None
+
+
+def _extras(column: UnresolvedColumn) -> str | None:
+    """``DESCRIBE``'s extras: ``AS expr`` of a computed column, ``METADATA FROM 'key'
+    VIRTUAL`` of a metadata column."""
+    if column.expression is not None:
+        return f"AS {column.expression}"
+    return column.metadata_text() if column.is_metadata else None
 
 
 def _set(env: SqlEnvironment, node: exp.Set, errors: SqlErrors) -> TableResult:
@@ -306,10 +325,10 @@ def _describe(env: SqlEnvironment, target: exp.Table, sql: str, errors: SqlError
     schema = env.declared_schema(name)
     if table is None and schema is None:
         raise errors.at(target, f"Tables or views with the identifier '{name}' doesn't exist")
-    columns = table.get_schema() if table is not None else schema.physical_columns()  # type: ignore[union-attr]
+    columns = table.get_schema() if table is not None else schema.persisted_columns()  # type: ignore[union-attr]
     key = schema.primary_key if schema is not None else ()
     watermark = schema.watermark if schema is not None else None
-    computed = {c.name: c.expression for c in schema.columns} if schema is not None else {}
+    computed = {c.name: _extras(c) for c in schema.columns} if schema is not None else {}
     rows = []
     for c in columns.columns:
         rowtime = watermark is not None and watermark[0] == c.name
@@ -321,7 +340,7 @@ def _describe(env: SqlEnvironment, target: exp.Table, sql: str, errors: SqlError
                 data_type,
                 "TRUE" if c.data_type.nullable else "FALSE",
                 f"PRI({', '.join(key)})" if c.name in key else "",
-                f"AS {extras}" if extras else "",
+                extras or "",
                 watermark[1] if rowtime and watermark is not None else "",
             )
         )

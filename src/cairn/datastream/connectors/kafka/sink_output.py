@@ -99,9 +99,12 @@ class Output:
         timestamps = getattr(records, "timestamps", None)
         produce = producer.produce
         slow = self.produce
+        stamp = getattr(self.sink.serializer, "timestamp_selector", None)
         for n, element in enumerate(records):
             topic, key, value, partition = serialize(element, partitions_of)
             ts = timestamps[n] if timestamps is not None else None
+            if stamp is not None:
+                ts = _stamped(stamp(element), ts)
             if partition is None and ts is None:
                 try:  # the common case without keyword arguments: ~0.3 us less per record
                     produce(topic, value, key)
@@ -120,9 +123,12 @@ class Output:
         serialize = self.sink.serializer.serialize
         self._metadata_source = producer
         timestamps = getattr(records, "timestamps", None)
+        stamp = getattr(self.sink.serializer, "timestamp_selector", None)
         for n, element in enumerate(records):
             topic, key, value, partition = serialize(element, self.partitions_of)
             ts = timestamps[n] if timestamps is not None else None
+            if stamp is not None:
+                ts = _stamped(stamp(element), ts)
             keep.append((topic, partition, key, value, ts))
 
     def resend(self, producer: Any, stored: Sequence[StoredRecord]) -> None:
@@ -298,3 +304,8 @@ def call(action: Callable[[float], Any], timeout_s: float, what: str) -> Any:
                 time.sleep(0.1)
                 continue
             raise KafkaSinkError(f"Kafka sink: {what} failed: {words(exc)}") from exc
+
+
+def _stamped(selected: int | None, record_timestamp: int | None) -> int | None:
+    """A message's timestamp: the selector's, else the record's."""
+    return record_timestamp if selected is None else int(selected)

@@ -131,12 +131,14 @@ class KafkaRecordSerializationSchema:
         key_schema: SerializationSchema | None,
         value_schema: SerializationSchema,
         partitioner: KafkaPartitioner | None,
+        timestamp_selector: Callable[[Any], int | None] | None = None,
     ) -> None:
         self.topic = topic
         self.topic_selector = topic_selector
         self.key_schema = key_schema
         self.value_schema = value_schema
         self.partitioner = partitioner
+        self.timestamp_selector = timestamp_selector
 
     @staticmethod
     def builder() -> KafkaRecordSerializationSchemaBuilder:
@@ -184,6 +186,7 @@ class KafkaRecordSerializationSchemaBuilder:
         self._key: SerializationSchema | None = None
         self._value: SerializationSchema | None = None
         self._partitioner: KafkaPartitioner | None = None
+        self._timestamp: Callable[[Any], int | None] | None = None
 
     def set_topic(self, topic: str) -> KafkaRecordSerializationSchemaBuilder:
         """A fixed topic for every record."""
@@ -233,6 +236,17 @@ class KafkaRecordSerializationSchemaBuilder:
             raise TypeError("partitioner must be a KafkaPartitioner or a callable")
         return self
 
+    def set_timestamp_selector(
+        self, timestamp_selector: Callable[[Any], int | None]
+    ) -> KafkaRecordSerializationSchemaBuilder:
+        """Each message's timestamp (epoch ms) from its record, ``None`` for the record's own
+        timestamp (Cairn's; the Table API's ``timestamp`` metadata column writes it, as
+        Flink's ``ProducerRecord`` timestamp)."""
+        if not callable(timestamp_selector):
+            raise TypeError("timestamp_selector must be a callable")
+        self._timestamp = timestamp_selector
+        return self
+
     def build(self) -> KafkaRecordSerializationSchema:
         if self._value is None:
             raise ValueError(
@@ -244,7 +258,12 @@ class KafkaRecordSerializationSchemaBuilder:
                 "KafkaRecordSerializationSchema needs a topic (set_topic or set_topic_selector)"
             )
         return KafkaRecordSerializationSchema(
-            self._topic, self._selector, self._key, self._value, self._partitioner
+            self._topic,
+            self._selector,
+            self._key,
+            self._value,
+            self._partitioner,
+            self._timestamp,
         )
 
 

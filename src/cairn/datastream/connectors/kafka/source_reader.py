@@ -278,6 +278,9 @@ class KafkaSourceReader(SourceReader):
         # A deserializer with ``reads_message_key`` gets ``(key, value)``: an upsert reader
         # needs the key, and a tombstone has no value.
         self._with_key = bool(getattr(source.deserializer, "reads_message_key", False))
+        # ... and one with ``reads_kafka_message`` the message itself (the Table API's
+        # metadata columns: topic, partition, offset, timestamp, headers).
+        self._with_message = bool(getattr(source.deserializer, "reads_kafka_message", False))
         self._parallelism = context.parallelism
         self._subtask = context.subtask_index
         self._ignore_errors = source.ignore_parse_errors
@@ -405,7 +408,9 @@ class KafkaSourceReader(SourceReader):
                 if not run:
                     continue
             try:
-                if self._with_key:
+                if self._with_message:
+                    values = [deserialize(m) for m in run]
+                elif self._with_key:
                     values = [deserialize((m.key(), m.value())) for m in run]
                 else:
                     values = [deserialize(m.value()) for m in run]
@@ -433,7 +438,10 @@ class KafkaSourceReader(SourceReader):
         deserialize = self._deserialize
         for msg in run:
             try:
-                message = (msg.key(), msg.value()) if self._with_key else msg.value()
+                if self._with_message:
+                    message = msg
+                else:
+                    message = (msg.key(), msg.value()) if self._with_key else msg.value()
                 values.append(deserialize(message))
             except Exception as exc:
                 topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
