@@ -24,6 +24,7 @@ GroupAggregate(groupBy=[key], select=[key, SUM(id) AS total]) changelogMode=[I,U
 from __future__ import annotations
 
 from cairn.common.types import Row, RowKind
+from cairn.table.compiled_plan import CompiledPlan, PlanReference
 from cairn.table.environment import (
     EnvironmentSettings,
     FormatDescriptor,
@@ -43,11 +44,13 @@ from cairn.table.types import DataTypes
 
 __all__ = [
     "ChangelogMode",
+    "CompiledPlan",
     "DataTypes",
     "EnvironmentSettings",
     "ExplainDetail",
     "FormatDescriptor",
     "GroupedTable",
+    "PlanReference",
     "ResultKind",
     "Row",
     "RowKind",

@@ -26,6 +26,13 @@ from cairn.datastream.data_stream import DataStream
 from cairn.datastream.execution_mode import RuntimeExecutionMode
 from cairn.datastream.stream_execution_environment import StreamExecutionEnvironment
 from cairn.table.analysis import Columns
+from cairn.table.compiled_plan import (
+    CompiledPlan,
+    PlanReference,
+    compile_plan_file,
+    compile_plan_sql,
+    load_plan,
+)
 from cairn.table.connectors import SinkTable, create_sink, create_source, is_readable, is_source
 from cairn.table.errors import TableException, ValidationError
 from cairn.table.expressions import Expression
@@ -207,6 +214,7 @@ class TableEnvironment:
         # only written to never needs its source options (Flink checks them when used)
         self._readable: dict[str, tuple[str, Schema, dict[str, str]]] = {}
         self._functions: dict[str, Any] = {}  # user-defined functions for SQL, by lower name
+        self._definitions: dict[str, str] = {}  # the CREATE statement of a table or view
         self._unnamed = itertools.count()
         self._config = TableConfig(env)
 
@@ -377,6 +385,7 @@ class TableEnvironment:
         return self._declared.get(name)
 
     def drop_temporary_view(self, view_path: str) -> bool:
+        self._definitions.pop(view_path, None)
         return self._views.pop(view_path, None) is not None
 
     def drop_temporary_table(self, table_path: str) -> bool:
@@ -384,6 +393,13 @@ class TableEnvironment:
         self._readable.pop(table_path, None)
         dropped_sink = self._sinks.pop(table_path, None) is not None
         return self.drop_temporary_view(table_path) or dropped_sink
+
+    def record_definition(self, name: str, statement: str) -> None:
+        """Keep the ``CREATE`` statement ``name`` was made with (compiled plans store it)."""
+        self._definitions[name] = statement
+
+    def definition_of(self, name: str) -> str | None:
+        return self._definitions.get(name)
 
     def create_temporary_function(self, path: str, function: Any) -> None:
         """Register a ``udf``/``udaf`` (or ``udtf``) to be called by name in SQL."""
@@ -435,8 +451,11 @@ class TableEnvironment:
     def execute_insert(self, table: Table, path: str) -> TableResult:
         return self.execute_inserts([(path, table)])
 
-    def execute_inserts(self, inserts: Sequence[tuple[str, Table]]) -> TableResult:
-        """One job writing each table into its sink (a statement set has several)."""
+    def execute_inserts(
+        self, inserts: Sequence[tuple[str, Table]], uids: Uids | None = None
+    ) -> TableResult:
+        """One job writing each table into its sink (a statement set has several); ``uids``
+        names its operators (a compiled plan's pinned ones)."""
         sinks: list[tuple[SinkTable, Table]] = []
         for path, table in inserts:
             name = path.split(".")[-1].strip("`")
@@ -451,7 +470,7 @@ class TableEnvironment:
             sink.check(table.plan, changelog_mode(table.plan))
             sinks.append((sink, table))
         self._config.apply()
-        uids = Uids()  # one job: a subplan two statements share gets distinct uids
+        uids = uids or Uids()  # one job: a subplan two statements share gets distinct uids
         for sink, table in sinks:
             stream = to_data_stream(table.plan, self._env, uids)
             sink.add_to(stream, table.plan.columns)
@@ -473,6 +492,30 @@ class TableEnvironment:
     def explain_sql(self, stmt: str, *extra_details: ExplainDetail) -> str:
         """The plan of a ``SELECT``, as ``sql_query(stmt).explain(...)`` prints it."""
         return query_of(self, stmt).explain(*extra_details)
+
+    def compile_plan_sql(self, stmt: str) -> CompiledPlan:
+        """The compiled plan of one ``INSERT INTO ... SELECT ...``: its statement and its
+        operators' uids, to write to a file (``write_to_file``), edit and execute again with
+        the same uids (``load_plan`` / ``execute_plan``), as Flink's ``compilePlanSql``."""
+        return compile_plan_sql(self, stmt)
+
+    def load_plan(self, plan_reference: PlanReference) -> CompiledPlan:
+        """The compiled plan of a file (``PlanReference.from_file``) or of JSON text."""
+        return load_plan(self, plan_reference)
+
+    def execute_plan(self, plan_reference: PlanReference) -> TableResult:
+        """``load_plan(plan_reference).execute()``."""
+        return load_plan(self, plan_reference).execute()
+
+    def compile_plan_file(
+        self, path: str, statements: Sequence[str], if_not_exists: bool, execute: bool
+    ) -> TableResult | None:
+        """``COMPILE [AND EXECUTE] PLAN 'path' [IF NOT EXISTS] FOR ...``."""
+        return compile_plan_file(self, path, statements, if_not_exists, execute)
+
+    def execute_plan_file(self, path: str) -> TableResult:
+        """``EXECUTE PLAN 'path'``."""
+        return self.execute_plan(PlanReference.from_file(path))
 
     def create_statement_set(self) -> StatementSet:
         """Inserts to run together as one job."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from cairn.datastream.async_data_stream import AsyncDataStream
@@ -73,16 +74,20 @@ def plan_uid(node: PlanNode) -> str:
 
 class Uids:
     """The uids of one job's operators: ``plan_uid``, and ``-2``, ``-3``... for a second or
-    third identical subplan of the same job (two statements reading the same source)."""
+    third identical subplan of the same job (two statements reading the same source).
+    ``pinned`` replaces some of them (hashed uid -> uid to use instead): a compiled plan's
+    uids, kept across edits of its statements (``cairn.table.compiled_plan``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, pinned: Mapping[str, str] | None = None) -> None:
         self._seen: Counter[str] = Counter()
+        self._pinned = dict(pinned or {})
 
     def of(self, node: PlanNode) -> str:
         base = plan_uid(node)
         self._seen[base] += 1
         n = self._seen[base]
-        return base if n == 1 else f"{base}-{n}"
+        hashed = base if n == 1 else f"{base}-{n}"
+        return self._pinned.get(hashed, hashed)
 
 
 def _labelled(stream: Any, node: PlanNode, uids: Uids, name: str) -> DataStream:

@@ -19,7 +19,16 @@ from sqlglot.dialects.hive import Hive
 from sqlglot.tokenizer_core import Token, TokenType
 from sqlglot.trie import new_trie
 
-__all__ = ["Flink", "FlinkCast", "FlinkColumn", "StatementSetBlock", "TableArg", "WatermarkDef"]
+__all__ = [
+    "CompilePlan",
+    "ExecutePlan",
+    "Flink",
+    "FlinkCast",
+    "FlinkColumn",
+    "StatementSetBlock",
+    "TableArg",
+    "WatermarkDef",
+]
 
 
 class FlinkCast(exp.Expression):
@@ -60,6 +69,26 @@ class StatementSetBlock(exp.Expression):
     """``EXECUTE STATEMENT SET BEGIN INSERT ...; INSERT ...; END``."""
 
     arg_types: ClassVar[dict[str, bool]] = {"expressions": True}
+
+
+class CompilePlan(exp.Expression):
+    """``COMPILE [AND EXECUTE] PLAN 'file' [IF NOT EXISTS] FOR INSERT ... | STATEMENT SET
+    BEGIN ... END``: ``this`` the file's path, ``expressions`` the inserts, ``texts`` each
+    insert as written (what the plan file keeps)."""
+
+    arg_types: ClassVar[dict[str, bool]] = {
+        "this": True,
+        "expressions": True,
+        "texts": True,
+        "exists": False,
+        "execute": False,
+    }
+
+
+class ExecutePlan(exp.Expression):
+    """``EXECUTE PLAN 'file'``: ``this`` the file's path."""
+
+    arg_types: ClassVar[dict[str, bool]] = {"this": True}
 
 
 _TYPE_WORDS = frozenset({"WITH", "WITHOUT", "LOCAL", "TIME", "ZONE", "PRECISION"})

@@ -20,13 +20,14 @@ from sqlglot import exp
 from sqlglot.errors import ErrorLevel, ParseError, TokenError
 from sqlglot.tokenizer_core import Token, TokenType
 
-from cairn.table.sql.dialect import Flink, StatementSetBlock
+from cairn.table.sql.dialect import CompilePlan, ExecutePlan, Flink, StatementSetBlock
 from cairn.table.sql.errors import SqlParserError, position_of
 
 __all__ = ["parse_expression_tree", "parse_statement"]
 
 _DIALECT = Flink()
 _STATEMENT_SET = re.compile(r"\s*EXECUTE\s+STATEMENT\s+SET\s+BEGIN\b", re.IGNORECASE)
+_PLAN = re.compile(r"\s*(COMPILE\s+(AND\s+EXECUTE\s+)?|EXECUTE\s+)PLAN\b", re.IGNORECASE)
 
 
 def _tokens(sql: str) -> list[Token]:
@@ -60,7 +61,10 @@ def parse_statement(sql: str) -> exp.Expr:
     """The tree of one statement (a trailing ``;`` is allowed)."""
     opening = _STATEMENT_SET.match(sql)
     if opening is not None:
-        return _statement_set(sql, opening.end())
+        return _statement_set(sql, opening.end())[0]
+    plan = _PLAN.match(sql)
+    if plan is not None:
+        return _plan_statement(sql, plan)
     tokens = _tokens(sql)
     statements = _parse(sql, tokens)
     if len(statements) != 1:
@@ -75,9 +79,10 @@ def parse_statement(sql: str) -> exp.Expr:
     return statements[0]
 
 
-def _statement_set(sql: str, begin: int) -> exp.Expr:
+def _statement_set(sql: str, begin: int) -> tuple[exp.Expr, list[str]]:
+    """The inserts between ``BEGIN`` (ending at ``begin``) and ``END``, and their texts."""
     # blanks keep every offset, so errors inside the set name their place in the whole text
-    inner = " " * begin + sql[begin:]
+    inner = _blanked(sql, begin)
     body = _tokens(inner)
     while body and body[-1].token_type == TokenType.SEMICOLON:
         body.pop()
@@ -101,7 +106,78 @@ def _statement_set(sql: str, begin: int) -> exp.Expr:
                 line,
                 column,
             )
-    return StatementSetBlock(expressions=statements)
+    texts: list[str] = []
+    chunk: list[Token] = []
+    for token in [*body[:-1], None]:
+        if token is None or token.token_type == TokenType.SEMICOLON:
+            if chunk:
+                texts.append(sql[chunk[0].start : chunk[-1].end + 1])
+            chunk = []
+        else:
+            chunk.append(token)
+    return StatementSetBlock(expressions=statements), texts
+
+
+def _plan_statement(sql: str, opening: re.Match[str]) -> exp.Expr:
+    """``EXECUTE PLAN 'f'``, ``COMPILE [AND EXECUTE] PLAN 'f' [IF NOT EXISTS] FOR ...``."""
+    # the words matched are left out: sqlglot reads what follows EXECUTE as one opaque string
+    tokens = _tokens(_blanked(sql, opening.end()))
+    while tokens and tokens[-1].token_type == TokenType.SEMICOLON:
+        tokens.pop()
+    compiling = opening.group(1).upper().startswith("COMPILE")
+    words = " ".join(opening.group(0).split()).upper()
+    if not tokens or tokens[0].token_type != TokenType.STRING:
+        raise _expected(sql, tokens[0] if tokens else None, f"{words} takes the plan file's path")
+    path = exp.Literal.string(tokens[0].text)
+    rest = tokens[1:]
+    if not compiling:
+        if rest:
+            raise _expected(sql, rest[0], "EXECUTE PLAN takes only the plan file's path")
+        return ExecutePlan(this=path)
+    exists = [t.text.upper() for t in rest[:3]] == ["IF", "NOT", "EXISTS"]
+    if exists and opening.group(2):
+        raise _expected(sql, rest[0], "COMPILE AND EXECUTE PLAN has no IF NOT EXISTS")
+    rest = rest[3:] if exists else rest
+    if not rest or rest[0].token_type != TokenType.FOR:
+        raise _expected(sql, rest[0] if rest else None, f"Expected FOR after {words} 'file'")
+    operand = rest[1:]
+    texts = [t.text.upper() for t in operand[:3]]
+    if texts == ["STATEMENT", "SET", "BEGIN"]:
+        block, statements = _statement_set(sql, operand[2].end + 1)
+        inserts = block.expressions
+    else:
+        start = operand[0].start if operand else len(sql.rstrip())
+        end = operand[-1].end + 1 if operand else start
+        padded = _blanked(sql[:end], start)
+        inserts = _parse(padded, _tokens(padded))
+        if len(inserts) != 1 or not isinstance(inserts[0], exp.Insert):
+            raise _expected(
+                sql, operand[0] if operand else None, f"{words} is FOR an INSERT or a STATEMENT SET"
+            )
+        statements = [sql[start:end]]
+    return CompilePlan(
+        this=path,
+        expressions=inserts,
+        texts=[exp.Literal.string(t) for t in statements],
+        exists=exists,
+        execute=bool(opening.group(2)),
+    )
+
+
+def _blanked(sql: str, start: int) -> str:
+    """``sql`` with its first ``start`` characters blanked (line breaks kept)."""
+    return re.sub(r"[^\n]", " ", sql[:start]) + sql[start:]
+
+
+def _expected(sql: str, token: Token | None, message: str) -> SqlParserError:
+    offset = token.start if token is not None else len(sql.rstrip())
+    found = f'"{token.text.upper()}"' if token is not None else '"<EOF>"'
+    line, column = position_of(sql, offset)
+    return SqlParserError(
+        f"SQL parse failed. Encountered {found} at line {line}, column {column}. {message}",
+        line,
+        column,
+    )
 
 
 def _start(node: exp.Expr, default: int) -> int:

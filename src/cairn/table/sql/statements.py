@@ -19,7 +19,13 @@ from cairn.table.errors import ValidationError
 from cairn.table.result import TableResult
 from cairn.table.schema import Schema, UnresolvedColumn
 from cairn.table.sql.convert import SqlCatalog, convert_query, table_name
-from cairn.table.sql.dialect import FlinkColumn, StatementSetBlock, WatermarkDef
+from cairn.table.sql.dialect import (
+    CompilePlan,
+    ExecutePlan,
+    FlinkColumn,
+    StatementSetBlock,
+    WatermarkDef,
+)
 from cairn.table.sql.errors import SqlParserError, SqlValidationError, position_of
 from cairn.table.sql.expressions import SqlErrors, to_expression
 from cairn.table.sql.parse import parse_statement
@@ -72,6 +78,18 @@ class SqlEnvironment(SqlCatalog, Protocol):
     def execute_query(self, table: Table) -> TableResult: ...
 
     def execute_inserts(self, inserts: Sequence[tuple[str, Table]]) -> TableResult: ...
+
+    def record_definition(self, name: str, statement: str) -> None:
+        """Keep the ``CREATE`` statement of a table or view (compiled plans store it)."""
+        ...
+
+    def compile_plan_file(
+        self, path: str, statements: Sequence[str], if_not_exists: bool, execute: bool
+    ) -> TableResult | None:
+        """``COMPILE [AND EXECUTE] PLAN``; None when no job runs."""
+        ...
+
+    def execute_plan_file(self, path: str) -> TableResult: ...
 
 
 _OK = TableResult(Columns.of([("result", DataTypes.STRING())]), None)
@@ -126,8 +144,23 @@ def execute_statement(env: SqlEnvironment, sql: str) -> TableResult:
         return env.execute_inserts([_insert(env, node, sql)])
     if isinstance(node, StatementSetBlock):
         return env.execute_inserts([_insert(env, i, sql) for i in node.expressions])
+    if isinstance(node, CompilePlan):
+        for insert in node.expressions:  # planned here, so errors point into the statement
+            _insert(env, insert, sql)
+        texts = [str(t.this) for t in node.args["texts"]]
+        exists, execute = bool(node.args.get("exists")), bool(node.args.get("execute"))
+        result = env.compile_plan_file(str(node.this.this), texts, exists, execute)
+        return _OK if result is None else result
+    if isinstance(node, ExecutePlan):
+        return env.execute_plan_file(str(node.this.this))
     if isinstance(node, exp.Create):
-        return _create(env, node, sql, errors)
+        target = node.this.this if isinstance(node.this, exp.Schema) else node.this
+        name = table_name(target, sql) if isinstance(target, exp.Table) else None
+        existed = name is None or env.has_table(name)
+        result = _create(env, node, sql, errors)
+        if not existed and name is not None:  # kept for compiled plans (not IF NOT EXISTS)
+            env.record_definition(name, sql.strip().rstrip(";").strip())
+        return result
     if isinstance(node, exp.Drop):
         return _drop(env, node, sql, errors)
     if isinstance(node, exp.Show):
