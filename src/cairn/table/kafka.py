@@ -33,9 +33,6 @@ from cairn.table.analysis import Columns
 from cairn.table.changelog_normalize import ChangelogNormalize
 from cairn.table.errors import ValidationError
 from cairn.table.formats import format_keys, row_deserializer, row_serializer
-<<<<<<< HEAD
-from cairn.table.operators import fields_key
-=======
 from cairn.table.kafka_metadata import (
     KAFKA_READABLE,
     MessageRow,
@@ -43,8 +40,7 @@ from cairn.table.kafka_metadata import (
     metadata_keys,
 )
 from cairn.table.metadata import with_metadata
-from cairn.table.operators import FieldsKeySelector
->>>>>>> meta
+from cairn.table.operators import fields_key
 from cairn.table.plan import StreamScan
 from cairn.table.schema import Schema
 from cairn.table.source_reuse import reused
