@@ -25,56 +25,75 @@ from typing import Any
 from cairn.table.aggregates import Accumulator, accumulator_for
 from cairn.table.analysis import AggCall
 
-__all__ = ["GroupAggCode", "group_agg_source"]
+__all__ = [
+    "GroupAggCode",
+    "accumulate_lines",
+    "accumulator_namespace",
+    "creates_source",
+    "group_agg_source",
+    "key_source",
+]
 
 #: ``group_agg(records, stamps, set_key, value, update, clear, out, out_stamps)``: appends the
 #: outputs of ``records`` (and, per output, its input's timestamp from ``stamps``) to ``out``.
 GroupAggBatch = Callable[..., None]
 
 
-def _key_source(keys: Sequence[int]) -> str:
-    """The group key's tuple, as ``operators.fields_key`` builds it."""
+def key_source(keys: Sequence[int]) -> str:
+    """The group key's tuple from ``row``, as ``operators.fields_key`` builds it."""
     return "(" + ", ".join(f"row[{k}]" for k in keys) + ",)" if keys else "()"
+
+
+def accumulate_lines(calls: Sequence[AggCall], accs: str, adding: bool) -> list[str]:
+    """Statements adding (or retracting) ``row`` to the accumulators in the list ``accs``;
+    the accumulator of call ``i`` is ``_agg<i>`` in the generated code's namespace."""
+    lines = []
+    for i, call in enumerate(calls):
+        agg = accumulator_for(call)
+        value = "row" if agg.takes_row else "None" if call.arg < 0 else f"row[{call.arg}]"
+        inline = agg.inline_add if adding else agg.inline_retract
+        lines.append(inline(f"{accs}[{i}]", value, f"_agg{i}"))
+    return lines
+
+
+def creates_source(calls: Sequence[AggCall]) -> str:
+    """The list of fresh accumulators of ``calls``."""
+    aggs = [accumulator_for(c) for c in calls]
+    return "[" + ", ".join(a.inline_create(f"_agg{i}") for i, a in enumerate(aggs)) + "]"
+
+
+def accumulator_namespace(calls: Sequence[AggCall]) -> dict[str, Any]:
+    """The objects generated code calls: ``_agg<i>``, the accumulator of call ``i``."""
+    return {f"_agg{i}": accumulator_for(c) for i, c in enumerate(calls)}
 
 
 def group_agg_source(keys: Sequence[int], calls: Sequence[AggCall]) -> str:
     """The source of ``group_agg`` for a ``GROUP BY keys`` computing ``calls``."""
     aggs = [accumulator_for(c) for c in calls]
-    values = [
-        "row" if a.takes_row else "None" if c.arg < 0 else f"row[{c.arg}]"
-        for a, c in zip(aggs, calls, strict=True)
-    ]
-    creates = ", ".join(a.inline_create(f"_agg{i}") for i, a in enumerate(aggs))
     results = "".join(f"{_result(a, i)}, " for i, a in enumerate(aggs))
     lines = [
         "def group_agg(records, stamps, set_key, value, update, clear, out, out_stamps):",
         "    emit = out.append",
         "    stamp = out_stamps.append",
         "    for (kind, row), t in zip(records, stamps):",
-        f"        key = {_key_source(keys)}",
+        f"        key = {key_source(keys)}",
         "        set_key(key)",
         "        state = value()",
         "        adding = kind == 0 or kind == 2",
         "        if state is None:",
         "            if not adding:",
         "                continue  # a retraction of a group never seen (as Flink: ignored)",
-        f"            accs = [{creates}]",
+        f"            accs = {creates_source(calls)}",
         "            state = [0, accs]",
         "            before = None",
         "        else:",
         "            accs = state[1]",
         f"            before = ({results})",
         "        if adding:",
-        *(
-            f"            {a.inline_add(f'accs[{i}]', v, f'_agg{i}')}"
-            for i, (a, v) in enumerate(zip(aggs, values, strict=True))
-        ),
+        *(f"            {line}" for line in accumulate_lines(calls, "accs", adding=True)),
         "            count = state[0] + 1",
         "        else:",
-        *(
-            f"            {a.inline_retract(f'accs[{i}]', v, f'_agg{i}')}"
-            for i, (a, v) in enumerate(zip(aggs, values, strict=True))
-        ),
+        *(f"            {line}" for line in accumulate_lines(calls, "accs", adding=False)),
         "            count = state[0] - 1",
         "        if count <= 0:",
         "            clear()",
@@ -105,7 +124,7 @@ class GroupAggCode:
     """``group_agg`` compiled once per subtask, with the accumulator objects it calls."""
 
     def __init__(self, keys: Sequence[int], calls: Sequence[AggCall]) -> None:
-        namespace: dict[str, Any] = {f"_agg{i}": accumulator_for(c) for i, c in enumerate(calls)}
+        namespace = accumulator_namespace(calls)
         source = group_agg_source(keys, calls)
         exec(compile(source, "<cairn-group-agg>", "exec"), namespace)
         self.function: GroupAggBatch = namespace["group_agg"]

@@ -23,6 +23,7 @@ from cairn.api.state import MapStateDescriptor
 from cairn.common.typeinfo import Types
 from cairn.table.aggregates import Accumulator, accumulator_for
 from cairn.table.analysis import AggCall
+from cairn.table.group_window_code import WindowAggCode, has_window_code
 from cairn.table.operators import INSERT, open_functions
 from cairn.table.timestamps import epoch_millis, timestamp_of_millis
 from cairn.table.window import GroupWindow, windows_of
@@ -40,12 +41,14 @@ class GroupWindowAggFunction(KeyedProcessFunction[Any, Any, Any]):
         calls: Sequence[AggCall],
         properties: Sequence[str],
         processing_time: bool = False,
+        keys: Sequence[int] = (),
     ) -> None:
         self.window = window
         self.time_index = time_index
         self.calls = tuple(calls)
         self.properties = tuple(properties)
         self.processing_time = processing_time
+        self.keys = tuple(keys)
 
     def open(self, runtime_context: Any) -> None:
         self._accumulators: list[Accumulator] = [accumulator_for(c) for c in self.calls]
@@ -57,6 +60,31 @@ class GroupWindowAggFunction(KeyedProcessFunction[Any, Any, Any]):
             MapStateDescriptor("group-window", Types.LONG(), Types.PICKLED_BYTE_ARRAY())
         )
         open_functions([c.wrapper for c in self.calls if c.wrapper is not None], runtime_context)
+        if has_window_code(self.window, self.processing_time):
+            # Whole stamped batches through generated code (same state, same timers).
+            self._batch = WindowAggCode(self.keys, self.calls, self.time_index, self.window)
+            self.keyed_batch = self._run_batch
+
+    def _run_batch(
+        self,
+        records: list[Any],
+        timestamps: list[int | None],
+        key_selector: Any,
+        set_key: Any,
+        ctx: Any,
+    ) -> tuple[list[Any], list[int | None]]:
+        """The keyed operator's batch path: nothing is emitted until a window fires."""
+        timers = ctx.timer_service()
+        windows = self._windows
+        self._batch.function(
+            records,
+            set_key,
+            windows.get,
+            windows.put,
+            timers.register_event_time_timer,
+            timers.current_watermark(),
+        )
+        return [], []
 
     def _add(self, accs: list[Any], row: tuple[Any, ...]) -> None:
         for i, (agg, arg) in enumerate(zip(self._accumulators, self._args, strict=True)):
@@ -120,20 +148,32 @@ class GroupWindowAggFunction(KeyedProcessFunction[Any, Any, Any]):
             timers.register_event_time_timer(at)
 
     def on_timer(self, timestamp: int, ctx: Any) -> Iterable[Any]:
-        out = []
+        """Emit the key's windows ending at ``timestamp + 1``: a tumbling or sliding window
+        is found by its start; sessions (whose ends vary) by a scan, earliest first."""
         key = ctx.get_current_key()
+        if self.window.kind != "session":
+            start = timestamp + 1 - self.window.size_ms
+            entry = self._windows.get(start)
+            if entry is None:
+                return ()
+            self._windows.remove(start)
+            return ((INSERT, key + self._output(start, entry)),)
+        out = []
         for start in sorted(self._windows.keys()):
             entry = self._windows.get(start)
-            end = entry[0]
-            if end - 1 != timestamp:
+            if entry[0] - 1 != timestamp:
                 continue
             self._windows.remove(start)
-            results = tuple(
-                a.result(acc) for a, acc in zip(self._accumulators, entry[2], strict=True)
-            )
-            props = tuple(self._property(p, start, end) for p in self.properties)
-            out.append((INSERT, key + props + results))
+            out.append((INSERT, key + self._output(start, entry)))
         return out
+
+    def _output(self, start: int, entry: list[Any]) -> tuple[Any, ...]:
+        """A fired window's columns after the key: its properties, then its aggregates."""
+        end = entry[0]
+        results = tuple(
+            a.result(acc) for a, acc in zip(self._accumulators, entry[2], strict=True)
+        )
+        return tuple(self._property(p, start, end) for p in self.properties) + results
 
     @staticmethod
     def _property(name: str, start: int, end: int) -> Any:

@@ -150,7 +150,12 @@ def _translate(node: PlanNode, env: StreamExecutionEnvironment, uids: Uids) -> D
         keyed = upstream.key_by(fields_key(node.keys))
         time_type = node.input.columns.columns[node.time_index].data_type
         function = GroupWindowAggFunction(
-            node.window, node.time_index, node.calls, node.properties, is_proctime(time_type)
+            node.window,
+            node.time_index,
+            node.calls,
+            node.properties,
+            is_proctime(time_type),
+            node.keys,
         )
         windowed = keyed.process(function)
         if not node.keys:
