@@ -30,6 +30,7 @@ from cairn.checkpoint.storage import (
     read_metadata,
 )
 from cairn.ids import CheckpointId, JobId, OperatorUid
+from cairn.settings import SigningKey
 
 from ._coordinator_harness import exists
 
@@ -69,6 +70,19 @@ def test_layout_unique_names_and_range_reads(root: str) -> None:
         reader.read_state_range(a, 2, 10)
     with pytest.raises(CorruptCheckpointError, match="not relative"):
         reader.read_state_range("../job-b/chk-1/x", 0, 1)
+
+
+def test_a_long_state_name_gives_a_file_name_the_file_system_takes(tmp_path: Path) -> None:
+    """Unaligned checkpoints name in-flight data files after the vertex: a chained Table
+    vertex's name is hundreds of characters, beyond the 255 bytes of a file name."""
+    key = SigningKey.parse("0123456789abcdef0123")
+    name = "channels GroupWindowAggregate(groupBy=[k], select=[COUNT(*)]) -> Calc" * 8 + " 1"
+    for signing_key in (None, key):
+        storage = CheckpointStorage(str(tmp_path), "job", signing_key=signing_key)
+        w = storage.writer(CheckpointId(1))
+        rel = w.write_state_file(name, b"in flight")
+        assert len(rel) <= 210 and rel.startswith("channels_GroupWindowAggregate_groupBy_k")
+        assert storage.reader(w.directory).read_state_range(rel, 3, 6) == b"flight"
 
 
 def test_metadata_is_the_completion_marker(root: str) -> None:

@@ -18,7 +18,12 @@ import pytest
 from cairn.table import EnvironmentSettings, TableEnvironment, ValidationError
 from cairn.table.analysis import Columns
 from cairn.table.formats import row_deserializer, row_serializer
-from cairn.table.kafka import DropUpdateBefore, ToKafkaRecord, UpsertMessage
+from cairn.table.kafka import (
+    DropUpdateBefore,
+    ToKafkaRecord,
+    UpsertMessage,
+    parse_specific_offsets,
+)
 from cairn.table.types import DataTypes
 
 KAFKA = "'connector' = 'kafka', 'topic' = 't', 'properties.bootstrap.servers' = 'h:9092'"
@@ -114,6 +119,49 @@ def test_a_bad_startup_mode_fails_when_the_table_is_read() -> None:
         ValidationError, match=re.escape("'scan.topic-partition-discovery.interval'")
     ):
         t_env.from_path("k2")
+
+
+@pytest.mark.parametrize("mode", ["startup", "bounded"])
+def test_specific_offsets_are_flinks_partition_offset_pairs(mode: str) -> None:
+    assert parse_specific_offsets("partition:0,offset:42;partition:1,offset:300", "k") == {
+        0: 42,
+        1: 300,
+    }
+    t_env = _t_env()
+    given = f"'scan.{mode}.mode' = 'specific-offsets', 'scan.startup.mode' = 'earliest-offset'"
+    if mode == "startup":
+        given = "'scan.startup.mode' = 'specific-offsets'"
+    offsets = f"'scan.{mode}.specific-offsets'"
+    t_env.execute_sql(
+        f"CREATE TABLE ok (a STRING) WITH ({KAFKA}, 'format' = 'json', {given},"
+        f" {offsets} = 'partition:0,offset:3;partition:2,offset:0')"
+    )
+    t_env.from_path("ok")
+    t_env.execute_sql(f"CREATE TABLE missing (a STRING) WITH ({KAFKA}, 'format' = 'json', {given})")
+    with pytest.raises(
+        ValidationError,
+        match=re.escape(f"{offsets} is required in 'specific-offsets' {mode} mode but missing."),
+    ):
+        t_env.from_path("missing")
+    for bad in ("partition:0;offset:1", "partition:0,offset:x", "p:0,offset:1", ""):
+        t_env.execute_sql(
+            f"CREATE TABLE bad (a STRING) WITH ({KAFKA}, 'format' = 'json', {given},"
+            f" {offsets} = '{bad}')"
+        )
+        with pytest.raises(ValidationError) as e:
+            t_env.from_path("bad")
+        assert _message(e) == (
+            f"Invalid properties {offsets} should follow the format"
+            f" 'partition:0,offset:42;partition:1,offset:300', but is '{bad}'."
+        )
+        t_env.execute_sql("DROP TABLE bad")
+    two_topics = KAFKA.replace("'topic' = 't'", "'topic' = 't;u'")
+    t_env.execute_sql(
+        f"CREATE TABLE two (a STRING) WITH ({two_topics}, 'format' = 'json', {given},"
+        f" {offsets} = 'partition:0,offset:1')"
+    )
+    with pytest.raises(ValidationError, match="only supports specific offset for single topic"):
+        t_env.from_path("two")
 
 
 def test_upsert_kafka_needs_a_primary_key_and_both_formats() -> None:

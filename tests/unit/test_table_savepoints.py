@@ -95,3 +95,45 @@ def _first_change_per_key(changes: list[str]) -> dict[str, tuple[str, int]]:
         key, n = body.split(", ")
         firsts.setdefault(key, (kind, int(n)))
     return firsts
+
+
+def _counting(parallelism: int, conf: dict[str, str]) -> Any:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.configure({"cairn.executor": "inprocess", **conf})
+    env.set_parallelism(parallelism)
+    row = Types.ROW_NAMED(["k", "v"], [Types.STRING(), Types.LONG()])
+    source = DataGeneratorSource(_event, 1_000_000, RateLimiterStrategy.per_second(500), row)
+    ds = env.from_source(source, WatermarkStrategy.no_watermarks(), "events", row).uid("events")
+    events = StreamTableEnvironment.create(env).from_data_stream(ds)
+    return events.group_by(col("k")).select(col("k"), col("v").count.alias("n")).execute()
+
+
+def test_a_collected_changelog_restored_from_a_savepoint_goes_on_from_it(tmp_path: Any) -> None:
+    """The restored job's client gets the restored job's changes only: the savepoint's run
+    delivered the rows up to it, so each key goes on with a ``-U`` of the row it ended with
+    (not the savepoint's last interval again)."""
+    conf = {
+        "state.checkpoints.dir": (tmp_path / "chk").as_uri(),
+        "execution.checkpointing.interval": "200 ms",
+    }
+    first = _counting(1, conf)
+    view: dict[str, int] = {}
+    stop = None
+    for row in first.collect():
+        if row.get_row_kind().short_string() in ("+I", "+U"):
+            view[row.k] = row.n
+        if stop is None and sum(view.values()) >= 150:
+            stop = first.get_job_client().stop_with_savepoint(
+                savepoint_directory=(tmp_path / "sp").as_uri()
+            )
+    assert stop is not None
+    location = stop.result(timeout=60)
+
+    second = _counting(2, {**conf, "execution.savepoint.path": location})
+    firsts: dict[str, tuple[str, int]] = {}
+    for row in second.collect():
+        firsts.setdefault(row.k, (row.get_row_kind().short_string(), row.n))
+        if len(firsts) == len(KEYS):
+            break
+    second.get_job_client().cancel()
+    assert firsts == {k: ("-U", n) for k, n in view.items()}

@@ -1,9 +1,10 @@
 """Writing and reading the state files of one checkpoint directory.
 
-Invariant: every file name is unique (a uuid) and, under a signing key, ends with the SHA-256
-of its content, so the signed metadata that lists it covers every state byte; a reader that
-requires digests returns no byte of a file before the whole file matched its digest. Paths
-stay inside the checkpoint directory or the job's ``shared/`` directory.
+Invariant: every file name is unique (a uuid), at most 210 bytes long, and, under a signing
+key, ends with the SHA-256 of its content, so the signed metadata that lists it covers every
+state byte; a reader that requires digests returns no byte of a file before the whole file
+matched its digest. Paths stay inside the checkpoint directory or the job's ``shared/``
+directory.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ from cairn.checkpoint.locations import (
 from cairn.ids import CheckpointId
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+# The readable part of a file name, cut so that with the uuid and a digest it stays far under
+# the 255 bytes a file system allows (a chained Table vertex's name is hundreds of chars).
+_NAME_CHARS = 100
 _DIGEST_RE = re.compile(r"-sha256-([0-9a-f]{64})$")
 
 
@@ -96,7 +100,8 @@ class CheckpointStateWriter:
     def _file_name(self, name: str, data: bytes) -> str:
         # Many subtasks in many processes write into one directory: a uuid keeps names unique.
         # The digest in the name puts it into the (signed) metadata that lists the file.
-        rel = f"{_UNSAFE.sub('_', name).strip('._') or 'state'}-{uuid.uuid4().hex}"
+        readable = _UNSAFE.sub("_", name).strip("._")[:_NAME_CHARS].rstrip("._")
+        rel = f"{readable or 'state'}-{uuid.uuid4().hex}"
         if self._digests:
             rel += f"-sha256-{hashlib.sha256(data).hexdigest()}"
         return rel

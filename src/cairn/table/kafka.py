@@ -26,6 +26,7 @@ from cairn.datastream.connectors.kafka import (
     KafkaSink,
     KafkaSource,
     KafkaSourceOptions,
+    KafkaTopicPartition,
 )
 from cairn.datastream.data_stream import DataStream
 from cairn.datastream.stream_execution_environment import StreamExecutionEnvironment
@@ -53,13 +54,15 @@ __all__ = [
     "kafka_options",
     "kafka_scan",
     "kafka_sink",
+    "parse_specific_offsets",
     "upsert_kafka_options",
     "upsert_kafka_scan",
     "upsert_kafka_sink",
 ]
 
-_STARTUP_MODES = ("earliest-offset", "latest-offset", "group-offsets", "timestamp")
-_BOUNDED_MODES = ("unbounded", "latest-offset")
+_SPECIFIC = "specific-offsets"
+_STARTUP_MODES = ("earliest-offset", "latest-offset", "group-offsets", "timestamp", _SPECIFIC)
+_BOUNDED_MODES = ("unbounded", "latest-offset", _SPECIFIC)
 _GUARANTEES = {
     "at-least-once": DeliveryGuarantee.AT_LEAST_ONCE,
     "exactly-once": DeliveryGuarantee.EXACTLY_ONCE,
@@ -78,11 +81,13 @@ _COMMON = {
     "sink.delivery-guarantee",
     "sink.transactional-id-prefix",
 }
+_BOUNDED = {"scan.bounded.mode", "scan.bounded.specific-offsets"}
 _KAFKA = {
     *_COMMON,
     "scan.startup.mode",
     "scan.startup.timestamp-millis",
-    "scan.bounded.mode",
+    "scan.startup.specific-offsets",
+    *_BOUNDED,
     "scan.topic-partition-discovery.interval",
 }
 
@@ -110,7 +115,7 @@ def kafka_options(columns: Columns, options: Mapping[str, str]) -> set[str]:
 
 def upsert_kafka_options(columns: Columns, options: Mapping[str, str]) -> set[str]:
     """The option keys of an ``upsert-kafka`` table with ``options``."""
-    keys = (_COMMON - {"format", "key.fields"}) | {"scan.bounded.mode"}
+    keys = (_COMMON - {"format", "key.fields"}) | _BOUNDED
     return keys | _formats(options) | _properties(options)
 
 
@@ -409,6 +414,8 @@ def _starting(options: Mapping[str, str]) -> KafkaOffsetsInitializer:
         reset = options.get("properties.auto.offset.reset", "none").upper()
         strategy = getattr(KafkaOffsetResetStrategy, reset, KafkaOffsetResetStrategy.NONE)
         return KafkaOffsetsInitializer.committed_offsets(strategy)
+    if mode == _SPECIFIC:
+        return _specific_offsets(options, "startup")
     stamp = options.get("scan.startup.timestamp-millis")
     if stamp is None:
         raise ValidationError(
@@ -417,14 +424,63 @@ def _starting(options: Mapping[str, str]) -> KafkaOffsetsInitializer:
     return KafkaOffsetsInitializer.timestamp(int(stamp))
 
 
-def _bounded(options: Mapping[str, str]) -> str:
+def _bounded(options: Mapping[str, str]) -> KafkaOffsetsInitializer | None:
+    """The stopping offsets of ``scan.bounded.mode`` (``None``: unbounded)."""
     bounded = options.get("scan.bounded.mode", "unbounded")
     if bounded not in _BOUNDED_MODES:
         raise ValidationError(
             f"Invalid value for option 'scan.bounded.mode'. Supported values are"
             f" [{', '.join(_BOUNDED_MODES)}], but was: {bounded}"
         )
-    return bounded
+    if bounded == "latest-offset":
+        return KafkaOffsetsInitializer.latest()
+    if bounded == _SPECIFIC:
+        return _specific_offsets(options, "bounded")
+    return None
+
+
+def _specific_offsets(options: Mapping[str, str], mode: str) -> KafkaOffsetsInitializer:
+    """``scan.<mode>.specific-offsets`` of the table's single topic; a partition not named
+    starts (or stops) at the group's committed offset, else the earliest."""
+    key = f"scan.{mode}.specific-offsets"
+    if key not in options:
+        raise ValidationError(f"'{key}' is required in 'specific-offsets' {mode} mode but missing.")
+    topics = [t.strip() for t in options["topic"].split(";") if t.strip()]
+    if len(topics) != 1:
+        raise ValidationError(
+            "Currently Kafka source only supports specific offset for single topic."
+        )
+    offsets = parse_specific_offsets(options[key], key)
+    return KafkaOffsetsInitializer.offsets(
+        {KafkaTopicPartition(topics[0], p): o for p, o in offsets.items()}
+    )
+
+
+def parse_specific_offsets(text: str, key: str) -> dict[int, int]:
+    """Flink's ``partition:0,offset:42;partition:1,offset:300`` as ``{partition: offset}``.
+
+    >>> parse_specific_offsets("partition:0,offset:42;partition:1,offset:300", "k")
+    {0: 42, 1: 300}
+    """
+    bad = ValidationError(
+        f"Invalid properties '{key}' should follow the format"
+        f" 'partition:0,offset:42;partition:1,offset:300', but is '{text}'."
+    )
+    offsets: dict[int, int] = {}
+    for pair in text.split(";"):
+        parts = pair.split(",")
+        if len(parts) != 2 or not (
+            parts[0].startswith("partition:") and parts[1].startswith("offset:")
+        ):
+            raise bad
+        try:
+            partition, offset = int(parts[0][len("partition:") :]), int(parts[1][len("offset:") :])
+        except ValueError:
+            raise bad from None
+        if partition < 0 or offset < 0:
+            raise bad
+        offsets[partition] = offset
+    return offsets
 
 
 def _source(
@@ -467,8 +523,8 @@ def _source(
                 builder.set_property(k[len("properties.") :], v)
         if discovery is not None:
             builder.set_property(KafkaSourceOptions.PARTITION_DISCOVERY_INTERVAL_MS, discovery)
-        if bounded == "latest-offset":
-            builder.set_bounded(KafkaOffsetsInitializer.latest())
+        if bounded is not None:
+            builder.set_bounded(bounded)
         stream = env.from_source(
             builder.build(), WatermarkStrategy.no_watermarks(), f"Source: {name}"
         )

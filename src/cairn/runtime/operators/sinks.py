@@ -160,7 +160,9 @@ class SinkOperator(StreamOperator):
 class CollectSinkOperator(StreamOperator):
     """``execute_and_collect()``: results reach the client once their checkpoint completed;
     without checkpointing as they come (a batch of ``FLUSH_SIZE`` records, or what arrived
-    within ``FLUSH_DELAY_MS``, so a slow unbounded stream still shows its records)."""
+    within ``FLUSH_DELAY_MS``, so a slow unbounded stream still shows its records). A job
+    restored from a savepoint (or a retained checkpoint) sends its own results only, not
+    the ones the savepoint's run delivered: a restored changelog goes on from where it was."""
 
     FLUSH_SIZE = 4096
     FLUSH_DELAY_MS = 100
@@ -173,7 +175,10 @@ class CollectSinkOperator(StreamOperator):
         self._buffer: list[Any] = []
         self._flush_due_ms: int | None = None  # without checkpointing, while buffered
         self._pending: dict[CheckpointId, list[Any]] = {}
-        if restore is not None and self.ctx.subtask_index == 0:
+        # After a failover the client may not have the restored checkpoint's results (its
+        # notification can be lost): send them again, the job master drops what it has. A
+        # first attempt restores another run's savepoint, whose client had them: not again.
+        if restore is not None and self.ctx.subtask_index == 0 and self.ctx.attempt > 0:
             for subtask, cid, records in sorted(self._state.get() or [], key=lambda e: e[:2]):
                 self._send(records, (subtask, cid, 0))
         self._state.update([])
