@@ -29,7 +29,7 @@ from typing import Any
 from cairn.table.analysis import Rex
 from cairn.table.time_attributes import proctime_now
 from cairn.table.types import DataType
-from cairn.table.udf import is_async
+from cairn.table.udf import direct_callable, is_async
 
 __all__ = ["RUNTIME", "CompiledCalc", "calc_source", "cast_function", "expression_source"]
 
@@ -59,9 +59,14 @@ def _as_type(operand: Rex, source: str, target: DataType) -> str:
     return f"_cast({source}, {str(target.nullable_())!r}, False)"
 
 
-def expression_source(rex: Rex, row: str = "r", functions: list[Any] | None = None) -> str:
+def expression_source(
+    rex: Rex, row: str = "r", functions: list[Any] | None = None, direct: bool = False
+) -> str:
     """Python source computing ``rex`` from the tuple named ``row``; user-defined functions
-    it calls are appended to ``functions`` and called as ``_udf<i>``."""
+    it calls are appended to ``functions`` and called as ``_udf<i>`` (through
+    ``_call_udf``, which names the function and its arguments in an error), or, ``direct``,
+    as ``_udf<i>_eval`` (the function itself: the batch path, whose errors are named by
+    running the failed batch again row by row)."""
     if rex.kind == "input":
         return f"{row}[{rex.index}]"
     if rex.kind == "literal":
@@ -69,21 +74,24 @@ def expression_source(rex: Rex, row: str = "r", functions: list[Any] | None = No
             return f"_Decimal({str(rex.value)!r})"
         return repr(rex.value)
     if rex.kind == "cast":
-        inner = expression_source(rex.operands[0], row, functions)
+        inner = expression_source(rex.operands[0], row, functions, direct)
         if _integral(rex.operands[0].data_type) and rex.data_type.root in (
             "TIMESTAMP",
             "TIMESTAMP_LTZ",
         ):  # the hot cast of event times: epoch milliseconds, no lookup, no float
             return f"_timestamp_of_millis({inner})"
         return f"_cast({inner}, {str(rex.data_type)!r}, {rex.op == 'try'})"
-    ops = [expression_source(o, row, functions) for o in rex.operands]
+    ops = [expression_source(o, row, functions, direct) for o in rex.operands]
     op = rex.op
     if op == "udf":
         if functions is None:
             raise ValueError("a user-defined function needs a functions list to be compiled")
         functions.append(rex.value)
+        name = f"_udf{len(functions) - 1}"
+        if direct and not is_async(rex.value):
+            return f"{name}_eval({''.join(o + ', ' for o in ops)})"
         call = "(await _call_async_udf" if is_async(rex.value) else "(_call_udf"
-        return f"{call}(_udf{len(functions) - 1}, ({''.join(o + ', ' for o in ops)})))"
+        return f"{call}({name}, ({''.join(o + ', ' for o in ops)})))"
     if op in _FLOATING and rex.data_type.root in ("FLOAT", "DOUBLE"):
         # Python refuses float + Decimal: a DECIMAL operand of a DOUBLE result becomes float
         ops = [
@@ -176,12 +184,9 @@ def calc_source(
     not TRUE, so a merged calc evaluates its upper condition only on rows its lower one kept.
     """
     is_async = functions is not None and _calls_async(projections, condition)
-    checks = [f"({expression_source(c, 'r', functions)}) is True" for c in _conjuncts(condition)]
-    if projections is None:
-        value = "r"
-    else:
-        value = "(" + "".join(f"{expression_source(p, 'r', functions)}, " for p in projections)
-        value += ")"
+    conjuncts = _conjuncts(condition)
+    checks = [f"({expression_source(c, 'r', functions)}) is True" for c in conjuncts]
+    value = "r" if projections is None else _tuple_source(projections, functions, False)
     lines = ["async def calc(r):" if is_async else "def calc(r):"]
     if checks:
         lines.append(f"    if not ({' and '.join(checks)}):")
@@ -189,19 +194,43 @@ def calc_source(
     lines.append(f"    return {value}")
     if is_async:
         return "\n".join(lines)
+    # The batch path calls the functions directly: the same ones, in the same order.
+    direct: list[Any] = []
+    checks = [f"({expression_source(c, 'r', direct, True)}) is True" for c in conjuncts]
+    value = "r" if projections is None else _tuple_source(projections, direct, True)
+    assert functions is None or direct == functions, "one order of functions for both paths"
     lines.append("def calc_batch(records, stamps):")
+    lines.append("    try:")
     if not checks:
-        lines.append(f"    return [(k, {value}) for k, r in records], stamps")
-        return "\n".join(lines)
-    kept = " and ".join(checks)
-    lines.append("    if stamps is None:")
-    lines.append(f"        return [(k, {value}) for k, r in records if {kept}], None")
-    lines.append(f"    outs = [((k, {value}) if {kept} else None) for k, r in records]")
-    lines.append(
-        "    return [o for o in outs if o is not None],"
-        " [t for o, t in zip(outs, stamps) if o is not None]"
-    )
+        lines.append(f"        return [(k, {value}) for k, r in records], stamps")
+    else:
+        kept = " and ".join(checks)
+        lines.append("        if stamps is None:")
+        lines.append(f"            return [(k, {value}) for k, r in records if {kept}], None")
+        lines.append(f"        outs = [((k, {value}) if {kept} else None) for k, r in records]")
+        lines.append(
+            "        return [o for o in outs if o is not None],"
+            " [t for o, t in zip(outs, stamps) if o is not None]"
+        )
+    lines.append("    except Exception:")
+    lines.append("        _rerun_rows(calc, records)  # raises the failing row's named error")
+    lines.append("        raise")
     return "\n".join(lines)
+
+
+def _tuple_source(rexes: Sequence[Rex], functions: list[Any] | None, direct: bool) -> str:
+    return "(" + "".join(f"{expression_source(p, 'r', functions, direct)}, " for p in rexes) + ")"
+
+
+def _rerun_rows(calc: Callable[[tuple[Any, ...]], Any], records: list[Any]) -> None:
+    """Run a failed batch's rows through the row path (which names the function and its
+    arguments in an error) and raise the first row's error, without the batch's; return
+    when no row fails again (the caller then raises the batch's own error)."""
+    for _kind, row in records:
+        try:
+            calc(row)
+        except Exception as e:
+            raise e from None
 
 
 def _conjuncts(condition: Rex | None) -> list[Rex]:
@@ -261,6 +290,7 @@ class CompiledCalc:
             namespace = dict(RUNTIME)
             for i, wrapper in enumerate(self.functions):
                 namespace[f"_udf{i}"] = wrapper
+                namespace[f"_udf{i}_eval"] = direct_callable(wrapper)
             exec(compile(self.source, "<cairn-table-calc>", "exec"), namespace)
             self._compiled = namespace
         return self._compiled

@@ -170,9 +170,7 @@ class GroupWindowAggFunction(KeyedProcessFunction[Any, Any, Any]):
     def _output(self, start: int, entry: list[Any]) -> tuple[Any, ...]:
         """A fired window's columns after the key: its properties, then its aggregates."""
         end = entry[0]
-        results = tuple(
-            a.result(acc) for a, acc in zip(self._accumulators, entry[2], strict=True)
-        )
+        results = tuple(a.result(acc) for a, acc in zip(self._accumulators, entry[2], strict=True))
         return tuple(self._property(p, start, end) for p in self.properties) + results
 
     @staticmethod

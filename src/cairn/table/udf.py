@@ -190,6 +190,16 @@ class _AsyncFunctionAdapter(AsyncScalarFunction):
         return await self.f(*args)
 
 
+def direct_callable(wrapper: Any) -> Callable[..., Any]:
+    """What a scalar function's ``eval`` calls, without the adapter: the user's Python
+    function given to ``udf``, else the ``ScalarFunction``'s bound ``eval``."""
+    function = wrapper.function
+    if type(function) is _FunctionAdapter:
+        return function.f
+    eval_: Callable[..., Any] = function.eval
+    return eval_
+
+
 def is_async(wrapper: Any) -> bool:
     """A scalar function whose ``eval`` is a coroutine function."""
     return isinstance(wrapper.function, AsyncScalarFunction)

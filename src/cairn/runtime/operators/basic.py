@@ -191,8 +191,8 @@ class FlatMapOperator(UserFunctionOperator):
     def process_batch(self, records: list[Any]) -> None:
         batch = self._batch
         if batch is not None:
-            stamped = type(records) is StampedBatch
-            out, stamps = batch(records, records.timestamps if stamped else None)  # type: ignore[attr-defined]
+            given = records.timestamps if isinstance(records, StampedBatch) else None
+            out, stamps = batch(records, given)
             if out:
                 self.output(stamp(out, stamps) if stamps is not None else out)
             return
