@@ -15,13 +15,18 @@ from cairn.common import Types
 from cairn.common.exceptions import ConfigurationError
 from cairn.datastream import StreamExecutionEnvironment
 from cairn.graph.transformations import OperatorKind
-from cairn.table import EnvironmentSettings, StreamTableEnvironment, TableEnvironment
+from cairn.table import (
+    EnvironmentSettings,
+    StreamTableEnvironment,
+    TableEnvironment,
+    ValidationError,
+)
 from cairn.table.analysis import AggCall, Columns
 from cairn.table.changelog_normalize import ChangelogNormalize
 from cairn.table.join import JoinFunction
 from cairn.table.operators import GroupAggFunction, LimitFunction, fields_key
 from cairn.table.plan import Aggregate, Join, Limit, StreamScan, Union, Values, explain
-from cairn.table.state_ttl import parse_state_ttl, with_state_ttl
+from cairn.table.state_ttl import with_state_ttl
 from cairn.table.translate import plan_uid
 from cairn.table.types import DataTypes
 
@@ -217,8 +222,15 @@ def test_a_limits_count_expires_as_flinks() -> None:
 ROW = Types.ROW_NAMED(["k", "v"], [Types.STRING(), Types.INT()])
 
 
+COUNTS = "SELECT k, COUNT(*) AS n, SUM(v) AS s FROM t GROUP BY k"
+
+
 def _run_counts(
-    tmp_path: Path, ttl: str | None, idle_ms: int, backend: str = "hashmap"
+    tmp_path: Path,
+    ttl: str | None,
+    idle_ms: int,
+    backend: str = "hashmap",
+    query: str = COUNTS,
 ) -> list[str]:
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(1)
@@ -226,12 +238,12 @@ def _run_counts(
     t_env = StreamTableEnvironment.create(env)
     if ttl is not None:
         t_env.get_config().set("table.exec.state.ttl", ttl)
-    signals = tmp_path / f"signals-{ttl}-{backend}"
+    signals = tmp_path / f"signals-{ttl}-{backend}-{len(query)}"
     signals.mkdir()
     batches = [[("a", 1)], [("a", 2)]]
     source = env.add_source(IdleSource(batches, str(signals), idle_ms), type_info=ROW)
     t_env.create_temporary_view("t", t_env.from_data_stream(source))
-    counts = t_env.sql_query("SELECT k, COUNT(*) AS n, SUM(v) AS s FROM t GROUP BY k")
+    counts = t_env.sql_query(query)
     out = t_env.to_changelog_stream(counts).map(Signal(str(signals)))
     return [f"{r.get_row_kind().short_string()}{tuple(r)}" for r in out.execute_and_collect()]
 
@@ -250,6 +262,109 @@ def test_the_same_job_without_ttl_keeps_counting(tmp_path: Path) -> None:
 
 
 def test_a_long_ttl_keeps_the_group(tmp_path: Path) -> None:
-    assert parse_state_ttl("1 h") == 3_600_000
     rows = _run_counts(tmp_path, "1 h", idle_ms=150)
     assert rows == ["+I('a', 1, 1)", "-U('a', 1, 1)", "+U('a', 2, 3)"]
+
+
+def test_a_state_ttl_hint_overrides_the_configured_ttl(tmp_path: Path) -> None:
+    hinted = COUNTS.replace("SELECT", "SELECT /*+ STATE_TTL('t' = '100 ms') */")
+    rows = _run_counts(tmp_path, "1 h", idle_ms=150, query=hinted)
+    assert rows == ["+I('a', 1, 1)", "+I('a', 1, 2)"]
+
+
+# -- the STATE_TTL hint ----------------------------------------------------------------------
+
+
+def _hint_env() -> TableEnvironment:
+    t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    t_env.create_temporary_view("orders", t_env.from_elements([(1, 2)], ["ok", "oc"]))
+    t_env.create_temporary_view("customers", t_env.from_elements([(2, "x")], ["ck", "cn"]))
+    t_env.create_temporary_view("items", t_env.from_elements([(1, 5)], ["ik", "iv"]))
+    return t_env
+
+
+def _ttls(node: Any) -> list[tuple[str, Any]]:
+    """Each stateful node of the plan, top down, with its hinted TTL(s) in hours."""
+    out: list[tuple[str, Any]] = []
+    if isinstance(node, Join):
+        hours = [
+            None if t is None else t / 3_600_000 for t in (node.left_ttl_ms, node.right_ttl_ms)
+        ]
+        out.append(("Join", tuple(hours)))
+    elif isinstance(node, Aggregate):
+        out.append(
+            ("Aggregate", None if node.state_ttl_ms is None else node.state_ttl_ms / 3_600_000)
+        )
+    for i in node.inputs:
+        out.extend(_ttls(i))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        (  # table names as keys
+            "SELECT /*+ STATE_TTL('orders' = '3d', 'customers' = '1d') */ * FROM orders"
+            " LEFT JOIN customers ON orders.oc = customers.ck",
+            [("Join", (72, 24))],
+        ),
+        (  # aliases; a cascade join's left input is a join, without a name
+            "SELECT /*+ STATE_TTL('o' = '1 h', 'i' = '2 h', 'c' = '3 h') */ * FROM orders o"
+            " JOIN customers c ON o.oc = c.ck JOIN items i ON o.ok = i.ik",
+            [("Join", (None, 2)), ("Join", (1, 3))],
+        ),
+        (  # an aggregate over a join: the hint is the join's
+            "SELECT /*+ STATE_TTL('o' = '1 h', 'c' = '2 h') */ ok, COUNT(*) FROM orders o"
+            " JOIN customers c ON o.oc = c.ck GROUP BY ok",
+            [("Aggregate", None), ("Join", (1, 2))],
+        ),
+        (  # each query block its own; HAVING above the aggregate
+            "SELECT /*+ STATE_TTL('t' = '1 h') */ ok, COUNT(*) FROM (SELECT /*+"
+            " STATE_TTL('orders' = '2 h') */ ok, COUNT(*) AS n FROM orders GROUP BY ok) t"
+            " GROUP BY ok HAVING COUNT(*) > 0",
+            [("Aggregate", 1), ("Aggregate", 2)],
+        ),
+        (  # not into a subquery
+            "SELECT /*+ STATE_TTL('t' = '1 h') */ * FROM (SELECT ok, COUNT(*) AS n FROM orders"
+            " GROUP BY ok) t",
+            [("Aggregate", None)],
+        ),
+        (  # several hints and options: the last wins
+            "SELECT /*+ STATE_TTL('orders' = '1 h', 'orders' = '2 h'), STATE_TTL('orders' ="
+            " '3 h') */ ok, COUNT(*) FROM orders GROUP BY ok",
+            [("Aggregate", 3)],
+        ),
+    ],
+)
+def test_state_ttl_hints_reach_the_nodes_flink_gives_them_to(query: str, expected: Any) -> None:
+    assert _ttls(_hint_env().sql_query(query).plan) == expected
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        (
+            "SELECT /*+ STATE_TTL('x' = '2d', 'orders' = '1d', 'y' = '1d') */ * FROM orders"
+            " JOIN customers ON oc = ck",
+            "The options of following hints cannot match the name of input tables or views:"
+            " \n`x, y` in `STATE_TTL`",
+        ),
+        (
+            "SELECT /*+ STATE_TTL('orders' = '2d') */ n FROM (SELECT ok, COUNT(*) AS n FROM"
+            " orders GROUP BY ok) t",
+            "cannot match the name of input tables or views: \n`orders` in `STATE_TTL`",
+        ),
+        (
+            "SELECT /*+ STATE_TTL() */ ok, COUNT(*) FROM orders GROUP BY ok",
+            "Invalid STATE_TTL hint, expecting at least one key-value options specified.",
+        ),
+        (
+            "SELECT /*+ STATE_TTL('orders' = '1 hx') */ ok, COUNT(*) FROM orders GROUP BY ok",
+            "Invalid STATE_TTL hint: Could not parse value '1 hx' for key 'orders'.",
+        ),
+    ],
+)
+def test_bad_state_ttl_hints_fail_as_flinks(query: str, message: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        _hint_env().sql_query(query)
+    assert message in str(info.value)
