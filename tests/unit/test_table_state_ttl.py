@@ -15,6 +15,8 @@ from cairn.common import Types
 from cairn.common.exceptions import ConfigurationError
 from cairn.datastream import StreamExecutionEnvironment
 from cairn.graph.transformations import OperatorKind
+from cairn.ids import SubtaskIndex
+from cairn.runtime.operators.base import OperatorRestore
 from cairn.table import (
     EnvironmentSettings,
     StreamTableEnvironment,
@@ -30,7 +32,7 @@ from cairn.table.state_ttl import with_state_ttl
 from cairn.table.translate import plan_uid
 from cairn.table.types import DataTypes
 
-from ._operator_harness import OperatorHarness, TwoInputHarness
+from ._operator_harness import OperatorHarness, TwoInputHarness, snapshot_operator
 from ._ttl_jobs import IdleSource, Signal
 
 TTL = 100
@@ -368,3 +370,26 @@ def test_bad_state_ttl_hints_fail_as_flinks(query: str, message: str) -> None:
     with pytest.raises(ValidationError) as info:
         _hint_env().sql_query(query)
     assert message in str(info.value)
+
+
+@pytest.mark.parametrize("backend_kind", ["heap", "rocksdb"])
+def test_a_savepoint_without_ttl_restores_into_a_job_with_one(backend_kind: str) -> None:
+    calls = (AggCall("count_star", -1, DataTypes.BIGINT(False)),)
+    before = _group_harness(GroupAggFunction(calls, keys=(0,)), backend_kind)
+    before.op.process_batch([(INSERT, ("a", 1))])
+    state, files = snapshot_operator(before.op)
+    restore = OperatorRestore(1, {SubtaskIndex(0): state}, files)
+    after = OperatorHarness(
+        GroupAggFunction(calls, keys=(0,), state_ttl_ms=TTL),
+        key_selector=fields_key((0,)),
+        backend_kind=backend_kind,
+        restore=restore,
+    )
+    after.op.process_batch([(INSERT, ("a", 2))])  # the restored group counts on
+    after.clock.advance(TTL)  # its TTL started at the restore
+    after.op.process_batch([(INSERT, ("a", 3))])
+    assert _out(after) == [
+        (UPDATE_BEFORE, ("a", 1)),
+        (UPDATE_AFTER, ("a", 2)),
+        (INSERT, ("a", 1)),
+    ]
