@@ -53,6 +53,7 @@ class OperatorHarness:
         kind: OperatorKind = OperatorKind.KEYED_PROCESS,
         keyed: bool = True,
         key_selector: Any = None,
+        backend_kind: str = "heap",
     ) -> None:
         if key_selector is None and keyed:
             key_selector = lambda r: r[0]  # noqa: E731
@@ -60,10 +61,13 @@ class OperatorHarness:
         node = OperatorNode("op", "op", 1, kind.value, spec, None, parallelism, 128, keyed)
         self.clock = ManualClock(1_000)
         self.op: StreamOperator = create_operator(node)
-        backend = None
+        backend: KeyedStateBackend | None = None
         if keyed:
-            backend = HeapKeyedStateBackend(
-                key_group_range_for_subtask(128, parallelism, index), 128, clock=self.clock
+            kg_range = key_group_range_for_subtask(128, parallelism, index)
+            backend = (
+                HeapKeyedStateBackend(kg_range, 128, clock=self.clock)
+                if backend_kind == "heap"
+                else state_backends.rocksdb(kg_range, 128, self.clock)
             )
         self.batches: list[list[Any]] = []
         self.watermarks: list[int] = []
@@ -89,7 +93,8 @@ class OperatorHarness:
 
 class TwoInputHarness:
     """One two-input operator subtask (declaring the broadcast state ``RULES``) with collected
-    outputs."""
+    outputs; keyed state sees the manual ``clock`` (state TTL); ``key_selector`` keys both
+    inputs (default: a record's first field)."""
 
     def __init__(
         self,
@@ -100,20 +105,24 @@ class TwoInputHarness:
         index: int = 0,
         restore: OperatorRestore | None = None,
         backend_kind: str = "heap",
+        key_selector: Any = None,
     ) -> None:
         options: dict[str, Any] = {BROADCAST_STATES: (RULES,)}
+        if keyed and key_selector is None:
+            key_selector = lambda r: r[0]  # noqa: E731
         if keyed:
-            options[KEY_SELECTOR2] = lambda r: r[0]
-        spec = OperatorSpec(kind, function, (lambda r: r[0]) if keyed else None, options)
+            options[KEY_SELECTOR2] = key_selector
+        spec = OperatorSpec(kind, function, key_selector if keyed else None, options)
         node = OperatorNode("op", "op", 1, kind.value, spec, None, parallelism, 128, keyed)
+        self.clock = ManualClock(1_000)
         self.op: StreamOperator = create_operator(node)
         backend: KeyedStateBackend | None = None
         if keyed:
             kg_range = key_group_range_for_subtask(128, parallelism, index)
             backend = (
-                HeapKeyedStateBackend(kg_range, 128)
+                HeapKeyedStateBackend(kg_range, 128, clock=self.clock)
                 if backend_kind == "heap"
-                else state_backends.rocksdb(kg_range, 128)
+                else state_backends.rocksdb(kg_range, 128, self.clock)
             )
         self.batches: list[list[Any]] = []
         self.op.setup(

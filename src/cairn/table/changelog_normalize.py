@@ -23,6 +23,7 @@ from typing import Any
 from cairn.api.functions import KeyedProcessFunction
 from cairn.api.state import ValueStateDescriptor
 from cairn.common.typeinfo import Types
+from cairn.table.state_ttl import with_ttl
 
 __all__ = ["ChangelogNormalize"]
 
@@ -30,12 +31,16 @@ _INSERT, _UPDATE_BEFORE, _UPDATE_AFTER, _DELETE = 0, 1, 2, 3
 
 
 class ChangelogNormalize(KeyedProcessFunction[Any, Any, Any]):
-    """Keyed by the primary key; each input is ``(key, row | None)`` (``None``: tombstone)."""
+    """Keyed by the primary key; each input is ``(key, row | None)`` (``None``: tombstone).
+    With a ``state_ttl_ms`` a key's row not written for that long is forgotten: its next
+    upsert is a ``+I`` again, as in Flink's deduplicate-keep-last-row function."""
+
+    def __init__(self, state_ttl_ms: int | None = None) -> None:
+        self.state_ttl_ms = state_ttl_ms
 
     def open(self, runtime_context: Any) -> None:
-        self._last = runtime_context.get_state(
-            ValueStateDescriptor("changelog-normalize", Types.PICKLED_BYTE_ARRAY())
-        )
+        descriptor = ValueStateDescriptor("changelog-normalize", Types.PICKLED_BYTE_ARRAY())
+        self._last = runtime_context.get_state(with_ttl(descriptor, self.state_ttl_ms))
 
     @staticmethod
     def change(before: tuple[Any, ...] | None, after: tuple[Any, ...] | None) -> tuple[Any, ...]:

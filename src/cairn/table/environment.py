@@ -16,11 +16,13 @@ Spark deployment. Configuration keys go to the DataStream environment unchanged
 
 from __future__ import annotations
 
+import datetime
 import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cairn.common.config_values import format_duration_ms
 from cairn.common.configuration import Configuration
 from cairn.datastream.data_stream import DataStream
 from cairn.datastream.execution_mode import RuntimeExecutionMode
@@ -41,6 +43,7 @@ from cairn.table.plan import ChangelogMode, ExplainDetail, StreamScan, Values, c
 from cairn.table.result import TableResult
 from cairn.table.schema import Schema
 from cairn.table.sql.statements import execute_statement, query_of
+from cairn.table.state_ttl import STATE_TTL, parse_state_ttl
 from cairn.table.statement_set import StatementSet
 from cairn.table.table import Table
 from cairn.table.time_planner import declared_table
@@ -116,12 +119,33 @@ class TableConfig:
         return self._configuration
 
     def set(self, key: str, value: str) -> TableConfig:
+        if key == STATE_TTL.key:
+            parse_state_ttl(value)  # Flink's words for a bad duration
         self._env.configure({key: str(value)})  # fails here on an unknown key or bad value
         self._configuration.set_string(key, str(value))
         return self
 
     def get(self, key: str, default: Any = None) -> Any:
         return self._configuration.get_string(key, default)
+
+    def set_idle_state_retention(self, duration: datetime.timedelta) -> None:
+        """How long the state of an idle key of a stateful non-windowed operator is kept
+        (``table.exec.state.ttl``; zero: forever, the default).
+
+        >>> config = TableEnvironment.create(EnvironmentSettings.in_streaming_mode()).get_config()
+        >>> config.set_idle_state_retention(datetime.timedelta(hours=1))
+        >>> config.get("table.exec.state.ttl"), config.get_idle_state_retention()
+        ('1 h', datetime.timedelta(seconds=3600))
+        """
+        self.set(STATE_TTL.key, format_duration_ms(parse_state_ttl(duration)))
+
+    def get_idle_state_retention(self) -> datetime.timedelta:
+        """``table.exec.state.ttl`` (zero when unset)."""
+        return datetime.timedelta(milliseconds=self.state_ttl_ms())
+
+    def state_ttl_ms(self) -> int:
+        """``table.exec.state.ttl`` in milliseconds (0 when unset: no TTL)."""
+        return parse_state_ttl(self.get(STATE_TTL.key, "0"))
 
     def apply(self) -> None:
         """Hand the keys set so far to the DataStream environment."""
@@ -318,7 +342,8 @@ class TableEnvironment:
         info = to_type_info(
             DataTypes.ROW([DataTypes.FIELD(c.name, c.data_type) for c in columns.columns])
         )
-        return to_data_stream(table.plan, self._env).map(ToRowFunction(columns.names), info)
+        stream = to_data_stream(table.plan, self._env, state_ttl_ms=self._state_ttl_ms())
+        return stream.map(ToRowFunction(columns.names), info)
 
     # -- catalog -----------------------------------------------------------------------------
 
@@ -440,9 +465,13 @@ class TableEnvironment:
     def batch_mode(self) -> bool:
         return self._batch
 
+    def _state_ttl_ms(self) -> int:
+        """``table.exec.state.ttl``; a batch job keeps no state across time, so none."""
+        return 0 if self._batch else self._config.state_ttl_ms()
+
     def execute_query(self, table: Table) -> TableResult:
         self._config.apply()
-        stream = to_data_stream(table.plan, self._env)
+        stream = to_data_stream(table.plan, self._env, state_ttl_ms=self._state_ttl_ms())
         iterator = stream.execute_and_collect("collect")
         assert not isinstance(iterator, list)
         client = iterator.job_client
@@ -472,7 +501,7 @@ class TableEnvironment:
         self._config.apply()
         uids = uids or Uids()  # one job: a subplan two statements share gets distinct uids
         for sink, table in sinks:
-            stream = to_data_stream(table.plan, self._env, uids)
+            stream = to_data_stream(table.plan, self._env, uids, self._state_ttl_ms())
             sink.add_to(stream, table.plan.columns)
         paths = [f"default_catalog.default_database.{sink.name}" for sink, _ in sinks]
         client = self._env.execute_async(f"insert-into_{','.join(paths)}")

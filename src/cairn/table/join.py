@@ -19,30 +19,38 @@ from cairn.api.state import MapStateDescriptor
 from cairn.common.typeinfo import Types
 from cairn.table.codegen import CompiledCalc
 from cairn.table.operators import DELETE, INSERT, UPDATE_AFTER
+from cairn.table.state_ttl import with_ttl
 
 __all__ = ["JoinFunction"]
 
 
 class JoinFunction(KeyedCoProcessFunction):
-    """``left JOIN right ON keys [AND condition]``; ``outer``: a left outer join."""
+    """``left JOIN right ON keys [AND condition]``; ``outer``: a left outer join. With a TTL
+    a side's row not written for that long is forgotten (``left_ttl_ms``, ``right_ttl_ms``:
+    Flink's per-side TTL): later rows of the other side no longer join it, and its
+    retraction is ignored, as in Flink's ``StreamingJoinOperator``."""
 
     def __init__(
         self,
         right_arity: int,
         outer: bool,
         condition: CompiledCalc | None,
+        left_ttl_ms: int | None = None,
+        right_ttl_ms: int | None = None,
     ) -> None:
         self.right_arity = right_arity
         self.outer = outer
         self.condition = condition
+        self.left_ttl_ms = left_ttl_ms
+        self.right_ttl_ms = right_ttl_ms
 
     def open(self, runtime_context: Any) -> None:
         pickled = Types.PICKLED_BYTE_ARRAY()
         self._left = runtime_context.get_map_state(
-            MapStateDescriptor("join-left", pickled, pickled)
+            with_ttl(MapStateDescriptor("join-left", pickled, pickled), self.left_ttl_ms)
         )
         self._right = runtime_context.get_map_state(
-            MapStateDescriptor("join-right", pickled, pickled)
+            with_ttl(MapStateDescriptor("join-right", pickled, pickled), self.right_ttl_ms)
         )
         self._matches = None if self.condition is None else self.condition.function()
         self._nulls = (None,) * self.right_arity

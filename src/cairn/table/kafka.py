@@ -620,14 +620,14 @@ def upsert_kafka_scan(
     source = _source(name, options, KafkaOffsetsInitializer.earliest(), message, ignore)
     path = f"default_catalog.default_database.{name}"
 
-    def build(env: StreamExecutionEnvironment) -> DataStream:
+    def build(env: StreamExecutionEnvironment, state_ttl_ms: int | None) -> DataStream:
         changes: DataStream = (
             source(env)
             .key_by(_Key())
-            .process(ChangelogNormalize())
+            .process(ChangelogNormalize(state_ttl_ms))
             .name(f"ChangelogNormalize: {name}")
             .uid(f"table-normalize-{path}")
         )
         return changes
 
-    return StreamScan(columns, path, reused(build), insert_only=False)
+    return StreamScan(columns, path, reused(build), insert_only=False, stateful=True)

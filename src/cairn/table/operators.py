@@ -29,6 +29,7 @@ from cairn.table.aggregates import Accumulator, accumulator_for
 from cairn.table.analysis import AggCall
 from cairn.table.codegen import CompiledCalc
 from cairn.table.group_agg_code import GroupAggCode
+from cairn.table.state_ttl import with_ttl
 
 __all__ = [
     "KIND_TEXT",
@@ -136,14 +137,20 @@ def fields_key(indexes: Sequence[int]) -> FieldsKeySelector:
 
 class GroupAggFunction(KeyedProcessFunction[Any, Any, Any]):
     """``GROUP BY`` with retraction; ``final_only`` (batch mode) emits each group's result
-    once, at the end of input."""
+    once, at the end of input. With a ``state_ttl_ms`` (streaming only) a group not updated
+    for that long is forgotten: its next row starts it again (``+I``), as in Flink."""
 
     def __init__(
-        self, calls: Sequence[AggCall], final_only: bool = False, keys: Sequence[int] = ()
+        self,
+        calls: Sequence[AggCall],
+        final_only: bool = False,
+        keys: Sequence[int] = (),
+        state_ttl_ms: int | None = None,
     ) -> None:
         self.calls = tuple(calls)
         self.final_only = final_only
         self.keys = tuple(keys)
+        self.state_ttl_ms = None if final_only else state_ttl_ms
 
     def open(self, runtime_context: Any) -> None:
         self._accumulators: list[Accumulator] = [accumulator_for(c) for c in self.calls]
@@ -152,9 +159,8 @@ class GroupAggFunction(KeyedProcessFunction[Any, Any, Any]):
             for a, c in zip(self._accumulators, self.calls, strict=True)
         ]
         open_functions([c.wrapper for c in self.calls if c.wrapper is not None], runtime_context)
-        self._state = runtime_context.get_state(
-            ValueStateDescriptor("group-aggregate", Types.PICKLED_BYTE_ARRAY())
-        )
+        descriptor = ValueStateDescriptor("group-aggregate", Types.PICKLED_BYTE_ARRAY())
+        self._state = runtime_context.get_state(with_ttl(descriptor, self.state_ttl_ms))
         if not self.final_only:
             # Whole batches through generated code (same state, same outputs, per record).
             self._batch = GroupAggCode(self.keys, self.calls).function
@@ -231,13 +237,17 @@ class GroupAggFunction(KeyedProcessFunction[Any, Any, Any]):
 
 
 class LimitFunction(KeyedProcessFunction[Any, Any, Any]):
-    """The first ``n`` rows of an insert-only input (one key, so one subtask counts)."""
+    """The first ``n`` rows of an insert-only input (one key, so one subtask counts). With a
+    ``state_ttl_ms`` the count is forgotten after that long without a row, as Flink's
+    ``AppendOnlyFirstNFunction`` forgets it."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, state_ttl_ms: int | None = None) -> None:
         self.n = n
+        self.state_ttl_ms = state_ttl_ms
 
     def open(self, runtime_context: Any) -> None:
-        self._count = runtime_context.get_state(ValueStateDescriptor("limit", Types.LONG()))
+        descriptor = ValueStateDescriptor("limit", Types.LONG())
+        self._count = runtime_context.get_state(with_ttl(descriptor, self.state_ttl_ms))
 
     def process_element(self, value: Any, ctx: Any) -> Iterable[Any]:
         seen = self._count.value() or 0

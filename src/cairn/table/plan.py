@@ -5,7 +5,10 @@ Invariant: pure values — a node knows its input(s), its output columns and not
 output holds: a scan of elements or of an insert-only stream is insert-only, a calc or a limit
 keeps its input's mode, a group aggregate produces updates (``+I``, ``-U``, ``+U``, ``-D``)
 unless it runs in batch mode (final results only). ``explain`` prints the tree with each
-node's mode, the way ``Table.explain()`` shows it.
+node's mode, the way ``Table.explain()`` shows it. A stateful node's state TTL
+(``state_ttl_ms``; a join's per side) is ``None`` until a ``STATE_TTL`` hint or
+``table.exec.state.ttl`` sets it (``cairn.table.state_ttl``); it is not part of what the node
+computes, so ``explain`` and the operators' uids do not show it.
 
 >>> from cairn.table.analysis import AggCall, Columns
 >>> from cairn.table.types import DataTypes
@@ -101,6 +104,10 @@ class StreamScan(PlanNode):
     name: str = ""
     build: Any = None
     insert_only: bool = True
+    #: ``build`` keeps keyed state (an upsert source's ``ChangelogNormalize``): it is called
+    #: as ``build(env, state_ttl_ms)``.
+    stateful: bool = False
+    state_ttl_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -124,6 +131,7 @@ class Aggregate(PlanNode):
     keys: tuple[int, ...] = ()
     calls: tuple[AggCall, ...] = ()
     final_only: bool = False
+    state_ttl_ms: int | None = None
 
     def __init__(
         self,
@@ -132,12 +140,14 @@ class Aggregate(PlanNode):
         calls: tuple[AggCall, ...],
         columns: Columns,
         final_only: bool = False,
+        state_ttl_ms: int | None = None,
     ) -> None:
         object.__setattr__(self, "columns", columns)
         object.__setattr__(self, "input", input)
         object.__setattr__(self, "keys", keys)
         object.__setattr__(self, "calls", calls)
         object.__setattr__(self, "final_only", final_only)
+        object.__setattr__(self, "state_ttl_ms", state_ttl_ms)
 
     @property
     def inputs(self) -> tuple[PlanNode, ...]:
@@ -186,6 +196,7 @@ class TableAggregate(PlanNode):
     keys: tuple[int, ...] = ()
     wrapper: Any = None
     args: tuple[int, ...] | None = None
+    state_ttl_ms: int | None = None
 
     @property
     def inputs(self) -> tuple[PlanNode, ...]:
@@ -217,6 +228,8 @@ class Join(PlanNode):
     right_keys: tuple[int, ...] = ()
     condition: Rex | None = None
     outer: bool = False
+    left_ttl_ms: int | None = None
+    right_ttl_ms: int | None = None
 
     @property
     def inputs(self) -> tuple[PlanNode, ...]:
@@ -245,6 +258,7 @@ class Limit(PlanNode):
 
     input: PlanNode = field(default=None)  # type: ignore[assignment]
     count: int = 0
+    state_ttl_ms: int | None = None
 
     @property
     def inputs(self) -> tuple[PlanNode, ...]:

@@ -1,7 +1,8 @@
 """One scan per source table and job: the inserts of a statement set share it.
 
-Invariant: ``build`` runs once per execution environment; every later scan of the table in
-that environment gets the same DataStream, so a statement set reading one Kafka topic into
+Invariant: ``build`` runs once per execution environment (and further arguments, such as a
+stateful scan's state TTL); every later scan of the table in that environment gets the same
+DataStream, so a statement set reading one Kafka topic into
 two sinks has one source operator (one uid, one consumer, one set of checkpointed offsets),
 as Flink reuses a source scan (``table.optimizer.reuse-source-enabled``).
 
@@ -23,16 +24,18 @@ __all__ = ["reused"]
 _S = TypeVar("_S")
 
 
-def reused(build: Callable[[Any], _S]) -> Callable[[Any], _S]:
-    """``build`` memoized per environment (held weakly where the environment allows)."""
-    built: dict[int, tuple[Any, _S]] = {}
+def reused(build: Callable[..., _S]) -> Callable[..., _S]:
+    """``build`` memoized per environment and further arguments (the environment held
+    weakly where it allows)."""
+    built: dict[tuple[Any, ...], tuple[Any, _S]] = {}
 
-    def scan(env: Any) -> _S:
-        entry = built.get(id(env))
+    def scan(env: Any, *args: Any) -> _S:
+        key = (id(env), *args)
+        entry = built.get(key)
         if entry is None or _target(entry[0]) is not env:
-            entry = (_ref(env), build(env))
+            entry = (_ref(env), build(env, *args))
             built.clear()  # one environment at a time: a new one replaces the old entry
-            built[id(env)] = entry
+            built[key] = entry
         return entry[1]
 
     return scan

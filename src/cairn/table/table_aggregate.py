@@ -17,26 +17,33 @@ from cairn.api.state import ValueStateDescriptor
 from cairn.common.typeinfo import Types
 from cairn.common.types import Row
 from cairn.table.operators import DELETE, INSERT, UPDATE_AFTER, open_functions
+from cairn.table.state_ttl import with_ttl
 
 __all__ = ["TableAggFunction"]
 
 
 class TableAggFunction(KeyedProcessFunction[Any, Any, Any]):
-    """A ``TableAggregateFunction`` per group; ``args`` ``None`` passes the whole row."""
+    """A ``TableAggregateFunction`` per group; ``args`` ``None`` passes the whole row. With a
+    ``state_ttl_ms`` a group not updated for that long is forgotten, as in Flink."""
 
     def __init__(
-        self, wrapper: Any, args: Sequence[int] | None, input_names: Sequence[str], arity: int
+        self,
+        wrapper: Any,
+        args: Sequence[int] | None,
+        input_names: Sequence[str],
+        arity: int,
+        state_ttl_ms: int | None = None,
     ) -> None:
         self.wrapper = wrapper
         self.args = None if args is None else tuple(args)
         self.input_names = list(input_names)
         self.arity = arity
+        self.state_ttl_ms = state_ttl_ms
 
     def open(self, runtime_context: Any) -> None:
         self._function = self.wrapper.function
-        self._state = runtime_context.get_state(
-            ValueStateDescriptor("table-aggregate", Types.PICKLED_BYTE_ARRAY())
-        )
+        descriptor = ValueStateDescriptor("table-aggregate", Types.PICKLED_BYTE_ARRAY())
+        self._state = runtime_context.get_state(with_ttl(descriptor, self.state_ttl_ms))
         open_functions([self.wrapper], runtime_context)
 
     def _arguments(self, row: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -47,6 +47,7 @@ from cairn.table.plan import (
     WindowAggregate,
     describe,
 )
+from cairn.table.state_ttl import with_state_ttl
 from cairn.table.table_aggregate import TableAggFunction
 from cairn.table.time_attributes import is_proctime
 from cairn.table.timestamps import watermark_strategy
@@ -96,12 +97,17 @@ def _labelled(stream: Any, node: PlanNode, uids: Uids, name: str) -> DataStream:
 
 
 def to_data_stream(
-    node: PlanNode, env: StreamExecutionEnvironment, uids: Uids | None = None
+    node: PlanNode,
+    env: StreamExecutionEnvironment,
+    uids: Uids | None = None,
+    state_ttl_ms: int = 0,
 ) -> DataStream:
     """The DataStream of ``(kind, row)`` records computing ``node`` (its plan optimized
     first: ``optimize``); ``uids`` names the operators of one job (give the same one for every
-    statement of a statement set)."""
-    return _translate(optimize(node), env, uids if uids is not None else Uids())
+    statement of a statement set); ``state_ttl_ms`` is ``table.exec.state.ttl`` for the
+    stateful nodes without a ``STATE_TTL`` hint (``cairn.table.state_ttl``)."""
+    plan = with_state_ttl(optimize(node), state_ttl_ms)
+    return _translate(plan, env, uids if uids is not None else Uids())
 
 
 def _translate(node: PlanNode, env: StreamExecutionEnvironment, uids: Uids) -> DataStream:
@@ -109,7 +115,9 @@ def _translate(node: PlanNode, env: StreamExecutionEnvironment, uids: Uids) -> D
         records = [(0, row) for row in node.rows]
         return _labelled(env.from_collection(records), node, uids, "Values")
     if isinstance(node, StreamScan):
-        stream: DataStream = node.build(env)
+        stream: DataStream = (
+            node.build(env, node.state_ttl_ms) if node.stateful else node.build(env)
+        )
         return stream
     if isinstance(node, Calc):
         upstream = _translate(node.input, env, uids)
@@ -141,7 +149,9 @@ def _translate(node: PlanNode, env: StreamExecutionEnvironment, uids: Uids) -> D
     if isinstance(node, Aggregate):
         upstream = _translate(node.input, env, uids)
         keyed: Any = upstream.key_by(fields_key(node.keys))
-        aggregated = keyed.process(GroupAggFunction(node.calls, node.final_only, node.keys))
+        aggregated = keyed.process(
+            GroupAggFunction(node.calls, node.final_only, node.keys, node.state_ttl_ms)
+        )
         if not node.keys:
             aggregated = aggregated.set_parallelism(1)
         return _labelled(aggregated, node, uids, describe(node))
@@ -171,7 +181,9 @@ def _translate(node: PlanNode, env: StreamExecutionEnvironment, uids: Uids) -> D
     if isinstance(node, TableAggregate):
         upstream = _translate(node.input, env, uids)
         arity = len(node.wrapper.result_type.fields)
-        table_agg = TableAggFunction(node.wrapper, node.args, node.input.columns.names, arity)
+        table_agg = TableAggFunction(
+            node.wrapper, node.args, node.input.columns.names, arity, node.state_ttl_ms
+        )
         flat = upstream.key_by(fields_key(node.keys)).process(table_agg)
         if not node.keys:
             flat = flat.set_parallelism(1)
@@ -189,14 +201,18 @@ def _translate(node: PlanNode, env: StreamExecutionEnvironment, uids: Uids) -> D
             condition_functions: list[Any] = []
             source = calc_source(None, node.condition, condition_functions)
             condition = CompiledCalc(source, condition_functions)
-        joiner = JoinFunction(len(node.right.columns), node.outer, condition)
+        joiner = JoinFunction(
+            len(node.right.columns), node.outer, condition, node.left_ttl_ms, node.right_ttl_ms
+        )
         connected: Any = left.connect(right).key_by(
             fields_key(node.left_keys), fields_key(node.right_keys)
         )
         return _labelled(connected.process(joiner), node, uids, describe(node))
     if isinstance(node, Limit):
         upstream = _translate(node.input, env, uids)
-        limited = upstream.key_by(_constant_key).process(LimitFunction(node.count))
+        limited = upstream.key_by(_constant_key).process(
+            LimitFunction(node.count, node.state_ttl_ms)
+        )
         return _labelled(limited.set_parallelism(1), node, uids, describe(node))
     if isinstance(node, Union):
         first, *rest = (_translate(i, env, uids) for i in node.inputs)

@@ -32,6 +32,12 @@ from cairn.table.expressions import (
 from cairn.table.sql.dialect import TableArg
 from cairn.table.sql.errors import SqlValidationError
 from cairn.table.sql.expressions import ExpressionConverter, SqlErrors
+from cairn.table.sql.state_ttl_hint import (
+    check_hint_names,
+    state_ttl_hints,
+    with_aggregate_ttl,
+    with_join_ttl,
+)
 from cairn.table.sql.windows import WINDOW, GroupWindows, OverWindows
 from cairn.table.table import GroupedTable, Table, WindowGroupedTable
 from cairn.table.types import DataType, DataTypes
@@ -102,12 +108,14 @@ class _QueryConverter:
         if node.args.get("with_") is not None or node.args.get("with") is not None:
             raise e.at(node, "WITH is not supported yet")
         self._refuse_sorting(node)
+        ttls = state_ttl_hints(node, e)
         outer_tvf, self._tvf = self._tvf, None
         try:
-            table, scopes = self._from(node)
+            table, scopes = self._from(node, ttls)
             tvf = self._tvf
         finally:
             self._tvf = outer_tvf
+        check_hint_names(ttls, scopes, e, node.args.get("hint"))
         columns = table.get_schema().names
         over = OverWindows(e, node.args.get("windows") or [], columns)
         groups = GroupWindows(e, tvf)
@@ -154,6 +162,9 @@ class _QueryConverter:
             result = self._build(node, lambda: table.select(*items))
         else:
             result = self._aggregate(table.group_by(*keys), items, having, exprs, node)
+            if ttls and not node.args.get("joins"):  # STATE_TTL of the FROM relation
+                hinted = with_aggregate_ttl(result.plan, ttls.get(next(iter(scopes), "")))
+                result = Table(hinted, result.context)
         if node.args.get("distinct") is not None:
             result = result.distinct()
         return self._limit(node, result)
@@ -293,8 +304,11 @@ class _QueryConverter:
             named.append(e)
         return named
 
-    def _from(self, node: exp.Select) -> tuple[Table, dict[str, dict[str, str]]]:
-        """The ``FROM`` clause's table, and each table alias with its columns' names in it."""
+    def _from(
+        self, node: exp.Select, ttls: dict[str, int]
+    ) -> tuple[Table, dict[str, dict[str, str]]]:
+        """The ``FROM`` clause's table, and each table alias with its columns' names in it;
+        ``ttls``: the block's ``STATE_TTL`` hint, for its joins."""
         e = self.errors
         source = node.args.get("from_") or node.args.get("from")
         if source is None:
@@ -303,8 +317,17 @@ class _QueryConverter:
             raise e.at(source.this, "LATERAL TABLE needs a table before it: FROM t, LATERAL ...")
         table, alias = self._relation(source.this)
         scopes = {alias: {n: n for n in table.get_schema().names}} if alias else {}
-        for join in node.args.get("joins") or []:
+        for i, join in enumerate(node.args.get("joins") or []):
+            before = set(scopes)
             table = self._join(table, scopes, join)
+            if ttls:
+                right = [a for a in scopes if a not in before]
+                hinted = with_join_ttl(
+                    table.plan,
+                    ttls.get(alias) if i == 0 else None,  # a later join's left is a join
+                    ttls.get(right[0]) if right else None,
+                )
+                table = Table(hinted, table.context)
         return table, scopes
 
     def _relation(self, this: exp.Expr) -> tuple[Table, str]:
