@@ -318,7 +318,9 @@ class TableEnvironment:
         info = to_type_info(
             DataTypes.ROW([DataTypes.FIELD(c.name, c.data_type) for c in columns.columns])
         )
-        return to_data_stream(table.plan, self._env).map(ToRowFunction(columns.names), info)
+        return to_data_stream(table.plan, self._env, None, self._config.get_configuration()).map(
+            ToRowFunction(columns.names), info
+        )
 
     # -- catalog -----------------------------------------------------------------------------
 
@@ -442,7 +444,7 @@ class TableEnvironment:
 
     def execute_query(self, table: Table) -> TableResult:
         self._config.apply()
-        stream = to_data_stream(table.plan, self._env)
+        stream = to_data_stream(table.plan, self._env, None, self._config.get_configuration())
         iterator = stream.execute_and_collect("collect")
         assert not isinstance(iterator, list)
         client = iterator.job_client
@@ -472,7 +474,7 @@ class TableEnvironment:
         self._config.apply()
         uids = uids or Uids()  # one job: a subplan two statements share gets distinct uids
         for sink, table in sinks:
-            stream = to_data_stream(table.plan, self._env, uids)
+            stream = to_data_stream(table.plan, self._env, uids, self._config.get_configuration())
             sink.add_to(stream, table.plan.columns)
         paths = [f"default_catalog.default_database.{sink.name}" for sink, _ in sinks]
         client = self._env.execute_async(f"insert-into_{','.join(paths)}")

@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from cairn.common.configuration import Configuration
 from cairn.datastream.async_data_stream import AsyncDataStream
 from cairn.datastream.data_stream import DataStream
 from cairn.datastream.stream_execution_environment import StreamExecutionEnvironment
@@ -39,6 +40,7 @@ from cairn.table.plan import (
     Limit,
     OverAggregate,
     PlanNode,
+    PythonCalc,
     StreamScan,
     TableAggregate,
     Union,
@@ -50,6 +52,7 @@ from cairn.table.plan import (
 from cairn.table.table_aggregate import TableAggFunction
 from cairn.table.time_attributes import is_proctime
 from cairn.table.timestamps import watermark_strategy
+from cairn.table.vectorized_calc import PandasCalcFunction, arrow_batch_size
 
 __all__ = ["Uids", "plan_uid", "to_data_stream"]
 
@@ -96,12 +99,17 @@ def _labelled(stream: Any, node: PlanNode, uids: Uids, name: str) -> DataStream:
 
 
 def to_data_stream(
-    node: PlanNode, env: StreamExecutionEnvironment, uids: Uids | None = None
+    node: PlanNode,
+    env: StreamExecutionEnvironment,
+    uids: Uids | None = None,
+    config: Configuration | None = None,
 ) -> DataStream:
     """The DataStream of ``(kind, row)`` records computing ``node`` (its plan optimized
     first: ``optimize``); ``uids`` names the operators of one job (give the same one for every
-    statement of a statement set)."""
-    return _translate(optimize(node), env, uids if uids is not None else Uids())
+    statement of a statement set); ``config`` is the table configuration (its
+    ``python.fn-execution.arrow.batch.size``)."""
+    plan = optimize(node, arrow_batch_size(config))
+    return _translate(plan, env, uids if uids is not None else Uids())
 
 
 def _translate(node: PlanNode, env: StreamExecutionEnvironment, uids: Uids) -> DataStream:
@@ -126,6 +134,10 @@ def _translate(node: PlanNode, env: StreamExecutionEnvironment, uids: Uids) -> D
             return _labelled(waited, node, uids, describe(node))
         calc = CalcFunction(compiled)
         return _labelled(upstream.flat_map(calc), node, uids, describe(node))
+    if isinstance(node, PythonCalc):
+        upstream = _translate(node.input, env, uids)
+        vectorized = PandasCalcFunction(node.calls, node.batch_size)
+        return _labelled(upstream.flat_map(vectorized), node, uids, describe(node))
     if isinstance(node, Correlate):
         upstream = _translate(node.input, env, uids)
         args = None
