@@ -27,9 +27,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from cairn.table.analysis import Rex
+from cairn.table.errors import ValidationError
 from cairn.table.time_attributes import proctime_now
 from cairn.table.types import DataType
-from cairn.table.udf import direct_callable, is_async
+from cairn.table.udf import direct_callable, is_async, is_pandas
 
 __all__ = ["RUNTIME", "CompiledCalc", "calc_source", "cast_function", "expression_source"]
 
@@ -86,6 +87,12 @@ def expression_source(
     if op == "udf":
         if functions is None:
             raise ValueError("a user-defined function needs a functions list to be compiled")
+        if is_pandas(rex.value):  # a Calc's are split out (pandas_split); others are refused
+            raise ValidationError(
+                f"The pandas function {rex.value.name} can only be called in a projection or"
+                " a filter (select, where), not in a join condition or a table function's"
+                " arguments"
+            )
         functions.append(rex.value)
         name = f"_udf{len(functions) - 1}"
         if direct and not is_async(rex.value):

@@ -342,7 +342,12 @@ class TableEnvironment:
         info = to_type_info(
             DataTypes.ROW([DataTypes.FIELD(c.name, c.data_type) for c in columns.columns])
         )
-        stream = to_data_stream(table.plan, self._env, state_ttl_ms=self._state_ttl_ms())
+        stream = to_data_stream(
+            table.plan,
+            self._env,
+            state_ttl_ms=self._state_ttl_ms(),
+            config=self._config.get_configuration(),
+        )
         return stream.map(ToRowFunction(columns.names), info)
 
     # -- catalog -----------------------------------------------------------------------------
@@ -471,7 +476,12 @@ class TableEnvironment:
 
     def execute_query(self, table: Table) -> TableResult:
         self._config.apply()
-        stream = to_data_stream(table.plan, self._env, state_ttl_ms=self._state_ttl_ms())
+        stream = to_data_stream(
+            table.plan,
+            self._env,
+            state_ttl_ms=self._state_ttl_ms(),
+            config=self._config.get_configuration(),
+        )
         iterator = stream.execute_and_collect("collect")
         assert not isinstance(iterator, list)
         client = iterator.job_client
@@ -501,7 +511,9 @@ class TableEnvironment:
         self._config.apply()
         uids = uids or Uids()  # one job: a subplan two statements share gets distinct uids
         for sink, table in sinks:
-            stream = to_data_stream(table.plan, self._env, uids, self._state_ttl_ms())
+            stream = to_data_stream(
+                table.plan, self._env, uids, self._state_ttl_ms(), self._config.get_configuration()
+            )
             sink.add_to(stream, table.plan.columns)
         paths = [f"default_catalog.default_database.{sink.name}" for sink, _ in sinks]
         client = self._env.execute_async(f"insert-into_{','.join(paths)}")

@@ -8,7 +8,9 @@ projection pruning Flink gets from ``ProjectRemoveRule``), and the conditions ar
 order, the lower one first. Two calcs are kept apart when merging would compute a
 non-trivial expression twice (an upper calc reading one of them twice, e.g. a UDF result
 both filtered on and projected) or when either awaits an async function (it runs on its own
-operator).
+operator). A calc calling pandas (vectorized) functions is first split around the
+``PythonCalc`` nodes that run them (``pandas_split``, Flink's ``PythonCalcSplitRule``); its
+pieces are then merged with their neighbours, never across a ``PythonCalc``.
 
 >>> from cairn.table.analysis import Columns, resolve
 >>> from cairn.table.expressions import col
@@ -33,19 +35,23 @@ from collections.abc import Iterable
 
 from cairn.table.analysis import Rex
 from cairn.table.codegen import is_async_calc
+from cairn.table.pandas_split import DEFAULT_BATCH_SIZE, calls_pandas, split_pandas_calc
 from cairn.table.plan import Calc, Join, PlanNode, Union
 from cairn.table.types import DataTypes
 
 __all__ = ["merge_calcs", "optimize"]
 
 
-def optimize(node: PlanNode) -> PlanNode:
-    """``node``'s plan with every rewrite of this module applied, bottom up."""
+def optimize(node: PlanNode, arrow_batch_size: int = DEFAULT_BATCH_SIZE) -> PlanNode:
+    """``node``'s plan with every rewrite of this module applied, bottom up
+    (``arrow_batch_size``: the rows per call of a ``PythonCalc``)."""
     inputs = node.inputs
     if inputs:
-        optimized = tuple(optimize(i) for i in inputs)
+        optimized = tuple(optimize(i, arrow_batch_size) for i in inputs)
         if any(o is not i for o, i in zip(optimized, inputs, strict=True)):
             node = _with_inputs(node, optimized)
+    if isinstance(node, Calc) and calls_pandas(node):
+        return optimize(split_pandas_calc(node, arrow_batch_size), arrow_batch_size)
     if isinstance(node, Calc) and isinstance(node.input, Calc):
         merged = merge_calcs(node, node.input)
         if merged is not None:

@@ -38,6 +38,7 @@ __all__ = [
     "Limit",
     "OverAggregate",
     "PlanNode",
+    "PythonCalc",
     "StreamScan",
     "TableAggregate",
     "Union",
@@ -117,6 +118,22 @@ class Calc(PlanNode):
     input: PlanNode = field(default=None)  # type: ignore[assignment]
     projections: tuple[Rex, ...] | None = None
     condition: Rex | None = None
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.input,)
+
+
+@dataclass(frozen=True)
+class PythonCalc(PlanNode):
+    """Flink's ``PythonCalc``: the input's columns, then one column per call of a pandas
+    (vectorized) function in ``calls`` (each over columns of the input), computed a batch of
+    rows at a time (``cairn.table.vectorized_calc``); ``batch_size`` bounds the rows per call
+    (``python.fn-execution.arrow.batch.size``), not part of what the node computes."""
+
+    input: PlanNode = field(default=None)  # type: ignore[assignment]
+    calls: tuple[Rex, ...] = ()
+    batch_size: int = field(default=10000, compare=False)
 
     @property
     def inputs(self) -> tuple[PlanNode, ...]:
@@ -302,7 +319,7 @@ def changelog_mode(node: PlanNode) -> ChangelogMode:
             if inputs_insert_only and not node.outer
             else ChangelogMode.ALL
         )
-    if isinstance(node, Calc | Limit | Correlate | WatermarkAssigner):
+    if isinstance(node, Calc | PythonCalc | Limit | Correlate | WatermarkAssigner):
         return changelog_mode(node.inputs[0])
     if isinstance(node, Union):  # the union of its inputs' modes
         modes = {changelog_mode(i) for i in node.inputs}
@@ -333,6 +350,13 @@ def describe(node: PlanNode) -> str:
         if node.condition is not None:
             parts.append(f"where=[{rex_text(node.condition, inner)}]")
         return f"Calc({', '.join(parts)})"
+    if isinstance(node, PythonCalc):
+        inner = node.input.columns.names
+        calls = [
+            f"{rex_text(c, inner)} AS {n}"
+            for c, n in zip(node.calls, names[len(inner) :], strict=True)
+        ]
+        return f"PythonCalc(select=[{', '.join([*inner, *calls])}])"
     if isinstance(node, Aggregate):
         inner = node.input.columns.names
         keys = ", ".join(inner[k] for k in node.keys)

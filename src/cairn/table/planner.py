@@ -42,6 +42,7 @@ from cairn.table.udf import (
     TableAggregateFunction,
     TableFunction,
     UserDefinedFunctionWrapper,
+    is_pandas,
 )
 
 
@@ -411,6 +412,8 @@ def correlate(node: PlanNode, call: Any, keep_input: bool, outer: bool) -> PlanN
 def map_rows(node: PlanNode, func: Any) -> PlanNode:
     """``map(f)``: one row per row from a scalar function returning a ``ROW``."""
     wrapper, args, aliases = _scalar_function_call(func)
+    if is_pandas(wrapper):
+        raise ValidationError(f"map with the pandas function {wrapper.name} is not supported")
     row_type = wrapper.result_type
     if isinstance(row_type, RowType):
         names, types = row_type.field_names(), row_type.field_types()

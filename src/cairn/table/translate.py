@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from cairn.common.configuration import Configuration
 from cairn.datastream.async_data_stream import AsyncDataStream
 from cairn.datastream.data_stream import DataStream
 from cairn.datastream.stream_execution_environment import StreamExecutionEnvironment
@@ -39,6 +40,7 @@ from cairn.table.plan import (
     Limit,
     OverAggregate,
     PlanNode,
+    PythonCalc,
     StreamScan,
     TableAggregate,
     Union,
@@ -51,6 +53,7 @@ from cairn.table.state_ttl import with_state_ttl
 from cairn.table.table_aggregate import TableAggFunction
 from cairn.table.time_attributes import is_proctime
 from cairn.table.timestamps import watermark_strategy
+from cairn.table.vectorized_calc import PandasCalcFunction, arrow_batch_size
 
 __all__ = ["Uids", "plan_uid", "to_data_stream"]
 
@@ -101,12 +104,14 @@ def to_data_stream(
     env: StreamExecutionEnvironment,
     uids: Uids | None = None,
     state_ttl_ms: int = 0,
+    config: Configuration | None = None,
 ) -> DataStream:
     """The DataStream of ``(kind, row)`` records computing ``node`` (its plan optimized
     first: ``optimize``); ``uids`` names the operators of one job (give the same one for every
     statement of a statement set); ``state_ttl_ms`` is ``table.exec.state.ttl`` for the
-    stateful nodes without a ``STATE_TTL`` hint (``cairn.table.state_ttl``)."""
-    plan = with_state_ttl(optimize(node), state_ttl_ms)
+    stateful nodes without a ``STATE_TTL`` hint (``cairn.table.state_ttl``); ``config`` is
+    the table configuration (its ``python.fn-execution.arrow.batch.size``)."""
+    plan = with_state_ttl(optimize(node, arrow_batch_size(config)), state_ttl_ms)
     return _translate(plan, env, uids if uids is not None else Uids())
 
 
@@ -134,6 +139,10 @@ def _translate(node: PlanNode, env: StreamExecutionEnvironment, uids: Uids) -> D
             return _labelled(waited, node, uids, describe(node))
         calc = CalcFunction(compiled)
         return _labelled(upstream.flat_map(calc), node, uids, describe(node))
+    if isinstance(node, PythonCalc):
+        upstream = _translate(node.input, env, uids)
+        vectorized = PandasCalcFunction(node.calls, node.batch_size)
+        return _labelled(upstream.flat_map(vectorized), node, uids, describe(node))
     if isinstance(node, Correlate):
         upstream = _translate(node.input, env, uids)
         args = None

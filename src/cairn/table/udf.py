@@ -34,6 +34,7 @@ __all__ = [
     "TableFunction",
     "UserDefinedFunction",
     "UserDefinedFunctionWrapper",
+    "is_pandas",
     "udaf",
     "udf",
     "udtaf",
@@ -205,6 +206,12 @@ def is_async(wrapper: Any) -> bool:
     return isinstance(wrapper.function, AsyncScalarFunction)
 
 
+def is_pandas(wrapper: Any) -> bool:
+    """A vectorized scalar function (``udf(..., func_type='pandas')``): called with a
+    ``pandas.Series`` per argument, a batch of rows at a time (``cairn.table.vectorized_calc``)."""
+    return wrapper.kind == "scalar" and getattr(wrapper, "func_type", "general") == "pandas"
+
+
 class _TableFunctionAdapter(TableFunction):
     def __init__(self, f: Callable[..., Any]) -> None:
         self.f = f
@@ -218,7 +225,8 @@ class UserDefinedFunctionWrapper:
     """What ``udf``/``udtf``/``udaf`` return: call it with expressions to use it in a query.
 
     ``kind`` is ``scalar``, ``table`` or ``aggregate``; ``result_type`` the declared type (a
-    table function's is a ``ROW`` of its ``result_types``).
+    table function's is a ``ROW`` of its ``result_types``); ``func_type`` ``pandas`` for a
+    vectorized scalar function (``is_pandas``).
     """
 
     def __init__(
@@ -229,6 +237,7 @@ class UserDefinedFunctionWrapper:
         name: str,
         input_types: Sequence[DataType] | None = None,
         aliases: tuple[str, ...] = (),
+        func_type: str = "general",
     ) -> None:
         self.function = function
         self.kind = kind
@@ -236,6 +245,7 @@ class UserDefinedFunctionWrapper:
         self.name = name
         self.input_types = None if input_types is None else list(input_types)
         self.aliases = aliases
+        self.func_type = func_type
 
     def __call__(self, *args: Any) -> Expression:
         return Expression("call", "udf", tuple(as_expression(a) for a in args), value=self)
@@ -243,7 +253,13 @@ class UserDefinedFunctionWrapper:
     def alias(self, *names: str) -> UserDefinedFunctionWrapper:
         """Name a table function's result columns (``join_lateral(split.alias('word'))``)."""
         return UserDefinedFunctionWrapper(
-            self.function, self.kind, self.result_type, self.name, self.input_types, names
+            self.function,
+            self.kind,
+            self.result_type,
+            self.name,
+            self.input_types,
+            names,
+            self.func_type,
         )
 
     def __repr__(self) -> str:
@@ -272,11 +288,23 @@ def udf(
     udf_type: str | None = None,
 ) -> Any:
     """A scalar function from a Python function or a ``ScalarFunction``: as a decorator
-    (``@udf(result_type=DataTypes.BIGINT())``) or a call (``udf(f, result_type=...)``)."""
-    if func_type != "general" or (udf_type is not None and udf_type != "general"):
-        raise NotImplementedError(
-            "pandas (vectorized) UDFs are not built yet; use func_type='general'"
-        )
+    (``@udf(result_type=DataTypes.BIGINT())``) or a call (``udf(f, result_type=...)``).
+
+    With ``func_type='pandas'`` (PyFlink's vectorized functions; ``udf_type`` is its old
+    name) the function gets one ``pandas.Series`` per argument (a ``pandas.DataFrame`` for a
+    ``ROW`` argument), up to ``python.fn-execution.arrow.batch.size`` rows at a time, and
+    returns a ``pandas.Series`` of the same length:
+
+    >>> from cairn.table.types import DataTypes
+    >>> @udf(result_type=DataTypes.BIGINT(), func_type="pandas")
+    ... def add(i, j):
+    ...     return i + j
+    >>> str(add(1, 2)), add.func_type
+    ('add(1, 2)', 'pandas')
+    """
+    kind = func_type if udf_type is None else udf_type
+    if kind not in ("general", "pandas"):
+        raise ValueError(f"func_type is 'general' or 'pandas', got {kind!r}")
 
     def make(fn: Any) -> UserDefinedFunctionWrapper:
         if result_type is None:
@@ -288,8 +316,15 @@ def udf(
             function = _AsyncFunctionAdapter(fn)
         else:
             function = _FunctionAdapter(fn)
+        if kind == "pandas" and isinstance(function, AsyncScalarFunction):
+            raise ValueError(f"udf {_name_of(fn, name)}: a pandas function cannot be async")
         return UserDefinedFunctionWrapper(
-            function, "scalar", as_data_type(result_type), _name_of(fn, name), _inputs(input_types)
+            function,
+            "scalar",
+            as_data_type(result_type),
+            _name_of(fn, name),
+            _inputs(input_types),
+            func_type=kind,
         )
 
     return _with_decorator(make, f)
