@@ -320,3 +320,18 @@ def _edit(path: Path, old: str, new: str) -> None:
     assert old in document["statements"][0]
     document["statements"][0] = document["statements"][0].replace(old, new)
     path.write_text(json.dumps(document, indent=2))
+
+
+def test_the_plan_lists_the_nodes_as_they_run_with_the_uids_they_get() -> None:
+    """Adjacent calcs run merged (``optimize``): the plan file lists the merged calc, and
+    the aggregate's uid in the file is the one its operator gets when the job is built."""
+    from cairn.table.plan_uids import node_entries
+    from cairn.table.translate import to_data_stream
+
+    t_env = _t_env()
+    t_env.execute_sql("CREATE VIEW positive AS SELECT k, v FROM events WHERE v > 0")
+    table = t_env.sql_query("SELECT k, COUNT(*) AS n FROM positive WHERE v < 50 GROUP BY k")
+    entries = node_entries([table.plan])
+    assert [e.type for e in entries] == ["DataStreamScan", "Calc", "GroupAggregate"], entries
+    stream = to_data_stream(table.plan, t_env.get_stream_execution_environment())
+    assert stream.get_transformation().uid == entries[-1].uid

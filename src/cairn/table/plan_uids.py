@@ -10,7 +10,8 @@ layout, and then gives each new node the stored uid, so a savepoint's state goes
 node that held it however the statement's expressions were edited.
 
 >>> from cairn.table.analysis import AggCall, Columns
->>> from cairn.table.plan import Aggregate, Values
+>>> from cairn.table.optimize import optimize
+from cairn.table.plan import Aggregate, Values
 >>> from cairn.table.types import DataTypes
 >>> rows = Values((("a",),), Columns.of([("k", DataTypes.STRING())]))
 >>> n = AggCall("count_star", -1, DataTypes.BIGINT(False))
@@ -28,6 +29,7 @@ from typing import Any
 from cairn.table.analysis import AggCall, Columns
 from cairn.table.codegen import is_async_calc
 from cairn.table.errors import TableException
+from cairn.table.optimize import optimize
 from cairn.table.plan import (
     Aggregate,
     Calc,
@@ -82,11 +84,12 @@ class NodeEntry:
 
 
 def node_entries(plans: Sequence[PlanNode]) -> list[NodeEntry]:
-    """The nodes of one job's statements, with the uids the job gives them (``Uids``)."""
+    """The nodes of one job's statements as they run (``optimize``d, as ``to_data_stream``
+    translates them), with the uids the job gives them (``Uids``)."""
     uids = Uids()
     entries = []
     for statement, plan in enumerate(plans, 1):
-        for node in _post_order(plan):
+        for node in _post_order(optimize(plan)):
             text = describe(node)
             kind = text.split("(", 1)[0]
             uid = None if isinstance(node, StreamScan | Union) else uids.of(node)
