@@ -247,3 +247,43 @@ def test_a_window_counts_rows_with_a_literal_as_group_by_does() -> None:
     w = Tumble.over(lit(5).seconds).on(col("ts")).alias("w")
     result = table.window(w).group_by(col("name"), col("w")).select(col("name"), lit(1).count)
     assert _results(result) == [("Alice", 1), ("Alice", 1), ("Alice", 2), ("Bob", 1), ("Bob", 3)]
+
+
+def test_the_rowtime_metadata_and_source_watermark_window_a_data_stream() -> None:
+    """PyFlink's way to keep a DataStream's event time: the records' timestamps as the
+    ``rowtime`` metadata column, the stream's own watermarks through ``SOURCE_WATERMARK()``."""
+    from cairn.table import Schema
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    env.configure({"cairn.executor": "inprocess"})
+    t_env = StreamTableEnvironment.create(env)
+    ds = env.from_collection(EVENTS, Types.ROW([Types.LONG(), Types.STRING(), Types.DOUBLE()]))
+    strategy = WatermarkStrategy.for_bounded_out_of_orderness(
+        Duration.of_millis(3000)
+    ).with_timestamp_assigner(First())
+    schema = (
+        Schema.new_builder()
+        .column_by_metadata("rowtime", DataTypes.TIMESTAMP_LTZ(3))
+        .watermark("rowtime", "SOURCE_WATERMARK()")
+        .build()
+    )
+    table = t_env.from_data_stream(ds.assign_timestamps_and_watermarks(strategy), schema)
+    assert table.get_schema().names == ["f0", "f1", "f2", "rowtime"]
+    assert "WatermarkAssigner" not in table.explain(), "the stream's watermarks flow on"
+    w = Tumble.over(lit(5).seconds).on(col("rowtime")).alias("w")
+    result = table.window(w).group_by(col("f1"), col("w")).select(col("f1"), col("f2").sum)
+    got = sorted((name, round(total, 3)) for name, total in _results(result))
+    assert got == [("Alice", 13.1), ("Alice", 20.1), ("Alice", 130.1), ("Bob", 16.1), ("Bob", 86.4)]
+    rows = [tuple(r) for r in table.execute().collect()]
+    assert sorted((_ms(r[3]), r[1]) for r in rows) == sorted((t, n) for t, n, _ in EVENTS)
+
+    other = Schema.new_builder().column_by_metadata("offset", DataTypes.BIGINT()).build()
+    with pytest.raises(ValidationError, match="Invalid metadata key 'offset'.*\\n*rowtime"):
+        t_env.from_data_stream(ds, other)
+    with pytest.raises(ValidationError, match="SOURCE_WATERMARK"):  # a DDL table has none
+        t_env.execute_sql(
+            "CREATE TABLE t (ts TIMESTAMP(3), WATERMARK FOR ts AS SOURCE_WATERMARK())"
+            " WITH ('connector' = 'datagen')"
+        )
+        t_env.from_path("t")

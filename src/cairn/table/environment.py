@@ -38,15 +38,23 @@ from cairn.table.compiled_plan import (
 from cairn.table.connectors import SinkTable, create_sink, create_source, is_readable, is_source
 from cairn.table.errors import TableException, ValidationError
 from cairn.table.expressions import Expression
-from cairn.table.operators import ToRowFunction, ToTableRecord
-from cairn.table.plan import ChangelogMode, ExplainDetail, StreamScan, Values, changelog_mode
+from cairn.table.metadata import DATA_STREAM_METADATA, check_metadata, with_metadata
+from cairn.table.operators import ToRowFunction, ToTableRecord, ToTableRecordWithRowtime
+from cairn.table.plan import (
+    ChangelogMode,
+    ExplainDetail,
+    PlanNode,
+    StreamScan,
+    Values,
+    changelog_mode,
+)
 from cairn.table.result import TableResult
 from cairn.table.schema import Schema
 from cairn.table.sql.statements import execute_statement, query_of
 from cairn.table.state_ttl import STATE_TTL, parse_state_ttl
 from cairn.table.statement_set import StatementSet
 from cairn.table.table import Table
-from cairn.table.time_planner import declared_table
+from cairn.table.time_planner import declared_table, is_source_watermark
 from cairn.table.translate import Uids, to_data_stream
 from cairn.table.types import (
     DataType,
@@ -314,18 +322,41 @@ class TableEnvironment:
             names, types = ["f0"], [row_type]
         columns = Columns.of(list(zip(names, types, strict=True)))
         arity = len(names)
+        schema = fields_or_schema[0] if fields_or_schema else None
+        if isinstance(schema, Schema):
+            return Table(self._declared_stream(data_stream, columns, schema), self)
 
         def build(env: StreamExecutionEnvironment) -> DataStream:
             return data_stream.map(ToTableRecord(arity))
 
         scan = StreamScan(columns, f"DataStream-{next(self._unnamed)}", build)
         table = Table(scan, self)
-        if fields_or_schema and isinstance(fields_or_schema[0], Schema):
-            return Table(declared_table(scan, fields_or_schema[0]), self)
         if fields_or_schema:
             fields = [_proctime_field(f, names) for f in fields_or_schema]
             return table.select(*fields)
         return table
+
+    def _declared_stream(
+        self, data_stream: DataStream, columns: Columns, schema: Schema
+    ) -> PlanNode:
+        """``from_data_stream(ds, schema)``: the stream's fields, its records' timestamps as
+        the ``rowtime`` metadata column (Flink's only metadata key there), and either the
+        stream's own watermarks (``SOURCE_WATERMARK()``) or the schema's."""
+        name = f"DataStream-{next(self._unnamed)}"
+        check_metadata(name, "DataStream", schema, DATA_STREAM_METADATA, reading=True)
+        arity = len(columns)
+        with_rowtime = bool(schema.metadata_columns())
+        scanned = with_metadata(columns, schema, DATA_STREAM_METADATA)
+
+        def build(env: StreamExecutionEnvironment) -> DataStream:
+            if with_rowtime:
+                return data_stream.flat_map(ToTableRecordWithRowtime(arity))
+            return data_stream.map(ToTableRecord(arity))
+
+        scan = StreamScan(scanned, name, build)
+        if schema.watermark is not None and is_source_watermark(schema.watermark[1]):
+            schema = schema.without_watermark()  # the stream's watermarks flow on
+        return declared_table(scan, schema)
 
     def to_data_stream(self, table: Table) -> DataStream:
         """An insert-only table as a DataStream of ``Row``s."""

@@ -24,9 +24,12 @@ from collections.abc import Mapping
 from cairn.table.analysis import Columns
 from cairn.table.errors import ValidationError
 from cairn.table.schema import Schema
-from cairn.table.types import DataType
+from cairn.table.types import DataType, DataTypes
 
-__all__ = ["check_metadata", "with_metadata"]
+__all__ = ["DATA_STREAM_METADATA", "check_metadata", "with_metadata"]
+
+#: What ``from_data_stream`` reads besides the fields: each record's timestamp (Flink's).
+DATA_STREAM_METADATA: dict[str, DataType] = {"rowtime": DataTypes.TIMESTAMP_LTZ(3, False)}
 
 
 def check_metadata(

@@ -30,6 +30,7 @@ from cairn.table.analysis import AggCall
 from cairn.table.codegen import CompiledCalc
 from cairn.table.group_agg_code import GroupAggCode
 from cairn.table.state_ttl import with_ttl
+from cairn.table.timestamps import timestamp_of_millis
 
 __all__ = [
     "KIND_TEXT",
@@ -40,6 +41,7 @@ __all__ = [
     "LimitFunction",
     "ToRowFunction",
     "ToTableRecord",
+    "ToTableRecordWithRowtime",
     "fields_key",
 ]
 
@@ -280,6 +282,29 @@ class ToTableRecord(MapFunction):
                 f" columns: {value!r}"
             )
         return (kind, values)
+
+
+class ToTableRecordWithRowtime(FlatMapFunction):
+    """A DataStream record as a table record with its timestamp appended: the ``rowtime``
+    metadata column of ``from_data_stream`` (``TIMESTAMP_LTZ(3)``, NULL without one). It
+    needs the timestamps, so it runs batches only (``flat_map_batch``)."""
+
+    def __init__(self, arity: int) -> None:
+        self.to_record = ToTableRecord(arity)
+
+    def flat_map(self, value: Any) -> Iterable[Any]:
+        raise TypeError("ToTableRecordWithRowtime needs the records' timestamps: a batch")
+
+    def flat_map_batch(
+        self, records: list[Any], stamps: list[int | None] | None
+    ) -> tuple[list[Any], list[int | None] | None]:
+        to_record = self.to_record.map
+        times = stamps if stamps is not None else repeat(None)
+        out = []
+        for value, t in zip(records, times, strict=False):
+            kind, row = to_record(value)
+            out.append((kind, (*row, None if t is None else timestamp_of_millis(t))))
+        return out, stamps
 
 
 class ToRowFunction(MapFunction):

@@ -21,7 +21,7 @@ Flink's ``print_schema`` does.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from cairn.table.analysis import Columns
 from cairn.table.errors import ValidationError
@@ -76,6 +76,10 @@ class Schema:
     @staticmethod
     def new_builder() -> Schema.Builder:
         return Schema.Builder()
+
+    def without_watermark(self) -> Schema:
+        """This schema without its watermark declaration."""
+        return replace(self, watermark=None)
 
     def physical_columns(self) -> Columns:
         """The columns a format reads and writes (no metadata, no computed columns)."""

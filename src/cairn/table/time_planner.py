@@ -218,8 +218,22 @@ def over_aggregate(node: PlanNode, window: OverWindow, items: Sequence[Expressio
     return Calc(columns=out, input=agg, projections=tuple(rexes))
 
 
+def is_source_watermark(text: str) -> bool:
+    """``SOURCE_WATERMARK()``: the source's own watermarks (a DataStream's).
+
+    >>> is_source_watermark(" source_watermark( ) "), is_source_watermark("ts")
+    (True, False)
+    """
+    return "".join(text.split()).upper() == "SOURCE_WATERMARK()"
+
+
 def watermark(node: PlanNode, column: str, text: str) -> PlanNode:
     """``WATERMARK FOR column AS text``: ``column`` or ``column - INTERVAL 'n' unit``."""
+    if is_source_watermark(text):
+        raise ValidationError(
+            "SOURCE_WATERMARK() takes the watermarks of a source that has its own: in Cairn,"
+            " a DataStream's (from_data_stream); declare `column - INTERVAL 'n' unit` here"
+        )
     columns = node.columns
     index = columns.index(column)
     time_type = columns.columns[index].data_type
