@@ -26,7 +26,8 @@ from cairn.table import (
 )
 from cairn.table.aggregates import accumulator_for
 from cairn.table.analysis import AggCall, Columns, resolve
-from cairn.table.codegen import CompiledCalc, calc_source, java_double_text
+from cairn.table.calc_runtime import java_double_text
+from cairn.table.codegen import CompiledCalc, calc_source
 from cairn.table.expressions import col, concat, if_then_else, lit
 from cairn.table.result import tableau
 from cairn.table.translate import plan_uid, to_data_stream

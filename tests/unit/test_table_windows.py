@@ -279,7 +279,7 @@ def test_the_rowtime_metadata_and_source_watermark_window_a_data_stream() -> Non
     assert sorted((_ms(r[3]), r[1]) for r in rows) == sorted((t, n) for t, n, _ in EVENTS)
 
     other = Schema.new_builder().column_by_metadata("offset", DataTypes.BIGINT()).build()
-    with pytest.raises(ValidationError, match="Invalid metadata key 'offset'.*\\n*rowtime"):
+    with pytest.raises(ValidationError, match=r"(?s)Invalid metadata key 'offset'.*rowtime"):
         t_env.from_data_stream(ds, other)
     with pytest.raises(ValidationError, match="SOURCE_WATERMARK"):  # a DDL table has none
         t_env.execute_sql(

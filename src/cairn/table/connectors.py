@@ -24,7 +24,7 @@ from typing import Any
 from cairn.api.functions import MapFunction, SinkFunction
 from cairn.datastream.data_stream import DataStream
 from cairn.table.analysis import Columns
-from cairn.table.codegen import java_double_text
+from cairn.table.calc_runtime import java_double_text
 from cairn.table.datagen import datagen_options, datagen_scan
 from cairn.table.errors import ValidationError
 from cairn.table.filesystem import (

@@ -10,8 +10,7 @@ layout, and then gives each new node the stored uid, so a savepoint's state goes
 node that held it however the statement's expressions were edited.
 
 >>> from cairn.table.analysis import AggCall, Columns
->>> from cairn.table.optimize import optimize
-from cairn.table.plan import Aggregate, Values
+>>> from cairn.table.plan import Aggregate, Values
 >>> from cairn.table.types import DataTypes
 >>> rows = Values((("a",),), Columns.of([("k", DataTypes.STRING())]))
 >>> n = AggCall("count_star", -1, DataTypes.BIGINT(False))

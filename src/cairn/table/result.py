@@ -30,7 +30,7 @@ from typing import Any
 
 from cairn.common.types import Row
 from cairn.table.analysis import Columns
-from cairn.table.codegen import java_double_text
+from cairn.table.calc_runtime import java_double_text
 from cairn.table.operators import KIND_TEXT, to_row
 from cairn.table.schema import schema_text
 from cairn.table.types import DataType
