@@ -22,8 +22,8 @@ from cairn.table.kafka import (
     DropUpdateBefore,
     ToKafkaRecord,
     UpsertMessage,
-    parse_specific_offsets,
 )
+from cairn.table.kafka_offsets import parse_specific_offsets
 from cairn.table.types import DataTypes
 
 KAFKA = "'connector' = 'kafka', 'topic' = 't', 'properties.bootstrap.servers' = 'h:9092'"
