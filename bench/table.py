@@ -287,6 +287,23 @@ def table_section(meta: Mapping[str, Any], results: Sequence[Mapping[str, Any]])
         "run's results equal the expected ones.",
         "",
     ]
+    if meta.get("latency_rate"):
+        out[-1:-1] = [
+            "",
+            "Latency (p50/p99 ms, medians over the runs): a separate run per case with the "
+            f"source paced at {meta['latency_rate']:,} events/s for "
+            f"{meta['latency_seconds']:g} s, a second's worth released at once (Flink's "
+            "`datagen` and Spark's `rate` source do so; Cairn's limiter copies them), event "
+            "time as fast as wall time, results sampled by word, events offered in the first "
+            f"{meta['latency_warmup_s']:g} s after the first result left out. "
+            "`table-wordcount`: per event, from its offer by the source (Cairn, PyFlink: the "
+            "wall clock as the source emits it; Spark: the end of its second, when `rate` "
+            "makes it readable) to the sink receiving the first update that includes it "
+            "(Spark: the end of the micro-batch that read it); `table-window`: per result, "
+            "from the offer of the event that closed the window (the later of the two "
+            "splits' first events at or past the window's end + 500 ms) to the result at the "
+            "sink. See bench/README.md for the definitions.",
+        ]
     out += md_table(
         ("system", "workload", "udf", "events/s", "p50 ms", "p99 ms", "Cairn / this", "verified"),
         [

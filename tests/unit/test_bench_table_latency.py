@@ -133,6 +133,11 @@ def test_the_driver_adds_paced_runs_and_reports_their_latency() -> None:
                 "result_events": 1}]  # fmt: skip
     driver.verify_all(results, {"w": {"events": 2}})
     assert "verified" not in results[0]  # a sampled run has no figures to check
+    meta = {"command": "x", "date": "d", "repeat": 1, "events": 10, "keys": 2,
+            "events_per_second": 1000, "latency_rate": 500, "latency_seconds": 30,
+            "latency_warmup_s": 10}  # fmt: skip
+    section = "\n".join(driver.table_section(meta, rows))
+    assert "source paced at 500 events/s for 30 s" in section and "| 3.0 | 9.0 |" in section
 
 
 def test_doctests() -> None:
