@@ -13,6 +13,16 @@ compare them as ratios within one run.
     python -m bench.table --events 2000000 --keys 10000 --systems cairn,pyflink,spark --repeat 2
     python -m bench.table --report bench/out/table-<stamp>/results.json   # RESULTS.md section
 
+``--latency-rate R`` adds a latency run per system and case after the throughput runs: the
+source paced at ``R`` events/s (a second's worth released at once, as Flink's ``datagen`` and
+Spark's ``rate`` source do) for ``--latency-seconds``, event time as fast as wall time; its
+p50/p99/max latency (``bench/peers/table_latency.py`` defines it: word count, from an event's
+offer by the source to the first update including it at the sink; window, from the offer of
+the event that closed the window to the result at the sink). Pick ``R`` well below every
+system's events/s: at saturation a latency means nothing.
+
+    python -m bench.table --events 2000000 --keys 10000 --latency-rate 20000 --repeat 2
+
 Each run is a fresh process: ``python -m bench.table_jobs`` for Cairn, ``bench/peers/
 run_peer.py --workload table-...`` for the peers (their venvs from ``bench/peers/install.sh``).
 Prints a table (system, workload, udf, events/s, p99 ms, Cairn / this) and writes every
@@ -69,8 +79,10 @@ def command(
     executor: str = "spark",
     timeout_s: float = 900.0,
     spark_batch_rows: int = 0,
+    rate: int = 0,
+    warmup_s: float = 10.0,
 ) -> list[str]:
-    """The command of one run.
+    """The command of one run; ``rate``: the latency run's (``events_per_second`` = ``rate``).
 
     >>> command("cairn", "table-window", True, 10, 3, 1000, False)[2:5]
     ['bench.table_jobs', '--workload', 'table-window']
@@ -84,10 +96,11 @@ def command(
         "--checkpoint-interval-ms", "1000",
         "--parallelism", "2",
         *(["--verify"] if verify else []),
+        *(["--rate", str(rate), "--latency-warmup-s", str(warmup_s)] if rate else []),
     ]  # fmt: skip
     if system == "cairn":
         return [sys.executable, "-m", "bench.table_jobs", *args, "--executor", executor]
-    if system == "spark" and spark_batch_rows:
+    if system == "spark" and spark_batch_rows and not rate:
         args += ["--batch-rows", str(spark_batch_rows)]
     return [
         sys.executable, str(PEERS / "run_peer.py"), "--system", system, *args,
@@ -160,22 +173,30 @@ def summarize(results: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         groups.setdefault((str(r["workload"]), bool(r.get("udf")), str(r["system"])), []).append(r)
     rows = []
     for (workload, udf, system), runs in groups.items():
-        rates = [r["steady_records_per_s"] for r in runs if r.get("steady_records_per_s")]
+        timed = [r for r in runs if r.get("mode") != "latency"]
+        rates = [r["steady_records_per_s"] for r in timed if r.get("steady_records_per_s")]
+        p50 = [r["latency_p50_ms"] for r in runs if r.get("latency_p50_ms") is not None]
         p99 = [r["latency_p99_ms"] for r in runs if r.get("latency_p99_ms") is not None]
+        worst = [r["latency_max_ms"] for r in runs if r.get("latency_max_ms") is not None]
+        paced = [r for r in runs if r.get("mode") == "latency"]
         flags = [r["verified"] for r in runs if r.get("verified") is not None]
         errors = [
-            str(r.get("error") or r.get("unsupported")) for r in runs if not r.get("elapsed_s")
+            str(r.get("error") or r.get("unsupported")) for r in timed if not r.get("elapsed_s")
         ]
         rows.append(
             {
                 "workload": workload,
                 "udf": udf,
                 "system": system,
-                "runs": len(runs),
+                "runs": len(timed),
+                "latency_runs": len(paced),
                 "events_per_s": round(statistics.median(rates)) if rates else None,
                 "events_per_s_min": min(rates, default=None),
                 "events_per_s_max": max(rates, default=None),
+                "latency_p50_ms": statistics.median(p50) if p50 else None,
                 "latency_p99_ms": statistics.median(p99) if p99 else None,
+                "latency_max_ms": max(worst, default=None),
+                "latency_failed": bool(paced) and not p99,
                 "verified": (all(flags) if flags else None),
                 "capped": any(r.get("capped_by_source") for r in runs),
                 "errors": errors,
@@ -213,15 +234,24 @@ def _fmt_rate(row: Mapping[str, Any]) -> str:
     return text
 
 
+def _fmt_ms(row: Mapping[str, Any], name: str) -> str:
+    if row.get(name) is None:
+        return "failed" if row.get("latency_failed") else "—"
+    return f"{row[name]:.1f}"
+
+
 def text_table(rows: Sequence[Mapping[str, Any]]) -> str:
-    header = ("system", "workload", "udf", "events/s", "p99 ms", "Cairn / this", "verified")
+    header = (
+        "system", "workload", "udf", "events/s", "p50 ms", "p99 ms", "Cairn / this", "verified",
+    )  # fmt: skip
     body = [
         (
             r["system"],
             r["workload"],
             "on" if r["udf"] else "off",
             _fmt_rate(r),
-            "—" if r["latency_p99_ms"] is None else f"{r['latency_p99_ms']:.1f}",
+            _fmt_ms(r, "latency_p50_ms"),
+            _fmt_ms(r, "latency_p99_ms"),
             "—" if r["cairn_ratio"] is None else f"{r['cairn_ratio']:.2f}x",
             {True: "yes", False: "NO", None: "—"}[r["verified"]],
         )
@@ -257,15 +287,33 @@ def table_section(meta: Mapping[str, Any], results: Sequence[Mapping[str, Any]])
         "run's results equal the expected ones.",
         "",
     ]
+    if meta.get("latency_rate"):
+        out[-1:-1] = [
+            "",
+            "Latency (p50/p99 ms, medians over the runs): a separate run per case with the "
+            f"source paced at {meta['latency_rate']:,} events/s for "
+            f"{meta['latency_seconds']:g} s, a second's worth released at once (Flink's "
+            "`datagen` and Spark's `rate` source do so; Cairn's limiter copies them), event "
+            "time as fast as wall time, results sampled by word, events offered in the first "
+            f"{meta['latency_warmup_s']:g} s after the first result left out. "
+            "`table-wordcount`: per event, from its offer by the source (Cairn, PyFlink: the "
+            "wall clock as the source emits it; Spark: the end of its second, when `rate` "
+            "makes it readable) to the sink receiving the first update that includes it "
+            "(Spark: the end of the micro-batch that read it); `table-window`: per result, "
+            "from the offer of the event that closed the window (the later of the two "
+            "splits' first events at or past the window's end + 500 ms) to the result at the "
+            "sink. See bench/README.md for the definitions.",
+        ]
     out += md_table(
-        ("system", "workload", "udf", "events/s", "p99 ms", "Cairn / this", "verified"),
+        ("system", "workload", "udf", "events/s", "p50 ms", "p99 ms", "Cairn / this", "verified"),
         [
             (
                 r["system"],
                 r["workload"],
                 "on" if r["udf"] else "off",
                 _fmt_rate(r),
-                "—" if r["latency_p99_ms"] is None else f"{r['latency_p99_ms']:.1f}",
+                _fmt_ms(r, "latency_p50_ms"),
+                _fmt_ms(r, "latency_p99_ms"),
                 "—" if r["cairn_ratio"] is None else f"{r['cairn_ratio']:.2f}x",
                 {True: "yes", False: "**no**", None: "—"}[r["verified"]],
             )
@@ -294,6 +342,7 @@ def verify_all(results: list[dict[str, Any]], expected: Mapping[str, Mapping[str
     """Check every run that reports figures; carry a system's verification of a case to
     its other runs of the case (only the first repetition runs the verifying query)."""
     verdict: dict[tuple[str, bool, str], bool] = {}
+    results = [r for r in results if r.get("mode") != "latency"]  # sampled: nothing to check
     for r in results:
         tc.verify(r, dict(expected[r["workload"]]))
         if r.get("verified") is not None:
@@ -307,6 +356,42 @@ def verify_all(results: list[dict[str, Any]], expected: Mapping[str, Mapping[str
             if not verdict[key]:
                 r["unverified_events_per_s"] = r.get("steady_records_per_s")
                 r["steady_records_per_s"] = None
+
+
+def latency_runs(
+    args: argparse.Namespace,
+    systems: Sequence[str],
+    workloads: Sequence[str],
+    udfs: Sequence[bool],
+    out: Path,
+    done: int,
+) -> list[dict[str, Any]]:
+    """The paced runs (``--latency-rate``), in the throughput runs' order."""
+    rate = args.latency_rate
+    events = max(1, round(rate * args.latency_seconds))
+    plan = plan_runs(systems, workloads, udfs, args.repeat)
+    results = []
+    for n, (rep, workload, udf, system) in enumerate(plan, done + 1):
+        cmd = command(
+            system, workload, udf, events, args.keys, rate, False, args.executor,
+            args.timeout, 0, rate, args.latency_warmup_s,
+        )  # fmt: skip
+        load = round(os.getloadavg()[0], 2)
+        log = out / f"{n:03d}-{system}-{workload}-udf-{'on' if udf else 'off'}-latency.log"
+        result = run_one(cmd, args.timeout + 60, log)
+        result.update(
+            system=system, workload=workload, udf=udf, repetition=rep, load_1m=load,
+            log=str(log), mode="latency",
+        )  # fmt: skip
+        results.append(result)
+        print(
+            f"[latency {n - done}/{len(plan)}] {system} {workload} udf "
+            f"{'on' if udf else 'off'}: p50 {result.get('latency_p50_ms')} ms, p99 "
+            f"{result.get('latency_p99_ms')} ms at {rate:,} events/s"
+            + (f", error: {result['error']}" if result.get("error") else ""),
+            flush=True,
+        )
+    return results
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -332,6 +417,20 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="Spark's rows per micro-batch (default: events / 5, at most 2,000,000); a batch "
         "shorter than the 1 s trigger caps Spark's rate (its rows say so)",
+    )
+    parser.add_argument(
+        "--latency-rate",
+        type=int,
+        default=0,
+        help="add a paced latency run per system and case at this many events/s (0: none); "
+        "keep it well below every system's events/s",
+    )
+    parser.add_argument("--latency-seconds", type=float, default=60.0, help="its length")
+    parser.add_argument(
+        "--latency-warmup-s",
+        type=float,
+        default=10.0,
+        help="leave out events offered before this long after the first result",
     )
     parser.add_argument("--timeout", type=float, default=900.0, help="per run, seconds")
     parser.add_argument("--out", default="", help="default: bench/out/table-<stamp>/")
@@ -369,6 +468,9 @@ def main(argv: list[str] | None = None) -> int:
         "expected": expected,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
         "expected_s": round(time.time() - started, 1),
+        "latency_rate": args.latency_rate,
+        "latency_seconds": args.latency_seconds,
+        "latency_warmup_s": args.latency_warmup_s,
     }
     results: list[dict[str, Any]] = []
     plan = plan_runs(systems, workloads, udfs, args.repeat)
@@ -400,6 +502,8 @@ def main(argv: list[str] | None = None) -> int:
             + (f", error: {result['error']}" if result.get("error") else ""),
             flush=True,
         )
+    if args.latency_rate > 0:
+        results += latency_runs(args, systems, workloads, udfs, out, len(results))
     verify_all(results, expected)
     meta["elapsed_s"] = round(time.time() - started, 1)
     (out / "results.json").write_text(

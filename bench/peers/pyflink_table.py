@@ -16,6 +16,13 @@ polled every 100 ms) between 10 % and 90 % of the input. ``--verify`` then runs 
 query once more, untimed, under a checksum aggregate in SQL (``COUNT(*)``, sums and the
 checksum over the query's results, with mini-batches so that it emits once per batch) and
 reads its final row into the ``result_*`` figures.
+
+``--rate R`` runs the latency mode instead (``table_latency.py`` defines it): ``datagen`` at
+``rows-per-second`` R (Flink releases a second's rows at once), an ``emitted`` column stamped
+where the source emits each row (``CURRENT_ROW_TIMESTAMP()`` in the source's projection), the
+query's sampled results stamped on leaving the query (``CURRENT_ROW_TIMESTAMP()`` in its last
+projection) and read with ``collect()``: the word count carries ``MAX(emitted)`` per word, the
+window run adds the stamps of the window-closing events in a ``UNION ALL`` branch.
 Last stdout line: one JSON result. Run it through ``run_peer.py --workload table-...``.
 """
 
@@ -34,6 +41,7 @@ from typing import Any
 
 import common
 import table_common as tc
+import table_latency as tl
 import window_common as wc
 from pyflink_keyed_sum import CheckpointPoller, free_port
 
@@ -114,8 +122,10 @@ def make_env(args: argparse.Namespace, work: Path, checkpoints: bool) -> Any:
     return t_env
 
 
-def events_ddl(records: int, num_keys: int, eps: int) -> str:
-    """The input table: a datagen sequence and the event of ``i`` as computed columns."""
+def events_ddl(records: int, num_keys: int, eps: int, rate: int = 0) -> str:
+    """The input table: a datagen sequence and the event of ``i`` as computed columns;
+    ``rate``: the latency run's (paced, with the ``emitted`` stamp)."""
+    emitted = "emitted AS CURRENT_ROW_TIMESTAMP()," if rate else ""
     return f"""
         CREATE TEMPORARY TABLE events (
             i BIGINT,
@@ -123,13 +133,14 @@ def events_ddl(records: int, num_keys: int, eps: int) -> str:
             ts_ms AS {tc.ts_sql("i", eps)},
             ts AS TO_TIMESTAMP_LTZ({tc.ts_sql("i", eps)}, 3),
             v AS 1 + MOD(i, 7),
+            {emitted}
             WATERMARK FOR ts AS ts - INTERVAL '{wc.BOUND_MS / 1000:g}' SECOND
         ) WITH (
             'connector' = 'datagen',
             'fields.i.kind' = 'sequence',
             'fields.i.start' = '0',
             'fields.i.end' = '{records - 1}',
-            'rows-per-second' = '1000000000'
+            'rows-per-second' = '{rate or 1000000000}'
         )"""
 
 
@@ -149,7 +160,7 @@ def setup(t_env: Any, args: argparse.Namespace) -> None:
     from pyflink.table import DataTypes
     from pyflink.table.udf import udf
 
-    t_env.execute_sql(events_ddl(args.records, args.keys, args.events_per_second))
+    t_env.execute_sql(events_ddl(args.records, args.keys, args.events_per_second, args.rate))
     if args.udf == "on":
         normalize = udf(tc.normalize, result_type=DataTypes.STRING())
         t_env.create_temporary_function("normalize_word", normalize)
@@ -192,6 +203,89 @@ def run_timed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     return result
 
 
+WINDOW_INDEX = (
+    f"(UNIX_TIMESTAMP(DATE_FORMAT(window_start, 'yyyy-MM-dd HH:mm:ss')) - {wc.T0_MS // 1000})"
+)
+RANK = "CAST(SUBSTRING(word, 2) AS BIGINT)"
+
+
+def stamp_sql(column: str) -> str:
+    """A ``TIMESTAMP_LTZ`` as text the collect can carry (its ``Instant`` does not pickle)."""
+    return f"DATE_FORMAT({column}, 'yyyy-MM-dd HH:mm:ss.SSS')"
+
+
+def latency_query(args: argparse.Namespace, every: int, closers: list[int]) -> str:
+    """The latency run's query: the benchmark's, its sampled results stamped on leaving it."""
+    udf = args.udf == "on"
+    if args.workload == "table-wordcount":
+        word = "normalize_word(word)" if udf else "word"
+        inner = (
+            f"SELECT {word} AS word, COUNT(*) AS cnt, MAX(emitted) AS emitted FROM events "
+            f"GROUP BY {word}"
+        )
+        return (
+            f"SELECT {stamp_sql('emitted')}, {stamp_sql('CURRENT_ROW_TIMESTAMP()')} FROM ({inner}) "
+            f"WHERE MOD({RANK}, {every}) = 0"
+        )
+    closing = ", ".join(str(i) for i in closers) or "-1"
+    arrived = stamp_sql("CURRENT_ROW_TIMESTAMP()")
+    return (
+        f"SELECT 'w' AS kind, {WINDOW_INDEX} AS id, {arrived} AS stamp "
+        f"FROM ({query(args.workload, udf)}) WHERE MOD({RANK}, {every}) = 0 "
+        f"UNION ALL SELECT 'c' AS kind, i AS id, {stamp_sql('emitted')} AS stamp FROM events "
+        f"WHERE i IN ({closing})"
+    )
+
+
+def _epoch_s(text: str) -> float:
+    """A :func:`stamp_sql` (UTC: ``table.local-time-zone``) as epoch seconds.
+
+    >>> _epoch_s("1970-01-01 00:00:01.250")
+    1.25
+    """
+    from datetime import datetime, timezone
+
+    moment = datetime.strptime(text, "%Y-%m-%d %H:%M:%S.%f")
+    return moment.replace(tzinfo=timezone.utc).timestamp()
+
+
+def run_latency(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """The latency run: the paced query, collected; the result's latency fields."""
+    from pyflink.common import RowKind
+
+    t_env = make_env(args, work, checkpoints=True)
+    setup(t_env, args)
+    every = tl.sample_every(args.keys, args.rate)
+    closers = tl.window_closers(args.records, args.rate, args.parallelism)
+    flat = sorted(i for c in closers.values() for i in c)
+    started = time.time()
+    samples: list[tuple[float, float, float]] = []
+    rows_w: list[tuple[int, float]] = []
+    stamps: dict[int, float] = {}
+    with t_env.execute_sql(latency_query(args, every, flat)).collect() as rows:
+        for row in rows:
+            if args.workload == "table-wordcount":
+                if row.get_row_kind() in (RowKind.INSERT, RowKind.UPDATE_AFTER):
+                    emitted, arrived = _epoch_s(row[0]), _epoch_s(row[1])
+                    samples.append((emitted, (arrived - emitted) * 1000.0, 1))
+            elif row[0] == "w":
+                rows_w.append((int(row[1]), _epoch_s(row[2])))
+            else:
+                stamps[int(row[1])] = _epoch_s(row[2])
+    for window, arrived in rows_w:
+        indices = closers.get(window)
+        if indices is None or any(i not in stamps for i in indices):
+            continue
+        ref = max(stamps[i] for i in indices)
+        samples.append((ref, (arrived - ref) * 1000.0, 1))
+    return {
+        **tl.latency_fields(samples, args.latency_warmup_s),
+        "elapsed_s": round(time.time() - started, 3),
+        "latency_rate": args.rate,
+        "sample_every": every,
+    }
+
+
 def run_verify(args: argparse.Namespace, work: Path) -> dict[str, int]:
     """The query again, its final results folded into figures."""
     from pyflink.common import RowKind
@@ -215,10 +309,7 @@ def run_verify(args: argparse.Namespace, work: Path) -> dict[str, int]:
         )
     else:  # window_common.result_hash, the window's index from its start (UTC)
         names = ("results", "events", "value_sum", "checksum")
-        index = (
-            "(UNIX_TIMESTAMP(DATE_FORMAT(window_start, 'yyyy-MM-dd HH:mm:ss'))"
-            f" - {wc.T0_MS // 1000})"
-        )
+        index = WINDOW_INDEX
         checksum = (
             f"SELECT COUNT(*), SUM(cnt), SUM(total), SUM({rank} * 1000003 + w * 7919 + "
             f"cnt * ({rank} + 1) * 31 + total * (w + 3)) FROM "
@@ -246,6 +337,14 @@ def run_job(args: argparse.Namespace) -> dict[str, Any]:
     result["execution_mode"] = args.python_execution_mode
     result["udf"] = args.udf == "on"
     result["events_per_second"] = args.events_per_second
+    if args.rate:
+        result.update(run_latency(args, work))
+        result["note"] = (
+            f"latency run: Flink SQL, datagen at rows-per-second {args.rate:,}; "
+            + tl.NOTE[args.workload]
+            + ("; Python UDF normalize_word(word)" if args.udf == "on" else "")
+        )
+        return result
     result.update(run_timed(args, work))
     result["note"] = (
         "Flink SQL on the JVM planner, datagen sequence source, blackhole sink"
@@ -275,6 +374,9 @@ def main() -> None:
         " (Flink's default: Python workers beside the JVM)",
     )
     args = parser.parse_args()
+    args.rate = int(args.rate)
+    if args.rate:
+        args.events_per_second = args.rate  # event time advances as fast as wall time
     if not args.work_dir:
         args.work_dir = tempfile.mkdtemp(prefix="peer-pyflink-table-")
     result = run_job(args)

@@ -16,7 +16,14 @@ is ``foreachBatch``: word count collects each batch's updated rows (at most one 
 the final counts, the window tallies each batch's results in Spark (``spark_window.tally_batch``)
 — the run verifies itself. ``local[2]``, 2 shuffle partitions, RocksDB state store, trigger
 ``processingTime`` 1 s (a checkpoint = a micro-batch commit); events/s from the micro-batches
-as in the window workload. Last stdout line: one JSON result.
+as in the window workload.
+
+``--rate R`` runs the latency mode instead (``table_latency.py`` defines it): the ``rate``
+source at ``R`` rows/s (a second's rows readable once it ends: their offer), each row also
+carrying the source's start (``t0_ms``, kept by the query as ``MIN(t0_ms)``); ``foreachBatch``
+notes when each batch's results are out. The word count's update of a batch includes every
+row the batch read (its seconds, from the query progress); a window result's latency is from
+the offer of the events that closed the window. Last stdout line: one JSON result.
 """
 
 from __future__ import annotations
@@ -33,8 +40,9 @@ from typing import Any
 
 import common
 import table_common as tc
+import table_latency as tl
 import window_common as wc
-from spark_keyed_sum import build_session
+from spark_keyed_sum import _as_dict, _end_offset, build_session
 from spark_window import SQL_BATCH_ROWS, batch_rate, event_columns, tally_batch, wait_for_end
 
 SYSTEM = "spark"
@@ -48,6 +56,129 @@ def query(workload: str, udf: bool) -> str:
         f"SELECT {word} AS key, unix_millis(window.start) AS start_ms, COUNT(*) AS count, "
         f"SUM(v) AS total FROM events GROUP BY window(ts, '{wc.WINDOW_MS} milliseconds'), {word}"
     )
+
+
+def latency_query(workload: str, udf: bool) -> str:
+    """The latency run's query: the benchmark's, carrying the source's start along."""
+    word = "normalize_word(key)" if udf else "key"
+    if workload == "table-wordcount":
+        return (
+            f"SELECT {word} AS word, COUNT(*) AS cnt, MIN(t0_ms) AS t0_ms FROM events "
+            f"GROUP BY {word}"
+        )
+    return (
+        f"SELECT {word} AS key, unix_millis(window.start) AS start_ms, COUNT(*) AS count, "
+        f"SUM(v) AS total, MIN(t0_ms) AS t0_ms FROM events "
+        f"GROUP BY window(ts, '{wc.WINDOW_MS} milliseconds'), {word}"
+    )
+
+
+def _offsets(batch: dict[str, Any]) -> tuple[int, int]:
+    """A ``rate`` batch's seconds: ``[start, end)`` (its offsets count seconds)."""
+    source = batch["sources"][0]
+    start = source.get("startOffset")
+    first = 0 if start in (None, "null") else int(float(str(start).strip('"')))
+    return first, int(float(str(source["endOffset"]).strip('"')))
+
+
+def run_latency(args: argparse.Namespace) -> dict[str, Any]:
+    """The latency run (``--rate``): the paced query; the result's latency fields."""
+    from pyspark.sql import functions as F
+
+    window = args.workload == "table-window"
+    rate = args.rate
+    work = Path(args.work_dir)
+    checkpoint_dir = work / "checkpoint"
+    if checkpoint_dir.exists():
+        shutil.rmtree(checkpoint_dir)
+    spark = build_session(args)
+    spark.sparkContext.setLogLevel("ERROR")
+    if args.udf == "on":
+        spark.udf.register("normalize_word", tc.normalize, "string")
+    rows = args.records + 1 if window else args.records
+    events = (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", rate)
+        .option("numPartitions", args.parallelism)
+        .load()
+        .where(F.col("value") < rows)
+        .selectExpr(
+            *event_columns(args.records, args.keys, rate),
+            # The source's start: a row's timestamp is start + round(value * 1000 / rate) ms.
+            f"unix_millis(timestamp) - CAST(round(value * 1000.0 / {rate}) AS BIGINT) AS t0_ms",
+        )
+        .withWatermark("ts", f"{wc.BOUND_MS} milliseconds")
+    )
+    events.createOrReplaceTempView("events")
+    results = spark.sql(latency_query(args.workload, args.udf == "on"))
+    every = tl.sample_every(args.keys, rate)
+    done: dict[int, float] = {}
+    starts: list[int] = []
+    per_window: list[tuple[int, float, int]] = []  # (window, done, sampled results)
+
+    def sink(df: Any, batch_id: int) -> None:
+        rank = F.substring(df.columns[0], 2, 20).cast("long")
+        sampled = df.where(rank % every == 0)
+        if window:
+            index = ((F.col("start_ms") - F.lit(wc.T0_MS)) / F.lit(wc.WINDOW_MS)).cast("long")
+            got = (
+                sampled.where(F.col("key") != "flush")
+                .groupBy(index.alias("w"))
+                .agg(F.count("*").alias("n"), F.min("t0_ms").alias("t0"))
+                .collect()
+            )
+        else:
+            got = sampled.select(F.lit(-1).alias("w"), F.lit(1).alias("n"), "t0_ms").collect()
+        now = time.time()
+        done[batch_id] = now
+        for row in got:
+            starts.append(int(row[2]))
+            if window:
+                per_window.append((int(row[0]), now, int(row[1])))
+
+    handle = (
+        results.writeStream.option("checkpointLocation", str(checkpoint_dir))
+        .trigger(processingTime=f"{args.checkpoint_interval_ms or 1000} milliseconds")
+        .outputMode("append" if window else "update")
+        .foreachBatch(sink)
+        .start()
+    )
+    started = time.time()
+    deadline = started + args.timeout_s
+    progress: list[dict[str, Any]] = []
+    while time.time() < deadline:
+        if handle.exception() is not None:
+            raise RuntimeError(str(handle.exception()))
+        progress = [_as_dict(p) for p in handle.recentProgress]
+        read = [i for i, b in enumerate(progress) if _end_offset(b, rate) >= rows]
+        if read and len(progress) > read[0] + 1:  # and one batch after: the windows it closed
+            break
+        time.sleep(0.1)
+    else:
+        raise RuntimeError(f"no end after {args.timeout_s:.0f} s")
+    handle.stop()
+    (work / "progress.json").write_text(json.dumps(progress, indent=1))
+    spark.stop()
+    if not starts:
+        return {"elapsed_s": round(time.time() - started, 3), "error": "no sampled result"}
+    start_ms = min(starts)
+    if window:
+        closers = tl.window_closers(args.records, rate, args.parallelism)
+        samples = []
+        for w, at, n in per_window:
+            if w in closers:
+                offer = tl.spark_offer_ms(max(closers[w]), start_ms, rate) / 1000.0
+                samples.append((offer, (at - offer) * 1000.0, n))
+    else:
+        spans = [(done[b["batchId"]], *_offsets(b)) for b in progress if b["batchId"] in done]
+        samples = tl.spark_event_samples(spans, start_ms, rate, args.records)
+    return {
+        **tl.latency_fields(samples, args.latency_warmup_s),
+        "elapsed_s": round(time.time() - started, 3),
+        "latency_rate": rate,
+        "sample_every": every,
+        "micro_batches": len(done),
+    }
 
 
 def run_job(args: argparse.Namespace) -> dict[str, Any]:
@@ -149,9 +280,26 @@ def main() -> None:
     parser.add_argument("--batch-rows", type=int, default=0, help="default: records / 5")
     parser.add_argument("--timeout-s", type=float, default=1800.0)
     args = parser.parse_args()
+    args.rate = int(args.rate)
     if not args.work_dir:
         args.work_dir = tempfile.mkdtemp(prefix="peer-spark-table-")
-    result = run_job(args)
+    if args.rate:
+        import pyspark
+
+        args.events_per_second = args.rate  # event time advances as fast as wall time
+        result = common.result_template(args, SYSTEM)
+        result["versions"]["pyspark"] = pyspark.__version__
+        result.update(udf=args.udf == "on", events_per_second=args.rate)
+        result.update(run_latency(args))
+        result["note"] = (
+            f"latency run: Spark SQL, rate source at {args.rate:,} rows/s (a second's rows "
+            "readable once it ends), trigger every "
+            f"{args.checkpoint_interval_ms} ms, foreachBatch sink; "
+            + tl.NOTE[args.workload]
+            + ("; Python UDF normalize_word(word)" if args.udf == "on" else "")
+        )
+    else:
+        result = run_job(args)
     result["work_dir"] = args.work_dir
     common.emit(result)
     sys.stdout.flush()
