@@ -423,3 +423,18 @@ def test_tableau_printing_truncates_wide_values_and_shows_empty_sets() -> None:
         "+----+--------+",
         "1 row in set",
     ]
+
+
+def test_pipeline_name_names_a_table_job_as_in_flink(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A table job is ``insert-into_<sinks>`` unless ``pipeline.name`` is set."""
+    t_env = _t_env(parallelism=1)
+    env = t_env.get_stream_execution_environment()
+    names: list[str] = []
+    run = env.execute_async
+    monkeypatch.setattr(env, "execute_async", lambda name: names.append(name) or run(name))
+    t_env.execute_sql("CREATE TABLE out (a INT) WITH ('connector' = 'blackhole')")
+    table = t_env.from_elements([(1,)], ["a"])
+    table.execute_insert("out").wait()
+    t_env.get_config().set("pipeline.name", "nightly-totals")
+    table.execute_insert("out").wait()
+    assert names == ["insert-into_default_catalog.default_database.out", "nightly-totals"]

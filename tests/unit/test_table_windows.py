@@ -287,3 +287,33 @@ def test_the_rowtime_metadata_and_source_watermark_window_a_data_stream() -> Non
             " WITH ('connector' = 'datagen')"
         )
         t_env.from_path("t")
+
+
+def test_the_source_idle_timeout_reaches_every_watermark_assigner() -> None:
+    """``table.exec.source.idle-timeout``: each ``WATERMARK``'s strategy marks a subtask idle
+    after that long without rows (Flink's key); it is no part of the uid; a bad value fails
+    naming the key."""
+    from cairn.common.configuration import Configuration
+    from cairn.common.exceptions import ConfigurationError
+    from cairn.table import EnvironmentSettings, TableEnvironment
+    from cairn.table.plan import WatermarkAssigner
+    from cairn.table.time_planner import source_idle_timeout_ms, with_idle_timeout
+    from cairn.table.timestamps import watermark_strategy
+    from cairn.table.translate import plan_uid
+
+    t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    t_env.execute_sql(
+        "CREATE TABLE t (ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)"
+        " WITH ('connector' = 'datagen')"
+    )
+    plan = t_env.from_path("t").plan
+    idle = with_idle_timeout(plan, 5000)
+    assigners = [n for n in (idle, *idle.inputs) if isinstance(n, WatermarkAssigner)]
+    assert [a.idle_timeout_ms for a in assigners] == [5000]
+    assert plan_uid(idle) == plan_uid(plan)
+    assert watermark_strategy(0, 1000, 5000).idle_timeout_ms == 5000
+    assert watermark_strategy(0, 1000).idle_timeout_ms is None
+    config = Configuration({"table.exec.source.idle-timeout": "5 s"})
+    assert source_idle_timeout_ms(config) == 5000 and source_idle_timeout_ms(None) == 0
+    with pytest.raises(ConfigurationError, match=r"table\.exec\.source\.idle-timeout"):
+        source_idle_timeout_ms(Configuration({"table.exec.source.idle-timeout": "5 sx"}))

@@ -352,6 +352,11 @@ class TableEnvironment:
         """``table.exec.state.ttl``; a batch job keeps no state across time, so none."""
         return 0 if self._batch else self._config.state_ttl_ms()
 
+    def _job_name(self, default: str) -> str:
+        """``pipeline.name`` when set (Flink's rule for table jobs), else ``default``."""
+        name = self._config.get("pipeline.name")
+        return str(name) if name else default
+
     def execute_query(self, table: Table) -> TableResult:
         self._config.apply()
         stream = to_data_stream(
@@ -360,7 +365,7 @@ class TableEnvironment:
             state_ttl_ms=self._state_ttl_ms(),
             config=self._config.get_configuration(),
         )
-        iterator = stream.execute_and_collect("collect")
+        iterator = stream.execute_and_collect(self._job_name("collect"))
         assert not isinstance(iterator, list)
         client = iterator.job_client
         return TableResult(table.plan.columns, iterator, client, streaming=not self._batch)
@@ -394,7 +399,7 @@ class TableEnvironment:
             )
             sink.add_to(stream, table.plan.columns)
         paths = [f"default_catalog.default_database.{sink.name}" for sink, _ in sinks]
-        client = self._env.execute_async(f"insert-into_{','.join(paths)}")
+        client = self._env.execute_async(self._job_name(f"insert-into_{','.join(paths)}"))
         return TableResult(Columns.of([(p, DataTypes.BIGINT()) for p in paths]), None, client)
 
     # -- SQL ---------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ from collections.abc import Iterable
 from cairn.table.analysis import Rex
 from cairn.table.codegen import is_async_calc
 from cairn.table.pandas_split import DEFAULT_BATCH_SIZE, calls_pandas, split_pandas_calc
-from cairn.table.plan import Calc, Join, PlanNode, Union
+from cairn.table.plan import Calc, PlanNode, with_inputs
 from cairn.table.types import DataTypes
 
 __all__ = ["merge_calcs", "optimize"]
@@ -49,7 +49,7 @@ def optimize(node: PlanNode, arrow_batch_size: int = DEFAULT_BATCH_SIZE) -> Plan
     if inputs:
         optimized = tuple(optimize(i, arrow_batch_size) for i in inputs)
         if any(o is not i for o, i in zip(optimized, inputs, strict=True)):
-            node = _with_inputs(node, optimized)
+            node = with_inputs(node, optimized)
     if isinstance(node, Calc) and calls_pandas(node):
         return optimize(split_pandas_calc(node, arrow_batch_size), arrow_batch_size)
     if isinstance(node, Calc) and isinstance(node.input, Calc):
@@ -117,11 +117,3 @@ def _references(rexes: Iterable[Rex]) -> Iterable[int]:
 def _trivial(rex: Rex) -> bool:
     """Cheap and deterministic to compute twice: a column or a literal."""
     return rex.kind in ("input", "literal")
-
-
-def _with_inputs(node: PlanNode, inputs: tuple[PlanNode, ...]) -> PlanNode:
-    if isinstance(node, Join):
-        return dataclasses.replace(node, left=inputs[0], right=inputs[1])
-    if isinstance(node, Union):
-        return dataclasses.replace(node, all_inputs=inputs)
-    return dataclasses.replace(node, input=inputs[0])  # type: ignore[call-arg]

@@ -22,7 +22,7 @@ GroupAggregate(groupBy=[k], select=[k, COUNT(*) AS n]) changelogMode=[I,UB,UA,D]
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
@@ -47,6 +47,7 @@ __all__ = [
     "WindowAggregate",
     "changelog_mode",
     "explain",
+    "with_inputs",
 ]
 
 
@@ -228,6 +229,9 @@ class WatermarkAssigner(PlanNode):
     input: PlanNode = field(default=None)  # type: ignore[assignment]
     time_index: int = -1
     delay_ms: int = 0
+    #: ``table.exec.source.idle-timeout`` (0: never idle): a subtask without rows for this
+    #: long stops holding the watermark back (not part of what the node computes: no uid)
+    idle_timeout_ms: int = 0
 
     @property
     def inputs(self) -> tuple[PlanNode, ...]:
@@ -291,6 +295,15 @@ class Union(PlanNode):
     @property
     def inputs(self) -> tuple[PlanNode, ...]:
         return self.all_inputs
+
+
+def with_inputs(node: PlanNode, inputs: tuple[PlanNode, ...]) -> PlanNode:
+    """``node`` over other ``inputs`` (as many, in the same order), everything else kept."""
+    if isinstance(node, Join):
+        return replace(node, left=inputs[0], right=inputs[1])
+    if isinstance(node, Union):
+        return replace(node, all_inputs=inputs)
+    return replace(node, input=inputs[0])  # type: ignore[call-arg]
 
 
 def changelog_mode(node: PlanNode) -> ChangelogMode:

@@ -27,7 +27,15 @@ from cairn.common.config_registry import ConfigOption, register_option
 from cairn.common.config_values import DURATION_HINT, parse_duration_ms
 from cairn.common.exceptions import ConfigurationError
 from cairn.common.time import Duration
-from cairn.table.plan import Aggregate, Join, Limit, PlanNode, StreamScan, TableAggregate, Union
+from cairn.table.plan import (
+    Aggregate,
+    Join,
+    Limit,
+    PlanNode,
+    StreamScan,
+    TableAggregate,
+    with_inputs,
+)
 
 __all__ = [
     "STATE_TTL",
@@ -101,7 +109,7 @@ def with_state_ttl(node: PlanNode, ttl_ms: int) -> PlanNode:
     if inputs:
         filled = tuple(with_state_ttl(i, ttl_ms) for i in inputs)
         if any(f is not i for f, i in zip(filled, inputs, strict=True)):
-            node = _with_inputs(node, filled)
+            node = with_inputs(node, filled)
     if isinstance(node, Join):
         left = ttl_ms if node.left_ttl_ms is None else node.left_ttl_ms
         right = ttl_ms if node.right_ttl_ms is None else node.right_ttl_ms
@@ -114,11 +122,3 @@ def with_state_ttl(node: PlanNode, ttl_ms: int) -> PlanNode:
     if stateful and node.state_ttl_ms is None:  # type: ignore[attr-defined]
         return dataclasses.replace(node, state_ttl_ms=ttl_ms)  # type: ignore[call-arg]
     return node
-
-
-def _with_inputs(node: PlanNode, inputs: tuple[PlanNode, ...]) -> PlanNode:
-    if isinstance(node, Join):
-        return dataclasses.replace(node, left=inputs[0], right=inputs[1])
-    if isinstance(node, Union):
-        return dataclasses.replace(node, all_inputs=inputs)
-    return dataclasses.replace(node, input=inputs[0])  # type: ignore[call-arg]

@@ -10,7 +10,10 @@ over window per query, a supported watermark expression) and returns plan nodes,
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
+from cairn.common.config_registry import ConfigOption, register_option
+from cairn.common.configuration import Configuration
 from cairn.table.analysis import (
     AggCall,
     Columns,
@@ -31,10 +34,12 @@ from cairn.table.plan import (
     WatermarkAssigner,
     WindowAggregate,
     changelog_mode,
+    with_inputs,
 )
 from cairn.table.planner import check_unique, project
 from cairn.table.schema import Schema
 from cairn.table.sql.expressions import parse_expression
+from cairn.table.state_ttl import parse_state_ttl
 from cairn.table.time_attributes import PROCTIME_TYPE, is_proctime
 from cairn.table.types import DataType, DataTypes
 from cairn.table.window import GroupWindow, OverWindow
@@ -216,6 +221,37 @@ def over_aggregate(node: PlanNode, window: OverWindow, items: Sequence[Expressio
     rexes = [resolve(e, agg_columns) for e in over_output]
     out = Columns.of(list(zip(names, [r.data_type for r in rexes], strict=True)))
     return Calc(columns=out, input=agg, projections=tuple(rexes))
+
+
+SOURCE_IDLE_TIMEOUT = register_option(
+    ConfigOption(
+        "table.exec.source.idle-timeout",
+        "duration",
+        0,
+        "When a source subtask receives no rows for this long it is marked idle and does not"
+        " hold back the watermark of the operators after it; 0 (the default) never.",
+    )
+)
+
+
+def with_idle_timeout(node: PlanNode, idle_ms: int) -> PlanNode:
+    """``node``'s plan with ``idle_ms`` as every watermark assigner's idle timeout."""
+    inputs = node.inputs
+    if inputs:
+        filled = tuple(with_idle_timeout(i, idle_ms) for i in inputs)
+        if any(f is not i for f, i in zip(filled, inputs, strict=True)):
+            node = with_inputs(node, filled)
+    if isinstance(node, WatermarkAssigner) and node.idle_timeout_ms != idle_ms:
+        return replace(node, idle_timeout_ms=idle_ms)
+    return node
+
+
+def source_idle_timeout_ms(configuration: Configuration | None) -> int:
+    """``table.exec.source.idle-timeout`` of a table configuration, in milliseconds."""
+    if configuration is None:
+        return 0
+    raw = configuration.get_string(SOURCE_IDLE_TIMEOUT.key, None)
+    return 0 if raw is None else parse_state_ttl(raw, SOURCE_IDLE_TIMEOUT.key)
 
 
 def is_source_watermark(text: str) -> bool:

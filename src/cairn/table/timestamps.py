@@ -49,10 +49,14 @@ class TimeColumnAssigner(TimestampAssigner):
         return record_timestamp if at is None else epoch_millis(at)
 
 
-def watermark_strategy(time_index: int, delay_ms: int) -> WatermarkStrategy:
+def watermark_strategy(time_index: int, delay_ms: int, idle_ms: int = 0) -> WatermarkStrategy:
     """Watermarks ``delay_ms`` behind the highest time seen, as Flink SQL's
     ``WATERMARK FOR t AS t - INTERVAL ...`` (the DataStream strategy subtracts one more
-    millisecond, so it is given one less; a zero delay stays one millisecond behind)."""
+    millisecond, so it is given one less; a zero delay stays one millisecond behind); with
+    ``idle_ms`` (``table.exec.source.idle-timeout``), a subtask without rows for that long
+    is idle and does not hold the watermark back."""
     bound = Duration.of_millis(max(delay_ms - 1, 0))
     strategy = WatermarkStrategy.for_bounded_out_of_orderness(bound)
+    if idle_ms > 0:
+        strategy = strategy.with_idleness(Duration.of_millis(idle_ms))
     return strategy.with_timestamp_assigner(TimeColumnAssigner(time_index))

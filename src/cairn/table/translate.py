@@ -52,6 +52,7 @@ from cairn.table.plan import (
 from cairn.table.state_ttl import with_state_ttl
 from cairn.table.table_aggregate import TableAggFunction
 from cairn.table.time_attributes import is_proctime
+from cairn.table.time_planner import source_idle_timeout_ms, with_idle_timeout
 from cairn.table.timestamps import watermark_strategy
 from cairn.table.vectorized_calc import PandasCalcFunction, arrow_batch_size
 
@@ -112,6 +113,7 @@ def to_data_stream(
     stateful nodes without a ``STATE_TTL`` hint (``cairn.table.state_ttl``); ``config`` is
     the table configuration (its ``python.fn-execution.arrow.batch.size``)."""
     plan = with_state_ttl(optimize(node, arrow_batch_size(config)), state_ttl_ms)
+    plan = with_idle_timeout(plan, source_idle_timeout_ms(config))
     return _translate(plan, env, uids if uids is not None else Uids())
 
 
@@ -199,7 +201,7 @@ def _translate(node: PlanNode, env: StreamExecutionEnvironment, uids: Uids) -> D
         return _labelled(flat, node, uids, describe(node))
     if isinstance(node, WatermarkAssigner):
         upstream = _translate(node.input, env, uids)
-        strategy = watermark_strategy(node.time_index, node.delay_ms)
+        strategy = watermark_strategy(node.time_index, node.delay_ms, node.idle_timeout_ms)
         stamped = upstream.assign_timestamps_and_watermarks(strategy)
         return _labelled(stamped, node, uids, describe(node))
     if isinstance(node, Join):
