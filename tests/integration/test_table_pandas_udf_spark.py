@@ -16,13 +16,11 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from cairn.common import Types
-from cairn.common.watermark_strategy import WatermarkStrategy
-from cairn.datastream import StreamExecutionEnvironment
-from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
-from cairn.table import DataTypes, StreamTableEnvironment
+from cairn.table import DataTypes
 from cairn.table.expressions import col
 from cairn.table.udf import udf
+
+from ._spark_numbers import numbers_table
 
 pytestmark = pytest.mark.spark
 
@@ -45,24 +43,8 @@ def score_row(v: int | None) -> int | None:
 
 
 def _job(tmp_path: Path, faults: str | None) -> Any:
-    env = StreamExecutionEnvironment.get_execution_environment()
-    conf = {
-        "parallelism.default": "2",
-        "execution.checkpointing.interval": "100 ms",
-        "state.checkpoints.dir": (tmp_path / "chk").as_uri(),
-        "restart-strategy.type": "fixed-delay",
-        "restart-strategy.fixed-delay.attempts": "3",
-        "restart-strategy.fixed-delay.delay": "100 ms",
-    }
-    if faults:
-        conf["cairn.testing.faults"] = faults
-    env.configure(conf)
-    row_type = Types.ROW_NAMED(["k", "v"], [Types.STRING(), Types.LONG()])
-    source = DataGeneratorSource(_value, RECORDS, RateLimiterStrategy.per_second(3_000), row_type)
-    ds = env.from_source(source, WatermarkStrategy.no_watermarks(), "numbers", row_type)
-    t_env = StreamTableEnvironment.create(env)
+    t_env, table = numbers_table(tmp_path, faults, _value, RECORDS, 3_000)
     t_env.get_config().set("python.fn-execution.arrow.batch.size", "64")
-    table = t_env.from_data_stream(ds.uid("numbers"))
     scored = table.select(
         col("k"), score_batch(col("v")).alias("p"), score_row(col("v")).alias("g")
     )

@@ -17,12 +17,10 @@ from typing import Any
 
 import pytest
 
-from cairn.common import Types
-from cairn.common.watermark_strategy import WatermarkStrategy
-from cairn.datastream import StreamExecutionEnvironment
-from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
-from cairn.table import DataTypes, StreamTableEnvironment
+from cairn.table import DataTypes
 from cairn.table.expressions import col
+
+from ._spark_numbers import numbers_table
 
 pytestmark = pytest.mark.spark
 
@@ -35,28 +33,10 @@ def _value(i: int) -> Any:
 
 
 def _job(tmp_path: Path, faults: str | None) -> Any:
-    env = StreamExecutionEnvironment.get_execution_environment()
-    conf = {
-        "parallelism.default": "2",
-        "execution.checkpointing.interval": "100 ms",
-        "state.checkpoints.dir": (tmp_path / "chk").as_uri(),
-        "restart-strategy.type": "fixed-delay",
-        "restart-strategy.fixed-delay.attempts": "3",
-        "restart-strategy.fixed-delay.delay": "100 ms",
-    }
-    if faults:
-        conf["cairn.testing.faults"] = faults
-    env.configure(conf)
-    row_type = Types.ROW_NAMED(["k", "v"], [Types.STRING(), Types.LONG()])
-    source = DataGeneratorSource(_value, RECORDS, RateLimiterStrategy.per_second(4_000), row_type)
-    ds = env.from_source(source, WatermarkStrategy.no_watermarks(), "numbers", row_type)
-    ds = ds.uid("numbers")
-    t_env = StreamTableEnvironment.create(env)
-    table = t_env.from_data_stream(ds)
-    summed = table.group_by(col("k")).select(
+    _, table = numbers_table(tmp_path, faults, _value, RECORDS, 4_000)
+    return table.group_by(col("k")).select(
         col("k"), col("v").sum.alias("total"), col("v").count.alias("n")
     )
-    return summed
 
 
 def _check_changelog(rows: list[Any]) -> dict[str, tuple[int, int]]:
