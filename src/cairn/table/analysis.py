@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,6 +101,24 @@ class Rex:
         if self.kind == "cast":
             return f"{self.op.upper()}({self.operands[0]} AS {self.data_type})"
         return f"{self.op}({', '.join(str(o) for o in self.operands)})"
+
+
+def conjuncts(condition: Rex | None) -> list[Rex]:
+    """A condition's top-level ``AND`` operands, in order (none for no condition)."""
+    if condition is None:
+        return []
+    if condition.kind == "call" and condition.op == "and":
+        return [c for o in condition.operands for c in conjuncts(o)]
+    return [condition]
+
+
+def input_references(rexes: Iterable[Rex]) -> Iterator[int]:
+    """The input columns ``rexes`` read, once per reference, depth first."""
+    for rex in rexes:
+        if rex.kind == "input":
+            yield rex.index
+        else:
+            yield from input_references(rex.operands)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from cairn.table.analysis import Rex
+from cairn.table.analysis import Rex, conjuncts
 from cairn.table.calc_runtime import RUNTIME
 from cairn.table.errors import ValidationError
 from cairn.table.types import DataType
@@ -186,8 +186,8 @@ def calc_source(
     not TRUE, so a merged calc evaluates its upper condition only on rows its lower one kept.
     """
     is_async = functions is not None and _calls_async(projections, condition)
-    conjuncts = _conjuncts(condition)
-    checks = [f"({expression_source(c, 'r', functions)}) is True" for c in conjuncts]
+    parts = conjuncts(condition)
+    checks = [f"({expression_source(c, 'r', functions)}) is True" for c in parts]
     value = "r" if projections is None else _tuple_source(projections, functions, False)
     lines = ["async def calc(r):" if is_async else "def calc(r):"]
     if checks:
@@ -198,7 +198,7 @@ def calc_source(
         return "\n".join(lines)
     # The batch path calls the functions directly: the same ones, in the same order.
     direct: list[Any] = []
-    checks = [f"({expression_source(c, 'r', direct, True)}) is True" for c in conjuncts]
+    checks = [f"({expression_source(c, 'r', direct, True)}) is True" for c in parts]
     value = "r" if projections is None else _tuple_source(projections, direct, True)
     assert functions is None or direct == functions, "one order of functions for both paths"
     lines.append("def calc_batch(records, stamps):")
@@ -222,15 +222,6 @@ def calc_source(
 
 def _tuple_source(rexes: Sequence[Rex], functions: list[Any] | None, direct: bool) -> str:
     return "(" + "".join(f"{expression_source(p, 'r', functions, direct)}, " for p in rexes) + ")"
-
-
-def _conjuncts(condition: Rex | None) -> list[Rex]:
-    """A condition's top-level ``AND`` operands, in order (none for no condition)."""
-    if condition is None:
-        return []
-    if condition.kind == "call" and condition.op == "and":
-        return [c for o in condition.operands for c in _conjuncts(o)]
-    return [condition]
 
 
 def _calls_async(projections: Sequence[Rex] | None, condition: Rex | None) -> bool:

@@ -31,9 +31,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Iterable
 
-from cairn.table.analysis import Rex
+from cairn.table.analysis import Rex, input_references
 from cairn.table.codegen import is_async_calc
 from cairn.table.pandas_split import DEFAULT_BATCH_SIZE, calls_pandas, split_pandas_calc
 from cairn.table.plan import Calc, PlanNode, with_inputs
@@ -66,7 +65,7 @@ def merge_calcs(upper: Calc, lower: Calc) -> Calc | None:
     ):
         return None
     if lower.projections is not None:
-        uses = Counter(_references(_rexes(upper)))
+        uses = Counter(input_references(upper.expressions))
         for index, count in uses.items():
             if count > 1 and not _trivial(lower.projections[index]):
                 return None
@@ -98,20 +97,6 @@ def _inline(rex: Rex, projections: tuple[Rex, ...] | None) -> Rex:
     if not rex.operands:
         return rex
     return dataclasses.replace(rex, operands=tuple(_inline(o, projections) for o in rex.operands))
-
-
-def _rexes(calc: Calc) -> Iterable[Rex]:
-    yield from calc.projections or ()
-    if calc.condition is not None:
-        yield calc.condition
-
-
-def _references(rexes: Iterable[Rex]) -> Iterable[int]:
-    for rex in rexes:
-        if rex.kind == "input":
-            yield rex.index
-        else:
-            yield from _references(rex.operands)
 
 
 def _trivial(rex: Rex) -> bool:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 
-from cairn.table.analysis import Columns, Rex
+from cairn.table.analysis import Columns, Rex, conjuncts, input_references
 from cairn.table.plan import Calc, PlanNode, PythonCalc
 from cairn.table.types import DataType, DataTypes
 from cairn.table.udf import is_pandas
@@ -44,7 +44,7 @@ DEFAULT_BATCH_SIZE = 10000
 
 def calls_pandas(calc: Calc) -> bool:
     """Whether a projection or the condition of ``calc`` calls a pandas function."""
-    return any(_contains(r) for r in _rexes(calc))
+    return any(_contains(r) for r in calc.expressions)
 
 
 def split_pandas_calc(calc: Calc, batch_size: int = DEFAULT_BATCH_SIZE) -> PlanNode:
@@ -57,14 +57,16 @@ def split_pandas_calc(calc: Calc, batch_size: int = DEFAULT_BATCH_SIZE) -> PlanN
     projections = calc.projections
     if projections is None:
         projections = tuple(_ref(i, t) for i, t in enumerate(source.columns.types))
-    conjuncts = _conjuncts(calc.condition)
-    plain = [c for c in conjuncts if not _contains(c)]
-    vectorized = [c for c in conjuncts if _contains(c)]
+    parts = conjuncts(calc.condition)
+    plain = [c for c in parts if not _contains(c)]
+    vectorized = [c for c in parts if _contains(c)]
     ready = _innermost_calls([*projections, *vectorized])
     # over the source's columns, then the calls' results (``width + i`` is call ``i``)
     upper_projections = [_replace(p, ready, width) for p in projections]
     upper_conditions = [_replace(c, ready, width) for c in vectorized]
-    needed = sorted({i for i in _references([*upper_projections, *upper_conditions]) if i < width})
+    needed = sorted(
+        {i for i in input_references([*upper_projections, *upper_conditions]) if i < width}
+    )
 
     taken = set(source.columns.names) | set(calc.columns.names)
     lower_rexes = [_ref(i, source.columns.types[i]) for i in needed]
@@ -151,26 +153,6 @@ def _remap(rex: Rex, mapping: dict[int, int]) -> Rex:
     if not rex.operands:
         return rex
     return dataclasses.replace(rex, operands=tuple(_remap(o, mapping) for o in rex.operands))
-
-
-def _references(rexes: Iterable[Rex]) -> Iterable[int]:
-    for rex in rexes:
-        if rex.kind == "input":
-            yield rex.index
-        else:
-            yield from _references(rex.operands)
-
-
-def _rexes(calc: Calc) -> list[Rex]:
-    return [*(calc.projections or ()), *([calc.condition] if calc.condition is not None else [])]
-
-
-def _conjuncts(condition: Rex | None) -> list[Rex]:
-    if condition is None:
-        return []
-    if condition.kind == "call" and condition.op == "and":
-        return [c for o in condition.operands for c in _conjuncts(o)]
-    return [condition]
 
 
 def _all(conditions: Sequence[Rex]) -> Rex | None:

@@ -124,6 +124,11 @@ class Calc(PlanNode):
     def inputs(self) -> tuple[PlanNode, ...]:
         return (self.input,)
 
+    @property
+    def expressions(self) -> tuple[Rex, ...]:
+        """Its projections, then its condition."""
+        return (*(self.projections or ()), *(() if self.condition is None else (self.condition,)))
+
 
 @dataclass(frozen=True)
 class PythonCalc(PlanNode):
