@@ -42,7 +42,7 @@ from cairn.table.connectors import SinkTable, create_sink, create_source, is_rea
 from cairn.table.errors import TableException, ValidationError
 from cairn.table.expressions import Expression
 from cairn.table.metadata import DATA_STREAM_METADATA, check_metadata, with_metadata
-from cairn.table.operators import ToRowFunction, ToTableRecord, ToTableRecordWithRowtime
+from cairn.table.operators import DataStreamRecords, ToRowFunction
 from cairn.table.plan import (
     ChangelogMode,
     ExplainDetail,
@@ -174,7 +174,7 @@ class TableEnvironment:
             return Table(self._declared_stream(data_stream, columns, schema), self)
 
         def build(env: StreamExecutionEnvironment) -> DataStream:
-            return data_stream.map(ToTableRecord(arity))
+            return data_stream.flat_map(DataStreamRecords(arity))
 
         scan = StreamScan(columns, f"DataStream-{next(self._unnamed)}", build)
         table = Table(scan, self)
@@ -196,9 +196,7 @@ class TableEnvironment:
         scanned = with_metadata(columns, schema, DATA_STREAM_METADATA)
 
         def build(env: StreamExecutionEnvironment) -> DataStream:
-            if with_rowtime:
-                return data_stream.flat_map(ToTableRecordWithRowtime(arity))
-            return data_stream.map(ToTableRecord(arity))
+            return data_stream.flat_map(DataStreamRecords(arity, with_rowtime))
 
         scan = StreamScan(scanned, name, build)
         if schema.watermark is not None and is_source_watermark(schema.watermark[1]):

@@ -36,12 +36,12 @@ __all__ = [
     "KIND_TEXT",
     "AsyncCalcFunction",
     "CalcFunction",
+    "DataStreamRecords",
     "FieldsKeySelector",
     "GroupAggFunction",
     "LimitFunction",
     "ToRowFunction",
     "ToTableRecord",
-    "ToTableRecordWithRowtime",
     "fields_key",
 ]
 
@@ -284,26 +284,35 @@ class ToTableRecord(MapFunction):
         return (kind, values)
 
 
-class ToTableRecordWithRowtime(FlatMapFunction):
-    """A DataStream record as a table record with its timestamp appended: the ``rowtime``
-    metadata column of ``from_data_stream`` (``TIMESTAMP_LTZ(3)``, NULL without one). It
-    needs the timestamps, so it runs batches only (``flat_map_batch``)."""
+class DataStreamRecords(FlatMapFunction):
+    """``from_data_stream``'s scan: a batch of DataStream records as table records (each one
+    as ``ToTableRecord`` makes it; a tuple of the table's arity is taken as it is, without a
+    call), with ``rowtime`` each record's timestamp appended (the ``rowtime`` metadata
+    column: ``TIMESTAMP_LTZ(3)``, NULL without one). It runs batches only
+    (``flat_map_batch``): the rowtime needs the timestamps."""
 
-    def __init__(self, arity: int) -> None:
+    def __init__(self, arity: int, rowtime: bool = False) -> None:
         self.to_record = ToTableRecord(arity)
+        self.arity = arity
+        self.rowtime = rowtime
 
     def flat_map(self, value: Any) -> Iterable[Any]:
-        raise TypeError("ToTableRecordWithRowtime needs the records' timestamps: a batch")
+        raise TypeError("DataStreamRecords runs a batch at a time (flat_map_batch)")
 
     def flat_map_batch(
         self, records: list[Any], stamps: list[int | None] | None
     ) -> tuple[list[Any], list[int | None] | None]:
         to_record = self.to_record.map
-        times = stamps if stamps is not None else repeat(None)
-        out = []
-        for value, t in zip(records, times, strict=False):
-            kind, row = to_record(value)
-            out.append((kind, (*row, None if t is None else timestamp_of_millis(t))))
+        arity = self.arity
+        out = [
+            (INSERT, r) if type(r) is tuple and len(r) == arity else to_record(r) for r in records
+        ]
+        if self.rowtime:
+            times = stamps if stamps is not None else repeat(None)
+            out = [
+                (kind, (*row, None if t is None else timestamp_of_millis(t)))
+                for (kind, row), t in zip(out, times, strict=False)
+            ]
         return out, stamps
 
 
