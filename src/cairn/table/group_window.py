@@ -41,14 +41,15 @@ class GroupWindowAggFunction(KeyedProcessFunction[Any, Any, Any]):
         calls: Sequence[AggCall],
         properties: Sequence[str],
         processing_time: bool = False,
-        keys: Sequence[int] = (),
+        keys: Sequence[int] | None = None,
     ) -> None:
         self.window = window
         self.time_index = time_index
         self.calls = tuple(calls)
         self.properties = tuple(properties)
         self.processing_time = processing_time
-        self.keys = tuple(keys)
+        # The key columns (what the key selector picks): given, rows may go a batch at a time
+        self.keys = None if keys is None else tuple(keys)
 
     def open(self, runtime_context: Any) -> None:
         self._accumulators: list[Accumulator] = [accumulator_for(c) for c in self.calls]
@@ -60,10 +61,13 @@ class GroupWindowAggFunction(KeyedProcessFunction[Any, Any, Any]):
             MapStateDescriptor("group-window", Types.LONG(), Types.PICKLED_BYTE_ARRAY())
         )
         open_functions([c.wrapper for c in self.calls if c.wrapper is not None], runtime_context)
-        if has_window_code(self.window, self.processing_time):
+        if self.keys is not None and has_window_code(self.window, self.processing_time):
             # Whole stamped batches through generated code (same state, same timers).
             self._batch = WindowAggCode(self.keys, self.calls, self.time_index, self.window)
+            self._cache: dict[tuple[Any, int], list[Any]] = {}
+            self._set_key: Any = None
             self.keyed_batch = self._run_batch
+            self.keyed_flush = self._write_back
 
     def _run_batch(
         self,
@@ -75,16 +79,29 @@ class GroupWindowAggFunction(KeyedProcessFunction[Any, Any, Any]):
     ) -> tuple[list[Any], list[int | None]]:
         """The keyed operator's batch path: nothing is emitted until a window fires."""
         timers = ctx.timer_service()
-        windows = self._windows
+        self._set_key = set_key
         self._batch.function(
             records,
             set_key,
-            windows.get,
-            windows.put,
+            self._windows.get,
             timers.register_event_time_timer,
             timers.current_watermark(),
+            self._cache,
         )
         return [], []
+
+    def _write_back(self) -> None:
+        """Put the entries the batch path added to into the map state and empty its cache
+        (the keyed operator calls it before timers fire, before a snapshot and before rows
+        go one by one)."""
+        cache = self._cache
+        if not cache:
+            return
+        set_key, put = self._set_key, self._windows.put
+        for (key, start), entry in cache.items():
+            set_key(key)
+            put(start, entry)
+        cache.clear()
 
     def _add(self, accs: list[Any], row: tuple[Any, ...]) -> None:
         for i, (agg, arg) in enumerate(zip(self._accumulators, self._args, strict=True)):

@@ -4,9 +4,11 @@ Invariant: the generated ``window_agg`` does for each record, in order, what
 ``GroupWindowAggFunction.process_element`` does for a tumbling or sliding event-time window:
 refuse a non-insert row, skip a row without time, and add the row to each of its windows that
 the watermark has not passed yet — the key's map state entry ``start -> [end, row count,
-accumulators]``, created with an event-time timer at ``end - 1`` on its first row. The state
-and the timers are the same, so either path restores what the other saved, and the
-watermark is the same for a whole batch (watermarks arrive between batches). A naive
+accumulators]``, created with an event-time timer at ``end - 1`` on its first row. An entry
+read once stays in a cache, keyed by ``(key, start)``, that the operator writes back into the
+map state before any timer fires and before any snapshot, so what fires and what is saved is
+what the row path would have stored; the watermark is the same for a whole batch
+(watermarks arrive between batches). A naive
 ``datetime`` is read as UTC milliseconds without a call (``timestamps.epoch_millis`` for
 anything else).
 
@@ -15,7 +17,7 @@ anything else).
 >>> from cairn.table.window import GroupWindow
 >>> calls = [AggCall("count_star", -1, DataTypes.BIGINT(False))]
 >>> source = window_agg_source((0,), calls, 1, GroupWindow("tumble", size_ms=1000))
->>> print(source.splitlines()[11])
+>>> print(source.splitlines()[12])
         start = ts - ts % 1000
 """
 
@@ -37,7 +39,9 @@ from cairn.table.window import GroupWindow, windows_of
 
 __all__ = ["WindowAggCode", "has_window_code", "window_agg_source"]
 
-#: ``window_agg(records, set_key, get, put, register, watermark)``
+#: ``window_agg(records, set_key, get, register, watermark, cache)``: ``cache`` maps
+#: ``(key, window start)`` to the entry being added to, written back by the caller
+#: (``GroupWindowAggFunction.keyed_flush``) before timers fire and before a snapshot.
 WindowAggBatch = Callable[..., None]
 
 
@@ -59,7 +63,7 @@ def window_agg_source(
     else:
         windows = ["        for start, end in _windows_of(_window, ts):"]
     lines = [
-        "def window_agg(records, set_key, get, put, register, watermark):",
+        "def window_agg(records, set_key, get, register, watermark, cache):",
         "    for kind, row in records:",
         "        if kind != 0:",
         "            raise ValueError('a group window aggregate takes insert-only input')",
@@ -70,18 +74,21 @@ def window_agg_source(
         "            ts = (at - _EPOCH) // _MILLISECOND",
         "        else:",
         "            ts = _epoch_millis(at)",
+        f"        key = {key_source(keys)}",
         *windows,
         "            if end - 1 <= watermark:",
         "                continue  # late: this window fired already",
-        f"            set_key({key_source(keys)})",
-        "            entry = get(start)",
+        "            entry = cache.get((key, start))",
         "            if entry is None:",
-        f"                entry = [end, 0, {creates_source(calls)}]",
-        "                register(end - 1)",
+        "                set_key(key)",
+        "                entry = get(start)",
+        "                if entry is None:",
+        f"                    entry = [end, 0, {creates_source(calls)}]",
+        "                    register(end - 1)",
+        "                cache[key, start] = entry",
         "            accs = entry[2]",
         *(f"            {line}" for line in accumulate_lines(calls, "accs", adding=True)),
         "            entry[1] += 1",
-        "            put(start, entry)",
     ]
     return "\n".join(lines)
 

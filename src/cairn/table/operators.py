@@ -146,12 +146,13 @@ class GroupAggFunction(KeyedProcessFunction[Any, Any, Any]):
         self,
         calls: Sequence[AggCall],
         final_only: bool = False,
-        keys: Sequence[int] = (),
+        keys: Sequence[int] | None = None,
         state_ttl_ms: int | None = None,
     ) -> None:
         self.calls = tuple(calls)
         self.final_only = final_only
-        self.keys = tuple(keys)
+        # The key columns (what the key selector picks): given, rows may go a batch at a time
+        self.keys = None if keys is None else tuple(keys)
         self.state_ttl_ms = None if final_only else state_ttl_ms
 
     def open(self, runtime_context: Any) -> None:
@@ -163,7 +164,7 @@ class GroupAggFunction(KeyedProcessFunction[Any, Any, Any]):
         open_functions([c.wrapper for c in self.calls if c.wrapper is not None], runtime_context)
         descriptor = ValueStateDescriptor("group-aggregate", Types.PICKLED_BYTE_ARRAY())
         self._state = runtime_context.get_state(with_ttl(descriptor, self.state_ttl_ms))
-        if not self.final_only:
+        if not self.final_only and self.keys is not None:
             # Whole batches through generated code (same state, same outputs, per record).
             self._batch = GroupAggCode(self.keys, self.calls).function
             self.keyed_batch = self._run_batch
