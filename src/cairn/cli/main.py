@@ -17,6 +17,8 @@ import traceback
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from cairn.cli.options import parse_conf_items
+
 if TYPE_CHECKING:
     from cairn.settings import SigningKey
 
@@ -107,7 +109,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         conf["cairn.executor"] = args.executor
     if args.allow_non_restored_state:
         conf["execution.state-recovery.ignore-unclaimed-state"] = "true"
-    conf.update(_parse_conf_items(args.conf))
+    conf.update(parse_conf_items(args.conf))
     if args.on_rerun:  # the flag wins over -D, which a shared script or alias may carry
         conf["cairn.recovery.on-rerun"] = args.on_rerun
     set_context_defaults(
@@ -122,19 +124,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parse_conf_items(items: list[str] | None) -> dict[str, str]:
-    """``-D KEY=VALUE`` options as a dict (later ones win).
-
-    >>> _parse_conf_items(["s3.endpoint = http://127.0.0.1:8333", "a=b=c"])
-    {'s3.endpoint': 'http://127.0.0.1:8333', 'a': 'b=c'}
-    """
-    conf: dict[str, str] = {}
-    for item in items or []:
-        key, _, value = item.partition("=")
-        conf[key.strip()] = value.strip()
-    return conf
-
-
 def cmd_checkpoints(args: argparse.Namespace) -> int:
     from cairn.checkpoint.errors import CheckpointError, CheckpointStorageUnusableError
     from cairn.checkpoint.storage_access import describe_storage_error, is_storage_error
@@ -147,7 +136,7 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
     problem = filesystem_url_problem(args.path)
     if problem is not None:
         raise ConfigurationError(problem)
-    resolved = validate_configuration(_parse_conf_items(args.conf))
+    resolved = validate_configuration(parse_conf_items(args.conf))
     key = _signing_key(args.signing_key_file)
     try:
         print(
@@ -386,10 +375,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_demo)
 
     from cairn.cli.jobs import add_job_commands
+    from cairn.cli.sql import add_sql_command
     from cairn.cli.tls import add_tls_command
 
     add_job_commands(sub)
     add_tls_command(sub)
+    add_sql_command(sub)
     return parser
 
 

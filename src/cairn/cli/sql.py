@@ -1,0 +1,86 @@
+"""``cairn sql -f job.sql``: a SQL script run as Cairn table jobs, with ``cairn run``'s options.
+
+Invariant: the script's statements run in order in one table environment (streaming mode,
+configured from ``-p``/``-s``/``-D``/``--executor``/``--master`` as ``cairn run`` configures a
+job); an ``INSERT``, a statement set or an executed plan runs its job to the end before the
+next statement starts, a query or ``SHOW``/``DESCRIBE`` prints its rows as Flink's SQL client
+does (tableau). The first statement that fails stops the script: the error names the file
+and the line the statement starts on, and no later statement runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+#: Statements whose result is a job to wait for (their ``TableResult`` prints a job id).
+_JOBS = ("INSERT", "EXECUTE STATEMENT SET", "EXECUTE PLAN", "COMPILE AND EXECUTE PLAN")
+
+
+def add_sql_command(sub: Any) -> None:
+    """Register ``cairn sql`` on the ``cairn`` parser's subcommands."""
+    sql = sub.add_parser(
+        "sql", help="run a SQL script (DDL, INSERTs, statement sets, queries) as table jobs"
+    )
+    sql.add_argument("-f", "--file", required=True, help="the .sql script")
+    sql.add_argument("-p", "--parallelism", type=int, default=None)
+    sql.add_argument(
+        "-s",
+        "--from-savepoint",
+        dest="from_checkpoint",
+        default=None,
+        metavar="PATH",
+        help="restore the script's jobs from a savepoint or retained checkpoint directory",
+    )
+    sql.add_argument("--master", default=None, help="Spark master URL (default: local)")
+    sql.add_argument("--executor", choices=["spark", "inprocess"], default=None)
+    sql.add_argument(
+        "-D",
+        "--conf",
+        action="append",
+        metavar="KEY=VALUE",
+        help="configuration option, e.g. -D execution.checkpointing.interval=1s",
+    )
+    sql.set_defaults(func=cmd_sql)
+
+
+def cmd_sql(args: argparse.Namespace) -> int:
+    from cairn.cli.options import parse_conf_items
+    from cairn.datastream.stream_execution_environment import set_context_defaults
+    from cairn.table import EnvironmentSettings, TableEnvironment
+    from cairn.table.result import ResultKind
+    from cairn.table.sql.script import split_statements
+
+    try:
+        with open(args.file, encoding="utf-8") as f:
+            text = f.read()
+        statements = split_statements(text)
+    except (OSError, ValueError) as error:
+        print(f"cairn sql: {args.file}: {error}", file=sys.stderr)
+        return 2
+    conf: dict[str, str] = {"cairn.progress": "true"}
+    if args.master:
+        conf["cairn.spark.master"] = args.master
+    if args.executor:
+        conf["cairn.executor"] = args.executor
+    conf.update(parse_conf_items(args.conf))
+    set_context_defaults(
+        parallelism=args.parallelism, restore_path=args.from_checkpoint, configuration=conf
+    )
+    t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    for line, statement in statements:
+        try:
+            result = t_env.execute_sql(statement)
+            if statement.upper().startswith(_JOBS):
+                result.wait()
+            elif result.get_result_kind() is ResultKind.SUCCESS_WITH_CONTENT:
+                result.print()
+        except Exception as error:
+            first = str(error).splitlines()[0] if str(error) else type(error).__name__
+            print(
+                f"cairn sql: {args.file}, the statement at line {line} failed: {first}",
+                file=sys.stderr,
+            )
+            return 1
+    return 0
