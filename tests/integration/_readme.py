@@ -45,6 +45,7 @@ DISPOSE = "cairn savepoint --dispose /tmp/savepoints/before-upgrade"
 DOCTOR_JOB = "cairn doctor <job-id>"  # run by tests/integration/test_doctor.py
 DOCTOR_DIR = "cairn doctor /tmp/cairn-checkpoints/<job-id>"
 DEMO = "cairn demo"
+SQL_SCRIPT = "cairn sql -f job.sql -p 2"
 DEMO_SKEW_SHORT = "cairn demo skew --seconds 20 --variants aligned,unaligned"
 COMMANDS = frozenset(
     {
@@ -70,6 +71,7 @@ COMMANDS = frozenset(
         DOCTOR_DIR,
         DEMO,
         DEMO_SKEW_SHORT,
+        SQL_SCRIPT,
     }
 )
 

@@ -58,6 +58,7 @@ from tests.integration._readme import (
     RUN_INPROCESS,
     RUN_LOCAL,
     RUN_RESUME,
+    SQL_SCRIPT,
     cairn_argv,
     readme_commands,
     readme_job,
@@ -511,3 +512,30 @@ def assert_skew_table(stdout: str, variants: list[str]) -> None:
 def test_demo_skew_two_variants(tmp_path: Path) -> None:
     done = run(DEMO_SKEW_SHORT, tmp_path, timeout=220)
     assert_skew_table(done.stdout, ["aligned", "unaligned"])
+
+
+# --- cairn sql ---------------------------------------------------------------------------------
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(180)
+def test_sql_script_runs_its_insert_on_local_spark_at_p_2(tmp_path: Path) -> None:
+    """The README's ``cairn sql -f job.sql -p 2``: a bounded datagen table into files, the
+    INSERT's job run to its end on local Spark at parallelism 2 before the command exits."""
+    out = tmp_path / "out"
+    (tmp_path / "job.sql").write_text(
+        "CREATE TABLE numbers (n BIGINT) WITH ('connector' = 'datagen',"
+        " 'number-of-rows' = '100', 'fields.n.kind' = 'sequence',"
+        " 'fields.n.start' = '1', 'fields.n.end' = '100');\n"
+        f"CREATE TABLE doubled (n BIGINT) WITH ('connector' = 'filesystem', 'path' = '{out}',"
+        " 'format' = 'csv');\n"
+        "INSERT INTO doubled SELECT n * 2 FROM numbers;\n"
+    )
+    run(SQL_SCRIPT, tmp_path, timeout=170)
+    rows = [
+        int(line)
+        for f in out.rglob("*")
+        if f.is_file() and not f.name.startswith(".")
+        for line in f.read_text().split()
+    ]
+    assert sorted(rows) == [2 * n for n in range(1, 101)]

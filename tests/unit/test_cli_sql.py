@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from cairn.cli.main import main
+from cairn.datastream.stream_execution_environment import reset_context_defaults
 from cairn.table.sql.script import split_statements
 
 SCRIPT = """-- numbers into the print sink, then queries
@@ -24,6 +25,14 @@ SELECT a, a * 2 AS b FROM src WHERE a <> 2;
 SELECT nope FROM src;
 INSERT INTO out SELECT a FROM src;
 """
+
+
+@pytest.fixture(autouse=True)
+def _context_defaults_reset() -> object:
+    """``cairn sql`` sets the process's job defaults (``-p``, ``-D``...), as ``cairn run``
+    does for its script: put them back for the tests that come after."""
+    yield
+    reset_context_defaults()
 
 
 def test_statements_split_outside_strings_names_and_comments() -> None:
