@@ -602,3 +602,13 @@ def test_the_window_reads_columns_the_subquery_does_not_select() -> None:
     assert table.get_schema().names == ["id"]
     view = changelog_view((0 if k in ("+I", "+U") else 3, r) for k, r in _changes(table))
     assert view == Counter({(3,): 1, (6,): 1, (4,): 1, (5,): 1})
+
+
+def test_the_rank_column_renamed_by_the_subquerys_alias_is_the_one_filtered() -> None:
+    table = _t_env().sql_query(
+        "SELECT a, d FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY v DESC) AS rn"
+        " FROM t) AS s(a, b, c, d) WHERE d <= 2 AND a > 1"
+    )
+    assert "rankEnd=2" in table.explain()
+    view = changelog_view((0 if k in ("+I", "+U") else 3, r) for k, r in _changes(table))
+    assert view == Counter({(3, 1): 1, (7, 2): 1, (6, 1): 1, (2, 2): 1, (4, 1): 1, (5, 1): 1})

@@ -128,8 +128,11 @@ def ranked_source(
     if len(found) != 1:
         return None  # none, or several: refused where the subquery is converted
     position = found[0]
-    item = inner.expressions[position]
-    window, rank_name = item.this, item.alias
+    window = inner.expressions[position].this
+    placed, names, at = _placed(inner, position, query)
+    table_alias = subquery.args.get("alias")
+    renamed = [c.name for c in table_alias.columns] if table_alias is not None else []
+    rank_name = renamed[at] if at < len(renamed) else names[at]  # as the outer query sees it
     outer = outer.copy()
     where = outer.args.get("where")
     start, end, rest = 1, None, []
@@ -152,8 +155,7 @@ def ranked_source(
     outer.set("where", exp.Where(this=exp.and_(*rest)) if rest else None)
     copied = outer.args.get("from_") or outer.args.get("from")
     assert copied is not None
-    subquery = copied.this
-    reads_rank = subquery.args.get("alias") is not None and bool(subquery.args["alias"].columns)
+    reads_rank = bool(renamed)  # renamed columns: all of them are there
     for key, value in outer.args.items():
         if key in ("from", "from_"):
             continue  # the subquery itself
@@ -163,13 +165,32 @@ def ranked_source(
             for e in part.find_all(exp.Column, exp.Star):
                 star = isinstance(e, exp.Star) or isinstance(e.this, exp.Star)
                 reads_rank = reads_rank or star or e.name == rank_name
-    table = _rank_table(inner, position, window, start, end, reads_rank, query, errors)
-    return outer, subquery, table
+    table = _rank_table(placed, names, at, window, start, end, reads_rank, query, errors)
+    return outer, copied.this, table
+
+
+def _placed(
+    inner: exp.Select, position: int, query: Callable[[exp.Expr], Table]
+) -> tuple[exp.Select, list[str], int]:
+    """``inner`` with a constant in place of its ``ROW_NUMBER()`` item, its column names, and
+    the position of that item's column among them."""
+    items = list(inner.expressions)
+    placeholder = exp.alias_(exp.Literal.number(0), items[position].alias)
+    placed = inner.copy()
+    placed.set("expressions", [*items[:position], placeholder, *items[position + 1 :]])
+    names = query(placed).get_schema().names
+    before = items[:position]
+    if any(isinstance(i, exp.Star) or isinstance(i.this, exp.Star) for i in before):
+        prefix = inner.copy()
+        prefix.set("expressions", before)
+        return placed, names, len(query(prefix).get_schema().names)
+    return placed, names, position
 
 
 def _rank_table(
-    inner: exp.Select,
-    position: int,
+    with_placeholder: exp.Select,
+    names: list[str],
+    at: int,
     window: exp.Window,
     start: int,
     end: int,
@@ -177,20 +198,8 @@ def _rank_table(
     query: Callable[[exp.Expr], Table],
     errors: SqlErrors,
 ) -> Table:
-    """The subquery's table: its columns with the rank number at its place (``rn``)."""
-    items = list(inner.expressions)
-    rank_name = items[position].alias
-    placeholder = exp.alias_(exp.Literal.number(0), rank_name)
-    with_placeholder = inner.copy()
-    with_placeholder.set("expressions", [*items[:position], placeholder, *items[position + 1 :]])
-    names = query(with_placeholder).get_schema().names
-    before = items[:position]
-    if any(isinstance(i, exp.Star) or isinstance(i.this, exp.Star) for i in before):
-        prefix = inner.copy()
-        prefix.set("expressions", before)
-        at = len(query(prefix).get_schema().names)
-    else:
-        at = position
+    """The subquery's table (``with_placeholder``: its rank column a constant, at ``at`` of
+    ``names``): its columns with the rank number at its place."""
     rank_column = names[at]
     keys: list[str] = []
     order: list[tuple[str, bool, bool]] = []
@@ -209,7 +218,7 @@ def _rank_table(
     visible = [n for i, n in enumerate(names) if i != at]
     hidden = [n for n in dict.fromkeys([*keys, *(o[0] for o in order)]) if n not in visible]
     if hidden:
-        if inner.args.get("distinct") is not None:
+        if with_placeholder.args.get("distinct") is not None:
             raise errors.at(window, "ROW_NUMBER() over SELECT DISTINCT takes selected columns")
         with_placeholder.set(
             "expressions", [*with_placeholder.expressions, *(exp.column(n) for n in hidden)]
