@@ -4,8 +4,9 @@ Invariant: pure values — a node knows its input(s), its output columns and not
 ``changelog_mode`` infers, bottom up as Flink's planner does, which kinds of change a node's
 output holds: a scan of elements or of an insert-only stream is insert-only, a calc or a limit
 keeps its input's mode, a group aggregate produces updates (``+I``, ``-U``, ``+U``, ``-D``)
-unless it runs in batch mode (final results only). ``explain`` prints the tree with each
-node's mode, the way ``Table.explain()`` shows it. A stateful node's state TTL
+unless it runs in batch mode (final results only), a Top-N ``Rank`` always does, and a
+``Deduplicate`` does unless it keeps the first row by processing time. ``explain`` prints
+the tree with each node's mode, the way ``Table.explain()`` shows it. A stateful node's state TTL
 (``state_ttl_ms``; a join's per side) is ``None`` until a ``STATE_TTL`` hint or
 ``table.exec.state.ttl`` sets it (``cairn.table.state_ttl``); it is not part of what the node
 computes, so ``explain`` and the operators' uids do not show it.
