@@ -4,8 +4,9 @@ Invariant: pure values — a node knows its input(s), its output columns and not
 ``changelog_mode`` infers, bottom up as Flink's planner does, which kinds of change a node's
 output holds: a scan of elements or of an insert-only stream is insert-only, a calc or a limit
 keeps its input's mode, a group aggregate produces updates (``+I``, ``-U``, ``+U``, ``-D``)
-unless it runs in batch mode (final results only). ``explain`` prints the tree with each
-node's mode, the way ``Table.explain()`` shows it. A stateful node's state TTL
+unless it runs in batch mode (final results only), a Top-N ``Rank`` always does, and a
+``Deduplicate`` does unless it keeps the first row by processing time. ``explain`` prints
+the tree with each node's mode, the way ``Table.explain()`` shows it. A stateful node's state TTL
 (``state_ttl_ms``; a join's per side) is ``None`` until a ``STATE_TTL`` hint or
 ``table.exec.state.ttl`` sets it (``cairn.table.state_ttl``); it is not part of what the node
 computes, so ``explain`` and the operators' uids do not show it.
@@ -33,12 +34,15 @@ __all__ = [
     "Calc",
     "ChangelogMode",
     "Correlate",
+    "Deduplicate",
     "ExplainDetail",
     "Join",
     "Limit",
     "OverAggregate",
     "PlanNode",
     "PythonCalc",
+    "Rank",
+    "SortField",
     "StreamScan",
     "TableAggregate",
     "Union",
@@ -292,6 +296,53 @@ class Limit(PlanNode):
 
 
 @dataclass(frozen=True)
+class SortField:
+    """One ``ORDER BY`` column of a rank: its position, direction and where nulls go."""
+
+    index: int
+    ascending: bool = True
+    nulls_first: bool = True
+
+
+@dataclass(frozen=True)
+class Deduplicate(PlanNode):
+    """``ROW_NUMBER() OVER (PARTITION BY keys ORDER BY time) ... WHERE rn = 1`` on a time
+    attribute: per key the first row (``ASC``) or the last (``DESC``), by processing time
+    (arrival) or event time (``rowtime``: the row time column's position, else None)."""
+
+    input: PlanNode = field(default=None)  # type: ignore[assignment]
+    keys: tuple[int, ...] = ()
+    keep_last: bool = False
+    rowtime_index: int | None = None
+    state_ttl_ms: int | None = None
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.input,)
+
+
+@dataclass(frozen=True)
+class Rank(PlanNode):
+    """Top-N: ``ROW_NUMBER() OVER (PARTITION BY keys ORDER BY order) ... WHERE rn <= end``
+    (ranks ``start``..``end``); output: the input's columns, then the rank number when
+    ``output_rank_number``. ``strategy`` is Flink's ``AppendFastStrategy`` (insert-only
+    input) or ``RetractStrategy`` (updating input)."""
+
+    input: PlanNode = field(default=None)  # type: ignore[assignment]
+    keys: tuple[int, ...] = ()
+    order: tuple[SortField, ...] = ()
+    start: int = 1
+    end: int = 1
+    output_rank_number: bool = False
+    strategy: str = "AppendFastStrategy"
+    state_ttl_ms: int | None = None
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.input,)
+
+
+@dataclass(frozen=True)
 class Union(PlanNode):
     """``UNION ALL``: the rows of every input, in no particular order across inputs."""
 
@@ -326,8 +377,11 @@ def changelog_mode(node: PlanNode) -> ChangelogMode:
         return ChangelogMode.INSERT_ONLY if no_calls_on_insert_only else ChangelogMode.ALL
     if isinstance(node, WindowAggregate | OverAggregate):
         return ChangelogMode.INSERT_ONLY
-    if isinstance(node, TableAggregate):
+    if isinstance(node, TableAggregate | Rank):
         return ChangelogMode.ALL
+    if isinstance(node, Deduplicate):  # only keep-first on processing time never updates
+        first_on_proctime = not node.keep_last and node.rowtime_index is None
+        return ChangelogMode.INSERT_ONLY if first_on_proctime else ChangelogMode.ALL
     if isinstance(node, Join):
         inputs_insert_only = all(
             changelog_mode(n) is ChangelogMode.INSERT_ONLY for n in node.inputs
@@ -388,6 +442,22 @@ def describe(node: PlanNode) -> str:
         return f"GroupAggregate({head}select=[{select}])"
     if isinstance(node, Limit):
         return f"Limit(offset=[0], fetch=[{node.count}])"
+    if isinstance(node, Deduplicate):
+        inner = node.input.columns.names
+        return (
+            f"Deduplicate(keep=[{'LastRow' if node.keep_last else 'FirstRow'}],"
+            f" key=[{', '.join(inner[k] for k in node.keys)}],"
+            f" order=[{'PROCTIME' if node.rowtime_index is None else 'ROWTIME'}])"
+        )
+    if isinstance(node, Rank):
+        inner = node.input.columns.names
+        order = ", ".join(_sort_text(f, inner) for f in node.order)
+        return (
+            f"Rank(strategy=[{node.strategy}], rankType=[ROW_NUMBER],"
+            f" rankRange=[rankStart={node.start}, rankEnd={node.end}],"
+            f" partitionBy=[{', '.join(inner[k] for k in node.keys)}], orderBy=[{order}],"
+            f" select=[{', '.join(names)}])"
+        )
     if isinstance(node, Union):
         return f"Union(all=[true], union=[{', '.join(names)}])"
     if isinstance(node, WindowAggregate):
@@ -446,6 +516,15 @@ def describe(node: PlanNode) -> str:
             f" select=[{', '.join(names)}], joinType=[{join}])"
         )
     return type(node).__name__
+
+
+def _sort_text(f: SortField, names: list[str]) -> str:
+    """``v DESC`` (nulls where Flink puts them by default: first ascending, last descending)
+    or ``v DESC NULLS FIRST``."""
+    text = f"{names[f.index]} {'ASC' if f.ascending else 'DESC'}"
+    if f.nulls_first != f.ascending:
+        text += f" NULLS {'FIRST' if f.nulls_first else 'LAST'}"
+    return text
 
 
 def _is_ref(rex: Rex, names: list[str], name: str) -> bool:

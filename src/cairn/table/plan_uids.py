@@ -32,15 +32,19 @@ from cairn.table.optimize import optimize
 from cairn.table.plan import (
     Aggregate,
     Calc,
+    Deduplicate,
     Join,
     OverAggregate,
     PlanNode,
+    Rank,
     StreamScan,
     TableAggregate,
     Union,
     WindowAggregate,
     describe,
 )
+from cairn.table.rank import process_kind
+from cairn.table.time_attributes import is_proctime
 from cairn.table.translate import Uids
 
 __all__ = ["NodeEntry", "node_entries", "pinned_uids", "state_layout"]
@@ -163,9 +167,23 @@ def state_layout(node: PlanNode) -> str | None:
             f"keys=[{_types(left, node.left_keys)}], left=[{_types(left, range(len(left)))}],"
             f" right=[{_types(right, range(len(right)))}], outer={node.outer}"
         )
+    if isinstance(node, Deduplicate | Rank):
+        rows = _types(node.input.columns, range(len(node.input.columns)))
+        keys = _types(node.input.columns, node.keys)
+        what = (
+            f"keep={'last' if node.keep_last else 'first'}"
+            if isinstance(node, Deduplicate)
+            else f"function={_rank_kind(node)}"
+        )
+        return f"keys=[{keys}], rows=[{rows}], {what}"
     if isinstance(node, Calc) and is_async_calc(node.projections, node.condition):
         return f"in-flight rows=[{_types(node.input.columns, range(len(node.input.columns)))}]"
     return None
+
+
+def _rank_kind(node: Rank) -> str:
+    proctime_first = is_proctime(node.input.columns.types[node.order[0].index])
+    return process_kind(node.strategy, node.order, proctime_first, node.end)
 
 
 def _keyed(columns: Columns, keys: Sequence[int], calls: Sequence[AggCall]) -> str:

@@ -1,11 +1,12 @@
 """``table.exec.state.ttl``: how long a table operator keeps the state of a key nobody touches.
 
 Invariant: a stateful non-windowed table operator (group aggregate, regular join, table
-aggregate, limit, an upsert source's ``ChangelogNormalize``) gets the TTL of its plan node —
-a ``STATE_TTL`` hint's when one was given, else ``table.exec.state.ttl`` (``with_state_ttl``
-fills in the nodes without one); ``0`` (the default) keeps state forever. A positive TTL
-becomes Flink's ``StateConfigUtil.createTtlConfig``: processing time, refreshed when the state
-is created or written (``OnCreateAndWrite``, not on read), never returning an expired value
+aggregate, limit, deduplicate, Top-N rank, an upsert source's ``ChangelogNormalize``) gets
+the TTL of its plan node — a ``STATE_TTL`` hint's when one was given, else
+``table.exec.state.ttl`` (``with_state_ttl`` fills in the nodes without one); ``0`` (the
+default) keeps state forever. A positive TTL becomes Flink's
+``StateConfigUtil.createTtlConfig``: processing time, refreshed when the state is created or
+written (``OnCreateAndWrite``, not on read), never returning an expired value
 (``NeverReturnExpired``) — so a key idle for longer than the TTL starts from scratch. Window
 aggregates and over windows are cleaned by watermarks and take no TTL, as in Flink. Cairn
 cleans expired values when they are touched and leaves them out of full snapshots; it has no
@@ -29,9 +30,11 @@ from cairn.common.exceptions import ConfigurationError
 from cairn.common.time import Duration
 from cairn.table.plan import (
     Aggregate,
+    Deduplicate,
     Join,
     Limit,
     PlanNode,
+    Rank,
     StreamScan,
     TableAggregate,
     with_inputs,
@@ -51,7 +54,8 @@ STATE_TTL = register_option(
         "duration",
         0,
         "How long the state of a key of a stateful non-windowed table operator (group "
-        "aggregate, regular join, table aggregate, limit, ChangelogNormalize) is kept after it "
+        "aggregate, regular join, table aggregate, limit, deduplicate, rank,"
+        " ChangelogNormalize) is kept after it "
         "was last written; 0 (the default) keeps it forever, so the state grows with the "
         "number of distinct keys.",
     )
@@ -116,7 +120,7 @@ def with_state_ttl(node: PlanNode, ttl_ms: int) -> PlanNode:
         if (left, right) != (node.left_ttl_ms, node.right_ttl_ms):
             return dataclasses.replace(node, left_ttl_ms=left, right_ttl_ms=right)
         return node
-    stateful = isinstance(node, Aggregate | TableAggregate | Limit) or (
+    stateful = isinstance(node, Aggregate | TableAggregate | Limit | Deduplicate | Rank) or (
         isinstance(node, StreamScan) and node.stateful
     )
     if stateful and node.state_ttl_ms is None:  # type: ignore[attr-defined]

@@ -20,6 +20,7 @@ from cairn.datastream.async_data_stream import AsyncDataStream
 from cairn.datastream.data_stream import DataStream
 from cairn.datastream.stream_execution_environment import StreamExecutionEnvironment
 from cairn.table.codegen import CompiledCalc, calc_source, is_async_calc
+from cairn.table.deduplicate import DeduplicateFunction
 from cairn.table.group_window import GroupWindowAggFunction
 from cairn.table.join import JoinFunction
 from cairn.table.operators import (
@@ -36,11 +37,13 @@ from cairn.table.plan import (
     Aggregate,
     Calc,
     Correlate,
+    Deduplicate,
     Join,
     Limit,
     OverAggregate,
     PlanNode,
     PythonCalc,
+    Rank,
     StreamScan,
     TableAggregate,
     Union,
@@ -49,6 +52,7 @@ from cairn.table.plan import (
     WindowAggregate,
     describe,
 )
+from cairn.table.rank import RankFunction, process_kind
 from cairn.table.state_ttl import with_state_ttl
 from cairn.table.table_aggregate import TableAggFunction
 from cairn.table.time_attributes import is_proctime
@@ -225,6 +229,21 @@ def _translate(node: PlanNode, env: StreamExecutionEnvironment, uids: Uids) -> D
             LimitFunction(node.count, node.state_ttl_ms)
         )
         return _labelled(limited.set_parallelism(1), node, uids, describe(node))
+    if isinstance(node, Deduplicate | Rank):
+        upstream = _translate(node.input, env, uids)
+        ranking: Any
+        if isinstance(node, Deduplicate):
+            ranking = DeduplicateFunction(node.keep_last, node.rowtime_index, node.state_ttl_ms)
+        else:
+            proctime_first = is_proctime(node.input.columns.types[node.order[0].index])
+            kind = process_kind(node.strategy, node.order, proctime_first, node.end)
+            ranking = RankFunction(
+                kind, node.order, node.start, node.end, node.output_rank_number, node.state_ttl_ms
+            )
+        ranked = upstream.key_by(fields_key(node.keys)).process(ranking)
+        if not node.keys:
+            ranked = ranked.set_parallelism(1)
+        return _labelled(ranked, node, uids, describe(node))
     if isinstance(node, Union):
         first, *rest = (_translate(i, env, uids) for i in node.inputs)
         return first.union(*rest)

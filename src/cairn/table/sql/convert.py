@@ -3,9 +3,10 @@
 Invariant: SQL builds the same logical plan as the Table API — a ``SELECT`` becomes the calls a
 Table API program makes (``filter``, ``group_by(...).select``, ``join``, ``join_lateral``,
 ``distinct``, ``limit``, ``union_all``) over the same ``Expression`` trees, so there is no
-second planner; and every name is checked against the query's input here, so an error carries
-its SQL position. What Cairn does not plan (``RIGHT``/``FULL`` joins, ``ORDER BY``) is refused
-here, naming the construct and where it is.
+second planner (``ROW_NUMBER()`` Top-N and deduplication, which the Table API lacks, plan
+their node in ``ranking``); and every name is checked against the query's input here, so an
+error carries its SQL position. What Cairn does not plan (``RIGHT``/``FULL`` joins,
+``ORDER BY``) is refused here, naming the construct and where it is.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from cairn.table.expressions import (
 from cairn.table.sql.dialect import TableArg
 from cairn.table.sql.errors import SqlValidationError
 from cairn.table.sql.expressions import ExpressionConverter, SqlErrors
+from cairn.table.sql.ranking import ranked_source, refuse_ranking
 from cairn.table.sql.state_ttl_hint import (
     check_hint_names,
     state_ttl_hints,
@@ -88,6 +90,8 @@ class _QueryConverter:
         self.errors = errors
         # the window TVF in the FROM of the SELECT being converted, with its node
         self._tvf: tuple[GroupWindow, exp.Expr] | None = None
+        # Top-N / deduplication subqueries already planned (``ranking``), by node identity
+        self._ranked: dict[int, Table] = {}
 
     def query(self, node: exp.Expr) -> Table:
         e = self.errors
@@ -108,6 +112,11 @@ class _QueryConverter:
         if node.args.get("with_") is not None or node.args.get("with") is not None:
             raise e.at(node, "WITH is not supported yet")
         self._refuse_sorting(node)
+        ranked = ranked_source(node, self.query, e)
+        if ranked is not None:
+            node, subquery, ranked_table = ranked
+            self._ranked[id(subquery)] = ranked_table
+        refuse_ranking(node, e)
         ttls = state_ttl_hints(node, e)
         outer_tvf, self._tvf = self._tvf, None
         try:
@@ -337,7 +346,8 @@ class _QueryConverter:
         if isinstance(this, exp.Values):
             table = self._values(this)
         elif isinstance(this, exp.Subquery):
-            table = self.query(this.this)
+            ranked = self._ranked.pop(id(this), None)
+            table = ranked if ranked is not None else self.query(this.this)
         elif isinstance(this, exp.Table) and isinstance(this.this, exp.Anonymous):
             table, window = self._window_tvf(this, this.this)
             self._tvf = (window, this)
