@@ -11,7 +11,7 @@ from cairn.common import Types
 from cairn.common.watermark_strategy import WatermarkStrategy
 from cairn.datastream import StreamExecutionEnvironment
 from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
-from cairn.table import StreamTableEnvironment
+from cairn.table import Schema, StreamTableEnvironment
 
 
 def numbers_table(
@@ -20,8 +20,11 @@ def numbers_table(
     value: Callable[[int], Any],
     records: int,
     per_second: int,
+    row_type: Any = None,
+    schema: Schema | None = None,
 ) -> tuple[StreamTableEnvironment, Any]:
-    """The table environment and the table of ``value(i)`` for ``i < records``."""
+    """The table environment and the table of ``value(i)`` for ``i < records`` (rows of
+    ``row_type``, default ``(k STRING, v BIGINT)``, declared by ``schema`` if given)."""
     env = StreamExecutionEnvironment.get_execution_environment()
     conf = {
         "parallelism.default": "2",
@@ -34,9 +37,12 @@ def numbers_table(
     if faults:
         conf["cairn.testing.faults"] = faults
     env.configure(conf)
-    row_type = Types.ROW_NAMED(["k", "v"], [Types.STRING(), Types.LONG()])
+    if row_type is None:
+        row_type = Types.ROW_NAMED(["k", "v"], [Types.STRING(), Types.LONG()])
     rate = RateLimiterStrategy.per_second(per_second)
     source = DataGeneratorSource(value, records, rate, row_type)
     ds = env.from_source(source, WatermarkStrategy.no_watermarks(), "numbers", row_type)
     t_env = StreamTableEnvironment.create(env)
+    if schema is not None:
+        return t_env, t_env.from_data_stream(ds.uid("numbers"), schema)
     return t_env, t_env.from_data_stream(ds.uid("numbers"))

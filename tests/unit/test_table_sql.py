@@ -444,7 +444,7 @@ def test_str_of_a_table_in_sql_names_an_unnamed_view() -> None:
             48,
         ),
         ("SELECT k, s FROM t, LATERAL TABLE(nosuch(k)) AS T(s)", "No table function", 1, 35),
-        ("SELECT t.id FROM t RIGHT JOIN t AS u ON t.id = u.id", "RIGHT JOIN is not", 1, 20),
+        ("SELECT t.id FROM t SEMI JOIN t AS u ON t.id = u.id", "SEMI JOIN is not", 1, 20),
         ("SELECT id, SUM(v) OVER (PARTITION BY k) FROM t", "ordered by one time", 1, 12),
         ("SELECT id FROM t ORDER BY id", "ORDER BY is not supported", 1, 18),
         ("SELECT foo(id) FROM t", "No match found for function signature foo", 1, 8),

@@ -126,8 +126,8 @@ def test_a_left_join_lateral_keeps_rows_the_function_yields_nothing_for() -> Non
 @pytest.mark.parametrize(
     ("sql", "message", "line", "column"),
     [
-        ("SELECT * FROM people RIGHT JOIN ages ON people.id = ages.id", "RIGHT JOIN", 1, 22),
-        ("SELECT * FROM people FULL JOIN ages ON people.id = ages.id", "FULL JOIN", 1, 22),
+        ("SELECT * FROM people CROSS JOIN ages", "CROSS JOIN", 1, 22),
+        ("SELECT * FROM people, ages WHERE people.id > ages.id", "needs an equality", 1, 34),
         ("SELECT * FROM people JOIN ages ON people.id > ages.id", "needs an equality", 1, 35),
         ("SELECT * FROM people, ages", "needs ON with an equality", 1, 23),
         ("SELECT * FROM people JOIN people ON id = id", "Duplicate relation name", 1, 27),

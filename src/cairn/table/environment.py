@@ -200,6 +200,9 @@ class TableEnvironment:
 
         scan = StreamScan(scanned, name, build)
         if schema.watermark is not None and is_source_watermark(schema.watermark[1]):
+            time_column = schema.watermark[0]
+            if time_column in scanned.names:
+                scan = StreamScan(scanned, name, build, rowtimes=(scanned.index(time_column),))
             schema = schema.without_watermark()  # the stream's watermarks flow on
         return declared_table(scan, schema)
 
@@ -349,6 +352,11 @@ class TableEnvironment:
     def _state_ttl_ms(self) -> int:
         """``table.exec.state.ttl``; a batch job keeps no state across time, so none."""
         return 0 if self._batch else self._config.state_ttl_ms()
+
+    def state_ttl_ms(self) -> int:
+        """``table.exec.state.ttl`` as the planner applies it (Cairn's; ``Table.explain``
+        warns of joins without one)."""
+        return self._state_ttl_ms()
 
     def _job_name(self, default: str) -> str:
         """``pipeline.name`` when set (Flink's rule for table jobs), else ``default``."""

@@ -30,12 +30,14 @@ from typing import Any
 from cairn.table.analysis import AggCall, Columns, Rex
 
 __all__ = [
+    "JOIN_TYPES",
     "Aggregate",
     "Calc",
     "ChangelogMode",
     "Correlate",
     "Deduplicate",
     "ExplainDetail",
+    "IntervalJoin",
     "Join",
     "Limit",
     "OverAggregate",
@@ -114,6 +116,9 @@ class StreamScan(PlanNode):
     #: as ``build(env, state_ttl_ms)``.
     stateful: bool = False
     state_ttl_ms: int | None = None
+    #: columns that are rowtime attributes with the stream's own watermarks
+    #: (``SOURCE_WATERMARK()``)
+    rowtimes: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -247,23 +252,74 @@ class WatermarkAssigner(PlanNode):
         return (self.input,)
 
 
+#: Flink's join types of a stream join and how its plan prints them.
+JOIN_TYPES = {
+    "INNER": "InnerJoin",
+    "LEFT": "LeftOuterJoin",
+    "RIGHT": "RightOuterJoin",
+    "FULL": "FullOuterJoin",
+}
+
+
 @dataclass(frozen=True, eq=False)
 class Join(PlanNode):
-    """``left JOIN right ON left_keys = right_keys [AND condition]`` (inner or left outer);
-    output: the left's columns, then the right's."""
+    """``left [LEFT|RIGHT|FULL] JOIN right ON left_keys = right_keys [AND condition]``
+    (``join_type``: a key of ``JOIN_TYPES``); output: the left's columns, then the right's."""
 
     left: PlanNode = field(default=None)  # type: ignore[assignment]
     right: PlanNode = field(default=None)  # type: ignore[assignment]
     left_keys: tuple[int, ...] = ()
     right_keys: tuple[int, ...] = ()
     condition: Rex | None = None
-    outer: bool = False
+    join_type: str = "INNER"
     left_ttl_ms: int | None = None
     right_ttl_ms: int | None = None
 
     @property
     def inputs(self) -> tuple[PlanNode, ...]:
         return (self.left, self.right)
+
+    @property
+    def left_outer(self) -> bool:
+        """Whether a left row without a match is kept (padded with NULLs)."""
+        return self.join_type in ("LEFT", "FULL")
+
+    @property
+    def right_outer(self) -> bool:
+        """Whether a right row without a match is kept (padded with NULLs)."""
+        return self.join_type in ("RIGHT", "FULL")
+
+
+@dataclass(frozen=True, eq=False)
+class IntervalJoin(PlanNode):
+    """An event-time interval join (Flink's ``IntervalJoin``): ``left JOIN right ON
+    left_keys = right_keys AND left.time - right.time BETWEEN lower_ms AND upper_ms [AND
+    condition]``, both times rowtime attributes (``left_time``, ``right_time``: column
+    indexes in each input); insert-only in and out. Output: the left's columns, then the
+    right's."""
+
+    left: PlanNode = field(default=None)  # type: ignore[assignment]
+    right: PlanNode = field(default=None)  # type: ignore[assignment]
+    left_keys: tuple[int, ...] = ()
+    right_keys: tuple[int, ...] = ()
+    condition: Rex | None = None
+    join_type: str = "INNER"
+    left_time: int = -1
+    right_time: int = -1
+    lower_ms: int = 0
+    upper_ms: int = 0
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.left, self.right)
+
+    @property
+    def left_outer(self) -> bool:
+        return self.join_type in ("LEFT", "FULL")
+
+    @property
+    def right_outer(self) -> bool:
+        return self.join_type in ("RIGHT", "FULL")
 
 
 @dataclass(frozen=True, eq=False)
@@ -355,7 +411,7 @@ class Union(PlanNode):
 
 def with_inputs(node: PlanNode, inputs: tuple[PlanNode, ...]) -> PlanNode:
     """``node`` over other ``inputs`` (as many, in the same order), everything else kept."""
-    if isinstance(node, Join):
+    if isinstance(node, Join | IntervalJoin):
         return replace(node, left=inputs[0], right=inputs[1])
     if isinstance(node, Union):
         return replace(node, all_inputs=inputs)
@@ -388,9 +444,11 @@ def changelog_mode(node: PlanNode) -> ChangelogMode:
         )
         return (
             ChangelogMode.INSERT_ONLY
-            if inputs_insert_only and not node.outer
+            if inputs_insert_only and node.join_type == "INNER"
             else ChangelogMode.ALL
         )
+    if isinstance(node, IntervalJoin):
+        return ChangelogMode.INSERT_ONLY
     if isinstance(node, Calc | PythonCalc | Limit | Correlate | WatermarkAssigner):
         return changelog_mode(node.inputs[0])
     if isinstance(node, Union):  # the union of its inputs' modes
@@ -496,17 +554,22 @@ def describe(node: PlanNode) -> str:
             f"WatermarkAssigner(rowtime=[{time}], watermark=[{time} - {node.delay_ms}:INTERVAL"
             " SECOND])"
         )
-    if isinstance(node, Join):
+    if isinstance(node, Join | IntervalJoin):
         pairs = [
             f"{node.left.columns.names[a]} = {node.right.columns.names[b]}"
             for a, b in zip(node.left_keys, node.right_keys, strict=True)
         ]
         if node.condition is not None:
             pairs.append(rex_text(node.condition, names))
-        kind = "LeftOuterJoin" if node.outer else "InnerJoin"
-        return (
-            f"Join(joinType=[{kind}], where=[{' AND '.join(pairs)}], select=[{', '.join(names)}])"
+        kind = JOIN_TYPES[node.join_type]
+        where = f"where=[{' AND '.join(pairs)}], select=[{', '.join(names)}]"
+        if isinstance(node, Join):
+            return f"Join(joinType=[{kind}], {where})"
+        bounds = (
+            f"isRowTime=true, leftLowerBound={node.lower_ms}, leftUpperBound={node.upper_ms},"
+            f" leftTimeIndex={node.left_time}, rightTimeIndex={node.right_time}"
         )
+        return f"IntervalJoin(joinType=[{kind}], windowBounds=[{bounds}], {where})"
     if isinstance(node, Correlate):
         inner = node.input.columns.names
         args = inner if node.args is None else [rex_text(a, inner) for a in node.args]

@@ -33,6 +33,7 @@ from cairn.table.plan import (
     Aggregate,
     Calc,
     Deduplicate,
+    IntervalJoin,
     Join,
     OverAggregate,
     PlanNode,
@@ -161,12 +162,22 @@ def state_layout(node: PlanNode) -> str | None:
         args = range(len(node.input.columns)) if node.args is None else node.args
         function = f"{node.wrapper.name}({_types(node.input.columns, args)})"
         return f"keys=[{keys}], accumulator=[{function}]"
-    if isinstance(node, Join):
+    if isinstance(node, Join | IntervalJoin):
         left, right = node.left.columns, node.right.columns
-        return (
-            f"keys=[{_types(left, node.left_keys)}], left=[{_types(left, range(len(left)))}],"
-            f" right=[{_types(right, range(len(right)))}], outer={node.outer}"
+        # INNER and LEFT keep the uids they had before RIGHT and FULL joins were built
+        kind = {"INNER": "outer=False", "LEFT": "outer=True"}.get(
+            node.join_type, f"joinType={node.join_type}"
         )
+        text = (
+            f"keys=[{_types(left, node.left_keys)}], left=[{_types(left, range(len(left)))}],"
+            f" right=[{_types(right, range(len(right)))}], {kind}"
+        )
+        if isinstance(node, IntervalJoin):
+            text += (
+                f", interval=[{node.left_time}, {node.right_time},"
+                f" {node.lower_ms}, {node.upper_ms}]"
+            )
+        return text
     if isinstance(node, Deduplicate | Rank):
         rows = _types(node.input.columns, range(len(node.input.columns)))
         keys = _types(node.input.columns, node.keys)

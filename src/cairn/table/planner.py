@@ -25,11 +25,13 @@ from cairn.table.analysis import (
 )
 from cairn.table.errors import ValidationError
 from cairn.table.expressions import Expression, col
+from cairn.table.interval_bounds import rowtime_indexes, window_bounds
 from cairn.table.plan import (
     Aggregate,
     Calc,
     ChangelogMode,
     Correlate,
+    IntervalJoin,
     Join,
     PlanNode,
     TableAggregate,
@@ -139,7 +141,7 @@ def aggregate(
 class PendingJoin(PlanNode):
     """``join(right)`` awaiting its ``where``: not a plan a job can run."""
 
-    def __init__(self, left: PlanNode, right: PlanNode, outer: bool) -> None:
+    def __init__(self, left: PlanNode, right: PlanNode, join_type: str) -> None:
         pairs = [
             *zip(left.columns.names, left.columns.types, strict=True),
             *zip(right.columns.names, right.columns.types, strict=True),
@@ -147,11 +149,11 @@ class PendingJoin(PlanNode):
         object.__setattr__(self, "columns", Columns.of(pairs))
         object.__setattr__(self, "left", left)
         object.__setattr__(self, "right", right)
-        object.__setattr__(self, "outer", outer)
+        object.__setattr__(self, "join_type", join_type)
 
     left: PlanNode
     right: PlanNode
-    outer: bool
+    join_type: str
 
 
 def _conjuncts(rex: Rex) -> list[Rex]:
@@ -160,14 +162,20 @@ def _conjuncts(rex: Rex) -> list[Rex]:
     return [rex]
 
 
-def join(left: PlanNode, right: PlanNode, predicate: Expression, outer: bool) -> PlanNode:
-    """An equi-join: the predicate's ``left = right`` conjuncts are the keys, the rest a
-    condition on each joined pair."""
-    right_types = right.columns.types
-    if outer:
+def join(
+    left: PlanNode, right: PlanNode, predicate: Expression, join_type: str = "INNER"
+) -> PlanNode:
+    """An equi-join (``join_type``: ``INNER``, ``LEFT``, ``RIGHT`` or ``FULL``): the
+    predicate's ``left = right`` conjuncts are the keys, the rest a condition on each joined
+    pair. When the rest bounds the difference of two rowtime attributes from both sides
+    (``a.ts BETWEEN b.ts - INTERVAL '1' HOUR AND b.ts``) it is an interval join."""
+    left_types, right_types = left.columns.types, right.columns.types
+    if join_type in ("RIGHT", "FULL"):
+        left_types = [t.nullable_() for t in left_types]
+    if join_type in ("LEFT", "FULL"):
         right_types = [t.nullable_() for t in right_types]
     pairs = [
-        *zip(left.columns.names, left.columns.types, strict=True),
+        *zip(left.columns.names, left_types, strict=True),
         *zip(right.columns.names, right_types, strict=True),
     ]
     names = [n for n, _ in pairs]
@@ -198,11 +206,28 @@ def join(left: PlanNode, right: PlanNode, predicate: Expression, outer: bool) ->
         raise ValidationError(
             f"A join needs an equality between a column of each table, got {predicate}"
         )
-    condition = None
-    for c in rest:
-        condition = (
-            c if condition is None else Rex("call", c.data_type, op="and", operands=(condition, c))
+    bounds = window_bounds(rest, n_left, rowtime_indexes(left), rowtime_indexes(right))
+    if bounds is not None:
+        for side in (left, right):
+            if changelog_mode(side) is not ChangelogMode.INSERT_ONLY:
+                raise ValidationError(
+                    "An interval join takes insert-only inputs: this one joins an updating"
+                    " table (time attributes of an updating table are not supported)"
+                )
+        return IntervalJoin(
+            columns=combined,
+            left=left,
+            right=right,
+            left_keys=tuple(left_keys),
+            right_keys=tuple(right_keys),
+            condition=_and(bounds.rest),
+            join_type=join_type,
+            left_time=bounds.left_time,
+            right_time=bounds.right_time,
+            lower_ms=bounds.lower_ms,
+            upper_ms=bounds.upper_ms,
         )
+    condition = _and(rest)
     return Join(
         columns=combined,
         left=left,
@@ -210,8 +235,17 @@ def join(left: PlanNode, right: PlanNode, predicate: Expression, outer: bool) ->
         left_keys=tuple(left_keys),
         right_keys=tuple(right_keys),
         condition=condition,
-        outer=outer,
+        join_type=join_type,
     )
+
+
+def _and(conditions: list[Rex]) -> Rex | None:
+    condition = None
+    for c in conditions:
+        condition = (
+            c if condition is None else Rex("call", c.data_type, op="and", operands=(condition, c))
+        )
+    return condition
 
 
 def _key_indexes(columns: Columns, keys: Sequence[Expression]) -> tuple[int, ...]:

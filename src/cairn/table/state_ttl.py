@@ -37,11 +37,13 @@ from cairn.table.plan import (
     Rank,
     StreamScan,
     TableAggregate,
+    describe,
     with_inputs,
 )
 
 __all__ = [
     "STATE_TTL",
+    "join_state_advice",
     "parse_state_ttl",
     "ttl_config",
     "with_state_ttl",
@@ -126,3 +128,41 @@ def with_state_ttl(node: PlanNode, ttl_ms: int) -> PlanNode:
     if stateful and node.state_ttl_ms is None:  # type: ignore[attr-defined]
         return dataclasses.replace(node, state_ttl_ms=ttl_ms)  # type: ignore[call-arg]
     return node
+
+
+def join_state_advice(node: PlanNode, ttl_ms: int) -> list[str]:
+    """A warning per regular join of ``node``'s plan that keeps a side's rows without a TTL
+    (its own hint's, else ``ttl_ms``): that state only grows — Flink's plan advice, in the
+    spirit of its ``[WARNING]`` lines. An interval join's state is bounded by its interval.
+
+    >>> from cairn.table.analysis import Columns
+    >>> from cairn.table.plan import Values
+    >>> from cairn.table.types import DataTypes
+    >>> side = Values((), Columns.of([("a", DataTypes.INT())]))
+    >>> other = Values((), Columns.of([("b", DataTypes.INT())]))
+    >>> join = Join(Columns.of([("a", DataTypes.INT()), ("b", DataTypes.INT())]), side, other,
+    ...     (0,), (0,), join_type="FULL", right_ttl_ms=60000)
+    >>> advice = join_state_advice(join, 0)
+    >>> advice[0].split(" keeps")[0]
+    '[WARNING] Join(joinType=[FullOuterJoin], where=[a = b], select=[a, b])'
+    >>> "the left side's rows in state without a TTL" in advice[0]
+    True
+    >>> join_state_advice(join, 3600000)
+    []
+    """
+    found: list[str] = []
+    for child in node.inputs:
+        found += join_state_advice(child, ttl_ms)
+    if isinstance(node, Join):
+        sides = [
+            name
+            for name, own in (("left", node.left_ttl_ms), ("right", node.right_ttl_ms))
+            if not (own if own is not None else ttl_ms)
+        ]
+        if sides:
+            found.append(
+                f"[WARNING] {describe(node)} keeps the {' and '.join(sides)} side's rows in state"
+                " without a TTL: it grows with every distinct row. Set 'table.exec.state.ttl' or"
+                " a STATE_TTL hint if rows may be forgotten."
+            )
+    return found

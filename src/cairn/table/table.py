@@ -52,6 +52,7 @@ from cairn.table.planner import (
 )
 from cairn.table.schema import schema_text
 from cairn.table.sql.expressions import parse_expression
+from cairn.table.state_ttl import join_state_advice
 from cairn.table.time_planner import over_aggregate, window_aggregate
 from cairn.table.window import GroupWindow, OverWindow
 
@@ -82,6 +83,10 @@ class TableContext(Protocol):
         ...
 
     def execute_query(self, table: Table) -> TableResult: ...
+
+    def state_ttl_ms(self) -> int:
+        """``table.exec.state.ttl`` as the planner applies it (0: state kept forever)."""
+        ...
 
     def execute_insert(self, table: Table, table_path: str) -> TableResult: ...
 
@@ -134,7 +139,7 @@ class Table:
             predicate = parse_expression(predicate)
         if isinstance(self._node, PendingJoin):  # join(right).where(predicate)
             node = self._node
-            return self._new(join(node.left, node.right, predicate, node.outer))
+            return self._new(join(node.left, node.right, predicate, node.join_type))
         rex = resolve(predicate, self._node.columns)
         if rex.data_type.root not in ("BOOLEAN", "NULL"):
             raise ValidationError(
@@ -198,19 +203,34 @@ class Table:
         """Group by columns; then ``select`` keys and aggregates."""
         return GroupedTable(self, expressions(fields))
 
-    def join(self, right: Table, join_predicate: Expression | None = None) -> Table:
+    def join(self, right: Table, join_predicate: Expression | str | None = None) -> Table:
         """An inner equi-join: ``left.join(right, col('id') == col('r_id'))`` or
-        ``left.join(right).where(...)``; column names must differ (rename them first)."""
+        ``left.join(right).where(...)``; column names must differ (rename them first). With a
+        lower and an upper bound on the difference of two rowtime attributes it is an
+        interval join: ``orders.join(shipments, (col("id") == col("o_id")) &
+        col("ship_ts").between(col("ts"), col("ts") + lit(4).hours))``."""
         if join_predicate is None:
-            return self._new(PendingJoin(self._node, right.plan, outer=False))
-        return self._new(join(self._node, right.plan, join_predicate, outer=False))
+            return self._new(PendingJoin(self._node, right.plan, "INNER"))
+        return self._new(join(self._node, right.plan, _predicate(join_predicate), "INNER"))
 
-    def left_outer_join(self, right: Table, join_predicate: Expression | None = None) -> Table:
+    def left_outer_join(
+        self, right: Table, join_predicate: Expression | str | None = None
+    ) -> Table:
         """A left outer equi-join: a left row without a match is kept with NULLs, and
         retracted when a match arrives."""
         if join_predicate is None:
             raise ValidationError("left_outer_join needs a join predicate")
-        return self._new(join(self._node, right.plan, join_predicate, outer=True))
+        return self._new(join(self._node, right.plan, _predicate(join_predicate), "LEFT"))
+
+    def right_outer_join(self, right: Table, join_predicate: Expression | str) -> Table:
+        """A right outer equi-join: a right row without a match is kept with NULLs (for the
+        left's columns), and retracted when a match arrives."""
+        return self._new(join(self._node, right.plan, _predicate(join_predicate), "RIGHT"))
+
+    def full_outer_join(self, right: Table, join_predicate: Expression | str) -> Table:
+        """A full outer equi-join: a row of either side without a match is kept with NULLs
+        for the other side's columns, and retracted when a match arrives."""
+        return self._new(join(self._node, right.plan, _predicate(join_predicate), "FULL"))
 
     def over_window(self, *over_windows: OverWindow) -> OverWindowedTable:
         """Aggregates over each row's neighbours: ``over_window(Over.partition_by(col('k'))
@@ -295,11 +315,16 @@ class Table:
     def explain(self, *extra_details: ExplainDetail) -> str:
         """The plan as written (``Abstract Syntax Tree``) and as it runs (``Optimized Logical
         Plan``: adjacent calcs merged, unused columns pruned), each node with its changelog
-        mode (and, asked for plan advice, Flink's "No available advice..." when there is
-        none)."""
+        mode; then a warning per regular join whose state has no TTL (``advice[1]: [WARNING]
+        ...``), or, asked for plan advice, Flink's "No available advice..." when there is
+        none."""
         text = "== Abstract Syntax Tree ==\n" + explain(self._node) + "\n\n"
         text += "== Optimized Logical Plan ==\n" + explain(optimize(self._node)) + "\n"
-        if ExplainDetail.PLAN_ADVICE in extra_details:
+        batch = self._t_env.batch_mode  # a batch job's state lives as long as its input
+        advice = [] if batch else join_state_advice(self._node, self._t_env.state_ttl_ms())
+        if advice:
+            text += "\n" + "".join(f"advice[{i}]: {a}\n" for i, a in enumerate(advice, 1))
+        elif ExplainDetail.PLAN_ADVICE in extra_details:
             text += "\nNo available advice...\n"
         return text
 
@@ -395,3 +420,8 @@ class GroupedTable:
         table = self._table
         node = aggregate(table.plan, self._keys, expressions(fields), table.context.batch_mode)
         return Table(node, table.context)
+
+
+def _predicate(predicate: Expression | str) -> Expression:
+    """A join predicate; a string is a SQL expression, as PyFlink takes it."""
+    return parse_expression(predicate) if isinstance(predicate, str) else predicate

@@ -19,9 +19,11 @@ from cairn.common.configuration import Configuration
 from cairn.datastream.async_data_stream import AsyncDataStream
 from cairn.datastream.data_stream import DataStream
 from cairn.datastream.stream_execution_environment import StreamExecutionEnvironment
+from cairn.table.analysis import Rex
 from cairn.table.codegen import CompiledCalc, calc_source, is_async_calc
 from cairn.table.deduplicate import DeduplicateFunction
 from cairn.table.group_window import GroupWindowAggFunction
+from cairn.table.interval_join import IntervalJoinFunction
 from cairn.table.join import JoinFunction
 from cairn.table.operators import (
     AsyncCalcFunction,
@@ -38,6 +40,7 @@ from cairn.table.plan import (
     Calc,
     Correlate,
     Deduplicate,
+    IntervalJoin,
     Join,
     Limit,
     OverAggregate,
@@ -211,18 +214,38 @@ def _translate(node: PlanNode, env: StreamExecutionEnvironment, uids: Uids) -> D
     if isinstance(node, Join):
         left = _translate(node.left, env, uids)
         right = _translate(node.right, env, uids)
-        condition = None
-        if node.condition is not None:
-            condition_functions: list[Any] = []
-            source = calc_source(None, node.condition, condition_functions)
-            condition = CompiledCalc(source, condition_functions)
+        condition = _compiled_condition(node.condition)
         joiner = JoinFunction(
-            len(node.right.columns), node.outer, condition, node.left_ttl_ms, node.right_ttl_ms
+            len(node.right.columns),
+            node.left_outer,
+            condition,
+            node.left_ttl_ms,
+            node.right_ttl_ms,
+            right_outer=node.right_outer,
+            left_arity=len(node.left.columns),
         )
         connected: Any = left.connect(right).key_by(
             fields_key(node.left_keys), fields_key(node.right_keys)
         )
         return _labelled(connected.process(joiner), node, uids, describe(node))
+    if isinstance(node, IntervalJoin):
+        left = _translate(node.left, env, uids)
+        right = _translate(node.right, env, uids)
+        interval = IntervalJoinFunction(
+            len(node.left.columns),
+            len(node.right.columns),
+            node.left_time,
+            node.right_time,
+            node.lower_ms,
+            node.upper_ms,
+            _compiled_condition(node.condition),
+            node.left_outer,
+            node.right_outer,
+        )
+        both: Any = left.connect(right).key_by(
+            fields_key(node.left_keys), fields_key(node.right_keys)
+        )
+        return _labelled(both.process(interval), node, uids, describe(node))
     if isinstance(node, Limit):
         upstream = _translate(node.input, env, uids)
         limited = upstream.key_by(_constant_key).process(
@@ -248,6 +271,14 @@ def _translate(node: PlanNode, env: StreamExecutionEnvironment, uids: Uids) -> D
         first, *rest = (_translate(i, env, uids) for i in node.inputs)
         return first.union(*rest)
     raise TypeError(f"cannot translate {type(node).__name__}")
+
+
+def _compiled_condition(condition: Rex | None) -> CompiledCalc | None:
+    """A join's condition on each joined pair, compiled (``None``: every pair)."""
+    if condition is None:
+        return None
+    functions: list[Any] = []
+    return CompiledCalc(calc_source(None, condition, functions), functions)
 
 
 def _constant_key(value: Any) -> int:

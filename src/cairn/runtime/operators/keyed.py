@@ -95,7 +95,11 @@ class KeyedContext:
 
 class KeyedOperatorBase(UserFunctionOperator):
     """Keyed state and timers; a subclass whose function has ``on_timer`` sets ``_on_timer``
-    in ``open`` (timers of a function without one are dropped when due)."""
+    in ``open`` (timers of a function without one are dropped when due). A function with an
+    ``output_watermark_delay_ms`` has the watermarks it passes on held back by that much (the
+    final one excepted), as Flink's ``KeyedCoProcessOperatorWithWatermarkDelay``: an
+    operator that emits rows older than its input's watermark (an interval join) keeps
+    them from being late downstream."""
 
     def __init__(self, node: OperatorNode) -> None:
         super().__init__(node)
@@ -110,6 +114,7 @@ class KeyedOperatorBase(UserFunctionOperator):
         self._flush: Callable[[], None] | None = None
         # While ``fire_remaining_timers`` runs: new timers are ignored (BATCH execution).
         self.quiesced = False
+        self._watermark_delay = 0
 
     def open(self) -> None:
         backend = self.ctx.keyed_backend
@@ -118,6 +123,7 @@ class KeyedOperatorBase(UserFunctionOperator):
         self.backend = backend
         self._timer_context = KeyedContext(self)
         super().open()
+        self._watermark_delay = int(getattr(self.function, "output_watermark_delay_ms", 0))
 
     def _bind_on_timer(self) -> None:
         on_timer = getattr(self.function, "on_timer", None)
@@ -130,6 +136,8 @@ class KeyedOperatorBase(UserFunctionOperator):
         self.current_watermark = timestamp
         backend = self.backend
         self._fire_due(timestamp, backend.next_event_timer_ms, backend.pop_due_event_timers, True)
+        if self._watermark_delay and timestamp != MAX_WATERMARK:
+            timestamp = max(MIN_WATERMARK, timestamp - self._watermark_delay)
         self.watermark_output(timestamp)
 
     def on_processing_time(self, now_ms: int) -> None:

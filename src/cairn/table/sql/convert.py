@@ -79,6 +79,16 @@ def table_name(node: exp.Table, sql: str) -> str:
     return parts[-1]
 
 
+def _is_comma_join(node: exp.Select) -> bool:
+    """``FROM a, b WHERE ...``: its last join has no ``ON`` and no side or kind, so the
+    ``WHERE`` is that join's condition."""
+    joins = node.args.get("joins") or []
+    if not joins or isinstance(joins[-1].this, exp.Lateral):
+        return False
+    last = joins[-1]
+    return last.args.get("on") is None and not last.side and not last.kind
+
+
 def convert_query(node: exp.Expr, catalog: SqlCatalog, sql: str) -> Table:
     """The ``Table`` of a ``SELECT`` / ``UNION ALL`` tree, built with Table API calls."""
     return _QueryConverter(catalog, SqlErrors(sql)).query(node)
@@ -138,7 +148,7 @@ class _QueryConverter:
             groups.convert,
         )
         where = node.args.get("where")
-        if where is not None:
+        if where is not None and not _is_comma_join(node):
             filters = ExpressionConverter(
                 e, columns, frozenset(), self.catalog.lookup_function, scopes, None, groups.before
             )
@@ -326,9 +336,12 @@ class _QueryConverter:
             raise e.at(source.this, "LATERAL TABLE needs a table before it: FROM t, LATERAL ...")
         table, alias = self._relation(source.this)
         scopes = {alias: {n: n for n in table.get_schema().names}} if alias else {}
-        for i, join in enumerate(node.args.get("joins") or []):
+        joins = node.args.get("joins") or []
+        where = node.args.get("where")
+        for i, join in enumerate(joins):
             before = set(scopes)
-            table = self._join(table, scopes, join)
+            last = i == len(joins) - 1 and where is not None
+            table = self._join(table, scopes, join, where.this if where and last else None)
             if ttls:
                 right = [a for a in scopes if a not in before]
                 hinted = with_join_ttl(
@@ -403,16 +416,23 @@ class _QueryConverter:
         except ValidationError as error:
             raise e.at(inner, str(error)) from None
 
-    def _join(self, left: Table, scopes: dict[str, dict[str, str]], join: exp.Join) -> Table:
-        """``JOIN`` / ``LEFT JOIN`` on an equality (``planner.join``) or ``LATERAL TABLE``
-        (``planner.correlate``); a right column named like a left one is renamed as Calcite
-        does (``id`` → ``id0``), and ``scopes`` learns the right side's names."""
+    def _join(
+        self,
+        left: Table,
+        scopes: dict[str, dict[str, str]],
+        join: exp.Join,
+        where: exp.Expr | None = None,
+    ) -> Table:
+        """``JOIN`` / ``LEFT``/``RIGHT``/``FULL JOIN`` on an equality (``planner.join``) or
+        ``LATERAL TABLE`` (``planner.correlate``); a right column named like a left one is
+        renamed as Calcite does (``id`` → ``id0``), and ``scopes`` learns the right side's
+        names. ``where``: the query's ``WHERE`` condition, the condition of a comma join
+        (``FROM a, b WHERE a.id = b.id``)."""
         e = self.errors
         side = (join.side or "").upper()
         kind = (join.kind or "").upper()
-        if side in ("RIGHT", "FULL") or kind in ("CROSS", "SEMI", "ANTI"):
-            what = side or kind
-            raise e.at(join, f"{what} JOIN is not supported yet: Cairn joins INNER or LEFT", what)
+        if kind in ("CROSS", "SEMI", "ANTI"):
+            raise e.at(join, f"{kind} JOIN is not supported yet", kind)
         if join.args.get("using"):
             raise e.at(join, "JOIN ... USING is not supported yet: use ON a.x = b.y", "USING")
         if isinstance(join.this, exp.Lateral):
@@ -428,6 +448,8 @@ class _QueryConverter:
             right = right.alias(*names.values())
         scopes[alias] = names
         on = join.args.get("on")
+        if on is None and where is not None and not side and not kind:
+            on = where  # FROM a, b WHERE ...: the WHERE is the join's condition, as Calcite
         if on is None:
             raise e.at(join, "A join needs ON with an equality between the two tables (a.x = b.y)")
         exprs = ExpressionConverter(
@@ -440,6 +462,10 @@ class _QueryConverter:
         predicate = exprs.convert(on)
         if side == "LEFT":
             return self._build(on, lambda: left.left_outer_join(right, predicate))
+        if side == "RIGHT":
+            return self._build(on, lambda: left.right_outer_join(right, predicate))
+        if side == "FULL":
+            return self._build(on, lambda: left.full_outer_join(right, predicate))
         return self._build(on, lambda: left.join(right, predicate))
 
     def _lateral(
