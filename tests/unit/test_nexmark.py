@@ -218,6 +218,7 @@ def test_unknown_and_unsupported_options_are_refused_naming_them() -> None:
         _ddl(**{"person.proportion": "x"}), "option 'person.proportion' of table 'datagen'"
     )
     _create_fails(_ddl(**{"person.proportion": "0"}), "person_proportion must be >= 1")
+    _create_fails(_ddl(**{"events.num": "-1"}), "'events.num' must be >= 0, got -1")
 
 
 def test_a_table_of_another_shape_is_refused() -> None:

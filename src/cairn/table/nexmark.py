@@ -108,6 +108,8 @@ def nexmark_config(name: str, options: Mapping[str, str]) -> NexmarkConfig:
             " connector (a bounded source ends when its events are emitted)"
         )
     events = values.get("events_num", 0)
+    if events < 0:
+        raise ValidationError(f"Table '{name}': 'events.num' must be >= 0, got {events}")
     limit = events if events > 0 else None  # 0: unbounded, as in nexmark-flink
     stop = parsed.get("stop-at", -1)
     if stop >= 0:
