@@ -29,7 +29,7 @@ from typing import Any
 from cairn.table.errors import ValidationError
 from cairn.table.expressions import AGGREGATES, Expression
 from cairn.table.time_attributes import PROCTIME_TYPE, materialized
-from cairn.table.types import DataType, DataTypes, is_integral
+from cairn.table.types import DataType, DataTypes, RowType, is_integral
 
 __all__ = [
     "AggCall",
@@ -286,6 +286,8 @@ def resolve(expr: Expression, columns: Columns) -> Rex:
             " or to a select over the whole table"
         )
     ops = tuple(resolve(a, columns) for a in expr.args)
+    if expr.name == "get":
+        return _get_field(ops, expr)
     if expr.name == "udf":
         wrapper = expr.value
         if wrapper.kind == "table":
@@ -316,6 +318,27 @@ def _check_udf_inputs(wrapper: Any, ops: Sequence[Rex]) -> None:
             f"Function {wrapper.name} takes {len(declared)} arguments"
             f" ({', '.join(map(str, declared))}), got {len(ops)}"
         )
+
+
+def _get_field(ops: tuple[Rex, ...], expr: Expression) -> Rex:
+    """``row.get(name)``: the field's position and type (nullable when the row is)."""
+    row, key = ops
+    row_type = row.data_type
+    if not isinstance(row_type, RowType) or key.kind != "literal":
+        raise ValidationError(f"Cannot access a field of <{row_type}> in {expr}")
+    names = row_type.field_names()
+    index = key.value if isinstance(key.value, int) else None
+    if isinstance(key.value, str) and key.value in names:
+        index = names.index(key.value)
+    if index is None or not 0 <= index < len(names):
+        raise ValidationError(
+            f"Field [{key.value}] not found in <{row.data_type}>, fields: [{', '.join(names)}]"
+        )
+    field_type = row_type.field_types()[index]
+    nullable = field_type.nullable or row_type.nullable
+    return Rex(
+        "call", _with_null(field_type, nullable), op="get_field", operands=(row,), value=index
+    )
 
 
 def _call_type(name: str, ops: tuple[Rex, ...], expr: Expression) -> DataType:

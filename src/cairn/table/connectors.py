@@ -8,7 +8,7 @@ Whether a sink consumes updates is the connector's (``print``, ``blackhole``, an
 ``upsert-kafka`` and ``jdbc`` with a primary key do). This module is the registry and the
 two small sinks: ``print`` writes each change as Flink's print connector does
 (``+I[a, 1]``, ``N> `` before it when the sink runs in parallel), ``blackhole`` discards.
-The others have a module each (``datagen``, ``filesystem``, ``kafka`` for ``kafka`` and
+The others have a module each (``datagen``, ``nexmark``, ``filesystem``, ``kafka`` for ``kafka`` and
 ``upsert-kafka``, ``jdbc``), their formats in ``formats``. The metadata keys each connector
 reads and writes are listed here (``metadata`` checks a table's metadata columns).
 """
@@ -46,6 +46,7 @@ from cairn.table.kafka import (
 )
 from cairn.table.kafka_metadata import KAFKA_READABLE, KAFKA_WRITABLE
 from cairn.table.metadata import check_metadata
+from cairn.table.nexmark import nexmark_options, nexmark_scan
 from cairn.table.operators import KIND_TEXT
 from cairn.table.plan import ChangelogMode, PlanNode, changelog_mode, describe
 from cairn.table.schema import Schema
@@ -232,11 +233,16 @@ def _datagen(name: str, columns: Columns, options: Mapping[str, str], schema: Sc
     return datagen_scan(name, columns, options)
 
 
+def _nexmark(name: str, columns: Columns, options: Mapping[str, str], schema: Schema) -> PlanNode:
+    return nexmark_scan(name, columns, options)
+
+
 #: The source connectors: each one's option keys for a table's columns, and its scan.
 _SOURCES: dict[str, tuple[Callable[[Columns, Mapping[str, str]], set[str]], _Scan]] = {
     "datagen": (lambda columns, options: datagen_options(columns), _datagen),
     "filesystem": (filesystem_options, filesystem_scan),
     "kafka": (kafka_options, kafka_scan),
+    "nexmark": (nexmark_options, _nexmark),
     "upsert-kafka": (upsert_kafka_options, upsert_kafka_scan),
 }
 

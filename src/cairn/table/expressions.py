@@ -289,6 +289,11 @@ class Expression:
         call = self._call("json_value", path)
         return call.cast(returning_type) if returning_type is not None else call
 
+    def get(self, name_or_index: str | int) -> Expression:
+        """A field of a ``ROW`` value, by name or 0-based position (PyFlink's ``get``; SQL's
+        ``person.id``); NULL when the row is NULL."""
+        return self._call("get", name_or_index)
+
     # -- time intervals: lit(5).seconds ------------------------------------------------------
 
     def _interval(self, unit: str) -> Expression:

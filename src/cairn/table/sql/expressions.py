@@ -206,6 +206,9 @@ class ExpressionConverter:
         name = node.name
         qualifier = node.table
         if qualifier and qualifier not in self.qualifiers:
+            if node.args.get("db") is None and self._is_column(qualifier):
+                # ``person.id`` with a ROW column ``person`` (a table alias wins, as Calcite's)
+                return self._column(exp.column(qualifier)).get(name)
             raise self.errors.at(node, f"Table '{qualifier}' not found")
         scope = self.scopes.get(qualifier) if qualifier else None
         if scope is not None:
@@ -218,6 +221,11 @@ class ExpressionConverter:
         if self.columns is not None and name not in self.columns:
             raise self.errors.at(node, f"Column '{name}' not found in any table")
         return col(name)
+
+    def _is_column(self, name: str) -> bool:
+        if self.columns is not None:
+            return name in self.columns
+        return any(name in names for names in self.scopes.values())
 
     def _not(self, inner: exp.Expr) -> Expression:
         if isinstance(inner, exp.Paren):

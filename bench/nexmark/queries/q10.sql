@@ -1,0 +1,129 @@
+-- Nexmark q10 for Cairn: nexmark-flink's queries/q10.sql (github.com/nexmark/nexmark,
+-- Apache License 2.0), after the shared source table and views of bench/nexmark/ddl.sql.
+-- Adapted: the output path: nexmark-flink's
+-- 'file://${NEXMARK_DIR}/data/output/${SUBMIT_TIME}/bid/' placeholders filled in as
+-- 'file:///tmp/nexmark/q10/bid/'.
+-- Run: cairn sql -f bench/nexmark/queries/q10.sql --executor inprocess
+-- Status in Cairn: docs/nexmark.md.
+
+-- Nexmark's source table and views: nexmark-flink's ddl_gen.sql and ddl_views.sql
+-- (github.com/nexmark/nexmark, Apache License 2.0) with its ${...} placeholders filled in:
+-- 100k events of the default proportions 1:3:46 spanning 10 s of event time (the suite's
+-- 100M events at 10M events/s, scaled down), emitted as fast as the job takes them. A harness
+-- changes 'events.num' (0: unbounded), 'first-event.rate' and 'max-emit-speed' here.
+-- Not adapted: Cairn parses these statements as nexmark-flink states them.
+CREATE TABLE datagen (
+    event_type INT,
+    person ROW<
+        id BIGINT,
+        name VARCHAR,
+        emailAddress VARCHAR,
+        creditCard VARCHAR,
+        city VARCHAR,
+        state VARCHAR,
+        `dateTime` TIMESTAMP(3),
+        extra VARCHAR>,
+    auction ROW<
+        id BIGINT,
+        itemName VARCHAR,
+        description VARCHAR,
+        initialBid BIGINT,
+        reserve BIGINT,
+        `dateTime` TIMESTAMP(3),
+        expires TIMESTAMP(3),
+        seller BIGINT,
+        category BIGINT,
+        extra VARCHAR>,
+    bid ROW<
+        auction BIGINT,
+        bidder BIGINT,
+        price BIGINT,
+        channel VARCHAR,
+        url VARCHAR,
+        `dateTime` TIMESTAMP(3),
+        extra VARCHAR>,
+    `dateTime` AS
+        CASE
+            WHEN event_type = 0 THEN person.`dateTime`
+            WHEN event_type = 1 THEN auction.`dateTime`
+            ELSE bid.`dateTime`
+        END,
+    WATERMARK FOR `dateTime` AS `dateTime` - INTERVAL '4' SECOND
+) WITH (
+    'connector' = 'nexmark',
+    'first-event.rate' = '10000',
+    'next-event.rate' = '10000',
+    'events.num' = '100000',
+    'person.proportion' = '1',
+    'auction.proportion' = '3',
+    'bid.proportion' = '46'
+);
+
+CREATE VIEW person AS
+SELECT
+    person.id,
+    person.name,
+    person.emailAddress,
+    person.creditCard,
+    person.city,
+    person.state,
+    `dateTime`,
+    person.extra
+FROM datagen WHERE event_type = 0;
+
+CREATE VIEW auction AS
+SELECT
+    auction.id,
+    auction.itemName,
+    auction.description,
+    auction.initialBid,
+    auction.reserve,
+    `dateTime`,
+    auction.expires,
+    auction.seller,
+    auction.category,
+    auction.extra
+FROM datagen WHERE event_type = 1;
+
+CREATE VIEW bid AS
+SELECT
+    bid.auction,
+    bid.bidder,
+    bid.price,
+    bid.channel,
+    bid.url,
+    `dateTime`,
+    bid.extra
+FROM datagen WHERE event_type = 2;
+
+-- -------------------------------------------------------------------------------------------------
+-- Query 10: Log to File System (Not in original suite)
+-- -------------------------------------------------------------------------------------------------
+-- Log all events to file system. Illustrates windows streaming data into partitioned file system.
+--
+-- Every minute, save all events from the last period into partitioned log files.
+-- -------------------------------------------------------------------------------------------------
+
+CREATE TABLE nexmark_q10 (
+  auction  BIGINT,
+  bidder  BIGINT,
+  price  BIGINT,
+  `dateTime`  TIMESTAMP(3),
+  extra  VARCHAR,
+  dt STRING,
+  hm STRING
+) PARTITIONED BY (dt, hm) WITH (
+  'connector' = 'filesystem',
+  'path' = 'file:///tmp/nexmark/q10/bid/',
+  'format' = 'csv',
+  'sink.partition-commit.trigger' = 'partition-time',
+  'sink.partition-commit.delay' = '1 min',
+  'sink.partition-commit.policy.kind' = 'success-file',
+  'partition.time-extractor.timestamp-pattern' = '$dt $hm:00',
+  'sink.rolling-policy.rollover-interval' = '1min',
+  'sink.rolling-policy.check-interval' = '1min'
+);
+
+INSERT INTO nexmark_q10
+SELECT auction, bidder, price, `dateTime`, extra, DATE_FORMAT(`dateTime`, 'yyyy-MM-dd'), DATE_FORMAT(`dateTime`, 'HH:mm')
+FROM bid;
