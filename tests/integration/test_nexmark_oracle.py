@@ -82,7 +82,7 @@ def spark_views(spark: Any) -> Any:
 
 
 def _cairn_rows(query: str) -> collections.Counter[tuple[Any, ...]]:
-    text = (QUERIES / f"{query}.sql").read_text()
+    text = (QUERIES.parent / "ddl.sql").read_text() + (QUERIES / f"{query}.sql").read_text()
     for key, value in OPTIONS.items():
         text = re.sub(rf"'{re.escape(key)}' = '[^']*'", f"'{key}' = '{value}'", text)
     text = text.replace("'connector' = 'nexmark',", "'connector' = 'nexmark', 'seed' = '11',")

@@ -1,6 +1,9 @@
-"""``cairn sql -f job.sql``: a SQL script run as Cairn table jobs, with ``cairn run``'s options.
+"""``cairn sql [-i init.sql] -f job.sql``: a SQL script run as Cairn table jobs, with
+``cairn run``'s options.
 
-Invariant: the script's statements run in order in one table environment (streaming mode,
+Invariant: the init scripts' statements (Flink's SQL client's ``-i``: tables, views,
+functions a script shares with others) and then the script's run in order in one table
+environment (streaming mode,
 configured from ``-p``/``-s``/``-D``/``--executor``/``--master`` as ``cairn run`` configures a
 job); an ``INSERT``, a statement set or an executed plan runs its job to the end before the
 next statement starts, a query or ``SHOW``/``DESCRIBE`` prints its rows as Flink's SQL client
@@ -24,6 +27,14 @@ def add_sql_command(sub: Any) -> None:
         "sql", help="run a SQL script (DDL, INSERTs, statement sets, queries) as table jobs"
     )
     sql.add_argument("-f", "--file", required=True, help="the .sql script")
+    sql.add_argument(
+        "-i",
+        "--init",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a .sql file run first (tables and views the script uses); repeatable",
+    )
     sql.add_argument("-p", "--parallelism", type=int, default=None)
     sql.add_argument(
         "-s",
@@ -52,13 +63,15 @@ def cmd_sql(args: argparse.Namespace) -> int:
     from cairn.table.result import ResultKind
     from cairn.table.sql.script import split_statements
 
-    try:
-        with open(args.file, encoding="utf-8") as f:
-            text = f.read()
-        statements = split_statements(text)
-    except (OSError, ValueError) as error:
-        print(f"cairn sql: {args.file}: {error}", file=sys.stderr)
-        return 2
+    statements: list[tuple[str, int, str]] = []  # (file, line, statement)
+    for path in [*args.init, args.file]:
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            statements += [(path, line, s) for line, s in split_statements(text)]
+        except (OSError, ValueError) as error:
+            print(f"cairn sql: {path}: {error}", file=sys.stderr)
+            return 2
     conf: dict[str, str] = {"cairn.progress": "true"}
     if args.master:
         conf["cairn.spark.master"] = args.master
@@ -69,7 +82,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
         parallelism=args.parallelism, restore_path=args.from_checkpoint, configuration=conf
     )
     t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
-    for line, statement in statements:
+    for path, line, statement in statements:
         try:
             result = t_env.execute_sql(statement)
             if statement.upper().startswith(_JOBS):
@@ -79,7 +92,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
         except Exception as error:
             first = str(error).splitlines()[0] if str(error) else type(error).__name__
             print(
-                f"cairn sql: {args.file}, the statement at line {line} failed: {first}",
+                f"cairn sql: {path}, the statement at line {line} failed: {first}",
                 file=sys.stderr,
             )
             return 1
