@@ -17,7 +17,7 @@ import traceback
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from cairn.cli.options import parse_conf_items
+from cairn.cli.options import add_job_options, parse_conf_items
 
 if TYPE_CHECKING:
     from cairn.settings import SigningKey
@@ -249,7 +249,6 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a job script (a Python file using cairn.datastream)")
     run.add_argument("script")
     run.add_argument("script_args", nargs=argparse.REMAINDER)
-    run.add_argument("-p", "--parallelism", type=int, default=None)
     run.add_argument(
         "-s",
         "--from-savepoint",
@@ -291,15 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(cairn.recovery.on-rerun: REFUSE); without -s, --fresh or --resume, a rerun "
         "resumes a lost or failed run by itself",
     )
-    run.add_argument("--master", default=None, help="Spark master URL (default: local)")
-    run.add_argument("--executor", choices=["spark", "inprocess"], default=None)
-    run.add_argument(
-        "-D",
-        "--conf",
-        action="append",
-        metavar="KEY=VALUE",
-        help="configuration option, e.g. -D execution.checkpointing.interval=1s",
-    )
+    add_job_options(run)
     run.set_defaults(func=cmd_run)
 
     cps = sub.add_parser(

@@ -1,4 +1,5 @@
-"""Options the ``cairn`` commands share: ``-D KEY=VALUE`` configuration items.
+"""Options the ``cairn`` commands that run jobs share (``cairn run``, ``cairn sql``):
+``-p``, ``--master``, ``--executor`` and ``-D KEY=VALUE`` configuration items.
 
 Invariant: pure: an item's text becomes one configuration entry (the first ``=`` splits key
 and value, both stripped), later items win.
@@ -6,7 +7,23 @@ and value, both stripped), later items win.
 
 from __future__ import annotations
 
-__all__ = ["parse_conf_items"]
+import argparse
+
+__all__ = ["add_job_options", "parse_conf_items"]
+
+
+def add_job_options(parser: argparse.ArgumentParser) -> None:
+    """``-p``, ``--master``, ``--executor`` and ``-D`` on a job-running command."""
+    parser.add_argument("-p", "--parallelism", type=int, default=None)
+    parser.add_argument("--master", default=None, help="Spark master URL (default: local)")
+    parser.add_argument("--executor", choices=["spark", "inprocess"], default=None)
+    parser.add_argument(
+        "-D",
+        "--conf",
+        action="append",
+        metavar="KEY=VALUE",
+        help="configuration option, e.g. -D execution.checkpointing.interval=1s",
+    )
 
 
 def parse_conf_items(items: list[str] | None) -> dict[str, str]:

@@ -17,6 +17,8 @@ import argparse
 import sys
 from typing import Any
 
+from cairn.cli.options import add_job_options
+
 #: Statements whose result is a job to wait for (their ``TableResult`` prints a job id).
 _JOBS = ("INSERT", "EXECUTE STATEMENT SET", "EXECUTE PLAN", "COMPILE AND EXECUTE PLAN")
 
@@ -35,7 +37,6 @@ def add_sql_command(sub: Any) -> None:
         metavar="FILE",
         help="a .sql file run first (tables and views the script uses); repeatable",
     )
-    sql.add_argument("-p", "--parallelism", type=int, default=None)
     sql.add_argument(
         "-s",
         "--from-savepoint",
@@ -44,15 +45,7 @@ def add_sql_command(sub: Any) -> None:
         metavar="PATH",
         help="restore the script's jobs from a savepoint or retained checkpoint directory",
     )
-    sql.add_argument("--master", default=None, help="Spark master URL (default: local)")
-    sql.add_argument("--executor", choices=["spark", "inprocess"], default=None)
-    sql.add_argument(
-        "-D",
-        "--conf",
-        action="append",
-        metavar="KEY=VALUE",
-        help="configuration option, e.g. -D execution.checkpointing.interval=1s",
-    )
+    add_job_options(sql)
     sql.set_defaults(func=cmd_sql)
 
 
