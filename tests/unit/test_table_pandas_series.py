@@ -15,7 +15,8 @@ from cairn.table.analysis import Columns, resolve
 from cairn.table.expressions import col
 from cairn.table.optimize import optimize
 from cairn.table.pandas_series import from_series, to_series
-from cairn.table.plan import Calc, PythonCalc, Values, explain
+from cairn.table.plan import Calc, PythonCalc, Values
+from cairn.table.plan_text import explain
 from cairn.table.types import DataTypes
 from cairn.table.udf import udf
 

@@ -27,7 +27,8 @@ from cairn.table.analysis import AggCall, Columns
 from cairn.table.changelog_normalize import ChangelogNormalize
 from cairn.table.join import JoinFunction
 from cairn.table.operators import GroupAggFunction, LimitFunction, fields_key
-from cairn.table.plan import Aggregate, Join, Limit, StreamScan, Union, Values, explain
+from cairn.table.plan import Aggregate, Join, Limit, StreamScan, Union, Values
+from cairn.table.plan_text import explain
 from cairn.table.state_ttl import with_state_ttl
 from cairn.table.translate import plan_uid
 from cairn.table.types import DataTypes

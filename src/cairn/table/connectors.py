@@ -48,7 +48,8 @@ from cairn.table.kafka_metadata import KAFKA_READABLE, KAFKA_WRITABLE
 from cairn.table.metadata import check_metadata
 from cairn.table.nexmark import nexmark_options, nexmark_scan
 from cairn.table.operators import KIND_TEXT
-from cairn.table.plan import ChangelogMode, PlanNode, changelog_mode, describe
+from cairn.table.plan import ChangelogMode, PlanNode, changelog_mode
+from cairn.table.plan_text import describe
 from cairn.table.schema import Schema
 
 __all__ = [

@@ -14,7 +14,8 @@ pieces are then merged with their neighbours, never across a ``PythonCalc``.
 
 >>> from cairn.table.analysis import Columns, resolve
 >>> from cairn.table.expressions import col
->>> from cairn.table.plan import Values, explain
+>>> from cairn.table.plan import Values
+>>> from cairn.table.plan_text import explain
 >>> from cairn.table.types import DataTypes
 >>> cols = Columns.of([("a", DataTypes.BIGINT()), ("b", DataTypes.BIGINT())])
 >>> scan = Values(((1, 2),), cols)

@@ -11,7 +11,8 @@ another pandas function is split again above the first (the inner one runs first
 
 >>> from cairn.table.analysis import Columns, resolve
 >>> from cairn.table.expressions import col
->>> from cairn.table.plan import Values, explain
+>>> from cairn.table.plan import Values
+>>> from cairn.table.plan_text import explain
 >>> from cairn.table.types import DataType, DataTypes
 >>> from cairn.table.udf import udf
 >>> plus = udf(lambda a, b: a + b, result_type=DataTypes.BIGINT(), func_type="pandas", name="plus")

@@ -42,8 +42,8 @@ from cairn.table.plan import (
     TableAggregate,
     Union,
     WindowAggregate,
-    describe,
 )
+from cairn.table.plan_text import describe
 from cairn.table.rank import process_kind
 from cairn.table.time_attributes import is_proctime
 from cairn.table.translate import Uids

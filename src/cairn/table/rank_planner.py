@@ -10,7 +10,8 @@ updating one (Cairn infers no upsert keys, so never Flink's ``UpdateFastStrategy
 number, when kept, is a ``BIGINT NOT NULL`` column appended to the input's.
 
 >>> from cairn.table.analysis import Columns
->>> from cairn.table.plan import Values, explain
+>>> from cairn.table.plan import Values
+>>> from cairn.table.plan_text import explain
 >>> from cairn.table.types import DataTypes
 >>> rows = Values((), Columns.of([("k", DataTypes.STRING()), ("v", DataTypes.BIGINT())]))
 >>> print(explain(rank_plan(rows, (0,), (SortField(1, False, False),), 1, 3, True, "rn")))

@@ -37,9 +37,9 @@ from cairn.table.plan import (
     Rank,
     StreamScan,
     TableAggregate,
-    describe,
     with_inputs,
 )
+from cairn.table.plan_text import describe
 
 __all__ = [
     "STATE_TTL",

@@ -37,8 +37,8 @@ from cairn.table.plan import (
     Limit,
     PlanNode,
     changelog_mode,
-    explain,
 )
+from cairn.table.plan_text import explain
 from cairn.table.planner import (
     PendingJoin,
     aggregate,

@@ -53,8 +53,8 @@ from cairn.table.plan import (
     Values,
     WatermarkAssigner,
     WindowAggregate,
-    describe,
 )
+from cairn.table.plan_text import describe
 from cairn.table.rank import RankFunction, process_kind
 from cairn.table.state_ttl import with_state_ttl
 from cairn.table.table_aggregate import TableAggFunction

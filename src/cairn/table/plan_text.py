@@ -1,0 +1,207 @@
+"""The text of a logical plan: each node as Flink's plans print it, and the tree with its
+changelog modes (``Table.explain()``).
+
+Invariant: pure and read-only — the text of a node is derived from its fields and its input's
+column names only (never a job's state or a TTL), so it also serves as the content a node's
+operator uid is hashed from (``translate.plan_uid``).
+
+>>> from cairn.table.analysis import AggCall, Columns
+>>> from cairn.table.plan import Aggregate, Values
+>>> from cairn.table.types import DataTypes
+>>> scan = Values((("a", 1),), Columns.of([("k", DataTypes.STRING()), ("v", DataTypes.BIGINT())]))
+>>> n = AggCall("count_star", -1, DataTypes.BIGINT(False))
+>>> agg = Aggregate(scan, (0,), (n,), Columns.of([("k", DataTypes.STRING()), ("n", n.data_type)]))
+>>> print(explain(agg))
+GroupAggregate(groupBy=[k], select=[k, COUNT(*) AS n]) changelogMode=[I,UB,UA,D]
++- Values(tuples=[1 rows], fields=[k, v]) changelogMode=[I]
+"""
+
+from __future__ import annotations
+
+from cairn.table.analysis import Rex
+from cairn.table.plan import (
+    JOIN_TYPES,
+    Aggregate,
+    Calc,
+    Correlate,
+    Deduplicate,
+    IntervalJoin,
+    Join,
+    Limit,
+    OverAggregate,
+    PlanNode,
+    PythonCalc,
+    Rank,
+    SortField,
+    StreamScan,
+    TableAggregate,
+    Union,
+    Values,
+    WatermarkAssigner,
+    WindowAggregate,
+    changelog_mode,
+)
+
+__all__ = ["describe", "explain", "rex_text"]
+
+
+def describe(node: PlanNode) -> str:
+    names = node.columns.names
+    if isinstance(node, Values):
+        return f"Values(tuples=[{len(node.rows)} rows], fields=[{', '.join(names)}])"
+    if isinstance(node, StreamScan):
+        return f"DataStreamScan(table=[{node.name}], fields=[{', '.join(names)}])"
+    if isinstance(node, Calc):
+        inner = node.input.columns.names
+        parts = []
+        if node.projections is not None:
+            parts.append(
+                "select=["
+                + ", ".join(
+                    rex_text(p, inner) + ("" if _is_ref(p, inner, n) else f" AS {n}")
+                    for p, n in zip(node.projections, names, strict=True)
+                )
+                + "]"
+            )
+        if node.condition is not None:
+            parts.append(f"where=[{rex_text(node.condition, inner)}]")
+        return f"Calc({', '.join(parts)})"
+    if isinstance(node, PythonCalc):
+        inner = node.input.columns.names
+        calls = [
+            f"{rex_text(c, inner)} AS {n}"
+            for c, n in zip(node.calls, names[len(inner) :], strict=True)
+        ]
+        return f"PythonCalc(select=[{', '.join([*inner, *calls])}])"
+    if isinstance(node, Aggregate):
+        inner = node.input.columns.names
+        keys = ", ".join(inner[k] for k in node.keys)
+        calls = [
+            f"{c.function.upper().replace('_STAR', '')}"
+            f"({'*' if c.arg < 0 else inner[c.arg]}) AS {n}"
+            for c, n in zip(node.calls, names[len(node.keys) :], strict=True)
+        ]
+        select = ", ".join([*(names[: len(node.keys)]), *calls])
+        head = f"groupBy=[{keys}], " if keys else ""
+        return f"GroupAggregate({head}select=[{select}])"
+    if isinstance(node, Limit):
+        return f"Limit(offset=[0], fetch=[{node.count}])"
+    if isinstance(node, Deduplicate):
+        inner = node.input.columns.names
+        return (
+            f"Deduplicate(keep=[{'LastRow' if node.keep_last else 'FirstRow'}],"
+            f" key=[{', '.join(inner[k] for k in node.keys)}],"
+            f" order=[{'PROCTIME' if node.rowtime_index is None else 'ROWTIME'}])"
+        )
+    if isinstance(node, Rank):
+        inner = node.input.columns.names
+        order = ", ".join(_sort_text(f, inner) for f in node.order)
+        return (
+            f"Rank(strategy=[{node.strategy}], rankType=[ROW_NUMBER],"
+            f" rankRange=[rankStart={node.start}, rankEnd={node.end}],"
+            f" partitionBy=[{', '.join(inner[k] for k in node.keys)}], orderBy=[{order}],"
+            f" select=[{', '.join(names)}])"
+        )
+    if isinstance(node, Union):
+        return f"Union(all=[true], union=[{', '.join(names)}])"
+    if isinstance(node, WindowAggregate):
+        inner = node.input.columns.names
+        keys = ", ".join(inner[k] for k in node.keys)
+        calls = [
+            f"{c.function.upper().replace('_STAR', '')}"
+            f"({'*' if c.arg < 0 else inner[c.arg]}) AS {n}"
+            for c, n in zip(node.calls, names[len(node.keys) + len(node.properties) :], strict=True)
+        ]
+        head = f"groupBy=[{keys}], " if keys else ""
+        props = ", ".join(node.properties)
+        return (
+            f"GroupWindowAggregate({head}window=[{node.window.describe()}],"
+            f" properties=[{props}], select=[{', '.join([*names[: len(node.keys)], *calls])}])"
+        )
+    if isinstance(node, OverAggregate):
+        inner = node.input.columns.names
+        calls = [
+            f"{c.function.upper().replace('_STAR', '')}({'*' if c.arg < 0 else inner[c.arg]})"
+            for c in node.calls
+        ]
+        return f"OverAggregate({node.window.describe()}, select=[{', '.join([*inner, *calls])}])"
+    if isinstance(node, TableAggregate):
+        inner = node.input.columns.names
+        keys = ", ".join(inner[k] for k in node.keys)
+        args = inner if node.args is None else [inner[a] for a in node.args]
+        head = f"groupBy=[{keys}], " if keys else ""
+        return (
+            f"GroupTableAggregate({head}select=[{node.wrapper.name}({', '.join(args)})"
+            f" AS ({', '.join(names[len(node.keys) :])})])"
+        )
+    if isinstance(node, WatermarkAssigner):
+        time = names[node.time_index]
+        return (
+            f"WatermarkAssigner(rowtime=[{time}], watermark=[{time} - {node.delay_ms}:INTERVAL"
+            " SECOND])"
+        )
+    if isinstance(node, Join | IntervalJoin):
+        pairs = [
+            f"{node.left.columns.names[a]} = {node.right.columns.names[b]}"
+            for a, b in zip(node.left_keys, node.right_keys, strict=True)
+        ]
+        if node.condition is not None:
+            pairs.append(rex_text(node.condition, names))
+        kind = JOIN_TYPES[node.join_type]
+        where = f"where=[{' AND '.join(pairs)}], select=[{', '.join(names)}]"
+        if isinstance(node, Join):
+            return f"Join(joinType=[{kind}], {where})"
+        bounds = (
+            f"isRowTime=true, leftLowerBound={node.lower_ms}, leftUpperBound={node.upper_ms},"
+            f" leftTimeIndex={node.left_time}, rightTimeIndex={node.right_time}"
+        )
+        return f"IntervalJoin(joinType=[{kind}], windowBounds=[{bounds}], {where})"
+    if isinstance(node, Correlate):
+        inner = node.input.columns.names
+        args = inner if node.args is None else [rex_text(a, inner) for a in node.args]
+        join = "LEFT" if node.outer else "INNER"
+        return (
+            f"Correlate(invocation=[{node.wrapper.name}({', '.join(args)})],"
+            f" select=[{', '.join(names)}], joinType=[{join}])"
+        )
+    return type(node).__name__
+
+
+def _sort_text(f: SortField, names: list[str]) -> str:
+    """``v DESC`` (nulls where Flink puts them by default: first ascending, last descending)
+    or ``v DESC NULLS FIRST``."""
+    text = f"{names[f.index]} {'ASC' if f.ascending else 'DESC'}"
+    if f.nulls_first != f.ascending:
+        text += f" NULLS {'FIRST' if f.nulls_first else 'LAST'}"
+    return text
+
+
+def _is_ref(rex: Rex, names: list[str], name: str) -> bool:
+    return rex.kind == "input" and names[rex.index] == name
+
+
+def rex_text(rex: Rex, names: list[str]) -> str:
+    if rex.kind == "input":
+        return names[rex.index]
+    if rex.kind == "literal":
+        return repr(rex.value) if isinstance(rex.value, str) else str(rex.value)
+    if rex.kind == "cast":
+        fn = "TRY_CAST" if rex.op == "try" else "CAST"
+        return f"{fn}({rex_text(rex.operands[0], names)} AS {rex.data_type})"
+    op = rex.value.name if rex.op == "udf" else rex.op
+    return f"{op}({', '.join(rex_text(o, names) for o in rex.operands)})"
+
+
+def explain(node: PlanNode) -> str:
+    """The plan as an indented tree, each node with its changelog mode."""
+    lines: list[str] = []
+
+    def walk(n: PlanNode, prefix: str, child_prefix: str) -> None:
+        lines.append(f"{prefix}{describe(n)} changelogMode=[{changelog_mode(n).value}]")
+        kids = n.inputs
+        for i, kid in enumerate(kids):
+            last = i == len(kids) - 1
+            walk(kid, child_prefix + "+- ", child_prefix + ("   " if last else ":  "))
+
+    walk(node, "", "")
+    return "\n".join(lines)
