@@ -46,6 +46,7 @@ __all__ = [
     "SortField",
     "StreamScan",
     "TableAggregate",
+    "TwoInputJoin",
     "Union",
     "Values",
     "WatermarkAssigner",
@@ -260,9 +261,9 @@ JOIN_TYPES = {
 
 
 @dataclass(frozen=True, eq=False)
-class Join(PlanNode):
-    """``left [LEFT|RIGHT|FULL] JOIN right ON left_keys = right_keys [AND condition]``
-    (``join_type``: a key of ``JOIN_TYPES``); output: the left's columns, then the right's."""
+class TwoInputJoin(PlanNode):
+    """What every join of two tables has: ``left_keys = right_keys [AND condition]``, its
+    ``join_type`` (a key of ``JOIN_TYPES``); output: the left's columns, then the right's."""
 
     left: PlanNode = field(default=None)  # type: ignore[assignment]
     right: PlanNode = field(default=None)  # type: ignore[assignment]
@@ -270,8 +271,6 @@ class Join(PlanNode):
     right_keys: tuple[int, ...] = ()
     condition: Rex | None = None
     join_type: str = "INNER"
-    left_ttl_ms: int | None = None
-    right_ttl_ms: int | None = None
 
     @property
     def inputs(self) -> tuple[PlanNode, ...]:
@@ -289,35 +288,25 @@ class Join(PlanNode):
 
 
 @dataclass(frozen=True, eq=False)
-class IntervalJoin(PlanNode):
-    """An event-time interval join (Flink's ``IntervalJoin``): ``left JOIN right ON
-    left_keys = right_keys AND left.time - right.time BETWEEN lower_ms AND upper_ms [AND
-    condition]``, both times rowtime attributes (``left_time``, ``right_time``: column
-    indexes in each input); insert-only in and out. Output: the left's columns, then the
-    right's."""
+class Join(TwoInputJoin):
+    """A regular join ``left [LEFT|RIGHT|FULL] JOIN right ON ...``: both sides kept in keyed
+    state (each with its TTL)."""
 
-    left: PlanNode = field(default=None)  # type: ignore[assignment]
-    right: PlanNode = field(default=None)  # type: ignore[assignment]
-    left_keys: tuple[int, ...] = ()
-    right_keys: tuple[int, ...] = ()
-    condition: Rex | None = None
-    join_type: str = "INNER"
+    left_ttl_ms: int | None = None
+    right_ttl_ms: int | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class IntervalJoin(TwoInputJoin):
+    """An event-time interval join (Flink's ``IntervalJoin``): a join whose condition also
+    has ``left.time - right.time BETWEEN lower_ms AND upper_ms``, both times rowtime
+    attributes (``left_time``, ``right_time``: column indexes in each input); insert-only in
+    and out."""
+
     left_time: int = -1
     right_time: int = -1
     lower_ms: int = 0
     upper_ms: int = 0
-
-    @property
-    def inputs(self) -> tuple[PlanNode, ...]:
-        return (self.left, self.right)
-
-    @property
-    def left_outer(self) -> bool:
-        return self.join_type in ("LEFT", "FULL")
-
-    @property
-    def right_outer(self) -> bool:
-        return self.join_type in ("RIGHT", "FULL")
 
 
 @dataclass(frozen=True, eq=False)
@@ -409,7 +398,7 @@ class Union(PlanNode):
 
 def with_inputs(node: PlanNode, inputs: tuple[PlanNode, ...]) -> PlanNode:
     """``node`` over other ``inputs`` (as many, in the same order), everything else kept."""
-    if isinstance(node, Join | IntervalJoin):
+    if isinstance(node, TwoInputJoin):
         return replace(node, left=inputs[0], right=inputs[1])
     if isinstance(node, Union):
         return replace(node, all_inputs=inputs)

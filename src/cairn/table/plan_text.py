@@ -26,7 +26,6 @@ from cairn.table.plan import (
     Correlate,
     Deduplicate,
     IntervalJoin,
-    Join,
     Limit,
     OverAggregate,
     PlanNode,
@@ -35,6 +34,7 @@ from cairn.table.plan import (
     SortField,
     StreamScan,
     TableAggregate,
+    TwoInputJoin,
     Union,
     Values,
     WatermarkAssigner,
@@ -140,7 +140,7 @@ def describe(node: PlanNode) -> str:
             f"WatermarkAssigner(rowtime=[{time}], watermark=[{time} - {node.delay_ms}:INTERVAL"
             " SECOND])"
         )
-    if isinstance(node, Join | IntervalJoin):
+    if isinstance(node, TwoInputJoin):
         pairs = [
             f"{node.left.columns.names[a]} = {node.right.columns.names[b]}"
             for a, b in zip(node.left_keys, node.right_keys, strict=True)
@@ -149,7 +149,7 @@ def describe(node: PlanNode) -> str:
             pairs.append(rex_text(node.condition, names))
         kind = JOIN_TYPES[node.join_type]
         where = f"where=[{' AND '.join(pairs)}], select=[{', '.join(names)}]"
-        if isinstance(node, Join):
+        if not isinstance(node, IntervalJoin):
             return f"Join(joinType=[{kind}], {where})"
         bounds = (
             f"isRowTime=true, leftLowerBound={node.lower_ms}, leftUpperBound={node.upper_ms},"

@@ -34,12 +34,12 @@ from cairn.table.plan import (
     Calc,
     Deduplicate,
     IntervalJoin,
-    Join,
     OverAggregate,
     PlanNode,
     Rank,
     StreamScan,
     TableAggregate,
+    TwoInputJoin,
     Union,
     WindowAggregate,
 )
@@ -162,7 +162,7 @@ def state_layout(node: PlanNode) -> str | None:
         args = range(len(node.input.columns)) if node.args is None else node.args
         function = f"{node.wrapper.name}({_types(node.input.columns, args)})"
         return f"keys=[{keys}], accumulator=[{function}]"
-    if isinstance(node, Join | IntervalJoin):
+    if isinstance(node, TwoInputJoin):
         left, right = node.left.columns, node.right.columns
         # INNER and LEFT keep the uids they had before RIGHT and FULL joins were built
         kind = {"INNER": "outer=False", "LEFT": "outer=True"}.get(
