@@ -15,6 +15,7 @@ from cairn.common import Types
 from cairn.common.time import Instant
 from cairn.table import DataTypes, Schema
 from cairn.table.expressions import col, lit
+from cairn.testing.changelog import rows_view
 
 from ._spark_numbers import numbers_table
 
@@ -32,18 +33,6 @@ def _faults(marker: Path) -> str:
     return f"point=processing,attempt=0,records=800,subtask=1,marker={marker}"
 
 
-def _view(rows: list[Any]) -> Counter[tuple[Any, ...]]:
-    view: Counter[tuple[Any, ...]] = Counter()
-    for r in rows:
-        row = tuple(r)
-        if r.get_row_kind().short_string() in ("+I", "+U"):
-            view[row] += 1
-        else:
-            assert view[row] > 0, f"retracted a row not in the view: {row}"
-            view[row] -= 1
-    return +view
-
-
 def test_a_full_outer_join_of_updating_tables_survives_a_killed_worker(tmp_path: Path) -> None:
     marker = tmp_path / "fault-marker"
     _, numbers = numbers_table(tmp_path, _faults(marker), _value, RECORDS, 3_000)
@@ -57,7 +46,7 @@ def test_a_full_outer_join_of_updating_tables_survives_a_killed_worker(tmp_path:
         .group_by(col("k"))
         .select(col("k").alias("rk"), col("v").count.alias("n"))
     )
-    view = _view(list(left.full_outer_join(right, col("k") == col("rk")).execute().collect()))
+    view = rows_view(list(left.full_outer_join(right, col("k") == col("rk")).execute().collect()))
     assert marker.exists() and "processing" in marker.read_text(), "the fault did not fire"
     totals: Counter[str] = Counter()
     counts: Counter[str] = Counter()

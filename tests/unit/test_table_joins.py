@@ -12,6 +12,7 @@ import pytest
 
 from cairn.table import EnvironmentSettings, TableEnvironment, ValidationError
 from cairn.table.expressions import col
+from cairn.testing.changelog import rows_view
 
 PEOPLE = [
     (1, "Flink", "Germany"),
@@ -31,15 +32,7 @@ def _t_env() -> TableEnvironment:
 
 def _view(table: Any) -> Counter[tuple[Any, ...]]:
     """The multiset of rows the changelog leaves; a retraction must retract a live row."""
-    view: Counter[tuple[Any, ...]] = Counter()
-    for r in table.execute().collect():
-        row = tuple(r)
-        if r.get_row_kind().short_string() in ("+I", "+U"):
-            view[row] += 1
-        else:
-            assert view[row] > 0, f"retracted a row not in the view: {row}"
-            view[row] -= 1
-    return +view
+    return rows_view(table.execute().collect())
 
 
 def test_flinks_join_example() -> None:

@@ -22,6 +22,7 @@ from cairn.table.expressions import col
 from cairn.table.join import JoinFunction
 from cairn.table.operators import DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE
 from cairn.table.types import DataTypes
+from cairn.testing.changelog import rows_view
 
 from ._operator_harness import TwoInputHarness, snapshot_operator
 
@@ -175,15 +176,7 @@ def _t_env() -> TableEnvironment:
 
 def _view(table: Any) -> Counter[tuple[Any, ...]]:
     """The multiset of rows the changelog leaves; a retraction must retract a live row."""
-    view: Counter[tuple[Any, ...]] = Counter()
-    for r in table.execute().collect():
-        row = tuple(r)
-        if r.get_row_kind().short_string() in ("+I", "+U"):
-            view[row] += 1
-        else:
-            assert view[row] > 0, f"retracted a row not in the view: {row}"
-            view[row] -= 1
-    return +view
+    return rows_view(table.execute().collect())
 
 
 def _outer_join(
