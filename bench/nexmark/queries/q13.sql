@@ -1,7 +1,7 @@
 -- Nexmark q13 for Cairn: nexmark-flink's queries/q13.sql (github.com/nexmark/nexmark,
 -- Apache License 2.0), after the shared source table and views of bench/nexmark/ddl.sql (-i).
 -- Adapted: the side input: nexmark-flink's legacy 'connector.type' = 'filesystem' options (its own
--- TODO asks for the new connector) as 'connector' = 'filesystem' with 'path' and 'format', and
+-- note asks for the new connector) as 'connector' = 'filesystem' with 'path' and 'format', and
 -- ${FLINK_HOME}/data/side_input.txt as /tmp/nexmark/side_input.txt (nexmark-flink's
 -- side_input_gen.sh writes it: lines 'key,value' for keys 0..9999).
 -- Run: cairn sql -i bench/nexmark/ddl.sql -f bench/nexmark/queries/q13.sql --executor inprocess
@@ -13,7 +13,7 @@
 -- Joins a stream to a bounded side input, modeling basic stream enrichment.
 -- -------------------------------------------------------------------------------------------------
 
--- TODO: use the new "filesystem" connector once FLINK-17397 is done
+-- (nexmark-flink's note: use the new "filesystem" connector once FLINK-17397 is done)
 CREATE TABLE side_input (
   key BIGINT,
   `value` VARCHAR

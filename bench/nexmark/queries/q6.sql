@@ -18,7 +18,7 @@ CREATE TABLE nexmark_q6 (
   'connector' = 'blackhole'
 );
 
--- TODO: this query is not supported yet in Flink SQL, because the OVER WINDOW operator doesn't
+-- (nexmark-flink's note) This query is not supported yet in Flink SQL, because the OVER WINDOW operator doesn't
 --  support to consume retractions.
 INSERT INTO nexmark_q6
 SELECT
