@@ -48,6 +48,18 @@ from spark_window import SQL_BATCH_ROWS, batch_rate, event_columns, tally_batch,
 SYSTEM = "spark"
 
 
+def _fresh_session(args: argparse.Namespace, checkpoint_dir: Path) -> Any:
+    """A Spark session for one run: the query's checkpoint directory emptied, the UDF
+    registered when the run asks for it."""
+    if checkpoint_dir.exists():
+        shutil.rmtree(checkpoint_dir)
+    spark = build_session(args)
+    spark.sparkContext.setLogLevel("ERROR")
+    if args.udf == "on":
+        spark.udf.register("normalize_word", tc.normalize, "string")
+    return spark
+
+
 def query(workload: str, udf: bool) -> str:
     word = "normalize_word(key)" if udf else "key"
     if workload == "table-wordcount":
@@ -89,12 +101,7 @@ def run_latency(args: argparse.Namespace) -> dict[str, Any]:
     rate = args.rate
     work = Path(args.work_dir)
     checkpoint_dir = work / "checkpoint"
-    if checkpoint_dir.exists():
-        shutil.rmtree(checkpoint_dir)
-    spark = build_session(args)
-    spark.sparkContext.setLogLevel("ERROR")
-    if args.udf == "on":
-        spark.udf.register("normalize_word", tc.normalize, "string")
+    spark = _fresh_session(args, checkpoint_dir)
     rows = args.records + 1 if window else args.records
     events = (
         spark.readStream.format("rate")
@@ -189,12 +196,7 @@ def run_job(args: argparse.Namespace) -> dict[str, Any]:
     batch_rows = args.batch_rows or min(SQL_BATCH_ROWS, max(10_000, args.records // 5))
     work = Path(args.work_dir)
     checkpoint_dir = work / "checkpoint"
-    if checkpoint_dir.exists():
-        shutil.rmtree(checkpoint_dir)
-    spark = build_session(args)
-    spark.sparkContext.setLogLevel("ERROR")
-    if args.udf == "on":
-        spark.udf.register("normalize_word", tc.normalize, "string")
+    spark = _fresh_session(args, checkpoint_dir)
     rows = args.records + 1 if window else args.records  # the window's flush row
     events = (
         spark.readStream.format("rate-micro-batch")
