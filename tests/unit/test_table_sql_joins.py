@@ -150,3 +150,31 @@ def test_joins_cairn_does_not_run_are_refused_with_their_place(
         t_env.sql_query(sql)
     assert message in str(caught.value)
     assert (caught.value.line, caught.value.column) == (line, column)
+
+
+@pytest.mark.parametrize("join", ["JOIN", "LEFT JOIN", "FULL JOIN"])
+def test_an_expression_key_is_computed_below_the_join_and_dropped_after_it(join: str) -> None:
+    t_env, _, _ = _t_env()
+    sql = (
+        f"SELECT people.id, name, age FROM people {join} ages"
+        " ON MOD(people.id + 1, 3) = ages.id - 1 AND age > 15"
+    )
+    table = t_env.sql_query(sql)
+    assert table.get_schema().names == ["id", "name", "age"]
+    plan = table.explain()
+    assert "mod(plus(id, 1), 3) AS $left_key0" in plan and "minus(id0, 1) AS $right_key0" in plan
+    expected: Counter[tuple[Any, ...]] = Counter()  # the join computed here, row by row
+    matched_ages = set()
+    for pid, name, _ in PEOPLE:
+        hits = [(aid, age) for aid, age in AGES if (pid + 1) % 3 == aid - 1 and age > 15]
+        matched_ages |= set(hits)
+        for _, age in hits:
+            expected[(pid, name, age)] += 1
+        if not hits and join != "JOIN":
+            expected[(pid, name, None)] += 1
+    if join == "FULL JOIN":
+        for aid, age in AGES:
+            if (aid, age) not in matched_ages:
+                expected[(None, None, age)] += 1
+    assert _view(table) == expected
+    assert len(expected) >= 2  # rows that matched through the expression keys

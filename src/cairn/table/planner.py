@@ -26,6 +26,7 @@ from cairn.table.analysis import (
 from cairn.table.errors import ValidationError
 from cairn.table.expressions import Expression, col
 from cairn.table.interval_bounds import rowtime_indexes, window_bounds
+from cairn.table.join_keys import keyed_side, shift, split_keys
 from cairn.table.plan import (
     Aggregate,
     Calc,
@@ -156,28 +157,15 @@ class PendingJoin(PlanNode):
     join_type: str
 
 
-def _conjuncts(rex: Rex) -> list[Rex]:
-    if rex.kind == "call" and rex.op == "and":
-        return [c for o in rex.operands for c in _conjuncts(o)]
-    return [rex]
-
-
 def join(
     left: PlanNode, right: PlanNode, predicate: Expression, join_type: str = "INNER"
 ) -> PlanNode:
     """An equi-join (``join_type``: ``INNER``, ``LEFT``, ``RIGHT`` or ``FULL``): the
-    predicate's ``left = right`` conjuncts are the keys, the rest a condition on each joined
-    pair. When the rest bounds the difference of two rowtime attributes from both sides
+    predicate's ``left = right`` conjuncts are the keys (an expression key is computed below
+    the join, ``join_keys``), the rest a condition on each joined pair. When the rest bounds
+    the difference of two rowtime attributes from both sides
     (``a.ts BETWEEN b.ts - INTERVAL '1' HOUR AND b.ts``) it is an interval join."""
-    left_types, right_types = left.columns.types, right.columns.types
-    if join_type in ("RIGHT", "FULL"):
-        left_types = [t.nullable_() for t in left_types]
-    if join_type in ("LEFT", "FULL"):
-        right_types = [t.nullable_() for t in right_types]
-    pairs = [
-        *zip(left.columns.names, left_types, strict=True),
-        *zip(right.columns.names, right_types, strict=True),
-    ]
+    pairs = _joined_columns(left, right, join_type)
     names = [n for n, _ in pairs]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
@@ -185,27 +173,55 @@ def join(
             f"Join tables have duplicate column names: {', '.join(duplicates)}; rename them"
             " first (rename_columns)"
         )
-    combined = Columns.of(pairs)
-    rex = resolve(predicate, combined)
+    rex = resolve(predicate, Columns.of(pairs))
     if rex.data_type.root != "BOOLEAN":
         raise ValidationError(f"A join predicate must be BOOLEAN, {predicate} is {rex.data_type}")
-    n_left = len(left.columns)
-    left_keys: list[int] = []
-    right_keys: list[int] = []
-    rest: list[Rex] = []
-    for c in _conjuncts(rex):
-        ops = c.operands
-        if c.op == "equals" and all(o.kind == "input" for o in ops):
-            a, b = sorted(o.index for o in ops)
-            if a < n_left <= b:
-                left_keys.append(a)
-                right_keys.append(b - n_left)
-                continue
-        rest.append(c)
-    if not left_keys:
+    keys = split_keys(rex, len(left.columns))
+    if not keys.left:
         raise ValidationError(
             f"A join needs an equality between a column of each table, got {predicate}"
         )
+    keyed_left, left_keys = keyed_side(left, keys.left, "$left_key")
+    keyed_right, right_keys = keyed_side(right, keys.right, "$right_key")
+    added_left = len(keyed_left.columns) - len(left.columns)
+    rest = [shift(c, added_left, len(left.columns)) for c in keys.rest]
+    combined = Columns.of(_joined_columns(keyed_left, keyed_right, join_type))
+    joined = _join_node(combined, keyed_left, keyed_right, left_keys, right_keys, rest, join_type)
+    if keyed_left is left and keyed_right is right:
+        return joined
+    n_left = len(keyed_left.columns)  # drop the key columns the join added
+    kept = [*range(len(left.columns)), *range(n_left, n_left + len(right.columns))]
+    return Calc(
+        columns=Columns.of(pairs),
+        input=joined,
+        projections=tuple(Rex("input", combined.types[i], i) for i in kept),
+    )
+
+
+def _joined_columns(left: PlanNode, right: PlanNode, join_type: str) -> list[tuple[str, DataType]]:
+    """The joined row's columns; the side an outer join may pad with NULLs is nullable."""
+    left_types, right_types = left.columns.types, right.columns.types
+    if join_type in ("RIGHT", "FULL"):
+        left_types = [t.nullable_() for t in left_types]
+    if join_type in ("LEFT", "FULL"):
+        right_types = [t.nullable_() for t in right_types]
+    return [
+        *zip(left.columns.names, left_types, strict=True),
+        *zip(right.columns.names, right_types, strict=True),
+    ]
+
+
+def _join_node(
+    combined: Columns,
+    left: PlanNode,
+    right: PlanNode,
+    left_keys: tuple[int, ...],
+    right_keys: tuple[int, ...],
+    rest: list[Rex],
+    join_type: str,
+) -> PlanNode:
+    """A regular join, or an interval join when ``rest`` bounds two rowtime attributes."""
+    n_left = len(left.columns)
     bounds = window_bounds(rest, n_left, rowtime_indexes(left), rowtime_indexes(right))
     if bounds is not None:
         for side in (left, right):
@@ -218,8 +234,8 @@ def join(
             columns=combined,
             left=left,
             right=right,
-            left_keys=tuple(left_keys),
-            right_keys=tuple(right_keys),
+            left_keys=left_keys,
+            right_keys=right_keys,
             condition=_and(bounds.rest),
             join_type=join_type,
             left_time=bounds.left_time,
@@ -227,14 +243,13 @@ def join(
             lower_ms=bounds.lower_ms,
             upper_ms=bounds.upper_ms,
         )
-    condition = _and(rest)
     return Join(
         columns=combined,
         left=left,
         right=right,
-        left_keys=tuple(left_keys),
-        right_keys=tuple(right_keys),
-        condition=condition,
+        left_keys=left_keys,
+        right_keys=right_keys,
+        condition=_and(rest),
         join_type=join_type,
     )
 
