@@ -30,8 +30,8 @@ from cairn.common.config_registry import ConfigOption, register_option
 from cairn.table.errors import TableException, ValidationError
 from cairn.table.plan_uids import NodeEntry, node_entries, pinned_uids
 from cairn.table.result import TableResult
-from cairn.table.sql.convert import table_name
 from cairn.table.sql.parse import parse_statement
+from cairn.table.sql.relation_names import table_name
 from cairn.table.sql.statements import SqlEnvironment, insert_of
 from cairn.table.table import Table
 from cairn.table.translate import Uids

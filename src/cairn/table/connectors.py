@@ -45,6 +45,7 @@ from cairn.table.kafka import (
     upsert_kafka_sink,
 )
 from cairn.table.kafka_metadata import KAFKA_READABLE, KAFKA_WRITABLE
+from cairn.table.lookup_source import LookupTable, filesystem_lookup, jdbc_lookup
 from cairn.table.metadata import check_metadata
 from cairn.table.nexmark import nexmark_options, nexmark_scan
 from cairn.table.operators import KIND_TEXT
@@ -55,8 +56,10 @@ from cairn.table.schema import Schema
 __all__ = [
     "SinkConnector",
     "SinkTable",
+    "create_lookup",
     "create_sink",
     "create_source",
+    "is_lookup",
     "is_readable",
     "is_source",
     "java_text",
@@ -296,6 +299,26 @@ def create_source(
     _check_options(connector, option_keys(columns, options), options)
     check_metadata(name, connector, schema, _READABLE.get(connector, {}), reading=True)
     return scan(name, columns, options, schema)
+
+
+#: Connectors whose tables a lookup join can read (Flink's ``LookupTableSource``).
+_LOOKUPS: dict[str, Callable[[str, Columns, Mapping[str, str]], LookupTable]] = {
+    "filesystem": filesystem_lookup,
+    "jdbc": jdbc_lookup,
+}
+
+
+def is_lookup(connector: str) -> bool:
+    """Whether a table of ``connector`` can be joined ``FOR SYSTEM_TIME AS OF`` a
+    processing-time attribute (a lookup join)."""
+    return connector in _LOOKUPS
+
+
+def create_lookup(
+    name: str, connector: str, schema: Schema, options: Mapping[str, str]
+) -> LookupTable:
+    """The lookup table of a declared table whose connector has one (``is_lookup``)."""
+    return _LOOKUPS[connector](name, schema.physical_columns(), options)
 
 
 def create_sink(

@@ -38,9 +38,18 @@ from cairn.table.configuration import (
     TableConfig,
     TableDescriptor,
 )
-from cairn.table.connectors import SinkTable, create_sink, create_source, is_readable, is_source
+from cairn.table.connectors import (
+    SinkTable,
+    create_lookup,
+    create_sink,
+    create_source,
+    is_lookup,
+    is_readable,
+    is_source,
+)
 from cairn.table.errors import TableException, ValidationError
 from cairn.table.expressions import Expression
+from cairn.table.lookup_source import LookupTable
 from cairn.table.metadata import DATA_STREAM_METADATA, check_metadata, with_metadata
 from cairn.table.operators import DataStreamRecords, ToRowFunction
 from cairn.table.plan import (
@@ -92,6 +101,7 @@ class TableEnvironment:
         # two-way connector tables (kafka, filesystem): scanned when first read, so a table
         # only written to never needs its source options (Flink checks them when used)
         self._readable: dict[str, tuple[str, Schema, dict[str, str]]] = {}
+        self._lookups: dict[str, tuple[str, Schema, dict[str, str]]] = {}
         self._functions: dict[str, Any] = {}  # user-defined functions for SQL, by lower name
         self._definitions: dict[str, str] = {}  # the CREATE statement of a table or view
         self._unnamed = itertools.count()
@@ -251,6 +261,8 @@ class TableEnvironment:
         self, name: str, connector: str, schema: Schema | None, options: dict[str, str]
     ) -> None:
         """A source table (a scan, then its computed columns) or a sink, by connector."""
+        if is_lookup(connector) and schema is not None:
+            self._lookups[name] = (connector, schema, dict(options))
         if not is_source(connector):
             self._sinks[name] = create_sink(name, connector, schema, options)
             if is_readable(connector) and schema is not None:
@@ -284,6 +296,13 @@ class TableEnvironment:
             self._views[name] = Table(declared_table(scan, schema), self)
         return self._views.get(name)
 
+    def lookup_source(self, name: str) -> LookupTable | None:
+        """The lookup table of ``name`` when its connector has one (``jdbc``, ``filesystem``)."""
+        if name not in self._lookups:
+            return None
+        connector, schema, options = self._lookups[name]
+        return create_lookup(name, connector, schema, options)
+
     def has_table(self, name: str) -> bool:
         return name in self._views or name in self._sinks
 
@@ -300,6 +319,7 @@ class TableEnvironment:
     def drop_temporary_table(self, table_path: str) -> bool:
         self._declared.pop(table_path, None)
         self._readable.pop(table_path, None)
+        self._lookups.pop(table_path, None)
         dropped_sink = self._sinks.pop(table_path, None) is not None
         return self.drop_temporary_view(table_path) or dropped_sink
 

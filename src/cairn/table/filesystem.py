@@ -61,6 +61,7 @@ _KEYS = {
     "sink.rolling-policy.inactivity-interval",
     "sink.rolling-policy.check-interval",
     "sink.parallelism",
+    "lookup.join.cache.ttl",  # as a lookup join's table (cairn.table.lookup_source)
 }
 #: Flink's defaults: 128 MB parts, rolled every 30 minutes or after 30 idle minutes.
 _ROLLING = {

@@ -31,10 +31,13 @@ from dataclasses import dataclass
 from cairn.table.analysis import Rex
 from cairn.table.plan import (
     Calc,
+    Deduplicate,
     IntervalJoin,
+    LookupJoin,
     OverAggregate,
     PlanNode,
     StreamScan,
+    TemporalJoin,
     Union,
     WatermarkAssigner,
     WindowAggregate,
@@ -69,8 +72,10 @@ def rowtime_indexes(node: PlanNode) -> frozenset[int]:
             return frozenset()
         at = len(node.keys) + node.properties.index("rowtime")
         return frozenset() if is_proctime(node.columns.types[at]) else frozenset({at})
-    if isinstance(node, OverAggregate):
-        return rowtime_indexes(node.input)
+    if isinstance(node, OverAggregate | Deduplicate | LookupJoin):
+        return rowtime_indexes(node.input)  # the input's columns first, as they were
+    if isinstance(node, TemporalJoin):
+        return rowtime_indexes(node.left)  # the left's time attribute stays one, as in Flink
     return frozenset()
 
 

@@ -32,6 +32,7 @@ from cairn.datastream.connectors.jdbc import (
 from cairn.datastream.data_stream import DataStream
 from cairn.table.analysis import Columns
 from cairn.table.errors import ValidationError
+from cairn.table.lookup_cache import CACHE_KEYS
 from cairn.table.operators import fields_key
 from cairn.table.schema import Schema
 
@@ -60,7 +61,7 @@ _KEYS = {
 
 def jdbc_options(columns: Columns, options: Mapping[str, str]) -> set[str]:
     """The option keys of a ``jdbc`` table."""
-    return set(_KEYS)
+    return set(_KEYS) | CACHE_KEYS
 
 
 def _quote(name: str) -> str:

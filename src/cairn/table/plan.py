@@ -39,6 +39,7 @@ __all__ = [
     "IntervalJoin",
     "Join",
     "Limit",
+    "LookupJoin",
     "OverAggregate",
     "PlanNode",
     "PythonCalc",
@@ -46,6 +47,7 @@ __all__ = [
     "SortField",
     "StreamScan",
     "TableAggregate",
+    "TemporalJoin",
     "TwoInputJoin",
     "Union",
     "Values",
@@ -309,6 +311,37 @@ class IntervalJoin(TwoInputJoin):
     upper_ms: int = 0
 
 
+@dataclass(frozen=True)
+class TemporalJoin(TwoInputJoin):
+    """An event-time temporal join (Flink's ``TemporalJoin`` on a versioned table): each left
+    row joined with the version of the right row of its key that was valid at the left row's
+    time (``left_time``: a rowtime attribute of the left; ``right_time`` of the right, whose
+    primary key the keys include). Emitted when the watermark passes the left row's time;
+    the left's changelog mode is the output's."""
+
+    left_time: int = -1
+    right_time: int = -1
+
+
+@dataclass(frozen=True, eq=False)
+class LookupJoin(PlanNode):
+    """A processing-time lookup join (Flink's ``LookupJoin``): each input row joined with
+    the rows ``table`` holds for its ``keys`` (input columns) in the table's ``lookup_keys``
+    columns when the row passes; ``condition`` over the joined row; ``join_type`` ``INNER``
+    or ``LEFT``. Output: the input's columns, then the table's."""
+
+    input: PlanNode = field(default=None)  # type: ignore[assignment]
+    table: Any = None  # a lookup_source.LookupTable
+    keys: tuple[int, ...] = ()
+    lookup_keys: tuple[int, ...] = ()
+    condition: Rex | None = None
+    join_type: str = "INNER"
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.input,)
+
+
 @dataclass(frozen=True, eq=False)
 class Correlate(PlanNode):
     """A table function per input row: ``join_lateral`` (input columns kept) or
@@ -436,7 +469,9 @@ def changelog_mode(node: PlanNode) -> ChangelogMode:
         )
     if isinstance(node, IntervalJoin):
         return ChangelogMode.INSERT_ONLY
-    if isinstance(node, Calc | PythonCalc | Limit | Correlate | WatermarkAssigner):
+    if isinstance(node, TemporalJoin):
+        return changelog_mode(node.left)
+    if isinstance(node, Calc | PythonCalc | Limit | Correlate | WatermarkAssigner | LookupJoin):
         return changelog_mode(node.inputs[0])
     if isinstance(node, Union):  # the union of its inputs' modes
         modes = {changelog_mode(i) for i in node.inputs}

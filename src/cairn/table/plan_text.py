@@ -27,6 +27,7 @@ from cairn.table.plan import (
     Deduplicate,
     IntervalJoin,
     Limit,
+    LookupJoin,
     OverAggregate,
     PlanNode,
     PythonCalc,
@@ -34,6 +35,7 @@ from cairn.table.plan import (
     SortField,
     StreamScan,
     TableAggregate,
+    TemporalJoin,
     TwoInputJoin,
     Union,
     Values,
@@ -149,6 +151,11 @@ def describe(node: PlanNode) -> str:
             pairs.append(rex_text(node.condition, names))
         kind = JOIN_TYPES[node.join_type]
         where = f"where=[{' AND '.join(pairs)}], select=[{', '.join(names)}]"
+        if isinstance(node, TemporalJoin):
+            times = f"{names[node.left_time]}, {node.right.columns.names[node.right_time]}"
+            pairs.append(f"__TEMPORAL_JOIN_CONDITION({times})")
+            where = f"where=[{' AND '.join(pairs)}], select=[{', '.join(names)}]"
+            return f"TemporalJoin(joinType=[{kind}], {where})"
         if not isinstance(node, IntervalJoin):
             return f"Join(joinType=[{kind}], {where})"
         bounds = (
@@ -156,6 +163,17 @@ def describe(node: PlanNode) -> str:
             f" leftTimeIndex={node.left_time}, rightTimeIndex={node.right_time}"
         )
         return f"IntervalJoin(joinType=[{kind}], windowBounds=[{bounds}], {where})"
+    if isinstance(node, LookupJoin):
+        inner, table = node.input.columns.names, node.table.columns.names
+        lookup = ", ".join(
+            f"{table[r]}={inner[k]}" for k, r in zip(node.keys, node.lookup_keys, strict=True)
+        )
+        where = "" if node.condition is None else f", where=[{rex_text(node.condition, names)}]"
+        return (
+            f"LookupJoin(table=[default_catalog.default_database.{node.table.name}],"
+            f" joinType=[{JOIN_TYPES[node.join_type]}], lookup=[{lookup}]{where},"
+            f" select=[{', '.join(names)}])"
+        )
     if isinstance(node, Correlate):
         inner = node.input.columns.names
         args = inner if node.args is None else [rex_text(a, inner) for a in node.args]

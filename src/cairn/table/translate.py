@@ -25,6 +25,7 @@ from cairn.table.deduplicate import DeduplicateFunction
 from cairn.table.group_window import GroupWindowAggFunction
 from cairn.table.interval_join import IntervalJoinFunction
 from cairn.table.join import JoinFunction
+from cairn.table.lookup_join import LookupJoinFunction
 from cairn.table.operators import (
     AsyncCalcFunction,
     CalcFunction,
@@ -43,12 +44,14 @@ from cairn.table.plan import (
     IntervalJoin,
     Join,
     Limit,
+    LookupJoin,
     OverAggregate,
     PlanNode,
     PythonCalc,
     Rank,
     StreamScan,
     TableAggregate,
+    TemporalJoin,
     Union,
     Values,
     WatermarkAssigner,
@@ -58,6 +61,7 @@ from cairn.table.plan_text import describe
 from cairn.table.rank import RankFunction, process_kind
 from cairn.table.state_ttl import with_state_ttl
 from cairn.table.table_aggregate import TableAggFunction
+from cairn.table.temporal_join import TemporalJoinFunction
 from cairn.table.time_attributes import is_proctime
 from cairn.table.time_planner import source_idle_timeout_ms, with_idle_timeout
 from cairn.table.timestamps import watermark_strategy
@@ -246,6 +250,31 @@ def _translate(node: PlanNode, env: StreamExecutionEnvironment, uids: Uids) -> D
             fields_key(node.left_keys), fields_key(node.right_keys)
         )
         return _labelled(both.process(interval), node, uids, describe(node))
+    if isinstance(node, TemporalJoin):
+        left = _translate(node.left, env, uids)
+        right = _translate(node.right, env, uids)
+        temporal = TemporalJoinFunction(
+            len(node.right.columns),
+            node.left_time,
+            node.right_time,
+            node.left_outer,
+            _compiled_condition(node.condition),
+        )
+        versions: Any = left.connect(right).key_by(
+            fields_key(node.left_keys), fields_key(node.right_keys)
+        )
+        return _labelled(versions.process(temporal), node, uids, describe(node))
+    if isinstance(node, LookupJoin):
+        upstream = _translate(node.input, env, uids)
+        looked_up = LookupJoinFunction(
+            node.table.function(node.lookup_keys),
+            node.keys,
+            len(node.table.columns),
+            node.join_type == "LEFT",
+            _compiled_condition(node.condition),
+            node.table.cache,
+        )
+        return _labelled(upstream.flat_map(looked_up), node, uids, describe(node))
     if isinstance(node, Limit):
         upstream = _translate(node.input, env, uids)
         limited = upstream.key_by(_constant_key).process(

@@ -30,24 +30,26 @@ from cairn.table.expressions import (
     Expression,
     col,
 )
+from cairn.table.lookup_source import LookupTable
+from cairn.table.schema import Schema
 from cairn.table.sql.dialect import TableArg
 from cairn.table.sql.errors import SqlValidationError
 from cairn.table.sql.expressions import ExpressionConverter, SqlErrors
 from cairn.table.sql.ranking import ranked_source, refuse_ranking
+from cairn.table.sql.relation_names import table_name, unique_name
 from cairn.table.sql.state_ttl_hint import (
     check_hint_names,
     state_ttl_hints,
     with_aggregate_ttl,
     with_join_ttl,
 )
+from cairn.table.sql.temporal import temporal_relation
 from cairn.table.sql.windows import WINDOW, GroupWindows, OverWindows
 from cairn.table.table import GroupedTable, Table, WindowGroupedTable
 from cairn.table.types import DataType, DataTypes
 from cairn.table.window import GroupWindow, Slide, Tumble
 
-__all__ = ["SqlCatalog", "convert_query", "table_name"]
-
-DEFAULT_PATH = ("default_catalog", "default_database")
+__all__ = ["SqlCatalog", "convert_query"]
 
 
 class SqlCatalog(Protocol):
@@ -61,6 +63,14 @@ class SqlCatalog(Protocol):
         """The user-defined function registered as ``name`` (any case), else None."""
         ...
 
+    def lookup_source(self, name: str) -> LookupTable | None:
+        """The lookup table of ``name`` when its connector has one, else None."""
+        ...
+
+    def declared_schema(self, name: str) -> Schema | None:
+        """The schema ``name`` was declared with (``CREATE TABLE``), else None."""
+        ...
+
     def from_elements(
         self,
         elements: Iterable[Any],
@@ -69,14 +79,6 @@ class SqlCatalog(Protocol):
     ) -> Table:
         """A table of rows known when the query is planned (``VALUES``)."""
         ...
-
-
-def table_name(node: exp.Table, sql: str) -> str:
-    """The object name of ``[catalog.][database.]name`` in the default database."""
-    parts = [p.name for p in node.parts]
-    if len(parts) > 1 and tuple(parts[:-1]) != DEFAULT_PATH[-(len(parts) - 1) :]:
-        raise SqlErrors(sql).at(node, f"Object '{'.'.join(parts)}' not found")
-    return parts[-1]
 
 
 def _is_comma_join(node: exp.Select) -> bool:
@@ -437,13 +439,16 @@ class _QueryConverter:
             raise e.at(join, "JOIN ... USING is not supported yet: use ON a.x = b.y", "USING")
         if isinstance(join.this, exp.Lateral):
             return self._lateral(left, scopes, join, outer=side == "LEFT")
+        version = join.this.args.get("version") if isinstance(join.this, exp.Table) else None
+        if version is not None:
+            return temporal_relation(self.errors, self.catalog, left, scopes, join, version, side)
         right, alias = self._relation(join.this)
         if self._tvf is not None:
             raise e.at(join, "A join of a window TVF (window join) is not supported yet", "JOIN")
         if alias in scopes:
             raise e.at(join.this, f"Duplicate relation name '{alias}' in FROM clause")
         used = set(left.get_schema().names)
-        names = {n: _unique(n, used) for n in right.get_schema().names}
+        names = {n: unique_name(n, used) for n in right.get_schema().names}
         if any(n != m for n, m in names.items()):
             right = right.alias(*names.values())
         scopes[alias] = names
@@ -492,7 +497,7 @@ class _QueryConverter:
         declared = [c.name for c in table_alias.columns] if table_alias is not None else []
         own = declared or list(function.result_type.field_names())
         used = set(left.get_schema().names)
-        names = {n: _unique(n, used) for n in own}
+        names = {n: unique_name(n, used) for n in own}
         scopes[alias] = names
         aliased = function(*args).alias(*names.values())
         if outer:
@@ -545,14 +550,3 @@ class _QueryConverter:
         if hidden:
             result = result.select(*(col(n) for n in visible))
         return result
-
-
-def _unique(name: str, used: set[str]) -> str:
-    """``name``, or Calcite's uniquified ``name0``, ``name1``... when it is taken."""
-    unique = name
-    suffix = 0
-    while unique in used:
-        unique = f"{name}{suffix}"
-        suffix += 1
-    used.add(unique)
-    return unique

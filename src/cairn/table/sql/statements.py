@@ -18,7 +18,7 @@ from cairn.table.analysis import Columns
 from cairn.table.errors import ValidationError
 from cairn.table.result import TableResult
 from cairn.table.schema import Schema, UnresolvedColumn
-from cairn.table.sql.convert import SqlCatalog, convert_query, table_name
+from cairn.table.sql.convert import SqlCatalog, convert_query
 from cairn.table.sql.dialect import (
     CompilePlan,
     ExecutePlan,
@@ -29,6 +29,7 @@ from cairn.table.sql.dialect import (
 from cairn.table.sql.errors import SqlParserError, SqlValidationError, position_of
 from cairn.table.sql.expressions import SqlErrors, to_expression
 from cairn.table.sql.parse import parse_statement
+from cairn.table.sql.relation_names import table_name
 from cairn.table.sql.type_names import parse_type
 from cairn.table.table import Table
 from cairn.table.types import DataTypes
