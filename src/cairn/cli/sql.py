@@ -1,5 +1,5 @@
 """``cairn sql [-i init.sql] -f job.sql``: a SQL script run as Cairn table jobs, with
-``cairn run``'s options.
+``cairn run``'s options; without ``-f``, the interactive shell (``cli.sql_shell``).
 
 Invariant: the init scripts' statements (Flink's SQL client's ``-i``: tables, views,
 functions a script shares with others) and then the script's run in order in one table
@@ -26,9 +26,19 @@ _JOBS = ("INSERT", "EXECUTE STATEMENT SET", "EXECUTE PLAN", "COMPILE AND EXECUTE
 def add_sql_command(sub: Any) -> None:
     """Register ``cairn sql`` on the ``cairn`` parser's subcommands."""
     sql = sub.add_parser(
-        "sql", help="run a SQL script (DDL, INSERTs, statement sets, queries) as table jobs"
+        "sql",
+        help="run a SQL script (DDL, INSERTs, statement sets, queries) as table jobs, or"
+        " an interactive SQL shell",
     )
-    sql.add_argument("-f", "--file", required=True, help="the .sql script")
+    sql.add_argument(
+        "-f", "--file", default=None, help="the .sql script (without it: an interactive shell)"
+    )
+    sql.add_argument(
+        "--history",
+        default=None,
+        metavar="FILE",
+        help="the interactive shell's history file (default ~/.cairn/sql_history)",
+    )
     sql.add_argument(
         "-i",
         "--init",
@@ -57,7 +67,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
     from cairn.table.sql.script import split_statements
 
     statements: list[tuple[str, int, str]] = []  # (file, line, statement)
-    for path in [*args.init, args.file]:
+    for path in [*args.init, *([args.file] if args.file else [])]:
         try:
             with open(path, encoding="utf-8") as f:
                 text = f.read()
@@ -75,6 +85,8 @@ def cmd_sql(args: argparse.Namespace) -> int:
         parallelism=args.parallelism, restore_path=args.from_checkpoint, configuration=conf
     )
     t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    if args.file is None:
+        return _shell(t_env, statements, args.history)
     for path, line, statement in statements:
         try:
             result = t_env.execute_sql(statement)
@@ -90,3 +102,21 @@ def cmd_sql(args: argparse.Namespace) -> int:
             )
             return 1
     return 0
+
+
+def _shell(t_env: Any, init: list[tuple[str, int, str]], history: str | None) -> int:
+    """The interactive shell, after the init files' statements."""
+    from cairn.cli.sql_shell import SqlShell, default_history_file, enable_history
+
+    for path, line, statement in init:
+        try:
+            t_env.execute_sql(statement)
+        except Exception as error:
+            first = str(error).splitlines()[0] if str(error) else type(error).__name__
+            print(
+                f"cairn sql: {path}, the statement at line {line} failed: {first}", file=sys.stderr
+            )
+            return 1
+    if sys.stdin.isatty():
+        enable_history(history or default_history_file())
+    return SqlShell(t_env).run()

@@ -16,6 +16,7 @@ import datetime
 from dataclasses import dataclass, field
 from typing import Any
 
+from cairn.common.config_registry import ConfigOption, register_option
 from cairn.common.config_values import format_duration_ms
 from cairn.common.configuration import Configuration
 from cairn.datastream.stream_execution_environment import StreamExecutionEnvironment
@@ -63,6 +64,17 @@ class EnvironmentSettings:
 
         def build(self) -> EnvironmentSettings:
             return EnvironmentSettings(self.streaming)
+
+
+DML_SYNC = register_option(
+    ConfigOption(
+        "table.dml-sync",
+        "bool",
+        False,
+        "Whether an INSERT run by the SQL shell waits for its job to end (Flink's"
+        " TableConfigOptions.TABLE_DML_SYNC); false: the job id is printed and the shell goes on.",
+    )
+)
 
 
 class TableConfig:

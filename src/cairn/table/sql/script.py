@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["split_statements"]
+__all__ = ["complete_part", "split_statements"]
 
 _BEGIN = re.compile(r"^\s*(EXECUTE\s+)?(BEGIN\s+)?STATEMENT\s+SET\b", re.IGNORECASE)
 _SET_START = re.compile(r"^\s*BEGIN\s+STATEMENT\s+SET\s*$", re.IGNORECASE)
@@ -54,6 +54,32 @@ def split_statements(text: str) -> list[tuple[int, str]]:
     if block is not None:
         raise ValueError(f"line {block_line}: the statement set is not closed with END;")
     return statements
+
+
+def complete_part(text: str) -> tuple[str, str]:
+    """``text`` cut after its last ``;`` that ends a statement (outside strings, quoted names,
+    comments and an open ``BEGIN STATEMENT SET``): the complete statements and the rest,
+    still being typed. Text inside an unclosed quote or comment is all rest.
+
+    >>> complete_part("SELECT 1; SELECT ';")
+    ('SELECT 1;', " SELECT ';")
+    """
+    end = 0
+    i = 0
+    while True:
+        j = text.find(";", i)
+        if j < 0:
+            break
+        try:
+            split_statements(text[: j + 1])
+        except ValueError:  # a quote, comment or statement set still open at this ;
+            i = j + 1
+            continue
+        last_piece = _pieces(text[: j + 1])[-1][1]
+        if not last_piece.strip():
+            end = j + 1
+        i = j + 1
+    return text[:end], text[end:]
 
 
 def _pieces(text: str) -> list[tuple[int, str]]:
