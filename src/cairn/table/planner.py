@@ -26,6 +26,7 @@ from cairn.table.analysis import (
 from cairn.table.errors import ValidationError
 from cairn.table.expressions import Expression, col
 from cairn.table.interval_bounds import rowtime_indexes, window_bounds
+from cairn.table.window_planner import window_join
 from cairn.table.plan import (
     Aggregate,
     Calc,
@@ -228,6 +229,9 @@ def join(
             upper_ms=bounds.upper_ms,
         )
     condition = _and(rest)
+    windowed = window_join(left, right, left_keys, right_keys, condition, join_type, combined)
+    if windowed is not None:  # on both windows' start and end: Flink's WindowJoin
+        return windowed
     return Join(
         columns=combined,
         left=left,

@@ -60,9 +60,10 @@ class WatermarkDef(exp.Expression):
 
 
 class TableArg(exp.Expression):
-    """``TABLE t`` as a function argument (window TVFs: ``TUMBLE(TABLE t, ...)``)."""
+    """``TABLE t [PARTITION BY k, ...]`` as a function argument (window TVFs:
+    ``TUMBLE(TABLE t, ...)``, ``SESSION(TABLE t PARTITION BY k, ...)``)."""
 
-    arg_types: ClassVar[dict[str, bool]] = {"this": True}
+    arg_types: ClassVar[dict[str, bool]] = {"this": True, "partition_by": False}
 
 
 class StatementSetBlock(exp.Expression):
@@ -280,5 +281,19 @@ class Flink(Dialect):
                 and self._next.token_type in (TokenType.VAR, TokenType.IDENTIFIER)
             ):
                 self._advance()
-                return self.expression(TableArg(this=self._parse_table_parts()))
+                table = self._parse_table_parts()
+                keys: list[exp.Expr] = []
+                if self._match(TokenType.PARTITION_BY):
+                    wrapped = self._match(TokenType.L_PAREN)
+                    keys = [self._parse_column()]
+                    # unwrapped, the keys end where the next argument starts (a call)
+                    while self._curr is not None and self._curr.token_type == TokenType.COMMA:
+                        after = self._tokens[self._index + 2 : self._index + 3]
+                        if not wrapped and after and after[0].token_type == TokenType.L_PAREN:
+                            break
+                        self._advance()
+                        keys.append(self._parse_column())
+                    if wrapped:
+                        self._match_r_paren()
+                return self.expression(TableArg(this=table, partition_by=keys))
             return super()._parse_lambda(alias)
