@@ -8,7 +8,8 @@ window properties asked for (start, end, rowtime), then the aggregates; a row wh
 have all fired already is late and dropped, as Flink drops it with no allowed lateness.
 Session windows of a key that come to overlap are merged (accumulators merged) before they
 fire. The windows of a cumulating window share their start: they are kept by their end
-instead (its entry ``[end, ...]`` all the same), the start found again from the end. On a processing-time attribute a row belongs to the windows of the operator's clock
+instead (its entry ``[end, ...]`` all the same), the start found again from the end.
+On a processing-time attribute a row belongs to the windows of the operator's clock
 when it arrives (not its column's value, as Flink) and a window fires on a processing-time
 timer at ``end - 1``; nothing is late. At the end of a bounded input the windows still open
 do not fire: the task quiesces its processing-time timers, as Flink's does.

@@ -26,7 +26,6 @@ from cairn.table.analysis import (
 from cairn.table.errors import ValidationError
 from cairn.table.expressions import Expression, col
 from cairn.table.interval_bounds import rowtime_indexes, window_bounds
-from cairn.table.window_planner import window_join
 from cairn.table.plan import (
     Aggregate,
     Calc,
@@ -47,6 +46,7 @@ from cairn.table.udf import (
     UserDefinedFunctionWrapper,
     is_pandas,
 )
+from cairn.table.window_planner import window_join
 
 
 def check_unique(names: Sequence[str]) -> None:

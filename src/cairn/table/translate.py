@@ -326,7 +326,7 @@ def _translate_windowed(node: PlanNode, env: StreamExecutionEnvironment, uids: U
         ranking = WindowRankFunction(
             node.window_end, node.order, node.start, node.end, node.output_rank_number
         )
-    keyed = upstream.key_by(fields_key((*node.keys, node.window_end)))  # type: ignore[attr-defined]
+    keyed = upstream.key_by(fields_key((*node.keys, node.window_end)))
     return _labelled(keyed.process(ranking), node, uids, describe(node))
 
 

@@ -29,8 +29,8 @@ from cairn.table.expressions import Expression
 
 __all__ = [
     "UNBOUNDED",
-    "GroupWindow",
     "Cumulate",
+    "GroupWindow",
     "Over",
     "OverWindow",
     "Session",

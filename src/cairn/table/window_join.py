@@ -100,5 +100,7 @@ class WindowJoinFunction(KeyedCoProcessFunction):
                 out.append((INSERT, lrow + (None,) * self.right_arity))
         if self.outer[1]:
             pad = (None,) * self.left_arity
-            out.extend((INSERT, pad + r) for r, m in zip(right, right_matched, strict=True) if not m)
+            out.extend(
+                (INSERT, pad + r) for r, m in zip(right, right_matched, strict=True) if not m
+            )
         return out

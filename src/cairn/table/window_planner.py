@@ -112,8 +112,8 @@ def window_rank(
     _event_time(windows, "A window Top-N")
     rest = tuple(k for k in keys if k not in named)
     single = len(order) == 1
-    if start == end == 1 and not output_rank_number and single:
-        if order[0].index in rowtime_indexes(node):
+    if start == end == 1 and not output_rank_number and single:  # noqa: SIM102
+        if order[0].index in rowtime_indexes(node):  # by time: Flink's WindowDeduplicate
             return WindowDeduplicate(
                 columns=node.columns,
                 input=node,

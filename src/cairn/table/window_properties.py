@@ -27,7 +27,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cairn.table.time_attributes import is_proctime
 from cairn.table.plan import (
     Calc,
     PlanNode,
@@ -36,6 +35,7 @@ from cairn.table.plan import (
     WindowRank,
     WindowTableFunction,
 )
+from cairn.table.time_attributes import is_proctime
 
 __all__ = ["WindowColumns", "window_columns"]
 

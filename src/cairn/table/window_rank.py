@@ -40,7 +40,11 @@ Row = tuple[Any, ...]
 def best(rows: Sequence[Row], order: Sequence[SortField], n: int) -> list[Row]:
     """The first ``n`` of ``rows`` (in arrival order) sorted by ``order``, ties in arrival
     order."""
-    return sorted(rows, key=cmp_to_key(lambda a, b: compare_rows(order, a, b)))[:n]
+
+    def compare(a: Row, b: Row) -> int:
+        return compare_rows(order, a, b)
+
+    return sorted(rows, key=cmp_to_key(compare))[:n]
 
 
 class WindowRankFunction(KeyedProcessFunction[Any, Any, Any]):

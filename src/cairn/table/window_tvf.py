@@ -102,7 +102,7 @@ class SessionTableFunction(KeyedProcessFunction[Any, Any, Any]):
         return ()
 
     def on_timer(self, timestamp: int, ctx: Any) -> Iterable[Any]:
-        out = []
+        out: list[Any] = []
         for start in sorted(self._sessions.keys()):
             end, rows = self._sessions.get(start)
             if end - 1 != timestamp:

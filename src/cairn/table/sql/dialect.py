@@ -285,14 +285,16 @@ class Flink(Dialect):
                 keys: list[exp.Expr] = []
                 if self._match(TokenType.PARTITION_BY):
                     wrapped = self._match(TokenType.L_PAREN)
-                    keys = [self._parse_column()]
+                    keys = [k for k in [self._parse_column()] if k is not None]
                     # unwrapped, the keys end where the next argument starts (a call)
-                    while self._curr is not None and self._curr.token_type == TokenType.COMMA:
-                        after = self._tokens[self._index + 2 : self._index + 3]
+                    while self._match(TokenType.COMMA):
+                        after = self._tokens[self._index + 1 : self._index + 2]
                         if not wrapped and after and after[0].token_type == TokenType.L_PAREN:
+                            self._retreat(self._index - 1)
                             break
-                        self._advance()
-                        keys.append(self._parse_column())
+                        key = self._parse_column()
+                        if key is not None:
+                            keys.append(key)
                     if wrapped:
                         self._match_r_paren()
                 return self.expression(TableArg(this=table, partition_by=keys))
