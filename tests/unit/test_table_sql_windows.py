@@ -227,31 +227,32 @@ def test_legacy_group_windows_and_their_start_end_rowtime_functions(
     ("sql", "message", "line", "column"),
     [
         (
-            "SELECT * FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '5' SECOND))",
-            "GROUP BY window_start, window_end",
+            "SELECT COUNT(*) FROM TABLE(SESSION(TABLE t, DESCRIPTOR(ts), INTERVAL '5' SECOND))"
+            " GROUP BY window_start, window_end, name",
+            "groups by the session's PARTITION BY columns: none, got name",
             1,
-            15,
+            83,
         ),
         (
-            "SELECT COUNT(*) FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '5' SECOND))\n"
-            "GROUP BY window_start",
-            "GROUP BY window_start, window_end",
-            2,
+            "SELECT * FROM TABLE(CUMULATE(TABLE t, DESCRIPTOR(ts), INTERVAL '7' SECOND,"
+            " INTERVAL '1' MINUTE))",
+            "integral multiple of its step",
             1,
+            21,
         ),
         (
-            "SELECT COUNT(*) FROM TABLE(CUMULATE(TABLE t, DESCRIPTOR(ts), INTERVAL '5' SECOND,"
-            " INTERVAL '1' MINUTE)) GROUP BY window_start, window_end",
-            "TUMBLE and HOP",
+            "SELECT * FROM TABLE(TUMBLE(TABLE t PARTITION BY name, DESCRIPTOR(ts),"
+            " INTERVAL '5' SECOND))",
+            "TUMBLE takes no PARTITION BY",
             1,
-            22,
+            34,
         ),
         (
             "SELECT COUNT(*) FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(name), INTERVAL '5' SECOND))"
             " GROUP BY window_start, window_end",
-            "expects a time attribute",
+            "requires the timecol to be a time attribute",
             1,
-            8,
+            28,
         ),
         (
             "SELECT TUMBLE_START(ts, INTERVAL '5' SECOND), COUNT(*) FROM t GROUP BY name",

@@ -7,7 +7,9 @@ keyed state; a window fires once, when the watermark passes its end (an event-ti
 window properties asked for (start, end, rowtime), then the aggregates; a row whose windows
 have all fired already is late and dropped, as Flink drops it with no allowed lateness.
 Session windows of a key that come to overlap are merged (accumulators merged) before they
-fire. On a processing-time attribute a row belongs to the windows of the operator's clock
+fire. The windows of a cumulating window share their start: they are kept by their end
+instead (its entry ``[end, ...]`` all the same), the start found again from the end.
+On a processing-time attribute a row belongs to the windows of the operator's clock
 when it arrives (not its column's value, as Flink) and a window fires on a processing-time
 timer at ``end - 1``; nothing is late. At the end of a bounded input the windows still open
 do not fire: the task quiesces its processing-time timers, as Flink's does.
@@ -26,7 +28,7 @@ from cairn.table.analysis import AggCall
 from cairn.table.group_window_code import WindowAggCode, has_window_code
 from cairn.table.operators import INSERT, open_functions
 from cairn.table.timestamps import epoch_millis, timestamp_of_millis
-from cairn.table.window import GroupWindow, windows_of
+from cairn.table.window import GroupWindow, window_start, windows_of
 
 __all__ = ["GroupWindowAggFunction"]
 
@@ -121,19 +123,22 @@ class GroupWindowAggFunction(KeyedProcessFunction[Any, Any, Any]):
                 return ()  # no time: no window (Flink drops rows with a NULL rowtime)
             timestamp = epoch_millis(at)
             watermark = timers.current_watermark()
+        cumulate = self.window.kind == "cumulate"
         for start, end in windows_of(self.window, timestamp):
             if end - 1 <= watermark:
                 continue  # late: this window fired already
+            slot = end if cumulate else start
             if self.window.kind == "session":
                 start, end, entry = self._merge_sessions(start, end, timers)
+                slot = start
             else:
-                entry = self._windows.get(start)
+                entry = self._windows.get(slot)
                 if entry is None:
                     entry = [end, 0, [a.create() for a in self._accumulators]]
                     self._register(timers, end - 1)
             self._add(entry[2], row)
             entry[1] += 1
-            self._windows.put(start, entry)
+            self._windows.put(slot, entry)
         return ()
 
     def _merge_sessions(self, start: int, end: int, timers: Any) -> tuple[int, int, list[Any]]:
@@ -168,6 +173,13 @@ class GroupWindowAggFunction(KeyedProcessFunction[Any, Any, Any]):
         """Emit the key's windows ending at ``timestamp + 1``: a tumbling or sliding window
         is found by its start; sessions (whose ends vary) by a scan, earliest first."""
         key = ctx.get_current_key()
+        if self.window.kind == "cumulate":
+            found = self._windows.get(timestamp + 1)
+            if found is None:
+                return ()
+            self._windows.remove(timestamp + 1)
+            start = window_start(timestamp, self.window.offset_ms, self.window.size_ms)
+            return ((INSERT, key + self._output(start, found)),)
         if self.window.kind != "session":
             start = timestamp + 1 - self.window.size_ms
             entry = self._windows.get(start)

@@ -56,8 +56,9 @@ def window_agg_source(
 ) -> str:
     """The source of ``window_agg`` for ``window`` on column ``time_index``."""
     if window.kind == "tumble":
+        shifted = f"(ts - {window.offset_ms})" if window.offset_ms else "ts"
         windows = [
-            f"        start = ts - ts % {window.size_ms}",
+            f"        start = ts - {shifted} % {window.size_ms}",
             f"        for start, end in ((start, start + {window.size_ms}),):",
         ]
     else:

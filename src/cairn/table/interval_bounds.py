@@ -41,6 +41,9 @@ from cairn.table.plan import (
     Union,
     WatermarkAssigner,
     WindowAggregate,
+    WindowDeduplicate,
+    WindowRank,
+    WindowTableFunction,
 )
 from cairn.table.time_attributes import is_proctime
 
@@ -67,6 +70,12 @@ def rowtime_indexes(node: PlanNode) -> frozenset[int]:
     if isinstance(node, Union):
         found = [rowtime_indexes(i) for i in node.inputs]
         return frozenset.intersection(*found) if found else frozenset()
+    if isinstance(node, WindowTableFunction):
+        n = len(node.input.columns)
+        proctime = is_proctime(node.columns.types[n + 2])
+        return rowtime_indexes(node.input) | (frozenset() if proctime else {n + 2})
+    if isinstance(node, WindowRank | WindowDeduplicate):
+        return frozenset(i for i in rowtime_indexes(node.input) if i < len(node.input.columns))
     if isinstance(node, WindowAggregate):
         if "rowtime" not in node.properties:
             return frozenset()

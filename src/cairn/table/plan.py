@@ -53,6 +53,10 @@ __all__ = [
     "Values",
     "WatermarkAssigner",
     "WindowAggregate",
+    "WindowDeduplicate",
+    "WindowJoin",
+    "WindowRank",
+    "WindowTableFunction",
     "changelog_mode",
     "with_inputs",
 ]
@@ -343,6 +347,18 @@ class LookupJoin(PlanNode):
 
 
 @dataclass(frozen=True, eq=False)
+class WindowJoin(TwoInputJoin):
+    """A window join (Flink's ``WindowJoin``): both sides windowed alike and joined on
+    ``window_start`` and ``window_end`` (among the keys); each window's rows are kept until
+    the watermark passes its end, then joined and emitted insert-only. ``left_window`` and
+    ``right_window``: each side's ``(window_start, window_end)`` columns."""
+
+    window: Any = None
+    left_window: tuple[int, int] = (-1, -1)
+    right_window: tuple[int, int] = (-1, -1)
+
+
+@dataclass(frozen=True, eq=False)
 class Correlate(PlanNode):
     """A table function per input row: ``join_lateral`` (input columns kept) or
     ``flat_map`` (its columns only); ``args`` ``None`` passes the whole row."""
@@ -418,6 +434,62 @@ class Rank(PlanNode):
         return (self.input,)
 
 
+@dataclass(frozen=True, eq=False)
+class WindowTableFunction(PlanNode):
+    """A window TVF not aggregated (Flink's ``WindowTableFunction``): each input row once per
+    window it belongs to, with ``window_start``, ``window_end`` and ``window_time`` appended;
+    a session window's rows (per ``partition_keys``) come out when their session closes."""
+
+    input: PlanNode = field(default=None)  # type: ignore[assignment]
+    window: Any = None
+    time_index: int = -1
+    partition_keys: tuple[int, ...] = ()
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.input,)
+
+
+@dataclass(frozen=True, eq=False)
+class WindowRank(PlanNode):
+    """Window Top-N (Flink's ``WindowRank``): per window (its ``window_end`` column) and
+    partition ``keys``, the rows ranked ``start..end`` by ``order``, emitted insert-only when
+    the watermark passes the window's end; the rank number appended when
+    ``output_rank_number``."""
+
+    input: PlanNode = field(default=None)  # type: ignore[assignment]
+    keys: tuple[int, ...] = ()
+    order: tuple[SortField, ...] = ()
+    start: int = 1
+    end: int = 1
+    output_rank_number: bool = False
+    window: Any = None
+    window_start: int = -1
+    window_end: int = -1
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.input,)
+
+
+@dataclass(frozen=True, eq=False)
+class WindowDeduplicate(PlanNode):
+    """Window deduplication (Flink's ``WindowDeduplicate``): per window and ``keys`` the
+    first (earliest ``time_index``) or last row, emitted insert-only when the window closes."""
+
+    input: PlanNode = field(default=None)  # type: ignore[assignment]
+    keys: tuple[int, ...] = ()
+    keep_last: bool = False
+    time_index: int = -1
+    window: Any = None
+    window_start: int = -1
+    window_end: int = -1
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.input,)
+
+
 @dataclass(frozen=True)
 class Union(PlanNode):
     """``UNION ALL``: the rows of every input, in no particular order across inputs."""
@@ -451,7 +523,15 @@ def changelog_mode(node: PlanNode) -> ChangelogMode:
             not node.calls and changelog_mode(node.input) is ChangelogMode.INSERT_ONLY
         )
         return ChangelogMode.INSERT_ONLY if no_calls_on_insert_only else ChangelogMode.ALL
-    if isinstance(node, WindowAggregate | OverAggregate):
+    if isinstance(
+        node,
+        WindowAggregate
+        | OverAggregate
+        | WindowTableFunction
+        | WindowRank
+        | WindowDeduplicate
+        | WindowJoin,
+    ):
         return ChangelogMode.INSERT_ONLY
     if isinstance(node, TableAggregate | Rank):
         return ChangelogMode.ALL

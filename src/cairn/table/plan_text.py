@@ -41,8 +41,13 @@ from cairn.table.plan import (
     Values,
     WatermarkAssigner,
     WindowAggregate,
+    WindowDeduplicate,
+    WindowJoin,
+    WindowRank,
+    WindowTableFunction,
     changelog_mode,
 )
+from cairn.table.window import GroupWindow
 
 __all__ = ["describe", "explain", "rex_text"]
 
@@ -142,6 +147,8 @@ def describe(node: PlanNode) -> str:
             f"WatermarkAssigner(rowtime=[{time}], watermark=[{time} - {node.delay_ms}:INTERVAL"
             " SECOND])"
         )
+    if isinstance(node, WindowTableFunction | WindowRank | WindowDeduplicate | WindowJoin):
+        return _windowed_text(node, names)
     if isinstance(node, TwoInputJoin):
         pairs = [
             f"{node.left.columns.names[a]} = {node.right.columns.names[b]}"
@@ -183,6 +190,76 @@ def describe(node: PlanNode) -> str:
             f" select=[{', '.join(names)}], joinType=[{join}])"
         )
     return type(node).__name__
+
+
+def _duration(ms: int) -> str:
+    """An interval as Flink's plans print it: ``10 min``, ``5 s``, ``1500 ms``."""
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000)):
+        if ms and ms % size == 0:
+            return f"{ms // size} {unit}"
+    return f"{ms} ms"
+
+
+def window_text(window: GroupWindow, columns: str) -> str:
+    """A window TVF's window as Flink prints it: ``TUMBLE(time_col=[ts], size=[5 s])``
+    (``columns``: what it is on, ``time_col=[ts]`` or ``win_start=[...], win_end=[...]``)."""
+    kind = {"tumble": "TUMBLE", "slide": "HOP", "cumulate": "CUMULATE", "session": "SESSION"}
+    parts = [columns]
+    if window.kind == "slide":
+        parts += [f"size=[{_duration(window.size_ms)}]", f"slide=[{_duration(window.slide_ms)}]"]
+    elif window.kind == "cumulate":
+        parts += [f"max_size=[{_duration(window.size_ms)}]", f"step=[{_duration(window.slide_ms)}]"]
+    elif window.kind == "session":
+        parts.append(f"gap=[{_duration(window.gap_ms)}]")
+    else:
+        parts.append(f"size=[{_duration(window.size_ms)}]")
+    if window.offset_ms:
+        parts.append(f"offset=[{_duration(window.offset_ms)}]")
+    return f"{kind[window.kind]}({', '.join(parts)})"
+
+
+def _windowed_text(node: PlanNode, names: list[str]) -> str:
+    """A window TVF, window Top-N, deduplication or join."""
+    if isinstance(node, WindowTableFunction):
+        inner = node.input.columns.names
+        on = f"time_col=[{inner[node.time_index]}]"
+        if node.partition_keys:
+            on = f"partition_keys=[{', '.join(inner[k] for k in node.partition_keys)}], {on}"
+        return f"WindowTableFunction(window=[{window_text(node.window, on)}])"
+    if isinstance(node, WindowJoin):
+        kind = JOIN_TYPES[node.join_type]
+        lnames, rnames = node.left.columns.names, node.right.columns.names
+        sides = [
+            window_text(node.window, f"win_start=[{n[w[0]]}], win_end=[{n[w[1]]}]")
+            for n, w in ((lnames, node.left_window), (rnames, node.right_window))
+        ]
+        pairs = [
+            f"{lnames[a]} = {rnames[b]}"
+            for a, b in zip(node.left_keys, node.right_keys, strict=True)
+        ]
+        if node.condition is not None:
+            pairs.append(rex_text(node.condition, names))
+        return (
+            f"WindowJoin(leftWindow=[{sides[0]}], rightWindow=[{sides[1]}],"
+            f" joinType=[{kind}], where=[{' AND '.join(pairs)}], select=[{', '.join(names)}])"
+        )
+    assert isinstance(node, WindowRank | WindowDeduplicate)
+    inner = node.input.columns.names
+    on = f"win_start=[{inner[node.window_start]}], win_end=[{inner[node.window_end]}]"
+    window = f"window=[{window_text(node.window, on)}]"
+    keys = ", ".join(inner[k] for k in node.keys)
+    if isinstance(node, WindowDeduplicate):
+        keep = "LastRow" if node.keep_last else "FirstRow"
+        return (
+            f"WindowDeduplicate({window}, keep=[{keep}], partitionKeys=[{keys}],"
+            f" orderKey=[{inner[node.time_index]}], order=[ROWTIME])"
+        )
+    order = ", ".join(_sort_text(f, inner) for f in node.order)
+    return (
+        f"WindowRank({window}, rankType=[ROW_NUMBER], rankRange=[rankStart={node.start},"
+        f" rankEnd={node.end}], partitionBy=[{keys}], orderBy=[{order}],"
+        f" select=[{', '.join(names)}])"
+    )
 
 
 def _sort_text(f: SortField, names: list[str]) -> str:

@@ -39,9 +39,14 @@ from cairn.table.plan import (
     Rank,
     StreamScan,
     TableAggregate,
+    TemporalJoin,
     TwoInputJoin,
     Union,
     WindowAggregate,
+    WindowDeduplicate,
+    WindowJoin,
+    WindowRank,
+    WindowTableFunction,
 )
 from cairn.table.plan_text import describe
 from cairn.table.rank import process_kind
@@ -177,7 +182,23 @@ def state_layout(node: PlanNode) -> str | None:
                 f", interval=[{node.left_time}, {node.right_time},"
                 f" {node.lower_ms}, {node.upper_ms}]"
             )
+        if isinstance(node, TemporalJoin):
+            text += f", temporal=[{node.left_time}, {node.right_time}]"
+        if isinstance(node, WindowJoin):
+            text += ", window"
         return text
+    if isinstance(node, WindowRank | WindowDeduplicate):
+        rows = _types(node.input.columns, range(len(node.input.columns)))
+        keys = _types(node.input.columns, node.keys)
+        what = (
+            f"rank=[{node.start}, {node.end}]"
+            if isinstance(node, WindowRank)
+            else f"keep={'last' if node.keep_last else 'first'}"
+        )
+        return f"window=[{node.window.describe()}], keys=[{keys}], rows=[{rows}], {what}"
+    if isinstance(node, WindowTableFunction) and node.window.kind == "session":
+        rows = _types(node.input.columns, range(len(node.input.columns)))
+        return f"window=[{node.window.describe()}], rows=[{rows}]"
     if isinstance(node, Deduplicate | Rank):
         rows = _types(node.input.columns, range(len(node.input.columns)))
         keys = _types(node.input.columns, node.keys)

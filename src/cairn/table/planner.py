@@ -47,6 +47,7 @@ from cairn.table.udf import (
     UserDefinedFunctionWrapper,
     is_pandas,
 )
+from cairn.table.window_planner import window_join
 
 
 def check_unique(names: Sequence[str]) -> None:
@@ -243,6 +244,10 @@ def _join_node(
             lower_ms=bounds.lower_ms,
             upper_ms=bounds.upper_ms,
         )
+    condition = _and(rest)
+    windowed = window_join(left, right, left_keys, right_keys, condition, join_type, combined)
+    if windowed is not None:  # on both windows' start and end: Flink's WindowJoin
+        return windowed
     return Join(
         columns=combined,
         left=left,

@@ -39,6 +39,7 @@ from cairn.table.plan import (
 )
 from cairn.table.time_attributes import is_proctime
 from cairn.table.types import DataTypes
+from cairn.table.window_planner import window_rank
 
 __all__ = ["is_rowtime_column", "rank_plan"]
 
@@ -78,6 +79,9 @@ def rank_plan(
             f"The rank range [{start}, {end}] is empty: a ROW_NUMBER filter keeps ranks from 1"
             " up to a number (rn <= N, rn = N, rn BETWEEN M AND N)"
         )
+    windowed = window_rank(node, keys, order, start, end, output_rank_number, rank_name)
+    if windowed is not None:  # partitioned by window_start, window_end: Flink's WindowRank
+        return windowed
     insert_only = changelog_mode(node) is ChangelogMode.INSERT_ONLY
     if start == end == 1 and not output_rank_number and len(order) == 1:
         index = order[0].index

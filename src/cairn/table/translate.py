@@ -56,6 +56,10 @@ from cairn.table.plan import (
     Values,
     WatermarkAssigner,
     WindowAggregate,
+    WindowDeduplicate,
+    WindowJoin,
+    WindowRank,
+    WindowTableFunction,
 )
 from cairn.table.plan_text import describe
 from cairn.table.rank import RankFunction, process_kind
@@ -66,6 +70,9 @@ from cairn.table.time_attributes import is_proctime
 from cairn.table.time_planner import source_idle_timeout_ms, with_idle_timeout
 from cairn.table.timestamps import watermark_strategy
 from cairn.table.vectorized_calc import PandasCalcFunction, arrow_batch_size
+from cairn.table.window_join import WindowJoinFunction
+from cairn.table.window_rank import WindowRankFunction
+from cairn.table.window_tvf import SessionTableFunction, WindowTableFunctionFunction
 
 __all__ = ["Uids", "plan_uid", "to_data_stream"]
 
@@ -296,10 +303,60 @@ def _translate(node: PlanNode, env: StreamExecutionEnvironment, uids: Uids) -> D
         if not node.keys:
             ranked = ranked.set_parallelism(1)
         return _labelled(ranked, node, uids, describe(node))
+    if isinstance(node, WindowTableFunction | WindowRank | WindowDeduplicate | WindowJoin):
+        return _translate_windowed(node, env, uids)
     if isinstance(node, Union):
         first, *rest = (_translate(i, env, uids) for i in node.inputs)
         return first.union(*rest)
     raise TypeError(f"cannot translate {type(node).__name__}")
+
+
+def _translate_windowed(node: PlanNode, env: StreamExecutionEnvironment, uids: Uids) -> DataStream:
+    """A window TVF, window Top-N, deduplication or join; a Top-N or deduplication is keyed
+    by its partition keys and the window's end (one key per partition and window)."""
+    if isinstance(node, WindowJoin):
+        left = _translate(node.left, env, uids)
+        right = _translate(node.right, env, uids)
+        joiner = WindowJoinFunction(
+            len(node.left.columns),
+            len(node.right.columns),
+            node.left_window[1],
+            node.right_window[1],
+            _compiled_condition(node.condition),
+            node.left_outer,
+            node.right_outer,
+        )
+        both: Any = left.connect(right).key_by(
+            fields_key(node.left_keys), fields_key(node.right_keys)
+        )
+        return _labelled(both.process(joiner), node, uids, describe(node))
+    upstream = _translate(node.inputs[0], env, uids)
+    out: Any
+    if isinstance(node, WindowTableFunction):
+        time_type = node.input.columns.types[node.time_index]
+        if node.window.kind != "session":
+            assign = WindowTableFunctionFunction(
+                node.window, node.time_index, is_proctime(time_type)
+            )
+            return _labelled(upstream.flat_map(assign), node, uids, describe(node))
+        keys = node.partition_keys
+        out = upstream.key_by(fields_key(keys) if keys else _constant_key).process(
+            SessionTableFunction(node.window, node.time_index)
+        )
+        if not keys:
+            out = out.set_parallelism(1)
+        return _labelled(out, node, uids, describe(node))
+    ranking: WindowRankFunction
+    if isinstance(node, WindowDeduplicate):
+        keep = "last" if node.keep_last else "first"
+        ranking = WindowRankFunction(node.window_end, keep=keep, time_index=node.time_index)
+    else:
+        assert isinstance(node, WindowRank)
+        ranking = WindowRankFunction(
+            node.window_end, node.order, node.start, node.end, node.output_rank_number
+        )
+    keyed = upstream.key_by(fields_key((*node.keys, node.window_end)))
+    return _labelled(keyed.process(ranking), node, uids, describe(node))
 
 
 def _compiled_condition(condition: Rex | None) -> CompiledCalc | None:

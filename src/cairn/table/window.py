@@ -1,8 +1,10 @@
 """Windows with PyFlink's names (``pyflink.table.window``): the group windows ``Tumble``,
-``Slide``, ``Session`` and the over window ``Over``.
+``Slide``, ``Session`` and the over window ``Over``; ``Cumulate`` (no PyFlink class: SQL's
+``CUMULATE`` window TVF) shares their one ``GroupWindow`` description.
 
-Invariant: a window is an immutable description — its kind, size (and slide or gap) in
-milliseconds, the time attribute it is ``on`` and its alias; assigning rows to windows is the
+Invariant: a window is an immutable description — its kind, size (and slide, step or gap) in
+milliseconds, its offset, the time attribute it is ``on`` and its alias; assigning rows to
+windows is the
 pure function ``windows_of`` (tested without a job), and the window aggregate
 (``cairn.table.window_operator``) fires a window once the watermark passes its end, as Flink's
 group window aggregate does with no allowed lateness.
@@ -13,6 +15,8 @@ group window aggregate does with no allowed lateness.
 ('tumble', 5000, 'ts', 'w')
 >>> windows_of(Slide.over(lit(10).seconds).every(lit(5).seconds).on(col("ts")).alias("w"), 12_000)
 [(5000, 15000), (10000, 20000)]
+>>> windows_of(Cumulate.over(lit(10).seconds).every(lit(5).seconds).on("ts").alias("w"), 3_000)
+[(0, 5000), (0, 10000)]
 """
 
 from __future__ import annotations
@@ -25,12 +29,14 @@ from cairn.table.expressions import Expression
 
 __all__ = [
     "UNBOUNDED",
+    "Cumulate",
     "GroupWindow",
     "Over",
     "OverWindow",
     "Session",
     "Slide",
     "Tumble",
+    "window_start",
     "windows_of",
 ]
 
@@ -59,7 +65,9 @@ def _field(value: Any) -> str:
 
 @dataclass(frozen=True)
 class GroupWindow:
-    """A tumbling, sliding or session window on a time attribute, with its alias."""
+    """A tumbling, sliding, cumulating or session window on a time attribute, with its alias
+    (``slide_ms``: a cumulating window's step; ``offset_ms``: Flink's window offset, windows
+    start at ``offset + n * size`` or ``offset + n * slide``)."""
 
     kind: str
     size_ms: int = 0
@@ -67,6 +75,7 @@ class GroupWindow:
     gap_ms: int = 0
     time_field: str = ""
     alias_name: str = ""
+    offset_ms: int = 0
 
     def on(self, time_field: Any) -> GroupWindow:
         return replace(self, time_field=_field(time_field))
@@ -77,15 +86,36 @@ class GroupWindow:
     def alias(self, alias: str) -> GroupWindow:
         return replace(self, alias_name=alias)
 
+    def offset(self, offset: Any) -> GroupWindow:
+        """Windows shifted by ``offset`` (Flink's window TVF ``offset`` argument)."""
+        return replace(self, offset_ms=_millis(offset, "offset"))
+
     def check(self) -> None:
         if not self.time_field:
             raise ValidationError(f"The {self.kind} window needs a time attribute: .on(col('ts'))")
         if not self.alias_name:
             raise ValidationError(f"The {self.kind} window needs an alias: .alias('w')")
-        if self.kind == "slide" and self.slide_ms <= 0:
-            raise ValidationError("A sliding window needs a slide: .every(lit(5).seconds)")
+        if self.kind in ("slide", "cumulate") and self.slide_ms <= 0:
+            what = "sliding window needs a slide" if self.kind == "slide" else "cumulating window"
+            raise ValidationError(f"A {what} needs a step: .every(lit(5).seconds)")
+        if self.kind == "session" and self.gap_ms <= 0:
+            raise ValidationError("A session window's gap must be positive")
+        if self.kind != "session" and self.size_ms <= 0:
+            raise ValidationError(f"A {self.kind} window's size must be positive")
+        if self.kind == "cumulate" and self.size_ms % self.slide_ms:
+            raise ValidationError(
+                "A cumulating window's max size must be an integral multiple of its step,"
+                f" got size {self.size_ms} ms and step {self.slide_ms} ms"
+            )
 
     def describe(self) -> str:
+        if self.kind == "cumulate":
+            return (
+                f"CumulativeGroupWindow('{self.alias_name}, {self.time_field}, {self.size_ms},"
+                f" {self.slide_ms}{self._offset_text()})"
+            )
+        if self.offset_ms:
+            return replace(self, offset_ms=0).describe()[:-1] + self._offset_text() + ")"
         if self.kind == "tumble":
             return f"TumblingGroupWindow('{self.alias_name}, {self.time_field}, {self.size_ms})"
         if self.kind == "slide":
@@ -94,6 +124,9 @@ class GroupWindow:
                 f" {self.slide_ms})"
             )
         return f"SessionGroupWindow('{self.alias_name}, {self.time_field}, {self.gap_ms})"
+
+    def _offset_text(self) -> str:
+        return f", offset={self.offset_ms}" if self.offset_ms else ""
 
 
 class Tumble:
@@ -112,6 +145,15 @@ class Slide:
         return GroupWindow("slide", size_ms=_millis(size, "size"))
 
 
+class Cumulate:
+    """Windows from one start growing by ``step`` up to ``size`` (SQL's ``CUMULATE``):
+    ``Cumulate.over(size).every(step).on(...)``."""
+
+    @staticmethod
+    def over(size: Any) -> GroupWindow:
+        return GroupWindow("cumulate", size_ms=_millis(size, "size"))
+
+
 class Session:
     """Windows of activity separated by a gap: ``Session.with_gap(lit(10).minutes)``."""
 
@@ -120,20 +162,37 @@ class Session:
         return GroupWindow("session", gap_ms=_millis(gap, "gap"))
 
 
+def window_start(timestamp: int, offset: int, size: int) -> int:
+    """The start of the window of length ``size`` (ms) that holds ``timestamp``, windows
+    starting at ``offset + n * size`` (Flink's ``TimeWindow.getWindowStartWithOffset``).
+
+    >>> window_start(7_500, 0, 5_000), window_start(7_500, 1_000, 5_000), window_start(-1, 0, 10)
+    (5000, 6000, -10)
+    """
+    return timestamp - (timestamp - offset) % size
+
+
 def windows_of(window: GroupWindow, timestamp: int) -> list[tuple[int, int]]:
-    """The ``[start, end)`` windows a row at ``timestamp`` (ms) belongs to, earliest first
-    (a session window: the row's own ``[t, t + gap)``, merged later)."""
+    """The ``[start, end)`` windows a row at ``timestamp`` (ms) belongs to, earliest end first
+    (a session window: the row's own ``[t, t + gap)``, merged later; a cumulating window: each
+    window of the row's period whose end is after it)."""
+    offset = window.offset_ms
     if window.kind == "tumble":
-        start = timestamp - timestamp % window.size_ms
+        start = window_start(timestamp, offset, window.size_ms)
         return [(start, start + window.size_ms)]
     if window.kind == "slide":
-        last = timestamp - timestamp % window.slide_ms
+        last = window_start(timestamp, offset, window.slide_ms)
         out = []
         start = last
         while start > timestamp - window.size_ms:
             out.append((start, start + window.size_ms))
             start -= window.slide_ms
         return sorted(out)
+    if window.kind == "cumulate":
+        start = window_start(timestamp, offset, window.size_ms)
+        first_end = window_start(timestamp, offset, window.slide_ms) + window.slide_ms
+        step = window.slide_ms
+        return [(start, end) for end in range(first_end, start + window.size_ms + 1, step)]
     return [(timestamp, timestamp + window.gap_ms)]
 
 

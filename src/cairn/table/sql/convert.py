@@ -44,10 +44,25 @@ from cairn.table.sql.state_ttl_hint import (
     with_join_ttl,
 )
 from cairn.table.sql.temporal import temporal_relation
-from cairn.table.sql.windows import WINDOW, GroupWindows, OverWindows
+from cairn.table.sql.windows import (
+    WINDOW,
+    GroupWindows,
+    OverWindows,
+    WindowTvf,
+    check_session_keys,
+    groups_by_window,
+)
 from cairn.table.table import GroupedTable, Table, WindowGroupedTable
 from cairn.table.types import DataType, DataTypes
-from cairn.table.window import GroupWindow, Slide, Tumble
+from cairn.table.window import Cumulate, GroupWindow, Session, Slide, Tumble
+from cairn.table.window_planner import window_tvf
+
+_TVF_USAGE = {
+    "TUMBLE": "TABLE t, DESCRIPTOR(ts), size[, offset]",
+    "HOP": "TABLE t, DESCRIPTOR(ts), slide, size[, offset]",
+    "CUMULATE": "TABLE t, DESCRIPTOR(ts), step, size[, offset]",
+    "SESSION": "TABLE t [PARTITION BY k], DESCRIPTOR(ts), gap",
+}
 
 __all__ = ["SqlCatalog", "convert_query"]
 
@@ -100,8 +115,8 @@ class _QueryConverter:
     def __init__(self, catalog: SqlCatalog, errors: SqlErrors) -> None:
         self.catalog = catalog
         self.errors = errors
-        # the window TVF in the FROM of the SELECT being converted, with its node
-        self._tvf: tuple[GroupWindow, exp.Expr] | None = None
+        # the window TVF that is the FROM of the SELECT being converted
+        self._tvf: WindowTvf | None = None
         # Top-N / deduplication subqueries already planned (``ranking``), by node identity
         self._ranked: dict[int, Table] = {}
 
@@ -137,9 +152,14 @@ class _QueryConverter:
         finally:
             self._tvf = outer_tvf
         check_hint_names(ttls, scopes, e, node.args.get("hint"))
+        if tvf is not None and groups_by_window(node):
+            table = tvf.table  # GROUP BY window_start, window_end: a window aggregate
+            check_session_keys(e, node, tvf)
+        else:
+            tvf = None  # the TVF's rows as a table (window Top-N, deduplication, join...)
         columns = table.get_schema().names
         over = OverWindows(e, node.args.get("windows") or [], columns)
-        groups = GroupWindows(e, tvf)
+        groups = GroupWindows(e, (tvf.window, tvf.node) if tvf is not None else None)
         exprs = ExpressionConverter(
             e,
             columns,
@@ -364,8 +384,9 @@ class _QueryConverter:
             ranked = self._ranked.pop(id(this), None)
             table = ranked if ranked is not None else self.query(this.this)
         elif isinstance(this, exp.Table) and isinstance(this.this, exp.Anonymous):
-            table, window = self._window_tvf(this, this.this)
-            self._tvf = (window, this)
+            tvf = self._window_tvf(this, this.this)
+            self._tvf = tvf  # aggregated by its window: the window aggregate reads the table
+            table = tvf.windowed
             alias = this.alias
         elif isinstance(this, exp.Table):
             name = table_name(this, e.sql)
@@ -382,41 +403,59 @@ class _QueryConverter:
                 table = table.alias(*(c.name for c in column_aliases))
         return table, alias
 
-    def _window_tvf(self, node: exp.Table, call: exp.Anonymous) -> tuple[Table, GroupWindow]:
-        """``TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), size))`` or ``HOP(..., slide, size)``:
-        the table, and the group window its ``GROUP BY window_start, window_end`` means."""
+    def _window_tvf(self, node: exp.Table, call: exp.Anonymous) -> WindowTvf:
+        """``TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), size[, offset]))``, ``HOP(..., slide,
+        size[, offset])``, ``CUMULATE(..., step, size[, offset])`` or ``SESSION(TABLE t
+        [PARTITION BY k], DESCRIPTOR(ts), gap)``: its table and window."""
         e = self.errors
         inner = call.expressions[0] if len(call.expressions) == 1 else None
         name = inner.name.upper() if isinstance(inner, exp.Anonymous) else ""
-        if call.name.upper() != "TABLE" or name not in ("TUMBLE", "HOP"):
+        if call.name.upper() != "TABLE" or name not in _TVF_USAGE:
             raise e.at(
                 node,
                 f"Table function {name or call.name}(...) in FROM is not supported yet:"
-                " Cairn takes the window TVFs TUMBLE and HOP",
+                " Cairn takes the window TVFs TUMBLE, HOP, CUMULATE and SESSION",
             )
         assert isinstance(inner, exp.Anonymous)
         args = list(inner.expressions)
-        if len(args) != (3 if name == "TUMBLE" else 4) or not isinstance(args[0], TableArg):
-            usage = "TABLE t, DESCRIPTOR(ts), size" + (", slide" if name == "HOP" else "")
-            raise e.at(inner, f"{name} takes ({usage.replace('size, slide', 'slide, size')})")
+        sizes_needed = 1 if name in ("TUMBLE", "SESSION") else 2
+        optional = 0 if name == "SESSION" else 1
+        counts = range(2 + sizes_needed, 3 + sizes_needed + optional)
+        if len(args) not in counts or not isinstance(args[0], TableArg):
+            raise e.at(inner, f"{name} takes ({_TVF_USAGE[name]})")
         table, _ = self._relation(args[0].this)
+        keys = [k.name for k in args[0].args.get("partition_by") or []]
+        if keys and name != "SESSION":
+            raise e.at(args[0], f"{name} takes no PARTITION BY: only SESSION does")
         descriptor = args[1]
         columns = descriptor.expressions if isinstance(descriptor, exp.Anonymous) else []
         if descriptor.name.upper() != "DESCRIPTOR" or len(columns) != 1:
             raise e.at(descriptor, "The time attribute is given as DESCRIPTOR(ts)")
         if columns[0].name not in table.get_schema().names:
             raise e.at(columns[0], f"Column '{columns[0].name}' not found in any table")
+        for key in args[0].args.get("partition_by") or []:
+            if key.name not in table.get_schema().names:
+                raise e.at(key, f"Column '{key.name}' not found in any table")
         time_field = col(columns[0].name)
         intervals = ExpressionConverter(e, [], frozenset())
         sizes = [intervals.convert(a) for a in args[2:]]
         try:
+            window: GroupWindow
             if name == "TUMBLE":
                 window = Tumble.over(sizes[0])
-            else:
+            elif name == "HOP":
                 window = Slide.over(sizes[1]).every(sizes[0])
-            return table, window.on(time_field).alias(WINDOW)
+            elif name == "CUMULATE":
+                window = Cumulate.over(sizes[1]).every(sizes[0])
+            else:
+                window = Session.with_gap(sizes[0])
+            if len(sizes) > sizes_needed:
+                window = window.offset(sizes[-1])
+            window = window.on(time_field).alias(WINDOW)
+            plan = window_tvf(table.plan, window, keys)
         except ValidationError as error:
             raise e.at(inner, str(error)) from None
+        return WindowTvf(window, node, table, tuple(keys), Table(plan, table.context))
 
     def _join(
         self,
@@ -442,9 +481,9 @@ class _QueryConverter:
         version = join.this.args.get("version") if isinstance(join.this, exp.Table) else None
         if version is not None:
             return temporal_relation(self.errors, self.catalog, left, scopes, join, version, side)
+        self._tvf = None  # a window TVF in a join is a table (a window join's input)
         right, alias = self._relation(join.this)
-        if self._tvf is not None:
-            raise e.at(join, "A join of a window TVF (window join) is not supported yet", "JOIN")
+        self._tvf = None
         if alias in scopes:
             raise e.at(join.this, f"Duplicate relation name '{alias}' in FROM clause")
         used = set(left.get_schema().names)

@@ -60,9 +60,10 @@ class WatermarkDef(exp.Expression):
 
 
 class TableArg(exp.Expression):
-    """``TABLE t`` as a function argument (window TVFs: ``TUMBLE(TABLE t, ...)``)."""
+    """``TABLE t [PARTITION BY k, ...]`` as a function argument (window TVFs:
+    ``TUMBLE(TABLE t, ...)``, ``SESSION(TABLE t PARTITION BY k, ...)``)."""
 
-    arg_types: ClassVar[dict[str, bool]] = {"this": True}
+    arg_types: ClassVar[dict[str, bool]] = {"this": True, "partition_by": False}
 
 
 class StatementSetBlock(exp.Expression):
@@ -280,5 +281,21 @@ class Flink(Dialect):
                 and self._next.token_type in (TokenType.VAR, TokenType.IDENTIFIER)
             ):
                 self._advance()
-                return self.expression(TableArg(this=self._parse_table_parts()))
+                table = self._parse_table_parts()
+                keys: list[exp.Expr] = []
+                if self._match(TokenType.PARTITION_BY):
+                    wrapped = self._match(TokenType.L_PAREN)
+                    keys = [k for k in [self._parse_column()] if k is not None]
+                    # unwrapped, the keys end where the next argument starts (a call)
+                    while self._match(TokenType.COMMA):
+                        after = self._tokens[self._index + 1 : self._index + 2]
+                        if not wrapped and after and after[0].token_type == TokenType.L_PAREN:
+                            self._retreat(self._index - 1)
+                            break
+                        key = self._parse_column()
+                        if key is not None:
+                            keys.append(key)
+                    if wrapped:
+                        self._match_r_paren()
+                return self.expression(TableArg(this=table, partition_by=keys))
             return super()._parse_lambda(alias)

@@ -10,6 +10,7 @@ is refused at its position; the group window is named ``w$``, as Flink's SQL nam
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from sqlglot import exp
 
@@ -23,9 +24,17 @@ from cairn.table.expressions import (
     row_interval,
 )
 from cairn.table.sql.expressions import ExpressionConverter, SqlErrors
+from cairn.table.table import Table
 from cairn.table.window import GroupWindow, Over, OverWindow, Session, Slide, Tumble
 
-__all__ = ["WINDOW", "GroupWindows", "OverWindows"]
+__all__ = [
+    "WINDOW",
+    "GroupWindows",
+    "OverWindows",
+    "WindowTvf",
+    "check_session_keys",
+    "groups_by_window",
+]
 
 
 class OverWindows:
@@ -106,6 +115,46 @@ WINDOW = "w$"
 _TVF_COLUMNS = {"window_start": "start", "window_end": "end", "window_time": "rowtime"}
 _GROUP_FUNCTIONS = {"TUMBLE": 2, "HOP": 3, "SESSION": 2}
 _PROPERTY_SUFFIXES = {"_START": "start", "_END": "end", "_ROWTIME": "rowtime"}
+
+
+@dataclass(frozen=True)
+class WindowTvf:
+    """A window TVF in ``FROM``: its window, its node, the table it windows, its ``PARTITION
+    BY`` columns and the TVF's own table (``windowed``: the rows with their windows)."""
+
+    window: GroupWindow
+    node: exp.Expr
+    table: Table
+    partition_keys: tuple[str, ...]
+    windowed: Table
+
+
+def groups_by_window(select: exp.Select) -> bool:
+    """Whether ``select`` groups by ``window_start`` and ``window_end`` (a window aggregate)."""
+    group = select.args.get("group")
+    keys = group.expressions if group is not None else []
+    return {"window_start", "window_end"} <= {k.name for k in keys if isinstance(k, exp.Column)}
+
+
+def check_session_keys(errors: SqlErrors, select: exp.Select, tvf: WindowTvf) -> None:
+    """A session window aggregate groups by its ``PARTITION BY`` columns (sessions are per
+    partition), no more, no fewer."""
+    if tvf.window.kind != "session":
+        return
+    group = select.args["group"]
+    keys = {
+        k.name
+        for k in group.expressions
+        if not (isinstance(k, exp.Column) and k.name in _TVF_COLUMNS)
+    }
+    if keys != set(tvf.partition_keys):
+        raise errors.at(
+            group,
+            "A SESSION window aggregate groups by the session's PARTITION BY columns:"
+            f" {', '.join(sorted(tvf.partition_keys)) or 'none'}, got"
+            f" {', '.join(sorted(keys)) or 'none'}",
+            "GROUP",
+        )
 
 
 class GroupWindows:
