@@ -473,7 +473,7 @@ def _plain_accumulator(call: AggCall) -> Accumulator:
         return _CountDistinct()
     if fn in ("stddev_pop", "stddev_samp", "var_pop", "var_samp"):
         t = call.data_type
-        kind = "decimal" if t.root == "DECIMAL" else "float" if t.root in ("FLOAT", "DOUBLE") else "int"
+        kind = {"DECIMAL": "decimal", "FLOAT": "float", "DOUBLE": "float"}.get(t.root, "int")
         scale = t.params[1] if t.root == "DECIMAL" else None
         return _Deviation(fn.endswith("samp"), fn.startswith("stddev"), kind, scale)
     if fn in ("first_value", "last_value"):

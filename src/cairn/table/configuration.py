@@ -19,7 +19,7 @@ from typing import Any
 from cairn.common.config_values import format_duration_ms
 from cairn.common.configuration import Configuration
 from cairn.datastream.stream_execution_environment import StreamExecutionEnvironment
-from cairn.table.schema import Schema
+from cairn.table.schema import PARTITION_KEYS_OPTION, Schema
 from cairn.table.state_ttl import STATE_TTL, parse_state_ttl
 
 __all__ = ["EnvironmentSettings", "FormatDescriptor", "TableConfig", "TableDescriptor"]
@@ -158,6 +158,11 @@ class TableDescriptor:
 
         def schema(self, schema: Schema) -> TableDescriptor.Builder:
             self.schema_ = schema
+            return self
+
+        def partitioned_by(self, *partition_keys: str) -> TableDescriptor.Builder:
+            """The partition columns (a ``filesystem`` table's directories), as PyFlink's."""
+            self.options[PARTITION_KEYS_OPTION] = "\n".join(partition_keys)
             return self
 
         def option(self, key: str, value: Any) -> TableDescriptor.Builder:

@@ -48,7 +48,7 @@ def accumulate_lines(calls: Sequence[AggCall], accs: str, adding: bool) -> list[
     """Statements adding (or retracting) ``row`` to the accumulators in the list ``accs``;
     the accumulator of call ``i`` is ``_agg<i>`` in the generated code's namespace. A call's
     ``FILTER`` is an ``if`` around its statement (only a TRUE condition passes)."""
-    lines = []
+    lines: list[str] = []
     for i, call in enumerate(calls):
         agg = _code_accumulator(call)
         value = "row" if agg.takes_row else "None" if call.arg < 0 else f"row[{call.arg}]"

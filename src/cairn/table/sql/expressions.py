@@ -347,13 +347,12 @@ class ExpressionConverter:
             )
         return build(*(self.convert(a) for a in args_nodes))
 
-
     def _distinct(self, node: exp.Anonymous, name: str, args_nodes: list[exp.Expr]) -> Expression:
         """``AGG(DISTINCT a)``: the aggregate of ``a`` wrapped in ``distinct``."""
         inner = args_nodes[0].expressions
         if name not in _DISTINCT_AGGREGATES:
             raise self.errors.at(node, f"{name}(DISTINCT ...) is not supported")
-        if len(inner) != 1 or len(args_nodes) != 1 and name != "LISTAGG":
+        if len(inner) != 1 or (len(args_nodes) != 1 and name != "LISTAGG"):
             raise self.errors.at(node, f"{name}(DISTINCT ...) takes one column here")
         plain = exp.Anonymous(this=node.this, expressions=[inner[0], *args_nodes[1:]])
         for key in ("start", "end"):

@@ -54,9 +54,7 @@ def expand_sets(items: Sequence[Sequence[KeySet]]) -> list[KeySet]:
     column is the one set of itself), each set's columns once, in order."""
     result: list[KeySet] = [()]
     for options in items:
-        result = [
-            tuple(dict.fromkeys((*done, *extra))) for done in result for extra in options
-        ]
+        result = [tuple(dict.fromkeys((*done, *extra))) for done in result for extra in options]
     return result
 
 
@@ -131,7 +129,7 @@ class GroupingSets:
         args = list(node.expressions)
         if not args or not all(isinstance(a, exp.Column) for a in args):
             raise self.errors.at(node, f"{name} takes grouping columns")
-        names = tuple(self._column_name(a) for a in args)  # type: ignore[arg-type]
+        names = tuple(self._column_name(a) for a in args)
         for a, n in zip(args, names, strict=True):
             if self.active and n not in self.keys:
                 raise self.errors.at(a, f"Argument to {name} must be a grouping expression")
@@ -177,9 +175,7 @@ class GroupingSets:
         if expr.kind == "field" and expr.name in self.copies:
             copy = col(self.copies[expr.name])
             return copy.alias(expr.name) if top else copy
-        if expr.kind == "call" and (
-            expr.name in AGGREGATE_MODIFIERS or _aggregate_name(expr)
-        ):
+        if expr.kind == "call" and (expr.name in AGGREGATE_MODIFIERS or _aggregate_name(expr)):
             return expr
         if not expr.args:
             return expr
