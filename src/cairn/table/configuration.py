@@ -19,6 +19,7 @@ from typing import Any
 from cairn.common.config_values import format_duration_ms
 from cairn.common.configuration import Configuration
 from cairn.datastream.stream_execution_environment import StreamExecutionEnvironment
+from cairn.table.exec_options import ACCEPTED_EXEC_OPTIONS
 from cairn.table.schema import PARTITION_KEYS_OPTION, Schema
 from cairn.table.state_ttl import STATE_TTL, parse_state_ttl
 
@@ -184,3 +185,7 @@ class TableDescriptor:
 
         def build(self) -> TableDescriptor:
             return TableDescriptor(self.connector, self.schema_, tuple(self.options.items()))
+
+
+#: Flink options a ``TableConfig`` accepts without changing Cairn's plan (``exec_options``).
+COMPATIBILITY_OPTIONS = tuple(o.key for o in ACCEPTED_EXEC_OPTIONS)

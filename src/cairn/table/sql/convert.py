@@ -33,6 +33,7 @@ from cairn.table.expressions import (
 from cairn.table.sql.dialect import TableArg
 from cairn.table.sql.errors import SqlValidationError
 from cairn.table.sql.expressions import ExpressionConverter, SqlErrors
+from cairn.table.sql.group_keys import computed_keys
 from cairn.table.sql.grouping_sets import GroupingSets
 from cairn.table.sql.ranking import ranked_source, refuse_ranking
 from cairn.table.sql.state_ttl_hint import (
@@ -181,13 +182,21 @@ class _QueryConverter:
             return self._limit(node, result)
         key_nodes = groups.keys(node, group.expressions if group is not None else [])
         keys = [exprs.convert(k) for k in key_nodes]
-        for k, key_node in zip(keys, key_nodes, strict=True):
-            if k.kind != "field":
-                raise e.at(
-                    key_node,
-                    "GROUP BY an expression is not supported yet: group by a"
-                    " column of a subquery that computes it",
+        computed = computed_keys(keys, len(columns))
+        rewrite = None
+        if computed.columns:
+            if tvf is not None or groups.window is not None:
+                key_node = next(
+                    n for n, k in zip(key_nodes, keys, strict=True) if k.kind != "field"
                 )
+                raise e.at(
+                    key_node, "GROUP BY an expression of a window aggregate is not supported yet"
+                )
+            extended = table
+            table = self._build(group, lambda: extended.add_columns(*computed.columns))
+            keys = list(computed.keys)
+            items = [computed.rewrite(i) for i in items]
+            rewrite = computed.rewrite
         aggregated = group is not None or any(contains_aggregate(i) for i in items)
         window_of_groups = groups.window_of(node, keys)
         if window_of_groups is not None:
@@ -203,7 +212,8 @@ class _QueryConverter:
                 raise e.at(having, "HAVING needs GROUP BY or aggregates")
             result = self._build(node, lambda: table.select(*items))
         else:
-            result = self._aggregate(table.group_by(*keys), items, having, exprs, node)
+            grouped = table.group_by(*keys)
+            result = self._aggregate(grouped, items, having, exprs, node, rewrite)
             if ttls and not node.args.get("joins"):  # STATE_TTL of the FROM relation
                 hinted = with_aggregate_ttl(result.plan, ttls.get(next(iter(scopes), "")))
                 result = Table(hinted, result.context)

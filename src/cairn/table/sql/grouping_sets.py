@@ -81,10 +81,9 @@ class GroupingSets:
         self._column_name = column_name
         plain: list[list[KeySet]] = []
         constructs: list[list[KeySet]] = []
-        self.active = False
-        for item in group:
+        self.active = any(isinstance(i, exp.GroupingSets | exp.Rollup | exp.Cube) for i in group)
+        for item in group if self.active else []:
             if isinstance(item, exp.GroupingSets | exp.Rollup | exp.Cube):
-                self.active = True
                 constructs.append(self._construct(item))
             else:
                 plain.append([self._set_of(item)])
