@@ -514,3 +514,26 @@ def test_a_distinct_aggregate_restores_its_values_at_another_parallelism(tmp_pat
             break
     second.get_job_client().cancel()
     assert firsts == {k: ("-U", n) for k, n in view.items()}
+
+
+def test_group_by_an_expression_reads_it_in_the_select_list_and_having() -> None:
+    rows = _rows(7, 80)
+    t_env = _t_env()
+    _table(t_env, rows)
+    result = t_env.sql_query(
+        "SELECT MOD(p, 3) AS m, COUNT(DISTINCT k) FILTER (WHERE v > 1), MAX(MOD(p, 3) + v)"
+        " FROM t GROUP BY MOD(p, 3) HAVING MOD(p, 3) <> 1"
+    )
+
+    def aggregates(group: list[Row]) -> Row:
+        m = group[0][3] % 3
+        plus = [m + r[2] for r in group if r[2] is not None]
+        return (
+            m,
+            len(_distinct(r[1] for r in group if r[2] is not None and r[2] > 1)),
+            max(plus) if plus else None,
+        )
+
+    expected = _expected_changelog(rows, lambda r: r[3] % 3, aggregates)
+    assert _changes(result) == [c for c in expected if c[1][0] != 1]
+    assert "$f4" in result.explain()

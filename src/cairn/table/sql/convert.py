@@ -192,6 +192,7 @@ class _QueryConverter:
                 raise e.at(
                     key_node, "GROUP BY an expression of a window aggregate is not supported yet"
                 )
+            assert group is not None  # computed keys come from a GROUP BY
             extended = table
             table = self._build(group, lambda: extended.add_columns(*computed.columns))
             keys = list(computed.keys)
