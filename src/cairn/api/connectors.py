@@ -169,6 +169,10 @@ class SinkWriter(ABC):
         for record in records:
             self.write(record)
 
+    def write_watermark(self, watermark: int) -> None:  # noqa: B027
+        """Event time reached ``watermark`` at this writer (Flink's ``writeWatermark``), for
+        writers that decide by event time; ignored by default."""
+
     def prepare_commit(self, checkpoint_id: CheckpointId) -> list[Any]:
         """Pre-commit at a checkpoint barrier (or at end of input).
 

@@ -19,12 +19,14 @@ ignores them (``COUNT(*)`` counts every row).
 from __future__ import annotations
 
 import decimal
+import math
+from dataclasses import replace
 from typing import Any
 
 from cairn.common.types import Row
 from cairn.table.analysis import AggCall
 
-__all__ = ["Accumulator", "accumulator_for"]
+__all__ = ["Accumulator", "accumulator_for", "unfiltered"]
 
 
 class Accumulator:
@@ -226,6 +228,175 @@ class _CountDistinct(_Extreme):
         return len(acc)
 
 
+class _Deviation(Accumulator):
+    """``VAR_POP``/``VAR_SAMP``/``STDDEV_POP``/``STDDEV_SAMP``: ``[sum, sum of squares,
+    count]``, the result as Flink computes it after Calcite's rewrite,
+    ``(SUM(x*x) - SUM(x)*SUM(x)/COUNT(x)) / (COUNT(x) [- 1])`` (its square root for
+    ``STDDEV_*``) in the argument's type: integral arguments divide as Java does (truncated),
+    the result cast back to it; ``*_SAMP`` of one value is NULL."""
+
+    def __init__(self, sample: bool, root: bool, kind: str, scale: int | None) -> None:
+        self.sample = sample
+        self.root = root
+        self.kind = kind  # "int", "decimal" or "float"
+        self.scale = scale
+
+    def create(self) -> list[Any]:
+        zero: Any = decimal.Decimal(0) if self.kind == "decimal" else 0
+        return [zero, zero, 0]
+
+    def add(self, acc: list[Any], value: Any) -> list[Any]:
+        if value is not None:
+            acc[0] += value
+            acc[1] += value * value
+            acc[2] += 1
+        return acc
+
+    def retract(self, acc: list[Any], value: Any) -> list[Any]:
+        if value is not None:
+            acc[0] -= value
+            acc[1] -= value * value
+            acc[2] -= 1
+        return acc
+
+    def merge(self, acc: list[Any], other: list[Any]) -> list[Any]:
+        return [a + b for a, b in zip(acc, other, strict=True)]
+
+    def _divide(self, a: Any, b: int) -> Any:
+        if self.kind == "int":
+            q = abs(a) // b
+            return q if a >= 0 else -q
+        return a / b
+
+    def result(self, acc: list[Any]) -> Any:
+        total, squares, n = acc
+        denominator = n - 1 if self.sample else n
+        if n == 0 or denominator == 0:
+            return None
+        variance = self._divide(squares - self._divide(total * total, n), denominator)
+        value: Any = math.sqrt(max(variance, 0)) if self.root else variance
+        if self.kind == "int":
+            return int(value)
+        if self.kind == "decimal":
+            quantum = decimal.Decimal(1).scaleb(-(self.scale or 0))
+            return decimal.Decimal(value).quantize(quantum)
+        return float(value)
+
+
+class _Ordered(Accumulator):
+    """``FIRST_VALUE``/``LAST_VALUE``/``LISTAGG`` with retraction: the non-NULL values in
+    arrival order; a retraction removes the earliest equal value (Flink's
+    ``*WithRetractAggFunction`` keep the same multiset, by arrival order)."""
+
+    def __init__(self, pick: str, separator: str = ",") -> None:
+        self.pick = pick  # "first", "last" or "join"
+        self.separator = separator
+
+    def create(self) -> list[Any]:
+        return []
+
+    def add(self, acc: list[Any], value: Any) -> list[Any]:
+        if value is not None:
+            acc.append(value)
+        return acc
+
+    def retract(self, acc: list[Any], value: Any) -> list[Any]:
+        if value is not None and value in acc:
+            acc.remove(value)
+        return acc
+
+    def merge(self, acc: list[Any], other: list[Any]) -> list[Any]:
+        return acc + other
+
+    def result(self, acc: list[Any]) -> Any:
+        if not acc:
+            return None
+        if self.pick == "first":
+            return acc[0]
+        if self.pick == "last":
+            return acc[-1]
+        return self.separator.join(acc)
+
+
+class _Distinct(Accumulator):
+    """``AGG(DISTINCT a)``: ``[inner accumulator, {value: count}]``; a value reaches the
+    inner aggregate when its count becomes 1 and leaves it when its count returns to 0 (the
+    distinct-value counts Flink's ``DistinctAggCodeGen`` keeps)."""
+
+    def __init__(self, inner: Accumulator) -> None:
+        self.inner = inner
+
+    def create(self) -> list[Any]:
+        return [self.inner.create(), {}]
+
+    def add(self, acc: list[Any], value: Any) -> list[Any]:
+        if value is not None:
+            seen = acc[1]
+            n = seen.get(value, 0)
+            seen[value] = n + 1
+            if n == 0:
+                acc[0] = self.inner.add(acc[0], value)
+        return acc
+
+    def retract(self, acc: list[Any], value: Any) -> list[Any]:
+        seen = acc[1]
+        if value is not None and value in seen:
+            left = seen[value] - 1
+            if left:
+                seen[value] = left
+            else:
+                del seen[value]
+                acc[0] = self.inner.retract(acc[0], value)
+        return acc
+
+    def merge(self, acc: list[Any], other: list[Any]) -> list[Any]:
+        seen = acc[1]
+        for value, n in other[1].items():
+            if value not in seen:
+                acc[0] = self.inner.add(acc[0], value)
+            seen[value] = seen.get(value, 0) + n
+        return acc
+
+    def result(self, acc: list[Any]) -> Any:
+        return self.inner.result(acc[0])
+
+
+class _Filtered(Accumulator):
+    """``AGG(a) FILTER (WHERE c)``: only rows whose column ``c`` is TRUE reach the inner
+    aggregate (NULL and FALSE do not); it takes the row to read ``c``."""
+
+    takes_row = True
+
+    def __init__(self, inner: Accumulator, arg: int, filter_arg: int) -> None:
+        self.inner = inner
+        self.arg = arg
+        self.filter_arg = filter_arg
+
+    def _value(self, row: Any) -> Any:
+        if self.inner.takes_row:
+            return row
+        return None if self.arg < 0 else row[self.arg]
+
+    def create(self) -> Any:
+        return self.inner.create()
+
+    def add(self, acc: Any, row: Any) -> Any:
+        if row[self.filter_arg] is True:
+            return self.inner.add(acc, self._value(row))
+        return acc
+
+    def retract(self, acc: Any, row: Any) -> Any:
+        if row[self.filter_arg] is True:
+            return self.inner.retract(acc, self._value(row))
+        return acc
+
+    def merge(self, acc: Any, other: Any) -> Any:
+        return self.inner.merge(acc, other)
+
+    def result(self, acc: Any) -> Any:
+        return self.inner.result(acc)
+
+
 class _UserDefined(Accumulator):
     """A user's ``AggregateFunction``: its accumulator is mutated in place, as in PyFlink;
     ``add``/``retract`` receive the whole input row and pick the call's arguments."""
@@ -263,8 +434,21 @@ class _UserDefined(Accumulator):
         return acc
 
 
+def unfiltered(call: AggCall) -> AggCall:
+    """``call`` without its ``FILTER``: what its accumulator is once a row passes it."""
+    return replace(call, filter_arg=-1) if call.filter_arg >= 0 else call
+
+
 def accumulator_for(call: AggCall) -> Accumulator:
-    """The accumulator of one aggregate call."""
+    """The accumulator of one aggregate call (its ``DISTINCT`` and ``FILTER`` included)."""
+    if call.filter_arg >= 0:
+        return _Filtered(accumulator_for(unfiltered(call)), call.arg, call.filter_arg)
+    if call.distinct:
+        return _Distinct(_plain_accumulator(call))
+    return _plain_accumulator(call)
+
+
+def _plain_accumulator(call: AggCall) -> Accumulator:
     fn = call.function
     if fn == "udaf":
         return _UserDefined(call)
@@ -287,4 +471,13 @@ def accumulator_for(call: AggCall) -> Accumulator:
         return _Extreme(max)
     if fn == "count_distinct":
         return _CountDistinct()
+    if fn in ("stddev_pop", "stddev_samp", "var_pop", "var_samp"):
+        t = call.data_type
+        kind = {"DECIMAL": "decimal", "FLOAT": "float", "DOUBLE": "float"}.get(t.root, "int")
+        scale = t.params[1] if t.root == "DECIMAL" else None
+        return _Deviation(fn.endswith("samp"), fn.startswith("stddev"), kind, scale)
+    if fn in ("first_value", "last_value"):
+        return _Ordered(fn.split("_")[0])
+    if fn == "listagg":
+        return _Ordered("join", call.extra_args[0] if call.extra_args else ",")
     raise ValueError(f"Unsupported aggregate function {fn}")

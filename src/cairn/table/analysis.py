@@ -23,11 +23,11 @@ from __future__ import annotations
 import datetime
 import decimal
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cairn.table.errors import ValidationError
-from cairn.table.expressions import AGGREGATES, Expression
+from cairn.table.expressions import AGGREGATE_MODIFIERS, AGGREGATES, Expression
 from cairn.table.time_attributes import PROCTIME_TYPE, materialized
 from cairn.table.types import DataType, DataTypes, RowType, is_integral
 
@@ -133,12 +133,17 @@ class AggCall:
     args: tuple[int, ...] = ()
     wrapper: Any = None
     row_names: tuple[str, ...] = ()  # row-based (``aggregate(f)``): the input row's names
+    distinct: bool = False  # ``SUM(DISTINCT a)``: each distinct value once
+    filter_arg: int = -1  # ``FILTER (WHERE c)``: the input's BOOLEAN column ``c``, else -1
+    extra_args: tuple[Any, ...] = ()  # constant arguments (``LISTAGG``'s separator)
 
     def __str__(self) -> str:
         if self.wrapper is not None:
-            return f"{self.wrapper.name}({', '.join(f'${a}' for a in self.args)})"
-        arg = "*" if self.arg < 0 else f"${self.arg}"
-        return f"{self.function.upper()}({arg})"
+            text = f"{self.wrapper.name}({', '.join(f'${a}' for a in self.args)})"
+        else:
+            arg = "*" if self.arg < 0 else f"${self.arg}"
+            text = f"{self.function.upper()}({'DISTINCT ' if self.distinct else ''}{arg})"
+        return text if self.filter_arg < 0 else f"{text} FILTER ${self.filter_arg}"
 
 
 _ARITHMETIC = {"plus", "minus", "times", "divide", "mod", "power"}
@@ -306,6 +311,8 @@ def is_aggregate_call(expr: Expression) -> bool:
         return False
     if expr.name == "udf":
         return bool(expr.value.kind == "aggregate")
+    if expr.name in AGGREGATE_MODIFIERS:
+        return bool(expr.args) and is_aggregate_call(expr.args[0])
     return expr.name in AGGREGATES
 
 
@@ -407,8 +414,12 @@ def aggregate_type(function: str, arg_type: DataType | None) -> DataType:
     if function in ("count", "count_star", "count_distinct"):
         return DataTypes.BIGINT(False)
     assert arg_type is not None
-    if not arg_type.is_numeric and function in ("sum", "sum0", "avg"):
+    if not arg_type.is_numeric and function in ("sum", "sum0", "avg", *_DEVIATIONS):
         raise ValidationError(f"{function.upper()} requires a numeric argument, got <{arg_type}>")
+    if function == "listagg":
+        if not arg_type.is_string:
+            raise ValidationError(f"LISTAGG requires a string argument, got <{arg_type}>")
+        return DataTypes.STRING(True)
     if function in ("sum", "sum0"):
         if arg_type.root == "DECIMAL":
             return DataTypes.DECIMAL(38, arg_type.params[1], function == "sum")
@@ -416,6 +427,9 @@ def aggregate_type(function: str, arg_type: DataType | None) -> DataType:
     if function == "avg":
         return _with_null(arg_type, True)
     return _with_null(arg_type, True)  # min, max
+
+
+_DEVIATIONS = ("stddev_pop", "stddev_samp", "var_pop", "var_samp")
 
 
 def name_of(expr: Expression, position: int, aggregate_index: int | None = None) -> str:
@@ -451,6 +465,8 @@ def split_aggregates(
     argument that is not a column (``col('a').cast(...).max``) is appended to ``extra``: the
     aggregate's input is then the input's columns followed by those computed ones.
     """
+    if expr.kind == "call" and expr.name in AGGREGATE_MODIFIERS and is_aggregate_call(expr):
+        return _modified_call(expr, columns, calls, keys, extra)
     if is_aggregate_call(expr) and expr.name == "udf":
         indexes = tuple(_argument_index(a, columns, extra, expr) for a in expr.args)
         types = [_argument_type(i, columns, extra) for i in indexes]
@@ -476,13 +492,19 @@ def split_aggregates(
         if fn == "count" and counts_rows:
             call = AggCall("count_star", -1, DataTypes.BIGINT(False))
         else:
-            if len(expr.args) != 1:
+            constants: tuple[Any, ...] = ()
+            if fn == "listagg" and len(expr.args) == 2:
+                separator = expr.args[1]
+                if separator.kind != "literal" or not isinstance(separator.value, str):
+                    raise ValidationError(f"LISTAGG's separator is a string literal, in {expr}")
+                constants = (separator.value,)
+            elif len(expr.args) != 1:
                 raise ValidationError(f"{fn.upper()} takes one argument, got {expr}")
             i = _argument_index(expr.args[0], columns, extra, expr)
             t = _argument_type(i, columns, extra)
             if fn == "count" and t.nullable is False:
                 fn = "count_star"
-            call = AggCall(fn, i, aggregate_type(fn, t), t)
+            call = AggCall(fn, i, aggregate_type(fn, t), t, extra_args=constants)
         for j, existing in enumerate(calls):
             if existing == call:
                 return Expression("field", f"$a{j}")
@@ -506,6 +528,54 @@ def split_aggregates(
         expr.data_type,
         expr.names,
     )
+
+
+def _modified_call(
+    expr: Expression,
+    columns: Columns,
+    calls: list[AggCall],
+    keys: Sequence[int],
+    extra: list[tuple[Expression, Rex]] | None,
+) -> Expression:
+    """``distinct(agg)`` / ``agg_filter(agg, condition)`` (nested in any order): the call of
+    ``agg`` with ``distinct`` set and its ``filter_arg`` the condition's input column."""
+    distinct = False
+    condition: Expression | None = None
+    inner = expr
+    while inner.kind == "call" and inner.name in AGGREGATE_MODIFIERS:
+        if inner.name == "distinct":
+            distinct = True
+        elif condition is not None:
+            raise ValidationError(f"An aggregate takes one FILTER, in {expr}")
+        else:
+            condition = inner.args[1]
+        inner = inner.args[0]
+    filter_arg = -1
+    if condition is not None:
+        filter_arg = _argument_index(condition, columns, extra, expr)
+        filter_type = _argument_type(filter_arg, columns, extra)
+        if filter_type.root != "BOOLEAN":
+            raise ValidationError(f"FILTER takes a BOOLEAN condition, got <{filter_type}>")
+    own: list[AggCall] = []
+    split_aggregates(inner, columns, own, keys, extra)
+    call = own[0]
+    if distinct:
+        if call.function == "udaf":
+            raise ValidationError(f"DISTINCT of a user-defined aggregate is not supported: {expr}")
+        if call.function == "count_star":
+            if call.arg < 0:
+                raise ValidationError(f"COUNT(DISTINCT ...) takes a column, in {expr}")
+            call = replace(call, function="count")
+        if call.function == "count":  # the map of distinct values already is its state
+            call = replace(call, function="count_distinct")
+        elif call.function != "count_distinct":
+            call = replace(call, distinct=True)
+    call = replace(call, filter_arg=filter_arg)
+    for j, existing in enumerate(calls):
+        if existing == call:
+            return Expression("field", f"$a{j}")
+    calls.append(call)
+    return Expression("field", f"$a{len(calls) - 1}")
 
 
 def aggregate_output(columns: Columns, keys: Sequence[int], calls: Sequence[AggCall]) -> Columns:

@@ -20,7 +20,8 @@ from cairn.common.config_registry import ConfigOption, register_option
 from cairn.common.config_values import format_duration_ms
 from cairn.common.configuration import Configuration
 from cairn.datastream.stream_execution_environment import StreamExecutionEnvironment
-from cairn.table.schema import Schema
+from cairn.table.exec_options import ACCEPTED_EXEC_OPTIONS
+from cairn.table.schema import PARTITION_KEYS_OPTION, Schema
 from cairn.table.state_ttl import STATE_TTL, parse_state_ttl
 
 __all__ = ["EnvironmentSettings", "FormatDescriptor", "TableConfig", "TableDescriptor"]
@@ -172,6 +173,11 @@ class TableDescriptor:
             self.schema_ = schema
             return self
 
+        def partitioned_by(self, *partition_keys: str) -> TableDescriptor.Builder:
+            """The partition columns (a ``filesystem`` table's directories), as PyFlink's."""
+            self.options[PARTITION_KEYS_OPTION] = "\n".join(partition_keys)
+            return self
+
         def option(self, key: str, value: Any) -> TableDescriptor.Builder:
             self.options[key] = str(value)
             return self
@@ -191,3 +197,7 @@ class TableDescriptor:
 
         def build(self) -> TableDescriptor:
             return TableDescriptor(self.connector, self.schema_, tuple(self.options.items()))
+
+
+#: Flink options a ``TableConfig`` accepts without changing Cairn's plan (``exec_options``).
+COMPATIBILITY_OPTIONS = tuple(o.key for o in ACCEPTED_EXEC_OPTIONS)

@@ -51,7 +51,7 @@ from cairn.table.nexmark import nexmark_options, nexmark_scan
 from cairn.table.operators import KIND_TEXT
 from cairn.table.plan import ChangelogMode, PlanNode, changelog_mode
 from cairn.table.plan_text import describe
-from cairn.table.schema import Schema
+from cairn.table.schema import PARTITION_KEYS_OPTION, Schema, partition_keys
 
 __all__ = [
     "SinkConnector",
@@ -268,7 +268,12 @@ def is_readable(connector: str) -> bool:
 
 
 def _check_options(connector: str, known: set[str], options: Mapping[str, str]) -> None:
-    unknown = sorted(set(options) - known - {"connector"})
+    if partition_keys(options) and connector != "filesystem":
+        raise ValidationError(
+            f"Connector '{connector}' does not take a partitioned table (PARTITIONED BY):"
+            " the 'filesystem' connector does"
+        )
+    unknown = sorted(set(options) - known - {"connector", PARTITION_KEYS_OPTION})
     if unknown:
         raise ValidationError(
             f"Unsupported options found for '{connector}'.\n\nUnsupported options:\n\n"

@@ -24,6 +24,7 @@ from cairn.table.types import DataType, DataTypes
 
 __all__ = [
     "AGGREGATES",
+    "AGGREGATE_MODIFIERS",
     "CURRENT_RANGE",
     "CURRENT_ROW",
     "UNBOUNDED_RANGE",
@@ -44,8 +45,28 @@ __all__ = [
 
 #: Aggregate functions by name: what ``GROUP BY`` / ``group_by`` may compute.
 AGGREGATES = frozenset(
-    {"count", "count_star", "count_distinct", "sum", "sum0", "avg", "min", "max"}
+    {
+        "count",
+        "count_star",
+        "count_distinct",
+        "sum",
+        "sum0",
+        "avg",
+        "min",
+        "max",
+        "stddev_pop",
+        "stddev_samp",
+        "var_pop",
+        "var_samp",
+        "first_value",
+        "last_value",
+        "listagg",
+    }
 )
+
+#: Calls that modify the aggregate call they wrap: ``distinct(sum(a))`` is ``SUM(DISTINCT a)``,
+#: ``agg_filter(count(a), c)`` is ``COUNT(a) FILTER (WHERE c)``.
+AGGREGATE_MODIFIERS = frozenset({"distinct", "agg_filter"})
 
 _MILLIS = {"milli": 1, "second": 1000, "minute": 60_000, "hour": 3_600_000, "day": 86_400_000}
 
@@ -206,8 +227,37 @@ class Expression:
         return self._call("avg")
 
     @property
+    def stddev_pop(self) -> Expression:
+        return self._call("stddev_pop")
+
+    @property
+    def stddev_samp(self) -> Expression:
+        return self._call("stddev_samp")
+
+    @property
+    def var_pop(self) -> Expression:
+        return self._call("var_pop")
+
+    @property
+    def var_samp(self) -> Expression:
+        return self._call("var_samp")
+
+    @property
+    def first_value(self) -> Expression:
+        return self._call("first_value")
+
+    @property
+    def last_value(self) -> Expression:
+        return self._call("last_value")
+
+    def list_agg(self, separator: str = ",") -> Expression:
+        """``LISTAGG(a, separator)``: the non-NULL values joined, in arrival order."""
+        return self._call("listagg", separator)
+
+    @property
     def distinct(self) -> Expression:
-        """``col('a').count.distinct`` is not PyFlink's; use ``col('a').count_distinct``."""
+        """The aggregate over each distinct value once, as SQL's ``DISTINCT`` in a call:
+        ``col('b').sum.distinct`` is ``SUM(DISTINCT b)`` (as PyFlink's ``distinct``)."""
         return self._call("distinct")
 
     @property

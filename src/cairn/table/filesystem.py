@@ -28,10 +28,18 @@ from cairn.datastream.data_stream import DataStream
 from cairn.datastream.stream_execution_environment import StreamExecutionEnvironment
 from cairn.table.analysis import Columns
 from cairn.table.errors import ValidationError
+from cairn.table.filesystem_partitions import (
+    DEFAULT_PARTITION,
+    PARTITION_OPTIONS,
+    PartitionBuckets,
+    check_partitions,
+    partition_commit,
+    partition_values,
+)
 from cairn.table.formats import format_keys, row_deserializer, row_serializer
 from cairn.table.metadata import with_metadata
 from cairn.table.plan import StreamScan
-from cairn.table.schema import Schema
+from cairn.table.schema import Schema, partition_keys
 from cairn.table.source_reuse import reused
 from cairn.table.timestamps import epoch_millis, timestamp_of_millis
 from cairn.table.types import DataType, DataTypes
@@ -73,7 +81,8 @@ _ROLLING = {
 
 def filesystem_options(columns: Columns, options: Mapping[str, str]) -> set[str]:
     """The option keys of a ``filesystem`` table with ``options``."""
-    return _KEYS | (format_keys(options["format"], "") if "format" in options else set())
+    formats = format_keys(options["format"], "") if "format" in options else set()
+    return _KEYS | PARTITION_OPTIONS | formats
 
 
 def check_filesystem(
@@ -86,8 +95,18 @@ def check_filesystem(
             "One or more required options are missing.\n\nMissing required options are:\n\n"
             + "\n".join(missing)
         )
-    row_serializer(options["format"], columns, options)
+    keys = partition_keys(options)
+    check_partitions(keys, columns.names, options)
+    row_serializer(options["format"], _in_files(columns, keys), options)
     _rolling(options)
+
+
+def _in_files(columns: Columns, keys: tuple[str, ...]) -> Columns:
+    """The columns a file holds: all but the partition columns (its directories hold them)."""
+    if not keys:
+        return columns
+    pairs = zip(columns.names, columns.types, strict=True)
+    return Columns.of([(n, t) for n, t in pairs if n not in keys])
 
 
 def _rolling(options: Mapping[str, str]) -> RollingPolicy:
@@ -104,10 +123,13 @@ def _rolling(options: Mapping[str, str]) -> RollingPolicy:
 class _LineEncoder(Encoder):
     """A row in the table's format, one line per row (Flink's filesystem row formats)."""
 
-    def __init__(self, schema: SerializationSchema) -> None:
+    def __init__(self, schema: SerializationSchema, kept: tuple[int, ...] | None = None) -> None:
         self.schema = schema
+        self.kept = kept  # the fields written (a partitioned table's non-partition columns)
 
     def encode(self, element: Any) -> bytes:
+        if self.kept is not None:
+            element = tuple(element[i] for i in self.kept)
         data: bytes = self.schema.serialize(element)
         return data if data.endswith(b"\n") else data + b"\n"
 
@@ -124,13 +146,25 @@ def filesystem_sink(
     options: Mapping[str, str],
     stream: DataStream,
 ) -> None:
-    """Write the insert-only rows of ``stream`` as part files under ``path``."""
-    encoder = _LineEncoder(row_serializer(options["format"], columns, options))
-    sink = (
-        FileSink.for_row_format(options["path"], encoder)
-        .with_rolling_policy(_rolling(options))
-        .build()
+    """Write the insert-only rows of ``stream`` as part files under ``path`` (of a
+    partitioned table: under its partitions' directories, ``filesystem_partitions``)."""
+    keys = partition_keys(options)
+    in_files = _in_files(columns, keys)
+    kept = tuple(columns.names.index(n) for n in in_files.names)
+    encoder = _LineEncoder(
+        row_serializer(options["format"], in_files, options), None if not keys else kept
     )
+    builder = FileSink.for_row_format(options["path"], encoder).with_rolling_policy(
+        _rolling(options)
+    )
+    if keys:
+        default = options.get("partition.default-name", DEFAULT_PARTITION)
+        indexes = tuple(columns.names.index(k) for k in keys)
+        builder = builder.with_bucket_assigner(PartitionBuckets(indexes, keys, default))
+        commit = partition_commit(keys, options)
+        if commit is not None:
+            builder = builder.with_bucket_commit(commit)
+    sink = builder.build()
     rows = stream.map(_Row()).name(f"Sink rows: {name}")
     out = rows.sink_to(sink).name(f"Sink: {name}").uid(f"table-sink-{name}")
     if "sink.parallelism" in options:
@@ -141,24 +175,48 @@ class _LineRows(StreamFormat):
     """Each non-empty line through the table's deserializer, as a ``+I`` record; a line the
     format skips (``*.ignore-parse-errors``) is dropped."""
 
-    def __init__(self, schema: DeserializationSchema, metadata: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        schema: DeserializationSchema,
+        metadata: tuple[str, ...] = (),
+        partitions: tuple[tuple[str, DataType], ...] = (),
+        positions: tuple[int, ...] = (),
+    ) -> None:
         super().__init__("UTF-8")
         self.schema = schema
         self.metadata = metadata
         self.values: tuple[Any, ...] = ()  # the metadata of the file it is bound to
+        # a partitioned table: its partition columns and where each goes in the row
+        self.partitions = partitions
+        self.positions = positions
+        self.partition_row: tuple[Any, ...] = ()  # the partition values of the bound file
 
     def for_file(self, path: str, fs: Any, local_path: str) -> StreamFormat:
-        if not self.metadata:
+        if not self.metadata and not self.partitions:
             return self
+        bound = copy.copy(self)
+        if self.partitions:
+            names = [n for n, _ in self.partitions]
+            texts = partition_values(local_path, names)
+            bound.partition_row = tuple(
+                _typed(text, t) for text, (_, t) in zip(texts, self.partitions, strict=True)
+            )
+        if not self.metadata:
+            return bound
         info = {
             "file.path": local_path,
             "file.name": local_path.rstrip("/").rsplit("/", 1)[-1],
             "file.size": int(fs.size(local_path)),
             "file.modification-time": _modified(fs, local_path),
         }
-        bound = copy.copy(self)
         bound.values = tuple(info[k] for k in self.metadata)
         return bound
+
+    def _with_partitions(self, row: tuple[Any, ...]) -> tuple[Any, ...]:
+        out = list(row)
+        for position, value in zip(self.positions, self.partition_row, strict=True):
+            out.insert(position, value)
+        return tuple(out)
 
     def records(self, lines: list[str], first_line: int) -> list[Any]:
         out = []
@@ -170,8 +228,24 @@ class _LineRows(StreamFormat):
             except (ValueError, TypeError) as e:
                 raise ValueError(f"Failed to deserialize line {first_line + n + 1}: {e}") from e
             if row is not None:
-                out.append((0, (*tuple(row), *self.values)))
+                values = tuple(row) if not self.partitions else self._with_partitions(tuple(row))
+                out.append((0, (*values, *self.values)))
         return out
+
+
+def _typed(text: str | None, data_type: DataType) -> Any:
+    """A partition value read from a path, in its column's type."""
+    if text is None:
+        return None
+    if data_type.root in ("TINYINT", "SMALLINT", "INT", "BIGINT"):
+        return int(text)
+    if data_type.root in ("FLOAT", "DOUBLE"):
+        return float(text)
+    if data_type.root == "BOOLEAN":
+        return text.lower() == "true"
+    if data_type.root == "DATE":
+        return datetime.date.fromisoformat(text)
+    return text
 
 
 def _modified(fs: Any, path: str) -> datetime.datetime:
@@ -185,7 +259,15 @@ def filesystem_scan(
     """The scan of a ``filesystem`` table: the files under ``path``."""
     check_filesystem("filesystem", columns, options, schema)
     keys = tuple(c.key for c in schema.metadata_columns()) if schema is not None else ()
-    fmt = _LineRows(row_deserializer(options["format"], columns, options), keys)
+    partitioned = partition_keys(options)
+    in_files = _in_files(columns, partitioned)
+    positions = tuple(sorted(columns.names.index(k) for k in partitioned))
+    fmt = _LineRows(
+        row_deserializer(options["format"], in_files, options),
+        keys,
+        tuple((columns.names[i], columns.types[i]) for i in positions),
+        positions,
+    )
     interval = options.get("source.monitor-interval")
     path = f"default_catalog.default_database.{name}"
 

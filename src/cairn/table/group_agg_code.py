@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from cairn.table.aggregates import Accumulator, accumulator_for
+from cairn.table.aggregates import Accumulator, accumulator_for, unfiltered
 from cairn.table.analysis import AggCall
 
 __all__ = [
@@ -46,30 +46,40 @@ def key_source(keys: Sequence[int]) -> str:
 
 def accumulate_lines(calls: Sequence[AggCall], accs: str, adding: bool) -> list[str]:
     """Statements adding (or retracting) ``row`` to the accumulators in the list ``accs``;
-    the accumulator of call ``i`` is ``_agg<i>`` in the generated code's namespace."""
-    lines = []
+    the accumulator of call ``i`` is ``_agg<i>`` in the generated code's namespace. A call's
+    ``FILTER`` is an ``if`` around its statement (only a TRUE condition passes)."""
+    lines: list[str] = []
     for i, call in enumerate(calls):
-        agg = accumulator_for(call)
+        agg = _code_accumulator(call)
         value = "row" if agg.takes_row else "None" if call.arg < 0 else f"row[{call.arg}]"
         inline = agg.inline_add if adding else agg.inline_retract
-        lines.append(inline(f"{accs}[{i}]", value, f"_agg{i}"))
+        statement = inline(f"{accs}[{i}]", value, f"_agg{i}")
+        if call.filter_arg >= 0:
+            lines.extend((f"if row[{call.filter_arg}] is True:", f"    {statement}"))
+        else:
+            lines.append(statement)
     return lines
+
+
+def _code_accumulator(call: AggCall) -> Accumulator:
+    """The accumulator generated code calls: a call's ``FILTER`` is tested in the code."""
+    return accumulator_for(unfiltered(call))
 
 
 def creates_source(calls: Sequence[AggCall]) -> str:
     """The list of fresh accumulators of ``calls``."""
-    aggs = [accumulator_for(c) for c in calls]
+    aggs = [_code_accumulator(c) for c in calls]
     return "[" + ", ".join(a.inline_create(f"_agg{i}") for i, a in enumerate(aggs)) + "]"
 
 
 def accumulator_namespace(calls: Sequence[AggCall]) -> dict[str, Any]:
     """The objects generated code calls: ``_agg<i>``, the accumulator of call ``i``."""
-    return {f"_agg{i}": accumulator_for(c) for i, c in enumerate(calls)}
+    return {f"_agg{i}": _code_accumulator(c) for i, c in enumerate(calls)}
 
 
 def group_agg_source(keys: Sequence[int], calls: Sequence[AggCall]) -> str:
     """The source of ``group_agg`` for a ``GROUP BY keys`` computing ``calls``."""
-    aggs = [accumulator_for(c) for c in calls]
+    aggs = [_code_accumulator(c) for c in calls]
     results = "".join(f"{_result(a, i)}, " for i, a in enumerate(aggs))
     lines = [
         "def group_agg(records, stamps, set_key, value, update, clear, out, out_stamps):",

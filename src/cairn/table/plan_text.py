@@ -18,7 +18,7 @@ GroupAggregate(groupBy=[k], select=[k, COUNT(*) AS n]) changelogMode=[I,UB,UA,D]
 
 from __future__ import annotations
 
-from cairn.table.analysis import Rex
+from cairn.table.analysis import AggCall, Rex
 from cairn.table.plan import (
     JOIN_TYPES,
     Aggregate,
@@ -84,8 +84,7 @@ def describe(node: PlanNode) -> str:
         inner = node.input.columns.names
         keys = ", ".join(inner[k] for k in node.keys)
         calls = [
-            f"{c.function.upper().replace('_STAR', '')}"
-            f"({'*' if c.arg < 0 else inner[c.arg]}) AS {n}"
+            f"{_agg_text(c, inner)} AS {n}"
             for c, n in zip(node.calls, names[len(node.keys) :], strict=True)
         ]
         select = ", ".join([*(names[: len(node.keys)]), *calls])
@@ -300,3 +299,15 @@ def explain(node: PlanNode) -> str:
 
     walk(node, "", "")
     return "\n".join(lines)
+
+
+def _agg_text(call: AggCall, inner: list[str]) -> str:
+    """``COUNT(DISTINCT v) FILTER $e0``, as Flink prints an aggregate call."""
+    name = call.function.upper().replace("_STAR", "")
+    if name == "COUNT_DISTINCT":
+        name, distinct = "COUNT", True
+    else:
+        distinct = call.distinct
+    arg = "*" if call.arg < 0 else inner[call.arg]
+    text = f"{name}({'DISTINCT ' if distinct else ''}{arg})"
+    return text if call.filter_arg < 0 else f"{text} FILTER {inner[call.filter_arg]}"

@@ -228,7 +228,12 @@ def _call(call: AggCall, columns: Columns) -> str:
         args = _types(columns, call.args)
         return f"{call.wrapper.name}({args}) -> {call.data_type.nullable_()}"
     arg = "*" if call.arg < 0 else str(columns.types[call.arg].nullable_())
-    return f"{call.function.upper()}({arg}) -> {call.data_type.nullable_()}"
+    text = f"{call.function.upper()}({'DISTINCT ' if call.distinct else ''}{arg})"
+    if call.extra_args:
+        text = f"{text[:-1]}, {', '.join(map(repr, call.extra_args))})"
+    if call.filter_arg >= 0:
+        text += f" FILTER {columns.types[call.filter_arg].nullable_()}"
+    return f"{text} -> {call.data_type.nullable_()}"
 
 
 def _types(columns: Columns, indexes: Iterator[int] | Sequence[int] | range) -> str:

@@ -20,14 +20,28 @@ Flink's ``print_schema`` does.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from cairn.table.analysis import Columns
 from cairn.table.errors import ValidationError
 from cairn.table.types import DataType
 
-__all__ = ["Schema", "schema_text"]
+__all__ = ["PARTITION_KEYS_OPTION", "Schema", "partition_keys", "schema_text"]
+
+#: Where a table's ``PARTITIONED BY`` keys travel with its options (not a Flink option: a
+#: catalog table's partition keys, newline-separated; ``partition_keys`` reads them).
+PARTITION_KEYS_OPTION = "$partitioned-by"
+
+
+def partition_keys(options: Mapping[str, str]) -> tuple[str, ...]:
+    """The ``PARTITIONED BY`` keys among a table's ``options``.
+
+    >>> partition_keys({PARTITION_KEYS_OPTION: "dt\\nhm"})
+    ('dt', 'hm')
+    """
+    text = options.get(PARTITION_KEYS_OPTION, "")
+    return tuple(text.split("\n")) if text else ()
 
 
 @dataclass(frozen=True)

@@ -27,14 +27,17 @@ from cairn.common.serialization import BulkWriter, BulkWriterFactory, Encoder
 from cairn.datastream.connectors.file_sink_config import (
     BasePathBucketAssigner,
     BucketAssigner,
+    BucketCommitPolicy,
     OnCheckpointRollingPolicy,
     OutputFileConfig,
     PartFileInfo,
     RollingPolicy,
 )
+from cairn.events import MAX_WATERMARK, MIN_WATERMARK
 from cairn.ids import CheckpointId
 
 __all__ = [
+    "BucketCommittable",
     "BulkFormatBuilder",
     "FileCommitter",
     "FileSink",
@@ -50,6 +53,14 @@ class FileSinkCommittable:
 
     in_progress_path: str
     final_path: str
+
+
+@dataclass(frozen=True)
+class BucketCommittable:
+    """A bucket directory (URL) whose ``BucketCommitPolicy`` came due: committed after the
+    part files of the same checkpoint."""
+
+    directory: str
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")  # of a job id, in a file name
@@ -96,6 +107,11 @@ class FileSink(Sink):
     * A part file never spans two checkpoints (no resumable writers in fsspec); the rolling
       policy may roll earlier, checked when a record arrives. ``with_bucket_check_interval``
       is accepted for API compatibility and ignored.
+    * ``with_bucket_commit(policy)`` (the filesystem table sink's partition commit): a
+      bucket a writer wrote into is committed — e.g. a ``_SUCCESS`` file written into it —
+      by the committer after the checkpoint at whose barrier the policy found it due (by
+      wall clock or by the writer's watermark), and at the end of input; each writer
+      commits the buckets it wrote, and its buckets not yet due are in its state.
     * On object stores (s3://, gs://, ...) fsspec's rename is a copy plus a delete: correct
       (commit is idempotent) but slower, and the copy costs storage traffic.
     * One job writes to a base path with a given prefix: on restore (and on every restart)
@@ -111,6 +127,7 @@ class FileSink(Sink):
         bucket_assigner: BucketAssigner | None = None,
         rolling_policy: RollingPolicy | None = None,
         output_file_config: OutputFileConfig | None = None,
+        bucket_commit: BucketCommitPolicy | None = None,
     ) -> None:
         if (encoder is None) == (bulk_writer_factory is None):
             raise ValueError("a file sink needs exactly one of encoder and bulk_writer_factory")
@@ -122,6 +139,7 @@ class FileSink(Sink):
             RollingPolicy.default_rolling_policy() if encoder else OnCheckpointRollingPolicy()
         )
         self.output_file_config = output_file_config or OutputFileConfig()
+        self.bucket_commit = bucket_commit
 
     @staticmethod
     def for_row_format(base_path: str, encoder: Encoder) -> RowFormatBuilder:
@@ -139,11 +157,14 @@ class FileSink(Sink):
         restored_state: Sequence[Any],
         clock: Clock = SystemClock(),
     ) -> FileSinkWriter:
-        # Nothing to restore: the writer's random uuid keeps new names apart from old ones.
-        return FileSinkWriter(self, context, clock)
+        # The writer's random uuid keeps new names apart from old ones; what is restored is
+        # the buckets not yet committed (``with_bucket_commit``).
+        writer = FileSinkWriter(self, context, clock)
+        writer.restore_buckets(restored_state)
+        return writer
 
     def create_committer(self) -> FileCommitter:
-        return FileCommitter(self.base_path, self.output_file_config)
+        return FileCommitter(self.base_path, self.output_file_config, self.bucket_commit)
 
 
 _B = TypeVar("_B", bound="_Builder")
@@ -155,6 +176,12 @@ class _Builder:
         self._assigner: BucketAssigner | None = None
         self._policy: RollingPolicy | None = None
         self._config: OutputFileConfig | None = None
+        self._bucket_commit: BucketCommitPolicy | None = None
+
+    def with_bucket_commit(self: _B, policy: BucketCommitPolicy) -> _B:
+        """Commit a bucket once ``policy`` finds it due (see ``FileSink``)."""
+        self._bucket_commit = policy
+        return self
 
     def with_bucket_check_interval(self: _B, interval: int) -> _B:
         """Accepted for PyFlink compatibility; Cairn checks rolling on each record."""
@@ -180,7 +207,13 @@ class RowFormatBuilder(_Builder):
 
     def build(self) -> FileSink:
         return FileSink(
-            self._base_path, self._encoder, None, self._assigner, self._policy, self._config
+            self._base_path,
+            self._encoder,
+            None,
+            self._assigner,
+            self._policy,
+            self._config,
+            self._bucket_commit,
         )
 
 
@@ -197,7 +230,13 @@ class BulkFormatBuilder(_Builder):
 
     def build(self) -> FileSink:
         return FileSink(
-            self._base_path, None, self._factory, self._assigner, self._policy, self._config
+            self._base_path,
+            None,
+            self._factory,
+            self._assigner,
+            self._policy,
+            self._config,
+            self._bucket_commit,
         )
 
 
@@ -238,6 +277,20 @@ class FileSinkWriter(SinkWriter):
         self._pending: list[FileSinkCommittable] = []  # closed, not yet handed out
         self._made_dirs: set[str] = set()
         self._single_bucket = isinstance(sink.bucket_assigner, BasePathBucketAssigner)
+        # with a bucket commit policy: each bucket written and not yet committed, with the
+        # wall-clock ms of its first write; the writer's watermark; whether input ended
+        self._uncommitted: dict[str, int] = {}
+        self._watermark = MIN_WATERMARK
+        self._ended = False
+
+    def restore_buckets(self, restored_state: Sequence[Any]) -> None:
+        """The uncommitted buckets of a restored writer state (any subtask's: rescaled)."""
+        for entry in restored_state:
+            if isinstance(entry, tuple) and len(entry) == 3 and entry[0] == "bucket":
+                self._uncommitted.setdefault(entry[1], entry[2])
+
+    def write_watermark(self, watermark: int) -> None:
+        self._watermark = watermark
 
     def write(self, record: Any) -> None:
         now_ms = self._now_ms()
@@ -286,6 +339,8 @@ class FileSinkWriter(SinkWriter):
         if directory not in self._made_dirs:
             self._fs.makedirs(directory, exist_ok=True)
             self._made_dirs.add(directory)
+        if self._sink.bucket_commit is not None:
+            self._uncommitted.setdefault(bucket, int(now * 1000))
         config, ctx, n = self._sink.output_file_config, self._context, self._counter
         self._counter += 1
         in_progress = f"{directory}/" + in_progress_name(
@@ -313,10 +368,24 @@ class FileSinkWriter(SinkWriter):
     def prepare_commit(self, checkpoint_id: CheckpointId) -> list[FileSinkCommittable]:
         for bucket in list(self._parts):
             self._roll(bucket)
-        committables, self._pending = self._pending, []
+        committables: list[Any] = list(self._pending)
+        self._pending = []
+        policy = self._sink.bucket_commit
+        if policy is not None:
+            now_ms = self._now_ms()
+            watermark = MAX_WATERMARK if self._ended else self._watermark
+            for bucket, created in list(self._uncommitted.items()):
+                if self._ended or policy.is_due(bucket, created, now_ms, watermark):
+                    del self._uncommitted[bucket]
+                    directory = f"{self._base.rstrip('/')}/{bucket}" if bucket else self._base
+                    committables.append(BucketCommittable(self._fs.unstrip_protocol(directory)))
         return committables
 
+    def snapshot_state(self, checkpoint_id: CheckpointId) -> list[Any]:
+        return [("bucket", b, created) for b, created in self._uncommitted.items()]
+
     def flush(self, end_of_input: bool) -> None:
+        self._ended = self._ended or end_of_input
         for part in self._parts.values():
             part.handle.flush()
 
@@ -342,13 +411,23 @@ class FileSinkWriter(SinkWriter):
 class FileCommitter(Committer):
     """Renames committed part files to their visible names; safe to replay."""
 
-    def __init__(self, base_path: str, output_file_config: OutputFileConfig) -> None:
+    def __init__(
+        self,
+        base_path: str,
+        output_file_config: OutputFileConfig,
+        bucket_commit: BucketCommitPolicy | None = None,
+    ) -> None:
         self.base_path = base_path
         self.output_file_config = output_file_config
+        self.bucket_commit = bucket_commit
 
-    def commit(self, committables: Sequence[FileSinkCommittable]) -> None:
+    def commit(self, committables: Sequence[Any]) -> None:
+        """The part files, then the buckets due (after every file of theirs is visible)."""
         synced_dirs: dict[str, AbstractFileSystem] = {}
+        buckets = [c for c in committables if isinstance(c, BucketCommittable)]
         for c in committables:
+            if isinstance(c, BucketCommittable):
+                continue
             fs, in_progress = url_to_fs(c.in_progress_path)
             _, final = url_to_fs(c.final_path)
             if fs.exists(in_progress):
@@ -365,6 +444,10 @@ class FileCommitter(Committer):
         for directory, fs in synced_dirs.items():
             if isinstance(fs, LocalFileSystem):
                 _fsync_dir(directory)
+        if self.bucket_commit is not None:
+            for bucket in buckets:
+                fs, directory = url_to_fs(bucket.directory)
+                self.bucket_commit.commit(fs, directory)
 
     def abort_leftovers(self, context: SinkWriterContext) -> None:
         """Delete every in-progress file of this sink's prefix and suffix that the attempt of

@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo
 __all__ = [
     "BasePathBucketAssigner",
     "BucketAssigner",
+    "BucketCommitPolicy",
     "DateTimeBucketAssigner",
     "DefaultRollingPolicy",
     "OnCheckpointRollingPolicy",
@@ -217,3 +218,16 @@ class DateTimeBucketAssigner(BucketAssigner):
         if tz is None:
             moment = moment.astimezone()  # the worker's local zone, like Java's default
         return moment.strftime(java_to_strftime(self.format_str))
+
+
+class BucketCommitPolicy:
+    """When a bucket (a partition directory) is complete, and how that is marked: the
+    partition commit of Flink's filesystem table sink. ``is_due`` decides from the bucket's
+    first write time in this writer, the wall clock and the writer's watermark; ``commit``
+    marks the directory (idempotent: it may run again after a restore)."""
+
+    def is_due(self, bucket: str, created_ms: int, now_ms: int, watermark: int) -> bool:
+        raise NotImplementedError
+
+    def commit(self, fs: Any, directory: str) -> None:
+        raise NotImplementedError

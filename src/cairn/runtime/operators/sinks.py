@@ -106,6 +106,10 @@ class SinkOperator(StreamOperator):
     def process_batch(self, records: list[Any]) -> None:
         self.writer.write_batch(records)
 
+    def process_watermark(self, timestamp: int) -> None:
+        self.writer.write_watermark(timestamp)
+        super().process_watermark(timestamp)
+
     def next_timer_ms(self) -> int | None:
         return self.writer.next_flush_ms()
 

@@ -35,6 +35,8 @@ from cairn.table.schema import Schema
 from cairn.table.sql.dialect import TableArg
 from cairn.table.sql.errors import SqlValidationError
 from cairn.table.sql.expressions import ExpressionConverter, SqlErrors
+from cairn.table.sql.group_keys import computed_keys
+from cairn.table.sql.grouping_sets import GroupingSets
 from cairn.table.sql.ranking import ranked_source, refuse_ranking
 from cairn.table.sql.relation_names import table_name, unique_name
 from cairn.table.sql.state_ttl_hint import (
@@ -160,6 +162,18 @@ class _QueryConverter:
         columns = table.get_schema().names
         over = OverWindows(e, node.args.get("windows") or [], columns)
         groups = GroupWindows(e, (tvf.window, tvf.node) if tvf is not None else None)
+        group = node.args.get("group")
+        grouping = GroupingSets(
+            e,
+            group.expressions if group is not None else [],
+            columns,
+            lambda c: scopes.get(c.table, {}).get(c.name, c.name) if c.table else c.name,
+        )
+
+        def special(n: exp.Expr) -> Expression | None:
+            found = grouping.call(n)
+            return found if found is not None else groups.convert(n)
+
         exprs = ExpressionConverter(
             e,
             columns,
@@ -167,7 +181,7 @@ class _QueryConverter:
             self.catalog.lookup_function,
             scopes,
             over.alias_of,
-            groups.convert,
+            special,
         )
         where = node.args.get("where")
         if where is not None and not _is_comma_join(node):
@@ -176,17 +190,36 @@ class _QueryConverter:
             )
             table = self._build(where, lambda: table.filter(filters.convert(where.this)))
         items = self._items(exprs, node.expressions, columns, scopes)
-        group = node.args.get("group")
         having = node.args.get("having")
+        if grouping.active:
+            assert group is not None
+            if tvf is not None or groups.window is not None:
+                raise e.at(group, "GROUPING SETS of a window aggregate are not supported yet")
+            expanded = self._build(group, lambda: grouping.expand(table))
+            regrouped = expanded.group_by(*grouping.group_keys())
+            items = [grouping.rewrite(i) for i in items]
+            result = self._aggregate(regrouped, items, having, exprs, node, grouping.rewrite)
+            if node.args.get("distinct") is not None:
+                result = result.distinct()
+            return self._limit(node, result)
         key_nodes = groups.keys(node, group.expressions if group is not None else [])
         keys = [exprs.convert(k) for k in key_nodes]
-        for k, key_node in zip(keys, key_nodes, strict=True):
-            if k.kind != "field":
-                raise e.at(
-                    key_node,
-                    "GROUP BY an expression is not supported yet: group by a"
-                    " column of a subquery that computes it",
+        computed = computed_keys(keys, len(columns))
+        rewrite = None
+        if computed.columns:
+            if tvf is not None or groups.window is not None:
+                key_node = next(
+                    n for n, k in zip(key_nodes, keys, strict=True) if k.kind != "field"
                 )
+                raise e.at(
+                    key_node, "GROUP BY an expression of a window aggregate is not supported yet"
+                )
+            assert group is not None  # computed keys come from a GROUP BY
+            extended = table
+            table = self._build(group, lambda: extended.add_columns(*computed.columns))
+            keys = list(computed.keys)
+            items = [computed.rewrite(i) for i in items]
+            rewrite = computed.rewrite
         aggregated = group is not None or any(contains_aggregate(i) for i in items)
         window_of_groups = groups.window_of(node, keys)
         if window_of_groups is not None:
@@ -202,7 +235,8 @@ class _QueryConverter:
                 raise e.at(having, "HAVING needs GROUP BY or aggregates")
             result = self._build(node, lambda: table.select(*items))
         else:
-            result = self._aggregate(table.group_by(*keys), items, having, exprs, node)
+            grouped = table.group_by(*keys)
+            result = self._aggregate(grouped, items, having, exprs, node, rewrite)
             if ttls and not node.args.get("joins"):  # STATE_TTL of the FROM relation
                 hinted = with_aggregate_ttl(result.plan, ttls.get(next(iter(scopes), "")))
                 result = Table(hinted, result.context)
@@ -550,8 +584,10 @@ class _QueryConverter:
         having: exp.Expr | None,
         exprs: ExpressionConverter,
         node: exp.Select,
+        rewrite: Callable[[Expression, bool], Expression] | None = None,
     ) -> Table:
-        """``GROUP BY`` (of a window, too) then the select list and ``HAVING``."""
+        """``GROUP BY`` (of a window, too) then the select list and ``HAVING`` (its
+        expression through ``rewrite`` first, when given: grouping sets)."""
         if having is None:
             return self._build(node, lambda: grouped.select(*items))
         # HAVING is a filter over the aggregate's output: its aggregates and keys are the
@@ -583,7 +619,10 @@ class _QueryConverter:
                 expr.names,
             )
 
-        condition = over_output(exprs.convert(having.this))
+        converted = exprs.convert(having.this)
+        if rewrite is not None:
+            converted = rewrite(converted, False)
+        condition = over_output(converted)
         result = self._build(node, lambda: grouped.select(*items, *hidden))
         result = self._build(having, lambda: result.filter(condition))
         if hidden:

@@ -21,7 +21,15 @@ from typing import Any
 
 from sqlglot import exp
 
-from cairn.table.expressions import Expression, coalesce, col, concat, lit
+from cairn.table.expressions import (
+    AGGREGATE_MODIFIERS,
+    AGGREGATES,
+    Expression,
+    coalesce,
+    col,
+    concat,
+    lit,
+)
 from cairn.table.sql.dialect import FlinkCast, TableArg
 from cairn.table.sql.errors import SqlValidationError, position_of
 from cairn.table.sql.parse import parse_expression_tree
@@ -103,6 +111,22 @@ _FUNCTIONS: dict[str, tuple[range, Callable[..., Expression]]] = {
     "MAX": (range(1, 2), lambda a: a.max),
     "PROCTIME": (range(0, 1), lambda: Expression("call", "proctime")),
 }
+
+#: SQL aggregate functions beyond ``_FUNCTIONS``'s: how many arguments, the DSL call.
+_AGGREGATE_FUNCTIONS: dict[str, tuple[range, Callable[..., Expression]]] = {
+    "STDDEV_POP": (range(1, 2), lambda a: a.stddev_pop),
+    "STDDEV_SAMP": (range(1, 2), lambda a: a.stddev_samp),
+    "STDDEV": (range(1, 2), lambda a: a.stddev_samp),
+    "VAR_POP": (range(1, 2), lambda a: a.var_pop),
+    "VAR_SAMP": (range(1, 2), lambda a: a.var_samp),
+    "VARIANCE": (range(1, 2), lambda a: a.var_samp),
+    "FIRST_VALUE": (range(1, 2), lambda a: a.first_value),
+    "LAST_VALUE": (range(1, 2), lambda a: a.last_value),
+    "LISTAGG": (range(1, 3), lambda a, sep=None: a.list_agg("," if sep is None else sep.value)),
+}
+
+#: The aggregates ``AGG(DISTINCT ...)`` may name.
+_DISTINCT_AGGREGATES = {"COUNT", "SUM", "AVG", "MIN", "MAX", *_AGGREGATE_FUNCTIONS}
 
 _INTERVAL_UNITS = {
     "MILLISECOND": "milli",
@@ -194,6 +218,8 @@ class ExpressionConverter:
             return self.convert(node.this).trim
         if isinstance(node, exp.Anonymous):
             return self._function(node)
+        if isinstance(node, exp.Filter):
+            return self._filtered(node)
         if isinstance(node, exp.Window):
             if self.over is None:
                 raise e.at(node, "OVER windows are not supported here")
@@ -279,14 +305,21 @@ class ExpressionConverter:
     def _function(self, node: exp.Anonymous) -> Expression:
         name = str(node.this).upper()
         args_nodes = list(node.expressions)
-        if name == "COUNT" and len(args_nodes) == 1:
-            only = args_nodes[0]
-            if isinstance(only, exp.Star):
-                return Expression("call", "count", (Expression("star"),))
-            if isinstance(only, exp.Distinct):
-                if len(only.expressions) != 1:
-                    raise self.errors.at(node, "COUNT(DISTINCT ...) takes one argument here")
-                return self.convert(only.expressions[0]).count_distinct
+        if name == "COUNT" and len(args_nodes) == 1 and isinstance(args_nodes[0], exp.Star):
+            return Expression("call", "count", (Expression("star"),))
+        if args_nodes and isinstance(args_nodes[0], exp.Distinct):
+            return self._distinct(node, name, args_nodes)
+        if name in _AGGREGATE_FUNCTIONS:
+            arity, build = _AGGREGATE_FUNCTIONS[name]
+            if len(args_nodes) not in arity:
+                raise self.errors.at(
+                    node, f"Invalid number of arguments to function '{name}': {len(args_nodes)}"
+                )
+            if name == "LISTAGG" and len(args_nodes) == 2:
+                separator = args_nodes[1]
+                if not isinstance(separator, exp.Literal) or not separator.is_string:
+                    raise self.errors.at(separator, "LISTAGG's separator is a string literal")
+            return build(*(self.convert(a) for a in args_nodes))
         for a in args_nodes:
             if isinstance(a, exp.Distinct):
                 raise self.errors.at(node, f"{name}(DISTINCT ...) is not supported yet")
@@ -313,6 +346,38 @@ class ExpressionConverter:
                 node, f"Invalid number of arguments to function '{name}': {len(args_nodes)}"
             )
         return build(*(self.convert(a) for a in args_nodes))
+
+    def _distinct(self, node: exp.Anonymous, name: str, args_nodes: list[exp.Expr]) -> Expression:
+        """``AGG(DISTINCT a)``: the aggregate of ``a`` wrapped in ``distinct``."""
+        inner = args_nodes[0].expressions
+        if name not in _DISTINCT_AGGREGATES:
+            raise self.errors.at(node, f"{name}(DISTINCT ...) is not supported")
+        if len(inner) != 1 or (len(args_nodes) != 1 and name != "LISTAGG"):
+            raise self.errors.at(node, f"{name}(DISTINCT ...) takes one column here")
+        plain = exp.Anonymous(this=node.this, expressions=[inner[0], *args_nodes[1:]])
+        for key in ("start", "end"):
+            if key in node.meta:
+                plain.meta[key] = node.meta[key]
+        return self._function(plain).distinct
+
+    def _filtered(self, node: exp.Filter) -> Expression:
+        """``AGG(...) FILTER (WHERE condition)``."""
+        aggregate = self.convert(node.this)
+        if not _is_aggregate(aggregate):
+            raise self.errors.at(node, "FILTER applies to an aggregate call only", "FILTER")
+        where = node.expression
+        condition = self.convert(where.this if isinstance(where, exp.Where) else where)
+        return Expression("call", "agg_filter", (aggregate, condition))
+
+
+def _is_aggregate(expr: Expression) -> bool:
+    if expr.kind != "call":
+        return False
+    if expr.name == "udf":
+        return bool(expr.value.kind == "aggregate")
+    if expr.name in AGGREGATE_MODIFIERS:
+        return _is_aggregate(expr.args[0])
+    return expr.name in AGGREGATES
 
 
 def _literal(node: exp.Literal) -> Expression:

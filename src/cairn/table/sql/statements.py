@@ -17,7 +17,7 @@ from sqlglot import exp
 from cairn.table.analysis import Columns
 from cairn.table.errors import ValidationError
 from cairn.table.result import TableResult
-from cairn.table.schema import Schema, UnresolvedColumn
+from cairn.table.schema import PARTITION_KEYS_OPTION, Schema, UnresolvedColumn
 from cairn.table.sql.convert import SqlCatalog, convert_query
 from cairn.table.sql.dialect import (
     CompilePlan,
@@ -245,6 +245,12 @@ def _options(node: exp.Create, errors: SqlErrors) -> dict[str, str]:
     options: dict[str, str] = {}
     properties = node.args.get("properties")
     for p in properties.expressions if properties is not None else []:
+        if isinstance(p, exp.PartitionedByProperty):
+            keys = p.this.expressions if isinstance(p.this, exp.Schema) else [p.this]
+            if not all(isinstance(k, exp.Identifier | exp.Column) for k in keys):
+                raise errors.at(p, "PARTITIONED BY takes column names: PARTITIONED BY (a, b)")
+            options[PARTITION_KEYS_OPTION] = "\n".join(k.name for k in keys)
+            continue
         if not isinstance(p, exp.Property) or not isinstance(p.this, exp.Literal):
             raise errors.at(p, f"Unsupported table property {p.sql()}: use 'key' = 'value'")
         value = p.args.get("value")
