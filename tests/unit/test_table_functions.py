@@ -181,3 +181,33 @@ def test_bad_calls_fail_naming_the_function(
 def test_decimal_results_keep_their_type(t_env: TableEnvironment) -> None:
     assert _evaluate(t_env, "TRUNCATE(42.324, 2)") == decimal.Decimal("42.32")
     assert isinstance(_evaluate(t_env, "ROUND(1.25, 1)"), decimal.Decimal)
+
+
+def test_create_function_registers_a_python_function_by_its_path(
+    t_env: TableEnvironment,
+) -> None:
+    t_env.execute_sql(
+        "CREATE TEMPORARY SYSTEM FUNCTION IF NOT EXISTS count_char"
+        " AS 'cairn.table.nexmark_functions.CountChar' LANGUAGE PYTHON"
+    )
+    assert _evaluate(t_env, "count_char('abcabc', 'c')") == 2
+    t_env.execute_sql("CREATE FUNCTION IF NOT EXISTS count_char AS 'x.y'")  # kept, not resolved
+    t_env.execute_sql("DROP TEMPORARY SYSTEM FUNCTION count_char")
+    with pytest.raises(ValidationError, match="count_char"):
+        _evaluate(t_env, "count_char('a', 'a')")
+    t_env.execute_sql("DROP FUNCTION IF EXISTS count_char")
+
+
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        ("CREATE FUNCTION f AS 'com.example.F' LANGUAGE JAVA", "LANGUAGE JAVA is not supported"),
+        ("CREATE FUNCTION f AS 'no_such_module_x.F'", "Cannot import 'no_such_module_x'"),
+        ("CREATE FUNCTION f AS 'cairn.table.nexmark_functions.Nope'", "has no attribute 'Nope'"),
+        ("CREATE FUNCTION f AS 'math.pi'", "must be what udf(), udtf() or udaf() returns"),
+        ("DROP FUNCTION no_such_f", "Function no_such_f does not exist"),
+    ],
+)
+def test_function_ddl_refusals(t_env: TableEnvironment, sql: str, message: str) -> None:
+    with pytest.raises(ValidationError, match=re.escape(message)):
+        t_env.execute_sql(sql)
