@@ -28,7 +28,9 @@ from typing import Any
 
 from cairn.table.errors import ValidationError
 from cairn.table.expressions import AGGREGATE_MODIFIERS, AGGREGATES, Expression
+from cairn.table.functions import registry
 from cairn.table.time_attributes import PROCTIME_TYPE, materialized
+from cairn.table.type_merging import as_decimal, wider
 from cairn.table.types import DataType, DataTypes, RowType, is_integral
 
 __all__ = [
@@ -157,8 +159,6 @@ _COMPARISON = {
 }
 _LOGIC = {"and", "or", "not"}
 _PREDICATES = {"is_null", "is_not_null", "is_true", "is_false"}
-_STRINGS = {"upper", "lower", "trim", "substring", "concat", "json_value"}
-_NUMERIC_ORDER = ["TINYINT", "SMALLINT", "INT", "BIGINT", "DECIMAL", "FLOAT", "DOUBLE"]
 
 
 def literal_type(value: Any) -> DataType:
@@ -186,49 +186,6 @@ def literal_type(value: Any) -> DataType:
     raise ValidationError(f"Unsupported literal {value!r} of type {type(value).__name__}")
 
 
-def wider(a: DataType, b: DataType) -> DataType:
-    """The common type of two numeric operands (``INT`` and ``BIGINT`` → ``BIGINT``)."""
-    if a.root == "NULL":
-        return b
-    if b.root == "NULL":
-        return a
-    nullable = a.nullable or b.nullable
-    if a.root == b.root and a.params == b.params:
-        return a if a.nullable == nullable else a.nullable_()
-    if a.root == "DECIMAL" and b.root == "DECIMAL":
-        scale = max(a.params[1], b.params[1])
-        digits = max(a.params[0] - a.params[1], b.params[0] - b.params[1])
-        return DataTypes.DECIMAL(min(38, digits + scale), scale, nullable)
-    if a.is_numeric and b.is_numeric:
-        ra, rb = _NUMERIC_ORDER.index(a.root), _NUMERIC_ORDER.index(b.root)
-        top = a if ra >= rb else b
-        if top.root == "DECIMAL" and (a.root in ("FLOAT", "DOUBLE") or b.root in ("FLOAT",)):
-            return DataTypes.DOUBLE(nullable)
-        da, db = _as_decimal(a), _as_decimal(b)
-        if top.root == "DECIMAL" and da is not None and db is not None:
-            # an integer and a DECIMAL: room for the integer's digits (INT, DECIMAL(2, 1) →
-            # DECIMAL(11, 1)), as Flink's common type
-            scale = max(da[1], db[1])
-            digits = max(da[0] - da[1], db[0] - db[1])
-            return DataTypes.DECIMAL(min(38, digits + scale), scale, nullable)
-        return DataType(top.root, top.params, nullable)
-    if a.is_string and b.is_string:
-        return DataTypes.STRING(nullable)
-    return DataType(a.root, a.params, nullable)
-
-
-_EXACT_DIGITS = {"TINYINT": 3, "SMALLINT": 5, "INT": 10, "BIGINT": 19}
-
-
-def _as_decimal(t: DataType) -> tuple[int, int] | None:
-    """An exact numeric type's (precision, scale), as Flink widens ``INT`` to DECIMAL(10, 0)."""
-    if t.root == "DECIMAL":
-        return t.params[0], t.params[1]
-    if t.root in _EXACT_DIGITS:
-        return _EXACT_DIGITS[t.root], 0
-    return None
-
-
 def _decimal_arithmetic(name: str, a: DataType, b: DataType) -> DataType | None:
     """Flink's DECIMAL result of ``a <op> b`` when one side is DECIMAL and the other exact
     (``LogicalTypeMerging``): ``INT * DECIMAL(2, 1)`` is DECIMAL(13, 1).
@@ -236,7 +193,7 @@ def _decimal_arithmetic(name: str, a: DataType, b: DataType) -> DataType | None:
     >>> str(_decimal_arithmetic("times", DataTypes.INT(), DataTypes.DECIMAL(2, 1)))
     'DECIMAL(13, 1)'
     """
-    da, db = _as_decimal(a), _as_decimal(b)
+    da, db = as_decimal(a), as_decimal(b)
     if "DECIMAL" not in (a.root, b.root) or da is None or db is None:
         return None
     (p1, s1), (p2, s2) = da, db
@@ -293,6 +250,10 @@ def resolve(expr: Expression, columns: Columns) -> Rex:
     ops = tuple(resolve(a, columns) for a in expr.args)
     if expr.name == "get":
         return _get_field(ops, expr)
+    if expr.name == "typeof":  # known when planned: the operand's type, as text
+        if len(ops) != 1:
+            raise ValidationError(f"TYPEOF takes one argument, got {expr}")
+        return Rex("literal", DataTypes.STRING(False), value=str(ops[0].data_type))
     if expr.name == "udf":
         wrapper = expr.value
         if wrapper.kind == "table":
@@ -391,12 +352,6 @@ def _call_type(name: str, ops: tuple[Rex, ...], expr: Expression) -> DataType:
         return DataTypes.BOOLEAN(False)
     if name in ("in", "between", "not_between", "like"):
         return DataTypes.BOOLEAN(nullable)
-    if name in _STRINGS:
-        return DataTypes.STRING(True if name == "json_value" else nullable)
-    if name == "char_length":
-        return DataTypes.INT(nullable)
-    if name in ("abs", "floor", "ceil", "round"):
-        return types[0]
     if name == "if":
         return _with_null(wider(types[1], types[2]), types[1].nullable or types[2].nullable)
     if name == "coalesce":
@@ -404,9 +359,24 @@ def _call_type(name: str, ops: tuple[Rex, ...], expr: Expression) -> DataType:
         for t in types[1:]:
             common = wider(common, t)
         return _with_null(common, all(t.nullable for t in types))
-    raise ValidationError(
-        f"No match found for function signature {name}({', '.join(map(str, types))})"
-    )
+    builtin = registry.lookup(name)
+    if builtin is None:
+        raise ValidationError(
+            f"No match found for function signature {name}({', '.join(map(str, types))})"
+        )
+    if not builtin.accepts(len(types)):
+        raise ValidationError(
+            f"Invalid number of arguments to function '{builtin.signature}': {len(types)} in {expr}"
+        )
+    problem = builtin.check_arguments(types)
+    if problem is not None:
+        raise ValidationError(f"Cannot apply '{builtin.signature}': {problem} in {expr}")
+    for position in builtin.literal_arguments:
+        if position < len(ops) and ops[position].kind != "literal":
+            raise ValidationError(
+                f"Argument {position + 1} of {name.upper()} must be a literal in {expr}"
+            )
+    return builtin.result_type(types)
 
 
 def aggregate_type(function: str, arg_type: DataType | None) -> DataType:

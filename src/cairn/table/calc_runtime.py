@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from cairn.table.functions import registry
 from cairn.table.time_attributes import proctime_now
 
 __all__ = ["RUNTIME", "cast_function", "java_double_text", "sql_text"]
@@ -356,4 +357,6 @@ RUNTIME: dict[str, Any] = {
     if name.startswith("_") and not name.startswith("__") and callable(value)
 }
 RUNTIME["_Decimal"] = decimal.Decimal
+RUNTIME["_datetime"] = datetime
+RUNTIME.update(registry.RUNTIME)  # the built-in functions: _fn_<name>, _fnn_<name>
 RUNTIME["_proctime_now"] = proctime_now

@@ -18,12 +18,14 @@ three-valued, and a filter keeps a row only when its condition is TRUE.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from cairn.table.analysis import Rex, conjuncts
 from cairn.table.calc_runtime import RUNTIME
 from cairn.table.errors import ValidationError
+from cairn.table.functions import registry
 from cairn.table.types import DataType
 from cairn.table.udf import direct_callable, is_async, is_pandas
 
@@ -34,7 +36,6 @@ _BINARY = {
     "minus": "-",
     "times": "*",
     "mod": "%",
-    "power": "**",
     "equals": "==",
     "not_equals": "!=",
     "less_than": "<",
@@ -68,6 +69,8 @@ def expression_source(
     if rex.kind == "literal":
         if rex.data_type.root == "DECIMAL":
             return f"_Decimal({str(rex.value)!r})"
+        if isinstance(rex.value, datetime.date | datetime.time):
+            return "_datetime." + repr(rex.value).removeprefix("datetime.")
         return repr(rex.value)
     if rex.kind == "cast":
         inner = expression_source(rex.operands[0], row, functions, direct)
@@ -143,26 +146,20 @@ def expression_source(
             _as_type(o, s, rex.data_type) for o, s in zip(rex.operands[1:], ops[1:], strict=True)
         )
         return f"({then} if {ops[0]} is True else {otherwise})"
-    if op in ("upper", "lower", "trim", "abs", "floor", "ceil", "char_length"):
-        return f"_nullsafe1(_{op}, {ops[0]})"
-    if op == "round":
-        return f"_nullsafe2(_round, {ops[0]}, {ops[1]})"
-    if op == "concat":
-        return f"_concat(({', '.join(ops)},))"
-    if op == "substring":
-        length = ops[2] if len(ops) > 2 else "None"
-        return f"_substring({ops[0]}, {ops[1]}, {length})"
-    if op == "like":
-        return f"_like({ops[0]}, {ops[1]})"
     if op == "get_field":
         return f"_nullsafe2(_get_field, {ops[0]}, {rex.value})"
-    if op == "json_value":
-        return f"_json_value({ops[0]}, {ops[1]})"
     if op == "proctime":
         return "_proctime_now()"
     if op == "coalesce":
         cast = [_as_type(o, s, rex.data_type) for o, s in zip(rex.operands, ops, strict=True)]
         return f"_coalesce(({', '.join(cast)},))"
+    builtin = registry.lookup(op)
+    if builtin is not None and builtin.implementation is not None:
+        # the implementation itself when no operand can be NULL (or it handles NULL)
+        wrapped = builtin.strict and any(o.data_type.nullable for o in rex.operands)
+        if builtin.coerce_arguments:  # GREATEST(2.5, 1): each argument as the result's type
+            ops = [_as_type(o, s, rex.data_type) for o, s in zip(rex.operands, ops, strict=True)]
+        return f"{'_fnn_' if wrapped else '_fn_'}{op}({', '.join(ops)})"
     raise NotImplementedError(f"no code for {op}")
 
 

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cairn.table.functions import registry
 from cairn.table.types import DataType, DataTypes
 
 __all__ = [
@@ -343,6 +344,25 @@ class Expression:
         """A field of a ``ROW`` value, by name or 0-based position (PyFlink's ``get``; SQL's
         ``person.id``); NULL when the row is NULL."""
         return self._call("get", name_or_index)
+
+    # -- the other built-in functions, by PyFlink's method names -----------------------------
+
+    def __getattr__(self, name: str) -> Any:
+        """A built-in function by PyFlink's ``Expression`` method name (``regexp_extract``,
+        ``split_index``, ``md5``...), as the registry (``cairn.table.functions``) lists it:
+        a property for a function of the expression alone, else a method.
+
+        >>> print(col("url").split_index("/", 3), col("s").md5)
+        split_index(url, '/', 3) md5(s)
+        """
+        if name.startswith("_"):
+            raise AttributeError(name)
+        builtin = registry.by_method(name)
+        if builtin is None:
+            raise AttributeError(f"'Expression' object has no attribute '{name}'")
+        if builtin.method_is_property:
+            return self._call(builtin.name)
+        return lambda *args: self._call(builtin.name, *args)
 
     # -- time intervals: lit(5).seconds ------------------------------------------------------
 

@@ -22,7 +22,6 @@ from cairn.table.analysis import (
     is_aggregate_call,
     name_of,
     resolve,
-    wider,
 )
 from cairn.table.codegen import CompiledCalc, calc_source
 from cairn.table.errors import ValidationError
@@ -55,6 +54,7 @@ from cairn.table.sql.windows import (
     groups_by_window,
 )
 from cairn.table.table import GroupedTable, Table, WindowGroupedTable
+from cairn.table.type_merging import wider
 from cairn.table.types import DataType, DataTypes
 from cairn.table.window import Cumulate, GroupWindow, Session, Slide, Tumble
 from cairn.table.window_planner import window_tvf
@@ -386,8 +386,9 @@ class _QueryConverter:
         ``ttls``: the block's ``STATE_TTL`` hint, for its joins."""
         e = self.errors
         source = node.args.get("from_") or node.args.get("from")
-        if source is None:
-            raise e.at(node, "SELECT without FROM is not supported yet")
+        if source is None:  # SELECT 1: one row of no data, as Calcite's VALUES (0)
+            zero = DataTypes.ROW([DataTypes.FIELD("ZERO", DataTypes.INT(False))])
+            return self.catalog.from_elements([(0,)], zero), {}
         if isinstance(source.this, exp.Lateral):
             raise e.at(source.this, "LATERAL TABLE needs a table before it: FROM t, LATERAL ...")
         table, alias = self._relation(source.this)

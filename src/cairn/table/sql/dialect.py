@@ -25,6 +25,7 @@ __all__ = [
     "Flink",
     "FlinkCast",
     "FlinkColumn",
+    "FlinkJsonCall",
     "StatementSetBlock",
     "TableArg",
     "WatermarkDef",
@@ -35,6 +36,14 @@ class FlinkCast(exp.Expression):
     """``CAST(x AS type)`` / ``TRY_CAST``: ``to`` is the Flink type's text."""
 
     arg_types: ClassVar[dict[str, bool]] = {"this": True, "to": True, "safe": False}
+
+
+class FlinkJsonCall(exp.Expression):
+    """``JSON_VALUE``/``JSON_QUERY``/``JSON_EXISTS``/``JSON_ARRAY``: ``this`` the name,
+    ``expressions`` the arguments, ``clauses`` the text after them (``RETURNING INT``,
+    ``WITH ARRAY WRAPPER``, ``ABSENT ON NULL``...)."""
+
+    arg_types: ClassVar[dict[str, bool]] = {"this": True, "expressions": False, "clauses": False}
 
 
 class FlinkColumn(exp.Expression):
@@ -131,7 +140,23 @@ class Flink(Dialect):
         FUNCTION_PARSERS: ClassVar[dict[str, Any]] = {
             "CAST": lambda self: self._parse_flink_cast(False),
             "TRY_CAST": lambda self: self._parse_flink_cast(True),
-            "TRIM": sqlglot_parser.Parser.FUNCTION_PARSERS["TRIM"],
+            **{
+                name: sqlglot_parser.Parser.FUNCTION_PARSERS[name]
+                for name in (
+                    "TRIM",
+                    "EXTRACT",
+                    "POSITION",
+                    "SUBSTRING",
+                    "OVERLAY",
+                    "FLOOR",
+                    "CEIL",
+                    "JSON_OBJECT",
+                )
+            },
+            **{
+                name: lambda self: self._parse_flink_json()
+                for name in ("JSON_VALUE", "JSON_QUERY", "JSON_EXISTS", "JSON_ARRAY")
+            },
         }
 
         STATEMENT_PARSERS: ClassVar[dict[TokenType, Any]] = {
@@ -169,6 +194,25 @@ class Flink(Dialect):
                 self.raise_error("Expected AS after CAST")
             to = self._parse_flink_type()  # the call's ")" is sqlglot's to match
             return self.expression(FlinkCast(this=this, to=to, safe=safe))
+
+        def _parse_flink_json(self) -> exp.Expr:
+            """``JSON_VALUE(json, path RETURNING INT ...)`` and its kin: the arguments, then
+            the clauses after them as text (``clauses``) for the converter to read."""
+            name = self._tokens[self._index - 2].text.upper()  # before the "("
+            args: list[exp.Expr] = []
+            if self._curr is not None and self._curr.token_type != TokenType.R_PAREN:
+                args = [a for a in self._parse_csv(self._parse_assignment) if a is not None]
+            first = self._curr
+            last = None
+            while self._curr is not None and self._curr.token_type != TokenType.R_PAREN:
+                last = self._curr
+                self._advance()
+            clauses = ""
+            if first is not None and last is not None:
+                clauses = self.sql[first.start : last.end + 1]
+            return self.expression(
+                FlinkJsonCall(this=name, expressions=args, clauses=exp.Literal.string(clauses))
+            )
 
         def _parse_flink_type(self) -> exp.Literal:
             """A type's source text: a name, ``(...)`` / ``<...>`` parameters, ``WITH LOCAL

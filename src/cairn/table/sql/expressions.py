@@ -15,6 +15,7 @@ and the DSL resolve and compile through the same code.
 
 from __future__ import annotations
 
+import datetime
 import decimal
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -30,11 +31,12 @@ from cairn.table.expressions import (
     concat,
     lit,
 )
-from cairn.table.sql.dialect import FlinkCast, TableArg
+from cairn.table.functions import registry
+from cairn.table.sql.dialect import FlinkCast, FlinkJsonCall, TableArg
 from cairn.table.sql.errors import SqlValidationError, position_of
 from cairn.table.sql.parse import parse_expression_tree
 from cairn.table.sql.type_names import parse_type
-from cairn.table.types import DataType
+from cairn.table.types import DataType, DataTypes
 
 __all__ = ["ExpressionConverter", "SqlErrors", "parse_expression", "to_expression"]
 
@@ -87,29 +89,14 @@ _BINARY: dict[type[exp.Expr], str] = {
 
 #: SQL functions by name: how many arguments, and the DSL call they become.
 _FUNCTIONS: dict[str, tuple[range, Callable[..., Expression]]] = {
-    "UPPER": (range(1, 2), lambda a: a.upper_case),
-    "LOWER": (range(1, 2), lambda a: a.lower_case),
-    "CHAR_LENGTH": (range(1, 2), lambda a: a.char_length),
-    "CHARACTER_LENGTH": (range(1, 2), lambda a: a.char_length),
-    "SUBSTRING": (range(2, 4), lambda a, *rest: a.substring(*rest)),
-    "SUBSTR": (range(2, 4), lambda a, *rest: a.substring(*rest)),
-    "CONCAT": (range(1, 64), lambda a, *rest: concat(a, *rest)),
-    "ABS": (range(1, 2), lambda a: a.abs),
-    "FLOOR": (range(1, 2), lambda a: a.floor),
-    "CEIL": (range(1, 2), lambda a: a.ceil),
-    "CEILING": (range(1, 2), lambda a: a.ceil),
-    "ROUND": (range(1, 3), lambda a, places=None: a.round(0 if places is None else places)),
-    "POWER": (range(2, 3), lambda a, b: a**b),
-    "MOD": (range(2, 3), lambda a, b: a % b),
-    "JSON_VALUE": (range(2, 3), lambda a, path: a.json_value(path.value)),
-    "IF": (range(3, 4), lambda c, t, f: c.if_then_else(t, f)),
-    "COALESCE": (range(1, 64), coalesce),
     "COUNT": (range(1, 2), lambda a: a.count),
     "SUM": (range(1, 2), lambda a: a.sum),
     "AVG": (range(1, 2), lambda a: a.avg),
     "MIN": (range(1, 2), lambda a: a.min),
     "MAX": (range(1, 2), lambda a: a.max),
     "PROCTIME": (range(0, 1), lambda: Expression("call", "proctime")),
+    "IF": (range(3, 4), lambda c, t, f: c.if_then_else(t, f)),
+    "COALESCE": (range(1, 64), coalesce),
 }
 
 #: SQL aggregate functions beyond ``_FUNCTIONS``'s: how many arguments, the DSL call.
@@ -127,6 +114,47 @@ _AGGREGATE_FUNCTIONS: dict[str, tuple[range, Callable[..., Expression]]] = {
 
 #: The aggregates ``AGG(DISTINCT ...)`` may name.
 _DISTINCT_AGGREGATES = {"COUNT", "SUM", "AVG", "MIN", "MAX", *_AGGREGATE_FUNCTIONS}
+
+#: Calls whose first argument is a unit written as a name (``TIMESTAMPADD(HOUR, 1, t)``).
+_UNIT_FIRST = frozenset({"TIMESTAMPADD", "TIMESTAMPDIFF"})
+
+#: The time units of EXTRACT and FLOOR/CEIL(... TO unit).
+_UNITS = frozenset(
+    [
+        "YEAR",
+        "QUARTER",
+        "MONTH",
+        "WEEK",
+        "DAY",
+        "DOY",
+        "DOW",
+        "ISODOW",
+        "ISOYEAR",
+        "HOUR",
+        "MINUTE",
+        "SECOND",
+        "MILLISECOND",
+        "MICROSECOND",
+        "NANOSECOND",
+        "EPOCH",
+        "DECADE",
+        "CENTURY",
+        "MILLENNIUM",
+    ]
+)
+
+#: Niladic functions written without parentheses, read as names when no column has them.
+_NILADIC = {"LOCALTIME": "localtime", "LOCALTIMESTAMP": "localtimestamp"}
+
+#: sqlglot's nodes of the niladic SQL functions.
+_CURRENT: dict[type[exp.Expr], str] = {
+    exp.CurrentDate: "current_date",
+    exp.CurrentTime: "current_time",
+    exp.CurrentTimestamp: "current_timestamp",
+}
+
+_TEMPORAL_LITERALS = {"DATE": "DATE", "TIME": "TIME", "TIMESTAMP": "TIMESTAMP",
+                      "TIMESTAMPLTZ": "TIMESTAMP_LTZ"}  # fmt: skip
 
 _INTERVAL_UNITS = {
     "MILLISECOND": "milli",
@@ -200,10 +228,9 @@ class ExpressionConverter:
             return self.convert(node.this).between(
                 self.convert(node.args["low"]), self.convert(node.args["high"])
             )
-        if isinstance(node, exp.Like):
-            if node.args.get("escape") is not None:
-                raise e.at(node, "LIKE ... ESCAPE is not supported yet")
-            return self.convert(node.this).like(self.convert(node.expression))
+        special = self._special(node)
+        if special is not None:
+            return special
         if isinstance(node, exp.Case):
             return self._case(node)
         if isinstance(node, FlinkCast):
@@ -212,10 +239,6 @@ class ExpressionConverter:
             return inner.try_cast(target) if node.args.get("safe") else inner.cast(target)
         if isinstance(node, exp.Interval):
             return self._interval(node)
-        if isinstance(node, exp.Trim):
-            if node.args.get("expression") is not None or node.args.get("position"):
-                raise e.at(node, "TRIM with characters or LEADING/TRAILING is not supported yet")
-            return self.convert(node.this).trim
         if isinstance(node, exp.Anonymous):
             return self._function(node)
         if isinstance(node, exp.Filter):
@@ -228,9 +251,151 @@ class ExpressionConverter:
             raise e.at(node, "Subqueries in expressions are not supported yet")
         raise e.at(node, f"Unsupported SQL expression: {node.sql()}")
 
+    def _special(self, node: exp.Expr) -> Expression | None:
+        """The built-in calls with syntax of their own (``EXTRACT(HOUR FROM t)``,
+        ``x LIKE p ESCAPE e``, ``ARRAY[...]``, ``DATE '...'``...), else None."""
+        c = self.convert
+        if isinstance(node, exp.Like):
+            like = _call("like", c(node.this), c(node.expression))
+            return ~like if node.args.get("negate") else like
+        if isinstance(node, exp.Escape) and isinstance(node.this, exp.Like):
+            inner = node.this
+            like = _call("like", c(inner.this), c(inner.expression), c(node.expression))
+            return ~like if inner.args.get("negate") else like
+        if isinstance(node, exp.SimilarTo):
+            return _call("similar", c(node.this), c(node.expression))
+        if isinstance(node, exp.NullSafeNEQ | exp.NullSafeEQ):
+            distinct = _call("is_distinct_from", c(node.this), c(node.expression))
+            return distinct if isinstance(node, exp.NullSafeNEQ) else ~distinct
+        if isinstance(node, exp.If):
+            otherwise = node.args.get("false")
+            return c(node.this).if_then_else(
+                c(node.args["true"]), c(otherwise) if otherwise is not None else lit(None)
+            )
+        if isinstance(node, exp.Trim):
+            position = str(node.args.get("position") or "").upper()
+            chars = node.args.get("expression")
+            if not position and chars is None:
+                return c(node.this).trim
+            chars_expr = c(chars) if chars is not None else lit(" ")
+            return _call("trim_chars", lit(position or "BOTH"), chars_expr, c(node.this))
+        if isinstance(node, exp.Extract):
+            unit = node.this.name.upper()
+            if unit not in _UNITS:
+                raise self.errors.at(node, f"Unsupported time unit {unit} in EXTRACT")
+            return _call("extract", lit(unit), c(node.expression))
+        if isinstance(node, exp.StrPosition):
+            return _call("position", c(node.args["substr"]), c(node.this))
+        if isinstance(node, exp.Substring):
+            rest = [node.args.get("start"), node.args.get("length")]
+            return _call("substring", c(node.this), *(c(a) for a in rest if a is not None))
+        if isinstance(node, exp.Overlay):
+            rest = [node.args.get("from_"), node.args.get("for_")]
+            return _call("overlay", c(node.this), c(node.expression), *(c(a) for a in rest if a))
+        if isinstance(node, exp.Floor | exp.Ceil):
+            name = "floor" if isinstance(node, exp.Floor) else "ceil"
+            to = node.args.get("to")
+            if to is not None:
+                unit = to.name.upper()
+                if unit not in _UNITS or unit in ("DOW", "DOY", "EPOCH"):
+                    raise self.errors.at(node, f"Unsupported time unit {unit} in {name.upper()}")
+                return _call(f"{name}_to", c(node.this), lit(unit))
+            return _call(name, c(node.this))
+        if type(node) in _CURRENT:
+            return _call(_CURRENT[type(node)])
+        if isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal):
+            return self._temporal_literal(node)
+        if isinstance(node, exp.Array):
+            return _call("array", *(c(v) for v in node.expressions))
+        if isinstance(node, exp.Bracket):
+            target = node.this
+            if (
+                isinstance(target, exp.Column)
+                and target.name.upper() == "MAP"
+                and not (target.table or self._is_column(target.name))
+            ):
+                if len(node.expressions) % 2:
+                    raise self.errors.at(node, "MAP[...] takes pairs of keys and values")
+                return _call("map", *(c(v) for v in node.expressions))
+            if len(node.expressions) != 1:
+                raise self.errors.at(node, "An index takes one value: a[1], m['key']")
+            return _call("at", c(target), c(node.expressions[0]))
+        if isinstance(node, exp.JSONObject):
+            return self._json_object(node)
+        if isinstance(node, FlinkJsonCall):
+            return self._json_call(node)
+        return None
+
+    def _temporal_literal(self, node: exp.Cast) -> Expression:
+        kind = _TEMPORAL_LITERALS.get(str(node.args["to"].this.value))
+        text = str(node.this.this).strip()
+        try:
+            if kind == "DATE":
+                return lit(datetime.date.fromisoformat(text), DataTypes.DATE(False))
+            if kind == "TIME":
+                value = datetime.time.fromisoformat(text)
+                digits = len(text.partition(".")[2])
+                return lit(value, DataTypes.TIME(digits, False))
+            if kind is not None:
+                stamp = datetime.datetime.fromisoformat(text)
+                digits = len(text.partition(".")[2])
+                make = DataTypes.TIMESTAMP_LTZ if kind == "TIMESTAMP_LTZ" else DataTypes.TIMESTAMP
+                return lit(stamp, make(digits, False))
+        except ValueError:
+            raise self.errors.at(node, f"Illegal {kind} literal '{text}'") from None
+        raise self.errors.at(node, f"Unsupported literal {node.sql()}")
+
+    def _json_object(self, node: exp.JSONObject) -> Expression:
+        on_null = str(node.args.get("null_handling") or "NULL ON NULL").split()[0].upper()
+        args: list[Expression] = [lit(on_null)]
+        for pair in node.expressions:
+            if not isinstance(pair, exp.JSONKeyValue):
+                raise self.errors.at(pair, "JSON_OBJECT takes KEY key VALUE value pairs")
+            args += [self.convert(pair.this), self.convert(pair.expression)]
+        return _call("json_object", *args)
+
+    def _json_call(self, node: FlinkJsonCall) -> Expression:
+        name = str(node.this)
+        args = [self.convert(a) for a in node.expressions]
+        clauses = " ".join(str(node.args["clauses"].this).upper().split())
+        if name == "JSON_ARRAY":
+            on_null = "NULL" if clauses.startswith("NULL ON NULL") else "ABSENT"
+            if clauses and not clauses.endswith("ON NULL"):
+                raise self.errors.at(node, f"Unsupported JSON_ARRAY clause: {clauses}")
+            return _call("json_array", lit(on_null), *args)
+        if len(args) != 2:
+            raise self.errors.at(node, f"{name} takes a JSON value and a path")
+        if name == "JSON_EXISTS":
+            if clauses and clauses != "FALSE ON ERROR":
+                raise self.errors.at(node, f"Unsupported JSON_EXISTS clause: {clauses}")
+            return _call("json_exists", *args)
+        if name == "JSON_QUERY":
+            wrapper = "WITHOUT"
+            if clauses.startswith("WITH ") and clauses.endswith("WRAPPER"):
+                wrapper = "UNCONDITIONAL" if "UNCONDITIONAL" in clauses else "CONDITIONAL"
+            elif clauses and not clauses.startswith("WITHOUT"):
+                raise self.errors.at(node, f"Unsupported JSON_QUERY clause: {clauses}")
+            return _call("json_query", *args, lit(wrapper))
+        value = _call("json_value", *args)
+        if clauses.startswith("RETURNING "):
+            returning = clauses.removeprefix("RETURNING ").split(" NULL ON")[0]
+            return (
+                value.try_cast(self._type(node, returning))
+                if "ON" not in returning
+                else (self._unsupported_json(node, clauses))
+            )
+        if clauses:
+            return self._unsupported_json(node, clauses)
+        return value
+
+    def _unsupported_json(self, node: exp.Expr, clauses: str) -> Expression:
+        raise self.errors.at(node, f"Unsupported JSON_VALUE clause: {clauses}")
+
     def _column(self, node: exp.Column) -> Expression:
         name = node.name
         qualifier = node.table
+        if not qualifier and name.upper() in _NILADIC and not self._is_column(name):
+            return _call(_NILADIC[name.upper()])
         if qualifier and qualifier not in self.qualifiers:
             if node.args.get("db") is None and self._is_column(qualifier):
                 # ``person.id`` with a ROW column ``person`` (a table alias wins, as Calcite's)
@@ -267,6 +432,8 @@ class ExpressionConverter:
     def _is(self, node: exp.Is) -> Expression:
         target = node.expression
         inner = self.convert(node.this)
+        if isinstance(target, exp.JSON):
+            return _call("is_json", inner, lit(str(target.this or "VALUE").upper()))
         if isinstance(target, exp.Null):
             return inner.is_null
         if isinstance(target, exp.Boolean):
@@ -325,10 +492,11 @@ class ExpressionConverter:
                 raise self.errors.at(node, f"{name}(DISTINCT ...) is not supported yet")
             if isinstance(a, TableArg):
                 raise self.errors.at(node, f"Table function {name}(TABLE ...) is not supported")
-        if name in ("NOW", "CURRENT_TIMESTAMP", "LOCALTIMESTAMP"):
-            raise self.errors.at(node, f"{name}() is not supported yet")
+        builtin = None if name in _FUNCTIONS else registry.by_sql_name(name)
         known = _FUNCTIONS.get(name)
-        user = None if known is not None or self.functions is None else self.functions(name)
+        user = None
+        if known is None and builtin is None and self.functions is not None:
+            user = self.functions(name)
         if user is not None:
             if getattr(user, "kind", "") == "table":
                 raise self.errors.at(
@@ -338,6 +506,17 @@ class ExpressionConverter:
                 )
             result: Expression = user(*(self.convert(a) for a in args_nodes))
             return result
+        if builtin is not None:
+            if not builtin.accepts(len(args_nodes)):
+                raise self.errors.at(
+                    node,
+                    f"Invalid number of arguments to function '{name}': {len(args_nodes)}"
+                    f" (it is {builtin.signature})",
+                )
+            if name in _UNIT_FIRST and isinstance(args_nodes[0], exp.Column):
+                unit = lit(args_nodes[0].name.upper())
+                return _call(builtin.name, unit, *(self.convert(a) for a in args_nodes[1:]))
+            return _call(builtin.name, *(self.convert(a) for a in args_nodes))
         if known is None:
             raise self.errors.at(node, f"No match found for function signature {node.this!s}(...)")
         arity, build = known
@@ -378,6 +557,10 @@ def _is_aggregate(expr: Expression) -> bool:
     if expr.name in AGGREGATE_MODIFIERS:
         return _is_aggregate(expr.args[0])
     return expr.name in AGGREGATES
+
+
+def _call(name: str, *args: Expression) -> Expression:
+    return Expression("call", name, args)
 
 
 def _literal(node: exp.Literal) -> Expression:

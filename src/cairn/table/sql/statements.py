@@ -28,6 +28,7 @@ from cairn.table.sql.dialect import (
 )
 from cairn.table.sql.errors import SqlParserError, SqlValidationError, position_of
 from cairn.table.sql.expressions import SqlErrors, to_expression
+from cairn.table.sql.function_ddl import FunctionDdl, parse_function_ddl, resolve_function
 from cairn.table.sql.parse import parse_statement
 from cairn.table.sql.relation_names import table_name
 from cairn.table.sql.type_names import parse_type
@@ -92,6 +93,10 @@ class SqlEnvironment(SqlCatalog, Protocol):
 
     def execute_plan_file(self, path: str) -> TableResult: ...
 
+    def create_temporary_function(self, path: str, function: Any) -> None: ...
+
+    def drop_temporary_function(self, path: str) -> bool: ...
+
 
 _OK = TableResult(Columns.of([("result", DataTypes.STRING())]), None)
 
@@ -135,8 +140,32 @@ def _insert(env: SqlEnvironment, node: exp.Insert, sql: str) -> tuple[str, Table
     return name, convert_query(node.expression, env, sql)
 
 
+def _function_ddl(env: SqlEnvironment, ddl: FunctionDdl, sql: str) -> TableResult:
+    """``CREATE``/``DROP [TEMPORARY] [SYSTEM] FUNCTION``: a Python function by its path."""
+    line, column = position_of(sql, len(sql) - len(sql.lstrip()))
+    exists = env.lookup_function(ddl.name) is not None
+    if not ddl.create:
+        if not exists and not ddl.if_exists:
+            raise SqlValidationError(f"Function {ddl.name} does not exist", line, column)
+        env.drop_temporary_function(ddl.name)
+        return _OK
+    if exists:
+        if ddl.if_exists:
+            return _OK
+        raise SqlValidationError(f"Function {ddl.name} already exists", line, column)
+    try:
+        function = resolve_function(ddl)
+    except ValueError as error:
+        raise SqlValidationError(str(error), line, column) from None
+    env.create_temporary_function(ddl.name, function)
+    return _OK
+
+
 def execute_statement(env: SqlEnvironment, sql: str) -> TableResult:
     """``execute_sql``: run one statement and return Flink's result for it."""
+    ddl = parse_function_ddl(sql)
+    if ddl is not None:
+        return _function_ddl(env, ddl, sql)
     node = parse_statement(sql)
     errors = SqlErrors(sql)
     if isinstance(node, _QUERIES):
