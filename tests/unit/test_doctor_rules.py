@@ -207,6 +207,25 @@ def test_savepoints_slowed_by_alignment_are_not_helped_by_unaligned_checkpoints(
     assert finding is not None and "will not make them faster" in finding.advice
 
 
+def test_state_growing_at_every_checkpoint_asks_for_a_ttl() -> None:
+    def facts(sizes: list[int]) -> DoctorFacts:
+        n = len(sizes)
+        history = tuple(checkpoint(n - i, 800, 20, state=sizes[n - 1 - i]) for i in range(n))
+        return replace(healthy(), checkpoints=history)  # newest first
+
+    growing = facts([MIB, 2 * MIB, 3 * MIB, 4 * MIB, 6 * MIB])
+    finding = next(f for f in rules.diagnose(growing) if f.rule == "state-grows")
+    assert finding.title == "the state of sum grew at each of the last 5 checkpoints"
+    assert dict(finding.figures)["state size"] == "1.0 MiB -> 6.0 MiB"
+    assert "table.exec.state.ttl: 1 h" in finding.keys
+    # bounded (a TTL's), levelled off once, too short a history, or too small: silent
+    assert "state-grows" not in fired(facts([MIB, 2 * MIB, 3 * MIB, 3 * MIB, 6 * MIB]))
+    assert "state-grows" not in fired(facts([2 * MIB, 3 * MIB, 3 * MIB, 2 * MIB, 3 * MIB]))
+    assert "state-grows" not in fired(facts([MIB, 2 * MIB, 4 * MIB, 8 * MIB]))
+    assert "state-grows" not in fired(facts([MIB // 8, MIB // 4, MIB // 3, MIB // 2, MIB // 2 + 1]))
+    assert "state-grows" not in fired(facts([100 * MIB + i * MIB for i in range(5)]))  # +4 %
+
+
 def test_rules_without_their_facts_stay_silent() -> None:
     bare = DoctorFacts(tuple(checkpoint(i, 9_000, 8_000) for i in (2, 1)))  # no config
     assert fired(bare) == ["alignment-dominates"]

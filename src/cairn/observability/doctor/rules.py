@@ -9,6 +9,7 @@ whose facts are unknown returns ``None``. :func:`diagnose` runs all of them in a
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,6 +36,9 @@ SMALL_IN_FLIGHT = 4 << 20  # below this, in-flight data is never worth a finding
 LARGE_FULL_STATE = 256 << 20
 LONG_INTERVAL_MS = 10 * 60_000  # recovery replays up to an interval of input
 MIB = 1 << 20
+GROWING_CHECKPOINTS = 5  # a vertex's state rising at each of this many completed checkpoints
+GROWTH_FACTOR = 1.1  # ... by at least 10 % over them
+GROWING_STATE = 1 << 20  # ... and past 1 MiB: smaller state is never worth a finding
 
 
 @dataclass(frozen=True)
@@ -329,6 +333,47 @@ def slow_savepoints(facts: DoctorFacts) -> Finding | None:
     )
 
 
+def _vertex_sizes(checkpoint: CheckpointStats) -> dict[int, int]:
+    sizes: dict[int, int] = {}
+    for s in checkpoint.subtasks.values():
+        sizes[int(s.task.vertex_id)] = sizes.get(int(s.task.vertex_id), 0) + s.metrics.state_size
+    return sizes
+
+
+def state_grows(facts: DoctorFacts) -> Finding | None:
+    """Keyed state growing at every checkpoint: over the last ``GROWING_CHECKPOINTS``
+    completed ones a vertex's state grew each time, by ``GROWTH_FACTOR`` at least, and past
+    ``GROWING_STATE``. A regular join or a group aggregate without a TTL keeps every key it
+    ever saw (its ``explain()`` says so); if old keys may be forgotten, a TTL bounds it."""
+    completed = list(reversed(_completed(facts)))[-GROWING_CHECKPOINTS:]
+    if len(completed) < GROWING_CHECKPOINTS:
+        return None
+    history = [_vertex_sizes(c) for c in completed]
+    growing = []
+    for vertex in history[-1]:
+        sizes = [h.get(vertex, 0) for h in history]
+        rising = all(b > a for a, b in itertools.pairwise(sizes))
+        if rising and sizes[-1] >= GROWING_STATE and sizes[-1] >= GROWTH_FACTOR * sizes[0]:
+            growing.append((vertex, sizes))
+    if not growing:
+        return None
+    vertex, sizes = max(growing, key=lambda g: g[1][-1])
+    name = facts.vertex_names.get(vertex, f"vertex {vertex}")
+    return Finding(
+        "state-grows",
+        f"the state of {name} grew at each of the last {len(sizes)} checkpoints",
+        (
+            ("operators", ", ".join(facts.vertex_names.get(v, f"vertex {v}") for v, _ in growing)),
+            ("state size", f"{_mib(sizes[0])} -> {_mib(sizes[-1])}"),
+        ),
+        "a regular join, group aggregate, deduplication or Top-N keeps every key it ever saw;"
+        " if keys not seen for a while may be forgotten, give the state a time-to-live (SQL"
+        " and the Table API: table.exec.state.ttl or a STATE_TTL hint; DataStream state:"
+        " StateTtlConfig), or use windowed / interval joins whose state the watermark cleans",
+        ("table.exec.state.ttl: 1 h", "/*+ STATE_TTL('t' = '1h') */", "StateTtlConfig"),
+    )
+
+
 Rule = Callable[[DoctorFacts], Finding | None]
 RULES: tuple[Rule, ...] = (
     alignment_dominates,
@@ -340,6 +385,7 @@ RULES: tuple[Rule, ...] = (
     heap_full_large,
     stateful_without_uid,
     slow_savepoints,
+    state_grows,
 )
 
 
