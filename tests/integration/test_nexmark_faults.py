@@ -1,5 +1,6 @@
 """Nexmark queries on local Spark with 300 ms exactly-once checkpoints while a worker is
-SIGKILLed mid-run: the changelog the client collects (released only with completed
+SIGKILLed mid-run (and, in-process, stopped with a savepoint and restored at another
+parallelism): the changelog the client collects (released only with completed
 checkpoints) retracts only rows its view holds, and its final view equals the view of the
 same query run without a fault, in-process — nothing lost, nothing twice, updates included.
 Besides four of the suite's queries (a join feeding aggregates, HOP windows joined on their
@@ -126,3 +127,49 @@ def test_a_nexmark_query_survives_a_killed_worker(tmp_path: Path, query: str, ba
     assert stats.latest_restored is not None, "the job did not restore from a checkpoint"
     assert sum(expected.values()) >= 5, "the query gave rows to compare"
     assert got == expected
+
+
+@pytest.mark.parametrize("query", ["q4", "q18", "q19"])  # a join, dedup, Top-N
+def test_a_nexmark_query_restores_from_a_savepoint_at_another_parallelism(
+    tmp_path: Path, query: str
+) -> None:
+    """Stopped with a savepoint at parallelism 2 while events still flow, restored at 3: the
+    second job's changelog continues the first's view (it retracts only rows the first
+    emitted or it emitted itself) and ends at the fault-free view."""
+    try:
+        expected, _ = _view(query, {"cairn.executor": "inprocess", "parallelism.default": "2"})
+        ddl, select = _statements(query, paced=True)
+
+        def start(parallelism: int, restore: str | None) -> Any:
+            t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+            config = {
+                "cairn.executor": "inprocess",
+                "parallelism.default": str(parallelism),
+                "execution.checkpointing.interval": "300 ms",
+                "state.checkpoints.dir": (tmp_path / "chk").as_uri(),
+            }
+            if restore is not None:
+                config["execution.savepoint.path"] = restore
+            for key, value in config.items():
+                t_env.get_config().set(key, value)
+            for statement in ddl:
+                t_env.execute_sql(statement)
+            return t_env.execute_sql(select)
+
+        first = start(2, None)
+        rows, stop = [], None
+        for row in first.collect():
+            rows.append(row)
+            if stop is None and len(rows) >= 3:
+                stop = first.get_job_client().stop_with_savepoint(
+                    False, str(tmp_path / "savepoint")
+                )
+        assert stop is not None, "the first job ended before it was stopped"
+        savepoint = stop.result(timeout=120)
+        second = start(3, savepoint)
+        rows += list(second.collect())
+        restored = second.get_job_client().get_checkpoint_statistics().latest_restored
+    finally:
+        reset_context_defaults()
+    assert restored is not None and restored.is_savepoint
+    assert rows_view(rows) == expected
