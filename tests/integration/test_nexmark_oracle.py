@@ -72,6 +72,46 @@ SPARK = {
                 count(DISTINCT auction) FILTER (WHERE price >= 10000 AND price < 1000000),
                 count(DISTINCT auction) FILTER (WHERE price >= 1000000)
               FROM bid GROUP BY date_format(dateTime, 'yyyy-MM-dd')""",
+    # the winning price per auction (ties in price and time make the winning row vary)
+    "q9": """SELECT A.id, max(B.price) FROM auction A JOIN bid B
+             ON A.id = B.auction AND B.dateTime BETWEEN A.dateTime AND A.expires
+             GROUP BY A.id""",
+    # count_char(extra, 'c') is nexmark-flink's Java function: Cairn's Python port
+    "q14": """SELECT auction, bidder, 0.908 * price,
+                CASE WHEN hour(dateTime) >= 8 AND hour(dateTime) <= 18 THEN 'dayTime'
+                     WHEN hour(dateTime) <= 6 OR hour(dateTime) >= 20 THEN 'nightTime'
+                     ELSE 'otherTime' END,
+                dateTime, extra, length(extra) - length(replace(extra, 'c', ''))
+              FROM bid WHERE 0.908 * price > 1000000 AND 0.908 * price < 50000000""",
+    "q16": """SELECT channel, date_format(dateTime, 'yyyy-MM-dd'),
+                max(date_format(dateTime, 'HH:mm')), count(*),
+                count(*) FILTER (WHERE price < 10000),
+                count(*) FILTER (WHERE price >= 10000 AND price < 1000000),
+                count(*) FILTER (WHERE price >= 1000000),
+                count(DISTINCT bidder),
+                count(DISTINCT bidder) FILTER (WHERE price < 10000),
+                count(DISTINCT bidder) FILTER (WHERE price >= 10000 AND price < 1000000),
+                count(DISTINCT bidder) FILTER (WHERE price >= 1000000),
+                count(DISTINCT auction),
+                count(DISTINCT auction) FILTER (WHERE price < 10000),
+                count(DISTINCT auction) FILTER (WHERE price >= 10000 AND price < 1000000),
+                count(DISTINCT auction) FILTER (WHERE price >= 1000000)
+              FROM bid GROUP BY channel, date_format(dateTime, 'yyyy-MM-dd')""",
+    "q17": """SELECT auction, date_format(dateTime, 'yyyy-MM-dd'), count(*),
+                count(*) FILTER (WHERE price < 10000),
+                count(*) FILTER (WHERE price >= 10000 AND price < 1000000),
+                count(*) FILTER (WHERE price >= 1000000),
+                min(price), max(price), sum(price) DIV count(price), sum(price)
+              FROM bid GROUP BY auction, date_format(dateTime, 'yyyy-MM-dd')""",
+    # Flink's REGEXP_EXTRACT is NULL without a match, Spark's ''
+    "q21": """SELECT auction, bidder, price, channel,
+                CASE WHEN lower(channel) = 'apple' THEN '0'
+                     WHEN lower(channel) = 'google' THEN '1'
+                     WHEN lower(channel) = 'facebook' THEN '2'
+                     WHEN lower(channel) = 'baidu' THEN '3'
+                     ELSE nullif(regexp_extract(url, '(&|^)channel_id=([^&]*)', 2), '') END
+              FROM bid WHERE nullif(regexp_extract(url, '(&|^)channel_id=([^&]*)', 2), '')
+                IS NOT NULL OR lower(channel) IN ('apple', 'google', 'facebook', 'baidu')""",
     # the last bid per (bidder, auction): its time (bids of one time tie; the others differ)
     "q18": "SELECT auction, bidder, max(dateTime) FROM bid GROUP BY auction, bidder",
     # the ten highest prices per auction (ties at the tenth make the rows, not the prices, vary)
@@ -110,7 +150,7 @@ def spark_views(spark: Any) -> Any:
 
 
 #: The columns of a query's rows compared where its ties let Flink's semantics pick any row.
-PROJECTIONS = {"q18": (0, 1, 5), "q19": (0, 2)}
+PROJECTIONS = {"q9": (0, 12), "q18": (0, 1, 5), "q19": (0, 2)}
 
 
 def _cairn_rows(query: str) -> collections.Counter[tuple[Any, ...]]:
