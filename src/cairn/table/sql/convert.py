@@ -44,6 +44,7 @@ from cairn.table.sql.state_ttl_hint import (
     with_aggregate_ttl,
     with_join_ttl,
 )
+from cairn.table.sql.subqueries import SCALAR_PREFIX, Subqueries
 from cairn.table.sql.temporal import temporal_relation
 from cairn.table.sql.windows import (
     WINDOW,
@@ -159,6 +160,7 @@ class _QueryConverter:
             check_session_keys(e, node, tvf)
         else:
             tvf = None  # the TVF's rows as a table (window Top-N, deduplication, join...)
+            table, node = self._subqueries().scalars(table, node)
         columns = table.get_schema().names
         over = OverWindows(e, node.args.get("windows") or [], columns)
         groups = GroupWindows(e, (tvf.window, tvf.node) if tvf is not None else None)
@@ -188,7 +190,13 @@ class _QueryConverter:
             filters = ExpressionConverter(
                 e, columns, frozenset(), self.catalog.lookup_function, scopes, None, groups.before
             )
-            table = self._build(where, lambda: table.filter(filters.convert(where.this)))
+            subqueries = self._subqueries()
+            table = self._build(
+                where,
+                lambda: subqueries.where(
+                    table, where.this, scopes, lambda t, c: t.filter(filters.convert(c))
+                ),
+            )
         items = self._items(exprs, node.expressions, columns, scopes)
         having = node.args.get("having")
         if grouping.active:
@@ -243,6 +251,9 @@ class _QueryConverter:
         if node.args.get("distinct") is not None:
             result = result.distinct()
         return self._limit(node, result)
+
+    def _subqueries(self) -> Subqueries:
+        return Subqueries(self.errors, self.query, self._relation, self.catalog.lookup_function)
 
     def _refuse_sorting(self, node: exp.Expr) -> None:
         for key, what in (("order", "ORDER BY"), ("offset", "OFFSET"), ("qualify", "QUALIFY")):
@@ -353,7 +364,7 @@ class _QueryConverter:
                     raise self.errors.at(item, f"Table '{item.table}' not found")
                 expanded.extend(col(n) for n in scope.values())
             elif isinstance(item, exp.Star):
-                expanded.extend(col(n) for n in columns)
+                expanded.extend(col(n) for n in columns if not n.startswith(SCALAR_PREFIX))
             elif isinstance(item, exp.Alias):
                 expanded.append(exprs.convert(item.this).alias(item.alias))
             elif isinstance(item, exp.Column):
@@ -366,7 +377,7 @@ class _QueryConverter:
         named: list[Expression] = []
         used: set[str] = set()
         for position, e in enumerate(expanded):
-            if e.kind not in ("field", "alias"):
+            if e.kind not in ("field", "alias") or e.name.startswith(SCALAR_PREFIX):
                 e = e.alias(f"EXPR${position}")
             name = name_of(e, position)
             if name in used:
