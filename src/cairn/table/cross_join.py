@@ -18,11 +18,13 @@ distribution), it runs on one subtask: its state holds both whole inputs.
 
 from __future__ import annotations
 
-from cairn.table.analysis import Columns, Rex
+from cairn.table.analysis import Columns, Rex, resolve
 from cairn.table.errors import ValidationError
+from cairn.table.expressions import Expression
+from cairn.table.join_keys import split_keys
 from cairn.table.plan import Join, PlanNode
 
-__all__ = ["cross_join"]
+__all__ = ["cross_join", "keyless_condition"]
 
 
 def cross_join(left: PlanNode, right: PlanNode, condition: Rex | None, join_type: str) -> PlanNode:
@@ -42,3 +44,20 @@ def cross_join(left: PlanNode, right: PlanNode, condition: Rex | None, join_type
         ]
     )
     return Join(columns=columns, left=left, right=right, condition=condition, join_type=join_type)
+
+
+def keyless_condition(left: PlanNode, right: PlanNode, predicate: Expression) -> Rex | None:
+    """``predicate`` over the joined row when it has no equality between the two sides (a
+    join of ``cross_join``), else ``None`` (a regular or interval join's); a predicate that
+    does not resolve is left to the regular join's planner to refuse."""
+    columns = Columns.of(
+        [
+            *zip(left.columns.names, left.columns.types, strict=True),
+            *zip(right.columns.names, right.columns.types, strict=True),
+        ]
+    )
+    try:
+        rex = resolve(predicate, columns)
+    except ValidationError:
+        return None
+    return None if split_keys(rex, len(left.columns)).left else rex

@@ -24,6 +24,7 @@ from cairn.table.analysis import (
     resolve,
 )
 from cairn.table.codegen import CompiledCalc, calc_source
+from cairn.table.cross_join import cross_join, keyless_condition
 from cairn.table.errors import ValidationError
 from cairn.table.expressions import (
     Expression,
@@ -31,6 +32,7 @@ from cairn.table.expressions import (
 )
 from cairn.table.lookup_source import LookupTable
 from cairn.table.schema import Schema
+from cairn.table.semi_join_planner import set_operation
 from cairn.table.sql.dialect import TableArg
 from cairn.table.sql.errors import SqlValidationError
 from cairn.table.sql.expressions import ExpressionConverter, SqlErrors
@@ -135,6 +137,14 @@ class _QueryConverter:
             unioned = unioned if not node.args.get("distinct") else unioned.distinct()
             self._refuse_sorting(node)
             return self._limit(node, unioned)
+        if isinstance(node, exp.Intersect | exp.Except):
+            kind = type(node).__name__.upper()
+            if not node.args.get("distinct"):
+                raise e.at(node, f"{kind} ALL is not supported yet: {kind} (distinct) is")
+            left, right = self._common_types(self.query(node.left), self.query(node.right), node)
+            plan = self._build(node, lambda: set_operation(left.plan, right.plan, kind))
+            self._refuse_sorting(node)
+            return self._limit(node, Table(plan, left.context))
         if isinstance(node, exp.SetOperation):
             raise e.at(node, f"{type(node).__name__.upper()} is not supported yet")
         if not isinstance(node, exp.Select):
@@ -518,7 +528,7 @@ class _QueryConverter:
         e = self.errors
         side = (join.side or "").upper()
         kind = (join.kind or "").upper()
-        if kind in ("CROSS", "SEMI", "ANTI"):
+        if kind in ("SEMI", "ANTI"):
             raise e.at(join, f"{kind} JOIN is not supported yet", kind)
         if join.args.get("using"):
             raise e.at(join, "JOIN ... USING is not supported yet: use ON a.x = b.y", "USING")
@@ -540,8 +550,10 @@ class _QueryConverter:
         on = join.args.get("on")
         if on is None and where is not None and not side and not kind:
             on = where  # FROM a, b WHERE ...: the WHERE is the join's condition, as Calcite
+        if on is None and not side:  # CROSS JOIN, FROM a, b: every pair, on one subtask
+            return Table(cross_join(left.plan, right.plan, None, "INNER"), left.context)
         if on is None:
-            raise e.at(join, "A join needs ON with an equality between the two tables (a.x = b.y)")
+            raise e.at(join, f"{side} JOIN needs ON with a condition")
         exprs = ExpressionConverter(
             e,
             [*left.get_schema().names, *right.get_schema().names],
@@ -550,6 +562,13 @@ class _QueryConverter:
             scopes,
         )
         predicate = exprs.convert(on)
+        keyless = keyless_condition(left.plan, right.plan, predicate)
+        if keyless is not None:  # ON without an equality: every pair, on one subtask
+            condition = keyless
+            plan = self._build(
+                on, lambda: cross_join(left.plan, right.plan, condition, side or "INNER")
+            )
+            return Table(plan, left.context)
         if side == "LEFT":
             return self._build(on, lambda: left.left_outer_join(right, predicate))
         if side == "RIGHT":
