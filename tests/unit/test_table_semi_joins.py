@@ -18,8 +18,8 @@ from cairn.graph.transformations import OperatorKind
 from cairn.ids import SubtaskIndex
 from cairn.runtime.operators.base import OperatorRestore
 from cairn.table import EnvironmentSettings, Table, TableEnvironment
-from cairn.table.codegen import CompiledCalc, calc_source
 from cairn.table.analysis import Rex
+from cairn.table.codegen import CompiledCalc, calc_source
 from cairn.table.operators import DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE
 from cairn.table.plan import Join
 from cairn.table.semi_join import SemiAntiJoinFunction
