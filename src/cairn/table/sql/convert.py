@@ -142,9 +142,11 @@ class _QueryConverter:
             if not node.args.get("distinct"):
                 raise e.at(node, f"{kind} ALL is not supported yet: {kind} (distinct) is")
             left, right = self._common_types(self.query(node.left), self.query(node.right), node)
-            plan = self._build(node, lambda: set_operation(left.plan, right.plan, kind))
+            result = self._build(
+                node, lambda: Table(set_operation(left.plan, right.plan, kind), left.context)
+            )
             self._refuse_sorting(node)
-            return self._limit(node, Table(plan, left.context))
+            return self._limit(node, result)
         if isinstance(node, exp.SetOperation):
             raise e.at(node, f"{type(node).__name__.upper()} is not supported yet")
         if not isinstance(node, exp.Select):
@@ -565,10 +567,12 @@ class _QueryConverter:
         keyless = keyless_condition(left.plan, right.plan, predicate)
         if keyless is not None:  # ON without an equality: every pair, on one subtask
             condition = keyless
-            plan = self._build(
-                on, lambda: cross_join(left.plan, right.plan, condition, side or "INNER")
+            return self._build(
+                on,
+                lambda: Table(
+                    cross_join(left.plan, right.plan, condition, side or "INNER"), left.context
+                ),
             )
-            return Table(plan, left.context)
         if side == "LEFT":
             return self._build(on, lambda: left.left_outer_join(right, predicate))
         if side == "RIGHT":
