@@ -555,7 +555,7 @@ class _QueryConverter:
         if on is None and not side:  # CROSS JOIN, FROM a, b: every pair, on one subtask
             return Table(cross_join(left.plan, right.plan, None, "INNER"), left.context)
         if on is None:
-            raise e.at(join, f"{side} JOIN needs ON with a condition")
+            raise e.at(join, f"{side} JOIN needs ON with a condition", side)
         exprs = ExpressionConverter(
             e,
             [*left.get_schema().names, *right.get_schema().names],
