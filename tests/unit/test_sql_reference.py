@@ -112,11 +112,11 @@ PROBES = {
         " ON s.v = x.key"
     ),
     "`LATERAL TABLE`": "SELECT k, w FROM src, LATERAL TABLE(letters(k)) AS t(w)",
-    "`CROSS JOIN`": "SELECT * FROM src CROSS JOIN o",
+    "`CROSS JOIN`": "SELECT * FROM src CROSS JOIN (SELECT * FROM src WHERE v < 0) AS n",
     "`CROSS JOIN UNNEST`": (
         "SELECT k, x FROM (SELECT k, ARRAY[1, 2] AS a FROM src) CROSS JOIN UNNEST(a) AS t(x)"
     ),
-    "`IN` subquery": "SELECT * FROM src WHERE k IN (SELECT k FROM src WHERE v > 0)",
+    "`IN` subquery": "SELECT * FROM src WHERE k NOT IN (SELECT k FROM src WHERE v > 0)",
     "`EXISTS` subquery": ("SELECT * FROM src s WHERE EXISTS (SELECT 1 FROM src t WHERE t.k = s.k)"),
     "scalar subquery": "SELECT k, (SELECT MAX(v) FROM src) FROM src",
     "`MATCH_RECOGNIZE`": (

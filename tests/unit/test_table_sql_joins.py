@@ -126,10 +126,8 @@ def test_a_left_join_lateral_keeps_rows_the_function_yields_nothing_for() -> Non
 @pytest.mark.parametrize(
     ("sql", "message", "line", "column"),
     [
-        ("SELECT * FROM people CROSS JOIN ages", "CROSS JOIN", 1, 22),
-        ("SELECT * FROM people, ages WHERE people.id > ages.id", "needs an equality", 1, 34),
-        ("SELECT * FROM people JOIN ages ON people.id > ages.id", "needs an equality", 1, 35),
-        ("SELECT * FROM people, ages", "needs ON with an equality", 1, 23),
+        ("SELECT * FROM people SEMI JOIN ages ON people.id = ages.id", "SEMI JOIN", 1, 22),
+        ("SELECT * FROM people LEFT JOIN ages", "LEFT JOIN needs ON", 1, 22),
         ("SELECT * FROM people JOIN people ON id = id", "Duplicate relation name", 1, 27),
         ("SELECT id FROM people JOIN ages ON people.id = ages.id", "'id' is ambiguous", 1, 8),
         ("SELECT p.age FROM people p JOIN ages a ON p.id = a.id", "'age' not found in", 1, 8),

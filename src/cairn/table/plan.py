@@ -263,6 +263,8 @@ JOIN_TYPES = {
     "LEFT": "LeftOuterJoin",
     "RIGHT": "RightOuterJoin",
     "FULL": "FullOuterJoin",
+    "SEMI": "LeftSemiJoin",
+    "ANTI": "LeftAntiJoin",
 }
 
 
@@ -296,10 +298,14 @@ class TwoInputJoin(PlanNode):
 @dataclass(frozen=True, eq=False)
 class Join(TwoInputJoin):
     """A regular join ``left [LEFT|RIGHT|FULL] JOIN right ON ...``: both sides kept in keyed
-    state (each with its TTL)."""
+    state (each with its TTL). A ``SEMI`` or ``ANTI`` join (an ``IN``/``EXISTS`` subquery,
+    ``INTERSECT``, ``EXCEPT``) outputs the left's columns only, each left row while it matches
+    a right row (``SEMI``) or none (``ANTI``); ``filter_nulls`` False makes its keys equal when
+    both are NULL (``IS NOT DISTINCT FROM``). Without keys it runs on one subtask."""
 
     left_ttl_ms: int | None = None
     right_ttl_ms: int | None = None
+    filter_nulls: bool = True
 
 
 @dataclass(frozen=True, eq=False)
@@ -544,7 +550,7 @@ def changelog_mode(node: PlanNode) -> ChangelogMode:
         )
         return (
             ChangelogMode.INSERT_ONLY
-            if inputs_insert_only and node.join_type == "INNER"
+            if inputs_insert_only and node.join_type in ("INNER", "SEMI")
             else ChangelogMode.ALL
         )
     if isinstance(node, IntervalJoin):

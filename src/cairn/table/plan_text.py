@@ -26,6 +26,7 @@ from cairn.table.plan import (
     Correlate,
     Deduplicate,
     IntervalJoin,
+    Join,
     Limit,
     LookupJoin,
     OverAggregate,
@@ -149,12 +150,14 @@ def describe(node: PlanNode) -> str:
     if isinstance(node, WindowTableFunction | WindowRank | WindowDeduplicate | WindowJoin):
         return _windowed_text(node, names)
     if isinstance(node, TwoInputJoin):
+        equal = "=" if not isinstance(node, Join) or node.filter_nulls else "IS NOT DISTINCT FROM"
         pairs = [
-            f"{node.left.columns.names[a]} = {node.right.columns.names[b]}"
+            f"{node.left.columns.names[a]} {equal} {node.right.columns.names[b]}"
             for a, b in zip(node.left_keys, node.right_keys, strict=True)
         ]
         if node.condition is not None:
-            pairs.append(rex_text(node.condition, names))
+            both = [*node.left.columns.names, *node.right.columns.names]
+            pairs.append(rex_text(node.condition, both))
         kind = JOIN_TYPES[node.join_type]
         where = f"where=[{' AND '.join(pairs)}], select=[{', '.join(names)}]"
         if isinstance(node, TemporalJoin):

@@ -34,6 +34,7 @@ from cairn.table.plan import (
     Calc,
     Deduplicate,
     IntervalJoin,
+    Join,
     OverAggregate,
     PlanNode,
     Rank,
@@ -177,6 +178,8 @@ def state_layout(node: PlanNode) -> str | None:
             f"keys=[{_types(left, node.left_keys)}], left=[{_types(left, range(len(left)))}],"
             f" right=[{_types(right, range(len(right)))}], {kind}"
         )
+        if isinstance(node, Join) and not node.filter_nulls:
+            text += ", nulls=equal"
         if isinstance(node, IntervalJoin):
             text += (
                 f", interval=[{node.left_time}, {node.right_time},"

@@ -63,6 +63,7 @@ from cairn.table.plan import (
 )
 from cairn.table.plan_text import describe
 from cairn.table.rank import RankFunction, process_kind
+from cairn.table.semi_join import SemiAntiJoinFunction
 from cairn.table.state_ttl import with_state_ttl
 from cairn.table.table_aggregate import TableAggFunction
 from cairn.table.temporal_join import TemporalJoinFunction
@@ -222,6 +223,8 @@ def _translate(node: PlanNode, env: StreamExecutionEnvironment, uids: Uids) -> D
         strategy = watermark_strategy(node.time_index, node.delay_ms, node.idle_timeout_ms)
         stamped = upstream.assign_timestamps_and_watermarks(strategy)
         return _labelled(stamped, node, uids, describe(node))
+    if isinstance(node, Join) and node.join_type in ("SEMI", "ANTI"):
+        return _semi_anti_join(node, env, uids)
     if isinstance(node, Join):
         left = _translate(node.left, env, uids)
         right = _translate(node.right, env, uids)
@@ -238,7 +241,10 @@ def _translate(node: PlanNode, env: StreamExecutionEnvironment, uids: Uids) -> D
         connected: Any = left.connect(right).key_by(
             fields_key(node.left_keys), fields_key(node.right_keys)
         )
-        return _labelled(connected.process(joiner), node, uids, describe(node))
+        joined = connected.process(joiner)
+        if not node.left_keys:  # a join without keys (cross_join) runs on one subtask
+            joined = joined.set_parallelism(1)
+        return _labelled(joined, node, uids, describe(node))
     if isinstance(node, IntervalJoin):
         left = _translate(node.left, env, uids)
         right = _translate(node.right, env, uids)
@@ -357,6 +363,26 @@ def _translate_windowed(node: PlanNode, env: StreamExecutionEnvironment, uids: U
         )
     keyed = upstream.key_by(fields_key((*node.keys, node.window_end)))
     return _labelled(keyed.process(ranking), node, uids, describe(node))
+
+
+def _semi_anti_join(node: Join, env: StreamExecutionEnvironment, uids: Uids) -> DataStream:
+    """A semi or anti join (``semi_join``); without keys on one subtask, as Flink's."""
+    left = _translate(node.left, env, uids)
+    right = _translate(node.right, env, uids)
+    joiner = SemiAntiJoinFunction(
+        node.join_type == "ANTI",
+        _compiled_condition(node.condition),
+        node.left_ttl_ms,
+        node.right_ttl_ms,
+        node.filter_nulls,
+    )
+    connected: Any = left.connect(right).key_by(
+        fields_key(node.left_keys), fields_key(node.right_keys)
+    )
+    joined = connected.process(joiner)
+    if not node.left_keys:
+        joined = joined.set_parallelism(1)
+    return _labelled(joined, node, uids, describe(node))
 
 
 def _compiled_condition(condition: Rex | None) -> CompiledCalc | None:

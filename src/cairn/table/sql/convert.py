@@ -24,6 +24,7 @@ from cairn.table.analysis import (
     resolve,
 )
 from cairn.table.codegen import CompiledCalc, calc_source
+from cairn.table.cross_join import cross_join, keyless_condition
 from cairn.table.errors import ValidationError
 from cairn.table.expressions import (
     Expression,
@@ -31,6 +32,7 @@ from cairn.table.expressions import (
 )
 from cairn.table.lookup_source import LookupTable
 from cairn.table.schema import Schema
+from cairn.table.semi_join_planner import set_operation
 from cairn.table.sql.dialect import TableArg
 from cairn.table.sql.errors import SqlValidationError
 from cairn.table.sql.expressions import ExpressionConverter, SqlErrors
@@ -44,6 +46,7 @@ from cairn.table.sql.state_ttl_hint import (
     with_aggregate_ttl,
     with_join_ttl,
 )
+from cairn.table.sql.subqueries import SCALAR_PREFIX, Subqueries
 from cairn.table.sql.temporal import temporal_relation
 from cairn.table.sql.windows import (
     WINDOW,
@@ -134,6 +137,16 @@ class _QueryConverter:
             unioned = unioned if not node.args.get("distinct") else unioned.distinct()
             self._refuse_sorting(node)
             return self._limit(node, unioned)
+        if isinstance(node, exp.Intersect | exp.Except):
+            kind = type(node).__name__.upper()
+            if not node.args.get("distinct"):
+                raise e.at(node, f"{kind} ALL is not supported yet: {kind} (distinct) is")
+            left, right = self._common_types(self.query(node.left), self.query(node.right), node)
+            result = self._build(
+                node, lambda: Table(set_operation(left.plan, right.plan, kind), left.context)
+            )
+            self._refuse_sorting(node)
+            return self._limit(node, result)
         if isinstance(node, exp.SetOperation):
             raise e.at(node, f"{type(node).__name__.upper()} is not supported yet")
         if not isinstance(node, exp.Select):
@@ -159,6 +172,7 @@ class _QueryConverter:
             check_session_keys(e, node, tvf)
         else:
             tvf = None  # the TVF's rows as a table (window Top-N, deduplication, join...)
+            table, node = self._subqueries().scalars(table, node)
         columns = table.get_schema().names
         over = OverWindows(e, node.args.get("windows") or [], columns)
         groups = GroupWindows(e, (tvf.window, tvf.node) if tvf is not None else None)
@@ -188,7 +202,13 @@ class _QueryConverter:
             filters = ExpressionConverter(
                 e, columns, frozenset(), self.catalog.lookup_function, scopes, None, groups.before
             )
-            table = self._build(where, lambda: table.filter(filters.convert(where.this)))
+            subqueries = self._subqueries()
+            table = self._build(
+                where,
+                lambda: subqueries.where(
+                    table, where.this, scopes, lambda t, c: t.filter(filters.convert(c))
+                ),
+            )
         items = self._items(exprs, node.expressions, columns, scopes)
         having = node.args.get("having")
         if grouping.active:
@@ -243,6 +263,9 @@ class _QueryConverter:
         if node.args.get("distinct") is not None:
             result = result.distinct()
         return self._limit(node, result)
+
+    def _subqueries(self) -> Subqueries:
+        return Subqueries(self.errors, self.query, self._relation, self.catalog.lookup_function)
 
     def _refuse_sorting(self, node: exp.Expr) -> None:
         for key, what in (("order", "ORDER BY"), ("offset", "OFFSET"), ("qualify", "QUALIFY")):
@@ -353,7 +376,7 @@ class _QueryConverter:
                     raise self.errors.at(item, f"Table '{item.table}' not found")
                 expanded.extend(col(n) for n in scope.values())
             elif isinstance(item, exp.Star):
-                expanded.extend(col(n) for n in columns)
+                expanded.extend(col(n) for n in columns if not n.startswith(SCALAR_PREFIX))
             elif isinstance(item, exp.Alias):
                 expanded.append(exprs.convert(item.this).alias(item.alias))
             elif isinstance(item, exp.Column):
@@ -366,7 +389,7 @@ class _QueryConverter:
         named: list[Expression] = []
         used: set[str] = set()
         for position, e in enumerate(expanded):
-            if e.kind not in ("field", "alias"):
+            if e.kind not in ("field", "alias") or e.name.startswith(SCALAR_PREFIX):
                 e = e.alias(f"EXPR${position}")
             name = name_of(e, position)
             if name in used:
@@ -507,7 +530,7 @@ class _QueryConverter:
         e = self.errors
         side = (join.side or "").upper()
         kind = (join.kind or "").upper()
-        if kind in ("CROSS", "SEMI", "ANTI"):
+        if kind in ("SEMI", "ANTI"):
             raise e.at(join, f"{kind} JOIN is not supported yet", kind)
         if join.args.get("using"):
             raise e.at(join, "JOIN ... USING is not supported yet: use ON a.x = b.y", "USING")
@@ -529,8 +552,10 @@ class _QueryConverter:
         on = join.args.get("on")
         if on is None and where is not None and not side and not kind:
             on = where  # FROM a, b WHERE ...: the WHERE is the join's condition, as Calcite
+        if on is None and not side:  # CROSS JOIN, FROM a, b: every pair, on one subtask
+            return Table(cross_join(left.plan, right.plan, None, "INNER"), left.context)
         if on is None:
-            raise e.at(join, "A join needs ON with an equality between the two tables (a.x = b.y)")
+            raise e.at(join, f"{side} JOIN needs ON with a condition", side)
         exprs = ExpressionConverter(
             e,
             [*left.get_schema().names, *right.get_schema().names],
@@ -539,6 +564,15 @@ class _QueryConverter:
             scopes,
         )
         predicate = exprs.convert(on)
+        keyless = keyless_condition(left.plan, right.plan, predicate)
+        if keyless is not None:  # ON without an equality: every pair, on one subtask
+            condition = keyless
+            return self._build(
+                on,
+                lambda: Table(
+                    cross_join(left.plan, right.plan, condition, side or "INNER"), left.context
+                ),
+            )
         if side == "LEFT":
             return self._build(on, lambda: left.left_outer_join(right, predicate))
         if side == "RIGHT":

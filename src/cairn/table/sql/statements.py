@@ -37,7 +37,7 @@ from cairn.table.types import DataTypes
 
 __all__ = ["SqlEnvironment", "execute_statement", "insert_of", "query_of"]
 
-_QUERIES = (exp.Select, exp.Union, exp.Subquery)
+_QUERIES = (exp.Select, exp.SetOperation, exp.Subquery)
 
 
 class SqlConfig(Protocol):
