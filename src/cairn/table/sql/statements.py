@@ -129,6 +129,9 @@ def _not_a_query(sql: str, message: str) -> SqlParserError:
 def _insert(env: SqlEnvironment, node: exp.Insert, sql: str) -> tuple[str, Table]:
     errors = SqlErrors(sql)
     target = node.this
+    clause = node.args.get("with_")
+    if clause is not None:
+        raise errors.at(clause, "WITH comes after INSERT INTO t: INSERT INTO t WITH ...", "WITH")
     if isinstance(target, exp.Schema):
         raise errors.at(target, "INSERT with a column list is not supported yet")
     if node.args.get("overwrite"):
