@@ -34,7 +34,7 @@ from cairn.table.sql.expressions import SqlErrors, call_names, to_expression
 from cairn.table.sql.function_ddl import FunctionDdl, parse_function_ddl, resolve_function
 from cairn.table.sql.parse import parse_statement
 from cairn.table.sql.relation_names import table_name
-from cairn.table.sql.show import ShowCatalog, describe_rows
+from cairn.table.sql.show import ShowCatalog, builtin_function_names, describe_rows
 from cairn.table.sql.type_names import parse_type
 from cairn.table.table import Table
 from cairn.table.types import DataTypes
@@ -195,7 +195,7 @@ def execute_statement(env: SqlEnvironment, sql: str) -> TableResult:
         return _function_ddl(env, ddl, sql)
     client = parse_client_statement(sql)
     if client is not None:
-        functions = [*registry_sql_names(), *call_names()]
+        functions = builtin_function_names([*registry_sql_names(), *call_names()])
         ran = run_client_statement(env, client, sql, lambda s: _planned(env, s), functions)
         return (
             _OK
