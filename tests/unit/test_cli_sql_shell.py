@@ -126,3 +126,20 @@ def test_the_cli_shell_reads_its_standard_input(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "| +I |           6 |" in done.stdout or "|           6 |" in done.stdout
+
+
+def test_help_lists_reset_and_reset_undoes_a_set() -> None:
+    out, _ = _session(
+        [
+            "HELP;",
+            "SET 'pipeline.name' = 'mine';",
+            "RESET 'pipeline.name';",
+            "SET;",
+            "SHOW CURRENT CATALOG;",
+            "QUIT;",
+        ]
+    )
+    assert "RESET\t\tResets a session configuration property. Syntax: \"RESET '<key>';\"." in out
+    # SET; after the RESET lists the keys still set: not pipeline.name
+    assert "parallelism.default" in out and "pipeline.name" not in out and "mine" not in out
+    assert "| current catalog name |" in out and "default_catalog" in out

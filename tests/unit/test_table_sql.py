@@ -498,7 +498,7 @@ def test_a_whole_table_aggregate_and_a_filter_string() -> None:
 @pytest.mark.parametrize(
     ("sql", "error", "message"),
     [
-        ("SHOW FUNCTIONS", SqlParserError, 'Encountered "FUNCTIONS" at line 1, column 6'),
+        ("SHOW PROCEDURES", SqlParserError, 'Encountered "PROCEDURES" at line 1, column 6'),
         ("ALTER TABLE t RENAME TO u", SqlValidationError, "ALTER statements are not supported"),
         ("CREATE FUNCTION f AS 'x.y'", SqlValidationError, "Cannot import 'x' for function f"),
         ("SELECT 1; SELECT 2", SqlParserError, "Expected one statement, got 2"),

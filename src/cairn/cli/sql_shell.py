@@ -35,12 +35,15 @@ HELP = """The following commands are available:
 CLEAR		Clears the current terminal.
 HELP		Prints the available commands.
 QUIT/EXIT	Quits the SQL shell.
+RESET		Resets a session configuration property. Syntax: "RESET '<key>';".
+		Use "RESET;" for resetting all session properties.
 SET		Sets a session configuration property. Syntax: "SET '<key>'='<value>';".
 		Use "SET;" for listing all properties.
 
-Any other statement is run as SQL: CREATE TABLE/VIEW/FUNCTION, DROP, SHOW, DESCRIBE, EXPLAIN,
-SELECT (rows printed as a table; try it on bounded data), INSERT INTO (a job), EXECUTE
-STATEMENT SET, COMPILE/EXECUTE PLAN. Statements end with ';' and may span lines.
+Any other statement is run as SQL: CREATE TABLE/VIEW/FUNCTION, DROP, SHOW (TABLES, VIEWS,
+FUNCTIONS, COLUMNS, CREATE TABLE, JOBS...), DESCRIBE, EXPLAIN, USE, SELECT (rows printed as a
+table; try it on bounded data), WITH ... SELECT, INSERT INTO (a job), EXECUTE STATEMENT SET,
+COMPILE/EXECUTE PLAN. Statements end with ';' and may span lines.
 """
 
 

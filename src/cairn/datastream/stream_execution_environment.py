@@ -140,6 +140,11 @@ class StreamExecutionEnvironment:
             self._configuration.set_string(key, text)
         return self
 
+    def get_configuration(self) -> Configuration:
+        """The entries set on this environment (Flink's ``getConfiguration``): the live
+        configuration, so a table config can put back what a ``SET`` replaced (``RESET``)."""
+        return self._configuration
+
     def _set(self, option: opts.ConfigOption, value: Any) -> StreamExecutionEnvironment:
         self._configuration.set_string(*opts.format_value(option.key, value))
         return self

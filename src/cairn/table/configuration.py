@@ -85,6 +85,8 @@ class TableConfig:
     def __init__(self, env: StreamExecutionEnvironment) -> None:
         self._env = env
         self._configuration = Configuration()
+        # each key set: the DataStream environment's entry before its first SET (None: none)
+        self._before: dict[str, str | None] = {}
 
     def get_configuration(self) -> Configuration:
         return self._configuration
@@ -92,9 +94,32 @@ class TableConfig:
     def set(self, key: str, value: str) -> TableConfig:
         if key == STATE_TTL.key:
             parse_state_ttl(value)  # Flink's words for a bad duration
+        before = self._env.get_configuration().get_string(key, None)
         self._env.configure({key: str(value)})  # fails here on an unknown key or bad value
+        self._before.setdefault(key, before)
         self._configuration.set_string(key, str(value))
         return self
+
+    def reset(self, key: str | None = None) -> None:
+        """``RESET 'key'``: the key back to what it was before it was set (unset in this
+        config, the DataStream environment's entry restored); ``RESET``: every key set.
+
+        >>> from cairn.table import TableEnvironment
+        >>> config = TableEnvironment.create(EnvironmentSettings.in_streaming_mode()).get_config()
+        >>> config.set("pipeline.name", "a").reset("pipeline.name")
+        >>> config.get("pipeline.name") is None
+        True
+        """
+        env_configuration = self._env.get_configuration()
+        for k in [key] if key is not None else list(self._before):
+            self._configuration.remove_config(k)
+            if k not in self._before:
+                continue
+            before = self._before.pop(k)
+            if before is None:
+                env_configuration.remove_config(k)
+            else:
+                env_configuration.set_string(k, before)
 
     def get(self, key: str, default: Any = None) -> Any:
         return self._configuration.get_string(key, default)

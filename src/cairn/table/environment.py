@@ -16,11 +16,13 @@ Spark deployment. Configuration keys go to the DataStream environment unchanged
 
 from __future__ import annotations
 
+import datetime
 import itertools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from cairn.common.configuration import Configuration
+from cairn.common.job_client import JobClient
 from cairn.datastream.data_stream import DataStream
 from cairn.datastream.execution_mode import RuntimeExecutionMode
 from cairn.datastream.stream_execution_environment import StreamExecutionEnvironment
@@ -104,6 +106,8 @@ class TableEnvironment:
         self._lookups: dict[str, tuple[str, Schema, dict[str, str]]] = {}
         self._functions: dict[str, Any] = {}  # user-defined functions for SQL, by lower name
         self._definitions: dict[str, str] = {}  # the CREATE statement of a table or view
+        self._options: dict[str, dict[str, str]] = {}  # a connector table's WITH options
+        self._jobs: list[tuple[JobClient, str, str]] = []  # client, name, start time
         self._unnamed = itertools.count()
         self._config = TableConfig(env)
 
@@ -273,6 +277,7 @@ class TableEnvironment:
             self._views[name] = Table(declared_table(scan, schema), self)
         if schema is not None:
             self._declared[name] = schema
+        self._options[name] = {"connector": connector, **options}
 
     create_table = create_temporary_table
 
@@ -318,6 +323,7 @@ class TableEnvironment:
 
     def drop_temporary_table(self, table_path: str) -> bool:
         self._declared.pop(table_path, None)
+        self._options.pop(table_path, None)
         self._readable.pop(table_path, None)
         self._lookups.pop(table_path, None)
         dropped_sink = self._sinks.pop(table_path, None) is not None
@@ -329,6 +335,24 @@ class TableEnvironment:
 
     def definition_of(self, name: str) -> str | None:
         return self._definitions.get(name)
+
+    def table_options(self, name: str) -> dict[str, str] | None:
+        """The ``WITH`` options of connector table ``name`` (``connector`` first), else None."""
+        options = self._options.get(name)
+        return dict(options) if options is not None else None
+
+    def list_jobs(self) -> list[tuple[str, str, str, str]]:
+        """The jobs this environment started: id, name, status and start time (``SHOW
+        JOBS``), oldest first."""
+        return [
+            (client.get_job_id(), name, client.get_job_status().name, started)
+            for client, name, started in self._jobs
+        ]
+
+    def _started(self, client: JobClient | None, name: str) -> None:
+        if client is not None:
+            started = datetime.datetime.now().isoformat(timespec="milliseconds")
+            self._jobs.append((client, name, started))
 
     def create_temporary_function(self, path: str, function: Any) -> None:
         """Register a ``udf``/``udaf`` (or ``udtf``) to be called by name in SQL."""
@@ -391,9 +415,11 @@ class TableEnvironment:
             state_ttl_ms=self._state_ttl_ms(),
             config=self._config.get_configuration(),
         )
-        iterator = stream.execute_and_collect(self._job_name("collect"))
+        name = self._job_name("collect")
+        iterator = stream.execute_and_collect(name)
         assert not isinstance(iterator, list)
         client = iterator.job_client
+        self._started(client, name)
         return TableResult(table.plan.columns, iterator, client, streaming=not self._batch)
 
     def execute_insert(self, table: Table, path: str) -> TableResult:
@@ -425,7 +451,9 @@ class TableEnvironment:
             )
             sink.add_to(stream, table.plan.columns)
         paths = [f"default_catalog.default_database.{sink.name}" for sink, _ in sinks]
-        client = self._env.execute_async(self._job_name(f"insert-into_{','.join(paths)}"))
+        name = self._job_name(f"insert-into_{','.join(paths)}")
+        client = self._env.execute_async(name)
+        self._started(client, name)
         return TableResult(Columns.of([(p, DataTypes.BIGINT()) for p in paths]), None, client)
 
     # -- SQL ---------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from cairn.table.expressions import (
 from cairn.table.lookup_source import LookupTable
 from cairn.table.schema import Schema
 from cairn.table.semi_join_planner import set_operation
+from cairn.table.sql.ctes import with_clause_catalog
 from cairn.table.sql.dialect import TableArg
 from cairn.table.sql.errors import SqlValidationError
 from cairn.table.sql.expressions import ExpressionConverter, SqlErrors
@@ -127,6 +128,14 @@ class _QueryConverter:
 
     def query(self, node: exp.Expr) -> Table:
         e = self.errors
+        clause = node.args.get("with_")
+        if isinstance(clause, exp.With):  # the body sees the CTEs (``ctes``)
+            scoped = with_clause_catalog(clause, self.catalog, self._nested, e)
+            node.set("with_", None)
+            try:
+                return _QueryConverter(scoped, e).query(node)
+            finally:
+                node.set("with_", clause)
         if isinstance(node, exp.Subquery):
             return self.query(node.this)
         if isinstance(node, exp.Values):
@@ -151,8 +160,6 @@ class _QueryConverter:
             raise e.at(node, f"{type(node).__name__.upper()} is not supported yet")
         if not isinstance(node, exp.Select):
             raise e.at(node, f"Not a query: {node.sql()[:40]}")
-        if node.args.get("with_") is not None or node.args.get("with") is not None:
-            raise e.at(node, "WITH is not supported yet")
         self._refuse_sorting(node)
         ranked = ranked_source(node, self.query, e)
         if ranked is not None:
@@ -266,6 +273,9 @@ class _QueryConverter:
 
     def _subqueries(self) -> Subqueries:
         return Subqueries(self.errors, self.query, self._relation, self.catalog.lookup_function)
+
+    def _nested(self, node: exp.Expr, catalog: SqlCatalog) -> Table:
+        return _QueryConverter(catalog, self.errors).query(node)
 
     def _refuse_sorting(self, node: exp.Expr) -> None:
         for key, what in (("order", "ORDER BY"), ("offset", "OFFSET"), ("qualify", "QUALIFY")):

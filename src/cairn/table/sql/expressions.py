@@ -38,7 +38,7 @@ from cairn.table.sql.parse import parse_expression_tree
 from cairn.table.sql.type_names import parse_type
 from cairn.table.types import DataType, DataTypes
 
-__all__ = ["ExpressionConverter", "SqlErrors", "parse_expression", "to_expression"]
+__all__ = ["ExpressionConverter", "SqlErrors", "call_names", "parse_expression", "to_expression"]
 
 
 def _start(node: exp.Expr) -> int | None:
@@ -114,6 +114,13 @@ _AGGREGATE_FUNCTIONS: dict[str, tuple[range, Callable[..., Expression]]] = {
 
 #: The aggregates ``AGG(DISTINCT ...)`` may name.
 _DISTINCT_AGGREGATES = {"COUNT", "SUM", "AVG", "MIN", "MAX", *_AGGREGATE_FUNCTIONS}
+
+
+def call_names() -> list[str]:
+    """The calls the converter plans itself (aggregates, ``IF``, ``COALESCE``, ``PROCTIME``),
+    beside the registry's functions (``SHOW FUNCTIONS`` lists them)."""
+    return [*_FUNCTIONS, *_AGGREGATE_FUNCTIONS, *_NILADIC]
+
 
 #: Calls whose first argument is a unit written as a name (``TIMESTAMPADD(HOUR, 1, t)``).
 _UNIT_FIRST = frozenset({"TIMESTAMPADD", "TIMESTAMPDIFF"})

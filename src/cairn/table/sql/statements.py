@@ -16,8 +16,11 @@ from sqlglot import exp
 
 from cairn.table.analysis import Columns
 from cairn.table.errors import ValidationError
+from cairn.table.functions.registry import all_functions
 from cairn.table.result import TableResult
-from cairn.table.schema import PARTITION_KEYS_OPTION, Schema, UnresolvedColumn
+from cairn.table.schema import PARTITION_KEYS_OPTION, Schema
+from cairn.table.sql.client_parse import parse_client_statement
+from cairn.table.sql.client_statements import run_client_statement
 from cairn.table.sql.convert import SqlCatalog, convert_query
 from cairn.table.sql.dialect import (
     CompilePlan,
@@ -27,10 +30,11 @@ from cairn.table.sql.dialect import (
     WatermarkDef,
 )
 from cairn.table.sql.errors import SqlParserError, SqlValidationError, position_of
-from cairn.table.sql.expressions import SqlErrors, to_expression
+from cairn.table.sql.expressions import SqlErrors, call_names, to_expression
 from cairn.table.sql.function_ddl import FunctionDdl, parse_function_ddl, resolve_function
 from cairn.table.sql.parse import parse_statement
 from cairn.table.sql.relation_names import table_name
+from cairn.table.sql.show import ShowCatalog, builtin_function_names, describe_rows
 from cairn.table.sql.type_names import parse_type
 from cairn.table.table import Table
 from cairn.table.types import DataTypes
@@ -45,10 +49,12 @@ class SqlConfig(Protocol):
 
     def set(self, key: str, value: str) -> object: ...
 
+    def reset(self, key: str | None = None) -> None: ...
+
     def get_configuration(self) -> Any: ...
 
 
-class SqlEnvironment(SqlCatalog, Protocol):
+class SqlEnvironment(SqlCatalog, ShowCatalog, Protocol):
     """What statements ask of their table environment (``TableEnvironment`` implements it)."""
 
     def get_config(self) -> SqlConfig: ...
@@ -122,6 +128,11 @@ def insert_of(env: SqlEnvironment, sql: str) -> tuple[str, Table]:
     return _insert(env, node, sql)
 
 
+def registry_sql_names() -> list[str]:
+    """The SQL names of the registry's built-in scalar functions."""
+    return [n for f in all_functions() for n in f.sql_names]
+
+
 def _not_a_query(sql: str, message: str) -> SqlParserError:
     return SqlParserError(f"{message}: {sql.strip()[:60]!r}", 1, 1)
 
@@ -129,6 +140,9 @@ def _not_a_query(sql: str, message: str) -> SqlParserError:
 def _insert(env: SqlEnvironment, node: exp.Insert, sql: str) -> tuple[str, Table]:
     errors = SqlErrors(sql)
     target = node.this
+    clause = node.args.get("with_")
+    if clause is not None:
+        raise errors.at(clause, "WITH comes after INSERT INTO t: INSERT INTO t WITH ...", "WITH")
     if isinstance(target, exp.Schema):
         raise errors.at(target, "INSERT with a column list is not supported yet")
     if node.args.get("overwrite"):
@@ -138,6 +152,19 @@ def _insert(env: SqlEnvironment, node: exp.Insert, sql: str) -> tuple[str, Table
     if not env.has_table(name):
         raise errors.at(target, f"Object '{name}' not found")
     return name, convert_query(node.expression, env, sql)
+
+
+def _planned(env: SqlEnvironment, sql: str) -> list[tuple[Table, str | None]]:
+    """What ``EXPLAIN`` explains: a query's table, or each insert's table and sink."""
+    node = parse_statement(sql)
+    if isinstance(node, _QUERIES):
+        return [(convert_query(node, env, sql), None)]
+    inserts = [node] if isinstance(node, exp.Insert) else None
+    if isinstance(node, StatementSetBlock):
+        inserts = list(node.expressions)
+    if inserts is None:
+        raise _not_a_query(sql, "EXPLAIN takes a query, an INSERT or a STATEMENT SET")
+    return [(table, name) for name, table in (_insert(env, i, sql) for i in inserts)]
 
 
 def _function_ddl(env: SqlEnvironment, ddl: FunctionDdl, sql: str) -> TableResult:
@@ -166,6 +193,15 @@ def execute_statement(env: SqlEnvironment, sql: str) -> TableResult:
     ddl = parse_function_ddl(sql)
     if ddl is not None:
         return _function_ddl(env, ddl, sql)
+    client = parse_client_statement(sql)
+    if client is not None:
+        functions = builtin_function_names([*registry_sql_names(), *call_names()])
+        ran = run_client_statement(env, client, sql, lambda s: _planned(env, s), functions)
+        return (
+            _OK
+            if ran is None
+            else TableResult(ran[0], iter([(0, r) for r in ran[1]]), streaming=False)
+        )
     node = parse_statement(sql)
     errors = SqlErrors(sql)
     if isinstance(node, _QUERIES):
@@ -193,10 +229,6 @@ def execute_statement(env: SqlEnvironment, sql: str) -> TableResult:
         return result
     if isinstance(node, exp.Drop):
         return _drop(env, node, sql, errors)
-    if isinstance(node, exp.Show):
-        names = env.list_tables() if node.this == "TABLES" else env.list_views()
-        column = "table name" if node.this == "TABLES" else "view name"
-        return _rows([column], [(n,) for n in names if not n.startswith("UnnamedTable$")])
     if isinstance(node, exp.Set):
         return _set(env, node, errors)
     if isinstance(node, exp.Describe):
@@ -280,6 +312,8 @@ def _options(node: exp.Create, errors: SqlErrors) -> dict[str, str]:
                 raise errors.at(p, "PARTITIONED BY takes column names: PARTITIONED BY (a, b)")
             options[PARTITION_KEYS_OPTION] = "\n".join(k.name for k in keys)
             continue
+        if isinstance(p, exp.TemporaryProperty):  # CREATE TEMPORARY TABLE: all are, here
+            continue
         if not isinstance(p, exp.Property) or not isinstance(p.this, exp.Literal):
             raise errors.at(p, f"Unsupported table property {p.sql()}: use 'key' = 'value'")
         value = p.args.get("value")
@@ -336,14 +370,6 @@ def _schema(node: exp.Schema, errors: SqlErrors) -> Schema:
         raise errors.at(node, str(error)) from None
 
 
-def _extras(column: UnresolvedColumn) -> str | None:
-    """``DESCRIBE``'s extras: ``AS expr`` of a computed column, ``METADATA FROM 'key'
-    VIRTUAL`` of a metadata column."""
-    if column.expression is not None:
-        return f"AS {column.expression}"
-    return column.metadata_text() if column.is_metadata else None
-
-
 def _set(env: SqlEnvironment, node: exp.Set, errors: SqlErrors) -> TableResult:
     """``SET 'key' = 'value'`` (checked as ``get_config().set`` checks it); ``SET`` alone lists
     the keys set so far."""
@@ -390,27 +416,7 @@ def _drop(env: SqlEnvironment, node: exp.Drop, sql: str, errors: SqlErrors) -> T
 
 def _describe(env: SqlEnvironment, target: exp.Table, sql: str, errors: SqlErrors) -> TableResult:
     name = table_name(target, sql)
-    table = env.lookup_table(name)
-    schema = env.declared_schema(name)
-    if table is None and schema is None:
+    rows = describe_rows(env, name)
+    if rows is None:
         raise errors.at(target, f"Tables or views with the identifier '{name}' doesn't exist")
-    columns = table.get_schema() if table is not None else schema.persisted_columns()  # type: ignore[union-attr]
-    key = schema.primary_key if schema is not None else ()
-    watermark = schema.watermark if schema is not None else None
-    computed = {c.name: _extras(c) for c in schema.columns} if schema is not None else {}
-    rows = []
-    for c in columns.columns:
-        rowtime = watermark is not None and watermark[0] == c.name
-        data_type = str(c.data_type.nullable_()) + (" *ROWTIME*" if rowtime else "")
-        extras = computed.get(c.name)
-        rows.append(
-            (
-                c.name,
-                data_type,
-                "TRUE" if c.data_type.nullable else "FALSE",
-                f"PRI({', '.join(key)})" if c.name in key else "",
-                extras or "",
-                watermark[1] if rowtime and watermark is not None else "",
-            )
-        )
     return _rows(["name", "type", "null", "key", "extras", "watermark"], rows)
