@@ -24,7 +24,6 @@ from cairn.table.analysis import (
     resolve,
 )
 from cairn.table.codegen import CompiledCalc, calc_source
-from cairn.table.cross_join import cross_join, keyless_condition
 from cairn.table.errors import ValidationError
 from cairn.table.expressions import (
     Expression,
@@ -39,8 +38,9 @@ from cairn.table.sql.errors import SqlValidationError
 from cairn.table.sql.expressions import ExpressionConverter, SqlErrors
 from cairn.table.sql.group_keys import computed_keys
 from cairn.table.sql.grouping_sets import GroupingSets
+from cairn.table.sql.joins import join_relation
 from cairn.table.sql.ranking import ranked_source, refuse_ranking
-from cairn.table.sql.relation_names import table_name, unique_name
+from cairn.table.sql.relation_names import table_name
 from cairn.table.sql.state_ttl_hint import (
     check_hint_names,
     state_ttl_hints,
@@ -48,7 +48,6 @@ from cairn.table.sql.state_ttl_hint import (
     with_join_ttl,
 )
 from cairn.table.sql.subqueries import SCALAR_PREFIX, Subqueries
-from cairn.table.sql.temporal import temporal_relation
 from cairn.table.sql.windows import (
     WINDOW,
     GroupWindows,
@@ -532,95 +531,16 @@ class _QueryConverter:
         join: exp.Join,
         where: exp.Expr | None = None,
     ) -> Table:
-        """``JOIN`` / ``LEFT``/``RIGHT``/``FULL JOIN`` on an equality (``planner.join``) or
-        ``LATERAL TABLE`` (``planner.correlate``); a right column named like a left one is
-        renamed as Calcite does (``id`` → ``id0``), and ``scopes`` learns the right side's
-        names. ``where``: the query's ``WHERE`` condition, the condition of a comma join
-        (``FROM a, b WHERE a.id = b.id``)."""
-        e = self.errors
-        side = (join.side or "").upper()
-        kind = (join.kind or "").upper()
-        if kind in ("SEMI", "ANTI"):
-            raise e.at(join, f"{kind} JOIN is not supported yet", kind)
-        if join.args.get("using"):
-            raise e.at(join, "JOIN ... USING is not supported yet: use ON a.x = b.y", "USING")
-        if isinstance(join.this, exp.Lateral):
-            return self._lateral(left, scopes, join, outer=side == "LEFT")
-        version = join.this.args.get("version") if isinstance(join.this, exp.Table) else None
-        if version is not None:
-            return temporal_relation(self.errors, self.catalog, left, scopes, join, version, side)
-        self._tvf = None  # a window TVF in a join is a table (a window join's input)
-        right, alias = self._relation(join.this)
-        self._tvf = None
-        if alias in scopes:
-            raise e.at(join.this, f"Duplicate relation name '{alias}' in FROM clause")
-        used = set(left.get_schema().names)
-        names = {n: unique_name(n, used) for n in right.get_schema().names}
-        if any(n != m for n, m in names.items()):
-            right = right.alias(*names.values())
-        scopes[alias] = names
-        on = join.args.get("on")
-        if on is None and where is not None and not side and not kind:
-            on = where  # FROM a, b WHERE ...: the WHERE is the join's condition, as Calcite
-        if on is None and not side:  # CROSS JOIN, FROM a, b: every pair, on one subtask
-            return Table(cross_join(left.plan, right.plan, None, "INNER"), left.context)
-        if on is None:
-            raise e.at(join, f"{side} JOIN needs ON with a condition", side)
-        exprs = ExpressionConverter(
-            e,
-            [*left.get_schema().names, *right.get_schema().names],
-            frozenset(),
-            self.catalog.lookup_function,
-            scopes,
-        )
-        predicate = exprs.convert(on)
-        keyless = keyless_condition(left.plan, right.plan, predicate)
-        if keyless is not None:  # ON without an equality: every pair, on one subtask
-            condition = keyless
-            return self._build(
-                on,
-                lambda: Table(
-                    cross_join(left.plan, right.plan, condition, side or "INNER"), left.context
-                ),
-            )
-        if side == "LEFT":
-            return self._build(on, lambda: left.left_outer_join(right, predicate))
-        if side == "RIGHT":
-            return self._build(on, lambda: left.right_outer_join(right, predicate))
-        if side == "FULL":
-            return self._build(on, lambda: left.full_outer_join(right, predicate))
-        return self._build(on, lambda: left.join(right, predicate))
+        """One ``JOIN`` of the ``FROM`` clause (``sql/joins.py``)."""
+        return join_relation(self.errors, self.catalog, left, scopes, join, where, self._joined)
 
-    def _lateral(
-        self, left: Table, scopes: dict[str, dict[str, str]], join: exp.Join, outer: bool
-    ) -> Table:
-        e = self.errors
-        lateral = join.this
-        on = join.args.get("on")
-        if on is not None and not (isinstance(on, exp.Boolean) and on.this):
-            raise e.at(on, "A join with LATERAL TABLE takes ON TRUE only")
-        inner = lateral.this.expressions if isinstance(lateral.this, exp.Anonymous) else []
-        call = inner[0] if len(inner) == 1 and lateral.this.name.upper() == "TABLE" else None
-        if not isinstance(call, exp.Anonymous):
-            raise e.at(lateral, "LATERAL takes TABLE(function(...))", "LATERAL")
-        function = self.catalog.lookup_function(str(call.this))
-        if function is None or getattr(function, "kind", "") != "table":
-            raise e.at(call, f"No table function found: {call.this!s}")
-        exprs = ExpressionConverter(
-            e, left.get_schema().names, frozenset(), self.catalog.lookup_function, scopes
-        )
-        args = [exprs.convert(a) for a in call.expressions]
-        table_alias = lateral.args.get("alias")
-        alias = table_alias.name if table_alias is not None else str(call.this)
-        declared = [c.name for c in table_alias.columns] if table_alias is not None else []
-        own = declared or list(function.result_type.field_names())
-        used = set(left.get_schema().names)
-        names = {n: unique_name(n, used) for n in own}
-        scopes[alias] = names
-        aliased = function(*args).alias(*names.values())
-        if outer:
-            return self._build(join, lambda: left.left_outer_join_lateral(aliased))
-        return self._build(join, lambda: left.join_lateral(aliased))
+    def _joined(self, this: exp.Expr) -> tuple[Table, str]:
+        """A join's right side: a window TVF there is a table (a window join's input)."""
+        self._tvf = None
+        try:
+            return self._relation(this)
+        finally:
+            self._tvf = None
 
     def _aggregate(
         self,
