@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from sqlglot import exp
 
+from cairn.table.analysis import resolve
 from cairn.table.cross_join import cross_join, keyless_condition
 from cairn.table.errors import ValidationError
 from cairn.table.lookup_source import LookupTable
@@ -25,6 +26,7 @@ from cairn.table.sql.expressions import ExpressionConverter, SqlErrors
 from cairn.table.sql.relation_names import unique_name
 from cairn.table.sql.temporal import temporal_relation
 from cairn.table.table import Table
+from cairn.table.unnest import unnest_function
 
 __all__ = ["JoinCatalog", "join_relation"]
 
@@ -71,6 +73,8 @@ def join_relation(
         raise e.at(join, "JOIN ... USING is not supported yet: use ON a.x = b.y", "USING")
     if isinstance(join.this, exp.Lateral):
         return _lateral(e, catalog, left, scopes, join, outer=side == "LEFT")
+    if isinstance(join.this, exp.Unnest):
+        return _unnest(e, catalog, left, scopes, join, outer=side == "LEFT")
     version = join.this.args.get("version") if isinstance(join.this, exp.Table) else None
     if version is not None:
         return temporal_relation(e, catalog, left, scopes, join, version, side)
@@ -151,3 +155,42 @@ def _lateral(
     if outer:
         return _built(e, join, lambda: left.left_outer_join_lateral(aliased))
     return _built(e, join, lambda: left.join_lateral(aliased))
+
+
+def _unnest(
+    e: SqlErrors,
+    catalog: JoinCatalog,
+    left: Table,
+    scopes: dict[str, dict[str, str]],
+    join: exp.Join,
+    outer: bool,
+) -> Table:
+    """``CROSS JOIN UNNEST(a) [WITH ORDINALITY] [AS t(x[, n])]`` (``LEFT JOIN ... ON TRUE``
+    keeps a row whose collection is empty or NULL): a correlate with ``unnest``."""
+    node = join.this
+    on = join.args.get("on")
+    if on is not None and not (isinstance(on, exp.Boolean) and on.this):
+        raise e.at(on, "A join with UNNEST takes ON TRUE only")
+    if len(node.expressions) != 1:
+        raise e.at(node, "UNNEST takes one ARRAY, MAP or MULTISET here", "UNNEST")
+    exprs = ExpressionConverter(
+        e, left.get_schema().names, frozenset(), catalog.lookup_function, scopes
+    )
+    argument = exprs.convert(node.expressions[0])
+    table_alias = node.args.get("alias")
+    declared = [c.name for c in table_alias.columns] if table_alias is not None else []
+    offset = node.args.get("offset")
+    ordinality = offset is not None and offset is not False
+    if isinstance(offset, exp.Identifier) and declared:
+        declared.append(offset.name)
+
+    def build() -> Table:
+        collection = resolve(argument, left.plan.columns).data_type
+        function = unnest_function(collection, ordinality, declared)
+        used = set(left.get_schema().names)
+        names = {n: unique_name(n, used) for n in function.result_type.field_names()}
+        scopes[table_alias.name if table_alias is not None else "UNNEST"] = names
+        call = function(argument).alias(*names.values())
+        return left.left_outer_join_lateral(call) if outer else left.join_lateral(call)
+
+    return _built(e, node, build)
