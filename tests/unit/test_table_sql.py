@@ -446,7 +446,7 @@ def test_str_of_a_table_in_sql_names_an_unnamed_view() -> None:
         ("SELECT k, s FROM t, LATERAL TABLE(nosuch(k)) AS T(s)", "No table function", 1, 35),
         ("SELECT t.id FROM t SEMI JOIN t AS u ON t.id = u.id", "SEMI JOIN is not", 1, 20),
         ("SELECT id, SUM(v) OVER (PARTITION BY k) FROM t", "ordered by one time", 1, 12),
-        ("SELECT id FROM t ORDER BY id", "ORDER BY is not supported", 1, 18),
+        ("SELECT id FROM t ORDER BY id", "Sort on a non-time-attribute field", 1, 18),
         ("SELECT foo(id) FROM t", "No match found for function signature foo", 1, 8),
         ("SELECT id FROM t GROUP BY k", "Expression 'id' is not being grouped", 1, 8),
     ],
@@ -547,8 +547,10 @@ def test_a_union_takes_its_limit_and_refuses_its_order_by() -> None:
     table = t_env.sql_query("SELECT id FROM t UNION ALL SELECT id FROM t LIMIT 3")
     assert table.explain().splitlines()[1].startswith("Limit(offset=[0], fetch=[3])")
     assert len(_changes(table)) == 3
-    with pytest.raises(SqlValidationError, match="ORDER BY is not supported"):
+    with pytest.raises(SqlValidationError, match="Sort on a non-time-attribute field"):
         t_env.sql_query("SELECT id FROM t UNION ALL SELECT id FROM t ORDER BY id")
+    top = t_env.sql_query("SELECT id FROM t UNION ALL SELECT id FROM t ORDER BY id DESC LIMIT 2")
+    assert "Rank(" in top.explain()
 
 
 @pytest.mark.parametrize(

@@ -38,6 +38,7 @@ from cairn.table.plan import (
     PlanNode,
     StreamScan,
     TemporalJoin,
+    TemporalSort,
     Union,
     WatermarkAssigner,
     WindowAggregate,
@@ -81,7 +82,7 @@ def rowtime_indexes(node: PlanNode) -> frozenset[int]:
             return frozenset()
         at = len(node.keys) + node.properties.index("rowtime")
         return frozenset() if is_proctime(node.columns.types[at]) else frozenset({at})
-    if isinstance(node, OverAggregate | Deduplicate | LookupJoin):
+    if isinstance(node, OverAggregate | Deduplicate | LookupJoin | TemporalSort):
         return rowtime_indexes(node.input)  # the input's columns first, as they were
     if isinstance(node, TemporalJoin):
         return rowtime_indexes(node.left)  # the left's time attribute stays one, as in Flink

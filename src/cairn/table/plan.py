@@ -48,6 +48,7 @@ __all__ = [
     "StreamScan",
     "TableAggregate",
     "TemporalJoin",
+    "TemporalSort",
     "TwoInputJoin",
     "Union",
     "Values",
@@ -497,6 +498,20 @@ class WindowDeduplicate(PlanNode):
 
 
 @dataclass(frozen=True)
+class TemporalSort(PlanNode):
+    """``ORDER BY rowtime ASC [, more]`` (Flink's ``TemporalSort``): rows released in time
+    order by the watermark; ``order``: the sort keys after the time (``time_index``)."""
+
+    input: PlanNode = field(default=None)  # type: ignore[assignment]
+    time_index: int = -1
+    order: tuple[SortField, ...] = ()
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.input,)
+
+
+@dataclass(frozen=True)
 class Union(PlanNode):
     """``UNION ALL``: the rows of every input, in no particular order across inputs."""
 
@@ -557,6 +572,8 @@ def changelog_mode(node: PlanNode) -> ChangelogMode:
         return ChangelogMode.INSERT_ONLY
     if isinstance(node, TemporalJoin):
         return changelog_mode(node.left)
+    if isinstance(node, TemporalSort):
+        return ChangelogMode.INSERT_ONLY
     if isinstance(node, Calc | PythonCalc | Limit | Correlate | WatermarkAssigner | LookupJoin):
         return changelog_mode(node.inputs[0])
     if isinstance(node, Union):  # the union of its inputs' modes

@@ -37,6 +37,7 @@ from cairn.table.plan import (
     StreamScan,
     TableAggregate,
     TemporalJoin,
+    TemporalSort,
     TwoInputJoin,
     Union,
     Values,
@@ -172,6 +173,10 @@ def describe(node: PlanNode) -> str:
             f" leftTimeIndex={node.left_time}, rightTimeIndex={node.right_time}"
         )
         return f"IntervalJoin(joinType=[{kind}], windowBounds=[{bounds}], {where})"
+    if isinstance(node, TemporalSort):
+        inner = node.input.columns.names
+        sorted_by = [f"{inner[node.time_index]} ASC", *(_sort_text(f, inner) for f in node.order)]
+        return f"TemporalSort(orderBy=[{', '.join(sorted_by)}])"
     if isinstance(node, LookupJoin):
         inner, table = node.input.columns.names, node.table.columns.names
         lookup = ", ".join(

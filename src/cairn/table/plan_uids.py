@@ -41,6 +41,7 @@ from cairn.table.plan import (
     StreamScan,
     TableAggregate,
     TemporalJoin,
+    TemporalSort,
     TwoInputJoin,
     Union,
     WindowAggregate,
@@ -190,6 +191,9 @@ def state_layout(node: PlanNode) -> str | None:
         if isinstance(node, WindowJoin):
             text += ", window"
         return text
+    if isinstance(node, TemporalSort):
+        rows = _types(node.input.columns, range(len(node.input.columns)))
+        return f"sort=[{node.time_index}], rows=[{rows}]"
     if isinstance(node, WindowRank | WindowDeduplicate):
         rows = _types(node.input.columns, range(len(node.input.columns)))
         keys = _types(node.input.columns, node.keys)

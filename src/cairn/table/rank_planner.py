@@ -34,6 +34,7 @@ from cairn.table.plan import (
     PlanNode,
     Rank,
     SortField,
+    TemporalSort,
     WatermarkAssigner,
     changelog_mode,
 )
@@ -55,7 +56,7 @@ def is_rowtime_column(node: PlanNode, index: int) -> bool:
             return is_rowtime_column(node.input, index)
         rex = node.projections[index]
         return rex.kind == "input" and is_rowtime_column(node.input, rex.index)
-    if isinstance(node, Limit | Deduplicate | Rank):
+    if isinstance(node, Limit | Deduplicate | Rank | TemporalSort):
         return index < len(node.input.columns) and is_rowtime_column(node.input, index)
     return False
 

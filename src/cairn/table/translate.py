@@ -52,6 +52,7 @@ from cairn.table.plan import (
     StreamScan,
     TableAggregate,
     TemporalJoin,
+    TemporalSort,
     Union,
     Values,
     WatermarkAssigner,
@@ -67,6 +68,7 @@ from cairn.table.semi_join import SemiAntiJoinFunction
 from cairn.table.state_ttl import with_state_ttl
 from cairn.table.table_aggregate import TableAggFunction
 from cairn.table.temporal_join import TemporalJoinFunction
+from cairn.table.temporal_sort import TemporalSortFunction
 from cairn.table.time_attributes import is_proctime
 from cairn.table.time_planner import source_idle_timeout_ms, with_idle_timeout
 from cairn.table.timestamps import watermark_strategy
@@ -288,6 +290,12 @@ def _translate(node: PlanNode, env: StreamExecutionEnvironment, uids: Uids) -> D
             node.table.cache,
         )
         return _labelled(upstream.flat_map(looked_up), node, uids, describe(node))
+    if isinstance(node, TemporalSort):
+        upstream = _translate(node.input, env, uids)
+        sorting = upstream.key_by(_constant_key).process(
+            TemporalSortFunction(node.time_index, node.order)
+        )
+        return _labelled(sorting.set_parallelism(1), node, uids, describe(node))
     if isinstance(node, Limit):
         upstream = _translate(node.input, env, uids)
         limited = upstream.key_by(_constant_key).process(

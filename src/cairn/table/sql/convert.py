@@ -39,6 +39,7 @@ from cairn.table.sql.expressions import ExpressionConverter, SqlErrors
 from cairn.table.sql.group_keys import computed_keys
 from cairn.table.sql.grouping_sets import GroupingSets
 from cairn.table.sql.joins import join_relation
+from cairn.table.sql.ordering import ordered
 from cairn.table.sql.ranking import ranked_source, refuse_ranking
 from cairn.table.sql.relation_names import table_name
 from cairn.table.sql.state_ttl_hint import (
@@ -143,8 +144,7 @@ class _QueryConverter:
             left, right = self._common_types(self.query(node.left), self.query(node.right), node)
             unioned = self._build(node, lambda: left.union_all(right))
             unioned = unioned if not node.args.get("distinct") else unioned.distinct()
-            self._refuse_sorting(node)
-            return self._limit(node, unioned)
+            return ordered(e, node, unioned)
         if isinstance(node, exp.Intersect | exp.Except):
             kind = type(node).__name__.upper()
             if not node.args.get("distinct"):
@@ -153,13 +153,11 @@ class _QueryConverter:
             result = self._build(
                 node, lambda: Table(set_operation(left.plan, right.plan, kind), left.context)
             )
-            self._refuse_sorting(node)
-            return self._limit(node, result)
+            return ordered(e, node, result)
         if isinstance(node, exp.SetOperation):
             raise e.at(node, f"{type(node).__name__.upper()} is not supported yet")
         if not isinstance(node, exp.Select):
             raise e.at(node, f"Not a query: {node.sql()[:40]}")
-        self._refuse_sorting(node)
         ranked = ranked_source(node, self.query, e)
         if ranked is not None:
             node, subquery, ranked_table = ranked
@@ -227,7 +225,7 @@ class _QueryConverter:
             result = self._aggregate(regrouped, items, having, exprs, node, grouping.rewrite)
             if node.args.get("distinct") is not None:
                 result = result.distinct()
-            return self._limit(node, result)
+            return ordered(e, node, result)
         key_nodes = groups.keys(node, group.expressions if group is not None else [])
         keys = [exprs.convert(k) for k in key_nodes]
         computed = computed_keys(keys, len(columns))
@@ -268,33 +266,13 @@ class _QueryConverter:
                 result = Table(hinted, result.context)
         if node.args.get("distinct") is not None:
             result = result.distinct()
-        return self._limit(node, result)
+        return ordered(e, node, result)
 
     def _subqueries(self) -> Subqueries:
         return Subqueries(self.errors, self.query, self._relation, self.catalog.lookup_function)
 
     def _nested(self, node: exp.Expr, catalog: SqlCatalog) -> Table:
         return _QueryConverter(catalog, self.errors).query(node)
-
-    def _refuse_sorting(self, node: exp.Expr) -> None:
-        for key, what in (("order", "ORDER BY"), ("offset", "OFFSET"), ("qualify", "QUALIFY")):
-            clause = node.args.get(key)
-            if clause is not None:
-                raise self.errors.at(
-                    clause,
-                    keyword=what.split()[0],
-                    message=f"{what} is not supported in a streaming query by Cairn yet"
-                    " (Flink sorts a stream only on an ascending time attribute)",
-                )
-
-    def _limit(self, node: exp.Expr, table: Table) -> Table:
-        limit = node.args.get("limit")
-        if limit is None:
-            return table
-        count = limit.expression
-        if not isinstance(count, exp.Literal) or count.is_string:
-            raise self.errors.at(limit, "LIMIT takes a number")
-        return self._build(limit, lambda: table.limit(int(count.this)))
 
     def _values(self, node: exp.Values) -> Table:
         """``VALUES (1, 'a'), (2, 'b')``: constant rows, each value computed once here by the
