@@ -37,6 +37,7 @@ from cairn.table.sql.relation_names import table_name
 from cairn.table.sql.show import ShowCatalog, builtin_function_names, describe_rows
 from cairn.table.sql.type_names import parse_type
 from cairn.table.table import Table
+from cairn.table.time_attributes import materialized
 from cairn.table.types import DataTypes
 
 __all__ = ["SqlEnvironment", "execute_statement", "insert_of", "query_of"]
@@ -269,10 +270,16 @@ def _create(env: SqlEnvironment, node: exp.Create, sql: str, errors: SqlErrors) 
     if kind != "TABLE":
         raise errors.at(node, f"CREATE {kind} is not supported")
     schema_node = node.this
+    if isinstance(schema_node, exp.Table) and isinstance(node.expression, _QUERIES):
+        return _create_as_select(env, node, sql, errors)
     if not isinstance(schema_node, exp.Schema):
         raise errors.at(node, "CREATE TABLE needs its columns: CREATE TABLE t (a INT, ...)")
     if node.expression is not None:
-        raise errors.at(node.expression, "CREATE TABLE ... AS SELECT is not supported yet")
+        raise errors.at(
+            node.expression,
+            "CREATE TABLE ... AS SELECT takes its columns from the query: leave out the"
+            " column list",
+        )
     target = schema_node.this
     assert isinstance(target, exp.Table)
     name = table_name(target, sql)
@@ -300,6 +307,44 @@ def _create(env: SqlEnvironment, node: exp.Create, sql: str, errors: SqlErrors) 
             raise
         raise ValidationError(f"Unable to create a table '{name}': {error}") from None
     return _OK
+
+
+def _create_as_select(
+    env: SqlEnvironment, node: exp.Create, sql: str, errors: SqlErrors
+) -> TableResult:
+    """``CREATE TABLE t WITH (...) AS SELECT ...`` (Flink's CTAS): the table's columns are the
+    query's (time attributes materialized), the table is created, then the query's rows are
+    inserted into it by a job, whose result this is."""
+    target = node.this
+    assert isinstance(target, exp.Table)
+    name = table_name(target, sql)
+    options = _options(node, errors)
+    connector = options.get("connector")
+    if connector is None:
+        raise errors.at(
+            node,
+            f"Table options do not contain an option key 'connector' for"
+            f" 'default_catalog.default_database.{name}'",
+        )
+    if env.has_table(name):
+        if node.args.get("exists"):
+            return _OK
+        raise errors.at(
+            target,
+            f"Could not execute CreateTable in path `default_catalog`.`default_database`."
+            f"`{name}`: Table already exists",
+        )
+    query = convert_query(node.expression, env, sql)
+    builder = Schema.new_builder()
+    for column in query.get_schema().columns:
+        builder.column(column.name, materialized(column.data_type))
+    try:
+        env.create_connector_table(name, connector, builder.build(), options)
+        return query.execute_insert(name)
+    except ValidationError as error:
+        if error.__class__ is not ValidationError:
+            raise
+        raise errors.at(node, f"Unable to create a table '{name}' as select: {error}") from None
 
 
 def _options(node: exp.Create, errors: SqlErrors) -> dict[str, str]:
