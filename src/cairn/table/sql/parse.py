@@ -65,6 +65,7 @@ def parse_statement(sql: str) -> exp.Expr:
     plan = _PLAN.match(sql)
     if plan is not None:
         return _plan_statement(sql, plan)
+    sql = _like_options(sql)
     tokens = _tokens(sql)
     statements = _parse(sql, tokens)
     if len(statements) != 1:
@@ -77,6 +78,27 @@ def parse_statement(sql: str) -> exp.Expr:
         )
     _refuse_command(sql, statements[0], tokens[0])
     return statements[0]
+
+
+_LIKE_OPTIONS = re.compile(r"\bLIKE\s+[\w`.]+\s*\(([^)]*)\)", re.IGNORECASE)
+_STRATEGY = re.compile(r"\s(?=(INCLUDING|EXCLUDING|OVERWRITING)\b)", re.IGNORECASE)
+
+
+def _like_options(sql: str) -> str:
+    """``LIKE base (EXCLUDING ALL INCLUDING GENERATED)`` with a comma between the entries
+    (Flink separates them by spaces), so they parse as a list; one blank becomes the comma,
+    so every offset, and every error's position, stays where it was."""
+    match = _LIKE_OPTIONS.search(sql) if sql.lstrip()[:6].upper() == "CREATE" else None
+    if match is None:
+        return sql
+    inner = match.group(1)
+    first = inner.strip()
+    lead = len(inner) - len(inner.lstrip())
+    body = inner[lead:]
+    body = body[: len(first)]
+    fixed = body[:1] + _STRATEGY.sub(",", body[1:]) if body else body
+    start = match.start(1) + lead
+    return sql[:start] + fixed + sql[start + len(fixed) :]
 
 
 def _statement_set(sql: str, begin: int) -> tuple[exp.Expr, list[str]]:

@@ -10,6 +10,7 @@ position of what it names. The results are Flink's: ``OK`` for DDL, the rows of 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 from sqlglot import exp
@@ -22,6 +23,7 @@ from cairn.table.schema import PARTITION_KEYS_OPTION, Schema
 from cairn.table.sql.client_parse import parse_client_statement
 from cairn.table.sql.client_statements import run_client_statement
 from cairn.table.sql.convert import SqlCatalog, convert_query
+from cairn.table.sql.create_like import like_modes, merge_like
 from cairn.table.sql.dialect import (
     CompilePlan,
     ExecutePlan,
@@ -79,6 +81,8 @@ class SqlEnvironment(SqlCatalog, ShowCatalog, Protocol):
     def list_tables(self) -> list[str]: ...
 
     def list_views(self) -> list[str]: ...
+
+    def table_options(self, name: str) -> dict[str, str] | None: ...
 
     def declared_schema(self, name: str) -> Schema | None:
         """The ``CREATE TABLE`` schema of a connector table, None for a view."""
@@ -272,6 +276,17 @@ def _create(env: SqlEnvironment, node: exp.Create, sql: str, errors: SqlErrors) 
     schema_node = node.this
     if isinstance(schema_node, exp.Table) and isinstance(node.expression, _QUERIES):
         return _create_as_select(env, node, sql, errors)
+    properties = node.args.get("properties")
+    like = next(
+        (
+            p
+            for p in (properties.expressions if properties else [])
+            if isinstance(p, exp.LikeProperty)
+        ),
+        None,
+    )
+    if like is not None:
+        return _create_like(env, node, like, sql, errors)
     if not isinstance(schema_node, exp.Schema):
         raise errors.at(node, "CREATE TABLE needs its columns: CREATE TABLE t (a INT, ...)")
     if node.expression is not None:
@@ -306,6 +321,53 @@ def _create(env: SqlEnvironment, node: exp.Create, sql: str, errors: SqlErrors) 
         if error.__class__ is not ValidationError:
             raise
         raise ValidationError(f"Unable to create a table '{name}': {error}") from None
+    return _OK
+
+
+def _create_like(
+    env: SqlEnvironment, node: exp.Create, like: exp.LikeProperty, sql: str, errors: SqlErrors
+) -> TableResult:
+    """``CREATE TABLE t [(...)] WITH (...) LIKE base [(...)]`` (``sql/create_like.py``)."""
+    base_node = like.this.this if isinstance(like.this, exp.Schema) else like.this
+    assert isinstance(base_node, exp.Table)
+    base_name = table_name(base_node, sql)
+    base = env.declared_schema(base_name)
+    base_options = env.table_options(base_name)
+    if base is None or base_options is None:
+        raise errors.at(base_node, f"Source table '{base_name}' of the LIKE clause not found")
+    schema_node = node.this
+    target = schema_node.this if isinstance(schema_node, exp.Schema) else schema_node
+    assert isinstance(target, exp.Table)
+    name = table_name(target, sql)
+    inherited = [c.name for c in base.columns]
+    own = Schema()
+    if isinstance(schema_node, exp.Schema):
+        # a watermark may be on a column of the base: checked once the schemas are merged
+        marks = [i for i in schema_node.expressions if isinstance(i, WatermarkDef)]
+        rest = [i for i in schema_node.expressions if not isinstance(i, WatermarkDef)]
+        own = _schema(exp.Schema(this=schema_node.this, expressions=rest), errors, inherited)
+        for mark in marks:
+            to_expression(mark.expression, sql, [*inherited, *(c.name for c in own.columns)])
+            own = replace(own, watermark=(mark.name, mark.args["text"].this))
+    own_options = _options(node, errors)
+    try:
+        schema, options = merge_like(base, base_options, own, own_options, like_modes(like))
+    except ValidationError as error:
+        raise errors.at(like, str(error), "LIKE") from None
+    if env.has_table(name):
+        if node.args.get("exists"):
+            return _OK
+        raise errors.at(
+            target,
+            f"Could not execute CreateTable in path `default_catalog`.`default_database`."
+            f"`{name}`: Table already exists",
+        )
+    try:
+        env.create_connector_table(name, options["connector"], schema, options)
+    except ValidationError as error:
+        if error.__class__ is not ValidationError:
+            raise
+        raise errors.at(node, f"Unable to create a table '{name}': {error}") from None
     return _OK
 
 
@@ -357,7 +419,7 @@ def _options(node: exp.Create, errors: SqlErrors) -> dict[str, str]:
                 raise errors.at(p, "PARTITIONED BY takes column names: PARTITIONED BY (a, b)")
             options[PARTITION_KEYS_OPTION] = "\n".join(k.name for k in keys)
             continue
-        if isinstance(p, exp.TemporaryProperty):  # CREATE TEMPORARY TABLE: all are, here
+        if isinstance(p, exp.TemporaryProperty | exp.LikeProperty):  # TEMPORARY: all are here
             continue
         if not isinstance(p, exp.Property) or not isinstance(p.this, exp.Literal):
             raise errors.at(p, f"Unsupported table property {p.sql()}: use 'key' = 'value'")
@@ -370,7 +432,7 @@ def _options(node: exp.Create, errors: SqlErrors) -> dict[str, str]:
     return options
 
 
-def _schema(node: exp.Schema, errors: SqlErrors) -> Schema:
+def _schema(node: exp.Schema, errors: SqlErrors, inherited: Sequence[str] = ()) -> Schema:
     key: tuple[str, ...] = ()
     for item in node.expressions:
         if isinstance(item, exp.PrimaryKey):
@@ -380,9 +442,10 @@ def _schema(node: exp.Schema, errors: SqlErrors) -> Schema:
     builder = Schema.new_builder()
     # computed columns see the physical and metadata columns (Flink's rule)
     physical = [
-        i.name for i in node.expressions if isinstance(i, FlinkColumn) and i.args.get("kind")
+        *inherited,
+        *(i.name for i in node.expressions if isinstance(i, FlinkColumn) and i.args.get("kind")),
     ]
-    every = [i.name for i in node.expressions if isinstance(i, FlinkColumn)]
+    every = [*inherited, *(i.name for i in node.expressions if isinstance(i, FlinkColumn))]
     for item in node.expressions:
         if isinstance(item, FlinkColumn):
             computed = item.args.get("computed")
