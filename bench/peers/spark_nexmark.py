@@ -120,15 +120,16 @@ def _start(spark: Any, args: argparse.Namespace, data: str, checkpoint: Path, si
 
 
 def _end_of(batch: dict[str, Any]) -> float:
-    from datetime import datetime
+    from datetime import datetime, timezone
 
     started = datetime.strptime(batch["timestamp"], "%Y-%m-%dT%H:%M:%S.%fZ")
-    return started.timestamp() + batch["durationMs"]["triggerExecution"] / 1000.0
+    took_s = batch["durationMs"]["triggerExecution"] / 1000.0
+    return started.replace(tzinfo=timezone.utc).timestamp() + took_s
 
 
-def wait_done(handle: Any, timeout_s: float) -> tuple[float, list[dict[str, Any]]]:
+def wait_done(handle: Any, windowed: bool, timeout_s: float) -> tuple[float, list[dict[str, Any]]]:
     """Wait until the query has read its input (the file source takes every file present in
-    its first batch) and, when it keeps state, run the batch that its watermark's last move
+    its first batch) and, when ``windowed``, run the batch that its watermark's last move
     calls for (the one emitting the last windows); stop it. Returns the end of its last
     batch (epoch s) and its progress reports."""
     deadline = time.monotonic() + timeout_s
@@ -142,8 +143,7 @@ def wait_done(handle: Any, timeout_s: float) -> tuple[float, list[dict[str, Any]
                 batches.setdefault(int(p["batchId"]), p)
         ordered = [batches[k] for k in sorted(batches)]
         last_input = max((k for k, b in batches.items() if b.get("numInputRows")), default=-1)
-        stateful = any(b.get("stateOperators") for b in ordered)
-        if last_input >= 0 and (not stateful or max(batches) > last_input):
+        if last_input >= 0 and (not windowed or max(batches) > last_input):
             handle.stop()
             return _end_of(ordered[-1]), ordered
         time.sleep(0.1)
@@ -158,14 +158,14 @@ def run_verify(spark: Any, args: argparse.Namespace, work: Path) -> dict[str, in
         rows.extend(("+I", tuple(r)) for r in df.collect())
 
     handle = _start(spark, args, args.verify_data, work / "verify-checkpoint", sink)
-    wait_done(handle, args.timeout_s)
+    wait_done(handle, args.query in WINDOWED, args.timeout_s)
     return nc.figures(rows)
 
 
 def run_timed(spark: Any, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     started = time.time()
     handle = _start(spark, args, args.data, work / "checkpoint", None)
-    ended, batches = wait_done(handle, args.timeout_s)
+    ended, batches = wait_done(handle, args.query in WINDOWED, args.timeout_s)
     elapsed = ended - started
     return {
         "elapsed_s": round(elapsed, 3),

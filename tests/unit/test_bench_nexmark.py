@@ -115,7 +115,7 @@ def test_the_driver_runs_cairn_verifies_it_and_rejects_a_planted_wrong_result(
     assert summary["q5"]["cairn"]["why"].startswith("invalid")
     assert summary["q0"]["cairn"]["events_per_s"] == by_query["q0"]["events_per_s"]
     section = "\n".join(driver.section(saved["meta"], planted))
-    assert "| q5 | invalid" in section
+    assert "| q5 | invalid |" in section and "- cairn q5: invalid: results differ" in section
 
     # Without an oracle, Flink's figures are the reference: a differing Cairn is rejected.
     flink = dict(by_query["q5"], system="flink")
