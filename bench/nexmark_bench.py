@@ -11,11 +11,11 @@ Cairn's ``nexmark`` connector offers; the benchmark reads files so that every en
 the same input). Cairn and Flink run the query file's text (``bench/nexmark/queries``) into
 its ``blackhole`` sink, Spark its Spark SQL statement (``nexmark_common.SPARK_SQL``) into
 ``noop``; parallelism 2, 1 s exactly-once checkpoints (Spark: a micro-batch commit per 1 s
-trigger). Results are checked: the first repetition first runs each query over
-``--verify-events`` events, collected, and its final rows' count and checksum must equal the
-reference (``bench/nexmark_oracle.py`` for q0, q1, q2, q5; else Flink SQL's); a mismatch
-withholds the system's figure for the query (``invalid``), a figure with no reference to
-compare is shown ``unchecked``.
+trigger). Results are checked: before the timed runs, each system runs each query over
+``--verify-events`` events (a run of its own), collected, and its final rows' count and
+checksum must equal the reference (``bench/nexmark_oracle.py`` for q0, q1, q2, q5; else
+Flink SQL's); a mismatch withholds the system's figure for the query (``invalid``), a figure
+with no reference to compare is shown ``unchecked``.
 
 Throughput = events / wall time from the job's submission to its end (its bounded input
 read and processed): the JVM, Spark session and table environment start before it, the
@@ -160,12 +160,13 @@ def summarize(results: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, dict[
     (10, 'unsupported: refused')
     """
     cells: dict[str, dict[str, list[Mapping[str, Any]]]] = {}
-    for r in results:
+    for r in sorted(results, key=lambda r: r.get("mode") == "verify"):  # timed runs first
         cells.setdefault(str(r["query"]), {}).setdefault(str(r["system"]), []).append(r)
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for query, systems in cells.items():
         for system, runs in systems.items():
             rates = [r["events_per_s"] for r in runs if r.get("events_per_s")]
+            timed = [r for r in runs if r.get("mode") != "verify"]
             why = None
             if not rates:
                 r = runs[0]
@@ -179,7 +180,7 @@ def summarize(results: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, dict[
                 "events_per_s": round(statistics.median(rates)) if rates else None,
                 "min": min(rates, default=None),
                 "max": max(rates, default=None),
-                "runs": len(rates),
+                "runs": len(timed),
                 "verified": runs[0].get("verified"),
                 "why": why,
             }
@@ -368,22 +369,40 @@ def main(argv: list[str] | None = None) -> int:
         "data": str(data),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
     }
+    checks = [(-1, q, s) for q in queries for s in systems] if verify_events else []
+    plan = checks + plan_runs(systems, queries, args.repeat)
     results: list[dict[str, Any]] = []
-    plan = plan_runs(systems, queries, args.repeat)
     for n, (rep, query, system) in enumerate(plan, 1):
-        cmd = command(
-            system, query, str(data), args.events, str(verify_data) if rep == 0 else "",
-            args.executor, args.timeout,
+        mode = "verify" if rep < 0 else "timed"
+        refused = next(
+            (r["unsupported"] for r in results
+             if r["mode"] == "verify" and (r["system"], r["query"]) == (system, query)
+             and r.get("unsupported")),
+            None,
         )  # fmt: skip
-        log = out / f"{n:03d}-{system}-{query}.log"
+        if refused:  # the verifying run found the system refuses the query: don't ask again
+            results.append(dict(system=system, query=query, repetition=rep, mode=mode,
+                                unsupported=refused))  # fmt: skip
+            continue
+        cmd = command(
+            system, query, str(data) if rep >= 0 else "", args.events,
+            str(verify_data) if rep < 0 else "", args.executor, args.timeout,
+        )  # fmt: skip
+        log = out / f"{n:03d}-{system}-{query}-{mode}.log"
         load = round(os.getloadavg()[0], 2)
-        result = run_one(cmd, args.timeout * 2 + 120, log)
-        result.update(system=system, query=query, repetition=rep, load_1m=load, log=str(log))
+        result = run_one(cmd, args.timeout + 120, log)
+        result.update(
+            system=system, query=query, repetition=rep, mode=mode, load_1m=load, log=str(log)
+        )
         results.append(result)
         why = result.get("error") or result.get("unsupported")
         print(
-            f"[{n}/{len(plan)}] {system} {query}: {result.get('events_per_s')} events/s"
-            + (f", rows {result['result_rows']}" if result.get("result_rows") is not None else "")
+            f"[{n}/{len(plan)}] {mode} {system} {query}: "
+            + (
+                f"rows {result.get('result_rows')}"
+                if rep < 0
+                else f"{result.get('events_per_s')} events/s"
+            )
             + (f" — {why}" if why else ""),
             flush=True,
         )

@@ -73,7 +73,8 @@ def verify_query(opts: CairnOptions, query: str, data: str, work: str) -> dict[s
     t_env = _t_env(opts, 1000, os.path.join(work, "verify-checkpoints"), data)
     _, insert = nc.query_statements(query)
     rows = t_env.execute_sql(nc.select_of(insert)).collect()
-    return nc.figures((r.get_row_kind().short_string(), tuple(r)) for r in rows)
+    figures: dict[str, int] = nc.figures((r.get_row_kind().short_string(), tuple(r)) for r in rows)
+    return figures
 
 
 def run_query(

@@ -76,4 +76,5 @@ def oracle(query: str, folder: Path) -> dict[str, int] | None:
     compute = ORACLES.get(query)
     if compute is None:
         return None
-    return nc.figures(("+I", row) for row in compute(folder))
+    figures: dict[str, int] = nc.figures(("+I", row) for row in compute(folder))
+    return figures
