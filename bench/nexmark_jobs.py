@@ -34,6 +34,7 @@ import nexmark_common as nc  # noqa: E402
 
 from bench import empty_result  # noqa: E402
 from bench.jobs import CairnOptions, bench_environment, cairn_versions  # noqa: E402
+from bench.nexmark_data import files_per_subtask  # noqa: E402
 
 __all__ = ["run_query", "verify_query"]
 
@@ -112,6 +113,7 @@ def run_query(
             t_env = _t_env(opts, interval_ms, os.path.join(work, "checkpoints"), data)
             create, insert = nc.query_statements(query)
             t_env.execute_sql(create)
+            result["source_files_per_subtask"] = files_per_subtask(Path(data), parallelism)
             submitted = time.time()
             client = t_env.execute_sql(insert).get_job_client()
             ended, figures = _wait(client, timeout_s)

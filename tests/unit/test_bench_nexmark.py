@@ -103,6 +103,9 @@ def test_the_driver_runs_cairn_verifies_it_and_rejects_a_planted_wrong_result(
     assert by_query["q5"]["result_rows"] > 0
     assert all(r["verified"] is True for r in results), results
     assert timed["q0"]["events_per_s"] > 0 and timed["q5"]["events_per_s"] > 0
+    # Each of Cairn's two source subtasks reads one file (its events in time order).
+    assert nexmark_data.files_per_subtask(data, 2) == [1, 1]
+    assert timed["q0"]["source_files_per_subtask"] == [1, 1]
     assert saved["meta"]["references"]["q5"]["source"] == "oracle"
 
     # A wrong q5 result (one row's worth of checksum off) must be rejected.
