@@ -395,6 +395,7 @@ def add_common_args(parser: argparse.ArgumentParser) -> None:
             "kafka-job",
             "table-wordcount",
             "table-window",
+            "nexmark",
         ),
     )
     parser.add_argument("--records", type=int, default=2_000_000)

@@ -42,6 +42,8 @@ WINDOW_SCRIPTS = {
 KAFKA_SCRIPTS = {"pyflink": "pyflink_kafka_job.py", "spark": "spark_kafka_job.py"}
 # The Table API benchmark's scripts (bench/table.py), one per system for both workloads.
 TABLE_SCRIPTS = {"pyflink": "pyflink_table.py", "spark": "spark_table.py"}
+# The Nexmark benchmark's scripts (bench/nexmark_bench.py passes the query and the files).
+NEXMARK_SCRIPTS = {"pyflink": "pyflink_nexmark.py", "spark": "spark_nexmark.py"}
 # Variants of a peer: (its venv, extra arguments of its script).
 VARIANTS = {
     "bytewax-2p": ("bytewax", ["--processes", "2"]),
@@ -120,6 +122,7 @@ def _run(args: argparse.Namespace, venv: str, extra: list[str]) -> dict[str, Any
         "kafka-job": KAFKA_SCRIPTS,
         "table-wordcount": TABLE_SCRIPTS,
         "table-window": TABLE_SCRIPTS,
+        "nexmark": NEXMARK_SCRIPTS,
     }.get(args.workload, SCRIPTS)
     if args.system not in scripts:
         return failure(args, unsupported=f"{args.system} does not run the {args.workload} workload")
