@@ -1,5 +1,6 @@
-"""The functions generated calc code calls: SQL's NULL-safe operators, casts, string and JSON
-functions, and the calls of user-defined functions that name them in an error.
+"""The functions generated calc code calls: SQL's NULL-safe operators, casts, and the calls of
+user-defined functions that name them in an error (the built-in functions are the registry's,
+``cairn.table.functions``, added to ``RUNTIME``).
 
 Invariant: every function here is the value of one SQL operator or cast with Flink's NULL
 semantics (NULL in, NULL out, unless the operator says otherwise: ``AND``/``OR`` are
@@ -14,9 +15,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
-import json
 import math
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -124,93 +123,6 @@ def _between(a: Any, lo: Any, hi: Any) -> Any:
     if a is None or lo is None or hi is None:
         return None
     return bool(lo <= a <= hi)
-
-
-def _upper(s: str) -> str:
-    return s.upper()
-
-
-def _lower(s: str) -> str:
-    return s.lower()
-
-
-def _trim(s: str) -> str:
-    return s.strip(" ")
-
-
-def _abs(x: Any) -> Any:
-    return abs(x)
-
-
-def _floor(x: Any) -> Any:
-    return math.floor(x) if isinstance(x, float) else x
-
-
-def _ceil(x: Any) -> Any:
-    return math.ceil(x) if isinstance(x, float) else x
-
-
-def _round(x: Any, places: int) -> Any:
-    if isinstance(x, int):
-        return x
-    q = decimal.Decimal(str(x)).quantize(
-        decimal.Decimal(1).scaleb(-places), rounding=decimal.ROUND_HALF_UP
-    )
-    return type(x)(q) if isinstance(x, float) else q
-
-
-def _char_length(s: str) -> int:
-    return len(s)
-
-
-def _concat(parts: tuple[Any, ...]) -> Any:
-    if any(p is None for p in parts):
-        return None
-    return "".join(str(p) for p in parts)
-
-
-def _substring(s: Any, begin: Any, length: Any) -> Any:
-    if s is None or begin is None:
-        return None
-    start = max(begin - 1, 0) if begin > 0 else max(len(s) + begin, 0)
-    return s[start:] if length is None else s[start : start + length]
-
-
-_LIKE_CACHE: dict[str, re.Pattern[str]] = {}
-
-
-def _like(s: Any, pattern: Any) -> Any:
-    if s is None or pattern is None:
-        return None
-    compiled = _LIKE_CACHE.get(pattern)
-    if compiled is None:
-        regex = "".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in pattern)
-        compiled = _LIKE_CACHE[pattern] = re.compile(regex, re.S)
-    return compiled.fullmatch(s) is not None
-
-
-def _json_value(text: Any, path: Any) -> Any:
-    """``JSON_VALUE`` over ``$.a.b`` / ``$.a[0]`` paths: the scalar there as text, else NULL."""
-    if text is None or path is None:
-        return None
-    try:
-        node = json.loads(text)
-    except (TypeError, ValueError):
-        return None
-    for name, index in re.findall(r"\.([^.\[]+)|\[(\d+)\]", path[1:]):
-        if name:
-            if not isinstance(node, dict) or name not in node:
-                return None
-            node = node[name]
-        else:
-            if not isinstance(node, list) or int(index) >= len(node):
-                return None
-            node = node[int(index)]
-    if isinstance(node, dict | list) or node is None:
-        return None
-    if isinstance(node, bool):
-        return "true" if node else "false"
-    return str(node)
 
 
 def _get_field(row: Any, index: int) -> Any:

@@ -24,6 +24,7 @@ from cairn.table.functions import (
     hashing,
     json,
     numeric,
+    pattern,
     string,
     temporal,
 )
@@ -39,6 +40,7 @@ _ALL: tuple[BuiltinFunction, ...] = (
     *conditional.FUNCTIONS,
     *numeric.FUNCTIONS,
     *string.FUNCTIONS,
+    *pattern.FUNCTIONS,
     *temporal.FUNCTIONS,
     *json.FUNCTIONS,
     *collection.FUNCTIONS,

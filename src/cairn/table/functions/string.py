@@ -1,12 +1,13 @@
-"""Flink's built-in string functions (``UPPER``, ``REGEXP_EXTRACT``, ``SPLIT_INDEX``...).
+"""Flink's built-in string functions (``UPPER``, ``SPLIT_INDEX``, ``PARSE_URL``...; the
+pattern matching ones are ``pattern``'s).
 
 Invariant: each implementation is a pure function of non-NULL arguments (the registry's NULL
 rule runs first), with Flink's (Java's) semantics: 1-based positions, Java regular expressions
 (``$1`` group references in a replacement), NULL rather than an error where Flink returns
 NULL (a group index out of range, a negative split index, an invalid pattern).
 
->>> split_index("Hello,World", ",", 1), regexp_extract("foothebar", "foo(.*?)(bar)", 2)
-('World', 'bar')
+>>> split_index("Hello,World", ",", 1)
+'World'
 """
 
 from __future__ import annotations
@@ -19,21 +20,7 @@ from typing import Any
 from cairn.table.functions.definition import BuiltinFunction, always_nullable, returns
 from cairn.table.types import DataTypes, MapType
 
-__all__ = ["FUNCTIONS", "regexp_extract", "split_index"]
-
-_PATTERNS: dict[str, re.Pattern[str] | None] = {}
-
-
-def _regex(pattern: str) -> re.Pattern[str] | None:
-    """A Java regular expression compiled for Python (``None``: invalid, Flink's NULL)."""
-    compiled = _PATTERNS.get(pattern, False)
-    if compiled is False:
-        try:
-            compiled = re.compile(pattern.replace("\\p{Alpha}", "[A-Za-z]"))
-        except re.error:
-            compiled = None
-        _PATTERNS[pattern] = compiled
-    return compiled  # type: ignore[return-value]
+__all__ = ["FUNCTIONS", "split_index"]
 
 
 def _string(n: bool) -> Any:
@@ -67,27 +54,6 @@ def substring(s: str, begin: int, length: int | None = None) -> str | None:
     if length < 0:
         return None
     return s[start : start + length]
-
-
-def regexp_replace(s: str, pattern: str, replacement: str) -> str | None:
-    compiled = _regex(pattern)
-    if compiled is None:
-        return None
-    python = re.sub(r"\$(\d+)", r"\\g<\1>", replacement.replace("\\", "\\\\"))
-    return compiled.sub(python, s)
-
-
-def regexp_extract(s: str, pattern: str, index: int = 0) -> str | None:
-    compiled = _regex(pattern)
-    if compiled is None or index < 0 or index > compiled.groups:
-        return None
-    found = compiled.search(s)
-    return None if found is None else found.group(index)
-
-
-def regexp(s: str, pattern: str) -> bool | None:
-    compiled = _regex(pattern)
-    return None if compiled is None else compiled.search(s) is not None
 
 
 def overlay(s: str, placing: str, start: int, length: int | None = None) -> str:
@@ -212,30 +178,6 @@ def elt(index: int | None, *values: Any) -> Any:
     if index is None:
         return None
     return values[index - 1] if 1 <= index <= len(values) else None
-
-
-_LIKES: dict[tuple[str, str | None], re.Pattern[str]] = {}
-
-
-def like(s: str, pattern: str, escape: str | None = None) -> bool:
-    compiled = _LIKES.get((pattern, escape))
-    if compiled is None:
-        parts, i = [], 0
-        while i < len(pattern):
-            c = pattern[i]
-            if escape is not None and c == escape and i + 1 < len(pattern):
-                parts.append(re.escape(pattern[i + 1]))
-                i += 2
-                continue
-            parts.append(".*" if c == "%" else "." if c == "_" else re.escape(c))
-            i += 1
-        compiled = _LIKES[(pattern, escape)] = re.compile("".join(parts), re.S)
-    return compiled.fullmatch(s) is not None
-
-
-def similar(s: str, pattern: str) -> bool:
-    regex = "".join(".*" if c == "%" else "." if c == "_" else c for c in pattern)
-    return re.fullmatch(regex, s, re.S) is not None
 
 
 def _map_string(n: bool) -> MapType:
@@ -380,19 +322,6 @@ FUNCTIONS = [
         examples=(("REPEAT('ab', 3)", "ababab"), ("REPEAT('ab', -1)", "")),
     ),
     _fn(
-        "regexp_replace",
-        "REGEXP_REPLACE(string, regex, replacement)",
-        "Every match of the Java regular expression replaced ($n names a group).",
-        implementation=regexp_replace,
-        inputs="sss",
-        method="regexp_replace",
-        result=always_nullable(_string),
-        examples=(
-            ("REGEXP_REPLACE('foobar', 'oo|ar', '')", "fb"),
-            ("REGEXP_REPLACE('ab12', '([a-z]+)([0-9]+)', '$2$1')", "12ab"),
-        ),
-    ),
-    _fn(
         "overlay",
         "OVERLAY(string PLACING string2 FROM integer1 [FOR integer2])",
         "integer2 characters (string2's length by default) from integer1 replaced by string2.",
@@ -430,31 +359,6 @@ FUNCTIONS = [
             ("REPLACE('hello world', 'world', 'flink')", "hello flink"),
             ("REPLACE('ababab', 'abab', 'z')", "zab"),
         ),
-    ),
-    _fn(
-        "regexp_extract",
-        "REGEXP_EXTRACT(string, regex[, group])",
-        "The group (0: the whole match) of the first match; NULL without a match.",
-        implementation=regexp_extract,
-        inputs="ssi",
-        arity=(2, 3),
-        method="regexp_extract",
-        result=always_nullable(_string),
-        examples=(
-            ("REGEXP_EXTRACT('foothebar', 'foo(.*?)(bar)', 2)", "bar"),
-            ("REGEXP_EXTRACT('a=1&channel_id=7', '(&|^)channel_id=([^&]*)', 2)", "7"),
-            ("REGEXP_EXTRACT('abc', 'x(.)', 1)", None),
-        ),
-    ),
-    _fn(
-        "regexp",
-        "REGEXP(string, regex)",
-        "TRUE when a substring matches the Java regular expression.",
-        implementation=regexp,
-        inputs="ss",
-        method="regexp",
-        result=returns(_bool),
-        examples=(("REGEXP('abc1', '[0-9]')", True), ("REGEXP('abc', '^b')", False)),
     ),
     _fn(
         "init_cap",
@@ -684,32 +588,5 @@ FUNCTIONS = [
         method="ends_with",
         result=returns(_bool),
         examples=(("ENDSWITH('SparkSQL', 'SQL')", True), ("ENDSWITH('SparkSQL', 'Spark')", False)),
-    ),
-    _fn(
-        "like",
-        "string1 [NOT] LIKE string2 [ESCAPE char]",
-        "TRUE when string1 matches the pattern (% any characters, _ one).",
-        sql=(),
-        implementation=like,
-        inputs="sss",
-        arity=(2, 3),
-        result=returns(_bool),
-        examples=(
-            ("'hello' LIKE 'h%o'", True),
-            ("'h%' LIKE 'h!%' ESCAPE '!'", True),
-            ("'hx' LIKE 'h!%' ESCAPE '!'", False),
-            ("'abc' NOT LIKE 'a_c'", False),
-        ),
-    ),
-    _fn(
-        "similar",
-        "string1 [NOT] SIMILAR TO string2",
-        "TRUE when string1 matches the SQL regular expression.",
-        sql=(),
-        implementation=similar,
-        inputs="ss",
-        method="similar",
-        result=returns(_bool),
-        examples=(("'abc' SIMILAR TO 'a(b|x)%'", True), ("'abc' NOT SIMILAR TO 'a_'", True)),
     ),
 ]
