@@ -60,6 +60,9 @@ class LookupJoinFunction(FlatMapFunction):
         self.lookup.close()
 
     def _rows(self, key: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        if not self.cache_options.enabled:  # lookup.cache NONE: every row asks the table
+            self._loads += 1
+            return self.lookup.lookup(key)
         now = int(time.monotonic() * 1000)
         rows = self._cache.get(key, now)
         if rows is None:

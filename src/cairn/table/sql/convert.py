@@ -339,12 +339,7 @@ class _QueryConverter:
 
     def _build(self, node: exp.Expr, step: Callable[[], Table]) -> Table:
         """Run a Table API step; its validation error gets ``node``'s position."""
-        try:
-            return step()
-        except SqlValidationError:
-            raise
-        except ValidationError as error:
-            raise self.errors.at(node, str(error)) from None
+        return self.errors.run(node, step)
 
     def _items(
         self,

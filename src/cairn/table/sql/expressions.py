@@ -18,10 +18,11 @@ from __future__ import annotations
 import datetime
 import decimal
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlglot import exp
 
+from cairn.table.errors import ValidationError
 from cairn.table.expressions import (
     AGGREGATE_MODIFIERS,
     AGGREGATES,
@@ -51,11 +52,24 @@ def _end(node: exp.Expr) -> int | None:
     return max(ends) if ends else None
 
 
+_T = TypeVar("_T")
+
+
 class SqlErrors:
     """Errors positioned in one statement's text."""
 
     def __init__(self, sql: str) -> None:
         self.sql = sql
+
+    def run(self, node: exp.Expr, step: Callable[[], _T]) -> _T:
+        """``step()`` (a Table API step); a ``ValidationError`` it raises gets ``node``'s
+        position (one already positioned passes as it is)."""
+        try:
+            return step()
+        except SqlValidationError:
+            raise
+        except ValidationError as error:
+            raise self.at(node, str(error)) from None
 
     def at(self, node: exp.Expr, message: str, keyword: str = "") -> SqlValidationError:
         """An error at ``node`` (at the ``keyword`` before it, when given)."""

@@ -18,10 +18,8 @@ from sqlglot import exp
 
 from cairn.table.analysis import resolve
 from cairn.table.cross_join import cross_join, keyless_condition
-from cairn.table.errors import ValidationError
 from cairn.table.lookup_source import LookupTable
 from cairn.table.schema import Schema
-from cairn.table.sql.errors import SqlValidationError
 from cairn.table.sql.expressions import ExpressionConverter, SqlErrors
 from cairn.table.sql.relation_names import unique_name
 from cairn.table.sql.temporal import temporal_relation
@@ -41,16 +39,6 @@ class JoinCatalog(Protocol):
     def lookup_source(self, name: str) -> LookupTable | None: ...
 
     def declared_schema(self, name: str) -> Schema | None: ...
-
-
-def _built(errors: SqlErrors, node: exp.Expr, step: Callable[[], Table]) -> Table:
-    """Run a Table API step; its validation error gets ``node``'s position."""
-    try:
-        return step()
-    except SqlValidationError:
-        raise
-    except ValidationError as error:
-        raise errors.at(node, str(error)) from None
 
 
 def join_relation(
@@ -104,20 +92,19 @@ def join_relation(
     keyless = keyless_condition(left.plan, right.plan, predicate)
     if keyless is not None:  # ON without an equality: every pair, on one subtask
         condition = keyless
-        return _built(
-            e,
+        return e.run(
             on,
             lambda: Table(
                 cross_join(left.plan, right.plan, condition, side or "INNER"), left.context
             ),
         )
     if side == "LEFT":
-        return _built(e, on, lambda: left.left_outer_join(right, predicate))
+        return e.run(on, lambda: left.left_outer_join(right, predicate))
     if side == "RIGHT":
-        return _built(e, on, lambda: left.right_outer_join(right, predicate))
+        return e.run(on, lambda: left.right_outer_join(right, predicate))
     if side == "FULL":
-        return _built(e, on, lambda: left.full_outer_join(right, predicate))
-    return _built(e, on, lambda: left.join(right, predicate))
+        return e.run(on, lambda: left.full_outer_join(right, predicate))
+    return e.run(on, lambda: left.join(right, predicate))
 
 
 def _lateral(
@@ -153,8 +140,8 @@ def _lateral(
     scopes[alias] = names
     aliased = function(*args).alias(*names.values())
     if outer:
-        return _built(e, join, lambda: left.left_outer_join_lateral(aliased))
-    return _built(e, join, lambda: left.join_lateral(aliased))
+        return e.run(join, lambda: left.left_outer_join_lateral(aliased))
+    return e.run(join, lambda: left.join_lateral(aliased))
 
 
 def _unnest(
@@ -193,4 +180,4 @@ def _unnest(
         call = function(argument).alias(*names.values())
         return left.left_outer_join_lateral(call) if outer else left.join_lateral(call)
 
-    return _built(e, node, build)
+    return e.run(node, build)

@@ -13,11 +13,9 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from cairn.table.errors import ValidationError
 from cairn.table.interval_bounds import rowtime_indexes
 from cairn.table.plan import SortField, TemporalSort
 from cairn.table.rank_planner import rank_plan
-from cairn.table.sql.errors import SqlValidationError
 from cairn.table.sql.expressions import SqlErrors
 from cairn.table.table import Table
 from cairn.table.time_attributes import is_proctime
@@ -68,15 +66,14 @@ def ordered(errors: SqlErrors, node: exp.Expr, table: Table) -> Table:
         if limit is None:
             return table
         count = _number(errors, limit, "LIMIT")
-        return _built(errors, limit, lambda: table.limit(count))
+        return errors.run(limit, lambda: table.limit(count))
     fields = _sort_fields(errors, order, table)
     plan = table.plan
     if limit is not None:
         count = _number(errors, limit, "LIMIT")
         if count == 0:
             raise errors.at(limit, "LIMIT 0 keeps no row: remove the query", "LIMIT")
-        return _built(
-            errors,
+        return errors.run(
             order,
             lambda: Table(
                 rank_plan(plan, (), fields, skip + 1, skip + count, False), table.context
@@ -102,12 +99,3 @@ def ordered(errors: SqlErrors, node: exp.Expr, table: Table) -> Table:
         ),
         table.context,
     )
-
-
-def _built(errors: SqlErrors, node: exp.Expr, step: object) -> Table:
-    try:
-        return step()  # type: ignore[operator,no-any-return]
-    except SqlValidationError:
-        raise
-    except ValidationError as error:
-        raise errors.at(node, str(error)) from None

@@ -88,12 +88,7 @@ class Subqueries:
         self.functions = functions
 
     def _build(self, node: exp.Expr, step: Callable[[], Table]) -> Table:
-        try:
-            return step()
-        except SqlValidationError:
-            raise
-        except ValidationError as error:
-            raise self.errors.at(node, str(error)) from None
+        return self.errors.run(node, step)
 
     # -- scalar subqueries ---------------------------------------------------------------
 

@@ -14,11 +14,9 @@ from typing import Any, Protocol
 
 from sqlglot import exp
 
-from cairn.table.errors import ValidationError
 from cairn.table.lookup_source import LookupTable
 from cairn.table.plan import PlanNode
 from cairn.table.schema import Schema
-from cairn.table.sql.errors import SqlValidationError
 from cairn.table.sql.expressions import ExpressionConverter, SqlErrors
 from cairn.table.sql.relation_names import table_name, unique_name
 from cairn.table.table import Table
@@ -105,9 +103,4 @@ def temporal_relation(
         build = lambda: temporal_join(  # noqa: E731
             left.plan, versioned.plan, predicate, join_type, time_column.name, name, key
         )
-    try:
-        return Table(build(), left.context)
-    except SqlValidationError:
-        raise
-    except ValidationError as error:
-        raise e.at(join, str(error)) from None
+    return e.run(join, lambda: Table(build(), left.context))
