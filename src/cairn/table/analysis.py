@@ -114,6 +114,16 @@ def conjuncts(condition: Rex | None) -> list[Rex]:
     return [condition]
 
 
+def conjunction(conditions: Sequence[Rex]) -> Rex | None:
+    """The ``AND`` of ``conditions``, in order (``None`` for none): ``conjuncts``' inverse."""
+    condition = None
+    for c in conditions:
+        condition = (
+            c if condition is None else Rex("call", c.data_type, op="and", operands=(condition, c))
+        )
+    return condition
+
+
 def input_references(rexes: Iterable[Rex]) -> Iterator[int]:
     """The input columns ``rexes`` read, once per reference, depth first."""
     for rex in rexes:

@@ -23,12 +23,14 @@ and the conditions left over are re-indexed to the widened sides.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cairn.table.analysis import Columns, Rex, conjuncts, input_references
+from cairn.table.errors import ValidationError
 from cairn.table.plan import Calc, PlanNode
 
-__all__ = ["JoinKeys", "keyed_side", "shift", "split_keys"]
+__all__ = ["JoinKeys", "check_join_names", "keyed_side", "shift", "split_keys", "without_keys"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,16 @@ class JoinKeys:
     left: tuple[Rex, ...]
     right: tuple[Rex, ...]
     rest: tuple[Rex, ...]
+
+
+def check_join_names(names: Sequence[str]) -> None:
+    """Refuse a joined row whose two sides share a column name (Flink asks to rename)."""
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValidationError(
+            f"Join tables have duplicate column names: {', '.join(duplicates)}; rename them"
+            " first (rename_columns)"
+        )
 
 
 def split_keys(condition: Rex, n_left: int) -> JoinKeys:
@@ -103,3 +115,17 @@ def keyed_side(
         projections.append(k)
     calc = Calc(columns=Columns.of(pairs), input=node, projections=tuple(projections))
     return calc, tuple(indexes)
+
+
+def without_keys(
+    joined: PlanNode, columns: Columns, left_arity: int, keyed_left_arity: int, right_arity: int
+) -> PlanNode:
+    """``joined`` (a keyed left side of ``keyed_left_arity`` columns, then the right side)
+    without the key columns ``keyed_side`` added, as ``columns`` (the join's own)."""
+    kept = [*range(left_arity), *range(keyed_left_arity, keyed_left_arity + right_arity)]
+    types = joined.columns.types
+    return Calc(
+        columns=columns,
+        input=joined,
+        projections=tuple(Rex("input", types[i], i) for i in kept),
+    )

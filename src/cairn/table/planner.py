@@ -18,6 +18,7 @@ from cairn.table.analysis import (
     Columns,
     Rex,
     aggregate_output,
+    conjunction,
     contains_aggregate,
     name_of,
     resolve,
@@ -26,7 +27,7 @@ from cairn.table.analysis import (
 from cairn.table.errors import ValidationError
 from cairn.table.expressions import Expression, col
 from cairn.table.interval_bounds import rowtime_indexes, window_bounds
-from cairn.table.join_keys import keyed_side, shift, split_keys
+from cairn.table.join_keys import check_join_names, keyed_side, shift, split_keys, without_keys
 from cairn.table.plan import (
     Aggregate,
     Calc,
@@ -167,13 +168,7 @@ def join(
     the difference of two rowtime attributes from both sides
     (``a.ts BETWEEN b.ts - INTERVAL '1' HOUR AND b.ts``) it is an interval join."""
     pairs = _joined_columns(left, right, join_type)
-    names = [n for n, _ in pairs]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise ValidationError(
-            f"Join tables have duplicate column names: {', '.join(duplicates)}; rename them"
-            " first (rename_columns)"
-        )
+    check_join_names([n for n, _ in pairs])
     rex = resolve(predicate, Columns.of(pairs))
     if rex.data_type.root != "BOOLEAN":
         raise ValidationError(f"A join predicate must be BOOLEAN, {predicate} is {rex.data_type}")
@@ -190,12 +185,8 @@ def join(
     joined = _join_node(combined, keyed_left, keyed_right, left_keys, right_keys, rest, join_type)
     if keyed_left is left and keyed_right is right:
         return joined
-    n_left = len(keyed_left.columns)  # drop the key columns the join added
-    kept = [*range(len(left.columns)), *range(n_left, n_left + len(right.columns))]
-    return Calc(
-        columns=Columns.of(pairs),
-        input=joined,
-        projections=tuple(Rex("input", combined.types[i], i) for i in kept),
+    return without_keys(
+        joined, Columns.of(pairs), len(left.columns), len(keyed_left.columns), len(right.columns)
     )
 
 
@@ -237,14 +228,14 @@ def _join_node(
             right=right,
             left_keys=left_keys,
             right_keys=right_keys,
-            condition=_and(bounds.rest),
+            condition=conjunction(bounds.rest),
             join_type=join_type,
             left_time=bounds.left_time,
             right_time=bounds.right_time,
             lower_ms=bounds.lower_ms,
             upper_ms=bounds.upper_ms,
         )
-    condition = _and(rest)
+    condition = conjunction(rest)
     windowed = window_join(left, right, left_keys, right_keys, condition, join_type, combined)
     if windowed is not None:  # on both windows' start and end: Flink's WindowJoin
         return windowed
@@ -254,18 +245,9 @@ def _join_node(
         right=right,
         left_keys=left_keys,
         right_keys=right_keys,
-        condition=_and(rest),
+        condition=condition,
         join_type=join_type,
     )
-
-
-def _and(conditions: list[Rex]) -> Rex | None:
-    condition = None
-    for c in conditions:
-        condition = (
-            c if condition is None else Rex("call", c.data_type, op="and", operands=(condition, c))
-        )
-    return condition
 
 
 def _key_indexes(columns: Columns, keys: Sequence[Expression]) -> tuple[int, ...]:

@@ -28,25 +28,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from cairn.table.analysis import Rex
+from cairn.table.analysis import Rex, conjunction
 from cairn.table.errors import ValidationError
 from cairn.table.join_keys import keyed_side, shift, split_keys
 from cairn.table.plan import Aggregate, Calc, Join, PlanNode
 from cairn.table.types import DataTypes
 
-__all__ = ["conjunction", "in_condition", "semi_join", "set_operation"]
+__all__ = ["in_condition", "semi_join", "set_operation"]
 
 
 def _call(op: str, *operands: Rex) -> Rex:
     return Rex("call", DataTypes.BOOLEAN(), op=op, operands=operands)
-
-
-def conjunction(conditions: Sequence[Rex]) -> Rex:
-    """The ``AND`` of ``conditions`` (at least one)."""
-    condition = conditions[0]
-    for c in conditions[1:]:
-        condition = _call("and", condition, c)
-    return condition
 
 
 def in_condition(pairs: Sequence[tuple[Rex, Rex]], negated: bool) -> Rex:
@@ -63,7 +55,9 @@ def in_condition(pairs: Sequence[tuple[Rex, Rex]], negated: bool) -> Rex:
         for null in reversed(nulls):
             equal = _call("or", null, equal)
         parts.append(equal)
-    return conjunction(parts)
+    condition = conjunction(parts)
+    assert condition is not None, "IN compares at least one pair"
+    return condition
 
 
 def semi_join(
@@ -78,7 +72,7 @@ def semi_join(
     keyed_right, right_keys = keyed_side(right, keys.right, "$right_key")
     added_left = len(keyed_left.columns) - len(left.columns)
     rest = [shift(c, added_left, len(left.columns)) for c in keys.rest]
-    combined = conjunction(rest) if rest else None
+    combined = conjunction(rest)
     joined = Join(
         columns=keyed_left.columns,
         left=keyed_left,

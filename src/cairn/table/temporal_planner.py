@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from cairn.table.analysis import Columns, Rex, resolve
+from cairn.table.analysis import Columns, Rex, conjunction, resolve
 from cairn.table.errors import ValidationError
 from cairn.table.expressions import Expression
 from cairn.table.interval_bounds import rowtime_indexes
-from cairn.table.join_keys import keyed_side, shift, split_keys
+from cairn.table.join_keys import check_join_names, keyed_side, shift, split_keys, without_keys
 from cairn.table.lookup_source import LookupTable
 from cairn.table.plan import (
     Calc,
@@ -48,15 +48,6 @@ def _columns(left: Columns, right: Columns, join_type: str) -> list[tuple[str, D
     return [*zip(left.names, left.types, strict=True), *zip(right.names, right_types, strict=True)]
 
 
-def _and(conditions: Sequence[Rex]) -> Rex | None:
-    condition = None
-    for c in conditions:
-        condition = (
-            c if condition is None else Rex("call", c.data_type, op="and", operands=(condition, c))
-        )
-    return condition
-
-
 def lookup_join(
     left: PlanNode, table: LookupTable, predicate: Expression, join_type: str, time_column: str
 ) -> PlanNode:
@@ -70,7 +61,7 @@ def lookup_join(
             " is not one"
         )
     pairs = _columns(left.columns, table.columns, join_type)
-    _unique_names(pairs)
+    check_join_names([n for n, _ in pairs])
     rex = resolve(predicate, Columns.of(pairs))
     keys = split_keys(rex, len(left.columns))
     lookup_keys: list[int] = []
@@ -97,17 +88,13 @@ def lookup_join(
         table=table,
         keys=key_indexes,
         lookup_keys=tuple(lookup_keys),
-        condition=_and([shift(c, added, len(left.columns)) for c in rest]),
+        condition=conjunction([shift(c, added, len(left.columns)) for c in rest]),
         join_type=join_type,
     )
     if not added:
         return joined
-    n = len(keyed.columns)
-    kept = [*range(len(left.columns)), *range(n, n + len(table.columns))]
-    return Calc(
-        columns=Columns.of(pairs),
-        input=joined,
-        projections=tuple(Rex("input", columns.types[i], i) for i in kept),
+    return without_keys(
+        joined, Columns.of(pairs), len(left.columns), len(keyed.columns), len(table.columns)
     )
 
 
@@ -169,7 +156,7 @@ def temporal_join(
     if changelog_mode(left) is not ChangelogMode.INSERT_ONLY and join_type == "LEFT":
         raise ValidationError("A LEFT temporal join takes an insert-only left table")
     pairs = _columns(left.columns, right.columns, join_type)
-    _unique_names(pairs)
+    check_join_names([n for n, _ in pairs])
     rex = resolve(predicate, Columns.of(pairs))
     keys = split_keys(rex, len(left.columns))
     right_plain = [k.index for k in keys.right if k.kind == "input"]
@@ -190,26 +177,13 @@ def temporal_join(
         right=keyed_right,
         left_keys=left_keys,
         right_keys=right_keys,
-        condition=_and(rest),
+        condition=conjunction(rest),
         join_type=join_type,
         left_time=left_time,
         right_time=right_times[0],
     )
     if keyed_left is left and keyed_right is right:
         return joined
-    n = len(keyed_left.columns)
-    kept = [*range(len(left.columns)), *range(n, n + len(right.columns))]
-    return Calc(
-        columns=Columns.of(pairs),
-        input=joined,
-        projections=tuple(Rex("input", columns.types[i], i) for i in kept),
+    return without_keys(
+        joined, Columns.of(pairs), len(left.columns), len(keyed_left.columns), len(right.columns)
     )
-
-
-def _unique_names(pairs: list[tuple[str, DataType]]) -> None:
-    names = [n for n, _ in pairs]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise ValidationError(
-            f"Join tables have duplicate column names: {', '.join(duplicates)}; rename them first"
-        )

@@ -19,11 +19,11 @@ from typing import Any
 
 from sqlglot import exp
 
-from cairn.table.analysis import Columns, contains_aggregate, resolve
+from cairn.table.analysis import Columns, conjunction, contains_aggregate, resolve
 from cairn.table.cross_join import cross_join
 from cairn.table.errors import ValidationError
 from cairn.table.expressions import Expression, col, lit
-from cairn.table.semi_join_planner import conjunction, in_condition, semi_join
+from cairn.table.semi_join_planner import in_condition, semi_join
 from cairn.table.sql.errors import SqlValidationError
 from cairn.table.sql.expressions import ExpressionConverter, SqlErrors
 from cairn.table.sql.relation_names import unique_name
@@ -193,7 +193,9 @@ class Subqueries:
                 conditions.append(in_condition([pair], negated))
             if not conditions:
                 conditions.append(resolve(lit(True), columns))
-            plan = semi_join(left.plan, right.plan, conjunction(conditions), negated)
+            condition = conjunction(conditions)
+            assert condition is not None, "a TRUE condition stands in for none"
+            plan = semi_join(left.plan, right.plan, condition, negated)
         except SqlValidationError:
             raise
         except ValidationError as error:
