@@ -115,10 +115,6 @@ def _item_type(types: Sequence[DataType]) -> DataType:
     return _element_type(t).nullable_()
 
 
-def _int(n: bool) -> DataType:
-    return DataTypes.INT(n)
-
-
 def _fn(name: str, signature: str, description: str, **kwargs: Any) -> BuiltinFunction:
     sql = kwargs.pop("sql", (name.upper(),))
     result = kwargs.pop("result", same_as(0))
@@ -169,7 +165,7 @@ FUNCTIONS = [
         inputs="c",
         method="cardinality",
         method_is_property=True,
-        result=returns(_int),
+        result=returns(DataTypes.INT),
         examples=(("CARDINALITY(ARRAY[1, 2, 3])", 3), ("CARDINALITY(MAP['a', 1])", 1)),
     ),
     _fn(
@@ -214,7 +210,7 @@ FUNCTIONS = [
         implementation=array_position,
         inputs="a*",
         method="array_position",
-        result=returns(_int),
+        result=returns(DataTypes.INT),
         examples=(("ARRAY_POSITION(ARRAY[5, 6, 5], 5)", 1), ("ARRAY_POSITION(ARRAY[5, 6], 7)", 0)),
     ),
     _fn(

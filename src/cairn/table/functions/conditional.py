@@ -23,7 +23,7 @@ from cairn.table.functions.definition import (
     same_as,
 )
 from cairn.table.type_merging import wider
-from cairn.table.types import DataType, DataTypes
+from cairn.table.types import DataTypes
 
 __all__ = ["FUNCTIONS", "greatest", "is_decimal", "nullif"]
 
@@ -65,13 +65,9 @@ def is_distinct_from(a: Any, b: Any) -> bool:
     return bool(a != b)
 
 
-def _bool(n: bool) -> DataType:
-    return DataTypes.BOOLEAN(n)
-
-
 def _fn(name: str, signature: str, description: str, **kwargs: Any) -> BuiltinFunction:
     sql = kwargs.pop("sql", (name.upper(),))
-    result = kwargs.pop("result", returns(_bool))
+    result = kwargs.pop("result", returns(DataTypes.BOOLEAN))
     family = kwargs.pop("family", "conditional")
     return BuiltinFunction(name, sql, signature, description, family, result, **kwargs)
 

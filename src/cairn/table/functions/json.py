@@ -22,7 +22,7 @@ import re
 from typing import Any
 
 from cairn.table.functions.definition import BuiltinFunction, always_nullable, returns
-from cairn.table.types import DataType, DataTypes
+from cairn.table.types import DataTypes
 
 __all__ = ["FUNCTIONS", "JsonText", "json_array", "json_object", "json_query", "json_value"]
 
@@ -192,13 +192,9 @@ def json_array(on_null: str, *values: Any) -> str:
     return JsonText(dumps(kept))
 
 
-def _string(n: bool) -> DataType:
-    return DataTypes.STRING(n)
-
-
 def _fn(name: str, signature: str, description: str, **kwargs: Any) -> BuiltinFunction:
     sql = kwargs.pop("sql", (name.upper(),))
-    result = kwargs.pop("result", always_nullable(_string))
+    result = kwargs.pop("result", always_nullable(DataTypes.STRING))
     return BuiltinFunction(name, sql, signature, description, "json", result, **kwargs)
 
 
@@ -243,7 +239,7 @@ FUNCTIONS = [
         "The value written as JSON.",
         implementation=json_string,
         inputs="*",
-        result=returns(_string),
+        result=returns(DataTypes.STRING),
         examples=(
             ("JSON_STRING(1)", "1"),
             ("JSON_STRING(TRUE)", "true"),

@@ -25,10 +25,6 @@ from cairn.table.types import DataType, DataTypes
 __all__ = ["FUNCTIONS", "bin_", "hex_", "truncate"]
 
 
-def _double(n: bool) -> DataType:
-    return DataTypes.DOUBLE(n)
-
-
 def _as_float(x: Any) -> float:
     return float(x)
 
@@ -158,7 +154,7 @@ def _rounded_type(types: list[DataType] | Any) -> DataType:
 
 def _fn(name: str, signature: str, description: str, **kwargs: Any) -> BuiltinFunction:
     sql = kwargs.pop("sql", (name.upper(),))
-    result = kwargs.pop("result", returns(_double))
+    result = kwargs.pop("result", returns(DataTypes.DOUBLE))
     kwargs.setdefault("inputs", "n")
     if "implementation" not in kwargs:
         kwargs["implementation"] = _domain(getattr(math, name))

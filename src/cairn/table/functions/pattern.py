@@ -87,17 +87,9 @@ def similar(s: str, pattern: str) -> bool:
     return compiled.fullmatch(s) is not None
 
 
-def _string(n: bool) -> Any:
-    return DataTypes.STRING(n)
-
-
-def _bool(n: bool) -> Any:
-    return DataTypes.BOOLEAN(n)
-
-
 def _fn(name: str, signature: str, description: str, **kwargs: Any) -> BuiltinFunction:
     sql = kwargs.pop("sql", (name.upper(),))
-    result = kwargs.pop("result", returns(_string))
+    result = kwargs.pop("result", returns(DataTypes.STRING))
     return BuiltinFunction(name, sql, signature, description, "string", result, **kwargs)
 
 
@@ -109,7 +101,7 @@ FUNCTIONS = [
         implementation=regexp_replace,
         inputs="sss",
         method="regexp_replace",
-        result=always_nullable(_string),
+        result=always_nullable(DataTypes.STRING),
         examples=(
             ("REGEXP_REPLACE('foobar', 'oo|ar', '')", "fb"),
             ("REGEXP_REPLACE('ab12', '([a-z]+)([0-9]+)', '$2$1')", "12ab"),
@@ -123,7 +115,7 @@ FUNCTIONS = [
         inputs="ssi",
         arity=(2, 3),
         method="regexp_extract",
-        result=always_nullable(_string),
+        result=always_nullable(DataTypes.STRING),
         examples=(
             ("REGEXP_EXTRACT('foothebar', 'foo(.*?)(bar)', 2)", "bar"),
             ("REGEXP_EXTRACT('a=1&channel_id=7', '(&|^)channel_id=([^&]*)', 2)", "7"),
@@ -137,7 +129,7 @@ FUNCTIONS = [
         implementation=regexp,
         inputs="ss",
         method="regexp",
-        result=returns(_bool),
+        result=returns(DataTypes.BOOLEAN),
         examples=(("REGEXP('abc1', '[0-9]')", True), ("REGEXP('abc', '^b')", False)),
     ),
     _fn(
@@ -148,7 +140,7 @@ FUNCTIONS = [
         implementation=like,
         inputs="sss",
         arity=(2, 3),
-        result=returns(_bool),
+        result=returns(DataTypes.BOOLEAN),
         examples=(
             ("'hello' LIKE 'h%o'", True),
             ("'h%' LIKE 'h!%' ESCAPE '!'", True),
@@ -164,7 +156,7 @@ FUNCTIONS = [
         implementation=similar,
         inputs="ss",
         method="similar",
-        result=returns(_bool),
+        result=returns(DataTypes.BOOLEAN),
         examples=(("'abc' SIMILAR TO 'a(b|x)%'", True), ("'abc' NOT SIMILAR TO 'a_'", True)),
     ),
 ]

@@ -23,18 +23,6 @@ from cairn.table.types import DataTypes, MapType
 __all__ = ["FUNCTIONS", "split_index"]
 
 
-def _string(n: bool) -> Any:
-    return DataTypes.STRING(n)
-
-
-def _int(n: bool) -> Any:
-    return DataTypes.INT(n)
-
-
-def _bool(n: bool) -> Any:
-    return DataTypes.BOOLEAN(n)
-
-
 def trim(s: str, chars: str = " ", leading: bool = True, trailing: bool = True) -> str:
     if leading:
         s = s.lstrip(chars)
@@ -186,7 +174,7 @@ def _map_string(n: bool) -> MapType:
 
 def _fn(name: str, signature: str, description: str, **kwargs: Any) -> BuiltinFunction:
     sql = kwargs.pop("sql", (name.upper(),))
-    result = kwargs.pop("result", returns(_string))
+    result = kwargs.pop("result", returns(DataTypes.STRING))
     return BuiltinFunction(name, sql, signature, description, "string", result, **kwargs)
 
 
@@ -222,7 +210,7 @@ FUNCTIONS = [
         sql=("CHAR_LENGTH", "CHARACTER_LENGTH"),
         implementation=len,
         inputs="s",
-        result=returns(_int),
+        result=returns(DataTypes.INT),
         method="char_length",
         method_is_property=True,
         examples=(("CHAR_LENGTH('hello')", 5), ("CHARACTER_LENGTH('')", 0)),
@@ -250,7 +238,7 @@ FUNCTIONS = [
         sql=(),
         implementation=lambda needle, s: s.find(needle) + 1,
         inputs="ss",
-        result=returns(_int),
+        result=returns(DataTypes.INT),
         method="position",
         examples=(("POSITION('lo' IN 'hello')", 4), ("POSITION('x' IN 'hello')", 0)),
     ),
@@ -378,7 +366,7 @@ FUNCTIONS = [
         implementation=lpad,
         inputs="sis",
         method="lpad",
-        result=always_nullable(_string),
+        result=always_nullable(DataTypes.STRING),
         examples=(("LPAD('hi', 4, '??')", "??hi"), ("LPAD('hi', 1, '??')", "h")),
     ),
     _fn(
@@ -388,7 +376,7 @@ FUNCTIONS = [
         implementation=rpad,
         inputs="sis",
         method="rpad",
-        result=always_nullable(_string),
+        result=always_nullable(DataTypes.STRING),
         examples=(("RPAD('hi', 4, '??')", "hi??"), ("RPAD('hi', 1, '??')", "h")),
     ),
     _fn(
@@ -417,7 +405,7 @@ FUNCTIONS = [
         "The code of the first character (0 for '').",
         implementation=lambda s: ord(s[0]) if s else 0,
         inputs="s",
-        result=returns(_int),
+        result=returns(DataTypes.INT),
         method="ascii",
         method_is_property=True,
         examples=(("ASCII('abc')", 97), ("ASCII(CAST(NULL AS VARCHAR))", None)),
@@ -458,7 +446,7 @@ FUNCTIONS = [
         implementation=lambda s, needle: s.find(needle) + 1,
         inputs="ss",
         method="instr",
-        result=returns(_int),
+        result=returns(DataTypes.INT),
         examples=(("INSTR('hello', 'l')", 3),),
     ),
     _fn(
@@ -487,7 +475,7 @@ FUNCTIONS = [
         inputs="ssi",
         arity=(2, 3),
         method="locate",
-        result=returns(_int),
+        result=returns(DataTypes.INT),
         examples=(("LOCATE('l', 'hello')", 3), ("LOCATE('l', 'hello', 4)", 4)),
     ),
     _fn(
@@ -499,7 +487,7 @@ FUNCTIONS = [
         inputs="sss",
         arity=(2, 3),
         method="parse_url",
-        result=always_nullable(_string),
+        result=always_nullable(DataTypes.STRING),
         examples=(
             (
                 "PARSE_URL('http://facebook.com/path1/p.php?k1=v1&k2=v2#Ref1', 'HOST')",
@@ -525,7 +513,7 @@ FUNCTIONS = [
         implementation=split_index,
         inputs="ssi",
         method="split_index",
-        result=always_nullable(_string),
+        result=always_nullable(DataTypes.STRING),
         examples=(
             ("SPLIT_INDEX('Hello,World', ',', 1)", "World"),
             ("SPLIT_INDEX('Hello,World', ',', 2)", None),
@@ -575,7 +563,7 @@ FUNCTIONS = [
         implementation=lambda s, p: s.startswith(p),
         inputs="yy",
         method="starts_with",
-        result=returns(_bool),
+        result=returns(DataTypes.BOOLEAN),
         examples=(("STARTSWITH('SparkSQL', 'Spark')", True),),
     ),
     _fn(
@@ -586,7 +574,7 @@ FUNCTIONS = [
         implementation=lambda s, p: s.endswith(p),
         inputs="yy",
         method="ends_with",
-        result=returns(_bool),
+        result=returns(DataTypes.BOOLEAN),
         examples=(("ENDSWITH('SparkSQL', 'SQL')", True), ("ENDSWITH('SparkSQL', 'Spark')", False)),
     ),
 ]

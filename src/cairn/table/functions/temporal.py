@@ -267,17 +267,9 @@ def _now() -> datetime.datetime:
     return now.replace(microsecond=now.microsecond // 1000 * 1000)
 
 
-def _bigint(n: bool) -> DataType:
-    return DataTypes.BIGINT(n)
-
-
-def _string(n: bool) -> DataType:
-    return DataTypes.STRING(n)
-
-
 def _fn(name: str, signature: str, description: str, **kwargs: Any) -> BuiltinFunction:
     sql = kwargs.pop("sql", (name.upper(),))
-    result = kwargs.pop("result", returns(_bigint))
+    result = kwargs.pop("result", returns(DataTypes.BIGINT))
     return BuiltinFunction(name, sql, signature, description, "temporal", result, **kwargs)
 
 
@@ -366,7 +358,7 @@ FUNCTIONS = [
         "The time point written in a Java date format ('yyyy-MM-dd HH:mm:ss').",
         implementation=date_format,
         inputs="*s",
-        result=always_nullable(_string),
+        result=always_nullable(DataTypes.STRING),
         examples=(
             ("DATE_FORMAT(TIMESTAMP '2020-05-17 08:09:10', 'yyyy-MM-dd')", "2020-05-17"),
             (
@@ -421,7 +413,7 @@ FUNCTIONS = [
         "A 'yyyy-MM-dd HH:mm:ss' time moved from one time zone to another.",
         implementation=convert_tz,
         inputs="sss",
-        result=always_nullable(_string),
+        result=always_nullable(DataTypes.STRING),
         examples=(
             (
                 "CONVERT_TZ('1970-01-01 00:00:00', 'UTC', 'America/Los_Angeles')",
@@ -436,7 +428,7 @@ FUNCTIONS = [
         implementation=from_unixtime,
         inputs="ns",
         arity=(1, 2),
-        result=returns(_string),
+        result=returns(DataTypes.STRING),
         examples=(
             ("FROM_UNIXTIME(44)", "1970-01-01 00:00:44"),
             ("FROM_UNIXTIME(86400, 'yyyy/MM/dd')", "1970/01/02"),
@@ -451,7 +443,7 @@ FUNCTIONS = [
         inputs="ss",
         arity=(0, 2),
         deterministic=False,
-        result=returns(_bigint),
+        result=returns(DataTypes.BIGINT),
         examples=(
             ("UNIX_TIMESTAMP('1970-01-01 08:00:01.001', 'yyyy-MM-dd HH:mm:ss.SSS')", 28801),
             ("UNIX_TIMESTAMP('1970-01-01 08:00:01.001 +0800', 'yyyy-MM-dd HH:mm:ss.SSS X')", 1),
