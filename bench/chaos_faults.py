@@ -16,6 +16,7 @@ import dataclasses
 import logging
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -30,6 +31,7 @@ from cairn.testing.netns_cluster import NetnsCluster
 log = logging.getLogger("bench.chaos")
 
 _RECOVERY_TIMEOUT_S = 600.0  # a loaded 2-core machine: restarts take minutes
+_JOB_ID = re.compile(r"[0-9a-f]{32}")
 # Concurrent jobs (one Injector each) take turns: a fault is made and healed before the
 # next one, of any job, is made; their recoveries overlap.
 _ONE_FAULT_AT_A_TIME = threading.Lock()
@@ -357,8 +359,7 @@ class Injector:
                     fs = self.cluster.s3.filesystem()
                 fs.invalidate_cache()
                 if self.job_id is None:
-                    dirs = [p for p in fs.ls(self.checkpoints) if not p.endswith("/")]
-                    self.job_id = dirs[0].rsplit("/", 1)[-1] if dirs else None
+                    self.job_id = _job_directory(fs.ls(self.checkpoints, detail=True))
                 if self.job_id is not None:
                     found = fs.glob(f"{self.checkpoints}/{self.job_id}/chk-*/_metadata")
                     ids = [int(p.split("/chk-")[1].split("/")[0]) for p in found]
@@ -421,4 +422,14 @@ def _wait(predicate: Any, timeout: float) -> Any:
         if value:
             return value
         time.sleep(0.05)
+    return None
+
+
+def _job_directory(entries: list[dict[str, Any]]) -> str | None:
+    """The job's directory under the checkpoint root: a 32-hex-digit job id, never the
+    submission check's transient ``.cairn-probe-*`` object nor any other entry."""
+    for entry in entries:
+        name = str(entry["name"]).rstrip("/").rsplit("/", 1)[-1]
+        if entry.get("type") == "directory" and _JOB_ID.fullmatch(name):
+            return name
     return None

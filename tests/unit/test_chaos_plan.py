@@ -4,6 +4,7 @@ specs, and its verdict counts lost and duplicated records per source split."""
 from __future__ import annotations
 
 from bench.chaos import prefix_problems
+from bench.chaos_faults import _job_directory
 from bench.chaos_plan import (
     EXTERNAL_KINDS,
     INTERNAL_PHASE,
@@ -56,3 +57,14 @@ def test_every_fault_point_is_planned_and_replay_fires_at_the_first_replayed_rec
     aligned = parse_faults(internal_faults(seed=1, marker="/tmp/m", unaligned=False))
     assert "replay" not in {s.point for s in aligned}
     assert "alignment" in {s.point for s in aligned}
+
+
+def test_the_watcher_takes_the_job_directory_not_the_submission_probe() -> None:
+    job = "6cdec71569d304fda6e7f52c0ac5262d"
+    entries = [
+        {"name": "cairn/chk/.cairn-probe-0123456789abcdef0123456789abcdef", "type": "file"},
+        {"name": "cairn/chk/shared", "type": "directory"},
+        {"name": f"cairn/chk/{job}", "type": "directory"},
+    ]
+    assert _job_directory(entries) == job
+    assert _job_directory(entries[:2]) is None
