@@ -28,6 +28,7 @@ __all__ = [
     "SourceReader",
     "SourceReaderContext",
     "SplitBatch",
+    "TimestampedBatch",
     "commits_on_checkpoints",
 ]
 
@@ -73,6 +74,37 @@ class SplitBatch(list[Any]):
         batch = SplitBatch(records)
         batch.timestamps = timestamps
         batch.split_runs = split_runs
+        return batch
+
+
+class TimestampedBatch(list[Any]):
+    """Records a reader stamped itself (Flink's ``ReaderOutput.collect(record, timestamp)``
+    with a watermark generator pushed into the source).
+
+    ``timestamps`` has one entry per record (epoch ms); ``max_read`` is the largest event time
+    among every row the reader read to produce them, rows it dropped included (a filter
+    pushed into the source), or ``None``. The source operator's watermark generator sees
+    ``max_read``, so a pushed-down filter does not change the watermarks; a strategy without
+    a timestamp assigner keeps the records' timestamps. Any reader may return one; it never
+    travels past the source operator.
+
+    >>> b = TimestampedBatch.of(["a", "b"], [3, 5], max_read=9)
+    >>> list(b), b.timestamps, b.max_read
+    (['a', 'b'], [3, 5], 9)
+    """
+
+    __slots__ = ("max_read", "timestamps")
+
+    timestamps: list[int | None]
+    max_read: int | None
+
+    @staticmethod
+    def of(
+        records: list[Any], timestamps: list[int | None], max_read: int | None
+    ) -> TimestampedBatch:
+        batch = TimestampedBatch(records)
+        batch.timestamps = timestamps
+        batch.max_read = max_read
         return batch
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import hashlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,11 +23,12 @@ from cairn.common.time import Duration
 from cairn.common.watermark_strategy import WatermarkStrategy
 from cairn.datastream.connectors.file_sink import FileSink
 from cairn.datastream.connectors.file_sink_config import RollingPolicy
-from cairn.datastream.connectors.file_source import FileSource
+from cairn.datastream.connectors.file_source import FileSource, FileSourceBuilder
 from cairn.datastream.connectors.formats import StreamFormat
 from cairn.datastream.data_stream import DataStream
 from cairn.datastream.stream_execution_environment import StreamExecutionEnvironment
 from cairn.table.analysis import Columns
+from cairn.table.columnar_csv import ColumnarCsvFormat, columnar_csv_options
 from cairn.table.errors import ValidationError
 from cairn.table.filesystem_partitions import (
     DEFAULT_PARTITION,
@@ -39,9 +41,10 @@ from cairn.table.filesystem_partitions import (
 from cairn.table.formats import format_keys, row_deserializer, row_serializer
 from cairn.table.metadata import with_metadata
 from cairn.table.plan import StreamScan
+from cairn.table.scan_pushdown import ScanSpec
 from cairn.table.schema import Schema, partition_keys
 from cairn.table.source_reuse import reused
-from cairn.table.timestamps import epoch_millis, timestamp_of_millis
+from cairn.table.timestamps import epoch_millis, source_watermarks, timestamp_of_millis
 from cairn.table.types import DataType, DataTypes
 
 __all__ = [
@@ -50,6 +53,7 @@ __all__ = [
     "filesystem_options",
     "filesystem_scan",
     "filesystem_sink",
+    "line_rows",
 ]
 
 #: The metadata a ``filesystem`` source reads, with Flink's types.
@@ -281,4 +285,51 @@ def filesystem_scan(
         scanned: DataStream = stream.uid(f"table-source-{path}")
         return scanned
 
-    return StreamScan(with_metadata(columns, schema, FILE_READABLE), path, reused(build))
+    pushdown = None
+    if (
+        options["format"] == "csv"
+        and not keys
+        and not partitioned
+        and columnar_csv_options(options)
+    ):
+        pushdown = _CsvPushdown(name, path, dict(options), fmt)
+    columns = with_metadata(columns, schema, FILE_READABLE)
+    return StreamScan(columns, path, reused(build), pushdown=pushdown)
+
+
+def line_rows(columns: Columns, options: Mapping[str, str]) -> StreamFormat:
+    """The row-at-a-time format of an unpartitioned table without metadata columns: each
+    non-empty line through the table's deserializer, as a ``+I`` row."""
+    return _LineRows(row_deserializer(options["format"], columns, options))
+
+
+class _CsvPushdown:
+    """A CSV table's scan computing pushed projections, filters and its watermark on Arrow
+    batches (``columnar_csv``); each distinct ``ScanSpec`` is one source (its own uid), and
+    equal ones share it."""
+
+    def __init__(
+        self, name: str, path: str, options: dict[str, str], row_format: StreamFormat
+    ) -> None:
+        self.name = name
+        self.path = path
+        self.options = options
+        self.row_format = row_format
+        self._build = reused(self._source)
+
+    def build(self, spec: ScanSpec) -> Any:
+        return lambda env: self._build(env, spec)
+
+    def _source(self, env: StreamExecutionEnvironment, spec: ScanSpec) -> DataStream:
+        fmt = ColumnarCsvFormat(spec, self.options, self.row_format)
+        builder = FileSourceBuilder(fmt, (self.options["path"],))
+        interval = self.options.get("source.monitor-interval")
+        if interval is not None:
+            builder.monitor_continuously(Duration.of_millis(parse_duration_ms(interval)))
+        strategy = WatermarkStrategy.no_watermarks()
+        if spec.rowtime is not None:
+            strategy = source_watermarks(spec.delay_ms, spec.idle_ms)
+        stream = env.from_source(builder.build(), strategy, f"Source: {self.name}")
+        digest = hashlib.sha1(repr(spec).encode()).hexdigest()[:12]
+        scanned: DataStream = stream.uid(f"table-source-{self.path}-{digest}")
+        return scanned

@@ -123,8 +123,12 @@ class StreamScan(PlanNode):
     stateful: bool = False
     state_ttl_ms: int | None = None
     #: columns that are rowtime attributes with the stream's own watermarks
-    #: (``SOURCE_WATERMARK()``)
+    #: (``SOURCE_WATERMARK()``, or a watermark pushed into the scan)
     rowtimes: tuple[int, ...] = ()
+    #: the connector's offer to compute projections, filters and the watermark in the scan
+    #: (a ``scan_pushdown.ScanPushdown``), and what was pushed (a ``ScanSpec``, or None)
+    pushdown: Any = None
+    spec: Any = None
 
 
 @dataclass(frozen=True)

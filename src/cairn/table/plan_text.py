@@ -59,6 +59,9 @@ def describe(node: PlanNode) -> str:
     if isinstance(node, Values):
         return f"Values(tuples=[{len(node.rows)} rows], fields=[{', '.join(names)}])"
     if isinstance(node, StreamScan):
+        if node.spec is not None:
+            pushed = node.spec.describe()
+            return f"TableSourceScan(table=[{node.name}], {pushed}, fields=[{', '.join(names)}])"
         return f"DataStreamScan(table=[{node.name}], fields=[{', '.join(names)}])"
     if isinstance(node, Calc):
         inner = node.input.columns.names

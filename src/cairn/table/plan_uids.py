@@ -52,6 +52,7 @@ from cairn.table.plan import (
 )
 from cairn.table.plan_text import describe
 from cairn.table.rank import process_kind
+from cairn.table.scan_pushdown import push_into_scans
 from cairn.table.time_attributes import is_proctime
 from cairn.table.translate import Uids
 
@@ -100,7 +101,7 @@ def node_entries(plans: Sequence[PlanNode]) -> list[NodeEntry]:
     uids = Uids()
     entries = []
     for statement, plan in enumerate(plans, 1):
-        for node in _post_order(optimize(plan)):
+        for node in _post_order(push_into_scans(optimize(plan))):
             text = describe(node)
             kind = text.split("(", 1)[0]
             uid = None if isinstance(node, StreamScan | Union) else uids.of(node)

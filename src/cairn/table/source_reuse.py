@@ -33,8 +33,9 @@ def reused(build: Callable[..., _S]) -> Callable[..., _S]:
         key = (id(env), *args)
         entry = built.get(key)
         if entry is None or _target(entry[0]) is not env:
+            if any(_target(ref) is not env for ref, _ in built.values()):
+                built.clear()  # one environment at a time: a new one replaces the old ones
             entry = (_ref(env), build(env, *args))
-            built.clear()  # one environment at a time: a new one replaces the old entry
             built[key] = entry
         return entry[1]
 

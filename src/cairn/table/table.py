@@ -50,6 +50,7 @@ from cairn.table.planner import (
     row_aggregate,
     union_all,
 )
+from cairn.table.scan_pushdown import push_into_scans
 from cairn.table.schema import schema_text
 from cairn.table.sql.expressions import parse_expression
 from cairn.table.state_ttl import join_state_advice
@@ -319,7 +320,8 @@ class Table:
         ...``), or, asked for plan advice, Flink's "No available advice..." when there is
         none."""
         text = "== Abstract Syntax Tree ==\n" + explain(self._node) + "\n\n"
-        text += "== Optimized Logical Plan ==\n" + explain(optimize(self._node)) + "\n"
+        running = push_into_scans(optimize(self._node))
+        text += "== Optimized Logical Plan ==\n" + explain(running) + "\n"
         batch = self._t_env.batch_mode  # a batch job's state lives as long as its input
         advice = [] if batch else join_state_advice(self._node, self._t_env.state_ttl_ms())
         if advice:

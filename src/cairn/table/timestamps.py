@@ -17,7 +17,13 @@ from typing import Any
 from cairn.common.time import Duration
 from cairn.common.watermark_strategy import TimestampAssigner, WatermarkStrategy
 
-__all__ = ["TimeColumnAssigner", "epoch_millis", "timestamp_of_millis", "watermark_strategy"]
+__all__ = [
+    "TimeColumnAssigner",
+    "epoch_millis",
+    "source_watermarks",
+    "timestamp_of_millis",
+    "watermark_strategy",
+]
 
 _EPOCH = datetime.datetime(1970, 1, 1)
 
@@ -55,8 +61,16 @@ def watermark_strategy(time_index: int, delay_ms: int, idle_ms: int = 0) -> Wate
     millisecond, so it is given one less; a zero delay stays one millisecond behind); with
     ``idle_ms`` (``table.exec.source.idle-timeout``), a subtask without rows for that long
     is idle and does not hold the watermark back."""
+    return source_watermarks(delay_ms, idle_ms).with_timestamp_assigner(
+        TimeColumnAssigner(time_index)
+    )
+
+
+def source_watermarks(delay_ms: int, idle_ms: int = 0) -> WatermarkStrategy:
+    """``watermark_strategy`` without a timestamp assigner: for a scan that stamps its rows
+    itself (a watermark pushed into the scan)."""
     bound = Duration.of_millis(max(delay_ms - 1, 0))
     strategy = WatermarkStrategy.for_bounded_out_of_orderness(bound)
     if idle_ms > 0:
         strategy = strategy.with_idleness(Duration.of_millis(idle_ms))
-    return strategy.with_timestamp_assigner(TimeColumnAssigner(time_index))
+    return strategy

@@ -64,6 +64,7 @@ from cairn.table.plan import (
 )
 from cairn.table.plan_text import describe
 from cairn.table.rank import RankFunction, process_kind
+from cairn.table.scan_pushdown import push_into_scans
 from cairn.table.semi_join import SemiAntiJoinFunction
 from cairn.table.state_ttl import with_state_ttl
 from cairn.table.table_aggregate import TableAggFunction
@@ -134,7 +135,7 @@ def to_data_stream(
     stateful nodes without a ``STATE_TTL`` hint (``cairn.table.state_ttl``); ``config`` is
     the table configuration (its ``python.fn-execution.arrow.batch.size``)."""
     plan = with_state_ttl(optimize(node, arrow_batch_size(config)), state_ttl_ms)
-    plan = with_idle_timeout(plan, source_idle_timeout_ms(config))
+    plan = push_into_scans(with_idle_timeout(plan, source_idle_timeout_ms(config)))
     return _translate(plan, env, uids if uids is not None else Uids())
 
 

@@ -141,6 +141,18 @@ class TimestampStamper:
         self._assigner = strategy.timestamp_assigner
         self.emitter = emitter
 
+    def assign_read(
+        self, records: list[Any], timestamps: list[int | None], max_read: int | None
+    ) -> list[Any]:
+        """Records a reader stamped itself (``TimestampedBatch``): the emitter sees
+        ``max_read``, the largest event time the reader read, rows it dropped included;
+        an assigner, if any, re-stamps them as in ``assign``."""
+        if self._assigner is not None:
+            return self.assign(stamp(list(records), timestamps))
+        if max_read is not None:
+            self.emitter.on_event(max_read)
+        return stamp(list(records), timestamps)
+
     def assign(self, records: list[Any]) -> list[Any]:
         assigner = self._assigner
         if assigner is None:

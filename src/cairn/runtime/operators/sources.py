@@ -22,6 +22,7 @@ from cairn.api.connectors import (
     SourceReader,
     SourceReaderContext,
     SplitBatch,
+    TimestampedBatch,
 )
 from cairn.api.state import ListStateDescriptor
 from cairn.common.watermark_strategy import WatermarkStrategy
@@ -115,6 +116,8 @@ class SourceOperator(UserFunctionOperator):
         batch = self.reader.poll_batch(max_records)
         event_time = self._event_time
         if event_time is not None and batch:
+            if type(batch) is TimestampedBatch:
+                return event_time.stamper.assign_read(batch, batch.timestamps, batch.max_read)
             return event_time.stamper.assign(batch)
         return batch
 
