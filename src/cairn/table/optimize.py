@@ -1,4 +1,5 @@
-"""Rewriting a logical plan into the one that runs: adjacent calcs merged, unused columns pruned.
+"""Rewriting a logical plan into the one that runs: adjacent calcs merged, unused columns pruned,
+filters and projections over a join moved to the side they read (``join_pushdown``).
 
 Invariant: pure, and every rewrite keeps what the plan computes — the same rows, in the same
 kinds, under the same column names at the root. A ``Calc`` over a ``Calc`` becomes one
@@ -35,8 +36,9 @@ from collections import Counter
 
 from cairn.table.analysis import Rex, input_references
 from cairn.table.codegen import is_async_calc
+from cairn.table.join_pushdown import prune_join_columns, push_filters_into_join
 from cairn.table.pandas_split import DEFAULT_BATCH_SIZE, calls_pandas, split_pandas_calc
-from cairn.table.plan import Calc, PlanNode, with_inputs
+from cairn.table.plan import Calc, IntervalJoin, Join, PlanNode, with_inputs
 from cairn.table.types import DataTypes
 
 __all__ = ["merge_calcs", "optimize"]
@@ -50,6 +52,10 @@ def optimize(node: PlanNode, arrow_batch_size: int = DEFAULT_BATCH_SIZE) -> Plan
         optimized = tuple(optimize(i, arrow_batch_size) for i in inputs)
         if any(o is not i for o, i in zip(optimized, inputs, strict=True)):
             node = with_inputs(node, optimized)
+    if isinstance(node, Calc) and isinstance(node.input, Join | IntervalJoin):
+        moved = prune_join_columns(push_filters_into_join(node))
+        if moved is not node:  # the moved filters and projections merge with calcs below
+            return optimize(moved, arrow_batch_size)
     if isinstance(node, Calc) and calls_pandas(node):
         return optimize(split_pandas_calc(node, arrow_batch_size), arrow_batch_size)
     if isinstance(node, Calc) and isinstance(node.input, Calc):
