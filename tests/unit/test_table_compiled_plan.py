@@ -214,7 +214,8 @@ def test_a_shape_change_fails_naming_the_first_node_that_differs(tmp_path: Path)
     path = tmp_path / "plan.json"
     t_env = _t_env()
     t_env.compile_plan_sql(QUERY).write_to_file(path)
-    _edit(path, "WHERE v > 0 ", "")  # no filter: no Calc below the aggregate
+    # no filter, and the aggregate reads both columns: no Calc below it
+    _edit(path, "COUNT(*) AS n FROM events WHERE v > 0 ", "COUNT(v) AS n FROM events ")
     with pytest.raises(TableException, match=r"differs in shape .* at node 2 .*has Calc"):
         t_env.execute_plan(PlanReference.from_file(path))
 

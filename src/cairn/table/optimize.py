@@ -1,5 +1,6 @@
 """Rewriting a logical plan into the one that runs: adjacent calcs merged, unused columns pruned,
-filters and projections over a join moved to the side they read (``join_pushdown``).
+filters and projections over a join moved to the side they read (``join_pushdown``), an
+aggregate's input narrowed to what it reads (``aggregate_pruning``).
 
 Invariant: pure, and every rewrite keeps what the plan computes — the same rows, in the same
 kinds, under the same column names at the root. A ``Calc`` over a ``Calc`` becomes one
@@ -34,11 +35,20 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 
+from cairn.table.aggregate_pruning import prune_aggregate_input
 from cairn.table.analysis import Rex, input_references
 from cairn.table.codegen import is_async_calc
 from cairn.table.join_pushdown import prune_join_columns, push_filters_into_join
 from cairn.table.pandas_split import DEFAULT_BATCH_SIZE, calls_pandas, split_pandas_calc
-from cairn.table.plan import Calc, IntervalJoin, Join, PlanNode, with_inputs
+from cairn.table.plan import (
+    Aggregate,
+    Calc,
+    IntervalJoin,
+    Join,
+    PlanNode,
+    WindowAggregate,
+    with_inputs,
+)
 from cairn.table.types import DataTypes
 
 __all__ = ["merge_calcs", "optimize"]
@@ -52,6 +62,10 @@ def optimize(node: PlanNode, arrow_batch_size: int = DEFAULT_BATCH_SIZE) -> Plan
         optimized = tuple(optimize(i, arrow_batch_size) for i in inputs)
         if any(o is not i for o, i in zip(optimized, inputs, strict=True)):
             node = with_inputs(node, optimized)
+    if isinstance(node, Aggregate | WindowAggregate):
+        narrowed = prune_aggregate_input(node)
+        if narrowed is not node:  # the projection below merges with the calcs under it
+            return optimize(narrowed, arrow_batch_size)
     if isinstance(node, Calc) and isinstance(node.input, Join | IntervalJoin):
         moved = prune_join_columns(push_filters_into_join(node))
         if moved is not node:  # the moved filters and projections merge with calcs below
