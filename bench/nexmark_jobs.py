@@ -39,10 +39,18 @@ from bench.nexmark_data import files_per_subtask  # noqa: E402
 __all__ = ["run_query", "verify_query"]
 
 
-def _t_env(opts: CairnOptions, interval_ms: int, checkpoint_dir: str, data: str) -> Any:
+def _t_env(
+    opts: CairnOptions,
+    interval_ms: int,
+    checkpoint_dir: str,
+    data: str,
+    config: dict[str, str] | None = None,
+) -> Any:
     from cairn.table import StreamTableEnvironment
 
     t_env = StreamTableEnvironment.create(bench_environment(opts, interval_ms, checkpoint_dir))
+    for key, value in (config or {}).items():  # e.g. table.exec.mini-batch.*
+        t_env.get_config().set(key, value)
     for statement in nc.flink_ddl(data):
         t_env.execute_sql(statement)
     return t_env
@@ -69,9 +77,15 @@ def _wait(client: Any, timeout_s: float) -> tuple[float, dict[str, Any]]:
     return (master.end_ms or time.time() * 1000) / 1000.0, figures
 
 
-def verify_query(opts: CairnOptions, query: str, data: str, work: str) -> dict[str, int]:
+def verify_query(
+    opts: CairnOptions,
+    query: str,
+    data: str,
+    work: str,
+    config: dict[str, str] | None = None,
+) -> dict[str, int]:
     """The figures of the query's final rows over ``data`` (collected)."""
-    t_env = _t_env(opts, 1000, os.path.join(work, "verify-checkpoints"), data)
+    t_env = _t_env(opts, 1000, os.path.join(work, "verify-checkpoints"), data, config)
     _, insert = nc.query_statements(query)
     rows = t_env.execute_sql(nc.select_of(insert)).collect()
     figures: dict[str, int] = nc.figures((r.get_row_kind().short_string(), tuple(r)) for r in rows)
@@ -87,8 +101,10 @@ def run_query(
     executor: str = "spark",
     verify_data: str = "",
     timeout_s: float = 1800.0,
+    config: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The verifying run (with ``verify_data``), then the timed one; one result."""
+    """The verifying run (with ``verify_data``), then the timed one; one result. ``config``:
+    table configuration keys set on both runs' table environments (``--config k=v``)."""
     opts = CairnOptions(parallelism, executor)
     work = tempfile.mkdtemp(prefix="cairn-bench-nexmark-")
     result = empty_result("cairn", "nexmark", events)
@@ -98,6 +114,7 @@ def run_query(
         checkpoint_interval_ms=interval_ms,
         versions=cairn_versions(),
         executor=executor,
+        table_config=dict(config or {}),
     )
     try:
         if executor == "spark":  # the session's start-up is not the job's
@@ -106,11 +123,11 @@ def run_query(
             get_or_create_spark(None, min_slots=parallelism)
         if verify_data:
             started = time.time()
-            figures = verify_query(opts, query, verify_data, work)
+            figures = verify_query(opts, query, verify_data, work, config)
             result["verify_s"] = round(time.time() - started, 3)
             result.update({f"result_{k}": v for k, v in figures.items()})
         if data:
-            t_env = _t_env(opts, interval_ms, os.path.join(work, "checkpoints"), data)
+            t_env = _t_env(opts, interval_ms, os.path.join(work, "checkpoints"), data, config)
             create, insert = nc.query_statements(query)
             t_env.execute_sql(create)
             result["source_files_per_subtask"] = files_per_subtask(Path(data), parallelism)
@@ -139,7 +156,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parallelism", type=int, default=2)
     parser.add_argument("--executor", choices=["spark", "inprocess"], default="spark")
     parser.add_argument("--timeout", type=float, default=1800.0)
+    parser.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a table configuration key for both runs (repeatable), e.g."
+        " table.exec.mini-batch.enabled=true",
+    )
     args = parser.parse_args(argv)
+    config: dict[str, str] = {}
+    for entry in args.config:
+        key, sep, value = entry.partition("=")
+        if not sep or not key.strip():
+            parser.error(f"--config takes KEY=VALUE, got {entry!r}")
+        config[key.strip()] = value.strip()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     try:
         result = run_query(
@@ -151,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
             args.executor,
             args.verify_data,
             args.timeout,
+            config,
         )
     except Exception as exc:  # report, don't crash: the driver records the reason
         result = empty_result("cairn", "nexmark", args.events)

@@ -53,6 +53,7 @@ from cairn.table.errors import TableException, ValidationError
 from cairn.table.expressions import Expression
 from cairn.table.lookup_source import LookupTable
 from cairn.table.metadata import DATA_STREAM_METADATA, check_metadata, with_metadata
+from cairn.table.mini_batch import mini_batch_settings
 from cairn.table.operators import DataStreamRecords, ToRowFunction
 from cairn.table.plan import (
     ChangelogMode,
@@ -240,6 +241,7 @@ class TableEnvironment:
             self._env,
             state_ttl_ms=self._state_ttl_ms(),
             config=self._config.get_configuration(),
+            mini_batch=self.mini_batch(),
         )
         return stream.map(ToRowFunction(columns.names), info)
 
@@ -402,6 +404,11 @@ class TableEnvironment:
         warns of joins without one)."""
         return self._state_ttl_ms()
 
+    def mini_batch(self) -> tuple[int, int] | None:
+        """``(allow-latency ms, size)`` when ``table.exec.mini-batch.enabled`` (streaming
+        only, as in Flink), else ``None``; bad values raise ``ConfigurationError``."""
+        return None if self._batch else mini_batch_settings(self._config.get_configuration())
+
     def _job_name(self, default: str) -> str:
         """``pipeline.name`` when set (Flink's rule for table jobs), else ``default``."""
         name = self._config.get("pipeline.name")
@@ -414,6 +421,7 @@ class TableEnvironment:
             self._env,
             state_ttl_ms=self._state_ttl_ms(),
             config=self._config.get_configuration(),
+            mini_batch=self.mini_batch(),
         )
         name = self._job_name("collect")
         iterator = stream.execute_and_collect(name)
@@ -447,7 +455,12 @@ class TableEnvironment:
         uids = uids or Uids()  # one job: a subplan two statements share gets distinct uids
         for sink, table in sinks:
             stream = to_data_stream(
-                table.plan, self._env, uids, self._state_ttl_ms(), self._config.get_configuration()
+                table.plan,
+                self._env,
+                uids,
+                self._state_ttl_ms(),
+                self._config.get_configuration(),
+                self.mini_batch(),
             )
             sink.add_to(stream, table.plan.columns)
         paths = [f"default_catalog.default_database.{sink.name}" for sink, _ in sinks]

@@ -1,13 +1,12 @@
-"""Flink's mini-batch and two-phase aggregation options, accepted so that Flink SQL scripts
-that set them run unchanged.
+"""Flink's mini-batch and two-phase aggregation options.
 
-Invariant: none of them changes what Cairn computes or emits. Flink's mini-batch buffers
-input records for ``allow-latency`` or ``size`` records and then updates each key's
-accumulators once (fewer state accesses and fewer intermediate ``-U``/``+U``), and
-``TWO_PHASE`` splits an aggregate into a local pre-aggregation before the shuffle and a
-global one after it (for skewed keys). Cairn's group aggregate already runs a whole input
-batch per call through generated code (``group_agg_code``), one state access per record, and
-plans one phase: these keys are validated and recorded, and change nothing yet.
+Invariant: ``table.exec.mini-batch.enabled`` (streaming only) makes every group aggregate
+buffer its input and update each key's accumulators once per batch, emitting at most one
+change per key (``cairn.table.mini_batch`` reads and validates the three keys: enabled needs
+``allow-latency`` > 0 and ``size`` > 0; ``cairn.table.mini_batch_agg`` runs it). Off (the
+default), nothing changes. ``table.optimizer.agg-phase-strategy`` is validated and recorded
+and changes nothing yet: Cairn plans an aggregate in one phase (no local pre-aggregation
+before the shuffle).
 
 >>> from cairn.common.config_registry import parse_value
 >>> parse_value("table.optimizer.agg-phase-strategy", "two_phase")
@@ -21,6 +20,7 @@ from cairn.common.config_registry import ConfigOption, register_option
 __all__ = ["ACCEPTED_EXEC_OPTIONS"]
 
 _NOTE = " Accepted for Flink compatibility; Cairn does not change its plan for it yet."
+_MINI = " Streaming group aggregates; enabled, allow-latency and size must be positive."
 
 ACCEPTED_EXEC_OPTIONS = (
     register_option(
@@ -28,7 +28,7 @@ ACCEPTED_EXEC_OPTIONS = (
             "table.exec.mini-batch.enabled",
             "bool",
             False,
-            "Flink: buffer input records to update each key's aggregate once per batch." + _NOTE,
+            "Buffer input records to update each key's aggregate once per batch." + _MINI,
         )
     ),
     register_option(
@@ -36,7 +36,7 @@ ACCEPTED_EXEC_OPTIONS = (
             "table.exec.mini-batch.allow-latency",
             "duration",
             0,
-            "Flink: the longest a mini-batch buffers records." + _NOTE,
+            "The longest a mini-batch buffers records (a batch ends at its multiples)." + _MINI,
         )
     ),
     register_option(
@@ -44,7 +44,7 @@ ACCEPTED_EXEC_OPTIONS = (
             "table.exec.mini-batch.size",
             "int",
             -1,
-            "Flink: the most records a mini-batch buffers." + _NOTE,
+            "The most records a mini-batch buffers." + _MINI,
         )
     ),
     register_option(

@@ -27,11 +27,13 @@ from cairn.table.analysis import AggCall
 
 __all__ = [
     "GroupAggCode",
+    "MiniBatchAggCode",
     "accumulate_lines",
     "accumulator_namespace",
     "creates_source",
     "group_agg_source",
     "key_source",
+    "mini_batch_source",
 ]
 
 #: ``group_agg(records, stamps, set_key, value, update, clear, out, out_stamps)``: appends the
@@ -126,8 +128,109 @@ def group_agg_source(keys: Sequence[int], calls: Sequence[AggCall]) -> str:
     return "\n".join(lines)
 
 
+def mini_batch_source(keys: Sequence[int], calls: Sequence[AggCall]) -> str:
+    """The sources of ``buffer`` and ``fold`` of a mini-batch ``GROUP BY keys`` (Flink's
+    ``MiniBatchGroupAggFunction``).
+
+    ``buffer(records, stamps, bundle, last)`` appends each record to its key's list in
+    ``bundle`` (and, when ``stamps`` is not None, puts its timestamp in ``last[key]``).
+    ``fold(bundle, last, set_key, value, update, clear, out, out_stamps)`` folds each key's
+    records into its state with one read and at most one write, in arrival order with the
+    per-record rules (a retraction of a group that has no rows is ignored; a group whose
+    rows were all retracted starts again from fresh accumulators), then emits one change per
+    key: ``+I`` for a new group, ``-U``/``+U`` for a changed result, ``-D`` for a group gone,
+    nothing otherwise; each carries the key's last timestamp (``last.get(key)``).
+    """
+    aggs = [_code_accumulator(c) for c in calls]
+    results = "".join(f"{_result(a, i)}, " for i, a in enumerate(aggs))
+    key = key_source(keys)
+    lines = [
+        "def buffer(records, stamps, bundle, last):",
+        "    get = bundle.get",
+        "    if stamps is None:",
+        "        for record in records:",
+        "            row = record[1]",
+        f"            key = {key}",
+        "            listed = get(key)",
+        "            if listed is None:",
+        "                bundle[key] = [record]",
+        "            else:",
+        "                listed.append(record)",
+        "        return",
+        "    for record, t in zip(records, stamps):",
+        "        row = record[1]",
+        f"        key = {key}",
+        "        listed = get(key)",
+        "        if listed is None:",
+        "            bundle[key] = [record]",
+        "        else:",
+        "            listed.append(record)",
+        "        last[key] = t",
+        "",
+        "def fold(bundle, last, set_key, value, update, clear, out, out_stamps):",
+        "    emit = out.append",
+        "    stamp = out_stamps.append",
+        "    last_of = last.get",
+        "    for key, records in bundle.items():",
+        "        set_key(key)",
+        "        state = value()",
+        "        if state is None:",
+        "            count = 0",
+        "            accs = None",
+        "            before = None",
+        "        else:",
+        "            count = state[0]",
+        "            accs = state[1]",
+        f"            before = ({results})",
+        "        for kind, row in records:",
+        "            if kind == 0 or kind == 2:",
+        "                if count <= 0:",
+        f"                    accs = {creates_source(calls)}",
+        "                    count = 0",
+        *(f"                {line}" for line in accumulate_lines(calls, "accs", adding=True)),
+        "                count += 1",
+        "            elif count > 0:",
+        *(f"                {line}" for line in accumulate_lines(calls, "accs", adding=False)),
+        "                count -= 1",
+        "        if count <= 0:",
+        "            if state is not None:",
+        "                clear()",
+        "                emit((3, key + before))",
+        "                stamp(last_of(key))",
+        "            continue",
+        "        if state is None:",
+        "            update([count, accs])",
+        "        else:",
+        "            state[0] = count",
+        "            state[1] = accs",
+        "            update(state)",
+        f"        after = ({results})",
+        "        if before is None:",
+        "            emit((0, key + after))",
+        "            stamp(last_of(key))",
+        "        elif after != before:",
+        "            t = last_of(key)",
+        "            emit((1, key + before))",
+        "            emit((2, key + after))",
+        "            stamp(t)",
+        "            stamp(t)",
+    ]
+    return "\n".join(lines)
+
+
 def _result(agg: Accumulator, i: int) -> str:
     return agg.inline_result(f"accs[{i}]", f"_agg{i}")
+
+
+class MiniBatchAggCode:
+    """``buffer`` and ``fold`` (``mini_batch_source``) compiled once per subtask."""
+
+    def __init__(self, keys: Sequence[int], calls: Sequence[AggCall]) -> None:
+        namespace = accumulator_namespace(calls)
+        source = mini_batch_source(keys, calls)
+        exec(compile(source, "<cairn-mini-batch-agg>", "exec"), namespace)
+        self.buffer: Callable[..., None] = namespace["buffer"]
+        self.fold: Callable[..., None] = namespace["fold"]
 
 
 class GroupAggCode:

@@ -40,6 +40,7 @@ __all__ = [
     "Join",
     "Limit",
     "LookupJoin",
+    "MiniBatchAssigner",
     "OverAggregate",
     "PlanNode",
     "PythonCalc",
@@ -174,6 +175,9 @@ class Aggregate(PlanNode):
     calls: tuple[AggCall, ...] = ()
     final_only: bool = False
     state_ttl_ms: int | None = None
+    #: ``(allow-latency ms, size)`` when ``table.exec.mini-batch.enabled`` buffers its input
+    #: (``cairn.table.mini_batch``); like the TTL, not part of what the node computes: no uid
+    mini_batch: tuple[int, int] | None = None
 
     def __init__(
         self,
@@ -183,6 +187,7 @@ class Aggregate(PlanNode):
         columns: Columns,
         final_only: bool = False,
         state_ttl_ms: int | None = None,
+        mini_batch: tuple[int, int] | None = None,
     ) -> None:
         object.__setattr__(self, "columns", columns)
         object.__setattr__(self, "input", input)
@@ -190,6 +195,7 @@ class Aggregate(PlanNode):
         object.__setattr__(self, "calls", calls)
         object.__setattr__(self, "final_only", final_only)
         object.__setattr__(self, "state_ttl_ms", state_ttl_ms)
+        object.__setattr__(self, "mini_batch", mini_batch)
 
     @property
     def inputs(self) -> tuple[PlanNode, ...]:
@@ -256,6 +262,23 @@ class WatermarkAssigner(PlanNode):
     #: ``table.exec.source.idle-timeout`` (0: never idle): a subtask without rows for this
     #: long stops holding the watermark back (not part of what the node computes: no uid)
     idle_timeout_ms: int = 0
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.input,)
+
+
+@dataclass(frozen=True)
+class MiniBatchAssigner(PlanNode):
+    """Flink's ``MiniBatchAssigner`` above a source (or its watermark assigner) when
+    ``table.exec.mini-batch.enabled``: the input's rows unchanged. Cairn's mini-batch
+    operators keep their own latency timers, so it runs no operator; it shows the plan's
+    mini-batch interval and mode (``ProcTime``, or ``RowTime`` below a node that needs
+    watermarks)."""
+
+    input: PlanNode = field(default=None)  # type: ignore[assignment]
+    interval_ms: int = 0
+    mode: str = "ProcTime"
 
     @property
     def inputs(self) -> tuple[PlanNode, ...]:
@@ -578,7 +601,10 @@ def changelog_mode(node: PlanNode) -> ChangelogMode:
         return changelog_mode(node.left)
     if isinstance(node, TemporalSort):
         return ChangelogMode.INSERT_ONLY
-    if isinstance(node, Calc | PythonCalc | Limit | Correlate | WatermarkAssigner | LookupJoin):
+    if isinstance(
+        node,
+        Calc | PythonCalc | Limit | Correlate | WatermarkAssigner | LookupJoin | MiniBatchAssigner,
+    ):
         return changelog_mode(node.inputs[0])
     if isinstance(node, Union):  # the union of its inputs' modes
         modes = {changelog_mode(i) for i in node.inputs}

@@ -29,6 +29,7 @@ from cairn.table.plan import (
     Join,
     Limit,
     LookupJoin,
+    MiniBatchAssigner,
     OverAggregate,
     PlanNode,
     PythonCalc,
@@ -95,6 +96,8 @@ def describe(node: PlanNode) -> str:
         select = ", ".join([*(names[: len(node.keys)]), *calls])
         head = f"groupBy=[{keys}], " if keys else ""
         return f"GroupAggregate({head}select=[{select}])"
+    if isinstance(node, MiniBatchAssigner):
+        return f"MiniBatchAssigner(interval=[{node.interval_ms}ms], mode=[{node.mode}])"
     if isinstance(node, Limit):
         return f"Limit(offset=[0], fetch=[{node.count}])"
     if isinstance(node, Deduplicate):

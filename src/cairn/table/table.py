@@ -28,6 +28,7 @@ from cairn.table.analysis import (
 )
 from cairn.table.errors import ValidationError
 from cairn.table.expressions import Expression, col, expressions
+from cairn.table.mini_batch import with_mini_batch
 from cairn.table.optimize import optimize
 from cairn.table.plan import (
     Aggregate,
@@ -87,6 +88,10 @@ class TableContext(Protocol):
 
     def state_ttl_ms(self) -> int:
         """``table.exec.state.ttl`` as the planner applies it (0: state kept forever)."""
+        ...
+
+    def mini_batch(self) -> tuple[int, int] | None:
+        """``(allow-latency ms, size)`` of an enabled ``table.exec.mini-batch``, else None."""
         ...
 
     def execute_insert(self, table: Table, table_path: str) -> TableResult: ...
@@ -321,6 +326,7 @@ class Table:
         none."""
         text = "== Abstract Syntax Tree ==\n" + explain(self._node) + "\n\n"
         running = push_into_scans(optimize(self._node))
+        running = with_mini_batch(running, self._t_env.mini_batch())
         text += "== Optimized Logical Plan ==\n" + explain(running) + "\n"
         batch = self._t_env.batch_mode  # a batch job's state lives as long as its input
         advice = [] if batch else join_state_advice(self._node, self._t_env.state_ttl_ms())

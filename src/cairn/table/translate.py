@@ -26,6 +26,8 @@ from cairn.table.group_window import GroupWindowAggFunction
 from cairn.table.interval_join import IntervalJoinFunction
 from cairn.table.join import JoinFunction
 from cairn.table.lookup_join import LookupJoinFunction
+from cairn.table.mini_batch import with_mini_batch
+from cairn.table.mini_batch_agg import MiniBatchGroupAggFunction
 from cairn.table.operators import (
     AsyncCalcFunction,
     CalcFunction,
@@ -45,6 +47,7 @@ from cairn.table.plan import (
     Join,
     Limit,
     LookupJoin,
+    MiniBatchAssigner,
     OverAggregate,
     PlanNode,
     PythonCalc,
@@ -91,6 +94,8 @@ def plan_uid(node: PlanNode) -> str:
     """A node's uid from what it computes and what it reads (a hash over its description and
     its inputs' uids): it changes when the node or anything upstream of it changes, never
     when another statement or a node downstream does."""
+    if isinstance(node, MiniBatchAssigner):  # runs no operator: toggling mini-batch keeps uids
+        return plan_uid(node.input)
     content = describe(node)
     if isinstance(node, Values):
         content += repr(node.rows)
@@ -128,18 +133,24 @@ def to_data_stream(
     uids: Uids | None = None,
     state_ttl_ms: int = 0,
     config: Configuration | None = None,
+    mini_batch: tuple[int, int] | None = None,
 ) -> DataStream:
     """The DataStream of ``(kind, row)`` records computing ``node`` (its plan optimized
     first: ``optimize``); ``uids`` names the operators of one job (give the same one for every
     statement of a statement set); ``state_ttl_ms`` is ``table.exec.state.ttl`` for the
     stateful nodes without a ``STATE_TTL`` hint (``cairn.table.state_ttl``); ``config`` is
-    the table configuration (its ``python.fn-execution.arrow.batch.size``)."""
+    the table configuration (its ``python.fn-execution.arrow.batch.size``); ``mini_batch``
+    the ``(allow-latency ms, size)`` of ``table.exec.mini-batch.*`` when it is enabled
+    (``cairn.table.mini_batch``)."""
     plan = with_state_ttl(optimize(node, arrow_batch_size(config)), state_ttl_ms)
     plan = push_into_scans(with_idle_timeout(plan, source_idle_timeout_ms(config)))
+    plan = with_mini_batch(plan, mini_batch)
     return _translate(plan, env, uids if uids is not None else Uids())
 
 
 def _translate(node: PlanNode, env: StreamExecutionEnvironment, uids: Uids) -> DataStream:
+    if isinstance(node, MiniBatchAssigner):
+        return _translate(node.input, env, uids)
     if isinstance(node, Values):
         records = [(0, row) for row in node.rows]
         return _labelled(env.from_collection(records), node, uids, "Values")
@@ -182,9 +193,15 @@ def _translate(node: PlanNode, env: StreamExecutionEnvironment, uids: Uids) -> D
     if isinstance(node, Aggregate):
         upstream = _translate(node.input, env, uids)
         keyed: Any = upstream.key_by(fields_key(node.keys))
-        aggregated = keyed.process(
-            GroupAggFunction(node.calls, node.final_only, node.keys, node.state_ttl_ms)
-        )
+        group_agg: Any
+        if node.mini_batch is not None and not node.final_only:
+            latency_ms, size = node.mini_batch
+            group_agg = MiniBatchGroupAggFunction(
+                node.calls, node.keys, latency_ms, size, node.state_ttl_ms
+            )
+        else:
+            group_agg = GroupAggFunction(node.calls, node.final_only, node.keys, node.state_ttl_ms)
+        aggregated = keyed.process(group_agg)
         if not node.keys:
             aggregated = aggregated.set_parallelism(1)
         return _labelled(aggregated, node, uids, describe(node))

@@ -8,7 +8,10 @@ over ``(timestamp, key)``), so a timer that a firing timer registers or deletes 
 order: event-time timers when a watermark reaches them, before the watermark is passed on;
 processing-time timers when the task's clock passes them (the task polls ``next_timer_ms``
 once per loop). What event-time timers emit carries the timer's timestamp (processing-time
-timers emit records without one, as in Flink).
+timers emit records without one, as in Flink). A process function that buffers a bundle
+(``finish_bundle``) has it emitted before any watermark is passed on, before a checkpoint
+barrier (``prepare_snapshot_pre_barrier``: no snapshot holds one), at the end of input and when
+its ``bundle_due_ms`` passes on the processing-time clock.
 """
 
 from __future__ import annotations
@@ -244,6 +247,48 @@ class KeyedProcessOperator(KeyedOperatorBase):
         self._flush = flush if callable(flush) else None
         # ... and plain (unstamped) batches too, when it says so (processing-time windows).
         self._keyed_batch_plain = bool(getattr(self.function, "keyed_batch_plain", False))
+        # A function that buffers input in a bundle (a mini-batch aggregate) says when it is
+        # due (``bundle_due_ms``, processing time) and emits it on ``finish_bundle(set_key)``:
+        # then, before a watermark is passed on, before a barrier and at the end of input.
+        finish = getattr(self.function, "finish_bundle", None)
+        self._finish_bundle: Callable[..., tuple[list[Any], list[int | None] | None]] | None = (
+            finish if callable(finish) else None
+        )
+
+    def _emit_bundle(self) -> None:
+        finish = self._finish_bundle
+        if finish is not None:
+            results, stamps = finish(self.backend.set_current_key)
+            if results:
+                emit_results(self.output, self.side_outputs, results, stamps)
+
+    def next_timer_ms(self) -> int | None:
+        t = self.backend.next_timer_ms()
+        if self._finish_bundle is None:
+            return t
+        due: int | None = self.function.bundle_due_ms
+        if due is None or (t is not None and t < due):
+            return t
+        return due
+
+    def on_processing_time(self, now_ms: int) -> None:
+        if self._finish_bundle is not None:
+            due = self.function.bundle_due_ms
+            if due is not None and due <= now_ms:
+                self._emit_bundle()
+        super().on_processing_time(now_ms)
+
+    def process_watermark(self, timestamp: int) -> None:
+        self._emit_bundle()
+        super().process_watermark(timestamp)
+
+    def prepare_snapshot_pre_barrier(self, checkpoint_id: CheckpointId) -> None:
+        self._emit_bundle()
+        super().prepare_snapshot_pre_barrier(checkpoint_id)
+
+    def finish(self) -> None:
+        self._emit_bundle()
+        super().finish()
 
     def process_batch(self, records: list[Any]) -> None:
         batch = self._keyed_batch
