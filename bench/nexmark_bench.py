@@ -4,18 +4,19 @@
 Invariant: every system reads the same bytes — ``bench/nexmark_data.py`` writes Cairn's
 generated events (fixed seed) once as CSV files, one column per field of person/auction/bid
 (``p_``/``a_``/``b_``) plus ``event_type``, and each system defines the table ``events`` over
-them (its file connector, ``csv``) with nexmark-flink's ``dateTime`` and ``WATERMARK ...
-- INTERVAL '4' SECOND`` and the views ``person``, ``auction``, ``bid`` — nexmark-flink's
-views adapted to the flat layout (its datagen table nests them in ROWs, which is what
-Cairn's ``nexmark`` connector offers; the benchmark reads files so that every engine parses
-the same input). Cairn and Flink run the query file's text (``bench/nexmark/queries``) into
-its ``blackhole`` sink, Spark its Spark SQL statement (``nexmark_common.SPARK_SQL``) into
-``noop``; parallelism 2, 1 s exactly-once checkpoints (Spark: a micro-batch commit per 1 s
-trigger). Results are checked: before the timed runs, each system runs each query over
-``--verify-events`` events (a run of its own), collected, and its final rows' count and
-checksum must equal the reference (``bench/nexmark_oracle.py`` for q0, q1, q2, q5; else
-Flink SQL's); a mismatch withholds the system's figure for the query (``invalid``), a figure
-with no reference to compare is shown ``unchecked``.
+them (its file connector, ``csv``) with nexmark-flink's ``dateTime`` and ``WATERMARK ... -
+INTERVAL '4' SECOND`` and the views ``person``, ``auction``, ``bid`` — nexmark-flink's views
+adapted to the flat layout (its datagen table nests them in ROWs, which is what Cairn's
+``nexmark`` connector offers; the benchmark reads files so that every engine parses the same
+input). Cairn and Flink run the query file's text (``bench/nexmark/queries``) into its
+``blackhole`` sink, Spark its Spark SQL statement (``nexmark_common.SPARK_SQL``) into ``noop``;
+parallelism 2, 1 s exactly-once checkpoints (Spark: a micro-batch commit per 1 s trigger);
+Cairn and Flink with nexmark-flink's table configuration (mini-batch, 2 s / 50,000 rows:
+``nexmark_common.TABLE_CONFIG``). Results are checked: before the timed runs, each system runs
+each query over ``--verify-events`` events (a run of its own), collected, and its final rows'
+count and checksum must equal the reference (``bench/nexmark_oracle.py`` for q0, q1, q2, q5;
+else Flink SQL's); a mismatch withholds the system's figure for the query (``invalid``), a
+figure with no reference to compare is shown ``unchecked``.
 
 Throughput = events / wall time from the job's submission to its end (its bounded input
 read and processed): the JVM, Spark session and table environment start before it, the
@@ -80,6 +81,7 @@ def command(
         return [
             sys.executable, "-m", "bench.nexmark_jobs", *args, "--events", str(events),
             "--executor", executor, "--timeout", str(timeout_s),
+            *(a for k, v in nc.TABLE_CONFIG.items() for a in ("--config", f"{k}={v}")),
         ]  # fmt: skip
     return [
         sys.executable, str(PEERS / "run_peer.py"), "--system", PEER_NAMES[system],
@@ -265,7 +267,8 @@ def section(meta: Mapping[str, Any], results: Sequence[Mapping[str, Any]]) -> li
         "second of event time) in CSV files every system reads, nexmark-flink's views "
         "adapted to the flat layout, 4 s watermark; parallelism 2, 1 s exactly-once "
         "checkpoints (Spark: a micro-batch commit per 1 s trigger). Cairn and Flink SQL "
-        "(PyFlink 2.3, JVM runtime) run the query files' text into `blackhole`; Spark 4.3 SS "
+        "(PyFlink 2.3, JVM runtime) run the query files' text into `blackhole`, both with "
+        "nexmark-flink's mini-batch configuration (2 s, 50,000 rows); Spark 4.3 SS "
         "its Spark SQL form into `noop`. Events/s = events / (job submission to its end). "
         f"Results checked over {meta['verify_events']:,} events against "
         + ", ".join(f"{q}: {r['source']}" for q, r in sorted(refs.items()))

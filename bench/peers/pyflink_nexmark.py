@@ -32,6 +32,8 @@ KINDS = {"INSERT": "+I", "UPDATE_BEFORE": "-U", "UPDATE_AFTER": "+U", "DELETE": 
 def _t_env(args: argparse.Namespace, work: Path, data: str) -> Any:
     args.rest_port = free_port()
     t_env = make_env(args, work, checkpoints=True)
+    for key, value in nc.TABLE_CONFIG.items():  # nexmark-flink's own configuration
+        t_env.get_config().set(key, value)
     for statement in nc.flink_ddl(str(Path(data).resolve())):
         t_env.execute_sql(statement)
     return t_env
