@@ -194,6 +194,25 @@ def test_threshold_decides_between_thread_and_child(monkeypatch: pytest.MonkeyPa
     assert snapshot_forks(_copy_of(b))
 
 
+def test_a_map_with_many_entries_under_one_key_counts_them_all() -> None:
+    """A join keeps every row of a key in one map: its entries, not its keys, are what a
+    synchronous copy would pickle, so they decide the fork."""
+    b = HeapKeyedStateBackend(FULL, MAX_P, clock=ManualClock(), fork_threshold=50)
+    rows = b.get_partitioned_state(MapStateDescriptor("rows", None, None))
+    b.set_current_key("auction-1")
+    for i in range(49):
+        rows.put(("bid", i), 1)
+    assert b.num_entries() == 49
+    before = _children()
+    b.snapshot(1)(MemoryStateFiles())
+    assert not _children() - before
+    rows.put(("bid", 49), 1)
+    assert b.num_entries() == 50
+    write = b.snapshot(2)
+    assert _children() - before  # forked for one key holding 50 rows
+    write(MemoryStateFiles())
+
+
 def _copy_of(b: HeapKeyedStateBackend) -> HeapKeyedStateBackend:
     """A restored copy of ``b`` configured as a job's worker would configure it now: with the
     state settings the API reads (environment overrides included) when it prepares a job."""

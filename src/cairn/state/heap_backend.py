@@ -318,8 +318,20 @@ class HeapKeyedStateBackend(KeyContextOwner, KeyedStateBackend):
         return write
 
     def num_entries(self) -> int:
-        """Keys with a value, summed over all states (decides how snapshots are taken)."""
-        return sum(len(t.groups[kg]) for t in self._tables.values() for kg in self._owned)
+        """Entries summed over all states (decides how snapshots are taken): a key's value,
+        or each element of a list or map state's value, which a snapshot copies one by one
+        (a join keeps every row of a key in one map)."""
+        total = 0
+        for t in self._tables.values():
+            for kg in self._owned:
+                group = t.groups[kg]
+                if t.kind in _CONTAINER_KINDS:
+                    total += sum(
+                        len(v) if isinstance(v, dict | list) else 1 for v in group.values()
+                    )
+                else:
+                    total += len(group)
+        return total
 
     def _capture(
         self, share: bool
