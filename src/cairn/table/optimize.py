@@ -75,6 +75,8 @@ def optimize(node: PlanNode, arrow_batch_size: int = DEFAULT_BATCH_SIZE) -> Plan
     if isinstance(node, Calc) and isinstance(node.input, Calc):
         merged = merge_calcs(node, node.input)
         if merged is not None:
+            if isinstance(merged.input, Join | IntervalJoin):  # the join rules see it whole
+                return optimize(merged, arrow_batch_size)
             return merged
     return node
 
