@@ -326,3 +326,34 @@ def test_processing_time_slices_fire_what_the_windows_fire(case: int) -> None:
     sliced = run(SlicingWindowAggFunction)
     assert sliced == run(GroupWindowAggFunction)
     assert sum(map(len, sliced)) > 40
+
+
+@pytest.mark.parametrize("batch", [False, True], ids=["rows", "batches"])
+def test_filtered_aggregates_fire_from_slices_as_per_window(batch: bool) -> None:
+    """``AGG(x) FILTER (WHERE c)`` over slices: only rows whose ``c`` is TRUE count."""
+    calls = [
+        AggCall("count_star", -1, DataTypes.BIGINT(False), filter_arg=3),
+        AggCall("sum", 2, BIGINT, BIGINT, filter_arg=3),
+        AggCall("max", 2, BIGINT, BIGINT, distinct=True, filter_arg=3),
+    ]
+    events = random_events(5)
+
+    def run(kind: type) -> list[Any]:
+        w = WINDOWS[2][0].on("ts").alias("w")
+        h = _harness(kind(w, 0, calls, ["end"], keys=(1,) if batch else None))
+        for kind_, payload in events:
+            if kind_ == "watermark":
+                h.op.process_watermark(min(payload, MAX_WATERMARK))
+                continue
+            records = [
+                (0, (timestamp_of_millis(ts), key, v, None if v is None else v % 3 == 0))
+                for ts, key, v in payload
+            ]
+            stamps = [ts for ts, _, _ in payload]
+            h.op.process_batch(stamp(records, stamps) if batch else records)
+        return h.records()
+
+    sliced = run(SlicingWindowAggFunction)
+    assert sliced == run(GroupWindowAggFunction)
+    counts = [r[1][2] for r, _ in sliced]
+    assert len(counts) > 20 and 0 in counts, "windows whose rows the filter all left out"

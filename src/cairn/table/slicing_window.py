@@ -29,7 +29,7 @@ from cairn.table.analysis import AggCall
 from cairn.table.group_window import window_property
 from cairn.table.operators import INSERT, open_functions
 from cairn.table.slices import SliceAssigner
-from cairn.table.slicing_window_code import SliceAggCode, register_windows
+from cairn.table.slicing_window_code import MergeCode, SliceAggCode, register_windows
 from cairn.table.timestamps import epoch_millis
 from cairn.table.window import GroupWindow
 
@@ -71,6 +71,9 @@ class SlicingWindowAggFunction(KeyedProcessFunction[Any, Any, Any]):
             MapStateDescriptor(SLICES_STATE, Types.LONG(), Types.PICKLED_BYTE_ARRAY())
         )
         open_functions([c.wrapper for c in self.calls if c.wrapper is not None], runtime_context)
+        self._merge = MergeCode(self.calls)
+        self._window_end: int | None = None  # the last fired window's end, and its columns
+        self._window: tuple[Any, ...] = ()
         if self.keys is not None and not self.processing_time:
             # Whole stamped batches through generated code (same state, same timers).
             self._batch = SliceAggCode(self.keys, self.calls, self.time_index, self.slices)
@@ -147,45 +150,33 @@ class SlicingWindowAggFunction(KeyedProcessFunction[Any, Any, Any]):
         end = timestamp + 1
         slices = self.slices
         start = slices.window_start(end)
-        state = self._slices
-        aggs = self._accumulators
-        if slices.cumulate:
-            merged = self._fold(start, end)
-        else:
-            merged = None
-            expiring = start + slices.window_step  # slices up to here have no later window
-            for slice_end in slices.slices_of(end):
-                accs = state.get(slice_end)
-                if accs is None:
-                    continue
-                if merged is None:
-                    merged = [a.create() for a in aggs]
-                merged = [a.merge(m, s) for a, m, s in zip(aggs, merged, accs, strict=True)]
-                if slice_end <= expiring:
-                    state.remove(slice_end)
-        if merged is None:
+        kept = [(e, accs) for e, accs in sorted(self._slices.items()) if start < e <= end]
+        if not kept:
             return ()
-        results = tuple(a.result(acc) for a, acc in zip(aggs, merged, strict=True))
-        window = tuple(window_property(p, start, end) for p in self.properties)
-        return ((INSERT, ctx.get_current_key() + window + results),)
+        code = self._merge
+        if slices.cumulate:
+            merged = self._fold(start, end, kept)
+        else:
+            merged = code.merge_into(code.fresh(), [accs for _, accs in kept])
+            expiring = start + slices.window_step  # slices up to here have no later window
+            for slice_end, _ in kept:
+                if slice_end <= expiring:
+                    self._slices.remove(slice_end)
+        if self._window_end != end:  # every key's window ending here: the same columns
+            self._window_end = end
+            self._window = tuple(window_property(p, start, end) for p in self.properties)
+        return ((INSERT, ctx.get_current_key() + self._window + code.results(merged)),)
 
-    def _fold(self, start: int, end: int) -> list[Any] | None:
-        """A cumulating window's accumulators: the period's first slice with every later
-        slice up to ``end`` folded into it (kept there, or all removed at the period's
-        end); None when the window has no row."""
-        state, aggs, piece = self._slices, self._accumulators, self.slices.slice_ms
-        first = start + piece
-        folded: list[Any] | None = state.get(first)
-        for slice_end in range(first + piece, end + 1, piece):
-            accs = state.get(slice_end)
-            if accs is None:
-                continue
-            if folded is None:
-                folded = [a.create() for a in aggs]
-            folded = [a.merge(f, s) for a, f, s in zip(aggs, folded, accs, strict=True)]
-            state.remove(slice_end)
-        if folded is None:
-            return None
+    def _fold(self, start: int, end: int, kept: list[tuple[int, list[Any]]]) -> list[Any]:
+        """A cumulating window's accumulators: the period's first slice with the later
+        slices up to ``end`` folded into it (kept there, or all removed at the period's
+        end)."""
+        state, first = self._slices, start + self.slices.slice_ms
+        folded = kept[0][1] if kept[0][0] == first else self._merge.fresh()
+        self._merge.merge_into(folded, [accs for e, accs in kept if e != first])
+        for slice_end, _ in kept:
+            if slice_end != first:
+                state.remove(slice_end)
         if end == start + self.slices.size_ms:
             state.remove(first)
         else:

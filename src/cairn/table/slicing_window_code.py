@@ -12,7 +12,8 @@ operator writes back into the map state before any timer fires and before any sn
 what fires and what is saved is what the row path would have stored; the watermark is the
 same for a whole batch (watermarks arrive between batches).
 
->>> from cairn.table.analysis import AggCall
+>>> from cairn.table.aggregates import accumulator_for, unfiltered
+from cairn.table.analysis import AggCall
 >>> from cairn.table.types import DataTypes
 >>> from cairn.table.window import Slide
 >>> calls = [AggCall("count_star", -1, DataTypes.BIGINT(False))]
@@ -24,9 +25,10 @@ same for a whole batch (watermarks arrive between batches).
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from cairn.table.aggregates import accumulator_for, unfiltered
 from cairn.table.analysis import AggCall
 from cairn.table.group_agg_code import (
     accumulate_lines,
@@ -37,7 +39,7 @@ from cairn.table.group_agg_code import (
 from cairn.table.slices import SliceAssigner
 from cairn.table.timestamps import epoch_millis
 
-__all__ = ["SliceAggCode", "register_windows", "slice_agg_source"]
+__all__ = ["MergeCode", "SliceAggCode", "merge_source", "register_windows", "slice_agg_source"]
 
 #: ``slice_agg(records, set_key, get, register, watermark, cache)``: ``cache`` maps
 #: ``(key, slice end)`` to the accumulators being added to, written back by the caller
@@ -106,6 +108,31 @@ def slice_agg_source(
     return "\n".join(lines)
 
 
+def merge_source(calls: Sequence[AggCall]) -> str:
+    """The source of ``fresh()`` (new accumulators), ``merge_into(accs, slices)`` (every
+    slice's accumulators merged into ``accs``, the slices left as they were) and
+    ``results(accs)`` (the aggregates' values)."""
+    merges = [
+        accumulator_for(unfiltered(c)).inline_merge(f"accs[{i}]", f"other[{i}]", f"_agg{i}")
+        for i, c in enumerate(calls)
+    ]
+    results = "".join(
+        accumulator_for(unfiltered(c)).inline_result(f"accs[{i}]", f"_agg{i}") + ", "
+        for i, c in enumerate(calls)
+    )
+    lines = [
+        "def fresh():",
+        f"    return {creates_source(calls)}",
+        "def merge_into(accs, slices):",
+        "    for other in slices:",
+        *(f"        {line}" for line in merges),
+        "    return accs",
+        "def results(accs):",
+        f"    return ({results})",
+    ]
+    return "\n".join(lines)
+
+
 class SliceAggCode:
     """``slice_agg`` compiled once per subtask, with what it calls."""
 
@@ -128,3 +155,16 @@ class SliceAggCode:
         source = slice_agg_source(keys, calls, time_index, slices)
         exec(compile(source, "<cairn-slicing-window>", "exec"), namespace)
         self.function: SliceAggBatch = namespace["slice_agg"]
+
+
+class MergeCode:
+    """``fresh``, ``merge_into`` and ``results`` of ``merge_source``, compiled."""
+
+    def __init__(self, calls: Sequence[AggCall]) -> None:
+        namespace = accumulator_namespace(calls)
+        exec(compile(merge_source(calls), "<cairn-slice-merge>", "exec"), namespace)
+        self.fresh: Callable[[], list[Any]] = namespace["fresh"]
+        self.merge_into: Callable[[list[Any], Iterable[list[Any]]], list[Any]] = namespace[
+            "merge_into"
+        ]
+        self.results: Callable[[list[Any]], tuple[Any, ...]] = namespace["results"]
