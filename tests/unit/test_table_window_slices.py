@@ -62,13 +62,16 @@ WINDOWS = [
 ]
 
 
-def _harness(function: Any, restore: Any = None, parallelism: int = 1, index: int = 0) -> Any:
+def _harness(
+    function: Any, restore: Any = None, parallelism: int = 1, index: int = 0, backend: str = "heap"
+) -> Any:
     return OperatorHarness(
         function,
         key_selector=FieldsKeySelector((1,)),
         restore=restore,
         parallelism=parallelism,
         index=index,
+        backend_kind=backend,
     )
 
 
@@ -239,14 +242,15 @@ def test_slices_refuse_an_updating_input() -> None:
         h.op.process_batch([(1, (timestamp_of_millis(0), "a", 1))])
 
 
+@pytest.mark.parametrize("backend", ["heap", "rocksdb"])
 @pytest.mark.parametrize("case", [0, 3])
-def test_open_slices_restore_at_another_parallelism(case: int) -> None:
+def test_open_slices_restore_at_another_parallelism(case: int, backend: str) -> None:
     window, _ = WINDOWS[case]
     events = random_events(11, keys="abcdefgh")
     whole = _run(_function(SlicingWindowAggFunction, window, True), events, True)
     expected = sorted(r for step in whole for r, _ in step)
     half = len(events) // 2
-    before = _harness(_function(SlicingWindowAggFunction, window, True))
+    before = _harness(_function(SlicingWindowAggFunction, window, True), backend=backend)
     fired: list[Any] = []
     for kind, payload in events[:half]:
         if kind == "rows":
@@ -257,7 +261,8 @@ def test_open_slices_restore_at_another_parallelism(case: int) -> None:
     state, files = snapshot_operator(before.op)
     restore = OperatorRestore(1, {SubtaskIndex(0): state}, files)
     subtasks = [
-        _harness(_function(SlicingWindowAggFunction, window, True), restore, 2, i) for i in range(2)
+        _harness(_function(SlicingWindowAggFunction, window, True), restore, 2, i, backend)
+        for i in range(2)
     ]
     for kind, payload in events[half:]:
         if kind == "watermark":
