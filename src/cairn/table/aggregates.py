@@ -67,6 +67,10 @@ class Accumulator:
     def inline_result(self, acc: str, this: str) -> str:
         return f"{this}.result({acc})"
 
+    def inline_merge(self, acc: str, other: str, this: str) -> str:
+        """``acc`` with ``other`` merged into it (``other`` left as it was)."""
+        return f"{acc} = {this}.merge({acc}, {other})"
+
 
 class _CountStar(Accumulator):
     def create(self) -> int:
@@ -83,6 +87,9 @@ class _CountStar(Accumulator):
 
     def inline_result(self, acc: str, this: str) -> str:
         return acc
+
+    def inline_merge(self, acc: str, other: str, this: str) -> str:
+        return f"{acc} += {other}"
 
     def add(self, acc: int, value: Any) -> int:
         return acc + 1
@@ -166,6 +173,11 @@ class _Sum(Accumulator):
             return super().inline_result(acc, this)
         empty = repr(self.zero) if self.zero_when_empty else "None"
         return f"({acc}[0] if {acc}[1] else {empty})"
+
+    def inline_merge(self, acc: str, other: str, this: str) -> str:
+        if not self._inlined():
+            return super().inline_merge(acc, other, this)
+        return f"{acc}[0] += {other}[0]; {acc}[1] += {other}[1]"
 
 
 class _Avg(_Sum):

@@ -30,7 +30,7 @@ from cairn.table.operators import INSERT, open_functions
 from cairn.table.timestamps import epoch_millis, timestamp_of_millis
 from cairn.table.window import GroupWindow, window_start, windows_of
 
-__all__ = ["GroupWindowAggFunction"]
+__all__ = ["GroupWindowAggFunction", "window_property"]
 
 
 class GroupWindowAggFunction(KeyedProcessFunction[Any, Any, Any]):
@@ -63,6 +63,8 @@ class GroupWindowAggFunction(KeyedProcessFunction[Any, Any, Any]):
             MapStateDescriptor("group-window", Types.LONG(), Types.PICKLED_BYTE_ARRAY())
         )
         open_functions([c.wrapper for c in self.calls if c.wrapper is not None], runtime_context)
+        self._window_bounds: tuple[int, int] | None = None  # the last fired window's
+        self._window: tuple[Any, ...] = ()
         if self.keys is not None and has_window_code(self.window, self.processing_time):
             # Whole stamped batches through generated code (same state, same timers).
             self._batch = WindowAggCode(self.keys, self.calls, self.time_index, self.window)
@@ -200,12 +202,17 @@ class GroupWindowAggFunction(KeyedProcessFunction[Any, Any, Any]):
         """A fired window's columns after the key: its properties, then its aggregates."""
         end = entry[0]
         results = tuple(a.result(acc) for a, acc in zip(self._accumulators, entry[2], strict=True))
-        return tuple(self._property(p, start, end) for p in self.properties) + results
+        if self._window_bounds != (start, end):  # the keys firing one window share its columns
+            self._window_bounds = (start, end)
+            self._window = tuple(window_property(p, start, end) for p in self.properties)
+        return self._window + results
 
-    @staticmethod
-    def _property(name: str, start: int, end: int) -> Any:
-        if name == "start":
-            return timestamp_of_millis(start)
-        if name == "end":
-            return timestamp_of_millis(end)
-        return timestamp_of_millis(end - 1)  # rowtime, or a processing-time window's proctime
+
+def window_property(name: str, start: int, end: int) -> Any:
+    """The window property ``name`` (``start``, ``end``, ``rowtime``/``proctime``) of the
+    window ``[start, end)``."""
+    if name == "start":
+        return timestamp_of_millis(start)
+    if name == "end":
+        return timestamp_of_millis(end)
+    return timestamp_of_millis(end - 1)  # rowtime, or a processing-time window's proctime

@@ -53,6 +53,7 @@ from cairn.table.plan import (
 from cairn.table.plan_text import describe
 from cairn.table.rank import process_kind
 from cairn.table.scan_pushdown import push_into_scans
+from cairn.table.slices import SliceAssigner, sliceable
 from cairn.table.time_attributes import is_proctime
 from cairn.table.translate import Uids
 
@@ -160,7 +161,10 @@ def state_layout(node: PlanNode) -> str | None:
         return _keyed(node.input.columns, node.keys, node.calls)
     if isinstance(node, WindowAggregate):
         window = node.window.describe()
-        return f"window=[{window}], {_keyed(node.input.columns, node.keys, node.calls)}"
+        text = f"window=[{window}], {_keyed(node.input.columns, node.keys, node.calls)}"
+        if sliceable(node.window, node.calls):
+            text += f", slices=[{SliceAssigner.of(node.window).slice_ms}]"
+        return text
     if isinstance(node, OverAggregate):
         rows = _types(node.input.columns, range(len(node.input.columns)))
         keyed = _keyed(node.input.columns, node.keys, node.calls)

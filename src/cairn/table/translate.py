@@ -69,6 +69,8 @@ from cairn.table.plan_text import describe
 from cairn.table.rank import RankFunction, process_kind
 from cairn.table.scan_pushdown import push_into_scans
 from cairn.table.semi_join import SemiAntiJoinFunction
+from cairn.table.slices import sliceable
+from cairn.table.slicing_window import SlicingWindowAggFunction
 from cairn.table.state_ttl import with_state_ttl
 from cairn.table.table_aggregate import TableAggFunction
 from cairn.table.temporal_join import TemporalJoinFunction
@@ -99,6 +101,8 @@ def plan_uid(node: PlanNode) -> str:
     content = describe(node)
     if isinstance(node, Values):
         content += repr(node.rows)
+    if isinstance(node, WindowAggregate) and sliceable(node.window, node.calls):
+        content += "|slices"  # its state is kept by slices, not by windows
     inputs = ",".join(plan_uid(i) for i in node.inputs)
     digest = hashlib.sha256(f"{content}|{inputs}".encode()).hexdigest()[:16]
     return f"table-{type(node).__name__.lower()}-{digest}"
@@ -209,7 +213,12 @@ def _translate(node: PlanNode, env: StreamExecutionEnvironment, uids: Uids) -> D
         upstream = _translate(node.input, env, uids)
         keyed = upstream.key_by(fields_key(node.keys))
         time_type = node.input.columns.columns[node.time_index].data_type
-        function = GroupWindowAggFunction(
+        window_agg = (
+            SlicingWindowAggFunction
+            if sliceable(node.window, node.calls)
+            else GroupWindowAggFunction
+        )
+        function = window_agg(
             node.window,
             node.time_index,
             node.calls,
