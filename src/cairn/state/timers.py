@@ -100,12 +100,17 @@ class TimerQueue:
             self.register(ts, key, key_group)
 
     def _compact(self) -> None:
+        """Drop deleted entries and duplicates (a timer deleted and registered again has
+        two), keeping each live timer's earliest registration; one pass and ``heapify``,
+        no sort: sessions delete and register a timer per row."""
         live = self._live
-        seen: set[tuple[int, Any]] = set()
-        kept: list[tuple[int, int, Any]] = []
-        for item in sorted(self._heap, key=lambda e: (e[0], e[1])):
+        kept: dict[tuple[int, Any], tuple[int, int, Any]] = {}
+        for item in self._heap:
             entry = (item[0], item[2])
-            if entry in live and entry not in seen:
-                seen.add(entry)
-                kept.append(item)
-        self._heap = kept  # a sorted list is a valid heap
+            if entry in live:
+                known = kept.get(entry)
+                if known is None or item[1] < known[1]:
+                    kept[entry] = item
+        heap = list(kept.values())
+        heapq.heapify(heap)
+        self._heap = heap

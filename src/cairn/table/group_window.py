@@ -145,6 +145,25 @@ class GroupWindowAggFunction(KeyedProcessFunction[Any, Any, Any]):
 
     def _merge_sessions(self, start: int, end: int, timers: Any) -> tuple[int, int, list[Any]]:
         """The session ``[start, end)`` merged with every open session of the key it overlaps."""
+        overlapping = [
+            (other_start, other)
+            for other_start, other in self._windows.items()
+            if other_start <= end and start <= other[0]  # touching or overlapping, as Flink
+        ]
+        if len(overlapping) == 1:  # the common case: a row extends the key's one session
+            other_start, other = overlapping[0]
+            other_end = other[0]
+            if end > other_end:
+                if self.processing_time:
+                    timers.delete_processing_time_timer(other_end - 1)
+                else:
+                    timers.delete_event_time_timer(other_end - 1)
+                self._register(timers, end - 1)
+                other[0] = end
+            if start < other_start:
+                self._windows.remove(other_start)
+                return start, other[0], other
+            return other_start, other[0], other
         merged: list[Any] = [end, 0, [a.create() for a in self._accumulators]]
         for other_start in list(self._windows.keys()):
             other = self._windows.get(other_start)

@@ -26,10 +26,13 @@ __all__ = [
 ]
 
 _EPOCH = datetime.datetime(1970, 1, 1)
+_MILLISECOND = datetime.timedelta(milliseconds=1)
 
 
 def epoch_millis(value: Any) -> int:
     """A time attribute's value as milliseconds since the epoch (a naive timestamp is UTC)."""
+    if type(value) is datetime.datetime and value.tzinfo is None:
+        return (value - _EPOCH) // _MILLISECOND  # floored, as for times before 1970
     if isinstance(value, datetime.datetime):
         if value.tzinfo is not None:
             return int(value.timestamp() * 1000)
