@@ -245,3 +245,20 @@ def test_equal_pushdowns_share_one_source_and_different_ones_do_not(tmp_path: An
     assert first(env) is second(env)
     assert scan.pushdown.build(other)(env) is not first(env)
     assert first(env) is second(env)  # building another spec forgot neither
+
+
+def test_two_reads_of_a_table_with_one_filter_share_one_scan(tmp_path: Any) -> None:
+    t_env = _t_env()
+    t_env.execute_sql(_ddl(_events(tmp_path)))
+    query = (
+        "SELECT a.id, a.name, b.total FROM (SELECT id, name FROM events WHERE kind = 0) AS a "
+        "JOIN (SELECT kind, SUM(id) AS total FROM events WHERE kind = 0 GROUP BY kind) AS b "
+        "ON a.id > b.kind"
+    )
+    plan = t_env.explain_sql(query).split("== Optimized Logical Plan ==")[1]
+    scans = [line.strip(" +-:") for line in plan.splitlines() if "TableSourceScan" in line]
+    assert len(scans) == 2 and scans[0] == scans[1], plan  # one scan, read by both sides
+    assert "project=[kind, id, name, ts]" in scans[0]
+    rows = {tuple(r) for r in t_env.execute_sql(query).collect()}
+    total = sum(k for k in range(40) if k % 3 == 0)
+    assert {(r[0], r[1]) for r in rows if r[2] == total} == {(k, f"n{k}") for k in range(3, 40, 3)}

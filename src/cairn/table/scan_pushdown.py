@@ -24,14 +24,15 @@ Anything else stays where it was.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from cairn.table.analysis import Columns, Rex, conjunction, conjuncts, input_references
+from cairn.table.analysis import Column, Columns, Rex, conjunction, conjuncts, input_references
 from cairn.table.arrow_eval import arrow_supported
 from cairn.table.plan import Calc, PlanNode, StreamScan, WatermarkAssigner, with_inputs
 
-__all__ = ["ScanPushdown", "ScanSpec", "push_into_scans"]
+__all__ = ["ScanPushdown", "ScanSpec", "push_into_scans", "share_scans"]
 
 
 @dataclass(frozen=True)
@@ -82,10 +83,79 @@ class ScanPushdown(Protocol):
 
 def push_into_scans(node: PlanNode) -> PlanNode:
     """``node``'s plan with every calc and watermark assigner that can move into the scan
-    below it moved there, bottom up."""
+    below it moved there, bottom up; then scans of one table that differ only in what they
+    project share one scan (``share_scans``)."""
+    return share_scans(_pushed(node))
+
+
+def share_scans(plan: PlanNode) -> PlanNode:
+    """Pushed scans of one table with the same filter and watermark read once (Flink's
+    ``ScanReuser``): one scan projects the union of their columns, and a calc over it
+    picks each one's (a column selection costs less than parsing the files again)."""
+    groups: dict[tuple[int, str], list[StreamScan]] = {}
+    for scan in _pushed_scans(plan):
+        spec = scan.spec
+        key = (id(scan.pushdown), repr((spec.condition, spec.rowtime, spec.delay_ms, spec.idle_ms)))
+        group = groups.setdefault(key, [])
+        if all(scan is not other for other in group):
+            group.append(scan)
+    replaced: dict[int, PlanNode] = {}
+    for group in groups.values():
+        if len({repr(s.spec.projections) for s in group}) < 2:
+            continue  # equal specs share their source already (one DataStream per spec)
+        union: list[Rex] = []
+        names: list[Column] = []
+        rowtimes: list[int] = []
+        for scan in group:
+            for i, rex in enumerate(scan.spec.projections):
+                if rex not in union:
+                    union.append(rex)
+                    column = scan.columns.columns[i]
+                    taken = {c.name for c in names}
+                    name = column.name
+                    while name in taken:
+                        name += "0"
+                    names.append(Column(name, column.data_type))
+                if i in scan.rowtimes and union.index(rex) not in rowtimes:
+                    rowtimes.append(union.index(rex))
+        first = group[0]
+        spec = dataclasses.replace(first.spec, projections=tuple(union))
+        shared = _scan(first, Columns(tuple(names)), spec, tuple(sorted(rowtimes)))
+        for scan in group:
+            picks = tuple(
+                Rex("input", c.data_type, index=union.index(rex))
+                for rex, c in zip(scan.spec.projections, scan.columns.columns, strict=True)
+            )
+            if [p.index for p in picks] == list(range(len(union))):
+                replaced[id(scan)] = shared  # it reads every column, in order
+            else:
+                replaced[id(scan)] = Calc(columns=scan.columns, input=shared, projections=picks)
+    return _replaced(plan, replaced) if replaced else plan
+
+
+def _pushed_scans(node: PlanNode) -> Iterator[StreamScan]:
+    if isinstance(node, StreamScan) and node.spec is not None:
+        yield node
+    for i in node.inputs:
+        yield from _pushed_scans(i)
+
+
+def _replaced(node: PlanNode, replaced: dict[int, PlanNode]) -> PlanNode:
+    if id(node) in replaced:
+        return replaced[id(node)]
+    inputs = node.inputs
+    if not inputs:
+        return node
+    new = tuple(_replaced(i, replaced) for i in inputs)
+    if all(n is i for n, i in zip(new, inputs, strict=True)):
+        return node
+    return with_inputs(node, new)
+
+
+def _pushed(node: PlanNode) -> PlanNode:
     inputs = node.inputs
     if inputs:
-        pushed = tuple(push_into_scans(i) for i in inputs)
+        pushed = tuple(_pushed(i) for i in inputs)
         if any(p is not i for p, i in zip(pushed, inputs, strict=True)):
             node = with_inputs(node, pushed)
     if isinstance(node, Calc | WatermarkAssigner):
