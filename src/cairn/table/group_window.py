@@ -29,6 +29,7 @@ from cairn.table.group_window_code import WindowAggCode, has_window_code
 from cairn.table.operators import INSERT, open_functions
 from cairn.table.timestamps import epoch_millis, timestamp_of_millis
 from cairn.table.window import GroupWindow, window_start, windows_of
+from cairn.table.window_entry_cache import CachedWindowBatch
 
 __all__ = ["GroupWindowAggFunction", "window_property"]
 
@@ -67,45 +68,10 @@ class GroupWindowAggFunction(KeyedProcessFunction[Any, Any, Any]):
         self._window: tuple[Any, ...] = ()
         if self.keys is not None and has_window_code(self.window, self.processing_time):
             # Whole stamped batches through generated code (same state, same timers).
-            self._batch = WindowAggCode(self.keys, self.calls, self.time_index, self.window)
-            self._cache: dict[tuple[Any, int], list[Any]] = {}
-            self._set_key: Any = None
-            self.keyed_batch = self._run_batch
-            self.keyed_flush = self._write_back
-
-    def _run_batch(
-        self,
-        records: list[Any],
-        timestamps: list[int | None],
-        key_selector: Any,
-        set_key: Any,
-        ctx: Any,
-    ) -> tuple[list[Any], list[int | None]]:
-        """The keyed operator's batch path: nothing is emitted until a window fires."""
-        timers = ctx.timer_service()
-        self._set_key = set_key
-        self._batch.function(
-            records,
-            set_key,
-            self._windows.get,
-            timers.register_event_time_timer,
-            timers.current_watermark(),
-            self._cache,
-        )
-        return [], []
-
-    def _write_back(self) -> None:
-        """Put the entries the batch path added to into the map state and empty its cache
-        (the keyed operator calls it before timers fire, before a snapshot and before rows
-        go one by one)."""
-        cache = self._cache
-        if not cache:
-            return
-        set_key, put = self._set_key, self._windows.put
-        for (key, start), entry in cache.items():
-            set_key(key)
-            put(start, entry)
-        cache.clear()
+            code = WindowAggCode(self.keys, self.calls, self.time_index, self.window)
+            batch = CachedWindowBatch(code.function, self._windows)
+            self.keyed_batch = batch.run
+            self.keyed_flush = batch.write_back
 
     def _add(self, accs: list[Any], row: tuple[Any, ...]) -> None:
         for i, (agg, arg) in enumerate(zip(self._accumulators, self._args, strict=True)):

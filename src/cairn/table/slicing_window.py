@@ -32,6 +32,7 @@ from cairn.table.slices import SliceAssigner
 from cairn.table.slicing_window_code import MergeCode, SliceAggCode, register_windows
 from cairn.table.timestamps import epoch_millis
 from cairn.table.window import GroupWindow
+from cairn.table.window_entry_cache import CachedWindowBatch
 
 __all__ = ["SLICES_STATE", "SlicingWindowAggFunction"]
 
@@ -76,44 +77,10 @@ class SlicingWindowAggFunction(KeyedProcessFunction[Any, Any, Any]):
         self._window: tuple[Any, ...] = ()
         if self.keys is not None and not self.processing_time:
             # Whole stamped batches through generated code (same state, same timers).
-            self._batch = SliceAggCode(self.keys, self.calls, self.time_index, self.slices)
-            self._cache: dict[tuple[Any, int], list[Any]] = {}
-            self._set_key: Any = None
-            self.keyed_batch = self._run_batch
-            self.keyed_flush = self._write_back
-
-    def _run_batch(
-        self,
-        records: list[Any],
-        timestamps: list[int | None],
-        key_selector: Any,
-        set_key: Any,
-        ctx: Any,
-    ) -> tuple[list[Any], list[int | None]]:
-        """The keyed operator's batch path: nothing is emitted until a window fires."""
-        timers = ctx.timer_service()
-        self._set_key = set_key
-        self._batch.function(
-            records,
-            set_key,
-            self._slices.get,
-            timers.register_event_time_timer,
-            timers.current_watermark(),
-            self._cache,
-        )
-        return [], []
-
-    def _write_back(self) -> None:
-        """Put the slices the batch path added to into the map state and empty its cache
-        (before timers fire, before a snapshot and before rows go one by one)."""
-        cache = self._cache
-        if not cache:
-            return
-        set_key, put = self._set_key, self._slices.put
-        for (key, end), accs in cache.items():
-            set_key(key)
-            put(end, accs)
-        cache.clear()
+            code = SliceAggCode(self.keys, self.calls, self.time_index, self.slices)
+            batch = CachedWindowBatch(code.function, self._slices)
+            self.keyed_batch = batch.run
+            self.keyed_flush = batch.write_back
 
     def process_element(self, value: tuple[int, tuple[Any, ...]], ctx: Any) -> Iterable[Any]:
         kind, row = value
