@@ -25,6 +25,7 @@ from cairn.api.functions import MapFunction, SinkFunction
 from cairn.datastream.data_stream import DataStream
 from cairn.table.analysis import Columns
 from cairn.table.calc_runtime import java_double_text
+from cairn.table.changelog import changelog_mode
 from cairn.table.datagen import datagen_options, datagen_scan
 from cairn.table.errors import ValidationError
 from cairn.table.filesystem import (
@@ -49,7 +50,7 @@ from cairn.table.lookup_source import LookupTable, filesystem_lookup, jdbc_looku
 from cairn.table.metadata import check_metadata
 from cairn.table.nexmark import nexmark_options, nexmark_scan
 from cairn.table.operators import KIND_TEXT
-from cairn.table.plan import ChangelogMode, PlanNode, changelog_mode
+from cairn.table.plan import ChangelogMode, PlanNode
 from cairn.table.plan_text import describe
 from cairn.table.schema import PARTITION_KEYS_OPTION, Schema, partition_keys
 

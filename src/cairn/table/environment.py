@@ -27,6 +27,7 @@ from cairn.datastream.data_stream import DataStream
 from cairn.datastream.execution_mode import RuntimeExecutionMode
 from cairn.datastream.stream_execution_environment import StreamExecutionEnvironment
 from cairn.table.analysis import Columns
+from cairn.table.changelog import changelog_mode
 from cairn.table.compiled_plan import (
     CompiledPlan,
     PlanReference,
@@ -61,7 +62,6 @@ from cairn.table.plan import (
     PlanNode,
     StreamScan,
     Values,
-    changelog_mode,
 )
 from cairn.table.result import TableResult
 from cairn.table.schema import Schema

@@ -1,12 +1,8 @@
-"""The logical plan of a table: immutable nodes, their columns and their changelog modes.
+"""The logical plan of a table: immutable nodes and their columns (which changes each one's
+output holds: ``cairn.table.changelog``).
 
 Invariant: pure values — a node knows its input(s), its output columns and nothing of a job.
-``changelog_mode`` infers, bottom up as Flink's planner does, which kinds of change a node's
-output holds: a scan of elements or of an insert-only stream is insert-only, a calc or a limit
-keeps its input's mode, a group aggregate produces updates (``+I``, ``-U``, ``+U``, ``-D``)
-unless it runs in batch mode (final results only), a Top-N ``Rank`` always does, and a
-``Deduplicate`` does unless it keeps the first row by processing time (``plan_text.explain``
-prints the tree with each node's mode). A stateful node's state TTL
+A stateful node's state TTL
 (``state_ttl_ms``; a join's per side) is ``None`` until a ``STATE_TTL`` hint or
 ``table.exec.state.ttl`` sets it (``cairn.table.state_ttl``); it is not part of what the node
 computes, so ``explain`` and the operators' uids do not show it.
@@ -16,8 +12,8 @@ computes, so ``explain`` and the operators' uids do not show it.
 >>> scan = Values((("a", 1),), Columns.of([("k", DataTypes.STRING()), ("v", DataTypes.BIGINT())]))
 >>> n = AggCall("count_star", -1, DataTypes.BIGINT(False))
 >>> agg = Aggregate(scan, (0,), (n,), Columns.of([("k", DataTypes.STRING()), ("n", n.data_type)]))
->>> changelog_mode(agg).value
-'I,UB,UA,D'
+>>> agg.inputs == (scan,), agg.columns.names
+(True, ['k', 'n'])
 """
 
 from __future__ import annotations
@@ -59,7 +55,6 @@ __all__ = [
     "WindowJoin",
     "WindowRank",
     "WindowTableFunction",
-    "changelog_mode",
     "with_inputs",
 ]
 
@@ -556,59 +551,3 @@ def with_inputs(node: PlanNode, inputs: tuple[PlanNode, ...]) -> PlanNode:
     if isinstance(node, Union):
         return replace(node, all_inputs=inputs)
     return replace(node, input=inputs[0])  # type: ignore[call-arg]
-
-
-def changelog_mode(node: PlanNode) -> ChangelogMode:
-    """Which changes ``node``'s output holds, inferred from its inputs."""
-    if isinstance(node, Values):
-        return ChangelogMode.INSERT_ONLY
-    if isinstance(node, StreamScan):
-        return ChangelogMode.INSERT_ONLY if node.insert_only else ChangelogMode.ALL
-    if isinstance(node, Aggregate):
-        if node.final_only:
-            return ChangelogMode.INSERT_ONLY
-        no_calls_on_insert_only = (
-            not node.calls and changelog_mode(node.input) is ChangelogMode.INSERT_ONLY
-        )
-        return ChangelogMode.INSERT_ONLY if no_calls_on_insert_only else ChangelogMode.ALL
-    if isinstance(
-        node,
-        WindowAggregate
-        | OverAggregate
-        | WindowTableFunction
-        | WindowRank
-        | WindowDeduplicate
-        | WindowJoin,
-    ):
-        return ChangelogMode.INSERT_ONLY
-    if isinstance(node, TableAggregate | Rank):
-        return ChangelogMode.ALL
-    if isinstance(node, Deduplicate):  # only keep-first on processing time never updates
-        first_on_proctime = not node.keep_last and node.rowtime_index is None
-        return ChangelogMode.INSERT_ONLY if first_on_proctime else ChangelogMode.ALL
-    if isinstance(node, Join):
-        inputs_insert_only = all(
-            changelog_mode(n) is ChangelogMode.INSERT_ONLY for n in node.inputs
-        )
-        return (
-            ChangelogMode.INSERT_ONLY
-            if inputs_insert_only and node.join_type in ("INNER", "SEMI")
-            else ChangelogMode.ALL
-        )
-    if isinstance(node, IntervalJoin):
-        return ChangelogMode.INSERT_ONLY
-    if isinstance(node, TemporalJoin):
-        return changelog_mode(node.left)
-    if isinstance(node, TemporalSort):
-        return ChangelogMode.INSERT_ONLY
-    if isinstance(
-        node,
-        Calc | PythonCalc | Limit | Correlate | WatermarkAssigner | LookupJoin | MiniBatchAssigner,
-    ):
-        return changelog_mode(node.inputs[0])
-    if isinstance(node, Union):  # the union of its inputs' modes
-        modes = {changelog_mode(i) for i in node.inputs}
-        return (
-            ChangelogMode.INSERT_ONLY if modes == {ChangelogMode.INSERT_ONLY} else ChangelogMode.ALL
-        )
-    raise TypeError(f"unknown plan node {type(node).__name__}")

@@ -19,6 +19,7 @@ GroupAggregate(groupBy=[k], select=[k, COUNT(*) AS n]) changelogMode=[I,UB,UA,D]
 from __future__ import annotations
 
 from cairn.table.analysis import AggCall, Rex
+from cairn.table.changelog import changelog_mode
 from cairn.table.plan import (
     JOIN_TYPES,
     Aggregate,
@@ -48,7 +49,6 @@ from cairn.table.plan import (
     WindowJoin,
     WindowRank,
     WindowTableFunction,
-    changelog_mode,
 )
 from cairn.table.window import GroupWindow
 

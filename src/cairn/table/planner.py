@@ -24,6 +24,7 @@ from cairn.table.analysis import (
     resolve,
     split_aggregates,
 )
+from cairn.table.changelog import changelog_mode
 from cairn.table.errors import ValidationError
 from cairn.table.expressions import Expression, col
 from cairn.table.interval_bounds import rowtime_indexes, window_bounds
@@ -38,7 +39,6 @@ from cairn.table.plan import (
     PlanNode,
     TableAggregate,
     Union,
-    changelog_mode,
 )
 from cairn.table.types import DataType, DataTypes, RowType
 from cairn.table.udf import (

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cairn.table.analysis import Columns
+from cairn.table.changelog import changelog_mode
 from cairn.table.errors import ValidationError
 from cairn.table.plan import (
     Calc,
@@ -36,7 +37,6 @@ from cairn.table.plan import (
     SortField,
     TemporalSort,
     WatermarkAssigner,
-    changelog_mode,
 )
 from cairn.table.time_attributes import is_proctime
 from cairn.table.types import DataTypes

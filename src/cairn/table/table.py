@@ -26,6 +26,7 @@ from cairn.table.analysis import (
     name_of,
     resolve,
 )
+from cairn.table.changelog import changelog_mode
 from cairn.table.errors import ValidationError
 from cairn.table.expressions import Expression, col, expressions
 from cairn.table.mini_batch import with_mini_batch
@@ -37,7 +38,6 @@ from cairn.table.plan import (
     ExplainDetail,
     Limit,
     PlanNode,
-    changelog_mode,
 )
 from cairn.table.plan_text import explain
 from cairn.table.planner import (

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cairn.table.analysis import Columns, Rex, conjunction, resolve
+from cairn.table.changelog import changelog_mode
 from cairn.table.errors import ValidationError
 from cairn.table.expressions import Expression
 from cairn.table.interval_bounds import rowtime_indexes
@@ -27,7 +28,6 @@ from cairn.table.plan import (
     LookupJoin,
     PlanNode,
     TemporalJoin,
-    changelog_mode,
 )
 from cairn.table.time_attributes import is_proctime
 from cairn.table.types import DataType

@@ -24,6 +24,7 @@ from cairn.table.analysis import (
     resolve,
     split_aggregates,
 )
+from cairn.table.changelog import changelog_mode
 from cairn.table.errors import ValidationError
 from cairn.table.expressions import Expression, col
 from cairn.table.plan import (
@@ -33,7 +34,6 @@ from cairn.table.plan import (
     PlanNode,
     WatermarkAssigner,
     WindowAggregate,
-    changelog_mode,
     with_inputs,
 )
 from cairn.table.planner import check_unique, project
