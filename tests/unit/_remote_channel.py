@@ -1,13 +1,15 @@
 """A remote output channel over a real loopback connection, with its receiving input channel,
-for tests of credits, backlogs, buffer sizes and wake-ups (``test_runtime_*.py``).
+for tests of credits, backlogs and buffer sizes (``test_runtime_*.py``).
 
-The sender's wake-up sets ``woken``; errors of either side land in ``errors``, which a test
-asserts empty at its end. Use it as a context manager: leaving closes sender and listener.
+Both ends live on one event loop owned by the test's thread, as a worker's task thread owns
+its loop: ``poll`` moves frames (the test calls it, directly or through ``wait``/``holds``).
+Errors of either side land in ``errors``, which a test asserts empty at its end. Use it as a
+context manager: leaving closes the loop and the listener.
 """
 
 from __future__ import annotations
 
-import threading
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
@@ -15,11 +17,13 @@ from cairn.runtime.channels import (
     ConnectionSender,
     InputChannel,
     RemoteOutputChannel,
-    receive_loop,
+    frame_receiver,
 )
 from cairn.runtime.input_gate import InputGate
 from cairn.runtime.network import Listener, connect, new_secret
-from cairn.testing.processes import wait_for
+from cairn.runtime.network.event_loop import EventLoop
+from cairn.runtime.network.loop_connection import LoopConnection
+from cairn.testing.processes import holds_for, wait_for
 
 __all__ = ["RemoteChannel", "take_batches"]
 
@@ -30,30 +34,42 @@ class RemoteChannel:
 
     def __init__(self, channel_id: int, *, initial_credits: int = 1, max_backlog: int = 2) -> None:
         secret = new_secret()
-        self.input = InputChannel(channel_id)
+        self.loop = EventLoop()
+        self.input = InputChannel(channel_id, capacity=initial_credits)
         inputs = {channel_id: self.input}
         self.errors: list[BaseException] = []
-        self.woken = threading.Event()  # the task's wake-up, as the sender sees it
+
+        def adopt(conn: Any) -> None:  # on the loop's thread, as the worker does
+            incoming = LoopConnection.adopt(conn)
+            self.input.attach_remote(incoming, self.loop.flush)
+            self.loop.register(incoming, frame_receiver(inputs), self.errors.append)
 
         def on_connection(conn: Any, hello: bytes) -> None:
-            self.input.attach_remote(conn)
-            receive_loop(conn, inputs, threading.Event(), self.errors.append)
+            self.loop.call_soon(lambda: adopt(conn))
 
         self.listener = Listener("127.0.0.1", secret, on_connection)
-        self.sender = ConnectionSender(
-            connect(self.listener.address, secret, b"data"),
-            self.woken.set,
-            self.errors.append,
-            "test",
-        )
+        outgoing = LoopConnection.adopt(connect(self.listener.address, secret, b"data"))
+        self.sender = ConnectionSender(outgoing, self.loop.flush, "test")
+        self.loop.register(outgoing, self.sender.on_frames, self.errors.append)
         self.channel = RemoteOutputChannel(
             channel_id, self.sender, initial_credits=initial_credits, max_backlog=max_backlog
         )
         self.sender.register(self.channel)
-        self.sender.start()
+
+    def poll(self) -> bool:
+        """One turn of the loop (frames in and out); True if it handled any."""
+        return self.loop.poll(0.002)
+
+    def wait(self, condition: Callable[[], Any], what: str, timeout: float = 5.0) -> None:
+        """Turn the loop until ``condition`` holds."""
+        wait_for(lambda: (self.poll(), condition())[1], timeout, 0.0, what)
+
+    def holds(self, condition: Callable[[], Any], seconds: float, what: str) -> None:
+        """Turn the loop for ``seconds``; ``condition`` must hold throughout."""
+        holds_for(lambda: (self.poll(), condition())[1], seconds, 0.0, what)
 
     def close(self) -> None:
-        self.sender.close()
+        self.loop.close()
         self.listener.close()
 
     def __enter__(self) -> RemoteChannel:
@@ -68,15 +84,18 @@ class RemoteChannel:
         self.close()
 
 
-def take_batches(gate: InputGate, count: int, timeout: float = 5.0) -> list[Any]:
-    """The next ``count`` batches the gate hands out, waiting up to ``timeout`` seconds for
-    them (each one taken returns a credit to the sender)."""
+def take_batches(
+    remote: RemoteChannel, gate: InputGate, count: int, timeout: float = 5.0
+) -> list[Any]:
+    """The next ``count`` batches the gate hands out, turning the loop for up to ``timeout``
+    seconds (each batch taken counts a credit for the sender)."""
     batches: list[Any] = []
 
     def got_all() -> bool:
+        remote.poll()
         while len(batches) < count and (item := gate.poll()) is not None:
             batches.append(item[1])
         return len(batches) >= count
 
-    wait_for(got_all, timeout, 0.01, lambda: f"{count} batches (got {len(batches)})")
+    wait_for(got_all, timeout, 0.0, lambda: f"{count} batches (got {len(batches)})")
     return batches

@@ -30,8 +30,10 @@ from cairn.runtime.network import (
     connect,
 )
 from cairn.runtime.network.errors import ConnectionClosed, FrameRefused, FrameTooLarge
+from cairn.runtime.network.event_loop import EventLoop
+from cairn.runtime.network.loop_connection import LoopConnection
 from cairn.settings import DEFAULT_MAX_FRAME_SIZE
-from cairn.testing.processes import wait_for
+from cairn.testing.processes import holds_for, wait_for
 
 from ._network import SECRET, tcp_pair
 
@@ -205,13 +207,15 @@ def _remote_channel(**options: Any) -> tuple[RemoteOutputChannel, list[bytes], A
             pass
 
     listener = Listener("127.0.0.1", SECRET, serve)
-    conn = connect(listener.address, SECRET, b"data")
-    sender = ConnectionSender(conn, lambda: None, lambda exc: None, "test")
+    conn = LoopConnection.adopt(connect(listener.address, SECRET, b"data"))
+    loop = EventLoop()
+    sender = ConnectionSender(conn, loop.flush, "test")
+    loop.register(conn, sender.on_frames, lambda exc: None)
     channel = RemoteOutputChannel(1, sender, initial_credits=10, edge=EDGE, **options)
     sender.register(channel)
 
     def close() -> None:
-        sender.close()
+        loop.close()
         listener.close()
 
     return channel, received, close
@@ -239,14 +243,16 @@ def records(n: int) -> list[str]:
 def test_a_batch_over_the_cap_fails_in_the_task_naming_the_edge() -> None:
     channel, received, close = _remote_channel(max_frame_size=4096)
     try:
-        channel.send_batch(records(10))  # well under the cap: queued
+        channel.send_batch(records(10))  # well under the cap: sent
         with pytest.raises(BatchTooLarge) as info:
             channel.send_batch(records(100))
-        assert len(channel.backlog) == 1
+        assert not channel.backlog
+        wait_for(lambda: received, 5, 0.01, "the small batch")
+        holds_for(lambda: len(received) == 1, 0.1, 0.01, "only the small batch")
+        assert pickle.loads(received[0]) == records(10)
     finally:
         close()
     message = str(info.value)
     assert "A batch of 100 records emitted by operator 'to-lock' (uid 'lock-uid')" in message
     assert "over the frame size cap of 4,096 bytes (cairn.network.max-frame-size)" in message
     assert len(pickle.dumps(records(100), protocol=5)) > 4096
-    assert not received  # the sender thread was never started

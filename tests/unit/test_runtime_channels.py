@@ -19,7 +19,6 @@ from cairn.runtime.eventtime.stamped import stamp
 from cairn.runtime.input_gate import InputGate
 from cairn.runtime.record_writer import RecordWriter
 from cairn.state.key_groups import assign_to_key_group, subtask_for_key_group
-from cairn.testing.processes import holds_for, wait_for
 
 from ._remote_channel import RemoteChannel, take_batches
 
@@ -151,20 +150,36 @@ def test_remote_channel_sends_only_with_credit_and_gets_credit_back() -> None:
         channel, received_by = remote.channel, remote.input
         for i in range(6):
             channel.send_batch([i])
-        wait_for(lambda: len(received_by.queue) >= 2, 5, 0.01, "the first two batches")
-        holds_for(
+        remote.wait(lambda: len(received_by.queue) >= 2, "the first two batches")
+        remote.holds(
             lambda: len(received_by.queue) == 2,
             0.2,
-            0.01,
             "only as many batches as credits may be in flight",
         )
         assert len(channel.backlog) == 4
         gate = InputGate([received_by])
-        # each batch taken is unpickled and returns one credit
-        received = [batch[0] for batch in take_batches(gate, 6)]
+        # each batch taken is unpickled and counts a credit for the sender
+        received = [batch[0] for batch in take_batches(remote, gate, 6)]
         assert received == list(range(6))
         assert not remote.errors
         assert pickle.loads(pickle.dumps(received)) == received
+
+
+def test_credits_go_back_in_pairs_and_never_strand_a_sender() -> None:
+    """With four credits, the receiver returns them two at a time (one frame, one wake-up of
+    the sender, per two batches); a sender out of credit always gets its pair back."""
+    with RemoteChannel(4, initial_credits=4, max_backlog=100) as remote:
+        channel, gate = remote.channel, InputGate([remote.input])
+        for i in range(20):
+            channel.send_batch([i])
+        remote.wait(lambda: len(remote.input.queue) == 4, "four batches, one per credit")
+        assert take_batches(remote, gate, 1) == [[0]]
+        remote.holds(lambda: channel.credits == 0, 0.05, "one batch taken: no credit back yet")
+        assert take_batches(remote, gate, 1) == [[1]]
+        remote.wait(lambda: len(remote.input.queue) == 4, "the pair back: two more batches")
+        got = [b[0] for b in take_batches(remote, gate, 18)]
+        assert got == list(range(2, 20))
+        assert not remote.errors
 
 
 class _WriterOnRemoteChannel(RemoteChannel):
@@ -178,37 +193,30 @@ class _WriterOnRemoteChannel(RemoteChannel):
 
 def test_partial_batches_wait_in_the_writer_while_a_remote_channel_has_no_credit() -> None:
     """Buffer timeout / idle flush: a channel without credit keeps collecting records into one
-    batch (instead of queueing a tiny batch per flush); a credit reaching an empty backlog
-    wakes the task only if the writer held records back for it."""
+    batch (instead of queueing a tiny batch per flush); once its credit is back, the held
+    records travel as one batch."""
     remote = _WriterOnRemoteChannel(3, batch_size=1000)
-    channel, writer, gate, woken = remote.channel, remote.writer, remote.gate, remote.woken
+    channel, writer, gate = remote.channel, remote.writer, remote.gate
 
     def take() -> list[Any]:  # consume one batch on the receiving side (returns a credit)
-        (batch,) = take_batches(gate, 1)
+        (batch,) = take_batches(remote, gate, 1)
         return list(batch)
-
-    def sent_all() -> None:
-        wait_for(lambda: not channel.backlog, 5, 0.01, "an empty backlog")
 
     try:
         writer.emit([0, 1])
         assert writer.flush_ready()  # one credit: the partial batch goes at once
-        sent_all()
-        woken.clear()
+        assert not channel.backlog
         assert take() == [0, 1]
-        wait_for(lambda: channel.credits == 1, 5, 0.01, "the credit back")
-        holds_for(lambda: not woken.is_set(), 0.05, 0.01, "a credit nobody waits for wakes no one")
+        remote.wait(lambda: channel.credits == 1, "the credit back")
 
         writer.emit([2])
         assert writer.flush_ready()  # uses the credit
-        sent_all()
         for i in range(3, 9):  # no credit left: each flush leaves the records pending
             writer.emit([i])
             assert not writer.flush_ready()
         assert writer.has_pending() and not channel.backlog
-        woken.clear()
-        assert take() == [2]  # its credit comes back to an empty backlog
-        assert woken.wait(5), "a credit for held records wakes the task"
+        assert take() == [2]
+        remote.wait(lambda: channel.credits == 1, "its credit back")
         assert writer.flush_ready()
         assert take() == [3, 4, 5, 6, 7, 8], "the held records travel as one batch"
         assert not remote.errors
@@ -226,51 +234,22 @@ def test_local_channels_take_partial_batches_at_once() -> None:
     assert not writer.flush_ready()  # nothing pending: nothing to do
 
 
-def test_a_send_wakes_the_task_only_when_a_full_backlog_gets_room() -> None:
-    """At moderate rates a wake-up per frame would cost the task thread more than the frame:
-    the sender wakes it only when the writer is backpressured (its backlog was full)."""
+def test_a_full_backlog_gets_room_when_a_credit_comes_back() -> None:
     remote = _WriterOnRemoteChannel(5, batch_size=2)
-    channel, writer, gate, woken = remote.channel, remote.writer, remote.gate, remote.woken
+    channel, writer, gate = remote.channel, remote.writer, remote.gate
     try:
         writer.emit([0, 1])  # a full batch: sent with the one credit
-        wait_for(lambda: not channel.backlog, 5, 0.01, "an empty backlog")
-        holds_for(lambda: not woken.is_set(), 0.05, 0.01, "a plain send wakes no one")
-        assert not channel.backlog and not woken.is_set(), "a plain send wakes no one"
+        assert not channel.backlog
         writer.emit([2, 3])  # two batches, no credit: the backlog is full
         writer.emit([4, 5])
         assert not writer.available()
         # consuming [0, 1] returns a credit: one batch goes
-        (batch,) = take_batches(gate, 1)
+        (batch,) = take_batches(remote, gate, 1)
         assert list(batch) == [0, 1]
-        assert woken.wait(5), "room in a full backlog wakes the backpressured task"
-        assert writer.available()
+        remote.wait(writer.available, "room in the backlog")
         assert not remote.errors
     finally:
         remote.close()
-
-
-class _CreditArrivesWhileHolding(LocalOutputChannel):
-    """A channel whose credit comes in just as the writer announces it holds records."""
-
-    def __init__(self, target: InputChannel) -> None:
-        super().__init__(target)
-        self.credit = False
-
-    def accepts_partial(self) -> bool:
-        return self.credit
-
-    def hold(self) -> None:
-        self.credit = True  # the sender saw no holder yet, so it woke no one
-
-
-def test_a_credit_racing_with_the_hold_announcement_is_not_lost() -> None:
-    target = InputChannel(0)
-    writer = RecordWriter(
-        [_CreditArrivesWhileHolding(target)], PartitionKind.FORWARD, batch_size=100
-    )
-    writer.emit([1, 2])
-    assert writer.flush_ready(), "the writer looks again after announcing, and sends"
-    assert _drain(target) == [1, 2]
 
 
 def test_bytes_are_counted_once_per_pickled_batch_on_both_ends_and_never_locally() -> None:
@@ -283,7 +262,7 @@ def test_bytes_are_counted_once_per_pickled_batch_on_both_ends_and_never_locally
         received: list[Any] = []
         for batch in batches:
             remote.writer.emit(batch)  # a full batch: flushed and pickled at once
-            received += take_batches(remote.gate, 1)
+            received += take_batches(remote, remote.gate, 1)
         assert received == batches
         assert remote.channel.bytes_out == sum(sizes)
         assert remote.gate.bytes_in == sum(sizes)

@@ -15,7 +15,6 @@ from cairn.runtime.debloat import (
     should_change,
 )
 from cairn.runtime.record_writer import RecordWriter
-from cairn.testing.processes import wait_for
 
 from ._remote_channel import RemoteChannel
 
@@ -63,8 +62,8 @@ def test_buffer_size_request_reaches_a_remote_sender() -> None:
     with RemoteChannel(5, initial_credits=4) as remote:
         channel = remote.channel
         channel.send_batch([1])  # the receiver learns the connection from the first frame
-        wait_for(lambda: remote.input.queue, 5, 0.01, "the first batch")
+        remote.wait(lambda: remote.input.queue, "the first batch")
         remote.input.request_buffer_size(48)
-        wait_for(lambda: channel.batch_size == 48, 5, 0.01, "the new buffer size at the sender")
+        remote.wait(lambda: channel.batch_size == 48, "the new buffer size at the sender")
         assert channel.batch_size == 48
         assert not remote.errors

@@ -44,7 +44,7 @@ from cairn.runtime.operators.base import OperatorSnapshot, StreamOperator
 from cairn.runtime.task import StreamTask
 from cairn.runtime.unaligned_ack import SliceBudget, UnalignedAcknowledgement
 from cairn.state.errors import CorruptStateError
-from cairn.testing.processes import holds_for, wait_for
+from cairn.testing.processes import wait_for
 from cairn.testing.simple_state_files import MemoryStateFiles
 
 from ._remote_channel import RemoteChannel, take_batches
@@ -240,15 +240,15 @@ def test_remote_data_in_front_of_a_priority_barrier_goes_without_credit() -> Non
             channel.send_batch([i])
         channel.send_event(unaligned(1))
         channel.send_batch([99])  # behind the barrier: needs credit again
-        wait_for(lambda: ch.announced, 5, 0.01, "the barrier's announcement")
+        remote.wait(lambda: ch.announced, "the barrier's announcement")
         assert ch.announced and ch.announced[0][0] == 4, "all four batches arrived before it"
-        holds_for(
-            lambda: len(ch.queue) == 4, 0.1, 0.01, "the batch behind the barrier waits for credit"
+        remote.holds(
+            lambda: len(ch.queue) == 4, 0.1, "the batch behind the barrier waits for credit"
         )
         gate = InputGate([ch])
         _, overtaken = gate.overtake(0)
         assert [pickle.loads(b) for b in overtaken] == [[0], [1], [2], [3]]
-        got = [batch[0] for batch in take_batches(gate, 5)]
+        got = [batch[0] for batch in take_batches(remote, gate, 5)]
         assert got == [0, 1, 2, 3, 99], "credits returned for consumed batches free the rest"
         assert not remote.errors
 

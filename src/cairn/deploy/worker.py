@@ -1,10 +1,11 @@
 """A worker: one long-running process (a Spark barrier task) or thread hosting subtasks.
 
 Invariants: every task of a worker runs on the worker's single task thread (no locks on the
-record path); network reader/sender threads only move bytes between sockets and channel
-queues; the worker stops when the job master says so or when the job master connection is
-lost, so an orphaned worker never keeps writing; a worker tunes the interpreter for good only
-in a process of its own (``process_tuning``).
+record path), which also moves the data connections' frames (its event loop: it waits on
+its sockets, timers and a wake-up signal, and reads, writes and processes without handing a
+batch to another thread); the worker stops when the job master says so or when the job
+master connection is lost, so an orphaned worker never keeps writing; a worker tunes the
+interpreter for good only in a process of its own (``process_tuning``).
 """
 
 from __future__ import annotations
@@ -46,15 +47,16 @@ from cairn.deploy.task_builder import now_ms as _now_ms  # the operators' clock,
 from cairn.events import CheckpointBarrier
 from cairn.graph.job_graph import JobGraph
 from cairn.ids import AttemptNumber, CheckpointId
-from cairn.runtime.channels import ConnectionSender, InputChannel, receive_loop
+from cairn.runtime.channels import ConnectionSender, InputChannel, frame_receiver
 from cairn.runtime.faults import FaultInjector, SimulatedCrash
 from cairn.runtime.network.errors import ConnectionClosed, FrameRefused
+from cairn.runtime.network.event_loop import EventLoop
 from cairn.runtime.network.frames import FrameKind
 from cairn.runtime.network.framing import FramedConnection
+from cairn.runtime.network.loop_connection import LoopConnection
 from cairn.runtime.network.server import Listener, connect
 from cairn.runtime.network.tls import InternalTls
 from cairn.runtime.task import StreamTask
-from cairn.runtime.wakeup import Wakeup
 from cairn.settings import JobSettings
 from cairn.state.api import KeyedStateBackend
 from cairn.state.errors import CorruptStateError
@@ -154,7 +156,7 @@ class Worker:
         self.plan = ExecutionPlan(graph, launch.num_workers)
         hard_kill = process is ProcessOwnership.OWNED
         self.faults = FaultInjector(tuple(launch.faults), launch.attempt, hard_kill)
-        self._wakeup = Wakeup()
+        self._events = EventLoop()  # the task thread's: data connections, timers, wake-ups
         self._control: deque[Any] = deque()
         self._stop = False
         self._outcome = WorkerOutcome.FINISHED
@@ -173,7 +175,7 @@ class Worker:
         )
         self._local = local_recovery_store(settings, self._storage.job_dir, worker_index)
         self._senders: dict[int, ConnectionSender] = {}
-        self._inbound: list[FramedConnection] = []
+        self._inbound: list[LoopConnection] = []
         self.tasks: list[StreamTask] = []
         self._keyed_backends: list[KeyedStateBackend] = []
         self._master: FramedConnection | None = None
@@ -223,7 +225,7 @@ class Worker:
         return bool(self._control)
 
     def wake(self) -> None:
-        self._wakeup.set()
+        self._events.wake()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -292,10 +294,10 @@ class Worker:
             while True:
                 _kind, _ch, payload = conn.recv()
                 self._control.append(pickle.loads(payload))
-                self._wakeup.set()
+                self._events.wake()
         except (ConnectionClosed, OSError):
             self._master_lost = True
-            self._wakeup.set()
+            self._events.wake()
 
     def _await_peer_table(self) -> dict[int, tuple[str, int]]:
         deadline = time.monotonic() + PEER_TABLE_TIMEOUT_S
@@ -308,8 +310,7 @@ class Worker:
                     raise _MasterLost("shut down before start")
             if self._master_lost:
                 raise _MasterLost("job master connection lost during start-up")
-            self._wakeup.wait(0.1)
-            self._wakeup.clear()
+            self._events.poll(0.1)
         raise TimeoutError(f"no peer table from the job master within {PEER_TABLE_TIMEOUT_S:.0f} s")
 
     def _connect_peers(self, peers: dict[int, tuple[str, int]]) -> None:
@@ -321,22 +322,30 @@ class Worker:
             # still retried for up to busy_timeout).
             conn = connect(peers[peer], self.launch.secret, hello, retries=1, tls=self._tls.client)
             conn.max_frame_size = self.settings.network.max_frame_size
-            sender = ConnectionSender(
-                conn, self.wake, self._on_network_error, f"w{self.index}->w{peer}"
-            )
+            outgoing = LoopConnection.adopt(conn)
+            sender = ConnectionSender(outgoing, self._events.flush, f"w{self.index}->w{peer}")
+            self._events.register(outgoing, sender.on_frames, self._on_network_error)
             self._senders[peer] = sender
 
     def _on_data_connection(self, conn: FramedConnection, hello: bytes) -> None:
+        """A peer's data connection (on the listener's thread): handed to the task thread."""
         kind, attempt, peer = pickle.loads(hello)
         if kind != "data" or attempt != self.attempt:
             conn.close()
             return
         conn.max_frame_size = self.settings.network.max_frame_size
+        self._events.call_soon(lambda: self._adopt_inbound(conn, peer))
+
+    def _adopt_inbound(self, conn: FramedConnection, peer: int) -> None:
+        if self._stop:
+            conn.close()
+            return
+        incoming = LoopConnection.adopt(conn)
         for ch_id, src_worker in self._channel_source_worker.items():
             if src_worker == peer:
-                self._inputs[ch_id].attach_remote(conn)
-        self._inbound.append(conn)
-        receive_loop(conn, self._inputs, self._wakeup, self._on_network_error)
+                self._inputs[ch_id].attach_remote(incoming, self._events.flush)
+        self._inbound.append(incoming)
+        self._events.register(incoming, frame_receiver(self._inputs), self._on_network_error)
 
     def _on_network_error(self, exc: BaseException) -> None:
         if isinstance(exc, FrameRefused):  # a live peer broke the protocol: fail the attempt
@@ -378,14 +387,12 @@ class Worker:
                     local.local_bytes,
                     local.remote_bytes,
                 )
-        for sender in self._senders.values():
-            sender.start()
 
     # ------------------------------------------------------------------ the task loop
 
     def _loop(self) -> None:
         tasks = self.tasks
-        wakeup = self._wakeup
+        events = self._events
         perf_counter = time.perf_counter
         next_metrics = time.monotonic() + METRICS_INTERVAL_S
         # Flink: -1 = flush only full buffers; 0 = flush after every record (here: batch).
@@ -396,7 +403,6 @@ class Worker:
         current: StreamTask | None = None
         try:
             while not self._stop:
-                wakeup.clear()
                 if self._control:
                     self._handle_control()
                     if self._stop:
@@ -427,8 +433,8 @@ class Worker:
                 if mono >= next_metrics:
                     self._send_metrics()
                     next_metrics = mono + METRICS_INTERVAL_S
-                if not did:
-                    wakeup.wait(self._idle_timeout(now_ms))
+                # Frames in and out, and the sleep when there was nothing to do.
+                events.poll(0.0 if did else self._idle_timeout(now_ms))
         except (SimulatedCrash, _MasterLost):
             raise
         except Exception as exc:
@@ -507,6 +513,7 @@ class Worker:
         if self._local is not None and finished:
             self._local.discard()  # a failed or cancelled attempt's copies serve the next one
         self._abort_connections()
+        self._events.close()
 
 
 def local_recovery_store(

@@ -21,23 +21,24 @@ from __future__ import annotations
 
 import logging
 import pickle
-import threading
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from cairn.events import CheckpointBarrier, is_priority_event
 from cairn.runtime.edge_errors import EdgeLabel, batch_too_large_error, unpicklable_batch_error
-from cairn.runtime.network.errors import ConnectionClosed, FrameTooLarge
+from cairn.runtime.network.errors import ConnectionClosed
 from cairn.runtime.network.frames import FrameKind, pack_credit, unpack_credit
-from cairn.runtime.network.framing import FramedConnection
-from cairn.runtime.wakeup import Wakeup
+from cairn.runtime.network.loop_connection import Frame, LoopConnection
 from cairn.settings import DEFAULT_MAX_FRAME_SIZE
 
 log = logging.getLogger(__name__)
 
-_ONE_CREDIT = pack_credit(1)
 DEFAULT_CAPACITY = 4  # record batches in flight per channel (Flink: 2 exclusive + floating)
+# Credits go back to a remote sender in pairs: one frame (and one wake-up of the sender) per
+# two batches. A sender without credit always has at least capacity - 1 batches queued or
+# owed here, so the pair completes as those are taken: no stall.
+CREDIT_BATCH = 2
 
 
 class PrioritySignal:
@@ -58,6 +59,9 @@ class InputChannel:
 
     __slots__ = (
         "_conn",
+        "_credit_batch",
+        "_flush",
+        "_owed",
         "announced",
         "channel_id",
         "consumed",
@@ -68,8 +72,10 @@ class InputChannel:
         "signal",
     )
 
-    def __init__(self, channel_id: int) -> None:
+    def __init__(self, channel_id: int, capacity: int = DEFAULT_CAPACITY) -> None:
         self.channel_id = channel_id
+        # Credits go back in pairs, or one by one when the sender has fewer than four.
+        self._credit_batch = max(1, min(CREDIT_BATCH, capacity // 2))
         # Entries: list (record batch), bytes (pickled remote batch), HeldBatch or an event.
         self.queue: deque[Any] = deque()
         self.received = 0
@@ -79,7 +85,9 @@ class InputChannel:
         self.signal = PrioritySignal()
         self.local_sender: LocalOutputChannel | None = None
         self.finished = False
-        self._conn: FramedConnection | None = None
+        self._conn: LoopConnection | None = None
+        self._flush: Callable[[LoopConnection], None] | None = None
+        self._owed = 0  # credits for batches taken, not yet sent back
 
     def push(self, entry: Any) -> None:
         """Producer side: append a batch or an in-order event."""
@@ -91,31 +99,31 @@ class InputChannel:
         self.announced.append((self.received, barrier))
         self.signal.raised = True
 
-    def attach_remote(self, conn: FramedConnection) -> None:
-        self._conn = conn
+    def attach_remote(self, conn: LoopConnection, flush: Callable[[LoopConnection], None]) -> None:
+        """The connection the channel's batches arrive on; ``flush`` writes what was queued
+        on it (the worker's event loop's)."""
+        self._conn, self._flush = conn, flush
 
     def request_buffer_size(self, records: int) -> None:
         """Buffer debloating: ask the sender for buffers of ``records`` records."""
         if self.local_sender is not None:
             self.local_sender.batch_size = records
             return
-        conn = self._conn
-        if conn is None:
-            return
-        try:
-            conn.send(FrameKind.BUFFER_SIZE, self.channel_id, pack_credit(records))
-        except (ConnectionClosed, OSError):
-            pass  # the sender is gone; failover handles it
+        self._send(FrameKind.BUFFER_SIZE, records)
 
     def consumed_remote_batch(self) -> None:
-        """Give the sender one credit back for the batch just taken from the queue."""
-        conn = self._conn
-        if conn is None:
-            return
-        try:
-            conn.send(FrameKind.CREDIT, self.channel_id, _ONE_CREDIT)
-        except (ConnectionClosed, OSError):
-            pass  # the sender is gone; failover handles it
+        """Count a credit for the batch just taken; send them back in pairs."""
+        self._owed += 1
+        if self._owed >= self._credit_batch:
+            owed, self._owed = self._owed, 0
+            self._send(FrameKind.CREDIT, owed)
+
+    def _send(self, kind: FrameKind, count: int) -> None:
+        conn, flush = self._conn, self._flush
+        if conn is None or flush is None or conn.closed:
+            return  # the sender is gone; failover handles it
+        conn.queue(kind, self.channel_id, pack_credit(count))
+        flush(conn)
 
 
 class OutputChannel:
@@ -133,9 +141,6 @@ class OutputChannel:
     def accepts_partial(self) -> bool:
         """Whether a partly filled batch (buffer timeout, idle flush) can go out now."""
         return True
-
-    def hold(self) -> None:
-        """The writer kept a partly filled batch back (``accepts_partial`` was False)."""
 
     def send_batch(self, batch: list[Any]) -> None:
         raise NotImplementedError
@@ -182,7 +187,6 @@ class RemoteOutputChannel(OutputChannel):
         "channel_id",
         "credits",
         "edge",
-        "holding",
         "max_backlog",
         "max_frame_size",
         "priority_pending",
@@ -210,9 +214,6 @@ class RemoteOutputChannel(OutputChannel):
         self.priority_pending = 0
         self.batch_size = OutputChannel.batch_size
         self.bytes_out = 0  # Flink's numBytesOut: counted once per pickled batch
-        # The writer holds records back until a credit comes (set by hold(), cleared by the
-        # next send): only then must a credit reaching an empty backlog wake the task.
-        self.holding = False
 
     def available(self) -> bool:
         return len(self.backlog) < self.max_backlog
@@ -221,14 +222,11 @@ class RemoteOutputChannel(OutputChannel):
         # Without a credit the batch would only wait in the backlog; kept in the writer it
         # grows instead (like a flushed Flink buffer that is still being written), so a
         # congested channel carries more records per credit rather than starving on tiny
-        # batches. The sender wakes the task when a credit reaches an empty backlog.
+        # batches. A credit arrives on the task thread's event loop, whose turn makes the
+        # worker look at its partly filled batches again.
         return self.credits > 0 and not self.backlog
 
-    def hold(self) -> None:
-        self.holding = True
-
     def send_batch(self, batch: list[Any]) -> None:
-        self.holding = False
         try:
             payload = pickle.dumps(batch, protocol=5)
         except Exception as exc:
@@ -248,130 +246,82 @@ _PRIORITY_EVENT = -int(FrameKind.EVENT)
 
 
 class ConnectionSender:
-    """One thread per outgoing connection: sends frames of its channels as credit allows,
-    and reads the credits the receiver announces on the same connection."""
+    """The frames of one outgoing connection's channels, sent as credit allows; takes the
+    credits and buffer sizes the receiver sends back on the same connection.
+
+    Runs on the worker's task thread: the record writers call ``enqueue``, the worker's
+    event loop hands the receiver's frames to ``on_frames``, and ``flush`` (the loop's)
+    writes what was queued on the connection, the rest as the socket drains."""
 
     def __init__(
-        self,
-        conn: FramedConnection,
-        on_progress: Callable[[], None],
-        on_error: Callable[[BaseException], None],
-        name: str,
+        self, conn: LoopConnection, flush: Callable[[LoopConnection], None], name: str
     ) -> None:
         self.conn = conn
+        self.name = name
+        self._flush = flush
         self._channels: dict[int, RemoteOutputChannel] = {}
-        self._cond = threading.Condition()
-        self._closed = False
-        self._on_progress = on_progress
-        self._on_error = on_error
-        self._send_thread = threading.Thread(
-            target=self._send_loop, name=f"{name}-send", daemon=True
-        )
-        self._credit_thread = threading.Thread(
-            target=self._credit_loop, name=f"{name}-credits", daemon=True
-        )
 
     def register(self, channel: RemoteOutputChannel) -> None:
         self._channels[channel.channel_id] = channel
 
-    def start(self) -> None:
-        self._send_thread.start()
-        self._credit_thread.start()
-
     def enqueue(self, channel: RemoteOutputChannel, kind: int, payload: bytes) -> None:
-        with self._cond:
-            if kind == _PRIORITY_EVENT:
-                channel.priority_pending += 1
-            channel.backlog.append((kind, payload))
-            self._cond.notify()
+        if kind == _PRIORITY_EVENT:
+            channel.priority_pending += 1
+        channel.backlog.append((kind, payload))
+        if self._pump(channel):
+            self._flush(self.conn)
+
+    def _pump(self, ch: RemoteOutputChannel) -> bool:
+        """Move ``ch``'s sendable frames to the connection; True if any moved."""
+        backlog, queue, moved = ch.backlog, self.conn.queue, False
+        while backlog:
+            kind, payload = backlog[0]
+            if kind == FrameKind.DATA:
+                if ch.credits <= 0 and not ch.priority_pending:
+                    break
+                ch.credits -= 1  # may go negative: data in front of a priority barrier
+            elif kind == _PRIORITY_EVENT:
+                ch.priority_pending -= 1
+                kind = FrameKind.EVENT
+            backlog.popleft()
+            queue(kind, ch.channel_id, payload)
+            moved = True
+        return moved
+
+    def on_frames(self, frames: list[Frame]) -> None:
+        """The receiver's credits and buffer sizes (on the event loop's turn)."""
+        moved = False
+        for kind, channel, payload in frames:
+            ch = self._channels.get(channel)
+            if ch is None:
+                raise ConnectionClosed(f"{self.name}: a frame for unknown channel {channel}")
+            if kind == FrameKind.BUFFER_SIZE:
+                ch.batch_size = max(1, unpack_credit(payload))
+            elif kind == FrameKind.CREDIT:
+                ch.credits += unpack_credit(payload)
+                if ch.backlog and self._pump(ch):
+                    moved = True
+            else:
+                raise ConnectionClosed(f"unexpected frame kind {kind} on a data connection")
+        if moved:
+            self._flush(self.conn)
 
     def close(self) -> None:
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
         self.conn.close()
 
-    def _sendable(self) -> tuple[list[tuple[int, int, bytes]], bool]:
-        """The frames that may go now, and whether sending them matters to the task thread:
-        a full backlog (the writer is backpressured) gets room, or the backlog of a channel
-        whose writer holds a partial batch back empties. Other sends wake nobody: at
-        moderate rates a wake-up per frame would cost the task thread more than the frame."""
-        frames: list[tuple[int, int, bytes]] = []
-        wake = False
-        for ch in self._channels.values():
-            backlog = ch.backlog
-            before = len(backlog)
-            while backlog:
-                kind, payload = backlog[0]
-                if kind == FrameKind.DATA:
-                    if ch.credits <= 0 and not ch.priority_pending:
-                        break
-                    ch.credits -= 1  # may go negative: data in front of a priority barrier
-                elif kind == _PRIORITY_EVENT:
-                    ch.priority_pending -= 1
-                    kind = FrameKind.EVENT
-                backlog.popleft()
-                frames.append((kind, ch.channel_id, payload))
-            after = len(backlog)
-            if after < before and (
-                (before >= ch.max_backlog > after) or (ch.holding and not after)
-            ):
-                wake = True
-        return frames, wake
 
-    def _send_loop(self) -> None:
-        try:
-            while True:
-                with self._cond:
-                    frames, wake = self._sendable()
-                    while not frames and not self._closed:
-                        self._cond.wait()
-                        frames, wake = self._sendable()
-                    if self._closed and not frames:
-                        return
-                self.conn.send_many(frames)
-                if wake:
-                    self._on_progress()
-        except (ConnectionClosed, OSError, FrameTooLarge) as exc:
-            if not self._closed:
-                self._on_error(exc)
-
-    def _credit_loop(self) -> None:
-        try:
-            while True:
-                kind, channel, payload = self.conn.recv()
-                if kind == FrameKind.BUFFER_SIZE:
-                    self._channels[channel].batch_size = max(1, unpack_credit(payload))
-                    continue
-                if kind != FrameKind.CREDIT:
-                    raise ConnectionClosed(f"unexpected frame kind {kind} on a data connection")
-                with self._cond:
-                    ch = self._channels[channel]
-                    ch.credits += unpack_credit(payload)
-                    waiting = ch.holding and not ch.backlog
-                    if ch.backlog:  # frames waiting for this credit; else nothing to send
-                        self._cond.notify()
-                if waiting:  # records the writer held back for this credit can go now
-                    self._on_progress()
-        except (ConnectionClosed, OSError) as exc:
-            if not self._closed:
-                self._on_error(exc)
-
-
-def receive_loop(
-    conn: FramedConnection,
-    channels: dict[int, InputChannel],
-    wakeup: Wakeup | threading.Event,
-    on_error: Callable[[BaseException], None],
-) -> None:
-    """Body of the thread reading one incoming data connection into input channel queues."""
+def frame_receiver(channels: dict[int, InputChannel]) -> Callable[[list[Frame]], None]:
+    """The handler of one incoming data connection's frames: each into its input channel
+    (record batches stay pickled: the consuming task unpickles them)."""
     loads = pickle.loads
-    try:
-        while True:
-            kind, channel, payload = conn.recv()
-            target = channels[channel]
+
+    def deliver(frames: list[Frame]) -> None:
+        for kind, channel, payload in frames:
+            target = channels.get(channel)
+            if target is None:
+                raise ConnectionClosed(f"a frame for unknown channel {channel}")
             if kind == FrameKind.DATA:
-                target.queue.append(payload)  # unpickled lazily by the consuming task
+                target.queue.append(payload)
                 target.received += 1
             elif kind == FrameKind.EVENT:
                 event = loads(payload)
@@ -381,6 +331,5 @@ def receive_loop(
                     target.push(event)
             else:
                 raise ConnectionClosed(f"unexpected frame kind {kind} from a data sender")
-            wakeup.set()
-    except (ConnectionClosed, OSError) as exc:
-        on_error(exc)
+
+    return deliver

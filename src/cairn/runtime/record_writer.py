@@ -342,15 +342,7 @@ class RecordWriter:
         flushed = False
         channels = self.channels
         for i, pending in enumerate(self._pending):
-            if pending:
-                channel = channels[i]
-                if not channel.accepts_partial():
-                    channel.hold()
-                    # Announced first, then looked again: a credit or send racing with the
-                    # announcement is seen here, or its thread sees the announcement and
-                    # wakes the task (no lost wake-up).
-                    if not channel.accepts_partial():
-                        continue
+            if pending and channels[i].accepts_partial():
                 self.flush_channel(i)
                 flushed = True
         return flushed

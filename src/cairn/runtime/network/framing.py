@@ -251,6 +251,19 @@ class FramedConnection:
 
     # -- lifecycle -------------------------------------------------------------------------
 
+    def detach(self) -> tuple[socket.socket | TlsChannel, bytes]:
+        """Hand the socket over to another owner (an event loop's ``LoopConnection``) with the
+        bytes already read past the last frame returned; this object is closed afterwards
+        (its ``close()`` no longer touches the socket). Only the reading thread may call it.
+        """
+        with self._close_lock:
+            if self._closed:
+                raise ConnectionClosed("connection is closed")
+            self._closed = True
+        leftover = bytes(self._view[self._start : self._end])
+        self._start = self._end = 0
+        return self._sock, leftover
+
     def close(self) -> None:
         """Close the connection; idempotent, safe from any thread, wakes a blocked reader."""
         with self._close_lock:

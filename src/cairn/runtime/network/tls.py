@@ -4,8 +4,10 @@ Invariant: with internal TLS on, a peer must complete a TLS handshake presenting
 certificate signed by the truststore before a single byte of application data is read from
 it (the job's HMAC handshake then runs inside TLS, and frames after it); the ``SSLObject`` of
 a connection is only ever touched under its lock while socket I/O happens outside it, so one
-reader thread and any number of sender threads may use a connection at once (OpenSSL does
-not allow two threads into one ``SSL`` object, which a plain ``SSLSocket`` would do).
+reader thread and any number of sender threads may use a connection at once (an event loop's
+owner uses ``recv_available``, ``encrypt`` and ``take_output`` and writes the socket itself;
+OpenSSL does not allow two threads into one ``SSL`` object, which a plain ``SSLSocket``
+would do).
 
 Records leave in the order the ``SSLObject`` produced them: whoever drains the outgoing
 buffer holds the write lock until those bytes are on the socket (lock order: write, then
@@ -261,6 +263,23 @@ class TlsChannel:
                     self._encrypt_and_send(view)
             if small:
                 self._encrypt_and_send(memoryview(b"".join(small)))
+
+    def encrypt(self, buffers: Sequence[bytes | bytearray | memoryview]) -> bytes:
+        """The TLS records of ``buffers`` (in order) plus anything the session had to send,
+        without touching the socket: for an owner that writes the socket itself, without
+        blocking (an event loop). Small neighbours share a record, as in ``send_buffers``."""
+        with self._lock:
+            joined = b"".join(buffers)
+            view = memoryview(joined)
+            for offset in range(0, len(view), _WRITE_CHUNK):
+                self._tls.write(view[offset : offset + _WRITE_CHUNK])
+            return self._outgoing.read()
+
+    def take_output(self) -> bytes:
+        """What the session produced while reading (e.g. a key update's answer), to be sent
+        by an owner that writes the socket itself (``b""`` mostly)."""
+        with self._lock:
+            return self._outgoing.read() if self._outgoing.pending else b""
 
     def _encrypt_and_send(self, view: memoryview) -> None:
         for offset in range(0, len(view), _WRITE_CHUNK):
