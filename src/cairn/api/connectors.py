@@ -145,6 +145,16 @@ class SourceReader(ABC):
         """
         return None
 
+    def records_due_in_s(self) -> float | None:
+        """Seconds until ``poll_batch`` can return records again, exactly: a poll before then
+        returns nothing (a rate-limited reader's next permit: Flink's ``isAvailable()``
+        future of a ``RateLimitedSourceReader``), so the task does not poll before then.
+        Asked after every poll that returned fewer records than asked for. ``None`` (the
+        default): unknown, records may come any time (the task polls whenever it runs, and
+        sleeps per ``available_in_s`` after an empty poll).
+        """
+        return None
+
     def split_ids(self) -> list[str] | None:
         """Per-split event time (Flink's per-split watermark generation): the ids of the
         splits this reader reads now, or ``None`` (the default): one watermark generator per

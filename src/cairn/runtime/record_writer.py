@@ -288,7 +288,14 @@ class RecordWriter:
 
     def min_batch_size(self) -> int:
         """Smallest buffer size of this writer's channels (sources poll no more at once)."""
-        return min(ch.batch_size for ch in self.channels)
+        channels = self.channels
+        if len(channels) == 1:
+            return channels[0].batch_size
+        smallest = channels[0].batch_size
+        for ch in channels:
+            if ch.batch_size < smallest:
+                smallest = ch.batch_size
+        return smallest
 
     def flush_channel(self, index: int) -> None:
         batch = self._pending[index]

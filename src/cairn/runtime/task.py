@@ -151,6 +151,9 @@ class StreamTask:
         # Set by an empty poll only: when (time.monotonic()) the source expects records
         # again. Cleared on every other path, so a stale time never keeps the worker awake.
         self.source_ready_at: float | None = None
+        # When the source's next records are due exactly (``records_due_in_s``): no poll
+        # before then.
+        self._source_due_at: float | None = None
         self._slices = SliceBudget()
         self._control_pending = services.control_pending
         self._valve = (
@@ -316,6 +319,11 @@ class StreamTask:
             gate.put_back(channel, HeldBatch(rest, recorded_for, replayed))
 
     def _run_source_once(self) -> bool:
+        due = self._source_due_at
+        if due is not None:
+            if time.monotonic() < due:
+                return False  # a poll now would return nothing (``records_due_in_s``)
+            self._source_due_at = None
         self.source_ready_at = None
         if self.source_exhausted or self.source_suspended:
             return False
@@ -334,19 +342,30 @@ class StreamTask:
                 self.end_input()
             return True
         if not batch:
-            hint = head.available_in_s()
-            if hint is not None:
-                self.source_ready_at = time.monotonic() + hint
+            self._learn_source_due(head)
+            if self.source_ready_at is None:
+                hint = head.available_in_s()
+                if hint is not None:
+                    self.source_ready_at = time.monotonic() + hint
             return False
         self.records_in += len(batch)
         self._emit_from_source(batch)
-        if len(batch) < limit and self.flush_when_drained:
-            self.flush_ready()  # the source has no more now: what it emitted goes
+        if len(batch) < limit:
+            self._learn_source_due(head)
+            if self.flush_when_drained:
+                self.flush_ready()  # the source has no more now: what it emitted goes
         if not self._outputs_available():
             self._enter_backpressure()  # from now, not when the task is next run
         if self._faults.active:
             self._check_fault("processing")
         return True
+
+    def _learn_source_due(self, head: SourceOperator | SourceFunctionOperator) -> None:
+        """The source said it has no more now: if it knows exactly when it will, it is not
+        polled before then (the worker sleeps until then unless other work wakes it)."""
+        due_in = head.records_due_in_s()
+        if due_in is not None and due_in > 0:
+            self._source_due_at = self.source_ready_at = time.monotonic() + due_in
 
     def _check_fault(self, point: str, checkpoint_id: CheckpointId | None = None) -> None:
         """Test fault injection (called only while ``self._faults.active``)."""

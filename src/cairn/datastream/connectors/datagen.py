@@ -75,6 +75,11 @@ class RateLimiter:
         self._last = now
         return self._tokens
 
+    @property
+    def limited(self) -> bool:
+        """Whether there is a rate (else every ``acquire`` grants all)."""
+        return self._rate is not None
+
     def acquire(self, wanted: int) -> int:
         """How many of ``wanted`` records may be emitted now (never blocks)."""
         if self._rate is None:
@@ -349,12 +354,13 @@ class DataGeneratorReader(SourceReader):
     def poll_batch(self, max_records: int) -> list[Any] | None:
         if not self._splits:
             return None
-        pos = min(range(len(self._splits)), key=lambda k: self._splits[k].next_index)
-        split = self._splits[pos]
+        splits = self._splits
+        pos = 0 if len(splits) == 1 else min(range(len(splits)), key=lambda k: splits[k].next_index)
+        split = splits[pos]
         wanted = int(min(max_records, split.remaining()))
+        self._wanted = wanted
         granted = self._limiter.acquire(wanted) if wanted > 0 else 0
         if granted <= 0:
-            self._wanted = wanted
             return []
         stop = split.next_index + granted * split.stride
         batch = self._generate(range(split.next_index, stop, split.stride))
@@ -369,6 +375,9 @@ class DataGeneratorReader(SourceReader):
         if not self._splits:
             return None
         return self._limiter.seconds_until_ready(self._wanted)
+
+    def records_due_in_s(self) -> float | None:
+        return self.available_in_s() if self._limiter.limited else None
 
     def snapshot_state(self, checkpoint_id: CheckpointId) -> list[DataGenSplit]:
         return list(self._splits)

@@ -155,6 +155,11 @@ class SourceOperator(UserFunctionOperator):
         hint = getattr(self.reader, "available_in_s", None)
         return hint() if hint is not None else None
 
+    def records_due_in_s(self) -> float | None:
+        """When the reader's next records are due, exactly (``SourceReader.records_due_in_s``)."""
+        due = getattr(self.reader, "records_due_in_s", None)
+        return due() if due is not None else None
+
     def snapshot_state(
         self,
         checkpoint_id: CheckpointId,
@@ -267,6 +272,9 @@ class SourceFunctionOperator(UserFunctionOperator):
 
     def available_in_s(self) -> float | None:
         return None  # the source thread wakes the task when it emits
+
+    def records_due_in_s(self) -> float | None:
+        return None
 
     def close(self) -> None:
         ctx = self.context
