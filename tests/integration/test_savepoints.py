@@ -93,7 +93,7 @@ def listed_job(
         assert job.poll() is None, log.read_text()
         listing = readme(env, LIST, timeout=30)
         assert listing.returncode == 0, listing.stderr
-        rows = re.findall(rf" : ([0-9a-f]{{32}}) : {name} \(RUNNING\) http", listing.stdout)
+        rows = re.findall(rf" : ([0-9a-f]{{32}}) : {name} \(RUNNING\) .*http", listing.stdout)
         return next((jid for jid in rows if jid not in exclude), None)
 
     return wait_for(

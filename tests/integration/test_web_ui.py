@@ -3,7 +3,8 @@ protocol (a websocket, with aiohttp) on a real job (in-process executor, no Spar
 pages load, the numbers the overview and checkpoints tab show equal the REST JSON, a job
 graph vertex is coloured by its subtasks' time shares, an operator named ``<script>`` shows
 as text, the savepoint button (its confirmation accepted) produces a savepoint, and the
-stop-and-drain button ends the job FINISHED with another. The
+stop-and-drain button ends the job FINISHED with another; the overview and the Jobs tab
+show the job's source rate, cores and CPU per record. The
 page polls while no live stream is free and follows its stream once one is; it shows bytes
 per vertex, and its Jobs tab lists this driver's finished job and a job archived by another
 process, each with its final figures.
@@ -229,6 +230,21 @@ async def _drive(entry: Any, port: str, job: JobClient, shots: Path | None) -> N
             p99 = await b.wait_for(f"document.getElementById('latency-{scope}-p99')?.textContent")
             assert float(p99) >= 0
             assert {"id": f"latency.{scope}.latency_p99"} in rest(entry, f"/jobs/{jid}/metrics")
+            # What the job costs, from the cpu block of /jobs/:jobid: in-process workers
+            # measure their task threads.
+            cores = "Number(document.getElementById('overview-cores')?.textContent)"
+            await b.wait_for(f"{cores} > 0")
+            per_record = await b.wait_for(
+                "(t => t !== '-' && t)(document.getElementById('overview-cpu-per-record')"
+                "?.textContent)"
+            )
+            assert re.fullmatch(r"\d+\.\d \u00b5s", per_record), per_record
+            rate = await b.js("document.getElementById('overview-rate').textContent")
+            assert re.fullmatch(r"[\d.]+k? rec/s", rate), rate
+            measured = await b.js("document.getElementById('overview-cpu-measured').textContent")
+            assert measured.startswith("task threads only")
+            cpu = rest(entry, f"/jobs/{jid}")["cpu"]
+            assert cpu["measured"] == "task-thread" and cpu["cores-since-start"] > 0
             if shots:
                 await b.screenshot(shots / "web-ui-overview.png")
             # Jobs: this job and the driver's finished one (names as text); a click on the
@@ -236,6 +252,11 @@ async def _drive(entry: Any, port: str, job: JobClient, shots: Path | None) -> N
             await b.js("document.querySelector('[data-tab=jobs]').click()")
             here = await b.wait_for(f"document.getElementById('job-name-{jid}')?.textContent")
             assert here == "web-ui <script>alert(1)</script>"
+            # Its rate and cost next to it, as /jobs/overview has them.
+            await b.wait_for(f"Number(document.getElementById('job-cores-{jid}')?.textContent) > 0")
+            rate = await b.js(f"document.getElementById('job-rate-{jid}').textContent")
+            assert rate.endswith(" rec/s"), rate
+            assert "cpu" in rest(entry, "/jobs/overview")["jobs"][0]
             earlier = next(j for j in rest(entry, "/jobs/overview")["jobs"] if j["name"] == EARLIER)
             cell = f"document.getElementById('job-state-{earlier['jid']}')"
             assert await b.wait_for(f"{cell}?.textContent") == "FINISHED"

@@ -39,8 +39,9 @@ def _time(ms: int) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    """Flink's ``flink list``: the running jobs, oldest first; with ``--all`` (``-a``) also
-    the ended jobs of the job archive, newest first, with their final state and figures."""
+    """Flink's ``flink list``: the running jobs, oldest first, each with its rate and cost
+    (:func:`cost_column`); with ``--all`` (``-a``) also the ended jobs of the job archive,
+    newest first, with their final state and figures."""
     from cairn.rest.client import JobControlError, JobEndpoint
     from cairn.rest.registry import JobRegistry
 
@@ -52,11 +53,12 @@ def cmd_list(args: argparse.Namespace) -> int:
         print("------------------ Running/Restarting Jobs -------------------")
     for entry in entries:
         try:
-            state = JobEndpoint(entry, timeout_s=3.0).status()
+            details = JobEndpoint(entry, timeout_s=3.0).request("GET", f"/jobs/{entry.job_id}")
+            state, cost = str(details["state"]), cost_column(details.get("cpu"))
         except JobControlError:
-            state = "UNREACHABLE"
+            state, cost = "UNREACHABLE", cost_column(None)
         started = _time(entry.start_time_ms)
-        print(f"{started} : {entry.job_id} : {entry.name} ({state}) {entry.endpoint}")
+        print(f"{started} : {entry.job_id} : {entry.name} ({state}) {cost} {entry.endpoint}")
         if args.web:  # the token travels in the fragment: browsers never send it
             print(f"    web UI: {web_ui_url(entry.endpoint, entry.token)}")
     if entries:
@@ -78,7 +80,9 @@ def _list_archived(directory: str | None, registry_dir: str, running: set[str]) 
     for job in jobs:
         row = job.row
         print(f"{_time(int(row['start-time']))} : {job.job_id} : {row['name']} ({job.state})")
-        print(f"    ended {_time(job.end_ms)}; {_records(job.body(f'/jobs/{job.job_id}'))}")
+        details = job.body(f"/jobs/{job.job_id}")
+        cpu = _final_cpu((details or {}).get("cpu"))
+        print(f"    ended {_time(job.end_ms)}; {_records(details)}" + (f"; {cpu}" if cpu else ""))
         cause = (job.body(f"/jobs/{job.job_id}/exceptions") or {}).get("root-exception")
         if cause:
             print(f"    cause: {cause}")
@@ -98,6 +102,43 @@ def _records(details: dict[str, Any] | None) -> str:
         if isinstance(v.get("metrics"), dict)
     ]
     return "records in/out: " + (", ".join(counts) if counts else "not recorded")
+
+
+def cost_column(cpu: dict[str, Any] | None) -> str:
+    """A running job's rate and cost from its ``cpu`` block (``/jobs/:jobid``): records/s
+    the sources read, cores the workers used and CPU microseconds per source record, over
+    the last reporting interval (``-`` until known).
+
+    >>> cost_column({"source-records-per-second": 5012.3, "cores": 0.4213,
+    ...              "cpu-per-record-us": 84.06})
+    '5.0k rec/s 0.42 cores 84 us/rec'
+    >>> cost_column(None)
+    '- rec/s - cores - us/rec'
+    """
+    from cairn.observability.progress import format_count
+
+    if not cpu:
+        return "- rec/s - cores - us/rec"
+    per_record = cpu.get("cpu-per-record-us")
+    us = "-" if per_record is None else f"{per_record:.0f}"
+    rate = format_count(float(cpu.get("source-records-per-second", 0.0)))
+    return f"{rate} rec/s {float(cpu.get('cores', 0.0)):.2f} cores {us} us/rec"
+
+
+def _final_cpu(cpu: dict[str, Any] | None) -> str:
+    """An ended job's CPU time and CPU per source record over its last attempt.
+
+    >>> _final_cpu({"cpu-time": 12340, "cpu-per-record-us-since-start": 61.7,
+    ...             "measured": "process"})
+    'cpu 12.3 s, 62 us/rec (process)'
+    >>> _final_cpu(None)
+    ''
+    """
+    if not cpu:
+        return ""
+    per_record = cpu.get("cpu-per-record-us-since-start")
+    us = "-" if per_record is None else f"{per_record:.0f}"
+    return f"cpu {cpu.get('cpu-time', 0) / 1000:.1f} s, {us} us/rec ({cpu.get('measured')})"
 
 
 def web_ui_url(endpoint: str, token: str | None) -> str:

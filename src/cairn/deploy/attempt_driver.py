@@ -172,7 +172,8 @@ class AttemptDriver:
         elif isinstance(msg, TaskDecline):
             coordinator.receive_decline(msg)
         elif isinstance(msg, p.MetricsReport):
-            host.record_metrics(msg.tasks)
+            cpu = None if msg.cpu is None else (msg.worker_index, msg.cpu)
+            host.record_metrics(msg.tasks, cpu)
         elif isinstance(msg, p.CollectedResults):
             host.deliver_collected(msg)
         elif isinstance(msg, p.WorkerOutput):

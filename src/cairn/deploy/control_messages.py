@@ -14,6 +14,7 @@ from typing import Any
 from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.checkpoint.messages import TaskKey
 from cairn.deploy.initialization import WorkerInitialization
+from cairn.deploy.worker_cpu import WorkerCpu
 from cairn.events import CheckpointBarrier
 from cairn.ids import AttemptNumber, CheckpointId, JobId
 from cairn.runtime.reports import CollectedResults, SourceExhausted, TaskFinished, TaskMetrics
@@ -62,9 +63,13 @@ class TaskFailed:
 
 @dataclass(frozen=True)
 class MetricsReport:
+    """The worker's tasks' counters and the CPU time the worker used (``deploy/worker_cpu.py``),
+    read at the same moment."""
+
     attempt: AttemptNumber
     worker_index: int
     tasks: Mapping[TaskKey, TaskMetrics]
+    cpu: WorkerCpu | None = None
 
 
 @dataclass(frozen=True)

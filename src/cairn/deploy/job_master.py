@@ -60,11 +60,12 @@ from cairn.deploy.executors import Executor
 from cairn.deploy.initialization import JobInitialization
 from cairn.deploy.job_master_leadership import lead
 from cairn.deploy.job_master_ports import Listener
-from cairn.deploy.job_view import JobView, MetricReports
+from cairn.deploy.job_view import CpuReports, JobView, MetricReports, shifted
 from cairn.deploy.lifecycle import AttemptEnd, AttemptOutcome, transition
 from cairn.deploy.restart_policy import RestartPolicy
 from cairn.deploy.restore_choice import RestoreChoice
 from cairn.deploy.savepoint_requests import SavepointRequests, StopWithSavepoint
+from cairn.deploy.worker_cpu import WorkerCpu
 from cairn.events import SavepointFormatType
 from cairn.graph.job_graph import JobGraph
 from cairn.ids import AttemptNumber, CheckpointId, JobId
@@ -74,6 +75,7 @@ from cairn.settings import JobSettings
 log = logging.getLogger(__name__)
 
 _NO_REPORTS: MetricReports = (MappingProxyType({}), MappingProxyType({}))
+_NO_CPU_REPORTS: CpuReports = (MappingProxyType({}), MappingProxyType({}))
 
 
 class JobMaster:
@@ -424,15 +426,17 @@ class JobMaster:
     def checkpoint_acknowledged(self) -> None:
         self._note_latest_checkpoint()
 
-    def record_metrics(self, reports: Mapping[TaskKey, p.TaskMetrics]) -> None:
+    def record_metrics(
+        self, reports: Mapping[TaskKey, p.TaskMetrics], cpu: tuple[int, WorkerCpu] | None = None
+    ) -> None:
         # New maps, never mutated: readers on other threads keep a consistent pair.
-        before, latest = self._view.metric_reports
-        previous, current = dict(before), dict(latest)
-        for key, report in reports.items():
-            if key in current:
-                previous[key] = current[key]
-            current[key] = report
-        self._publish(metric_reports=(MappingProxyType(previous), MappingProxyType(current)))
+        view = self._view
+        metric_reports = shifted(view.metric_reports, reports)
+        if cpu is None:
+            self._publish(metric_reports=metric_reports)
+            return
+        cpu_reports = shifted(view.cpu_reports, {cpu[0]: cpu[1]})
+        self._publish(metric_reports=metric_reports, cpu_reports=cpu_reports)
 
     # ------------------------------------------------------------------ one attempt
 
@@ -443,6 +447,7 @@ class JobMaster:
         # Pids of the previous attempt's (dead) workers must not pass for the new ones.
         self._publish(
             metric_reports=_NO_REPORTS,
+            cpu_reports=_NO_CPU_REPORTS,
             worker_pids=MappingProxyType({}),
             worker_data_addresses=MappingProxyType({}),
         )

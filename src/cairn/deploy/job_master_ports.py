@@ -17,6 +17,7 @@ from cairn.checkpoint.messages import TaskKey
 from cairn.checkpoint.storage import CheckpointStorage
 from cairn.common.job_status import JobStatus
 from cairn.deploy import control_messages as p
+from cairn.deploy.worker_cpu import WorkerCpu
 from cairn.graph.job_graph import JobGraph
 from cairn.ids import AttemptNumber, JobId
 from cairn.settings import JobSettings
@@ -64,7 +65,12 @@ class AttemptHost(Protocol):
         self, worker_index: int, pid: int, data_address: tuple[str, int]
     ) -> None: ...
 
-    def record_metrics(self, reports: Mapping[TaskKey, p.TaskMetrics]) -> None: ...
+    def record_metrics(
+        self, reports: Mapping[TaskKey, p.TaskMetrics], cpu: tuple[int, WorkerCpu] | None = None
+    ) -> None:
+        """The latest counters of some tasks and (with a worker's periodic report) the CPU
+        time worker ``cpu[0]`` used."""
+        ...
 
     def deliver_collected(self, results: p.CollectedResults) -> None:
         """Hand released ``execute_and_collect`` results to the client (once each)."""

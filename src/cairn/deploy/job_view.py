@@ -18,21 +18,28 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import TypeVar
 
 from cairn.checkpoint.messages import TaskKey
 from cairn.checkpoint.stats import CheckpointStatsTracker
 from cairn.common.job_status import JobStatus
 from cairn.deploy.initialization import JobInitialization
+from cairn.deploy.worker_cpu import WorkerCpu
 from cairn.ids import AttemptNumber, CheckpointId, JobId
 from cairn.runtime.reports import TaskMetrics
 
-__all__ = ["JobView", "MetricReports"]
+__all__ = ["CpuReports", "JobView", "MetricReports", "shifted"]
 
+K = TypeVar("K")
+V = TypeVar("V")
 _NONE: Mapping[TaskKey, TaskMetrics] = MappingProxyType({})
 _BEFORE_FIRST = AttemptNumber(-1)
 
 # (each subtask's report before its latest, the latest): rates are the difference of the two.
 MetricReports = tuple[Mapping[TaskKey, TaskMetrics], Mapping[TaskKey, TaskMetrics]]
+# The same pair of each worker's CPU readings, by worker index.
+CpuReports = tuple[Mapping[int, WorkerCpu], Mapping[int, WorkerCpu]]
+_NO_CPU: Mapping[int, WorkerCpu] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +51,9 @@ class JobView:
     ``worker_pids``: the current attempt's registered workers (``worker_data_addresses``:
     where each listens for data); ``checkpoint_stats``: the
     (thread-safe) checkpoint statistics, None with checkpointing disabled;
-    ``latest_checkpoint_id``: the latest completed checkpoint the job master knows of.
+    ``latest_checkpoint_id``: the latest completed checkpoint the job master knows of;
+    ``metric_reports``/``cpu_reports``: the current attempt's reports, the latest and the one
+    before of each subtask/worker.
     """
 
     job_id: JobId
@@ -59,6 +68,7 @@ class JobView:
         default_factory=lambda: MappingProxyType({})
     )
     metric_reports: MetricReports = (_NONE, _NONE)
+    cpu_reports: CpuReports = (_NO_CPU, _NO_CPU)
     last_initialization: JobInitialization | None = None
     latest_checkpoint_id: CheckpointId | None = None
     checkpoint_stats: CheckpointStatsTracker | None = None
@@ -76,3 +86,21 @@ class JobView:
     def running_for_ms(self, now_ms: int) -> int:
         """How long the job ran (until it ended, or ``now_ms``)."""
         return (self.end_ms if self.end_ms is not None else now_ms) - self.start_ms
+
+
+def shifted(
+    pair: tuple[Mapping[K, V], Mapping[K, V]], reports: Mapping[K, V]
+) -> tuple[Mapping[K, V], Mapping[K, V]]:
+    """The (previous, latest) pair after ``reports``: a reported key's latest becomes its
+    previous. New read-only maps; ``pair``'s are not touched.
+
+    >>> before, latest = shifted(({}, {"a": 1}), {"a": 2, "b": 5})
+    >>> dict(before), dict(latest)
+    ({'a': 1}, {'a': 2, 'b': 5})
+    """
+    previous, current = dict(pair[0]), dict(pair[1])
+    for key, report in reports.items():
+        if key in current:
+            previous[key] = current[key]
+        current[key] = report
+    return MappingProxyType(previous), MappingProxyType(current)

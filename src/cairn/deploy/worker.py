@@ -44,6 +44,7 @@ from cairn.deploy.process_tuning import (
 )
 from cairn.deploy.task_builder import TaskBuilder, read_restores
 from cairn.deploy.task_builder import now_ms as _now_ms  # the operators' clock, for timers
+from cairn.deploy.worker_cpu import CpuClock
 from cairn.events import CheckpointBarrier
 from cairn.graph.job_graph import JobGraph
 from cairn.ids import AttemptNumber, CheckpointId
@@ -165,6 +166,7 @@ class Worker:
         self._failure: BaseException | None = None
         self._built = False  # every task built and its state restored
         self._started_ms, self._started = int(time.time() * 1000), time.perf_counter()
+        self._cpu = CpuClock(process)  # on the worker's own thread: see CpuClock
         self._initialization: p.WorkerInitialization | None = None
         self._async = ThreadPoolExecutor(
             max_workers=2, thread_name_prefix=f"snapshot-w{worker_index}"
@@ -471,9 +473,8 @@ class Worker:
                 return
 
     def _send_metrics(self) -> None:
-        self.send_to_master(
-            p.MetricsReport(self.attempt, self.index, {t.key: t.metrics() for t in self.tasks})
-        )
+        tasks = {t.key: t.metrics() for t in self.tasks}
+        self.send_to_master(p.MetricsReport(self.attempt, self.index, tasks, self._cpu.read()))
 
     def _report_failure(self, task: StreamTask | None, exc: BaseException) -> None:
         tb = getattr(exc, "formatted_traceback", None) or "".join(

@@ -1,4 +1,5 @@
-"""Terminal progress of a running job: status, records in/out, last checkpoint, restarts.
+"""Terminal progress of a running job: status, records in/out, last checkpoint, restarts,
+the time shares and what the job costs (cores, CPU per source record).
 
 Invariant: the reporter only reads the job master's published view and immutable checkpoint
 statistics snapshots (never locks the job master), so a slow terminal can never slow the job
@@ -16,6 +17,7 @@ from typing import Any, TextIO
 from cairn.checkpoint.messages import TaskKey
 from cairn.checkpoint.stats import CheckpointStatsSnapshot
 from cairn.ids import AttemptNumber
+from cairn.observability.cpu import JobCpu, job_cpu
 from cairn.observability.metrics import SubtaskMetrics, all_subtask_metrics
 
 
@@ -77,11 +79,13 @@ def format_progress_line(
     restarts: int,
     backpressured: int = 0,
     time_shares: str = "",
+    cpu: str = "",
 ) -> str:
-    """One progress line from its parts (``checkpoints`` from :func:`checkpoint_progress`).
+    """One progress line from its parts (``checkpoints`` from :func:`checkpoint_progress`,
+    ``cpu`` from :func:`cpu_progress`).
 
     >>> line = format_progress_line("RUNNING", 0, 12_000, 3_000.0, 11_500, "cp", 0, 2,
-    ...                             "busy 40% bp 35% idle 25%")
+    ...                             "busy 40% bp 35% idle 25%", "cpu 0.90 cores 300us/rec")
     >>> for part in line.split(" | "): print(part)
     [cairn] RUNNING      attempt 0
     source out 12.0k (3.0k/s)
@@ -90,6 +94,7 @@ def format_progress_line(
     restarts 0
     backpressured tasks 2
     busy 40% bp 35% idle 25%
+    cpu 0.90 cores 300us/rec
     """
     return (
         f"[cairn] {status:<12} attempt {max(attempt, 0)} | source out "
@@ -97,7 +102,24 @@ def format_progress_line(
         f"{format_count(processed_in)} | {checkpoints} | restarts {restarts}"
         + (f" | backpressured tasks {backpressured}" if backpressured else "")
         + (f" | {time_shares}" if time_shares else "")
+        + (f" | {cpu}" if cpu else "")
     )
+
+
+def cpu_progress(cpu: JobCpu | None) -> str:
+    """The cost part of the progress line: the cores the workers used over the last
+    interval and the CPU time per record the sources read (``-`` while they read none).
+
+    >>> from cairn.deploy.worker_cpu import WorkerCpu
+    >>> cpu_progress(job_cpu(({}, {0: WorkerCpu(1.8, 2.0)}), ({}, {}), ()))
+    'cpu 0.90 cores -us/rec'
+    >>> cpu_progress(None)
+    ''
+    """
+    if cpu is None:
+        return ""
+    per_record = "-" if cpu.us_per_record is None else f"{cpu.us_per_record:.0f}"
+    return f"cpu {cpu.cores:.2f} cores {per_record}us/rec"
 
 
 def time_shares(subtasks: Mapping[str, SubtaskMetrics]) -> str:
@@ -168,6 +190,7 @@ class ProgressReporter:
             view.restarts,
             backpressured,
             time_shares(shares),
+            cpu_progress(job_cpu(view.cpu_reports, view.metric_reports, m.plan.source_tasks)),
         )
 
     def _run(self) -> None:

@@ -7,6 +7,11 @@ other characters Prometheus refuses become ``_``). Latency histograms are summar
 their scope, as Flink's reporter names them:
 ``cairn_taskmanager_job_latency_source_id_operator_id_operator_subtask_index_latency{job_id,
 job_name, source_id, operator_id, operator_subtask_index, quantile}`` and ``..._count``.
+The CPU a job's workers use: ``cairn_taskmanager_Status_Python_CPU_Time{job_id, job_name,
+tm_id, scope}`` per worker (Flink's ``Status.JVM.CPU.Time`` for a Python worker: nanoseconds
+since it started, ``scope`` ``process`` or ``task-thread``), and the job's
+``cairn_jobmanager_job_cpuCores``, ``_cpuTime`` (ms), ``_cpuTimePerRecordUs``
+(``observability/cpu.py``).
 
 Invariant: a scrape reads one :class:`MetricsFacts` taken at that moment (the job's state is
 never held between scrapes); the text is produced by ``prometheus_client`` only.
@@ -18,7 +23,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, generate_latest, start_http_server
@@ -26,7 +31,9 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from cairn.checkpoint.messages import TaskKey
+from cairn.deploy.worker_cpu import WorkerCpu
 from cairn.ids import JobId
+from cairn.observability.cpu import CPU_METRICS, JobCpu, cpu_metric_values, job_cpu
 from cairn.observability.metrics import (
     JOB_METRICS,
     SUBTASK_METRICS,
@@ -59,13 +66,16 @@ JOB_PREFIX = "cairn_jobmanager_job_"
 
 @dataclass(frozen=True)
 class MetricsFacts:
-    """The figures of one job at one moment (``vertex_names``: vertex id → name)."""
+    """The figures of one job at one moment (``vertex_names``: vertex id → name; ``cpu``:
+    the job's CPU figures, ``workers_cpu`` each worker's latest CPU reading by index)."""
 
     job_id: JobId
     job_name: str
     vertex_names: Mapping[int, str]
     subtasks: Mapping[TaskKey, SubtaskMetrics]
     job: JobMetrics
+    cpu: JobCpu | None = None
+    workers_cpu: Mapping[int, WorkerCpu] = field(default_factory=dict)
 
 
 def facts_of(master: JobMaster) -> MetricsFacts:
@@ -80,6 +90,8 @@ def facts_of(master: JobMaster) -> MetricsFacts:
         vertex_names={int(v.id): v.name for v in master.graph.vertices},
         subtasks=all_subtask_metrics(current, previous),
         job=job_metrics(stats, view.restarts),
+        cpu=job_cpu(view.cpu_reports, view.metric_reports, master.plan.source_tasks),
+        workers_cpu=view.cpu_reports[1],
     )
 
 
@@ -108,11 +120,37 @@ class JobCollector(Collector):
             )
             family.add_metric([f.job_id, f.job_name], f.job.value(name))
             yield family
+        yield from _cpu_families(f)
         yield from _user_families(f)
         yield from _latency_families(f)
 
     def describe(self) -> Iterator[Metric]:
         return iter(())  # figures are read at scrape time only
+
+
+def _cpu_families(f: MetricsFacts) -> Iterator[Metric]:
+    """Each worker's CPU time (ns, as Flink's ``Status.JVM.CPU.Time``) and the job's CPU
+    figures (a job's figure without a value, e.g. per record while the sources read
+    nothing, has no sample)."""
+    family = GaugeMetricFamily(
+        "cairn_taskmanager_Status_Python_CPU_Time",
+        "CPU time (ns) a worker used since it started: its process, or its task thread only "
+        "(scope task-thread, in-process workers)",
+        labels=["job_id", "job_name", "tm_id", "scope"],
+    )
+    for index in sorted(f.workers_cpu):
+        reading = f.workers_cpu[index]
+        labels = [f.job_id, f.job_name, str(index), reading.scope]
+        family.add_metric(labels, round(reading.cpu_s * 1e9))
+    yield family
+    values = cpu_metric_values(f.cpu)
+    for name in CPU_METRICS:
+        job = GaugeMetricFamily(
+            JOB_PREFIX + name, f"Cairn's {name} of the job", labels=["job_id", "job_name"]
+        )
+        if name in values:
+            job.add_metric([f.job_id, f.job_name], values[name])
+        yield job
 
 
 def _user_families(f: MetricsFacts) -> Iterator[Metric]:

@@ -39,6 +39,7 @@ from cairn.common.job_status import JobStatus
 from cairn.events import SavepointFormatType
 from cairn.ids import CheckpointId, VertexId
 from cairn.observability import prometheus
+from cairn.observability.cpu import job_cpu
 from cairn.observability.doctor.fact_sources import facts_of_master
 from cairn.observability.doctor.rules import diagnose
 from cairn.rest import graph_views, metric_views, views
@@ -269,6 +270,7 @@ class RestEndpoint:
         if status.is_terminal_state():  # end_ms is set a moment after the terminal status
             end_ms = view.end_ms if view.end_ms is not None else now_ms
         ha = m.leadership
+        cpu = job_cpu(view.cpu_reports, view.metric_reports, m.plan.source_tasks)
         return views.JobFacts(
             job_id=m.job_id,
             name=m.settings.job_name,
@@ -281,6 +283,7 @@ class RestEndpoint:
                 for v in m.graph.vertices
             ),
             stoppable=stoppable,
+            cpu=None if cpu is None else cpu.to_dict(),
         )
 
     async def _root(self, request: web.Request) -> web.Response:

@@ -55,6 +55,7 @@ def facts_of_details(entry: JobEntry, body: dict[str, Any], now_ms: int) -> JobF
         ),
         stoppable=bool(body.get("isStoppable", False)),
         endpoint=entry.endpoint,
+        cpu=body["cpu"] if isinstance(body.get("cpu"), dict) else None,
     )
 
 

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cairn.ids import VertexId
+from cairn.observability.cpu import cpu_metric_values
 from cairn.observability.metrics import JOB_METRICS, SUBTASK_METRICS, backpressure_level
 from cairn.observability.prometheus import MetricsFacts
 
@@ -55,7 +56,9 @@ def _answer(values: dict[str, float], get: Sequence[str] | None) -> list[dict[st
 
 def job_metric_values(facts: MetricsFacts, get: Sequence[str] | None) -> list[dict[str, str]]:
     """``GET /jobs/:jobid/metrics`` (unknown ids are left out, as Flink does), with the
-    latency histograms' fields under Flink's ids (:func:`latency_metric_values`).
+    job's CPU figures (``cpuCores``, ``cpuTime``, ``cpuTimePerRecordUs``: Cairn's, see
+    ``observability/cpu.py``) and the latency histograms' fields under Flink's ids
+    (:func:`latency_metric_values`).
 
     >>> from cairn.observability.metrics import job_metrics
     >>> facts = MetricsFacts("j", "n", {}, {}, job_metrics(None, 3))
@@ -63,6 +66,7 @@ def job_metric_values(facts: MetricsFacts, get: Sequence[str] | None) -> list[di
     [{'id': 'numRestarts', 'value': '3'}]
     """
     values = {n: facts.job.value(n) for n in JOB_METRICS}
+    values.update(cpu_metric_values(facts.cpu))
     values.update(latency_metric_values(facts))
     return _answer(values, get)
 

@@ -27,7 +27,8 @@ class VertexFacts:
 class JobFacts:
     """What the endpoint reports about a job at one moment (``end_ms``: -1 while running,
     as Flink reports it; ``endpoint``: the URL of the endpoint serving the job when it is not
-    the one answering, i.e. a job of another driver)."""
+    the one answering, i.e. a job of another driver; ``cpu``: the job's CPU block,
+    ``observability.cpu.JobCpu.to_dict``, ``None`` before its workers reported)."""
 
     job_id: JobId
     name: str
@@ -38,6 +39,7 @@ class JobFacts:
     vertices: tuple[VertexFacts, ...]
     stoppable: bool  # a stop-with-savepoint may be asked now
     endpoint: str | None = None
+    cpu: Mapping[str, Any] | None = None
 
     @property
     def duration_ms(self) -> int:
@@ -95,7 +97,8 @@ def _tasks(job: JobFacts) -> dict[str, int]:
 
 
 def job_overview(jobs: Sequence[JobFacts]) -> dict[str, Any]:
-    """``GET /jobs/overview`` (a job of another driver also has Cairn's ``endpoint``).
+    """``GET /jobs/overview`` (a job of another driver also has Cairn's ``endpoint``; a job
+    whose workers reported their CPU time has Cairn's ``cpu`` block, as in ``/jobs/:jobid``).
 
     >>> job = JobFacts("j1", "sums", "RUNNING", 1000, -1, 4000, (VertexFacts(0, "src", 2, 128),),
     ...                True)
@@ -115,6 +118,7 @@ def job_overview(jobs: Sequence[JobFacts]) -> dict[str, Any]:
                 "last-modification": j.now_ms if j.end_ms < 0 else j.end_ms,
                 "tasks": _tasks(j),
                 **({"endpoint": j.endpoint} if j.endpoint is not None else {}),
+                **({"cpu": dict(j.cpu)} if j.cpu is not None else {}),
             }
             for j in jobs
         ]
@@ -128,7 +132,13 @@ def jobs_list(jobs: Sequence[JobFacts]) -> dict[str, Any]:
 
 def job_details(job: JobFacts, io: Mapping[VertexId, Any] | None = None) -> dict[str, Any]:
     """``GET /jobs/:jobid`` (the fields Cairn knows; vertices in topological order, each with
-    Flink's ``metrics`` block from ``io`` by vertex id when given)."""
+    Flink's ``metrics`` block from ``io`` by vertex id when given; Cairn's ``cpu`` block once
+    the workers reported their CPU time).
+
+    >>> job = JobFacts("j1", "sums", "RUNNING", 1000, -1, 4000, (), True, cpu={"cores": 0.5})
+    >>> job_details(job)["cpu"]
+    {'cores': 0.5}
+    """
     details = {
         "jid": job.job_id,
         "name": job.name,
@@ -151,6 +161,8 @@ def job_details(job: JobFacts, io: Mapping[VertexId, Any] | None = None) -> dict
             for v in job.vertices
         ],
     }
+    if job.cpu is not None:
+        details["cpu"] = dict(job.cpu)
     return details
 
 

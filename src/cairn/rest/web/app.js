@@ -67,6 +67,26 @@ const bytes = (v) => {
 const time = (t) => (t ? new Date(t).toLocaleTimeString() : "-");
 const pct = (r) => Math.round(r * 100) + "%";
 const num = (v) => (v === null || v === undefined ? "-" : Number.isInteger(v) ? String(v) : v.toFixed(3));
+const count = (v) => {
+  for (const [u, s] of [["G", 1e9], ["M", 1e6], ["k", 1e3]]) if (v >= s) return (v / s).toFixed(1) + u;
+  return v.toFixed(0);
+};
+
+// What a job costs, from Cairn's "cpu" block of /jobs/:jobid and /jobs/overview rows: the
+// records/s its sources read, the cores its workers use and the CPU time per source record,
+// over the last second while it runs; an ended job's averages over its last attempt.
+function cost(job) {
+  const c = job.cpu;
+  if (!c) return { rate: "-", cores: "-", perRecord: "-", measured: "-" };
+  const ended = job["end-time"] >= 0;
+  const us = ended ? c["cpu-per-record-us-since-start"] : c["cpu-per-record-us"];
+  return {
+    rate: ended ? "-" : count(c["source-records-per-second"]) + " rec/s",
+    cores: (ended ? c["cores-since-start"] : c.cores).toFixed(2),
+    perRecord: us === null || us === undefined ? "-" : us.toFixed(1) + " \u00b5s",
+    measured: c.measured === "task-thread" ? "task threads only (in-process workers)" : "worker processes",
+  };
+}
 
 function message(text) {
   document.getElementById("message").textContent = text;
@@ -183,11 +203,16 @@ function section(name) {
 
 function overview(node) {
   const job = view.job;
+  const c = cost(job);
   node.append(el("dl", {},
     el("dt", {}, "Job"), el("dd", { id: "overview-name" }, job.name),
     el("dt", {}, "State"), el("dd", { id: "overview-state" }, job.state),
     el("dt", {}, "Started"), el("dd", {}, new Date(job["start-time"]).toLocaleString()),
-    el("dt", {}, "Duration"), el("dd", {}, Math.round(job.duration / 1000) + " s")));
+    el("dt", {}, "Duration"), el("dd", {}, Math.round(job.duration / 1000) + " s"),
+    el("dt", {}, "Source rate"), el("dd", { id: "overview-rate" }, c.rate),
+    el("dt", {}, "CPU (cores)"), el("dd", { id: "overview-cores" }, c.cores),
+    el("dt", {}, "CPU per record"), el("dd", { id: "overview-cpu-per-record" }, c.perRecord),
+    el("dt", {}, "CPU measured"), el("dd", { id: "overview-cpu-measured" }, c.measured)));
   node.append(vertexTable(job, view.pressure));
   node.append(userMetricsTable(job, view.user));
   node.append(latencyTable(view.latency));
@@ -247,13 +272,17 @@ function vertexTable(job, pressure, prefix = "") {
 function jobs(node) {
   const rows = view.jobs || [];
   node.append(table(
-    ["Job", "ID", "State", "Started", "Duration", "Tasks", "Served by"],
-    rows.map((j) => ({
-      jid: j.jid,
-      cells: [j.name, j.jid, j.state, new Date(j["start-time"]).toLocaleString(), Math.round(j.duration / 1000) + " s",
-        j.tasks.total, j.jid === jid ? "this page" : j.endpoint || (j.archived ? "archive" : "this driver")],
-      ids: ["job-name-" + j.jid, "", "job-state-" + j.jid, "", "", "", ""],
-    })),
+    ["Job", "ID", "State", "Started", "Duration", "Tasks", "Source rate", "CPU (cores)", "CPU per record", "Served by"],
+    rows.map((j) => {
+      const c = cost(j);
+      return {
+        jid: j.jid,
+        cells: [j.name, j.jid, j.state, new Date(j["start-time"]).toLocaleString(), Math.round(j.duration / 1000) + " s",
+          j.tasks.total, c.rate, c.cores, c.perRecord, j.jid === jid ? "this page" : j.endpoint || (j.archived ? "archive" : "this driver")],
+        ids: ["job-name-" + j.jid, "", "job-state-" + j.jid, "", "", "", "job-rate-" + j.jid, "job-cores-" + j.jid,
+          "job-cpu-per-record-" + j.jid, ""],
+      };
+    }),
     async (row) => {
       if (row.jid === jid) return show("overview");
       const target = rows.find((j) => j.jid === row.jid);
