@@ -391,6 +391,7 @@ class JobSettings:
     checkpoint: CheckpointSettings = CheckpointSettings()
     restart: RestartSettings = RestartSettings()
     buffer_timeout_ms: int = 10  # flush partially filled network buffers after this long
+    buffer_linger_ms: int = 2  # a busy worker's input and sources wait up to this long
     auto_watermark_interval_ms: int = 200  # periodic watermarks (0: only the final one)
     network: NetworkSettings = NetworkSettings()
     switch_interval_ms: int = 1  # the workers' sys.setswitchinterval (Python's default: 5 ms)

@@ -148,6 +148,7 @@ def prepare_job(
         checkpoint=checkpoint,
         restart=restart_settings_from(resolved, checkpoint.enabled),
         buffer_timeout_ms=get(opts.BUFFER_TIMEOUT) if get(opts.BUFFER_TIMEOUT_ENABLED) else -1,
+        buffer_linger_ms=int(get(opts.BUFFER_LINGER)),
         auto_watermark_interval_ms=int(get(opts.AUTO_WATERMARK_INTERVAL)),
         configuration={
             k: v if opts.is_passthrough(k) else _recorded(opts.get_option(k), v)

@@ -50,6 +50,7 @@ from cairn.graph.job_graph import JobGraph
 from cairn.ids import AttemptNumber, CheckpointId
 from cairn.runtime.channels import ConnectionSender, InputChannel, frame_receiver
 from cairn.runtime.faults import FaultInjector, SimulatedCrash
+from cairn.runtime.linger import plan_wait
 from cairn.runtime.network.errors import ConnectionClosed, FrameRefused
 from cairn.runtime.network.event_loop import EventLoop
 from cairn.runtime.network.frames import FrameKind
@@ -402,6 +403,8 @@ class Worker:
         flush_when_idle = timeout_ms >= 0
         flush_interval = timeout_ms / 1000.0 if timeout_ms >= 0 else float("inf")
         next_flush = time.monotonic() + flush_interval
+        linger_s = self.settings.buffer_linger_ms / 1000.0
+        worked = False  # since the last sleep: the next one lingers (``runtime.linger``)
         current: StreamTask | None = None
         try:
             while not self._stop:
@@ -427,16 +430,32 @@ class Worker:
                         task.busy_s += perf_counter() - t0
                 current = None
                 mono = time.monotonic()
-                if (not did and flush_when_idle) or mono >= next_flush:
-                    for task in tasks:
-                        if task.flush_ready():
-                            did = True
-                    next_flush = mono + flush_interval
                 if mono >= next_metrics:
                     self._send_metrics()
                     next_metrics = mono + METRICS_INTERVAL_S
-                # Frames in and out, and the sleep when there was nothing to do.
-                events.poll(0.0 if did else self._idle_timeout(now_ms))
+                if did:
+                    worked = True
+                    # Frames that came meanwhile, or input left: another turn at once (a
+                    # buffer that timed out goes first).
+                    if events.poll(0.0) or self._input_left():
+                        if mono >= next_flush:
+                            for task in tasks:
+                                task.flush_ready()
+                            next_flush = mono + flush_interval
+                        continue
+                # Drained: partly filled batches go (a local one is input for a task here).
+                if flush_when_idle or mono >= next_flush:
+                    flushed = False
+                    for task in tasks:
+                        if task.flush_ready():
+                            flushed = True
+                    next_flush = mono + flush_interval
+                    if flushed and self._input_left():
+                        continue
+                # Sleep until the next deadline; after work, input waits for it (linger).
+                wait = plan_wait(worked, self._idle_timeout(now_ms), linger_s)
+                events.poll(wait.seconds, wait.wake_on_input)
+                worked = False
         except (SimulatedCrash, _MasterLost):
             raise
         except Exception as exc:
@@ -445,6 +464,12 @@ class Worker:
             return
         if self._failure is not None:
             raise self._failure
+
+    def _input_left(self) -> bool:
+        for task in self.tasks:
+            if task.has_input():
+                return True
+        return False
 
     def _idle_timeout(self, now_ms: int) -> float:
         """How long the idle task thread may sleep: until the next timer, alignment deadline

@@ -66,9 +66,10 @@ class InputGate:
 
     def has_data(self) -> bool:
         blocked = self._blocked
-        return any(
-            (ch.queue or ch.announced) and i not in blocked for i, ch in enumerate(self.channels)
-        )
+        for i, ch in enumerate(self.channels):
+            if (ch.queue or ch.announced) and i not in blocked:
+                return True
+        return False
 
     def poll(self) -> tuple[int, Any] | None:
         """Next entry (record batch or event) of a non-blocked channel, round-robin.

@@ -53,6 +53,7 @@ from cairn.runtime.eventtime.valve import StatusWatermarkValve, ValveOutput
 from cairn.runtime.input_gate import InputGate
 from cairn.runtime.keyed_batch import KeyGroupedBatch
 from cairn.runtime.latency import LatencyConfig, LatencyTracker
+from cairn.runtime.linger import source_due
 from cairn.runtime.operators.base import StreamOperator
 from cairn.runtime.operators.sources import SourceFunctionOperator, SourceOperator
 from cairn.runtime.record_writer import RecordWriter
@@ -114,6 +115,9 @@ class StreamTask:
         # will not fill soon), not only when the whole worker idles or the buffer times out;
         # False with a buffer timeout of -1 (Flink: only full buffers).
         self.flush_when_drained = True
+        # While it keeps producing, a rate-limited source is polled at most this often
+        # (``execution.buffer-timeout.linger``, seconds).
+        self.linger_s = 0.0
         # Time accounting (perf_counter seconds): busy is added by the worker around each
         # run that did something; backpressured from a transition to the next.
         self.started_s = time.perf_counter()
@@ -154,6 +158,7 @@ class StreamTask:
         # When the source's next records are due exactly (``records_due_in_s``): no poll
         # before then.
         self._source_due_at: float | None = None
+        self._source_more = True  # the last poll filled its batch: more may be ready now
         self._slices = SliceBudget()
         self._control_pending = services.control_pending
         self._valve = (
@@ -282,6 +287,20 @@ class StreamTask:
                 break
         return did
 
+    def has_input(self) -> bool:
+        """Whether another turn now would find input it can take: queued entries on open
+        channels, or a source whose last poll filled its batch (outputs permitting)."""
+        if self.finished:
+            return False
+        if self.is_source:
+            if not self._source_more or self.source_exhausted or self.source_suspended:
+                return False
+        else:
+            gate = self.gate
+            if gate is None or not gate.has_data():
+                return False
+        return self._outputs_available()
+
     def _enter_backpressure(self) -> None:
         if not self.backpressured:
             self.backpressured = True
@@ -342,7 +361,8 @@ class StreamTask:
                 self.end_input()
             return True
         if not batch:
-            self._learn_source_due(head)
+            self._source_more = False
+            self._learn_source_due(head, emitted=False)
             if self.source_ready_at is None:
                 hint = head.available_in_s()
                 if hint is not None:
@@ -350,8 +370,9 @@ class StreamTask:
             return False
         self.records_in += len(batch)
         self._emit_from_source(batch)
+        self._source_more = len(batch) >= limit
         if len(batch) < limit:
-            self._learn_source_due(head)
+            self._learn_source_due(head, emitted=True)
             if self.flush_when_drained:
                 self.flush_ready()  # the source has no more now: what it emitted goes
         if not self._outputs_available():
@@ -360,12 +381,19 @@ class StreamTask:
             self._check_fault("processing")
         return True
 
-    def _learn_source_due(self, head: SourceOperator | SourceFunctionOperator) -> None:
+    def _learn_source_due(
+        self, head: SourceOperator | SourceFunctionOperator, emitted: bool
+    ) -> None:
         """The source said it has no more now: if it knows exactly when it will, it is not
-        polled before then (the worker sleeps until then unless other work wakes it)."""
+        polled before then, nor sooner than the linger after a batch it ``emitted``
+        (``runtime.linger``); the worker sleeps until then unless other work wakes it."""
         due_in = head.records_due_in_s()
         if due_in is not None and due_in > 0:
-            self._source_due_at = self.source_ready_at = time.monotonic() + due_in
+            now = time.monotonic()
+            last = now if emitted else None
+            self._source_due_at = self.source_ready_at = source_due(
+                now, due_in, last, self.linger_s
+            )
 
     def _check_fault(self, point: str, checkpoint_id: CheckpointId | None = None) -> None:
         """Test fault injection (called only while ``self._faults.active``)."""

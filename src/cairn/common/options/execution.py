@@ -63,6 +63,15 @@ BUFFER_TIMEOUT = define(
     "so at moderate rates they fill slowly and the timeout bounds latency.",
     "execution.buffer-timeout",
 )
+BUFFER_LINGER = define(
+    "execution.buffer-timeout.linger",
+    "duration",
+    2,
+    "Cairn: while a worker is busy, input and rate-limited sources wait for its next turn "
+    "up to this long instead of waking it each (batches coalesce, as TCP's Nagle with a "
+    "bound); an idle worker still wakes at once for the first input. 0: wake for every "
+    "input and poll sources as soon as they have records.",
+)
 BUFFER_TIMEOUT_ENABLED = define(
     "execution.buffer-timeout.enabled",
     "bool",

@@ -66,6 +66,8 @@ class EventLoop:
         self._selector = selectors.DefaultSelector()
         self._wake_read, self._wake_write = _wake_pipe()
         self._selector.register(self._wake_read, _READ, None)
+        self._wake_only = selectors.DefaultSelector()  # a sleep that input does not end
+        self._wake_only.register(self._wake_read, _READ, None)
         self._sleeping = False
         self._woken = False
         self._calls: deque[Callable[[], None]] = deque()
@@ -113,9 +115,10 @@ class EventLoop:
             return
         self._write(registration)
 
-    def poll(self, timeout: float) -> bool:
-        """Handle what is ready, waiting up to ``timeout`` seconds for something to be; True
-        if any frame, queued call or wake-up was handled."""
+    def poll(self, timeout: float, wake_on_input: bool = True) -> bool:
+        """Handle what is ready, waiting up to ``timeout`` seconds for something to be (with
+        ``wake_on_input`` false, only a ``wake`` or the timeout ends the wait: input waits
+        for the end of it); True if any frame, queued call or wake-up was handled."""
         did = False
         while self._calls:
             self._calls.popleft()()
@@ -127,6 +130,10 @@ class EventLoop:
             if self._woken:  # a wake between the check above and here: do not sleep
                 timeout = 0.0
         try:
+            if not wake_on_input and timeout > 0:
+                if self._wake_only.select(timeout):
+                    _drain(self._wake_read)
+                timeout = 0.0
             ready = self._selector.select(timeout)
         finally:
             self._sleeping = False
@@ -199,6 +206,7 @@ class EventLoop:
             registration.conn.close()
         self._registrations.clear()
         self._selector.close()
+        self._wake_only.close()
         for fd in (self._wake_read, self._wake_write):
             with contextlib.suppress(OSError):
                 os.close(fd)
