@@ -28,8 +28,10 @@ class _ScriptedSource(SourceOperator):
         super().__init__(node)
         self.polls = polls
         self.hint = hint
+        self.asked: list[int] = []
 
     def poll(self, max_records: int) -> list[Any] | None:
+        self.asked.append(max_records)
         return self.polls.pop(0)
 
     def available_in_s(self) -> float | None:
@@ -124,10 +126,14 @@ def test_after_a_stop_with_savepoint_barrier_a_source_polls_nothing_until_resume
 def test_a_partial_poll_sends_its_partly_filled_batch_at_once() -> None:
     """The source had fewer records than it asked for: the batch will not fill soon, so it
     goes now rather than when the worker idles or the buffer times out."""
-    task, target = _source_task([[1, 2], [3]], hint=None, batch_size=8)
-    task.head.output = task.writers[0].emit  # what setup() wires
-    assert task.run_once()
-    assert list(target.queue) == [[1, 2]]
+    task, target = _source_task([[1], [2], [3]], hint=None, batch_size=8)
+    head = task.head
+    assert isinstance(head, _ScriptedSource)
+    head.output = task.writers[0].emit  # what setup() wires
+    assert task.run_once()  # the first poll asks for one record (slow start) and gets it
+    assert list(target.queue) == [] and task.writers[0].has_pending()
+    assert task.run_once()  # asked for two, got one
+    assert head.asked == [1, 2] and list(target.queue) == [[1, 2]]
     task.flush_when_drained = False  # buffer timeout -1: only full buffers go
     assert task.run_once()
     assert list(target.queue) == [[1, 2]] and task.writers[0].has_pending()
