@@ -18,11 +18,12 @@ from cairn.runtime.batch_pacing import BATCH_BUDGET_S, PROBE_AFTER, BatchPacing
 from cairn.runtime.channels import InputChannel, LocalOutputChannel
 from cairn.runtime.input_gate import InputGate
 from cairn.runtime.operators.base import OperatorSnapshot, StreamOperator
-from cairn.runtime.operators.sources import SourceOperator
+from cairn.runtime.operators.sources import SourceFunctionOperator, SourceOperator
 from cairn.runtime.record_writer import RecordWriter
 from cairn.runtime.task import SOURCE_BATCH, StreamTask
+from cairn.testing.processes import wait_for
 
-from ._task_services import StubServices, run_until_idle
+from ._task_services import StubServices, operator_context, run_until_idle
 
 # ------------------------------------------------------------------ the policy
 
@@ -268,3 +269,55 @@ def test_a_slow_head_takes_a_network_batch_in_slices_a_trigger_goes_in_between()
     assert slow.seen == [*range(12), 100]
     assert slow.at_snapshot == [list(range(12))], "aligned: all of channel 0, none after"
     assert slow.batches >= 12 // int(BATCH_BUDGET_S / 0.003)
+
+
+# ------------------------------------------------------------------ a legacy source thread
+
+
+class _Count:
+    """A ``SourceFunction`` emitting ``0 .. n - 1`` from its own thread."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def run(self, ctx: Any) -> None:
+        for i in range(self.n):
+            ctx.collect(i)
+
+
+def test_a_legacy_source_runs_only_a_few_records_ahead_of_a_slow_chain() -> None:
+    """What a ``SourceFunction``'s thread collected must go out before the barrier: with a
+    slow chain it may collect only a few batches' worth ahead."""
+    node = OperatorNode("src", "src", 1, "source", None, None, 1, 128, False)
+    src = SourceFunctionOperator(node, _Count(1_000))
+    src.setup(operator_context(node, lambda records: None))
+    src.open()
+    slow = _SleepyMap(0.003)
+    writer = RecordWriter(
+        [LocalOutputChannel(InputChannel(0), capacity=1 << 20)], PartitionKind.FORWARD
+    )
+    vertex = JobVertex(1, "src", 1, 128, (node, slow.node), True, False)
+    task = StreamTask(
+        TaskKey(VertexId(1), SubtaskIndex(0)),
+        vertex,
+        [src, slow],
+        None,
+        [writer],
+        StubServices(),
+        AlignmentMode.ALIGNED,
+        True,
+    )
+    snapshots: list[int] = []
+    task.checkpoints.checkpoint_state = lambda b: snapshots.append(len(slow.seen))  # type: ignore[method-assign]
+    try:
+        wait_for(lambda: len(src.context.buffer) == src.INITIAL_BUFFER, 10, 0.001, "a full buffer")
+        for _ in range(10):
+            task.run_once()
+        bound = 4 * 2 * int(BATCH_BUDGET_S / 0.003)  # four batches, of a probe's size
+        assert src.context.limit <= bound
+        before = len(slow.seen)
+        task.trigger_source_checkpoint(CheckpointBarrier(CheckpointId(1), 0))
+        assert snapshots and snapshots[0] - before <= bound, "drained a few records only"
+        assert slow.seen == list(range(len(slow.seen)))
+    finally:
+        src.close()

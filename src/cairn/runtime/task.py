@@ -141,6 +141,7 @@ class StreamTask:
                 self.checkpoints.record_channels_of(handler.recording_view)
             self.handler = handler
         self.is_source = isinstance(self.head, (SourceOperator, SourceFunctionOperator))
+        self._source_thread = self.head if isinstance(self.head, SourceFunctionOperator) else None
         # Operators that may refuse input (async I/O at its capacity): backpressure too.
         self._input_limited = [op for op in operators if op.limits_input]
         # A two-input head: each channel's logical input (one gate, one barrier handler and
@@ -359,6 +360,8 @@ class StreamTask:
         self.records_in += len(batch)
         self._emit_from_source(batch)
         pacing.learn(len(batch), time.perf_counter() - t0)
+        if self._source_thread is not None:  # a checkpoint drains its buffer: keep it short
+            self._source_thread.bound_buffer(4 * pacing.records)
         if len(batch) < limit and self.flush_when_drained:
             self.flush_ready()  # the source has no more now: what it emitted goes
         if not self._outputs_available():
