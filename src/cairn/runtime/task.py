@@ -157,7 +157,9 @@ class StreamTask:
         self.source_ready_at: float | None = None
         # Time-bounded batches: a source's polls, and slices of a network input's batches.
         self._source_pacing = BatchPacing(cap=SOURCE_BATCH)
-        self._input_pacing = BatchPacing()
+        # (Network batches hold up to cairn.network.batch-size records, 1,024 by default: a
+        # cap of 8x lets a cheap chain reach it, where pacing costs one comparison a batch.)
+        self._input_pacing = BatchPacing(cap=8 * SOURCE_BATCH)
         self._control_pending = services.control_pending
         self._valve = (
             StatusWatermarkValve(len(gate.channels)) if gate is not None and gate.channels else None
