@@ -23,23 +23,35 @@ from ._task_services import StubServices
 class _ScriptedSource(SourceOperator):
     """Returns the scripted polls in turn (``[]``: nothing yet, ``None``: exhausted)."""
 
-    def __init__(self, polls: list[list[int] | None], hint: float | None) -> None:
+    def __init__(
+        self, polls: list[list[int] | None], hint: float | None, due: float | None = None
+    ) -> None:
         node = OperatorNode("src", "src", 1, "source", None, None, 1, 128, False)
         super().__init__(node)
         self.polls = polls
         self.hint = hint
+        self.due = due
+        self.asked: list[int] = []
 
     def poll(self, max_records: int) -> list[Any] | None:
+        self.asked.append(max_records)
         return self.polls.pop(0)
 
     def available_in_s(self) -> float | None:
         return self.hint
 
+    def records_due_in_s(self) -> float | None:
+        return self.due
+
 
 def _source_task(
-    polls: list[list[int] | None], hint: float | None, capacity: int = 100, batch_size: int = 1
+    polls: list[list[int] | None],
+    hint: float | None,
+    capacity: int = 100,
+    batch_size: int = 1,
+    due: float | None = None,
 ) -> tuple[StreamTask, InputChannel]:
-    op = _ScriptedSource(polls, hint)
+    op = _ScriptedSource(polls, hint, due)
     target = InputChannel(0)
     writer = RecordWriter(
         [LocalOutputChannel(target, capacity=capacity)],
@@ -124,10 +136,34 @@ def test_after_a_stop_with_savepoint_barrier_a_source_polls_nothing_until_resume
 def test_a_partial_poll_sends_its_partly_filled_batch_at_once() -> None:
     """The source had fewer records than it asked for: the batch will not fill soon, so it
     goes now rather than when the worker idles or the buffer times out."""
-    task, target = _source_task([[1, 2], [3]], hint=None, batch_size=8)
-    task.head.output = task.writers[0].emit  # what setup() wires
-    assert task.run_once()
-    assert list(target.queue) == [[1, 2]]
+    task, target = _source_task([[1], [2], [3]], hint=None, batch_size=8)
+    head = task.head
+    assert isinstance(head, _ScriptedSource)
+    head.output = task.writers[0].emit  # what setup() wires
+    assert task.run_once()  # the first poll asks for one record (slow start) and gets it
+    assert list(target.queue) == [] and task.writers[0].has_pending()
+    assert task.run_once()  # asked for two, got one
+    assert head.asked == [1, 2] and list(target.queue) == [[1, 2]]
     task.flush_when_drained = False  # buffer timeout -1: only full buffers go
     assert task.run_once()
     assert list(target.queue) == [[1, 2]] and task.writers[0].has_pending()
+
+
+def test_a_source_that_knows_when_its_records_are_due_is_not_polled_before() -> None:
+    """A rate-limited reader's exact due time (``records_due_in_s``): no poll before it, and
+    the worker sleeps until it; with a linger, a producing source is polled no more often."""
+    import time
+
+    task, _ = _source_task([[], [1], [2]], hint=None, due=60.0)
+    assert not task.run_once()  # empty: due in a minute
+    assert task.source_ready_at is not None and task.source_ready_at > time.monotonic() + 50
+    assert not task.run_once() and not task.run_once()
+    assert len(task.head.asked) == 1, "not polled again before it is due"  # type: ignore[attr-defined]
+    assert not task.has_input()
+
+    task, _ = _source_task([[1], [2], [3]], hint=None, due=0.0001, batch_size=100)
+    task.linger_s = 30.0
+    assert task.run_once() and task.has_input()  # a full batch (of the first, paced size)
+    assert task.run_once()  # fewer than asked for: the next poll after the linger
+    assert task.source_ready_at is not None and task.source_ready_at > time.monotonic() + 20
+    assert not task.run_once() and not task.has_input()

@@ -5,14 +5,17 @@ Invariants: a task runs on its worker's task thread only (it never blocks: it re
 has no input or its outputs have no capacity); it processes each channel's entries in order,
 except barriers its barrier handler lets overtake; it only moves entries: the handler decides
 (blocking, overtaking, timeouts) and the ``SubtaskCheckpointCoordinator`` snapshots, between
-two input batches. Watermarks of the input channels go through the task's valve (their minimum
-over active channels) into the head operator, from operator to operator down the chain, and
-out on every output channel; a source task sends the final watermark when its input ends,
-before it reports the end, so every event-time timer fires before the final checkpoint, and
-ahead of the barrier of a stop-with-savepoint with drain, so they fire before the savepoint.
-Latency markers (``metrics.latency.interval``) are events too: taken in channel order, they
-go to the task's ``LatencyTracker`` and never into an operator; without the option the task
-has no tracker and a source emits none.
+two input batches; a batch is bounded by time as well as by count (``BatchPacing``: a source's
+poll, a slice of a network batch), so that with slow records the worker's control messages
+(a source's checkpoint trigger) and the barriers of the inputs are taken between records.
+Watermarks of the input channels go through the task's valve (their minimum over active
+channels) into the head operator, from operator to operator down the chain, and out on every
+output channel; a source task sends the final watermark when its input ends, before it reports
+the end, so every event-time timer fires before the final checkpoint, and ahead of the barrier
+of a stop-with-savepoint with drain, so they fire before the savepoint. Latency markers
+(``metrics.latency.interval``) are events too: taken in channel order, they go to the task's
+``LatencyTracker`` and never into an operator; without the option the task has no tracker and a
+source emits none.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from cairn.runtime.barriers.api import (
     UnalignedBarrierHandlerActions,
 )
 from cairn.runtime.barriers.unaligned import UnalignedBarrierHandler
+from cairn.runtime.batch_pacing import BatchPacing
 from cairn.runtime.channel_state import NOT_RECORDED, HeldBatch
 from cairn.runtime.channels import DEFAULT_CAPACITY
 from cairn.runtime.debloat import BufferDebloater, DebloatConfig
@@ -59,7 +63,6 @@ from cairn.runtime.operators.sources import SourceFunctionOperator, SourceOperat
 from cairn.runtime.record_writer import RecordWriter
 from cairn.runtime.reports import SourceExhausted, TaskFinished, TaskMetrics
 from cairn.runtime.subtask_checkpoint import CheckpointServices, SubtaskCheckpointCoordinator
-from cairn.runtime.unaligned_ack import SliceBudget
 from cairn.runtime.user_metrics import UserMetricRegistry
 
 log = logging.getLogger(__name__)
@@ -142,6 +145,7 @@ class StreamTask:
                 self.checkpoints.record_channels_of(handler.recording_view)
             self.handler = handler
         self.is_source = isinstance(self.head, (SourceOperator, SourceFunctionOperator))
+        self._source_thread = self.head if isinstance(self.head, SourceFunctionOperator) else None
         # Operators that may refuse input (async I/O at its capacity): backpressure too.
         self._input_limited = [op for op in operators if op.limits_input]
         # A two-input head: each channel's logical input (one gate, one barrier handler and
@@ -159,7 +163,11 @@ class StreamTask:
         # before then.
         self._source_due_at: float | None = None
         self._source_more = True  # the last poll filled its batch: more may be ready now
-        self._slices = SliceBudget()
+        # Time-bounded batches: a source's polls, and slices of a network input's batches.
+        self._source_pacing = BatchPacing(cap=SOURCE_BATCH)
+        # (Network batches hold up to cairn.network.batch-size records, 1,024 by default: a
+        # cap of 8x lets a cheap chain reach it, where pacing costs one comparison a batch.)
+        self._input_pacing = BatchPacing(cap=8 * SOURCE_BATCH)
         self._control_pending = services.control_pending
         self._valve = (
             StatusWatermarkValve(len(gate.channels)) if gate is not None and gate.channels else None
@@ -254,6 +262,8 @@ class StreamTask:
                 if size is not None:
                     for ch in gate.channels:
                         ch.request_buffer_size(size)
+        pacing = self._input_pacing
+        perf_counter = time.perf_counter
         for _ in range(MAX_BATCHES_PER_RUN):
             item = gate.poll()
             if item is None:
@@ -263,12 +273,19 @@ class StreamTask:
             did = True
             channel, entry = item
             t = type(entry)
-            if (t is list or t is KeyGroupedBatch or t is StampedBatch) and unaligned is None:
-                self.records_in += len(entry)
+            if (
+                (t is list or t is KeyGroupedBatch or t is StampedBatch)
+                and unaligned is None
+                and len(entry) <= pacing.records
+            ):
+                n = len(entry)
+                self.records_in += n
+                t0 = perf_counter()
                 if self._sides is None:
                     self.head.process_batch(entry)
                 else:
                     self._process_side(self._sides[channel], entry)
+                pacing.learn(n, perf_counter() - t0)
             elif t is list or t is HeldBatch or t is KeyGroupedBatch or t is StampedBatch:
                 self._process_slice(channel, entry)
             else:
@@ -307,10 +324,12 @@ class StreamTask:
             self._backpressured_since = time.perf_counter()
 
     def _process_slice(self, channel: int, entry: Any) -> None:
-        """Process (part of) a batch; put the rest back so priority events are seen soon."""
+        """Process (part of) a batch: as many records as fit the time budget; the rest goes
+        back to the front of its channel, so the worker's control messages, priority events
+        and barriers of other channels are seen in between."""
         held = entry if type(entry) is HeldBatch else None
         records = entry.records if held is not None else entry
-        budget = self._slices.records
+        budget = self._input_pacing.records
         rest = None
         if len(records) > budget:
             records, rest = (
@@ -323,7 +342,7 @@ class StreamTask:
             self.head.process_batch(records)
         else:
             self._process_side(self._sides[channel], records)
-        self._slices.learn(len(records), time.perf_counter() - t0)
+        self._input_pacing.learn(len(records), time.perf_counter() - t0)
         if held is not None and held.replayed and self._faults.active:
             self._check_fault("replay")
         if rest:
@@ -348,9 +367,11 @@ class StreamTask:
             return False
         head = self.head
         assert isinstance(head, (SourceOperator, SourceFunctionOperator))
-        limit = SOURCE_BATCH
+        pacing = self._source_pacing
+        limit = pacing.records  # at most SOURCE_BATCH, fewer when records are slow
         for w in self.writers:  # debloated outputs: emit no more than a buffer at once
             limit = min(limit, w.min_batch_size())
+        t0 = time.perf_counter()
         batch = head.poll(limit)
         if batch is None:
             self.source_exhausted = True
@@ -370,6 +391,9 @@ class StreamTask:
             return False
         self.records_in += len(batch)
         self._emit_from_source(batch)
+        pacing.learn(len(batch), time.perf_counter() - t0)
+        if self._source_thread is not None:  # a checkpoint drains its buffer: keep it short
+            self._source_thread.bound_buffer(4 * pacing.records)
         self._source_more = len(batch) >= limit
         if len(batch) < limit:
             self._learn_source_due(head, emitted=True)

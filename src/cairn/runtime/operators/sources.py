@@ -2,12 +2,14 @@
 
 Invariant: a source's checkpointed position always covers exactly the records emitted before
 the barrier: readers are polled by the task thread only, and a ``SourceFunction`` thread emits
-under the checkpoint lock, which the task holds while it drains, snapshots and emits a barrier.
-A ``Source`` with a watermark strategy stamps each polled batch and emits watermarks on the
+under the checkpoint lock, which the task holds while it drains, snapshots and emits a barrier;
+its thread collects at most as many records ahead of the task as the task allows
+(``bound_buffer``, a few batches' work), so that drain is short when the chain is slow. A
+``Source`` with a watermark strategy stamps each polled batch and emits watermarks on the
 task's timer loop: one generator per subtask, over all its splits, unless the reader is
-split-aware (``SourceReader.split_ids``): then one per split, merged by the minimum over
-the splits that are not idle (``SplitWatermarks``). Readers that are not split-aware take
-exactly the path they took before.
+split-aware (``SourceReader.split_ids``): then one per split, merged by the minimum over the
+splits that are not idle (``SplitWatermarks``). Readers that are not split-aware take exactly
+the path they took before.
 """
 
 from __future__ import annotations
@@ -227,10 +229,13 @@ class SourceFunctionOperator(UserFunctionOperator):
 
     is_source = True
     BUFFER_LIMIT = 4096
+    # Until the task has measured its chain (``bound_buffer``): a slow chain must not find
+    # thousands of records to emit ahead of its first barrier.
+    INITIAL_BUFFER = 4
 
     def open(self) -> None:
         super().open()
-        self.context = _SourceContext(self, self.BUFFER_LIMIT)
+        self.context = _SourceContext(self, self.INITIAL_BUFFER)
         self._done = False
         self._error: UserSourceError | None = None
         self.wake: Callable[[], None] = _no_wake
@@ -261,7 +266,10 @@ class SourceFunctionOperator(UserFunctionOperator):
         with ctx.cond:
             batch = ctx.buffer
             if batch:
-                ctx.buffer = []
+                if len(batch) > max_records:
+                    ctx.buffer, batch = batch[max_records:], batch[:max_records]
+                else:
+                    ctx.buffer = []
                 ctx.cond.notify_all()
                 return batch
         if self._error is not None:
@@ -275,6 +283,17 @@ class SourceFunctionOperator(UserFunctionOperator):
 
     def records_due_in_s(self) -> float | None:
         return None
+
+    def bound_buffer(self, records: int) -> None:
+        """Let the source thread run at most ``records`` ahead of the task (within
+        ``[1, BUFFER_LIMIT]``): what a checkpoint must emit ahead of its barrier stays a few
+        batches' work when the chain is slow."""
+        limit = max(1, min(self.BUFFER_LIMIT, records))
+        ctx = self.context
+        if limit != ctx.limit:
+            with ctx.cond:
+                ctx.limit = limit
+                ctx.cond.notify_all()
 
     def close(self) -> None:
         ctx = self.context
