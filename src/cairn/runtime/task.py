@@ -69,6 +69,7 @@ log = logging.getLogger(__name__)
 
 MAX_BATCHES_PER_RUN = 8
 SOURCE_BATCH = 1024
+LINGER_BELOW = 128  # a source batch smaller than this makes the next poll wait the linger
 
 
 class TaskServices(CheckpointServices, Protocol):
@@ -396,7 +397,8 @@ class StreamTask:
             self._source_thread.bound_buffer(4 * pacing.records)
         self._source_more = len(batch) >= limit
         if len(batch) < limit:
-            self._learn_source_due(head, emitted=True)
+            # A small batch is worth waiting for company (the linger); a large one is not.
+            self._learn_source_due(head, emitted=len(batch) < LINGER_BELOW)
             if self.flush_when_drained:
                 self.flush_ready()  # the source has no more now: what it emitted goes
         if not self._outputs_available():

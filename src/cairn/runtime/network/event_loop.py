@@ -174,8 +174,8 @@ class EventLoop:
         except (ConnectionClosed, OSError) as exc:
             self._fail(registration, exc)
             return
-        if done != (not registration.writing):
-            return
+        if registration.writing == (not done):
+            return  # watched for writability exactly when output waits: no change
         registration.writing = not done
         events = _READ if done else _READ | _WRITE
         self._selector.modify(registration.fd, events, registration)
