@@ -162,7 +162,7 @@ def test_a_source_that_knows_when_its_records_are_due_is_not_polled_before() -> 
     assert not task.has_input()
 
     task, _ = _source_task([[1], [2], [3]], hint=None, due=0.0001, batch_size=100)
-    task.linger_s = 30.0
+    task.polling.linger_s = 30.0
     assert task.run_once() and task.has_input()  # a full batch (of the first, paced size)
     assert task.run_once()  # fewer than asked for: the next poll after the linger
     assert task.source_ready_at is not None and task.source_ready_at > time.monotonic() + 20

@@ -176,7 +176,7 @@ class TaskBuilder:
             args = (key, vertex, ops, gate, writers, services, alignment, checkpointing, debloat)
             task = StreamTask(*args, sides=sides, latency=latency)
             task.flush_when_drained = settings.buffer_timeout_ms >= 0
-            task.linger_s = settings.buffer_linger_ms / 1000.0
+            task.polling.linger_s = settings.buffer_linger_ms / 1000.0
             fan_out = _fan_out(writers)
             for i, (node, op) in enumerate(zip(nodes, ops, strict=True)):
                 output = ops[i + 1].process_batch if i + 1 < len(ops) else fan_out

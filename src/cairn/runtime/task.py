@@ -57,19 +57,17 @@ from cairn.runtime.eventtime.valve import StatusWatermarkValve, ValveOutput
 from cairn.runtime.input_gate import InputGate
 from cairn.runtime.keyed_batch import KeyGroupedBatch
 from cairn.runtime.latency import LatencyConfig, LatencyTracker
-from cairn.runtime.linger import source_due
 from cairn.runtime.operators.base import StreamOperator
 from cairn.runtime.operators.sources import SourceFunctionOperator, SourceOperator
 from cairn.runtime.record_writer import RecordWriter
 from cairn.runtime.reports import SourceExhausted, TaskFinished, TaskMetrics
+from cairn.runtime.source_polling import SOURCE_BATCH, SourcePolling
 from cairn.runtime.subtask_checkpoint import CheckpointServices, SubtaskCheckpointCoordinator
 from cairn.runtime.user_metrics import UserMetricRegistry
 
 log = logging.getLogger(__name__)
 
 MAX_BATCHES_PER_RUN = 8
-SOURCE_BATCH = 1024
-LINGER_BELOW = 128  # a source batch smaller than this makes the next poll wait the linger
 
 
 class TaskServices(CheckpointServices, Protocol):
@@ -119,9 +117,6 @@ class StreamTask:
         # will not fill soon), not only when the whole worker idles or the buffer times out;
         # False with a buffer timeout of -1 (Flink: only full buffers).
         self.flush_when_drained = True
-        # While it keeps producing, a rate-limited source is polled at most this often
-        # (``execution.buffer-timeout.linger``, seconds).
-        self.linger_s = 0.0
         # Time accounting (perf_counter seconds): busy is added by the worker around each
         # run that did something; backpressured from a transition to the next.
         self.started_s = time.perf_counter()
@@ -157,15 +152,9 @@ class StreamTask:
         if process_side is not None:
             self._sides = _check_sides(self.name, sides, gate)
             self._process_side: Callable[[int, Any], None] = process_side
-        # Set by an empty poll only: when (time.monotonic()) the source expects records
-        # again. Cleared on every other path, so a stale time never keeps the worker awake.
-        self.source_ready_at: float | None = None
-        # When the source's next records are due exactly (``records_due_in_s``): no poll
-        # before then.
-        self._source_due_at: float | None = None
-        self._source_more = True  # the last poll filled its batch: more may be ready now
-        # Time-bounded batches: a source's polls, and slices of a network input's batches.
-        self._source_pacing = BatchPacing(cap=SOURCE_BATCH)
+        # A source task's: when and how much it polls (exact due times, linger, pacing).
+        self.polling = SourcePolling()
+        # Time-bounded slices of a network input's batches.
         # (Network batches hold up to cairn.network.batch-size records, 1,024 by default: a
         # cap of 8x lets a cheap chain reach it, where pacing costs one comparison a batch.)
         self._input_pacing = BatchPacing(cap=8 * SOURCE_BATCH)
@@ -245,7 +234,7 @@ class StreamTask:
             did = self._process_priority_events(unaligned)
         if not self._outputs_available():
             self._enter_backpressure()
-            self.source_ready_at = None  # not polled: no due time (the relief wakes the task)
+            self.polling.ready_at = None  # not polled: no due time (the relief wakes the task)
             return did
         if self.backpressured:
             self.backpressured = False
@@ -305,13 +294,22 @@ class StreamTask:
                 break
         return did
 
+    @property
+    def source_ready_at(self) -> float | None:
+        """When (``time.monotonic()``) an idle worker should come back for this source."""
+        return self.polling.ready_at
+
+    @source_ready_at.setter
+    def source_ready_at(self, at: float | None) -> None:
+        self.polling.ready_at = at
+
     def has_input(self) -> bool:
         """Whether another turn now would find input it can take: queued entries on open
         channels, or a source whose last poll filled its batch (outputs permitting)."""
         if self.finished:
             return False
         if self.is_source:
-            if not self._source_more or self.source_exhausted or self.source_suspended:
+            if not self.polling.more or self.source_exhausted or self.source_suspended:
                 return False
         else:
             gate = self.gate
@@ -358,20 +356,14 @@ class StreamTask:
             gate.put_back(channel, HeldBatch(rest, recorded_for, replayed))
 
     def _run_source_once(self) -> bool:
-        due = self._source_due_at
-        if due is not None:
-            if time.monotonic() < due:
-                return False  # a poll now would return nothing (``records_due_in_s``)
-            self._source_due_at = None
-        self.source_ready_at = None
+        polling = self.polling
+        if not polling.may_poll(time.monotonic()):
+            return False
         if self.source_exhausted or self.source_suspended:
             return False
         head = self.head
         assert isinstance(head, (SourceOperator, SourceFunctionOperator))
-        pacing = self._source_pacing
-        limit = pacing.records  # at most SOURCE_BATCH, fewer when records are slow
-        for w in self.writers:  # debloated outputs: emit no more than a buffer at once
-            limit = min(limit, w.min_batch_size())
+        limit = polling.limit(self.writers)
         t0 = time.perf_counter()
         batch = head.poll(limit)
         if batch is None:
@@ -383,43 +375,20 @@ class StreamTask:
                 self.end_input()
             return True
         if not batch:
-            self._source_more = False
-            self._learn_source_due(head, emitted=False)
-            if self.source_ready_at is None:
-                hint = head.available_in_s()
-                if hint is not None:
-                    self.source_ready_at = time.monotonic() + hint
+            polling.polled(head, 0, limit, 0.0)
             return False
         self.records_in += len(batch)
         self._emit_from_source(batch)
-        pacing.learn(len(batch), time.perf_counter() - t0)
+        polling.polled(head, len(batch), limit, time.perf_counter() - t0)
         if self._source_thread is not None:  # a checkpoint drains its buffer: keep it short
-            self._source_thread.bound_buffer(4 * pacing.records)
-        self._source_more = len(batch) >= limit
-        if len(batch) < limit:
-            # A small batch is worth waiting for company (the linger); a large one is not.
-            self._learn_source_due(head, emitted=len(batch) < LINGER_BELOW)
-            if self.flush_when_drained:
-                self.flush_ready()  # the source has no more now: what it emitted goes
+            self._source_thread.bound_buffer(4 * polling.pacing.records)
+        if len(batch) < limit and self.flush_when_drained:
+            self.flush_ready()  # the source has no more now: what it emitted goes
         if not self._outputs_available():
             self._enter_backpressure()  # from now, not when the task is next run
         if self._faults.active:
             self._check_fault("processing")
         return True
-
-    def _learn_source_due(
-        self, head: SourceOperator | SourceFunctionOperator, emitted: bool
-    ) -> None:
-        """The source said it has no more now: if it knows exactly when it will, it is not
-        polled before then, nor sooner than the linger after a batch it ``emitted``
-        (``runtime.linger``); the worker sleeps until then unless other work wakes it."""
-        due_in = head.records_due_in_s()
-        if due_in is not None and due_in > 0:
-            now = time.monotonic()
-            last = now if emitted else None
-            self._source_due_at = self.source_ready_at = source_due(
-                now, due_in, last, self.linger_s
-            )
 
     def _check_fault(self, point: str, checkpoint_id: CheckpointId | None = None) -> None:
         """Test fault injection (called only while ``self._faults.active``)."""
