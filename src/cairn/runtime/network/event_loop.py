@@ -30,7 +30,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import selectors
 from collections import deque
@@ -41,7 +40,6 @@ from cairn.runtime.network.loop_connection import Frame, LoopConnection
 
 __all__ = ["EventLoop", "FrameHandler"]
 
-log = logging.getLogger(__name__)
 
 FrameHandler = Callable[[list[Frame]], None]
 ErrorHandler = Callable[[BaseException], None]

@@ -218,14 +218,8 @@ class FramedConnection:
             self._end += count
 
     def _refuse(self, length: int) -> None:
-        message = (
-            f"peer {_fmt_peer(self.peer_address)} announced a frame of {length:,} bytes, over "
-            f"this connection's cap of {self._max_frame_size:,} bytes ({MAX_FRAME_SIZE_KEY}); "
-            "closed the connection without reading it"
-        )
-        logger.warning("%s", message)
         self.close()
-        raise FrameRefused(message)
+        raise refused_frame(self.peer_address, length, self._max_frame_size)
 
     def _recv_large(self, length: int) -> bytes:
         # The payload grows with what arrives (through the reusable buffer), not with what
@@ -284,6 +278,17 @@ class FramedConnection:
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         return f"<FramedConnection peer={self.peer_address} {state}>"
+
+
+def refused_frame(peer: tuple[Any, ...], length: int, cap: int) -> FrameRefused:
+    """The error (logged) for a peer's header announcing ``length`` bytes over ``cap``."""
+    message = (
+        f"peer {_fmt_peer(peer)} announced a frame of {length:,} bytes, over this "
+        f"connection's cap of {cap:,} bytes ({MAX_FRAME_SIZE_KEY}); closed the connection "
+        "without reading it"
+    )
+    logger.warning("%s", message)
+    return FrameRefused(message)
 
 
 def _checked_frame_cap(size: int) -> int:

@@ -26,23 +26,22 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import logging
 import socket
 from collections import deque
 
-from cairn.runtime.network.errors import ConnectionClosed, FrameRefused, FrameTooLarge
+from cairn.runtime.network.errors import ConnectionClosed, FrameTooLarge
 from cairn.runtime.network.framing import (
     DEFAULT_RECV_BUFFER,
     HEADER,
     FramedConnection,
     Payload,
+    refused_frame,
 )
 from cairn.runtime.network.tls import TlsChannel
 from cairn.settings import MAX_FRAME_SIZE_KEY
 
 __all__ = ["Frame", "LoopConnection"]
 
-log = logging.getLogger(__name__)
 
 Frame = tuple[int, int, bytes]
 """``(kind, channel, payload)``"""
@@ -201,14 +200,8 @@ class LoopConnection:
         self._start, self._end = 0, len(rest)
 
     def _refuse(self, length: int) -> None:
-        message = (
-            f"peer {self.name} announced a frame of {length:,} bytes, over this "
-            f"connection's cap of {self._max_frame_size:,} bytes ({MAX_FRAME_SIZE_KEY}); "
-            "closed the connection without reading it"
-        )
-        log.warning("%s", message)
         self.close()
-        raise FrameRefused(message)
+        raise refused_frame(self.peer_address, length, self._max_frame_size)
 
     # -- writing ---------------------------------------------------------------------------
 
