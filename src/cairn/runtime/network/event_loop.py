@@ -196,10 +196,13 @@ class EventLoop:
                     self._selector.unregister(fd)
 
     def close(self) -> None:
-        """Close every registered connection and the loop (idempotent)."""
+        """Run the calls queued so far, close every registered connection and the loop
+        (idempotent)."""
         if self._closed:
             return
         self._closed = True
+        while self._calls:  # queued before the close (a connection to adopt, say): they
+            self._calls.popleft()()  # see their owner stopping and clean up after themselves
         for registration in list(self._registrations.values()):
             registration.conn.close()
         self._registrations.clear()

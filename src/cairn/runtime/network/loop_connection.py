@@ -206,7 +206,10 @@ class LoopConnection:
     # -- writing ---------------------------------------------------------------------------
 
     def queue(self, kind: int, channel: int, payload: Payload = b"") -> None:
-        """Queue one frame (sent by the next ``flush``); ``FrameTooLarge`` over the cap."""
+        """Queue one frame (sent by the next ``flush``); ``FrameTooLarge`` over the cap.
+        Dropped once the connection is closed (its peer is gone: failover handles it)."""
+        if self._closed:
+            return
         if isinstance(payload, memoryview) and (payload.ndim != 1 or payload.itemsize != 1):
             payload = payload.cast("B")
         length = len(payload)
