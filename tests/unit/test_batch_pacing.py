@@ -16,14 +16,14 @@ from cairn.graph.transformations import PartitionKind
 from cairn.ids import CheckpointId, SubtaskIndex, VertexId
 from cairn.runtime.batch_pacing import BATCH_BUDGET_S, PROBE_AFTER, BatchPacing
 from cairn.runtime.channels import InputChannel, LocalOutputChannel
-from cairn.runtime.input_gate import InputGate
-from cairn.runtime.operators.base import OperatorSnapshot, StreamOperator
+from cairn.runtime.operators.base import StreamOperator
 from cairn.runtime.operators.sources import SourceFunctionOperator, SourceOperator
 from cairn.runtime.record_writer import RecordWriter
-from cairn.runtime.task import SOURCE_BATCH, StreamTask
+from cairn.runtime.source_polling import SOURCE_BATCH
+from cairn.runtime.task import StreamTask
 from cairn.testing.processes import wait_for
 
-from ._task_services import StubServices, operator_context, run_until_idle
+from ._task_services import StubServices, operator_context
 
 # ------------------------------------------------------------------ the policy
 
@@ -203,75 +203,6 @@ def test_a_slow_chained_map_makes_its_source_poll_a_record_or_two_at_a_time() ->
 
 
 # ------------------------------------------------------------------ a task behind the network
-
-
-class _Services(StubServices):
-    """``StubServices`` whose worker has a control message waiting while ``pending``."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.pending = False
-
-    def control_pending(self) -> bool:
-        return self.pending
-
-
-class _SnapshotSeen(_SleepyMap):
-    """``_SleepyMap`` that remembers what it had seen at each snapshot."""
-
-    def __init__(self, sleep_s: float) -> None:
-        super().__init__(sleep_s)
-        self.batches = 0
-        self.at_snapshot: list[list[int]] = []
-
-    def process_batch(self, records: list[Any]) -> None:
-        self.batches += 1
-        super().process_batch(records)
-
-    def snapshot_state(self, checkpoint_id: Any, timestamp_ms: int, options: Any = None) -> Any:
-        self.at_snapshot.append(list(self.seen))
-        return OperatorSnapshot(keyed=None, operator=None, inline={})
-
-
-def _input_task(sleep_s: float) -> tuple[StreamTask, _SnapshotSeen, list[LocalOutputChannel], Any]:
-    inputs = [InputChannel(i) for i in range(2)]
-    outs = [LocalOutputChannel(c, capacity=100) for c in inputs]
-    slow = _SnapshotSeen(sleep_s)
-    vertex = JobVertex(1, "slow", 1, 128, (slow.node,), False, True)
-    services = _Services()
-    task = StreamTask(
-        TaskKey(VertexId(1), SubtaskIndex(0)),
-        vertex,
-        [slow],
-        InputGate(inputs),
-        [],
-        services,
-        AlignmentMode.ALIGNED,
-        True,
-    )
-    return task, slow, outs, services
-
-
-def test_a_slow_head_takes_a_network_batch_in_slices_a_trigger_goes_in_between() -> None:
-    """An aligned task whose head is slow: a batch from the network is processed a few
-    records at a time, the worker's pending control message is taken after the first slice,
-    and the barrier of each channel still comes after that channel's records, each once."""
-    task, slow, outs, services = _input_task(0.003)
-    outs[0].send_batch(list(range(12)))
-    outs[0].send_event(CheckpointBarrier(CheckpointId(1), 0))
-    outs[1].send_event(CheckpointBarrier(CheckpointId(1), 0))
-    outs[1].send_batch([100])
-    services.pending = True  # e.g. a checkpoint trigger for a source of this worker
-    assert task.run_once()
-    assert slow.seen == [0], "one record (slow start), then back to the worker"
-    services.pending = False
-    run_until_idle(task)
-    assert slow.seen == [*range(12), 100]
-    assert slow.at_snapshot == [list(range(12))], "aligned: all of channel 0, none after"
-    assert slow.batches >= 12 // int(BATCH_BUDGET_S / 0.003)
-
-
-# ------------------------------------------------------------------ a legacy source thread
 
 
 class _Count:

@@ -42,7 +42,7 @@ from cairn.runtime.channels import (
 from cairn.runtime.input_gate import InputGate
 from cairn.runtime.operators.base import OperatorSnapshot, StreamOperator
 from cairn.runtime.task import StreamTask
-from cairn.runtime.unaligned_ack import UnalignedAcknowledgement
+from cairn.runtime.unaligned_ack import SliceBudget, UnalignedAcknowledgement
 from cairn.state.errors import CorruptStateError
 from cairn.testing.processes import wait_for
 from cairn.testing.simple_state_files import MemoryStateFiles
@@ -218,6 +218,16 @@ def test_unaligned_acknowledgement_waits_for_both_parts_and_cancel_silences_it()
     cancelled.operators_done({}, SubtaskCheckpointMetrics())
     cancelled.channels_done(None)
     assert len(sent) == 1
+
+
+def test_slice_budget_follows_the_measured_cost_per_record() -> None:
+    budget = SliceBudget(budget_s=0.005)
+    assert budget.records == 64
+    budget.learn(100, 0.1)  # 1 ms per record
+    assert budget.records == 5
+    for _ in range(20):
+        budget.learn(1000, 0.001)  # 1 us per record
+    assert budget.records > 1000
 
 
 # ------------------------------------------------------------------ remote channels

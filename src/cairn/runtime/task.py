@@ -5,9 +5,9 @@ Invariants: a task runs on its worker's task thread only (it never blocks: it re
 has no input or its outputs have no capacity); it processes each channel's entries in order,
 except barriers its barrier handler lets overtake; it only moves entries: the handler decides
 (blocking, overtaking, timeouts) and the ``SubtaskCheckpointCoordinator`` snapshots, between
-two input batches; a batch is bounded by time as well as by count (``BatchPacing``: a source's
-poll, a slice of a network batch), so that with slow records the worker's control messages
-(a source's checkpoint trigger) and the barriers of the inputs are taken between records.
+two input batches; a source's poll is bounded by time as well as by count
+(``source_polling``), so that with slow records chained to a source the worker's control
+messages (its checkpoint trigger) are taken between records.
 Watermarks of the input channels go through the task's valve (their minimum over active
 channels) into the head operator, from operator to operator down the chain, and out on every
 output channel; a source task sends the final watermark when its input ends, before it reports
@@ -48,7 +48,6 @@ from cairn.runtime.barriers.api import (
     UnalignedBarrierHandlerActions,
 )
 from cairn.runtime.barriers.unaligned import UnalignedBarrierHandler
-from cairn.runtime.batch_pacing import BatchPacing
 from cairn.runtime.channel_state import NOT_RECORDED, HeldBatch
 from cairn.runtime.channels import DEFAULT_CAPACITY
 from cairn.runtime.debloat import BufferDebloater, DebloatConfig
@@ -61,8 +60,9 @@ from cairn.runtime.operators.base import StreamOperator
 from cairn.runtime.operators.sources import SourceFunctionOperator, SourceOperator
 from cairn.runtime.record_writer import RecordWriter
 from cairn.runtime.reports import SourceExhausted, TaskFinished, TaskMetrics
-from cairn.runtime.source_polling import SOURCE_BATCH, SourcePolling
+from cairn.runtime.source_polling import SourcePolling
 from cairn.runtime.subtask_checkpoint import CheckpointServices, SubtaskCheckpointCoordinator
+from cairn.runtime.unaligned_ack import SliceBudget
 from cairn.runtime.user_metrics import UserMetricRegistry
 
 log = logging.getLogger(__name__)
@@ -154,10 +154,8 @@ class StreamTask:
             self._process_side: Callable[[int, Any], None] = process_side
         # A source task's: when and how much it polls (exact due times, linger, pacing).
         self.polling = SourcePolling()
-        # Time-bounded slices of a network input's batches.
-        # (Network batches hold up to cairn.network.batch-size records, 1,024 by default: a
-        # cap of 8x lets a cheap chain reach it, where pacing costs one comparison a batch.)
-        self._input_pacing = BatchPacing(cap=8 * SOURCE_BATCH)
+        # Unaligned checkpoints: batches are processed in slices of about 5 ms of work.
+        self._slices = SliceBudget()
         self._control_pending = services.control_pending
         self._valve = (
             StatusWatermarkValve(len(gate.channels)) if gate is not None and gate.channels else None
@@ -252,8 +250,6 @@ class StreamTask:
                 if size is not None:
                     for ch in gate.channels:
                         ch.request_buffer_size(size)
-        pacing = self._input_pacing
-        perf_counter = time.perf_counter
         for _ in range(MAX_BATCHES_PER_RUN):
             item = gate.poll()
             if item is None:
@@ -263,19 +259,12 @@ class StreamTask:
             did = True
             channel, entry = item
             t = type(entry)
-            if (
-                (t is list or t is KeyGroupedBatch or t is StampedBatch)
-                and unaligned is None
-                and len(entry) <= pacing.records
-            ):
-                n = len(entry)
-                self.records_in += n
-                t0 = perf_counter()
+            if (t is list or t is KeyGroupedBatch or t is StampedBatch) and unaligned is None:
+                self.records_in += len(entry)
                 if self._sides is None:
                     self.head.process_batch(entry)
                 else:
                     self._process_side(self._sides[channel], entry)
-                pacing.learn(n, perf_counter() - t0)
             elif t is list or t is HeldBatch or t is KeyGroupedBatch or t is StampedBatch:
                 self._process_slice(channel, entry)
             else:
@@ -328,7 +317,7 @@ class StreamTask:
         and barriers of other channels are seen in between."""
         held = entry if type(entry) is HeldBatch else None
         records = entry.records if held is not None else entry
-        budget = self._input_pacing.records
+        budget = self._slices.records
         rest = None
         if len(records) > budget:
             records, rest = (
@@ -341,7 +330,7 @@ class StreamTask:
             self.head.process_batch(records)
         else:
             self._process_side(self._sides[channel], records)
-        self._input_pacing.learn(len(records), time.perf_counter() - t0)
+        self._slices.learn(len(records), time.perf_counter() - t0)
         if held is not None and held.replayed and self._faults.active:
             self._check_fault("replay")
         if rest:

@@ -85,3 +85,29 @@ class UnalignedAcknowledgement:
         assert self._metrics is not None
         metrics = dataclasses.replace(self._metrics, persisted_bytes=persisted, unaligned=True)
         self._send(TaskAcknowledgement(self.checkpoint_id, self._task, states, metrics))
+
+
+class SliceBudget:
+    """How many records the task hands its operators at once, so that it comes back to its
+    priority events (unaligned barriers, timeouts) about every ``budget_s`` seconds.
+
+    >>> b = SliceBudget(budget_s=0.005)
+    >>> b.learn(records=10, seconds=0.010)  # 1 ms per record
+    >>> b.records
+    5
+    """
+
+    __slots__ = ("_per_record_s", "budget_s", "records")
+
+    def __init__(self, budget_s: float = 0.005, initial: int = 64) -> None:
+        self.budget_s = budget_s
+        self.records = initial
+        self._per_record_s = 0.0
+
+    def learn(self, records: int, seconds: float) -> None:
+        if records <= 0:
+            return
+        per = seconds / records
+        prev = self._per_record_s
+        self._per_record_s = per if prev == 0.0 else 0.7 * prev + 0.3 * per
+        self.records = max(1, min(1 << 20, int(self.budget_s / max(self._per_record_s, 1e-9))))
