@@ -167,3 +167,37 @@ def test_a_source_that_knows_when_its_records_are_due_is_not_polled_before() -> 
     assert task.run_once()  # fewer than asked for: the next poll after the linger
     assert task.source_ready_at is not None and task.source_ready_at > time.monotonic() + 20
     assert not task.run_once() and not task.has_input()
+
+
+class _DuckLimiter:
+    """A user's own limiter: ``acquire`` and ``seconds_until_ready``, nothing else."""
+
+    def __init__(self, ready_in: float) -> None:
+        self.ready_in = ready_in
+
+    def acquire(self, wanted: int) -> int:
+        return 0
+
+    def seconds_until_ready(self, wanted: int) -> float:
+        return self.ready_in
+
+
+def test_a_generator_reports_its_limiters_next_grant_as_its_due_time() -> None:
+    """``records_due_in_s`` of a ``DataGeneratorSource`` reader is its limiter's wait, for
+    the built-in limiter and for any object with the two methods."""
+    from cairn.datastream.connectors.datagen import (
+        DataGeneratorReader,
+        DataGenSplit,
+        RateLimiter,
+    )
+
+    split = DataGenSplit(0, 0, 1, 100)
+    reader = DataGeneratorReader([split], str, _DuckLimiter(0.25))  # type: ignore[arg-type]
+    assert reader.poll_batch(10) == []
+    assert reader.records_due_in_s() == 0.25
+    clock = iter([0.0, 0.0, 0.0, 0.0]).__next__
+    limited = DataGeneratorReader([split], str, RateLimiter(1000.0, clock))
+    assert limited.poll_batch(10) == [] and limited.records_due_in_s() == 0.001
+    unlimited = DataGeneratorReader([split], str, RateLimiter(None))
+    assert unlimited.poll_batch(10) == [str(i) for i in range(10)]
+    assert unlimited.records_due_in_s() == 0.0  # no rate: poll at will

@@ -75,11 +75,6 @@ class RateLimiter:
         self._last = now
         return self._tokens
 
-    @property
-    def limited(self) -> bool:
-        """Whether there is a rate (else every ``acquire`` grants all)."""
-        return self._rate is not None
-
     def acquire(self, wanted: int) -> int:
         """How many of ``wanted`` records may be emitted now (never blocks)."""
         if self._rate is None:
@@ -377,7 +372,8 @@ class DataGeneratorReader(SourceReader):
         return self._limiter.seconds_until_ready(self._wanted)
 
     def records_due_in_s(self) -> float | None:
-        return self.available_in_s() if self._limiter.limited else None
+        # Exact: the limiter grants nothing before then (0.0 without a rate: poll at will).
+        return self.available_in_s()
 
     def snapshot_state(self, checkpoint_id: CheckpointId) -> list[DataGenSplit]:
         return list(self._splits)
