@@ -68,6 +68,7 @@ from cairn.runtime.user_metrics import UserMetricRegistry
 log = logging.getLogger(__name__)
 
 MAX_BATCHES_PER_RUN = 8
+RUN_BUDGET_S = 0.005  # a turn takes no further batch after this long (slow records)
 
 
 class TaskServices(CheckpointServices, Protocol):
@@ -250,6 +251,7 @@ class StreamTask:
                 if size is not None:
                     for ch in gate.channels:
                         ch.request_buffer_size(size)
+        ends = time.perf_counter() + RUN_BUDGET_S
         for _ in range(MAX_BATCHES_PER_RUN):
             item = gate.poll()
             if item is None:
@@ -279,8 +281,8 @@ class StreamTask:
             if not self._outputs_available():
                 self._enter_backpressure()  # from now, not when the task is next run
                 break
-            if self._control_pending():
-                break
+            if self._control_pending() or time.perf_counter() > ends:
+                break  # the worker's other tasks (a co-located source) get their turn
         return did
 
     @property
