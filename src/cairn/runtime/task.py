@@ -68,7 +68,8 @@ from cairn.runtime.user_metrics import UserMetricRegistry
 log = logging.getLogger(__name__)
 
 MAX_BATCHES_PER_RUN = 8
-RUN_BUDGET_S = 0.005  # a turn takes no further batch after this long (slow records)
+# An aligned task's turn takes no further batch after this long (unaligned: sliced instead).
+RUN_BUDGET_S = 0.005
 
 
 class TaskServices(CheckpointServices, Protocol):
@@ -281,7 +282,7 @@ class StreamTask:
             if not self._outputs_available():
                 self._enter_backpressure()  # from now, not when the task is next run
                 break
-            if self._control_pending() or time.perf_counter() > ends:
+            if self._control_pending() or (unaligned is None and time.perf_counter() > ends):
                 break  # the worker's other tasks (a co-located source) get their turn
         return did
 
