@@ -187,14 +187,6 @@ class EventLoop:
         conn.close()
         registration.on_error(exc)
 
-    def unregister(self, conn: LoopConnection) -> None:
-        """Stop watching ``conn`` (it stays open)."""
-        for fd, registration in list(self._registrations.items()):
-            if registration.conn is conn:
-                del self._registrations[fd]
-                with contextlib.suppress(KeyError, ValueError, OSError):
-                    self._selector.unregister(fd)
-
     def close(self) -> None:
         """Run the calls queued so far, close every registered connection and the loop
         (idempotent)."""
