@@ -2,11 +2,11 @@
 
 The sequence job runs on the heap backend at parallelism 2 and stops with a savepoint; it is
 restored on RocksDB at parallelism 3, which takes a native savepoint (RocksDB's files: the
-state processor reads it, and refuses to write onto it, naming the operator) and stops with a canonical one, which the
-state processor reads back (each key's last sequence number, as the job reported it); that
-savepoint is restored on the heap at parallelism 1, which runs to the end. Across the three
-runs every key's sequence continues with no gap and no repeat, and the exactly-once file
-sink holds the golden output.
+state processor reads it, and refuses to write onto it, naming the operator) and stops with
+a canonical one, which the state processor reads back (each key's last sequence number, as
+the job reported it); that savepoint is restored on the heap at parallelism 1, which runs to
+the end. Across the three runs every key's sequence continues with no gap and no repeat, and
+the exactly-once file sink holds the golden output.
 """
 
 from __future__ import annotations
