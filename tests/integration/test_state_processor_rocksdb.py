@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from cairn.common.job_status import JobStatus
 from cairn.events import SavepointFormatType
 from cairn.state_processor import SavepointReader
 from cairn.testing.processes import wait_for
+from tests.integration._readme import STATE_LIST, STATE_SQL, readme_line
 from tests.integration._rocksdb_state_jobs import (
     TOP,
     UID,
@@ -139,16 +141,25 @@ def test_the_latest_checkpoint_of_a_running_job_is_read_from_a_copy(
         done = client.get_checkpoint_statistics().counts.completed
         completed_checkpoints(client, done + 1, timeout=60)  # undisturbed
 
-        sql = "SELECT count(*) AS keys, sum(value) AS total FROM state"
-        args = ["state", job, "--uid", UID, "--state", "total", "--sql", sql, "--json"]
-        assert main(args) == 0
+        # The lines the docs show, on this job (in this process: its Spark session).
+        def argv(line: str, *more: str) -> list[str]:
+            line = line.replace("/tmp/cairn-checkpoints/<job-id>", job)
+            line = line.replace("keyed-sum", UID).replace("--state sum", "--state total")
+            return [*shlex.split(line)[1:], *more]
+
+        assert main(argv(readme_line(STATE_SQL))) == 0
         printed = capsys.readouterr()
         assert "read from a copy" in printed.err
-        row = json.loads(printed.out)
+        table = [r.split("|")[1:3] for r in printed.out.splitlines() if r.startswith("|")]
+        assert [c.strip() for c in table[0]] == ["keys", "total"]
+        assert int(table[1][0]) == KEYS and int(table[1][1]) > 0
+        assert main(argv(readme_line(STATE_SQL), "--json")) == 0
+        row = json.loads(capsys.readouterr().out)
         assert row["keys"] == KEYS and row["total"] > 0
-        assert main(["state", job, "--uid", UID]) == 0
+        assert main(argv(readme_line(STATE_LIST))) == 0
         listed = capsys.readouterr().out.splitlines()
         assert f"{UID}\tkeyed\tmods\tmap" in listed
+        assert f"{UID}\tkeyed\tavg\taggregating" in listed
     finally:
         client.cancel()
         client.get_job_execution_result(timeout=120)
