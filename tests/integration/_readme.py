@@ -45,6 +45,12 @@ DISPOSE = "cairn savepoint --dispose /tmp/savepoints/before-upgrade"
 DOCTOR_JOB = "cairn doctor <job-id>"  # run by tests/integration/test_doctor.py
 DOCTOR_DIR = "cairn doctor /tmp/cairn-checkpoints/<job-id>"
 DEMO = "cairn demo"
+# Run by tests/integration/test_state_processor_rocksdb.py against a running job.
+STATE_LIST = "cairn state /tmp/cairn-checkpoints/<job-id>"
+STATE_SQL = (
+    "cairn state /tmp/cairn-checkpoints/<job-id> --uid keyed-sum --state sum "
+    '--sql "SELECT count(*) AS keys, sum(value) AS total FROM state"'
+)
 SQL_SCRIPT = "cairn sql -f job.sql -p 2"
 DEMO_SKEW_SHORT = "cairn demo skew --seconds 20 --variants aligned,unaligned"
 COMMANDS = frozenset(
@@ -72,6 +78,8 @@ COMMANDS = frozenset(
         DEMO,
         DEMO_SKEW_SHORT,
         SQL_SCRIPT,
+        STATE_LIST,
+        STATE_SQL,
     }
 )
 

@@ -2,11 +2,11 @@
 
 The sequence job runs on the heap backend at parallelism 2 and stops with a savepoint; it is
 restored on RocksDB at parallelism 3, which takes a native savepoint (RocksDB's files: the
-state processor refuses it, naming the operator) and stops with a canonical one, which the
-state processor reads back (each key's last sequence number, as the job reported it); that
-savepoint is restored on the heap at parallelism 1, which runs to the end. Across the three
-runs every key's sequence continues with no gap and no repeat, and the exactly-once file
-sink holds the golden output.
+state processor reads it, and refuses to write onto it, naming the operator) and stops with
+a canonical one, which the state processor reads back (each key's last sequence number, as
+the job reported it); that savepoint is restored on the heap at parallelism 1, which runs to
+the end. Across the three runs every key's sequence continues with no gap and no repeat, and
+the exactly-once file sink holds the golden output.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def _run_until_output(conf: dict[str, str], out: str, parallelism: int, name: st
 @pytest.mark.spark
 @pytest.mark.timeout(900)
 def test_savepoints_move_state_from_heap_to_rocksdb_and_back(spark: Any, tmp_path: Path) -> None:
-    from cairn.state_processor import SavepointReader, StateProcessorError
+    from cairn.state_processor import SavepointReader, SavepointWriter, StateProcessorError
 
     out = str(tmp_path / "out")
     base = {
@@ -79,10 +79,16 @@ def test_savepoints_move_state_from_heap_to_rocksdb_and_back(spark: Any, tmp_pat
     native = second.trigger_savepoint(str(tmp_path / "native"), SavepointFormatType.NATIVE)
     handles = _keyed_handles(native.result(timeout=300))
     assert handles and all(isinstance(h, RocksDBKeyedStateHandle) for h in handles)
+    # The state processor reads the native savepoint too; it only writes onto canonical ones.
+    last_state = ValueStateDescriptor("last", Types.LONG())
+    native_last = SavepointReader.read(spark, str(tmp_path / "native")).read_keyed_state(
+        "sequence-check", last_state
+    )
+    assert native_last.count() == KEYS
     with pytest.raises(StateProcessorError, match=r"'sequence-check'.*native"):
-        SavepointReader.read(spark, str(tmp_path / "native")).read_keyed_state(
-            "sequence-check", ValueStateDescriptor("last", Types.LONG())
-        )
+        SavepointWriter.from_existing_savepoint(spark, str(tmp_path / "native")).with_keyed_state(
+            "sequence-check", last_state, native_last
+        ).write(str(tmp_path / "rewritten"))
     sp2 = second.stop_with_savepoint(False, str(tmp_path / "sp2")).result(timeout=300)
     assert second.get_job_status() is JobStatus.FINISHED
     handles = _keyed_handles(sp2)

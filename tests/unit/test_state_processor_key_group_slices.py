@@ -206,3 +206,49 @@ def test_state_of_the_rocksdb_backend_is_refused_with_the_operator_named() -> No
     with pytest.raises(StateProcessorError, match=r"'sums'.*RocksDB state backend"):
         heap_format_handles([rocks], "sums")
     assert heap_format_handles([], "sums") == []
+
+
+def _db(start: int, end: int) -> Any:
+    from cairn.checkpoint.handles import RocksDBKeyedStateHandle, RocksDBStateFile
+
+    files = (RocksDBStateFile("MANIFEST-1", f"db-{start}/MANIFEST-1", 1, 0),)
+    return RocksDBKeyedStateHandle(start, end, files, 1)
+
+
+@pytest.mark.parametrize("num_slices", [None, 1, 2, 3, 7, 128])
+def test_rocksdb_slices_read_every_key_group_once(num_slices: int | None) -> None:
+    from cairn.state.rocksdb.rescale import overlap
+    from cairn.state_processor.key_group_slices import plan_rocksdb_slices
+
+    handles = [_db(86, 127), _db(0, 42), _db(43, 85)]  # written at parallelism 3
+    slices = plan_rocksdb_slices(handles, 128, num_slices, "sums")
+    read: list[int] = []
+    for s in slices:
+        for h in s.handles:  # what the task exports: its key groups of each database
+            read.extend(
+                overlap(s.key_groups, type(s.key_groups)(h.key_group_start, h.key_group_end))
+            )
+    assert sorted(read) == list(range(128))
+    if num_slices is None:
+        assert [len(s.handles) for s in slices] == [1, 1, 1]  # each downloaded once
+
+
+def test_rocksdb_slices_refuse_overlapping_databases_naming_them() -> None:
+    from cairn.state_processor.errors import StateProcessorError
+    from cairn.state_processor.key_group_slices import plan_rocksdb_slices
+
+    with pytest.raises(StateProcessorError, match=r"'sums'.*key groups 60..63.*db-60"):
+        plan_rocksdb_slices([_db(0, 63), _db(60, 127)], 128, None, "sums")
+    with pytest.raises(StateProcessorError, match="outside max parallelism 64"):
+        plan_rocksdb_slices([_db(0, 127)], 64, None, "sums")
+
+
+def test_an_operator_with_state_in_both_formats_is_refused() -> None:
+    from cairn.checkpoint.handles import KeyedStateHandle
+    from cairn.state_processor.errors import StateProcessorError
+    from cairn.state_processor.key_group_slices import split_handles
+
+    heap = KeyedStateHandle("a", 0, 63, {}, 0)
+    assert split_handles([heap], "sums") == ([heap], [])
+    with pytest.raises(StateProcessorError, match=r"'sums'.*partly in the heap format"):
+        split_handles([heap, _db(64, 127)], "sums")

@@ -15,12 +15,8 @@ import shlex
 import sys
 import traceback
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-from cairn.cli.options import add_job_options, parse_conf_items
-
-if TYPE_CHECKING:
-    from cairn.settings import SigningKey
+from cairn.cli.options import add_job_options, parse_conf_items, signing_key_from_file
 
 
 def _configure_logging(verbose: bool) -> None:
@@ -137,7 +133,7 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
     if problem is not None:
         raise ConfigurationError(problem)
     resolved = validate_configuration(parse_conf_items(args.conf))
-    key = _signing_key(args.signing_key_file)
+    key = signing_key_from_file(args.signing_key_file)
     try:
         print(
             checkpoints_report(
@@ -158,24 +154,6 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
             raise
         raise CheckpointStorageUnusableError(args.path, describe_storage_error(args.path, e)) from e
     return 0
-
-
-def _signing_key(key_file: str | None) -> SigningKey | None:
-    """The key of ``--signing-key-file``, else of ``CAIRN_CHECKPOINT_SIGNING_KEY``, else None
-    (a key on the command line would be visible to every local user in the process list)."""
-    from cairn.common.exceptions import ConfigurationError
-    from cairn.datastream.job_builder import signing_key_from_environ
-    from cairn.settings import SigningKey
-
-    if key_file is None:
-        return signing_key_from_environ(os.environ)
-    try:
-        with open(key_file, encoding="utf-8") as f:
-            return SigningKey.parse(f.read())
-    except OSError as e:
-        raise ConfigurationError(f"--signing-key-file: cannot read {key_file}: {e}") from None
-    except ValueError as e:
-        raise ConfigurationError(f"--signing-key-file {key_file}: {e}") from None
 
 
 # ``cairn demo`` options that must be positive (or >= 0), checked before Spark starts.
@@ -367,11 +345,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     from cairn.cli.jobs import add_job_commands
     from cairn.cli.sql import add_sql_command
+    from cairn.cli.state import add_state_command
     from cairn.cli.tls import add_tls_command
 
     add_job_commands(sub)
     add_tls_command(sub)
     add_sql_command(sub)
+    add_state_command(sub)
     return parser
 
 

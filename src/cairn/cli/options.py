@@ -1,15 +1,21 @@
 """Options the ``cairn`` commands that run jobs share (``cairn run``, ``cairn sql``):
-``-p``, ``--master``, ``--executor`` and ``-D KEY=VALUE`` configuration items.
+``-p``, ``--master``, ``--executor`` and ``-D KEY=VALUE`` configuration items; the
+signing key of the commands that read checkpoints (``--signing-key-file``).
 
-Invariant: pure: an item's text becomes one configuration entry (the first ``=`` splits key
-and value, both stripped), later items win.
+Invariant: parsing is pure: an item's text becomes one configuration entry (the first ``=``
+splits key and value, both stripped), later items win.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+from typing import TYPE_CHECKING
 
-__all__ = ["add_job_options", "parse_conf_items"]
+if TYPE_CHECKING:
+    from cairn.settings import SigningKey
+
+__all__ = ["add_job_options", "parse_conf_items", "signing_key_from_file"]
 
 
 def add_job_options(parser: argparse.ArgumentParser) -> None:
@@ -37,3 +43,21 @@ def parse_conf_items(items: list[str] | None) -> dict[str, str]:
         key, _, value = item.partition("=")
         conf[key.strip()] = value.strip()
     return conf
+
+
+def signing_key_from_file(key_file: str | None) -> SigningKey | None:
+    """The key of ``--signing-key-file``, else of ``CAIRN_CHECKPOINT_SIGNING_KEY``, else None
+    (a key on the command line would be visible to every local user in the process list)."""
+    from cairn.common.exceptions import ConfigurationError
+    from cairn.datastream.job_builder import signing_key_from_environ
+    from cairn.settings import SigningKey
+
+    if key_file is None:
+        return signing_key_from_environ(os.environ)
+    try:
+        with open(key_file, encoding="utf-8") as f:
+            return SigningKey.parse(f.read())
+    except OSError as e:
+        raise ConfigurationError(f"--signing-key-file: cannot read {key_file}: {e}") from None
+    except ValueError as e:
+        raise ConfigurationError(f"--signing-key-file {key_file}: {e}") from None

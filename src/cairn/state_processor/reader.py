@@ -24,6 +24,7 @@ from pyspark.sql import types as T
 
 from cairn.api.state import ListStateDescriptor, MapStateDescriptor, StateDescriptor
 from cairn.checkpoint.handles import OperatorStateHandle
+from cairn.checkpoint.locations import protocol_of, remove_tree, resolve
 from cairn.checkpoint.metadata import CompletedCheckpoint, OperatorMetadata
 from cairn.checkpoint.storage import load_checkpoint, open_reader
 from cairn.common.typeinfo import Types
@@ -39,11 +40,15 @@ from cairn.state_processor.errors import (
 )
 from cairn.state_processor.key_group_slices import (
     KeyedSlice,
+    RocksDBSlice,
     default_parallelism,
-    heap_format_handles,
     plan_keyed_slices,
+    plan_rocksdb_slices,
+    split_handles,
 )
-from cairn.state_processor.sections import read_slice, state_kinds, state_rows
+from cairn.state_processor.live import new_snapshot_dir, snapshot_latest
+from cairn.state_processor.rocksdb_sections import rocksdb_sections, rocksdb_state_kinds
+from cairn.state_processor.sections import Section, read_slice, state_kinds, state_rows
 
 __all__ = ["ListLayout", "SavepointReader", "signing_key_of"]
 
@@ -76,6 +81,22 @@ class CheckpointSource:
         return open_reader(self.directory, self.storage_options, self.require_digests)
 
 
+Slice = KeyedSlice | RocksDBSlice
+"""One task's share: heap-format sections, or RocksDB databases."""
+
+
+def _sections(
+    piece: Slice, source: CheckpointSource, uid: str, now_ms: int, name: str
+) -> Iterator[tuple[int, Section]]:
+    if isinstance(piece, RocksDBSlice):
+        return rocksdb_sections(piece, source.reader(), uid, now_ms, {name})
+    return read_slice(piece, source.reader(), uid)
+
+
+def _has_state(piece: Slice) -> bool:
+    return bool(piece.handles if isinstance(piece, RocksDBSlice) else piece.files)
+
+
 @dataclass(frozen=True)
 class _KeyedReadTask:
     source: CheckpointSource
@@ -85,9 +106,10 @@ class _KeyedReadTask:
     exploded: bool
     columns: tuple[Column, ...]
     pickled_elements: bool  # list state as arrays whose elements have no Spark type
+    now_ms: int  # when the checkpoint was taken (RocksDB: TTL cleanup of full snapshots)
 
-    def __call__(self, piece: KeyedSlice) -> Iterator[tuple[Any, ...]]:
-        sections = read_slice(piece, self.source.reader(), self.uid)
+    def __call__(self, piece: Slice) -> Iterator[tuple[Any, ...]]:
+        sections = _sections(piece, self.source, self.uid, self.now_ms, self.name)
         for row in state_rows(sections, self.uid, self.name, self.kind, self.exploded):
             try:
                 if self.pickled_elements:
@@ -133,7 +155,9 @@ class _OperatorReadTask:
             ) from None
 
 
-def _sample_kinds(piece: KeyedSlice, source: CheckpointSource, uid: str) -> dict[str, str]:
+def _sample_kinds(piece: Slice, source: CheckpointSource, uid: str) -> dict[str, str]:
+    if isinstance(piece, RocksDBSlice):
+        return rocksdb_state_kinds(piece, source.reader(), uid)
     return state_kinds(read_slice(piece, source.reader(), uid))
 
 
@@ -157,6 +181,7 @@ class SavepointReader:
         self._source = CheckpointSource(
             checkpoint.directory, dict(storage_options or {}), require_digests
         )
+        self._owned_copy: str | None = None  # a snapshot ``read_latest`` made; ``close`` removes it
 
     @classmethod
     def read(
@@ -176,6 +201,50 @@ class SavepointReader:
         key = signing_key_of(signing_key)
         checkpoint = load_checkpoint(path, storage_options, key)
         return cls(spark, checkpoint, storage_options, require_digests=key is not None)
+
+    @classmethod
+    def read_latest(
+        cls,
+        spark: SparkSession,
+        job_dir: str,
+        *,
+        snapshot_dir: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        signing_key: SigningKey | str | None = None,
+    ) -> SavepointReader:
+        """The newest completed checkpoint of the job whose checkpoint directory is
+        ``job_dir`` (``<checkpoint storage>/<job id>``), running or not, read from a copy
+        (``cairn.state_processor.live``): the job is not disturbed, and what it deletes
+        meanwhile does not matter. The copy goes to ``snapshot_dir`` (empty or missing; on a
+        cluster, one every executor reads, on the store's filesystem) or to a new local
+        temporary directory, which ``close()`` (or the ``with`` block) removes.
+
+        >>> # with SavepointReader.read_latest(spark, "s3://ckpt/<job-id>",
+        >>> #                                  snapshot_dir="s3://tmp/reads/1") as r: ...
+        """
+        key = signing_key_of(signing_key)
+        target = snapshot_dir or new_snapshot_dir()
+        copy = snapshot_latest(job_dir, target, storage_options, key)
+        same = protocol_of(target) == protocol_of(job_dir)
+        reader = cls(
+            spark, copy, storage_options if same else None, require_digests=key is not None
+        )
+        reader._owned_copy = None if snapshot_dir else target
+        log.info("read chk-%d of %s from its copy %s", copy.checkpoint_id, job_dir, target)
+        return reader
+
+    def close(self) -> None:
+        """Remove the copy ``read_latest`` made in a temporary directory (DataFrames of this
+        reader cannot be read after); nothing for other readers."""
+        if self._owned_copy is not None:
+            remove_tree(resolve(self._owned_copy, None))
+            self._owned_copy = None
+
+    def __enter__(self) -> SavepointReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # ------------------------------------------------------------------------ operators
 
@@ -198,21 +267,36 @@ class SavepointReader:
             )
         return op
 
-    def _slices(self, uid: str, num_partitions: int | None) -> list[KeyedSlice]:
+    def _slices(self, uid: str, num_partitions: int | None) -> list[Slice]:
         op = self.operator(uid)
-        handles = [h for s in op.subtasks.values() for h in s.keyed]
+        heap, rocks = split_handles([h for s in op.subtasks.values() for h in s.keyed], uid)
+        if rocks:  # by default a task per database: each is downloaded once
+            return list(plan_rocksdb_slices(rocks, op.max_parallelism, num_partitions, uid))
         spark_parallelism = self.spark.sparkContext.defaultParallelism
         n = num_partitions or default_parallelism(op.max_parallelism, spark_parallelism)
-        return plan_keyed_slices(heap_format_handles(handles, uid), op.max_parallelism, n, uid)
+        return list(plan_keyed_slices(heap, op.max_parallelism, n, uid))
+
+    def _recorded_kinds(self, uid: str) -> dict[str, str]:
+        """Name -> kind of the keyed states the metadata records of a RocksDB operator (the
+        schema each subtask declared); empty for heap-format state, whose first sections are
+        cheap to look at, and for checkpoints that predate the record."""
+        op = self.operator(uid)
+        _heap, rocks = split_handles([h for s in op.subtasks.values() for h in s.keyed], uid)
+        if not rocks:
+            return {}
+        return {n: sc.kind for s in op.subtasks.values() for n, sc in s.keyed_schema.items()}
 
     # ------------------------------------------------------------------------ keyed state
 
     def keyed_state_kinds(self, uid: str) -> dict[str, str]:
         """Name -> kind (``"value"``, ``"list"``, ...) of every keyed state of ``uid``; a Spark
         job that decodes every section (each task returns only the names it saw)."""
-        slices = [s for s in self._slices(uid, None) if s.files]
+        slices = [s for s in self._slices(uid, None) if _has_state(s)]
         if not slices:
             return {}
+        recorded = self._recorded_kinds(uid)
+        if recorded:
+            return recorded
         task = _KindsTask(self._source, uid)
         found = self.spark.sparkContext.parallelize(slices, len(slices)).map(task).collect()
         kinds: dict[str, str] = {}
@@ -221,15 +305,17 @@ class SavepointReader:
                 kinds.setdefault(name, kind)
         return kinds
 
-    def _check_state(self, uid: str, slices: list[KeyedSlice], name: str, kind: str) -> None:
+    def _check_state(self, uid: str, slices: list[Slice], name: str, kind: str) -> None:
         """Fail early (before the DataFrame's job runs) on a wrong name or kind: look at the
-        first section of each file, and only if the name is not there, at all of them."""
+        first section of each file (RocksDB: at the kinds the metadata records), and only if
+        the name is not there, at all of them."""
         sample = [
             KeyedSlice(0, s.key_groups, (type(f)(f.path, f.sections[:1]),))
             for s in slices
+            if isinstance(s, KeyedSlice)
             for f in s.files[:1]
         ]
-        kinds: dict[str, str] = {}
+        kinds: dict[str, str] = self._recorded_kinds(uid)
         for piece in sample:
             kinds.update(_sample_kinds(piece, self._source, uid))
         if name not in kinds:
@@ -274,7 +360,7 @@ class SavepointReader:
             value does not fit its column.
         """
         kind = _keyed_kind(descriptor)
-        slices = [s for s in self._slices(uid, num_partitions) if s.files]
+        slices = [s for s in self._slices(uid, num_partitions) if _has_state(s)]
         if not slices:
             raise UnknownStateError(
                 f"operator uid {uid!r} has no keyed state (state {descriptor.name!r} asked for)"
@@ -288,7 +374,14 @@ class SavepointReader:
         )
         exploded = list_layout is ListLayout.EXPLODED
         task = _KeyedReadTask(
-            self._source, uid, descriptor.name, kind, exploded, columns, pickled_elements
+            self._source,
+            uid,
+            descriptor.name,
+            kind,
+            exploded,
+            columns,
+            pickled_elements,
+            self.checkpoint.metadata.trigger_ms,
         )
         log.info(
             "reading state %r of %r from %s in %d tasks",
@@ -356,7 +449,7 @@ class _KindsTask:
     source: CheckpointSource
     uid: str
 
-    def __call__(self, piece: KeyedSlice) -> dict[str, str]:
+    def __call__(self, piece: Slice) -> dict[str, str]:
         return _sample_kinds(piece, self.source, self.uid)
 
 

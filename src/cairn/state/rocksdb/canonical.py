@@ -23,7 +23,7 @@ state processor reads both.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,13 +83,17 @@ def read_meta(db: StateDB) -> dict[str, StateMeta]:
 
 
 def export_sections(
-    db: StateDB, key_groups: KeyGroupRange, now_ms: int
+    db: StateDB,
+    key_groups: KeyGroupRange,
+    now_ms: int,
+    names: Collection[str] | None = None,
 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    """The heap-format section of each non-empty key group of ``key_groups``, in order."""
+    """The heap-format section of each non-empty key group of ``key_groups``, in order;
+    with ``names``, of those states only (and no timers: a reader of one state)."""
     metas = {
         name: meta
         for name, meta in read_meta(db).items()
-        if db.has_column_family(STATE_CF_PREFIX + name)
+        if db.has_column_family(STATE_CF_PREFIX + name) and (names is None or name in names)
     }
     for kg in key_groups:
         lo, hi = key_group_bytes(kg), key_group_bytes(kg + 1)
@@ -99,7 +103,7 @@ def export_sections(
             if table:
                 states[name] = (meta.kind, meta.ttl, table)
         timers: dict[str, list[tuple[int, Any]]] = {}
-        if db.has_column_family(TIMERS_CF):
+        if names is None and db.has_column_family(TIMERS_CF):
             for k, _ in _range(db.column_family(TIMERS_CF), lo, hi):
                 _, domain, ts, key = timer_parts(k)
                 timers.setdefault(domain, []).append((ts, key))

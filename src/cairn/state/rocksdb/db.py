@@ -126,13 +126,18 @@ class StateDB:
         db.set_write_options(write)
 
     @classmethod
-    def open(cls, path: str, memory: RocksDBMemory) -> StateDB:
-        """Open (or create) the database at ``path`` with all its column families."""
+    def open(cls, path: str, memory: RocksDBMemory, *, read_only: bool = False) -> StateDB:
+        """Open (or create) the database at ``path`` with all its column families;
+        ``read_only``: an existing database, opened without writing a byte to it (no
+        compaction, no new column family: ``column_family`` of a missing one fails)."""
         opts = memory.options()
-        exists = os.path.exists(os.path.join(path, "CURRENT"))
+        exists = read_only or os.path.exists(os.path.join(path, "CURRENT"))
         names = rocksdict.Rdict.list_cf(path, opts) if exists else ["default"]
         families = {n: memory.options() for n in names if n != "default"}
-        db = rocksdict.Rdict(path, opts, column_families=families)
+        access = (
+            rocksdict.AccessType.read_only() if read_only else rocksdict.AccessType.read_write()
+        )
+        db = rocksdict.Rdict(path, opts, column_families=families, access_type=access)
         state = cls(db, path, opts)
         for name in families:
             state._cfs[name] = state._configure(db.get_column_family(name))
