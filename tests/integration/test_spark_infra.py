@@ -294,6 +294,17 @@ def test_created_sessions_keep_pysparks_sockets_off_tcp() -> None:
     assert _session_conf("local[2]", off)["spark.python.unix.domain.socket.enabled"] == "false"
 
 
+def test_yarn_sessions_get_short_socket_paths_and_executors_for_every_slot() -> None:
+    conf = _session_conf("yarn", {}, min_slots=3)
+    # A container's working directory would make the socket path longer than 107 bytes.
+    assert conf["spark.python.unix.domain.socket.dir"] == "/tmp"
+    assert (conf["spark.executor.instances"], conf["spark.executor.cores"]) == ("3", "1")
+    two_cores = _session_conf("yarn", {"spark.executor.cores": "2"}, min_slots=3)
+    assert (two_cores["spark.executor.instances"], two_cores["spark.executor.cores"]) == ("2", "2")
+    mine = _session_conf("yarn", {"spark.executor.instances": "5"}, min_slots=3)
+    assert mine["spark.executor.instances"] == "5"
+
+
 def test_default_master_fits_a_barrier_stage_of_min_slots() -> None:
     assert default_local_master(64) == "local[64]"
     assert default_local_master(1) == f"local[{os.cpu_count()}]"

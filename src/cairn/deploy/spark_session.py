@@ -73,6 +73,14 @@ _LOCAL_JVM_CONF: Mapping[str, str] = MappingProxyType(
 )
 
 
+# YARN: a container's working directory (Spark's default directory for the Python sockets
+# on an executor) is too long for a socket path (107 bytes), so they go to /tmp, which every
+# node has (the files are the user's and, with the usual umask, only the user may connect);
+# enough single-core executors for a barrier stage of ``min_slots`` tasks, since Spark on
+# YARN starts 2 (``spark.executor.instances``/``spark.executor.cores`` override both).
+_YARN_CONF: Mapping[str, str] = MappingProxyType({UDS_DIR_KEY: "/tmp", "spark.executor.cores": "1"})
+
+
 class SparkMasterConflict(RuntimeError):
     """A SparkContext is already running with another master than the one requested.
 
@@ -158,7 +166,7 @@ def get_or_create_spark(
     target = master if master is not None else default_local_master(min_slots)
     _prepare_environment(target)
     builder = SparkSession.builder.master(target).appName(app_name)
-    for key, value in _session_conf(target, extra_conf).items():
+    for key, value in _session_conf(target, extra_conf, min_slots).items():
         builder = builder.config(key, value)
     started = time.monotonic()
     spark = builder.getOrCreate()
@@ -213,7 +221,7 @@ def _prepare_environment(master: str) -> None:
         os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
 
 
-def _session_conf(master: str, extra_conf: Mapping[str, str]) -> dict[str, str]:
+def _session_conf(master: str, extra_conf: Mapping[str, str], min_slots: int = 1) -> dict[str, str]:
     conf = dict(_SESSION_CONF)
     if is_loopback_master(master):
         conf["spark.driver.host"] = LOOPBACK
@@ -224,6 +232,10 @@ def _session_conf(master: str, extra_conf: Mapping[str, str]) -> dict[str, str]:
         # can reach them. (Executors of a cluster use their own host's temporary directory,
         # which need not have this one.)
         conf[UDS_DIR_KEY] = private_socket_dir()
+    elif master.startswith("yarn"):
+        conf.update(_YARN_CONF)
+        cores = int(extra_conf.get("spark.executor.cores", conf["spark.executor.cores"]))
+        conf["spark.executor.instances"] = str(-(-min_slots // max(1, cores)))
     conf.update(extra_conf)
     return conf
 
