@@ -21,6 +21,9 @@ from typing import Any
 import pytest
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# gcsfs's experimental gRPC bucket probe cannot reach the GCS emulator (60 s per call); set
+# before gcsfs is imported here, in Spark's Python workers and in job subprocesses.
+os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
 SPARK = "spark"
 _LAUNCHES = "launches"
@@ -146,6 +149,25 @@ def seaweed() -> Iterator[Any]:
     from cairn.testing.seaweedfs import SeaweedS3
 
     with SeaweedS3(bucket="cairn") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def fake_gcs() -> Iterator[Any]:
+    """A real GCS emulator (fake-gcs-server) on 127.0.0.1 with bucket ``cairn``, started once."""
+    from cairn.testing.gcs import FakeGcs
+
+    with FakeGcs(bucket="cairn") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def azurite() -> Iterator[Any]:
+    """A real Azure Blob emulator (Azurite) on 127.0.0.1 with container ``cairn``, started
+    once."""
+    from cairn.testing.azurite import Azurite
+
+    with Azurite(container="cairn") as server:
         yield server
 
 

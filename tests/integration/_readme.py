@@ -32,6 +32,15 @@ CHECKPOINTS_S3 = (
     "cairn checkpoints s3://my-bucket/checkpoints -D s3.endpoint=http://127.0.0.1:8333 "
     "-D s3.path.style.access=true"
 )  # run by tests/integration/test_s3_exactly_once.py against SeaweedFS
+CHECKPOINTS_GCS = (
+    "cairn checkpoints gs://my-bucket/checkpoints -D gs.storage.root.url=http://127.0.0.1:4443 "
+    "-D gs.auth.type=UNAUTHENTICATED"
+)  # run by tests/integration/test_object_stores.py against fake-gcs-server
+CHECKPOINTS_AZURE = (
+    "cairn checkpoints abfs://checkpoints@devstoreaccount1.dfs.core.windows.net/jobs "
+    "-D fs.azure.blob.endpoint=http://127.0.0.1:10000/devstoreaccount1 "
+    "-D fs.azure.account.key.devstoreaccount1.blob.core.windows.net=$ACCOUNT_KEY"
+)  # run by tests/integration/test_object_stores.py against Azurite
 # Run by tests/integration/test_savepoints.py against a job of its own.
 LIST = "cairn list"
 LIST_WEB = "cairn list --web"  # run by tests/integration/test_doctor.py
@@ -64,6 +73,8 @@ COMMANDS = frozenset(
         CHECKPOINTS_ID,
         CHECKPOINTS_JSON,
         CHECKPOINTS_S3,
+        CHECKPOINTS_GCS,
+        CHECKPOINTS_AZURE,
         LIST,
         LIST_WEB,
         LIST_ALL,

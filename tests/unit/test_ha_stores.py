@@ -1,5 +1,6 @@
 """The conditional-write stores of high availability: the same contract for the in-memory
-and the file store, including races between real processes on the file store."""
+and the file store, including races between real processes on the file store; the start-up
+probe refuses a store that applies writes whose preconditions failed."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from cairn.checkpoint.ha.file_store import FileStore
-from cairn.checkpoint.ha.store import ConditionalStore, MemoryStore, WriteConflict
+from cairn.checkpoint.ha.probe import UnsupportedConditionalWrites, check_conditional
+from cairn.checkpoint.ha.store import ConditionalStore, MemoryStore, Versioned, WriteConflict
 
 
 @pytest.fixture(params=["memory", "file"])
@@ -108,3 +110,32 @@ def test_file_store_races_between_processes_have_one_winner(tmp_path: Path) -> N
         assert len(replaced) == 1
         after = FileStore(root).read(name)
         assert after is not None and after.data == f"writer {replaced[0]}".encode()
+
+
+class _IgnoresConditions(MemoryStore):
+    """A server that applies every write, precondition or not."""
+
+    def create(self, name: str, data: bytes) -> Versioned:
+        try:
+            return super().create(name, data)
+        except Exception:
+            return self._force(name, data)
+
+    def replace(self, name: str, data: bytes, expected: str) -> Versioned:
+        try:
+            return super().replace(name, data, expected)
+        except Exception:
+            return self._force(name, data)
+
+    def _force(self, name: str, data: bytes) -> Versioned:
+        record = Versioned(data, f"forced-{name}-{len(data)}-{data!r}")
+        return record
+
+
+def test_the_probe_refuses_a_store_that_ignores_preconditions() -> None:
+    removed: list[str] = []
+    with pytest.raises(UnsupportedConditionalWrites, match="ignores ifGenerationMatch"):
+        check_conditional(_IgnoresConditions(), removed.append, "ifGenerationMatch")
+    assert len(removed) == 1 and removed[0].startswith(".cairn-ha-probe-")
+    check_conditional(MemoryStore(), removed.append, "If-Match")
+    assert len(removed) == 2

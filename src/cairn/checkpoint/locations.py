@@ -118,8 +118,8 @@ def atomic_write(
     """Write ``data`` at ``loc`` so that readers see all of it or nothing; ``before_publish``
     (a test's fault point) runs after the data is written aside, before it is published;
     ``exclusive``: publish only if nothing is there yet (``FileExistsError`` otherwise) —
-    ``link()`` locally, ``If-None-Match: *`` on S3, a check then a put elsewhere (not atomic
-    there)."""
+    ``link()`` locally, ``If-None-Match: *`` on S3 and Azure, ``ifGenerationMatch=0`` on GCS,
+    a check then a put elsewhere (not atomic there)."""
     if is_local(loc):
         # Readers must never see a half-written _metadata: write aside, fsync, rename.
         tmp = f"{loc.path}.inprogress-{uuid.uuid4().hex}"
@@ -148,6 +148,8 @@ def atomic_write(
             if isinstance(exc, FileExistsError) or not is_conflict(exc):
                 raise
             raise FileExistsError(loc.public()) from exc
+    elif protocol_of(loc.public()) in ("gs", "gcs", "abfs", "abfss", "az"):
+        loc.fs.pipe_file(loc.path, data, mode="create")  # FileExistsError when it exists
     else:
         if loc.fs.exists(loc.path):
             raise FileExistsError(loc.public())

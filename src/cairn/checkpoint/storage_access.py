@@ -23,18 +23,27 @@ from fsspec.implementations.local import LocalFileSystem
 
 from cairn.checkpoint import local_files
 from cairn.checkpoint.errors import CheckpointStorageUnusableError
-from cairn.common.storage_options import S3_SCHEMES
+from cairn.common.storage_options import AZURE_SCHEMES, GCS_SCHEMES, S3_SCHEMES
 
 __all__ = ["check_storage_access", "describe_storage_error", "is_storage_error"]
 
 log = logging.getLogger(__name__)
 
 # Libraries whose exceptions mean "the storage said no" (botocore: credentials, endpoint).
-_CLIENT_LIBRARIES = frozenset({"botocore", "aiobotocore", "s3fs", "gcsfs", "adlfs"})
+_CLIENT_LIBRARIES = frozenset(
+    {"botocore", "aiobotocore", "s3fs", "gcsfs", "adlfs", "azure", "google", "aiohttp"}
+)
+# Object stores whose first path component is a bucket (container) the check never creates.
+_BUCKET_SCHEMES = S3_SCHEMES | GCS_SCHEMES | AZURE_SCHEMES
 
 _CREDENTIALS_HINT = (
     "check s3.access-key and s3.secret-key (or AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)"
 )
+_GCS_CREDENTIALS_HINT = (
+    "check gs.auth.type and gs.auth.service.account.json.keyfile "
+    "(or GOOGLE_APPLICATION_CREDENTIALS)"
+)
+_AZURE_KEY_HINT = "check fs.azure.account.key.<account>.blob.core.windows.net"
 
 
 def _scheme(url: str) -> str:
@@ -61,11 +70,48 @@ def describe_storage_error(url: str, exc: BaseException) -> str:
             return f"cannot connect to the S3 endpoint; check s3.endpoint ({detail})"
         if type(exc).__name__ == "NoCredentialsError":
             return f"no S3 credentials: {_CREDENTIALS_HINT} ({detail})"
+    if scheme in GCS_SCHEMES:
+        bucket = url.split("://", 1)[1].split("/", 1)[0]
+        if isinstance(exc, FileNotFoundError):
+            return f"bucket {bucket!r} does not exist ({detail})"
+        if isinstance(exc, PermissionError) or _status(exc) in (401, 403):
+            return f"access denied to bucket {bucket!r}: {_GCS_CREDENTIALS_HINT} ({detail})"
+        if _is_connection_error(exc):
+            return f"cannot connect to GCS; check gs.storage.root.url ({detail})"
+    if scheme in AZURE_SCHEMES:
+        container = url.split("://", 1)[1].split("/", 1)[0].split("@", 1)[0]
+        detail = f"{type(exc).__name__}: {_first_line(exc)}"
+        code = str(getattr(exc, "error_code", "") or "")
+        if isinstance(exc, FileNotFoundError) or code == "ContainerNotFound":
+            return f"container {container!r} does not exist ({detail})"
+        if _status(exc) in (401, 403) or code.startswith("Authorization"):
+            return f"access denied to container {container!r}: {_AZURE_KEY_HINT} ({detail})"
+        if _is_connection_error(exc):
+            return f"cannot connect to Azure Blob storage; check fs.azure.blob.endpoint ({detail})"
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
         return f"no space left on the device ({detail})"
     if isinstance(exc, PermissionError):
         return f"no permission to write there ({detail})"
     return detail
+
+
+def _status(exc: BaseException) -> int | None:
+    """The HTTP status an object store client attached to ``exc`` (Azure SDK, gcsfs)."""
+    for attr in ("status_code", "code", "status"):
+        value = getattr(exc, attr, None)
+        if isinstance(value, int):
+            return value
+    return None
+
+
+def _is_connection_error(exc: BaseException) -> bool:
+    names = {type(e).__name__ for e in (exc, exc.__cause__, exc.__context__) if e is not None}
+    return bool(names & {"ClientConnectorError", "ServiceRequestError", "ConnectionError"})
+
+
+def _first_line(exc: BaseException) -> str:
+    """The Azure SDK's messages run over lines (request id, XML body): keep the first."""
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else ""
 
 
 def is_storage_error(exc: BaseException) -> bool:
@@ -94,7 +140,7 @@ def check_storage_access(url: str | None, storage_options: Mapping[str, Any] | N
     root = root.rstrip("/") or root
     probe = posixpath.join(root, f".cairn-probe-{uuid.uuid4().hex}")
     try:
-        if _scheme(url) in S3_SCHEMES:
+        if _scheme(url) in _BUCKET_SCHEMES:
             fs.ls(root.split("/", 1)[0])  # the bucket must exist: never create one
             fs.pipe_file(probe, b"")
         elif isinstance(fs, LocalFileSystem):

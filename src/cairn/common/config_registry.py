@@ -27,6 +27,7 @@ __all__ = [
     "format_value",
     "get_option",
     "is_passthrough",
+    "is_secret",
     "parse_value",
     "register_option",
     "register_passthrough_prefix",
@@ -107,6 +108,7 @@ class ConfigOption:
 _OPTIONS: dict[str, ConfigOption] = {}
 _ALIASES: dict[str, str] = {}
 _PASSTHROUGH: dict[str, str] = {}  # prefix -> description
+_SECRET_PREFIXES: set[str] = set()  # pass-through prefixes whose values are secrets
 
 
 def register_option(option: ConfigOption) -> ConfigOption:
@@ -128,15 +130,26 @@ def register_option(option: ConfigOption) -> ConfigOption:
     return option
 
 
-def register_passthrough_prefix(prefix: str, description: str) -> None:
-    """Accept every key under ``prefix`` unvalidated (e.g. ``spark.`` for Spark's settings)."""
+def register_passthrough_prefix(prefix: str, description: str, *, secret: bool = False) -> None:
+    """Accept every key under ``prefix`` unvalidated (e.g. ``spark.`` for Spark's settings);
+    ``secret``: their values are secrets (account keys), never recorded."""
     if not prefix.endswith("."):
         raise ValueError(f"pass-through prefix must end with '.', got {prefix!r}")
     _PASSTHROUGH[prefix] = description
+    if secret:
+        _SECRET_PREFIXES.add(prefix)
 
 
 def is_passthrough(key: str) -> bool:
     return any(key.startswith(p) and len(key) > len(p) for p in _PASSTHROUGH)
+
+
+def is_secret(key: str) -> bool:
+    """Whether the value of the (canonical or pass-through) ``key`` is a secret."""
+    if is_passthrough(key):
+        return any(key.startswith(p) for p in _SECRET_PREFIXES)
+    option = _OPTIONS.get(_ALIASES.get(key, key))
+    return option is not None and option.secret
 
 
 def all_options() -> list[ConfigOption]:

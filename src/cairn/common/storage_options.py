@@ -1,7 +1,9 @@
-"""fsspec storage options from Flink's filesystem configuration keys (``s3.*``).
+"""fsspec storage options from Flink's filesystem configuration keys (``s3.*``, ``gs.*``,
+``fs.azure.*``).
 
-Invariant: options are derived only for the scheme they belong to (``s3``/``s3a``), so
-credentials configured for S3 never reach another filesystem; options the user passed
+Invariant: options are derived only for the scheme they belong to (``s3``/``s3a``; ``gs``/
+``gcs``; ``abfs``/``abfss``/``az``), so credentials configured for one store never reach
+another filesystem; options the user passed
 explicitly (``FileSystemCheckpointStorage(path, storage_options=...)``) win over derived
 ones, key by key; secrets are never part of a ``repr``. Every derived S3 configuration has a
 bounded retry policy and bounded timeouts, so an unreachable endpoint fails instead of hanging.
@@ -14,6 +16,9 @@ bounded retry policy and bounded timeouts, so an unreachable endpoint fails inst
 {'max_attempts': 5, 'mode': 'standard'}
 >>> storage_options_for("file:///tmp/x", {"s3.access-key": "k"})
 {}
+>>> storage_options_for("gs://b/x", {"gs.storage.root.url": "http://127.0.0.1:4443",
+...                                  "gs.auth.type": "UNAUTHENTICATED"})
+{'endpoint_url': 'http://127.0.0.1:4443', 'token': 'anon'}
 """
 
 from __future__ import annotations
@@ -22,7 +27,12 @@ from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
+    "AZURE_SCHEMES",
+    "GCS_SCHEMES",
     "S3_SCHEMES",
+    "azure_account_of",
+    "azure_storage_options",
+    "gcs_storage_options",
     "merge_storage_options",
     "redact_storage_options",
     "s3_storage_options",
@@ -30,13 +40,34 @@ __all__ = [
 ]
 
 S3_SCHEMES = frozenset({"s3", "s3a"})
+GCS_SCHEMES = frozenset({"gs", "gcs"})
+AZURE_SCHEMES = frozenset({"abfs", "abfss", "az"})
 
 # Bounded by default: botocore's "standard" retry mode retries throttling and transient
 # errors with exponential backoff; five attempts in all. Connecting must not take forever.
 _DEFAULT_RETRIES = {"max_attempts": 5, "mode": "standard"}
 _DEFAULT_CONNECT_TIMEOUT_S = 10
 _DEFAULT_READ_TIMEOUT_S = 120
-_SECRET_KEYS = frozenset({"secret", "token", "password", "aws_secret_access_key"})
+_SECRET_KEYS = frozenset(
+    {
+        "secret",
+        "token",
+        "password",
+        "aws_secret_access_key",
+        "account_key",
+        "connection_string",
+        "sas_token",
+        "client_secret",
+    }
+)
+# gcs-connector's fs.gs.auth.type -> gcsfs's token argument (a key file: its path).
+_GCS_TOKENS = {
+    "APPLICATION_DEFAULT": "google_default",
+    "COMPUTE_ENGINE": "cloud",
+    "UNAUTHENTICATED": "anon",
+}
+_AZURE_ACCOUNT_KEY_PREFIX = "fs.azure.account.key."
+_AZURE_HOSTS = (".blob.core.windows.net", ".dfs.core.windows.net")
 
 
 def _scheme(url: str) -> str:
@@ -71,10 +102,89 @@ def s3_storage_options(resolved: Mapping[str, Any]) -> dict[str, Any]:
     return options
 
 
+def gcs_storage_options(resolved: Mapping[str, Any]) -> dict[str, Any]:
+    """gcsfs options from the canonical ``gs.*`` keys in ``resolved``.
+
+    >>> gcs_storage_options({"gs.auth.service.account.json.keyfile": "/k.json",
+    ...                      "gs.project.id": "p"})
+    {'project': 'p', 'token': '/k.json'}
+    """
+    options: dict[str, Any] = {}
+    if resolved.get("gs.storage.root.url"):
+        options["endpoint_url"] = str(resolved["gs.storage.root.url"]).rstrip("/")
+    if resolved.get("gs.project.id"):
+        options["project"] = str(resolved["gs.project.id"])
+    auth = resolved.get("gs.auth.type")
+    keyfile = resolved.get("gs.auth.service.account.json.keyfile")
+    if auth in _GCS_TOKENS:
+        options["token"] = _GCS_TOKENS[auth]
+    elif keyfile:  # SERVICE_ACCOUNT_JSON_KEYFILE, or a key file alone
+        options["token"] = str(keyfile)
+    return options
+
+
+def azure_account_of(url: str) -> str | None:
+    """The storage account a URL names in Hadoop's form, ``<container>@<account>.<host>``.
+
+    >>> azure_account_of("abfs://c@acct.dfs.core.windows.net/x"), azure_account_of("az://c/x")
+    ('acct', None)
+    """
+    authority = url.split("://", 1)[1].split("/", 1)[0] if "://" in url else ""
+    host = authority.rpartition("@")[2] if "@" in authority else ""
+    for suffix in _AZURE_HOSTS:
+        if host.endswith(suffix):
+            return host[: -len(suffix)] or None
+    return None
+
+
+def azure_storage_options(url: str, resolved: Mapping[str, Any]) -> dict[str, Any]:
+    """adlfs options for ``url`` from ``fs.azure.*`` keys in ``resolved``.
+
+    The account is the URL's (``container@account.dfs.core.windows.net``), else the only one
+    with a configured key; with ``fs.azure.blob.endpoint`` the key and endpoint become a
+    connection string (how the Azure SDK reaches an emulator).
+
+    >>> key = "fs.azure.account.key.acct.blob.core.windows.net"
+    >>> azure_storage_options("abfs://c/x", {key: "S2V5"})
+    {'account_name': 'acct', 'account_key': 'S2V5'}
+    >>> azure_storage_options("az://c/x", {key: "S2V5",
+    ...     "fs.azure.blob.endpoint": "http://127.0.0.1:10000/acct"})["connection_string"]
+    'DefaultEndpointsProtocol=http;AccountName=acct;AccountKey=S2V5;BlobEndpoint=http://127.0.0.1:10000/acct;'
+    """
+    keys: dict[str, str] = {}
+    for name, value in resolved.items():
+        if name.startswith(_AZURE_ACCOUNT_KEY_PREFIX) and value:
+            host = name[len(_AZURE_ACCOUNT_KEY_PREFIX) :]
+            for suffix in _AZURE_HOSTS:
+                if host.endswith(suffix) and len(host) > len(suffix):
+                    keys.setdefault(host[: -len(suffix)], str(value))
+    account = azure_account_of(url) or (next(iter(keys)) if len(keys) == 1 else None)
+    options: dict[str, Any] = {}
+    if account is not None:
+        options["account_name"] = account
+    key = keys.get(account) if account is not None else None
+    endpoint = resolved.get("fs.azure.blob.endpoint")
+    if key is not None and endpoint:
+        protocol = str(endpoint).split("://", 1)[0] if "://" in str(endpoint) else "https"
+        options["connection_string"] = (
+            f"DefaultEndpointsProtocol={protocol};AccountName={account};AccountKey={key};"
+            f"BlobEndpoint={str(endpoint).rstrip('/')};"
+        )
+    elif key is not None:
+        options["account_key"] = key
+    return options
+
+
 def storage_options_for(url: str, resolved: Mapping[str, Any]) -> dict[str, Any]:
-    """The options configuration implies for ``url``'s filesystem (``{}`` for non-S3)."""
-    if _scheme(url) in S3_SCHEMES:
+    """The options configuration implies for ``url``'s filesystem (``{}`` for other
+    schemes)."""
+    scheme = _scheme(url)
+    if scheme in S3_SCHEMES:
         return s3_storage_options(resolved)
+    if scheme in GCS_SCHEMES:
+        return gcs_storage_options(resolved)
+    if scheme in AZURE_SCHEMES:
+        return azure_storage_options(url, resolved)
     return {}
 
 

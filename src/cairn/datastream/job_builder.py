@@ -151,7 +151,9 @@ def prepare_job(
         buffer_linger_ms=int(get(opts.BUFFER_LINGER)),
         auto_watermark_interval_ms=int(get(opts.AUTO_WATERMARK_INTERVAL)),
         configuration={
-            k: v if opts.is_passthrough(k) else _recorded(opts.get_option(k), v)
+            k: "<redacted>"
+            if opts.is_secret(k)
+            else (v if opts.is_passthrough(k) else _recorded(opts.get_option(k), v))
             for k, v in resolved.items()
         },
         restore_path=get(opts.RESTORE_PATH),

@@ -26,8 +26,10 @@ from typing import Any
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
+from cairn.checkpoint.ha.azure_store import AzureStore
 from cairn.checkpoint.ha.fence import LeadershipLost
 from cairn.checkpoint.ha.file_store import FileStore
+from cairn.checkpoint.ha.gcs_store import GcsStore
 from cairn.checkpoint.ha.leader import Leadership
 from cairn.checkpoint.ha.pointer import Pointer
 from cairn.checkpoint.ha.s3_store import S3Store
@@ -37,7 +39,7 @@ from cairn.checkpoint.locations import resolve
 from cairn.checkpoint.storage import default_storage_url
 from cairn.common.exceptions import JobSubmissionError
 from cairn.common.job_status import JobStatus
-from cairn.common.storage_options import S3_SCHEMES
+from cairn.common.storage_options import AZURE_SCHEMES, GCS_SCHEMES, S3_SCHEMES
 from cairn.graph.job_graph import JobGraph
 from cairn.ids import CheckpointId, JobId
 from cairn.settings import JobSettings, RerunPolicy
@@ -81,22 +83,29 @@ class End:
 
 
 def open_store(url: str, storage_options: Mapping[str, Any]) -> ConditionalStore:
-    """The conditional store at ``url``: a local directory, ``s3://`` (its conditional
-    writes probed first) or ``memory://`` (one process)."""
+    """The conditional store at ``url``: a local directory, ``s3://``, ``gs://`` or
+    ``abfs://``/``az://`` (their conditional writes probed first) or ``memory://`` (one
+    process)."""
     scheme = url.split("://", 1)[0].lower() if "://" in url else "file"
     if scheme == "memory":
         return _MEMORY.setdefault(url, MemoryStore())
     fs, path = url_to_fs(url, **dict(storage_options))
     if isinstance(fs, LocalFileSystem):
         return FileStore(path)
+    store: S3Store | GcsStore | AzureStore
     if scheme in S3_SCHEMES:
         store = S3Store(fs, path)
-        store.check_conditional()
-        return store
-    raise JobSubmissionError(
-        f"high-availability.storageDir {url!r}: only local directories and s3:// support the "
-        "conditional writes the leader lease needs"
-    )
+    elif scheme in GCS_SCHEMES:
+        store = GcsStore(fs, path)
+    elif scheme in AZURE_SCHEMES:
+        store = AzureStore(fs, path, scheme)
+    else:
+        raise JobSubmissionError(
+            f"high-availability.storageDir {url!r}: only local directories, s3://, gs:// and "
+            "abfs:// (az://) support the conditional writes the leader lease needs"
+        )
+    store.check_conditional()
+    return store
 
 
 def leadership_for(settings: JobSettings, job_id: JobId) -> Leadership | None:

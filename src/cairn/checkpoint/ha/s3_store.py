@@ -4,27 +4,23 @@ Invariant: every write is one PUT that the server applies only if its preconditi
 (absent for ``create``, the ETag read for ``replace``), so two writers never both succeed;
 a record is read with one GET, whose body and ETag belong together. ``check_conditional``
 proves at start that the server enforces both preconditions (some S3-compatible servers
-ignore them): without that, high availability is refused rather than silently unsafe.
+ignore them, ``ha.probe``): without that, high availability is refused rather than silently unsafe.
 """
 
 from __future__ import annotations
 
 import posixpath
-import uuid
 from typing import Any
 
 from fsspec.asyn import sync
 
+from cairn.checkpoint.ha.probe import UnsupportedConditionalWrites, check_conditional
 from cairn.checkpoint.ha.store import Versioned, WriteConflict
 
 __all__ = ["S3Store", "UnsupportedConditionalWrites", "is_conflict"]
 
 # Refused preconditions (412), and AWS's answer to two concurrent conditional writes (409).
 _CONFLICT_CODES = frozenset({"PreconditionFailed", "412", "ConditionalRequestConflict", "409"})
-
-
-class UnsupportedConditionalWrites(RuntimeError):
-    """The S3 server accepted a write whose precondition did not hold."""
 
 
 def is_conflict(exc: BaseException) -> bool:
@@ -96,26 +92,8 @@ class S3Store:
     def check_conditional(self) -> None:
         """Raise ``UnsupportedConditionalWrites`` unless the server refuses a second create
         and a replace naming a stale ETag (probed on a throw-away record)."""
-        probe = f".cairn-ha-probe-{uuid.uuid4().hex}"
-        try:
-            first = self.create(probe, b"1")
-            second = self.replace(probe, b"2", first.version)
-            for stale in (None, first.version):  # a second create, a replace of a stale ETag
-                try:
-                    if stale is None:
-                        self.create(probe, b"3")
-                    else:
-                        self.replace(probe, b"4", stale)
-                except WriteConflict:
-                    continue
-                raise UnsupportedConditionalWrites(
-                    f"the S3 server at {self.description} ignores If-None-Match / If-Match "
-                    "(a conditional PUT whose precondition failed was applied); high "
-                    "availability needs conditional writes"
-                )
-            del second
-        finally:
-            try:
-                self._fs.rm_file(posixpath.join(self._path, probe))
-            except Exception:  # a probe left behind is harmless: a unique name
-                pass
+        check_conditional(
+            self,
+            lambda name: self._fs.rm_file(posixpath.join(self._path, name)),
+            "If-None-Match / If-Match",
+        )

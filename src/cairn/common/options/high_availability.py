@@ -14,9 +14,9 @@ HA_TYPE = define(
     "enum",
     "NONE",
     "NONE, or STORAGE: one leader per job through a lease with a fencing token in "
-    "high-availability.storageDir (a local directory or s3:// URL). A second driver of the "
-    "same job stands by and takes over when the leader's lease lapses, resuming from the "
-    "latest completed checkpoint recorded there.",
+    "high-availability.storageDir (a local directory, s3://, gs:// or abfs:// URL). A second "
+    "driver of the same job stands by and takes over when the leader's lease lapses, "
+    "resuming from the latest completed checkpoint recorded there.",
     "high-availability",
     choices=spellings(("NONE", "none", "off"), ("STORAGE", "filesystem", "lease")),
 )
@@ -25,8 +25,8 @@ HA_STORAGE_DIR = define(
     "str",
     None,
     "Where the leader lease and the pointer to the latest completed checkpoint live "
-    "(<storageDir>/<job-id>/). Unset: <checkpoint storage>/_ha. S3 needs conditional writes "
-    "(If-None-Match, If-Match), which are checked at start.",
+    "(<storageDir>/<job-id>/). Unset: <checkpoint storage>/_ha. S3, GCS and Azure need "
+    "conditional writes (If-None-Match/If-Match, ifGenerationMatch), checked at start.",
     "high-availability.storage-dir",
     check=filesystem_url,
 )
