@@ -5,6 +5,8 @@ test_hdfs_exactly_once."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -116,6 +118,39 @@ def test_preflight_refuses_another_user_with_one_line(hdfs: HdfsCluster) -> None
     assert not hdfs.filesystem().exists("/mine/jobs/theirs")
 
 
+def test_a_process_that_used_hdfs_still_forks(hdfs: HdfsCluster) -> None:
+    """After the pre-flight check made (and fsspec cached) a client, the driver starts
+    PySpark's gateway with a ``preexec_fn``: the forked child must reach its exec. It hung
+    when fsspec's at-fork hook dropped the client in the child (its runtime's threads are
+    the parent's). In a process of its own, so a hang fails this test instead of the run."""
+    code = (
+        "import os, subprocess\n"
+        "from cairn.checkpoint.storage_access import check_storage_access\n"
+        f"check_storage_access({hdfs.url('forks')!r}, {{}})\n"
+        "subprocess.run(['true'], preexec_fn=lambda: None, check=True)\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    os._exit(0)\n"
+        "assert os.waitpid(pid, 0)[1] == 0\n"
+        "print('forked')\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+        start_new_session=True,  # a hung fork child is in the group, ended with it
+    )
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail("a fork after using HDFS hung")
+    assert proc.returncode == 0 and out.strip() == "forked", err[-2000:]
+
+
 def test_preflight_fails_within_bounded_time_on_an_unreachable_namenode() -> None:
     url = f"hdfs://127.0.0.1:{free_port()}/ckpt"
     options = checkpoint_settings_from(
@@ -128,7 +163,5 @@ def test_preflight_fails_within_bounded_time_on_an_unreachable_namenode() -> Non
 
 
 def _env() -> dict[str, str]:
-    import os
-
     src = str(Path(__file__).resolve().parents[2] / "src")
     return {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}

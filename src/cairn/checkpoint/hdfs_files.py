@@ -8,12 +8,15 @@ NameNode applies atomically, and an exclusive publish renames only onto a free n
 
 The client is ``hdfs-native`` (``pip install 'cairn[hdfs]'``): HDFS's RPC spoken from Rust,
 registered by its package as fsspec's ``hdfs://`` and ``viewfs://`` implementation, no JVM
-in the workers.
+in the workers. A forked child never drops a client (see ``_hold_clients_for_the_child``):
+dropping one there would wait forever for threads the child does not have.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -76,3 +79,29 @@ def publish(
     finally:
         with contextlib.suppress(OSError):
             fs.client.delete(tmp, False)
+
+
+_HELD_FOR_THE_CHILD: list[Any] = []
+
+
+def _hold_clients_for_the_child() -> None:
+    """Before a fork: hold every filesystem in hdfs-native's fsspec instance caches.
+
+    fsspec clears its instance caches in a forked child (an at-fork hook); a client whose last
+    reference goes there shuts its tokio runtime down, which waits for runtime threads that
+    only the parent has: the child hangs before it can exec. PySpark starts its gateway JVM
+    with a ``preexec_fn`` (which runs these hooks), after the pre-flight check made a client:
+    ``SparkContext`` never came up. Held here, the child's copies are never dropped (a
+    forked child execs or exits soon), and the parent lets go right after the fork.
+    """
+    module = sys.modules.get("hdfs_native.fsspec")  # no import inside a fork hook
+    if module is None:
+        return
+    for fs_class in (module.HdfsFileSystem, module.ViewfsFileSystem):
+        _HELD_FOR_THE_CHILD.extend(fs_class._cache.values())
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(
+        before=_hold_clients_for_the_child, after_in_parent=_HELD_FOR_THE_CHILD.clear
+    )
