@@ -32,6 +32,8 @@ CHECKPOINTS_S3 = (
     "cairn checkpoints s3://my-bucket/checkpoints -D s3.endpoint=http://127.0.0.1:8333 "
     "-D s3.path.style.access=true"
 )  # run by tests/integration/test_s3_exactly_once.py against SeaweedFS
+# Run by tests/integration/test_hdfs_exactly_once.py against Hadoop's MiniDFSCluster.
+CHECKPOINTS_HDFS = "cairn checkpoints hdfs://namenode:9000/flink/checkpoints"
 # Run by tests/integration/test_savepoints.py against a job of its own.
 LIST = "cairn list"
 LIST_WEB = "cairn list --web"  # run by tests/integration/test_doctor.py
@@ -58,6 +60,7 @@ COMMANDS = frozenset(
         CHECKPOINTS_ID,
         CHECKPOINTS_JSON,
         CHECKPOINTS_S3,
+        CHECKPOINTS_HDFS,
         LIST,
         LIST_WEB,
         LIST_ALL,
