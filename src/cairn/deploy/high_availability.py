@@ -28,16 +28,18 @@ from fsspec.implementations.local import LocalFileSystem
 
 from cairn.checkpoint.ha.fence import LeadershipLost
 from cairn.checkpoint.ha.file_store import FileStore
+from cairn.checkpoint.ha.hdfs_store import HdfsStore
 from cairn.checkpoint.ha.leader import Leadership
 from cairn.checkpoint.ha.pointer import Pointer
 from cairn.checkpoint.ha.s3_store import S3Store
 from cairn.checkpoint.ha.store import ConditionalStore, MemoryStore, WriteConflict
+from cairn.checkpoint.hdfs_files import is_hdfs
 from cairn.checkpoint.loading import chk_subdirs
 from cairn.checkpoint.locations import resolve
 from cairn.checkpoint.storage import default_storage_url
 from cairn.common.exceptions import JobSubmissionError
 from cairn.common.job_status import JobStatus
-from cairn.common.storage_options import S3_SCHEMES
+from cairn.common.storage_options import HDFS_SCHEMES, S3_SCHEMES
 from cairn.graph.job_graph import JobGraph
 from cairn.ids import CheckpointId, JobId
 from cairn.settings import JobSettings, RerunPolicy
@@ -81,8 +83,8 @@ class End:
 
 
 def open_store(url: str, storage_options: Mapping[str, Any]) -> ConditionalStore:
-    """The conditional store at ``url``: a local directory, ``s3://`` (its conditional
-    writes probed first) or ``memory://`` (one process)."""
+    """The conditional store at ``url``: a local directory, ``s3://`` or ``hdfs://`` (their
+    conditional writes probed first) or ``memory://`` (one process)."""
     scheme = url.split("://", 1)[0].lower() if "://" in url else "file"
     if scheme == "memory":
         return _MEMORY.setdefault(url, MemoryStore())
@@ -93,9 +95,13 @@ def open_store(url: str, storage_options: Mapping[str, Any]) -> ConditionalStore
         store = S3Store(fs, path)
         store.check_conditional()
         return store
+    if scheme in HDFS_SCHEMES and is_hdfs(fs):
+        hdfs = HdfsStore(fs, path)
+        hdfs.check_conditional()
+        return hdfs
     raise JobSubmissionError(
-        f"high-availability.storageDir {url!r}: only local directories and s3:// support the "
-        "conditional writes the leader lease needs"
+        f"high-availability.storageDir {url!r}: only local directories, s3:// and hdfs:// "
+        "support the conditional writes the leader lease needs"
     )
 
 
