@@ -76,6 +76,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             # The broker starts in seconds: never in the fast tier.
             item.add_marker("kafka")
             item.add_marker("slow")
+        if "hdfs" in getattr(item, "fixturenames", ()):
+            item.add_marker("hdfs")  # the mini cluster starts in ~8 s: never in the fast tier
+            item.add_marker("slow")
     # Stable: each tier keeps its order; no Spark session exists while unmarked tests run.
     # The tests on the session's standalone cluster run last and together, so that the
     # cluster (tests/integration/conftest.py) is up only while they run.
@@ -202,3 +205,23 @@ def kafka_broker() -> Iterator[Any]:
         pytest.skip(str(exc))
     with KafkaBroker(quick_jvm=True) as broker:
         yield broker
+
+
+@pytest.fixture(scope="session")
+def hdfs() -> Iterator[Any]:
+    """A real HDFS (Hadoop's MiniDFSCluster: a NameNode and two DataNodes, files replicated
+    twice) on 127.0.0.1, started once; its jars come from Maven Central (hadoop/pom.xml,
+    cached). Without Maven, the jars or the hdfs-native client the test is skipped, except
+    under CI (``.ci/run`` prepares them)."""
+    from cairn.testing.hdfs import HdfsCluster, MavenPrepareError, hadoop_classpath
+
+    try:
+        import hdfs_native  # noqa: F401
+
+        hadoop_classpath()
+    except (MavenPrepareError, ImportError) as exc:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(str(exc))
+    with HdfsCluster(datanodes=2) as cluster:
+        yield cluster

@@ -41,6 +41,8 @@ CHECKPOINTS_AZURE = (
     "-D fs.azure.blob.endpoint=http://127.0.0.1:10000/devstoreaccount1 "
     "-D fs.azure.account.key.devstoreaccount1.blob.core.windows.net=$ACCOUNT_KEY"
 )  # run by tests/integration/test_object_stores.py against Azurite
+# Run by tests/integration/test_hdfs_exactly_once.py against Hadoop's MiniDFSCluster.
+CHECKPOINTS_HDFS = "cairn checkpoints hdfs://namenode:9000/flink/checkpoints"
 # Run by tests/integration/test_savepoints.py against a job of its own.
 LIST = "cairn list"
 LIST_WEB = "cairn list --web"  # run by tests/integration/test_doctor.py
@@ -75,6 +77,7 @@ COMMANDS = frozenset(
         CHECKPOINTS_S3,
         CHECKPOINTS_GCS,
         CHECKPOINTS_AZURE,
+        CHECKPOINTS_HDFS,
         LIST,
         LIST_WEB,
         LIST_ALL,

@@ -11,9 +11,9 @@ three, so that one run of the job sees both ways to lose a leader. One leads, tw
    the job finishes exactly once under the third leader.
 
 With the HA records on local files, with real local Spark (the warm standby is Spark's); with
-the HA records on S3 (SeaweedFS), the same with the in-process executor: what S3 changes is
-the conditional writes the lease and the pointer rest on, not Spark, and drivers without
-Spark start in a second.
+the HA records on S3 (SeaweedFS) or on HDFS (Hadoop's MiniDFSCluster), the same with the
+in-process executor: what S3 or HDFS changes is the conditional writes the lease and the
+pointer rest on, not Spark, and drivers without Spark start in a second.
 """
 
 from __future__ import annotations
@@ -75,14 +75,13 @@ class Storage:
         fs, path = url_to_fs(self.ha_root, **self.ha_options)
         if not fs.exists(path):
             return []
-        prefix = self.ha_root.split("://", 1)[0] + "://" if "://" in self.ha_root else ""
-        return [prefix + p.rstrip("/") for p in fs.ls(path, detail=False)]
+        return [fs.unstrip_protocol(p.rstrip("/")) for p in fs.ls(path, detail=False)]
 
     def has_ha_records(self) -> bool:
         return bool(self._job_dirs())
 
 
-@pytest.fixture(params=["file", "s3"])
+@pytest.fixture(params=["file", "s3", "hdfs"])
 def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Storage]:
     root = tmp_path / "checkpoints"
 
@@ -92,6 +91,14 @@ def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Storage]
     conf = {"execution.checkpointing.dir": f"file://{root}"}
     if request.param == "file":
         yield Storage(conf, f"file://{root}/_ha", {}, local_metadata)
+        return
+    if request.param == "hdfs":  # the same on HDFS: records published by conditional renames
+        request.applymarker(pytest.mark.hdfs)
+        hdfs = request.getfixturevalue("hdfs")
+        ha_root = hdfs.url(f"ha-{tmp_path.name}", "_ha")
+        conf["high-availability.storageDir"] = ha_root
+        conf["cairn.executor"] = "inprocess"
+        yield Storage(conf, ha_root, {}, local_metadata, False, 12_000)
         return
     # The lease and the pointer on S3; checkpoints stay local (S3 checkpoint storage has its
     # own tests): what S3 changes here is only how the HA records are written.

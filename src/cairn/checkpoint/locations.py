@@ -1,8 +1,9 @@
 """Locations on any fsspec filesystem and the few writes checkpoints are built from.
 
-Invariant: on a local disk everything written is private to the job's user (``local_files``);
-``atomic_write`` never lets a reader see a partial file (write aside, fsync, rename locally; a
-single put on object stores); a state path read from metadata is used only after
+Invariant: on a local disk and on HDFS everything written is private to the job's user
+(``local_files``, ``hdfs_files``); ``atomic_write`` never lets a reader see a partial file
+(write aside, fsync, rename locally; write aside, rename on HDFS; a single put on object
+stores); a state path read from metadata is used only after
 ``check_relative`` confirmed it stays in its checkpoint directory or the job's ``shared/``.
 """
 
@@ -20,7 +21,7 @@ from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
-from cairn.checkpoint import local_files
+from cairn.checkpoint import hdfs_files, local_files
 from cairn.checkpoint.errors import CorruptCheckpointError
 from cairn.checkpoint.handles import SHARED_DIR_NAME, SHARED_PATH_PREFIX
 
@@ -81,7 +82,7 @@ def remove_tree(loc: Location) -> None:
         except OSError:
             if attempt == 2:
                 raise
-    if not isinstance(loc.fs, LocalFileSystem):
+    if not isinstance(loc.fs, LocalFileSystem) and not hdfs_files.is_hdfs(loc.fs):
         # Object stores that keep directories (SeaweedFS's filer) leave a "<dir>/" marker
         # that would be listed as an incomplete checkpoint; on S3 proper this is a no-op.
         try:
@@ -98,6 +99,8 @@ def is_local(loc: Location) -> bool:
 def makedirs(loc: Location) -> None:
     if is_local(loc):
         local_files.makedirs_private(loc.path)
+    elif hdfs_files.is_hdfs(loc.fs):
+        hdfs_files.makedirs_private(loc.fs, loc.path)
     else:
         loc.fs.makedirs(loc.path, exist_ok=True)
 
@@ -105,6 +108,8 @@ def makedirs(loc: Location) -> None:
 def write_new(loc: Location, data: bytes) -> None:
     if is_local(loc):
         local_files.write_private(loc.path, data)
+    elif hdfs_files.is_hdfs(loc.fs):
+        hdfs_files.write_private(loc.fs, loc.path, data)
     else:
         loc.fs.pipe_file(loc.path, data)
 
@@ -118,8 +123,8 @@ def atomic_write(
     """Write ``data`` at ``loc`` so that readers see all of it or nothing; ``before_publish``
     (a test's fault point) runs after the data is written aside, before it is published;
     ``exclusive``: publish only if nothing is there yet (``FileExistsError`` otherwise) —
-    ``link()`` locally, ``If-None-Match: *`` on S3 and Azure, ``ifGenerationMatch=0`` on GCS,
-    a check then a put elsewhere (not atomic there)."""
+    ``link()`` locally, a rename onto a free name on HDFS, ``If-None-Match: *`` on S3 and
+    Azure, ``ifGenerationMatch=0`` on GCS, a check then a put elsewhere (not atomic there)."""
     if is_local(loc):
         # Readers must never see a half-written _metadata: write aside, fsync, rename.
         tmp = f"{loc.path}.inprogress-{uuid.uuid4().hex}"
@@ -134,6 +139,14 @@ def atomic_write(
         finally:
             if os.path.exists(tmp):
                 os.remove(tmp)
+        return
+    if hdfs_files.is_hdfs(loc.fs):  # HDFS shows a file while it is written: write aside
+        try:
+            hdfs_files.publish(
+                loc.fs, loc.path, data, exclusive=exclusive, before_publish=before_publish
+            )
+        except FileExistsError:
+            raise FileExistsError(loc.public()) from None
         return
     if before_publish is not None:
         before_publish()
@@ -166,6 +179,9 @@ def copy_file(src: Location, dst: Location) -> None:
         with src.fs.open(src.path, "rb") as fin:
             if is_local(dst):
                 with os.fdopen(local_files.open_private(dst.path), "wb") as fout:
+                    shutil.copyfileobj(fin, fout, 1 << 20)
+            elif hdfs_files.is_hdfs(dst.fs):
+                with hdfs_files.open_private(dst.fs, dst.path) as fout:
                     shutil.copyfileobj(fin, fout, 1 << 20)
             else:
                 with dst.fs.open(dst.path, "wb") as fout:

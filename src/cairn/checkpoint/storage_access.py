@@ -21,9 +21,9 @@ from typing import Any
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
-from cairn.checkpoint import local_files
+from cairn.checkpoint import hdfs_files, local_files
 from cairn.checkpoint.errors import CheckpointStorageUnusableError
-from cairn.common.storage_options import AZURE_SCHEMES, GCS_SCHEMES, S3_SCHEMES
+from cairn.common.storage_options import AZURE_SCHEMES, GCS_SCHEMES, HDFS_SCHEMES, S3_SCHEMES
 
 __all__ = ["check_storage_access", "describe_storage_error", "is_storage_error"]
 
@@ -31,10 +31,22 @@ log = logging.getLogger(__name__)
 
 # Libraries whose exceptions mean "the storage said no" (botocore: credentials, endpoint).
 _CLIENT_LIBRARIES = frozenset(
-    {"botocore", "aiobotocore", "s3fs", "gcsfs", "adlfs", "azure", "google", "aiohttp"}
+    {
+        "botocore",
+        "aiobotocore",
+        "s3fs",
+        "gcsfs",
+        "adlfs",
+        "azure",
+        "google",
+        "aiohttp",
+        "hdfs_native",
+    }
 )
 # Object stores whose first path component is a bucket (container) the check never creates.
 _BUCKET_SCHEMES = S3_SCHEMES | GCS_SCHEMES | AZURE_SCHEMES
+
+_HDFS_CLIENT_HINT = "hdfs:// storage needs the hdfs-native client: pip install 'cairn[hdfs]'"
 
 _CREDENTIALS_HINT = (
     "check s3.access-key and s3.secret-key (or AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)"
@@ -57,9 +69,26 @@ def describe_storage_error(url: str, exc: BaseException) -> str:
     "bucket 'b' does not exist (FileNotFoundError: The specified bucket does not exist)"
     >>> describe_storage_error("/ckpt", OSError(errno.ENOSPC, "No space left on device"))
     'no space left on the device (OSError: [Errno 28] No space left on device)'
+    >>> describe_storage_error("hdfs://nn:9000/cp", OSError("Connection refused (os error 111)"))
+    "cannot connect to the NameNode 'nn:9000'; check the URL's host and port (OSError: ..."
     """
     scheme = _scheme(url)
-    detail = f"{type(exc).__name__}: {exc}"
+    # The NameNode's errors carry its Java stack trace: the first line says what it is.
+    detail = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    if scheme in HDFS_SCHEMES:
+        namenode = url.split("://", 1)[1].split("/", 1)[0] or "(fs.defaultFS)"
+        if isinstance(exc, ImportError):
+            return f"{_HDFS_CLIENT_HINT} ({detail})"
+        if "Connection refused" in str(exc) or isinstance(exc, ConnectionError):
+            return (
+                f"cannot connect to the NameNode {namenode!r}; check the URL's host and port "
+                f"({detail})"
+            )
+        if isinstance(exc, PermissionError) or "AccessControlException" in str(exc):
+            return (
+                "the NameNode refused access; the HDFS user is HADOOP_USER_NAME or the "
+                f"process's user ({detail})"
+            )
     if scheme in S3_SCHEMES:
         bucket = url.split("://", 1)[1].split("/", 1)[0]
         if isinstance(exc, FileNotFoundError):
@@ -139,6 +168,10 @@ def check_storage_access(url: str | None, storage_options: Mapping[str, Any] | N
         raise CheckpointStorageUnusableError(url, describe_storage_error(url, exc)) from exc
     root = root.rstrip("/") or root
     probe = posixpath.join(root, f".cairn-probe-{uuid.uuid4().hex}")
+    if _scheme(url) in HDFS_SCHEMES and not hdfs_files.is_hdfs(fs):
+        raise CheckpointStorageUnusableError(
+            url, f"{_HDFS_CLIENT_HINT} (fsspec chose {type(fs).__module__})"
+        )
     try:
         if _scheme(url) in _BUCKET_SCHEMES:
             fs.ls(root.split("/", 1)[0])  # the bucket must exist: never create one
@@ -146,6 +179,9 @@ def check_storage_access(url: str | None, storage_options: Mapping[str, Any] | N
         elif isinstance(fs, LocalFileSystem):
             local_files.makedirs_private(root)  # as checkpoints would create it: 0700
             local_files.write_private(probe, b"")
+        elif hdfs_files.is_hdfs(fs):
+            hdfs_files.makedirs_private(fs, root)  # as checkpoints would create it: 0700
+            hdfs_files.write_private(fs, probe, b"")
         else:
             fs.makedirs(root, exist_ok=True)
             fs.pipe_file(probe, b"")

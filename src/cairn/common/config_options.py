@@ -4,8 +4,8 @@ Invariant: importing this module registers all built-in keys (other layers add t
 ``register_option``); it re-exports the registry API and every built-in option, so
 ``config_options`` is the one module callers need. The options are defined by group in
 ``cairn.common.options`` (checkpointing, state backend, restart, execution, network,
-recovery, S3, GCS, Azure, deployment, REST and metrics, TLS). Keys under ``spark.`` (and PyFlink's
-``python.``) pass through unvalidated.
+recovery, S3, GCS, Azure, Hadoop, deployment, REST and metrics, TLS). Keys under ``spark.`` (and
+PyFlink's ``python.``, and Hadoop's ``flink.hadoop.``) pass through unvalidated.
 
 >>> get_option("state.checkpoints.num-retained").key
 'execution.checkpointing.num-retained'
@@ -26,6 +26,7 @@ from cairn.common.options.checkpointing import *  # noqa: F403
 from cairn.common.options.deployment import *  # noqa: F403
 from cairn.common.options.execution import *  # noqa: F403
 from cairn.common.options.gcs import *  # noqa: F403
+from cairn.common.options.hadoop import *  # noqa: F403
 from cairn.common.options.high_availability import *  # noqa: F403
 from cairn.common.options.network import *  # noqa: F403
 from cairn.common.options.recovery import *  # noqa: F403

@@ -1,12 +1,13 @@
 """fsspec storage options from Flink's filesystem configuration keys (``s3.*``, ``gs.*``,
-``fs.azure.*``).
+``fs.azure.*``; for HDFS ``env.hadoop.conf.dir`` and ``flink.hadoop.*``).
 
 Invariant: options are derived only for the scheme they belong to (``s3``/``s3a``; ``gs``/
-``gcs``; ``abfs``/``abfss``/``az``), so credentials configured for one store never reach
-another filesystem; options the user passed
-explicitly (``FileSystemCheckpointStorage(path, storage_options=...)``) win over derived
-ones, key by key; secrets are never part of a ``repr``. Every derived S3 configuration has a
-bounded retry policy and bounded timeouts, so an unreachable endpoint fails instead of hanging.
+``gcs``; ``abfs``/``abfss``/``az``; ``hdfs``/``viewfs``), so credentials configured for one
+store never reach another filesystem; options the user passed explicitly
+(``FileSystemCheckpointStorage(path, storage_options=...)``) win over derived ones, key by
+key; secrets are never part of a ``repr``. Every derived S3 and HDFS configuration has a
+bounded retry policy (and S3 bounded timeouts), so an unreachable endpoint or NameNode fails
+instead of hanging.
 
 >>> opts = s3_storage_options({"s3.endpoint": "http://127.0.0.1:8333",
 ...                            "s3.path.style.access": True})
@@ -19,6 +20,8 @@ bounded retry policy and bounded timeouts, so an unreachable endpoint fails inst
 >>> storage_options_for("gs://b/x", {"gs.storage.root.url": "http://127.0.0.1:4443",
 ...                                  "gs.auth.type": "UNAUTHENTICATED"})
 {'endpoint_url': 'http://127.0.0.1:4443', 'token': 'anon'}
+>>> storage_options_for("hdfs://nn:9000/cp", {"flink.hadoop.dfs.replication": "2"})
+{'dfs.client.failover.max.attempts': '4', ..., 'dfs.replication': '2'}
 """
 
 from __future__ import annotations
@@ -26,13 +29,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from cairn.common.exceptions import ConfigurationError
+from cairn.common.hadoop_config import read_hadoop_conf_dir
+from cairn.common.options.hadoop import HADOOP_CONF_DIR, HADOOP_KEY_PREFIX
+
 __all__ = [
     "AZURE_SCHEMES",
     "GCS_SCHEMES",
+    "HDFS_SCHEMES",
     "S3_SCHEMES",
     "azure_account_of",
     "azure_storage_options",
     "gcs_storage_options",
+    "hdfs_storage_options",
     "merge_storage_options",
     "redact_storage_options",
     "s3_storage_options",
@@ -42,6 +51,7 @@ __all__ = [
 S3_SCHEMES = frozenset({"s3", "s3a"})
 GCS_SCHEMES = frozenset({"gs", "gcs"})
 AZURE_SCHEMES = frozenset({"abfs", "abfss", "az"})
+HDFS_SCHEMES = frozenset({"hdfs", "viewfs"})
 
 # Bounded by default: botocore's "standard" retry mode retries throttling and transient
 # errors with exponential backoff; five attempts in all. Connecting must not take forever.
@@ -68,6 +78,14 @@ _GCS_TOKENS = {
 }
 _AZURE_ACCOUNT_KEY_PREFIX = "fs.azure.account.key."
 _AZURE_HOSTS = (".blob.core.windows.net", ".dfs.core.windows.net")
+# HDFS: a NameNode that does not answer fails an operation after about 5 s (Hadoop's client
+# defaults, 15 attempts up to 15 s apart, wait minutes); a failed checkpoint is retried by the
+# next one, and a NameNode HA failover needs a longer budget set in the Hadoop configuration.
+_HDFS_DEFAULTS = {
+    "dfs.client.failover.max.attempts": "4",
+    "dfs.client.failover.sleep.base.millis": "500",
+    "dfs.client.failover.sleep.max.millis": "4000",
+}
 
 
 def _scheme(url: str) -> str:
@@ -175,6 +193,26 @@ def azure_storage_options(url: str, resolved: Mapping[str, Any]) -> dict[str, An
     return options
 
 
+def hdfs_storage_options(resolved: Mapping[str, Any]) -> dict[str, str]:
+    """The HDFS client's Hadoop keys: bounded retries, overlaid with the site files of
+    ``env.hadoop.conf.dir`` (read here, on the driver, so workers need no copy), overlaid
+    with the ``flink.hadoop.*`` keys.
+
+    Without ``env.hadoop.conf.dir`` the client reads ``HADOOP_CONF_DIR`` (or
+    ``HADOOP_HOME/etc/hadoop``) itself, in each process.
+    """
+    directory = resolved.get(HADOOP_CONF_DIR.key)
+    options = dict(_HDFS_DEFAULTS)
+    try:
+        options.update(read_hadoop_conf_dir(str(directory)) if directory else {})
+    except ValueError as exc:
+        raise ConfigurationError(f"{HADOOP_CONF_DIR.key}: {exc}") from None
+    for key, value in resolved.items():
+        if key.startswith(HADOOP_KEY_PREFIX) and len(key) > len(HADOOP_KEY_PREFIX):
+            options[key[len(HADOOP_KEY_PREFIX) :]] = str(value)
+    return options
+
+
 def storage_options_for(url: str, resolved: Mapping[str, Any]) -> dict[str, Any]:
     """The options configuration implies for ``url``'s filesystem (``{}`` for other
     schemes)."""
@@ -185,6 +223,8 @@ def storage_options_for(url: str, resolved: Mapping[str, Any]) -> dict[str, Any]
         return gcs_storage_options(resolved)
     if scheme in AZURE_SCHEMES:
         return azure_storage_options(url, resolved)
+    if scheme in HDFS_SCHEMES:
+        return dict(hdfs_storage_options(resolved))
     return {}
 
 

@@ -30,16 +30,18 @@ from cairn.checkpoint.ha.azure_store import AzureStore
 from cairn.checkpoint.ha.fence import LeadershipLost
 from cairn.checkpoint.ha.file_store import FileStore
 from cairn.checkpoint.ha.gcs_store import GcsStore
+from cairn.checkpoint.ha.hdfs_store import HdfsStore
 from cairn.checkpoint.ha.leader import Leadership
 from cairn.checkpoint.ha.pointer import Pointer
 from cairn.checkpoint.ha.s3_store import S3Store
 from cairn.checkpoint.ha.store import ConditionalStore, MemoryStore, WriteConflict
+from cairn.checkpoint.hdfs_files import is_hdfs
 from cairn.checkpoint.loading import chk_subdirs
 from cairn.checkpoint.locations import resolve
 from cairn.checkpoint.storage import default_storage_url
 from cairn.common.exceptions import JobSubmissionError
 from cairn.common.job_status import JobStatus
-from cairn.common.storage_options import AZURE_SCHEMES, GCS_SCHEMES, S3_SCHEMES
+from cairn.common.storage_options import AZURE_SCHEMES, GCS_SCHEMES, HDFS_SCHEMES, S3_SCHEMES
 from cairn.graph.job_graph import JobGraph
 from cairn.ids import CheckpointId, JobId
 from cairn.settings import JobSettings, RerunPolicy
@@ -83,26 +85,28 @@ class End:
 
 
 def open_store(url: str, storage_options: Mapping[str, Any]) -> ConditionalStore:
-    """The conditional store at ``url``: a local directory, ``s3://``, ``gs://`` or
-    ``abfs://``/``az://`` (their conditional writes probed first) or ``memory://`` (one
-    process)."""
+    """The conditional store at ``url``: a local directory, ``s3://``, ``gs://``,
+    ``abfs://``/``az://`` or ``hdfs://`` (their conditional writes probed first) or
+    ``memory://`` (one process)."""
     scheme = url.split("://", 1)[0].lower() if "://" in url else "file"
     if scheme == "memory":
         return _MEMORY.setdefault(url, MemoryStore())
     fs, path = url_to_fs(url, **dict(storage_options))
     if isinstance(fs, LocalFileSystem):
         return FileStore(path)
-    store: S3Store | GcsStore | AzureStore
+    store: S3Store | GcsStore | AzureStore | HdfsStore
     if scheme in S3_SCHEMES:
         store = S3Store(fs, path)
     elif scheme in GCS_SCHEMES:
         store = GcsStore(fs, path)
     elif scheme in AZURE_SCHEMES:
         store = AzureStore(fs, path, scheme)
+    elif scheme in HDFS_SCHEMES and is_hdfs(fs):
+        store = HdfsStore(fs, path)
     else:
         raise JobSubmissionError(
-            f"high-availability.storageDir {url!r}: only local directories, s3://, gs:// and "
-            "abfs:// (az://) support the conditional writes the leader lease needs"
+            f"high-availability.storageDir {url!r}: only local directories, s3://, gs://, "
+            "abfs:// (az://) and hdfs:// support the conditional writes the leader lease needs"
         )
     store.check_conditional()
     return store

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from cairn.testing.kafka_jars import KafkaPrepareError, kafka_libs, kafka_version
-from cairn.testing.managed_server import ManagedServer
+from cairn.testing.managed_server import ManagedServer, die_with_parent
 from cairn.testing.spark_cluster import free_port
 
 __all__ = [
@@ -142,17 +142,6 @@ def random_cluster_id() -> str:
         text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         if not text.startswith("-"):
             return text
-
-
-def _die_with_parent() -> None:
-    """In the broker's child process before exec: SIGKILL it when the process that started
-    it ends (Linux ``PR_SET_PDEATHSIG``), so a test run killed by a timeout leaves no broker
-    behind. Elsewhere a no-op."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def _port_open(port: int) -> bool:
@@ -407,7 +396,7 @@ class KafkaBroker(ManagedServer):
                 )
             self._formatted = True
         self._spawn(
-            self._java_cmd("kafka.Kafka", str(props)), "stdout.log", preexec_fn=_die_with_parent
+            self._java_cmd("kafka.Kafka", str(props)), "stdout.log", preexec_fn=die_with_parent
         )
         self._guard_start(self._await_ready)
         self.start_seconds = time.monotonic() - started

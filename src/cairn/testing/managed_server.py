@@ -23,6 +23,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -30,7 +31,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, ClassVar, TypeVar
 
-__all__ = ["ManagedServer", "retry_on_port_clash"]
+__all__ = ["ManagedServer", "die_with_parent", "retry_on_port_clash"]
 
 log = logging.getLogger(__name__)
 
@@ -161,3 +162,14 @@ def retry_on_port_clash(start_once: Callable[[], _T], new_ports: Callable[[], No
             log.info("a port was taken meanwhile; starting again on new ports")
             new_ports()
     raise AssertionError("unreachable")
+
+
+def die_with_parent() -> None:
+    """In a server's child process before exec (``_spawn``'s ``preexec_fn``): SIGKILL it when
+    the thread that started it ends (Linux ``PR_SET_PDEATHSIG``), so a test run killed by a
+    timeout leaves no server behind. Elsewhere a no-op."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
