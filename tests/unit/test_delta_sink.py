@@ -113,3 +113,40 @@ def test_pure_decisions() -> None:
     names = [f"c{c:020d}-s{s}.json" for c in (1, 2, 3) for s in (0, 1)]
     assert manifests_to_commit(names, 2) == names[:4]
     assert orphan_data_files(["part-app-j-a0-s0-c1-0.parquet"], "other", "", []) == []
+
+
+def test_upsert_keys_merge_a_changelog_once_per_checkpoint(tmp_path: Path) -> None:
+    from cairn.common.types import RowKind
+
+    def change(kind: RowKind, k: str, n: int) -> Row:
+        r = Row(k=k, n=n)
+        r.set_row_kind(kind)
+        return r
+
+    s = DeltaSink.for_row_data(str(tmp_path / "t"), ROW).with_app_id("app")
+    s = s.with_upsert_keys("k").build()
+    s.check_job(None)
+    w0, w1 = s.create_writer(ctx(0), []), s.create_writer(ctx(1), [])
+    w0.write_batch([change(RowKind.INSERT, "a", 1), change(RowKind.INSERT, "b", 1)])
+    w0.write_batch([change(RowKind.UPDATE_BEFORE, "a", 1), change(RowKind.UPDATE_AFTER, "a", 2)])
+    w1.write_batch([change(RowKind.INSERT, "c", 1)])
+    c0 = w0.prepare_commit(CheckpointId(1))
+    w1.prepare_commit(CheckpointId(1))
+    s.create_committer().commit(c0)
+    assert rows(tmp_path / "t") == [("a", 2), ("b", 1), ("c", 1)]
+    w0.write_batch([change(RowKind.DELETE, "b", 1), change(RowKind.UPDATE_AFTER, "a", 3)])
+    w1.write(change(RowKind.UPDATE_AFTER, "c", 9))
+    c0 = w0.prepare_commit(CheckpointId(2))
+    w1.prepare_commit(CheckpointId(2))
+    committer = s.create_committer()
+    committer.commit(c0)
+    committer.commit(c0)  # replayed: the txn says it is in
+    table = deltalake.DeltaTable(str(tmp_path / "t"))
+    assert rows(tmp_path / "t") == [("a", 3), ("c", 9)]
+    assert table.version() == 2 and table.transaction_version("app") == 2
+    assert not list((tmp_path / "t" / "_cairn_staging").rglob("*.parquet"))
+
+
+def test_upsert_keys_must_be_columns() -> None:
+    with pytest.raises(ValueError, match="upsert keys"):
+        DeltaSink.for_row_data("/tmp/x", ROW).with_upsert_keys("nope")

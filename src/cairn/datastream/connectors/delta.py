@@ -4,7 +4,9 @@ Invariant: records reach Parquet files in the table's folder that no Delta versi
 until the checkpoint that covers them completes; then one Delta commit per checkpoint adds
 every subtask's files of it, with the ``txn`` action ``(app id, checkpoint id)`` that makes a
 replay after a restore a no-op (the rules are in ``delta_protocol``). Files of aborted
-attempts are deleted when a restarted job has committed what it restored.
+attempts are deleted when a restarted job has committed what it restored. With upsert keys
+the records are a changelog, staged as Parquet beside the manifests and applied by one
+Delta MERGE per checkpoint (``delta_merge``).
 
 >>> from cairn.common import Types
 >>> sink = (DeltaSink.for_row_data("/tmp/t", Types.ROW_NAMED(["k", "n"],
@@ -29,6 +31,12 @@ from fsspec.core import url_to_fs
 from cairn.api.connectors import Committer, Sink, SinkWriter, SinkWriterContext
 from cairn.common.exceptions import ConfigurationError
 from cairn.common.typeinfo import RowTypeInfo
+from cairn.datastream.connectors.delta_merge import (
+    DELETE_COLUMN,
+    change_rows,
+    last_change_per_key,
+    merge_predicate,
+)
 from cairn.datastream.connectors.delta_protocol import (
     DataFile,
     DeltaCommittable,
@@ -75,7 +83,9 @@ class DeltaSink(Sink):
     """Writes rows (``Types.ROW_NAMED``) into a Delta table, exactly once with checkpointing:
     one Delta version per completed checkpoint. The table is created on submission if it
     does not exist; an existing table must have the stream's columns. Build it with
-    :meth:`for_row_data`; the app id of the ``txn`` actions defaults to ``cairn-<job id>``."""
+    :meth:`for_row_data`; the app id of the ``txn`` actions defaults to ``cairn-<job id>``.
+    With ``upsert_keys`` it takes a changelog (``Row``s with their ``RowKind``) keyed by
+    them and merges it into the table."""
 
     def __init__(
         self,
@@ -83,8 +93,10 @@ class DeltaSink(Sink):
         row_type: RowTypeInfo,
         app_id: str | None,
         storage_options: dict[str, str] | None,
+        upsert_keys: tuple[str, ...] = (),
     ) -> None:
         self.table_path = table_path.rstrip("/")
+        self.upsert_keys = upsert_keys
         self.row_type = row_type
         self.app_id = app_id
         self.storage_options = dict(storage_options or {})
@@ -120,6 +132,7 @@ class DeltaSinkBuilder:
         self._row_type = row_type
         self._app_id: str | None = None
         self._storage: dict[str, str] = {}
+        self._keys: tuple[str, ...] = ()
 
     def with_app_id(self, app_id: str) -> DeltaSinkBuilder:
         """The ``txn`` app id (default ``cairn-<job id>``): keep it for a job restored from
@@ -134,8 +147,19 @@ class DeltaSinkBuilder:
         self._storage = dict(options)
         return self
 
+    def with_upsert_keys(self, *keys: str) -> DeltaSinkBuilder:
+        """Merge a changelog keyed by these columns (key the stream by them) instead of
+        appending: ``+I``/``+U`` insert or replace a key's row, ``-D`` deletes it."""
+        unknown = [k for k in keys if k not in self._row_type.get_field_names()]
+        if not keys or unknown:
+            raise ValueError(
+                f"upsert keys must be columns of {self._row_type.get_field_names()}, got {keys}"
+            )
+        self._keys = tuple(keys)
+        return self
+
     def build(self) -> DeltaSink:
-        return DeltaSink(self._path, self._row_type, self._app_id, self._storage)
+        return DeltaSink(self._path, self._row_type, self._app_id, self._storage, self._keys)
 
 
 def ensure_table(path: str, row_type: RowTypeInfo, storage: dict[str, str]) -> None:
@@ -161,6 +185,8 @@ class DeltaSinkWriter(SinkWriter):
         self._files: list[DataFile] = []
         self._seq = 0
         self._checkpoint = 0  # the checkpoint the next file belongs to (named after)
+        self._folder = attempt_dir(self._app_id, str(context.job_id), int(context.attempt_number))
+        self._staging = f"{self._folder}/changes"
 
     def write(self, record: Any) -> None:
         self._buffer.append(record)
@@ -175,6 +201,7 @@ class DeltaSinkWriter(SinkWriter):
     def _roll(self) -> None:
         if not self._buffer:
             return
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
         c = self._context
@@ -183,12 +210,20 @@ class DeltaSinkWriter(SinkWriter):
             self._checkpoint, self._seq,
         )  # fmt: skip
         self._seq += 1
+        rows = self._buffer
+        self._buffer = []
+        if self._sink.upsert_keys:
+            changes, deletes = change_rows(rows)
+            table = self._rows.table(changes).append_column(DELETE_COLUMN, pa.array(deletes))
+            name = f"{self._staging}/{name}"  # applied by the MERGE, never added as it is
+            self._fs.makedirs(posixpath.join(self._root, self._staging), exist_ok=True)
+        else:
+            table = self._rows.table(rows)
         out = io.BytesIO()
-        pq.write_table(self._rows.table(self._buffer), out)
+        pq.write_table(table, out)
         data = out.getvalue()
         self._fs.pipe_file(posixpath.join(self._root, name), data)
-        self._files.append(DataFile(name, len(data), int(time.time() * 1000), len(self._buffer)))
-        self._buffer = []
+        self._files.append(DataFile(name, len(data), int(time.time() * 1000), table.num_rows))
 
     def prepare_commit(self, checkpoint_id: CheckpointId) -> list[DeltaCommittable]:
         self._checkpoint = int(checkpoint_id)
@@ -200,9 +235,7 @@ class DeltaSinkWriter(SinkWriter):
         )  # fmt: skip
         self._files = []
         if checkpoint_id != END_OF_INPUT_CHECKPOINT:
-            folder = posixpath.join(
-                self._root, attempt_dir(self._app_id, str(c.job_id), int(c.attempt_number))
-            )
+            folder = posixpath.join(self._root, self._folder)
             manifest = [asdict(f) for f in committable.files]
             self._fs.makedirs(folder, exist_ok=True)
             self._fs.pipe_file(
@@ -229,7 +262,7 @@ class DeltaCommitter(Committer):
                 continue
             if c.checkpoint_id == END_OF_INPUT_CHECKPOINT:
                 if c.files:
-                    self._commit_files(list(c.files), None, c)
+                    self._apply(list(c.files), None, c)
             elif c.subtask == 0:
                 self._commit_checkpoint(c)
 
@@ -248,9 +281,55 @@ class DeltaCommitter(Committer):
                 for entry in json.loads(self._fs.cat_file(posixpath.join(folder, name))):
                     files[entry["path"]] = DataFile(**entry)
             if files:  # a checkpoint without records makes no version
-                self._commit_files(list(files.values()), c.checkpoint_id, c)
+                self._apply(list(files.values()), c.checkpoint_id, c)
         for name in chosen:
+            if self._sink.upsert_keys:  # the staged changes the manifest lists are applied
+                for entry in json.loads(self._fs.cat_file(posixpath.join(folder, name))):
+                    self._fs.rm_file(posixpath.join(self._root, entry["path"]))
             self._fs.rm_file(posixpath.join(folder, name))
+
+    def _apply(self, files: list[DataFile], checkpoint_id: int | None, c: DeltaCommittable) -> None:
+        if self._sink.upsert_keys:
+            self._merge_files(files, checkpoint_id, c)
+        else:
+            self._commit_files(files, checkpoint_id, c)
+
+    def _properties(self, checkpoint_id: int | None, c: DeltaCommittable) -> Any:
+        dl = _deltalake()
+        txns = [] if checkpoint_id is None else [dl.Transaction(c.app_id, checkpoint_id)]
+        return dl.CommitProperties(
+            app_transactions=txns,
+            custom_metadata={"cairn.checkpoint": str(checkpoint_id), "cairn.job": c.job_id},
+        )
+
+    def _merge_files(
+        self, files: list[DataFile], checkpoint_id: int | None, c: DeltaCommittable
+    ) -> None:
+        """One MERGE of the staged changes, in the writers' order, last change per key."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        parts = []
+        for f in files:
+            with self._fs.open(posixpath.join(self._root, f.path), "rb") as stream:
+                parts.append(pq.read_table(stream))
+        keys = self._sink.upsert_keys
+        changes = last_change_per_key(pa.concat_tables(parts), keys)
+        deleted = f"s.`{DELETE_COLUMN}`"
+        (
+            self._table()
+            .merge(
+                changes,
+                merge_predicate(keys),
+                source_alias="s",
+                target_alias="t",
+                commit_properties=self._properties(checkpoint_id, c),
+            )
+            .when_matched_delete(deleted)
+            .when_matched_update_all(f"NOT {deleted}", except_cols=[DELETE_COLUMN])
+            .when_not_matched_insert_all(f"NOT {deleted}", except_cols=[DELETE_COLUMN])
+            .execute()
+        )
 
     def _table(self) -> Any:
         return _deltalake().DeltaTable(
@@ -260,13 +339,9 @@ class DeltaCommitter(Committer):
     def _commit_files(
         self, files: list[DataFile], checkpoint_id: int | None, c: DeltaCommittable
     ) -> None:
-        dl = _deltalake()
-        from deltalake.transaction import AddAction, CommitProperties
+        from deltalake.transaction import AddAction
 
         table = self._table()
-        txns = [] if checkpoint_id is None else [dl.Transaction(c.app_id, checkpoint_id)]
-        if not files and not txns:
-            return
         actions = [
             AddAction(
                 f.path,
@@ -282,10 +357,7 @@ class DeltaCommitter(Committer):
             actions,
             mode="append",
             schema=table.schema(),
-            commit_properties=CommitProperties(
-                app_transactions=txns,
-                custom_metadata={"cairn.checkpoint": str(checkpoint_id), "cairn.job": c.job_id},
-            ),
+            commit_properties=self._properties(checkpoint_id, c),
         )
 
     def abort_leftovers(self, context: SinkWriterContext) -> None:
