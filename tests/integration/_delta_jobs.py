@@ -3,6 +3,8 @@ table: its rows as ``key,seq,sum`` lines, and its versions with their checkpoint
 
 from __future__ import annotations
 
+from typing import Any
+
 from cairn.common import Row, Types
 from cairn.datastream import StreamExecutionEnvironment
 from cairn.datastream.connectors.delta import DeltaSink
@@ -26,12 +28,15 @@ def delta_sequence_job(
     rate: int | None = 40_000,
     parallelism: int = 2,
     app_id: str | None = None,
+    storage_options: dict[str, str] | None = None,
 ) -> StreamExecutionEnvironment:
     """Generator of per-key sequences -> keyed sequence check -> Delta sink into ``path``."""
     env = checkpointed_env(conf, parallelism=parallelism)
     builder = DeltaSink.for_row_data(path, ROW)
     if app_id is not None:
         builder = builder.with_app_id(app_id)
+    if storage_options is not None:
+        builder = builder.with_storage_options(storage_options)
     (
         sequence_source(env, keys, records, rate)
         .key_by(lambda r: r[0])
@@ -45,11 +50,25 @@ def delta_sequence_job(
     return env
 
 
-def table_lines(path: str) -> list[str]:
+def seaweed_options(server: Any) -> dict[str, str]:
+    """delta-rs's storage options for a ``SeaweedS3`` server (conditional puts: safe)."""
+    from cairn.testing.seaweedfs import USER
+
+    return {
+        "AWS_ENDPOINT_URL": server.endpoint,
+        "AWS_ACCESS_KEY_ID": USER.access_key,
+        "AWS_SECRET_ACCESS_KEY": USER.secret_key,
+        "AWS_REGION": "us-east-1",
+        "AWS_ALLOW_HTTP": "true",
+        "conditional_put": "etag",
+    }
+
+
+def table_lines(path: str, storage_options: dict[str, str] | None = None) -> list[str]:
     """The table's current rows as ``key,seq,sum`` lines (unordered: compare counted)."""
     from deltalake import DeltaTable
 
-    t = DeltaTable(path).to_pyarrow_table()
+    t = DeltaTable(path, storage_options=storage_options).to_pyarrow_table()
     cols = [t.column(n).to_pylist() for n in ("k", "seq", "total")]
     return [f"{k},{s},{n}" for k, s, n in zip(*cols, strict=True)]
 

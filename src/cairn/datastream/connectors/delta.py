@@ -42,6 +42,7 @@ from cairn.datastream.connectors.delta_protocol import (
     DeltaCommittable,
     attempt_dir,
     data_file_name,
+    fsspec_options,
     manifest_name,
     manifests_to_commit,
     needs_commit,
@@ -180,7 +181,9 @@ class DeltaSinkWriter(SinkWriter):
         self._context = context
         self._app_id = sink.resolved_app_id(str(context.job_id))
         self._rows = ArrowRows(sink.row_type)
-        self._fs, self._root = url_to_fs(sink.table_path)
+        self._fs, self._root = url_to_fs(
+            sink.table_path, **fsspec_options(sink.table_path, sink.storage_options)
+        )
         self._buffer: list[Any] = []
         self._files: list[DataFile] = []
         self._seq = 0
@@ -254,7 +257,9 @@ class DeltaCommitter(Committer):
     def __init__(self, sink: DeltaSink) -> None:
         self._sink = sink
         self._fs: AbstractFileSystem
-        self._fs, self._root = url_to_fs(sink.table_path)
+        self._fs, self._root = url_to_fs(
+            sink.table_path, **fsspec_options(sink.table_path, sink.storage_options)
+        )
 
     def commit(self, committables: Sequence[Any]) -> None:
         for c in committables:

@@ -27,6 +27,7 @@ __all__ = [
     "ManifestName",
     "attempt_dir",
     "data_file_name",
+    "fsspec_options",
     "manifest_name",
     "manifests_to_commit",
     "needs_commit",
@@ -171,3 +172,30 @@ def schema_mismatch(
         f"Delta table {path} has columns ({show(table)}), the stream's rows are "
         f"({show(stream)}): not the same schema"
     )
+
+
+def fsspec_options(url: str, storage: dict[str, str]) -> dict[str, object]:
+    """fsspec's options for the files the sink writes beside delta-rs, from delta-rs's
+    storage options (``AWS_*``; unset ones fall back to the environment, for both).
+
+    >>> fsspec_options("s3://b/t", {"AWS_ENDPOINT_URL": "http://h:1", "AWS_ACCESS_KEY_ID": "k",
+    ...                             "AWS_SECRET_ACCESS_KEY": "s", "AWS_REGION": "r"})
+    {'key': 'k', 'secret': 's', 'client_kwargs': {'endpoint_url': 'http://h:1', 'region_name': 'r'}}
+    >>> fsspec_options("/tmp/t", {"AWS_REGION": "r"})
+    {}
+    """
+    if not url.startswith(("s3://", "s3a://")):
+        return {}
+    options: dict[str, object] = {}
+    if "AWS_ACCESS_KEY_ID" in storage:
+        options["key"] = storage["AWS_ACCESS_KEY_ID"]
+    if "AWS_SECRET_ACCESS_KEY" in storage:
+        options["secret"] = storage["AWS_SECRET_ACCESS_KEY"]
+    client = {}
+    if "AWS_ENDPOINT_URL" in storage:
+        client["endpoint_url"] = storage["AWS_ENDPOINT_URL"]
+    if "AWS_REGION" in storage:
+        client["region_name"] = storage["AWS_REGION"]
+    if client:
+        options["client_kwargs"] = client
+    return options

@@ -23,6 +23,7 @@ from typing import Any
 from fsspec.core import url_to_fs
 
 from cairn.api.connectors import Source, SourceReader, SourceReaderContext
+from cairn.datastream.connectors.delta_protocol import fsspec_options
 from cairn.datastream.formats.arrow import rows
 from cairn.ids import CheckpointId
 
@@ -145,7 +146,9 @@ class DeltaSourceReader(SourceReader):
     def __init__(self, source: DeltaSource, splits: list[DeltaSplit]) -> None:
         self._source = source
         self._split: DeltaSplit | None = splits[0] if splits else None
-        self._fs, self._root = url_to_fs(source.table_path)
+        self._fs, self._root = url_to_fs(
+            source.table_path, **fsspec_options(source.table_path, source.storage_options)
+        )
         self._files: list[str] | None = None  # of the split's version, once listed
         self._current: Any = None  # the rows of the file at file_index, once read
         self._next_check = 0.0
