@@ -52,13 +52,15 @@ def test_sigkill_at_the_commit_phases_keeps_the_delta_table_exactly_once(spark: 
     assert exactly_once_problems(lines, RECORDS, KEYS) == []
     versions = checkpoint_versions(path)
     assert versions and len(versions) == len(set(versions)), f"a checkpoint twice: {versions}"
+    from deltalake import DeltaTable
+
+    txn = DeltaTable(path).transaction_version(f"cairn-{client.get_job_id()}")
+    assert txn == max(int(v) for v in versions), "the txn action records the last checkpoint"
     assert staged_leftovers(path) == []
     assert unreferenced_data_files(path) == [], "files of aborted attempts were left"
 
     # Spark reads the same table in the job's own session (delta-spark has no build for
     # Spark 4.3: its current files through Spark's Parquet reader).
-    from deltalake import DeltaTable
-
     spark.read.parquet(*DeltaTable(path).file_uris()).createOrReplaceTempView("sequence")
     count, seqs = spark.sql("SELECT count(*), sum(seq) FROM sequence").collect()[0]
     assert count == RECORDS
