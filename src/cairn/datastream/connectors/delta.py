@@ -41,6 +41,7 @@ from cairn.datastream.connectors.delta_protocol import (
     DataFile,
     DeltaCommittable,
     attempt_dir,
+    attempt_file_prefix,
     data_file_name,
     fsspec_options,
     manifest_name,
@@ -377,12 +378,7 @@ class DeltaCommitter(Committer):
                 if posixpath.basename(folder.rstrip("/")) != posixpath.basename(current):
                     self._fs.rm(folder, recursive=True)
         names = [posixpath.basename(p) for p in self._fs.ls(self._root, detail=False)]
-        prefix = (
-            data_file_name(app_id, str(context.job_id), int(context.attempt_number), 0, 0, 0).split(
-                "-s0-"
-            )[0]
-            + "-"
-        )
+        prefix = attempt_file_prefix(app_id, str(context.job_id), int(context.attempt_number))
         in_table = table_file_paths(self._table())
         for name in orphan_data_files(names, app_id, prefix, in_table):
             self._fs.rm_file(posixpath.join(self._root, name))

@@ -26,6 +26,7 @@ __all__ = [
     "DeltaCommittable",
     "ManifestName",
     "attempt_dir",
+    "attempt_file_prefix",
     "data_file_name",
     "fsspec_options",
     "manifest_name",
@@ -102,9 +103,17 @@ def data_file_name(
     app_id: str, job_id: str, attempt: int, subtask: int, checkpoint_id: int, seq: int
 ) -> str:
     """A data file's name: unique per attempt, recognisable as this app's for cleanup."""
-    return (
-        f"part-{_safe(app_id)}-{_safe(job_id)}-a{attempt}-s{subtask}-c{checkpoint_id}-{seq}.parquet"
-    )
+    prefix = attempt_file_prefix(app_id, job_id, attempt)
+    return f"{prefix}s{subtask}-c{checkpoint_id}-{seq}.parquet"
+
+
+def attempt_file_prefix(app_id: str, job_id: str, attempt: int) -> str:
+    """What the names of one attempt's data files begin with.
+
+    >>> data_file_name("a", "j", 1, 0, 2, 0).startswith(attempt_file_prefix("a", "j", 1))
+    True
+    """
+    return f"part-{_safe(app_id)}-{_safe(job_id)}-a{attempt}-"
 
 
 def needs_commit(table_txn_version: int | None, checkpoint_id: int) -> bool:
