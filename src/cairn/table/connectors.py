@@ -5,12 +5,13 @@ misspelt key fails naming it, with the keys the connector knows, as Flink's fact
 its schema against the query's columns, and the query's changelog mode against what the
 connector consumes — so a job never starts with a sink that would refuse its rows.
 Whether a sink consumes updates is the connector's (``print``, ``blackhole``, and
-``upsert-kafka`` and ``jdbc`` with a primary key do). This module is the registry and the
+``upsert-kafka``, ``jdbc`` and ``delta`` with a primary key do). This module is the registry and the
 two small sinks: ``print`` writes each change as Flink's print connector does
 (``+I[a, 1]``, ``N> `` before it when the sink runs in parallel), ``blackhole`` discards.
-The others have a module each (``datagen``, ``nexmark``, ``filesystem``, ``kafka`` for ``kafka`` and
-``upsert-kafka``, ``jdbc``), their formats in ``formats``. The metadata keys each connector
-reads and writes are listed here (``metadata`` checks a table's metadata columns).
+The others have a module each (``datagen``, ``nexmark``, ``filesystem``, ``kafka`` for
+``kafka`` and ``upsert-kafka``, ``jdbc``, ``delta``), their formats in ``formats``. The
+metadata keys each connector reads and writes are listed here (``metadata`` checks a
+table's metadata columns).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from cairn.table.analysis import Columns
 from cairn.table.calc_runtime import java_double_text
 from cairn.table.changelog import changelog_mode
 from cairn.table.datagen import datagen_options, datagen_scan
+from cairn.table.delta import check_delta, delta_options, delta_sink
 from cairn.table.errors import ValidationError
 from cairn.table.filesystem import (
     FILE_READABLE,
@@ -229,6 +231,7 @@ _SINKS: dict[str, SinkConnector] = {
         upsert_kafka_options, check_kafka, _with_primary_key, upsert_kafka_sink
     ),
     "jdbc": SinkConnector(jdbc_options, check_jdbc, _with_primary_key, jdbc_sink),
+    "delta": SinkConnector(delta_options, check_delta, _with_primary_key, delta_sink),
 }
 
 _Scan = Callable[[str, Columns, Mapping[str, str], Schema], PlanNode]
