@@ -79,6 +79,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if "hdfs" in getattr(item, "fixturenames", ()):
             item.add_marker("hdfs")  # the mini cluster starts in ~8 s: never in the fast tier
             item.add_marker("slow")
+        if "yarn" in getattr(item, "fixturenames", ()):
+            item.add_marker("yarn")  # ~6 s to start, and jobs on it start Spark: never fast
+            item.add_marker("slow")
     # Stable: each tier keeps its order; no Spark session exists while unmarked tests run.
     # The tests on the session's standalone cluster run last and together, so that the
     # cluster (tests/integration/conftest.py) is up only while they run.
@@ -224,4 +227,22 @@ def hdfs() -> Iterator[Any]:
             raise
         pytest.skip(str(exc))
     with HdfsCluster(datanodes=2) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def yarn() -> Iterator[Any]:
+    """A real YARN (Hadoop's MiniYARNCluster: a ResourceManager and two NodeManagers) on this
+    machine, started once, from the same cached Hadoop jars as the ``hdfs`` fixture. Without
+    Maven or the jars the test is skipped, except under CI (``.ci/run`` prepares them)."""
+    from cairn.testing.hadoop_minicluster import MavenPrepareError, hadoop_classpath
+    from cairn.testing.yarn import YarnCluster
+
+    try:
+        hadoop_classpath()
+    except MavenPrepareError as exc:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(str(exc))
+    with YarnCluster(nodemanagers=2) as cluster:
         yield cluster

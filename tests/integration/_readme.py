@@ -22,6 +22,8 @@ DOCS = REPO_ROOT / "docs"
 
 RUN_LOCAL = "cairn run -p 2 job.py"
 RUN_CLUSTER = "cairn run --master spark://host:7077 job.py"
+# tests/integration/test_yarn.py runs `cairn run --master yarn` on Hadoop's MiniYARNCluster.
+RUN_YARN = "cairn run --master yarn -p 4 -D spark.executor.memory=2g job.py"
 RUN_RESUME = "cairn run --from-checkpoint /tmp/cairn-checkpoints/<job-id>/chk-12 job.py"
 RUN_INPROCESS = "cairn run --executor inprocess job.py"
 CHECKPOINTS_ROOT = "cairn checkpoints /tmp/cairn-checkpoints"
@@ -68,6 +70,7 @@ COMMANDS = frozenset(
     {
         RUN_LOCAL,
         RUN_CLUSTER,
+        RUN_YARN,
         RUN_RESUME,
         RUN_INPROCESS,
         CHECKPOINTS_ROOT,

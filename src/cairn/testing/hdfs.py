@@ -8,11 +8,9 @@ loopback one, and all its data lives under one temporary directory that ``stop()
 
 The cluster is Apache Hadoop's own ``MiniDFSCluster`` from
 ``org.apache.hadoop:hadoop-client-minicluster`` (the version of the Hadoop client PySpark
-ships), copied from Maven Central over the repository's ``hadoop/pom.xml`` into
-``~/.cache/cairn/hadoop-<version>/``, and started by ``hadoop/MiniHdfs.java``, compiled into
-the cache beside it once (``python -m cairn.testing.hdfs prepare``, which ``.ci/run`` calls).
-The same jar holds ``MiniYARNCluster``. ``CAIRN_HADOOP_LIBS`` may name another directory of
-those jars.
+ships), started by ``hadoop/MiniHdfs.java``; the jars and the compiled mains are cached as
+``cairn.testing.hadoop_minicluster`` says (``python -m cairn.testing.hdfs prepare``, which
+``.ci/run`` calls, prepares them and the YARN mini cluster's).
 
 Example::
 
@@ -25,13 +23,9 @@ Example::
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
-import os
-import shutil
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,14 +33,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cairn.testing.managed_server import ManagedServer, die_with_parent
-from cairn.testing.maven_jars import (
+from cairn.testing.hadoop_minicluster import (
+    JVM_OPTS,
     MavenPrepareError,
-    cached_directory,
-    copy_dependencies,
-    pom_property,
-    repo_file,
+    hadoop_classpath,
+    java_tool,
+    send_command,
 )
+from cairn.testing.managed_server import ManagedServer, die_with_parent
 from cairn.testing.spark_cluster import free_port
 
 __all__ = ["HdfsCluster", "HdfsStartError", "MavenPrepareError", "hadoop_classpath"]
@@ -56,76 +50,11 @@ log = logging.getLogger(__name__)
 _HOST = "127.0.0.1"
 _DEFAULT_PORT = 9000
 _START_TIMEOUT_S = 120.0
-_COMMAND_TIMEOUT_S = 60.0
-_LIBS_ENV = "CAIRN_HADOOP_LIBS"
-_POM_ENV = "CAIRN_HADOOP_POM"
 _MAIN = "MiniHdfs"
-# Sized for a 2-core test machine; C1 only: about half the start-up CPU.
-_JVM_OPTS = ("-Xms64m", "-Xmx768m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 
 
 class HdfsStartError(RuntimeError):
     """The cluster did not serve in time; the message carries its log's tail."""
-
-
-def _prepare_hint() -> str:
-    return f"{sys.executable} -m cairn.testing.hdfs prepare"
-
-
-def _hadoop_libs(*, fetch: bool) -> Path:
-    env = os.environ.get(_LIBS_ENV)
-    if env:
-        libs = Path(env)
-        if not any(libs.glob("hadoop-client-minicluster-*.jar")):
-            raise MavenPrepareError(f"{_LIBS_ENV}={env} holds no hadoop-client-minicluster-*.jar")
-        return libs
-    pom = repo_file(_POM_ENV, "hadoop", "pom.xml")
-
-    def build(staging: Path) -> None:
-        copy_dependencies(pom, staging, libs_env=_LIBS_ENV)
-
-    version = pom_property(pom, "hadoop.version")
-    return cached_directory(f"hadoop-{version}", build, fetch=fetch, hint=_prepare_hint())
-
-
-def _compiled_main(libs: Path, *, fetch: bool) -> Path:
-    """The directory holding ``MiniHdfs.class``, compiled against ``libs`` (cached by the
-    source's digest and the jars' directory)."""
-    source = repo_file("CAIRN_HADOOP_MAIN", "hadoop", f"{_MAIN}.java")
-    digest = hashlib.sha256(source.read_bytes() + str(libs).encode()).hexdigest()[:12]
-
-    def build(staging: Path) -> None:
-        javac = _java_tool("javac")
-        done = subprocess.run(
-            [javac, "-d", str(staging), "-cp", f"{libs}/*", str(source)],
-            capture_output=True,
-            text=True,
-            check=False,
-            stdin=subprocess.DEVNULL,
-            timeout=300,
-        )
-        if done.returncode != 0:
-            raise MavenPrepareError(
-                f"javac {source} failed:\n{(done.stdout + done.stderr)[-3000:]}"
-            )
-
-    return cached_directory(f"hadoop-main-{digest}", build, fetch=fetch, hint=_prepare_hint())
-
-
-def hadoop_classpath(*, fetch: bool = True) -> str:
-    """The class path that runs the mini cluster (compiled main first, then the jars)."""
-    libs = _hadoop_libs(fetch=fetch)
-    return f"{_compiled_main(libs, fetch=fetch)}{os.pathsep}{libs}/*"
-
-
-def _java_tool(name: str) -> str:
-    home = os.environ.get("JAVA_HOME")
-    if home and os.path.exists(os.path.join(home, "bin", name)):
-        return os.path.join(home, "bin", name)
-    found = shutil.which(name)
-    if found is None:
-        raise MavenPrepareError(f"{name} not found (JAVA_HOME unset and no {name} on PATH)")
-    return found
 
 
 def _port_free(port: int) -> bool:
@@ -203,8 +132,8 @@ class HdfsCluster(ManagedServer):
             (self.root / "ready").unlink()
         args = [
             *self.launcher,
-            _java_tool("java"),
-            *_JVM_OPTS,
+            java_tool("java"),
+            *JVM_OPTS,
             "-cp",
             classpath,
             _MAIN,
@@ -237,21 +166,7 @@ class HdfsCluster(ManagedServer):
         raise HdfsStartError(f"the HDFS mini cluster did not serve in time: {self.log_tail()}")
 
     def _command(self, name: str) -> None:
-        control = self.root / "control"
-        done = control / f"{name}.done"
-        with contextlib.suppress(FileNotFoundError):
-            done.unlink()
-        tmp = control / f".{name}"
-        tmp.write_text("")
-        tmp.rename(control / name)
-        deadline = time.monotonic() + _COMMAND_TIMEOUT_S
-        while not done.exists():
-            if time.monotonic() > deadline or not self.running:
-                raise HdfsStartError(f"the mini cluster did not answer {name}: {self.log_tail()}")
-            time.sleep(0.05)
-        answer = done.read_text().strip()
-        if answer != "ok":
-            raise HdfsStartError(f"{name}: {answer}")
+        send_command(self.root, name, lambda: self.running, self.log_tail, HdfsStartError)
 
     def log_tail(self, lines: int = 30) -> str:
         path = self.root / "hdfs.log"
