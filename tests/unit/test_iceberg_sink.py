@@ -171,3 +171,22 @@ def test_sink_to_makes_parallel_writers_and_one_committer(tmp_path: Path) -> Non
         "orders: Committer",
         1,
     )
+
+
+def test_an_iceberg_table_in_sql_is_created_and_appended_to(tmp_path: Path) -> None:
+    from cairn.table import EnvironmentSettings, TableEnvironment, ValidationError
+
+    t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    t_env.get_config().set("cairn.executor", "inprocess")
+    t_env.execute_sql(
+        f"""CREATE TABLE orders (id BIGINT, region STRING) WITH ('connector' = 'iceberg',
+        'uri' = 'sqlite:///{tmp_path}/catalog.db', 'warehouse' = '{tmp_path}',
+        'catalog-database' = 'shop')"""
+    )
+    t_env.execute_sql("INSERT INTO orders VALUES (1, 'eu'), (2, 'us')").wait()
+    table = _load(_catalog(tmp_path), "shop.orders")
+    assert sorted(r["id"] for r in table.scan().to_arrow().to_pylist()) == [1, 2]
+    with pytest.raises(ValidationError, match="Unsupported options found for 'iceberg'"):
+        t_env.execute_sql(
+            "CREATE TABLE bad (id BIGINT) WITH ('connector' = 'iceberg', 'url' = 'x')"
+        )

@@ -8,9 +8,10 @@ Whether a sink consumes updates is the connector's (``print``, ``blackhole``, an
 ``upsert-kafka`` and ``jdbc`` with a primary key do). This module is the registry and the
 two small sinks: ``print`` writes each change as Flink's print connector does
 (``+I[a, 1]``, ``N> `` before it when the sink runs in parallel), ``blackhole`` discards.
-The others have a module each (``datagen``, ``nexmark``, ``filesystem``, ``kafka`` for ``kafka`` and
-``upsert-kafka``, ``jdbc``), their formats in ``formats``. The metadata keys each connector
-reads and writes are listed here (``metadata`` checks a table's metadata columns).
+The others have a module each (``datagen``, ``nexmark``, ``filesystem``, ``kafka`` for
+``kafka`` and ``upsert-kafka``, ``jdbc``, ``iceberg``), their formats in ``formats``. The
+metadata keys each connector reads and writes are listed here (``metadata`` checks a
+table's metadata columns).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from cairn.table.filesystem import (
     filesystem_scan,
     filesystem_sink,
 )
+from cairn.table.iceberg import check_iceberg, iceberg_options, iceberg_sink
 from cairn.table.jdbc import check_jdbc, jdbc_options, jdbc_sink
 from cairn.table.kafka import (
     check_kafka,
@@ -229,6 +231,7 @@ _SINKS: dict[str, SinkConnector] = {
         upsert_kafka_options, check_kafka, _with_primary_key, upsert_kafka_sink
     ),
     "jdbc": SinkConnector(jdbc_options, check_jdbc, _with_primary_key, jdbc_sink),
+    "iceberg": SinkConnector(iceberg_options, check_iceberg, _never, iceberg_sink),
 }
 
 _Scan = Callable[[str, Columns, Mapping[str, str], Schema], PlanNode]
