@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from cairn.settings import JobSettings
 
 __all__ = [
+    "CheckpointCommittables",
     "Committer",
     "DeliveryGuarantee",
     "Sink",
@@ -258,8 +259,33 @@ class Committer(ABC):
         """Release resources (connections); called once, when the sink operator closes."""
 
 
+@dataclass(frozen=True)
+class CheckpointCommittables:
+    """What the committer of a sink with a global committer commits at once: every
+    writer's committables that reached the one committer subtask before the barrier of
+    ``checkpoint_id`` (usually those the writers prepared at that checkpoint; under
+    unaligned checkpoints some may come one checkpoint later), of job ``job_id``.
+
+    >>> CheckpointCommittables("9f2c", 7, ("a", "b")).checkpoint_id
+    7
+    """
+
+    job_id: JobId
+    checkpoint_id: CheckpointId
+    committables: tuple[Any, ...]
+
+
 class Sink(ABC):
-    """A picklable sink description (``DataStream.sink_to(sink)``)."""
+    """A picklable sink description (``DataStream.sink_to(sink)``).
+
+    ``global_committer`` (Flink's SinkV2 with a global pre-commit topology, as its Iceberg
+    sink): the writers run in parallel and, at each barrier, send their committables to a
+    single committer subtask, whose committer receives them as one
+    ``CheckpointCommittables`` per checkpoint (so a checkpoint is one commit); otherwise
+    each subtask commits its own writer's committables.
+    """
+
+    global_committer: bool = False
 
     @abstractmethod
     def create_writer(

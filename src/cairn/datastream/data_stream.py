@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from cairn.datastream.window import WindowAssigner
     from cairn.datastream.windowed_stream import AllWindowedStream
 
-__all__ = ["CloseableIterator", "DataStream", "DataStreamSink", "KeyedStream"]
+__all__ = ["CloseableIterator", "DataStream", "DataStreamSink", "KeyedStream", "TwoStageSink"]
 
 MAX_MAX_PARALLELISM = 1 << 15
 # Operators whose functions may yield ``(output_tag, value)``.
@@ -515,7 +515,27 @@ class DataStream(_OperatorSetters):
             )
         # As PyFlink's Java FileSink: a declared type's values are written as their Java text.
         sink = with_declared_type(sink, self._transformation.output_type)
+        if sink.global_committer:
+            return self._sink_with_global_committer(sink)
         return self._sink("Sink", OperatorSpec(OperatorKind.SINK, sink))
+
+    def _sink_with_global_committer(self, sink: Sink) -> DataStreamSink:
+        from cairn.datastream.connectors.global_commit import GlobalCommitStage
+
+        # Not keyed even after key_by: the writers keep no keyed state (as ``_sink``).
+        writer_t = OneInputTransformation(
+            name="Sink: Writer",
+            inputs=[self._transformation],
+            output_type=None,
+            operator=OperatorSpec(OperatorKind.SINK_WRITER, sink),
+        )
+        writers = DataStream(writer_t, self._env)
+        committer = writers.global_()._sink(
+            "Sink: Committer", OperatorSpec(OperatorKind.SINK, GlobalCommitStage(sink))
+        )
+        t = committer.get_transformation()
+        t.parallelism, t.parallelism_fixed = 1, True
+        return TwoStageSink(t, writers)
 
     def print(self, sink_identifier: str | None = None) -> DataStreamSink:
         """Write every record to stdout as PyFlink does: ``"<subtask+1>> value"`` when the sink
@@ -559,6 +579,37 @@ class DataStreamSink(_OperatorSetters):
     def get_transformation(self) -> SinkTransformation:
         assert isinstance(self._transformation, SinkTransformation)
         return self._transformation
+
+
+class TwoStageSink(DataStreamSink):
+    """``sink_to`` of a sink with a global committer: parallel writers, then one committer
+    (as Flink's SinkV2). ``name``/``uid`` name both (``<uid>`` the writers, ``<uid>-committer``
+    the committer); ``set_parallelism`` sets the writers' (the committer runs as one)."""
+
+    def __init__(self, committer: SinkTransformation, writers: DataStream) -> None:
+        super().__init__(committer)
+        self._writers = writers
+
+    def name(self, name: str) -> Any:
+        super().name(f"{name}: Committer")
+        self._writers.name(f"{name}: Writer")
+        return self
+
+    def uid(self, uid: str) -> Any:
+        super().uid(f"{uid}-committer")
+        self._writers.uid(uid)
+        return self
+
+    def set_parallelism(self, parallelism: int) -> Any:
+        self._writers.set_parallelism(parallelism)
+        return self
+
+    def set_max_parallelism(self, max_parallelism: int) -> Any:
+        self._writers.set_max_parallelism(max_parallelism)
+        return self
+
+    def get_writer_transformation(self) -> Transformation:
+        return self._writers.get_transformation()
 
 
 def _is_hex(text: str) -> bool:

@@ -28,6 +28,9 @@ class OperatorKind(enum.Enum):
     REDUCE = "reduce"  # ReduceFunction (keyed input); sum/min/max are reducers too
     SINK_FUNCTION = "sink_function"  # legacy SinkFunction (add_sink, print)
     SINK = "sink"  # Sink (sink_to): writer + optional two-phase committer
+    # The parallel writers of a Sink with a global committer (``Sink.global_committer``): at
+    # each barrier they emit their committables downstream, to the one committer subtask.
+    SINK_WRITER = "sink_writer"
     COLLECT = "collect"  # execute_and_collect(): exactly-once results to the client
     ASYNC_WAIT = "async_wait"  # AsyncDataStream: an AsyncFunction; options: ``AsyncWaitConfig``
     # Two inputs (``TwoInputTransformation``): the function has a method per input.

@@ -9,7 +9,7 @@ Whether a sink consumes updates is the connector's (``print``, ``blackhole``, an
 two small sinks: ``print`` writes each change as Flink's print connector does
 (``+I[a, 1]``, ``N> `` before it when the sink runs in parallel), ``blackhole`` discards.
 The others have a module each (``datagen``, ``nexmark``, ``filesystem``, ``kafka`` for
-``kafka`` and ``upsert-kafka``, ``jdbc``, ``delta``), their formats in ``formats``. The
+``kafka`` and ``upsert-kafka``, ``jdbc``, ``delta``, ``iceberg``), their formats in ``formats``. The
 metadata keys each connector reads and writes are listed here (``metadata`` checks a
 table's metadata columns).
 """
@@ -37,6 +37,7 @@ from cairn.table.filesystem import (
     filesystem_scan,
     filesystem_sink,
 )
+from cairn.table.iceberg import check_iceberg, iceberg_options, iceberg_sink
 from cairn.table.jdbc import check_jdbc, jdbc_options, jdbc_sink
 from cairn.table.kafka import (
     check_kafka,
@@ -232,6 +233,7 @@ _SINKS: dict[str, SinkConnector] = {
     ),
     "jdbc": SinkConnector(jdbc_options, check_jdbc, _with_primary_key, jdbc_sink),
     "delta": SinkConnector(delta_options, check_delta, _with_primary_key, delta_sink),
+    "iceberg": SinkConnector(iceberg_options, check_iceberg, _never, iceberg_sink),
 }
 
 _Scan = Callable[[str, Columns, Mapping[str, str], Schema], PlanNode]

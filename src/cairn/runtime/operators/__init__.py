@@ -16,6 +16,7 @@ from cairn.runtime.operators.basic import (
     ProcessOperator,
 )
 from cairn.runtime.operators.keyed import KeyedProcessOperator, KeyedRecordOperator, ReduceOperator
+from cairn.runtime.operators.sink_writer import SinkWriterOperator
 from cairn.runtime.operators.sinks import CollectSinkOperator, SinkFunctionOperator, SinkOperator
 from cairn.runtime.operators.sources import SourceFunctionOperator, SourceOperator
 from cairn.runtime.operators.timestamps import TimestampsAndWatermarksOperator
@@ -31,6 +32,7 @@ _BY_KIND: dict[str, type[StreamOperator]] = {
     OperatorKind.REDUCE.value: ReduceOperator,
     OperatorKind.SINK_FUNCTION.value: SinkFunctionOperator,
     OperatorKind.SINK.value: SinkOperator,
+    OperatorKind.SINK_WRITER.value: SinkWriterOperator,
     OperatorKind.COLLECT.value: CollectSinkOperator,
     OperatorKind.ASYNC_WAIT.value: AsyncWaitOperator,
     "source": SourceOperator,

@@ -1,0 +1,197 @@
+"""An exactly-once Apache Iceberg sink on pyiceberg (Flink's ``IcebergSink``, in Python).
+
+Invariant: a checkpoint is at most one Iceberg snapshot. Each writer subtask writes its
+records of a checkpoint interval into Parquet data files in the table's location; at the
+barrier it closes them and sends their descriptions (pyiceberg ``DataFile``s: path, record
+count, size, column statistics, partition) to the one committer subtask, which keeps them
+in the checkpoint and, when the checkpoint completes, appends them all as one snapshot whose
+summary records the job id and checkpoint id (``flink.job-id``,
+``flink.max-committed-checkpoint-id``); replayed after a restore, a checkpoint the table
+already records for the job is skipped (``iceberg_commit``).
+
+>>> from cairn.common import Types
+>>> sink = IcebergSink(
+...     "shop.orders",
+...     {"type": "sql", "uri": "sqlite:////tmp/cat.db", "warehouse": "file:///tmp/wh"},
+...     Types.ROW_NAMED(["id", "region"], [Types.LONG(), Types.STRING()]),
+...     partition_by=["region"],
+... )
+>>> sink.config.table, sink.config.partition_by
+('shop.orders', ('region',))
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cairn.api.connectors import (
+    CheckpointCommittables,
+    Committer,
+    Sink,
+    SinkWriter,
+    SinkWriterContext,
+)
+from cairn.common.typeinfo import RowTypeInfo
+from cairn.datastream.connectors.iceberg_commit import partition_field
+from cairn.datastream.connectors.iceberg_table import (
+    IcebergSinkError,
+    IcebergTableConfig,
+    RowsToArrow,
+    TableAccess,
+    new_write_ids,
+    require_pyiceberg,
+)
+from cairn.ids import CheckpointId
+
+__all__ = ["IcebergCommitter", "IcebergSink", "IcebergSinkError", "IcebergWriteResult"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class IcebergWriteResult:
+    """A writer's committable (Flink's ``WriteResult``): the data files it closed at a
+    barrier, as pyiceberg ``DataFile``s."""
+
+    subtask: int
+    data_files: tuple[Any, ...]
+
+
+class IcebergSink(Sink):
+    """Appends a stream's records to an Iceberg table, exactly once (with checkpointing).
+
+    ``table``: ``namespace.table``; ``catalog``: pyiceberg's catalog properties (``type``
+    defaults to ``sql``: a SQL catalog on SQLite or PostgreSQL by its SQLAlchemy ``uri``,
+    with a ``warehouse`` on local files or ``s3://``, and ``s3.*`` keys for the store);
+    ``row_type`` (``Types.ROW_NAMED``): the records' columns, checked against the table
+    before the job starts, or the schema of the table it creates when there is none
+    (``partition_by`` its partition fields: ``"region"``, ``"day(ts)"``,
+    ``"bucket[16](id)"``); without it the records are in the existing table's column order.
+    Records are ``Row``s, tuples or lists in column order, or dicts by column name.
+    ``rows_per_file``: a writer closes a data file after that many rows (more files within
+    a checkpoint interval); every file is closed at each checkpoint.
+
+    Output becomes visible when the checkpoint covering it completes (one snapshot per
+    checkpoint); without checkpointing, at the end of input. Data files of a failed attempt
+    that no checkpoint committed are left in the table's ``data/`` directory for Iceberg's
+    ``remove_orphan_files``.
+    """
+
+    global_committer = True
+
+    def __init__(
+        self,
+        table: str,
+        catalog: Mapping[str, str],
+        row_type: RowTypeInfo | None = None,
+        partition_by: Sequence[str] = (),
+        catalog_name: str = "cairn",
+        rows_per_file: int = 1_000_000,
+    ) -> None:
+        if not isinstance(table, str) or not table.strip():
+            raise ValueError(f"Iceberg sink: table must be 'namespace.table', got {table!r}")
+        if row_type is not None and not isinstance(row_type, RowTypeInfo):
+            raise TypeError(
+                f"Iceberg sink: row_type must be Types.ROW_NAMED(...), got {row_type!r}"
+            )
+        if rows_per_file < 1:
+            raise ValueError(f"Iceberg sink: rows_per_file must be positive, got {rows_per_file}")
+        for text in partition_by:
+            partition_field(text)
+        require_pyiceberg()
+        self.config = IcebergTableConfig(
+            catalog_name=catalog_name,
+            catalog_properties=dict(catalog),
+            table=table,
+            row_type=row_type,
+            partition_by=tuple(partition_by),
+            rows_per_file=rows_per_file,
+        )
+
+    def check_job(self, settings: Any) -> None:
+        """On the driver: create the table if missing, else check the row type against it."""
+        TableAccess(self.config).create_or_check()
+
+    def create_writer(
+        self, context: SinkWriterContext, restored_state: Sequence[Any]
+    ) -> IcebergWriter:
+        return IcebergWriter(self.config, context)
+
+    def create_committer(self) -> IcebergCommitter:
+        return IcebergCommitter(self.config)
+
+
+class IcebergWriter(SinkWriter):
+    """One subtask's data files of the current checkpoint interval."""
+
+    def __init__(self, config: IcebergTableConfig, context: SinkWriterContext) -> None:
+        self._config = config
+        self._subtask = int(context.subtask_index)
+        self._access = TableAccess(config)
+        table = self._access.table()
+        self._rows = RowsToArrow(config.row_type, table.schema().as_arrow())
+        self._uuid, self._counter = new_write_ids()
+        self._buffer: list[Any] = []
+        self._files: list[Any] = []  # closed, not yet handed out
+
+    def write(self, record: Any) -> None:
+        self._buffer.append(record)
+        if len(self._buffer) >= self._config.rows_per_file:
+            self._write_files()
+
+    def write_batch(self, records: Sequence[Any]) -> None:
+        self._buffer.extend(records)
+        if len(self._buffer) >= self._config.rows_per_file:
+            self._write_files()
+
+    def _write_files(self) -> None:
+        if not self._buffer:
+            return
+        records, self._buffer = self._buffer, []
+        rows = self._rows.table(records)
+        self._files.extend(self._access.write_files(rows, self._uuid, self._counter))
+
+    def prepare_commit(self, checkpoint_id: CheckpointId) -> list[IcebergWriteResult]:
+        self._write_files()
+        if not self._files:
+            return []
+        files, self._files = tuple(self._files), []
+        return [IcebergWriteResult(self._subtask, files)]
+
+    def close(self) -> None:
+        # Files no checkpoint will commit (written since the last barrier): delete them.
+        if not self._files:
+            return
+        io = self._access.table().io
+        for data_file in self._files:
+            with contextlib.suppress(Exception):
+                io.delete(data_file.file_path)
+        self._files = []
+
+
+class IcebergCommitter(Committer):
+    """Appends each checkpoint's data files, from all writers, as one snapshot."""
+
+    def __init__(self, config: IcebergTableConfig) -> None:
+        self._config = config
+        self._access: TableAccess | None = None
+
+    def commit(self, committables: Sequence[Any]) -> None:
+        for c in sorted(committables, key=lambda c: c.checkpoint_id):
+            if not isinstance(c, CheckpointCommittables):
+                raise TypeError(f"Iceberg committer: unexpected committable {type(c).__name__}")
+            files = [f for result in c.committables for f in result.data_files]
+            if self._access is None:
+                self._access = TableAccess(self._config)
+            done = self._access.commit(c.job_id, c.checkpoint_id, files)
+            log.info(
+                "Iceberg sink: checkpoint %s of job %s: %s (%d data files)",
+                c.checkpoint_id,
+                c.job_id,
+                "committed" if done else "already in the table",
+                len(files),
+            )

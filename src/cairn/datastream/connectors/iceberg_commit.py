@@ -1,0 +1,95 @@
+"""The Iceberg sink's commit decisions, pure: which checkpoint a table already holds for a
+job, whether to commit one, what a snapshot's summary records, a partition field's text.
+
+Invariant: a snapshot the sink commits carries ``flink.job-id`` (the Cairn job id) and
+``flink.max-committed-checkpoint-id`` (the checkpoint it commits) in its summary — Flink's
+Iceberg sink's property names, with the same meaning — and a checkpoint of a job is
+committed only if no ancestor of the table's current snapshot records it or a later one of
+that job; so replaying a checkpoint's committables after a restore commits nothing twice.
+
+>>> summaries = [{"flink.job-id": "b", "flink.max-committed-checkpoint-id": "9"},
+...              {"flink.job-id": "a", "flink.max-committed-checkpoint-id": "4"},
+...              {"flink.job-id": "a", "flink.max-committed-checkpoint-id": "3"}]
+>>> last_committed_checkpoint(summaries, "a")
+4
+>>> should_commit(last_committed_checkpoint(summaries, "a"), 4), should_commit(4, 5)
+(False, True)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+__all__ = [
+    "JOB_ID_PROPERTY",
+    "MAX_CHECKPOINT_PROPERTY",
+    "last_committed_checkpoint",
+    "partition_field",
+    "should_commit",
+    "snapshot_properties",
+]
+
+JOB_ID_PROPERTY = "flink.job-id"
+MAX_CHECKPOINT_PROPERTY = "flink.max-committed-checkpoint-id"
+
+
+def last_committed_checkpoint(
+    summaries_newest_first: Iterable[Mapping[str, str]], job_id: str
+) -> int | None:
+    """The checkpoint id of the newest snapshot of ``job_id`` among the summaries of the
+    current snapshot and its ancestors (newest first), or ``None`` if the job committed none.
+
+    >>> last_committed_checkpoint([{"other": "x"}], "a") is None
+    True
+    """
+    for summary in summaries_newest_first:
+        if summary.get(JOB_ID_PROPERTY) == job_id:
+            value = summary.get(MAX_CHECKPOINT_PROPERTY)
+            if value is not None:
+                return int(value)
+    return None
+
+
+def should_commit(last_committed: int | None, checkpoint_id: int) -> bool:
+    """Whether the committables of ``checkpoint_id`` still have to be committed, given the
+    job's last committed checkpoint (checkpoints commit in order: a later one committed means
+    this one was committed with it or before).
+
+    >>> should_commit(None, 1)
+    True
+    """
+    return last_committed is None or checkpoint_id > last_committed
+
+
+def snapshot_properties(job_id: str, checkpoint_id: int) -> dict[str, str]:
+    """The summary properties of the snapshot that commits ``checkpoint_id`` of ``job_id``.
+
+    >>> snapshot_properties("9f2c", 7)
+    {'flink.job-id': '9f2c', 'flink.max-committed-checkpoint-id': '7'}
+    """
+    return {JOB_ID_PROPERTY: job_id, MAX_CHECKPOINT_PROPERTY: str(checkpoint_id)}
+
+
+_FIELD = re.compile(r"^\s*(?:(\w+(?:\[\d+\])?)\s*\(\s*(\w+)\s*\)|(\w+))\s*$")
+
+
+def partition_field(text: str) -> tuple[str, str]:
+    """``(transform, column)`` of a partition field written as Iceberg prints it:
+    ``column`` (identity), ``day(ts)``, ``bucket[16](id)``, ``truncate[4](name)``...
+
+    >>> partition_field("region"), partition_field("day(ts)"), partition_field("bucket[8](id)")
+    (('identity', 'region'), ('day', 'ts'), ('bucket[8]', 'id'))
+    >>> partition_field("day(")
+    Traceback (most recent call last):
+    ...
+    ValueError: Iceberg partition field 'day(' is not 'column' or 'transform(column)' ...
+    """
+    match = _FIELD.match(text)
+    if match is None:
+        raise ValueError(
+            f"Iceberg partition field {text!r} is not 'column' or 'transform(column)' "
+            "(e.g. 'day(ts)', 'bucket[16](id)')"
+        )
+    transform, column, plain = match.groups()
+    return ("identity", plain) if plain else (transform, column)
