@@ -195,7 +195,7 @@ class Azurite(ManagedServer):
         # The port first: the Azure SDK backs off for seconds after a refused connection.
         while time.monotonic() < deadline:
             if self._proc is not None and self._proc.poll() is not None:
-                tail = self._tail()
+                tail = self.log_tail(20)
                 if "EADDRINUSE" in tail:
                     tail = "address already in use: " + tail
                 raise AzuriteStartError(f"Azurite exited with {self._proc.returncode}: {tail}")
@@ -217,15 +217,8 @@ class Azurite(ManagedServer):
                 time.sleep(0.1)
         raise AzuriteStartError(
             f"no Azurite at {self.endpoint} after {_START_TIMEOUT_S:.0f} s ({last!r}): "
-            f"{self._tail()}"
+            f"{self.log_tail(20)}"
         )
-
-    def _tail(self) -> str:
-        try:
-            lines = (self.root / "azurite.log").read_text(errors="replace").splitlines()
-        except OSError:
-            return ""
-        return "\n".join(lines[-20:])
 
     def restart(self) -> None:
         """Stop Azurite (if it runs) and start it again on the same data and port."""

@@ -168,7 +168,7 @@ class FakeGcs(ManagedServer):
         while time.monotonic() < deadline:
             if self._proc is not None and self._proc.poll() is not None:
                 raise FakeGcsStartError(
-                    f"fake-gcs-server exited with {self._proc.returncode}: {self._tail()}"
+                    f"fake-gcs-server exited with {self._proc.returncode}: {self.log_tail(20)}"
                 )
             try:
                 if self.bucket not in {b.rstrip("/") for b in fs.ls("")}:
@@ -179,15 +179,9 @@ class FakeGcs(ManagedServer):
                 fs.invalidate_cache()
                 time.sleep(0.1)
         raise FakeGcsStartError(
-            f"no GCS at {self.endpoint} after {_START_TIMEOUT_S:.0f} s ({last!r}): {self._tail()}"
+            f"no GCS at {self.endpoint} after {_START_TIMEOUT_S:.0f} s ({last!r}): "
+            f"{self.log_tail(20)}"
         )
-
-    def _tail(self) -> str:
-        try:
-            lines = (self.root / "fake-gcs.log").read_text(errors="replace").splitlines()
-        except OSError:
-            return ""
-        return "\n".join(lines[-20:])
 
     def restart(self) -> None:
         """Stop the emulator (if it runs) and start it again on the same data and port."""

@@ -168,12 +168,6 @@ class HdfsCluster(ManagedServer):
     def _command(self, name: str) -> None:
         send_command(self.root, name, lambda: self.running, self.log_tail, HdfsStartError)
 
-    def log_tail(self, lines: int = 30) -> str:
-        path = self.root / "hdfs.log"
-        if not path.exists():
-            return "(no log)"
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-
     def restart(self) -> HdfsCluster:
         """Stop (SIGTERM) if running, then start again on the same port and data."""
         self._end_process(self.stop_signal)

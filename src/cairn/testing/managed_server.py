@@ -52,6 +52,7 @@ class ManagedServer(ABC):
         self._own_root = own_root
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
+        self._log_path: Path | None = None
 
     @abstractmethod
     def start(self: _Server) -> _Server:
@@ -68,7 +69,8 @@ class ManagedServer(ABC):
         preexec_fn: Callable[[], Any] | None = None,
     ) -> subprocess.Popen[bytes]:
         """Start ``args`` in a new session, stdout and stderr into ``root/log_name``."""
-        self._log = open(self.root / log_name, "wb" if truncate else "ab")  # noqa: SIM115
+        self._log_path = self.root / log_name
+        self._log = open(self._log_path, "wb" if truncate else "ab")  # noqa: SIM115
         self._proc = subprocess.Popen(
             list(args),
             stdout=self._log,
@@ -123,6 +125,16 @@ class ManagedServer(ABC):
     @property
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The last ``lines`` lines of the log of the process started last."""
+        if self._log is not None:
+            self._log.flush()
+        try:
+            text = self._log_path.read_text(errors="replace") if self._log_path else ""
+        except OSError:
+            text = ""
+        return "\n".join(text.splitlines()[-lines:]) or "(no log)"
 
     def kill(self) -> None:
         """SIGKILL the server (a crash); its data stays for a restart."""

@@ -1,9 +1,9 @@
-"""Jars of a test server, copied from Maven Central into a per-user cache, and the cache's rule.
+"""Jars of a test server, copied from Maven Central by the repository's poms into the per-user
+cache of :mod:`cairn.testing.tool_cache`.
 
-Invariant: a cache directory (``~/.cache/cairn/<name>``) is complete or absent: it is built
-in a fresh staging directory beside it, marked complete (``.complete``) and renamed into
-place, so concurrent first uses never see half of one and a failed build leaves nothing.
-The Kafka broker (``kafka/pom.xml``) and the HDFS mini cluster (``hadoop/pom.xml``) share it.
+Invariant: a jar directory is complete or absent (the cache's rule); the Kafka broker
+(``kafka/pom.xml``) and Hadoop's mini clusters (``hadoop/pom.xml``) fetch theirs here, and
+without Maven or the network a ``MavenPrepareError`` says how to prepare them.
 
 >>> pom_property(_repo_file("kafka", "pom.xml"), "kafka.version").count(".")
 2
@@ -16,14 +16,13 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
+from cairn.testing.tool_cache import ToolPrepareError, cached_build
+
 __all__ = [
     "MavenPrepareError",
-    "cache_root",
     "cached_directory",
     "copy_dependencies",
     "pom_property",
@@ -32,10 +31,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _MVN_TIMEOUT_S = 900.0
-COMPLETE = ".complete"
 
 
-class MavenPrepareError(RuntimeError):
+class MavenPrepareError(ToolPrepareError):
     """A server's jars could not be fetched (no Maven, no network to Maven Central)."""
 
 
@@ -58,35 +56,10 @@ def pom_property(pom: Path, name: str) -> str:
     return found.group(1).strip()
 
 
-def cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "cairn"
-
-
 def cached_directory(name: str, build: Callable[[Path], None], *, fetch: bool, hint: str) -> Path:
-    """``cache_root()/name``, built by ``build(staging)`` on first use unless ``fetch`` is
-    False (then ``MavenPrepareError`` naming ``hint``, the command that prepares it)."""
-    target = cache_root() / name
-    if (target / COMPLETE).exists():
-        return target
-    if not fetch:
-        raise MavenPrepareError(f"{target} is not prepared; run: {hint}")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=target.parent))
-    try:
-        started = time.monotonic()
-        build(staging)
-        (staging / COMPLETE).write_text(name + "\n")
-        try:
-            staging.rename(target)
-        except OSError:
-            if not (target / COMPLETE).exists():  # not another process's complete copy
-                shutil.rmtree(target, ignore_errors=True)
-                staging.rename(target)
-        log.info("prepared %s (%.0f s)", target, time.monotonic() - started)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
+    """``cache_root()/name`` of :mod:`cairn.testing.tool_cache`, built by ``build(staging)``
+    on first use unless ``fetch`` is False (then ``MavenPrepareError`` naming ``hint``)."""
+    return cached_build(name, build, fetch=fetch, hint=hint, error=MavenPrepareError)
 
 
 def copy_dependencies(pom: Path, into: Path, *, libs_env: str) -> None:

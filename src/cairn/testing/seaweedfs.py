@@ -214,7 +214,7 @@ class SeaweedS3(ManagedServer):
         while time.monotonic() < deadline:
             if self._proc is not None and self._proc.poll() is not None:
                 raise SeaweedStartError(
-                    f"weed exited with {self._proc.returncode}: {self._fatal()}{self._tail()}"
+                    f"weed exited with {self._proc.returncode}: {self._fatal()}{self.log_tail(20)}"
                 )
             try:
                 admin.mkdir(self.bucket)
@@ -227,7 +227,8 @@ class SeaweedS3(ManagedServer):
                 last = exc
                 time.sleep(0.3)
         raise SeaweedStartError(
-            f"no S3 at {self.endpoint} after {_START_TIMEOUT_S:.0f} s ({last!r}): {self._tail()}"
+            f"no S3 at {self.endpoint} after {_START_TIMEOUT_S:.0f} s ({last!r}): "
+            f"{self.log_tail(20)}"
         )
 
     def _fatal(self) -> str:
@@ -239,13 +240,6 @@ class SeaweedS3(ManagedServer):
             return ""
         fatal = [line for line in lines if line[:1] == "F" and line[1:5].isdigit()]
         return "".join(line + "\n" for line in fatal[:3])
-
-    def _tail(self) -> str:
-        try:
-            lines = (self.root / "weed.log").read_text(errors="replace").splitlines()
-        except OSError:
-            return ""
-        return "\n".join(lines[-20:])
 
     def restart(self) -> None:
         """Stop the server (if it runs) and start it again on the same data and ports."""

@@ -1,4 +1,5 @@
-"""Programs the test servers need, built or installed once into ``~/.cache/cairn/<name>/``.
+"""Programs the test servers need, built or installed once into ``~/.cache/cairn/<name>/``
+(fake-gcs-server, Azurite, the Kafka broker's and Hadoop's jars).
 
 Invariant: a cache directory is complete or absent: it is built into a fresh sibling
 directory, marked complete, then renamed into place, so a build that fails or is interrupted
@@ -36,14 +37,22 @@ def cache_root() -> Path:
     return Path(base) / "cairn"
 
 
-def cached_build(name: str, build: Callable[[Path], None], *, fetch: bool = True) -> Path:
+def cached_build(
+    name: str,
+    build: Callable[[Path], None],
+    *,
+    fetch: bool = True,
+    hint: str | None = None,
+    error: type[Exception] = ToolPrepareError,
+) -> Path:
     """The complete directory ``cache_root()/name``; if absent (and ``fetch``), ``build(d)``
-    fills a fresh directory ``d`` (raising ``ToolPrepareError`` on failure) first."""
+    fills a fresh directory ``d`` (raising ``error`` on failure) first. Not prepared and not
+    ``fetch``: ``error``, naming ``hint`` (the command that prepares it)."""
     target = cache_root() / name
     if (target / _COMPLETE).exists():
         return target
     if not fetch:
-        raise ToolPrepareError(f"{name} is not prepared in {target}")
+        raise error(f"{name} is not prepared in {target}" + (f"; run: {hint}" if hint else ""))
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=target.parent))
     try:

@@ -207,12 +207,6 @@ class YarnCluster(ManagedServer):
     def _command(self, name: str) -> None:
         send_command(self.root, name, lambda: self.running, self.log_tail, YarnStartError)
 
-    def log_tail(self, lines: int = 30) -> str:
-        path = self.root / "yarn.log"
-        if not path.exists():
-            return "(no log)"
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m cairn.testing.yarn run``: a cluster until Ctrl-C, its conf dir printed."""
