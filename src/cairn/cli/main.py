@@ -92,7 +92,9 @@ def _refuse_misplaced(
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from cairn.common.exceptions import JobExecutionException
     from cairn.datastream.stream_execution_environment import set_context_defaults
+    from cairn.deploy.job_master_client import JobExecutionError
 
     ours, rest = _misplaced_run_options(args.script_args)
     if ours:
@@ -116,7 +118,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     script = os.path.abspath(args.script)
     sys.argv = [script, *script_args]
     sys.path.insert(0, os.path.dirname(script))
-    runpy.run_path(script, run_name="__main__")
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except JobExecutionException as error:
+        if args.verbose or not isinstance(error, JobExecutionError):
+            raise
+        from cairn.cli.failure_report import report_job_failure
+        from cairn.observability.progress import silence_progress
+
+        silence_progress()
+        print(report_job_failure(error), file=sys.stderr)
+        return 1
     return 0
 
 
@@ -401,7 +413,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Expected errors (invalid configuration, no usable checkpoint, a job that cannot be
     submitted) print one line, ``cairn <command>: <what is wrong>``, and return 1; ``-v``
-    adds the traceback. Anything else (a failure in the user's code) keeps its traceback.
+    adds the traceback. A job of ``cairn run`` that fails in the user's code prints a short
+    report (``cli/failure_report.py``) and returns 1 (``-v``: its whole traceback). Anything
+    else keeps its traceback.
     Ctrl-C prints ``cairn <command>: interrupted`` (for ``run``, with where the running jobs'
     checkpoints are) and returns 130.
     """

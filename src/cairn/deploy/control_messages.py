@@ -13,6 +13,7 @@ from typing import Any
 
 from cairn.checkpoint.failure import CheckpointFailureReason
 from cairn.checkpoint.messages import TaskKey
+from cairn.deploy.failure_facts import FailureFacts
 from cairn.deploy.initialization import WorkerInitialization
 from cairn.deploy.worker_cpu import WorkerCpu
 from cairn.events import CheckpointBarrier
@@ -59,6 +60,9 @@ class TaskFailed:
     # The restored checkpoint's state failed its checks (CRC, decoding, a missing file): the
     # job master does not restore that checkpoint again.
     restore_failed: bool = False
+    # Where in the user's code (``deploy/failure_facts.py``): the operator that raised, the
+    # user's own frames (file, line, function, source), the record it was given (repr).
+    facts: FailureFacts | None = None
 
 
 @dataclass(frozen=True)

@@ -360,6 +360,7 @@ class JobMaster:
             self._end(JobStatus.SUSPENDED, LeadershipLost(f"job {self.job_id}: leadership lost"))
         else:
             log.error("job %s failed, not restarting: %s", self.job_id, decision.reason)
+            self._publish(failure_reason=decision.reason)
             self._end(JobStatus.FAILED, decision.cause)
 
     def _restart_after(self, decision: Restart) -> Step:

@@ -31,8 +31,13 @@ class JobExecutionError(JobExecutionException):
     """The job failed (restart strategy exhausted); the cause carries the remote traceback.
 
     A ``JobExecutionException`` (the public API's name), so ``except JobExecutionException``
-    around ``env.execute()`` catches it.
+    around ``env.execute()`` catches it. ``restarts``: how many times the job restarted before
+    it failed; ``failure_reason``: why it was not restarted again (the restart strategy's
+    words).
     """
+
+    restarts: int = 0
+    failure_reason: str | None = None
 
 
 class StreamingJobClient:
@@ -144,7 +149,9 @@ class StreamingJobClient:
             raise TimeoutError(f"job {self.get_job_id()} still running after {timeout} s")
         m = self._master.view
         if m.status is JobStatus.FAILED:
-            raise JobExecutionError(f"Job {m.job_id} failed: {m.error}", m.job_id) from m.error
+            error = JobExecutionError(f"Job {m.job_id} failed: {m.error}", m.job_id)
+            error.restarts, error.failure_reason = m.restarts, m.failure_reason
+            raise error from m.error
         if m.status is JobStatus.SUSPENDED:  # another driver leads the job now
             raise JobExecutionError(f"Job {m.job_id} suspended: {m.error}", m.job_id) from m.error
         runtime = m.running_for_ms(int(time.time() * 1000))

@@ -61,6 +61,7 @@ class JobView:
     attempt: AttemptNumber = _BEFORE_FIRST
     restarts: int = 0
     error: BaseException | None = None
+    failure_reason: str | None = None  # why a FAILED job was not restarted
     start_ms: int = 0
     end_ms: int | None = None
     worker_pids: Mapping[int, int] = field(default_factory=lambda: MappingProxyType({}))

@@ -35,6 +35,7 @@ from cairn.checkpoint.read_timing import ReadTiming
 from cairn.checkpoint.storage import CheckpointStorage
 from cairn.deploy import control_messages as p
 from cairn.deploy.execution_plan import ExecutionPlan
+from cairn.deploy.failure_facts import facts_of
 from cairn.deploy.lifecycle import WorkerOutcome
 from cairn.deploy.output_forwarding import forwarding_stdout
 from cairn.deploy.process_tuning import (
@@ -509,8 +510,9 @@ class Worker:
         # Corrupt restored state: only while the tasks are built (restore), not found later.
         corrupt = isinstance(exc, _CORRUPT_STATE) and not self._built
         key = task.key if task else None
+        facts = facts_of(exc)  # before the traceback's frames are gone
         self.send_to_master(
-            p.TaskFailed(self.attempt, key, type(exc).__name__, str(exc), tb, corrupt)
+            p.TaskFailed(self.attempt, key, type(exc).__name__, str(exc), tb, corrupt, facts)
         )
 
     def _abort_connections(self) -> None:
