@@ -32,7 +32,7 @@ pytest.importorskip("deltalake")
 pytest.importorskip("pyiceberg")
 pytestmark = [pytest.mark.slow]
 
-JOB = Path(__file__).with_name("lake_driver_loss_job.py")
+JOB = Path(__file__).with_name("_lake_driver_loss_job.py")
 REPO = Path(__file__).resolve().parents[2]
 RECORDS, KEYS, RATE = 16_000, 8, 1_000
 TABLE = "lake.out"
@@ -47,7 +47,7 @@ PHASES = [
 
 
 class Driver:
-    """Runs ``cairn run lake_driver_loss_job.py -- ...`` again and again, the same command."""
+    """Runs ``cairn run _lake_driver_loss_job.py -- ...`` again and again, the same command."""
 
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp

@@ -1,4 +1,4 @@
-"""The job of the lakehouse driver-loss test, run as ``cairn run lake_driver_loss_job.py --
+"""The job of the lakehouse driver-loss test, run as ``cairn run _lake_driver_loss_job.py --
 <args>``: per-key sequences (paced) -> keyed sequence check -> a Delta sink (vertices
 ``delta: Writer``/``delta: Committer``) and an Iceberg sink (``iceberg: ...``), both
 exactly-once, on the in-process executor (workers are threads of the driver).
