@@ -82,7 +82,7 @@ def checkpoint_versions(path: str) -> list[str]:
 
 
 def staged_leftovers(path: str) -> list[str]:
-    """Files left in the sink's staging folder (manifests not yet committed)."""
+    """Files left in the sink's staging folder (changelog files not yet applied)."""
     import os
 
     found = []

@@ -42,7 +42,8 @@ def test_sigkill_at_the_commit_phases_keeps_the_delta_table_exactly_once(spark: 
     path = tempfile.mkdtemp(prefix="cairn-delta-") + "/sequence"
     marker = tempfile.mktemp(prefix="cairn-delta-faults-")
     faults = ";".join(
-        f"{spec},marker={marker}" for spec in KILL_SCHEDULES["barrier-to-ack-and-commit"].split(";")
+        f"{spec},marker={marker}"
+        for spec in KILL_SCHEDULES["barrier-to-ack-and-global-commit"].split(";")
     )
     client = _run({"cairn.executor": "spark", "cairn.testing.faults": faults}, path)
     # Every scheduled kill landed where it aimed (and nothing else restarted the job).
@@ -72,7 +73,7 @@ def test_inprocess_crashes_and_a_replayed_commit_write_each_checkpoint_once() ->
     path = tempfile.mkdtemp(prefix="cairn-delta-") + "/sequence"
     conf = {
         "cairn.executor": "inprocess",
-        "cairn.testing.faults": KILL_SCHEDULES["barrier-to-ack-and-commit"],
+        "cairn.testing.faults": KILL_SCHEDULES["barrier-to-ack-and-global-commit"],
     }
     client = _run(conf, path)
     assert client.job_master.restarts == 3

@@ -27,7 +27,7 @@ def test_exactly_once_into_a_delta_table_on_s3(seaweed: Any) -> None:
     options = seaweed_options(seaweed)
     conf = {
         "cairn.executor": "inprocess",
-        "cairn.testing.faults": KILL_SCHEDULES["barrier-to-ack-and-commit"],
+        "cairn.testing.faults": KILL_SCHEDULES["barrier-to-ack-and-global-commit"],
     }
     env = delta_sequence_job(conf, path, records=RECORDS, keys=KEYS, storage_options=options)
     client = env.execute_async("delta-s3")

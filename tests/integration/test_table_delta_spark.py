@@ -28,8 +28,8 @@ def test_group_by_into_a_delta_table_survives_kills_around_the_commit(
     conf = {
         "cairn.executor": "spark",
         "cairn.testing.faults": (
-            f"point=before-commit,attempt=0,subtask=0,vertex=Sink,marker={marker};"
-            f"point=after-commit,attempt=1,subtask=0,vertex=Sink,marker={marker}"
+            f"point=before-commit,attempt=0,vertex=Committer,marker={marker};"
+            f"point=after-commit,attempt=1,vertex=Committer,marker={marker}"
         ),
     }
     t_env = StreamTableEnvironment.create(

@@ -1,7 +1,8 @@
 """DeltaSink: one Delta version per checkpoint for every subtask's files, a replayed commit
-is a no-op (the ``txn`` action), failed checkpoints ride along, aborted attempts are never
-committed and are cleaned, mismatched tables refused. Writers and committers driven by hand
-as the sink operator drives them (the engine's side is in the integration tests)."""
+is a no-op (the ``txn`` action), aborted attempts are never committed and are cleaned after
+the restarted attempt's first commit, mismatched tables refused. Writers and the global
+committer driven by hand as the engine drives them (writers' results gathered into one
+``CheckpointCommittables`` per checkpoint; the engine's side is in the integration tests)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from cairn.api.connectors import CheckpointCommittables
 from cairn.common import Row, Types
 from cairn.common.exceptions import ConfigurationError
 from cairn.datastream.connectors.base import SinkWriterContext
 from cairn.datastream.connectors.delta import DeltaSink, table_file_paths
-from cairn.datastream.connectors.delta_protocol import (
-    manifests_to_commit,
-    needs_commit,
-    orphan_data_files,
-)
+from cairn.datastream.connectors.delta_protocol import needs_commit, orphan_data_files
 from cairn.ids import CheckpointId
 from cairn.runtime.operators.sinks import END_OF_INPUT_CHECKPOINT
 
@@ -36,6 +34,12 @@ def ctx(subtask: int, attempt: int = 0, parallelism: int = 2) -> SinkWriterConte
     return SinkWriterContext(subtask, parallelism, attempt, "job")  # type: ignore[arg-type]
 
 
+def gathered(checkpoint: int, *results: list[object]) -> list[CheckpointCommittables]:
+    """What the one committer subtask holds for ``checkpoint``: every writer's results."""
+    flat = tuple(r for rs in results for r in rs)
+    return [CheckpointCommittables("job", CheckpointId(checkpoint), flat)]  # type: ignore[arg-type]
+
+
 def rows(path: Path) -> list[tuple[str, int]]:
     t = deltalake.DeltaTable(str(path)).to_pyarrow_table()
     return sorted(zip(t.column("k").to_pylist(), t.column("n").to_pylist(), strict=True))
@@ -43,56 +47,86 @@ def rows(path: Path) -> list[tuple[str, int]]:
 
 def test_one_version_per_checkpoint_holds_every_subtasks_files(tmp_path: Path) -> None:
     s = sink(tmp_path / "t")
+    assert s.global_committer
     w0, w1 = s.create_writer(ctx(0), []), s.create_writer(ctx(1), [])
     w0.write_batch([Row(k="a", n=1), Row(k="b", n=2)])
     w1.write(Row(k="c", n=3))
-    c0, c1 = w0.prepare_commit(CheckpointId(1)), w1.prepare_commit(CheckpointId(1))
-    s.create_committer().commit(c1)  # subtask 1's committer: its files wait in the manifest
-    assert rows(tmp_path / "t") == []
-    s.create_committer().commit(c0)
+    c = gathered(1, w0.prepare_commit(CheckpointId(1)), w1.prepare_commit(CheckpointId(1)))
+    assert rows(tmp_path / "t") == []  # written, not visible before the commit
+    s.create_committer().commit(c)
     table = deltalake.DeltaTable(str(tmp_path / "t"))
     assert rows(tmp_path / "t") == [("a", 1), ("b", 2), ("c", 3)]
     assert table.version() == 1 and table.transaction_version("app") == 1
     # A replay of the same committables (after a restore) adds no version and no row.
-    s.create_committer().commit(c0 + c1)
+    s.create_committer().commit(c)
     assert deltalake.DeltaTable(str(tmp_path / "t")).version() == 1
     assert rows(tmp_path / "t") == [("a", 1), ("b", 2), ("c", 3)]
+    # A checkpoint without records makes no version.
+    assert w0.prepare_commit(CheckpointId(2)) == []
 
 
-def test_a_failed_checkpoint_is_committed_with_the_next_and_other_attempts_never(
+def test_pending_checkpoints_commit_in_order_and_other_attempts_are_cleaned(
     tmp_path: Path,
 ) -> None:
     s = sink(tmp_path / "t")
     w0, w1 = s.create_writer(ctx(0), []), s.create_writer(ctx(1), [])
     w1.write(Row(k="x", n=1))
-    w1.prepare_commit(CheckpointId(1))  # checkpoint 1 fails: subtask 0 never got there
+    c1 = gathered(1, w1.prepare_commit(CheckpointId(1)))  # checkpoint 1 failed: pending
     w0.write(Row(k="y", n=2))
-    c0 = w0.prepare_commit(CheckpointId(2))
-    w1.prepare_commit(CheckpointId(2))
-    # An earlier attempt that staged checkpoint 2 and died: not part of this run's state.
+    c2 = gathered(2, w0.prepare_commit(CheckpointId(2)), w1.prepare_commit(CheckpointId(2)))
+    # An earlier attempt that wrote for checkpoint 2 and died: not part of this run's state.
     dead = s.create_writer(ctx(1, attempt=7), [])
     dead.write(Row(k="dead", n=9))
     dead.prepare_commit(CheckpointId(2))
-    s.create_committer().commit(c0)
+    committer = s.create_committer()
+    committer.commit(c2 + c1)  # checkpoint 2 completes: 1 and 2, as two versions, in order
+    table = deltalake.DeltaTable(str(tmp_path / "t"))
     assert rows(tmp_path / "t") == [("x", 1), ("y", 2)]
-    assert deltalake.DeltaTable(str(tmp_path / "t")).version() == 1
-    # The restarted attempt 8 cleans what attempt 7 left, keeps its own writer's files.
+    assert table.version() == 2 and table.transaction_version("app") == 2
+    # The restarted attempt 8 cleans what attempt 7 left after its first commit, and keeps
+    # its own writers' files.
     live = s.create_writer(ctx(1, attempt=8), [])
     live.write(Row(k="live", n=5))
-    live.prepare_commit(CheckpointId(3))
-    s.create_committer().abort_leftovers(ctx(0, attempt=8))
-    files = sorted(p.name for p in (tmp_path / "t").glob("*.parquet"))
-    referenced = table_file_paths(deltalake.DeltaTable(str(tmp_path / "t")))
-    assert [f for f in files if f not in referenced] == [f for f in files if "-a8-" in f] != []
-    assert not any((tmp_path / "t" / "_cairn_staging" / "app").glob("job-a7/*"))
+    c3 = gathered(3, live.prepare_commit(CheckpointId(3)))
+    live.write(Row(k="later", n=6))
+    live.prepare_commit(CheckpointId(4))
+    restarted = s.create_committer()
+    restarted.abort_leftovers(ctx(0, attempt=8))
+
+    def unreferenced() -> list[str]:
+        files = sorted(p.name for p in (tmp_path / "t").glob("*.parquet"))
+        referenced = table_file_paths(deltalake.DeltaTable(str(tmp_path / "t")))
+        return [f for f in files if f not in referenced]
+
+    assert any("-a7-" in f for f in unreferenced())  # not before the first commit
+    restarted.commit(c3)
+    assert [f for f in unreferenced() if "-a8-" not in f] == []
+    assert len(unreferenced()) == 1  # attempt 8's checkpoint 4, not committed yet
 
 
-def test_end_of_input_commits_each_subtasks_files_itself(tmp_path: Path) -> None:
+def test_end_of_input_commits_without_a_txn(tmp_path: Path) -> None:
     s = sink(tmp_path / "t")
     w = s.create_writer(ctx(1), [])
     w.write(Row(k="tail", n=1))
-    s.create_committer().commit(w.prepare_commit(END_OF_INPUT_CHECKPOINT))
+    s.create_committer().commit(
+        gathered(END_OF_INPUT_CHECKPOINT, w.prepare_commit(END_OF_INPUT_CHECKPOINT))
+    )
     assert rows(tmp_path / "t") == [("tail", 1)]
+    assert deltalake.DeltaTable(str(tmp_path / "t")).transaction_version("app") is None
+
+
+def test_a_writer_closed_before_its_barrier_deletes_its_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cairn.datastream.connectors import delta
+
+    monkeypatch.setattr(delta, "ROWS_PER_FILE", 2)
+    s = sink(tmp_path / "t")
+    w = s.create_writer(ctx(0), [])
+    w.write_batch([Row(k=str(i), n=i) for i in range(3)])  # rolls a file before any barrier
+    assert list((tmp_path / "t").glob("*.parquet"))
+    w.close()
+    assert not list((tmp_path / "t").glob("*.parquet"))
 
 
 def test_a_table_with_other_columns_is_refused_in_one_line(tmp_path: Path) -> None:
@@ -110,8 +144,6 @@ def test_needs_rows_of_named_fields() -> None:
 
 def test_pure_decisions() -> None:
     assert needs_commit(None, 1) and needs_commit(3, 4) and not needs_commit(4, 4)
-    names = [f"c{c:020d}-s{s}.json" for c in (1, 2, 3) for s in (0, 1)]
-    assert manifests_to_commit(names, 2) == names[:4]
     assert orphan_data_files(["part-app-j-a0-s0-c1-0.parquet"], "other", "", []) == []
 
 
@@ -130,17 +162,15 @@ def test_upsert_keys_merge_a_changelog_once_per_checkpoint(tmp_path: Path) -> No
     w0.write_batch([change(RowKind.INSERT, "a", 1), change(RowKind.INSERT, "b", 1)])
     w0.write_batch([change(RowKind.UPDATE_BEFORE, "a", 1), change(RowKind.UPDATE_AFTER, "a", 2)])
     w1.write_batch([change(RowKind.INSERT, "c", 1)])
-    c0 = w0.prepare_commit(CheckpointId(1))
-    w1.prepare_commit(CheckpointId(1))
-    s.create_committer().commit(c0)
+    c = gathered(1, w0.prepare_commit(CheckpointId(1)), w1.prepare_commit(CheckpointId(1)))
+    s.create_committer().commit(c)
     assert rows(tmp_path / "t") == [("a", 2), ("b", 1), ("c", 1)]
     w0.write_batch([change(RowKind.DELETE, "b", 1), change(RowKind.UPDATE_AFTER, "a", 3)])
     w1.write(change(RowKind.UPDATE_AFTER, "c", 9))
-    c0 = w0.prepare_commit(CheckpointId(2))
-    w1.prepare_commit(CheckpointId(2))
+    c = gathered(2, w0.prepare_commit(CheckpointId(2)), w1.prepare_commit(CheckpointId(2)))
     committer = s.create_committer()
-    committer.commit(c0)
-    committer.commit(c0)  # replayed: the txn says it is in
+    committer.commit(c)
+    committer.commit(c)  # replayed: the txn says it is in
     table = deltalake.DeltaTable(str(tmp_path / "t"))
     assert rows(tmp_path / "t") == [("a", 3), ("c", 9)]
     assert table.version() == 2 and table.transaction_version("app") == 2

@@ -1,12 +1,15 @@
 """An exactly-once Delta Lake sink (``DeltaSink``) on delta-rs (``pip install cairn[delta]``).
 
 Invariant: records reach Parquet files in the table's folder that no Delta version refers to
-until the checkpoint that covers them completes; then one Delta commit per checkpoint adds
-every subtask's files of it, with the ``txn`` action ``(app id, checkpoint id)`` that makes a
-replay after a restore a no-op (the rules are in ``delta_protocol``). Files of aborted
-attempts are deleted when a restarted job has committed what it restored. With upsert keys
-the records are a changelog, staged as Parquet beside the manifests and applied by one
-Delta MERGE per checkpoint (``delta_merge``).
+until the checkpoint that covers them completes. The sink has a global committer (as the
+Iceberg sink, Flink's SinkV2 shape): at each barrier every writer sends the descriptions of
+its closed files to the one committer subtask, which keeps them in the checkpoint and, when
+it completes, adds them all in one Delta commit with the ``txn`` action ``(app id,
+checkpoint id)`` that makes a replay after a restore a no-op (the rules are in
+``delta_protocol``). Files of aborted attempts are deleted once a restarted job has
+committed a checkpoint of its own. With upsert keys the records are a changelog, staged as
+Parquet under ``_cairn_staging/`` and applied by one Delta MERGE per checkpoint
+(``delta_merge``).
 
 >>> from cairn.common import Types
 >>> sink = (DeltaSink.for_row_data("/tmp/t", Types.ROW_NAMED(["k", "n"],
@@ -17,18 +20,25 @@ Delta MERGE per checkpoint (``delta_merge``).
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import logging
 import posixpath
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
 from typing import Any
 
 from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
 
-from cairn.api.connectors import Committer, Sink, SinkWriter, SinkWriterContext
+from cairn.api.connectors import (
+    CheckpointCommittables,
+    Committer,
+    Sink,
+    SinkWriter,
+    SinkWriterContext,
+)
 from cairn.common.exceptions import ConfigurationError
 from cairn.common.typeinfo import RowTypeInfo
 from cairn.datastream.connectors.delta_merge import (
@@ -39,13 +49,11 @@ from cairn.datastream.connectors.delta_merge import (
 )
 from cairn.datastream.connectors.delta_protocol import (
     DataFile,
-    DeltaCommittable,
+    DeltaWriteResult,
     attempt_dir,
     attempt_file_prefix,
     data_file_name,
     fsspec_options,
-    manifest_name,
-    manifests_to_commit,
     needs_commit,
     orphan_data_files,
     schema_mismatch,
@@ -55,6 +63,8 @@ from cairn.ids import CheckpointId
 from cairn.runtime.operators.sinks import END_OF_INPUT_CHECKPOINT
 
 __all__ = ["DeltaCommitter", "DeltaSink", "DeltaSinkBuilder", "DeltaSinkWriter"]
+
+log = logging.getLogger(__name__)
 
 ROWS_PER_FILE = 1_000_000  # a file rolls within a checkpoint interval past this many rows
 
@@ -88,6 +98,8 @@ class DeltaSink(Sink):
     :meth:`for_row_data`; the app id of the ``txn`` actions defaults to ``cairn-<job id>``.
     With ``upsert_keys`` it takes a changelog (``Row``s with their ``RowKind``) keyed by
     them and merges it into the table."""
+
+    global_committer = True
 
     def __init__(
         self,
@@ -175,7 +187,7 @@ def ensure_table(path: str, row_type: RowTypeInfo, storage: dict[str, str]) -> N
 
 class DeltaSinkWriter(SinkWriter):
     """Buffers a subtask's rows; at a barrier writes them as Parquet into the table's folder
-    and stages a manifest of the checkpoint's files (durable before the acknowledgement)."""
+    (durable before the acknowledgement) and hands their descriptions to the committer."""
 
     def __init__(self, sink: DeltaSink, context: SinkWriterContext) -> None:
         self._sink = sink
@@ -186,11 +198,11 @@ class DeltaSinkWriter(SinkWriter):
             sink.table_path, **fsspec_options(sink.table_path, sink.storage_options)
         )
         self._buffer: list[Any] = []
-        self._files: list[DataFile] = []
+        self._files: list[DataFile] = []  # written, not yet handed to the committer
         self._seq = 0
         self._checkpoint = 0  # the checkpoint the next file belongs to (named after)
-        self._folder = attempt_dir(self._app_id, str(context.job_id), int(context.attempt_number))
-        self._staging = f"{self._folder}/changes"
+        folder = attempt_dir(self._app_id, str(context.job_id), int(context.attempt_number))
+        self._staging = f"{folder}/changes"
 
     def write(self, record: Any) -> None:
         self._buffer.append(record)
@@ -229,31 +241,29 @@ class DeltaSinkWriter(SinkWriter):
         self._fs.pipe_file(posixpath.join(self._root, name), data)
         self._files.append(DataFile(name, len(data), int(time.time() * 1000), table.num_rows))
 
-    def prepare_commit(self, checkpoint_id: CheckpointId) -> list[DeltaCommittable]:
+    def prepare_commit(self, checkpoint_id: CheckpointId) -> list[DeltaWriteResult]:
         self._checkpoint = int(checkpoint_id)
         self._roll()
-        c = self._context
-        committable = DeltaCommittable(
-            self._app_id, str(c.job_id), int(c.attempt_number), int(c.subtask_index),
-            int(checkpoint_id), tuple(self._files),
-        )  # fmt: skip
-        self._files = []
-        if checkpoint_id != END_OF_INPUT_CHECKPOINT:
-            folder = posixpath.join(self._root, self._folder)
-            manifest = [asdict(f) for f in committable.files]
-            self._fs.makedirs(folder, exist_ok=True)
-            self._fs.pipe_file(
-                posixpath.join(folder, manifest_name(int(checkpoint_id), int(c.subtask_index))),
-                json.dumps(manifest).encode(),
-            )
         self._checkpoint = int(checkpoint_id) + 1
-        return [committable]
+        if not self._files:
+            return []
+        files, self._files = tuple(self._files), []
+        return [DeltaWriteResult(int(self._context.subtask_index), files)]
+
+    def close(self) -> None:
+        # Files no checkpoint will commit (written since the last barrier): delete them.
+        for f in self._files:
+            with contextlib.suppress(Exception):
+                self._fs.rm_file(posixpath.join(self._root, f.path))
+        self._files = []
 
 
 class DeltaCommitter(Committer):
-    """Subtask 0's committables commit their checkpoint for every subtask; the others' are
-    no-ops (their files are in the manifests). An end-of-input committable (no checkpoint
-    follows it) commits its own files."""
+    """Commits each checkpoint's files, from all writers, as one Delta version (the sink's
+    one committer subtask). An end-of-input commit (no checkpoint follows it) carries no
+    ``txn`` action. Other attempts' leftovers are deleted after this attempt's first commit
+    (when every restored committable, in-flight ones of an unaligned checkpoint too, has
+    reached the table)."""
 
     def __init__(self, sink: DeltaSink) -> None:
         self._sink = sink
@@ -261,55 +271,52 @@ class DeltaCommitter(Committer):
         self._fs, self._root = url_to_fs(
             sink.table_path, **fsspec_options(sink.table_path, sink.storage_options)
         )
+        self._leftovers: SinkWriterContext | None = None
 
     def commit(self, committables: Sequence[Any]) -> None:
-        for c in committables:
-            if not isinstance(c, DeltaCommittable):
-                continue
-            if c.checkpoint_id == END_OF_INPUT_CHECKPOINT:
-                if c.files:
-                    self._apply(list(c.files), None, c)
-            elif c.subtask == 0:
-                self._commit_checkpoint(c)
+        for c in sorted(committables, key=lambda c: c.checkpoint_id):
+            if not isinstance(c, CheckpointCommittables):
+                raise TypeError(f"Delta committer: unexpected committable {type(c).__name__}")
+            self._commit_checkpoint(c)
+        if self._leftovers is not None:
+            context, self._leftovers = self._leftovers, None
+            self._delete_leftovers(context)
 
-    def _commit_checkpoint(self, c: DeltaCommittable) -> None:
-        folder = posixpath.join(self._root, attempt_dir(c.app_id, c.job_id, c.attempt))
-        names = (
-            [posixpath.basename(p) for p in self._fs.ls(folder, detail=False)]
-            if self._fs.exists(folder)
-            else []
+    def _commit_checkpoint(self, c: CheckpointCommittables) -> None:
+        files = [f for result in c.committables for f in result.files]
+        app_id = self._sink.resolved_app_id(str(c.job_id))
+        final = c.checkpoint_id == END_OF_INPUT_CHECKPOINT
+        checkpoint = None if final else int(c.checkpoint_id)
+        done = checkpoint is not None and not needs_commit(
+            self._table().transaction_version(app_id), checkpoint
         )
-        chosen = manifests_to_commit(names, c.checkpoint_id)
-        table = self._table()
-        if needs_commit(table.transaction_version(c.app_id), c.checkpoint_id):
-            files: dict[str, DataFile] = {}
-            for name in chosen:
-                for entry in json.loads(self._fs.cat_file(posixpath.join(folder, name))):
-                    files[entry["path"]] = DataFile(**entry)
-            if files:  # a checkpoint without records makes no version
-                self._apply(list(files.values()), c.checkpoint_id, c)
-        for name in chosen:
-            if self._sink.upsert_keys:  # the staged changes the manifest lists are applied
-                for entry in json.loads(self._fs.cat_file(posixpath.join(folder, name))):
-                    self._fs.rm_file(posixpath.join(self._root, entry["path"]))
-            self._fs.rm_file(posixpath.join(folder, name))
+        if files and not done:  # a checkpoint without records makes no version
+            if self._sink.upsert_keys:
+                self._merge_files(files, checkpoint, app_id, str(c.job_id))
+            else:
+                self._commit_files(files, checkpoint, app_id, str(c.job_id))
+        if self._sink.upsert_keys:  # the staged changes are applied (or were before)
+            for f in files:
+                with contextlib.suppress(FileNotFoundError):
+                    self._fs.rm_file(posixpath.join(self._root, f.path))
+        log.info(
+            "Delta sink: checkpoint %s of job %s: %s (%d files)",
+            "end of input" if final else c.checkpoint_id,
+            c.job_id,
+            "already in the table" if done else "committed",
+            len(files),
+        )
 
-    def _apply(self, files: list[DataFile], checkpoint_id: int | None, c: DeltaCommittable) -> None:
-        if self._sink.upsert_keys:
-            self._merge_files(files, checkpoint_id, c)
-        else:
-            self._commit_files(files, checkpoint_id, c)
-
-    def _properties(self, checkpoint_id: int | None, c: DeltaCommittable) -> Any:
+    def _properties(self, checkpoint_id: int | None, app_id: str, job_id: str) -> Any:
         dl = _deltalake()
-        txns = [] if checkpoint_id is None else [dl.Transaction(c.app_id, checkpoint_id)]
+        txns = [] if checkpoint_id is None else [dl.Transaction(app_id, checkpoint_id)]
         return dl.CommitProperties(
             app_transactions=txns,
-            custom_metadata={"cairn.checkpoint": str(checkpoint_id), "cairn.job": c.job_id},
+            custom_metadata={"cairn.checkpoint": str(checkpoint_id), "cairn.job": job_id},
         )
 
     def _merge_files(
-        self, files: list[DataFile], checkpoint_id: int | None, c: DeltaCommittable
+        self, files: list[DataFile], checkpoint_id: int | None, app_id: str, job_id: str
     ) -> None:
         """One MERGE of the staged changes, in the writers' order, last change per key."""
         import pyarrow as pa
@@ -329,7 +336,7 @@ class DeltaCommitter(Committer):
                 merge_predicate(keys),
                 source_alias="s",
                 target_alias="t",
-                commit_properties=self._properties(checkpoint_id, c),
+                commit_properties=self._properties(checkpoint_id, app_id, job_id),
             )
             .when_matched_delete(deleted)
             .when_matched_update_all(f"NOT {deleted}", except_cols=[DELETE_COLUMN])
@@ -343,7 +350,7 @@ class DeltaCommitter(Committer):
         )
 
     def _commit_files(
-        self, files: list[DataFile], checkpoint_id: int | None, c: DeltaCommittable
+        self, files: list[DataFile], checkpoint_id: int | None, app_id: str, job_id: str
     ) -> None:
         from deltalake.transaction import AddAction
 
@@ -363,16 +370,18 @@ class DeltaCommitter(Committer):
             actions,
             mode="append",
             schema=table.schema(),
-            commit_properties=self._properties(checkpoint_id, c),
+            commit_properties=self._properties(checkpoint_id, app_id, job_id),
         )
 
     def abort_leftovers(self, context: SinkWriterContext) -> None:
-        """Delete this app's staged manifests and unreferenced data files of other attempts
-        (aborted checkpoints), after the restored checkpoints were committed."""
+        """After a restore or restart: delete this app's staged changes and unreferenced data
+        files of other attempts, after this attempt's first commit (see the class)."""
+        self._leftovers = context
+
+    def _delete_leftovers(self, context: SinkWriterContext) -> None:
         app_id = self._sink.resolved_app_id(str(context.job_id))
         current = attempt_dir(app_id, str(context.job_id), int(context.attempt_number))
-        parent = posixpath.dirname(current)
-        base = posixpath.join(self._root, parent)
+        base = posixpath.join(self._root, posixpath.dirname(current))
         if self._fs.exists(base):
             for folder in self._fs.ls(base, detail=False):
                 if posixpath.basename(folder.rstrip("/")) != posixpath.basename(current):

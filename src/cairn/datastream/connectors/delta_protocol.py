@@ -1,12 +1,13 @@
 """The Delta sink's commit protocol as pure decisions: names, what a commit takes, orphans.
 
-Invariant: a checkpoint becomes at most one Delta version. Every writer subtask stages a
-manifest of its data files at the barrier (named by job, attempt, checkpoint and subtask);
-when the checkpoint completes, subtask 0's committer commits the manifests of its own job
-and attempt up to that checkpoint in one Delta transaction carrying the ``txn`` action
-``(app id, checkpoint id)``, unless the table's transaction version for the app id has
-reached the checkpoint already (a replay after a restore). Manifests of other attempts
-describe data that was never part of a completed checkpoint of this run: never committed.
+Invariant: a checkpoint becomes at most one Delta version. Every writer subtask sends the
+descriptions of the data files it closed at a barrier (a ``DeltaWriteResult``) to the sink's
+one committer subtask (``Sink.global_committer``), which keeps them in that checkpoint's
+state and, when the checkpoint completes, commits them all in one Delta transaction carrying
+the ``txn`` action ``(app id, checkpoint id)``, unless the table's transaction version for
+the app id has reached the checkpoint already (a replay after a restore). Files of other
+attempts that no committed version refers to were never part of a completed checkpoint of
+this run: deleted, never committed.
 
 >>> data_file_name("cairn-j1", "j1", 2, 0, 7, 3)
 'part-cairn-j1-j1-a2-s0-c7-3.parquet'
@@ -23,21 +24,17 @@ from dataclasses import dataclass
 __all__ = [
     "STAGING_DIR",
     "DataFile",
-    "DeltaCommittable",
-    "ManifestName",
+    "DeltaWriteResult",
     "attempt_dir",
     "attempt_file_prefix",
     "data_file_name",
     "fsspec_options",
-    "manifest_name",
-    "manifests_to_commit",
     "needs_commit",
     "orphan_data_files",
-    "parse_manifest_name",
     "schema_mismatch",
 ]
 
-STAGING_DIR = "_cairn_staging"  # under the table root; Delta readers skip "_" directories
+STAGING_DIR = "_cairn_staging"  # changelog files of upserts; Delta readers skip "_" folders
 
 
 @dataclass(frozen=True)
@@ -51,24 +48,17 @@ class DataFile:
 
 
 @dataclass(frozen=True)
-class DeltaCommittable:
-    """What a writer pre-committed at a barrier: its data files and where its manifest is.
+class DeltaWriteResult:
+    """A writer's committable: the files it closed at a barrier (or at the end of input),
+    in the order it wrote them; with upsert keys they are staged changelog files, applied by
+    the committer's MERGE and never added as they are.
 
-    ``checkpoint_id`` is the barrier's (or the end of input's); only subtask 0's committable
-    of a checkpoint commits it, for every subtask (their manifests)."""
+    >>> DeltaWriteResult(1, (DataFile("part-x.parquet", 10, 0, 2),)).files[0].num_records
+    2
+    """
 
-    app_id: str
-    job_id: str
-    attempt: int
     subtask: int
-    checkpoint_id: int
     files: tuple[DataFile, ...]
-
-
-@dataclass(frozen=True)
-class ManifestName:
-    checkpoint_id: int
-    subtask: int
 
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
@@ -79,24 +69,12 @@ def _safe(text: str) -> str:
 
 
 def attempt_dir(app_id: str, job_id: str, attempt: int) -> str:
-    """The staging folder of one attempt, relative to the table root.
+    """The folder of one attempt's staged changelog files, relative to the table root.
 
     >>> attempt_dir("app/1", "j", 0)
     '_cairn_staging/app_1/j-a0'
     """
     return f"{STAGING_DIR}/{_safe(app_id)}/{_safe(job_id)}-a{attempt}"
-
-
-def manifest_name(checkpoint_id: int, subtask: int) -> str:
-    """>>> parse_manifest_name(manifest_name(12, 3))
-    ManifestName(checkpoint_id=12, subtask=3)
-    """
-    return f"c{checkpoint_id:020d}-s{subtask}.json"
-
-
-def parse_manifest_name(name: str) -> ManifestName | None:
-    m = re.fullmatch(r"c(\d+)-s(\d+)\.json", name)
-    return None if m is None else ManifestName(int(m.group(1)), int(m.group(2)))
 
 
 def data_file_name(
@@ -120,23 +98,6 @@ def needs_commit(table_txn_version: int | None, checkpoint_id: int) -> bool:
     """Whether a checkpoint's files still have to be committed: the table's latest
     transaction version for the app id is below it (``None``: the app never committed)."""
     return table_txn_version is None or table_txn_version < checkpoint_id
-
-
-def manifests_to_commit(names: Iterable[str], checkpoint_id: int) -> list[str]:
-    """The manifests (of one attempt's staging folder) a commit of ``checkpoint_id`` takes:
-    every one up to it, so a checkpoint that failed after some writers staged is committed
-    with the next one that completes (its records are in that checkpoint's state too).
-
-    >>> manifests_to_commit(["c00000000000000000003-s1.json", "x",
-    ...                      "c00000000000000000005-s0.json"], 4)
-    ['c00000000000000000003-s1.json']
-    """
-    chosen = []
-    for name in sorted(names):
-        parsed = parse_manifest_name(name)
-        if parsed is not None and parsed.checkpoint_id <= checkpoint_id:
-            chosen.append(name)
-    return chosen
 
 
 def orphan_data_files(
