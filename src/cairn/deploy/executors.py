@@ -189,17 +189,16 @@ class _SparkDeployment:
         workers run on until they notice. A next attempt launched meanwhile would meet
         them -- measured in CI: a Kafka sink's producer of the old attempt, still starting,
         fenced the new attempt's producer of the same transactional id. So a deployment is
-        done only when Spark counts no active task of its job group.
+        done only when Spark counts no active task of its job group. A SparkContext stopped
+        meanwhile (the job's process ending) runs no task any more.
         """
-        tracker = self._sc.statusTracker()
         deadline = time.monotonic() + timeout_s
         while True:
-            active = 0
-            for job_id in tracker.getJobIdsForGroup(self._group):
-                job = tracker.getJobInfo(job_id)
-                for stage_id in job.stageIds if job is not None else ():
-                    stage = tracker.getStageInfo(stage_id)
-                    active += stage.numActiveTasks if stage is not None else 0
+            try:
+                active = self._active_tasks()
+            except Exception:  # py4j: the context (or its JVM) is gone
+                log.debug("no Spark status for %s: its context stopped", self._group)
+                return
             if active == 0:
                 return
             if time.monotonic() >= deadline:
@@ -211,6 +210,16 @@ class _SparkDeployment:
                 )
                 return
             time.sleep(0.02)
+
+    def _active_tasks(self) -> int:
+        tracker = self._sc.statusTracker()
+        active = 0
+        for job_id in tracker.getJobIdsForGroup(self._group):
+            job = tracker.getJobInfo(job_id)
+            for stage_id in job.stageIds if job is not None else ():
+                stage = tracker.getStageInfo(stage_id)
+                active += stage.numActiveTasks if stage is not None else 0
+        return active
 
     def failure(self) -> BaseException | None:
         return self._error
