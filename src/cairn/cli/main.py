@@ -121,7 +121,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         runpy.run_path(script, run_name="__main__")
     except JobExecutionException as error:
-        if args.verbose or not isinstance(error, JobExecutionError):
+        # A bad restore path or configuration found in the attempt: main()'s one line.
+        if args.verbose or not isinstance(error, JobExecutionError) or _expected_error(error):
             raise
         from cairn.cli.failure_report import report_job_failure
         from cairn.observability.progress import silence_progress
