@@ -1,9 +1,13 @@
 // A throw-away HDFS in one JVM for tests (src/cairn/testing/hdfs.py starts it): Apache
-// Hadoop's own MiniDFSCluster, a NameNode and DataNodes on loopback ports, all data under one
+// Hadoop's own MiniDFSCluster, a NameNode and DataNodes on one address's ports, all data under one
 // base directory. Compiled against hadoop-client-minicluster at prepare time.
 //
-// Usage: java -cp CLASSES:JARS/* MiniHdfs BASE_DIR NN_PORT DATANODES REPLICATION format|keep
-//            [KEY=VALUE...]   (keep: a restart on the namespace and blocks of an earlier run)
+// Usage: java -cp CLASSES:JARS/* [-Dminihdfs.host=ADDRESS] MiniHdfs BASE_DIR NN_PORT DATANODES
+//            REPLICATION format|keep [KEY=VALUE...]
+//        (keep: a restart on the namespace and blocks of an earlier run). ADDRESS (default
+//        127.0.0.1) is where the NameNode and the DataNodes listen; the DataNodes register
+//        through it, so the NameNode hands clients that address for their blocks (a simulated
+//        host's address makes the cluster reachable from other hosts).
 //
 // Once the cluster serves, BASE_DIR/ready holds "nn-port=<port>". While it runs, a file
 // BASE_DIR/control/<command> asks for a DataNode fault, answered by BASE_DIR/control/<command>.done:
@@ -22,27 +26,53 @@ public final class MiniHdfs {
         Path base = Path.of(args[0]).toAbsolutePath();
         int nnPort = Integer.parseInt(args[1]);
         int dataNodes = Integer.parseInt(args[2]);
+        String host = System.getProperty("minihdfs.host", "127.0.0.1");
         Configuration conf = new Configuration();
         conf.set(MiniDFSCluster.HDFS_MINIDFS_BASEDIR, base.resolve("dfs").toString());
         conf.set("dfs.replication", args[3]);
-        conf.set("dfs.namenode.rpc-bind-host", "127.0.0.1");
-        conf.set("dfs.namenode.http-address", "127.0.0.1:0");
-        conf.set("dfs.datanode.address", "127.0.0.1:0");
-        conf.set("dfs.datanode.http.address", "127.0.0.1:0");
-        conf.set("dfs.datanode.ipc.address", "127.0.0.1:0");
+        // Elsewhere than the loopback (a network namespace of its own) the NameNode also listens
+        // on 127.0.0.1, where MiniDFSCluster's own client (waitActive) calls it.
+        conf.set("dfs.namenode.rpc-bind-host", "127.0.0.1".equals(host) ? host : "0.0.0.0");
+        conf.set("dfs.namenode.http-bind-host", host);
+        conf.set("dfs.namenode.http-address", host + ":0");
         conf.setBoolean("dfs.permissions.enabled", true);
         boolean format = !"keep".equals(args[4]);
         for (int i = 5; i < args.length; i++) {
             int eq = args[i].indexOf('=');
             conf.set(args[i].substring(0, eq), args[i].substring(eq + 1));
         }
+        boolean loopback = "127.0.0.1".equals(host);
+        String maintenanceMin = conf.get("dfs.namenode.maintenance.replication.min");
         MiniDFSCluster cluster = new MiniDFSCluster.Builder(conf)
                 .nameNodePort(nnPort)
                 .nameNodeHttpPort(0)
-                .numDataNodes(dataNodes)
+                .numDataNodes(loopback ? dataNodes : 0)
                 .format(format)
                 .build();
         Runtime.getRuntime().addShutdownHook(new Thread(cluster::shutdown));
+        if (!loopback) {
+            // MiniDFSCluster points its DataNodes at 127.0.0.1, so they would register (and be
+            // handed to clients) at 127.0.0.1. Built without DataNodes, it capped the default
+            // replication at 0: restart the NameNode with the real one, then start DataNodes on
+            // a copy of the conf naming the NameNode at HOST, so they register at HOST.
+            Configuration nnConf = cluster.getConfiguration(0);
+            nnConf.set("dfs.replication", args[3]);
+            if (maintenanceMin == null) {
+                nnConf.unset("dfs.namenode.maintenance.replication.min");
+            } else {
+                nnConf.set("dfs.namenode.maintenance.replication.min", maintenanceMin);
+            }
+            cluster.restartNameNode(false);
+            Configuration dnConf = new Configuration(nnConf);
+            int port = cluster.getNameNodePort();
+            dnConf.set("fs.defaultFS", "hdfs://" + host + ":" + port);
+            dnConf.set("dfs.namenode.rpc-address", host + ":" + port);
+            dnConf.unset("dfs.namenode.servicerpc-address");
+            dnConf.set("dfs.datanode.address", host + ":0");
+            dnConf.set("dfs.datanode.http.address", host + ":0");
+            dnConf.set("dfs.datanode.ipc.address", host + ":0");
+            cluster.startDataNodes(dnConf, dataNodes, true, null, null, null, null, false, true);
+        }
         cluster.waitActive();
         while (cluster.getNameNode().isInSafeMode()) { // a restart: until blocks are reported
             Thread.sleep(100);
@@ -50,7 +80,7 @@ public final class MiniHdfs {
         Path ready = base.resolve("ready.tmp");
         Files.writeString(ready, "nn-port=" + cluster.getNameNodePort() + "\n");
         Files.move(ready, base.resolve("ready"), StandardCopyOption.ATOMIC_MOVE);
-        System.out.println("MiniHdfs serving on 127.0.0.1:" + cluster.getNameNodePort());
+        System.out.println("MiniHdfs serving on " + host + ":" + cluster.getNameNodePort());
         Path control = base.resolve("control");
         Files.createDirectories(control);
         Map<Integer, MiniDFSCluster.DataNodeProperties> stopped = new HashMap<>();

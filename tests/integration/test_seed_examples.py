@@ -1,5 +1,8 @@
 """The Python examples of seed 002 (Flink checkpointing notes) run on Cairn unchanged except for
-``pyflink`` -> ``cairn``, the storage paths, and the names the seed forgets to import.
+``pyflink`` -> ``cairn``, the local storage paths, and the names the seed forgets to import.
+The seed's ``hdfs://namenode:9000/flink/checkpoints`` stays as written: a job on a simulated
+host checkpoints there to a real HDFS whose NameNode runs on a host named ``namenode``
+(network namespaces; needs root, so skipped elsewhere, except in CI).
 
 The code blocks are read from the seed file at test time, so the test follows the seed. The
 seeds live in ``../shared/seeds`` next to the repository; without them these tests skip, except
@@ -79,7 +82,7 @@ def _with_storage(code: str, seed_path: str, storage: Path) -> str:
     return code.replace(seed_path, storage.as_uri())
 
 
-def _assert_seed_config(env: StreamExecutionEnvironment, storage: Path) -> None:
+def _assert_seed_config(env: StreamExecutionEnvironment, storage: Path | str) -> None:
     config = env.get_checkpoint_config()
     assert config.get_checkpoint_interval() == 60000
     assert config.get_checkpointing_mode() is CheckpointingMode.EXACTLY_ONCE
@@ -111,16 +114,13 @@ def test_full_configuration_block_sets_the_intended_checkpoint_config(tmp_path: 
     _assert_seed_config(_run(code, _namespace())["env"], tmp_path)
 
 
-def test_step_by_step_blocks_build_the_same_config(tmp_path: Path) -> None:
+def test_step_by_step_blocks_build_the_same_config() -> None:
     """Sections 4-1, 4-2 and 4-3 run one after the other, as a reader would paste them."""
     namespace = _namespace()
     _run(_block("env.enable_checkpointing(60000)  #"), namespace)
-    _run(
-        _with_storage(_block("hdfs://"), "hdfs://namenode:9000/flink/checkpoints", tmp_path),
-        namespace,
-    )
+    _run(_block("hdfs://"), namespace)  # verbatim: configuring touches no storage
     _run(_block("config.set_min_pause_between_checkpoints(30000)  #"), namespace)
-    _assert_seed_config(namespace["env"], tmp_path)
+    _assert_seed_config(namespace["env"], "hdfs://namenode:9000/flink/checkpoints")
 
 
 def _magnitude(value: int) -> str:
@@ -174,3 +174,103 @@ def test_keyed_sum_function_gives_per_key_prefix_sums(
     assert env.get_state_backend().to_configuration()["state.backend.type"] == backend
     # A finished job discards its checkpoints even with RETAIN_ON_CANCELLATION (Flink rule).
     assert not list(tmp_path.rglob("_metadata"))
+
+
+# -- the seed's HDFS line verbatim, on a simulated host named ``namenode`` ------------------
+
+# Run on the driver host: the seed's blocks as a reader pastes them (4-1, 4-2 with its
+# hdfs://namenode:9000 line untouched, 4-3), a shorter interval so that a short job
+# checkpoints, and the keyed sum job; one JSON line says what the job saw.
+SEED_ON_HOSTS_TAIL = """
+import json, time
+env.enable_checkpointing(300)  # the seed's 60 s would outlast this short job
+env.get_checkpoint_config().set_min_pause_between_checkpoints(0)
+env.configure({"cairn.executor": "spark"})
+env.set_parallelism(2)
+
+def _magnitude(value):
+    return "k0" if value < 1_000 else "k1" if value < 1_000_000 else "k2"
+
+def _slowly(value):  # ~6 s in all: time for checkpoints to land on HDFS
+    time.sleep(0.07)
+    return value
+
+values = [(i % 9 + 1) * 1000 ** (i % 3) for i in range(90)]
+sums = env.from_collection(values).key_by(_magnitude).process(KeyedSumFunction())
+with sums.map(_slowly).execute_and_collect("seed-002-on-hdfs") as out:  # chained: in order
+    results = list(out)
+storage = env.get_checkpoint_config().to_settings().storage_url
+print(json.dumps({"storage": storage, "results": results, "values": values}))
+"""
+
+
+def _netns_unavailable(environ: Mapping[str, str] = os.environ) -> None:
+    """Skip when simulated hosts cannot be made (not root, no iproute2), fail in CI."""
+    from cairn.testing.hosts import netns_unavailable
+
+    reason = netns_unavailable()
+    if reason is None:
+        return
+    if environ.get("CI", "").lower() not in ("", "0", "false"):
+        pytest.fail(reason, pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.mark.multihost
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.hdfs
+@pytest.mark.timeout(300)
+def test_the_seeds_hdfs_line_checkpoints_to_a_host_named_namenode() -> None:
+    """The NameNode (a MiniDFSCluster, two DataNodes) on host ``namenode``, port 9000; the
+    seed's job on host ``driver`` (local Spark) with its storage line unchanged: checkpoints
+    land on that HDFS, and the job's output is the per-key running sums."""
+    import json
+    import sys
+
+    from cairn.testing.hdfs import HdfsCluster
+    from cairn.testing.hosts import HostNetwork
+    from cairn.testing.netns_cluster import python_env
+    from cairn.testing.processes import wait_for
+
+    _netns_unavailable()
+    seed_line = "hdfs://namenode:9000/flink/checkpoints"
+    program = "\n".join(
+        [
+            PRELUDE,
+            _block("class KeyedSumFunction"),
+            _block("env.enable_checkpointing(60000)  #"),
+            _block("hdfs://"),  # verbatim
+            _block("config.set_min_pause_between_checkpoints(30000)  #"),
+            SEED_ON_HOSTS_TAIL,
+        ]
+    )
+    assert f'set_checkpoint_storage("{seed_line}")' in program
+    with HostNetwork() as network:
+        namenode, driver = network.add_host("namenode"), network.add_host("driver")
+        launcher = ["ip", "netns", "exec", namenode.netns]
+        with HdfsCluster(datanodes=2, port=9000, host=namenode.address, launcher=launcher) as hdfs:
+            script = driver.dir / "seed_002.py"
+            script.write_text(program)
+            job = driver.popen(
+                [sys.executable, str(script)], name="seed", env=driver.env(python_env())
+            )
+            fs = hdfs.filesystem()  # the controller reaches the host by its address
+            wait_for(
+                lambda: (
+                    bool(fs.glob("/flink/checkpoints/*/chk-*/_metadata")) or job.poll() is not None
+                ),
+                120,
+                0.2,
+                "a completed checkpoint on the namenode host's HDFS",
+            )
+            landed = fs.glob("/flink/checkpoints/*/chk-*/_metadata")
+            assert job.wait(timeout=180) == 0, (driver.dir / "seed.log").read_text()[-4000:]
+            last = (driver.dir / "seed.log").read_text().strip().splitlines()[-1]
+    assert landed, "no checkpoint reached hdfs://namenode:9000/flink/checkpoints"
+    report = json.loads(last)
+    assert report["storage"].rstrip("/") == seed_line
+    per_key: dict[str, list[int]] = {}
+    for total in report["results"]:
+        per_key.setdefault(_magnitude(total), []).append(total)
+    assert per_key == _prefix_sums_per_key(report["values"], _magnitude)

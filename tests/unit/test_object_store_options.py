@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from cairn.checkpoint.storage_access import describe_storage_error
+from cairn.checkpoint.storage_access import describe_storage_error, is_storage_error
 from cairn.common import config_options as opts
 from cairn.common.exceptions import ConfigurationError
 from cairn.common.storage_options import redact_storage_options, storage_options_for
@@ -113,3 +113,19 @@ def test_errors_of_gcs_and_azure_read_as_one_line() -> None:
     )
     assert text.startswith("access denied to container 'c'") and "\n" not in text
     assert "fs.azure.account.key" in text
+
+
+def test_a_plain_runtime_error_raised_inside_a_storage_client_is_a_storage_error() -> None:
+    """hdfs-native raises ``RuntimeError`` for a failed write pipeline (``OperationFailed``):
+    raised inside the client it is the storage's error; raised by anything else it is not."""
+    client: dict[str, object] = {"__name__": "hdfs_native"}
+    failed = "OperationFailed: All nodes failed for write"
+    exec(f"def close():\n    raise RuntimeError({failed!r})", client)
+    caller = {"__name__": "cairn.checkpoint.hdfs_files", "close": client["close"]}
+    exec("def write():\n    close()", caller)
+    with pytest.raises(RuntimeError) as raised:
+        caller["write"]()  # type: ignore[operator]
+    assert is_storage_error(raised.value)
+    with pytest.raises(RuntimeError) as ours:
+        exec("raise RuntimeError('a bug')", {"__name__": "cairn.runtime.task"})
+    assert not is_storage_error(ours.value)

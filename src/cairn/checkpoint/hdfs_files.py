@@ -15,10 +15,11 @@ dropping one there would wait forever for threads the child does not have.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import sys
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from cairn.checkpoint.local_files import DIR_MODE, FILE_MODE
@@ -42,13 +43,22 @@ def makedirs_private(fs: Any, path: str) -> None:
     fs.mkdir(path, create_parents=True, permission=DIR_MODE)
 
 
-def open_private(fs: Any, path: str, *, overwrite: bool = True) -> Any:
-    """A writer of a new 0600 file at ``path`` (parents created 0700); ``overwrite=False``:
-    ``FileExistsError`` if the name is taken."""
+@contextlib.contextmanager
+def open_private(fs: Any, path: str, *, overwrite: bool = True) -> Iterator[Any]:
+    """A writer of a new 0600 file at ``path`` (parents created 0700), closed once on exit;
+    ``overwrite=False``: ``FileExistsError`` if the name is taken."""
     from hdfs_native import WriteOptions
 
     options = WriteOptions(permission=FILE_MODE, overwrite=overwrite, create_parent=True)
-    return fs.client.create(path, write_options=options)
+    writer = fs.client.create(path, write_options=options)
+    try:
+        with writer:  # its close completes the file on the NameNode
+            yield writer
+    finally:
+        # hdfs-native's close() leaves io.IOBase's closed flag unset, so the garbage collector
+        # closes the writer again; after a close that failed (a DataNode lost mid-write) that
+        # second close waits on the NameNode for minutes, in whichever thread drops it last.
+        io.RawIOBase.close(writer)
 
 
 def write_private(fs: Any, path: str, data: bytes, *, overwrite: bool = True) -> None:

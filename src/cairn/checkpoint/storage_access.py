@@ -144,12 +144,29 @@ def _first_line(exc: BaseException) -> str:
 
 
 def is_storage_error(exc: BaseException) -> bool:
-    """Whether ``exc`` comes from the filesystem (I/O, credentials, endpoint), not from Cairn.
+    """Whether ``exc`` comes from the filesystem (I/O, credentials, endpoint), not from Cairn:
+    an ``OSError``, an exception class of a storage client library, or any exception raised
+    inside one (hdfs-native raises plain ``RuntimeError`` for a failed write pipeline,
+    ``OperationFailed``, and for the NameNode's other errors).
 
     >>> is_storage_error(PermissionError("denied")), is_storage_error(KeyError("x"))
     (True, False)
+    >>> is_storage_error(RuntimeError("OperationFailed: All nodes failed for write"))
+    False
     """
-    return isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in _CLIENT_LIBRARIES
+    if isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in _CLIENT_LIBRARIES:
+        return True
+    return _raised_in(exc) in _CLIENT_LIBRARIES
+
+
+def _raised_in(exc: BaseException) -> str | None:
+    """The top-level package of the innermost Python frame ``exc`` went through (a native
+    extension's error has no frame of its own: the frame that called into it)."""
+    tb, package = exc.__traceback__, None
+    while tb is not None:
+        package = str(tb.tb_frame.f_globals.get("__name__", "")).split(".")[0]
+        tb = tb.tb_next
+    return package
 
 
 def check_storage_access(url: str | None, storage_options: Mapping[str, Any] | None = None) -> None:

@@ -1,9 +1,11 @@
-"""A throw-away HDFS (a NameNode and DataNodes in one JVM) on 127.0.0.1 for tests and local runs.
+"""A throw-away HDFS (a NameNode and DataNodes in one JVM) for tests and local runs.
 
 Invariant: the cluster is one JVM in its own process group that ``stop()`` ends (SIGTERM,
 then SIGKILL); the NameNode's RPC port is chosen at construction (9000, as in Flink's
 examples, when it is free) and kept across ``restart()``, every other port is an ephemeral
-loopback one, and all its data lives under one temporary directory that ``stop()`` removes.
+one; every port listens on ``host`` (127.0.0.1 unless given), the address the DataNodes
+register with and clients are sent to; all its data lives under one temporary directory that
+``stop()`` removes.
 ``kill()`` SIGKILLs it and keeps the data, so ``restart()`` brings the same namespace back.
 
 The cluster is Apache Hadoop's own ``MiniDFSCluster`` from
@@ -18,6 +20,12 @@ Example::
         url = hdfs.url("checkpoints")  # "hdfs://127.0.0.1:9000/checkpoints"
         conf = hdfs.flink_config()     # {"flink.hadoop.dfs.replication": "2"}
         hdfs.stop_datanode(1)          # a DataNode lost; restart_datanode(1) brings it back
+
+On a simulated host (``cairn.testing.hosts``), reachable from the others as
+``hdfs://<host name>:9000``::
+
+    nn = network.add_host("namenode")
+    HdfsCluster(host=nn.address, port=9000, launcher=["ip", "netns", "exec", nn.netns])
 """
 
 from __future__ import annotations
@@ -69,7 +77,9 @@ def _port_free(port: int) -> bool:
 class HdfsCluster(ManagedServer):
     """A ``MiniDFSCluster`` of ``datanodes`` DataNodes, files replicated ``replication``
     times (default: as many as DataNodes, at most 3); ``hadoop_conf`` overrides Hadoop keys
-    of the servers (``dfs.*``)."""
+    of the servers (``dfs.*``); ``host``: the address every server listens on (and the
+    DataNodes are handed out at); ``launcher``: a prefix of the JVM's command line
+    (``ip netns exec <netns>``: the cluster on a simulated host)."""
 
     def __init__(
         self,
@@ -80,6 +90,7 @@ class HdfsCluster(ManagedServer):
         root: str | None = None,
         hadoop_conf: Mapping[str, str] | None = None,
         launcher: Sequence[str] = (),
+        host: str = _HOST,
     ) -> None:
         if not 1 <= datanodes <= 8:
             raise ValueError(f"datanodes must be between 1 and 8, got {datanodes}")
@@ -90,8 +101,10 @@ class HdfsCluster(ManagedServer):
         super().__init__(
             Path(root or tempfile.mkdtemp(prefix="cairn-hdfs-")), own_root=root is None
         )
-        self.port = port or (_DEFAULT_PORT if _port_free(_DEFAULT_PORT) else free_port())
-        self.host = _HOST
+        # Elsewhere than the loopback (a host of its own) the seed's port 9000 is taken as free.
+        self.host = host
+        free = host != _HOST or _port_free(_DEFAULT_PORT)
+        self.port = port or (_DEFAULT_PORT if free else free_port())
         self.launcher = tuple(launcher)
         self._hadoop_conf = dict(hadoop_conf or {})
         self._formatted = False
@@ -100,7 +113,7 @@ class HdfsCluster(ManagedServer):
     # -- what tests use ------------------------------------------------------------------
 
     def url(self, *parts: str) -> str:
-        """``hdfs://127.0.0.1:<port>/<parts...>``."""
+        """``hdfs://<host>:<port>/<parts...>``."""
         return f"hdfs://{self.host}:{self.port}/" + "/".join(p.strip("/") for p in parts)
 
     def flink_config(self) -> dict[str, str]:
@@ -134,6 +147,7 @@ class HdfsCluster(ManagedServer):
             *self.launcher,
             java_tool("java"),
             *JVM_OPTS,
+            f"-Dminihdfs.host={self.host}",
             "-cp",
             classpath,
             _MAIN,

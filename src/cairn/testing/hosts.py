@@ -8,6 +8,11 @@ have no default route, so a process on a host reaches only the other hosts, the 
 kernel state — a veth link down, a blackhole route, a full tmpfs, a signal — so healing one
 is undoing exactly that state.
 
+Every host resolves every host's name (and ``controller``) to its address: ``add_host``
+rewrites each namespace's ``/etc/netns/<netns>/hosts`` (the machine's lines, then those),
+which ``ip netns exec`` mounts over ``/etc/hosts`` for what runs there; ``delete()``
+removes those files with the namespaces.
+
 Needs root and iproute2 (``ip netns``, ``ip link``); :func:`netns_unavailable` says why not.
 
 Example (not a doctest: it needs root)::
@@ -42,6 +47,7 @@ __all__ = ["Host", "HostNetwork", "netns_unavailable"]
 log = logging.getLogger(__name__)
 
 _SUBNET_BASE = "10.77"
+_NETNS_ETC = Path("/etc/netns")
 
 
 def netns_unavailable() -> str | None:
@@ -258,7 +264,28 @@ class HostNetwork:
         host.run(["ip", "link", "set", "lo", "up"])
         host.run(["ip", "addr", "add", f"{address}/24", "dev", f"{veth}p"])
         host.run(["ip", "link", "set", f"{veth}p", "up"])
+        self._write_hosts_files()
         return host
+
+    def hosts_file(self) -> str:
+        """The ``/etc/hosts`` every host sees: the machine's (its own name, which the hosts
+        share, stays resolvable), then the controller and each host by name."""
+        try:
+            lines = Path("/etc/hosts").read_text().splitlines()
+        except OSError:
+            lines = ["127.0.0.1 localhost"]
+        lines.append(f"{self.controller} controller")
+        lines += [f"{h.address} {h.name}" for h in self.hosts.values()]
+        return "\n".join(lines) + "\n"
+
+    def _write_hosts_files(self) -> None:
+        text = self.hosts_file()
+        for host in self.hosts.values():
+            etc = _NETNS_ETC / host.netns
+            etc.mkdir(parents=True, exist_ok=True)
+            # In place, not renamed: a process already running there has the file's inode
+            # mounted over its /etc/hosts and sees hosts added later.
+            (etc / "hosts").write_text(text)
 
     def partition(self, a: Host, b: Host) -> None:
         """No packet between ``a`` and ``b`` either way; both still reach everyone else."""
@@ -279,6 +306,7 @@ class HostNetwork:
         for host in self.hosts.values():
             _run(["ip", "link", "del", host.veth], check=False)
             _run(["ip", "netns", "delete", host.netns], check=False)
+            shutil.rmtree(_NETNS_ETC / host.netns, ignore_errors=True)
             if host.disk_mb is not None:
                 _run(["umount", "-l", str(host.work)], check=False)
         _run(["ip", "link", "del", self.bridge], check=False)

@@ -136,6 +136,20 @@ class ManagedServer(ABC):
             text = ""
         return "\n".join(text.splitlines()[-lines:]) or "(no log)"
 
+    def pause(self) -> None:
+        """SIGSTOP the server's process group: it keeps its connections and answers nothing
+        (a hung or very slow server) until :meth:`resume`."""
+        self._signal_group(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self._signal_group(signal.SIGCONT)
+
+    def _signal_group(self, sig: int) -> None:
+        if self._proc is None:
+            raise RuntimeError(f"{type(self).__name__} is not running")
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._proc.pid, sig)
+
     def kill(self) -> None:
         """SIGKILL the server (a crash); its data stays for a restart."""
         self._end_process(signal.SIGKILL)

@@ -40,7 +40,7 @@ from cairn.testing.processes import EXECUTOR_CLASS, wait_for
 from cairn.testing.seaweedfs import SeaweedS3
 from cairn.testing.spark_cluster import spark_home
 
-__all__ = ["NetnsCluster"]
+__all__ = ["NetnsCluster", "python_env"]
 
 log = logging.getLogger(__name__)
 
@@ -235,7 +235,7 @@ class NetnsCluster:
         """Run ``argv`` (a job script, ``cairn run``...) on the driver host (``host_name``),
         in its own session so that a driver kill takes its whole process group."""
         host = self.host(host_name)
-        extra = {**_python_env(), **self.storage_env(), **(env or {})}
+        extra = {**python_env(), **self.storage_env(), **(env or {})}
         return host.popen(argv, name=name, env=host.env(extra))
 
     # -- faults ------------------------------------------------------------------------------
@@ -323,7 +323,7 @@ class NetnsCluster:
         conf_dir.mkdir(exist_ok=True)
         env = host.env(
             {
-                **_python_env(),
+                **python_env(),
                 **self.storage_env(),
                 "SPARK_HOME": str(spark_home()),
                 "SPARK_CONF_DIR": str(conf_dir),  # empty: no developer's defaults leak in
@@ -369,7 +369,7 @@ class NetnsCluster:
         return proc
 
 
-def _python_env() -> dict[str, str]:
+def python_env() -> dict[str, str]:
     """Executors and drivers run this interpreter with this process's import path, so a
     checkout's sources (PYTHONPATH) reach every host."""
     env = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}

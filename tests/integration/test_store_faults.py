@@ -1,0 +1,166 @@
+"""Faults of the checkpoint storage while a job runs, on each store's real server (HDFS's
+MiniDFSCluster, fake-gcs-server, Azurite, SeaweedFS S3): the job rides each out and its
+committed output is exactly the failure-free one.
+
+- The storage server SIGKILLed mid-run and restarted on its data: checkpoints fail while it is
+  down (counted against a generous tolerable-failure limit, so the job keeps running), and
+  one completes once it is back.
+- HDFS: a DataNode lost with files replicated twice; the NameNode (told to notice within
+  seconds) writes around it, and a failed upload is a failed checkpoint, not a failed job.
+- A slow store (the server paused, SIGSTOP): checkpoints expire at the checkpoint timeout
+  (``execution.checkpointing.timeout``) and complete again once it answers.
+
+Each test starts its own server (the session's are shared by other tests, and these stop them).
+The in-process executor: the faults are the store's, not the workers'.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cairn.testing.processes import wait_for
+from cairn.testing.sequence_jobs import check_sequence_lines, read_visible_lines
+from tests.integration._store_servers import STORES, start_store
+from tests.integration.jobs import expected_lines, sequence_job
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
+KEYS = 10
+TIMEOUT = "execution.checkpointing.timeout"
+TIMEOUT_MS = 4_000  # a checkpoint stuck on a dead or paused store expires after this
+
+
+@pytest.fixture(params=[pytest.param(name, marks=getattr(pytest.mark, name)) for name in STORES])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    with start_store(request.param, tmp_path) as server:
+        yield server
+
+
+def _job(server: Any, out: str, records: int, rate: int, **extra: str) -> Any:
+    conf = {
+        "cairn.executor": "inprocess",
+        "execution.checkpointing.dir": server.url("faults"),
+        TIMEOUT: f"{TIMEOUT_MS} ms",
+        "execution.checkpointing.tolerable-failed-checkpoints": "1000",
+        **server.flink_config(),
+        **extra,
+    }
+    env = sequence_job(conf, out, records=records, keys=KEYS, rate=rate, interval_ms=300)
+    return env.execute_async("store-fault")
+
+
+def _counts(client: Any) -> Any:
+    stats = client.get_checkpoint_statistics()
+    assert stats is not None
+    return stats.counts
+
+
+def _ride_out(
+    client: Any, fault: Callable[[], None], heal: Callable[[], None], what: str
+) -> tuple[int, float]:
+    """After a completed checkpoint: ``fault()``, wait for a checkpoint to fail, ``heal()``,
+    wait for one to complete. The failures seen and how long the fault lasted."""
+    wait_for(lambda: _counts(client).completed >= 1, 60, 0.05, "a first completed checkpoint")
+    before = _counts(client)
+    started = time.monotonic()
+    fault()
+    wait_for(
+        lambda: _counts(client).failed > before.failed, 60, 0.05, f"a failed checkpoint ({what})"
+    )
+    heal()
+    lasted = time.monotonic() - started
+    failed = _counts(client).failed - before.failed
+    after = _counts(client).completed
+    wait_for(
+        lambda: _counts(client).completed > after, 90, 0.05, f"a checkpoint after {what} ended"
+    )
+    return failed, lasted
+
+
+def _assert_exactly_once(client: Any, out: str, records: int) -> None:
+    client.get_job_execution_result(timeout=180)
+    master = client.job_master
+    assert master.restarts == 0, master.error  # ridden out, not failed over
+    lines = read_visible_lines(out)
+    report = check_sequence_lines(lines)
+    assert report.violations == [] and report.bad_sums == []
+    assert sorted(lines) == expected_lines(records, KEYS)
+
+
+def test_the_storage_server_killed_and_restarted_mid_run_is_ridden_out(
+    store: Any, tmp_path: Path
+) -> None:
+    out, records = str(tmp_path / "out"), 24_000
+    client = _job(store, out, records, rate=1_000)
+    failed, lasted = _ride_out(client, store.kill, store.restart, "the server's outage")
+    _assert_exactly_once(client, out, records)
+    print(f"[faults] {type(store).__name__} down {lasted:.1f} s: {failed} checkpoints failed")
+
+
+def test_a_slow_store_times_checkpoints_out(store: Any, tmp_path: Path) -> None:
+    out, records = str(tmp_path / "out"), 16_000
+    client = _job(store, out, records, rate=1_000)
+    try:
+        failed, lasted = _ride_out(client, store.pause, store.resume, "the store's pause")
+    finally:
+        store.resume()
+    stats = client.get_checkpoint_statistics()
+    assert stats.latest_failed is not None
+    expired = (stats.latest_failed.failure_reason, stats.latest_failed.failure_message)
+    _assert_exactly_once(client, out, records)
+    assert "EXPIRED" in str(expired).upper(), expired  # timed out, not refused
+    print(f"[faults] {type(store).__name__} paused {lasted:.1f} s: {failed} expired")
+
+
+# The NameNode takes a DataNode for stale after 3 s without heartbeats (1 s apart) and writes
+# around stale ones even when half the DataNodes are (the ratio's default, 0.5, stops avoiding
+# them then); for dead after 2 rechecks + 10 heartbeats (12 s), instead of 10.5 min.
+FAST_DATANODE_LOSS = {
+    "dfs.namenode.write.stale.datanode.ratio": "1.0",
+    "dfs.heartbeat.interval": "1",
+    "dfs.namenode.heartbeat.recheck-interval": "1000",
+    "dfs.namenode.stale.datanode.interval": "3000",
+    "dfs.namenode.avoid.write.stale.datanode": "true",
+    "dfs.namenode.avoid.read.stale.datanode": "true",
+}
+
+
+@pytest.mark.hdfs
+def test_a_datanode_lost_with_replication_two_is_ridden_out(tmp_path: Path) -> None:
+    out, records = str(tmp_path / "out"), 30_000
+    with start_store("hdfs", tmp_path, hadoop_conf=FAST_DATANODE_LOSS) as hdfs:
+        assert hdfs.replication == 2
+        # Not the short timeout: an upload waits up to ~15 s to complete its file.
+        client = _job(hdfs, out, records, rate=1_000, **{TIMEOUT: "60 s"})
+        wait_for(lambda: _counts(client).completed >= 1, 60, 0.05, "a first completed checkpoint")
+        before = _counts(client)
+        started = time.monotonic()
+        hdfs.stop_datanode(1)
+        # The fault lands: uploads whose pipeline names the lost DataNode fail (refused, or
+        # hdfs-native's OperationFailed after waiting ~15 s to complete the file); each is a
+        # failed checkpoint, then the NameNode writes around it and checkpoints complete.
+        wait_for(
+            lambda: _counts(client).failed > before.failed,
+            60,
+            0.05,
+            "a checkpoint failed on the lost DataNode",
+        )
+        failing = _counts(client)
+        wait_for(
+            lambda: _counts(client).completed >= failing.completed + 2,
+            90,
+            0.05,
+            "two checkpoints completed without the lost DataNode",
+        )
+        lasted = time.monotonic() - started
+        after = _counts(client)
+        _assert_exactly_once(client, out, records)
+    print(
+        f"[faults] DataNode lost: {after.failed - before.failed} checkpoints failed, "
+        f"{after.completed - before.completed} completed in {lasted:.1f} s"
+    )
