@@ -24,6 +24,8 @@ __all__ = ["STORAGES", "StorageTarget", "bench_storage", "checkpoint_url", "fs_o
 
 STORAGES = ("file", "s3", "hdfs", "gcs", "azure")
 BUCKET = "bench"
+# Each server's data directory under the run's work directory (kept with --keep-dir).
+_SERVER_DIRS = {"s3": "seaweedfs", "hdfs": "hdfs", "gcs": "fake-gcs", "azure": "azurite"}
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,7 @@ def bench_storage(kind: str, work_dir: str) -> Iterator[StorageTarget]:
         return
     if kind not in STORAGES:
         raise ValueError(f"unknown storage {kind!r}; expected one of {', '.join(STORAGES)}")
-    root = os.path.join(work_dir, kind)
+    root = os.path.join(work_dir, _SERVER_DIRS[kind])
     os.makedirs(root, exist_ok=True)
     server: Any
     if kind == "s3":

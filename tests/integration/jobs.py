@@ -271,11 +271,13 @@ KILL_SCHEDULES = {
         "point=before-commit,attempt=1,subtask=0;"
         "point=after-commit,attempt=2,subtask=1"
     ),
-    # A sink with a global committer (Delta, Iceberg): its committer is one subtask of its own
-    # vertex ("...: Committer"), killed just before and just after its table commit.
-    "barrier-to-ack-and-global-commit": (
-        "point=after-barrier,attempt=0,subtask=1;"
-        "point=before-commit,attempt=1,vertex=Committer;"
-        "point=after-commit,attempt=2,vertex=Committer"
-    ),
 }
+# A sink with a global committer (Delta, Iceberg): its committer is one subtask of its own
+# vertex ("...: Committer"), killed just before and just after its table commit. Apart from
+# KILL_SCHEDULES, whose every schedule the sequence and JDBC jobs run (they have no
+# committer vertex, so these kills would never land there).
+GLOBAL_COMMIT_KILLS = (
+    "point=after-barrier,attempt=0,subtask=1;"
+    "point=before-commit,attempt=1,vertex=Committer;"
+    "point=after-commit,attempt=2,vertex=Committer"
+)

@@ -18,7 +18,7 @@ from tests.integration._delta_jobs import (
     table_lines,
     unreferenced_data_files,
 )
-from tests.integration.jobs import KILL_SCHEDULES, exactly_once_problems
+from tests.integration.jobs import GLOBAL_COMMIT_KILLS, exactly_once_problems
 
 pytest.importorskip("deltalake")
 
@@ -41,10 +41,7 @@ def _fault_marks(marker: str) -> list[str]:
 def test_sigkill_at_the_commit_phases_keeps_the_delta_table_exactly_once(spark: Any) -> None:
     path = tempfile.mkdtemp(prefix="cairn-delta-") + "/sequence"
     marker = tempfile.mktemp(prefix="cairn-delta-faults-")
-    faults = ";".join(
-        f"{spec},marker={marker}"
-        for spec in KILL_SCHEDULES["barrier-to-ack-and-global-commit"].split(";")
-    )
+    faults = ";".join(f"{spec},marker={marker}" for spec in GLOBAL_COMMIT_KILLS.split(";"))
     client = _run({"cairn.executor": "spark", "cairn.testing.faults": faults}, path)
     # Every scheduled kill landed where it aimed (and nothing else restarted the job).
     assert client.job_master.restarts == 3
@@ -73,7 +70,7 @@ def test_inprocess_crashes_and_a_replayed_commit_write_each_checkpoint_once() ->
     path = tempfile.mkdtemp(prefix="cairn-delta-") + "/sequence"
     conf = {
         "cairn.executor": "inprocess",
-        "cairn.testing.faults": KILL_SCHEDULES["barrier-to-ack-and-global-commit"],
+        "cairn.testing.faults": GLOBAL_COMMIT_KILLS,
     }
     client = _run(conf, path)
     assert client.job_master.restarts == 3

@@ -13,7 +13,7 @@ from cairn.common import WatermarkStrategy
 from cairn.datastream import StreamExecutionEnvironment
 from cairn.datastream.connectors.delta_source import DeltaSource
 from tests.integration._delta_jobs import delta_sequence_job, seaweed_options, table_lines
-from tests.integration.jobs import KILL_SCHEDULES, exactly_once_problems
+from tests.integration.jobs import GLOBAL_COMMIT_KILLS, exactly_once_problems
 
 pytest.importorskip("deltalake")
 pytestmark = [pytest.mark.s3, pytest.mark.slow]
@@ -27,7 +27,7 @@ def test_exactly_once_into_a_delta_table_on_s3(seaweed: Any) -> None:
     options = seaweed_options(seaweed)
     conf = {
         "cairn.executor": "inprocess",
-        "cairn.testing.faults": KILL_SCHEDULES["barrier-to-ack-and-global-commit"],
+        "cairn.testing.faults": GLOBAL_COMMIT_KILLS,
     }
     env = delta_sequence_job(conf, path, records=RECORDS, keys=KEYS, storage_options=options)
     client = env.execute_async("delta-s3")
