@@ -8,7 +8,8 @@ digest>/`` (a changed pom is a new cache); every ``hadoop/*.java`` main is compi
 them into a cache named by the sources' digest (``python -m cairn.testing.hdfs prepare``,
 which ``.ci/run`` calls). ``CAIRN_HADOOP_LIBS`` may name another directory of those jars.
 
-A running main takes commands as files: ``send_command`` renames ``<root>/control/<name>`` into
+A main says it serves by renaming ``<root>/ready`` into place (``await_ready`` waits for it);
+a running main takes commands as files: ``send_command`` renames ``<root>/control/<name>`` into
 place (never half written) and waits for ``<name>.done``, whose text is ``ok`` or the error.
 """
 
@@ -32,7 +33,14 @@ from cairn.testing.maven_jars import (
     repo_file,
 )
 
-__all__ = ["JVM_OPTS", "MavenPrepareError", "hadoop_classpath", "java_tool", "send_command"]
+__all__ = [
+    "JVM_OPTS",
+    "MavenPrepareError",
+    "await_ready",
+    "hadoop_classpath",
+    "java_tool",
+    "send_command",
+]
 
 _LIBS_ENV = "CAIRN_HADOOP_LIBS"
 _POM_ENV = "CAIRN_HADOOP_POM"
@@ -130,3 +138,26 @@ def send_command(
     answer = done.read_text().strip()
     if answer != "ok":
         raise error(f"{name}: {answer}")
+
+
+def await_ready(
+    root: Path,
+    what: str,
+    exit_code: Callable[[], int | None],
+    log_tail: Callable[[], str],
+    error: type[Exception],
+    timeout: float,
+) -> str:
+    """The text of ``<root>/ready`` once the main under ``root`` wrote it; raises ``error``
+    (with the log's tail) if the process exits first (``exit_code()`` not None) or ``timeout``
+    passes."""
+    deadline = time.monotonic() + timeout
+    ready = root / "ready"
+    while time.monotonic() < deadline:
+        code = exit_code()
+        if code is not None:
+            raise error(f"the {what} exited with {code}: {log_tail()}")
+        if ready.exists():
+            return ready.read_text()
+        time.sleep(0.1)
+    raise error(f"the {what} did not serve in time: {log_tail()}")

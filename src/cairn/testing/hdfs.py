@@ -44,6 +44,7 @@ from typing import Any
 from cairn.testing.hadoop_minicluster import (
     JVM_OPTS,
     MavenPrepareError,
+    await_ready,
     hadoop_classpath,
     java_tool,
     send_command,
@@ -166,18 +167,15 @@ class HdfsCluster(ManagedServer):
         return self
 
     def _await_ready(self) -> None:
-        deadline = time.monotonic() + _START_TIMEOUT_S
-        ready = self.root / "ready"
-        while time.monotonic() < deadline:
-            assert self._proc is not None
-            if self._proc.poll() is not None:
-                raise HdfsStartError(
-                    f"the HDFS mini cluster exited with {self._proc.returncode}: {self.log_tail()}"
-                )
-            if ready.exists():
-                return
-            time.sleep(0.1)
-        raise HdfsStartError(f"the HDFS mini cluster did not serve in time: {self.log_tail()}")
+        assert self._proc is not None
+        await_ready(
+            self.root,
+            "HDFS mini cluster",
+            self._proc.poll,
+            self.log_tail,
+            HdfsStartError,
+            _START_TIMEOUT_S,
+        )
 
     def _command(self, name: str) -> None:
         send_command(self.root, name, lambda: self.running, self.log_tail, HdfsStartError)

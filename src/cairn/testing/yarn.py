@@ -33,6 +33,7 @@ from pathlib import Path
 from cairn.testing.hadoop_minicluster import (
     JVM_OPTS,
     MavenPrepareError,
+    await_ready,
     hadoop_classpath,
     java_tool,
     send_command,
@@ -190,19 +191,16 @@ class YarnCluster(ManagedServer):
                     os.kill(int(entry.name), signal.SIGKILL)
 
     def _await_ready(self) -> None:
-        deadline = time.monotonic() + _START_TIMEOUT_S
-        ready = self.root / "ready"
-        while time.monotonic() < deadline:
-            assert self._proc is not None
-            if self._proc.poll() is not None:
-                raise YarnStartError(
-                    f"the YARN mini cluster exited with {self._proc.returncode}: {self.log_tail()}"
-                )
-            if ready.exists():
-                self.resource_manager = ready.read_text().strip().partition("=")[2]
-                return
-            time.sleep(0.1)
-        raise YarnStartError(f"the YARN mini cluster did not serve in time: {self.log_tail()}")
+        assert self._proc is not None
+        text = await_ready(
+            self.root,
+            "YARN mini cluster",
+            self._proc.poll,
+            self.log_tail,
+            YarnStartError,
+            _START_TIMEOUT_S,
+        )
+        self.resource_manager = text.strip().partition("=")[2]
 
     def _command(self, name: str) -> None:
         send_command(self.root, name, lambda: self.running, self.log_tail, YarnStartError)

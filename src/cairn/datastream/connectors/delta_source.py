@@ -24,7 +24,7 @@ from fsspec.core import url_to_fs
 
 from cairn.api.connectors import Source, SourceReader, SourceReaderContext
 from cairn.datastream.connectors.delta_protocol import fsspec_options
-from cairn.datastream.formats.arrow import rows
+from cairn.datastream.formats.arrow import rows_from
 from cairn.ids import CheckpointId
 
 __all__ = ["DeltaSource", "DeltaSourceBuilder", "DeltaSplit", "added_files"]
@@ -208,8 +208,7 @@ class DeltaSourceReader(SourceReader):
             with self._fs.open(path, "rb") as f:
                 self._current = pq.read_table(f)
         table = self._current
-        end = min(table.num_rows, split.row_offset + max_records)
-        out = rows(table.slice(split.row_offset, end - split.row_offset))
+        out, end = rows_from(table, split.row_offset, max_records)
         if end >= table.num_rows:
             self._split = replace(split, file_index=split.file_index + 1, row_offset=0)
             self._current = None

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from cairn.api.connectors import Source, SourceReader, SourceReaderContext
-from cairn.datastream.formats.arrow import rows
+from cairn.datastream.formats.arrow import rows_from
 from cairn.ids import CheckpointId
 
 __all__ = [
@@ -281,8 +281,7 @@ class IcebergSourceReader(SourceReader):
         if self._current is None:
             self._current = self._read(self._tasks[split.file_index])
         data = self._current
-        end = min(data.num_rows, split.row_offset + max_records)
-        out = rows(data.slice(split.row_offset, end - split.row_offset))
+        out, end = rows_from(data, split.row_offset, max_records)
         if end >= data.num_rows:
             self._split = replace(split, file_index=split.file_index + 1, row_offset=0)
             self._current = None

@@ -26,7 +26,7 @@ from cairn.common.type_visitor import TypeVisitor, scalar_name
 from cairn.common.typeinfo import RowTypeInfo, TypeInformation
 from cairn.common.types import Row
 
-__all__ = ["ArrowRows", "arrow_schema", "arrow_type", "avro_arrow_schema", "rows"]
+__all__ = ["ArrowRows", "arrow_schema", "arrow_type", "avro_arrow_schema", "rows", "rows_from"]
 
 Convert = Callable[[Any], Any]
 
@@ -313,6 +313,18 @@ def _named(value: Any) -> Any:
     if isinstance(value, list):
         return [_named(v) for v in value]
     return value
+
+
+def rows_from(table: pa.Table, offset: int, limit: int) -> tuple[list[Any], int]:
+    """At most ``limit`` records of ``table`` from row ``offset`` (as :func:`rows`), and the
+    offset after them (``table.num_rows`` once the table is read): a source reading a file in
+    batches keeps that offset in its checkpoint.
+
+    >>> rows_from(pa.table({"a": [1, 2, 3]}), 1, 5)
+    ([Row(a=2), Row(a=3)], 3)
+    """
+    end = min(table.num_rows, offset + limit)
+    return rows(table.slice(offset, end - offset)), end
 
 
 def rows(batch: pa.RecordBatch | pa.Table, as_dicts: bool = False) -> list[Any]:
