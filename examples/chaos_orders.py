@@ -6,7 +6,7 @@ Invariant: without a bug the job is deterministic and exactly-once: order ``i`` 
 order, and the committed lines are each order's ``customer,running total``, whatever fails.
 
     cairn run examples/chaos_orders.py --out /tmp/totals
-    cairn chaos examples/chaos_orders.py --seed 7 -- --out /tmp/totals
+    cairn chaos examples/chaos_orders.py --seed=7 -- --out /tmp/totals
 
 The bugs: ``random-key`` spreads each customer over two keys with ``random()`` (a hot key
 "salted"), so a replay after a restore sends an order to another key than the first time;

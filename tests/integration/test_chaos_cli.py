@@ -59,7 +59,7 @@ def test_chaos_passes_the_correct_job_and_finds_both_planted_bugs(
     assert status == 1, out
     assert "first difference, in Sink 'totals-file'" in out, out
     assert "likely cause: non-deterministic function or key: two runs without faults" in out
-    assert "replay: cairn chaos" in out and "--seed 7" in out
+    assert "replay: cairn chaos" in out and "--seed=7" in out
 
     status, out = _chaos(CHAOS_SIDE_EFFECT, tmp_path / "side-effect", capsys)
     assert status == 1, out

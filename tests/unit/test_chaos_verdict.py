@@ -121,7 +121,7 @@ def test_the_report_names_the_first_difference_the_fault_before_and_the_replay()
     assert fault_before(_diff("missing"), fired) is fired[1]
     assert fault_before(Difference("o", "extra", None, Record("z", 0.5, "p")), fired) is None
     text = report(
-        command="cairn chaos job.py --seed 7",
+        command="cairn chaos job.py --seed=7",
         seed=7,
         plan=plan,
         fired=fired,
@@ -136,7 +136,7 @@ def test_the_report_names_the_first_difference_the_fault_before_and_the_replay()
     assert lines[1] == "  first difference, in Sink 'out': 'z,1' not in the reference (part-0:4)"
     assert lines[2].startswith("  fault just before: #0 kill subtask")
     assert "likely cause: non-deterministic function or key" in lines[3]
-    assert lines[4] == "  replay: cairn chaos job.py --seed 7"
+    assert lines[4] == "  replay: cairn chaos job.py --seed=7"
 
 
 def test_an_equal_report_says_how_many_faults_fired() -> None:
@@ -153,6 +153,7 @@ def test_an_equal_report_says_how_many_faults_fired() -> None:
         records=0,
     )
     assert text.splitlines() == [
-        "EQUAL: 0 outputs (0 records) committed the same with 0 of 1 faults as without (seed 3)",
+        "EQUAL: 0 outputs (0 records) committed the same with 0 of 1 faults as without",
+        "  replay: c",
         "  nothing was compared: the job has no FileSink and no --compare",
     ]

@@ -210,8 +210,9 @@ def report(
     else:
         lines.append(
             f"EQUAL: {compared} outputs ({records} records) committed the same with "
-            f"{len(fired)} of {len(plan)} faults as without (seed {seed})"
+            f"{len(fired)} of {len(plan)} faults as without"
         )
+        lines.append(f"  replay: {command}")
         if compared == 0:
             lines.append("  nothing was compared: the job has no FileSink and no --compare")
     for f in fired:
@@ -222,7 +223,7 @@ def report(
 
 
 def _replay_command(args: argparse.Namespace, seed: int) -> str:
-    parts = ["cairn", "chaos", args.script, "--faults", str(args.faults), "--seed", str(seed)]
+    parts = ["cairn", "chaos", args.script, f"--faults={args.faults}", f"--seed={seed}"]
     for path in args.compare:
         parts += ["--compare", path]
     if args.parallelism is not None:
@@ -250,7 +251,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     if args.work_dir:
         os.makedirs(args.work_dir, exist_ok=True)
     work = tempfile.mkdtemp(prefix="cairn-chaos-", dir=args.work_dir)
-    _say(f"seed {seed}, work directory {work}; the reference run (no faults)")
+    _say(f"--seed={seed}, work directory {work}; the reference run (no faults)")
     reference = _run(args, "reference", work, "", restarts=0)
     if reference.error is not None:
         _say(f"the job fails without faults ({reference.error}); nothing to compare")
