@@ -66,6 +66,13 @@ STATE_SQL = (
 )
 SQL_SCRIPT = "cairn sql -f job.sql -p 2"
 DEMO_SKEW_SHORT = "cairn demo skew --seconds 20 --variants aligned,unaligned"
+# Run by tests/integration/test_chaos_cli.py (docs/chaos.md's worked example).
+CHAOS = "cairn chaos examples/chaos_orders.py --seed=7"
+CHAOS_RANDOM_KEY = "cairn chaos examples/chaos_orders.py --seed=7 -- --bug random-key"
+CHAOS_SIDE_EFFECT = (
+    "cairn chaos examples/chaos_orders.py --seed=7 --compare /tmp/alerts.log "
+    "-- --bug side-effect --alerts /tmp/alerts.log"
+)
 COMMANDS = frozenset(
     {
         RUN_LOCAL,
@@ -94,6 +101,9 @@ COMMANDS = frozenset(
         DOCTOR_DIR,
         DEMO,
         DEMO_SKEW_SHORT,
+        CHAOS,
+        CHAOS_RANDOM_KEY,
+        CHAOS_SIDE_EFFECT,
         SQL_SCRIPT,
         STATE_LIST,
         STATE_SQL,

@@ -356,12 +356,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(func=cmd_demo)
 
+    from cairn.cli.chaos import HELP, add_chaos_arguments
     from cairn.cli.jobs import add_job_commands
     from cairn.cli.sql import add_sql_command
     from cairn.cli.state import add_state_command
     from cairn.cli.tls import add_tls_command
 
     add_job_commands(sub)
+    add_chaos_arguments(sub.add_parser("chaos", help=HELP))
     add_tls_command(sub)
     add_sql_command(sub)
     add_state_command(sub)

@@ -15,7 +15,7 @@ execute time. ``execute``/``execute_async`` validate the whole job on the driver
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from cairn.api.connectors import Source
@@ -50,9 +50,11 @@ __all__ = [
     "get_context_defaults",
     "reset_context_defaults",
     "set_context_defaults",
+    "set_submission_hook",
 ]
 
 _context = ContextDefaults()
+_submission_hook: Callable[[PreparedJob], PreparedJob] | None = None
 _log = logging.getLogger(__name__)
 _jars_noted = False
 
@@ -86,6 +88,18 @@ def set_context_defaults(
     if restore_path is not None:
         opts.parse_value(opts.RESTORE_PATH.key, restore_path)
     _context = ContextDefaults(parallelism, restore_path, _canonical_entries(configuration or {}))
+
+
+def set_submission_hook(hook: Callable[[PreparedJob], PreparedJob] | None) -> None:
+    """Let ``hook`` see (and replace) every job this process submits, once it is validated
+    and before it is deployed; ``None`` removes it (Cairn extension, for ``cairn chaos``,
+    which reads what each sink is and points file sinks at a directory of its own).
+
+    >>> set_submission_hook(lambda prepared: prepared)
+    >>> set_submission_hook(None)
+    """
+    global _submission_hook
+    _submission_hook = hook
 
 
 def get_context_defaults() -> ContextDefaults:
@@ -401,6 +415,8 @@ class StreamExecutionEnvironment:
     def execute_async(self, job_name: str | None = None) -> JobClient:
         """Submit the job and return at once with a ``JobClient``."""
         prepared = self.prepare_job(job_name)  # fail on the driver before touching Spark
+        if _submission_hook is not None:
+            prepared = _submission_hook(prepared)
         from cairn.launch import submit_job
 
         client = submit_job(prepared.settings, list(prepared.sinks))

@@ -1,0 +1,342 @@
+"""``cairn chaos job.py``: run a user's job once without faults (the reference) and once under
+a seeded schedule of worker kills, and compare what their sinks committed.
+
+Invariant: both runs are the same script with the same arguments in this process, each with
+checkpoints and file sinks in a directory of its own and a fresh start (never a resume of
+the other); the kills are ``cairn.testing.faults`` points (``testing/fault_plan.py``), so
+``--seed S`` replays them. The verdict is ``chaos_verdict``'s pure functions; when the
+outputs differ, a second fault-free run (the control) tells a job that differs with no
+fault at all (non-deterministic) from one that differs only after a restore. Exit status:
+0 equal, 1 different (or the job failed under faults), 2 the job cannot run without faults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import runpy
+import shlex
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from cairn.cli.chaos_outputs import (
+    SinkOutput,
+    appended_records,
+    read_committed_files,
+    redirect_sinks,
+    snapshot,
+)
+from cairn.cli.chaos_verdict import Cause, Difference, Record, classify, compare_outputs
+from cairn.cli.options import parse_conf_items
+from cairn.testing.fault_plan import (
+    FiredFault,
+    PlannedFault,
+    faults_text,
+    fired_faults,
+    plan_faults,
+)
+
+_INTERVAL_MS = 300  # both runs' default checkpoint interval: many checkpoints to aim at
+
+__all__ = ["HELP", "add_chaos_arguments", "cmd_chaos", "report"]
+
+
+@dataclass
+class RunResult:
+    """What one run of the job committed, output by output."""
+
+    label: str
+    outputs: dict[str, list[Record]] = field(default_factory=dict)
+    sinks: list[SinkOutput] = field(default_factory=list)
+    parallelism: int = 1
+    error: str | None = None
+    seconds: float = 0.0
+
+
+def _say(message: str) -> None:
+    print(f"cairn chaos: {message}", file=sys.stderr, flush=True)
+
+
+def _run(args: argparse.Namespace, label: str, work: str, faults: str, restarts: int) -> RunResult:
+    """Run the script once (``label``: its directory under ``work``) with ``faults``."""
+    from cairn.common.exceptions import JobExecutionException
+    from cairn.datastream.job_builder import PreparedJob
+    from cairn.datastream.stream_execution_environment import (
+        reset_context_defaults,
+        set_context_defaults,
+        set_submission_hook,
+    )
+    from cairn.launch import running_jobs
+
+    run_dir = os.path.join(work, label)
+    os.makedirs(run_dir)
+    result = RunResult(label)
+    conf = {
+        "cairn.progress": "false",
+        "cairn.recovery.on-rerun": "FRESH",
+        "execution.checkpointing.dir": "file://" + os.path.join(run_dir, "checkpoints"),
+        "restart-strategy.type": "fixed-delay",
+        "restart-strategy.fixed-delay.attempts": str(restarts),
+        "restart-strategy.fixed-delay.delay": "100 ms",
+        "cairn.testing.faults": faults,
+    }
+    if args.checkpoint_interval:
+        conf["execution.checkpointing.interval"] = f"{args.checkpoint_interval} ms"
+    if args.executor:
+        conf["cairn.executor"] = args.executor
+    conf.update(parse_conf_items(args.conf))
+    jobs = 0
+
+    def hook(prepared: PreparedJob) -> PreparedJob:
+        nonlocal jobs
+        jobs += 1
+        moved, sinks = redirect_sinks(prepared, os.path.join(run_dir, f"job-{jobs}"))
+        result.sinks.extend(sinks)
+        result.parallelism = prepared.settings.parallelism
+        return moved
+
+    watched = {path: snapshot(path) for path in args.compare}
+    script = os.path.abspath(args.script)
+    saved_argv, saved_path = sys.argv, list(sys.path)
+    sys.argv = [script, *args.script_args]
+    sys.path.insert(0, os.path.dirname(script))
+    set_context_defaults(parallelism=args.parallelism, configuration=conf)
+    set_submission_hook(hook)
+
+    def cancel_all() -> None:
+        for client in running_jobs():
+            client.cancel()
+
+    timer = threading.Timer(args.minutes * 60, cancel_all)
+    timer.daemon = True
+    timer.start()
+    started = time.monotonic()
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except JobExecutionException as error:
+        result.error = _one_line(error)
+    except SystemExit as error:
+        if error.code not in (None, 0):
+            result.error = f"the script exited with {error.code}"
+    finally:
+        timer.cancel()
+        set_submission_hook(None)
+        reset_context_defaults()
+        sys.argv, sys.path[:] = saved_argv, saved_path
+    result.seconds = time.monotonic() - started
+    if time.monotonic() - started >= args.minutes * 60:
+        result.error = f"did not finish within --minutes {args.minutes:g}"
+    for sink in result.sinks:
+        if sink.directory is not None:
+            result.outputs[sink.name] = read_committed_files(sink.directory)
+    for path in args.compare:
+        result.outputs[_watched_name(path)] = appended_records(path, watched[path])
+    return result
+
+
+def _watched_name(path: str) -> str:
+    return f"--compare {path}"
+
+
+def _one_line(error: BaseException) -> str:
+    cause: BaseException | None = error
+    while cause is not None and cause.__cause__ is not None:
+        cause = cause.__cause__
+    text = str(cause or error).strip().splitlines()
+    return f"{type(cause or error).__name__}: {text[0] if text else ''}"
+
+
+def _texts(run: RunResult) -> dict[str, list[str]]:
+    return {name: [r.text for r in records] for name, records in run.outputs.items()}
+
+
+def fault_before(diff: Difference, fired: Sequence[FiredFault]) -> FiredFault | None:
+    """The last fault that fired before ``diff``'s record was committed (a missing record
+    has no commit time: the last fault of the run).
+
+    >>> from cairn.testing.fault_plan import PlannedFault
+    >>> f = [FiredFault(PlannedFault(i, "upload", i, 0), "x", float(i)) for i in range(3)]
+    >>> d = Difference("o", "extra", None, Record("a", 1.5, "p:1"))
+    >>> fault_before(d, f).fault.index
+    1
+    """
+    if not fired:
+        return None
+    if diff.actual is None:
+        return fired[-1]
+    before = [f for f in fired if f.at <= diff.actual.committed_at]
+    return before[-1] if before else None
+
+
+def report(
+    *,
+    command: str,
+    seed: int,
+    plan: Sequence[PlannedFault],
+    fired: Sequence[FiredFault],
+    diffs: Sequence[Difference],
+    cause: Cause | None,
+    sinks: Sequence[SinkOutput],
+    compared: int,
+    records: int,
+) -> str:
+    """What ``cairn chaos`` prints: the verdict, the first difference with the fault just
+    before it, the likely cause, the command that replays it."""
+    lines = []
+    skipped = [s for s in sinks if s.reason]
+    if diffs:
+        outputs = sorted({d.output for d in diffs})
+        lines.append(
+            f"DIFFERENT: {len(outputs)} of {compared} outputs differ from the fault-free run "
+            f"({len(diffs)} differences), {len(fired)} of {len(plan)} faults fired"
+        )
+        first = diffs[0]
+        lines.append(f"  first difference, in {first.output}: {first.describe()}")
+        before = fault_before(first, fired)
+        if before is not None:
+            lines.append(f"  fault just before: {before.fault.describe()}: {before.where}")
+        for other in outputs:
+            if other != first.output:
+                d = next(d for d in diffs if d.output == other)
+                lines.append(f"  also in {other}: {d.describe()}")
+        if cause is not None:
+            lines.append(f"  likely cause: {cause.name}: {cause.why}")
+        lines.append(f"  replay: {command}")
+    else:
+        lines.append(
+            f"EQUAL: {compared} outputs ({records} records) committed the same with "
+            f"{len(fired)} of {len(plan)} faults as without"
+        )
+        lines.append(f"  replay: {command}")
+        if compared == 0:
+            lines.append("  nothing was compared: the job has no FileSink and no --compare")
+    for f in fired:
+        lines.append(f"  fired {f.fault.describe()}: {f.where}")
+    for s in skipped:
+        lines.append(f"  not compared: {s.name} ({s.kind}): {s.reason}")
+    return "\n".join(lines)
+
+
+def _replay_command(args: argparse.Namespace, seed: int) -> str:
+    parts = ["cairn", "chaos", args.script, f"--faults={args.faults}", f"--seed={seed}"]
+    for path in args.compare:
+        parts += ["--compare", path]
+    if args.parallelism is not None:
+        parts += ["-p", str(args.parallelism)]
+    if args.checkpoint_interval != _INTERVAL_MS:
+        parts += ["--checkpoint-interval", str(args.checkpoint_interval)]
+    if args.executor:
+        parts += ["--executor", args.executor]
+    for item in args.conf or []:
+        parts += ["-D", item]
+    if args.script_args:
+        parts += ["--", *args.script_args]
+    return shlex.join(parts)
+
+
+def cmd_chaos(args: argparse.Namespace) -> int:
+    from cairn.common.exceptions import ConfigurationError
+
+    if not os.path.isfile(args.script):
+        raise ConfigurationError(f"no such job script: {args.script}")
+    if args.faults < 0 or args.minutes <= 0:
+        raise ConfigurationError("--faults must be >= 0 and --minutes > 0")
+    args.script_args = list(getattr(args, "passthrough", []))
+    seed = args.seed if args.seed is not None else random.randrange(1, 1_000_000)
+    if args.work_dir:
+        os.makedirs(args.work_dir, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="cairn-chaos-", dir=args.work_dir)
+    _say(f"--seed={seed}, work directory {work}; the reference run (no faults)")
+    reference = _run(args, "reference", work, "", restarts=0)
+    if reference.error is not None:
+        _say(f"the job fails without faults ({reference.error}); nothing to compare")
+        return 2
+    records = sum(len(r) for r in reference.outputs.values())
+    plan = plan_faults(
+        seed,
+        args.faults,
+        parallelism=reference.parallelism,
+        records_per_subtask=max(10, records // reference.parallelism),
+    )
+    markers = os.path.join(work, "fault-markers")
+    os.makedirs(markers)
+    _say(f"the run under {len(plan)} faults ({reference.seconds:.1f} s without)")
+    chaos = _run(args, "faults", work, faults_text(plan, markers), restarts=len(plan) + 3)
+    fired = fired_faults(plan, markers)
+    command = _replay_command(args, seed)
+    if chaos.error is not None:
+        print(f"FAILED under faults: {chaos.error}")
+        for f in fired:
+            print(f"  fired {f.fault.describe()}: {f.where}")
+        print(f"  replay: {command}")
+        return 1
+    diffs = compare_outputs(_texts(reference), chaos.outputs)
+    control_differs = None
+    if diffs:
+        _say("outputs differ; a second run without faults (the control)")
+        control = _run(args, "control", work, "", restarts=0)
+        control_differs = control.error is None and bool(
+            compare_outputs(_texts(reference), control.outputs)
+        )
+    outside = frozenset(_watched_name(p) for p in args.compare)
+    print(
+        report(
+            command=command,
+            seed=seed,
+            plan=plan,
+            fired=fired,
+            diffs=diffs,
+            cause=classify(diffs, outside_sinks=outside, control_differs=control_differs),
+            sinks=reference.sinks,
+            compared=len(reference.outputs),
+            records=records,
+        )
+    )
+    return 1 if diffs else 0
+
+
+HELP = (
+    "run a job without and with seeded faults (worker kills) and compare what its sinks "
+    "committed; exit 1 on any difference"
+)
+
+
+def add_chaos_arguments(chaos: argparse.ArgumentParser) -> None:
+    """The options of ``cairn chaos`` on its subparser."""
+    chaos.add_argument("script", help="the job; its own arguments go after '--'")
+    chaos.add_argument("--faults", type=int, default=3, help="kills (default: %(default)s)")
+    chaos.add_argument("--seed", type=int, default=None, help="default: a random one, printed")
+    chaos.add_argument(
+        "--profile",
+        choices=["local"],
+        default="local",
+        help="local: kills of this machine's Spark workers at Cairn's fault points",
+    )
+    chaos.add_argument(
+        "--minutes", type=float, default=10.0, help="limit per run (default: %(default)s)"
+    )
+    chaos.add_argument(
+        "--compare",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="also compare what the job writes itself at PATH (a file or directory), "
+        "outside its sinks",
+    )
+    chaos.add_argument(
+        "--checkpoint-interval",
+        type=int,
+        default=_INTERVAL_MS,
+        metavar="MS",
+        help="checkpoint interval of both runs (default: %(default)s; 0: the job's own)",
+    )
+    chaos.add_argument("-p", "--parallelism", type=int, default=None)
+    chaos.add_argument("--executor", choices=["spark", "inprocess"], default=None)
+    chaos.add_argument("-D", "--conf", action="append", metavar="KEY=VALUE")
+    chaos.add_argument("--work-dir", default=None, help="where the runs' directories go")
+    chaos.set_defaults(func=cmd_chaos)

@@ -1,0 +1,69 @@
+"""``cairn chaos`` on docs/chaos.md's worked example, as the page shows it: the correct job
+passes (exit 0) under seeded worker kills, and each planted bug is found (exit 1) with its
+cause class named.
+
+The three commands run in this process on the session's local Spark (one JVM for all six
+runs), the example's orders cut to 3,000 so that each run takes a few seconds.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cairn.cli.main import main
+from cairn.datastream.stream_execution_environment import reset_context_defaults
+from tests.integration._readme import (
+    CHAOS,
+    CHAOS_RANDOM_KEY,
+    CHAOS_SIDE_EFFECT,
+    REPO_ROOT,
+    readme_line,
+)
+
+
+def _chaos(line: str, tmp: Path, capsys: Any) -> tuple[int, str]:
+    """The docs line in this process (the example at 3,000 orders, outputs under ``tmp``):
+    its exit status and what it printed on stdout."""
+    line = readme_line(line).replace("/tmp/alerts.log", str(tmp / "alerts.log"))
+    argv = shlex.split(line)[1:]
+    argv[1] = str(REPO_ROOT / argv[1])
+    if "--" not in argv:
+        argv.append("--")
+    argv += ["--orders", "3000", "--out", str(tmp / "totals")]
+    argv[1:1] = ["--faults", "2", "--work-dir", str(tmp)]
+    saved_argv, saved_path = list(sys.argv), list(sys.path)
+    try:
+        status = main(argv)
+    finally:
+        sys.argv[:], sys.path[:] = saved_argv, saved_path
+        reset_context_defaults()
+    return status, capsys.readouterr().out
+
+
+@pytest.mark.spark
+def test_chaos_passes_the_correct_job_and_finds_both_planted_bugs(
+    spark: Any, tmp_path: Path, capsys: Any
+) -> None:
+    status, out = _chaos(CHAOS, tmp_path / "correct", capsys)
+    assert status == 0, out
+    assert out.startswith("EQUAL: 1 outputs (3000 records)"), out
+    assert "2 of 2 faults" in out, out
+    assert not (tmp_path / "correct" / "totals").exists(), "the user's path was written"
+
+    status, out = _chaos(CHAOS_RANDOM_KEY, tmp_path / "random-key", capsys)
+    assert status == 1, out
+    assert "first difference, in Sink 'totals-file'" in out, out
+    assert "likely cause: non-deterministic function or key: two runs without faults" in out
+    assert "replay: cairn chaos" in out and "--seed=7" in out
+
+    status, out = _chaos(CHAOS_SIDE_EFFECT, tmp_path / "side-effect", capsys)
+    assert status == 1, out
+    assert "first difference, in --compare" in out and "written again" in out, out
+    assert "fault just before: #" in out, out
+    assert "likely cause: a side effect outside a sink" in out, out
+    assert "Sink 'totals-file'" not in out.split("likely cause")[0].split("first")[1], out

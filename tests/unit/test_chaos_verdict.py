@@ -1,0 +1,159 @@
+"""``cairn chaos``'s pure parts: the seeded fault plan, the comparison of committed outputs,
+the first difference and the fault before it, and the cause class."""
+
+from __future__ import annotations
+
+import pytest
+
+from cairn.cli.chaos import fault_before, report
+from cairn.cli.chaos_verdict import (
+    LOST,
+    LOST_STATE_RESCALE,
+    NON_DETERMINISTIC,
+    NOT_EXACTLY_ONCE,
+    SIDE_EFFECT,
+    Difference,
+    Record,
+    classify,
+    compare_output,
+    compare_outputs,
+)
+from cairn.runtime.faults import parse_faults
+from cairn.testing.fault_plan import FiredFault, PlannedFault, faults_text, plan_faults
+
+
+def _records(*texts: str, at: float = 0.0) -> list[Record]:
+    return [Record(t, at, f"f:{n}") for n, t in enumerate(texts, 1)]
+
+
+def test_the_plan_is_a_function_of_the_seed_and_parses_as_fault_specs() -> None:
+    plan = plan_faults(11, 20, parallelism=3, records_per_subtask=100)
+    assert plan == plan_faults(11, 20, parallelism=3, records_per_subtask=100)
+    assert plan != plan_faults(12, 20, parallelism=3, records_per_subtask=100)
+    assert [f.attempt for f in plan] == list(range(20))
+    assert plan[0].kind != "restore"  # nothing to restore in the first attempt
+    assert {f.subtask for f in plan} <= {0, 1, 2}
+    specs = parse_faults(faults_text(plan, "/tmp/markers"))
+    assert [(s.point, s.attempt, s.subtask) for s in specs] == [
+        (f.point, f.attempt, f.subtask) for f in plan
+    ]
+    assert all(1 <= f.records < 100 for f in plan if f.kind == "processing")
+    assert specs[3].marker == "/tmp/markers/fault-3"
+
+
+def test_no_alignment_kill_at_parallelism_one_and_bad_counts_refused() -> None:
+    plan = plan_faults(5, 50, parallelism=1, records_per_subtask=10)
+    assert "alignment" not in {f.kind for f in plan}
+    assert {f.subtask for f in plan} == {0}
+    with pytest.raises(ValueError):
+        plan_faults(5, -1, parallelism=1, records_per_subtask=10)
+    with pytest.raises(ValueError, match="marker directory"):
+        faults_text(plan, "/tmp/a,b")
+
+
+def test_equal_multisets_in_any_order_do_not_differ() -> None:
+    assert compare_output("o", ["a,1", "b,2", "a,1"], _records("b,2", "a,1", "a,1")) == []
+
+
+def test_a_changed_value_is_paired_with_the_missing_record_of_its_key() -> None:
+    diffs = compare_output("o", ["a,1", "b,2"], _records("a,1", "b,5"))
+    assert [(d.kind, d.expected, d.actual and d.actual.text) for d in diffs] == [
+        ("changed", "b,2", "b,5")
+    ]
+    assert diffs[0].key == "b"
+
+
+def test_duplicates_extras_and_missing_are_told_apart_earliest_commit_first() -> None:
+    got = [Record("x,9", 5.0, "late:1"), Record("a,1", 1.0, "early:1"), Record("a,1", 2.0, "b:1")]
+    diffs = compare_output("o", ["a,1", "c,3"], got)
+    assert [(d.kind, d.expected, d.actual and d.actual.where) for d in diffs] == [
+        ("duplicated", "a,1", "b:1"),
+        ("extra", None, "late:1"),
+        ("missing", "c,3", None),
+    ]
+
+
+def test_outputs_ordered_by_their_first_differing_commit() -> None:
+    reference = {"early": ["a"], "late": ["b"], "same": ["c"]}
+    actual = {
+        "late": [Record("b2", 9.0, "l:1")],
+        "early": [Record("a2", 1.0, "e:1")],
+        "same": [Record("c", 0.0, "s:1")],
+    }
+    assert [d.output for d in compare_outputs(reference, actual)] == [
+        "early",
+        "early",
+        "late",
+        "late",
+    ]
+    # An output only one run wrote counts as empty in the other.
+    assert [d.kind for d in compare_outputs({}, {"new": _records("n")})] == ["extra"]
+
+
+def _diff(kind: str, output: str = "o") -> Difference:
+    actual = None if kind == "missing" else Record("k,1", 0.0, "f:1")
+    return Difference(output, kind, "k,0" if kind != "extra" else None, actual)
+
+
+def test_cause_classes() -> None:
+    assert classify([]) is None
+    dup, changed, missing = _diff("duplicated"), _diff("changed"), _diff("missing")
+    assert classify([dup]).name == NOT_EXACTLY_ONCE  # type: ignore[union-attr]
+    assert classify([changed]).name == NON_DETERMINISTIC  # type: ignore[union-attr]
+    assert classify([missing]).name == LOST  # type: ignore[union-attr]
+    assert classify([missing], rescaled=True).name == LOST_STATE_RESCALE  # type: ignore[union-attr]
+    outside = frozenset({"o"})
+    assert classify([dup], outside_sinks=outside).name == SIDE_EFFECT  # type: ignore[union-attr]
+    # A control run that differs without faults outweighs everything else.
+    control = classify([dup], outside_sinks=outside, control_differs=True)
+    assert control is not None and control.name == NON_DETERMINISTIC
+    assert "without faults" in control.why
+
+
+def test_the_report_names_the_first_difference_the_fault_before_and_the_replay() -> None:
+    plan = plan_faults(7, 2, parallelism=2, records_per_subtask=50)
+    fired = [
+        FiredFault(plan[0], "after-barrier of x#0 (checkpoint 1)", 1.0),
+        FiredFault(plan[1], "processing of x#1 (checkpoint None)", 3.0),
+    ]
+    diff = Difference("Sink 'out'", "extra", None, Record("z,1", 2.0, "part-0:4"))
+    assert fault_before(diff, fired) is fired[0]
+    assert fault_before(_diff("missing"), fired) is fired[1]
+    assert fault_before(Difference("o", "extra", None, Record("z", 0.5, "p")), fired) is None
+    text = report(
+        command="cairn chaos job.py --seed=7",
+        seed=7,
+        plan=plan,
+        fired=fired,
+        diffs=[diff],
+        cause=classify([diff]),
+        sinks=[],
+        compared=1,
+        records=10,
+    )
+    lines = text.splitlines()
+    assert lines[0].startswith("DIFFERENT: 1 of 1 outputs")
+    assert lines[1] == "  first difference, in Sink 'out': 'z,1' not in the reference (part-0:4)"
+    assert lines[2].startswith("  fault just before: #0 kill subtask")
+    assert "likely cause: non-deterministic function or key" in lines[3]
+    assert lines[4] == "  replay: cairn chaos job.py --seed=7"
+
+
+def test_an_equal_report_says_how_many_faults_fired() -> None:
+    plan = (PlannedFault(0, "upload", 0, 0),)
+    text = report(
+        command="c",
+        seed=3,
+        plan=plan,
+        fired=[],
+        diffs=[],
+        cause=None,
+        sinks=[],
+        compared=0,
+        records=0,
+    )
+    assert text.splitlines() == [
+        "EQUAL: 0 outputs (0 records) committed the same with 0 of 1 faults as without",
+        "  replay: c",
+        "  nothing was compared: the job has no FileSink and no --compare",
+    ]
