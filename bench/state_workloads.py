@@ -196,14 +196,17 @@ def state_size(
     opts: CairnOptions,
     work_dir: str,
     hot_fraction: float | None = None,
+    rate: float | None = None,
 ) -> dict[str, Any]:
     """Workload 4: every key touched (record ``i`` has key ``i % keys``); checkpoint
     duration, bytes on the storage, and the throughput dip while asynchronous parts run.
 
     With ``hot_fraction`` the records after the first ``keys`` update only that fraction of
     the keys (``HotKeysGenerator``): what an incremental checkpoint adds per interval when
-    1 % of the state changes, against the full state size, and the synchronous phase."""
-    result = base_result("state-size", records, keys, interval_ms, None, opts)
+    1 % of the state changes, against the full state size, and the synchronous phase.
+    With ``rate`` the source is paced at that many records/s (unthrottled otherwise): each
+    interval then carries the same load, so checkpoint durations compare across storages."""
+    result = base_result("state-size", records, keys, interval_ms, rate, opts)
     env = bench_environment(opts, interval_ms, os.path.join(work_dir, "checkpoints"))
     out = sink_dir(work_dir)
     gen = (
@@ -211,7 +214,8 @@ def state_size(
         if hot_fraction is None
         else HotKeysGenerator(keys, hot_fraction)
     )
-    keyed_sum_job(env, DataGeneratorSource(gen, records), ProgressSink(out), timed=False)
+    limit = RateLimiterStrategy.per_second(rate) if rate else RateLimiterStrategy.no_limit()
+    keyed_sum_job(env, DataGeneratorSource(gen, records, limit), ProgressSink(out), timed=False)
     seen = run_job(
         env,
         f"bench-state-size-{keys}",
@@ -256,6 +260,10 @@ def _growth(result: dict[str, Any], seen: Observed, filled: float | None) -> Non
     result["added_pct_series"] = [round(a, 1) for a in added]
     result["hot_sync_p50_ms"] = statistics.median(sync)
     result["hot_sync_max_ms"] = max(sync)
+    # Each one in trigger order: end-to-end ms, full state bytes, bytes this one added.
+    result["hot_series"] = [
+        [c.end_to_end_duration_ms, c.state_size, c.checkpointed_size] for c in after
+    ]
 
 
 def _sample_rss(master: Any, seen: Observed) -> None:

@@ -262,7 +262,7 @@ def _run_one(
             hot_fraction=hot_fraction,
         )
     if workload == "state-size":
-        return state_size(keys, records, interval_ms, opts, work_dir, hot_fraction)
+        return state_size(keys, records, interval_ms, opts, work_dir, hot_fraction, rate)
     raise ValueError(f"unknown workload {workload!r}")
 
 
@@ -300,7 +300,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--checkpoint-interval-ms", type=int, default=1000, help="0 disables checkpointing"
     )
-    parser.add_argument("--rate", type=float, default=0.0, help="records/s (latency, recovery)")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="records/s (latency, recovery; state-size: paced, else unthrottled)",
+    )
     parser.add_argument("--parallelism", type=int, default=2)
     parser.add_argument(
         "--latency-warmup-s",
