@@ -6,7 +6,8 @@ Invariant: insert-only rows of a query go to the Iceberg table ``catalog-databas
 or checked against them, before the job starts). The options are Flink's Iceberg connector's
 keys where they exist (``catalog-name``, ``catalog-type``, ``catalog-database``,
 ``catalog-table``, ``uri``, ``warehouse``); ``catalog-type`` is pyiceberg's (``sql``); every
-``s3.*`` key goes to the catalog as it is.
+``s3.*`` key goes to the catalog as it is, every ``write.*`` key (Iceberg's table properties,
+``write.target-file-size-bytes``) to a table the sink creates, as Flink's connector does.
 
 >>> from cairn.table.types import DataTypes
 >>> cols = Columns.of([("k", DataTypes.STRING()), ("n", DataTypes.BIGINT())])
@@ -44,8 +45,9 @@ _KEYS = {
 
 
 def iceberg_options(columns: Columns, options: Mapping[str, str]) -> set[str]:
-    """The option keys of an ``iceberg`` table: its own, and the ``s3.*`` keys given."""
-    return _KEYS | {k for k in options if k.startswith("s3.")}
+    """The option keys of an ``iceberg`` table: its own, and the ``s3.*`` and ``write.*``
+    keys given."""
+    return _KEYS | {k for k in options if k.startswith(("s3.", "write."))}
 
 
 def catalog_properties(options: Mapping[str, str]) -> dict[str, str]:
@@ -104,6 +106,7 @@ def iceberg_sink(
         row_type,
         catalog_name=options.get("catalog-name", "cairn"),
         rows_per_file=int(options.get("sink.rows-per-file", "1000000")),
+        table_properties={k: v for k, v in options.items() if k.startswith("write.")},
     )
     rows = stream.map(_Row(), output_type=row_type).name(f"Sink rows: {name}")
     out = rows.sink_to(sink).name(f"Sink: {name}").uid(f"table-sink-{name}")

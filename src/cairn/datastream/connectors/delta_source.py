@@ -4,8 +4,10 @@ append (Flink's Delta connector's bounded and continuous modes), on delta-rs.
 Invariant: one split reads the table in a fixed order — a snapshot (every file of one
 version, sorted by path), then each later version's added files (sorted) — and its state
 ``(version, snapshot, file index, row offset)`` names the next row to emit in that order,
-so a restore resumes with no row lost or repeated. A version that removes files (a MERGE,
-DELETE or compaction rewrote rows) cannot be read as appends and fails the source naming it.
+so a restore resumes with no row lost or repeated. A compaction's version (every action
+``dataChange = false``: OPTIMIZE) adds no rows and is skipped; a version that removes files
+otherwise (a MERGE or DELETE rewrote rows) cannot be read as appends and fails the source
+naming it.
 
 >>> s = DeltaSource.for_continuous_row_data("/tmp/t").starting_version(3).build()
 >>> s.is_bounded(), s.create_splits(2)
@@ -27,7 +29,7 @@ from cairn.datastream.connectors.delta_protocol import fsspec_options
 from cairn.datastream.formats.arrow import rows_from
 from cairn.ids import CheckpointId
 
-__all__ = ["DeltaSource", "DeltaSourceBuilder", "DeltaSplit", "added_files"]
+__all__ = ["DeltaSource", "DeltaSourceBuilder", "DeltaSplit", "added_files", "rewrites_only"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,21 @@ def added_files(before: Sequence[str], after: Sequence[str], version: int) -> li
             f" OPTIMIZE): only appends are read"
         )
     return sorted(set(after) - set(before))
+
+
+def rewrites_only(commit: Sequence[dict[str, Any]]) -> bool:
+    """Whether a Delta commit's actions (one JSON object a line of its log file) only
+    rearrange files — its ``add`` and ``remove`` actions all ``dataChange = false``, as an
+    OPTIMIZE writes them — so it changes no row.
+
+    >>> rewrites_only([{"commitInfo": {}}, {"add": {"path": "b", "dataChange": False}},
+    ...                {"remove": {"path": "a", "dataChange": False}}])
+    True
+    >>> rewrites_only([{"add": {"path": "b", "dataChange": True}}]), rewrites_only([{}])
+    (False, False)
+    """
+    files = [a["add"] if "add" in a else a["remove"] for a in commit if "add" in a or "remove" in a]
+    return bool(files) and all(f.get("dataChange") is False for f in files)
 
 
 class DeltaSource(Source):
@@ -178,8 +195,18 @@ class DeltaSourceReader(SourceReader):
             return None
         if split.snapshot:
             return split, sorted(self._paths(split.version))
+        if split.version > 0 and rewrites_only(self._commit(split.version)):
+            return split, []  # a compaction: the same rows in other files
         before = self._paths(split.version - 1) if split.version > 0 else []
         return split, added_files(before, self._paths(split.version), split.version)
+
+    def _commit(self, version: int) -> list[dict[str, Any]]:
+        """The actions of ``version``'s commit, from its log file."""
+        import json
+
+        path = posixpath.join(self._root, "_delta_log", f"{version:020d}.json")
+        with self._fs.open(path, "rb") as f:
+            return [json.loads(line) for line in f.read().splitlines() if line.strip()]
 
     def poll_batch(self, max_records: int) -> list[Any] | None:
         split = self._split

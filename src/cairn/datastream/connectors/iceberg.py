@@ -73,7 +73,10 @@ class IcebergSink(Sink):
     ``"bucket[16](id)"``); without it the records are in the existing table's column order.
     Records are ``Row``s, tuples or lists in column order, or dicts by column name.
     ``rows_per_file``: a writer closes a data file after that many rows (more files within
-    a checkpoint interval); every file is closed at each checkpoint.
+    a checkpoint interval); every file is closed at each checkpoint, and none is larger than
+    the table's ``write.target-file-size-bytes``. ``table_properties``: Iceberg table
+    properties of a table the sink creates (``{"write.target-file-size-bytes": "..."}``);
+    an existing table's are kept.
 
     Output becomes visible when the checkpoint covering it completes (one snapshot per
     checkpoint); without checkpointing, at the end of input. Data files of a failed attempt
@@ -91,6 +94,7 @@ class IcebergSink(Sink):
         partition_by: Sequence[str] = (),
         catalog_name: str = "cairn",
         rows_per_file: int = 1_000_000,
+        table_properties: Mapping[str, str] | None = None,
     ) -> None:
         if not isinstance(table, str) or not table.strip():
             raise ValueError(f"Iceberg sink: table must be 'namespace.table', got {table!r}")
@@ -110,6 +114,7 @@ class IcebergSink(Sink):
             row_type=row_type,
             partition_by=tuple(partition_by),
             rows_per_file=rows_per_file,
+            table_properties=dict(table_properties or {}),
         )
 
     def check_job(self, settings: Any) -> None:

@@ -44,6 +44,7 @@ class IcebergTableConfig:
     row_type: RowTypeInfo | None
     partition_by: tuple[str, ...] = ()
     rows_per_file: int = 1_000_000
+    table_properties: Mapping[str, str] = field(default_factory=dict)
 
 
 def require_pyiceberg() -> None:
@@ -140,7 +141,9 @@ class TableAccess:
             self.catalog.create_namespace_if_not_exists(namespace)
         schema = arrow_schema_of(c.row_type)
         try:
-            table = self.catalog.create_table(c.table, schema=schema)
+            table = self.catalog.create_table(
+                c.table, schema=schema, properties=dict(c.table_properties)
+            )
         except TableAlreadyExistsError:  # another run created it meanwhile
             return self.catalog.load_table(c.table)
         if c.partition_by:
