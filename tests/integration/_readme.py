@@ -65,6 +65,13 @@ STATE_SQL = (
     '--sql "SELECT count(*) AS keys, sum(value) AS total FROM state"'
 )
 SQL_SCRIPT = "cairn sql -f job.sql -p 2"
+# Run by tests/unit/test_lake_compaction.py on tables of its own.
+TABLE_OPTIMIZE_DELTA = "cairn table optimize /data/lake/words"
+TABLE_OPTIMIZE_ICEBERG = (
+    "cairn table optimize shop.orders -D uri=sqlite:////data/catalog.db "
+    "-D warehouse=file:///data/wh"
+)
+DOCTOR_TABLE = "cairn doctor --table /data/lake/words"
 DEMO_SKEW_SHORT = "cairn demo skew --seconds 20 --variants aligned,unaligned"
 # Run by tests/integration/test_chaos_cli.py (docs/chaos.md's worked example).
 CHAOS = "cairn chaos examples/chaos_orders.py --seed=7"
@@ -107,6 +114,9 @@ COMMANDS = frozenset(
         SQL_SCRIPT,
         STATE_LIST,
         STATE_SQL,
+        TABLE_OPTIMIZE_DELTA,
+        TABLE_OPTIMIZE_ICEBERG,
+        DOCTOR_TABLE,
     }
 )
 

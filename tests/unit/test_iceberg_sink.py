@@ -181,11 +181,12 @@ def test_an_iceberg_table_in_sql_is_created_and_appended_to(tmp_path: Path) -> N
     t_env.execute_sql(
         f"""CREATE TABLE orders (id BIGINT, region STRING) WITH ('connector' = 'iceberg',
         'uri' = 'sqlite:///{tmp_path}/catalog.db', 'warehouse' = '{tmp_path}',
-        'catalog-database' = 'shop')"""
+        'catalog-database' = 'shop', 'write.target-file-size-bytes' = '1048576')"""
     )
     t_env.execute_sql("INSERT INTO orders VALUES (1, 'eu'), (2, 'us')").wait()
     table = _load(_catalog(tmp_path), "shop.orders")
     assert sorted(r["id"] for r in table.scan().to_arrow().to_pylist()) == [1, 2]
+    assert table.properties["write.target-file-size-bytes"] == "1048576"
     with pytest.raises(ValidationError, match="Unsupported options found for 'iceberg'"):
         t_env.execute_sql(
             "CREATE TABLE bad (id BIGINT) WITH ('connector' = 'iceberg', 'url' = 'x')"

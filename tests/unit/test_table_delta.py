@@ -39,10 +39,13 @@ def test_an_insert_only_query_is_appended(tmp_path: Path) -> None:
     _source(t_env, 3000)
     t_env.execute_sql(
         f"CREATE TABLE d (id BIGINT, sq BIGINT) WITH ('connector' = 'delta',"
-        f" 'table-path' = '{tmp_path / 't'}')"
+        f" 'table-path' = '{tmp_path / 't'}', 'delta.targetFileSize' = '4000')"
     )
     t_env.execute_sql("INSERT INTO d SELECT id, id * id FROM src WHERE MOD(id, 3) = 0").wait()
     assert _rows(tmp_path / "t") == [(i, i * i) for i in range(3, 3001, 3)]
+    table = deltalake.DeltaTable(str(tmp_path / "t"))  # the table property, honoured
+    assert table.metadata().configuration == {"delta.targetFileSize": "4000"}
+    assert max(table.get_add_actions(flatten=True).column("size_bytes").to_pylist()) <= 4000
 
 
 def test_an_aggregate_is_merged_by_the_primary_key(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from cairn.cli.options import parse_conf_items
 from cairn.ids import JobId
 
 if TYPE_CHECKING:
@@ -248,8 +249,14 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from cairn.observability.doctor.report import format_findings
     from cairn.rest.registry import JobRegistry
 
-    target: str = args.target
-    if JobRegistry().find(JobId(target)) is not None:  # a job id, else a directory
+    target: str | None = args.target
+    if target is None and not args.table:
+        from cairn.common.exceptions import ConfigurationError
+
+        raise ConfigurationError("give a job id, a checkpoint directory or --table TABLE")
+    if target is None:
+        subject, checkpoints, findings = ", ".join(args.table), 0, []
+    elif JobRegistry().find(JobId(target)) is not None:  # a job id, else a directory
         from cairn.rest.client import JobEndpoint
 
         body = JobEndpoint.find(JobId(target)).request("GET", f"/jobs/{target}/doctor")
@@ -269,6 +276,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         facts = facts_of_retained(load_retained(target))
         subject, checkpoints = target, len(facts.checkpoints)
         findings = [f.to_dict() for f in diagnose(facts)]
+    if args.table:
+        from cairn.cli.table import table_findings
+
+        findings += table_findings(args.table, parse_conf_items(args.conf))
     if args.json:
         print(json.dumps({"checkpoints": checkpoints, "findings": findings}, indent=2))
     else:
@@ -360,6 +371,21 @@ def add_job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="checkpoint advice for a running job or retained checkpoints, with the figures "
         "behind each finding and the configuration keys that address it",
     )
-    doctor.add_argument("target", metavar="job-id | checkpoint-dir")
+    doctor.add_argument("target", nargs="?", default=None, metavar="job-id | checkpoint-dir")
+    doctor.add_argument(
+        "--table",
+        action="append",
+        default=[],
+        metavar="TABLE",
+        help="also look at a lakehouse table's data files: a Delta table's path or URL, or "
+        "an Iceberg 'namespace.table' (catalog properties with -D uri=... -D warehouse=...)",
+    )
+    doctor.add_argument(
+        "-D",
+        "--conf",
+        action="append",
+        metavar="KEY=VALUE",
+        help="the tables' Iceberg catalog properties or Delta storage options",
+    )
     doctor.add_argument("--json", action="store_true", help="findings as JSON")
     doctor.set_defaults(func=cmd_doctor)

@@ -360,6 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
     from cairn.cli.jobs import add_job_commands
     from cairn.cli.sql import add_sql_command
     from cairn.cli.state import add_state_command
+    from cairn.cli.table import add_table_command
     from cairn.cli.tls import add_tls_command
 
     add_job_commands(sub)
@@ -367,6 +368,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_tls_command(sub)
     add_sql_command(sub)
     add_state_command(sub)
+    add_table_command(sub)
     return parser
 
 

@@ -233,7 +233,7 @@ _SINKS: dict[str, SinkConnector] = {
     ),
     "jdbc": SinkConnector(jdbc_options, check_jdbc, _with_primary_key, jdbc_sink),
     "delta": SinkConnector(delta_options, check_delta, _with_primary_key, delta_sink),
-    "iceberg": SinkConnector(iceberg_options, check_iceberg, _never, iceberg_sink),
+    "iceberg": SinkConnector(iceberg_options, check_iceberg, _with_primary_key, iceberg_sink),
 }
 
 _Scan = Callable[[str, Columns, Mapping[str, str], Schema], PlanNode]

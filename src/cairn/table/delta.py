@@ -34,8 +34,10 @@ _KEYS = {"table-path", "sink.parallelism", "sink.app-id"}
 
 
 def delta_options(columns: Columns, options: Mapping[str, str]) -> set[str]:
-    """The option keys of a ``delta`` table."""
-    return set(_KEYS)
+    """The option keys of a ``delta`` table: its own and the Delta table properties given
+    (``delta.targetFileSize``, ``delta.enableChangeDataFeed``...), set on a table the sink
+    creates."""
+    return _KEYS | {k for k in options if k.startswith("delta.")}
 
 
 def check_delta(
@@ -73,6 +75,9 @@ def delta_sink(
     builder = DeltaSink.for_row_data(options["table-path"], delta_row_type(columns))
     if "sink.app-id" in options:
         builder = builder.with_app_id(options["sink.app-id"])
+    properties = {k: v for k, v in options.items() if k.startswith("delta.")}
+    if properties:
+        builder = builder.with_table_properties(properties)
     keys = list(schema.primary_key) if schema is not None else []
     if keys:
         index = [columns.index(k) for k in keys]

@@ -67,6 +67,21 @@ __all__ = ["DeltaCommitter", "DeltaSink", "DeltaSinkBuilder", "DeltaSinkWriter"]
 log = logging.getLogger(__name__)
 
 ROWS_PER_FILE = 1_000_000  # a file rolls within a checkpoint interval past this many rows
+COMMIT_ATTEMPTS = 4  # a commit that lost a race with another writer is tried again
+TARGET_FILE_SIZE = "delta.targetFileSize"
+DEFAULT_TARGET_FILE_SIZE = 100 << 20  # delta-rs's
+
+
+def rows_per_part(num_rows: int, arrow_bytes: int, target_bytes: int) -> int:
+    """Rows per data file so that none is larger than ``target_bytes`` (Arrow's in-memory
+    size bounds the Parquet file's from above).
+
+    >>> rows_per_part(1000, 4000, 1000), rows_per_part(1000, 400, 1000), rows_per_part(0, 0, 9)
+    (250, 1000, 1)
+    """
+    if num_rows == 0 or arrow_bytes <= target_bytes:
+        return max(1, num_rows)
+    return max(1, num_rows * target_bytes // arrow_bytes)
 
 
 def _deltalake() -> Any:
@@ -108,8 +123,10 @@ class DeltaSink(Sink):
         app_id: str | None,
         storage_options: dict[str, str] | None,
         upsert_keys: tuple[str, ...] = (),
+        table_properties: dict[str, str] | None = None,
     ) -> None:
         self.table_path = table_path.rstrip("/")
+        self.table_properties = dict(table_properties or {})
         self.upsert_keys = upsert_keys
         self.row_type = row_type
         self.app_id = app_id
@@ -124,7 +141,7 @@ class DeltaSink(Sink):
 
     def check_job(self, settings: Any) -> None:
         """Create the table if it is missing; refuse one whose columns differ."""
-        ensure_table(self.table_path, self.row_type, self.storage_options)
+        ensure_table(self.table_path, self.row_type, self.storage_options, self.table_properties)
 
     def create_writer(
         self, context: SinkWriterContext, restored_state: Sequence[Any]
@@ -147,6 +164,14 @@ class DeltaSinkBuilder:
         self._app_id: str | None = None
         self._storage: dict[str, str] = {}
         self._keys: tuple[str, ...] = ()
+        self._properties: dict[str, str] = {}
+
+    def with_table_properties(self, properties: dict[str, str]) -> DeltaSinkBuilder:
+        """Delta table properties of a table the sink creates (an existing table's are
+        kept): ``delta.targetFileSize`` (no data file of the sink is larger; compaction's
+        target), ``delta.enableChangeDataFeed``..."""
+        self._properties = {str(k): str(v) for k, v in properties.items()}
+        return self
 
     def with_app_id(self, app_id: str) -> DeltaSinkBuilder:
         """The ``txn`` app id (default ``cairn-<job id>``): keep it for a job restored from
@@ -173,13 +198,23 @@ class DeltaSinkBuilder:
         return self
 
     def build(self) -> DeltaSink:
-        return DeltaSink(self._path, self._row_type, self._app_id, self._storage, self._keys)
+        return DeltaSink(
+            self._path, self._row_type, self._app_id, self._storage, self._keys, self._properties
+        )
 
 
-def ensure_table(path: str, row_type: RowTypeInfo, storage: dict[str, str]) -> None:
+def ensure_table(
+    path: str, row_type: RowTypeInfo, storage: dict[str, str], properties: dict[str, str]
+) -> None:
     dl = _deltalake()
     schema = dl.Schema.from_arrow(arrow_schema(row_type))
-    table = dl.DeltaTable.create(path, schema, mode="ignore", storage_options=storage or None)
+    table = dl.DeltaTable.create(
+        path,
+        schema,
+        mode="ignore",
+        storage_options=storage or None,
+        configuration=dict(properties) or None,
+    )
     problem = schema_mismatch(delta_columns(table.schema()), delta_columns(schema), path)
     if problem is not None:
         raise ConfigurationError(problem)
@@ -201,6 +236,7 @@ class DeltaSinkWriter(SinkWriter):
         self._files: list[DataFile] = []  # written, not yet handed to the committer
         self._seq = 0
         self._checkpoint = 0  # the checkpoint the next file belongs to (named after)
+        self._target: int | None = None  # delta.targetFileSize, read at the first roll
         folder = attempt_dir(self._app_id, str(context.job_id), int(context.attempt_number))
         self._staging = f"{folder}/changes"
 
@@ -220,26 +256,44 @@ class DeltaSinkWriter(SinkWriter):
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        c = self._context
-        name = data_file_name(
-            self._app_id, str(c.job_id), int(c.attempt_number), int(c.subtask_index),
-            self._checkpoint, self._seq,
-        )  # fmt: skip
-        self._seq += 1
         rows = self._buffer
         self._buffer = []
-        if self._sink.upsert_keys:
+        staged = bool(self._sink.upsert_keys)
+        if staged:
             changes, deletes = change_rows(rows)
             table = self._rows.table(changes).append_column(DELETE_COLUMN, pa.array(deletes))
-            name = f"{self._staging}/{name}"  # applied by the MERGE, never added as it is
             self._fs.makedirs(posixpath.join(self._root, self._staging), exist_ok=True)
+            parts = [table]  # one staged file: the MERGE reads them all anyway
         else:
             table = self._rows.table(rows)
-        out = io.BytesIO()
-        pq.write_table(table, out)
-        data = out.getvalue()
-        self._fs.pipe_file(posixpath.join(self._root, name), data)
-        self._files.append(DataFile(name, len(data), int(time.time() * 1000), table.num_rows))
+            per_file = rows_per_part(table.num_rows, table.nbytes, self._target_size())
+            parts = [table.slice(i, per_file) for i in range(0, table.num_rows, per_file)]
+        c = self._context
+        for part in parts:
+            name = data_file_name(
+                self._app_id, str(c.job_id), int(c.attempt_number), int(c.subtask_index),
+                self._checkpoint, self._seq,
+            )  # fmt: skip
+            self._seq += 1
+            if staged:
+                name = f"{self._staging}/{name}"  # applied by the MERGE, never added as it is
+            out = io.BytesIO()
+            pq.write_table(part, out)
+            data = out.getvalue()
+            self._fs.pipe_file(posixpath.join(self._root, name), data)
+            modified = int(time.time() * 1000)
+            self._files.append(DataFile(name, len(data), modified, part.num_rows))
+
+    def _target_size(self) -> int:
+        if self._target is None:
+            configured = self._sink.table_properties.get(TARGET_FILE_SIZE)
+            if configured is None:
+                table = _deltalake().DeltaTable(
+                    self._sink.table_path, storage_options=self._sink.storage_options or None
+                )
+                configured = table.metadata().configuration.get(TARGET_FILE_SIZE)
+            self._target = int(configured) if configured else DEFAULT_TARGET_FILE_SIZE
+        return self._target
 
     def prepare_commit(self, checkpoint_id: CheckpointId) -> list[DeltaWriteResult]:
         self._checkpoint = int(checkpoint_id)
@@ -287,14 +341,26 @@ class DeltaCommitter(Committer):
         app_id = self._sink.resolved_app_id(str(c.job_id))
         final = c.checkpoint_id == END_OF_INPUT_CHECKPOINT
         checkpoint = None if final else int(c.checkpoint_id)
-        done = checkpoint is not None and not needs_commit(
-            self._table().transaction_version(app_id), checkpoint
-        )
-        if files and not done:  # a checkpoint without records makes no version
-            if self._sink.upsert_keys:
-                self._merge_files(files, checkpoint, app_id, str(c.job_id))
-            else:
-                self._commit_files(files, checkpoint, app_id, str(c.job_id))
+        from deltalake.exceptions import CommitFailedError
+
+        for attempt in range(COMMIT_ATTEMPTS):
+            done = checkpoint is not None and not needs_commit(
+                self._table().transaction_version(app_id), checkpoint
+            )
+            if not files or done:  # a checkpoint without records makes no version
+                break
+            try:
+                if self._sink.upsert_keys:
+                    self._merge_files(files, checkpoint, app_id, str(c.job_id))
+                else:
+                    self._commit_files(files, checkpoint, app_id, str(c.job_id))
+                break
+            except CommitFailedError:
+                # A concurrent commit (a compaction removing files the MERGE read) won:
+                # merge again on the new version, unless this checkpoint is in it.
+                if attempt == COMMIT_ATTEMPTS - 1:
+                    raise
+                log.info("Delta sink: checkpoint %s lost a commit race, again", c.checkpoint_id)
         if self._sink.upsert_keys:  # the staged changes are applied (or were before)
             for f in files:
                 with contextlib.suppress(FileNotFoundError):
@@ -307,13 +373,13 @@ class DeltaCommitter(Committer):
             len(files),
         )
 
-    def _properties(self, checkpoint_id: int | None, app_id: str, job_id: str) -> Any:
+    def _properties(self, checkpoint_id: int | None, app_id: str, job_id: str, files: int) -> Any:
         dl = _deltalake()
         txns = [] if checkpoint_id is None else [dl.Transaction(app_id, checkpoint_id)]
-        return dl.CommitProperties(
-            app_transactions=txns,
-            custom_metadata={"cairn.checkpoint": str(checkpoint_id), "cairn.job": job_id},
-        )
+        metadata = {"cairn.checkpoint": str(checkpoint_id), "cairn.job": job_id}
+        if not self._sink.upsert_keys:  # a MERGE's own metrics count the files it adds
+            metadata["cairn.files"] = str(files)
+        return dl.CommitProperties(app_transactions=txns, custom_metadata=metadata)
 
     def _merge_files(
         self, files: list[DataFile], checkpoint_id: int | None, app_id: str, job_id: str
@@ -336,7 +402,7 @@ class DeltaCommitter(Committer):
                 merge_predicate(keys),
                 source_alias="s",
                 target_alias="t",
-                commit_properties=self._properties(checkpoint_id, app_id, job_id),
+                commit_properties=self._properties(checkpoint_id, app_id, job_id, 0),
             )
             .when_matched_delete(deleted)
             .when_matched_update_all(f"NOT {deleted}", except_cols=[DELETE_COLUMN])
@@ -370,7 +436,7 @@ class DeltaCommitter(Committer):
             actions,
             mode="append",
             schema=table.schema(),
-            commit_properties=self._properties(checkpoint_id, app_id, job_id),
+            commit_properties=self._properties(checkpoint_id, app_id, job_id, len(files)),
         )
 
     def abort_leftovers(self, context: SinkWriterContext) -> None:

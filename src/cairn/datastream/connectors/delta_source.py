@@ -4,8 +4,12 @@ append (Flink's Delta connector's bounded and continuous modes), on delta-rs.
 Invariant: one split reads the table in a fixed order — a snapshot (every file of one
 version, sorted by path), then each later version's added files (sorted) — and its state
 ``(version, snapshot, file index, row offset)`` names the next row to emit in that order,
-so a restore resumes with no row lost or repeated. A version that removes files (a MERGE,
-DELETE or compaction rewrote rows) cannot be read as appends and fails the source naming it.
+so a restore resumes with no row lost or repeated. A compaction's version (every action
+``dataChange = false``: OPTIMIZE) adds no rows and is skipped; a version that removes files
+otherwise (a MERGE or DELETE rewrote rows) cannot be read as appends and fails the source
+naming it. With ``change_data_feed()`` the versions are read from the table's change data
+feed instead (``_change_type`` as each ``Row``'s ``RowKind``: updates and deletes too), one
+version at a time, its state the same ``(version, row offset)``.
 
 >>> s = DeltaSource.for_continuous_row_data("/tmp/t").starting_version(3).build()
 >>> s.is_bounded(), s.create_splits(2)
@@ -20,14 +24,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import pyarrow as pa
 from fsspec.core import url_to_fs
 
 from cairn.api.connectors import Source, SourceReader, SourceReaderContext
+from cairn.common.types import Row, RowKind
 from cairn.datastream.connectors.delta_protocol import fsspec_options
 from cairn.datastream.formats.arrow import rows_from
 from cairn.ids import CheckpointId
 
-__all__ = ["DeltaSource", "DeltaSourceBuilder", "DeltaSplit", "added_files"]
+__all__ = [
+    "CHANGE_KINDS",
+    "DeltaSource",
+    "DeltaSourceBuilder",
+    "DeltaSplit",
+    "added_files",
+    "change_rows_of",
+    "rewrites_only",
+]
+
+_CHANGES = "<change data feed>"  # the one "file" of a version read as changes
 
 
 @dataclass(frozen=True)
@@ -60,6 +76,47 @@ def added_files(before: Sequence[str], after: Sequence[str], version: int) -> li
     return sorted(set(after) - set(before))
 
 
+def rewrites_only(commit: Sequence[dict[str, Any]]) -> bool:
+    """Whether a Delta commit's actions (one JSON object a line of its log file) only
+    rearrange files — its ``add`` and ``remove`` actions all ``dataChange = false``, as an
+    OPTIMIZE writes them — so it changes no row.
+
+    >>> rewrites_only([{"commitInfo": {}}, {"add": {"path": "b", "dataChange": False}},
+    ...                {"remove": {"path": "a", "dataChange": False}}])
+    True
+    >>> rewrites_only([{"add": {"path": "b", "dataChange": True}}]), rewrites_only([{}])
+    (False, False)
+    """
+    files = [a["add"] if "add" in a else a["remove"] for a in commit if "add" in a or "remove" in a]
+    return bool(files) and all(f.get("dataChange") is False for f in files)
+
+
+#: The change data feed's ``_change_type`` values as ``RowKind``s.
+CHANGE_KINDS = {
+    "insert": RowKind.INSERT,
+    "update_preimage": RowKind.UPDATE_BEFORE,
+    "update_postimage": RowKind.UPDATE_AFTER,
+    "delete": RowKind.DELETE,
+}
+_CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
+
+
+def change_rows_of(changes: pa.Table) -> list[Row]:
+    """A version's change data feed as ``Row``s of the table's columns with their kinds.
+
+    >>> rows = change_rows_of(pa.table({"n": [1, 2], "_change_type": ["insert", "delete"],
+    ...                                 "_commit_version": [3, 3]}))
+    >>> [(r.n, r.get_row_kind().short_string()) for r in rows]
+    [(1, '+I'), (2, '-D')]
+    """
+    kinds = [CHANGE_KINDS[k] for k in changes.column("_change_type").to_pylist()]
+    data = changes.drop_columns([c for c in _CDF_COLUMNS if c in changes.column_names])
+    out, _ = rows_from(data, 0, data.num_rows)
+    for row, kind in zip(out, kinds, strict=True):
+        row.set_row_kind(kind)
+    return list(out)
+
+
 class DeltaSource(Source):
     """Rows of a Delta table as named ``Row``s; bounded (one snapshot) or continuous (then
     every new version's appended rows, checked every ``update_check_interval_ms``)."""
@@ -72,7 +129,9 @@ class DeltaSource(Source):
         snapshot: bool,
         update_check_interval_ms: int,
         storage_options: dict[str, str],
+        change_data_feed: bool = False,
     ) -> None:
+        self.change_data_feed = change_data_feed
         self.table_path = table_path.rstrip("/")
         self.bounded = bounded
         self.version = version
@@ -112,6 +171,17 @@ class DeltaSourceBuilder:
         self._snapshot = True
         self._interval_ms = 5000  # Flink's Delta source's update check interval
         self._storage: dict[str, str] = {}
+        self._cdf = False
+
+    def change_data_feed(self) -> DeltaSourceBuilder:
+        """Continuous: read each version's changes from the table's change data feed
+        (``delta.enableChangeDataFeed = true``), ``Row``s with their ``RowKind``: inserts,
+        updates (``-U``/``+U``) and deletes, MERGEs included (the snapshot, if read, is
+        ``+I``)."""
+        if self._bounded:
+            raise ValueError("change_data_feed is for continuous sources")
+        self._cdf = True
+        return self
 
     def version_as_of(self, version: int) -> DeltaSourceBuilder:
         """Bounded: read this version's snapshot."""
@@ -136,7 +206,7 @@ class DeltaSourceBuilder:
     def build(self) -> DeltaSource:
         return DeltaSource(
             self._path, self._bounded, self._version, self._snapshot, self._interval_ms,
-            self._storage,
+            self._storage, self._cdf,
         )  # fmt: skip
 
 
@@ -178,8 +248,20 @@ class DeltaSourceReader(SourceReader):
             return None
         if split.snapshot:
             return split, sorted(self._paths(split.version))
+        if split.version > 0 and rewrites_only(self._commit(split.version)):
+            return split, []  # a compaction: the same rows in other files
+        if self._source.change_data_feed:
+            return split, [_CHANGES]
         before = self._paths(split.version - 1) if split.version > 0 else []
         return split, added_files(before, self._paths(split.version), split.version)
+
+    def _commit(self, version: int) -> list[dict[str, Any]]:
+        """The actions of ``version``'s commit, from its log file."""
+        import json
+
+        path = posixpath.join(self._root, "_delta_log", f"{version:020d}.json")
+        with self._fs.open(path, "rb") as f:
+            return [json.loads(line) for line in f.read().splitlines() if line.strip()]
 
     def poll_batch(self, max_records: int) -> list[Any] | None:
         split = self._split
@@ -202,14 +284,24 @@ class DeltaSourceReader(SourceReader):
             self._split = DeltaSplit(split.version + 1, False)
             return []
         if self._current is None:
-            import pyarrow.parquet as pq
+            if self._files[split.file_index] == _CHANGES:
+                changes = self._table().load_cdf(split.version, split.version).read_all()
+                self._current = change_rows_of(pa.table(changes))
+            else:
+                import pyarrow.parquet as pq
 
-            path = posixpath.join(self._root, self._files[split.file_index])
-            with self._fs.open(path, "rb") as f:
-                self._current = pq.read_table(f)
+                path = posixpath.join(self._root, self._files[split.file_index])
+                with self._fs.open(path, "rb") as f:
+                    self._current = pq.read_table(f)
         table = self._current
-        out, end = rows_from(table, split.row_offset, max_records)
-        if end >= table.num_rows:
+        if isinstance(table, list):  # a version's changes, as Rows
+            end = min(len(table), split.row_offset + max_records)
+            out = table[split.row_offset : end]
+            total = len(table)
+        else:
+            out, end = rows_from(table, split.row_offset, max_records)
+            total = table.num_rows
+        if end >= total:
             self._split = replace(split, file_index=split.file_index + 1, row_offset=0)
             self._current = None
         else:

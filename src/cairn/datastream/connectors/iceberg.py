@@ -36,6 +36,7 @@ from cairn.api.connectors import (
     SinkWriterContext,
 )
 from cairn.common.typeinfo import RowTypeInfo
+from cairn.datastream.connectors.delta_merge import DELETE_COLUMN, change_rows
 from cairn.datastream.connectors.iceberg_commit import partition_field
 from cairn.datastream.connectors.iceberg_table import (
     IcebergSinkError,
@@ -44,6 +45,12 @@ from cairn.datastream.connectors.iceberg_table import (
     TableAccess,
     new_write_ids,
     require_pyiceberg,
+)
+from cairn.datastream.connectors.iceberg_upsert import (
+    apply_changes,
+    delete_staged,
+    staging_path,
+    write_staged,
 )
 from cairn.ids import CheckpointId
 
@@ -59,6 +66,7 @@ class IcebergWriteResult:
 
     subtask: int
     data_files: tuple[Any, ...]
+    staged: tuple[str, ...] = ()  # upsert mode: the paths of staged changelog files
 
 
 class IcebergSink(Sink):
@@ -73,7 +81,16 @@ class IcebergSink(Sink):
     ``"bucket[16](id)"``); without it the records are in the existing table's column order.
     Records are ``Row``s, tuples or lists in column order, or dicts by column name.
     ``rows_per_file``: a writer closes a data file after that many rows (more files within
-    a checkpoint interval); every file is closed at each checkpoint.
+    a checkpoint interval); every file is closed at each checkpoint, and none is larger than
+    the table's ``write.target-file-size-bytes``. ``table_properties``: Iceberg table
+    properties of a table the sink creates (``{"write.target-file-size-bytes": "..."}``);
+    an existing table's are kept.
+
+    ``equality_field_columns`` (with ``upsert=True``, Flink's names): the records are a
+    keyed changelog (``Row``s with their ``RowKind``; key the stream by those columns):
+    ``+I``/``+U`` insert or replace the key's row, ``-D`` deletes it, ``-U`` is dropped;
+    each checkpoint is still one snapshot, an ``overwrite`` that rewrites the files holding
+    the changed keys (copy-on-write, ``iceberg_upsert``).
 
     Output becomes visible when the checkpoint covering it completes (one snapshot per
     checkpoint); without checkpointing, at the end of input. Data files of a failed attempt
@@ -91,6 +108,9 @@ class IcebergSink(Sink):
         partition_by: Sequence[str] = (),
         catalog_name: str = "cairn",
         rows_per_file: int = 1_000_000,
+        table_properties: Mapping[str, str] | None = None,
+        equality_field_columns: Sequence[str] = (),
+        upsert: bool = False,
     ) -> None:
         if not isinstance(table, str) or not table.strip():
             raise ValueError(f"Iceberg sink: table must be 'namespace.table', got {table!r}")
@@ -102,6 +122,15 @@ class IcebergSink(Sink):
             raise ValueError(f"Iceberg sink: rows_per_file must be positive, got {rows_per_file}")
         for text in partition_by:
             partition_field(text)
+        keys = tuple(equality_field_columns)
+        if upsert and not keys:
+            raise ValueError("Iceberg sink: upsert needs equality_field_columns (the key)")
+        if keys and (row_type is None or set(keys) - set(row_type.get_field_names())):
+            names = None if row_type is None else row_type.get_field_names()
+            raise ValueError(
+                f"Iceberg sink: equality_field_columns {list(keys)} must be columns of the "
+                f"row type {names}"
+            )
         require_pyiceberg()
         self.config = IcebergTableConfig(
             catalog_name=catalog_name,
@@ -110,6 +139,8 @@ class IcebergSink(Sink):
             row_type=row_type,
             partition_by=tuple(partition_by),
             rows_per_file=rows_per_file,
+            table_properties=dict(table_properties or {}),
+            equality_fields=keys,
         )
 
     def check_job(self, settings: Any) -> None:
@@ -137,6 +168,8 @@ class IcebergWriter(SinkWriter):
         self._uuid, self._counter = new_write_ids()
         self._buffer: list[Any] = []
         self._files: list[Any] = []  # closed, not yet handed out
+        self._staged: list[str] = []  # upsert mode: staged changes, not yet handed out
+        self._location = table.location()
 
     def write(self, record: Any) -> None:
         self._buffer.append(record)
@@ -152,18 +185,30 @@ class IcebergWriter(SinkWriter):
         if not self._buffer:
             return
         records, self._buffer = self._buffer, []
+        if self._config.equality_fields:
+            import pyarrow as pa
+
+            changes, deletes = change_rows(records)
+            rows = self._rows.table(changes).append_column(DELETE_COLUMN, pa.array(deletes))
+            path = staging_path(self._location, self._uuid, self._subtask, next(self._counter))
+            write_staged(self._access, rows, path)
+            self._staged.append(path)
+            return
         rows = self._rows.table(records)
         self._files.extend(self._access.write_files(rows, self._uuid, self._counter))
 
     def prepare_commit(self, checkpoint_id: CheckpointId) -> list[IcebergWriteResult]:
         self._write_files()
-        if not self._files:
+        if not self._files and not self._staged:
             return []
         files, self._files = tuple(self._files), []
-        return [IcebergWriteResult(self._subtask, files)]
+        staged, self._staged = tuple(self._staged), []
+        return [IcebergWriteResult(self._subtask, files, staged)]
 
     def close(self) -> None:
         # Files no checkpoint will commit (written since the last barrier): delete them.
+        delete_staged(self._access, self._staged)
+        self._staged = []
         if not self._files:
             return
         io = self._access.table().io
@@ -185,9 +230,14 @@ class IcebergCommitter(Committer):
             if not isinstance(c, CheckpointCommittables):
                 raise TypeError(f"Iceberg committer: unexpected committable {type(c).__name__}")
             files = [f for result in c.committables for f in result.data_files]
+            staged = [p for result in c.committables for p in result.staged]
             if self._access is None:
                 self._access = TableAccess(self._config)
-            done = self._access.commit(c.job_id, c.checkpoint_id, files)
+            if self._config.equality_fields:
+                done = apply_changes(self._access, c.job_id, c.checkpoint_id, staged)
+                delete_staged(self._access, staged)  # applied now, or before
+            else:
+                done = self._access.commit(c.job_id, c.checkpoint_id, files)
             log.info(
                 "Iceberg sink: checkpoint %s of job %s: %s (%d data files)",
                 c.checkpoint_id,

@@ -44,6 +44,8 @@ class IcebergTableConfig:
     row_type: RowTypeInfo | None
     partition_by: tuple[str, ...] = ()
     rows_per_file: int = 1_000_000
+    equality_fields: tuple[str, ...] = ()  # upsert by these columns (a changelog)
+    table_properties: Mapping[str, str] = field(default_factory=dict)
 
 
 def require_pyiceberg() -> None:
@@ -140,7 +142,9 @@ class TableAccess:
             self.catalog.create_namespace_if_not_exists(namespace)
         schema = arrow_schema_of(c.row_type)
         try:
-            table = self.catalog.create_table(c.table, schema=schema)
+            table = self.catalog.create_table(
+                c.table, schema=schema, properties=dict(c.table_properties)
+            )
         except TableAlreadyExistsError:  # another run created it meanwhile
             return self.catalog.load_table(c.table)
         if c.partition_by:
@@ -205,27 +209,29 @@ class TableAccess:
             )
         )
 
+    def needs_commit(self, job_id: str, checkpoint_id: int) -> bool:
+        """Whether the table (refreshed) does not hold ``checkpoint_id`` of ``job_id`` yet."""
+        from pyiceberg.table.snapshots import ancestors_of
+
+        table = self.table()
+        table.refresh()
+        summaries = (
+            dict(s.summary.additional_properties) if s.summary is not None else {}
+            for s in ancestors_of(table.current_snapshot(), table.metadata)
+        )
+        return should_commit(last_committed_checkpoint(summaries, job_id), checkpoint_id)
+
     def commit(self, job_id: str, checkpoint_id: int, data_files: Sequence[Any]) -> bool:
         """Append ``data_files`` as one snapshot recording ``checkpoint_id`` of ``job_id``,
         unless the table already holds that checkpoint of the job; whether it committed.
         A commit that lost a race with another writer of the table is tried again on the
         refreshed table (and found done if it was)."""
         from pyiceberg.exceptions import CommitFailedException
-        from pyiceberg.table.snapshots import ancestors_of
 
         for attempt in range(4):
-            table = self.table()
-            table.refresh()
-            metadata = table.metadata
-            summaries = (
-                dict(s.summary.additional_properties) if s.summary is not None else {}
-                for s in ancestors_of(table.current_snapshot(), metadata)
-            )
-            if not should_commit(last_committed_checkpoint(summaries, job_id), checkpoint_id):
+            if not self.needs_commit(job_id, checkpoint_id) or not data_files:
                 return False
-            if not data_files:
-                return False
-            transaction = table.transaction()
+            transaction = self.table().transaction()
             properties = snapshot_properties(job_id, checkpoint_id)
             with transaction.update_snapshot(snapshot_properties=properties).fast_append() as a:
                 for data_file in data_files:
