@@ -1,5 +1,6 @@
 """Running totals per customer into files: the job ``cairn chaos`` checks in docs/chaos.md,
-with two bugs it can plant (``--bug random-key``, ``--bug side-effect``).
+with three bugs it can plant (``--bug random-key``, ``--bug side-effect``,
+``--bug operator-state``).
 
 Invariant: without a bug the job is deterministic and exactly-once: order ``i`` is customer
 ``c<i % 8>`` paying ``i % 97 + 1``, every customer's orders come from one source subtask in
@@ -11,7 +12,10 @@ order, and the committed lines are each order's ``customer,running total``, what
 The bugs: ``random-key`` spreads each customer over two keys with ``random()`` (a hot key
 "salted"), so a replay after a restore sends an order to another key than the first time;
 ``side-effect`` appends each large order to ``--alerts`` from a ``map``, outside any sink,
-so a replay appends it again.
+so a replay appends it again; ``operator-state`` keeps the totals in a dict checkpointed
+as operator list state instead of keyed state: restores at the same parallelism give each
+subtask its own list back, so faults alone never show it, but a restore at another
+parallelism deals the list out in chunks, not by key (``cairn chaos --rescale``).
 """
 
 from __future__ import annotations
@@ -25,10 +29,10 @@ from typing import Any
 
 from cairn.common import Types, WatermarkStrategy
 from cairn.common.serialization import Encoder
-from cairn.datastream import KeyedProcessFunction, StreamExecutionEnvironment
+from cairn.datastream import CheckpointedFunction, KeyedProcessFunction, StreamExecutionEnvironment
 from cairn.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
 from cairn.datastream.connectors.file_system import FileSink
-from cairn.datastream.state import ValueStateDescriptor
+from cairn.datastream.state import ListStateDescriptor, ValueStateDescriptor
 
 CUSTOMERS = 8
 
@@ -48,6 +52,23 @@ class RunningTotal(KeyedProcessFunction[str, tuple[str, int], str]):
         total = (self.total.value() or 0) + value[1]
         self.total.update(total)
         yield f"{ctx.get_current_key()},{total}"
+
+
+class DictTotal(KeyedProcessFunction[str, tuple[str, int], str], CheckpointedFunction):
+    """BUG (--bug operator-state): per-key totals in a dict, checkpointed as operator state."""
+
+    def initialize_state(self, context: Any) -> None:
+        store = context.get_operator_state_store()
+        self.saved = store.get_list_state(ListStateDescriptor("totals", Types.PICKLED_BYTE_ARRAY()))
+        self.totals = dict(self.saved.get() or [])
+
+    def snapshot_state(self, context: Any) -> None:
+        self.saved.update(list(self.totals.items()))
+
+    def process_element(self, value: tuple[str, int], ctx: Any) -> Iterator[str]:
+        total = self.totals.get(value[0], 0) + value[1]
+        self.totals[value[0]] = total
+        yield f"{value[0]},{total}"
 
 
 def salted(value: tuple[str, int]) -> str:
@@ -73,7 +94,9 @@ def main() -> None:
     parser.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "totals"))
     parser.add_argument("--orders", type=int, default=6000)
     parser.add_argument("--rate", type=int, default=3000, help="orders per second")
-    parser.add_argument("--bug", choices=["random-key", "side-effect"], default=None)
+    parser.add_argument(
+        "--bug", choices=["random-key", "side-effect", "operator-state"], default=None
+    )
     parser.add_argument("--alerts", default=os.path.join(tempfile.gettempdir(), "alerts.log"))
     args = parser.parse_args()
 
@@ -85,7 +108,8 @@ def main() -> None:
     if args.bug == "side-effect":
         orders = orders.map(Alert(args.alerts)).uid("alert")
     key = salted if args.bug == "random-key" else (lambda value: value[0])
-    totals = orders.key_by(key).process(RunningTotal()).uid("totals")
+    running = DictTotal() if args.bug == "operator-state" else RunningTotal()
+    totals = orders.key_by(key).process(running).uid("totals")
     sink = FileSink.for_row_format(args.out, Encoder.simple_string_encoder()).build()
     totals.sink_to(sink).uid("totals-file")
     env.execute("chaos-orders")

@@ -76,6 +76,7 @@ DEMO_SKEW_SHORT = "cairn demo skew --seconds 20 --variants aligned,unaligned"
 # Run by tests/integration/test_chaos_cli.py (docs/chaos.md's worked example).
 CHAOS = "cairn chaos examples/chaos_orders.py --seed=7"
 CHAOS_RANDOM_KEY = "cairn chaos examples/chaos_orders.py --seed=7 -- --bug random-key"
+CHAOS_RESCALE = "cairn chaos examples/chaos_orders.py --seed=7 --rescale -- --bug operator-state"
 CHAOS_SIDE_EFFECT = (
     "cairn chaos examples/chaos_orders.py --seed=7 --compare /tmp/alerts.log "
     "-- --bug side-effect --alerts /tmp/alerts.log"
@@ -110,6 +111,7 @@ COMMANDS = frozenset(
         DEMO_SKEW_SHORT,
         CHAOS,
         CHAOS_RANDOM_KEY,
+        CHAOS_RESCALE,
         CHAOS_SIDE_EFFECT,
         SQL_SCRIPT,
         STATE_LIST,

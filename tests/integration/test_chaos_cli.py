@@ -1,6 +1,6 @@
 """``cairn chaos`` on docs/chaos.md's worked example, as the page shows it: the correct job
-passes (exit 0) under seeded worker kills, and each planted bug is found (exit 1) with its
-cause class named.
+passes (exit 0) under seeded worker kills and a rescale (p=2 -> 3 -> 2 through stops with
+savepoint), and each planted bug is found (exit 1) with its cause class named.
 
 The three commands run in this process on the session's local Spark (one JVM for all six
 runs), the example's orders cut to 3,000 so that each run takes a few seconds.
@@ -26,7 +26,7 @@ from tests.integration._readme import (
 )
 
 
-def _chaos(line: str, tmp: Path, capsys: Any) -> tuple[int, str]:
+def _chaos(line: str, tmp: Path, capsys: Any, *extra: str) -> tuple[int, str]:
     """The docs line in this process (the example at 3,000 orders, outputs under ``tmp``):
     its exit status and what it printed on stdout."""
     line = readme_line(line).replace("/tmp/alerts.log", str(tmp / "alerts.log"))
@@ -35,7 +35,7 @@ def _chaos(line: str, tmp: Path, capsys: Any) -> tuple[int, str]:
     if "--" not in argv:
         argv.append("--")
     argv += ["--orders", "3000", "--out", str(tmp / "totals")]
-    argv[1:1] = ["--faults", "2", "--work-dir", str(tmp)]
+    argv[1:1] = ["--faults", "2", "--work-dir", str(tmp), *extra]
     saved_argv, saved_path = list(sys.argv), list(sys.path)
     try:
         status = main(argv)
@@ -49,10 +49,10 @@ def _chaos(line: str, tmp: Path, capsys: Any) -> tuple[int, str]:
 def test_chaos_passes_the_correct_job_and_finds_both_planted_bugs(
     spark: Any, tmp_path: Path, capsys: Any
 ) -> None:
-    status, out = _chaos(CHAOS, tmp_path / "correct", capsys)
+    status, out = _chaos(CHAOS, tmp_path / "correct", capsys, "--rescale")
     assert status == 0, out
     assert out.startswith("EQUAL: 1 outputs (3000 records)"), out
-    assert "2 of 2 faults" in out, out
+    assert "rescaled: p=2 -> 3 -> 2, each step a stop with savepoint mid-run" in out, out
     assert not (tmp_path / "correct" / "totals").exists(), "the user's path was written"
 
     status, out = _chaos(CHAOS_RANDOM_KEY, tmp_path / "random-key", capsys)

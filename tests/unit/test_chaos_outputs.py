@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cairn.cli.chaos_outputs import appended_records, read_committed_files, snapshot
+from cairn.cli.chaos_outputs import appended_records, snapshot
+from cairn.cli.chaos_sinks.files import read_committed_files
 
 
 def test_only_visible_files_are_read_as_committed(tmp_path: Path) -> None:

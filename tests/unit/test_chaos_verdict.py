@@ -19,36 +19,76 @@ from cairn.cli.chaos_verdict import (
     compare_outputs,
 )
 from cairn.runtime.faults import parse_faults
-from cairn.testing.fault_plan import FiredFault, PlannedFault, faults_text, plan_faults
+from cairn.testing.fault_plan import FiredFault, PlannedFault, Vertex, faults_text, plan_faults
 
 
 def _records(*texts: str, at: float = 0.0) -> list[Record]:
     return [Record(t, at, f"f:{n}") for n, t in enumerate(texts, 1)]
 
 
+def _one(parallelism: int) -> tuple[Vertex, ...]:
+    return (Vertex("orders -> Sink", parallelism, True),)
+
+
+_SHAPE = (
+    Vertex("orders", 2, True),
+    Vertex("enrich -> Map", 3, False),
+    Vertex("totals -> Sink: totals-file", 2, False),
+)
+
+
 def test_the_plan_is_a_function_of_the_seed_and_parses_as_fault_specs() -> None:
-    plan = plan_faults(11, 20, parallelism=3, records_per_subtask=100)
-    assert plan == plan_faults(11, 20, parallelism=3, records_per_subtask=100)
-    assert plan != plan_faults(12, 20, parallelism=3, records_per_subtask=100)
+    plan = plan_faults(11, 20, vertices=_one(3), records_per_subtask=100)
+    assert plan == plan_faults(11, 20, vertices=_one(3), records_per_subtask=100)
+    assert plan != plan_faults(12, 20, vertices=_one(3), records_per_subtask=100)
     assert [f.attempt for f in plan] == list(range(20))
     assert plan[0].kind != "restore"  # nothing to restore in the first attempt
     assert {f.subtask for f in plan} <= {0, 1, 2}
     specs = parse_faults(faults_text(plan, "/tmp/markers"))
-    assert [(s.point, s.attempt, s.subtask) for s in specs] == [
-        (f.point, f.attempt, f.subtask) for f in plan
+    assert [(s.point, s.attempt, s.subtask, s.vertex) for s in specs] == [
+        (f.point, f.attempt, f.subtask, "orders -> Sink") for f in plan
     ]
     assert all(1 <= f.records < 100 for f in plan if f.kind == "processing")
     assert specs[3].marker == "/tmp/markers/fault-3"
 
 
 def test_no_alignment_kill_at_parallelism_one_and_bad_counts_refused() -> None:
-    plan = plan_faults(5, 50, parallelism=1, records_per_subtask=10)
+    plan = plan_faults(5, 50, vertices=_one(1), records_per_subtask=10)
     assert "alignment" not in {f.kind for f in plan}
     assert {f.subtask for f in plan} == {0}
     with pytest.raises(ValueError):
-        plan_faults(5, -1, parallelism=1, records_per_subtask=10)
+        plan_faults(5, -1, vertices=_one(1), records_per_subtask=10)
+    with pytest.raises(ValueError):
+        plan_faults(5, 1, vertices=(), records_per_subtask=10)
     with pytest.raises(ValueError, match="marker directory"):
         faults_text(plan, "/tmp/a,b")
+
+
+def test_faults_spread_over_every_vertex_within_its_parallelism_and_no_source_aligns() -> None:
+    plan = plan_faults(3, 60, vertices=_SHAPE, records_per_subtask=10)
+    by_vertex = {v.name: [f for f in plan if f.vertex == v.name] for v in _SHAPE}
+    assert all(len(faults) >= 10 for faults in by_vertex.values()), by_vertex
+    assert {f.subtask for f in by_vertex["enrich -> Map"]} == {0, 1, 2}
+    assert {f.subtask for f in by_vertex["orders"]} == {0, 1}
+    assert "alignment" not in {f.kind for f in by_vertex["orders"]}
+    assert "alignment" in {f.kind for f in plan}
+    # A name inside another's would also match that vertex: aimed at by no name.
+    shadowed = (Vertex("a", 1, True), Vertex("a -> b", 1, False))
+    assert {f.vertex for f in plan_faults(1, 20, vertices=shadowed, records_per_subtask=5)} == {
+        None,
+        "a -> b",
+    }
+
+
+def test_segments_take_turns_and_each_counts_its_own_attempts() -> None:
+    plan = plan_faults(9, 7, vertices=_SHAPE, records_per_subtask=10, segments=3)
+    assert [(f.segment, f.attempt) for f in plan] == [
+        (0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (2, 1), (0, 2)
+    ]  # fmt: skip
+    assert plan[0].kind != "restore"  # a later segment's attempt 0 is a restore already
+    second = parse_faults(faults_text(plan, "/m", segment=1))
+    assert [(s.attempt, s.marker) for s in second] == [(0, "/m/fault-1"), (1, "/m/fault-4")]
+    assert "(segment 1, attempt 0)" in plan[1].describe()
 
 
 def test_equal_multisets_in_any_order_do_not_differ() -> None:
@@ -108,10 +148,16 @@ def test_cause_classes() -> None:
     control = classify([dup], outside_sinks=outside, control_differs=True)
     assert control is not None and control.name == NON_DETERMINISTIC
     assert "without faults" in control.why
+    # A rescaled run without faults differs, one at a fixed parallelism does not.
+    rescale = classify([changed], control_differs=False, rescale_differs=True)
+    assert rescale is not None and rescale.name == LOST_STATE_RESCALE
+    assert classify([changed], control_differs=False, rescale_differs=False).name == (  # type: ignore[union-attr]
+        NON_DETERMINISTIC
+    )
 
 
 def test_the_report_names_the_first_difference_the_fault_before_and_the_replay() -> None:
-    plan = plan_faults(7, 2, parallelism=2, records_per_subtask=50)
+    plan = plan_faults(7, 2, vertices=_one(2), records_per_subtask=50)
     fired = [
         FiredFault(plan[0], "after-barrier of x#0 (checkpoint 1)", 1.0),
         FiredFault(plan[1], "processing of x#1 (checkpoint None)", 3.0),
@@ -155,5 +201,5 @@ def test_an_equal_report_says_how_many_faults_fired() -> None:
     assert text.splitlines() == [
         "EQUAL: 0 outputs (0 records) committed the same with 0 of 1 faults as without",
         "  replay: c",
-        "  nothing was compared: the job has no FileSink and no --compare",
+        "  nothing was compared: the job has no sink it reads and no --compare",
     ]

@@ -302,6 +302,31 @@ class Sink(ABC):
         job's validated settings, before anything is deployed. Raises ``ConfigurationError``.
         """
 
+    def redirected(self, name: str, directory: str) -> Sink | None:
+        """Optional, for ``cairn chaos`` (Cairn's): a copy of this sink that commits where
+        nothing else writes, for one test run; ``name`` is unique to the run and this sink
+        (letters, digits and ``_``: a table, topic or prefix suffix), ``directory`` an empty
+        local directory of its own. ``None`` (the default): the sink's output is not
+        compared. Called on the driver before the run; the copy is the one the run deploys,
+        and ``committed_records`` is then asked of the copy.
+
+        >>> class Lines(Sink):
+        ...     def __init__(self, path): self.path = path
+        ...     def create_writer(self, context, restored_state): ...
+        ...     def redirected(self, name, directory): return Lines(f"{directory}/out")
+        ...     def committed_records(self): return open(self.path).read().splitlines()
+        >>> Lines("/data/out").redirected("run_1", "/tmp/run-1").path
+        '/tmp/run-1/out'
+        """
+        return None
+
+    def committed_records(self) -> Sequence[Any] | None:
+        """Optional, for ``cairn chaos``: every record this (redirected) sink's committed
+        output holds now, the job having ended (what a reader of the output would see: only
+        what committers made visible); compared as ``str(record)``, in any order. ``None``
+        (the default): not compared."""
+        return None
+
 
 def commits_on_checkpoints(sink: Sink) -> bool:
     """Whether ``sink`` is two-phase: its class provides a committer, which makes output

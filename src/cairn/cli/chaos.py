@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from cairn.cli.chaos_outputs import (
     SinkOutput,
     appended_records,
-    read_committed_files,
+    read_outputs,
     redirect_sinks,
     snapshot,
 )
@@ -36,25 +36,32 @@ from cairn.cli.options import parse_conf_items
 from cairn.testing.fault_plan import (
     FiredFault,
     PlannedFault,
+    Vertex,
     faults_text,
     fired_faults,
     plan_faults,
 )
 
 _INTERVAL_MS = 300  # both runs' default checkpoint interval: many checkpoints to aim at
+_SAVEPOINT_TIMEOUT_S = 120.0
 
-__all__ = ["HELP", "add_chaos_arguments", "cmd_chaos", "report"]
+__all__ = ["HELP", "add_chaos_arguments", "cmd_chaos", "report", "segments_of"]
 
 
 @dataclass
 class RunResult:
-    """What one run of the job committed, output by output."""
+    """What one run of the job committed, output by output, and the shape of its job."""
 
     label: str
     outputs: dict[str, list[Record]] = field(default_factory=dict)
     sinks: list[SinkOutput] = field(default_factory=list)
     parallelism: int = 1
+    vertices: tuple[Vertex, ...] = ()
+    segments_run: list[int | None] = field(default_factory=list)
+    restores: list[tuple[float, str]] = field(default_factory=list)  # (when, what)
+    checkpoints: int = 0  # completed, at least (the watcher polls)
     error: str | None = None
+    note: str | None = None
     seconds: float = 0.0
 
 
@@ -62,8 +69,60 @@ def _say(message: str) -> None:
     print(f"cairn chaos: {message}", file=sys.stderr, flush=True)
 
 
-def _run(args: argparse.Namespace, label: str, work: str, faults: str, restarts: int) -> RunResult:
-    """Run the script once (``label``: its directory under ``work``) with ``faults``."""
+def segments_of(parallelism: int, rescale: bool) -> list[int | None]:
+    """The parallelism of each segment of a run: the job's own, or with ``--rescale`` p,
+    p+1, p (a stop with savepoint between two segments, each restored from the last).
+
+    >>> segments_of(2, False), segments_of(2, True)
+    ([None], [2, 3, 2])
+    """
+    return [parallelism, parallelism + 1, parallelism] if rescale else [None]
+
+
+class _Watcher(threading.Thread):
+    """Watches the segment's job: ``completed``, the checkpoints it completed; with
+    ``stop_after`` (a count) it stops the job with a savepoint into ``directory`` once it
+    completed that many (mid-run), unless the job ends first; ``path``: the savepoint."""
+
+    def __init__(self, stop_after: int | None = None, directory: str = "") -> None:
+        super().__init__(name="cairn-chaos-watcher", daemon=True)
+        self.stop_after, self.directory = stop_after, directory
+        self.completed = 0
+        self.path: str | None = None
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        from cairn.launch import running_jobs
+
+        while not self.done.wait(0.02):
+            jobs = running_jobs()
+            stats = jobs[0].get_checkpoint_statistics() if jobs else None
+            if stats is None:
+                continue
+            self.completed = max(self.completed, stats.counts.completed)
+            if self.stop_after is None or self.completed < self.stop_after:
+                continue
+            try:
+                stop = jobs[0].stop_with_savepoint(False, self.directory)
+                self.path = stop.result(timeout=_SAVEPOINT_TIMEOUT_S)
+            except Exception as error:  # the job ended or failed over first: no rescale
+                _say(f"no stop with savepoint ({_one_line(error)})")
+            return
+
+
+def _run(
+    args: argparse.Namespace,
+    label: str,
+    work: str,
+    *,
+    plan: tuple[PlannedFault, ...] = (),
+    markers: str = "",
+    segments: Sequence[int | None] = (None,),
+    stop_after: int = 1,
+) -> RunResult:
+    """Run the script once (``label``: its directory under ``work``) with ``plan``'s
+    faults, in ``segments`` (one per parallelism; each but the last stopped with a
+    savepoint once it completed ``stop_after`` checkpoints, the next restored from it)."""
     from cairn.common.exceptions import JobExecutionException
     from cairn.datastream.job_builder import PreparedJob
     from cairn.datastream.stream_execution_environment import (
@@ -71,17 +130,118 @@ def _run(args: argparse.Namespace, label: str, work: str, faults: str, restarts:
         set_context_defaults,
         set_submission_hook,
     )
+    from cairn.graph.job_graph import build_job_graph
     from cairn.launch import running_jobs
 
     run_dir = os.path.join(work, label)
     os.makedirs(run_dir)
     result = RunResult(label)
+    prefix = f"{os.path.basename(work).replace('-', '_')}_{label}"
+    known: dict[int, dict[str, SinkOutput]] = {}
+    watched = {path: snapshot(path) for path in args.compare}
+    script = os.path.abspath(args.script)
+    saved_argv, saved_path = sys.argv, list(sys.path)
+    deadline = time.monotonic() + args.minutes * 60
+    started = time.monotonic()
+    restore: str | None = None
+    try:
+        for segment, parallelism in enumerate(segments):
+            jobs = 0
+
+            def hook(prepared: PreparedJob) -> PreparedJob:
+                nonlocal jobs
+                jobs += 1
+                earlier = known.setdefault(jobs, {})
+                moved, sinks = redirect_sinks(
+                    prepared, prefix, os.path.join(run_dir, f"job-{jobs}"), jobs, earlier
+                )
+                for sink in sinks:
+                    if sink.name not in earlier:
+                        earlier[sink.name] = sink
+                        result.sinks.append(sink)
+                if jobs == 1 and not result.vertices:
+                    s = prepared.settings
+                    graph = build_job_graph(
+                        s.job_name,
+                        prepared.sinks,
+                        s.parallelism,
+                        s.max_parallelism,
+                        s.operator_chaining,
+                    )
+                    result.parallelism = s.parallelism
+                    result.vertices = tuple(
+                        Vertex(v.name, v.parallelism, v.is_source) for v in graph.vertices
+                    )
+                return moved
+
+            conf = _conf(args, run_dir, faults_text(plan, markers, segment) if plan else "")
+            conf["restart-strategy.fixed-delay.attempts"] = str(len(plan) + 3 if plan else 0)
+            sys.argv = [script, *args.script_args]
+            sys.path.insert(0, os.path.dirname(script))
+            set_context_defaults(
+                parallelism=parallelism if parallelism is not None else args.parallelism,
+                restore_path=restore,
+                configuration=conf,
+            )
+            set_submission_hook(hook)
+            if segment < len(segments) - 1:
+                savepoint = os.path.join(run_dir, f"savepoint-{segment}")
+                stopper = _Watcher(stop_after, "file://" + savepoint)
+            else:
+                stopper = _Watcher()
+            stopper.start()
+
+            def cancel_all() -> None:
+                for client in running_jobs():
+                    client.cancel()
+
+            timer = threading.Timer(max(0.0, deadline - time.monotonic()), cancel_all)
+            timer.daemon = True
+            timer.start()
+            try:
+                result.segments_run.append(parallelism)
+                runpy.run_path(script, run_name="__main__")
+            except JobExecutionException as error:
+                result.error = _one_line(error)
+            except SystemExit as error:
+                if error.code not in (None, 0):
+                    result.error = f"the script exited with {error.code}"
+            finally:
+                timer.cancel()
+                stopper.done.set()
+                stopper.join()
+                result.checkpoints += stopper.completed
+                set_submission_hook(None)
+                reset_context_defaults()
+                sys.argv, sys.path[:] = saved_argv, list(saved_path)
+            if time.monotonic() >= deadline:
+                result.error = f"did not finish within --minutes {args.minutes:g}"
+            if result.error is not None:
+                break
+            if stopper.stop_after is not None:
+                if stopper.path is None:
+                    result.note = (
+                        f"the job ended before the stop with savepoint {segment + 1} (after "
+                        f"{stop_after} checkpoints of segment {segment + 1}): give it more input"
+                    )
+                    break
+                restore = stopper.path
+                step = f"restored at p={segments[segment + 1]} from savepoint {segment + 1}"
+                result.restores.append((time.time(), step))
+    finally:
+        result.seconds = time.monotonic() - started
+        result.outputs.update(read_outputs(result.sinks))
+    for path in args.compare:
+        result.outputs[_watched_name(path)] = appended_records(path, watched[path])
+    return result
+
+
+def _conf(args: argparse.Namespace, run_dir: str, faults: str) -> dict[str, str]:
     conf = {
         "cairn.progress": "false",
         "cairn.recovery.on-rerun": "FRESH",
         "execution.checkpointing.dir": "file://" + os.path.join(run_dir, "checkpoints"),
         "restart-strategy.type": "fixed-delay",
-        "restart-strategy.fixed-delay.attempts": str(restarts),
         "restart-strategy.fixed-delay.delay": "100 ms",
         "cairn.testing.faults": faults,
     }
@@ -90,53 +250,7 @@ def _run(args: argparse.Namespace, label: str, work: str, faults: str, restarts:
     if args.executor:
         conf["cairn.executor"] = args.executor
     conf.update(parse_conf_items(args.conf))
-    jobs = 0
-
-    def hook(prepared: PreparedJob) -> PreparedJob:
-        nonlocal jobs
-        jobs += 1
-        moved, sinks = redirect_sinks(prepared, os.path.join(run_dir, f"job-{jobs}"))
-        result.sinks.extend(sinks)
-        result.parallelism = prepared.settings.parallelism
-        return moved
-
-    watched = {path: snapshot(path) for path in args.compare}
-    script = os.path.abspath(args.script)
-    saved_argv, saved_path = sys.argv, list(sys.path)
-    sys.argv = [script, *args.script_args]
-    sys.path.insert(0, os.path.dirname(script))
-    set_context_defaults(parallelism=args.parallelism, configuration=conf)
-    set_submission_hook(hook)
-
-    def cancel_all() -> None:
-        for client in running_jobs():
-            client.cancel()
-
-    timer = threading.Timer(args.minutes * 60, cancel_all)
-    timer.daemon = True
-    timer.start()
-    started = time.monotonic()
-    try:
-        runpy.run_path(script, run_name="__main__")
-    except JobExecutionException as error:
-        result.error = _one_line(error)
-    except SystemExit as error:
-        if error.code not in (None, 0):
-            result.error = f"the script exited with {error.code}"
-    finally:
-        timer.cancel()
-        set_submission_hook(None)
-        reset_context_defaults()
-        sys.argv, sys.path[:] = saved_argv, saved_path
-    result.seconds = time.monotonic() - started
-    if time.monotonic() - started >= args.minutes * 60:
-        result.error = f"did not finish within --minutes {args.minutes:g}"
-    for sink in result.sinks:
-        if sink.directory is not None:
-            result.outputs[sink.name] = read_committed_files(sink.directory)
-    for path in args.compare:
-        result.outputs[_watched_name(path)] = appended_records(path, watched[path])
-    return result
+    return conf
 
 
 def _watched_name(path: str) -> str:
@@ -173,6 +287,15 @@ def fault_before(diff: Difference, fired: Sequence[FiredFault]) -> FiredFault | 
     return before[-1] if before else None
 
 
+def _restore_before(
+    diff: Difference, restores: Sequence[tuple[float, str]]
+) -> tuple[float, str] | None:
+    if diff.actual is None:
+        return restores[-1] if restores else None
+    before = [r for r in restores if r[0] <= diff.actual.committed_at]
+    return before[-1] if before else None
+
+
 def report(
     *,
     command: str,
@@ -184,9 +307,13 @@ def report(
     sinks: Sequence[SinkOutput],
     compared: int,
     records: int,
+    rescale: str | None = None,
+    restores: Sequence[tuple[float, str]] = (),
 ) -> str:
     """What ``cairn chaos`` prints: the verdict, the first difference with the fault just
-    before it, the likely cause, the command that replays it."""
+    before it, the likely cause, the command that replays it; ``rescale``: how the faulted
+    run was rescaled (None: it was not), ``restores``: when it was restored at another
+    parallelism."""
     lines = []
     skipped = [s for s in sinks if s.reason]
     if diffs:
@@ -200,6 +327,9 @@ def report(
         before = fault_before(first, fired)
         if before is not None:
             lines.append(f"  fault just before: {before.fault.describe()}: {before.where}")
+        step = _restore_before(first, restores)
+        if step is not None and (before is None or step[0] > before.at):
+            lines.append(f"  rescale just before: {step[1]}")
         for other in outputs:
             if other != first.output:
                 d = next(d for d in diffs if d.output == other)
@@ -214,7 +344,9 @@ def report(
         )
         lines.append(f"  replay: {command}")
         if compared == 0:
-            lines.append("  nothing was compared: the job has no FileSink and no --compare")
+            lines.append("  nothing was compared: the job has no sink it reads and no --compare")
+    if rescale is not None:
+        lines.append(f"  rescaled: {rescale}")
     for f in fired:
         lines.append(f"  fired {f.fault.describe()}: {f.where}")
     for s in skipped:
@@ -226,6 +358,8 @@ def _replay_command(args: argparse.Namespace, seed: int) -> str:
     parts = ["cairn", "chaos", args.script, f"--faults={args.faults}", f"--seed={seed}"]
     for path in args.compare:
         parts += ["--compare", path]
+    if args.rescale:
+        parts.append("--rescale")
     if args.parallelism is not None:
         parts += ["-p", str(args.parallelism)]
     if args.checkpoint_interval != _INTERVAL_MS:
@@ -252,21 +386,29 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         os.makedirs(args.work_dir, exist_ok=True)
     work = tempfile.mkdtemp(prefix="cairn-chaos-", dir=args.work_dir)
     _say(f"--seed={seed}, work directory {work}; the reference run (no faults)")
-    reference = _run(args, "reference", work, "", restarts=0)
+    reference = _run(args, "reference", work)
     if reference.error is not None:
         _say(f"the job fails without faults ({reference.error}); nothing to compare")
         return 2
     records = sum(len(r) for r in reference.outputs.values())
+    segments = segments_of(reference.parallelism, args.rescale)
+    # Mid-run: segment k stops after its share of the checkpoints the reference completed
+    # (a quarter each: the restores and the stops take their time too).
+    stop_after = max(1, reference.checkpoints // (len(segments) + 1))
     plan = plan_faults(
         seed,
         args.faults,
-        parallelism=reference.parallelism,
+        vertices=reference.vertices or (Vertex("", reference.parallelism),),
         records_per_subtask=max(10, records // reference.parallelism),
+        segments=len(segments),
     )
     markers = os.path.join(work, "fault-markers")
     os.makedirs(markers)
-    _say(f"the run under {len(plan)} faults ({reference.seconds:.1f} s without)")
-    chaos = _run(args, "faults", work, faults_text(plan, markers), restarts=len(plan) + 3)
+    what = " and a rescale" if args.rescale else ""
+    _say(f"the run under {len(plan)} faults{what} ({reference.seconds:.1f} s without)")
+    chaos = _run(
+        args, "faults", work, plan=plan, markers=markers, segments=segments, stop_after=stop_after
+    )
     fired = fired_faults(plan, markers)
     command = _replay_command(args, seed)
     if chaos.error is not None:
@@ -276,14 +418,27 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         print(f"  replay: {command}")
         return 1
     diffs = compare_outputs(_texts(reference), chaos.outputs)
-    control_differs = None
+    control_differs = rescale_differs = None
     if diffs:
         _say("outputs differ; a second run without faults (the control)")
-        control = _run(args, "control", work, "", restarts=0)
+        control = _run(args, "control", work)
         control_differs = control.error is None and bool(
             compare_outputs(_texts(reference), control.outputs)
         )
+        if args.rescale and not control_differs:
+            _say("and a run rescaled without faults")
+            rescaled = _run(args, "rescale", work, segments=segments, stop_after=stop_after)
+            rescale_differs = rescaled.error is None and bool(
+                compare_outputs(_texts(reference), rescaled.outputs)
+            )
     outside = frozenset(_watched_name(p) for p in args.compare)
+    cause = classify(
+        diffs,
+        outside_sinks=outside,
+        control_differs=control_differs,
+        rescale_differs=rescale_differs,
+        rescaled=len(chaos.segments_run) > 1,
+    )
     print(
         report(
             command=command,
@@ -291,13 +446,23 @@ def cmd_chaos(args: argparse.Namespace) -> int:
             plan=plan,
             fired=fired,
             diffs=diffs,
-            cause=classify(diffs, outside_sinks=outside, control_differs=control_differs),
+            cause=cause,
             sinks=reference.sinks,
             compared=len(reference.outputs),
             records=records,
+            rescale=_rescale_text(chaos) if args.rescale else None,
+            restores=chaos.restores,
         )
     )
     return 1 if diffs else 0
+
+
+def _rescale_text(run: RunResult) -> str:
+    """``p=2 -> 3 -> 2, stopped with a savepoint ...`` or why the run was not rescaled."""
+    shown = " -> ".join(str(p) for p in run.segments_run)
+    if run.note is not None:
+        return f"only p={shown}: {run.note}"
+    return f"p={shown}, each step a stop with savepoint mid-run and a restore from it"
 
 
 HELP = (
@@ -316,6 +481,12 @@ def add_chaos_arguments(chaos: argparse.ArgumentParser) -> None:
         choices=["local"],
         default="local",
         help="local: kills of this machine's Spark workers at Cairn's fault points",
+    )
+    chaos.add_argument(
+        "--rescale",
+        action="store_true",
+        help="also rescale the faulted run mid-run: stop with a savepoint, restore at p+1, "
+        "again at p",
     )
     chaos.add_argument(
         "--minutes", type=float, default=10.0, help="limit per run (default: %(default)s)"

@@ -174,17 +174,22 @@ def classify(
     *,
     outside_sinks: frozenset[str] = frozenset(),
     control_differs: bool | None = None,
+    rescale_differs: bool | None = None,
     rescaled: bool = False,
 ) -> Cause | None:
     """The likely cause of ``diffs`` (None: no difference). ``outside_sinks``: the outputs
     the job writes itself rather than through a sink; ``control_differs``: whether a second
-    run without faults differed from the reference too (None: not run).
+    run without faults differed from the reference too (None: not run);
+    ``rescale_differs``: whether a run rescaled mid-run without faults differed from it
+    (None: not run); ``rescaled``: the faulted run was rescaled.
 
     >>> d = [Difference("o", "duplicated", "a,1", Record("a,1", 0.0, "f:1"))]
     >>> classify(d).name, classify(d, outside_sinks=frozenset({"o"})).name
     ('a sink that is not exactly-once', 'a side effect outside a sink')
     >>> classify(d, control_differs=True).name
     'non-deterministic function or key'
+    >>> classify(d, control_differs=False, rescale_differs=True).name
+    'lost state after rescale'
     """
     if not diffs:
         return None
@@ -193,6 +198,14 @@ def classify(
             NON_DETERMINISTIC,
             "two runs without faults differ too: a key or a function that depends on "
             "random(), the clock, or the order records arrive in",
+        )
+    if rescale_differs:
+        return Cause(
+            LOST_STATE_RESCALE,
+            "a run rescaled mid-run differs without any fault, and one at a fixed "
+            "parallelism does not: state that does not follow its keys to the new "
+            "subtasks (per-key data in operator state or in attributes, keys computed "
+            "from the subtask index or the parallelism)",
         )
     first = diffs[0]
     kinds = {d.kind for d in diffs}

@@ -1,16 +1,24 @@
 """A seeded schedule of worker kills for one run of a user's job (``cairn chaos``), as
 ``cairn.testing.faults`` text, and what the kills left behind (where each one fired).
 
-Invariant: the schedule is a pure function of the seed and of the job's shape (parallelism,
-records per subtask), so ``--seed S`` replays the same kills at the same points; fault ``i``
-aims at attempt ``i`` (each restart meets the next fault), and writes where it fired to a
-marker file of its own, ``fault-<i>``, whose modification time is when it fired.
+Invariant: the schedule is a pure function of the seed and of the job's shape (its vertices
+with their parallelism, records per subtask, the run's segments), so ``--seed S`` replays
+the same kills at the same points; each fault aims at one vertex (drawn among all of the
+job's, so a chained source is no likelier than any other) and at one attempt of one segment
+(a ``--rescale`` run is several jobs, each restored from the last one's savepoint, whose
+attempts count from 0 again: fault ``i`` aims at segment ``i mod S``, attempt ``i div S``),
+and writes where it fired to a marker file of its own, ``fault-<i>``, whose modification
+time is when it fired.
 
-    >>> plan = plan_faults(seed=7, count=4, parallelism=2, records_per_subtask=500)
-    >>> plan == plan_faults(seed=7, count=4, parallelism=2, records_per_subtask=500)
+    >>> shape = (Vertex("orders", 2, True), Vertex("totals -> Sink", 2, False))
+    >>> plan = plan_faults(seed=7, count=4, vertices=shape, records_per_subtask=500)
+    >>> plan == plan_faults(seed=7, count=4, vertices=shape, records_per_subtask=500)
     True
     >>> [f.attempt for f in plan]
     [0, 1, 2, 3]
+    >>> [(f.segment, f.attempt) for f in plan_faults(7, 4, vertices=shape,
+    ...     records_per_subtask=500, segments=3)]
+    [(0, 0), (1, 0), (2, 0), (0, 1)]
     >>> faults_text(plan[:1], "/tmp/m").startswith("point=")
     True
 """
@@ -19,12 +27,14 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = [
     "KINDS",
     "FiredFault",
     "PlannedFault",
+    "Vertex",
     "faults_text",
     "fired_faults",
     "plan_faults",
@@ -54,15 +64,28 @@ PHASES = {
 
 
 @dataclass(frozen=True)
+class Vertex:
+    """A vertex of the job as the plan sees it: its name (its chained operators' names
+    joined by `` -> ``), parallelism, and whether it is a source (which never aligns)."""
+
+    name: str
+    parallelism: int
+    is_source: bool = False
+
+
+@dataclass(frozen=True)
 class PlannedFault:
-    """SIGKILL of the worker running ``subtask`` (of any operator) at ``kind``'s point, in
-    ``attempt``; ``records``: for processing points, after this many input records."""
+    """SIGKILL of the worker running ``subtask`` of ``vertex`` (None: of whichever vertex
+    gets there first) at ``kind``'s point, in ``attempt`` of ``segment``; ``records``: for
+    processing points, after this many input records."""
 
     index: int
     kind: str
     attempt: int
     subtask: int
     records: int = 0
+    vertex: str | None = None
+    segment: int = 0
 
     @property
     def point(self) -> str:
@@ -79,51 +102,93 @@ class PlannedFault:
         'point=processing,attempt=1,subtask=0,records=2,marker=/m/fault-0'
         """
         fields = [f"point={self.point}", f"attempt={self.attempt}", f"subtask={self.subtask}"]
+        if self.vertex is not None:
+            fields.append(f"vertex={self.vertex}")
         if self.records:
             fields.append(f"records={self.records}")
         fields.append(f"marker={os.path.join(marker_dir, f'fault-{self.index}')}")
         return ",".join(fields)
 
     def describe(self) -> str:
-        """``#2 kill subtask 1 during barrier alignment (attempt 2)``."""
+        """``#2 kill subtask 1 of 'totals' during barrier alignment (attempt 2)``.
+
+        >>> PlannedFault(2, "alignment", 0, 1, vertex="totals", segment=1).describe()
+        "#2 kill subtask 1 of 'totals' during barrier alignment (segment 1, attempt 0)"
+        """
         after = f" after {self.records} records" if self.kind == "processing" else ""
+        of = f" of {self.vertex!r}" if self.vertex is not None else ""
+        segment = f"segment {self.segment}, " if self.segment else ""
         return (
-            f"#{self.index} kill subtask {self.subtask} {self.phase}{after} "
-            f"(attempt {self.attempt})"
+            f"#{self.index} kill subtask {self.subtask}{of} {self.phase}{after} "
+            f"({segment}attempt {self.attempt})"
         )
 
 
 def plan_faults(
-    seed: int, count: int, *, parallelism: int, records_per_subtask: int
+    seed: int,
+    count: int,
+    *,
+    vertices: Sequence[Vertex],
+    records_per_subtask: int,
+    segments: int = 1,
 ) -> tuple[PlannedFault, ...]:
-    """``count`` kills drawn from ``seed``: one per attempt, at a point of ``KINDS`` (no
-    alignment at parallelism 1: one input channel never aligns), on a subtask below
-    ``parallelism``; processing kills after 1..``records_per_subtask`` records.
+    """``count`` kills drawn from ``seed``: fault ``i`` in segment ``i mod segments``,
+    attempt ``i div segments``, on a vertex drawn from ``vertices`` and a subtask below its
+    parallelism, at a point of ``KINDS`` (no alignment on a source nor in a job at
+    parallelism 1: one input channel never aligns; no restore kill in the very first
+    attempt); processing kills after 1..``records_per_subtask`` records. A vertex whose name
+    is part of another's is aimed at by no name (the first vertex to get there).
 
-    >>> [f.kind for f in plan_faults(3, 3, parallelism=1, records_per_subtask=10)]
-    ['sync-snapshot', 'upload', 'restore']
+    >>> one = (Vertex("orders -> Sink", 1, True),)
+    >>> [f.kind for f in plan_faults(1, 3, vertices=one, records_per_subtask=10)]
+    ['after-commit', 'processing', 'restore']
     """
-    if count < 0 or parallelism < 1:
-        raise ValueError(f"need count >= 0 and parallelism >= 1, got {count}, {parallelism}")
+    if count < 0 or segments < 1 or not vertices or min(v.parallelism for v in vertices) < 1:
+        raise ValueError(
+            f"need count >= 0, segments >= 1 and vertices of parallelism >= 1, got {count}, "
+            f"{segments}, {list(vertices)}"
+        )
     rng = random.Random(seed)
-    kinds = [k for k in KINDS if parallelism > 1 or k != "alignment"]
+    aligns = max(v.parallelism for v in vertices) > 1
+    names = [v.name for v in vertices]
     plan = []
     for index in range(count):
-        kind = rng.choice(kinds if index else [k for k in kinds if k != "restore"])
+        segment, attempt = index % segments, index // segments
+        vertex = vertices[rng.randrange(len(vertices))]
+        kinds = [k for k in KINDS if k != "alignment" or (aligns and not vertex.is_source)]
+        if segment == 0 and attempt == 0:
+            kinds.remove("restore")
+        kind = rng.choice(kinds)
         records = 0
         if kind == "processing":
             records = rng.randrange(1, max(2, records_per_subtask))
         elif kind == "restore":
             records = rng.randrange(1, 4)
-        plan.append(PlannedFault(index, kind, index, rng.randrange(parallelism), records))
+        ambiguous = any(vertex.name in other for other in names if other != vertex.name)
+        plan.append(
+            PlannedFault(
+                index,
+                kind,
+                attempt,
+                rng.randrange(vertex.parallelism),
+                records,
+                None if ambiguous or _unsafe(vertex.name) else vertex.name,
+                segment,
+            )
+        )
     return tuple(plan)
 
 
-def faults_text(plan: tuple[PlannedFault, ...], marker_dir: str) -> str:
-    """The ``cairn.testing.faults`` value of ``plan``, markers under ``marker_dir``."""
-    if any(c in marker_dir for c in ",;="):
+def _unsafe(name: str) -> bool:
+    return any(c in name for c in ",;=")
+
+
+def faults_text(plan: tuple[PlannedFault, ...], marker_dir: str, segment: int = 0) -> str:
+    """The ``cairn.testing.faults`` value of ``plan``'s faults in ``segment``, markers under
+    ``marker_dir``."""
+    if _unsafe(marker_dir):
         raise ValueError(f"a marker directory must not contain ',', ';' or '=': {marker_dir}")
-    return ";".join(f.spec(marker_dir) for f in plan)
+    return ";".join(f.spec(marker_dir) for f in plan if f.segment == segment)
 
 
 @dataclass(frozen=True)
