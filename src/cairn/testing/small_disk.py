@@ -19,6 +19,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from types import TracebackType
 
@@ -28,12 +29,20 @@ FILLER = "filler"
 
 
 def mount_unavailable() -> str | None:
-    """Why a tmpfs cannot be mounted here (not root, no ``mount``), else None."""
+    """Why a tmpfs cannot be mounted here (not root, no ``mount``, no permission in this
+    container), else None: it mounts and unmounts a 1 MB one to find out."""
     if os.geteuid() != 0:
         return "a small disk (a tmpfs mount) needs root"
     if shutil.which("mount") is None:
         return "a small disk needs the 'mount' command"
-    return None
+    probe = Path(tempfile.mkdtemp(prefix="cairn-small-disk-probe-"))
+    try:
+        with SmallDisk(probe, size_mb=1):
+            return None
+    except OSError as exc:
+        return str(exc)
+    finally:
+        shutil.rmtree(probe, ignore_errors=True)
 
 
 def fill_to_the_last_byte(directory: Path) -> Path:
