@@ -160,7 +160,7 @@ class Injector:
         while True:
             self.ensure_driver()
             self.await_checkpoints(1, timeout=_RECOVERY_TIMEOUT_S, since=time.monotonic() - 2.0)
-            aborted = self._aborted_checkpoints()
+            aborted = self._aborted_checkpoints() if fault.kind in STORE_FAULTS else 0
             with _ONE_FAULT_AT_A_TIME:
                 # Another job's fault may have hit this one while it waited for the lock.
                 if any(t > time.monotonic() - 3.0 for t, _ in self.completions):
