@@ -4,11 +4,17 @@ schedule of host, process, network, disk and storage faults plus Cairn's own fau
 
 Invariant: every fault comes from the seed (``bench/chaos_plan.py``), so a failing seed
 replays the same schedule; the verdict reads only what the sinks committed (S3 files, the
-PostgreSQL table) and the checkpoints on S3 — never the job's own claims.
+PostgreSQL table) and the checkpoints on their storage — never the job's own claims.
 
     python -m bench.chaos --faults 200 --seed 1          # needs root and iproute2
     python -m bench.chaos --faults 200 --seed 1 --parallel   # the four jobs at once
     python -m bench.chaos --faults 12 --seed 3 --runs aligned-hashmap
+    python -m bench.chaos --faults 24 --seed 5 --runs aligned-rocksdb --storage hdfs
+
+With ``--storage hdfs`` the checkpoints go to an HDFS on the storage host (a NameNode and two
+DataNodes, files replicated twice) and the store's own faults join the schedule: the store
+paused past the checkpoint timeout (slow), a DataNode lost, its disk full (besides
+``storage-down``, which then kills HDFS too).
 
 Each run (aligned/unaligned x heap/RocksDB incremental) is one long job: each fault healed
 after its duration, the next one as soon as a checkpoint completed after the heal (the
@@ -117,7 +123,7 @@ def run_job(
     spec = {
         "name": f"chaos-{name}-{seed}",
         "out": cluster.s3.url(prefix, "out"),
-        "checkpoints": cluster.s3.url(prefix, "chk"),
+        "checkpoints": cluster.checkpoint_url(prefix, "chk"),
         "jdbc": jdbc,
         "records": 10**12,
         "keys": args.keys,
@@ -155,7 +161,8 @@ def run_job(
         if gate is not None:
             gate.wait()
         # ``faults`` counts both kinds: the external ones and the fault points that fired.
-        for fault in plan_external(seed, 10 * faults, workers=cluster.workers):
+        plan = plan_external(seed, 10 * faults, workers=cluster.workers, storage=cluster.storage)
+        for fault in plan:
             if sum(verdict.external.values()) + len(injector.fired_lines()) >= faults:
                 break
             if time.monotonic() >= args.end_at:
@@ -370,6 +377,12 @@ def main(argv: list[str] | None = None) -> int:
         "savepoint and their verdict",
     )
     parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument(
+        "--storage",
+        choices=["s3", "hdfs"],
+        default="s3",
+        help="the checkpoints' storage: S3 (SeaweedFS) or HDFS (with its own faults)",
+    )
     parser.add_argument("--out", help="write the Markdown report here too")
     parser.add_argument(
         "--parallel",
@@ -397,6 +410,7 @@ def main(argv: list[str] | None = None) -> int:
         postgres=not args.no_postgres,
         drivers=jobs,
         worker_timeout_s=SPARK_WORKER_TIMEOUT_S,
+        storage=args.storage,
     ) as cluster:
         if args.parallel:
             verdicts = _run_parallel(cluster, names, seeds, per_run, args)

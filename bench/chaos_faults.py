@@ -1,8 +1,9 @@
 """The campaign's hands: inject one planned fault into a running job on the simulated hosts,
-heal it, and time the recovery from the checkpoints on S3.
+heal it, and time the recovery from the checkpoints on their storage (S3 or HDFS).
 
 Invariant: every fault is healed before ``inject`` returns (links up, routes removed,
-processes continued, disk freed, storage restarted, a killed host's Spark worker started
+processes continued, disk freed, storage restarted, a lost DataNode started again, a
+killed host's Spark worker started
 again), so faults never pile up across the schedule; a lost driver is started again with the
 same command (it resumes the lost run), and each of those reruns is counted. Jobs running at
 once (one Injector each) take turns: no two faults are ever in effect together. A fault is
@@ -25,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.chaos_plan import ExternalFault, RunVerdict, internal_faults
+from bench.chaos_plan import STORE_FAULTS, ExternalFault, RunVerdict, internal_faults
 from cairn.testing.netns_cluster import NetnsCluster
 
 log = logging.getLogger("bench.chaos")
@@ -66,7 +67,7 @@ class Injector:
         self.cluster = cluster
         self.driver_host = driver_host  # this job's driver host (one per concurrent job)
         self.argv = argv
-        self.checkpoints = checkpoints[len("s3://") :]
+        self.checkpoints = _filesystem_path(checkpoints)
         self.faults_file = faults_file
         self.marker = marker
         self.unaligned = unaligned
@@ -159,6 +160,7 @@ class Injector:
         while True:
             self.ensure_driver()
             self.await_checkpoints(1, timeout=_RECOVERY_TIMEOUT_S, since=time.monotonic() - 2.0)
+            aborted = self._aborted_checkpoints() if fault.kind in STORE_FAULTS else 0
             with _ONE_FAULT_AT_A_TIME:
                 # Another job's fault may have hit this one while it waited for the lock.
                 if any(t > time.monotonic() - 3.0 for t, _ in self.completions):
@@ -173,13 +175,15 @@ class Injector:
                     missed = self._make(self._aimed(fault))
                     break
         healed = time.monotonic()
+        self._await_recovery(healed)
+        if missed is None and fault.kind in STORE_FAULTS and self._aborted_checkpoints() == aborted:
+            missed = "no checkpoint failed"  # e.g. a DataNode lost between two uploads
         if missed is None:
             self.verdict.external[(fault.kind, fault.phase)] += 1
         else:
             log.warning("fault %d (%s) missed: %s", fault.index, fault.kind, missed)
             self.verdict.missed[(fault.kind, fault.phase)] += 1
             self.verdict.notes.append(f"fault {fault.index} {fault.kind} missed: {missed}")
-        self._await_recovery(healed)
 
     def _aimed(self, fault: ExternalFault) -> ExternalFault:
         """``fault`` at the other worker host if its own runs no worker of the job (both
@@ -237,6 +241,18 @@ class Injector:
             c.storage_down()
             time.sleep(fault.duration_s)
             c.storage_up()
+        elif kind == "slow-store":
+            c.pause_store()
+            time.sleep(fault.duration_s)
+            c.resume_store()
+        elif kind == "datanode-lost":
+            c.lose_datanode(fault.target)
+            time.sleep(fault.duration_s)
+            c.restore_datanode(fault.target)
+        elif kind == "store-disk-full":
+            c.fill_store_disk()
+            time.sleep(fault.duration_s)
+            c.free_store_disk()
         elif kind == "kill-during-restore":
             return self._kill_during_restore(fault)
         elif kind == "kill-during-savepoint":
@@ -305,6 +321,11 @@ class Injector:
             return f"savepoint {cid} completed before the kill"
         return None
 
+    def _aborted_checkpoints(self) -> int:
+        """Checkpoints the job's drivers (every run of them) logged as aborted so far."""
+        logs = self.cluster.host(self.driver_host).dir.glob("driver-*.log")
+        return sum(_read(path).count("Aborting checkpoint ") for path in logs)
+
     def _await_recovery(self, since: float) -> None:
         deadline = since + _RECOVERY_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -348,15 +369,14 @@ class Injector:
             _kill(self.rng.choice(pids), signal.SIGKILL)
         return bool(pids)
 
-    # -- checkpoints on S3 ---------------------------------------------------------------------
+    # -- checkpoints on their storage -----------------------------------------------------------
 
     def _watch(self) -> None:
         fs: Any = None
         while not self._stop.is_set():
             try:
                 if fs is None:
-                    assert self.cluster.s3 is not None
-                    fs = self.cluster.s3.filesystem()
+                    fs = self.cluster.checkpoint_filesystem()
                 fs.invalidate_cache()
                 if self.job_id is None:
                     self.job_id = _job_directory(fs.ls(self.checkpoints, detail=True))
@@ -423,6 +443,17 @@ def _wait(predicate: Any, timeout: float) -> Any:
             return value
         time.sleep(0.05)
     return None
+
+
+def _filesystem_path(url: str) -> str:
+    """``url`` as the storage's fsspec filesystem names it: S3's with the bucket, HDFS's
+    from the root.
+
+    >>> _filesystem_path("s3://cairn/chaos/chk"), _filesystem_path("hdfs://10.0.0.4:9000/c/chk")
+    ('cairn/chaos/chk', '/c/chk')
+    """
+    scheme, rest = url.split("://", 1)
+    return "/" + rest.split("/", 1)[1] if scheme == "hdfs" else rest
 
 
 def _job_directory(entries: list[dict[str, Any]]) -> str | None:

@@ -6,11 +6,11 @@ Invariant: the command is the same for every run of one campaign job (a rerun af
 loss resumes the lost run); what may change between runs is only the faults file, which the
 job reads when it starts (``cairn.testing.faults``).
 
-The spec (JSON): ``out`` and ``checkpoints`` (s3:// URLs), ``jdbc`` (url, user, password,
-table; absent: no JDBC sink), ``records``, ``keys``, ``rate`` (records/s), ``unaligned``,
-``backend`` (``hashmap`` or ``rocksdb``: incremental), ``interval_ms``, ``faults_file``,
-``stall`` (``[every_s, for_s]``: the sequence check sleeps ``for_s`` every ``every_s``; absent:
-never) and ``conf`` (more configuration keys: the master, S3).
+The spec (JSON): ``out`` (an s3:// URL), ``checkpoints`` (s3:// or hdfs://), ``jdbc`` (url,
+user, password, table; absent: no JDBC sink), ``records``, ``keys``, ``rate`` (records/s),
+``unaligned``, ``backend`` (``hashmap`` or ``rocksdb``: incremental), ``interval_ms``,
+``faults_file``, ``stall`` (``[every_s, for_s]``: the sequence check sleeps ``for_s`` every
+``every_s``; absent: never) and ``conf`` (more configuration keys: the master, S3, HDFS).
 """
 
 from __future__ import annotations

@@ -34,6 +34,19 @@ EXTERNAL_KINDS = {
     "kill-during-savepoint": 2,  # trigger a savepoint, SIGKILL a worker while it runs
     "kill-driver": 1,  # SIGKILL the driver host's processes; the same command runs again
 }
+# The checkpoint store's own faults, in a run with its checkpoints on HDFS (``--storage hdfs``;
+# ``storage-down`` above then kills HDFS too): added to the kinds above.
+# A run on HDFS is about the store: its faults weigh more than the others'.
+HDFS_KINDS = {
+    "storage-down": 4,  # as above, HDFS included
+    "slow-store": 4,  # the HDFS JVM SIGSTOPped past the checkpoint timeout, then SIGCONT
+    "datanode-lost": 4,  # one of the two DataNodes stopped (blocks replicated twice), restarted
+    "store-disk-full": 4,  # the DataNodes' disk (a tmpfs) filled to the last byte, then freed
+}
+# Landed only if a checkpoint failed meanwhile (the job's driver logged an abort).
+STORE_FAULTS = frozenset(HDFS_KINDS) - {"storage-down"}
+# A slow store lasts past the campaign job's checkpoint timeout (20 s): checkpoints expire.
+SLOW_STORE_S = (21.0, 26.0)
 # Where each external fault lands (internal ones are named by their fault point).
 EXTERNAL_PHASE = {
     "kill-during-restore": "restore",
@@ -50,6 +63,7 @@ DURATIONAL = frozenset(
         "disk-full",
         "storage-down",
         "kill-host",
+        *STORE_FAULTS,
     }
 )
 # Internal faults (runtime/faults.py points) and the phase each one is in.
@@ -78,19 +92,31 @@ class ExternalFault:
         return EXTERNAL_PHASE.get(self.kind, "running")
 
 
-def plan_external(seed: int, count: int, *, workers: int = 2) -> list[ExternalFault]:
-    """``count`` external faults drawn by weight from ``seed``."""
+def plan_external(
+    seed: int, count: int, *, workers: int = 2, storage: str = "s3"
+) -> list[ExternalFault]:
+    """``count`` external faults drawn by weight from ``seed``; with ``storage="hdfs"`` the
+    HDFS store's own faults too (a DataNode fault's ``target`` is the DataNode).
+
+    >>> kinds = {f.kind for f in plan_external(seed=3, count=200, storage="hdfs")}
+    >>> sorted(kinds & STORE_FAULTS)
+    ['datanode-lost', 'slow-store', 'store-disk-full']
+    >>> any(f.kind in STORE_FAULTS for f in plan_external(seed=3, count=200))
+    False
+    """
     rng = random.Random(seed)
-    kinds, weights = zip(*EXTERNAL_KINDS.items(), strict=True)
+    table = EXTERNAL_KINDS | (HDFS_KINDS if storage == "hdfs" else {})
+    kinds, weights = zip(*table.items(), strict=True)
     plan = []
     for index in range(count):
         kind = rng.choices(kinds, weights)[0]
+        low, high = SLOW_STORE_S if kind == "slow-store" else (2.0, 6.0)
         plan.append(
             ExternalFault(
                 index=index,
                 kind=kind,
                 target=rng.randrange(workers),
-                duration_s=round(rng.uniform(2.0, 6.0), 1) if kind in DURATIONAL else 0.0,
+                duration_s=round(rng.uniform(low, high), 1) if kind in DURATIONAL else 0.0,
                 # Back to back once the job checkpointed again: the recovery is the wait.
                 gap_s=round(rng.uniform(0.0, 1.0), 1),
             )
@@ -223,7 +249,7 @@ def report(verdicts: list[RunVerdict], command: str) -> str:
     if recovery:
         lines += [
             "",
-            f"Recovery (the fault, or its heal, → the next checkpoint completed on S3), "
+            f"Recovery (the fault, or its heal, → the next checkpoint completed), "
             f"{len(recovery)} faults: p50 {percentile(recovery, 0.5):.1f} s, "
             f"p90 {percentile(recovery, 0.9):.1f} s, p99 {percentile(recovery, 0.99):.1f} s, "
             f"max {max(recovery):.1f} s.",

@@ -2,12 +2,14 @@
 // Hadoop's own MiniDFSCluster, a NameNode and DataNodes on one address's ports, all data under one
 // base directory. Compiled against hadoop-client-minicluster at prepare time.
 //
-// Usage: java -cp CLASSES:JARS/* [-Dminihdfs.host=ADDRESS] MiniHdfs BASE_DIR NN_PORT DATANODES
-//            REPLICATION format|keep [KEY=VALUE...]
+// Usage: java -cp CLASSES:JARS/* [-Dminihdfs.host=ADDRESS] [-Dminihdfs.datadir=DIR] MiniHdfs
+//            BASE_DIR NN_PORT DATANODES REPLICATION format|keep [KEY=VALUE...]
 //        (keep: a restart on the namespace and blocks of an earlier run). ADDRESS (default
 //        127.0.0.1) is where the NameNode and the DataNodes listen; the DataNodes register
 //        through it, so the NameNode hands clients that address for their blocks (a simulated
-//        host's address makes the cluster reachable from other hosts).
+//        host's address makes the cluster reachable from other hosts). DIR: DataNode i keeps its
+//        blocks in DIR/dn<i> instead of under BASE_DIR (a small file system of their own: a
+//        full disk without a full NameNode).
 //
 // Once the cluster serves, BASE_DIR/ready holds "nn-port=<port>". While it runs, a file
 // BASE_DIR/control/<command> asks for a DataNode fault, answered by BASE_DIR/control/<command>.done:
@@ -22,6 +24,21 @@ import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.hdfs.MiniDFSCluster;
 
 public final class MiniHdfs {
+    // DataNode i's blocks in DIR/dn<i> (a conf overlay each), or null: MiniDFSCluster's dirs.
+    private static Configuration[] dataDirs(String dir, int dataNodes) throws Exception {
+        if (dir == null) {
+            return null;
+        }
+        Configuration[] overlays = new Configuration[dataNodes];
+        for (int i = 0; i < dataNodes; i++) {
+            Path own = Path.of(dir, "dn" + i);
+            Files.createDirectories(own);
+            overlays[i] = new Configuration(false);
+            overlays[i].set("dfs.datanode.data.dir", own.toUri().toString());
+        }
+        return overlays;
+    }
+
     public static void main(String[] args) throws Exception {
         Path base = Path.of(args[0]).toAbsolutePath();
         int nnPort = Integer.parseInt(args[1]);
@@ -42,11 +59,14 @@ public final class MiniHdfs {
             conf.set(args[i].substring(0, eq), args[i].substring(eq + 1));
         }
         boolean loopback = "127.0.0.1".equals(host);
+        String dataDir = System.getProperty("minihdfs.datadir");
         String maintenanceMin = conf.get("dfs.namenode.maintenance.replication.min");
         MiniDFSCluster cluster = new MiniDFSCluster.Builder(conf)
                 .nameNodePort(nnPort)
                 .nameNodeHttpPort(0)
                 .numDataNodes(loopback ? dataNodes : 0)
+                .manageDataDfsDirs(dataDir == null)
+                .dataNodeConfOverlays(loopback ? dataDirs(dataDir, dataNodes) : null)
                 .format(format)
                 .build();
         Runtime.getRuntime().addShutdownHook(new Thread(cluster::shutdown));
@@ -71,7 +91,15 @@ public final class MiniHdfs {
             dnConf.set("dfs.datanode.address", host + ":0");
             dnConf.set("dfs.datanode.http.address", host + ":0");
             dnConf.set("dfs.datanode.ipc.address", host + ":0");
-            cluster.startDataNodes(dnConf, dataNodes, true, null, null, null, null, false, true);
+            Configuration[] own = dataDirs(dataDir, dataNodes);
+            if (own == null) {
+                cluster.startDataNodes(dnConf, dataNodes, true, null, null, null, null, false, true);
+            }
+            for (int i = 0; own != null && i < dataNodes; i++) {
+                Configuration one = new Configuration(dnConf);
+                one.addResource(own[i]);
+                cluster.startDataNodes(one, 1, false, null, null, null, null, false, true);
+            }
         }
         cluster.waitActive();
         while (cluster.getNameNode().isInSafeMode()) { // a restart: until blocks are reported

@@ -70,6 +70,10 @@ def test_layout_unique_names_and_range_reads(root: str) -> None:
         reader.read_state_range(a, 2, 10)
     with pytest.raises(CorruptCheckpointError, match="not relative"):
         reader.read_state_range("../job-b/chk-1/x", 0, 1)
+    # An empty range asks the store for nothing (Azure refuses one), a missing file is missing.
+    assert reader.read_state_range(a, 5, 0) == b""
+    with pytest.raises(CorruptCheckpointError, match="missing"):
+        reader.read_state_range("no-such-file", 0, 0)
 
 
 def test_a_long_state_name_gives_a_file_name_the_file_system_takes(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from cairn.checkpoint import hdfs_files, local_files
 from cairn.checkpoint.errors import CheckpointStorageUnusableError
 from cairn.common.storage_options import AZURE_SCHEMES, GCS_SCHEMES, HDFS_SCHEMES, S3_SCHEMES
 
-__all__ = ["check_storage_access", "describe_storage_error", "is_storage_error"]
+__all__ = ["check_storage_access", "describe_storage_error", "is_storage_error", "space_problem"]
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,53 @@ _GCS_CREDENTIALS_HINT = (
     "(or GOOGLE_APPLICATION_CREDENTIALS)"
 )
 _AZURE_KEY_HINT = "check fs.azure.account.key.<account>.blob.core.windows.net"
+
+
+# A store's answer to a write its server's disk had no room for (fake-gcs-server's 500 says
+# so; SeaweedFS's S3 gateway and Azurite answer a bare internal error that does not).
+_NO_SPACE_TEXT = "no space left on device"
+# HDFS's NameNode when no DataNode has room for a block (or every one was excluded).
+_NO_DATANODE_TEXT = "could only be written to 0 of the"
+
+
+def space_problem(exc: BaseException) -> str | None:
+    """What ``exc`` (or an exception it was raised from or while handling: a writer's close
+    after its failed write) says about the storage's room, in the user's terms, else None.
+
+    >>> space_problem(OSError(errno.ENOSPC, "No space left on device"))
+    'no space left on the device'
+    >>> space_problem(RuntimeError("HttpError: write /d/x: no space left on device, 500"))
+    'no space left on the storage server'
+    >>> space_problem(RuntimeError("File /c/x could only be written to 0 of the 1 minReplication "
+    ...     "nodes. There are 2 datanode(s) running and 2 node(s) are excluded"))
+    'no DataNode took a new block: their disks are full (less room than a block) or failing'
+    >>> try:
+    ...     try:
+    ...         raise OSError(errno.ENOSPC, "No space left on device")
+    ...     finally:
+    ...         raise RuntimeError("close failed")
+    ... except RuntimeError as e:
+    ...     space_problem(e)
+    'no space left on the device'
+    >>> space_problem(KeyError("x")) is None
+    True
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno == errno.ENOSPC:
+            return "no space left on the device"
+        text = str(current)
+        if _NO_SPACE_TEXT in text.lower():
+            return "no space left on the storage server"
+        if _NO_DATANODE_TEXT in text:
+            return (
+                "no DataNode took a new block: their disks are full (less room than a block)"
+                " or failing"
+            )
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def _scheme(url: str) -> str:
@@ -117,8 +164,9 @@ def describe_storage_error(url: str, exc: BaseException) -> str:
             return f"access denied to container {container!r}: {_AZURE_KEY_HINT} ({detail})"
         if _is_connection_error(exc):
             return f"cannot connect to Azure Blob storage; check fs.azure.blob.endpoint ({detail})"
-    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-        return f"no space left on the device ({detail})"
+    space = space_problem(exc)
+    if space is not None:
+        return f"{space} ({detail})"
     if isinstance(exc, PermissionError):
         return f"no permission to write there ({detail})"
     return detail

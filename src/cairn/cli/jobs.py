@@ -271,9 +271,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             )
         from cairn.observability.doctor.fact_sources import facts_of_retained
         from cairn.observability.doctor.rules import diagnose
-        from cairn.observability.tables import load_retained
 
-        facts = facts_of_retained(load_retained(target))
+        facts = facts_of_retained(_retained(target, args.conf))
         subject, checkpoints = target, len(facts.checkpoints)
         findings = [f.to_dict() for f in diagnose(facts)]
     if args.table:
@@ -285,6 +284,28 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     else:
         print(format_findings(subject, checkpoints, findings))
     return 0
+
+
+def _retained(target: str, conf: list[str] | None) -> Any:
+    """The retained checkpoints under ``target``, read with the storage options of the
+    ``-D`` keys (``s3.*``, ``gs.*``, ``fs.azure.*``, ``flink.hadoop.*``); a storage error is
+    one ``CheckpointStorageUnusableError``, as for ``cairn checkpoints``."""
+    from cairn.checkpoint.errors import CheckpointError, CheckpointStorageUnusableError
+    from cairn.checkpoint.storage_access import describe_storage_error, is_storage_error
+    from cairn.cli.options import parse_conf_items
+    from cairn.common.config_options import validate_configuration
+    from cairn.common.storage_options import storage_options_for
+    from cairn.observability.tables import load_retained
+
+    options = storage_options_for(target, validate_configuration(parse_conf_items(conf)))
+    try:
+        return load_retained(target, options)
+    except CheckpointError:
+        raise
+    except Exception as e:  # missing credentials, unreachable endpoint, no permission, ...
+        if not is_storage_error(e):
+            raise
+        raise CheckpointStorageUnusableError(target, describe_storage_error(target, e)) from e
 
 
 # argparse has no public name for the type add_subparsers() returns (allowlisted, issue 34).
@@ -388,4 +409,12 @@ def add_job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="the tables' Iceberg catalog properties or Delta storage options",
     )
     doctor.add_argument("--json", action="store_true", help="findings as JSON")
+    doctor.add_argument(
+        "-D",
+        "--conf",
+        action="append",
+        metavar="KEY=VALUE",
+        help="storage configuration of a checkpoint directory on an object store or HDFS, "
+        "as for cairn checkpoints (s3.endpoint, gs.*, fs.azure.*, flink.hadoop.*)",
+    )
     doctor.set_defaults(func=cmd_doctor)

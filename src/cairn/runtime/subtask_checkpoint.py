@@ -26,6 +26,7 @@ from cairn.checkpoint.messages import (
     TaskDecline,
     TaskKey,
 )
+from cairn.checkpoint.storage_access import space_problem
 from cairn.events import AlignmentMode, CancelCheckpointMarker, CheckpointBarrier
 from cairn.ids import CheckpointId, OperatorUid
 from cairn.runtime.barriers.alternating import as_unaligned
@@ -378,5 +379,6 @@ class SubtaskCheckpointCoordinator:
             self._task_name,
             exc_info=True,
         )
-        detail = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
-        self._decline(checkpoint_id, _ASYNC_FAILURE, detail)
+        space = space_problem(exc)  # the one storage failure worth naming up front
+        detail = (f"{space}: " if space else "") + f"{type(exc).__name__}: {exc}"
+        self._decline(checkpoint_id, _ASYNC_FAILURE, f"{detail}\n{traceback.format_exc()}")

@@ -80,7 +80,9 @@ class HdfsCluster(ManagedServer):
     times (default: as many as DataNodes, at most 3); ``hadoop_conf`` overrides Hadoop keys
     of the servers (``dfs.*``); ``host``: the address every server listens on (and the
     DataNodes are handed out at); ``launcher``: a prefix of the JVM's command line
-    (``ip netns exec <netns>``: the cluster on a simulated host)."""
+    (``ip netns exec <netns>``: the cluster on a simulated host); ``data_dir``: where the
+    DataNodes keep their blocks (``<data_dir>/dn<i>``; default: under ``root`` with the
+    NameNode's files), e.g. a small file system of their own to fill."""
 
     def __init__(
         self,
@@ -92,6 +94,7 @@ class HdfsCluster(ManagedServer):
         hadoop_conf: Mapping[str, str] | None = None,
         launcher: Sequence[str] = (),
         host: str = _HOST,
+        data_dir: str | None = None,
     ) -> None:
         if not 1 <= datanodes <= 8:
             raise ValueError(f"datanodes must be between 1 and 8, got {datanodes}")
@@ -108,6 +111,7 @@ class HdfsCluster(ManagedServer):
         self.port = port or (_DEFAULT_PORT if free else free_port())
         self.launcher = tuple(launcher)
         self._hadoop_conf = dict(hadoop_conf or {})
+        self.data_dir = data_dir
         self._formatted = False
         self.start_seconds: float | None = None
 
@@ -149,6 +153,7 @@ class HdfsCluster(ManagedServer):
             java_tool("java"),
             *JVM_OPTS,
             f"-Dminihdfs.host={self.host}",
+            *([f"-Dminihdfs.datadir={self.data_dir}"] if self.data_dir else []),
             "-cp",
             classpath,
             _MAIN,

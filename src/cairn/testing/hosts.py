@@ -42,6 +42,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
+from cairn.testing.small_disk import FILLER, fill_to_the_last_byte
+
 __all__ = ["Host", "HostNetwork", "netns_unavailable"]
 
 log = logging.getLogger(__name__)
@@ -176,21 +178,11 @@ class Host:
         """Fill the host's work dir (a tmpfs of ``disk_mb``) to the last byte; the filler."""
         if self.disk_mb is None:
             raise RuntimeError(f"host {self.name} has no tmpfs of its own (disk_mb)")
-        filler = self.work / "filler"
-        fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        try:
-            for size in (1 << 20, 4096, 1):  # big writes, then the last pages' worth
-                chunk = b"\0" * size
-                with contextlib.suppress(OSError):  # ENOSPC: full at this granularity
-                    while True:
-                        os.write(fd, chunk)
-        finally:
-            os.close(fd)
-        return filler
+        return fill_to_the_last_byte(self.work)
 
     def free_disk(self) -> None:
         with contextlib.suppress(FileNotFoundError):
-            (self.work / "filler").unlink()
+            (self.work / FILLER).unlink()
 
     def wipe_disk(self) -> None:
         """Empty the host's work dir, as a host replaced by a fresh machine has."""

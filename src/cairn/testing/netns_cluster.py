@@ -1,5 +1,6 @@
 """A multi-host Spark cluster on one machine: a Spark master host, worker hosts, a storage
-host (SeaweedFS S3 and PostgreSQL) and a driver host, each a network namespace
+host (SeaweedFS S3 and PostgreSQL; with ``storage="hdfs"`` also an HDFS for the
+checkpoints) and a driver host, each a network namespace
 (:mod:`cairn.testing.hosts`), and the faults a real cluster has.
 
 Invariant: hosts share nothing but the machine's binaries: each has its own address, TMPDIR,
@@ -34,6 +35,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from cairn.testing.hdfs import HdfsCluster
 from cairn.testing.hosts import Host, HostNetwork
 from cairn.testing.postgres import PostgresServer
 from cairn.testing.processes import EXECUTOR_CLASS, wait_for
@@ -44,6 +46,17 @@ __all__ = ["NetnsCluster", "python_env"]
 
 log = logging.getLogger(__name__)
 
+# The NameNode notices a lost DataNode within seconds and writes around it (defaults: 30 s
+# to stale, 10.5 min to dead, and no avoiding stale ones): see docs/storage.md.
+QUICK_DATANODE_LOSS = {
+    "dfs.namenode.write.stale.datanode.ratio": "1.0",
+    "dfs.heartbeat.interval": "1",
+    "dfs.namenode.heartbeat.recheck-interval": "1000",
+    "dfs.namenode.stale.datanode.interval": "3000",
+    "dfs.namenode.avoid.write.stale.datanode": "true",
+    "dfs.namenode.avoid.read.stale.datanode": "true",
+    "dfs.blocksize": "1048576",  # the NameNode hands out a DataNode with a block's room
+}
 _MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 _WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 _QUICK_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
@@ -59,6 +72,9 @@ class NetnsCluster:
     :meth:`fill_disk` fills. ``postgres``: also run PostgreSQL on the storage host.
     ``worker_timeout_s``: the master's ``spark.worker.timeout`` (a starved machine needs
     more than the default 10 s, or the master drops slow but healthy Spark workers).
+    ``storage``: where checkpoints go, ``"s3"`` (SeaweedFS) or ``"hdfs"`` (a NameNode and two
+    DataNodes on the storage host, their blocks on its tmpfs of ``store_disk_mb``, which
+    :meth:`fill_store_disk` fills); the storage host serves S3 either way (the job's output).
     """
 
     def __init__(
@@ -72,7 +88,11 @@ class NetnsCluster:
         start_timeout: float = 120.0,
         drivers: int = 1,
         worker_timeout_s: int = 10,
+        storage: str = "s3",
+        store_disk_mb: int = 256,
     ) -> None:
+        if storage not in ("s3", "hdfs"):
+            raise ValueError(f"storage must be 's3' or 'hdfs', got {storage!r}")
         self.workers = workers
         self.drivers = drivers
         self.cores_per_worker = cores_per_worker
@@ -81,8 +101,11 @@ class NetnsCluster:
         self.with_postgres = postgres
         self.start_timeout = start_timeout
         self.worker_timeout_s = worker_timeout_s
+        self.storage = storage
+        self.store_disk_mb = store_disk_mb
         self.net: HostNetwork | None = None
         self.s3: SeaweedS3 | None = None
+        self.hdfs: HdfsCluster | None = None
         self.pg: PostgresServer | None = None
         self._spark: dict[str, subprocess.Popen[bytes]] = {}
 
@@ -96,18 +119,32 @@ class NetnsCluster:
             net.add_host("master")
             for index in range(self.workers):
                 net.add_host(f"worker-{index}", disk_mb=self.disk_mb)
-            storage = net.add_host("storage")
+            hdfs = self.storage == "hdfs"
+            # With HDFS the storage host's tmpfs "disk" holds the DataNodes' blocks only.
+            storage = net.add_host("storage", disk_mb=self.store_disk_mb if hdfs else None)
             for name in self.driver_hosts:
                 net.add_host(name)
             launcher = ["ip", "netns", "exec", storage.netns]
             self.s3 = SeaweedS3(
                 bucket="cairn",
-                root=str(storage.work / "seaweedfs"),
+                root=str(storage.dir / "seaweedfs"),
                 host=storage.address,
                 launcher=launcher,
             )
+            if hdfs:
+                (storage.dir / "hdfs").mkdir()
+                self.hdfs = HdfsCluster(
+                    datanodes=2,
+                    root=str(storage.dir / "hdfs"),
+                    data_dir=str(storage.work / "hdfs-data"),
+                    host=storage.address,
+                    launcher=launcher,
+                    hadoop_conf=QUICK_DATANODE_LOSS,
+                )
             self._start_spark("master")  # its JVM starts while the storage servers do
             self.s3.start()
+            if self.hdfs is not None:
+                self.hdfs.start()
             if self.with_postgres:
                 self.pg = PostgresServer(host=storage.address, launcher=launcher)
                 self.pg.start()
@@ -132,6 +169,10 @@ class NetnsCluster:
             with contextlib.suppress(Exception):
                 self.pg.stop()
             self.pg = None
+        if self.hdfs is not None:
+            with contextlib.suppress(Exception):
+                self.hdfs.stop()
+            self.hdfs = None
         if self.s3 is not None:
             with contextlib.suppress(Exception):
                 self.s3.stop()
@@ -178,7 +219,19 @@ class NetnsCluster:
         return {
             "cairn.spark.master": self.master_url,
             **self.s3.flink_config(),
+            **(self.hdfs.flink_config() if self.hdfs is not None else {}),
         }
+
+    def checkpoint_url(self, *parts: str) -> str:
+        """A URL on the checkpoint storage: HDFS's with ``storage="hdfs"``, else S3's."""
+        assert self.s3 is not None
+        return (self.hdfs or self.s3).url(*parts)
+
+    def checkpoint_filesystem(self) -> Any:
+        """An fsspec filesystem on the checkpoint storage (for the controller: it names paths
+        without the scheme, S3's with the bucket)."""
+        assert self.s3 is not None
+        return (self.hdfs or self.s3).filesystem()
 
     def storage_env(self) -> dict[str, str]:
         """The S3 credentials and endpoint as the ``AWS_*`` variables, which every worker
@@ -302,11 +355,14 @@ class NetnsCluster:
         self.host(name).free_disk()
 
     def storage_down(self) -> None:
-        """SIGKILL the S3 server (and PostgreSQL): storage is gone until :meth:`storage_up`."""
+        """SIGKILL the S3 server (and PostgreSQL, and HDFS): storage is gone until
+        :meth:`storage_up`."""
         assert self.s3 is not None
         self.s3.kill()
         if self.pg is not None:
             self.pg.kill()
+        if self.hdfs is not None:
+            self.hdfs.kill()
 
     def storage_up(self) -> None:
         """Start the storage servers again on their data directories and addresses."""
@@ -314,6 +370,38 @@ class NetnsCluster:
         self.s3.restart()
         if self.pg is not None:
             self.pg.restart()
+        if self.hdfs is not None:
+            self.hdfs.restart()
+
+    # HDFS's own faults (``storage="hdfs"``), each undone by its counterpart.
+
+    def _checkpoint_store(self) -> HdfsCluster:
+        if self.hdfs is None:
+            raise RuntimeError("the checkpoint store's faults need storage='hdfs'")
+        return self.hdfs
+
+    def pause_store(self) -> None:
+        """SIGSTOP the HDFS JVM: a store that answers nothing (slow) until :meth:`resume_store`."""
+        self._checkpoint_store().pause()
+
+    def resume_store(self) -> None:
+        self._checkpoint_store().resume()
+
+    def lose_datanode(self, index: int) -> None:
+        """Stop DataNode ``index`` (a lost one); :meth:`restore_datanode` brings it back."""
+        self._checkpoint_store().stop_datanode(index)
+
+    def restore_datanode(self, index: int) -> None:
+        self._checkpoint_store().restart_datanode(index)
+
+    def fill_store_disk(self) -> None:
+        """Fill the DataNodes' disk (the storage host's tmpfs) to the last byte."""
+        self._checkpoint_store()
+        self.host("storage").fill_disk()
+
+    def free_store_disk(self) -> None:
+        self._checkpoint_store()
+        self.host("storage").free_disk()
 
     # -- internals -------------------------------------------------------------------------
 
