@@ -1,5 +1,6 @@
 """The test tiers: ``.ci/run`` runs every test exactly once, the fast tier first (the
-multihost tests beside it), through README's test command, and a test that starts Spark
+multihost tests beside it), then the rest (the tests on servers beside the other Spark ones),
+through README's test command, and a test that starts Spark
 without the ``spark`` marker fails.
 
 The marker check is exercised on a small pytest run in a child process with the suite's own
@@ -82,31 +83,41 @@ def test_starts_spark_in_a_child():
 
 def _tier_selections() -> dict[str, str]:
     text = CI_RUN.read_text()
-    return dict(re.findall(r"^(FAST_TIER|BESIDE_TIER|SLOW_TIER)='([^']*)'$", text, re.M))
+    servers = re.search(r"^SERVERS='([^']*)'$", text, re.M)
+    assert servers, ".ci/run names the server markers"
+    found = re.findall(r"^(\w+_TIER)=['\"]([^'\"]*)['\"]$", text, re.M)
+    return {name: expr.replace("$SERVERS", servers.group(1)) for name, expr in found}
 
 
-def test_ci_runs_the_readme_test_command_once_per_tier() -> None:
+def test_ci_runs_the_readme_test_command_in_every_tier() -> None:
     readme = (REPO_ROOT / "README.md").read_text()
     readme_command = re.search(r"(\.venv/bin/python -m pytest[^\n`]*)", readme)
     assert readme_command, "README.md shows no pytest command"
     text = CI_RUN.read_text()
-    assert f'{readme_command.group(1)} -m "$selection" "$@"' in text
-    assert f'{readme_command.group(1)} -m "$BESIDE_TIER" "$@"' in text
-    tiers = re.findall(r'^\s*tier \w+ "\$(\w+)" "\$@"$', text, re.M)
-    assert tiers == ["FAST_TIER", "SLOW_TIER"], "the fast tier runs first, then the rest"
-    beside = text.index('-m "$BESIDE_TIER"')
-    assert beside < text.index('tier fast "$FAST_TIER"') < text.index('wait "$beside_pid"')
+    assert text.count(f'{readme_command.group(1)} -m "$selection" "$@"') == 2  # tier, beside
+    foreground = re.findall(r'^\s*tier \w+ "\$(\w+)" "\$@"$', text, re.M)
+    background = re.findall(r'^\s*beside \w+ "\$(\w+)" "\$@"$', text, re.M)
+    assert foreground == ["FAST_TIER", "SLOW_TIER"], "the fast tier runs first, then the rest"
+    assert background == ["BESIDE_TIER", "SERVER_TIER"]
+    order = [
+        'beside multihost "$BESIDE_TIER"',
+        'tier fast "$FAST_TIER"',
+        'beside_done multihost "$BESIDE_TIER"',
+        'beside servers "$SERVER_TIER"',
+        'tier rest "$SLOW_TIER"',
+        'beside_done servers "$SERVER_TIER"',
+    ]
+    positions = [text.index(line) for line in order]
+    assert positions == sorted(positions), "multihost beside fast; servers beside the rest"
+    gate = text.index("if [[ $fast_status -eq 0")
+    assert gate < positions[3], "the slow tiers run only when the fast tier passed"
 
 
 def test_the_tiers_select_every_test_exactly_once() -> None:
     selections = _tier_selections()
-    assert set(selections) == {"FAST_TIER", "BESIDE_TIER", "SLOW_TIER"}
-    names = (
-        "spark",
-        "slow",
-        "cluster",
-        "multihost",
-    )  # -m's and/or/not over marker names is Python too
+    assert set(selections) == {"FAST_TIER", "BESIDE_TIER", "SLOW_TIER", "SERVER_TIER"}
+    names = ("spark", "slow", "cluster", "multihost", "kafka", "hdfs", "yarn", "s3", "gcs")
+    names += ("azure", "postgres")  # -m's and/or/not over marker names is Python too
     for values in itertools.product([False, True], repeat=len(names)):
         markers = dict(zip(names, values, strict=True))
         chosen = [t for t, expr in selections.items() if eval(expr, {}, markers)]
