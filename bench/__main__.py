@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench import WORKLOADS, empty_result, skew, windows
+from bench.peers.run_peer import last_json_line
 from bench.report import render_results, update_results_file, write_chart
 from bench.saved_runs import group_results, merge_saved
 
@@ -194,7 +195,7 @@ def run_one(
             stdout, _ = proc.communicate()
         log.write("\n--- stdout ---\n" + stdout)
     result = empty_result(system, case["workload"], case["records"])
-    parsed = None if timed_out else _last_json(stdout)
+    parsed = None if timed_out else last_json_line(stdout)
     if parsed is not None:
         result.update(parsed)
         if parsed.get("error") and not parsed.get("note"):  # the peer runner's own failure
@@ -208,18 +209,6 @@ def run_one(
     if case.get("expected"):
         windows.verify(result, case["expected"])
     return result
-
-
-def _last_json(stdout: str) -> dict[str, Any] | None:
-    for line in reversed(stdout.strip().splitlines()):
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError:
-                return None
-            return value if isinstance(value, dict) else None
-    return None
 
 
 def calibrated_rate(results: Sequence[dict[str, Any]]) -> float | None:

@@ -44,6 +44,7 @@ from contextlib import redirect_stdout
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from bench.peers.run_peer import last_json_line
 from bench.storage import STORAGES
 
 __all__ = [
@@ -269,17 +270,6 @@ def markdown_table(stores: Sequence[dict[str, Any]]) -> str:
 # ---- running ------------------------------------------------------------------------------
 
 
-def _last_json(stdout: str) -> dict[str, Any] | None:
-    for line in reversed(stdout.strip().splitlines()):
-        if line.strip().startswith("{"):
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError:
-                return None
-            return value if isinstance(value, dict) else None
-    return None
-
-
 def subprocess_runner(timeout_s: float) -> Runner:
     """Each measurement in a fresh process group (its store's server included), its stderr
     in ``log_path``; killed as a group after ``timeout_s``."""
@@ -300,7 +290,7 @@ def subprocess_runner(timeout_s: float) -> Runner:
                 proc.communicate()
                 return {"note": f"timed out after {timeout_s:.0f} s"}
             log.write("\n--- stdout ---\n" + stdout)
-        parsed = _last_json(stdout)
+        parsed = last_json_line(stdout)
         if parsed is None:
             return {"note": f"failed (exit {proc.returncode}); see {log_path}"}
         return parsed
@@ -315,7 +305,7 @@ def in_process_runner(argv: list[str], log_path: str) -> dict[str, Any]:
     buffer = io.StringIO()
     with redirect_stdout(buffer):
         workloads_main(argv)
-    return _last_json(buffer.getvalue()) or {"note": "no result printed"}
+    return last_json_line(buffer.getvalue()) or {"note": "no result printed"}
 
 
 def measure(

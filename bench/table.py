@@ -49,6 +49,7 @@ if str(PEERS) not in sys.path:
 
 import table_common as tc  # noqa: E402
 
+from bench.peers.run_peer import last_json_line  # noqa: E402
 from bench.report_tables import md_table  # noqa: E402
 
 __all__ = [
@@ -126,17 +127,6 @@ def plan_runs(
     return out
 
 
-def last_json(text: str) -> dict[str, Any] | None:
-    for line in reversed(text.splitlines()):
-        line = line.strip()
-        if line.startswith("{") and line.endswith("}"):
-            try:
-                return dict(json.loads(line))
-            except ValueError:
-                continue
-    return None
-
-
 def run_one(cmd: list[str], timeout_s: float, log: Path) -> dict[str, Any]:
     env = dict(os.environ)
     paths = [str(ROOT / "src"), str(ROOT)]
@@ -152,7 +142,7 @@ def run_one(cmd: list[str], timeout_s: float, log: Path) -> dict[str, Any]:
         out = exc.stdout if isinstance(exc.stdout, str) else ""
         err = f"timed out after {timeout_s:.0f} s"
     log.write_text(f"$ {' '.join(cmd)}\n--- stdout ---\n{out}\n--- stderr ---\n{err}\n")
-    result = last_json(out) or {"error": "no JSON result", "log": str(log)}
+    result = last_json_line(out) or {"error": "no JSON result", "log": str(log)}
     result.setdefault("wall_s", round(time.time() - started, 3))
     return result
 

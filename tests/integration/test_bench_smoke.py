@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 from bench import RESULT_FIELDS
 from bench.__main__ import QUICK as QUICK_SIZES
-from bench.__main__ import _last_json, calibrated_rate, command, plan_cases
+from bench.__main__ import calibrated_rate, command, plan_cases
 from bench.measure import Progress, throughput_dip
+from bench.peers.run_peer import last_json_line
 from bench.report import BEGIN, END, render_results, update_results_file, write_chart
 from bench.saved_runs import group_results
 from bench.workloads import RECOVERY_MARK_EVERY, CairnOptions, run_workload
@@ -195,8 +196,8 @@ def test_runner_commands_and_result_parsing() -> None:
     assert "--latency-warmup-s" in cmd
     peer = command("bytewax", case, "spark", 600)
     assert peer[peer.index("--system") + 1] == "bytewax"
-    assert _last_json('noise\n{"a": 1}\n\n') == {"a": 1}
-    assert _last_json("no json at all") is None
+    assert last_json_line('noise\n{"a": 1}\n\n') == {"a": 1}
+    assert last_json_line("no json at all") is None
 
 
 def test_progress_and_dip_arithmetic() -> None:

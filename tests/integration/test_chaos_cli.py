@@ -9,14 +9,12 @@ runs), the example's orders cut to 3,000 so that each run takes a few seconds.
 from __future__ import annotations
 
 import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cairn.cli.main import main
-from cairn.datastream.stream_execution_environment import reset_context_defaults
+from tests._cli import cli_in_process
 from tests.integration._readme import (
     CHAOS,
     CHAOS_RANDOM_KEY,
@@ -36,12 +34,7 @@ def _chaos(line: str, tmp: Path, capsys: Any, *extra: str) -> tuple[int, str]:
         argv.append("--")
     argv += ["--orders", "3000", "--out", str(tmp / "totals")]
     argv[1:1] = ["--faults", "2", "--work-dir", str(tmp), *extra]
-    saved_argv, saved_path = list(sys.argv), list(sys.path)
-    try:
-        status = main(argv)
-    finally:
-        sys.argv[:], sys.path[:] = saved_argv, saved_path
-        reset_context_defaults()
+    status = cli_in_process(argv)
     return status, capsys.readouterr().out
 
 

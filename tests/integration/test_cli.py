@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
 from cairn.cli.main import main
-from cairn.datastream.stream_execution_environment import reset_context_defaults
 from cairn.testing.sequence_jobs import read_visible_lines
+from tests._cli import cli_in_process
 from tests.integration.jobs import expected_lines
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -80,12 +79,7 @@ def job_script(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _run_cli(*argv: str) -> None:
     """``cairn ...`` in this process; undoes what ``cairn run`` changes process-wide
     (sys.argv, sys.path, the context defaults)."""
-    saved_argv, saved_path = list(sys.argv), list(sys.path)
-    try:
-        assert main(list(argv)) == 0
-    finally:
-        sys.argv[:], sys.path[:] = saved_argv, saved_path
-        reset_context_defaults()
+    assert cli_in_process(argv) == 0
 
 
 @pytest.fixture(scope="module")
@@ -213,12 +207,7 @@ def test_expected_errors_print_one_line_without_a_traceback(
     message: str,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    saved_argv, saved_path = list(sys.argv), list(sys.path)
-    try:
-        status = main(["run", "--executor", "inprocess", *argv, str(KEYED_SUM)])
-    finally:
-        sys.argv[:], sys.path[:] = saved_argv, saved_path
-        reset_context_defaults()
+    status = cli_in_process(["run", "--executor", "inprocess", *argv, str(KEYED_SUM)])
     err = capsys.readouterr().err
     assert status == 1
     assert "Traceback" not in err

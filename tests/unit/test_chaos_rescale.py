@@ -5,12 +5,10 @@ savepoint and restored at p+1, and the report names that cause."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
-from cairn.cli.main import main
-from cairn.datastream.stream_execution_environment import reset_context_defaults
+from tests._cli import cli_in_process
 
 EXAMPLE = str(Path(__file__).parents[2] / "examples" / "chaos_orders.py")
 
@@ -19,12 +17,7 @@ def test_state_lost_after_a_rescale_is_found_and_named(tmp_path: Path, capsys: A
     argv = ["chaos", EXAMPLE, "--executor", "inprocess", "--faults", "2", "--seed=7"]
     argv += ["--rescale", "--work-dir", str(tmp_path), "--", "--orders", "3000"]
     argv += ["--bug", "operator-state", "--out", str(tmp_path / "totals")]
-    saved_argv, saved_path = list(sys.argv), list(sys.path)
-    try:
-        status = main(argv)
-    finally:
-        sys.argv[:], sys.path[:] = saved_argv, saved_path
-        reset_context_defaults()
+    status = cli_in_process(argv)
     out = capsys.readouterr().out
     assert status == 1, out
     assert "first difference, in Sink 'totals-file': key 'c" in out, out

@@ -6,14 +6,12 @@ and a sink that is not exactly-once is caught."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cairn.cli.main import main
-from cairn.datastream.stream_execution_environment import reset_context_defaults
+from tests._cli import cli_in_process
 
 JOB = str(Path(__file__).with_name("_chaos_sink_job.py"))
 
@@ -21,12 +19,7 @@ JOB = str(Path(__file__).with_name("_chaos_sink_job.py"))
 def _chaos(tmp: Path, capsys: Any, *job_args: str, seed: int = 3) -> tuple[int, str]:
     argv = ["chaos", JOB, "--executor", "inprocess", "--faults", "2", f"--seed={seed}"]
     argv += ["--work-dir", str(tmp / "work"), "--", *job_args]
-    saved_argv, saved_path = list(sys.argv), list(sys.path)
-    try:
-        status = main(argv)
-    finally:
-        sys.argv[:], sys.path[:] = saved_argv, saved_path
-        reset_context_defaults()
+    status = cli_in_process(argv)
     return status, capsys.readouterr().out
 
 

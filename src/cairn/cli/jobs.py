@@ -401,13 +401,6 @@ def add_job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="also look at a lakehouse table's data files: a Delta table's path or URL, or "
         "an Iceberg 'namespace.table' (catalog properties with -D uri=... -D warehouse=...)",
     )
-    doctor.add_argument(
-        "-D",
-        "--conf",
-        action="append",
-        metavar="KEY=VALUE",
-        help="the tables' Iceberg catalog properties or Delta storage options",
-    )
     doctor.add_argument("--json", action="store_true", help="findings as JSON")
     doctor.add_argument(
         "-D",
@@ -415,6 +408,7 @@ def add_job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         action="append",
         metavar="KEY=VALUE",
         help="storage configuration of a checkpoint directory on an object store or HDFS, "
-        "as for cairn checkpoints (s3.endpoint, gs.*, fs.azure.*, flink.hadoop.*)",
+        "as for cairn checkpoints (s3.endpoint, gs.*, fs.azure.*, flink.hadoop.*), and the "
+        "--table's Iceberg catalog properties or Delta storage options",
     )
     doctor.set_defaults(func=cmd_doctor)
