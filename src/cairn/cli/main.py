@@ -462,6 +462,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_logging(args.verbose)
     try:
         return int(args.func(args))
+    except BrokenPipeError:  # the reader went away (cairn list | head): nothing to say
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the flush at exit does not raise again
+        return 141  # as a shell reports a command SIGPIPE ended
     except KeyboardInterrupt:
         from cairn.observability.progress import silence_progress
 
