@@ -23,6 +23,7 @@ from cairn.deploy.executors import Executor, InProcessExecutor, SparkExecutor
 from cairn.deploy.high_availability import leadership_for
 from cairn.deploy.job_master import JobMaster
 from cairn.deploy.job_master_client import StreamingJobClient
+from cairn.deploy.job_master_ports import ObservedJob, ServedClient
 from cairn.deploy.job_pickling import dumps_job
 from cairn.deploy.job_runs import RunPlan, plan_run
 from cairn.graph.job_graph import JobGraph, build_job_graph
@@ -76,7 +77,7 @@ def choose_executor(settings: JobSettings, graph: JobGraph) -> tuple[Executor, i
     return executor, workers
 
 
-def _serve_control_endpoint(client: StreamingJobClient, settings: JobSettings) -> None:
+def _serve_control_endpoint(client: ServedClient, settings: JobSettings) -> None:
     """Start the job's control endpoint and register it; it closes when the job ends."""
     from cairn.rest.endpoint import RestEndpoint
 
@@ -97,7 +98,7 @@ def _serve_control_endpoint(client: StreamingJobClient, settings: JobSettings) -
     client.job_master.listeners.append(on_event)
 
 
-def _serve_prometheus(master: JobMaster, settings: JobSettings) -> None:
+def _serve_prometheus(master: ObservedJob, settings: JobSettings) -> None:
     """Start the Prometheus reporter (``metrics.reporters: prom``); it stops when the job ends."""
     from cairn.observability.prometheus import PrometheusReporter, facts_of
 
@@ -118,11 +119,28 @@ def _serve_prometheus(master: JobMaster, settings: JobSettings) -> None:
     master.listeners.append(on_event)
 
 
+def _observe(client: ServedClient, settings: JobSettings) -> None:
+    """Attach the job's observers, as configured: the Prometheus reporter, the control
+    endpoint (with the web UI and the job's entry in ``cairn list``), the progress line."""
+    master = client.job_master
+    if settings.metrics.prometheus:
+        _serve_prometheus(master, settings)
+    if settings.rest.enabled:
+        _serve_control_endpoint(client, settings)
+    if settings.deploy.progress:
+        from cairn.observability.progress import ProgressReporter
+
+        ProgressReporter(master).start()
+
+
 def submit_job(settings: JobSettings, sinks: Sequence[SinkTransformation]) -> JobClient:
     if settings.batch:
         from cairn.batch.client import submit_batch_job
 
-        return submit_batch_job(settings, sinks)
+        batch = submit_batch_job(settings, sinks)
+        _observe(batch, settings)  # a BATCH job is observed as a STREAMING one
+        batch.start()
+        return batch
     graph = build_job_graph(
         settings.job_name,
         sinks,
@@ -180,14 +198,7 @@ def submit_job(settings: JobSettings, sinks: Sequence[SinkTransformation]) -> Jo
         graph.describe(),
     )
     client = StreamingJobClient(master)
-    if settings.metrics.prometheus:
-        _serve_prometheus(master, settings)
-    if settings.rest.enabled:
-        _serve_control_endpoint(client, settings)
-    if settings.deploy.progress:
-        from cairn.observability.progress import ProgressReporter
-
-        ProgressReporter(master).start()
+    _observe(client, settings)
     client.start()
     _submitted.add(client)
     return client

@@ -1,7 +1,8 @@
 """BATCH mode on real local Spark: stages as Spark stages with a shuffle per exchange; the
 same results as in process; print() reaching the driver's stdout with PyFlink's subtask
 prefixes; a failed stage rerun after the restart strategy's delay, from its inputs; a user
-function's error reaching the driver with the user's traceback."""
+function's error reaching the driver with the user's traceback; the job's monitor counting
+its stages and records from the Spark tasks' results."""
 
 from __future__ import annotations
 
@@ -13,7 +14,13 @@ import pytest
 
 from cairn.common import RestartStrategies
 from cairn.common.exceptions import JobExecutionException
-from tests.unit.batch_jobs import collect, environment, process_with_timers, word_count
+from tests.unit.batch_jobs import (
+    LINES,
+    collect,
+    environment,
+    process_with_timers,
+    word_count,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -38,9 +45,18 @@ def test_batch_jobs_on_spark_match_in_process_and_print_on_the_driver(
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(1, 0))
     word_count(env).map(fail_once).print()
     capsys.readouterr()
-    env.execute("word count")
+    client = env.execute_async("word count")
+    client.get_job_execution_result()
     printed = capsys.readouterr().out.splitlines()
     assert marker.exists()
+    # What the progress line, the endpoint and cairn list read: the Spark tasks' counts.
+    view = client.job_master.view
+    assert view.restarts == 1 and view.attempt == 1 and view.ended
+    stages = view.stages
+    assert stages is not None and stages.done == stages.total == len(client.plan.stages) >= 2
+    sources = set(client.job_master.plan.source_tasks)
+    assert sum(m.records_out for k, m in view.metrics.items() if k in sources) == len(LINES)
+    assert sum(m.records_in for m in view.metrics.values()) >= sum(len(x.split()) for x in LINES)
     expected = dict(collect(word_count, "BATCH"))
     # Two print subtasks: PyFlink's "N> " prefixes; each word's final count, once.
     assert {line[:3] for line in printed} == {"1> ", "2> "}

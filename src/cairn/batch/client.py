@@ -14,9 +14,10 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
-from typing import Any, NoReturn
+from typing import Any
 
 from cairn.batch.local import run_in_process
+from cairn.batch.monitor import NO_SAVEPOINTS, BatchMonitor
 from cairn.batch.plan import BatchPlan, plan_batch
 from cairn.batch.tasks import Restarts, job_failure, stage_tasks
 from cairn.common.exceptions import JobExecutionException
@@ -42,13 +43,18 @@ class BatchJobClient:
     """
 
     def __init__(
-        self, job_id: JobId, job_name: str, plan: BatchPlan, run: Callable[[], Any]
+        self,
+        job_id: JobId,
+        job_name: str,
+        plan: BatchPlan,
+        run: Callable[[], Any],
+        monitor: BatchMonitor,
     ) -> None:
         self._job_id = job_id
         self._job_name = job_name
         self.plan = plan
         self._job = run
-        self._status = JobStatus.CREATED
+        self._monitor = monitor
         self._error: JobExecutionException | None = None
         self._collected: dict[int, list[Any]] = {}
         self._cancel_hooks: list[Callable[[], None]] = []
@@ -62,25 +68,26 @@ class BatchJobClient:
 
     def start(self) -> None:
         """Run the job on its own thread (once)."""
-        self._status = JobStatus.RUNNING
+        self._monitor.set_status(JobStatus.RUNNING)
         self._thread.start()
 
     def _main(self) -> None:
         try:
             self._collected = self._job() or {}
-            self._status = JobStatus.FINISHED
+            status, error = JobStatus.FINISHED, None
         except BaseException as exc:
             if self.cancel_requested:
-                self._status = JobStatus.CANCELED
+                status = JobStatus.CANCELED
                 self._error = JobExecutionException(
                     f"BATCH job {self._job_name!r} was cancelled", self._job_id
                 )
             else:
-                self._status = JobStatus.FAILED
+                status = JobStatus.FAILED
                 self._error = job_failure(self._job_name, self._job_id, exc)
             log.error("%s", self._error)
-        finally:
-            self._end_ms = int(time.time() * 1000)
+            error = self._error
+        self._end_ms = int(time.time() * 1000)
+        self._monitor.set_status(status, error)
 
     def on_cancel(self, hook: Callable[[], None]) -> None:
         self._cancel_hooks.append(hook)
@@ -89,11 +96,11 @@ class BatchJobClient:
         return self._job_id
 
     def get_job_status(self) -> JobStatus:
-        return self._status
+        return self._monitor.view.status
 
     def cancel(self) -> None:
         """Stop the job (Spark cancels its running tasks)."""
-        if self._status.is_globally_terminal_state():
+        if self.get_job_status().is_globally_terminal_state():
             return
         self.cancel_requested = True
         for hook in self._cancel_hooks:
@@ -117,7 +124,7 @@ class BatchJobClient:
     def wait_for_status(self, status: JobStatus, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self._status is status:
+            if self.get_job_status() is status:
                 return True
             time.sleep(0.02)
         return False
@@ -130,7 +137,7 @@ class BatchJobClient:
         savepoint_directory: str | None = None,
         format_type: SavepointFormatType = SavepointFormatType.CANONICAL,
     ) -> Future[str]:
-        raise RuntimeError("a BATCH job takes no savepoints (it has no checkpoints)")
+        raise RuntimeError(NO_SAVEPOINTS)
 
     def stop_with_savepoint(
         self,
@@ -141,15 +148,18 @@ class BatchJobClient:
         return self.trigger_savepoint()
 
     @property
-    def job_master(self) -> NoReturn:
-        raise RuntimeError("a BATCH job has no job master (its stages run as Spark stages)")
+    def job_master(self) -> BatchMonitor:
+        """What observers read of the job (a BATCH job has no job master: its stages run
+        as Spark stages); the same port as a STREAMING job's ``JobMaster``."""
+        return self._monitor
 
     def worker_pids(self) -> dict[int, int]:
         return {}
 
 
 def submit_batch_job(settings: JobSettings, sinks: Sequence[SinkTransformation]) -> BatchJobClient:
-    """Plan the job (rejecting an unbounded source here) and start it on its own thread."""
+    """Plan the job (rejecting an unbounded source here); the caller starts the client
+    (``start()``, the job on its own thread) once its observers listen."""
     graph = build_job_graph(
         settings.job_name,
         sinks,
@@ -161,14 +171,27 @@ def submit_batch_job(settings: JobSettings, sinks: Sequence[SinkTransformation])
     job_id = JobId(uuid.uuid4().hex)
     tasks = stage_tasks(plan, graph, job_id, dict(settings.job_parameters))
     log.info("submitting BATCH job %r (%s):\n%s", settings.job_name, job_id, plan.describe())
+    monitor = BatchMonitor(
+        job_id,
+        settings,
+        graph,
+        {int(s.vertex): s.parallelism for s in plan.stages},
+        tuple(int(s.vertex) for s in plan.stages if s.is_source),
+    )
     client: BatchJobClient
-    restarts = Restarts(settings.restart, lambda: client.cancel_requested)
+    restarts = Restarts(settings.restart, lambda: client.cancel_requested, monitor.restarted)
 
     if settings.deploy.executor is ExecutorKind.INPROCESS:
 
         def run() -> dict[int, list[Any]]:
             try:
-                return run_in_process(plan, tasks, restarts.run, lambda: client.cancel_requested)
+                return run_in_process(
+                    plan,
+                    tasks,
+                    restarts.run,
+                    lambda: client.cancel_requested,
+                    monitor.partition_counts,
+                )
             finally:
                 client.restarts = restarts.restarts
 
@@ -184,7 +207,9 @@ def submit_batch_job(settings: JobSettings, sinks: Sequence[SinkTransformation])
             job = SparkBatchJob(spark, plan, tasks, f"cairn-batch-{job_id}")
             client.on_cancel(job.cancel)
             try:
-                collected, printed = restarts.run(job.run)
+                collected, printed = restarts.run(
+                    lambda attempt: job.run(attempt, monitor.partition_counts)
+                )
             finally:
                 client.restarts = restarts.restarts
                 job.release()
@@ -193,6 +218,5 @@ def submit_batch_job(settings: JobSettings, sinks: Sequence[SinkTransformation])
             sys.stdout.flush()
             return collected
 
-    client = BatchJobClient(job_id, settings.job_name, plan, run)
-    client.start()
+    client = BatchJobClient(job_id, settings.job_name, plan, run, monitor)
     return client

@@ -182,6 +182,11 @@ class BlockWriter:
     def tags(self) -> list[str]:
         return [t for t in self._edges_by_tag if t is not None]
 
+    @property
+    def records_out(self) -> int:
+        """Records emitted so far (main and side outputs; Flink's ``numRecordsOut``)."""
+        return self._seq
+
     def output(self, tag: str | None) -> Callable[[list[Any]], None]:
         edges = self._edges_by_tag.get(tag, [])
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
+from functools import partial
 from operator import itemgetter
 from typing import Any
 
@@ -29,10 +30,13 @@ def run_in_process(
     tasks: dict[VertexId, StageTask],
     run_attempts: Callable[[Callable[[int], None]], None],
     cancelled: Callable[[], bool] = lambda: False,
+    partition_counts: Callable[[int, int, int, int, float, bool], None] | None = None,
 ) -> dict[int, list[Any]]:
     """Run every stage; return the collected records by collect sink transformation id.
     ``run_attempts(attempt)`` runs ``attempt(n)`` under the job's restart strategy: each
-    stage is one attempt unit (a retry reruns the failed stage only)."""
+    stage is one attempt unit (a retry reruns the failed stage only). ``partition_counts``
+    gets (vertex, partition, records in, records out, run time in ms, done) while each
+    partition runs and once it completed."""
     inputs: dict[int, dict[int, list[SortedBlock]]] = defaultdict(lambda: defaultdict(list))
     collected: dict[int, list[Any]] = defaultdict(list)
     for stage in plan.stages:
@@ -48,7 +52,11 @@ def run_in_process(
                 if cancelled():
                     raise InterruptedError("the job was cancelled")
                 entries = None if task.stage.is_source else sorted(mine.get(p, []), key=_SORT_KEY)
-                for consumer, part, key, payload in guarded_partition(task, p, entries, number):
+                counts = None
+                if partition_counts is not None:
+                    counts = partial(partition_counts, int(task.stage.vertex), p)
+                outs = guarded_partition(task, p, entries, number, counts)
+                for consumer, part, key, payload in outs:
                     if consumer == COLLECTED:
                         results[part].extend(payload)
                     else:

@@ -44,7 +44,7 @@ from cairn.runtime.operators.user_function import resolve_method
 from cairn.state.heap_backend import HeapKeyedStateBackend, OperatorStateBackend
 from cairn.state.key_groups import key_group_range_for_subtask
 
-__all__ = ["COLLECTED", "Out", "StageTask", "run_partition"]
+__all__ = ["COLLECTED", "Out", "PartitionCounts", "StageTask", "run_partition"]
 
 BATCH_SIZE = 1024  # records per call into the chain, as the streaming runtime's batches
 
@@ -131,13 +131,25 @@ class StageTask:
     job_parameters: dict[str, str] = field(default_factory=dict)
 
 
+# A partition's counts so far (records in, records out: Flink's numRecordsIn/Out; the ms
+# it has run) and whether it completed; while it runs, at most every REPORT_INTERVAL_S.
+PartitionCounts = Callable[[int, int, float, bool], None]
+REPORT_INTERVAL_S = 0.5
+
+
 def run_partition(
-    task: StageTask, partition: int, blocks: Iterable[SortedBlock] | None, attempt: int = 0
+    task: StageTask,
+    partition: int,
+    blocks: Iterable[SortedBlock] | None,
+    attempt: int = 0,
+    counts: PartitionCounts | None = None,
 ) -> Iterator[Out]:
     """Run partition ``partition`` of the stage over its sorted input ``blocks`` (``None``
     for a source stage); yields its output blocks as they fill up. Operators are closed at
-    the end, also when the caller stops early or a user function raises."""
-    runner = _PartitionRun(task, partition, attempt)
+    the end, also when the caller stops early or a user function raises. ``counts`` hears
+    the record counts while the partition runs and, once its operators closed without
+    error, the final ones (``done``)."""
+    runner = _PartitionRun(task, partition, attempt, counts)
     ended = False
     try:
         runner.open()
@@ -150,11 +162,18 @@ def run_partition(
     finally:
         # After a failure (or an early stop) a close error must not hide the first error.
         runner.close(raise_errors=ended)
+    if counts is not None:
+        counts(runner.records_in, runner.emitter.records_out, runner.elapsed_ms(), True)
 
 
 class _PartitionRun:
-    def __init__(self, task: StageTask, partition: int, attempt: int) -> None:
+    def __init__(
+        self, task: StageTask, partition: int, attempt: int, counts: PartitionCounts | None
+    ) -> None:
         self.task = task
+        self._counts = counts
+        self._started = time.monotonic()
+        self._next_report = self._started + REPORT_INTERVAL_S
         vertex = task.vertex
         outputs = task.stage.outputs
         routers = [
@@ -215,6 +234,7 @@ class _PartitionRun:
         if tags:
             self.ops[-1].side_outputs = {t: self.emitter.output(t) for t in tags}
         self.head = self.ops[0]
+        self.records_in = 0  # records the head was given (a source's: none)
         self._opened: list[StreamOperator] = []
         self._wakeup = threading.Event()
 
@@ -244,12 +264,14 @@ class _PartitionRun:
                 self._wakeup.clear()
                 continue
             deliver(batch)
+            self._tick()
             yield from self.emitter.take()
         yield from self.emitter.take()
 
     # ------------------------------------------------------------------------ other heads
 
     def _deliver(self, side: int, records: list[Any], stamps: list[int | None] | None) -> None:
+        self.records_in += len(records)
         for start in range(0, len(records), BATCH_SIZE):
             part = records if len(records) <= BATCH_SIZE else records[start : start + BATCH_SIZE]
             if stamps is not None:
@@ -271,6 +293,7 @@ class _PartitionRun:
             fold = _FoldReduce(head, self.backends[0])
         for is_key, chunks in read_blocks(blocks):
             if fold is not None and is_key:
+                self.records_in += sum(len(records) for _, records, _ in chunks)
                 fold.key(chunks)
             else:
                 for side, records, stamps in chunks:
@@ -279,9 +302,22 @@ class _PartitionRun:
                 assert isinstance(head, KeyedOperatorBase)
                 head.fire_remaining_timers()
                 self.backends[0].discard_current_key()
+            self._tick()
             out = emitter.take()
             if out:
                 yield from out
+
+    def _tick(self) -> None:
+        """Tell ``counts`` the counts so far, if ``REPORT_INTERVAL_S`` passed."""
+        if self._counts is None:
+            return
+        now = time.monotonic()
+        if now >= self._next_report:
+            self._next_report = now + REPORT_INTERVAL_S
+            self._counts(self.records_in, self.emitter.records_out, self.elapsed_ms(), False)
+
+    def elapsed_ms(self) -> float:
+        return (time.monotonic() - self._started) * 1000.0
 
     # ------------------------------------------------------------------------ the end
 

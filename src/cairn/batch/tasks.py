@@ -18,7 +18,7 @@ from typing import TypeVar
 
 from cairn.batch.exchange import Out, SortedBlock
 from cairn.batch.plan import BatchPlan, StageInput
-from cairn.batch.stage import StageTask, run_partition
+from cairn.batch.stage import PartitionCounts, StageTask, run_partition
 from cairn.common.exceptions import JobExecutionException
 from cairn.deploy.restart_policy import RestartPolicy
 from cairn.graph.job_graph import JobEdge, JobGraph
@@ -71,13 +71,17 @@ def stage_tasks(
 
 
 def guarded_partition(
-    task: StageTask, partition: int, blocks: Iterable[SortedBlock] | None, attempt: int
+    task: StageTask,
+    partition: int,
+    blocks: Iterable[SortedBlock] | None,
+    attempt: int,
+    counts: PartitionCounts | None = None,
 ) -> Iterator[Out]:
     """``run_partition`` whose failure is a ``BatchTaskError`` naming the stage and the
     partition, with the user's traceback in its text (it may cross a process boundary)."""
     stage = task.stage
     try:
-        yield from run_partition(task, partition, blocks, attempt)
+        yield from run_partition(task, partition, blocks, attempt, counts)
     except Exception as exc:
         formatted = getattr(exc, "formatted_traceback", None) or "".join(
             traceback.format_exception(type(exc), exc, exc.__traceback__)
@@ -101,7 +105,8 @@ def job_failure(job_name: str, job_id: JobId, error: BaseException) -> JobExecut
 
 class Restarts:
     """Runs attempts under the job's restart strategy (``restart-strategy.*``), one budget
-    for the whole job; ``attempt`` numbers the attempts, ``restarts`` counts the reruns.
+    for the whole job; ``attempt`` numbers the attempts, ``restarts`` counts the reruns;
+    ``on_restart(attempt, reason)`` hears of each rerun before it starts.
 
     >>> from cairn.settings import RestartKind
     >>> restarts = Restarts(RestartSettings(RestartKind.FIXED_DELAY, attempts=2, delay_ms=0))
@@ -116,10 +121,14 @@ class Restarts:
     """
 
     def __init__(
-        self, restart: RestartSettings, cancelled: Callable[[], bool] = lambda: False
+        self,
+        restart: RestartSettings,
+        cancelled: Callable[[], bool] = lambda: False,
+        on_restart: Callable[[int, str], None] | None = None,
     ) -> None:
         self._policy = RestartPolicy(restart)
         self._cancelled = cancelled
+        self._on_restart = on_restart
         self.attempt = 0
         self.restarts = 0
 
@@ -138,3 +147,5 @@ class Restarts:
                 time.sleep(decision.delay_ms / 1000)
                 self.attempt += 1
                 self.restarts += 1
+                if self._on_restart is not None:  # (the attempt now running, why)
+                    self._on_restart(self.attempt, f"{exc}; {decision.reason}")

@@ -28,7 +28,7 @@ import traceback
 
 from cairn.deploy.failure_facts import FailureFacts
 
-__all__ = ["MAX_LINES", "report_job_failure", "short_report"]
+__all__ = ["MAX_LINES", "report_job_failure", "report_script_error", "short_report"]
 
 MAX_LINES = 15
 _MESSAGE_CHARS = 300
@@ -72,6 +72,62 @@ def short_report(
     return "\n".join(lines[:MAX_LINES])
 
 
+def _write_log(name: str, error: BaseException) -> str | None:
+    """Write ``error``'s whole chained traceback to ``<tmp>/cairn-<name>.log``; its path."""
+    path = os.path.join(tempfile.gettempdir(), f"cairn-{name}.log")
+    try:
+        with open(path, "w", encoding="utf-8") as out:
+            out.write("".join(traceback.format_exception(error)))
+    except OSError:
+        return None
+    return path
+
+
+def script_report(
+    script: str, error_type: str, message: str, facts: FailureFacts, log_path: str | None
+) -> str:
+    """What ``cairn run`` prints when the script itself raised (not a job of it).
+
+    >>> from cairn.deploy.failure_facts import UserFrame
+    >>> print(script_report("job.py", "KeyError", "'host'", FailureFacts(None,
+    ...     (UserFrame("/jobs/job.py", 3, "<module>", "host = conf['host']"),)), None))
+    cairn run: job.py raised KeyError: 'host'
+      /jobs/job.py:3 in <module>
+          host = conf['host']
+    """
+    first = message.strip().splitlines()[0] if message.strip() else ""
+    if len(first) > _MESSAGE_CHARS:
+        first = first[: _MESSAGE_CHARS - 3] + "..."
+    lines = [f"cairn run: {script} raised {error_type}" + (f": {first}" if first else "")]
+    for frame in facts.user_frames[-_FRAMES:]:
+        lines.append(f"  {frame.file}:{frame.line} in {frame.function}")
+        if frame.code:
+            lines.append(f"      {frame.code}")
+    if log_path is not None:
+        lines.append(f"Full traceback: {log_path} (or run with -v)")
+    return "\n".join(lines[:MAX_LINES])
+
+
+def report_script_error(script: str, error: BaseException) -> str:
+    """The short report of an exception the job script raised outside a job: a syntax
+    error (its line and caret), or the exception with the user's own frames; the whole
+    traceback goes to ``<tmp>/cairn-run-<pid>.log`` first."""
+    from cairn.deploy.failure_facts import facts_of
+
+    if isinstance(error, SyntaxError):
+        where = f"{error.filename or script}:{error.lineno}"
+        lines = [f"cairn run: {where}: {type(error).__name__}: {error.msg}"]
+        if error.text:
+            text = error.text.rstrip("\n")
+            lines.append(f"    {text.strip()}")
+            if error.offset:
+                indent = len(text) - len(text.lstrip())
+                lines.append("    " + " " * max(error.offset - 1 - indent, 0) + "^")
+        return "\n".join(lines)
+    log_path = _write_log(f"run-{os.getpid()}", error)
+    return script_report(script, type(error).__name__, str(error), facts_of(error), log_path)
+
+
 def report_job_failure(error: BaseException) -> str:
     """The short report of a failed job's ``JobExecutionError``; the whole traceback goes to
     ``<tmp>/cairn-<job id>.log`` first (its path is in the report)."""
@@ -79,12 +135,7 @@ def report_job_failure(error: BaseException) -> str:
 
     job_id = str(getattr(error, "job_id", None) or "?")
     cause = error.__cause__
-    log_path: str | None = os.path.join(tempfile.gettempdir(), f"cairn-{job_id}.log")
-    try:
-        with open(log_path, "w", encoding="utf-8") as out:  # type: ignore[arg-type]
-            out.write("".join(traceback.format_exception(error)))
-    except OSError:
-        log_path = None
+    log_path = _write_log(job_id, error)
     restarts = int(getattr(error, "restarts", 0) or 0)
     reason = getattr(error, "failure_reason", None)
     if isinstance(cause, TaskFailure):

@@ -116,6 +116,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         configuration=conf,
     )
     script = os.path.abspath(args.script)
+    if not os.path.isfile(script):
+        from cairn.common.exceptions import ConfigurationError
+
+        what = "is a directory" if os.path.isdir(script) else "does not exist"
+        raise ConfigurationError(
+            f"the script {args.script} {what}\n"
+            "  give the path of a Python job script: cairn run [options] job.py [args]"
+        )
     sys.argv = [script, *script_args]
     sys.path.insert(0, os.path.dirname(script))
     try:
@@ -129,6 +137,17 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         silence_progress()
         print(report_job_failure(error), file=sys.stderr)
+        return 1
+    except Exception as error:
+        # The script itself raised (a syntax error, a bad call into the API, its own
+        # exception): the user's frames, not runpy's and Cairn's; -v keeps the traceback.
+        if args.verbose or _expected_error(error):
+            raise
+        from cairn.cli.failure_report import report_script_error
+        from cairn.observability.progress import silence_progress
+
+        silence_progress()
+        print(report_script_error(args.script, error), file=sys.stderr)
         return 1
     return 0
 
@@ -376,10 +395,20 @@ def _expected_error(error: BaseException) -> BaseException | None:
     """The error a user can act on without a traceback (bad configuration, a job that cannot
     be submitted, a checkpoint that cannot be restored), found along the cause chain."""
     from cairn.checkpoint.errors import CheckpointError
-    from cairn.common.exceptions import ConfigurationError, JobSubmissionError
+    from cairn.common.exceptions import (
+        ConfigurationError,
+        JobSubmissionError,
+        MissingDependencyError,
+    )
     from cairn.rest.client import JobControlError
 
-    expected = (ConfigurationError, JobSubmissionError, CheckpointError, JobControlError)
+    expected = (
+        ConfigurationError,
+        JobSubmissionError,
+        CheckpointError,
+        JobControlError,
+        MissingDependencyError,
+    )
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
@@ -419,8 +448,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     Expected errors (invalid configuration, no usable checkpoint, a job that cannot be
     submitted) print one line, ``cairn <command>: <what is wrong>``, and return 1; ``-v``
     adds the traceback. A job of ``cairn run`` that fails in the user's code prints a short
-    report (``cli/failure_report.py``) and returns 1 (``-v``: its whole traceback). Anything
-    else keeps its traceback.
+    report (``cli/failure_report.py``) and returns 1 (``-v``: its whole traceback); so does a
+    script that raises outside a job (a syntax error, its own exception): its own frames,
+    the whole traceback in a log file. Anything else keeps its traceback.
     Ctrl-C prints ``cairn <command>: interrupted`` (for ``run``, with where the running jobs'
     checkpoints are) and returns 130.
     """
@@ -434,6 +464,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_logging(args.verbose)
     try:
         return int(args.func(args))
+    except BrokenPipeError:  # the reader went away (cairn list | head): nothing to say
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the flush at exit does not raise again
+        return 141  # as a shell reports a command SIGPIPE ended
     except KeyboardInterrupt:
         from cairn.observability.progress import silence_progress
 

@@ -19,6 +19,8 @@ from typing import Any
 
 from cairn.cli.options import add_job_options
 
+_MAX_LINES = 4  # of a failed statement's error message
+
 #: Statements whose result is a job to wait for (their ``TableResult`` prints a job id).
 _JOBS = ("INSERT", "EXECUTE STATEMENT SET", "EXECUTE PLAN", "COMPILE AND EXECUTE PLAN")
 
@@ -95,13 +97,25 @@ def cmd_sql(args: argparse.Namespace) -> int:
             elif result.get_result_kind() is ResultKind.SUCCESS_WITH_CONTENT:
                 result.print()
         except Exception as error:
-            first = str(error).splitlines()[0] if str(error) else type(error).__name__
             print(
-                f"cairn sql: {path}, the statement at line {line} failed: {first}",
+                f"cairn sql: {path}, the statement at line {line} failed: {_brief(error)}",
                 file=sys.stderr,
             )
             return 1
     return 0
+
+
+def _brief(error: BaseException) -> str:
+    """An error's message cut to its first ``_MAX_LINES`` lines (Flink's validation errors
+    put the cause and the schemas on the lines after the first).
+
+    >>> _brief(ValueError("types do not match.\\nCause: column 'b' at position 1.\\n"))
+    "types do not match.\\nCause: column 'b' at position 1."
+    >>> _brief(KeyError())
+    'KeyError'
+    """
+    lines = str(error).strip().splitlines()
+    return "\n".join(lines[:_MAX_LINES]) if lines else type(error).__name__
 
 
 def _shell(t_env: Any, init: list[tuple[str, int, str]], history: str | None) -> int:
@@ -112,9 +126,9 @@ def _shell(t_env: Any, init: list[tuple[str, int, str]], history: str | None) ->
         try:
             t_env.execute_sql(statement)
         except Exception as error:
-            first = str(error).splitlines()[0] if str(error) else type(error).__name__
             print(
-                f"cairn sql: {path}, the statement at line {line} failed: {first}", file=sys.stderr
+                f"cairn sql: {path}, the statement at line {line} failed: {_brief(error)}",
+                file=sys.stderr,
             )
             return 1
     if sys.stdin.isatty():

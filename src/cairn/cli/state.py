@@ -98,6 +98,10 @@ def cmd_state(args: argparse.Namespace) -> int:
     options = storage_options_for(args.path, resolved)
     key = signing_key_from_file(args.signing_key_file)
     live = is_job_directory(args.path, options)
+    # Before Spark starts: a path with nothing to read costs no JVM and prints one line.
+    from cairn.checkpoint.loading import resolve_checkpoint_dirs
+
+    resolve_checkpoint_dirs(args.path, options)
     spark = get_or_create_spark(args.master, 1, {})
     if live:
         reader = SavepointReader.read_latest(

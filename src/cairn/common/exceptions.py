@@ -7,7 +7,13 @@ PyFlink-style ``except ValueError`` handlers keep working.
 
 from __future__ import annotations
 
-__all__ = ["ConfigurationError", "JobExecutionException", "JobSubmissionError"]
+__all__ = [
+    "ConfigurationError",
+    "JobExecutionException",
+    "JobSubmissionError",
+    "MissingDependencyError",
+    "require_module",
+]
 
 
 class ConfigurationError(ValueError):
@@ -22,6 +28,29 @@ class ConfigurationError(ValueError):
 
 class JobSubmissionError(RuntimeError):
     """The job cannot be submitted: empty topology, duplicate uids, unserializable functions."""
+
+
+class MissingDependencyError(ImportError):
+    """A connector needs an optional dependency that is not installed; the message names the
+    extra that installs it (an ``ImportError``, as PyFlink's missing jar is a class error).
+
+    >>> require_module("no_such_module_x", "the Foo sink", "foo")
+    Traceback (most recent call last):
+    ...
+    cairn.common.exceptions.MissingDependencyError: the Foo sink needs no_such_module_x, \
+which is not installed
+      pip install 'cairn[foo]'
+    """
+
+
+def require_module(module: str, what: str, extra: str) -> None:
+    """Raise ``MissingDependencyError`` unless ``module`` can be imported."""
+    try:
+        __import__(module)
+    except ImportError as e:
+        raise MissingDependencyError(
+            f"{what} needs {module}, which is not installed\n  pip install 'cairn[{extra}]'"
+        ) from e
 
 
 class JobExecutionException(Exception):

@@ -238,7 +238,8 @@ class JobMaster:
         except LeadershipLost as exc:  # before the first attempt
             self._end(JobStatus.SUSPENDED, exc)
         except CheckpointError as exc:  # e.g. nothing usable to restore from: say what
-            log.error("job %s cannot start: %s", self.job_id, exc)
+            # INFO: execute() raises it with the same text (cairn run prints that line).
+            log.info("job %s cannot start: %s", self.job_id, exc)
             self._crashed(exc)
         except BaseException as exc:  # never leave a client waiting forever
             log.exception("job master crashed")

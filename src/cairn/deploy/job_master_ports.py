@@ -3,7 +3,9 @@
 Invariant: a helper (``coordinator_gateway.py``, ``attempt_driver.py``,
 ``job_master_leadership.py``) receives one of these ports, never the ``JobMaster``, and the
 job master implements each with public methods; so no helper reads or writes the job
-master's private state, and every way in to it is listed here.
+master's private state, and every way in to it is listed here. ``ObservedJob`` is what the
+observers (progress line, control endpoint, metrics reporters, doctor) read: a STREAMING
+job's ``JobMaster`` and a BATCH job's ``batch.monitor.BatchMonitor`` both provide it.
 """
 
 from __future__ import annotations
@@ -15,14 +17,26 @@ from typing import Any, Protocol
 from cairn.checkpoint.ha.leader import Leadership
 from cairn.checkpoint.messages import TaskKey
 from cairn.checkpoint.storage import CheckpointStorage
+from cairn.common.job_client import JobClient
 from cairn.common.job_status import JobStatus
 from cairn.deploy import control_messages as p
+from cairn.deploy.job_view import JobView
+from cairn.deploy.savepoint_requests import StopWithSavepoint
 from cairn.deploy.worker_cpu import WorkerCpu
+from cairn.events import SavepointFormatType
 from cairn.graph.job_graph import JobGraph
 from cairn.ids import AttemptNumber, JobId
 from cairn.settings import JobSettings
 
-__all__ = ["AttemptHost", "AttemptPort", "LeadershipPort", "Listener"]
+__all__ = [
+    "AttemptHost",
+    "AttemptPort",
+    "LeadershipPort",
+    "Listener",
+    "ObservedJob",
+    "ServedClient",
+    "SourceTasks",
+]
 
 Listener = Callable[[str, Any], None]
 
@@ -131,3 +145,48 @@ class LeadershipPort(Protocol):
         """Put ``message`` into the job master's inbox, as of its current attempt (any
         thread)."""
         ...
+
+
+class SourceTasks(Protocol):
+    """The part of a job's plan observers read: which subtasks are its sources' (their
+    records out are the job's input)."""
+
+    @property
+    def source_tasks(self) -> tuple[TaskKey, ...]: ...
+
+
+class ObservedJob(Protocol):
+    """What the job's observers read of it, from any thread: its identity and plan, the
+    immutable ``view`` (read once per look, swapped whole), and ``listeners`` called with
+    ``(event, payload)`` (``"status"`` with each new ``JobStatus``); ``stop_with_savepoint``
+    for the control endpoint (a BATCH job's fails: it has no checkpoints)."""
+
+    @property
+    def job_id(self) -> JobId: ...
+    @property
+    def settings(self) -> JobSettings: ...
+    @property
+    def graph(self) -> JobGraph: ...
+    @property
+    def plan(self) -> SourceTasks: ...
+    @property
+    def view(self) -> JobView: ...
+    @property
+    def leadership(self) -> Leadership | None: ...
+    @property
+    def listeners(self) -> list[Listener]: ...
+
+    def stop_with_savepoint(
+        self,
+        target_dir: str | None = None,
+        format_type: SavepointFormatType = SavepointFormatType.CANONICAL,
+        drain: bool = False,
+    ) -> StopWithSavepoint: ...
+
+
+class ServedClient(JobClient, Protocol):
+    """The client a job's control endpoint serves: PyFlink's ``JobClient`` and what its
+    observers read (``job_master``: the STREAMING job master, or a BATCH job's monitor)."""
+
+    @property
+    def job_master(self) -> ObservedJob: ...

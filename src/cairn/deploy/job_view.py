@@ -28,7 +28,7 @@ from cairn.deploy.worker_cpu import WorkerCpu
 from cairn.ids import AttemptNumber, CheckpointId, JobId
 from cairn.runtime.reports import TaskMetrics
 
-__all__ = ["CpuReports", "JobView", "MetricReports", "shifted"]
+__all__ = ["CpuReports", "JobView", "MetricReports", "StageProgress", "shifted"]
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -43,6 +43,22 @@ _NO_CPU: Mapping[int, WorkerCpu] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
+class StageProgress:
+    """A BATCH job's stages (one per job vertex): which completed, how many in all.
+
+    >>> StageProgress(frozenset({0}), 3).done
+    1
+    """
+
+    finished: frozenset[int]
+    total: int
+
+    @property
+    def done(self) -> int:
+        return len(self.finished)
+
+
+@dataclass(frozen=True, slots=True)
 class JobView:
     """A running (or ended) job as of one moment.
 
@@ -53,7 +69,8 @@ class JobView:
     (thread-safe) checkpoint statistics, None with checkpointing disabled;
     ``latest_checkpoint_id``: the latest completed checkpoint the job master knows of;
     ``metric_reports``/``cpu_reports``: the current attempt's reports, the latest and the one
-    before of each subtask/worker.
+    before of each subtask/worker; ``stages``: a BATCH job's stages, which completed (None
+    for a STREAMING job, whose tasks all run at once).
     """
 
     job_id: JobId
@@ -73,6 +90,7 @@ class JobView:
     last_initialization: JobInitialization | None = None
     latest_checkpoint_id: CheckpointId | None = None
     checkpoint_stats: CheckpointStatsTracker | None = None
+    stages: StageProgress | None = None
 
     @property
     def ended(self) -> bool:

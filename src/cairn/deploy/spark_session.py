@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import socket
 import stat
 import sys
 import tempfile
@@ -24,13 +25,17 @@ from urllib.parse import urlsplit
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
+from cairn.common.exceptions import JobSubmissionError
+
 __all__ = [
     "LOOPBACK",
     "SparkMasterConflict",
+    "SparkMasterUnreachable",
     "available_slots",
     "default_local_master",
     "get_or_create_spark",
     "is_loopback_master",
+    "master_url_problem",
 ]
 
 log = logging.getLogger(__name__)
@@ -81,12 +86,59 @@ _LOCAL_JVM_CONF: Mapping[str, str] = MappingProxyType(
 _YARN_CONF: Mapping[str, str] = MappingProxyType({UDS_DIR_KEY: "/tmp", "spark.executor.cores": "1"})
 
 
-class SparkMasterConflict(RuntimeError):
+class SparkMasterConflict(JobSubmissionError):
     """A SparkContext is already running with another master than the one requested.
 
     Spark allows one SparkContext per process; stop the running one first
     (``SparkSession.getActiveSession().stop()``) if the new master is really wanted.
     """
+
+
+class SparkMasterUnreachable(JobSubmissionError):
+    """The master URL is not one Spark knows, or no ``spark://`` master answers on its port:
+    refused before Spark starts (Spark itself retries for a minute, printing JVM stacks)."""
+
+
+_MASTER_SCHEMES = ("spark://", "k8s://", "mesos://")
+MASTER_CONNECT_TIMEOUT_S = 3.0
+
+
+def master_url_problem(master: str) -> str | None:
+    """What is wrong with a Spark master URL's form, or None.
+
+    >>> master_url_problem("local[2]"), master_url_problem("spark://h1:7077,h2:7077")
+    (None, None)
+    >>> master_url_problem("spark:/h:7077")
+    "unknown Spark master 'spark:/h:7077': give local[N], spark://host:port, yarn or k8s://..."
+    """
+    if master in ("local", "yarn") or _LOCAL_N.match(master) or _LOCAL_CLUSTER.match(master):
+        return None
+    if master.startswith(_MASTER_SCHEMES) and len(master) > master.index("://") + 3:
+        return None
+    return f"unknown Spark master {master!r}: give local[N], spark://host:port, yarn or k8s://..."
+
+
+def _check_master(master: str, timeout_s: float = MASTER_CONNECT_TIMEOUT_S) -> None:
+    """Refuse a malformed master URL, or a ``spark://`` master none of whose hosts accepts
+    a connection within ``timeout_s``."""
+    problem = master_url_problem(master)
+    if problem is not None:
+        raise SparkMasterUnreachable(problem + "\n  check --master or cairn.spark.master")
+    if not master.startswith("spark://"):
+        return
+    errors = []
+    for address in master.removeprefix("spark://").split(","):
+        host, _, port = address.rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port or 7077)), timeout_s):
+                return
+        except (OSError, ValueError) as e:
+            errors.append(f"{address}: {getattr(e, 'strerror', None) or e}")
+    raise SparkMasterUnreachable(
+        f"cannot reach the Spark master {master} ({'; '.join(errors)})\n"
+        "  start the master, or check --master / cairn.spark.master (host and port, e.g. "
+        "spark://host:7077)"
+    )
 
 
 def default_local_master(min_slots: int) -> str:
@@ -164,6 +216,7 @@ def get_or_create_spark(
         return running
 
     target = master if master is not None else default_local_master(min_slots)
+    _check_master(target)
     _prepare_environment(target)
     builder = SparkSession.builder.master(target).appName(app_name)
     for key, value in _session_conf(target, extra_conf, min_slots).items():

@@ -12,13 +12,17 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from cairn.checkpoint.messages import TaskKey
 from cairn.checkpoint.stats import CheckpointStatsSnapshot
+from cairn.deploy.job_view import StageProgress
 from cairn.ids import AttemptNumber
 from cairn.observability.cpu import JobCpu, job_cpu
 from cairn.observability.metrics import SubtaskMetrics, all_subtask_metrics
+
+if TYPE_CHECKING:
+    from cairn.deploy.job_master_ports import ObservedJob
 
 
 def format_count(n: float) -> str:
@@ -67,6 +71,16 @@ def checkpoint_progress(snapshot: CheckpointStatsSnapshot | None) -> str:
         f"persisted {format_bytes(last.persisted_bytes)}"
     )
     return f"{text}{' U' if last.unaligned else ''} | {tail}"
+
+
+def stage_progress(stages: StageProgress) -> str:
+    """A BATCH job's part of the progress line in place of the checkpoints': its stages
+    done and in all.
+
+    >>> stage_progress(StageProgress(frozenset({0}), 3))
+    'stages 1/3 done'
+    """
+    return f"stages {stages.done}/{stages.total} done"
 
 
 def format_progress_line(
@@ -148,7 +162,9 @@ def time_shares(subtasks: Mapping[str, SubtaskMetrics]) -> str:
 class ProgressReporter:
     """Prints one status line per interval (rewritten in place on a TTY)."""
 
-    def __init__(self, master: Any, stream: TextIO | None = None, interval_s: float = 1.0) -> None:
+    def __init__(
+        self, master: ObservedJob, stream: TextIO | None = None, interval_s: float = 1.0
+    ) -> None:
         self._master = master
         self._stream = stream or sys.stderr
         self._interval = interval_s
@@ -178,7 +194,7 @@ class ProgressReporter:
             _subtask_name(names, key): value
             for key, value in all_subtask_metrics(current, previous).items()
         }
-        leadership = getattr(m, "leadership", None)
+        leadership = m.leadership
         standby = leadership is not None and leadership.role == "standby"
         return format_progress_line(
             "STANDBY" if standby else view.status.name,
@@ -186,7 +202,7 @@ class ProgressReporter:
             records_src,
             rate,
             records_in,
-            checkpoint_progress(snapshot),
+            checkpoint_progress(snapshot) if view.stages is None else stage_progress(view.stages),
             view.restarts,
             backpressured,
             time_shares(shares),

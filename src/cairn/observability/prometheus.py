@@ -44,7 +44,7 @@ from cairn.observability.metrics import (
 )
 
 if TYPE_CHECKING:
-    from cairn.deploy.job_master import JobMaster
+    from cairn.deploy.job_master_ports import ObservedJob
 
 __all__ = [
     "CONTENT_TYPE",
@@ -78,7 +78,7 @@ class MetricsFacts:
     workers_cpu: Mapping[int, WorkerCpu] = field(default_factory=dict)
 
 
-def facts_of(master: JobMaster) -> MetricsFacts:
+def facts_of(master: ObservedJob) -> MetricsFacts:
     """The figures of ``master``'s job now (safe from any thread: one read of its immutable
     ``view``)."""
     view = master.view

@@ -51,7 +51,7 @@ from cairn.rest.registry import JobEntry, JobRegistry, process_start_time
 from cairn.settings import RestSettings
 
 if TYPE_CHECKING:
-    from cairn.deploy.job_master_client import StreamingJobClient
+    from cairn.deploy.job_master_ports import ServedClient
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ class RestEndpoint:
 
     def __init__(
         self,
-        client: StreamingJobClient,
+        client: ServedClient,
         settings: RestSettings,
         registry: JobRegistry | None = None,
         linger_s: float = LINGER_S,
@@ -271,6 +271,14 @@ class RestEndpoint:
             end_ms = view.end_ms if view.end_ms is not None else now_ms
         ha = m.leadership
         cpu = job_cpu(view.cpu_reports, view.metric_reports, m.plan.source_tasks)
+        stages = view.stages
+
+        def vertex_status(vertex: VertexId) -> str | None:
+            if stages is None:  # STREAMING: every vertex runs while the job does
+                return None
+            inputs = [int(e.source_vertex) for e in m.graph.inputs_of(vertex)]
+            return views.stage_status(status.name, stages.finished, int(vertex), inputs)
+
         return views.JobFacts(
             job_id=m.job_id,
             name=m.settings.job_name,
@@ -279,7 +287,9 @@ class RestEndpoint:
             end_ms=end_ms,
             now_ms=now_ms,
             vertices=tuple(
-                views.VertexFacts(v.id, v.name, v.parallelism, v.max_parallelism)
+                views.VertexFacts(
+                    v.id, v.name, v.parallelism, v.max_parallelism, vertex_status(v.id)
+                )
                 for v in m.graph.vertices
             ),
             stoppable=stoppable,

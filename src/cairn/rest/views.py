@@ -17,10 +17,30 @@ from cairn.ids import JobId, VertexId
 
 @dataclass(frozen=True)
 class VertexFacts:
+    """A job vertex; ``status``: its own (a BATCH job's stage), None: the job's."""
+
     id: VertexId
     name: str
     parallelism: int
     max_parallelism: int
+    status: str | None = None
+
+
+def stage_status(job_state: str, finished: frozenset[int], vertex: int, inputs: list[int]) -> str:
+    """A BATCH job's stage as Flink shows a vertex: FINISHED once it completed; while the job
+    runs, RUNNING once every stage it reads finished (it has started), else CREATED; when
+    the job ended otherwise, the job's state.
+
+    >>> [stage_status("RUNNING", frozenset({0}), v, i) for v, i in ((0, []), (1, [0]), (2, [1]))]
+    ['FINISHED', 'RUNNING', 'CREATED']
+    >>> stage_status("FAILED", frozenset({0}), 1, [0])
+    'FAILED'
+    """
+    if vertex in finished:
+        return "FINISHED"
+    if job_state != "RUNNING":
+        return job_state
+    return "RUNNING" if all(i in finished for i in inputs) else "CREATED"
 
 
 @dataclass(frozen=True)
@@ -155,7 +175,7 @@ def job_details(job: JobFacts, io: Mapping[VertexId, Any] | None = None) -> dict
                 "name": v.name,
                 "parallelism": v.parallelism,
                 "maxParallelism": v.max_parallelism,
-                "status": job.state,
+                "status": v.status or job.state,
                 **({"metrics": io[v.id]} if io is not None and v.id in io else {}),
             }
             for v in job.vertices

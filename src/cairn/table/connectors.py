@@ -145,6 +145,16 @@ class SinkTable:
                         else ""
                     )
                 )
+            mismatch = incompatible_column(plan.columns, declared)
+            if mismatch is not None:
+                raise ValidationError(
+                    f"Column types of query result and sink for"
+                    f" 'default_catalog.default_database.{self.name}' do not match.\n"
+                    f"Cause: Incompatible types for sink column '{declared.columns[mismatch].name}'"
+                    f" at position {mismatch}.\n"
+                    f"Query schema: [{_types(plan.columns)}]\n"
+                    f"Sink schema:  [{_types(declared)}]"
+                )
         takes_updates = _SINKS[self.connector].takes_updates(self.schema)
         if mode is not ChangelogMode.INSERT_ONLY and not takes_updates:
             raise ValidationError(
@@ -165,6 +175,37 @@ def _producer(plan: PlanNode) -> PlanNode:
         if not updating:
             return node
         node = updating[0]
+
+
+_FAMILIES = {
+    **dict.fromkeys(("TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE"), "numeric"),
+    "DECIMAL": "numeric",
+    **dict.fromkeys(("CHAR", "VARCHAR"), "character string"),
+    **dict.fromkeys(("BINARY", "VARBINARY"), "binary string"),
+    **dict.fromkeys(("TIMESTAMP", "TIMESTAMP_LTZ"), "timestamp"),
+    **{root: root for root in ("BOOLEAN", "DATE", "TIME", "INTERVAL")},
+}
+
+
+def incompatible_column(query: Columns, sink: Columns) -> int | None:
+    """The position of the first column whose query type cannot go into the sink's type
+    (another family: a string into a number, a number into a boolean, ...), or None.
+    Nested and NULL types are not compared; within a family, values are converted.
+
+    >>> from cairn.table.analysis import Column
+    >>> from cairn.table.types import DataTypes
+    >>> cols = lambda *ts: Columns(tuple(Column(f"c{i}", t) for i, t in enumerate(ts)))
+    >>> incompatible_column(cols(DataTypes.INT(), DataTypes.STRING()),
+    ...                     cols(DataTypes.BIGINT(), DataTypes.INT()))
+    1
+    >>> incompatible_column(cols(DataTypes.INT()), cols(DataTypes.DOUBLE())) is None
+    True
+    """
+    for position, (q, s) in enumerate(zip(query.columns, sink.columns, strict=False)):
+        have, want = _FAMILIES.get(q.data_type.root), _FAMILIES.get(s.data_type.root)
+        if have is not None and want is not None and have != want:
+            return position
+    return None
 
 
 def _types(columns: Columns) -> str:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cairn.api.connectors import Committer, Sink, SinkWriter, SinkWriterContext
+from cairn.common.exceptions import require_module
 from cairn.common.typeinfo import RowTypeInfo, TupleTypeInfo, TypeInformation
 from cairn.datastream.connectors.jdbc_sql import JdbcWriteConfig, Statement, postgres_conninfo
 
@@ -396,10 +397,4 @@ def default_prefix(url: str, sql: str) -> str:
 
 
 def _require_psycopg() -> None:
-    try:
-        import psycopg  # noqa: F401
-    except ImportError as exc:
-        raise ImportError(
-            "the JDBC sink writes to PostgreSQL through psycopg, which is not installed: "
-            "pip install 'cairn[postgres]'"
-        ) from exc
+    require_module("psycopg", "the JDBC sink (PostgreSQL, through psycopg)", "postgres")

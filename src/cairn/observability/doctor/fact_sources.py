@@ -19,7 +19,7 @@ from cairn.observability.doctor.facts import (
 from cairn.observability.metrics import all_subtask_metrics
 
 if TYPE_CHECKING:
-    from cairn.deploy.job_master import JobMaster
+    from cairn.deploy.job_master_ports import ObservedJob
     from cairn.observability.tables import RetainedCheckpoint
 
 __all__ = ["config_from_properties", "facts_of_master", "facts_of_retained"]
@@ -51,7 +51,7 @@ def config_from_properties(props: Mapping[str, str]) -> CheckpointConfigFacts | 
         return None
 
 
-def facts_of_master(master: JobMaster) -> DoctorFacts:
+def facts_of_master(master: ObservedJob) -> DoctorFacts:
     """Facts of a running (or just finished) job."""
     settings, graph, view = master.settings, master.graph, master.view
     stats = None if view.checkpoint_stats is None else view.checkpoint_stats.snapshot()

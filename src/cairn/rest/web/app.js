@@ -253,15 +253,15 @@ function userMetricsTable(job, user) {
 // are those of network channels, the only ones that serialize.
 function vertexTable(job, pressure, prefix = "") {
   return table(
-    ["Vertex", "Parallelism", "Records in", "Records out", "Bytes in", "Bytes out", "Backpressure", "Busy (max)"],
+    ["Vertex", "Status", "Parallelism", "Records in", "Records out", "Bytes in", "Bytes out", "Backpressure", "Busy (max)"],
     job.vertices.map((v) => {
       const p = (pressure || {})[v.id] || { subtasks: [], backpressureLevel: "-" };
       const busy = Math.max(0, ...p.subtasks.map((s) => s.busyRatio));
       const m = v.metrics || {};
       return {
-        cells: [v.name, v.parallelism, m["read-records"] ?? "-", m["write-records"] ?? "-", bytes(m["read-bytes"]),
+        cells: [v.name, v.status, v.parallelism, m["read-records"] ?? "-", m["write-records"] ?? "-", bytes(m["read-bytes"]),
           bytes(m["write-bytes"]), p.backpressureLevel, pct(busy)],
-        ids: ["", "", "records-in-", "records-out-", "bytes-in-", "bytes-out-", "bp-level-", ""].map((id) => (id ? prefix + id + v.id : "")),
+        ids: ["", "status-", "", "records-in-", "records-out-", "bytes-in-", "bytes-out-", "bp-level-", ""].map((id) => (id ? prefix + id + v.id : "")),
       };
     }));
 }

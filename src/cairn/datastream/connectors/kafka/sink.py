@@ -34,7 +34,7 @@ from cairn.api.connectors import (
     SinkWriter,
     SinkWriterContext,
 )
-from cairn.common.exceptions import ConfigurationError
+from cairn.common.exceptions import ConfigurationError, require_module
 from cairn.datastream.connectors.kafka.sink_config import KafkaSinkConfig
 from cairn.datastream.connectors.kafka.sink_serialization import KafkaRecordSerializationSchema
 
@@ -189,6 +189,7 @@ class KafkaSinkBuilder:
         return self
 
     def build(self) -> KafkaSink:
+        require_module("confluent_kafka", "KafkaSink", "kafka")
         if not self._servers:
             raise ValueError("KafkaSink needs bootstrap servers (set_bootstrap_servers)")
         if self._serializer is None:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from cairn.api.connectors import Source, SourceReader, SourceReaderContext
+from cairn.common.exceptions import require_module
 from cairn.common.serialization import DeserializationSchema
 from cairn.datastream.connectors.kafka.offsets import (
     KafkaOffsetsInitializer,
@@ -185,6 +186,7 @@ class KafkaSourceBuilder:
         return self
 
     def build(self) -> KafkaSource:
+        require_module("confluent_kafka", "KafkaSource", "kafka")
         # As in Flink, the client keys may come as properties instead of setters.
         props = dict(self._properties)
         servers = self._servers or props.pop("bootstrap.servers", None)
