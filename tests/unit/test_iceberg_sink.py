@@ -108,6 +108,43 @@ def test_a_writer_deletes_files_no_checkpoint_took_when_closed(tmp_path: Path) -
     assert list(data.rglob("*.parquet")) == []
 
 
+def test_files_of_an_aborted_attempt_go_after_the_next_attempts_first_commit(
+    tmp_path: Path,
+) -> None:
+    catalog = _catalog(tmp_path)
+    sink = IcebergSink("db.t", catalog, ROW, rows_per_file=1, partition_by=["region"])
+    sink.check_job(None)
+
+    def files() -> set[Path]:
+        return set(tmp_path.rglob("*.parquet"))
+
+    def ids() -> list[int]:
+        return sorted(r["id"] for r in _load(catalog, "db.t").scan().to_arrow().to_pylist())
+
+    first = sink.create_writer(SinkWriterContext(0, 2, 0, "job"), [])
+    first.write_batch([(1, "eu"), (2, "us")])
+    sink.create_committer().commit(
+        [CheckpointCommittables("job", 1, tuple(first.prepare_commit(1)))]
+    )
+    committed = files()
+    killed = sink.create_writer(SinkWriterContext(1, 2, 0, "job"), [])  # attempt 0 dies:
+    killed.write_batch([(3, "eu"), (4, "us")])  # its files written, never pre-committed
+    aborted = files() - committed
+    other_job = sink.create_writer(SinkWriterContext(0, 1, 0, "other"), [])
+    other_job.write_batch([(5, "eu")])  # another job's: never this job's to delete
+    restarted = sink.create_committer()
+    restarted.abort_leftovers(SinkWriterContext(0, 1, 1, "job"))
+    now = sink.create_writer(SinkWriterContext(0, 2, 1, "job"), [])
+    now.write_batch([(6, "us")])  # the current attempt's, not committed yet: kept
+    before = files()
+    assert len(aborted) == 2 and len(before) == 6
+    restarted.commit([CheckpointCommittables("job", 1, ())])  # a replay, the first commit
+    assert files() == before - aborted
+    assert ids() == [1, 2]
+    restarted.commit([CheckpointCommittables("job", 2, tuple(now.prepare_commit(2)))])
+    assert ids() == [1, 2, 6] and files() == before - aborted
+
+
 def test_a_stream_that_does_not_fit_the_table_is_refused_before_the_job_starts(
     tmp_path: Path,
 ) -> None:

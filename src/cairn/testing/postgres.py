@@ -238,6 +238,25 @@ class PostgresServer(ManagedServer):
         return proc.poll() is None or (self.root / "data" / "postmaster.pid").exists()
 
     def restart(self) -> None:
-        """Start the server again on the same data directory and port."""
+        """Start the server again on the same data directory and port (after a ``kill()``
+        too: once the killed postmaster is gone, else it refuses its lock file)."""
         self._end_process(self.stop_signal)
+        self._await_postmaster_gone()
         self._start_once(self.root / "data")
+
+    def _await_postmaster_gone(self, timeout_s: float = 10.0) -> None:
+        import psutil
+
+        try:
+            pid = int((self.root / "data" / "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                    time.sleep(0.05)  # not reaped yet: kill(pid, 0) still finds it
+                    continue
+            except psutil.NoSuchProcess:
+                return
+            time.sleep(0.05)

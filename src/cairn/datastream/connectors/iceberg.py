@@ -37,7 +37,7 @@ from cairn.api.connectors import (
 )
 from cairn.common.typeinfo import RowTypeInfo
 from cairn.datastream.connectors.delta_merge import DELETE_COLUMN, change_rows
-from cairn.datastream.connectors.iceberg_commit import partition_field
+from cairn.datastream.connectors.iceberg_commit import orphan_data_files, partition_field
 from cairn.datastream.connectors.iceberg_table import (
     IcebergSinkError,
     IcebergTableConfig,
@@ -165,7 +165,7 @@ class IcebergWriter(SinkWriter):
         self._access = TableAccess(config)
         table = self._access.table()
         self._rows = RowsToArrow(config.row_type, table.schema().as_arrow())
-        self._uuid, self._counter = new_write_ids()
+        self._uuid, self._counter = new_write_ids(str(context.job_id), int(context.attempt_number))
         self._buffer: list[Any] = []
         self._files: list[Any] = []  # closed, not yet handed out
         self._staged: list[str] = []  # upsert mode: staged changes, not yet handed out
@@ -224,6 +224,34 @@ class IcebergCommitter(Committer):
     def __init__(self, config: IcebergTableConfig) -> None:
         self._config = config
         self._access: TableAccess | None = None
+        self._leftovers: SinkWriterContext | None = None
+
+    def abort_leftovers(self, context: SinkWriterContext) -> None:
+        """After a restore or restart: delete the data files earlier attempts of this job
+        wrote and no snapshot references (their checkpoints never completed) — after this
+        attempt's first commit, as the Delta sink does: under unaligned checkpoints a
+        restored checkpoint's committables may still be on their way to this committer."""
+        self._leftovers = context
+
+    def _delete_leftovers(self, context: SinkWriterContext) -> None:
+        access = self._table_access()
+        orphans = orphan_data_files(
+            access.data_file_paths(),
+            str(context.job_id),
+            int(context.attempt_number),
+            access.referenced_file_paths(),
+        )
+        io = access.table().io
+        for path in orphans:
+            with contextlib.suppress(Exception):  # else left for remove_orphan_files
+                io.delete(path)
+        if orphans:
+            log.info("Iceberg sink: deleted %d data files of aborted attempts", len(orphans))
+
+    def _table_access(self) -> TableAccess:
+        if self._access is None:
+            self._access = TableAccess(self._config)
+        return self._access
 
     def commit(self, committables: Sequence[Any]) -> None:
         for c in sorted(committables, key=lambda c: c.checkpoint_id):
@@ -231,13 +259,12 @@ class IcebergCommitter(Committer):
                 raise TypeError(f"Iceberg committer: unexpected committable {type(c).__name__}")
             files = [f for result in c.committables for f in result.data_files]
             staged = [p for result in c.committables for p in result.staged]
-            if self._access is None:
-                self._access = TableAccess(self._config)
+            access = self._table_access()
             if self._config.equality_fields:
-                done = apply_changes(self._access, c.job_id, c.checkpoint_id, staged)
-                delete_staged(self._access, staged)  # applied now, or before
+                done = apply_changes(access, c.job_id, c.checkpoint_id, staged)
+                delete_staged(access, staged)  # applied now, or before
             else:
-                done = self._access.commit(c.job_id, c.checkpoint_id, files)
+                done = access.commit(c.job_id, c.checkpoint_id, files)
             log.info(
                 "Iceberg sink: checkpoint %s of job %s: %s (%d data files)",
                 c.checkpoint_id,
@@ -245,3 +272,6 @@ class IcebergCommitter(Committer):
                 "committed" if done else "already in the table",
                 len(files),
             )
+        if self._leftovers is not None:
+            context, self._leftovers = self._leftovers, None
+            self._delete_leftovers(context)

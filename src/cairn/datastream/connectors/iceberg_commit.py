@@ -1,5 +1,6 @@
 """The Iceberg sink's commit decisions, pure: which checkpoint a table already holds for a
-job, whether to commit one, what a snapshot's summary records, a partition field's text.
+job, whether to commit one, what a snapshot's summary records, a partition field's text, and
+which data files are an aborted attempt's.
 
 Invariant: a snapshot the sink commits carries ``flink.job-id`` (the Cairn job id) and
 ``flink.max-committed-checkpoint-id`` (the checkpoint it commits) in its summary — Flink's
@@ -18,16 +19,21 @@ that job; so replaying a checkpoint's committables after a restore commits nothi
 
 from __future__ import annotations
 
+import hashlib
 import re
+import uuid
 from collections.abc import Iterable, Mapping
 
 __all__ = [
     "JOB_ID_PROPERTY",
     "MAX_CHECKPOINT_PROPERTY",
+    "attempt_of",
     "last_committed_checkpoint",
+    "orphan_data_files",
     "partition_field",
     "should_commit",
     "snapshot_properties",
+    "write_uuid",
 ]
 
 JOB_ID_PROPERTY = "flink.job-id"
@@ -93,3 +99,54 @@ def partition_field(text: str) -> tuple[str, str]:
         )
     transform, column, plain = match.groups()
     return ("identity", plain) if plain else (transform, column)
+
+
+def _job_tag(job_id: str) -> str:
+    return hashlib.sha1(job_id.encode()).hexdigest()[:8]
+
+
+def write_uuid(job_id: str, attempt: int, random_hex: str) -> uuid.UUID:
+    """A writer's file-name uuid (pyiceberg names data files ``00000-<n>-<uuid>.parquet``):
+    a tag of the job id, the attempt number, 64 random bits — unique, and recognisable as
+    one attempt's of the job for the cleanup after a restore.
+
+    >>> u = write_uuid("job-1", 3, "0123456789abcdef")
+    >>> attempt_of(f"s3://wh/t/data/00000-0-{u}.parquet", "job-1"), attempt_of(str(u), "job-2")
+    (3, None)
+    """
+    return uuid.UUID(hex=f"{_job_tag(job_id)}{attempt:08x}{random_hex[:16]:0>16}")
+
+
+_DATA_FILE = re.compile(r"-([0-9a-f]{8})-([0-9a-f]{4})-([0-9a-f]{4})-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def attempt_of(path: str, job_id: str) -> int | None:
+    """The attempt of ``job_id`` whose writer named the data file ``path``, else ``None``."""
+    match = _DATA_FILE.search(path.rsplit("/", 1)[-1])
+    if match is None or match.group(1) != _job_tag(job_id):
+        return None
+    return int(match.group(2) + match.group(3), 16)
+
+
+def orphan_data_files(
+    paths: Iterable[str], job_id: str, current_attempt: int, referenced: Iterable[str]
+) -> list[str]:
+    """Data files of earlier attempts of ``job_id`` that no snapshot of the table references:
+    written by a writer whose checkpoint never completed (an aborted attempt). Files of the
+    current attempt, of other jobs, and any a snapshot names are not.
+
+    >>> old = str(write_uuid("j", 0, "1" * 16)); new = str(write_uuid("j", 1, "2" * 16))
+    >>> files = [f"/wh/data/00000-0-{old}.parquet", f"/wh/data/00000-1-{old}.parquet",
+    ...          f"/wh/data/00000-0-{new}.parquet", "/wh/data/00000-0-other.parquet"]
+    >>> orphan_data_files(files, "j", 1, [f"file:///wh/data/00000-0-{old}.parquet"])
+    ['/wh/data/00000-1-5c2dd944-0000-0000-1111-111111111111.parquet']
+    """
+    seen = {p.split("://", 1)[-1].lstrip("/") for p in referenced}
+    return sorted(
+        p
+        for p in paths
+        if p.endswith(".parquet")
+        and p.split("://", 1)[-1].lstrip("/") not in seen
+        and (attempt := attempt_of(p, job_id)) is not None
+        and attempt != current_attempt
+    )

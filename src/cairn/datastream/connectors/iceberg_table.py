@@ -23,6 +23,7 @@ from cairn.datastream.connectors.iceberg_commit import (
     partition_field,
     should_commit,
     snapshot_properties,
+    write_uuid,
 )
 
 __all__ = ["IcebergSinkError", "IcebergTableConfig", "TableAccess"]
@@ -209,6 +210,26 @@ class TableAccess:
             )
         )
 
+    def data_file_paths(self) -> list[str]:
+        """Every file under the table's ``data/`` folder, committed or not."""
+        from pyarrow.fs import FileSelector, FileType
+
+        table = self.table()
+        location = table.location().rstrip("/") + "/data"
+        scheme, netloc, path = table.io.parse_location(location)
+        fs = table.io.fs_by_scheme(scheme, netloc)
+        infos = fs.get_file_info(FileSelector(path, recursive=True, allow_not_found=True))
+        prefix = f"{scheme}://" if scheme != "file" else ""
+        return [prefix + i.path for i in infos if i.type == FileType.File]
+
+    def referenced_file_paths(self) -> list[str]:
+        """The data and delete files any snapshot of the table (refreshed) references."""
+        table = self.table()
+        table.refresh()
+        if not table.metadata.snapshots:
+            return []
+        return [str(p) for p in table.inspect.all_files().column("file_path").to_pylist()]
+
     def needs_commit(self, job_id: str, checkpoint_id: int) -> bool:
         """Whether the table (refreshed) does not hold ``checkpoint_id`` of ``job_id`` yet."""
         from pyiceberg.table.snapshots import ancestors_of
@@ -284,6 +305,7 @@ class RowsToArrow:
         )
 
 
-def new_write_ids() -> tuple[uuid.UUID, Any]:
-    """A writer's file-name uuid and counter (names unique across writers and attempts)."""
-    return uuid.uuid4(), itertools.count(0)
+def new_write_ids(job_id: str, attempt: int) -> tuple[uuid.UUID, Any]:
+    """A writer's file-name uuid and counter (names unique across writers and attempts, and
+    recognisable as the attempt's: ``iceberg_commit.write_uuid``)."""
+    return write_uuid(job_id, attempt, uuid.uuid4().hex), itertools.count(0)
