@@ -69,9 +69,13 @@ def rewrite(source: str, bootstrap_servers: str | None) -> str:
 
 
 def _last_error(text: str) -> str:
+    """The CLI's own headline (``cairn run: ... raised X: ...``), else the last exception line."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
+    headlines = [  # without "cairn run: <script path> raised "
+        line.split(" raised ", 1)[-1] for line in lines if re.match(r"^cairn \w+: ", line)
+    ]
     errors = [line for line in lines if re.match(r"^[\w.]*(Error|Exception)\b", line)]
-    return (errors or lines or ["(no output)"])[-1][:200]
+    return (headlines or errors or lines or ["(no output)"])[-1][:200]
 
 
 def run_example(
