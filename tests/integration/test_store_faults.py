@@ -10,8 +10,8 @@ committed output is exactly the failure-free one.
 - A slow store (the server paused, SIGSTOP): checkpoints expire at the checkpoint timeout
   (``execution.checkpointing.timeout``) and complete again once it answers.
 - A full disk (the server's data, HDFS's DataNodes' blocks, on a small tmpfs filled to the last
-  byte): checkpoints fail, one of them declined for the lack of space by name, and complete
-  again once the space is freed.
+  byte): checkpoints fail (on HDFS and GCS one of them declined for the lack of space by name;
+  SeaweedFS cannot say why), and complete again once the space is freed.
 
 Each test starts its own server (the session's are shared by other tests, and these stop them).
 The in-process executor: the faults are the store's, not the workers'.
@@ -246,3 +246,32 @@ def test_a_full_disk_fails_checkpoints_by_name_until_space_is_freed(
         f"[faults] {type(server).__name__} disk full {lasted:.1f} s: "
         f"{failing.failed - before.failed} checkpoints failed; {reasons[-1][:160]}"
     )
+
+
+# SeaweedFS's S3 gateway answers a full disk with a bare internal error, which cannot be told
+# from another server error: the checkpoints that fail while the disk is full (expired at the
+# timeout, while the client retries) are the fault's, since one completed just before it and
+# none can complete while not a byte is free. Azurite is left out: in one of two runs it kept
+# completing checkpoints for a minute on a full disk, so the fault does not land reliably.
+UNNAMED_FULL_DISK = ("s3",)
+
+
+@pytest.mark.parametrize("name", _stores(UNNAMED_FULL_DISK))
+def test_a_full_disk_the_store_does_not_name_is_ridden_out(name: str, tmp_path: Path) -> None:
+    why = mount_unavailable()
+    if why is not None:
+        if os.environ.get("CI"):
+            raise RuntimeError(why)
+        pytest.skip(why)
+    out, records = str(tmp_path / "out"), 12_000
+    disk = SmallDisk(data_dir(name, tmp_path), size_mb=64)
+    with start_store(name, tmp_path, data_disk=disk) as server:
+        client = _job(server, out, records, rate=1_000)
+
+        def fill() -> None:
+            disk.fill()
+            assert disk.available_bytes() == 0
+
+        failed, lasted = _ride_out(client, fill, disk.free, "the full disk")
+        _assert_exactly_once(client, out, records)
+    print(f"[faults] {type(server).__name__} disk full {lasted:.1f} s: {failed} failed")
