@@ -82,6 +82,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if "yarn" in getattr(item, "fixturenames", ()):
             item.add_marker("yarn")  # ~6 s to start, and jobs on it start Spark: never fast
             item.add_marker("slow")
+        if "iceberg_rest" in getattr(item, "fixturenames", ()):
+            item.add_marker("iceberg_rest")  # a JVM, ~1.5 s to start: never in the fast tier
+            item.add_marker("slow")
     # Stable: each tier keeps its order; no Spark session exists while unmarked tests run.
     # The tests on the session's standalone cluster run last and together, so that the
     # cluster (tests/integration/conftest.py) is up only while they run.
@@ -228,6 +231,24 @@ def hdfs() -> Iterator[Any]:
         pytest.skip(str(exc))
     with HdfsCluster(datanodes=2) as cluster:
         yield cluster
+
+
+@pytest.fixture(scope="session")
+def iceberg_rest() -> Iterator[Any]:
+    """A real Apache Iceberg REST catalog (Iceberg's own RESTCatalogServer over a SQLite JDBC
+    catalog, warehouse on local files) on 127.0.0.1, started once; its jars come from Maven
+    Central (iceberg-rest/pom.xml, cached). Without Maven or the jars the test is skipped,
+    except under CI (``.ci/run`` prepares them)."""
+    from cairn.testing.iceberg_rest import IcebergRestCatalog, MavenPrepareError, rest_libs
+
+    try:
+        rest_libs()
+    except MavenPrepareError as exc:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(str(exc))
+    with IcebergRestCatalog() as catalog:
+        yield catalog
 
 
 @pytest.fixture(scope="session")

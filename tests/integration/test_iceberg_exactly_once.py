@@ -2,7 +2,8 @@
 phases (between barrier and acknowledgement, after the checkpoint completed and before the
 committer's catalog commit, right after it), and the table must hold the failure-free
 output, with no checkpoint committed as two snapshots. Catalogs: pyiceberg's SQL catalog on
-SQLite (warehouse on local files) and on PostgreSQL (warehouse on S3, SeaweedFS)."""
+SQLite (warehouse on local files) and on PostgreSQL (warehouse on S3, SeaweedFS), and a REST
+catalog (Apache Iceberg's own REST fixture server, warehouse on local files)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from tests.integration._iceberg_jobs import (
 from tests.integration.jobs import exactly_once_problems
 
 RECORDS, KEYS = 120_000, 20
+REST_RECORDS = 40_000
 
 # The committer is one subtask of its own vertex ("...: Committer"): kill it just before
 # and just after its catalog commit, and a writer between its barrier and acknowledgement.
@@ -85,3 +87,26 @@ def test_postgres_catalog_and_s3_warehouse_with_crashes(postgres: Any, seaweed: 
     client.get_job_execution_result(timeout=240)
     assert client.job_master.restarts == 3
     _check(catalog, table)
+
+
+@pytest.mark.slow
+@pytest.mark.iceberg_rest
+@pytest.mark.timeout(120)
+def test_rest_catalog_with_crashes(iceberg_rest: Any) -> None:
+    """The same schedule on the in-process executor against Iceberg's REST catalog server:
+    every commit goes through the REST protocol, the files' locations are the Java catalog's
+    (``file:/...``), and the leftovers of the crashed attempts are cleaned, not the table."""
+    catalog, table = iceberg_rest.catalog_properties(), new_table()
+    conf = {"cairn.executor": "inprocess", "cairn.testing.faults": COMMIT_PHASES}
+    client = iceberg_sequence_job(
+        conf, catalog, table, records=REST_RECORDS, keys=KEYS
+    ).execute_async("iceberg-rest")
+    client.get_job_execution_result(timeout=100)
+    assert client.job_master.restarts == 3
+    assert exactly_once_problems(table_lines(catalog, table), REST_RECORDS, KEYS) == []
+    checkpoints = committed_checkpoints(catalog, table)
+    assert checkpoints and all(job and cid for job, cid in checkpoints)
+    assert len(set(checkpoints)) == len(checkpoints), "a checkpoint committed twice"
+    # Every committed file is still there (a cleanup that misread ``file:/`` would delete them).
+    referenced = [t.file.file_path for t in load(catalog, table).scan().plan_files()]
+    assert referenced and all(Path(p.removeprefix("file:")).exists() for p in referenced)

@@ -117,7 +117,7 @@ def test_the_tiers_select_every_test_exactly_once() -> None:
     selections = _tier_selections()
     assert set(selections) == {"FAST_TIER", "BESIDE_TIER", "SLOW_TIER", "SERVER_TIER"}
     names = ("spark", "slow", "cluster", "multihost", "kafka", "hdfs", "yarn", "s3", "gcs")
-    names += ("azure", "postgres")  # -m's and/or/not over marker names is Python too
+    names += ("azure", "postgres", "iceberg_rest")  # -m's and/or/not over names is Python too
     for values in itertools.product([False, True], repeat=len(names)):
         markers = dict(zip(names, values, strict=True))
         chosen = [t for t, expr in selections.items() if eval(expr, {}, markers)]

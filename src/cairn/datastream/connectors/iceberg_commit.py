@@ -128,6 +128,15 @@ def attempt_of(path: str, job_id: str) -> int | None:
     return int(match.group(2) + match.group(3), 16)
 
 
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:/*")
+
+
+def _location_key(path: str) -> str:
+    """``path`` without its scheme and leading slashes: ``file:/a``, ``file:///a``, ``/a``
+    and ``a`` are one file; ``s3://b/k`` is ``b/k``, as a file system lists it."""
+    return _SCHEME.sub("", path, count=1).lstrip("/")
+
+
 def orphan_data_files(
     paths: Iterable[str], job_id: str, current_attempt: int, referenced: Iterable[str]
 ) -> list[str]:
@@ -140,13 +149,18 @@ def orphan_data_files(
     ...          f"/wh/data/00000-0-{new}.parquet", "/wh/data/00000-0-other.parquet"]
     >>> orphan_data_files(files, "j", 1, [f"file:///wh/data/00000-0-{old}.parquet"])
     ['/wh/data/00000-1-5c2dd944-0000-0000-1111-111111111111.parquet']
+
+    A REST catalog's tables (Iceberg's Java catalogs) name local files ``file:/wh/...``:
+
+    >>> orphan_data_files(files[:2], "j", 1, [f"file:/wh/data/00000-0-{old}.parquet"])
+    ['/wh/data/00000-1-5c2dd944-0000-0000-1111-111111111111.parquet']
     """
-    seen = {p.split("://", 1)[-1].lstrip("/") for p in referenced}
+    seen = {_location_key(p) for p in referenced}
     return sorted(
         p
         for p in paths
         if p.endswith(".parquet")
-        and p.split("://", 1)[-1].lstrip("/") not in seen
+        and _location_key(p) not in seen
         and (attempt := attempt_of(p, job_id)) is not None
         and attempt != current_attempt
     )
