@@ -8,7 +8,8 @@ PostgreSQL table) and the checkpoints on their storage — never the job's own c
 
     python -m bench.chaos --faults 200 --seed 1          # needs root and iproute2
     python -m bench.chaos --faults 200 --seed 1 --parallel   # the four jobs at once
-    python -m bench.chaos --faults 12 --seed 3 --runs aligned-hashmap
+    python -m bench.chaos --faults 12 --seed 3 --runs aligned-hashmap --load 0.5
+    python -m bench.chaos --faults 12 --seed 3 --runs aligned-hashmap --rate 300
     python -m bench.chaos --faults 24 --seed 5 --runs aligned-rocksdb --storage hdfs
 
 With ``--storage hdfs`` the checkpoints go to an HDFS on the storage host (a NameNode and two
@@ -22,16 +23,26 @@ recovery time), or right into the restore (``kill-during-restore``). The
 job is ended by a stop-with-savepoint; its output must then be exactly the first N records of
 the generator for some N (0 lost, 0 duplicated), in per-key order in PostgreSQL, and the
 running sums right (per-key order of the state). The last line printed is the JSON summary.
+
+At load (``--load F``, the default at 0.5): before its faults, each run measures its job
+kind's maximum on the same cluster (``measure_max``: the same job unthrottled, its own
+sinks, 30 s of committed output after a warm-up; with ``--parallel`` the four at once) and
+paces its job at F of it; ``--rate R`` paces at a fixed R instead. Per run the report has a
+load row: the maximum, the target, and the records/s the file sink committed in steady
+windows (no fault in effect or being recovered from; the first ``--steady-s`` before the
+faults is one) and over the whole fault phase, recoveries included (``bench/chaos_load.py``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import logging
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -40,7 +51,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bench.chaos_faults import Injector
+from bench.chaos_faults import Injector, made_faults
+from bench.chaos_gates import RunGates, StartGate
+from bench.chaos_load import (
+    CommitSampler,
+    disturbed_windows,
+    held_rate,
+    steady_rate,
+    target_rate,
+)
 from bench.chaos_plan import (
     INTERNAL_PHASE,
     RunVerdict,
@@ -85,23 +104,23 @@ RUNS = {
 }
 
 
-def run_job(
+def _job(
     cluster: NetnsCluster,
     name: str,
     seed: int,
-    faults: int,
     args: argparse.Namespace,
-    driver_host: str = "driver",
-    gate: StartGate | None = None,
-) -> RunVerdict:
-    """One job until ``faults`` faults were injected (external ones, and the internal fault
-    points, one in every other attempt, that fired) or ``args.minutes`` ran out. With a
-    ``gate``, the faults begin once every run of the gate started (or failed to)."""
+    *,
+    rate: float | None,
+    tag: str = "",
+    faults: str | None = None,
+) -> tuple[dict[str, Any], str | None, Path]:
+    """A job of kind ``name`` (its PostgreSQL table created, its work directory with the
+    faults file ``faults``, by default the seed's fault points): its spec, its table (None
+    without PostgreSQL) and its work directory. ``tag`` names a job apart from the run's own
+    (the maximum's); ``rate`` None: unthrottled."""
     unaligned, backend = RUNS[name]
-    verdict = RunVerdict(name=name, seed=seed, records=0)
-    began = time.monotonic()
     assert cluster.s3 is not None and cluster.net is not None
-    table = f"chaos_{name.replace('-', '_')}_{seed}"
+    table = f"chaos_{tag}{name.replace('-', '_')}_{seed}"
     jdbc = None
     if cluster.pg is not None:
         with cluster.pg.connect() as conn:
@@ -114,20 +133,22 @@ def run_job(
             "password": cluster.pg.password,
             "table": table,
         }
-    work = cluster.net.dir / f"run-{name}-{seed}"
+    work = cluster.net.dir / f"run-{tag}{name}-{seed}"
     work.mkdir()
-    marker = work / "fired"
     faults_file = work / "faults"
-    faults_file.write_text(internal_faults(seed, str(marker), unaligned=unaligned))
-    prefix = f"chaos/{name}-{seed}"
+    if faults is None:
+        faults = internal_faults(seed, str(work / "fired"), unaligned=unaligned)
+    faults_file.write_text(faults)
+    prefix = f"chaos/{tag}{name}-{seed}"
     spec = {
-        "name": f"chaos-{name}-{seed}",
+        "name": f"chaos-{tag}{name}-{seed}",
         "out": cluster.s3.url(prefix, "out"),
         "checkpoints": cluster.checkpoint_url(prefix, "chk"),
+        "savepoint": cluster.s3.url(prefix, "final-savepoint"),
         "jdbc": jdbc,
         "records": 10**12,
         "keys": args.keys,
-        "rate": args.rate,
+        "rate": rate,
         "unaligned": unaligned,
         "backend": backend,
         "interval_ms": args.interval_ms,
@@ -138,28 +159,120 @@ def run_job(
         "tolerable_failures": 5,
         "conf": {**cluster.job_conf(), **SPARK_LIVENESS, **ONE_JOBS_SHARE},
     }
-    spec_file = work / "spec.json"
-    spec_file.write_text(json.dumps(spec))
-    injector = Injector(
+    (work / "spec.json").write_text(json.dumps(spec))
+    return spec, table if jdbc else None, work
+
+
+def _injector(
+    cluster: NetnsCluster,
+    name: str,
+    seed: int,
+    work: Path,
+    verdict: RunVerdict,
+    driver_host: str,
+) -> Injector:
+    return Injector(
         cluster,
-        argv=[sys.executable, str(ROOT / "bench" / "chaos_job.py"), str(spec_file)],
-        checkpoints=spec["checkpoints"],
-        faults_file=faults_file,
-        marker=marker,
-        unaligned=unaligned,
+        argv=[sys.executable, str(ROOT / "bench" / "chaos_job.py"), str(work / "spec.json")],
+        checkpoints=json.loads((work / "spec.json").read_text())["checkpoints"],
+        faults_file=work / "faults",
+        marker=work / "fired",
+        unaligned=RUNS[name][0],
         seed=seed,
         verdict=verdict,
         driver_host=driver_host,
     )
+
+
+def measure_max(
+    cluster: NetnsCluster,
+    name: str,
+    seed: int,
+    args: argparse.Namespace,
+    driver_host: str = "driver",
+    gates: RunGates | None = None,
+) -> float:
+    """The records/s a job of kind ``name`` commits unthrottled on this cluster: the same
+    job (source, keyed state on the same backend, the same checkpointing mode, stalls and
+    exactly-once sinks: files on S3 and PostgreSQL), its source without a rate limit and no
+    faults, run apart (its own output, table and checkpoints). Once it completed three
+    checkpoints (warmed up), the controller counts the lines its file sink committed for
+    ``args.measure_s`` seconds (a sample every 2 s): the maximum is the committed records
+    over the time between the first and last sample. Then the job is cancelled. Concurrent
+    runs (``--parallel``) warm up, measure and end their maximum's jobs together, so each
+    maximum is that job's share of the cluster with every job running, as in the faults."""
+    gates = gates or RunGates({})
+    spec, _, work = _job(cluster, name, seed, args, rate=None, tag="max_", faults="")
+    injector = _injector(
+        cluster, name, seed, work, RunVerdict(name=f"max-{name}", seed=seed, records=0), driver_host
+    )
+    sampler = None
     try:
-        try:
-            injector.start_driver()
-            injector.await_checkpoints(2, timeout=args.start_timeout, since=0.0)
-        finally:
-            if gate is not None:
-                gate.arrive()
-        if gate is not None:
-            gate.wait()
+        injector.start_driver()
+        injector.await_checkpoints(3, timeout=args.start_timeout, since=0.0)
+        gates.meet("warm")
+        assert cluster.s3 is not None
+        sampler = CommitSampler(cluster.s3.filesystem, spec["out"])
+        time.sleep(args.measure_s)
+        samples = sampler.samples
+        if injector.job_id is not None:
+            cli = cluster.start_driver(
+                [sys.executable, "-m", "cairn.cli.main", "cancel", injector.job_id],
+                name="cancel-max",
+                host_name=driver_host,
+            )
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                cli.wait(120)
+    finally:
+        if sampler is not None:
+            sampler.close()
+        injector.close()
+    rate = held_rate(samples, 0.0, float("inf"))
+    log.info("run %s: maximum %s records/s over %d samples", name, rate, len(samples))
+    if not rate:
+        raise RuntimeError(f"no records committed in {args.measure_s:g} s unthrottled")
+    return rate
+
+
+def run_job(
+    cluster: NetnsCluster,
+    name: str,
+    seed: int,
+    faults: int,
+    args: argparse.Namespace,
+    driver_host: str = "driver",
+    gates: RunGates | None = None,
+) -> RunVerdict:
+    """One job until ``faults`` faults were injected (external ones, and the internal fault
+    points, one in every other attempt, that fired) or ``args.minutes`` ran out. With
+    ``args.load``, its maximum is measured first (``measure_max``) and the job paced at
+    that fraction of it, else at ``args.rate``. A steady ``args.steady_s`` before the first
+    fault; the records/s the file sink committed are sampled throughout. With ``gates``
+    (concurrent runs), the maximum's phases and the faults begin together."""
+    gates = gates or RunGates({})
+    verdict = RunVerdict(name=name, seed=seed, records=0)
+    began = time.monotonic()
+    assert cluster.s3 is not None
+    spec: dict[str, Any] | None = None
+    table = None
+    injector = sampler = None
+    faults_began = faults_ended = None
+    try:
+        rate = args.rate
+        if args.load is not None:
+            verdict.max_rate = measure_max(cluster, name, seed, args, driver_host, gates)
+            rate = target_rate(verdict.max_rate, args.load)
+            gates.meet("measured")
+            time.sleep(gates.delay_s)  # the Spark sessions start one after the other
+        verdict.target_rate = rate
+        spec, table, work = _job(cluster, name, seed, args, rate=rate)
+        injector = _injector(cluster, name, seed, work, verdict, driver_host)
+        injector.start_driver()
+        injector.await_checkpoints(2, timeout=args.start_timeout, since=0.0)
+        sampler = CommitSampler(cluster.s3.filesystem, spec["out"])
+        gates.meet("started")
+        time.sleep(args.steady_s)  # a steady window before the faults
+        faults_began = time.monotonic()
         # ``faults`` counts both kinds: the external ones and the fault points that fired.
         plan = plan_external(seed, 10 * faults, workers=cluster.workers, storage=cluster.storage)
         for fault in plan:
@@ -170,22 +283,50 @@ def run_job(
                 break
             time.sleep(fault.gap_s)
             injector.inject(fault)
-        injector.stop_job(cluster.s3.url(prefix, "final-savepoint"))
+        faults_ended = time.monotonic()
+        injector.stop_job(spec["savepoint"])
         verdict.finished = True  # stopped with a savepoint: FINISHED, every sink committed
     except Exception as exc:  # a verdict with the reason, not a campaign that stops
         log.exception("run %s (seed %d) broke", name, seed)
         verdict.notes.append(f"campaign error: {type(exc).__name__}: {exc}")
     finally:
-        injector.close()
-    for line in injector.fired_lines():
-        point = internal_point(line)
-        verdict.internal[(f"point {point}", INTERNAL_PHASE.get(point, point))] += 1
-    verdict.checkpoints = injector.max_checkpoint
-    _verify(cluster, spec, table if jdbc else None, verdict, job_id=injector.job_id)
+        gates.leave()
+        if sampler is not None:
+            sampler.close()
+        if injector is not None:
+            injector.close()
+    if injector is not None and spec is not None:
+        for line in injector.fired_lines():
+            point = internal_point(line)
+            verdict.internal[(f"point {point}", INTERNAL_PHASE.get(point, point))] += 1
+        verdict.checkpoints = injector.max_checkpoint
+        if sampler is not None:
+            _held(verdict, sampler.samples, injector, faults_began, faults_ended, args)
+        _verify(cluster, spec, table, verdict, job_id=injector.job_id)
     if not verdict.ok:
         _keep_logs(cluster, driver_host, f"{name}-{seed}", verdict)
     verdict.wall_s = time.monotonic() - began
     return verdict
+
+
+def _held(
+    verdict: RunVerdict,
+    samples: list[tuple[float, int]],
+    injector: Injector,
+    faults_began: float | None,
+    faults_ended: float | None,
+    args: argparse.Namespace,
+) -> None:
+    """The records/s the run's file sink committed: over the fault phase (faults and their
+    recoveries included) and in its steady windows (no fault of any run in effect, and a
+    checkpoint completed and committed since the last heal)."""
+    end = faults_ended if faults_ended is not None else float("inf")
+    if faults_began is not None:
+        verdict.held_rate = held_rate(samples, faults_began, end)
+    disturbed = disturbed_windows(
+        made_faults(), [t for t, _ in injector.completions], settle_s=args.interval_ms / 1000 + 1
+    )
+    verdict.steady_rate, verdict.steady_s = steady_rate(samples, disturbed, 0.0, end)
 
 
 def _keep_logs(cluster: NetnsCluster, driver_host: str, run: str, verdict: RunVerdict) -> None:
@@ -302,27 +443,6 @@ def _logged(verdict: RunVerdict) -> dict[str, Any]:
     return {k: dict(v) if isinstance(v, Counter) else v for k, v in fields.items()}
 
 
-class StartGate:
-    """Holds the faults of concurrent runs until every run started (or gave up): one job's
-    host kills and storage outages would otherwise fail the others' first attempts.
-
-    >>> gate = StartGate(1); gate.arrive(); gate.wait()
-    """
-
-    def __init__(self, runs: int) -> None:
-        self._waiting = runs
-        self._cond = threading.Condition()
-
-    def arrive(self) -> None:
-        with self._cond:
-            self._waiting -= 1
-            self._cond.notify_all()
-
-    def wait(self) -> None:
-        with self._cond:
-            self._cond.wait_for(lambda: self._waiting <= 0)
-
-
 def _run_parallel(
     cluster: NetnsCluster,
     names: list[str],
@@ -332,12 +452,13 @@ def _run_parallel(
 ) -> list[RunVerdict]:
     """Every run at once, each on its own driver host; the verdicts in ``names`` order."""
     verdicts: dict[str, RunVerdict] = {}
-    gate = StartGate(len(names))
+    shared = {gate: StartGate(len(names)) for gate in ("warm", "measured", "started")}
 
     def one(index: int) -> None:
         name = names[index]
+        gates = RunGates(shared, delay_s=index * args.stagger)
         verdicts[name] = run_job(
-            cluster, name, seeds[index], per_run[index], args, cluster.driver_hosts[index], gate
+            cluster, name, seeds[index], per_run[index], args, cluster.driver_hosts[index], gates
         )
         log.info("run %s: %s", name, _logged(verdicts[name]))
 
@@ -362,7 +483,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--runs", default=",".join(RUNS), help="comma-separated of " + str(list(RUNS))
     )
-    parser.add_argument("--rate", type=float, default=300.0, help="records/s of the source")
+    pace = parser.add_mutually_exclusive_group()
+    pace.add_argument(
+        "--load",
+        type=float,
+        nargs="?",
+        const=0.5,
+        help="pace each job at this fraction of its maximum, measured first on the cluster "
+        "(the default, at 0.5)",
+    )
+    pace.add_argument("--rate", type=float, help="pace each job at a fixed records/s instead")
+    parser.add_argument(
+        "--measure-s", type=float, default=30.0, help="s the maximum is measured over"
+    )
+    parser.add_argument(
+        "--steady-s", type=float, default=20.0, help="s of steady running before the faults"
+    )
     parser.add_argument("--keys", type=int, default=40)
     parser.add_argument("--interval-ms", type=int, default=1000)
     parser.add_argument("--start-timeout", type=float, default=900.0)
@@ -390,6 +526,13 @@ def main(argv: list[str] | None = None) -> int:
         help="run the jobs at once (a driver host each; faults take turns, recoveries overlap)",
     )
     args = parser.parse_args(argv)
+    if args.rate is None and args.load is None:
+        args.load = 0.5
+    if args.load is not None:
+        try:  # refused before the hosts start
+            target_rate(1.0, args.load)
+        except ValueError as exc:
+            parser.error(str(exc))
     args.end_at = time.monotonic() + args.minutes * 60 if args.minutes else float("inf")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     # SIGTERM unwinds like Ctrl-C: the hosts are stopped and deleted on the way out.
@@ -429,7 +572,18 @@ def main(argv: list[str] | None = None) -> int:
         "faults": sum(v.faults for v in verdicts),
         "ok": all(v.ok for v in verdicts),
         "runs": [
-            {"name": v.name, "seed": v.seed, "faults": v.faults, "ok": v.ok, "records": v.records}
+            {
+                "name": v.name,
+                "seed": v.seed,
+                "faults": v.faults,
+                "ok": v.ok,
+                "records": v.records,
+                "max_rate": v.max_rate,
+                "target_rate": v.target_rate,
+                "held_rate": v.held_rate,
+                "steady_rate": v.steady_rate,
+                "steady_s": v.steady_s,
+            }
             for v in verdicts
         ],
     }

@@ -200,6 +200,14 @@ class RunVerdict:
     checkpoints: int = 0
     wall_s: float = 0.0
     notes: list[str] = field(default_factory=list)
+    # The load (``bench/chaos_load.py``), records/s: the maximum measured for the run's job
+    # kind (None: a fixed ``--rate``), the rate it was paced at, and what its sinks committed
+    # over the fault phase and in its steady windows (``steady_s`` seconds of them).
+    max_rate: float | None = None
+    target_rate: float = 0.0
+    held_rate: float | None = None
+    steady_rate: float | None = None
+    steady_s: float = 0.0
 
     @property
     def faults(self) -> int:
@@ -231,6 +239,7 @@ def report(verdicts: list[RunVerdict], command: str) -> str:
             f"{v.order_violations} | {'yes' if v.finished else 'NO'} | {v.checkpoints} | "
             f"{v.wall_s:.0f} | {'ok' if v.ok else replay} |"
         )
+    lines += ["", *load_table(verdicts)]
     total: Counter[tuple[str, str]] = Counter()
     for v in verdicts:
         total.update(v.external)
@@ -258,3 +267,35 @@ def report(verdicts: list[RunVerdict], command: str) -> str:
     if notes:
         lines += ["", "Notes:", *notes]
     return "\n".join(lines)
+
+
+def load_table(verdicts: list[RunVerdict]) -> list[str]:
+    """The load row of each run: its measured maximum, the rate it was paced at, and the
+    records/s its sinks committed in steady windows and over the whole fault phase (faults
+    and recoveries included), each also as a fraction of the maximum.
+
+    >>> v = RunVerdict("aligned-hashmap", 1000, 9, max_rate=4000.0, target_rate=2000.0,
+    ...                held_rate=1500.0, steady_rate=1990.0, steady_s=42.0)
+    >>> load_table([v])[-1]
+    '| aligned-hashmap | 4,000 | 2,000 | 1,990 (42 s) | 1,500 | 0.50 | 0.38 |'
+    """
+
+    def rate(value: float | None) -> str:
+        return "-" if value is None else f"{value:,.0f}"
+
+    def share(value: float | None, of: float | None) -> str:
+        return "-" if value is None or not of else f"{value / of:.2f}"
+
+    lines = [
+        "| run | max (records/s) | target | held, steady | held over the faults | "
+        "steady/max | faults/max |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for v in verdicts:
+        steady = rate(v.steady_rate) + (f" ({v.steady_s:.0f} s)" if v.steady_rate else "")
+        lines.append(
+            f"| {v.name} | {rate(v.max_rate)} | {rate(v.target_rate)} | {steady} | "
+            f"{rate(v.held_rate)} | {share(v.steady_rate, v.max_rate)} | "
+            f"{share(v.held_rate, v.max_rate)} |"
+        )
+    return lines
