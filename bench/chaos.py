@@ -66,6 +66,7 @@ from bench.chaos_plan import (
     internal_faults,
     internal_point,
     plan_external,
+    prefix_problems,
     report,
 )
 from cairn.testing.netns_cluster import NetnsCluster
@@ -223,15 +224,35 @@ def measure_max(
             )
             with contextlib.suppress(subprocess.TimeoutExpired):
                 cli.wait(120)
+            _roll_back_prepared(cluster, injector.job_id)
     finally:
         if sampler is not None:
             sampler.close()
         injector.close()
+        # The run's own driver logs start afresh (its Injector reads them).
+        for path in cluster.host(driver_host).dir.glob("driver-*.log"):
+            path.rename(path.with_name(f"max-{path.name}"))
     rate = held_rate(samples, 0.0, float("inf"))
     log.info("run %s: maximum %s records/s over %d samples", name, rate, len(samples))
     if not rate:
         raise RuntimeError(f"no records committed in {args.measure_s:g} s unthrottled")
     return rate
+
+
+def _roll_back_prepared(cluster: NetnsCluster, job_id: str) -> None:
+    """Roll back a cancelled job's prepared JDBC transactions: no restore will end them,
+    and they would hold their locks and PostgreSQL's vacuum horizon for the campaign."""
+    if cluster.pg is None:
+        return
+    try:
+        with cluster.pg.connect() as conn:
+            gids = conn.execute(
+                "SELECT gid FROM pg_prepared_xacts WHERE gid LIKE %s", (f"%:{job_id}:%",)
+            ).fetchall()
+            for (gid,) in gids:
+                conn.execute(f"ROLLBACK PREPARED '{gid}'")
+    except Exception:  # not the measurement's concern: the campaign goes on
+        log.exception("rolling back the prepared transactions of job %s", job_id)
 
 
 def run_job(
@@ -391,49 +412,6 @@ def _verify(
         v.order_violations += sum(
             1 for seqs in per_key.values() if seqs != list(range(1, len(seqs) + 1))
         )
-
-
-def prefix_problems(lines: list[str], keys: int, splits: int = 2) -> dict[str, int]:
-    """How ``lines`` (``key,seq,sum`` of ``SequenceCheck``) differ from what the generator's
-    ``splits`` splits emitted: split j emits indices j, j + splits, j + 2 * splits... so each
-    split's records must be a prefix of its indices. Lost: missing indices below a split's
-    highest; duplicated; unexpected (``!`` lines, bad keys); bad sums (per-key order).
-
-    >>> prefix_problems(["k00000,1,1", "k00001,1,1", "k00000,2,3"], keys=2, splits=1)["lost"]
-    0
-    >>> p = prefix_problems(["k00000,1,1", "k00000,2,3", "k00000,2,3", "k00000,3,7"], 2, 1)
-    >>> p["lost"], p["duplicated"], p["bad_sums"]
-    (2, 1, 1)
-    >>> prefix_problems(["k00000,1,1", "k00000,2,3"], keys=2, splits=2)["lost"]
-    0
-    """
-    seen: Counter[int] = Counter()
-    unexpected = bad_sums = 0
-    for line in lines:
-        if not line or line.startswith("!"):
-            unexpected += bool(line)
-            continue
-        key, seq_s, total_s = line.split(",")
-        seq, total = int(seq_s), int(total_s)
-        index = (seq - 1) * keys + int(key[1:])
-        if int(key[1:]) >= keys or seq < 1:
-            unexpected += 1
-            continue
-        seen[index] += 1
-        if total != seq * (seq + 1) // 2:
-            bad_sums += 1
-    lost = 0
-    for split in range(splits):
-        mine = [i for i in seen if i % splits == split]
-        if mine:
-            lost += max(mine) // splits + 1 - len(mine)
-    return {
-        "records": len(seen),
-        "lost": lost,
-        "duplicated": sum(n - 1 for n in seen.values()),
-        "unexpected": unexpected,
-        "bad_sums": bad_sums,
-    }
 
 
 def _logged(verdict: RunVerdict) -> dict[str, Any]:

@@ -167,6 +167,49 @@ def internal_point(marker_line: str) -> str:
     return marker_line.split(" ", 1)[0]
 
 
+def prefix_problems(lines: list[str], keys: int, splits: int = 2) -> dict[str, int]:
+    """How ``lines`` (``key,seq,sum`` of ``SequenceCheck``) differ from what the generator's
+    ``splits`` splits emitted: split j emits indices j, j + splits, j + 2 * splits... so each
+    split's records must be a prefix of its indices. Lost: missing indices below a split's
+    highest; duplicated; unexpected (``!`` lines, bad keys); bad sums (per-key order).
+
+    >>> prefix_problems(["k00000,1,1", "k00001,1,1", "k00000,2,3"], keys=2, splits=1)["lost"]
+    0
+    >>> p = prefix_problems(["k00000,1,1", "k00000,2,3", "k00000,2,3", "k00000,3,7"], 2, 1)
+    >>> p["lost"], p["duplicated"], p["bad_sums"]
+    (2, 1, 1)
+    >>> prefix_problems(["k00000,1,1", "k00000,2,3"], keys=2, splits=2)["lost"]
+    0
+    """
+    seen: Counter[int] = Counter()
+    unexpected = bad_sums = 0
+    for line in lines:
+        if not line or line.startswith("!"):
+            unexpected += bool(line)
+            continue
+        key, seq_s, total_s = line.split(",")
+        seq, total = int(seq_s), int(total_s)
+        index = (seq - 1) * keys + int(key[1:])
+        if int(key[1:]) >= keys or seq < 1:
+            unexpected += 1
+            continue
+        seen[index] += 1
+        if total != seq * (seq + 1) // 2:
+            bad_sums += 1
+    lost = 0
+    for split in range(splits):
+        mine = [i for i in seen if i % splits == split]
+        if mine:
+            lost += max(mine) // splits + 1 - len(mine)
+    return {
+        "records": len(seen),
+        "lost": lost,
+        "duplicated": sum(n - 1 for n in seen.values()),
+        "unexpected": unexpected,
+        "bad_sums": bad_sums,
+    }
+
+
 def percentile(values: list[float], q: float) -> float:
     """The ``q``-quantile (0..1) by nearest rank; NaN for no values.
 
