@@ -344,9 +344,12 @@ def _held(
     end = faults_ended if faults_ended is not None else float("inf")
     if faults_began is not None:
         verdict.held_rate = held_rate(samples, faults_began, end)
-    disturbed = disturbed_windows(
-        made_faults(), [t for t, _ in injector.completions], settle_s=args.interval_ms / 1000 + 1
-    )
+    if not samples:
+        return
+    # Faults healed before the run's sampling began (an earlier run's) are not its own.
+    faults = [(made, healed) for made, healed in made_faults() if healed >= samples[0][0]]
+    completions = [t for t, _ in injector.completions]
+    disturbed = disturbed_windows(faults, completions, settle_s=args.interval_ms / 1000 + 1)
     verdict.steady_rate, verdict.steady_s = steady_rate(samples, disturbed, 0.0, end)
 
 
