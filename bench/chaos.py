@@ -66,9 +66,9 @@ from bench.chaos_plan import (
     internal_faults,
     internal_point,
     plan_external,
-    prefix_problems,
     report,
 )
+from bench.chaos_verify import verify as _verify
 from cairn.testing.netns_cluster import NetnsCluster
 
 log = logging.getLogger("bench.chaos")
@@ -360,61 +360,6 @@ def _keep_logs(cluster: NetnsCluster, driver_host: str, run: str, verdict: RunVe
     for log_file in sorted(cluster.host(driver_host).dir.glob("*.log")):
         shutil.copy(log_file, keep / log_file.name)
     verdict.notes.append(f"the driver logs are kept in {keep}")
-
-
-def _verify(
-    cluster: NetnsCluster,
-    spec: dict[str, Any],
-    table: str | None,
-    v: RunVerdict,
-    job_id: str | None = None,
-) -> None:
-    """0 lost, 0 duplicated, sums right (state order) and per-key insertion order (SQL).
-    A run that did not finish may have left prepared transactions of a completed checkpoint
-    in PostgreSQL, which a restore would commit: they are counted in the notes."""
-    assert cluster.s3 is not None
-    fs = cluster.s3.filesystem()
-    base = spec["out"][len("s3://") :]
-    lines: list[str] = []
-    for path in sorted(fs.find(base)):
-        name = path.rsplit("/", 1)[-1]
-        if name.startswith((".", "_")) or "/." in path or "/_" in path:
-            continue
-        lines += fs.cat_file(path).decode().splitlines()
-    problems = prefix_problems(lines, spec["keys"])
-    v.records = problems["records"]
-    v.lost, v.duplicated, v.unexpected = (
-        problems["lost"],
-        problems["duplicated"],
-        problems["unexpected"],
-    )
-    v.order_violations = problems["bad_sums"]
-    if table is not None and cluster.pg is not None:
-        with cluster.pg.connect() as conn:
-            rows = conn.execute(f"SELECT k, seq, total FROM {table} ORDER BY id").fetchall()
-            prepared = conn.execute(
-                "SELECT count(*) FROM pg_prepared_xacts WHERE gid LIKE %s", (f"%:{job_id}:%",)
-            ).fetchone()[0]
-        if job_id is not None and prepared:
-            v.notes.append(
-                f"{prepared} prepared transaction(s) of the job left in PostgreSQL, not "
-                "committed (the next restore commits them; their rows are not counted)"
-            )
-        sql_lines = [f"{k},{s},{t}" for k, s, t in rows]
-        sql = prefix_problems(sql_lines, spec["keys"])
-        if sorted(sql_lines) != sorted(lines):
-            v.notes.append(
-                f"PostgreSQL holds {len(sql_lines)} rows, the files {len(lines)} lines "
-                f"(lost {sql['lost']}, duplicated {sql['duplicated']} in SQL)"
-            )
-            v.lost += sql["lost"]
-            v.duplicated += sql["duplicated"]
-        per_key: dict[str, list[int]] = {}
-        for k, s, _ in rows:
-            per_key.setdefault(k, []).append(int(s))
-        v.order_violations += sum(
-            1 for seqs in per_key.values() if seqs != list(range(1, len(seqs) + 1))
-        )
 
 
 def _logged(verdict: RunVerdict) -> dict[str, Any]:

@@ -4,11 +4,12 @@ rate from the measured maximum, the records/s held) comes from the committed sam
 
 from __future__ import annotations
 
+import random
 import threading
 from typing import Any
 
+import numpy as np
 import pytest
-from bench.chaos import prefix_problems
 from bench.chaos_faults import _job_directory
 from bench.chaos_gates import RunGates, StartGate
 from bench.chaos_load import (
@@ -27,8 +28,10 @@ from bench.chaos_plan import (
     load_table,
     percentile,
     plan_external,
+    prefix_problems,
     report,
 )
+from bench.chaos_verify import order_violations, parse, problems
 
 from cairn.runtime.faults import parse_faults
 
@@ -190,3 +193,28 @@ def test_a_run_that_gives_up_releases_the_runs_waiting_at_its_gates() -> None:
     thread.join(10)
     assert passed == ["warm", "measured", "started"]
     assert not thread.is_alive()
+
+
+def test_the_columnar_verdict_agrees_with_the_line_by_line_one() -> None:
+    # At load a run commits millions of records: the verdict reads them as columns, and
+    # must count exactly what prefix_problems counts, gaps, duplicates and bad sums included.
+    rng = random.Random(11)
+    for _ in range(30):
+        keys = rng.randrange(1, 6)
+        lines = []
+        for index in rng.sample(range(200), rng.randrange(0, 120)):
+            key, seq = index % keys, index // keys + 1
+            total = seq * (seq + 1) // 2 + (rng.random() < 0.05)  # a few bad sums
+            lines += [f"k{key:05d},{seq},{total}"] * rng.choice([1, 1, 1, 2])
+        lines += rng.choice([[], ["!late k00000"], [f"k{keys:05d},1,1"]])  # unexpected ones
+        rng.shuffle(lines)
+        cut = rng.randrange(len(lines) + 1)
+        chunks = ["".join(f"{x}\n" for x in part).encode() for part in (lines[:cut], lines[cut:])]
+        assert problems(*parse(chunks), keys) == prefix_problems(lines, keys)
+
+
+def test_order_violations_count_keys_out_of_insertion_order() -> None:
+    keys = np.array([0, 1, 0, 1, 0])
+    assert order_violations(keys, np.array([1, 1, 2, 2, 3]), np.arange(5)) == 0
+    # Key 0's rows 2 and 3 swapped in id order; key 1 starts at 2.
+    assert order_violations(keys, np.array([1, 2, 3, 3, 2]), np.arange(5)) == 2
