@@ -323,11 +323,35 @@ def run_job(
         verdict.checkpoints = injector.max_checkpoint
         if sampler is not None:
             _held(verdict, sampler.samples, injector, faults_began, faults_ended, args)
-        _verify(cluster, spec, table, verdict, job_id=injector.job_id)
+        _verify_when_up(cluster, spec, table, verdict, injector.job_id)
     if not verdict.ok:
         _keep_logs(cluster, driver_host, f"{name}-{seed}", verdict)
     verdict.wall_s = time.monotonic() - began
     return verdict
+
+
+def _verify_when_up(
+    cluster: NetnsCluster,
+    spec: dict[str, Any],
+    table: str | None,
+    verdict: RunVerdict,
+    job_id: str | None,
+    attempts: int = 12,
+) -> None:
+    """``_verify``, again every 10 s while the storage is unreachable: a concurrent run's
+    ``storage-down`` (PostgreSQL and S3 restarted) may be in effect when this run ends. A
+    run whose output could not be read at all has no verdict (``verified`` False)."""
+    for attempt in range(attempts):
+        try:
+            _verify(cluster, spec, table, verdict, job_id=job_id)
+            return
+        except Exception as exc:
+            log.warning("run %s: its output unreadable (%s), again in 10 s", verdict.name, exc)
+            if attempt == attempts - 1:
+                verdict.verified = False
+                verdict.notes.append(f"no verdict: the output unreadable: {exc}")
+                return
+            time.sleep(10)
 
 
 def _held(
@@ -383,9 +407,15 @@ def _run_parallel(
     def one(index: int) -> None:
         name = names[index]
         gates = RunGates(shared, delay_s=index * args.stagger)
-        verdicts[name] = run_job(
-            cluster, name, seeds[index], per_run[index], args, cluster.driver_hosts[index], gates
-        )
+        try:
+            driver_host = cluster.driver_hosts[index]
+            verdicts[name] = run_job(
+                cluster, name, seeds[index], per_run[index], args, driver_host, gates
+            )
+        except Exception as exc:  # a run without a verdict is reported, not dropped
+            log.exception("run %s broke", name)
+            verdicts[name] = RunVerdict(name=name, seed=seeds[index], records=0, verified=False)
+            verdicts[name].notes.append(f"campaign error: {type(exc).__name__}: {exc}")
         log.info("run %s: %s", name, _logged(verdicts[name]))
 
     threads = [

@@ -246,6 +246,8 @@ class RunVerdict:
     # The load (``bench/chaos_load.py``), records/s: the maximum measured for the run's job
     # kind (None: a fixed ``--rate``), the rate it was paced at, and what its sinks committed
     # over the fault phase and in its steady windows (``steady_s`` seconds of them).
+    # False if the sinks' output could not be read (the run's verdict is unknown).
+    verified: bool = True
     max_rate: float | None = None
     target_rate: float = 0.0
     held_rate: float | None = None
@@ -260,6 +262,7 @@ class RunVerdict:
     def ok(self) -> bool:
         return (
             self.finished
+            and self.verified
             and self.lost == 0
             and self.duplicated == 0
             and self.unexpected == 0
