@@ -8,7 +8,8 @@ PostgreSQL table) and the checkpoints on their storage — never the job's own c
 
     python -m bench.chaos --faults 200 --seed 1          # needs root and iproute2
     python -m bench.chaos --faults 200 --seed 1 --parallel   # the four jobs at once
-    python -m bench.chaos --faults 12 --seed 3 --runs aligned-hashmap
+    python -m bench.chaos --faults 12 --seed 3 --runs aligned-hashmap --load 0.5
+    python -m bench.chaos --faults 12 --seed 3 --runs aligned-hashmap --rate 300
     python -m bench.chaos --faults 24 --seed 5 --runs aligned-rocksdb --storage hdfs
 
 With ``--storage hdfs`` the checkpoints go to an HDFS on the storage host (a NameNode and two
@@ -22,16 +23,26 @@ recovery time), or right into the restore (``kill-during-restore``). The
 job is ended by a stop-with-savepoint; its output must then be exactly the first N records of
 the generator for some N (0 lost, 0 duplicated), in per-key order in PostgreSQL, and the
 running sums right (per-key order of the state). The last line printed is the JSON summary.
+
+At load (``--load F``, the default at 0.5): before its faults, each run measures its job
+kind's maximum on the same cluster (``measure_max``: the same job unthrottled, its own
+sinks, 30 s of committed output after a warm-up; with ``--parallel`` the four at once) and
+paces its job at F of it; ``--rate R`` paces at a fixed R instead. Per run the report has a
+load row: the maximum, the target, and the records/s the file sink committed in steady
+windows (no fault in effect or being recovered from; the first ``--steady-s`` before the
+faults is one) and over the whole fault phase, recoveries included (``bench/chaos_load.py``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import logging
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -40,7 +51,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bench.chaos_faults import Injector
+from bench.chaos_faults import Injector, made_faults
+from bench.chaos_gates import RunGates, StartGate
+from bench.chaos_load import (
+    CommitSampler,
+    disturbed_windows,
+    held_rate,
+    steady_rate,
+    target_rate,
+)
 from bench.chaos_plan import (
     INTERNAL_PHASE,
     RunVerdict,
@@ -49,6 +68,7 @@ from bench.chaos_plan import (
     plan_external,
     report,
 )
+from bench.chaos_verify import verify as _verify
 from cairn.testing.netns_cluster import NetnsCluster
 
 log = logging.getLogger("bench.chaos")
@@ -85,23 +105,23 @@ RUNS = {
 }
 
 
-def run_job(
+def _job(
     cluster: NetnsCluster,
     name: str,
     seed: int,
-    faults: int,
     args: argparse.Namespace,
-    driver_host: str = "driver",
-    gate: StartGate | None = None,
-) -> RunVerdict:
-    """One job until ``faults`` faults were injected (external ones, and the internal fault
-    points, one in every other attempt, that fired) or ``args.minutes`` ran out. With a
-    ``gate``, the faults begin once every run of the gate started (or failed to)."""
+    *,
+    rate: float | None,
+    tag: str = "",
+    faults: str | None = None,
+) -> tuple[dict[str, Any], str | None, Path]:
+    """A job of kind ``name`` (its PostgreSQL table created, its work directory with the
+    faults file ``faults``, by default the seed's fault points): its spec, its table (None
+    without PostgreSQL) and its work directory. ``tag`` names a job apart from the run's own
+    (the maximum's); ``rate`` None: unthrottled."""
     unaligned, backend = RUNS[name]
-    verdict = RunVerdict(name=name, seed=seed, records=0)
-    began = time.monotonic()
     assert cluster.s3 is not None and cluster.net is not None
-    table = f"chaos_{name.replace('-', '_')}_{seed}"
+    table = f"chaos_{tag}{name.replace('-', '_')}_{seed}"
     jdbc = None
     if cluster.pg is not None:
         with cluster.pg.connect() as conn:
@@ -114,20 +134,22 @@ def run_job(
             "password": cluster.pg.password,
             "table": table,
         }
-    work = cluster.net.dir / f"run-{name}-{seed}"
+    work = cluster.net.dir / f"run-{tag}{name}-{seed}"
     work.mkdir()
-    marker = work / "fired"
     faults_file = work / "faults"
-    faults_file.write_text(internal_faults(seed, str(marker), unaligned=unaligned))
-    prefix = f"chaos/{name}-{seed}"
+    if faults is None:
+        faults = internal_faults(seed, str(work / "fired"), unaligned=unaligned)
+    faults_file.write_text(faults)
+    prefix = f"chaos/{tag}{name}-{seed}"
     spec = {
-        "name": f"chaos-{name}-{seed}",
+        "name": f"chaos-{tag}{name}-{seed}",
         "out": cluster.s3.url(prefix, "out"),
         "checkpoints": cluster.checkpoint_url(prefix, "chk"),
+        "savepoint": cluster.s3.url(prefix, "final-savepoint"),
         "jdbc": jdbc,
         "records": 10**12,
         "keys": args.keys,
-        "rate": args.rate,
+        "rate": rate,
         "unaligned": unaligned,
         "backend": backend,
         "interval_ms": args.interval_ms,
@@ -138,28 +160,140 @@ def run_job(
         "tolerable_failures": 5,
         "conf": {**cluster.job_conf(), **SPARK_LIVENESS, **ONE_JOBS_SHARE},
     }
-    spec_file = work / "spec.json"
-    spec_file.write_text(json.dumps(spec))
-    injector = Injector(
+    (work / "spec.json").write_text(json.dumps(spec))
+    return spec, table if jdbc else None, work
+
+
+def _injector(
+    cluster: NetnsCluster,
+    name: str,
+    seed: int,
+    work: Path,
+    verdict: RunVerdict,
+    driver_host: str,
+) -> Injector:
+    return Injector(
         cluster,
-        argv=[sys.executable, str(ROOT / "bench" / "chaos_job.py"), str(spec_file)],
-        checkpoints=spec["checkpoints"],
-        faults_file=faults_file,
-        marker=marker,
-        unaligned=unaligned,
+        argv=[sys.executable, str(ROOT / "bench" / "chaos_job.py"), str(work / "spec.json")],
+        checkpoints=json.loads((work / "spec.json").read_text())["checkpoints"],
+        faults_file=work / "faults",
+        marker=work / "fired",
+        unaligned=RUNS[name][0],
         seed=seed,
         verdict=verdict,
         driver_host=driver_host,
     )
+
+
+def measure_max(
+    cluster: NetnsCluster,
+    name: str,
+    seed: int,
+    args: argparse.Namespace,
+    driver_host: str = "driver",
+    gates: RunGates | None = None,
+) -> float:
+    """The records/s a job of kind ``name`` commits unthrottled on this cluster: the same
+    job (source, keyed state on the same backend, the same checkpointing mode, stalls and
+    exactly-once sinks: files on S3 and PostgreSQL), its source without a rate limit and no
+    faults, run apart (its own output, table and checkpoints). Once it completed three
+    checkpoints (warmed up), the controller counts the lines its file sink committed for
+    ``args.measure_s`` seconds (a sample every 2 s): the maximum is the committed records
+    over the time between the first and last sample. Then the job is cancelled. Concurrent
+    runs (``--parallel``) warm up, measure and end their maximum's jobs together, so each
+    maximum is that job's share of the cluster with every job running, as in the faults."""
+    gates = gates or RunGates({})
+    spec, _, work = _job(cluster, name, seed, args, rate=None, tag="max_", faults="")
+    injector = _injector(
+        cluster, name, seed, work, RunVerdict(name=f"max-{name}", seed=seed, records=0), driver_host
+    )
+    sampler = None
     try:
-        try:
-            injector.start_driver()
-            injector.await_checkpoints(2, timeout=args.start_timeout, since=0.0)
-        finally:
-            if gate is not None:
-                gate.arrive()
-        if gate is not None:
-            gate.wait()
+        injector.start_driver()
+        injector.await_checkpoints(3, timeout=args.start_timeout, since=0.0)
+        gates.meet("warm")
+        assert cluster.s3 is not None
+        sampler = CommitSampler(cluster.s3.filesystem, spec["out"])
+        time.sleep(args.measure_s)
+        samples = sampler.samples
+        if injector.job_id is not None:
+            cli = cluster.start_driver(
+                [sys.executable, "-m", "cairn.cli.main", "cancel", injector.job_id],
+                name="cancel-max",
+                host_name=driver_host,
+            )
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                cli.wait(120)
+            _roll_back_prepared(cluster, injector.job_id)
+    finally:
+        if sampler is not None:
+            sampler.close()
+        injector.close()
+        # The run's own driver logs start afresh (its Injector reads them).
+        for path in cluster.host(driver_host).dir.glob("driver-*.log"):
+            path.rename(path.with_name(f"max-{path.name}"))
+    rate = held_rate(samples, 0.0, float("inf"))
+    log.info("run %s: maximum %s records/s over %d samples", name, rate, len(samples))
+    if not rate:
+        raise RuntimeError(f"no records committed in {args.measure_s:g} s unthrottled")
+    return rate
+
+
+def _roll_back_prepared(cluster: NetnsCluster, job_id: str) -> None:
+    """Roll back a cancelled job's prepared JDBC transactions: no restore will end them,
+    and they would hold their locks and PostgreSQL's vacuum horizon for the campaign."""
+    if cluster.pg is None:
+        return
+    try:
+        with cluster.pg.connect() as conn:
+            gids = conn.execute(
+                "SELECT gid FROM pg_prepared_xacts WHERE gid LIKE %s", (f"%:{job_id}:%",)
+            ).fetchall()
+            for (gid,) in gids:
+                conn.execute(f"ROLLBACK PREPARED '{gid}'")
+    except Exception:  # not the measurement's concern: the campaign goes on
+        log.exception("rolling back the prepared transactions of job %s", job_id)
+
+
+def run_job(
+    cluster: NetnsCluster,
+    name: str,
+    seed: int,
+    faults: int,
+    args: argparse.Namespace,
+    driver_host: str = "driver",
+    gates: RunGates | None = None,
+) -> RunVerdict:
+    """One job until ``faults`` faults were injected (external ones, and the internal fault
+    points, one in every other attempt, that fired) or ``args.minutes`` ran out. With
+    ``args.load``, its maximum is measured first (``measure_max``) and the job paced at
+    that fraction of it, else at ``args.rate``. A steady ``args.steady_s`` before the first
+    fault; the records/s the file sink committed are sampled throughout. With ``gates``
+    (concurrent runs), the maximum's phases and the faults begin together."""
+    gates = gates or RunGates({})
+    verdict = RunVerdict(name=name, seed=seed, records=0)
+    began = time.monotonic()
+    assert cluster.s3 is not None
+    spec: dict[str, Any] | None = None
+    table = None
+    injector = sampler = None
+    faults_began = faults_ended = None
+    try:
+        rate = args.rate
+        if args.load is not None:
+            verdict.max_rate = measure_max(cluster, name, seed, args, driver_host, gates)
+            rate = target_rate(verdict.max_rate, args.load)
+            gates.meet("measured")
+            time.sleep(gates.delay_s)  # the Spark sessions start one after the other
+        verdict.target_rate = rate
+        spec, table, work = _job(cluster, name, seed, args, rate=rate)
+        injector = _injector(cluster, name, seed, work, verdict, driver_host)
+        injector.start_driver()
+        injector.await_checkpoints(2, timeout=args.start_timeout, since=0.0)
+        sampler = CommitSampler(cluster.s3.filesystem, spec["out"])
+        gates.meet("started")
+        time.sleep(args.steady_s)  # a steady window before the faults
+        faults_began = time.monotonic()
         # ``faults`` counts both kinds: the external ones and the fault points that fired.
         plan = plan_external(seed, 10 * faults, workers=cluster.workers, storage=cluster.storage)
         for fault in plan:
@@ -170,22 +304,77 @@ def run_job(
                 break
             time.sleep(fault.gap_s)
             injector.inject(fault)
-        injector.stop_job(cluster.s3.url(prefix, "final-savepoint"))
+        faults_ended = time.monotonic()
+        injector.stop_job(spec["savepoint"])
         verdict.finished = True  # stopped with a savepoint: FINISHED, every sink committed
     except Exception as exc:  # a verdict with the reason, not a campaign that stops
         log.exception("run %s (seed %d) broke", name, seed)
         verdict.notes.append(f"campaign error: {type(exc).__name__}: {exc}")
     finally:
-        injector.close()
-    for line in injector.fired_lines():
-        point = internal_point(line)
-        verdict.internal[(f"point {point}", INTERNAL_PHASE.get(point, point))] += 1
-    verdict.checkpoints = injector.max_checkpoint
-    _verify(cluster, spec, table if jdbc else None, verdict, job_id=injector.job_id)
+        gates.leave()
+        if sampler is not None:
+            sampler.close()
+        if injector is not None:
+            injector.close()
+    if injector is not None and spec is not None:
+        for line in injector.fired_lines():
+            point = internal_point(line)
+            verdict.internal[(f"point {point}", INTERNAL_PHASE.get(point, point))] += 1
+        verdict.checkpoints = injector.max_checkpoint
+        if sampler is not None:
+            _held(verdict, sampler.samples, injector, faults_began, faults_ended, args)
+        _verify_when_up(cluster, spec, table, verdict, injector.job_id)
     if not verdict.ok:
         _keep_logs(cluster, driver_host, f"{name}-{seed}", verdict)
     verdict.wall_s = time.monotonic() - began
     return verdict
+
+
+def _verify_when_up(
+    cluster: NetnsCluster,
+    spec: dict[str, Any],
+    table: str | None,
+    verdict: RunVerdict,
+    job_id: str | None,
+    attempts: int = 12,
+) -> None:
+    """``_verify``, again every 10 s while the storage is unreachable: a concurrent run's
+    ``storage-down`` (PostgreSQL and S3 restarted) may be in effect when this run ends. A
+    run whose output could not be read at all has no verdict (``verified`` False)."""
+    for attempt in range(attempts):
+        try:
+            _verify(cluster, spec, table, verdict, job_id=job_id)
+            return
+        except Exception as exc:
+            log.warning("run %s: its output unreadable (%s), again in 10 s", verdict.name, exc)
+            if attempt == attempts - 1:
+                verdict.verified = False
+                verdict.notes.append(f"no verdict: the output unreadable: {exc}")
+                return
+            time.sleep(10)
+
+
+def _held(
+    verdict: RunVerdict,
+    samples: list[tuple[float, int]],
+    injector: Injector,
+    faults_began: float | None,
+    faults_ended: float | None,
+    args: argparse.Namespace,
+) -> None:
+    """The records/s the run's file sink committed: over the fault phase (faults and their
+    recoveries included) and in its steady windows (no fault of any run in effect, and a
+    checkpoint completed and committed since the last heal)."""
+    end = faults_ended if faults_ended is not None else float("inf")
+    if faults_began is not None:
+        verdict.held_rate = held_rate(samples, faults_began, end)
+    if not samples:
+        return
+    # Faults healed before the run's sampling began (an earlier run's) are not its own.
+    faults = [(made, healed) for made, healed in made_faults() if healed >= samples[0][0]]
+    completions = [t for t, _ in injector.completions]
+    disturbed = disturbed_windows(faults, completions, settle_s=args.interval_ms / 1000 + 1)
+    verdict.steady_rate, verdict.steady_s = steady_rate(samples, disturbed, 0.0, end)
 
 
 def _keep_logs(cluster: NetnsCluster, driver_host: str, run: str, verdict: RunVerdict) -> None:
@@ -197,130 +386,11 @@ def _keep_logs(cluster: NetnsCluster, driver_host: str, run: str, verdict: RunVe
     verdict.notes.append(f"the driver logs are kept in {keep}")
 
 
-def _verify(
-    cluster: NetnsCluster,
-    spec: dict[str, Any],
-    table: str | None,
-    v: RunVerdict,
-    job_id: str | None = None,
-) -> None:
-    """0 lost, 0 duplicated, sums right (state order) and per-key insertion order (SQL).
-    A run that did not finish may have left prepared transactions of a completed checkpoint
-    in PostgreSQL, which a restore would commit: they are counted in the notes."""
-    assert cluster.s3 is not None
-    fs = cluster.s3.filesystem()
-    base = spec["out"][len("s3://") :]
-    lines: list[str] = []
-    for path in sorted(fs.find(base)):
-        name = path.rsplit("/", 1)[-1]
-        if name.startswith((".", "_")) or "/." in path or "/_" in path:
-            continue
-        lines += fs.cat_file(path).decode().splitlines()
-    problems = prefix_problems(lines, spec["keys"])
-    v.records = problems["records"]
-    v.lost, v.duplicated, v.unexpected = (
-        problems["lost"],
-        problems["duplicated"],
-        problems["unexpected"],
-    )
-    v.order_violations = problems["bad_sums"]
-    if table is not None and cluster.pg is not None:
-        with cluster.pg.connect() as conn:
-            rows = conn.execute(f"SELECT k, seq, total FROM {table} ORDER BY id").fetchall()
-            prepared = conn.execute(
-                "SELECT count(*) FROM pg_prepared_xacts WHERE gid LIKE %s", (f"%:{job_id}:%",)
-            ).fetchone()[0]
-        if job_id is not None and prepared:
-            v.notes.append(
-                f"{prepared} prepared transaction(s) of the job left in PostgreSQL, not "
-                "committed (the next restore commits them; their rows are not counted)"
-            )
-        sql_lines = [f"{k},{s},{t}" for k, s, t in rows]
-        sql = prefix_problems(sql_lines, spec["keys"])
-        if sorted(sql_lines) != sorted(lines):
-            v.notes.append(
-                f"PostgreSQL holds {len(sql_lines)} rows, the files {len(lines)} lines "
-                f"(lost {sql['lost']}, duplicated {sql['duplicated']} in SQL)"
-            )
-            v.lost += sql["lost"]
-            v.duplicated += sql["duplicated"]
-        per_key: dict[str, list[int]] = {}
-        for k, s, _ in rows:
-            per_key.setdefault(k, []).append(int(s))
-        v.order_violations += sum(
-            1 for seqs in per_key.values() if seqs != list(range(1, len(seqs) + 1))
-        )
-
-
-def prefix_problems(lines: list[str], keys: int, splits: int = 2) -> dict[str, int]:
-    """How ``lines`` (``key,seq,sum`` of ``SequenceCheck``) differ from what the generator's
-    ``splits`` splits emitted: split j emits indices j, j + splits, j + 2 * splits... so each
-    split's records must be a prefix of its indices. Lost: missing indices below a split's
-    highest; duplicated; unexpected (``!`` lines, bad keys); bad sums (per-key order).
-
-    >>> prefix_problems(["k00000,1,1", "k00001,1,1", "k00000,2,3"], keys=2, splits=1)["lost"]
-    0
-    >>> p = prefix_problems(["k00000,1,1", "k00000,2,3", "k00000,2,3", "k00000,3,7"], 2, 1)
-    >>> p["lost"], p["duplicated"], p["bad_sums"]
-    (2, 1, 1)
-    >>> prefix_problems(["k00000,1,1", "k00000,2,3"], keys=2, splits=2)["lost"]
-    0
-    """
-    seen: Counter[int] = Counter()
-    unexpected = bad_sums = 0
-    for line in lines:
-        if not line or line.startswith("!"):
-            unexpected += bool(line)
-            continue
-        key, seq_s, total_s = line.split(",")
-        seq, total = int(seq_s), int(total_s)
-        index = (seq - 1) * keys + int(key[1:])
-        if int(key[1:]) >= keys or seq < 1:
-            unexpected += 1
-            continue
-        seen[index] += 1
-        if total != seq * (seq + 1) // 2:
-            bad_sums += 1
-    lost = 0
-    for split in range(splits):
-        mine = [i for i in seen if i % splits == split]
-        if mine:
-            lost += max(mine) // splits + 1 - len(mine)
-    return {
-        "records": len(seen),
-        "lost": lost,
-        "duplicated": sum(n - 1 for n in seen.values()),
-        "unexpected": unexpected,
-        "bad_sums": bad_sums,
-    }
-
-
 def _logged(verdict: RunVerdict) -> dict[str, Any]:
     """The verdict's fields, its counters as they are (``asdict`` would make each a
     Counter of ``(key, count)`` pairs)."""
     fields = {f.name: getattr(verdict, f.name) for f in dataclasses.fields(verdict)}
     return {k: dict(v) if isinstance(v, Counter) else v for k, v in fields.items()}
-
-
-class StartGate:
-    """Holds the faults of concurrent runs until every run started (or gave up): one job's
-    host kills and storage outages would otherwise fail the others' first attempts.
-
-    >>> gate = StartGate(1); gate.arrive(); gate.wait()
-    """
-
-    def __init__(self, runs: int) -> None:
-        self._waiting = runs
-        self._cond = threading.Condition()
-
-    def arrive(self) -> None:
-        with self._cond:
-            self._waiting -= 1
-            self._cond.notify_all()
-
-    def wait(self) -> None:
-        with self._cond:
-            self._cond.wait_for(lambda: self._waiting <= 0)
 
 
 def _run_parallel(
@@ -332,13 +402,20 @@ def _run_parallel(
 ) -> list[RunVerdict]:
     """Every run at once, each on its own driver host; the verdicts in ``names`` order."""
     verdicts: dict[str, RunVerdict] = {}
-    gate = StartGate(len(names))
+    shared = {gate: StartGate(len(names)) for gate in ("warm", "measured", "started")}
 
     def one(index: int) -> None:
         name = names[index]
-        verdicts[name] = run_job(
-            cluster, name, seeds[index], per_run[index], args, cluster.driver_hosts[index], gate
-        )
+        gates = RunGates(shared, delay_s=index * args.stagger)
+        try:
+            driver_host = cluster.driver_hosts[index]
+            verdicts[name] = run_job(
+                cluster, name, seeds[index], per_run[index], args, driver_host, gates
+            )
+        except Exception as exc:  # a run without a verdict is reported, not dropped
+            log.exception("run %s broke", name)
+            verdicts[name] = RunVerdict(name=name, seed=seeds[index], records=0, verified=False)
+            verdicts[name].notes.append(f"campaign error: {type(exc).__name__}: {exc}")
         log.info("run %s: %s", name, _logged(verdicts[name]))
 
     threads = [
@@ -362,7 +439,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--runs", default=",".join(RUNS), help="comma-separated of " + str(list(RUNS))
     )
-    parser.add_argument("--rate", type=float, default=300.0, help="records/s of the source")
+    pace = parser.add_mutually_exclusive_group()
+    pace.add_argument(
+        "--load",
+        type=float,
+        nargs="?",
+        const=0.5,
+        help="pace each job at this fraction of its maximum, measured first on the cluster "
+        "(the default, at 0.5)",
+    )
+    pace.add_argument("--rate", type=float, help="pace each job at a fixed records/s instead")
+    parser.add_argument(
+        "--measure-s", type=float, default=30.0, help="s the maximum is measured over"
+    )
+    parser.add_argument(
+        "--steady-s", type=float, default=20.0, help="s of steady running before the faults"
+    )
     parser.add_argument("--keys", type=int, default=40)
     parser.add_argument("--interval-ms", type=int, default=1000)
     parser.add_argument("--start-timeout", type=float, default=900.0)
@@ -390,6 +482,13 @@ def main(argv: list[str] | None = None) -> int:
         help="run the jobs at once (a driver host each; faults take turns, recoveries overlap)",
     )
     args = parser.parse_args(argv)
+    if args.rate is None and args.load is None:
+        args.load = 0.5
+    if args.load is not None:
+        try:  # refused before the hosts start
+            target_rate(1.0, args.load)
+        except ValueError as exc:
+            parser.error(str(exc))
     args.end_at = time.monotonic() + args.minutes * 60 if args.minutes else float("inf")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     # SIGTERM unwinds like Ctrl-C: the hosts are stopped and deleted on the way out.
@@ -429,7 +528,18 @@ def main(argv: list[str] | None = None) -> int:
         "faults": sum(v.faults for v in verdicts),
         "ok": all(v.ok for v in verdicts),
         "runs": [
-            {"name": v.name, "seed": v.seed, "faults": v.faults, "ok": v.ok, "records": v.records}
+            {
+                "name": v.name,
+                "seed": v.seed,
+                "faults": v.faults,
+                "ok": v.ok,
+                "records": v.records,
+                "max_rate": v.max_rate,
+                "target_rate": v.target_rate,
+                "held_rate": v.held_rate,
+                "steady_rate": v.steady_rate,
+                "steady_s": v.steady_s,
+            }
             for v in verdicts
         ],
     }

@@ -36,6 +36,9 @@ _JOB_ID = re.compile(r"[0-9a-f]{32}")
 # Concurrent jobs (one Injector each) take turns: a fault is made and healed before the
 # next one, of any job, is made; their recoveries overlap.
 _ONE_FAULT_AT_A_TIME = threading.Lock()
+# ``(made, healed)`` monotonic times of every fault made in this process, by any Injector:
+# the campaign's steady windows lie outside them (a host fault hits every job).
+_MADE: list[tuple[float, float]] = []
 # Faults aimed at the job's part on one worker host: missed if it runs none there.
 _ON_A_JOB_HOST = frozenset(
     {
@@ -172,7 +175,11 @@ class Injector:
                         fault.target,
                         fault.duration_s,
                     )
-                    missed = self._make(self._aimed(fault))
+                    made = time.monotonic()
+                    try:
+                        missed = self._make(self._aimed(fault))
+                    finally:
+                        _MADE.append((made, time.monotonic()))
                     break
         healed = time.monotonic()
         self._await_recovery(healed)
@@ -407,6 +414,11 @@ class Injector:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.driver.wait(30)
         self._monitor.join(5)
+
+
+def made_faults() -> list[tuple[float, float]]:
+    """``(made, healed)`` monotonic times of every fault made so far in this process."""
+    return list(_MADE)
 
 
 def _kill(pid: int, sig: int) -> None:

@@ -7,10 +7,11 @@ loss resumes the lost run); what may change between runs is only the faults file
 job reads when it starts (``cairn.testing.faults``).
 
 The spec (JSON): ``out`` (an s3:// URL), ``checkpoints`` (s3:// or hdfs://), ``jdbc`` (url,
-user, password, table; absent: no JDBC sink), ``records``, ``keys``, ``rate`` (records/s),
-``unaligned``, ``backend`` (``hashmap`` or ``rocksdb``: incremental), ``interval_ms``,
-``faults_file``, ``stall`` (``[every_s, for_s]``: the sequence check sleeps ``for_s`` every
-``every_s``; absent: never) and ``conf`` (more configuration keys: the master, S3, HDFS).
+user, password, table; absent: no JDBC sink), ``records``, ``keys``, ``rate`` (records/s;
+null: unthrottled), ``unaligned``, ``backend`` (``hashmap`` or ``rocksdb``: incremental),
+``interval_ms``, ``faults_file``, ``stall`` (``[every_s, for_s]``: the sequence check sleeps
+``for_s`` every ``every_s``; absent: never) and ``conf`` (more configuration keys: the
+master, S3, HDFS).
 """
 
 from __future__ import annotations
@@ -93,7 +94,9 @@ def build(spec: dict[str, Any]) -> StreamExecutionEnvironment:
     source = DataGeneratorSource(
         SequenceGenerator(spec["keys"]),
         spec["records"],
-        RateLimiterStrategy.per_second(spec["rate"]),
+        RateLimiterStrategy.per_second(spec["rate"])
+        if spec["rate"] is not None
+        else RateLimiterStrategy.no_limit(),
     )
     checked = (
         env.from_source(source, WatermarkStrategy.no_watermarks(), "sequence")

@@ -167,6 +167,49 @@ def internal_point(marker_line: str) -> str:
     return marker_line.split(" ", 1)[0]
 
 
+def prefix_problems(lines: list[str], keys: int, splits: int = 2) -> dict[str, int]:
+    """How ``lines`` (``key,seq,sum`` of ``SequenceCheck``) differ from what the generator's
+    ``splits`` splits emitted: split j emits indices j, j + splits, j + 2 * splits... so each
+    split's records must be a prefix of its indices. Lost: missing indices below a split's
+    highest; duplicated; unexpected (``!`` lines, bad keys); bad sums (per-key order).
+
+    >>> prefix_problems(["k00000,1,1", "k00001,1,1", "k00000,2,3"], keys=2, splits=1)["lost"]
+    0
+    >>> p = prefix_problems(["k00000,1,1", "k00000,2,3", "k00000,2,3", "k00000,3,7"], 2, 1)
+    >>> p["lost"], p["duplicated"], p["bad_sums"]
+    (2, 1, 1)
+    >>> prefix_problems(["k00000,1,1", "k00000,2,3"], keys=2, splits=2)["lost"]
+    0
+    """
+    seen: Counter[int] = Counter()
+    unexpected = bad_sums = 0
+    for line in lines:
+        if not line or line.startswith("!"):
+            unexpected += bool(line)
+            continue
+        key, seq_s, total_s = line.split(",")
+        seq, total = int(seq_s), int(total_s)
+        index = (seq - 1) * keys + int(key[1:])
+        if int(key[1:]) >= keys or seq < 1:
+            unexpected += 1
+            continue
+        seen[index] += 1
+        if total != seq * (seq + 1) // 2:
+            bad_sums += 1
+    lost = 0
+    for split in range(splits):
+        mine = [i for i in seen if i % splits == split]
+        if mine:
+            lost += max(mine) // splits + 1 - len(mine)
+    return {
+        "records": len(seen),
+        "lost": lost,
+        "duplicated": sum(n - 1 for n in seen.values()),
+        "unexpected": unexpected,
+        "bad_sums": bad_sums,
+    }
+
+
 def percentile(values: list[float], q: float) -> float:
     """The ``q``-quantile (0..1) by nearest rank; NaN for no values.
 
@@ -200,6 +243,16 @@ class RunVerdict:
     checkpoints: int = 0
     wall_s: float = 0.0
     notes: list[str] = field(default_factory=list)
+    # The load (``bench/chaos_load.py``), records/s: the maximum measured for the run's job
+    # kind (None: a fixed ``--rate``), the rate it was paced at, and what its sinks committed
+    # over the fault phase and in its steady windows (``steady_s`` seconds of them).
+    # False if the sinks' output could not be read (the run's verdict is unknown).
+    verified: bool = True
+    max_rate: float | None = None
+    target_rate: float = 0.0
+    held_rate: float | None = None
+    steady_rate: float | None = None
+    steady_s: float = 0.0
 
     @property
     def faults(self) -> int:
@@ -209,6 +262,7 @@ class RunVerdict:
     def ok(self) -> bool:
         return (
             self.finished
+            and self.verified
             and self.lost == 0
             and self.duplicated == 0
             and self.unexpected == 0
@@ -231,6 +285,7 @@ def report(verdicts: list[RunVerdict], command: str) -> str:
             f"{v.order_violations} | {'yes' if v.finished else 'NO'} | {v.checkpoints} | "
             f"{v.wall_s:.0f} | {'ok' if v.ok else replay} |"
         )
+    lines += ["", *load_table(verdicts)]
     total: Counter[tuple[str, str]] = Counter()
     for v in verdicts:
         total.update(v.external)
@@ -258,3 +313,35 @@ def report(verdicts: list[RunVerdict], command: str) -> str:
     if notes:
         lines += ["", "Notes:", *notes]
     return "\n".join(lines)
+
+
+def load_table(verdicts: list[RunVerdict]) -> list[str]:
+    """The load row of each run: its measured maximum, the rate it was paced at, and the
+    records/s its sinks committed in steady windows and over the whole fault phase (faults
+    and recoveries included), each also as a fraction of the maximum.
+
+    >>> v = RunVerdict("aligned-hashmap", 1000, 9, max_rate=4000.0, target_rate=2000.0,
+    ...                held_rate=1500.0, steady_rate=1990.0, steady_s=42.0)
+    >>> load_table([v])[-1]
+    '| aligned-hashmap | 4,000 | 2,000 | 1,990 (42 s) | 1,500 | 0.50 | 0.38 |'
+    """
+
+    def rate(value: float | None) -> str:
+        return "-" if value is None else f"{value:,.0f}"
+
+    def share(value: float | None, of: float | None) -> str:
+        return "-" if value is None or not of else f"{value / of:.2f}"
+
+    lines = [
+        "| run | max (records/s) | target | held, steady | held over the faults | "
+        "steady/max | faults/max |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for v in verdicts:
+        steady = rate(v.steady_rate) + (f" ({v.steady_s:.0f} s)" if v.steady_rate else "")
+        lines.append(
+            f"| {v.name} | {rate(v.max_rate)} | {rate(v.target_rate)} | {steady} | "
+            f"{rate(v.held_rate)} | {share(v.steady_rate, v.max_rate)} | "
+            f"{share(v.held_rate, v.max_rate)} |"
+        )
+    return lines
