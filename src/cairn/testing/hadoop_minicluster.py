@@ -28,8 +28,7 @@ from pathlib import Path
 from cairn.testing.maven_jars import (
     MavenPrepareError,
     cached_directory,
-    copy_dependencies,
-    pom_property,
+    pom_jars,
     repo_file,
 )
 
@@ -54,20 +53,15 @@ def _prepare_hint() -> str:
 
 
 def _hadoop_libs(*, fetch: bool) -> Path:
-    env = os.environ.get(_LIBS_ENV)
-    if env:
-        libs = Path(env)
-        if not any(libs.glob("hadoop-client-minicluster-*.jar")):
-            raise MavenPrepareError(f"{_LIBS_ENV}={env} holds no hadoop-client-minicluster-*.jar")
-        return libs
-    pom = repo_file(_POM_ENV, "hadoop", "pom.xml")
-
-    def build(staging: Path) -> None:
-        copy_dependencies(pom, staging, libs_env=_LIBS_ENV)
-
-    version = pom_property(pom, "hadoop.version")
-    digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:8]
-    return cached_directory(f"hadoop-{version}-{digest}", build, fetch=fetch, hint=_prepare_hint())
+    return pom_jars(
+        repo_file(_POM_ENV, "hadoop", "pom.xml"),
+        stem="hadoop",
+        version_property="hadoop.version",
+        libs_env=_LIBS_ENV,
+        marker="hadoop-client-minicluster-*.jar",
+        fetch=fetch,
+        hint=_prepare_hint(),
+    )
 
 
 def _compiled_mains(libs: Path, *, fetch: bool) -> Path:

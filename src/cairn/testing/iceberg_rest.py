@@ -27,7 +27,6 @@ Example::
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -44,9 +43,7 @@ from cairn.testing.hadoop_minicluster import java_tool
 from cairn.testing.managed_server import ManagedServer, die_with_parent, retry_on_port_clash
 from cairn.testing.maven_jars import (
     MavenPrepareError,
-    cached_directory,
-    copy_dependencies,
-    pom_property,
+    pom_jars,
     repo_file,
 )
 from cairn.testing.spark_cluster import free_port
@@ -74,21 +71,15 @@ def _prepare_hint() -> str:
 
 def rest_libs(*, fetch: bool = True) -> Path:
     """The directory of the REST fixture's jars; fetched with Maven on first use (``fetch``)."""
-    env = os.environ.get(_LIBS_ENV)
-    if env:
-        libs = Path(env)
-        if not any(libs.glob("iceberg-open-api-*-test-fixtures.jar")):
-            raise MavenPrepareError(f"{_LIBS_ENV}={env} holds no iceberg-open-api test fixtures")
-        return libs
-    pom = repo_file(_POM_ENV, "iceberg-rest", "pom.xml")
-
-    def build(staging: Path) -> None:
-        copy_dependencies(pom, staging, libs_env=_LIBS_ENV)
-
-    version = pom_property(pom, "iceberg.version")
-    digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:8]
-    name = f"iceberg-rest-{version}-{digest}"
-    return cached_directory(name, build, fetch=fetch, hint=_prepare_hint())
+    return pom_jars(
+        repo_file(_POM_ENV, "iceberg-rest", "pom.xml"),
+        stem="iceberg-rest",
+        version_property="iceberg.version",
+        libs_env=_LIBS_ENV,
+        marker="iceberg-open-api-*-test-fixtures.jar",
+        fetch=fetch,
+        hint=_prepare_hint(),
+    )
 
 
 class IcebergRestCatalog(ManagedServer):

@@ -11,6 +11,7 @@ without Maven or the network a ``MavenPrepareError`` says how to prepare them.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
@@ -25,6 +26,7 @@ __all__ = [
     "MavenPrepareError",
     "cached_directory",
     "copy_dependencies",
+    "pom_jars",
     "pom_property",
 ]
 
@@ -93,3 +95,31 @@ def copy_dependencies(pom: Path, into: Path, *, libs_env: str) -> None:
             f"mvn dependency:copy-dependencies failed ({done.returncode}) for {pom}:\n"
             f"{(done.stdout + done.stderr)[-3000:]}"
         )
+
+
+def pom_jars(
+    pom: Path,
+    *,
+    stem: str,
+    version_property: str,
+    libs_env: str,
+    marker: str,
+    fetch: bool,
+    hint: str,
+) -> Path:
+    """The runtime jars of ``pom``: the directory the variable ``libs_env`` names (it must
+    hold a jar matching the glob ``marker``), else ``<stem>-<version>-<pom digest>`` in the
+    cache, copied by Maven on first use unless ``fetch`` is False (then ``hint`` says how)."""
+    named = os.environ.get(libs_env)
+    if named:
+        libs = Path(named)
+        if not any(libs.glob(marker)):
+            raise MavenPrepareError(f"{libs_env}={named} holds no {marker}")
+        return libs
+
+    def build(staging: Path) -> None:
+        copy_dependencies(pom, staging, libs_env=libs_env)
+
+    version = pom_property(pom, version_property)
+    digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:8]
+    return cached_directory(f"{stem}-{version}-{digest}", build, fetch=fetch, hint=hint)
