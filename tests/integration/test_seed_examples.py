@@ -180,7 +180,8 @@ def test_keyed_sum_function_gives_per_key_prefix_sums(
 
 # Run on the driver host: the seed's blocks as a reader pastes them (4-1, 4-2 with its
 # hdfs://namenode:9000 line untouched, 4-3), a shorter interval so that a short job
-# checkpoints, and the keyed sum job; one JSON line says what the job saw.
+# checkpoints, and the keyed sum job; a JSON file beside the script says what the job saw
+# (written, not printed: the log interleaves stdout with Spark's stderr).
 SEED_ON_HOSTS_TAIL = """
 import json
 env.enable_checkpointing(300)  # the seed's 60 s would outlast this short job
@@ -198,8 +199,10 @@ with sums.execute_and_collect("seed-002-on-hdfs") as out:  # the final checkpoin
     stats = out.job_client.get_checkpoint_statistics()
 storage = env.get_checkpoint_config().to_settings().storage_url
 latest = stats.latest_completed
-print(json.dumps({"storage": storage, "results": results, "values": values,
-                  "completed": stats.counts.completed, "latest": latest and latest.path}))
+report = {"storage": storage, "results": results, "values": values,
+          "completed": stats.counts.completed, "latest": latest and latest.path}
+with open(__file__[: -len(".py")] + ".json", "w") as f:  # not stdout: stderr shares the log
+    json.dump(report, f)
 """
 
 
@@ -255,11 +258,11 @@ def test_the_seeds_hdfs_line_checkpoints_to_a_host_named_namenode() -> None:
                 [sys.executable, str(script)], name="seed", env=driver.env(python_env())
             )
             assert job.wait(timeout=240) == 0, (driver.dir / "seed.log").read_text()[-4000:]
-            last = (driver.dir / "seed.log").read_text().strip().splitlines()[-1]
+            written = script.with_suffix(".json").read_text()  # the job's report
             # The job made the seed's directory on this HDFS; a finished job's checkpoints
             # are discarded (Flink), so it is empty now (ls raises if it was never made).
             left = hdfs.filesystem().ls("/flink/checkpoints", detail=False)
-    report = json.loads(last)
+    report = json.loads(written)
     assert report["storage"].rstrip("/") == seed_line
     assert report["completed"] >= 1, report  # at least the final checkpoint
     assert report["latest"].startswith(seed_line + "/"), report["latest"]
