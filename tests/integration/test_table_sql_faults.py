@@ -106,8 +106,11 @@ def test_a_windowed_sql_job_into_files_stays_exactly_once_when_a_worker_is_kille
     stats = result.get_job_client().get_checkpoint_statistics()
     restored = stats.latest_restored
     assert restored is not None and restored.checkpoint_id >= checkpoint, "not a restore"
-    # every checkpoint completed (one pending at the kill is aborted, not failed)
-    assert stats.counts.failed == 0, stats.latest_failed
+    # every checkpoint completed but the one pending at the kill, if any: the failover aborts
+    # it (Flink's JOB_FAILOVER_REGION, in the failed count, not against the tolerance)
+    assert stats.counts.failed <= 1, stats.latest_failed
+    if stats.counts.failed:
+        assert stats.latest_failed.failure_reason == "JOB_FAILOVER_REGION", stats.latest_failed
     expected = expected_windows(EVENTS, KEYS)
     assert 0 < len(committed) < sum(expected.values()) and killed_at < EVENTS
     got = Counter(_window(line) for line in read_visible_lines(str(out)))
