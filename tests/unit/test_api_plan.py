@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from cairn.api.aggregations import AccumulateReduceFunction
-from cairn.common import Row, Types
+from cairn.common import Row, RowKind, Types
 from cairn.datastream import (
     DataStream,
     FilterFunction,
@@ -376,8 +376,15 @@ def test_print_sink_prefix_like_flink(
 
 
 def test_print_sink_formats_rows_like_pyflink(capsys: pytest.CaptureFixture[str]) -> None:
+    """A declared row prints as Flink's ``Row.toString`` (comma and space, the row kind);
+    an undeclared one as PyFlink's ``str()`` of the pickled value."""
+    row_type = Types.ROW([Types.STRING(), Types.INT()])
+    PrintSinkFunction(type_info=row_type).invoke(Row("a", 1), None)
+    update = Row("b", 2)
+    update.set_row_kind(RowKind.UPDATE_AFTER)
+    PrintSinkFunction(type_info=row_type).invoke(update, None)
     PrintSinkFunction().invoke(Row("a", 1), None)
-    assert capsys.readouterr().out == "+I[a,1]\n"
+    assert capsys.readouterr().out == "+I[a, 1]\n+U[b, 2]\n<Row('a', 1)>\n"
 
 
 def test_keyed_process_function_is_generic_and_pickles() -> None:

@@ -304,7 +304,7 @@ def test_print_formats_typed_values_as_pyflink(capsys: pytest.CaptureFixture[str
     env.from_collection([("a", True)], typed).print("out")
     env.from_collection([("b", 2)], Types.ROW([Types.STRING(), Types.INT()])).print()
     env.execute("print typed")
-    assert sorted(capsys.readouterr().out.splitlines()) == ["+I[b,2]", "out> (a,true)"]
+    assert sorted(capsys.readouterr().out.splitlines()) == ["+I[b, 2]", "out> (a,true)"]
 
 
 def test_cache_fails_when_defined_as_cairn_keeps_no_results_between_jobs() -> None:

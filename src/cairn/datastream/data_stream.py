@@ -540,7 +540,8 @@ class DataStream(_OperatorSetters):
     def print(self, sink_identifier: str | None = None) -> DataStreamSink:
         """Write every record to stdout as PyFlink does: ``"<subtask+1>> value"`` when the sink
         runs at parallelism > 1, the value alone at 1 (``"<id>:<subtask+1>> "`` / ``"<id>> "``
-        with an identifier); rows as ``+I[a,1]``, typed tuples as Java's ``(a,1)``."""
+        with an identifier); declared rows as Flink's ``+I[a, 1]``, typed tuples as Java's
+        ``(a,1)``, undeclared values as ``str(value)``."""
         sink = PrintSinkFunction(sink_identifier, type_info=self._transformation.output_type)
         return self._sink("Print to Std. Out", OperatorSpec(OperatorKind.SINK_FUNCTION, sink))
 

@@ -2,9 +2,10 @@
 
 Invariant: output lines follow Flink's ``PrintSinkOutputWriter``: ``"<id>:<subtask+1>> "``
 prefix when parallelism > 1, ``"<id>> "`` with an identifier only, no prefix otherwise; every
-line is flushed at once. Values print as in PyFlink: rows as ``+I[a,1]``; a value of a declared
-Java-side type (``Types.TUPLE``, ``BOOLEAN``, ``LIST``, ``MAP``) as Java's ``toString``
-(``java_text``); an undeclared (pickled) one as ``str(value)``. Not fault tolerant: records
+line is flushed at once. Values print as in PyFlink: a value of a declared Java-side type
+(``Types.ROW``, ``TUPLE``, ``BOOLEAN``, ``LIST``, ``MAP``) as Java's ``toString``
+(``java_text``: a row as ``+I[a, 1]``); an undeclared (pickled) one as ``str(value)`` (a row
+as ``<Row('a', 1)>``). Not fault tolerant: records
 replayed after a restore print again.
 """
 
@@ -15,7 +16,6 @@ from typing import Any
 
 from cairn.api.functions import RuntimeContext, SinkFunction
 from cairn.common.typeinfo import TypeInformation
-from cairn.common.types import Row
 from cairn.datastream.java_text import is_declared, java_text
 
 __all__ = ["PrintSinkFunction", "format_print_prefix"]
@@ -36,19 +36,20 @@ def format_print_prefix(sink_identifier: str | None, subtask_index: int, paralle
 
 
 def format_record(value: Any, type_info: TypeInformation | None = None) -> str:
-    """PyFlink's text of a record: rows as ``+I[a,1]``; with a declared type, Java's
-    ``toString`` of the value; else ``str(value)``.
+    """PyFlink's text of a record: with a declared type, Java's ``toString`` of the value
+    (a row as Flink's ``Row.toString``); else ``str(value)``, as PyFlink maps a pickled value.
 
     >>> from cairn.common.typeinfo import Types
+    >>> from cairn.common.types import Row
+    >>> format_record(Row("a", 1), Types.ROW([Types.STRING(), Types.INT()]))
+    '+I[a, 1]'
     >>> format_record(Row("a", 1)), format_record(("a", 1))
-    ('+I[a,1]', "('a', 1)")
+    ("<Row('a', 1)>", "('a', 1)")
     >>> format_record(("a", True), Types.TUPLE([Types.STRING(), Types.BOOLEAN()]))
     '(a,true)'
     >>> format_record({"k": ["x"]}, Types.MAP(Types.STRING(), Types.LIST(Types.STRING())))
     '{k=[x]}'
     """
-    if isinstance(value, Row):
-        return f"{value.get_row_kind()}[{','.join(str(v) for v in value)}]"
     if not is_declared(type_info):
         return str(value)  # PyFlink maps pickled values to str() before printing
     return java_text(value, type_info)
