@@ -8,9 +8,10 @@ keys, each record hashed to one of two processes, counted per key in a dict, and
 sink's commit; its fsync left out, as an engine does it off the task thread) — with nothing
 an engine adds: one thread per process, a pickled frame per turn between the two over TCP
 loopback, no checkpoint barriers, no metrics.
-Each process wakes every ``tick`` seconds on a timer (the linger: input that arrives meanwhile
-waits for the next turn), both on the same grid of the monotonic clock so that one wake-up
-serves its own source and the other's records. CPU is read with ``getrusage`` over the window
+Each process wakes every ``tick`` seconds on a timer (the linger: input that arrives
+meanwhile waits for the next turn; with ``--wake-on-input`` it ends the sleep), both on the
+same grid of the monotonic clock so that one wake-up serves its own source and the other's
+records. CPU is read with ``getrusage`` over the window
 after the warm-up, latency as ``arrival - created`` of the records written in it.
 
     python -m bench.cost_floor --rates 10000,1000 --tick-ms 2 --fractions 0.5,0.8
@@ -63,9 +64,12 @@ def _worker(
     window_s: float,
     out_dir: str,
     result: mp.Queue,
+    wake_on_input: bool,
 ) -> None:
     conn.setblocking(False)
     selector = selectors.DefaultSelector()
+    if wake_on_input:  # else a timer-only sleep: input waits for the next turn
+        selector.register(conn, selectors.EVENT_READ)
     names = [f"key-{k:05d}" for k in range(KEYS)]
     owner = [zlib.crc32(name.encode()) & 1 for name in names]
     unthrottled = rate <= 0  # as fast as it goes: 1,024 records a turn
@@ -81,7 +85,7 @@ def _worker(
     window_end = window_start + window_s
     cpu_start = None
     t0_ns = time.time_ns() + int((start_at - time.monotonic()) * 1e9)
-    tick = 0
+    next_tick = start_at + tick_s
 
     written = [0]
 
@@ -97,19 +101,24 @@ def _worker(
                 latencies.append(arrival - created)
 
     while True:
-        tick += 1
-        wake_at = start_at + tick * tick_s
-        delay = wake_at - time.monotonic()
+        delay = next_tick - time.monotonic()
         if delay > 0:
-            selector.select(delay)  # a timer-only sleep: input waits for the turn
+            selector.select(delay)
         now = time.monotonic()
         if cpu_start is None and now >= window_start:
             cpu_start = resource.getrusage(resource.RUSAGE_SELF)
         if now >= window_end:
             break
         in_window = now >= window_start
-        # the source: records due by now
-        due = emitted + 1024 if unthrottled else (time.time_ns() - t0_ns) // ns_per_record
+        # the source, on the grid: records due by now
+        if now < next_tick:
+            due = emitted  # woken by input
+        elif unthrottled:
+            due, next_tick = emitted + 1024, now
+        else:
+            due = (time.time_ns() - t0_ns) // ns_per_record
+            while next_tick <= now:
+                next_tick += tick_s
         local: list[tuple[str, int, int]] = []
         remote: list[tuple[str, int, int]] = []
         for i in range(emitted, due):
@@ -146,7 +155,9 @@ def _worker(
     result.put((index, cpu / window_s, latencies, written[0]))
 
 
-def run(rate: float, tick_ms: float, seconds: float, warmup: float) -> dict[str, float]:
+def run(
+    rate: float, tick_ms: float, seconds: float, warmup: float, wake_on_input: bool = False
+) -> dict[str, float]:
     """One run of the two processes; ``rate <= 0``: unthrottled, no sleep between turns."""
     listener = socket.create_server(("127.0.0.1", 0))
     a = socket.create_connection(listener.getsockname())
@@ -161,7 +172,7 @@ def run(rate: float, tick_ms: float, seconds: float, warmup: float) -> dict[str,
         procs = [
             mp.Process(
                 target=_worker,
-                args=(i, s, rate, tick_s, start_at, warmup, seconds, out, result),
+                args=(i, s, rate, tick_s, start_at, warmup, seconds, out, result, wake_on_input),
             )
             for i, s in enumerate((a, b))
         ]
@@ -175,6 +186,7 @@ def run(rate: float, tick_ms: float, seconds: float, warmup: float) -> dict[str,
         "rate": rate,
         "achieved": round(sum(n for *_, n in got) / seconds),
         "tick_ms": tick_ms if rate > 0 else 0.0,
+        "wake_on_input": wake_on_input,
         "cores": round(sum(c for _, c, _, _ in got), 4),
         "records": len(lat),
         "p50_ms": round(percentile(lat, 50) / 1e6, 3),
@@ -192,6 +204,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tick-ms", type=float, default=2.0)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--warmup", type=float, default=3.0)
+    parser.add_argument(
+        "--wake-on-input", action="store_true", help="input ends a sleep (no linger)"
+    )
     args = parser.parse_args(argv)
     rates = [float(r) for r in args.rates.split(",") if r]
     if args.fractions:
@@ -200,9 +215,10 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(top))
         rates += [round(float(f) * top["achieved"]) for f in args.fractions.split(",")]
     for rate in rates:
-        figures = run(rate, args.tick_ms, args.seconds, args.warmup)
+        figures = run(rate, args.tick_ms, args.seconds, args.warmup, args.wake_on_input)
         print(
-            f"floor at {rate:,.0f}/s (held {figures['achieved']:,}), tick {args.tick_ms} ms: "
+            f"floor at {rate:,.0f}/s (held {figures['achieved']:,}), tick {args.tick_ms} ms"
+            f"{', woken by input' if args.wake_on_input else ''}: "
             f"{figures['cores']:.3f} cores in all, p50 {figures['p50_ms']} "
             f"p99 {figures['p99_ms']} p99.9 {figures['p999_ms']} ms"
         )
