@@ -188,3 +188,15 @@ def test_a_state_of_another_type_is_refused_with_its_operator(tmp_path: Path, ca
     ), out
     assert "/faults/savepoint-0" in lines[2], out
     assert "--change state-type" in lines[3], out
+
+
+def test_a_job_that_ends_before_the_upgrade_is_not_passed(tmp_path: Path, capsys: Any) -> None:
+    argv = ["chaos", str(REPO_ROOT / "examples" / "chaos_orders.py"), "--faults", "0"]
+    argv += ["--upgrade", str(REPO_ROOT / "examples" / "chaos_orders_v2.py")]
+    argv += ["--executor", "inprocess", "--work-dir", str(tmp_path), "--"]
+    argv += ["--orders", "100", "--out", str(tmp_path / "totals")]  # 33 ms of orders
+    status = cli_in_process(argv)
+    out = capsys.readouterr().out
+    assert status == 1, out
+    assert out.startswith("NOT UPGRADED: the job ended before the stop with savepoint 1"), out
+    assert "EQUAL" not in out, out

@@ -456,6 +456,8 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     refused = chaos.refused
     if refused is None and upgrade is not None and chaos.error is not None:
         refused = upgrade.after_failure(chaos.error)  # a state that no longer reads
+    if refused is None and upgrade is not None and chaos.note is not None:
+        refused = f"NOT UPGRADED: {chaos.note}; nothing compared"
     if refused is not None:
         print(f"{refused}\n  replay: {command}")
         return 1
@@ -511,7 +513,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
             records=records,
             rescale=_rescale_text(chaos) if args.rescale else None,
             restores=chaos.restores,
-            upgrade=upgrade.text(chaos.note) if upgrade else None,
+            upgrade=upgrade.text() if upgrade else None,
             held=upgrade.carried_text() if upgrade and cause and cause.name == NOT_CARRIED else (),
         )
     )

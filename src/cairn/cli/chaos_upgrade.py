@@ -366,12 +366,9 @@ class UpgradeCheck:
             return None
         return refusal_text([problem], self.new_script, self.savepoint or "?")
 
-    def text(self, note: str | None) -> str:
-        """``chaos_orders.py -> chaos_orders_v2.py, ...``; ``note``: why the run was not
-        upgraded (it ended before the stop with savepoint)."""
+    def text(self) -> str:
+        """``chaos_orders.py -> chaos_orders_v2.py, a stop with savepoint ...``."""
         old, new = os.path.basename(self.old_script), os.path.basename(self.new_script)
-        if note is not None:
-            return f"not upgraded ({old} only): {note}"
         return f"{old} -> {new}, a stop with savepoint mid-run and a restore from it"
 
     def carried_text(self) -> list[str]:
