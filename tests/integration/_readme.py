@@ -81,6 +81,14 @@ CHAOS_SIDE_EFFECT = (
     "cairn chaos examples/chaos_orders.py --seed=7 --compare /tmp/alerts.log "
     "-- --bug side-effect --alerts /tmp/alerts.log"
 )
+# Run by tests/integration/test_chaos_cli.py (the first two, on Spark) and by
+# tests/unit/test_chaos_upgrade.py (the last two, in-process): docs/chaos.md's upgrades.
+CHAOS_UPGRADE = (
+    "cairn chaos examples/chaos_orders.py --seed=7 --upgrade examples/chaos_orders_v2.py"
+)
+CHAOS_UPGRADE_UID = f"{CHAOS_UPGRADE} -- --change uid"
+CHAOS_UPGRADE_STATE_NAME = f"{CHAOS_UPGRADE} -- --change state-name"
+CHAOS_UPGRADE_STATE_TYPE = f"{CHAOS_UPGRADE} -- --change state-type"
 COMMANDS = frozenset(
     {
         RUN_LOCAL,
@@ -113,6 +121,10 @@ COMMANDS = frozenset(
         CHAOS_RANDOM_KEY,
         CHAOS_RESCALE,
         CHAOS_SIDE_EFFECT,
+        CHAOS_UPGRADE,
+        CHAOS_UPGRADE_UID,
+        CHAOS_UPGRADE_STATE_NAME,
+        CHAOS_UPGRADE_STATE_TYPE,
         SQL_SCRIPT,
         STATE_LIST,
         STATE_SQL,

@@ -19,6 +19,8 @@ from tests.integration._readme import (
     CHAOS,
     CHAOS_RANDOM_KEY,
     CHAOS_SIDE_EFFECT,
+    CHAOS_UPGRADE,
+    CHAOS_UPGRADE_UID,
     REPO_ROOT,
     readme_line,
 )
@@ -28,8 +30,8 @@ def _chaos(line: str, tmp: Path, capsys: Any, *extra: str) -> tuple[int, str]:
     """The docs line in this process (the example at 3,000 orders, outputs under ``tmp``):
     its exit status and what it printed on stdout."""
     line = readme_line(line).replace("/tmp/alerts.log", str(tmp / "alerts.log"))
-    argv = shlex.split(line)[1:]
-    argv[1] = str(REPO_ROOT / argv[1])
+    argv = [str(REPO_ROOT / a) if a.startswith("examples/") else a for a in shlex.split(line)]
+    argv = argv[1:]
     if "--" not in argv:
         argv.append("--")
     argv += ["--orders", "3000", "--out", str(tmp / "totals")]
@@ -60,3 +62,31 @@ def test_chaos_passes_the_correct_job_and_finds_both_planted_bugs(
     assert "fault just before: #" in out, out
     assert "likely cause: a side effect outside a sink" in out, out
     assert "Sink 'totals-file'" not in out.split("likely cause")[0].split("first")[1], out
+
+
+@pytest.mark.spark
+def test_chaos_upgrade_passes_a_refactor_and_refuses_a_changed_uid(
+    spark: Any, tmp_path: Path, capsys: Any
+) -> None:
+    """docs/chaos.md's upgrades on Spark: the old example stopped with a savepoint mid-run
+    and restored by its refactored version under faults commits what the new version does
+    from scratch; a version that changed the totals' uid is refused before it restores,
+    the operator, its state and the remedy named."""
+    status, out = _chaos(CHAOS_UPGRADE, tmp_path / "refactor", capsys)
+    assert status == 0, out
+    assert out.startswith("EQUAL: 1 outputs (3000 records)"), out
+    assert "upgraded: chaos_orders.py -> chaos_orders_v2.py, a stop with savepoint" in out, out
+    assert not (tmp_path / "refactor" / "totals").exists(), "the user's path was written"
+
+    status, out = _chaos(CHAOS_UPGRADE_UID, tmp_path / "uid", capsys)
+    assert status == 1, out
+    lines = out.splitlines()
+    assert lines[0] == (
+        "INCOMPATIBLE: chaos_orders_v2.py cannot restore the old job's savepoint (1 problem)"
+    ), out
+    assert lines[1].startswith(
+        "  operator 'KeyedProcess' (uid 'totals'): the savepoint holds its state (keyed state "
+        "'total'), but the new job has no operator with uid 'totals' (the new job's "
+        "'KeyedProcess' has uid 'running-totals'). Give it .uid('totals')"
+    ), out
+    assert "EQUAL" not in out and "DIFFERENT" not in out, out

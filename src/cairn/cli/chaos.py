@@ -6,7 +6,10 @@ checkpoints and file sinks in a directory of its own and a fresh start (never a 
 the other); the kills are ``cairn.testing.faults`` points (``testing/fault_plan.py``), so
 ``--seed S`` replays them. The verdict is ``chaos_verdict``'s pure functions; when the
 outputs differ, a second fault-free run (the control) tells a job that differs with no
-fault at all (non-deterministic) from one that differs only after a restore. Exit status:
+fault at all (non-deterministic) from one that differs only after a restore. With
+``--upgrade new_job.py`` the reference is the new script and the faulted run switches from
+the job's script to it at a stop with savepoint (``chaos_upgrade`` checks the savepoint
+first). Exit status:
 0 equal, 1 different (or the job failed under faults), 2 the job cannot run without faults.
 """
 
@@ -21,7 +24,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from cairn.cli.chaos_outputs import (
@@ -31,6 +34,7 @@ from cairn.cli.chaos_outputs import (
     redirect_sinks,
     snapshot,
 )
+from cairn.cli.chaos_upgrade import NOT_CARRIED, add_upgrade_arguments, prepare_upgrade
 from cairn.cli.chaos_verdict import Cause, Difference, Record, classify, compare_outputs
 from cairn.cli.options import parse_conf_items
 from cairn.testing.fault_plan import (
@@ -61,6 +65,7 @@ class RunResult:
     restores: list[tuple[float, str]] = field(default_factory=list)  # (when, what)
     checkpoints: int = 0  # completed, at least (the watcher polls)
     error: str | None = None
+    refused: str | None = None  # why the next segment's script cannot restore (--upgrade)
     note: str | None = None
     seconds: float = 0.0
 
@@ -119,10 +124,15 @@ def _run(
     markers: str = "",
     segments: Sequence[int | None] = (None,),
     stop_after: int = 1,
+    scripts: Sequence[str] = (),
+    before_restore: Callable[[int, str], str | None] | None = None,
 ) -> RunResult:
     """Run the script once (``label``: its directory under ``work``) with ``plan``'s
     faults, in ``segments`` (one per parallelism; each but the last stopped with a
-    savepoint once it completed ``stop_after`` checkpoints, the next restored from it)."""
+    savepoint once it completed ``stop_after`` checkpoints, the next restored from it).
+    ``scripts``: each segment's script (default: the job's); ``before_restore``: given the
+    segment that stopped and its savepoint, why the next one must not restore from it
+    (None: it may)."""
     from cairn.common.exceptions import JobExecutionException
     from cairn.datastream.job_builder import PreparedJob
     from cairn.datastream.stream_execution_environment import (
@@ -139,13 +149,13 @@ def _run(
     prefix = f"{os.path.basename(work).replace('-', '_')}_{label}"
     known: dict[int, dict[str, SinkOutput]] = {}
     watched = {path: snapshot(path) for path in args.compare}
-    script = os.path.abspath(args.script)
     saved_argv, saved_path = sys.argv, list(sys.path)
     deadline = time.monotonic() + args.minutes * 60
     started = time.monotonic()
     restore: str | None = None
     try:
         for segment, parallelism in enumerate(segments):
+            script = os.path.abspath(scripts[segment] if scripts else args.script)
             jobs = 0
 
             def hook(prepared: PreparedJob) -> PreparedJob:
@@ -226,7 +236,14 @@ def _run(
                     )
                     break
                 restore = stopper.path
+                if before_restore is not None:
+                    result.refused = before_restore(segment, restore)
+                    if result.refused is not None:
+                        break
                 step = f"restored at p={segments[segment + 1]} from savepoint {segment + 1}"
+                if scripts and scripts[segment + 1] != scripts[segment]:
+                    new = os.path.basename(scripts[segment + 1])
+                    step = f"restored with {new} from savepoint {segment + 1}"
                 result.restores.append((time.time(), step))
     finally:
         result.seconds = time.monotonic() - started
@@ -249,6 +266,8 @@ def _conf(args: argparse.Namespace, run_dir: str, faults: str) -> dict[str, str]
         conf["execution.checkpointing.interval"] = f"{args.checkpoint_interval} ms"
     if args.executor:
         conf["cairn.executor"] = args.executor
+    if args.allow_non_restored_state:
+        conf["execution.state-recovery.ignore-unclaimed-state"] = "true"
     conf.update(parse_conf_items(args.conf))
     return conf
 
@@ -309,11 +328,14 @@ def report(
     records: int,
     rescale: str | None = None,
     restores: Sequence[tuple[float, str]] = (),
+    upgrade: str | None = None,
+    held: Sequence[str] = (),
 ) -> str:
     """What ``cairn chaos`` prints: the verdict, the first difference with the fault just
     before it, the likely cause, the command that replays it; ``rescale``: how the faulted
     run was rescaled (None: it was not), ``restores``: when it was restored at another
-    parallelism."""
+    parallelism; ``upgrade``: how the faulted run was upgraded (None: it was not),
+    ``held``: what became of the savepoint's states, when the upgrade did not carry them."""
     lines = []
     skipped = [s for s in sinks if s.reason]
     if diffs:
@@ -329,13 +351,14 @@ def report(
             lines.append(f"  fault just before: {before.fault.describe()}: {before.where}")
         step = _restore_before(first, restores)
         if step is not None and (before is None or step[0] > before.at):
-            lines.append(f"  rescale just before: {step[1]}")
+            lines.append(f"  {'upgrade' if upgrade else 'rescale'} just before: {step[1]}")
         for other in outputs:
             if other != first.output:
                 d = next(d for d in diffs if d.output == other)
                 lines.append(f"  also in {other}: {d.describe()}")
         if cause is not None:
             lines.append(f"  likely cause: {cause.name}: {cause.why}")
+        lines += [f"  state across the upgrade: {h}" for h in held]
         lines.append(f"  replay: {command}")
     else:
         lines.append(
@@ -347,6 +370,8 @@ def report(
             lines.append("  nothing was compared: the job has no sink it reads and no --compare")
     if rescale is not None:
         lines.append(f"  rescaled: {rescale}")
+    if upgrade is not None:
+        lines.append(f"  upgraded: {upgrade}")
     for f in fired:
         lines.append(f"  fired {f.fault.describe()}: {f.where}")
     for s in skipped:
@@ -360,6 +385,10 @@ def _replay_command(args: argparse.Namespace, seed: int) -> str:
         parts += ["--compare", path]
     if args.rescale:
         parts.append("--rescale")
+    if args.upgrade:
+        parts += ["--upgrade", args.upgrade]
+    if args.allow_non_restored_state:
+        parts.append("--allow-non-restored-state")
     if args.parallelism is not None:
         parts += ["-p", str(args.parallelism)]
     if args.checkpoint_interval != _INTERVAL_MS:
@@ -380,21 +409,25 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         raise ConfigurationError(f"no such job script: {args.script}")
     if args.faults < 0 or args.minutes <= 0:
         raise ConfigurationError("--faults must be >= 0 and --minutes > 0")
+    if args.upgrade is not None and (args.rescale or not os.path.isfile(args.upgrade)):
+        raise ConfigurationError(f"--upgrade: no such job script {args.upgrade} (or --rescale)")
     args.script_args = list(getattr(args, "passthrough", []))
     seed = args.seed if args.seed is not None else random.randrange(1, 1_000_000)
     if args.work_dir:
         os.makedirs(args.work_dir, exist_ok=True)
     work = tempfile.mkdtemp(prefix="cairn-chaos-", dir=args.work_dir)
+    scripts = [args.script, args.upgrade] if args.upgrade else []
+    upgrade = prepare_upgrade(args, _conf(args, work, "")) if args.upgrade else None
     _say(f"--seed={seed}, work directory {work}; the reference run (no faults)")
-    reference = _run(args, "reference", work)
+    reference = _run(args, "reference", work, scripts=scripts[1:])
     if reference.error is not None:
         _say(f"the job fails without faults ({reference.error}); nothing to compare")
         return 2
     records = sum(len(r) for r in reference.outputs.values())
-    segments = segments_of(reference.parallelism, args.rescale)
+    segments = [None, None] if upgrade else segments_of(reference.parallelism, args.rescale)
     # Mid-run: segment k stops after its share of the checkpoints the reference completed
     # (a quarter each: the restores and the stops take their time too).
-    stop_after = max(1, reference.checkpoints // (len(segments) + 1))
+    stop_after = max(1, reference.checkpoints // (4 if upgrade else len(segments) + 1))
     plan = plan_faults(
         seed,
         args.faults,
@@ -404,13 +437,30 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     )
     markers = os.path.join(work, "fault-markers")
     os.makedirs(markers)
-    what = " and a rescale" if args.rescale else ""
+    what = " and a rescale" if args.rescale else " and an upgrade" if upgrade else ""
     _say(f"the run under {len(plan)} faults{what} ({reference.seconds:.1f} s without)")
+    check = upgrade.before_restore if upgrade else None
     chaos = _run(
-        args, "faults", work, plan=plan, markers=markers, segments=segments, stop_after=stop_after
+        args,
+        "faults",
+        work,
+        plan=plan,
+        markers=markers,
+        segments=segments,
+        stop_after=stop_after,
+        scripts=scripts,
+        before_restore=check,
     )
     fired = fired_faults(plan, markers)
     command = _replay_command(args, seed)
+    refused = chaos.refused
+    if refused is None and upgrade is not None and chaos.error is not None:
+        refused = upgrade.after_failure(chaos.error)  # a state that no longer reads
+    if refused is None and upgrade is not None and chaos.note is not None:
+        refused = f"NOT UPGRADED: {chaos.note}; nothing compared"
+    if refused is not None:
+        print(f"{refused}\n  replay: {command}")
+        return 1
     if chaos.error is not None:
         print(f"FAILED under faults: {chaos.error}")
         for f in fired:
@@ -421,13 +471,23 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     control_differs = rescale_differs = None
     if diffs:
         _say("outputs differ; a second run without faults (the control)")
-        control = _run(args, "control", work)
+        control = _run(args, "control", work, scripts=scripts[1:])
         control_differs = control.error is None and bool(
             compare_outputs(_texts(reference), control.outputs)
         )
-        if args.rescale and not control_differs:
-            _say("and a run rescaled without faults")
-            rescaled = _run(args, "rescale", work, segments=segments, stop_after=stop_after)
+        if (args.rescale or upgrade) and not control_differs:
+            _say(f"and a run {'upgraded' if upgrade else 'rescaled'} without faults")
+            # With --upgrade once more after it: which states the new version has.
+            steps = [*segments, None] if upgrade else segments
+            rescaled = _run(
+                args,
+                "upgrade" if upgrade else "rescale",
+                work,
+                segments=steps,
+                stop_after=stop_after,
+                scripts=[*scripts, args.upgrade] if upgrade else [],
+                before_restore=check,
+            )
             rescale_differs = rescaled.error is None and bool(
                 compare_outputs(_texts(reference), rescaled.outputs)
             )
@@ -436,8 +496,9 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         diffs,
         outside_sinks=outside,
         control_differs=control_differs,
-        rescale_differs=rescale_differs,
-        rescaled=len(chaos.segments_run) > 1,
+        rescale_differs=None if upgrade else rescale_differs,
+        rescaled=len(chaos.segments_run) > 1 and not upgrade,
+        upgrade_differs=rescale_differs if upgrade else None,
     )
     print(
         report(
@@ -452,6 +513,8 @@ def cmd_chaos(args: argparse.Namespace) -> int:
             records=records,
             rescale=_rescale_text(chaos) if args.rescale else None,
             restores=chaos.restores,
+            upgrade=upgrade.text() if upgrade else None,
+            held=upgrade.carried_text() if upgrade and cause and cause.name == NOT_CARRIED else (),
         )
     )
     return 1 if diffs else 0
@@ -467,7 +530,8 @@ def _rescale_text(run: RunResult) -> str:
 
 HELP = (
     "run a job without and with seeded faults (worker kills) and compare what its sinks "
-    "committed; exit 1 on any difference"
+    "committed; exit 1 on any difference (--upgrade NEW_JOB.py: also switch to a new "
+    "version of the job through a savepoint)"
 )
 
 
@@ -488,6 +552,7 @@ def add_chaos_arguments(chaos: argparse.ArgumentParser) -> None:
         help="also rescale the faulted run mid-run: stop with a savepoint, restore at p+1, "
         "again at p",
     )
+    add_upgrade_arguments(chaos)
     chaos.add_argument(
         "--minutes", type=float, default=10.0, help="limit per run (default: %(default)s)"
     )

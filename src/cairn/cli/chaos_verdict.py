@@ -166,6 +166,7 @@ NON_DETERMINISTIC = "non-deterministic function or key"
 SIDE_EFFECT = "a side effect outside a sink"
 NOT_EXACTLY_ONCE = "a sink that is not exactly-once"
 LOST_STATE_RESCALE = "lost state after rescale"
+NOT_CARRIED = "state not carried across the upgrade"
 LOST = "lost records or state"
 
 
@@ -176,12 +177,15 @@ def classify(
     control_differs: bool | None = None,
     rescale_differs: bool | None = None,
     rescaled: bool = False,
+    upgrade_differs: bool | None = None,
 ) -> Cause | None:
     """The likely cause of ``diffs`` (None: no difference). ``outside_sinks``: the outputs
     the job writes itself rather than through a sink; ``control_differs``: whether a second
     run without faults differed from the reference too (None: not run);
     ``rescale_differs``: whether a run rescaled mid-run without faults differed from it
-    (None: not run); ``rescaled``: the faulted run was rescaled.
+    (None: not run); ``rescaled``: the faulted run was rescaled; ``upgrade_differs``:
+    whether a run upgraded mid-run without faults (the old job's savepoint restored by the
+    new one) differed from the new job's run from scratch (None: not run).
 
     >>> d = [Difference("o", "duplicated", "a,1", Record("a,1", 0.0, "f:1"))]
     >>> classify(d).name, classify(d, outside_sinks=frozenset({"o"})).name
@@ -190,6 +194,8 @@ def classify(
     'non-deterministic function or key'
     >>> classify(d, control_differs=False, rescale_differs=True).name
     'lost state after rescale'
+    >>> classify(d, control_differs=False, upgrade_differs=True).name
+    'state not carried across the upgrade'
     """
     if not diffs:
         return None
@@ -198,6 +204,14 @@ def classify(
             NON_DETERMINISTIC,
             "two runs without faults differ too: a key or a function that depends on "
             "random(), the clock, or the order records arrive in",
+        )
+    if upgrade_differs:
+        return Cause(
+            NOT_CARRIED,
+            "an upgrade without faults differs too, and the new job from scratch does not: "
+            "after the switch the new version does not read the old version's state (keys "
+            "start again from empty): a keyed state or a uid renamed, a state the old "
+            "version did not have, or keys computed another way",
         )
     if rescale_differs:
         return Cause(
