@@ -132,6 +132,10 @@ def test_the_report_names_each_kill_landed_or_not_and_the_one_before_a_differenc
 
 
 def test_why_a_kill_did_not_land() -> None:
+    assert why_not_landed(0, None, "JobExecutionException: x") == (
+        "the job failed before it: JobExecutionException: x"
+    )
+    assert why_not_landed(0, None).startswith("the job ended before it")
     assert why_not_landed(None, None) == "the driver ran out of --minutes first"
     assert why_not_landed(-signal.SIGKILL, None).startswith("the driver was SIGKILLed by some")
     assert why_not_landed(1, "after-commit of x#0 (checkpoint 2)") == (

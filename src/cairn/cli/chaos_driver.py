@@ -348,6 +348,8 @@ def run_with_driver_kills(
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             run.error = f"did not finish within --minutes {args.minutes:g}"
+            for late in kills[life:]:
+                run.outcomes.append(KillOutcome(late, why="--minutes ran out before its driver"))
             break
         spec = _life_spec(args, work, remaining / 60, faults, () if kill else plan, markers)
         spec_path = os.path.join(work, f"faults-life-{life}.json")
@@ -371,10 +373,6 @@ def run_with_driver_kills(
                 at = os.path.getmtime(marker)
                 run.outcomes.append(KillOutcome(kill, base, where, at))
                 continue
-            why = why_not_landed(code, where)
-            run.outcomes.append(KillOutcome(kill, base, why=why))
-            for later in kills[life + 1 :]:
-                run.outcomes.append(KillOutcome(later, why="no driver left to kill: " + why))
         if code is None:
             run.error = f"did not finish within --minutes {args.minutes:g}"
         elif code != 0 or not os.path.exists(result_path):
@@ -384,21 +382,31 @@ def run_with_driver_kills(
             )
         else:
             _load_result(result_path, run)
+        if kill is not None:
+            why = why_not_landed(code, where, run.error if code == 0 else None)
+            run.outcomes.append(KillOutcome(kill, base, why=why))
+            for later in kills[life + 1 :]:
+                run.outcomes.append(KillOutcome(later, why="no driver left to kill: " + why))
         break
     for path in args.compare:
         run.outputs[f"--compare {path}"] = appended_records(path, watched[path])
     return run
 
 
-def why_not_landed(code: int | None, where: str | None) -> str:
+def why_not_landed(code: int | None, where: str | None, failed: str | None = None) -> str:
     """Why a driver kill did not land, from how its driver ended (``code``: its exit
-    status, negative for a signal, None: it ran out of time) and its marker's text.
+    status, negative for a signal, None: it ran out of time), its marker's text and, for a
+    driver that ended (0), the job's error if it failed.
 
     >>> why_not_landed(0, None)
     'the job ended before it (give it more input or a shorter --checkpoint-interval)'
+    >>> why_not_landed(0, None, "JobExecutionException: boom")
+    'the job failed before it: JobExecutionException: boom'
     >>> why_not_landed(-9, None)
     'the driver was SIGKILLed by something else (no marker)'
     """
+    if code == 0 and failed is not None:
+        return f"the job failed before it: {failed}"
     if code == 0:
         return "the job ended before it (give it more input or a shorter --checkpoint-interval)"
     if code is None:
