@@ -3,7 +3,9 @@ a seeded schedule of worker kills, and compare what their sinks committed.
 
 Invariant: both runs are the same script with the same arguments in this process, each with
 checkpoints and file sinks in a directory of its own and a fresh start (never a resume of
-the other); the kills are ``cairn.testing.faults`` points (``testing/fault_plan.py``), so
+the other); with ``--driver-kills`` the faulted run is drivers of its own instead, each a
+child process killed at a seeded moment and resumed by the next (``cli/chaos_driver.py``);
+the kills are ``cairn.testing.faults`` points (``testing/fault_plan.py``), so
 ``--seed S`` replays them. The verdict is ``chaos_verdict``'s pure functions; when the
 outputs differ, a second fault-free run (the control) tells a job that differs with no
 fault at all (non-deterministic) from one that differs only after a restore. With
@@ -27,6 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from cairn.cli.chaos_driver import plan_driver_kills, run_with_driver_kills
 from cairn.cli.chaos_outputs import (
     SinkOutput,
     appended_records,
@@ -49,7 +52,15 @@ from cairn.testing.fault_plan import (
 _INTERVAL_MS = 300  # both runs' default checkpoint interval: many checkpoints to aim at
 _SAVEPOINT_TIMEOUT_S = 120.0
 
-__all__ = ["HELP", "add_chaos_arguments", "cmd_chaos", "report", "segments_of"]
+__all__ = [
+    "HELP",
+    "RunResult",
+    "add_chaos_arguments",
+    "cmd_chaos",
+    "report",
+    "run_job",
+    "segments_of",
+]
 
 
 @dataclass
@@ -115,7 +126,7 @@ class _Watcher(threading.Thread):
             return
 
 
-def _run(
+def run_job(
     args: argparse.Namespace,
     label: str,
     work: str,
@@ -144,7 +155,7 @@ def _run(
     from cairn.launch import running_jobs
 
     run_dir = os.path.join(work, label)
-    os.makedirs(run_dir)
+    os.makedirs(run_dir, exist_ok=True)  # a driver life after a kill: the same run
     result = RunResult(label)
     prefix = f"{os.path.basename(work).replace('-', '_')}_{label}"
     known: dict[int, dict[str, SinkOutput]] = {}
@@ -389,6 +400,8 @@ def _replay_command(args: argparse.Namespace, seed: int) -> str:
         parts += ["--upgrade", args.upgrade]
     if args.allow_non_restored_state:
         parts.append("--allow-non-restored-state")
+    if args.driver_kills:
+        parts.append(f"--driver-kills={args.driver_kills}")
     if args.parallelism is not None:
         parts += ["-p", str(args.parallelism)]
     if args.checkpoint_interval != _INTERVAL_MS:
@@ -407,10 +420,12 @@ def cmd_chaos(args: argparse.Namespace) -> int:
 
     if not os.path.isfile(args.script):
         raise ConfigurationError(f"no such job script: {args.script}")
-    if args.faults < 0 or args.minutes <= 0:
-        raise ConfigurationError("--faults must be >= 0 and --minutes > 0")
+    if args.faults < 0 or args.minutes <= 0 or args.driver_kills < 0:
+        raise ConfigurationError("--faults, --driver-kills must be >= 0 and --minutes > 0")
     if args.upgrade is not None and (args.rescale or not os.path.isfile(args.upgrade)):
         raise ConfigurationError(f"--upgrade: no such job script {args.upgrade} (or --rescale)")
+    if args.driver_kills and (args.rescale or args.upgrade):
+        raise ConfigurationError("--driver-kills does not go with --rescale or --upgrade (yet)")
     args.script_args = list(getattr(args, "passthrough", []))
     seed = args.seed if args.seed is not None else random.randrange(1, 1_000_000)
     if args.work_dir:
@@ -419,7 +434,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     scripts = [args.script, args.upgrade] if args.upgrade else []
     upgrade = prepare_upgrade(args, _conf(args, work, "")) if args.upgrade else None
     _say(f"--seed={seed}, work directory {work}; the reference run (no faults)")
-    reference = _run(args, "reference", work, scripts=scripts[1:])
+    reference = run_job(args, "reference", work, scripts=scripts[1:])
     if reference.error is not None:
         _say(f"the job fails without faults ({reference.error}); nothing to compare")
         return 2
@@ -438,19 +453,31 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     markers = os.path.join(work, "fault-markers")
     os.makedirs(markers)
     what = " and a rescale" if args.rescale else " and an upgrade" if upgrade else ""
+    what += f" and {args.driver_kills} driver kills" if args.driver_kills else ""
     _say(f"the run under {len(plan)} faults{what} ({reference.seconds:.1f} s without)")
     check = upgrade.before_restore if upgrade else None
-    chaos = _run(
-        args,
-        "faults",
-        work,
-        plan=plan,
-        markers=markers,
-        segments=segments,
-        stop_after=stop_after,
-        scripts=scripts,
-        before_restore=check,
-    )
+    driven = None
+    if args.driver_kills:  # the faulted run in drivers of its own, killed and restarted
+        kills = plan_driver_kills(
+            seed,
+            args.driver_kills,
+            checkpoints=reference.checkpoints,
+            vertices=reference.vertices or (Vertex("", reference.parallelism),),
+        )
+        driven = run_with_driver_kills(args, work, kills, plan, markers)
+        chaos = RunResult("faults", outputs=driven.outputs, error=driven.error)
+    else:
+        chaos = run_job(
+            args,
+            "faults",
+            work,
+            plan=plan,
+            markers=markers,
+            segments=segments,
+            stop_after=stop_after,
+            scripts=scripts,
+            before_restore=check,
+        )
     fired = fired_faults(plan, markers)
     command = _replay_command(args, seed)
     refused = chaos.refused
@@ -465,13 +492,15 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         print(f"FAILED under faults: {chaos.error}")
         for f in fired:
             print(f"  fired {f.fault.describe()}: {f.where}")
+        for line in driven.lines() if driven else []:
+            print(line)
         print(f"  replay: {command}")
         return 1
     diffs = compare_outputs(_texts(reference), chaos.outputs)
     control_differs = rescale_differs = None
     if diffs:
         _say("outputs differ; a second run without faults (the control)")
-        control = _run(args, "control", work, scripts=scripts[1:])
+        control = run_job(args, "control", work, scripts=scripts[1:])
         control_differs = control.error is None and bool(
             compare_outputs(_texts(reference), control.outputs)
         )
@@ -479,7 +508,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
             _say(f"and a run {'upgraded' if upgrade else 'rescaled'} without faults")
             # With --upgrade once more after it: which states the new version has.
             steps = [*segments, None] if upgrade else segments
-            rescaled = _run(
+            rescaled = run_job(
                 args,
                 "upgrade" if upgrade else "rescale",
                 work,
@@ -517,6 +546,8 @@ def cmd_chaos(args: argparse.Namespace) -> int:
             held=upgrade.carried_text() if upgrade and cause and cause.name == NOT_CARRIED else (),
         )
     )
+    for line in driven.lines(diffs) if driven else []:
+        print(line)
     return 1 if diffs else 0
 
 
@@ -529,9 +560,9 @@ def _rescale_text(run: RunResult) -> str:
 
 
 HELP = (
-    "run a job without and with seeded faults (worker kills) and compare what its sinks "
-    "committed; exit 1 on any difference (--upgrade NEW_JOB.py: also switch to a new "
-    "version of the job through a savepoint)"
+    "run a job without and with seeded faults (worker kills, --driver-kills) and compare "
+    "what its sinks committed; exit 1 on any difference (--upgrade NEW_JOB.py: also switch "
+    "to a new version of the job through a savepoint)"
 )
 
 
@@ -540,6 +571,14 @@ def add_chaos_arguments(chaos: argparse.ArgumentParser) -> None:
     chaos.add_argument("script", help="the job; its own arguments go after '--'")
     chaos.add_argument("--faults", type=int, default=3, help="kills (default: %(default)s)")
     chaos.add_argument("--seed", type=int, default=None, help="default: a random one, printed")
+    chaos.add_argument(
+        "--driver-kills",
+        type=int,
+        default=0,
+        metavar="K",
+        help="also SIGKILL the faulted run's driver K times at seeded moments; each new "
+        "driver resumes from the latest completed checkpoint (default: %(default)s)",
+    )
     chaos.add_argument(
         "--profile",
         choices=["local"],

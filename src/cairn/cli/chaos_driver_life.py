@@ -1,0 +1,48 @@
+"""One life of ``cairn chaos --driver-kills``'s faulted run: ``python -m
+cairn.cli.chaos_driver_life SPEC RESULT`` runs the job as ``cairn chaos`` runs it in its
+own process (``chaos.run_job``, label ``faults``), in a child the parent may SIGKILL.
+
+Invariant: the spec (JSON, written by ``cli/chaos_driver.py``) names everything the run
+depends on: the script and its arguments, the run's options and ``-D`` items (among them
+``cairn.recovery.on-rerun: RESUME`` and this life's driver kill), the work directory and the
+worker kills of this life; so every life of one faulted run writes to the same checkpoint
+directory and sink places. A life that ends writes RESULT (what the sinks committed, or the
+run's error) and exits 0; a killed one writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+from cairn.cli.chaos import run_job
+from cairn.testing.fault_plan import PlannedFault
+
+__all__ = ["main"]
+
+
+def main(argv: list[str]) -> int:
+    spec_path, result_path = argv
+    with open(spec_path, encoding="utf-8") as f:
+        spec = json.load(f)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    args = argparse.Namespace(**spec["args"])
+    plan = tuple(PlannedFault(**fields) for fields in spec["plan"])
+    markers = spec.get("markers", "")
+    result = run_job(args, "faults", spec["work"], plan=plan, markers=markers)
+    data = {
+        "error": result.error,
+        "outputs": {
+            name: [[r.text, r.committed_at, r.where] for r in records]
+            for name, records in result.outputs.items()
+        },
+    }
+    with open(result_path, "w", encoding="utf-8") as f:
+        json.dump(data, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
