@@ -24,6 +24,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from cairn.cli.chaos_inputs import InputCapture, add_capture_arguments, capture_options
 from cairn.cli.chaos_outputs import (
     SinkOutput,
     appended_records,
@@ -152,6 +153,7 @@ def _run(
                 nonlocal jobs
                 jobs += 1
                 earlier = known.setdefault(jobs, {})
+                prepared = args.inputs.replay(prepared, jobs)  # Kafka: the captured input
                 moved, sinks = redirect_sinks(
                     prepared, prefix, os.path.join(run_dir, f"job-{jobs}"), jobs, earlier
                 )
@@ -358,6 +360,7 @@ def _replay_command(args: argparse.Namespace, seed: int) -> str:
     parts = ["cairn", "chaos", args.script, f"--faults={args.faults}", f"--seed={seed}"]
     for path in args.compare:
         parts += ["--compare", path]
+    parts += capture_options(args)
     if args.rescale:
         parts.append("--rescale")
     if args.parallelism is not None:
@@ -385,6 +388,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     if args.work_dir:
         os.makedirs(args.work_dir, exist_ok=True)
     work = tempfile.mkdtemp(prefix="cairn-chaos-", dir=args.work_dir)
+    args.inputs = InputCapture.from_args(args, work)  # Kafka sources: captured, replayed
     _say(f"--seed={seed}, work directory {work}; the reference run (no faults)")
     reference = _run(args, "reference", work)
     if reference.error is not None:
@@ -416,6 +420,8 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         for f in fired:
             print(f"  fired {f.fault.describe()}: {f.where}")
         print(f"  replay: {command}")
+        for line in args.inputs.report_lines():
+            print(line)
         return 1
     diffs = compare_outputs(_texts(reference), chaos.outputs)
     control_differs = rescale_differs = None
@@ -454,6 +460,8 @@ def cmd_chaos(args: argparse.Namespace) -> int:
             restores=chaos.restores,
         )
     )
+    for line in args.inputs.report_lines():
+        print(line)
     return 1 if diffs else 0
 
 
@@ -510,4 +518,5 @@ def add_chaos_arguments(chaos: argparse.ArgumentParser) -> None:
     chaos.add_argument("--executor", choices=["spark", "inprocess"], default=None)
     chaos.add_argument("-D", "--conf", action="append", metavar="KEY=VALUE")
     chaos.add_argument("--work-dir", default=None, help="where the runs' directories go")
+    add_capture_arguments(chaos)
     chaos.set_defaults(func=cmd_chaos)
