@@ -4,6 +4,7 @@ under worker kills and a planted ``random()`` key is caught on the same records.
 
 Each partition holds more records than are captured: a run that read the live topic would
 count them (and never end), so ``EQUAL`` with the captured count shows what the runs read.
+The capture alone: it starts at the source's own starting offsets and ends by count or time.
 """
 
 from __future__ import annotations
@@ -57,3 +58,46 @@ def test_chaos_replays_a_captured_kafka_topic_and_finds_a_random_key(
     assert status == 1, out
     assert "first difference, in Sink 'counts-file'" in out, out
     assert "likely cause: non-deterministic function or key" in out, out
+
+
+def test_the_capture_starts_where_the_source_would_and_ends_by_count_or_time(
+    kafka_broker: Any, tmp_path: Path
+) -> None:
+    from cairn.cli.chaos_capture import capture_kafka
+    from cairn.common.serialization import SimpleStringSchema
+    from cairn.datastream.connectors.kafka import (
+        KafkaOffsetsInitializer,
+        KafkaSource,
+        KafkaTopicPartition,
+    )
+    from cairn.datastream.connectors.kafka.captured import read_partition
+
+    topic = new_topic(kafka_broker, "capture", 2)
+    for p in (0, 1):
+        kafka_broker.produce(topic, [f"{p}:{i}" for i in range(300)], partition=p, key=b"k")
+
+    def source(starting: KafkaOffsetsInitializer) -> Any:
+        builder = KafkaSource.builder().set_bootstrap_servers(kafka_broker.bootstrap_servers)
+        builder.set_topics(topic).set_value_only_deserializer(SimpleStringSchema())
+        return builder.set_starting_offsets(starting).build().config()
+
+    given = KafkaOffsetsInitializer.offsets({KafkaTopicPartition(topic, 0): 250})
+    started = time.monotonic()
+    parts = capture_kafka(source(given), str(tmp_path / "a"), 100, 2.0)
+    assert 2.0 <= time.monotonic() - started < 15  # partition 0 is waited on for 2 s
+    # partition 0 from the given offset (50 left: fewer than 100), 1 from its fallback
+    assert [(p.partition, p.start_offset, p.stop_offset, p.records) for p in parts] == [
+        (0, 250, 300, 50),
+        (1, 0, 100, 100),
+    ]
+    first = read_partition(parts[0].path)[0]
+    assert (first.value(), first.key(), first.offset(), first.partition()) == (
+        b"0:250",
+        b"k",
+        250,
+        0,
+    )
+    assert first.timestamp()[0] == 1  # create time, as produced
+
+    latest = capture_kafka(source(KafkaOffsetsInitializer.latest()), str(tmp_path / "b"), 10, 0.5)
+    assert [(p.start_offset, p.records) for p in latest] == [(300, 0), (300, 0)]
