@@ -200,3 +200,12 @@ def test_the_job_reads_the_replay_in_place_of_its_kafka_source(tmp_path: Path) -
     assert [t.uid for t in moved.transformations] == [t.uid for t in prepared.transformations]
     assert moved.settings == prepared.settings
     assert "source 'in': 2 records of topic t: t-0 2 (offsets 100-101)" in capture.report_lines()[1]
+
+
+def test_a_capture_that_cannot_reach_the_cluster_says_so(tmp_path: Path) -> None:
+    from cairn.cli.chaos_capture import CaptureError, capture_kafka
+    from cairn.datastream.connectors.kafka.source import KafkaSourceOptions
+
+    config = _config(SimpleStringSchema(), **{KafkaSourceOptions.DEFAULT_API_TIMEOUT_MS: "500"})
+    with pytest.raises(CaptureError, match=r"could not reach the Kafka cluster at 127\.0\.0\.1:1"):
+        capture_kafka(config, str(tmp_path / "input"), 10, 1.0)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -106,6 +107,10 @@ def with_sources(prepared: PreparedJob, sources: Mapping[int, object]) -> Prepar
     return replace(prepared, sinks=sinks, transformations=transformations)  # type: ignore[arg-type]
 
 
+def _say(message: str) -> None:
+    print(f"cairn chaos: {message}", file=sys.stderr, flush=True)
+
+
 def _name(t: SourceTransformation) -> str:
     return f"source '{t.uid or t.name}'"
 
@@ -145,11 +150,16 @@ class InputCapture:
             assert isinstance(source, KafkaSource)
             captured = self.sources.get((job, position))
             if captured is None:
+                _say(
+                    f"capturing the input of {_name(t)}: the first {self.records} records "
+                    f"per partition or what comes within {self.seconds:g} s"
+                )
                 directory = os.path.join(self.directory, f"job-{job}", f"source-{position}")
                 parts = capture_kafka(source.config(), directory, self.records, self.seconds)
                 topics = tuple(sorted({p.topic for p in parts}))
                 captured = CapturedSource(_name(t), topics, tuple(parts))
                 self.sources[(job, position)] = captured
+                _say(f"captured {describe_source(captured)}")
             replays[t.id] = KafkaReplaySource(
                 source.config(), captured.partitions, self.rate, _name(t)
             )
