@@ -209,3 +209,19 @@ def test_a_capture_that_cannot_reach_the_cluster_says_so(tmp_path: Path) -> None
     config = _config(SimpleStringSchema(), **{KafkaSourceOptions.DEFAULT_API_TIMEOUT_MS: "500"})
     with pytest.raises(CaptureError, match=r"could not reach the Kafka cluster at 127\.0\.0\.1:1"):
         capture_kafka(config, str(tmp_path / "input"), 10, 1.0)
+
+
+def test_a_coordinator_not_ready_is_tried_again_a_missing_topic_is_not() -> None:
+    from confluent_kafka import KafkaError, KafkaException
+
+    from cairn.cli.chaos_capture import is_passing
+
+    def failed(code: int) -> KafkaSourceError:
+        error = KafkaSourceError("reading the group's committed offsets failed")
+        error.__cause__ = KafkaException(KafkaError(code))
+        return error
+
+    assert is_passing(failed(KafkaError.NOT_COORDINATOR))
+    assert is_passing(failed(KafkaError.COORDINATOR_LOAD_IN_PROGRESS))
+    assert not is_passing(failed(KafkaError.UNKNOWN_TOPIC_OR_PART))
+    assert not is_passing(KafkaSourceError("no cause"))

@@ -27,7 +27,7 @@ from cairn.datastream.connectors.kafka.captured import CapturedMessage, write_pa
 from cairn.datastream.connectors.kafka.replay import CapturedPartition
 from cairn.datastream.connectors.kafka.source_config import KafkaSourceConfig
 
-__all__ = ["CaptureError", "PartitionPlan", "capture_kafka", "plan_capture"]
+__all__ = ["CaptureError", "PartitionPlan", "capture_kafka", "is_passing", "plan_capture"]
 
 _Key = tuple[str, int]
 
@@ -82,65 +82,28 @@ def capture_kafka(
     """Capture ``config``'s partitions into ``directory`` (created) per ``plan_capture``;
     a partition's capture ends when its plan wants no more or ``seconds`` have passed.
     Raises ``CaptureError`` when the cluster, a topic or an offset cannot be read."""
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    from confluent_kafka import Consumer, KafkaException
 
     from cairn.datastream.connectors.kafka.offsets import NoOffsetError
-    from cairn.datastream.connectors.kafka.source_reader import (
-        ConsumerLookup,
-        KafkaSourceError,
-        list_partitions,
-    )
+    from cairn.datastream.connectors.kafka.source_reader import KafkaSourceError
 
     os.makedirs(directory, exist_ok=True)
     conf = config.consumer_config(0, "cairn-chaos-capture")
     conf["client.id"] = "cairn-chaos-capture"
-    timeout = config.api_timeout_s
     try:
         consumer = Consumer(conf)
     except KafkaException as exc:
         raise CaptureError(f"invalid Kafka consumer configuration: {exc}") from exc
-    kept: dict[_Key, list[CapturedMessage]] = {}
     try:
-        try:
-            found = list_partitions(config, consumer, timeout)
-            lookup = ConsumerLookup(consumer, timeout, config.bootstrap_servers)
-            starts = config.starting_offsets.resolve(found, lookup)
-            stop_at = config.stopping_offsets
-            stops = stop_at.resolve(found, lookup) if stop_at is not None else {}
-        except (KafkaSourceError, NoOffsetError) as exc:
-            raise CaptureError(f"capturing the input of a KafkaSource: {exc}") from exc
-        plans = plan_capture(
-            [(tp.topic, tp.partition) for tp in found],
-            {(tp.topic, tp.partition): o for tp, o in starts.items()},
-            {(tp.topic, tp.partition): o for tp, o in stops.items() if o >= 0},
-            records,
-        )
-        reading = {(p.topic, p.partition): p for p in plans if p.wants(0, p.start)}
-        kept = {(p.topic, p.partition): [] for p in plans}
-        if reading:
-            consumer.assign([TopicPartition(t, p, plan.start) for (t, p), plan in reading.items()])
-        deadline = time.monotonic() + seconds
-        while reading and time.monotonic() < deadline:
-            wait = min(0.2, max(0.0, deadline - time.monotonic()))
-            for message in consumer.consume(1000, timeout=wait):
-                _check(message, config)
-                if message.error() is not None:
-                    continue
-                record = CapturedMessage.of(message)
-                key = (record.topic(), record.partition())
-                plan = reading.get(key)
-                if plan is None or not plan.wants(len(kept[key]), record.offset()):
-                    continue
-                kept[key].append(record)
-                if not plan.wants(len(kept[key]), record.offset() + 1):
-                    del reading[key]
-                    consumer.incremental_unassign([TopicPartition(key[0], key[1])])
+        plans = plan_capture(*_offsets(consumer, config), records)
+        kept = _read(consumer, config, plans, seconds)
+    except (KafkaSourceError, NoOffsetError) as exc:
+        raise CaptureError(f"capturing the input of a KafkaSource: {exc}") from exc
     finally:
         consumer.close()
     captured = []
     for plan in plans:
-        key = (plan.topic, plan.partition)
-        messages = kept[key]
+        messages = kept[(plan.topic, plan.partition)]
         path = os.path.join(directory, f"{plan.topic}-{plan.partition}.parquet")
         write_partition(path, messages)
         stop = messages[-1].offset() + 1 if messages else plan.start
@@ -148,6 +111,90 @@ def capture_kafka(
             CapturedPartition(plan.topic, plan.partition, path, plan.start, stop, len(messages))
         )
     return captured
+
+
+def _offsets(
+    consumer: Any, config: KafkaSourceConfig
+) -> tuple[list[_Key], dict[_Key, int], dict[_Key, int]]:
+    """The partitions ``config`` reads now, their starting offsets and (if it has them)
+    stopping offsets, resolved as its reader would; a passing error (a group coordinator
+    not ready yet, which would restart the job) is retried within the api timeout."""
+    from cairn.datastream.connectors.kafka.source_reader import (
+        ConsumerLookup,
+        KafkaSourceError,
+        list_partitions,
+    )
+
+    timeout = config.api_timeout_s
+    found = list_partitions(config, consumer, timeout)
+    lookup = ConsumerLookup(consumer, timeout, config.bootstrap_servers)
+    given_up = time.monotonic() + timeout
+    while True:
+        try:
+            starts = config.starting_offsets.resolve(found, lookup)
+            stop_at = config.stopping_offsets
+            stops = stop_at.resolve(found, lookup) if stop_at is not None else {}
+            break
+        except KafkaSourceError as exc:
+            if not is_passing(exc) or time.monotonic() > given_up:
+                raise
+            time.sleep(0.2)
+    return (
+        [(tp.topic, tp.partition) for tp in found],
+        {(tp.topic, tp.partition): o for tp, o in starts.items()},
+        {(tp.topic, tp.partition): o for tp, o in stops.items() if o >= 0},
+    )
+
+
+def is_passing(error: BaseException) -> bool:
+    """Whether the Kafka error behind ``error`` is one to try again: retriable, or a group
+    coordinator or partition leader not there yet (librdkafka does not flag those when an
+    offset look-up fails with them)."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    cause = error.__cause__
+    if not isinstance(cause, KafkaException) or not cause.args:
+        return False
+    err = cause.args[0]
+    if not isinstance(err, KafkaError):
+        return False
+    transient = (
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+    )
+    return bool(err.retriable()) or err.code() in transient
+
+
+def _read(
+    consumer: Any, config: KafkaSourceConfig, plans: Sequence[PartitionPlan], seconds: float
+) -> dict[_Key, list[CapturedMessage]]:
+    """The records each plan wants, read until none wants more or ``seconds`` passed."""
+    from confluent_kafka import TopicPartition
+
+    reading = {(p.topic, p.partition): p for p in plans if p.wants(0, p.start)}
+    kept: dict[_Key, list[CapturedMessage]] = {(p.topic, p.partition): [] for p in plans}
+    if reading:
+        consumer.assign([TopicPartition(t, p, plan.start) for (t, p), plan in reading.items()])
+    deadline = time.monotonic() + seconds
+    while reading and time.monotonic() < deadline:
+        wait = min(0.2, max(0.0, deadline - time.monotonic()))
+        for message in consumer.consume(1000, timeout=wait):
+            _check(message, config)
+            if message.error() is not None:
+                continue
+            record = CapturedMessage.of(message)
+            key = (record.topic(), record.partition())
+            plan = reading.get(key)
+            if plan is None or not plan.wants(len(kept[key]), record.offset()):
+                continue
+            kept[key].append(record)
+            if not plan.wants(len(kept[key]), record.offset() + 1):
+                del reading[key]
+                consumer.incremental_unassign([TopicPartition(key[0], key[1])])
+    return kept
 
 
 def _check(message: Any, config: KafkaSourceConfig) -> None:
