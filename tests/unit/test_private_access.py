@@ -58,6 +58,12 @@ ALLOWED: Mapping[tuple[str, str], str] = {
         for code in ("_UNKNOWN_PARTITION", "_UNKNOWN_TOPIC", "_AUTO_OFFSET_RESET")
     },
     **{
+        ("cairn/cli/chaos_capture.py", f"KafkaError.{code}"): (
+            "librdkafka's local error codes, underscored in confluent-kafka's documented API"
+        )
+        for code in ("_UNKNOWN_PARTITION", "_AUTO_OFFSET_RESET")
+    },
+    **{
         ("cairn/table/sql/dialect.py", expr): (
             "sqlglot's parser extension API: a dialect's parse functions read the token stream"
             " through Parser._curr/_advance, as sqlglot's own dialects do"

@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from cairn.cli.chaos_driver import plan_driver_kills, run_with_driver_kills
+from cairn.cli.chaos_inputs import InputCapture, add_capture_arguments, capture_options
 from cairn.cli.chaos_outputs import (
     SinkOutput,
     appended_records,
@@ -173,6 +174,7 @@ def run_job(
                 nonlocal jobs
                 jobs += 1
                 earlier = known.setdefault(jobs, {})
+                prepared = args.inputs.replay(prepared, jobs)  # Kafka: the captured input
                 moved, sinks = redirect_sinks(
                     prepared, prefix, os.path.join(run_dir, f"job-{jobs}"), jobs, earlier
                 )
@@ -394,6 +396,7 @@ def _replay_command(args: argparse.Namespace, seed: int) -> str:
     parts = ["cairn", "chaos", args.script, f"--faults={args.faults}", f"--seed={seed}"]
     for path in args.compare:
         parts += ["--compare", path]
+    parts += capture_options(args)
     if args.rescale:
         parts.append("--rescale")
     if args.upgrade:
@@ -433,6 +436,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     work = tempfile.mkdtemp(prefix="cairn-chaos-", dir=args.work_dir)
     scripts = [args.script, args.upgrade] if args.upgrade else []
     upgrade = prepare_upgrade(args, _conf(args, work, "")) if args.upgrade else None
+    args.inputs = InputCapture.from_args(args, work)  # Kafka sources: captured, replayed
     _say(f"--seed={seed}, work directory {work}; the reference run (no faults)")
     reference = run_job(args, "reference", work, scripts=scripts[1:])
     if reference.error is not None:
@@ -495,6 +499,8 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         for line in driven.lines() if driven else []:
             print(line)
         print(f"  replay: {command}")
+        for line in args.inputs.report_lines():
+            print(line)
         return 1
     diffs = compare_outputs(_texts(reference), chaos.outputs)
     control_differs = rescale_differs = None
@@ -547,6 +553,8 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         )
     )
     for line in driven.lines(diffs) if driven else []:
+        print(line)
+    for line in args.inputs.report_lines():
         print(line)
     return 1 if diffs else 0
 
@@ -614,4 +622,5 @@ def add_chaos_arguments(chaos: argparse.ArgumentParser) -> None:
     chaos.add_argument("--executor", choices=["spark", "inprocess"], default=None)
     chaos.add_argument("-D", "--conf", action="append", metavar="KEY=VALUE")
     chaos.add_argument("--work-dir", default=None, help="where the runs' directories go")
+    add_capture_arguments(chaos)
     chaos.set_defaults(func=cmd_chaos)

@@ -8,6 +8,8 @@ workers. The source: ``source`` (description and builder), ``offsets`` (initiali
 ``sink_transactions`` (the exactly-once protocol, without I/O), ``sink_output`` (sending;
 the NONE and AT_LEAST_ONCE writer), ``sink_writer`` (the EXACTLY_ONCE writer, committer).
 ``legacy``: PyFlink's ``FlinkKafkaConsumer`` / ``FlinkKafkaProducer`` on top of both.
+``captured`` (raw records in a file per partition) and ``replay`` (a bounded source over
+them with the source's splits): what ``cairn chaos`` runs instead of a live topic.
 """
 
 from __future__ import annotations

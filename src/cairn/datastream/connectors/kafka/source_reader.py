@@ -37,7 +37,7 @@ from cairn.datastream.connectors.kafka.splits import (
 )
 from cairn.ids import CheckpointId
 
-__all__ = ["KafkaSourceError", "KafkaSourceReader"]
+__all__ = ["ConsumerLookup", "KafkaSourceError", "KafkaSourceReader", "list_partitions"]
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ class KafkaSourceError(RuntimeError):
     """The Kafka source cannot go on: unreachable cluster, missing topic, unreadable record."""
 
 
-class _Lookup:
+class ConsumerLookup:
     """``OffsetLookup`` over a librdkafka consumer; every call bounded by ``timeout_s``."""
 
     def __init__(self, consumer: Consumer, timeout_s: float, servers: str) -> None:
@@ -196,7 +196,9 @@ class _Discovery(threading.Thread):
 
     def run(self) -> None:
         consumer = Consumer(self._conf)
-        lookup = _Lookup(consumer, self._source.api_timeout_s, self._source.bootstrap_servers)
+        lookup = ConsumerLookup(
+            consumer, self._source.api_timeout_s, self._source.bootstrap_servers
+        )
         last_warning = 0.0
         gone_before: set[_Key] = set()
         try:
@@ -259,7 +261,7 @@ class _Discovery(threading.Thread):
 def _stopping_offsets(
     initializer: KafkaOffsetsInitializer | None,
     tps: Sequence[KafkaTopicPartition],
-    lookup: _Lookup,
+    lookup: ConsumerLookup,
 ) -> dict[KafkaTopicPartition, int]:
     if initializer is None:
         return dict.fromkeys(tps, NO_STOPPING_OFFSET)
@@ -322,7 +324,7 @@ class KafkaSourceReader(SourceReader):
                 known = mine.get(key)
                 if known is None or split.offset > known.offset:
                     mine[key] = split
-        lookup = _Lookup(self._consumer, timeout, source.bootstrap_servers)
+        lookup = ConsumerLookup(self._consumer, timeout, source.bootstrap_servers)
         found = [tp for tp in list_partitions(source, self._consumer, timeout) if self._owns(tp)]
         new = [tp for tp in found if (tp.topic, tp.partition) not in mine]
         if restored or source.starting_offsets.kind == "earliest":
