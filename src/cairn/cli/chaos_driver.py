@@ -25,6 +25,7 @@ import argparse
 import glob
 import json
 import os
+import pickle
 import random
 import re
 import signal
@@ -283,6 +284,8 @@ def _life_spec(
             "checkpoint_interval": args.checkpoint_interval,
             "parallelism": args.parallelism,
             "executor": args.executor,
+            "upgrade": None,  # refused with --driver-kills
+            "allow_non_restored_state": getattr(args, "allow_non_restored_state", False),
             "conf": [
                 *(args.conf or []),
                 "cairn.recovery.on-rerun=RESUME",
@@ -292,7 +295,20 @@ def _life_spec(
         "work": work,
         "plan": [vars(f) for f in plan],
         "markers": markers,
+        "inputs": _saved_inputs(args, work),
     }
+
+
+def _saved_inputs(args: argparse.Namespace, work: str) -> str:
+    """Where the driver lives find the command's captured inputs (``chaos_inputs``): every
+    life replays the records the reference read, never a fresh capture."""
+    inputs = getattr(args, "inputs", None)
+    if inputs is None:
+        return ""
+    path = os.path.join(work, "inputs.pickle")
+    with open(path, "wb") as f:
+        pickle.dump(inputs, f)
+    return path
 
 
 def _env() -> dict[str, str]:

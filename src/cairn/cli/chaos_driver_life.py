@@ -15,9 +15,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import pickle
 import sys
 
 from cairn.cli.chaos import run_job
+from cairn.cli.chaos_inputs import RATE, RECORDS, SECONDS, InputCapture
 from cairn.testing.fault_plan import PlannedFault
 
 __all__ = ["main"]
@@ -29,6 +32,7 @@ def main(argv: list[str]) -> int:
         spec = json.load(f)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = argparse.Namespace(**spec["args"])
+    args.inputs = _inputs(spec.get("inputs", ""), spec["work"])
     plan = tuple(PlannedFault(**fields) for fields in spec["plan"])
     markers = spec.get("markers", "")
     result = run_job(args, "faults", spec["work"], plan=plan, markers=markers)
@@ -42,6 +46,16 @@ def main(argv: list[str]) -> int:
     with open(result_path, "w", encoding="utf-8") as f:
         json.dump(data, f)
     return 0
+
+
+def _inputs(path: str, work: str) -> InputCapture:
+    """The parent's captured inputs (the same records in every life), or none yet."""
+    if path:
+        with open(path, "rb") as f:
+            inputs = pickle.load(f)
+        assert isinstance(inputs, InputCapture)
+        return inputs
+    return InputCapture(os.path.join(work, "input"), RECORDS, SECONDS, RATE)
 
 
 if __name__ == "__main__":
