@@ -79,6 +79,7 @@ def _worker(
     path = os.path.join(out_dir, f"part-{index}")
     sink = open(path + ".inprogress", "w")  # noqa: SIM115 (rolled once a second)
     inbox = bytearray()
+    outbox = bytearray()
     emitted = 0
     next_commit = start_at + 1.0
     window_start = start_at + warmup_s
@@ -128,9 +129,16 @@ def _worker(
         emitted = max(emitted, due)
         if remote:
             payload = pickle.dumps(remote, protocol=5)
-            conn.sendall(_LEN.pack(len(payload)) + payload)
+            outbox += _LEN.pack(len(payload)) + payload
         write(local, in_window)
-        # the other process's records that came since the last turn
+        # send what the socket takes, read what came (both never block: the two processes
+        # send to each other, and a full socket on both sides must not stall them)
+        while outbox:
+            try:
+                sent = conn.send(outbox)
+            except BlockingIOError:
+                break
+            del outbox[:sent]
         try:
             while chunk := conn.recv(1 << 16):
                 inbox += chunk
