@@ -20,291 +20,48 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import runpy
 import shlex
-import sys
 import tempfile
-import threading
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 
 from cairn.cli.chaos_driver import plan_driver_kills, run_with_driver_kills
 from cairn.cli.chaos_inputs import InputCapture, add_capture_arguments, capture_options
 from cairn.cli.chaos_outputs import (
     SinkOutput,
-    appended_records,
-    read_outputs,
-    redirect_sinks,
-    snapshot,
+)
+from cairn.cli.chaos_run import (
+    INTERVAL_MS,
+    RunResult,
+    run_conf,
+    run_job,
+    say,
+    segments_of,
+    texts,
+    watched_name,
 )
 from cairn.cli.chaos_upgrade import NOT_CARRIED, add_upgrade_arguments, prepare_upgrade
-from cairn.cli.chaos_verdict import Cause, Difference, Record, classify, compare_outputs
-from cairn.cli.options import parse_conf_items
+from cairn.cli.chaos_verdict import Cause, Difference, classify, compare_outputs
 from cairn.testing.fault_plan import (
     FiredFault,
     PlannedFault,
     Vertex,
-    faults_text,
     fired_faults,
     plan_faults,
 )
 
-_INTERVAL_MS = 300  # both runs' default checkpoint interval: many checkpoints to aim at
-_SAVEPOINT_TIMEOUT_S = 120.0
-
 __all__ = [
     "HELP",
-    "RunResult",
     "add_chaos_arguments",
     "cmd_chaos",
     "report",
-    "run_job",
-    "segments_of",
 ]
-
-
-@dataclass
-class RunResult:
-    """What one run of the job committed, output by output, and the shape of its job."""
-
-    label: str
-    outputs: dict[str, list[Record]] = field(default_factory=dict)
-    sinks: list[SinkOutput] = field(default_factory=list)
-    parallelism: int = 1
-    vertices: tuple[Vertex, ...] = ()
-    segments_run: list[int | None] = field(default_factory=list)
-    restores: list[tuple[float, str]] = field(default_factory=list)  # (when, what)
-    checkpoints: int = 0  # completed, at least (the watcher polls)
-    error: str | None = None
-    refused: str | None = None  # why the next segment's script cannot restore (--upgrade)
-    note: str | None = None
-    seconds: float = 0.0
-
-
-def _say(message: str) -> None:
-    print(f"cairn chaos: {message}", file=sys.stderr, flush=True)
-
-
-def segments_of(parallelism: int, rescale: bool) -> list[int | None]:
-    """The parallelism of each segment of a run: the job's own, or with ``--rescale`` p,
-    p+1, p (a stop with savepoint between two segments, each restored from the last).
-
-    >>> segments_of(2, False), segments_of(2, True)
-    ([None], [2, 3, 2])
-    """
-    return [parallelism, parallelism + 1, parallelism] if rescale else [None]
-
-
-class _Watcher(threading.Thread):
-    """Watches the segment's job: ``completed``, the checkpoints it completed; with
-    ``stop_after`` (a count) it stops the job with a savepoint into ``directory`` once it
-    completed that many (mid-run), unless the job ends first; ``path``: the savepoint."""
-
-    def __init__(self, stop_after: int | None = None, directory: str = "") -> None:
-        super().__init__(name="cairn-chaos-watcher", daemon=True)
-        self.stop_after, self.directory = stop_after, directory
-        self.completed = 0
-        self.path: str | None = None
-        self.done = threading.Event()
-
-    def run(self) -> None:
-        from cairn.launch import running_jobs
-
-        while not self.done.wait(0.02):
-            jobs = running_jobs()
-            stats = jobs[0].get_checkpoint_statistics() if jobs else None
-            if stats is None:
-                continue
-            self.completed = max(self.completed, stats.counts.completed)
-            if self.stop_after is None or self.completed < self.stop_after:
-                continue
-            try:
-                stop = jobs[0].stop_with_savepoint(False, self.directory)
-                self.path = stop.result(timeout=_SAVEPOINT_TIMEOUT_S)
-            except Exception as error:  # the job ended or failed over first: no rescale
-                _say(f"no stop with savepoint ({_one_line(error)})")
-            return
-
-
-def run_job(
-    args: argparse.Namespace,
-    label: str,
-    work: str,
-    *,
-    plan: tuple[PlannedFault, ...] = (),
-    markers: str = "",
-    segments: Sequence[int | None] = (None,),
-    stop_after: int = 1,
-    scripts: Sequence[str] = (),
-    before_restore: Callable[[int, str], str | None] | None = None,
-) -> RunResult:
-    """Run the script once (``label``: its directory under ``work``) with ``plan``'s
-    faults, in ``segments`` (one per parallelism; each but the last stopped with a
-    savepoint once it completed ``stop_after`` checkpoints, the next restored from it).
-    ``scripts``: each segment's script (default: the job's); ``before_restore``: given the
-    segment that stopped and its savepoint, why the next one must not restore from it
-    (None: it may)."""
-    from cairn.common.exceptions import JobExecutionException
-    from cairn.datastream.job_builder import PreparedJob
-    from cairn.datastream.stream_execution_environment import (
-        reset_context_defaults,
-        set_context_defaults,
-        set_submission_hook,
-    )
-    from cairn.graph.job_graph import build_job_graph
-    from cairn.launch import running_jobs
-
-    run_dir = os.path.join(work, label)
-    os.makedirs(run_dir, exist_ok=True)  # a driver life after a kill: the same run
-    result = RunResult(label)
-    prefix = f"{os.path.basename(work).replace('-', '_')}_{label}"
-    known: dict[int, dict[str, SinkOutput]] = {}
-    watched = {path: snapshot(path) for path in args.compare}
-    saved_argv, saved_path = sys.argv, list(sys.path)
-    deadline = time.monotonic() + args.minutes * 60
-    started = time.monotonic()
-    restore: str | None = None
-    try:
-        for segment, parallelism in enumerate(segments):
-            script = os.path.abspath(scripts[segment] if scripts else args.script)
-            jobs = 0
-
-            def hook(prepared: PreparedJob) -> PreparedJob:
-                nonlocal jobs
-                jobs += 1
-                earlier = known.setdefault(jobs, {})
-                prepared = args.inputs.replay(prepared, jobs)  # Kafka: the captured input
-                moved, sinks = redirect_sinks(
-                    prepared, prefix, os.path.join(run_dir, f"job-{jobs}"), jobs, earlier
-                )
-                for sink in sinks:
-                    if sink.name not in earlier:
-                        earlier[sink.name] = sink
-                        result.sinks.append(sink)
-                if jobs == 1 and not result.vertices:
-                    s = prepared.settings
-                    graph = build_job_graph(
-                        s.job_name,
-                        prepared.sinks,
-                        s.parallelism,
-                        s.max_parallelism,
-                        s.operator_chaining,
-                    )
-                    result.parallelism = s.parallelism
-                    result.vertices = tuple(
-                        Vertex(v.name, v.parallelism, v.is_source) for v in graph.vertices
-                    )
-                return moved
-
-            conf = _conf(args, run_dir, faults_text(plan, markers, segment) if plan else "")
-            conf["restart-strategy.fixed-delay.attempts"] = str(len(plan) + 3 if plan else 0)
-            sys.argv = [script, *args.script_args]
-            sys.path.insert(0, os.path.dirname(script))
-            set_context_defaults(
-                parallelism=parallelism if parallelism is not None else args.parallelism,
-                restore_path=restore,
-                configuration=conf,
-            )
-            set_submission_hook(hook)
-            if segment < len(segments) - 1:
-                savepoint = os.path.join(run_dir, f"savepoint-{segment}")
-                stopper = _Watcher(stop_after, "file://" + savepoint)
-            else:
-                stopper = _Watcher()
-            stopper.start()
-
-            def cancel_all() -> None:
-                for client in running_jobs():
-                    client.cancel()
-
-            timer = threading.Timer(max(0.0, deadline - time.monotonic()), cancel_all)
-            timer.daemon = True
-            timer.start()
-            try:
-                result.segments_run.append(parallelism)
-                runpy.run_path(script, run_name="__main__")
-            except JobExecutionException as error:
-                result.error = _one_line(error)
-            except SystemExit as error:
-                if error.code not in (None, 0):
-                    result.error = f"the script exited with {error.code}"
-            finally:
-                timer.cancel()
-                stopper.done.set()
-                stopper.join()
-                result.checkpoints += stopper.completed
-                set_submission_hook(None)
-                reset_context_defaults()
-                sys.argv, sys.path[:] = saved_argv, list(saved_path)
-            if time.monotonic() >= deadline:
-                result.error = f"did not finish within --minutes {args.minutes:g}"
-            if result.error is not None:
-                break
-            if stopper.stop_after is not None:
-                if stopper.path is None:
-                    result.note = (
-                        f"the job ended before the stop with savepoint {segment + 1} (after "
-                        f"{stop_after} checkpoints of segment {segment + 1}): give it more input"
-                    )
-                    break
-                restore = stopper.path
-                if before_restore is not None:
-                    result.refused = before_restore(segment, restore)
-                    if result.refused is not None:
-                        break
-                step = f"restored at p={segments[segment + 1]} from savepoint {segment + 1}"
-                if scripts and scripts[segment + 1] != scripts[segment]:
-                    new = os.path.basename(scripts[segment + 1])
-                    step = f"restored with {new} from savepoint {segment + 1}"
-                result.restores.append((time.time(), step))
-    finally:
-        result.seconds = time.monotonic() - started
-        result.outputs.update(read_outputs(result.sinks))
-    for path in args.compare:
-        result.outputs[_watched_name(path)] = appended_records(path, watched[path])
-    return result
-
-
-def _conf(args: argparse.Namespace, run_dir: str, faults: str) -> dict[str, str]:
-    conf = {
-        "cairn.progress": "false",
-        "cairn.recovery.on-rerun": "FRESH",
-        "execution.checkpointing.dir": "file://" + os.path.join(run_dir, "checkpoints"),
-        "restart-strategy.type": "fixed-delay",
-        "restart-strategy.fixed-delay.delay": "100 ms",
-        "cairn.testing.faults": faults,
-    }
-    if args.checkpoint_interval:
-        conf["execution.checkpointing.interval"] = f"{args.checkpoint_interval} ms"
-    if args.executor:
-        conf["cairn.executor"] = args.executor
-    if args.allow_non_restored_state:
-        conf["execution.state-recovery.ignore-unclaimed-state"] = "true"
-    conf.update(parse_conf_items(args.conf))
-    return conf
-
-
-def _watched_name(path: str) -> str:
-    return f"--compare {path}"
-
-
-def _one_line(error: BaseException) -> str:
-    cause: BaseException | None = error
-    while cause is not None and cause.__cause__ is not None:
-        cause = cause.__cause__
-    text = str(cause or error).strip().splitlines()
-    return f"{type(cause or error).__name__}: {text[0] if text else ''}"
-
-
-def _texts(run: RunResult) -> dict[str, list[str]]:
-    return {name: [r.text for r in records] for name, records in run.outputs.items()}
 
 
 def fault_before(diff: Difference, fired: Sequence[FiredFault]) -> FiredFault | None:
     """The last fault that fired before ``diff``'s record was committed (a missing record
     has no commit time: the last fault of the run).
 
+    >>> from cairn.cli.chaos_verdict import Record
     >>> from cairn.testing.fault_plan import PlannedFault
     >>> f = [FiredFault(PlannedFault(i, "upload", i, 0), "x", float(i)) for i in range(3)]
     >>> d = Difference("o", "extra", None, Record("a", 1.5, "p:1"))
@@ -407,7 +164,7 @@ def _replay_command(args: argparse.Namespace, seed: int) -> str:
         parts.append(f"--driver-kills={args.driver_kills}")
     if args.parallelism is not None:
         parts += ["-p", str(args.parallelism)]
-    if args.checkpoint_interval != _INTERVAL_MS:
+    if args.checkpoint_interval != INTERVAL_MS:
         parts += ["--checkpoint-interval", str(args.checkpoint_interval)]
     if args.executor:
         parts += ["--executor", args.executor]
@@ -435,12 +192,12 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         os.makedirs(args.work_dir, exist_ok=True)
     work = tempfile.mkdtemp(prefix="cairn-chaos-", dir=args.work_dir)
     scripts = [args.script, args.upgrade] if args.upgrade else []
-    upgrade = prepare_upgrade(args, _conf(args, work, "")) if args.upgrade else None
+    upgrade = prepare_upgrade(args, run_conf(args, work, "")) if args.upgrade else None
     args.inputs = InputCapture.from_args(args, work)  # Kafka sources: captured, replayed
-    _say(f"--seed={seed}, work directory {work}; the reference run (no faults)")
+    say(f"--seed={seed}, work directory {work}; the reference run (no faults)")
     reference = run_job(args, "reference", work, scripts=scripts[1:])
     if reference.error is not None:
-        _say(f"the job fails without faults ({reference.error}); nothing to compare")
+        say(f"the job fails without faults ({reference.error}); nothing to compare")
         return 2
     records = sum(len(r) for r in reference.outputs.values())
     segments = [None, None] if upgrade else segments_of(reference.parallelism, args.rescale)
@@ -458,7 +215,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     os.makedirs(markers)
     what = " and a rescale" if args.rescale else " and an upgrade" if upgrade else ""
     what += f" and {args.driver_kills} driver kills" if args.driver_kills else ""
-    _say(f"the run under {len(plan)} faults{what} ({reference.seconds:.1f} s without)")
+    say(f"the run under {len(plan)} faults{what} ({reference.seconds:.1f} s without)")
     check = upgrade.before_restore if upgrade else None
     driven = None
     if args.driver_kills:  # the faulted run in drivers of its own, killed and restarted
@@ -502,16 +259,16 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         for line in args.inputs.report_lines():
             print(line)
         return 1
-    diffs = compare_outputs(_texts(reference), chaos.outputs)
+    diffs = compare_outputs(texts(reference), chaos.outputs)
     control_differs = rescale_differs = None
     if diffs:
-        _say("outputs differ; a second run without faults (the control)")
+        say("outputs differ; a second run without faults (the control)")
         control = run_job(args, "control", work, scripts=scripts[1:])
         control_differs = control.error is None and bool(
-            compare_outputs(_texts(reference), control.outputs)
+            compare_outputs(texts(reference), control.outputs)
         )
         if (args.rescale or upgrade) and not control_differs:
-            _say(f"and a run {'upgraded' if upgrade else 'rescaled'} without faults")
+            say(f"and a run {'upgraded' if upgrade else 'rescaled'} without faults")
             # With --upgrade once more after it: which states the new version has.
             steps = [*segments, None] if upgrade else segments
             rescaled = run_job(
@@ -524,9 +281,9 @@ def cmd_chaos(args: argparse.Namespace) -> int:
                 before_restore=check,
             )
             rescale_differs = rescaled.error is None and bool(
-                compare_outputs(_texts(reference), rescaled.outputs)
+                compare_outputs(texts(reference), rescaled.outputs)
             )
-    outside = frozenset(_watched_name(p) for p in args.compare)
+    outside = frozenset(watched_name(p) for p in args.compare)
     cause = classify(
         diffs,
         outside_sinks=outside,
@@ -614,7 +371,7 @@ def add_chaos_arguments(chaos: argparse.ArgumentParser) -> None:
     chaos.add_argument(
         "--checkpoint-interval",
         type=int,
-        default=_INTERVAL_MS,
+        default=INTERVAL_MS,
         metavar="MS",
         help="checkpoint interval of both runs (default: %(default)s; 0: the job's own)",
     )

@@ -19,8 +19,8 @@ import os
 import pickle
 import sys
 
-from cairn.cli.chaos import run_job
 from cairn.cli.chaos_inputs import RATE, RECORDS, SECONDS, InputCapture
+from cairn.cli.chaos_run import run_job
 from cairn.testing.fault_plan import PlannedFault
 
 __all__ = ["main"]
