@@ -412,6 +412,10 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     if args.upgrade is not None and (args.rescale or not os.path.isfile(args.upgrade)):
         raise ConfigurationError(f"--upgrade: no such job script {args.upgrade} (or --rescale)")
     args.script_args = list(getattr(args, "passthrough", []))
+    if args.profile == "hosts":  # the faulted run on simulated hosts: chaos_hosts.py
+        from cairn.cli.chaos_hosts import cmd_chaos_hosts
+
+        return cmd_chaos_hosts(args)
     seed = args.seed if args.seed is not None else random.randrange(1, 1_000_000)
     if args.work_dir:
         os.makedirs(args.work_dir, exist_ok=True)
@@ -542,9 +546,11 @@ def add_chaos_arguments(chaos: argparse.ArgumentParser) -> None:
     chaos.add_argument("--seed", type=int, default=None, help="default: a random one, printed")
     chaos.add_argument(
         "--profile",
-        choices=["local"],
+        choices=["local", "hosts"],
         default="local",
-        help="local: kills of this machine's Spark workers at Cairn's fault points",
+        help="local: kills of this machine's Spark workers at Cairn's fault points; hosts: "
+        "the faulted run on simulated hosts, also host loss, partitions, disk full and "
+        "storage outages (root, Linux)",
     )
     chaos.add_argument(
         "--rescale",
