@@ -44,10 +44,13 @@ def test_a_correct_job_commits_the_same_under_host_faults(
     argv += ["--orders", "1500", "--rate", "50", "--out", str(tmp_path / "totals")]
     status = cli_in_process(argv)
     out = capsys.readouterr().out
+    print(out)  # the report, in the test's log
     assert status == 0, out
     assert out.startswith("EQUAL: 1 outputs (1500 records) committed the same"), out
     assert "replay: cairn chaos" in out and "--seed=3 --profile=hosts" in out, out
     landed = re.findall(r"host fault (#h\d [^:]+).*: landed at \+[\d.]+ s, healed at", out)
     assert len(landed) >= 2, out
+    # What the driver's log showed while each lasted (read from the cluster's driver host).
+    assert len(re.findall(r"healed at \+[\d.]+ s; meanwhile .*checkpoint", out)) == len(landed)
     assert {"#h0 storage outage (the S3 server down) for 3.8 s"} <= set(landed), out
     assert not (tmp_path / "totals").exists(), "the user's path was written"

@@ -5,6 +5,7 @@ there at all, and the report's lines on them."""
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import shutil
 import subprocess
@@ -20,6 +21,7 @@ from cairn.cli.chaos_hosts import (
     HostOutcome,
     host_fault_before,
     host_lines,
+    job_events,
     plan_host_faults,
     refusal,
     replay_with_profile,
@@ -161,3 +163,24 @@ def test_without_root_the_profile_fails_with_one_line_and_exit_2() -> None:
     drop = ["setpriv", "--bounding-set=-all", "--inh-caps=-all"] if os.geteuid() == 0 else []
     done = _chaos_hosts(dict(os.environ), *drop)
     _one_line_and_exit_2(done, "need root" if os.geteuid() else "no CAP_SYS_ADMIN")
+
+
+def test_what_the_drivers_log_shows_while_a_host_fault_lasts() -> None:
+    log = "\n".join(
+        [
+            "2026-12-06 02:29:20,000 cairn.checkpoint.coordinator Completed checkpoint 1 (1 bytes)",
+            "2026-12-06 02:29:22,758 cairn.checkpoint.coordinator Aborting checkpoint 2 of j",
+            "2026-12-06 02:29:22,900 cairn.checkpoint.coordinator Aborting checkpoint 3 of j",
+            "2026-12-06 02:29:23,186 cairn.deploy.job_master job j: attempt 0 failed (lost ...)",
+            "2026-12-06 02:29:24,186 cairn.deploy.job_master job j: attempt 1 failed (lost ...)",
+            "2026-12-06 02:29:32,549 cairn.deploy.restore_choice job j, attempt 2: restored "
+            "checkpoint 1 in 9363 ms: choosing ...",
+            "   at a stack frame that mentions Completed checkpoint 7",
+        ]
+    )
+    start = datetime.datetime(2026, 12, 6, 2, 29, 22).timestamp()
+    assert job_events(log, start, start + 11) == (
+        "2 attempts failed, a restore took 9.4 s, 2 checkpoints aborted, no checkpoint completed"
+    )
+    assert job_events(log, start - 5, start) == "1 checkpoint completed"
+    assert job_events(log, start + 20, start + 30) == "no checkpoint completed"

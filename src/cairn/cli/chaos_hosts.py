@@ -4,13 +4,13 @@ storage host with S3, a driver host), under host faults as well as the local pro
 worker kills; the reference run stays local.
 
 Invariant: the faulted run is the job's script run by ``chaos._run`` in a driver process on
-the driver host (``python -m cairn.cli.chaos_hosts spec.json``), with the same redirection
+the driver host (``python -m cairn.cli.chaos_hosts_driver spec.json``), with the same redirection
 of its sinks as a local run, into the run's directory, which every host sees (one machine);
 its checkpoints go to the cluster's S3. The host faults are drawn from the seed
 (``plan_host_faults``), each made once the job completed a checkpoint since the last one was
 healed (``cairn.testing.host_faults``), and each one's outcome (landed when, or missed why) is
 reported; the cluster is this run's own (a /24 of its own) and is deleted on the way out.
-Everything but ``cmd_chaos_hosts``, ``_hosts_run`` and ``driver_main`` is pure.
+Everything but ``cmd_chaos_hosts`` and ``_hosts_run`` is pure.
 
     >>> plan_host_faults(7, 3) == plan_host_faults(7, 3)
     True
@@ -22,14 +22,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
+import datetime
 import json
-import logging
 import os
 import random
+import re
 import shlex
 import shutil
 import sys
-import threading
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -115,6 +117,7 @@ class HostOutcome:
     made_at: float | None = None
     healed_at: float | None = None
     missed: str | None = None
+    meanwhile: str = ""  # what the driver's log shows while it lasted (``job_events``)
 
     @property
     def landed(self) -> bool:
@@ -246,10 +249,63 @@ def host_lines(
             lines.append(
                 f"  host fault {what}: landed at +{o.made_at - started:.1f} s, "
                 f"healed at +{o.healed_at - started:.1f} s"
+                + (f"; meanwhile {o.meanwhile}" if o.meanwhile else "")
             )
         else:
             lines.append(f"  host fault {what}: missed ({o.missed})")
     return lines
+
+
+_EVENTS = re.compile(
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) .*?(?:(Completed checkpoint)|(Aborting checkpoint)"
+    r"|attempt \d+ (failed) \(|restored checkpoint \d+ in (\d+) ms)",
+    re.MULTILINE,
+)
+
+
+def job_events(log_text: str, start: float, end: float) -> str:
+    """What the driver's log (Python logging's ``asctime`` lines, local time) shows
+    between ``start`` and ``end`` (wall times): failed attempts, restores and how long
+    they took, aborted and completed checkpoints (or that none completed).
+
+    >>> import datetime
+    >>> log = chr(10).join([
+    ...     "2026-12-06 02:29:23,186 job_master job j: attempt 0 failed (lost ...)",
+    ...     "2026-12-06 02:29:32,549 restore_choice job j, attempt 1: restored checkpoint 1 in"
+    ...     " 9363 ms: ...",
+    ...     "2026-12-06 02:29:32,667 coordinator Completed checkpoint 3 (1655 bytes, 69 ms)",
+    ...     "2026-12-06 02:29:50,000 coordinator Completed checkpoint 9 (1655 bytes, 69 ms)",
+    ... ])
+    >>> t = datetime.datetime(2026, 12, 6, 2, 29, 23).timestamp()
+    >>> job_events(log, t, t + 10)
+    '1 attempt failed, a restore took 9.4 s, 1 checkpoint completed'
+    >>> job_events(log, t + 30, t + 40)
+    'no checkpoint completed'
+    """
+    failed = aborted = completed = 0
+    restores: list[float] = []
+    for m in _EVENTS.finditer(log_text):
+        at = datetime.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        if not start <= at <= end:
+            continue
+        completed += bool(m.group(2))
+        aborted += bool(m.group(3))
+        failed += bool(m.group(4))
+        if m.group(5):
+            restores.append(int(m.group(5)) / 1000)
+    parts = []
+    if failed:
+        parts.append(f"{failed} attempt{'s' * (failed > 1)} failed")
+    if restores:
+        took = ", ".join(f"{r:.1f} s" for r in restores)
+        parts.append(f"a restore took {took}" if len(restores) == 1 else f"restores took {took}")
+    if aborted:
+        parts.append(f"{aborted} checkpoint{'s' * (aborted > 1)} aborted")
+    if completed:
+        parts.append(f"{completed} checkpoint{'s' * (completed > 1)} completed")
+    else:
+        parts.append("no checkpoint completed")
+    return ", ".join(parts)
 
 
 def replay_with_profile(command: str) -> str:
@@ -294,8 +350,6 @@ def cmd_chaos_hosts(args: argparse.Namespace) -> int:
     seed = args.seed if args.seed is not None else random.randrange(1, 1_000_000)
     if args.work_dir:
         os.makedirs(args.work_dir, exist_ok=True)
-    import tempfile
-
     work = tempfile.mkdtemp(prefix="cairn-chaos-", dir=args.work_dir)
     _say(f"--seed={seed}, work directory {work}; the reference run (no faults, local)")
     reference = _run(args, "reference", work)
@@ -334,6 +388,7 @@ def cmd_chaos_hosts(args: argparse.Namespace) -> int:
         for f in fired:
             print(f"  fired {f.fault.describe()}: {f.where}")
         print("\n".join(host_lines(outcomes, started)))
+        print(f"  the driver's log: {os.path.join(work, 'driver.log')}")
         print(f"  replay: {command}")
         return 1
     diffs = compare_outputs(_texts(reference), chaos.outputs)
@@ -344,7 +399,8 @@ def cmd_chaos_hosts(args: argparse.Namespace) -> int:
         control_differs = control.error is None and bool(
             compare_outputs(_texts(reference), control.outputs)
         )
-    cause = classify(diffs, control_differs=control_differs)
+    outside = frozenset(f"--compare {p}" for p in args.compare)
+    cause = classify(diffs, outside_sinks=outside, control_differs=control_differs)
     text = report(
         command=command,
         seed=seed,
@@ -422,7 +478,9 @@ def _hosts_run(
         with open(spec_path, "w", encoding="utf-8") as f:
             json.dump(spec, f)
         started = time.time()
-        driver = cluster.start_driver([sys.executable, "-m", "cairn.cli.chaos_hosts", spec_path])
+        driver = cluster.start_driver(
+            [sys.executable, "-m", "cairn.cli.chaos_hosts_driver", spec_path]
+        )
         deadline = time.monotonic() + args.minutes * 60 + 120  # and the Spark session's start
         healed_at = 0
         for fault in host_plan:
@@ -450,6 +508,13 @@ def _hosts_run(
             cluster.kill_host("driver")
             driver.wait(30)
         result = _read_result(result_path, driver.returncode, cluster.log_tail("driver", "driver"))
+        log_text = (cluster.host("driver").dir / "driver.log").read_text(errors="replace")
+        outcomes = [
+            dataclasses.replace(o, meanwhile=job_events(log_text, o.made_at, o.healed_at + 2.0))
+            if o.made_at is not None and o.healed_at is not None
+            else o
+            for o in outcomes
+        ]
     finally:
         with contextlib.suppress(OSError):  # the hosts' directories go with the cluster
             shutil.copy(cluster.host("driver").dir / "driver.log", os.path.join(work, "driver.log"))
@@ -509,59 +574,3 @@ def _read_result(path: str, returncode: int | None, log_tail: str) -> Any:
         seconds=data["seconds"],
     )
     return result
-
-
-def driver_main(spec_path: str) -> int:
-    """The faulted run's driver, on the driver host: ``chaos._run`` of the job with the
-    cluster's configuration; the count of completed checkpoints written to the spec's
-    ``progress`` file as they complete, what the run committed to its ``result``."""
-    from cairn.cli.chaos import _run
-    from cairn.launch import running_jobs
-
-    # The driver's log (restarts, failed checkpoints) is kept in the work directory.
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    with open(spec_path, encoding="utf-8") as f:
-        spec = json.load(f)
-    os.chdir(spec["cwd"])
-    args = argparse.Namespace(**spec["args"])
-    args.conf = [*args.conf, f"cairn.testing.faults={spec['faults']}"]
-    done = threading.Event()
-
-    def watch() -> None:  # completions counted across attempts (each one's count restarts)
-        count = last = 0
-        while not done.wait(0.1):
-            jobs = running_jobs()
-            stats = jobs[0].get_checkpoint_statistics() if jobs else None
-            if stats is None:
-                continue
-            now = stats.counts.completed
-            if now > last:
-                count += now - last
-                with open(spec["progress"] + ".tmp", "w", encoding="ascii") as f:
-                    f.write(str(count))
-                os.replace(spec["progress"] + ".tmp", spec["progress"])
-            last = now
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    try:
-        run = _run(args, "faults", spec["work"])
-    finally:
-        done.set()
-    data = {
-        "outputs": {
-            n: [[r.text, r.committed_at, r.where] for r in rs] for n, rs in run.outputs.items()
-        },
-        "sinks": [[s.name, s.kind, None, s.reason] for s in run.sinks],
-        "parallelism": run.parallelism,
-        "checkpoints": run.checkpoints,
-        "error": run.error,
-        "seconds": run.seconds,
-    }
-    with open(spec["result"], "w", encoding="utf-8") as f:
-        json.dump(data, f)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(driver_main(sys.argv[1]))
