@@ -3,14 +3,15 @@
 storage host with S3, a driver host), under host faults as well as the local profile's
 worker kills; the reference run stays local.
 
-Invariant: the faulted run is the job's script run by ``chaos._run`` in a driver process on
-the driver host (``python -m cairn.cli.chaos_hosts_driver spec.json``), with the same redirection
-of its sinks as a local run, into the run's directory, which every host sees (one machine);
-its checkpoints go to the cluster's S3. The host faults are drawn from the seed
-(``plan_host_faults``), each made once the job completed a checkpoint since the last one was
-healed (``cairn.testing.host_faults``), and each one's outcome (landed when, or missed why) is
-reported; the cluster is this run's own (a /24 of its own) and is deleted on the way out.
-Everything but ``cmd_chaos_hosts`` and ``_hosts_run`` is pure.
+Invariant: the faulted run is the job's script run by ``chaos._run`` in a driver process
+on the driver host (``python -m cairn.cli.chaos_hosts_driver spec.json``), with the same
+redirection of its sinks as a local run, into the run's directory, which every host sees
+(one machine); its checkpoints go to the cluster's S3. The host faults are drawn from the
+seed (``plan_host_faults``), each made once the job completed a checkpoint since the last
+one was healed (``cairn.testing.host_faults``), and each one's outcome (landed when and
+what the driver's log showed meanwhile, or missed why) is reported; the cluster is this
+run's own (a /24 of its own) and is deleted on the way out. The decisions above the
+"the runs (I/O)" line are pure functions; the processes, hosts and files are below it.
 
     >>> plan_host_faults(7, 3) == plan_host_faults(7, 3)
     True
@@ -318,15 +319,16 @@ def replay_with_profile(command: str) -> str:
     return shlex.join([*parts[:5], "--profile=hosts", *parts[5:]])
 
 
+# -- the runs (I/O) ------------------------------------------------------------------------
+
+
 def _unavailable() -> str | None:
+    """Why simulated hosts cannot be made here (None: they can)."""
     if not sys.platform.startswith("linux"):
         return "simulated hosts need Linux (network namespaces)"
     from cairn.testing.hosts import netns_unavailable
 
     return netns_unavailable()
-
-
-# -- the runs (I/O) ------------------------------------------------------------------------
 
 
 class HostsDown(Exception):
