@@ -33,6 +33,7 @@ import shlex
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -335,6 +336,39 @@ class HostsDown(Exception):
     """The simulated hosts could not be started (a server of theirs did not come up)."""
 
 
+class _ClusterStart(threading.Thread):
+    """Starts this run's own cluster in the background, while the reference runs here
+    (the reference is mostly the job's pacing; the cluster's start, tens of seconds)."""
+
+    def __init__(self) -> None:
+        super().__init__(name="cairn-chaos-hosts", daemon=True)
+        self.cluster: Any = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        from cairn.testing.netns_cluster import NetnsCluster
+
+        try:  # a failed start stops what it started
+            self.cluster = NetnsCluster(workers=2, cores_per_worker=2, postgres=False).start()
+        except Exception as error:
+            self.error = error
+
+    def result(self) -> Any:
+        """The started cluster; ``HostsDown`` with the first line of why not."""
+        self.join()
+        if self.cluster is None:
+            error = self.error or RuntimeError("no cluster")
+            first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            raise HostsDown(f"the simulated hosts did not start: {first}") from error
+        return self.cluster
+
+    def stop(self) -> None:
+        """Stop the cluster, once started (deleting its hosts), whatever became of the run."""
+        self.join()
+        if self.cluster is not None:
+            self.cluster.stop()
+
+
 def cmd_chaos_hosts(args: argparse.Namespace) -> int:
     """``cairn chaos`` with ``--profile hosts``: the reference run here, the faulted one on
     simulated hosts; the verdict and report as the local profile's, plus the host faults."""
@@ -353,36 +387,44 @@ def cmd_chaos_hosts(args: argparse.Namespace) -> int:
     if args.work_dir:
         os.makedirs(args.work_dir, exist_ok=True)
     work = tempfile.mkdtemp(prefix="cairn-chaos-", dir=args.work_dir)
-    _say(f"--seed={seed}, work directory {work}; the reference run (no faults, local)")
-    reference = _run(args, "reference", work)
-    if reference.error is not None:
-        _say(f"the job fails without faults ({reference.error}); nothing to compare")
-        return 2
-    sinks = [(s.name, s.kind, s.redirection is not None) for s in reference.sinks]
-    reason = unreachable_sinks(sinks)
-    if reason is not None:
-        _say(reason)
-        return 2
-    records = sum(len(r) for r in reference.outputs.values())
-    kills, hosts = split_faults(args.faults)
-    plan = plan_faults(
-        seed,
-        kills,
-        vertices=reference.vertices or (Vertex("", reference.parallelism),),
-        records_per_subtask=max(10, records // reference.parallelism),
-    )
-    host_plan = plan_host_faults(seed, hosts)
-    markers = os.path.join(work, "fault-markers")
-    os.makedirs(markers)
-    _say(
-        f"the run on simulated hosts under {len(host_plan)} host faults and {len(plan)} "
-        f"worker kills ({reference.seconds:.1f} s without, locally)"
-    )
+    starting = _ClusterStart()
+    starting.start()
     try:
-        chaos, outcomes, started = _hosts_run(args, work, plan, markers, host_plan, reference)
-    except HostsDown as error:
-        _say(f"--profile hosts: {error}")
-        return 2
+        _say(f"--seed={seed}, work directory {work}; the reference run (no faults, local)")
+        reference = _run(args, "reference", work)
+        if reference.error is not None:
+            _say(f"the job fails without faults ({reference.error}); nothing to compare")
+            return 2
+        sinks = [(s.name, s.kind, s.redirection is not None) for s in reference.sinks]
+        reason = unreachable_sinks(sinks)
+        if reason is not None:
+            _say(reason)
+            return 2
+        records = sum(len(r) for r in reference.outputs.values())
+        kills, hosts = split_faults(args.faults)
+        plan = plan_faults(
+            seed,
+            kills,
+            vertices=reference.vertices or (Vertex("", reference.parallelism),),
+            records_per_subtask=max(10, records // reference.parallelism),
+        )
+        host_plan = plan_host_faults(seed, hosts)
+        markers = os.path.join(work, "fault-markers")
+        os.makedirs(markers)
+        try:
+            cluster = starting.result()
+        except HostsDown as error:
+            _say(f"--profile hosts: {error}")
+            return 2
+        _say(
+            f"the run on simulated hosts under {len(host_plan)} host faults and {len(plan)} "
+            f"worker kills ({reference.seconds:.1f} s without, locally)"
+        )
+        chaos, outcomes, started = _hosts_run(
+            args, cluster, work, plan, markers, host_plan, reference
+        )
+    finally:
+        starting.stop()
     fired = fired_faults(plan, markers)
     command = replay_with_profile(_replay_command(args, seed))
     if chaos.error is not None:
@@ -420,31 +462,26 @@ def cmd_chaos_hosts(args: argparse.Namespace) -> int:
 
 def _hosts_run(
     args: argparse.Namespace,
+    cluster: Any,
     work: str,
     plan: Sequence[Any],
     markers: str,
     host_plan: Sequence[HostFault],
     reference: Any,
 ) -> tuple[Any, list[HostOutcome], float]:
-    """The faulted run on a cluster of its own: the driver on its host, the host faults
-    made in turn while it runs; (its ``RunResult``, each host fault's outcome, when the
-    driver started)."""
+    """The faulted run on ``cluster`` (this run's own, started): the driver on its host,
+    the host faults made in turn while it runs; (its ``RunResult``, each host fault's
+    outcome, when the driver started)."""
     from cairn.cli.chaos import _say
     from cairn.cli.chaos_outputs import appended_records, snapshot
     from cairn.testing.fault_plan import faults_text
     from cairn.testing.host_faults import aim, make_and_heal
-    from cairn.testing.netns_cluster import NetnsCluster
 
     watched = {path: snapshot(path) for path in args.compare}
     progress = os.path.join(work, "hosts-progress")
     result_path = os.path.join(work, "hosts-result.json")
     outcomes: list[HostOutcome] = []
     started = time.time()
-    try:
-        cluster = NetnsCluster(workers=2, cores_per_worker=2, postgres=False).start()
-    except Exception as error:  # a server that does not start: one line, no traceback
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise HostsDown(f"the simulated hosts did not start: {first}") from error
     try:
         conf = {
             **cluster.job_conf(),
@@ -520,7 +557,6 @@ def _hosts_run(
     finally:
         with contextlib.suppress(OSError):  # the hosts' directories go with the cluster
             shutil.copy(cluster.host("driver").dir / "driver.log", os.path.join(work, "driver.log"))
-        cluster.stop()
     for path in args.compare:
         result.outputs[f"--compare {path}"] = appended_records(path, watched[path])
     return result, outcomes, started
