@@ -515,7 +515,7 @@ def _hosts_run(
         }
         spec_path = os.path.join(work, "hosts-spec.json")
         with open(spec_path, "w", encoding="utf-8") as f:
-            json.dump(spec, f)
+            json.dump(spec, f, default=str)  # an option of another type: as text
         started = time.time()
         driver = cluster.start_driver(
             [sys.executable, "-m", "cairn.cli.chaos_hosts_driver", spec_path]
