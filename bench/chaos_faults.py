@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.chaos_plan import STORE_FAULTS, ExternalFault, RunVerdict, internal_faults
+from cairn.testing.host_faults import HOST_FAULTS, ON_A_JOB_HOST, aim, make_and_heal
 from cairn.testing.netns_cluster import NetnsCluster
 
 log = logging.getLogger("bench.chaos")
@@ -39,18 +40,6 @@ _ONE_FAULT_AT_A_TIME = threading.Lock()
 # ``(made, healed)`` monotonic times of every fault made in this process, by any Injector:
 # the campaign's steady windows lie outside them (a host fault hits every job).
 _MADE: list[tuple[float, float]] = []
-# Faults aimed at the job's part on one worker host: missed if it runs none there.
-_ON_A_JOB_HOST = frozenset(
-    {
-        "kill-host",
-        "pause-worker",
-        "partition-driver",
-        "partition-storage",
-        "partition-peer",
-        "isolate-host",
-        "disk-full",
-    }
-)
 
 
 class Injector:
@@ -193,13 +182,10 @@ class Injector:
             self.verdict.notes.append(f"fault {fault.index} {fault.kind} missed: {missed}")
 
     def _aimed(self, fault: ExternalFault) -> ExternalFault:
-        """``fault`` at the other worker host if its own runs no worker of the job (both
+        """``fault`` at another worker host if its own runs no worker of the job (both
         of the job's workers may run on one host): a host fault aims at the job."""
-        if fault.kind in _ON_A_JOB_HOST and not self._workers_on(fault.target):
-            other = 1 - fault.target
-            if self._workers_on(other):
-                return dataclasses.replace(fault, target=other)
-        return fault
+        running = [bool(self._workers_on(t)) for t in range(self.cluster.workers)]
+        return dataclasses.replace(fault, target=aim(fault.kind, fault.target, running))
 
     def _make(self, fault: ExternalFault) -> str | None:
         """Make and heal ``fault``; None if it landed where it aimed, else why not."""
@@ -207,7 +193,7 @@ class Injector:
         c = self.cluster
         kind = fault.kind
         running = self._workers_on(fault.target)
-        if kind in _ON_A_JOB_HOST and not running:
+        if kind in ON_A_JOB_HOST and not running:
             return f"{host} ran no worker of the job"
         if kind == "kill-worker":
             return None if self._kill_one_worker(fault.target) else "no worker to kill"
@@ -218,48 +204,13 @@ class Injector:
             for pid in pids[:1]:
                 _kill(pid, signal.SIGKILL)
             return None if pids else "no executor of the job"
-        if kind == "kill-host":
-            c.kill_host(host)
-            time.sleep(fault.duration_s)
-            c.restart_worker(host)
+        if kind in HOST_FAULTS:
+            make_and_heal(c, kind, fault.target, fault.duration_s, driver_host=self.driver_host)
         elif kind == "pause-worker":
             pid = running[0]
             _kill(pid, signal.SIGSTOP)
             time.sleep(fault.duration_s)
             _kill(pid, signal.SIGCONT)
-        elif kind in ("partition-driver", "partition-storage", "partition-peer"):
-            other = {
-                "partition-driver": self.driver_host,
-                "partition-storage": "storage",
-                "partition-peer": f"worker-{1 - fault.target}",
-            }[kind]
-            c.partition(host, other)
-            time.sleep(fault.duration_s)
-            c.heal(host, other)
-        elif kind == "isolate-host":
-            c.isolate(host)
-            time.sleep(fault.duration_s)
-            c.reconnect(host)
-        elif kind == "disk-full":
-            c.fill_disk(host)
-            time.sleep(fault.duration_s)
-            c.free_disk(host)
-        elif kind == "storage-down":
-            c.storage_down()
-            time.sleep(fault.duration_s)
-            c.storage_up()
-        elif kind == "slow-store":
-            c.pause_store()
-            time.sleep(fault.duration_s)
-            c.resume_store()
-        elif kind == "datanode-lost":
-            c.lose_datanode(fault.target)
-            time.sleep(fault.duration_s)
-            c.restore_datanode(fault.target)
-        elif kind == "store-disk-full":
-            c.fill_store_disk()
-            time.sleep(fault.duration_s)
-            c.free_store_disk()
         elif kind == "kill-during-restore":
             return self._kill_during_restore(fault)
         elif kind == "kill-during-savepoint":

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from cairn.cli.chaos import report
+from cairn.cli.chaos_report import report
 from cairn.cli.chaos_upgrade import (
     Incompatibility,
     JobOperator,

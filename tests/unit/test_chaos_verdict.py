@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cairn.cli.chaos import fault_before, report
+from cairn.cli.chaos_report import fault_before, report
 from cairn.cli.chaos_verdict import (
     LOST,
     LOST_STATE_RESCALE,

@@ -195,6 +195,12 @@ INVENTORY: list[tuple[str, str, int | None]] = [
     ),
     ("sql --executor inprocess -f {dir}/unknown_table.sql", "statement at line 1 failed", 1),
     ("sql -f {dir}/nothere.sql", "No such file or directory", 2),
+    # cairn chaos
+    (
+        "chaos {dir}/ok.py --profile hosts --rescale",
+        "--profile hosts does not combine with --rescale yet; use --profile local for it",
+        2,
+    ),
     # reading checkpoints
     ("checkpoints {dir}/nothere", "no such checkpoint, savepoint or directory", 1),
     ("checkpoints foo://bucket/x", "unknown filesystem scheme 'foo'", 1),

@@ -20,15 +20,11 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import shlex
 import tempfile
-from collections.abc import Sequence
 
 from cairn.cli.chaos_driver import plan_driver_kills, run_with_driver_kills
-from cairn.cli.chaos_inputs import InputCapture, add_capture_arguments, capture_options
-from cairn.cli.chaos_outputs import (
-    SinkOutput,
-)
+from cairn.cli.chaos_inputs import InputCapture, add_capture_arguments
+from cairn.cli.chaos_report import replay_command, report, rescale_text
 from cairn.cli.chaos_run import (
     INTERVAL_MS,
     RunResult,
@@ -40,10 +36,8 @@ from cairn.cli.chaos_run import (
     watched_name,
 )
 from cairn.cli.chaos_upgrade import NOT_CARRIED, add_upgrade_arguments, prepare_upgrade
-from cairn.cli.chaos_verdict import Cause, Difference, classify, compare_outputs
+from cairn.cli.chaos_verdict import classify, compare_outputs
 from cairn.testing.fault_plan import (
-    FiredFault,
-    PlannedFault,
     Vertex,
     fired_faults,
     plan_faults,
@@ -53,126 +47,7 @@ __all__ = [
     "HELP",
     "add_chaos_arguments",
     "cmd_chaos",
-    "report",
 ]
-
-
-def fault_before(diff: Difference, fired: Sequence[FiredFault]) -> FiredFault | None:
-    """The last fault that fired before ``diff``'s record was committed (a missing record
-    has no commit time: the last fault of the run).
-
-    >>> from cairn.cli.chaos_verdict import Record
-    >>> from cairn.testing.fault_plan import PlannedFault
-    >>> f = [FiredFault(PlannedFault(i, "upload", i, 0), "x", float(i)) for i in range(3)]
-    >>> d = Difference("o", "extra", None, Record("a", 1.5, "p:1"))
-    >>> fault_before(d, f).fault.index
-    1
-    """
-    if not fired:
-        return None
-    if diff.actual is None:
-        return fired[-1]
-    before = [f for f in fired if f.at <= diff.actual.committed_at]
-    return before[-1] if before else None
-
-
-def _restore_before(
-    diff: Difference, restores: Sequence[tuple[float, str]]
-) -> tuple[float, str] | None:
-    if diff.actual is None:
-        return restores[-1] if restores else None
-    before = [r for r in restores if r[0] <= diff.actual.committed_at]
-    return before[-1] if before else None
-
-
-def report(
-    *,
-    command: str,
-    seed: int,
-    plan: Sequence[PlannedFault],
-    fired: Sequence[FiredFault],
-    diffs: Sequence[Difference],
-    cause: Cause | None,
-    sinks: Sequence[SinkOutput],
-    compared: int,
-    records: int,
-    rescale: str | None = None,
-    restores: Sequence[tuple[float, str]] = (),
-    upgrade: str | None = None,
-    held: Sequence[str] = (),
-) -> str:
-    """What ``cairn chaos`` prints: the verdict, the first difference with the fault just
-    before it, the likely cause, the command that replays it; ``rescale``: how the faulted
-    run was rescaled (None: it was not), ``restores``: when it was restored at another
-    parallelism; ``upgrade``: how the faulted run was upgraded (None: it was not),
-    ``held``: what became of the savepoint's states, when the upgrade did not carry them."""
-    lines = []
-    skipped = [s for s in sinks if s.reason]
-    if diffs:
-        outputs = sorted({d.output for d in diffs})
-        lines.append(
-            f"DIFFERENT: {len(outputs)} of {compared} outputs differ from the fault-free run "
-            f"({len(diffs)} differences), {len(fired)} of {len(plan)} faults fired"
-        )
-        first = diffs[0]
-        lines.append(f"  first difference, in {first.output}: {first.describe()}")
-        before = fault_before(first, fired)
-        if before is not None:
-            lines.append(f"  fault just before: {before.fault.describe()}: {before.where}")
-        step = _restore_before(first, restores)
-        if step is not None and (before is None or step[0] > before.at):
-            lines.append(f"  {'upgrade' if upgrade else 'rescale'} just before: {step[1]}")
-        for other in outputs:
-            if other != first.output:
-                d = next(d for d in diffs if d.output == other)
-                lines.append(f"  also in {other}: {d.describe()}")
-        if cause is not None:
-            lines.append(f"  likely cause: {cause.name}: {cause.why}")
-        lines += [f"  state across the upgrade: {h}" for h in held]
-        lines.append(f"  replay: {command}")
-    else:
-        lines.append(
-            f"EQUAL: {compared} outputs ({records} records) committed the same with "
-            f"{len(fired)} of {len(plan)} faults as without"
-        )
-        lines.append(f"  replay: {command}")
-        if compared == 0:
-            lines.append("  nothing was compared: the job has no sink it reads and no --compare")
-    if rescale is not None:
-        lines.append(f"  rescaled: {rescale}")
-    if upgrade is not None:
-        lines.append(f"  upgraded: {upgrade}")
-    for f in fired:
-        lines.append(f"  fired {f.fault.describe()}: {f.where}")
-    for s in skipped:
-        lines.append(f"  not compared: {s.name} ({s.kind}): {s.reason}")
-    return "\n".join(lines)
-
-
-def _replay_command(args: argparse.Namespace, seed: int) -> str:
-    parts = ["cairn", "chaos", args.script, f"--faults={args.faults}", f"--seed={seed}"]
-    for path in args.compare:
-        parts += ["--compare", path]
-    parts += capture_options(args)
-    if args.rescale:
-        parts.append("--rescale")
-    if args.upgrade:
-        parts += ["--upgrade", args.upgrade]
-    if args.allow_non_restored_state:
-        parts.append("--allow-non-restored-state")
-    if args.driver_kills:
-        parts.append(f"--driver-kills={args.driver_kills}")
-    if args.parallelism is not None:
-        parts += ["-p", str(args.parallelism)]
-    if args.checkpoint_interval != INTERVAL_MS:
-        parts += ["--checkpoint-interval", str(args.checkpoint_interval)]
-    if args.executor:
-        parts += ["--executor", args.executor]
-    for item in args.conf or []:
-        parts += ["-D", item]
-    if args.script_args:
-        parts += ["--", *args.script_args]
-    return shlex.join(parts)
 
 
 def cmd_chaos(args: argparse.Namespace) -> int:
@@ -187,6 +62,10 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     if args.driver_kills and (args.rescale or args.upgrade):
         raise ConfigurationError("--driver-kills does not go with --rescale or --upgrade (yet)")
     args.script_args = list(getattr(args, "passthrough", []))
+    if args.profile == "hosts":  # the faulted run on simulated hosts: chaos_hosts.py
+        from cairn.cli.chaos_hosts import cmd_chaos_hosts
+
+        return cmd_chaos_hosts(args)
     seed = args.seed if args.seed is not None else random.randrange(1, 1_000_000)
     if args.work_dir:
         os.makedirs(args.work_dir, exist_ok=True)
@@ -240,7 +119,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
             before_restore=check,
         )
     fired = fired_faults(plan, markers)
-    command = _replay_command(args, seed)
+    command = replay_command(args, seed)
     refused = chaos.refused
     if refused is None and upgrade is not None and chaos.error is not None:
         refused = upgrade.after_failure(chaos.error)  # a state that no longer reads
@@ -303,7 +182,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
             sinks=reference.sinks,
             compared=len(reference.outputs),
             records=records,
-            rescale=_rescale_text(chaos) if args.rescale else None,
+            rescale=rescale_text(chaos) if args.rescale else None,
             restores=chaos.restores,
             upgrade=upgrade.text() if upgrade else None,
             held=upgrade.carried_text() if upgrade and cause and cause.name == NOT_CARRIED else (),
@@ -314,14 +193,6 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     for line in args.inputs.report_lines():
         print(line)
     return 1 if diffs else 0
-
-
-def _rescale_text(run: RunResult) -> str:
-    """``p=2 -> 3 -> 2, stopped with a savepoint ...`` or why the run was not rescaled."""
-    shown = " -> ".join(str(p) for p in run.segments_run)
-    if run.note is not None:
-        return f"only p={shown}: {run.note}"
-    return f"p={shown}, each step a stop with savepoint mid-run and a restore from it"
 
 
 HELP = (
@@ -346,9 +217,11 @@ def add_chaos_arguments(chaos: argparse.ArgumentParser) -> None:
     )
     chaos.add_argument(
         "--profile",
-        choices=["local"],
+        choices=["local", "hosts"],
         default="local",
-        help="local: kills of this machine's Spark workers at Cairn's fault points",
+        help="local: kills of this machine's Spark workers at Cairn's fault points; hosts: "
+        "the faulted run on simulated hosts, also host loss, partitions, disk full and "
+        "storage outages (root, Linux)",
     )
     chaos.add_argument(
         "--rescale",
