@@ -21,7 +21,7 @@ import pytest
 
 from cairn.cli.chaos_driver import DriverKill, run_with_driver_kills
 from tests._cli import cli_in_process
-from tests.integration._readme import REPO_ROOT
+from tests.integration._readme import CHAOS_DRIVER_KILLS, REPO_ROOT, readme_line
 
 EXAMPLE = REPO_ROOT / "examples" / "chaos_orders.py"
 
@@ -96,3 +96,18 @@ def test_a_driver_kill_aimed_past_the_jobs_end_is_reported_as_not_landed(tmp_pat
         "more input or a shorter --checkpoint-interval)"
     )
     assert not list(markers.iterdir())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_the_docs_driver_kills_line_runs_as_shown(tmp_path: Path, capsys: Any) -> None:
+    """docs/chaos.md's ``--driver-kills=2`` line as written (its workers in-process): every
+    planned driver kill lands and the output is the reference's."""
+    argv = readme_line(CHAOS_DRIVER_KILLS).split()[1:]
+    argv[1] = str(EXAMPLE)
+    argv += ["--executor", "inprocess", "--work-dir", str(tmp_path)]
+    status = cli_in_process(argv)
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert out.startswith("EQUAL: 1 outputs (6000 records) committed the same"), out
+    assert "  driver kills: 2 of 2 landed" in out, out
