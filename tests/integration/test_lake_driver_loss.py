@@ -95,7 +95,9 @@ def test_driver_killed_around_each_table_commit_resumes_exactly_once(tmp_path: P
         aim = max(d.completed(), default=0) + 3  # numbering goes on above the lost runs'
         spec = f"point={point},vertex={sink}: Committer,checkpoint={aim},kill=driver"
         d.run(f"{spec},marker={d.marker}", 240)
-        assert d.logs[-1] and "Traceback" not in d.logs[-1], d.logs[-1][-3000:]
+        # A driver killed before its first progress line (~1 s in) printed nothing: that
+        # it ran to the fault point is the marker's line below, not its log.
+        assert "Traceback" not in d.logs[-1], d.logs[-1][-3000:]
         landed = d.marker.read_text().splitlines()
         assert len(landed) == run + 1, d.logs[-1][-3000:]
         assert landed[-1].startswith(f"{point} of {sink}: Committer#0 (checkpoint {aim})")
