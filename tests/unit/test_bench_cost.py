@@ -191,3 +191,15 @@ def test_systems_expand_and_unknown_ones_are_refused() -> None:
     assert cost_curve.expand_systems(["pyflink"], [100]) == ["pyflink-100ms"]
     with pytest.raises(SystemExit, match="unknown system 'flink'"):
         cost_curve.expand_systems(["flink"], [100])
+
+
+def test_the_floor_runs_both_processes_and_times_their_records() -> None:
+    """``bench.cost_floor``: two processes hold a low rate, and every record written in the
+    window is timed (its latency is positive and below a second)."""
+    from bench import cost_floor
+
+    figures = cost_floor.run(rate=400, tick_ms=2.0, seconds=1.5, warmup=0.5)
+    assert figures["achieved"] == pytest.approx(400, rel=0.2), figures
+    assert figures["records"] == pytest.approx(600, rel=0.2), figures
+    assert 0 < figures["p50_ms"] < 1000, figures
+    assert figures["cores"] > 0, figures
