@@ -28,6 +28,8 @@ from cairn.cli.chaos_report import replay_command, report, rescale_text
 from cairn.cli.chaos_run import (
     INTERVAL_MS,
     RunResult,
+    control_run_differs,
+    differs,
     run_conf,
     run_job,
     say,
@@ -142,10 +144,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     control_differs = rescale_differs = None
     if diffs:
         say("outputs differ; a second run without faults (the control)")
-        control = run_job(args, "control", work, scripts=scripts[1:])
-        control_differs = control.error is None and bool(
-            compare_outputs(texts(reference), control.outputs)
-        )
+        control_differs = control_run_differs(args, work, reference, scripts=scripts[1:])
         if (args.rescale or upgrade) and not control_differs:
             say(f"and a run {'upgraded' if upgrade else 'rescaled'} without faults")
             # With --upgrade once more after it: which states the new version has.
@@ -159,9 +158,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
                 scripts=[*scripts, args.upgrade] if upgrade else [],
                 before_restore=check,
             )
-            rescale_differs = rescaled.error is None and bool(
-                compare_outputs(texts(reference), rescaled.outputs)
-            )
+            rescale_differs = differs(reference, rescaled)
     outside = frozenset(watched_name(p) for p in args.compare)
     cause = classify(
         diffs,

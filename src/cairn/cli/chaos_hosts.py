@@ -374,7 +374,13 @@ def cmd_chaos_hosts(args: argparse.Namespace) -> int:
     simulated hosts; the verdict and report as the local profile's, plus the host faults."""
     from cairn.cli.chaos_inputs import InputCapture
     from cairn.cli.chaos_report import replay_command, report
-    from cairn.cli.chaos_run import run_job, say, texts
+    from cairn.cli.chaos_run import (
+        control_run_differs,
+        run_job,
+        say,
+        texts,
+        watched_name,
+    )
     from cairn.cli.chaos_verdict import classify, compare_outputs
     from cairn.testing.fault_plan import Vertex, fired_faults, plan_faults
 
@@ -442,11 +448,8 @@ def cmd_chaos_hosts(args: argparse.Namespace) -> int:
     control_differs = None
     if diffs:
         say("outputs differ; a second run without faults (the control, local)")
-        control = run_job(args, "control", work)
-        control_differs = control.error is None and bool(
-            compare_outputs(texts(reference), control.outputs)
-        )
-    outside = frozenset(f"--compare {p}" for p in args.compare)
+        control_differs = control_run_differs(args, work, reference)
+    outside = frozenset(watched_name(p) for p in args.compare)
     cause = classify(diffs, outside_sinks=outside, control_differs=control_differs)
     text = report(
         command=command,

@@ -27,7 +27,7 @@ from cairn.cli.chaos_outputs import (
     redirect_sinks,
     snapshot,
 )
-from cairn.cli.chaos_verdict import Record
+from cairn.cli.chaos_verdict import Record, compare_outputs
 from cairn.cli.options import parse_conf_items
 from cairn.testing.fault_plan import (
     PlannedFault,
@@ -41,6 +41,8 @@ _SAVEPOINT_TIMEOUT_S = 120.0
 __all__ = [
     "INTERVAL_MS",
     "RunResult",
+    "control_run_differs",
+    "differs",
     "run_conf",
     "run_job",
     "say",
@@ -285,3 +287,17 @@ def _one_line(error: BaseException) -> str:
 
 def texts(run: RunResult) -> dict[str, list[str]]:
     return {name: [r.text for r in records] for name, records in run.outputs.items()}
+
+
+def control_run_differs(
+    args: argparse.Namespace, work: str, reference: RunResult, scripts: Sequence[str] = ()
+) -> bool:
+    """Run the job once more without faults (label ``control``; ``scripts`` as for
+    ``run_job``) and tell whether what it committed differs from ``reference``'s; a run that
+    failed does not count as differing."""
+    return differs(reference, run_job(args, "control", work, scripts=scripts))
+
+
+def differs(reference: RunResult, other: RunResult) -> bool:
+    """Whether ``other`` ended and committed other records than ``reference``."""
+    return other.error is None and bool(compare_outputs(texts(reference), other.outputs))
