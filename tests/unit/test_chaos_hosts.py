@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from bench.chaos_plan import EXTERNAL_KINDS
 
-from cairn.cli.chaos_hosts import (
+from cairn.cli.chaos_hosts_plan import (
     HOST_KINDS,
     HostFault,
     HostOutcome,
