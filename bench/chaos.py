@@ -40,6 +40,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import os
 import shutil
 import signal
 import subprocess
@@ -475,7 +476,9 @@ def main(argv: list[str] | None = None) -> int:
         default="s3",
         help="the checkpoints' storage: S3 (SeaweedFS) or HDFS (with its own faults)",
     )
-    parser.add_argument("--out", help="write the Markdown report here too")
+    parser.add_argument(
+        "--out", help="write the Markdown report to this file too (in a directory: report.md)"
+    )
     parser.add_argument(
         "--parallel",
         action="store_true",
@@ -489,6 +492,10 @@ def main(argv: list[str] | None = None) -> int:
             target_rate(1.0, args.load)
         except ValueError as exc:
             parser.error(str(exc))
+    if args.out and os.path.isdir(args.out):  # refused or named before the hours of a run
+        args.out = os.path.join(args.out, "report.md")
+    if args.out and not os.path.isdir(os.path.dirname(os.path.abspath(args.out))):
+        parser.error(f"--out: no directory for {args.out}")
     args.end_at = time.monotonic() + args.minutes * 60 if args.minutes else float("inf")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     # SIGTERM unwinds like Ctrl-C: the hosts are stopped and deleted on the way out.

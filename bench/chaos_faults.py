@@ -206,11 +206,6 @@ class Injector:
             return None if pids else "no executor of the job"
         if kind in HOST_FAULTS:
             make_and_heal(c, kind, fault.target, fault.duration_s, driver_host=self.driver_host)
-        elif kind == "pause-worker":
-            pid = running[0]
-            _kill(pid, signal.SIGSTOP)
-            time.sleep(fault.duration_s)
-            _kill(pid, signal.SIGCONT)
         elif kind == "kill-during-restore":
             return self._kill_during_restore(fault)
         elif kind == "kill-during-savepoint":

@@ -118,3 +118,34 @@ def test_a_second_server_starts_beside_the_sessions_one(seaweed: SeaweedS3) -> N
     fs = seaweed.filesystem()
     fs.pipe("cairn/still-serving", b"y")
     assert fs.cat("cairn/still-serving") == b"y"
+
+
+def test_the_driver_sees_files_other_processes_wrote_after_it_last_looked(
+    seaweed: SeaweedS3,
+) -> None:
+    """s3fs answers listings, ``exists`` and ``isdir`` from the first listing of a directory
+    for as long as its instance lives: a driver that had listed the shared files once (a
+    restore) then found the files its workers uploaded since "missing", declared its newest
+    checkpoint unusable and failed the job (the fault campaign of 2026-12-06 05:30)."""
+    from cairn.checkpoint.locations import resolve
+
+    options = _options(seaweed)
+    storage = CheckpointStorage(seaweed.url("listings"), "job-1", options)
+    worker = seaweed.filesystem()  # another process's client: a cache of its own
+    job = storage.job_dir.removeprefix("s3://")
+    worker.pipe(f"{job}/shared/000010.sst-a", b"1")
+    worker.pipe(f"{job}/chk-1/_metadata", b"1")
+    assert storage.list_shared_files() == ["../shared/000010.sst-a"]
+    here = resolve(storage.job_dir, options)
+    assert here.fs.ls(here.path, detail=False)  # listed once: what a cache would keep
+    worker.pipe(f"{job}/shared/000011.sst-b", b"2")
+    worker.pipe(f"{job}/chk-2/_metadata", b"2")
+    assert storage.list_shared_files() == ["../shared/000010.sst-a", "../shared/000011.sst-b"]
+    again = resolve(storage.job_dir, options)
+    assert again.fs.isdir(f"{again.path}/chk-2")
+    assert again.fs.exists(f"{again.path}/chk-2/_metadata")
+    assert {n.rsplit("/", 1)[-1] for n in again.fs.ls(again.path, detail=False)} >= {
+        "chk-1",
+        "chk-2",
+        "shared",
+    }

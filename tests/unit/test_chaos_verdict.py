@@ -38,9 +38,9 @@ _SHAPE = (
 
 
 def test_the_plan_is_a_function_of_the_seed_and_parses_as_fault_specs() -> None:
-    plan = plan_faults(11, 20, vertices=_one(3), records_per_subtask=100)
-    assert plan == plan_faults(11, 20, vertices=_one(3), records_per_subtask=100)
-    assert plan != plan_faults(12, 20, vertices=_one(3), records_per_subtask=100)
+    plan = plan_faults(11, 20, vertices=_one(3), records_per_subtask=100, pauses=0)
+    assert plan == plan_faults(11, 20, vertices=_one(3), records_per_subtask=100, pauses=0)
+    assert plan != plan_faults(12, 20, vertices=_one(3), records_per_subtask=100, pauses=0)
     assert [f.attempt for f in plan] == list(range(20))
     assert plan[0].kind != "restore"  # nothing to restore in the first attempt
     assert {f.subtask for f in plan} <= {0, 1, 2}
@@ -81,7 +81,7 @@ def test_faults_spread_over_every_vertex_within_its_parallelism_and_no_source_al
 
 
 def test_segments_take_turns_and_each_counts_its_own_attempts() -> None:
-    plan = plan_faults(9, 7, vertices=_SHAPE, records_per_subtask=10, segments=3)
+    plan = plan_faults(9, 7, vertices=_SHAPE, records_per_subtask=10, segments=3, pauses=0)
     assert [(f.segment, f.attempt) for f in plan] == [
         (0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (2, 1), (0, 2)
     ]  # fmt: skip
@@ -89,6 +89,38 @@ def test_segments_take_turns_and_each_counts_its_own_attempts() -> None:
     second = parse_faults(faults_text(plan, "/m", segment=1))
     assert [(s.attempt, s.marker) for s in second] == [(0, "/m/fault-1"), (1, "/m/fault-4")]
     assert "(segment 1, attempt 0)" in plan[1].describe()
+
+
+def test_pauses_end_no_attempt_and_the_next_fault_of_their_segment_waits_for_them() -> None:
+    plan = plan_faults(4, 200, vertices=_SHAPE, records_per_subtask=10, segments=2)
+    pauses = [f for f in plan if f.action == "pause"]
+    assert 20 <= len(pauses) <= 60  # about a fifth
+    assert all(1.0 <= f.pause_s <= 3.0 for f in pauses)
+    for segment in (0, 1):
+        faults = [f for f in plan if f.segment == segment]
+        kills = 0
+        for before, fault in zip([None, *faults], faults, strict=False):
+            assert fault.attempt == kills  # only kills start a new attempt
+            paused = before is not None and before.action == "pause"
+            assert fault.after == (before.index if paused else None)
+            assert not (paused and fault.kind == "restore")
+            kills += fault.action == "kill"
+    # The points are the same draws with or without pauses (a restore after a pause is a
+    # processing fault at the same early record).
+    no_pauses = plan_faults(4, 200, vertices=_SHAPE, records_per_subtask=10, pauses=0)
+    for fault, alone in zip(plan, no_pauses, strict=True):
+        assert (fault.kind, fault.records, fault.subtask, fault.vertex) == (
+            alone.kind if fault.kind == alone.kind else "processing",
+            alone.records,
+            alone.subtask,
+            alone.vertex,
+        )
+    chained = next(f for f in plan if f.after is not None)
+    (spec,) = parse_faults(faults_text((chained,), "/m", chained.segment))
+    assert spec.after == f"/m/fault-{chained.after}"
+    first = pauses[0]
+    (paused,) = parse_faults(faults_text((first,), "/m", first.segment))
+    assert (paused.kill, paused.pause_s) == ("pause", first.pause_s)
 
 
 def test_equal_multisets_in_any_order_do_not_differ() -> None:

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from fsspec import AbstractFileSystem
-from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
 from cairn.checkpoint import hdfs_files, local_files
 from cairn.checkpoint.errors import CorruptCheckpointError
 from cairn.checkpoint.handles import SHARED_DIR_NAME, SHARED_PATH_PREFIX
+from cairn.common.storage_options import url_to_fresh_fs
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class Location:
 
 
 def resolve(path: str, storage_options: Mapping[str, Any] | None) -> Location:
-    fs, p = url_to_fs(path, **dict(storage_options or {}))
+    fs, p = url_to_fresh_fs(path, storage_options)
     return Location(fs, p.rstrip("/") or p, "://" in path)
 
 

@@ -18,12 +18,17 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
 from cairn.checkpoint import hdfs_files, local_files
 from cairn.checkpoint.errors import CheckpointStorageUnusableError
-from cairn.common.storage_options import AZURE_SCHEMES, GCS_SCHEMES, HDFS_SCHEMES, S3_SCHEMES
+from cairn.common.storage_options import (
+    AZURE_SCHEMES,
+    GCS_SCHEMES,
+    HDFS_SCHEMES,
+    S3_SCHEMES,
+    url_to_fresh_fs,
+)
 
 __all__ = ["check_storage_access", "describe_storage_error", "is_storage_error", "space_problem"]
 
@@ -228,7 +233,7 @@ def check_storage_access(url: str | None, storage_options: Mapping[str, Any] | N
         local_files.ensure_private_root(local_files.default_root())
         url = "file://" + local_files.default_root()
     try:
-        fs, root = url_to_fs(url, **dict(storage_options or {}))
+        fs, root = url_to_fresh_fs(url, storage_options)
     except Exception as exc:  # bad options, missing fsspec implementation package
         raise CheckpointStorageUnusableError(url, describe_storage_error(url, exc)) from exc
     root = root.rstrip("/") or root

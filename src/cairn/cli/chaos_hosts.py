@@ -283,7 +283,11 @@ def _hosts_run(
                 continue
             say(f"host fault {fault.describe(target)}")
             made = time.time()
-            make_and_heal(cluster, fault.kind, target, fault.duration_s)
+            try:
+                make_and_heal(cluster, fault.kind, target, fault.duration_s)
+            except LookupError as missed:  # its worker ended meanwhile
+                outcomes.append(HostOutcome(fault, target, missed=str(missed)))
+                continue
             outcomes.append(HostOutcome(fault, target, made, time.time()))
             healed_at = _read_progress(progress)
         with contextlib.suppress(Exception):

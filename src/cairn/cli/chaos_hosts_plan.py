@@ -44,6 +44,8 @@ __all__ = [
 # job, with their weights and what a person reads.
 HOST_KINDS: dict[str, tuple[int, str]] = {
     "kill-host": (2, "worker host lost"),
+    "pause-worker": (2, "a worker of the job paused (SIGSTOP, then SIGCONT)"),
+    "isolate-host": (1, "a worker host cut off from every other host"),
     "partition-driver": (1, "partition between a worker host and the driver host"),
     "partition-storage": (1, "partition between a worker host and the storage host"),
     "partition-peer": (1, "partition between the two worker hosts"),

@@ -7,7 +7,9 @@ store never reach another filesystem; options the user passed explicitly
 (``FileSystemCheckpointStorage(path, storage_options=...)``) win over derived ones, key by
 key; secrets are never part of a ``repr``. Every derived S3 and HDFS configuration has a
 bounded retry policy (and S3 bounded timeouts), so an unreachable endpoint or NameNode fails
-instead of hanging.
+instead of hanging. A filesystem Cairn opens (``url_to_fresh_fs``) never answers a listing,
+``exists`` or ``isdir`` from a cached listing: its processes read directories that other
+processes write (a driver lists the shared files its workers uploaded after it last looked).
 
 >>> opts = s3_storage_options({"s3.endpoint": "http://127.0.0.1:8333",
 ...                            "s3.path.style.access": True})
@@ -46,6 +48,7 @@ __all__ = [
     "redact_storage_options",
     "s3_storage_options",
     "storage_options_for",
+    "url_to_fresh_fs",
 ]
 
 S3_SCHEMES = frozenset({"s3", "s3a"})
@@ -211,6 +214,30 @@ def hdfs_storage_options(resolved: Mapping[str, Any]) -> dict[str, str]:
         if key.startswith(HADOOP_KEY_PREFIX) and len(key) > len(HADOOP_KEY_PREFIX):
             options[key[len(HADOOP_KEY_PREFIX) :]] = str(value)
     return options
+
+
+# Object stores whose fsspec filesystems cache directory listings (and answer ``exists``,
+# ``isdir`` and ``info`` from them) for as long as the instance lives.
+_LISTINGS_CACHED = S3_SCHEMES | GCS_SCHEMES | AZURE_SCHEMES
+
+
+def url_to_fresh_fs(url: str, storage_options: Mapping[str, Any] | None = None) -> tuple[Any, str]:
+    """``fsspec.core.url_to_fs(url, **storage_options)``, with the listings cache off for
+    object stores: s3fs, gcsfs and adlfs keep the first listing of a directory and answer
+    later listings, ``exists`` and ``isdir`` from it, so a file another process wrote since
+    is reported missing (a driver verifying the checkpoint its workers just uploaded).
+
+    >>> fs, path = url_to_fresh_fs("file:///tmp/x")
+    >>> path
+    '/tmp/x'
+    """
+    from fsspec.core import url_to_fs
+
+    options = dict(storage_options or {})
+    if _scheme(url) in _LISTINGS_CACHED:
+        options.setdefault("use_listings_cache", False)
+    fs, path = url_to_fs(url, **options)
+    return fs, path
 
 
 def storage_options_for(url: str, resolved: Mapping[str, Any]) -> dict[str, Any]:

@@ -23,7 +23,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
 from cairn.checkpoint.ha.azure_store import AzureStore
@@ -41,7 +40,13 @@ from cairn.checkpoint.locations import resolve
 from cairn.checkpoint.storage import default_storage_url
 from cairn.common.exceptions import JobSubmissionError
 from cairn.common.job_status import JobStatus
-from cairn.common.storage_options import AZURE_SCHEMES, GCS_SCHEMES, HDFS_SCHEMES, S3_SCHEMES
+from cairn.common.storage_options import (
+    AZURE_SCHEMES,
+    GCS_SCHEMES,
+    HDFS_SCHEMES,
+    S3_SCHEMES,
+    url_to_fresh_fs,
+)
 from cairn.graph.job_graph import JobGraph
 from cairn.ids import CheckpointId, JobId
 from cairn.settings import JobSettings, RerunPolicy
@@ -91,7 +96,7 @@ def open_store(url: str, storage_options: Mapping[str, Any]) -> ConditionalStore
     scheme = url.split("://", 1)[0].lower() if "://" in url else "file"
     if scheme == "memory":
         return _MEMORY.setdefault(url, MemoryStore())
-    fs, path = url_to_fs(url, **dict(storage_options))
+    fs, path = url_to_fresh_fs(url, storage_options)
     if isinstance(fs, LocalFileSystem):
         return FileStore(path)
     store: S3Store | GcsStore | AzureStore | HdfsStore

@@ -10,13 +10,19 @@ With ``kill=driver`` a point kills the driver's whole process group instead (a d
 and only if the driver leads its own process group, so a test runner is never hit; points
 in ``DRIVER_POINTS`` fire on the driver itself. With ``marker=<file>`` a fault appends where
 it fired (``<point> ... (checkpoint <n>)``) to that file before it kills, so a test can check
-that it landed where it aimed.
+that it landed where it aimed. With ``kill=pause,for=S`` a point stops the worker's process for
+S seconds instead (SIGSTOP, then SIGCONT from a helper process it started: a GC pause, a
+frozen VM) and the worker goes on; its marker ends with ``resumed after <s> s`` once it did.
+With ``after=<file>`` a fault fires only once that file exists (another fault's marker), so a
+kill planned after a pause in the same attempt waits for the pause.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -59,13 +65,23 @@ class FaultSpec:
     subtask: int | None = None  # a subtask index, or a worker index at worker points
     vertex: str | None = None  # substring of the vertex name
     records: int = 0
-    kill: str = "worker"  # "driver": the driver's process group (see kill_driver)
+    kill: str = "worker"  # "driver": the driver's process group; "pause": stop, go on
     driver_pid: int | None = None  # filled in by the job master for kill=driver
     marker: str | None = None  # a file to append where the fault fired to, before it kills
+    pause_s: float = 0.0  # kill=pause: how long the worker's process stays stopped
+    after: str | None = None  # fire only once this file (another fault's marker) exists
 
 
 def parse_faults(text: str) -> tuple[FaultSpec, ...]:
-    """Parse ``point=processing,attempt=0,records=5000,subtask=1; point=during-upload,...``."""
+    """Parse ``point=processing,attempt=0,records=5000,subtask=1; point=during-upload,...``.
+
+    >>> parse_faults("point=alignment,kill=pause,for=2.5,after=/m/fault-0")[0].pause_s
+    2.5
+    >>> parse_faults("point=alignment,kill=pause")
+    Traceback (most recent call last):
+    ...
+    ValueError: fault kill=pause needs for=<seconds> > 0
+    """
     specs = []
     for part in filter(None, (p.strip() for p in text.split(";"))):
         fields = dict(kv.split("=", 1) for kv in part.split(","))
@@ -84,21 +100,27 @@ def parse_faults(text: str) -> tuple[FaultSpec, ...]:
                 records=int(fields.get("records", 0)),
                 kill=_kill_target(fields.get("kill", "worker")),
                 marker=fields.get("marker"),
+                pause_s=float(fields.get("for", 0)),
+                after=fields.get("after"),
             )
         )
+        if specs[-1].kill == "pause" and specs[-1].pause_s <= 0:
+            raise ValueError("fault kill=pause needs for=<seconds> > 0")
+        if specs[-1].kill == "pause" and point in FAILING_POINTS | DRIVER_POINTS:
+            raise ValueError(f"fault point {point!r} cannot pause a worker")
     return tuple(specs)
 
 
 def _kill_target(value: str) -> str:
-    if value not in ("worker", "driver"):
-        raise ValueError(f"unknown fault kill target {value!r}; expected worker or driver")
+    if value not in ("worker", "driver", "pause"):
+        raise ValueError(f"unknown fault kill target {value!r}; expected worker, driver or pause")
     return value
 
 
-def _mark(spec: FaultSpec, where: str) -> None:
+def _mark(spec: FaultSpec, where: str, end: str = "\n") -> None:
     if spec.marker is not None:
         with open(spec.marker, "a", encoding="utf-8") as f:
-            f.write(where + "\n")
+            f.write(where + end)
             f.flush()
             os.fsync(f.fileno())
 
@@ -187,15 +209,35 @@ class FaultInjector:
                 continue
             if records < spec.records:
                 continue
+            if spec.after is not None and not os.path.exists(spec.after):
+                continue
             self._specs.remove(spec)
             where = f"{point} of {vertex_name}#{subtask} (checkpoint {checkpoint_id})"
             if point in FAILING_POINTS:
                 raise InjectedFailure(f"injected failure at {where}")
+            if spec.kill == "pause":
+                self._pause(spec, where)
+                return
             if spec.kill == "driver":
                 kill_driver(spec, where)
             else:
                 _mark(spec, where)
             self._kill(where)
+
+    def _pause(self, spec: FaultSpec, where: str) -> None:
+        """Stop this worker for ``spec.pause_s``: its whole process (a helper process sends
+        SIGSTOP and, after the pause, SIGCONT: a stopped process cannot wake itself), or
+        with workers as threads of the test process, this thread only."""
+        _mark(spec, f"{where}, paused for {spec.pause_s:g} s", end="")
+        started = time.monotonic()
+        if self._hard_kill:
+            # The helper stops this process while it waits here, at the point, and wakes it
+            # after the pause: no race between the stop and the wake-up.
+            script = f"kill -STOP {os.getpid()}; sleep {spec.pause_s}; kill -CONT {os.getpid()}"
+            subprocess.run(["sh", "-c", script], stdin=subprocess.DEVNULL, start_new_session=True)
+        else:
+            time.sleep(spec.pause_s)
+        _mark(spec, f"; resumed after {time.monotonic() - started:.2f} s")
 
     def _kill(self, where: str) -> None:
         if self._hard_kill:

@@ -472,16 +472,16 @@ def _renamed(sub: OperatorSubtaskState, renamed: Mapping[str, str]) -> OperatorS
 
 def _place(path: str, storage_options: Mapping[str, Any]) -> tuple[Any, str]:
     """Filesystem protocol and path of ``path``, however it is spelled (URL or plain)."""
-    from fsspec.core import url_to_fs
+    from cairn.common.storage_options import url_to_fresh_fs
 
-    fs, p = url_to_fs(path, **dict(storage_options))
+    fs, p = url_to_fresh_fs(path, storage_options)
     return fs.protocol, p.rstrip("/")
 
 
 def _refuse_existing(target: str, storage_options: Mapping[str, Any]) -> None:
-    from fsspec.core import url_to_fs
+    from cairn.common.storage_options import url_to_fresh_fs
 
-    fs, p = url_to_fs(target, **dict(storage_options))
+    fs, p = url_to_fresh_fs(target, storage_options)
     if fs.exists(p.rstrip("/") + "/_metadata"):
         raise FileExistsError(f"{target}: already contains a savepoint or checkpoint (_metadata)")
 

@@ -182,10 +182,10 @@ class FileSystemLookup:
         self._loaded_at = None
 
     def _load(self) -> None:
-        import fsspec
+        from cairn.common.storage_options import url_to_fresh_fs
 
         schema = row_deserializer(self.options["format"], self.columns, self.options)
-        fs, root = fsspec.core.url_to_fs(self.path)
+        fs, root = url_to_fresh_fs(self.path)
         files = [root] if fs.isfile(root) else sorted(fs.find(root))
         rows: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
         for name in files:

@@ -1,6 +1,6 @@
 """Host-level faults on a :class:`~cairn.testing.netns_cluster.NetnsCluster`, each made and
-healed in one call: a worker host lost, partitions, a host cut off, a full disk, the storage
-host's servers down, and the HDFS store's own faults.
+healed in one call: a worker host lost, a job's worker paused (SIGSTOP, SIGCONT), partitions,
+a host cut off, a full disk, the storage host's servers down, and the HDFS store's own faults.
 
 Invariant: ``make_and_heal`` returns only once the fault is healed (links up, routes
 removed, disk freed, storage restarted, a lost host's Spark worker started again), so
@@ -14,6 +14,9 @@ the project's campaign (``bench/chaos_faults.py``) and ``cairn chaos --profile h
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -39,6 +42,7 @@ ON_A_JOB_HOST = frozenset(
 HOST_FAULTS = frozenset(
     {
         "kill-host",
+        "pause-worker",
         "partition-driver",
         "partition-storage",
         "partition-peer",
@@ -74,13 +78,27 @@ def make_and_heal(
     driver_host: str = "driver",
 ) -> None:
     """Make the fault ``kind`` of ``HOST_FAULTS`` at worker host ``target`` (a DataNode's
-    index for ``datanode-lost``), let it last ``duration_s``, heal it."""
+    index for ``datanode-lost``), let it last ``duration_s``, heal it.
+
+    Raises:
+        LookupError: ``pause-worker`` on a host that runs no worker of the job (whose
+            control connection goes to ``driver_host``).
+    """
     host = f"worker-{target}"
     c = cluster
     if kind == "kill-host":
         c.kill_host(host)
         time.sleep(duration_s)
         c.restart_worker(host)
+    elif kind == "pause-worker":  # a GC pause, a frozen process: its kernel still answers
+        pids = c.job_worker_pids(host, driver=driver_host)
+        if not pids:
+            raise LookupError(f"{host} runs no worker of the job")
+        _signal(pids[0], signal.SIGSTOP)
+        try:
+            time.sleep(duration_s)
+        finally:
+            _signal(pids[0], signal.SIGCONT)
     elif kind in ("partition-driver", "partition-storage", "partition-peer"):
         other = {
             "partition-driver": driver_host,
@@ -116,3 +134,8 @@ def make_and_heal(
         c.free_store_disk()
     else:
         raise ValueError(f"not a host fault: {kind}")
+
+
+def _signal(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):  # it died meanwhile
+        os.kill(pid, sig)

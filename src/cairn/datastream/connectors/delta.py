@@ -30,7 +30,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from fsspec import AbstractFileSystem
-from fsspec.core import url_to_fs
 
 from cairn.api.connectors import (
     CheckpointCommittables,
@@ -40,6 +39,7 @@ from cairn.api.connectors import (
     SinkWriterContext,
 )
 from cairn.common.exceptions import ConfigurationError
+from cairn.common.storage_options import url_to_fresh_fs
 from cairn.common.typeinfo import RowTypeInfo
 from cairn.datastream.connectors.delta_merge import (
     DELETE_COLUMN,
@@ -229,8 +229,8 @@ class DeltaSinkWriter(SinkWriter):
         self._context = context
         self._app_id = sink.resolved_app_id(str(context.job_id))
         self._rows = ArrowRows(sink.row_type)
-        self._fs, self._root = url_to_fs(
-            sink.table_path, **fsspec_options(sink.table_path, sink.storage_options)
+        self._fs, self._root = url_to_fresh_fs(
+            sink.table_path, fsspec_options(sink.table_path, sink.storage_options)
         )
         self._buffer: list[Any] = []
         self._files: list[DataFile] = []  # written, not yet handed to the committer
@@ -322,8 +322,8 @@ class DeltaCommitter(Committer):
     def __init__(self, sink: DeltaSink) -> None:
         self._sink = sink
         self._fs: AbstractFileSystem
-        self._fs, self._root = url_to_fs(
-            sink.table_path, **fsspec_options(sink.table_path, sink.storage_options)
+        self._fs, self._root = url_to_fresh_fs(
+            sink.table_path, fsspec_options(sink.table_path, sink.storage_options)
         )
         self._leftovers: SinkWriterContext | None = None
 

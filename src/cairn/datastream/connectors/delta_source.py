@@ -25,9 +25,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
-from fsspec.core import url_to_fs
 
 from cairn.api.connectors import Source, SourceReader, SourceReaderContext
+from cairn.common.storage_options import url_to_fresh_fs
 from cairn.common.types import Row, RowKind
 from cairn.datastream.connectors.delta_protocol import fsspec_options
 from cairn.datastream.formats.arrow import rows_from
@@ -216,8 +216,8 @@ class DeltaSourceReader(SourceReader):
     def __init__(self, source: DeltaSource, splits: list[DeltaSplit]) -> None:
         self._source = source
         self._split: DeltaSplit | None = splits[0] if splits else None
-        self._fs, self._root = url_to_fs(
-            source.table_path, **fsspec_options(source.table_path, source.storage_options)
+        self._fs, self._root = url_to_fresh_fs(
+            source.table_path, fsspec_options(source.table_path, source.storage_options)
         )
         self._files: list[str] | None = None  # of the split's version, once listed
         self._current: Any = None  # the rows of the file at file_index, once read

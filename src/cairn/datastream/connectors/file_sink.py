@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from fsspec import AbstractFileSystem
-from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
 from cairn.api.connectors import Committer, Sink, SinkWriter, SinkWriterContext
 from cairn.clock import Clock, SystemClock
 from cairn.common.serialization import BulkWriter, BulkWriterFactory, Encoder
+from cairn.common.storage_options import url_to_fresh_fs
 from cairn.datastream.connectors.file_sink_config import (
     BasePathBucketAssigner,
     BucketAssigner,
@@ -269,7 +269,7 @@ class FileSinkWriter(SinkWriter):
         self._encoder = sink.encoder
         self._context = context
         self._now_ms = clock.now_ms  # wall clock: time buckets and rolling
-        self._fs, self._base = url_to_fs(sink.base_path)
+        self._fs, self._base = url_to_fresh_fs(sink.base_path)
         self._uid = str(uuid.uuid4())
         self._tag = attempt_tag(context)
         self._counter = 0
@@ -399,7 +399,7 @@ class FileSinkWriter(SinkWriter):
                 self._fs.rm(part.in_progress)
         for committable in self._pending:
             with contextlib.suppress(OSError):
-                fs, path = url_to_fs(committable.in_progress_path)
+                fs, path = url_to_fresh_fs(committable.in_progress_path)
                 fs.rm(path)
         self._parts.clear()
         self._pending.clear()
@@ -428,8 +428,8 @@ class FileCommitter(Committer):
         for c in committables:
             if isinstance(c, BucketCommittable):
                 continue
-            fs, in_progress = url_to_fs(c.in_progress_path)
-            _, final = url_to_fs(c.final_path)
+            fs, in_progress = url_to_fresh_fs(c.in_progress_path)
+            _, final = url_to_fresh_fs(c.final_path)
             if fs.exists(in_progress):
                 if fs.exists(final):
                     fs.rm(in_progress)  # an earlier copy-then-delete rename stopped halfway
@@ -446,7 +446,7 @@ class FileCommitter(Committer):
                 _fsync_dir(directory)
         if self.bucket_commit is not None:
             for bucket in buckets:
-                fs, directory = url_to_fs(bucket.directory)
+                fs, directory = url_to_fresh_fs(bucket.directory)
                 self.bucket_commit.commit(fs, directory)
 
     def abort_leftovers(self, context: SinkWriterContext) -> None:
@@ -460,7 +460,7 @@ class FileCommitter(Committer):
             r"\.inprogress\.(.+)$"
         )
         current = attempt_tag(context)
-        fs, base = url_to_fs(self.base_path)
+        fs, base = url_to_fresh_fs(self.base_path)
         if not fs.exists(base):
             return
         for path in fs.find(base, withdirs=False):

@@ -14,10 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from fsspec.core import url_to_fs
-
 from cairn.api.connectors import Source, SourceReader, SourceReaderContext
 from cairn.clock import Clock, MonotonicClock
+from cairn.common.storage_options import url_to_fresh_fs
 from cairn.common.time import Duration
 from cairn.datastream.connectors.formats import (
     BulkFormat,
@@ -62,7 +61,7 @@ def list_files(roots: Sequence[str], missing_ok: bool) -> list[str]:
     """
     found: set[str] = set()
     for root in roots:
-        fs, base = url_to_fs(root)
+        fs, base = url_to_fresh_fs(root)
         if fs.isfile(base):
             found.add(fs.unstrip_protocol(base))
             continue
@@ -252,7 +251,7 @@ class FileSourceReader(SourceReader):
         return None if self._interval_ms is None else []
 
     def _open(self, path: str) -> RecordReader:
-        fs, local = url_to_fs(path)
+        fs, local = url_to_fresh_fs(path)
         handle = fs.open(local, "rb")
         state = self._files[path]
         self._current_handle = handle
