@@ -89,6 +89,9 @@ CHAOS_UPGRADE = (
 # Run by tests/integration/test_chaos_driver_kills.py (in-process workers: a Spark driver's
 # cold start per life would take a minute): docs/chaos.md's driver kills.
 CHAOS_DRIVER_KILLS = "cairn chaos examples/chaos_orders.py --seed=7 --driver-kills=2"
+CHAOS_DRIVER_KILLS_RESCALE = (
+    "cairn chaos examples/chaos_orders.py --seed=7 --driver-kills=1 --rescale"
+)
 CHAOS_UPGRADE_UID = f"{CHAOS_UPGRADE} -- --change uid"
 CHAOS_UPGRADE_STATE_NAME = f"{CHAOS_UPGRADE} -- --change state-name"
 CHAOS_UPGRADE_STATE_TYPE = f"{CHAOS_UPGRADE} -- --change state-type"
@@ -128,6 +131,7 @@ COMMANDS = frozenset(
         CHAOS_UPGRADE_UID,
         CHAOS_UPGRADE_STATE_NAME,
         CHAOS_UPGRADE_STATE_TYPE,
+        CHAOS_DRIVER_KILLS_RESCALE,
         CHAOS_DRIVER_KILLS,
         SQL_SCRIPT,
         STATE_LIST,

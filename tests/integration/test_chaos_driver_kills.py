@@ -2,7 +2,8 @@
 run's driver SIGKILLed once, between a checkpoint's completion and the sink's commit of it,
 and started again as a new driver that resumes from that checkpoint by itself; the kill is
 seen to land (its marker, the new driver's log) and the committed output equals the
-reference's, every order once.
+reference's, every order once; with ``--rescale`` and ``--upgrade`` the driver after a kill
+takes the run up in the segment where it stood, and the run still goes through every one.
 
 The drivers run their workers as threads (``--executor inprocess``), so each driver life
 costs a second rather than a cold Spark start: what is under test (a driver process group
@@ -14,6 +15,7 @@ driver left pending, the comparison) is the driver's. The same on local Spark is
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,12 @@ import pytest
 
 from cairn.cli.chaos_driver import DriverKill, run_with_driver_kills
 from tests._cli import cli_in_process
-from tests.integration._readme import CHAOS_DRIVER_KILLS, REPO_ROOT, readme_line
+from tests.integration._readme import (
+    CHAOS_DRIVER_KILLS,
+    CHAOS_DRIVER_KILLS_RESCALE,
+    REPO_ROOT,
+    readme_line,
+)
 
 EXAMPLE = REPO_ROOT / "examples" / "chaos_orders.py"
 
@@ -111,3 +118,68 @@ def test_the_docs_driver_kills_line_runs_as_shown(tmp_path: Path, capsys: Any) -
     assert status == 0, out
     assert out.startswith("EQUAL: 1 outputs (6000 records) committed the same"), out
     assert "  driver kills: 2 of 2 landed" in out, out
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_driver_killed_in_a_rescaled_run_is_followed_where_the_run_stood(
+    tmp_path: Path, capsys: Any
+) -> None:
+    """docs/chaos.md's ``--driver-kills=1 --rescale`` line as written (its workers
+    in-process): the kill lands in one of the three segments, the second driver takes the
+    run up there (the segment's job resumed, or the next segment restored from the savepoint
+    the lost driver completed), and the run still goes p=2 -> 3 -> 2 and commits every order
+    once, as the reference does."""
+    argv = readme_line(CHAOS_DRIVER_KILLS_RESCALE).split()[1:]
+    argv[1] = str(EXAMPLE)
+    argv += ["--executor", "inprocess", "--work-dir", str(tmp_path)]
+    status = cli_in_process(argv)
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert out.startswith("EQUAL: 1 outputs (6000 records) committed the same"), out
+    assert "  rescaled: p=2 -> 3 -> 2, each step a stop with savepoint mid-run" in out, out
+    assert "  driver kills: 1 of 1 landed" in out, out
+    (landed,) = [line for line in out.splitlines() if line.startswith("  landed driver kill")]
+    (work,) = tmp_path.glob("cairn-chaos-*")
+    assert (work / "fault-markers" / "driver-0").read_text().strip(), "no marker"
+    second = json.loads((work / "faults-life-1.json").read_text())
+    assert second["segments"] == [2, 3, 2], second
+    k = second["first"]  # where the second driver took the run up (0-based)
+    nth = ("first", "second", "third")
+    if second["restore"] is None:  # the segment's own job, resumed by the rerun
+        here = f"the {nth[k]} of 3 segments (p={(2, 3, 2)[k]})"
+        assert f", in {here}" in landed, landed
+        assert f"; the next driver resumed {here} from " in landed, landed
+        log = (work / "faults-driver-1.log").read_text()
+        assert "its earlier run was lost without ending" in log, log[-3000:]
+    else:  # the lost driver's stop with savepoint completed: the next segment from it
+        assert f"{work}/faults/savepoint-{k - 1}" in second["restore"], second
+        stopped = f"the {nth[k - 1]} of 3 segments (p={(2, 3, 2)[k - 1]})"
+        assert f", in {stopped}, during its stop with savepoint {k}, which completed" in landed
+        following = f"the {nth[k]} of 3 segments (p={(2, 3, 2)[k]})"
+        assert f"; the next driver restored {following} from savepoint {k}" in landed, landed
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_driver_killed_in_an_upgraded_run_still_upgrades_and_commits_the_same(
+    tmp_path: Path, capsys: Any
+) -> None:
+    """``--driver-kills=1 --upgrade`` (workers in-process): each driver life gets the
+    savepoint check of the upgrade, and after the kill the run still switches to the new
+    script through a savepoint and commits what the new script from scratch does."""
+    argv = ["chaos", str(EXAMPLE), "--seed=5", "--driver-kills=1"]
+    argv += ["--upgrade", str(REPO_ROOT / "examples" / "chaos_orders_v2.py")]
+    argv += ["--executor", "inprocess", "--work-dir", str(tmp_path)]
+    status = cli_in_process(argv)
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert out.startswith("EQUAL: 1 outputs (6000 records) committed the same"), out
+    assert "  upgraded: chaos_orders.py -> chaos_orders_v2.py, a stop with savepoint" in out
+    assert "  driver kills: 1 of 1 landed" in out, out
+    (landed,) = [line for line in out.splitlines() if line.startswith("  landed driver kill")]
+    assert " of 2 segments (chaos_orders" in landed, landed
+    (work,) = tmp_path.glob("cairn-chaos-*")
+    second = json.loads((work / "faults-life-1.json").read_text())
+    assert second["scripts"][1].endswith("chaos_orders_v2.py"), second
+    assert second["check"] and Path(second["check"]).exists(), second

@@ -5,6 +5,8 @@ Invariant: both runs are the same script with the same arguments in this process
 checkpoints and file sinks in a directory of its own and a fresh start (never a resume of
 the other); with ``--driver-kills`` the faulted run is drivers of its own instead, each a
 child process killed at a seeded moment and resumed by the next (``cli/chaos_driver.py``);
+with ``--rescale`` or ``--upgrade`` a life killed in a segment is followed by one that takes
+the run up where the run directory says it stands (``cli/chaos_driver_segments.py``);
 the kills are ``cairn.testing.faults`` points (``testing/fault_plan.py``), so
 ``--seed S`` replays them. The verdict is ``chaos_verdict``'s pure functions; when the
 outputs differ, a second fault-free run (the control) tells a job that differs with no
@@ -22,7 +24,7 @@ import os
 import random
 import tempfile
 
-from cairn.cli.chaos_driver import plan_driver_kills, run_with_driver_kills
+from cairn.cli.chaos_driver import Segments, plan_driver_kills, run_with_driver_kills
 from cairn.cli.chaos_inputs import InputCapture, add_capture_arguments
 from cairn.cli.chaos_report import replay_command, report, rescale_text
 from cairn.cli.chaos_run import (
@@ -61,8 +63,6 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         raise ConfigurationError("--faults, --driver-kills must be >= 0 and --minutes > 0")
     if args.upgrade is not None and (args.rescale or not os.path.isfile(args.upgrade)):
         raise ConfigurationError(f"--upgrade: no such job script {args.upgrade} (or --rescale)")
-    if args.driver_kills and (args.rescale or args.upgrade):
-        raise ConfigurationError("--driver-kills does not go with --rescale or --upgrade (yet)")
     args.script_args = list(getattr(args, "passthrough", []))
     if args.profile == "hosts":  # the faulted run on simulated hosts: chaos_hosts.py
         from cairn.cli.chaos_hosts import cmd_chaos_hosts
@@ -106,8 +106,20 @@ def cmd_chaos(args: argparse.Namespace) -> int:
             checkpoints=reference.checkpoints,
             vertices=reference.vertices or (Vertex("", reference.parallelism),),
         )
-        driven = run_with_driver_kills(args, work, kills, plan, markers)
-        chaos = RunResult("faults", outputs=driven.outputs, error=driven.error)
+        staged = Segments(tuple(segments), stop_after, tuple(scripts), upgrade)
+        driven = run_with_driver_kills(args, work, kills, plan, markers, staged)
+        chaos = RunResult(
+            "faults",
+            outputs=driven.outputs,
+            segments_run=driven.segments_run,
+            restores=driven.restores,
+            error=driven.error,
+            refused=driven.refused,
+            note=driven.note,
+        )
+        if upgrade is not None:  # what the savepoints held, for the report
+            for k, path in enumerate(driven.savepoints):
+                upgrade.before_restore(k, path)
     else:
         chaos = run_job(
             args,
@@ -129,6 +141,8 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         refused = f"NOT UPGRADED: {chaos.note}; nothing compared"
     if refused is not None:
         print(f"{refused}\n  replay: {command}")
+        for line in driven.lines() if driven else []:
+            print(line)
         return 1
     if chaos.error is not None:
         print(f"FAILED under faults: {chaos.error}")

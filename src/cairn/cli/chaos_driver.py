@@ -7,7 +7,9 @@ directory and sink places (``<work>/faults``), run by ``cli/chaos_driver_life.py
 child process that leads its own process group (the driver, its Spark JVM and Python
 workers), with ``cairn.recovery.on-rerun: RESUME``; life ``i < K`` carries driver kill
 ``i`` only (a ``kill=driver`` fault of ``runtime/faults.py`` aimed at the ``n``-th
-checkpoint of that life), the last life the seeded worker kills. A kill counts as landed
+checkpoint of that life), the last life the seeded worker kills (of the segments it runs:
+with ``--rescale`` or ``--upgrade`` each life begins where the run directory says the one
+before left the run, ``cli/chaos_driver_segments.py``). A kill counts as landed
 only when its marker file exists *and* the driver died of SIGKILL; a driver that ended
 otherwise, or one killed with no marker, is reported as such, never counted. Only the life
 that ends reads what the sinks committed, once, after all of them.
@@ -33,9 +35,22 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
+from cairn.cli.chaos_driver_segments import (
+    SegmentFacts,
+    SegmentStart,
+    kill_landing,
+    landing_text,
+    next_driver_text,
+    resumed_at,
+    segment_facts,
+    segment_name,
+    segment_start,
+)
 from cairn.cli.chaos_outputs import appended_records, snapshot
+from cairn.cli.chaos_run import restore_step
 from cairn.cli.chaos_verdict import Difference, Record
 from cairn.testing.fault_plan import PlannedFault, Vertex
 
@@ -44,6 +59,7 @@ __all__ = [
     "DriverKill",
     "DriverKillRun",
     "KillOutcome",
+    "Segments",
     "checkpoints_numbered",
     "driver_kill_lines",
     "kill_before",
@@ -159,7 +175,9 @@ class KillOutcome:
     """What became of a planned driver kill: ``where`` it fired (its marker's text) and
     ``at`` (the marker's mtime) if it landed, else ``why`` it did not; ``base``: the
     checkpoints numbered before its life; ``resumed_from``: the checkpoint the next driver
-    said it resumed from (None: it started fresh, or there was no next driver)."""
+    said it resumed from (None: it started fresh, or there was no next driver); in a run in
+    segments, ``segment``: where it landed among them, ``next_step``: what the next driver
+    did (``chaos_driver_segments``)."""
 
     kill: DriverKill
     base: int = 0
@@ -167,6 +185,8 @@ class KillOutcome:
     at: float = 0.0
     why: str | None = None
     resumed_from: int | None = None
+    segment: str | None = None
+    next_step: str | None = None
 
     @property
     def landed(self) -> bool:
@@ -228,12 +248,14 @@ def driver_kill_lines(
             lines.append(f"  driver kill just before: {before.kill.describe(before.base)}")
     for o in outcomes:
         if o.landed:
-            resumed = (
-                f"the next driver resumed from checkpoint {o.resumed_from}"
-                if o.resumed_from is not None
-                else "the next driver started fresh (no completed checkpoint)"
-            )
-            lines.append(f"  landed {o.kill.describe(o.base)}: {o.where}; {resumed}")
+            if o.next_step is not None:  # in a run in segments: which, from where
+                resumed = o.next_step
+            elif o.resumed_from is not None:
+                resumed = f"the next driver resumed from checkpoint {o.resumed_from}"
+            else:
+                resumed = "the next driver started fresh (no completed checkpoint)"
+            where = f"{o.where}, {o.segment}" if o.segment else o.where
+            lines.append(f"  landed {o.kill.describe(o.base)}: {where}; {resumed}")
         else:
             lines.append(f"  did not land: {o.kill.describe(o.base)}: {o.why}")
     return lines
@@ -242,13 +264,21 @@ def driver_kill_lines(
 @dataclass
 class DriverKillRun:
     """The faulted run's lives together: what its sinks committed (read by the last
-    life), its error (None: it finished), each kill's outcome, its lives' logs."""
+    life), its error (None: it finished), each kill's outcome, its lives' logs; in
+    segments, as ``chaos_run.RunResult`` says them over all lives: the parallelism of each
+    segment run, the restores between them, why it stopped short (``note``, ``refused``),
+    and the savepoints their stops completed."""
 
     outputs: dict[str, list[Record]] = field(default_factory=dict)
     error: str | None = None
     outcomes: list[KillOutcome] = field(default_factory=list)
     logs: list[str] = field(default_factory=list)
     planned: int = 0
+    segments_run: list[int | None] = field(default_factory=list)
+    restores: list[tuple[float, str]] = field(default_factory=list)
+    note: str | None = None
+    refused: str | None = None
+    savepoints: list[str] = field(default_factory=list)
 
     def lines(self, diffs: Sequence[Difference] = ()) -> list[str]:
         return driver_kill_lines(self.outcomes, self.planned, diffs)
@@ -284,7 +314,7 @@ def _life_spec(
             "checkpoint_interval": args.checkpoint_interval,
             "parallelism": args.parallelism,
             "executor": args.executor,
-            "upgrade": None,  # refused with --driver-kills
+            "upgrade": None,  # the segments' scripts: _segments_spec
             "allow_non_restored_state": getattr(args, "allow_non_restored_state", False),
             "conf": [
                 *(args.conf or []),
@@ -296,6 +326,36 @@ def _life_spec(
         "plan": [vars(f) for f in plan],
         "markers": markers,
         "inputs": _saved_inputs(args, work),
+    }
+
+
+@dataclass(frozen=True)
+class Segments:
+    """The faulted run's segments, as ``chaos_run.run_job`` takes them (``--rescale``,
+    ``--upgrade``): each one's parallelism, ``stop_after``, each one's script (empty: the
+    job's) and ``check``, the upgrade's check before a restore (an ``UpgradeCheck`` of
+    ``chaos_upgrade``, pickled for the lives; None: no check)."""
+
+    parallelism: tuple[int | None, ...] = (None,)
+    stop_after: int = 1
+    scripts: tuple[str, ...] = ()
+    check: Any = None
+
+
+def _segments_spec(segments: Segments, start: SegmentStart, work: str) -> dict[str, object]:
+    """The spec's part on segments: all of them, and where this life takes the run up."""
+    check = ""
+    if segments.check is not None:
+        check = os.path.join(work, "upgrade-check.pickle")
+        with open(check, "wb") as f:
+            pickle.dump(segments.check, f)
+    return {
+        "segments": list(segments.parallelism),
+        "stop_after": segments.stop_after,
+        "scripts": list(segments.scripts),
+        "check": check,
+        "first": start.segment,
+        "restore": start.restore,
     }
 
 
@@ -348,15 +408,20 @@ def run_with_driver_kills(
     kills: Sequence[DriverKill],
     plan: Sequence[PlannedFault],
     markers: str,
+    segments: Segments = Segments(),
 ) -> DriverKillRun:
     """Run the faulted run as ``len(kills) + 1`` driver lives (the last one with ``plan``'s
-    worker kills), each a child process of its own started once the one before died; see
-    the module's invariant."""
+    worker kills), each a child process of its own started once the one before died, where
+    the run directory says the one before left the run (``chaos_driver_segments``); see the
+    module's invariant."""
     run = DriverKillRun(planned=len(kills))
     watched = {path: snapshot(path) for path in args.compare}
     deadline = time.monotonic() + args.minutes * 60
-    checkpoint_dir = os.path.join(work, "faults", "checkpoints")
+    run_dir = os.path.join(work, "faults")
+    checkpoint_dir = os.path.join(run_dir, "checkpoints")
     result_path = os.path.join(work, "faults-result.json")
+    count = len(segments.parallelism)
+    facts = segment_facts(run_dir, count)
     for life in range(len(kills) + 1):
         kill = kills[life] if life < len(kills) else None
         base = checkpoints_numbered(checkpoint_dir)
@@ -367,19 +432,29 @@ def run_with_driver_kills(
             for late in kills[life:]:
                 run.outcomes.append(KillOutcome(late, why="--minutes ran out before its driver"))
             break
+        start = segment_start(facts)
         spec = _life_spec(args, work, remaining / 60, faults, () if kill else plan, markers)
+        spec.update(_segments_spec(segments, start, work))
         spec_path = os.path.join(work, f"faults-life-{life}.json")
         with open(spec_path, "w", encoding="utf-8") as f:
             json.dump(spec, f)
         log_path = os.path.join(work, f"faults-driver-{life}.log")
         run.logs.append(log_path)
         what = kill.describe(base) if kill is not None else f"{len(plan)} worker kills"
+        if count > 1:
+            what += f"; from {segment_name(start.segment, segments.parallelism, segments.scripts)}"
         _say(f"driver {life + 1} of the faulted run ({what}); its log: {log_path}")
         code = _run_life(spec_path, result_path, log_path, remaining)
+        before, facts = facts, segment_facts(run_dir, count)
         if run.outcomes and run.outcomes[-1].landed:  # what this driver resumed from
-            last = run.outcomes[-1]
-            run.outcomes[-1] = KillOutcome(
-                last.kill, last.base, last.where, last.at, None, resumed_checkpoint(_read(log_path))
+            log = _read(log_path)
+            step = None
+            if count > 1:
+                step = next_driver_text(
+                    start, resumed_at(log), segments.parallelism, segments.scripts
+                )
+            run.outcomes[-1] = replace(
+                run.outcomes[-1], resumed_from=resumed_checkpoint(log), next_step=step
             )
         if kill is not None:
             marker = os.path.join(markers, f"driver-{kill.index}")
@@ -387,7 +462,11 @@ def run_with_driver_kills(
             where = " and ".join(x for x in _read(marker).splitlines() if x.strip()) or None
             if code == -signal.SIGKILL and where is not None:
                 at = os.path.getmtime(marker)
-                run.outcomes.append(KillOutcome(kill, base, where, at))
+                landed = None
+                if count > 1:
+                    landing = kill_landing(before, facts)
+                    landed = landing_text(landing, segments.parallelism, segments.scripts)
+                run.outcomes.append(KillOutcome(kill, base, where, at, segment=landed))
                 continue
         if code is None:
             run.error = f"did not finish within --minutes {args.minutes:g}"
@@ -398,6 +477,7 @@ def run_with_driver_kills(
             )
         else:
             _load_result(result_path, run)
+            run.segments_run[:0] = segments.parallelism[: start.segment]
         if kill is not None:
             why = why_not_landed(code, where, run.error if code == 0 else None)
             run.outcomes.append(KillOutcome(kill, base, why=why))
@@ -406,7 +486,20 @@ def run_with_driver_kills(
         break
     for path in args.compare:
         run.outputs[f"--compare {path}"] = appended_records(path, watched[path])
+    _savepoints(facts, segments, run)
     return run
+
+
+def _savepoints(facts: SegmentFacts, segments: Segments, run: DriverKillRun) -> None:
+    """The savepoints the run's stops completed, and the restore after each (when its
+    ``_metadata`` was written)."""
+    for k, path in enumerate(facts.savepoints):
+        if path is None:
+            break
+        run.savepoints.append(path)
+        metadata = os.path.join(path.removeprefix("file://"), "_metadata")
+        step = restore_step(segments.parallelism, segments.scripts, k)
+        run.restores.append((os.path.getmtime(metadata), step))
 
 
 def why_not_landed(code: int | None, where: str | None, failed: str | None = None) -> str:
@@ -461,5 +554,7 @@ def _load_result(path: str, run: DriverKillRun) -> None:
     with open(path, encoding="utf-8") as f:
         data = json.load(f)
     run.error = data["error"]
+    run.segments_run = list(data.get("segments_run", []))
+    run.note, run.refused = data.get("note"), data.get("refused")
     for name, records in data["outputs"].items():
         run.outputs[name] = [Record(text, at, where) for text, at, where in records]

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from cairn.cli.chaos_driver_segments import savepoint_name
 from cairn.cli.chaos_outputs import (
     SinkOutput,
     appended_records,
@@ -43,6 +44,7 @@ __all__ = [
     "RunResult",
     "control_run_differs",
     "differs",
+    "restore_step",
     "run_conf",
     "run_job",
     "say",
@@ -126,13 +128,17 @@ def run_job(
     stop_after: int = 1,
     scripts: Sequence[str] = (),
     before_restore: Callable[[int, str], str | None] | None = None,
+    first: int = 0,
+    restore: str | None = None,
 ) -> RunResult:
     """Run the script once (``label``: its directory under ``work``) with ``plan``'s
     faults, in ``segments`` (one per parallelism; each but the last stopped with a
     savepoint once it completed ``stop_after`` checkpoints, the next restored from it).
     ``scripts``: each segment's script (default: the job's); ``before_restore``: given the
     segment that stopped and its savepoint, why the next one must not restore from it
-    (None: it may)."""
+    (None: it may). ``first``: the segment to begin with (a driver life taking a run up,
+    ``chaos_driver_segments``), restoring ``restore`` (None: as the run's on-rerun policy
+    decides); its ``before_restore`` check comes first."""
     from cairn.common.exceptions import JobExecutionException
     from cairn.datastream.job_builder import PreparedJob
     from cairn.datastream.stream_execution_environment import (
@@ -152,9 +158,14 @@ def run_job(
     saved_argv, saved_path = sys.argv, list(sys.path)
     deadline = time.monotonic() + args.minutes * 60
     started = time.monotonic()
-    restore: str | None = None
     try:
+        if first > 0 and restore is not None and before_restore is not None:
+            result.refused = before_restore(first - 1, restore)
         for segment, parallelism in enumerate(segments):
+            if result.refused is not None:
+                break
+            if segment < first:
+                continue
             script = os.path.abspath(scripts[segment] if scripts else args.script)
             jobs = 0
 
@@ -196,7 +207,7 @@ def run_job(
             )
             set_submission_hook(hook)
             if segment < len(segments) - 1:
-                savepoint = os.path.join(run_dir, f"savepoint-{segment}")
+                savepoint = os.path.join(run_dir, savepoint_name(segment, os.listdir(run_dir)))
                 stopper = _Watcher(stop_after, "file://" + savepoint)
             else:
                 stopper = _Watcher()
@@ -241,17 +252,25 @@ def run_job(
                     result.refused = before_restore(segment, restore)
                     if result.refused is not None:
                         break
-                step = f"restored at p={segments[segment + 1]} from savepoint {segment + 1}"
-                if scripts and scripts[segment + 1] != scripts[segment]:
-                    new = os.path.basename(scripts[segment + 1])
-                    step = f"restored with {new} from savepoint {segment + 1}"
-                result.restores.append((time.time(), step))
+                result.restores.append((time.time(), restore_step(segments, scripts, segment)))
     finally:
         result.seconds = time.monotonic() - started
         result.outputs.update(read_outputs(result.sinks))
     for path in args.compare:
         result.outputs[watched_name(path)] = appended_records(path, watched[path])
     return result
+
+
+def restore_step(segments: Sequence[int | None], scripts: Sequence[str], segment: int) -> str:
+    """What the restore after segment ``segment``'s stop with savepoint was, for the report.
+
+    >>> restore_step([2, 3, 2], [], 0), restore_step([None, None], ["v1.py", "a/v2.py"], 0)
+    ('restored at p=3 from savepoint 1', 'restored with v2.py from savepoint 1')
+    """
+    if scripts and scripts[segment + 1] != scripts[segment]:
+        new = os.path.basename(scripts[segment + 1])
+        return f"restored with {new} from savepoint {segment + 1}"
+    return f"restored at p={segments[segment + 1]} from savepoint {segment + 1}"
 
 
 def run_conf(args: argparse.Namespace, run_dir: str, faults: str) -> dict[str, str]:
