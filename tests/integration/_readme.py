@@ -76,6 +76,7 @@ DEMO_SKEW_SHORT = "cairn demo skew --seconds 20 --variants aligned,unaligned"
 # Run by tests/integration/test_chaos_cli.py (docs/chaos.md's worked example).
 CHAOS = "cairn chaos examples/chaos_orders.py --seed=7"
 CHAOS_RANDOM_KEY = "cairn chaos examples/chaos_orders.py --seed=7 -- --bug random-key"
+CHAOS_PAUSES = "cairn chaos examples/chaos_orders.py --seed=15"
 CHAOS_RESCALE = "cairn chaos examples/chaos_orders.py --seed=7 --rescale -- --bug operator-state"
 CHAOS_SIDE_EFFECT = (
     "cairn chaos examples/chaos_orders.py --seed=7 --compare /tmp/alerts.log "
@@ -97,6 +98,7 @@ CHAOS_UPGRADE_STATE_NAME = f"{CHAOS_UPGRADE} -- --change state-name"
 CHAOS_UPGRADE_STATE_TYPE = f"{CHAOS_UPGRADE} -- --change state-type"
 COMMANDS = frozenset(
     {
+        CHAOS_PAUSES,
         RUN_LOCAL,
         RUN_CLUSTER,
         RUN_YARN,

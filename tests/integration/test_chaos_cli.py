@@ -8,6 +8,7 @@ runs), the example's orders cut to 3,000 so that each run takes a few seconds.
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ import pytest
 from tests._cli import cli_in_process
 from tests.integration._readme import (
     CHAOS,
+    CHAOS_PAUSES,
     CHAOS_RANDOM_KEY,
     CHAOS_SIDE_EFFECT,
     CHAOS_UPGRADE,
@@ -62,6 +64,27 @@ def test_chaos_passes_the_correct_job_and_finds_both_planted_bugs(
     assert "fault just before: #" in out, out
     assert "likely cause: a side effect outside a sink" in out, out
     assert "Sink 'totals-file'" not in out.split("likely cause")[0].split("first")[1], out
+
+
+@pytest.mark.spark
+def test_a_paused_worker_goes_on_and_the_kill_after_it_waits_for_it(
+    spark: Any, tmp_path: Path, capsys: Any
+) -> None:
+    """docs/chaos.md's pauses on Spark: seed 15 draws a pause of a source subtask's process
+    (SIGSTOP for 2.8 s, seen resumed) and then, in the same attempt, a kill after the
+    synchronous snapshot, which fires only after the pause; the job commits the same."""
+    status, out = _chaos(CHAOS_PAUSES, tmp_path, capsys)
+    assert status == 0, out
+    assert out.startswith("EQUAL: 1 outputs (3000 records) committed the same with 2 of 2"), out
+    fired = [line for line in out.splitlines() if line.startswith("  fired #")]
+    assert len(fired) == 2, out
+    pause, kill = fired
+    assert pause.startswith("  fired #0 pause subtask") and "(attempt 0)" in pause, out
+    planned = float(re.search(r"for ([\d.]+) s", pause).group(1))  # type: ignore[union-attr]
+    resumed = re.search(r"; resumed after ([\d.]+) s$", pause)
+    assert resumed is not None and float(resumed.group(1)) >= planned, out
+    assert kill.startswith("  fired #1 kill subtask") and "(attempt 0)" in kill, out
+    assert "after-barrier of " in kill, out
 
 
 @pytest.mark.spark
