@@ -5,9 +5,11 @@ spec and starts it).
 Invariant: the job runs exactly as a local chaos run does (``chaos_run.run_job``: the same sink
 redirection into the run's directory, the same fault points), with the spec's arguments
 (the cluster's configuration among their ``-D`` items); while it runs, the spec's
-``progress`` file holds how many checkpoints completed, counted across attempts (only
-ever growing); once it ends, the spec's ``result`` file holds what it committed as JSON.
-Nothing here makes a fault.
+``progress`` file holds how many checkpoints completed, counted across attempts and from
+the spec's ``progress_base`` on (the count of the driver lives before this one: only ever
+growing), and the id of the latest one (``chaos_hosts_plan.parse_progress``); once it
+ends, the spec's ``result`` file holds what it committed as JSON. Nothing here makes a
+fault (a driver host lost under ``--driver-kills`` is ``chaos_hosts_lives``'s doing).
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ def driver_main(spec_path: str) -> int:
     args.conf = [*args.conf, f"cairn.testing.faults={spec['faults']}"]
     done = threading.Event()
 
-    watcher = threading.Thread(target=_watch, args=(spec["progress"], done), daemon=True)
+    base = int(spec.get("progress_base", 0))
+    watcher = threading.Thread(target=_watch, args=(spec["progress"], base, done), daemon=True)
     watcher.start()
     try:
         run = run_job(args, "faults", spec["work"])
@@ -63,12 +66,13 @@ def driver_main(spec_path: str) -> int:
     return 0
 
 
-def _watch(progress: str, done: threading.Event) -> None:
-    """Write how many checkpoints the job completed to ``progress`` as they complete,
-    across attempts (each attempt's count may start again), until ``done``."""
+def _watch(progress: str, base: int, done: threading.Event) -> None:
+    """Write how many checkpoints the job completed (from ``base`` on) and the latest one's
+    id to ``progress`` as they complete, across attempts (each attempt's count may start
+    again), until ``done``."""
     from cairn.launch import running_jobs
 
-    count = last = 0
+    count, last = base, 0
     while not done.wait(0.1):
         jobs = running_jobs()
         stats: Any = jobs[0].get_checkpoint_statistics() if jobs else None
@@ -77,8 +81,9 @@ def _watch(progress: str, done: threading.Event) -> None:
         now = stats.counts.completed
         if now > last:
             count += now - last
+            latest = stats.latest_completed
             with open(progress + ".tmp", "w", encoding="ascii") as f:
-                f.write(str(count))
+                f.write(f"{count} {latest.checkpoint_id if latest is not None else ''}".strip())
             os.replace(progress + ".tmp", progress)
         last = now
 
