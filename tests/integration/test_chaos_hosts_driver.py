@@ -11,6 +11,9 @@ kill is seen to land (the driver died of SIGKILL with its pid among those the ho
 hit), and the report names the checkpoint the second driver resumed from, the one its log
 says.
 
+And ``--rescale`` on the hosts: the same run's segments (stops with a savepoint into the
+run's directory, restores at p+1 and p), which a local run has, under a host fault.
+
 Needs root and iproute2 (``ip netns``); skipped with the reason elsewhere. The cluster is
 the test's own (a free /24, its own namespaces), deleted when the command returns.
 """
@@ -76,3 +79,25 @@ def test_a_job_whose_driver_host_is_lost_resumes_on_a_new_driver_and_commits_the
     assert resumes == {str(resumed)}, log[-3000:]
     assert "host faults: " in out, out
     assert not (tmp_path / "totals").exists(), "the user's path was written"
+
+
+def test_a_job_rescaled_on_the_hosts_through_savepoints_commits_the_same(
+    spark: Any, tmp_path: Path, capsys: Any
+) -> None:
+    """``--rescale`` on the simulated hosts: the faulted run stopped with a savepoint into
+    the run's directory (a local path every host sees), restored at p+1, again at p, with
+    a disk full on a worker host (seed 16) and a worker kill besides."""
+    argv = ["chaos", str(EXAMPLE), "--profile", "hosts", "--faults", "2", "--seed", "16"]
+    argv += ["--rescale", "--work-dir", str(tmp_path), "--"]
+    argv += ["--orders", "1500", "--rate", "50", "--out", str(tmp_path / "totals")]
+    status = cli_in_process(argv)
+    out = capsys.readouterr().out
+    print(out)
+    assert status == 0, out
+    assert out.startswith("EQUAL: 1 outputs (1500 records) committed the same"), out
+    rescaled = "  rescaled: p=2 -> 3 -> 2, each step a stop with savepoint mid-run and a restore"
+    assert rescaled in out, out
+    (work,) = tmp_path.glob("cairn-chaos-*")
+    savepoints = sorted(p.name for p in (work / "faults").glob("savepoint-*"))
+    assert savepoints == ["savepoint-0", "savepoint-1"], savepoints
+    assert "host faults: " in out, out

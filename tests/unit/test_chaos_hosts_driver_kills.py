@@ -107,17 +107,17 @@ def test_each_life_resumes_the_same_run_and_only_the_last_carries_the_worker_kil
     spec = {
         "args": {"conf": ["cairn.spark.master=spark://m:7077"], "minutes": 10.0, "script": "j"},
         "work": "/w",
-        "faults": "",
+        "plan": [],
         "progress": "/w/hosts-progress",
         "result": "/w/hosts-result.json",
     }
     kept = copy.deepcopy(spec)
+    kills = [{"index": 0, "kind": "processing", "attempt": 0, "subtask": 1, "records": 9}]
     lives = [
-        life_spec(spec, life=i, lives=3, base=4 * i, faults="point=processing", minutes=9.0 - i)
-        for i in range(3)
+        life_spec(spec, life=i, lives=3, base=4 * i, plan=kills, minutes=9.0 - i) for i in range(3)
     ]
     assert spec == kept  # the run's spec is the template of every life, unchanged
-    assert [life["faults"] for life in lives] == ["", "", "point=processing"]
+    assert [life["plan"] for life in lives] == [[], [], kills]
     assert [life["progress_base"] for life in lives] == [0, 4, 8]
     assert [life["args"]["minutes"] for life in lives] == [9.0, 8.0, 7.0]
     for life in lives:
@@ -127,9 +127,9 @@ def test_each_life_resumes_the_same_run_and_only_the_last_carries_the_worker_kil
             spec["result"],
             spec["work"],
         )
-    alone = life_spec(spec, life=0, lives=1, base=0, faults="point=processing", minutes=10.0)
+    alone = life_spec(spec, life=0, lives=1, base=0, plan=kills, minutes=10.0)
     assert alone["args"]["conf"] == spec["args"]["conf"]  # no kill: the run as before
-    assert alone["faults"] == "point=processing"
+    assert alone["plan"] == kills
 
 
 def test_the_report_says_where_each_kill_landed_and_what_the_next_driver_resumed_from() -> None:

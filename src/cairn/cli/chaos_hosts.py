@@ -11,7 +11,8 @@ seed (``plan_host_faults``), each made once the job completed a checkpoint since
 one was healed (``cairn.testing.host_faults``), and each one's outcome (landed when and
 what the driver's log showed meanwhile, or missed why) is reported. With
 ``--driver-kills K`` the driver host itself is lost K times and the run goes on in new
-drivers there that resume it (``chaos_hosts_lives``), never while a host fault lasts. The
+drivers there that resume it (``chaos_hosts_lives``), never while a host fault lasts; with
+``--rescale`` the run is in ``run_job``'s segments, its savepoints in the run's directory. The
 cluster is this run's own (a /24 of its own) and is deleted on the way out. The decisions
 are pure functions in ``chaos_hosts_plan``; the processes, hosts and files are here.
 """
@@ -119,12 +120,14 @@ def cmd_chaos_hosts(args: argparse.Namespace) -> int:
     simulated hosts; the verdict and report as the local profile's, plus the host faults."""
     from cairn.cli.chaos_driver import driver_kill_lines
     from cairn.cli.chaos_inputs import InputCapture
-    from cairn.cli.chaos_report import replay_command, report
+    from cairn.cli.chaos_report import replay_command, report, rescale_text
     from cairn.cli.chaos_run import (
         INTERVAL_MS,
         control_run_differs,
+        differs,
         run_job,
         say,
+        segments_of,
         texts,
         watched_name,
     )
@@ -158,11 +161,15 @@ def cmd_chaos_hosts(args: argparse.Namespace) -> int:
             return 2
         records = sum(len(r) for r in reference.outputs.values())
         kills, hosts = split_faults(args.faults)
+        segments = segments_of(reference.parallelism, args.rescale)
+        # --rescale: segment k stops after its share of the reference's checkpoints
+        stop_after = max(1, reference.checkpoints // (len(segments) + 1))
         plan = plan_faults(
             seed,
             kills,
             vertices=reference.vertices or (Vertex("", reference.parallelism),),
             records_per_subtask=max(10, records // reference.parallelism),
+            segments=len(segments),
         )
         host_plan = plan_host_faults(seed, hosts)
         kills_plan = plan_host_driver_kills(
@@ -185,7 +192,15 @@ def cmd_chaos_hosts(args: argparse.Namespace) -> int:
             f"worker kills{driver_kills} ({reference.seconds:.1f} s without, locally)"
         )
         chaos, outcomes, started, kill_outcomes = _hosts_run(
-            args, cluster, work, plan, markers, host_plan, reference, kills_plan
+            args,
+            cluster,
+            work,
+            plan,
+            markers,
+            host_plan,
+            reference,
+            kills_plan,
+            segments=(segments, stop_after),
         )
     finally:
         starting.stop()
@@ -202,12 +217,22 @@ def cmd_chaos_hosts(args: argparse.Namespace) -> int:
         print(f"  replay: {command}")
         return 1
     diffs = compare_outputs(texts(reference), chaos.outputs)
-    control_differs = None
+    control_differs = rescale_differs = None
     if diffs:
         say("outputs differ; a second run without faults (the control, local)")
         control_differs = control_run_differs(args, work, reference)
+        if args.rescale and not control_differs:
+            say("and a run rescaled without faults (local)")
+            rescaled = run_job(args, "rescale", work, segments=segments, stop_after=stop_after)
+            rescale_differs = differs(reference, rescaled)
     outside = frozenset(watched_name(p) for p in args.compare)
-    cause = classify(diffs, outside_sinks=outside, control_differs=control_differs)
+    cause = classify(
+        diffs,
+        outside_sinks=outside,
+        control_differs=control_differs,
+        rescale_differs=rescale_differs,
+        rescaled=len(chaos.segments_run) > 1,
+    )
     text = report(
         command=command,
         seed=seed,
@@ -218,6 +243,8 @@ def cmd_chaos_hosts(args: argparse.Namespace) -> int:
         sinks=reference.sinks,
         compared=len(reference.outputs),
         records=records,
+        rescale=rescale_text(chaos) if args.rescale else None,
+        restores=chaos.restores,
     )
     lines = host_lines(outcomes, started, diffs[0] if diffs else None)
     if kills_plan:
@@ -235,14 +262,16 @@ def _hosts_run(
     host_plan: Sequence[HostFault],
     reference: Any,
     kills: Sequence[HostDriverKill] = (),
+    segments: tuple[Sequence[int | None], int] = ((None,), 1),
 ) -> tuple[Any, list[HostOutcome], float, list[KillOutcome]]:
     """The faulted run on ``cluster`` (this run's own, started): the driver on its host,
     the host faults made in turn while it runs, each of ``kills`` in its own driver life
-    (``chaos_hosts_lives``); (its ``RunResult``, each host fault's outcome, when the
-    driver started, each driver kill's outcome)."""
+    (``chaos_hosts_lives``), in ``segments`` (the parallelism of each and the checkpoints
+    after which each but the last stops with a savepoint: ``run_job``'s); (its
+    ``RunResult``, each host fault's outcome, when the driver started, each driver kill's
+    outcome)."""
     from cairn.cli.chaos_outputs import appended_records, snapshot
     from cairn.cli.chaos_run import say
-    from cairn.testing.fault_plan import faults_text
     from cairn.testing.host_faults import aim, make_and_heal
 
     watched = {path: snapshot(path) for path in args.compare}
@@ -278,15 +307,18 @@ def _hosts_run(
                 "conf": [*(args.conf or []), *(f"{k}={v}" for k, v in conf.items())],
             },
             "work": work,
-            "faults": "",  # each life's (the worker kills: the last one's)
+            "plan": [],  # each life's (the worker kills: the last one's)
+            "markers": markers,
+            "segments": list(segments[0]),
+            "stop_after": segments[1],
             "cwd": os.getcwd(),
             "progress": progress,
             "result": result_path,
         }
         # and each life's Spark session's start
         deadline = time.monotonic() + args.minutes * 60 + 120 * (1 + len(kills))
-        faults = faults_text(tuple(plan), markers) if plan else ""
-        driver = DriverLives(cluster, spec, work, kills, faults, deadline)
+        planned = [dataclasses.asdict(f) for f in plan]
+        driver = DriverLives(cluster, spec, work, kills, planned, deadline)
         driver.start()
         started = driver.started
         healed_at = 0
@@ -382,5 +414,8 @@ def _read_result(path: str, returncode: int | None, log_tail: str) -> Any:
         checkpoints=data["checkpoints"],
         error=data["error"],
         seconds=data["seconds"],
+        segments_run=data["segments_run"],
+        restores=[(at, what) for at, what in data["restores"]],
+        note=data["note"],
     )
     return result

@@ -3,8 +3,10 @@ driver host: ``python -m cairn.cli.chaos_hosts_driver spec.json`` (``chaos_hosts
 spec and starts it).
 
 Invariant: the job runs exactly as a local chaos run does (``chaos_run.run_job``: the same sink
-redirection into the run's directory, the same fault points), with the spec's arguments
-(the cluster's configuration among their ``-D`` items); while it runs, the spec's
+redirection into the run's directory, the same worker kills of the spec's ``plan``, the
+same ``segments``: with ``--rescale``, stops with a savepoint into the run's directory,
+which every host sees), with the spec's arguments (the cluster's configuration among
+their ``-D`` items); while it runs, the spec's
 ``progress`` file holds how many checkpoints completed, counted across attempts and from
 the spec's ``progress_base`` on (the count of the driver lives before this one: only ever
 growing), and the id of the latest one (``chaos_hosts_plan.parse_progress``); once it
@@ -31,6 +33,7 @@ def driver_main(spec_path: str) -> int:
     ``progress`` file as they complete, what the run committed to its ``result``."""
     from cairn.cli.chaos_inputs import RATE, RECORDS, SECONDS, InputCapture
     from cairn.cli.chaos_run import run_job
+    from cairn.testing.fault_plan import PlannedFault
 
     # The driver's log (restarts, failed checkpoints) is kept in the work directory.
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -41,14 +44,22 @@ def driver_main(spec_path: str) -> int:
     # No capture on the hosts (they reach no Kafka): a job with an unbounded Kafka source
     # fails there, as its sinks would.
     args.inputs = InputCapture(os.path.join(spec["work"], "input"), RECORDS, SECONDS, RATE)
-    args.conf = [*args.conf, f"cairn.testing.faults={spec['faults']}"]
+    plan = tuple(PlannedFault(**fields) for fields in spec["plan"])
     done = threading.Event()
 
     base = int(spec.get("progress_base", 0))
     watcher = threading.Thread(target=_watch, args=(spec["progress"], base, done), daemon=True)
     watcher.start()
     try:
-        run = run_job(args, "faults", spec["work"])
+        run = run_job(
+            args,
+            "faults",
+            spec["work"],
+            plan=plan,
+            markers=spec["markers"],
+            segments=spec["segments"],
+            stop_after=spec["stop_after"],
+        )
     finally:
         done.set()
     data = {
@@ -60,6 +71,9 @@ def driver_main(spec_path: str) -> int:
         "checkpoints": run.checkpoints,
         "error": run.error,
         "seconds": run.seconds,
+        "segments_run": run.segments_run,
+        "restores": run.restores,
+        "note": run.note,
     }
     with open(spec["result"], "w", encoding="utf-8") as f:
         json.dump(data, f)

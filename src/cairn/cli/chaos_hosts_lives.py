@@ -3,7 +3,7 @@
 it each time, which resumes the job from its latest completed checkpoint by itself.
 
 Invariant: every life is ``python -m cairn.cli.chaos_hosts_driver`` of the same spec but for
-its ``minutes`` (what is left of the run's), its ``faults`` (the seeded worker kills in the
+its ``minutes`` (what is left of the run's), its ``plan`` (the seeded worker kills, in the
 last life only, as the local profile's) and its ``progress_base`` (the checkpoints the run
 completed before it), with ``cairn.recovery.on-rerun: RESUME`` when there are several; so
 every life checkpoints to the same directory (on the storage host's S3) and commits to the
@@ -38,27 +38,34 @@ _RESULT_S = 30.0  # what a life keeps of the run's time to write its result once
 
 
 def life_spec(
-    spec: dict[str, Any], *, life: int, lives: int, base: int, faults: str, minutes: float
+    spec: dict[str, Any],
+    *,
+    life: int,
+    lives: int,
+    base: int,
+    plan: Sequence[dict[str, Any]],
+    minutes: float,
 ) -> dict[str, Any]:
     """The spec of driver life ``life`` of ``lives`` (``chaos_hosts_driver``'s), from the
-    run's ``spec``: ``faults`` (the worker kills) in the last life only, RESUME when there
-    are several lives, ``base`` checkpoints completed before it.
+    run's ``spec``: ``plan`` (the worker kills, each a ``PlannedFault``'s fields) in the
+    last life only, RESUME when there are several lives, ``base`` checkpoints completed
+    before it.
 
-    >>> spec = {"args": {"conf": ["a=1"], "minutes": 10.0}, "faults": "x", "work": "/w"}
-    >>> first = life_spec(spec, life=0, lives=2, base=0, faults="k", minutes=10.0)
-    >>> first["args"]["conf"], first["faults"], first["progress_base"]
-    (['a=1', 'cairn.recovery.on-rerun=RESUME'], '', 0)
-    >>> last = life_spec(spec, life=1, lives=2, base=7, faults="k", minutes=4.5)
-    >>> last["faults"], last["progress_base"], last["args"]["minutes"], last["work"]
-    ('k', 7, 4.5, '/w')
-    >>> life_spec(spec, life=0, lives=1, base=0, faults="k", minutes=1.0)["args"]["conf"]
+    >>> spec = {"args": {"conf": ["a=1"], "minutes": 10.0}, "plan": [], "work": "/w"}
+    >>> first = life_spec(spec, life=0, lives=2, base=0, plan=[{"index": 0}], minutes=10.0)
+    >>> first["args"]["conf"], first["plan"], first["progress_base"]
+    (['a=1', 'cairn.recovery.on-rerun=RESUME'], [], 0)
+    >>> last = life_spec(spec, life=1, lives=2, base=7, plan=[{"index": 0}], minutes=4.5)
+    >>> last["plan"], last["progress_base"], last["args"]["minutes"], last["work"]
+    ([{'index': 0}], 7, 4.5, '/w')
+    >>> life_spec(spec, life=0, lives=1, base=0, plan=[], minutes=1.0)["args"]["conf"]
     ['a=1']
     """
     resume = ["cairn.recovery.on-rerun=RESUME"] if lives > 1 else []
     return {
         **spec,
         "args": {**spec["args"], "minutes": minutes, "conf": [*spec["args"]["conf"], *resume]},
-        "faults": faults if life == lives - 1 else "",
+        "plan": list(plan) if life == lives - 1 else [],
         "progress_base": base,
     }
 
@@ -76,11 +83,11 @@ class DriverLives:
         spec: dict[str, Any],
         work: str,
         kills: Sequence[HostDriverKill],
-        faults: str,
+        plan: Sequence[dict[str, Any]],
         deadline: float,
     ) -> None:
         self.cluster, self.spec, self.work = cluster, spec, work
-        self.kills, self.faults, self.deadline = tuple(kills), faults, deadline
+        self.kills, self.plan, self.deadline = tuple(kills), tuple(plan), deadline
         self.outcomes: list[KillOutcome] = []
         self.floor = 0
         self.started = time.time()
@@ -216,7 +223,7 @@ class DriverLives:
             life=life,
             lives=len(self.kills) + 1,
             base=self._base,
-            faults=self.faults,
+            plan=self.plan,
             minutes=max(0.05, min(float(self.spec["args"]["minutes"]), left)),
         )
         path = os.path.join(self.work, f"hosts-spec-{life}.json")

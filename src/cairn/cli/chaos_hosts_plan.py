@@ -160,13 +160,17 @@ def unavailable_text(reason: str) -> str:
 def refusal(args: argparse.Namespace) -> str | None:
     """Why ``args`` cannot run under ``--profile hosts`` (None: they can).
 
-    >>> refusal(argparse.Namespace(rescale=True, upgrade=None, executor=None))
-    '--profile hosts does not combine with --rescale yet; use --profile local for it'
-    >>> refusal(argparse.Namespace(rescale=False, upgrade=None, executor=None)) is None
+    >>> refusal(argparse.Namespace(upgrade="v2.py", executor=None))
+    '--profile hosts does not combine with --upgrade yet; use --profile local for it'
+    >>> refusal(argparse.Namespace(rescale=True, upgrade=None, executor=None)) is None
     True
     """
     for option, given in (
-        ("--rescale", getattr(args, "rescale", False)),
+        # a new driver life would run every segment again, from the first
+        (
+            "--driver-kills and --rescale together",
+            getattr(args, "driver_kills", 0) and getattr(args, "rescale", False),
+        ),
         ("--upgrade", getattr(args, "upgrade", None)),
         ("--executor inprocess", getattr(args, "executor", None) == "inprocess"),
     ):
