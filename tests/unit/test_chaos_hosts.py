@@ -74,8 +74,10 @@ def test_options_the_profile_does_not_run_are_refused_with_the_remedy() -> None:
 
     assert refusal(args()) is None
     assert refusal(args(executor="spark")) is None
+    assert refusal(args(rescale=True)) is None  # run_job's segments run on the hosts too
+    assert refusal(args(driver_kills=2)) is None
     for given, named in (
-        (args(rescale=True), "--rescale"),
+        (args(rescale=True, driver_kills=1), "--driver-kills and --rescale"),
         (args(upgrade="v2.py"), "--upgrade"),
         (args(executor="inprocess"), "--executor inprocess"),
     ):

@@ -9,9 +9,12 @@ redirection of its sinks as a local run, into the run's directory, which every h
 (one machine); its checkpoints go to the cluster's S3. The host faults are drawn from the
 seed (``plan_host_faults``), each made once the job completed a checkpoint since the last
 one was healed (``cairn.testing.host_faults``), and each one's outcome (landed when and
-what the driver's log showed meanwhile, or missed why) is reported; the cluster is this
-run's own (a /24 of its own) and is deleted on the way out. The decisions are pure
-functions in ``chaos_hosts_plan``; the processes, hosts and files are here.
+what the driver's log showed meanwhile, or missed why) is reported. With
+``--driver-kills K`` the driver host itself is lost K times and the run goes on in new
+drivers there that resume it (``chaos_hosts_lives``), never while a host fault lasts; with
+``--rescale`` the run is in ``run_job``'s segments, its savepoints in the run's directory. The
+cluster is this run's own (a /24 of its own) and is deleted on the way out. The decisions
+are pure functions in ``chaos_hosts_plan``; the processes, hosts and files are here.
 """
 
 from __future__ import annotations
@@ -30,11 +33,16 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from cairn.cli.chaos_driver import KillOutcome
+from cairn.cli.chaos_hosts_lives import DriverLives
 from cairn.cli.chaos_hosts_plan import (
+    HostDriverKill,
     HostFault,
     HostOutcome,
     host_lines,
     job_events,
+    parse_progress,
+    plan_host_driver_kills,
     plan_host_faults,
     refusal,
     replay_with_profile,
@@ -110,12 +118,16 @@ class _ClusterStart(threading.Thread):
 def cmd_chaos_hosts(args: argparse.Namespace) -> int:
     """``cairn chaos`` with ``--profile hosts``: the reference run here, the faulted one on
     simulated hosts; the verdict and report as the local profile's, plus the host faults."""
+    from cairn.cli.chaos_driver import driver_kill_lines
     from cairn.cli.chaos_inputs import InputCapture
-    from cairn.cli.chaos_report import replay_command, report
+    from cairn.cli.chaos_report import replay_command, report, rescale_text
     from cairn.cli.chaos_run import (
+        INTERVAL_MS,
         control_run_differs,
+        differs,
         run_job,
         say,
+        segments_of,
         texts,
         watched_name,
     )
@@ -149,13 +161,24 @@ def cmd_chaos_hosts(args: argparse.Namespace) -> int:
             return 2
         records = sum(len(r) for r in reference.outputs.values())
         kills, hosts = split_faults(args.faults)
+        segments = segments_of(reference.parallelism, args.rescale)
+        # --rescale: segment k stops after its share of the reference's checkpoints
+        stop_after = max(1, reference.checkpoints // (len(segments) + 1))
         plan = plan_faults(
             seed,
             kills,
             vertices=reference.vertices or (Vertex("", reference.parallelism),),
             records_per_subtask=max(10, records // reference.parallelism),
+            segments=len(segments),
         )
         host_plan = plan_host_faults(seed, hosts)
+        kills_plan = plan_host_driver_kills(
+            seed,
+            args.driver_kills,
+            checkpoints=reference.checkpoints,
+            vertices=reference.vertices or (Vertex("", reference.parallelism),),
+            interval_s=(args.checkpoint_interval or INTERVAL_MS) / 1000,
+        )
         markers = os.path.join(work, "fault-markers")
         os.makedirs(markers)
         try:
@@ -163,12 +186,21 @@ def cmd_chaos_hosts(args: argparse.Namespace) -> int:
         except HostsDown as error:
             say(f"--profile hosts: {error}")
             return 2
+        driver_kills = f" and {len(kills_plan)} driver kills" if kills_plan else ""
         say(
-            f"the run on simulated hosts under {len(host_plan)} host faults and {len(plan)} "
-            f"worker kills ({reference.seconds:.1f} s without, locally)"
+            f"the run on simulated hosts under {len(host_plan)} host faults, {len(plan)} "
+            f"worker kills{driver_kills} ({reference.seconds:.1f} s without, locally)"
         )
-        chaos, outcomes, started = _hosts_run(
-            args, cluster, work, plan, markers, host_plan, reference
+        chaos, outcomes, started, kill_outcomes = _hosts_run(
+            args,
+            cluster,
+            work,
+            plan,
+            markers,
+            host_plan,
+            reference,
+            kills_plan,
+            segments=(segments, stop_after),
         )
     finally:
         starting.stop()
@@ -179,16 +211,28 @@ def cmd_chaos_hosts(args: argparse.Namespace) -> int:
         for f in fired:
             print(f"  fired {f.fault.describe()}: {f.where}")
         print("\n".join(host_lines(outcomes, started)))
+        if kills_plan:
+            print("\n".join(driver_kill_lines(kill_outcomes, len(kills_plan))))
         print(f"  the driver's log: {os.path.join(work, 'driver.log')}")
         print(f"  replay: {command}")
         return 1
     diffs = compare_outputs(texts(reference), chaos.outputs)
-    control_differs = None
+    control_differs = rescale_differs = None
     if diffs:
         say("outputs differ; a second run without faults (the control, local)")
         control_differs = control_run_differs(args, work, reference)
+        if args.rescale and not control_differs:
+            say("and a run rescaled without faults (local)")
+            rescaled = run_job(args, "rescale", work, segments=segments, stop_after=stop_after)
+            rescale_differs = differs(reference, rescaled)
     outside = frozenset(watched_name(p) for p in args.compare)
-    cause = classify(diffs, outside_sinks=outside, control_differs=control_differs)
+    cause = classify(
+        diffs,
+        outside_sinks=outside,
+        control_differs=control_differs,
+        rescale_differs=rescale_differs,
+        rescaled=len(chaos.segments_run) > 1,
+    )
     text = report(
         command=command,
         seed=seed,
@@ -199,8 +243,13 @@ def cmd_chaos_hosts(args: argparse.Namespace) -> int:
         sinks=reference.sinks,
         compared=len(reference.outputs),
         records=records,
+        rescale=rescale_text(chaos) if args.rescale else None,
+        restores=chaos.restores,
     )
-    print("\n".join([text, *host_lines(outcomes, started, diffs[0] if diffs else None)]))
+    lines = host_lines(outcomes, started, diffs[0] if diffs else None)
+    if kills_plan:
+        lines += driver_kill_lines(kill_outcomes, len(kills_plan), diffs)
+    print("\n".join([text, *lines]))
     return 1 if diffs else 0
 
 
@@ -212,19 +261,24 @@ def _hosts_run(
     markers: str,
     host_plan: Sequence[HostFault],
     reference: Any,
-) -> tuple[Any, list[HostOutcome], float]:
+    kills: Sequence[HostDriverKill] = (),
+    segments: tuple[Sequence[int | None], int] = ((None,), 1),
+) -> tuple[Any, list[HostOutcome], float, list[KillOutcome]]:
     """The faulted run on ``cluster`` (this run's own, started): the driver on its host,
-    the host faults made in turn while it runs; (its ``RunResult``, each host fault's
-    outcome, when the driver started)."""
+    the host faults made in turn while it runs, each of ``kills`` in its own driver life
+    (``chaos_hosts_lives``), in ``segments`` (the parallelism of each and the checkpoints
+    after which each but the last stops with a savepoint: ``run_job``'s); (its
+    ``RunResult``, each host fault's outcome, when the driver started, each driver kill's
+    outcome)."""
     from cairn.cli.chaos_outputs import appended_records, snapshot
     from cairn.cli.chaos_run import say
-    from cairn.testing.fault_plan import faults_text
     from cairn.testing.host_faults import aim, make_and_heal
 
     watched = {path: snapshot(path) for path in args.compare}
     progress = os.path.join(work, "hosts-progress")
     result_path = os.path.join(work, "hosts-result.json")
     outcomes: list[HostOutcome] = []
+    kill_outcomes: list[KillOutcome] = []
     started = time.time()
     try:
         conf = {
@@ -253,19 +307,20 @@ def _hosts_run(
                 "conf": [*(args.conf or []), *(f"{k}={v}" for k, v in conf.items())],
             },
             "work": work,
-            "faults": faults_text(tuple(plan), markers) if plan else "",
+            "plan": [],  # each life's (the worker kills: the last one's)
+            "markers": markers,
+            "segments": list(segments[0]),
+            "stop_after": segments[1],
             "cwd": os.getcwd(),
             "progress": progress,
             "result": result_path,
         }
-        spec_path = os.path.join(work, "hosts-spec.json")
-        with open(spec_path, "w", encoding="utf-8") as f:
-            json.dump(spec, f, default=str)  # an option of another type: as text
-        started = time.time()
-        driver = cluster.start_driver(
-            [sys.executable, "-m", "cairn.cli.chaos_hosts_driver", spec_path]
-        )
-        deadline = time.monotonic() + args.minutes * 60 + 120  # and the Spark session's start
+        # and each life's Spark session's start
+        deadline = time.monotonic() + args.minutes * 60 + 120 * (1 + len(kills))
+        planned = [dataclasses.asdict(f) for f in plan]
+        driver = DriverLives(cluster, spec, work, kills, planned, deadline)
+        driver.start()
+        started = driver.started
         healed_at = 0
         for fault in host_plan:
             if not _await_checkpoint(progress, healed_at, driver, deadline):
@@ -290,12 +345,14 @@ def _hosts_run(
                 continue
             outcomes.append(HostOutcome(fault, target, made, time.time()))
             healed_at = _read_progress(progress)
+        driver.finish()
         with contextlib.suppress(Exception):
             driver.wait(max(1.0, deadline - time.monotonic()))
         if driver.poll() is None:
             cluster.kill_host("driver")
             driver.wait(30)
         result = _read_result(result_path, driver.returncode, cluster.log_tail("driver", "driver"))
+        kill_outcomes = driver.with_resumes()
         log_text = (cluster.host("driver").dir / "driver.log").read_text(errors="replace")
         outcomes = [
             dataclasses.replace(o, meanwhile=job_events(log_text, o.made_at, o.healed_at + 2.0))
@@ -308,7 +365,7 @@ def _hosts_run(
             shutil.copy(cluster.host("driver").dir / "driver.log", os.path.join(work, "driver.log"))
     for path in args.compare:
         result.outputs[f"--compare {path}"] = appended_records(path, watched[path])
-    return result, outcomes, started
+    return result, outcomes, started, kill_outcomes
 
 
 def _job_workers(cluster: Any, driver: Any, deadline: float) -> list[bool]:
@@ -324,16 +381,18 @@ def _job_workers(cluster: Any, driver: Any, deadline: float) -> list[bool]:
 def _read_progress(path: str) -> int:
     try:
         with open(path, encoding="ascii") as f:
-            return int(f.read().strip() or 0)
-    except (OSError, ValueError):
+            return parse_progress(f.read())[0]
+    except OSError:
         return 0
 
 
-def _await_checkpoint(path: str, since: int, driver: Any, deadline: float) -> bool:
-    """Whether the job completed a checkpoint after the ``since``-th one while its driver
-    runs, before ``deadline``."""
+def _await_checkpoint(path: str, since: int, driver: DriverLives, deadline: float) -> bool:
+    """Whether the job completed a checkpoint after the ``since``-th one (and after the
+    last driver kill: the new driver's) while its driver runs, before ``deadline``;
+    meanwhile the driver kill due, if any, is made."""
     while time.monotonic() < deadline and driver.poll() is None:
-        if _read_progress(path) > since:
+        driver.kill_if_due()
+        if driver.poll() is None and _read_progress(path) > max(since, driver.floor):
             return True
         time.sleep(0.1)
     return False
@@ -359,5 +418,8 @@ def _read_result(path: str, returncode: int | None, log_tail: str) -> Any:
         checkpoints=data["checkpoints"],
         error=data["error"],
         seconds=data["seconds"],
+        segments_run=data["segments_run"],
+        restores=[(at, what) for at, what in data["restores"]],
+        note=data["note"],
     )
     return result

@@ -1,10 +1,11 @@
 """What ``cairn chaos --profile hosts`` decides and says, without I/O: the host faults a seed
-draws (``plan_host_faults``), whether a job can run on the simulated hosts at all
-(``refusal``, ``unreachable_sinks``), what the driver's log showed during a fault
-(``job_events``), the report's host lines and the replay command.
+draws (``plan_host_faults``), the driver kills (``plan_host_driver_kills``: the driver host
+lost) and whether each landed (``driver_host_outcome``), whether a job can run on the
+simulated hosts at all (``refusal``, ``unreachable_sinks``), what the driver's log showed
+during a fault (``job_events``), the report's host lines and the replay command.
 
 Invariant: pure functions of their arguments (the seed, the options, the sinks, a log's
-text); the same seed draws the same host faults.
+text, how a driver ended); the same seed draws the same host faults and driver kills.
 
     >>> plan_host_faults(7, 3) == plan_host_faults(7, 3)
     True
@@ -19,18 +20,25 @@ import datetime
 import random
 import re
 import shlex
+import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cairn.cli.chaos_driver import DriverKill, KillOutcome, plan_driver_kills, why_not_landed
 from cairn.cli.chaos_verdict import Difference
+from cairn.testing.fault_plan import Vertex
 
 __all__ = [
     "HOST_KINDS",
+    "HostDriverKill",
     "HostFault",
     "HostOutcome",
+    "driver_host_outcome",
     "host_fault_before",
     "host_lines",
     "job_events",
+    "parse_progress",
+    "plan_host_driver_kills",
     "plan_host_faults",
     "refusal",
     "replay_with_profile",
@@ -154,13 +162,17 @@ def unavailable_text(reason: str) -> str:
 def refusal(args: argparse.Namespace) -> str | None:
     """Why ``args`` cannot run under ``--profile hosts`` (None: they can).
 
-    >>> refusal(argparse.Namespace(rescale=True, upgrade=None, executor=None))
-    '--profile hosts does not combine with --rescale yet; use --profile local for it'
-    >>> refusal(argparse.Namespace(rescale=False, upgrade=None, executor=None)) is None
+    >>> refusal(argparse.Namespace(upgrade="v2.py", executor=None))
+    '--profile hosts does not combine with --upgrade yet; use --profile local for it'
+    >>> refusal(argparse.Namespace(rescale=True, upgrade=None, executor=None)) is None
     True
     """
     for option, given in (
-        ("--rescale", getattr(args, "rescale", False)),
+        # a new driver life would run every segment again, from the first
+        (
+            "--driver-kills and --rescale together",
+            getattr(args, "driver_kills", 0) and getattr(args, "rescale", False),
+        ),
         ("--upgrade", getattr(args, "upgrade", None)),
         ("--executor inprocess", getattr(args, "executor", None) == "inprocess"),
     ):
@@ -296,3 +308,109 @@ def replay_with_profile(command: str) -> str:
     """
     parts = shlex.split(command)
     return shlex.join([*parts[:5], "--profile=hosts", *parts[5:]])
+
+
+# -- driver kills: the driver host lost ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HostDriverKill(DriverKill):
+    """Driver kill ``index`` of ``--driver-kills`` under ``--profile hosts``: every process
+    on the driver host SIGKILLed (the host lost) ``gap_s`` after the run's ``base +
+    checkpoint``-th completed checkpoint, ``base`` the count before its driver life. Its
+    ``kind`` and ``vertex`` are the local profile's draw (``plan_driver_kills``), unused:
+    a host is lost at a moment of its own, not at a fault point."""
+
+    gap_s: float = 0.0
+
+    def describe(self, base: int = 0) -> str:
+        """What a person reads, the aim counted over the whole run.
+
+        >>> HostDriverKill(0, "metadata", 2, None, 0.25).describe(base=1)
+        "driver kill #0: the driver host lost 0.25 s after the run's 3rd completed checkpoint"
+        >>> HostDriverKill(1, "metadata", 11, None, 0.0).describe()
+        "driver kill #1: the driver host lost 0.00 s after the run's 11th completed checkpoint"
+        """
+        n = base + self.checkpoint
+        suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+        return (
+            f"driver kill #{self.index}: the driver host lost {self.gap_s:.2f} s after the "
+            f"run's {n}{suffix} completed checkpoint"
+        )
+
+
+def plan_host_driver_kills(
+    seed: int, count: int, *, checkpoints: int, vertices: Sequence[Vertex], interval_s: float
+) -> tuple[HostDriverKill, ...]:
+    """``count`` driver kills of ``--profile hosts``: the local profile's (the same seed,
+    the same ``checkpoint`` of each life, ``plan_driver_kills``), each made a gap after that
+    checkpoint, drawn up to ``interval_s`` (the checkpoint interval: any phase of it).
+
+    >>> one = (Vertex("orders", 1, True), Vertex("total -> Sink", 1))
+    >>> kills = plan_host_driver_kills(3, 2, checkpoints=8, vertices=one, interval_s=0.3)
+    >>> [k.checkpoint for k in kills] == [
+    ...     k.checkpoint for k in plan_driver_kills(3, 2, checkpoints=8, vertices=one)]
+    True
+    >>> all(0.0 <= k.gap_s <= 0.3 for k in kills)
+    True
+    """
+    rng = random.Random(f"host-driver-kills-{seed}")
+    return tuple(
+        HostDriverKill(k.index, k.kind, k.checkpoint, k.vertex, round(rng.random() * interval_s, 2))
+        for k in plan_driver_kills(seed, count, checkpoints=checkpoints, vertices=vertices)
+    )
+
+
+def parse_progress(text: str) -> tuple[int, int | None]:
+    """The hosts driver's ``progress`` file: (how many checkpoints the run completed, the
+    latest one's id, None before the first); an unreadable file reads as none.
+
+    >>> parse_progress("12 27"), parse_progress("3"), parse_progress(""), parse_progress("x")
+    ((12, 27), (3, None), (0, None), (0, None))
+    """
+    parts = text.split()
+    try:
+        count = int(parts[0]) if parts else 0
+        latest = int(parts[1]) if len(parts) > 1 else None
+    except ValueError:
+        return 0, None
+    return count, latest
+
+
+def driver_host_outcome(
+    kill: HostDriverKill,
+    base: int,
+    *,
+    code: int | None,
+    driver_hit: bool,
+    ended_first: bool,
+    at: float,
+    started: float,
+    progress: tuple[int, int | None],
+    failed: str | None = None,
+) -> KillOutcome:
+    """Whether driver kill ``kill`` landed, from the evidence: its driver exited of SIGKILL
+    (``code``), its pid was among the processes the host kill hit (``driver_hit``), and it
+    had not written its result first (``ended_first``: the job had ended, the kill came
+    late). Landed: where (``at``, seconds after ``started``, and the run's ``progress`` at
+    the kill); else why not (``why_not_landed``; ``failed``: the job's error).
+
+    >>> k = HostDriverKill(0, "metadata", 2, None, 0.1)
+    >>> o = driver_host_outcome(k, 0, code=-9, driver_hit=True, ended_first=False, at=112.5,
+    ...     started=100.0, progress=(4, 5))
+    >>> o.landed, o.where
+    (True, 'at +12.5 s, once 4 checkpoints had completed (the latest: checkpoint 5)')
+    >>> driver_host_outcome(k, 0, code=0, driver_hit=False, ended_first=True, at=112.5,
+    ...     started=100.0, progress=(9, 12)).why
+    'the job ended before it (give it more input or a shorter --checkpoint-interval)'
+    """
+    count, latest = progress
+    if code == -signal.SIGKILL and driver_hit and not ended_first:
+        newest = f" (the latest: checkpoint {latest})" if latest is not None else ""
+        where = f"at +{at - started:.1f} s, once {count} checkpoints had completed{newest}"
+        return KillOutcome(kill, base, where, at)
+    if ended_first:
+        return KillOutcome(kill, base, why=why_not_landed(0, None, failed))
+    if code == -signal.SIGKILL:  # not by this kill: it hit no process of the driver
+        return KillOutcome(kill, base, why=why_not_landed(code, None))
+    return KillOutcome(kill, base, why=why_not_landed(code, None, failed))
