@@ -33,6 +33,14 @@ from tests.integration._readme import (
 EXAMPLE = REPO_ROOT / "examples" / "chaos_orders.py"
 
 
+def _in_process(argv: list[str], tmp: Path, capsys: Any) -> tuple[int, str]:
+    """``cairn chaos`` with ``argv`` (the example's path first) on the example of this
+    checkout, its workers in-process, its runs under ``tmp``: exit status and stdout."""
+    argv = [argv[0], str(EXAMPLE), *argv[2:], "--executor", "inprocess"]
+    status = cli_in_process([*argv, "--work-dir", str(tmp)])
+    return status, capsys.readouterr().out
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_a_driver_killed_before_the_sinks_commit_resumes_and_commits_the_same(
@@ -110,11 +118,7 @@ def test_a_driver_kill_aimed_past_the_jobs_end_is_reported_as_not_landed(tmp_pat
 def test_the_docs_driver_kills_line_runs_as_shown(tmp_path: Path, capsys: Any) -> None:
     """docs/chaos.md's ``--driver-kills=2`` line as written (its workers in-process): every
     planned driver kill lands and the output is the reference's."""
-    argv = readme_line(CHAOS_DRIVER_KILLS).split()[1:]
-    argv[1] = str(EXAMPLE)
-    argv += ["--executor", "inprocess", "--work-dir", str(tmp_path)]
-    status = cli_in_process(argv)
-    out = capsys.readouterr().out
+    status, out = _in_process(readme_line(CHAOS_DRIVER_KILLS).split()[1:], tmp_path, capsys)
     assert status == 0, out
     assert out.startswith("EQUAL: 1 outputs (6000 records) committed the same"), out
     assert "  driver kills: 2 of 2 landed" in out, out
@@ -130,11 +134,8 @@ def test_a_driver_killed_in_a_rescaled_run_is_followed_where_the_run_stood(
     run up there (the segment's job resumed, or the next segment restored from the savepoint
     the lost driver completed), and the run still goes p=2 -> 3 -> 2 and commits every order
     once, as the reference does."""
-    argv = readme_line(CHAOS_DRIVER_KILLS_RESCALE).split()[1:]
-    argv[1] = str(EXAMPLE)
-    argv += ["--executor", "inprocess", "--work-dir", str(tmp_path)]
-    status = cli_in_process(argv)
-    out = capsys.readouterr().out
+    line = readme_line(CHAOS_DRIVER_KILLS_RESCALE)
+    status, out = _in_process(line.split()[1:], tmp_path, capsys)
     assert status == 0, out
     assert out.startswith("EQUAL: 1 outputs (6000 records) committed the same"), out
     assert "  rescaled: p=2 -> 3 -> 2, each step a stop with savepoint mid-run" in out, out
@@ -168,11 +169,9 @@ def test_a_driver_killed_in_an_upgraded_run_still_upgrades_and_commits_the_same(
     """``--driver-kills=1 --upgrade`` (workers in-process): each driver life gets the
     savepoint check of the upgrade, and after the kill the run still switches to the new
     script through a savepoint and commits what the new script from scratch does."""
-    argv = ["chaos", str(EXAMPLE), "--seed=5", "--driver-kills=1"]
+    argv = ["chaos", "examples/chaos_orders.py", "--seed=5", "--driver-kills=1"]
     argv += ["--upgrade", str(REPO_ROOT / "examples" / "chaos_orders_v2.py")]
-    argv += ["--executor", "inprocess", "--work-dir", str(tmp_path)]
-    status = cli_in_process(argv)
-    out = capsys.readouterr().out
+    status, out = _in_process(argv, tmp_path, capsys)
     assert status == 0, out
     assert out.startswith("EQUAL: 1 outputs (6000 records) committed the same"), out
     assert "  upgraded: chaos_orders.py -> chaos_orders_v2.py, a stop with savepoint" in out

@@ -19,22 +19,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from cairn.testing.hosts import netns_unavailable
 from tests._cli import cli_in_process
+from tests.integration._chaos_hosts import EXAMPLE, HOSTS_MARKS
 
-_UNAVAILABLE = netns_unavailable()
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "chaos_orders.py"
-
-pytestmark = [
-    pytest.mark.multihost,
-    pytest.mark.spark,
-    pytest.mark.slow,
-    pytest.mark.s3,
-    pytest.mark.skipif(_UNAVAILABLE is not None, reason=_UNAVAILABLE or ""),
-    pytest.mark.timeout(900),
-]
+pytestmark = HOSTS_MARKS
 
 
 def test_a_correct_job_commits_the_same_under_host_faults(
