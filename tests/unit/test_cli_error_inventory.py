@@ -197,8 +197,8 @@ INVENTORY: list[tuple[str, str, int | None]] = [
     ("sql -f {dir}/nothere.sql", "No such file or directory", 2),
     # cairn chaos
     (
-        "chaos {dir}/ok.py --profile hosts --rescale",
-        "--profile hosts does not combine with --rescale yet; use --profile local for it",
+        "chaos {dir}/ok.py --profile hosts --upgrade {dir}/ok.py",
+        "--profile hosts does not combine with --upgrade yet; use --profile local for it",
         2,
     ),
     # reading checkpoints
