@@ -2,9 +2,9 @@
 which PyFlink also has here, lives in ``closeable_iterator.py``).
 
 Invariant: every API call appends exactly one ``Transformation`` to the logical plan and never
-changes an existing one, except the setters (name, uid, parallelism, chaining...) applied to the
-transformation the previous call returned. Only sinks are registered with the environment;
-operators reachable from no sink are not executed.
+changes an existing one, except the setters (name, uid, parallelism, chaining...;
+``operator_settings.py``) applied to the transformation the previous call returned. Only sinks
+are registered with the environment; operators reachable from no sink are not executed.
 
 >>> from cairn.datastream.stream_execution_environment import StreamExecutionEnvironment
 >>> env = StreamExecutionEnvironment.get_execution_environment()
@@ -15,7 +15,6 @@ operators reachable from no sink are not executed.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn, overload
@@ -32,14 +31,13 @@ from cairn.api.functions import (
 )
 from cairn.api.output_tag import OutputTag
 from cairn.api.partitioning import CustomPartitioning
-from cairn.common.arguments import require_int
 from cairn.common.typeinfo import TypeInformation, Types
 from cairn.common.watermark_strategy import WatermarkStrategy
 from cairn.datastream.closeable_iterator import CloseableIterator
 from cairn.datastream.java_text import with_declared_type
+from cairn.datastream.operator_settings import OperatorSetters
 from cairn.datastream.print_sink import PrintSinkFunction
 from cairn.datastream.projection import Projection
-from cairn.graph.chaining import CHAINING_OPTION
 from cairn.graph.transformations import (
     OneInputTransformation,
     OperatorKind,
@@ -63,7 +61,6 @@ if TYPE_CHECKING:
 
 __all__ = ["CloseableIterator", "DataStream", "DataStreamSink", "KeyedStream", "TwoStageSink"]
 
-MAX_MAX_PARALLELISM = 1 << 15
 # Operators whose functions may yield ``(output_tag, value)``.
 _PROCESS_KINDS = frozenset(
     {
@@ -77,107 +74,7 @@ _PROCESS_KINDS = frozenset(
 )
 
 
-class _OperatorSetters:
-    """Setters shared by ``DataStream`` and ``DataStreamSink``; they act on ``_transformation``
-    and refuse virtual transformations (partitionings and unions are not operators)."""
-
-    _transformation: Transformation
-    _non_parallel: bool = False
-
-    def _physical(self, what: str) -> Transformation:
-        t = self._transformation
-        if isinstance(t, PartitionTransformation | UnionTransformation | SideOutputTransformation):
-            raise TypeError(
-                f"{what} is not possible on the result of {t.name.lower()}(): it changes how "
-                "records are routed and is not an operator; call it on the operator before or "
-                "after"
-            )
-        return t
-
-    def _set_option(self, key: str, value: Any) -> None:
-        t = self._physical("Setting operator options")
-        if isinstance(t, OneInputTransformation) and t.operator is not None:
-            options = {**t.operator.options, key: value}
-            t.operator = dataclasses.replace(t.operator, options=options)
-
-    def get_name(self) -> str:
-        return self._transformation.name
-
-    def name(self, name: str) -> Any:
-        """Name shown in logs and used for the generated uid when none is set."""
-        if not isinstance(name, str) or not name.strip():
-            raise ValueError(f"operator names must be non-empty strings, got {name!r}")
-        self._physical("name()").name = name
-        return self
-
-    def uid(self, uid: str) -> Any:
-        """Stable id of the operator: its state in checkpoints and savepoints is keyed by it,
-        so set it on every stateful operator before the first run; unique per job."""
-        if not isinstance(uid, str) or not uid.strip():
-            raise ValueError(f"uids must be non-empty strings, got {uid!r}")
-        self._physical("uid()").uid = uid
-        return self
-
-    def set_uid_hash(self, uid_hash: str) -> Any:
-        """Flink's user-provided JobVertexID (32 hex characters). Accepted here, refused when
-        the job is submitted: Cairn stores and matches operator state by ``uid()``, there is
-        no hashed id to override (and no Flink state to match); use ``uid()``."""
-        if not isinstance(uid_hash, str) or len(uid_hash) != 32 or not _is_hex(uid_hash):
-            raise ValueError(
-                "Node hash must be a 32 character String that describes a hex code. Found: "
-                f"{uid_hash!r}"
-            )
-        self._physical("set_uid_hash()").uid_hash = uid_hash
-        return self
-
-    def set_parallelism(self, parallelism: int) -> Any:
-        """Parallelism of this operator (``-1``: the environment's default)."""
-        t = self._physical("set_parallelism()")
-        require_int("parallelism", parallelism)
-        if parallelism == -1:
-            t.parallelism, t.parallelism_fixed = None, self._non_parallel
-            return self
-        if parallelism < 1:
-            raise ValueError("The parallelism of an operator must be at least 1.")
-        if self._non_parallel and parallelism != 1:
-            raise ValueError("The parallelism of non parallel operator must be 1.")
-        t.parallelism, t.parallelism_fixed = parallelism, True
-        return self
-
-    def set_max_parallelism(self, max_parallelism: int) -> Any:
-        """Upper bound of rescaling and number of key groups of this operator."""
-        t = self._physical("set_max_parallelism()")
-        require_int("max parallelism", max_parallelism)
-        if not 1 <= max_parallelism <= MAX_MAX_PARALLELISM:
-            raise ValueError(
-                f"The maximum parallelism must be between 1 and {MAX_MAX_PARALLELISM}, "
-                f"got {max_parallelism}"
-            )
-        t.max_parallelism = max_parallelism
-        return self
-
-    def disable_chaining(self) -> Any:
-        """Run this operator in a task of its own (no-op on sources, which always chain)."""
-        self._set_option(CHAINING_OPTION, "never")
-        return self
-
-    def start_new_chain(self) -> Any:
-        """Start a new task at this operator; later operators may chain onto it."""
-        self._set_option(CHAINING_OPTION, "head")
-        return self
-
-    def slot_sharing_group(self, slot_sharing_group: Any) -> Any:
-        """Accepted for compatibility and ignored: Cairn runs subtask ``i`` of every operator
-        in the same worker (Flink's default slot sharing)."""
-        self._physical("slot_sharing_group()")
-        return self
-
-    def set_description(self, description: str) -> Any:
-        self._set_option("description", str(description))
-        return self
-
-
-class DataStream(_OperatorSetters):
+class DataStream(OperatorSetters):
     """A stream of records; each method returns a new stream (``ds.map(f).filter(g)``)."""
 
     # Set by KeyedStream: every operator ``append_operator`` adds to a keyed stream runs keyed.
@@ -571,7 +468,7 @@ class DataStream(_OperatorSetters):
             return list(itertools.islice(iterator, limit))
 
 
-class DataStreamSink(_OperatorSetters):
+class DataStreamSink(OperatorSetters):
     """The end of a stream (``add_sink``, ``sink_to``, ``print``): name, uid, parallelism."""
 
     def __init__(self, transformation: SinkTransformation) -> None:
@@ -611,10 +508,6 @@ class TwoStageSink(DataStreamSink):
 
     def get_writer_transformation(self) -> Transformation:
         return self._writers.get_transformation()
-
-
-def _is_hex(text: str) -> bool:
-    return all(c in "0123456789abcdefABCDEF" for c in text)
 
 
 def check_function(func: Any, expected: type) -> None:

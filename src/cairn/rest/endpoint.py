@@ -6,7 +6,8 @@ Invariant: every request is checked before it touches the job: the bearer token 
 path (another id is 404, never this job's data; an ended job's GETs get its final views,
 ``job_history.py``); commands reach the job only through its
 thread-safe ``JobClient``/``JobMaster`` methods, never on the event loop's own state, and
-what changes while it runs is read from the job master's immutable ``view`` snapshots. The
+what changes while it runs is read from the job master's immutable ``view`` snapshots;
+savepoints and stops are asynchronous operations (``savepoint_operations.py``). The
 registry entry exists only while the job runs (removed when it ends; a driver that died
 leaves one that readers detect by its pid and delete).
 
@@ -22,13 +23,11 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 import logging
 import os
 import secrets
 import threading
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
@@ -36,7 +35,6 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from cairn.common.job_status import JobStatus
-from cairn.events import SavepointFormatType
 from cairn.ids import CheckpointId, VertexId
 from cairn.observability import prometheus
 from cairn.observability.cpu import job_cpu
@@ -48,6 +46,13 @@ from cairn.rest.https import server_ssl
 from cairn.rest.job_history import JobHistory
 from cairn.rest.live import LiveFeed, Update
 from cairn.rest.registry import JobEntry, JobRegistry, process_start_time
+from cairn.rest.savepoint_operations import (
+    BadRequest,
+    Operations,
+    read_body,
+    savepoint_request,
+    stop_request,
+)
 from cairn.settings import RestSettings
 
 if TYPE_CHECKING:
@@ -56,7 +61,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TOKEN_HEADER = "Authorization"
-_MAX_OPERATIONS = 256  # savepoint/stop requests whose outcome the endpoint remembers
 _MAX_EXCEPTIONS = 32
 # The web UI: static files without job data, served without the token (the page reads the
 # token from its URL's fragment, which browsers never send, and sends it with every call).
@@ -96,12 +100,9 @@ class RestEndpoint:
         self._registry = registry or JobRegistry(settings.registry_dir)
         self._linger_s = linger_s
         self.token: str | None = secrets.token_urlsafe(32) if settings.token else None
-        self._operations: dict[str, Future[str]] = {}
-        # Stop operations whose outcome no client has fetched yet: the job's process may
-        # exit right after the job ended, so closing waits (up to the linger time) for them.
-        self._unfetched: set[str] = set()
-        # A client saw its stop's savepoint complete and now waits to see the job end.
-        self._end_awaited = False
+        # Savepoints and stops by trigger id; closing waits (up to the linger time) while a
+        # client still awaits a stop's outcome or the job's end.
+        self._operations = Operations()
         self._loop = asyncio.new_event_loop()
         self._runner: web.AppRunner | None = None
         self._thread = threading.Thread(
@@ -213,7 +214,7 @@ class RestEndpoint:
         self._closed = True
         self._registry.unregister(self._master.job_id)
         deadline = time.monotonic() + self._linger_s
-        while (self._unfetched or self._end_awaited) and time.monotonic() < deadline:
+        while self._operations.awaited and time.monotonic() < deadline:
             time.sleep(0.05)
         timer = threading.Timer(self._linger_s, self._shutdown)
         timer.daemon = True
@@ -383,7 +384,7 @@ class RestEndpoint:
             return other
         facts = self._facts()
         if facts.end_ms >= 0:
-            self._end_awaited = False
+            self._operations.end_seen()
         return _json(self._details(facts))
 
     # ------------------------------------------------------------------ live updates
@@ -506,55 +507,18 @@ class RestEndpoint:
         self._client.cancel()
         return _json({}, 202)
 
-    async def _body(self, request: web.Request) -> dict[str, Any]:
-        if not request.can_read_body:
-            return {}
-        try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise _BadRequest(f"request body is not JSON: {e}") from None
-        if not isinstance(body, dict):
-            raise _BadRequest("request body must be a JSON object")
-        return body
-
-    @staticmethod
-    def _target(body: dict[str, Any], key: str) -> str | None:
-        target = body.get(key)
-        if target is not None and (not isinstance(target, str) or not target.strip()):
-            raise _BadRequest(f"{key} must be a non-empty string")
-        return target
-
-    @staticmethod
-    def _format_type(body: dict[str, Any]) -> SavepointFormatType:
-        """Flink's ``formatType``: ``"CANONICAL"`` (the default) or ``"NATIVE"``."""
-        value = body.get("formatType", "CANONICAL")
-        try:
-            return SavepointFormatType[str(value).upper()]
-        except KeyError:
-            raise _BadRequest(f"formatType must be CANONICAL or NATIVE, got {value!r}") from None
-
-    def _remember(self, future: Future[str]) -> str:
-        """Keep ``future`` under a new trigger id (the oldest are forgotten)."""
-        trigger_id = uuid.uuid4().hex
-        self._operations[trigger_id] = future
-        while len(self._operations) > _MAX_OPERATIONS:
-            self._operations.pop(next(iter(self._operations)))
-        return trigger_id
-
     async def _trigger_savepoint(self, request: web.Request) -> web.Response:
         other = self._other_job(request)
         if other is not None:
             return other
         try:
-            body = await self._body(request)
-            target = self._target(body, "target-directory")
-            format_type = self._format_type(body)
-        except _BadRequest as e:
+            asked = savepoint_request(await read_body(request))
+        except BadRequest as e:
             return _error(400, str(e))
-        future = self._client.trigger_savepoint(target, format_type)
-        if body.get("cancel-job") is True:  # Flink's cancel-with-savepoint
+        future = self._client.trigger_savepoint(asked.target, asked.format_type)
+        if asked.cancel_job:
             future.add_done_callback(self._cancel_after)
-        return _json(views.trigger_accepted(self._remember(future)), 202)
+        return _json(views.trigger_accepted(self._operations.add(future)), 202)
 
     def _cancel_after(self, savepoint: Future[str]) -> None:
         if savepoint.exception() is None:
@@ -565,17 +529,11 @@ class RestEndpoint:
         if other is not None:
             return other
         try:
-            body = await self._body(request)
-            target = self._target(body, "targetDirectory")
-            format_type = self._format_type(body)
-            drain = body.get("drain", False)  # Flink's: the final watermark before the barrier
-            if not isinstance(drain, bool):
-                raise _BadRequest(f"drain must be true or false, got {drain!r}")
-        except _BadRequest as e:
+            asked = stop_request(await read_body(request))
+        except BadRequest as e:
             return _error(400, str(e))
-        stop = self._master.stop_with_savepoint(target, format_type, drain=drain)
-        trigger_id = self._remember(stop.savepoint)
-        self._unfetched.add(trigger_id)
+        stop = self._master.stop_with_savepoint(asked.target, asked.format_type, drain=asked.drain)
+        trigger_id = self._operations.add(stop.savepoint, stop=True)
         return _json(views.trigger_accepted(trigger_id), 202)
 
     async def _operation(self, request: web.Request) -> web.Response:
@@ -588,14 +546,8 @@ class RestEndpoint:
             return _error(404, f"no savepoint or stop operation {trigger_id} for this job")
         if not future.done():
             return _json(views.operation_status(False))
-        if trigger_id in self._unfetched:
-            self._unfetched.discard(trigger_id)
-            self._end_awaited = future.exception() is None  # the stop's client waits for the end
+        self._operations.fetched(trigger_id)
         error = future.exception()
         if error is not None:
             return _json(views.operation_status(True, failure=error))
         return _json(views.operation_status(True, future.result()))
-
-
-class _BadRequest(Exception):
-    pass

@@ -9,10 +9,10 @@ two input batches; a source's poll is bounded by time as well as by count
 (``source_polling``), so that with slow records chained to a source the worker's control
 messages (its checkpoint trigger) are taken between records.
 Watermarks of the input channels go through the task's valve (their minimum over active
-channels) into the head operator, from operator to operator down the chain, and out on every
-output channel; a source task sends the final watermark when its input ends, before it reports
-the end, so every event-time timer fires before the final checkpoint, and ahead of the barrier
-of a stop-with-savepoint with drain, so they fire before the savepoint. Latency markers
+channels) into the chain, which carries them on to every output channel (``chain_events``); a
+source task sends the final watermark when its input ends, before it reports the end, so every
+event-time timer fires before the final checkpoint, and ahead of the barrier of a
+stop-with-savepoint with drain, so they fire before the savepoint. Latency markers
 (``metrics.latency.interval``) are events too: taken in channel order, they go to the task's
 ``LatencyTracker`` and never into an operator; without the option the task has no tracker and a
 source emits none.
@@ -20,7 +20,6 @@ source emits none.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -48,11 +47,12 @@ from cairn.runtime.barriers.api import (
     UnalignedBarrierHandlerActions,
 )
 from cairn.runtime.barriers.unaligned import UnalignedBarrierHandler
+from cairn.runtime.chain_events import ChainEvents
 from cairn.runtime.channel_state import NOT_RECORDED, HeldBatch
 from cairn.runtime.channels import DEFAULT_CAPACITY
 from cairn.runtime.debloat import BufferDebloater, DebloatConfig
 from cairn.runtime.eventtime.stamped import StampedBatch, slice_batch
-from cairn.runtime.eventtime.valve import StatusWatermarkValve, ValveOutput
+from cairn.runtime.eventtime.valve import StatusWatermarkValve
 from cairn.runtime.input_gate import InputGate
 from cairn.runtime.keyed_batch import KeyGroupedBatch
 from cairn.runtime.latency import LatencyConfig, LatencyTracker
@@ -162,7 +162,7 @@ class StreamTask:
         self._valve = (
             StatusWatermarkValve(len(gate.channels)) if gate is not None and gate.channels else None
         )
-        self._wire_event_time(operators, writers)
+        self._chain = ChainEvents(operators, writers)
         self._latency: LatencyTracker | None = None
         if latency is not None:
             recording = operators[1:] if self.is_source else operators
@@ -178,39 +178,6 @@ class StreamTask:
             self._debloater = BufferDebloater(
                 debloat, len(gate.channels) * DEFAULT_CAPACITY, self._clock.now_ms()
             )
-
-    def _wire_event_time(self, ops: list[StreamOperator], writers: list[RecordWriter]) -> None:
-        """Watermarks go from operator to operator, then out on every channel; the tail's side
-        outputs go to the writers of their tags."""
-        for op, nxt in itertools.pairwise(ops):
-            op.watermark_output = nxt.process_watermark
-        ops[-1].watermark_output = self._emit_watermark
-        for op in ops:
-            op.status_output = self._emit_status
-        # An operator that generates watermarks decides the status downstream itself.
-        self._forward_status = not any(op.generates_watermarks for op in ops)
-        side: dict[str, list[RecordWriter]] = {}
-        for w in writers:
-            if w.output_tag is not None:
-                side.setdefault(w.output_tag, []).append(w)
-        if side:
-            ops[-1].side_outputs = {tag: _emit_to(ws) for tag, ws in side.items()}
-
-    def _emit_watermark(self, timestamp: int) -> None:
-        event = Watermark(timestamp)
-        for w in self.writers:
-            w.broadcast_event(event)
-
-    def _emit_status(self, status: WatermarkStatus) -> None:
-        for w in self.writers:
-            w.broadcast_event(status)
-
-    def _apply_valve(self, events: ValveOutput) -> None:
-        for event in events:
-            if isinstance(event, Watermark):
-                self.head.process_watermark(event.timestamp)
-            elif self._forward_status:
-                self._emit_status(event)
 
     # -------------------------------------------------------------------- processing
 
@@ -406,18 +373,18 @@ class StreamTask:
         elif type(event) is Watermark:
             valve = self._valve
             assert valve is not None
-            self._apply_valve(valve.on_watermark(channel, event.timestamp))
+            self._chain.from_valve(valve.on_watermark(channel, event.timestamp))
         elif type(event) is WatermarkStatus:
             valve = self._valve
             assert valve is not None
-            self._apply_valve(valve.on_status(channel, event))
+            self._chain.from_valve(valve.on_status(channel, event))
         elif type(event) is LatencyMarker:
             if self._latency is not None:
                 self._latency.on_marker(event)
         elif isinstance(event, EndOfPartition):
             valve = self._valve
             assert valve is not None
-            self._apply_valve(valve.on_end_of_partition(channel))
+            self._chain.from_valve(valve.on_end_of_partition(channel))
             handler.on_end_of_partition(channel)
             self.gate.mark_finished(channel)
             if self.gate.all_finished:
@@ -615,17 +582,6 @@ class StreamTask:
                 op.close()
             except Exception:
                 log.warning("closing %s of %s failed", op.name, self.name, exc_info=True)
-
-
-def _emit_to(writers: list[RecordWriter]) -> Callable[[list[Any]], None]:
-    if len(writers) == 1:
-        return writers[0].emit_side
-
-    def emit_all(records: list[Any]) -> None:
-        for w in writers:
-            w.emit_side(records)
-
-    return emit_all
 
 
 def _check_sides(name: str, sides: Sequence[int] | None, gate: InputGate | None) -> tuple[int, ...]:

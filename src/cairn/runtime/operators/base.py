@@ -155,8 +155,8 @@ class StreamOperator:
         self.ctx: OperatorContext
         self.output: Output = _noop_output
         self.restored = False
-        # Event time, wired by the task: the next operator's process_watermark (or the
-        # task's output), the task's status output, and side outputs by tag id.
+        # Event time, wired by the task's ``ChainEvents``: the next operator's
+        # process_watermark (or the task's output), the status output, side outputs by tag id.
         self.current_watermark = MIN_WATERMARK
         self.watermark_output: Callable[[int], None] = _noop_watermark
         self.status_output: Callable[[WatermarkStatus], None] = _noop_status

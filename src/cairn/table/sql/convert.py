@@ -34,8 +34,8 @@ from cairn.table.schema import Schema
 from cairn.table.semi_join_planner import set_operation
 from cairn.table.sql.ctes import with_clause_catalog
 from cairn.table.sql.dialect import TableArg
-from cairn.table.sql.errors import SqlValidationError
-from cairn.table.sql.expressions import ExpressionConverter, SqlErrors
+from cairn.table.sql.errors import SqlErrors, SqlValidationError
+from cairn.table.sql.expressions import ExpressionConverter
 from cairn.table.sql.group_keys import computed_keys
 from cairn.table.sql.grouping_sets import GroupingSets
 from cairn.table.sql.joins import join_relation

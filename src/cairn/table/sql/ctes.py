@@ -20,7 +20,7 @@ from sqlglot import exp
 
 from cairn.table.lookup_source import LookupTable
 from cairn.table.schema import Schema
-from cairn.table.sql.expressions import SqlErrors
+from cairn.table.sql.errors import SqlErrors
 from cairn.table.table import Table
 from cairn.table.types import DataType
 

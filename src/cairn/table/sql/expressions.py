@@ -3,7 +3,8 @@
 Invariant: pure and schema-free, except that a column name is checked against the names in
 scope when they are given, so an unknown column fails with its SQL position. The result is the
 tree the Table API's DSL builds for the same expression (``a > 1`` is ``col('a') > 1``), so SQL
-and the DSL resolve and compile through the same code.
+and the DSL resolve and compile through the same code. Calls by name (``SUM(a)``, ``UPPER(s)``,
+a user's function) resolve in ``function_calls.py``.
 
 >>> str(parse_expression("a * 2 > 10 AND b IS NOT NULL"))
 'and(greater_than(times(a, 2), 10), is_not_null(b))'
@@ -18,71 +19,19 @@ from __future__ import annotations
 import datetime
 import decimal
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from sqlglot import exp
 
-from cairn.table.errors import ValidationError
-from cairn.table.expressions import (
-    AGGREGATE_MODIFIERS,
-    AGGREGATES,
-    Expression,
-    coalesce,
-    col,
-    concat,
-    lit,
-)
-from cairn.table.functions import registry
-from cairn.table.sql.dialect import FlinkCast, FlinkJsonCall, TableArg
-from cairn.table.sql.errors import SqlValidationError, position_of
+from cairn.table.expressions import Expression, col, concat, lit
+from cairn.table.sql.dialect import FlinkCast, FlinkJsonCall
+from cairn.table.sql.errors import SqlErrors
+from cairn.table.sql.function_calls import NILADIC, FunctionCalls
 from cairn.table.sql.parse import parse_expression_tree
 from cairn.table.sql.type_names import parse_type
 from cairn.table.types import DataType, DataTypes
 
-__all__ = ["ExpressionConverter", "SqlErrors", "call_names", "parse_expression", "to_expression"]
-
-
-def _start(node: exp.Expr) -> int | None:
-    starts = [n.meta["start"] for n in node.walk() if "start" in n.meta]
-    return min(starts) if starts else None
-
-
-def _end(node: exp.Expr) -> int | None:
-    ends = [n.meta["end"] for n in node.walk() if "end" in n.meta]
-    return max(ends) if ends else None
-
-
-_T = TypeVar("_T")
-
-
-class SqlErrors:
-    """Errors positioned in one statement's text."""
-
-    def __init__(self, sql: str) -> None:
-        self.sql = sql
-
-    def run(self, node: exp.Expr, step: Callable[[], _T]) -> _T:
-        """``step()`` (a Table API step); a ``ValidationError`` it raises gets ``node``'s
-        position (one already positioned passes as it is)."""
-        try:
-            return step()
-        except SqlValidationError:
-            raise
-        except ValidationError as error:
-            raise self.at(node, str(error)) from None
-
-    def at(self, node: exp.Expr, message: str, keyword: str = "") -> SqlValidationError:
-        """An error at ``node`` (at the ``keyword`` before it, when given)."""
-        start, end = _start(node), _end(node)
-        if start is not None and keyword:
-            found = self.sql.upper().rfind(keyword, 0, start + 1)
-            start = found if found >= 0 else start
-            end = start + len(keyword) - 1
-        if start is None:
-            return SqlValidationError(message, 1, 1)
-        line, column = position_of(self.sql, start)
-        end_line, end_column = position_of(self.sql, end if end is not None else start)
-        return SqlValidationError(message, line, column, end_column if end_line == line else column)
+__all__ = ["ExpressionConverter", "parse_expression", "to_expression"]
 
 
 _BINARY: dict[type[exp.Expr], str] = {
@@ -100,44 +49,6 @@ _BINARY: dict[type[exp.Expr], str] = {
     exp.And: "and",
     exp.Or: "or",
 }
-
-#: SQL functions by name: how many arguments, and the DSL call they become.
-_FUNCTIONS: dict[str, tuple[range, Callable[..., Expression]]] = {
-    "COUNT": (range(1, 2), lambda a: a.count),
-    "SUM": (range(1, 2), lambda a: a.sum),
-    "AVG": (range(1, 2), lambda a: a.avg),
-    "MIN": (range(1, 2), lambda a: a.min),
-    "MAX": (range(1, 2), lambda a: a.max),
-    "PROCTIME": (range(0, 1), lambda: Expression("call", "proctime")),
-    "IF": (range(3, 4), lambda c, t, f: c.if_then_else(t, f)),
-    "COALESCE": (range(1, 64), coalesce),
-}
-
-#: SQL aggregate functions beyond ``_FUNCTIONS``'s: how many arguments, the DSL call.
-_AGGREGATE_FUNCTIONS: dict[str, tuple[range, Callable[..., Expression]]] = {
-    "STDDEV_POP": (range(1, 2), lambda a: a.stddev_pop),
-    "STDDEV_SAMP": (range(1, 2), lambda a: a.stddev_samp),
-    "STDDEV": (range(1, 2), lambda a: a.stddev_samp),
-    "VAR_POP": (range(1, 2), lambda a: a.var_pop),
-    "VAR_SAMP": (range(1, 2), lambda a: a.var_samp),
-    "VARIANCE": (range(1, 2), lambda a: a.var_samp),
-    "FIRST_VALUE": (range(1, 2), lambda a: a.first_value),
-    "LAST_VALUE": (range(1, 2), lambda a: a.last_value),
-    "LISTAGG": (range(1, 3), lambda a, sep=None: a.list_agg("," if sep is None else sep.value)),
-}
-
-#: The aggregates ``AGG(DISTINCT ...)`` may name.
-_DISTINCT_AGGREGATES = {"COUNT", "SUM", "AVG", "MIN", "MAX", *_AGGREGATE_FUNCTIONS}
-
-
-def call_names() -> list[str]:
-    """The calls the converter plans itself (aggregates, ``IF``, ``COALESCE``, ``PROCTIME``),
-    beside the registry's functions (``SHOW FUNCTIONS`` lists them)."""
-    return [*_FUNCTIONS, *_AGGREGATE_FUNCTIONS, *_NILADIC]
-
-
-#: Calls whose first argument is a unit written as a name (``TIMESTAMPADD(HOUR, 1, t)``).
-_UNIT_FIRST = frozenset({"TIMESTAMPADD", "TIMESTAMPDIFF"})
 
 #: The time units of EXTRACT and FLOOR/CEIL(... TO unit).
 _UNITS = frozenset(
@@ -163,9 +74,6 @@ _UNITS = frozenset(
         "MILLENNIUM",
     ]
 )
-
-#: Niladic functions written without parentheses, read as names when no column has them.
-_NILADIC = {"LOCALTIME": "localtime", "LOCALTIMESTAMP": "localtimestamp"}
 
 #: sqlglot's nodes of the niladic SQL functions.
 _CURRENT: dict[type[exp.Expr], str] = {
@@ -209,6 +117,7 @@ class ExpressionConverter:
         self.scopes = scopes or {}
         self.over = over
         self.windows = windows
+        self._calls = FunctionCalls(errors, self.convert, functions)
 
     def convert(self, node: exp.Expr) -> Expression:
         e = self.errors
@@ -261,9 +170,9 @@ class ExpressionConverter:
         if isinstance(node, exp.Interval):
             return self._interval(node)
         if isinstance(node, exp.Anonymous):
-            return self._function(node)
+            return self._calls.call(node)
         if isinstance(node, exp.Filter):
-            return self._filtered(node)
+            return self._calls.filtered(node)
         if isinstance(node, exp.Window):
             if self.over is None:
                 raise e.at(node, "OVER windows are not supported here")
@@ -415,8 +324,8 @@ class ExpressionConverter:
     def _column(self, node: exp.Column) -> Expression:
         name = node.name
         qualifier = node.table
-        if not qualifier and name.upper() in _NILADIC and not self._is_column(name):
-            return _call(_NILADIC[name.upper()])
+        if not qualifier and name.upper() in NILADIC and not self._is_column(name):
+            return _call(NILADIC[name.upper()])
         if qualifier and qualifier not in self.qualifiers:
             if node.args.get("db") is None and self._is_column(qualifier):
                 # ``person.id`` with a ROW column ``person`` (a table alias wins, as Calcite's)
@@ -489,95 +398,6 @@ class ExpressionConverter:
             )
         interval: Expression = getattr(lit(int(text)), _INTERVAL_UNITS[unit_name])
         return interval
-
-    def _function(self, node: exp.Anonymous) -> Expression:
-        name = str(node.this).upper()
-        args_nodes = list(node.expressions)
-        if name == "COUNT" and len(args_nodes) == 1 and isinstance(args_nodes[0], exp.Star):
-            return Expression("call", "count", (Expression("star"),))
-        if args_nodes and isinstance(args_nodes[0], exp.Distinct):
-            return self._distinct(node, name, args_nodes)
-        if name in _AGGREGATE_FUNCTIONS:
-            arity, build = _AGGREGATE_FUNCTIONS[name]
-            if len(args_nodes) not in arity:
-                raise self.errors.at(
-                    node, f"Invalid number of arguments to function '{name}': {len(args_nodes)}"
-                )
-            if name == "LISTAGG" and len(args_nodes) == 2:
-                separator = args_nodes[1]
-                if not isinstance(separator, exp.Literal) or not separator.is_string:
-                    raise self.errors.at(separator, "LISTAGG's separator is a string literal")
-            return build(*(self.convert(a) for a in args_nodes))
-        for a in args_nodes:
-            if isinstance(a, exp.Distinct):
-                raise self.errors.at(node, f"{name}(DISTINCT ...) is not supported yet")
-            if isinstance(a, TableArg):
-                raise self.errors.at(node, f"Table function {name}(TABLE ...) is not supported")
-        builtin = None if name in _FUNCTIONS else registry.by_sql_name(name)
-        known = _FUNCTIONS.get(name)
-        user = None
-        if known is None and builtin is None and self.functions is not None:
-            user = self.functions(name)
-        if user is not None:
-            if getattr(user, "kind", "") == "table":
-                raise self.errors.at(
-                    node,
-                    f"Table function {node.this!s} is called in FROM ..., LATERAL TABLE(...),"
-                    " not in an expression",
-                )
-            result: Expression = user(*(self.convert(a) for a in args_nodes))
-            return result
-        if builtin is not None:
-            if not builtin.accepts(len(args_nodes)):
-                raise self.errors.at(
-                    node,
-                    f"Invalid number of arguments to function '{name}': {len(args_nodes)}"
-                    f" (it is {builtin.signature})",
-                )
-            if name in _UNIT_FIRST and isinstance(args_nodes[0], exp.Column):
-                unit = lit(args_nodes[0].name.upper())
-                return _call(builtin.name, unit, *(self.convert(a) for a in args_nodes[1:]))
-            return _call(builtin.name, *(self.convert(a) for a in args_nodes))
-        if known is None:
-            raise self.errors.at(node, f"No match found for function signature {node.this!s}(...)")
-        arity, build = known
-        if len(args_nodes) not in arity:
-            raise self.errors.at(
-                node, f"Invalid number of arguments to function '{name}': {len(args_nodes)}"
-            )
-        return build(*(self.convert(a) for a in args_nodes))
-
-    def _distinct(self, node: exp.Anonymous, name: str, args_nodes: list[exp.Expr]) -> Expression:
-        """``AGG(DISTINCT a)``: the aggregate of ``a`` wrapped in ``distinct``."""
-        inner = args_nodes[0].expressions
-        if name not in _DISTINCT_AGGREGATES:
-            raise self.errors.at(node, f"{name}(DISTINCT ...) is not supported")
-        if len(inner) != 1 or (len(args_nodes) != 1 and name != "LISTAGG"):
-            raise self.errors.at(node, f"{name}(DISTINCT ...) takes one column here")
-        plain = exp.Anonymous(this=node.this, expressions=[inner[0], *args_nodes[1:]])
-        for key in ("start", "end"):
-            if key in node.meta:
-                plain.meta[key] = node.meta[key]
-        return self._function(plain).distinct
-
-    def _filtered(self, node: exp.Filter) -> Expression:
-        """``AGG(...) FILTER (WHERE condition)``."""
-        aggregate = self.convert(node.this)
-        if not _is_aggregate(aggregate):
-            raise self.errors.at(node, "FILTER applies to an aggregate call only", "FILTER")
-        where = node.expression
-        condition = self.convert(where.this if isinstance(where, exp.Where) else where)
-        return Expression("call", "agg_filter", (aggregate, condition))
-
-
-def _is_aggregate(expr: Expression) -> bool:
-    if expr.kind != "call":
-        return False
-    if expr.name == "udf":
-        return bool(expr.value.kind == "aggregate")
-    if expr.name in AGGREGATE_MODIFIERS:
-        return _is_aggregate(expr.args[0])
-    return expr.name in AGGREGATES
 
 
 def _call(name: str, *args: Expression) -> Expression:

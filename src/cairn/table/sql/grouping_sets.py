@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from sqlglot import exp
 
 from cairn.table.expressions import AGGREGATE_MODIFIERS, AGGREGATES, Expression, col, lit
-from cairn.table.sql.expressions import SqlErrors
+from cairn.table.sql.errors import SqlErrors
 from cairn.table.table import Table
 from cairn.table.types import DataTypes
 

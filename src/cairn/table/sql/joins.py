@@ -20,7 +20,8 @@ from cairn.table.analysis import resolve
 from cairn.table.cross_join import cross_join, keyless_condition
 from cairn.table.lookup_source import LookupTable
 from cairn.table.schema import Schema
-from cairn.table.sql.expressions import ExpressionConverter, SqlErrors
+from cairn.table.sql.errors import SqlErrors
+from cairn.table.sql.expressions import ExpressionConverter
 from cairn.table.sql.relation_names import unique_name
 from cairn.table.sql.temporal import temporal_relation
 from cairn.table.table import Table

@@ -16,7 +16,7 @@ from sqlglot import exp
 from cairn.table.interval_bounds import rowtime_indexes
 from cairn.table.plan import SortField, TemporalSort
 from cairn.table.rank_planner import rank_plan
-from cairn.table.sql.expressions import SqlErrors
+from cairn.table.sql.errors import SqlErrors
 from cairn.table.table import Table
 from cairn.table.time_attributes import is_proctime
 

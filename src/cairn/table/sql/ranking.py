@@ -22,8 +22,7 @@ from cairn.table.errors import ValidationError
 from cairn.table.expressions import col, lit
 from cairn.table.plan import SortField
 from cairn.table.rank_planner import rank_plan
-from cairn.table.sql.errors import SqlValidationError
-from cairn.table.sql.expressions import SqlErrors
+from cairn.table.sql.errors import SqlErrors, SqlValidationError
 from cairn.table.table import Table
 from cairn.table.types import DataTypes
 

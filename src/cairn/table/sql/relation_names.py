@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from cairn.table.sql.expressions import SqlErrors
+from cairn.table.sql.errors import SqlErrors
 
 __all__ = ["DEFAULT_PATH", "table_name", "unique_name"]
 

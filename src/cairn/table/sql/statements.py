@@ -31,8 +31,9 @@ from cairn.table.sql.dialect import (
     StatementSetBlock,
     WatermarkDef,
 )
-from cairn.table.sql.errors import SqlParserError, SqlValidationError, position_of
-from cairn.table.sql.expressions import SqlErrors, call_names, to_expression
+from cairn.table.sql.errors import SqlErrors, SqlParserError, SqlValidationError, position_of
+from cairn.table.sql.expressions import to_expression
+from cairn.table.sql.function_calls import call_names
 from cairn.table.sql.function_ddl import FunctionDdl, parse_function_ddl, resolve_function
 from cairn.table.sql.parse import parse_statement
 from cairn.table.sql.relation_names import table_name

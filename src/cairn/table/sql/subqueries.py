@@ -24,8 +24,8 @@ from cairn.table.cross_join import cross_join
 from cairn.table.errors import ValidationError
 from cairn.table.expressions import Expression, col, lit
 from cairn.table.semi_join_planner import in_condition, semi_join
-from cairn.table.sql.errors import SqlValidationError
-from cairn.table.sql.expressions import ExpressionConverter, SqlErrors
+from cairn.table.sql.errors import SqlErrors, SqlValidationError
+from cairn.table.sql.expressions import ExpressionConverter
 from cairn.table.sql.relation_names import unique_name
 from cairn.table.table import Table
 

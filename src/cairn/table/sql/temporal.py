@@ -17,7 +17,8 @@ from sqlglot import exp
 from cairn.table.lookup_source import LookupTable
 from cairn.table.plan import PlanNode
 from cairn.table.schema import Schema
-from cairn.table.sql.expressions import ExpressionConverter, SqlErrors
+from cairn.table.sql.errors import SqlErrors
+from cairn.table.sql.expressions import ExpressionConverter
 from cairn.table.sql.relation_names import table_name, unique_name
 from cairn.table.table import Table
 from cairn.table.temporal_planner import lookup_join, temporal_join

@@ -23,7 +23,8 @@ from cairn.table.expressions import (
     lit,
     row_interval,
 )
-from cairn.table.sql.expressions import ExpressionConverter, SqlErrors
+from cairn.table.sql.errors import SqlErrors
+from cairn.table.sql.expressions import ExpressionConverter
 from cairn.table.table import Table
 from cairn.table.window import GroupWindow, Over, OverWindow, Session, Slide, Tumble
 
