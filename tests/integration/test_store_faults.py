@@ -79,7 +79,12 @@ def _ride_out(
     client: Any, fault: Callable[[], None], heal: Callable[[], None], what: str
 ) -> tuple[int, float]:
     """After a completed checkpoint: ``fault()``, wait for a checkpoint to fail, ``heal()``,
-    wait for one to complete. The failures seen and how long the fault lasted."""
+    wait for one to complete. The failures seen and how long the fault lasted.
+
+    A completion is counted from the first failure seen, not from ``heal()``'s return: a
+    server that serves again before ``heal()`` sees it (HDFS's NameNode leaves safe mode,
+    then the test's poll finds its ready file) may complete the job's final checkpoint, and
+    a finished job takes no more."""
     wait_for(lambda: _counts(client).completed >= 1, 60, 0.05, "a first completed checkpoint")
     before = _counts(client)
     started = time.monotonic()
@@ -87,14 +92,32 @@ def _ride_out(
     wait_for(
         lambda: _counts(client).failed > before.failed, 60, 0.05, f"a failed checkpoint ({what})"
     )
+    failing = _counts(client)  # the store is down or stuck: nothing completes from here
     heal()
     lasted = time.monotonic() - started
     failed = _counts(client).failed - before.failed
-    after = _counts(client).completed
-    wait_for(
-        lambda: _counts(client).completed > after, 90, 0.05, f"a checkpoint after {what} ended"
-    )
+    try:
+        wait_for(
+            lambda: _counts(client).completed > failing.completed,
+            90,
+            0.05,
+            f"a checkpoint after {what} ended",
+        )
+    except TimeoutError as exc:
+        raise TimeoutError(f"{exc}\n{_what_happened(client)}") from None
     return failed, lasted
+
+
+def _what_happened(client: Any) -> str:
+    """The job's status and its last checkpoints, for a test that waited in vain."""
+    stats = client.get_checkpoint_statistics()
+    rows = [f"job: {client.get_job_status()}; counts: {stats.counts}"]
+    for cp in stats.history[:6]:
+        rows.append(
+            f"  {cp.checkpoint_id} {cp.status.name} acks {cp.num_acknowledged_subtasks}/"
+            f"{cp.num_subtasks} {cp.failure_reason or ''} {(cp.failure_message or '')[:300]}"
+        )
+    return "\n".join(rows)
 
 
 def _assert_exactly_once(client: Any, out: str, records: int) -> None:
