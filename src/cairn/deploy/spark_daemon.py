@@ -16,11 +16,10 @@ forked worker spent 0.6-1.2 s there before the task's function ran, against ~0.1
 reused one -- the replacement worker's start after a failure. ``without_bundled_zips`` drops
 the zips that only duplicate the installed package, so both come from compiled bytecode.
 
-A forked worker's stderr drops one message: PySpark's "failed to flush the output" with a
-``BrokenPipeError``, printed when the JVM closed the worker's socket first, as it does when a
-job ends or a stage is cancelled (``QuietBrokenPipe``); a successful job printed that
-traceback after its result in some runs. Every other write, and every other flush failure,
-passes.
+A forked worker says nothing of a ``BrokenPipeError`` on its last flush, which happens when the
+JVM closed the worker's socket first, as it does when a job ends or a stage is cancelled
+(``quiet_worker``): a successful job printed that traceback after its result in some runs.
+Every other write, and every other failure, passes.
 """
 
 from __future__ import annotations
@@ -108,28 +107,47 @@ class QuietBrokenPipe:
     >>> out = io.StringIO()
     >>> quiet = QuietBrokenPipe(out)
     >>> _ = quiet.write(_FLUSH_FAILED + "\nTraceback ...\nBrokenPipeError: [Errno 32]\n")
+    >>> _ = quiet.write("\n")  # print's end
     >>> _ = quiet.write(_FLUSH_FAILED + "\nTraceback ...\nOSError: [Errno 5] I/O error\n")
     >>> _ = quiet.write("a user's line\n")
-    >>> out.getvalue().count(_FLUSH_FAILED), out.getvalue().endswith("a user's line\n")
-    (1, True)
+    >>> text = out.getvalue()
+    >>> text.count(_FLUSH_FAILED), text.startswith(_FLUSH_FAILED), text.endswith("line\n")
+    (1, True, True)
     """
 
     def __init__(self, stream: Any) -> None:
         self._stream = stream
+        self._dropped = False  # the last write was the message: ``print``'s newline follows
 
     def write(self, text: str) -> int:
+        dropped, self._dropped = self._dropped, False
         if text.startswith(_FLUSH_FAILED) and "BrokenPipeError" in text:
+            self._dropped = True
             return len(text)
+        if dropped and text == "\n":
+            return 1
         return int(self._stream.write(text))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
 
 
-def _quiet_worker(worker: Callable[..., int]) -> Callable[..., int]:
+def quiet_worker(worker: Callable[..., int]) -> Callable[..., int]:
+    """``pyspark.daemon.worker`` whose forked process says nothing of a socket the JVM closed.
+
+    Spark 4 re-raises the failed last flush (``spark.python.daemon.killWorkerOnFlushFailure``,
+    on by default), and the forked child prints it with ``traceback.print_exc()`` in several
+    writes: here a ``BrokenPipeError`` ends the worker with code 1 instead (the child then
+    waits for the socket to close and exits, as for any failed worker); with the option off,
+    ``QuietBrokenPipe`` drops the message PySpark prints.
+    """
+
     def run(*args: Any) -> int:
         sys.stderr = QuietBrokenPipe(sys.stderr)  # a forked worker's own process
-        return worker(*args)
+        try:
+            return worker(*args)
+        except BrokenPipeError:
+            return 1
 
     return run
 
@@ -139,5 +157,5 @@ if __name__ == "__main__":
     preload()
     import pyspark.daemon
 
-    pyspark.daemon.worker = _quiet_worker(pyspark.daemon.worker)  # manager() calls it by name
+    pyspark.daemon.worker = quiet_worker(pyspark.daemon.worker)  # manager() calls it by name
     pyspark.daemon.manager()
