@@ -30,17 +30,13 @@ from cairn.cli.chaos_report import replay_command, report, rescale_text
 from cairn.cli.chaos_run import (
     INTERVAL_MS,
     RunResult,
-    control_run_differs,
-    differs,
+    judge,
     run_conf,
     run_job,
     say,
     segments_of,
-    texts,
-    watched_name,
 )
 from cairn.cli.chaos_upgrade import NOT_CARRIED, add_upgrade_arguments, prepare_upgrade
-from cairn.cli.chaos_verdict import classify, compare_outputs
 from cairn.testing.fault_plan import (
     Vertex,
     fired_faults,
@@ -154,33 +150,26 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         for line in args.inputs.report_lines():
             print(line)
         return 1
-    diffs = compare_outputs(texts(reference), chaos.outputs)
-    control_differs = rescale_differs = None
-    if diffs:
-        say("outputs differ; a second run without faults (the control)")
-        control_differs = control_run_differs(args, work, reference, scripts=scripts[1:])
-        if (args.rescale or upgrade) and not control_differs:
-            say(f"and a run {'upgraded' if upgrade else 'rescaled'} without faults")
-            # With --upgrade once more after it: which states the new version has.
-            steps = [*segments, None] if upgrade else segments
-            rescaled = run_job(
-                args,
-                "upgrade" if upgrade else "rescale",
-                work,
-                segments=steps,
-                stop_after=stop_after,
-                scripts=[*scripts, args.upgrade] if upgrade else [],
-                before_restore=check,
-            )
-            rescale_differs = differs(reference, rescaled)
-    outside = frozenset(watched_name(p) for p in args.compare)
-    cause = classify(
-        diffs,
-        outside_sinks=outside,
-        control_differs=control_differs,
-        rescale_differs=None if upgrade else rescale_differs,
-        rescaled=len(chaos.segments_run) > 1 and not upgrade,
-        upgrade_differs=rescale_differs if upgrade else None,
+
+    def again() -> RunResult:  # with --upgrade once more after it: the new version's states
+        return run_job(
+            args,
+            "upgrade" if upgrade else "rescale",
+            work,
+            segments=[*segments, None] if upgrade else segments,
+            stop_after=stop_after,
+            scripts=[*scripts, args.upgrade] if upgrade else [],
+            before_restore=check,
+        )
+
+    diffs, cause = judge(
+        args,
+        work,
+        reference,
+        chaos,
+        scripts=scripts[1:],
+        again=again if args.rescale or upgrade else None,
+        upgrade=upgrade is not None,
     )
     print(
         report(

@@ -123,15 +123,11 @@ def cmd_chaos_hosts(args: argparse.Namespace) -> int:
     from cairn.cli.chaos_report import replay_command, report, rescale_text
     from cairn.cli.chaos_run import (
         INTERVAL_MS,
-        control_run_differs,
-        differs,
+        judge,
         run_job,
         say,
         segments_of,
-        texts,
-        watched_name,
     )
-    from cairn.cli.chaos_verdict import classify, compare_outputs
     from cairn.testing.fault_plan import Vertex, fired_faults, plan_faults
 
     reason = refusal(args)
@@ -216,22 +212,15 @@ def cmd_chaos_hosts(args: argparse.Namespace) -> int:
         print(f"  the driver's log: {os.path.join(work, 'driver.log')}")
         print(f"  replay: {command}")
         return 1
-    diffs = compare_outputs(texts(reference), chaos.outputs)
-    control_differs = rescale_differs = None
-    if diffs:
-        say("outputs differ; a second run without faults (the control, local)")
-        control_differs = control_run_differs(args, work, reference)
-        if args.rescale and not control_differs:
-            say("and a run rescaled without faults (local)")
-            rescaled = run_job(args, "rescale", work, segments=segments, stop_after=stop_after)
-            rescale_differs = differs(reference, rescaled)
-    outside = frozenset(watched_name(p) for p in args.compare)
-    cause = classify(
-        diffs,
-        outside_sinks=outside,
-        control_differs=control_differs,
-        rescale_differs=rescale_differs,
-        rescaled=len(chaos.segments_run) > 1,
+    diffs, cause = judge(
+        args,
+        work,
+        reference,
+        chaos,
+        again=(lambda: run_job(args, "rescale", work, segments=segments, stop_after=stop_after))
+        if args.rescale
+        else None,
+        where=", local",
     )
     text = report(
         command=command,

@@ -28,7 +28,7 @@ from cairn.cli.chaos_outputs import (
     redirect_sinks,
     snapshot,
 )
-from cairn.cli.chaos_verdict import Record, compare_outputs
+from cairn.cli.chaos_verdict import Cause, Difference, Record, classify, compare_outputs
 from cairn.cli.options import parse_conf_items
 from cairn.testing.fault_plan import (
     PlannedFault,
@@ -44,6 +44,7 @@ __all__ = [
     "RunResult",
     "control_run_differs",
     "differs",
+    "judge",
     "restore_step",
     "run_conf",
     "run_job",
@@ -320,3 +321,37 @@ def control_run_differs(
 def differs(reference: RunResult, other: RunResult) -> bool:
     """Whether ``other`` ended and committed other records than ``reference``."""
     return other.error is None and bool(compare_outputs(texts(reference), other.outputs))
+
+
+def judge(
+    args: argparse.Namespace,
+    work: str,
+    reference: RunResult,
+    chaos: RunResult,
+    *,
+    scripts: Sequence[str] = (),
+    again: Callable[[], RunResult] | None = None,
+    upgrade: bool = False,
+    where: str = "",
+) -> tuple[list[Difference], Cause | None]:
+    """What the faulted run committed against the reference: the differences, and if there
+    are any, their likely cause. A control run without faults tells a job that differs by
+    itself; if it agrees, ``again`` (the rescale or, ``upgrade``, the upgrade, without faults)
+    tells a state that does not survive it. ``where`` names where those runs run."""
+    diffs = compare_outputs(texts(reference), chaos.outputs)
+    control_differs = again_differs = None
+    if diffs:
+        say(f"outputs differ; a second run without faults (the control{where})")
+        control_differs = control_run_differs(args, work, reference, scripts=scripts)
+        if again is not None and not control_differs:
+            say(f"and a run {'upgraded' if upgrade else 'rescaled'} without faults{where}")
+            again_differs = differs(reference, again())
+    cause = classify(
+        diffs,
+        outside_sinks=frozenset(watched_name(p) for p in args.compare),
+        control_differs=control_differs,
+        rescale_differs=None if upgrade else again_differs,
+        rescaled=len(chaos.segments_run) > 1 and not upgrade,
+        upgrade_differs=again_differs if upgrade else None,
+    )
+    return diffs, cause
