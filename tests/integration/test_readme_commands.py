@@ -234,8 +234,11 @@ def test_run_on_local_spark_where_p_2_sets_the_parallelism(tmp_path: Path) -> No
     only the line's ``-p 2`` can make it run at 2 (cairn run's options win over the script).
     (The README job as written runs on Spark in ``test_run_on_a_spark_cluster``.)"""
     job = job_dir(tmp_path, parallelism=1)
-    run(RUN_LOCAL, job.cwd, timeout=220)
+    done = run(RUN_LOCAL, job.cwd, timeout=220)
     assert_parallel(assert_exactly_once(job.sums, README_COUNT))
+    # Spark's start-up banner and warnings a local job cannot act on stay off the terminal.
+    for noise in ("Using Spark's default log4j profile", "NativeCodeLoader", "Traceback"):
+        assert noise not in done.stderr, done.stderr
     assert not list(job.checkpoints.glob("*/chk-*")), "a finished job deletes its checkpoints"
 
 

@@ -189,6 +189,8 @@ class TestLocalSession:
             jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
         )
         assert "-XX:TieredStopAtLevel=1" in args
+        (log4j2,) = [a for a in args if a.startswith("-Dlog4j2.configurationFile=")]
+        assert os.path.isfile(log4j2.split("=", 1)[1]), log4j2  # shipped with the package
 
     def test_running_session_is_reused_and_never_replaced(self, local_spark: SparkSession) -> None:
         assert get_or_create_spark(None, min_slots=1) is local_spark
@@ -271,10 +273,17 @@ class TestLocalSession:
         )
 
 
-def test_only_local_mode_gets_the_quick_jit_and_a_job_setting_wins() -> None:
+def test_only_local_mode_gets_the_quick_jit_and_a_job_setting_wins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     quick = "-XX:TieredStopAtLevel=1"
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    for local in ("local[2]", "local"):
+        options = _session_conf(local, {})["spark.driver.extraJavaOptions"]
+        assert options.split()[0] == quick and "log4j2-local.properties" in options
+    # The user's own log4j2 configuration in Spark's conf directory is left to work.
+    (tmp_path / "log4j2.properties").write_text("rootLogger.level = info\n")
     assert _session_conf("local[2]", {})["spark.driver.extraJavaOptions"] == quick
-    assert _session_conf("local", {})["spark.driver.extraJavaOptions"] == quick
     for master in ("spark://127.0.0.1:7077", "local-cluster[2,1,1024]", "yarn"):
         assert "spark.driver.extraJavaOptions" not in _session_conf(master, {})
     mine = {"spark.driver.extraJavaOptions": "-Xss4m"}

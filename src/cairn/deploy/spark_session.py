@@ -71,11 +71,27 @@ _MAX_SOCKET_BASE = 40
 # Local mode: the driver's JVM only schedules and feeds the Python workers, which do the
 # work. Its optimizing JIT compiler (C2) would spend seconds of CPU at start-up and in bursts
 # mid-run — on a small machine taken from the workers, showing as latency tails; the quick
-# compiler alone starts Spark ~2 s sooner (measured in bench/RESULTS.md). A ``spark.*`` key of
-# the job's configuration overrides it (pass an empty string to drop it).
-_LOCAL_JVM_CONF: Mapping[str, str] = MappingProxyType(
-    {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
-)
+# compiler alone starts Spark ~2 s sooner (measured in bench/RESULTS.md). Its log is Spark's
+# default profile at WARN, without the lines announcing it (``log4j2-local.properties``), unless
+# the user keeps a log4j2 configuration in Spark's conf directory. A ``spark.*`` key of the
+# job's configuration overrides both (pass an empty string to drop them).
+_QUICK_JIT = "-XX:TieredStopAtLevel=1"
+_LOCAL_LOG4J2 = os.path.join(os.path.dirname(__file__), "log4j2-local.properties")
+_LOG4J2_FILES = ("log4j2.properties", "log4j2.xml", "log4j2.yaml", "log4j2.yml", "log4j2.json")
+
+
+def _local_driver_java_options(environ: Mapping[str, str] = os.environ) -> str:
+    """The driver JVM's options for a local master.
+
+    >>> _local_driver_java_options({"SPARK_CONF_DIR": "/nonexistent"}).split()[0]
+    '-XX:TieredStopAtLevel=1'
+    >>> "log4j2-local.properties" in _local_driver_java_options({"SPARK_CONF_DIR": "/nowhere"})
+    True
+    """
+    conf_dir = environ.get("SPARK_CONF_DIR") or os.path.join(environ.get("SPARK_HOME", ""), "conf")
+    if any(os.path.isfile(os.path.join(conf_dir, name)) for name in _LOG4J2_FILES):
+        return _QUICK_JIT
+    return f'{_QUICK_JIT} "-Dlog4j2.configurationFile={_LOCAL_LOG4J2}"'
 
 
 # YARN: a container's working directory (Spark's default directory for the Python sockets
@@ -179,7 +195,8 @@ def get_or_create_spark(
       ``min_slots`` tasks fits.
     * Loopback masters get 127.0.0.1 binding (``SPARK_LOCAL_IP`` and the driver confs);
       ``local``/``local[N]`` masters run the driver JVM with the quick JIT compiler only
-      (``-XX:TieredStopAtLevel=1``: it only schedules and feeds the Python workers).
+      (``-XX:TieredStopAtLevel=1``: it only schedules and feeds the Python workers) and
+      log at WARN without Spark's banner (``log4j2-local.properties``).
       Every created session gets the UI and console progress bar off, log level WARN,
       PySpark's accumulator server and Python daemon on Unix domain sockets
       (``spark.python.unix.domain.socket.enabled``; local masters: in ``private_socket_dir``)
@@ -280,7 +297,7 @@ def _session_conf(master: str, extra_conf: Mapping[str, str], min_slots: int = 1
         conf["spark.driver.host"] = LOOPBACK
         conf["spark.driver.bindAddress"] = LOOPBACK
     if _LOCAL_N.match(master) or master == "local":
-        conf.update(_LOCAL_JVM_CONF)
+        conf["spark.driver.extraJavaOptions"] = _local_driver_java_options()
         # Driver and executors share this host: their socket files go where only this user
         # can reach them. (Executors of a cluster use their own host's temporary directory,
         # which need not have this one.)
