@@ -105,10 +105,10 @@ class HdfsCluster(ManagedServer):
         super().__init__(
             Path(root or tempfile.mkdtemp(prefix="cairn-hdfs-")), own_root=root is None
         )
-        # Elsewhere than the loopback (a host of its own) the seed's port 9000 is taken as free.
+        # A host of its own serves on the seed's port 9000; on the loopback, where other test
+        # processes start clusters too, a free port (checking 9000 first raced them).
         self.host = host
-        free = host != _HOST or _port_free(_DEFAULT_PORT)
-        self.port = port or (_DEFAULT_PORT if free else free_port())
+        self.port = port or (free_port() if host == _HOST else _DEFAULT_PORT)
         self.launcher = tuple(launcher)
         self._hadoop_conf = dict(hadoop_conf or {})
         self.data_dir = data_dir
@@ -204,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         return 0
     if command == "run":
-        with HdfsCluster() as hdfs:
+        with HdfsCluster(port=_DEFAULT_PORT if _port_free(_DEFAULT_PORT) else None) as hdfs:
             print(f"HDFS at {hdfs.url()} ({hdfs.start_seconds:.1f} s)")
             with contextlib.suppress(KeyboardInterrupt):
                 signal.pause()
