@@ -33,7 +33,12 @@ printf '%s\\n' "${PYTEST_CURRENT_TEST:-?}" >> "$(dirname "$0")/../launches"
 echo "cairn tests: a test not marked 'spark' tried to start Spark; add @pytest.mark.spark" >&2
 exit 1
 """
-_real_spark_home: str | None = os.environ.get("SPARK_HOME")
+# A pytest-xdist worker inherits the controller's environment, stand-in included: the real
+# SPARK_HOME (or its absence, "") travels under a key of its own.
+_REAL_SPARK_HOME = "CAIRN_TESTS_REAL_SPARK_HOME"
+_real_spark_home: str | None = (
+    os.environ.get(_REAL_SPARK_HOME, os.environ.get("SPARK_HOME")) or None
+)
 _stand_in_home: Path | None = None
 _session_tmp: str | None = None
 
@@ -49,6 +54,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # (Spark workers, CLI calls): the job registry, the job archive and default checkpoint
     # roots under <tmp> stay the session's own instead of the user's shared ones.
     _session_tmp = tempfile.mkdtemp(prefix="cairn-tests-")
+    os.environ[_REAL_SPARK_HOME] = _real_spark_home or ""
     os.environ["TMPDIR"] = _session_tmp
     tempfile.tempdir = None  # re-read TMPDIR
     _stand_in_home = Path(tempfile.mkdtemp(prefix="cairn-no-spark-"))
