@@ -1,5 +1,5 @@
 """The test tiers: ``.ci/run`` runs every test exactly once, the fast tier first (the
-multihost tests beside it), then the rest (the tests on servers beside the other Spark ones),
+multihost tests beside it), then the rest in pytest-xdist workers taking whole files,
 through README's test command, and a test that starts Spark
 without the ``spark`` marker fails.
 
@@ -82,11 +82,8 @@ def test_starts_spark_in_a_child():
 
 
 def _tier_selections() -> dict[str, str]:
-    text = CI_RUN.read_text()
-    servers = re.search(r"^SERVERS='([^']*)'$", text, re.M)
-    assert servers, ".ci/run names the server markers"
-    found = re.findall(r"^(\w+_TIER)=['\"]([^'\"]*)['\"]$", text, re.M)
-    return {name: expr.replace("$SERVERS", servers.group(1)) for name, expr in found}
+    found = re.findall(r"^(\w+_TIER)=['\"]([^'\"]*)['\"]$", CI_RUN.read_text(), re.M)
+    return dict(found)
 
 
 def test_ci_runs_the_readme_test_command_in_every_tier() -> None:
@@ -95,29 +92,27 @@ def test_ci_runs_the_readme_test_command_in_every_tier() -> None:
     assert readme_command, "README.md shows no pytest command"
     text = CI_RUN.read_text()
     assert text.count(f'{readme_command.group(1)} -m "$selection" "$@"') == 2  # tier, beside
-    foreground = re.findall(r'^\s*tier \w+ "\$(\w+)" "\$@"$', text, re.M)
+    foreground = re.findall(r'^\s*tier \w+ "\$(\w+)"(?: "\$\{\w+\[@\]\}")? "\$@"$', text, re.M)
     background = re.findall(r'^\s*beside \w+ "\$(\w+)" "\$@"$', text, re.M)
     assert foreground == ["FAST_TIER", "SLOW_TIER"], "the fast tier runs first, then the rest"
-    assert background == ["BESIDE_TIER", "SERVER_TIER"]
+    assert background == ["BESIDE_TIER"]
     order = [
         'beside multihost "$BESIDE_TIER"',
         'tier fast "$FAST_TIER"',
-        'beside servers "$SERVER_TIER"',
-        'tier rest "$SLOW_TIER"',
-        'beside_done servers "$SERVER_TIER"',
+        'tier slow "$SLOW_TIER" "${SLOW_WORKERS[@]}"',
         'beside_done multihost "$BESIDE_TIER"',
     ]
     positions = [text.index(line) for line in order]
-    assert positions == sorted(positions), (
-        "multihost beside fast and on past it (collected last); servers beside the rest"
-    )
+    assert positions == sorted(positions), "multihost beside fast and on past it"
     gate = text.index("if [[ $fast_status -eq 0")
-    assert positions[1] < gate < positions[2], "the slow tiers run only when fast passed"
+    assert positions[1] < gate < positions[2], "the slow tier runs only when fast passed"
+    # Whole files per worker: a module's fixtures (a server, a cluster) start once.
+    assert re.search(r"^SLOW_WORKERS=\(-n \d --dist loadfile\)$", text, re.M)
 
 
 def test_the_tiers_select_every_test_exactly_once() -> None:
     selections = _tier_selections()
-    assert set(selections) == {"FAST_TIER", "BESIDE_TIER", "SLOW_TIER", "SERVER_TIER"}
+    assert set(selections) == {"FAST_TIER", "BESIDE_TIER", "SLOW_TIER"}
     names = ("spark", "slow", "cluster", "multihost", "kafka", "hdfs", "yarn", "s3", "gcs")
     names += ("azure", "postgres", "iceberg_rest")  # -m's and/or/not over names is Python too
     for values in itertools.product([False, True], repeat=len(names)):
@@ -131,7 +126,11 @@ def test_spark_marker_is_added_enforced_and_marked_tests_run_last(tmp_path: Path
     (tmp_path / "conftest.py").write_text((REPO_ROOT / "tests" / "conftest.py").read_text())
     (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    spark\n    cluster\n")
     (tmp_path / "test_inner.py").write_text(_INNER_TESTS)
-    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_HOME", "PYTEST_CURRENT_TEST")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("SPARK_HOME", "PYTEST_CURRENT_TEST", "CAIRN_TESTS_REAL_SPARK_HOME")
+    }
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--junitxml=report.xml"],
         cwd=tmp_path,
