@@ -81,6 +81,12 @@ class Storage:
         return bool(self._job_dirs())
 
 
+# In process: 30 s at RATE. Two standbys start in ~1 s each on a quiet machine, but CI saw
+# 12 s of input three quarters gone before they stood by (load 10): the input must outlast
+# the starts and both takeovers; what is left after them runs at full speed.
+_RECORDS_IN_PROCESS = 30_000
+
+
 @pytest.fixture(params=["file", "s3", "hdfs"])
 def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Storage]:
     root = tmp_path / "checkpoints"
@@ -98,7 +104,7 @@ def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Storage]
         ha_root = hdfs.url(f"ha-{tmp_path.name}", "_ha")
         conf["high-availability.storageDir"] = ha_root
         conf["cairn.executor"] = "inprocess"
-        yield Storage(conf, ha_root, {}, local_metadata, False, 12_000)
+        yield Storage(conf, ha_root, {}, local_metadata, False, _RECORDS_IN_PROCESS)
         return
     # The lease and the pointer on S3; checkpoints stay local (S3 checkpoint storage has its
     # own tests): what S3 changes here is only how the HA records are written.
@@ -109,7 +115,7 @@ def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Storage]
     conf["high-availability.storageDir"] = ha_root
     conf["cairn.executor"] = "inprocess"
     options = s3_storage_options({**conf, "s3.path.style.access": True})
-    yield Storage(conf, ha_root, options, local_metadata, False, 12_000)
+    yield Storage(conf, ha_root, options, local_metadata, False, _RECORDS_IN_PROCESS)
 
 
 @dataclass

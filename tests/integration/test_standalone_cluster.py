@@ -32,7 +32,7 @@ from tests.integration.jobs import expected_lines
 RECORDS, KEYS, RATE = 48_000, 20, 4_000
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
-pytestmark = [pytest.mark.spark, pytest.mark.cluster, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.spark, pytest.mark.cluster, pytest.mark.timeout(300)]
 
 
 def _drive(

@@ -13,7 +13,7 @@ import pytest
 from cairn.testing.processes import run_in_subprocess
 from cairn.testing.spark_cluster import StandaloneCluster
 
-pytestmark = [pytest.mark.spark, pytest.mark.cluster, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.spark, pytest.mark.cluster, pytest.mark.timeout(300)]
 
 ROWS, KEYS = 4_000, 5
 REPO_ROOT = Path(__file__).resolve().parents[2]
