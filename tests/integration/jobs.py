@@ -94,7 +94,7 @@ class UntilFlag(RateLimiterStrategy):
     """``records_per_second`` until the file ``flag`` exists, then as fast as read: a test
     that needs the input to last until its faults are done lets the rest run at full speed.
 
-    >>> limiter = UntilFlag(1000.0, "/nonexistent").create_rate_limiter(2)
+    >>> limiter = UntilFlag(1000.0, "/nonexistent").create_rate_limiter(2, clock=lambda: 0.0)
     >>> limiter.acquire(1024), limiter.seconds_until_ready(1) > 0
     (0, True)
     """
